@@ -1,0 +1,2 @@
+#include <iostream>
+int main() { std::cout << "sparq\n"; return 0; }

@@ -1,0 +1,347 @@
+#include "sparq/tensor.h"
+
+#include <cmath>
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <iterator>
+#include <sstream>
+#include <type_traits>
+
+namespace sparq {
+
+const char* StatusCodeName(StatusCode code) {
+  switch (code) {
+    case StatusCode::kOk: return "OK";
+    case StatusCode::kInvalidArgument: return "InvalidArgument";
+    case StatusCode::kNotSupported: return "NotSupported";
+    case StatusCode::kNotFound: return "NotFound";
+    case StatusCode::kCorruption: return "Corruption";
+    case StatusCode::kIOError: return "IOError";
+    case StatusCode::kInternal: return "Internal";
+  }
+  return "Unknown";
+}
+
+std::string Status::ToString() const {
+  if (ok()) return "OK";
+  return std::string(StatusCodeName(code_)) + ": " + message_;
+}
+
+Status Status::WithContext(const std::string& context) const {
+  if (ok()) return *this;
+  return Status(code_, context + ": " + message_);
+}
+
+namespace {
+
+// The traits table: one row per stored type.
+constexpr DataTypeInfo kDataTypes[] = {
+    {DataType::kFloat32, "float32", 4, true, true},
+    {DataType::kUInt8, "uint8", 1, false, false},
+    {DataType::kInt8, "int8", 1, false, true},
+    {DataType::kUInt16, "uint16", 2, false, false},
+    {DataType::kInt16, "int16", 2, false, true},
+    {DataType::kInt32, "int32", 4, false, true},
+    {DataType::kInt64, "int64", 8, false, true},
+    {DataType::kBool, "bool", 1, false, false},
+    {DataType::kFloat16, "float16", 2, true, true},
+    {DataType::kFloat64, "float64", 8, true, true},
+    {DataType::kUInt32, "uint32", 4, false, false},
+    {DataType::kUInt64, "uint64", 8, false, false},
+    {DataType::kBFloat16, "bfloat16", 2, true, true},
+};
+
+struct AlignedFree {
+  void operator()(uint8_t* p) const { std::free(p); }
+};
+
+std::shared_ptr<uint8_t> AllocateAligned(size_t bytes) {
+  constexpr size_t kAlign = 64;
+  size_t rounded = ((bytes + kAlign - 1) / kAlign) * kAlign;
+  if (rounded == 0) rounded = kAlign;
+  auto* p = static_cast<uint8_t*>(std::aligned_alloc(kAlign, rounded));
+  if (p != nullptr) std::memset(p, 0, rounded);
+  return std::shared_ptr<uint8_t>(p, AlignedFree());
+}
+
+template <typename T>
+double LoadAsDouble(const void* base, int64_t i) {
+  return static_cast<double>(static_cast<const T*>(base)[i]);
+}
+
+}  // namespace
+
+const DataTypeInfo* GetDataTypeInfo(DataType type) {
+  for (const auto& row : kDataTypes)
+    if (row.type == type) return &row;
+  return nullptr;
+}
+
+std::string DataTypeName(DataType type) {
+  const DataTypeInfo* info = GetDataTypeInfo(type);
+  if (info != nullptr) return info->name;
+  return "undefined(" + std::to_string(static_cast<int>(type)) + ")";
+}
+
+size_t DataTypeSize(DataType type) {
+  const DataTypeInfo* info = GetDataTypeInfo(type);
+  return info != nullptr ? info->size : 0;
+}
+
+StatusOr<DataType> DataTypeFromOnnx(int32_t onnx_type) {
+  const DataTypeInfo* info = GetDataTypeInfo(static_cast<DataType>(onnx_type));
+  if (info != nullptr) return info->type;
+  static const char* kOnnxNames[] = {"UNDEFINED", "FLOAT",  "UINT8",   "INT8",      "UINT16",
+                                     "INT16",     "INT32",  "INT64",   "STRING",    "BOOL",
+                                     "FLOAT16",   "DOUBLE", "UINT32",  "UINT64",    "COMPLEX64",
+                                     "COMPLEX128", "BFLOAT16", "FLOAT8E4M3FN", "FLOAT8E4M3FNUZ",
+                                     "FLOAT8E5M2", "FLOAT8E5M2FNUZ", "UINT4", "INT4"};
+  std::string name = (onnx_type >= 0 && onnx_type < static_cast<int32_t>(std::size(kOnnxNames)))
+                         ? kOnnxNames[onnx_type]
+                         : std::to_string(onnx_type);
+  return Status::NotSupported("ONNX data type " + name + " is not supported");
+}
+
+StatusOr<DataType> DataTypeFromName(const std::string& name) {
+  for (const auto& row : kDataTypes)
+    if (name == row.name) return row.type;
+  if (name == "float") return DataType::kFloat32;
+  if (name == "double") return DataType::kFloat64;
+  if (name == "half") return DataType::kFloat16;
+  return Status::NotSupported("unknown data type '" + name + "'");
+}
+
+uint16_t FloatToHalf(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000u;
+  uint32_t abs = x & 0x7fffffffu;
+  if (abs >= 0x7f800000u) {  // Inf or NaN
+    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
+  }
+  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> Inf
+  if (abs < 0x38800000u) {  // half subnormal or zero: value = round(f / 2^-24)
+    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
+    uint32_t exp = abs >> 23;
+    uint32_t mant = (abs & 0x7fffffu) | 0x800000u;  // with the implicit one
+    uint32_t shift = 126 - exp;                      // in [14, 24]
+    uint32_t result = mant >> shift;
+    uint32_t rem = mant & ((1u << shift) - 1u);
+    uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (result & 1u))) ++result;  // may carry into 0x400: fine
+    return static_cast<uint16_t>(sign | result);
+  }
+  // Normal: rebias exponent, round mantissa from 23 to 10 bits (nearest even).
+  uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
+  uint32_t h = (rounded - 0x38000000u) >> 13;
+  return static_cast<uint16_t>(sign | h);
+}
+
+float HalfToFloat(uint16_t h) {
+  uint32_t sign = (static_cast<uint32_t>(h) & 0x8000u) << 16;
+  uint32_t exp = (h >> 10) & 0x1fu;
+  uint32_t mant = h & 0x3ffu;
+  uint32_t bits;
+  if (exp == 0) {
+    if (mant == 0) {
+      bits = sign;
+    } else {  // subnormal: normalize
+      int e = -1;
+      do {
+        ++e;
+        mant <<= 1;
+      } while ((mant & 0x400u) == 0);
+      bits = sign | (static_cast<uint32_t>(112 - e) << 23) | ((mant & 0x3ffu) << 13);
+    }
+  } else if (exp == 31) {
+    bits = sign | 0x7f800000u | (mant << 13);
+  } else {
+    bits = sign | ((exp + 112) << 23) | (mant << 13);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
+uint16_t FloatToBFloat16(float f) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return static_cast<uint16_t>((x >> 16) | 0x40u);  // quiet NaN
+  x += 0x7fffu + ((x >> 16) & 1u);
+  return static_cast<uint16_t>(x >> 16);
+}
+
+float BFloat16ToFloat(uint16_t b) {
+  uint32_t x = static_cast<uint32_t>(b) << 16;
+  float f;
+  std::memcpy(&f, &x, 4);
+  return f;
+}
+
+int64_t NumElements(const Shape& shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return n;
+}
+
+std::string ShapeToString(const Shape& shape) {
+  std::ostringstream os;
+  os << "[";
+  for (size_t i = 0; i < shape.size(); ++i) os << (i ? ", " : "") << shape[i];
+  os << "]";
+  return os.str();
+}
+
+Tensor::Tensor(DataType type, Shape shape)
+    : type_(type), shape_(std::move(shape)), numel_(NumElements(shape_)) {
+  data_ = AllocateAligned(nbytes());
+}
+
+template <>
+Tensor Tensor::FromVector<bool>(Shape shape, const std::vector<bool>& values) {
+  Tensor t(DataType::kBool, std::move(shape));
+  bool* out = t.data<bool>();
+  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
+  return t;
+}
+
+StatusOr<Tensor> Tensor::Reshaped(Shape new_shape) const {
+  if (NumElements(new_shape) != numel_) {
+    return Status::InvalidArgument("cannot reshape " + ShapeToString(shape_) + " to " +
+                                   ShapeToString(new_shape));
+  }
+  Tensor t = *this;
+  t.shape_ = std::move(new_shape);
+  return t;
+}
+
+Tensor Tensor::Clone() const {
+  Tensor t(type_, shape_);
+  if (nbytes() > 0) std::memcpy(t.raw_data(), raw_data(), nbytes());
+  return t;
+}
+
+double Tensor::GetAsDouble(int64_t i) const {
+  const void* p = raw_data();
+  switch (type_) {
+    case DataType::kFloat32: return LoadAsDouble<float>(p, i);
+    case DataType::kFloat64: return LoadAsDouble<double>(p, i);
+    case DataType::kInt8: return LoadAsDouble<int8_t>(p, i);
+    case DataType::kUInt8: return LoadAsDouble<uint8_t>(p, i);
+    case DataType::kInt16: return LoadAsDouble<int16_t>(p, i);
+    case DataType::kUInt16: return LoadAsDouble<uint16_t>(p, i);
+    case DataType::kInt32: return LoadAsDouble<int32_t>(p, i);
+    case DataType::kUInt32: return LoadAsDouble<uint32_t>(p, i);
+    case DataType::kInt64: return LoadAsDouble<int64_t>(p, i);
+    case DataType::kUInt64: return LoadAsDouble<uint64_t>(p, i);
+    case DataType::kBool: return static_cast<const bool*>(p)[i] ? 1.0 : 0.0;
+    case DataType::kFloat16: return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
+    case DataType::kBFloat16: return BFloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    case DataType::kUndefined: break;
+  }
+  return 0.0;
+}
+
+namespace {
+
+template <typename T>
+void StoreFromDouble(void* base, int64_t i, double v) {
+  if constexpr (std::is_floating_point_v<T>) {
+    static_cast<T*>(base)[i] = static_cast<T>(v);
+  } else if constexpr (std::is_same_v<T, bool>) {
+    static_cast<bool*>(base)[i] = v != 0.0;
+  } else {
+    // ONNX Cast from float to int: truncation toward zero; out-of-range is
+    // undefined in ONNX, we saturate so the result is at least deterministic.
+    if (std::isnan(v)) {
+      static_cast<T*>(base)[i] = 0;
+      return;
+    }
+    double t = std::trunc(v);
+    constexpr double lo = static_cast<double>(std::numeric_limits<T>::lowest());
+    constexpr double hi = static_cast<double>(std::numeric_limits<T>::max());
+    if (t <= lo) static_cast<T*>(base)[i] = std::numeric_limits<T>::lowest();
+    else if (t >= hi) static_cast<T*>(base)[i] = std::numeric_limits<T>::max();
+    else static_cast<T*>(base)[i] = static_cast<T>(t);
+  }
+}
+
+bool IsInteger(DataType t) {
+  const DataTypeInfo* info = GetDataTypeInfo(t);
+  return info != nullptr && !info->is_float && t != DataType::kBool;
+}
+
+}  // namespace
+
+Tensor Tensor::ToFloat32() const {
+  if (type_ == DataType::kFloat32) return *this;
+  return CastTo(DataType::kFloat32);
+}
+
+Tensor Tensor::CastTo(DataType type) const {
+  if (type == type_) return Clone();
+  Tensor out(type, shape_);
+  void* dst = out.raw_data();
+  // Integer to integer goes through int64 to keep 64-bit values exact.
+  if (IsInteger(type_) && IsInteger(type)) {
+    for (int64_t i = 0; i < numel_; ++i) {
+      int64_t v = type_ == DataType::kUInt64 ? static_cast<int64_t>(data<uint64_t>()[i])
+                  : type_ == DataType::kInt64 ? data<int64_t>()[i]
+                                              : static_cast<int64_t>(GetAsDouble(i));
+      switch (type) {
+        case DataType::kInt8: static_cast<int8_t*>(dst)[i] = static_cast<int8_t>(v); break;
+        case DataType::kUInt8: static_cast<uint8_t*>(dst)[i] = static_cast<uint8_t>(v); break;
+        case DataType::kInt16: static_cast<int16_t*>(dst)[i] = static_cast<int16_t>(v); break;
+        case DataType::kUInt16: static_cast<uint16_t*>(dst)[i] = static_cast<uint16_t>(v); break;
+        case DataType::kInt32: static_cast<int32_t*>(dst)[i] = static_cast<int32_t>(v); break;
+        case DataType::kUInt32: static_cast<uint32_t*>(dst)[i] = static_cast<uint32_t>(v); break;
+        case DataType::kInt64: static_cast<int64_t*>(dst)[i] = v; break;
+        case DataType::kUInt64: static_cast<uint64_t*>(dst)[i] = static_cast<uint64_t>(v); break;
+        default: break;
+      }
+    }
+    return out;
+  }
+  for (int64_t i = 0; i < numel_; ++i) {
+    double v = GetAsDouble(i);
+    switch (type) {
+      case DataType::kFloat32: StoreFromDouble<float>(dst, i, v); break;
+      case DataType::kFloat64: StoreFromDouble<double>(dst, i, v); break;
+      case DataType::kInt8: StoreFromDouble<int8_t>(dst, i, v); break;
+      case DataType::kUInt8: StoreFromDouble<uint8_t>(dst, i, v); break;
+      case DataType::kInt16: StoreFromDouble<int16_t>(dst, i, v); break;
+      case DataType::kUInt16: StoreFromDouble<uint16_t>(dst, i, v); break;
+      case DataType::kInt32: StoreFromDouble<int32_t>(dst, i, v); break;
+      case DataType::kUInt32: StoreFromDouble<uint32_t>(dst, i, v); break;
+      case DataType::kInt64: StoreFromDouble<int64_t>(dst, i, v); break;
+      case DataType::kUInt64: StoreFromDouble<uint64_t>(dst, i, v); break;
+      case DataType::kBool: StoreFromDouble<bool>(dst, i, v); break;
+      case DataType::kFloat16:
+        static_cast<uint16_t*>(dst)[i] = FloatToHalf(static_cast<float>(v));
+        break;
+      case DataType::kBFloat16:
+        static_cast<uint16_t*>(dst)[i] = FloatToBFloat16(static_cast<float>(v));
+        break;
+      case DataType::kUndefined: break;
+    }
+  }
+  return out;
+}
+
+std::vector<int64_t> Tensor::ToInt64Vector() const {
+  std::vector<int64_t> v(static_cast<size_t>(numel_));
+  if (type_ == DataType::kInt64) {
+    std::memcpy(v.data(), raw_data(), nbytes());
+  } else {
+    for (int64_t i = 0; i < numel_; ++i) v[i] = static_cast<int64_t>(GetAsDouble(i));
+  }
+  return v;
+}
+
+bool Tensor::Equals(const Tensor& other) const {
+  if (type_ != other.type_ || shape_ != other.shape_) return false;
+  return nbytes() == 0 || std::memcmp(raw_data(), other.raw_data(), nbytes()) == 0;
+}
+
+}  // namespace sparq

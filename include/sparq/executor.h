@@ -1,0 +1,68 @@
+// Runs a Model on the CPU, node by node in topological order.
+#pragma once
+
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sparq/graph.h"
+#include "sparq/status.h"
+#include "sparq/tensor.h"
+
+namespace sparq {
+
+using TensorMap = std::map<std::string, Tensor>;
+
+struct ExecutorOptions {
+  int threads = 0;  // worker threads; 0 = one per hardware thread
+};
+
+struct RunOptions {
+  // Called after each node with the node and its outputs (calibration,
+  // debugging). A non-OK return stops the run with that Status.
+  std::function<Status(const Node&, const std::vector<Tensor>&)> on_node_outputs;
+  // Intermediate values to return besides the graph outputs.
+  std::vector<std::string> extra_outputs;
+};
+
+// Which kernel ran a node, and how long it took (filled by Run when asked).
+struct NodeProfile {
+  std::string node;     // node name (or first output when unnamed)
+  std::string op_type;
+  std::string kernel;   // KernelDef::name
+  double micros = 0.0;
+};
+
+class Executor {
+ public:
+  // Prepares `model` for running: resolves a kernel for every node. Errors:
+  // NotSupported naming the first node whose op/opset has no kernel;
+  // InvalidArgument for graphs that reference undefined values.
+  static StatusOr<std::unique_ptr<Executor>> Create(const Model& model, const ExecutorOptions& options = {});
+  ~Executor();
+
+  // Runs the graph. `inputs` must hold every graph input (inputs that have an
+  // initializer default may be left out), with the declared element type and
+  // rank and every fixed dimension. Fills `outputs` with the graph outputs
+  // (and RunOptions::extra_outputs). Errors name the input or node at fault.
+  Status Run(const TensorMap& inputs, TensorMap* outputs, const RunOptions& options = {},
+             std::vector<NodeProfile>* profile = nullptr);
+
+  const Model& model() const;
+  const std::vector<std::string>& input_names() const;
+  const std::vector<std::string>& output_names() const;
+  int num_threads() const;
+
+ private:
+  struct Impl;
+  explicit Executor(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+// Checks that every node of `model` has a reference kernel; the error lists
+// each unsupported (op, opset) with the node that uses it.
+Status CheckSupported(const Model& model);
+
+}  // namespace sparq

@@ -1,0 +1,56 @@
+// Reading and writing ONNX model files.
+#pragma once
+
+#include <string>
+
+#include "sparq/graph.h"
+#include "sparq/status.h"
+
+namespace sparq {
+
+struct LoadOptions {
+  // Run ONNX's shape inference and fill Graph::value_info. Inference errors
+  // are not fatal here (the executor computes shapes itself); call
+  // InferShapes() directly to see them.
+  bool infer_shapes = true;
+};
+
+// Loads `path`, with its external data files (resolved relative to the model's
+// folder). Errors: NotFound (missing file or external data file), Corruption
+// (truncated or malformed protobuf, tensor data of the wrong size),
+// NotSupported (tensor types sparq does not store, used by a weight).
+StatusOr<Model> LoadModel(const std::string& path, const LoadOptions& options = {});
+// Parses a serialized ModelProto; external data is resolved against `base_dir`.
+StatusOr<Model> LoadModelFromBytes(const std::string& bytes, const std::string& base_dir = ".",
+                                   const LoadOptions& options = {});
+
+struct SaveOptions {
+  // Refuse to write over an existing file at the output path.
+  bool overwrite = true;
+  // Store initializers of at least `external_data_threshold` bytes in one
+  // external data file named `external_data_file` beside the model.
+  bool external_data = false;
+  size_t external_data_threshold = 1024;
+  std::string external_data_file;  // default: "<model file name>.data"
+  // Write sparq's shape-inferred value_info into the file.
+  bool keep_value_info = true;
+};
+
+// Writes `model` to `path` atomically: to a temporary file in the same folder,
+// then renamed into place, so readers never see half a file. Errors: IOError.
+Status SaveModel(const Model& model, const std::string& path, const SaveOptions& options = {});
+// Serializes to ModelProto bytes (all weights inline).
+StatusOr<std::string> SerializeModel(const Model& model);
+
+// Runs ONNX's checker on the model (full check, as onnx.checker.check_model).
+Status CheckModel(const Model& model);
+// Fills graph.value_info from ONNX's shape inference; errors are returned but
+// leave the model unchanged.
+Status InferShapes(Model& model);
+
+// Writes `bytes` to `path` through a temporary file and a rename.
+Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+// Reads a whole file. Errors: NotFound, IOError.
+StatusOr<std::string> ReadFile(const std::string& path);
+
+}  // namespace sparq

@@ -1,0 +1,102 @@
+// sparq::Status and sparq::StatusOr<T>: the one error type of the library.
+//
+// Every fallible library function returns a Status (or a StatusOr<T> that holds
+// either a value or an error Status). Messages name the place that failed: the
+// file, the node, the tensor, the recipe key. The library never throws across
+// its public API and never aborts the process.
+#pragma once
+
+#include <cassert>
+#include <optional>
+#include <string>
+#include <utility>
+
+namespace sparq {
+
+enum class StatusCode {
+  kOk = 0,
+  kInvalidArgument,  // bad input from the caller: shapes, types, values, recipe keys
+  kNotSupported,     // valid input that sparq does not handle (operator, data type)
+  kNotFound,         // a named thing is missing: file, tensor, input, key
+  kCorruption,       // a file is malformed or truncated
+  kIOError,          // the operating system refused a read or write
+  kInternal,         // a bug in sparq or a library it calls
+};
+
+// Returns a short name such as "InvalidArgument".
+const char* StatusCodeName(StatusCode code);
+
+class Status {
+ public:
+  Status() = default;  // OK
+  Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
+
+  static Status OK() { return Status(); }
+  static Status InvalidArgument(std::string msg) { return {StatusCode::kInvalidArgument, std::move(msg)}; }
+  static Status NotSupported(std::string msg) { return {StatusCode::kNotSupported, std::move(msg)}; }
+  static Status NotFound(std::string msg) { return {StatusCode::kNotFound, std::move(msg)}; }
+  static Status Corruption(std::string msg) { return {StatusCode::kCorruption, std::move(msg)}; }
+  static Status IOError(std::string msg) { return {StatusCode::kIOError, std::move(msg)}; }
+  static Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
+
+  bool ok() const { return code_ == StatusCode::kOk; }
+  StatusCode code() const { return code_; }
+  const std::string& message() const { return message_; }
+
+  // "InvalidArgument: <message>", or "OK".
+  std::string ToString() const;
+
+  // Returns a copy whose message is "<context>: <message>"; OK stays OK.
+  Status WithContext(const std::string& context) const;
+
+ private:
+  StatusCode code_ = StatusCode::kOk;
+  std::string message_;
+};
+
+// Holds a T or an error Status. Accessing value() of an error is a bug (asserts
+// in debug builds).
+template <typename T>
+class StatusOr {
+ public:
+  StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
+  StatusOr(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
+    assert(!status_.ok() && "StatusOr built from an OK status");
+    if (status_.ok()) status_ = Status::Internal("StatusOr built from an OK status");
+  }
+
+  bool ok() const { return status_.ok(); }
+  const Status& status() const { return status_; }
+
+  T& value() & { assert(ok()); return *value_; }
+  const T& value() const& { assert(ok()); return *value_; }
+  T&& value() && { assert(ok()); return std::move(*value_); }
+  T& operator*() & { return value(); }
+  const T& operator*() const& { return value(); }
+  T* operator->() { return &value(); }
+  const T* operator->() const { return &value(); }
+
+ private:
+  Status status_;
+  std::optional<T> value_;
+};
+
+}  // namespace sparq
+
+#define SPARQ_CONCAT_IMPL(a, b) a##b
+#define SPARQ_CONCAT(a, b) SPARQ_CONCAT_IMPL(a, b)
+
+// Returns from the enclosing function when `expr` yields an error Status.
+#define SPARQ_RETURN_IF_ERROR(expr)                    \
+  do {                                                 \
+    ::sparq::Status _sparq_status = (expr);            \
+    if (!_sparq_status.ok()) return _sparq_status;     \
+  } while (0)
+
+// `lhs = value of rexpr`, or returns its error Status.
+#define SPARQ_ASSIGN_OR_RETURN(lhs, rexpr) \
+  SPARQ_ASSIGN_OR_RETURN_IMPL(SPARQ_CONCAT(_sparq_or_, __LINE__), lhs, rexpr)
+#define SPARQ_ASSIGN_OR_RETURN_IMPL(tmp, lhs, rexpr) \
+  auto tmp = (rexpr);                                \
+  if (!tmp.ok()) return tmp.status();                \
+  lhs = std::move(tmp).value()

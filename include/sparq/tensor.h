@@ -1,0 +1,159 @@
+// Tensors: a data type, a shape and a shared, 64-byte aligned buffer.
+//
+// A Tensor is a cheap handle: copies share the buffer. Kernels treat their
+// inputs as immutable and allocate fresh outputs, so sharing is safe; call
+// Clone() for a private copy before mutating a tensor that others may hold.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sparq/status.h"
+
+namespace sparq {
+
+// Element types sparq stores. The numeric values are ONNX's TensorProto.DataType.
+enum class DataType : int32_t {
+  kUndefined = 0,
+  kFloat32 = 1,
+  kUInt8 = 2,
+  kInt8 = 3,
+  kUInt16 = 4,
+  kInt16 = 5,
+  kInt32 = 6,
+  kInt64 = 7,
+  kBool = 9,
+  kFloat16 = 10,
+  kFloat64 = 11,
+  kUInt32 = 12,
+  kUInt64 = 13,
+  kBFloat16 = 16,
+};
+
+// One row of the data type traits table.
+struct DataTypeInfo {
+  DataType type;
+  const char* name;    // "float32", "int8", ... (numpy's spelling)
+  size_t size;         // bytes per element
+  bool is_float;       // float16, bfloat16, float32, float64
+  bool is_signed;      // signed integers and floats
+};
+
+// Traits of `type`; nullptr for kUndefined and types sparq does not store.
+const DataTypeInfo* GetDataTypeInfo(DataType type);
+// "float32" etc.; "undefined(<n>)" for unknown values.
+std::string DataTypeName(DataType type);
+// Element size in bytes; 0 for unknown types.
+size_t DataTypeSize(DataType type);
+// Maps an ONNX TensorProto.DataType number; NotSupported for string, complex, float8, int4.
+StatusOr<DataType> DataTypeFromOnnx(int32_t onnx_type);
+// Parses numpy's names ("float32", "int64", "bool", ...).
+StatusOr<DataType> DataTypeFromName(const std::string& name);
+
+// IEEE half and bfloat16 conversions (round to nearest even).
+uint16_t FloatToHalf(float f);
+float HalfToFloat(uint16_t h);
+uint16_t FloatToBFloat16(float f);
+float BFloat16ToFloat(uint16_t b);
+
+// Storage types for 16-bit floats, so templates can tell them from uint16_t.
+struct Float16 {
+  uint16_t bits;
+};
+struct BFloat16 {
+  uint16_t bits;
+};
+
+// Maps a C++ type to its DataType (static check in Tensor::data<T>()).
+template <typename T> struct DataTypeOf;
+template <> struct DataTypeOf<float> { static constexpr DataType value = DataType::kFloat32; };
+template <> struct DataTypeOf<double> { static constexpr DataType value = DataType::kFloat64; };
+template <> struct DataTypeOf<int8_t> { static constexpr DataType value = DataType::kInt8; };
+template <> struct DataTypeOf<uint8_t> { static constexpr DataType value = DataType::kUInt8; };
+template <> struct DataTypeOf<int16_t> { static constexpr DataType value = DataType::kInt16; };
+template <> struct DataTypeOf<uint16_t> { static constexpr DataType value = DataType::kUInt16; };
+template <> struct DataTypeOf<int32_t> { static constexpr DataType value = DataType::kInt32; };
+template <> struct DataTypeOf<uint32_t> { static constexpr DataType value = DataType::kUInt32; };
+template <> struct DataTypeOf<int64_t> { static constexpr DataType value = DataType::kInt64; };
+template <> struct DataTypeOf<uint64_t> { static constexpr DataType value = DataType::kUInt64; };
+template <> struct DataTypeOf<bool> { static constexpr DataType value = DataType::kBool; };
+template <> struct DataTypeOf<Float16> { static constexpr DataType value = DataType::kFloat16; };
+template <> struct DataTypeOf<BFloat16> { static constexpr DataType value = DataType::kBFloat16; };
+
+using Shape = std::vector<int64_t>;
+
+// Number of elements of `shape` (1 for a scalar).
+int64_t NumElements(const Shape& shape);
+// "[1, 3, 224, 224]".
+std::string ShapeToString(const Shape& shape);
+
+class Tensor {
+ public:
+  Tensor() = default;
+  // Allocates a zero-filled tensor.
+  Tensor(DataType type, Shape shape);
+
+  // Copies `count` elements from `values`; count must equal NumElements(shape).
+  template <typename T>
+  static Tensor FromVector(Shape shape, const std::vector<T>& values);
+  // A rank-0 tensor holding `value`.
+  template <typename T>
+  static Tensor Scalar(T value) { return FromVector<T>({}, {value}); }
+
+  bool defined() const { return type_ != DataType::kUndefined; }
+  DataType dtype() const { return type_; }
+  const Shape& shape() const { return shape_; }
+  int64_t dim(size_t i) const { return shape_[i]; }
+  size_t rank() const { return shape_.size(); }
+  int64_t numel() const { return numel_; }
+  size_t nbytes() const { return static_cast<size_t>(numel_) * DataTypeSize(type_); }
+
+  void* raw_data() { return data_.get(); }
+  const void* raw_data() const { return data_.get(); }
+  template <typename T> T* data() {
+    assert(DataTypeOf<T>::value == type_);
+    return static_cast<T*>(raw_data());
+  }
+  template <typename T> const T* data() const {
+    assert(DataTypeOf<T>::value == type_);
+    return static_cast<const T*>(raw_data());
+  }
+
+  // Same buffer, new shape with the same element count.
+  StatusOr<Tensor> Reshaped(Shape new_shape) const;
+  // A private deep copy.
+  Tensor Clone() const;
+  // Element i converted to double (any numeric type); for printing and metrics.
+  double GetAsDouble(int64_t i) const;
+  // A float32 copy of any numeric tensor.
+  Tensor ToFloat32() const;
+  // Converts to `type` (ONNX Cast semantics for numeric types; floats to ints truncate).
+  Tensor CastTo(DataType type) const;
+  // Values as int64 (any integer tensor); for shape-like inputs.
+  std::vector<int64_t> ToInt64Vector() const;
+  // Bytewise equality of type, shape and contents.
+  bool Equals(const Tensor& other) const;
+
+ private:
+  DataType type_ = DataType::kUndefined;
+  Shape shape_;
+  int64_t numel_ = 0;
+  std::shared_ptr<uint8_t> data_;
+};
+
+template <typename T>
+Tensor Tensor::FromVector(Shape shape, const std::vector<T>& values) {
+  Tensor t(DataTypeOf<T>::value, std::move(shape));
+  assert(static_cast<int64_t>(values.size()) == t.numel());
+  T* out = t.data<T>();
+  for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
+  return t;
+}
+// std::vector<bool> is packed, so it needs its own copy loop.
+template <>
+Tensor Tensor::FromVector<bool>(Shape shape, const std::vector<bool>& values);
+
+}  // namespace sparq

@@ -1,0 +1,88 @@
+#include "kernels/parallel.h"
+
+#include <algorithm>
+
+namespace sparq {
+namespace {
+thread_local bool t_inside_pool = false;
+}  // namespace
+
+ThreadPool::ThreadPool(int threads) {
+  if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  num_threads_ = threads;
+  for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { WorkerLoop(); });
+}
+
+ThreadPool::~ThreadPool() {
+  {
+    std::lock_guard<std::mutex> lock(mu_);
+    stop_ = true;
+  }
+  work_cv_.notify_all();
+  for (auto& t : workers_) t.join();
+}
+
+void ThreadPool::WorkerLoop() {
+  t_inside_pool = true;
+  uint64_t seen = 0;
+  std::unique_lock<std::mutex> lock(mu_);
+  for (;;) {
+    work_cv_.wait(lock, [&] { return stop_ || (generation_ != seen && next_chunk_ < num_chunks_); });
+    if (stop_) return;
+    while (next_chunk_ < num_chunks_) {
+      int64_t c = next_chunk_++;
+      const auto* job = job_;
+      int64_t begin = c * job_chunk_, end = std::min(job_n_, begin + job_chunk_);
+      lock.unlock();
+      (*job)(begin, end);
+      lock.lock();
+      if (++chunks_done_ == num_chunks_) done_cv_.notify_all();
+    }
+    seen = generation_;
+  }
+}
+
+void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (n <= 0) return;
+  grain = std::max<int64_t>(1, grain);
+  if (num_threads_ <= 1 || t_inside_pool || n <= grain) {
+    fn(0, n);
+    return;
+  }
+  // About four chunks per thread balances uneven work without much overhead.
+  int64_t chunk = std::max(grain, (n + 4 * num_threads_ - 1) / (4 * num_threads_));
+  std::lock_guard<std::mutex> call_lock(call_mu_);
+  std::unique_lock<std::mutex> lock(mu_);
+  job_ = &fn;
+  job_n_ = n;
+  job_chunk_ = chunk;
+  num_chunks_ = (n + chunk - 1) / chunk;
+  next_chunk_ = 0;
+  chunks_done_ = 0;
+  ++generation_;
+  work_cv_.notify_all();
+  // The calling thread works too.
+  t_inside_pool = true;
+  while (next_chunk_ < num_chunks_) {
+    int64_t c = next_chunk_++;
+    int64_t begin = c * chunk, end = std::min(n, begin + chunk);
+    lock.unlock();
+    fn(begin, end);
+    lock.lock();
+    ++chunks_done_;
+  }
+  t_inside_pool = false;
+  done_cv_.wait(lock, [&] { return chunks_done_ == num_chunks_; });
+  job_ = nullptr;
+  num_chunks_ = 0;
+}
+
+void ParallelFor(ThreadPool* pool, int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn) {
+  if (pool == nullptr) {
+    if (n > 0) fn(0, n);
+    return;
+  }
+  pool->ParallelFor(n, grain, fn);
+}
+
+}  // namespace sparq

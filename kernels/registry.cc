@@ -1,0 +1,45 @@
+#include "kernels/registry.h"
+
+#include <algorithm>
+#include <set>
+
+namespace sparq {
+
+void KernelRegistry::Add(KernelDef def) { defs_.push_back(std::move(def)); }
+
+const KernelDef* KernelRegistry::Find(const std::string& op_type, const std::string& domain, int64_t opset) const {
+  const std::string d = domain == "ai.onnx" ? "" : domain;
+  for (const auto& def : defs_)
+    if (def.op_type == op_type && def.domain == d && opset >= def.since_opset && opset <= def.until_opset)
+      return &def;
+  return nullptr;
+}
+
+std::vector<const KernelDef*> KernelRegistry::FindAll(const std::string& op_type, const std::string& domain) const {
+  std::vector<const KernelDef*> out;
+  for (const auto& def : defs_)
+    if (def.op_type == op_type && def.domain == domain) out.push_back(&def);
+  return out;
+}
+
+std::vector<std::string> KernelRegistry::OpTypes() const {
+  std::set<std::string> ops;
+  for (const auto& def : defs_)
+    if (def.domain.empty()) ops.insert(def.op_type);
+  return {ops.begin(), ops.end()};
+}
+
+const KernelRegistry& KernelRegistry::Reference() {
+  static const KernelRegistry* registry = [] {
+    auto* r = new KernelRegistry();
+    RegisterElementwiseOps(*r);
+    RegisterReduceOps(*r);
+    RegisterNnOps(*r);
+    RegisterTensorOps(*r);
+    RegisterQuantOps(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+}  // namespace sparq
