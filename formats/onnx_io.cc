@@ -535,6 +535,20 @@ Status SaveModel(const Model& model, const std::string& path, const SaveOptions&
   return WriteFileAtomically(path, bytes);
 }
 
+StatusOr<std::pair<std::string, Tensor>> ParseTensorProto(const std::string& bytes) {
+  onnx::TensorProto tp;
+  if (!tp.ParseFromString(bytes)) return Status::Corruption("not a valid onnx.TensorProto");
+  if (!tp.has_data_type()) return Status::Corruption("onnx.TensorProto without a data type");
+  SPARQ_ASSIGN_OR_RETURN(Tensor t, TensorFromProto(tp, "."));
+  return std::make_pair(tp.name(), std::move(t));
+}
+
+std::string SerializeTensorProto(const std::string& name, const Tensor& t) {
+  onnx::TensorProto tp;
+  TensorToProto(name, t, &tp);
+  return tp.SerializeAsString();
+}
+
 Status CheckModel(const Model& model) {
   auto bytes = SerializeModel(model);
   if (!bytes.ok()) return bytes.status();

@@ -42,6 +42,12 @@ Status SaveModel(const Model& model, const std::string& path, const SaveOptions&
 // Serializes to ModelProto bytes (all weights inline).
 StatusOr<std::string> SerializeModel(const Model& model);
 
+// Parses a serialized onnx.TensorProto (e.g. the input_0.pb files of ONNX's
+// backend tests); returns its name and value. Errors: Corruption, NotSupported.
+StatusOr<std::pair<std::string, Tensor>> ParseTensorProto(const std::string& bytes);
+// Serializes `t` as an onnx.TensorProto named `name`.
+std::string SerializeTensorProto(const std::string& name, const Tensor& t);
+
 // Runs ONNX's checker on the model (full check, as onnx.checker.check_model).
 Status CheckModel(const Model& model);
 // Fills graph.value_info from ONNX's shape inference; errors are returned but
