@@ -1,0 +1,228 @@
+// Load/save of ONNX files: round trips, external data, and every way a file
+// can be bad.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "sparq/onnx_io.h"
+#include "test_util.h"
+
+namespace sparq {
+namespace {
+
+namespace fs = std::filesystem;
+
+// x[1,4] -> MatMul(W[4,3]) -> Add(b[3]) -> Relu -> y
+Model SmallMlp() {
+  Model m;
+  m.ir_version = 8;
+  m.opset_imports = {{"", 17}};
+  m.producer_name = "sparq-test";
+  Graph& g = m.graph;
+  g.name = "mlp";
+  g.inputs.push_back(testing::FloatInput("x", {{-1, "batch"}, {4, ""}}));
+  g.outputs.push_back(testing::FloatInput("y", {{-1, "batch"}, {3, ""}}));
+  std::vector<float> w(12), b(3);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = 0.1f * static_cast<float>(i) - 0.5f;
+  for (size_t i = 0; i < b.size(); ++i) b[i] = 0.25f * static_cast<float>(i);
+  g.initializers["W"] = Tensor::FromVector<float>({4, 3}, w);
+  g.initializers["b"] = Tensor::FromVector<float>({3}, b);
+  g.nodes.push_back({"mm", "MatMul", "", {"x", "W"}, {"h"}, {}, ""});
+  g.nodes.push_back({"add", "Add", "", {"h", "b"}, {"z"}, {}, ""});
+  Node relu{"relu", "Relu", "", {"z"}, {"y"}, {}, "a doc string"};
+  g.nodes.push_back(relu);
+  return m;
+}
+
+void ExpectSameGraph(const Model& a, const Model& b) {
+  ASSERT_EQ(a.graph.nodes.size(), b.graph.nodes.size());
+  for (size_t i = 0; i < a.graph.nodes.size(); ++i) {
+    EXPECT_EQ(a.graph.nodes[i].name, b.graph.nodes[i].name);
+    EXPECT_EQ(a.graph.nodes[i].op_type, b.graph.nodes[i].op_type);
+    EXPECT_EQ(a.graph.nodes[i].inputs, b.graph.nodes[i].inputs);
+    EXPECT_EQ(a.graph.nodes[i].outputs, b.graph.nodes[i].outputs);
+    EXPECT_EQ(a.graph.nodes[i].attributes.size(), b.graph.nodes[i].attributes.size());
+  }
+  ASSERT_EQ(a.graph.initializers.size(), b.graph.initializers.size());
+  for (const auto& [name, t] : a.graph.initializers) {
+    ASSERT_TRUE(b.graph.initializers.count(name)) << name;
+    EXPECT_TRUE(t.Equals(b.graph.initializers.at(name))) << name;
+  }
+  ASSERT_EQ(a.graph.inputs.size(), b.graph.inputs.size());
+  for (size_t i = 0; i < a.graph.inputs.size(); ++i)
+    EXPECT_EQ(a.graph.inputs[i].Describe(), b.graph.inputs[i].Describe());
+  EXPECT_EQ(a.opset(), b.opset());
+}
+
+TEST(OnnxIo, RoundTripKeepsGraphAndPassesChecker) {
+  testing::TempDir dir;
+  Model m = SmallMlp();
+  ASSERT_TRUE(CheckModel(m).ok()) << CheckModel(m).ToString();
+  std::string path = dir.path("mlp.onnx");
+  ASSERT_TRUE(SaveModel(m, path).ok());
+  auto loaded = LoadModel(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ExpectSameGraph(m, *loaded);
+  EXPECT_EQ(loaded->producer_name, "sparq-test");
+  EXPECT_EQ(loaded->graph.nodes[2].doc_string, "a doc string");
+  EXPECT_TRUE(CheckModel(*loaded).ok());
+  // Saving the loaded model again gives the same bytes: load -> save is stable.
+  auto bytes1 = SerializeModel(*loaded);
+  auto again = LoadModelFromBytes(*bytes1);
+  ASSERT_TRUE(again.ok());
+  EXPECT_EQ(*SerializeModel(*again), *bytes1);
+}
+
+TEST(OnnxIo, ShapeInferenceFillsValueInfo) {
+  Model m = SmallMlp();
+  ASSERT_TRUE(InferShapes(m).ok());
+  const ValueInfo* h = m.graph.FindValueInfo("h");
+  ASSERT_NE(h, nullptr);
+  EXPECT_EQ(h->Describe(), "float32[batch, 3]");
+}
+
+TEST(OnnxIo, ExternalDataRoundTrip) {
+  testing::TempDir dir;
+  Model m = SmallMlp();
+  SaveOptions opt;
+  opt.external_data = true;
+  opt.external_data_threshold = 16;  // W (48 bytes) goes out, b (12 bytes) stays inline
+  std::string path = dir.path("ext.onnx");
+  ASSERT_TRUE(SaveModel(m, path, opt).ok());
+  ASSERT_TRUE(fs::exists(dir.path("ext.onnx.data")));
+  EXPECT_EQ(fs::file_size(dir.path("ext.onnx.data")), 48u);
+  auto loaded = LoadModel(path);
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  ExpectSameGraph(m, *loaded);
+}
+
+TEST(OnnxIo, MissingExternalDataFileIsNotFound) {
+  testing::TempDir dir;
+  SaveOptions opt;
+  opt.external_data = true;
+  opt.external_data_threshold = 16;
+  std::string path = dir.path("ext.onnx");
+  ASSERT_TRUE(SaveModel(SmallMlp(), path, opt).ok());
+  fs::remove(dir.path("ext.onnx.data"));
+  auto loaded = LoadModel(path);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(loaded.status().message().find("external data file not found"), std::string::npos);
+  EXPECT_NE(loaded.status().message().find("ext.onnx.data"), std::string::npos);
+  EXPECT_NE(loaded.status().message().find("'W'"), std::string::npos);
+}
+
+TEST(OnnxIo, TruncatedExternalDataIsCorruption) {
+  testing::TempDir dir;
+  SaveOptions opt;
+  opt.external_data = true;
+  opt.external_data_threshold = 16;
+  std::string path = dir.path("ext.onnx");
+  ASSERT_TRUE(SaveModel(SmallMlp(), path, opt).ok());
+  fs::resize_file(dir.path("ext.onnx.data"), 20);
+  auto loaded = LoadModel(path);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(loaded.status().message().find("truncated"), std::string::npos);
+}
+
+TEST(OnnxIo, MissingFileIsNotFound) {
+  auto loaded = LoadModel("/nonexistent/model.onnx");
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(loaded.status().message().find("/nonexistent/model.onnx"), std::string::npos);
+}
+
+TEST(OnnxIo, TruncatedFileIsCorruption) {
+  testing::TempDir dir;
+  std::string path = dir.path("m.onnx");
+  ASSERT_TRUE(SaveModel(SmallMlp(), path).ok());
+  auto size = fs::file_size(path);
+  fs::resize_file(path, size / 2);
+  auto loaded = LoadModel(path);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(loaded.status().message().find("m.onnx"), std::string::npos);
+}
+
+TEST(OnnxIo, GarbageBytesAreCorruption) {
+  testing::TempDir dir;
+  std::string path = dir.path("junk.onnx");
+  std::ofstream(path) << "this is not a protobuf \xff\xff\xff\xff";
+  auto loaded = LoadModel(path);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(loaded.status().message().find("not a valid ONNX model"), std::string::npos);
+}
+
+TEST(OnnxIo, EmptyFileIsCorruption) {
+  testing::TempDir dir;
+  std::string path = dir.path("empty.onnx");
+  std::ofstream(path).close();
+  auto loaded = LoadModel(path);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("empty"), std::string::npos);
+}
+
+TEST(OnnxIo, DanglingInputIsReported) {
+  Model m = SmallMlp();
+  m.graph.nodes[1].inputs[0] = "nowhere";
+  auto bytes = SerializeModel(m);
+  auto loaded = LoadModelFromBytes(*bytes);
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_NE(loaded.status().message().find("'nowhere'"), std::string::npos);
+  EXPECT_NE(loaded.status().message().find("'add'"), std::string::npos);
+}
+
+TEST(OnnxIo, AtomicWriteLeavesNoTemporaryFiles) {
+  testing::TempDir dir;
+  ASSERT_TRUE(WriteFileAtomically(dir.path("a.bin"), "hello").ok());
+  ASSERT_TRUE(WriteFileAtomically(dir.path("a.bin"), "world").ok());
+  int files = 0;
+  for (const auto& e : fs::directory_iterator(dir.root())) files += e.is_regular_file();
+  EXPECT_EQ(files, 1);
+  EXPECT_EQ(*ReadFile(dir.path("a.bin")), "world");
+  Status st = WriteFileAtomically(dir.path("no/such/dir/a.bin"), "x");
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+}
+
+TEST(OnnxIo, RefusesToOverwriteWhenAsked) {
+  testing::TempDir dir;
+  std::string path = dir.path("m.onnx");
+  ASSERT_TRUE(SaveModel(SmallMlp(), path).ok());
+  SaveOptions opt;
+  opt.overwrite = false;
+  Status st = SaveModel(SmallMlp(), path, opt);
+  EXPECT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("refusing to overwrite"), std::string::npos);
+}
+
+TEST(OnnxIo, ConstantNodeWeightsAreFoundAsWeights) {
+  Model m = SmallMlp();
+  Tensor w = m.graph.initializers["W"];
+  m.graph.initializers.erase("W");
+  Attribute value;
+  value.name = "value";
+  value.kind = Attribute::Kind::kTensor;
+  value.t = w;
+  m.graph.nodes.insert(m.graph.nodes.begin(), Node{"wconst", "Constant", "", {}, {"W"}, {value}, ""});
+  auto loaded = LoadModelFromBytes(*SerializeModel(m));
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  const Tensor* found = loaded->graph.FindWeight("W");
+  ASSERT_NE(found, nullptr);
+  EXPECT_TRUE(found->Equals(w));
+}
+
+TEST(OnnxIo, HalfConversionsRoundTrip) {
+  for (float f : {0.0f, 1.0f, -2.5f, 65504.0f, 6.1035156e-05f, 5.9604645e-08f, 0.33325195f}) {
+    EXPECT_EQ(HalfToFloat(FloatToHalf(f)), f) << f;
+  }
+  EXPECT_EQ(FloatToHalf(1e6f), 0x7c00);         // overflow to +inf
+  EXPECT_EQ(FloatToHalf(2.9802322e-08f), 0x0000);  // exactly half the smallest subnormal: ties to even (0)
+  EXPECT_EQ(FloatToHalf(1.0f + 1.0f / 2048), 0x3c00);  // tie between 1 and 1+2^-10 rounds to even
+  EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(3.140625f)), 3.140625f);
+}
+
+}  // namespace
+}  // namespace sparq

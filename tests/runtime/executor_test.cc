@@ -1,0 +1,142 @@
+// The executor: input checks, error messages, value lifetimes, determinism.
+#include <gtest/gtest.h>
+
+#include "kernels/parallel.h"
+#include "sparq/executor.h"
+#include "sparq/onnx_io.h"
+#include "test_util.h"
+
+namespace sparq {
+namespace {
+
+// x[batch,4] -> MatMul(W[4,3]) -> Add(b) -> Relu -> y
+Model Mlp() {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  Graph& g = m.graph;
+  g.inputs.push_back(testing::FloatInput("x", {{-1, "batch"}, {4, ""}}));
+  g.outputs.push_back(testing::FloatInput("y", {{-1, "batch"}, {3, ""}}));
+  g.initializers["W"] = testing::RandomFloats({4, 3}, 1);
+  g.initializers["b"] = testing::RandomFloats({3}, 2);
+  g.nodes.push_back({"mm", "MatMul", "", {"x", "W"}, {"h"}, {}, ""});
+  g.nodes.push_back({"add", "Add", "", {"h", "b"}, {"z"}, {}, ""});
+  g.nodes.push_back({"relu", "Relu", "", {"z"}, {"y"}, {}, ""});
+  return m;
+}
+
+std::unique_ptr<Executor> Make(const Model& m, int threads = 1) {
+  auto e = Executor::Create(m, ExecutorOptions{threads});
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+TEST(Executor, RunsAndMatchesHandComputation) {
+  Model m = Mlp();
+  auto exec = Make(m);
+  ASSERT_NE(exec, nullptr);
+  Tensor x = testing::RandomFloats({2, 4}, 3);
+  TensorMap out;
+  ASSERT_TRUE(exec->Run({{"x", x}}, &out).ok());
+  const Tensor& y = out.at("y");
+  ASSERT_EQ(y.shape(), (Shape{2, 3}));
+  const float* w = m.graph.initializers["W"].data<float>();
+  const float* b = m.graph.initializers["b"].data<float>();
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j) {
+      float acc = 0;
+      for (int k = 0; k < 4; ++k) acc += x.data<float>()[i * 4 + k] * w[k * 3 + j];
+      acc += b[j];
+      EXPECT_NEAR(y.data<float>()[i * 3 + j], std::max(acc, 0.0f), 1e-6f);
+    }
+}
+
+TEST(Executor, ExtraOutputsAndObserver) {
+  auto exec = Make(Mlp());
+  ASSERT_NE(exec, nullptr);
+  RunOptions opt;
+  opt.extra_outputs = {"h"};
+  std::vector<std::string> seen;
+  opt.on_node_outputs = [&](const Node& n, const std::vector<Tensor>& outs) {
+    seen.push_back(n.op_type + ":" + ShapeToString(outs[0].shape()));
+    return Status::OK();
+  };
+  TensorMap out;
+  ASSERT_TRUE(exec->Run({{"x", testing::RandomFloats({5, 4}, 4)}}, &out, opt).ok());
+  EXPECT_EQ(out.at("h").shape(), (Shape{5, 3}));
+  EXPECT_EQ(seen, (std::vector<std::string>{"MatMul:[5, 3]", "Add:[5, 3]", "Relu:[5, 3]"}));
+  opt.extra_outputs = {"nope"};
+  Status st = exec->Run({{"x", testing::RandomFloats({5, 4}, 4)}}, &out, opt);
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+}
+
+TEST(Executor, WrongShapeNamesInputAndBothShapes) {
+  auto exec = Make(Mlp());
+  ASSERT_NE(exec, nullptr);
+  TensorMap out;
+  Status st = exec->Run({{"x", testing::RandomFloats({2, 5}, 5)}}, &out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("input 'x' has shape [2, 5]"), std::string::npos) << st.message();
+  EXPECT_NE(st.message().find("float32[batch, 4]"), std::string::npos) << st.message();
+}
+
+TEST(Executor, WrongTypeNamesInput) {
+  auto exec = Make(Mlp());
+  ASSERT_NE(exec, nullptr);
+  TensorMap out;
+  Status st = exec->Run({{"x", Tensor(DataType::kInt64, {2, 4})}}, &out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("input 'x' has type int64"), std::string::npos) << st.message();
+}
+
+TEST(Executor, MissingAndUnknownInputs) {
+  auto exec = Make(Mlp());
+  ASSERT_NE(exec, nullptr);
+  TensorMap out;
+  Status st = exec->Run({}, &out);
+  EXPECT_NE(st.message().find("missing input 'x'"), std::string::npos) << st.message();
+  st = exec->Run({{"x", testing::RandomFloats({1, 4}, 6)}, {"q", Tensor()}}, &out);
+  EXPECT_NE(st.message().find("'q' is not an input of the model (inputs: x)"), std::string::npos) << st.message();
+}
+
+TEST(Executor, UnsupportedOperatorNamesNodeOpAndOpset) {
+  Model m = Mlp();
+  m.graph.nodes[2].op_type = "FancyRelu";
+  auto e = Executor::Create(m);
+  ASSERT_FALSE(e.ok());
+  EXPECT_EQ(e.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(e.status().message().find("FancyRelu (opset 17)"), std::string::npos) << e.status().message();
+  EXPECT_NE(e.status().message().find("node 'relu'"), std::string::npos) << e.status().message();
+}
+
+TEST(Executor, KernelErrorsNameTheNode) {
+  Model m = Mlp();
+  m.graph.initializers["W"] = testing::RandomFloats({5, 3}, 7);  // K mismatch with x[.,4]
+  auto exec = Make(m);
+  ASSERT_NE(exec, nullptr);
+  TensorMap out;
+  Status st = exec->Run({{"x", testing::RandomFloats({2, 4}, 8)}}, &out);
+  ASSERT_FALSE(st.ok());
+  EXPECT_NE(st.message().find("'mm'"), std::string::npos) << st.message();
+}
+
+TEST(Executor, SameResultForAnyThreadCount) {
+  Model m = Mlp();
+  m.graph.initializers["W"] = testing::RandomFloats({4, 3}, 9);
+  Tensor x = testing::RandomFloats({64, 4}, 10);
+  TensorMap one, four;
+  ASSERT_TRUE(Make(m, 1)->Run({{"x", x}}, &one).ok());
+  ASSERT_TRUE(Make(m, 4)->Run({{"x", x}}, &four).ok());
+  EXPECT_TRUE(one.at("y").Equals(four.at("y")));
+}
+
+TEST(ThreadPool, CoversRangeExactlyOnce) {
+  ThreadPool pool(3);
+  std::vector<int> hits(1000, 0);
+  pool.ParallelFor(1000, 7, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) ++hits[i];
+  });
+  for (int h : hits) EXPECT_EQ(h, 1);
+}
+
+}  // namespace
+}  // namespace sparq
