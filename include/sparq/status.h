@@ -93,7 +93,8 @@ class StatusOr {
     if (!_sparq_status.ok()) return _sparq_status;     \
   } while (0)
 
-// `lhs = value of rexpr`, or returns its error Status.
+// `lhs = value of rexpr`, or returns its error Status. Expands to several
+// statements: not usable as the body of an unbraced if/for.
 #define SPARQ_ASSIGN_OR_RETURN(lhs, rexpr) \
   SPARQ_ASSIGN_OR_RETURN_IMPL(SPARQ_CONCAT(_sparq_or_, __LINE__), lhs, rexpr)
 #define SPARQ_ASSIGN_OR_RETURN_IMPL(tmp, lhs, rexpr) \

@@ -1,0 +1,222 @@
+// The calibration loop: batches through the executor, activations into
+// observers, observers into ranges.
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "kernels/parallel.h"
+#include "sparq/calibrate.h"
+
+namespace sparq {
+
+const char* CalibrationMethodName(CalibrationMethod m) {
+  switch (m) {
+    case CalibrationMethod::kMax: return "max";
+    case CalibrationMethod::kKL: return "kl";
+    case CalibrationMethod::kPercentile: return "percentile";
+    case CalibrationMethod::kMSE: return "mse";
+  }
+  return "?";
+}
+
+StatusOr<CalibrationMethod> ParseCalibrationMethod(const std::string& name) {
+  if (name == "max") return CalibrationMethod::kMax;
+  if (name == "kl" || name == "entropy") return CalibrationMethod::kKL;
+  if (name == "percentile") return CalibrationMethod::kPercentile;
+  if (name == "mse") return CalibrationMethod::kMSE;
+  return Status::InvalidArgument("unknown calibration method '" + name + "' (expected max, kl, percentile or mse)");
+}
+
+TensorRange MakeRange(const std::string& name, float min, float max, float threshold, bool symmetric,
+                      const std::string& method) {
+  TensorRange r;
+  r.name = name;
+  r.min = min;
+  r.max = max;
+  r.abs_max = std::max(std::fabs(min), std::fabs(max));
+  r.threshold = threshold;
+  r.method = method;
+  if (symmetric) {
+    r.is_signed = true;
+    r.zero_point = 0;
+    r.scale = threshold > 0.0f ? threshold / 127.0f : 1.0f;
+    return r;
+  }
+  // Asymmetric uint8: the range is [min, max] clipped to ±threshold, and it
+  // always includes 0 so that zero (padding, ReLU) is exact.
+  r.is_signed = false;
+  float lo = std::min(0.0f, std::max(min, -threshold));
+  float hi = std::max(0.0f, std::min(max, threshold));
+  r.scale = hi > lo ? (hi - lo) / 255.0f : 1.0f;
+  float zp = std::nearbyint(-lo / r.scale);
+  r.zero_point = static_cast<int32_t>(std::clamp(zp, 0.0f, 255.0f));
+  return r;
+}
+
+namespace {
+
+// Min, max and |x| histogram of one tensor over all batches.
+struct Observer {
+  explicit Observer(int bins) : hist(bins) {}
+  float min = std::numeric_limits<float>::infinity();
+  float max = -std::numeric_limits<float>::infinity();
+  AbsHistogram hist;
+};
+
+constexpr int64_t kChunk = 1 << 16;
+
+// Folds `t` into `obs`. The batch max sets the histogram range first, then
+// chunks are binned in parallel into private histograms that are summed
+// (integer counts: the result does not depend on the thread count).
+Status Observe(const std::string& name, const Tensor& t, Observer& obs, ThreadPool* pool) {
+  const float* x = t.data<float>();
+  const int64_t n = t.numel();
+  if (n == 0) return Status::OK();
+  const int64_t chunks = (n + kChunk - 1) / kChunk;
+  std::vector<float> cmin(chunks), cmax(chunks);
+  std::vector<int64_t> bad(chunks, -1);
+  ParallelFor(pool, chunks, 1, [&](int64_t b, int64_t e) {
+    for (int64_t c = b; c < e; ++c) {
+      float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+      for (int64_t i = c * kChunk, end = std::min(n, i + kChunk); i < end; ++i) {
+        if (!std::isfinite(x[i])) {
+          bad[c] = i;
+          break;
+        }
+        lo = std::min(lo, x[i]);
+        hi = std::max(hi, x[i]);
+      }
+      cmin[c] = lo;
+      cmax[c] = hi;
+    }
+  });
+  for (int64_t c = 0; c < chunks; ++c) {
+    if (bad[c] >= 0) {
+      return Status::InvalidArgument("activation '" + name + "' holds " + std::to_string(x[bad[c]]) +
+                                     " at flat index " + std::to_string(bad[c]) +
+                                     " (NaN/Inf: check the calibration data and preprocessing)");
+    }
+    obs.min = std::min(obs.min, cmin[c]);
+    obs.max = std::max(obs.max, cmax[c]);
+  }
+  float batch_abs = 0.0f;
+  for (int64_t c = 0; c < chunks; ++c) batch_abs = std::max({batch_abs, std::fabs(cmin[c]), std::fabs(cmax[c])});
+  obs.hist.Cover(batch_abs);
+  std::vector<int64_t> counts(obs.hist.counts().size(), 0);
+  if (obs.hist.range() == 0.0) {  // all zeros so far
+    counts[0] = n;
+    obs.hist.AddCounts(counts);
+    return Status::OK();
+  }
+  std::mutex mu;
+  const double scale = obs.hist.bins() / obs.hist.range();
+  const int64_t last = obs.hist.bins() - 1;
+  ParallelFor(pool, chunks, 1, [&](int64_t b, int64_t e) {
+    std::vector<int64_t> local(counts.size(), 0);
+    for (int64_t i = b * kChunk, end = std::min(n, e * kChunk); i < end; ++i)
+      local[static_cast<size_t>(std::min(static_cast<int64_t>(std::fabs(x[i]) * scale), last))] += 1;
+    std::lock_guard<std::mutex> lock(mu);
+    for (size_t k = 0; k < local.size(); ++k) counts[k] += local[k];
+  });
+  obs.hist.AddCounts(counts);
+  return Status::OK();
+}
+
+// Values computed from weights alone (Constant, Shape chains) are not activations.
+std::set<std::string> ActivationNames(const Model& model) {
+  const Graph& g = model.graph;
+  std::set<std::string> dynamic;
+  std::set<std::string> out;
+  for (const auto& v : g.inputs) {
+    dynamic.insert(v.name);
+    if (v.dtype == DataType::kFloat32) out.insert(v.name);
+  }
+  for (const Node& n : g.nodes) {
+    bool depends = false;
+    for (const auto& in : n.inputs) depends |= dynamic.count(in) > 0;
+    if (!depends || n.op_type == "Shape" || n.op_type == "Size") continue;
+    for (const auto& o : n.outputs)
+      if (!o.empty()) {
+        dynamic.insert(o);
+        out.insert(o);
+      }
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_batch, const CalibrationOptions& options) {
+  if (options.bins < 128 || options.bins % 2 != 0) {
+    return Status::InvalidArgument("calibration bins must be an even number >= 128, got " + std::to_string(options.bins));
+  }
+  SPARQ_ASSIGN_OR_RETURN(auto exec, Executor::Create(model, ExecutorOptions{options.threads}));
+  ThreadPool pool(options.threads);
+  std::set<std::string> wanted = ActivationNames(model);
+  if (!options.tensors.empty()) {
+    std::set<std::string> chosen;
+    for (const auto& name : options.tensors) {
+      if (!wanted.count(name)) return Status::NotFound("no float activation named '" + name + "' to calibrate");
+      chosen.insert(name);
+    }
+    wanted = std::move(chosen);
+  }
+  std::map<std::string, Observer> observers;
+  auto observe = [&](const std::string& name, const Tensor& t) -> Status {
+    if (!wanted.count(name) || t.dtype() != DataType::kFloat32) return Status::OK();
+    auto it = observers.try_emplace(name, options.bins).first;
+    return Observe(name, t, it->second, &pool);
+  };
+  RunOptions run_options;
+  run_options.on_node_outputs = [&](const Node& n, const std::vector<Tensor>& outs) -> Status {
+    for (size_t i = 0; i < outs.size() && i < n.outputs.size(); ++i)
+      if (!n.outputs[i].empty() && outs[i].defined()) SPARQ_RETURN_IF_ERROR(observe(n.outputs[i], outs[i]));
+    return Status::OK();
+  };
+
+  CalibrationTable table;
+  table.method = CalibrationMethodName(options.method);
+  table.bins = options.bins;
+  table.percentile = options.percentile;
+  table.symmetric = options.symmetric;
+  int64_t batches = 0;
+  for (;;) {
+    TensorMap batch;
+    SPARQ_ASSIGN_OR_RETURN(bool more, next_batch(&batch));
+    if (!more) break;
+    for (const auto& [name, t] : batch) SPARQ_RETURN_IF_ERROR(observe(name, t));
+    TensorMap outputs;
+    SPARQ_RETURN_IF_ERROR(exec->Run(batch, &outputs, run_options).WithContext("calibration batch " + std::to_string(batches)));
+    if (!batch.empty() && batch.begin()->second.rank() > 0) table.samples += batch.begin()->second.dim(0);
+    ++batches;
+    if (options.progress) options.progress(batches);
+  }
+  if (batches == 0) return Status::InvalidArgument("calibration got no data batches");
+
+  // Threshold searches are independent per tensor: run them in parallel.
+  std::vector<const std::pair<const std::string, Observer>*> items;
+  for (const auto& kv : observers) items.push_back(&kv);
+  table.tensors.resize(items.size());
+  ParallelFor(&pool, static_cast<int64_t>(items.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const auto& [name, obs] = *items[i];
+      float threshold = std::max(std::fabs(obs.min), std::fabs(obs.max));
+      switch (options.method) {
+        case CalibrationMethod::kMax: break;
+        case CalibrationMethod::kKL: threshold = static_cast<float>(KlThreshold(obs.hist)); break;
+        case CalibrationMethod::kPercentile:
+          threshold = static_cast<float>(PercentileThreshold(obs.hist, options.percentile));
+          break;
+        case CalibrationMethod::kMSE: threshold = static_cast<float>(MseThreshold(obs.hist)); break;
+      }
+      // A bin edge may sit a hair above the observed max: never exceed it.
+      threshold = std::min(threshold, std::max(std::fabs(obs.min), std::fabs(obs.max)));
+      table.tensors[i] = MakeRange(name, obs.min, obs.max, threshold, options.symmetric, table.method);
+    }
+  });
+  return table;
+}
+
+}  // namespace sparq

@@ -1,0 +1,172 @@
+// Streaming |x| histograms and the threshold searches that read them.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <numeric>
+
+#include "sparq/calibrate.h"
+
+namespace sparq {
+
+int64_t AbsHistogram::total() const { return std::accumulate(counts_.begin(), counts_.end(), int64_t{0}); }
+
+AbsHistogram AbsHistogram::FromCounts(std::vector<int64_t> counts, double range) {
+  AbsHistogram h(static_cast<int>(counts.size()));
+  h.counts_ = std::move(counts);
+  h.range_ = range;
+  return h;
+}
+
+void AbsHistogram::GrowTo(double needed) {
+  // Double the range until it covers `needed`; each doubling merges bin pairs.
+  const size_t n = counts_.size();
+  while (range_ < needed) {
+    for (size_t j = 0; j < n; ++j) {
+      int64_t merged = 0;
+      if (2 * j < n) merged += counts_[2 * j];
+      if (2 * j + 1 < n) merged += counts_[2 * j + 1];
+      counts_[j] = merged;
+    }
+    range_ *= 2.0;
+  }
+}
+
+void AbsHistogram::Cover(double max_abs) {
+  if (max_abs <= 0.0) return;
+  if (range_ == 0.0) range_ = max_abs;  // the first data fixes the initial range exactly
+  else if (max_abs > range_) GrowTo(max_abs);
+}
+
+void AbsHistogram::AddCounts(const std::vector<int64_t>& counts) {
+  for (size_t i = 0; i < counts_.size() && i < counts.size(); ++i) counts_[i] += counts[i];
+}
+
+void AbsHistogram::Add(const float* values, int64_t n) {
+  float batch_max = 0.0f;
+  for (int64_t i = 0; i < n; ++i) batch_max = std::max(batch_max, std::fabs(values[i]));
+  Cover(batch_max);
+  if (range_ == 0.0) {
+    counts_[0] += n;  // all zeros so far: they stay in bin 0 whatever the range becomes
+    return;
+  }
+  const double scale = static_cast<double>(counts_.size()) / range_;
+  const int64_t last = static_cast<int64_t>(counts_.size()) - 1;
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t b = static_cast<int64_t>(std::fabs(values[i]) * scale);
+    counts_[static_cast<size_t>(std::min(b, last))] += 1;
+  }
+}
+
+namespace {
+
+// Smooths a normalized distribution so no entry is zero (as TensorRT/MXNet
+// do): zeros get eps, the nonzero entries give up that mass evenly. Returns
+// false when that would make an entry non-positive.
+bool SmoothDistribution(std::vector<double>& p) {
+  constexpr double kEps = 1e-4;
+  size_t zeros = 0;
+  for (double v : p) zeros += v == 0.0;
+  const size_t nonzeros = p.size() - zeros;
+  if (nonzeros == 0) return false;
+  const double eps1 = kEps * static_cast<double>(zeros) / static_cast<double>(nonzeros);
+  for (double& v : p) {
+    v = v == 0.0 ? kEps : v - eps1;
+    if (v <= 0.0) return false;
+  }
+  return true;
+}
+
+bool Normalize(std::vector<double>& p) {
+  double sum = std::accumulate(p.begin(), p.end(), 0.0);
+  if (sum <= 0.0) return false;
+  for (double& v : p) v /= sum;
+  return true;
+}
+
+}  // namespace
+
+double KlThreshold(const AbsHistogram& h, int quant_levels) {
+  const std::vector<int64_t>& hist = h.counts();
+  const int nbins = h.bins();
+  if (h.range() == 0.0 || h.total() == 0) return 0.0;
+  // Suffix sums give the outlier mass beyond each candidate in O(1).
+  std::vector<double> beyond(static_cast<size_t>(nbins) + 1, 0.0);
+  for (int i = nbins - 1; i >= 0; --i) beyond[i] = beyond[i + 1] + static_cast<double>(hist[i]);
+
+  double best_kl = std::numeric_limits<double>::infinity();
+  int best_i = nbins;
+  std::vector<double> p, q;
+  for (int i = quant_levels; i <= nbins; ++i) {
+    // P: the first i bins, with everything beyond folded into the last one.
+    p.assign(hist.begin(), hist.begin() + i);
+    p[i - 1] += beyond[i];
+    // Q: the first i bins (without outliers) merged into quant_levels levels
+    // and expanded back over the nonzero bins of each level.
+    q.assign(static_cast<size_t>(i), 0.0);
+    const int merged = i / quant_levels;
+    for (int j = 0; j < quant_levels; ++j) {
+      const int start = j * merged;
+      const int stop = j == quant_levels - 1 ? i : start + merged;
+      double sum = 0.0;
+      int nonzero = 0;
+      for (int k = start; k < stop; ++k) {
+        sum += static_cast<double>(hist[k]);
+        nonzero += hist[k] != 0;
+      }
+      if (nonzero == 0) continue;
+      const double avg = sum / nonzero;
+      for (int k = start; k < stop; ++k)
+        if (hist[k] != 0) q[k] = avg;
+    }
+    if (!Normalize(p) || !Normalize(q) || !SmoothDistribution(p) || !SmoothDistribution(q)) continue;
+    double kl = 0.0;
+    for (int k = 0; k < i; ++k) kl += p[k] * std::log(p[k] / q[k]);
+    if (kl < best_kl) {
+      best_kl = kl;
+      best_i = i;
+    }
+  }
+  return best_i * h.bin_width();
+}
+
+double PercentileThreshold(const AbsHistogram& h, double percentile) {
+  const int64_t total = h.total();
+  if (h.range() == 0.0 || total == 0) return 0.0;
+  const double target = static_cast<double>(total) * percentile / 100.0;
+  int64_t cum = 0;
+  for (int i = 0; i < h.bins(); ++i) {
+    cum += h.counts()[i];
+    if (static_cast<double>(cum) >= target) return (i + 1) * h.bin_width();
+  }
+  return h.range();
+}
+
+double MseThreshold(const AbsHistogram& h, int quant_levels) {
+  if (h.range() == 0.0 || h.total() == 0) return 0.0;
+  const int nbins = h.bins();
+  const double w = h.bin_width();
+  const double steps = quant_levels - 1;  // 127 positive int8 levels
+  double best_err = std::numeric_limits<double>::infinity();
+  int best_i = nbins;
+  // Candidates: every bin edge from 1/16 of the range up. Error of each bin
+  // is that of its center value after fake quantization (clip + round).
+  for (int i = std::max(1, nbins / 16); i <= nbins; ++i) {
+    const double t = i * w;
+    const double s = t / steps;
+    double err = 0.0;
+    for (int b = 0; b < nbins; ++b) {
+      const int64_t c = h.counts()[b];
+      if (c == 0) continue;
+      const double x = (b + 0.5) * w;
+      const double xq = x >= t ? t : s * std::nearbyint(x / s);
+      err += static_cast<double>(c) * (x - xq) * (x - xq);
+    }
+    if (err < best_err) {
+      best_err = err;
+      best_i = i;
+    }
+  }
+  return best_i * w;
+}
+
+}  // namespace sparq

@@ -1,0 +1,125 @@
+// Activation calibration: run a model over sample data, observe every float
+// activation with streaming histograms, and turn them into quantization
+// ranges (thresholds, scales, zero points).
+//
+//   batches ──> Executor ──on_node_outputs──> one Observer per tensor
+//                                              (min, max, |x| histogram)
+//                                                        │
+//   method: max | kl | percentile | mse  ──>  threshold ─┴─> scale, zero point
+//
+// Memory is O(bins x tensors) whatever the amount of data: activations are
+// folded into the histograms batch by batch and never stored.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sparq/executor.h"
+#include "sparq/graph.h"
+#include "sparq/status.h"
+
+namespace sparq {
+
+enum class CalibrationMethod {
+  kMax,         // non-saturating: threshold = max |x|
+  kKL,          // saturating: TensorRT's entropy calibration (min KL divergence)
+  kPercentile,  // saturating: the given percentile of |x|
+  kMSE,         // saturating: the threshold minimizing the expected quantization error
+};
+const char* CalibrationMethodName(CalibrationMethod m);
+StatusOr<CalibrationMethod> ParseCalibrationMethod(const std::string& name);
+
+// A histogram of |x| over [0, range) in `bins` equal bins. When a value falls
+// beyond the range the range grows by a power of two and 2^k old bins merge
+// exactly into one new bin (no interpolation, so counts stay exact integers).
+class AbsHistogram {
+ public:
+  explicit AbsHistogram(int bins = 2048) : counts_(static_cast<size_t>(bins), 0) {}
+  // Adds |v| for each value; the first call with a nonzero value fixes the
+  // initial range to that call's max |x|.
+  void Add(const float* values, int64_t n);
+  // Makes the range cover `max_abs` (sets it on first use, else grows it).
+  void Cover(double max_abs);
+  // Adds counts binned on the current grid (same bin count and range).
+  void AddCounts(const std::vector<int64_t>& counts);
+
+  int bins() const { return static_cast<int>(counts_.size()); }
+  double range() const { return range_; }
+  double bin_width() const { return range_ / static_cast<double>(counts_.size()); }
+  const std::vector<int64_t>& counts() const { return counts_; }
+  int64_t total() const;
+
+  // For tests and for building from saved counts.
+  static AbsHistogram FromCounts(std::vector<int64_t> counts, double range);
+
+ private:
+  void GrowTo(double needed);
+  std::vector<int64_t> counts_;
+  double range_ = 0.0;  // 0 until the first nonzero value
+};
+
+// Threshold selection on an |x| histogram. Each returns a threshold in the
+// histogram's units (a bin edge, so it is exactly reproducible).
+double KlThreshold(const AbsHistogram& h, int quant_levels = 128);
+double PercentileThreshold(const AbsHistogram& h, double percentile);
+double MseThreshold(const AbsHistogram& h, int quant_levels = 128);
+
+struct CalibrationOptions {
+  CalibrationMethod method = CalibrationMethod::kKL;  // TensorRT's default entropy calibration
+  int bins = 2048;
+  double percentile = 99.99;
+  bool symmetric = true;  // int8 with zero point 0 (TensorRT); false: uint8 with a zero point
+  // Tensors to observe; empty = every float32 graph input and node output
+  // (weights and constant-folded values excluded).
+  std::vector<std::string> tensors;
+  int threads = 0;  // executor threads, 0 = all
+  // Called after each batch with the number of batches done.
+  std::function<void(int64_t)> progress;
+};
+
+// One tensor's calibration result.
+struct TensorRange {
+  std::string name;
+  float min = 0.0f, max = 0.0f, abs_max = 0.0f;  // observed
+  float threshold = 0.0f;                        // chosen |x| clipping point
+  float scale = 1.0f;                            // real value of one quantization step
+  int32_t zero_point = 0;                        // 0 for symmetric int8
+  bool is_signed = true;                         // int8 (true) or uint8
+  std::string method;
+};
+
+// The versioned calibration file: quantization reads it, so calibrating once
+// serves many quantization runs.
+struct CalibrationTable {
+  static constexpr int kVersion = 1;
+  std::string method;
+  int bins = 2048;
+  double percentile = 99.99;
+  bool symmetric = true;
+  int64_t samples = 0;
+  std::vector<TensorRange> tensors;  // sorted by name
+
+  const TensorRange* Find(const std::string& name) const;
+  // JSON ({"format": "sparq-calibration", "version": 1, ...}); written atomically.
+  Status Save(const std::string& path) const;
+  static StatusOr<CalibrationTable> Load(const std::string& path);
+  // TensorRT calibration cache: "TRT-<version>-EntropyCalibration2", then
+  // "<tensor>: <hex of the float32 scale>" per tensor, scale = threshold / 127.
+  std::string ToTensorRtCache(const std::string& trt_version = "8601") const;
+};
+
+// A source of input batches (name -> tensor), read once in order.
+using BatchFn = std::function<StatusOr<bool>(TensorMap* batch)>;  // false: no more batches
+
+// Runs `model` over every batch from `next_batch`, observing activations, and
+// returns the table. Errors: those of the executor; InvalidArgument when a
+// tensor holds NaN or Inf (naming the tensor) or no batch was given.
+StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_batch, const CalibrationOptions& options);
+
+// Scale and zero point for a threshold (symmetric) or a [min, max] range.
+TensorRange MakeRange(const std::string& name, float min, float max, float threshold, bool symmetric,
+                      const std::string& method);
+
+}  // namespace sparq

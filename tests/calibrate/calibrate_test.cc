@@ -1,0 +1,196 @@
+// Histograms, threshold searches, the calibration loop and its files.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <random>
+
+#include "sparq/calibrate.h"
+#include "sparq/onnx_io.h"
+#include "test_util.h"
+
+namespace sparq {
+namespace {
+
+std::vector<float> Gaussian(size_t n, uint32_t seed, float sigma = 1.0f) {
+  std::mt19937 gen(seed);
+  std::normal_distribution<float> d(0.0f, sigma);
+  std::vector<float> v(n);
+  for (auto& x : v) x = d(gen);
+  return v;
+}
+
+TEST(AbsHistogram, FirstBatchFixesRangeAndGrowthKeepsCounts) {
+  AbsHistogram h(8);
+  std::vector<float> a = {0.5f, -1.0f, 2.0f, -3.9f, 4.0f};
+  h.Add(a.data(), a.size());
+  EXPECT_EQ(h.range(), 4.0);
+  EXPECT_EQ(h.counts(), (std::vector<int64_t>{0, 1, 1, 0, 1, 0, 0, 2}));
+  std::vector<float> b = {-13.0f};  // needs 4 -> 8 -> 16: two doublings
+  h.Add(b.data(), b.size());
+  EXPECT_EQ(h.range(), 16.0);
+  EXPECT_EQ(h.total(), 6);
+  // Old bins [0.5,1) [1,1.5) [2,2.5) [3.5,4] land in new bin 0 ([0,2)) and 1 ([2,4)).
+  EXPECT_EQ(h.counts(), (std::vector<int64_t>{2, 3, 0, 0, 0, 0, 1, 0}));
+}
+
+TEST(AbsHistogram, AllZerosStayInBinZero) {
+  AbsHistogram h(16);
+  std::vector<float> z(10, 0.0f), one = {1.0f};
+  h.Add(z.data(), z.size());
+  EXPECT_EQ(h.range(), 0.0);
+  h.Add(one.data(), 1);
+  EXPECT_EQ(h.counts()[0], 10);
+  EXPECT_EQ(h.counts()[15], 1);
+}
+
+TEST(Thresholds, PercentileOfUniformData) {
+  std::vector<int64_t> counts(1000, 10);
+  AbsHistogram h = AbsHistogram::FromCounts(counts, 1.0);
+  EXPECT_NEAR(PercentileThreshold(h, 99.0), 0.99, 1e-9);
+  EXPECT_NEAR(PercentileThreshold(h, 100.0), 1.0, 1e-9);
+}
+
+TEST(Thresholds, KlClipsOutliersOfAGaussian) {
+  std::vector<float> v = Gaussian(200000, 1);
+  v.push_back(40.0f);  // one far outlier stretches the range
+  AbsHistogram h(2048);
+  h.Add(v.data(), v.size());
+  double t = KlThreshold(h);
+  EXPECT_GT(t, 2.0);   // keeps the bulk of the distribution
+  EXPECT_LT(t, 10.0);  // but not the outlier
+  // MSE weighs the squared error of the one outlier against the rounding
+  // error of 200000 values, so it clips less than KL but still clips.
+  double mse = MseThreshold(h);
+  EXPECT_GT(mse, t);
+  EXPECT_LT(mse, 40.0);
+}
+
+TEST(Thresholds, KlOfAFlatHistogramKeepsEverything) {
+  // Uniform |x|: clipping always loses mass, so the full range wins.
+  AbsHistogram h = AbsHistogram::FromCounts(std::vector<int64_t>(2048, 100), 1.0);
+  EXPECT_NEAR(KlThreshold(h), 1.0, 1.0 / 2048);
+}
+
+TEST(Ranges, SymmetricAndAsymmetric) {
+  TensorRange s = MakeRange("t", -2.0f, 6.35f, 6.35f, true, "max");
+  EXPECT_FLOAT_EQ(s.scale, 0.05f);
+  EXPECT_EQ(s.zero_point, 0);
+  TensorRange a = MakeRange("t", -1.0f, 3.0f, 3.0f, false, "max");
+  EXPECT_FLOAT_EQ(a.scale, 4.0f / 255.0f);
+  EXPECT_EQ(a.zero_point, 64);  // round(1 / (4/255)) = round(63.75)
+  TensorRange relu = MakeRange("t", 0.5f, 3.0f, 3.0f, false, "max");  // range widened to include 0
+  EXPECT_EQ(relu.zero_point, 0);
+}
+
+// x[batch,16] -> Relu -> y
+Model ReluModel() {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  m.graph.inputs.push_back(testing::FloatInput("x", {{-1, "n"}, {16, ""}}));
+  m.graph.outputs.push_back(testing::FloatInput("y", {{-1, "n"}, {16, ""}}));
+  m.graph.nodes.push_back({"relu", "Relu", "", {"x"}, {"y"}, {}, ""});
+  return m;
+}
+
+BatchFn Batches(std::vector<Tensor> batches) {
+  auto state = std::make_shared<std::pair<std::vector<Tensor>, size_t>>(std::move(batches), 0);
+  return [state](TensorMap* batch) -> StatusOr<bool> {
+    if (state->second == state->first.size()) return false;
+    (*batch)["x"] = state->first[state->second++];
+    return true;
+  };
+}
+
+TEST(Calibrate, ObservesInputsAndOutputsWithMaxMethod) {
+  Tensor a = testing::RandomFloats({4, 16}, 1, -2.0f, 3.0f);
+  Tensor b = testing::RandomFloats({4, 16}, 2, -5.0f, 1.0f);
+  CalibrationOptions opt;
+  opt.method = CalibrationMethod::kMax;
+  opt.threads = 2;
+  auto table = Calibrate(ReluModel(), Batches({a, b}), opt);
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  ASSERT_EQ(table->tensors.size(), 2u);
+  EXPECT_EQ(table->samples, 8);
+  float lo = 0, hi = 0;
+  for (const Tensor* t : {&a, &b})
+    for (int64_t i = 0; i < t->numel(); ++i) {
+      lo = std::min(lo, t->data<float>()[i]);
+      hi = std::max(hi, t->data<float>()[i]);
+    }
+  const TensorRange* x = table->Find("x");
+  ASSERT_NE(x, nullptr);
+  EXPECT_EQ(x->min, lo);
+  EXPECT_EQ(x->max, hi);
+  EXPECT_EQ(x->threshold, std::max(-lo, hi));
+  const TensorRange* y = table->Find("y");
+  ASSERT_NE(y, nullptr);
+  EXPECT_EQ(y->min, 0.0f);
+  EXPECT_EQ(y->threshold, hi);
+}
+
+TEST(Calibrate, SameTableForAnyThreadCount) {
+  std::vector<Tensor> batches;
+  for (uint32_t s = 0; s < 3; ++s) batches.push_back(testing::RandomFloats({512, 16}, 10 + s, -4.0f, 4.0f));
+  CalibrationOptions opt;
+  opt.method = CalibrationMethod::kKL;
+  opt.threads = 1;
+  auto one = Calibrate(ReluModel(), Batches(batches), opt);
+  opt.threads = 3;
+  auto three = Calibrate(ReluModel(), Batches(batches), opt);
+  ASSERT_TRUE(one.ok() && three.ok());
+  testing::TempDir dir;
+  ASSERT_TRUE(one->Save(dir.path("a.json")).ok());
+  ASSERT_TRUE(three->Save(dir.path("b.json")).ok());
+  EXPECT_EQ(*ReadFile(dir.path("a.json")), *ReadFile(dir.path("b.json")));
+}
+
+TEST(Calibrate, NanActivationIsNamed) {
+  Tensor a = testing::RandomFloats({2, 16}, 3);
+  a.data<float>()[5] = std::nanf("");
+  auto table = Calibrate(ReluModel(), Batches({a}), CalibrationOptions{});
+  ASSERT_FALSE(table.ok());
+  EXPECT_NE(table.status().message().find("activation 'x'"), std::string::npos) << table.status().message();
+  EXPECT_NE(table.status().message().find("flat index 5"), std::string::npos);
+}
+
+TEST(Calibrate, NoDataIsAnError) {
+  auto table = Calibrate(ReluModel(), Batches({}), CalibrationOptions{});
+  ASSERT_FALSE(table.ok());
+  EXPECT_NE(table.status().message().find("no data"), std::string::npos);
+}
+
+TEST(CalibrationTable, SaveLoadRoundTripAndTensorRtCache) {
+  CalibrationTable t;
+  t.method = "kl";
+  t.tensors.push_back(MakeRange("a", -1.0f, 2.0f, 1.27f, true, "kl"));
+  t.tensors.push_back(MakeRange("b", 0.0f, 6.0f, 6.0f, false, "kl"));
+  testing::TempDir dir;
+  ASSERT_TRUE(t.Save(dir.path("s.json")).ok());
+  auto back = CalibrationTable::Load(dir.path("s.json"));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  ASSERT_EQ(back->tensors.size(), 2u);
+  EXPECT_EQ(back->Find("a")->scale, t.tensors[0].scale);
+  EXPECT_EQ(back->Find("b")->zero_point, t.tensors[1].zero_point);
+  std::string cache = t.ToTensorRtCache("8601");
+  float scale = 1.27f / 127.0f;
+  uint32_t bits;
+  std::memcpy(&bits, &scale, 4);
+  char hex[16];
+  std::snprintf(hex, sizeof hex, "%08x", bits);
+  EXPECT_EQ(cache.substr(0, cache.find('\n')), "TRT-8601-EntropyCalibration2");
+  EXPECT_NE(cache.find(std::string("a: ") + hex + "\n"), std::string::npos) << cache;
+}
+
+TEST(CalibrationTable, RejectsOtherFiles) {
+  testing::TempDir dir;
+  ASSERT_TRUE(WriteFileAtomically(dir.path("x.json"), "{\"format\": \"other\"}").ok());
+  auto t = CalibrationTable::Load(dir.path("x.json"));
+  ASSERT_FALSE(t.ok());
+  EXPECT_NE(t.status().message().find("not a sparq calibration file"), std::string::npos);
+  ASSERT_TRUE(WriteFileAtomically(dir.path("y.json"), "{not json").ok());
+  EXPECT_EQ(CalibrationTable::Load(dir.path("y.json")).status().code(), StatusCode::kCorruption);
+}
+
+}  // namespace
+}  // namespace sparq
