@@ -1,0 +1,79 @@
+// Rewrites a float32 model into INT8 (QDQ or QOperator form), FP16, or a mix,
+// using the ranges of a CalibrationTable.
+#pragma once
+
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "sparq/calibrate.h"
+#include "sparq/graph.h"
+#include "sparq/status.h"
+
+namespace sparq {
+
+enum class Precision { kFP32, kFP16, kINT8 };
+const char* PrecisionName(Precision p);
+StatusOr<Precision> ParsePrecision(const std::string& name);
+
+enum class QuantFormat {
+  kQDQ,        // QuantizeLinear/DequantizeLinear pairs around float ops (ONNX Runtime, TensorRT)
+  kQOperator,  // QLinearConv / QLinearMatMul with explicit (de)quantization at the edges
+};
+
+// A per-layer precision rule: `match` is a node name or an ECMAScript regex
+// that must match the whole node name.
+struct LayerRule {
+  std::string match;
+  Precision precision = Precision::kINT8;
+};
+
+struct QuantizeOptions {
+  QuantFormat format = QuantFormat::kQDQ;
+  Precision precision = Precision::kINT8;  // default for layers no rule names
+  bool per_channel = true;                  // weights: one scale per output channel
+  bool fold_batchnorm = true;               // fold BatchNormalization into Conv/Gemm first
+  std::vector<LayerRule> layers;            // first matching rule wins
+  // FP16: ops kept in float32 (onnxconverter-common's default block list of
+  // ops that need float32 or have no float16 kernels).
+  std::vector<std::string> fp16_block_ops = {"Resize", "Range", "CumSum", "TopK", "NonMaxSuppression", "RoiAlign",
+                                             "Upsample", "RandomUniformLike", "Min", "Max"};
+  bool keep_io_types = true;  // FP16: graph inputs/outputs stay float32 (Casts at the edges)
+};
+
+// What happened to one weighted layer.
+struct LayerDecision {
+  std::string node;
+  std::string op_type;
+  Precision precision = Precision::kFP32;
+  std::string reason;  // e.g. "rule 'fc.*'", "default", "no calibration range for input 'x'"
+};
+
+struct QuantizeReport {
+  std::vector<LayerDecision> layers;
+  std::vector<std::string> warnings;  // e.g. FP16 clamps, naming the tensor
+  int folded_batchnorms = 0;
+};
+
+// Folds each inference BatchNormalization that directly follows a Conv (or a
+// Gemm) into that layer's weights and bias. Returns the number folded.
+StatusOr<int> FoldBatchNorm(Model& model);
+
+// The quantized model. Layers whose precision resolves to INT8 (Conv, Gemm,
+// MatMul with a constant weight) are quantized with the table's activation
+// ranges; FP16 layers compute in float16; the rest stays float32.
+// Errors: NotFound when a rule's regex matches no node; InvalidArgument for a
+// bad regex.
+StatusOr<Model> QuantizeModel(const Model& model, const CalibrationTable& table, const QuantizeOptions& options,
+                              QuantizeReport* report);
+
+// Symmetric per-channel int8 weights: w_q = clamp(round(w / s_c), -127, 127)
+// with s_c = max|w[c]| / 127 along `axis`. Exact zeros stay exactly zero.
+struct QuantizedWeight {
+  Tensor values;  // int8, same shape as the weight
+  Tensor scales;  // float32 [channels] (per channel) or [] (per tensor)
+  int axis = 0;
+};
+QuantizedWeight QuantizeWeightSymmetric(const Tensor& w, int axis, bool per_channel);
+
+}  // namespace sparq

@@ -1,0 +1,90 @@
+#include "quant/graph_editor.h"
+
+namespace sparq {
+
+GraphEditor::GraphEditor(Graph& g) : g_(g) {
+  for (const auto& v : g.inputs) used_.insert(v.name);
+  for (const auto& v : g.outputs) used_.insert(v.name);
+  for (const auto& kv : g.initializers) used_.insert(kv.first);
+  for (const Node& n : g.nodes) {
+    if (!n.name.empty()) used_.insert(n.name);
+    for (const auto& s : n.inputs) used_.insert(s);
+    for (const auto& s : n.outputs) used_.insert(s);
+  }
+}
+
+std::string GraphEditor::FreshName(const std::string& base) {
+  std::string name = base;
+  for (int i = 1; used_.count(name); ++i) name = base + "_" + std::to_string(i);
+  used_.insert(name);
+  return name;
+}
+
+std::string GraphEditor::AddInitializer(const std::string& base, Tensor t) {
+  std::string name = FreshName(base);
+  g_.initializers[name] = std::move(t);
+  return name;
+}
+
+void GraphEditor::AddNode(Node n) {
+  if (!n.name.empty()) used_.insert(n.name);
+  for (const auto& s : n.outputs) used_.insert(s);
+  g_.nodes.push_back(std::move(n));
+}
+
+std::vector<size_t> GraphEditor::Consumers(const std::string& value) const {
+  std::vector<size_t> out;
+  for (size_t i = 0; i < g_.nodes.size(); ++i)
+    for (const auto& in : g_.nodes[i].inputs)
+      if (in == value) {
+        out.push_back(i);
+        break;
+      }
+  return out;
+}
+
+bool GraphEditor::IsGraphOutput(const std::string& value) const {
+  for (const auto& v : g_.outputs)
+    if (v.name == value) return true;
+  return false;
+}
+
+void GraphEditor::RewireConsumers(const std::string& from, const std::string& to, const std::set<size_t>& skip) {
+  for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    if (skip.count(i)) continue;
+    for (auto& in : g_.nodes[i].inputs)
+      if (in == from) in = to;
+  }
+}
+
+int RemoveDeadNodes(Graph& g) {
+  int removed = 0;
+  for (bool changed = true; changed;) {
+    changed = false;
+    std::set<std::string> read;
+    for (const Node& n : g.nodes) read.insert(n.inputs.begin(), n.inputs.end());
+    for (const auto& v : g.outputs) read.insert(v.name);
+    std::vector<Node> kept;
+    for (Node& n : g.nodes) {
+      bool live = false;
+      for (const auto& o : n.outputs) live |= !o.empty() && read.count(o) > 0;
+      if (live) kept.push_back(std::move(n));
+      else changed = true, ++removed;
+    }
+    g.nodes = std::move(kept);
+  }
+  std::set<std::string> read;
+  for (const Node& n : g.nodes) read.insert(n.inputs.begin(), n.inputs.end());
+  for (const auto& v : g.outputs) read.insert(v.name);
+  for (const auto& v : g.initializer_inputs) read.insert(v.name);
+  for (auto it = g.initializers.begin(); it != g.initializers.end();)
+    it = read.count(it->first) ? std::next(it) : g.initializers.erase(it);
+  return removed;
+}
+
+Tensor FloatTensor(const std::vector<float>& v, bool scalar) {
+  if (scalar) return Tensor::Scalar<float>(v.at(0));
+  return Tensor::FromVector<float>({static_cast<int64_t>(v.size())}, v);
+}
+
+}  // namespace sparq

@@ -1,0 +1,46 @@
+// Small helpers for graph rewrites: fresh names, consumers, constants.
+//
+// Rewrites follow "mark, then rewrite": passes first decide what to change,
+// then edit through a GraphEditor, and finish with Graph::TopoSort().
+#pragma once
+
+#include <set>
+#include <string>
+#include <vector>
+
+#include "sparq/graph.h"
+
+namespace sparq {
+
+class GraphEditor {
+ public:
+  explicit GraphEditor(Graph& g);
+
+  Graph& graph() { return g_; }
+  // A value/node name not used yet in the graph, starting from `base`.
+  std::string FreshName(const std::string& base);
+  // Adds an initializer under a fresh name derived from `base`; returns the name.
+  std::string AddInitializer(const std::string& base, Tensor t);
+  // Appends a node (TopoSort() restores the order later).
+  void AddNode(Node n);
+  // Indices of the nodes reading `value`.
+  std::vector<size_t> Consumers(const std::string& value) const;
+  // True when `value` is a graph output.
+  bool IsGraphOutput(const std::string& value) const;
+  // Makes every consumer of `from` read `to` instead (graph outputs unchanged),
+  // except nodes whose index is in `skip`.
+  void RewireConsumers(const std::string& from, const std::string& to, const std::set<size_t>& skip = {});
+
+ private:
+  Graph& g_;
+  std::set<std::string> used_;
+};
+
+// Removes nodes whose outputs nobody reads (and that are not graph outputs),
+// repeatedly, then initializers nobody reads. Returns the number of nodes removed.
+int RemoveDeadNodes(Graph& g);
+
+// A scalar or 1-D float32 tensor.
+Tensor FloatTensor(const std::vector<float>& v, bool scalar);
+
+}  // namespace sparq

@@ -1,0 +1,155 @@
+// QuantizeModel: decide each layer's precision, then rewrite.
+//
+// QDQ form (default), for an INT8 Conv:
+//
+//   x ─Q─DQ─┐                                   (one Q/DQ pair per activation,
+//   Wq ──DQ─┼─ Conv ─ y ─Q─DQ─> consumers         shared by all its consumers)
+//   Bq ──DQ─┘
+//
+// QOperator form:
+//
+//   x ─Q─> QLinearConv(xq, Wq, Bq) ─> yq ─DQ─> y   (consecutive QLinear layers
+//                                                  pass yq along directly)
+#include <algorithm>
+#include <map>
+#include <regex>
+#include <set>
+
+#include "quant/graph_editor.h"
+#include "quant/passes.h"
+#include "sparq/onnx_io.h"
+#include "sparq/quantize.h"
+
+namespace sparq {
+
+std::optional<WeightedLayer> AsWeightedLayer(const Graph& g, const Node& n) {
+  if (!n.domain.empty() || n.inputs.size() < 2) return std::nullopt;
+  WeightedLayer l;
+  const Tensor* w = g.FindWeight(n.inputs[1]);
+  if (w == nullptr || w->dtype() != DataType::kFloat32 || g.FindWeight(n.inputs[0]) != nullptr) return std::nullopt;
+  if (n.op_type == "Conv") {
+    if (w->rank() < 3) return std::nullopt;
+    l.weight_axis = 0;
+  } else if (n.op_type == "Gemm") {
+    if (w->rank() != 2 || n.attr_int("transA", 0) != 0) return std::nullopt;
+    l.weight_axis = n.attr_int("transB", 0) != 0 ? 0 : 1;
+  } else if (n.op_type == "MatMul") {
+    if (w->rank() != 2) return std::nullopt;
+    l.weight_axis = 1;
+  } else {
+    return std::nullopt;
+  }
+  const int64_t channels = w->dim(l.weight_axis);
+  if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+    const Tensor* b = g.FindWeight(n.inputs[2]);
+    const bool plain_gemm = n.op_type != "Gemm" || (n.attr_float("alpha", 1.0f) == 1.0f && n.attr_float("beta", 1.0f) == 1.0f);
+    if (b != nullptr && b->dtype() == DataType::kFloat32 && b->numel() == channels && plain_gemm) l.bias = true;
+  }
+  return l;
+}
+
+namespace {
+
+StatusOr<std::vector<Precision>> ResolvePrecisions(const Graph& g, const QuantizeOptions& options,
+                                                   const CalibrationTable& table, QuantizeReport* report) {
+  std::vector<std::regex> rules;
+  std::vector<int> hits(options.layers.size(), 0);
+  for (const auto& r : options.layers) {
+    try {
+      rules.emplace_back(r.match, std::regex::ECMAScript);
+    } catch (const std::regex_error& e) {
+      return Status::InvalidArgument("quantize.layers: bad regex '" + r.match + "': " + e.what());
+    }
+  }
+  std::vector<Precision> out(g.nodes.size(), Precision::kFP32);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    Precision p = options.precision;
+    std::string reason = "default";
+    for (size_t k = 0; k < rules.size(); ++k) {
+      if (n.name == options.layers[k].match || std::regex_match(n.name, rules[k])) {
+        p = options.layers[k].precision;
+        reason = "rule '" + options.layers[k].match + "'";
+        ++hits[k];
+        break;
+      }
+    }
+    auto layer = AsWeightedLayer(g, n);
+    if (p == Precision::kINT8 && !layer) p = Precision::kFP32;  // INT8 applies to weighted layers
+    if (p == Precision::kINT8) {
+      if (table.Find(n.inputs[0]) == nullptr) {
+        p = Precision::kFP32;
+        reason = "no calibration range for input '" + n.inputs[0] + "'";
+      }
+    }
+    out[i] = p;
+    if (layer) report->layers.push_back({n.name, n.op_type, p, reason});
+  }
+  for (size_t k = 0; k < rules.size(); ++k) {
+    if (hits[k] == 0) {
+      return Status::NotFound("quantize.layers: '" + options.layers[k].match + "' matches no node of the model");
+    }
+  }
+  return out;
+}
+
+}  // namespace
+
+StatusOr<Model> QuantizeModel(const Model& input, const CalibrationTable& table, const QuantizeOptions& options,
+                              QuantizeReport* report) {
+  QuantizeReport local;
+  if (report == nullptr) report = &local;
+  *report = QuantizeReport{};
+  Model model = input;
+  if (model.opset() < 10) {
+    return Status::NotSupported("quantization needs opset >= 10 (QuantizeLinear); the model imports opset " +
+                                std::to_string(model.opset()));
+  }
+  if (options.fold_batchnorm) {
+    SPARQ_ASSIGN_OR_RETURN(report->folded_batchnorms, FoldBatchNorm(model));
+  }
+  Graph& g = model.graph;
+  SPARQ_ASSIGN_OR_RETURN(std::vector<Precision> precision, ResolvePrecisions(g, options, table, report));
+
+  // Float32 values, known before rewriting: those FP16 conversion must cast.
+  // The table lists every float activation; shape inference adds values
+  // computed from constants alone.
+  InferShapes(model).ok();
+  std::set<std::string> float_values;
+  for (const auto& r : table.tensors) float_values.insert(r.name);
+  for (const auto& [name, t] : g.initializers)
+    if (t.dtype() == DataType::kFloat32) float_values.insert(name);
+  for (const auto* list : {&g.inputs, &g.outputs, &g.value_info})
+    for (const auto& v : *list)
+      if (v.dtype == DataType::kFloat32) float_values.insert(v.name);
+  for (const Node& n : g.nodes) {
+    if (n.op_type != "Constant") continue;
+    const Tensor* t = g.FindWeight(n.outputs[0]);
+    if (t != nullptr && t->dtype() == DataType::kFloat32) float_values.insert(n.outputs[0]);
+  }
+
+  // Names of the nodes by precision survive the rewrites (indices do not).
+  std::vector<std::string> fp16_nodes;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (precision[i] == Precision::kFP16) fp16_nodes.push_back(NodeKey(g.nodes[i]));
+  }
+  const bool any_int8 = std::count(precision.begin(), precision.end(), Precision::kINT8) > 0;
+  if (any_int8) {
+    if (options.format == QuantFormat::kQDQ) {
+      SPARQ_RETURN_IF_ERROR(InsertQdq(model, table, precision, options, float_values, report));
+    } else {
+      SPARQ_RETURN_IF_ERROR(RewriteQOperator(model, table, precision, options, float_values, report));
+    }
+  }
+  if (!fp16_nodes.empty()) {
+    SPARQ_RETURN_IF_ERROR(ConvertToFloat16(model, fp16_nodes, float_values, options, report));
+  }
+  g.value_info.clear();
+  SPARQ_RETURN_IF_ERROR(g.TopoSort());
+  InferShapes(model).ok();  // best effort, for readers of the file
+  return model;
+}
+
+std::string NodeKey(const Node& n) { return n.name.empty() ? "@" + n.outputs.at(0) : n.name; }
+
+}  // namespace sparq

@@ -1,0 +1,231 @@
+// Quantization rewrites: BN folding, QDQ, QOperator, FP16, mixed precision.
+#include <gtest/gtest.h>
+
+#include <cmath>
+
+#include "sparq/executor.h"
+#include "sparq/onnx_io.h"
+#include "sparq/quantize.h"
+#include "test_util.h"
+
+namespace sparq {
+namespace {
+
+Attribute Ints(const std::string& name, std::vector<int64_t> v) {
+  Attribute a;
+  a.name = name;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+Attribute Int(const std::string& name, int64_t v) {
+  Attribute a;
+  a.name = name;
+  a.kind = Attribute::Kind::kInt;
+  a.i = v;
+  return a;
+}
+
+// x[n,3,8,8] -> conv1 -> bn -> relu -> conv2(1x1) -> gap -> flatten -> fc(Gemm, transB) -> y[n,5]
+Model SmallCnn() {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  Graph& g = m.graph;
+  g.inputs.push_back(testing::FloatInput("x", {{-1, "n"}, {3, ""}, {8, ""}, {8, ""}}));
+  g.outputs.push_back(testing::FloatInput("y", {{-1, "n"}, {5, ""}}));
+  g.initializers["w1"] = testing::RandomFloats({4, 3, 3, 3}, 1, -0.5f, 0.5f);
+  g.initializers["b1"] = testing::RandomFloats({4}, 2, -0.1f, 0.1f);
+  g.initializers["gamma"] = testing::RandomFloats({4}, 3, 0.5f, 1.5f);
+  g.initializers["beta"] = testing::RandomFloats({4}, 4, -0.2f, 0.2f);
+  g.initializers["mean"] = testing::RandomFloats({4}, 5, -0.1f, 0.1f);
+  g.initializers["var"] = testing::RandomFloats({4}, 6, 0.5f, 1.0f);
+  g.initializers["w2"] = testing::RandomFloats({6, 4, 1, 1}, 7, -0.5f, 0.5f);
+  g.initializers["w3"] = testing::RandomFloats({5, 6}, 8, -0.5f, 0.5f);
+  g.initializers["b3"] = testing::RandomFloats({5}, 9, -0.1f, 0.1f);
+  g.initializers["shape"] = Tensor::FromVector<int64_t>({2}, {0, -1});
+  g.nodes.push_back({"conv1", "Conv", "", {"x", "w1", "b1"}, {"c1"}, {Ints("pads", {1, 1, 1, 1})}, ""});
+  g.nodes.push_back({"bn", "BatchNormalization", "", {"c1", "gamma", "beta", "mean", "var"}, {"n1"}, {}, ""});
+  g.nodes.push_back({"relu", "Relu", "", {"n1"}, {"r1"}, {}, ""});
+  g.nodes.push_back({"conv2", "Conv", "", {"r1", "w2"}, {"c2"}, {}, ""});
+  g.nodes.push_back({"gap", "GlobalAveragePool", "", {"c2"}, {"p"}, {}, ""});
+  g.nodes.push_back({"flat", "Reshape", "", {"p", "shape"}, {"f"}, {}, ""});
+  g.nodes.push_back({"fc", "Gemm", "", {"f", "w3", "b3"}, {"y"}, {Int("transB", 1)}, ""});
+  return m;
+}
+
+Tensor Input(uint32_t seed, int64_t n = 4) { return testing::RandomFloats({n, 3, 8, 8}, seed, -1.0f, 1.0f); }
+
+Tensor RunModel(const Model& m, const Tensor& x) {
+  auto exec = Executor::Create(m, ExecutorOptions{1});
+  EXPECT_TRUE(exec.ok()) << exec.status().ToString();
+  TensorMap out;
+  Status st = (*exec)->Run({{"x", x}}, &out);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return out["y"].ToFloat32();
+}
+
+// 10 log10(|ref|^2 / |ref - got|^2)
+double Sqnr(const Tensor& ref, const Tensor& got) {
+  double s = 0, n = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    double r = ref.data<float>()[i], d = r - got.data<float>()[i];
+    s += r * r;
+    n += d * d;
+  }
+  return n == 0 ? 200.0 : 10.0 * std::log10(s / n);
+}
+
+CalibrationTable CalibrateCnn(const Model& m, bool symmetric = true) {
+  std::vector<Tensor> batches = {Input(11, 8), Input(12, 8)};
+  size_t next = 0;
+  CalibrationOptions opt;
+  opt.method = CalibrationMethod::kMax;
+  opt.symmetric = symmetric;
+  auto table = Calibrate(
+      m,
+      [&](TensorMap* b) -> StatusOr<bool> {
+        if (next == batches.size()) return false;
+        (*b)["x"] = batches[next++];
+        return true;
+      },
+      opt);
+  EXPECT_TRUE(table.ok()) << table.status().ToString();
+  return *table;
+}
+
+int CountOps(const Model& m, const std::string& op) {
+  int n = 0;
+  for (const Node& node : m.graph.nodes) n += node.op_type == op;
+  return n;
+}
+
+TEST(FoldBatchNorm, KeepsOutputsAndRemovesTheNode) {
+  Model m = SmallCnn();
+  Model folded = m;
+  auto n = FoldBatchNorm(folded);
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(*n, 1);
+  EXPECT_EQ(CountOps(folded, "BatchNormalization"), 0);
+  EXPECT_EQ(folded.graph.initializers.count("gamma"), 0u);
+  Tensor x = Input(1);
+  Tensor a = RunModel(m, x), b = RunModel(folded, x);
+  for (int64_t i = 0; i < a.numel(); ++i) EXPECT_NEAR(a.data<float>()[i], b.data<float>()[i], 1e-5f);
+}
+
+TEST(QuantizeWeight, PerChannelScalesAndExactZeros) {
+  Tensor w = Tensor::FromVector<float>({2, 3}, {0.0f, 1.27f, -0.635f, 2.54f, 0.0f, -1.0f});
+  QuantizedWeight q = QuantizeWeightSymmetric(w, 0, true);
+  EXPECT_FLOAT_EQ(q.scales.data<float>()[0], 0.01f);
+  EXPECT_FLOAT_EQ(q.scales.data<float>()[1], 0.02f);
+  const int8_t* v = q.values.data<int8_t>();
+  EXPECT_EQ(v[0], 0);
+  EXPECT_EQ(v[1], 127);
+  EXPECT_EQ(v[2], -64);  // -63.5 rounds half to even
+  EXPECT_EQ(v[3], 127);
+  EXPECT_EQ(v[4], 0);
+  EXPECT_EQ(v[5], -50);
+}
+
+TEST(Quantize, QdqModelRunsCloseToFloatAndPassesChecker) {
+  Model m = SmallCnn();
+  CalibrationTable table = CalibrateCnn(m);
+  QuantizeReport report;
+  auto q = QuantizeModel(m, table, QuantizeOptions{}, &report);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(report.folded_batchnorms, 1);
+  EXPECT_EQ(report.layers.size(), 3u);
+  for (const auto& l : report.layers) EXPECT_EQ(l.precision, Precision::kINT8) << l.node << ": " << l.reason;
+  EXPECT_GE(CountOps(*q, "QuantizeLinear"), 3);
+  EXPECT_GE(CountOps(*q, "DequantizeLinear"), 6);
+  EXPECT_TRUE(CheckModel(*q).ok()) << CheckModel(*q).ToString();
+  Tensor x = Input(21);
+  EXPECT_GT(Sqnr(RunModel(m, x), RunModel(*q, x)), 25.0);
+  // Weights are stored as int8 and the bias as int32.
+  int int8_weights = 0, int32_bias = 0;
+  for (const auto& [name, t] : q->graph.initializers) {
+    const bool zero_point = name.find("zero_point") != std::string::npos;
+    int8_weights += t.dtype() == DataType::kInt8 && t.numel() > 1 && !zero_point;
+    int32_bias += t.dtype() == DataType::kInt32;
+  }
+  EXPECT_EQ(int8_weights, 3);
+  EXPECT_EQ(int32_bias, 2);
+}
+
+TEST(Quantize, QdqIsDeterministic) {
+  Model m = SmallCnn();
+  CalibrationTable table = CalibrateCnn(m);
+  auto a = QuantizeModel(m, table, QuantizeOptions{}, nullptr);
+  auto b = QuantizeModel(m, table, QuantizeOptions{}, nullptr);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(*SerializeModel(*a), *SerializeModel(*b));
+}
+
+TEST(Quantize, QOperatorModelRuns) {
+  Model m = SmallCnn();
+  CalibrationTable table = CalibrateCnn(m);
+  QuantizeOptions opt;
+  opt.format = QuantFormat::kQOperator;
+  auto q = QuantizeModel(m, table, opt, nullptr);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(CountOps(*q, "QLinearConv"), 2);
+  EXPECT_EQ(CountOps(*q, "QLinearMatMul"), 1);
+  EXPECT_EQ(CountOps(*q, "Conv"), 0);
+  EXPECT_TRUE(CheckModel(*q).ok()) << CheckModel(*q).ToString();
+  Tensor x = Input(22);
+  EXPECT_GT(Sqnr(RunModel(m, x), RunModel(*q, x)), 20.0);
+}
+
+TEST(Quantize, AsymmetricUint8Activations) {
+  Model m = SmallCnn();
+  CalibrationTable table = CalibrateCnn(m, /*symmetric=*/false);
+  auto q = QuantizeModel(m, table, QuantizeOptions{}, nullptr);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  Tensor x = Input(23);
+  EXPECT_GT(Sqnr(RunModel(m, x), RunModel(*q, x)), 25.0);
+}
+
+TEST(Quantize, Float16ModelKeepsFloat32Io) {
+  Model m = SmallCnn();
+  CalibrationTable table = CalibrateCnn(m);
+  QuantizeOptions opt;
+  opt.precision = Precision::kFP16;
+  auto q = QuantizeModel(m, table, opt, nullptr);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_GE(CountOps(*q, "Cast"), 2);
+  EXPECT_EQ(q->graph.inputs[0].dtype, DataType::kFloat32);
+  EXPECT_EQ(q->graph.initializers.at("w2").dtype(), DataType::kFloat16);
+  EXPECT_TRUE(CheckModel(*q).ok()) << CheckModel(*q).ToString();
+  Tensor x = Input(24);
+  EXPECT_GT(Sqnr(RunModel(m, x), RunModel(*q, x)), 45.0);
+}
+
+TEST(Quantize, MixedPrecisionByRegex) {
+  Model m = SmallCnn();
+  CalibrationTable table = CalibrateCnn(m);
+  QuantizeOptions opt;
+  opt.layers = {{"conv.*", Precision::kFP16}, {"fc", Precision::kFP32}};
+  QuantizeReport report;
+  auto q = QuantizeModel(m, table, opt, &report);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  for (const auto& l : report.layers) {
+    if (l.node == "fc") EXPECT_EQ(l.precision, Precision::kFP32);
+    else EXPECT_EQ(l.precision, Precision::kFP16) << l.node;
+  }
+  EXPECT_EQ(CountOps(*q, "QuantizeLinear"), 0);
+  Tensor x = Input(25);
+  EXPECT_GT(Sqnr(RunModel(m, x), RunModel(*q, x)), 45.0);
+}
+
+TEST(Quantize, RuleMatchingNothingIsAnError) {
+  Model m = SmallCnn();
+  QuantizeOptions opt;
+  opt.layers = {{"decoder\\..*", Precision::kFP16}};
+  auto q = QuantizeModel(m, CalibrateCnn(m), opt, nullptr);
+  ASSERT_FALSE(q.ok());
+  EXPECT_NE(q.status().message().find("'decoder\\..*' matches no node"), std::string::npos) << q.status().message();
+  opt.layers = {{"(", Precision::kFP16}};
+  EXPECT_EQ(QuantizeModel(m, CalibrateCnn(m), opt, nullptr).status().code(), StatusCode::kInvalidArgument);
+}
+
+}  // namespace
+}  // namespace sparq
