@@ -30,6 +30,24 @@ using namespace sparq;
 
 namespace {
 
+// ONNX 1.12's test data stores bfloat16 tensors as uint16 (numpy has no
+// bfloat16): reinterpret the bits as the model's type.
+Tensor AsBFloat16(const Tensor& t) {
+  Tensor out(DataType::kBFloat16, t.shape());
+  std::memcpy(out.raw_data(), t.raw_data(), t.nbytes());
+  return out;
+}
+
+// Cases whose data in ONNX 1.12's test set disagree with the ONNX spec itself.
+const std::map<std::string, std::string> kKnownDataIssues = {
+    {"test_cast_FLOAT_to_BFLOAT16",
+     "ONNX 1.12's expected output truncates to bfloat16; the spec (and ONNX >= 1.13, and sparq) round to nearest even"},
+    {"test_castlike_FLOAT_to_BFLOAT16", "input 'like' has shape [1] in the data but [3, 4] in the model"},
+    {"test_castlike_FLOAT_to_BFLOAT16_expanded", "input 'like' has shape [1] in the data but [3, 4] in the model"},
+    {"test_castlike_BFLOAT16_to_FLOAT", "input 'like' has shape [1] in the data but [3, 4] in the model"},
+    {"test_castlike_BFLOAT16_to_FLOAT_expanded", "input 'like' has shape [1] in the data but [3, 4] in the model"},
+};
+
 constexpr double kRelTol = 1e-3;
 constexpr double kAbsTol = 1e-7;
 
@@ -81,6 +99,7 @@ std::string Compare(const Tensor& got, const Tensor& want, const std::string& na
 
 CaseResult RunCase(const fs::path& dir, bool verbose) {
   CaseResult r{dir.filename().string(), Outcome::kPass, "", {}};
+  auto known = kKnownDataIssues.find(r.name);
   auto model = LoadModel((dir / "model.onnx").string(), LoadOptions{false});
   if (!model.ok()) {
     r.outcome = model.status().code() == StatusCode::kNotSupported ? Outcome::kSkip : Outcome::kFail;
@@ -92,6 +111,11 @@ CaseResult RunCase(const fs::path& dir, bool verbose) {
   if (!supported.ok()) {
     r.outcome = Outcome::kUnsupportedOp;
     r.reason = supported.message();
+    return r;
+  }
+  if (known != kKnownDataIssues.end()) {
+    r.outcome = Outcome::kSkip;
+    r.reason = "test data issue: " + known->second;
     return r;
   }
   for (const auto& v : model->graph.inputs) {
@@ -125,7 +149,8 @@ CaseResult RunCase(const fs::path& dir, bool verbose) {
         return r;
       }
       std::string name = i < g.inputs.size() ? g.inputs[i].name : t->first;
-      inputs[name] = t->second;
+      const bool bf16 = i < g.inputs.size() && g.inputs[i].dtype == DataType::kBFloat16;
+      inputs[name] = bf16 && t->second.dtype() == DataType::kUInt16 ? AsBFloat16(t->second) : t->second;
     }
     TensorMap outputs;
     Status st = (*exec)->Run(inputs, &outputs);
@@ -143,7 +168,9 @@ CaseResult RunCase(const fs::path& dir, bool verbose) {
         r.reason = "expected output " + std::to_string(i) + ": " + want.status().message();
         return r;
       }
-      std::string diff = Compare(outputs[g.outputs[i].name], want->second, g.outputs[i].name);
+      Tensor expected = want->second;
+      if (expected.dtype() == DataType::kUInt16 && g.outputs[i].dtype == DataType::kBFloat16) expected = AsBFloat16(expected);
+      std::string diff = Compare(outputs[g.outputs[i].name], expected, g.outputs[i].name);
       if (!diff.empty()) {
         r.outcome = Outcome::kFail;
         r.reason = set.filename().string() + ": " + diff;

@@ -1,0 +1,134 @@
+// Reference Softmax, LogSoftmax and Hardmax.
+//
+// Up to opset 12 the input is coerced to 2-D at `axis` (default 1): the
+// operation runs over the flattened dimensions [axis, rank) of each of the
+// prod(shape[0, axis)) rows. From opset 13 it runs over the single dimension
+// `axis` (default -1). Both are the same loop over an (outer, n, inner) view:
+// the old form is n = prod(shape[axis:]), inner = 1.
+//
+// Numerically stable: the row maximum is subtracted before exp, so large
+// inputs do not overflow; sums accumulate in double.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "kernels/parallel.h"
+#include "kernels/ref/reduce_common.h"
+#include "kernels/registry.h"
+
+namespace sparq {
+namespace {
+
+using reduce_common::DimProduct;
+using reduce_common::IsHalfType;
+using reduce_common::NormalizeAxis;
+using reduce_common::RunAsFloat32;
+
+enum class SoftmaxKind { kSoftmax, kLogSoftmax, kHardmax };
+
+// Columns handled together when the reduced axis is not the last one, so the
+// inner loops run over contiguous memory.
+constexpr int64_t kColumnBlock = 64;
+
+// One (outer row, block of `width` inner columns): x and y point at element
+// (o, 0, i0); elements along the axis are `inner` apart.
+template <typename T, SoftmaxKind kKind>
+void SoftmaxBlock(const T* x, T* y, int64_t n, int64_t inner, int64_t width) {
+  T max_v[kColumnBlock];
+  int64_t max_k[kColumnBlock];
+  double sum[kColumnBlock];
+  for (int64_t i = 0; i < width; ++i) {
+    max_v[i] = -std::numeric_limits<T>::infinity();
+    max_k[i] = 0;
+    sum[i] = 0.0;
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    const T* row = x + k * inner;
+    for (int64_t i = 0; i < width; ++i) {
+      if (row[i] > max_v[i] || k == 0) {
+        max_v[i] = row[i];
+        max_k[i] = k;
+      }
+    }
+  }
+  if constexpr (kKind == SoftmaxKind::kHardmax) {
+    for (int64_t k = 0; k < n; ++k) {
+      T* out = y + k * inner;
+      for (int64_t i = 0; i < width; ++i) out[i] = max_k[i] == k ? T(1) : T(0);
+    }
+    return;
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    const T* row = x + k * inner;
+    T* out = y + k * inner;
+    for (int64_t i = 0; i < width; ++i) {
+      const T e = std::exp(row[i] - max_v[i]);
+      sum[i] += static_cast<double>(e);
+      if constexpr (kKind == SoftmaxKind::kSoftmax) out[i] = e;
+    }
+  }
+  for (int64_t k = 0; k < n; ++k) {
+    const T* row = x + k * inner;
+    T* out = y + k * inner;
+    for (int64_t i = 0; i < width; ++i) {
+      if constexpr (kKind == SoftmaxKind::kSoftmax) {
+        out[i] = static_cast<T>(static_cast<double>(out[i]) / sum[i]);
+      } else {
+        out[i] = static_cast<T>(static_cast<double>(row[i] - max_v[i]) - std::log(sum[i]));
+      }
+    }
+  }
+}
+
+template <typename T, SoftmaxKind kKind>
+void SoftmaxTyped(const Tensor& in, Tensor* out, int64_t outer, int64_t n, int64_t inner, ThreadPool* pool) {
+  const T* x = in.data<T>();
+  T* y = out->data<T>();
+  const int64_t blocks = (inner + kColumnBlock - 1) / kColumnBlock;
+  const int64_t grain = std::max<int64_t>(1, 16384 / std::max<int64_t>(1, n * std::min(inner, kColumnBlock)));
+  ParallelFor(pool, outer * blocks, grain, [&](int64_t begin, int64_t end) {
+    for (int64_t t = begin; t < end; ++t) {
+      const int64_t o = t / blocks;
+      const int64_t i0 = (t % blocks) * kColumnBlock;
+      const int64_t offset = o * n * inner + i0;
+      SoftmaxBlock<T, kKind>(x + offset, y + offset, n, inner, std::min(kColumnBlock, inner - i0));
+    }
+  });
+}
+
+template <SoftmaxKind kKind>
+Status SoftmaxKernel(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
+  const Tensor& x = ctx.input(0);
+  if (IsHalfType(x.dtype())) return RunAsFloat32(ctx, SoftmaxKernel<kKind>, x.dtype());
+  const bool coerce_2d = ctx.opset() < 13;
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  SPARQ_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, ctx.node().attr_int("axis", coerce_2d ? 1 : -1), rank));
+  const size_t a = static_cast<size_t>(axis);
+  const int64_t outer = DimProduct(x.shape(), 0, a);
+  const int64_t n = coerce_2d ? DimProduct(x.shape(), a, x.rank()) : x.dim(a);
+  const int64_t inner = coerce_2d ? 1 : DimProduct(x.shape(), a + 1, x.rank());
+  Tensor out(x.dtype(), x.shape());
+  if (x.numel() > 0) {
+    switch (x.dtype()) {
+      case DataType::kFloat32: SoftmaxTyped<float, kKind>(x, &out, outer, n, inner, ctx.pool()); break;
+      case DataType::kFloat64: SoftmaxTyped<double, kKind>(x, &out, outer, n, inner, ctx.pool()); break;
+      default:
+        return ctx.NotSupported("input type " + DataTypeName(x.dtype()) + " is not supported (floats only)");
+    }
+  }
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
+}  // namespace
+
+void RegisterSoftmaxOps(KernelRegistry& r) {
+  r.Add({"Softmax", "", 1, 99, SoftmaxKernel<SoftmaxKind::kSoftmax>, "ref"});
+  r.Add({"LogSoftmax", "", 1, 99, SoftmaxKernel<SoftmaxKind::kLogSoftmax>, "ref"});
+  r.Add({"Hardmax", "", 1, 99, SoftmaxKernel<SoftmaxKind::kHardmax>, "ref"});
+}
+
+}  // namespace sparq
