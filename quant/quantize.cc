@@ -75,7 +75,7 @@ StatusOr<std::vector<Precision>> ResolvePrecisions(const Graph& g, const Quantiz
       }
     }
     auto layer = AsWeightedLayer(g, n);
-    if (p == Precision::kINT8 && !layer) p = Precision::kFP32;  // INT8 applies to weighted layers
+    if (p == Precision::kINT8 && !layer) p = options.other_precision;  // INT8 applies to weighted layers
     if (p == Precision::kINT8) {
       if (table.Find(n.inputs[0]) == nullptr) {
         p = Precision::kFP32;

@@ -31,6 +31,9 @@ struct LayerRule {
 struct QuantizeOptions {
   QuantFormat format = QuantFormat::kQDQ;
   Precision precision = Precision::kINT8;  // default for layers no rule names
+  // Precision of nodes INT8 does not apply to (non-weighted ops) when the
+  // default is INT8: kFP32, or kFP16 for "mixed" models.
+  Precision other_precision = Precision::kFP32;
   bool per_channel = true;                  // weights: one scale per output channel
   bool fold_batchnorm = true;               // fold BatchNormalization into Conv/Gemm first
   std::vector<LayerRule> layers;            // first matching rule wins

@@ -499,8 +499,8 @@ Status ResizeKernel(OpContext& ctx) {
   std::vector<int64_t> axes;
   if (ctx.opset() >= 18 && node.attr("axes") != nullptr) {
     const std::vector<int64_t> given = node.attr_ints("axes");
-    SPARQ_ASSIGN_OR_RETURN(std::vector<bool> mask, AxesToMask(ctx, given, rank));
-    (void)mask;
+    // Checks range and repeats; the order of `given` is kept (it orders scales/sizes/roi).
+    SPARQ_RETURN_IF_ERROR(AxesToMask(ctx, given, rank).status());
     for (int64_t a : given) axes.push_back(a < 0 ? a + rank : a);
   } else {
     for (int64_t d = 0; d < rank; ++d) axes.push_back(d);
