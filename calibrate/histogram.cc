@@ -86,9 +86,16 @@ bool Normalize(std::vector<double>& p) {
 }  // namespace
 
 double KlThreshold(const AbsHistogram& h, int quant_levels) {
-  const std::vector<int64_t>& hist = h.counts();
   const int nbins = h.bins();
   if (h.range() == 0.0 || h.total() == 0) return 0.0;
+  // Bin 0 holds the exact zeros (ReLU outputs, padding): a spike that says
+  // nothing about where to clip but dominates P. Like NVIDIA's reference
+  // entropy calibrator (pytorch-quantization), give it bin 1's count - but
+  // only when bin 1 is populated: for discrete data (image pixels in steps
+  // of 1/16) an empty bin 1 would leave P a few spikes, whose KL is 0 at the
+  // first spike, a degenerate clip.
+  std::vector<int64_t> hist = h.counts();
+  if (nbins > 1 && hist[1] > 0) hist[0] = std::min(hist[0], hist[1]);
   // Suffix sums give the outlier mass beyond each candidate in O(1).
   std::vector<double> beyond(static_cast<size_t>(nbins) + 1, 0.0);
   for (int i = nbins - 1; i >= 0; --i) beyond[i] = beyond[i + 1] + static_cast<double>(hist[i]);

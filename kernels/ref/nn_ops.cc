@@ -4,6 +4,8 @@
 //
 // Floating point computes in the input type (float16/bfloat16 via float32);
 // integer Gemm/MatMul accumulate in 64 bits and wrap to the output type.
+#include <algorithm>
+#include <array>
 #include <cstring>
 #include <type_traits>
 #include <vector>

@@ -8,6 +8,7 @@
 // computed by one thread in tap order.
 #include "kernels/ref/pool.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
 #include <type_traits>

@@ -334,6 +334,22 @@ TEST(NnConvRef, BitwiseIdenticalForOneAndFourThreads) {
     ConvF32Ref(p, c.x, x.data(), c.w, w.data(), nullptr, ys, y1.data(), nullptr);
     ConvF32Ref(p, c.x, x.data(), c.w, w.data(), nullptr, ys, y4.data(), &four);
     EXPECT_TRUE(BitwiseEqual(y1, y4));
+
+    // The transposed convolution with the same window (x and y swap roles).
+    const Shape wt = {c.w[1] * c.group, c.w[0] / c.group, c.w[2], c.w[3]};
+    const Shape xt = {c.x[0], wt[0], ys[2], ys[3]};
+    ConvParams pt;
+    pt.group = c.group;
+    pt.window.strides = c.strides;
+    pt.window.dilations = c.dilations;
+    pt.window.pads = c.pads;
+    Shape yts;
+    ASSERT_TRUE(PrepareConvTranspose(xt, wt, AutoPad::kNotSet, {}, {}, &pt, &yts).ok());
+    auto xtv = RandomVector<float>(NumElements(xt), 32);
+    std::vector<float> t1(NumElements(yts)), t4(NumElements(yts));
+    ConvTransposeF32Ref(pt, xt, xtv.data(), wt, w.data(), nullptr, yts, t1.data(), nullptr);
+    ConvTransposeF32Ref(pt, xt, xtv.data(), wt, w.data(), nullptr, yts, t4.data(), &four);
+    EXPECT_TRUE(BitwiseEqual(t1, t4));
   }
 }
 

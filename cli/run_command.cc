@@ -1,0 +1,88 @@
+// `sparq run RECIPE`: prune, calibrate, quantize, write, evaluate and gate
+// (sparq::RunRecipe). Exit 0 when the gate passes, 1 when it fails, 2 on error.
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "sparq/pipeline.h"
+
+namespace sparq {
+namespace cli {
+namespace {
+
+// One progress bar line per stage on stderr, redrawn in place.
+class StageBars {
+ public:
+  void Draw(const StageProgress& p) {
+    if (p.stage != stage_ && !stage_.empty()) std::fprintf(stderr, "\n");
+    stage_ = p.stage;
+    constexpr int kWidth = 30;
+    if (p.total > 0) {
+      const int filled = static_cast<int>(kWidth * std::min<int64_t>(p.done, p.total) / p.total);
+      std::fprintf(stderr, "\r%-16s [%s%s] %lld/%lld", p.stage.c_str(), std::string(filled, '#').c_str(),
+                   std::string(kWidth - filled, ' ').c_str(), static_cast<long long>(p.done),
+                   static_cast<long long>(p.total));
+    } else {
+      std::fprintf(stderr, "\r%-16s %lld", p.stage.c_str(), static_cast<long long>(p.done));
+    }
+    std::fflush(stderr);
+  }
+  void End() {
+    if (!stage_.empty()) std::fprintf(stderr, "\n");
+    stage_.clear();
+  }
+
+ private:
+  std::string stage_;
+};
+
+}  // namespace
+
+RunFn AddRunCommand(CLI::App& app) {
+  struct Args {
+    std::string recipe;
+    bool json = false;
+    bool progress = false;
+    bool quiet = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("run", "Run a recipe: prune, calibrate, quantize, write the model, evaluate it "
+                                            "against FP32 and apply the accuracy gate");
+  sub->add_option("recipe", args->recipe, "Recipe YAML file (see recipes/README.md)")->required();
+  sub->add_flag("--json", args->json, "Print the report as JSON on stdout");
+  sub->add_flag("--progress", args->progress, "Show progress bars even when stderr is not a terminal");
+  sub->add_flag("-q,--quiet", args->quiet, "Print only the final table (or JSON)");
+  sub->footer(R"(Examples:
+  sparq run recipes/quickstart.yaml
+  sparq run my_recipe.yaml --json > report.json
+
+Exit status: 0 gate passed, 1 gate failed (accuracy drop above evaluate.gate.max_drop),
+2 error (bad recipe, missing file, unsupported model).)");
+  return [args]() {
+    auto recipe = LoadRecipe(args->recipe);
+    if (!recipe.ok()) return ReportError(recipe.status());
+    StageBars bars;
+    PipelineOptions options;
+    const bool show_progress = !args->quiet && (args->progress || isatty(STDERR_FILENO));
+    if (show_progress) options.on_progress = [&bars](const StageProgress& p) { bars.Draw(p); };
+    if (!args->quiet) {
+      options.on_log = [&bars, show_progress](const std::string& line) {
+        if (show_progress) bars.End();
+        std::fprintf(stderr, "sparq: %s\n", line.c_str());
+      };
+    }
+    auto report = RunRecipe(*recipe, options);
+    bars.End();
+    if (!report.ok()) return ReportError(report.status());
+    std::cout << (args->json ? report->ToJson() : report->ToText());
+    if (!args->json) {
+      for (const auto& f : report->files) std::cout << "  wrote       " << f << "\n";
+    }
+    return report->passed ? kExitOk : kExitGateFailed;
+  };
+}
+
+}  // namespace cli
+}  // namespace sparq

@@ -1,0 +1,74 @@
+// `sparq run`: a recipe in, a compressed model and a verdict out.
+//
+//   load ─> (prune) ─> calibrate ─> quantize ─> write ─> evaluate FP32 and
+//   compressed ─> gate ─(fails and fallback on)─> move the worst INT8 layer
+//   to FP16/FP32, quantize again, evaluate again ...
+//
+// The library does everything `sparq run` does; the CLI only prints.
+#pragma once
+
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "sparq/quantize.h"
+#include "sparq/recipe.h"
+#include "sparq/status.h"
+
+namespace sparq {
+
+// Progress of the current stage, for progress bars.
+struct StageProgress {
+  std::string stage;   // "calibrate", "evaluate fp32", ...
+  int64_t done = 0;
+  int64_t total = -1;  // -1 when not known
+};
+
+struct PipelineOptions {
+  std::function<void(const StageProgress&)> on_progress;  // optional
+  std::function<void(const std::string&)> on_log;         // optional: one line per event
+};
+
+// One layer moved off INT8 by the accuracy-aware fallback.
+struct FallbackStep {
+  std::string node;
+  std::string to;          // "fp16" or "fp32"
+  double sqnr_db = 0.0;    // the layer output's SQNR that ranked it (rank_by sqnr)
+  double metric_after = 0.0;
+};
+
+struct RunReport {
+  std::string recipe;         // recipe file
+  std::string name;
+  std::string model;          // input model
+  std::string output_model;   // written model
+  std::vector<std::string> files;  // every file written
+  int64_t fp32_bytes = 0, output_bytes = 0;
+  double weight_sparsity = 0.0;      // fraction of exact zeros in the written model's weights
+  std::string metric;                // "top1", ...
+  double fp32_metric = 0.0, output_metric = 0.0;
+  double drop = 0.0;                 // fp32_metric - output_metric (points, or a fraction when relative)
+  double max_drop = 0.0;
+  bool relative = false;
+  bool passed = false;
+  double top1_agreement = 0.0;       // % of samples with the FP32 model's argmax
+  double sqnr_db = 0.0;              // output 0 against FP32
+  int64_t eval_samples = 0;
+  std::vector<LayerDecision> layers;  // final precision of each weighted layer
+  std::vector<FallbackStep> fallback;
+  std::vector<std::string> warnings;
+  std::vector<std::pair<std::string, double>> stage_seconds;
+
+  std::string ToJson() const;
+  std::string ToJUnit() const;     // one test case for the gate
+  std::string ToMarkdown() const;
+  std::string ToText() const;      // the final table `sparq run` prints
+};
+
+// Runs the recipe. Errors (bad data, unsupported model, unwritable outputs)
+// are returned as a Status; a failed gate is not an error: check
+// report.passed. Outputs are written atomically; the input model is never
+// written to.
+StatusOr<RunReport> RunRecipe(const Recipe& recipe, const PipelineOptions& options = {});
+
+}  // namespace sparq

@@ -1,0 +1,269 @@
+// Recipes: the typed form of the YAML file that `sparq run recipe.yaml` reads.
+//
+//   recipe.yaml ──ParseRecipe──> Recipe ──> prune ─> calibrate ─> quantize ─> write
+//                  (strict)                                  ─> evaluate ─> gate ─> reports
+//
+// The parser is strict: an unknown key, a value of the wrong type, a value out
+// of range or an unknown enum spelling is an error; nothing is clamped or
+// ignored. All errors are collected and returned together, one per line:
+//
+//   recipes/x.yaml:12: quantize.calibraton: unknown key (did you mean 'calibration'?)
+//   recipes/x.yaml:20: prune.sparsity: 1.5 is out of range: must be in [0, 1)
+//
+// Every field's default is written once, here, on the field. recipes/README.md
+// documents the YAML spelling of every key for users.
+//
+// Paths. The recipe stores absolute, normalized paths:
+//   - inputs (model, data.calibration, data.evaluation, data.labels) and
+//     output.dir resolve against the recipe file's folder (Recipe::base_dir);
+//   - files the run writes (output.model, output.scales, output.trt_cache,
+//     report.json/junit/markdown) resolve against output.dir.
+// An empty string in an optional output path means "do not write this file".
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sparq/calibrate.h"  // CalibrationMethod
+#include "sparq/status.h"
+
+namespace sparq {
+
+// Where the compressed model and the side files go (YAML section `output`).
+struct RecipeOutput {
+  enum class Format {
+    kQdq,        // QuantizeLinear/DequantizeLinear pairs around float ops (TensorRT, ORT)
+    kQOperator,  // integer operators: QLinearConv, QLinearMatMul, ...
+    kFp16,       // a float16 model; only with quantize.precision fp16
+  };
+
+  std::string model;      // default <dir>/<model stem>.sparq.onnx; never the input model
+  std::string dir;        // default <recipe folder>/sparq-out
+  Format format = Format::kQdq;  // default qdq; fp16 when quantize.precision is fp16
+  std::string scales;     // JSON calibration table; default <dir>/scales.json; "" = not written
+  std::string trt_cache;  // TensorRT calibration cache; default <dir>/calib.cache; "" = not written
+  bool external_data = false;  // weights in a <model>.data file beside the model
+  bool overwrite = false;      // false: refuse to replace an existing output file
+};
+
+// Data to calibrate and evaluate with (YAML section `data`).
+struct RecipeData {
+  enum class Layout { kNCHW, kNHWC };
+
+  // Per-sample transform applied when a batch is read:
+  //   x = (x * scale - mean[c]) / stddev[c], then NHWC -> NCHW when layout is NHWC.
+  struct Preprocess {
+    double scale = 1.0;        // > 0
+    std::vector<double> mean;  // per channel; default none (empty)
+    std::vector<double> stddev;  // YAML `std`: per channel, each > 0; default none (empty)
+    Layout layout = Layout::kNCHW;  // layout of the data file; the model takes NCHW
+  };
+
+  // .npz, .npy or a folder of .npy; required for int8 and mixed, and for
+  // pruning with recovery or activation scores.
+  std::string calibration;
+  std::string evaluation;   // .npz, .npy or a folder of .npy; required
+  std::string labels;       // .npy of class indices; default none (empty)
+  std::string input;        // model input fed with the data; default "" = the model's only input
+  int64_t calibration_samples = 512;  // 0 = all samples
+  int64_t evaluation_samples = 0;     // 0 = all samples
+  int64_t batch_size = 32;            // >= 1
+  Preprocess preprocess;
+};
+
+// Weight pruning (YAML section `prune`).
+struct RecipePrune {
+  // The shape of the zeros. Written in YAML as "unstructured", "block4x4"
+  // (block RxC), "2:4" (N:M: N nonzeros kept in every M consecutive weights),
+  // "channel" or "auto".
+  struct Structure {
+    enum class Kind { kUnstructured, kBlock, kNM, kChannel, kAuto };
+    Kind kind = Kind::kUnstructured;
+    int block_rows = 1, block_cols = 1;  // kBlock: each >= 1
+    int n = 0, m = 0;                    // kNM: 1 <= n < m
+
+    // The YAML spelling: "unstructured", "block4x4", "2:4", "channel", "auto".
+    std::string ToString() const;
+    // Parses the YAML spelling; InvalidArgument says what is wrong and what is allowed.
+    static StatusOr<Structure> Parse(const std::string& text);
+    bool operator==(const Structure& o) const;
+    bool operator!=(const Structure& o) const { return !(*this == o); }
+  };
+  enum class Schedule { kOneShot, kLinear, kAgp };  // agp: Zhu & Gupta's cubic ramp
+  enum class Scope { kGlobal, kLayer };             // one threshold for all layers, or per layer
+  enum class Score { kMagnitude, kL1, kL2, kActivation };
+
+  // A per-layer override: the first rule whose `match` matches a node wins.
+  struct LayerRule {
+    std::string match;                    // node name or regex (see LayerMatches)
+    std::optional<double> sparsity;       // default: prune.sparsity
+    std::optional<Structure> structure;   // default: prune.structure
+  };
+  // Per-layer sparsity chosen by a sensitivity scan instead of one target.
+  struct Sensitivity {
+    double budget = 1.0;  // max metric drop allowed (same units as evaluate.gate.max_drop), >= 0
+    std::vector<double> sparsities = {0.25, 0.5, 0.75, 0.9};  // tried per layer, each in [0, 1)
+  };
+
+  bool enabled = false;
+  Structure structure;       // default unstructured
+  double sparsity = 0.5;     // in [0, 1); with N:M it is 1 - N/M (or 0: leave dense)
+  Schedule schedule = Schedule::kOneShot;
+  int steps = 1;             // >= 1; default 1 for oneshot (which allows only 1), 4 otherwise
+  Scope scope = Scope::kLayer;
+  Score score = Score::kMagnitude;
+  bool recovery = true;         // re-fit kept weights on calibration data after pruning
+  bool skip_first_last = true;  // leave the first and last weighted layers dense
+  std::vector<LayerRule> layers;
+  std::optional<Sensitivity> sensitivity;  // default none: every layer gets `sparsity`
+};
+
+// Quantization (YAML section `quantize`).
+struct RecipeQuantize {
+  enum class Precision {
+    kInt8,   // quantizable ops in INT8, the rest FP32
+    kFp16,   // the whole model in FP16 except fp16.block_ops; no calibration
+    kMixed,  // quantizable ops in INT8, the rest FP16 (except fp16.block_ops)
+  };
+  enum class LayerPrecision { kInt8, kFp16, kFp32 };
+  enum class RankBy { kSqnr, kMetric };
+
+  struct Calibration {
+    CalibrationMethod method = CalibrationMethod::kKL;  // TensorRT's entropy calibrator
+    double percentile = 99.99;  // method percentile: in (0, 100]
+    int bins = 2048;            // histogram bins, >= 128
+    bool symmetric = true;      // int8 with zero point 0; false: uint8 with a zero point
+  };
+  // A per-layer override: the first rule whose `match` matches a node wins.
+  struct LayerRule {
+    std::string match;  // node name or regex (see LayerMatches)
+    LayerPrecision precision = LayerPrecision::kFp32;  // required in YAML
+  };
+  struct Fp16 {
+    // Ops kept in FP32 (onnxconverter-common's float16 DEFAULT_OP_BLOCK_LIST).
+    std::vector<std::string> block_ops = DefaultFp16BlockOps();
+    bool keep_io_types = true;  // model inputs/outputs stay float32 (Casts inserted)
+    static std::vector<std::string> DefaultFp16BlockOps();
+  };
+  // When the gate fails, move the layers that hurt most out of INT8, one at a
+  // time, until the gate passes or max_layers were moved.
+  struct Fallback {
+    bool enabled = true;
+    LayerPrecision to = LayerPrecision::kFp32;  // fp16 or fp32
+    int max_layers = 8;                         // >= 1
+    RankBy rank_by = RankBy::kSqnr;  // sqnr: per-layer output SQNR; metric: per-layer metric drop
+  };
+
+  bool enabled = true;
+  Precision precision = Precision::kInt8;
+  Calibration calibration;
+  bool per_channel = true;     // per-output-channel weight scales
+  bool fold_batchnorm = true;  // fold BatchNormalization into the preceding Conv/Gemm
+  std::vector<LayerRule> layers;
+  Fp16 fp16;
+  Fallback fallback;
+};
+
+// FP32-vs-compressed evaluation and the pass/fail gate (YAML section `evaluate`).
+struct RecipeEvaluate {
+  enum class Backend { kCpu, kCuda, kAuto };
+  enum class Metric {
+    kTop1,       // % of samples whose argmax is the label (needs data.labels)
+    kTop5,       // % of samples whose label is among the 5 largest outputs (needs data.labels)
+    kAgreement,  // % of samples whose argmax equals the FP32 model's argmax
+    kSqnr,       // signal-to-quantization-noise ratio of the outputs against FP32, in dB
+    kCosine,     // cosine similarity of the outputs against FP32
+  };
+  struct Gate {
+    // Metric points (dB for sqnr), >= 0; when relative a fraction in [0, 1],
+    // and then required in YAML (the absolute default would let anything pass).
+    double max_drop = 1.0;
+    bool relative = false;  // true: max_drop is a fraction of the FP32 metric
+  };
+
+  Backend backend = Backend::kCpu;
+  Metric metric = Metric::kAgreement;  // default top1 when data.labels is given, else agreement
+  int threads = 0;                     // >= 0; 0 = all cores
+  Gate gate;
+};
+
+// Report files (YAML section `report`); "" = not written.
+struct RecipeReport {
+  std::string json;      // default <output.dir>/report.json
+  std::string junit;     // default <output.dir>/junit.xml
+  std::string markdown;  // default <output.dir>/report.md
+};
+
+struct Recipe {
+  static constexpr int kVersion = 1;
+
+  int version = kVersion;  // YAML `version`; only 1 is read
+  std::string name;        // default the recipe file's stem (the model's stem without a file)
+  std::string model;       // the FP32 ONNX model; required; never overwritten
+  RecipeOutput output;
+  RecipeData data;
+  RecipePrune prune;
+  RecipeQuantize quantize;
+  RecipeEvaluate evaluate;
+  RecipeReport report;
+
+  std::string base_dir;  // absolute folder relative paths were resolved against
+  std::string source;    // the recipe file (or the source name given to ParseRecipe)
+  // Valid but suspicious settings ("<file>:<line>: <key.path>: ..."), e.g. a
+  // percentile that the chosen calibration method does not use.
+  std::vector<std::string> warnings;
+};
+
+struct RecipeParseOptions {
+  // Check that model, data.calibration, data.evaluation and data.labels exist.
+  // `sparq recipe check --no-files` and tests turn it off.
+  bool check_files = true;
+};
+
+// Reads and parses the recipe at `path`; relative paths resolve against its
+// folder. Errors: NotFound/IOError when the file cannot be read; otherwise
+// those of ParseRecipe.
+StatusOr<Recipe> LoadRecipe(const std::string& path, const RecipeParseOptions& options = {});
+
+// Parses recipe YAML. `base_dir` is the folder relative paths resolve against
+// ("" = the current directory); `source_name` names the recipe in messages.
+// Returns InvalidArgument holding every error found, one per line, each
+// "<source>:<line>: <key.path>: <what is wrong>" (syntax errors:
+// "<source>:<line>:<column>: YAML syntax error: ...").
+StatusOr<Recipe> ParseRecipe(const std::string& yaml_text, const std::string& base_dir,
+                             const std::string& source_name, const RecipeParseOptions& options = {});
+
+// The effective recipe as YAML: every key with its value, defaults filled,
+// paths absolute. Parsing it back gives the same Recipe (except base_dir,
+// source and warnings).
+std::string RecipeToYaml(const Recipe& recipe);
+
+// True when a layer rule's `match` selects the node: the pattern equals the
+// name, or the pattern as an ECMAScript regex matches the whole name. Patterns
+// are validated by the parser; an invalid one matches only its exact text.
+bool LayerMatches(const std::string& pattern, const std::string& node_name);
+
+// Every file the run writes (model, its external data, scales, TensorRT cache,
+// reports), skipping disabled ones.
+std::vector<std::string> RecipeOutputFiles(const Recipe& recipe);
+
+// OK when the run may write its outputs: overwrite is on or none of them
+// exists. Otherwise InvalidArgument listing the existing files.
+Status CheckOutputsWritable(const Recipe& recipe);
+
+// The YAML spellings of the recipe's enum values ("qdq", "int8", "NHWC", ...).
+const char* RecipeEnumName(RecipeOutput::Format v);
+const char* RecipeEnumName(RecipeData::Layout v);
+const char* RecipeEnumName(RecipePrune::Schedule v);
+const char* RecipeEnumName(RecipePrune::Scope v);
+const char* RecipeEnumName(RecipePrune::Score v);
+const char* RecipeEnumName(RecipeQuantize::Precision v);
+const char* RecipeEnumName(RecipeQuantize::LayerPrecision v);
+const char* RecipeEnumName(RecipeQuantize::RankBy v);
+const char* RecipeEnumName(RecipeEvaluate::Backend v);
+const char* RecipeEnumName(RecipeEvaluate::Metric v);
+const char* RecipeEnumName(CalibrationMethod v);
+
+}  // namespace sparq

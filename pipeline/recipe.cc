@@ -1,0 +1,652 @@
+// Recipe parsing: YAML text -> Recipe, strictly, with every error collected
+// (see include/sparq/recipe.h). Emitting and output-file helpers live in
+// recipe_yaml.cc; the generic strict map reading in yaml_fields.cc.
+#include "sparq/recipe.h"
+
+#include <cmath>
+#include <exception>
+#include <filesystem>
+#include <fstream>
+#include <regex>
+#include <sstream>
+
+#include "pipeline/yaml_fields.h"
+
+namespace sparq {
+namespace {
+
+namespace fs = std::filesystem;
+using yaml_fields::Bounds;
+using yaml_fields::Diagnostics;
+using yaml_fields::EnumEntry;
+using yaml_fields::EnumNameIn;
+using yaml_fields::FormatNumber;
+using yaml_fields::ItemPath;
+using yaml_fields::JoinPath;
+using yaml_fields::MapReader;
+
+using Format = RecipeOutput::Format;
+using Layout = RecipeData::Layout;
+using Structure = RecipePrune::Structure;
+using Schedule = RecipePrune::Schedule;
+using Scope = RecipePrune::Scope;
+using Score = RecipePrune::Score;
+using Precision = RecipeQuantize::Precision;
+using LayerPrecision = RecipeQuantize::LayerPrecision;
+using RankBy = RecipeQuantize::RankBy;
+using Backend = RecipeEvaluate::Backend;
+using Metric = RecipeEvaluate::Metric;
+
+// The YAML spellings, one table per enum.
+constexpr EnumEntry<Format> kFormats[] = {
+    {Format::kQdq, "qdq"}, {Format::kQOperator, "qoperator"}, {Format::kFp16, "fp16"}};
+constexpr EnumEntry<Layout> kLayouts[] = {{Layout::kNCHW, "NCHW"}, {Layout::kNHWC, "NHWC"}};
+constexpr EnumEntry<Schedule> kSchedules[] = {
+    {Schedule::kOneShot, "oneshot"}, {Schedule::kLinear, "linear"}, {Schedule::kAgp, "agp"}};
+constexpr EnumEntry<Scope> kScopes[] = {{Scope::kGlobal, "global"}, {Scope::kLayer, "layer"}};
+constexpr EnumEntry<Score> kScores[] = {
+    {Score::kMagnitude, "magnitude"}, {Score::kL1, "l1"}, {Score::kL2, "l2"}, {Score::kActivation, "activation"}};
+constexpr EnumEntry<Precision> kPrecisions[] = {
+    {Precision::kInt8, "int8"}, {Precision::kFp16, "fp16"}, {Precision::kMixed, "mixed"}};
+constexpr EnumEntry<LayerPrecision> kLayerPrecisions[] = {
+    {LayerPrecision::kInt8, "int8"}, {LayerPrecision::kFp16, "fp16"}, {LayerPrecision::kFp32, "fp32"}};
+// quantize.fallback.to: only the float precisions.
+constexpr EnumEntry<LayerPrecision> kFallbackTargets[] = {
+    {LayerPrecision::kFp16, "fp16"}, {LayerPrecision::kFp32, "fp32"}};
+constexpr EnumEntry<RankBy> kRankBy[] = {{RankBy::kSqnr, "sqnr"}, {RankBy::kMetric, "metric"}};
+constexpr EnumEntry<Backend> kBackends[] = {{Backend::kCpu, "cpu"}, {Backend::kCuda, "cuda"}, {Backend::kAuto, "auto"}};
+constexpr EnumEntry<Metric> kMetrics[] = {{Metric::kTop1, "top1"},
+                                          {Metric::kTop5, "top5"},
+                                          {Metric::kAgreement, "agreement"},
+                                          {Metric::kSqnr, "sqnr"},
+                                          {Metric::kCosine, "cosine"}};
+constexpr EnumEntry<CalibrationMethod> kMethods[] = {{CalibrationMethod::kMax, "max"},
+                                                     {CalibrationMethod::kKL, "kl"},
+                                                     {CalibrationMethod::kPercentile, "percentile"},
+                                                     {CalibrationMethod::kMSE, "mse"}};
+
+// Digits only, at most 6 of them (so the value fits an int).
+bool ParseSmallInt(const std::string& s, int* out) {
+  if (s.empty() || s.size() > 6) return false;
+  for (char c : s)
+    if (c < '0' || c > '9') return false;
+  *out = std::stoi(s);
+  return true;
+}
+
+bool HasDataExtension(const fs::path& p) {
+  std::string ext = p.extension().string();
+  for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return ext == ".npz" || ext == ".npy";
+}
+
+bool SamePath(const std::string& a, const std::string& b) {
+  if (a == b) return true;
+  std::error_code ec;
+  return fs::exists(a, ec) && fs::exists(b, ec) && fs::equivalent(a, b, ec);
+}
+
+// Parses one recipe. Each Parse<Section> reads its map, checks what can be
+// checked inside the section, and records errors; CheckAcrossSections and
+// CheckFiles then look at the whole recipe.
+class RecipeParser {
+ public:
+  RecipeParser(const std::string& base_dir, const std::string& source, const RecipeParseOptions& options)
+      : diag_(source.empty() ? "<recipe>" : source), options_(options) {
+    std::error_code ec;
+    fs::path base = base_dir.empty() ? fs::current_path(ec) : fs::absolute(base_dir, ec);
+    recipe_.base_dir = base.lexically_normal().string();
+    recipe_.source = diag_.source();
+  }
+
+  StatusOr<Recipe> Parse(const std::string& text);
+
+ private:
+  void ParseRoot(MapReader& root);
+  void ParseOutput(MapReader m);
+  void ParseData(MapReader m);
+  void ParsePrune(MapReader m);
+  void ParsePruneLayer(const YAML::Node& item, const std::string& path, int line, RecipePrune::LayerRule* rule);
+  void ParseQuantize(MapReader m);
+  void ParseEvaluate(MapReader m);
+  void ParseReport(MapReader m);
+  void CheckAcrossSections();
+  void CheckFiles();
+
+  // Reads a structure value ("2:4", "block4x4", ...).
+  bool ReadStructure(MapReader& m, const std::string& key, Structure* out);
+  // Reads a `match` pattern and checks that it compiles as a regex.
+  bool ReadPattern(MapReader& m, const std::string& key, std::string* out);
+  // Reads a path; `base` is the folder relative paths resolve against.
+  bool ReadPath(MapReader& m, const std::string& key, const std::string& base, bool allow_empty,
+                std::string* out);
+  // An N:M structure fixes the sparsity at 1 - N/M; a different written value is an error.
+  void ReconcileNmSparsity(const Structure& s, bool sparsity_written, const std::string& sparsity_path,
+                           double* sparsity);
+  static std::string Resolve(const std::string& raw, const std::string& base);
+
+  Diagnostics diag_;
+  RecipeParseOptions options_;
+  Recipe recipe_;
+};
+
+std::string RecipeParser::Resolve(const std::string& raw, const std::string& base) {
+  fs::path p(raw);
+  if (p.is_relative()) p = fs::path(base) / p;
+  return p.lexically_normal().string();
+}
+
+StatusOr<Recipe> RecipeParser::Parse(const std::string& text) {
+  std::vector<YAML::Node> docs;
+  try {
+    docs = YAML::LoadAll(text);
+  } catch (const YAML::ParserException& e) {
+    // YAML forbids tabs in indentation, and yaml-cpp's message for them
+    // ("illegal map value") does not say so.
+    std::string hint;
+    if (text.find("\n\t") != std::string::npos || text.rfind("\t", 0) == 0)
+      hint = " (the recipe indents with tabs; YAML needs spaces)";
+    return Status::InvalidArgument(diag_.source() + ":" + std::to_string(e.mark.line + 1) + ":" +
+                                   std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg + hint);
+  }
+  if (docs.empty() || docs[0].IsNull()) {
+    return Status::InvalidArgument(diag_.source() + ":1: the recipe is empty (expected at least 'model' and 'data')");
+  }
+  if (docs.size() > 1) {
+    diag_.Error(yaml_fields::LineOf(docs[1]), "", "a recipe is one YAML document; found " +
+                                                      std::to_string(docs.size()) + " (remove the '---' separators)");
+  }
+  if (!docs[0].IsMap()) {
+    return Status::InvalidArgument(diag_.source() + ":" + std::to_string(std::max(1, yaml_fields::LineOf(docs[0]))) +
+                                   ": expected a map of recipe sections (version, model, data, ...), got " +
+                                   yaml_fields::DescribeNode(docs[0]));
+  }
+  MapReader root(docs[0], "", 1, &diag_);
+  diag_.NoteLine("", root.line());
+  ParseRoot(root);
+  CheckAcrossSections();
+  if (options_.check_files) CheckFiles();
+  SPARQ_RETURN_IF_ERROR(diag_.Finish());
+  recipe_.warnings = diag_.Warnings();
+  return std::move(recipe_);
+}
+
+void RecipeParser::ParseRoot(MapReader& root) {
+  Recipe& r = recipe_;
+  if (root.Read("version", &r.version, Bounds::Any()) && r.version != Recipe::kVersion) {
+    diag_.Error(root.LineOf("version"), "version",
+                "unsupported recipe version " + std::to_string(r.version) + " (this sparq reads version " +
+                    std::to_string(Recipe::kVersion) + ")");
+  }
+  if (root.Read("name", &r.name) && r.name.empty()) diag_.Error(root.LineOf("name"), "name", "must not be empty");
+  if (root.Require("model")) ReadPath(root, "model", r.base_dir, /*allow_empty=*/false, &r.model);
+  if (!root.Has("name")) {
+    const fs::path source(r.source);
+    const std::string ext = source.extension().string();
+    r.name = (ext == ".yaml" || ext == ".yml") ? source.stem().string() : fs::path(r.model).stem().string();
+  }
+  // Output first: report paths resolve against output.dir.
+  ParseOutput(root.Child("output"));
+  ParseData(root.Child("data"));
+  ParsePrune(root.Child("prune"));
+  ParseQuantize(root.Child("quantize"));
+  ParseEvaluate(root.Child("evaluate"));
+  ParseReport(root.Child("report"));
+  root.Finish();
+}
+
+bool RecipeParser::ReadPath(MapReader& m, const std::string& key, const std::string& base, bool allow_empty,
+                            std::string* out) {
+  std::string raw;
+  if (!m.Read(key, &raw)) return false;
+  if (raw.empty()) {
+    if (allow_empty) return out->clear(), true;
+    diag_.Error(m.LineOf(key), m.PathOf(key), "must not be empty");
+    return false;
+  }
+  *out = Resolve(raw, base);
+  return true;
+}
+
+void RecipeParser::ParseOutput(MapReader m) {
+  RecipeOutput& o = recipe_.output;
+  o.dir = Resolve("sparq-out", recipe_.base_dir);
+  ReadPath(m, "dir", recipe_.base_dir, /*allow_empty=*/false, &o.dir);
+  const std::string stem = recipe_.model.empty() ? "model" : fs::path(recipe_.model).stem().string();
+  o.model = Resolve(stem + ".sparq.onnx", o.dir);
+  ReadPath(m, "model", o.dir, /*allow_empty=*/false, &o.model);
+  m.ReadEnum("format", kFormats, &o.format);
+  o.scales = Resolve("scales.json", o.dir);
+  ReadPath(m, "scales", o.dir, /*allow_empty=*/true, &o.scales);
+  o.trt_cache = Resolve("calib.cache", o.dir);
+  ReadPath(m, "trt_cache", o.dir, /*allow_empty=*/true, &o.trt_cache);
+  m.Read("external_data", &o.external_data);
+  m.Read("overwrite", &o.overwrite);
+  m.Finish();
+}
+
+void RecipeParser::ParseData(MapReader m) {
+  RecipeData& d = recipe_.data;
+  const std::string& base = recipe_.base_dir;
+  ReadPath(m, "calibration", base, /*allow_empty=*/false, &d.calibration);
+  if (m.Require("evaluation")) ReadPath(m, "evaluation", base, /*allow_empty=*/false, &d.evaluation);
+  ReadPath(m, "labels", base, /*allow_empty=*/false, &d.labels);
+  if (m.Read("input", &d.input) && d.input.empty())
+    diag_.Error(m.LineOf("input"), m.PathOf("input"), "must not be empty (remove it to use the model's only input)");
+  m.Read("calibration_samples", &d.calibration_samples, Bounds::AtLeast(0));
+  m.Read("evaluation_samples", &d.evaluation_samples, Bounds::AtLeast(0));
+  m.Read("batch_size", &d.batch_size, Bounds::AtLeast(1));
+
+  MapReader p = m.Child("preprocess");
+  RecipeData::Preprocess& pp = d.preprocess;
+  p.Read("scale", &pp.scale, Bounds::Above(0));
+  p.Read("mean", &pp.mean);
+  p.Read("std", &pp.stddev, Bounds::Above(0));
+  p.ReadEnum("layout", kLayouts, &pp.layout);
+  if (!pp.mean.empty() && !pp.stddev.empty() && pp.mean.size() != pp.stddev.size()) {
+    diag_.Error(p.LineOf("std"), p.PathOf("std"),
+                "has " + std::to_string(pp.stddev.size()) + " values but mean has " + std::to_string(pp.mean.size()) +
+                    " (one per channel each)");
+  }
+  p.Finish();
+  m.Finish();
+}
+
+bool RecipeParser::ReadStructure(MapReader& m, const std::string& key, Structure* out) {
+  std::string text;
+  if (!m.Read(key, &text)) return false;
+  StatusOr<Structure> s = Structure::Parse(text);
+  if (!s.ok()) {
+    diag_.Error(m.LineOf(key), m.PathOf(key), s.status().message());
+    return false;
+  }
+  *out = *s;
+  return true;
+}
+
+bool RecipeParser::ReadPattern(MapReader& m, const std::string& key, std::string* out) {
+  if (!m.Read(key, out)) return false;
+  if (out->empty()) {
+    diag_.Error(m.LineOf(key), m.PathOf(key), "must not be empty");
+    return false;
+  }
+  try {
+    std::regex re(*out, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    diag_.Error(m.LineOf(key), m.PathOf(key),
+                "'" + *out + "' is not a valid regular expression (" + e.what() + "); escape special characters");
+    return false;
+  }
+  return true;
+}
+
+void RecipeParser::ReconcileNmSparsity(const Structure& s, bool sparsity_written, const std::string& sparsity_path,
+                                       double* sparsity) {
+  if (s.kind != Structure::Kind::kNM) return;
+  if (sparsity_written && *sparsity == 0.0) return;  // 0 = leave dense, whatever the structure
+  const double implied = 1.0 - static_cast<double>(s.n) / s.m;
+  if (sparsity_written && std::fabs(*sparsity - implied) > 1e-9) {
+    diag_.Error(diag_.LineFor(sparsity_path), sparsity_path,
+                FormatNumber(*sparsity) + " contradicts structure " + s.ToString() + ", which fixes the sparsity at " +
+                    FormatNumber(implied) + " (remove the sparsity, write 0 to leave it dense, or change the structure)");
+    return;
+  }
+  *sparsity = implied;
+}
+
+void RecipeParser::ParsePruneLayer(const YAML::Node& item, const std::string& path, int line,
+                                   RecipePrune::LayerRule* rule) {
+  if (!item.IsMap()) {
+    diag_.Error(line, path, "expected a map {match, sparsity, structure}, got " + yaml_fields::DescribeNode(item));
+    return;
+  }
+  MapReader m(item, path, line, &diag_);
+  if (m.Require("match")) ReadPattern(m, "match", &rule->match);
+  double sparsity = 0;
+  const bool sparsity_written = m.Read("sparsity", &sparsity, Bounds::ClosedOpen(0, 1));
+  if (sparsity_written) rule->sparsity = sparsity;
+  Structure structure;
+  if (ReadStructure(m, "structure", &structure)) rule->structure = structure;
+  if (!m.Has("sparsity") && !m.Has("structure"))
+    diag_.Error(m.line(), path, "sets neither sparsity nor structure, so it changes nothing");
+  // The layer's own structure, or else the section's, may fix its sparsity.
+  const Structure& effective = rule->structure ? *rule->structure : recipe_.prune.structure;
+  if (effective.kind == Structure::Kind::kNM && (sparsity_written || rule->structure)) {
+    double s = sparsity;
+    ReconcileNmSparsity(effective, sparsity_written, m.PathOf("sparsity"), &s);
+    if (rule->structure) rule->sparsity = s;
+  }
+  m.Finish();
+}
+
+void RecipeParser::ParsePrune(MapReader m) {
+  RecipePrune& p = recipe_.prune;
+  m.Read("enabled", &p.enabled);
+  ReadStructure(m, "structure", &p.structure);
+  const bool sparsity_written = m.Read("sparsity", &p.sparsity, Bounds::ClosedOpen(0, 1));
+  if (!diag_.FailedAt(m.PathOf("sparsity"))) ReconcileNmSparsity(p.structure, sparsity_written, m.PathOf("sparsity"), &p.sparsity);
+  m.ReadEnum("schedule", kSchedules, &p.schedule);
+  if (m.Read("steps", &p.steps, Bounds::AtLeast(1))) {
+    if (p.schedule == Schedule::kOneShot && p.steps != 1)
+      diag_.Error(m.LineOf("steps"), m.PathOf("steps"),
+                  "schedule oneshot prunes in one step, so steps must be 1 (use schedule linear or agp for " +
+                      std::to_string(p.steps) + " steps)");
+  } else if (!m.Has("steps")) {
+    p.steps = p.schedule == Schedule::kOneShot ? 1 : 4;
+  }
+  m.ReadEnum("scope", kScopes, &p.scope);
+  m.ReadEnum("score", kScores, &p.score);
+  m.Read("recovery", &p.recovery);
+  m.Read("skip_first_last", &p.skip_first_last);
+
+  // Item keys are known even when the list is empty (for suggestions elsewhere).
+  diag_.AddKnownKeys("prune.layers[]", {"match", "sparsity", "structure"});
+  const std::vector<YAML::Node> layers = m.List("layers");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const int line = yaml_fields::LineOf(layers[i]) > 0 ? yaml_fields::LineOf(layers[i]) : m.LineOf("layers");
+    p.layers.emplace_back();
+    ParsePruneLayer(layers[i], ItemPath(m.PathOf("layers"), i), line, &p.layers.back());
+  }
+
+  // Written = on; read either way so its keys are known.
+  const bool sensitivity_written = m.Has("sensitivity");
+  MapReader s = m.Child("sensitivity");
+  RecipePrune::Sensitivity sensitivity;
+  s.Read("budget", &sensitivity.budget, Bounds::AtLeast(0));
+  if (s.Read("sparsities", &sensitivity.sparsities, Bounds::ClosedOpen(0, 1)) && sensitivity.sparsities.empty())
+    diag_.Error(s.LineOf("sparsities"), s.PathOf("sparsities"), "must list at least one sparsity to try");
+  s.Finish();
+  if (sensitivity_written) p.sensitivity = sensitivity;
+  m.Finish();
+}
+
+void RecipeParser::ParseQuantize(MapReader m) {
+  RecipeQuantize& q = recipe_.quantize;
+  m.Read("enabled", &q.enabled);
+  m.ReadEnum("precision", kPrecisions, &q.precision);
+
+  MapReader c = m.Child("calibration");
+  c.ReadEnum("method", kMethods, &q.calibration.method);
+  c.Read("percentile", &q.calibration.percentile, Bounds::OpenClosed(0, 100));
+  c.Read("bins", &q.calibration.bins, Bounds::Closed(128, 1 << 20));
+  c.Read("symmetric", &q.calibration.symmetric);
+  // A non-default percentile with another method is likely a forgotten
+  // `method: percentile` (the default value itself is what --print writes).
+  if (c.Has("percentile") && q.calibration.method != CalibrationMethod::kPercentile &&
+      q.calibration.percentile != RecipeQuantize::Calibration().percentile && !diag_.FailedAt(c.PathOf("method")))
+    diag_.Warning(c.LineOf("percentile"), c.PathOf("percentile"),
+                  std::string("is not used by method ") + EnumNameIn(kMethods, q.calibration.method));
+  c.Finish();
+
+  m.Read("per_channel", &q.per_channel);
+  m.Read("fold_batchnorm", &q.fold_batchnorm);
+
+  diag_.AddKnownKeys("quantize.layers[]", {"match", "precision"});
+  const std::vector<YAML::Node> layers = m.List("layers");
+  for (size_t i = 0; i < layers.size(); ++i) {
+    const std::string path = ItemPath(m.PathOf("layers"), i);
+    const int line = yaml_fields::LineOf(layers[i]) > 0 ? yaml_fields::LineOf(layers[i]) : m.LineOf("layers");
+    q.layers.emplace_back();
+    if (!layers[i].IsMap()) {
+      diag_.Error(line, path, "expected a map {match, precision}, got " + yaml_fields::DescribeNode(layers[i]));
+      continue;
+    }
+    MapReader l(layers[i], path, line, &diag_);
+    if (l.Require("match")) ReadPattern(l, "match", &q.layers.back().match);
+    if (l.Require("precision")) l.ReadEnum("precision", kLayerPrecisions, &q.layers.back().precision);
+    l.Finish();
+  }
+
+  MapReader f = m.Child("fp16");
+  if (f.Read("block_ops", &q.fp16.block_ops)) {
+    for (size_t i = 0; i < q.fp16.block_ops.size(); ++i)
+      if (q.fp16.block_ops[i].empty())
+        diag_.Error(f.LineOf("block_ops"), ItemPath(f.PathOf("block_ops"), i), "must not be empty");
+  }
+  f.Read("keep_io_types", &q.fp16.keep_io_types);
+  f.Finish();
+
+  MapReader fb = m.Child("fallback");
+  fb.Read("enabled", &q.fallback.enabled);
+  fb.ReadEnum("to", kFallbackTargets, &q.fallback.to);
+  fb.Read("max_layers", &q.fallback.max_layers, Bounds::AtLeast(1));
+  fb.ReadEnum("rank_by", kRankBy, &q.fallback.rank_by);
+  fb.Finish();
+  m.Finish();
+}
+
+void RecipeParser::ParseEvaluate(MapReader m) {
+  RecipeEvaluate& e = recipe_.evaluate;
+  m.ReadEnum("backend", kBackends, &e.backend);
+  if (!m.Has("metric")) e.metric = recipe_.data.labels.empty() ? Metric::kAgreement : Metric::kTop1;
+  m.ReadEnum("metric", kMetrics, &e.metric);
+  m.Read("threads", &e.threads, Bounds::AtLeast(0));
+  MapReader g = m.Child("gate");
+  g.Read("relative", &e.gate.relative);
+  // A relative gate's max_drop is a fraction, so the absolute default (1 point)
+  // would mean "any drop passes": make the user write it.
+  if (e.gate.relative) g.Require("max_drop", "relative: true makes it a fraction of the FP32 metric, e.g. 0.01");
+  g.Read("max_drop", &e.gate.max_drop, e.gate.relative ? Bounds::Closed(0, 1) : Bounds::AtLeast(0));
+  g.Finish();
+  m.Finish();
+}
+
+void RecipeParser::ParseReport(MapReader m) {
+  RecipeReport& rep = recipe_.report;
+  const std::string& dir = recipe_.output.dir;
+  rep.json = Resolve("report.json", dir);
+  rep.junit = Resolve("junit.xml", dir);
+  rep.markdown = Resolve("report.md", dir);
+  ReadPath(m, "json", dir, /*allow_empty=*/true, &rep.json);
+  ReadPath(m, "junit", dir, /*allow_empty=*/true, &rep.junit);
+  ReadPath(m, "markdown", dir, /*allow_empty=*/true, &rep.markdown);
+  m.Finish();
+}
+
+void RecipeParser::CheckAcrossSections() {
+  const Recipe& r = recipe_;
+  const RecipeQuantize& q = r.quantize;
+  const bool precision_ok = !diag_.FailedAt("quantize.precision");
+
+  // Calibration data: INT8 needs activation ranges; pruning recovery and
+  // activation scores need activations.
+  std::string needs_calibration;
+  if (q.enabled && precision_ok && q.precision != Precision::kFp16)
+    needs_calibration = std::string("quantize.precision is ") + EnumNameIn(kPrecisions, q.precision);
+  else if (r.prune.enabled && r.prune.recovery)
+    needs_calibration = "prune.recovery is true";
+  else if (r.prune.enabled && r.prune.score == Score::kActivation)
+    needs_calibration = "prune.score is activation";
+  if (!needs_calibration.empty() && !diag_.Written("data.calibration"))
+    diag_.Error(diag_.LineFor("data"), "data.calibration", "required key is missing (" + needs_calibration + ")");
+
+  if (q.enabled && precision_ok && q.precision == Precision::kFp16) {
+    for (size_t i = 0; i < q.layers.size(); ++i) {
+      const std::string path = "quantize.layers[" + std::to_string(i) + "].precision";
+      if (q.layers[i].precision == LayerPrecision::kInt8 && !diag_.FailedAt(path))
+        diag_.Error(diag_.LineFor(path), path, "int8 layers need quantize.precision int8 or mixed, not fp16");
+    }
+    if (q.fallback.enabled && q.fallback.to == LayerPrecision::kFp16 && diag_.Written("quantize.fallback.to"))
+      diag_.Error(diag_.LineFor("quantize.fallback.to"), "quantize.fallback.to",
+                  "fp16 is the model's precision already; fall back to fp32");
+  }
+
+  // output.format follows the precision: fp16 models are written as fp16,
+  // quantized ones as qdq or qoperator.
+  RecipeOutput::Format& format = recipe_.output.format;
+  const bool fp16_model = q.enabled && q.precision == Precision::kFp16;
+  if (!diag_.Written("output.format")) {
+    format = fp16_model ? Format::kFp16 : Format::kQdq;
+  } else if (precision_ok && !diag_.FailedAt("output.format") && (format == Format::kFp16) != fp16_model) {
+    const std::string what =
+        format == Format::kFp16
+            ? "fp16 needs quantize.precision fp16 (and quantize.enabled true)"
+            : std::string(EnumNameIn(kFormats, format)) + " is an INT8 format; quantize.precision fp16 writes format fp16";
+    diag_.Error(diag_.LineFor("output.format"), "output.format", what);
+  }
+
+  // Metrics against labels need labels.
+  const Metric metric = r.evaluate.metric;
+  if ((metric == Metric::kTop1 || metric == Metric::kTop5) && r.data.labels.empty() &&
+      !diag_.FailedAt("data.labels")) {
+    diag_.Error(diag_.LineFor("evaluate.metric"), "evaluate.metric",
+                std::string(EnumNameIn(kMetrics, metric)) + " needs data.labels (or use metric agreement)");
+  }
+
+  // The input model is never overwritten, and no two outputs share a file.
+  if (!r.model.empty() && SamePath(r.output.model, r.model))
+    diag_.Error(diag_.LineFor("output.model"), "output.model",
+                "is the input model " + r.model + "; sparq never overwrites its input");
+  const std::vector<std::pair<std::string, std::string>> outputs = {
+      {"output.model", r.output.model},   {"output.scales", r.output.scales}, {"output.trt_cache", r.output.trt_cache},
+      {"report.json", r.report.json},     {"report.junit", r.report.junit},   {"report.markdown", r.report.markdown}};
+  for (size_t i = 0; i < outputs.size(); ++i) {
+    for (size_t j = 0; j < i; ++j) {
+      if (outputs[i].second.empty() || outputs[i].second != outputs[j].second) continue;
+      diag_.Error(diag_.LineFor(outputs[i].first), outputs[i].first,
+                  "is the same file as " + outputs[j].first + " (" + outputs[i].second + ")");
+    }
+  }
+
+  if (!r.data.calibration.empty() && r.data.calibration == r.data.evaluation)
+    diag_.Warning(diag_.LineFor("data.evaluation"), "data.evaluation",
+                  "is the calibration data too; accuracy measured on it overstates the compressed model's");
+  if (!r.prune.enabled && !q.enabled)
+    diag_.Warning(diag_.LineFor(""), "", "prune and quantize are both disabled: the run only evaluates the model");
+}
+
+void RecipeParser::CheckFiles() {
+  const Recipe& r = recipe_;
+  std::error_code ec;
+  if (!r.model.empty()) {
+    if (!fs::exists(r.model, ec))
+      diag_.Error(diag_.LineFor("model"), "model", "file not found: " + r.model);
+    else if (!fs::is_regular_file(r.model, ec))
+      diag_.Error(diag_.LineFor("model"), "model", "is not a file: " + r.model);
+  }
+  const std::pair<const char*, const std::string*> data_files[] = {{"data.calibration", &r.data.calibration},
+                                                                   {"data.evaluation", &r.data.evaluation}};
+  for (const auto& [key, path] : data_files) {
+    if (path->empty()) continue;
+    if (!fs::exists(*path, ec))
+      diag_.Error(diag_.LineFor(key), key, "file or folder not found: " + *path);
+    else if (!fs::is_directory(*path, ec) && !HasDataExtension(*path))
+      diag_.Error(diag_.LineFor(key), key, "expected a .npz or .npy file or a folder of .npy files: " + *path);
+  }
+  if (!r.data.labels.empty()) {
+    if (!fs::exists(r.data.labels, ec))
+      diag_.Error(diag_.LineFor("data.labels"), "data.labels", "file not found: " + r.data.labels);
+    else if (fs::is_directory(r.data.labels, ec) || fs::path(r.data.labels).extension() != ".npy")
+      diag_.Error(diag_.LineFor("data.labels"), "data.labels", "expected a .npy file: " + r.data.labels);
+  }
+  if (fs::exists(r.output.dir, ec) && !fs::is_directory(r.output.dir, ec))
+    diag_.Error(diag_.LineFor("output.dir"), "output.dir", "exists and is not a folder: " + r.output.dir);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------
+// Sparsity structures
+
+std::string RecipePrune::Structure::ToString() const {
+  switch (kind) {
+    case Kind::kUnstructured: return "unstructured";
+    case Kind::kBlock: return "block" + std::to_string(block_rows) + "x" + std::to_string(block_cols);
+    case Kind::kNM: return std::to_string(n) + ":" + std::to_string(m);
+    case Kind::kChannel: return "channel";
+    case Kind::kAuto: return "auto";
+  }
+  return "?";
+}
+
+bool RecipePrune::Structure::operator==(const Structure& o) const {
+  if (kind != o.kind) return false;
+  if (kind == Kind::kBlock) return block_rows == o.block_rows && block_cols == o.block_cols;
+  if (kind == Kind::kNM) return n == o.n && m == o.m;
+  return true;
+}
+
+StatusOr<RecipePrune::Structure> RecipePrune::Structure::Parse(const std::string& text) {
+  Structure s;
+  if (text == "unstructured") return s;
+  if (text == "channel" || text == "auto") {
+    s.kind = text == "channel" ? Kind::kChannel : Kind::kAuto;
+    return s;
+  }
+  const size_t colon = text.find(':');
+  if (colon != std::string::npos) {
+    int n = 0, m = 0;
+    if (!ParseSmallInt(text.substr(0, colon), &n) || !ParseSmallInt(text.substr(colon + 1), &m))
+      return Status::InvalidArgument("'" + text + "' is not an N:M structure: N and M must be whole numbers, e.g. 2:4");
+    if (n < 1) return Status::InvalidArgument("'" + text + "' keeps no weights: N must be at least 1 in N:M");
+    if (n >= m)
+      return Status::InvalidArgument("'" + text + "' is not valid: in N:M, N (weights kept) must be less than M (group size)");
+    s.kind = Kind::kNM, s.n = n, s.m = m;
+    return s;
+  }
+  if (text.rfind("block", 0) == 0) {
+    const std::string dims = text.substr(5);
+    const size_t x = dims.find('x');
+    int rows = 0, cols = 0;
+    if (x == std::string::npos || !ParseSmallInt(dims.substr(0, x), &rows) || !ParseSmallInt(dims.substr(x + 1), &cols))
+      return Status::InvalidArgument("'" + text + "' is not a block structure: write blockRxC, e.g. block4x4 or block1x4");
+    if (rows < 1 || cols < 1)
+      return Status::InvalidArgument("'" + text + "' is not valid: block sizes must be positive");
+    s.kind = Kind::kBlock, s.block_rows = rows, s.block_cols = cols;
+    return s;
+  }
+  std::string what = "'" + text + "' is not one of unstructured, blockRxC (e.g. block4x4), N:M (e.g. 2:4), channel, auto";
+  const std::string close = yaml_fields::ClosestWord(text, {"unstructured", "channel", "auto", "block4x4"});
+  if (!close.empty()) what += " (did you mean '" + close + "'?)";
+  return Status::InvalidArgument(what);
+}
+
+std::vector<std::string> RecipeQuantize::Fp16::DefaultFp16BlockOps() {
+  // onnxconverter-common's float16.DEFAULT_OP_BLOCK_LIST: ops whose FP16
+  // versions are missing in common runtimes or lose accuracy (index math,
+  // reductions to extremes, the ai.onnx.ml operators).
+  return {"ArrayFeatureExtractor", "Binarizer", "CastMap", "CategoryMapper", "DictVectorizer", "FeatureVectorizer",
+          "Imputer", "LabelEncoder", "LinearClassifier", "LinearRegressor", "Normalizer", "OneHotEncoder",
+          "RandomUniformLike", "SVMClassifier", "SVMRegressor", "Scaler", "TreeEnsembleClassifier",
+          "TreeEnsembleRegressor", "ZipMap", "NonMaxSuppression", "TopK", "RoiAlign", "Resize", "Range", "CumSum",
+          "Min", "Max", "Upsample"};
+}
+
+// ---------------------------------------------------------------------------
+// Public entry points
+
+StatusOr<Recipe> ParseRecipe(const std::string& yaml_text, const std::string& base_dir,
+                             const std::string& source_name, const RecipeParseOptions& options) {
+  try {
+    RecipeParser parser(base_dir, source_name, options);
+    return parser.Parse(yaml_text);
+  } catch (const std::exception& e) {  // yaml-cpp and std::filesystem throw; the API does not
+    return Status::Internal((source_name.empty() ? "<recipe>" : source_name) + ": while parsing: " + e.what());
+  }
+}
+
+StatusOr<Recipe> LoadRecipe(const std::string& path, const RecipeParseOptions& options) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return Status::NotFound("recipe file not found: " + path);
+  if (fs::is_directory(path, ec)) return Status::InvalidArgument("recipe path is a folder, not a file: " + path);
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream text;
+  text << in.rdbuf();
+  if (!in.good() && !in.eof()) return Status::IOError("cannot read recipe file " + path);
+  const fs::path folder = fs::absolute(path, ec).parent_path();
+  return ParseRecipe(text.str(), folder.string(), path, options);
+}
+
+const char* RecipeEnumName(RecipeOutput::Format v) { return EnumNameIn(kFormats, v); }
+const char* RecipeEnumName(RecipeData::Layout v) { return EnumNameIn(kLayouts, v); }
+const char* RecipeEnumName(RecipePrune::Schedule v) { return EnumNameIn(kSchedules, v); }
+const char* RecipeEnumName(RecipePrune::Scope v) { return EnumNameIn(kScopes, v); }
+const char* RecipeEnumName(RecipePrune::Score v) { return EnumNameIn(kScores, v); }
+const char* RecipeEnumName(RecipeQuantize::Precision v) { return EnumNameIn(kPrecisions, v); }
+const char* RecipeEnumName(RecipeQuantize::LayerPrecision v) { return EnumNameIn(kLayerPrecisions, v); }
+const char* RecipeEnumName(RecipeQuantize::RankBy v) { return EnumNameIn(kRankBy, v); }
+const char* RecipeEnumName(RecipeEvaluate::Backend v) { return EnumNameIn(kBackends, v); }
+const char* RecipeEnumName(RecipeEvaluate::Metric v) { return EnumNameIn(kMetrics, v); }
+const char* RecipeEnumName(CalibrationMethod v) { return EnumNameIn(kMethods, v); }
+
+}  // namespace sparq

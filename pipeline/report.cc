@@ -1,0 +1,149 @@
+// The reports of `sparq run`: JSON for machines, JUnit for CI systems,
+// Markdown for pull requests, a text table for the terminal.
+#include <cmath>
+#include <cstdio>
+#include <nlohmann/json.hpp>
+#include <sstream>
+
+#include "sparq/pipeline.h"
+
+namespace sparq {
+namespace {
+
+std::string Fixed(double v, int digits = 2) {
+  if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.*f", digits, v);
+  return buf;
+}
+
+std::string Bytes(int64_t b) {
+  char buf[64];
+  if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", b / 1048576.0);
+  else std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
+  return buf;
+}
+
+std::string XmlEscape(const std::string& s) {
+  std::string out;
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
+std::string Verdict(const RunReport& r) {
+  std::ostringstream os;
+  os << r.metric << " " << Fixed(r.fp32_metric) << " -> " << Fixed(r.output_metric) << ", drop "
+     << Fixed(r.drop, r.relative ? 4 : 2) << (r.relative ? " (relative)" : "") << (r.passed ? " <= " : " > ")
+     << Fixed(r.max_drop, r.relative ? 4 : 2);
+  return os.str();
+}
+
+double NullIfInf(double v) { return std::isfinite(v) ? v : 1e300; }
+
+}  // namespace
+
+std::string RunReport::ToJson() const {
+  using nlohmann::json;
+  json j;
+  j["recipe"] = recipe;
+  j["name"] = name;
+  j["model"] = model;
+  j["output_model"] = output_model;
+  j["files"] = files;
+  j["size"] = {{"fp32_bytes", fp32_bytes}, {"output_bytes", output_bytes}};
+  j["weight_sparsity"] = weight_sparsity;
+  j["gate"] = {{"metric", metric},     {"fp32", fp32_metric}, {"output", output_metric}, {"drop", drop},
+               {"max_drop", max_drop}, {"relative", relative}, {"passed", passed}};
+  j["agreement"] = {{"top1_agreement", top1_agreement},
+                    {"sqnr_db", std::isfinite(sqnr_db) ? json(sqnr_db) : json(nullptr)},
+                    {"samples", eval_samples}};
+  json layers = json::array();
+  for (const auto& l : this->layers)
+    layers.push_back({{"node", l.node}, {"op", l.op_type}, {"precision", PrecisionName(l.precision)}, {"reason", l.reason}});
+  j["layers"] = layers;
+  json fb = json::array();
+  for (const auto& f : fallback)
+    fb.push_back({{"node", f.node}, {"to", f.to}, {"sqnr_db", NullIfInf(f.sqnr_db)}, {"metric_after", f.metric_after}});
+  j["fallback"] = fb;
+  j["warnings"] = warnings;
+  json stages = json::object();
+  for (const auto& [s, sec] : stage_seconds) stages[s] = sec;
+  j["seconds"] = stages;
+  return j.dump(2) + "\n";
+}
+
+std::string RunReport::ToJUnit() const {
+  std::ostringstream os;
+  double seconds = 0;
+  for (const auto& s : stage_seconds) seconds += s.second;
+  os << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+     << "<testsuites name=\"sparq\" tests=\"1\" failures=\"" << (passed ? 0 : 1) << "\">\n"
+     << "  <testsuite name=\"sparq." << XmlEscape(name) << "\" tests=\"1\" failures=\"" << (passed ? 0 : 1)
+     << "\" errors=\"0\" time=\"" << Fixed(seconds, 3) << "\">\n"
+     << "    <testcase classname=\"sparq.gate\" name=\"" << XmlEscape(name + ": " + metric + " drop <= " +
+                                                                   Fixed(max_drop, relative ? 4 : 2))
+     << "\" time=\"" << Fixed(seconds, 3) << "\">\n";
+  if (!passed) {
+    os << "      <failure message=\"" << XmlEscape("accuracy gate failed: " + Verdict(*this)) << "\">"
+       << XmlEscape("model " + output_model + "\n" + Verdict(*this)) << "</failure>\n";
+  }
+  os << "      <system-out>" << XmlEscape(Verdict(*this)) << "</system-out>\n"
+     << "    </testcase>\n  </testsuite>\n</testsuites>\n";
+  return os.str();
+}
+
+std::string RunReport::ToMarkdown() const {
+  std::ostringstream os;
+  os << "## sparq: " << name << " " << (passed ? "passed" : "FAILED") << "\n\n"
+     << "| | FP32 | compressed |\n|---|---|---|\n"
+     << "| size | " << Bytes(fp32_bytes) << " | " << Bytes(output_bytes) << " |\n"
+     << "| " << metric << " | " << Fixed(fp32_metric) << " | " << Fixed(output_metric) << " |\n"
+     << "| weight sparsity | | " << Fixed(100 * weight_sparsity, 1) << "% |\n\n"
+     << "Gate: " << Verdict(*this) << " (" << eval_samples << " samples; top-1 agreement with FP32 "
+     << Fixed(top1_agreement) << "%).\n\n";
+  if (!layers.empty()) {
+    os << "| layer | op | precision | why |\n|---|---|---|---|\n";
+    for (const auto& l : layers) os << "| " << l.node << " | " << l.op_type << " | " << PrecisionName(l.precision) << " | " << l.reason << " |\n";
+    os << "\n";
+  }
+  if (!fallback.empty()) {
+    os << "Fallback (worst INT8 layers first):\n\n";
+    for (const auto& f : fallback)
+      os << "- `" << f.node << "` to " << f.to << " (output SQNR " << Fixed(f.sqnr_db, 1) << " dB); " << metric
+         << " after: " << Fixed(f.metric_after) << "\n";
+    os << "\n";
+  }
+  for (const auto& w : warnings) os << "> warning: " << w << "\n";
+  return os.str();
+}
+
+std::string RunReport::ToText() const {
+  std::ostringstream os;
+  os << "\n  " << name << "\n"
+     << "  size        " << Bytes(fp32_bytes) << " -> " << Bytes(output_bytes) << "\n"
+     << "  sparsity    " << Fixed(100 * weight_sparsity, 1) << "% of weights are zero\n"
+     << "  " << metric << (metric.size() < 10 ? std::string(10 - metric.size(), ' ') : std::string(" ")) << "  "
+     << Fixed(fp32_metric) << " (fp32) -> " << Fixed(output_metric) << " (compressed)\n"
+     << "  agreement   " << Fixed(top1_agreement) << "% top-1, SQNR " << Fixed(sqnr_db, 1) << " dB\n";
+  if (!layers.empty()) {
+    int counts[3] = {0, 0, 0};
+    for (const auto& l : layers) ++counts[static_cast<int>(l.precision)];
+    os << "  layers      " << counts[2] << " int8, " << counts[1] << " fp16, " << counts[0] << " fp32\n";
+    for (const auto& l : layers)
+      if (l.precision != Precision::kINT8) os << "              " << l.node << ": " << PrecisionName(l.precision) << " (" << l.reason << ")\n";
+  }
+  for (const auto& f : fallback) os << "  fallback    " << f.node << " -> " << f.to << " (SQNR " << Fixed(f.sqnr_db, 1) << " dB)\n";
+  for (const auto& w : warnings) os << "  warning     " << w << "\n";
+  os << "  gate        " << (passed ? "PASS" : "FAIL") << ": " << Verdict(*this) << "\n";
+  return os.str();
+}
+
+}  // namespace sparq
