@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <filesystem>
 #include <map>
 
@@ -327,6 +328,13 @@ StatusOr<RunReport> Runner::Run() {
     judge(out_eval);
     report_.fallback.push_back({worst, PrecisionName(to), worst_sqnr, report_.output_metric});
   }
+  for (const auto& f : report_.fallback)
+    for (auto& l : report_.layers)
+      if (l.node == f.node) {
+        char buf[96];
+        std::snprintf(buf, sizeof buf, "fallback: output SQNR %.1f dB, the lowest of the INT8 layers", f.sqnr_db);
+        l.reason = buf;
+      }
   report_.files.insert(report_.files.begin(), r_.output.model);
   if (r_.output.external_data) report_.files.insert(report_.files.begin() + 1, r_.output.model + ".data");
   report_.weight_sparsity = WeightSparsity(compressed);

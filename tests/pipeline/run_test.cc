@@ -1,0 +1,92 @@
+// RunRecipe end to end on the bundled digits example.
+#include <gtest/gtest.h>
+
+#include <filesystem>
+
+#include "sparq/onnx_io.h"
+#include "sparq/pipeline.h"
+#include "test_util.h"
+
+namespace sparq {
+namespace {
+
+const std::string kDigits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
+
+Recipe MakeRecipe(const std::string& out_dir, const std::string& extra) {
+  std::string yaml = "version: 1\nname: t\nmodel: " + kDigits + "digits_cnn.onnx\n" +
+                     "data:\n  calibration: " + kDigits + "calib.npz\n  evaluation: " + kDigits + "eval.npz\n" +
+                     "  labels: " + kDigits + "eval_labels.npy\n  calibration_samples: 128\n" +
+                     "output:\n  dir: " + out_dir + "\n  overwrite: true\n" + extra;
+  auto r = ParseRecipe(yaml, out_dir, "test.yaml");
+  EXPECT_TRUE(r.ok()) << r.status().ToString() << "\n" << yaml;
+  return r.ok() ? *r : Recipe{};
+}
+
+TEST(RunRecipe, QuickstartPassesAndWritesEveryFile) {
+  testing::TempDir dir;
+  Recipe r = MakeRecipe(dir.root(), "evaluate:\n  metric: top1\n  gate: {max_drop: 0.5}\n");
+  auto report = RunRecipe(r);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->passed) << report->ToText();
+  EXPECT_LE(report->drop, 0.5);
+  EXPECT_GT(report->fp32_metric, 95.0);
+  for (const auto& f : report->files) EXPECT_TRUE(std::filesystem::exists(f)) << f;
+  EXPECT_EQ(report->files.size(), 6u);
+  auto model = LoadModel(report->output_model);
+  ASSERT_TRUE(model.ok());
+  EXPECT_TRUE(CheckModel(*model).ok());
+  EXPECT_NE(report->ToJUnit().find("failures=\"0\""), std::string::npos);
+}
+
+TEST(RunRecipe, SameModelBytesForAnyThreadCount) {
+  testing::TempDir a, b;
+  auto ra = RunRecipe(MakeRecipe(a.root(), "evaluate:\n  threads: 1\n"));
+  auto rb = RunRecipe(MakeRecipe(b.root(), "evaluate:\n  threads: 2\n"));
+  ASSERT_TRUE(ra.ok() && rb.ok());
+  EXPECT_EQ(*ReadFile(ra->output_model), *ReadFile(rb->output_model));
+  EXPECT_EQ(*ReadFile(a.path("scales.json")), *ReadFile(b.path("scales.json")));
+}
+
+TEST(RunRecipe, FailingGateIsReportedNotAnError) {
+  testing::TempDir dir;
+  // INT8 output SQNR is ~40 dB against a 100 dB ceiling: a 20 dB budget fails.
+  Recipe r = MakeRecipe(dir.root(), "quantize:\n  fallback: {enabled: false}\nevaluate:\n  metric: sqnr\n  gate: {max_drop: 20}\n");
+  auto report = RunRecipe(r);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_FALSE(report->passed);
+  EXPECT_NE(report->ToJUnit().find("<failure"), std::string::npos);
+  EXPECT_NE(report->ToMarkdown().find("FAILED"), std::string::npos);
+}
+
+TEST(RunRecipe, FallbackMovesTheWorstLayersAndSaysWhy) {
+  testing::TempDir dir;
+  Recipe r = MakeRecipe(dir.root(), "quantize:\n  fallback: {enabled: true, to: fp16, max_layers: 3}\n"
+                                    "evaluate:\n  metric: sqnr\n  gate: {max_drop: 45}\n");
+  auto report = RunRecipe(r);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_FALSE(report->fallback.empty());
+  EXPECT_TRUE(report->passed) << report->ToText();
+  for (const auto& f : report->fallback) {
+    EXPECT_EQ(f.to, "fp16");
+    bool found = false;
+    for (const auto& l : report->layers)
+      if (l.node == f.node) {
+        found = true;
+        EXPECT_EQ(l.precision, Precision::kFP16);
+        EXPECT_NE(l.reason.find("fallback"), std::string::npos) << l.reason;
+      }
+    EXPECT_TRUE(found) << f.node;
+  }
+}
+
+TEST(RunRecipe, NeverWritesOverTheInputModel) {
+  testing::TempDir dir;
+  Recipe r = MakeRecipe(dir.root(), "");
+  r.output.model = r.model;
+  auto report = RunRecipe(r);
+  ASSERT_FALSE(report.ok());
+  EXPECT_NE(report.status().message().find("never overwrites"), std::string::npos) << report.status().message();
+}
+
+}  // namespace
+}  // namespace sparq
