@@ -1,2 +1,75 @@
-#include <iostream>
-int main() { std::cout << "sparq\n"; return 0; }
+// Entry point of the `sparq` command line tool: parses the arguments and runs
+// the chosen subcommand (see cli/commands.h).
+#include <memory>
+#include <vector>
+
+#include "cli/commands.h"
+
+#ifndef SPARQ_VERSION
+#define SPARQ_VERSION "0.1.0"
+#endif
+
+namespace {
+
+constexpr const char* kExamples = R"(Examples:
+  sparq run recipes/quickstart.yaml
+  sparq recipe check my_recipe.yaml --print
+  sparq calibrate model.onnx --data calib.npz --method kl -o scales.json
+  sparq inspect resnet18.onnx
+  sparq inspect resnet18.onnx --json
+  sparq eval resnet18.onnx --inputs val.npz --labels val_labels.npy --batch 32
+  sparq eval pruned.onnx --inputs val_folder/ --reference resnet18.onnx --save-outputs out.npz
+  sparq <command> --help      (options of one command)
+
+Exit status: 0 on success, 1 when `sparq run`'s accuracy gate fails, 2 on any error
+(message on stderr as "sparq: error: ...").)";
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  using namespace sparq::cli;
+  CLI::App app("sparq: compress ONNX models and run them with sparq's own executor.", "sparq");
+  app.set_version_flag("--version", std::string("sparq ") + SPARQ_VERSION);
+  app.footer(kExamples);
+  app.require_subcommand(1);
+
+  std::vector<std::pair<CLI::App*, RunFn>> commands;
+  auto add = [&](RunFn (*adder)(CLI::App&)) {
+    const size_t before = app.get_subcommands({}).size();
+    RunFn run = adder(app);
+    commands.emplace_back(app.get_subcommands({})[before], std::move(run));
+  };
+  add(AddRunCommand);
+  add(AddRecipeCommand);
+  add(AddCalibrateCommand);
+  add(AddInspectCommand);
+  add(AddEvalCommand);
+  add(AddConvertCommand);
+
+  // CLI11 would report a misspelled command as "A subcommand is required".
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string known;
+    bool found = false;
+    for (const auto& [sub, run] : commands) {
+      found = found || sub->get_name() == argv[1];
+      known += (known.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!found) {
+      ReportError("unknown command '" + std::string(argv[1]) + "' (commands: " + known + ")");
+      std::cerr << "Run 'sparq --help' for usage." << std::endl;
+      return kExitError;
+    }
+  }
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
+    ReportError(std::string(e.what()));
+    std::cerr << "Run 'sparq --help' for usage." << std::endl;
+    return kExitError;
+  }
+  for (auto& [sub, run] : commands) {
+    if (sub->parsed()) return run();
+  }
+  return ReportError("no command given");
+}

@@ -1,0 +1,79 @@
+// `sparq eval MODEL --inputs DATA ...`: runs the model over a dataset and
+// reports accuracy, agreement with a reference model and throughput
+// (sparq::Evaluate).
+#include <unistd.h>
+
+#include <cstdio>
+#include <memory>
+
+#include "cli/commands.h"
+#include "sparq/evaluate.h"
+
+namespace sparq {
+namespace cli {
+namespace {
+
+// Redraws a one-line progress bar on stderr.
+void DrawProgress(const EvalProgress& p) {
+  const double rate = p.seconds > 0 ? static_cast<double>(p.done) / p.seconds : 0.0;
+  if (p.total > 0) {
+    constexpr int kWidth = 30;
+    const int filled = static_cast<int>(kWidth * std::min<int64_t>(p.done, p.total) / p.total);
+    std::fprintf(stderr, "\r[%s%s] %lld/%lld samples  %.1f samples/s", std::string(filled, '#').c_str(),
+                 std::string(kWidth - filled, ' ').c_str(), static_cast<long long>(p.done),
+                 static_cast<long long>(p.total), rate);
+  } else {
+    std::fprintf(stderr, "\r%lld samples  %.1f samples/s", static_cast<long long>(p.done), rate);
+  }
+  std::fflush(stderr);
+}
+
+}  // namespace
+
+RunFn AddEvalCommand(CLI::App& app) {
+  struct Args {
+    std::string model;
+    EvalOptions options;
+    bool json = false;
+    bool progress = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand(
+      "eval", "Run a model over a dataset: top-1/top-5 accuracy, agreement with a reference model, throughput");
+  sub->add_option("model", args->model, "ONNX model file")->required();
+  sub->add_option("--inputs", args->options.inputs,
+                  "Dataset: .npz keyed by input name, .npy (single-input model), or a folder of them "
+                  "(concatenated in name order along the first axis)")
+      ->required();
+  sub->add_option("--labels", args->options.labels, "Integer class ids (.npy), one per sample: top-1/top-5 of output 0");
+  sub->add_option("--reference", args->options.reference,
+                  "Reference model run on the same batches: top-1 agreement, SQNR, cosine, max abs error");
+  sub->add_option("--save-outputs", args->options.save_outputs, "Write every graph output to this .npz");
+  sub->add_option("--batch", args->options.batch,
+                  "Samples per run (default: the model's fixed batch dim, else 1)")
+      ->check(CLI::PositiveNumber);
+  sub->add_option("--threads", args->options.threads, "Executor threads (default: one per hardware thread)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--limit", args->options.limit, "Evaluate at most N samples")->check(CLI::PositiveNumber);
+  sub->add_flag("--json", args->json, "Print one JSON object instead of text");
+  sub->add_flag("--progress", args->progress, "Show a progress bar even when stderr is not a terminal");
+  sub->footer(R"(Examples:
+  sparq eval resnet18.onnx --inputs val.npz --labels val_labels.npy --batch 32
+  sparq eval pruned.onnx --inputs val_folder/ --reference resnet18.onnx --json
+  sparq eval model.onnx --inputs x.npy --save-outputs outputs.npz --limit 100
+
+Data: arrays hold samples along their first axis; a folder's .npy/.npz files are read
+in name order. Labels are int64/int32 class ids, scored against output 0.)");
+  return [args]() {
+    const bool show_progress = args->progress || isatty(STDERR_FILENO);
+    if (show_progress) args->options.on_progress = DrawProgress;
+    auto report = Evaluate(args->model, args->options);
+    if (show_progress) std::fprintf(stderr, "\n");
+    if (!report.ok()) return ReportError(report.status());
+    std::cout << (args->json ? report->ToJson() + "\n" : report->ToText());
+    return kExitOk;
+  };
+}
+
+}  // namespace cli
+}  // namespace sparq

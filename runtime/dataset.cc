@@ -1,0 +1,270 @@
+#include "runtime/dataset.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <filesystem>
+
+namespace sparq {
+namespace {
+
+namespace fs = std::filesystem;
+
+Shape TrailingDims(const Shape& s) { return Shape(s.begin() + (s.empty() ? 0 : 1), s.end()); }
+
+std::string Names(const std::vector<ValueInfo>& values) {
+  std::string out;
+  for (const auto& v : values) out += (out.empty() ? "" : ", ") + v.name;
+  return out;
+}
+
+const ValueInfo* FindByName(const std::vector<ValueInfo>& values, const std::string& name) {
+  for (const auto& v : values)
+    if (v.name == name) return &v;
+  return nullptr;
+}
+
+template <typename Load>
+Status FirstNonFinite(const Tensor& t, const std::string& what, Load load) {
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const double v = load(i);
+    if (!std::isfinite(v)) {
+      return Status::InvalidArgument(what + " has a non-finite value (" + (std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf") +
+                                     ") at flat index " + std::to_string(i));
+    }
+  }
+  return Status::OK();
+}
+
+// Checks one array of a data file against the model input it feeds.
+Status CheckArray(const Tensor& t, const ValueInfo& input, const std::string& what) {
+  if (t.rank() == 0) {
+    return Status::InvalidArgument(what + " is a scalar; samples must lie along its first axis");
+  }
+  if (input.dtype != DataType::kUndefined && t.dtype() != input.dtype) {
+    return Status::InvalidArgument(what + " has type " + DataTypeName(t.dtype()) + ", model input '" + input.name +
+                                   "' expects " + input.Describe() + " (convert the data with .astype)");
+  }
+  if (input.has_shape) {
+    bool ok = input.dims.size() == t.rank();
+    for (size_t d = 1; ok && d < input.dims.size(); ++d)
+      if (input.dims[d].known() && input.dims[d].value != t.dim(d)) ok = false;
+    if (!ok) {
+      return Status::InvalidArgument(what + " has shape " + ShapeToString(t.shape()) + ", model input '" +
+                                     input.name + "' expects " + input.Describe() +
+                                     " (samples along the first axis)");
+    }
+  }
+  return CheckFinite(t, what);
+}
+
+}  // namespace
+
+Tensor SliceRows(const Tensor& t, int64_t begin, int64_t count) {
+  Shape shape = t.shape();
+  shape[0] = count;
+  Tensor out(t.dtype(), shape);
+  if (out.nbytes() > 0) {
+    const size_t row_bytes = t.nbytes() / static_cast<size_t>(t.dim(0));
+    std::memcpy(out.raw_data(), static_cast<const uint8_t*>(t.raw_data()) + static_cast<size_t>(begin) * row_bytes,
+                static_cast<size_t>(count) * row_bytes);
+  }
+  return out;
+}
+
+StatusOr<Tensor> ConcatRows(const std::vector<Tensor>& parts, const std::string& what) {
+  if (parts.empty()) return Status::InvalidArgument(what + ": nothing to concatenate");
+  const Tensor& first = parts[0];
+  int64_t rows = 0;
+  for (const Tensor& p : parts) {
+    if (p.rank() == 0) {
+      return Status::InvalidArgument(what + " is a scalar; cannot concatenate it along a sample axis");
+    }
+    if (p.dtype() != first.dtype() || TrailingDims(p.shape()) != TrailingDims(first.shape())) {
+      return Status::InvalidArgument(what + ": cannot concatenate " + DataTypeName(p.dtype()) +
+                                     ShapeToString(p.shape()) + " after " + DataTypeName(first.dtype()) +
+                                     ShapeToString(first.shape()) + " (trailing dims must match)");
+    }
+    rows += p.dim(0);
+  }
+  Shape shape = first.shape();
+  shape[0] = rows;
+  Tensor out(first.dtype(), shape);
+  auto* dst = static_cast<uint8_t*>(out.raw_data());
+  for (const Tensor& p : parts) {
+    if (p.nbytes() > 0) std::memcpy(dst, p.raw_data(), p.nbytes());
+    dst += p.nbytes();
+  }
+  return out;
+}
+
+Status CheckFinite(const Tensor& t, const std::string& what) {
+  switch (t.dtype()) {
+    case DataType::kFloat32: {
+      const float* p = t.data<float>();
+      return FirstNonFinite(t, what, [p](int64_t i) { return static_cast<double>(p[i]); });
+    }
+    case DataType::kFloat64: {
+      const double* p = t.data<double>();
+      return FirstNonFinite(t, what, [p](int64_t i) { return p[i]; });
+    }
+    case DataType::kFloat16: {
+      const auto* p = static_cast<const uint16_t*>(t.raw_data());
+      return FirstNonFinite(t, what, [p](int64_t i) { return static_cast<double>(HalfToFloat(p[i])); });
+    }
+    case DataType::kBFloat16: {
+      const auto* p = static_cast<const uint16_t*>(t.raw_data());
+      return FirstNonFinite(t, what, [p](int64_t i) { return static_cast<double>(BFloat16ToFloat(p[i])); });
+    }
+    default: return Status::OK();
+  }
+}
+
+StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const std::string& path, std::vector<ValueInfo> inputs,
+                                                 std::vector<ValueInfo> optional) {
+  std::unique_ptr<Dataset> ds(new Dataset());
+  ds->path_ = path;
+  ds->inputs_ = std::move(inputs);
+  ds->optional_ = std::move(optional);
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return Status::NotFound("dataset not found: " + path);
+  if (fs::is_directory(path, ec)) {
+    for (const auto& entry : fs::directory_iterator(path, ec)) {
+      const std::string ext = entry.path().extension().string();
+      if (entry.is_regular_file(ec) && (ext == ".npy" || ext == ".npz")) ds->files_.push_back(entry.path().string());
+    }
+    if (ec) return Status::IOError("cannot list " + path + ": " + ec.message());
+    std::sort(ds->files_.begin(), ds->files_.end());
+    if (ds->files_.empty()) return Status::InvalidArgument("dataset folder " + path + " has no .npy or .npz files");
+  } else {
+    const std::string ext = fs::path(path).extension().string();
+    if (ext != ".npy" && ext != ".npz") {
+      return Status::InvalidArgument("dataset " + path + " must be a .npy file, a .npz file or a folder of them");
+    }
+    ds->files_.push_back(path);
+  }
+  if (ds->inputs_.empty()) return Status::InvalidArgument("the model has no inputs to feed from " + path);
+
+  // The total is known up front when every file is a .npy (headers only).
+  bool all_npy = true;
+  int64_t total = 0;
+  for (const std::string& f : ds->files_) {
+    if (fs::path(f).extension() != ".npy") {
+      all_npy = false;
+      break;
+    }
+    SPARQ_ASSIGN_OR_RETURN(NpyHeader h, ReadNpyHeader(f));
+    if (h.shape.empty()) {
+      all_npy = false;  // Load() reports the scalar with its context
+      break;
+    }
+    total += h.shape[0];
+  }
+  SPARQ_RETURN_IF_ERROR(ds->Load(0));
+  if (all_npy) ds->total_ = total;
+  else if (ds->files_.size() == 1) ds->total_ = ds->current_rows_;
+  return ds;
+}
+
+Status Dataset::Load(size_t index) {
+  const std::string& file = files_[index];
+  next_file_ = index + 1;
+  current_.clear();
+  current_rows_ = 0;
+  cursor_ = 0;
+  SPARQ_ASSIGN_OR_RETURN(NamedTensors arrays, ReadArrays(file));
+
+  // (input, array name, tensor) for each fed input.
+  struct Fed {
+    const ValueInfo* input;
+    std::string array;
+    Tensor tensor;
+  };
+  std::vector<Fed> fed;
+  if (inputs_.size() == 1 && arrays.size() == 1) {
+    fed.push_back({&inputs_[0], arrays[0].first, arrays[0].second});
+  } else {
+    if (fs::path(file).extension() == ".npy") {
+      return Status::InvalidArgument(file + " holds one array but the model has " + std::to_string(inputs_.size()) +
+                                     " inputs (" + Names(inputs_) + "); use .npz files keyed by input name");
+    }
+    for (auto& [name, t] : arrays) {
+      const ValueInfo* input = FindByName(inputs_, name);
+      if (input == nullptr) input = FindByName(optional_, name);
+      if (input == nullptr) {
+        return Status::InvalidArgument(file + ": array '" + name + "' is not an input of the model (inputs: " +
+                                       Names(inputs_) + ")");
+      }
+      fed.push_back({input, name, t});
+    }
+    for (const ValueInfo& input : inputs_) {
+      bool found = std::any_of(fed.begin(), fed.end(), [&](const Fed& f) { return f.input == &input; });
+      if (!found) {
+        std::string have;
+        for (const auto& kv : arrays) have += (have.empty() ? "" : ", ") + kv.first;
+        return Status::InvalidArgument(file + ": missing input '" + input.name + "' (" + input.Describe() +
+                                       "); the file has: " + (have.empty() ? "no arrays" : have));
+      }
+    }
+  }
+
+  for (const Fed& f : fed) {
+    const std::string what = file + ": array '" + f.array + "'";
+    SPARQ_RETURN_IF_ERROR(CheckArray(f.tensor, *f.input, what));
+    auto first = first_.find(f.input->name);
+    if (first != first_.end() && TrailingDims(first->second.shape()) != TrailingDims(f.tensor.shape())) {
+      return Status::InvalidArgument(what + " has shape " + ShapeToString(f.tensor.shape()) + " but " + files_[0] +
+                                     " has " + ShapeToString(first->second.shape()) +
+                                     " (all files must agree beyond the first axis)");
+    }
+    if (f.tensor.dim(0) != fed[0].tensor.dim(0)) {
+      return Status::InvalidArgument(file + ": arrays hold different numbers of samples ('" + fed[0].array + "' " +
+                                     std::to_string(fed[0].tensor.dim(0)) + ", '" + f.array + "' " +
+                                     std::to_string(f.tensor.dim(0)) + ")");
+    }
+  }
+  for (const Fed& f : fed) {
+    current_[f.input->name] = f.tensor;
+    if (index == 0) first_[f.input->name] = f.tensor;
+  }
+  if (index != 0) {
+    for (const auto& kv : first_) {
+      if (!current_.count(kv.first)) {
+        return Status::InvalidArgument(file + ": has no array for input '" + kv.first + "' but " + files_[0] +
+                                       " has one");
+      }
+    }
+  }
+  current_rows_ = fed[0].tensor.dim(0);
+  return Status::OK();
+}
+
+Status Dataset::Next(int64_t n, TensorMap* batch, int64_t* rows) {
+  batch->clear();
+  *rows = 0;
+  std::map<std::string, std::vector<Tensor>> parts;
+  while (*rows < n) {
+    if (cursor_ >= current_rows_) {
+      if (next_file_ >= files_.size()) break;
+      SPARQ_RETURN_IF_ERROR(Load(next_file_));
+      continue;
+    }
+    const int64_t take = std::min(n - *rows, current_rows_ - cursor_);
+    for (const auto& [name, t] : current_) {
+      parts[name].push_back(cursor_ == 0 && take == current_rows_ ? t : SliceRows(t, cursor_, take));
+    }
+    cursor_ += take;
+    *rows += take;
+  }
+  for (auto& [name, list] : parts) {
+    if (list.size() == 1) {
+      (*batch)[name] = list[0];
+    } else {
+      SPARQ_ASSIGN_OR_RETURN(Tensor t, ConcatRows(list, "input '" + name + "'"));
+      (*batch)[name] = std::move(t);
+    }
+  }
+  return Status::OK();
+}
+
+}  // namespace sparq

@@ -1,0 +1,60 @@
+// Batched reading of model inputs from .npy/.npz files (the dataset layout of
+// sparq/evaluate.h), and row helpers for tensors whose first axis is samples.
+// Internal to sparq.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sparq/executor.h"
+#include "sparq/graph.h"
+#include "sparq/npy.h"
+#include "sparq/status.h"
+
+namespace sparq {
+
+// Rows [begin, begin + count) of `t` along axis 0 (a copy). The caller keeps
+// the range inside t.dim(0).
+Tensor SliceRows(const Tensor& t, int64_t begin, int64_t count);
+// Concatenates along axis 0. Errors: InvalidArgument when types or trailing
+// dims differ, or a part is rank 0; `what` names the value in messages.
+StatusOr<Tensor> ConcatRows(const std::vector<Tensor>& parts, const std::string& what);
+// InvalidArgument naming `what` and the flat index of the first NaN or Inf of
+// a floating-point tensor; OK for other types.
+Status CheckFinite(const Tensor& t, const std::string& what);
+
+class Dataset {
+ public:
+  // Opens `path` (a .npy, .npz or folder) for a model whose graph inputs are
+  // `inputs`; `optional` lists inputs that have an initializer default and
+  // may be left out. Reads the first file, and the headers of .npy files to
+  // know the total. Errors: NotFound, Corruption, InvalidArgument.
+  static StatusOr<std::unique_ptr<Dataset>> Open(const std::string& path, std::vector<ValueInfo> inputs,
+                                                 std::vector<ValueInfo> optional);
+
+  // Samples in the dataset; -1 when not known before reading every file.
+  int64_t total() const { return total_; }
+  // Reads up to `n` (>= 1) samples into `batch` (one tensor per fed input,
+  // first dim = *rows). *rows is 0 at the end of the data.
+  Status Next(int64_t n, TensorMap* batch, int64_t* rows);
+
+ private:
+  Dataset() = default;
+  // Loads files_[index] into current_, validated against the model inputs.
+  Status Load(size_t index);
+
+  std::string path_;
+  std::vector<std::string> files_;
+  std::vector<ValueInfo> inputs_;
+  std::vector<ValueInfo> optional_;
+  int64_t total_ = -1;
+  size_t next_file_ = 0;       // index of the next file to load
+  TensorMap current_;          // arrays of the loaded file, by input name
+  int64_t current_rows_ = 0;   // samples in the loaded file
+  int64_t cursor_ = 0;         // next unread sample of the loaded file
+  TensorMap first_;            // arrays of the first file: later files must match their trailing dims
+};
+
+}  // namespace sparq

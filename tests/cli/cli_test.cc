@@ -1,0 +1,216 @@
+// Runs the built `sparq` binary on good and bad inputs and checks exit codes
+// and messages: every error exits with 2 and says "sparq: error: <what>".
+#include <gtest/gtest.h>
+#include <sys/wait.h>
+
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+
+#include "sparq/npy.h"
+#include "sparq/onnx_io.h"
+#include "test_util.h"
+
+namespace sparq {
+namespace {
+
+namespace fs = std::filesystem;
+
+struct CliResult {
+  int exit_code = -1;
+  std::string out;
+  std::string err;
+};
+
+std::string Slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+void WriteBytes(const std::string& path, const std::string& bytes) {
+  std::ofstream out(path, std::ios::binary);
+  out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+}
+
+class CliTest : public ::testing::Test {
+ protected:
+  // Runs `sparq <args>` (args are passed to the shell as written).
+  CliResult Run(const std::string& args) {
+    const std::string out = dir_.path("stdout.txt"), err = dir_.path("stderr.txt");
+    const std::string cmd = std::string("'") + SPARQ_CLI_PATH + "' " + args + " >'" + out + "' 2>'" + err + "'";
+    const int status = std::system(cmd.c_str());
+    CliResult r;
+    r.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+    r.out = Slurp(out);
+    r.err = Slurp(err);
+    return r;
+  }
+  // Expects exit code 2 and a stderr that starts with "sparq: error:" and
+  // contains `needle`.
+  void ExpectError(const std::string& args, const std::string& needle) {
+    CliResult r = Run(args);
+    EXPECT_EQ(r.exit_code, 2) << args << "\nstderr: " << r.err;
+    EXPECT_EQ(r.err.rfind("sparq: error: ", 0), 0u) << args << "\nstderr: " << r.err;
+    EXPECT_NE(r.err.find(needle), std::string::npos) << args << "\nexpected: " << needle << "\nstderr: " << r.err;
+  }
+  std::string path(const std::string& name) const { return dir_.path(name); }
+
+  testing::TempDir dir_;
+};
+
+// x[batch, 64] -> MatMul(W[64, 10]) -> Relu -> y[batch, 10]; a quarter of W is zero.
+Model Mlp() {
+  Model m;
+  m.ir_version = 8;
+  m.opset_imports = {{"", 17}};
+  m.producer_name = "sparq-cli-test";
+  Graph& g = m.graph;
+  g.name = "mlp";
+  g.inputs.push_back(testing::FloatInput("x", {{-1, "batch"}, {64, ""}}));
+  g.outputs.push_back(testing::FloatInput("y", {{-1, "batch"}, {10, ""}}));
+  Tensor w = testing::RandomFloats({64, 10}, 7);
+  for (int64_t i = 0; i < w.numel(); i += 4) w.data<float>()[i] = 0.0f;
+  g.initializers["W"] = w;
+  g.nodes.push_back({"mm", "MatMul", "", {"x", "W"}, {"h"}, {}, ""});
+  g.nodes.push_back({"relu", "Relu", "", {"h"}, {"y"}, {}, ""});
+  return m;
+}
+
+TEST_F(CliTest, HelpVersionAndBadArguments) {
+  CliResult help = Run("--help");
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.out.find("Examples:"), std::string::npos);
+  EXPECT_NE(help.out.find("inspect"), std::string::npos);
+  EXPECT_NE(help.out.find("eval"), std::string::npos);
+  CliResult version = Run("--version");
+  EXPECT_EQ(version.exit_code, 0);
+  EXPECT_EQ(version.out.rfind("sparq ", 0), 0u) << version.out;
+  EXPECT_EQ(Run("eval --help").exit_code, 0);
+
+  ExpectError("", "subcommand is required");
+  ExpectError("frobnicate", "frobnicate");
+  ExpectError("inspect", "model is required");
+  ExpectError("eval " + path("m.onnx"), "--inputs is required");
+  ExpectError("eval " + path("m.onnx") + " --inputs x.npz --batch many", "many");
+  ExpectError("eval " + path("m.onnx") + " --inputs x.npz --batch 0", "--batch");
+}
+
+TEST_F(CliTest, InspectPrintsTablesAndJson) {
+  ASSERT_TRUE(SaveModel(Mlp(), path("mlp.onnx")).ok());
+  CliResult r = Run("inspect " + path("mlp.onnx"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("sparq-cli-test"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("ai.onnx 17"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("[batch, 64]"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("MatMul"), std::string::npos);
+  EXPECT_NE(r.out.find("25.00%"), std::string::npos) << r.out;  // sparsity of W
+  EXPECT_NE(r.out.find("640"), std::string::npos);              // parameters
+
+  CliResult j = Run("inspect --json " + path("mlp.onnx"));
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_EQ(j.out.rfind("{", 0), 0u);
+  EXPECT_NE(j.out.find("\"shape\": [\n        \"batch\",\n        64\n      ]"), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("\"sparsity\": 0.25"), std::string::npos) << j.out;
+}
+
+TEST_F(CliTest, BadModelFiles) {
+  ExpectError("inspect " + path("missing.onnx"), "file not found: " + path("missing.onnx"));
+
+  auto bytes = SerializeModel(Mlp());
+  ASSERT_TRUE(bytes.ok());
+  WriteBytes(path("truncated.onnx"), bytes->substr(0, bytes->size() / 2));
+  ExpectError("inspect " + path("truncated.onnx"), path("truncated.onnx"));
+  ExpectError("eval " + path("truncated.onnx") + " --inputs " + path("x.npy"), "truncated or corrupt");
+
+  WriteBytes(path("garbage.onnx"), std::string("\xff\xff\xff\xff\x0f garbage, not protobuf", 28));
+  ExpectError("inspect " + path("garbage.onnx"), "not a valid ONNX model");
+
+  // External data: the model file points to weights in a file that is gone.
+  SaveOptions external;
+  external.external_data = true;
+  external.external_data_threshold = 16;
+  ASSERT_TRUE(SaveModel(Mlp(), path("ext.onnx"), external).ok());
+  ASSERT_TRUE(fs::exists(path("ext.onnx.data")));
+  fs::remove(path("ext.onnx.data"));
+  ExpectError("inspect " + path("ext.onnx"), "ext.onnx.data");
+}
+
+TEST_F(CliTest, EvalRunsAndReports) {
+  ASSERT_TRUE(SaveModel(Mlp(), path("mlp.onnx")).ok());
+  NamedTensors data;
+  data.emplace_back("x", testing::RandomFloats({6, 64}, 3));
+  ASSERT_TRUE(WriteNpz(path("data.npz"), data).ok());
+  ASSERT_TRUE(WriteNpy(path("labels.npy"), Tensor::FromVector<int64_t>({6}, {0, 1, 2, 3, 4, 5})).ok());
+  CliResult r = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --labels " +
+                    path("labels.npy") + " --reference " + path("mlp.onnx") + " --batch 4 --threads 1 --json" +
+                    " --save-outputs " + path("out.npz"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"samples\": 6"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"top1_agreement\": 1.0"), std::string::npos) << r.out;
+  EXPECT_EQ(r.err, "");  // no progress bar when stderr is not a terminal
+  auto saved = ReadNpz(path("out.npz"));
+  ASSERT_TRUE(saved.ok());
+  EXPECT_EQ((*saved)[0].second.shape(), (Shape{6, 10}));
+
+  CliResult text = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --progress");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("Throughput"), std::string::npos) << text.out;
+  EXPECT_NE(text.err.find("6/6 samples"), std::string::npos) << text.err;
+
+  ExpectError("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --save-outputs " + path("mlp.onnx"),
+              "would overwrite the model");
+}
+
+TEST_F(CliTest, EvalBadInputs) {
+  ASSERT_TRUE(SaveModel(Mlp(), path("mlp.onnx")).ok());
+  const std::string eval = "eval " + path("mlp.onnx") + " --inputs ";
+
+  // Unsupported operator: the message names the node, the op and the opset.
+  Model odd = Mlp();
+  odd.graph.nodes[1] = {"strange", "FrobnicateOp", "", {"h"}, {"y"}, {}, ""};
+  ASSERT_TRUE(SaveModel(odd, path("odd.onnx")).ok());
+  ASSERT_TRUE(WriteNpy(path("x.npy"), testing::RandomFloats({2, 64}, 1)).ok());
+  ExpectError("eval " + path("odd.onnx") + " --inputs " + path("x.npy"), "FrobnicateOp (opset 17)");
+  ExpectError("eval " + path("odd.onnx") + " --inputs " + path("x.npy"), "'strange'");
+
+  // Wrong shape, wrong type.
+  ASSERT_TRUE(WriteNpy(path("wide.npy"), testing::RandomFloats({2, 65}, 1)).ok());
+  ExpectError(eval + path("wide.npy"), "has shape [2, 65], model input 'x' expects float32[batch, 64]");
+  ASSERT_TRUE(WriteNpy(path("f64.npy"), testing::RandomFloats({2, 64}, 1).CastTo(DataType::kFloat64)).ok());
+  ExpectError(eval + path("f64.npy"), "has type float64, model input 'x' expects float32[batch, 64]");
+
+  // Missing input of a two-input model.
+  Model two;
+  two.ir_version = 8;
+  two.opset_imports = {{"", 17}};
+  two.graph.inputs.push_back(testing::FloatInput("a", {{-1, "n"}, {2, ""}}));
+  two.graph.inputs.push_back(testing::FloatInput("b", {{-1, "n"}, {2, ""}}));
+  two.graph.outputs.push_back(testing::FloatInput("y", {{-1, "n"}, {4, ""}}));
+  Node concat{"cat", "Concat", "", {"a", "b"}, {"y"}, {}, ""};
+  Attribute axis;
+  axis.name = "axis";
+  axis.i = 1;
+  concat.attributes.push_back(axis);
+  two.graph.nodes.push_back(concat);
+  ASSERT_TRUE(SaveModel(two, path("two.onnx")).ok());
+  NamedTensors only_a;
+  only_a.emplace_back("a", testing::RandomFloats({3, 2}, 2));
+  ASSERT_TRUE(WriteNpz(path("only_a.npz"), only_a).ok());
+  ExpectError("eval " + path("two.onnx") + " --inputs " + path("only_a.npz"), "missing input 'b'");
+  ExpectError("eval " + path("two.onnx") + " --inputs " + path("x.npy"), "model has 2 inputs (a, b)");
+
+  // Unreadable data files, missing data, NaN.
+  WriteBytes(path("junk.npy"), "this is not numpy data");
+  ExpectError(eval + path("junk.npy"), path("junk.npy") + ": not a .npy file");
+  ExpectError(eval + path("nothing.npz"), "dataset not found: " + path("nothing.npz"));
+  Tensor nan = testing::RandomFloats({2, 64}, 1);
+  nan.data<float>()[70] = std::nanf("");
+  ASSERT_TRUE(WriteNpy(path("nan.npy"), nan).ok());
+  ExpectError(eval + path("nan.npy"), "nan.npy: array 'nan' has a non-finite value (nan) at flat index 70");
+}
+
+}  // namespace
+}  // namespace sparq

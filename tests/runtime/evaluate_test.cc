@@ -1,0 +1,314 @@
+// Metrics on hand-made numbers, and Evaluate() end to end on tiny models.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <filesystem>
+#include <limits>
+
+#include "runtime/dataset.h"
+#include "sparq/evaluate.h"
+#include "sparq/metrics.h"
+#include "sparq/npy.h"
+#include "sparq/onnx_io.h"
+#include "test_util.h"
+
+namespace sparq {
+namespace {
+
+// ---------------------------------------------------------------------------
+// Metrics
+
+TEST(Metrics, ArgMaxTakesFirstMaximumAndSkipsNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor scores = Tensor::FromVector<float>({4, 3}, {1, 3, 3,  //
+                                                     nan, -1, -2,
+                                                     nan, nan, nan,
+                                                     0, 0, 5});
+  auto best = ArgMaxLastAxis(scores);
+  ASSERT_TRUE(best.ok());
+  EXPECT_EQ(*best, (std::vector<int64_t>{1, 1, 0, 2}));
+  // [N, 1, C] is read as N rows too.
+  auto rows = ArgMaxLastAxis(Tensor::FromVector<float>({2, 1, 2}, {0, 1, 1, 0}));
+  EXPECT_EQ(*rows, (std::vector<int64_t>{1, 0}));
+  EXPECT_FALSE(ArgMaxLastAxis(Tensor::Scalar<float>(1)).ok());
+}
+
+TEST(Metrics, TopKCountsStableDescendingRank) {
+  // Row scores and where each label ranks.
+  Tensor scores = Tensor::FromVector<float>({3, 6}, {0.1f, 0.9f, 0.3f, 0.2f, 0.5f, 0.0f,   // label 1: rank 0
+                                                     0.6f, 0.5f, 0.4f, 0.3f, 0.2f, 0.1f,   // label 5: rank 5
+                                                     0.5f, 0.5f, 0.5f, 0.5f, 0.5f, 0.5f});  // label 4: rank 4 (ties)
+  Tensor labels = Tensor::FromVector<int64_t>({3}, {1, 5, 4});
+  EXPECT_EQ(*CountTopK(scores, labels, 1), 1);
+  EXPECT_EQ(*CountTopK(scores, labels, 5), 2);
+  EXPECT_EQ(*CountTopK(scores, labels, 6), 3);
+  // int32 labels work the same.
+  EXPECT_EQ(*CountTopK(scores, Tensor::FromVector<int32_t>({3}, {1, 5, 4}), 5), 2);
+}
+
+TEST(Metrics, TopKErrorsNameTheProblem) {
+  Tensor scores = Tensor::FromVector<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  auto out_of_range = CountTopK(scores, Tensor::FromVector<int64_t>({2}, {0, 3}), 1);
+  ASSERT_FALSE(out_of_range.ok());
+  EXPECT_NE(out_of_range.status().message().find("label 3 of row 1"), std::string::npos)
+      << out_of_range.status().message();
+  auto count = CountTopK(scores, Tensor::FromVector<int64_t>({3}, {0, 1, 2}), 1);
+  EXPECT_NE(count.status().message().find("3 labels for 2 rows"), std::string::npos) << count.status().message();
+  auto floats = CountTopK(scores, Tensor::FromVector<float>({2}, {0, 1}), 1);
+  EXPECT_NE(floats.status().message().find("integer"), std::string::npos);
+  EXPECT_FALSE(CountTopK(scores, Tensor::FromVector<int64_t>({2}, {0, 1}), 0).ok());
+}
+
+TEST(Metrics, SqnrCosineMaxAbs) {
+  ErrorStats s;
+  // ref [1, 2, 3], out [1, 2, 2]: signal 14, noise 1.
+  ASSERT_TRUE(s.Add(Tensor::FromVector<float>({3}, {1, 2, 3}), Tensor::FromVector<float>({3}, {1, 2, 2})).ok());
+  EXPECT_NEAR(s.sqnr_db(), 10.0 * std::log10(14.0), 1e-12);
+  EXPECT_NEAR(s.cosine(), 11.0 / (std::sqrt(14.0) * 3.0), 1e-12);
+  EXPECT_EQ(s.max_abs_error(), 1.0);
+  EXPECT_EQ(s.count(), 3);
+  // Accumulates over batches: add ref [0, 4], out [0, 4.5] (signal +16, noise +0.25).
+  ASSERT_TRUE(s.Add(Tensor::FromVector<double>({2}, {0, 4}), Tensor::FromVector<float>({2}, {0, 4.5f})).ok());
+  EXPECT_NEAR(s.sqnr_db(), 10.0 * std::log10(30.0 / 1.25), 1e-12);
+  EXPECT_EQ(s.count(), 5);
+}
+
+TEST(Metrics, IdenticalZeroAndMismatchedOutputs) {
+  ErrorStats same;
+  Tensor a = Tensor::FromVector<float>({2, 2}, {1, -2, 3, 0});
+  ASSERT_TRUE(same.Add(a, a).ok());
+  EXPECT_TRUE(std::isinf(same.sqnr_db()) && same.sqnr_db() > 0);
+  EXPECT_NEAR(same.cosine(), 1.0, 1e-15);
+  EXPECT_EQ(same.max_abs_error(), 0.0);
+
+  ErrorStats zeros;
+  Tensor z(DataType::kFloat32, {3});
+  ASSERT_TRUE(zeros.Add(z, z).ok());
+  EXPECT_EQ(zeros.cosine(), 1.0);
+  ErrorStats one_zero;
+  ASSERT_TRUE(one_zero.Add(z, Tensor::FromVector<float>({3}, {1, 0, 0})).ok());
+  EXPECT_EQ(one_zero.cosine(), 0.0);
+
+  ErrorStats bad;
+  EXPECT_EQ(bad.Add(a, z).code(), StatusCode::kInvalidArgument);
+}
+
+// ---------------------------------------------------------------------------
+// Dataset helpers
+
+TEST(Dataset, SliceConcatAndFiniteChecks) {
+  Tensor t = Tensor::FromVector<float>({3, 2}, {0, 1, 2, 3, 4, 5});
+  Tensor mid = SliceRows(t, 1, 2);
+  EXPECT_TRUE(mid.Equals(Tensor::FromVector<float>({2, 2}, {2, 3, 4, 5})));
+  auto cat = ConcatRows({SliceRows(t, 0, 1), mid}, "x");
+  ASSERT_TRUE(cat.ok());
+  EXPECT_TRUE(cat->Equals(t));
+  EXPECT_FALSE(ConcatRows({t, Tensor(DataType::kFloat32, {1, 3})}, "x").ok());
+
+  Tensor bad = Tensor::FromVector<float>({2, 2}, {0, 1, std::numeric_limits<float>::infinity(), 3});
+  Status s = CheckFinite(bad, "data.npz: array 'x'");
+  EXPECT_EQ(s.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(s.message().find("data.npz: array 'x' has a non-finite value (inf) at flat index 2"), std::string::npos)
+      << s.message();
+  EXPECT_NE(CheckFinite(Tensor::FromVector<double>({1}, {std::nan("")}), "y").message().find("(nan)"),
+            std::string::npos);
+}
+
+// ---------------------------------------------------------------------------
+// Evaluate end to end
+
+// x[batch, 4] -> MatMul(W[4, 3]) -> y[batch, 3]; W picks classes so that the
+// argmax of y is the argmax of x[:, 0:3] (x[:, 3] is ignored).
+Model Classifier(int64_t fixed_batch = -1, float scale = 1.0f) {
+  Model m;
+  m.ir_version = 8;
+  m.opset_imports = {{"", 17}};
+  Graph& g = m.graph;
+  g.name = "classifier";
+  Dim batch = fixed_batch > 0 ? Dim{fixed_batch, ""} : Dim{-1, "batch"};
+  g.inputs.push_back(testing::FloatInput("x", {batch, {4, ""}}));
+  g.outputs.push_back(testing::FloatInput("y", {batch, {3, ""}}));
+  g.initializers["W"] = Tensor::FromVector<float>({4, 3}, {scale, 0, 0, 0, scale, 0, 0, 0, scale, 0, 0, 0});
+  g.nodes.push_back({"mm", "MatMul", "", {"x", "W"}, {"y"}, {}, ""});
+  return m;
+}
+
+// n samples whose true class is i % 3, with a score margin.
+Tensor Samples(int64_t n) {
+  Tensor x(DataType::kFloat32, {n, 4});
+  for (int64_t i = 0; i < n; ++i) {
+    for (int64_t c = 0; c < 4; ++c) x.data<float>()[i * 4 + c] = 0.1f * static_cast<float>(c);
+    x.data<float>()[i * 4 + i % 3] = 2.0f + static_cast<float>(i);
+  }
+  return x;
+}
+
+class EvaluateTest : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(SaveModel(Classifier(), dir_.path("model.onnx")).ok());
+    NamedTensors data;
+    data.emplace_back("x", Samples(10));
+    ASSERT_TRUE(WriteNpz(dir_.path("data.npz"), data).ok());
+    std::vector<int64_t> labels(10);
+    for (int i = 0; i < 10; ++i) labels[i] = i % 3;
+    labels[4] = 0;  // one wrong label: top-1 9/10
+    ASSERT_TRUE(WriteNpy(dir_.path("labels.npy"), Tensor::FromVector<int64_t>({10}, labels)).ok());
+  }
+  std::string path(const std::string& name) const { return dir_.path(name); }
+
+  testing::TempDir dir_;
+};
+
+TEST_F(EvaluateTest, AccuracyAndProgress) {
+  EvalOptions o;
+  o.inputs = path("data.npz");
+  o.labels = path("labels.npy");
+  o.batch = 4;
+  o.threads = 1;
+  std::vector<int64_t> seen;
+  o.on_progress = [&](const EvalProgress& p) {
+    seen.push_back(p.done);
+    EXPECT_EQ(p.total, 10);
+  };
+  auto r = Evaluate(path("model.onnx"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->samples, 10);
+  EXPECT_EQ(r->batches, 3);  // 4 + 4 + the last partial 2
+  EXPECT_EQ(r->top1_correct, 9);
+  EXPECT_EQ(r->top5_correct, 10);  // 3 classes: always in the top 5
+  EXPECT_EQ(r->num_classes, 3);
+  EXPECT_EQ(seen, (std::vector<int64_t>{4, 8, 10}));
+  EXPECT_NE(r->ToText().find("Top-1"), std::string::npos);
+  EXPECT_NE(r->ToJson().find("\"top1\": 0.9"), std::string::npos) << r->ToJson();
+}
+
+TEST_F(EvaluateTest, ReferenceComparisonAndSavedOutputs) {
+  ASSERT_TRUE(SaveModel(Classifier(-1, 1.01f), path("scaled.onnx")).ok());
+  EvalOptions o;
+  o.inputs = path("data.npz");
+  o.reference = path("model.onnx");
+  o.save_outputs = path("out.npz");
+  o.batch = 3;
+  auto r = Evaluate(path("scaled.onnx"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->top1_agree, 10);
+  ASSERT_EQ(r->comparisons.size(), 1u);
+  // out = 1.01 * ref: SQNR = 10 log10(1 / 0.01^2) = 40 dB, cosine 1.
+  EXPECT_NEAR(r->comparisons[0].sqnr_db, 40.0, 1e-3);
+  EXPECT_NEAR(r->comparisons[0].cosine, 1.0, 1e-9);
+  EXPECT_EQ(r->comparisons[0].elements, 30);
+  auto saved = ReadNpz(path("out.npz"));
+  ASSERT_TRUE(saved.ok()) << saved.status().ToString();
+  ASSERT_EQ(saved->size(), 1u);
+  EXPECT_EQ((*saved)[0].first, "y");
+  EXPECT_EQ((*saved)[0].second.shape(), (Shape{10, 3}));
+  EXPECT_NEAR((*saved)[0].second.data<float>()[0], 1.01f * 2.0f, 1e-5);
+
+  // Identical models: infinite SQNR, written as null in JSON.
+  o.save_outputs.clear();
+  auto same = Evaluate(path("model.onnx"), o);
+  ASSERT_TRUE(same.ok());
+  EXPECT_TRUE(std::isinf(same->comparisons[0].sqnr_db));
+  EXPECT_NE(same->ToJson().find("\"sqnr_db\": null"), std::string::npos);
+}
+
+TEST_F(EvaluateTest, FixedBatchPadsTheLastBatchAndRejectsOtherSizes) {
+  ASSERT_TRUE(SaveModel(Classifier(4), path("fixed.onnx")).ok());
+  EvalOptions o;
+  o.inputs = path("data.npz");
+  o.labels = path("labels.npy");
+  o.save_outputs = path("fixed_out.npz");
+  auto r = Evaluate(path("fixed.onnx"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->batch_size, 4);
+  EXPECT_EQ(r->samples, 10);
+  EXPECT_EQ(r->top1_correct, 9);
+  EXPECT_EQ((*ReadNpz(path("fixed_out.npz")))[0].second.shape(), (Shape{10, 3}));
+
+  o.batch = 8;
+  auto bad = Evaluate(path("fixed.onnx"), o);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(bad.status().message().find("--batch 8 does not match model input 'x'"), std::string::npos)
+      << bad.status().message();
+}
+
+TEST_F(EvaluateTest, FolderLimitAndNpy) {
+  std::filesystem::create_directories(path("folder"));
+  Tensor all = Samples(10);
+  ASSERT_TRUE(WriteNpy(path("folder/b.npy"), SliceRows(all, 6, 4)).ok());
+  ASSERT_TRUE(WriteNpy(path("folder/a.npy"), SliceRows(all, 0, 6)).ok());
+  EvalOptions o;
+  o.inputs = path("folder");
+  o.labels = path("labels.npy");
+  o.batch = 4;
+  o.save_outputs = path("folder_out.npz");
+  auto r = Evaluate(path("model.onnx"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->samples, 10);
+  EXPECT_EQ(r->top1_correct, 9);  // a.npy then b.npy: the labels line up
+  auto saved = ReadNpz(path("folder_out.npz"));
+  EXPECT_NEAR((*saved)[0].second.data<float>()[9 * 3 + 0], 11.0f, 1e-5);  // sample 9 is class 0
+
+  o.limit = 5;
+  o.save_outputs.clear();
+  auto limited = Evaluate(path("model.onnx"), o);
+  ASSERT_TRUE(limited.ok());
+  EXPECT_EQ(limited->samples, 5);
+  EXPECT_EQ(limited->batches, 2);
+
+  EvalOptions single;
+  single.inputs = path("folder/a.npy");
+  auto npy = Evaluate(path("model.onnx"), single);
+  ASSERT_TRUE(npy.ok()) << npy.status().ToString();
+  EXPECT_EQ(npy->samples, 6);
+  EXPECT_EQ(npy->batch_size, 1);
+}
+
+TEST_F(EvaluateTest, BadDataIsNamed) {
+  EvalOptions o;
+  // NaN in the data: file, array and flat index.
+  Tensor x = Samples(3);
+  x.data<float>()[5] = std::numeric_limits<float>::quiet_NaN();
+  NamedTensors nan_data;
+  nan_data.emplace_back("x", x);
+  ASSERT_TRUE(WriteNpz(path("nan.npz"), nan_data).ok());
+  o.inputs = path("nan.npz");
+  auto r = Evaluate(path("model.onnx"), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("nan.npz: array 'x' has a non-finite value (nan) at flat index 5"),
+            std::string::npos)
+      << r.status().message();
+
+  // Wrong type, wrong shape, unknown and missing arrays, wrong label count.
+  ASSERT_TRUE(WriteNpy(path("f64.npy"), Samples(2).CastTo(DataType::kFloat64)).ok());
+  o.inputs = path("f64.npy");
+  EXPECT_NE(Evaluate(path("model.onnx"), o).status().message().find("has type float64, model input 'x' expects"),
+            std::string::npos);
+  ASSERT_TRUE(WriteNpy(path("wide.npy"), Tensor(DataType::kFloat32, {2, 5})).ok());
+  o.inputs = path("wide.npy");
+  EXPECT_NE(Evaluate(path("model.onnx"), o).status().message().find("has shape [2, 5], model input 'x' expects"),
+            std::string::npos);
+  NamedTensors two;
+  two.emplace_back("x", Samples(2));
+  two.emplace_back("extra", Samples(2));
+  ASSERT_TRUE(WriteNpz(path("two.npz"), two).ok());
+  o.inputs = path("two.npz");
+  EXPECT_NE(Evaluate(path("model.onnx"), o).status().message().find("array 'extra' is not an input of the model"),
+            std::string::npos);
+  o.inputs = path("data.npz");
+  ASSERT_TRUE(WriteNpy(path("short_labels.npy"), Tensor::FromVector<int64_t>({2}, {0, 1})).ok());
+  o.labels = path("short_labels.npy");
+  EXPECT_NE(Evaluate(path("model.onnx"), o).status().message().find("has 2 labels but the dataset"),
+            std::string::npos);
+  o.labels.clear();
+  o.save_outputs = path("model.onnx");
+  EXPECT_EQ(Evaluate(path("model.onnx"), o).status().code(), StatusCode::kInvalidArgument);
+  o.save_outputs = path("data.npz");
+  EXPECT_NE(Evaluate(path("model.onnx"), o).status().message().find("would overwrite the dataset"),
+            std::string::npos);
+}
+
+}  // namespace
+}  // namespace sparq
