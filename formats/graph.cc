@@ -6,6 +6,46 @@
 
 namespace sparq {
 
+namespace {
+Attribute Make(std::string name, Attribute::Kind kind) {
+  Attribute a;
+  a.name = std::move(name);
+  a.kind = kind;
+  return a;
+}
+}  // namespace
+
+Attribute Attribute::Int(std::string name, int64_t v) {
+  Attribute a = Make(std::move(name), Kind::kInt);
+  a.i = v;
+  return a;
+}
+Attribute Attribute::Float(std::string name, float v) {
+  Attribute a = Make(std::move(name), Kind::kFloat);
+  a.f = v;
+  return a;
+}
+Attribute Attribute::String(std::string name, std::string v) {
+  Attribute a = Make(std::move(name), Kind::kString);
+  a.s = std::move(v);
+  return a;
+}
+Attribute Attribute::Ints(std::string name, std::vector<int64_t> v) {
+  Attribute a = Make(std::move(name), Kind::kInts);
+  a.ints = std::move(v);
+  return a;
+}
+Attribute Attribute::Floats(std::string name, std::vector<float> v) {
+  Attribute a = Make(std::move(name), Kind::kFloats);
+  a.floats = std::move(v);
+  return a;
+}
+Attribute Attribute::FromTensor(std::string name, Tensor v) {
+  Attribute a = Make(std::move(name), Kind::kTensor);
+  a.t = std::move(v);
+  return a;
+}
+
 const Attribute* Node::attr(const std::string& name) const {
   for (const auto& a : attributes)
     if (a.name == name) return &a;

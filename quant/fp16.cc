@@ -23,14 +23,6 @@ const std::set<std::string> kNeverHalf = {"Cast", "CastLike", "QuantizeLinear", 
                                           "Constant", "ConstantOfShape", "Shape", "Size", "QLinearConv", "QLinearMatMul",
                                           "MatMulInteger", "ConvInteger"};
 
-Attribute ToAttr(int64_t onnx_type) {
-  Attribute a;
-  a.name = "to";
-  a.kind = Attribute::Kind::kInt;
-  a.i = onnx_type;
-  return a;
-}
-
 }  // namespace
 
 Status ConvertToFloat16(Model& model, const std::vector<std::string>& fp16_nodes,
@@ -87,7 +79,7 @@ Status ConvertToFloat16(Model& model, const std::vector<std::string>& fp16_nodes
       h = ed.AddInitializer(v + "_fp16", to_half(v, init->second));
     } else {
       h = ed.FreshName(v + "_fp16");
-      ed.AddNode({ed.FreshName(v + "_Cast_fp16"), "Cast", "", {v}, {h}, {ToAttr(10)}, ""});
+      ed.AddNode({ed.FreshName(v + "_Cast_fp16"), "Cast", "", {v}, {h}, {Attribute::Int("to", 10)}, ""});
     }
     half_of[v] = h;
     return h;
@@ -106,7 +98,7 @@ Status ConvertToFloat16(Model& model, const std::vector<std::string>& fp16_nodes
       std::string h = ed.FreshName(out + "_fp16");
       half_of[out] = h;
       if (!all_consumers_half(out)) {
-        ed.AddNode({ed.FreshName(out + "_Cast_fp32"), "Cast", "", {h}, {out}, {ToAttr(1)}, ""});
+        ed.AddNode({ed.FreshName(out + "_Cast_fp32"), "Cast", "", {h}, {out}, {Attribute::Int("to", 1)}, ""});
       }
       out = h;
     }

@@ -19,14 +19,6 @@ Tensor ZeroPoint(const TensorRange& r) {
   return Tensor::Scalar<uint8_t>(static_cast<uint8_t>(r.zero_point));
 }
 
-Attribute IntAttr(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-
 // Bias as int32 with scale s_x * s_w[c] (so it adds straight to the int32
 // accumulator), zero point 0.
 struct QuantizedBias {
@@ -102,7 +94,7 @@ class QdqBuilder {
     std::string zp = ed_.AddInitializer(name + "_zero_point", zeros);
     std::string dq = ed_.FreshName(name + "_dequantized");
     Node n{ed_.FreshName(name + "_DequantizeLinear"), "DequantizeLinear", "", {wq, scale, zp}, {dq}, {}, ""};
-    if (per_axis) n.attributes.push_back(IntAttr("axis", q.axis));
+    if (per_axis) n.attributes.push_back(Attribute::Int("axis", q.axis));
     ed_.AddNode(std::move(n));
     dequantized_.insert(dq);
     float_values_.insert(dq);
@@ -115,7 +107,7 @@ class QdqBuilder {
     std::string scale = ed_.AddInitializer(name + "_scale", scales);
     std::string dq = ed_.FreshName(name + "_dequantized");
     Node n{ed_.FreshName(name + "_DequantizeLinear"), "DequantizeLinear", "", {bq, scale}, {dq}, {}, ""};
-    if (per_axis) n.attributes.push_back(IntAttr("axis", 0));
+    if (per_axis) n.attributes.push_back(Attribute::Int("axis", 0));
     ed_.AddNode(std::move(n));
     float_values_.insert(dq);
     return dq;

@@ -32,6 +32,14 @@ struct Attribute {
   std::vector<std::string> strings;
   std::string raw;  // kOpaque only: serialized onnx.AttributeProto
   std::string doc_string;
+
+  // Factories for the common kinds.
+  static Attribute Int(std::string name, int64_t v);
+  static Attribute Float(std::string name, float v);
+  static Attribute String(std::string name, std::string v);
+  static Attribute Ints(std::string name, std::vector<int64_t> v);
+  static Attribute Floats(std::string name, std::vector<float> v);
+  static Attribute FromTensor(std::string name, Tensor v);
 };
 
 struct Node {

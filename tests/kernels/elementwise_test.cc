@@ -16,54 +16,20 @@
 #include "kernels/registry.h"
 #include "sparq/graph.h"
 #include "sparq/tensor.h"
+#include "kernels/op_test_util.h"
 
 namespace sparq {
 namespace {
 
-Attribute IntAttr(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-
-Attribute FloatAttr(const std::string& name, float v) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = v;
-  return a;
-}
-
-Attribute StringAttr(const std::string& name, const std::string& v) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kString;
-  a.s = v;
-  return a;
-}
+using testing::OpNode;
+using testing::RunRefKernel;
 
 // Runs the reference kernel of `op_type` at `opset` on `inputs` (an undefined
 // tensor marks an absent optional input) and returns its first output.
 StatusOr<Tensor> RunOp(const std::string& op_type, int opset, const std::vector<Tensor>& inputs,
                        std::vector<Attribute> attrs = {}, ThreadPool* pool = nullptr) {
-  Node node;
-  node.name = "n";
-  node.op_type = op_type;
-  node.attributes = std::move(attrs);
-  std::vector<const Tensor*> ptrs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    node.inputs.push_back(inputs[i].defined() ? "in" + std::to_string(i) : "");
-    ptrs.push_back(inputs[i].defined() ? &inputs[i] : nullptr);
-  }
-  node.outputs.push_back("out");
-  const KernelDef* def = KernelRegistry::Reference().Find(op_type, "", opset);
-  if (def == nullptr) return Status::NotFound("no kernel for " + op_type);
-  OpContext ctx(node, opset, ptrs, pool);
-  Status st = def->fn(ctx);
-  if (!st.ok()) return st;
-  return ctx.outputs()[0];
+  SPARQ_ASSIGN_OR_RETURN(std::vector<Tensor> outs, RunRefKernel(OpNode(op_type, std::move(attrs)), opset, inputs, 1, pool));
+  return outs[0];
 }
 
 Tensor F32(Shape shape, std::vector<float> v) { return Tensor::FromVector<float>(std::move(shape), v); }
@@ -125,7 +91,7 @@ TEST(ElementwiseBroadcast, IncompatibleShapesNameBoth) {
 TEST(ElementwiseBroadcast, LegacyAxisAttribute) {
   // Opset 6: B of shape [3] aligned with A's dimension 1 of [2, 3, 2].
   std::vector<float> a(12, 1.0f);
-  auto r = RunOp("Add", 6, {F32({2, 3, 2}, a), F32({3}, {10, 20, 30})}, {IntAttr("broadcast", 1), IntAttr("axis", 1)});
+  auto r = RunOp("Add", 6, {F32({2, 3, 2}, a), F32({3}, {10, 20, 30})}, {Attribute::Int("broadcast", 1), Attribute::Int("axis", 1)});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(Values(*r), (std::vector<double>{11, 11, 21, 21, 31, 31, 11, 11, 21, 21, 31, 31}));
   // Without broadcast=1 the shapes must be equal.
@@ -167,7 +133,7 @@ TEST(ElementwiseInteger, ModSignFollowsDivisorOrDividend) {
   auto python = RunOp("Mod", 13, {a, b});
   ASSERT_TRUE(python.ok()) << python.status().ToString();
   EXPECT_EQ(Values(*python), (std::vector<double>{2, -2, -1, 0}));
-  auto c = RunOp("Mod", 13, {a, b}, {IntAttr("fmod", 1)});
+  auto c = RunOp("Mod", 13, {a, b}, {Attribute::Int("fmod", 1)});
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   EXPECT_EQ(Values(*c), (std::vector<double>{-1, 1, -1, 0}));
   auto bad = RunOp("Mod", 13, {F32({1}, {1}), F32({1}, {2})});
@@ -191,10 +157,10 @@ TEST(ElementwiseInteger, PowIsExactForInt64) {
 TEST(ElementwiseInteger, BitShiftPastWidthGivesZero) {
   auto x = Tensor::FromVector<uint8_t>({3}, {1, 255, 16});
   auto s = Tensor::FromVector<uint8_t>({3}, {7, 8, 2});
-  auto r = RunOp("BitShift", 11, {x, s}, {StringAttr("direction", "LEFT")});
+  auto r = RunOp("BitShift", 11, {x, s}, {Attribute::String("direction", "LEFT")});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(Values(*r), (std::vector<double>{128, 0, 64}));
-  auto bad = RunOp("BitShift", 11, {x, s}, {StringAttr("direction", "left")});
+  auto bad = RunOp("BitShift", 11, {x, s}, {Attribute::String("direction", "left")});
   EXPECT_FALSE(bad.ok());
 }
 
@@ -234,7 +200,7 @@ TEST(ElementwiseClip, BoundsFromInputsAndAttributes) {
   auto r = RunOp("Clip", 13, {x, Tensor(), Tensor::Scalar<float>(2)});
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(Values(*r), (std::vector<double>{-5, 0.5, 2, 2}));
-  auto legacy = RunOp("Clip", 6, {x}, {FloatAttr("min", 0), FloatAttr("max", 4)});
+  auto legacy = RunOp("Clip", 6, {x}, {Attribute::Float("min", 0), Attribute::Float("max", 4)});
   ASSERT_TRUE(legacy.ok()) << legacy.status().ToString();
   EXPECT_EQ(Values(*legacy), (std::vector<double>{0, 0.5, 3, 4}));
   // min > max: every value becomes max.
@@ -279,10 +245,10 @@ TEST(ElementwiseActivation, GeluVariants) {
   ASSERT_TRUE(exact.ok()) << exact.status().ToString();
   EXPECT_NEAR(Values(*exact)[0], -0.15865525, 1e-6);
   EXPECT_NEAR(Values(*exact)[2], 1.95449974, 1e-6);
-  auto approx = RunOp("Gelu", 20, {x}, {StringAttr("approximate", "tanh")});
+  auto approx = RunOp("Gelu", 20, {x}, {Attribute::String("approximate", "tanh")});
   ASSERT_TRUE(approx.ok());
   EXPECT_NEAR(Values(*approx)[2], 1.95459769, 1e-6);
-  auto bad = RunOp("Gelu", 20, {x}, {StringAttr("approximate", "erf")});
+  auto bad = RunOp("Gelu", 20, {x}, {Attribute::String("approximate", "erf")});
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("\"erf\""), std::string::npos) << bad.status().message();
 }

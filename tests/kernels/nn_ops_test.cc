@@ -18,9 +18,13 @@
 #include "sparq/graph.h"
 #include "sparq/tensor.h"
 #include "test_util.h"
+#include "kernels/op_test_util.h"
 
 namespace sparq {
 namespace {
+
+using testing::OpNode;
+using testing::RunRefKernel;
 
 // Relative tolerance of float32 results against double-precision loops.
 constexpr double kF32Tol = 1e-5;
@@ -356,43 +360,12 @@ TEST(NnConvRef, BitwiseIdenticalForOneAndFourThreads) {
 // ---------------------------------------------------------------------------
 // Kernels through the registry
 
-Attribute IntAttr(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-
-Attribute IntsAttr(const std::string& name, std::vector<int64_t> v) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
 // Runs the reference kernel of `op_type` at `opset`; an undefined input tensor
 // is an absent optional input.
 StatusOr<std::vector<Tensor>> RunOp(const std::string& op_type, int opset, const std::vector<Tensor>& inputs,
                                     std::vector<Attribute> attrs = {}, int num_outputs = 1,
                                     const std::string& name = "n") {
-  Node node;
-  node.name = name;
-  node.op_type = op_type;
-  node.attributes = std::move(attrs);
-  std::vector<const Tensor*> ptrs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    node.inputs.push_back(inputs[i].defined() ? "in" + std::to_string(i) : "");
-    ptrs.push_back(inputs[i].defined() ? &inputs[i] : nullptr);
-  }
-  for (int i = 0; i < num_outputs; ++i) node.outputs.push_back("out" + std::to_string(i));
-  const KernelDef* def = KernelRegistry::Reference().Find(op_type, "", opset);
-  if (def == nullptr) return Status::NotFound("no kernel for " + op_type);
-  OpContext ctx(node, opset, ptrs, nullptr);
-  Status st = def->fn(ctx);
-  if (!st.ok()) return st;
-  return ctx.outputs();
+  return RunRefKernel(OpNode(op_type, std::move(attrs), name), opset, inputs, static_cast<size_t>(num_outputs));
 }
 
 std::vector<double> Values(const Tensor& t) {
@@ -417,19 +390,19 @@ TEST(NnKernels, ConvRejectsBadBiasAndKernelShape) {
   auto bad_bias = RunOp("Conv", 11, {x, w, Tensor(DataType::kFloat32, {3})});
   ASSERT_FALSE(bad_bias.ok());
   EXPECT_NE(bad_bias.status().message().find("[3]"), std::string::npos) << bad_bias.status().message();
-  auto bad_kernel = RunOp("Conv", 11, {x, w}, {IntsAttr("kernel_shape", {2, 2})});
+  auto bad_kernel = RunOp("Conv", 11, {x, w}, {Attribute::Ints("kernel_shape", {2, 2})});
   ASSERT_FALSE(bad_kernel.ok());
   EXPECT_NE(bad_kernel.status().message().find("kernel_shape"), std::string::npos);
-  auto bad_pads = RunOp("Conv", 11, {x, w}, {IntsAttr("pads", {1, 1})});
+  auto bad_pads = RunOp("Conv", 11, {x, w}, {Attribute::Ints("pads", {1, 1})});
   ASSERT_FALSE(bad_pads.ok());
   EXPECT_NE(bad_pads.status().message().find("pads"), std::string::npos);
 }
 
 TEST(NnKernels, ConvFloat16ComputesInFloat32) {
   Tensor x = testing::RandomFloats({1, 2, 6, 6}, 40), w = testing::RandomFloats({3, 2, 3, 3}, 41);
-  auto want = RunOp("Conv", 11, {x, w}, {IntsAttr("pads", {1, 1, 1, 1})});
+  auto want = RunOp("Conv", 11, {x, w}, {Attribute::Ints("pads", {1, 1, 1, 1})});
   auto got = RunOp("Conv", 11, {x.CastTo(DataType::kFloat16), w.CastTo(DataType::kFloat16)},
-                   {IntsAttr("pads", {1, 1, 1, 1})});
+                   {Attribute::Ints("pads", {1, 1, 1, 1})});
   ASSERT_TRUE(want.ok() && got.ok()) << got.status().ToString();
   ASSERT_EQ((*got)[0].dtype(), DataType::kFloat16);
   std::vector<double> g = Values((*got)[0]), e = Values((*want)[0]);
@@ -442,7 +415,7 @@ TEST(NnKernels, ConvTransposeOutputShapeAddsBiasOnlyRows) {
   Tensor x = Tensor::FromVector<float>({1, 1, 2}, {1, 2});
   Tensor w = Tensor::FromVector<float>({1, 1, 2}, {1, 10});
   Tensor b = Tensor::FromVector<float>({1}, {100});
-  auto out = RunOp("ConvTranspose", 11, {x, w, b}, {IntsAttr("output_shape", {4})});
+  auto out = RunOp("ConvTranspose", 11, {x, w, b}, {Attribute::Ints("output_shape", {4})});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ((*out)[0].shape(), (Shape{1, 1, 4}));
   EXPECT_EQ(Values((*out)[0]), (std::vector<double>{101, 112, 120, 100}));
@@ -452,16 +425,16 @@ TEST(NnKernels, GemmBroadcastsColumnBiasAndRejectsBadC) {
   Tensor a = Tensor::FromVector<float>({2, 3}, {1, 2, 3, 4, 5, 6});
   Tensor b = Tensor::FromVector<float>({2, 3}, {1, 0, 0, 0, 1, 0});  // B^T picks columns 0 and 1
   Tensor c = Tensor::FromVector<float>({2, 1}, {10, 20});
-  auto out = RunOp("Gemm", 13, {a, b, c}, {IntAttr("transB", 1)});
+  auto out = RunOp("Gemm", 13, {a, b, c}, {Attribute::Int("transB", 1)});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(Values((*out)[0]), (std::vector<double>{11, 12, 24, 25}));
-  auto bad = RunOp("Gemm", 13, {a, b, Tensor(DataType::kFloat32, {3})}, {IntAttr("transB", 1)}, 1, "fc");
+  auto bad = RunOp("Gemm", 13, {a, b, Tensor(DataType::kFloat32, {3})}, {Attribute::Int("transB", 1)}, 1, "fc");
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("'fc'"), std::string::npos);
   EXPECT_NE(bad.status().message().find("C has shape [3]"), std::string::npos) << bad.status().message();
   // Before opset 11 C is required.
-  EXPECT_FALSE(RunOp("Gemm", 9, {a, a, Tensor()}, {IntAttr("transB", 1)}).ok());
-  EXPECT_TRUE(RunOp("Gemm", 11, {a, a, Tensor()}, {IntAttr("transB", 1)}).ok());
+  EXPECT_FALSE(RunOp("Gemm", 9, {a, a, Tensor()}, {Attribute::Int("transB", 1)}).ok());
+  EXPECT_TRUE(RunOp("Gemm", 11, {a, a, Tensor()}, {Attribute::Int("transB", 1)}).ok());
 }
 
 TEST(NnKernels, GemmIntegerIsExactAndWraps) {
@@ -518,13 +491,13 @@ Tensor Iota(Shape shape) {
 }
 
 TEST(NnKernels, MaxPoolIndicesRowAndColumnMajor) {
-  const std::vector<Attribute> base = {IntsAttr("kernel_shape", {2, 2})};
+  const std::vector<Attribute> base = {Attribute::Ints("kernel_shape", {2, 2})};
   auto row = RunOp("MaxPool", 12, {Iota({1, 1, 3, 3})}, base, 2);
   ASSERT_TRUE(row.ok()) << row.status().ToString();
   EXPECT_EQ(Values((*row)[0]), (std::vector<double>{4, 5, 7, 8}));
   EXPECT_EQ(Values((*row)[1]), (std::vector<double>{4, 5, 7, 8}));
   auto attrs = base;
-  attrs.push_back(IntAttr("storage_order", 1));
+  attrs.push_back(Attribute::Int("storage_order", 1));
   // Column-major offsets h + w * H, plus the plane offset of the second channel.
   auto col = RunOp("MaxPool", 12, {Iota({1, 2, 3, 3})}, attrs, 2);
   ASSERT_TRUE(col.ok()) << col.status().ToString();
@@ -533,13 +506,13 @@ TEST(NnKernels, MaxPoolIndicesRowAndColumnMajor) {
 
 TEST(NnKernels, AveragePoolCeilModeAndCountIncludePad) {
   Tensor ones = Tensor::FromVector<float>({1, 1, 4, 4}, std::vector<float>(16, 1.0f));
-  std::vector<Attribute> attrs = {IntsAttr("kernel_shape", {3, 3}), IntsAttr("strides", {2, 2}),
-                                  IntsAttr("pads", {1, 1, 1, 1}), IntAttr("ceil_mode", 1)};
+  std::vector<Attribute> attrs = {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("strides", {2, 2}),
+                                  Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Int("ceil_mode", 1)};
   auto plain = RunOp("AveragePool", 11, {ones}, attrs);
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();
   EXPECT_EQ((*plain)[0].shape(), (Shape{1, 1, 3, 3}));
   EXPECT_EQ(Values((*plain)[0]), std::vector<double>(9, 1.0));
-  attrs.push_back(IntAttr("count_include_pad", 1));
+  attrs.push_back(Attribute::Int("count_include_pad", 1));
   auto incl = RunOp("AveragePool", 11, {ones}, attrs);
   ASSERT_TRUE(incl.ok());
   // Corner windows: 4 real taps of 9 in the padded extent; the last window
@@ -554,7 +527,7 @@ TEST(NnKernels, PoolsRejectMissingKernelShapeAndOversizedWindow) {
   auto missing = RunOp("MaxPool", 12, {Iota({1, 1, 3, 3})}, {}, 1, "pool0");
   ASSERT_FALSE(missing.ok());
   EXPECT_NE(missing.status().message().find("kernel_shape"), std::string::npos);
-  auto big = RunOp("AveragePool", 11, {Iota({1, 1, 3, 3})}, {IntsAttr("kernel_shape", {4, 4})}, 1, "pool1");
+  auto big = RunOp("AveragePool", 11, {Iota({1, 1, 3, 3})}, {Attribute::Ints("kernel_shape", {4, 4})}, 1, "pool1");
   ASSERT_FALSE(big.ok());
   EXPECT_NE(big.status().message().find("'pool1'"), std::string::npos) << big.status().message();
   EXPECT_NE(big.status().message().find("[1, 1, 3, 3]"), std::string::npos) << big.status().message();
@@ -562,10 +535,10 @@ TEST(NnKernels, PoolsRejectMissingKernelShapeAndOversizedWindow) {
 
 TEST(NnKernels, LpPoolAndGlobalPools) {
   Tensor x = Tensor::FromVector<float>({1, 1, 2, 2}, {3, -4, 0, 0});
-  auto lp = RunOp("LpPool", 11, {x}, {IntsAttr("kernel_shape", {2, 2})});
+  auto lp = RunOp("LpPool", 11, {x}, {Attribute::Ints("kernel_shape", {2, 2})});
   ASSERT_TRUE(lp.ok()) << lp.status().ToString();
   EXPECT_NEAR(Values((*lp)[0])[0], 5.0, 1e-6);
-  auto glp = RunOp("GlobalLpPool", 2, {x}, {IntAttr("p", 1)});
+  auto glp = RunOp("GlobalLpPool", 2, {x}, {Attribute::Int("p", 1)});
   ASSERT_TRUE(glp.ok());
   EXPECT_NEAR(Values((*glp)[0])[0], 7.0, 1e-6);
   auto gmax = RunOp("GlobalMaxPool", 1, {x});

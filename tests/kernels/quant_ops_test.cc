@@ -16,38 +16,18 @@
 #include "kernels/ref/gemm_int.h"
 #include "kernels/ref/quantize.h"
 #include "kernels/registry.h"
+#include "kernels/op_test_util.h"
 
 namespace sparq {
 namespace {
 
-Attribute IntAttr(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-
-Attribute IntsAttr(const std::string& name, std::vector<int64_t> v) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
+using testing::OpNode;
+using testing::RunRefKernel;
 
 // Runs the reference kernel of `node` at `opset`; undefined tensors in
 // `inputs` are absent optional inputs. Returns the outputs or the error.
 StatusOr<std::vector<Tensor>> RunOp(Node node, int64_t opset, const std::vector<Tensor>& inputs, size_t outputs = 1) {
-  for (size_t i = 0; i < inputs.size(); ++i) node.inputs.push_back(inputs[i].defined() ? "in" + std::to_string(i) : "");
-  for (size_t i = 0; i < outputs; ++i) node.outputs.push_back("out" + std::to_string(i));
-  const KernelDef* def = KernelRegistry::Reference().Find(node.op_type, "", opset);
-  if (def == nullptr) return Status::NotFound("no kernel for " + node.op_type);
-  std::vector<const Tensor*> ptrs;
-  for (const Tensor& t : inputs) ptrs.push_back(t.defined() ? &t : nullptr);
-  OpContext ctx(node, opset, ptrs, nullptr);
-  SPARQ_RETURN_IF_ERROR(def->fn(ctx));
-  return ctx.outputs();
+  return RunRefKernel(std::move(node), opset, inputs, outputs);
 }
 
 Node MakeNode(const std::string& op, const std::string& name = "", std::vector<Attribute> attrs = {}) {
@@ -141,7 +121,7 @@ TEST(QuantizeLinearOp, PerAxis) {
 
   // axis -2 (= 0): row r uses scale[r].
   const Tensor scale0 = Tensor::FromVector<float>({2}, {1.0f, 2.0f});
-  out = RunOp(MakeNode("QuantizeLinear", "", {IntAttr("axis", -2)}), 13, {x, scale0});
+  out = RunOp(MakeNode("QuantizeLinear", "", {Attribute::Int("axis", -2)}), 13, {x, scale0});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(Values<uint8_t>((*out)[0]), (std::vector<uint8_t>{1, 1, 1, 0, 2, 3}));
 
@@ -156,13 +136,13 @@ TEST(QuantizeLinearOp, Blocked) {
   // x [1, 5] along axis 1 in blocks of 2: scales for columns {0,1}, {2,3}, {4}.
   const Tensor x = Tensor::FromVector<float>({1, 5}, {2.0f, 4.0f, 2.0f, 4.0f, 9.0f});
   const Tensor scale = Tensor::FromVector<float>({1, 3}, {1.0f, 2.0f, 3.0f});
-  auto out = RunOp(MakeNode("QuantizeLinear", "", {IntAttr("axis", 1), IntAttr("block_size", 2)}), 21,
+  auto out = RunOp(MakeNode("QuantizeLinear", "", {Attribute::Int("axis", 1), Attribute::Int("block_size", 2)}), 21,
                    {x, scale, Tensor::FromVector<int8_t>({1, 3}, {0, 1, -1})});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(Values<int8_t>((*out)[0]), (std::vector<int8_t>{2, 4, 2, 3, 2}));
 
   // Wrong number of blocks is an error that says which shape was expected.
-  out = RunOp(MakeNode("QuantizeLinear", "qb", {IntAttr("axis", 1), IntAttr("block_size", 2)}), 21,
+  out = RunOp(MakeNode("QuantizeLinear", "qb", {Attribute::Int("axis", 1), Attribute::Int("block_size", 2)}), 21,
               {x, Tensor::FromVector<float>({1, 2}, {1.0f, 2.0f})});
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("[1, 3]"), std::string::npos) << out.status().ToString();
@@ -188,7 +168,7 @@ TEST(QuantizeLinearOp, ScaleLengthMismatchNamesNode) {
 }
 
 TEST(QuantizeLinearOp, Float8OutputIsNotSupported) {
-  auto out = RunOp(MakeNode("QuantizeLinear", "", {IntAttr("output_dtype", 17)}), 21,
+  auto out = RunOp(MakeNode("QuantizeLinear", "", {Attribute::Int("output_dtype", 17)}), 21,
                    {Tensor(DataType::kFloat32, {2}), Tensor::Scalar<float>(1.0f)});
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kNotSupported) << out.status().ToString();
@@ -372,8 +352,8 @@ TEST(ConvIntegerOp, GroupsStridesPadsMatchNaive) {
   const uint8_t x_zp = 17;
   const std::vector<uint8_t> w_zp = {3, 200, 0, 128};
   auto out = RunOp(MakeNode("ConvInteger", "",
-                            {IntAttr("group", 2), IntsAttr("strides", {2, 1}), IntsAttr("pads", {1, 0, 1, 1}),
-                             IntsAttr("dilations", {1, 2})}),
+                            {Attribute::Int("group", 2), Attribute::Ints("strides", {2, 1}), Attribute::Ints("pads", {1, 0, 1, 1}),
+                             Attribute::Ints("dilations", {1, 2})}),
                    10,
                    {Tensor::FromVector<uint8_t>({1, C, H, W}, xv), Tensor::FromVector<uint8_t>({M, Cg, KH, KW}, wv),
                     Tensor::Scalar<uint8_t>(x_zp), Tensor::FromVector<uint8_t>({M}, w_zp)});

@@ -16,54 +16,20 @@
 #include "kernels/registry.h"
 #include "sparq/graph.h"
 #include "sparq/tensor.h"
+#include "kernels/op_test_util.h"
 
 namespace sparq {
 namespace {
 
-Attribute IntAttr(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-
-Attribute IntsAttr(const std::string& name, std::vector<int64_t> v) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
-Attribute FloatAttr(const std::string& name, float v) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = v;
-  return a;
-}
+using testing::OpNode;
+using testing::RunRefKernel;
 
 // Runs the reference kernel of `op_type` at `opset` on `inputs` (an undefined
 // tensor marks an absent optional input); returns all `num_outputs` outputs.
 StatusOr<std::vector<Tensor>> RunOpAll(const std::string& op_type, int opset, const std::vector<Tensor>& inputs,
                                        std::vector<Attribute> attrs = {}, size_t num_outputs = 1,
                                        ThreadPool* pool = nullptr) {
-  Node node;
-  node.name = "my_node";
-  node.op_type = op_type;
-  node.attributes = std::move(attrs);
-  std::vector<const Tensor*> ptrs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    node.inputs.push_back(inputs[i].defined() ? "in" + std::to_string(i) : "");
-    ptrs.push_back(inputs[i].defined() ? &inputs[i] : nullptr);
-  }
-  for (size_t i = 0; i < num_outputs; ++i) node.outputs.push_back("out" + std::to_string(i));
-  const KernelDef* def = KernelRegistry::Reference().Find(op_type, "", opset);
-  if (def == nullptr) return Status::NotFound("no kernel for " + op_type);
-  OpContext ctx(node, opset, std::move(ptrs), pool);
-  SPARQ_RETURN_IF_ERROR(def->fn(ctx));
-  return ctx.outputs();
+  return RunRefKernel(OpNode(op_type, std::move(attrs), "my_node"), opset, inputs, num_outputs, pool);
 }
 
 StatusOr<Tensor> RunOp(const std::string& op_type, int opset, const std::vector<Tensor>& inputs,
@@ -87,21 +53,21 @@ Tensor Iota234() {
 
 TEST(ReduceKernels, AxesInputWithNegativeAxesAndNoKeepdims) {
   // Sum over axes {-1, 0}: out[j] = sum_{i,k} x[i, j, k].
-  auto out = RunOp("ReduceSum", 13, {Iota234(), Tensor::FromVector<int64_t>({2}, {-1, 0})}, {IntAttr("keepdims", 0)});
+  auto out = RunOp("ReduceSum", 13, {Iota234(), Tensor::FromVector<int64_t>({2}, {-1, 0})}, {Attribute::Int("keepdims", 0)});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(out->shape(), (Shape{3}));
   EXPECT_EQ(Values(*out), (std::vector<float>{60, 92, 124}));
 }
 
 TEST(ReduceKernels, AxesAttributeBeforeOpset18) {
-  auto out = RunOp("ReduceMax", 13, {Iota234()}, {IntsAttr("axes", {1})});
+  auto out = RunOp("ReduceMax", 13, {Iota234()}, {Attribute::Ints("axes", {1})});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(out->shape(), (Shape{2, 1, 4}));
   EXPECT_EQ(Values(*out), (std::vector<float>{8, 9, 10, 11, 20, 21, 22, 23}));
 }
 
 TEST(ReduceKernels, NoAxesReducesEverythingUnlessNoop) {
-  auto all = RunOp("ReduceMean", 18, {Iota234()}, {IntAttr("keepdims", 0)});
+  auto all = RunOp("ReduceMean", 18, {Iota234()}, {Attribute::Int("keepdims", 0)});
   ASSERT_TRUE(all.ok()) << all.status().ToString();
   EXPECT_EQ(all->shape(), Shape{});
   EXPECT_FLOAT_EQ(Values(*all)[0], 11.5f);
@@ -109,7 +75,7 @@ TEST(ReduceKernels, NoAxesReducesEverythingUnlessNoop) {
   // noop_with_empty_axes with an empty axes input reduces over no axis:
   // ReduceL2 then is |x| elementwise.
   Tensor x = Tensor::FromVector<float>({2, 2}, {-3, 4, 0, -1});
-  auto noop = RunOp("ReduceL2", 18, {x, Tensor(DataType::kInt64, {0})}, {IntAttr("noop_with_empty_axes", 1)});
+  auto noop = RunOp("ReduceL2", 18, {x, Tensor(DataType::kInt64, {0})}, {Attribute::Int("noop_with_empty_axes", 1)});
   ASSERT_TRUE(noop.ok()) << noop.status().ToString();
   EXPECT_EQ(noop->shape(), (Shape{2, 2}));
   EXPECT_EQ(Values(*noop), (std::vector<float>{3, 4, 0, 1}));
@@ -139,7 +105,7 @@ TEST(ReduceKernels, EmptySetGivesIdentityOfTheOperation) {
 
 TEST(ReduceKernels, IntegerAndHalfInputs) {
   Tensor x = Tensor::FromVector<int32_t>({2, 2}, {1, -7, 3, 4});
-  auto out = RunOp("ReduceL1", 18, {x, Tensor::FromVector<int64_t>({1}, {1})}, {IntAttr("keepdims", 0)});
+  auto out = RunOp("ReduceL1", 18, {x, Tensor::FromVector<int64_t>({1}, {1})}, {Attribute::Int("keepdims", 0)});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(out->dtype(), DataType::kInt32);
   EXPECT_EQ(Values(*out), (std::vector<float>{8, 7}));
@@ -152,7 +118,7 @@ TEST(ReduceKernels, IntegerAndHalfInputs) {
 }
 
 TEST(ReduceKernels, OutOfRangeAxisNamesTheNode) {
-  auto out = RunOp("ReduceMean", 13, {Iota234()}, {IntsAttr("axes", {3})});
+  auto out = RunOp("ReduceMean", 13, {Iota234()}, {Attribute::Ints("axes", {3})});
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kInvalidArgument);
   EXPECT_NE(out.status().message().find("my_node"), std::string::npos) << out.status().message();
@@ -163,7 +129,7 @@ TEST(ReduceKernels, OutOfRangeAxisNamesTheNode) {
   ASSERT_FALSE(dup.ok());
   EXPECT_NE(dup.status().message().find("more than once"), std::string::npos) << dup.status().message();
 
-  auto arg = RunOp("ArgMax", 13, {Iota234()}, {IntAttr("axis", -4)});
+  auto arg = RunOp("ArgMax", 13, {Iota234()}, {Attribute::Int("axis", -4)});
   ASSERT_FALSE(arg.ok());
   EXPECT_NE(arg.status().message().find("my_node"), std::string::npos) << arg.status().message();
 }
@@ -188,8 +154,8 @@ TEST(ReduceKernels, ResultsDoNotDependOnThreadCount) {
 
 TEST(ArgKernels, SelectLastIndexOnTies) {
   Tensor x = Tensor::FromVector<int32_t>({2, 3}, {5, 1, 5, 2, 2, 0});
-  auto first = RunOp("ArgMax", 13, {x}, {IntAttr("axis", 1), IntAttr("keepdims", 0)});
-  auto last = RunOp("ArgMax", 13, {x}, {IntAttr("axis", 1), IntAttr("keepdims", 0), IntAttr("select_last_index", 1)});
+  auto first = RunOp("ArgMax", 13, {x}, {Attribute::Int("axis", 1), Attribute::Int("keepdims", 0)});
+  auto last = RunOp("ArgMax", 13, {x}, {Attribute::Int("axis", 1), Attribute::Int("keepdims", 0), Attribute::Int("select_last_index", 1)});
   ASSERT_TRUE(first.ok() && last.ok());
   EXPECT_EQ(first->dtype(), DataType::kInt64);
   EXPECT_EQ(Values(*first), (std::vector<float>{0, 0}));
@@ -214,8 +180,8 @@ TEST(SoftmaxKernels, LargeValuesStayFinite) {
 TEST(SoftmaxKernels, Opset11CoercesTo2DAtAxis) {
   // axis=0 before opset 13 normalizes over all 6 elements; from 13 over each column.
   Tensor x = Tensor::FromVector<float>({2, 3}, {0, 0, 0, 0, 0, std::log(2.0f)});
-  auto old = RunOp("Softmax", 11, {x}, {IntAttr("axis", 0)});
-  auto now = RunOp("Softmax", 13, {x}, {IntAttr("axis", 0)});
+  auto old = RunOp("Softmax", 11, {x}, {Attribute::Int("axis", 0)});
+  auto now = RunOp("Softmax", 13, {x}, {Attribute::Int("axis", 0)});
   ASSERT_TRUE(old.ok() && now.ok());
   const std::vector<float> o = Values(*old), n = Values(*now);
   EXPECT_NEAR(o[0], 1.0f / 7.0f, 1e-6);
@@ -234,7 +200,7 @@ TEST(NormKernels, LayerNormMatchesHandComputation) {
   Tensor scale = Tensor::FromVector<float>({3}, {1, 2, 0.5f});
   Tensor bias = Tensor::FromVector<float>({3}, {0, 1, -1});
   const float eps = 1e-3f;
-  auto outs = RunOpAll("LayerNormalization", 17, {x, scale, bias}, {FloatAttr("epsilon", eps)}, 3);
+  auto outs = RunOpAll("LayerNormalization", 17, {x, scale, bias}, {Attribute::Float("epsilon", eps)}, 3);
   ASSERT_TRUE(outs.ok()) << outs.status().ToString();
   const double inv0 = 1.0 / std::sqrt(2.0 / 3.0 + eps), inv1 = 1.0 / std::sqrt(8.0 / 3.0 + eps);
   const std::vector<double> want = {-1 * inv0 * 1 + 0, 0 * inv0 * 2 + 1, 1 * inv0 * 0.5 - 1,

@@ -11,55 +11,20 @@
 #include "kernels/registry.h"
 #include "sparq/graph.h"
 #include "sparq/tensor.h"
+#include "kernels/op_test_util.h"
 
 namespace sparq {
 namespace {
 
-Attribute IntAttr(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-
-Attribute IntsAttr(const std::string& name, std::vector<int64_t> v) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-
-Attribute StringAttr(const std::string& name, const std::string& v) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kString;
-  a.s = v;
-  return a;
-}
+using testing::OpNode;
+using testing::RunRefKernel;
 
 // Runs the reference kernel of `op_type` at `opset` on `inputs` (an undefined
 // tensor marks an absent optional input) and returns its outputs.
 StatusOr<std::vector<Tensor>> RunOp(const std::string& op_type, int opset, const std::vector<Tensor>& inputs,
                                     std::vector<Attribute> attrs = {}, int num_outputs = 1,
                                     const std::string& name = "n") {
-  Node node;
-  node.name = name;
-  node.op_type = op_type;
-  node.attributes = std::move(attrs);
-  std::vector<const Tensor*> ptrs;
-  for (size_t i = 0; i < inputs.size(); ++i) {
-    node.inputs.push_back(inputs[i].defined() ? "in" + std::to_string(i) : "");
-    ptrs.push_back(inputs[i].defined() ? &inputs[i] : nullptr);
-  }
-  for (int i = 0; i < num_outputs; ++i) node.outputs.push_back("out" + std::to_string(i));
-  const KernelDef* def = KernelRegistry::Reference().Find(op_type, "", opset);
-  if (def == nullptr) return Status::NotFound("no kernel for " + op_type);
-  OpContext ctx(node, opset, ptrs, nullptr);
-  Status st = def->fn(ctx);
-  if (!st.ok()) return st;
-  return ctx.outputs();
+  return RunRefKernel(OpNode(op_type, std::move(attrs), name), opset, inputs, static_cast<size_t>(num_outputs));
 }
 
 Tensor Iota(Shape shape) {
@@ -88,7 +53,7 @@ TEST(TensorOpsTest, ReshapeCopiesZeroAndInfersMinusOne) {
 
 TEST(TensorOpsTest, ReshapeAllowZeroKeepsZero) {
   Tensor empty(DataType::kFloat32, {0, 3});
-  auto out = RunOp("Reshape", 14, {empty, Ints({3, 0})}, {IntAttr("allowzero", 1)});
+  auto out = RunOp("Reshape", 14, {empty, Ints({3, 0})}, {Attribute::Int("allowzero", 1)});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ((*out)[0].shape(), (Shape{3, 0}));
   // Without allowzero the 0 copies input dimension 1 (3): 0 elements into [3, 3] fails.
@@ -128,18 +93,18 @@ TEST(TensorOpsTest, SliceNegativeStepWithClampedEnds) {
 
 TEST(TensorOpsTest, SliceOpset1UsesAttributes) {
   auto out = RunOp("Slice", 9, {Iota({2, 4})},
-                   {IntsAttr("starts", {1}), IntsAttr("ends", {1000}), IntsAttr("axes", {1})});
+                   {Attribute::Ints("starts", {1}), Attribute::Ints("ends", {1000}), Attribute::Ints("axes", {1})});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(Floats((*out)[0]), (std::vector<float>{1, 2, 3, 5, 6, 7}));
 }
 
 TEST(TensorOpsTest, PadReflectAndEdge) {
   Tensor x = Tensor::FromVector<int32_t>({2, 3}, {1, 2, 3, 4, 5, 6});
-  auto out = RunOp("Pad", 13, {x, Ints({0, 2, 0, 1})}, {StringAttr("mode", "reflect")});
+  auto out = RunOp("Pad", 13, {x, Ints({0, 2, 0, 1})}, {Attribute::String("mode", "reflect")});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ((*out)[0].shape(), (Shape{2, 6}));
   EXPECT_EQ(Floats((*out)[0]), (std::vector<float>{3, 2, 1, 2, 3, 2, 6, 5, 4, 5, 6, 5}));
-  out = RunOp("Pad", 13, {x, Ints({1, 0, 0, 1})}, {StringAttr("mode", "edge")});
+  out = RunOp("Pad", 13, {x, Ints({1, 0, 0, 1})}, {Attribute::String("mode", "edge")});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(Floats((*out)[0]), (std::vector<float>{1, 2, 3, 3, 1, 2, 3, 3, 4, 5, 6, 6}));
 }
@@ -155,19 +120,19 @@ TEST(TensorOpsTest, PadConstantWithCropAndAttributeForm) {
   value.name = "value";
   value.kind = Attribute::Kind::kFloat;
   value.f = -1.0f;
-  out = RunOp("Pad", 2, {Iota({2})}, {IntsAttr("pads", {1, 0}), value});
+  out = RunOp("Pad", 2, {Iota({2})}, {Attribute::Ints("pads", {1, 0}), value});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(Floats((*out)[0]), (std::vector<float>{-1, 0, 1}));
 }
 
 TEST(TensorOpsTest, PadWrapWithAxes) {
-  auto out = RunOp("Pad", 19, {Iota({2, 3}), Ints({1, 2}), Tensor(), Ints({-1})}, {StringAttr("mode", "wrap")});
+  auto out = RunOp("Pad", 19, {Iota({2, 3}), Ints({1, 2}), Tensor(), Ints({-1})}, {Attribute::String("mode", "wrap")});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(Floats((*out)[0]), (std::vector<float>{2, 0, 1, 2, 0, 1, 5, 3, 4, 5, 3, 4}));
 }
 
 TEST(TensorOpsTest, SplitUnevenLastChunkOpset18) {
-  auto out = RunOp("Split", 18, {Iota({5})}, {IntAttr("num_outputs", 3)}, 3);
+  auto out = RunOp("Split", 18, {Iota({5})}, {Attribute::Int("num_outputs", 3)}, 3);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   EXPECT_EQ(Floats((*out)[0]), (std::vector<float>{0, 1}));
   EXPECT_EQ(Floats((*out)[1]), (std::vector<float>{2, 3}));
@@ -206,10 +171,10 @@ TEST(TensorOpsTest, SqueezeRejectsNonUnitAxis) {
 }
 
 TEST(TensorOpsTest, CastToStringIsNotSupported) {
-  auto out = RunOp("Cast", 13, {Iota({2})}, {IntAttr("to", 8)});
+  auto out = RunOp("Cast", 13, {Iota({2})}, {Attribute::Int("to", 8)});
   ASSERT_FALSE(out.ok());
   EXPECT_EQ(out.status().code(), StatusCode::kNotSupported);
-  out = RunOp("Cast", 13, {Tensor::FromVector<float>({3}, {-1.5f, 0.0f, 2.7f})}, {IntAttr("to", 9)});
+  out = RunOp("Cast", 13, {Tensor::FromVector<float>({3}, {-1.5f, 0.0f, 2.7f})}, {Attribute::Int("to", 9)});
   ASSERT_TRUE(out.ok());
   EXPECT_EQ((*out)[0].dtype(), DataType::kBool);
   EXPECT_EQ(Floats((*out)[0]), (std::vector<float>{1, 0, 1}));
@@ -224,10 +189,10 @@ TEST(TensorOpsTest, TopKKeepsLowerIndexOnTies) {
 }
 
 TEST(TensorOpsTest, ConcatMismatchNamesBothShapes) {
-  auto out = RunOp("Concat", 13, {Iota({2, 3}), Iota({2, 4})}, {IntAttr("axis", 0)});
+  auto out = RunOp("Concat", 13, {Iota({2, 3}), Iota({2, 4})}, {Attribute::Int("axis", 0)});
   ASSERT_FALSE(out.ok());
   EXPECT_NE(out.status().message().find("[2, 4]"), std::string::npos) << out.status().message();
-  out = RunOp("Concat", 13, {Iota({2, 3}), Iota({2, 4})}, {IntAttr("axis", -1)});
+  out = RunOp("Concat", 13, {Iota({2, 3}), Iota({2, 4})}, {Attribute::Int("axis", -1)});
   ASSERT_TRUE(out.ok());
   EXPECT_EQ((*out)[0].shape(), (Shape{2, 7}));
 }

@@ -11,21 +11,6 @@
 namespace sparq {
 namespace {
 
-Attribute Ints(const std::string& name, std::vector<int64_t> v) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute Int(const std::string& name, int64_t v) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kInt;
-  a.i = v;
-  return a;
-}
-
 // x[n,3,8,8] -> conv1 -> bn -> relu -> conv2(1x1) -> gap -> flatten -> fc(Gemm, transB) -> y[n,5]
 Model SmallCnn() {
   Model m;
@@ -43,13 +28,13 @@ Model SmallCnn() {
   g.initializers["w3"] = testing::RandomFloats({5, 6}, 8, -0.5f, 0.5f);
   g.initializers["b3"] = testing::RandomFloats({5}, 9, -0.1f, 0.1f);
   g.initializers["shape"] = Tensor::FromVector<int64_t>({2}, {0, -1});
-  g.nodes.push_back({"conv1", "Conv", "", {"x", "w1", "b1"}, {"c1"}, {Ints("pads", {1, 1, 1, 1})}, ""});
+  g.nodes.push_back({"conv1", "Conv", "", {"x", "w1", "b1"}, {"c1"}, {Attribute::Ints("pads", {1, 1, 1, 1})}, ""});
   g.nodes.push_back({"bn", "BatchNormalization", "", {"c1", "gamma", "beta", "mean", "var"}, {"n1"}, {}, ""});
   g.nodes.push_back({"relu", "Relu", "", {"n1"}, {"r1"}, {}, ""});
   g.nodes.push_back({"conv2", "Conv", "", {"r1", "w2"}, {"c2"}, {}, ""});
   g.nodes.push_back({"gap", "GlobalAveragePool", "", {"c2"}, {"p"}, {}, ""});
   g.nodes.push_back({"flat", "Reshape", "", {"p", "shape"}, {"f"}, {}, ""});
-  g.nodes.push_back({"fc", "Gemm", "", {"f", "w3", "b3"}, {"y"}, {Int("transB", 1)}, ""});
+  g.nodes.push_back({"fc", "Gemm", "", {"f", "w3", "b3"}, {"y"}, {Attribute::Int("transB", 1)}, ""});
   return m;
 }
 
