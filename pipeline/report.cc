@@ -73,6 +73,13 @@ std::string RunReport::ToJson() const {
   for (const auto& f : fallback)
     fb.push_back({{"node", f.node}, {"to", f.to}, {"sqnr_db", NullIfInf(f.sqnr_db)}, {"metric_after", f.metric_after}});
   j["fallback"] = fb;
+  if (pruned) {
+    json steps = json::array();
+    for (const auto& st : prune_steps)
+      steps.push_back({{"step", st.step}, {"target", st.target}, {"sparsity", st.sparsity},
+                       {"metric_without_recovery", st.metric_masked}, {"metric", st.metric}, {"accepted", st.acceptable}});
+    j["prune"] = {{"steps", steps}, {"summary", prune_text}};
+  }
   j["warnings"] = warnings;
   json stages = json::object();
   for (const auto& [s, sec] : stage_seconds) stages[s] = sec;
@@ -121,6 +128,14 @@ std::string RunReport::ToMarkdown() const {
          << " after: " << Fixed(f.metric_after) << "\n";
     os << "\n";
   }
+  if (pruned) {
+    os << "Pruning steps (metric of the pruned FP32 model, without and with recovery):\n\n"
+       << "| step | target | sparsity | " << metric << " masked | " << metric << " recovered | accepted |\n|---|---|---|---|---|---|\n";
+    for (const auto& st : prune_steps)
+      os << "| " << st.step << " | " << Fixed(100 * st.target, 1) << "% | " << Fixed(100 * st.sparsity, 1) << "% | "
+         << Fixed(st.metric_masked) << " | " << Fixed(st.metric) << " | " << (st.acceptable ? "yes" : "no") << " |\n";
+    os << "\n```\n" << prune_text << "```\n\n";
+  }
   for (const auto& w : warnings) os << "> warning: " << w << "\n";
   return os.str();
 }
@@ -140,6 +155,9 @@ std::string RunReport::ToText() const {
     for (const auto& l : layers)
       if (l.precision != Precision::kINT8) os << "              " << l.node << ": " << PrecisionName(l.precision) << " (" << l.reason << ")\n";
   }
+  for (const auto& st : prune_steps)
+    os << "  prune step  " << st.step << ": sparsity " << Fixed(100 * st.sparsity, 1) << "%, " << metric << " "
+       << Fixed(st.metric_masked) << " masked -> " << Fixed(st.metric) << " recovered" << (st.acceptable ? "" : " (rejected)") << "\n";
   for (const auto& f : fallback) os << "  fallback    " << f.node << " -> " << f.to << " (SQNR " << Fixed(f.sqnr_db, 1) << " dB)\n";
   for (const auto& w : warnings) os << "  warning     " << w << "\n";
   os << "  gate        " << (passed ? "PASS" : "FAIL") << ": " << Verdict(*this) << "\n";

@@ -5,8 +5,10 @@
 #include <cstdio>
 #include <filesystem>
 #include <map>
+#include <memory>
 
 #include "pipeline/data_prep.h"
+#include "pipeline/prune_stage.h"
 #include "runtime/dataset.h"
 #include "sparq/calibrate.h"
 #include "sparq/evaluate.h"
@@ -81,7 +83,9 @@ class Runner {
     return result;
   }
   EvalOptions BaseEvalOptions(const std::string& stage) const;
+  BatchSource Batches(const std::string& path, int64_t limit) const;
   StatusOr<CalibrationTable> CalibrateModel();
+  Status PruneStage(double dense_metric);
   StatusOr<EvalReport> EvaluateModel(const std::string& path, bool with_reference, const std::string& stage);
   double MetricOf(const EvalReport& e, bool is_fp32) const;
   Status WriteOutputModel(const Model& m);
@@ -93,7 +97,7 @@ class Runner {
   RunReport report_;
   Model fp32_;
   std::string calib_path_, eval_path_;  // data after preprocessing
-  std::string tmp_dir_;
+  std::unique_ptr<TempFolder> tmp_;
 };
 
 EvalOptions Runner::BaseEvalOptions(const std::string& stage) const {
@@ -134,24 +138,34 @@ double Runner::MetricOf(const EvalReport& e, bool is_fp32) const {
   return 0.0;
 }
 
-StatusOr<CalibrationTable> Runner::CalibrateModel() {
-  std::vector<ValueInfo> optional = fp32_.graph.initializer_inputs;
-  SPARQ_ASSIGN_OR_RETURN(auto data, Dataset::Open(calib_path_, fp32_.graph.inputs, optional));
-  const int64_t limit = r_.data.calibration_samples;
-  int64_t seen = 0;
-  Dataset* ds = data.get();
-  BatchFn next = [&](TensorMap* batch) -> StatusOr<bool> {
-    if (limit > 0 && seen >= limit) return false;
-    int64_t want = r_.data.batch_size;
-    const ValueInfo& in = fp32_.graph.inputs.front();
-    if (in.has_shape && !in.dims.empty() && in.dims[0].known()) want = in.dims[0].value;
-    if (limit > 0) want = std::min(want, limit - seen);
-    int64_t rows = 0;
-    SPARQ_RETURN_IF_ERROR(ds->Next(want, batch, &rows));
-    if (rows == 0) return false;
-    seen += rows;
-    return true;
+// Batches of `path`, at most `limit` samples (0 = all); each call of the
+// returned source reads the data again from the start.
+BatchSource Runner::Batches(const std::string& path, int64_t limit) const {
+  const Graph& g = fp32_.graph;
+  int64_t size = r_.data.batch_size;
+  const ValueInfo& in = g.inputs.front();
+  if (in.has_shape && !in.dims.empty() && in.dims[0].known()) size = in.dims[0].value;  // fixed batch
+  return [path, limit, size, inputs = g.inputs, optional = g.initializer_inputs]() -> BatchFn {
+    std::shared_ptr<Dataset> ds;
+    auto seen = std::make_shared<int64_t>(0);
+    return [=](TensorMap* batch) mutable -> StatusOr<bool> {
+      if (!ds) {
+        SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> opened, Dataset::Open(path, inputs, optional));
+        ds = std::move(opened);
+      }
+      if (limit > 0 && *seen >= limit) return false;
+      const int64_t want = limit > 0 ? std::min(size, limit - *seen) : size;
+      int64_t rows = 0;
+      SPARQ_RETURN_IF_ERROR(ds->Next(want, batch, &rows));
+      *seen += rows;
+      return rows > 0;
+    };
   };
+}
+
+StatusOr<CalibrationTable> Runner::CalibrateModel() {
+  const int64_t limit = r_.data.calibration_samples;
+  BatchFn next = Batches(calib_path_, limit)();
   CalibrationOptions c;
   c.method = r_.quantize.calibration.method;
   c.bins = r_.quantize.calibration.bins;
@@ -159,10 +173,7 @@ StatusOr<CalibrationTable> Runner::CalibrateModel() {
   c.symmetric = r_.quantize.calibration.symmetric;
   c.threads = r_.evaluate.threads;
   int64_t total_batches = -1;
-  if (ds->total() > 0) {
-    int64_t n = limit > 0 ? std::min(limit, ds->total()) : ds->total();
-    total_batches = (n + r_.data.batch_size - 1) / r_.data.batch_size;
-  }
+  if (limit > 0) total_batches = (limit + r_.data.batch_size - 1) / r_.data.batch_size;
   if (o_.on_progress) {
     auto cb = o_.on_progress;
     c.progress = [cb, total_batches](int64_t done) { cb({"calibrate", done, total_batches}); };
@@ -227,6 +238,28 @@ StatusOr<std::vector<std::pair<std::string, double>>> Runner::LayerSqnr(const Mo
   return out;
 }
 
+Status Runner::PruneStage(double dense_metric) {
+  const std::string candidate = tmp_->path("prune_candidate.onnx");
+  ModelMetricFn metric = [&](const Model& m) -> StatusOr<double> {
+    SPARQ_RETURN_IF_ERROR(SaveModel(m, candidate));
+    SPARQ_ASSIGN_OR_RETURN(EvalReport e, EvaluateModel(candidate, true, "prune: evaluate"));
+    return MetricOf(e, false);
+  };
+  double max_drop = r_.evaluate.gate.max_drop;
+  if (r_.evaluate.gate.relative) max_drop *= std::fabs(dense_metric);
+  auto log = [this](const std::string& line) { Log(line); };
+  SPARQ_ASSIGN_OR_RETURN(PruneResult result, RunPruneStage(r_, fp32_, Batches(calib_path_, r_.data.calibration_samples),
+                                                           metric, dense_metric, max_drop, log));
+  report_.pruned = true;
+  report_.prune_text = result.report.ToText();
+  for (const auto& st : result.report.steps) {
+    report_.prune_steps.push_back({st.step, st.target, st.sparsity, st.metric_masked, st.metric, st.acceptable});
+  }
+  if (result.report.stopped_early) report_.warnings.push_back("prune: " + result.report.stop_message);
+  fp32_ = std::move(result.model);
+  return Status::OK();
+}
+
 StatusOr<RunReport> Runner::Run() {
   report_.recipe = r_.source;
   report_.name = r_.name;
@@ -250,15 +283,21 @@ StatusOr<RunReport> Runner::Run() {
   SPARQ_RETURN_IF_ERROR(CheckSupported(fp32_));
   if (fp32_.graph.inputs.empty()) return Status::InvalidArgument(r_.model + ": the model has no inputs");
   report_.fp32_bytes = static_cast<int64_t>(fs::file_size(r_.model, ec));
-  if (r_.prune.enabled) {
-    return Status::NotSupported("prune: pruning is not available in this build yet (set prune.enabled: false)");
-  }
 
   // Data, preprocessed once into temporary files when the recipe asks for it.
-  TempFolder tmp(r_.output.dir);
+  tmp_ = std::make_unique<TempFolder>(r_.output.dir);
   SPARQ_ASSIGN_OR_RETURN(calib_path_, PrepareData(r_.data.calibration.empty() ? r_.data.evaluation : r_.data.calibration,
-                                                  r_.data, fp32_, tmp.path("calibration.npz")));
-  SPARQ_ASSIGN_OR_RETURN(eval_path_, PrepareData(r_.data.evaluation, r_.data, fp32_, tmp.path("evaluation.npz")));
+                                                  r_.data, fp32_, tmp_->path("calibration.npz")));
+  SPARQ_ASSIGN_OR_RETURN(eval_path_, PrepareData(r_.data.evaluation, r_.data, fp32_, tmp_->path("evaluation.npz")));
+
+  Log("evaluate fp32");
+  SPARQ_ASSIGN_OR_RETURN(EvalReport fp32_eval, Timed("evaluate fp32", [&] { return EvaluateModel(r_.model, false, "evaluate fp32"); }));
+  report_.fp32_metric = MetricOf(fp32_eval, true);
+
+  if (r_.prune.enabled) {
+    Log("prune (" + r_.prune.structure.ToString() + ")");
+    SPARQ_RETURN_IF_ERROR(Timed("prune", [&] { return PruneStage(report_.fp32_metric); }));
+  }
 
   // Calibrate (also for FP16: the table tells which values are float32).
   Log("calibrate (" + std::string(CalibrationMethodName(r_.quantize.calibration.method)) + ") on " + r_.data.calibration);
@@ -285,8 +324,6 @@ StatusOr<RunReport> Runner::Run() {
   SPARQ_RETURN_IF_ERROR(WriteOutputModel(compressed));
 
   Log("evaluate");
-  SPARQ_ASSIGN_OR_RETURN(EvalReport fp32_eval, Timed("evaluate fp32", [&] { return EvaluateModel(r_.model, false, "evaluate fp32"); }));
-  report_.fp32_metric = MetricOf(fp32_eval, true);
   auto judge = [&](const EvalReport& e) {
     report_.output_metric = MetricOf(e, false);
     report_.top1_agreement = 100.0 * e.top1_agreement();

@@ -37,6 +37,15 @@ struct FallbackStep {
   double metric_after = 0.0;
 };
 
+// One step of progressive pruning.
+struct PruneStepLine {
+  int step = 0;
+  double target = 0.0, sparsity = 0.0;
+  double metric_masked = 0.0;  // before recovery
+  double metric = 0.0;         // after recovery
+  bool acceptable = true;
+};
+
 struct RunReport {
   std::string recipe;         // recipe file
   std::string name;
@@ -56,6 +65,9 @@ struct RunReport {
   int64_t eval_samples = 0;
   std::vector<LayerDecision> layers;  // final precision of each weighted layer
   std::vector<FallbackStep> fallback;
+  bool pruned = false;
+  std::string prune_text;              // PruneReport::ToText(): plan, steps, final sparsity per layer
+  std::vector<PruneStepLine> prune_steps;
   std::vector<std::string> warnings;
   std::vector<std::pair<std::string, double>> stage_seconds;
 

@@ -1,0 +1,87 @@
+#include "pipeline/prune_stage.h"
+
+namespace sparq {
+namespace {
+
+PruneStructure ToStructure(const RecipePrune::Structure& s) {
+  switch (s.kind) {
+    case RecipePrune::Structure::Kind::kUnstructured: return PruneStructure::Unstructured();
+    case RecipePrune::Structure::Kind::kBlock: return PruneStructure::Block(s.block_rows, s.block_cols);
+    case RecipePrune::Structure::Kind::kNM: return PruneStructure::NM(s.n, s.m);
+    case RecipePrune::Structure::Kind::kChannel: return PruneStructure::Channel();
+    case RecipePrune::Structure::Kind::kAuto: return PruneStructure::Auto();
+  }
+  return PruneStructure::Unstructured();
+}
+
+}  // namespace
+
+StatusOr<PruneOptions> ToPruneOptions(const Recipe& recipe) {
+  const RecipePrune& p = recipe.prune;
+  PruneOptions o;
+  o.structure = ToStructure(p.structure);
+  o.sparsity = p.structure.kind == RecipePrune::Structure::Kind::kNM && p.sparsity == 0.0 ? 0.0 : p.sparsity;
+  switch (p.schedule) {
+    case RecipePrune::Schedule::kOneShot: o.schedule = PruneSchedule::kOneShot; break;
+    case RecipePrune::Schedule::kLinear: o.schedule = PruneSchedule::kLinear; break;
+    case RecipePrune::Schedule::kAgp: o.schedule = PruneSchedule::kAgp; break;
+  }
+  o.steps = p.steps;
+  o.scope = p.scope == RecipePrune::Scope::kGlobal ? PruneScope::kGlobal : PruneScope::kLayer;
+  switch (p.score) {
+    case RecipePrune::Score::kMagnitude: o.score = PruneScore::kMagnitude; break;
+    case RecipePrune::Score::kL1: o.score = PruneScore::kL1; break;
+    case RecipePrune::Score::kL2: o.score = PruneScore::kL2; break;
+    case RecipePrune::Score::kActivation: o.score = PruneScore::kActivation; break;
+  }
+  o.recovery = p.recovery;
+  o.skip_first_last = p.skip_first_last;
+  o.threads = recipe.evaluate.threads;
+  o.recovery_options.threads = recipe.evaluate.threads;
+  for (const auto& rule : p.layers) {
+    PruneLayerRule r;
+    r.match = rule.match;
+    r.sparsity = rule.sparsity;
+    if (rule.structure) r.structure = ToStructure(*rule.structure);
+    o.layers.push_back(std::move(r));
+  }
+  SPARQ_RETURN_IF_ERROR(ValidatePruneOptions(o).WithContext("prune"));
+  return o;
+}
+
+StatusOr<PruneResult> RunPruneStage(const Recipe& recipe, const Model& model, const BatchSource& calibration,
+                                    const ModelMetricFn& metric, double dense_metric, double max_drop,
+                                    const std::function<void(const std::string&)>& log) {
+  SPARQ_ASSIGN_OR_RETURN(PruneOptions options, ToPruneOptions(recipe));
+  options.log = log;
+  options.recovery_options.log = log;
+  PruneMetricFn judge = [&](const Model& m) -> StatusOr<PruneEvaluation> {
+    SPARQ_ASSIGN_OR_RETURN(double value, metric(m));
+    PruneEvaluation e;
+    e.metric = value;
+    const double drop = dense_metric - value;
+    e.acceptable = drop <= max_drop;
+    if (!e.acceptable) e.note = "metric drop " + std::to_string(drop) + " exceeds the gate's " + std::to_string(max_drop);
+    return e;
+  };
+  if (recipe.prune.sensitivity) {
+    // Scan each layer alone, then give the insensitive layers more sparsity.
+    SensitivityOptions s;
+    s.structure = options.structure;
+    s.score = options.score;
+    s.sparsities = recipe.prune.sensitivity->sparsities;
+    s.skip_first_last = options.skip_first_last;
+    s.threads = options.threads;
+    s.log = log;
+    SPARQ_ASSIGN_OR_RETURN(SensitivityTable table, SensitivityAnalysis(model, s, calibration, judge));
+    SPARQ_ASSIGN_OR_RETURN(SparsityAllocation alloc,
+                           AllocateSparsity(table, options.sparsity, recipe.prune.sensitivity->budget));
+    if (log) log("prune: sensitivity allocation: " + alloc.message);
+    std::vector<PruneLayerRule> rules = alloc.ToRules();
+    rules.insert(rules.end(), options.layers.begin(), options.layers.end());
+    options.layers = std::move(rules);
+  }
+  return PruneModel(model, options, calibration, judge);
+}
+
+}  // namespace sparq

@@ -1,0 +1,27 @@
+// The pruning stage of `sparq run` (internal): recipe -> PruneOptions ->
+// PruneModel, with the evaluation set as the metric and the gate as the limit.
+#pragma once
+
+#include <functional>
+#include <string>
+
+#include "sparq/prune.h"
+#include "sparq/recipe.h"
+
+namespace sparq {
+
+// Maps the recipe's prune section (validated by the parser) to options.
+StatusOr<PruneOptions> ToPruneOptions(const Recipe& recipe);
+
+// Evaluates a candidate model and returns its metric; the pipeline supplies it.
+using ModelMetricFn = std::function<StatusOr<double>(const Model& model)>;
+
+// Prunes `model`: per-layer sparsities from a sensitivity scan when the recipe
+// has prune.sensitivity, then the schedule with recovery on `calibration`
+// data, stopping before a step whose metric drop from `dense_metric` exceeds
+// `max_drop`. Returns the pruned model and its report.
+StatusOr<PruneResult> RunPruneStage(const Recipe& recipe, const Model& model, const BatchSource& calibration,
+                                    const ModelMetricFn& metric, double dense_metric, double max_drop,
+                                    const std::function<void(const std::string&)>& log);
+
+}  // namespace sparq

@@ -1,0 +1,441 @@
+// Weighted layers (Conv / Gemm / MatMul with a constant weight), their GEMM
+// views, option checks, and the per-layer plan (structure, target, or why a
+// layer stays dense).
+#include <algorithm>
+#include <cmath>
+#include <regex>
+#include <set>
+
+#include "prune/internal.h"
+
+namespace sparq {
+
+namespace prune_internal {
+
+bool NameMatches(const std::string& pattern, const std::string& name) {
+  if (pattern == name) return true;
+  try {
+    return std::regex_match(name, std::regex(pattern, std::regex::ECMAScript));
+  } catch (const std::regex_error&) {
+    return false;
+  }
+}
+
+Status CheckPattern(const std::string& pattern, const std::string& what) {
+  if (pattern.empty()) return Status::InvalidArgument(what + ": match is empty");
+  try {
+    std::regex re(pattern, std::regex::ECMAScript);
+  } catch (const std::regex_error& e) {
+    return Status::InvalidArgument(what + ": '" + pattern + "' is not a valid regular expression (" + e.what() + ")");
+  }
+  return Status::OK();
+}
+
+std::string EscapeRegex(const std::string& text) {
+  std::string out;
+  for (char c : text) {
+    if (std::string("\\^$.|?*+()[]{}").find(c) != std::string::npos) out += '\\';
+    out += c;
+  }
+  return out;
+}
+
+std::string JoinNames(const std::vector<std::string>& names, size_t limit) {
+  std::string out;
+  for (size_t i = 0; i < names.size() && i < limit; ++i) out += (i ? ", " : "") + names[i];
+  if (names.size() > limit) out += ", ... (" + std::to_string(names.size()) + " in all)";
+  return out.empty() ? "none" : out;
+}
+
+Tensor* MutableWeight(Graph& g, const std::string& name) {
+  auto it = g.initializers.find(name);
+  if (it != g.initializers.end()) return &it->second;
+  for (Node& n : g.nodes) {
+    if (n.op_type != "Constant" || !n.domain.empty() || n.outputs.empty() || n.outputs[0] != name) continue;
+    Attribute* a = n.mutable_attr("value");
+    return a != nullptr && a->kind == Attribute::Kind::kTensor ? &a->t : nullptr;
+  }
+  return nullptr;
+}
+
+std::string FreshName(const Graph& g, const std::string& base) {
+  std::set<std::string> used;
+  for (const auto& kv : g.initializers) used.insert(kv.first);
+  for (const auto& v : g.inputs) used.insert(v.name);
+  for (const Node& n : g.nodes) {
+    used.insert(n.name);
+    for (const auto& o : n.outputs) used.insert(o);
+  }
+  if (!used.count(base)) return base;
+  for (int i = 1;; ++i) {
+    std::string name = base + "_" + std::to_string(i);
+    if (!used.count(name)) return name;
+  }
+}
+
+int CountReaders(const Graph& g, const std::string& value) {
+  int n = 0;
+  for (const Node& node : g.nodes)
+    for (const auto& in : node.inputs) n += in == value;
+  for (const auto& o : g.outputs) n += o.name == value;
+  return n;
+}
+
+int FindNodeIndex(const Graph& g, const std::string& name) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    if (n.name == name || (n.name.empty() && !n.outputs.empty() && n.outputs[0] == name)) return static_cast<int>(i);
+  }
+  return -1;
+}
+
+int64_t CountFloatParams(const Graph& g) {
+  int64_t total = 0;
+  for (const auto& kv : g.initializers)
+    if (kv.second.dtype() == DataType::kFloat32) total += kv.second.numel();
+  for (const Node& n : g.nodes) {
+    if (n.op_type != "Constant") continue;
+    const Attribute* a = n.attr("value");
+    if (a != nullptr && a->kind == Attribute::Kind::kTensor && a->t.dtype() == DataType::kFloat32) total += a->t.numel();
+  }
+  return total;
+}
+
+}  // namespace prune_internal
+
+using namespace prune_internal;  // NOLINT: this file implements them
+
+namespace {
+
+bool IsConstant(const Graph& g, const std::string& value) { return g.FindWeight(value) != nullptr; }
+
+// Fills the layer's GEMM view and support status from its node.
+WeightedLayer DescribeLayer(const Graph& g, const Node& n, const Tensor& w) {
+  WeightedLayer L;
+  L.node = n.name.empty() ? n.outputs[0] : n.name;
+  L.op_type = n.op_type;
+  L.input = n.inputs[0];
+  L.output = n.outputs.empty() ? "" : n.outputs[0];
+  L.weight = n.inputs[1];
+  L.weight_shape = w.shape();
+  auto unsupported = [&](const std::string& why) {
+    if (L.unsupported.empty()) L.unsupported = why;
+  };
+  const std::string shape = ShapeToString(w.shape());
+  if (n.op_type == "Conv") {
+    if (w.rank() < 3) {
+      unsupported("Conv weight " + shape + " has rank below 3");
+    } else {
+      L.rows = w.dim(0);
+      L.cols = NumElements(Shape(w.shape().begin() + 1, w.shape().end()));
+      L.groups = n.attr_int("group", 1);
+      if (L.groups < 1 || L.rows % L.groups != 0) unsupported("Conv group " + std::to_string(L.groups) + " does not divide its " + std::to_string(L.rows) + " output channels");
+    }
+    if (n.inputs.size() > 2 && !n.inputs[2].empty()) L.bias = n.inputs[2];
+  } else if (n.op_type == "Gemm") {
+    if (w.rank() != 2) {
+      unsupported("Gemm weight " + shape + " is not 2-D");
+    } else {
+      L.transposed_view = n.attr_int("transB", 0) == 0;
+      L.rows = L.transposed_view ? w.dim(1) : w.dim(0);
+      L.cols = L.transposed_view ? w.dim(0) : w.dim(1);
+    }
+    if (n.attr_int("transA", 0) != 0) unsupported("Gemm with transA=1 is not handled");
+    if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+      L.bias = n.inputs[2];
+      const Tensor* c = g.FindWeight(L.bias);
+      if (c == nullptr || c->numel() != L.rows || (c->rank() == 2 && c->dim(0) != 1) || c->rank() > 2) {
+        unsupported("Gemm C '" + L.bias + "' is not a constant with one value per output");
+      }
+    }
+  } else {  // MatMul
+    if (w.rank() != 2) {
+      unsupported("MatMul weight " + shape + " is not 2-D");
+    } else {
+      L.transposed_view = true;
+      L.rows = w.dim(1);
+      L.cols = w.dim(0);
+    }
+    // A bias is the constant of an Add that is the MatMul's only reader.
+    if (CountReaders(g, L.output) == 1) {
+      for (const Node& add : g.nodes) {
+        if (add.op_type != "Add" || add.inputs.size() != 2) continue;
+        for (int k = 0; k < 2; ++k) {
+          if (add.inputs[k] != L.output) continue;
+          const Tensor* b = g.FindWeight(add.inputs[1 - k]);
+          if (b != nullptr && b->dtype() == DataType::kFloat32 && b->numel() == L.rows && b->rank() >= 1 &&
+              b->dim(b->rank() - 1) == L.rows)
+            L.bias = add.inputs[1 - k];
+        }
+      }
+    }
+  }
+  if (w.dtype() != DataType::kFloat32) unsupported("weight '" + L.weight + "' is " + DataTypeName(w.dtype()) + ", not float32");
+  if (CountReaders(g, L.weight) > 1) unsupported("weight '" + L.weight + "' is shared by several nodes");
+  if (IsConstant(g, L.input)) unsupported("input '" + L.input + "' is a constant");
+  if (!L.bias.empty()) {
+    const Tensor* b = g.FindWeight(L.bias);
+    if (b == nullptr) unsupported("bias '" + L.bias + "' is computed, not a constant");
+    else if (b->dtype() != DataType::kFloat32) unsupported("bias '" + L.bias + "' is not float32");
+  }
+  if (L.rows == 0 || L.cols == 0) unsupported("empty weight " + shape);
+  return L;
+}
+
+}  // namespace
+
+StatusOr<std::vector<WeightedLayer>> FindWeightedLayers(const Model& model) {
+  Graph g = model.graph;  // shares the tensors; only the node order changes
+  SPARQ_RETURN_IF_ERROR(g.TopoSort());
+  std::vector<WeightedLayer> out;
+  for (const Node& n : g.nodes) {
+    if (!n.domain.empty() && n.domain != "ai.onnx") continue;
+    if (n.op_type != "Conv" && n.op_type != "Gemm" && n.op_type != "MatMul") continue;
+    if (n.inputs.size() < 2 || n.outputs.empty()) continue;
+    const Tensor* w = g.FindWeight(n.inputs[1]);
+    if (w == nullptr) continue;
+    out.push_back(DescribeLayer(g, n, *w));
+  }
+  return out;
+}
+
+StatusOr<Matrix> ReadWeightMatrix(const Model& model, const WeightedLayer& layer) {
+  const Tensor* w = model.graph.FindWeight(layer.weight);
+  if (w == nullptr) return Status::NotFound("layer '" + layer.node + "': weight '" + layer.weight + "' not found");
+  if (w->dtype() != DataType::kFloat32 || w->numel() != layer.rows * layer.cols) {
+    return Status::InvalidArgument("layer '" + layer.node + "': weight '" + layer.weight + "' is " +
+                                   DataTypeName(w->dtype()) + ShapeToString(w->shape()) + ", expected float32 with " +
+                                   std::to_string(layer.rows) + "x" + std::to_string(layer.cols) + " values");
+  }
+  Matrix m(layer.rows, layer.cols);
+  const float* p = w->data<float>();
+  if (!layer.transposed_view) {
+    std::copy(p, p + w->numel(), m.values.begin());
+  } else {  // stored [cols, rows]
+    for (int64_t c = 0; c < layer.cols; ++c)
+      for (int64_t r = 0; r < layer.rows; ++r) m.at(r, c) = p[c * layer.rows + r];
+  }
+  return m;
+}
+
+Status WriteWeightMatrix(Model* model, const WeightedLayer& layer, const Matrix& weights) {
+  Tensor* w = MutableWeight(model->graph, layer.weight);
+  if (w == nullptr) return Status::NotFound("layer '" + layer.node + "': weight '" + layer.weight + "' not found");
+  if (weights.rows != layer.rows || weights.cols != layer.cols || w->numel() != layer.rows * layer.cols) {
+    return Status::InvalidArgument("layer '" + layer.node + "': writing a " + std::to_string(weights.rows) + "x" +
+                                   std::to_string(weights.cols) + " matrix into weight '" + layer.weight + "' " +
+                                   ShapeToString(w->shape()));
+  }
+  // A fresh buffer: copies of the model (the dense reference) share the old one.
+  Tensor fresh(DataType::kFloat32, w->shape());
+  float* p = fresh.data<float>();
+  if (!layer.transposed_view) {
+    std::copy(weights.values.begin(), weights.values.end(), p);
+  } else {
+    for (int64_t c = 0; c < layer.cols; ++c)
+      for (int64_t r = 0; r < layer.rows; ++r) p[c * layer.rows + r] = weights.at(r, c);
+  }
+  *w = fresh;
+  return Status::OK();
+}
+
+std::string StructureMismatch(const WeightedLayer& layer, const PruneStructure& s) {
+  const std::string view = std::to_string(layer.rows) + "x" + std::to_string(layer.cols);
+  switch (s.kind) {
+    case PruneStructure::Kind::kUnstructured:
+    case PruneStructure::Kind::kAuto: return "";
+    case PruneStructure::Kind::kBlock:
+      if (layer.rows < s.block_rows || layer.cols < s.block_cols) {
+        return "block " + std::to_string(s.block_rows) + "x" + std::to_string(s.block_cols) +
+               " does not fit the weight's " + view + " [outputs x inputs] view (needs at least " +
+               std::to_string(s.block_rows) + " outputs and " + std::to_string(s.block_cols) + " inputs)";
+      }
+      return "";
+    case PruneStructure::Kind::kNM:
+      if (s.m < 1 || layer.cols % s.m != 0) {
+        return s.ToString() + " needs the input dimension to be a multiple of " + std::to_string(s.m) +
+               ", the weight's [outputs x inputs] view is " + view;
+      }
+      return "";
+    case PruneStructure::Kind::kChannel:
+      if (layer.groups != 1) {
+        return "a grouped Conv (group " + std::to_string(layer.groups) +
+               ") does not choose its output channels: a depthwise Conv loses those its input loses";
+      }
+      if (layer.rows < 2) return "a layer with one output channel cannot lose channels";
+      return "";
+  }
+  return "unknown structure";
+}
+
+namespace {
+
+std::string CheckStructure(const PruneStructure& s) {
+  if (s.kind == PruneStructure::Kind::kBlock && (s.block_rows < 1 || s.block_cols < 1))
+    return "block sizes must be >= 1, got " + s.ToString();
+  if (s.kind == PruneStructure::Kind::kNM && (s.n < 1 || s.n >= s.m))
+    return "in N:M, N (weights kept) must be at least 1 and less than M (group size), got " + s.ToString();
+  return "";
+}
+
+bool SparsityInRange(double s) { return s >= 0.0 && s < 1.0; }
+
+// With N:M only 0 (dense) and 1 - N/M are valid targets.
+bool NMSparsityValid(const PruneStructure& s, double sparsity) {
+  return s.kind != PruneStructure::Kind::kNM || sparsity == 0.0 || std::fabs(sparsity - s.FixedSparsity()) < 1e-9;
+}
+
+}  // namespace
+
+Status ValidatePruneOptions(const PruneOptions& o) {
+  std::vector<std::string> errors;
+  auto fail = [&](const std::string& e) { errors.push_back(e); };
+  if (!SparsityInRange(o.sparsity)) fail("sparsity " + FormatNumber(o.sparsity) + " is out of range: must be in [0, 1)");
+  if (std::string e = CheckStructure(o.structure); !e.empty()) fail("structure: " + e);
+  if (SparsityInRange(o.sparsity) && !NMSparsityValid(o.structure, o.sparsity)) {
+    fail("sparsity " + FormatNumber(o.sparsity) + " does not match structure " + o.structure.ToString() +
+         ": N:M fixes it at " + FormatNumber(o.structure.FixedSparsity()) + " (or 0 to leave layers dense)");
+  }
+  if (o.steps < 1) fail("steps is " + std::to_string(o.steps) + ": must be >= 1");
+  if (o.schedule == PruneSchedule::kOneShot && o.steps != 1)
+    fail("steps is " + std::to_string(o.steps) + " but a oneshot schedule takes exactly 1 (use linear or agp)");
+  if (!(o.max_layer_sparsity > 0.0 && o.max_layer_sparsity < 1.0))
+    fail("max_layer_sparsity " + FormatNumber(o.max_layer_sparsity) + " must be in (0, 1)");
+  if (o.scope == PruneScope::kGlobal && o.structure.kind == PruneStructure::Kind::kChannel)
+    fail("scope global does not apply to channel pruning (tied channels are ranked per group): use scope layer");
+  if (!(o.recovery_options.damping >= 0.0)) fail("recovery damping must be >= 0");
+  if (o.recovery_options.max_rows_per_sample < 1) fail("recovery max_rows_per_sample must be >= 1");
+  if (o.recovery_options.cg_iterations < 1) fail("recovery cg_iterations must be >= 1");
+  if (o.structure.kind == PruneStructure::Kind::kAuto && o.auto_candidates.empty())
+    fail("structure auto needs at least one auto candidate");
+  for (const auto& c : o.auto_candidates) {
+    if (c.kind == PruneStructure::Kind::kAuto || c.kind == PruneStructure::Kind::kChannel)
+      fail("auto candidate " + c.ToString() + " is not allowed (only unstructured, block and N:M)");
+    else if (std::string e = CheckStructure(c); !e.empty()) fail("auto candidate: " + e);
+  }
+  for (size_t i = 0; i < o.layers.size(); ++i) {
+    const PruneLayerRule& r = o.layers[i];
+    const std::string what = "layers[" + std::to_string(i) + "] ('" + r.match + "')";
+    if (Status st = CheckPattern(r.match, what); !st.ok()) fail(st.message());
+    if (!r.sparsity && !r.structure) fail(what + ": sets neither sparsity nor structure");
+    if (r.sparsity && !SparsityInRange(*r.sparsity))
+      fail(what + ": sparsity " + FormatNumber(*r.sparsity) + " is out of range: must be in [0, 1)");
+    if (r.structure) {
+      if (std::string e = CheckStructure(*r.structure); !e.empty()) fail(what + ": structure: " + e);
+      if (r.structure->kind == PruneStructure::Kind::kChannel || o.structure.kind == PruneStructure::Kind::kChannel) {
+        if (*r.structure != o.structure)
+          fail(what + ": channel pruning cannot be mixed with other structures (channels tie layers together)");
+      }
+    }
+    const PruneStructure s = r.structure ? *r.structure : o.structure;
+    if (r.sparsity && SparsityInRange(*r.sparsity) && !NMSparsityValid(s, *r.sparsity)) {
+      fail(what + ": sparsity " + FormatNumber(*r.sparsity) + " does not match structure " + s.ToString() +
+           ": N:M fixes it at " + FormatNumber(s.FixedSparsity()) + " (or 0 to leave the layer dense)");
+    }
+  }
+  if (errors.empty()) return Status::OK();
+  std::string msg = "invalid pruning options:";
+  for (const auto& e : errors) msg += "\n  " + e;
+  return Status::InvalidArgument(msg);
+}
+
+StatusOr<std::vector<LayerPlan>> PlanPruning(const Model& model, const PruneOptions& options) {
+  SPARQ_RETURN_IF_ERROR(ValidatePruneOptions(options));
+  SPARQ_ASSIGN_OR_RETURN(std::vector<WeightedLayer> layers, FindWeightedLayers(model));
+  std::vector<std::string> names;
+  for (const auto& L : layers) names.push_back(L.node);
+  for (size_t i = 0; i < options.layers.size(); ++i) {
+    const auto& r = options.layers[i];
+    bool any = false;
+    for (const auto& n : names) any |= NameMatches(r.match, n);
+    if (!any) {
+      return Status::NotFound("pruning rule layers[" + std::to_string(i) + "] '" + r.match +
+                              "' matches no weighted layer (Conv/Gemm/MatMul with a constant weight); they are: " +
+                              JoinNames(names));
+    }
+  }
+
+  std::vector<LayerPlan> plans;
+  for (size_t i = 0; i < layers.size(); ++i) {
+    LayerPlan p;
+    p.layer = layers[i];
+    const std::string& name = p.layer.node;
+    const PruneLayerRule* rule = nullptr;
+    for (const auto& r : options.layers) {
+      if (NameMatches(r.match, name)) {
+        rule = &r;
+        break;
+      }
+    }
+    const bool exact = rule != nullptr && (rule->match == name || rule->match == EscapeRegex(name));
+    p.rule = rule ? rule->match : "";
+    const std::string by_rule = rule ? " (rule '" + rule->match + "')" : "";
+    p.structure = rule && rule->structure ? *rule->structure : options.structure;
+    p.sparsity = rule && rule->sparsity ? *rule->sparsity : options.sparsity;
+    // A rule that changes the structure to N:M without a sparsity gets 1 - N/M.
+    if (p.structure.kind == PruneStructure::Kind::kNM && !(rule && rule->sparsity) && p.sparsity != 0.0)
+      p.sparsity = p.structure.FixedSparsity();
+    auto dense = [&](const std::string& why) {
+      p.prune = false;
+      p.reason = why;
+      plans.push_back(p);
+    };
+    if (p.sparsity == 0.0) {
+      dense("target sparsity is 0" + by_rule);
+      continue;
+    }
+    if (!p.layer.unsupported.empty()) {
+      if (exact) return Status::InvalidArgument("pruning rule '" + rule->match + "' names layer '" + name + "', which cannot be pruned: " + p.layer.unsupported);
+      dense(p.layer.unsupported);
+      continue;
+    }
+    if (options.skip_first_last && !exact && (i == 0 || i + 1 == layers.size())) {
+      dense(std::string(i == 0 ? "first" : "last") + " weighted layer (skip_first_last)");
+      continue;
+    }
+    if (p.structure.kind == PruneStructure::Kind::kAuto) {
+      bool found = false;
+      for (const auto& c : options.auto_candidates) {
+        if (c.kind == PruneStructure::Kind::kNM && std::fabs(c.FixedSparsity() - p.sparsity) > 1e-9) continue;
+        if (!StructureMismatch(p.layer, c).empty()) continue;
+        p.structure = c;
+        found = true;
+        break;
+      }
+      if (!found) {
+        if (exact) return Status::InvalidArgument("pruning rule '" + rule->match + "': no auto candidate fits layer '" + name + "'");
+        dense("no auto candidate fits the weight's " + std::to_string(p.layer.rows) + "x" + std::to_string(p.layer.cols) + " view");
+        continue;
+      }
+    }
+    const std::string mismatch = StructureMismatch(p.layer, p.structure);
+    if (!mismatch.empty()) {
+      if (exact) {
+        return Status::InvalidArgument("pruning rule '" + rule->match + "' asks for " + p.structure.ToString() +
+                                       " on layer '" + name + "', which it does not fit: " + mismatch);
+      }
+      dense(mismatch + by_rule);
+      continue;
+    }
+    p.prune = true;
+    plans.push_back(p);
+  }
+  // Channel pruning also depends on the graph around each layer. Dropping a
+  // layer can untie others, so repeat until nothing changes.
+  if (options.structure.kind == PruneStructure::Kind::kChannel) {
+    while (true) {
+      std::map<std::string, std::string> dense;
+      SPARQ_RETURN_IF_ERROR(ChannelPlanReasons(model, plans, &dense));
+      if (dense.empty()) break;
+      for (LayerPlan& p : plans) {
+        auto it = dense.find(p.layer.node);
+        if (it == dense.end()) continue;
+        p.prune = false;
+        p.reason = it->second;
+      }
+    }
+  }
+  return plans;
+}
+
+}  // namespace sparq
