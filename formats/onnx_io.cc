@@ -74,7 +74,15 @@ void CopyConvert(const Src* src, Dst* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<Dst>(src[i]);
 }
 
-Status ReadExternalData(const onnx::TensorProto& proto, const std::string& base_dir, Tensor& out) {
+// Where a tensor's external data lives, checked against the file before
+// anything is allocated.
+struct ExternalRef {
+  fs::path file;
+  int64_t offset = 0;
+};
+
+StatusOr<ExternalRef> LocateExternalData(const onnx::TensorProto& proto, const std::string& base_dir,
+                                         int64_t need, const Shape& shape) {
   std::string location;
   int64_t offset = 0, length = -1;
   for (const auto& kv : proto.external_data()) {
@@ -88,22 +96,47 @@ Status ReadExternalData(const onnx::TensorProto& proto, const std::string& base_
     return Status::InvalidArgument(where + ": external data location '" + location +
                                    "' must be a relative path inside the model's folder");
   }
-  fs::path file = fs::path(base_dir) / location;
-  std::ifstream in(file, std::ios::binary);
-  if (!in) return Status::NotFound(where + ": external data file not found: " + file.string());
-  const int64_t need = static_cast<int64_t>(out.nbytes());
+  if (offset < 0) return Status::Corruption(where + ": negative external data offset " + std::to_string(offset));
   if (length >= 0 && length != need) {
     return Status::Corruption(where + ": external data length " + std::to_string(length) +
-                              " does not match shape " + ShapeToString(out.shape()) + " (" +
-                              std::to_string(need) + " bytes)");
+                              " does not match shape " + ShapeToString(shape) + " (" + std::to_string(need) +
+                              " bytes)");
   }
-  in.seekg(offset);
+  ExternalRef ref{fs::path(base_dir) / location, offset};
+  std::error_code ec;
+  const auto file_size = fs::file_size(ref.file, ec);
+  if (ec) return Status::NotFound(where + ": external data file not found: " + ref.file.string());
+  if (static_cast<uint64_t>(offset) > file_size || file_size - static_cast<uint64_t>(offset) < static_cast<uint64_t>(need)) {
+    return Status::Corruption(where + ": external data file " + ref.file.string() + " is truncated (wanted " +
+                              std::to_string(need) + " bytes at offset " + std::to_string(offset) + ", file has " +
+                              std::to_string(file_size) + ")");
+  }
+  return ref;
+}
+
+Status ReadExternalData(const ExternalRef& ref, const std::string& where, Tensor& out) {
+  std::ifstream in(ref.file, std::ios::binary);
+  if (!in) return Status::IOError(where + ": cannot open external data file " + ref.file.string());
+  const auto need = static_cast<std::streamsize>(out.nbytes());
+  in.seekg(ref.offset);
   in.read(static_cast<char*>(out.raw_data()), need);
   if (in.gcount() != need) {
-    return Status::Corruption(where + ": external data file " + file.string() + " is truncated (wanted " +
-                              std::to_string(need) + " bytes at offset " + std::to_string(offset) + ")");
+    return Status::Corruption(where + ": external data file " + ref.file.string() + " is truncated (wanted " +
+                              std::to_string(need) + " bytes at offset " + std::to_string(ref.offset) + ")");
   }
   return Status::OK();
+}
+
+// The number of values a typed field (float_data, int32_data, ...) holds.
+int64_t TypedValueCount(const onnx::TensorProto& proto, DataType dtype) {
+  switch (dtype) {
+    case DataType::kFloat32: return proto.float_data_size();
+    case DataType::kFloat64: return proto.double_data_size();
+    case DataType::kInt64: return proto.int64_data_size();
+    case DataType::kUInt32:
+    case DataType::kUInt64: return proto.uint64_data_size();
+    default: return proto.int32_data_size();
+  }
 }
 
 StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::string& base_dir) {
@@ -111,48 +144,49 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
   auto dtype = DataTypeFromOnnx(proto.data_type());
   if (!dtype.ok()) return dtype.status().WithContext(where);
   Shape shape(proto.dims().begin(), proto.dims().end());
-  for (int64_t d : shape)
-    if (d < 0) return Status::Corruption(where + ": negative dimension in " + ShapeToString(shape));
-  Tensor t(*dtype, shape);
-  const int64_t n = t.numel();
+  // Sizes are checked against the data before anything is allocated, so a
+  // corrupt shape cannot ask for gigabytes (or overflow the element count).
+  auto count = CheckedNumElements(shape, *dtype);
+  if (!count.ok()) return Status::Corruption(where + ": " + count.status().message());
+  const int64_t n = *count;
+  const int64_t nbytes = n * static_cast<int64_t>(DataTypeSize(*dtype));
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
-    SPARQ_RETURN_IF_ERROR(ReadExternalData(proto, base_dir, t));
+    SPARQ_ASSIGN_OR_RETURN(ExternalRef ref, LocateExternalData(proto, base_dir, nbytes, shape));
+    Tensor t(*dtype, shape);
+    SPARQ_RETURN_IF_ERROR(ReadExternalData(ref, where, t));
     return t;
   }
-  auto count_error = [&](int64_t have) {
-    return Status::Corruption(where + ": holds " + std::to_string(have) + " values but shape " +
-                              ShapeToString(shape) + " needs " + std::to_string(n));
-  };
   if (proto.has_raw_data()) {
-    if (proto.raw_data().size() != t.nbytes()) {
+    if (static_cast<int64_t>(proto.raw_data().size()) != nbytes) {
       return Status::Corruption(where + ": raw_data has " + std::to_string(proto.raw_data().size()) +
                                 " bytes but shape " + ShapeToString(shape) + " of " + DataTypeName(*dtype) +
-                                " needs " + std::to_string(t.nbytes()));
+                                " needs " + std::to_string(nbytes));
     }
-    if (t.nbytes() > 0) std::memcpy(t.raw_data(), proto.raw_data().data(), t.nbytes());
+    Tensor t(*dtype, shape);
+    if (nbytes > 0) std::memcpy(t.raw_data(), proto.raw_data().data(), nbytes);
     return t;
   }
+  if (const int64_t have = TypedValueCount(proto, *dtype); have != n) {
+    return Status::Corruption(where + ": holds " + std::to_string(have) + " values but shape " +
+                              ShapeToString(shape) + " needs " + std::to_string(n));
+  }
+  Tensor t(*dtype, shape);
   switch (*dtype) {
     case DataType::kFloat32:
-      if (proto.float_data_size() != n) return count_error(proto.float_data_size());
       CopyConvert(proto.float_data().data(), t.data<float>(), n);
       break;
     case DataType::kFloat64:
-      if (proto.double_data_size() != n) return count_error(proto.double_data_size());
       CopyConvert(proto.double_data().data(), t.data<double>(), n);
       break;
     case DataType::kInt64:
-      if (proto.int64_data_size() != n) return count_error(proto.int64_data_size());
       CopyConvert(proto.int64_data().data(), t.data<int64_t>(), n);
       break;
     case DataType::kUInt32:
     case DataType::kUInt64:
-      if (proto.uint64_data_size() != n) return count_error(proto.uint64_data_size());
       if (*dtype == DataType::kUInt32) CopyConvert(proto.uint64_data().data(), t.data<uint32_t>(), n);
       else CopyConvert(proto.uint64_data().data(), t.data<uint64_t>(), n);
       break;
     default: {  // int32_data holds int32, int16, int8, uint16, uint8, bool, float16, bfloat16
-      if (proto.int32_data_size() != n) return count_error(proto.int32_data_size());
       const int32_t* src = proto.int32_data().data();
       void* dst = t.raw_data();
       switch (*dtype) {

@@ -185,6 +185,19 @@ int64_t NumElements(const Shape& shape) {
   return n;
 }
 
+StatusOr<int64_t> CheckedNumElements(const Shape& shape, DataType type) {
+  constexpr int64_t kLimit = int64_t{1} << 62;
+  const auto esize = static_cast<int64_t>(DataTypeSize(type));
+  int64_t n = 1;
+  for (int64_t d : shape) {
+    if (d < 0) return Status::InvalidArgument("negative dimension in shape " + ShapeToString(shape));
+    if (d != 0 && n > kLimit / d) return Status::InvalidArgument("shape " + ShapeToString(shape) + " is too large");
+    n *= d;
+  }
+  if (esize > 0 && n > kLimit / esize) return Status::InvalidArgument("shape " + ShapeToString(shape) + " is too large");
+  return n;
+}
+
 std::string ShapeToString(const Shape& shape) {
   std::ostringstream os;
   os << "[";

@@ -50,6 +50,15 @@ np.savez(d + 'stored.npz', a=np.arange(4, dtype=np.int64), b=np.float16(1.5))
 np.savez_compressed(d + 'deflated.npz', a=np.arange(40, dtype=np.uint8))
 PY
   fi
+  # Known bad inputs (tests/fuzz/regressions/<fuzzer name without fuzz_>-*) run once first.
+  for input in "$root"/tests/fuzz/regressions/"${fuzzer#fuzz_}"-*; do
+    [ -e "$input" ] || continue
+    if ! (cd "$findings" && "$build/bin/$fuzzer" -rss_limit_mb=4096 -malloc_limit_mb=2048 "$input" \
+          >"$findings/regression-$(basename "$input").log" 2>&1); then
+      echo "== $fuzzer: regression input $(basename "$input") still fails (log: $findings/regression-$(basename "$input").log)" >&2
+      status=1
+    fi
+  done
   echo "== $fuzzer: ${seconds}s"
   if ! (cd "$findings" && ASAN_OPTIONS=detect_leaks=1 "$build/bin/$fuzzer" -max_total_time="$seconds" \
         -rss_limit_mb=4096 -malloc_limit_mb=2048 -timeout=25 -print_final_stats=1 "$corpus"); then

@@ -87,6 +87,10 @@ using Shape = std::vector<int64_t>;
 
 // Number of elements of `shape` (1 for a scalar).
 int64_t NumElements(const Shape& shape);
+// NumElements for shapes from untrusted input (files, shape tensors):
+// InvalidArgument for a negative dimension, or when the element count or its
+// size in bytes as `type` would exceed 2^62.
+StatusOr<int64_t> CheckedNumElements(const Shape& shape, DataType type);
 // "[1, 3, 224, 224]".
 std::string ShapeToString(const Shape& shape);
 

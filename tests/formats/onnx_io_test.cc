@@ -127,6 +127,38 @@ TEST(OnnxIo, TruncatedExternalDataIsCorruption) {
   EXPECT_NE(loaded.status().message().find("truncated"), std::string::npos);
 }
 
+// Inputs the fuzzer found (tests/fuzz/regressions): the first byte is the
+// fuzzer's option byte, the rest a ModelProto.
+StatusOr<Model> LoadFuzzRegression(const std::string& name) {
+  std::ifstream in(std::string(SPARQ_SOURCE_DIR) + "/tests/fuzz/regressions/" + name, std::ios::binary);
+  std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  EXPECT_GT(bytes.size(), 1u) << name;
+  return LoadModelFromBytes(bytes.substr(1), ".", LoadOptions{});
+}
+
+TEST(OnnxIo, HugeDimsWithLittleDataFailBeforeAllocating) {
+  // A 4-byte raw_data for dims that ask for terabytes: must be rejected from
+  // the sizes, not after trying to allocate.
+  auto loaded = LoadFuzzRegression("onnx_loader-alloc-before-size-check");
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kCorruption) << loaded.status().ToString();
+}
+
+TEST(OnnxIo, OverflowingDimsAreCorruption) {
+  // dims [2^62 + 1, 4]: the element count overflows int64.
+  auto loaded = LoadFuzzRegression("onnx_loader-dims-overflow");
+  ASSERT_FALSE(loaded.ok());
+  EXPECT_EQ(loaded.status().code(), StatusCode::kCorruption);
+  EXPECT_NE(loaded.status().message().find("too large"), std::string::npos) << loaded.status().message();
+}
+
+TEST(OnnxIo, CheckedNumElementsRejectsOverflow) {
+  EXPECT_EQ(*CheckedNumElements({2, 3, 4}, DataType::kFloat32), 24);
+  EXPECT_EQ(*CheckedNumElements({0, int64_t{1} << 62}, DataType::kFloat32), 0);
+  EXPECT_FALSE(CheckedNumElements({int64_t{1} << 31, int64_t{1} << 31}, DataType::kFloat32).ok());
+  EXPECT_FALSE(CheckedNumElements({3, -1}, DataType::kInt8).ok());
+}
+
 TEST(OnnxIo, MissingFileIsNotFound) {
   auto loaded = LoadModel("/nonexistent/model.onnx");
   ASSERT_FALSE(loaded.ok());

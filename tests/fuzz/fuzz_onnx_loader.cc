@@ -1,6 +1,6 @@
 // libFuzzer target: the ONNX loader (LoadModelFromBytes) and what reads a
 // loaded model: serialization, topological sort and the model summary of
-// `sparq inspect`.
+// `sparq inspect`. Loaded tensors must have shapes that match their sizes.
 //
 // The first byte chooses whether ONNX shape inference runs (bit 0); the rest
 // is the ModelProto. External data resolves against an empty folder.
@@ -23,6 +23,18 @@ const std::string& EmptyFolder() {
   return dir;
 }
 
+// A loaded tensor's element count must be the product of its dims, with no
+// overflow: kernels index by shape, so a mismatch means out-of-bounds reads.
+void CheckShape(const sparq::Tensor& t) {
+  unsigned __int128 n = 1;
+  for (int64_t d : t.shape()) {
+    if (d < 0) __builtin_trap();
+    n *= static_cast<uint64_t>(d);
+    if (n > (static_cast<unsigned __int128>(1) << 63)) __builtin_trap();
+  }
+  if (n != static_cast<unsigned __int128>(t.numel())) __builtin_trap();
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
@@ -32,6 +44,10 @@ extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   const std::string bytes(reinterpret_cast<const char*>(data) + 1, size - 1);
   auto model = sparq::LoadModelFromBytes(bytes, EmptyFolder(), options);
   if (!model.ok()) return 0;
+  for (const auto& [name, t] : model->graph.initializers) CheckShape(t);
+  for (const auto& node : model->graph.nodes)
+    for (const auto& a : node.attributes)
+      if (a.kind == sparq::Attribute::Kind::kTensor && a.t.defined()) CheckShape(a.t);
   sparq::ModelSummary summary = sparq::SummarizeModel(*model);
   (void)summary.ToText();
   (void)summary.ToJson();
