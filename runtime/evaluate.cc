@@ -264,9 +264,14 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
         if (!added.ok()) return added.WithContext("output '" + outputs[i] + "' vs reference, " + samples);
         ref_results.push_back(std::move(t));
       }
-      SPARQ_ASSIGN_OR_RETURN(std::vector<int64_t> ours, ArgMaxLastAxis(results[0]));
-      SPARQ_ASSIGN_OR_RETURN(std::vector<int64_t> theirs, ArgMaxLastAxis(ref_results[0]));
-      for (size_t i = 0; i < ours.size() && i < theirs.size(); ++i) report.top1_agree += ours[i] == theirs[i] ? 1 : 0;
+      // Outputs without a class axis (scalars, non-numeric) have no agreement.
+      auto ours = ArgMaxLastAxis(results[0]);
+      auto theirs = ArgMaxLastAxis(ref_results[0]);
+      if (ours.ok() && theirs.ok()) {
+        const size_t n = std::min(ours->size(), theirs->size());
+        for (size_t i = 0; i < n; ++i) report.top1_agree += (*ours)[i] == (*theirs)[i] ? 1 : 0;
+        report.top1_rows += static_cast<int64_t>(n);
+      }
     }
 
     for (size_t i = 0; i < saved.size(); ++i) saved[i].push_back(results[i]);
@@ -312,7 +317,8 @@ std::string EvalReport::ToText() const {
   }
   if (has_reference) {
     t.AddRow({"Reference", reference});
-    t.AddRow({"Top-1 agreement", Percent(top1_agree, samples)});
+    t.AddRow({"Top-1 agreement", top1_rows > 0 ? Percent(top1_agree, top1_rows)
+                                                : std::string("n/a (output 0 has no class axis)")});
   }
   if (!saved_outputs.empty()) t.AddRow({"Saved outputs", saved_outputs});
   std::string text = t.Render("");
@@ -358,8 +364,9 @@ std::string EvalReport::ToJson() const {
                       {"max_abs_error", NumberOrNull(o.max_abs_error)}});
     }
     j["reference"] = {{"path", reference},
-                      {"top1_agreement", top1_agreement()},
+                      {"top1_agreement", top1_rows > 0 ? json(top1_agreement()) : json(nullptr)},
                       {"top1_agree", top1_agree},
+                      {"top1_rows", top1_rows},
                       {"outputs", outs}};
   } else {
     j["reference"] = nullptr;

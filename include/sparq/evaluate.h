@@ -66,16 +66,20 @@ struct EvalReport {
 
   bool has_reference = false;
   std::string reference;
-  int64_t top1_agree = 0;  // samples whose argmax of output 0 matches the reference's
+  // Rows of output 0 (read as [rows, last dim]: one per sample for [N, C]
+  // outputs, N * S for [N, S, C]) whose argmax matches the reference's.
+  int64_t top1_agree = 0;
+  int64_t top1_rows = 0;  // rows compared
   double top1_agreement() const {
-    return samples > 0 ? static_cast<double>(top1_agree) / static_cast<double>(samples) : 0.0;
+    return top1_rows > 0 ? static_cast<double>(top1_agree) / static_cast<double>(top1_rows) : 0.0;
   }
   std::vector<OutputComparison> comparisons;  // one per graph output
 
   std::string saved_outputs;  // path written, "" when none
 
   std::string ToText() const;
-  // One JSON object; an infinite SQNR (identical outputs) is written as null.
+  // One JSON object; an infinite SQNR (identical outputs) is written as null,
+  // and so is top1_agreement when no rows were compared.
   std::string ToJson() const;
 };
 

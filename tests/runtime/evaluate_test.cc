@@ -193,6 +193,8 @@ TEST_F(EvaluateTest, ReferenceComparisonAndSavedOutputs) {
   auto r = Evaluate(path("scaled.onnx"), o);
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->top1_agree, 10);
+  EXPECT_EQ(r->top1_rows, 10);
+  EXPECT_EQ(r->top1_agreement(), 1.0);
   ASSERT_EQ(r->comparisons.size(), 1u);
   // out = 1.01 * ref: SQNR = 10 log10(1 / 0.01^2) = 40 dB, cosine 1.
   EXPECT_NEAR(r->comparisons[0].sqnr_db, 40.0, 1e-3);
@@ -264,6 +266,31 @@ TEST_F(EvaluateTest, FolderLimitAndNpy) {
   ASSERT_TRUE(npy.ok()) << npy.status().ToString();
   EXPECT_EQ(npy->samples, 6);
   EXPECT_EQ(npy->batch_size, 1);
+}
+
+// Outputs of shape [N, S, C]: agreement counts N * S rows (regression: it
+// was divided by N, giving "percentages" above 100).
+TEST_F(EvaluateTest, AgreementCountsRowsOfSequenceOutputs) {
+  Model m;
+  m.ir_version = 8;
+  m.opset_imports = {{"", 17}};
+  m.graph.inputs.push_back(testing::FloatInput("x", {{-1, "n"}, {4, ""}, {3, ""}}));
+  m.graph.outputs.push_back(testing::FloatInput("y", {{-1, "n"}, {4, ""}, {3, ""}}));
+  m.graph.nodes.push_back({"relu", "Relu", "", {"x"}, {"y"}, {}, ""});
+  ASSERT_TRUE(SaveModel(m, path("seq.onnx")).ok());
+  NamedTensors data;
+  data.emplace_back("x", testing::RandomFloats({5, 4, 3}, 11, 0.0f, 1.0f));
+  ASSERT_TRUE(WriteNpz(path("seq.npz"), data).ok());
+  EvalOptions o;
+  o.inputs = path("seq.npz");
+  o.reference = path("seq.onnx");
+  o.batch = 2;
+  auto r = Evaluate(path("seq.onnx"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->samples, 5);
+  EXPECT_EQ(r->top1_rows, 20);
+  EXPECT_EQ(r->top1_agree, 20);
+  EXPECT_EQ(r->top1_agreement(), 1.0);
 }
 
 TEST_F(EvaluateTest, BadDataIsNamed) {
