@@ -375,7 +375,9 @@ StatusOr<ChannelRemovalReport> RemoveZeroChannels(Model* model) {
     }
   }
   // Deferred MatMul bias folds (they may insert nodes).
-  for (const auto& [name, delta] : matmul_bias) {
+  for (const auto& entry : matmul_bias) {
+    const std::string& name = entry.first;
+    const auto& delta = entry.second;
     SPARQ_ASSIGN_OR_RETURN(std::vector<WeightedLayer> now, FindWeightedLayers(*model));
     auto it = std::find_if(now.begin(), now.end(), [&](const WeightedLayer& L) { return L.node == name; });
     if (it == now.end()) return Status::Internal("layer '" + name + "' vanished during the channel rewrite");
