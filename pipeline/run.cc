@@ -380,18 +380,12 @@ StatusOr<RunReport> Runner::Run() {
 }
 
 Status Runner::WriteReports() {
-  if (!r_.report.json.empty()) {
-    report_.files.push_back(r_.report.json);
-    SPARQ_RETURN_IF_ERROR(WriteFileAtomically(r_.report.json, report_.ToJson()));
-  }
-  if (!r_.report.junit.empty()) {
-    report_.files.push_back(r_.report.junit);
-    SPARQ_RETURN_IF_ERROR(WriteFileAtomically(r_.report.junit, report_.ToJUnit()));
-  }
-  if (!r_.report.markdown.empty()) {
-    report_.files.push_back(r_.report.markdown);
-    SPARQ_RETURN_IF_ERROR(WriteFileAtomically(r_.report.markdown, report_.ToMarkdown()));
-  }
+  // List every report first, so that report.json names all files written.
+  for (const std::string* path : {&r_.report.json, &r_.report.junit, &r_.report.markdown})
+    if (!path->empty()) report_.files.push_back(*path);
+  if (!r_.report.json.empty()) SPARQ_RETURN_IF_ERROR(WriteFileAtomically(r_.report.json, report_.ToJson()));
+  if (!r_.report.junit.empty()) SPARQ_RETURN_IF_ERROR(WriteFileAtomically(r_.report.junit, report_.ToJUnit()));
+  if (!r_.report.markdown.empty()) SPARQ_RETURN_IF_ERROR(WriteFileAtomically(r_.report.markdown, report_.ToMarkdown()));
   return Status::OK();
 }
 
