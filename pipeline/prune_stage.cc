@@ -56,10 +56,8 @@ StatusOr<PruneResult> RunPruneStage(const Recipe& recipe, const Model& model, co
   options.log = log;
   options.recovery_options.log = log;
   PruneMetricFn judge = [&](const Model& m) -> StatusOr<PruneEvaluation> {
-    SPARQ_ASSIGN_OR_RETURN(double value, metric(m));
-    PruneEvaluation e;
-    e.metric = value;
-    const double drop = dense_metric - value;
+    SPARQ_ASSIGN_OR_RETURN(PruneEvaluation e, metric(m));
+    const double drop = dense_metric - e.metric;
     e.acceptable = drop <= max_drop;
     if (!e.acceptable) e.note = "metric drop " + std::to_string(drop) + " exceeds the gate's " + std::to_string(max_drop);
     return e;

@@ -13,8 +13,9 @@ namespace sparq {
 // Maps the recipe's prune section (validated by the parser) to options.
 StatusOr<PruneOptions> ToPruneOptions(const Recipe& recipe);
 
-// Evaluates a candidate model and returns its metric; the pipeline supplies it.
-using ModelMetricFn = std::function<StatusOr<double>(const Model& model)>;
+// Evaluates a candidate model: its metric, and optionally its fidelity to the
+// dense model; `acceptable` is decided by RunPruneStage. The pipeline supplies it.
+using ModelMetricFn = std::function<StatusOr<PruneEvaluation>(const Model& model)>;
 
 // Prunes `model`: per-layer sparsities from a sensitivity scan when the recipe
 // has prune.sensitivity, then the schedule with recovery on `calibration`

@@ -11,6 +11,7 @@ namespace sparq {
 namespace {
 
 std::string Fixed(double v, int digits = 2) {
+  if (std::isnan(v)) return "-";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -77,7 +78,10 @@ std::string RunReport::ToJson() const {
     json steps = json::array();
     for (const auto& st : prune_steps)
       steps.push_back({{"step", st.step}, {"target", st.target}, {"sparsity", st.sparsity},
-                       {"metric_without_recovery", st.metric_masked}, {"metric", st.metric}, {"accepted", st.acceptable}});
+                       {"metric_without_recovery", st.metric_masked}, {"metric", st.metric},
+                       {"sqnr_db_without_recovery", st.sqnr_masked_db}, {"sqnr_db", st.sqnr_db},
+                       {"agreement_without_recovery", st.agreement_masked}, {"agreement", st.agreement},
+                       {"accepted", st.acceptable}});
     j["prune"] = {{"steps", steps}, {"summary", prune_text}};
   }
   j["warnings"] = warnings;
@@ -129,11 +133,16 @@ std::string RunReport::ToMarkdown() const {
     os << "\n";
   }
   if (pruned) {
-    os << "Pruning steps (metric of the pruned FP32 model, without and with recovery):\n\n"
-       << "| step | target | sparsity | " << metric << " masked | " << metric << " recovered | accepted |\n|---|---|---|---|---|---|\n";
+    os << "Pruning steps (the pruned FP32 model, the same schedule without and with recovery: its " << metric
+       << ", and its output against the dense model's, SQNR and top-1 agreement):\n\n"
+       << "| step | target | sparsity | " << metric << " without recovery | " << metric
+       << " with recovery | SQNR without | SQNR with | agreement without | agreement with | accepted |\n"
+       << "|---|---|---|---|---|---|---|---|---|---|\n";
     for (const auto& st : prune_steps)
       os << "| " << st.step << " | " << Fixed(100 * st.target, 1) << "% | " << Fixed(100 * st.sparsity, 1) << "% | "
-         << Fixed(st.metric_masked) << " | " << Fixed(st.metric) << " | " << (st.acceptable ? "yes" : "no") << " |\n";
+         << Fixed(st.metric_masked) << " | " << Fixed(st.metric) << " | " << Fixed(st.sqnr_masked_db, 1) << " dB | "
+         << Fixed(st.sqnr_db, 1) << " dB | " << Fixed(st.agreement_masked) << "% | " << Fixed(st.agreement) << "% | "
+         << (st.acceptable ? "yes" : "no") << " |\n";
     os << "\n```\n" << prune_text << "```\n\n";
   }
   for (const auto& w : warnings) os << "> warning: " << w << "\n";
@@ -157,7 +166,9 @@ std::string RunReport::ToText() const {
   }
   for (const auto& st : prune_steps)
     os << "  prune step  " << st.step << ": sparsity " << Fixed(100 * st.sparsity, 1) << "%, " << metric << " "
-       << Fixed(st.metric_masked) << " masked -> " << Fixed(st.metric) << " recovered" << (st.acceptable ? "" : " (rejected)") << "\n";
+       << Fixed(st.metric_masked) << " -> " << Fixed(st.metric) << " with recovery; output SQNR vs dense "
+       << Fixed(st.sqnr_masked_db, 1) << " -> " << Fixed(st.sqnr_db, 1) << " dB" << (st.acceptable ? "" : " (rejected)")
+       << "\n";
   for (const auto& f : fallback) os << "  fallback    " << f.node << " -> " << f.to << " (SQNR " << Fixed(f.sqnr_db, 1) << " dB)\n";
   for (const auto& w : warnings) os << "  warning     " << w << "\n";
   os << "  gate        " << (passed ? "PASS" : "FAIL") << ": " << Verdict(*this) << "\n";

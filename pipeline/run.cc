@@ -240,10 +240,16 @@ StatusOr<std::vector<std::pair<std::string, double>>> Runner::LayerSqnr(const Mo
 
 Status Runner::PruneStage(double dense_metric) {
   const std::string candidate = tmp_->path("prune_candidate.onnx");
-  ModelMetricFn metric = [&](const Model& m) -> StatusOr<double> {
+  ModelMetricFn metric = [&](const Model& m) -> StatusOr<PruneEvaluation> {
     SPARQ_RETURN_IF_ERROR(SaveModel(m, candidate));
     SPARQ_ASSIGN_OR_RETURN(EvalReport e, EvaluateModel(candidate, true, "prune: evaluate"));
-    return MetricOf(e, false);
+    PruneEvaluation out;
+    out.metric = MetricOf(e, false);
+    if (!e.comparisons.empty()) {
+      out.sqnr_db = std::min(kSqnrCeilingDb, e.comparisons[0].sqnr_db);
+      out.agreement = 100.0 * e.top1_agreement();
+    }
+    return out;
   };
   double max_drop = r_.evaluate.gate.max_drop;
   if (r_.evaluate.gate.relative) max_drop *= std::fabs(dense_metric);
@@ -253,7 +259,8 @@ Status Runner::PruneStage(double dense_metric) {
   report_.pruned = true;
   report_.prune_text = result.report.ToText();
   for (const auto& st : result.report.steps) {
-    report_.prune_steps.push_back({st.step, st.target, st.sparsity, st.metric_masked, st.metric, st.acceptable});
+    report_.prune_steps.push_back({st.step, st.target, st.sparsity, st.metric_masked, st.metric, st.masked.sqnr_db,
+                                   st.recovered.sqnr_db, st.masked.agreement, st.recovered.agreement, st.acceptable});
   }
   if (result.report.stopped_early) report_.warnings.push_back("prune: " + result.report.stop_message);
   fp32_ = std::move(result.model);

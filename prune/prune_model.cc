@@ -84,21 +84,18 @@ StatusOr<PruneResult> PruneModel(const Model& model, const PruneOptions& options
   SPARQ_ASSIGN_OR_RETURN(std::vector<double> global, ScheduleSparsities(options.schedule, options.sparsity, options.steps));
   const PruneScore pooling = options.score;
 
-  Model current = model;
-  for (int t = 1; t <= options.steps; ++t) {
-    const auto start = Clock::now();
-    PruneStepReport step;
-    step.step = t;
-    step.target = global[t - 1];
+  // Scores, masks and their application for step t on `m`; fills the step's
+  // sparsities when `step` is given.
+  auto mask_step = [&](Model& m, int t, bool log_skips, PruneStepReport* step) -> Status {
     // Scores.
     std::map<std::string, std::vector<double>> norms;
     if (options.score == PruneScore::kActivation) {
-      SPARQ_ASSIGN_OR_RETURN(norms, ActivationColumnNorms(current, names, data,
+      SPARQ_ASSIGN_OR_RETURN(norms, ActivationColumnNorms(m, names, data,
                                                           options.recovery_options.max_rows_per_sample, options.threads));
     }
     std::vector<Matrix> weights(active.size()), scores(active.size());
     for (size_t l = 0; l < active.size(); ++l) {
-      SPARQ_ASSIGN_OR_RETURN(weights[l], ReadWeightMatrix(current, active[l]->layer));
+      SPARQ_ASSIGN_OR_RETURN(weights[l], ReadWeightMatrix(m, active[l]->layer));
       SPARQ_ASSIGN_OR_RETURN(scores[l], ElementScores(weights[l], options.score, norms[active[l]->layer.node]));
     }
     // This step's per-layer sparsity.
@@ -128,32 +125,46 @@ StatusOr<PruneResult> PruneModel(const Model& model, const PruneOptions& options
         by_name[names[l]] = scores[l];
       }
       std::vector<std::pair<std::string, std::string>> skipped;
-      SPARQ_ASSIGN_OR_RETURN(auto cm, ComputeChannelMasks(current, targets, by_name, pooling, &skipped));
+      SPARQ_ASSIGN_OR_RETURN(auto cm, ComputeChannelMasks(m, targets, by_name, pooling, &skipped));
       for (size_t l = 0; l < active.size(); ++l) masks[l] = cm.at(names[l]);
-      if (t == 1)
+      if (log_skips)
         for (const auto& [node, why] : skipped) log("channel pruning leaves '" + node + "' dense: " + why);
     } else {
       for (size_t l = 0; l < active.size(); ++l) {
-        auto m = ComputeMask(active[l]->structure, scores[l], target[l], pooling);
-        if (!m.ok()) return m.status().WithContext("layer '" + names[l] + "'");
-        masks[l] = std::move(m).value();
+        auto mask = ComputeMask(active[l]->structure, scores[l], target[l], pooling);
+        if (!mask.ok()) return mask.status().WithContext("layer '" + names[l] + "'");
+        masks[l] = std::move(mask).value();
       }
     }
     int64_t zeros = 0, total = 0;
     for (size_t l = 0; l < active.size(); ++l) {
       SPARQ_RETURN_IF_ERROR(ApplyMask(masks[l], &weights[l]));
-      SPARQ_RETURN_IF_ERROR(WriteWeightMatrix(&current, active[l]->layer, weights[l]));
+      SPARQ_RETURN_IF_ERROR(WriteWeightMatrix(&m, active[l]->layer, weights[l]));
       const int64_t z = PruneMask::FromNonZeros(weights[l]).pruned();
-      step.layer_sparsity[names[l]] = static_cast<double>(z) / static_cast<double>(weights[l].values.size());
+      if (step) step->layer_sparsity[names[l]] = static_cast<double>(z) / static_cast<double>(weights[l].values.size());
       zeros += z;
       total += static_cast<int64_t>(weights[l].values.size());
     }
-    step.sparsity = total > 0 ? static_cast<double>(zeros) / static_cast<double>(total) : 0.0;
+    if (step) step->sparsity = total > 0 ? static_cast<double>(zeros) / static_cast<double>(total) : 0.0;
+    return Status::OK();
+  };
+
+  Model current = model;
+  Model unrecovered = model;  // pruned like `current`, never recovered
+  for (int t = 1; t <= options.steps; ++t) {
+    const auto start = Clock::now();
+    PruneStepReport step;
+    step.step = t;
+    step.target = global[t - 1];
+    SPARQ_RETURN_IF_ERROR(mask_step(current, t, t == 1, &step));
+    // The same schedule without recovery, for the report's comparison.
+    if (metric && options.recovery) SPARQ_RETURN_IF_ERROR(mask_step(unrecovered, t, false, nullptr));
     // Evaluate, recover, evaluate.
     if (metric) {
-      SPARQ_ASSIGN_OR_RETURN(PruneEvaluation e, metric(current));
+      SPARQ_ASSIGN_OR_RETURN(PruneEvaluation e, metric(options.recovery ? unrecovered : current));
       step.evaluated = true;
       step.metric_masked = step.metric = e.metric;
+      step.masked = step.recovered = e;
       step.acceptable = e.acceptable;
       step.note = e.note;
     }
@@ -165,6 +176,7 @@ StatusOr<PruneResult> PruneModel(const Model& model, const PruneOptions& options
       if (metric) {
         SPARQ_ASSIGN_OR_RETURN(PruneEvaluation e, metric(current));
         step.metric = e.metric;
+        step.recovered = e;
         step.acceptable = e.acceptable;
         step.note = e.note;
       }
@@ -174,7 +186,11 @@ StatusOr<PruneResult> PruneModel(const Model& model, const PruneOptions& options
                        Pct(step.sparsity) + " of the pruned layers";
     if (step.evaluated) {
       line += ", metric " + FormatNumber(step.metric, 6);
-      if (options.recovery) line += " (masked " + FormatNumber(step.metric_masked, 6) + ")";
+      if (options.recovery) line += " (without recovery " + FormatNumber(step.metric_masked, 6) + ")";
+      if (std::isfinite(step.recovered.sqnr_db)) {
+        line += ", output SQNR vs dense " + FormatDouble("%.1f", step.recovered.sqnr_db) + " dB";
+        if (options.recovery) line += " (without recovery " + FormatDouble("%.1f", step.masked.sqnr_db) + " dB)";
+      }
       if (!step.acceptable) line += ": gate broken" + (step.note.empty() ? "" : " (" + step.note + ")");
     }
     log(line);
@@ -228,12 +244,15 @@ std::string PruneReport::ToText() const {
   if (has_metric) out += "\nDense metric: " + FormatNumber(dense_metric, 6) + "\n";
   if (!steps.empty()) {
     out += "\nSteps:\n";
-    TextTable t({"step", "target", "sparsity", "metric (masked)", "metric", "gate", "seconds"},
-                {true, true, true, true, true, false, true});
+    TextTable t({"step", "target", "sparsity", "metric (no recovery)", "metric", "SQNR dB (no recovery)", "SQNR dB", "gate",
+                 "seconds"},
+                {true, true, true, true, true, true, true, false, true});
+    auto db = [](double v) { return std::isfinite(v) ? FormatDouble("%.1f", v) : std::string("-"); };
     for (const auto& s : steps) {
       t.AddRow({std::to_string(s.step), Pct(s.target), Pct(s.sparsity),
                 s.evaluated ? FormatNumber(s.metric_masked, 6) : "-", s.evaluated ? FormatNumber(s.metric, 6) : "-",
-                s.evaluated ? (s.acceptable ? "pass" : "FAIL") : "-", FormatDouble("%.2f", s.seconds)});
+                db(s.masked.sqnr_db), db(s.recovered.sqnr_db), s.evaluated ? (s.acceptable ? "pass" : "FAIL") : "-",
+                FormatDouble("%.2f", s.seconds)});
     }
     out += t.Render();
   }

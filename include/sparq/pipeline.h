@@ -43,6 +43,10 @@ struct PruneStepLine {
   double target = 0.0, sparsity = 0.0;
   double metric_masked = 0.0;  // before recovery
   double metric = 0.0;         // after recovery
+  // Output of the pruned FP32 model against the dense one, before and after
+  // recovery: SQNR in dB and top-1 agreement in percent (NaN: not measured).
+  double sqnr_masked_db = 0.0, sqnr_db = 0.0;
+  double agreement_masked = 0.0, agreement = 0.0;
   bool acceptable = true;
 };
 

@@ -28,6 +28,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <map>
 #include <optional>
 #include <string>
@@ -333,6 +334,12 @@ struct PruneEvaluation {
   double metric = 0.0;
   bool acceptable = true;  // false: the gate would fail; PruneModel stops
   std::string note;        // why (shown in the report), optional
+  // Optional, NaN when not measured: how closely the candidate reproduces the
+  // dense model's output (SQNR of output 0 in dB, top-1 agreement in percent).
+  // A label metric on a small evaluation set moves by a sample or two either
+  // way; these show what recovery does to the layer outputs it re-fits.
+  double sqnr_db = std::numeric_limits<double>::quiet_NaN();
+  double agreement = std::numeric_limits<double>::quiet_NaN();
 };
 using PruneMetricFn = std::function<StatusOr<PruneEvaluation>(const Model& model)>;
 
@@ -468,8 +475,13 @@ struct PruneStepReport {
   double sparsity = 0.0;          // achieved over the pruned layers' weights
   std::map<std::string, double> layer_sparsity;  // by node
   bool evaluated = false;         // a metric callback was given
-  double metric_masked = 0.0;     // after masking, before recovery
-  double metric = 0.0;            // after recovery (== metric_masked without recovery)
+  // With recovery, "masked" is the same schedule run without recovery (a
+  // model pruned alongside, never re-fitted): the report's comparison.
+  // Without recovery both are the pruned model's.
+  double metric_masked = 0.0;     // without recovery
+  double metric = 0.0;            // with recovery
+  PruneEvaluation masked;         // the whole evaluation without recovery
+  PruneEvaluation recovered;      // and with it
   bool acceptable = true;
   std::string note;               // the callback's note
   ModelRecoveryReport recovery;   // empty without recovery

@@ -88,5 +88,39 @@ TEST(RunRecipe, NeverWritesOverTheInputModel) {
   EXPECT_NE(report.status().message().find("never overwrites"), std::string::npos) << report.status().message();
 }
 
+// The bundled pruning recipes (acceptance of the pruning issue): at most 1.0
+// point of top-1 lost, and the report shows recovery doing better than the
+// same schedule without it.
+void ExpectPruneRecipeKeepsAccuracyAndRecoveryHelps(const std::string& file) {
+  const std::string recipes = std::string(SPARQ_SOURCE_DIR) + "/recipes/";
+  auto yaml = ReadFile(recipes + file);
+  ASSERT_TRUE(yaml.ok());
+  testing::TempDir dir;
+  std::string text = *yaml;
+  const size_t at = text.find("output:");
+  ASSERT_NE(at, std::string::npos);
+  text.replace(at, text.find("\n\n", at) - at, "output:\n  dir: " + dir.root() + "\n  overwrite: true");
+  auto r = ParseRecipe(text, recipes, file);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto report = RunRecipe(*r);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_TRUE(report->passed) << report->ToText();
+  EXPECT_LE(report->drop, 1.0) << report->ToText();
+  ASSERT_FALSE(report->prune_steps.empty());
+  const PruneStepLine& last = report->prune_steps.back();
+  EXPECT_GE(last.metric, last.metric_masked) << report->ToText();
+  EXPECT_GT(last.sqnr_db, last.sqnr_masked_db + 3.0) << report->ToText();
+  EXPECT_GE(last.agreement, last.agreement_masked) << report->ToText();
+  EXPECT_NE(report->ToMarkdown().find("with recovery"), std::string::npos);
+}
+
+TEST(RunRecipe, TwoFourPruningPlusInt8RecipeKeepsAccuracy) {
+  ExpectPruneRecipeKeepsAccuracyAndRecoveryHelps("prune_2to4_int8.yaml");
+}
+
+TEST(RunRecipe, Block4x4PruningPlusInt8RecipeKeepsAccuracy) {
+  ExpectPruneRecipeKeepsAccuracyAndRecoveryHelps("prune_block4x4_int8.yaml");
+}
+
 }  // namespace
 }  // namespace sparq
