@@ -27,6 +27,7 @@ RunFn AddRunCommand(CLI::App& app);
 RunFn AddRecipeCommand(CLI::App& app);
 RunFn AddCalibrateCommand(CLI::App& app);
 RunFn AddConvertCommand(CLI::App& app);
+RunFn AddSensitivityCommand(CLI::App& app);
 
 // Prints "sparq: error: <message>" to stderr and returns kExitError.
 inline int ReportError(const std::string& message) {

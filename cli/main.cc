@@ -19,6 +19,7 @@ constexpr const char* kExamples = R"(Examples:
   sparq inspect resnet18.onnx --json
   sparq eval resnet18.onnx --inputs val.npz --labels val_labels.npy --batch 32
   sparq eval pruned.onnx --inputs val_folder/ --reference resnet18.onnx --save-outputs out.npz
+  sparq sensitivity model.onnx --data calib.npz --structure block4x4 --sparsities 0.3,0.5,0.7,0.9
   sparq <command> --help      (options of one command)
 
 Exit status: 0 on success, 1 when `sparq run`'s accuracy gate fails, 2 on any error
@@ -45,6 +46,7 @@ int main(int argc, char** argv) {
   add(AddInspectCommand);
   add(AddEvalCommand);
   add(AddConvertCommand);
+  add(AddSensitivityCommand);
 
   // CLI11 would report a misspelled command as "A subcommand is required".
   if (argc > 1 && argv[1][0] != '-') {

@@ -1,6 +1,8 @@
 // Runs the built `sparq` binary on good and bad inputs and checks exit codes
 // and messages: every error exits with 2 and says "sparq: error: <what>".
 #include <gtest/gtest.h>
+
+#include <algorithm>
 #include <sys/wait.h>
 
 #include <cstdlib>
@@ -210,6 +212,37 @@ TEST_F(CliTest, EvalBadInputs) {
   nan.data<float>()[70] = std::nanf("");
   ASSERT_TRUE(WriteNpy(path("nan.npy"), nan).ok());
   ExpectError(eval + path("nan.npy"), "nan.npy: array 'nan' has a non-finite value (nan) at flat index 70");
+}
+
+TEST_F(CliTest, SensitivityWritesCsvAndSvg) {
+  const std::string digits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
+  CliResult r = Run("sensitivity " + digits + "digits_cnn.onnx --data " + digits + "calib.npz --eval " + digits +
+                    "eval.npz --labels " + digits + "eval_labels.npy --structure block4x4 --sparsities 0.3,0.5,0.7,0.9 "
+                    "--samples 128 --threads 1 -o " + path("sens"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  const std::string csv = Slurp(path("sens.csv")), svg = Slurp(path("sens.svg"));
+  EXPECT_EQ(csv.rfind("layer,params,sparsity,metric,drop\n", 0), 0u) << csv;
+  // Three weighted layers x four sparsities.
+  EXPECT_EQ(std::count(csv.begin(), csv.end(), '\n'), 1 + 3 * 4) << csv;
+  EXPECT_NE(csv.find("/8/Gemm,5120,0.5,"), std::string::npos) << csv;
+  EXPECT_EQ(svg.rfind("<svg", 0), 0u);
+  EXPECT_NE(svg.find("/3/Conv"), std::string::npos);
+  EXPECT_NE(r.out.find("baseline top1"), std::string::npos) << r.out;
+
+  // Without labels the metric is top-1 agreement with the unpruned model.
+  CliResult agree = Run("sensitivity " + digits + "digits_cnn.onnx --data " + digits +
+                        "calib.npz --sparsities 0.5 --samples 64 -o " + path("agree"));
+  ASSERT_EQ(agree.exit_code, 0) << agree.err;
+  EXPECT_NE(agree.out.find("baseline agreement 100"), std::string::npos) << agree.out;
+
+  ExpectError("sensitivity " + digits + "digits_cnn.onnx --data " + digits + "calib.npz --sparsities 0.5,1.2",
+              "1.2");
+  ExpectError("sensitivity " + digits + "digits_cnn.onnx --data " + digits + "calib.npz --sparsities 0.5,x",
+              "'x' is not a number");
+  ExpectError("sensitivity " + digits + "digits_cnn.onnx --data " + digits + "calib.npz --structure 2:4",
+              "fixes the sparsity");
+  ExpectError("sensitivity " + digits + "digits_cnn.onnx --data " + digits + "calib.npz --metric top1",
+              "--metric top1 needs --labels");
 }
 
 }  // namespace
