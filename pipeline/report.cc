@@ -164,11 +164,16 @@ std::string RunReport::ToText() const {
     for (const auto& l : layers)
       if (l.precision != Precision::kINT8) os << "              " << l.node << ": " << PrecisionName(l.precision) << " (" << l.reason << ")\n";
   }
-  for (const auto& st : prune_steps)
-    os << "  prune step  " << st.step << ": sparsity " << Fixed(100 * st.sparsity, 1) << "%, " << metric << " "
-       << Fixed(st.metric_masked) << " -> " << Fixed(st.metric) << " with recovery; output SQNR vs dense "
-       << Fixed(st.sqnr_masked_db, 1) << " -> " << Fixed(st.sqnr_db, 1) << " dB" << (st.acceptable ? "" : " (rejected)")
-       << "\n";
+  for (const auto& st : prune_steps) {
+    os << "  prune step  " << st.step << ": sparsity " << Fixed(100 * st.sparsity, 1) << "%, " << metric << " ";
+    if (st.recovery) {
+      os << Fixed(st.metric_masked) << " -> " << Fixed(st.metric) << " with recovery; output SQNR vs dense "
+         << Fixed(st.sqnr_masked_db, 1) << " -> " << Fixed(st.sqnr_db, 1) << " dB";
+    } else {
+      os << Fixed(st.metric) << " (no recovery); output SQNR vs dense " << Fixed(st.sqnr_db, 1) << " dB";
+    }
+    os << (st.acceptable ? "" : " (rejected)") << "\n";
+  }
   for (const auto& f : fallback) os << "  fallback    " << f.node << " -> " << f.to << " (SQNR " << Fixed(f.sqnr_db, 1) << " dB)\n";
   for (const auto& w : warnings) os << "  warning     " << w << "\n";
   os << "  gate        " << (passed ? "PASS" : "FAIL") << ": " << Verdict(*this) << "\n";

@@ -260,7 +260,8 @@ Status Runner::PruneStage(double dense_metric) {
   report_.prune_text = result.report.ToText();
   for (const auto& st : result.report.steps) {
     report_.prune_steps.push_back({st.step, st.target, st.sparsity, st.metric_masked, st.metric, st.masked.sqnr_db,
-                                   st.recovered.sqnr_db, st.masked.agreement, st.recovered.agreement, st.acceptable});
+                                   st.recovered.sqnr_db, st.masked.agreement, st.recovered.agreement, st.acceptable,
+                                   r_.prune.recovery});
   }
   if (result.report.stopped_early) report_.warnings.push_back("prune: " + result.report.stop_message);
   fp32_ = std::move(result.model);

@@ -48,6 +48,7 @@ struct PruneStepLine {
   double sqnr_masked_db = 0.0, sqnr_db = 0.0;
   double agreement_masked = 0.0, agreement = 0.0;
   bool acceptable = true;
+  bool recovery = true;  // false: the recipe turned recovery off (both columns are the pruned model)
 };
 
 struct RunReport {
