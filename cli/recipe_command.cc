@@ -1,8 +1,11 @@
 // `sparq recipe check RECIPE [--print] [--no-files]`: validates a recipe
-// without running it (sparq::LoadRecipe).
+// without running it (sparq::LoadRecipe), and what it asks of its model
+// (sparq::CheckRecipeAgainstModel).
 #include <memory>
 
 #include "cli/commands.h"
+#include "sparq/onnx_io.h"
+#include "sparq/pipeline.h"
 #include "sparq/recipe.h"
 
 namespace sparq {
@@ -30,6 +33,11 @@ RunFn AddRecipeCommand(CLI::App& app) {
     auto recipe = LoadRecipe(args->recipe, options);
     if (!recipe.ok()) return ReportError(recipe.status());
     for (const auto& w : recipe->warnings) std::cerr << "sparq: warning: " << w << "\n";
+    if (options.check_files) {  // what the recipe asks of this model (prune rules)
+      auto model = LoadModel(recipe->model);
+      if (!model.ok()) return ReportError(model.status());
+      if (Status st = CheckRecipeAgainstModel(*recipe, *model); !st.ok()) return ReportError(st);
+    }
     if (args->print) std::cout << RecipeToYaml(*recipe);
     else std::cout << args->recipe << ": OK\n";
     return kExitOk;

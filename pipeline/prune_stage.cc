@@ -1,4 +1,5 @@
 #include "pipeline/prune_stage.h"
+#include "sparq/pipeline.h"
 
 namespace sparq {
 namespace {
@@ -38,8 +39,10 @@ StatusOr<PruneOptions> ToPruneOptions(const Recipe& recipe) {
   o.skip_first_last = p.skip_first_last;
   o.threads = recipe.evaluate.threads;
   o.recovery_options.threads = recipe.evaluate.threads;
-  for (const auto& rule : p.layers) {
+  for (size_t i = 0; i < p.layers.size(); ++i) {
+    const RecipePrune::LayerRule& rule = p.layers[i];
     PruneLayerRule r;
+    r.origin = recipe.source + ":" + std::to_string(rule.line) + ": prune.layers[" + std::to_string(i) + "]";
     r.match = rule.match;
     r.sparsity = rule.sparsity;
     if (rule.structure) r.structure = ToStructure(*rule.structure);
@@ -80,6 +83,12 @@ StatusOr<PruneResult> RunPruneStage(const Recipe& recipe, const Model& model, co
     options.layers = std::move(rules);
   }
   return PruneModel(model, options, calibration, judge);
+}
+
+Status CheckRecipeAgainstModel(const Recipe& recipe, const Model& model) {
+  if (!recipe.prune.enabled) return Status::OK();
+  SPARQ_ASSIGN_OR_RETURN(PruneOptions options, ToPruneOptions(recipe));
+  return PlanPruning(model, options).status();
 }
 
 }  // namespace sparq

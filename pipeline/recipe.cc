@@ -300,6 +300,7 @@ void RecipeParser::ParsePruneLayer(const YAML::Node& item, const std::string& pa
     diag_.Error(line, path, "expected a map {match, sparsity, structure}, got " + yaml_fields::DescribeNode(item));
     return;
   }
+  rule->line = line;
   MapReader m(item, path, line, &diag_);
   if (m.Require("match")) ReadPattern(m, "match", &rule->match);
   double sparsity = 0;

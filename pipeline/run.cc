@@ -290,6 +290,7 @@ StatusOr<RunReport> Runner::Run() {
   SPARQ_ASSIGN_OR_RETURN(fp32_, LoadModel(r_.model));
   SPARQ_RETURN_IF_ERROR(CheckSupported(fp32_));
   if (fp32_.graph.inputs.empty()) return Status::InvalidArgument(r_.model + ": the model has no inputs");
+  SPARQ_RETURN_IF_ERROR(CheckRecipeAgainstModel(r_, fp32_));
   report_.fp32_bytes = static_cast<int64_t>(fs::file_size(r_.model, ec));
 
   // Data, preprocessed once into temporary files when the recipe asks for it.

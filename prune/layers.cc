@@ -287,6 +287,10 @@ bool NMSparsityValid(const PruneStructure& s, double sparsity) {
 
 }  // namespace
 
+std::string RuleOrigin(const PruneLayerRule& r, size_t index) {
+  return r.origin.empty() ? "pruning rule layers[" + std::to_string(index) + "]" : r.origin;
+}
+
 Status ValidatePruneOptions(const PruneOptions& o) {
   std::vector<std::string> errors;
   auto fail = [&](const std::string& e) { errors.push_back(e); };
@@ -315,7 +319,7 @@ Status ValidatePruneOptions(const PruneOptions& o) {
   }
   for (size_t i = 0; i < o.layers.size(); ++i) {
     const PruneLayerRule& r = o.layers[i];
-    const std::string what = "layers[" + std::to_string(i) + "] ('" + r.match + "')";
+    const std::string what = RuleOrigin(r, i) + " ('" + r.match + "')";
     if (Status st = CheckPattern(r.match, what); !st.ok()) fail(st.message());
     if (!r.sparsity && !r.structure) fail(what + ": sets neither sparsity nor structure");
     if (r.sparsity && !SparsityInRange(*r.sparsity))
@@ -344,15 +348,21 @@ StatusOr<std::vector<LayerPlan>> PlanPruning(const Model& model, const PruneOpti
   SPARQ_ASSIGN_OR_RETURN(std::vector<WeightedLayer> layers, FindWeightedLayers(model));
   std::vector<std::string> names;
   for (const auto& L : layers) names.push_back(L.node);
+  // Every rule that matches nothing, and every rule naming a layer exactly
+  // that it cannot apply to, is reported together.
+  std::vector<std::string> unmatched, misfits;
   for (size_t i = 0; i < options.layers.size(); ++i) {
     const auto& r = options.layers[i];
     bool any = false;
     for (const auto& n : names) any |= NameMatches(r.match, n);
-    if (!any) {
-      return Status::NotFound("pruning rule layers[" + std::to_string(i) + "] '" + r.match +
-                              "' matches no weighted layer (Conv/Gemm/MatMul with a constant weight); they are: " +
-                              JoinNames(names));
-    }
+    if (!any) unmatched.push_back(RuleOrigin(r, i) + ": '" + r.match + "' matches no weighted layer");
+  }
+  if (!unmatched.empty()) {
+    std::string msg = unmatched.size() == 1 ? unmatched[0] : "pruning rules that match nothing:";
+    if (unmatched.size() > 1)
+      for (const auto& u : unmatched) msg += "\n  " + u;
+    return Status::NotFound(msg + "\n(weighted layers are Conv/Gemm/MatMul with a constant weight; this model's are: " +
+                            JoinNames(names) + ")");
   }
 
   std::vector<LayerPlan> plans;
@@ -361,9 +371,11 @@ StatusOr<std::vector<LayerPlan>> PlanPruning(const Model& model, const PruneOpti
     p.layer = layers[i];
     const std::string& name = p.layer.node;
     const PruneLayerRule* rule = nullptr;
-    for (const auto& r : options.layers) {
-      if (NameMatches(r.match, name)) {
-        rule = &r;
+    std::string rule_origin;
+    for (size_t k = 0; k < options.layers.size(); ++k) {
+      if (NameMatches(options.layers[k].match, name)) {
+        rule = &options.layers[k];
+        rule_origin = RuleOrigin(*rule, k);
         break;
       }
     }
@@ -385,7 +397,10 @@ StatusOr<std::vector<LayerPlan>> PlanPruning(const Model& model, const PruneOpti
       continue;
     }
     if (!p.layer.unsupported.empty()) {
-      if (exact) return Status::InvalidArgument("pruning rule '" + rule->match + "' names layer '" + name + "', which cannot be pruned: " + p.layer.unsupported);
+      if (exact) {
+        misfits.push_back(rule_origin + ": names layer '" + name + "', which cannot be pruned: " + p.layer.unsupported);
+        continue;
+      }
       dense(p.layer.unsupported);
       continue;
     }
@@ -403,7 +418,10 @@ StatusOr<std::vector<LayerPlan>> PlanPruning(const Model& model, const PruneOpti
         break;
       }
       if (!found) {
-        if (exact) return Status::InvalidArgument("pruning rule '" + rule->match + "': no auto candidate fits layer '" + name + "'");
+        if (exact) {
+          misfits.push_back(rule_origin + ": no auto candidate fits layer '" + name + "'");
+          continue;
+        }
         dense("no auto candidate fits the weight's " + std::to_string(p.layer.rows) + "x" + std::to_string(p.layer.cols) + " view");
         continue;
       }
@@ -411,14 +429,21 @@ StatusOr<std::vector<LayerPlan>> PlanPruning(const Model& model, const PruneOpti
     const std::string mismatch = StructureMismatch(p.layer, p.structure);
     if (!mismatch.empty()) {
       if (exact) {
-        return Status::InvalidArgument("pruning rule '" + rule->match + "' asks for " + p.structure.ToString() +
-                                       " on layer '" + name + "', which it does not fit: " + mismatch);
+        misfits.push_back(rule_origin + ": asks for " + p.structure.ToString() + " on layer '" + name +
+                          "', which it does not fit: " + mismatch);
+        continue;
       }
       dense(mismatch + by_rule);
       continue;
     }
     p.prune = true;
     plans.push_back(p);
+  }
+  if (!misfits.empty()) {
+    std::string msg = misfits.size() == 1 ? misfits[0] : "pruning rules that do not fit their layers:";
+    if (misfits.size() > 1)
+      for (const auto& m : misfits) msg += "\n  " + m;
+    return Status::InvalidArgument(msg);
   }
   // Channel pruning also depends on the graph around each layer. Dropping a
   // layer can untie others, so repeat until nothing changes.

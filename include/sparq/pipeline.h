@@ -88,4 +88,10 @@ struct RunReport {
 // written to.
 StatusOr<RunReport> RunRecipe(const Recipe& recipe, const PipelineOptions& options = {});
 
+// Checks what a recipe asks of a particular model, before any work: with
+// pruning enabled, that every prune.layers rule matches a weighted layer and
+// fits the layers it names. Errors (all together) name the recipe file, the
+// line and the key: InvalidArgument, or NotFound for rules that match nothing.
+Status CheckRecipeAgainstModel(const Recipe& recipe, const Model& model);
+
 }  // namespace sparq

@@ -219,6 +219,9 @@ struct PruneLayerRule {
   std::string match;
   std::optional<double> sparsity;             // default: PruneOptions::sparsity (0 = dense)
   std::optional<PruneStructure> structure;    // default: PruneOptions::structure
+  // Where the rule was written, for messages (a recipe gives
+  // "r.yaml:12: prune.layers[0]"); "" = "pruning rule layers[<index>]".
+  std::string origin;
 };
 
 enum class PruneScope {

@@ -100,6 +100,7 @@ struct RecipePrune {
     std::string match;                    // node name or regex (see LayerMatches)
     std::optional<double> sparsity;       // default: prune.sparsity
     std::optional<Structure> structure;   // default: prune.structure
+    int line = 0;                         // in the recipe file, for messages
   };
   // Per-layer sparsity chosen by a sensitivity scan instead of one target.
   struct Sensitivity {

@@ -2,6 +2,8 @@
 // errors (unknown keys with suggestions, types, ranges, missing keys/files,
 // syntax), all collected with their key path and line.
 #include "sparq/recipe.h"
+#include "sparq/onnx_io.h"
+#include "sparq/pipeline.h"
 
 #include <gtest/gtest.h>
 
@@ -578,6 +580,42 @@ TEST_F(RecipeTest, EffectiveYamlRoundTrips) {
   EXPECT_EQ(again->quantize.fp16.block_ops, (std::vector<std::string>{"Resize", "TopK"}));
   EXPECT_NE(yaml.find("structure: \"2:4\""), std::string::npos) << yaml;  // quoted for YAML 1.1 readers
   EXPECT_NE(yaml.find("  layers:\n    - match: head\n"), std::string::npos) << yaml;
+}
+
+// Rules that depend on the model (a regex that matches no layer, a block that
+// does not fit the layer a rule names) are checked against it before any
+// work, with the recipe's file, line and key.
+TEST(RecipeModelCheckTest, PruneRulesAreCheckedAgainstTheModel) {
+  const std::string digits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
+  auto model = LoadModel(digits + "digits_cnn.onnx");
+  ASSERT_TRUE(model.ok());
+  auto check = [&](const std::string& rules) {
+    const std::string yaml = "model: " + digits + "digits_cnn.onnx\ndata:\n  calibration: " + digits +
+                             "calib.npz\n  evaluation: " + digits + "eval.npz\nprune:\n  enabled: true\n" +
+                             "  structure: block4x4\n  layers:\n" + rules;
+    auto r = ParseRecipe(yaml, digits, "r.yaml");
+    EXPECT_TRUE(r.ok()) << r.status().ToString();
+    return r.ok() ? CheckRecipeAgainstModel(*r, *model) : r.status();
+  };
+  EXPECT_TRUE(check("    - {match: '/3/Conv', sparsity: 0.7}\n").ok());
+
+  Status nothing = check("    - {match: '/3/Conv', sparsity: 0.7}\n    - {match: 'layer4.*', sparsity: 0.5}\n");
+  EXPECT_EQ(nothing.code(), StatusCode::kNotFound);
+  EXPECT_NE(nothing.message().find("r.yaml:10: prune.layers[1]: 'layer4.*' matches no weighted layer"),
+            std::string::npos)
+      << nothing.message();
+  EXPECT_NE(nothing.message().find("/0/Conv, /3/Conv, /8/Gemm"), std::string::npos) << nothing.message();
+
+  Status misfit = check("    - {match: '/0/Conv', structure: block32x32}\n    - {match: '/8/Gemm', structure: '2:4'}\n"
+                        "    - {match: '/3/Conv', structure: block64x64}\n");
+  EXPECT_EQ(misfit.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(misfit.message().find("r.yaml:9: prune.layers[0]: asks for block32x32 on layer '/0/Conv', which it does "
+                                  "not fit"),
+            std::string::npos)
+      << misfit.message();
+  EXPECT_NE(misfit.message().find("r.yaml:11: prune.layers[2]: asks for block64x64 on layer '/3/Conv'"),
+            std::string::npos)
+      << misfit.message();
 }
 
 }  // namespace
