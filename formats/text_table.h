@@ -82,4 +82,20 @@ inline std::string FormatDouble(const char* fmt, double v) {
   return buf;
 }
 
+// Escapes &, <, > and " for XML text and attribute values (JUnit, SVG).
+inline std::string XmlEscape(const std::string& s) {
+  std::string out;
+  out.reserve(s.size());
+  for (char c : s) {
+    switch (c) {
+      case '&': out += "&amp;"; break;
+      case '<': out += "&lt;"; break;
+      case '>': out += "&gt;"; break;
+      case '"': out += "&quot;"; break;
+      default: out += c;
+    }
+  }
+  return out;
+}
+
 }  // namespace sparq

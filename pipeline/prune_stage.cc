@@ -2,25 +2,11 @@
 #include "sparq/pipeline.h"
 
 namespace sparq {
-namespace {
-
-PruneStructure ToStructure(const RecipePrune::Structure& s) {
-  switch (s.kind) {
-    case RecipePrune::Structure::Kind::kUnstructured: return PruneStructure::Unstructured();
-    case RecipePrune::Structure::Kind::kBlock: return PruneStructure::Block(s.block_rows, s.block_cols);
-    case RecipePrune::Structure::Kind::kNM: return PruneStructure::NM(s.n, s.m);
-    case RecipePrune::Structure::Kind::kChannel: return PruneStructure::Channel();
-    case RecipePrune::Structure::Kind::kAuto: return PruneStructure::Auto();
-  }
-  return PruneStructure::Unstructured();
-}
-
-}  // namespace
 
 StatusOr<PruneOptions> ToPruneOptions(const Recipe& recipe) {
   const RecipePrune& p = recipe.prune;
   PruneOptions o;
-  o.structure = ToStructure(p.structure);
+  o.structure = p.structure;
   o.sparsity = p.structure.kind == RecipePrune::Structure::Kind::kNM && p.sparsity == 0.0 ? 0.0 : p.sparsity;
   switch (p.schedule) {
     case RecipePrune::Schedule::kOneShot: o.schedule = PruneSchedule::kOneShot; break;
@@ -45,7 +31,7 @@ StatusOr<PruneOptions> ToPruneOptions(const Recipe& recipe) {
     r.origin = recipe.source + ":" + std::to_string(rule.line) + ": prune.layers[" + std::to_string(i) + "]";
     r.match = rule.match;
     r.sparsity = rule.sparsity;
-    if (rule.structure) r.structure = ToStructure(*rule.structure);
+    if (rule.structure) r.structure = *rule.structure;
     o.layers.push_back(std::move(r));
   }
   SPARQ_RETURN_IF_ERROR(ValidatePruneOptions(o).WithContext("prune"));

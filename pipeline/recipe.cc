@@ -65,15 +65,6 @@ constexpr EnumEntry<CalibrationMethod> kMethods[] = {{CalibrationMethod::kMax, "
                                                      {CalibrationMethod::kPercentile, "percentile"},
                                                      {CalibrationMethod::kMSE, "mse"}};
 
-// Digits only, at most 6 of them (so the value fits an int).
-bool ParseSmallInt(const std::string& s, int* out) {
-  if (s.empty() || s.size() > 6) return false;
-  for (char c : s)
-    if (c < '0' || c > '9') return false;
-  *out = std::stoi(s);
-  return true;
-}
-
 bool HasDataExtension(const fs::path& p) {
   std::string ext = p.extension().string();
   for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
@@ -257,7 +248,10 @@ bool RecipeParser::ReadStructure(MapReader& m, const std::string& key, Structure
   if (!m.Read(key, &text)) return false;
   StatusOr<Structure> s = Structure::Parse(text);
   if (!s.ok()) {
-    diag_.Error(m.LineOf(key), m.PathOf(key), s.status().message());
+    std::string what = s.status().message();
+    const std::string close = yaml_fields::ClosestWord(text, {"unstructured", "channel", "auto", "block4x4", "2:4"});
+    if (!close.empty()) what += " (did you mean '" + close + "'?)";
+    diag_.Error(m.LineOf(key), m.PathOf(key), what);
     return false;
   }
   *out = *s;
@@ -545,62 +539,6 @@ void RecipeParser::CheckFiles() {
 }
 
 }  // namespace
-
-// ---------------------------------------------------------------------------
-// Sparsity structures
-
-std::string RecipePrune::Structure::ToString() const {
-  switch (kind) {
-    case Kind::kUnstructured: return "unstructured";
-    case Kind::kBlock: return "block" + std::to_string(block_rows) + "x" + std::to_string(block_cols);
-    case Kind::kNM: return std::to_string(n) + ":" + std::to_string(m);
-    case Kind::kChannel: return "channel";
-    case Kind::kAuto: return "auto";
-  }
-  return "?";
-}
-
-bool RecipePrune::Structure::operator==(const Structure& o) const {
-  if (kind != o.kind) return false;
-  if (kind == Kind::kBlock) return block_rows == o.block_rows && block_cols == o.block_cols;
-  if (kind == Kind::kNM) return n == o.n && m == o.m;
-  return true;
-}
-
-StatusOr<RecipePrune::Structure> RecipePrune::Structure::Parse(const std::string& text) {
-  Structure s;
-  if (text == "unstructured") return s;
-  if (text == "channel" || text == "auto") {
-    s.kind = text == "channel" ? Kind::kChannel : Kind::kAuto;
-    return s;
-  }
-  const size_t colon = text.find(':');
-  if (colon != std::string::npos) {
-    int n = 0, m = 0;
-    if (!ParseSmallInt(text.substr(0, colon), &n) || !ParseSmallInt(text.substr(colon + 1), &m))
-      return Status::InvalidArgument("'" + text + "' is not an N:M structure: N and M must be whole numbers, e.g. 2:4");
-    if (n < 1) return Status::InvalidArgument("'" + text + "' keeps no weights: N must be at least 1 in N:M");
-    if (n >= m)
-      return Status::InvalidArgument("'" + text + "' is not valid: in N:M, N (weights kept) must be less than M (group size)");
-    s.kind = Kind::kNM, s.n = n, s.m = m;
-    return s;
-  }
-  if (text.rfind("block", 0) == 0) {
-    const std::string dims = text.substr(5);
-    const size_t x = dims.find('x');
-    int rows = 0, cols = 0;
-    if (x == std::string::npos || !ParseSmallInt(dims.substr(0, x), &rows) || !ParseSmallInt(dims.substr(x + 1), &cols))
-      return Status::InvalidArgument("'" + text + "' is not a block structure: write blockRxC, e.g. block4x4 or block1x4");
-    if (rows < 1 || cols < 1)
-      return Status::InvalidArgument("'" + text + "' is not valid: block sizes must be positive");
-    s.kind = Kind::kBlock, s.block_rows = rows, s.block_cols = cols;
-    return s;
-  }
-  std::string what = "'" + text + "' is not one of unstructured, blockRxC (e.g. block4x4), N:M (e.g. 2:4), channel, auto";
-  const std::string close = yaml_fields::ClosestWord(text, {"unstructured", "channel", "auto", "block4x4"});
-  if (!close.empty()) what += " (did you mean '" + close + "'?)";
-  return Status::InvalidArgument(what);
-}
 
 std::vector<std::string> RecipeQuantize::Fp16::DefaultFp16BlockOps() {
   // onnxconverter-common's float16.DEFAULT_OP_BLOCK_LIST: ops whose FP16

@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "formats/text_table.h"
 #include "sparq/pipeline.h"
 
 namespace sparq {
@@ -23,20 +24,6 @@ std::string Bytes(int64_t b) {
   if (b >= (1 << 20)) std::snprintf(buf, sizeof buf, "%.2f MiB", b / 1048576.0);
   else std::snprintf(buf, sizeof buf, "%.1f KiB", b / 1024.0);
   return buf;
-}
-
-std::string XmlEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
 }
 
 std::string Verdict(const RunReport& r) {

@@ -121,7 +121,7 @@ int ParseSize(const std::string& s) {
 }
 
 Status BadStructure(const std::string& text, const std::string& why) {
-  return Status::InvalidArgument("'" + text + "' is not a valid structure: " + why);
+  return Status::InvalidArgument("'" + text + "' is not valid: " + why);
 }
 
 }  // namespace
@@ -149,7 +149,7 @@ StatusOr<PruneStructure> PruneStructure::Parse(const std::string& text) {
     }
     return NM(n, m);
   }
-  return Status::InvalidArgument("unknown structure '" + text + "': " + kStructureSpellings);
+  return Status::InvalidArgument("'" + text + "' is not a structure: " + kStructureSpellings);
 }
 
 // ---------------------------------------------------------------------------

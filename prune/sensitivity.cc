@@ -130,20 +130,6 @@ std::string CsvField(const std::string& s) {
   return out + "\"";
 }
 
-std::string XmlEscape(const std::string& s) {
-  std::string out;
-  for (char c : s) {
-    switch (c) {
-      case '&': out += "&amp;"; break;
-      case '<': out += "&lt;"; break;
-      case '>': out += "&gt;"; break;
-      case '"': out += "&quot;"; break;
-      default: out += c;
-    }
-  }
-  return out;
-}
-
 // A "nice" tick step (1, 2 or 5 times a power of ten) giving about `ticks` ticks over `range`.
 double NiceStep(double range, int ticks) {
   if (!(range > 0)) return 1.0;

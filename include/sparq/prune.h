@@ -96,7 +96,7 @@ struct PruneStructure {
   std::string ToString() const;
   // Parses the spellings above (block<R>x<C> with R, C >= 1; <N>:<M> with
   // 1 <= N < M). InvalidArgument says what is wrong and lists what is allowed,
-  // e.g. "'4:2' is not a valid structure: in N:M, N (weights kept) must be
+  // e.g. "'4:2' is not valid: in N:M, N (weights kept) must be
   // less than M (group size)".
   static StatusOr<PruneStructure> Parse(const std::string& text);
   // 1 - n/m for kNM; -1 for the others (their sparsity is free).

@@ -27,6 +27,7 @@
 #include <vector>
 
 #include "sparq/calibrate.h"  // CalibrationMethod
+#include "sparq/prune.h"      // PruneStructure
 #include "sparq/status.h"
 
 namespace sparq {
@@ -78,19 +79,9 @@ struct RecipePrune {
   // The shape of the zeros. Written in YAML as "unstructured", "block4x4"
   // (block RxC), "2:4" (N:M: N nonzeros kept in every M consecutive weights),
   // "channel" or "auto".
-  struct Structure {
-    enum class Kind { kUnstructured, kBlock, kNM, kChannel, kAuto };
-    Kind kind = Kind::kUnstructured;
-    int block_rows = 1, block_cols = 1;  // kBlock: each >= 1
-    int n = 0, m = 0;                    // kNM: 1 <= n < m
-
-    // The YAML spelling: "unstructured", "block4x4", "2:4", "channel", "auto".
-    std::string ToString() const;
-    // Parses the YAML spelling; InvalidArgument says what is wrong and what is allowed.
-    static StatusOr<Structure> Parse(const std::string& text);
-    bool operator==(const Structure& o) const;
-    bool operator!=(const Structure& o) const { return !(*this == o); }
-  };
+  // The shape of the zeros ("unstructured", "block4x4", "2:4", "channel",
+  // "auto"): the pruning library's own type.
+  using Structure = PruneStructure;
   enum class Schedule { kOneShot, kLinear, kAgp };  // agp: Zhu & Gupta's cubic ramp
   enum class Scope { kGlobal, kLayer };             // one threshold for all layers, or per layer
   enum class Score { kMagnitude, kL1, kL2, kActivation };

@@ -535,8 +535,12 @@ TEST(RecipeStructureTest, ParseAndPrint) {
   for (const char* text : {"4:4", "0:4", "2:x", "block", "block4", "blockx4", "block4x0", "blocky", "structured"}) {
     EXPECT_FALSE(RecipePrune::Structure::Parse(text).ok()) << text;
   }
-  EXPECT_NE(RecipePrune::Structure::Parse("unstructred").status().message().find("did you mean 'unstructured'"),
-            std::string::npos);
+}
+
+TEST_F(RecipeTest, MisspelledStructureSuggestsTheClosest) {
+  const std::string message = ErrorOf(kMinimal + "prune:\n  enabled: true\n  structure: unstructred\n");
+  EXPECT_NE(message.find("r.yaml:7: prune.structure: 'unstructred' is not a structure"), std::string::npos) << message;
+  EXPECT_NE(message.find("(did you mean 'unstructured'?)"), std::string::npos) << message;
 }
 
 TEST(RecipeLayerMatchTest, ExactNameOrWholeNameRegex) {
