@@ -47,10 +47,12 @@ def relative_error(got: np.ndarray, want: np.ndarray) -> float:
     return err / scale if scale > 0 else err
 
 
-def expose_all_tensors(model):
-    """Returns (model copy whose graph outputs are its node outputs (float
-    tensors of rank >= 1, see is_per_sample_float), renamed "t<N>", and a dict
-    from new name to original name)."""
+def expose_all_tensors(model, keep=None):
+    """Returns (model copy whose graph outputs are its original outputs and
+    the node outputs for which keep(type_proto or None) is true (default
+    is_per_sample_float: float tensors of rank >= 1), all renamed "t<N>" (safe
+    .npz keys), and a dict from new name to original name)."""
+    keep = keep or is_per_sample_float
     import onnx
 
     model = onnx.ModelProto.FromString(model.SerializeToString())
@@ -80,7 +82,7 @@ def expose_all_tensors(model):
     del graph.output[:]
     del graph.value_info[:]
     for old, new in rename.items():
-        if old not in original_outputs and not is_per_sample_float(types.get(old)):
+        if old not in original_outputs and not keep(types.get(old)):
             continue
         vi = graph.output.add()
         vi.name = new

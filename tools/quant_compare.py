@@ -77,42 +77,6 @@ def fp16_ulp(magnitude: float) -> float:
     return float(np.spacing(np.float16(min(abs(magnitude), 65504.0))))
 
 
-def _expose(model, keep):
-    """A copy of `model` whose node outputs are renamed "t<N>" (safe .npz
-    keys) and whose graph outputs are the original outputs plus the renamed
-    tensors for which keep(type_proto or None) is true. Returns (model, dict
-    from new name to original name)."""
-    import onnx
-
-    model = onnx.ModelProto.FromString(model.SerializeToString())
-    graph = model.graph
-    try:
-        inferred = onnx.shape_inference.infer_shapes(model).graph
-        types = {vi.name: vi.type for vi in list(inferred.value_info) + list(inferred.output)}
-    except Exception:  # outputs then carry no type
-        types = {}
-    rename = {}
-    for node in graph.node:
-        for i, name in enumerate(node.output):
-            if name:
-                rename[name] = f"t{len(rename)}"
-                node.output[i] = rename[name]
-        for i, name in enumerate(node.input):
-            if name in rename:
-                node.input[i] = rename[name]
-    original_outputs = {o.name for o in graph.output}
-    del graph.output[:]
-    del graph.value_info[:]
-    for old, new in rename.items():
-        if old not in original_outputs and not keep(types.get(old)):
-            continue
-        vi = graph.output.add()
-        vi.name = new
-        if old in types:
-            vi.type.CopyFrom(types[old])
-    return model, {new: old for old, new in rename.items()}
-
-
 def _sparq_can_save(type_proto) -> bool:
     """Tensors `sparq eval` saves: float or 8-bit integer, rank >= 1 (it
     concatenates outputs along the first axis and refuses scalars)."""
@@ -168,8 +132,8 @@ def compare_nodes(model_path: str, inputs: dict, sparq_bin: str, work_dir: str =
     from onnx import numpy_helper
 
     model = onnx.load(model_path)
-    for_ort, original = _expose(model, lambda t: True)
-    for_sparq, _ = _expose(model, _sparq_can_save)
+    for_ort, original = find_divergence.expose_all_tensors(model, keep=lambda t: True)
+    for_sparq, _ = find_divergence.expose_all_tensors(model, keep=_sparq_can_save)
     with tempfile.TemporaryDirectory(dir=work_dir) as tmp:
         ort_path = os.path.join(tmp, "all.onnx")
         onnx.save(for_ort, ort_path)
