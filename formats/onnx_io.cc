@@ -9,6 +9,7 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -212,6 +213,47 @@ void TensorToProto(const std::string& name, const Tensor& t, onnx::TensorProto* 
   proto->set_data_type(static_cast<int32_t>(t.dtype()));
   for (int64_t d : t.shape()) proto->add_dims(d);
   proto->set_raw_data(std::string(static_cast<const char*>(t.raw_data()), t.nbytes()));
+}
+
+// The nonzero count of `t` when storing it sparse (values + int64 linear
+// indices) is smaller than dense; -1 otherwise.
+int64_t SparseWorthIt(const Tensor& t) {
+  const size_t esize = DataTypeSize(t.dtype());
+  if (t.numel() < 64 || esize == 0) return -1;
+  const uint8_t* p = static_cast<const uint8_t*>(t.raw_data());
+  int64_t nnz = 0;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const uint8_t* e = p + i * esize;
+    nnz += std::any_of(e, e + esize, [](uint8_t b) { return b != 0; });
+  }
+  return nnz * static_cast<int64_t>(esize + 8) < static_cast<int64_t>(t.nbytes()) ? nnz : -1;
+}
+
+// Writes `t` as a SparseTensorProto with `nnz` values and linear indices in
+// ascending order (what onnx.checker requires). A value counts as zero when
+// all its bytes are zero (+0.0 for floats: -0.0 is kept).
+void SparseTensorToProto(const std::string& name, const Tensor& t, int64_t nnz, onnx::SparseTensorProto* sp) {
+  const size_t esize = DataTypeSize(t.dtype());
+  for (int64_t d : t.shape()) sp->add_dims(d);
+  std::string values, indices;
+  values.reserve(nnz * esize);
+  indices.reserve(nnz * 8);
+  const char* p = static_cast<const char*>(t.raw_data());
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    const char* e = p + i * esize;
+    if (std::all_of(e, e + esize, [](char b) { return b == 0; })) continue;
+    values.append(e, esize);
+    indices.append(reinterpret_cast<const char*>(&i), 8);  // little-endian, as raw_data is
+  }
+  onnx::TensorProto* v = sp->mutable_values();
+  v->set_name(name);
+  v->set_data_type(static_cast<int32_t>(t.dtype()));
+  v->add_dims(nnz);
+  v->set_raw_data(values);
+  onnx::TensorProto* ix = sp->mutable_indices();
+  ix->set_data_type(onnx::TensorProto::INT64);
+  ix->add_dims(nnz);
+  ix->set_raw_data(indices);
 }
 
 // Expands a SparseTensorProto (values [NNZ], indices [NNZ] linear or
@@ -536,7 +578,15 @@ Status SaveModel(const Model& model, const std::string& path, const SaveOptions&
                               ? fs::path(path).filename().string() + ".data"
                               : options.external_data_file;
   std::string external;
+  std::set<std::string> graph_inputs;
+  for (const auto& v : model.graph.initializer_inputs) graph_inputs.insert(v.name);
   for (const auto& [name, t] : model.graph.initializers) {
+    if (options.sparse_initializers && !graph_inputs.count(name)) {
+      if (const int64_t nnz = SparseWorthIt(t); nnz >= 0) {
+        SparseTensorToProto(name, t, nnz, gp->add_sparse_initializer());
+        continue;
+      }
+    }
     auto* tp = gp->add_initializer();
     if (!options.external_data || t.nbytes() < options.external_data_threshold) {
       TensorToProto(name, t, tp);

@@ -212,6 +212,7 @@ void RecipeParser::ParseOutput(MapReader m) {
   o.trt_cache = Resolve("calib.cache", o.dir);
   ReadPath(m, "trt_cache", o.dir, /*allow_empty=*/true, &o.trt_cache);
   m.Read("external_data", &o.external_data);
+  m.Read("sparse_initializers", &o.sparse_initializers);
   m.Read("overwrite", &o.overwrite);
   m.Finish();
 }

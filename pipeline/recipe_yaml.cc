@@ -51,6 +51,7 @@ void EmitOutput(YAML::Emitter& e, const RecipeOutput& o) {
   e << YAML::Key << "scales" << YAML::Value << o.scales;
   e << YAML::Key << "trt_cache" << YAML::Value << o.trt_cache;
   e << YAML::Key << "external_data" << YAML::Value << o.external_data;
+  e << YAML::Key << "sparse_initializers" << YAML::Value << o.sparse_initializers;
   e << YAML::Key << "overwrite" << YAML::Value << o.overwrite;
   e << YAML::EndMap;
 }

@@ -184,6 +184,7 @@ StatusOr<CalibrationTable> Runner::CalibrateModel() {
 Status Runner::WriteOutputModel(const Model& m) {
   SaveOptions s;
   s.external_data = r_.output.external_data;
+  s.sparse_initializers = r_.output.sparse_initializers;
   SPARQ_RETURN_IF_ERROR(SaveModel(m, r_.output.model, s));
   std::error_code ec;
   report_.output_bytes = static_cast<int64_t>(fs::file_size(r_.output.model, ec));

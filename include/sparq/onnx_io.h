@@ -34,6 +34,11 @@ struct SaveOptions {
   std::string external_data_file;  // default: "<model file name>.data"
   // Write sparq's shape-inferred value_info into the file.
   bool keep_value_info = true;
+  // Store an initializer as an ONNX sparse_initializer (its nonzero values and
+  // their int64 linear indices) when that is smaller than the dense tensor:
+  // for float32 weights above 2/3 sparsity. sparq and onnxruntime load both.
+  // Initializers that are also graph inputs stay dense.
+  bool sparse_initializers = false;
 };
 
 // Writes `model` to `path` atomically: to a temporary file in the same folder,

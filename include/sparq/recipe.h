@@ -46,6 +46,7 @@ struct RecipeOutput {
   std::string scales;     // JSON calibration table; default <dir>/scales.json; "" = not written
   std::string trt_cache;  // TensorRT calibration cache; default <dir>/calib.cache; "" = not written
   bool external_data = false;  // weights in a <model>.data file beside the model
+  bool sparse_initializers = false;  // store sparse weights as ONNX sparse_initializer when smaller
   bool overwrite = false;      // false: refuse to replace an existing output file
 };
 

@@ -2,6 +2,7 @@
 // can be bad.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <filesystem>
 #include <fstream>
 
@@ -125,6 +126,34 @@ TEST(OnnxIo, TruncatedExternalDataIsCorruption) {
   ASSERT_FALSE(loaded.ok());
   EXPECT_EQ(loaded.status().code(), StatusCode::kCorruption);
   EXPECT_NE(loaded.status().message().find("truncated"), std::string::npos);
+}
+
+TEST(OnnxIo, SparseInitializersRoundTripAndShrinkTheFile) {
+  Model m = SmallMlp();
+  // A 64x32 weight, 90% zeros (one value in ten kept), and a dense bias.
+  Tensor w = testing::RandomFloats({64, 32}, 3);
+  for (int64_t i = 0; i < w.numel(); ++i)
+    if (i % 10 != 0) w.data<float>()[i] = 0.0f;
+  w.data<float>()[1] = -0.0f;  // a negative zero is a value, not a zero
+  m.graph.initializers["W"] = w;
+  m.graph.initializers["b"] = testing::RandomFloats({32}, 4);
+  m.graph.inputs[0] = testing::FloatInput("x", {{-1, "batch"}, {64, ""}});
+  m.graph.outputs[0] = testing::FloatInput("y", {{-1, "batch"}, {32, ""}});
+  testing::TempDir dir;
+  SaveOptions sparse;
+  sparse.sparse_initializers = true;
+  ASSERT_TRUE(SaveModel(m, dir.path("dense.onnx")).ok());
+  ASSERT_TRUE(SaveModel(m, dir.path("sparse.onnx"), sparse).ok());
+  EXPECT_LT(fs::file_size(dir.path("sparse.onnx")), fs::file_size(dir.path("dense.onnx")) / 2);
+  auto back = LoadModel(dir.path("sparse.onnx"));
+  ASSERT_TRUE(back.ok()) << back.status().ToString();
+  EXPECT_TRUE(CheckModel(*back).ok());
+  const Tensor& got = back->graph.initializers.at("W");
+  ASSERT_EQ(got.shape(), w.shape());
+  EXPECT_EQ(std::memcmp(got.raw_data(), w.raw_data(), w.nbytes()), 0);  // bit-exact, -0.0 included
+  EXPECT_EQ(std::memcmp(back->graph.initializers.at("b").raw_data(), m.graph.initializers.at("b").raw_data(),
+                        m.graph.initializers.at("b").nbytes()),
+            0);
 }
 
 // Inputs the fuzzer found (tests/fuzz/regressions): the first byte is the
