@@ -34,6 +34,11 @@ StatusOr<PruneOptions> ToPruneOptions(const Recipe& recipe) {
     if (rule.structure) r.structure = *rule.structure;
     o.layers.push_back(std::move(r));
   }
+  if (!p.kernel_table.empty()) {
+    SPARQ_ASSIGN_OR_RETURN(KernelSpeedTable table, KernelSpeedTable::Load(p.kernel_table));
+    o.kernel_table = std::make_shared<const KernelSpeedTable>(std::move(table));
+  }
+  o.backend = recipe.evaluate.backend == RecipeEvaluate::Backend::kCuda ? "cuda" : "cpu";
   SPARQ_RETURN_IF_ERROR(ValidatePruneOptions(o).WithContext("prune"));
   return o;
 }

@@ -319,6 +319,7 @@ void RecipeParser::ParsePrune(MapReader m) {
   RecipePrune& p = recipe_.prune;
   m.Read("enabled", &p.enabled);
   ReadStructure(m, "structure", &p.structure);
+  ReadPath(m, "kernel_table", recipe_.base_dir, /*allow_empty=*/true, &p.kernel_table);
   const bool sparsity_written = m.Read("sparsity", &p.sparsity, Bounds::ClosedOpen(0, 1));
   if (!diag_.FailedAt(m.PathOf("sparsity"))) ReconcileNmSparsity(p.structure, sparsity_written, m.PathOf("sparsity"), &p.sparsity);
   m.ReadEnum("schedule", kSchedules, &p.schedule);
@@ -535,6 +536,8 @@ void RecipeParser::CheckFiles() {
     else if (fs::is_directory(r.data.labels, ec) || fs::path(r.data.labels).extension() != ".npy")
       diag_.Error(diag_.LineFor("data.labels"), "data.labels", "expected a .npy file: " + r.data.labels);
   }
+  if (!r.prune.kernel_table.empty() && !fs::is_regular_file(r.prune.kernel_table, ec))
+    diag_.Error(diag_.LineFor("prune.kernel_table"), "prune.kernel_table", "file not found: " + r.prune.kernel_table);
   if (fs::exists(r.output.dir, ec) && !fs::is_directory(r.output.dir, ec))
     diag_.Error(diag_.LineFor("output.dir"), "output.dir", "exists and is not a folder: " + r.output.dir);
 }

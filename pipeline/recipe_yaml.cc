@@ -86,6 +86,7 @@ void EmitPrune(YAML::Emitter& e, const RecipePrune& p) {
   e << YAML::Key << "score" << YAML::Value << RecipeEnumName(p.score);
   e << YAML::Key << "recovery" << YAML::Value << p.recovery;
   e << YAML::Key << "skip_first_last" << YAML::Value << p.skip_first_last;
+  e << YAML::Key << "kernel_table" << YAML::Value << p.kernel_table;
   BeginList(e << YAML::Key << "layers" << YAML::Value, p.layers.empty());
   for (const auto& l : p.layers) {
     e << YAML::BeginMap << YAML::Key << "match" << YAML::Value << l.match;

@@ -6,6 +6,7 @@
 #include <regex>
 #include <set>
 
+#include "formats/text_table.h"
 #include "prune/internal.h"
 
 namespace sparq {
@@ -410,12 +411,31 @@ StatusOr<std::vector<LayerPlan>> PlanPruning(const Model& model, const PruneOpti
     }
     if (p.structure.kind == PruneStructure::Kind::kAuto) {
       bool found = false;
+      std::string measured;  // what the kernel table says about the fitting candidates
+      double best = 1.0;     // a candidate must beat dense
       for (const auto& c : options.auto_candidates) {
         if (c.kind == PruneStructure::Kind::kNM && std::fabs(c.FixedSparsity() - p.sparsity) > 1e-9) continue;
         if (!StructureMismatch(p.layer, c).empty()) continue;
-        p.structure = c;
-        found = true;
-        break;
+        if (!options.kernel_table) {  // no measurements: the first that fits
+          p.structure = c;
+          found = true;
+          break;
+        }
+        const std::optional<double> speedup = options.kernel_table->SpeedupAt(options.backend, c, p.sparsity);
+        measured += (measured.empty() ? "" : ", ") + c.ToString() + " " +
+                    (speedup ? FormatDouble("%.2fx", *speedup) : std::string("not measured"));
+        if (speedup && *speedup > best) {
+          best = *speedup;
+          p.structure = c;
+          p.kernel_speedup = *speedup;
+          found = true;
+        }
+      }
+      if (!found && options.kernel_table && !measured.empty()) {
+        // Sparsity this layer's kernels cannot turn into speed: leave it dense.
+        dense("no sparse kernel on " + options.backend + " beats dense at " + FormatDouble("%.0f%%", 100 * p.sparsity) +
+              " (" + measured + ")");
+        continue;
       }
       if (!found) {
         if (exact) {

@@ -238,7 +238,9 @@ std::string PruneReport::ToText() const {
   for (const LayerPlan& p : plan) {
     plan_table.AddRow({p.layer.node, p.layer.op_type, WithThousands(p.layer.params()),
                        p.prune ? p.structure.ToString() : "-", p.prune ? Pct(p.sparsity) : "-",
-                       p.prune ? (p.rule.empty() ? "pruned" : "pruned (rule '" + p.rule + "')") : "dense: " + p.reason});
+                       p.prune ? (p.rule.empty() ? "pruned" : "pruned (rule '" + p.rule + "')") +
+                                     (p.kernel_speedup > 0 ? FormatDouble(", kernel %.2fx dense", p.kernel_speedup) : "")
+                               : "dense: " + p.reason});
   }
   out += plan_table.Render();
   if (has_metric) out += "\nDense metric: " + FormatNumber(dense_metric, 6) + "\n";

@@ -30,6 +30,7 @@
 #include <functional>
 #include <limits>
 #include <map>
+#include <memory>
 #include <optional>
 #include <string>
 #include <vector>
@@ -103,6 +104,37 @@ struct PruneStructure {
   double FixedSparsity() const;
   bool operator==(const PruneStructure& o) const;
   bool operator!=(const PruneStructure& o) const { return !(*this == o); }
+};
+
+// ===========================================================================
+// Kernel speed: which sparse structures pay off on which backend
+
+// Speed of sparse kernels relative to dense ones at the same precision, as
+// the kernel benchmarks measure it (bench/, "--table"). A CSV file:
+//
+//   backend,structure,sparsity,speedup
+//   cpu,block4x4,0.8,2.9
+//
+// speedup = dense time / sparse time (> 1: the sparse kernel is faster).
+struct KernelSpeedTable {
+  struct Row {
+    std::string backend;
+    PruneStructure structure;
+    double sparsity = 0.0;
+    double speedup = 0.0;
+  };
+  std::vector<Row> rows;
+
+  // Errors: InvalidArgument naming the line (`what` names the file).
+  static StatusOr<KernelSpeedTable> Parse(const std::string& csv, const std::string& what);
+  // Errors: NotFound, IOError, and those of Parse.
+  static StatusOr<KernelSpeedTable> Load(const std::string& path);
+  // The speed-up of `structure` on `backend` at `sparsity`: interpolated
+  // linearly between the two nearest measured sparsities; above the measured
+  // range the highest one's (sparser only gets faster); nullopt below it or
+  // when the pair was never measured.
+  std::optional<double> SpeedupAt(const std::string& backend, const PruneStructure& structure,
+                                  double sparsity) const;
 };
 
 // ===========================================================================
@@ -286,10 +318,14 @@ struct PruneOptions {
   // of them by its exact name still applies).
   bool skip_first_last = true;
   std::vector<PruneLayerRule> layers;
-  // kAuto: per layer, the first candidate that fits it (an N:M candidate only
-  // when the layer's target is 1 - n/m).
+  // kAuto: per layer, among the candidates that fit it (an N:M candidate only
+  // when the layer's target is 1 - n/m): with a kernel table, the one whose
+  // kernel on `backend` is fastest at the layer's target, and the layer stays
+  // dense when none beats dense; without one, the first that fits.
   std::vector<PruneStructure> auto_candidates = {PruneStructure::NM(2, 4), PruneStructure::Block(4, 4),
                                                  PruneStructure::Block(1, 4), PruneStructure::Unstructured()};
+  std::shared_ptr<const KernelSpeedTable> kernel_table;  // optional
+  std::string backend = "cpu";
   // kChannel: remove the zeroed channels from the graph after the last step.
   bool remove_channels = true;
   int threads = 0;  // executor threads; 0 = one per hardware thread
@@ -310,6 +346,9 @@ struct LayerPlan {
   double sparsity = 0.0;
   std::string rule;              // the rule's `match` that applied; "" = the defaults
   std::string reason;            // why it is left dense ("" when pruned)
+  // Structure auto with a kernel table: the chosen structure's measured
+  // speed-up over dense at this sparsity (0 = not chosen that way).
+  double kernel_speedup = 0.0;
 };
 
 // Resolves every weighted layer's structure and target. A layer that the

@@ -111,6 +111,9 @@ struct RecipePrune {
   bool skip_first_last = true;  // leave the first and last weighted layers dense
   std::vector<LayerRule> layers;
   std::optional<Sensitivity> sensitivity;  // default none: every layer gets `sparsity`
+  // structure auto: the kernel benchmark's speed table (bench/kernel_speedups.csv
+  // format); "" = none, auto then takes the first structure that fits.
+  std::string kernel_table;
 };
 
 // Quantization (YAML section `quantize`).

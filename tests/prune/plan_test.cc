@@ -158,6 +158,60 @@ TEST(PrunePlan, AutoPicksTheFirstCandidateThatFits) {
   EXPECT_EQ(FindPlan(*plans, "conv2")->structure.ToString(), "block4x4");
 }
 
+TEST(PrunePlan, AutoWithAKernelTablePicksTheFastestAndLeavesSlowLayersDense) {
+  auto table = KernelSpeedTable::Parse(
+      "backend,structure,sparsity,speedup\n"
+      "# block 4x4 pays off from 60% on, 2:4 never does on this CPU\n"
+      "cpu,block4x4,0.5,0.9\ncpu,block4x4,0.7,1.5\ncpu,block4x4,0.9,3.0\n"
+      "cpu,2:4,0.5,0.8\ncpu,block1x4,0.7,1.2\n"
+      "cuda,2:4,0.5,1.6\n",
+      "speed.csv");
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  EXPECT_NEAR(*table->SpeedupAt("cpu", PruneStructure::Block(4, 4), 0.8), 2.25, 1e-12);  // interpolated
+  EXPECT_NEAR(*table->SpeedupAt("cpu", PruneStructure::Block(4, 4), 0.95), 3.0, 1e-12);  // beyond: the last
+  EXPECT_FALSE(table->SpeedupAt("cpu", PruneStructure::Block(4, 4), 0.3).has_value());   // below: unknown
+  EXPECT_FALSE(table->SpeedupAt("cpu", PruneStructure::Block(8, 8), 0.7).has_value());
+
+  Model m = ResidualCnn();
+  PruneOptions o;
+  o.skip_first_last = false;
+  o.structure = PruneStructure::Auto();
+  o.kernel_table = std::make_shared<const KernelSpeedTable>(*table);
+  o.sparsity = 0.7;
+  auto plans = PlanPruning(m, o);
+  ASSERT_TRUE(plans.ok()) << plans.status().ToString();
+  const LayerPlan* conv2 = FindPlan(*plans, "conv2");
+  EXPECT_TRUE(conv2->prune);
+  EXPECT_EQ(conv2->structure.ToString(), "block4x4");  // 1.5x beats block1x4's 1.2x
+  EXPECT_NEAR(conv2->kernel_speedup, 1.5, 1e-12);
+  // At 50% nothing on the CPU beats dense: the layer stays dense and says why.
+  o.sparsity = 0.5;
+  plans = PlanPruning(m, o);
+  ASSERT_TRUE(plans.ok());
+  conv2 = FindPlan(*plans, "conv2");
+  EXPECT_FALSE(conv2->prune);
+  EXPECT_NE(conv2->reason.find("no sparse kernel on cpu beats dense at 50% (2:4 0.80x, block4x4 0.90x"),
+            std::string::npos)
+      << conv2->reason;
+  // On the GPU 2:4 does.
+  o.backend = "cuda";
+  plans = PlanPruning(m, o);
+  ASSERT_TRUE(plans.ok());
+  EXPECT_EQ(FindPlan(*plans, "conv2")->structure.ToString(), "2:4");
+}
+
+TEST(PrunePlan, KernelTableErrorsNameTheLine) {
+  auto bad = KernelSpeedTable::Parse("backend,structure,sparsity,speedup\ncpu,block4x4,1.5,2\ncpu,blok4x4,0.5,2\n"
+                                     "cpu,2:4,0.5\n", "t.csv");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("t.csv:2: sparsity '1.5' must be a number in [0, 1)"), std::string::npos)
+      << bad.status().message();
+  EXPECT_NE(bad.status().message().find("t.csv:3: 'blok4x4' is not"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("t.csv:4: expected 4 cells, got 3"), std::string::npos);
+  EXPECT_FALSE(KernelSpeedTable::Parse("a,b\n", "t.csv").ok());
+  EXPECT_EQ(KernelSpeedTable::Load("/nonexistent/speed.csv").status().code(), StatusCode::kNotFound);
+}
+
 TEST(PrunePlan, RegexMatchingNothingIsNotFound) {
   Model m = ResidualCnn();
   PruneOptions o;
