@@ -1,0 +1,339 @@
+// Throughput of sparq's CPU GEMM kernels on layer shapes of ResNet-50 and
+// BERT-base, one thread:
+//
+//   f32_ref      GemmF32Ref, the dense FP32 reference GEMM (kernels/ref/gemm.h)
+//   s8_dense     gemm_s8 (INT8 dense, u8 activations x s8 weights, requantized to u8)
+//   f32_bsr4x4   spmm_bsr4x4_f32 at 80% block sparsity
+//   s8_bsr4x4    spmm_bsr4x4_s8 at 80% block sparsity (requantized to u8)
+//   f32_nm24     spmm_nm24_f32 (2:4, 50% sparsity)
+//
+// With oneDNN (libdnnl-dev; the bench's CMake finds it), two baselines more,
+// run on one thread as well:
+//
+//   f32_onednn   dnnl_sgemm, a tuned dense FP32 GEMM
+//   s8_onednn    dnnl_gemm_u8s8s32 (int32 output; it packs B on every call,
+//                while gemm_s8 reuses weights packed once)
+//
+// Each kernel runs at the best ISA of this CPU (SPARQ_ISA=avx2|avx512|... lowers
+// it; the ISA and kernel names are printed in the benchmark label). Counter
+// `GOPS` is DENSE-EQUIVALENT: 2 * M * N * K operations per call, whatever the
+// kernel skips, so a sparse kernel's GOPS over f32_ref's is its speed-up.
+// Weights are packed once, outside the timed loop.
+//
+// GEMM convention (kernels/cpu/kernel_args.h): Y[M, N] = X[M, K] * W^T, W [N, K].
+// ResNet-50 convolutions (batch 1, 224 x 224) as im2col GEMMs: N = output
+// channels, K = in_channels * kh * kw, M = output pixels; their sparse kernels
+// run in the NCHW-native transposed layout (Y^T = W * X^T). BERT-base (128
+// tokens): M = tokens, row-major.
+//
+//   bench/kernels_bench --benchmark_min_time=0.2 [--benchmark_filter=resnet]
+#include <benchmark/benchmark.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <cstdio>
+#include <random>
+#include <string>
+#include <vector>
+
+#if SPARQ_BENCH_HAVE_DNNL
+#include <omp.h>
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+#include "kernels/cpu/dispatch.h"
+#include "kernels/formats.h"
+#include "kernels/ref/gemm.h"
+#include "kernels/ref/quantize.h"
+
+namespace sparq {
+namespace {
+
+struct LayerShape {
+  const char* name;
+  int64_t m, n, k;
+  bool conv;  // true: sparse kernels in the transposed (NCHW) layout
+};
+
+// clang-format off
+const LayerShape kShapes[] = {
+  // ResNet-50: 3x3 convolutions of each stage, and 1x1 projections.
+  {"resnet50/conv2_3x3",  3136,   64,  576, true},
+  {"resnet50/conv3_3x3",   784,  128, 1152, true},
+  {"resnet50/conv4_3x3",   196,  256, 2304, true},
+  {"resnet50/conv5_3x3",    49,  512, 4608, true},
+  {"resnet50/conv4_1x1_expand", 196, 1024, 256, true},
+  {"resnet50/conv5_1x1_expand",  49, 2048, 512, true},
+  // BERT-base, 128 tokens.
+  {"bert/attn_768x768",    128,  768,  768, false},
+  {"bert/ffn_up_3072x768", 128, 3072,  768, false},
+  {"bert/ffn_down_768x3072", 128, 768, 3072, false},
+};
+// clang-format on
+
+constexpr double kBlockSparsity = 0.8;
+
+// Inputs of one shape, drawn once.
+struct Problem {
+  std::vector<float> x;       // [M, K]
+  std::vector<float> xt;      // [K, M]
+  std::vector<float> w;       // [N, K] dense
+  std::vector<float> w_bsr;   // [N, K] with 80% of the 4x4 blocks zero
+  std::vector<float> w_nm;    // [N, K] 2:4
+  std::vector<uint8_t> x_u8;  // [M, K]
+  std::vector<int8_t> w_s8;   // [N, K] dense
+  std::vector<int8_t> w_s8_bsr;
+};
+
+Problem MakeProblem(const LayerShape& s) {
+  std::mt19937 rng(static_cast<uint32_t>(s.m * 131 + s.n * 7 + s.k));
+  std::uniform_real_distribution<float> val(-1.0f, 1.0f);
+  std::uniform_int_distribution<int> u8(0, 255), s8(-127, 127);
+  std::bernoulli_distribution drop_block(kBlockSparsity);
+  Problem p;
+  p.x.resize(s.m * s.k);
+  p.xt.resize(s.m * s.k);
+  p.x_u8.resize(s.m * s.k);
+  for (int64_t i = 0; i < s.m; ++i)
+    for (int64_t j = 0; j < s.k; ++j) {
+      const float v = val(rng);
+      p.x[i * s.k + j] = p.xt[j * s.m + i] = v;
+      p.x_u8[i * s.k + j] = static_cast<uint8_t>(u8(rng));
+    }
+  p.w.resize(s.n * s.k);
+  p.w_s8.resize(s.n * s.k);
+  for (size_t i = 0; i < p.w.size(); ++i) {
+    p.w[i] = val(rng);
+    int q = s8(rng);
+    p.w_s8[i] = static_cast<int8_t>(q == 0 ? 1 : q);
+  }
+  p.w_bsr = p.w;
+  p.w_s8_bsr = p.w_s8;
+  for (int64_t r = 0; r < s.n; r += 4)
+    for (int64_t c = 0; c < s.k; c += 4) {
+      if (!drop_block(rng)) continue;
+      for (int64_t i = r; i < std::min(s.n, r + 4); ++i)
+        for (int64_t j = c; j < std::min(s.k, c + 4); ++j) p.w_bsr[i * s.k + j] = 0.0f, p.w_s8_bsr[i * s.k + j] = 0;
+    }
+  p.w_nm = p.w;
+  for (int64_t i = 0; i < s.n; ++i)
+    for (int64_t j = 0; j < s.k; ++j)
+      if ((j % 4) >= 2) p.w_nm[i * s.k + j] = 0.0f;  // keep the first 2 of every 4
+  return p;
+}
+
+const Problem& ProblemFor(const LayerShape& s) {
+  static std::vector<std::pair<const LayerShape*, Problem>>* cache =
+      new std::vector<std::pair<const LayerShape*, Problem>>;
+  for (auto& entry : *cache)
+    if (entry.first == &s) return entry.second;
+  cache->emplace_back(&s, MakeProblem(s));
+  return cache->back().second;
+}
+
+void SetCounters(benchmark::State& state, const LayerShape& s, const std::string& label) {
+  state.counters["GOPS"] =
+      benchmark::Counter(2.0 * s.m * s.n * s.k * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel(label);
+}
+
+void BenchF32Ref(benchmark::State& state, const LayerShape* s) {
+  const Problem& p = ProblemFor(*s);
+  std::vector<float> y(s->m * s->n);
+  for (auto _ : state) {
+    if (s->conv) {  // Y^T [N, M] = W [N, K] * X^T [K, M], as the reference Conv does
+      GemmF32Ref(false, false, s->n, s->m, s->k, 1.0f, p.w.data(), s->k, p.xt.data(), s->m, 0.0f, y.data(), s->m,
+                 nullptr);
+    } else {
+      GemmF32Ref(false, true, s->m, s->n, s->k, 1.0f, p.x.data(), s->k, p.w.data(), s->k, 0.0f, y.data(), s->n,
+                 nullptr);
+    }
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetCounters(state, *s, "gemm_f32_ref");
+}
+
+#if SPARQ_BENCH_HAVE_DNNL
+void BenchF32OneDnn(benchmark::State& state, const LayerShape* s) {
+  const Problem& p = ProblemFor(*s);
+  std::vector<float> y(s->m * s->n);
+  for (auto _ : state) {
+    // Row-major, like the reference above.
+    const dnnl_status_t st =
+        s->conv
+            ? dnnl_sgemm('N', 'N', s->n, s->m, s->k, 1.0f, p.w.data(), s->k, p.xt.data(), s->m, 0.0f, y.data(), s->m)
+            : dnnl_sgemm('N', 'T', s->m, s->n, s->k, 1.0f, p.x.data(), s->k, p.w.data(), s->k, 0.0f, y.data(), s->n);
+    if (st != dnnl_success) return state.SkipWithError("dnnl_sgemm failed");
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetCounters(state, *s, "dnnl_sgemm");
+}
+
+void BenchS8OneDnn(benchmark::State& state, const LayerShape* s) {
+  const Problem& p = ProblemFor(*s);
+  std::vector<int32_t> c(s->m * s->n);
+  const int32_t c_offset = 0;
+  for (auto _ : state) {
+    // C[M, N] = (X_u8 - 128) * W_s8^T, as gemm_s8 computes before requantizing.
+    const dnnl_status_t st = dnnl_gemm_u8s8s32('N', 'T', 'F', s->m, s->n, s->k, 1.0f, p.x_u8.data(), s->k, 128,
+                                               p.w_s8.data(), s->k, 0, 0.0f, c.data(), s->n, &c_offset);
+    if (st != dnnl_success) return state.SkipWithError("dnnl_gemm_u8s8s32 failed");
+    benchmark::DoNotOptimize(c.data());
+  }
+  SetCounters(state, *s, "dnnl_gemm_u8s8s32");
+}
+#endif  // SPARQ_BENCH_HAVE_DNNL
+
+// Requantization to u8, one multiplier per channel.
+struct U8Output {
+  std::vector<uint8_t> q;
+  std::vector<float> multiplier;
+  S8Epilogue Epilogue(int64_t ld) {
+    S8Epilogue e;
+    e.out_q = q.data();
+    e.out_q_signed = false;
+    e.ld_q = ld;
+    e.multiplier = multiplier.data();
+    e.zero_point = 128;
+    return e;
+  }
+};
+
+U8Output MakeU8Output(const LayerShape& s) {
+  U8Output o;
+  o.q.resize(s.m * s.n);
+  o.multiplier.assign(s.n, 1.0f / (64.0f * static_cast<float>(s.k)));
+  return o;
+}
+
+void BenchS8Dense(benchmark::State& state, const LayerShape* s) {
+  const Problem& p = ProblemFor(*s);
+  const PackedFormat format = PreferredGemmS8Format(ActiveIsa());
+  StatusOr<PackedGemmS8> packed = PackGemmS8(p.w_s8.data(), s->n, s->k, GemmZeroPoints{}, format);
+  if (!packed.ok()) return state.SkipWithError(packed.status().ToString().c_str());
+  U8Output out = MakeU8Output(*s);
+  const int32_t a_zp = 128;
+  GemmS8Args args;
+  args.m = s->m;
+  args.a = p.x_u8.data();
+  args.lda = s->k;
+  args.a_zp = GemmZeroPoints{&a_zp, false};
+  args.b = &*packed;
+  args.out = out.Epilogue(s->n);
+  const char* name = "";
+  for (auto _ : state) {
+    Status st = RunGemmS8(args, &name);
+    if (!st.ok()) return state.SkipWithError(st.ToString().c_str());
+    benchmark::DoNotOptimize(out.q.data());
+  }
+  SetCounters(state, *s, name);
+}
+
+void BenchF32Bsr(benchmark::State& state, const LayerShape* s) {
+  const Problem& p = ProblemFor(*s);
+  StatusOr<BsrF32> packed = PackBsr(p.w_bsr.data(), s->n, s->k, PackedFormat::kBsr4x4F32);
+  if (!packed.ok()) return state.SkipWithError(packed.status().ToString().c_str());
+  std::vector<float> y(s->m * s->n);
+  SpmmBsrF32Args args;
+  args.layout = s->conv ? SpmmLayout::kTransposed : SpmmLayout::kRowMajor;
+  args.m = s->m;
+  args.x = s->conv ? p.xt.data() : p.x.data();
+  args.ld_x = s->conv ? s->m : s->k;
+  args.w = &*packed;
+  args.y = y.data();
+  args.ld_y = s->conv ? s->m : s->n;
+  const char* name = "";
+  for (auto _ : state) {
+    Status st = RunSpmmBsrF32(args, &name);
+    if (!st.ok()) return state.SkipWithError(st.ToString().c_str());
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetCounters(state, *s, std::string(name) + " block_density=" + std::to_string(packed->stats.block_density()));
+}
+
+void BenchS8Bsr(benchmark::State& state, const LayerShape* s) {
+  const Problem& p = ProblemFor(*s);
+  StatusOr<BsrS8> packed = PackBsr(p.w_s8_bsr.data(), s->n, s->k, PackedFormat::kBsr4x4S8);
+  if (!packed.ok()) return state.SkipWithError(packed.status().ToString().c_str());
+  U8Output out = MakeU8Output(*s);
+  SpmmBsrS8Args args;
+  args.layout = s->conv ? SpmmLayout::kTransposed : SpmmLayout::kRowMajor;
+  args.m = s->m;
+  std::vector<uint8_t> xt;
+  if (s->conv) {
+    xt.resize(p.x_u8.size());
+    for (int64_t i = 0; i < s->m; ++i)
+      for (int64_t j = 0; j < s->k; ++j) xt[j * s->m + i] = p.x_u8[i * s->k + j];
+  }
+  args.x = s->conv ? xt.data() : p.x_u8.data();
+  args.ld_x = s->conv ? s->m : s->k;
+  args.x_zero_point = 128;
+  args.w = &*packed;
+  args.out = out.Epilogue(s->conv ? s->m : s->n);
+  const char* name = "";
+  for (auto _ : state) {
+    Status st = RunSpmmBsrS8(args, &name);
+    if (!st.ok()) return state.SkipWithError(st.ToString().c_str());
+    benchmark::DoNotOptimize(out.q.data());
+  }
+  SetCounters(state, *s, std::string(name) + " block_density=" + std::to_string(packed->stats.block_density()));
+}
+
+void BenchF32Nm(benchmark::State& state, const LayerShape* s) {
+  const Problem& p = ProblemFor(*s);
+  StatusOr<NmF32> packed = PackNm(p.w_nm.data(), s->n, s->k, PackedFormat::kNm2of4F32);
+  if (!packed.ok()) return state.SkipWithError(packed.status().ToString().c_str());
+  std::vector<float> y(s->m * s->n);
+  SpmmNmF32Args args;
+  args.layout = s->conv ? SpmmLayout::kTransposed : SpmmLayout::kRowMajor;
+  args.m = s->m;
+  args.x = s->conv ? p.xt.data() : p.x.data();
+  args.ld_x = s->conv ? s->m : s->k;
+  args.w = &*packed;
+  args.y = y.data();
+  args.ld_y = s->conv ? s->m : s->n;
+  const char* name = "";
+  for (auto _ : state) {
+    Status st = RunSpmmNmF32(args, &name);
+    if (!st.ok()) return state.SkipWithError(st.ToString().c_str());
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetCounters(state, *s, name);
+}
+
+void RegisterAll() {
+  for (const LayerShape& s : kShapes) {
+    const std::string base =
+        std::string(s.name) + "/M" + std::to_string(s.m) + "_N" + std::to_string(s.n) + "_K" + std::to_string(s.k);
+    benchmark::RegisterBenchmark((base + "/f32_ref").c_str(), BenchF32Ref, &s)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((base + "/s8_dense").c_str(), BenchS8Dense, &s)->Unit(benchmark::kMillisecond);
+#if SPARQ_BENCH_HAVE_DNNL
+    benchmark::RegisterBenchmark((base + "/f32_onednn").c_str(), BenchF32OneDnn, &s)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((base + "/s8_onednn").c_str(), BenchS8OneDnn, &s)->Unit(benchmark::kMillisecond);
+#endif
+    benchmark::RegisterBenchmark((base + "/f32_bsr4x4").c_str(), BenchF32Bsr, &s)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((base + "/s8_bsr4x4").c_str(), BenchS8Bsr, &s)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((base + "/f32_nm24").c_str(), BenchF32Nm, &s)->Unit(benchmark::kMillisecond);
+  }
+}
+
+}  // namespace
+}  // namespace sparq
+
+int main(int argc, char** argv) {
+  benchmark::Initialize(&argc, argv);
+  if (benchmark::ReportUnrecognizedArguments(argc, argv)) return 1;
+  if (!sparq::IsaEnvironmentStatus().ok()) {
+    std::fprintf(stderr, "%s\n", sparq::IsaEnvironmentStatus().ToString().c_str());
+    return 1;
+  }
+  benchmark::AddCustomContext("sparq_isa", sparq::CpuIsaName(sparq::ActiveIsa()));
+#if SPARQ_BENCH_HAVE_DNNL
+  omp_set_num_threads(1);  // every kernel on one thread
+  benchmark::AddCustomContext("onednn", "linked, 1 thread");
+#endif
+  sparq::RegisterAll();
+  benchmark::RunSpecifiedBenchmarks();
+  benchmark::Shutdown();
+  return 0;
+}

@@ -1,0 +1,63 @@
+#!/usr/bin/env python3
+"""Turns kernels_bench JSON output into the Markdown tables of bench/KERNELS.md.
+
+  OMP_NUM_THREADS=1 build/bin/kernels_bench --benchmark_min_time=0.2 --benchmark_repetitions=3 \\
+      --benchmark_report_aggregates_only=true --benchmark_format=json > kernels.json
+  python3 bench/kernels_table.py kernels.json
+
+Table 1: median dense-equivalent GOPS (2*M*N*K per call) per layer and kernel.
+Table 2: speed-ups (ratios of those GOPS).
+"""
+import json
+import sys
+
+KERNELS = ["f32_ref", "f32_onednn", "s8_onednn", "s8_dense", "f32_bsr4x4", "s8_bsr4x4", "f32_nm24"]
+RATIOS = [  # (numerator, denominator)
+    ("s8_dense", "f32_ref"),
+    ("s8_dense", "s8_onednn"),
+    ("f32_bsr4x4", "f32_ref"),
+    ("f32_bsr4x4", "f32_onednn"),
+    ("s8_bsr4x4", "s8_dense"),
+    ("s8_bsr4x4", "s8_onednn"),
+    ("f32_nm24", "f32_onednn"),
+]
+
+
+def main(path):
+    with open(path) as f:
+        data = json.load(f)
+    rows = {}  # layer -> kernel -> (gops, label, cv)
+    cvs = {}
+    for b in data["benchmarks"]:
+        name = b.get("run_name", b["name"])
+        layer, kernel = name.rsplit("/", 1)
+        agg = b.get("aggregate_name")
+        if agg == "cv":
+            cvs[(layer, kernel)] = b["real_time"]
+        if b.get("run_type") == "aggregate" and agg != "median":
+            continue
+        rows.setdefault(layer, {})[kernel] = (b["GOPS"], b.get("label", ""))
+    kernels = [k for k in KERNELS if any(k in ks for ks in rows.values())]
+    print("| layer (M x N x K) | " + " | ".join(kernels) + " |")
+    print("|---|" + "---:|" * len(kernels))
+    for layer, ks in rows.items():
+        cells = []
+        for k in kernels:
+            cells.append(f"{ks[k][0]:.0f}" if k in ks else "-")
+        print(f"| {layer} | " + " | ".join(cells) + " |")
+    print()
+    ratios = [r for r in RATIOS if r[0] in kernels and r[1] in kernels]
+    print("| layer | " + " | ".join(f"{a} / {b}" for a, b in ratios) + " |")
+    print("|---|" + "---:|" * len(ratios))
+    for layer, ks in rows.items():
+        cells = [f"{ks[a][0] / ks[b][0]:.2f}" if a in ks and b in ks else "-" for a, b in ratios]
+        print(f"| {layer.split('/M')[0]} | " + " | ".join(cells) + " |")
+    if cvs:
+        print()
+        print(f"Largest coefficient of variation over the repetitions: {max(cvs.values()) * 100:.1f}%")
+    print()
+    print("Kernels that ran: " + ", ".join(sorted({f'`{v[1].split()[0]}`' for ks in rows.values() for v in ks.values()})))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])

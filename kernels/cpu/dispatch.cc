@@ -1,0 +1,324 @@
+#include "kernels/cpu/dispatch.h"
+
+#include <atomic>
+#include <cstdlib>
+#include <string>
+
+#include "kernels/cpu/internal.h"
+
+namespace sparq {
+
+namespace {
+
+using cpu::GemmS8Avx2;
+using cpu::GemmS8Avx512Vnni;
+using cpu::GemmS8Portable;
+using cpu::SpmmBsrF32Avx2;
+using cpu::SpmmBsrF32Avx512;
+using cpu::SpmmBsrF32Portable;
+using cpu::SpmmBsrS8Avx2;
+using cpu::SpmmBsrS8Avx512Vnni;
+using cpu::SpmmBsrS8Portable;
+using cpu::SpmmNmF32Avx2;
+using cpu::SpmmNmF32Avx512;
+using cpu::SpmmNmF32Portable;
+
+constexpr CpuIsa P = CpuIsa::kPortable;
+constexpr CpuIsa AVX2 = CpuIsa::kAvx2;
+constexpr CpuIsa AVX512 = CpuIsa::kAvx512;
+constexpr CpuIsa VNNI = CpuIsa::kAvx512Vnni;
+using F = PackedFormat;
+
+// The table: {name, isa, format, fn}. A sparse kernel handles every block
+// shape of its element type; it has one row per shape so that the name says
+// which format ran.
+const std::vector<CpuKernelDef>& Table() {
+  static const std::vector<CpuKernelDef>* table = new std::vector<CpuKernelDef>{
+      // INT8 dense GEMM. The portable kernel reads both panel formats.
+      {"gemm_s8s8_portable", P, F::kPanel16x4S8, GemmS8Fn(GemmS8Portable)},
+      {"gemm_s8s8_s16_portable", P, F::kPanel16x2S16, GemmS8Fn(GemmS8Portable)},
+#if SPARQ_CPU_X86
+      {"gemm_s8s8_avx2", AVX2, F::kPanel16x2S16, GemmS8Fn(GemmS8Avx2)},
+      {"gemm_s8s8_avx512vnni", VNNI, F::kPanel16x4S8, GemmS8Fn(GemmS8Avx512Vnni)},
+#endif
+      // FP32 BSR: one function per ISA handles every block shape; one row per shape.
+      {"spmm_bsr1x4_f32_portable", P, F::kBsr1x4F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
+      {"spmm_bsr4x1_f32_portable", P, F::kBsr4x1F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
+      {"spmm_bsr4x4_f32_portable", P, F::kBsr4x4F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
+      {"spmm_bsr8x8_f32_portable", P, F::kBsr8x8F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
+      {"spmm_bsr16x16_f32_portable", P, F::kBsr16x16F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
+#if SPARQ_CPU_X86
+      {"spmm_bsr1x4_f32_avx2", AVX2, F::kBsr1x4F32, SpmmBsrF32Fn(SpmmBsrF32Avx2)},
+      {"spmm_bsr4x1_f32_avx2", AVX2, F::kBsr4x1F32, SpmmBsrF32Fn(SpmmBsrF32Avx2)},
+      {"spmm_bsr4x4_f32_avx2", AVX2, F::kBsr4x4F32, SpmmBsrF32Fn(SpmmBsrF32Avx2)},
+      {"spmm_bsr8x8_f32_avx2", AVX2, F::kBsr8x8F32, SpmmBsrF32Fn(SpmmBsrF32Avx2)},
+      {"spmm_bsr16x16_f32_avx2", AVX2, F::kBsr16x16F32, SpmmBsrF32Fn(SpmmBsrF32Avx2)},
+      {"spmm_bsr1x4_f32_avx512", AVX512, F::kBsr1x4F32, SpmmBsrF32Fn(SpmmBsrF32Avx512)},
+      {"spmm_bsr4x1_f32_avx512", AVX512, F::kBsr4x1F32, SpmmBsrF32Fn(SpmmBsrF32Avx512)},
+      {"spmm_bsr4x4_f32_avx512", AVX512, F::kBsr4x4F32, SpmmBsrF32Fn(SpmmBsrF32Avx512)},
+      {"spmm_bsr8x8_f32_avx512", AVX512, F::kBsr8x8F32, SpmmBsrF32Fn(SpmmBsrF32Avx512)},
+      {"spmm_bsr16x16_f32_avx512", AVX512, F::kBsr16x16F32, SpmmBsrF32Fn(SpmmBsrF32Avx512)},
+#endif
+      // INT8 BSR.
+      {"spmm_bsr1x4_s8_portable", P, F::kBsr1x4S8, SpmmBsrS8Fn(SpmmBsrS8Portable)},
+      {"spmm_bsr4x1_s8_portable", P, F::kBsr4x1S8, SpmmBsrS8Fn(SpmmBsrS8Portable)},
+      {"spmm_bsr4x4_s8_portable", P, F::kBsr4x4S8, SpmmBsrS8Fn(SpmmBsrS8Portable)},
+      {"spmm_bsr8x8_s8_portable", P, F::kBsr8x8S8, SpmmBsrS8Fn(SpmmBsrS8Portable)},
+      {"spmm_bsr16x16_s8_portable", P, F::kBsr16x16S8, SpmmBsrS8Fn(SpmmBsrS8Portable)},
+#if SPARQ_CPU_X86
+      {"spmm_bsr1x4_s8_avx2", AVX2, F::kBsr1x4S8, SpmmBsrS8Fn(SpmmBsrS8Avx2)},
+      {"spmm_bsr4x1_s8_avx2", AVX2, F::kBsr4x1S8, SpmmBsrS8Fn(SpmmBsrS8Avx2)},
+      {"spmm_bsr4x4_s8_avx2", AVX2, F::kBsr4x4S8, SpmmBsrS8Fn(SpmmBsrS8Avx2)},
+      {"spmm_bsr8x8_s8_avx2", AVX2, F::kBsr8x8S8, SpmmBsrS8Fn(SpmmBsrS8Avx2)},
+      {"spmm_bsr16x16_s8_avx2", AVX2, F::kBsr16x16S8, SpmmBsrS8Fn(SpmmBsrS8Avx2)},
+      {"spmm_bsr1x4_s8_avx512vnni", VNNI, F::kBsr1x4S8, SpmmBsrS8Fn(SpmmBsrS8Avx512Vnni)},
+      {"spmm_bsr4x1_s8_avx512vnni", VNNI, F::kBsr4x1S8, SpmmBsrS8Fn(SpmmBsrS8Avx512Vnni)},
+      {"spmm_bsr4x4_s8_avx512vnni", VNNI, F::kBsr4x4S8, SpmmBsrS8Fn(SpmmBsrS8Avx512Vnni)},
+      {"spmm_bsr8x8_s8_avx512vnni", VNNI, F::kBsr8x8S8, SpmmBsrS8Fn(SpmmBsrS8Avx512Vnni)},
+      {"spmm_bsr16x16_s8_avx512vnni", VNNI, F::kBsr16x16S8, SpmmBsrS8Fn(SpmmBsrS8Avx512Vnni)},
+#endif
+      // FP32 N:M.
+      {"spmm_nm24_f32_portable", P, F::kNm2of4F32, SpmmNmF32Fn(SpmmNmF32Portable)},
+      {"spmm_nm48_f32_portable", P, F::kNm4of8F32, SpmmNmF32Fn(SpmmNmF32Portable)},
+#if SPARQ_CPU_X86
+      {"spmm_nm24_f32_avx2", AVX2, F::kNm2of4F32, SpmmNmF32Fn(SpmmNmF32Avx2)},
+      {"spmm_nm48_f32_avx2", AVX2, F::kNm4of8F32, SpmmNmF32Fn(SpmmNmF32Avx2)},
+      {"spmm_nm24_f32_avx512", AVX512, F::kNm2of4F32, SpmmNmF32Fn(SpmmNmF32Avx512)},
+      {"spmm_nm48_f32_avx512", AVX512, F::kNm4of8F32, SpmmNmF32Fn(SpmmNmF32Avx512)},
+#endif
+  };
+  return *table;
+}
+
+// ---------------------------------------------------------------------------
+// ISA detection and override.
+
+CpuIsa Detect() {
+#if SPARQ_CPU_X86
+  __builtin_cpu_init();
+  // __builtin_cpu_supports also checks that the OS saves the AVX / AVX-512 state.
+  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
+                      __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
+  const bool vnni = avx512 && __builtin_cpu_supports("avx512vnni");
+  if (vnni) return CpuIsa::kAvx512Vnni;
+  if (avx512) return CpuIsa::kAvx512;
+  if (avx2) return CpuIsa::kAvx2;
+#endif
+  return CpuIsa::kPortable;
+}
+
+struct IsaState {
+  CpuIsa detected = CpuIsa::kPortable;
+  CpuIsa from_environment = CpuIsa::kPortable;  // detected, or lowered by SPARQ_ISA
+  Status environment_status;
+  std::atomic<int> forced{-1};  // -1: none
+};
+
+IsaState& State() {
+  static IsaState* state = [] {
+    auto* s = new IsaState();
+    s->detected = Detect();
+    s->from_environment = s->detected;
+    if (const char* env = std::getenv("SPARQ_ISA"); env != nullptr && env[0] != '\0') {
+      StatusOr<CpuIsa> isa = ParseCpuIsa(env);
+      if (!isa.ok()) {
+        s->environment_status = Status::InvalidArgument("SPARQ_ISA: " + isa.status().message());
+      } else if (*isa > s->detected) {
+        s->environment_status = Status::InvalidArgument(std::string("SPARQ_ISA=") + env + ": this CPU supports up to " +
+                                                        CpuIsaName(s->detected));
+      } else {
+        s->from_environment = *isa;
+      }
+    }
+    return s;
+  }();
+  return *state;
+}
+
+// `cols`: columns of the output as stored (N for Y, M for Y^T).
+Status CheckS8Epilogue(const char* op, const S8Epilogue& out, int64_t cols) {
+  const std::string where = std::string(op) + ": ";
+  if (out.out_s32 == nullptr && out.out_q == nullptr) {
+    return Status::InvalidArgument(where + "no output: set out.out_s32 and/or out.out_q");
+  }
+  if (out.out_s32 != nullptr && out.ld_s32 < cols) {
+    return Status::InvalidArgument(where + "out.ld_s32 " + std::to_string(out.ld_s32) + " < " + std::to_string(cols));
+  }
+  if (out.out_q != nullptr) {
+    if (out.ld_q < cols) {
+      return Status::InvalidArgument(where + "out.ld_q " + std::to_string(out.ld_q) + " < " + std::to_string(cols));
+    }
+    if (out.multiplier == nullptr) return Status::InvalidArgument(where + "out.multiplier is required with out.out_q");
+  }
+  return Status::OK();
+}
+
+Status CheckA(const char* op, const char* field, const void* p, int64_t m, int64_t k, int64_t ld) {
+  if (m < 0) return Status::InvalidArgument(std::string(op) + ": negative m " + std::to_string(m));
+  if (p == nullptr && m > 0 && k > 0) return Status::InvalidArgument(std::string(op) + ": null " + field);
+  if (ld < k) {
+    return Status::InvalidArgument(std::string(op) + ": " + field + " row stride " + std::to_string(ld) + " < " +
+                                   std::to_string(k));
+  }
+  return Status::OK();
+}
+
+Status CheckZeroPointRange(const char* op, GemmZeroPoints zp, int64_t count, bool is_signed) {
+  const int32_t lo = is_signed ? -128 : 0, hi = is_signed ? 127 : 255;
+  for (int64_t i = 0; i < (zp.per_channel ? count : 1); ++i) {
+    if (zp.at(i) < lo || zp.at(i) > hi) {
+      return Status::InvalidArgument(std::string(op) + ": activation zero point " + std::to_string(zp.at(i)) +
+                                     " (index " + std::to_string(i) + ") outside [" + std::to_string(lo) + ", " +
+                                     std::to_string(hi) + "]");
+    }
+  }
+  return Status::OK();
+}
+
+// Dimensions of (X, Y) as stored: rows and columns with their strides.
+Status CheckSpmmActivations(const char* op, SpmmLayout layout, const void* x, int64_t ld_x, const void* y,
+                            int64_t ld_y, int64_t m, int64_t n, int64_t k) {
+  if (m < 0) return Status::InvalidArgument(std::string(op) + ": negative m " + std::to_string(m));
+  const bool row_major = layout == SpmmLayout::kRowMajor;
+  const int64_t x_cols = row_major ? k : m, y_cols = row_major ? n : m;
+  if (x == nullptr && m > 0 && k > 0) return Status::InvalidArgument(std::string(op) + ": null x");
+  if (y == nullptr && m > 0 && n > 0) return Status::InvalidArgument(std::string(op) + ": null output");
+  if (ld_x < x_cols) {
+    return Status::InvalidArgument(std::string(op) + ": ld_x " + std::to_string(ld_x) + " < " +
+                                   std::to_string(x_cols) + (row_major ? " (K)" : " (M)"));
+  }
+  if (y != nullptr && ld_y < y_cols) {
+    return Status::InvalidArgument(std::string(op) + ": output row stride " + std::to_string(ld_y) + " < " +
+                                   std::to_string(y_cols) + (row_major ? " (N)" : " (M)"));
+  }
+  return Status::OK();
+}
+
+template <typename Fn, typename Args>
+Status Run(CpuOp op, PackedFormat format, const Args& args, const char** kernel_name) {
+  const CpuKernelDef* def = SelectCpuKernel(op, format);
+  if (def == nullptr) {
+    return Status::NotSupported(std::string(CpuOpName(op)) + ": no kernel for weights in " + Traits(format).name);
+  }
+  if (kernel_name != nullptr) *kernel_name = def->name;
+  std::get<Fn>(def->fn)(args);
+  return Status::OK();
+}
+
+}  // namespace
+
+const char* CpuIsaName(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kPortable: return "portable";
+    case CpuIsa::kAvx2: return "avx2";
+    case CpuIsa::kAvx512: return "avx512";
+    case CpuIsa::kAvx512Vnni: return "avx512vnni";
+  }
+  return "?";
+}
+
+StatusOr<CpuIsa> ParseCpuIsa(const std::string& name) {
+  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni})
+    if (name == CpuIsaName(isa)) return isa;
+  return Status::InvalidArgument("unknown ISA '" + name + "' (expected portable, avx2, avx512 or avx512vnni)");
+}
+
+const char* CpuOpName(CpuOp op) {
+  switch (op) {
+    case CpuOp::kGemmS8: return "gemm_s8";
+    case CpuOp::kSpmmBsrF32: return "spmm_bsr_f32";
+    case CpuOp::kSpmmBsrS8: return "spmm_bsr_s8";
+    case CpuOp::kSpmmNmF32: return "spmm_nm_f32";
+  }
+  return "?";
+}
+
+CpuIsa DetectedIsa() { return State().detected; }
+
+CpuIsa ActiveIsa() {
+  IsaState& s = State();
+  const int forced = s.forced.load(std::memory_order_relaxed);
+  return forced >= 0 ? static_cast<CpuIsa>(forced) : s.from_environment;
+}
+
+Status IsaEnvironmentStatus() { return State().environment_status; }
+
+Status ForceIsa(CpuIsa isa) {
+  IsaState& s = State();
+  if (isa > s.detected) {
+    return Status::InvalidArgument(std::string("ForceIsa(") + CpuIsaName(isa) + "): this CPU supports up to " +
+                                   CpuIsaName(s.detected));
+  }
+  s.forced.store(static_cast<int>(isa), std::memory_order_relaxed);
+  return Status::OK();
+}
+
+void ResetIsa() { State().forced.store(-1, std::memory_order_relaxed); }
+
+const std::vector<CpuKernelDef>& CpuKernelTable() { return Table(); }
+
+const CpuKernelDef* SelectCpuKernel(CpuOp op, PackedFormat format) {
+  const CpuIsa active = ActiveIsa();
+  const CpuKernelDef* best = nullptr;
+  for (const CpuKernelDef& def : CpuKernelTable()) {
+    if (def.op() != op || def.format != format || def.isa > active) continue;
+    if (best == nullptr || def.isa > best->isa) best = &def;
+  }
+  return best;
+}
+
+PackedFormat PreferredGemmS8Format(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kAvx2:
+    case CpuIsa::kAvx512: return PackedFormat::kPanel16x2S16;
+    case CpuIsa::kPortable:
+    case CpuIsa::kAvx512Vnni: return PackedFormat::kPanel16x4S8;
+  }
+  return PackedFormat::kPanel16x4S8;
+}
+
+Status RunGemmS8(const GemmS8Args& args, const char** kernel_name) {
+  if (args.b == nullptr) return Status::InvalidArgument("gemm_s8: null packed weights (b)");
+  const PackedGemmS8& b = *args.b;
+  SPARQ_RETURN_IF_ERROR(CheckA("gemm_s8", "a", args.a, args.m, b.k, args.lda));
+  SPARQ_RETURN_IF_ERROR(CheckZeroPointRange("gemm_s8", args.a_zp, args.m, args.a_signed));
+  SPARQ_RETURN_IF_ERROR(CheckS8Epilogue("gemm_s8", args.out, b.n));
+  if (args.m == 0 || b.n == 0) return Status::OK();
+  return Run<GemmS8Fn>(CpuOp::kGemmS8, b.format, args, kernel_name);
+}
+
+Status RunSpmmBsrF32(const SpmmBsrF32Args& args, const char** kernel_name) {
+  if (args.w == nullptr) return Status::InvalidArgument("spmm_bsr_f32: null weights (w)");
+  SPARQ_RETURN_IF_ERROR(CheckSpmmActivations("spmm_bsr_f32", args.layout, args.x, args.ld_x, args.y, args.ld_y,
+                                             args.m, args.w->rows, args.w->cols));
+  if (args.m == 0 || args.w->rows == 0) return Status::OK();
+  return Run<SpmmBsrF32Fn>(CpuOp::kSpmmBsrF32, args.w->format, args, kernel_name);
+}
+
+Status RunSpmmNmF32(const SpmmNmF32Args& args, const char** kernel_name) {
+  if (args.w == nullptr) return Status::InvalidArgument("spmm_nm_f32: null weights (w)");
+  SPARQ_RETURN_IF_ERROR(CheckSpmmActivations("spmm_nm_f32", args.layout, args.x, args.ld_x, args.y, args.ld_y,
+                                             args.m, args.w->rows, args.w->cols));
+  if (args.m == 0 || args.w->rows == 0) return Status::OK();
+  return Run<SpmmNmF32Fn>(CpuOp::kSpmmNmF32, args.w->format, args, kernel_name);
+}
+
+Status RunSpmmBsrS8(const SpmmBsrS8Args& args, const char** kernel_name) {
+  if (args.w == nullptr) return Status::InvalidArgument("spmm_bsr_s8: null weights (w)");
+  const BsrS8& w = *args.w;
+  const void* y = args.out.out_s32 != nullptr ? static_cast<const void*>(args.out.out_s32) : args.out.out_q;
+  SPARQ_RETURN_IF_ERROR(CheckSpmmActivations("spmm_bsr_s8", args.layout, args.x, args.ld_x, y,
+                                             args.out.out_s32 != nullptr ? args.out.ld_s32 : args.out.ld_q, args.m,
+                                             w.rows, w.cols));
+  const bool row_major = args.layout == SpmmLayout::kRowMajor;
+  SPARQ_RETURN_IF_ERROR(
+      CheckS8Epilogue("spmm_bsr_s8", args.out, row_major ? w.rows : args.m));
+  GemmZeroPoints zp;
+  zp.values = &args.x_zero_point;
+  SPARQ_RETURN_IF_ERROR(CheckZeroPointRange("spmm_bsr_s8", zp, 1, args.x_signed));
+  if (args.m == 0 || w.rows == 0) return Status::OK();
+  return Run<SpmmBsrS8Fn>(CpuOp::kSpmmBsrS8, w.format, args, kernel_name);
+}
+
+}  // namespace sparq

@@ -1,0 +1,120 @@
+// Internals of kernels/cpu shared by the ISA files: the ISA-independent
+// drivers (blocking, packing of activations, zero-point corrections, threads)
+// and the small ISA-specific pieces they call (register tiles, block-row
+// kernels, requantization of a row). A driver calls a piece once per tile of
+// thousands of multiply-adds, so the indirect call costs nothing measurable.
+//
+// Files compiled for an ISA (gemm_s8_avx2.cc, ...) enable it with
+// SPARQ_CPU_TARGET_BEGIN / END (see cpu_target.h) and define their pieces in
+// an anonymous namespace, exporting only the kernel entry points declared here.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/kernel_args.h"
+
+namespace sparq {
+namespace cpu {
+
+// Requantizes n accumulators exactly like RequantizeS32Ref<int8_t or uint8_t>
+// (kernels/ref/quantize.h); `out` points to int8_t (out_signed) or uint8_t.
+using RequantRowFn = void (*)(int64_t n, const int32_t* acc, const int32_t* bias, int64_t bias_stride,
+                              const float* multiplier, int64_t multiplier_stride, int32_t zero_point, bool fuse_relu,
+                              bool out_signed, void* out);
+void RequantRowPortable(int64_t n, const int32_t* acc, const int32_t* bias, int64_t bias_stride,
+                        const float* multiplier, int64_t multiplier_stride, int32_t zero_point, bool fuse_relu,
+                        bool out_signed, void* out);
+// Vectorized versions (x86 builds only; gemm_s8_avx2.cc, gemm_s8_avx512vnni.cc).
+void RequantRowAvx2(int64_t n, const int32_t* acc, const int32_t* bias, int64_t bias_stride, const float* multiplier,
+                    int64_t multiplier_stride, int32_t zero_point, bool fuse_relu, bool out_signed, void* out);
+void RequantRowAvx512(int64_t n, const int32_t* acc, const int32_t* bias, int64_t bias_stride,
+                      const float* multiplier, int64_t multiplier_stride, int32_t zero_point, bool fuse_relu,
+                      bool out_signed, void* out);
+
+// ---------------------------------------------------------------------------
+// INT8 dense GEMM (gemm_s8.cc).
+//
+// A strip of the packed activations holds `mr` rows of one K slice, step by
+// step, in the weights' step width (see PackedGemmS8):
+//   panel16x4_s8:  [step][mr][4] uint8   a_u = A + 128 for int8 A, A for uint8 A
+//   panel16x2_s16: [step][mr][2] int16   A - a_zp (exact)
+// A tile computes c[r * ldc + j] (r < mr, j < 16 * panels) = sum over `steps`
+// of strip x panels, adding to c when `accumulate`. `b` is the first panel at
+// the slice's first step; panel p starts b_panel_stride bytes after panel p-1.
+struct GemmS8Isa {
+  int mr;          // rows per tile
+  int max_panels;  // panels of 16 columns per tile
+  void (*tile)(int64_t steps, const void* a_strip, const void* b, int64_t b_panel_stride, int panels, int32_t* c,
+               int64_t ldc, bool accumulate);
+  RequantRowFn requant_row;
+  // Optional (nullptr: the driver's plain loops): packs a FULL strip of mr
+  // rows for panel16x4_s8. Row r of the slice is a + r * lda (k_count bytes,
+  // int8 when `flip`: a_u = bits XOR 0x80); the strip (steps * mr * 4 bytes)
+  // is already zeroed. Adds each row's sum of a_u to row_sums[r].
+  void (*pack_strip_s8)(const uint8_t* a, int64_t lda, int64_t k_count, bool flip, uint8_t* strip,
+                        int32_t* row_sums);
+};
+void GemmS8Driver(const GemmS8Args& args, const GemmS8Isa& isa);
+
+// ---------------------------------------------------------------------------
+// FP32 sparse GEMM (spmm_f32.cc). Both kernels work on a tile of X^T: rows
+// k = 0..K_padded-1, `mt` = v * lanes columns (activation rows m), row k at
+// xt + k * ld_xt, rows past K zero. They write out[i * mt + l], i < rows.
+struct SpmmF32Isa {
+  int lanes;             // floats per vector register
+  int max_accumulators;  // vector accumulators the tile may keep in registers
+  // One block row of a BSR matrix (br x bc blocks) over the tile; bias: br values or nullptr.
+  void (*bsr_block_row)(int br, int bc, int v, const float* xt, int64_t ld_xt, const int32_t* col_index,
+                        const float* values, int64_t blocks, const float* bias, float* out);
+  // `rows` (1..4) consecutive rows of an N:M matrix over the tile. values /
+  // indices of row i start at i * row_stride (= groups * keep).
+  void (*nm_rows)(int group, int keep, int v, const float* xt, int64_t ld_xt, const float* values,
+                  const uint8_t* indices, int64_t groups, int64_t row_stride, int rows, const float* bias, float* out);
+};
+void SpmmBsrF32Driver(const SpmmBsrF32Args& args, const SpmmF32Isa& isa);
+void SpmmNmF32Driver(const SpmmNmF32Args& args, const SpmmF32Isa& isa);
+
+// ---------------------------------------------------------------------------
+// INT8 block-sparse GEMM (spmm_s8.cc). The X^T tile is packed by the driver in
+// the kernel's k-group layout, mt = v * lanes columns:
+//   k_group 4: [K_padded / 4][mt][4] uint8  x_u = X + 128 for int8 X, X for uint8 X
+//   k_group 2: [K_padded / 2][mt][2] int16  X - x_zp
+//   k_group 1: [K_padded][mt]        int16  X - x_zp
+// The block-row kernel writes out[i * mt + l] = sum over the row's blocks.
+struct SpmmS8Isa {
+  int lanes;
+  int k_group;
+  int max_accumulators;
+  void (*bsr_block_row)(int br, int bc, int v, const void* xt, const int32_t* col_index, const int8_t* values,
+                        int64_t blocks, int32_t* out);
+  RequantRowFn requant_row;
+};
+void SpmmBsrS8Driver(const SpmmBsrS8Args& args, const SpmmS8Isa& isa);
+
+// ---------------------------------------------------------------------------
+// Kernel entry points (the functions of the dispatch table).
+void GemmS8Portable(const GemmS8Args& args);
+void GemmS8Avx2(const GemmS8Args& args);
+void GemmS8Avx512Vnni(const GemmS8Args& args);
+
+void SpmmBsrF32Portable(const SpmmBsrF32Args& args);
+void SpmmBsrF32Avx2(const SpmmBsrF32Args& args);
+void SpmmBsrF32Avx512(const SpmmBsrF32Args& args);
+
+void SpmmNmF32Portable(const SpmmNmF32Args& args);
+void SpmmNmF32Avx2(const SpmmNmF32Args& args);
+void SpmmNmF32Avx512(const SpmmNmF32Args& args);
+
+void SpmmBsrS8Portable(const SpmmBsrS8Args& args);
+void SpmmBsrS8Avx2(const SpmmBsrS8Args& args);
+void SpmmBsrS8Avx512Vnni(const SpmmBsrS8Args& args);
+
+// True when this build has the x86 ISA files (x86-64 with GCC or clang).
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SPARQ_CPU_X86 1
+#else
+#define SPARQ_CPU_X86 0
+#endif
+
+}  // namespace cpu
+}  // namespace sparq

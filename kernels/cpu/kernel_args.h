@@ -1,0 +1,105 @@
+// Arguments of sparq's fast CPU kernels (kernels/cpu). Every kernel of an op
+// takes the same argument struct, whatever its ISA; kernels/cpu/dispatch.h
+// checks the arguments and picks the kernel. Results match kernels/ref: the
+// INT8 kernels bit for bit, the FP32 kernels up to summation order.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/formats.h"
+#include "kernels/parallel.h"
+#include "kernels/ref/gemm_int.h"
+
+namespace sparq {
+
+// Output stage of the INT8 kernels. The int32 accumulator
+//   acc[m, n] = sum_k (A[m, k] - a_zp) * (W[n, k] - w_zp[n])
+// is written raw to out_s32 (when set) and/or requantized to out_q (when set)
+// exactly as RequantizeS32Ref does (kernels/ref/quantize.h):
+//   out_q = saturate(RoundHalfToEven(float(acc + bias[n]) * multiplier[n]) + zero_point), ReLU fused on request.
+// Channel n is the output channel (the row of W); bias and multiplier are per
+// channel or one value for all.
+struct S8Epilogue {
+  int32_t* out_s32 = nullptr;  // raw accumulators, or nullptr
+  int64_t ld_s32 = 0;          // row stride of out_s32 (elements)
+
+  void* out_q = nullptr;       // int8_t or uint8_t output, or nullptr
+  bool out_q_signed = true;    // true: int8_t, false: uint8_t
+  int64_t ld_q = 0;            // row stride of out_q (elements)
+  const int32_t* bias = nullptr;  // added to acc before scaling; nullptr: none
+  bool bias_per_channel = true;   // false: bias[0] for every channel
+  const float* multiplier = nullptr;  // (a_scale * w_scale) / y_scale, see RequantMultiplier; required with out_q
+  bool multiplier_per_channel = true;  // false: multiplier[0] for every channel
+  int32_t zero_point = 0;
+  bool fuse_relu = false;
+};
+
+// Layout of the dense activations of a sparse kernel:
+enum class SpmmLayout : uint8_t {
+  // X [M, K] (row stride ld_x >= K) and Y [M, N] (ld_y >= N): Y = X * W^T.
+  // MatMul / Gemm. The kernel transposes tiles of X internally.
+  kRowMajor,
+  // X^T [K, M] (ld_x >= M) and Y^T [N, M] (ld_y >= M): Y^T = W * X^T. An NCHW
+  // convolution (X^T = im2col columns, M = output pixels) in its native layout.
+  kTransposed,
+};
+
+// INT8 dense GEMM: acc[m, n] = sum_k (A[m, k] - a_zp(m)) * (W[n, k] - w_zp(n)),
+// W packed by PackGemmS8 (zero points included). A is int8 or uint8, row major
+// [M, K] with row stride lda >= K. The zero points of A are per tensor or per
+// row (GemmZeroPoints) and must lie in A's type range. Output per S8Epilogue
+// (row m, column n). int32 sums wrap mod 2^32 as GemmS32Ref's do.
+struct GemmS8Args {
+  int64_t m = 0;
+  const void* a = nullptr;
+  bool a_signed = false;  // true: int8_t, false: uint8_t
+  int64_t lda = 0;
+  GemmZeroPoints a_zp;
+  const PackedGemmS8* b = nullptr;
+  S8Epilogue out;
+  ThreadPool* pool = nullptr;  // null: the calling thread only
+};
+
+// FP32 block-sparse GEMM: Y = X * W^T (+ bias[n]) with W [N, K] in BSR.
+struct SpmmBsrF32Args {
+  SpmmLayout layout = SpmmLayout::kRowMajor;
+  int64_t m = 0;
+  const float* x = nullptr;
+  int64_t ld_x = 0;
+  const BsrF32* w = nullptr;
+  const float* bias = nullptr;  // [N] or nullptr
+  float* y = nullptr;           // must not alias x
+  int64_t ld_y = 0;
+  ThreadPool* pool = nullptr;
+};
+
+// FP32 N:M sparse GEMM: Y = X * W^T (+ bias[n]) with W [N, K] in N:M form.
+struct SpmmNmF32Args {
+  SpmmLayout layout = SpmmLayout::kRowMajor;
+  int64_t m = 0;
+  const float* x = nullptr;
+  int64_t ld_x = 0;
+  const NmF32* w = nullptr;
+  const float* bias = nullptr;
+  float* y = nullptr;
+  int64_t ld_y = 0;
+  ThreadPool* pool = nullptr;
+};
+
+// INT8 block-sparse GEMM: acc = (X - x_zp) * W^T with W [N, K] int8 BSR,
+// symmetric (zero point 0); X int8 or uint8 with one zero point. Output per
+// S8Epilogue, in the layout `layout` gives (row-major Y [M, N] or Y^T [N, M];
+// channel n is a column of Y or a row of Y^T).
+struct SpmmBsrS8Args {
+  SpmmLayout layout = SpmmLayout::kRowMajor;
+  int64_t m = 0;
+  const void* x = nullptr;
+  bool x_signed = false;
+  int64_t ld_x = 0;
+  int32_t x_zero_point = 0;
+  const BsrS8* w = nullptr;
+  S8Epilogue out;
+  ThreadPool* pool = nullptr;
+};
+
+}  // namespace sparq

@@ -1,0 +1,258 @@
+#include "kernels/cpu/quant_matmul.h"
+
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/dispatch.h"
+#include "kernels/ref/quantize.h"
+
+namespace sparq {
+
+namespace {
+
+bool IsInt8Type(DataType t) { return t == DataType::kInt8 || t == DataType::kUInt8; }
+
+// An int8 / uint8 tensor's values as int32.
+std::vector<int32_t> Int8Values(const Tensor& t) {
+  std::vector<int32_t> v(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    v[i] = t.dtype() == DataType::kInt8 ? int32_t{t.data<int8_t>()[i]} : int32_t{t.data<uint8_t>()[i]};
+  }
+  return v;
+}
+
+// One value per column of B: shape [N] or [1, N] (one value is per-tensor,
+// not this; an empty parameter is an error the reference reports).
+bool IsPerColumn(const Tensor& t, int64_t n) {
+  return n > 0 && ((t.rank() == 1 && t.dim(0) == n) || (t.rank() == 2 && t.dim(0) == 1 && t.dim(1) == n));
+}
+
+Status NotFast(const OpContext& ctx, const std::string& why) { return ctx.NotSupported("gemm_s8 fast path: " + why); }
+
+// The "ref" row of the node's op at its opset, looked up by name so that a
+// registry holding the "gemm_s8" rows first never leads back here.
+Status RunReference(OpContext& ctx) {
+  for (const KernelDef* def : KernelRegistry::Reference().FindAll(ctx.node().op_type, "")) {
+    if (def->name == "ref" && ctx.opset() >= def->since_opset && ctx.opset() <= def->until_opset) return def->fn(ctx);
+  }
+  return ctx.NotSupported("no reference kernel for " + ctx.node().op_type + " at opset " + std::to_string(ctx.opset()));
+}
+
+// Checks B and A against the packed weights and describes the GEMM:
+// A [..., M, K] -> rows = prod(...) * M, Y [..., M, N] (A 1-D: [K] -> [N]).
+struct MatMulGeometry {
+  Shape out_shape;
+  int64_t rows = 0;  // all rows of A, batches included
+  int64_t m = 0;     // rows per batch (the last but one dimension of A; 1 for 1-D A)
+};
+
+StatusOr<MatMulGeometry> Geometry(const OpContext& ctx, const Tensor& a, const Tensor& b, const QuantMatMulWeights& w) {
+  if (b.dtype() != w.b_type || b.shape() != Shape{w.k, w.n}) {
+    return ctx.InvalidArgument("packed weights are for B " + std::string(DataTypeName(w.b_type)) + " " +
+                               ShapeToString({w.k, w.n}) + ", got B " + DataTypeName(b.dtype()) + " " +
+                               ShapeToString(b.shape()));
+  }
+  if (!IsInt8Type(a.dtype())) return NotFast(ctx, "A has type " + std::string(DataTypeName(a.dtype())));
+  if (a.rank() == 0 || a.shape().back() != w.k) {
+    return NotFast(ctx, "A " + ShapeToString(a.shape()) + " does not end in K = " + std::to_string(w.k));
+  }
+  MatMulGeometry g;
+  g.out_shape.assign(a.shape().begin(), a.shape().end() - 1);
+  g.out_shape.push_back(w.n);
+  g.rows = 1;
+  for (size_t d = 0; d + 1 < a.rank(); ++d) g.rows *= a.dim(d);
+  g.m = a.rank() >= 2 ? a.dim(a.rank() - 2) : 1;
+  return g;
+}
+
+// Runs gemm_s8 over all rows of A: one call with a per-tensor a zero point,
+// one per batch with a per-row one (a_zp_values has M entries then).
+Status RunRows(const OpContext& ctx, const Tensor& a, const QuantMatMulWeights& w, const MatMulGeometry& g,
+               const std::vector<int32_t>& a_zp_values, const S8Epilogue& out, int64_t out_elem_bytes) {
+  const bool per_row = a_zp_values.size() > 1;
+  const int64_t calls = per_row ? (g.m == 0 ? 0 : g.rows / g.m) : 1;
+  const int64_t rows_per_call = per_row ? g.m : g.rows;
+  for (int64_t c = 0; c < calls; ++c) {
+    GemmS8Args args;
+    args.m = rows_per_call;
+    args.a = static_cast<const int8_t*>(a.raw_data()) + c * rows_per_call * w.k;  // 1-byte elements
+    args.a_signed = a.dtype() == DataType::kInt8;
+    args.lda = w.k;
+    args.a_zp = GemmZeroPoints{a_zp_values.empty() ? nullptr : a_zp_values.data(), per_row};
+    args.b = &w.packed;
+    args.out = out;
+    const int64_t offset = c * rows_per_call * w.n;
+    if (out.out_s32 != nullptr) args.out.out_s32 = out.out_s32 + offset;
+    if (out.out_q != nullptr) args.out.out_q = static_cast<char*>(out.out_q) + offset * out_elem_bytes;
+    args.pool = ctx.pool();
+    Status st = RunGemmS8(args);
+    if (!st.ok()) return ctx.Error(st.code(), st.message());
+  }
+  return Status::OK();
+}
+
+// A float32 scale with one value, or (per_column) one value per column of B.
+bool ScaleFits(const Tensor& t, int64_t n, bool per_column_allowed) {
+  if (t.dtype() != DataType::kFloat32) return false;
+  return t.numel() == 1 || (per_column_allowed && IsPerColumn(t, n));
+}
+
+}  // namespace
+
+StatusOr<QuantMatMulWeights> PackQuantMatMulWeights(const Tensor& b, const Tensor* b_zero_point) {
+  if (!IsInt8Type(b.dtype())) {
+    return Status::NotSupported("gemm_s8 fast path: B has type " + std::string(DataTypeName(b.dtype())));
+  }
+  if (b.rank() != 2) {
+    return Status::NotSupported("gemm_s8 fast path: B " + ShapeToString(b.shape()) + " is not 2-D");
+  }
+  QuantMatMulWeights w;
+  w.k = b.dim(0);
+  w.n = b.dim(1);
+  w.b_type = b.dtype();
+  std::vector<int32_t> zp;
+  bool per_column = false;
+  if (b_zero_point != nullptr) {
+    if (b_zero_point->dtype() != b.dtype() || (b_zero_point->numel() != 1 && !IsPerColumn(*b_zero_point, w.n))) {
+      return Status::NotSupported("gemm_s8 fast path: b_zero_point " + ShapeToString(b_zero_point->shape()) + " " +
+                                  DataTypeName(b_zero_point->dtype()) + " is not one value or one per column of B");
+    }
+    zp = Int8Values(*b_zero_point);
+    per_column = zp.size() > 1;
+  }
+  const GemmZeroPoints w_zp{zp.empty() ? nullptr : zp.data(), per_column};
+  const PackedFormat format = PreferredGemmS8Format(ActiveIsa());
+  // gemm_s8 wants W = B^T [N, K], one row per output column.
+  auto pack = [&](auto tag) -> Status {
+    using T = decltype(tag);
+    const T* src = b.data<T>();
+    std::vector<T> wt(static_cast<size_t>(w.n * w.k));
+    for (int64_t kk = 0; kk < w.k; ++kk)
+      for (int64_t nn = 0; nn < w.n; ++nn) wt[nn * w.k + kk] = src[kk * w.n + nn];
+    SPARQ_ASSIGN_OR_RETURN(w.packed, PackGemmS8<T>(wt.data(), w.n, w.k, w_zp, format));
+    return Status::OK();
+  };
+  SPARQ_RETURN_IF_ERROR(b.dtype() == DataType::kInt8 ? pack(int8_t{}) : pack(uint8_t{}));
+  return w;
+}
+
+Status MatMulIntegerPacked(OpContext& ctx, const QuantMatMulWeights& w) {
+  if (!ctx.has_input(0) || !ctx.has_input(1)) return NotFast(ctx, "A or B is missing");
+  const Tensor& a = ctx.input(0);
+  SPARQ_ASSIGN_OR_RETURN(const MatMulGeometry g, Geometry(ctx, a, ctx.input(1), w));
+  std::vector<int32_t> a_zp;
+  if (ctx.has_input(2)) {
+    const Tensor& z = ctx.input(2);
+    const bool per_row = a.rank() >= 2 && z.rank() == 1 && z.dim(0) == g.m && g.m > 0;
+    if (z.dtype() != a.dtype() || (z.numel() != 1 && !per_row)) {
+      return NotFast(ctx, "a_zero_point " + ShapeToString(z.shape()) + " is not one value or one per row of A");
+    }
+    a_zp = Int8Values(z);
+  }
+  Tensor y(DataType::kInt32, g.out_shape);
+  S8Epilogue out;
+  out.out_s32 = y.data<int32_t>();
+  out.ld_s32 = w.n;
+  SPARQ_RETURN_IF_ERROR(RunRows(ctx, a, w, g, a_zp, out, 0));
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
+Status QLinearMatMulPacked(OpContext& ctx, const QuantMatMulWeights& w) {
+  for (size_t i = 0; i < 7; ++i) {
+    if (!ctx.has_input(i)) return NotFast(ctx, "input " + std::to_string(i) + " is missing");
+  }
+  const Tensor& a = ctx.input(0);
+  SPARQ_ASSIGN_OR_RETURN(const MatMulGeometry g, Geometry(ctx, a, ctx.input(3), w));
+  const Tensor& a_scale = ctx.input(1);
+  const Tensor& a_zp = ctx.input(2);
+  const Tensor& b_scale = ctx.input(4);
+  const Tensor& y_scale = ctx.input(6);
+  if (!ScaleFits(a_scale, w.n, false) || !ScaleFits(b_scale, w.n, true) || !ScaleFits(y_scale, w.n, false)) {
+    return NotFast(ctx, "scales must be float32, a_scale and y_scale one value, b_scale one or one per column");
+  }
+  if (a_zp.dtype() != a.dtype() || a_zp.numel() != 1) return NotFast(ctx, "a_zero_point is not one value of A's type");
+  if (ctx.has_input(5) && ctx.input(5).numel() != b_scale.numel()) {
+    return NotFast(ctx, "b_zero_point and b_scale differ in size");
+  }
+  DataType y_type = a.dtype();
+  int32_t y_zp = 0;
+  if (ctx.has_input(7)) {
+    const Tensor& z = ctx.input(7);
+    if (!IsInt8Type(z.dtype()) || z.numel() != 1) return NotFast(ctx, "y_zero_point is not one int8/uint8 value");
+    y_type = z.dtype();
+    y_zp = Int8Values(z)[0];
+  }
+  // The reference's multiplier: (a_scale * b_scale[n]) / y_scale, per column when b_scale is.
+  const float sa = a_scale.data<float>()[0], sy = y_scale.data<float>()[0];
+  std::vector<float> multiplier(static_cast<size_t>(b_scale.numel()));
+  for (int64_t n = 0; n < b_scale.numel(); ++n) multiplier[n] = RequantMultiplier(sa, b_scale.data<float>()[n], sy);
+
+  Tensor y(y_type, g.out_shape);
+  S8Epilogue out;
+  out.out_q = y.raw_data();
+  out.out_q_signed = y_type == DataType::kInt8;
+  out.ld_q = w.n;
+  out.multiplier = multiplier.data();
+  out.multiplier_per_channel = multiplier.size() > 1;
+  out.zero_point = y_zp;
+  SPARQ_RETURN_IF_ERROR(RunRows(ctx, a, w, g, Int8Values(a_zp), out, 1));
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
+// Executor integration. KernelFn has no per-node state, so the "gemm_s8"
+// rows below pack B on every call. With a prepare step the executor would,
+// once per node at Executor::Create, call PrepareQuantMatMul with the node's
+// constant inputs and keep the result; each run then calls
+// RunPreparedQuantMatMul with it (falling back to the reference per run
+// when, e.g., A's zero point is per row).
+
+StatusOr<std::shared_ptr<const QuantMatMulWeights>> PrepareQuantMatMul(const Node& node,
+                                                                       const std::vector<const Tensor*>& constants) {
+  const bool qlinear = node.op_type == "QLinearMatMul";
+  if (!qlinear && node.op_type != "MatMulInteger") {
+    return Status::NotSupported(node.Describe() + ": not MatMulInteger or QLinearMatMul");
+  }
+  const size_t b_in = qlinear ? 3 : 1, zp_in = qlinear ? 5 : 3;
+  auto constant = [&](size_t i) { return i < constants.size() ? constants[i] : nullptr; };
+  const bool zp_named = zp_in < node.inputs.size() && !node.inputs[zp_in].empty();
+  if (constant(b_in) == nullptr || (zp_named && constant(zp_in) == nullptr)) {
+    return Status::NotSupported(node.Describe() + ": B or b_zero_point is not a constant");
+  }
+  StatusOr<QuantMatMulWeights> w = PackQuantMatMulWeights(*constant(b_in), zp_named ? constant(zp_in) : nullptr);
+  if (!w.ok()) return w.status().WithContext(node.Describe());
+  return std::shared_ptr<const QuantMatMulWeights>(std::make_shared<QuantMatMulWeights>(std::move(*w)));
+}
+
+Status RunPreparedQuantMatMul(OpContext& ctx, const QuantMatMulWeights& w) {
+  const Status st = ctx.node().op_type == "QLinearMatMul" ? QLinearMatMulPacked(ctx, w) : MatMulIntegerPacked(ctx, w);
+  if (st.code() == StatusCode::kNotSupported) return RunReference(ctx);
+  return st;
+}
+
+namespace {
+
+// Packs B (input b_in, zero point input zp_in) and runs `packed`; the
+// reference kernel when any part is outside the fast path.
+Status PackAndRun(OpContext& ctx, size_t b_in, size_t zp_in, Status (*packed)(OpContext&, const QuantMatMulWeights&)) {
+  if (!ctx.has_input(b_in)) return RunReference(ctx);
+  StatusOr<QuantMatMulWeights> w =
+      PackQuantMatMulWeights(ctx.input(b_in), ctx.has_input(zp_in) ? &ctx.input(zp_in) : nullptr);
+  if (!w.ok()) return RunReference(ctx);
+  Status st = packed(ctx, *w);
+  if (st.code() == StatusCode::kNotSupported) return RunReference(ctx);
+  return st;
+}
+
+}  // namespace
+
+Status MatMulIntegerCpu(OpContext& ctx) { return PackAndRun(ctx, 1, 3, MatMulIntegerPacked); }
+Status QLinearMatMulCpu(OpContext& ctx) { return PackAndRun(ctx, 3, 5, QLinearMatMulPacked); }
+
+void RegisterCpuQuantOps(KernelRegistry& r) {
+  r.Add({"MatMulInteger", "", 10, 99, MatMulIntegerCpu, "gemm_s8"});
+  r.Add({"QLinearMatMul", "", 10, 99, QLinearMatMulCpu, "gemm_s8"});
+}
+
+}  // namespace sparq
