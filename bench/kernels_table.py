@@ -3,12 +3,18 @@
 
   OMP_NUM_THREADS=1 build/bin/kernels_bench --benchmark_min_time=0.2 --benchmark_repetitions=3 \\
       --benchmark_report_aggregates_only=true --benchmark_format=json > kernels.json
-  python3 bench/kernels_table.py kernels.json
+  python3 bench/kernels_table.py kernels.json [--speedups bench/kernel_speedups.csv]
+
+With --speedups it also writes the kernel speed table that `prune.structure:
+auto` reads (prune.kernel_table): per sparse structure, the median over the
+layers of its speed-up over the dense kernel of the precision it runs at
+(see SPEEDUPS), at the sparsity the benchmark uses.
 
 Table 1: median dense-equivalent GOPS (2*M*N*K per call) per layer and kernel.
 Table 2: speed-ups (ratios of those GOPS).
 """
 import json
+import statistics
 import sys
 
 KERNELS = ["f32_ref", "f32_onednn", "s8_onednn", "s8_dense", "f32_bsr4x4", "s8_bsr4x4", "f32_nm24"]
@@ -22,8 +28,26 @@ RATIOS = [  # (numerator, denominator)
     ("f32_nm24", "f32_onednn"),
 ]
 
+# structure -> (sparse kernel, dense kernel it replaces, sparsity benchmarked)
+SPEEDUPS = {
+    "block4x4": ("s8_bsr4x4", "s8_dense", 0.8),  # pruned then INT8: the main job
+    "2:4": ("f32_nm24", "f32_onednn", 0.5),      # no INT8 N:M kernel yet
+}
 
-def main(path):
+
+def write_speedups(rows: dict, out_path: str) -> None:
+    lines = ["# Written by bench/kernels_table.py --speedups from kernels_bench (see bench/KERNELS.md):",
+             "# median over the benchmark's layers of sparse / dense throughput at the same precision.",
+             "backend,structure,sparsity,speedup"]
+    for structure, (sparse, dense, sparsity) in SPEEDUPS.items():
+        ratios = sorted(ks[sparse][0] / ks[dense][0] for ks in rows.values() if sparse in ks and dense in ks)
+        if ratios:
+            lines.append(f"cpu,{structure},{sparsity},{statistics.median(ratios):.2f}")
+    with open(out_path, "w") as f:
+        f.write("\n".join(lines) + "\n")
+
+
+def main(path, speedups_path=None):
     with open(path) as f:
         data = json.load(f)
     rows = {}  # layer -> kernel -> (gops, label, cv)
@@ -59,5 +83,15 @@ def main(path):
     print("Kernels that ran: " + ", ".join(sorted({f'`{v[1].split()[0]}`' for ks in rows.values() for v in ks.values()})))
 
 
+    if speedups_path:
+        write_speedups(rows, speedups_path)
+
+
 if __name__ == "__main__":
-    main(sys.argv[1])
+    args = sys.argv[1:]
+    out = None
+    if "--speedups" in args:
+        i = args.index("--speedups")
+        out = args[i + 1]
+        del args[i:i + 2]
+    main(args[0], out)

@@ -112,6 +112,10 @@ void ExpectPruneRecipeKeepsAccuracyAndRecoveryHelps(const std::string& file) {
   EXPECT_GT(last.sqnr_db, last.sqnr_masked_db + 3.0) << report->ToText();
   EXPECT_GE(last.agreement, last.agreement_masked) << report->ToText();
   EXPECT_NE(report->ToMarkdown().find("with recovery"), std::string::npos);
+  if (file == "prune_auto_int8.yaml") {  // block4x4 chosen from the kernel table
+    EXPECT_NE(report->prune_text.find("block4x4"), std::string::npos) << report->prune_text;
+    EXPECT_NE(report->prune_text.find("pruned, kernel "), std::string::npos) << report->prune_text;
+  }
 }
 
 TEST(RunRecipe, TwoFourPruningPlusInt8RecipeKeepsAccuracy) {
@@ -120,6 +124,10 @@ TEST(RunRecipe, TwoFourPruningPlusInt8RecipeKeepsAccuracy) {
 
 TEST(RunRecipe, Block4x4PruningPlusInt8RecipeKeepsAccuracy) {
   ExpectPruneRecipeKeepsAccuracyAndRecoveryHelps("prune_block4x4_int8.yaml");
+}
+
+TEST(RunRecipe, KernelAwareAutoPruningRecipeKeepsAccuracy) {
+  ExpectPruneRecipeKeepsAccuracyAndRecoveryHelps("prune_auto_int8.yaml");
 }
 
 }  // namespace
