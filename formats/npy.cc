@@ -11,6 +11,8 @@
 // string such as '<f4'), 'fortran_order' and 'shape' (a tuple of ints).
 #include "sparq/npy.h"
 
+#include <sys/mman.h>
+
 #include <cstring>
 #include <filesystem>
 #include <fstream>
@@ -428,6 +430,99 @@ StatusOr<NamedTensors> ReadArrays(const std::string& path) {
     return one;
   }
   return Status::InvalidArgument(path + ": expected a .npy or .npz file");
+}
+
+namespace {
+
+// A read-only memory map of a whole file (the .npz directory is read through
+// it; only the pages touched become resident).
+class MappedFile {
+ public:
+  ~MappedFile() {
+    if (data_ != nullptr) munmap(data_, size_);
+  }
+  Status Open(const std::string& path) {
+    std::error_code ec;
+    size_ = static_cast<size_t>(fs::file_size(path, ec));
+    if (ec) return Status::NotFound("file not found: " + path);
+    if (size_ == 0) return Status::Corruption(path + " is empty");
+    std::FILE* f = std::fopen(path.c_str(), "rb");
+    if (f == nullptr) return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
+    void* p = mmap(nullptr, size_, PROT_READ, MAP_PRIVATE, fileno(f), 0);
+    std::fclose(f);
+    if (p == MAP_FAILED) return Status::IOError("cannot map " + path + ": " + std::strerror(errno));
+    data_ = p;
+    return Status::OK();
+  }
+  std::string_view view() const { return {static_cast<const char*>(data_), size_}; }
+
+ private:
+  void* data_ = nullptr;
+  size_t size_ = 0;
+};
+
+}  // namespace
+
+StatusOr<std::vector<NpyArrayRef>> LocateArrays(const std::string& path) {
+  const fs::path p(path);
+  const std::string ext = p.extension().string();
+  std::vector<NpyArrayRef> out;
+  if (ext == ".npy") {
+    SPARQ_ASSIGN_OR_RETURN(NpyHeader h, ReadNpyHeader(path));  // checks the data size against the file
+    std::string head(h.data_offset, '\0');
+    std::ifstream in(path, std::ios::binary);
+    in.read(head.data(), static_cast<std::streamsize>(head.size()));
+    NpyArrayRef a{p.stem().string(), path, path, h, false};
+    SPARQ_RETURN_IF_ERROR(ParseHeaderImpl(head, path, &a.big_endian).status());
+    out.push_back(std::move(a));
+    return out;
+  }
+  if (ext != ".npz") return Status::InvalidArgument(path + ": expected a .npy or .npz file");
+  MappedFile file;
+  SPARQ_RETURN_IF_ERROR(file.Open(path));
+  const std::string_view bytes = file.view();
+  SPARQ_ASSIGN_OR_RETURN(std::vector<zip::ZipEntry> entries, zip::ListEntries(bytes, path));
+  std::set<std::string> seen;
+  for (const zip::ZipEntry& e : entries) {
+    if (!e.name.empty() && e.name.back() == '/') continue;  // a folder entry
+    const size_t n = e.name.size();
+    if (n < 4 || e.name.compare(n - 4, 4, ".npy") != 0) {
+      return Status::NotSupported(path + ": member '" + e.name + "' is not a .npy array");
+    }
+    const std::string what = path + ":" + e.name;
+    if (e.method != 0) return Status::NotSupported(what + " is compressed: it can only be read whole");
+    std::string key = e.name.substr(0, n - 4);
+    if (!seen.insert(key).second) return Status::Corruption(path + ": array '" + key + "' appears twice");
+    std::string storage;
+    SPARQ_ASSIGN_OR_RETURN(std::string_view member, zip::ReadEntry(bytes, e, path, &storage));
+    NpyArrayRef a{std::move(key), path, what, {}, false};
+    SPARQ_ASSIGN_OR_RETURN(a.header, ParseHeaderImpl(member, what, &a.big_endian));
+    SPARQ_ASSIGN_OR_RETURN(uint64_t need, DataBytes(a.header.shape, a.header.dtype, what));
+    if (member.size() - a.header.data_offset != need) {
+      return Status::Corruption(what + ": header says " + DataTypeName(a.header.dtype) + ShapeToString(a.header.shape) +
+                                " (" + std::to_string(need) + " bytes of data) but the member has " +
+                                std::to_string(member.size() - a.header.data_offset) + " bytes after the header");
+    }
+    a.header.data_offset += static_cast<size_t>(member.data() - bytes.data());
+    out.push_back(std::move(a));
+  }
+  return out;
+}
+
+StatusOr<Tensor> ReadArrayRows(const NpyArrayRef& array, int64_t begin, int64_t count) {
+  NpyHeader h = array.header;
+  const Shape full = h.shape;
+  h.shape[0] = count;
+  const uint64_t row_bytes = full[0] > 0 ? DataBytes(full, h.dtype, array.what).value() / static_cast<uint64_t>(full[0]) : 0;
+  std::string bytes(static_cast<size_t>(row_bytes * static_cast<uint64_t>(count)), '\0');
+  std::ifstream in(array.path, std::ios::binary);
+  in.seekg(static_cast<std::streamoff>(h.data_offset + row_bytes * static_cast<uint64_t>(begin)));
+  in.read(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  if (!in || static_cast<size_t>(in.gcount()) != bytes.size()) {
+    return Status::IOError(array.what + ": cannot read rows " + std::to_string(begin) + ".." +
+                           std::to_string(begin + count) + " (file changed or unreadable)");
+  }
+  return TensorFromBytes(h, array.big_endian, bytes.data());
 }
 
 }  // namespace sparq

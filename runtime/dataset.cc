@@ -25,37 +25,44 @@ const ValueInfo* FindByName(const std::vector<ValueInfo>& values, const std::str
 }
 
 template <typename Load>
-Status FirstNonFinite(const Tensor& t, const std::string& what, Load load) {
+Status FirstNonFinite(const Tensor& t, const std::string& what, int64_t index_base, Load load) {
   for (int64_t i = 0; i < t.numel(); ++i) {
     const double v = load(i);
     if (!std::isfinite(v)) {
       return Status::InvalidArgument(what + " has a non-finite value (" + (std::isnan(v) ? "nan" : v > 0 ? "inf" : "-inf") +
-                                     ") at flat index " + std::to_string(i));
+                                     ") at flat index " + std::to_string(index_base + i));
     }
   }
   return Status::OK();
 }
 
-// Checks one array of a data file against the model input it feeds.
-Status CheckArray(const Tensor& t, const ValueInfo& input, const std::string& what) {
-  if (t.rank() == 0) {
+// Checks the type and shape of one array of a data file against the model
+// input it feeds.
+Status CheckArrayType(DataType dtype, const Shape& shape, const ValueInfo& input, const std::string& what) {
+  if (shape.empty()) {
     return Status::InvalidArgument(what + " is a scalar; samples must lie along its first axis");
   }
-  if (input.dtype != DataType::kUndefined && t.dtype() != input.dtype) {
-    return Status::InvalidArgument(what + " has type " + DataTypeName(t.dtype()) + ", model input '" + input.name +
+  if (input.dtype != DataType::kUndefined && dtype != input.dtype) {
+    return Status::InvalidArgument(what + " has type " + DataTypeName(dtype) + ", model input '" + input.name +
                                    "' expects " + input.Describe() + " (convert the data with .astype)");
   }
   if (input.has_shape) {
-    bool ok = input.dims.size() == t.rank();
+    bool ok = input.dims.size() == shape.size();
     for (size_t d = 1; ok && d < input.dims.size(); ++d)
-      if (input.dims[d].known() && input.dims[d].value != t.dim(d)) ok = false;
+      if (input.dims[d].known() && input.dims[d].value != shape[d]) ok = false;
     if (!ok) {
-      return Status::InvalidArgument(what + " has shape " + ShapeToString(t.shape()) + ", model input '" +
-                                     input.name + "' expects " + input.Describe() +
-                                     " (samples along the first axis)");
+      return Status::InvalidArgument(what + " has shape " + ShapeToString(shape) + ", model input '" + input.name +
+                                     "' expects " + input.Describe() + " (samples along the first axis)");
     }
   }
-  return CheckFinite(t, what);
+  return Status::OK();
+}
+
+// Rows read at a time when checking an array on disk: about 16 MiB.
+int64_t ScanRows(const Shape& shape, DataType dtype) {
+  int64_t row = static_cast<int64_t>(DataTypeSize(dtype));
+  for (size_t d = 1; d < shape.size(); ++d) row *= std::max<int64_t>(shape[d], 1);
+  return std::max<int64_t>(1, (int64_t{16} << 20) / std::max<int64_t>(row, 1));
 }
 
 }  // namespace
@@ -98,23 +105,24 @@ StatusOr<Tensor> ConcatRows(const std::vector<Tensor>& parts, const std::string&
   return out;
 }
 
-Status CheckFinite(const Tensor& t, const std::string& what) {
+Status CheckFinite(const Tensor& t, const std::string& what, int64_t index_base) {
   switch (t.dtype()) {
     case DataType::kFloat32: {
       const float* p = t.data<float>();
-      return FirstNonFinite(t, what, [p](int64_t i) { return static_cast<double>(p[i]); });
+      return FirstNonFinite(t, what, index_base, [p](int64_t i) { return static_cast<double>(p[i]); });
     }
     case DataType::kFloat64: {
       const double* p = t.data<double>();
-      return FirstNonFinite(t, what, [p](int64_t i) { return p[i]; });
+      return FirstNonFinite(t, what, index_base, [p](int64_t i) { return p[i]; });
     }
     case DataType::kFloat16: {
       const auto* p = static_cast<const uint16_t*>(t.raw_data());
-      return FirstNonFinite(t, what, [p](int64_t i) { return static_cast<double>(HalfToFloat(p[i])); });
+      return FirstNonFinite(t, what, index_base, [p](int64_t i) { return static_cast<double>(HalfToFloat(p[i])); });
     }
     case DataType::kBFloat16: {
       const auto* p = static_cast<const uint16_t*>(t.raw_data());
-      return FirstNonFinite(t, what, [p](int64_t i) { return static_cast<double>(BFloat16ToFloat(p[i])); });
+      return FirstNonFinite(t, what, index_base,
+                            [p](int64_t i) { return static_cast<double>(BFloat16ToFloat(p[i])); });
     }
     default: return Status::OK();
   }
@@ -166,36 +174,62 @@ StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const std::string& path, std::v
   return ds;
 }
 
+StatusOr<Tensor> Dataset::Source::Rows(int64_t begin, int64_t count) const {
+  if (whole.defined()) return begin == 0 && count == whole.dim(0) ? whole : SliceRows(whole, begin, count);
+  return ReadArrayRows(on_disk, begin, count);
+}
+
 Status Dataset::Load(size_t index) {
   const std::string& file = files_[index];
   next_file_ = index + 1;
   current_.clear();
   current_rows_ = 0;
   cursor_ = 0;
-  SPARQ_ASSIGN_OR_RETURN(NamedTensors arrays, ReadArrays(file));
+  // The file's arrays: located on disk, or read whole when compressed.
+  std::vector<std::pair<std::string, Source>> arrays;
+  auto located = LocateArrays(file);
+  if (located.ok()) {
+    for (NpyArrayRef& ref : *located) {
+      Source s;
+      s.what = file + ": array '" + ref.name + "'";
+      std::string name = ref.name;
+      s.on_disk = std::move(ref);
+      arrays.emplace_back(std::move(name), std::move(s));
+    }
+  } else if (located.status().code() == StatusCode::kNotSupported) {
+    SPARQ_ASSIGN_OR_RETURN(NamedTensors whole, ReadArrays(file));
+    for (auto& [name, t] : whole) {
+      Source s;
+      s.what = file + ": array '" + name + "'";
+      s.whole = std::move(t);
+      arrays.emplace_back(name, std::move(s));
+    }
+  } else {
+    return located.status();
+  }
 
-  // (input, array name, tensor) for each fed input.
+  // (input, array) for each fed input.
   struct Fed {
     const ValueInfo* input;
     std::string array;
-    Tensor tensor;
+    const Source* source;
   };
   std::vector<Fed> fed;
   if (inputs_.size() == 1 && arrays.size() == 1) {
-    fed.push_back({&inputs_[0], arrays[0].first, arrays[0].second});
+    fed.push_back({&inputs_[0], arrays[0].first, &arrays[0].second});
   } else {
     if (fs::path(file).extension() == ".npy") {
       return Status::InvalidArgument(file + " holds one array but the model has " + std::to_string(inputs_.size()) +
                                      " inputs (" + Names(inputs_) + "); use .npz files keyed by input name");
     }
-    for (auto& [name, t] : arrays) {
+    for (auto& [name, source] : arrays) {
       const ValueInfo* input = FindByName(inputs_, name);
       if (input == nullptr) input = FindByName(optional_, name);
       if (input == nullptr) {
         return Status::InvalidArgument(file + ": array '" + name + "' is not an input of the model (inputs: " +
                                        Names(inputs_) + ")");
       }
-      fed.push_back({input, name, t});
+      fed.push_back({input, name, &source});
     }
     for (const ValueInfo& input : inputs_) {
       bool found = std::any_of(fed.begin(), fed.end(), [&](const Fed& f) { return f.input == &input; });
@@ -209,23 +243,30 @@ Status Dataset::Load(size_t index) {
   }
 
   for (const Fed& f : fed) {
-    const std::string what = file + ": array '" + f.array + "'";
-    SPARQ_RETURN_IF_ERROR(CheckArray(f.tensor, *f.input, what));
+    const Source& s = *f.source;
+    SPARQ_RETURN_IF_ERROR(CheckArrayType(s.dtype(), s.shape(), *f.input, s.what));
     auto first = first_.find(f.input->name);
-    if (first != first_.end() && TrailingDims(first->second.shape()) != TrailingDims(f.tensor.shape())) {
-      return Status::InvalidArgument(what + " has shape " + ShapeToString(f.tensor.shape()) + " but " + files_[0] +
-                                     " has " + ShapeToString(first->second.shape()) +
+    if (first != first_.end() && TrailingDims(first->second) != TrailingDims(s.shape())) {
+      return Status::InvalidArgument(s.what + " has shape " + ShapeToString(s.shape()) + " but " + files_[0] +
+                                     " has " + ShapeToString(first->second) +
                                      " (all files must agree beyond the first axis)");
     }
-    if (f.tensor.dim(0) != fed[0].tensor.dim(0)) {
+    if (s.shape()[0] != fed[0].source->shape()[0]) {
       return Status::InvalidArgument(file + ": arrays hold different numbers of samples ('" + fed[0].array + "' " +
-                                     std::to_string(fed[0].tensor.dim(0)) + ", '" + f.array + "' " +
-                                     std::to_string(f.tensor.dim(0)) + ")");
+                                     std::to_string(fed[0].source->shape()[0]) + ", '" + f.array + "' " +
+                                     std::to_string(s.shape()[0]) + ")");
+    }
+    // Every value is checked now, before any work, in bounded memory.
+    const int64_t rows = s.shape()[0], step = ScanRows(s.shape(), s.dtype());
+    const int64_t per_row = rows > 0 ? NumElements(s.shape()) / rows : 0;
+    for (int64_t r = 0; r < rows; r += step) {
+      SPARQ_ASSIGN_OR_RETURN(Tensor part, s.Rows(r, std::min(step, rows - r)));
+      SPARQ_RETURN_IF_ERROR(CheckFinite(part, s.what, r * per_row));
     }
   }
   for (const Fed& f : fed) {
-    current_[f.input->name] = f.tensor;
-    if (index == 0) first_[f.input->name] = f.tensor;
+    current_[f.input->name] = *f.source;
+    if (index == 0) first_[f.input->name] = f.source->shape();
   }
   if (index != 0) {
     for (const auto& kv : first_) {
@@ -235,7 +276,7 @@ Status Dataset::Load(size_t index) {
       }
     }
   }
-  current_rows_ = fed[0].tensor.dim(0);
+  current_rows_ = fed[0].source->shape()[0];
   return Status::OK();
 }
 
@@ -250,8 +291,9 @@ Status Dataset::Next(int64_t n, TensorMap* batch, int64_t* rows) {
       continue;
     }
     const int64_t take = std::min(n - *rows, current_rows_ - cursor_);
-    for (const auto& [name, t] : current_) {
-      parts[name].push_back(cursor_ == 0 && take == current_rows_ ? t : SliceRows(t, cursor_, take));
+    for (const auto& [name, source] : current_) {
+      SPARQ_ASSIGN_OR_RETURN(Tensor t, source.Rows(cursor_, take));
+      parts[name].push_back(std::move(t));
     }
     cursor_ += take;
     *rows += take;

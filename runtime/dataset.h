@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <string>
 #include <vector>
@@ -22,9 +23,14 @@ Tensor SliceRows(const Tensor& t, int64_t begin, int64_t count);
 // dims differ, or a part is rank 0; `what` names the value in messages.
 StatusOr<Tensor> ConcatRows(const std::vector<Tensor>& parts, const std::string& what);
 // InvalidArgument naming `what` and the flat index of the first NaN or Inf of
-// a floating-point tensor; OK for other types.
-Status CheckFinite(const Tensor& t, const std::string& what);
+// a floating-point tensor (counted from `index_base`, for a slice of a larger
+// array); OK for other types.
+Status CheckFinite(const Tensor& t, const std::string& what, int64_t index_base = 0);
 
+// Arrays of .npy files and of uncompressed .npz archives are read a batch of
+// rows at a time (after one streaming pass that checks every value is
+// finite), so memory holds one batch, not the file; compressed .npz members
+// are read whole.
 class Dataset {
  public:
   // Opens `path` (a .npy, .npz or folder) for a model whose graph inputs are
@@ -42,7 +48,18 @@ class Dataset {
 
  private:
   Dataset() = default;
-  // Loads files_[index] into current_, validated against the model inputs.
+  // One array of the current file: located on disk (read per batch) or, for
+  // a compressed .npz member, held whole.
+  struct Source {
+    std::string what;      // for messages
+    NpyArrayRef on_disk;   // valid when `whole` is undefined
+    Tensor whole;
+    DataType dtype() const { return whole.defined() ? whole.dtype() : on_disk.header.dtype; }
+    const Shape& shape() const { return whole.defined() ? whole.shape() : on_disk.header.shape; }
+    StatusOr<Tensor> Rows(int64_t begin, int64_t count) const;
+  };
+
+  // Opens files_[index] as current_, validated against the model inputs.
   Status Load(size_t index);
 
   std::string path_;
@@ -51,10 +68,10 @@ class Dataset {
   std::vector<ValueInfo> optional_;
   int64_t total_ = -1;
   size_t next_file_ = 0;       // index of the next file to load
-  TensorMap current_;          // arrays of the loaded file, by input name
+  std::map<std::string, Source> current_;  // arrays of the loaded file, by input name
   int64_t current_rows_ = 0;   // samples in the loaded file
   int64_t cursor_ = 0;         // next unread sample of the loaded file
-  TensorMap first_;            // arrays of the first file: later files must match their trailing dims
+  std::map<std::string, Shape> first_;  // shapes of the first file's arrays: later files must match their trailing dims
 };
 
 }  // namespace sparq

@@ -69,4 +69,23 @@ Status WriteNpz(const std::string& path, const NamedTensors& arrays);
 // the file extension; other extensions are InvalidArgument.
 StatusOr<NamedTensors> ReadArrays(const std::string& path);
 
+// An array of a .npy file or of a stored (uncompressed) .npz member, located
+// by its header without reading its data, so that rows can be read on demand
+// (datasets larger than memory, calibration in bounded memory).
+struct NpyArrayRef {
+  std::string name;     // the .npy file's stem, or the .npz key
+  std::string path;     // the file
+  std::string what;     // for messages: the path, or "<path>:<member>"
+  NpyHeader header;     // header.data_offset counts from the start of `path`
+  bool big_endian = false;
+};
+// Locates every array of a .npy or .npz file, in file order, reading only
+// headers (the archive's directory is read through a memory map). NotSupported
+// when a .npz member is compressed (np.savez_compressed: read it whole with
+// ReadArrays); otherwise the errors of ReadArrays.
+StatusOr<std::vector<NpyArrayRef>> LocateArrays(const std::string& path);
+// Reads rows [begin, begin + count) of a located array of rank >= 1 (the
+// caller keeps the range inside its first dimension). Errors: IOError.
+StatusOr<Tensor> ReadArrayRows(const NpyArrayRef& array, int64_t begin, int64_t count);
+
 }  // namespace sparq

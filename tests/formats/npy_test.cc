@@ -211,6 +211,39 @@ np.save(d + 'object.npy', np.array([{}, 1], dtype=object), allow_pickle=True)
   }
 }
 
+TEST(NpyNumpyInterop, LocatedArraysReadRowsOnDemand) {
+  if (!HavePythonNumpy()) GTEST_SKIP() << "python3 with numpy is not installed";
+  testing::TempDir dir;
+  const std::string code = R"(
+d = sys.argv[0].rsplit('/', 1)[0] + '/'
+a = (np.arange(5 * 3 * 2, dtype=np.float32).reshape(5, 3, 2) - 10.25)
+np.save(d + 'a.npy', a)
+np.save(d + 'be.npy', a.astype('>f4'))
+np.savez(d + 'stored.npz', x=a, labels=np.array([3, 1, 4, 1, 5], dtype=np.int64))
+np.savez_compressed(d + 'deflated.npz', x=a)
+)";
+  ASSERT_EQ(RunPython(dir, code), 0);
+  std::vector<float> all(30);
+  for (int i = 0; i < 30; ++i) all[i] = static_cast<float>(i) - 10.25f;
+  const Tensor rows_1_to_3 = Tensor::FromVector<float>({3, 3, 2}, std::vector<float>(all.begin() + 6, all.begin() + 24));
+  for (const char* name : {"a.npy", "be.npy", "stored.npz"}) {
+    auto refs = LocateArrays(dir.path(name));
+    ASSERT_TRUE(refs.ok()) << name << ": " << refs.status().ToString();
+    const NpyArrayRef& x = refs->front();
+    EXPECT_EQ(x.header.shape, (Shape{5, 3, 2})) << name;
+    auto rows = ReadArrayRows(x, 1, 3);
+    ASSERT_TRUE(rows.ok()) << rows.status().ToString();
+    EXPECT_TRUE(rows->Equals(rows_1_to_3)) << name;
+  }
+  auto npz = LocateArrays(dir.path("stored.npz"));
+  ASSERT_TRUE(npz.ok());
+  ASSERT_EQ(npz->size(), 2u);
+  EXPECT_EQ((*npz)[1].name, "labels");
+  EXPECT_TRUE(ReadArrayRows((*npz)[1], 2, 2)->Equals(Tensor::FromVector<int64_t>({2}, {4, 1})));
+  // Compressed members can only be read whole.
+  EXPECT_EQ(LocateArrays(dir.path("deflated.npz")).status().code(), StatusCode::kNotSupported);
+}
+
 TEST(NpyNumpyInterop, NumpyReadsWhatSparqWrites) {
   if (!HavePythonNumpy()) GTEST_SKIP() << "python3 with numpy is not installed";
   testing::TempDir dir;

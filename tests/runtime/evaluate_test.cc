@@ -114,6 +114,35 @@ TEST(Dataset, SliceConcatAndFiniteChecks) {
             std::string::npos);
 }
 
+TEST(Dataset, StreamsStoredArchivesInBatchesAndFindsANaNDeepInTheFile) {
+  testing::TempDir dir;
+  // 5000 samples of 1024 floats (20 MB): more than one 16 MiB scan chunk.
+  Tensor x = testing::RandomFloats({5000, 1024}, 11);
+  ASSERT_TRUE(WriteNpz(dir.path("big.npz"), {{"x", x}}).ok());
+  std::vector<ValueInfo> inputs = {testing::FloatInput("x", {{-1, "n"}, {1024, ""}})};
+  auto ds = Dataset::Open(dir.path("big.npz"), inputs, {});
+  ASSERT_TRUE(ds.ok()) << ds.status().ToString();
+  EXPECT_EQ((*ds)->total(), 5000);
+  TensorMap batch;
+  int64_t rows = 0, seen = 0;
+  while (true) {
+    ASSERT_TRUE((*ds)->Next(1536, &batch, &rows).ok());
+    if (rows == 0) break;
+    EXPECT_TRUE(batch.at("x").Equals(SliceRows(x, seen, rows))) << "rows from " << seen;
+    seen += rows;
+  }
+  EXPECT_EQ(seen, 5000);
+  // A NaN in the last chunk is found at open time, with its index in the file.
+  x.data<float>()[4999 * 1024 + 7] = std::nanf("");
+  ASSERT_TRUE(WriteNpz(dir.path("nan.npz"), {{"x", x}}).ok());
+  auto bad = Dataset::Open(dir.path("nan.npz"), inputs, {});
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("array 'x' has a non-finite value (nan) at flat index " +
+                                        std::to_string(4999 * 1024 + 7)),
+            std::string::npos)
+      << bad.status().message();
+}
+
 // ---------------------------------------------------------------------------
 // Evaluate end to end
 
