@@ -301,7 +301,7 @@ def markdown(rows: list, meta: dict) -> str:
              "after imports and data loading.",
              "- Peak RSS: of each process alone (GNU time's %M, so the harness's memory is not counted). The "
              "ORT worker's includes Python, onnxruntime and the calibration data, shown as its baseline before "
-             "`quantize_static`; sparq's includes its calibration data file, read whole.",
+             "`quantize_static`; sparq reads the calibration data a batch at a time.",
              "- Accuracy: both INT8 models run in onnxruntime (CPU, ORT_ENABLE_ALL) against the FP32 model in "
              "onnxruntime: top-1 agreement (argmax of output 0 per row: per image for resnet18, per token for "
              "tiny_encoder) and SQNR of output 0. Random weights, so no labels. *Centered*: both outputs minus "
