@@ -25,6 +25,10 @@ class OpContext {
   // Version of the node's domain imported by the model (e.g. 13 for opset 13).
   int64_t opset() const { return opset_; }
   ThreadPool* pool() const { return pool_; }
+  // The state the kernel row's prepare step made for this node (nullptr
+  // without one); see PrepareFn in kernels/registry.h.
+  const void* prepared() const { return prepared_; }
+  void set_prepared(const void* state) { prepared_ = state; }
 
   // Number of input slots, trailing absent optional inputs included.
   size_t num_inputs() const { return inputs_.size(); }
@@ -58,6 +62,7 @@ class OpContext {
   int64_t opset_;
   std::vector<const Tensor*> inputs_;
   std::vector<Tensor> outputs_;
+  const void* prepared_ = nullptr;
   ThreadPool* pool_;
 };
 

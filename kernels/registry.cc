@@ -15,6 +15,16 @@ const KernelDef* KernelRegistry::Find(const std::string& op_type, const std::str
   return nullptr;
 }
 
+std::vector<const KernelDef*> KernelRegistry::FindMatching(const std::string& op_type, const std::string& domain,
+                                                          int64_t opset) const {
+  const std::string d = domain == "ai.onnx" ? "" : domain;
+  std::vector<const KernelDef*> out;
+  for (const auto& def : defs_)
+    if (def.op_type == op_type && def.domain == d && opset >= def.since_opset && opset <= def.until_opset)
+      out.push_back(&def);
+  return out;
+}
+
 std::vector<const KernelDef*> KernelRegistry::FindAll(const std::string& op_type, const std::string& domain) const {
   std::vector<const KernelDef*> out;
   for (const auto& def : defs_)
@@ -37,6 +47,16 @@ const KernelRegistry& KernelRegistry::Reference() {
     RegisterNnOps(*r);
     RegisterTensorOps(*r);
     RegisterQuantOps(*r);
+    return r;
+  }();
+  return *registry;
+}
+
+const KernelRegistry& KernelRegistry::Default() {
+  static const KernelRegistry* registry = [] {
+    auto* r = new KernelRegistry();
+    RegisterPreparedCpuQuantOps(*r);
+    for (const KernelDef& def : Reference().defs_) r->Add(def);
     return r;
   }();
   return *registry;

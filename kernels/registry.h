@@ -2,12 +2,23 @@
 // backend. Adding a kernel is adding a row.
 #pragma once
 
+#include <functional>
+#include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/op_context.h"
 
 namespace sparq {
+
+// Optional per-node preparation of a kernel row, run once when an executor is
+// created: gets the node and its constant inputs (constants[i] is input i
+// when it is an initializer that run inputs cannot override, else nullptr)
+// and returns state that the kernel reads through OpContext::prepared(), such
+// as weights packed for a fast kernel. NotSupported means "this row does not
+// take this node": the executor tries the next matching row.
+using PrepareFn =
+    std::function<StatusOr<std::shared_ptr<const void>>(const Node& node, const std::vector<const Tensor*>& constants)>;
 
 struct KernelDef {
   std::string op_type;
@@ -16,6 +27,7 @@ struct KernelDef {
   int until_opset = 99;  // last one (inclusive)
   KernelFn fn = nullptr;
   std::string name;  // e.g. "ref", "gemm_s8s8_avx512vnni"; shown by `eval --verbose`
+  PrepareFn prepare = nullptr;  // optional, see PrepareFn
 };
 
 class KernelRegistry {
@@ -23,6 +35,9 @@ class KernelRegistry {
   void Add(KernelDef def);
   // The kernel for `op_type` in `domain` at `opset`, or nullptr.
   const KernelDef* Find(const std::string& op_type, const std::string& domain, int64_t opset) const;
+  // Every row for `op_type` in `domain` at `opset`, in registration order.
+  std::vector<const KernelDef*> FindMatching(const std::string& op_type, const std::string& domain,
+                                             int64_t opset) const;
   // Opset range covered for an op, as "since..until" pairs; empty if unknown.
   std::vector<const KernelDef*> FindAll(const std::string& op_type, const std::string& domain) const;
   // Sorted op types of the default domain that have at least one kernel.
@@ -30,6 +45,9 @@ class KernelRegistry {
 
   // The reference kernels (kernels/ref), registered on first use.
   static const KernelRegistry& Reference();
+  // What executors run: the fast CPU kernels (kernels/cpu) for the nodes
+  // they take, ahead of the reference kernels for everything.
+  static const KernelRegistry& Default();
 
  private:
   std::vector<KernelDef> defs_;
@@ -41,5 +59,7 @@ void RegisterReduceOps(KernelRegistry& r);
 void RegisterNnOps(KernelRegistry& r);
 void RegisterTensorOps(KernelRegistry& r);
 void RegisterQuantOps(KernelRegistry& r);
+// The fast CPU rows with a prepare step (kernels/cpu), called by Default().
+void RegisterPreparedCpuQuantOps(KernelRegistry& r);
 
 }  // namespace sparq

@@ -298,6 +298,7 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
     SPARQ_RETURN_IF_ERROR(WriteNpz(options.save_outputs, arrays));
     report.saved_outputs = options.save_outputs;
   }
+  if (options.list_kernels) report.node_kernels = (*exec)->NodeKernels();
   report.wall_seconds = SecondsSince(start);
   return report;
 }
@@ -330,6 +331,11 @@ std::string EvalReport::ToText() const {
                 FormatDouble("%.6g", o.max_abs_error)});
     }
     text += "\nOutputs vs reference\n" + c.Render();
+  }
+  if (!node_kernels.empty()) {
+    TextTable k({"node", "op", "kernel"});
+    for (const NodeKernel& n : node_kernels) k.AddRow({n.node, n.op_type, n.kernel});
+    text += "\nKernels\n" + k.Render();
   }
   return text;
 }
@@ -372,6 +378,11 @@ std::string EvalReport::ToJson() const {
     j["reference"] = nullptr;
   }
   j["saved_outputs"] = saved_outputs.empty() ? json(nullptr) : json(saved_outputs);
+  if (!node_kernels.empty()) {
+    json kernels = json::array();
+    for (const NodeKernel& n : node_kernels) kernels.push_back({{"node", n.node}, {"op", n.op_type}, {"kernel", n.kernel}});
+    j["kernels"] = kernels;
+  }
   return j.dump(2, ' ', false, json::error_handler_t::replace);
 }
 

@@ -1,6 +1,7 @@
 #include "sparq/executor.h"
 
 #include <chrono>
+#include <set>
 #include <unordered_map>
 
 #include "kernels/parallel.h"
@@ -12,6 +13,7 @@ struct Executor::Impl {
   Model model;
   std::unique_ptr<ThreadPool> pool;
   std::vector<const KernelDef*> kernels;  // one per node
+  std::vector<std::shared_ptr<const void>> prepared;  // per node: its kernel's prepared state, or null
   std::vector<int64_t> node_opsets;
   std::vector<std::string> input_names;   // graph inputs that must or may be fed
   std::vector<std::string> output_names;
@@ -38,6 +40,16 @@ const Model& Executor::model() const { return impl_->model; }
 const std::vector<std::string>& Executor::input_names() const { return impl_->input_names; }
 const std::vector<std::string>& Executor::output_names() const { return impl_->output_names; }
 int Executor::num_threads() const { return impl_->pool->num_threads(); }
+
+std::vector<NodeKernel> Executor::NodeKernels() const {
+  std::vector<NodeKernel> out;
+  const Graph& g = impl_->model.graph;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& n = g.nodes[i];
+    out.push_back({n.name.empty() ? n.outputs[0] : n.name, n.op_type, impl_->kernels[i]->name});
+  }
+  return out;
+}
 
 namespace {
 
@@ -81,11 +93,39 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   for (const auto& name : impl->input_names) impl->Slot(name);
   for (const auto& kv : g.initializers) impl->Slot(kv.first);
 
-  const KernelRegistry& reg = KernelRegistry::Reference();
+  const KernelRegistry& reg = options.reference_kernels ? KernelRegistry::Reference() : KernelRegistry::Default();
+  std::set<std::string> overridable;  // initializers that run inputs may replace
+  for (const auto& v : g.initializer_inputs) overridable.insert(v.name);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     int64_t opset = NodeOpset(impl->model, n);
-    impl->kernels.push_back(reg.Find(n.op_type, n.domain, opset));
+    // The first matching row that takes the node (rows with a prepare step
+    // may decline it).
+    const KernelDef* chosen = nullptr;
+    std::shared_ptr<const void> state;
+    for (const KernelDef* def : reg.FindMatching(n.op_type, n.domain, opset)) {
+      if (!def->prepare) {
+        chosen = def;
+        break;
+      }
+      std::vector<const Tensor*> constants;
+      for (const auto& in : n.inputs) {
+        auto it = g.initializers.find(in);
+        constants.push_back(it != g.initializers.end() && !overridable.count(in) ? &it->second : nullptr);
+      }
+      StatusOr<std::shared_ptr<const void>> prepared = def->prepare(n, constants);
+      if (prepared.ok()) {
+        chosen = def;
+        state = std::move(prepared).value();
+        break;
+      }
+      if (prepared.status().code() != StatusCode::kNotSupported) {
+        return prepared.status().WithContext("preparing kernel '" + def->name + "'");
+      }
+    }
+    if (chosen == nullptr) return Status::Internal(n.Describe() + ": no kernel row took the node");
+    impl->kernels.push_back(chosen);
+    impl->prepared.push_back(std::move(state));
     impl->node_opsets.push_back(opset);
     std::vector<int> ins, outs;
     for (const auto& in : n.inputs) ins.push_back(in.empty() ? -1 : impl->Slot(in));
@@ -173,6 +213,7 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
       ins.push_back(&values[s]);
     }
     OpContext ctx(n, im.node_opsets[i], std::move(ins), im.pool.get());
+    ctx.set_prepared(im.prepared[i].get());
     auto start = Clock::now();
     Status st = im.kernels[i]->fn(ctx);
     if (!st.ok()) return st;

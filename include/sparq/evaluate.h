@@ -13,6 +13,7 @@
 #include <string>
 #include <vector>
 
+#include "sparq/executor.h"  // NodeKernel
 #include "sparq/status.h"
 
 namespace sparq {
@@ -35,6 +36,7 @@ struct EvalOptions {
   int threads = 0;   // executor threads; 0 = one per hardware thread
   int64_t limit = 0; // evaluate at most this many samples; 0 = all
   std::function<void(const EvalProgress&)> on_progress;  // optional
+  bool list_kernels = false;  // fill EvalReport::node_kernels (`sparq eval --verbose`)
 };
 
 // How one graph output compares with the reference model's output.
@@ -76,6 +78,7 @@ struct EvalReport {
   std::vector<OutputComparison> comparisons;  // one per graph output
 
   std::string saved_outputs;  // path written, "" when none
+  std::vector<NodeKernel> node_kernels;  // with EvalOptions::list_kernels: the kernel of each node
 
   std::string ToText() const;
   // One JSON object; an infinite SQNR (identical outputs) is written as null,

@@ -17,6 +17,17 @@ using TensorMap = std::map<std::string, Tensor>;
 
 struct ExecutorOptions {
   int threads = 0;  // worker threads; 0 = one per hardware thread
+  // true: only the reference kernels (kernels/ref), the spec; false: the
+  // fast CPU kernels (kernels/cpu) where they take a node, with identical
+  // results (integer kernels bit for bit).
+  bool reference_kernels = false;
+};
+
+// Which kernel runs one node (Executor::NodeKernels, `sparq eval --verbose`).
+struct NodeKernel {
+  std::string node;     // node name (or first output when unnamed)
+  std::string op_type;
+  std::string kernel;   // KernelDef::name
 };
 
 struct RunOptions {
@@ -54,6 +65,8 @@ class Executor {
   const std::vector<std::string>& input_names() const;
   const std::vector<std::string>& output_names() const;
   int num_threads() const;
+  // The kernel chosen for each node, in execution order.
+  std::vector<NodeKernel> NodeKernels() const;
 
  private:
   struct Impl;

@@ -250,6 +250,19 @@ Status PackAndRun(OpContext& ctx, size_t b_in, size_t zp_in, Status (*packed)(Op
 Status MatMulIntegerCpu(OpContext& ctx) { return PackAndRun(ctx, 1, 3, MatMulIntegerPacked); }
 Status QLinearMatMulCpu(OpContext& ctx) { return PackAndRun(ctx, 3, 5, QLinearMatMulPacked); }
 
+void RegisterPreparedCpuQuantOps(KernelRegistry& r) {
+  PrepareFn prepare = [](const Node& node,
+                         const std::vector<const Tensor*>& constants) -> StatusOr<std::shared_ptr<const void>> {
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<const QuantMatMulWeights> w, PrepareQuantMatMul(node, constants));
+    return std::shared_ptr<const void>(std::move(w));
+  };
+  KernelFn run = [](OpContext& ctx) -> Status {
+    return RunPreparedQuantMatMul(ctx, *static_cast<const QuantMatMulWeights*>(ctx.prepared()));
+  };
+  r.Add({"MatMulInteger", "", 10, 99, run, "gemm_s8", prepare});
+  r.Add({"QLinearMatMul", "", 10, 99, run, "gemm_s8", prepare});
+}
+
 void RegisterCpuQuantOps(KernelRegistry& r) {
   r.Add({"MatMulInteger", "", 10, 99, MatMulIntegerCpu, "gemm_s8"});
   r.Add({"QLinearMatMul", "", 10, 99, QLinearMatMulCpu, "gemm_s8"});

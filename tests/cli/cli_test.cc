@@ -162,6 +162,11 @@ TEST_F(CliTest, EvalRunsAndReports) {
   EXPECT_NE(text.out.find("Throughput"), std::string::npos) << text.out;
   EXPECT_NE(text.err.find("6/6 samples"), std::string::npos) << text.err;
 
+  CliResult verbose = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --verbose");
+  ASSERT_EQ(verbose.exit_code, 0) << verbose.err;
+  EXPECT_NE(verbose.out.find("Kernels"), std::string::npos) << verbose.out;
+  EXPECT_NE(verbose.out.find("mm    MatMul  ref"), std::string::npos) << verbose.out;
+
   ExpectError("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --save-outputs " + path("mlp.onnx"),
               "would overwrite the model");
 }

@@ -129,6 +129,59 @@ TEST(Executor, SameResultForAnyThreadCount) {
   EXPECT_TRUE(one.at("y").Equals(four.at("y")));
 }
 
+// A QLinearMatMul with a constant int8 weight: the executor packs it once for
+// the fast INT8 GEMM (kernels/cpu) and gives the reference kernel's bytes.
+TEST(Executor, FastKernelsArePreparedOnceAndMatchTheReferenceExactly) {
+  Model m;
+  m.ir_version = 8;
+  m.opset_imports = {{"", 13}};
+  Graph& g = m.graph;
+  ValueInfo a;
+  a.name = "a";
+  a.dtype = DataType::kUInt8;
+  a.has_shape = true;
+  a.dims = {{-1, "n"}, {70, ""}};
+  g.inputs.push_back(a);
+  ValueInfo y = a;
+  y.name = "y";
+  y.dims = {{-1, "n"}, {33, ""}};
+  g.outputs.push_back(y);
+  std::vector<int8_t> w(70 * 33);
+  for (size_t i = 0; i < w.size(); ++i) w[i] = static_cast<int8_t>(static_cast<int>((i * 37 + 11) % 255) - 127);
+  g.initializers["b"] = Tensor::FromVector<int8_t>({70, 33}, w);
+  g.initializers["a_scale"] = Tensor::Scalar<float>(0.02f);
+  g.initializers["a_zp"] = Tensor::Scalar<uint8_t>(128);
+  g.initializers["b_scale"] = Tensor::Scalar<float>(0.011f);
+  g.initializers["b_zp"] = Tensor::Scalar<int8_t>(0);
+  g.initializers["y_scale"] = Tensor::Scalar<float>(0.37f);
+  g.initializers["y_zp"] = Tensor::Scalar<uint8_t>(121);
+  g.nodes.push_back({"qmm", "QLinearMatMul", "", {"a", "a_scale", "a_zp", "b", "b_scale", "b_zp", "y_scale", "y_zp"},
+                     {"y"}, {}, ""});
+  std::vector<uint8_t> x(5 * 70);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>((i * 53 + 7) % 256);
+  const TensorMap in = {{"a", Tensor::FromVector<uint8_t>({5, 70}, x)}};
+
+  auto fast = Executor::Create(m, ExecutorOptions{2, false});
+  auto ref = Executor::Create(m, ExecutorOptions{2, true});
+  ASSERT_TRUE(fast.ok() && ref.ok()) << fast.status().ToString();
+  EXPECT_EQ((*fast)->NodeKernels().at(0).kernel, "gemm_s8");
+  EXPECT_EQ((*ref)->NodeKernels().at(0).kernel, "ref");
+  TensorMap got, want;
+  ASSERT_TRUE((*fast)->Run(in, &got).ok());
+  ASSERT_TRUE((*ref)->Run(in, &want).ok());
+  EXPECT_TRUE(got.at("y").Equals(want.at("y")));
+
+  // A weight that run inputs may replace is not a constant: the reference runs.
+  Model overridable = m;
+  ValueInfo b;
+  b.name = "b";
+  b.dtype = DataType::kInt8;
+  overridable.graph.initializer_inputs.push_back(b);
+  auto plain = Executor::Create(overridable, ExecutorOptions{1, false});
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ((*plain)->NodeKernels().at(0).kernel, "ref");
+}
+
 TEST(ThreadPool, CoversRangeExactlyOnce) {
   ThreadPool pool(3);
   std::vector<int> hits(1000, 0);
