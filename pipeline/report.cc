@@ -148,8 +148,12 @@ std::string RunReport::ToText() const {
     int counts[3] = {0, 0, 0};
     for (const auto& l : layers) ++counts[static_cast<int>(l.precision)];
     os << "  layers      " << counts[2] << " int8, " << counts[1] << " fp16, " << counts[0] << " fp32\n";
-    for (const auto& l : layers)
-      if (l.precision != Precision::kINT8) os << "              " << l.node << ": " << PrecisionName(l.precision) << " (" << l.reason << ")\n";
+    // The exceptions, when there are any: layers kept above INT8 in a
+    // quantized model (a model left all FP32 or FP16 needs no list).
+    if (counts[2] > 0)
+      for (const auto& l : layers)
+        if (l.precision != Precision::kINT8)
+          os << "              " << l.node << ": " << PrecisionName(l.precision) << " (" << l.reason << ")\n";
   }
   for (const auto& st : prune_steps) {
     os << "  prune step  " << st.step << ": sparsity " << Fixed(100 * st.sparsity, 1) << "%, " << metric << " ";
