@@ -52,10 +52,19 @@ const KernelRegistry& KernelRegistry::Reference() {
   return *registry;
 }
 
+Status RunReferenceKernel(OpContext& ctx) {
+  // Looked up by name, so that a fast row falling back never leads to itself.
+  for (const KernelDef* def : KernelRegistry::Reference().FindAll(ctx.node().op_type, ctx.node().domain)) {
+    if (def->name == "ref" && ctx.opset() >= def->since_opset && ctx.opset() <= def->until_opset) return def->fn(ctx);
+  }
+  return ctx.NotSupported("no reference kernel for " + ctx.node().op_type + " at opset " + std::to_string(ctx.opset()));
+}
+
 const KernelRegistry& KernelRegistry::Default() {
   static const KernelRegistry* registry = [] {
     auto* r = new KernelRegistry();
     RegisterPreparedCpuQuantOps(*r);
+    RegisterPreparedCpuSparseOps(*r);
     for (const KernelDef& def : Reference().defs_) r->Add(def);
     return r;
   }();

@@ -53,6 +53,10 @@ class KernelRegistry {
   std::vector<KernelDef> defs_;
 };
 
+// Runs the reference kernel of ctx's node (the "ref" row of its op at its
+// opset in Reference()): what a fast row does with inputs outside its fast path.
+Status RunReferenceKernel(OpContext& ctx);
+
 // Per-file registration hooks of kernels/ref, called by Reference().
 void RegisterElementwiseOps(KernelRegistry& r);
 void RegisterReduceOps(KernelRegistry& r);
@@ -61,5 +65,6 @@ void RegisterTensorOps(KernelRegistry& r);
 void RegisterQuantOps(KernelRegistry& r);
 // The fast CPU rows with a prepare step (kernels/cpu), called by Default().
 void RegisterPreparedCpuQuantOps(KernelRegistry& r);
+void RegisterPreparedCpuSparseOps(KernelRegistry& r);
 
 }  // namespace sparq

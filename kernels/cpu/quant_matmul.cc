@@ -29,14 +29,7 @@ bool IsPerColumn(const Tensor& t, int64_t n) {
 
 Status NotFast(const OpContext& ctx, const std::string& why) { return ctx.NotSupported("gemm_s8 fast path: " + why); }
 
-// The "ref" row of the node's op at its opset, looked up by name so that a
-// registry holding the "gemm_s8" rows first never leads back here.
-Status RunReference(OpContext& ctx) {
-  for (const KernelDef* def : KernelRegistry::Reference().FindAll(ctx.node().op_type, "")) {
-    if (def->name == "ref" && ctx.opset() >= def->since_opset && ctx.opset() <= def->until_opset) return def->fn(ctx);
-  }
-  return ctx.NotSupported("no reference kernel for " + ctx.node().op_type + " at opset " + std::to_string(ctx.opset()));
-}
+Status RunReference(OpContext& ctx) { return RunReferenceKernel(ctx); }
 
 // Checks B and A against the packed weights and describes the GEMM:
 // A [..., M, K] -> rows = prod(...) * M, Y [..., M, N] (A 1-D: [K] -> [N]).

@@ -1,6 +1,9 @@
 // The executor: input checks, error messages, value lifetimes, determinism.
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
+
 #include "kernels/parallel.h"
 #include "sparq/executor.h"
 #include "sparq/onnx_io.h"
@@ -180,6 +183,62 @@ TEST(Executor, FastKernelsArePreparedOnceAndMatchTheReferenceExactly) {
   auto plain = Executor::Create(overridable, ExecutorOptions{1, false});
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ((*plain)->NodeKernels().at(0).kernel, "ref");
+}
+
+// Block-pruned FP32 weights run on the block-sparse kernel: the same outputs
+// as the reference up to float rounding, identical for any thread count; a
+// dense weight stays on the reference GEMM.
+TEST(Executor, BlockPrunedLinearLayersRunSparse) {
+  for (const char* op : {"MatMul", "Gemm"}) {
+    SCOPED_TRACE(op);
+    const bool gemm = std::string(op) == "Gemm";
+    const int64_t k = 70, n = 37;  // not multiples of the 4x4 blocks
+    Model m;
+    m.ir_version = 8;
+    m.opset_imports = {{"", 13}};
+    m.graph.inputs.push_back(testing::FloatInput("x", {{-1, "n"}, {k, ""}}));
+    m.graph.outputs.push_back(testing::FloatInput("y", {{-1, "n"}, {n, ""}}));
+    // Gemm with transB: W [N, K]; MatMul: B [K, N]. Zero 3 of every 4 block rows
+    // of the [N, K] view.
+    Tensor w = testing::RandomFloats(gemm ? Shape{n, k} : Shape{k, n}, 5);
+    for (int64_t o = 0; o < n; ++o)
+      for (int64_t i = 0; i < k; ++i)
+        if ((i / 4 + o / 4) % 4 != 0) w.data<float>()[gemm ? o * k + i : i * n + o] = 0.0f;
+    m.graph.initializers["w"] = w;
+    Node node{"lin", op, "", {"x", "w"}, {"y"}, {}, ""};
+    if (gemm) {
+      m.graph.initializers["c"] = testing::RandomFloats({n}, 6);
+      node.inputs.push_back("c");
+      node.attributes.push_back(Attribute::Int("transB", 1));
+    }
+    m.graph.nodes.push_back(node);
+    const TensorMap in = {{"x", testing::RandomFloats({9, k}, 7)}};
+    auto one = Executor::Create(m, ExecutorOptions{1, false});
+    auto two = Executor::Create(m, ExecutorOptions{2, false});
+    auto ref = Executor::Create(m, ExecutorOptions{1, true});
+    ASSERT_TRUE(one.ok() && two.ok() && ref.ok()) << one.status().ToString();
+    EXPECT_EQ((*one)->NodeKernels().at(0).kernel, "spmm_bsr4x4_f32");
+    TensorMap a, b, want;
+    ASSERT_TRUE((*one)->Run(in, &a).ok());
+    ASSERT_TRUE((*two)->Run(in, &b).ok());
+    ASSERT_TRUE((*ref)->Run(in, &want).ok());
+    EXPECT_TRUE(a.at("y").Equals(b.at("y")));
+    const float* got = a.at("y").data<float>();
+    const float* exp = want.at("y").data<float>();
+    float scale = 0.0f, err = 0.0f;
+    for (int64_t i = 0; i < want.at("y").numel(); ++i) {
+      scale = std::max(scale, std::fabs(exp[i]));
+      err = std::max(err, std::fabs(got[i] - exp[i]));
+    }
+    constexpr float kRelTol = 1e-5f;  // float sums in another order
+    EXPECT_LE(err, kRelTol * scale);
+
+    // The dense weight stays on the reference GEMM.
+    m.graph.initializers["w"] = testing::RandomFloats(gemm ? Shape{n, k} : Shape{k, n}, 8);
+    auto dense = Executor::Create(m, ExecutorOptions{1, false});
+    ASSERT_TRUE(dense.ok());
+    EXPECT_EQ((*dense)->NodeKernels().at(0).kernel, "ref");
+  }
 }
 
 TEST(ThreadPool, CoversRangeExactlyOnce) {
