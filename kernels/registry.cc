@@ -65,6 +65,7 @@ const KernelRegistry& KernelRegistry::Default() {
     auto* r = new KernelRegistry();
     RegisterPreparedCpuQuantOps(*r);
     RegisterPreparedCpuSparseOps(*r);
+    RegisterPreparedCpuQuantConvOps(*r);
     for (const KernelDef& def : Reference().defs_) r->Add(def);
     return r;
   }();

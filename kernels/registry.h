@@ -66,5 +66,6 @@ void RegisterQuantOps(KernelRegistry& r);
 // The fast CPU rows with a prepare step (kernels/cpu), called by Default().
 void RegisterPreparedCpuQuantOps(KernelRegistry& r);
 void RegisterPreparedCpuSparseOps(KernelRegistry& r);
+void RegisterPreparedCpuQuantConvOps(KernelRegistry& r);
 
 }  // namespace sparq

@@ -1,0 +1,110 @@
+// QLinearConv on the INT8 GEMM (kernels/cpu/quant_conv.cc), run by the
+// executor with constant weights: bit for bit the reference kernel's output.
+#include <gtest/gtest.h>
+
+#include <random>
+#include <set>
+
+#include "sparq/executor.h"
+#include "test_util.h"
+
+namespace sparq {
+namespace {
+
+struct ConvCase {
+  const char* name;
+  DataType x_type;
+  int64_t n, c, h, w, m, kh, kw;
+  std::vector<int64_t> strides, pads, dilations;
+  bool per_channel, bias;
+};
+
+template <typename T>
+Tensor RandomBytes(Shape shape, std::mt19937& rng) {
+  Tensor t(std::is_same_v<T, int8_t> ? DataType::kInt8 : DataType::kUInt8, shape);
+  std::uniform_int_distribution<int> d(std::is_same_v<T, int8_t> ? -128 : 0, std::is_same_v<T, int8_t> ? 127 : 255);
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<T>()[i] = static_cast<T>(d(rng));
+  return t;
+}
+
+Model QLinearConvModel(const ConvCase& cc, std::mt19937& rng) {
+  Model m;
+  m.ir_version = 8;
+  m.opset_imports = {{"", 13}};
+  ValueInfo x;
+  x.name = "x";
+  x.dtype = cc.x_type;
+  m.graph.inputs.push_back(x);
+  ValueInfo y = x;
+  y.name = "y";
+  m.graph.outputs.push_back(y);
+  Graph& g = m.graph;
+  g.initializers["w"] = RandomBytes<int8_t>({cc.m, cc.c, cc.kh, cc.kw}, rng);
+  // Scales chosen so that requantized values spread over the range without
+  // landing on .5 ties (an irrational-ish multiplier).
+  g.initializers["x_scale"] = Tensor::Scalar<float>(0.0173f);
+  g.initializers["y_scale"] = Tensor::Scalar<float>(0.213f);
+  std::vector<float> ws(cc.per_channel ? cc.m : 1);
+  for (size_t i = 0; i < ws.size(); ++i) ws[i] = 0.0031f * (1.0f + 0.137f * static_cast<float>(i));
+  g.initializers["w_scale"] = Tensor::FromVector<float>({static_cast<int64_t>(ws.size())}, ws);
+  g.initializers["w_zp"] = Tensor::FromVector<int8_t>({static_cast<int64_t>(ws.size())}, std::vector<int8_t>(ws.size(), 0));
+  if (cc.x_type == DataType::kUInt8) {
+    g.initializers["x_zp"] = Tensor::Scalar<uint8_t>(131);
+    g.initializers["y_zp"] = Tensor::Scalar<uint8_t>(119);
+  } else {
+    g.initializers["x_zp"] = Tensor::Scalar<int8_t>(-3);
+    g.initializers["y_zp"] = Tensor::Scalar<int8_t>(5);
+  }
+  Node node{"conv", "QLinearConv", "", {"x", "x_scale", "x_zp", "w", "w_scale", "w_zp", "y_scale", "y_zp"}, {"y"}, {}, ""};
+  if (cc.bias) {
+    std::vector<int32_t> b(cc.m);
+    for (int64_t i = 0; i < cc.m; ++i) b[i] = static_cast<int32_t>(i * 977 % 4001) - 2000;
+    g.initializers["b"] = Tensor::FromVector<int32_t>({cc.m}, b);
+    node.inputs.push_back("b");
+  }
+  node.attributes = {Attribute::Ints("strides", cc.strides), Attribute::Ints("pads", cc.pads),
+                     Attribute::Ints("dilations", cc.dilations), Attribute::Ints("kernel_shape", {cc.kh, cc.kw})};
+  g.nodes.push_back(node);
+  return m;
+}
+
+TEST(CpuQuantConv, MatchesTheReferenceBitForBit) {
+  const ConvCase cases[] = {
+      {"u8 3x3 stride 2 pad 1, per-channel, bias", DataType::kUInt8, 2, 5, 11, 9, 19, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, true},
+      {"s8 3x3 dilation 2, asymmetric pads", DataType::kInt8, 1, 7, 10, 13, 17, 3, 3, {1, 1}, {2, 0, 1, 3}, {2, 2}, false, false},
+      {"u8 1x1", DataType::kUInt8, 3, 33, 6, 5, 40, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, true, true},
+      {"u8 7x7 stride 2 pad 3 (a stem)", DataType::kUInt8, 1, 3, 23, 21, 16, 7, 7, {2, 2}, {3, 3, 3, 3}, {1, 1}, true, true},
+  };
+  std::mt19937 rng(42);
+  for (const ConvCase& cc : cases) {
+    SCOPED_TRACE(cc.name);
+    Model m = QLinearConvModel(cc, rng);
+    const Tensor x = cc.x_type == DataType::kUInt8 ? RandomBytes<uint8_t>({cc.n, cc.c, cc.h, cc.w}, rng)
+                                                   : RandomBytes<int8_t>({cc.n, cc.c, cc.h, cc.w}, rng);
+    auto fast = Executor::Create(m, ExecutorOptions{2, false});
+    auto ref = Executor::Create(m, ExecutorOptions{1, true});
+    ASSERT_TRUE(fast.ok() && ref.ok()) << fast.status().ToString();
+    EXPECT_EQ((*fast)->NodeKernels().at(0).kernel, "gemm_s8");
+    TensorMap got, want;
+    ASSERT_TRUE((*fast)->Run({{"x", x}}, &got).ok());
+    ASSERT_TRUE((*ref)->Run({{"x", x}}, &want).ok());
+    ASSERT_EQ(got.at("y").shape(), want.at("y").shape());
+    EXPECT_TRUE(got.at("y").Equals(want.at("y")));
+    // The data exercise the requantization, not only its saturation.
+    const auto* bytes = static_cast<const uint8_t*>(want.at("y").raw_data());
+    const std::set<uint8_t> distinct(bytes, bytes + want.at("y").numel());
+    EXPECT_GT(distinct.size(), 20u);
+    // Not a constant weight: the reference kernel.
+    Model plain = m;
+    ValueInfo w;
+    w.name = "w";
+    w.dtype = DataType::kInt8;
+    plain.graph.initializer_inputs.push_back(w);
+    auto declined = Executor::Create(plain, ExecutorOptions{1, false});
+    ASSERT_TRUE(declined.ok());
+    EXPECT_EQ((*declined)->NodeKernels().at(0).kernel, "ref");
+  }
+}
+
+}  // namespace
+}  // namespace sparq
