@@ -158,6 +158,7 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
   SPARQ_ASSIGN_OR_RETURN(Model model, LoadModel(model_path, load_options));
   ExecutorOptions exec_options;
   exec_options.threads = options.threads;
+  exec_options.reference_kernels = options.reference_kernels;
   auto exec = Executor::Create(model, exec_options);
   if (!exec.ok()) return exec.status().WithContext(model_path);
   std::unique_ptr<Executor> ref_exec;

@@ -37,6 +37,7 @@ struct EvalOptions {
   int64_t limit = 0; // evaluate at most this many samples; 0 = all
   std::function<void(const EvalProgress&)> on_progress;  // optional
   bool list_kernels = false;  // fill EvalReport::node_kernels (`sparq eval --verbose`)
+  bool reference_kernels = false;  // only the reference kernels (ExecutorOptions::reference_kernels)
 };
 
 // How one graph output compares with the reference model's output.

@@ -166,6 +166,8 @@ TEST_F(CliTest, EvalRunsAndReports) {
   ASSERT_EQ(verbose.exit_code, 0) << verbose.err;
   EXPECT_NE(verbose.out.find("Kernels"), std::string::npos) << verbose.out;
   EXPECT_NE(verbose.out.find("mm    MatMul  ref"), std::string::npos) << verbose.out;
+  CliResult reference = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --reference-kernels --json");
+  ASSERT_EQ(reference.exit_code, 0) << reference.err;
 
   ExpectError("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --save-outputs " + path("mlp.onnx"),
               "would overwrite the model");
