@@ -262,7 +262,7 @@ Status WriteSensitivitySvg(const SensitivityTable& table, const std::string& pat
 
 std::vector<PruneLayerRule> SparsityAllocation::ToRules() const {
   std::vector<PruneLayerRule> rules;
-  for (const auto& [layer, s] : sparsity) rules.push_back({EscapeRegex(layer), s, std::nullopt});
+  for (const auto& [layer, s] : sparsity) rules.push_back({EscapeRegex(layer), s, std::nullopt, ""});
   return rules;
 }
 

@@ -96,7 +96,7 @@ TEST(PrunePlan, SkipFirstLastAndReasons) {
   EXPECT_TRUE(FindPlan(*plans, "conv2")->prune);
   EXPECT_DOUBLE_EQ(FindPlan(*plans, "conv2")->sparsity, 0.5);
   // A rule naming the first layer exactly still prunes it.
-  o.layers.push_back({"conv1", 0.3, std::nullopt});
+  o.layers.push_back({"conv1", 0.3, std::nullopt, ""});
   plans = PlanPruning(m, o);
   ASSERT_TRUE(plans.ok());
   EXPECT_TRUE(FindPlan(*plans, "conv1")->prune);
@@ -215,7 +215,7 @@ TEST(PrunePlan, KernelTableErrorsNameTheLine) {
 TEST(PrunePlan, RegexMatchingNothingIsNotFound) {
   Model m = ResidualCnn();
   PruneOptions o;
-  o.layers = {{"conv2", 0.2, std::nullopt}, {"layer4\\..*", 0.9, std::nullopt}};
+  o.layers = {{"conv2", 0.2, std::nullopt, ""}, {"layer4\\..*", 0.9, std::nullopt, ""}};
   auto err = PlanPruning(m, o);
   ASSERT_FALSE(err.ok());
   EXPECT_EQ(err.status().code(), StatusCode::kNotFound);
@@ -229,7 +229,7 @@ TEST(PrunePlan, OptionErrorsAreCollected) {
   PruneOptions o;
   o.sparsity = 1.0;
   o.steps = 3;  // oneshot
-  o.layers = {{"conv(", 0.5, std::nullopt}, {"conv2", -0.5, std::nullopt}, {"fc", std::nullopt, std::nullopt}};
+  o.layers = {{"conv(", 0.5, std::nullopt, ""}, {"conv2", -0.5, std::nullopt, ""}, {"fc", std::nullopt, std::nullopt, ""}};
   auto err = PlanPruning(m, o);
   ASSERT_FALSE(err.ok());
   const std::string& msg = err.status().message();
