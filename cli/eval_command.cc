@@ -58,7 +58,8 @@ RunFn AddEvalCommand(CLI::App& app) {
   sub->add_flag("--json", args->json, "Print one JSON object instead of text");
   sub->add_flag("--verbose", args->options.list_kernels, "Also list the kernel that ran each node");
   sub->add_flag("--reference-kernels", args->options.reference_kernels,
-                "Run every node on the reference kernels (kernels/ref), not the fast CPU kernels");
+                "Run every node on the reference kernels (kernels/ref) and QDQ models as their float graph, "
+                "not the fast CPU kernels with QDQ patterns fused into integer operators");
   sub->add_flag("--progress", args->progress, "Show a progress bar even when stderr is not a terminal");
   sub->footer(R"(Examples:
   sparq eval resnet18.onnx --inputs val.npz --labels val_labels.npy --batch 32

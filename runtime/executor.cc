@@ -6,6 +6,7 @@
 
 #include "kernels/parallel.h"
 #include "kernels/registry.h"
+#include "runtime/qdq_fusion.h"
 
 namespace sparq {
 
@@ -84,6 +85,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   auto impl = std::make_unique<Impl>();
   impl->model = model;
   SPARQ_RETURN_IF_ERROR(impl->model.graph.TopoSort());
+  if (options.fuse_qdq) FuseQdqToIntegerOps(&impl->model);
   const Graph& g = impl->model.graph;
   impl->pool = std::make_unique<ThreadPool>(options.threads);
 

@@ -37,7 +37,10 @@ struct EvalOptions {
   int64_t limit = 0; // evaluate at most this many samples; 0 = all
   std::function<void(const EvalProgress&)> on_progress;  // optional
   bool list_kernels = false;  // fill EvalReport::node_kernels (`sparq eval --verbose`)
-  bool reference_kernels = false;  // only the reference kernels (ExecutorOptions::reference_kernels)
+  // Only the reference kernels, running a QDQ model as its float graph
+  // (ExecutorOptions::reference_kernels); otherwise the fast kernels, with
+  // QDQ patterns fused into integer operators (ExecutorOptions::fuse_qdq).
+  bool reference_kernels = false;
 };
 
 // How one graph output compares with the reference model's output.

@@ -21,6 +21,11 @@ struct ExecutorOptions {
   // fast CPU kernels (kernels/cpu) where they take a node, with identical
   // results (integer kernels bit for bit).
   bool reference_kernels = false;
+  // Fuse DequantizeLinear -> Conv/MatMul -> QuantizeLinear into QLinearConv /
+  // QLinearMatMul at creation, as deployment runtimes do (integer sums, one
+  // rounding; outputs may differ from the QDQ graph's float path by one
+  // quantization step). Fused-away values cannot be RunOptions::extra_outputs.
+  bool fuse_qdq = false;
 };
 
 // Which kernel runs one node (Executor::NodeKernels, `sparq eval --verbose`).

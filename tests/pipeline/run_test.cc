@@ -1,9 +1,13 @@
 // RunRecipe end to end on the bundled digits example.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <filesystem>
 
 #include "sparq/onnx_io.h"
+#include "sparq/npy.h"
+#include "sparq/metrics.h"
+#include "sparq/executor.h"
 #include "sparq/pipeline.h"
 #include "test_util.h"
 
@@ -128,6 +132,59 @@ TEST(RunRecipe, Block4x4PruningPlusInt8RecipeKeepsAccuracy) {
 
 TEST(RunRecipe, KernelAwareAutoPruningRecipeKeepsAccuracy) {
   ExpectPruneRecipeKeepsAccuracyAndRecoveryHelps("prune_auto_int8.yaml");
+}
+
+// The QDQ model sparq writes is evaluated as a deployment runtime runs it: its
+// DequantizeLinear -> Conv -> QuantizeLinear patterns fused into QLinearConv
+// on the INT8 GEMM. Outputs stay within rounding of the float QDQ graph.
+TEST(RunRecipe, WrittenQdqModelFusesIntoIntegerConvolutions) {
+  testing::TempDir dir;
+  auto report = RunRecipe(MakeRecipe(dir.root(), ""));
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  auto model = LoadModel(report->output_model);
+  ASSERT_TRUE(model.ok());
+  ExecutorOptions fused_options;
+  fused_options.fuse_qdq = true;
+  ExecutorOptions float_options;
+  float_options.reference_kernels = true;
+  auto fused = Executor::Create(*model, fused_options);
+  auto qdq = Executor::Create(*model, float_options);
+  ASSERT_TRUE(fused.ok() && qdq.ok()) << fused.status().ToString();
+  int integer_convs = 0;
+  for (const NodeKernel& k : (*fused)->NodeKernels()) integer_convs += k.op_type == "QLinearConv" && k.kernel == "gemm_s8";
+  EXPECT_EQ(integer_convs, 2);
+  auto eval = ReadNpz(kDigits + "eval.npz");
+  ASSERT_TRUE(eval.ok());
+  const TensorMap in = {{model->graph.inputs[0].name, (*eval)[0].second}};
+  TensorMap a, b;
+  ASSERT_TRUE((*fused)->Run(in, &a).ok());
+  ASSERT_TRUE((*qdq)->Run(in, &b).ok());
+  const std::string out = model->graph.outputs[0].name;
+  ErrorStats stats;
+  ASSERT_TRUE(stats.Add(b.at(out), a.at(out)).ok());
+  EXPECT_GT(stats.sqnr_db(), 30.0);
+  const int64_t rows = a.at(out).dim(0), classes = a.at(out).dim(1);
+  const float* pa = a.at(out).data<float>();
+  const float* pb = b.at(out).data<float>();
+  int64_t agree = 0;
+  for (int64_t r = 0; r < rows; ++r)
+    agree += std::max_element(pa + r * classes, pa + (r + 1) * classes) - (pa + r * classes) ==
+             std::max_element(pb + r * classes, pb + (r + 1) * classes) - (pb + r * classes);
+  EXPECT_GE(static_cast<double>(agree) / static_cast<double>(rows), 0.99);
+
+  // A float value that is also a graph output keeps its pattern unfused.
+  Model exposed = *model;
+  std::string conv_output;
+  for (const Node& n : exposed.graph.nodes)
+    if (n.op_type == "Conv" && conv_output.empty()) conv_output = n.outputs[0];
+  ValueInfo extra;
+  extra.name = conv_output;
+  exposed.graph.outputs.push_back(extra);
+  auto partly = Executor::Create(exposed, fused_options);
+  ASSERT_TRUE(partly.ok());
+  integer_convs = 0;
+  for (const NodeKernel& k : (*partly)->NodeKernels()) integer_convs += k.op_type == "QLinearConv";
+  EXPECT_EQ(integer_convs, 1);
 }
 
 }  // namespace

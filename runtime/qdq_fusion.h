@@ -1,0 +1,18 @@
+// QDQ -> integer operator fusion at executor creation (internal).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sparq/graph.h"
+
+namespace sparq {
+
+// Rewrites DequantizeLinear -> Conv/MatMul -> QuantizeLinear patterns of
+// `model` into QLinearConv / QLinearMatMul (see qdq_fusion.cc for the exact
+// conditions); returns the names of the fused nodes. The graph keeps its
+// inputs and outputs; a pattern that does not meet every condition is left
+// as it is.
+std::vector<std::string> FuseQdqToIntegerOps(Model* model);
+
+}  // namespace sparq
