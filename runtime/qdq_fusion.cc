@@ -96,7 +96,8 @@ class Fuser {
     if (ws->numel() > 1) {  // per channel: along Conv's output channels (axis 0) or MatMul's columns (axis 1)
       const int64_t axis = dw->attr_int("axis", 1);
       const int64_t want = conv ? 0 : 1;
-      if (w->rank() != 2 + (conv ? 2 : 0) || (axis != want && axis != want - w->rank())) return false;
+      const auto rank = static_cast<int64_t>(w->rank());
+      if (rank != (conv ? 4 : 2) || (axis != want && axis != want - rank)) return false;
     }
     Node fused;
     fused.name = n.name;
