@@ -34,25 +34,6 @@ StatusOr<std::vector<double>> ParseSparsities(const std::string& text) {
   return out;
 }
 
-// Batches of the dataset at `path`, read again from the start on every call.
-BatchSource DatasetBatches(const std::string& path, const Model& model, int64_t batch, int64_t limit) {
-  return [path, limit, batch, inputs = model.graph.inputs, optional = model.graph.initializer_inputs]() -> BatchFn {
-    std::shared_ptr<Dataset> ds;
-    auto opened = Dataset::Open(path, inputs, optional);
-    if (opened.ok()) ds = std::move(opened).value();
-    Status error = opened.ok() ? Status::OK() : opened.status();
-    auto seen = std::make_shared<int64_t>(0);
-    return [ds, error, seen, limit, batch](TensorMap* out) -> StatusOr<bool> {
-      if (!ds) return error;
-      if (limit > 0 && *seen >= limit) return false;
-      int64_t rows = 0;
-      SPARQ_RETURN_IF_ERROR(ds->Next(limit > 0 ? std::min(batch, limit - *seen) : batch, out, &rows));
-      *seen += rows;
-      return rows > 0;
-    };
-  };
-}
-
 }  // namespace
 
 RunFn AddSensitivityCommand(CLI::App& app) {
@@ -147,8 +128,9 @@ A recipe can use the same scan to give insensitive layers more sparsity:
       ++candidates;
       return e;
     };
-    auto table = SensitivityAnalysis(*model, options, DatasetBatches(args->data, *model, args->batch, args->samples),
-                                     judge);
+    const BatchSource data =
+        DatasetBatches(args->data, model->graph.inputs, model->graph.initializer_inputs, args->batch, args->samples);
+    auto table = SensitivityAnalysis(*model, options, data, judge);
     if (!table.ok()) return ReportError(table.status());
     const std::string csv = args->output + ".csv", svg = args->output + ".svg";
     Status st = WriteSensitivityCsv(*table, csv);

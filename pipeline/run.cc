@@ -145,22 +145,7 @@ BatchSource Runner::Batches(const std::string& path, int64_t limit) const {
   int64_t size = r_.data.batch_size;
   const ValueInfo& in = g.inputs.front();
   if (in.has_shape && !in.dims.empty() && in.dims[0].known()) size = in.dims[0].value;  // fixed batch
-  return [path, limit, size, inputs = g.inputs, optional = g.initializer_inputs]() -> BatchFn {
-    std::shared_ptr<Dataset> ds;
-    auto seen = std::make_shared<int64_t>(0);
-    return [=](TensorMap* batch) mutable -> StatusOr<bool> {
-      if (!ds) {
-        SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> opened, Dataset::Open(path, inputs, optional));
-        ds = std::move(opened);
-      }
-      if (limit > 0 && *seen >= limit) return false;
-      const int64_t want = limit > 0 ? std::min(size, limit - *seen) : size;
-      int64_t rows = 0;
-      SPARQ_RETURN_IF_ERROR(ds->Next(want, batch, &rows));
-      *seen += rows;
-      return rows > 0;
-    };
-  };
+  return DatasetBatches(path, g.inputs, g.initializer_inputs, size, limit);
 }
 
 StatusOr<CalibrationTable> Runner::CalibrateModel() {

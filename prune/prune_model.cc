@@ -150,15 +150,16 @@ StatusOr<PruneResult> PruneModel(const Model& model, const PruneOptions& options
   };
 
   Model current = model;
-  Model unrecovered = model;  // pruned like `current`, never recovered
+  // The same schedule without recovery, for the report (copied only when used).
+  const bool compare_unrecovered = metric && options.recovery;
+  Model unrecovered = compare_unrecovered ? model : Model{};
   for (int t = 1; t <= options.steps; ++t) {
     const auto start = Clock::now();
     PruneStepReport step;
     step.step = t;
     step.target = global[t - 1];
     SPARQ_RETURN_IF_ERROR(mask_step(current, t, t == 1, &step));
-    // The same schedule without recovery, for the report's comparison.
-    if (metric && options.recovery) SPARQ_RETURN_IF_ERROR(mask_step(unrecovered, t, false, nullptr));
+    if (compare_unrecovered) SPARQ_RETURN_IF_ERROR(mask_step(unrecovered, t, false, nullptr));
     // Evaluate, recover, evaluate.
     if (metric) {
       SPARQ_ASSIGN_OR_RETURN(PruneEvaluation e, metric(options.recovery ? unrecovered : current));

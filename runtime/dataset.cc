@@ -309,4 +309,24 @@ Status Dataset::Next(int64_t n, TensorMap* batch, int64_t* rows) {
   return Status::OK();
 }
 
+std::function<BatchReader()> DatasetBatches(const std::string& path, std::vector<ValueInfo> inputs,
+                                            std::vector<ValueInfo> optional, int64_t batch_size, int64_t limit) {
+  return [=]() -> BatchReader {
+    std::shared_ptr<Dataset> ds;
+    auto seen = std::make_shared<int64_t>(0);
+    return [=](TensorMap* batch) mutable -> StatusOr<bool> {
+      if (!ds) {
+        SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> opened, Dataset::Open(path, inputs, optional));
+        ds = std::move(opened);
+      }
+      if (limit > 0 && *seen >= limit) return false;
+      const int64_t want = limit > 0 ? std::min(batch_size, limit - *seen) : batch_size;
+      int64_t rows = 0;
+      SPARQ_RETURN_IF_ERROR(ds->Next(want, batch, &rows));
+      *seen += rows;
+      return rows > 0;
+    };
+  };
+}
+
 }  // namespace sparq

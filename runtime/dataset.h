@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <memory>
 #include <string>
@@ -73,5 +74,15 @@ class Dataset {
   int64_t cursor_ = 0;         // next unread sample of the loaded file
   std::map<std::string, Shape> first_;  // shapes of the first file's arrays: later files must match their trailing dims
 };
+
+// Reads the next batch into `batch`; false at the end of the data (the
+// shape of sparq::BatchFn, calibrate.h).
+using BatchReader = std::function<StatusOr<bool>(TensorMap* batch)>;
+// Batches of `batch_size` samples of the dataset at `path` (see Dataset::Open),
+// at most `limit` samples in all (0 = all). Each call of the result starts a
+// new pass from the first sample (sparq::BatchSource, prune.h); the file is
+// opened at the first batch, and errors come from there.
+std::function<BatchReader()> DatasetBatches(const std::string& path, std::vector<ValueInfo> inputs,
+                                            std::vector<ValueInfo> optional, int64_t batch_size, int64_t limit);
 
 }  // namespace sparq

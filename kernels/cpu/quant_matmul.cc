@@ -29,8 +29,6 @@ bool IsPerColumn(const Tensor& t, int64_t n) {
 
 Status NotFast(const OpContext& ctx, const std::string& why) { return ctx.NotSupported("gemm_s8 fast path: " + why); }
 
-Status RunReference(OpContext& ctx) { return RunReferenceKernel(ctx); }
-
 // Checks B and A against the packed weights and describes the GEMM:
 // A [..., M, K] -> rows = prod(...) * M, Y [..., M, N] (A 1-D: [K] -> [N]).
 struct MatMulGeometry {
@@ -220,7 +218,7 @@ StatusOr<std::shared_ptr<const QuantMatMulWeights>> PrepareQuantMatMul(const Nod
 
 Status RunPreparedQuantMatMul(OpContext& ctx, const QuantMatMulWeights& w) {
   const Status st = ctx.node().op_type == "QLinearMatMul" ? QLinearMatMulPacked(ctx, w) : MatMulIntegerPacked(ctx, w);
-  if (st.code() == StatusCode::kNotSupported) return RunReference(ctx);
+  if (st.code() == StatusCode::kNotSupported) return RunReferenceKernel(ctx);
   return st;
 }
 
@@ -229,12 +227,12 @@ namespace {
 // Packs B (input b_in, zero point input zp_in) and runs `packed`; the
 // reference kernel when any part is outside the fast path.
 Status PackAndRun(OpContext& ctx, size_t b_in, size_t zp_in, Status (*packed)(OpContext&, const QuantMatMulWeights&)) {
-  if (!ctx.has_input(b_in)) return RunReference(ctx);
+  if (!ctx.has_input(b_in)) return RunReferenceKernel(ctx);
   StatusOr<QuantMatMulWeights> w =
       PackQuantMatMulWeights(ctx.input(b_in), ctx.has_input(zp_in) ? &ctx.input(zp_in) : nullptr);
-  if (!w.ok()) return RunReference(ctx);
+  if (!w.ok()) return RunReferenceKernel(ctx);
   Status st = packed(ctx, *w);
-  if (st.code() == StatusCode::kNotSupported) return RunReference(ctx);
+  if (st.code() == StatusCode::kNotSupported) return RunReferenceKernel(ctx);
   return st;
 }
 

@@ -10,33 +10,16 @@ namespace sparq {
 namespace elementwise {
 namespace {
 
-// One input of a type in kMask; out[i] = op(in[i]) in the input's type
-// (float16/bfloat16 computed in float32).
-template <unsigned kMask, typename Op>
-Status RunActivation(OpContext& ctx, Op op) {
-  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
-  const Tensor& in = ctx.input(0);
-  SPARQ_RETURN_IF_ERROR(CheckType(ctx, in, "input X", kMask));
-  const Tensor x = WidenHalf(in);
-  Tensor out(x.dtype(), x.shape());
-  VisitType<kMask>(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    UnaryLoop<T, T>(ctx.pool(), x, out, [op](T v) { return static_cast<T>(op(v)); });
-  });
-  ctx.set_output(0, NarrowTo(out, in.dtype()));
-  return Status::OK();
-}
-
 float Attr(const OpContext& ctx, const char* name, float dflt) { return ctx.node().attr_float(name, dflt); }
 
 // max(x, 0); NaN stays NaN.
 Status Relu(OpContext& ctx) {
-  return RunActivation<kSignedNumeric>(ctx, [](auto x) { return x < decltype(x){0} ? decltype(x){0} : x; });
+  return RunSameTypeUnary<kSignedNumeric>(ctx, [](auto x) { return x < decltype(x){0} ? decltype(x){0} : x; });
 }
 
 Status LeakyRelu(OpContext& ctx) {
   const float alpha = Attr(ctx, "alpha", 0.01f);
-  return RunActivation<kFloats>(ctx, [alpha](auto x) {
+  return RunSameTypeUnary<kFloats>(ctx, [alpha](auto x) {
     using T = decltype(x);
     return x < T(0) ? static_cast<T>(alpha) * x : x;
   });
@@ -44,7 +27,7 @@ Status LeakyRelu(OpContext& ctx) {
 
 Status ThresholdedRelu(OpContext& ctx) {
   const float alpha = Attr(ctx, "alpha", 1.0f);
-  return RunActivation<kFloats>(ctx, [alpha](auto x) {
+  return RunSameTypeUnary<kFloats>(ctx, [alpha](auto x) {
     using T = decltype(x);
     return x > static_cast<T>(alpha) ? x : T(0);
   });
@@ -52,7 +35,7 @@ Status ThresholdedRelu(OpContext& ctx) {
 
 Status Elu(OpContext& ctx) {
   const float alpha = Attr(ctx, "alpha", 1.0f);
-  return RunActivation<kFloats>(ctx, [alpha](auto x) {
+  return RunSameTypeUnary<kFloats>(ctx, [alpha](auto x) {
     using T = decltype(x);
     return x < T(0) ? static_cast<T>(alpha) * std::expm1(x) : x;
   });
@@ -61,7 +44,7 @@ Status Elu(OpContext& ctx) {
 Status Selu(OpContext& ctx) {
   const float alpha = Attr(ctx, "alpha", 1.67326319217681884765625f);
   const float gamma = Attr(ctx, "gamma", 1.05070102214813232421875f);
-  return RunActivation<kFloats>(ctx, [alpha, gamma](auto x) {
+  return RunSameTypeUnary<kFloats>(ctx, [alpha, gamma](auto x) {
     using T = decltype(x);
     return static_cast<T>(gamma) * (x > T(0) ? x : static_cast<T>(alpha) * std::expm1(x));
   });
@@ -71,7 +54,7 @@ Status Selu(OpContext& ctx) {
 Status Celu(OpContext& ctx) {
   const float alpha = Attr(ctx, "alpha", 1.0f);
   if (alpha == 0.0f) return ctx.InvalidArgument("alpha must not be 0");
-  return RunActivation<kFloats>(ctx, [alpha](auto x) {
+  return RunSameTypeUnary<kFloats>(ctx, [alpha](auto x) {
     using T = decltype(x);
     const T a = static_cast<T>(alpha);
     return x > T(0) ? x : a * std::expm1(x / a);
@@ -82,7 +65,7 @@ Status Celu(OpContext& ctx) {
 Status HardSigmoid(OpContext& ctx) {
   const float alpha = Attr(ctx, "alpha", 0.2f);
   const float beta = Attr(ctx, "beta", 0.5f);
-  return RunActivation<kFloats>(ctx, [alpha, beta](auto x) {
+  return RunSameTypeUnary<kFloats>(ctx, [alpha, beta](auto x) {
     using T = decltype(x);
     return std::max(T(0), std::min(T(1), static_cast<T>(alpha) * x + static_cast<T>(beta)));
   });
@@ -90,7 +73,7 @@ Status HardSigmoid(OpContext& ctx) {
 
 // x * HardSigmoid(x) with alpha = 1/6, beta = 0.5.
 Status HardSwish(OpContext& ctx) {
-  return RunActivation<kFloats>(ctx, [](auto x) {
+  return RunSameTypeUnary<kFloats>(ctx, [](auto x) {
     using T = decltype(x);
     return x * std::max(T(0), std::min(T(1), x / T(6) + T(0.5)));
   });
@@ -99,13 +82,13 @@ Status HardSwish(OpContext& ctx) {
 Status Gelu(OpContext& ctx) {
   const std::string approximate = ctx.node().attr_string("approximate", "none");
   if (approximate == "none") {
-    return RunActivation<kFloats>(ctx, [](auto x) {
+    return RunSameTypeUnary<kFloats>(ctx, [](auto x) {
       using T = decltype(x);
       return T(0.5) * x * (T(1) + std::erf(x * static_cast<T>(M_SQRT1_2)));
     });
   }
   if (approximate == "tanh") {
-    return RunActivation<kFloats>(ctx, [](auto x) {
+    return RunSameTypeUnary<kFloats>(ctx, [](auto x) {
       using T = decltype(x);
       const T k = static_cast<T>(0.7978845608028654);  // sqrt(2 / pi)
       return T(0.5) * x * (T(1) + std::tanh(k * (x + T(0.044715) * x * x * x)));
@@ -116,14 +99,14 @@ Status Gelu(OpContext& ctx) {
 
 // log(1 + e^x), without overflow for large x.
 Status Softplus(OpContext& ctx) {
-  return RunActivation<kFloats>(ctx, [](auto x) {
+  return RunSameTypeUnary<kFloats>(ctx, [](auto x) {
     using T = decltype(x);
     return x > T(0) ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
   });
 }
 
 Status Softsign(OpContext& ctx) {
-  return RunActivation<kFloats>(ctx, [](auto x) {
+  return RunSameTypeUnary<kFloats>(ctx, [](auto x) {
     using T = decltype(x);
     return x / (T(1) + std::fabs(x));
   });
@@ -134,7 +117,7 @@ Status Softsign(OpContext& ctx) {
 Status Shrink(OpContext& ctx) {
   const double bias = Attr(ctx, "bias", 0.0f);
   const double lambd = Attr(ctx, "lambd", 0.5f);
-  return RunActivation<kNumeric>(ctx, [bias, lambd](auto x) {
+  return RunSameTypeUnary<kNumeric>(ctx, [bias, lambd](auto x) {
     using T = decltype(x);
     const double v = static_cast<double>(x);
     if (v < -lambd) return SaturatingCast<T>(v + bias);

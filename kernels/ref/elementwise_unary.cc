@@ -9,23 +9,6 @@ namespace sparq {
 namespace elementwise {
 namespace {
 
-// One input of a type in kMask; out[i] = op(in[i]) in the input's type
-// (float16/bfloat16 computed in float32).
-template <unsigned kMask, typename Op>
-Status RunUnary(OpContext& ctx, Op op) {
-  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
-  const Tensor& in = ctx.input(0);
-  SPARQ_RETURN_IF_ERROR(CheckType(ctx, in, "input X", kMask));
-  const Tensor x = WidenHalf(in);
-  Tensor out(x.dtype(), x.shape());
-  VisitType<kMask>(x.dtype(), [&](auto tag) {
-    using T = decltype(tag);
-    UnaryLoop<T, T>(ctx.pool(), x, out, [op](T v) { return static_cast<T>(op(v)); });
-  });
-  ctx.set_output(0, NarrowTo(out, in.dtype()));
-  return Status::OK();
-}
-
 // Float input, bool output: out[i] = pred(in[i]).
 template <typename Pred>
 Status RunFloatPredicate(OpContext& ctx, Pred pred) {
@@ -45,7 +28,7 @@ Status RunFloatPredicate(OpContext& ctx, Pred pred) {
 // A kernel per float-only function of the C library.
 #define SPARQ_FLOAT_UNARY(Name, expr)                                  \
   Status Name(OpContext& ctx) {                                        \
-    return RunUnary<kFloats>(ctx, [](auto x) { return (expr); });      \
+    return RunSameTypeUnary<kFloats>(ctx, [](auto x) { return (expr); });      \
   }
 
 SPARQ_FLOAT_UNARY(Sqrt, std::sqrt(x))
@@ -71,7 +54,7 @@ SPARQ_FLOAT_UNARY(Tanh, std::tanh(x))
 
 // ONNX also defines Erf on integers: computed in double, truncated back.
 Status Erf(OpContext& ctx) {
-  return RunUnary<kNumeric>(ctx, [](auto x) {
+  return RunSameTypeUnary<kNumeric>(ctx, [](auto x) {
     using T = decltype(x);
     if constexpr (std::is_floating_point_v<T>) return std::erf(x);
     else return SaturatingCast<T>(std::erf(static_cast<double>(x)));
@@ -80,7 +63,7 @@ Status Erf(OpContext& ctx) {
 
 // Halves round to the nearest even integer, independent of the FPU's mode.
 Status Round(OpContext& ctx) {
-  return RunUnary<kFloats>(ctx, [](auto x) {
+  return RunSameTypeUnary<kFloats>(ctx, [](auto x) {
     using T = decltype(x);
     const T f = std::floor(x);
     const T diff = x - f;
@@ -93,21 +76,21 @@ Status Round(OpContext& ctx) {
 // 1 / (1 + e^-x). For very negative x, e^-x overflows to inf and the
 // result is 0, as it should be; no NaN can arise.
 Status Sigmoid(OpContext& ctx) {
-  return RunUnary<kFloats>(ctx, [](auto x) {
+  return RunSameTypeUnary<kFloats>(ctx, [](auto x) {
     using T = decltype(x);
     return T(1) / (T(1) + std::exp(-x));
   });
 }
 
 Status Neg(OpContext& ctx) {
-  return RunUnary<kSignedNumeric>(ctx, [](auto x) {
+  return RunSameTypeUnary<kSignedNumeric>(ctx, [](auto x) {
     if constexpr (std::is_integral_v<decltype(x)>) return WrapNeg(x);
     else return -x;
   });
 }
 
 Status Abs(OpContext& ctx) {
-  return RunUnary<kNumeric>(ctx, [](auto x) {
+  return RunSameTypeUnary<kNumeric>(ctx, [](auto x) {
     using T = decltype(x);
     if constexpr (std::is_floating_point_v<T>) return std::fabs(x);
     else if constexpr (std::is_signed_v<T>) return x < 0 ? WrapNeg(x) : x;
@@ -117,7 +100,7 @@ Status Abs(OpContext& ctx) {
 
 // -1, 0 or 1; NaN stays NaN.
 Status Sign(OpContext& ctx) {
-  return RunUnary<kNumeric>(ctx, [](auto x) {
+  return RunSameTypeUnary<kNumeric>(ctx, [](auto x) {
     using T = decltype(x);
     if constexpr (std::is_floating_point_v<T>) {
       if (x != x) return x;
@@ -127,7 +110,7 @@ Status Sign(OpContext& ctx) {
 }
 
 Status Not(OpContext& ctx) {
-  return RunUnary<kBoolBit>(ctx, [](bool x) { return !x; });
+  return RunSameTypeUnary<kBoolBit>(ctx, [](bool x) { return !x; });
 }
 
 Status IsNaN(OpContext& ctx) {

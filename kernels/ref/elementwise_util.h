@@ -238,6 +238,24 @@ void UnaryLoop(ThreadPool* pool, const Tensor& in, Tensor& out, F f) {
   });
 }
 
+// The kernel of a one-input operator whose output has its input's type:
+// input 0 of a type in kMask, out[i] = op(in[i]) (float16/bfloat16 computed
+// in float32).
+template <unsigned kMask, typename Op>
+Status RunSameTypeUnary(OpContext& ctx, Op op) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
+  const Tensor& in = ctx.input(0);
+  SPARQ_RETURN_IF_ERROR(CheckType(ctx, in, "input X", kMask));
+  const Tensor x = WidenHalf(in);
+  Tensor out(x.dtype(), x.shape());
+  VisitType<kMask>(x.dtype(), [&](auto tag) {
+    using T = decltype(tag);
+    UnaryLoop<T, T>(ctx.pool(), x, out, [op](T v) { return static_cast<T>(op(v)); });
+  });
+  ctx.set_output(0, NarrowTo(out, in.dtype()));
+  return Status::OK();
+}
+
 // out = f(a, b) with a and b broadcast to out's shape.
 template <typename A, typename B, typename Out, typename F>
 void BinaryLoop(ThreadPool* pool, const Tensor& a, const Tensor& b, Tensor& out, F f) {
