@@ -57,6 +57,7 @@ RunFn AddEvalCommand(CLI::App& app) {
   sub->add_option("--limit", args->options.limit, "Evaluate at most N samples")->check(CLI::PositiveNumber);
   sub->add_flag("--json", args->json, "Print one JSON object instead of text");
   sub->add_flag("--verbose", args->options.list_kernels, "Also list the kernel that ran each node");
+  sub->add_flag("--profile", args->options.profile, "Also time each operator and kernel (summed over all batches)");
   sub->add_flag("--reference-kernels", args->options.reference_kernels,
                 "Run every node on the reference kernels (kernels/ref) and QDQ models as their float graph, "
                 "not the fast CPU kernels with QDQ patterns fused into integer operators");

@@ -1,6 +1,8 @@
 #include "sparq/evaluate.h"
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <cmath>
 #include <filesystem>
 #include <nlohmann/json.hpp>
@@ -212,6 +214,8 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
   report.reference = options.reference;
   std::vector<ErrorStats> stats(outputs.size());
   std::vector<std::vector<Tensor>> saved(options.save_outputs.empty() ? 0 : outputs.size());
+  std::map<std::pair<std::string, std::string>, OpProfile> op_times;
+  std::vector<NodeProfile> node_times;
 
   int64_t done = 0;
   while (options.limit == 0 || done < options.limit) {
@@ -228,8 +232,15 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
 
     TensorMap outs;
     const auto run_start = Clock::now();
-    Status st = exec.value()->Run(feed, &outs);
+    node_times.clear();
+    Status st = exec.value()->Run(feed, &outs, {}, options.profile ? &node_times : nullptr);
     report.model_seconds += SecondsSince(run_start);
+    for (const NodeProfile& p : node_times) {
+      OpProfile& o = op_times[{p.op_type, p.kernel}];
+      o.op_type = p.op_type, o.kernel = p.kernel;
+      ++o.nodes;
+      o.seconds += p.micros * 1e-6;
+    }
     if (!st.ok()) return st.WithContext(model_path + ", " + samples);
     std::vector<Tensor> results;
     for (const std::string& name : outputs) {
@@ -301,6 +312,9 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
     report.saved_outputs = options.save_outputs;
   }
   if (options.list_kernels) report.node_kernels = (*exec)->NodeKernels();
+  for (auto& kv : op_times) report.op_profile.push_back(std::move(kv.second));
+  std::stable_sort(report.op_profile.begin(), report.op_profile.end(),
+                   [](const OpProfile& a, const OpProfile& b) { return a.seconds > b.seconds; });
   report.wall_seconds = SecondsSince(start);
   return report;
 }
@@ -338,6 +352,16 @@ std::string EvalReport::ToText() const {
     TextTable k({"node", "op", "kernel"});
     for (const NodeKernel& n : node_kernels) k.AddRow({n.node, n.op_type, n.kernel});
     text += "\nKernels\n" + k.Render();
+  }
+  if (!op_profile.empty()) {
+    double total = 0.0;
+    for (const OpProfile& o : op_profile) total += o.seconds;
+    TextTable p({"op", "kernel", "runs", "ms", "share"}, {false, false, true, true, true});
+    for (const OpProfile& o : op_profile) {
+      p.AddRow({o.op_type, o.kernel, std::to_string(o.nodes), FormatDouble("%.1f", o.seconds * 1e3),
+                FormatDouble("%.1f%%", total > 0 ? 100.0 * o.seconds / total : 0.0)});
+    }
+    text += "\nTime per operator and kernel\n" + p.Render();
   }
   return text;
 }
@@ -384,6 +408,12 @@ std::string EvalReport::ToJson() const {
     json kernels = json::array();
     for (const NodeKernel& n : node_kernels) kernels.push_back({{"node", n.node}, {"op", n.op_type}, {"kernel", n.kernel}});
     j["kernels"] = kernels;
+  }
+  if (!op_profile.empty()) {
+    json prof = json::array();
+    for (const OpProfile& o : op_profile)
+      prof.push_back({{"op", o.op_type}, {"kernel", o.kernel}, {"runs", o.nodes}, {"seconds", o.seconds}});
+    j["profile"] = prof;
   }
   return j.dump(2, ' ', false, json::error_handler_t::replace);
 }

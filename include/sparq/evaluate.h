@@ -37,6 +37,7 @@ struct EvalOptions {
   int64_t limit = 0; // evaluate at most this many samples; 0 = all
   std::function<void(const EvalProgress&)> on_progress;  // optional
   bool list_kernels = false;  // fill EvalReport::node_kernels (`sparq eval --verbose`)
+  bool profile = false;       // fill EvalReport::op_profile (`sparq eval --profile`)
   // Only the reference kernels, running a QDQ model as its float graph
   // (ExecutorOptions::reference_kernels); otherwise the fast kernels, with
   // QDQ patterns fused into integer operators (ExecutorOptions::fuse_qdq).
@@ -50,6 +51,14 @@ struct OutputComparison {
   double sqnr_db = 0.0;  // +inf when identical
   double cosine = 0.0;
   double max_abs_error = 0.0;
+};
+
+// Time spent in one (op type, kernel) pair over a whole evaluation.
+struct OpProfile {
+  std::string op_type;
+  std::string kernel;
+  int64_t nodes = 0;    // node runs
+  double seconds = 0.0;
 };
 
 struct EvalReport {
@@ -83,6 +92,7 @@ struct EvalReport {
 
   std::string saved_outputs;  // path written, "" when none
   std::vector<NodeKernel> node_kernels;  // with EvalOptions::list_kernels: the kernel of each node
+  std::vector<OpProfile> op_profile;     // with EvalOptions::profile: slowest first
 
   std::string ToText() const;
   // One JSON object; an infinite SQNR (identical outputs) is written as null,
