@@ -310,6 +310,34 @@ StatusOr<PackedGemmS8> PackGemmS8(const TW* w, int64_t n, int64_t k, GemmZeroPoi
   return p;
 }
 
+// ---------------------------------------------------------------------------
+// FP32 GEMM panels
+
+StatusOr<PackedGemmF32> PackGemmF32(const float* w, int64_t rows, int64_t k, PackedFormat format) {
+  if (static_cast<int>(format) >= kNumPackedFormats || Traits(format).kind != LayoutKind::kPanel ||
+      Traits(format).elem != ElemType::kF32) {
+    return Status::InvalidArgument("PackGemmF32: not an f32 panel format (use panel8x32_f32, panel6x16_f32 or "
+                                   "panel4x8_f32)");
+  }
+  if (rows < 0 || k < 0) {
+    return Status::InvalidArgument("PackGemmF32: negative weight shape [" + std::to_string(rows) + ", " +
+                                   std::to_string(k) + "]");
+  }
+  if (w == nullptr && rows > 0 && k > 0) return Status::InvalidArgument("PackGemmF32: null weights");
+  PackedGemmF32 p;
+  p.format = format;
+  p.rows = rows;
+  p.k = k;
+  const int tr = p.tile_rows();
+  p.panels = (rows + tr - 1) / tr;
+  p.data.assign(static_cast<size_t>(p.panels * tr * k), 0.0f);
+  for (int64_t r = 0; r < rows; ++r) {
+    float* panel = p.data.data() + (r / tr) * k * tr + r % tr;
+    for (int64_t kk = 0; kk < k; ++kk) panel[kk * tr] = w[r * k + kk];
+  }
+  return p;
+}
+
 template StatusOr<BsrMatrix<float>> PackBsr<float>(const float*, int64_t, int64_t, PackedFormat);
 template StatusOr<BsrMatrix<int8_t>> PackBsr<int8_t>(const int8_t*, int64_t, int64_t, PackedFormat);
 template std::vector<float> UnpackBsr<float>(const BsrMatrix<float>&);

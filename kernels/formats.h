@@ -55,38 +55,46 @@ enum class PackedFormat : uint8_t {
   kNm4of8S8,
   kPanel16x4S8,   // INT8 GEMM weights for vpdpbusd (AVX-512 VNNI) and the portable kernel
   kPanel16x2S16,  // INT8 GEMM weights widened to int16 pairs for vpmaddwd (AVX2)
+  kPanel8x32F32,  // FP32 GEMM weights, 8-row panels for the 8 x 32 tile (AVX-512)
+  kPanel6x16F32,  // FP32 GEMM weights, 6-row panels for the 6 x 16 tile (AVX2)
+  kPanel4x8F32,   // FP32 GEMM weights, 4-row panels for the 4 x 8 tile (portable)
 };
-inline constexpr int kNumPackedFormats = 16;
+inline constexpr int kNumPackedFormats = 19;
 
 struct PackedFormatTraits {
   PackedFormat format;
   const char* name;  // e.g. "bsr4x4_f32", "nm2:4_f32", "panel16x4_s8"
   LayoutKind kind;
-  int block_rows;  // BSR: rows of W per block. N:M: 1. Panel: output channels per panel.
-  int block_cols;  // BSR: columns per block. N:M: group size M. Panel: consecutive k per channel and step.
+  int block_rows;  // BSR: rows of W per block. N:M: 1. Panel: output channels per panel (f32: tile rows).
+  int block_cols;  // BSR: columns per block. N:M: group size M. Panel: consecutive k per channel and step
+                   // (f32: 1; the tile's activation columns are in tile_cols).
+  int tile_cols;   // f32 panels: activation columns of the kernel's register tile; 0 otherwise
   int nm_keep;     // N:M: values kept per group (N); 0 otherwise
   ElemType elem;
 };
 
 // clang-format off
 inline constexpr PackedFormatTraits kPackedFormatTraits[kNumPackedFormats] = {
-  // format                        name             kind                 rows cols keep elem
-  {PackedFormat::kBsr1x4F32,     "bsr1x4_f32",     LayoutKind::kBsr,     1,   4,   0, ElemType::kF32},
-  {PackedFormat::kBsr4x1F32,     "bsr4x1_f32",     LayoutKind::kBsr,     4,   1,   0, ElemType::kF32},
-  {PackedFormat::kBsr4x4F32,     "bsr4x4_f32",     LayoutKind::kBsr,     4,   4,   0, ElemType::kF32},
-  {PackedFormat::kBsr8x8F32,     "bsr8x8_f32",     LayoutKind::kBsr,     8,   8,   0, ElemType::kF32},
-  {PackedFormat::kBsr16x16F32,   "bsr16x16_f32",   LayoutKind::kBsr,    16,  16,   0, ElemType::kF32},
-  {PackedFormat::kBsr1x4S8,      "bsr1x4_s8",      LayoutKind::kBsr,     1,   4,   0, ElemType::kS8},
-  {PackedFormat::kBsr4x1S8,      "bsr4x1_s8",      LayoutKind::kBsr,     4,   1,   0, ElemType::kS8},
-  {PackedFormat::kBsr4x4S8,      "bsr4x4_s8",      LayoutKind::kBsr,     4,   4,   0, ElemType::kS8},
-  {PackedFormat::kBsr8x8S8,      "bsr8x8_s8",      LayoutKind::kBsr,     8,   8,   0, ElemType::kS8},
-  {PackedFormat::kBsr16x16S8,    "bsr16x16_s8",    LayoutKind::kBsr,    16,  16,   0, ElemType::kS8},
-  {PackedFormat::kNm2of4F32,     "nm2:4_f32",      LayoutKind::kNm,      1,   4,   2, ElemType::kF32},
-  {PackedFormat::kNm4of8F32,     "nm4:8_f32",      LayoutKind::kNm,      1,   8,   4, ElemType::kF32},
-  {PackedFormat::kNm2of4S8,      "nm2:4_s8",       LayoutKind::kNm,      1,   4,   2, ElemType::kS8},
-  {PackedFormat::kNm4of8S8,      "nm4:8_s8",       LayoutKind::kNm,      1,   8,   4, ElemType::kS8},
-  {PackedFormat::kPanel16x4S8,   "panel16x4_s8",   LayoutKind::kPanel,  16,   4,   0, ElemType::kS8},
-  {PackedFormat::kPanel16x2S16,  "panel16x2_s16",  LayoutKind::kPanel,  16,   2,   0, ElemType::kS16},
+  // format                        name             kind                 rows cols tile keep elem
+  {PackedFormat::kBsr1x4F32,     "bsr1x4_f32",     LayoutKind::kBsr,     1,   4,   0,   0, ElemType::kF32},
+  {PackedFormat::kBsr4x1F32,     "bsr4x1_f32",     LayoutKind::kBsr,     4,   1,   0,   0, ElemType::kF32},
+  {PackedFormat::kBsr4x4F32,     "bsr4x4_f32",     LayoutKind::kBsr,     4,   4,   0,   0, ElemType::kF32},
+  {PackedFormat::kBsr8x8F32,     "bsr8x8_f32",     LayoutKind::kBsr,     8,   8,   0,   0, ElemType::kF32},
+  {PackedFormat::kBsr16x16F32,   "bsr16x16_f32",   LayoutKind::kBsr,    16,  16,   0,   0, ElemType::kF32},
+  {PackedFormat::kBsr1x4S8,      "bsr1x4_s8",      LayoutKind::kBsr,     1,   4,   0,   0, ElemType::kS8},
+  {PackedFormat::kBsr4x1S8,      "bsr4x1_s8",      LayoutKind::kBsr,     4,   1,   0,   0, ElemType::kS8},
+  {PackedFormat::kBsr4x4S8,      "bsr4x4_s8",      LayoutKind::kBsr,     4,   4,   0,   0, ElemType::kS8},
+  {PackedFormat::kBsr8x8S8,      "bsr8x8_s8",      LayoutKind::kBsr,     8,   8,   0,   0, ElemType::kS8},
+  {PackedFormat::kBsr16x16S8,    "bsr16x16_s8",    LayoutKind::kBsr,    16,  16,   0,   0, ElemType::kS8},
+  {PackedFormat::kNm2of4F32,     "nm2:4_f32",      LayoutKind::kNm,      1,   4,   0,   2, ElemType::kF32},
+  {PackedFormat::kNm4of8F32,     "nm4:8_f32",      LayoutKind::kNm,      1,   8,   0,   4, ElemType::kF32},
+  {PackedFormat::kNm2of4S8,      "nm2:4_s8",       LayoutKind::kNm,      1,   4,   0,   2, ElemType::kS8},
+  {PackedFormat::kNm4of8S8,      "nm4:8_s8",       LayoutKind::kNm,      1,   8,   0,   4, ElemType::kS8},
+  {PackedFormat::kPanel16x4S8,   "panel16x4_s8",   LayoutKind::kPanel,  16,   4,   0,   0, ElemType::kS8},
+  {PackedFormat::kPanel16x2S16,  "panel16x2_s16",  LayoutKind::kPanel,  16,   2,   0,   0, ElemType::kS16},
+  {PackedFormat::kPanel8x32F32,  "panel8x32_f32",  LayoutKind::kPanel,   8,   1,  32,   0, ElemType::kF32},
+  {PackedFormat::kPanel6x16F32,  "panel6x16_f32",  LayoutKind::kPanel,   6,   1,  16,   0, ElemType::kF32},
+  {PackedFormat::kPanel4x8F32,   "panel4x8_f32",   LayoutKind::kPanel,   4,   1,   8,   0, ElemType::kF32},
 };
 // clang-format on
 
@@ -259,5 +267,33 @@ struct PackedGemmS8 {
 // format, negative sizes, null pointers, or a zero point outside TW's range.
 template <typename TW>
 StatusOr<PackedGemmS8> PackGemmS8(const TW* w, int64_t n, int64_t k, GemmZeroPoints w_zp, PackedFormat format);
+
+// ---------------------------------------------------------------------------
+// Dense FP32 GEMM weights (packed once, used by every call) for
+//   C[r, j] = sum_k W[r, k] * B[k, j]
+// where W [rows, k] is the weights ([Cout, Cin/group * kh * kw] of a
+// convolution, [N, K] of a MatMul's B^T) and B the activations, packed per
+// call into strips of tile_cols columns. A register tile multiplies one panel
+// of W by one strip of B: tile_rows x tile_cols accumulators.
+//
+//   panel p = rows [tile_rows * p, tile_rows * (p + 1)), k-major:
+//     data[p * k * tile_rows + kk * tile_rows + i] = W[tile_rows * p + i][kk]   (0 past the last row)
+//
+// so a tile reads tile_rows consecutive floats per k (one broadcast each).
+struct PackedGemmF32 {
+  PackedFormat format = PackedFormat::kPanel8x32F32;
+  int64_t rows = 0;    // output channels
+  int64_t k = 0;       // inputs per output
+  int64_t panels = 0;  // ceil(rows / tile_rows)
+  std::vector<float> data;
+
+  int tile_rows() const { return Traits(format).block_rows; }
+  int tile_cols() const { return Traits(format).tile_cols; }
+  const float* panel(int64_t p) const { return data.data() + p * k * tile_rows(); }
+};
+
+// Packs W [rows, k] (row-major) into an f32 panel format. InvalidArgument for
+// another format, negative sizes or a null w with rows * k > 0.
+StatusOr<PackedGemmF32> PackGemmF32(const float* w, int64_t rows, int64_t k, PackedFormat format);
 
 }  // namespace sparq

@@ -66,6 +66,8 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterPreparedCpuQuantOps(*r);
     RegisterPreparedCpuSparseOps(*r);
     RegisterPreparedCpuQuantConvOps(*r);
+    RegisterPreparedCpuDenseF32Ops(*r);
+    RegisterCpuPoolOps(*r);
     for (const KernelDef& def : Reference().defs_) r->Add(def);
     return r;
   }();

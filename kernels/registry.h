@@ -11,6 +11,10 @@
 
 namespace sparq {
 
+// The domain of sparq's internal operators: nodes that the executor's fusion
+// passes create in its private copy of a model, never written to a file.
+inline constexpr const char* kSparqDomain = "ai.sparq";
+
 // Optional per-node preparation of a kernel row, run once when an executor is
 // created: gets the node and its constant inputs (constants[i] is input i
 // when it is an initializer that run inputs cannot override, else nullptr)
@@ -67,5 +71,7 @@ void RegisterQuantOps(KernelRegistry& r);
 void RegisterPreparedCpuQuantOps(KernelRegistry& r);
 void RegisterPreparedCpuSparseOps(KernelRegistry& r);
 void RegisterPreparedCpuQuantConvOps(KernelRegistry& r);
+void RegisterPreparedCpuDenseF32Ops(KernelRegistry& r);
+void RegisterCpuPoolOps(KernelRegistry& r);  // after the sparse rows: they take pruned weights first
 
 }  // namespace sparq

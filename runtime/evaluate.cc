@@ -162,6 +162,7 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
   exec_options.threads = options.threads;
   exec_options.reference_kernels = options.reference_kernels;
   exec_options.fuse_qdq = !options.reference_kernels;
+  exec_options.fuse_activations = !options.reference_kernels;
   auto exec = Executor::Create(model, exec_options);
   if (!exec.ok()) return exec.status().WithContext(model_path);
   std::unique_ptr<Executor> ref_exec;

@@ -6,6 +6,7 @@
 
 #include "kernels/parallel.h"
 #include "kernels/registry.h"
+#include "runtime/float_fusion.h"
 #include "runtime/qdq_fusion.h"
 
 namespace sparq {
@@ -86,6 +87,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   impl->model = model;
   SPARQ_RETURN_IF_ERROR(impl->model.graph.TopoSort());
   if (options.fuse_qdq) FuseQdqToIntegerOps(&impl->model);
+  if (options.fuse_activations) FuseConvActivations(&impl->model);
   const Graph& g = impl->model.graph;
   impl->pool = std::make_unique<ThreadPool>(options.threads);
 

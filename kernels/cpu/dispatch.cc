@@ -10,6 +10,9 @@ namespace sparq {
 
 namespace {
 
+using cpu::GemmF32Avx2;
+using cpu::GemmF32Avx512;
+using cpu::GemmF32Portable;
 using cpu::GemmS8Avx2;
 using cpu::GemmS8Avx512Vnni;
 using cpu::GemmS8Portable;
@@ -40,6 +43,14 @@ const std::vector<CpuKernelDef>& Table() {
 #if SPARQ_CPU_X86
       {"gemm_s8s8_avx2", AVX2, F::kPanel16x2S16, GemmS8Fn(GemmS8Avx2)},
       {"gemm_s8s8_avx512vnni", VNNI, F::kPanel16x4S8, GemmS8Fn(GemmS8Avx512Vnni)},
+#endif
+      // FP32 dense GEMM. The portable kernel reads every f32 panel format.
+      {"gemm_f32_panel4x8_portable", P, F::kPanel4x8F32, GemmF32Fn(GemmF32Portable)},
+      {"gemm_f32_panel6x16_portable", P, F::kPanel6x16F32, GemmF32Fn(GemmF32Portable)},
+      {"gemm_f32_panel8x32_portable", P, F::kPanel8x32F32, GemmF32Fn(GemmF32Portable)},
+#if SPARQ_CPU_X86
+      {"gemm_f32_avx2", AVX2, F::kPanel6x16F32, GemmF32Fn(GemmF32Avx2)},
+      {"gemm_f32_avx512", AVX512, F::kPanel8x32F32, GemmF32Fn(GemmF32Avx512)},
 #endif
       // FP32 BSR: one function per ISA handles every block shape; one row per shape.
       {"spmm_bsr1x4_f32_portable", P, F::kBsr1x4F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
@@ -230,6 +241,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kSpmmBsrF32: return "spmm_bsr_f32";
     case CpuOp::kSpmmBsrS8: return "spmm_bsr_s8";
     case CpuOp::kSpmmNmF32: return "spmm_nm_f32";
+    case CpuOp::kGemmF32: return "gemm_f32";
   }
   return "?";
 }
@@ -276,6 +288,42 @@ PackedFormat PreferredGemmS8Format(CpuIsa isa) {
     case CpuIsa::kAvx512Vnni: return PackedFormat::kPanel16x4S8;
   }
   return PackedFormat::kPanel16x4S8;
+}
+
+PackedFormat PreferredGemmF32Format(CpuIsa isa) {
+  switch (isa) {
+    case CpuIsa::kPortable: return PackedFormat::kPanel4x8F32;
+    case CpuIsa::kAvx2: return PackedFormat::kPanel6x16F32;
+    case CpuIsa::kAvx512:
+    case CpuIsa::kAvx512Vnni: return PackedFormat::kPanel8x32F32;
+  }
+  return PackedFormat::kPanel4x8F32;
+}
+
+Status RunGemmF32(const GemmF32Args& args, const char** kernel_name) {
+  if (args.w == nullptr) return Status::InvalidArgument("gemm_f32: null packed weights (w)");
+  const PackedGemmF32& w = *args.w;
+  if (args.source == GemmF32Source::kRows) {
+    SPARQ_RETURN_IF_ERROR(CheckA("gemm_f32", "x", args.x, args.m, w.k, args.ld_x));
+    if (args.y == nullptr && args.m > 0 && w.rows > 0) return Status::InvalidArgument("gemm_f32: null y");
+    if (args.ld_y < w.rows) {
+      return Status::InvalidArgument("gemm_f32: ld_y " + std::to_string(args.ld_y) + " < " + std::to_string(w.rows));
+    }
+    if (args.m == 0 || w.rows == 0) return Status::OK();
+  } else {
+    const ConvGeometry& g = args.conv;
+    if (args.batch < 0 || g.channels < 0 || g.height < 0 || g.width < 0 || g.out_h < 0 || g.out_w < 0)
+      return Status::InvalidArgument("gemm_f32: negative convolution size");
+    if (g.kernel_h < 1 || g.kernel_w < 1 || g.stride_h < 1 || g.stride_w < 1 || g.dilation_h < 1 || g.dilation_w < 1)
+      return Status::InvalidArgument("gemm_f32: kernel, stride and dilation must be >= 1");
+    if (g.k() != w.k) {
+      return Status::InvalidArgument("gemm_f32: convolution depth " + std::to_string(g.k()) + " != weights' k " +
+                                     std::to_string(w.k));
+    }
+    if (args.batch == 0 || g.out_size() == 0 || w.rows == 0) return Status::OK();
+    if (args.x == nullptr || args.y == nullptr) return Status::InvalidArgument("gemm_f32: null x or y");
+  }
+  return Run<GemmF32Fn>(CpuOp::kGemmF32, w.format, args, kernel_name);
 }
 
 Status RunGemmS8(const GemmS8Args& args, const char** kernel_name) {

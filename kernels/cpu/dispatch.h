@@ -50,15 +50,16 @@ Status ForceIsa(CpuIsa isa);
 void ResetIsa();
 
 // The ops of the table and their function types.
-enum class CpuOp : uint8_t { kGemmS8, kSpmmBsrF32, kSpmmBsrS8, kSpmmNmF32 };
+enum class CpuOp : uint8_t { kGemmS8, kSpmmBsrF32, kSpmmBsrS8, kSpmmNmF32, kGemmF32 };
 const char* CpuOpName(CpuOp op);
 
 using GemmS8Fn = void (*)(const GemmS8Args&);
 using SpmmBsrF32Fn = void (*)(const SpmmBsrF32Args&);
 using SpmmBsrS8Fn = void (*)(const SpmmBsrS8Args&);
 using SpmmNmF32Fn = void (*)(const SpmmNmF32Args&);
+using GemmF32Fn = void (*)(const GemmF32Args&);
 // The variant's alternative index is the CpuOp.
-using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn>;
+using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, GemmF32Fn>;
 
 struct CpuKernelDef {
   const char* name;     // <op>_<format>_<isa>
@@ -79,6 +80,9 @@ const CpuKernelDef* SelectCpuKernel(CpuOp op, PackedFormat format);
 // The INT8 GEMM weight format whose kernel is fastest on `isa`
 // (panel16x4_s8 for VNNI and portable, panel16x2_s16 for AVX2 / AVX-512).
 PackedFormat PreferredGemmS8Format(CpuIsa isa);
+// The FP32 GEMM weight format of `isa`'s register tile (panel8x32_f32 for
+// AVX-512, panel6x16_f32 for AVX2, panel4x8_f32 for portable).
+PackedFormat PreferredGemmF32Format(CpuIsa isa);
 
 // Checked entry points: validate the arguments (InvalidArgument naming the
 // field), select the kernel and run it. When `kernel_name` is not null it
@@ -87,5 +91,6 @@ Status RunGemmS8(const GemmS8Args& args, const char** kernel_name = nullptr);
 Status RunSpmmBsrF32(const SpmmBsrF32Args& args, const char** kernel_name = nullptr);
 Status RunSpmmBsrS8(const SpmmBsrS8Args& args, const char** kernel_name = nullptr);
 Status RunSpmmNmF32(const SpmmNmF32Args& args, const char** kernel_name = nullptr);
+Status RunGemmF32(const GemmF32Args& args, const char** kernel_name = nullptr);
 
 }  // namespace sparq

@@ -92,7 +92,26 @@ struct SpmmS8Isa {
 void SpmmBsrS8Driver(const SpmmBsrS8Args& args, const SpmmS8Isa& isa);
 
 // ---------------------------------------------------------------------------
+// FP32 dense GEMM (gemm_f32.cc). The driver packs strips of B, k-major:
+// strip[kk * cols + j] = B[k0 + kk][j0 + j] (zero past the last column), and
+// calls the tile on one W panel (at its k0) and one strip for kc values of k.
+// The tile computes the tile_rows x tile_cols block
+//   c[i * rs + j * cs] (i < rows, j < cols) = (accumulate ? c : 0) + sum_kk a[kk * tr + i] * b[kk * tc + j]
+// adding the products one k at a time, in order.
+struct GemmF32Isa {
+  int tile_rows;
+  int tile_cols;
+  void (*tile)(int64_t kc, const float* a, const float* b, float* c, int64_t rs, int64_t cs, int rows, int cols,
+               bool accumulate);
+};
+void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa);
+
+// ---------------------------------------------------------------------------
 // Kernel entry points (the functions of the dispatch table).
+void GemmF32Portable(const GemmF32Args& args);
+void GemmF32Avx2(const GemmF32Args& args);
+void GemmF32Avx512(const GemmF32Args& args);
+
 void GemmS8Portable(const GemmS8Args& args);
 void GemmS8Avx2(const GemmS8Args& args);
 void GemmS8Avx512Vnni(const GemmS8Args& args);

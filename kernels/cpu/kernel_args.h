@@ -102,4 +102,50 @@ struct SpmmBsrS8Args {
   ThreadPool* pool = nullptr;
 };
 
+// FP32 dense GEMM with packed weights W [R, K] (PackedGemmF32):
+//   C[r, j] = sum_k W[r, k] * B[k, j] + bias[r], then max(0, .) with fuse_relu,
+// the sum taken left to right in k (in fused multiply-adds), each C element by
+// one thread: the same bits for every thread count. B and C come from one of
+// two activation sources:
+enum class GemmF32Source : uint8_t {
+  // MatMul / Gemm: X [M, K] row-major (row stride ld_x), Y [M, R] row-major
+  // (ld_y): Y = X * W^T, so B = X^T and C = Y^T. Columns j are the M rows of X.
+  kRows,
+  // Convolution, NCHW: B = the im2col columns of each image of x (see
+  // ConvGeometry), C = that image's output [R, out_h * out_w] in y.
+  kConv,
+};
+
+// A 2-D convolution of `batch` images of `channels` x height x width (the
+// channels of one group) into out_h x out_w outputs per channel.
+struct ConvGeometry {
+  int64_t channels = 0, height = 0, width = 0;
+  int64_t kernel_h = 1, kernel_w = 1;
+  int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+  int64_t out_h = 0, out_w = 0;
+
+  int64_t k() const { return channels * kernel_h * kernel_w; }
+  int64_t out_size() const { return out_h * out_w; }
+};
+
+struct GemmF32Args {
+  const PackedGemmF32* w = nullptr;  // [R, K]
+  const float* bias = nullptr;       // [R] or nullptr
+  bool fuse_relu = false;
+  GemmF32Source source = GemmF32Source::kRows;
+  // kRows:
+  int64_t m = 0;
+  const float* x = nullptr;  // [m, K], also kConv's first image
+  int64_t ld_x = 0;
+  float* y = nullptr;        // [m, R], also kConv's first output; must not alias x
+  int64_t ld_y = 0;
+  // kConv: image b reads x + b * x_image_stride and writes y + b * y_image_stride.
+  int64_t batch = 0;
+  ConvGeometry conv;
+  int64_t x_image_stride = 0;
+  int64_t y_image_stride = 0;
+  ThreadPool* pool = nullptr;
+};
+
 }  // namespace sparq

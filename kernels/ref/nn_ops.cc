@@ -257,9 +257,22 @@ Status ConvKernel(OpContext& ctx) {
   return Status::OK();
 }
 
+// ai.sparq FusedConv: Conv, then the `activation` attribute ("Relu") in place.
+Status FusedConvKernel(OpContext& ctx) {
+  const std::string activation = ctx.node().attr_string("activation", "");
+  if (activation != "Relu") return ctx.InvalidArgument("unknown activation '" + activation + "' (expected Relu)");
+  SPARQ_RETURN_IF_ERROR(ConvKernel<false>(ctx));
+  Tensor& y = ctx.outputs()[0];
+  if (y.dtype() != DataType::kFloat32) return ctx.NotSupported("FusedConv runs float32 only");
+  float* v = y.data<float>();
+  for (int64_t i = 0; i < y.numel(); ++i) v[i] = v[i] < 0.0f ? 0.0f : v[i];  // NaN stays NaN, as in Relu
+  return Status::OK();
+}
+
 }  // namespace
 
 void RegisterNnOps(KernelRegistry& r) {
+  r.Add({"FusedConv", kSparqDomain, 1, 99, FusedConvKernel, "ref"});
   r.Add({"Gemm", "", 1, 99, Gemm, "ref"});
   r.Add({"MatMul", "", 1, 99, MatMul, "ref"});
   r.Add({"Conv", "", 1, 99, ConvKernel<false>, "ref"});

@@ -165,11 +165,11 @@ TEST_F(CliTest, EvalRunsAndReports) {
   CliResult verbose = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --verbose");
   ASSERT_EQ(verbose.exit_code, 0) << verbose.err;
   EXPECT_NE(verbose.out.find("Kernels"), std::string::npos) << verbose.out;
-  EXPECT_NE(verbose.out.find("mm    MatMul  ref"), std::string::npos) << verbose.out;
+  EXPECT_NE(verbose.out.find("mm    MatMul  gemm_f32"), std::string::npos) << verbose.out;
   CliResult profile = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --profile");
   ASSERT_EQ(profile.exit_code, 0) << profile.err;
   EXPECT_NE(profile.out.find("Time per operator and kernel"), std::string::npos) << profile.out;
-  EXPECT_NE(profile.out.find("MatMul  ref"), std::string::npos) << profile.out;
+  EXPECT_NE(profile.out.find("MatMul  gemm_f32"), std::string::npos) << profile.out;
   CliResult profile_json = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --profile --json");
   ASSERT_EQ(profile_json.exit_code, 0) << profile_json.err;
   EXPECT_NE(profile_json.out.find("\"profile\""), std::string::npos) << profile_json.out;

@@ -614,6 +614,21 @@ TEST(CpuKernelTable, EveryTableRowIsExercised) {
       case CpuOp::kSpmmBsrS8:
         CheckSpmmBsrS8(rng, S8Cases()[2], def.format, s, 0.5, SpmmLayout::kRowMajor, def.name, &ran);
         break;
+      case CpuOp::kGemmF32: {  // the full checks are in cpu_gemm_f32_test.cc
+        std::vector<float> x(s.m * s.k), w(s.n * s.k), want(s.m * s.n), y(s.m * s.n);
+        for (float& v : x) v = RandomNonzero(rng);
+        for (float& v : w) v = RandomNonzero(rng);
+        GemmF32Ref(false, true, s.m, s.n, s.k, 1.0f, x.data(), s.k, w.data(), s.k, 0.0f, want.data(), s.n, nullptr);
+        StatusOr<PackedGemmF32> packed = PackGemmF32(w.data(), s.n, s.k, def.format);
+        ASSERT_TRUE(packed.ok());
+        GemmF32Args args;
+        args.w = &*packed, args.m = s.m, args.x = x.data(), args.ld_x = s.k, args.y = y.data(), args.ld_y = s.n;
+        const char* name = nullptr;
+        ASSERT_TRUE(RunGemmF32(args, &name).ok());
+        ran.insert(name);
+        for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-4f) << name;
+        break;
+      }
     }
   }
   ResetIsa();
@@ -633,7 +648,7 @@ TEST(CpuKernelTable, EveryFormatHasAPortableKernel) {
   ASSERT_TRUE(ForceIsa(CpuIsa::kPortable).ok());
   for (const PackedFormatTraits& t : kPackedFormatTraits) {
     if (t.kind == LayoutKind::kNm && t.elem == ElemType::kS8) continue;  // N:M int8: format only, no kernel yet
-    const CpuOp op = t.kind == LayoutKind::kPanel ? CpuOp::kGemmS8
+    const CpuOp op = t.kind == LayoutKind::kPanel ? (t.elem == ElemType::kF32 ? CpuOp::kGemmF32 : CpuOp::kGemmS8)
                      : t.kind == LayoutKind::kNm  ? CpuOp::kSpmmNmF32
                      : t.elem == ElemType::kF32   ? CpuOp::kSpmmBsrF32
                                                   : CpuOp::kSpmmBsrS8;

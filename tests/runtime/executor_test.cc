@@ -233,11 +233,11 @@ TEST(Executor, BlockPrunedLinearLayersRunSparse) {
     constexpr float kRelTol = 1e-5f;  // float sums in another order
     EXPECT_LE(err, kRelTol * scale);
 
-    // The dense weight stays on the reference GEMM.
+    // The dense weight runs on the dense FP32 GEMM.
     m.graph.initializers["w"] = testing::RandomFloats(gemm ? Shape{n, k} : Shape{k, n}, 8);
     auto dense = Executor::Create(m, ExecutorOptions{1, false});
     ASSERT_TRUE(dense.ok());
-    EXPECT_EQ((*dense)->NodeKernels().at(0).kernel, "ref");
+    EXPECT_EQ((*dense)->NodeKernels().at(0).kernel, "gemm_f32");
   }
 }
 

@@ -1,0 +1,178 @@
+// FP32 Conv, MatMul and Gemm with constant weights on the FP32 GEMM
+// (gemm_f32): the executor's prepare step packs the weights once for the
+// active ISA's register tile; each run packs activation strips on the fly
+// (im2col for convolutions, without a full im2col buffer) and writes NCHW /
+// row-major outputs directly.
+//
+// ai.sparq FusedConv (Conv -> Relu, runtime/float_fusion.h) runs the same
+// path with the ReLU in the GEMM's epilogue.
+//
+// Conv fast path: 2-D, float32, constant W (and B); any group, stride,
+// dilation, padding or auto_pad (resolved per input shape by the reference's
+// PrepareConv). MatMul: constant 2-D B, A of rank >= 2. Gemm: transA = 0,
+// alpha = 1, constant B, C absent or a constant [N] / [1, N] bias with
+// beta = 1. Anything else, and runs with unexpected inputs, use the reference
+// kernel. Results match the reference within float rounding (FMA and the
+// order of the bias addition differ), the same bits for any thread count.
+#include <memory>
+#include <vector>
+
+#include "kernels/cpu/dispatch.h"
+#include "kernels/formats.h"
+#include "kernels/ref/conv.h"
+#include "kernels/ref/nn_common.h"
+#include "kernels/registry.h"
+
+namespace sparq {
+namespace {
+
+// Below this many multiply-adds per output value a grouped convolution
+// (depthwise: kh * kw) wastes most of the register tile: the reference wins.
+constexpr int64_t kMinConvDepth = 16;
+
+struct DenseConv {
+  int64_t out_channels = 0, group = 1;
+  std::vector<PackedGemmF32> w;  // one per group: [M / group, C / group * kh * kw]
+  std::vector<float> bias;       // [M] or empty
+};
+
+struct DenseLinear {
+  PackedGemmF32 w;          // [N, K] = B^T
+  std::vector<float> bias;  // [N] or empty
+};
+
+StatusOr<std::shared_ptr<const void>> PrepareDenseConv(const Node& node, const std::vector<const Tensor*>& constants) {
+  auto decline = [&](const std::string& why) -> Status {
+    return Status::NotSupported(node.Describe() + ": gemm_f32 conv path: " + why);
+  };
+  const Tensor* w = constants.size() > 1 ? constants[1] : nullptr;
+  if (w == nullptr || w->dtype() != DataType::kFloat32 || w->rank() != 4) return decline("W is not a constant 4-D float32");
+  const bool has_bias = node.inputs.size() > 2 && !node.inputs[2].empty();
+  const Tensor* b = has_bias ? constants[2] : nullptr;
+  if (has_bias && (b == nullptr || b->dtype() != DataType::kFloat32 || b->numel() != w->dim(0)))
+    return decline("B is not a constant float32 bias per output channel");
+  auto conv = std::make_shared<DenseConv>();
+  conv->out_channels = w->dim(0);
+  conv->group = node.attr_int("group", 1);
+  if (conv->group < 1 || conv->out_channels % conv->group != 0) return decline("bad group");
+  const int64_t rows = conv->out_channels / conv->group, depth = w->numel() / std::max<int64_t>(1, w->dim(0));
+  if (depth < kMinConvDepth) return decline("too few multiply-adds per output (" + std::to_string(depth) + ")");
+  const PackedFormat format = PreferredGemmF32Format(ActiveIsa());
+  for (int64_t g = 0; g < conv->group; ++g) {
+    SPARQ_ASSIGN_OR_RETURN(PackedGemmF32 packed, PackGemmF32(w->data<float>() + g * rows * depth, rows, depth, format));
+    conv->w.push_back(std::move(packed));
+  }
+  if (b != nullptr) conv->bias.assign(b->data<float>(), b->data<float>() + b->numel());
+  return std::shared_ptr<const void>(std::move(conv));
+}
+
+Status RunDenseConv(OpContext& ctx) {
+  const DenseConv& conv = *static_cast<const DenseConv*>(ctx.prepared());
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() != DataType::kFloat32 || x.rank() != 4) return RunReferenceKernel(ctx);
+  ConvParams params;
+  AutoPad auto_pad = AutoPad::kNotSet;
+  if (!ReadWindowAttributes(ctx, &params.window, &auto_pad).ok()) return RunReferenceKernel(ctx);
+  params.group = conv.group;
+  Shape y_shape;
+  if (!PrepareConv(x.shape(), ctx.input(1).shape(), auto_pad, &params, &y_shape).ok()) {
+    return RunReferenceKernel(ctx);  // the reference names the error
+  }
+  Tensor y(DataType::kFloat32, y_shape);
+  const int64_t channels = x.dim(1) / conv.group, rows = conv.out_channels / conv.group;
+  GemmF32Args args;
+  args.source = GemmF32Source::kConv;
+  args.batch = x.dim(0);
+  ConvGeometry& g = args.conv;
+  g.channels = channels, g.height = x.dim(2), g.width = x.dim(3);
+  g.kernel_h = params.window.kernel[0], g.kernel_w = params.window.kernel[1];
+  g.stride_h = params.window.strides[0], g.stride_w = params.window.strides[1];
+  g.dilation_h = params.window.dilations[0], g.dilation_w = params.window.dilations[1];
+  g.pad_top = params.window.pads[0], g.pad_left = params.window.pads[1];
+  g.out_h = y_shape[2], g.out_w = y_shape[3];
+  args.x_image_stride = x.dim(1) * g.height * g.width;
+  args.y_image_stride = conv.out_channels * g.out_size();
+  args.pool = ctx.pool();
+  args.fuse_relu = ctx.node().domain == kSparqDomain && ctx.node().attr_string("activation", "") == "Relu";
+  for (int64_t grp = 0; grp < conv.group; ++grp) {
+    args.w = &conv.w[grp];
+    args.bias = conv.bias.empty() ? nullptr : conv.bias.data() + grp * rows;
+    args.x = x.data<float>() + grp * channels * g.height * g.width;
+    args.y = y.data<float>() + grp * rows * g.out_size();
+    Status st = RunGemmF32(args);
+    if (!st.ok()) return ctx.Error(st.code(), st.message());
+  }
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
+StatusOr<std::shared_ptr<const void>> PrepareDenseLinear(const Node& node,
+                                                         const std::vector<const Tensor*>& constants) {
+  auto decline = [&](const std::string& why) -> Status {
+    return Status::NotSupported(node.Describe() + ": gemm_f32 path: " + why);
+  };
+  const bool gemm = node.op_type == "Gemm";
+  const Tensor* b = constants.size() > 1 ? constants[1] : nullptr;
+  if (b == nullptr || b->dtype() != DataType::kFloat32 || b->rank() != 2) return decline("B is not a constant 2-D float32");
+  bool trans_b = false;
+  const Tensor* c = nullptr;
+  if (gemm) {
+    trans_b = node.attr_int("transB", 0) != 0;
+    if (node.attr_int("transA", 0) != 0 || node.attr_float("alpha", 1.0f) != 1.0f) return decline("transA or alpha");
+    if (node.inputs.size() > 2 && !node.inputs[2].empty()) {
+      c = constants.size() > 2 ? constants[2] : nullptr;
+      if (c == nullptr || c->dtype() != DataType::kFloat32 || node.attr_float("beta", 1.0f) != 1.0f)
+        return decline("C is not a constant float32 bias with beta 1");
+    }
+  }
+  const int64_t k = trans_b ? b->dim(1) : b->dim(0), n = trans_b ? b->dim(0) : b->dim(1);
+  if (c != nullptr && !((c->rank() == 1 && c->dim(0) == n) || (c->rank() == 2 && c->dim(0) == 1 && c->dim(1) == n)))
+    return decline("C is not one bias per output");
+  std::vector<float> w(static_cast<size_t>(n * k));  // [N, K]
+  const float* src = b->data<float>();
+  for (int64_t o = 0; o < n; ++o)
+    for (int64_t i = 0; i < k; ++i) w[o * k + i] = trans_b ? src[o * k + i] : src[i * n + o];
+  auto linear = std::make_shared<DenseLinear>();
+  SPARQ_ASSIGN_OR_RETURN(linear->w, PackGemmF32(w.data(), n, k, PreferredGemmF32Format(ActiveIsa())));
+  if (c != nullptr) linear->bias.assign(c->data<float>(), c->data<float>() + n);
+  return std::shared_ptr<const void>(std::move(linear));
+}
+
+Status RunDenseLinear(OpContext& ctx) {
+  const DenseLinear& s = *static_cast<const DenseLinear*>(ctx.prepared());
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
+  const Tensor& a = ctx.input(0);
+  const int64_t k = s.w.k, n = s.w.rows;
+  const bool gemm = ctx.node().op_type == "Gemm";
+  // Gemm: A [M, K]; MatMul: A [..., M, K], every leading row at once.
+  if (a.rank() < 2 || a.dim(a.rank() - 1) != k || (gemm && a.rank() != 2)) return RunReferenceKernel(ctx);
+  Shape out_shape = a.shape();
+  out_shape.back() = n;
+  Tensor y(DataType::kFloat32, out_shape);
+  GemmF32Args args;
+  args.source = GemmF32Source::kRows;
+  args.w = &s.w;
+  args.bias = s.bias.empty() ? nullptr : s.bias.data();
+  args.m = k > 0 ? a.numel() / k : 0;
+  args.x = a.data<float>();
+  args.ld_x = k;
+  args.y = y.data<float>();
+  args.ld_y = n;
+  args.pool = ctx.pool();
+  if (k == 0) args.m = y.numel() / std::max<int64_t>(1, n);
+  Status st = RunGemmF32(args);
+  if (!st.ok()) return ctx.Error(st.code(), st.message());
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
+}  // namespace
+
+void RegisterPreparedCpuDenseF32Ops(KernelRegistry& r) {
+  r.Add({"Conv", "", 1, 99, RunDenseConv, "gemm_f32", PrepareDenseConv});
+  r.Add({"FusedConv", kSparqDomain, 1, 99, RunDenseConv, "gemm_f32", PrepareDenseConv});
+  r.Add({"MatMul", "", 1, 99, RunDenseLinear, "gemm_f32", PrepareDenseLinear});
+  r.Add({"Gemm", "", 1, 99, RunDenseLinear, "gemm_f32", PrepareDenseLinear});
+}
+
+}  // namespace sparq

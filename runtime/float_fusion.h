@@ -1,0 +1,20 @@
+// Float operator fusion at executor creation (internal): activations folded
+// into the producing convolution, as deployment runtimes do.
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "kernels/registry.h"  // kSparqDomain
+#include "sparq/graph.h"
+
+namespace sparq {
+
+// Rewrites Conv -> Relu into one ai.sparq FusedConv node (Conv's inputs and
+// attributes plus activation = "Relu") when the Relu is the Conv output's only
+// reader and the Conv output is not a graph output. Returns the fused nodes'
+// names. FusedConv has a reference kernel (Conv, then Relu) and runs on the
+// FP32 GEMM with the ReLU in its epilogue.
+std::vector<std::string> FuseConvActivations(Model* model);
+
+}  // namespace sparq

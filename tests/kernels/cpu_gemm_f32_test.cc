@@ -1,0 +1,324 @@
+// The FP32 GEMM (kernels/cpu/gemm_f32*.cc) on every ISA this CPU has, against
+// the reference GEMM and convolution (kernels/ref), on odd shapes that leave
+// tails in every register tile and k slice; the same bits for every thread
+// count. Then the executor rows built on it (Conv, ai.sparq FusedConv,
+// MatMul, Gemm: kernels/cpu/dense_f32.cc) and the MaxPool row
+// (kernels/cpu/pool.cc) against the reference executor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/dispatch.h"
+#include "kernels/formats.h"
+#include "kernels/ref/conv.h"
+#include "kernels/ref/gemm.h"
+#include "runtime/float_fusion.h"
+#include "sparq/executor.h"
+#include "test_util.h"
+
+namespace sparq {
+namespace {
+
+// A float32 input of fixed shape.
+ValueInfo FloatInput(const std::string& name, const Shape& shape) {
+  std::vector<Dim> dims;
+  for (int64_t d : shape) dims.push_back(Dim{d, ""});
+  return testing::FloatInput(name, dims);
+}
+
+// |fast - ref| <= kF32RelTol * max |ref| (another summation order, FMA).
+constexpr float kF32RelTol = 1e-5f;
+constexpr CpuIsa kAllIsas[] = {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni};
+
+// Uniform in +-[0.1, 1]: no zeros, no tiny values.
+std::vector<float> RandomNonzero(std::mt19937& rng, size_t n) {
+  std::uniform_real_distribution<float> mag(0.1f, 1.0f);
+  std::vector<float> v(n);
+  for (float& x : v) x = (rng() & 1) ? mag(rng) : -mag(rng);
+  return v;
+}
+
+void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, const std::string& what) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  float scale = 0.0f;
+  for (float v : want) scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_LE(std::fabs(got[i] - want[i]), kF32RelTol * std::max(scale, 1.0f)) << what << " at " << i;
+  }
+}
+
+class GemmF32IsaTest : public ::testing::TestWithParam<CpuIsa> {
+ protected:
+  void SetUp() override {
+    if (GetParam() > DetectedIsa()) GTEST_SKIP() << "this CPU lacks " << CpuIsaName(GetParam());
+    ASSERT_TRUE(ForceIsa(GetParam()).ok());
+  }
+  void TearDown() override { ResetIsa(); }
+};
+
+std::string IsaName(const ::testing::TestParamInfo<CpuIsa>& info) { return CpuIsaName(info.param); }
+
+struct RowsCase {
+  int64_t m, n, k;
+  bool bias, relu;
+};
+
+// Tails of the 4/6/8-row panels and 8/16/32-column strips, k = 0, k across the 256-value slices.
+const std::vector<RowsCase> kRowsCases = {{1, 1, 1, false, false},   {1, 1000, 64, true, false},
+                                          {7, 5, 3, true, true},      {3, 4, 0, true, false},
+                                          {33, 17, 257, false, true}, {64, 64, 64, true, true},
+                                          {130, 9, 513, true, false}, {5, 70, 31, false, false}};
+
+TEST_P(GemmF32IsaTest, RowsMatchReferenceGemm) {
+  std::mt19937 rng(11);
+  for (const RowsCase& c : kRowsCases) {
+    const std::string what = "M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k);
+    const std::vector<float> x = RandomNonzero(rng, c.m * c.k), w = RandomNonzero(rng, c.n * c.k),
+                             bias = RandomNonzero(rng, c.n);
+    std::vector<float> want(c.m * c.n);
+    GemmF32Ref(false, true, c.m, c.n, c.k, 1.0f, x.data(), c.k, w.data(), c.k, 0.0f, want.data(), c.n, nullptr);
+    for (int64_t i = 0; i < c.m; ++i)
+      for (int64_t j = 0; j < c.n; ++j) {
+        float& v = want[i * c.n + j];
+        if (c.bias) v += bias[j];
+        if (c.relu) v = std::max(v, 0.0f);
+      }
+    StatusOr<PackedGemmF32> packed = PackGemmF32(w.data(), c.n, c.k, PreferredGemmF32Format(GetParam()));
+    ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+    std::vector<float> first;
+    for (int threads : {1, 2, 3}) {
+      ThreadPool pool(threads);
+      std::vector<float> y(c.m * c.n, NAN);
+      GemmF32Args args;
+      args.w = &*packed;
+      args.bias = c.bias ? bias.data() : nullptr;
+      args.fuse_relu = c.relu;
+      args.m = c.m, args.x = x.data(), args.ld_x = c.k, args.y = y.data(), args.ld_y = c.n, args.pool = &pool;
+      const char* name = nullptr;
+      ASSERT_TRUE(RunGemmF32(args, &name).ok()) << what;
+      EXPECT_NE(std::string(name).find(GetParam() == CpuIsa::kPortable ? "portable" : "avx"), std::string::npos)
+          << name;
+      ExpectClose(y, want, what);
+      if (first.empty()) first = y;
+      EXPECT_EQ(y, first) << what << ": " << threads << " threads changed the bits";
+    }
+  }
+}
+
+struct ConvCase {
+  int64_t n, c, h, w, m, kh, kw, stride, pad, dilation;
+};
+
+// Pointwise (the strip copy path), strided, dilated, padded, 7x7 stem, odd sizes.
+const std::vector<ConvCase> kConvCases = {
+    {2, 8, 9, 11, 13, 1, 1, 1, 0, 1}, {1, 3, 23, 23, 16, 7, 7, 2, 3, 1}, {3, 5, 7, 6, 9, 3, 3, 1, 1, 1},
+    {1, 16, 15, 13, 33, 3, 3, 2, 1, 1}, {2, 4, 12, 12, 7, 3, 3, 1, 2, 2}, {1, 40, 6, 5, 17, 1, 1, 2, 0, 1},
+    {1, 30, 5, 5, 8, 3, 3, 1, 0, 1}};
+
+TEST_P(GemmF32IsaTest, ConvMatchesReferenceConv) {
+  std::mt19937 rng(12);
+  for (const ConvCase& c : kConvCases) {
+    const std::string what = "conv c=" + std::to_string(c.c) + " h=" + std::to_string(c.h) + " k=" +
+                             std::to_string(c.kh) + " s=" + std::to_string(c.stride);
+    ConvParams p;
+    p.window.kernel = {c.kh, c.kw};
+    p.window.strides = {c.stride, c.stride};
+    p.window.dilations = {c.dilation, c.dilation};
+    p.window.pads = {c.pad, c.pad, c.pad, c.pad};
+    const Shape x_shape{c.n, c.c, c.h, c.w}, w_shape{c.m, c.c, c.kh, c.kw};
+    Shape y_shape;
+    ASSERT_TRUE(PrepareConv(x_shape, w_shape, AutoPad::kNotSet, &p, &y_shape).ok()) << what;
+    const std::vector<float> x = RandomNonzero(rng, c.n * c.c * c.h * c.w),
+                             w = RandomNonzero(rng, c.m * c.c * c.kh * c.kw), bias = RandomNonzero(rng, c.m);
+    std::vector<float> want(c.n * c.m * y_shape[2] * y_shape[3]);
+    ConvF32Ref(p, x_shape, x.data(), w_shape, w.data(), bias.data(), y_shape, want.data(), nullptr);
+    StatusOr<PackedGemmF32> packed = PackGemmF32(w.data(), c.m, c.c * c.kh * c.kw, PreferredGemmF32Format(GetParam()));
+    ASSERT_TRUE(packed.ok());
+    std::vector<float> first;
+    for (int threads : {1, 2, 5}) {
+      ThreadPool pool(threads);
+      std::vector<float> y(want.size(), NAN);
+      GemmF32Args args;
+      args.w = &*packed;
+      args.bias = bias.data();
+      args.source = GemmF32Source::kConv;
+      args.batch = c.n;
+      ConvGeometry& g = args.conv;
+      g.channels = c.c, g.height = c.h, g.width = c.w, g.kernel_h = c.kh, g.kernel_w = c.kw;
+      g.stride_h = g.stride_w = c.stride, g.dilation_h = g.dilation_w = c.dilation, g.pad_top = g.pad_left = c.pad;
+      g.out_h = y_shape[2], g.out_w = y_shape[3];
+      args.x = x.data(), args.y = y.data(), args.pool = &pool;
+      args.x_image_stride = c.c * c.h * c.w, args.y_image_stride = c.m * g.out_size();
+      ASSERT_TRUE(RunGemmF32(args).ok()) << what;
+      ExpectClose(y, want, what);
+      if (first.empty()) first = y;
+      EXPECT_EQ(y, first) << what << ": " << threads << " threads changed the bits";
+    }
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuKernels, GemmF32IsaTest, ::testing::ValuesIn(kAllIsas), IsaName);
+
+TEST(GemmF32Args, EntryPointRejectsBadArguments) {
+  GemmF32Args args;
+  EXPECT_EQ(RunGemmF32(args).code(), StatusCode::kInvalidArgument);
+  const std::vector<float> w(6, 1.0f);
+  StatusOr<PackedGemmF32> packed = PackGemmF32(w.data(), 2, 3, PackedFormat::kPanel4x8F32);
+  ASSERT_TRUE(packed.ok());
+  args.w = &*packed;
+  args.m = 1, args.ld_x = 2;  // < k
+  Status st = RunGemmF32(args);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  args.source = GemmF32Source::kConv;
+  args.batch = 1;
+  args.conv.channels = 2;  // k() = 2 != 3
+  args.conv.out_h = args.conv.out_w = 1;
+  st = RunGemmF32(args);
+  EXPECT_NE(st.message().find("depth"), std::string::npos) << st.message();
+  EXPECT_EQ(PackGemmF32(w.data(), 2, 3, PackedFormat::kPanel16x4S8).status().code(), StatusCode::kInvalidArgument);
+}
+
+// ---------------------------------------------------------------------------
+// Executor rows: fast kernels (with Conv -> Relu fused) against the reference executor.
+
+Model OneGraph(std::vector<ValueInfo> inputs, std::vector<Node> nodes, std::vector<std::string> outputs) {
+  Model m;
+  m.ir_version = 8;
+  m.opset_imports = {{"", 13}};
+  m.graph.inputs = std::move(inputs);
+  m.graph.nodes = std::move(nodes);
+  for (const std::string& o : outputs) {
+    ValueInfo v;
+    v.name = o;
+    v.dtype = DataType::kFloat32;
+    m.graph.outputs.push_back(v);
+  }
+  return m;
+}
+
+Tensor RandomTensor(std::mt19937& rng, Shape shape) {
+  int64_t n = 1;
+  for (int64_t d : shape) n *= d;
+  return Tensor::FromVector<float>(shape, RandomNonzero(rng, static_cast<size_t>(n)));
+}
+
+// Runs `m` on the fast kernels (activations fused) and on the reference
+// kernels; returns the fast run's kernel names.
+std::vector<std::string> ExpectFastMatchesReference(const Model& m, const TensorMap& feed, bool exact = false) {
+  ExecutorOptions ref_options;
+  ref_options.reference_kernels = true;
+  ref_options.threads = 1;
+  auto ref = Executor::Create(m, ref_options);
+  EXPECT_TRUE(ref.ok()) << ref.status().ToString();
+  TensorMap want;
+  EXPECT_TRUE((*ref)->Run(feed, &want).ok());
+  std::vector<std::string> kernels;
+  for (int threads : {1, 3}) {
+    ExecutorOptions options;
+    options.fuse_activations = true;
+    options.threads = threads;
+    auto fast = Executor::Create(m, options);
+    EXPECT_TRUE(fast.ok()) << fast.status().ToString();
+    TensorMap got;
+    Status st = (*fast)->Run(feed, &got);
+    EXPECT_TRUE(st.ok()) << st.ToString();
+    for (const auto& kv : want) {
+      const Tensor& g = got.at(kv.first);
+      std::vector<float> a(g.data<float>(), g.data<float>() + g.numel());
+      std::vector<float> b(kv.second.data<float>(), kv.second.data<float>() + kv.second.numel());
+      EXPECT_EQ(g.shape(), kv.second.shape());
+      if (exact) {
+        EXPECT_EQ(a, b);
+      } else {
+        ExpectClose(a, b, kv.first);
+      }
+    }
+    kernels.clear();
+    for (const NodeKernel& k : (*fast)->NodeKernels()) kernels.push_back(k.op_type + ":" + k.kernel);
+  }
+  return kernels;
+}
+
+TEST(DenseF32Rows, ConvReluFusedGroupedAndSamePadded) {
+  std::mt19937 rng(21);
+  Model m = OneGraph({FloatInput("x", {2, 6, 9, 10})},
+                     {Node{"c1", "Conv", "", {"x", "w1", "b1"}, {"t1"},
+                           {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("pads", {1, 1, 1, 1})}, ""},
+                      Node{"r1", "Relu", "", {"t1"}, {"a1"}, {}, ""},
+                      Node{"c2", "Conv", "", {"a1", "w2"}, {"t2"},
+                           {Attribute::Int("group", 2), Attribute::String("auto_pad", "SAME_UPPER"),
+                            Attribute::Ints("strides", {2, 2})},
+                           ""},
+                      Node{"r2", "Relu", "", {"t2"}, {"y"}, {}, ""},
+                      Node{"keep", "Relu", "", {"t2"}, {"y2"}, {}, ""}},
+                     {"y", "y2"});
+  m.graph.initializers["w1"] = RandomTensor(rng, {12, 6, 3, 3});
+  m.graph.initializers["b1"] = RandomTensor(rng, {12});
+  m.graph.initializers["w2"] = RandomTensor(rng, {8, 6, 3, 3});
+  TensorMap feed{{"x", RandomTensor(rng, {2, 6, 9, 10})}};
+  const std::vector<std::string> kernels = ExpectFastMatchesReference(m, feed);
+  // c1 + r1 fuse; c2's output has two readers, so it stays a Conv.
+  EXPECT_EQ(kernels, (std::vector<std::string>{"FusedConv:gemm_f32", "Conv:gemm_f32", "Relu:ref", "Relu:ref"}));
+}
+
+TEST(DenseF32Rows, MatMulAndGemmWithBias) {
+  std::mt19937 rng(22);
+  Model m = OneGraph({FloatInput("x", {2, 5, 24})},
+                     {Node{"mm", "MatMul", "", {"x", "w"}, {"h"}, {}, ""},
+                      Node{"flat", "Reshape", "", {"h", "shape"}, {"h2"}, {}, ""},
+                      Node{"fc", "Gemm", "", {"h2", "wt", "bias"}, {"y"}, {Attribute::Int("transB", 1)}, ""}},
+                     {"y"});
+  m.graph.initializers["w"] = RandomTensor(rng, {24, 19});
+  m.graph.initializers["shape"] = Tensor::FromVector<int64_t>({2}, {10, 19});
+  m.graph.initializers["wt"] = RandomTensor(rng, {7, 19});
+  m.graph.initializers["bias"] = RandomTensor(rng, {7});
+  TensorMap feed{{"x", RandomTensor(rng, {2, 5, 24})}};
+  const std::vector<std::string> kernels = ExpectFastMatchesReference(m, feed);
+  EXPECT_EQ(kernels, (std::vector<std::string>{"MatMul:gemm_f32", "Reshape:ref", "Gemm:gemm_f32"}));
+}
+
+TEST(DenseF32Rows, DepthwiseConvStaysOnTheReference) {
+  std::mt19937 rng(23);
+  Model m = OneGraph({FloatInput("x", {1, 4, 6, 6})},
+                     {Node{"dw", "Conv", "", {"x", "w"}, {"y"}, {Attribute::Int("group", 4)}, ""}}, {"y"});
+  m.graph.initializers["w"] = RandomTensor(rng, {4, 1, 3, 3});
+  TensorMap feed{{"x", RandomTensor(rng, {1, 4, 6, 6})}};
+  EXPECT_EQ(ExpectFastMatchesReference(m, feed), (std::vector<std::string>{"Conv:ref"}));
+}
+
+TEST(CpuMaxPool, MatchesReferenceExactly) {
+  std::mt19937 rng(24);
+  struct Case {
+    std::vector<int64_t> kernel, strides, pads, dilations;
+    int64_t ceil_mode;
+  };
+  const std::vector<Case> cases = {{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0},
+                                   {{2, 3}, {1, 2}, {0, 1, 1, 0}, {1, 1}, 1},
+                                   {{3, 2}, {2, 1}, {1, 0, 1, 1}, {2, 1}, 0}};
+  for (const Case& c : cases) {
+    Model m = OneGraph({FloatInput("x", {2, 3, 11, 9})},
+                       {Node{"mp", "MaxPool", "", {"x"}, {"y"},
+                             {Attribute::Ints("kernel_shape", c.kernel), Attribute::Ints("strides", c.strides),
+                              Attribute::Ints("pads", c.pads), Attribute::Ints("dilations", c.dilations),
+                              Attribute::Int("ceil_mode", c.ceil_mode)},
+                             ""}},
+                       {"y"});
+    TensorMap feed{{"x", RandomTensor(rng, {2, 3, 11, 9})}};
+    EXPECT_EQ(ExpectFastMatchesReference(m, feed, /*exact=*/true), (std::vector<std::string>{"MaxPool:maxpool2d"}));
+  }
+}
+
+TEST(FloatFusion, LeavesConvWhoseOutputIsAGraphOutput) {
+  Model m = OneGraph({FloatInput("x", {1, 1, 4, 4})},
+                     {Node{"c", "Conv", "", {"x", "w"}, {"t"}, {}, ""}, Node{"r", "Relu", "", {"t"}, {"y"}, {}, ""}},
+                     {"y", "t"});
+  m.graph.initializers["w"] = Tensor::FromVector<float>({1, 1, 1, 1}, {2.0f});
+  EXPECT_TRUE(FuseConvActivations(&m).empty());
+  EXPECT_EQ(m.graph.nodes.size(), 2u);
+}
+
+}  // namespace
+}  // namespace sparq
