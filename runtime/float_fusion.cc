@@ -1,23 +1,78 @@
-// Conv -> Relu fusion:
+// Conv -> activation fusion:
 //
-//   x ── Conv(W, B) ── t ── Relu ── y      =>      x ── ai.sparq.FusedConv(W, B; activation=Relu) ── y
+//   x ── Conv(W, B) ── t ── Relu ── y    =>   x ── ai.sparq.FusedConv(W, B; out_min=0, out_max=inf) ── y
+//   x ── Conv(W, B) ── t ── Clip ── y    =>   x ── ai.sparq.FusedConv(W, B; out_min=min, out_max=max) ── y
 //
-// t must have no other reader and must not be a graph output (it disappears).
+// t must have no other reader and must not be a graph output (it disappears);
+// Clip's bounds must be constants (attributes before opset 11; from opset
+// 11 initializers that run inputs cannot override, or Constant nodes).
 #include "runtime/float_fusion.h"
 
+#include <limits>
 #include <map>
+#include <optional>
 #include <set>
+#include <utility>
 
 namespace sparq {
+namespace {
+
+constexpr float kInf = std::numeric_limits<float>::infinity();
+
+// The float32 scalar that `name` always holds: an initializer that run inputs
+// cannot override, or the output of a Constant node.
+std::optional<float> ConstantScalar(const Model& model, const std::map<std::string, const Node*>& producers,
+                                    const std::string& name) {
+  for (const ValueInfo& v : model.graph.initializer_inputs)
+    if (v.name == name) return std::nullopt;  // a run input may replace it
+  const Tensor* t = nullptr;
+  auto init = model.graph.initializers.find(name);
+  if (init != model.graph.initializers.end()) {
+    t = &init->second;
+  } else if (auto p = producers.find(name); p != producers.end() && p->second->op_type == "Constant" &&
+                                            p->second->domain.empty()) {
+    const Attribute* value = p->second->attr("value");
+    if (value != nullptr && value->kind == Attribute::Kind::kTensor) t = &value->t;
+  }
+  if (t == nullptr || t->dtype() != DataType::kFloat32 || t->numel() != 1) return std::nullopt;
+  return t->data<float>()[0];
+}
+
+// The clamp [lo, hi] that `act` applies, or nullopt when it is not a
+// float activation with constant bounds.
+std::optional<std::pair<float, float>> ActivationClamp(const Model& model,
+                                                       const std::map<std::string, const Node*>& producers,
+                                                       const Node& act) {
+  if (!act.domain.empty() || act.outputs.size() != 1) return std::nullopt;
+  if (act.op_type == "Relu") return std::make_pair(0.0f, kInf);
+  if (act.op_type != "Clip") return std::nullopt;
+  if (model.opset() < 11) {
+    return std::make_pair(act.attr("min") != nullptr ? act.attr_float("min", 0.0f) : -kInf,
+                          act.attr("max") != nullptr ? act.attr_float("max", 0.0f) : kInf);
+  }
+  float bound[2] = {-kInf, kInf};
+  for (size_t i = 1; i < act.inputs.size() && i < 3; ++i) {
+    if (act.inputs[i].empty()) continue;
+    const std::optional<float> v = ConstantScalar(model, producers, act.inputs[i]);
+    if (!v) return std::nullopt;
+    bound[i - 1] = *v;
+  }
+  return std::make_pair(bound[0], bound[1]);
+}
+
+}  // namespace
 
 std::vector<std::string> FuseConvActivations(Model* model) {
   Graph& g = model->graph;
   std::set<std::string> graph_outputs;
   for (const auto& o : g.outputs) graph_outputs.insert(o.name);
   std::map<std::string, std::vector<size_t>> readers;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
+  std::map<std::string, const Node*> producers;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
     for (const auto& in : g.nodes[i].inputs)
       if (!in.empty()) readers[in].push_back(i);
+    for (const auto& out : g.nodes[i].outputs) producers[out] = &g.nodes[i];
+  }
 
   std::vector<std::string> fused;
   std::set<size_t> removed;
@@ -27,14 +82,17 @@ std::vector<std::string> FuseConvActivations(Model* model) {
     const std::string& t = conv.outputs[0];
     auto it = readers.find(t);
     if (graph_outputs.count(t) || it == readers.end() || it->second.size() != 1) continue;
-    const size_t relu_index = it->second[0];
-    const Node& relu = g.nodes[relu_index];
-    if (relu.op_type != "Relu" || !relu.domain.empty() || relu.outputs.size() != 1 || removed.count(relu_index)) continue;
+    const size_t act_index = it->second[0];
+    const Node& act = g.nodes[act_index];
+    const std::optional<std::pair<float, float>> clamp = ActivationClamp(*model, producers, act);
+    if (!clamp || removed.count(act_index)) continue;
     conv.op_type = "FusedConv";
     conv.domain = kSparqDomain;
-    conv.attributes.push_back(Attribute::String("activation", "Relu"));
-    conv.outputs[0] = relu.outputs[0];
-    removed.insert(relu_index);
+    conv.attributes.push_back(Attribute::String("activation", act.op_type));
+    conv.attributes.push_back(Attribute::Float("out_min", clamp->first));
+    conv.attributes.push_back(Attribute::Float("out_max", clamp->second));
+    conv.outputs[0] = act.outputs[0];
+    removed.insert(act_index);
     fused.push_back(conv.name);
   }
   if (fused.empty()) return fused;

@@ -10,11 +10,12 @@
 
 namespace sparq {
 
-// Rewrites Conv -> Relu into one ai.sparq FusedConv node (Conv's inputs and
-// attributes plus activation = "Relu") when the Relu is the Conv output's only
-// reader and the Conv output is not a graph output. Returns the fused nodes'
-// names. FusedConv has a reference kernel (Conv, then Relu) and runs on the
-// FP32 GEMM with the ReLU in its epilogue.
+// Rewrites Conv -> Relu and Conv -> Clip (constant bounds) into one ai.sparq
+// FusedConv node: Conv's inputs and attributes plus activation (the op type)
+// and the clamp out_min / out_max, when the activation is the Conv output's
+// only reader and the Conv output is not a graph output. Returns the fused
+// nodes' names. FusedConv has a reference kernel (Conv, then the clamp) and
+// runs on the FP32 GEMM with the clamp in its epilogue.
 std::vector<std::string> FuseConvActivations(Model* model);
 
 }  // namespace sparq

@@ -26,8 +26,8 @@ struct ExecutorOptions {
   // rounding; outputs may differ from the QDQ graph's float path by one
   // quantization step). Fused-away values cannot be RunOptions::extra_outputs.
   bool fuse_qdq = false;
-  // Fold each Relu into the Conv before it (Conv -> Relu becomes one node
-  // with the ReLU in the GEMM's epilogue), as deployment runtimes do. The
+  // Fold each Relu / Clip into the Conv before it (one node with the clamp in
+  // the GEMM's epilogue), as deployment runtimes do. The
   // Conv's own output then no longer exists: leave this off where every
   // intermediate value is observed (calibration, RunOptions::on_node_outputs).
   bool fuse_activations = false;

@@ -4,8 +4,12 @@
 // (im2col for convolutions, without a full im2col buffer) and writes NCHW /
 // row-major outputs directly.
 //
-// ai.sparq FusedConv (Conv -> Relu, runtime/float_fusion.h) runs the same
-// path with the ReLU in the GEMM's epilogue.
+// ai.sparq FusedConv (Conv -> Relu / Clip, runtime/float_fusion.h) runs the
+// same path with the activation's clamp in the GEMM's epilogue.
+//
+// Depthwise Conv (group = channels, one filter each): a direct loop per
+// channel (depthwise_f32), since its few multiply-adds per output would waste
+// the GEMM's register tile.
 //
 // Conv fast path: 2-D, float32, constant W (and B); any group, stride,
 // dilation, padding or auto_pad (resolved per input shape by the reference's
@@ -14,10 +18,12 @@
 // beta = 1. Anything else, and runs with unexpected inputs, use the reference
 // kernel. Results match the reference within float rounding (FMA and the
 // order of the bias addition differ), the same bits for any thread count.
+#include <limits>
 #include <memory>
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/internal.h"
 #include "kernels/formats.h"
 #include "kernels/ref/conv.h"
 #include "kernels/ref/nn_common.h"
@@ -34,6 +40,13 @@ struct DenseConv {
   int64_t out_channels = 0, group = 1;
   std::vector<PackedGemmF32> w;  // one per group: [M / group, C / group * kh * kw]
   std::vector<float> bias;       // [M] or empty
+};
+
+// A depthwise convolution: group == input channels == output channels.
+struct DepthwiseConv {
+  std::vector<float> w;     // [C, kh * kw]
+  std::vector<float> bias;  // [C] or zeros
+  cpu::DepthwiseF32PlaneFn plane = nullptr;
 };
 
 struct DenseLinear {
@@ -93,7 +106,10 @@ Status RunDenseConv(OpContext& ctx) {
   args.x_image_stride = x.dim(1) * g.height * g.width;
   args.y_image_stride = conv.out_channels * g.out_size();
   args.pool = ctx.pool();
-  args.fuse_relu = ctx.node().domain == kSparqDomain && ctx.node().attr_string("activation", "") == "Relu";
+  if (ctx.node().domain == kSparqDomain) {  // FusedConv
+    args.out_min = ctx.node().attr_float("out_min", args.out_min);
+    args.out_max = ctx.node().attr_float("out_max", args.out_max);
+  }
   for (int64_t grp = 0; grp < conv.group; ++grp) {
     args.w = &conv.w[grp];
     args.bias = conv.bias.empty() ? nullptr : conv.bias.data() + grp * rows;
@@ -102,6 +118,66 @@ Status RunDenseConv(OpContext& ctx) {
     Status st = RunGemmF32(args);
     if (!st.ok()) return ctx.Error(st.code(), st.message());
   }
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
+StatusOr<std::shared_ptr<const void>> PrepareDepthwiseConv(const Node& node,
+                                                           const std::vector<const Tensor*>& constants) {
+  auto decline = [&](const std::string& why) -> Status {
+    return Status::NotSupported(node.Describe() + ": depthwise_f32 path: " + why);
+  };
+  const Tensor* w = constants.size() > 1 ? constants[1] : nullptr;
+  if (w == nullptr || w->dtype() != DataType::kFloat32 || w->rank() != 4) return decline("W is not a constant 4-D float32");
+  if (w->dim(1) != 1 || node.attr_int("group", 1) != w->dim(0)) return decline("not depthwise");
+  const bool has_bias = node.inputs.size() > 2 && !node.inputs[2].empty();
+  const Tensor* b = has_bias ? constants[2] : nullptr;
+  if (has_bias && (b == nullptr || b->dtype() != DataType::kFloat32 || b->numel() != w->dim(0)))
+    return decline("B is not a constant float32 bias per channel");
+  auto conv = std::make_shared<DepthwiseConv>();
+  conv->w.assign(w->data<float>(), w->data<float>() + w->numel());
+  conv->bias.assign(static_cast<size_t>(w->dim(0)), 0.0f);
+  if (b != nullptr) conv->bias.assign(b->data<float>(), b->data<float>() + b->numel());
+  conv->plane = cpu::SelectDepthwiseF32Plane(ActiveIsa());
+  return std::shared_ptr<const void>(std::move(conv));
+}
+
+Status RunDepthwiseConv(OpContext& ctx) {
+  const DepthwiseConv& conv = *static_cast<const DepthwiseConv*>(ctx.prepared());
+  const Tensor& x = ctx.input(0);
+  const int64_t channels = static_cast<int64_t>(conv.bias.size());
+  if (x.dtype() != DataType::kFloat32 || x.rank() != 4 || x.dim(1) != channels) return RunReferenceKernel(ctx);
+  ConvParams params;
+  AutoPad auto_pad = AutoPad::kNotSet;
+  if (!ReadWindowAttributes(ctx, &params.window, &auto_pad).ok()) return RunReferenceKernel(ctx);
+  params.group = channels;
+  Shape y_shape;
+  if (!PrepareConv(x.shape(), ctx.input(1).shape(), auto_pad, &params, &y_shape).ok()) return RunReferenceKernel(ctx);
+  Tensor y(DataType::kFloat32, y_shape);
+  cpu::DepthwiseF32Plane base;
+  base.height = x.dim(2), base.width = x.dim(3), base.out_h = y_shape[2], base.out_w = y_shape[3];
+  base.kernel_h = params.window.kernel[0], base.kernel_w = params.window.kernel[1];
+  base.stride_h = params.window.strides[0], base.stride_w = params.window.strides[1];
+  base.dilation_h = params.window.dilations[0], base.dilation_w = params.window.dilations[1];
+  base.pad_top = params.window.pads[0], base.pad_left = params.window.pads[1];
+  base.out_min = -std::numeric_limits<float>::infinity(), base.out_max = std::numeric_limits<float>::infinity();
+  if (ctx.node().domain == kSparqDomain) {  // FusedConv
+    base.out_min = ctx.node().attr_float("out_min", base.out_min);
+    base.out_max = ctx.node().attr_float("out_max", base.out_max);
+  }
+  const int64_t in_plane = base.height * base.width, out_plane = base.out_h * base.out_w;
+  const int64_t taps = base.kernel_h * base.kernel_w;
+  const float* xd = x.data<float>();
+  float* yd = y.data<float>();
+  ParallelFor(ctx.pool(), x.dim(0) * channels, 1, [&](int64_t p0, int64_t p1) {
+    for (int64_t plane = p0; plane < p1; ++plane) {
+      cpu::DepthwiseF32Plane p = base;
+      const int64_t c = plane % channels;
+      p.x = xd + plane * in_plane, p.y = yd + plane * out_plane;
+      p.w = conv.w.data() + c * taps, p.bias = conv.bias[c];
+      conv.plane(p);
+    }
+  });
   ctx.set_output(0, std::move(y));
   return Status::OK();
 }
@@ -169,6 +245,8 @@ Status RunDenseLinear(OpContext& ctx) {
 }  // namespace
 
 void RegisterPreparedCpuDenseF32Ops(KernelRegistry& r) {
+  r.Add({"Conv", "", 1, 99, RunDepthwiseConv, "depthwise_f32", PrepareDepthwiseConv});
+  r.Add({"FusedConv", kSparqDomain, 1, 99, RunDepthwiseConv, "depthwise_f32", PrepareDepthwiseConv});
   r.Add({"Conv", "", 1, 99, RunDenseConv, "gemm_f32", PrepareDenseConv});
   r.Add({"FusedConv", kSparqDomain, 1, 99, RunDenseConv, "gemm_f32", PrepareDenseConv});
   r.Add({"MatMul", "", 1, 99, RunDenseLinear, "gemm_f32", PrepareDenseLinear});

@@ -18,6 +18,7 @@
 // slice, so the result does not depend on the number of threads.
 #include <algorithm>
 #include <cstring>
+#include <limits>
 #include <vector>
 
 #include "kernels/cpu/internal.h"
@@ -88,15 +89,15 @@ void PackConvStrip(const ConvGeometry& g, const float* image, int64_t p0, int co
   }
 }
 
-// c[i * rs + j * cs] += bias[i], then ReLU, over rows x cols.
-void Epilogue(const float* bias, bool relu, float* c, int64_t rs, int64_t cs, int64_t rows, int64_t cols) {
+// c[i * rs + j * cs] += bias[i], then clamped to [lo, hi], over rows x cols.
+void Epilogue(const float* bias, float lo, float hi, float* c, int64_t rs, int64_t cs, int64_t rows, int64_t cols) {
   for (int64_t i = 0; i < rows; ++i) {
     const float b = bias != nullptr ? bias[i] : 0.0f;
     float* ci = c + i * rs;
     for (int64_t j = 0; j < cols; ++j) {
       float v = ci[j * cs] + b;
-      if (relu) v = v > 0.0f ? v : 0.0f;  // NaN stays NaN, as in the reference Relu
-      ci[j * cs] = v;
+      v = v < lo ? lo : v;  // NaN stays NaN, as in the reference Clip / Relu
+      ci[j * cs] = v > hi ? hi : v;
     }
   }
 }
@@ -173,8 +174,12 @@ void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa) {
       if (w.k == 0)  // no slice ran: C = 0
         for (int64_t i = 0; i < r1 - r0; ++i)
           for (int64_t j = 0; j < j1 - j0; ++j) c[i * rs + j * cs] = 0.0f;
-      if (args.bias != nullptr || args.fuse_relu)
-        Epilogue(args.bias != nullptr ? args.bias + r0 : nullptr, args.fuse_relu, c, rs, cs, r1 - r0, j1 - j0);
+      const bool clamp = args.out_min > -std::numeric_limits<float>::infinity() ||
+                         args.out_max < std::numeric_limits<float>::infinity();
+      if (args.bias != nullptr || clamp) {
+        Epilogue(args.bias != nullptr ? args.bias + r0 : nullptr, args.out_min, args.out_max, c, rs, cs, r1 - r0,
+                 j1 - j0);
+      }
     }
   });
 }

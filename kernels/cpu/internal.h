@@ -11,6 +11,7 @@
 
 #include <cstdint>
 
+#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/kernel_args.h"
 
 namespace sparq {
@@ -105,6 +106,27 @@ struct GemmF32Isa {
                bool accumulate);
 };
 void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa);
+
+// ---------------------------------------------------------------------------
+// FP32 depthwise convolution (depthwise_f32.cc): one channel of one image,
+//   y[oy, ox] = clamp(bias + sum over (ky, kx) of w[ky, kx] * x[oy * sh - pt + ky * dh, ox * sw - pl + kx * dw])
+// with taps outside x skipped, summed in (ky, kx) order like the reference.
+struct DepthwiseF32Plane {
+  const float* x = nullptr;  // [height, width]
+  const float* w = nullptr;  // [kernel_h, kernel_w]
+  float bias = 0.0f;
+  float* y = nullptr;  // [out_h, out_w]
+  int64_t height = 0, width = 0, out_h = 0, out_w = 0;
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+  float out_min = 0.0f, out_max = 0.0f;  // the clamp (see GemmF32Args)
+};
+using DepthwiseF32PlaneFn = void (*)(const DepthwiseF32Plane&);
+void DepthwiseF32PlanePortable(const DepthwiseF32Plane& p);
+void DepthwiseF32PlaneAvx2(const DepthwiseF32Plane& p);
+void DepthwiseF32PlaneAvx512(const DepthwiseF32Plane& p);
+// The plane kernel for `isa` (the best at or below it).
+DepthwiseF32PlaneFn SelectDepthwiseF32Plane(CpuIsa isa);
 
 // ---------------------------------------------------------------------------
 // Kernel entry points (the functions of the dispatch table).

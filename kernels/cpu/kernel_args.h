@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "kernels/formats.h"
 #include "kernels/parallel.h"
@@ -103,7 +104,7 @@ struct SpmmBsrS8Args {
 };
 
 // FP32 dense GEMM with packed weights W [R, K] (PackedGemmF32):
-//   C[r, j] = sum_k W[r, k] * B[k, j] + bias[r], then max(0, .) with fuse_relu,
+//   C[r, j] = clamp(sum_k W[r, k] * B[k, j] + bias[r], out_min, out_max),
 // the sum taken left to right in k (in fused multiply-adds), each C element by
 // one thread: the same bits for every thread count. B and C come from one of
 // two activation sources:
@@ -132,7 +133,10 @@ struct ConvGeometry {
 struct GemmF32Args {
   const PackedGemmF32* w = nullptr;  // [R, K]
   const float* bias = nullptr;       // [R] or nullptr
-  bool fuse_relu = false;
+  // The clamp of a fused activation: v < out_min ? out_min : v, then
+  // v > out_max ? out_max : v (NaN stays NaN). Relu: [0, inf]; Clip: [min, max].
+  float out_min = -std::numeric_limits<float>::infinity();
+  float out_max = std::numeric_limits<float>::infinity();
   GemmF32Source source = GemmF32Source::kRows;
   // kRows:
   int64_t m = 0;

@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <array>
 #include <cstring>
+#include <limits>
 #include <type_traits>
 #include <vector>
 
@@ -257,15 +258,19 @@ Status ConvKernel(OpContext& ctx) {
   return Status::OK();
 }
 
-// ai.sparq FusedConv: Conv, then the `activation` attribute ("Relu") in place.
+// ai.sparq FusedConv (runtime/float_fusion.h): Conv, then the clamp of its
+// activation, [out_min, out_max], in place, as Clip computes it.
 Status FusedConvKernel(OpContext& ctx) {
-  const std::string activation = ctx.node().attr_string("activation", "");
-  if (activation != "Relu") return ctx.InvalidArgument("unknown activation '" + activation + "' (expected Relu)");
   SPARQ_RETURN_IF_ERROR(ConvKernel<false>(ctx));
   Tensor& y = ctx.outputs()[0];
   if (y.dtype() != DataType::kFloat32) return ctx.NotSupported("FusedConv runs float32 only");
+  const float lo = ctx.node().attr_float("out_min", -std::numeric_limits<float>::infinity());
+  const float hi = ctx.node().attr_float("out_max", std::numeric_limits<float>::infinity());
   float* v = y.data<float>();
-  for (int64_t i = 0; i < y.numel(); ++i) v[i] = v[i] < 0.0f ? 0.0f : v[i];  // NaN stays NaN, as in Relu
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    const float above = v[i] < lo ? lo : v[i];  // NaN stays NaN
+    v[i] = above > hi ? hi : above;
+  }
   return Status::OK();
 }
 

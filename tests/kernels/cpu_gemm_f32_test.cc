@@ -95,7 +95,7 @@ TEST_P(GemmF32IsaTest, RowsMatchReferenceGemm) {
       GemmF32Args args;
       args.w = &*packed;
       args.bias = c.bias ? bias.data() : nullptr;
-      args.fuse_relu = c.relu;
+      if (c.relu) args.out_min = 0.0f;
       args.m = c.m, args.x = x.data(), args.ld_x = c.k, args.y = y.data(), args.ld_y = c.n, args.pool = &pool;
       const char* name = nullptr;
       ASSERT_TRUE(RunGemmF32(args, &name).ok()) << what;
@@ -280,13 +280,40 @@ TEST(DenseF32Rows, MatMulAndGemmWithBias) {
   EXPECT_EQ(kernels, (std::vector<std::string>{"MatMul:gemm_f32", "Reshape:ref", "Gemm:gemm_f32"}));
 }
 
-TEST(DenseF32Rows, DepthwiseConvStaysOnTheReference) {
+TEST(DenseF32Rows, DepthwiseConvWithClipAndGroupedConvFewTaps) {
   std::mt19937 rng(23);
-  Model m = OneGraph({FloatInput("x", {1, 4, 6, 6})},
-                     {Node{"dw", "Conv", "", {"x", "w"}, {"y"}, {Attribute::Int("group", 4)}, ""}}, {"y"});
-  m.graph.initializers["w"] = RandomTensor(rng, {4, 1, 3, 3});
-  TensorMap feed{{"x", RandomTensor(rng, {1, 4, 6, 6})}};
-  EXPECT_EQ(ExpectFastMatchesReference(m, feed), (std::vector<std::string>{"Conv:ref"}));
+  for (CpuIsa isa : kAllIsas) {
+    if (isa > DetectedIsa()) continue;
+    ASSERT_TRUE(ForceIsa(isa).ok());
+    SCOPED_TRACE(CpuIsaName(isa));
+    Model m = OneGraph({FloatInput("x", {2, 4, 11, 45})},
+                       {Node{"dw", "Conv", "", {"x", "w", "b"}, {"t"},
+                             {Attribute::Int("group", 4), Attribute::Ints("pads", {1, 0, 2, 1}),
+                              Attribute::Ints("strides", {2, 1})},  // 43 columns: vector blocks and tails
+                             ""},
+                        Node{"clip", "Clip", "", {"t", "lo", "hi"}, {"u"}, {}, ""},
+                        Node{"dw2", "Conv", "", {"u", "w2"}, {"y"},
+                             {Attribute::Int("group", 4), Attribute::Ints("dilations", {2, 2}),
+                              Attribute::Ints("strides", {1, 2}), Attribute::String("auto_pad", "SAME_LOWER")},
+                             ""},
+                        Node{"g2", "Conv", "", {"u", "w3"}, {"z"}, {Attribute::Int("group", 2)}, ""},
+                        Node{"dw3", "Conv", "", {"u", "w2"}, {"s2"},
+                             {Attribute::Int("group", 4), Attribute::Ints("pads", {1, 1, 1, 1}),
+                              Attribute::Ints("strides", {2, 2})},
+                             ""}},
+                       {"y", "z", "s2"});
+    m.graph.initializers["w"] = RandomTensor(rng, {4, 1, 3, 3});
+    m.graph.initializers["b"] = RandomTensor(rng, {4});
+    m.graph.initializers["lo"] = Tensor::Scalar<float>(-0.2f);
+    m.graph.initializers["hi"] = Tensor::Scalar<float>(0.6f);
+    m.graph.initializers["w2"] = RandomTensor(rng, {4, 1, 3, 3});
+    m.graph.initializers["w3"] = RandomTensor(rng, {6, 2, 2, 2});  // 8 taps: too few for the GEMM
+    TensorMap feed{{"x", RandomTensor(rng, {2, 4, 11, 45})}};
+    EXPECT_EQ(ExpectFastMatchesReference(m, feed),
+              (std::vector<std::string>{"FusedConv:depthwise_f32", "Conv:depthwise_f32", "Conv:ref",
+                                        "Conv:depthwise_f32"}));
+  }
+  ResetIsa();
 }
 
 TEST(CpuMaxPool, MatchesReferenceExactly) {
