@@ -3,7 +3,8 @@
 //   x ── Conv(W, B) ── t ── Relu ── y    =>   x ── ai.sparq.FusedConv(W, B; out_min=0, out_max=inf) ── y
 //   x ── Conv(W, B) ── t ── Clip ── y    =>   x ── ai.sparq.FusedConv(W, B; out_min=min, out_max=max) ── y
 //
-// t must have no other reader and must not be a graph output (it disappears);
+// The Conv's weights must be a float32 initializer; t must have no other
+// reader and must not be a graph output (it disappears);
 // Clip's bounds must be constants (attributes before opset 11; from opset
 // 11 initializers that run inputs cannot override, or Constant nodes).
 #include "runtime/float_fusion.h"
@@ -78,7 +79,9 @@ std::vector<std::string> FuseConvActivations(Model* model) {
   std::set<size_t> removed;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& conv = g.nodes[i];
-    if (conv.op_type != "Conv" || !conv.domain.empty() || conv.outputs.size() != 1) continue;
+    if (conv.op_type != "Conv" || !conv.domain.empty() || conv.outputs.size() != 1 || conv.inputs.size() < 2) continue;
+    auto w = g.initializers.find(conv.inputs[1]);  // float32 convolutions only (FP16 models keep their Conv)
+    if (w == g.initializers.end() || w->second.dtype() != DataType::kFloat32) continue;
     const std::string& t = conv.outputs[0];
     auto it = readers.find(t);
     if (graph_outputs.count(t) || it == readers.end() || it->second.size() != 1) continue;

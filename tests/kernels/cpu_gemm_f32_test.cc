@@ -347,5 +347,15 @@ TEST(FloatFusion, LeavesConvWhoseOutputIsAGraphOutput) {
   EXPECT_EQ(m.graph.nodes.size(), 2u);
 }
 
+TEST(FloatFusion, LeavesFloat16ConvAlone) {
+  Model m = OneGraph({FloatInput("x", {1, 1, 4, 4})},
+                     {Node{"c", "Conv", "", {"x", "w"}, {"t"}, {}, ""}, Node{"r", "Relu", "", {"t"}, {"y"}, {}, ""}},
+                     {"y"});
+  m.graph.initializers["w"] = Tensor(DataType::kFloat16, {1, 1, 1, 1});
+  EXPECT_TRUE(FuseConvActivations(&m).empty());
+  m.graph.initializers["w"] = Tensor::FromVector<float>({1, 1, 1, 1}, {2.0f});
+  EXPECT_EQ(FuseConvActivations(&m), (std::vector<std::string>{"c"}));
+}
+
 }  // namespace
 }  // namespace sparq
