@@ -1,0 +1,532 @@
+#!/usr/bin/env python3
+"""End-to-end inference speed: sparq's executor against onnxruntime, on the same ONNX files.
+
+Models: tools/make_test_models.py's resnet18, mobilenet_v2 and tiny_encoder
+(the transformer: input_ids [N, 32] int64), each in four variants; every
+variant is one ONNX file that both runtimes run:
+
+  fp32           the exported model
+  int8           `sparq run`: INT8 QDQ (the default output format),
+                 per-channel weights, max calibration
+  int8_2to4      the same after 2:4 pruning (50%) of the weighted layers
+  int8_block4x4  the same after 4x4 block pruning at 80%
+
+Pruning is one-shot without recovery and leaves the first and the last
+weighted layer dense (prune.skip_first_last, the default); calibration uses 8
+seeded random samples; the gate is wide open. Only speed is measured here,
+not accuracy. The models are cached in --work-dir: a variant is made again
+when its recipe or the FP32 model changed, or with --rebuild-models.
+
+What is timed, per model, variant and batch size B, with the same thread
+count T for both runtimes, on the same inputs (a seeded random chunk of 32
+samples; batch i is rows [i*B, (i+1)*B) of it, wrapping around):
+
+  sparq  `sparq eval MODEL --inputs DIR --batch B --threads T --limit N*B
+         --json`: its model_seconds, the time spent in Executor::Run summed
+         over the N batches. Not timed: start-up, loading the model, creating
+         the executor (which packs the weights) and reading the data. N >= 2
+         is the smallest count whose expected time reaches --min-seconds,
+         estimated from a first one-batch run (the probe). sparq eval cannot
+         leave out its first batch, so the N batches include it; the probe's
+         time (a first batch too) over the mean batch time is reported as
+         "first/mean", which shows what that costs.
+  ORT    onnxruntime.InferenceSession: CPUExecutionProvider, ORT_ENABLE_ALL,
+         intra_op_num_threads=T, inter_op_num_threads=1, sequential execution.
+         Not timed: creating the session and one warm-up run. Timed:
+         session.run over at least 2 runs, until --min-seconds.
+
+  samples/s = samples run / time; sparq/ORT > 1 means sparq is faster.
+
+Same computation: the probe saves sparq's outputs for the first batch
+(--save-outputs); ORT's warm-up run is on the same batch. The table gives the
+largest absolute difference and the lowest SQNR over the model's outputs.
+Kernels: the probe's `--verbose` list, summarized for the Conv / Gemm /
+MatMul nodes after sparq's QDQ fusion (QLinearConv, QLinearMatMul), e.g.
+"QLinearConv 19 gemm_s8". MatMuls of two activations (attention) count too.
+
+Targets (the issue): sparq's INT8 latency no slower than onnxruntime's on the
+same model (checked for every INT8 variant); FP32 within 1.2x of it
+(sparq/ORT >= 1/1.2).
+
+Usage:
+  python3 bench/e2e_vs_ort.py [--sparq build/bin/sparq] [--work-dir build/e2e]
+      [--models resnet18,mobilenet_v2,tiny_encoder] [--variants fp32,int8,int8_2to4,int8_block4x4]
+      [--batches 1,32] [--threads N] [--min-seconds 2] [--results bench/RESULTS.md]
+"""
+import argparse
+import collections
+import datetime
+import json
+import math
+import os
+import platform
+import subprocess
+import sys
+import time
+
+import numpy as np
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
+TOOLS = os.path.join(REPO, "tools")
+sys.path.insert(0, TOOLS)
+
+SECTION = "## End to end vs onnxruntime"
+MODELS = ("resnet18", "mobilenet_v2", "tiny_encoder")
+SEED = 2026
+CHUNK_SAMPLES = 32     # distinct input samples both runtimes cycle through
+CALIB_SAMPLES = 8      # calibration samples of the INT8 recipes
+EVAL_SAMPLES = 2       # evaluation samples of the recipes (their gate is wide open)
+MIN_BATCHES = 2        # timed batches (sparq) and timed runs (ORT), at least
+FP32_TARGET = 1 / 1.2  # sparq/ORT at or above this meets the FP32 target
+INT8_TARGET = 1.0      # and this the INT8 one
+
+# variant -> (label, the recipe's prune section, or None for the FP32 file itself)
+VARIANTS = {
+    "fp32": ("FP32", None),
+    "int8": ("INT8", ""),
+    "int8_2to4": ("INT8 + 2:4 (50%)",
+                  'prune:\n  enabled: true\n  structure: "2:4"\n  schedule: oneshot\n  recovery: false\n'),
+    "int8_block4x4": ("INT8 + block 4x4 (80%)",
+                      "prune:\n  enabled: true\n  structure: block4x4\n  sparsity: 0.8\n"
+                      "  schedule: oneshot\n  recovery: false\n"),
+}
+# Nodes whose kernels the table summarizes (after sparq's QDQ fusion).
+WEIGHTED_OPS = ("Conv", "ConvInteger", "QLinearConv", "Gemm", "MatMul", "MatMulInteger", "QLinearMatMul")
+
+
+class BenchError(Exception):
+    """A problem the user must fix (missing binary, bad option): exit 2."""
+
+
+# ---------------------------------------------------------------------------
+# Models and data.
+
+def input_spec(models_dir: str, name: str):
+    """(input name, per-sample shape, dtype) from the sample inputs that
+    make_test_models.py writes beside each model."""
+    with np.load(os.path.join(models_dir, name + ".npz")) as f:
+        if len(f.files) != 1:
+            raise BenchError(f"{name}: expected one model input, found {f.files}")
+        key = f.files[0]
+        return key, f[key].shape[1:], f[key].dtype
+
+
+def random_samples(rng, n: int, shape, dtype) -> np.ndarray:
+    """Standard normal floats (images), or token ids below the vocabulary size."""
+    if np.issubdtype(dtype, np.integer):
+        from make_test_models import VOCAB
+        return rng.integers(0, VOCAB, (n, *shape)).astype(dtype)
+    return rng.standard_normal((n, *shape), dtype=np.float32).astype(dtype)
+
+
+def make_data(models_dir: str, name: str, work: str) -> dict:
+    """Writes the model's calibration, evaluation and timing samples as .npy
+    (the same bytes on every run); returns their paths and the input name."""
+    key, shape, dtype = input_spec(models_dir, name)
+    rng = np.random.default_rng([SEED, MODELS.index(name) if name in MODELS else 99])
+    data = {"input": key}
+    for tag, n in (("calib", CALIB_SAMPLES), ("eval", EVAL_SAMPLES), ("chunk", CHUNK_SAMPLES)):
+        data[tag] = os.path.join(work, "data", f"{name}_{tag}.npy")
+        arr = random_samples(rng, n, shape, dtype)
+        if not (os.path.isfile(data[tag]) and np.array_equal(np.load(data[tag]), arr)):
+            np.save(data[tag], arr)
+    return data
+
+
+def recipe_text(model: str, data: dict, prune: str, out_dir: str, threads: int) -> str:
+    return (
+        "version: 1\n"
+        f"model: {model}\n"
+        "data:\n"
+        f"  calibration: {data['calib']}\n"
+        f"  evaluation: {data['eval']}\n"
+        f"  calibration_samples: {CALIB_SAMPLES}\n"
+        f"  batch_size: {CALIB_SAMPLES}\n"
+        f"{prune}"
+        "quantize:\n"
+        "  precision: int8\n"
+        "  calibration:\n"
+        "    method: max\n"
+        "  fallback:\n"
+        "    enabled: false\n"
+        "output:\n"
+        f"  dir: {out_dir}\n"
+        "  format: qdq\n"
+        "  overwrite: true\n"
+        "evaluate:\n"
+        "  metric: sqnr\n"
+        f"  threads: {threads}\n"
+        "  gate:\n"
+        "    max_drop: 1000000\n"
+        "report:\n"
+        "  markdown: ''\n"
+        "  junit: ''\n"
+    )
+
+
+def make_variant(sparq: str, models_dir: str, name: str, variant: str, data: dict, work: str, threads: int,
+                 rebuild: bool) -> str:
+    """Returns the variant's ONNX file, running `sparq run` unless a cached
+    one was made from the same recipe after the FP32 model."""
+    fp32 = os.path.abspath(os.path.join(models_dir, name + ".onnx"))
+    prune = VARIANTS[variant][1]
+    if prune is None:
+        return fp32
+    out_dir = os.path.join(work, "models", f"{name}_{variant}")
+    model = os.path.join(out_dir, name + ".sparq.onnx")
+    recipe_path = out_dir + ".yaml"
+    text = recipe_text(fp32, data, prune, out_dir, threads)
+    if not rebuild and os.path.isfile(model) and os.path.getmtime(model) >= os.path.getmtime(fp32) \
+            and os.path.isfile(recipe_path):
+        with open(recipe_path) as f:
+            if f.read() == text:
+                return model
+    with open(recipe_path, "w") as f:
+        f.write(text)
+    print(f"   making {variant}: sparq run {os.path.relpath(recipe_path)}", flush=True)
+    proc = subprocess.run([sparq, "run", recipe_path], capture_output=True, text=True)
+    if proc.returncode != 0 or not os.path.isfile(model):
+        raise RuntimeError(f"sparq run {recipe_path} exited {proc.returncode}:\n{tail(proc.stdout + proc.stderr)}")
+    return model
+
+
+def timing_folder(data: dict, samples: int) -> str:
+    """A folder of links to the sample chunk, enough to hold `samples` rows:
+    sparq eval reads a folder's .npy files in name order as one dataset."""
+    folder = data["chunk"][:-len(".npy")]
+    os.makedirs(folder, exist_ok=True)
+    for i in range(math.ceil(samples / CHUNK_SAMPLES)):
+        link = os.path.join(folder, f"part_{i:05d}.npy")
+        if not os.path.lexists(link):
+            os.symlink(os.path.join("..", os.path.basename(data["chunk"])), link)
+    return folder
+
+
+# ---------------------------------------------------------------------------
+# Running both runtimes.
+
+def tail(text: str, lines: int = 15) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])
+
+
+def sparq_eval(sparq: str, model: str, inputs: str, batch: int, threads: int, limit: int, extra=()) -> dict:
+    cmd = [sparq, "eval", model, "--inputs", inputs, "--batch", str(batch), "--threads", str(threads),
+           "--limit", str(limit), "--json", *extra]
+    proc = subprocess.run(cmd, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{tail(proc.stdout + proc.stderr)}")
+    return json.loads(proc.stdout)
+
+
+def summarize_kernels(nodes: list) -> str:
+    """'QLinearConv 19 gemm_s8; Conv 1 ref' for the weighted layers' nodes."""
+    counts = collections.Counter((n["op"], n["kernel"]) for n in nodes if n["op"] in WEIGHTED_OPS)
+    return "; ".join(f"{op} {k} {kernel}" for (op, kernel), k in sorted(counts.items(), key=lambda x: -x[1]))
+
+
+def time_sparq(sparq: str, model: str, data: dict, batch: int, threads: int, min_seconds: float, work: str,
+               tag: str) -> dict:
+    probe_out = os.path.join(work, "outputs", f"{tag}_sparq.npz")
+    probe = sparq_eval(sparq, model, data["chunk"], batch, threads, batch,
+                       ["--verbose", "--save-outputs", probe_out])
+    first = max(probe["model_seconds"], 1e-6)
+    batches = max(MIN_BATCHES, math.ceil(min_seconds / first))
+    run = sparq_eval(sparq, model, timing_folder(data, batches * batch), batch, threads, batches * batch)
+    if run["batches"] != batches or run["threads"] != threads:
+        raise RuntimeError(f"sparq eval ran {run['batches']} batches on {run['threads']} threads, "
+                           f"asked for {batches} on {threads}")
+    mean = run["model_seconds"] / batches
+    with np.load(probe_out) as f:
+        outputs = {k: f[k] for k in f.files}
+    return {"samples_per_s": run["samples"] / run["model_seconds"], "seconds": run["model_seconds"],
+            "batches": batches, "first_over_mean": first / mean, "kernels": summarize_kernels(probe["kernels"]),
+            "outputs": outputs}
+
+
+def time_ort(model: str, data: dict, batch: int, threads: int, min_seconds: float) -> dict:
+    import onnxruntime as ort
+
+    options = ort.SessionOptions()
+    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+    options.intra_op_num_threads = threads
+    options.inter_op_num_threads = 1
+    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+    chunk = np.load(data["chunk"])
+    # The batches sparq reads from the chunk links, sliced before timing.
+    distinct = CHUNK_SAMPLES // math.gcd(batch, CHUNK_SAMPLES)
+    feeds = [{data["input"]: np.ascontiguousarray(np.take(chunk, range(i * batch, (i + 1) * batch), axis=0,
+                                                          mode="wrap"))} for i in range(distinct)]
+    names = [o.name for o in session.get_outputs()]
+    outputs = dict(zip(names, session.run(names, feeds[0])))  # warm-up, on sparq's probe batch
+    runs, seconds = 0, 0.0
+    while runs < MIN_BATCHES or seconds < min_seconds:
+        feed = feeds[runs % distinct]
+        start = time.perf_counter()
+        session.run(names, feed)
+        seconds += time.perf_counter() - start
+        runs += 1
+    del session
+    return {"samples_per_s": runs * batch / seconds, "seconds": seconds, "batches": runs, "outputs": outputs}
+
+
+def compare(ours: dict, theirs: dict) -> dict:
+    """Largest |sparq - ORT| and lowest SQNR (dB, ORT as the signal) over the outputs."""
+    max_abs, sqnr = 0.0, math.inf
+    for name, ref in theirs.items():
+        if name not in ours or ours[name].shape != ref.shape:
+            raise RuntimeError(f"output {name!r}: sparq gave {ours[name].shape if name in ours else 'nothing'}, "
+                               f"onnxruntime {ref.shape}")
+        a, b = ours[name].astype(np.float64), ref.astype(np.float64)
+        max_abs = max(max_abs, float(np.max(np.abs(a - b))) if a.size else 0.0)
+        noise = float(np.sum((a - b) ** 2))
+        if noise > 0:
+            sqnr = min(sqnr, 10 * math.log10(max(float(np.sum(b ** 2)), 1e-300) / noise))
+    return {"max_abs_diff": max_abs, "sqnr_db": sqnr}
+
+
+# ---------------------------------------------------------------------------
+# Report.
+
+def lscpu() -> dict:
+    fields = {}
+    try:
+        out = subprocess.run(["lscpu"], capture_output=True, text=True).stdout
+    except OSError:
+        return fields
+    for line in out.splitlines():
+        key, _, value = line.partition(":")
+        fields[key.strip()] = value.strip()
+    return fields
+
+
+def machine() -> str:
+    info = lscpu()
+    flags = set(info.get("Flags", "").split())
+    isa = [f for f in ("avx2", "fma", "avx512f", "avx512bw", "avx512_vnni", "avx_vnni", "amx_int8") if f in flags]
+    mem_gib = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES") / 2 ** 30
+    return (f"{info.get('Model name', platform.processor() or '?')}, {os.cpu_count()} cores, {mem_gib:.0f} GiB RAM; "
+            f"ISA: {', '.join(isa) or 'none of avx2/avx512f/avx512_vnni'}")
+
+
+def fmt_rate(v) -> str:
+    return "n/a" if v is None else f"{v:.1f}" if v < 100 else f"{v:.0f}"
+
+
+def fmt_diff(v) -> str:
+    return "n/a" if v is None else f"{v:.3g}"
+
+
+def fmt_sqnr(v) -> str:
+    return "n/a" if v is None else "inf" if math.isinf(v) else f"{v:.1f}"
+
+
+def table(rows: list, batch: int) -> list:
+    lines = [f"Batch {batch}:", "",
+             "| model | variant | sparq samples/s | ORT samples/s | sparq/ORT | sparq first/mean | sparq kernels "
+             "(conv/matmul nodes) | max abs diff | SQNR vs ORT (dB) |",
+             "|---|---|---:|---:|---:|---:|---|---:|---:|"]
+    for r in rows:
+        if r["batch"] != batch:
+            continue
+        if "error" in r:
+            lines.append(f"| {r['model']} | {r['label']} | failed: {r['error']} | | | | | | |")
+            continue
+        lines.append(f"| {r['model']} | {r['label']} | {fmt_rate(r['sparq'])} | {fmt_rate(r['ort'])} | "
+                     f"{r['ratio']:.2f}x | {r['first_over_mean']:.2f} | {r['kernels']} | "
+                     f"{fmt_diff(r['max_abs_diff'])} | {fmt_sqnr(r['sqnr_db'])} |")
+    return lines + [""]
+
+
+def verdicts(rows: list, models: list) -> list:
+    """One line per model and target, saying plainly whether it is met."""
+    out = []
+    for name in models:
+        for target, variants, text in (
+                (FP32_TARGET, ("fp32",), "FP32 within 1.2x of onnxruntime"),
+                (INT8_TARGET, ("int8", "int8_2to4", "int8_block4x4"), "INT8 no slower than onnxruntime")):
+            mine = [r for r in rows if r["model"] == name and r["variant"] in variants]
+            if not mine:
+                continue
+            missing = [r for r in mine if "error" in r]
+            measured = [r for r in mine if "error" not in r]
+            met = not missing and all(r["ratio"] >= target for r in measured)
+            detail = ", ".join(f"{r['label']} batch {r['batch']}: {r['ratio']:.2f}x" for r in measured)
+            detail += "".join(f", {r['label']} batch {r['batch']}: failed" for r in missing)
+            out.append(f"{name}: {text} (sparq/ORT >= {target:.2f}): **{'met' if met else 'NOT met'}** ({detail})")
+    return out
+
+
+def markdown(rows: list, meta: dict) -> str:
+    lines = [SECTION, "",
+             f"- Machine: {meta['machine']}",
+             f"- Date: {meta['date']}; onnxruntime {meta['ort']}, numpy {meta['numpy']}; sparq binary "
+             f"`{meta['sparq']}` at {meta['git']}",
+             f"- Command: `{meta['command']}`",
+             f"- Threads: {meta['threads']} for both runtimes (sparq `--threads`; ORT intra_op_num_threads, "
+             "inter_op_num_threads 1, sequential, ORT_ENABLE_ALL, CPUExecutionProvider). Timed for at least "
+             f"{meta['min_seconds']:g} s and {MIN_BATCHES} batches per row.",
+             "- Models: tools/make_test_models.py (random weights). INT8 variants: `sparq run`, QDQ, per-channel "
+             f"weights, max calibration on {CALIB_SAMPLES} random samples; pruning one-shot without recovery, "
+             "first and last weighted layer dense. Both runtimes run the same ONNX file.",
+             "- Timed: **sparq** = `sparq eval --json` model_seconds (Executor::Run summed over the batches; "
+             "not start-up, model load, weight packing at executor creation, data I/O), the first batch "
+             "included (*first/mean*: a first batch's time over the mean batch); **ORT** = `session.run`, "
+             "after session creation and one warm-up run. Inputs: the same 32 random samples for both.",
+             "- Same computation: *max abs diff* and *SQNR* of sparq's outputs against ORT's on the first "
+             "batch, worst over the model's outputs (an INT8 model's two runtimes may round differently).",
+             ""]
+    for batch in meta["batches"]:
+        lines += table(rows, batch)
+    lines += ["Targets (issue): sparq's INT8 end-to-end latency no slower than onnxruntime's on the same model "
+              "(every INT8 variant); FP32 within 1.2x of onnxruntime.", ""]
+    lines += [f"- {v}" for v in verdicts(rows, meta["models"])]
+    lines += [f"- Note: {n}" for n in meta["notes"]]
+    return "\n".join(lines) + "\n"
+
+
+def write_section(path: str, section: str) -> None:
+    """Replaces this benchmark's section of the Markdown file (or appends it)."""
+    text = ""
+    if os.path.isfile(path):
+        with open(path) as f:
+            text = f.read()
+    if not text:
+        text = "# Benchmarks\n\n"
+    start = text.find(SECTION + "\n")
+    if start < 0:
+        text = text.rstrip("\n") + "\n\n" + section
+    else:
+        end = text.find("\n## ", start + len(SECTION))
+        text = text[:start] + section + ("\n" + text[end + 1:] if end >= 0 else "")
+    with open(path, "w") as f:
+        f.write(text)
+
+
+def git_commit(path: str) -> str:
+    folder = os.path.dirname(os.path.abspath(path))
+    out = subprocess.run(["git", "-C", folder, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    return out.stdout.strip() if out.returncode == 0 else "? (binary outside a git checkout)"
+
+
+# ---------------------------------------------------------------------------
+
+def parse_list(text: str, allowed, what: str) -> list:
+    items = [s.strip() for s in text.split(",") if s.strip()]
+    unknown = [s for s in items if s not in allowed]
+    if unknown or not items:
+        raise BenchError(f"--{what}: unknown {', '.join(unknown) or '(empty)'}; choose from {', '.join(allowed)}")
+    return items
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--sparq", default=os.path.join(REPO, "build", "bin", "sparq"), help="the sparq CLI binary")
+    parser.add_argument("--work-dir", default=os.path.join(REPO, "build", "e2e"),
+                        help="models, recipes, data and outputs; kept, so a re-run reuses the models")
+    parser.add_argument("--models-dir", default=None,
+                        help="folder of tools/make_test_models.py's models (default: WORK_DIR/models, made there)")
+    parser.add_argument("--models", default=",".join(MODELS))
+    parser.add_argument("--variants", default=",".join(VARIANTS))
+    parser.add_argument("--batches", default="1,32")
+    parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads of both runtimes")
+    parser.add_argument("--min-seconds", type=float, default=2.0, help="time each measurement at least this long")
+    parser.add_argument("--rebuild-models", action="store_true", help="make the INT8 variants even when cached")
+    parser.add_argument("--results", default=None, help="write the tables into this Markdown file's section")
+    args = parser.parse_args(argv)
+    try:
+        return run(args, argv)
+    except BenchError as e:
+        print(f"e2e_vs_ort: error: {e}", file=sys.stderr)
+        return 2
+
+
+def run(args, argv) -> int:
+    models = parse_list(args.models, MODELS, "models")
+    variants = parse_list(args.variants, VARIANTS, "variants")
+    try:
+        batches = [int(b) for b in args.batches.split(",")]
+    except ValueError:
+        raise BenchError(f"--batches: {args.batches!r} is not a comma-separated list of integers")
+    if any(b < 1 for b in batches) or args.threads < 1 or args.min_seconds < 0:
+        raise BenchError("--batches and --threads must be >= 1, --min-seconds >= 0")
+    sparq = os.path.abspath(args.sparq)
+    if not os.path.isfile(sparq) or not os.access(sparq, os.X_OK):
+        raise BenchError(f"sparq binary not found or not executable: {sparq} (build it, or pass --sparq PATH)")
+    try:
+        import onnxruntime
+    except ImportError as e:
+        raise BenchError(f"onnxruntime is not installed ({e}); see tools/requirements.txt")
+
+    work = os.path.abspath(args.work_dir)
+    for sub in ("data", "models", "outputs"):
+        os.makedirs(os.path.join(work, sub), exist_ok=True)
+    models_dir = os.path.abspath(args.models_dir or os.path.join(work, "models"))
+    if args.models_dir is None:
+        proc = subprocess.run([sys.executable, os.path.join(TOOLS, "make_test_models.py"), models_dir],
+                              capture_output=True, text=True)
+        if proc.returncode != 0:
+            raise BenchError(f"tools/make_test_models.py {models_dir} failed:\n{tail(proc.stdout + proc.stderr)}")
+    for name in models:
+        if not os.path.isfile(os.path.join(models_dir, name + ".onnx")):
+            raise BenchError(f"{models_dir} has no {name}.onnx (run tools/make_test_models.py {models_dir})")
+
+    rows, notes = [], []
+    for name in models:
+        print(f"== {name}", flush=True)
+        data = make_data(models_dir, name, work)
+        for variant in variants:
+            label = VARIANTS[variant][0]
+            try:
+                model = make_variant(sparq, models_dir, name, variant, data, work, args.threads, args.rebuild_models)
+            except RuntimeError as e:
+                print(f"   {variant}: {e}", flush=True)
+                notes.append(f"{name} {label}: making the model failed: {tail(str(e), 3)}")
+                rows += [{"model": name, "variant": variant, "label": label, "batch": b, "error": "sparq run"}
+                         for b in batches]
+                continue
+            for batch in batches:
+                row = {"model": name, "variant": variant, "label": label, "batch": batch,
+                       "file": os.path.relpath(model, work)}
+                stage = "sparq eval"
+                try:
+                    s = time_sparq(sparq, model, data, batch, args.threads, args.min_seconds, work,
+                                   f"{name}_{variant}_b{batch}")
+                    stage = "onnxruntime"
+                    o = time_ort(model, data, batch, args.threads, args.min_seconds)
+                    stage = "comparing outputs"
+                    row.update(sparq=s["samples_per_s"], ort=o["samples_per_s"],
+                               ratio=s["samples_per_s"] / o["samples_per_s"], kernels=s["kernels"],
+                               first_over_mean=s["first_over_mean"], sparq_batches=s["batches"],
+                               ort_runs=o["batches"], **compare(s["outputs"], o["outputs"]))
+                    print(f"   {variant:14s} batch {batch:3d}: sparq {fmt_rate(row['sparq'])} samples/s "
+                          f"({s['batches']} batches), ORT {fmt_rate(row['ort'])} ({o['batches']} runs), "
+                          f"{row['ratio']:.2f}x, max abs diff {fmt_diff(row['max_abs_diff'])}, "
+                          f"SQNR {fmt_sqnr(row['sqnr_db'])} dB; {row['kernels']}", flush=True)
+                except Exception as e:  # onnxruntime raises its own exception types
+                    print(f"   {variant} batch {batch}: {stage} failed: {e}", flush=True)
+                    row["error"] = stage
+                    notes.append(f"{name} {label} batch {batch}: {tail(str(e), 3)}")
+                rows.append(row)
+
+    meta = {
+        "machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "ort": onnxruntime.__version__, "numpy": np.__version__, "sparq": args.sparq, "git": git_commit(sparq),
+        "command": "python3 " + " ".join([os.path.relpath(os.path.abspath(__file__), REPO)] +
+                                         (argv if argv is not None else sys.argv[1:])),
+        "threads": args.threads, "min_seconds": args.min_seconds, "batches": batches, "models": models,
+        "notes": notes,
+    }
+    with open(os.path.join(work, "e2e_results.json"), "w") as f:
+        json.dump({"meta": meta, "rows": rows}, f, indent=1)
+    section = markdown(rows, meta)
+    print()
+    print(section)
+    if args.results:
+        write_section(args.results, section)
+        print(f"wrote {args.results}")
+    return 1 if any("error" in r for r in rows) else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
