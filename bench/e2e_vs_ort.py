@@ -77,6 +77,7 @@ CHUNK_SAMPLES = 32     # distinct input samples both runtimes cycle through
 CALIB_SAMPLES = 8      # calibration samples of the INT8 recipes
 EVAL_SAMPLES = 2       # evaluation samples of the recipes (their gate is wide open)
 MIN_BATCHES = 2        # timed batches (sparq) and timed runs (ORT), at least
+CONSTANT_OUTPUT = 1e-3  # outputs varying less than this between samples are noted (see compare())
 FP32_TARGET = 1 / 1.2  # sparq/ORT at or above this meets the FP32 target
 INT8_TARGET = 1.0      # and this the INT8 one
 
@@ -271,8 +272,13 @@ def time_ort(model: str, data: dict, batch: int, threads: int, min_seconds: floa
 
 
 def compare(ours: dict, theirs: dict) -> dict:
-    """Largest |sparq - ORT| and lowest SQNR (dB, ORT as the signal) over the outputs."""
+    """Largest |sparq - ORT| and lowest SQNR (dB, ORT as the signal) over the
+    outputs; and how much ORT's outputs vary between the batch's samples (std
+    over samples / mean |output|, lowest over the outputs; None for one
+    sample): near 0, the comparison checks little more than a constant."""
     max_abs, sqnr = 0.0, math.inf
+    variation = min((float(np.mean(np.std(ref, axis=0)) / max(float(np.mean(np.abs(ref))), 1e-30))
+                     for ref in theirs.values()), default=None) if all(len(r) > 1 for r in theirs.values()) else None
     for name, ref in theirs.items():
         if name not in ours or ours[name].shape != ref.shape:
             raise RuntimeError(f"output {name!r}: sparq gave {ours[name].shape if name in ours else 'nothing'}, "
@@ -282,7 +288,7 @@ def compare(ours: dict, theirs: dict) -> dict:
         noise = float(np.sum((a - b) ** 2))
         if noise > 0:
             sqnr = min(sqnr, 10 * math.log10(max(float(np.sum(b ** 2)), 1e-300) / noise))
-    return {"max_abs_diff": max_abs, "sqnr_db": sqnr}
+    return {"max_abs_diff": max_abs, "sqnr_db": sqnr, "output_variation": variation}
 
 
 # ---------------------------------------------------------------------------
@@ -359,7 +365,8 @@ def verdicts(rows: list, models: list) -> list:
 
 def markdown(rows: list, meta: dict) -> str:
     lines = [SECTION, "",
-             f"- Machine: {meta['machine']}",
+             f"- Machine: {meta['machine']}; load average (1 min) {meta['load'][0]:.1f} at the start, "
+             f"{meta['load'][1]:.1f} at the end (above 0 = other work shared the cores)",
              f"- Date: {meta['date']}; onnxruntime {meta['ort']}, numpy {meta['numpy']}; sparq binary "
              f"`{meta['sparq']}` at {meta['git']}",
              f"- Command: `{meta['command']}`",
@@ -472,6 +479,7 @@ def run(args, argv) -> int:
             raise BenchError(f"{models_dir} has no {name}.onnx (run tools/make_test_models.py {models_dir})")
 
     rows, notes = [], []
+    load_start = os.getloadavg()[0]
     for name in models:
         print(f"== {name}", flush=True)
         data = make_data(models_dir, name, work)
@@ -507,10 +515,15 @@ def run(args, argv) -> int:
                     print(f"   {variant} batch {batch}: {stage} failed: {e}", flush=True)
                     row["error"] = stage
                     notes.append(f"{name} {label} batch {batch}: {tail(str(e), 3)}")
+                if row.get("output_variation") is not None and row["output_variation"] < CONSTANT_OUTPUT:
+                    notes.append(f"{name} {label} batch {batch}: the outputs hardly depend on the input (std over "
+                                 f"samples / mean |output| = {row['output_variation']:.1g}), so its agreement "
+                                 "with ORT checks little more than a constant (random weights; pruning without "
+                                 "recovery can erase the signal)")
                 rows.append(row)
 
     meta = {
-        "machine": machine(), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
+        "machine": machine(), "load": (load_start, os.getloadavg()[0]), "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
         "ort": onnxruntime.__version__, "numpy": np.__version__, "sparq": args.sparq, "git": git_commit(sparq),
         "command": "python3 " + " ".join([os.path.relpath(os.path.abspath(__file__), REPO)] +
                                          (argv if argv is not None else sys.argv[1:])),
