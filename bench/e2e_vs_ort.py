@@ -231,6 +231,16 @@ def sparq_eval(sparq: str, model: str, inputs: str, batch: int, threads: int, li
     return json.loads(proc.stdout)
 
 
+def weight_sparsity(sparq: str, model: str):
+    """The fraction of the model's initializer values that are zero
+    (`sparq inspect --json` totals), or None when inspect fails."""
+    proc = subprocess.run([sparq, "inspect", model, "--json"], capture_output=True, text=True)
+    try:
+        return float(json.loads(proc.stdout)["totals"]["sparsity"]) if proc.returncode == 0 else None
+    except (ValueError, KeyError, TypeError):
+        return None
+
+
 def summarize_kernels(nodes: list) -> str:
     """'QLinearConv 19 gemm_s8; Conv 1 ref' for the weighted layers' nodes."""
     counts = collections.Counter((n["op"], n["kernel"]) for n in nodes if n["op"] in WEIGHTED_OPS)
@@ -329,8 +339,8 @@ def measure(sparq: str, model: str, name: str, variant: str, data: dict, batch: 
     if row["output_variation"] is not None and row["output_variation"] < CONSTANT_OUTPUT:
         notes.append(f"{name} {label} batch {batch}: the outputs hardly depend on the input (std over samples / "
                      f"mean |output| = {row['output_variation']:.1g}), so its agreement with ORT checks little "
-                     "more than a constant (random weights: the signal can die out through the layers, the more so after "
-                     "pruning without recovery)")
+                     "more than a constant (random weights: the signal can die out through the layers, the more so "
+                     "after pruning without recovery)")
     return row
 
 
@@ -362,6 +372,10 @@ def fmt_rate(v) -> str:
     return "n/a" if v is None else f"{v:.1f}" if v < 100 else f"{v:.0f}"
 
 
+def fmt_percent(v) -> str:
+    return "n/a" if v is None else f"{100 * v:.0f}%"
+
+
 def fmt_diff(v) -> str:
     return "n/a" if v is None else f"{v:.3g}"
 
@@ -372,16 +386,18 @@ def fmt_sqnr(v) -> str:
 
 def table(rows: list, batch: int) -> list:
     lines = [f"Batch {batch}:", "",
-             "| model | variant | sparq samples/s | ORT samples/s | sparq/ORT | sparq first/mean | sparq kernels "
-             "(conv/matmul nodes) | max abs diff | SQNR vs ORT (dB) |",
-             "|---|---|---:|---:|---:|---:|---|---:|---:|"]
+             "| model | variant | zero weights | sparq samples/s | ORT samples/s | sparq/ORT | sparq first/mean | "
+             "sparq kernels (conv/matmul nodes) | max abs diff | SQNR vs ORT (dB) |",
+             "|---|---|---:|---:|---:|---:|---:|---|---:|---:|"]
     for r in rows:
         if r["batch"] != batch:
             continue
         if "error" in r:
-            lines.append(f"| {r['model']} | {r['label']} | failed: {r['error']} | | | | | | |")
+            lines.append(f"| {r['model']} | {r['label']} | {fmt_percent(r.get('weight_sparsity'))} | "
+                         f"failed: {r['error']} | | | | | | |")
             continue
-        lines.append(f"| {r['model']} | {r['label']} | {fmt_rate(r['sparq'])} | {fmt_rate(r['ort'])} | "
+        lines.append(f"| {r['model']} | {r['label']} | {fmt_percent(r.get('weight_sparsity'))} | "
+                     f"{fmt_rate(r['sparq'])} | {fmt_rate(r['ort'])} | "
                      f"{r['ratio']:.2f}x | {r['first_over_mean']:.2f} | {r['kernels']} | "
                      f"{fmt_diff(r['max_abs_diff'])} | {fmt_sqnr(r['sqnr_db'])} |")
     return lines + [""]
@@ -427,6 +443,8 @@ def markdown(rows: list, meta: dict) -> str:
              "not start-up, model load, weight packing at executor creation, data I/O), the first batch "
              "included (*first/mean*: a first batch's time over the mean batch); **ORT** = `session.run`, "
              "after session creation and one warm-up run. Inputs: the same 32 random samples for both.",
+             "- *zero weights*: the fraction of the file's initializer values that are zero (`sparq inspect "
+             "--json`), the first and last weighted layers being dense.",
              "- Same computation: *max abs diff* and *SQNR* of sparq's outputs against ORT's on the first "
              "batch, worst over the model's outputs (an INT8 model's two runtimes may round differently).",
              ""]
@@ -457,10 +475,19 @@ def write_section(path: str, section: str) -> None:
         f.write(text)
 
 
-def git_commit(path: str) -> str:
+def binary_version(path: str) -> str:
+    """The commit of the checkout that holds the binary, whether that
+    checkout has uncommitted changes, and when the binary was built: the
+    binary itself does not say what source it was built from."""
     folder = os.path.dirname(os.path.abspath(path))
-    out = subprocess.run(["git", "-C", folder, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    return out.stdout.strip() if out.returncode == 0 else "? (binary outside a git checkout)"
+    built = datetime.datetime.fromtimestamp(os.path.getmtime(path), datetime.timezone.utc)
+    built = built.strftime("%Y-%m-%d %H:%M UTC")
+    head = subprocess.run(["git", "-C", folder, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    if head.returncode != 0:
+        return f"? (outside a git checkout), built {built}"
+    dirty = subprocess.run(["git", "-C", folder, "status", "--porcelain", "--untracked-files=no"],
+                           capture_output=True, text=True).stdout.strip()
+    return f"{head.stdout.strip()}{' + uncommitted changes' if dirty else ''} (checkout state now), built {built}"
 
 
 # ---------------------------------------------------------------------------
@@ -540,13 +567,15 @@ def run(args, argv) -> int:
                 rows += [{"model": name, "variant": variant, "label": label, "batch": b, "error": "sparq run"}
                          for b in batches]
                 continue
+            zeros = weight_sparsity(sparq, model)
             for batch in batches:
-                rows.append(measure(sparq, model, name, variant, data, batch, args, work, notes))
+                rows.append(dict(measure(sparq, model, name, variant, data, batch, args, work, notes),
+                                 weight_sparsity=zeros))
 
     meta = {
         "machine": machine(), "load": (load_start, os.getloadavg()[0]),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "ort": onnxruntime.__version__, "numpy": np.__version__, "sparq": args.sparq, "git": git_commit(sparq),
+        "ort": onnxruntime.__version__, "numpy": np.__version__, "sparq": args.sparq, "git": binary_version(sparq),
         "command": "python3 " + " ".join([os.path.relpath(os.path.abspath(__file__), REPO)] +
                                          (argv if argv is not None else sys.argv[1:])),
         "threads": args.threads, "min_seconds": args.min_seconds, "batches": batches, "models": models,
