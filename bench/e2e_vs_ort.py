@@ -63,6 +63,7 @@ Usage:
 import argparse
 import collections
 import datetime
+import glob
 import json
 import math
 import os
@@ -336,12 +337,27 @@ def measure(sparq: str, model: str, name: str, variant: str, data: dict, batch: 
     print(f"   {variant:14s} batch {batch:3d}: sparq {fmt_rate(row['sparq'])} samples/s ({s['batches']} batches), "
           f"ORT {fmt_rate(row['ort'])} ({o['batches']} runs), {row['ratio']:.2f}x, max abs diff "
           f"{fmt_diff(row['max_abs_diff'])}, SQNR {fmt_sqnr(row['sqnr_db'])} dB; {row['kernels']}", flush=True)
-    if row["output_variation"] is not None and row["output_variation"] < CONSTANT_OUTPUT:
-        notes.append(f"{name} {label} batch {batch}: the outputs hardly depend on the input (std over samples / "
-                     f"mean |output| = {row['output_variation']:.1g}), so its agreement with ORT checks little "
-                     "more than a constant (random weights: the signal can die out through the layers, the more so "
-                     "after pruning without recovery)")
     return row
+
+
+def constant_output_notes(rows: list) -> list:
+    """Notes on outputs that hardly vary between samples (see compare()):
+    one per model when its FP32 file is such, else one per variant."""
+    notes = []
+    flagged = [r for r in rows if r.get("output_variation") is not None and r["output_variation"] < CONSTANT_OUTPUT]
+    fp32_models = {r["model"] for r in flagged if r["variant"] == "fp32"}
+    for name in fp32_models:
+        notes.append(f"{name}: even the FP32 model's outputs hardly depend on the input (std over samples / mean "
+                     "|output| below 1e-3: random weights, the signal dies out through the layers), so the "
+                     "agreement columns of all its variants check little more than a constant")
+    seen = set()
+    for r in flagged:
+        if r["model"] not in fp32_models and (r["model"], r["variant"]) not in seen:
+            seen.add((r["model"], r["variant"]))
+            notes.append(f"{r['model']} {r['label']}: the outputs hardly depend on the input (std over samples / "
+                         f"mean |output| = {r['output_variation']:.1g}), so its agreement columns check little more "
+                         "than a constant (pruning without recovery can erase a random-weight model's signal)")
+    return notes
 
 
 # ---------------------------------------------------------------------------
@@ -475,12 +491,22 @@ def write_section(path: str, section: str) -> None:
         f.write(text)
 
 
-def binary_version(path: str) -> str:
-    """The commit of the checkout that holds the binary, whether that
-    checkout has uncommitted changes, and when the binary was built: the
-    binary itself does not say what source it was built from."""
+def build_files(path: str) -> dict:
+    """The binary and the libsparq shared libraries beside it or one folder
+    up (a CMake build links bin/sparq to libsparq.so), each with its
+    (mtime, size): a change means the build changed under the benchmark."""
     folder = os.path.dirname(os.path.abspath(path))
-    built = datetime.datetime.fromtimestamp(os.path.getmtime(path), datetime.timezone.utc)
+    files = [os.path.abspath(path)] + sorted(glob.glob(os.path.join(folder, "libsparq*")) +
+                                             glob.glob(os.path.join(folder, "..", "libsparq*")))
+    return {os.path.normpath(f): (os.path.getmtime(f), os.path.getsize(f)) for f in files if os.path.isfile(f)}
+
+
+def binary_version(path: str, files: dict) -> str:
+    """The commit of the checkout that holds the binary, whether that
+    checkout has uncommitted changes, and when the build was last written:
+    the binary itself does not say what source it was built from."""
+    folder = os.path.dirname(os.path.abspath(path))
+    built = datetime.datetime.fromtimestamp(max(m for m, _ in files.values()), datetime.timezone.utc)
     built = built.strftime("%Y-%m-%d %H:%M UTC")
     head = subprocess.run(["git", "-C", folder, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     if head.returncode != 0:
@@ -554,6 +580,7 @@ def run(args, argv) -> int:
 
     rows, notes = [], []
     load_start = os.getloadavg()[0]
+    build_start = build_files(sparq)
     for name in models:
         print(f"== {name}", flush=True)
         data = make_data(models_dir, name, work)
@@ -572,10 +599,15 @@ def run(args, argv) -> int:
                 rows.append(dict(measure(sparq, model, name, variant, data, batch, args, work, notes),
                                  weight_sparsity=zeros))
 
+    if build_files(sparq) != build_start:
+        notes.append(f"the sparq build ({', '.join(build_start)}) changed while this ran: rows may come from "
+                     "different builds; run again on a build nobody is writing")
+    notes += constant_output_notes(rows)
     meta = {
         "machine": machine(), "load": (load_start, os.getloadavg()[0]),
         "date": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC"),
-        "ort": onnxruntime.__version__, "numpy": np.__version__, "sparq": args.sparq, "git": binary_version(sparq),
+        "ort": onnxruntime.__version__, "numpy": np.__version__, "sparq": args.sparq,
+        "git": binary_version(sparq, build_start),
         "command": "python3 " + " ".join([os.path.relpath(os.path.abspath(__file__), REPO)] +
                                          (argv if argv is not None else sys.argv[1:])),
         "threads": args.threads, "min_seconds": args.min_seconds, "batches": batches, "models": models,
