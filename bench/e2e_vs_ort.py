@@ -43,6 +43,8 @@ largest absolute difference and the lowest SQNR over the model's outputs.
 Kernels: the probe's `--verbose` list, summarized for the Conv / Gemm /
 MatMul nodes after sparq's QDQ fusion (QLinearConv, QLinearMatMul), e.g.
 "QLinearConv 19 gemm_s8". MatMuls of two activations (attention) count too.
+Zero weights: the share of the file's initializer values that are zero
+(`sparq inspect --json`), which shows that the pruning took.
 
 Targets (the issue): sparq's INT8 latency no slower than onnxruntime's on the
 same model (checked for every INT8 variant); FP32 within 1.2x of it
@@ -251,7 +253,7 @@ def summarize_kernels(nodes: list) -> str:
 def time_sparq(sparq: str, model: str, data: dict, batch: int, threads: int, min_seconds: float, work: str,
                tag: str) -> dict:
     probe_out = os.path.join(work, "outputs", f"{tag}_sparq.npz")
-    probe = sparq_eval(sparq, model, data["chunk"], batch, threads, batch,
+    probe = sparq_eval(sparq, model, timing_folder(data, batch), batch, threads, batch,
                        ["--verbose", "--save-outputs", probe_out])
     first = max(probe["model_seconds"], 1e-6)
     batches = max(MIN_BATCHES, math.ceil(min_seconds / first))
