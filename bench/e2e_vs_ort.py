@@ -41,8 +41,9 @@ Same computation: the probe saves sparq's outputs for the first batch
 (--save-outputs); ORT's warm-up run is on the same batch. The table gives the
 largest absolute difference and the lowest SQNR over the model's outputs.
 Kernels: the probe's `--verbose` list, summarized for the Conv / Gemm /
-MatMul nodes after sparq's QDQ fusion (QLinearConv, QLinearMatMul), e.g.
-"QLinearConv 19 gemm_s8". MatMuls of two activations (attention) count too.
+MatMul nodes after sparq's fusions (any op type containing one of those
+names: QLinearConv, QLinearMatMul, FusedConv, ...), e.g. "QLinearConv 19
+gemm_s8". MatMuls of two activations (attention) count too.
 Zero weights: the share of the file's initializer values that are zero
 (`sparq inspect --json`), which shows that the pruning took.
 
@@ -101,8 +102,10 @@ VARIANTS = {
                       "prune:\n  enabled: true\n  structure: block4x4\n  sparsity: 0.8\n"
                       "  schedule: oneshot\n  recovery: false\n"),
 }
-# Nodes whose kernels the table summarizes (after sparq's QDQ fusion).
-WEIGHTED_OPS = ("Conv", "ConvInteger", "QLinearConv", "Gemm", "MatMul", "MatMulInteger", "QLinearMatMul")
+# The table summarizes the kernels of nodes whose op type contains one of
+# these, so that the ops sparq fuses them into count too (QLinearConv,
+# QLinearMatMul, ai.sparq FusedConv, ...).
+WEIGHTED_OPS = ("Conv", "Gemm", "MatMul")
 
 
 class BenchError(Exception):
@@ -246,7 +249,7 @@ def weight_sparsity(sparq: str, model: str):
 
 def summarize_kernels(nodes: list) -> str:
     """'QLinearConv 19 gemm_s8; Conv 1 ref' for the weighted layers' nodes."""
-    counts = collections.Counter((n["op"], n["kernel"]) for n in nodes if n["op"] in WEIGHTED_OPS)
+    counts = collections.Counter((n["op"], n["kernel"]) for n in nodes if any(w in n["op"] for w in WEIGHTED_OPS))
     return "; ".join(f"{op} {k} {kernel}" for (op, kernel), k in sorted(counts.items(), key=lambda x: -x[1]))
 
 
