@@ -26,7 +26,8 @@ samples; batch i is rows [i*B, (i+1)*B) of it, wrapping around):
          over the N batches. Not timed: start-up, loading the model, creating
          the executor (which packs the weights) and reading the data. N >= 2
          is the smallest count whose expected time reaches --min-seconds,
-         estimated from a first one-batch run (the probe). sparq eval cannot
+         estimated from a first one-batch run (the probe), and raised (the
+         run repeated) while a run falls short of it. sparq eval cannot
          leave out its first batch, so the N batches include it; the probe's
          time (a first batch too) over the mean batch time is reported as
          "first/mean", which shows what that costs.
@@ -36,6 +37,8 @@ samples; batch i is rows [i*B, (i+1)*B) of it, wrapping around):
          session.run over at least 2 runs, until --min-seconds.
 
   samples/s = samples run / time; sparq/ORT > 1 means sparq is faster.
+  With --repeats R, each row times sparq and ORT R times, alternating (so
+  that both see the same load), and reports the best of each.
 
 Same computation: the probe saves sparq's outputs for the first batch
 (--save-outputs); ORT's warm-up run is on the same batch. The table gives the
@@ -61,7 +64,7 @@ Usage:
   python3 bench/e2e_vs_ort.py [--sparq build/bin/sparq] [--work-dir build/e2e]
       [--models-dir DIR] [--models resnet18,mobilenet_v2,tiny_encoder]
       [--variants fp32,int8,int8_2to4,int8_block4x4] [--batches 1,32] [--threads N]
-      [--min-seconds 2] [--rebuild-models] [--results bench/RESULTS.md]
+      [--min-seconds 2] [--repeats 1] [--rebuild-models] [--results bench/RESULTS.md]
 """
 import argparse
 import collections
@@ -253,50 +256,67 @@ def summarize_kernels(nodes: list) -> str:
     return "; ".join(f"{op} {k} {kernel}" for (op, kernel), k in sorted(counts.items(), key=lambda x: -x[1]))
 
 
-def time_sparq(sparq: str, model: str, data: dict, batch: int, threads: int, min_seconds: float, work: str,
-               tag: str) -> dict:
+def sparq_probe(sparq: str, model: str, data: dict, batch: int, threads: int, work: str, tag: str) -> dict:
+    """One batch with --verbose and --save-outputs: the kernels, the outputs
+    and the time of a process's first batch."""
     probe_out = os.path.join(work, "outputs", f"{tag}_sparq.npz")
     probe = sparq_eval(sparq, model, timing_folder(data, batch), batch, threads, batch,
                        ["--verbose", "--save-outputs", probe_out])
-    first = max(probe["model_seconds"], 1e-6)
-    batches = max(MIN_BATCHES, math.ceil(min_seconds / first))
-    run = sparq_eval(sparq, model, timing_folder(data, batches * batch), batch, threads, batches * batch)
-    if run["batches"] != batches or run["threads"] != threads:
-        raise RuntimeError(f"sparq eval ran {run['batches']} batches on {run['threads']} threads, "
-                           f"asked for {batches} on {threads}")
-    mean = run["model_seconds"] / batches
     with np.load(probe_out) as f:
         outputs = {k: f[k] for k in f.files}
-    return {"samples_per_s": run["samples"] / run["model_seconds"], "seconds": run["model_seconds"],
-            "batches": batches, "first_over_mean": first / mean, "kernels": summarize_kernels(probe["kernels"]),
+    return {"first_s": max(probe["model_seconds"], 1e-6), "kernels": summarize_kernels(probe["kernels"]),
             "outputs": outputs}
 
 
-def time_ort(model: str, data: dict, batch: int, threads: int, min_seconds: float) -> dict:
-    import onnxruntime as ort
+def time_sparq(sparq: str, model: str, data: dict, batch: int, threads: int, batches: int,
+               min_seconds: float) -> dict:
+    """`batches` batches in one sparq eval process, its model_seconds; run
+    again with more batches while that is under min_seconds (the estimate
+    from a first batch can be off either way)."""
+    for _ in range(4):
+        run = sparq_eval(sparq, model, timing_folder(data, batches * batch), batch, threads, batches * batch)
+        if run["batches"] != batches or run["threads"] != threads:
+            raise RuntimeError(f"sparq eval ran {run['batches']} batches on {run['threads']} threads, "
+                               f"asked for {batches} on {threads}")
+        seconds = max(run["model_seconds"], 1e-9)
+        if seconds >= min_seconds:
+            break
+        batches = math.ceil(batches * 1.2 * min_seconds / seconds)
+    return {"samples_per_s": run["samples"] / seconds, "seconds": seconds, "batches": run["batches"]}
 
-    options = ort.SessionOptions()
-    options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
-    options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
-    options.intra_op_num_threads = threads
-    options.inter_op_num_threads = 1
-    session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
-    chunk = np.load(data["chunk"])
-    # The batches sparq reads from the chunk links, sliced before timing.
-    distinct = CHUNK_SAMPLES // math.gcd(batch, CHUNK_SAMPLES)
-    feeds = [{data["input"]: np.ascontiguousarray(np.take(chunk, range(i * batch, (i + 1) * batch), axis=0,
-                                                          mode="wrap"))} for i in range(distinct)]
-    names = [o.name for o in session.get_outputs()]
-    outputs = dict(zip(names, session.run(names, feeds[0])))  # warm-up, on sparq's probe batch
-    runs, seconds = 0, 0.0
-    while runs < MIN_BATCHES or seconds < min_seconds:
-        feed = feeds[runs % distinct]
-        start = time.perf_counter()
-        session.run(names, feed)
-        seconds += time.perf_counter() - start
-        runs += 1
-    del session
-    return {"samples_per_s": runs * batch / seconds, "seconds": seconds, "batches": runs, "outputs": outputs}
+
+class OrtRunner:
+    """An onnxruntime session and the batches sparq reads from the chunk
+    links, sliced before timing. Creating it runs the warm-up batch (the
+    probe's batch), whose outputs it keeps."""
+
+    def __init__(self, model: str, data: dict, batch: int, threads: int):
+        import onnxruntime as ort
+
+        options = ort.SessionOptions()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.execution_mode = ort.ExecutionMode.ORT_SEQUENTIAL
+        options.intra_op_num_threads = threads
+        options.inter_op_num_threads = 1
+        self.session = ort.InferenceSession(model, options, providers=["CPUExecutionProvider"])
+        self.batch = batch
+        chunk = np.load(data["chunk"])
+        distinct = CHUNK_SAMPLES // math.gcd(batch, CHUNK_SAMPLES)
+        self.feeds = [{data["input"]: np.ascontiguousarray(
+            np.take(chunk, range(i * batch, (i + 1) * batch), axis=0, mode="wrap"))} for i in range(distinct)]
+        self.names = [o.name for o in self.session.get_outputs()]
+        self.outputs = dict(zip(self.names, self.session.run(self.names, self.feeds[0])))
+
+    def time(self, min_seconds: float) -> dict:
+        """session.run over at least MIN_BATCHES runs and min_seconds."""
+        runs, seconds = 0, 0.0
+        while runs < MIN_BATCHES or seconds < min_seconds:
+            feed = self.feeds[runs % len(self.feeds)]
+            start = time.perf_counter()
+            self.session.run(self.names, feed)
+            seconds += time.perf_counter() - start
+            runs += 1
+        return {"samples_per_s": runs * self.batch / seconds, "seconds": seconds, "batches": runs}
 
 
 def compare(ours: dict, theirs: dict) -> dict:
@@ -327,13 +347,25 @@ def measure(sparq: str, model: str, name: str, variant: str, data: dict, batch: 
     row = {"model": name, "variant": variant, "label": label, "batch": batch, "file": os.path.relpath(model, work)}
     stage = "sparq eval"
     try:
-        s = time_sparq(sparq, model, data, batch, args.threads, args.min_seconds, work, f"{name}_{variant}_b{batch}")
+        probe = sparq_probe(sparq, model, data, batch, args.threads, work, f"{name}_{variant}_b{batch}")
+        batches = max(MIN_BATCHES, math.ceil(args.min_seconds / probe["first_s"]))
         stage = "onnxruntime"
-        o = time_ort(model, data, batch, args.threads, args.min_seconds)
+        runner = OrtRunner(model, data, batch, args.threads)
+        s = o = None
+        for _ in range(args.repeats):  # alternating, so that both see the same load; the best of each
+            stage = "sparq eval"
+            t = time_sparq(sparq, model, data, batch, args.threads, batches, args.min_seconds)
+            batches = t["batches"]
+            s = t if s is None or t["samples_per_s"] > s["samples_per_s"] else s
+            stage = "onnxruntime"
+            t = runner.time(args.min_seconds)
+            o = t if o is None or t["samples_per_s"] > o["samples_per_s"] else o
+        ort_outputs = runner.outputs
+        del runner  # its threads end before the next row
         stage = "comparing outputs"
         row.update(sparq=s["samples_per_s"], ort=o["samples_per_s"], ratio=s["samples_per_s"] / o["samples_per_s"],
-                   kernels=s["kernels"], first_over_mean=s["first_over_mean"], sparq_batches=s["batches"],
-                   ort_runs=o["batches"], **compare(s["outputs"], o["outputs"]))
+                   kernels=probe["kernels"], first_over_mean=probe["first_s"] / (s["seconds"] / s["batches"]),
+                   sparq_batches=s["batches"], ort_runs=o["batches"], **compare(probe["outputs"], ort_outputs))
     except Exception as e:  # onnxruntime raises its own exception types
         print(f"   {variant} batch {batch}: {stage} failed: {e}", flush=True)
         row["error"] = stage
@@ -456,7 +488,8 @@ def markdown(rows: list, meta: dict) -> str:
              f"- Command: `{meta['command']}`",
              f"- Threads: {meta['threads']} for both runtimes (sparq `--threads`; ORT intra_op_num_threads, "
              "inter_op_num_threads 1, sequential, ORT_ENABLE_ALL, CPUExecutionProvider). Timed for at least "
-             f"{meta['min_seconds']:g} s and {MIN_BATCHES} batches per row.",
+             f"{meta['min_seconds']:g} s and {MIN_BATCHES} batches per measurement; best of {meta['repeats']} "
+             "measurement(s) per runtime, alternating.",
              "- Models: tools/make_test_models.py (random weights). INT8 variants: `sparq run`, QDQ, per-channel "
              f"weights, max calibration on {CALIB_SAMPLES} random samples; pruning one-shot without recovery, "
              "first and last weighted layer dense. Both runtimes run the same ONNX file.",
@@ -543,6 +576,8 @@ def main(argv=None) -> int:
     parser.add_argument("--batches", default="1,32")
     parser.add_argument("--threads", type=int, default=os.cpu_count(), help="threads of both runtimes")
     parser.add_argument("--min-seconds", type=float, default=2.0, help="time each measurement at least this long")
+    parser.add_argument("--repeats", type=int, default=1,
+                        help="measure each row this many times, the runtimes alternating; report the best of each")
     parser.add_argument("--rebuild-models", action="store_true", help="make the INT8 variants even when cached")
     parser.add_argument("--results", default=None, help="write the tables into this Markdown file's section")
     args = parser.parse_args(argv)
@@ -560,8 +595,8 @@ def run(args, argv) -> int:
         batches = [int(b) for b in args.batches.split(",")]
     except ValueError:
         raise BenchError(f"--batches: {args.batches!r} is not a comma-separated list of integers")
-    if any(b < 1 for b in batches) or args.threads < 1 or args.min_seconds < 0:
-        raise BenchError("--batches and --threads must be >= 1, --min-seconds >= 0")
+    if any(b < 1 for b in batches) or args.threads < 1 or args.repeats < 1 or args.min_seconds < 0:
+        raise BenchError("--batches, --threads and --repeats must be >= 1, --min-seconds >= 0")
     sparq = os.path.abspath(args.sparq)
     if not os.path.isfile(sparq) or not os.access(sparq, os.X_OK):
         raise BenchError(f"sparq binary not found or not executable: {sparq} (build it, or pass --sparq PATH)")
@@ -615,7 +650,8 @@ def run(args, argv) -> int:
         "git": binary_version(sparq, build_start),
         "command": "python3 " + " ".join([os.path.relpath(os.path.abspath(__file__), REPO)] +
                                          (argv if argv is not None else sys.argv[1:])),
-        "threads": args.threads, "min_seconds": args.min_seconds, "batches": batches, "models": models,
+        "threads": args.threads, "min_seconds": args.min_seconds, "repeats": args.repeats, "batches": batches,
+        "models": models,
         "notes": notes,
     }
     with open(os.path.join(work, "e2e_results.json"), "w") as f:
