@@ -15,7 +15,8 @@ Pruning is one-shot without recovery and leaves the first and the last
 weighted layer dense (prune.skip_first_last, the default); calibration uses 8
 seeded random samples; the gate is wide open. Only speed is measured here,
 not accuracy. The models are cached in --work-dir: a variant is made again
-when its recipe or the FP32 model changed, or with --rebuild-models.
+when its recipe changed, when the FP32 model or the sparq build is newer, or
+with --rebuild-models.
 
 What is timed, per model, variant and batch size B, with the same thread
 count T for both runtimes, on the same inputs (a seeded random chunk of 32
@@ -140,7 +141,7 @@ def make_data(models_dir: str, name: str, work: str) -> dict:
     """Writes the model's calibration, evaluation and timing samples as .npy
     (the same bytes on every run); returns their paths and the input name."""
     key, shape, dtype = input_spec(models_dir, name)
-    rng = np.random.default_rng([SEED, MODELS.index(name) if name in MODELS else 99])
+    rng = np.random.default_rng([SEED, MODELS.index(name)])
     data = {"input": key}
     for tag, n in (("calib", CALIB_SAMPLES), ("eval", EVAL_SAMPLES), ("chunk", CHUNK_SAMPLES)):
         data[tag] = os.path.join(work, "data", f"{name}_{tag}.npy")
@@ -150,7 +151,7 @@ def make_data(models_dir: str, name: str, work: str) -> dict:
     return data
 
 
-def recipe_text(model: str, data: dict, prune: str, out_dir: str, threads: int) -> str:
+def recipe_text(model: str, data: dict, prune: str, out_dir: str) -> str:
     return (
         "version: 1\n"
         f"model: {model}\n"
@@ -172,7 +173,7 @@ def recipe_text(model: str, data: dict, prune: str, out_dir: str, threads: int) 
         "  overwrite: true\n"
         "evaluate:\n"
         "  metric: sqnr\n"
-        f"  threads: {threads}\n"
+        "  threads: 0\n"
         "  gate:\n"
         "    max_drop: 1000000\n"
         "report:\n"
@@ -181,10 +182,11 @@ def recipe_text(model: str, data: dict, prune: str, out_dir: str, threads: int) 
     )
 
 
-def make_variant(sparq: str, models_dir: str, name: str, variant: str, data: dict, work: str, threads: int,
+def make_variant(sparq: str, models_dir: str, name: str, variant: str, data: dict, work: str,
                  rebuild: bool) -> str:
     """Returns the variant's ONNX file, running `sparq run` unless a cached
-    one was made from the same recipe after the FP32 model."""
+    one was made from the same recipe after the FP32 model and after the
+    sparq build (whose quantizer may have changed)."""
     fp32 = os.path.abspath(os.path.join(models_dir, name + ".onnx"))
     prune = VARIANTS[variant][1]
     if prune is None:
@@ -192,8 +194,9 @@ def make_variant(sparq: str, models_dir: str, name: str, variant: str, data: dic
     out_dir = os.path.join(work, "models", f"{name}_{variant}")
     model = os.path.join(out_dir, name + ".sparq.onnx")
     recipe_path = out_dir + ".yaml"
-    text = recipe_text(fp32, data, prune, out_dir, threads)
-    if not rebuild and os.path.isfile(model) and os.path.getmtime(model) >= os.path.getmtime(fp32) \
+    text = recipe_text(fp32, data, prune, out_dir)
+    newest_input = max([os.path.getmtime(fp32)] + [m for m, _ in build_files(sparq).values()])
+    if not rebuild and os.path.isfile(model) and os.path.getmtime(model) >= newest_input \
             and os.path.isfile(recipe_path):
         with open(recipe_path) as f:
             if f.read() == text:
@@ -627,7 +630,7 @@ def run(args, argv) -> int:
         for variant in variants:
             label = VARIANTS[variant][0]
             try:
-                model = make_variant(sparq, models_dir, name, variant, data, work, args.threads, args.rebuild_models)
+                model = make_variant(sparq, models_dir, name, variant, data, work, args.rebuild_models)
             except RuntimeError as e:
                 print(f"   {variant}: {e}", flush=True)
                 notes.append(f"{name} {label}: making the model failed: {one_line(str(e))}")
