@@ -195,7 +195,7 @@ def make_variant(sparq: str, models_dir: str, name: str, variant: str, data: dic
     model = os.path.join(out_dir, name + ".sparq.onnx")
     recipe_path = out_dir + ".yaml"
     text = recipe_text(fp32, data, prune, out_dir)
-    newest_input = max([os.path.getmtime(fp32)] + [m for m, _ in build_files(sparq).values()])
+    newest_input = max([os.path.getmtime(fp32)] + [v[0] for v in build_files(sparq).values() if v])
     if not rebuild and os.path.isfile(model) and os.path.getmtime(model) >= newest_input \
             and os.path.isfile(recipe_path):
         with open(recipe_path) as f:
@@ -204,7 +204,7 @@ def make_variant(sparq: str, models_dir: str, name: str, variant: str, data: dic
     with open(recipe_path, "w") as f:
         f.write(text)
     print(f"   making {variant}: sparq run {os.path.relpath(recipe_path)}", flush=True)
-    proc = subprocess.run([sparq, "run", recipe_path], capture_output=True, text=True)
+    proc = run_tool([sparq, "run", recipe_path])
     if proc.returncode != 0 or not os.path.isfile(model):
         raise RuntimeError(f"sparq run {recipe_path} exited {proc.returncode}:\n{tail(proc.stdout + proc.stderr)}")
     return model
@@ -225,6 +225,15 @@ def timing_folder(data: dict, samples: int) -> str:
 # ---------------------------------------------------------------------------
 # Running both runtimes.
 
+def run_tool(cmd: list) -> subprocess.CompletedProcess:
+    """Runs cmd, output captured; a binary that cannot be started (one being
+    rebuilt, say) is a RuntimeError, which fails one row, not the run."""
+    try:
+        return subprocess.run(cmd, capture_output=True, text=True)
+    except OSError as e:
+        raise RuntimeError(f"cannot run {cmd[0]}: {e}")
+
+
 def tail(text: str, lines: int = 15) -> str:
     return "\n".join(text.strip().splitlines()[-lines:])
 
@@ -237,7 +246,7 @@ def one_line(text: str) -> str:
 def sparq_eval(sparq: str, model: str, inputs: str, batch: int, threads: int, limit: int, extra=()) -> dict:
     cmd = [sparq, "eval", model, "--inputs", inputs, "--batch", str(batch), "--threads", str(threads),
            "--limit", str(limit), "--json", *extra]
-    proc = subprocess.run(cmd, capture_output=True, text=True)
+    proc = run_tool(cmd)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)} exited {proc.returncode}:\n{tail(proc.stdout + proc.stderr)}")
     return json.loads(proc.stdout)
@@ -246,10 +255,10 @@ def sparq_eval(sparq: str, model: str, inputs: str, batch: int, threads: int, li
 def weight_sparsity(sparq: str, model: str):
     """The fraction of the model's initializer values that are zero
     (`sparq inspect --json` totals), or None when inspect fails."""
-    proc = subprocess.run([sparq, "inspect", model, "--json"], capture_output=True, text=True)
     try:
+        proc = run_tool([sparq, "inspect", model, "--json"])
         return float(json.loads(proc.stdout)["totals"]["sparsity"]) if proc.returncode == 0 else None
-    except (ValueError, KeyError, TypeError):
+    except (RuntimeError, ValueError, KeyError, TypeError):
         return None
 
 
@@ -539,7 +548,13 @@ def build_files(path: str) -> dict:
     folder = os.path.dirname(os.path.abspath(path))
     files = [os.path.abspath(path)] + sorted(glob.glob(os.path.join(folder, "libsparq*")) +
                                              glob.glob(os.path.join(folder, "..", "libsparq*")))
-    return {os.path.normpath(f): (os.path.getmtime(f), os.path.getsize(f)) for f in files if os.path.isfile(f)}
+    found = {}
+    for f in files:
+        try:
+            found[os.path.normpath(f)] = (os.path.getmtime(f), os.path.getsize(f))
+        except OSError:  # removed while being rebuilt
+            found[os.path.normpath(f)] = None
+    return found
 
 
 def binary_version(path: str, files: dict) -> str:
@@ -547,7 +562,8 @@ def binary_version(path: str, files: dict) -> str:
     checkout has uncommitted changes, and when the build was last written:
     the binary itself does not say what source it was built from."""
     folder = os.path.dirname(os.path.abspath(path))
-    built = datetime.datetime.fromtimestamp(max(m for m, _ in files.values()), datetime.timezone.utc)
+    built = datetime.datetime.fromtimestamp(max((v[0] for v in files.values() if v), default=0),
+                                            datetime.timezone.utc)
     built = built.strftime("%Y-%m-%d %H:%M UTC")
     head = subprocess.run(["git", "-C", folder, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
     if head.returncode != 0:
