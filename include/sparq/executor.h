@@ -25,6 +25,8 @@ struct ExecutorOptions {
   // QLinearMatMul at creation, as deployment runtimes do (integer sums, one
   // rounding; outputs may differ from the QDQ graph's float path by one
   // quantization step). Fused-away values cannot be RunOptions::extra_outputs.
+  // DequantizeLinear nodes of constants (weights left to float layers) are
+  // computed once, at creation.
   bool fuse_qdq = false;
   // Fold each Relu / Clip into the Conv before it (one node with the clamp in
   // the GEMM's epilogue), as deployment runtimes do. The

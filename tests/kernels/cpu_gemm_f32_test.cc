@@ -359,3 +359,51 @@ TEST(FloatFusion, LeavesFloat16ConvAlone) {
 
 }  // namespace
 }  // namespace sparq
+
+namespace sparq {
+namespace {
+
+// A float Gemm fed by dequantized constant weights (a QDQ model's classifier,
+// no QuantizeLinear after it): the weights are dequantized once at creation
+// and the Gemm runs on gemm_f32.
+TEST(FloatFusion, ConstantDequantizeFoldsIntoWeights) {
+  std::mt19937 rng(25);
+  Model m = OneGraph({FloatInput("x", {3, 20})},
+                     {Node{"qx", "QuantizeLinear", "", {"x", "xs", "xz"}, {"xq"}, {}, ""},
+                      Node{"dx", "DequantizeLinear", "", {"xq", "xs", "xz"}, {"xd"}, {}, ""},
+                      Node{"dw", "DequantizeLinear", "", {"wq", "ws"}, {"wd"}, {}, ""},
+                      Node{"db", "DequantizeLinear", "", {"bq", "bs"}, {"bd"}, {}, ""},
+                      Node{"fc", "Gemm", "", {"xd", "wd", "bd"}, {"y"}, {Attribute::Int("transB", 1)}, ""}},
+                     {"y"});
+  std::vector<int8_t> wq(7 * 20);
+  for (auto& v : wq) v = static_cast<int8_t>(static_cast<int>(rng() % 255) - 127);
+  m.graph.initializers["wq"] = Tensor::FromVector<int8_t>({7, 20}, wq);
+  m.graph.initializers["ws"] = Tensor::Scalar<float>(0.0123f);
+  m.graph.initializers["xs"] = Tensor::Scalar<float>(0.0087f);
+  m.graph.initializers["xz"] = Tensor::Scalar<int8_t>(3);
+  m.graph.initializers["bq"] = Tensor::FromVector<int32_t>({7}, {5, -9, 100, 0, 77, -3, 12});
+  m.graph.initializers["bs"] = Tensor::Scalar<float>(0.0123f * 0.0087f);
+  TensorMap feed{{"x", RandomTensor(rng, {3, 20})}};
+  ExecutorOptions ref_options;
+  ref_options.reference_kernels = true;
+  auto ref = Executor::Create(m, ref_options);
+  ASSERT_TRUE(ref.ok());
+  TensorMap want, got;
+  ASSERT_TRUE((*ref)->Run(feed, &want).ok());
+  ExecutorOptions options;
+  options.fuse_qdq = true;
+  auto fast = Executor::Create(m, options);
+  ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+  ASSERT_TRUE((*fast)->Run(feed, &got).ok());
+  std::vector<std::string> kernels;
+  for (const NodeKernel& k : (*fast)->NodeKernels()) kernels.push_back(k.op_type + ":" + k.kernel);
+  EXPECT_EQ(kernels.back(), "Gemm:gemm_f32");
+  EXPECT_EQ(kernels.size(), 3u);  // Q, DQ of x, Gemm
+  const Tensor& a = got.at("y");
+  const Tensor& b = want.at("y");
+  ExpectClose(std::vector<float>(a.data<float>(), a.data<float>() + a.numel()),
+              std::vector<float>(b.data<float>(), b.data<float>() + b.numel()), "y");
+}
+
+}  // namespace
+}  // namespace sparq
