@@ -15,7 +15,8 @@
 // dilation, padding or auto_pad (resolved per input shape by the reference's
 // PrepareConv). MatMul: constant 2-D B, A of rank >= 2. Gemm: transA = 0,
 // alpha = 1, constant B, C absent or a constant [N] / [1, N] bias with
-// beta = 1. Anything else, and runs with unexpected inputs, use the reference
+// beta = 1. MatMul of two activations: gemm_f32_batched, B packed per run.
+// Anything else, and runs with unexpected inputs, use the reference
 // kernel. Results match the reference within float rounding (FMA and the
 // order of the bias addition differ), the same bits for any thread count.
 #include <limits>
@@ -242,6 +243,47 @@ Status RunDenseLinear(OpContext& ctx) {
   return Status::OK();
 }
 
+// MatMul of two activations (attention scores and mixing): A [..., M, K] x
+// B [..., K, N] with equal batch dims, or B [K, N] for every batch; B is
+// packed per matrix on each run (K * N work against M * K * N multiply-adds).
+Status RunBatchedMatMul(OpContext& ctx) {
+  if (!ctx.has_input(0) || !ctx.has_input(1)) return RunReferenceKernel(ctx);
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  if (a.dtype() != DataType::kFloat32 || b.dtype() != DataType::kFloat32 || a.rank() < 2 || b.rank() < 2 ||
+      (b.rank() != 2 && b.rank() != a.rank())) {
+    return RunReferenceKernel(ctx);
+  }
+  const int64_t m = a.dim(a.rank() - 2), k = a.dim(a.rank() - 1), n = b.dim(b.rank() - 1);
+  if (b.dim(b.rank() - 2) != k) return RunReferenceKernel(ctx);  // the reference names the error
+  for (size_t d = 0; b.rank() > 2 && d + 2 < a.rank(); ++d)
+    if (a.dim(d) != b.dim(d)) return RunReferenceKernel(ctx);  // broadcasting: the reference
+  Shape out_shape = a.shape();
+  out_shape.back() = n;
+  Tensor y(DataType::kFloat32, out_shape);
+  const int64_t batches = m * k > 0 ? a.numel() / (m * k) : 0;
+  const PackedFormat format = PreferredGemmF32Format(ActiveIsa());
+  std::vector<float> bt(static_cast<size_t>(n * k));  // B^T [N, K] of one matrix
+  PackedGemmF32 packed;
+  for (int64_t i = 0; i < batches; ++i) {
+    if (i == 0 || b.rank() > 2) {
+      const float* src = b.data<float>() + (b.rank() > 2 ? i * k * n : 0);
+      for (int64_t o = 0; o < n; ++o)
+        for (int64_t j = 0; j < k; ++j) bt[o * k + j] = src[j * n + o];
+      SPARQ_ASSIGN_OR_RETURN(packed, PackGemmF32(bt.data(), n, k, format));
+    }
+    GemmF32Args args;
+    args.w = &packed;
+    args.m = m, args.x = a.data<float>() + i * m * k, args.ld_x = k;
+    args.y = y.data<float>() + i * m * n, args.ld_y = n;
+    args.pool = ctx.pool();
+    Status st = RunGemmF32(args);
+    if (!st.ok()) return ctx.Error(st.code(), st.message());
+  }
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
 }  // namespace
 
 void RegisterPreparedCpuDenseF32Ops(KernelRegistry& r) {
@@ -250,6 +292,7 @@ void RegisterPreparedCpuDenseF32Ops(KernelRegistry& r) {
   r.Add({"Conv", "", 1, 99, RunDenseConv, "gemm_f32", PrepareDenseConv});
   r.Add({"FusedConv", kSparqDomain, 1, 99, RunDenseConv, "gemm_f32", PrepareDenseConv});
   r.Add({"MatMul", "", 1, 99, RunDenseLinear, "gemm_f32", PrepareDenseLinear});
+  r.Add({"MatMul", "", 1, 99, RunBatchedMatMul, "gemm_f32_batched"});
   r.Add({"Gemm", "", 1, 99, RunDenseLinear, "gemm_f32", PrepareDenseLinear});
 }
 

@@ -280,6 +280,19 @@ TEST(DenseF32Rows, MatMulAndGemmWithBias) {
   EXPECT_EQ(kernels, (std::vector<std::string>{"MatMul:gemm_f32", "Reshape:ref", "Gemm:gemm_f32"}));
 }
 
+TEST(DenseF32Rows, MatMulOfTwoActivations) {
+  std::mt19937 rng(26);
+  Model m = OneGraph({FloatInput("q", {2, 3, 9, 16}), FloatInput("k", {2, 3, 16, 11}), FloatInput("v", {16, 5})},
+                     {Node{"s", "MatMul", "", {"q", "k"}, {"s"}, {}, ""},
+                      Node{"t", "MatMul", "", {"q", "v"}, {"t"}, {}, ""}},
+                     {"s", "t"});
+  TensorMap feed{{"q", RandomTensor(rng, {2, 3, 9, 16})},
+                 {"k", RandomTensor(rng, {2, 3, 16, 11})},
+                 {"v", RandomTensor(rng, {16, 5})}};
+  EXPECT_EQ(ExpectFastMatchesReference(m, feed),
+            (std::vector<std::string>{"MatMul:gemm_f32_batched", "MatMul:gemm_f32_batched"}));
+}
+
 TEST(DenseF32Rows, DepthwiseConvWithClipAndGroupedConvFewTaps) {
   std::mt19937 rng(23);
   for (CpuIsa isa : kAllIsas) {
