@@ -41,17 +41,8 @@ void PackRowsStrip(const float* x, int64_t ld_x, int64_t j0, int cols, int64_t k
     for (int64_t kk = 0; kk < kc; ++kk) std::fill(strip + kk * tc + cols, strip + (kk + 1) * tc, 0.0f);
 }
 
-// strip[kk * tc + j] = im2col(image)[k0 + kk][p0 + j]: row k = (channel, ky,
-// kx), column p = output pixel (oy, ox); zero in the padding and past cols.
-// The strip's pixels fall into runs of one output row each; a run reads one
-// input row at a fixed stride, whose in-bounds part is copied in one go.
-void PackConvStrip(const ConvGeometry& g, const float* image, int64_t p0, int cols, int64_t k0, int64_t kc, int tc,
-                   float* strip) {
-  struct Run {
-    int64_t oy, ox0;
-    int t, len;
-  };
-  Run runs[64];  // a strip of <= 64 pixels has at most 64 runs
+// The runs of strip columns [p0, p0 + cols): at most one per column.
+int ConvStripRuns(const ConvGeometry& g, int64_t p0, int cols, ConvStripRun* runs) {
   int num_runs = 0;
   for (int t = 0; t < cols;) {
     const int64_t p = p0 + t, ox0 = p % g.out_w;
@@ -59,34 +50,7 @@ void PackConvStrip(const ConvGeometry& g, const float* image, int64_t p0, int co
     runs[num_runs++] = {p / g.out_w, ox0, t, len};
     t += len;
   }
-  const int64_t window = g.kernel_h * g.kernel_w;
-  for (int64_t kk = 0; kk < kc; ++kk) {
-    float* dst = strip + kk * tc;
-    const int64_t k = k0 + kk, c = k / window, ky = (k % window) / g.kernel_w, kx = k % g.kernel_w;
-    const float* plane = image + c * g.height * g.width;
-    for (int r = 0; r < num_runs; ++r) {
-      const Run& run = runs[r];
-      float* out = dst + run.t;
-      const int64_t iy = run.oy * g.stride_h - g.pad_top + ky * g.dilation_h;
-      if (iy < 0 || iy >= g.height) {
-        std::fill(out, out + run.len, 0.0f);
-        continue;
-      }
-      // Input column of pixel u of the run: ix0 + u * stride; in bounds for u in [lo, hi).
-      const int64_t ix0 = run.ox0 * g.stride_w - g.pad_left + kx * g.dilation_w, sw = g.stride_w;
-      const int64_t lo = ix0 >= 0 ? 0 : std::min<int64_t>(run.len, (-ix0 + sw - 1) / sw);
-      const int64_t hi = ix0 >= g.width ? lo : std::max(lo, std::min<int64_t>(run.len, (g.width - 1 - ix0) / sw + 1));
-      std::fill(out, out + lo, 0.0f);
-      const float* src = plane + iy * g.width + ix0;
-      if (sw == 1) {
-        std::memcpy(out + lo, src + lo, sizeof(float) * (hi - lo));
-      } else {
-        for (int64_t u = lo; u < hi; ++u) out[u] = src[u * sw];
-      }
-      std::fill(out + hi, out + run.len, 0.0f);
-    }
-    std::fill(dst + cols, dst + tc, 0.0f);
-  }
+  return num_runs;
 }
 
 // c[i * rs + j * cs] += bias[i], then clamped to [lo, hi], over rows x cols.
@@ -121,6 +85,40 @@ void TilePortable(int64_t kc, const float* a, const float* b, float* c, int64_t 
 
 }  // namespace
 
+// A run reads one input row at a fixed stride; its in-bounds part is copied
+// in one go, the rest zero filled.
+void PackConvStripPortable(const ConvGeometry& g, const float* image, const ConvStripRun* runs, int num_runs, int cols,
+                           int64_t k0, int64_t kc, int tc, float* strip) {
+  const int64_t window = g.kernel_h * g.kernel_w;
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    float* dst = strip + kk * tc;
+    const int64_t k = k0 + kk, c = k / window, ky = (k % window) / g.kernel_w, kx = k % g.kernel_w;
+    const float* plane = image + c * g.height * g.width;
+    for (int r = 0; r < num_runs; ++r) {
+      const ConvStripRun& run = runs[r];
+      float* out = dst + run.t;
+      const int64_t iy = run.oy * g.stride_h - g.pad_top + ky * g.dilation_h;
+      if (iy < 0 || iy >= g.height) {
+        std::fill(out, out + run.len, 0.0f);
+        continue;
+      }
+      // Input column of pixel u of the run: ix0 + u * stride; in bounds for u in [lo, hi).
+      const int64_t ix0 = run.ox0 * g.stride_w - g.pad_left + kx * g.dilation_w, sw = g.stride_w;
+      const int64_t lo = ix0 >= 0 ? 0 : std::min<int64_t>(run.len, (-ix0 + sw - 1) / sw);
+      const int64_t hi = ix0 >= g.width ? lo : std::max(lo, std::min<int64_t>(run.len, (g.width - 1 - ix0) / sw + 1));
+      std::fill(out, out + lo, 0.0f);
+      const float* src = plane + iy * g.width + ix0;
+      if (sw == 1) {
+        std::memcpy(out + lo, src + lo, sizeof(float) * (hi - lo));
+      } else {
+        for (int64_t u = lo; u < hi; ++u) out[u] = src[u * sw];
+      }
+      std::fill(out + hi, out + run.len, 0.0f);
+    }
+    std::fill(dst + cols, dst + tc, 0.0f);
+  }
+}
+
 void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa) {
   const PackedGemmF32& w = *args.w;
   const int tr = isa.tile_rows, tc = isa.tile_cols;
@@ -153,7 +151,9 @@ void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa) {
           const int cols = static_cast<int>(std::min<int64_t>(tc, cols_total - s * tc));
           float* strip = strips_buf.data() + (s - s0) * kKc * tc;
           if (conv) {
-            PackConvStrip(args.conv, x, s * tc, cols, k0, kc, tc, strip);
+            ConvStripRun runs[64];  // a strip has at most tc <= 64 columns
+            const int num_runs = ConvStripRuns(args.conv, s * tc, cols, runs);
+            isa.pack_conv_strip(args.conv, x, runs, num_runs, cols, k0, kc, tc, strip);
           } else {
             PackRowsStrip(x, args.ld_x, s * tc, cols, k0, kc, tc, strip);
           }
@@ -186,9 +186,9 @@ void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa) {
 
 void GemmF32Portable(const GemmF32Args& args) {
   switch (args.w->format) {
-    case PackedFormat::kPanel8x32F32: GemmF32Driver(args, {8, 32, TilePortable<8, 32>}); return;
-    case PackedFormat::kPanel6x16F32: GemmF32Driver(args, {6, 16, TilePortable<6, 16>}); return;
-    default: GemmF32Driver(args, {4, 8, TilePortable<4, 8>}); return;
+    case PackedFormat::kPanel8x32F32: GemmF32Driver(args, {8, 32, TilePortable<8, 32>, PackConvStripPortable}); return;
+    case PackedFormat::kPanel6x16F32: GemmF32Driver(args, {6, 16, TilePortable<6, 16>, PackConvStripPortable}); return;
+    default: GemmF32Driver(args, {4, 8, TilePortable<4, 8>, PackConvStripPortable}); return;
   }
 }
 

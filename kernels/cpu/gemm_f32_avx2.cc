@@ -77,7 +77,7 @@ void Tile(int64_t kc, const float* a, const float* b, float* c, int64_t rs, int6
 
 }  // namespace
 
-void GemmF32Avx2(const GemmF32Args& args) { GemmF32Driver(args, {kTr, kTc, Tile}); }
+void GemmF32Avx2(const GemmF32Args& args) { GemmF32Driver(args, {kTr, kTc, Tile, PackConvStripPortable}); }
 
 SPARQ_CPU_TARGET_END
 

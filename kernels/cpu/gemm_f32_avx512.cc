@@ -78,9 +78,61 @@ void Tile(int64_t kc, const float* a, const float* b, float* c, int64_t rs, int6
 #undef SPARQ_F32_STORE
 #undef SPARQ_F32_FMA
 
+inline __mmask16 LaneRange(int64_t lo, int64_t hi) {  // bits [lo, hi) of 16, clipped
+  lo = lo < 0 ? 0 : lo;
+  hi = hi > 16 ? 16 : hi;
+  if (hi <= lo) return 0;
+  return static_cast<__mmask16>(((1u << (hi - lo)) - 1) << lo);
+}
+
+// PackConvStripPortable with masked loads: 16 strip columns per load (stride
+// 1), or the even lanes of two loads (stride 2); padding lanes load as 0.
+// Other strides use the portable packer.
+void PackConvStrip(const ConvGeometry& g, const float* image, const ConvStripRun* runs, int num_runs, int cols,
+                   int64_t k0, int64_t kc, int tc, float* strip) {
+  const int64_t sw = g.stride_w;
+  if ((sw != 1 && sw != 2) || tc != kTc) {
+    PackConvStripPortable(g, image, runs, num_runs, cols, k0, kc, tc, strip);
+    return;
+  }
+  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
+  const int64_t window = g.kernel_h * g.kernel_w;
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    float* dst = strip + kk * tc;
+    _mm512_storeu_ps(dst, _mm512_setzero_ps());
+    _mm512_storeu_ps(dst + 16, _mm512_setzero_ps());
+    const int64_t k = k0 + kk, c = k / window, ky = (k % window) / g.kernel_w, kx = k % g.kernel_w;
+    const float* plane = image + c * g.height * g.width;
+    for (int r = 0; r < num_runs; ++r) {
+      const ConvStripRun& run = runs[r];
+      const int64_t iy = run.oy * g.stride_h - g.pad_top + ky * g.dilation_h;
+      if (iy < 0 || iy >= g.height) continue;  // zeros already
+      // Pixel u of the run reads column ix0 + u * sw, inside the row for u in [lo, hi).
+      const int64_t ix0 = run.ox0 * sw - g.pad_left + kx * g.dilation_w;
+      const int64_t lo = ix0 >= 0 ? 0 : (-ix0 + sw - 1) / sw;
+      const int64_t hi = ix0 > g.width - 1 ? 0 : (g.width - 1 - ix0) / sw + 1;
+      const float* src = plane + iy * g.width + ix0;  // may point before the row: masked lanes are not read
+      for (int u0 = 0; u0 < run.len; u0 += 16) {
+        const int n = run.len - u0 < 16 ? run.len - u0 : 16;
+        const int64_t a = lo - u0, b = (hi < u0 + n ? hi : u0 + n) - u0;  // valid lanes [a, b)
+        if (b <= a || b <= 0) continue;
+        __m512 v;
+        if (sw == 1) {
+          v = _mm512_maskz_loadu_ps(LaneRange(a, b), src + u0);
+        } else {  // lane j reads element 2j of src + 2 u0: elements [2a, 2b - 1)
+          const float* s2 = src + 2 * u0;
+          v = _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(LaneRange(2 * a, 2 * b - 1), s2), even,
+                                     _mm512_maskz_loadu_ps(LaneRange(2 * a - 16, 2 * b - 1 - 16), s2 + 16));
+        }
+        _mm512_mask_storeu_ps(dst + run.t + u0, LaneRange(0, n), v);
+      }
+    }
+  }
+}
+
 }  // namespace
 
-void GemmF32Avx512(const GemmF32Args& args) { GemmF32Driver(args, {kTr, kTc, Tile}); }
+void GemmF32Avx512(const GemmF32Args& args) { GemmF32Driver(args, {kTr, kTc, Tile, PackConvStrip}); }
 
 SPARQ_CPU_TARGET_END
 

@@ -99,11 +99,26 @@ void SpmmBsrS8Driver(const SpmmBsrS8Args& args, const SpmmS8Isa& isa);
 // The tile computes the tile_rows x tile_cols block
 //   c[i * rs + j * cs] (i < rows, j < cols) = (accumulate ? c : 0) + sum_kk a[kk * tr + i] * b[kk * tc + j]
 // adding the products one k at a time, in order.
+//
+// A convolution strip's pixels fall into runs, each inside one output row:
+// run r covers strip columns [t, t + len), output row oy, columns ox0... A
+// strip packer fills strip[kk * tc + j] = im2col(image)[k0 + kk][pixel j]
+// for kk < kc (zero in the padding and for j >= cols).
+struct ConvStripRun {
+  int64_t oy, ox0;
+  int t, len;
+};
+using PackConvStripFn = void (*)(const ConvGeometry& g, const float* image, const ConvStripRun* runs, int num_runs,
+                                 int cols, int64_t k0, int64_t kc, int tc, float* strip);
+void PackConvStripPortable(const ConvGeometry& g, const float* image, const ConvStripRun* runs, int num_runs, int cols,
+                           int64_t k0, int64_t kc, int tc, float* strip);
+
 struct GemmF32Isa {
   int tile_rows;
   int tile_cols;
   void (*tile)(int64_t kc, const float* a, const float* b, float* c, int64_t rs, int64_t cs, int rows, int cols,
                bool accumulate);
+  PackConvStripFn pack_conv_strip = PackConvStripPortable;
 };
 void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa);
 
