@@ -67,5 +67,6 @@ void RegisterQuantOps(KernelRegistry& r);
 void RegisterPreparedCpuQuantOps(KernelRegistry& r);
 void RegisterPreparedCpuSparseOps(KernelRegistry& r);
 void RegisterPreparedCpuQuantConvOps(KernelRegistry& r);
+void RegisterCpuQdqGlueOps(KernelRegistry& r);
 
 }  // namespace sparq

@@ -92,6 +92,18 @@ struct SpmmS8Isa {
 void SpmmBsrS8Driver(const SpmmBsrS8Args& args, const SpmmS8Isa& isa);
 
 // ---------------------------------------------------------------------------
+// Per-tensor quantization glue (qdq_glue_avx2.cc), bit for bit QuantizeValue /
+// DequantizeValue of kernels/ref/quantize.h over n contiguous values. Bytes
+// are int8_t when the matching *_signed flag is set, else uint8_t.
+//   QuantizeRow:   y[i] = QuantizeValue(x[i], scale, zero_point)
+//   DequantizeRow: y[i] = DequantizeValue(x[i], scale, zero_point)
+//   QLinearAddRow: y[i] = QuantizeValue(DequantizeValue(a[i]) + DequantizeValue(b[i]), y_scale, y_zp)
+void QuantizeRowAvx2(int64_t n, const float* x, float scale, int32_t zero_point, bool out_signed, void* y);
+void DequantizeRowAvx2(int64_t n, const void* x, bool x_signed, float scale, int32_t zero_point, float* y);
+void QLinearAddRowAvx2(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
+                       int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
+
+// ---------------------------------------------------------------------------
 // Kernel entry points (the functions of the dispatch table).
 void GemmS8Portable(const GemmS8Args& args);
 void GemmS8Avx2(const GemmS8Args& args);
