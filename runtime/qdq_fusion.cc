@@ -208,9 +208,15 @@ class GlueFuser {
     for (const auto& v : g_.inputs) names_.insert(v.name);
     for (const auto& kv : g_.initializers) names_.insert(kv.first);
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
-      for (const auto& out : g_.nodes[i].outputs) {
+      const Node& n = g_.nodes[i];
+      for (const auto& out : n.outputs) {
         producer_[out] = i;
         names_.insert(out);
+      }
+      const Attribute* value = n.attr("value");
+      if (n.op_type == "Constant" && n.domain.empty() && n.outputs.size() == 1 && value != nullptr &&
+          value->kind == Attribute::Kind::kTensor) {
+        constant_nodes_[n.outputs[0]] = &value->t;
       }
       for (const auto& in : g_.nodes[i].inputs)
         if (!in.empty()) consumers_[in].push_back(i);
@@ -245,10 +251,14 @@ class GlueFuser {
  private:
   static constexpr const char* kDomain = "sparq";
 
+  // An initializer that runs cannot override, or a Constant node's tensor
+  // (exporters write Clip's bounds so).
   const Tensor* Constant(const std::string& name) const {
     if (name.empty() || overridable_.count(name)) return nullptr;
     auto it = g_.initializers.find(name);
-    return it == g_.initializers.end() ? nullptr : &it->second;
+    if (it != g_.initializers.end()) return &it->second;
+    auto c = constant_nodes_.find(name);
+    return c == constant_nodes_.end() ? nullptr : c->second;
   }
   // A QuantizeLinear / DequantizeLinear with a constant float32 scale and a
   // constant uint8/int8 zero point, one value each, and no attribute that
@@ -428,6 +438,7 @@ class GlueFuser {
   std::map<std::string, std::vector<size_t>> consumers_;
   std::set<size_t> removed_;
   std::map<size_t, std::vector<Node>> replacements_;  // QuantizeLinear index -> the nodes taking its place
+  std::map<std::string, const Tensor*> constant_nodes_;  // output -> value of a Constant node
 };
 
 }  // namespace
