@@ -66,6 +66,7 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterPreparedCpuQuantOps(*r);
     RegisterPreparedCpuSparseOps(*r);
     RegisterPreparedCpuQuantConvOps(*r);
+    RegisterPreparedCpuDepthwiseConvOps(*r);
     RegisterCpuQdqGlueOps(*r);
     for (const KernelDef& def : Reference().defs_) r->Add(def);
     return r;

@@ -67,6 +67,7 @@ void RegisterQuantOps(KernelRegistry& r);
 void RegisterPreparedCpuQuantOps(KernelRegistry& r);
 void RegisterPreparedCpuSparseOps(KernelRegistry& r);
 void RegisterPreparedCpuQuantConvOps(KernelRegistry& r);
+void RegisterPreparedCpuDepthwiseConvOps(KernelRegistry& r);
 void RegisterCpuQdqGlueOps(KernelRegistry& r);
 
 }  // namespace sparq
