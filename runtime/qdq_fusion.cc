@@ -31,6 +31,11 @@
 //   DequantizeLinear(b_q) ─┴─ Add ── QuantizeLinear ── y_q
 //                                      =>   sparq.QLinearAdd(a_q, .., b_q, .., y_scale, y_zp) ── y_q
 //
+// and last a table that alone reads a QLinearConv's output folds into it:
+//
+//   QLinearConv(x_q, ..) ── sparq.QLinearLut(.., table) ── y_q
+//                                      =>   sparq.QLinearConvLut(x_q, .., B or "", table) ── y_q
+//
 // [unary ops]* are zero or more elementwise float ops whose result per
 // element depends on that element only (Relu, Clip with constant bounds,
 // LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Identity, ...; see
@@ -441,12 +446,52 @@ class GlueFuser {
   std::map<std::string, const Tensor*> constant_nodes_;  // output -> value of a Constant node
 };
 
+// A QLinearConv whose output only a QLinearLut reads takes the table in:
+// sparq.QLinearConvLut, whose fast rows apply it while writing the output.
+std::vector<std::string> FoldTablesIntoConvolutions(Graph& g) {
+  std::set<std::string> graph_outputs;
+  for (const auto& o : g.outputs) graph_outputs.insert(o.name);
+  std::map<std::string, int> readers;
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (const auto& in : g.nodes[i].inputs) ++readers[in];
+    for (const auto& out : g.nodes[i].outputs) producer[out] = i;
+  }
+  std::vector<std::string> folded;
+  std::set<size_t> removed;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& lut = g.nodes[i];
+    if (lut.op_type != "QLinearLut" || lut.domain != "sparq" || lut.inputs.size() != 2) continue;
+    const std::string& value = lut.inputs[0];
+    auto p = producer.find(value);
+    if (graph_outputs.count(value) || readers[value] != 1 || p == producer.end()) continue;
+    Node& conv = g.nodes[p->second];
+    if (conv.op_type != "QLinearConv" || !conv.domain.empty() || conv.outputs.size() != 1 || conv.inputs.size() < 8 ||
+        conv.inputs.size() > 9) {
+      continue;
+    }
+    conv.op_type = "QLinearConvLut";
+    conv.domain = "sparq";
+    conv.inputs.resize(9);  // B, or "" without
+    conv.inputs.push_back(lut.inputs[1]);
+    conv.outputs = lut.outputs;
+    folded.push_back(conv.name);
+    removed.insert(i);
+  }
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  return folded;
+}
+
 }  // namespace
 
 std::vector<std::string> FuseQdqToIntegerOps(Model* model) {
   if (model->opset() < 10) return {};  // QLinearConv / QLinearMatMul arrive in opset 10
   std::vector<std::string> fused = Fuser(model->graph).Run();
   for (std::string& name : GlueFuser(*model).Run()) fused.push_back(std::move(name));
+  for (std::string& name : FoldTablesIntoConvolutions(model->graph)) fused.push_back(std::move(name));
   return fused;
 }
 

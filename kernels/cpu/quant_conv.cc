@@ -4,6 +4,10 @@
 // the weights packed once at prepare, requantized per output channel, and
 // transposed into NCHW.
 //
+// sparq.QLinearConvLut (QLinearConv then a 256-entry table, see
+// kernels/ref/qdq_fused_ops.cc) runs the same way, the table applied in the
+// transposition.
+//
 // Fast path (else the reference kernel): 2-D convolution, group 1, explicit
 // pads (auto_pad NOTSET), int8 weights; every input but x constant; x_scale,
 // y_scale, x_zero_point and y_zero_point single values; w_scale and
@@ -32,6 +36,9 @@ struct QuantConv {
   std::vector<float> multiplier;  // [M]
   std::vector<int32_t> bias;      // [M] or empty
   PackedGemmS8 w;                 // [M, C * kh * kw]
+  // sparq.QLinearConvLut: the output is table[y - min(y_type)], of out_type.
+  std::vector<uint8_t> table;     // 256 bytes, or empty
+  DataType out_type = DataType::kUndefined;
 };
 
 int32_t ScalarInt(const Tensor& t) {
@@ -41,7 +48,8 @@ int32_t ScalarInt(const Tensor& t) {
 
 bool IsByteType(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
 
-StatusOr<std::shared_ptr<const void>> PrepareQuantConv(const Node& node, const std::vector<const Tensor*>& constants) {
+StatusOr<std::shared_ptr<QuantConv>> PrepareQuantConvState(const Node& node,
+                                                          const std::vector<const Tensor*>& constants) {
   auto decline = [&](const std::string& why) -> Status {
     return Status::NotSupported(node.Describe() + ": gemm_s8 conv path: " + why);
   };
@@ -96,6 +104,25 @@ StatusOr<std::shared_ptr<const void>> PrepareQuantConv(const Node& node, const s
   const GemmZeroPoints w_zero{zp.data(), zp.size() > 1};
   SPARQ_ASSIGN_OR_RETURN(q->w, PackGemmS8<int8_t>(w.data<int8_t>(), q->m, q->c * q->kh * q->kw, w_zero,
                                                   PreferredGemmS8Format(ActiveIsa())));
+  q->out_type = q->y_type;
+  return q;
+}
+
+StatusOr<std::shared_ptr<const void>> PrepareQuantConv(const Node& node, const std::vector<const Tensor*>& constants) {
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<QuantConv> q, PrepareQuantConvState(node, constants));
+  return std::shared_ptr<const void>(std::move(q));
+}
+
+// sparq.QLinearConvLut: QLinearConv's inputs, then the constant table (input 9).
+StatusOr<std::shared_ptr<const void>> PrepareQuantConvLut(const Node& node,
+                                                          const std::vector<const Tensor*>& constants) {
+  const Tensor* table = constants.size() == 10 ? constants[9] : nullptr;
+  if (table == nullptr || table->numel() != 256 || !IsByteType(table->dtype()))
+    return Status::NotSupported(node.Describe() + ": gemm_s8 conv path: the table is not 256 constant bytes");
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<QuantConv> q, PrepareQuantConvState(node, constants));
+  const auto* bytes = static_cast<const uint8_t*>(table->raw_data());
+  q->table.assign(bytes, bytes + 256);
+  q->out_type = table->dtype();
   return std::shared_ptr<const void>(std::move(q));
 }
 
@@ -109,7 +136,7 @@ Status RunQuantConv(OpContext& ctx) {
   if (ho_num < 0 || wo_num < 0) return RunReferenceKernel(ctx);  // the reference names the error
   const int64_t ho = ho_num / q.stride_h + 1, wo = wo_num / q.stride_w + 1, p = ho * wo;
   const int64_t k = q.c * q.kh * q.kw;
-  Tensor y(q.y_type, {n, q.m, ho, wo});
+  Tensor y(q.out_type, {n, q.m, ho, wo});
   std::vector<uint8_t> a(static_cast<size_t>(p * k));     // A [P, K], one byte per value
   std::vector<uint8_t> out(static_cast<size_t>(p * q.m));  // Y^T [P, M] from gemm_s8
   const uint8_t pad = static_cast<uint8_t>(q.x_zp);        // the zero point's byte
@@ -148,11 +175,17 @@ Status RunQuantConv(OpContext& ctx) {
     args.pool = ctx.pool();
     Status st = RunGemmS8(args);
     if (!st.ok()) return ctx.Error(st.code(), st.message());
-    // [P, M] -> [M, P] of this image.
+    // [P, M] -> [M, P] of this image, through the table when there is one.
     uint8_t* yi = yb + img * q.m * p;
+    const uint8_t flip = q.y_type == DataType::kInt8 ? 0x80 : 0;  // table index of an int8 y: its byte ^ 0x80
     ParallelFor(ctx.pool(), q.m, 4, [&](int64_t m0, int64_t m1) {
-      for (int64_t m = m0; m < m1; ++m)
-        for (int64_t r = 0; r < p; ++r) yi[m * p + r] = out[r * q.m + m];
+      if (q.table.empty()) {
+        for (int64_t m = m0; m < m1; ++m)
+          for (int64_t r = 0; r < p; ++r) yi[m * p + r] = out[r * q.m + m];
+      } else {
+        for (int64_t m = m0; m < m1; ++m)
+          for (int64_t r = 0; r < p; ++r) yi[m * p + r] = q.table[out[r * q.m + m] ^ flip];
+      }
     });
   }
   ctx.set_output(0, std::move(y));
@@ -163,6 +196,7 @@ Status RunQuantConv(OpContext& ctx) {
 
 void RegisterPreparedCpuQuantConvOps(KernelRegistry& r) {
   r.Add({"QLinearConv", "", 10, 99, RunQuantConv, "gemm_s8", PrepareQuantConv});
+  r.Add({"QLinearConvLut", "sparq", 1, 1, RunQuantConv, "gemm_s8_lut", PrepareQuantConvLut});
 }
 
 }  // namespace sparq

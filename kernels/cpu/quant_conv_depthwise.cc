@@ -6,6 +6,9 @@
 // is requantized with the same row function as the GEMM (RequantizeS32Ref's
 // rounding), so results are bit for bit the reference's.
 //
+// sparq.QLinearConvLut (QLinearConv then a 256-entry table) runs the same
+// way, the table applied to each requantized plane.
+//
 // Fast path (else the reference kernel): 2-D, group = C = M, explicit pads
 // (auto_pad NOTSET), int8 weights; every input but x constant; x_scale,
 // y_scale, x_zero_point and y_zero_point single values; w_scale and
@@ -33,6 +36,9 @@ struct DepthwiseConv {
   std::vector<float> multiplier;  // [C]
   std::vector<int32_t> bias;      // [C], zeros without B
   cpu::RequantRowFn requant = cpu::RequantRowPortable;
+  // sparq.QLinearConvLut: the output is table[y - min(y_type)], of out_type.
+  std::vector<uint8_t> table;  // 256 bytes, or empty
+  DataType out_type = DataType::kUndefined;
 };
 
 int32_t ByteScalar(const Tensor& t) {
@@ -50,7 +56,8 @@ cpu::RequantRowFn ActiveRequantRow() {
   return cpu::RequantRowPortable;
 }
 
-StatusOr<std::shared_ptr<const void>> PrepareDepthwise(const Node& node, const std::vector<const Tensor*>& constants) {
+StatusOr<std::shared_ptr<DepthwiseConv>> PrepareDepthwiseState(const Node& node,
+                                                              const std::vector<const Tensor*>& constants) {
   auto decline = [&](const std::string& why) -> Status {
     return Status::NotSupported(node.Describe() + ": depthwise path: " + why);
   };
@@ -103,6 +110,25 @@ StatusOr<std::shared_ptr<const void>> PrepareDepthwise(const Node& node, const s
     q->bias.assign(b.data<int32_t>(), b.data<int32_t>() + c);
   }
   q->requant = ActiveRequantRow();
+  q->out_type = q->y_type;
+  return q;
+}
+
+StatusOr<std::shared_ptr<const void>> PrepareDepthwise(const Node& node, const std::vector<const Tensor*>& constants) {
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<DepthwiseConv> q, PrepareDepthwiseState(node, constants));
+  return std::shared_ptr<const void>(std::move(q));
+}
+
+// sparq.QLinearConvLut: QLinearConv's inputs, then the constant table (input 9).
+StatusOr<std::shared_ptr<const void>> PrepareDepthwiseLut(const Node& node,
+                                                          const std::vector<const Tensor*>& constants) {
+  const Tensor* table = constants.size() == 10 ? constants[9] : nullptr;
+  if (table == nullptr || table->numel() != 256 || !IsByteType(table->dtype()))
+    return Status::NotSupported(node.Describe() + ": depthwise path: the table is not 256 constant bytes");
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<DepthwiseConv> q, PrepareDepthwiseState(node, constants));
+  const auto* bytes = static_cast<const uint8_t*>(table->raw_data());
+  q->table.assign(bytes, bytes + 256);
+  q->out_type = table->dtype();
   return std::shared_ptr<const void>(std::move(q));
 }
 
@@ -116,7 +142,8 @@ Status RunDepthwise(OpContext& ctx) {
   if (ho_num < 0 || wo_num < 0) return RunReferenceKernel(ctx);  // the reference names the error
   const int64_t ho = ho_num / q.stride_h + 1, wo = wo_num / q.stride_w + 1, p = ho * wo;
   const int64_t hp = h + q.pad_t + q.pad_b, wp = wd + q.pad_l + q.pad_r, taps = q.kh * q.kw;
-  Tensor y(q.y_type, {n, q.channels, ho, wo});
+  Tensor y(q.out_type, {n, q.channels, ho, wo});
+  const uint8_t flip = q.y_type == DataType::kInt8 ? 0x80 : 0;  // table index of an int8 y: its byte ^ 0x80
   const bool x_signed = q.x_type == DataType::kInt8, y_signed = q.y_type == DataType::kInt8;
   const auto* xb = static_cast<const uint8_t*>(x.raw_data());
   auto* yb = static_cast<uint8_t*>(y.raw_data());
@@ -153,8 +180,10 @@ Status RunDepthwise(OpContext& ctx) {
           }
         }
       }
-      q.requant(p, acc.data(), &q.bias[ch], 0, &q.multiplier[ch], 0, q.y_zp, /*fuse_relu=*/false, y_signed,
-                yb + plane * p);
+      uint8_t* yp = yb + plane * p;
+      q.requant(p, acc.data(), &q.bias[ch], 0, &q.multiplier[ch], 0, q.y_zp, /*fuse_relu=*/false, y_signed, yp);
+      if (!q.table.empty())
+        for (int64_t i = 0; i < p; ++i) yp[i] = q.table[yp[i] ^ flip];
     }
   });
   ctx.set_output(0, std::move(y));
@@ -165,6 +194,7 @@ Status RunDepthwise(OpContext& ctx) {
 
 void RegisterPreparedCpuDepthwiseConvOps(KernelRegistry& r) {
   r.Add({"QLinearConv", "", 10, 99, RunDepthwise, "depthwise_s8", PrepareDepthwise});
+  r.Add({"QLinearConvLut", "sparq", 1, 1, RunDepthwise, "depthwise_s8_lut", PrepareDepthwiseLut});
 }
 
 }  // namespace sparq

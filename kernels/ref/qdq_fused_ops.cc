@@ -10,6 +10,12 @@
 //     running DequantizeLinear -> (elementwise float ops) -> QuantizeLinear
 //     on the reference kernels for all 256 values of X's type.
 //
+//   sparq.QLinearConvLut(X, X_scale, X_zero_point, W, W_scale, W_zero_point,
+//                        Y_scale, Y_zero_point, B, Table) -> Y
+//     QLinearConv (B may be absent, "") followed by QLinearLut(., Table): the
+//     fusion folds a table into the convolution that alone feeds it, so that
+//     fast rows apply it while they write the output.
+//
 //   sparq.QLinearAdd(A, A_scale, A_zero_point, B, B_scale, B_zero_point,
 //                    Y_scale, Y_zero_point) -> Y
 //     A, B uint8 or int8 (numpy broadcasting), scales float32 and zero points
@@ -36,10 +42,8 @@ int32_t ByteValue(const Tensor& t, int64_t i) {
 
 bool IsByteType(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
 
-Status QLinearLut(OpContext& ctx) {
-  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(2));
-  const Tensor& x = ctx.input(0);
-  const Tensor& table = ctx.input(1);
+// Y[i] = table[X[i] - min(X's type)].
+Status ApplyLut(const OpContext& ctx, const Tensor& x, const Tensor& table, Tensor* out_tensor) {
   if (!IsByteType(x.dtype())) return ctx.InvalidArgument("X has type " + DataTypeName(x.dtype()) + "; expected uint8 or int8");
   if (!IsByteType(table.dtype()) || table.numel() != 256) {
     return ctx.InvalidArgument("Table must hold 256 uint8 or int8 values, got " + DataTypeName(table.dtype()) + " " +
@@ -50,6 +54,30 @@ Status QLinearLut(OpContext& ctx) {
   Tensor y(table.dtype(), x.shape());
   auto* out = static_cast<uint8_t*>(y.raw_data());
   for (int64_t i = 0; i < x.numel(); ++i) out[i] = t[ByteValue(x, i) + offset];
+  *out_tensor = std::move(y);
+  return Status::OK();
+}
+
+Status QLinearLut(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(2));
+  Tensor y;
+  SPARQ_RETURN_IF_ERROR(ApplyLut(ctx, ctx.input(0), ctx.input(1), &y));
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
+Status QLinearConvLut(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(8));
+  if (ctx.num_inputs() != 10 || !ctx.has_input(9)) return ctx.InvalidArgument("expected 10 inputs, the last the table");
+  // The convolution: ONNX's QLinearConv reference kernel on the first nine inputs.
+  const KernelDef* conv = KernelRegistry::Reference().Find("QLinearConv", "", 10);
+  if (conv == nullptr) return ctx.NotSupported("no QLinearConv reference kernel");
+  std::vector<const Tensor*> inputs;
+  for (size_t i = 0; i < 9; ++i) inputs.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
+  OpContext conv_ctx(ctx.node(), 10, std::move(inputs), ctx.pool());
+  SPARQ_RETURN_IF_ERROR(conv->fn(conv_ctx));
+  Tensor y;
+  SPARQ_RETURN_IF_ERROR(ApplyLut(ctx, conv_ctx.outputs()[0], ctx.input(9), &y));
   ctx.set_output(0, std::move(y));
   return Status::OK();
 }
@@ -104,6 +132,7 @@ Status QLinearAdd(OpContext& ctx) {
 void RegisterQdqFusedOps(KernelRegistry& r) {
   r.Add({"QLinearLut", "sparq", 1, 1, QLinearLut, "ref"});
   r.Add({"QLinearAdd", "sparq", 1, 1, QLinearAdd, "ref"});
+  r.Add({"QLinearConvLut", "sparq", 1, 1, QLinearConvLut, "ref"});
 }
 
 }  // namespace sparq

@@ -75,11 +75,11 @@ Tensor RandomBytes(DataType type, const Shape& shape, uint32_t seed) {
   return t;
 }
 
-std::unique_ptr<Executor> Create(const Model& m, bool reference, int threads) {
+std::unique_ptr<Executor> Create(const Model& m, bool reference, int threads, bool fuse_reference = false) {
   ExecutorOptions o;
   o.threads = threads;
   o.reference_kernels = reference;
-  o.fuse_qdq = !reference;
+  o.fuse_qdq = !reference || fuse_reference;
   auto e = Executor::Create(m, o);
   EXPECT_TRUE(e.ok()) << e.status().ToString();
   return e.ok() ? std::move(e).value() : nullptr;
@@ -96,8 +96,11 @@ std::map<std::string, int> FusedOpCounts(const Model& m) {
 
 // Runs `m` on the reference kernels (the float QDQ graph) and fused with every
 // thread count and ISA; every output must be the same bytes.
-void ExpectFusedBitExact(const Model& m, const TensorMap& inputs) {
-  auto reference = Create(m, /*reference=*/true, 1);
+// With `fused_reference` the reference runs the fused graph too (on the
+// reference kernels): for graphs with convolutions, whose integer form is
+// not the float graph's bits.
+void ExpectFusedBitExact(const Model& m, const TensorMap& inputs, bool fused_reference = false) {
+  auto reference = Create(m, /*reference=*/true, 1, fused_reference);
   ASSERT_NE(reference, nullptr);
   TensorMap want;
   ASSERT_TRUE(reference->Run(inputs, &want).ok());
@@ -242,6 +245,60 @@ TEST(QdqGlueFusion, QuantizeAndDequantizeRowsMatchReference) {
     b.Output(b.Dq(q, "p"));
     EXPECT_EQ(FusedOpCounts(b.model()).count("QuantizeLinear"), 1u);
     ExpectFusedBitExact(b.model(), {{"x", Tensor::FromVector<float>({n}, values)}});
+  }
+}
+
+// DQ -> Conv -> Q -> DQ -> Relu -> Q: the convolution fuses into QLinearConv,
+// the ReLU into a table, and the table into the convolution
+// (sparq.QLinearConvLut); dense and depthwise, uint8 and int8.
+TEST(QdqGlueFusion, ReluTableFoldsIntoTheConvolution) {
+  for (const TypeCase& t : kTypes) {
+    for (int64_t group : {1, 6}) {
+      SCOPED_TRACE(DataTypeName(t.type) + " group " + std::to_string(group));
+      const int64_t c = 6, m = 6;
+      std::mt19937 rng(12);
+      QdqGraphBuilder b;
+      b.Input("x", t.type, {2, c, 9, 11});
+      b.Params("px", 0.031f, t.zp_in, t.type);
+      b.Params("py", 0.047f, t.zp_out, t.type);
+      b.Params("pr", 0.029f, t.zp_in / 3, t.type);
+      Graph& g = b.model().graph;
+      g.initializers["w"] = RandomBytes(DataType::kInt8, {m, c / group, 3, 3}, 13);
+      g.initializers["w_scale"] = Tensor::Scalar<float>(0.0079f);
+      g.initializers["w_zp"] = Tensor::Scalar<int8_t>(0);
+      std::vector<int32_t> bias(m);
+      for (int64_t i = 0; i < m; ++i) bias[i] = static_cast<int32_t>(rng() % 2001) - 1000;
+      g.initializers["b"] = Tensor::FromVector<int32_t>({m}, bias);
+      g.initializers["b_scale"] = Tensor::Scalar<float>(0.031f * 0.0079f);
+      g.initializers["b_zp"] = Tensor::Scalar<int32_t>(0);
+      const std::string conv = b.Add(
+          "Conv",
+          {b.Dq("x", "px"), b.Add("DequantizeLinear", {"w", "w_scale", "w_zp"}),
+           b.Add("DequantizeLinear", {"b", "b_scale", "b_zp"})},
+          {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Int("group", group)});
+      b.Output(b.Q(b.Add("Relu", {b.Dq(b.Q(conv, "py"), "py")}), "pr"));
+      auto fused = Create(b.model(), /*reference=*/false, 1);
+      ASSERT_NE(fused, nullptr);
+      ASSERT_EQ(fused->NodeKernels().size(), 1u);
+      EXPECT_EQ(fused->NodeKernels()[0].op_type, "QLinearConvLut");
+      EXPECT_EQ(fused->NodeKernels()[0].kernel, group == 1 ? "gemm_s8_lut" : "depthwise_s8_lut");
+      const TensorMap in = {{"x", RandomBytes(t.type, {2, c, 9, 11}, 14)}};
+      ExpectFusedBitExact(b.model(), in, /*fused_reference=*/true);
+      // Against the float graph: the integer convolution's one-step differences only.
+      auto float_graph = Create(b.model(), /*reference=*/true, 1);
+      TensorMap got, want;
+      ASSERT_TRUE(fused->Run(in, &got).ok());
+      ASSERT_TRUE(float_graph->Run(in, &want).ok());
+      const Tensor& y = got.begin()->second;
+      const Tensor& r = want.begin()->second;
+      int64_t differ = 0;
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        const double d = y.GetAsDouble(i) - r.GetAsDouble(i);
+        EXPECT_LE(std::abs(d), 2.0) << i;
+        differ += d != 0;
+      }
+      EXPECT_LT(differ, y.numel() / 20);
+    }
   }
 }
 
