@@ -1,8 +1,10 @@
 // QLinearConv on the INT8 GEMM (gemm_s8): per image, the input is unfolded
-// into rows of A [P, K] (one row per output position, K = C * kh * kw, padding
-// filled with the input's zero point so that it contributes 0), multiplied by
-// the weights packed once at prepare, requantized per output channel, and
-// transposed into NCHW.
+// into rows of A [P, K] (one row per output position, K = kh * kw * C in
+// (ky, kx, c) order, copied from a padded NHWC copy of the image whose
+// padding holds the input's zero point so that it contributes 0), multiplied
+// by the weights packed once at prepare in the same K order, requantized per
+// output channel, and transposed into NCHW. The int32 sums are exact (mod
+// 2^32), so the order of K does not change them.
 //
 // sparq.QLinearConvLut (QLinearConv then a 256-entry table, see
 // kernels/ref/qdq_fused_ops.cc) runs the same way, the table applied in the
@@ -102,7 +104,14 @@ StatusOr<std::shared_ptr<QuantConv>> PrepareQuantConvState(const Node& node,
   std::vector<int32_t> zp(static_cast<size_t>(w_zp.numel()));
   for (int64_t i = 0; i < w_zp.numel(); ++i) zp[i] = w_zp.data<int8_t>()[i];
   const GemmZeroPoints w_zero{zp.data(), zp.size() > 1};
-  SPARQ_ASSIGN_OR_RETURN(q->w, PackGemmS8<int8_t>(w.data<int8_t>(), q->m, q->c * q->kh * q->kw, w_zero,
+  // K in the unfolded rows' order (ky, kx, c); W is stored (c, ky, kx).
+  const int64_t taps = q->kh * q->kw;
+  std::vector<int8_t> w_hwc(static_cast<size_t>(q->m * q->c * taps));
+  for (int64_t o = 0; o < q->m; ++o)
+    for (int64_t ch = 0; ch < q->c; ++ch)
+      for (int64_t t = 0; t < taps; ++t)
+        w_hwc[(o * taps + t) * q->c + ch] = w.data<int8_t>()[(o * q->c + ch) * taps + t];
+  SPARQ_ASSIGN_OR_RETURN(q->w, PackGemmS8<int8_t>(w_hwc.data(), q->m, q->c * taps, w_zero,
                                                   PreferredGemmS8Format(ActiveIsa())));
   q->out_type = q->y_type;
   return q;
@@ -137,31 +146,50 @@ Status RunQuantConv(OpContext& ctx) {
   const int64_t ho = ho_num / q.stride_h + 1, wo = wo_num / q.stride_w + 1, p = ho * wo;
   const int64_t k = q.c * q.kh * q.kw;
   Tensor y(q.out_type, {n, q.m, ho, wo});
-  std::vector<uint8_t> a(static_cast<size_t>(p * k));     // A [P, K], one byte per value
-  std::vector<uint8_t> out(static_cast<size_t>(p * q.m));  // Y^T [P, M] from gemm_s8
-  const uint8_t pad = static_cast<uint8_t>(q.x_zp);        // the zero point's byte
+  // Each image is copied once into a padded NHWC plane xp [hp, wp, C]
+  // (padding: the zero point's byte, so it contributes 0); a row of A for
+  // output (oy, ox) is then kh runs of kw * C contiguous bytes (dilation_w 1).
+  // A 1x1 stride-1 convolution without padding reads xp itself as A.
+  const int64_t hp = h + q.pad_t + q.pad_b, wp = wd + q.pad_l + q.pad_r;
+  const bool direct = q.kh == 1 && q.kw == 1 && q.stride_h == 1 && q.stride_w == 1 && hp == h && wp == wd;
+  std::vector<uint8_t> xp(static_cast<size_t>(hp * wp * q.c), static_cast<uint8_t>(q.x_zp));
+  std::vector<uint8_t> a(direct ? 0 : static_cast<size_t>(p * k));  // A [P, K], one byte per value
+  std::vector<uint8_t> out(static_cast<size_t>(p * q.m));           // Y^T [P, M] from gemm_s8
   const auto* xb = static_cast<const uint8_t*>(x.raw_data());
   auto* yb = static_cast<uint8_t*>(y.raw_data());
+  const int64_t run = q.dil_w == 1 ? q.kw * q.c : q.c;  // contiguous bytes per copy
   for (int64_t img = 0; img < n; ++img) {
     const uint8_t* xi = xb + img * q.c * h * wd;
-    // Unfold: row (oy, ox), column (c, ky, kx).
-    ParallelFor(ctx.pool(), p, 64, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t oy = r / wo, ox = r % wo;
-        uint8_t* row = a.data() + r * k;
-        for (int64_t ch = 0; ch < q.c; ++ch)
-          for (int64_t ky = 0; ky < q.kh; ++ky) {
-            const int64_t iy = oy * q.stride_h - q.pad_t + ky * q.dil_h;
-            for (int64_t kx = 0; kx < q.kw; ++kx) {
-              const int64_t ix = ox * q.stride_w - q.pad_l + kx * q.dil_w;
-              *row++ = (iy < 0 || iy >= h || ix < 0 || ix >= wd) ? pad : xi[(ch * h + iy) * wd + ix];
-            }
-          }
+    // NCHW -> padded NHWC, in blocks of 8 channels so that writes come in 8-byte groups.
+    ParallelFor(ctx.pool(), h, 4, [&](int64_t y0, int64_t y1) {
+      for (int64_t iy = y0; iy < y1; ++iy) {
+        uint8_t* dst = xp.data() + ((iy + q.pad_t) * wp + q.pad_l) * q.c;
+        for (int64_t c0 = 0; c0 < q.c; c0 += 8) {
+          const int64_t c1 = std::min(q.c, c0 + 8);
+          for (int64_t ix = 0; ix < wd; ++ix)
+            for (int64_t ch = c0; ch < c1; ++ch) dst[ix * q.c + ch] = xi[(ch * h + iy) * wd + ix];
+        }
       }
     });
+    // Unfold: row (oy, ox), column (ky, kx, c).
+    if (!direct) {
+      ParallelFor(ctx.pool(), p, 64, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t oy = r / wo, ox = r % wo;
+          uint8_t* row = a.data() + r * k;
+          for (int64_t ky = 0; ky < q.kh; ++ky) {
+            const uint8_t* src = xp.data() + ((oy * q.stride_h + ky * q.dil_h) * wp + ox * q.stride_w) * q.c;
+            for (int64_t kx = 0; kx < q.kw; kx += run / q.c) {
+              std::memcpy(row, src + kx * q.dil_w * q.c, static_cast<size_t>(run));
+              row += run;
+            }
+          }
+        }
+      });
+    }
     GemmS8Args args;
     args.m = p;
-    args.a = a.data();
+    args.a = direct ? xp.data() : a.data();
     args.a_signed = q.x_type == DataType::kInt8;
     args.lda = k;
     args.a_zp = GemmZeroPoints{&q.x_zp, false};
