@@ -26,6 +26,10 @@
 #include "kernels/ref/quantize.h"
 #include "kernels/registry.h"
 
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
 namespace sparq {
 namespace {
 
@@ -43,20 +47,59 @@ struct QuantConv {
   DataType out_type = DataType::kUndefined;
 };
 
-// dst[j * ld_dst + i] = map(src[i * ld_src + j]) for i < rows, j in [j0, j1),
-// in 32 x 32 tiles so that the strided side of the copy stays in L1.
-template <typename Map>
-void TransposeBytes(const uint8_t* src, int64_t ld_src, uint8_t* dst, int64_t ld_dst, int64_t rows, int64_t j0,
-                    int64_t j1, Map map) {
-  constexpr int64_t kTile = 32;
-  for (int64_t i0 = 0; i0 < rows; i0 += kTile) {
-    const int64_t i1 = std::min(rows, i0 + kTile);
-    for (int64_t jb = j0; jb < j1; jb += kTile) {
-      const int64_t je = std::min(j1, jb + kTile);
-      for (int64_t j = jb; j < je; ++j)
-        for (int64_t i = i0; i < i1; ++i) dst[j * ld_dst + i] = map(src[i * ld_src + j]);
+#if defined(__SSE2__)
+// dst[j * ld_dst + i] = src[i * ld_src + j] for a 16 x 16 block (SSE2 is
+// part of x86-64): four rounds of interleaving, bytes, pairs, quads, halves.
+inline void Transpose16x16(const uint8_t* src, int64_t ld_src, uint8_t* dst, int64_t ld_dst) {
+  __m128i a[16], b[16];
+  for (int i = 0; i < 16; ++i) a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i * ld_src));
+  for (int k = 0; k < 8; ++k) {
+    b[2 * k] = _mm_unpacklo_epi8(a[2 * k], a[2 * k + 1]);
+    b[2 * k + 1] = _mm_unpackhi_epi8(a[2 * k], a[2 * k + 1]);
+  }
+  for (int g = 0; g < 4; ++g) {  // rows 4g..4g+3: columns 0-3, 4-7, 8-11, 12-15
+    a[4 * g + 0] = _mm_unpacklo_epi16(b[4 * g + 0], b[4 * g + 2]);
+    a[4 * g + 1] = _mm_unpackhi_epi16(b[4 * g + 0], b[4 * g + 2]);
+    a[4 * g + 2] = _mm_unpacklo_epi16(b[4 * g + 1], b[4 * g + 3]);
+    a[4 * g + 3] = _mm_unpackhi_epi16(b[4 * g + 1], b[4 * g + 3]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 8h..8h+7: column pairs (0,1), (2,3), ..., (14,15)
+    for (int q = 0; q < 4; ++q) {
+      b[8 * h + 2 * q] = _mm_unpacklo_epi32(a[8 * h + q], a[8 * h + 4 + q]);
+      b[8 * h + 2 * q + 1] = _mm_unpackhi_epi32(a[8 * h + q], a[8 * h + 4 + q]);
     }
   }
+  for (int k = 0; k < 8; ++k) {  // columns 2k, 2k + 1: rows 0-7 from b[k], rows 8-15 from b[8 + k]
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (2 * k) * ld_dst), _mm_unpacklo_epi64(b[k], b[8 + k]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (2 * k + 1) * ld_dst), _mm_unpackhi_epi64(b[k], b[8 + k]));
+  }
+}
+#endif
+
+// dst[j * ld_dst + i] = map(src[i * ld_src + j]) for i < rows, j in [j0, j1),
+// map(v) = table[v ^ flip] with a table, else v: 16 x 16 blocks in SSE2
+// registers (x86-64), the edges byte by byte.
+void TransposeBytes(const uint8_t* src, int64_t ld_src, uint8_t* dst, int64_t ld_dst, int64_t rows, int64_t j0,
+                    int64_t j1, const uint8_t* table = nullptr, uint8_t flip = 0) {
+  constexpr int64_t kBlock = 16;
+  int64_t i_full = 0, j_full = j0;
+#if defined(__SSE2__)
+  i_full = rows / kBlock * kBlock;
+  j_full = j0 + (j1 - j0) / kBlock * kBlock;
+  for (int64_t i = 0; i < i_full; i += kBlock) {
+    for (int64_t j = j0; j < j_full; j += kBlock) {
+      Transpose16x16(src + i * ld_src + j, ld_src, dst + j * ld_dst + i, ld_dst);
+      if (table != nullptr)
+        for (int64_t jj = j; jj < j + kBlock; ++jj)
+          for (int64_t ii = i; ii < i + kBlock; ++ii) dst[jj * ld_dst + ii] = table[dst[jj * ld_dst + ii] ^ flip];
+    }
+  }
+#endif
+  auto map = [&](uint8_t v) { return table != nullptr ? table[v ^ flip] : v; };
+  for (int64_t j = j_full; j < j1; ++j)  // right edge: every row
+    for (int64_t i = 0; i < rows; ++i) dst[j * ld_dst + i] = map(src[i * ld_src + j]);
+  for (int64_t j = j0; j < j_full; ++j)  // bottom edge of the full columns
+    for (int64_t i = i_full; i < rows; ++i) dst[j * ld_dst + i] = map(src[i * ld_src + j]);
 }
 
 int32_t ScalarInt(const Tensor& t) {
@@ -179,8 +222,7 @@ Status RunQuantConv(OpContext& ctx) {
     // NCHW -> padded NHWC: per input row, [C, W] -> [W, C].
     ParallelFor(ctx.pool(), h, 4, [&](int64_t y0, int64_t y1) {
       for (int64_t iy = y0; iy < y1; ++iy) {
-        TransposeBytes(xi + iy * wd, h * wd, xp.data() + ((iy + q.pad_t) * wp + q.pad_l) * q.c, q.c, q.c, 0, wd,
-                       [](uint8_t v) { return v; });
+        TransposeBytes(xi + iy * wd, h * wd, xp.data() + ((iy + q.pad_t) * wp + q.pad_l) * q.c, q.c, q.c, 0, wd);
       }
     });
     // Unfold: row (oy, ox), column (ky, kx, c).
@@ -219,12 +261,7 @@ Status RunQuantConv(OpContext& ctx) {
     uint8_t* yi = yb + img * q.m * p;
     const uint8_t flip = q.y_type == DataType::kInt8 ? 0x80 : 0;  // table index of an int8 y: its byte ^ 0x80
     ParallelFor(ctx.pool(), q.m, 32, [&](int64_t m0, int64_t m1) {
-      if (q.table.empty()) {
-        TransposeBytes(out.data(), q.m, yi, p, p, m0, m1, [](uint8_t v) { return v; });
-      } else {
-        const uint8_t* t = q.table.data();
-        TransposeBytes(out.data(), q.m, yi, p, p, m0, m1, [t, flip](uint8_t v) { return t[v ^ flip]; });
-      }
+      TransposeBytes(out.data(), q.m, yi, p, p, m0, m1, q.table.empty() ? nullptr : q.table.data(), flip);
     });
   }
   ctx.set_output(0, std::move(y));
