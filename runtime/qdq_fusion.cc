@@ -31,10 +31,13 @@
 //   DequantizeLinear(b_q) ─┴─ Add ── QuantizeLinear ── y_q
 //                                      =>   sparq.QLinearAdd(a_q, .., b_q, .., y_scale, y_zp) ── y_q
 //
-// and last a table that alone reads a QLinearConv's output folds into it:
+// and last a table that alone reads a QLinearConv's or QLinearAdd's output
+// folds into it:
 //
 //   QLinearConv(x_q, ..) ── sparq.QLinearLut(.., table) ── y_q
 //                                      =>   sparq.QLinearConvLut(x_q, .., B or "", table) ── y_q
+//   sparq.QLinearAdd(a_q, ..) ── sparq.QLinearLut(.., table) ── y_q
+//                                      =>   sparq.QLinearAdd(a_q, .., y_zp, table) ── y_q
 //
 // [unary ops]* are zero or more elementwise float ops whose result per
 // element depends on that element only (Relu, Clip with constant bounds,
@@ -446,9 +449,10 @@ class GlueFuser {
   std::map<std::string, const Tensor*> constant_nodes_;  // output -> value of a Constant node
 };
 
-// A QLinearConv whose output only a QLinearLut reads takes the table in:
-// sparq.QLinearConvLut, whose fast rows apply it while writing the output.
-std::vector<std::string> FoldTablesIntoConvolutions(Graph& g) {
+// A QLinearConv or sparq.QLinearAdd whose output only a QLinearLut reads
+// takes the table in (sparq.QLinearConvLut; QLinearAdd's optional input 8),
+// so that fast rows apply it while they write the output.
+std::vector<std::string> FoldTablesIntoProducers(Graph& g) {
   std::set<std::string> graph_outputs;
   for (const auto& o : g.outputs) graph_outputs.insert(o.name);
   std::map<std::string, int> readers;
@@ -465,17 +469,20 @@ std::vector<std::string> FoldTablesIntoConvolutions(Graph& g) {
     const std::string& value = lut.inputs[0];
     auto p = producer.find(value);
     if (graph_outputs.count(value) || readers[value] != 1 || p == producer.end()) continue;
-    Node& conv = g.nodes[p->second];
-    if (conv.op_type != "QLinearConv" || !conv.domain.empty() || conv.outputs.size() != 1 || conv.inputs.size() < 8 ||
-        conv.inputs.size() > 9) {
+    Node& producer_node = g.nodes[p->second];
+    if (producer_node.outputs.size() != 1) continue;
+    if (producer_node.op_type == "QLinearConv" && producer_node.domain.empty() && producer_node.inputs.size() >= 8 &&
+        producer_node.inputs.size() <= 9) {
+      producer_node.op_type = "QLinearConvLut";
+      producer_node.domain = "sparq";
+      producer_node.inputs.resize(9);  // B, or "" without
+    } else if (!(producer_node.op_type == "QLinearAdd" && producer_node.domain == "sparq" &&
+                 producer_node.inputs.size() == 8)) {
       continue;
     }
-    conv.op_type = "QLinearConvLut";
-    conv.domain = "sparq";
-    conv.inputs.resize(9);  // B, or "" without
-    conv.inputs.push_back(lut.inputs[1]);
-    conv.outputs = lut.outputs;
-    folded.push_back(conv.name);
+    producer_node.inputs.push_back(lut.inputs[1]);
+    producer_node.outputs = lut.outputs;
+    folded.push_back(producer_node.name);
     removed.insert(i);
   }
   std::vector<Node> kept;
@@ -491,7 +498,7 @@ std::vector<std::string> FuseQdqToIntegerOps(Model* model) {
   if (model->opset() < 10) return {};  // QLinearConv / QLinearMatMul arrive in opset 10
   std::vector<std::string> fused = Fuser(model->graph).Run();
   for (std::string& name : GlueFuser(*model).Run()) fused.push_back(std::move(name));
-  for (std::string& name : FoldTablesIntoConvolutions(model->graph)) fused.push_back(std::move(name));
+  for (std::string& name : FoldTablesIntoProducers(model->graph)) fused.push_back(std::move(name));
   return fused;
 }
 

@@ -10,7 +10,8 @@
 // Fast paths (else the reference kernel runs the node):
 //   QuantizeLinear    x float32, y_scale float32 and y_zero_point uint8/int8, one value each
 //   DequantizeLinear  x uint8/int8, x_scale float32 and x_zero_point of x's type, one value each
-//   sparq.QLinearAdd  A, B and Y of one type (uint8 or int8) and A, B of one shape (no broadcasting)
+//   sparq.QLinearAdd  A, B and Y of one type (uint8 or int8) and A, B of one shape (no broadcasting);
+//                     an optional table (input 8) is applied to each chunk as it is written
 //   sparq.QLinearLut  always (X and the table are checked like the reference does)
 //   MaxPool           uint8/int8 x of rank 4, no Indices output
 #include <algorithm>
@@ -132,7 +133,9 @@ Status DequantizeLinearFast(OpContext& ctx) {
 struct QuantAdd {
   float a_scale = 1, b_scale = 1, y_scale = 1;
   int32_t a_zp = 0, b_zp = 0, y_zp = 0;
-  DataType type = DataType::kUndefined;  // of A, B and Y
+  DataType type = DataType::kUndefined;  // of A, B and the sum's quantized value
+  std::vector<uint8_t> table;            // optional input 8: the output is table[sum - min(type)]
+  DataType out_type = DataType::kUndefined;
 };
 
 template <bool kAvx2>
@@ -154,6 +157,15 @@ StatusOr<std::shared_ptr<const void>> PrepareQuantAdd(const Node& node, const st
   q->a_scale = a_scale->data<float>()[0], q->b_scale = b_scale->data<float>()[0];
   q->y_scale = y_scale->data<float>()[0];
   q->a_zp = ByteScalar(*constant(2)), q->b_zp = ByteScalar(*constant(5)), q->y_zp = ByteScalar(*constant(7));
+  q->out_type = q->type;
+  if (node.inputs.size() > 8 && !node.inputs[8].empty()) {
+    const Tensor* table = constant(8);
+    if (table == nullptr || table->numel() != 256 || !IsByteType(table->dtype()))
+      return Status::NotSupported(node.Describe() + ": the table is not 256 constant bytes");
+    const auto* bytes = static_cast<const uint8_t*>(table->raw_data());
+    q->table.assign(bytes, bytes + 256);
+    q->out_type = table->dtype();
+  }
   return std::shared_ptr<const void>(std::move(q));
 }
 
@@ -172,7 +184,8 @@ Status QuantAddFast(OpContext& ctx) {
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(3);
   if (a.dtype() != q.type || b.dtype() != q.type || a.shape() != b.shape()) return RunReferenceKernel(ctx);
-  Tensor y(q.type, a.shape());
+  Tensor y(q.out_type, a.shape());
+  const uint8_t flip = q.type == DataType::kInt8 ? 0x80 : 0;  // table index of an int8 sum: its byte ^ 0x80
   const auto* pa = static_cast<const uint8_t*>(a.raw_data());
   const auto* pb = static_cast<const uint8_t*>(b.raw_data());
   auto* py = static_cast<uint8_t*>(y.raw_data());
@@ -187,6 +200,8 @@ Status QuantAddFast(OpContext& ctx) {
     } else {
       QuantAddPortable(q, e - s, pa + s, pb + s, py + s);
     }
+    if (!q.table.empty())
+      for (int64_t i = s; i < e; ++i) py[i] = q.table[py[i] ^ flip];
   });
   ctx.set_output(0, std::move(y));
   return Status::OK();
@@ -214,11 +229,12 @@ Status LutFast(OpContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------
-// MaxPool on uint8/int8 NCHW, separably: per plane, the max over each
-// window's columns for every input row (rows_max [H, Wo]), then the max over
-// the window's rows. Taps outside x are skipped, a window without taps gives
-// the type's lowest value, as MaxPoolRef does; max is exact on integers, so
-// the order of the taps does not matter.
+// MaxPool on uint8/int8 NCHW, separably: per output row, the max over the
+// window's input rows for every input column (contiguous, vectorizable),
+// then per output the max over the window's columns. Taps outside x are
+// skipped, a window without taps gives the type's lowest value, as
+// MaxPoolRef does; max is exact on integers, so the order of the taps does
+// not matter.
 
 StatusOr<std::shared_ptr<const void>> PrepareMaxPool(const Node& node, const std::vector<const Tensor*>&) {
   if (node.outputs.size() > 1 && !node.outputs[1].empty())
@@ -226,43 +242,46 @@ StatusOr<std::shared_ptr<const void>> PrepareMaxPool(const Node& node, const std
   return std::shared_ptr<const void>();
 }
 
+// The taps k < kernel with 0 <= start + k * dilation < size: [*begin, *end).
+void TapRange(int64_t start, int64_t kernel, int64_t dilation, int64_t size, int64_t* begin, int64_t* end) {
+  int64_t b = 0, e = kernel;
+  while (b < e && start + b * dilation < 0) ++b;
+  while (e > b && start + (e - 1) * dilation >= size) --e;
+  *begin = b, *end = e;
+}
+
 template <typename T>
 void MaxPool2d(const WindowGeometry& w, const Shape& xs, const T* x, const Shape& ys, T* y, ThreadPool* pool) {
   const int64_t h = xs[2], wd = xs[3], ho = ys[2], wo = ys[3];
   const int64_t kh = w.kernel[0], kw = w.kernel[1], sh = w.strides[0], sw = w.strides[1];
   const int64_t dh = w.dilations[0], dw = w.dilations[1], pt = w.pads[0], pl = w.pads[1];
-  // Per output column: the first input column and the range of kx inside x.
-  std::vector<int64_t> col0(wo), kx_begin(wo), kx_end(wo);
-  for (int64_t ox = 0; ox < wo; ++ox) {
-    col0[ox] = ox * sw - pl;
-    int64_t b = 0, e = kw;
-    while (b < e && col0[ox] + b * dw < 0) ++b;
-    while (e > b && col0[ox] + (e - 1) * dw >= wd) --e;
-    kx_begin[ox] = b, kx_end[ox] = e;
-  }
+  std::vector<int64_t> kx_begin(wo), kx_end(wo);
+  for (int64_t ox = 0; ox < wo; ++ox) TapRange(ox * sw - pl, kw, dw, wd, &kx_begin[ox], &kx_end[ox]);
   const T lowest = std::numeric_limits<T>::lowest();
   ParallelFor(pool, xs[0] * xs[1], 1, [&](int64_t p0, int64_t p1) {
-    std::vector<T> rows_max(static_cast<size_t>(h * wo));
+    std::vector<T> cols_max(static_cast<size_t>(wd));
     for (int64_t plane = p0; plane < p1; ++plane) {
       const T* xp = x + plane * h * wd;
       T* yp = y + plane * ho * wo;
-      for (int64_t iy = 0; iy < h; ++iy) {
-        const T* row = xp + iy * wd;
-        T* rm = rows_max.data() + iy * wo;
-        for (int64_t ox = 0; ox < wo; ++ox) {
-          T best = lowest;
-          for (int64_t kx = kx_begin[ox]; kx < kx_end[ox]; ++kx) best = std::max(best, row[col0[ox] + kx * dw]);
-          rm[ox] = best;
-        }
-      }
       for (int64_t oy = 0; oy < ho; ++oy) {
         T* out = yp + oy * wo;
-        std::fill(out, out + wo, lowest);
-        for (int64_t ky = 0; ky < kh; ++ky) {
-          const int64_t iy = oy * sh - pt + ky * dh;
-          if (iy < 0 || iy >= h) continue;
-          const T* rm = rows_max.data() + iy * wo;
-          for (int64_t ox = 0; ox < wo; ++ox) out[ox] = std::max(out[ox], rm[ox]);
+        int64_t ky0 = 0, ky1 = 0;
+        TapRange(oy * sh - pt, kh, dh, h, &ky0, &ky1);
+        if (ky0 == ky1) {
+          std::fill(out, out + wo, lowest);
+          continue;
+        }
+        const T* first = xp + (oy * sh - pt + ky0 * dh) * wd;
+        std::copy(first, first + wd, cols_max.begin());
+        for (int64_t ky = ky0 + 1; ky < ky1; ++ky) {
+          const T* row = xp + (oy * sh - pt + ky * dh) * wd;
+          for (int64_t ix = 0; ix < wd; ++ix) cols_max[ix] = std::max(cols_max[ix], row[ix]);
+        }
+        for (int64_t ox = 0; ox < wo; ++ox) {
+          const T* c = cols_max.data() + ox * sw - pl;
+          T best = lowest;
+          for (int64_t kx = kx_begin[ox]; kx < kx_end[ox]; ++kx) best = std::max(best, c[kx * dw]);
+          out[ox] = best;
         }
       }
     }

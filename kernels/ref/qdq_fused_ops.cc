@@ -17,12 +17,14 @@
 //     fast rows apply it while they write the output.
 //
 //   sparq.QLinearAdd(A, A_scale, A_zero_point, B, B_scale, B_zero_point,
-//                    Y_scale, Y_zero_point) -> Y
+//                    Y_scale, Y_zero_point[, Table]) -> Y
 //     A, B uint8 or int8 (numpy broadcasting), scales float32 and zero points
 //     of A's, B's and Y's type, one value each:
 //       Y = QuantizeValue(DequantizeValue(A) + DequantizeValue(B))
 //     every step a float32 operation, exactly the DequantizeLinear, Add and
-//     QuantizeLinear reference kernels one after the other.
+//     QuantizeLinear reference kernels one after the other; with Table, Y is
+//     then mapped through it as QLinearLut does (the fusion folds a table
+//     that alone reads the sum into the QLinearAdd).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -122,7 +124,13 @@ Status QLinearAdd(OpContext& ctx) {
                         DequantizeValue(ByteValue(b, off[1]), b_scale, b_zp);
       out[i] = QuantizeValue<T>(sum, y_scale, y_zp);
     });
-    ctx.set_output(0, std::move(y));
+    if (!ctx.has_input(8)) {
+      ctx.set_output(0, std::move(y));
+      return Status::OK();
+    }
+    Tensor mapped;
+    SPARQ_RETURN_IF_ERROR(ApplyLut(ctx, y, ctx.input(8), &mapped));
+    ctx.set_output(0, std::move(mapped));
     return Status::OK();
   });
 }

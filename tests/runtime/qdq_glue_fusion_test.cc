@@ -200,12 +200,41 @@ TEST(QdqGlueFusion, MaxPoolRunsOnIntegers) {
   }
 }
 
+// The maxpool2d_s8 row on its own (any uint8/int8 MaxPool of a model):
+// dilations, strides, asymmetric pads and ceil_mode, against MaxPoolRef.
+TEST(QdqGlueFusion, IntegerMaxPoolRowMatchesReference) {
+  struct PoolCase {
+    std::vector<int64_t> kernel, strides, pads, dilations;
+    int64_t ceil_mode;
+  };
+  const PoolCase cases[] = {{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0},
+                            {{2, 3}, {3, 2}, {1, 2, 0, 1}, {2, 1}, 1},
+                            {{4, 2}, {1, 3}, {0, 0, 2, 1}, {1, 3}, 1},
+                            {{1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 0}};
+  for (const TypeCase& t : kTypes) {
+    for (const PoolCase& pc : cases) {
+      QdqGraphBuilder b;
+      b.Input("x", t.type, {2, 3, 13, 10});
+      b.Output(b.Add("MaxPool", {"x"},
+                     {Attribute::Ints("kernel_shape", pc.kernel), Attribute::Ints("strides", pc.strides),
+                      Attribute::Ints("pads", pc.pads), Attribute::Ints("dilations", pc.dilations),
+                      Attribute::Int("ceil_mode", pc.ceil_mode)}));
+      auto fused = Create(b.model(), /*reference=*/false, 1);
+      ASSERT_NE(fused, nullptr);
+      EXPECT_EQ(fused->NodeKernels().at(0).kernel, "maxpool2d_s8");
+      ExpectFusedBitExact(b.model(), {{"x", RandomBytes(t.type, {2, 3, 13, 10}, 15)}});
+    }
+  }
+}
+
 // DequantizeLinear(a), DequantizeLinear(b) -> Add -> QuantizeLinear; sizes
-// that leave vector tails; a broadcast B falls back to the reference kernel.
+// that leave vector tails; a broadcast B falls back to the reference kernel;
+// a following DQ -> Relu -> Q becomes a table inside the QLinearAdd.
 TEST(QdqGlueFusion, AddOfDequantizedValuesIsBitExact) {
   for (const TypeCase& t : kTypes) {
-    for (bool broadcast : {false, true}) {
-      SCOPED_TRACE(DataTypeName(t.type) + (broadcast ? " broadcast" : ""));
+    for (int variant = 0; variant < 3; ++variant) {
+      const bool broadcast = variant == 1, relu = variant == 2;  // relu: a table folded into the QLinearAdd
+      SCOPED_TRACE(DataTypeName(t.type) + (broadcast ? " broadcast" : "") + (relu ? " relu" : ""));
       const Shape a_shape = {2, 3, 17, 9};
       const Shape b_shape = broadcast ? Shape{1, 3, 1, 9} : a_shape;
       QdqGraphBuilder b;
@@ -214,7 +243,9 @@ TEST(QdqGlueFusion, AddOfDequantizedValuesIsBitExact) {
       b.Params("pa", 0.0371f, t.zp_in, t.type);
       b.Params("pb", 0.0219f, t.zp_out, t.type);
       b.Params("py", 0.0452f, t.zp_in / 2, t.type);
-      b.Output(b.Q(b.Add("Add", {b.Dq("a", "pa"), b.Dq("b", "pb")}), "py"));
+      b.Params("pr", 0.0313f, t.zp_out / 2, t.type);
+      const std::string sum = b.Q(b.Add("Add", {b.Dq("a", "pa"), b.Dq("b", "pb")}), "py");
+      b.Output(relu ? b.Q(b.Add("Relu", {b.Dq(sum, "py")}), "pr") : sum);
       const auto counts = FusedOpCounts(b.model());
       EXPECT_EQ(counts.size(), 1u);
       EXPECT_EQ(counts.count("QLinearAdd"), 1u);
