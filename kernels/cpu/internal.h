@@ -103,6 +103,14 @@ void DequantizeRowAvx2(int64_t n, const void* x, bool x_signed, float scale, int
 void QLinearAddRowAvx2(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
                        int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
 
+// 256-entry byte tables (lut_avx512vbmi.cc): out[i] = table[in[i] ^ flip]
+// for i < n; `out` may be `in`. ActiveApplyTable picks the AVX-512 VBMI
+// version when the CPU has VBMI and the active ISA is at least kAvx512.
+using ApplyTableFn = void (*)(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n);
+void ApplyTablePortable(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n);
+void ApplyTableAvx512Vbmi(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n);
+ApplyTableFn ActiveApplyTable();
+
 // ---------------------------------------------------------------------------
 // Kernel entry points (the functions of the dispatch table).
 void GemmS8Portable(const GemmS8Args& args);

@@ -12,7 +12,8 @@
 //   DequantizeLinear  x uint8/int8, x_scale float32 and x_zero_point of x's type, one value each
 //   sparq.QLinearAdd  A, B and Y of one type (uint8 or int8) and A, B of one shape (no broadcasting);
 //                     an optional table (input 8) is applied to each chunk as it is written
-//   sparq.QLinearLut  always (X and the table are checked like the reference does)
+//   sparq.QLinearLut  always (X and the table are checked like the reference does);
+//                     lut256_avx512vbmi where the CPU has VBMI, else lut256_portable
 //   MaxPool           uint8/int8 x of rank 4, no Indices output
 #include <algorithm>
 #include <cstdint>
@@ -190,6 +191,7 @@ Status QuantAddFast(OpContext& ctx) {
   const auto* pb = static_cast<const uint8_t*>(b.raw_data());
   auto* py = static_cast<uint8_t*>(y.raw_data());
   const bool is_signed = q.type == DataType::kInt8;
+  const cpu::ApplyTableFn apply_table = cpu::ActiveApplyTable();
   ParallelFor(ctx.pool(), a.numel(), kElementsPerTask, [&](int64_t s, int64_t e) {
     if constexpr (kAvx2) {
       cpu::QLinearAddRowAvx2(e - s, pa + s, q.a_scale, q.a_zp, pb + s, q.b_scale, q.b_zp, q.y_scale, q.y_zp,
@@ -200,8 +202,7 @@ Status QuantAddFast(OpContext& ctx) {
     } else {
       QuantAddPortable(q, e - s, pa + s, pb + s, py + s);
     }
-    if (!q.table.empty())
-      for (int64_t i = s; i < e; ++i) py[i] = q.table[py[i] ^ flip];
+    if (!q.table.empty()) apply_table(q.table.data(), flip, py + s, py + s, e - s);
   });
   ctx.set_output(0, std::move(y));
   return Status::OK();
@@ -211,6 +212,13 @@ Status QuantAddFast(OpContext& ctx) {
 // sparq.QLinearLut: y = table[x - min(x's type)]; for int8 that index is the
 // byte of x with its top bit flipped.
 
+StatusOr<std::shared_ptr<const void>> RequireVbmiTable(const Node& node, const std::vector<const Tensor*>&) {
+  if (cpu::ActiveApplyTable() != cpu::ApplyTableAvx512Vbmi)
+    return Status::NotSupported(node.Describe() + ": no AVX-512 VBMI");
+  return std::shared_ptr<const void>();
+}
+
+template <bool kVbmi>
 Status LutFast(OpContext& ctx) {
   if (!ctx.has_input(0) || !ctx.has_input(1)) return RunReferenceKernel(ctx);
   const Tensor& x = ctx.input(0);
@@ -221,9 +229,9 @@ Status LutFast(OpContext& ctx) {
   const auto* in = static_cast<const uint8_t*>(x.raw_data());
   Tensor y(table.dtype(), x.shape());
   auto* out = static_cast<uint8_t*>(y.raw_data());
-  ParallelFor(ctx.pool(), x.numel(), kElementsPerTask, [&](int64_t b, int64_t e) {
-    for (int64_t i = b; i < e; ++i) out[i] = t[in[i] ^ flip];
-  });
+  const cpu::ApplyTableFn apply = kVbmi ? cpu::ApplyTableAvx512Vbmi : cpu::ApplyTablePortable;
+  ParallelFor(ctx.pool(), x.numel(), kElementsPerTask,
+              [&](int64_t b, int64_t e) { apply(t, flip, in + b, out + b, e - b); });
   ctx.set_output(0, std::move(y));
   return Status::OK();
 }
@@ -319,7 +327,8 @@ void RegisterCpuQdqGlueOps(KernelRegistry& r) {
   r.Add({"DequantizeLinear", "", 10, 99, DequantizeLinearFast<false>, "dequantize_s8_f32_portable"});
   r.Add({"QLinearAdd", "sparq", 1, 1, QuantAddFast<true>, "qlinear_add_s8_avx2", PrepareQuantAdd<true>});
   r.Add({"QLinearAdd", "sparq", 1, 1, QuantAddFast<false>, "qlinear_add_s8_portable", PrepareQuantAdd<false>});
-  r.Add({"QLinearLut", "sparq", 1, 1, LutFast, "lut256_s8"});
+  r.Add({"QLinearLut", "sparq", 1, 1, LutFast<true>, "lut256_avx512vbmi", RequireVbmiTable});
+  r.Add({"QLinearLut", "sparq", 1, 1, LutFast<false>, "lut256_portable"});
   r.Add({"MaxPool", "", 1, 99, MaxPoolFast, "maxpool2d_s8", PrepareMaxPool});
 }
 

@@ -7,8 +7,8 @@
 // 2^32), so the order of K does not change them.
 //
 // sparq.QLinearConvLut (QLinearConv then a 256-entry table, see
-// kernels/ref/qdq_fused_ops.cc) runs the same way, the table applied in the
-// transposition.
+// kernels/ref/qdq_fused_ops.cc) runs the same way, the table applied to the
+// GEMM's output before the transposition.
 //
 // Fast path (else the reference kernel): 2-D convolution, group 1, explicit
 // pads (auto_pad NOTSET), int8 weights; every input but x constant; x_scale,
@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/internal.h"
 #include "kernels/formats.h"
 #include "kernels/parallel.h"
 #include "kernels/ref/quantize.h"
@@ -76,11 +77,10 @@ inline void Transpose16x16(const uint8_t* src, int64_t ld_src, uint8_t* dst, int
 }
 #endif
 
-// dst[j * ld_dst + i] = map(src[i * ld_src + j]) for i < rows, j in [j0, j1),
-// map(v) = table[v ^ flip] with a table, else v: 16 x 16 blocks in SSE2
-// registers (x86-64), the edges byte by byte.
+// dst[j * ld_dst + i] = src[i * ld_src + j] for i < rows, j in [j0, j1):
+// 16 x 16 blocks in SSE2 registers (x86-64), the edges byte by byte.
 void TransposeBytes(const uint8_t* src, int64_t ld_src, uint8_t* dst, int64_t ld_dst, int64_t rows, int64_t j0,
-                    int64_t j1, const uint8_t* table = nullptr, uint8_t flip = 0) {
+                    int64_t j1) {
   constexpr int64_t kBlock = 16;
   int64_t i_full = 0, j_full = j0;
 #if defined(__SSE2__)
@@ -89,17 +89,13 @@ void TransposeBytes(const uint8_t* src, int64_t ld_src, uint8_t* dst, int64_t ld
   for (int64_t i = 0; i < i_full; i += kBlock) {
     for (int64_t j = j0; j < j_full; j += kBlock) {
       Transpose16x16(src + i * ld_src + j, ld_src, dst + j * ld_dst + i, ld_dst);
-      if (table != nullptr)
-        for (int64_t jj = j; jj < j + kBlock; ++jj)
-          for (int64_t ii = i; ii < i + kBlock; ++ii) dst[jj * ld_dst + ii] = table[dst[jj * ld_dst + ii] ^ flip];
     }
   }
 #endif
-  auto map = [&](uint8_t v) { return table != nullptr ? table[v ^ flip] : v; };
   for (int64_t j = j_full; j < j1; ++j)  // right edge: every row
-    for (int64_t i = 0; i < rows; ++i) dst[j * ld_dst + i] = map(src[i * ld_src + j]);
+    for (int64_t i = 0; i < rows; ++i) dst[j * ld_dst + i] = src[i * ld_src + j];
   for (int64_t j = j0; j < j_full; ++j)  // bottom edge of the full columns
-    for (int64_t i = i_full; i < rows; ++i) dst[j * ld_dst + i] = map(src[i * ld_src + j]);
+    for (int64_t i = i_full; i < rows; ++i) dst[j * ld_dst + i] = src[i * ld_src + j];
 }
 
 int32_t ScalarInt(const Tensor& t) {
@@ -211,18 +207,26 @@ Status RunQuantConv(OpContext& ctx) {
   // A 1x1 stride-1 convolution without padding reads xp itself as A.
   const int64_t hp = h + q.pad_t + q.pad_b, wp = wd + q.pad_l + q.pad_r;
   const bool direct = q.kh == 1 && q.kw == 1 && q.stride_h == 1 && q.stride_w == 1 && hp == h && wp == wd;
-  std::vector<uint8_t> xp(static_cast<size_t>(hp * wp * q.c), static_cast<uint8_t>(q.x_zp));
-  std::vector<uint8_t> a(direct ? 0 : static_cast<size_t>(p * k));  // A [P, K], one byte per value
-  std::vector<uint8_t> out(static_cast<size_t>(p * q.m));           // Y^T [P, M] from gemm_s8
+  // Work buffers, kept by the calling thread from run to run: fresh ones of
+  // this size come from mmap and cost a page fault per 4 KiB on every run.
+  thread_local std::vector<uint8_t> xp_buffer, a_buffer, out_buffer;
+  if (xp_buffer.size() < static_cast<size_t>(hp * wp * q.c)) xp_buffer.resize(static_cast<size_t>(hp * wp * q.c));
+  if (!direct && a_buffer.size() < static_cast<size_t>(p * k)) a_buffer.resize(static_cast<size_t>(p * k));
+  if (out_buffer.size() < static_cast<size_t>(p * q.m)) out_buffer.resize(static_cast<size_t>(p * q.m));
+  uint8_t* const xp = xp_buffer.data();  // padded NHWC image [hp, wp, C]
+  uint8_t* const a = a_buffer.data();    // A [P, K], one byte per value
+  uint8_t* const out = out_buffer.data();  // Y^T [P, M] from gemm_s8
+  if (hp != h || wp != wd) std::memset(xp, q.x_zp, static_cast<size_t>(hp * wp * q.c));  // the padding
   const auto* xb = static_cast<const uint8_t*>(x.raw_data());
   auto* yb = static_cast<uint8_t*>(y.raw_data());
   const int64_t run = q.dil_w == 1 ? q.kw * q.c : q.c;  // contiguous bytes per copy
+  const cpu::ApplyTableFn apply_table = cpu::ActiveApplyTable();
   for (int64_t img = 0; img < n; ++img) {
     const uint8_t* xi = xb + img * q.c * h * wd;
     // NCHW -> padded NHWC: per input row, [C, W] -> [W, C].
     ParallelFor(ctx.pool(), h, 4, [&](int64_t y0, int64_t y1) {
       for (int64_t iy = y0; iy < y1; ++iy) {
-        TransposeBytes(xi + iy * wd, h * wd, xp.data() + ((iy + q.pad_t) * wp + q.pad_l) * q.c, q.c, q.c, 0, wd);
+        TransposeBytes(xi + iy * wd, h * wd, xp + ((iy + q.pad_t) * wp + q.pad_l) * q.c, q.c, q.c, 0, wd);
       }
     });
     // Unfold: row (oy, ox), column (ky, kx, c).
@@ -230,9 +234,9 @@ Status RunQuantConv(OpContext& ctx) {
       ParallelFor(ctx.pool(), p, 64, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
           const int64_t oy = r / wo, ox = r % wo;
-          uint8_t* row = a.data() + r * k;
+          uint8_t* row = a + r * k;
           for (int64_t ky = 0; ky < q.kh; ++ky) {
-            const uint8_t* src = xp.data() + ((oy * q.stride_h + ky * q.dil_h) * wp + ox * q.stride_w) * q.c;
+            const uint8_t* src = xp + ((oy * q.stride_h + ky * q.dil_h) * wp + ox * q.stride_w) * q.c;
             for (int64_t kx = 0; kx < q.kw; kx += run / q.c) {
               std::memcpy(row, src + kx * q.dil_w * q.c, static_cast<size_t>(run));
               row += run;
@@ -243,12 +247,12 @@ Status RunQuantConv(OpContext& ctx) {
     }
     GemmS8Args args;
     args.m = p;
-    args.a = direct ? xp.data() : a.data();
+    args.a = direct ? xp : a;
     args.a_signed = q.x_type == DataType::kInt8;
     args.lda = k;
     args.a_zp = GemmZeroPoints{&q.x_zp, false};
     args.b = &q.w;
-    args.out.out_q = out.data();
+    args.out.out_q = out;
     args.out.out_q_signed = q.y_type == DataType::kInt8;
     args.out.ld_q = q.m;
     args.out.bias = q.bias.empty() ? nullptr : q.bias.data();
@@ -260,9 +264,11 @@ Status RunQuantConv(OpContext& ctx) {
     // [P, M] -> [M, P] of this image, through the table when there is one.
     uint8_t* yi = yb + img * q.m * p;
     const uint8_t flip = q.y_type == DataType::kInt8 ? 0x80 : 0;  // table index of an int8 y: its byte ^ 0x80
-    ParallelFor(ctx.pool(), q.m, 32, [&](int64_t m0, int64_t m1) {
-      TransposeBytes(out.data(), q.m, yi, p, p, m0, m1, q.table.empty() ? nullptr : q.table.data(), flip);
-    });
+    if (!q.table.empty()) {
+      ParallelFor(ctx.pool(), p * q.m, 16384,
+                  [&](int64_t i0, int64_t i1) { apply_table(q.table.data(), flip, out + i0, out + i0, i1 - i0); });
+    }
+    ParallelFor(ctx.pool(), q.m, 32, [&](int64_t m0, int64_t m1) { TransposeBytes(out, q.m, yi, p, p, m0, m1); });
   }
   ctx.set_output(0, std::move(y));
   return Status::OK();

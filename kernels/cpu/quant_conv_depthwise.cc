@@ -147,6 +147,7 @@ Status RunDepthwise(OpContext& ctx) {
   const bool x_signed = q.x_type == DataType::kInt8, y_signed = q.y_type == DataType::kInt8;
   const auto* xb = static_cast<const uint8_t*>(x.raw_data());
   auto* yb = static_cast<uint8_t*>(y.raw_data());
+  const cpu::ApplyTableFn apply_table = cpu::ActiveApplyTable();
   ParallelFor(ctx.pool(), n * q.channels, 1, [&](int64_t p0, int64_t p1) {
     std::vector<int16_t> padded(static_cast<size_t>(hp * wp));
     std::vector<int32_t> acc(static_cast<size_t>(p));
@@ -182,8 +183,7 @@ Status RunDepthwise(OpContext& ctx) {
       }
       uint8_t* yp = yb + plane * p;
       q.requant(p, acc.data(), &q.bias[ch], 0, &q.multiplier[ch], 0, q.y_zp, /*fuse_relu=*/false, y_signed, yp);
-      if (!q.table.empty())
-        for (int64_t i = 0; i < p; ++i) yp[i] = q.table[yp[i] ^ flip];
+      if (!q.table.empty()) apply_table(q.table.data(), flip, yp, yp, p);
     }
   });
   ctx.set_output(0, std::move(y));
