@@ -103,6 +103,14 @@ void DequantizeRowAvx2(int64_t n, const void* x, bool x_signed, float scale, int
 void QLinearAddRowAvx2(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
                        int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
 
+// One output row of a depthwise convolution (quant_conv_depthwise*.cc):
+// out[i] = sum over t < taps of w[t] * x[t][i], i < n, in int32 (exact for
+// int16 values of 9-bit range). x[t] is the tap's contiguous input row.
+using DepthwiseRowFn = void (*)(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
+void DepthwiseRowPortable(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
+void DepthwiseRowAvx2(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
+void DepthwiseRowAvx512(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
+
 // 256-entry byte tables (lut_avx512vbmi.cc): out[i] = table[in[i] ^ flip]
 // for i < n; `out` may be `in`. ActiveApplyTable picks the AVX-512 VBMI
 // version when the CPU has VBMI and the active ISA is at least kAvx512.

@@ -1,9 +1,10 @@
 // QLinearConv of depthwise convolutions (group = input channels = output
 // channels, weights [M, 1, kh, kw]), which the GEMM row (quant_conv.cc) does
 // not take: per (image, channel) plane, x - x_zero_point is copied into a
-// zero-padded int16 plane, each output sums its kh * kw taps times
-// w - w_zero_point in int32 (exact: |sum| <= taps * 255 * 255), and the plane
-// is requantized with the same row function as the GEMM (RequantizeS32Ref's
+// zero-padded int16 plane (rows split by column phase, see RunDepthwise),
+// each output row sums its kh * kw taps times w - w_zero_point in int32
+// (DepthwiseRow*, exact: |sum| <= taps * 255 * 255), and the plane is
+// requantized with the same row function as the GEMM (RequantizeS32Ref's
 // rounding), so results are bit for bit the reference's.
 //
 // sparq.QLinearConvLut (QLinearConv then a 256-entry table) runs the same
@@ -32,10 +33,11 @@ struct DepthwiseConv {
   int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;
   DataType x_type = DataType::kUndefined, y_type = DataType::kUndefined;
   int32_t x_zp = 0, y_zp = 0;
-  std::vector<int32_t> w;  // [C, kh * kw]: w - w_zero_point
+  std::vector<int16_t> w;  // [C, kh * kw]: w - w_zero_point
   std::vector<float> multiplier;  // [C]
   std::vector<int32_t> bias;      // [C], zeros without B
   cpu::RequantRowFn requant = cpu::RequantRowPortable;
+  cpu::DepthwiseRowFn row = cpu::DepthwiseRowPortable;
   // sparq.QLinearConvLut: the output is table[y - min(y_type)], of out_type.
   std::vector<uint8_t> table;  // 256 bytes, or empty
   DataType out_type = DataType::kUndefined;
@@ -99,7 +101,8 @@ StatusOr<std::shared_ptr<DepthwiseConv>> PrepareDepthwiseState(const Node& node,
   q->w.resize(static_cast<size_t>(c * taps));
   for (int64_t o = 0; o < c; ++o) {
     const int32_t zp = w_zp.data<int8_t>()[w_zp.numel() == 1 ? 0 : o];
-    for (int64_t t = 0; t < taps; ++t) q->w[o * taps + t] = static_cast<int32_t>(w.data<int8_t>()[o * taps + t]) - zp;
+    for (int64_t t = 0; t < taps; ++t)
+      q->w[o * taps + t] = static_cast<int16_t>(static_cast<int32_t>(w.data<int8_t>()[o * taps + t]) - zp);
     q->multiplier.push_back(RequantMultiplier(x_scale.data<float>()[0], w_scale.data<float>()[w_scale.numel() == 1 ? 0 : o],
                                               y_scale.data<float>()[0]));
   }
@@ -110,6 +113,11 @@ StatusOr<std::shared_ptr<DepthwiseConv>> PrepareDepthwiseState(const Node& node,
     q->bias.assign(b.data<int32_t>(), b.data<int32_t>() + c);
   }
   q->requant = ActiveRequantRow();
+  q->row = cpu::DepthwiseRowPortable;
+#if SPARQ_CPU_X86
+  if (ActiveIsa() >= CpuIsa::kAvx512) q->row = cpu::DepthwiseRowAvx512;
+  else if (ActiveIsa() >= CpuIsa::kAvx2) q->row = cpu::DepthwiseRowAvx2;
+#endif
   q->out_type = q->y_type;
   return q;
 }
@@ -141,7 +149,11 @@ Status RunDepthwise(OpContext& ctx) {
   const int64_t wo_num = wd + q.pad_l + q.pad_r - q.dil_w * (q.kw - 1) - 1;
   if (ho_num < 0 || wo_num < 0) return RunReferenceKernel(ctx);  // the reference names the error
   const int64_t ho = ho_num / q.stride_h + 1, wo = wo_num / q.stride_w + 1, p = ho * wo;
+  // The padded plane, each row split into stride_w phases (phase f holds
+  // columns f, f + s, f + 2s, ...), so that a tap reads wo contiguous values
+  // whatever the stride: column ox * s + c is phase c % s, index ox + c / s.
   const int64_t hp = h + q.pad_t + q.pad_b, wp = wd + q.pad_l + q.pad_r, taps = q.kh * q.kw;
+  const int64_t s = q.stride_w, wq = (wp + s - 1) / s, row_len = s * wq;
   Tensor y(q.out_type, {n, q.channels, ho, wo});
   const uint8_t flip = q.y_type == DataType::kInt8 ? 0x80 : 0;  // table index of an int8 y: its byte ^ 0x80
   const bool x_signed = q.x_type == DataType::kInt8, y_signed = q.y_type == DataType::kInt8;
@@ -149,37 +161,42 @@ Status RunDepthwise(OpContext& ctx) {
   auto* yb = static_cast<uint8_t*>(y.raw_data());
   const cpu::ApplyTableFn apply_table = cpu::ActiveApplyTable();
   ParallelFor(ctx.pool(), n * q.channels, 1, [&](int64_t p0, int64_t p1) {
-    std::vector<int16_t> padded(static_cast<size_t>(hp * wp));
+    std::vector<int16_t> padded(static_cast<size_t>(hp * row_len));
     std::vector<int32_t> acc(static_cast<size_t>(p));
+    std::vector<const int16_t*> tap_rows(static_cast<size_t>(taps));
     for (int64_t plane = p0; plane < p1; ++plane) {
       const int64_t ch = plane % q.channels;
       const uint8_t* xp = xb + plane * h * wd;
       std::fill(padded.begin(), padded.end(), int16_t{0});  // padding: x_zero_point - x_zero_point
       for (int64_t iy = 0; iy < h; ++iy) {
-        int16_t* row = padded.data() + (iy + q.pad_t) * wp + q.pad_l;
+        int16_t* row = padded.data() + (iy + q.pad_t) * row_len;
         const uint8_t* in = xp + iy * wd;
-        if (x_signed) {
-          for (int64_t ix = 0; ix < wd; ++ix) row[ix] = static_cast<int16_t>(static_cast<int8_t>(in[ix]) - q.x_zp);
-        } else {
-          for (int64_t ix = 0; ix < wd; ++ix) row[ix] = static_cast<int16_t>(in[ix] - q.x_zp);
+        if (s == 1) {
+          int16_t* dst = row + q.pad_l;
+          if (x_signed) {
+            for (int64_t ix = 0; ix < wd; ++ix) dst[ix] = static_cast<int16_t>(static_cast<int8_t>(in[ix]) - q.x_zp);
+          } else {
+            for (int64_t ix = 0; ix < wd; ++ix) dst[ix] = static_cast<int16_t>(in[ix] - q.x_zp);
+          }
+          continue;
+        }
+        int64_t phase = q.pad_l % s, index = q.pad_l / s;  // of column ix + pad_l
+        for (int64_t ix = 0; ix < wd; ++ix) {
+          const int32_t v = x_signed ? static_cast<int8_t>(in[ix]) : in[ix];
+          row[phase * wq + index] = static_cast<int16_t>(v - q.x_zp);
+          if (++phase == s) phase = 0, ++index;
         }
       }
-      std::fill(acc.begin(), acc.end(), 0);
-      const int32_t* wc = q.w.data() + ch * taps;
+      const int16_t* wc = q.w.data() + ch * taps;
       for (int64_t oy = 0; oy < ho; ++oy) {
-        int32_t* out = acc.data() + oy * wo;
         for (int64_t ky = 0; ky < q.kh; ++ky) {
-          const int16_t* in_row = padded.data() + (oy * q.stride_h + ky * q.dil_h) * wp;
+          const int16_t* row = padded.data() + (oy * q.stride_h + ky * q.dil_h) * row_len;
           for (int64_t kx = 0; kx < q.kw; ++kx) {
-            const int32_t wv = wc[ky * q.kw + kx];
-            const int16_t* in = in_row + kx * q.dil_w;
-            if (q.stride_w == 1) {
-              for (int64_t ox = 0; ox < wo; ++ox) out[ox] += wv * in[ox];
-            } else {
-              for (int64_t ox = 0; ox < wo; ++ox) out[ox] += wv * in[ox * q.stride_w];
-            }
+            const int64_t c = kx * q.dil_w;
+            tap_rows[ky * q.kw + kx] = row + (c % s) * wq + c / s;
           }
         }
+        q.row(tap_rows.data(), wc, static_cast<int>(taps), wo, acc.data() + oy * wo);
       }
       uint8_t* yp = yb + plane * p;
       q.requant(p, acc.data(), &q.bias[ch], 0, &q.multiplier[ch], 0, q.y_zp, /*fuse_relu=*/false, y_signed, yp);
