@@ -160,6 +160,12 @@ Status RunDepthwise(OpContext& ctx) {
   const auto* xb = static_cast<const uint8_t*>(x.raw_data());
   auto* yb = static_cast<uint8_t*>(y.raw_data());
   const cpu::ApplyTableFn apply_table = cpu::ActiveApplyTable();
+  std::vector<int64_t> tap_offset(static_cast<size_t>(taps));  // of tap (ky, kx) from its output row's base
+  for (int64_t ky = 0; ky < q.kh; ++ky)
+    for (int64_t kx = 0; kx < q.kw; ++kx) {
+      const int64_t c = kx * q.dil_w;
+      tap_offset[ky * q.kw + kx] = ky * q.dil_h * row_len + (c % s) * wq + c / s;
+    }
   ParallelFor(ctx.pool(), n * q.channels, 1, [&](int64_t p0, int64_t p1) {
     std::vector<int16_t> padded(static_cast<size_t>(hp * row_len));
     std::vector<int32_t> acc(static_cast<size_t>(p));
@@ -180,22 +186,22 @@ Status RunDepthwise(OpContext& ctx) {
           }
           continue;
         }
-        int64_t phase = q.pad_l % s, index = q.pad_l / s;  // of column ix + pad_l
-        for (int64_t ix = 0; ix < wd; ++ix) {
-          const int32_t v = x_signed ? static_cast<int8_t>(in[ix]) : in[ix];
-          row[phase * wq + index] = static_cast<int16_t>(v - q.x_zp);
-          if (++phase == s) phase = 0, ++index;
+        for (int64_t f = 0; f < s; ++f) {  // phase f: padded columns j * s + f, input column j * s + f - pad_l
+          int16_t* dst = row + f * wq;
+          const int64_t j0 = q.pad_l > f ? (q.pad_l - f + s - 1) / s : 0;
+          const int64_t j1 = std::min(wq, (wd + q.pad_l - f + s - 1) / s);
+          const uint8_t* src = in + f - q.pad_l;
+          if (x_signed) {
+            for (int64_t j = j0; j < j1; ++j) dst[j] = static_cast<int16_t>(static_cast<int8_t>(src[j * s]) - q.x_zp);
+          } else {
+            for (int64_t j = j0; j < j1; ++j) dst[j] = static_cast<int16_t>(src[j * s] - q.x_zp);
+          }
         }
       }
       const int16_t* wc = q.w.data() + ch * taps;
       for (int64_t oy = 0; oy < ho; ++oy) {
-        for (int64_t ky = 0; ky < q.kh; ++ky) {
-          const int16_t* row = padded.data() + (oy * q.stride_h + ky * q.dil_h) * row_len;
-          for (int64_t kx = 0; kx < q.kw; ++kx) {
-            const int64_t c = kx * q.dil_w;
-            tap_rows[ky * q.kw + kx] = row + (c % s) * wq + c / s;
-          }
-        }
+        const int16_t* base = padded.data() + oy * q.stride_h * row_len;
+        for (int64_t t = 0; t < taps; ++t) tap_rows[t] = base + tap_offset[t];
         q.row(tap_rows.data(), wc, static_cast<int>(taps), wo, acc.data() + oy * wo);
       }
       uint8_t* yp = yb + plane * p;
