@@ -205,7 +205,6 @@ class Fuser {
   std::set<size_t> removed_;
 };
 
-
 // The glue fusions (see the diagram at the top), run after Fuser on the
 // compacted graph.
 class GlueFuser {
