@@ -167,13 +167,14 @@ Status RunDepthwise(OpContext& ctx) {
       tap_offset[ky * q.kw + kx] = ky * q.dil_h * row_len + (c % s) * wq + c / s;
     }
   ParallelFor(ctx.pool(), n * q.channels, 1, [&](int64_t p0, int64_t p1) {
-    std::vector<int16_t> padded(static_cast<size_t>(hp * row_len));
+    // Zeros (x_zero_point - x_zero_point) where the padding is: every plane
+    // writes the same interior positions, so the padding stays zero.
+    std::vector<int16_t> padded(static_cast<size_t>(hp * row_len), 0);
     std::vector<int32_t> acc(static_cast<size_t>(p));
     std::vector<const int16_t*> tap_rows(static_cast<size_t>(taps));
     for (int64_t plane = p0; plane < p1; ++plane) {
       const int64_t ch = plane % q.channels;
       const uint8_t* xp = xb + plane * h * wd;
-      std::fill(padded.begin(), padded.end(), int16_t{0});  // padding: x_zero_point - x_zero_point
       for (int64_t iy = 0; iy < h; ++iy) {
         int16_t* row = padded.data() + (iy + q.pad_t) * row_len;
         const uint8_t* in = xp + iy * wd;
