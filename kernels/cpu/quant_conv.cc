@@ -98,6 +98,9 @@ void TransposeBytes(const uint8_t* src, int64_t ld_src, uint8_t* dst, int64_t ld
     for (int64_t i = i_full; i < rows; ++i) dst[j * ld_dst + i] = src[i * ld_src + j];
 }
 
+// Output positions per GEMM call below which images are stacked into one call.
+constexpr int64_t kMinGemmRows = 512;
+
 int32_t ScalarInt(const Tensor& t) {
   return t.dtype() == DataType::kUInt8 ? static_cast<int32_t>(t.data<uint8_t>()[0])
                                        : static_cast<int32_t>(t.data<int8_t>()[0]);
@@ -201,42 +204,49 @@ Status RunQuantConv(OpContext& ctx) {
   const int64_t ho = ho_num / q.stride_h + 1, wo = wo_num / q.stride_w + 1, p = ho * wo;
   const int64_t k = q.c * q.kh * q.kw;
   Tensor y(q.out_type, {n, q.m, ho, wo});
-  // Each image is copied once into a padded NHWC plane xp [hp, wp, C]
+  // Each image is copied once into a padded NHWC plane [hp, wp, C]
   // (padding: the zero point's byte, so it contributes 0); a row of A for
   // output (oy, ox) is then kh runs of kw * C contiguous bytes (dilation_w 1).
-  // A 1x1 stride-1 convolution without padding reads xp itself as A.
-  const int64_t hp = h + q.pad_t + q.pad_b, wp = wd + q.pad_l + q.pad_r;
+  // A 1x1 stride-1 convolution without padding reads the copy itself as A.
+  // Images with few output positions go through the GEMM together (their
+  // rows stacked in A), so that every call has work for all threads.
+  const int64_t hp = h + q.pad_t + q.pad_b, wp = wd + q.pad_l + q.pad_r, image = hp * wp * q.c;
   const bool direct = q.kh == 1 && q.kw == 1 && q.stride_h == 1 && q.stride_w == 1 && hp == h && wp == wd;
+  const int64_t group = std::max<int64_t>(1, std::min<int64_t>(n, (kMinGemmRows + p - 1) / p));
   // Work buffers, kept by the calling thread from run to run: fresh ones of
   // this size come from mmap and cost a page fault per 4 KiB on every run.
   thread_local std::vector<uint8_t> xp_buffer, a_buffer, out_buffer;
-  if (xp_buffer.size() < static_cast<size_t>(hp * wp * q.c)) xp_buffer.resize(static_cast<size_t>(hp * wp * q.c));
-  if (!direct && a_buffer.size() < static_cast<size_t>(p * k)) a_buffer.resize(static_cast<size_t>(p * k));
-  if (out_buffer.size() < static_cast<size_t>(p * q.m)) out_buffer.resize(static_cast<size_t>(p * q.m));
-  uint8_t* const xp = xp_buffer.data();  // padded NHWC image [hp, wp, C]
-  uint8_t* const a = a_buffer.data();    // A [P, K], one byte per value
-  uint8_t* const out = out_buffer.data();  // Y^T [P, M] from gemm_s8
-  if (hp != h || wp != wd) std::memset(xp, q.x_zp, static_cast<size_t>(hp * wp * q.c));  // the padding
+  auto reserve = [](std::vector<uint8_t>& v, int64_t size) {
+    if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
+    return v.data();
+  };
+  uint8_t* const xp = reserve(xp_buffer, group * image);              // padded NHWC images [group, hp, wp, C]
+  uint8_t* const a = direct ? xp : reserve(a_buffer, group * p * k);  // A [group * P, K], one byte per value
+  uint8_t* const out = reserve(out_buffer, group * p * q.m);          // Y^T [group * P, M] from gemm_s8
+  if (hp != h || wp != wd) std::memset(xp, q.x_zp, static_cast<size_t>(group * image));  // the padding
   const auto* xb = static_cast<const uint8_t*>(x.raw_data());
   auto* yb = static_cast<uint8_t*>(y.raw_data());
   const int64_t run = q.dil_w == 1 ? q.kw * q.c : q.c;  // contiguous bytes per copy
   const cpu::ApplyTableFn apply_table = cpu::ActiveApplyTable();
-  for (int64_t img = 0; img < n; ++img) {
-    const uint8_t* xi = xb + img * q.c * h * wd;
+  const uint8_t flip = q.y_type == DataType::kInt8 ? 0x80 : 0;  // table index of an int8 y: its byte ^ 0x80
+  for (int64_t img0 = 0; img0 < n; img0 += group) {
+    const int64_t g = std::min(group, n - img0);
     // NCHW -> padded NHWC: per input row, [C, W] -> [W, C].
-    ParallelFor(ctx.pool(), h, 4, [&](int64_t y0, int64_t y1) {
-      for (int64_t iy = y0; iy < y1; ++iy) {
-        TransposeBytes(xi + iy * wd, h * wd, xp + ((iy + q.pad_t) * wp + q.pad_l) * q.c, q.c, q.c, 0, wd);
+    ParallelFor(ctx.pool(), g * h, 4, [&](int64_t y0, int64_t y1) {
+      for (int64_t gy = y0; gy < y1; ++gy) {
+        const int64_t gi = gy / h, iy = gy % h;
+        TransposeBytes(xb + ((img0 + gi) * q.c * h + iy) * wd, h * wd,
+                       xp + gi * image + ((iy + q.pad_t) * wp + q.pad_l) * q.c, q.c, q.c, 0, wd);
       }
     });
-    // Unfold: row (oy, ox), column (ky, kx, c).
+    // Unfold: row (image, oy, ox), column (ky, kx, c).
     if (!direct) {
-      ParallelFor(ctx.pool(), p, 64, [&](int64_t r0, int64_t r1) {
+      ParallelFor(ctx.pool(), g * p, 64, [&](int64_t r0, int64_t r1) {
         for (int64_t r = r0; r < r1; ++r) {
-          const int64_t oy = r / wo, ox = r % wo;
+          const int64_t gi = r / p, oy = (r % p) / wo, ox = r % wo;
           uint8_t* row = a + r * k;
           for (int64_t ky = 0; ky < q.kh; ++ky) {
-            const uint8_t* src = xp + ((oy * q.stride_h + ky * q.dil_h) * wp + ox * q.stride_w) * q.c;
+            const uint8_t* src = xp + gi * image + ((oy * q.stride_h + ky * q.dil_h) * wp + ox * q.stride_w) * q.c;
             for (int64_t kx = 0; kx < q.kw; kx += run / q.c) {
               std::memcpy(row, src + kx * q.dil_w * q.c, static_cast<size_t>(run));
               row += run;
@@ -246,8 +256,8 @@ Status RunQuantConv(OpContext& ctx) {
       });
     }
     GemmS8Args args;
-    args.m = p;
-    args.a = direct ? xp : a;
+    args.m = g * p;
+    args.a = a;
     args.a_signed = q.x_type == DataType::kInt8;
     args.lda = k;
     args.a_zp = GemmZeroPoints{&q.x_zp, false};
@@ -261,14 +271,18 @@ Status RunQuantConv(OpContext& ctx) {
     args.pool = ctx.pool();
     Status st = RunGemmS8(args);
     if (!st.ok()) return ctx.Error(st.code(), st.message());
-    // [P, M] -> [M, P] of this image, through the table when there is one.
-    uint8_t* yi = yb + img * q.m * p;
-    const uint8_t flip = q.y_type == DataType::kInt8 ? 0x80 : 0;  // table index of an int8 y: its byte ^ 0x80
+    // [P, M] -> [M, P] per image, through the table when there is one.
     if (!q.table.empty()) {
-      ParallelFor(ctx.pool(), p * q.m, 16384,
+      ParallelFor(ctx.pool(), g * p * q.m, 16384,
                   [&](int64_t i0, int64_t i1) { apply_table(q.table.data(), flip, out + i0, out + i0, i1 - i0); });
     }
-    ParallelFor(ctx.pool(), q.m, 32, [&](int64_t m0, int64_t m1) { TransposeBytes(out, q.m, yi, p, p, m0, m1); });
+    const int64_t m_blocks = (q.m + 31) / 32;
+    ParallelFor(ctx.pool(), g * m_blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t gi = b / m_blocks, m0 = (b % m_blocks) * 32, m1 = std::min(q.m, m0 + 32);
+        TransposeBytes(out + gi * p * q.m, q.m, yb + (img0 + gi) * q.m * p, p, p, m0, m1);
+      }
+    });
   }
   ctx.set_output(0, std::move(y));
   return Status::OK();
