@@ -239,7 +239,8 @@ Status LutFast(OpContext& ctx) {
 // ---------------------------------------------------------------------------
 // MaxPool on uint8/int8 NCHW, separably: per output row, the max over the
 // window's input rows for every input column (contiguous, vectorizable),
-// then per output the max over the window's columns. Taps outside x are
+// then per output the max over the window's columns (for windows inside the
+// row, read from a vectorized running max of kw neighbours). Taps outside x are
 // skipped, a window without taps gives the type's lowest value, as
 // MaxPoolRef does; max is exact on integers, so the order of the taps does
 // not matter.
@@ -258,40 +259,65 @@ void TapRange(int64_t start, int64_t kernel, int64_t dilation, int64_t size, int
   *begin = b, *end = e;
 }
 
+struct Pool2d {
+  int64_t h, wd, ho, wo, kh, kw, sh, sw, dh, dw, pt, pl;
+};
+
+// One (n, c) plane. The geometry comes by value and lives in locals: with
+// byte stores in the loops, the compiler could not keep values read through
+// a reference in registers (nor vectorize).
+template <typename T>
+void MaxPoolPlane(const Pool2d g, const T* xp, T* yp, T* cols, T* windows, const int64_t* kx_begin,
+                  const int64_t* kx_end) {
+  const int64_t h = g.h, wd = g.wd, ho = g.ho, wo = g.wo, kh = g.kh, kw = g.kw, sh = g.sh, sw = g.sw;
+  const int64_t dh = g.dh, dw = g.dw, pt = g.pt, pl = g.pl;
+  const T lowest = std::numeric_limits<T>::lowest();
+  for (int64_t oy = 0; oy < ho; ++oy) {
+    T* out = yp + oy * wo;
+    int64_t ky0 = 0, ky1 = 0;
+    TapRange(oy * sh - pt, kh, dh, h, &ky0, &ky1);
+    if (ky0 == ky1) {
+      std::fill(out, out + wo, lowest);
+      continue;
+    }
+    const T* first = xp + (oy * sh - pt + ky0 * dh) * wd;
+    std::copy(first, first + wd, cols);
+    for (int64_t ky = ky0 + 1; ky < ky1; ++ky) {
+      const T* row = xp + (oy * sh - pt + ky * dh) * wd;
+      for (int64_t ix = 0; ix < wd; ++ix) cols[ix] = std::max(cols[ix], row[ix]);
+    }
+    // Windows inside the row (dilation 1): the max of kw neighbours at
+    // every column, contiguous and vectorizable, then one read each.
+    const int64_t starts = dw == 1 ? wd - kw + 1 : 0;
+    if (starts > 0) {
+      std::copy(cols, cols + starts, windows);
+      for (int64_t kx = 1; kx < kw; ++kx)
+        for (int64_t i = 0; i < starts; ++i) windows[i] = std::max(windows[i], cols[i + kx]);
+    }
+    for (int64_t ox = 0; ox < wo; ++ox) {
+      const int64_t start = ox * sw - pl;
+      if (start >= 0 && start < starts) {
+        out[ox] = windows[start];
+        continue;
+      }
+      T best = lowest;
+      for (int64_t kx = kx_begin[ox]; kx < kx_end[ox]; ++kx) best = std::max(best, cols[start + kx * dw]);
+      out[ox] = best;
+    }
+  }
+}
+
 template <typename T>
 void MaxPool2d(const WindowGeometry& w, const Shape& xs, const T* x, const Shape& ys, T* y, ThreadPool* pool) {
-  const int64_t h = xs[2], wd = xs[3], ho = ys[2], wo = ys[3];
-  const int64_t kh = w.kernel[0], kw = w.kernel[1], sh = w.strides[0], sw = w.strides[1];
-  const int64_t dh = w.dilations[0], dw = w.dilations[1], pt = w.pads[0], pl = w.pads[1];
-  std::vector<int64_t> kx_begin(wo), kx_end(wo);
-  for (int64_t ox = 0; ox < wo; ++ox) TapRange(ox * sw - pl, kw, dw, wd, &kx_begin[ox], &kx_end[ox]);
-  const T lowest = std::numeric_limits<T>::lowest();
+  const Pool2d g = {xs[2],          xs[3],        ys[2],          ys[3],          w.kernel[0], w.kernel[1],
+                    w.strides[0],   w.strides[1], w.dilations[0], w.dilations[1], w.pads[0],   w.pads[1]};
+  std::vector<int64_t> kx_begin(g.wo), kx_end(g.wo);
+  for (int64_t ox = 0; ox < g.wo; ++ox) TapRange(ox * g.sw - g.pl, g.kw, g.dw, g.wd, &kx_begin[ox], &kx_end[ox]);
   ParallelFor(pool, xs[0] * xs[1], 1, [&](int64_t p0, int64_t p1) {
-    std::vector<T> cols_max(static_cast<size_t>(wd));
+    std::vector<T> cols(static_cast<size_t>(g.wd)), windows(static_cast<size_t>(g.wd));
     for (int64_t plane = p0; plane < p1; ++plane) {
-      const T* xp = x + plane * h * wd;
-      T* yp = y + plane * ho * wo;
-      for (int64_t oy = 0; oy < ho; ++oy) {
-        T* out = yp + oy * wo;
-        int64_t ky0 = 0, ky1 = 0;
-        TapRange(oy * sh - pt, kh, dh, h, &ky0, &ky1);
-        if (ky0 == ky1) {
-          std::fill(out, out + wo, lowest);
-          continue;
-        }
-        const T* first = xp + (oy * sh - pt + ky0 * dh) * wd;
-        std::copy(first, first + wd, cols_max.begin());
-        for (int64_t ky = ky0 + 1; ky < ky1; ++ky) {
-          const T* row = xp + (oy * sh - pt + ky * dh) * wd;
-          for (int64_t ix = 0; ix < wd; ++ix) cols_max[ix] = std::max(cols_max[ix], row[ix]);
-        }
-        for (int64_t ox = 0; ox < wo; ++ox) {
-          const T* c = cols_max.data() + ox * sw - pl;
-          T best = lowest;
-          for (int64_t kx = kx_begin[ox]; kx < kx_end[ox]; ++kx) best = std::max(best, c[kx * dw]);
-          out[ox] = best;
-        }
-      }
+      MaxPoolPlane(g, x + plane * g.h * g.wd, y + plane * g.ho * g.wo, cols.data(), windows.data(), kx_begin.data(),
+                   kx_end.data());
     }
   });
 }
