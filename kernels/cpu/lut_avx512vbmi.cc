@@ -46,6 +46,11 @@ void ApplyTableAvx512Vbmi(const uint8_t* table, uint8_t flip, const uint8_t* in,
 }
 
 SPARQ_CPU_TARGET_END
+#else
+// Builds without the x86 files: ActiveApplyTable never picks this one.
+void ApplyTableAvx512Vbmi(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n) {
+  ApplyTablePortable(table, flip, in, out, n);
+}
 #endif
 
 ApplyTableFn ActiveApplyTable() {
