@@ -333,6 +333,22 @@ TEST(QdqGlueFusion, ReluTableFoldsIntoTheConvolution) {
   }
 }
 
+// Empty tensors go through every fused operator and fast row.
+TEST(QdqGlueFusion, EmptyTensors) {
+  for (const TypeCase& t : kTypes) {
+    QdqGraphBuilder b;
+    const Shape shape = {0, 3, 4, 5};
+    b.Input("a", t.type, shape);
+    b.Input("b", t.type, shape);
+    b.Params("p", 0.02f, t.zp_in, t.type);
+    b.Output(b.Q(b.Add("Relu", {b.Dq("a", "p")}), "p"));
+    b.Output(b.Q(b.Add("Add", {b.Dq("a", "p"), b.Dq("b", "p")}), "p"));
+    b.Output(b.Q(b.Add("MaxPool", {b.Dq("b", "p")}, {Attribute::Ints("kernel_shape", {2, 2})}), "p"));
+    b.Output(b.Dq("b", "p"));
+    ExpectFusedBitExact(b.model(), {{"a", RandomBytes(t.type, shape, 16)}, {"b", RandomBytes(t.type, shape, 17)}});
+  }
+}
+
 // Patterns that do not qualify keep their float nodes, and still compute the
 // float graph's results.
 TEST(QdqGlueFusion, NonQualifyingPatternsAreLeftAlone) {
