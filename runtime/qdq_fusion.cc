@@ -31,13 +31,16 @@
 //   DequantizeLinear(b_q) ─┴─ Add ── QuantizeLinear ── y_q
 //                                      =>   sparq.QLinearAdd(a_q, .., b_q, .., y_scale, y_zp) ── y_q
 //
-// and last a table that alone reads a QLinearConv's or QLinearAdd's output
+// then a table that alone reads a QLinearConv's or QLinearAdd's output
 // folds into it:
 //
 //   QLinearConv(x_q, ..) ── sparq.QLinearLut(.., table) ── y_q
 //                                      =>   sparq.QLinearConvLut(x_q, .., B or "", table) ── y_q
 //   sparq.QLinearAdd(a_q, ..) ── sparq.QLinearLut(.., table) ── y_q
 //                                      =>   sparq.QLinearAdd(a_q, .., y_zp, table) ── y_q
+//
+// and last a DequantizeLinear whose inputs are all constants becomes the
+// initializer it computes (on its reference kernel, once).
 //
 // [unary ops]* are zero or more elementwise float ops whose result per
 // element depends on that element only (Relu, Clip with constant bounds,
@@ -491,6 +494,47 @@ std::vector<std::string> FoldTablesIntoProducers(Graph& g) {
   return folded;
 }
 
+// A DequantizeLinear of constants (the weights of a layer left in float, such
+// as a classifier Gemm without QuantizeLinear after it) is computed once, on
+// its reference kernel, and becomes an initializer of the same name.
+std::vector<std::string> FoldConstantDequantize(Model& model) {
+  Graph& g = model.graph;
+  std::set<std::string> overridable, graph_inputs;
+  for (const auto& v : g.initializer_inputs) overridable.insert(v.name);
+  for (const auto& v : g.inputs) graph_inputs.insert(v.name);
+  auto constant = [&](const std::string& name) -> const Tensor* {
+    if (name.empty() || overridable.count(name)) return nullptr;
+    auto it = g.initializers.find(name);
+    return it == g.initializers.end() ? nullptr : &it->second;
+  };
+  int64_t opset = model.opset("");
+  if (opset == 0) opset = 21;  // as the executor reads it
+  const KernelDef* dq_ref = KernelRegistry::Reference().Find("DequantizeLinear", "", opset);
+  std::vector<std::string> folded;
+  std::vector<Node> kept;
+  for (Node& n : g.nodes) {
+    bool fold = dq_ref != nullptr && n.op_type == "DequantizeLinear" && n.domain.empty() && n.outputs.size() == 1 &&
+                !n.inputs.empty() && !graph_inputs.count(n.outputs[0]) && !g.initializers.count(n.outputs[0]);
+    std::vector<const Tensor*> inputs;
+    for (size_t i = 0; fold && i < n.inputs.size(); ++i) {
+      inputs.push_back(constant(n.inputs[i]));
+      fold = n.inputs[i].empty() || inputs.back() != nullptr;
+    }
+    if (fold) {
+      OpContext ctx(n, opset, std::move(inputs), nullptr);
+      fold = dq_ref->fn(ctx).ok() && ctx.outputs()[0].defined();
+      if (fold) {
+        g.initializers[n.outputs[0]] = std::move(ctx.outputs()[0]);
+        folded.push_back(n.name);
+        continue;
+      }
+    }
+    kept.push_back(std::move(n));
+  }
+  g.nodes = std::move(kept);
+  return folded;
+}
+
 }  // namespace
 
 std::vector<std::string> FuseQdqToIntegerOps(Model* model) {
@@ -498,6 +542,7 @@ std::vector<std::string> FuseQdqToIntegerOps(Model* model) {
   std::vector<std::string> fused = Fuser(model->graph).Run();
   for (std::string& name : GlueFuser(*model).Run()) fused.push_back(std::move(name));
   for (std::string& name : FoldTablesIntoProducers(model->graph)) fused.push_back(std::move(name));
+  for (std::string& name : FoldConstantDequantize(*model)) fused.push_back(std::move(name));
   return fused;
 }
 

@@ -333,6 +333,20 @@ TEST(QdqGlueFusion, ReluTableFoldsIntoTheConvolution) {
   }
 }
 
+// A DequantizeLinear of constant weights feeding a float layer is computed
+// once at creation: the node is gone, the results are the same bits.
+TEST(QdqGlueFusion, DequantizeOfConstantsIsFoldedOnce) {
+  QdqGraphBuilder b;
+  b.model().graph.inputs.push_back(testing::FloatInput("x", {{3, ""}, {7, ""}}));
+  b.model().graph.initializers["w"] = RandomBytes(DataType::kInt8, {7, 5}, 18);
+  b.Params("pw", 0.0123f, -3, DataType::kInt8);
+  b.Output(b.Add("MatMul", {"x", b.Dq("w", "pw")}));
+  const auto counts = FusedOpCounts(b.model());
+  EXPECT_EQ(counts.count("DequantizeLinear"), 0u);
+  EXPECT_EQ(counts.at("MatMul"), 1);
+  ExpectFusedBitExact(b.model(), {{"x", testing::RandomFloats({3, 7}, 19)}});
+}
+
 // Empty tensors go through every fused operator and fast row.
 TEST(QdqGlueFusion, EmptyTensors) {
   for (const TypeCase& t : kTypes) {
