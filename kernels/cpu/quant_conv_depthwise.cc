@@ -58,6 +58,25 @@ cpu::RequantRowFn ActiveRequantRow() {
   return cpu::RequantRowPortable;
 }
 
+// dst[j] = x[j * stride] - zero_point for j < n, x int8 (T = int8_t) or
+// uint8. A function of its own with every value a parameter: inside the
+// kernel's lambda the compiler kept reloading captured values and did not
+// vectorize. Strides 1 and 2 are compile-time constants.
+template <typename T, int kStride>
+void WidenRow(const uint8_t* x, int64_t stride, int64_t n, int32_t zero_point, int16_t* dst) {
+  const T* src = reinterpret_cast<const T*>(x);
+  const int64_t step = kStride > 0 ? kStride : stride;
+  for (int64_t j = 0; j < n; ++j) dst[j] = static_cast<int16_t>(static_cast<int32_t>(src[j * step]) - zero_point);
+}
+using WidenFn = void (*)(const uint8_t* x, int64_t stride, int64_t n, int32_t zero_point, int16_t* dst);
+template <typename T>
+WidenFn SelectWidenOf(int64_t stride) {
+  return stride == 1 ? WidenRow<T, 1> : stride == 2 ? WidenRow<T, 2> : WidenRow<T, 0>;
+}
+WidenFn SelectWiden(bool x_signed, int64_t stride) {
+  return x_signed ? SelectWidenOf<int8_t>(stride) : SelectWidenOf<uint8_t>(stride);
+}
+
 StatusOr<std::shared_ptr<DepthwiseConv>> PrepareDepthwiseState(const Node& node,
                                                               const std::vector<const Tensor*>& constants) {
   auto decline = [&](const std::string& why) -> Status {
@@ -160,6 +179,7 @@ Status RunDepthwise(OpContext& ctx) {
   const auto* xb = static_cast<const uint8_t*>(x.raw_data());
   auto* yb = static_cast<uint8_t*>(y.raw_data());
   const cpu::ApplyTableFn apply_table = cpu::ActiveApplyTable();
+  const WidenFn widen = SelectWiden(x_signed, s);
   std::vector<int64_t> tap_offset(static_cast<size_t>(taps));  // of tap (ky, kx) from its output row's base
   for (int64_t ky = 0; ky < q.kh; ++ky)
     for (int64_t kx = 0; kx < q.kw; ++kx) {
@@ -178,25 +198,10 @@ Status RunDepthwise(OpContext& ctx) {
       for (int64_t iy = 0; iy < h; ++iy) {
         int16_t* row = padded.data() + (iy + q.pad_t) * row_len;
         const uint8_t* in = xp + iy * wd;
-        if (s == 1) {
-          int16_t* dst = row + q.pad_l;
-          if (x_signed) {
-            for (int64_t ix = 0; ix < wd; ++ix) dst[ix] = static_cast<int16_t>(static_cast<int8_t>(in[ix]) - q.x_zp);
-          } else {
-            for (int64_t ix = 0; ix < wd; ++ix) dst[ix] = static_cast<int16_t>(in[ix] - q.x_zp);
-          }
-          continue;
-        }
         for (int64_t f = 0; f < s; ++f) {  // phase f: padded columns j * s + f, input column j * s + f - pad_l
-          int16_t* dst = row + f * wq;
           const int64_t j0 = q.pad_l > f ? (q.pad_l - f + s - 1) / s : 0;
           const int64_t j1 = std::min(wq, (wd + q.pad_l - f + s - 1) / s);
-          const uint8_t* src = in + f - q.pad_l;
-          if (x_signed) {
-            for (int64_t j = j0; j < j1; ++j) dst[j] = static_cast<int16_t>(static_cast<int8_t>(src[j * s]) - q.x_zp);
-          } else {
-            for (int64_t j = j0; j < j1; ++j) dst[j] = static_cast<int16_t>(src[j * s] - q.x_zp);
-          }
+          if (j1 > j0) widen(in + f - q.pad_l + j0 * s, s, j1 - j0, q.x_zp, row + f * wq + j0);
         }
       }
       const int16_t* wc = q.w.data() + ch * taps;

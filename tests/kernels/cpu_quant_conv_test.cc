@@ -120,6 +120,7 @@ TEST(CpuQuantConv, DepthwiseMatchesTheReferenceBitForBit) {
       {"u8 5x3 dilation 2, asymmetric pads, no bias", DataType::kUInt8, 1, 5, 14, 12, 5, 5, 3, {1, 2}, {2, 0, 1, 3}, {2, 2}, true, false, 5},
       {"s8 3x3 wide rows (full vectors and a tail)", DataType::kInt8, 1, 4, 5, 37, 4, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, true, 4},
       {"u8 3x3 stride 3, dilation 2", DataType::kUInt8, 1, 3, 20, 41, 3, 3, 3, {3, 3}, {1, 2, 1, 1}, {1, 2}, false, true, 3},
+      {"u8 3x3 stride 2, odd width", DataType::kUInt8, 2, 5, 19, 35, 5, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, true, 5},
   };
   std::mt19937 rng(7);
   std::vector<CpuIsa> isas = {CpuIsa::kPortable};
