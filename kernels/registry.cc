@@ -67,7 +67,8 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterPreparedCpuSparseOps(*r);
     RegisterPreparedCpuQuantConvOps(*r);
     RegisterPreparedCpuDenseF32Ops(*r);
-    RegisterCpuPoolOps(*r);
+    RegisterPreparedCpuDepthwiseConvOps(*r);
+    RegisterCpuQdqGlueOps(*r);
     for (const KernelDef& def : Reference().defs_) r->Add(def);
     return r;
   }();

@@ -71,7 +71,8 @@ void RegisterQuantOps(KernelRegistry& r);
 void RegisterPreparedCpuQuantOps(KernelRegistry& r);
 void RegisterPreparedCpuSparseOps(KernelRegistry& r);
 void RegisterPreparedCpuQuantConvOps(KernelRegistry& r);
-void RegisterPreparedCpuDenseF32Ops(KernelRegistry& r);
-void RegisterCpuPoolOps(KernelRegistry& r);  // after the sparse rows: they take pruned weights first
+void RegisterPreparedCpuDenseF32Ops(KernelRegistry& r);  // after the sparse rows: they take pruned weights first
+void RegisterPreparedCpuDepthwiseConvOps(KernelRegistry& r);
+void RegisterCpuQdqGlueOps(KernelRegistry& r);
 
 }  // namespace sparq

@@ -86,10 +86,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   auto impl = std::make_unique<Impl>();
   impl->model = model;
   SPARQ_RETURN_IF_ERROR(impl->model.graph.TopoSort());
-  if (options.fuse_qdq) {
-    FuseQdqToIntegerOps(&impl->model);
-    FoldConstantDequantize(&impl->model);
-  }
+  if (options.fuse_qdq) FuseQdqToIntegerOps(&impl->model);
   if (options.fuse_activations) FuseConvActivations(&impl->model);
   const Graph& g = impl->model.graph;
   impl->pool = std::make_unique<ThreadPool>(options.threads);

@@ -9,7 +9,6 @@
 // 11 initializers that run inputs cannot override, or Constant nodes).
 #include "runtime/float_fusion.h"
 
-#include "kernels/op_context.h"
 
 #include <limits>
 #include <map>
@@ -107,45 +106,6 @@ std::vector<std::string> FuseConvActivations(Model* model) {
   g.nodes = std::move(kept);
   if (model->opset(kSparqDomain) == 0) model->opset_imports.push_back({kSparqDomain, 1});
   return fused;
-}
-
-std::vector<std::string> FoldConstantDequantize(Model* model) {
-  Graph& g = model->graph;
-  std::set<std::string> overridable;
-  for (const ValueInfo& v : g.initializer_inputs) overridable.insert(v.name);
-  std::set<std::string> graph_outputs;
-  for (const auto& o : g.outputs) graph_outputs.insert(o.name);
-  const int64_t opset = model->opset() > 0 ? model->opset() : 21;
-  const KernelDef* kernel = KernelRegistry::Reference().Find("DequantizeLinear", "", opset);
-  std::vector<std::string> folded;
-  if (kernel == nullptr) return folded;
-  std::vector<Node> kept;
-  for (Node& n : g.nodes) {
-    bool constant = n.op_type == "DequantizeLinear" && n.domain.empty() && n.outputs.size() == 1 &&
-                    !graph_outputs.count(n.outputs[0]) && !g.initializers.count(n.outputs[0]);
-    std::vector<const Tensor*> inputs;
-    for (const std::string& in : n.inputs) {
-      if (!constant) break;
-      if (in.empty()) {
-        inputs.push_back(nullptr);
-        continue;
-      }
-      auto it = g.initializers.find(in);
-      constant = it != g.initializers.end() && !overridable.count(in);
-      inputs.push_back(constant ? &it->second : nullptr);
-    }
-    if (constant) {
-      OpContext ctx(n, opset, inputs, nullptr);
-      if (kernel->fn(ctx).ok() && ctx.outputs()[0].defined()) {
-        g.initializers[n.outputs[0]] = std::move(ctx.outputs()[0]);
-        folded.push_back(n.name);
-        continue;
-      }
-    }
-    kept.push_back(std::move(n));
-  }
-  g.nodes = std::move(kept);
-  return folded;
 }
 
 }  // namespace sparq

@@ -18,13 +18,4 @@ namespace sparq {
 // runs on the FP32 GEMM with the clamp in its epilogue.
 std::vector<std::string> FuseConvActivations(Model* model);
 
-// Replaces every DequantizeLinear whose inputs are all constants (a QDQ
-// model's weights and biases, initializers that run inputs cannot override)
-// by an initializer holding its output, computed once by the reference kernel:
-// the same values the node would produce on every run, so that float layers
-// fed by quantized weights (a classifier Gemm without QuantizeLinear after it)
-// see constant weights and run on the fast kernels. Returns the folded nodes'
-// names; a node whose kernel fails is left as it is.
-std::vector<std::string> FoldConstantDequantize(Model* model);
-
 }  // namespace sparq

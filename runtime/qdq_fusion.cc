@@ -16,10 +16,55 @@
 // of the input and weight scales (what sparq's and onnxruntime's writers
 // produce), and the float output of Conv/MatMul goes to the QuantizeLinear
 // alone. DequantizeLinear nodes left without readers are removed.
+//
+// Then the float glue between the integer operators is fused into internal
+// operators of domain "sparq" (version 1; defined and computed for
+// reference in kernels/ref/qdq_fused_ops.cc), bit for bit what the float QDQ
+// graph computes on the reference kernels:
+//
+//   DequantizeLinear(x_q) ── [unary ops]* ── QuantizeLinear ── y_q
+//                                      =>   sparq.QLinearLut(x_q, table) ── y_q
+//   DequantizeLinear(x_q) ── MaxPool ── [unary ops]* ── QuantizeLinear ── y_q
+//                                      =>   MaxPool(x_q) ── sparq.QLinearLut(.., table) ── y_q
+//                                           (no QLinearLut when its table is the identity)
+//   DequantizeLinear(a_q) ─┐
+//   DequantizeLinear(b_q) ─┴─ Add ── QuantizeLinear ── y_q
+//                                      =>   sparq.QLinearAdd(a_q, .., b_q, .., y_scale, y_zp) ── y_q
+//
+// then a table that alone reads a QLinearConv's or QLinearAdd's output
+// folds into it:
+//
+//   QLinearConv(x_q, ..) ── sparq.QLinearLut(.., table) ── y_q
+//                                      =>   sparq.QLinearConvLut(x_q, .., B or "", table) ── y_q
+//   sparq.QLinearAdd(a_q, ..) ── sparq.QLinearLut(.., table) ── y_q
+//                                      =>   sparq.QLinearAdd(a_q, .., y_zp, table) ── y_q
+//
+// and last a DequantizeLinear whose inputs are all constants becomes the
+// initializer it computes (on its reference kernel, once).
+//
+// [unary ops]* are zero or more elementwise float ops whose result per
+// element depends on that element only (Relu, Clip with constant bounds,
+// LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Identity, ...; see
+// kLutOps). The 256-entry table is made at executor creation by running the
+// pattern's own nodes on their reference kernels over all 256 values of
+// x_q's type, so it holds exactly the float graph's results. MaxPool moves
+// before the table because DequantizeLinear (scale > 0) is nondecreasing and
+// the integers are exact; it qualifies when every window holds a tap of x
+// (dilations 1, each pad below the kernel), and has no Indices output.
+//
+// A glue pattern fuses only when every DequantizeLinear / QuantizeLinear has
+// a constant float32 scale and a constant uint8/int8 zero point, one value
+// each (per tensor), and every value inside the pattern (the dequantized
+// values, the unary ops' and MaxPool's and Add's outputs) is read by the next
+// node of the pattern alone and is no graph output. Anything else is left as
+// it is. Patterns are matched at each QuantizeLinear in graph order, so the
+// rewrite is deterministic.
 #include <cmath>
 #include <map>
 #include <set>
 
+#include "kernels/op_context.h"
+#include "kernels/registry.h"
 #include "runtime/qdq_fusion.h"
 
 namespace sparq {
@@ -163,11 +208,342 @@ class Fuser {
   std::set<size_t> removed_;
 };
 
+// The glue fusions (see the diagram at the top), run after Fuser on the
+// compacted graph.
+class GlueFuser {
+ public:
+  explicit GlueFuser(Model& model) : model_(model), g_(model.graph) {
+    for (const auto& v : g_.initializer_inputs) overridable_.insert(v.name);
+    for (const auto& o : g_.outputs) graph_outputs_.insert(o.name);
+    for (const auto& v : g_.inputs) names_.insert(v.name);
+    for (const auto& kv : g_.initializers) names_.insert(kv.first);
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& n = g_.nodes[i];
+      for (const auto& out : n.outputs) {
+        producer_[out] = i;
+        names_.insert(out);
+      }
+      const Attribute* value = n.attr("value");
+      if (n.op_type == "Constant" && n.domain.empty() && n.outputs.size() == 1 && value != nullptr &&
+          value->kind == Attribute::Kind::kTensor) {
+        constant_nodes_[n.outputs[0]] = &value->t;
+      }
+      for (const auto& in : g_.nodes[i].inputs)
+        if (!in.empty()) consumers_[in].push_back(i);
+    }
+  }
+
+  // The names of the nodes that replaced QuantizeLinear nodes.
+  std::vector<std::string> Run() {
+    std::vector<std::string> fused;
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      const Node& q = g_.nodes[i];
+      if (q.op_type != "QuantizeLinear" || !q.domain.empty() || !PerTensorQuantNode(q)) continue;
+      if (TryFuseAdd(i) || TryFuseLut(i)) fused.push_back(replacements_[i].back().name);
+    }
+    if (fused.empty()) return fused;
+    std::vector<Node> kept;
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      auto it = replacements_.find(i);
+      if (it != replacements_.end()) {
+        for (Node& n : it->second) kept.push_back(std::move(n));
+      } else if (!removed_.count(i)) {
+        kept.push_back(std::move(g_.nodes[i]));
+      }
+    }
+    g_.nodes = std::move(kept);
+    bool imported = false;
+    for (const auto& o : model_.opset_imports) imported |= o.domain == kDomain;
+    if (!imported) model_.opset_imports.push_back({kDomain, 1});
+    return fused;
+  }
+
+ private:
+  static constexpr const char* kDomain = "sparq";
+
+  // An initializer that runs cannot override, or a Constant node's tensor
+  // (exporters write Clip's bounds so).
+  const Tensor* Constant(const std::string& name) const {
+    if (name.empty() || overridable_.count(name)) return nullptr;
+    auto it = g_.initializers.find(name);
+    if (it != g_.initializers.end()) return &it->second;
+    auto c = constant_nodes_.find(name);
+    return c == constant_nodes_.end() ? nullptr : c->second;
+  }
+  // A QuantizeLinear / DequantizeLinear with a constant float32 scale and a
+  // constant uint8/int8 zero point, one value each, and no attribute that
+  // changes the types or the layout.
+  bool PerTensorQuantNode(const Node& n) const {
+    if (n.inputs.size() != 3 || n.outputs.size() != 1) return false;
+    const Tensor* scale = Constant(n.inputs[1]);
+    const Tensor* zp = Constant(n.inputs[2]);
+    if (scale == nullptr || zp == nullptr || scale->dtype() != DataType::kFloat32 || scale->numel() != 1) return false;
+    if ((zp->dtype() != DataType::kUInt8 && zp->dtype() != DataType::kInt8) || zp->numel() != 1) return false;
+    return n.attr_int("block_size", 0) == 0 && n.attr_int("output_dtype", 0) == 0;
+  }
+  // The node producing `value` when `value` is read by one node only and is
+  // no graph output (so the pattern may swallow it), else nullptr.
+  const Node* SoleProducer(const std::string& value, size_t* index) const {
+    if (graph_outputs_.count(value)) return nullptr;
+    auto readers = consumers_.find(value);
+    if (readers == consumers_.end() || readers->second.size() != 1) return nullptr;
+    auto it = producer_.find(value);
+    if (it == producer_.end() || removed_.count(it->second)) return nullptr;
+    *index = it->second;
+    return &g_.nodes[it->second];
+  }
+  const Node* QualifyingDequantize(const std::string& value, size_t* index) const {
+    const Node* d = SoleProducer(value, index);
+    if (d == nullptr || d->op_type != "DequantizeLinear" || !d->domain.empty() || !PerTensorQuantNode(*d)) return nullptr;
+    return d;
+  }
+
+  int64_t Opset(const Node& n) const {
+    const int64_t v = model_.opset(n.domain);
+    return v == 0 && n.domain.empty() ? 21 : v;  // as the executor reads it
+  }
+  // Runs node `n` on its reference kernel with `x` as input 0 and the
+  // node's constants as its other inputs.
+  StatusOr<Tensor> RunReference(const Node& n, const Tensor& x) const {
+    const KernelDef* def = KernelRegistry::Reference().Find(n.op_type, n.domain, Opset(n));
+    if (def == nullptr) return Status::NotSupported(n.Describe() + ": no reference kernel");
+    std::vector<const Tensor*> inputs = {&x};
+    for (size_t i = 1; i < n.inputs.size(); ++i) {
+      const Tensor* c = Constant(n.inputs[i]);
+      if (!n.inputs[i].empty() && c == nullptr) return Status::NotSupported(n.Describe() + ": input is not constant");
+      inputs.push_back(c);
+    }
+    OpContext ctx(n, Opset(n), std::move(inputs), nullptr);
+    SPARQ_RETURN_IF_ERROR(def->fn(ctx));
+    if (ctx.outputs().empty() || !ctx.outputs()[0].defined()) return Status::Internal(n.Describe() + ": no output");
+    return ctx.outputs()[0];
+  }
+
+  // Elementwise float ops whose value per element depends on that element
+  // (and on constant attributes or inputs) only.
+  static bool IsLutOp(const Node& n) {
+    static const std::set<std::string> kLutOps = {
+        "Relu",     "Clip",     "LeakyRelu", "Sigmoid", "Tanh",  "HardSigmoid", "HardSwish", "Identity",
+        "Elu",      "Selu",     "Celu",      "Softplus", "Softsign", "ThresholdedRelu", "Abs", "Neg",
+        "Erf",      "Gelu",     "Mish",      "Exp",     "Floor", "Ceil",        "Round"};
+    return n.domain.empty() && n.outputs.size() == 1 && !n.inputs.empty() && kLutOps.count(n.op_type) > 0;
+  }
+
+  // MaxPool without Indices whose every window holds at least one tap of x.
+  static bool IsIntegerMaxPool(const Node& n) {
+    if (n.op_type != "MaxPool" || !n.domain.empty() || n.inputs.size() != 1) return false;
+    if (n.outputs.size() > 1 && !n.outputs[1].empty()) return false;
+    const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+    if (auto_pad != "NOTSET" && auto_pad != "VALID" && !auto_pad.empty()) return false;
+    for (int64_t d : n.attr_ints("dilations"))
+      if (d != 1) return false;
+    const std::vector<int64_t> kernel = n.attr_ints("kernel_shape");
+    const std::vector<int64_t> pads = n.attr_ints("pads");
+    if (kernel.empty() || (!pads.empty() && pads.size() != 2 * kernel.size())) return false;
+    for (size_t i = 0; i < pads.size(); ++i)
+      if (pads[i] < 0 || pads[i] >= kernel[i % kernel.size()]) return false;
+    return true;
+  }
+
+  std::string FreshName(const std::string& base) {
+    std::string name = base;
+    for (int k = 1; names_.count(name); ++k) name = base + "_" + std::to_string(k);
+    names_.insert(name);
+    return name;
+  }
+
+  // DequantizeLinear -> [MaxPool] -> [unary ops]* -> QuantizeLinear at q_index.
+  bool TryFuseLut(size_t q_index) {
+    const Node& q = g_.nodes[q_index];
+    std::vector<size_t> chain;  // unary ops, last first
+    size_t index = 0;
+    std::string value = q.inputs[0];
+    const Node* n = SoleProducer(value, &index);
+    while (n != nullptr && IsLutOp(*n)) {
+      chain.push_back(index);
+      value = n->inputs[0];
+      n = SoleProducer(value, &index);
+    }
+    const Node* pool = nullptr;
+    size_t pool_index = 0;
+    if (n != nullptr && IsIntegerMaxPool(*n)) {
+      pool = n;
+      pool_index = index;
+      value = n->inputs[0];
+    }
+    size_t dq_index = 0;
+    const Node* dq = QualifyingDequantize(value, &dq_index);
+    if (dq == nullptr) return false;
+    if (pool != nullptr && !(Constant(dq->inputs[1])->data<float>()[0] > 0.0f)) return false;  // max commutes with DQ
+
+    // The table: the pattern's nodes on their reference kernels, for every x.
+    const DataType x_type = Constant(dq->inputs[2])->dtype();
+    const DataType y_type = Constant(q.inputs[2])->dtype();
+    Tensor x(x_type, {256});
+    const int offset = x_type == DataType::kInt8 ? 128 : 0;
+    for (int i = 0; i < 256; ++i) static_cast<uint8_t*>(x.raw_data())[i] = static_cast<uint8_t>(i - offset);
+    StatusOr<Tensor> v = RunReference(*dq, x);
+    for (auto it = chain.rbegin(); v.ok() && it != chain.rend(); ++it) v = RunReference(g_.nodes[*it], *v);
+    if (v.ok()) v = RunReference(q, *v);
+    if (!v.ok() || v->dtype() != y_type || v->numel() != 256) return false;
+    bool identity = x_type == y_type;
+    for (int i = 0; identity && i < 256; ++i)
+      identity = static_cast<const uint8_t*>(v->raw_data())[i] == static_cast<uint8_t>(i - offset);
+
+    std::vector<Node> out;
+    std::string lut_input = dq->inputs[0];
+    if (pool != nullptr) {
+      Node p = *pool;  // same attributes, on the integers
+      p.inputs = {dq->inputs[0]};
+      p.outputs = {identity ? q.outputs[0] : FreshName(q.outputs[0] + "_sparq_maxpool")};
+      lut_input = p.outputs[0];
+      out.push_back(std::move(p));
+      removed_.insert(pool_index);
+    }
+    if (pool == nullptr || !identity) {
+      const std::string table = FreshName(q.outputs[0] + "_sparq_lut");
+      g_.initializers[table] = std::move(v).value();
+      Node lut;
+      lut.name = q.name.empty() ? q.outputs[0] : q.name;
+      lut.op_type = "QLinearLut";
+      lut.domain = kDomain;
+      lut.inputs = {lut_input, table};
+      lut.outputs = {q.outputs[0]};
+      out.push_back(std::move(lut));
+    }
+    removed_.insert(dq_index);
+    for (size_t c : chain) removed_.insert(c);
+    replacements_[q_index] = std::move(out);
+    return true;
+  }
+
+  // DequantizeLinear(a), DequantizeLinear(b) -> Add -> QuantizeLinear at q_index.
+  bool TryFuseAdd(size_t q_index) {
+    const Node& q = g_.nodes[q_index];
+    size_t add_index = 0, a_index = 0, b_index = 0;
+    const Node* add = SoleProducer(q.inputs[0], &add_index);
+    if (add == nullptr || add->op_type != "Add" || !add->domain.empty() || add->inputs.size() != 2 ||
+        add->outputs.size() != 1) {
+      return false;
+    }
+    const Node* da = QualifyingDequantize(add->inputs[0], &a_index);
+    const Node* db = QualifyingDequantize(add->inputs[1], &b_index);
+    if (da == nullptr || db == nullptr || a_index == b_index) return false;
+    Node fused;
+    fused.name = add->name.empty() ? q.outputs[0] : add->name;
+    fused.op_type = "QLinearAdd";
+    fused.domain = kDomain;
+    fused.inputs = {da->inputs[0], da->inputs[1], da->inputs[2], db->inputs[0],
+                    db->inputs[1], db->inputs[2], q.inputs[1],   q.inputs[2]};
+    fused.outputs = {q.outputs[0]};
+    removed_.insert({a_index, b_index, add_index});
+    replacements_[q_index].push_back(std::move(fused));
+    return true;
+  }
+
+  Model& model_;
+  Graph& g_;
+  std::set<std::string> overridable_, graph_outputs_, names_;
+  std::map<std::string, size_t> producer_;
+  std::map<std::string, std::vector<size_t>> consumers_;
+  std::set<size_t> removed_;
+  std::map<size_t, std::vector<Node>> replacements_;  // QuantizeLinear index -> the nodes taking its place
+  std::map<std::string, const Tensor*> constant_nodes_;  // output -> value of a Constant node
+};
+
+// A QLinearConv or sparq.QLinearAdd whose output only a QLinearLut reads
+// takes the table in (sparq.QLinearConvLut; QLinearAdd's optional input 8),
+// so that fast rows apply it while they write the output.
+std::vector<std::string> FoldTablesIntoProducers(Graph& g) {
+  std::set<std::string> graph_outputs;
+  for (const auto& o : g.outputs) graph_outputs.insert(o.name);
+  std::map<std::string, int> readers;
+  std::map<std::string, size_t> producer;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (const auto& in : g.nodes[i].inputs) ++readers[in];
+    for (const auto& out : g.nodes[i].outputs) producer[out] = i;
+  }
+  std::vector<std::string> folded;
+  std::set<size_t> removed;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& lut = g.nodes[i];
+    if (lut.op_type != "QLinearLut" || lut.domain != "sparq" || lut.inputs.size() != 2) continue;
+    const std::string& value = lut.inputs[0];
+    auto p = producer.find(value);
+    if (graph_outputs.count(value) || readers[value] != 1 || p == producer.end()) continue;
+    Node& producer_node = g.nodes[p->second];
+    if (producer_node.outputs.size() != 1) continue;
+    if (producer_node.op_type == "QLinearConv" && producer_node.domain.empty() && producer_node.inputs.size() >= 8 &&
+        producer_node.inputs.size() <= 9) {
+      producer_node.op_type = "QLinearConvLut";
+      producer_node.domain = "sparq";
+      producer_node.inputs.resize(9);  // B, or "" without
+    } else if (!(producer_node.op_type == "QLinearAdd" && producer_node.domain == "sparq" &&
+                 producer_node.inputs.size() == 8)) {
+      continue;
+    }
+    producer_node.inputs.push_back(lut.inputs[1]);
+    producer_node.outputs = lut.outputs;
+    folded.push_back(producer_node.name);
+    removed.insert(i);
+  }
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  return folded;
+}
+
+// A DequantizeLinear of constants (the weights of a layer left in float, such
+// as a classifier Gemm without QuantizeLinear after it) is computed once, on
+// its reference kernel, and becomes an initializer of the same name.
+std::vector<std::string> FoldConstantDequantize(Model& model) {
+  Graph& g = model.graph;
+  std::set<std::string> overridable, graph_inputs;
+  for (const auto& v : g.initializer_inputs) overridable.insert(v.name);
+  for (const auto& v : g.inputs) graph_inputs.insert(v.name);
+  auto constant = [&](const std::string& name) -> const Tensor* {
+    if (name.empty() || overridable.count(name)) return nullptr;
+    auto it = g.initializers.find(name);
+    return it == g.initializers.end() ? nullptr : &it->second;
+  };
+  int64_t opset = model.opset("");
+  if (opset == 0) opset = 21;  // as the executor reads it
+  const KernelDef* dq_ref = KernelRegistry::Reference().Find("DequantizeLinear", "", opset);
+  std::vector<std::string> folded;
+  std::vector<Node> kept;
+  for (Node& n : g.nodes) {
+    bool fold = dq_ref != nullptr && n.op_type == "DequantizeLinear" && n.domain.empty() && n.outputs.size() == 1 &&
+                !n.inputs.empty() && !graph_inputs.count(n.outputs[0]) && !g.initializers.count(n.outputs[0]);
+    std::vector<const Tensor*> inputs;
+    for (size_t i = 0; fold && i < n.inputs.size(); ++i) {
+      inputs.push_back(constant(n.inputs[i]));
+      fold = n.inputs[i].empty() || inputs.back() != nullptr;
+    }
+    if (fold) {
+      OpContext ctx(n, opset, std::move(inputs), nullptr);
+      fold = dq_ref->fn(ctx).ok() && ctx.outputs()[0].defined();
+      if (fold) {
+        g.initializers[n.outputs[0]] = std::move(ctx.outputs()[0]);
+        folded.push_back(n.name);
+        continue;
+      }
+    }
+    kept.push_back(std::move(n));
+  }
+  g.nodes = std::move(kept);
+  return folded;
+}
+
 }  // namespace
 
 std::vector<std::string> FuseQdqToIntegerOps(Model* model) {
   if (model->opset() < 10) return {};  // QLinearConv / QLinearMatMul arrive in opset 10
-  return Fuser(model->graph).Run();
+  std::vector<std::string> fused = Fuser(model->graph).Run();
+  for (std::string& name : GlueFuser(*model).Run()) fused.push_back(std::move(name));
+  for (std::string& name : FoldTablesIntoProducers(model->graph)) fused.push_back(std::move(name));
+  for (std::string& name : FoldConstantDequantize(*model)) fused.push_back(std::move(name));
+  return fused;
 }
 
 }  // namespace sparq

@@ -24,7 +24,10 @@ struct ExecutorOptions {
   // Fuse DequantizeLinear -> Conv/MatMul -> QuantizeLinear into QLinearConv /
   // QLinearMatMul at creation, as deployment runtimes do (integer sums, one
   // rounding; outputs may differ from the QDQ graph's float path by one
-  // quantization step). Fused-away values cannot be RunOptions::extra_outputs.
+  // quantization step), and the float glue between quantized values
+  // (DequantizeLinear -> elementwise ops / MaxPool / Add -> QuantizeLinear)
+  // into integer operators that give the float graph's bits exactly (see
+  // runtime/qdq_fusion.cc). Fused-away values cannot be RunOptions::extra_outputs.
   // DequantizeLinear nodes of constants (weights left to float layers) are
   // computed once, at creation.
   bool fuse_qdq = false;

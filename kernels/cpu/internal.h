@@ -144,6 +144,34 @@ void DepthwiseF32PlaneAvx512(const DepthwiseF32Plane& p);
 DepthwiseF32PlaneFn SelectDepthwiseF32Plane(CpuIsa isa);
 
 // ---------------------------------------------------------------------------
+// Per-tensor quantization glue (qdq_glue_avx2.cc), bit for bit QuantizeValue /
+// DequantizeValue of kernels/ref/quantize.h over n contiguous values. Bytes
+// are int8_t when the matching *_signed flag is set, else uint8_t.
+//   QuantizeRow:   y[i] = QuantizeValue(x[i], scale, zero_point)
+//   DequantizeRow: y[i] = DequantizeValue(x[i], scale, zero_point)
+//   QLinearAddRow: y[i] = QuantizeValue(DequantizeValue(a[i]) + DequantizeValue(b[i]), y_scale, y_zp)
+void QuantizeRowAvx2(int64_t n, const float* x, float scale, int32_t zero_point, bool out_signed, void* y);
+void DequantizeRowAvx2(int64_t n, const void* x, bool x_signed, float scale, int32_t zero_point, float* y);
+void QLinearAddRowAvx2(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
+                       int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
+
+// One output row of a depthwise convolution (quant_conv_depthwise*.cc):
+// out[i] = sum over t < taps of w[t] * x[t][i], i < n, in int32 (exact for
+// int16 values of 9-bit range). x[t] is the tap's contiguous input row.
+using DepthwiseRowFn = void (*)(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
+void DepthwiseRowPortable(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
+void DepthwiseRowAvx2(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
+void DepthwiseRowAvx512(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
+
+// 256-entry byte tables (lut_avx512vbmi.cc): out[i] = table[in[i] ^ flip]
+// for i < n; `out` may be `in`. ActiveApplyTable picks the AVX-512 VBMI
+// version when the CPU has VBMI and the active ISA is at least kAvx512.
+using ApplyTableFn = void (*)(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n);
+void ApplyTablePortable(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n);
+void ApplyTableAvx512Vbmi(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n);
+ApplyTableFn ActiveApplyTable();
+
+// ---------------------------------------------------------------------------
 // Kernel entry points (the functions of the dispatch table).
 void GemmF32Portable(const GemmF32Args& args);
 void GemmF32Avx2(const GemmF32Args& args);

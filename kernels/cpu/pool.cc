@@ -1,4 +1,5 @@
-// MaxPool over 2-D NCHW planes of float32, int8 or uint8, without indices:
+// MaxPool over 2-D NCHW planes of float32, without indices (the MaxPool row
+// of qdq_glue.cc runs uint8 / int8 itself and float32 here):
 // strided passes over output rows instead of the reference's per-tap offset
 // table. The result is the reference's exactly (the maximum of finite values
 // is order-independent; NaN wins as in the reference's comparison). Anything
@@ -11,6 +12,7 @@
 
 #include "kernels/ref/nn_common.h"
 #include "kernels/ref/pool.h"
+#include "kernels/cpu/pool.h"
 #include "kernels/registry.h"
 
 namespace sparq {
@@ -81,11 +83,13 @@ void MaxPool2d(const WindowGeometry& w, const Shape& x_shape, const T* x, const 
   });
 }
 
-Status RunMaxPool(OpContext& ctx) {
+}  // namespace
+
+Status MaxPoolF32(OpContext& ctx) {
   if (!ctx.has_input(0) || ctx.wants_output(1) || ctx.input(0).rank() != 4) return RunReferenceKernel(ctx);
   const Tensor& x = ctx.input(0);
   const DataType type = x.dtype();
-  if (type != DataType::kFloat32 && type != DataType::kInt8 && type != DataType::kUInt8) return RunReferenceKernel(ctx);
+  if (type != DataType::kFloat32) return RunReferenceKernel(ctx);
   const Node& node = ctx.node();
   PoolParams params;
   AutoPad auto_pad = AutoPad::kNotSet;
@@ -95,17 +99,9 @@ Status RunMaxPool(OpContext& ctx) {
   if (!PreparePool(x.shape(), auto_pad, node.attr_int("ceil_mode", 0) != 0, &params, &y_shape).ok())
     return RunReferenceKernel(ctx);  // the reference names the error
   Tensor y(type, y_shape);
-  switch (type) {
-    case DataType::kFloat32: MaxPool2d(params.window, x.shape(), x.data<float>(), y_shape, y.data<float>(), ctx.pool()); break;
-    case DataType::kInt8: MaxPool2d(params.window, x.shape(), x.data<int8_t>(), y_shape, y.data<int8_t>(), ctx.pool()); break;
-    default: MaxPool2d(params.window, x.shape(), x.data<uint8_t>(), y_shape, y.data<uint8_t>(), ctx.pool()); break;
-  }
+  MaxPool2d(params.window, x.shape(), x.data<float>(), y_shape, y.data<float>(), ctx.pool());
   ctx.set_output(0, std::move(y));
   return Status::OK();
 }
-
-}  // namespace
-
-void RegisterCpuPoolOps(KernelRegistry& r) { r.Add({"MaxPool", "", 1, 99, RunMaxPool, "maxpool2d"}); }
 
 }  // namespace sparq

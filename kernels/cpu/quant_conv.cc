@@ -1,8 +1,14 @@
 // QLinearConv on the INT8 GEMM (gemm_s8): per image, the input is unfolded
-// into rows of A [P, K] (one row per output position, K = C * kh * kw, padding
-// filled with the input's zero point so that it contributes 0), multiplied by
-// the weights packed once at prepare, requantized per output channel, and
-// transposed into NCHW.
+// into rows of A [P, K] (one row per output position, K = kh * kw * C in
+// (ky, kx, c) order, copied from a padded NHWC copy of the image whose
+// padding holds the input's zero point so that it contributes 0), multiplied
+// by the weights packed once at prepare in the same K order, requantized per
+// output channel, and transposed into NCHW. The int32 sums are exact (mod
+// 2^32), so the order of K does not change them.
+//
+// sparq.QLinearConvLut (QLinearConv then a 256-entry table, see
+// kernels/ref/qdq_fused_ops.cc) runs the same way, the table applied to the
+// GEMM's output before the transposition.
 //
 // Fast path (else the reference kernel): 2-D convolution, group 1, explicit
 // pads (auto_pad NOTSET), int8 weights; every input but x constant; x_scale,
@@ -15,10 +21,15 @@
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/internal.h"
 #include "kernels/formats.h"
 #include "kernels/parallel.h"
 #include "kernels/ref/quantize.h"
 #include "kernels/registry.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
 
 namespace sparq {
 namespace {
@@ -32,7 +43,63 @@ struct QuantConv {
   std::vector<float> multiplier;  // [M]
   std::vector<int32_t> bias;      // [M] or empty
   PackedGemmS8 w;                 // [M, C * kh * kw]
+  // sparq.QLinearConvLut: the output is table[y - min(y_type)], of out_type.
+  std::vector<uint8_t> table;     // 256 bytes, or empty
+  DataType out_type = DataType::kUndefined;
 };
+
+#if defined(__SSE2__)
+// dst[j * ld_dst + i] = src[i * ld_src + j] for a 16 x 16 block (SSE2 is
+// part of x86-64): four rounds of interleaving, bytes, pairs, quads, halves.
+inline void Transpose16x16(const uint8_t* src, int64_t ld_src, uint8_t* dst, int64_t ld_dst) {
+  __m128i a[16], b[16];
+  for (int i = 0; i < 16; ++i) a[i] = _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i * ld_src));
+  for (int k = 0; k < 8; ++k) {
+    b[2 * k] = _mm_unpacklo_epi8(a[2 * k], a[2 * k + 1]);
+    b[2 * k + 1] = _mm_unpackhi_epi8(a[2 * k], a[2 * k + 1]);
+  }
+  for (int g = 0; g < 4; ++g) {  // rows 4g..4g+3: columns 0-3, 4-7, 8-11, 12-15
+    a[4 * g + 0] = _mm_unpacklo_epi16(b[4 * g + 0], b[4 * g + 2]);
+    a[4 * g + 1] = _mm_unpackhi_epi16(b[4 * g + 0], b[4 * g + 2]);
+    a[4 * g + 2] = _mm_unpacklo_epi16(b[4 * g + 1], b[4 * g + 3]);
+    a[4 * g + 3] = _mm_unpackhi_epi16(b[4 * g + 1], b[4 * g + 3]);
+  }
+  for (int h = 0; h < 2; ++h) {  // rows 8h..8h+7: column pairs (0,1), (2,3), ..., (14,15)
+    for (int q = 0; q < 4; ++q) {
+      b[8 * h + 2 * q] = _mm_unpacklo_epi32(a[8 * h + q], a[8 * h + 4 + q]);
+      b[8 * h + 2 * q + 1] = _mm_unpackhi_epi32(a[8 * h + q], a[8 * h + 4 + q]);
+    }
+  }
+  for (int k = 0; k < 8; ++k) {  // columns 2k, 2k + 1: rows 0-7 from b[k], rows 8-15 from b[8 + k]
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (2 * k) * ld_dst), _mm_unpacklo_epi64(b[k], b[8 + k]));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + (2 * k + 1) * ld_dst), _mm_unpackhi_epi64(b[k], b[8 + k]));
+  }
+}
+#endif
+
+// dst[j * ld_dst + i] = src[i * ld_src + j] for i < rows, j in [j0, j1):
+// 16 x 16 blocks in SSE2 registers (x86-64), the edges byte by byte.
+void TransposeBytes(const uint8_t* src, int64_t ld_src, uint8_t* dst, int64_t ld_dst, int64_t rows, int64_t j0,
+                    int64_t j1) {
+  constexpr int64_t kBlock = 16;
+  int64_t i_full = 0, j_full = j0;
+#if defined(__SSE2__)
+  i_full = rows / kBlock * kBlock;
+  j_full = j0 + (j1 - j0) / kBlock * kBlock;
+  for (int64_t i = 0; i < i_full; i += kBlock) {
+    for (int64_t j = j0; j < j_full; j += kBlock) {
+      Transpose16x16(src + i * ld_src + j, ld_src, dst + j * ld_dst + i, ld_dst);
+    }
+  }
+#endif
+  for (int64_t j = j_full; j < j1; ++j)  // right edge: every row
+    for (int64_t i = 0; i < rows; ++i) dst[j * ld_dst + i] = src[i * ld_src + j];
+  for (int64_t j = j0; j < j_full; ++j)  // bottom edge of the full columns
+    for (int64_t i = i_full; i < rows; ++i) dst[j * ld_dst + i] = src[i * ld_src + j];
+}
+
+// Output positions per GEMM call below which images are stacked into one call.
+constexpr int64_t kMinGemmRows = 512;
 
 int32_t ScalarInt(const Tensor& t) {
   return t.dtype() == DataType::kUInt8 ? static_cast<int32_t>(t.data<uint8_t>()[0])
@@ -41,7 +108,8 @@ int32_t ScalarInt(const Tensor& t) {
 
 bool IsByteType(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
 
-StatusOr<std::shared_ptr<const void>> PrepareQuantConv(const Node& node, const std::vector<const Tensor*>& constants) {
+StatusOr<std::shared_ptr<QuantConv>> PrepareQuantConvState(const Node& node,
+                                                          const std::vector<const Tensor*>& constants) {
   auto decline = [&](const std::string& why) -> Status {
     return Status::NotSupported(node.Describe() + ": gemm_s8 conv path: " + why);
   };
@@ -94,8 +162,34 @@ StatusOr<std::shared_ptr<const void>> PrepareQuantConv(const Node& node, const s
   std::vector<int32_t> zp(static_cast<size_t>(w_zp.numel()));
   for (int64_t i = 0; i < w_zp.numel(); ++i) zp[i] = w_zp.data<int8_t>()[i];
   const GemmZeroPoints w_zero{zp.data(), zp.size() > 1};
-  SPARQ_ASSIGN_OR_RETURN(q->w, PackGemmS8<int8_t>(w.data<int8_t>(), q->m, q->c * q->kh * q->kw, w_zero,
+  // K in the unfolded rows' order (ky, kx, c); W is stored (c, ky, kx).
+  const int64_t taps = q->kh * q->kw;
+  std::vector<int8_t> w_hwc(static_cast<size_t>(q->m * q->c * taps));
+  for (int64_t o = 0; o < q->m; ++o)
+    for (int64_t ch = 0; ch < q->c; ++ch)
+      for (int64_t t = 0; t < taps; ++t)
+        w_hwc[(o * taps + t) * q->c + ch] = w.data<int8_t>()[(o * q->c + ch) * taps + t];
+  SPARQ_ASSIGN_OR_RETURN(q->w, PackGemmS8<int8_t>(w_hwc.data(), q->m, q->c * taps, w_zero,
                                                   PreferredGemmS8Format(ActiveIsa())));
+  q->out_type = q->y_type;
+  return q;
+}
+
+StatusOr<std::shared_ptr<const void>> PrepareQuantConv(const Node& node, const std::vector<const Tensor*>& constants) {
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<QuantConv> q, PrepareQuantConvState(node, constants));
+  return std::shared_ptr<const void>(std::move(q));
+}
+
+// sparq.QLinearConvLut: QLinearConv's inputs, then the constant table (input 9).
+StatusOr<std::shared_ptr<const void>> PrepareQuantConvLut(const Node& node,
+                                                          const std::vector<const Tensor*>& constants) {
+  const Tensor* table = constants.size() == 10 ? constants[9] : nullptr;
+  if (table == nullptr || table->numel() != 256 || !IsByteType(table->dtype()))
+    return Status::NotSupported(node.Describe() + ": gemm_s8 conv path: the table is not 256 constant bytes");
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<QuantConv> q, PrepareQuantConvState(node, constants));
+  const auto* bytes = static_cast<const uint8_t*>(table->raw_data());
+  q->table.assign(bytes, bytes + 256);
+  q->out_type = table->dtype();
   return std::shared_ptr<const void>(std::move(q));
 }
 
@@ -109,37 +203,66 @@ Status RunQuantConv(OpContext& ctx) {
   if (ho_num < 0 || wo_num < 0) return RunReferenceKernel(ctx);  // the reference names the error
   const int64_t ho = ho_num / q.stride_h + 1, wo = wo_num / q.stride_w + 1, p = ho * wo;
   const int64_t k = q.c * q.kh * q.kw;
-  Tensor y(q.y_type, {n, q.m, ho, wo});
-  std::vector<uint8_t> a(static_cast<size_t>(p * k));     // A [P, K], one byte per value
-  std::vector<uint8_t> out(static_cast<size_t>(p * q.m));  // Y^T [P, M] from gemm_s8
-  const uint8_t pad = static_cast<uint8_t>(q.x_zp);        // the zero point's byte
+  Tensor y(q.out_type, {n, q.m, ho, wo});
+  // Each image is copied once into a padded NHWC plane [hp, wp, C]
+  // (padding: the zero point's byte, so it contributes 0); a row of A for
+  // output (oy, ox) is then kh runs of kw * C contiguous bytes (dilation_w 1).
+  // A 1x1 stride-1 convolution without padding reads the copy itself as A.
+  // Images with few output positions go through the GEMM together (their
+  // rows stacked in A), so that every call has work for all threads.
+  const int64_t hp = h + q.pad_t + q.pad_b, wp = wd + q.pad_l + q.pad_r, image = hp * wp * q.c;
+  const bool direct = q.kh == 1 && q.kw == 1 && q.stride_h == 1 && q.stride_w == 1 && hp == h && wp == wd;
+  const int64_t group = std::max<int64_t>(1, std::min<int64_t>(n, (kMinGemmRows + p - 1) / p));
+  // Work buffers, kept by the calling thread from run to run: fresh ones of
+  // this size come from mmap and cost a page fault per 4 KiB on every run.
+  thread_local std::vector<uint8_t> xp_buffer, a_buffer, out_buffer;
+  auto reserve = [](std::vector<uint8_t>& v, int64_t size) {
+    if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
+    return v.data();
+  };
+  uint8_t* const xp = reserve(xp_buffer, group * image);              // padded NHWC images [group, hp, wp, C]
+  uint8_t* const a = direct ? xp : reserve(a_buffer, group * p * k);  // A [group * P, K], one byte per value
+  uint8_t* const out = reserve(out_buffer, group * p * q.m);          // Y^T [group * P, M] from gemm_s8
+  if (hp != h || wp != wd) std::memset(xp, q.x_zp, static_cast<size_t>(group * image));  // the padding
   const auto* xb = static_cast<const uint8_t*>(x.raw_data());
   auto* yb = static_cast<uint8_t*>(y.raw_data());
-  for (int64_t img = 0; img < n; ++img) {
-    const uint8_t* xi = xb + img * q.c * h * wd;
-    // Unfold: row (oy, ox), column (c, ky, kx).
-    ParallelFor(ctx.pool(), p, 64, [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) {
-        const int64_t oy = r / wo, ox = r % wo;
-        uint8_t* row = a.data() + r * k;
-        for (int64_t ch = 0; ch < q.c; ++ch)
-          for (int64_t ky = 0; ky < q.kh; ++ky) {
-            const int64_t iy = oy * q.stride_h - q.pad_t + ky * q.dil_h;
-            for (int64_t kx = 0; kx < q.kw; ++kx) {
-              const int64_t ix = ox * q.stride_w - q.pad_l + kx * q.dil_w;
-              *row++ = (iy < 0 || iy >= h || ix < 0 || ix >= wd) ? pad : xi[(ch * h + iy) * wd + ix];
-            }
-          }
+  const int64_t run = q.dil_w == 1 ? q.kw * q.c : q.c;  // contiguous bytes per copy
+  const cpu::ApplyTableFn apply_table = cpu::ActiveApplyTable();
+  const uint8_t flip = q.y_type == DataType::kInt8 ? 0x80 : 0;  // table index of an int8 y: its byte ^ 0x80
+  for (int64_t img0 = 0; img0 < n; img0 += group) {
+    const int64_t g = std::min(group, n - img0);
+    // NCHW -> padded NHWC: per input row, [C, W] -> [W, C].
+    ParallelFor(ctx.pool(), g * h, 4, [&](int64_t y0, int64_t y1) {
+      for (int64_t gy = y0; gy < y1; ++gy) {
+        const int64_t gi = gy / h, iy = gy % h;
+        TransposeBytes(xb + ((img0 + gi) * q.c * h + iy) * wd, h * wd,
+                       xp + gi * image + ((iy + q.pad_t) * wp + q.pad_l) * q.c, q.c, q.c, 0, wd);
       }
     });
+    // Unfold: row (image, oy, ox), column (ky, kx, c).
+    if (!direct) {
+      ParallelFor(ctx.pool(), g * p, 64, [&](int64_t r0, int64_t r1) {
+        for (int64_t r = r0; r < r1; ++r) {
+          const int64_t gi = r / p, oy = (r % p) / wo, ox = r % wo;
+          uint8_t* row = a + r * k;
+          for (int64_t ky = 0; ky < q.kh; ++ky) {
+            const uint8_t* src = xp + gi * image + ((oy * q.stride_h + ky * q.dil_h) * wp + ox * q.stride_w) * q.c;
+            for (int64_t kx = 0; kx < q.kw; kx += run / q.c) {
+              std::memcpy(row, src + kx * q.dil_w * q.c, static_cast<size_t>(run));
+              row += run;
+            }
+          }
+        }
+      });
+    }
     GemmS8Args args;
-    args.m = p;
-    args.a = a.data();
+    args.m = g * p;
+    args.a = a;
     args.a_signed = q.x_type == DataType::kInt8;
     args.lda = k;
     args.a_zp = GemmZeroPoints{&q.x_zp, false};
     args.b = &q.w;
-    args.out.out_q = out.data();
+    args.out.out_q = out;
     args.out.out_q_signed = q.y_type == DataType::kInt8;
     args.out.ld_q = q.m;
     args.out.bias = q.bias.empty() ? nullptr : q.bias.data();
@@ -148,11 +271,17 @@ Status RunQuantConv(OpContext& ctx) {
     args.pool = ctx.pool();
     Status st = RunGemmS8(args);
     if (!st.ok()) return ctx.Error(st.code(), st.message());
-    // [P, M] -> [M, P] of this image.
-    uint8_t* yi = yb + img * q.m * p;
-    ParallelFor(ctx.pool(), q.m, 4, [&](int64_t m0, int64_t m1) {
-      for (int64_t m = m0; m < m1; ++m)
-        for (int64_t r = 0; r < p; ++r) yi[m * p + r] = out[r * q.m + m];
+    // [P, M] -> [M, P] per image, through the table when there is one.
+    if (!q.table.empty()) {
+      ParallelFor(ctx.pool(), g * p * q.m, 16384,
+                  [&](int64_t i0, int64_t i1) { apply_table(q.table.data(), flip, out + i0, out + i0, i1 - i0); });
+    }
+    const int64_t m_blocks = (q.m + 31) / 32;
+    ParallelFor(ctx.pool(), g * m_blocks, 1, [&](int64_t b0, int64_t b1) {
+      for (int64_t b = b0; b < b1; ++b) {
+        const int64_t gi = b / m_blocks, m0 = (b % m_blocks) * 32, m1 = std::min(q.m, m0 + 32);
+        TransposeBytes(out + gi * p * q.m, q.m, yb + (img0 + gi) * q.m * p, p, p, m0, m1);
+      }
     });
   }
   ctx.set_output(0, std::move(y));
@@ -163,6 +292,7 @@ Status RunQuantConv(OpContext& ctx) {
 
 void RegisterPreparedCpuQuantConvOps(KernelRegistry& r) {
   r.Add({"QLinearConv", "", 10, 99, RunQuantConv, "gemm_s8", PrepareQuantConv});
+  r.Add({"QLinearConvLut", "sparq", 1, 1, RunQuantConv, "gemm_s8_lut", PrepareQuantConvLut});
 }
 
 }  // namespace sparq

@@ -460,6 +460,7 @@ void RegisterQuantOps(KernelRegistry& r) {
   r.Add({"MatMulInteger", "", 10, 99, MatMulInteger, "ref"});
   r.Add({"QLinearMatMul", "", 10, 99, QLinearMatMul, "ref"});
   RegisterQuantConvOps(r);
+  RegisterQdqFusedOps(r);
 }
 
 }  // namespace sparq

@@ -17,6 +17,9 @@ namespace sparq {
 // Registration hook of quant_conv_ops.cc (ConvInteger, QLinearConv), called by
 // RegisterQuantOps.
 void RegisterQuantConvOps(KernelRegistry& r);
+// Registration hook of qdq_fused_ops.cc (the internal sparq.QLinearLut and
+// sparq.QLinearAdd that runtime/qdq_fusion.cc writes), called by RegisterQuantOps.
+void RegisterQdqFusedOps(KernelRegistry& r);
 
 // Calls fn(T{}) with T = uint8_t or int8_t for `type` and returns its Status;
 // InvalidArgument naming `what` for any other type.

@@ -5,6 +5,7 @@
 #include <random>
 #include <set>
 
+#include "kernels/cpu/dispatch.h"
 #include "sparq/executor.h"
 #include "test_util.h"
 
@@ -17,6 +18,7 @@ struct ConvCase {
   int64_t n, c, h, w, m, kh, kw;
   std::vector<int64_t> strides, pads, dilations;
   bool per_channel, bias;
+  int64_t group = 1;
 };
 
 template <typename T>
@@ -39,7 +41,7 @@ Model QLinearConvModel(const ConvCase& cc, std::mt19937& rng) {
   y.name = "y";
   m.graph.outputs.push_back(y);
   Graph& g = m.graph;
-  g.initializers["w"] = RandomBytes<int8_t>({cc.m, cc.c, cc.kh, cc.kw}, rng);
+  g.initializers["w"] = RandomBytes<int8_t>({cc.m, cc.c / cc.group, cc.kh, cc.kw}, rng);
   // Scales chosen so that requantized values spread over the range without
   // landing on .5 ties (an irrational-ish multiplier).
   g.initializers["x_scale"] = Tensor::Scalar<float>(0.0173f);
@@ -47,7 +49,9 @@ Model QLinearConvModel(const ConvCase& cc, std::mt19937& rng) {
   std::vector<float> ws(cc.per_channel ? cc.m : 1);
   for (size_t i = 0; i < ws.size(); ++i) ws[i] = 0.0031f * (1.0f + 0.137f * static_cast<float>(i));
   g.initializers["w_scale"] = Tensor::FromVector<float>({static_cast<int64_t>(ws.size())}, ws);
-  g.initializers["w_zp"] = Tensor::FromVector<int8_t>({static_cast<int64_t>(ws.size())}, std::vector<int8_t>(ws.size(), 0));
+  std::vector<int8_t> w_zp(ws.size());
+  for (size_t i = 0; i < ws.size(); ++i) w_zp[i] = cc.group > 1 ? static_cast<int8_t>(i % 7) - 3 : 0;
+  g.initializers["w_zp"] = Tensor::FromVector<int8_t>({static_cast<int64_t>(ws.size())}, w_zp);
   if (cc.x_type == DataType::kUInt8) {
     g.initializers["x_zp"] = Tensor::Scalar<uint8_t>(131);
     g.initializers["y_zp"] = Tensor::Scalar<uint8_t>(119);
@@ -63,7 +67,8 @@ Model QLinearConvModel(const ConvCase& cc, std::mt19937& rng) {
     node.inputs.push_back("b");
   }
   node.attributes = {Attribute::Ints("strides", cc.strides), Attribute::Ints("pads", cc.pads),
-                     Attribute::Ints("dilations", cc.dilations), Attribute::Ints("kernel_shape", {cc.kh, cc.kw})};
+                     Attribute::Ints("dilations", cc.dilations), Attribute::Ints("kernel_shape", {cc.kh, cc.kw}),
+                     Attribute::Int("group", cc.group)};
   g.nodes.push_back(node);
   return m;
 }
@@ -103,6 +108,47 @@ TEST(CpuQuantConv, MatchesTheReferenceBitForBit) {
     auto declined = Executor::Create(plain, ExecutorOptions{1, false});
     ASSERT_TRUE(declined.ok());
     EXPECT_EQ((*declined)->NodeKernels().at(0).kernel, "ref");
+  }
+}
+
+// Depthwise QLinearConv (group = channels, kernels/cpu/quant_conv_depthwise.cc):
+// bit for bit the reference for every thread count and ISA.
+TEST(CpuQuantConv, DepthwiseMatchesTheReferenceBitForBit) {
+  const ConvCase cases[] = {
+      {"u8 3x3 stride 1 pad 1, per-channel, bias", DataType::kUInt8, 2, 13, 11, 9, 13, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, true, 13},
+      {"s8 3x3 stride 2 pad 1", DataType::kInt8, 3, 6, 15, 17, 6, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, false, true, 6},
+      {"u8 5x3 dilation 2, asymmetric pads, no bias", DataType::kUInt8, 1, 5, 14, 12, 5, 5, 3, {1, 2}, {2, 0, 1, 3}, {2, 2}, true, false, 5},
+      {"s8 3x3 wide rows (full vectors and a tail)", DataType::kInt8, 1, 4, 5, 37, 4, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, true, 4},
+      {"u8 3x3 stride 3, dilation 2", DataType::kUInt8, 1, 3, 20, 41, 3, 3, 3, {3, 3}, {1, 2, 1, 1}, {1, 2}, false, true, 3},
+      {"u8 3x3 stride 2, odd width", DataType::kUInt8, 2, 5, 19, 35, 5, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, true, 5},
+  };
+  std::mt19937 rng(7);
+  std::vector<CpuIsa> isas = {CpuIsa::kPortable};
+  if (DetectedIsa() >= CpuIsa::kAvx2) isas.push_back(CpuIsa::kAvx2);
+  if (DetectedIsa() >= CpuIsa::kAvx512) isas.push_back(CpuIsa::kAvx512);
+  for (const ConvCase& cc : cases) {
+    SCOPED_TRACE(cc.name);
+    Model m = QLinearConvModel(cc, rng);
+    const Tensor x = cc.x_type == DataType::kUInt8 ? RandomBytes<uint8_t>({cc.n, cc.c, cc.h, cc.w}, rng)
+                                                   : RandomBytes<int8_t>({cc.n, cc.c, cc.h, cc.w}, rng);
+    auto ref = Executor::Create(m, ExecutorOptions{1, true});
+    ASSERT_TRUE(ref.ok());
+    TensorMap want;
+    ASSERT_TRUE((*ref)->Run({{"x", x}}, &want).ok());
+    const auto* bytes = static_cast<const uint8_t*>(want.at("y").raw_data());
+    EXPECT_GT(std::set<uint8_t>(bytes, bytes + want.at("y").numel()).size(), 20u);
+    for (CpuIsa isa : isas) {
+      ASSERT_TRUE(ForceIsa(isa).ok());
+      for (int threads : {1, 2, 3}) {
+        auto fast = Executor::Create(m, ExecutorOptions{threads, false});
+        ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+        EXPECT_EQ((*fast)->NodeKernels().at(0).kernel, "depthwise_s8");
+        TensorMap got;
+        ASSERT_TRUE((*fast)->Run({{"x", x}}, &got).ok());
+        EXPECT_TRUE(got.at("y").Equals(want.at("y"))) << CpuIsaName(isa) << ", " << threads << " threads";
+      }
+    }
+    ResetIsa();
   }
 }
 

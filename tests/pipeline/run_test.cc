@@ -151,7 +151,11 @@ TEST(RunRecipe, WrittenQdqModelFusesIntoIntegerConvolutions) {
   auto qdq = Executor::Create(*model, float_options);
   ASSERT_TRUE(fused.ok() && qdq.ok()) << fused.status().ToString();
   int integer_convs = 0;
-  for (const NodeKernel& k : (*fused)->NodeKernels()) integer_convs += k.op_type == "QLinearConv" && k.kernel == "gemm_s8";
+  // A convolution that feeds a ReLU's table takes the table in (sparq.QLinearConvLut).
+  for (const NodeKernel& k : (*fused)->NodeKernels()) {
+    integer_convs += (k.op_type == "QLinearConv" && k.kernel == "gemm_s8") ||
+                     (k.op_type == "QLinearConvLut" && k.kernel == "gemm_s8_lut");
+  }
   EXPECT_EQ(integer_convs, 2);
   auto eval = ReadNpz(kDigits + "eval.npz");
   ASSERT_TRUE(eval.ok());
@@ -183,7 +187,8 @@ TEST(RunRecipe, WrittenQdqModelFusesIntoIntegerConvolutions) {
   auto partly = Executor::Create(exposed, fused_options);
   ASSERT_TRUE(partly.ok());
   integer_convs = 0;
-  for (const NodeKernel& k : (*partly)->NodeKernels()) integer_convs += k.op_type == "QLinearConv";
+  for (const NodeKernel& k : (*partly)->NodeKernels())
+    integer_convs += k.op_type == "QLinearConv" || k.op_type == "QLinearConvLut";
   EXPECT_EQ(integer_convs, 1);
 }
 

@@ -1,0 +1,146 @@
+// Reference kernels of the internal operators that runtime/qdq_fusion.cc
+// writes into an executor's private graph (domain "sparq", version 1). They
+// never appear in a model file; their definition is the float QDQ subgraph
+// they replace, computed with the reference quantization rules
+// (kernels/ref/quantize.h):
+//
+//   sparq.QLinearLut(X, Table) -> Y
+//     X uint8 or int8, Table [256] uint8 or int8; Y has X's shape and Table's
+//     type: Y[i] = Table[X[i] - min(X's type)]. The fusion fills Table by
+//     running DequantizeLinear -> (elementwise float ops) -> QuantizeLinear
+//     on the reference kernels for all 256 values of X's type.
+//
+//   sparq.QLinearConvLut(X, X_scale, X_zero_point, W, W_scale, W_zero_point,
+//                        Y_scale, Y_zero_point, B, Table) -> Y
+//     QLinearConv (B may be absent, "") followed by QLinearLut(., Table): the
+//     fusion folds a table into the convolution that alone feeds it, so that
+//     fast rows apply it while they write the output.
+//
+//   sparq.QLinearAdd(A, A_scale, A_zero_point, B, B_scale, B_zero_point,
+//                    Y_scale, Y_zero_point[, Table]) -> Y
+//     A, B uint8 or int8 (numpy broadcasting), scales float32 and zero points
+//     of A's, B's and Y's type, one value each:
+//       Y = QuantizeValue(DequantizeValue(A) + DequantizeValue(B))
+//     every step a float32 operation, exactly the DequantizeLinear, Add and
+//     QuantizeLinear reference kernels one after the other; with Table, Y is
+//     then mapped through it as QLinearLut does (the fusion folds a table
+//     that alone reads the sum into the QLinearAdd).
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kernels/ref/broadcast.h"
+#include "kernels/ref/quant_util.h"
+#include "kernels/ref/quantize.h"
+
+namespace sparq {
+namespace {
+
+// Element i of a uint8 or int8 tensor, as int32.
+int32_t ByteValue(const Tensor& t, int64_t i) {
+  return t.dtype() == DataType::kUInt8 ? static_cast<int32_t>(t.data<uint8_t>()[i])
+                                       : static_cast<int32_t>(t.data<int8_t>()[i]);
+}
+
+bool IsByteType(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
+
+// Y[i] = table[X[i] - min(X's type)].
+Status ApplyLut(const OpContext& ctx, const Tensor& x, const Tensor& table, Tensor* out_tensor) {
+  if (!IsByteType(x.dtype())) return ctx.InvalidArgument("X has type " + DataTypeName(x.dtype()) + "; expected uint8 or int8");
+  if (!IsByteType(table.dtype()) || table.numel() != 256) {
+    return ctx.InvalidArgument("Table must hold 256 uint8 or int8 values, got " + DataTypeName(table.dtype()) + " " +
+                               ShapeToString(table.shape()));
+  }
+  const int32_t offset = x.dtype() == DataType::kInt8 ? 128 : 0;
+  const auto* t = static_cast<const uint8_t*>(table.raw_data());  // the table's bytes
+  Tensor y(table.dtype(), x.shape());
+  auto* out = static_cast<uint8_t*>(y.raw_data());
+  for (int64_t i = 0; i < x.numel(); ++i) out[i] = t[ByteValue(x, i) + offset];
+  *out_tensor = std::move(y);
+  return Status::OK();
+}
+
+Status QLinearLut(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(2));
+  Tensor y;
+  SPARQ_RETURN_IF_ERROR(ApplyLut(ctx, ctx.input(0), ctx.input(1), &y));
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
+Status QLinearConvLut(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(8));
+  if (ctx.num_inputs() != 10 || !ctx.has_input(9)) return ctx.InvalidArgument("expected 10 inputs, the last the table");
+  // The convolution: ONNX's QLinearConv reference kernel on the first nine inputs.
+  const KernelDef* conv = KernelRegistry::Reference().Find("QLinearConv", "", 10);
+  if (conv == nullptr) return ctx.NotSupported("no QLinearConv reference kernel");
+  std::vector<const Tensor*> inputs;
+  for (size_t i = 0; i < 9; ++i) inputs.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
+  OpContext conv_ctx(ctx.node(), 10, std::move(inputs), ctx.pool());
+  SPARQ_RETURN_IF_ERROR(conv->fn(conv_ctx));
+  Tensor y;
+  SPARQ_RETURN_IF_ERROR(ApplyLut(ctx, conv_ctx.outputs()[0], ctx.input(9), &y));
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
+// One per-tensor (scale, zero point) pair of QLinearAdd, checked: inputs
+// `scale_input` and `scale_input + 1`; the zero point's type must be `type`.
+Status ReadParams(const OpContext& ctx, size_t scale_input, DataType type, const std::string& what, float* scale,
+                  int32_t* zero_point) {
+  SPARQ_ASSIGN_OR_RETURN(const std::vector<float> scales, ReadScales(ctx, ctx.input(scale_input), what + "_scale"));
+  SPARQ_ASSIGN_OR_RETURN(*scale, SingleValue(ctx, scales, what + "_scale"));
+  SPARQ_RETURN_IF_ERROR(CheckZeroPoint(ctx, scale_input + 1, type, 1, what + "_zero_point"));
+  SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> zps,
+                         ReadZeroPoints(ctx, ctx.input(scale_input + 1), what + "_zero_point"));
+  SPARQ_ASSIGN_OR_RETURN(*zero_point, SingleValue(ctx, zps, what + "_zero_point"));
+  return Status::OK();
+}
+
+Status QLinearAdd(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(8));
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(3);
+  if (!IsByteType(a.dtype()) || !IsByteType(b.dtype())) {
+    return ctx.InvalidArgument("A and B must be uint8 or int8, got " + DataTypeName(a.dtype()) + " and " +
+                               DataTypeName(b.dtype()));
+  }
+  const DataType y_type = ctx.input(7).dtype();
+  float a_scale = 0, b_scale = 0, y_scale = 0;
+  int32_t a_zp = 0, b_zp = 0, y_zp = 0;
+  SPARQ_RETURN_IF_ERROR(ReadParams(ctx, 1, a.dtype(), "A", &a_scale, &a_zp));
+  SPARQ_RETURN_IF_ERROR(ReadParams(ctx, 4, b.dtype(), "B", &b_scale, &b_zp));
+  SPARQ_RETURN_IF_ERROR(ReadParams(ctx, 6, y_type, "Y", &y_scale, &y_zp));
+  auto shape = BroadcastShapes({a.shape(), b.shape()});
+  if (!shape.ok()) return ctx.InvalidArgument(shape.status().message());
+  const std::array<std::vector<int64_t>, 2> strides = {BroadcastStrides(a.shape(), *shape),
+                                                       BroadcastStrides(b.shape(), *shape)};
+  Tensor y(y_type, *shape);
+  return VisitInt8Type(ctx, y_type, "Y_zero_point", [&](auto tag) {
+    using T = decltype(tag);
+    T* out = y.data<T>();
+    ForEachBroadcast<2>(*shape, strides, [&](int64_t i, const std::array<int64_t, 2>& off) {
+      const float sum = DequantizeValue(ByteValue(a, off[0]), a_scale, a_zp) +
+                        DequantizeValue(ByteValue(b, off[1]), b_scale, b_zp);
+      out[i] = QuantizeValue<T>(sum, y_scale, y_zp);
+    });
+    if (!ctx.has_input(8)) {
+      ctx.set_output(0, std::move(y));
+      return Status::OK();
+    }
+    Tensor mapped;
+    SPARQ_RETURN_IF_ERROR(ApplyLut(ctx, y, ctx.input(8), &mapped));
+    ctx.set_output(0, std::move(mapped));
+    return Status::OK();
+  });
+}
+
+}  // namespace
+
+void RegisterQdqFusedOps(KernelRegistry& r) {
+  r.Add({"QLinearLut", "sparq", 1, 1, QLinearLut, "ref"});
+  r.Add({"QLinearAdd", "sparq", 1, 1, QLinearAdd, "ref"});
+  r.Add({"QLinearConvLut", "sparq", 1, 1, QLinearConvLut, "ref"});
+}
+
+}  // namespace sparq

@@ -1,0 +1,452 @@
+// The integer glue of QDQ graphs (runtime/qdq_fusion.cc, kernels/cpu/qdq_glue*.cc):
+// DequantizeLinear -> elementwise ops / MaxPool / Add -> QuantizeLinear fused
+// into sparq.QLinearLut, integer MaxPool and sparq.QLinearAdd, and the fast
+// per-tensor QuantizeLinear / DequantizeLinear rows. Every fused executor must
+// give, bit for bit, what the float QDQ graph gives on the reference kernels,
+// for uint8 and int8, odd sizes, every thread count and every ISA.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <limits>
+#include <map>
+#include <random>
+
+#include "kernels/cpu/dispatch.h"
+#include "sparq/executor.h"
+#include "test_util.h"
+
+namespace sparq {
+namespace {
+
+constexpr int kThreadCounts[] = {1, 2, 3};
+
+// Builds small QDQ graphs: quantized graph inputs, per-tensor parameters as
+// initializers, nodes appended in topological order.
+class QdqGraphBuilder {
+ public:
+  explicit QdqGraphBuilder(int opset = 17) { m_.opset_imports = {{"", opset}}; }
+
+  // A quantized graph input of `type` and `shape`.
+  void Input(const std::string& name, DataType type, const Shape& shape) {
+    ValueInfo v;
+    v.name = name;
+    v.dtype = type;
+    v.has_shape = true;
+    for (int64_t d : shape) v.dims.push_back({d, ""});
+    m_.graph.inputs.push_back(v);
+  }
+  // Per-tensor scale and zero point initializers "<name>_scale", "<name>_zp".
+  void Params(const std::string& name, float scale, int32_t zp, DataType type) {
+    m_.graph.initializers[name + "_scale"] = Tensor::Scalar<float>(scale);
+    m_.graph.initializers[name + "_zp"] =
+        type == DataType::kInt8 ? Tensor::Scalar<int8_t>(static_cast<int8_t>(zp))
+                                : Tensor::Scalar<uint8_t>(static_cast<uint8_t>(zp));
+  }
+  std::string Dq(const std::string& x, const std::string& params) {
+    return Add("DequantizeLinear", {x, params + "_scale", params + "_zp"});
+  }
+  std::string Q(const std::string& x, const std::string& params) {
+    return Add("QuantizeLinear", {x, params + "_scale", params + "_zp"});
+  }
+  // Appends a node with one output (named after the node) and returns that output.
+  std::string Add(const std::string& op, std::vector<std::string> inputs, std::vector<Attribute> attrs = {}) {
+    const std::string name = op + "_" + std::to_string(m_.graph.nodes.size());
+    m_.graph.nodes.push_back({name, op, "", std::move(inputs), {name + "_out"}, std::move(attrs), ""});
+    return name + "_out";
+  }
+  void Output(const std::string& value) {
+    ValueInfo v;
+    v.name = value;
+    m_.graph.outputs.push_back(v);
+  }
+  Model& model() { return m_; }
+
+ private:
+  Model m_;
+};
+
+Tensor RandomBytes(DataType type, const Shape& shape, uint32_t seed) {
+  Tensor t(type, shape);
+  std::mt19937 gen(seed);
+  auto* p = static_cast<uint8_t*>(t.raw_data());
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<uint8_t>(gen());
+  return t;
+}
+
+std::unique_ptr<Executor> Create(const Model& m, bool reference, int threads, bool fuse_reference = false) {
+  ExecutorOptions o;
+  o.threads = threads;
+  o.reference_kernels = reference;
+  o.fuse_qdq = !reference || fuse_reference;
+  auto e = Executor::Create(m, o);
+  EXPECT_TRUE(e.ok()) << e.status().ToString();
+  return e.ok() ? std::move(e).value() : nullptr;
+}
+
+// How many nodes of each op type the fused executor runs.
+std::map<std::string, int> FusedOpCounts(const Model& m) {
+  std::map<std::string, int> counts;
+  auto e = Create(m, /*reference=*/false, 1);
+  if (e != nullptr)
+    for (const NodeKernel& k : e->NodeKernels()) ++counts[k.op_type];
+  return counts;
+}
+
+// Runs `m` on the reference kernels (the float QDQ graph) and fused with every
+// thread count and ISA; every output must be the same bytes.
+// With `fused_reference` the reference runs the fused graph too (on the
+// reference kernels): for graphs with convolutions, whose integer form is
+// not the float graph's bits.
+void ExpectFusedBitExact(const Model& m, const TensorMap& inputs, bool fused_reference = false) {
+  auto reference = Create(m, /*reference=*/true, 1, fused_reference);
+  ASSERT_NE(reference, nullptr);
+  TensorMap want;
+  ASSERT_TRUE(reference->Run(inputs, &want).ok());
+  std::vector<CpuIsa> isas = {CpuIsa::kPortable};
+  if (DetectedIsa() >= CpuIsa::kAvx2) isas.push_back(CpuIsa::kAvx2);
+  if (DetectedIsa() > CpuIsa::kAvx2) isas.push_back(DetectedIsa());
+  for (CpuIsa isa : isas) {
+    ASSERT_TRUE(ForceIsa(isa).ok());
+    for (int threads : kThreadCounts) {
+      auto fused = Create(m, /*reference=*/false, threads);
+      ASSERT_NE(fused, nullptr);
+      TensorMap got;
+      Status st = fused->Run(inputs, &got);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      for (const auto& kv : want) {
+        EXPECT_TRUE(got.at(kv.first).Equals(kv.second))
+            << kv.first << " differs at isa " << CpuIsaName(isa) << ", " << threads << " threads";
+      }
+    }
+  }
+  ResetIsa();
+}
+
+struct TypeCase {
+  DataType type;
+  int32_t zp_in, zp_out;
+};
+const TypeCase kTypes[] = {{DataType::kUInt8, 131, 97}, {DataType::kInt8, -7, 12}};
+
+// DequantizeLinear -> chain -> QuantizeLinear, one chain per case.
+TEST(QdqGlueFusion, ElementwiseChainsBecomeOneBitExactLut) {
+  using Chain = std::function<std::string(QdqGraphBuilder&, std::string)>;
+  const std::vector<std::pair<std::string, Chain>> chains = {
+      {"Relu", [](QdqGraphBuilder& b, std::string v) { return b.Add("Relu", {v}); }},
+      {"Clip", [](QdqGraphBuilder& b, std::string v) {
+         b.model().graph.initializers["lo"] = Tensor::Scalar<float>(-0.3f);
+         b.model().graph.initializers["hi"] = Tensor::Scalar<float>(0.45f);
+         return b.Add("Clip", {v, "lo", "hi"});
+       }},
+      {"Clip (bounds from Constant nodes, as exporters write ReLU6)", [](QdqGraphBuilder& b, std::string v) {
+         const std::string lo = b.Add("Constant", {}, {Attribute::FromTensor("value", Tensor::Scalar<float>(0.0f))});
+         const std::string hi = b.Add("Constant", {}, {Attribute::FromTensor("value", Tensor::Scalar<float>(0.6f))});
+         return b.Add("Clip", {v, lo, hi});
+       }},
+      {"LeakyRelu", [](QdqGraphBuilder& b, std::string v) {
+         return b.Add("LeakyRelu", {v}, {Attribute::Float("alpha", 0.13f)});
+       }},
+      {"Sigmoid", [](QdqGraphBuilder& b, std::string v) { return b.Add("Sigmoid", {v}); }},
+      {"Tanh", [](QdqGraphBuilder& b, std::string v) { return b.Add("Tanh", {v}); }},
+      {"HardSigmoid+HardSwish", [](QdqGraphBuilder& b, std::string v) {
+         return b.Add("HardSwish", {b.Add("HardSigmoid", {v}, {Attribute::Float("alpha", 0.3f)})});
+       }},
+      {"Identity+Relu", [](QdqGraphBuilder& b, std::string v) { return b.Add("Relu", {b.Add("Identity", {v})}); }},
+      {"none (requantize)", [](QdqGraphBuilder&, std::string v) { return v; }},
+  };
+  for (const TypeCase& in : kTypes) {
+    for (const TypeCase& out : kTypes) {
+      for (const auto& [label, chain] : chains) {
+        SCOPED_TRACE(label + " " + DataTypeName(in.type) + " -> " + DataTypeName(out.type));
+        QdqGraphBuilder b;
+        b.Input("x", in.type, {3, 5, 7, 11});
+        b.Params("pin", 0.0173f, in.zp_in, in.type);
+        b.Params("pout", 0.0061f, out.zp_out, out.type);
+        b.Output(b.Q(chain(b, b.Dq("x", "pin")), "pout"));
+        const auto counts = FusedOpCounts(b.model());
+        EXPECT_EQ(counts.size() - counts.count("Constant"), 1u);
+        EXPECT_EQ(counts.count("QLinearLut"), 1u);
+        ExpectFusedBitExact(b.model(), {{"x", RandomBytes(in.type, {3, 5, 7, 11}, 1)}});
+      }
+    }
+  }
+}
+
+// DequantizeLinear -> MaxPool -> QuantizeLinear: MaxPool on the integers, then
+// the table (none when the output parameters equal the input's).
+TEST(QdqGlueFusion, MaxPoolRunsOnIntegers) {
+  for (const TypeCase& t : kTypes) {
+    for (bool same_params : {true, false}) {
+      for (int64_t ceil_mode : {0, 1}) {
+        SCOPED_TRACE(DataTypeName(t.type) + (same_params ? " same" : " requantized") + " ceil " +
+                     std::to_string(ceil_mode));
+        QdqGraphBuilder b;
+        b.Input("x", t.type, {2, 3, 13, 10});
+        b.Params("pin", 0.021f, t.zp_in, t.type);
+        b.Params("pout", same_params ? 0.021f : 0.013f, same_params ? t.zp_in : t.zp_out, t.type);
+        const std::string pooled =
+            b.Add("MaxPool", {b.Dq("x", "pin")},
+                  {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("strides", {2, 2}),
+                   Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Int("ceil_mode", ceil_mode)});
+        b.Output(b.Q(b.Add("Relu", {pooled}), "pout"));
+        const auto counts = FusedOpCounts(b.model());
+        EXPECT_EQ(counts.count("MaxPool"), 1u);
+        EXPECT_EQ(counts.count("DequantizeLinear") + counts.count("QuantizeLinear") + counts.count("Relu"), 0u);
+        ExpectFusedBitExact(b.model(), {{"x", RandomBytes(t.type, {2, 3, 13, 10}, 2)}});
+      }
+    }
+  }
+}
+
+// The maxpool2d row on its own (any uint8/int8 MaxPool of a model):
+// dilations, strides, asymmetric pads and ceil_mode, against MaxPoolRef.
+TEST(QdqGlueFusion, IntegerMaxPoolRowMatchesReference) {
+  struct PoolCase {
+    std::vector<int64_t> kernel, strides, pads, dilations;
+    int64_t ceil_mode;
+  };
+  const PoolCase cases[] = {{{3, 3}, {2, 2}, {1, 1, 1, 1}, {1, 1}, 0},
+                            {{2, 3}, {3, 2}, {1, 2, 0, 1}, {2, 1}, 1},
+                            {{4, 2}, {1, 3}, {0, 0, 2, 1}, {1, 3}, 1},
+                            {{1, 1}, {2, 2}, {0, 0, 0, 0}, {1, 1}, 0}};
+  for (const TypeCase& t : kTypes) {
+    for (const PoolCase& pc : cases) {
+      QdqGraphBuilder b;
+      b.Input("x", t.type, {2, 3, 13, 10});
+      b.Output(b.Add("MaxPool", {"x"},
+                     {Attribute::Ints("kernel_shape", pc.kernel), Attribute::Ints("strides", pc.strides),
+                      Attribute::Ints("pads", pc.pads), Attribute::Ints("dilations", pc.dilations),
+                      Attribute::Int("ceil_mode", pc.ceil_mode)}));
+      auto fused = Create(b.model(), /*reference=*/false, 1);
+      ASSERT_NE(fused, nullptr);
+      EXPECT_EQ(fused->NodeKernels().at(0).kernel, "maxpool2d");
+      ExpectFusedBitExact(b.model(), {{"x", RandomBytes(t.type, {2, 3, 13, 10}, 15)}});
+    }
+  }
+}
+
+// DequantizeLinear(a), DequantizeLinear(b) -> Add -> QuantizeLinear; sizes
+// that leave vector tails; a broadcast B falls back to the reference kernel;
+// a following DQ -> Relu -> Q becomes a table inside the QLinearAdd.
+TEST(QdqGlueFusion, AddOfDequantizedValuesIsBitExact) {
+  for (const TypeCase& t : kTypes) {
+    for (int variant = 0; variant < 3; ++variant) {
+      const bool broadcast = variant == 1, relu = variant == 2;  // relu: a table folded into the QLinearAdd
+      SCOPED_TRACE(DataTypeName(t.type) + (broadcast ? " broadcast" : "") + (relu ? " relu" : ""));
+      const Shape a_shape = {2, 3, 17, 9};
+      const Shape b_shape = broadcast ? Shape{1, 3, 1, 9} : a_shape;
+      QdqGraphBuilder b;
+      b.Input("a", t.type, a_shape);
+      b.Input("b", t.type, b_shape);
+      b.Params("pa", 0.0371f, t.zp_in, t.type);
+      b.Params("pb", 0.0219f, t.zp_out, t.type);
+      b.Params("py", 0.0452f, t.zp_in / 2, t.type);
+      b.Params("pr", 0.0313f, t.zp_out / 2, t.type);
+      const std::string sum = b.Q(b.Add("Add", {b.Dq("a", "pa"), b.Dq("b", "pb")}), "py");
+      b.Output(relu ? b.Q(b.Add("Relu", {b.Dq(sum, "py")}), "pr") : sum);
+      const auto counts = FusedOpCounts(b.model());
+      EXPECT_EQ(counts.size(), 1u);
+      EXPECT_EQ(counts.count("QLinearAdd"), 1u);
+      ExpectFusedBitExact(b.model(), {{"a", RandomBytes(t.type, a_shape, 3)}, {"b", RandomBytes(t.type, b_shape, 4)}});
+    }
+  }
+}
+
+// The per-tensor QuantizeLinear / DequantizeLinear rows against the reference,
+// including ties, NaN, infinities and values far out of range.
+TEST(QdqGlueFusion, QuantizeAndDequantizeRowsMatchReference) {
+  const float scale = 0.0625f;  // a power of two: (k + 0.5) * scale are exact ties
+  std::vector<float> values;
+  for (int k = -300; k <= 300; ++k) values.push_back((static_cast<float>(k) + 0.5f) * scale);
+  for (float v : {0.0f, -0.0f, std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity(),
+                  -std::numeric_limits<float>::infinity(), 1e30f, -1e30f, 3e9f})
+    values.push_back(v);
+  const Tensor noise = testing::RandomFloats({1001}, 5, -20.0f, 20.0f);
+  for (int64_t i = 0; i < noise.numel(); ++i) values.push_back(noise.data<float>()[i]);
+  const int64_t n = static_cast<int64_t>(values.size());
+  for (const TypeCase& t : kTypes) {
+    SCOPED_TRACE(DataTypeName(t.type));
+    QdqGraphBuilder b;
+    b.model().graph.inputs.push_back(testing::FloatInput("x", {{n, ""}}));
+    b.Params("p", scale, t.zp_in, t.type);
+    const std::string q = b.Q("x", "p");
+    b.Output(q);
+    b.Output(b.Dq(q, "p"));
+    EXPECT_EQ(FusedOpCounts(b.model()).count("QuantizeLinear"), 1u);
+    ExpectFusedBitExact(b.model(), {{"x", Tensor::FromVector<float>({n}, values)}});
+  }
+}
+
+// DQ -> Conv -> Q -> DQ -> Relu -> Q: the convolution fuses into QLinearConv,
+// the ReLU into a table, and the table into the convolution
+// (sparq.QLinearConvLut); dense and depthwise, uint8 and int8.
+TEST(QdqGlueFusion, ReluTableFoldsIntoTheConvolution) {
+  for (const TypeCase& t : kTypes) {
+    for (int64_t group : {1, 6}) {
+      SCOPED_TRACE(DataTypeName(t.type) + " group " + std::to_string(group));
+      const int64_t c = 6, m = 6;
+      std::mt19937 rng(12);
+      QdqGraphBuilder b;
+      b.Input("x", t.type, {2, c, 9, 11});
+      b.Params("px", 0.031f, t.zp_in, t.type);
+      b.Params("py", 0.047f, t.zp_out, t.type);
+      b.Params("pr", 0.029f, t.zp_in / 3, t.type);
+      Graph& g = b.model().graph;
+      g.initializers["w"] = RandomBytes(DataType::kInt8, {m, c / group, 3, 3}, 13);
+      g.initializers["w_scale"] = Tensor::Scalar<float>(0.0079f);
+      g.initializers["w_zp"] = Tensor::Scalar<int8_t>(0);
+      std::vector<int32_t> bias(m);
+      for (int64_t i = 0; i < m; ++i) bias[i] = static_cast<int32_t>(rng() % 2001) - 1000;
+      g.initializers["b"] = Tensor::FromVector<int32_t>({m}, bias);
+      g.initializers["b_scale"] = Tensor::Scalar<float>(0.031f * 0.0079f);
+      g.initializers["b_zp"] = Tensor::Scalar<int32_t>(0);
+      const std::string conv = b.Add(
+          "Conv",
+          {b.Dq("x", "px"), b.Add("DequantizeLinear", {"w", "w_scale", "w_zp"}),
+           b.Add("DequantizeLinear", {"b", "b_scale", "b_zp"})},
+          {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Int("group", group)});
+      b.Output(b.Q(b.Add("Relu", {b.Dq(b.Q(conv, "py"), "py")}), "pr"));
+      auto fused = Create(b.model(), /*reference=*/false, 1);
+      ASSERT_NE(fused, nullptr);
+      ASSERT_EQ(fused->NodeKernels().size(), 1u);
+      EXPECT_EQ(fused->NodeKernels()[0].op_type, "QLinearConvLut");
+      EXPECT_EQ(fused->NodeKernels()[0].kernel, group == 1 ? "gemm_s8_lut" : "depthwise_s8_lut");
+      const TensorMap in = {{"x", RandomBytes(t.type, {2, c, 9, 11}, 14)}};
+      ExpectFusedBitExact(b.model(), in, /*fused_reference=*/true);
+      // Against the float graph: the integer convolution's one-step differences only.
+      auto float_graph = Create(b.model(), /*reference=*/true, 1);
+      TensorMap got, want;
+      ASSERT_TRUE(fused->Run(in, &got).ok());
+      ASSERT_TRUE(float_graph->Run(in, &want).ok());
+      const Tensor& y = got.begin()->second;
+      const Tensor& r = want.begin()->second;
+      int64_t differ = 0;
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        const double d = y.GetAsDouble(i) - r.GetAsDouble(i);
+        EXPECT_LE(std::abs(d), 2.0) << i;
+        differ += d != 0;
+      }
+      EXPECT_LT(differ, y.numel() / 20);
+    }
+  }
+}
+
+// A DequantizeLinear of constant weights feeding a float layer is computed
+// once at creation: the node is gone, the results are the same bits.
+TEST(QdqGlueFusion, DequantizeOfConstantsIsFoldedOnce) {
+  QdqGraphBuilder b;
+  b.model().graph.inputs.push_back(testing::FloatInput("x", {{3, ""}, {7, ""}}));
+  b.model().graph.initializers["w"] = RandomBytes(DataType::kInt8, {7, 5}, 18);
+  b.Params("pw", 0.0123f, -3, DataType::kInt8);
+  b.Output(b.Add("MatMul", {"x", b.Dq("w", "pw")}));
+  const auto counts = FusedOpCounts(b.model());
+  EXPECT_EQ(counts.count("DequantizeLinear"), 0u);
+  EXPECT_EQ(counts.at("MatMul"), 1);
+  // The float MatMul then runs on gemm_f32 (FMA): equal to the float graph
+  // up to rounding, not bit for bit.
+  const TensorMap inputs = {{"x", testing::RandomFloats({3, 7}, 19)}};
+  auto reference = Create(b.model(), /*reference=*/true, 1);
+  auto fused = Create(b.model(), /*reference=*/false, 2);
+  ASSERT_NE(reference, nullptr);
+  ASSERT_NE(fused, nullptr);
+  TensorMap want, got;
+  ASSERT_TRUE(reference->Run(inputs, &want).ok());
+  ASSERT_TRUE(fused->Run(inputs, &got).ok());
+  EXPECT_EQ(fused->NodeKernels().at(0).kernel, "gemm_f32");
+  for (const auto& kv : want) {
+    const Tensor& g = got.at(kv.first);
+    for (int64_t i = 0; i < g.numel(); ++i)
+      EXPECT_NEAR(g.data<float>()[i], kv.second.data<float>()[i], 1e-5f) << kv.first << " at " << i;
+  }
+}
+
+// Empty tensors go through every fused operator and fast row.
+TEST(QdqGlueFusion, EmptyTensors) {
+  for (const TypeCase& t : kTypes) {
+    QdqGraphBuilder b;
+    const Shape shape = {0, 3, 4, 5};
+    b.Input("a", t.type, shape);
+    b.Input("b", t.type, shape);
+    b.Params("p", 0.02f, t.zp_in, t.type);
+    b.Output(b.Q(b.Add("Relu", {b.Dq("a", "p")}), "p"));
+    b.Output(b.Q(b.Add("Add", {b.Dq("a", "p"), b.Dq("b", "p")}), "p"));
+    b.Output(b.Q(b.Add("MaxPool", {b.Dq("b", "p")}, {Attribute::Ints("kernel_shape", {2, 2})}), "p"));
+    b.Output(b.Dq("b", "p"));
+    ExpectFusedBitExact(b.model(), {{"a", RandomBytes(t.type, shape, 16)}, {"b", RandomBytes(t.type, shape, 17)}});
+  }
+}
+
+// Patterns that do not qualify keep their float nodes, and still compute the
+// float graph's results.
+TEST(QdqGlueFusion, NonQualifyingPatternsAreLeftAlone) {
+  const DataType u8 = DataType::kUInt8;
+  const Shape shape = {2, 3, 5, 7};
+  auto base = [&](QdqGraphBuilder& b) {
+    b.Input("x", u8, shape);
+    b.Params("pin", 0.02f, 120, u8);
+    b.Params("pout", 0.01f, 3, u8);
+  };
+  {
+    SCOPED_TRACE("dequantized value read by two nodes");
+    QdqGraphBuilder b;
+    base(b);
+    const std::string d = b.Dq("x", "pin");
+    b.Output(b.Q(b.Add("Relu", {d}), "pout"));
+    b.Output(b.Add("Sigmoid", {d}));
+    const auto counts = FusedOpCounts(b.model());
+    EXPECT_EQ(counts.count("QLinearLut"), 0u);
+    EXPECT_EQ(counts.at("Relu"), 1);
+    ExpectFusedBitExact(b.model(), {{"x", RandomBytes(u8, shape, 6)}});
+  }
+  {
+    SCOPED_TRACE("intermediate float value is a graph output");
+    QdqGraphBuilder b;
+    base(b);
+    const std::string r = b.Add("Relu", {b.Dq("x", "pin")});
+    b.Output(b.Q(r, "pout"));
+    b.Output(r);
+    EXPECT_EQ(FusedOpCounts(b.model()).count("QLinearLut"), 0u);
+    ExpectFusedBitExact(b.model(), {{"x", RandomBytes(u8, shape, 7)}});
+  }
+  {
+    SCOPED_TRACE("scale that a run may override (initializer input)");
+    QdqGraphBuilder b;
+    base(b);
+    ValueInfo overridable;
+    overridable.name = "pin_scale";
+    b.model().graph.initializer_inputs.push_back(overridable);
+    b.Output(b.Q(b.Add("Relu", {b.Dq("x", "pin")}), "pout"));
+    EXPECT_EQ(FusedOpCounts(b.model()).count("QLinearLut"), 0u);
+    ExpectFusedBitExact(b.model(), {{"x", RandomBytes(u8, shape, 8)}});
+  }
+  {
+    SCOPED_TRACE("per-channel scale");
+    QdqGraphBuilder b;
+    base(b);
+    b.model().graph.initializers["pin_scale"] = Tensor::FromVector<float>({3}, {0.02f, 0.03f, 0.04f});
+    b.model().graph.initializers["pin_zp"] = Tensor::FromVector<uint8_t>({3}, {120, 121, 122});
+    b.Output(b.Q(b.Add("Relu", {b.Dq("x", "pin")}), "pout"));
+    EXPECT_EQ(FusedOpCounts(b.model()).count("QLinearLut"), 0u);
+    ExpectFusedBitExact(b.model(), {{"x", RandomBytes(u8, shape, 9)}});
+  }
+  {
+    SCOPED_TRACE("op outside the table's list, MaxPool with dilations, Add of a float");
+    QdqGraphBuilder b;
+    base(b);
+    b.model().graph.inputs.push_back(testing::FloatInput("f", {{2, ""}, {3, ""}, {5, ""}, {7, ""}}));
+    b.Output(b.Q(b.Add("Softmax", {b.Dq("x", "pin")}), "pout"));
+    b.Output(b.Q(b.Add("MaxPool", {b.Dq("x", "pin")},
+                       {Attribute::Ints("kernel_shape", {2, 2}), Attribute::Ints("dilations", {2, 2})}),
+                 "pout"));
+    b.Output(b.Q(b.Add("Add", {b.Dq("x", "pin"), "f"}), "pout"));
+    const auto counts = FusedOpCounts(b.model());
+    EXPECT_EQ(counts.count("QLinearLut") + counts.count("QLinearAdd"), 0u);
+    EXPECT_EQ(counts.at("DequantizeLinear"), 3);
+    ExpectFusedBitExact(b.model(), {{"x", RandomBytes(u8, shape, 10)}, {"f", testing::RandomFloats(shape, 11)}});
+  }
+}
+
+}  // namespace
+}  // namespace sparq
