@@ -50,15 +50,16 @@ Status ForceIsa(CpuIsa isa);
 void ResetIsa();
 
 // The ops of the table and their function types.
-enum class CpuOp : uint8_t { kGemmS8, kSpmmBsrF32, kSpmmBsrS8, kSpmmNmF32 };
+enum class CpuOp : uint8_t { kGemmS8, kSpmmBsrF32, kSpmmBsrS8, kSpmmNmF32, kSpmmNmS8 };
 const char* CpuOpName(CpuOp op);
 
 using GemmS8Fn = void (*)(const GemmS8Args&);
 using SpmmBsrF32Fn = void (*)(const SpmmBsrF32Args&);
 using SpmmBsrS8Fn = void (*)(const SpmmBsrS8Args&);
 using SpmmNmF32Fn = void (*)(const SpmmNmF32Args&);
+using SpmmNmS8Fn = void (*)(const SpmmNmS8Args&);
 // The variant's alternative index is the CpuOp.
-using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn>;
+using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn>;
 
 struct CpuKernelDef {
   const char* name;     // <op>_<format>_<isa>
@@ -87,5 +88,6 @@ Status RunGemmS8(const GemmS8Args& args, const char** kernel_name = nullptr);
 Status RunSpmmBsrF32(const SpmmBsrF32Args& args, const char** kernel_name = nullptr);
 Status RunSpmmBsrS8(const SpmmBsrS8Args& args, const char** kernel_name = nullptr);
 Status RunSpmmNmF32(const SpmmNmF32Args& args, const char** kernel_name = nullptr);
+Status RunSpmmNmS8(const SpmmNmS8Args& args, const char** kernel_name = nullptr);
 
 }  // namespace sparq

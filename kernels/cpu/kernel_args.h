@@ -102,4 +102,19 @@ struct SpmmBsrS8Args {
   ThreadPool* pool = nullptr;
 };
 
+// INT8 N:M sparse GEMM (2:4, 4:8): acc = (X - x_zp) * W^T with W [N, K] int8
+// in N:M form, symmetric (zero point 0); X int8 or uint8 with one zero point.
+// Output per S8Epilogue in the layout `layout` gives, as for SpmmBsrS8Args.
+struct SpmmNmS8Args {
+  SpmmLayout layout = SpmmLayout::kRowMajor;
+  int64_t m = 0;
+  const void* x = nullptr;
+  bool x_signed = false;
+  int64_t ld_x = 0;
+  int32_t x_zero_point = 0;
+  const NmS8* w = nullptr;
+  S8Epilogue out;
+  ThreadPool* pool = nullptr;
+};
+
 }  // namespace sparq
