@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sparq/graph.h"
+#include "sparq/kernel_table.h"
 #include "sparq/status.h"
 #include "sparq/tensor.h"
 
@@ -26,6 +27,12 @@ struct ExecutorOptions {
   // rounding; outputs may differ from the QDQ graph's float path by one
   // quantization step). Fused-away values cannot be RunOptions::extra_outputs.
   bool fuse_qdq = false;
+  // Speed of the sparse kernels vs dense (sparq/kernel_table.h): a QLinearConv /
+  // QLinearMatMul with pruned int8 weights runs a sparse kernel only when this
+  // table says its structure beats dense at the weights' sparsity (the row
+  // measured at the highest sparsity at or below it; none: dense). nullptr:
+  // KernelSpeedTable::Default(), compiled in from bench/kernel_speedups.csv.
+  std::shared_ptr<const KernelSpeedTable> kernel_table = nullptr;
 };
 
 // Which kernel runs one node (Executor::NodeKernels, `sparq eval --verbose`).

@@ -4,6 +4,14 @@
 // the weights packed once at prepare, requantized per output channel, and
 // transposed into NCHW.
 //
+// Pruned weights (zero point 0, see kernels/cpu/sparse_s8.h): when the kernel
+// speed table says their structure beats dense, the prepare step packs them
+// for spmm_bsr_s8 / spmm_nm_s8 instead, and each image runs in the NCHW
+// layout without a transpose:
+//
+//   Y^T [Cout, P] = W [Cout, K] * col [K, P]     col: the input unfolded as
+//   (= the image's NCHW output)                   rows (c, ky, kx), columns (oy, ox)
+//
 // Fast path (else the reference kernel): 2-D convolution, group 1, explicit
 // pads (auto_pad NOTSET), int8 weights; every input but x constant; x_scale,
 // y_scale, x_zero_point and y_zero_point single values; w_scale and
@@ -15,6 +23,7 @@
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/sparse_s8.h"
 #include "kernels/formats.h"
 #include "kernels/parallel.h"
 #include "kernels/ref/quantize.h"
@@ -31,7 +40,8 @@ struct QuantConv {
   int32_t x_zp = 0, y_zp = 0;
   std::vector<float> multiplier;  // [M]
   std::vector<int32_t> bias;      // [M] or empty
-  PackedGemmS8 w;                 // [M, C * kh * kw]
+  PackedGemmS8 w;                 // [M, C * kh * kw], when not sparse
+  SparseS8Weights sparse;         // the same weights for a sparse kernel, when it is faster
 };
 
 int32_t ScalarInt(const Tensor& t) {
@@ -41,7 +51,8 @@ int32_t ScalarInt(const Tensor& t) {
 
 bool IsByteType(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
 
-StatusOr<std::shared_ptr<const void>> PrepareQuantConv(const Node& node, const std::vector<const Tensor*>& constants) {
+StatusOr<PreparedKernel> PrepareQuantConv(const Node& node, const std::vector<const Tensor*>& constants,
+                                          const PrepareContext& context) {
   auto decline = [&](const std::string& why) -> Status {
     return Status::NotSupported(node.Describe() + ": gemm_s8 conv path: " + why);
   };
@@ -92,11 +103,60 @@ StatusOr<std::shared_ptr<const void>> PrepareQuantConv(const Node& node, const s
     q->bias.assign(b.data<int32_t>(), b.data<int32_t>() + q->m);
   }
   std::vector<int32_t> zp(static_cast<size_t>(w_zp.numel()));
-  for (int64_t i = 0; i < w_zp.numel(); ++i) zp[i] = w_zp.data<int8_t>()[i];
-  const GemmZeroPoints w_zero{zp.data(), zp.size() > 1};
-  SPARQ_ASSIGN_OR_RETURN(q->w, PackGemmS8<int8_t>(w.data<int8_t>(), q->m, q->c * q->kh * q->kw, w_zero,
-                                                  PreferredGemmS8Format(ActiveIsa())));
-  return std::shared_ptr<const void>(std::move(q));
+  bool symmetric = true;
+  for (int64_t i = 0; i < w_zp.numel(); ++i) {
+    zp[i] = w_zp.data<int8_t>()[i];
+    symmetric = symmetric && zp[i] == 0;
+  }
+  const int64_t k = q->c * q->kh * q->kw;
+  if (symmetric) {
+    SPARQ_ASSIGN_OR_RETURN(q->sparse, ChooseSparseS8(w.data<int8_t>(), q->m, k, *context.kernel_table));
+  }
+  std::string kernel_name;
+  if (q->sparse.sparse()) {
+    kernel_name = q->sparse.kernel;
+  } else {
+    const GemmZeroPoints w_zero{zp.data(), zp.size() > 1};
+    SPARQ_ASSIGN_OR_RETURN(q->w, PackGemmS8<int8_t>(w.data<int8_t>(), q->m, k, w_zero, PreferredGemmS8Format(ActiveIsa())));
+  }
+  return PreparedKernel{std::shared_ptr<const void>(std::move(q)), kernel_name};
+}
+
+// One image on the sparse kernel: col [K, P] (NCHW im2col), then
+// Y^T [M, P] = W * col written straight into the image's NCHW output.
+Status RunSparseImage(OpContext& ctx, const QuantConv& q, const uint8_t* xi, int64_t h, int64_t wd, int64_t ho,
+                      int64_t wo, std::vector<uint8_t>* col, uint8_t* yi) {
+  const int64_t p = ho * wo;
+  const uint8_t pad = static_cast<uint8_t>(q.x_zp);
+  // Row (ch, ky, kx) of col holds that input tap for every output position.
+  ParallelFor(ctx.pool(), q.c * q.kh * q.kw, 4, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t ch = r / (q.kh * q.kw), ky = r / q.kw % q.kh, kx = r % q.kw;
+      uint8_t* row = col->data() + r * p;
+      for (int64_t oy = 0; oy < ho; ++oy) {
+        const int64_t iy = oy * q.stride_h - q.pad_t + ky * q.dil_h;
+        if (iy < 0 || iy >= h) {
+          row = std::fill_n(row, wo, pad);
+          continue;
+        }
+        const uint8_t* src = xi + (ch * h + iy) * wd;
+        for (int64_t ox = 0; ox < wo; ++ox) {
+          const int64_t ix = ox * q.stride_w - q.pad_l + kx * q.dil_w;
+          *row++ = (ix < 0 || ix >= wd) ? pad : src[ix];
+        }
+      }
+    }
+  });
+  S8Epilogue out;
+  out.out_q = yi;
+  out.out_q_signed = q.y_type == DataType::kInt8;
+  out.ld_q = p;
+  out.bias = q.bias.empty() ? nullptr : q.bias.data();
+  out.multiplier = q.multiplier.data();
+  out.zero_point = q.y_zp;
+  Status st = RunSparseS8(q.sparse, SpmmLayout::kTransposed, p, col->data(), q.x_type == DataType::kInt8, p, q.x_zp,
+                          out, ctx.pool());
+  return st.ok() ? st : ctx.Error(st.code(), st.message());
 }
 
 Status RunQuantConv(OpContext& ctx) {
@@ -110,6 +170,15 @@ Status RunQuantConv(OpContext& ctx) {
   const int64_t ho = ho_num / q.stride_h + 1, wo = wo_num / q.stride_w + 1, p = ho * wo;
   const int64_t k = q.c * q.kh * q.kw;
   Tensor y(q.y_type, {n, q.m, ho, wo});
+  if (q.sparse.sparse()) {
+    std::vector<uint8_t> col(static_cast<size_t>(k * p));
+    for (int64_t img = 0; img < n; ++img) {
+      SPARQ_RETURN_IF_ERROR(RunSparseImage(ctx, q, static_cast<const uint8_t*>(x.raw_data()) + img * q.c * h * wd, h,
+                                           wd, ho, wo, &col, static_cast<uint8_t*>(y.raw_data()) + img * q.m * p));
+    }
+    ctx.set_output(0, std::move(y));
+    return Status::OK();
+  }
   std::vector<uint8_t> a(static_cast<size_t>(p * k));     // A [P, K], one byte per value
   std::vector<uint8_t> out(static_cast<size_t>(p * q.m));  // Y^T [P, M] from gemm_s8
   const uint8_t pad = static_cast<uint8_t>(q.x_zp);        // the zero point's byte

@@ -99,7 +99,7 @@ void BuildPanels(const NmS8& w, const SpmmNmS8Isa& isa, int64_t n0, int panels, 
         int8_t v[kKeptPerStep] = {};
         uint8_t pos[kKeptPerStep] = {};
         const int kept = static_cast<int>(std::min<int64_t>(kKeptPerStep, row_stride - s * kKeptPerStep));
-        for (int q = 0; q < kept; ++q) {  // fewer than 4 only in the last step of a 2:4 row of odd groups
+        for (int q = 0; q < kKeptPerStep && q < kept; ++q) {  // fewer only in the last step of a 2:4 row of odd groups
           v[q] = values[s * kKeptPerStep + q];
           pos[q] = static_cast<uint8_t>(indices[s * kKeptPerStep + q] + (q >= 2 ? second_group : 0));
         }
