@@ -5,6 +5,7 @@
 //   s8_dense     gemm_s8 (INT8 dense, u8 activations x s8 weights, requantized to u8)
 //   f32_bsr4x4   spmm_bsr4x4_f32 at 80% block sparsity
 //   s8_bsr4x4    spmm_bsr4x4_s8 at 80% block sparsity (requantized to u8)
+//   s8_bsr4x4_50 spmm_bsr4x4_s8 at 50% block sparsity
 //   f32_nm24     spmm_nm24_f32 (2:4, 50% sparsity)
 //   s8_nm24      spmm_nm24_s8 (2:4, 50% sparsity, requantized to u8)
 //   s8_nm48      spmm_nm48_s8 (4:8, 50% sparsity, requantized to u8)
@@ -85,6 +86,7 @@ struct Problem {
   std::vector<uint8_t> x_u8;  // [M, K]
   std::vector<int8_t> w_s8;   // [N, K] dense
   std::vector<int8_t> w_s8_bsr;
+  std::vector<int8_t> w_s8_bsr50;  // [N, K] with 50% of the 4x4 blocks zero
   std::vector<int8_t> w_s8_nm24;  // [N, K] 2:4 (kept positions vary per group)
   std::vector<int8_t> w_s8_nm48;  // [N, K] 4:8
 };
@@ -118,6 +120,14 @@ Problem MakeProblem(const LayerShape& s) {
       if (!drop_block(rng)) continue;
       for (int64_t i = r; i < std::min(s.n, r + 4); ++i)
         for (int64_t j = c; j < std::min(s.k, c + 4); ++j) p.w_bsr[i * s.k + j] = 0.0f, p.w_s8_bsr[i * s.k + j] = 0;
+    }
+  p.w_s8_bsr50 = p.w_s8;
+  std::bernoulli_distribution drop_half(0.5);
+  for (int64_t r = 0; r < s.n; r += 4)
+    for (int64_t c = 0; c < s.k; c += 4) {
+      if (!drop_half(rng)) continue;
+      for (int64_t i = r; i < std::min(s.n, r + 4); ++i)
+        for (int64_t j = c; j < std::min(s.k, c + 4); ++j) p.w_s8_bsr50[i * s.k + j] = 0;
     }
   p.w_nm = p.w;
   for (int64_t i = 0; i < s.n; ++i)
@@ -268,9 +278,10 @@ void BenchF32Bsr(benchmark::State& state, const LayerShape* s) {
   SetCounters(state, *s, std::string(name) + " block_density=" + std::to_string(packed->stats.block_density()));
 }
 
+template <bool kHalf>
 void BenchS8Bsr(benchmark::State& state, const LayerShape* s) {
   const Problem& p = ProblemFor(*s);
-  StatusOr<BsrS8> packed = PackBsr(p.w_s8_bsr.data(), s->n, s->k, PackedFormat::kBsr4x4S8);
+  StatusOr<BsrS8> packed = PackBsr((kHalf ? p.w_s8_bsr50 : p.w_s8_bsr).data(), s->n, s->k, PackedFormat::kBsr4x4S8);
   if (!packed.ok()) return state.SkipWithError(packed.status().ToString().c_str());
   U8Output out = MakeU8Output(*s);
   SpmmBsrS8Args args;
@@ -359,7 +370,9 @@ void RegisterAll() {
     benchmark::RegisterBenchmark((base + "/s8_onednn").c_str(), BenchS8OneDnn, &s)->Unit(benchmark::kMillisecond);
 #endif
     benchmark::RegisterBenchmark((base + "/f32_bsr4x4").c_str(), BenchF32Bsr, &s)->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark((base + "/s8_bsr4x4").c_str(), BenchS8Bsr, &s)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((base + "/s8_bsr4x4").c_str(), BenchS8Bsr<false>, &s)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((base + "/s8_bsr4x4_50").c_str(), BenchS8Bsr<true>, &s)
+        ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark((base + "/f32_nm24").c_str(), BenchF32Nm, &s)->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark((base + "/s8_nm24").c_str(), BenchS8Nm<PackedFormat::kNm2of4S8>, &s)
         ->Unit(benchmark::kMillisecond);
