@@ -2,38 +2,72 @@
 
 #include <algorithm>
 #include <optional>
+#include <vector>
 
 #include "kernels/cpu/dispatch.h"
 
 namespace sparq {
 namespace {
 
-// Fraction of the br x bc blocks of W (edge blocks partial) that are all zero.
-double ZeroBlockFraction(const int8_t* w, int64_t n, int64_t k, int br, int bc) {
-  const int64_t brows = (n + br - 1) / br, bcols = (k + bc - 1) / bc;
-  if (brows * bcols == 0) return 0.0;
-  std::vector<uint8_t> nonzero(static_cast<size_t>(brows * bcols), 0);
-  for (int64_t r = 0; r < n; ++r) {
-    uint8_t* flags = nonzero.data() + (r / br) * bcols;
-    const int8_t* row = w + r * k;
-    for (int64_t c = 0; c < k; ++c) flags[c / bc] |= row[c] != 0;
-  }
-  const int64_t zero = std::count(nonzero.begin(), nonzero.end(), uint8_t{0});
-  return static_cast<double>(zero) / static_cast<double>(brows * bcols);
-}
+// What the candidates need to know of W, from one pass over it. Columns are
+// cut into groups of 4 (the last one zero padded); per row and group:
+// whether it holds a nonzero and how many.
+struct WeightProfile {
+  int64_t n = 0, k = 0, groups = 0;  // groups = ceil(k / 4)
+  std::vector<uint8_t> count4;       // [n][groups]: nonzeros in the group (0..4)
+  std::vector<uint8_t> column_nz4;   // [ceil(n / 4)][k]: column holds a nonzero in the 4-row block row
 
-// True when every group of m consecutive columns of every row holds <= keep nonzeros.
-bool FitsNm(const int8_t* w, int64_t n, int64_t k, int keep, int m) {
-  for (int64_t r = 0; r < n; ++r) {
-    const int8_t* row = w + r * k;
-    for (int64_t c0 = 0; c0 < k; c0 += m) {
-      int count = 0;
-      for (int64_t c = c0; c < std::min(k, c0 + m); ++c) count += row[c] != 0;
-      if (count > keep) return false;
+  explicit WeightProfile(const int8_t* w, int64_t rows, int64_t cols)
+      : n(rows), k(cols), groups((cols + 3) / 4), count4(static_cast<size_t>(rows * groups)),
+        column_nz4(static_cast<size_t>((rows + 3) / 4 * cols)) {
+    for (int64_t r = 0; r < n; ++r) {
+      const int8_t* row = w + r * k;
+      uint8_t* counts = count4.data() + r * groups;
+      uint8_t* column_flags = column_nz4.data() + (r / 4) * k;
+      for (int64_t c = 0; c < k; ++c) {
+        const uint8_t nonzero = row[c] != 0 ? 1 : 0;
+        column_flags[c] |= nonzero;
+        counts[c >> 2] = static_cast<uint8_t>(counts[c >> 2] + nonzero);
+      }
     }
   }
-  return true;
-}
+
+  // Fraction of the br x bc blocks (edge blocks partial) that are all zero.
+  // bc is 1 (with br = 4) or a multiple of 4.
+  double ZeroBlockFraction(int br, int bc) const {
+    const int64_t brows = (n + br - 1) / br, bcols = (k + bc - 1) / bc;
+    if (brows * bcols == 0) return 0.0;
+    int64_t zero = 0;
+    if (bc == 1) {  // 4x1: the column flags of each 4-row block row
+      for (uint8_t f : column_nz4) zero += f == 0;
+      return static_cast<double>(zero) / static_cast<double>(brows * bcols);
+    }
+    const int64_t groups_per_block = bc / 4;
+    std::vector<uint8_t> nonzero(static_cast<size_t>(bcols));
+    for (int64_t br0 = 0; br0 < n; br0 += br) {
+      std::fill(nonzero.begin(), nonzero.end(), uint8_t{0});
+      for (int64_t r = br0; r < std::min(n, br0 + br); ++r) {
+        const uint8_t* counts = count4.data() + r * groups;
+        for (int64_t g = 0; g < groups; ++g) nonzero[g / groups_per_block] |= counts[g] != 0;
+      }
+      zero += std::count(nonzero.begin(), nonzero.end(), uint8_t{0});
+    }
+    return static_cast<double>(zero) / static_cast<double>(brows * bcols);
+  }
+
+  // True when every group of m (4 or 8) columns of every row holds <= keep nonzeros.
+  bool FitsNm(int keep, int m) const {
+    const int64_t per = m / 4;  // groups of 4 per group of m
+    for (int64_t r = 0; r < n; ++r) {
+      const uint8_t* counts = count4.data() + r * groups;
+      for (int64_t g = 0; g < groups; g += per) {
+        int count = counts[g] + (per == 2 && g + 1 < groups ? counts[g + 1] : 0);
+        if (count > keep) return false;
+      }
+    }
+    return true;
+  }
+};
 
 }  // namespace
 
@@ -54,14 +88,17 @@ StatusOr<SparseS8Weights> ChooseSparseS8(const int8_t* w, int64_t n, int64_t k, 
   };
   SparseS8Weights best;
   const Candidate* chosen = nullptr;
+  const WeightProfile profile(w, n, k);
   for (const Candidate& c : kCandidates) {
     const PackedFormatTraits& t = Traits(c.format);
+    // Structures the table has no s8 row for need no look at the weights.
+    if (!table.MeasuredAtOrBelow("cpu", c.structure, "s8", 1.0)) continue;
     double sparsity = 0.0;
     if (t.kind == LayoutKind::kNm) {
-      if (!FitsNm(w, n, k, t.nm_keep, t.block_cols)) continue;
+      if (!profile.FitsNm(t.nm_keep, t.block_cols)) continue;
       sparsity = 1.0 - static_cast<double>(t.nm_keep) / t.block_cols;
     } else {
-      sparsity = ZeroBlockFraction(w, n, k, t.block_rows, t.block_cols);
+      sparsity = profile.ZeroBlockFraction(t.block_rows, t.block_cols);
     }
     if (sparsity <= 0.0) continue;
     const std::optional<double> speedup = table.MeasuredAtOrBelow("cpu", c.structure, "s8", sparsity);
