@@ -335,8 +335,11 @@ void BenchS8Nm(benchmark::State& state, const LayerShape* s) {
   const std::vector<int8_t>& w = kFormat == PackedFormat::kNm2of4S8 ? p.w_s8_nm24 : p.w_s8_nm48;
   StatusOr<NmS8> packed = PackNm(w.data(), s->n, s->k, kFormat);
   if (!packed.ok()) return state.SkipWithError(packed.status().ToString().c_str());
+  StatusOr<NmS8Panels> panels = PrepackSpmmNmS8(*packed);  // once, as gemm_s8's weights are packed once
+  if (!panels.ok()) return state.SkipWithError(panels.status().ToString().c_str());
   U8Output out = MakeU8Output(*s);
   SpmmNmS8Args args;
+  args.panels = &*panels;
   args.layout = s->conv ? SpmmLayout::kTransposed : SpmmLayout::kRowMajor;
   args.m = s->m;
   std::vector<uint8_t> xt;

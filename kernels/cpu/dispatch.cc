@@ -351,4 +351,16 @@ Status RunSpmmNmS8(const SpmmNmS8Args& args, const char** kernel_name) {
   return Run<SpmmNmS8Fn>(CpuOp::kSpmmNmS8, w.format, args, kernel_name);
 }
 
+StatusOr<NmS8Panels> PrepackSpmmNmS8(const NmS8& w) {
+  if (static_cast<int>(w.format) >= kNumPackedFormats || Traits(w.format).kind != LayoutKind::kNm ||
+      Traits(w.format).elem != ElemType::kS8) {
+    return Status::InvalidArgument("PrepackSpmmNmS8: weights are not in an int8 N:M format");
+  }
+  // The panel layout of the kernel that would run (internal.h): int16
+  // activations for the AVX2 kernel, u8 for VNNI and portable.
+  const CpuKernelDef* def = SelectCpuKernel(CpuOp::kSpmmNmS8, w.format);
+  const bool s16 = def != nullptr && def->isa == CpuIsa::kAvx2;
+  return cpu::BuildNmS8Panels(w, s16 ? 8 : 16, s16);
+}
+
 }  // namespace sparq

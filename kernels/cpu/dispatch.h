@@ -90,4 +90,9 @@ Status RunSpmmBsrS8(const SpmmBsrS8Args& args, const char** kernel_name = nullpt
 Status RunSpmmNmF32(const SpmmNmF32Args& args, const char** kernel_name = nullptr);
 Status RunSpmmNmS8(const SpmmNmS8Args& args, const char** kernel_name = nullptr);
 
+// Builds w's panels for the spmm_nm_s8 kernel of the active ISA, to pass as
+// SpmmNmS8Args::panels on every call with w (w must outlive them and not
+// change). InvalidArgument when w is not an int8 N:M matrix.
+StatusOr<NmS8Panels> PrepackSpmmNmS8(const NmS8& w);
+
 }  // namespace sparq

@@ -120,6 +120,9 @@ struct SpmmNmS8Isa {
   RequantRowFn requant_row;
 };
 void SpmmNmS8Driver(const SpmmNmS8Args& args, const SpmmNmS8Isa& isa);
+// Every panel of w for a kernel with these panel_rows and x_s16 (the AVX2
+// kernel: 8 and true; VNNI and portable: 16 and false).
+NmS8Panels BuildNmS8Panels(const NmS8& w, int panel_rows, bool x_s16);
 
 // ---------------------------------------------------------------------------
 // Kernel entry points (the functions of the dispatch table).

@@ -112,6 +112,7 @@ StatusOr<SparseS8Weights> ChooseSparseS8(const int8_t* w, int64_t n, int64_t k, 
   best.kernel = chosen->kernel;
   if (best.kind == LayoutKind::kNm) {
     SPARQ_ASSIGN_OR_RETURN(best.nm, PackNm(w, n, k, chosen->format));
+    SPARQ_ASSIGN_OR_RETURN(best.nm_panels, PrepackSpmmNmS8(best.nm));
   } else {
     SPARQ_ASSIGN_OR_RETURN(best.bsr, PackBsr(w, n, k, chosen->format));
   }
@@ -134,6 +135,7 @@ Status RunSparseS8(const SparseS8Weights& weights, SpmmLayout layout, int64_t m,
     SpmmNmS8Args args;
     fill(args);
     args.w = &weights.nm;
+    args.panels = &weights.nm_panels;
     return RunSpmmNmS8(args);
   }
   SpmmBsrS8Args args;

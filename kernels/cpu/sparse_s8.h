@@ -24,6 +24,7 @@ struct SparseS8Weights {
   LayoutKind kind = LayoutKind::kPanel;  // kPanel: dense (not chosen); kBsr or kNm: `bsr` / `nm` hold W
   BsrS8 bsr;
   NmS8 nm;
+  NmS8Panels nm_panels;     // nm prepacked for the spmm_nm_s8 kernel of the ISA active at ChooseSparseS8
   std::string kernel;       // the kernel's name without ISA, e.g. "spmm_bsr4x4_s8", "spmm_nm24_s8"
   double sparsity = 0.0;    // of the chosen structure (zero blocks, or 1 - N/M)
   double speedup = 0.0;     // the table's speed-up for it

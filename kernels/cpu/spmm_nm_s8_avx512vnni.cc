@@ -23,29 +23,54 @@ constexpr int kRows = 16;  // channels per panel
 constexpr int kMr = 4;
 constexpr int kMaxPanels = 4;  // 16 accumulators + 8 weight / position registers
 
+// One activation row r of the tile: its 8 activations of step s broadcast,
+// picked per channel and multiplied into the row's NP accumulators.
+#define SPARQ_NM_ROW(r, A0, A1, A2, A3)                                                      \
+  {                                                                                          \
+    const __m512i xb = _mm512_set1_epi64(LoadS64(x + (r) * ld_x + s * 8));                   \
+    A0 = _mm512_dpbusd_epi32(A0, _mm512_shuffle_epi8(xb, p0), w0);                           \
+    if constexpr (NP > 1) A1 = _mm512_dpbusd_epi32(A1, _mm512_shuffle_epi8(xb, p1), w1);     \
+    if constexpr (NP > 2) A2 = _mm512_dpbusd_epi32(A2, _mm512_shuffle_epi8(xb, p2), w2);     \
+    if constexpr (NP > 3) A3 = _mm512_dpbusd_epi32(A3, _mm512_shuffle_epi8(xb, p3), w3);     \
+  }
+
+inline long long LoadS64(const uint8_t* p) {
+  long long v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// The accumulators are named variables, not an array: with __m512i acc[4][4]
+// GCC 12 copied all of them between registers on every step (objdump).
 template <int NP>
 void TileVnni(int64_t steps, const uint8_t* x, int64_t ld_x, const uint8_t* panels, int64_t panel_stride,
               int32_t* out, int64_t ld_out) {
-  __m512i acc[kMr][NP];
-  for (int r = 0; r < kMr; ++r)
-    for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_setzero_si512();
+  static_assert(kMr == 4 && NP >= 1 && NP <= kMaxPanels, "the tile below is written for 4 rows, 1..4 panels");
+  const __m512i zero = _mm512_setzero_si512();
+  __m512i a00 = zero, a01 = zero, a02 = zero, a03 = zero, a10 = zero, a11 = zero, a12 = zero, a13 = zero;
+  __m512i a20 = zero, a21 = zero, a22 = zero, a23 = zero, a30 = zero, a31 = zero, a32 = zero, a33 = zero;
+  const uint8_t* const q0 = panels;
+  const uint8_t* const q1 = panels + (NP > 1 ? panel_stride : 0);
+  const uint8_t* const q2 = panels + (NP > 2 ? 2 * panel_stride : 0);
+  const uint8_t* const q3 = panels + (NP > 3 ? 3 * panel_stride : 0);
   for (int64_t s = 0; s < steps; ++s) {
-    __m512i wv[NP], pos[NP];
-    for (int p = 0; p < NP; ++p) {
-      const uint8_t* step = panels + p * panel_stride + s * 128;
-      wv[p] = _mm512_loadu_si512(step);
-      pos[p] = _mm512_loadu_si512(step + 64);
-    }
-    for (int r = 0; r < kMr; ++r) {
-      long long window;
-      std::memcpy(&window, x + r * ld_x + s * 8, sizeof(window));
-      const __m512i xb = _mm512_set1_epi64(window);
-      for (int p = 0; p < NP; ++p) acc[r][p] = _mm512_dpbusd_epi32(acc[r][p], _mm512_shuffle_epi8(xb, pos[p]), wv[p]);
-    }
+    const int64_t o = s * 128;
+    const __m512i w0 = _mm512_loadu_si512(q0 + o), p0 = _mm512_loadu_si512(q0 + o + 64);
+    const __m512i w1 = _mm512_loadu_si512(q1 + o), p1 = _mm512_loadu_si512(q1 + o + 64);
+    const __m512i w2 = _mm512_loadu_si512(q2 + o), p2 = _mm512_loadu_si512(q2 + o + 64);
+    const __m512i w3 = _mm512_loadu_si512(q3 + o), p3 = _mm512_loadu_si512(q3 + o + 64);
+    SPARQ_NM_ROW(0, a00, a01, a02, a03)
+    SPARQ_NM_ROW(1, a10, a11, a12, a13)
+    SPARQ_NM_ROW(2, a20, a21, a22, a23)
+    SPARQ_NM_ROW(3, a30, a31, a32, a33)
   }
+  const __m512i acc[kMr][kMaxPanels] = {{a00, a01, a02, a03}, {a10, a11, a12, a13}, {a20, a21, a22, a23},
+                                        {a30, a31, a32, a33}};
   for (int r = 0; r < kMr; ++r)
     for (int p = 0; p < NP; ++p) _mm512_storeu_si512(out + r * ld_out + p * kRows, acc[r][p]);
 }
+
+#undef SPARQ_NM_ROW
 
 void Tile(int64_t steps, const void* x, int64_t ld_x, const uint8_t* panels, int64_t panel_stride, int panel_count,
           int32_t* out, int64_t ld_out) {

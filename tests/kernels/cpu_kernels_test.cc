@@ -516,7 +516,12 @@ Status RunSpmmS8(const std::vector<int8_t>& w, const Shape& s, PackedFormat form
     StatusOr<NmS8> packed = PackNm(w.data(), s.n, s.k, format);
     if (!packed.ok()) return packed.status();
     if (UnpackNm(*packed) != w) return Status::Internal("N:M pack/unpack round trip");
+    // Every other call passes the weights prepacked (PrepackSpmmNmS8), so both ways are checked.
+    static int calls = 0;
+    StatusOr<NmS8Panels> panels = PrepackSpmmNmS8(*packed);
+    if (!panels.ok()) return panels.status();
     SpmmNmS8Args a;
+    a.panels = calls++ % 2 == 1 ? &*panels : nullptr;
     a.layout = args.layout, a.m = args.m, a.x = args.x, a.x_signed = args.x_signed, a.ld_x = args.ld_x;
     a.x_zero_point = args.x_zero_point, a.w = &*packed, a.out = args.out, a.pool = args.pool;
     return RunSpmmNmS8(a, name);
