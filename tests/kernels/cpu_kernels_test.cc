@@ -901,6 +901,19 @@ TEST(CpuKernelArgs, EntryPointsRejectBadArguments) {
   EXPECT_EQ(c[0], 3 * (2 - 1) - 2 * (4 - 1));
   ns.w = nullptr;
   EXPECT_EQ(RunSpmmNmS8(ns).code(), StatusCode::kInvalidArgument);
+  NmS8 not_nm;
+  not_nm.format = PackedFormat::kNm2of4F32;
+  EXPECT_EQ(PrepackSpmmNmS8(not_nm).status().code(), StatusCode::kInvalidArgument);
+  // Panels of another matrix are not used: the kernel builds its own.
+  const int8_t other_w[4] = {5, 0, 0, 0};
+  StatusOr<NmS8> other = PackNm(other_w, 1, 4, PackedFormat::kNm2of4S8);
+  ASSERT_TRUE(other.ok());
+  StatusOr<NmS8Panels> other_panels = PrepackSpmmNmS8(*other);
+  ASSERT_TRUE(other_panels.ok());
+  ns.w = &*nm;
+  ns.panels = &*other_panels;
+  ASSERT_TRUE(RunSpmmNmS8(ns).ok());
+  EXPECT_EQ(c[0], 3 * (2 - 1) - 2 * (4 - 1));
 }
 
 }  // namespace
