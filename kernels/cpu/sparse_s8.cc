@@ -24,6 +24,9 @@ struct WeightProfile {
       const int8_t* row = w + r * k;
       uint8_t* counts = count4.data() + r * groups;
       uint8_t* column_flags = column_nz4.data() + (r / 4) * k;
+      // Per column, not counts[g] = (row[4g] != 0) + ... + (row[4g+3] != 0): GCC 12.2
+      // vectorizes that sum into uint8 wrongly (each true counts -1: 254 for
+      // two nonzeros at -O2, reproduced in a 10-line program).
       for (int64_t c = 0; c < k; ++c) {
         const uint8_t nonzero = row[c] != 0 ? 1 : 0;
         column_flags[c] |= nonzero;
