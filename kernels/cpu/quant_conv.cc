@@ -143,12 +143,12 @@ Status RunSparseImage(OpContext& ctx, const QuantConv& q, const uint8_t* xi, int
         const int64_t ix0 = kx * q.dil_w - q.pad_l;  // ix of ox = 0
         const int64_t ox_begin = std::min(wo, ix0 >= 0 ? 0 : (-ix0 + q.stride_w - 1) / q.stride_w);
         const int64_t ox_end = std::max(ox_begin, std::min(wo, wd - ix0 <= 0 ? 0 : (wd - ix0 - 1) / q.stride_w + 1));
-        const uint8_t* src = xi + (ch * h + iy) * wd + ix0;
+        const uint8_t* src = xi + (ch * h + iy) * wd;
         row = std::fill_n(row, ox_begin, pad);
         if (q.stride_w == 1) {
-          row = std::copy(src + ox_begin, src + ox_end, row);
+          row = std::copy(src + ix0 + ox_begin, src + ix0 + ox_end, row);
         } else {
-          for (int64_t ox = ox_begin; ox < ox_end; ++ox) *row++ = src[ox * q.stride_w];
+          for (int64_t ox = ox_begin; ox < ox_end; ++ox) *row++ = src[ix0 + ox * q.stride_w];
         }
         row = std::fill_n(row, wo - ox_end, pad);
       }

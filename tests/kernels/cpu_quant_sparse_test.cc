@@ -96,15 +96,16 @@ Model OneNodeModel(const std::string& op, Tensor w, int64_t channels, std::vecto
   return m;
 }
 
-// A QLinearConv 3x3, stride 1, pad 1: Cout = 20, Cin = 6 (K = 54: no multiple of 8).
-Model PrunedConv(std::mt19937& rng, Pruning pruning) {
+// A QLinearConv 3x3 (by default stride 1, pad 1): Cout = 20, Cin = 6 (K = 54: no multiple of 8).
+Model PrunedConv(std::mt19937& rng, Pruning pruning, std::vector<int64_t> strides = {1, 1},
+                 std::vector<int64_t> pads = {1, 1, 1, 1}, std::vector<int64_t> dilations = {1, 1}) {
   const int64_t cout = 20, cin = 6;
   Tensor w(DataType::kInt8, {cout, cin, 3, 3});
   const std::vector<int8_t> values = PrunedWeights(rng, cout, cin * 9, pruning);
   std::copy(values.begin(), values.end(), w.data<int8_t>());
   return OneNodeModel("QLinearConv", std::move(w), cout,
-                      {Attribute::Ints("strides", {1, 1}), Attribute::Ints("pads", {1, 1, 1, 1}),
-                       Attribute::Ints("kernel_shape", {3, 3})},
+                      {Attribute::Ints("strides", strides), Attribute::Ints("pads", pads),
+                       Attribute::Ints("dilations", dilations), Attribute::Ints("kernel_shape", {3, 3})},
                       true);
 }
 
@@ -159,6 +160,13 @@ TEST(CpuQuantSparse, PrunedConvRunsSparseAndExact) {
   const Tensor x = RandomBytes<uint8_t>({2, 6, 9, 7}, rng);  // 2 images, P = 63
   ExpectExact(PrunedConv(rng, Pruning::kBlock4x4), x, Table(kFastRows), "spmm_bsr4x4_s8");
   ExpectExact(PrunedConv(rng, Pruning::kNm2of4), x, Table(kFastRows), "spmm_nm24_s8");
+  // The NCHW unfolding at the edges: strides, dilations, asymmetric and no pads.
+  const Tensor x2 = RandomBytes<uint8_t>({1, 6, 13, 11}, rng);
+  ExpectExact(PrunedConv(rng, Pruning::kBlock4x4, {2, 2}, {2, 0, 1, 3}, {2, 1}), x2, Table(kFastRows),
+              "spmm_bsr4x4_s8");
+  ExpectExact(PrunedConv(rng, Pruning::kNm2of4, {1, 3}, {0, 2, 0, 0}, {1, 2}), x2, Table(kFastRows), "spmm_nm24_s8");
+  ExpectExact(PrunedConv(rng, Pruning::kBlock4x4, {3, 2}, {0, 0, 0, 0}, {1, 1}), x2, Table(kFastRows),
+              "spmm_bsr4x4_s8");
 }
 
 TEST(CpuQuantSparse, PrunedMatMulRunsSparseAndExact) {
