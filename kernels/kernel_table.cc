@@ -66,7 +66,8 @@ StatusOr<std::string> ParseKernelTableStructure(const std::string& text) {
     if (n <= 0 || m <= 0 || n >= m) return BadStructure(text, "N:M takes whole numbers 1 <= N < M, e.g. 2:4");
     return text;
   }
-  return Status::InvalidArgument("'" + text + "' is not a sparse structure (expected unstructured, block<R>x<C> or N:M)");
+  return Status::InvalidArgument("'" + text +
+                                 "' is not a sparse structure (expected unstructured, block<R>x<C> or N:M)");
 }
 
 StatusOr<KernelSpeedTable> KernelSpeedTable::Parse(const std::string& csv, const std::string& what) {

@@ -96,7 +96,8 @@ void SpmmBsrS8Driver(const SpmmBsrS8Args& args, const SpmmS8Isa& isa);
 // vector lane holds one channel n, and a step covers 8 consecutive k, in
 // which every row of a 2:4 or 4:8 matrix keeps exactly 4 values. The driver
 // packs X row-major ([M_padded][K8], K8 = K rounded up to 8, zero padded) and
-// re-packs R = panel_rows channels of W at a time into a panel:
+// uses W re-packed in panels of R = panel_rows channels (NmS8Panels, built once
+// by PrepackSpmmNmS8, or by the driver per call when not given):
 //
 //   panel, per step s (128 bytes):
 //     u8 activations (VNNI, portable):  [R][4] s8 weights | [R][4] u8 positions (0..7) of each weight in the step

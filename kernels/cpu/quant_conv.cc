@@ -117,7 +117,8 @@ StatusOr<PreparedKernel> PrepareQuantConv(const Node& node, const std::vector<co
     kernel_name = q->sparse.kernel;
   } else {
     const GemmZeroPoints w_zero{zp.data(), zp.size() > 1};
-    SPARQ_ASSIGN_OR_RETURN(q->w, PackGemmS8<int8_t>(w.data<int8_t>(), q->m, k, w_zero, PreferredGemmS8Format(ActiveIsa())));
+    SPARQ_ASSIGN_OR_RETURN(q->w,
+                           PackGemmS8<int8_t>(w.data<int8_t>(), q->m, k, w_zero, PreferredGemmS8Format(ActiveIsa())));
   }
   return PreparedKernel{std::shared_ptr<const void>(std::move(q)), kernel_name};
 }

@@ -109,7 +109,8 @@ void PackTransposedU8(const SpmmNmS8Args& args, int64_t k, int64_t k8, uint8_t f
 void PackActivations(const SpmmNmS8Args& args, bool s16, int64_t k, int64_t k8, int64_t m_padded,
                      std::vector<char>* buffer) {
   const size_t elem = s16 ? 2 : 1;
-  if (buffer->size() < static_cast<size_t>(m_padded * k8) * elem) buffer->resize(static_cast<size_t>(m_padded * k8) * elem);
+  const size_t bytes = static_cast<size_t>(m_padded * k8) * elem;
+  if (buffer->size() < bytes) buffer->resize(bytes);
   char* data = buffer->data();
   for (int64_t m = 0; m < args.m && k8 > k; ++m) std::memset(data + (m * k8 + k) * elem, 0, (k8 - k) * elem);
   std::memset(data + args.m * k8 * elem, 0, static_cast<size_t>((m_padded - args.m) * k8) * elem);
@@ -253,8 +254,9 @@ void SpmmNmS8Driver(const SpmmNmS8Args& args, const SpmmNmS8Isa& isa) {
   const int64_t n_blocks = (w.rows + tile_cols - 1) / tile_cols;
   const int64_t m_tiles = m_padded / mr;
   const int64_t threads = args.pool == nullptr ? 1 : args.pool->num_threads();
-  // Tasks split channels first (each re-packs its own panels); activation rows
-  // are split too only when there are too few channel blocks for the threads.
+  // Tasks split channels first (each builds its own panels unless prepacked);
+  // activation rows are split too only when there are too few channel blocks
+  // for the threads.
   int64_t m_chunks = 1;
   if (threads > 1 && n_blocks < 2 * threads) m_chunks = std::min(m_tiles, (2 * threads + n_blocks - 1) / n_blocks);
   const int64_t tiles_per_chunk = (m_tiles + m_chunks - 1) / m_chunks;

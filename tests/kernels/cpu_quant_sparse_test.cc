@@ -220,7 +220,8 @@ TEST(KernelSpeedTable, ParsesBothHeadersAndLooksUp) {
 
 TEST(KernelSpeedTable, ErrorsNameTheLine) {
   auto bad = KernelSpeedTable::Parse(
-      "backend,structure,precision,sparsity,speedup\ncpu,block4x4,s4,0.5,2\ncpu,4:2,s8,0.5,2\ncpu,2:4,s8,0.5\n", "t.csv");
+      "backend,structure,precision,sparsity,speedup\ncpu,block4x4,s4,0.5,2\ncpu,4:2,s8,0.5,2\ncpu,2:4,s8,0.5\n",
+      "t.csv");
   ASSERT_FALSE(bad.ok());
   const std::string msg = bad.status().message();
   EXPECT_NE(msg.find("t.csv:2: precision 's4' must be f32 or s8"), std::string::npos) << msg;
