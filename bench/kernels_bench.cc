@@ -5,7 +5,10 @@
 //   s8_dense     gemm_s8 (INT8 dense, u8 activations x s8 weights, requantized to u8)
 //   f32_bsr4x4   spmm_bsr4x4_f32 at 80% block sparsity
 //   s8_bsr4x4    spmm_bsr4x4_s8 at 80% block sparsity (requantized to u8)
+//   s8_bsr4x4_50 spmm_bsr4x4_s8 at 50% block sparsity
 //   f32_nm24     spmm_nm24_f32 (2:4, 50% sparsity)
+//   s8_nm24      spmm_nm24_s8 (2:4, 50% sparsity, requantized to u8)
+//   s8_nm48      spmm_nm48_s8 (4:8, 50% sparsity, requantized to u8)
 //
 // With oneDNN (libdnnl-dev; the bench's CMake finds it), two baselines more,
 // run on one thread as well:
@@ -83,6 +86,9 @@ struct Problem {
   std::vector<uint8_t> x_u8;  // [M, K]
   std::vector<int8_t> w_s8;   // [N, K] dense
   std::vector<int8_t> w_s8_bsr;
+  std::vector<int8_t> w_s8_bsr50;  // [N, K] with 50% of the 4x4 blocks zero
+  std::vector<int8_t> w_s8_nm24;  // [N, K] 2:4 (kept positions vary per group)
+  std::vector<int8_t> w_s8_nm48;  // [N, K] 4:8
 };
 
 Problem MakeProblem(const LayerShape& s) {
@@ -115,10 +121,31 @@ Problem MakeProblem(const LayerShape& s) {
       for (int64_t i = r; i < std::min(s.n, r + 4); ++i)
         for (int64_t j = c; j < std::min(s.k, c + 4); ++j) p.w_bsr[i * s.k + j] = 0.0f, p.w_s8_bsr[i * s.k + j] = 0;
     }
+  p.w_s8_bsr50 = p.w_s8;
+  std::bernoulli_distribution drop_half(0.5);
+  for (int64_t r = 0; r < s.n; r += 4)
+    for (int64_t c = 0; c < s.k; c += 4) {
+      if (!drop_half(rng)) continue;
+      for (int64_t i = r; i < std::min(s.n, r + 4); ++i)
+        for (int64_t j = c; j < std::min(s.k, c + 4); ++j) p.w_s8_bsr50[i * s.k + j] = 0;
+    }
   p.w_nm = p.w;
   for (int64_t i = 0; i < s.n; ++i)
     for (int64_t j = 0; j < s.k; ++j)
       if ((j % 4) >= 2) p.w_nm[i * s.k + j] = 0.0f;  // keep the first 2 of every 4
+  // INT8 N:M with random kept positions: the kernel's shuffles depend on them.
+  p.w_s8_nm24 = p.w_s8;
+  p.w_s8_nm48 = p.w_s8;
+  for (auto [w, group] : {std::pair<std::vector<int8_t>*, int>{&p.w_s8_nm24, 4}, {&p.w_s8_nm48, 8}}) {
+    std::vector<int> order(group);
+    for (int64_t i = 0; i < s.n; ++i)
+      for (int64_t j0 = 0; j0 < s.k; j0 += group) {
+        for (int t = 0; t < group; ++t) order[t] = t;
+        std::shuffle(order.begin(), order.end(), rng);
+        for (int t = group / 2; t < group; ++t)
+          if (j0 + order[t] < s.k) (*w)[i * s.k + j0 + order[t]] = 0;
+      }
+  }
   return p;
 }
 
@@ -251,9 +278,10 @@ void BenchF32Bsr(benchmark::State& state, const LayerShape* s) {
   SetCounters(state, *s, std::string(name) + " block_density=" + std::to_string(packed->stats.block_density()));
 }
 
+template <bool kHalf>
 void BenchS8Bsr(benchmark::State& state, const LayerShape* s) {
   const Problem& p = ProblemFor(*s);
-  StatusOr<BsrS8> packed = PackBsr(p.w_s8_bsr.data(), s->n, s->k, PackedFormat::kBsr4x4S8);
+  StatusOr<BsrS8> packed = PackBsr((kHalf ? p.w_s8_bsr50 : p.w_s8_bsr).data(), s->n, s->k, PackedFormat::kBsr4x4S8);
   if (!packed.ok()) return state.SkipWithError(packed.status().ToString().c_str());
   U8Output out = MakeU8Output(*s);
   SpmmBsrS8Args args;
@@ -301,6 +329,39 @@ void BenchF32Nm(benchmark::State& state, const LayerShape* s) {
   SetCounters(state, *s, name);
 }
 
+template <PackedFormat kFormat>
+void BenchS8Nm(benchmark::State& state, const LayerShape* s) {
+  const Problem& p = ProblemFor(*s);
+  const std::vector<int8_t>& w = kFormat == PackedFormat::kNm2of4S8 ? p.w_s8_nm24 : p.w_s8_nm48;
+  StatusOr<NmS8> packed = PackNm(w.data(), s->n, s->k, kFormat);
+  if (!packed.ok()) return state.SkipWithError(packed.status().ToString().c_str());
+  StatusOr<NmS8Panels> panels = PrepackSpmmNmS8(*packed);  // once, as gemm_s8's weights are packed once
+  if (!panels.ok()) return state.SkipWithError(panels.status().ToString().c_str());
+  U8Output out = MakeU8Output(*s);
+  SpmmNmS8Args args;
+  args.panels = &*panels;
+  args.layout = s->conv ? SpmmLayout::kTransposed : SpmmLayout::kRowMajor;
+  args.m = s->m;
+  std::vector<uint8_t> xt;
+  if (s->conv) {
+    xt.resize(p.x_u8.size());
+    for (int64_t i = 0; i < s->m; ++i)
+      for (int64_t j = 0; j < s->k; ++j) xt[j * s->m + i] = p.x_u8[i * s->k + j];
+  }
+  args.x = s->conv ? xt.data() : p.x_u8.data();
+  args.ld_x = s->conv ? s->m : s->k;
+  args.x_zero_point = 128;
+  args.w = &*packed;
+  args.out = out.Epilogue(s->conv ? s->m : s->n);
+  const char* name = "";
+  for (auto _ : state) {
+    Status st = RunSpmmNmS8(args, &name);
+    if (!st.ok()) return state.SkipWithError(st.ToString().c_str());
+    benchmark::DoNotOptimize(out.q.data());
+  }
+  SetCounters(state, *s, name);
+}
+
 void RegisterAll() {
   for (const LayerShape& s : kShapes) {
     const std::string base =
@@ -312,8 +373,14 @@ void RegisterAll() {
     benchmark::RegisterBenchmark((base + "/s8_onednn").c_str(), BenchS8OneDnn, &s)->Unit(benchmark::kMillisecond);
 #endif
     benchmark::RegisterBenchmark((base + "/f32_bsr4x4").c_str(), BenchF32Bsr, &s)->Unit(benchmark::kMillisecond);
-    benchmark::RegisterBenchmark((base + "/s8_bsr4x4").c_str(), BenchS8Bsr, &s)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((base + "/s8_bsr4x4").c_str(), BenchS8Bsr<false>, &s)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((base + "/s8_bsr4x4_50").c_str(), BenchS8Bsr<true>, &s)
+        ->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark((base + "/f32_nm24").c_str(), BenchF32Nm, &s)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((base + "/s8_nm24").c_str(), BenchS8Nm<PackedFormat::kNm2of4S8>, &s)
+        ->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((base + "/s8_nm48").c_str(), BenchS8Nm<PackedFormat::kNm4of8S8>, &s)
+        ->Unit(benchmark::kMillisecond);
   }
 }
 

@@ -5,10 +5,11 @@
       --benchmark_report_aggregates_only=true --benchmark_format=json > kernels.json
   python3 bench/kernels_table.py kernels.json [--speedups bench/kernel_speedups.csv]
 
-With --speedups it also writes the kernel speed table that `prune.structure:
-auto` reads (prune.kernel_table): per sparse structure, the median over the
-layers of its speed-up over the dense kernel of the precision it runs at
-(see SPEEDUPS), at the sparsity the benchmark uses.
+With --speedups it also writes the kernel speed table (sparq/kernel_table.h)
+that the executor compiles in (which pruned INT8 layers run sparse) and that
+`prune.structure: auto` reads (prune.kernel_table): per sparse structure and
+precision, the median over the layers of its speed-up over the dense kernel
+of that precision (see SPEEDUPS), at the sparsity the benchmark uses.
 
 Table 1: median dense-equivalent GOPS (2*M*N*K per call) per layer and kernel.
 Table 2: speed-ups (ratios of those GOPS).
@@ -17,7 +18,8 @@ import json
 import statistics
 import sys
 
-KERNELS = ["f32_ref", "f32_onednn", "s8_onednn", "s8_dense", "f32_bsr4x4", "s8_bsr4x4", "f32_nm24"]
+KERNELS = ["f32_ref", "f32_onednn", "s8_onednn", "s8_dense", "f32_bsr4x4", "s8_bsr4x4", "s8_bsr4x4_50", "f32_nm24",
+           "s8_nm24", "s8_nm48"]
 RATIOS = [  # (numerator, denominator)
     ("s8_dense", "f32_ref"),
     ("s8_dense", "s8_onednn"),
@@ -25,24 +27,32 @@ RATIOS = [  # (numerator, denominator)
     ("f32_bsr4x4", "f32_onednn"),
     ("s8_bsr4x4", "s8_dense"),
     ("s8_bsr4x4", "s8_onednn"),
+    ("s8_bsr4x4_50", "s8_dense"),
     ("f32_nm24", "f32_onednn"),
+    ("s8_nm24", "s8_dense"),
+    ("s8_nm48", "s8_dense"),
 ]
 
-# structure -> (sparse kernel, dense kernel it replaces, sparsity benchmarked)
-SPEEDUPS = {
-    "block4x4": ("s8_bsr4x4", "s8_dense", 0.8),  # pruned then INT8: the main job
-    "2:4": ("f32_nm24", "f32_onednn", 0.5),      # no INT8 N:M kernel yet
-}
+# (structure, precision, sparsity benchmarked, sparse kernel, dense kernel it replaces).
+# FP32 is compared with oneDNN's tuned GEMM (sparq has no tuned dense FP32 GEMM).
+SPEEDUPS = [
+    ("block4x4", "s8", 0.5, "s8_bsr4x4_50", "s8_dense"),
+    ("block4x4", "s8", 0.8, "s8_bsr4x4", "s8_dense"),  # pruned then INT8: the main job
+    ("block4x4", "f32", 0.8, "f32_bsr4x4", "f32_onednn"),
+    ("2:4", "s8", 0.5, "s8_nm24", "s8_dense"),
+    ("2:4", "f32", 0.5, "f32_nm24", "f32_onednn"),
+    ("4:8", "s8", 0.5, "s8_nm48", "s8_dense"),
+]
 
 
 def write_speedups(rows: dict, out_path: str) -> None:
     lines = ["# Written by bench/kernels_table.py --speedups from kernels_bench (see bench/KERNELS.md):",
              "# median over the benchmark's layers of sparse / dense throughput at the same precision.",
-             "backend,structure,sparsity,speedup"]
-    for structure, (sparse, dense, sparsity) in SPEEDUPS.items():
+             "backend,structure,precision,sparsity,speedup"]
+    for structure, precision, sparsity, sparse, dense in SPEEDUPS:
         ratios = sorted(ks[sparse][0] / ks[dense][0] for ks in rows.values() if sparse in ks and dense in ks)
         if ratios:
-            lines.append(f"cpu,{structure},{sparsity},{statistics.median(ratios):.2f}")
+            lines.append(f"cpu,{structure},{precision},{sparsity},{statistics.median(ratios):.2f}")
     with open(out_path, "w") as f:
         f.write("\n".join(lines) + "\n")
 

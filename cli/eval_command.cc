@@ -61,6 +61,9 @@ RunFn AddEvalCommand(CLI::App& app) {
   sub->add_flag("--reference-kernels", args->options.reference_kernels,
                 "Run every node on the reference kernels (kernels/ref) and QDQ models as their float graph, "
                 "not the fast CPU kernels with QDQ patterns fused into integer operators");
+  sub->add_option("--kernel-table", args->options.kernel_table,
+                  "Kernel speed table CSV (bench/kernel_speedups.csv format): pruned INT8 layers run a sparse "
+                  "kernel only where it says the structure beats dense (default: the table built into sparq)");
   sub->add_flag("--progress", args->progress, "Show a progress bar even when stderr is not a terminal");
   sub->footer(R"(Examples:
   sparq eval resnet18.onnx --inputs val.npz --labels val_labels.npy --batch 32

@@ -60,6 +60,14 @@ Status RunReferenceKernel(OpContext& ctx) {
   return ctx.NotSupported("no reference kernel for " + ctx.node().op_type + " at opset " + std::to_string(ctx.opset()));
 }
 
+PrepareFn WithoutContext(SimplePrepareFn fn) {
+  return [fn](const Node& node, const std::vector<const Tensor*>& constants,
+              const PrepareContext&) -> StatusOr<PreparedKernel> {
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<const void> state, fn(node, constants));
+    return PreparedKernel{std::move(state), ""};
+  };
+}
+
 const KernelRegistry& KernelRegistry::Default() {
   static const KernelRegistry* registry = [] {
     auto* r = new KernelRegistry();

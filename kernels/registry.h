@@ -8,21 +8,44 @@
 #include <vector>
 
 #include "kernels/op_context.h"
+#include "sparq/kernel_table.h"
 
 namespace sparq {
 
 // The domain of sparq's internal operators: nodes that the executor's fusion
 // passes create in its private copy of a model, never written to a file.
-inline constexpr const char* kSparqDomain = "ai.sparq";
+inline constexpr const char* kSparqDomain = "sparq";
+
+// What a prepare step may consult besides the node (from ExecutorOptions).
+struct PrepareContext {
+  // Speed of sparse kernels vs dense: a layer runs a sparse kernel only where
+  // it is measured faster. Never null when the executor calls a prepare step.
+  const KernelSpeedTable* kernel_table = &KernelSpeedTable::Default();
+};
+
+// What a prepare step returns: the state the kernel reads through
+// OpContext::prepared(), and the name of the kernel the node will run when it
+// is not the row's name (a row that picks among kernels, e.g. dense gemm_s8 or
+// spmm_bsr4x4_s8 by the weights' sparsity), for `eval --verbose` and profiles.
+struct PreparedKernel {
+  std::shared_ptr<const void> state;
+  std::string kernel_name;  // "" = KernelDef::name
+};
 
 // Optional per-node preparation of a kernel row, run once when an executor is
 // created: gets the node and its constant inputs (constants[i] is input i
 // when it is an initializer that run inputs cannot override, else nullptr)
-// and returns state that the kernel reads through OpContext::prepared(), such
-// as weights packed for a fast kernel. NotSupported means "this row does not
-// take this node": the executor tries the next matching row.
-using PrepareFn =
-    std::function<StatusOr<std::shared_ptr<const void>>(const Node& node, const std::vector<const Tensor*>& constants)>;
+// and returns state such as weights packed for a fast kernel. NotSupported
+// means "this row does not take this node": the executor tries the next
+// matching row.
+using PrepareFn = std::function<StatusOr<PreparedKernel>(const Node& node, const std::vector<const Tensor*>& constants,
+                                                         const PrepareContext& context)>;
+
+// Adapts a prepare step that needs no PrepareContext and runs its row's own
+// kernel (PreparedKernel::kernel_name empty).
+using SimplePrepareFn = StatusOr<std::shared_ptr<const void>> (*)(const Node& node,
+                                                                  const std::vector<const Tensor*>& constants);
+PrepareFn WithoutContext(SimplePrepareFn fn);
 
 struct KernelDef {
   std::string op_type;

@@ -421,7 +421,8 @@ StatusOr<std::vector<LayerPlan>> PlanPruning(const Model& model, const PruneOpti
           found = true;
           break;
         }
-        const std::optional<double> speedup = options.kernel_table->SpeedupAt(options.backend, c, p.sparsity);
+        const std::optional<double> speedup =
+            options.kernel_table->SpeedupAt(options.backend, c.ToString(), p.sparsity);
         measured += (measured.empty() ? "" : ", ") + c.ToString() + " " +
                     (speedup ? FormatDouble("%.2fx", *speedup) : std::string("not measured"));
         if (speedup && *speedup > best) {

@@ -163,6 +163,11 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
   exec_options.reference_kernels = options.reference_kernels;
   exec_options.fuse_qdq = !options.reference_kernels;
   exec_options.fuse_activations = !options.reference_kernels;
+  if (!options.kernel_table.empty()) {
+    StatusOr<KernelSpeedTable> table = KernelSpeedTable::Load(options.kernel_table);
+    if (!table.ok()) return table.status().WithContext("--kernel-table");
+    exec_options.kernel_table = std::make_shared<const KernelSpeedTable>(std::move(table).value());
+  }
   auto exec = Executor::Create(model, exec_options);
   if (!exec.ok()) return exec.status().WithContext(model_path);
   std::unique_ptr<Executor> ref_exec;

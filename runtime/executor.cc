@@ -16,6 +16,8 @@ struct Executor::Impl {
   std::unique_ptr<ThreadPool> pool;
   std::vector<const KernelDef*> kernels;  // one per node
   std::vector<std::shared_ptr<const void>> prepared;  // per node: its kernel's prepared state, or null
+  std::vector<std::string> kernel_names;  // per node: the kernel that runs it (row name, or the prepare step's)
+  std::shared_ptr<const KernelSpeedTable> kernel_table;  // ExecutorOptions::kernel_table, kept alive
   std::vector<int64_t> node_opsets;
   std::vector<std::string> input_names;   // graph inputs that must or may be fed
   std::vector<std::string> output_names;
@@ -48,7 +50,7 @@ std::vector<NodeKernel> Executor::NodeKernels() const {
   const Graph& g = impl_->model.graph;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    out.push_back({n.name.empty() ? n.outputs[0] : n.name, n.op_type, impl_->kernels[i]->name});
+    out.push_back({n.name.empty() ? n.outputs[0] : n.name, n.op_type, impl_->kernel_names[i]});
   }
   return out;
 }
@@ -100,6 +102,9 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   const KernelRegistry& reg = options.reference_kernels ? KernelRegistry::Reference() : KernelRegistry::Default();
   std::set<std::string> overridable;  // initializers that run inputs may replace
   for (const auto& v : g.initializer_inputs) overridable.insert(v.name);
+  impl->kernel_table = options.kernel_table;
+  PrepareContext prepare_context;
+  if (impl->kernel_table) prepare_context.kernel_table = impl->kernel_table.get();
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     int64_t opset = NodeOpset(impl->model, n);
@@ -107,6 +112,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
     // may decline it).
     const KernelDef* chosen = nullptr;
     std::shared_ptr<const void> state;
+    std::string kernel_name;
     for (const KernelDef* def : reg.FindMatching(n.op_type, n.domain, opset)) {
       if (!def->prepare) {
         chosen = def;
@@ -117,10 +123,11 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
         auto it = g.initializers.find(in);
         constants.push_back(it != g.initializers.end() && !overridable.count(in) ? &it->second : nullptr);
       }
-      StatusOr<std::shared_ptr<const void>> prepared = def->prepare(n, constants);
+      StatusOr<PreparedKernel> prepared = def->prepare(n, constants, prepare_context);
       if (prepared.ok()) {
         chosen = def;
-        state = std::move(prepared).value();
+        state = std::move(prepared->state);
+        kernel_name = std::move(prepared->kernel_name);
         break;
       }
       if (prepared.status().code() != StatusCode::kNotSupported) {
@@ -130,6 +137,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
     if (chosen == nullptr) return Status::Internal(n.Describe() + ": no kernel row took the node");
     impl->kernels.push_back(chosen);
     impl->prepared.push_back(std::move(state));
+    impl->kernel_names.push_back(kernel_name.empty() ? chosen->name : kernel_name);
     impl->node_opsets.push_back(opset);
     std::vector<int> ins, outs;
     for (const auto& in : n.inputs) ins.push_back(in.empty() ? -1 : impl->Slot(in));
@@ -223,7 +231,7 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
     if (!st.ok()) return st;
     if (profile != nullptr) {
       double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-      profile->push_back({n.name.empty() ? n.outputs[0] : n.name, n.op_type, im.kernels[i]->name, us});
+      profile->push_back({n.name.empty() ? n.outputs[0] : n.name, n.op_type, im.kernel_names[i], us});
     }
     for (size_t k = 0; k < im.node_outputs[i].size(); ++k) {
       int s = im.node_outputs[i][k];

@@ -259,7 +259,7 @@ class GlueFuser {
   }
 
  private:
-  static constexpr const char* kDomain = "sparq";
+  static constexpr const char* kDomain = kSparqDomain;
 
   // An initializer that runs cannot override, or a Constant node's tensor
   // (exporters write Clip's bounds so).
@@ -467,7 +467,7 @@ std::vector<std::string> FoldTablesIntoProducers(Graph& g) {
   std::set<size_t> removed;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& lut = g.nodes[i];
-    if (lut.op_type != "QLinearLut" || lut.domain != "sparq" || lut.inputs.size() != 2) continue;
+    if (lut.op_type != "QLinearLut" || lut.domain != kSparqDomain || lut.inputs.size() != 2) continue;
     const std::string& value = lut.inputs[0];
     auto p = producer.find(value);
     if (graph_outputs.count(value) || readers[value] != 1 || p == producer.end()) continue;
@@ -476,9 +476,9 @@ std::vector<std::string> FoldTablesIntoProducers(Graph& g) {
     if (producer_node.op_type == "QLinearConv" && producer_node.domain.empty() && producer_node.inputs.size() >= 8 &&
         producer_node.inputs.size() <= 9) {
       producer_node.op_type = "QLinearConvLut";
-      producer_node.domain = "sparq";
+      producer_node.domain = kSparqDomain;
       producer_node.inputs.resize(9);  // B, or "" without
-    } else if (!(producer_node.op_type == "QLinearAdd" && producer_node.domain == "sparq" &&
+    } else if (!(producer_node.op_type == "QLinearAdd" && producer_node.domain == kSparqDomain &&
                  producer_node.inputs.size() == 8)) {
       continue;
     }

@@ -42,6 +42,10 @@ struct EvalOptions {
   // (ExecutorOptions::reference_kernels); otherwise the fast kernels, with
   // QDQ patterns fused into integer operators (ExecutorOptions::fuse_qdq).
   bool reference_kernels = false;
+  // Kernel speed table CSV (sparq/kernel_table.h) deciding which pruned INT8
+  // layers run sparse kernels (ExecutorOptions::kernel_table); "" = the table
+  // compiled in from bench/kernel_speedups.csv.
+  std::string kernel_table;
 };
 
 // How one graph output compares with the reference model's output.

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "sparq/graph.h"
+#include "sparq/kernel_table.h"
 #include "sparq/status.h"
 #include "sparq/tensor.h"
 
@@ -36,6 +37,12 @@ struct ExecutorOptions {
   // Conv's own output then no longer exists: leave this off where every
   // intermediate value is observed (calibration, RunOptions::on_node_outputs).
   bool fuse_activations = false;
+  // Speed of the sparse kernels vs dense (sparq/kernel_table.h): a QLinearConv /
+  // QLinearMatMul with pruned int8 weights runs a sparse kernel only when this
+  // table says its structure beats dense at the weights' sparsity (the row
+  // measured at the highest sparsity at or below it; none: dense). nullptr:
+  // KernelSpeedTable::Default(), compiled in from bench/kernel_speedups.csv.
+  std::shared_ptr<const KernelSpeedTable> kernel_table = nullptr;
 };
 
 // Which kernel runs one node (Executor::NodeKernels, `sparq eval --verbose`).

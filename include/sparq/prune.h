@@ -37,6 +37,7 @@
 
 #include "sparq/calibrate.h"  // BatchFn
 #include "sparq/graph.h"
+#include "sparq/kernel_table.h"
 #include "sparq/status.h"
 
 namespace sparq {
@@ -108,34 +109,9 @@ struct PruneStructure {
 
 // ===========================================================================
 // Kernel speed: which sparse structures pay off on which backend
-
-// Speed of sparse kernels relative to dense ones at the same precision, as
-// the kernel benchmarks measure it (bench/, "--table"). A CSV file:
 //
-//   backend,structure,sparsity,speedup
-//   cpu,block4x4,0.8,2.9
-//
-// speedup = dense time / sparse time (> 1: the sparse kernel is faster).
-struct KernelSpeedTable {
-  struct Row {
-    std::string backend;
-    PruneStructure structure;
-    double sparsity = 0.0;
-    double speedup = 0.0;
-  };
-  std::vector<Row> rows;
-
-  // Errors: InvalidArgument naming the line (`what` names the file).
-  static StatusOr<KernelSpeedTable> Parse(const std::string& csv, const std::string& what);
-  // Errors: NotFound, IOError, and those of Parse.
-  static StatusOr<KernelSpeedTable> Load(const std::string& path);
-  // The speed-up of `structure` on `backend` at `sparsity`: interpolated
-  // linearly between the two nearest measured sparsities; above the measured
-  // range the highest one's (sparser only gets faster); nullopt below it or
-  // when the pair was never measured.
-  std::optional<double> SpeedupAt(const std::string& backend, const PruneStructure& structure,
-                                  double sparsity) const;
-};
+// KernelSpeedTable (sparq/kernel_table.h, shared with the executor): the
+// speed-up of each sparse structure over dense, per backend and sparsity.
 
 // ===========================================================================
 // Scores: which weights matter least

@@ -287,13 +287,13 @@ Status RunBatchedMatMul(OpContext& ctx) {
 }  // namespace
 
 void RegisterPreparedCpuDenseF32Ops(KernelRegistry& r) {
-  r.Add({"Conv", "", 1, 99, RunDepthwiseConv, "depthwise_f32", PrepareDepthwiseConv});
-  r.Add({"FusedConv", kSparqDomain, 1, 99, RunDepthwiseConv, "depthwise_f32", PrepareDepthwiseConv});
-  r.Add({"Conv", "", 1, 99, RunDenseConv, "gemm_f32", PrepareDenseConv});
-  r.Add({"FusedConv", kSparqDomain, 1, 99, RunDenseConv, "gemm_f32", PrepareDenseConv});
-  r.Add({"MatMul", "", 1, 99, RunDenseLinear, "gemm_f32", PrepareDenseLinear});
+  r.Add({"Conv", "", 1, 99, RunDepthwiseConv, "depthwise_f32", WithoutContext(PrepareDepthwiseConv)});
+  r.Add({"FusedConv", kSparqDomain, 1, 99, RunDepthwiseConv, "depthwise_f32", WithoutContext(PrepareDepthwiseConv)});
+  r.Add({"Conv", "", 1, 99, RunDenseConv, "gemm_f32", WithoutContext(PrepareDenseConv)});
+  r.Add({"FusedConv", kSparqDomain, 1, 99, RunDenseConv, "gemm_f32", WithoutContext(PrepareDenseConv)});
+  r.Add({"MatMul", "", 1, 99, RunDenseLinear, "gemm_f32", WithoutContext(PrepareDenseLinear)});
   r.Add({"MatMul", "", 1, 99, RunBatchedMatMul, "gemm_f32_batched"});
-  r.Add({"Gemm", "", 1, 99, RunDenseLinear, "gemm_f32", PrepareDenseLinear});
+  r.Add({"Gemm", "", 1, 99, RunDenseLinear, "gemm_f32", WithoutContext(PrepareDenseLinear)});
 }
 
 }  // namespace sparq

@@ -25,6 +25,9 @@ using cpu::SpmmBsrS8Portable;
 using cpu::SpmmNmF32Avx2;
 using cpu::SpmmNmF32Avx512;
 using cpu::SpmmNmF32Portable;
+using cpu::SpmmNmS8Avx2;
+using cpu::SpmmNmS8Avx512Vnni;
+using cpu::SpmmNmS8Portable;
 
 constexpr CpuIsa P = CpuIsa::kPortable;
 constexpr CpuIsa AVX2 = CpuIsa::kAvx2;
@@ -96,6 +99,15 @@ const std::vector<CpuKernelDef>& Table() {
       {"spmm_nm48_f32_avx2", AVX2, F::kNm4of8F32, SpmmNmF32Fn(SpmmNmF32Avx2)},
       {"spmm_nm24_f32_avx512", AVX512, F::kNm2of4F32, SpmmNmF32Fn(SpmmNmF32Avx512)},
       {"spmm_nm48_f32_avx512", AVX512, F::kNm4of8F32, SpmmNmF32Fn(SpmmNmF32Avx512)},
+#endif
+      // INT8 N:M.
+      {"spmm_nm24_s8_portable", P, F::kNm2of4S8, SpmmNmS8Fn(SpmmNmS8Portable)},
+      {"spmm_nm48_s8_portable", P, F::kNm4of8S8, SpmmNmS8Fn(SpmmNmS8Portable)},
+#if SPARQ_CPU_X86
+      {"spmm_nm24_s8_avx2", AVX2, F::kNm2of4S8, SpmmNmS8Fn(SpmmNmS8Avx2)},
+      {"spmm_nm48_s8_avx2", AVX2, F::kNm4of8S8, SpmmNmS8Fn(SpmmNmS8Avx2)},
+      {"spmm_nm24_s8_avx512vnni", VNNI, F::kNm2of4S8, SpmmNmS8Fn(SpmmNmS8Avx512Vnni)},
+      {"spmm_nm48_s8_avx512vnni", VNNI, F::kNm4of8S8, SpmmNmS8Fn(SpmmNmS8Avx512Vnni)},
 #endif
   };
   return *table;
@@ -217,6 +229,20 @@ Status Run(CpuOp op, PackedFormat format, const Args& args, const char** kernel_
   return Status::OK();
 }
 
+// The checks shared by the INT8 sparse kernels (weights [rows, cols]).
+template <typename Args>
+Status CheckSpmmS8(const char* op, const Args& args, int64_t rows, int64_t cols) {
+  const void* y = args.out.out_s32 != nullptr ? static_cast<const void*>(args.out.out_s32) : args.out.out_q;
+  SPARQ_RETURN_IF_ERROR(CheckSpmmActivations(op, args.layout, args.x, args.ld_x, y,
+                                             args.out.out_s32 != nullptr ? args.out.ld_s32 : args.out.ld_q, args.m,
+                                             rows, cols));
+  const bool row_major = args.layout == SpmmLayout::kRowMajor;
+  SPARQ_RETURN_IF_ERROR(CheckS8Epilogue(op, args.out, row_major ? rows : args.m));
+  GemmZeroPoints zp;
+  zp.values = &args.x_zero_point;
+  return CheckZeroPointRange(op, zp, 1, args.x_signed);
+}
+
 }  // namespace
 
 const char* CpuIsaName(CpuIsa isa) {
@@ -242,6 +268,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kSpmmBsrS8: return "spmm_bsr_s8";
     case CpuOp::kSpmmNmF32: return "spmm_nm_f32";
     case CpuOp::kGemmF32: return "gemm_f32";
+    case CpuOp::kSpmmNmS8: return "spmm_nm_s8";
   }
   return "?";
 }
@@ -355,18 +382,33 @@ Status RunSpmmNmF32(const SpmmNmF32Args& args, const char** kernel_name) {
 Status RunSpmmBsrS8(const SpmmBsrS8Args& args, const char** kernel_name) {
   if (args.w == nullptr) return Status::InvalidArgument("spmm_bsr_s8: null weights (w)");
   const BsrS8& w = *args.w;
-  const void* y = args.out.out_s32 != nullptr ? static_cast<const void*>(args.out.out_s32) : args.out.out_q;
-  SPARQ_RETURN_IF_ERROR(CheckSpmmActivations("spmm_bsr_s8", args.layout, args.x, args.ld_x, y,
-                                             args.out.out_s32 != nullptr ? args.out.ld_s32 : args.out.ld_q, args.m,
-                                             w.rows, w.cols));
-  const bool row_major = args.layout == SpmmLayout::kRowMajor;
-  SPARQ_RETURN_IF_ERROR(
-      CheckS8Epilogue("spmm_bsr_s8", args.out, row_major ? w.rows : args.m));
-  GemmZeroPoints zp;
-  zp.values = &args.x_zero_point;
-  SPARQ_RETURN_IF_ERROR(CheckZeroPointRange("spmm_bsr_s8", zp, 1, args.x_signed));
+  SPARQ_RETURN_IF_ERROR(CheckSpmmS8("spmm_bsr_s8", args, w.rows, w.cols));
   if (args.m == 0 || w.rows == 0) return Status::OK();
   return Run<SpmmBsrS8Fn>(CpuOp::kSpmmBsrS8, w.format, args, kernel_name);
+}
+
+Status RunSpmmNmS8(const SpmmNmS8Args& args, const char** kernel_name) {
+  if (args.w == nullptr) return Status::InvalidArgument("spmm_nm_s8: null weights (w)");
+  const NmS8& w = *args.w;
+  if (static_cast<int>(w.format) >= kNumPackedFormats || Traits(w.format).kind != LayoutKind::kNm ||
+      Traits(w.format).elem != ElemType::kS8) {
+    return Status::InvalidArgument("spmm_nm_s8: weights are not in an int8 N:M format");
+  }
+  SPARQ_RETURN_IF_ERROR(CheckSpmmS8("spmm_nm_s8", args, w.rows, w.cols));
+  if (args.m == 0 || w.rows == 0) return Status::OK();
+  return Run<SpmmNmS8Fn>(CpuOp::kSpmmNmS8, w.format, args, kernel_name);
+}
+
+StatusOr<NmS8Panels> PrepackSpmmNmS8(const NmS8& w) {
+  if (static_cast<int>(w.format) >= kNumPackedFormats || Traits(w.format).kind != LayoutKind::kNm ||
+      Traits(w.format).elem != ElemType::kS8) {
+    return Status::InvalidArgument("PrepackSpmmNmS8: weights are not in an int8 N:M format");
+  }
+  // The panel layout of the kernel that would run (internal.h): int16
+  // activations for the AVX2 kernel, u8 for VNNI and portable.
+  const CpuKernelDef* def = SelectCpuKernel(CpuOp::kSpmmNmS8, w.format);
+  const bool s16 = def != nullptr && def->isa == CpuIsa::kAvx2;
+  return cpu::BuildNmS8Panels(w, s16 ? 8 : 16, s16);
 }
 
 }  // namespace sparq

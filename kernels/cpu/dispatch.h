@@ -50,16 +50,17 @@ Status ForceIsa(CpuIsa isa);
 void ResetIsa();
 
 // The ops of the table and their function types.
-enum class CpuOp : uint8_t { kGemmS8, kSpmmBsrF32, kSpmmBsrS8, kSpmmNmF32, kGemmF32 };
+enum class CpuOp : uint8_t { kGemmS8, kSpmmBsrF32, kSpmmBsrS8, kSpmmNmF32, kSpmmNmS8, kGemmF32 };
 const char* CpuOpName(CpuOp op);
 
 using GemmS8Fn = void (*)(const GemmS8Args&);
 using SpmmBsrF32Fn = void (*)(const SpmmBsrF32Args&);
 using SpmmBsrS8Fn = void (*)(const SpmmBsrS8Args&);
 using SpmmNmF32Fn = void (*)(const SpmmNmF32Args&);
+using SpmmNmS8Fn = void (*)(const SpmmNmS8Args&);
 using GemmF32Fn = void (*)(const GemmF32Args&);
 // The variant's alternative index is the CpuOp.
-using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, GemmF32Fn>;
+using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn>;
 
 struct CpuKernelDef {
   const char* name;     // <op>_<format>_<isa>
@@ -92,5 +93,11 @@ Status RunSpmmBsrF32(const SpmmBsrF32Args& args, const char** kernel_name = null
 Status RunSpmmBsrS8(const SpmmBsrS8Args& args, const char** kernel_name = nullptr);
 Status RunSpmmNmF32(const SpmmNmF32Args& args, const char** kernel_name = nullptr);
 Status RunGemmF32(const GemmF32Args& args, const char** kernel_name = nullptr);
+Status RunSpmmNmS8(const SpmmNmS8Args& args, const char** kernel_name = nullptr);
+
+// Builds w's panels for the spmm_nm_s8 kernel of the active ISA, to pass as
+// SpmmNmS8Args::panels on every call with w (w must outlive them and not
+// change). InvalidArgument when w is not an int8 N:M matrix.
+StatusOr<NmS8Panels> PrepackSpmmNmS8(const NmS8& w);
 
 }  // namespace sparq

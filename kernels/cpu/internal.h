@@ -172,6 +172,40 @@ void ApplyTableAvx512Vbmi(const uint8_t* table, uint8_t flip, const uint8_t* in,
 ApplyTableFn ActiveApplyTable();
 
 // ---------------------------------------------------------------------------
+// INT8 N:M sparse GEMM (spmm_nm_s8.cc), vectorized over output channels: a
+// vector lane holds one channel n, and a step covers 8 consecutive k, in
+// which every row of a 2:4 or 4:8 matrix keeps exactly 4 values. The driver
+// packs X row-major ([M_padded][K8], K8 = K rounded up to 8, zero padded) and
+// uses W re-packed in panels of R = panel_rows channels (NmS8Panels, built once
+// by PrepackSpmmNmS8, or by the driver per call when not given):
+//
+//   panel, per step s (128 bytes):
+//     u8 activations (VNNI, portable):  [R][4] s8 weights | [R][4] u8 positions (0..7) of each weight in the step
+//     s16 activations (AVX2), 2 halves: [R][2] s16 weights (kept values 2h, 2h+1) | [R][4] u8 byte
+//                                       positions of those two k in the step's 8 int16 (2p, 2p+1 per value)
+//
+// A tile broadcasts the 8 activations of a step (row m) to every lane, picks
+// each lane's 4 (or 2) with a byte shuffle by the positions and multiplies
+// them with the lane's weights: 4 (or 2) useful products per instruction.
+//   u8:  x_u = X + 128 for int8 X (X for uint8), corrected by (x_zp + shift) * row_sums[n]
+//   s16: X - x_zp exactly, no correction
+// tile: out[r * ld_out + j] (r < mr, j < panels * panel_rows) = sum over `steps`
+// of x row r (x + r * ld_x elements) with panel p < panel_count at panels + p * panel_stride bytes.
+struct SpmmNmS8Isa {
+  int panel_rows;  // channels per panel (lanes of the vector)
+  bool x_s16;      // activations as int16 X - x_zp (else u8 x_u)
+  int mr;          // activation rows per tile
+  int max_panels;  // panels per tile
+  void (*tile)(int64_t steps, const void* x, int64_t ld_x, const uint8_t* panels, int64_t panel_stride,
+               int panel_count, int32_t* out, int64_t ld_out);
+  RequantRowFn requant_row;
+};
+void SpmmNmS8Driver(const SpmmNmS8Args& args, const SpmmNmS8Isa& isa);
+// Every panel of w for a kernel with these panel_rows and x_s16 (the AVX2
+// kernel: 8 and true; VNNI and portable: 16 and false).
+NmS8Panels BuildNmS8Panels(const NmS8& w, int panel_rows, bool x_s16);
+
+// ---------------------------------------------------------------------------
 // Kernel entry points (the functions of the dispatch table).
 void GemmF32Portable(const GemmF32Args& args);
 void GemmF32Avx2(const GemmF32Args& args);
@@ -192,6 +226,10 @@ void SpmmNmF32Avx512(const SpmmNmF32Args& args);
 void SpmmBsrS8Portable(const SpmmBsrS8Args& args);
 void SpmmBsrS8Avx2(const SpmmBsrS8Args& args);
 void SpmmBsrS8Avx512Vnni(const SpmmBsrS8Args& args);
+
+void SpmmNmS8Portable(const SpmmNmS8Args& args);
+void SpmmNmS8Avx2(const SpmmNmS8Args& args);
+void SpmmNmS8Avx512Vnni(const SpmmNmS8Args& args);
 
 // True when this build has the x86 ISA files (x86-64 with GCC or clang).
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

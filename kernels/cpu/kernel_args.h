@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <limits>
+#include <vector>
 
 #include "kernels/formats.h"
 #include "kernels/parallel.h"
@@ -149,6 +150,40 @@ struct GemmF32Args {
   ConvGeometry conv;
   int64_t x_image_stride = 0;
   int64_t y_image_stride = 0;
+  ThreadPool* pool = nullptr;
+};
+
+// The weights of an N:M INT8 matrix re-packed into the per-step panels of one
+// spmm_nm_s8 kernel (layout: kernels/cpu/internal.h, SpmmNmS8Isa). The kernel
+// builds them on every call unless it gets them prepacked (PrepackSpmmNmS8 in
+// dispatch.h), as dense gemm_s8 gets its weights packed once.
+struct NmS8Panels {
+  // The matrix they were built from, by its values' buffer (which moving the
+  // NmS8 keeps) and shape.
+  const int8_t* source_values = nullptr;
+  int64_t rows = 0, cols = 0;
+  int panel_rows = 0;            // channels per panel: 16 (u8 activations) or 8 (int16)
+  bool x_s16 = false;            // built for int16 activations (AVX2)
+  int64_t steps = 0;             // steps of 8 k
+  int64_t panels = 0;            // ceil(N / panel_rows)
+  std::vector<uint8_t> data;     // panels * steps * 128 bytes, panel after panel
+};
+
+// INT8 N:M sparse GEMM (2:4, 4:8): acc = (X - x_zp) * W^T with W [N, K] int8
+// in N:M form, symmetric (zero point 0); X int8 or uint8 with one zero point.
+// Output per S8Epilogue in the layout `layout` gives, as for SpmmBsrS8Args.
+struct SpmmNmS8Args {
+  SpmmLayout layout = SpmmLayout::kRowMajor;
+  int64_t m = 0;
+  const void* x = nullptr;
+  bool x_signed = false;
+  int64_t ld_x = 0;
+  int32_t x_zero_point = 0;
+  const NmS8* w = nullptr;
+  // Optional: w's panels from PrepackSpmmNmS8. Used when built from w for the
+  // layout of the kernel that runs; otherwise the kernel builds its own.
+  const NmS8Panels* panels = nullptr;
+  S8Epilogue out;
   ThreadPool* pool = nullptr;
 };
 

@@ -349,15 +349,15 @@ Status MaxPoolFast(OpContext& ctx) {
 }  // namespace
 
 void RegisterCpuQdqGlueOps(KernelRegistry& r) {
-  r.Add({"QuantizeLinear", "", 10, 99, QuantizeLinearFast<true>, "quantize_f32_s8_avx2", RequireAvx2});
+  r.Add({"QuantizeLinear", "", 10, 99, QuantizeLinearFast<true>, "quantize_f32_s8_avx2", WithoutContext(RequireAvx2)});
   r.Add({"QuantizeLinear", "", 10, 99, QuantizeLinearFast<false>, "quantize_f32_s8_portable"});
-  r.Add({"DequantizeLinear", "", 10, 99, DequantizeLinearFast<true>, "dequantize_s8_f32_avx2", RequireAvx2});
+  r.Add({"DequantizeLinear", "", 10, 99, DequantizeLinearFast<true>, "dequantize_s8_f32_avx2", WithoutContext(RequireAvx2)});
   r.Add({"DequantizeLinear", "", 10, 99, DequantizeLinearFast<false>, "dequantize_s8_f32_portable"});
-  r.Add({"QLinearAdd", "sparq", 1, 1, QuantAddFast<true>, "qlinear_add_s8_avx2", PrepareQuantAdd<true>});
-  r.Add({"QLinearAdd", "sparq", 1, 1, QuantAddFast<false>, "qlinear_add_s8_portable", PrepareQuantAdd<false>});
-  r.Add({"QLinearLut", "sparq", 1, 1, LutFast<true>, "lut256_avx512vbmi", RequireVbmiTable});
-  r.Add({"QLinearLut", "sparq", 1, 1, LutFast<false>, "lut256_portable"});
-  r.Add({"MaxPool", "", 1, 99, MaxPoolFast, "maxpool2d", PrepareMaxPool});
+  r.Add({"QLinearAdd", kSparqDomain, 1, 1, QuantAddFast<true>, "qlinear_add_s8_avx2", WithoutContext(PrepareQuantAdd<true>)});
+  r.Add({"QLinearAdd", kSparqDomain, 1, 1, QuantAddFast<false>, "qlinear_add_s8_portable", WithoutContext(PrepareQuantAdd<false>)});
+  r.Add({"QLinearLut", kSparqDomain, 1, 1, LutFast<true>, "lut256_avx512vbmi", WithoutContext(RequireVbmiTable)});
+  r.Add({"QLinearLut", kSparqDomain, 1, 1, LutFast<false>, "lut256_portable"});
+  r.Add({"MaxPool", "", 1, 99, MaxPoolFast, "maxpool2d", WithoutContext(PrepareMaxPool)});
 }
 
 }  // namespace sparq

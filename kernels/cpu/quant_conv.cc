@@ -10,6 +10,14 @@
 // kernels/ref/qdq_fused_ops.cc) runs the same way, the table applied to the
 // GEMM's output before the transposition.
 //
+// Pruned weights (zero point 0, see kernels/cpu/sparse_s8.h): when the kernel
+// speed table says their structure beats dense, the prepare step packs them
+// for spmm_bsr_s8 / spmm_nm_s8 instead, and each image runs in the NCHW
+// layout without a transpose:
+//
+//   Y^T [Cout, P] = W [Cout, K] * col [K, P]     col: the input unfolded as
+//   (= the image's NCHW output)                   rows (c, ky, kx), columns (oy, ox)
+//
 // Fast path (else the reference kernel): 2-D convolution, group 1, explicit
 // pads (auto_pad NOTSET), int8 weights; every input but x constant; x_scale,
 // y_scale, x_zero_point and y_zero_point single values; w_scale and
@@ -22,6 +30,7 @@
 
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/internal.h"
+#include "kernels/cpu/sparse_s8.h"
 #include "kernels/formats.h"
 #include "kernels/parallel.h"
 #include "kernels/ref/quantize.h"
@@ -42,7 +51,8 @@ struct QuantConv {
   int32_t x_zp = 0, y_zp = 0;
   std::vector<float> multiplier;  // [M]
   std::vector<int32_t> bias;      // [M] or empty
-  PackedGemmS8 w;                 // [M, C * kh * kw]
+  PackedGemmS8 w;                 // [M, kh * kw * C] in (ky, kx, c) order, when not sparse
+  SparseS8Weights sparse;         // the weights for a sparse kernel, when it is faster
   // sparq.QLinearConvLut: the output is table[y - min(y_type)], of out_type.
   std::vector<uint8_t> table;     // 256 bytes, or empty
   DataType out_type = DataType::kUndefined;
@@ -108,8 +118,8 @@ int32_t ScalarInt(const Tensor& t) {
 
 bool IsByteType(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
 
-StatusOr<std::shared_ptr<QuantConv>> PrepareQuantConvState(const Node& node,
-                                                          const std::vector<const Tensor*>& constants) {
+StatusOr<std::shared_ptr<QuantConv>> PrepareQuantConvState(const Node& node, const std::vector<const Tensor*>& constants,
+                                                          const PrepareContext& context) {
   auto decline = [&](const std::string& why) -> Status {
     return Status::NotSupported(node.Describe() + ": gemm_s8 conv path: " + why);
   };
@@ -160,7 +170,17 @@ StatusOr<std::shared_ptr<QuantConv>> PrepareQuantConvState(const Node& node,
     q->bias.assign(b.data<int32_t>(), b.data<int32_t>() + q->m);
   }
   std::vector<int32_t> zp(static_cast<size_t>(w_zp.numel()));
-  for (int64_t i = 0; i < w_zp.numel(); ++i) zp[i] = w_zp.data<int8_t>()[i];
+  bool symmetric = true;
+  for (int64_t i = 0; i < w_zp.numel(); ++i) {
+    zp[i] = w_zp.data<int8_t>()[i];
+    symmetric = symmetric && zp[i] == 0;
+  }
+  q->out_type = q->y_type;
+  // Pruned weights: a sparse kernel where the table says it beats dense.
+  if (symmetric) {
+    SPARQ_ASSIGN_OR_RETURN(q->sparse, ChooseSparseS8(w.data<int8_t>(), q->m, q->c * q->kh * q->kw, *context.kernel_table));
+  }
+  if (q->sparse.sparse()) return q;
   const GemmZeroPoints w_zero{zp.data(), zp.size() > 1};
   // K in the unfolded rows' order (ky, kx, c); W is stored (c, ky, kx).
   const int64_t taps = q->kh * q->kw;
@@ -171,26 +191,72 @@ StatusOr<std::shared_ptr<QuantConv>> PrepareQuantConvState(const Node& node,
         w_hwc[(o * taps + t) * q->c + ch] = w.data<int8_t>()[(o * q->c + ch) * taps + t];
   SPARQ_ASSIGN_OR_RETURN(q->w, PackGemmS8<int8_t>(w_hwc.data(), q->m, q->c * taps, w_zero,
                                                   PreferredGemmS8Format(ActiveIsa())));
-  q->out_type = q->y_type;
   return q;
 }
 
-StatusOr<std::shared_ptr<const void>> PrepareQuantConv(const Node& node, const std::vector<const Tensor*>& constants) {
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<QuantConv> q, PrepareQuantConvState(node, constants));
-  return std::shared_ptr<const void>(std::move(q));
+StatusOr<PreparedKernel> PrepareQuantConv(const Node& node, const std::vector<const Tensor*>& constants,
+                                          const PrepareContext& context) {
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<QuantConv> q, PrepareQuantConvState(node, constants, context));
+  std::string kernel = q->sparse.sparse() ? q->sparse.kernel : "";
+  return PreparedKernel{std::shared_ptr<const void>(std::move(q)), kernel};
 }
 
 // sparq.QLinearConvLut: QLinearConv's inputs, then the constant table (input 9).
-StatusOr<std::shared_ptr<const void>> PrepareQuantConvLut(const Node& node,
-                                                          const std::vector<const Tensor*>& constants) {
+StatusOr<PreparedKernel> PrepareQuantConvLut(const Node& node, const std::vector<const Tensor*>& constants,
+                                             const PrepareContext& context) {
   const Tensor* table = constants.size() == 10 ? constants[9] : nullptr;
   if (table == nullptr || table->numel() != 256 || !IsByteType(table->dtype()))
     return Status::NotSupported(node.Describe() + ": gemm_s8 conv path: the table is not 256 constant bytes");
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<QuantConv> q, PrepareQuantConvState(node, constants));
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<QuantConv> q, PrepareQuantConvState(node, constants, context));
   const auto* bytes = static_cast<const uint8_t*>(table->raw_data());
   q->table.assign(bytes, bytes + 256);
   q->out_type = table->dtype();
-  return std::shared_ptr<const void>(std::move(q));
+  std::string kernel = q->sparse.sparse() ? q->sparse.kernel + "_lut" : "";
+  return PreparedKernel{std::shared_ptr<const void>(std::move(q)), kernel};
+}
+
+// One image on the sparse kernel: col [K, P] (NCHW im2col), then
+// Y^T [M, P] = W * col written straight into the image's NCHW output.
+Status RunSparseImage(OpContext& ctx, const QuantConv& q, const uint8_t* xi, int64_t h, int64_t wd, int64_t ho,
+                      int64_t wo, std::vector<uint8_t>* col, uint8_t* yi) {
+  const int64_t p = ho * wo;
+  const uint8_t pad = static_cast<uint8_t>(q.x_zp);
+  // Row (ch, ky, kx) of col holds that input tap for every output position.
+  ParallelFor(ctx.pool(), q.c * q.kh * q.kw, 4, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t ch = r / (q.kh * q.kw), ky = r / q.kw % q.kh, kx = r % q.kw;
+      uint8_t* row = col->data() + r * p;
+      for (int64_t oy = 0; oy < ho; ++oy) {
+        const int64_t iy = oy * q.stride_h - q.pad_t + ky * q.dil_h;
+        if (iy < 0 || iy >= h) {
+          row = std::fill_n(row, wo, pad);
+          continue;
+        }
+        // Output columns [ox_begin, ox_end) read inside the row; the others are padding.
+        const int64_t ix0 = kx * q.dil_w - q.pad_l;  // ix of ox = 0
+        const int64_t ox_begin = std::min(wo, ix0 >= 0 ? 0 : (-ix0 + q.stride_w - 1) / q.stride_w);
+        const int64_t ox_end = std::max(ox_begin, std::min(wo, wd - ix0 <= 0 ? 0 : (wd - ix0 - 1) / q.stride_w + 1));
+        const uint8_t* src = xi + (ch * h + iy) * wd;
+        row = std::fill_n(row, ox_begin, pad);
+        if (q.stride_w == 1) {
+          row = std::copy(src + ix0 + ox_begin, src + ix0 + ox_end, row);
+        } else {
+          for (int64_t ox = ox_begin; ox < ox_end; ++ox) *row++ = src[ix0 + ox * q.stride_w];
+        }
+        row = std::fill_n(row, wo - ox_end, pad);
+      }
+    }
+  });
+  S8Epilogue out;
+  out.out_q = yi;
+  out.out_q_signed = q.y_type == DataType::kInt8;
+  out.ld_q = p;
+  out.bias = q.bias.empty() ? nullptr : q.bias.data();
+  out.multiplier = q.multiplier.data();
+  out.zero_point = q.y_zp;
+  Status st = RunSparseS8(q.sparse, SpmmLayout::kTransposed, p, col->data(), q.x_type == DataType::kInt8, p, q.x_zp,
+                          out, ctx.pool());
+  return st.ok() ? st : ctx.Error(st.code(), st.message());
 }
 
 Status RunQuantConv(OpContext& ctx) {
@@ -204,6 +270,22 @@ Status RunQuantConv(OpContext& ctx) {
   const int64_t ho = ho_num / q.stride_h + 1, wo = wo_num / q.stride_w + 1, p = ho * wo;
   const int64_t k = q.c * q.kh * q.kw;
   Tensor y(q.out_type, {n, q.m, ho, wo});
+  const cpu::ApplyTableFn apply_table = cpu::ActiveApplyTable();
+  const uint8_t flip = q.y_type == DataType::kInt8 ? 0x80 : 0;  // table index of an int8 y: its byte ^ 0x80
+  if (q.sparse.sparse()) {
+    std::vector<uint8_t> col(static_cast<size_t>(k * p));
+    auto* yb = static_cast<uint8_t*>(y.raw_data());
+    for (int64_t img = 0; img < n; ++img) {
+      SPARQ_RETURN_IF_ERROR(RunSparseImage(ctx, q, static_cast<const uint8_t*>(x.raw_data()) + img * q.c * h * wd, h,
+                                           wd, ho, wo, &col, yb + img * q.m * p));
+    }
+    if (!q.table.empty()) {
+      ParallelFor(ctx.pool(), y.numel(), 16384,
+                  [&](int64_t i0, int64_t i1) { apply_table(q.table.data(), flip, yb + i0, yb + i0, i1 - i0); });
+    }
+    ctx.set_output(0, std::move(y));
+    return Status::OK();
+  }
   // Each image is copied once into a padded NHWC plane [hp, wp, C]
   // (padding: the zero point's byte, so it contributes 0); a row of A for
   // output (oy, ox) is then kh runs of kw * C contiguous bytes (dilation_w 1).
@@ -227,8 +309,6 @@ Status RunQuantConv(OpContext& ctx) {
   const auto* xb = static_cast<const uint8_t*>(x.raw_data());
   auto* yb = static_cast<uint8_t*>(y.raw_data());
   const int64_t run = q.dil_w == 1 ? q.kw * q.c : q.c;  // contiguous bytes per copy
-  const cpu::ApplyTableFn apply_table = cpu::ActiveApplyTable();
-  const uint8_t flip = q.y_type == DataType::kInt8 ? 0x80 : 0;  // table index of an int8 y: its byte ^ 0x80
   for (int64_t img0 = 0; img0 < n; img0 += group) {
     const int64_t g = std::min(group, n - img0);
     // NCHW -> padded NHWC: per input row, [C, W] -> [W, C].
@@ -292,7 +372,7 @@ Status RunQuantConv(OpContext& ctx) {
 
 void RegisterPreparedCpuQuantConvOps(KernelRegistry& r) {
   r.Add({"QLinearConv", "", 10, 99, RunQuantConv, "gemm_s8", PrepareQuantConv});
-  r.Add({"QLinearConvLut", "sparq", 1, 1, RunQuantConv, "gemm_s8_lut", PrepareQuantConvLut});
+  r.Add({"QLinearConvLut", kSparqDomain, 1, 1, RunQuantConv, "gemm_s8_lut", PrepareQuantConvLut});
 }
 
 }  // namespace sparq

@@ -222,8 +222,8 @@ Status RunDepthwise(OpContext& ctx) {
 }  // namespace
 
 void RegisterPreparedCpuDepthwiseConvOps(KernelRegistry& r) {
-  r.Add({"QLinearConv", "", 10, 99, RunDepthwise, "depthwise_s8", PrepareDepthwise});
-  r.Add({"QLinearConvLut", "sparq", 1, 1, RunDepthwise, "depthwise_s8_lut", PrepareDepthwiseLut});
+  r.Add({"QLinearConv", "", 10, 99, RunDepthwise, "depthwise_s8", WithoutContext(PrepareDepthwise)});
+  r.Add({"QLinearConvLut", kSparqDomain, 1, 1, RunDepthwise, "depthwise_s8_lut", WithoutContext(PrepareDepthwiseLut)});
 }
 
 }  // namespace sparq

@@ -1,6 +1,8 @@
 #include "kernels/cpu/quant_matmul.h"
 
+#include <algorithm>
 #include <string>
+#include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
@@ -61,6 +63,12 @@ StatusOr<MatMulGeometry> Geometry(const OpContext& ctx, const Tensor& a, const T
 Status RunRows(const OpContext& ctx, const Tensor& a, const QuantMatMulWeights& w, const MatMulGeometry& g,
                const std::vector<int32_t>& a_zp_values, const S8Epilogue& out, int64_t out_elem_bytes) {
   const bool per_row = a_zp_values.size() > 1;
+  if (w.sparse.sparse()) {  // one call over all rows: Y [rows, N] = (A - a_zp) * W^T
+    if (per_row) return NotFast(ctx, "a per-row a_zero_point on sparse weights");
+    Status st = RunSparseS8(w.sparse, SpmmLayout::kRowMajor, g.rows, a.raw_data(), a.dtype() == DataType::kInt8, w.k,
+                            a_zp_values.empty() ? 0 : a_zp_values[0], out, ctx.pool());
+    return st.ok() ? st : ctx.Error(st.code(), st.message());
+  }
   const int64_t calls = per_row ? (g.m == 0 ? 0 : g.rows / g.m) : 1;
   const int64_t rows_per_call = per_row ? g.m : g.rows;
   for (int64_t c = 0; c < calls; ++c) {
@@ -90,7 +98,8 @@ bool ScaleFits(const Tensor& t, int64_t n, bool per_column_allowed) {
 
 }  // namespace
 
-StatusOr<QuantMatMulWeights> PackQuantMatMulWeights(const Tensor& b, const Tensor* b_zero_point) {
+StatusOr<QuantMatMulWeights> PackQuantMatMulWeights(const Tensor& b, const Tensor* b_zero_point,
+                                                    const KernelSpeedTable* kernel_table) {
   if (!IsInt8Type(b.dtype())) {
     return Status::NotSupported("gemm_s8 fast path: B has type " + std::string(DataTypeName(b.dtype())));
   }
@@ -120,6 +129,13 @@ StatusOr<QuantMatMulWeights> PackQuantMatMulWeights(const Tensor& b, const Tenso
     std::vector<T> wt(static_cast<size_t>(w.n * w.k));
     for (int64_t kk = 0; kk < w.k; ++kk)
       for (int64_t nn = 0; nn < w.n; ++nn) wt[nn * w.k + kk] = src[kk * w.n + nn];
+    if constexpr (std::is_same<T, int8_t>::value) {
+      const bool symmetric = std::all_of(zp.begin(), zp.end(), [](int32_t z) { return z == 0; });
+      if (kernel_table != nullptr && symmetric) {
+        SPARQ_ASSIGN_OR_RETURN(w.sparse, ChooseSparseS8(wt.data(), w.n, w.k, *kernel_table));
+        if (w.sparse.sparse()) return Status::OK();
+      }
+    }
     SPARQ_ASSIGN_OR_RETURN(w.packed, PackGemmS8<T>(wt.data(), w.n, w.k, w_zp, format));
     return Status::OK();
   };
@@ -200,7 +216,8 @@ Status QLinearMatMulPacked(OpContext& ctx, const QuantMatMulWeights& w) {
 // when, e.g., A's zero point is per row).
 
 StatusOr<std::shared_ptr<const QuantMatMulWeights>> PrepareQuantMatMul(const Node& node,
-                                                                       const std::vector<const Tensor*>& constants) {
+                                                                       const std::vector<const Tensor*>& constants,
+                                                                       const KernelSpeedTable* kernel_table) {
   const bool qlinear = node.op_type == "QLinearMatMul";
   if (!qlinear && node.op_type != "MatMulInteger") {
     return Status::NotSupported(node.Describe() + ": not MatMulInteger or QLinearMatMul");
@@ -211,7 +228,8 @@ StatusOr<std::shared_ptr<const QuantMatMulWeights>> PrepareQuantMatMul(const Nod
   if (constant(b_in) == nullptr || (zp_named && constant(zp_in) == nullptr)) {
     return Status::NotSupported(node.Describe() + ": B or b_zero_point is not a constant");
   }
-  StatusOr<QuantMatMulWeights> w = PackQuantMatMulWeights(*constant(b_in), zp_named ? constant(zp_in) : nullptr);
+  StatusOr<QuantMatMulWeights> w =
+      PackQuantMatMulWeights(*constant(b_in), zp_named ? constant(zp_in) : nullptr, kernel_table);
   if (!w.ok()) return w.status().WithContext(node.Describe());
   return std::shared_ptr<const QuantMatMulWeights>(std::make_shared<QuantMatMulWeights>(std::move(*w)));
 }
@@ -242,10 +260,12 @@ Status MatMulIntegerCpu(OpContext& ctx) { return PackAndRun(ctx, 1, 3, MatMulInt
 Status QLinearMatMulCpu(OpContext& ctx) { return PackAndRun(ctx, 3, 5, QLinearMatMulPacked); }
 
 void RegisterPreparedCpuQuantOps(KernelRegistry& r) {
-  PrepareFn prepare = [](const Node& node,
-                         const std::vector<const Tensor*>& constants) -> StatusOr<std::shared_ptr<const void>> {
-    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<const QuantMatMulWeights> w, PrepareQuantMatMul(node, constants));
-    return std::shared_ptr<const void>(std::move(w));
+  PrepareFn prepare = [](const Node& node, const std::vector<const Tensor*>& constants,
+                         const PrepareContext& context) -> StatusOr<PreparedKernel> {
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<const QuantMatMulWeights> w,
+                           PrepareQuantMatMul(node, constants, context.kernel_table));
+    const std::string name = w->KernelName();
+    return PreparedKernel{std::shared_ptr<const void>(std::move(w)), name};
   };
   KernelFn run = [](OpContext& ctx) -> Status {
     return RunPreparedQuantMatMul(ctx, *static_cast<const QuantMatMulWeights*>(ctx.prepared()));

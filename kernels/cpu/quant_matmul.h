@@ -22,6 +22,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/cpu/sparse_s8.h"
 #include "kernels/formats.h"
 #include "kernels/op_context.h"
 #include "kernels/registry.h"
@@ -37,14 +38,23 @@ struct QuantMatMulWeights {
   int64_t k = 0;  // rows of B
   int64_t n = 0;  // columns of B
   DataType b_type = DataType::kUndefined;
-  PackedGemmS8 packed;
+  PackedGemmS8 packed;     // for gemm_s8, when not sparse
+  SparseS8Weights sparse;  // W = B^T for a sparse kernel, when the kernel table says it is faster
+
+  // The kernel these weights run on: "gemm_s8", or e.g. "spmm_bsr4x4_s8".
+  std::string KernelName() const { return sparse.sparse() ? sparse.kernel : "gemm_s8"; }
 };
 
 // Packs B [K, N] and its zero point (nullptr: none) in the weight format of
 // the active ISA (PreferredGemmS8Format). NotSupported, saying why, when B or
 // the zero point is outside the fast path; callers then use the reference
 // kernel. Call it once per model (B is a constant) and reuse the result.
-StatusOr<QuantMatMulWeights> PackQuantMatMulWeights(const Tensor& b, const Tensor* b_zero_point);
+// With a kernel table, int8 B with zero point 0 whose structure the table
+// rates faster than dense is packed for its sparse kernel instead
+// (kernels/cpu/sparse_s8.h); runs with a per-row a_zero_point then take the
+// reference kernel.
+StatusOr<QuantMatMulWeights> PackQuantMatMulWeights(const Tensor& b, const Tensor* b_zero_point,
+                                                    const KernelSpeedTable* kernel_table = nullptr);
 
 // MatMulInteger (inputs A, B, a_zero_point, b_zero_point) and QLinearMatMul
 // (A, a_scale, a_zero_point, B, b_scale, b_zero_point, y_scale, y_zero_point)
@@ -60,7 +70,8 @@ Status QLinearMatMulPacked(OpContext& ctx, const QuantMatMulWeights& w);
 // cannot override), nullptr otherwise. NotSupported when B, or a present
 // b_zero_point, is not constant or is outside the fast path.
 StatusOr<std::shared_ptr<const QuantMatMulWeights>> PrepareQuantMatMul(const Node& node,
-                                                                       const std::vector<const Tensor*>& constants);
+                                                                       const std::vector<const Tensor*>& constants,
+                                                                       const KernelSpeedTable* kernel_table = nullptr);
 
 // The kernel of a prepared MatMulInteger / QLinearMatMul node: the fast path
 // with `w`, or the reference kernel when this run's inputs are outside it.

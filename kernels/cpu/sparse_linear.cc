@@ -29,8 +29,8 @@ struct SparseLinear {
   std::vector<float> bias;   // [N] or empty
 };
 
-StatusOr<std::shared_ptr<const void>> PrepareSparseLinear(const Node& node,
-                                                          const std::vector<const Tensor*>& constants) {
+StatusOr<PreparedKernel> PrepareSparseLinear(const Node& node, const std::vector<const Tensor*>& constants,
+                                             const PrepareContext& /*context*/) {
   auto decline = [&](const std::string& why) -> Status {
     return Status::NotSupported(node.Describe() + ": bsr4x4_f32 path: " + why);
   };
@@ -65,7 +65,7 @@ StatusOr<std::shared_ptr<const void>> PrepareSparseLinear(const Node& node,
   auto state = std::make_shared<SparseLinear>();
   state->w = std::move(packed);
   if (c != nullptr) state->bias.assign(c->data<float>(), c->data<float>() + n);
-  return std::shared_ptr<const void>(std::move(state));
+  return PreparedKernel{std::shared_ptr<const void>(std::move(state)), ""};
 }
 
 Status RunSparseLinear(OpContext& ctx) {

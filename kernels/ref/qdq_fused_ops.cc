@@ -138,9 +138,9 @@ Status QLinearAdd(OpContext& ctx) {
 }  // namespace
 
 void RegisterQdqFusedOps(KernelRegistry& r) {
-  r.Add({"QLinearLut", "sparq", 1, 1, QLinearLut, "ref"});
-  r.Add({"QLinearAdd", "sparq", 1, 1, QLinearAdd, "ref"});
-  r.Add({"QLinearConvLut", "sparq", 1, 1, QLinearConvLut, "ref"});
+  r.Add({"QLinearLut", kSparqDomain, 1, 1, QLinearLut, "ref"});
+  r.Add({"QLinearAdd", kSparqDomain, 1, 1, QLinearAdd, "ref"});
+  r.Add({"QLinearConvLut", kSparqDomain, 1, 1, QLinearConvLut, "ref"});
 }
 
 }  // namespace sparq

@@ -175,6 +175,14 @@ TEST_F(CliTest, EvalRunsAndReports) {
   EXPECT_NE(profile_json.out.find("\"profile\""), std::string::npos) << profile_json.out;
   CliResult reference = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --reference-kernels --json");
   ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  // --kernel-table: a table file replaces the compiled-in one; a bad one is an error naming its line.
+  WriteBytes(path("speed.csv"), "backend,structure,precision,sparsity,speedup\ncpu,block4x4,s8,0.5,1.5\n");
+  CliResult table = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --kernel-table " +
+                        path("speed.csv"));
+  ASSERT_EQ(table.exit_code, 0) << table.err;
+  WriteBytes(path("bad_speed.csv"), "backend,structure,precision,sparsity,speedup\ncpu,block4x4,s8,2,1.5\n");
+  ExpectError("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --kernel-table " + path("bad_speed.csv"),
+              "bad_speed.csv:2: sparsity '2' must be a number in [0, 1)");
 
   ExpectError("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --save-outputs " + path("mlp.onnx"),
               "would overwrite the model");

@@ -17,6 +17,7 @@
 
 #include "kernels/cpu/dispatch.h"
 #include "kernels/formats.h"
+#include "kernels/parallel.h"
 #include "kernels/ref/gemm.h"
 #include "kernels/ref/gemm_int.h"
 #include "kernels/ref/quantize.h"
@@ -123,8 +124,9 @@ std::vector<T> RandomBlockSparse(std::mt19937& rng, int64_t rows, int64_t cols, 
 
 // A dense [rows, cols] matrix that is N:M sparse: per group of `group`
 // columns, a random count in [0, keep] of random positions are nonzero.
-std::vector<float> RandomNm(std::mt19937& rng, int64_t rows, int64_t cols, int group, int keep) {
-  std::vector<float> w(static_cast<size_t>(rows * cols), 0.0f);
+template <typename T = float>
+std::vector<T> RandomNm(std::mt19937& rng, int64_t rows, int64_t cols, int group, int keep) {
+  std::vector<T> w(static_cast<size_t>(rows * cols), T(0));
   for (int64_t n = 0; n < rows; ++n) {
     for (int64_t k0 = 0; k0 < cols; k0 += group) {
       const int width = static_cast<int>(std::min<int64_t>(group, cols - k0));
@@ -132,7 +134,13 @@ std::vector<float> RandomNm(std::mt19937& rng, int64_t rows, int64_t cols, int g
       for (int j = 0; j < width; ++j) pos[j] = j;
       std::shuffle(pos.begin(), pos.end(), rng);
       const int count = std::min(width, static_cast<int>(rng() % (keep + 1)));
-      for (int t = 0; t < count; ++t) w[n * cols + k0 + pos[t]] = RandomNonzero(rng);
+      for (int t = 0; t < count; ++t) {
+        if constexpr (std::is_same<T, float>::value) {
+          w[n * cols + k0 + pos[t]] = RandomNonzero(rng);
+        } else {
+          w[n * cols + k0 + pos[t]] = RandomInt<T>(rng, -128, 127, 0);
+        }
+      }
     }
   }
   return w;
@@ -499,20 +507,45 @@ TEST_P(IsaTest, GemmS8WrapsLikeReference) {
 }
 
 // ---------------------------------------------------------------------------
-// INT8 BSR
+// INT8 sparse: BSR and N:M weights (the format's kind picks the kernel)
+
+// Packs w and runs the INT8 sparse kernel of `format` with the fields of `args`.
+template <typename Args>
+Status RunSpmmS8(const std::vector<int8_t>& w, const Shape& s, PackedFormat format, Args args, const char** name) {
+  if (Traits(format).kind == LayoutKind::kNm) {
+    StatusOr<NmS8> packed = PackNm(w.data(), s.n, s.k, format);
+    if (!packed.ok()) return packed.status();
+    if (UnpackNm(*packed) != w) return Status::Internal("N:M pack/unpack round trip");
+    // Every other call passes the weights prepacked (PrepackSpmmNmS8), so both ways are checked.
+    static int calls = 0;
+    StatusOr<NmS8Panels> panels = PrepackSpmmNmS8(*packed);
+    if (!panels.ok()) return panels.status();
+    SpmmNmS8Args a;
+    a.panels = calls++ % 2 == 1 ? &*panels : nullptr;
+    a.layout = args.layout, a.m = args.m, a.x = args.x, a.x_signed = args.x_signed, a.ld_x = args.ld_x;
+    a.x_zero_point = args.x_zero_point, a.w = &*packed, a.out = args.out, a.pool = args.pool;
+    return RunSpmmNmS8(a, name);
+  }
+  StatusOr<BsrS8> packed = PackBsr(w.data(), s.n, s.k, format);
+  if (!packed.ok()) return packed.status();
+  if (UnpackBsr(*packed) != w) return Status::Internal("BSR pack/unpack round trip");
+  args.w = &*packed;
+  return RunSpmmBsrS8(args, name);
+}
 
 template <typename TX>
-void CheckSpmmBsrS8Typed(std::mt19937& rng, const S8Case& c, PackedFormat format, const Shape& s, double density,
-                         SpmmLayout layout, const std::string& expected_suffix, std::set<std::string>* ran) {
+void CheckSpmmS8Typed(std::mt19937& rng, const S8Case& c, PackedFormat format, const Shape& s, double density,
+                         SpmmLayout layout, const std::string& expected_suffix, std::set<std::string>* ran,
+                      ThreadPool* pool = nullptr) {
   const PackedFormatTraits& t = Traits(format);
   constexpr int32_t x_lo = std::is_same<TX, int8_t>::value ? -128 : 0, x_hi = x_lo + 255;
   const int32_t x_zp = RandomInt<int32_t>(rng, x_lo, x_hi, x_hi + 1);
   std::vector<TX> x(static_cast<size_t>(s.m * s.k));
   for (TX& v : x) v = RandomInt<TX>(rng, x_lo, x_hi, x_zp);
-  std::vector<int8_t> w = RandomBlockSparse<int8_t>(rng, s.n, s.k, t.block_rows, t.block_cols, density);
-  StatusOr<BsrS8> packed = PackBsr(w.data(), s.n, s.k, format);
-  ASSERT_TRUE(packed.ok()) << packed.status().ToString();
-  ASSERT_EQ(UnpackBsr(*packed), w) << "pack/unpack round trip";
+  // N:M: `density` is unused (every group keeps a random count in [0, N]).
+  std::vector<int8_t> w = t.kind == LayoutKind::kNm
+                              ? RandomNm<int8_t>(rng, s.n, s.k, t.block_cols, t.nm_keep)
+                              : RandomBlockSparse<int8_t>(rng, s.n, s.k, t.block_rows, t.block_cols, density);
   std::vector<int8_t> wt(w.size());
   for (int64_t n = 0; n < s.n; ++n)
     for (int64_t k = 0; k < s.k; ++k) wt[k * s.n + n] = w[n * s.k + k];
@@ -542,13 +575,13 @@ void CheckSpmmBsrS8Typed(std::mt19937& rng, const S8Case& c, PackedFormat format
   args.x_signed = std::is_same<TX, int8_t>::value;
   args.ld_x = ld_x;
   args.x_zero_point = x_zp;
-  args.w = &*packed;
+  args.pool = pool;
   const int64_t ld_s32 = out_cols + 2, ld_q = out_cols + 7;
   std::vector<int32_t> got(static_cast<size_t>(out_rows * ld_s32), 12345);
   std::vector<int8_t> got_q(static_cast<size_t>(out_rows * ld_q), 77);
   SetEpilogue(c, q, got.data(), ld_s32, got_q.data(), ld_q, &args.out);
   const char* name = nullptr;
-  Status st = RunSpmmBsrS8(args, &name);
+  Status st = RunSpmmS8(w, s, format, args, &name);
   ASSERT_TRUE(st.ok()) << st.ToString();
   ASSERT_NE(name, nullptr);
   EXPECT_NE(std::string(name).find(expected_suffix), std::string::npos) << name;
@@ -563,14 +596,15 @@ void CheckSpmmBsrS8Typed(std::mt19937& rng, const S8Case& c, PackedFormat format
   }
 }
 
-void CheckSpmmBsrS8(std::mt19937& rng, const S8Case& c, PackedFormat format, const Shape& s, double density,
-                    SpmmLayout layout, const std::string& expected_suffix, std::set<std::string>* ran) {
+void CheckSpmmS8(std::mt19937& rng, const S8Case& c, PackedFormat format, const Shape& s, double density,
+                    SpmmLayout layout, const std::string& expected_suffix, std::set<std::string>* ran,
+                      ThreadPool* pool = nullptr) {
   SCOPED_TRACE(c.Describe() + " " + Traits(format).name + " " + ToString(s) + " density " + std::to_string(density) +
                (layout == SpmmLayout::kRowMajor ? " row-major" : " transposed"));
   if (c.a_signed) {
-    CheckSpmmBsrS8Typed<int8_t>(rng, c, format, s, density, layout, expected_suffix, ran);
+    CheckSpmmS8Typed<int8_t>(rng, c, format, s, density, layout, expected_suffix, ran, pool);
   } else {
-    CheckSpmmBsrS8Typed<uint8_t>(rng, c, format, s, density, layout, expected_suffix, ran);
+    CheckSpmmS8Typed<uint8_t>(rng, c, format, s, density, layout, expected_suffix, ran, pool);
   }
 }
 
@@ -583,7 +617,28 @@ TEST_P(IsaTest, SpmmBsrS8MatchesReferenceExactly) {
     for (const Shape& s : kSpmmShapes)
       for (double d : {0.1, 0.5, 1.0})
         for (SpmmLayout layout : {SpmmLayout::kRowMajor, SpmmLayout::kTransposed})
-          CheckSpmmBsrS8(rng, cases[case_index++ % cases.size()], f, s, d, layout, suffix, nullptr);
+          CheckSpmmS8(rng, cases[case_index++ % cases.size()], f, s, d, layout, suffix, nullptr);
+  }
+}
+
+// N:M INT8: 2:4 and 4:8, K not a multiple of 8 (odd group counts, narrow last
+// groups), M not a multiple of the 4-row tile, N not a multiple of 16 / 64, and
+// several thread counts (tasks split channels, then activation rows).
+TEST_P(IsaTest, SpmmNmS8MatchesReferenceExactly) {
+  std::mt19937 rng(406);
+  const std::vector<S8Case> cases = S8Cases();
+  const std::vector<Shape> shapes = {{1, 1, 1},   {1, 5, 3},    {3, 1, 7},     {17, 9, 13},  {33, 20, 37},
+                                     {64, 64, 64}, {70, 33, 130}, {5, 40, 600}, {130, 17, 19}, {70, 530, 21},
+                                     {6, 70, 12},  {9, 200, 300}};
+  ThreadPool pool2(2), pool3(3);
+  ThreadPool* pools[] = {nullptr, &pool2, &pool3};
+  int case_index = 0;
+  for (PackedFormat f : {PackedFormat::kNm2of4S8, PackedFormat::kNm4of8S8}) {
+    const std::string suffix = std::string("_s8_") + CpuIsaName(ExpectedIsa(CpuOp::kSpmmNmS8, f));
+    for (const Shape& s : shapes)
+      for (SpmmLayout layout : {SpmmLayout::kRowMajor, SpmmLayout::kTransposed})
+        for (ThreadPool* pool : pools)
+          CheckSpmmS8(rng, cases[case_index++ % cases.size()], f, s, 1.0, layout, suffix, nullptr, pool);
   }
 }
 
@@ -612,7 +667,8 @@ TEST(CpuKernelTable, EveryTableRowIsExercised) {
         CheckSpmmNmF32(rng, def.format, s, SpmmLayout::kTransposed, true, def.name, &ran);
         break;
       case CpuOp::kSpmmBsrS8:
-        CheckSpmmBsrS8(rng, S8Cases()[2], def.format, s, 0.5, SpmmLayout::kRowMajor, def.name, &ran);
+      case CpuOp::kSpmmNmS8:
+        CheckSpmmS8(rng, S8Cases()[2], def.format, s, 0.5, SpmmLayout::kRowMajor, def.name, &ran);
         break;
       case CpuOp::kGemmF32: {  // the full checks are in cpu_gemm_f32_test.cc
         std::vector<float> x(s.m * s.k), w(s.n * s.k), want(s.m * s.n), y(s.m * s.n);
@@ -632,6 +688,7 @@ TEST(CpuKernelTable, EveryTableRowIsExercised) {
     }
   }
   ResetIsa();
+  for (const std::string& name : expected) EXPECT_EQ(ran.count(name), 1u) << name << " did not run";
   EXPECT_EQ(ran, expected);
 }
 
@@ -647,9 +704,9 @@ TEST(CpuKernelTable, NamesAreUniqueAndSayTheirIsa) {
 TEST(CpuKernelTable, EveryFormatHasAPortableKernel) {
   ASSERT_TRUE(ForceIsa(CpuIsa::kPortable).ok());
   for (const PackedFormatTraits& t : kPackedFormatTraits) {
-    if (t.kind == LayoutKind::kNm && t.elem == ElemType::kS8) continue;  // N:M int8: format only, no kernel yet
-    const CpuOp op = t.kind == LayoutKind::kPanel ? (t.elem == ElemType::kF32 ? CpuOp::kGemmF32 : CpuOp::kGemmS8)
-                     : t.kind == LayoutKind::kNm  ? CpuOp::kSpmmNmF32
+    const bool f32 = t.elem == ElemType::kF32;
+    const CpuOp op = t.kind == LayoutKind::kPanel ? (f32 ? CpuOp::kGemmF32 : CpuOp::kGemmS8)
+                     : t.kind == LayoutKind::kNm  ? (f32 ? CpuOp::kSpmmNmF32 : CpuOp::kSpmmNmS8)
                      : t.elem == ElemType::kF32   ? CpuOp::kSpmmBsrF32
                                                   : CpuOp::kSpmmBsrS8;
     const CpuKernelDef* def = SelectCpuKernel(op, t.format);
@@ -837,6 +894,41 @@ TEST(CpuKernelArgs, EntryPointsRejectBadArguments) {
   sp.ld_x = 4;
   ASSERT_TRUE(RunSpmmBsrF32(sp).ok());
   EXPECT_EQ(y[0], 1.0f);
+
+  const int8_t w24[4] = {0, 3, 0, -2};
+  StatusOr<NmS8> nm = PackNm(w24, 1, 4, PackedFormat::kNm2of4S8);
+  ASSERT_TRUE(nm.ok());
+  SpmmNmS8Args ns;
+  ns.m = 1;
+  ns.x = a;
+  ns.ld_x = 4;
+  ns.w = &*nm;
+  EXPECT_NE(RunSpmmNmS8(ns).message().find("null output"), std::string::npos) << RunSpmmNmS8(ns).message();
+  ns.out.out_s32 = c;
+  ns.out.ld_s32 = 1;
+  ns.x_zero_point = 256;  // outside uint8
+  EXPECT_NE(RunSpmmNmS8(ns).message().find("zero point 256"), std::string::npos) << RunSpmmNmS8(ns).message();
+  ns.x_zero_point = 1;
+  ns.ld_x = 3;
+  EXPECT_NE(RunSpmmNmS8(ns).message().find("ld_x 3 < 4 (K)"), std::string::npos) << RunSpmmNmS8(ns).message();
+  ns.ld_x = 4;
+  ASSERT_TRUE(RunSpmmNmS8(ns).ok());
+  EXPECT_EQ(c[0], 3 * (2 - 1) - 2 * (4 - 1));
+  ns.w = nullptr;
+  EXPECT_EQ(RunSpmmNmS8(ns).code(), StatusCode::kInvalidArgument);
+  NmS8 not_nm;
+  not_nm.format = PackedFormat::kNm2of4F32;
+  EXPECT_EQ(PrepackSpmmNmS8(not_nm).status().code(), StatusCode::kInvalidArgument);
+  // Panels of another matrix are not used: the kernel builds its own.
+  const int8_t other_w[4] = {5, 0, 0, 0};
+  StatusOr<NmS8> other = PackNm(other_w, 1, 4, PackedFormat::kNm2of4S8);
+  ASSERT_TRUE(other.ok());
+  StatusOr<NmS8Panels> other_panels = PrepackSpmmNmS8(*other);
+  ASSERT_TRUE(other_panels.ok());
+  ns.w = &*nm;
+  ns.panels = &*other_panels;
+  ASSERT_TRUE(RunSpmmNmS8(ns).ok());
+  EXPECT_EQ(c[0], 3 * (2 - 1) - 2 * (4 - 1));
 }
 
 }  // namespace

@@ -167,10 +167,10 @@ TEST(PrunePlan, AutoWithAKernelTablePicksTheFastestAndLeavesSlowLayersDense) {
       "cuda,2:4,0.5,1.6\n",
       "speed.csv");
   ASSERT_TRUE(table.ok()) << table.status().ToString();
-  EXPECT_NEAR(*table->SpeedupAt("cpu", PruneStructure::Block(4, 4), 0.8), 2.25, 1e-12);  // interpolated
-  EXPECT_NEAR(*table->SpeedupAt("cpu", PruneStructure::Block(4, 4), 0.95), 3.0, 1e-12);  // beyond: the last
-  EXPECT_FALSE(table->SpeedupAt("cpu", PruneStructure::Block(4, 4), 0.3).has_value());   // below: unknown
-  EXPECT_FALSE(table->SpeedupAt("cpu", PruneStructure::Block(8, 8), 0.7).has_value());
+  EXPECT_NEAR(*table->SpeedupAt("cpu", PruneStructure::Block(4, 4).ToString(), 0.8), 2.25, 1e-12);  // interpolated
+  EXPECT_NEAR(*table->SpeedupAt("cpu", PruneStructure::Block(4, 4).ToString(), 0.95), 3.0, 1e-12);  // beyond: the last
+  EXPECT_FALSE(table->SpeedupAt("cpu", PruneStructure::Block(4, 4).ToString(), 0.3).has_value());   // below: unknown
+  EXPECT_FALSE(table->SpeedupAt("cpu", PruneStructure::Block(8, 8).ToString(), 0.7).has_value());
 
   Model m = ResidualCnn();
   PruneOptions o;

@@ -1,0 +1,65 @@
+// The kernel speed table: how much faster sparq's sparse kernels run than the
+// dense kernel of the same precision, per backend, sparse structure and
+// sparsity, as bench/kernels_bench measures it (bench/KERNELS.md). Two users:
+// the executor runs a layer sparse only when its structure beats dense at its
+// sparsity (ExecutorOptions::kernel_table), and the pruner's `structure: auto`
+// picks the fastest structure (PruneOptions::kernel_table).
+//
+// A CSV file, '#' lines are comments; the precision column is optional:
+//
+//   backend,structure,precision,sparsity,speedup
+//   cpu,block4x4,s8,0.8,2.74
+//   cpu,2:4,f32,0.5,0.90
+//
+// structure: "unstructured", "block<R>x<C>" (R, C >= 1), "<N>:<M>" (1 <= N < M).
+// precision: "f32" or "s8"; a file without the column (header
+// backend,structure,sparsity,speedup) has rows for any precision.
+// speedup = dense time / sparse time (> 1: the sparse kernel is faster).
+#pragma once
+
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "sparq/status.h"
+
+namespace sparq {
+
+struct KernelSpeedTable {
+  struct Row {
+    std::string backend;    // "cpu", "cuda"
+    std::string structure;  // "block4x4", "2:4", "unstructured"
+    std::string precision;  // "f32", "s8", or "" (any)
+    double sparsity = 0.0;  // in [0, 1)
+    double speedup = 0.0;   // > 0
+  };
+  std::vector<Row> rows;
+
+  // Errors: InvalidArgument naming every bad line ("what:line: ..."; `what`
+  // names the file), or a missing or unknown header.
+  static StatusOr<KernelSpeedTable> Parse(const std::string& csv, const std::string& what);
+  // Errors: NotFound, IOError, and those of Parse.
+  static StatusOr<KernelSpeedTable> Load(const std::string& path);
+  // The table compiled into the library from bench/kernel_speedups.csv at
+  // build time (no file is read at run time). Thread safe.
+  static const KernelSpeedTable& Default();
+
+  // The speed-up of `structure` on `backend` at `sparsity`, interpolated
+  // linearly between the two nearest measured sparsities; above the measured
+  // range the highest one's (sparser only gets faster); nullopt below it or
+  // when the pair was never measured. `precision` "" takes the s8 rows when
+  // the pair has any (sparq prunes, then quantizes), else the others.
+  std::optional<double> SpeedupAt(const std::string& backend, const std::string& structure, double sparsity,
+                                  const std::string& precision = "") const;
+  // The executor's rule: the speed-up measured at the highest sparsity at or
+  // below `sparsity` for exactly this precision (or rows of any precision);
+  // nullopt when nothing is measured there (the layer then stays dense).
+  std::optional<double> MeasuredAtOrBelow(const std::string& backend, const std::string& structure,
+                                          const std::string& precision, double sparsity) const;
+};
+
+// Checks a structure spelling of the table (see above) and returns it;
+// InvalidArgument saying what is wrong otherwise.
+StatusOr<std::string> ParseKernelTableStructure(const std::string& text);
+
+}  // namespace sparq
