@@ -2,6 +2,8 @@
 // BERT-base, one thread:
 //
 //   f32_ref      GemmF32Ref, the dense FP32 reference GEMM (kernels/ref/gemm.h)
+//   f32_dense    gemm_f32, sparq's dense FP32 GEMM (weights packed once; conv
+//                layers through its convolution source, as a 1x1 conv)
 //   s8_dense     gemm_s8 (INT8 dense, u8 activations x s8 weights, requantized to u8)
 //   f32_bsr4x4   spmm_bsr4x4_f32 at 80% block sparsity
 //   s8_bsr4x4    spmm_bsr4x4_s8 at 80% block sparsity (requantized to u8)
@@ -178,6 +180,35 @@ void BenchF32Ref(benchmark::State& state, const LayerShape* s) {
     benchmark::DoNotOptimize(y.data());
   }
   SetCounters(state, *s, "gemm_f32_ref");
+}
+
+// gemm_f32: conv layers as a 1x1 convolution over X^T [K, M] (the NCHW
+// layout, Y^T [N, M]: what the executor's Conv runs, im2col packing
+// included), BERT layers row-major.
+void BenchF32Dense(benchmark::State& state, const LayerShape* s) {
+  const Problem& p = ProblemFor(*s);
+  StatusOr<PackedGemmF32> w = PackGemmF32(p.w.data(), s->n, s->k, PreferredGemmF32Format(ActiveIsa()));
+  if (!w.ok()) return state.SkipWithError(w.status().ToString().c_str());
+  std::vector<float> y(s->m * s->n);
+  GemmF32Args args;
+  args.w = &*w;
+  if (s->conv) {
+    args.source = GemmF32Source::kConv;
+    args.batch = 1;
+    args.conv.channels = s->k, args.conv.height = 1, args.conv.width = s->m;
+    args.conv.out_h = 1, args.conv.out_w = s->m;
+    args.x = p.xt.data(), args.y = y.data();
+    args.x_image_stride = s->k * s->m, args.y_image_stride = s->n * s->m;
+  } else {
+    args.m = s->m, args.x = p.x.data(), args.ld_x = s->k, args.y = y.data(), args.ld_y = s->n;
+  }
+  const char* name = "gemm_f32";
+  for (auto _ : state) {
+    Status st = RunGemmF32(args, &name);
+    if (!st.ok()) return state.SkipWithError(st.ToString().c_str());
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetCounters(state, *s, name);
 }
 
 #if SPARQ_BENCH_HAVE_DNNL
@@ -367,6 +398,7 @@ void RegisterAll() {
     const std::string base =
         std::string(s.name) + "/M" + std::to_string(s.m) + "_N" + std::to_string(s.n) + "_K" + std::to_string(s.k);
     benchmark::RegisterBenchmark((base + "/f32_ref").c_str(), BenchF32Ref, &s)->Unit(benchmark::kMillisecond);
+    benchmark::RegisterBenchmark((base + "/f32_dense").c_str(), BenchF32Dense, &s)->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark((base + "/s8_dense").c_str(), BenchS8Dense, &s)->Unit(benchmark::kMillisecond);
 #if SPARQ_BENCH_HAVE_DNNL
     benchmark::RegisterBenchmark((base + "/f32_onednn").c_str(), BenchF32OneDnn, &s)->Unit(benchmark::kMillisecond);
