@@ -187,7 +187,7 @@ void BenchF32Ref(benchmark::State& state, const LayerShape* s) {
 // included), BERT layers row-major.
 void BenchF32Dense(benchmark::State& state, const LayerShape* s) {
   const Problem& p = ProblemFor(*s);
-  StatusOr<PackedGemmF32> w = PackGemmF32(p.w.data(), s->n, s->k, PreferredGemmF32Format(ActiveIsa()));
+  StatusOr<PackedGemmF32> w = PackGemmF32(p.w.data(), s->n, s->k, PreferredGemmF32Format(ActiveIsa()), !s->conv);
   if (!w.ok()) return state.SkipWithError(w.status().ToString().c_str());
   std::vector<float> y(s->m * s->n);
   GemmF32Args args;

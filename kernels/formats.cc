@@ -313,7 +313,7 @@ StatusOr<PackedGemmS8> PackGemmS8(const TW* w, int64_t n, int64_t k, GemmZeroPoi
 // ---------------------------------------------------------------------------
 // FP32 GEMM panels
 
-StatusOr<PackedGemmF32> PackGemmF32(const float* w, int64_t rows, int64_t k, PackedFormat format) {
+StatusOr<PackedGemmF32> PackGemmF32(const float* w, int64_t rows, int64_t k, PackedFormat format, bool strips) {
   if (static_cast<int>(format) >= kNumPackedFormats || Traits(format).kind != LayoutKind::kPanel ||
       Traits(format).elem != ElemType::kF32) {
     return Status::InvalidArgument("PackGemmF32: not an f32 panel format (use panel8x32_f32, panel6x16_f32 or "
@@ -328,7 +328,8 @@ StatusOr<PackedGemmF32> PackGemmF32(const float* w, int64_t rows, int64_t k, Pac
   p.format = format;
   p.rows = rows;
   p.k = k;
-  const int tr = p.tile_rows();
+  p.strips = strips;
+  const int tr = p.height();
   p.panels = (rows + tr - 1) / tr;
   p.data.assign(static_cast<size_t>(p.panels * tr * k), 0.0f);
   for (int64_t r = 0; r < rows; ++r) {

@@ -280,20 +280,27 @@ StatusOr<PackedGemmS8> PackGemmS8(const TW* w, int64_t n, int64_t k, GemmZeroPoi
 //     data[p * k * tile_rows + kk * tile_rows + i] = W[tile_rows * p + i][kk]   (0 past the last row)
 //
 // so a tile reads tile_rows consecutive floats per k (one broadcast each).
+// The weights of a MatMul / Gemm are the tile's other operand: packed as
+// strips (strips = true), the same layout with tile_cols rows per panel, so a
+// tile reads one vector row of tile_cols output columns per k.
 struct PackedGemmF32 {
   PackedFormat format = PackedFormat::kPanel8x32F32;
-  int64_t rows = 0;    // output channels
-  int64_t k = 0;       // inputs per output
-  int64_t panels = 0;  // ceil(rows / tile_rows)
+  int64_t rows = 0;     // output channels
+  int64_t k = 0;        // inputs per output
+  bool strips = false;  // panels of tile_cols rows (MatMul / Gemm) instead of tile_rows (Conv)
+  int64_t panels = 0;   // ceil(rows / height())
   std::vector<float> data;
 
   int tile_rows() const { return Traits(format).block_rows; }
   int tile_cols() const { return Traits(format).tile_cols; }
-  const float* panel(int64_t p) const { return data.data() + p * k * tile_rows(); }
+  int height() const { return strips ? tile_cols() : tile_rows(); }  // rows of W per panel
+  const float* panel(int64_t p) const { return data.data() + p * k * height(); }
 };
 
-// Packs W [rows, k] (row-major) into an f32 panel format. InvalidArgument for
-// another format, negative sizes or a null w with rows * k > 0.
-StatusOr<PackedGemmF32> PackGemmF32(const float* w, int64_t rows, int64_t k, PackedFormat format);
+// Packs W [rows, k] (row-major) into an f32 panel format, as panels of
+// tile_rows rows (convolution weights) or, with `strips`, of tile_cols rows
+// (MatMul / Gemm weights, W = B^T). InvalidArgument for another format,
+// negative sizes or a null w with rows * k > 0.
+StatusOr<PackedGemmF32> PackGemmF32(const float* w, int64_t rows, int64_t k, PackedFormat format, bool strips = false);
 
 }  // namespace sparq

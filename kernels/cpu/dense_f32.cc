@@ -210,7 +210,7 @@ StatusOr<std::shared_ptr<const void>> PrepareDenseLinear(const Node& node,
   for (int64_t o = 0; o < n; ++o)
     for (int64_t i = 0; i < k; ++i) w[o * k + i] = trans_b ? src[o * k + i] : src[i * n + o];
   auto linear = std::make_shared<DenseLinear>();
-  SPARQ_ASSIGN_OR_RETURN(linear->w, PackGemmF32(w.data(), n, k, PreferredGemmF32Format(ActiveIsa())));
+  SPARQ_ASSIGN_OR_RETURN(linear->w, PackGemmF32(w.data(), n, k, PreferredGemmF32Format(ActiveIsa()), /*strips=*/true));
   if (c != nullptr) linear->bias.assign(c->data<float>(), c->data<float>() + n);
   return std::shared_ptr<const void>(std::move(linear));
 }
@@ -270,7 +270,7 @@ Status RunBatchedMatMul(OpContext& ctx) {
       const float* src = b.data<float>() + (b.rank() > 2 ? i * k * n : 0);
       for (int64_t o = 0; o < n; ++o)
         for (int64_t j = 0; j < k; ++j) bt[o * k + j] = src[j * n + o];
-      SPARQ_ASSIGN_OR_RETURN(packed, PackGemmF32(bt.data(), n, k, format));
+      SPARQ_ASSIGN_OR_RETURN(packed, PackGemmF32(bt.data(), n, k, format, /*strips=*/true));
     }
     GemmF32Args args;
     args.w = &packed;

@@ -331,6 +331,7 @@ Status RunGemmF32(const GemmF32Args& args, const char** kernel_name) {
   if (args.w == nullptr) return Status::InvalidArgument("gemm_f32: null packed weights (w)");
   const PackedGemmF32& w = *args.w;
   if (args.source == GemmF32Source::kRows) {
+    if (!w.strips) return Status::InvalidArgument("gemm_f32: MatMul weights must be packed as strips");
     SPARQ_RETURN_IF_ERROR(CheckA("gemm_f32", "x", args.x, args.m, w.k, args.ld_x));
     if (args.y == nullptr && args.m > 0 && w.rows > 0) return Status::InvalidArgument("gemm_f32: null y");
     if (args.ld_y < w.rows) {
@@ -338,6 +339,7 @@ Status RunGemmF32(const GemmF32Args& args, const char** kernel_name) {
     }
     if (args.m == 0 || w.rows == 0) return Status::OK();
   } else {
+    if (w.strips) return Status::InvalidArgument("gemm_f32: convolution weights must be packed as panels");
     const ConvGeometry& g = args.conv;
     if (args.batch < 0 || g.channels < 0 || g.height < 0 || g.width < 0 || g.out_h < 0 || g.out_w < 0)
       return Status::InvalidArgument("gemm_f32: negative convolution size");

@@ -1,8 +1,8 @@
-// gemm_f32: the FP32 dense GEMM driver (blocking, packing of activation strips,
-// threads, bias and ReLU) and the portable register tiles. The x86 tiles are
+// gemm_f32: the FP32 dense GEMM drivers (blocking, packing of activations,
+// threads, bias and clamp) and the portable register tiles. The x86 tiles are
 // in gemm_f32_avx2.cc and gemm_f32_avx512.cc.
 //
-// One call computes C = W * B for packed weights W [R, K]:
+// A convolution computes C = W * B for weights W [R, K] packed in panels:
 //
 //            K                  cols (X rows, or output pixels)
 //        +-------+            +-----------------------------+
@@ -11,11 +11,14 @@
 //        |  ...  |            |  per call from X or im2col  |
 //        +-------+            +-----------------------------+
 //
-// A task owns a few strips of one image (or of X) and a range of panels; for
-// each slice of kKc values of k it packs its strips once and runs the tile on
-// every (panel, strip) pair, so the strips stay in L2 and a panel slice in L1.
-// Each C element belongs to one task and is summed in k order, slice after
-// slice, so the result does not depend on the number of threads.
+// A task owns a few strips of one image and a range of panels; for each slice
+// of kKc values of k it packs its strips once and runs the tile on every
+// (panel, strip) pair, so the strips stay in L2 and a panel slice in L1.
+// MatMul and Gemm turn the roles around: X is packed per call into panels
+// (tile_rows rows of X each), W^T once into strips of tile_cols output
+// columns, and the tile writes rows of Y. Each C element belongs to one task
+// and is summed in k order, slice after slice, so the result does not depend
+// on the number of threads.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -31,16 +34,6 @@ constexpr int64_t kKc = 256;          // k per slice
 constexpr int64_t kStripsPerTask = 4;  // strips packed together
 constexpr int64_t kTasksPerThread = 4;
 
-// strip[kk * tc + j] = X[j0 + j][k0 + kk], zero for j >= cols.
-void PackRowsStrip(const float* x, int64_t ld_x, int64_t j0, int cols, int64_t k0, int64_t kc, int tc, float* strip) {
-  for (int j = 0; j < cols; ++j) {
-    const float* row = x + (j0 + j) * ld_x + k0;
-    for (int64_t kk = 0; kk < kc; ++kk) strip[kk * tc + j] = row[kk];
-  }
-  if (cols < tc)
-    for (int64_t kk = 0; kk < kc; ++kk) std::fill(strip + kk * tc + cols, strip + (kk + 1) * tc, 0.0f);
-}
-
 // The runs of strip columns [p0, p0 + cols): at most one per column.
 int ConvStripRuns(const ConvGeometry& g, int64_t p0, int cols, ConvStripRun* runs) {
   int num_runs = 0;
@@ -53,15 +46,16 @@ int ConvStripRuns(const ConvGeometry& g, int64_t p0, int cols, ConvStripRun* run
   return num_runs;
 }
 
-// c[i * rs + j * cs] += bias[i], then clamped to [lo, hi], over rows x cols.
-void Epilogue(const float* bias, float lo, float hi, float* c, int64_t rs, int64_t cs, int64_t rows, int64_t cols) {
+// c[i * ldc + j] += bias[i * bias_row + j * bias_col], then clamped to
+// [lo, hi], over rows x cols (bias per row: strides 1, 0; per column: 0, 1).
+void Epilogue(const float* bias, int64_t bias_row, int64_t bias_col, float lo, float hi, float* c, int64_t ldc,
+              int64_t rows, int64_t cols) {
   for (int64_t i = 0; i < rows; ++i) {
-    const float b = bias != nullptr ? bias[i] : 0.0f;
-    float* ci = c + i * rs;
+    float* ci = c + i * ldc;
     for (int64_t j = 0; j < cols; ++j) {
-      float v = ci[j * cs] + b;
+      float v = ci[j] + (bias != nullptr ? bias[i * bias_row + j * bias_col] : 0.0f);
       v = v < lo ? lo : v;  // NaN stays NaN, as in the reference Clip / Relu
-      ci[j * cs] = v > hi ? hi : v;
+      ci[j] = v > hi ? hi : v;
     }
   }
 }
@@ -90,9 +84,13 @@ void TilePortable(int64_t kc, const float* a, const float* b, float* c, int64_t 
 void PackConvStripPortable(const ConvGeometry& g, const float* image, const ConvStripRun* runs, int num_runs, int cols,
                            int64_t k0, int64_t kc, int tc, float* strip) {
   const int64_t window = g.kernel_h * g.kernel_w;
+  int64_t c = k0 / window, ky = (k0 % window) / g.kernel_w, kx = k0 % g.kernel_w;
   for (int64_t kk = 0; kk < kc; ++kk) {
     float* dst = strip + kk * tc;
-    const int64_t k = k0 + kk, c = k / window, ky = (k % window) / g.kernel_w, kx = k % g.kernel_w;
+    if (kk > 0 && ++kx == g.kernel_w) {  // (c, ky, kx) of k0 + kk, counted up without dividing
+      kx = 0;
+      if (++ky == g.kernel_h) ky = 0, ++c;
+    }
     const float* plane = image + c * g.height * g.width;
     for (int r = 0; r < num_runs; ++r) {
       const ConvStripRun& run = runs[r];
@@ -119,12 +117,18 @@ void PackConvStripPortable(const ConvGeometry& g, const float* image, const Conv
   }
 }
 
-void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa) {
+namespace {
+
+bool Clamps(const GemmF32Args& args) {
+  return args.out_min > -std::numeric_limits<float>::infinity() || args.out_max < std::numeric_limits<float>::infinity();
+}
+
+// Convolutions: C = W [R, K] (panels) * im2col strips; C [R, P] is the NCHW output.
+void ConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   const PackedGemmF32& w = *args.w;
   const int tr = isa.tile_rows, tc = isa.tile_cols;
-  const bool conv = args.source == GemmF32Source::kConv;
-  const int64_t images = conv ? args.batch : 1;
-  const int64_t cols_total = conv ? args.conv.out_size() : args.m;
+  const int64_t images = args.batch;
+  const int64_t cols_total = args.conv.out_size();
   const int64_t strips = (cols_total + tc - 1) / tc;
   const int64_t strip_groups = (strips + kStripsPerTask - 1) / kStripsPerTask;
   const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
@@ -141,47 +145,103 @@ void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa) {
       const int64_t chunk = t % chunks, group = (t / chunks) % strip_groups, img = t / (chunks * strip_groups);
       const int64_t s0 = group * kStripsPerTask, s1 = std::min(strips, s0 + kStripsPerTask);
       const int64_t p0 = chunk * panels_per_chunk, p1 = std::min(w.panels, p0 + panels_per_chunk);
-      const float* x = conv ? args.x + img * args.x_image_stride : args.x;
-      float* y = conv ? args.y + img * args.y_image_stride : args.y;
-      // C[r][j] lives at y + r * rs + j * cs.
-      const int64_t rs = conv ? cols_total : 1, cs = conv ? 1 : args.ld_y;
+      const float* x = args.x + img * args.x_image_stride;
+      float* y = args.y + img * args.y_image_stride;  // C[r][j] at y + r * cols_total + j
       for (int64_t k0 = 0; k0 < w.k; k0 += kKc) {
         const int64_t kc = std::min(kKc, w.k - k0);
         for (int64_t s = s0; s < s1; ++s) {
           const int cols = static_cast<int>(std::min<int64_t>(tc, cols_total - s * tc));
-          float* strip = strips_buf.data() + (s - s0) * kKc * tc;
-          if (conv) {
-            ConvStripRun runs[64];  // a strip has at most tc <= 64 columns
-            const int num_runs = ConvStripRuns(args.conv, s * tc, cols, runs);
-            isa.pack_conv_strip(args.conv, x, runs, num_runs, cols, k0, kc, tc, strip);
-          } else {
-            PackRowsStrip(x, args.ld_x, s * tc, cols, k0, kc, tc, strip);
-          }
+          ConvStripRun runs[64];  // a strip has at most tc <= 64 columns
+          const int num_runs = ConvStripRuns(args.conv, s * tc, cols, runs);
+          isa.pack_conv_strip(args.conv, x, runs, num_runs, cols, k0, kc, tc, strips_buf.data() + (s - s0) * kKc * tc);
         }
-        for (int64_t p = p0; p < p1; ++p) {
-          const int rows = static_cast<int>(std::min<int64_t>(tr, w.rows - p * tr));
-          const float* a = w.panel(p) + k0 * tr;
-          for (int64_t s = s0; s < s1; ++s) {
-            const int cols = static_cast<int>(std::min<int64_t>(tc, cols_total - s * tc));
-            isa.tile(kc, a, strips_buf.data() + (s - s0) * kKc * tc, y + (p * tr) * rs + (s * tc) * cs, rs, cs, rows,
-                     cols, k0 > 0);
+        // Strip-major: a strip slice (kKc x tc) stays in L1 while the panels pass.
+        for (int64_t s = s0; s < s1; ++s) {
+          const int cols = static_cast<int>(std::min<int64_t>(tc, cols_total - s * tc));
+          for (int64_t p = p0; p < p1; ++p) {
+            const int rows = static_cast<int>(std::min<int64_t>(tr, w.rows - p * tr));
+            isa.tile(kc, w.panel(p) + k0 * tr, strips_buf.data() + (s - s0) * kKc * tc,
+                     y + (p * tr) * cols_total + s * tc, cols_total, 1, rows, cols, k0 > 0);
           }
         }
       }
       const int64_t r0 = p0 * tr, r1 = std::min(w.rows, p1 * tr);
       const int64_t j0 = s0 * tc, j1 = std::min(cols_total, s1 * tc);
-      float* c = y + r0 * rs + j0 * cs;
+      float* c = y + r0 * cols_total + j0;
       if (w.k == 0)  // no slice ran: C = 0
-        for (int64_t i = 0; i < r1 - r0; ++i)
-          for (int64_t j = 0; j < j1 - j0; ++j) c[i * rs + j * cs] = 0.0f;
-      const bool clamp = args.out_min > -std::numeric_limits<float>::infinity() ||
-                         args.out_max < std::numeric_limits<float>::infinity();
-      if (args.bias != nullptr || clamp) {
-        Epilogue(args.bias != nullptr ? args.bias + r0 : nullptr, args.out_min, args.out_max, c, rs, cs, r1 - r0,
-                 j1 - j0);
+        for (int64_t i = 0; i < r1 - r0; ++i) std::fill(c + i * cols_total, c + i * cols_total + (j1 - j0), 0.0f);
+      if (args.bias != nullptr || Clamps(args)) {
+        Epilogue(args.bias != nullptr ? args.bias + r0 : nullptr, 1, 0, args.out_min, args.out_max, c, cols_total,
+                 r1 - r0, j1 - j0);
       }
     }
   });
+}
+
+// MatMul / Gemm: Y [M, N] = X [M, K] (packed per call into panels of
+// tile_rows rows) * W^T (strips of tile_cols output columns, packed once):
+// the tile writes whole rows of Y.
+void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
+  const PackedGemmF32& w = *args.w;  // strips: w.panel(s) = columns [s * tc, (s + 1) * tc) of W^T
+  const int tr = isa.tile_rows, tc = isa.tile_cols;
+  constexpr int64_t kPanelsPerTask = 4;
+  const int64_t x_panels = (args.m + tr - 1) / tr;
+  const int64_t panel_groups = (x_panels + kPanelsPerTask - 1) / kPanelsPerTask;
+  const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
+  const int64_t strip_chunks =
+      std::min<int64_t>(w.panels, std::max<int64_t>(1, (kTasksPerThread * threads + panel_groups - 1) / panel_groups));
+  const int64_t strips_per_chunk = (w.panels + strip_chunks - 1) / strip_chunks;
+  const int64_t chunks = (w.panels + strips_per_chunk - 1) / strips_per_chunk;
+
+  ParallelFor(args.pool, panel_groups * chunks, 1, [&](int64_t t0, int64_t t1) {
+    std::vector<float> panels_buf(static_cast<size_t>(kPanelsPerTask * kKc * tr));
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t chunk = t % chunks, group = t / chunks;
+      const int64_t q0 = group * kPanelsPerTask, q1 = std::min(x_panels, q0 + kPanelsPerTask);
+      const int64_t s0 = chunk * strips_per_chunk, s1 = std::min(w.panels, s0 + strips_per_chunk);
+      for (int64_t k0 = 0; k0 < w.k; k0 += kKc) {
+        const int64_t kc = std::min(kKc, w.k - k0);
+        for (int64_t q = q0; q < q1; ++q) {  // panel[kk * tr + i] = X[q * tr + i][k0 + kk]
+          float* panel = panels_buf.data() + (q - q0) * kKc * tr;
+          const int rows = static_cast<int>(std::min<int64_t>(tr, args.m - q * tr));
+          for (int i = 0; i < rows; ++i) {
+            const float* row = args.x + (q * tr + i) * args.ld_x + k0;
+            for (int64_t kk = 0; kk < kc; ++kk) panel[kk * tr + i] = row[kk];
+          }
+          for (int i = rows; i < tr; ++i)
+            for (int64_t kk = 0; kk < kc; ++kk) panel[kk * tr + i] = 0.0f;
+        }
+        for (int64_t s = s0; s < s1; ++s) {
+          const int cols = static_cast<int>(std::min<int64_t>(tc, w.rows - s * tc));
+          const float* b = w.panel(s) + k0 * tc;
+          for (int64_t q = q0; q < q1; ++q) {
+            const int rows = static_cast<int>(std::min<int64_t>(tr, args.m - q * tr));
+            isa.tile(kc, panels_buf.data() + (q - q0) * kKc * tr, b, args.y + (q * tr) * args.ld_y + s * tc, args.ld_y,
+                     1, rows, cols, k0 > 0);
+          }
+        }
+      }
+      const int64_t r0 = q0 * tr, r1 = std::min(args.m, q1 * tr);
+      const int64_t j0 = s0 * tc, j1 = std::min(w.rows, s1 * tc);
+      float* c = args.y + r0 * args.ld_y + j0;
+      if (w.k == 0)  // no slice ran: C = 0
+        for (int64_t i = 0; i < r1 - r0; ++i) std::fill(c + i * args.ld_y, c + i * args.ld_y + (j1 - j0), 0.0f);
+      if (args.bias != nullptr || Clamps(args)) {
+        Epilogue(args.bias != nullptr ? args.bias + j0 : nullptr, 0, 1, args.out_min, args.out_max, c, args.ld_y,
+                 r1 - r0, j1 - j0);
+      }
+    }
+  });
+}
+
+}  // namespace
+
+void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa) {
+  if (args.source == GemmF32Source::kConv) {
+    ConvDriver(args, isa);
+  } else {
+    RowsDriver(args, isa);
+  }
 }
 
 void GemmF32Portable(const GemmF32Args& args) {

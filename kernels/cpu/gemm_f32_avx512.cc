@@ -97,11 +97,15 @@ void PackConvStrip(const ConvGeometry& g, const float* image, const ConvStripRun
   }
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const int64_t window = g.kernel_h * g.kernel_w;
+  int64_t c = k0 / window, ky = (k0 % window) / g.kernel_w, kx = k0 % g.kernel_w;
   for (int64_t kk = 0; kk < kc; ++kk) {
     float* dst = strip + kk * tc;
     _mm512_storeu_ps(dst, _mm512_setzero_ps());
     _mm512_storeu_ps(dst + 16, _mm512_setzero_ps());
-    const int64_t k = k0 + kk, c = k / window, ky = (k % window) / g.kernel_w, kx = k % g.kernel_w;
+    if (kk > 0 && ++kx == g.kernel_w) {  // (c, ky, kx) of k0 + kk, counted up without dividing
+      kx = 0;
+      if (++ky == g.kernel_h) ky = 0, ++c;
+    }
     const float* plane = image + c * g.height * g.width;
     for (int r = 0; r < num_runs; ++r) {
       const ConvStripRun& run = runs[r];

@@ -86,7 +86,7 @@ TEST_P(GemmF32IsaTest, RowsMatchReferenceGemm) {
         if (c.bias) v += bias[j];
         if (c.relu) v = std::max(v, 0.0f);
       }
-    StatusOr<PackedGemmF32> packed = PackGemmF32(w.data(), c.n, c.k, PreferredGemmF32Format(GetParam()));
+    StatusOr<PackedGemmF32> packed = PackGemmF32(w.data(), c.n, c.k, PreferredGemmF32Format(GetParam()), true);
     ASSERT_TRUE(packed.ok()) << packed.status().ToString();
     std::vector<float> first;
     for (int threads : {1, 2, 3}) {
@@ -169,9 +169,16 @@ TEST(GemmF32Args, EntryPointRejectsBadArguments) {
   StatusOr<PackedGemmF32> packed = PackGemmF32(w.data(), 2, 3, PackedFormat::kPanel4x8F32);
   ASSERT_TRUE(packed.ok());
   args.w = &*packed;
-  args.m = 1, args.ld_x = 2;  // < k
+  args.m = 1, args.ld_x = 3;
   Status st = RunGemmF32(args);
+  EXPECT_NE(st.message().find("strips"), std::string::npos) << st.message();  // rows need strips
+  StatusOr<PackedGemmF32> strips = PackGemmF32(w.data(), 2, 3, PackedFormat::kPanel4x8F32, true);
+  ASSERT_TRUE(strips.ok());
+  args.w = &*strips;
+  args.ld_x = 2;  // < k
+  st = RunGemmF32(args);
   EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  args.w = &*packed;
   args.source = GemmF32Source::kConv;
   args.batch = 1;
   args.conv.channels = 2;  // k() = 2 != 3

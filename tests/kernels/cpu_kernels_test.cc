@@ -675,7 +675,7 @@ TEST(CpuKernelTable, EveryTableRowIsExercised) {
         for (float& v : x) v = RandomNonzero(rng);
         for (float& v : w) v = RandomNonzero(rng);
         GemmF32Ref(false, true, s.m, s.n, s.k, 1.0f, x.data(), s.k, w.data(), s.k, 0.0f, want.data(), s.n, nullptr);
-        StatusOr<PackedGemmF32> packed = PackGemmF32(w.data(), s.n, s.k, def.format);
+        StatusOr<PackedGemmF32> packed = PackGemmF32(w.data(), s.n, s.k, def.format, /*strips=*/true);
         ASSERT_TRUE(packed.ok());
         GemmF32Args args;
         args.w = &*packed, args.m = s.m, args.x = x.data(), args.ld_x = s.k, args.y = y.data(), args.ld_y = s.n;
