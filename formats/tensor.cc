@@ -3,6 +3,8 @@
 #include <cmath>
 #include <cstdlib>
 #include <cstring>
+#include <map>
+#include <mutex>
 #include <limits>
 #include <iterator>
 #include <sstream>
@@ -52,17 +54,66 @@ constexpr DataTypeInfo kDataTypes[] = {
     {DataType::kBFloat16, "bfloat16", 2, true, true},
 };
 
-struct AlignedFree {
-  void operator()(uint8_t* p) const { std::free(p); }
+// Freed tensor buffers of at least kMinCachedBytes are kept, up to
+// kMaxCachedBytes in all, and handed to later allocations that fit them with
+// at most 2x to spare (best fit): the values of one layer reuse the memory of
+// the layers before it, and each batch that of the last. Large blocks would
+// otherwise go back to the OS on free and come back as fresh pages, each
+// costing a page fault on first touch (30% of a batch-32 mobilenet_v2 run).
+// Blocks are still zeroed on every allocation.
+class BufferCache {
+ public:
+  static constexpr size_t kMinCachedBytes = size_t{1} << 16;
+  static constexpr size_t kMaxCachedBytes = size_t{1} << 29;  // 512 MiB
+
+  static BufferCache& Get() {
+    static BufferCache* cache = new BufferCache();  // never destroyed: tensors may outlive static destruction
+    return *cache;
+  }
+
+  // A cached block of capacity in [bytes, 2 * bytes] (its capacity in
+  // *capacity), or nullptr.
+  uint8_t* Take(size_t bytes, size_t* capacity) {
+    if (bytes < kMinCachedBytes) return nullptr;
+    std::lock_guard<std::mutex> lock(mu_);
+    auto it = free_.lower_bound(bytes);
+    if (it == free_.end() || it->first > 2 * bytes) return nullptr;
+    uint8_t* p = it->second;
+    *capacity = it->first;
+    free_.erase(it);
+    cached_ -= *capacity;
+    return p;
+  }
+
+  void Give(uint8_t* p, size_t bytes) {
+    if (bytes >= kMinCachedBytes) {
+      std::lock_guard<std::mutex> lock(mu_);
+      if (cached_ + bytes <= kMaxCachedBytes) {
+        free_.emplace(bytes, p);
+        cached_ += bytes;
+        return;
+      }
+    }
+    std::free(p);
+  }
+
+ private:
+  std::mutex mu_;
+  std::multimap<size_t, uint8_t*> free_;
+  size_t cached_ = 0;
 };
 
 std::shared_ptr<uint8_t> AllocateAligned(size_t bytes) {
   constexpr size_t kAlign = 64;
   size_t rounded = ((bytes + kAlign - 1) / kAlign) * kAlign;
   if (rounded == 0) rounded = kAlign;
-  auto* p = static_cast<uint8_t*>(std::aligned_alloc(kAlign, rounded));
+  size_t capacity = rounded;
+  uint8_t* p = BufferCache::Get().Take(rounded, &capacity);
+  if (p == nullptr) p = static_cast<uint8_t*>(std::aligned_alloc(kAlign, rounded));
   if (p != nullptr) std::memset(p, 0, rounded);
-  return std::shared_ptr<uint8_t>(p, AlignedFree());
+  return std::shared_ptr<uint8_t>(p, [capacity](uint8_t* q) {
+    if (q != nullptr) BufferCache::Get().Give(q, capacity);
+  });
 }
 
 template <typename T>

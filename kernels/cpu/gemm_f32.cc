@@ -61,20 +61,39 @@ void Epilogue(const float* bias, int64_t bias_row, int64_t bias_col, float lo, f
 }
 
 template <int kTr, int kTc>
-void TilePortable(int64_t kc, const float* a, const float* b, float* c, int64_t rs, int64_t cs, int rows, int cols,
-                  bool accumulate) {
+void TilePortable(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int rows, int cols,
+                  bool accumulate, const TileEpilogue* ep) {
   float acc[kTr][kTc] = {};
   if (accumulate)
     for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j) acc[i][j] = c[i * rs + j * cs];
+      for (int j = 0; j < cols; ++j) acc[i][j] = c[i * ldc + j];
   for (int64_t kk = 0; kk < kc; ++kk) {
     const float* ak = a + kk * kTr;
-    const float* bk = b + kk * kTc;
+    const float* bk = b + kk * ldb;
     for (int i = 0; i < kTr; ++i)
       for (int j = 0; j < kTc; ++j) acc[i][j] += ak[i] * bk[j];
   }
   for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j) c[i * rs + j * cs] = acc[i][j];
+    for (int j = 0; j < cols; ++j) {
+      float v = acc[i][j];
+      if (ep != nullptr) {
+        v += (ep->row_bias != nullptr ? ep->row_bias[i] : 0.0f) + (ep->col_bias != nullptr ? ep->col_bias[j] : 0.0f);
+        if (ep->clamp) {
+          v = v < ep->lo ? ep->lo : v;  // NaN stays NaN
+          v = v > ep->hi ? ep->hi : v;
+        }
+      }
+      c[i * ldc + j] = v;
+    }
+}
+
+// The bias of `count` rows or columns starting at `first`, zero padded to
+// `width` in `pad` when the tile is cut short.
+const float* PaddedBias(const float* bias, int64_t first, int count, int width, float* pad) {
+  if (bias == nullptr) return nullptr;
+  if (count == width) return bias + first;
+  for (int i = 0; i < width; ++i) pad[i] = i < count ? bias[first + i] : 0.0f;
+  return pad;
 }
 
 }  // namespace
@@ -119,8 +138,13 @@ void PackConvStripPortable(const ConvGeometry& g, const float* image, const Conv
 
 namespace {
 
-bool Clamps(const GemmF32Args& args) {
-  return args.out_min > -std::numeric_limits<float>::infinity() || args.out_max < std::numeric_limits<float>::infinity();
+// The epilogue of the last k slice, without its bias pointers.
+TileEpilogue BaseEpilogue(const GemmF32Args& args) {
+  TileEpilogue ep;
+  ep.clamp = args.out_min > -std::numeric_limits<float>::infinity() ||
+             args.out_max < std::numeric_limits<float>::infinity();
+  ep.lo = args.out_min, ep.hi = args.out_max;
+  return ep;
 }
 
 // Convolutions: C = W [R, K] (panels) * im2col strips; C [R, P] is the NCHW output.
@@ -138,6 +162,11 @@ void ConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
       std::min<int64_t>(w.panels, std::max<int64_t>(1, (kTasksPerThread * threads + base_tasks - 1) / base_tasks));
   const int64_t panels_per_chunk = (w.panels + panel_chunks - 1) / panel_chunks;
   const int64_t chunks = (w.panels + panels_per_chunk - 1) / panels_per_chunk;
+  const TileEpilogue epilogue = BaseEpilogue(args);
+  const ConvGeometry& g = args.conv;
+  // A 1x1 convolution's im2col is the image itself: full strips read it in place.
+  const bool pointwise = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
+                         g.pad_top == 0 && g.pad_left == 0 && g.out_h == g.height && g.out_w == g.width;
 
   ParallelFor(args.pool, images * strip_groups * chunks, 1, [&](int64_t t0, int64_t t1) {
     std::vector<float> strips_buf(static_cast<size_t>(kStripsPerTask * kKc * tc));
@@ -151,26 +180,33 @@ void ConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
         const int64_t kc = std::min(kKc, w.k - k0);
         for (int64_t s = s0; s < s1; ++s) {
           const int cols = static_cast<int>(std::min<int64_t>(tc, cols_total - s * tc));
+          if (pointwise && cols == tc) continue;  // read in place
           ConvStripRun runs[64];  // a strip has at most tc <= 64 columns
           const int num_runs = ConvStripRuns(args.conv, s * tc, cols, runs);
           isa.pack_conv_strip(args.conv, x, runs, num_runs, cols, k0, kc, tc, strips_buf.data() + (s - s0) * kKc * tc);
         }
         // Strip-major: a strip slice (kKc x tc) stays in L1 while the panels pass.
+        const bool last = k0 + kc == w.k;
         for (int64_t s = s0; s < s1; ++s) {
           const int cols = static_cast<int>(std::min<int64_t>(tc, cols_total - s * tc));
+          const bool in_place = pointwise && cols == tc;
+          const float* b = in_place ? x + k0 * cols_total + s * tc : strips_buf.data() + (s - s0) * kKc * tc;
+          const int64_t ldb = in_place ? cols_total : tc;
           for (int64_t p = p0; p < p1; ++p) {
             const int rows = static_cast<int>(std::min<int64_t>(tr, w.rows - p * tr));
-            isa.tile(kc, w.panel(p) + k0 * tr, strips_buf.data() + (s - s0) * kKc * tc,
-                     y + (p * tr) * cols_total + s * tc, cols_total, 1, rows, cols, k0 > 0);
+            float pad[64];
+            TileEpilogue ep = epilogue;
+            ep.row_bias = PaddedBias(args.bias, p * tr, rows, tr, pad);
+            isa.tile(kc, w.panel(p) + k0 * tr, b, ldb, y + (p * tr) * cols_total + s * tc, cols_total, rows, cols, k0 > 0,
+                     last ? &ep : nullptr);
           }
         }
       }
-      const int64_t r0 = p0 * tr, r1 = std::min(w.rows, p1 * tr);
-      const int64_t j0 = s0 * tc, j1 = std::min(cols_total, s1 * tc);
-      float* c = y + r0 * cols_total + j0;
-      if (w.k == 0)  // no slice ran: C = 0
+      if (w.k == 0) {  // no slice ran: C = clamp(bias)
+        const int64_t r0 = p0 * tr, r1 = std::min(w.rows, p1 * tr);
+        const int64_t j0 = s0 * tc, j1 = std::min(cols_total, s1 * tc);
+        float* c = y + r0 * cols_total + j0;
         for (int64_t i = 0; i < r1 - r0; ++i) std::fill(c + i * cols_total, c + i * cols_total + (j1 - j0), 0.0f);
-      if (args.bias != nullptr || Clamps(args)) {
         Epilogue(args.bias != nullptr ? args.bias + r0 : nullptr, 1, 0, args.out_min, args.out_max, c, cols_total,
                  r1 - r0, j1 - j0);
       }
@@ -192,6 +228,7 @@ void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
       std::min<int64_t>(w.panels, std::max<int64_t>(1, (kTasksPerThread * threads + panel_groups - 1) / panel_groups));
   const int64_t strips_per_chunk = (w.panels + strip_chunks - 1) / strip_chunks;
   const int64_t chunks = (w.panels + strips_per_chunk - 1) / strips_per_chunk;
+  const TileEpilogue epilogue = BaseEpilogue(args);
 
   ParallelFor(args.pool, panel_groups * chunks, 1, [&](int64_t t0, int64_t t1) {
     std::vector<float> panels_buf(static_cast<size_t>(kPanelsPerTask * kKc * tr));
@@ -211,22 +248,25 @@ void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
           for (int i = rows; i < tr; ++i)
             for (int64_t kk = 0; kk < kc; ++kk) panel[kk * tr + i] = 0.0f;
         }
+        const bool last = k0 + kc == w.k;
         for (int64_t s = s0; s < s1; ++s) {
           const int cols = static_cast<int>(std::min<int64_t>(tc, w.rows - s * tc));
           const float* b = w.panel(s) + k0 * tc;
+          float pad[64];
+          TileEpilogue ep = epilogue;
+          ep.col_bias = PaddedBias(args.bias, s * tc, cols, tc, pad);
           for (int64_t q = q0; q < q1; ++q) {
             const int rows = static_cast<int>(std::min<int64_t>(tr, args.m - q * tr));
-            isa.tile(kc, panels_buf.data() + (q - q0) * kKc * tr, b, args.y + (q * tr) * args.ld_y + s * tc, args.ld_y,
-                     1, rows, cols, k0 > 0);
+            isa.tile(kc, panels_buf.data() + (q - q0) * kKc * tr, b, tc, args.y + (q * tr) * args.ld_y + s * tc,
+                     args.ld_y, rows, cols, k0 > 0, last ? &ep : nullptr);
           }
         }
       }
-      const int64_t r0 = q0 * tr, r1 = std::min(args.m, q1 * tr);
-      const int64_t j0 = s0 * tc, j1 = std::min(w.rows, s1 * tc);
-      float* c = args.y + r0 * args.ld_y + j0;
-      if (w.k == 0)  // no slice ran: C = 0
+      if (w.k == 0) {  // no slice ran: C = clamp(bias)
+        const int64_t r0 = q0 * tr, r1 = std::min(args.m, q1 * tr);
+        const int64_t j0 = s0 * tc, j1 = std::min(w.rows, s1 * tc);
+        float* c = args.y + r0 * args.ld_y + j0;
         for (int64_t i = 0; i < r1 - r0; ++i) std::fill(c + i * args.ld_y, c + i * args.ld_y + (j1 - j0), 0.0f);
-      if (args.bias != nullptr || Clamps(args)) {
         Epilogue(args.bias != nullptr ? args.bias + j0 : nullptr, 0, 1, args.out_min, args.out_max, c, args.ld_y,
                  r1 - r0, j1 - j0);
       }

@@ -21,6 +21,26 @@ namespace {
 
 constexpr int kTr = 8, kTc = 32;
 
+using Vec = __m512;
+constexpr int kHalf = 16;
+inline Vec Load(const float* p) { return _mm512_loadu_ps(p); }
+inline Vec Zero() { return _mm512_setzero_ps(); }
+inline Vec Set1(float v) { return _mm512_set1_ps(v); }
+inline Vec Add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+// v < lo ? lo : v, then v > hi ? hi : v (ordered compares: NaN stays NaN).
+inline Vec Clamp(Vec v, Vec lo, Vec hi) {
+  v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), v, lo);
+  return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
+}
+
+#define SPARQ_F32_BIAS(r)                                                      \
+  {                                                                            \
+    const Vec rb = ep->row_bias != nullptr ? Set1(ep->row_bias[r]) : Zero();  \
+    c##r##0 = Add(c##r##0, Add(rb, cb0));                                      \
+    c##r##1 = Add(c##r##1, Add(rb, cb1));                                      \
+  }
+#define SPARQ_F32_CLAMP(r) c##r##0 = Clamp(c##r##0, lo, hi), c##r##1 = Clamp(c##r##1, lo, hi);
+
 // Accumulators are named variables, not an array (GCC 12 keeps arrays of
 // vectors in memory; see gemm_s8_avx512vnni.cc).
 #define SPARQ_F32_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
@@ -35,9 +55,9 @@ constexpr int kTr = 8, kTc = 32;
     c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);  \
   }
 
-void Tile(int64_t kc, const float* a, const float* b, float* c, int64_t rs, int64_t cs, int rows, int cols,
-          bool accumulate) {
-  const bool direct = rows == kTr && cols == kTc && cs == 1;
+void Tile(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t rs, int rows, int cols,
+          bool accumulate, const TileEpilogue* ep) {
+  const bool direct = rows == kTr && cols == kTc;
   alignas(64) float tmp[kTr * kTc];
   SPARQ_F32_ROWS(SPARQ_F32_DECLARE)
   if (!accumulate) {
@@ -48,15 +68,24 @@ void Tile(int64_t kc, const float* a, const float* b, float* c, int64_t rs, int6
     SPARQ_F32_ROWS(SPARQ_F32_LOAD)
   } else {
     for (int i = 0; i < kTr; ++i)
-      for (int j = 0; j < kTc; ++j) tmp[i * kTc + j] = (i < rows && j < cols) ? c[i * rs + j * cs] : 0.0f;
+      for (int j = 0; j < kTc; ++j) tmp[i * kTc + j] = (i < rows && j < cols) ? c[i * rs + j] : 0.0f;
     const float* src = tmp;
     const int64_t ld = kTc;
     SPARQ_F32_ROWS(SPARQ_F32_LOAD)
   }
   for (int64_t kk = 0; kk < kc; ++kk) {
     const float* ak = a + kk * kTr;
-    const __m512 b0 = _mm512_loadu_ps(b + kk * kTc), b1 = _mm512_loadu_ps(b + kk * kTc + 16);
+    const __m512 b0 = _mm512_loadu_ps(b + kk * ldb), b1 = _mm512_loadu_ps(b + kk * ldb + 16);
     SPARQ_F32_ROWS(SPARQ_F32_FMA)
+  }
+  if (ep != nullptr) {
+    const Vec cb0 = ep->col_bias != nullptr ? Load(ep->col_bias) : Zero();
+    const Vec cb1 = ep->col_bias != nullptr ? Load(ep->col_bias + kHalf) : Zero();
+    SPARQ_F32_ROWS(SPARQ_F32_BIAS)
+    if (ep->clamp) {
+      const Vec lo = Set1(ep->lo), hi = Set1(ep->hi);
+      SPARQ_F32_ROWS(SPARQ_F32_CLAMP)
+    }
   }
   if (direct) {
     float* dst = c;
@@ -67,7 +96,7 @@ void Tile(int64_t kc, const float* a, const float* b, float* c, int64_t rs, int6
     const int64_t ld = kTc;
     SPARQ_F32_ROWS(SPARQ_F32_STORE)
     for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j) c[i * rs + j * cs] = tmp[i * kTc + j];
+      for (int j = 0; j < cols; ++j) c[i * rs + j] = tmp[i * kTc + j];
   }
 }
 
@@ -77,6 +106,8 @@ void Tile(int64_t kc, const float* a, const float* b, float* c, int64_t rs, int6
 #undef SPARQ_F32_LOAD
 #undef SPARQ_F32_STORE
 #undef SPARQ_F32_FMA
+#undef SPARQ_F32_BIAS
+#undef SPARQ_F32_CLAMP
 
 inline __mmask16 LaneRange(int64_t lo, int64_t hi) {  // bits [lo, hi) of 16, clipped
   lo = lo < 0 ? 0 : lo;

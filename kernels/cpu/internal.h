@@ -97,8 +97,9 @@ void SpmmBsrS8Driver(const SpmmBsrS8Args& args, const SpmmS8Isa& isa);
 // strip[kk * cols + j] = B[k0 + kk][j0 + j] (zero past the last column), and
 // calls the tile on one W panel (at its k0) and one strip for kc values of k.
 // The tile computes the tile_rows x tile_cols block
-//   c[i * rs + j * cs] (i < rows, j < cols) = (accumulate ? c : 0) + sum_kk a[kk * tr + i] * b[kk * tc + j]
-// adding the products one k at a time, in order.
+//   c[i * ldc + j] (i < rows, j < cols) = (accumulate ? c : 0) + sum_kk a[kk * tr + i] * b[kk * ldb + j]
+// adding the products one k at a time, in order, then, with `ep` (the last
+// slice of k), adds the bias and clamps before it stores.
 //
 // A convolution strip's pixels fall into runs, each inside one output row:
 // run r covers strip columns [t, t + len), output row oy, columns ox0... A
@@ -113,11 +114,22 @@ using PackConvStripFn = void (*)(const ConvGeometry& g, const float* image, cons
 void PackConvStripPortable(const ConvGeometry& g, const float* image, const ConvStripRun* runs, int num_runs, int cols,
                            int64_t k0, int64_t kc, int tc, float* strip);
 
+// The end of a GEMM, applied in registers: v += row_bias[i] + col_bias[j],
+// then v < lo ? lo : v and v > hi ? hi : v when `clamp` (NaN stays NaN).
+struct TileEpilogue {
+  const float* row_bias = nullptr;  // tile_rows values (zero past `rows`), or nullptr
+  const float* col_bias = nullptr;  // tile_cols values (zero past `cols`), or nullptr
+  bool clamp = false;
+  float lo = 0.0f, hi = 0.0f;
+};
+
 struct GemmF32Isa {
   int tile_rows;
   int tile_cols;
-  void (*tile)(int64_t kc, const float* a, const float* b, float* c, int64_t rs, int64_t cs, int rows, int cols,
-               bool accumulate);
+  // b: a packed strip (ldb = tile_cols) or, for 1x1 convolutions, the
+  // activations themselves (ldb = output pixels; all tile_cols columns real).
+  void (*tile)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int rows, int cols,
+               bool accumulate, const TileEpilogue* ep);
   PackConvStripFn pack_conv_strip = PackConvStripPortable;
 };
 void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa);
