@@ -77,6 +77,7 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterPreparedCpuDenseF32Ops(*r);
     RegisterPreparedCpuDepthwiseConvOps(*r);
     RegisterCpuQdqGlueOps(*r);
+    RegisterCpuBinaryF32Ops(*r);
     for (const KernelDef& def : Reference().defs_) r->Add(def);
     return r;
   }();

@@ -97,5 +97,6 @@ void RegisterPreparedCpuQuantConvOps(KernelRegistry& r);
 void RegisterPreparedCpuDenseF32Ops(KernelRegistry& r);  // after the sparse rows: they take pruned weights first
 void RegisterPreparedCpuDepthwiseConvOps(KernelRegistry& r);
 void RegisterCpuQdqGlueOps(KernelRegistry& r);
+void RegisterCpuBinaryF32Ops(KernelRegistry& r);
 
 }  // namespace sparq

@@ -427,3 +427,41 @@ TEST(FloatFusion, ConstantDequantizeFoldsIntoWeights) {
 
 }  // namespace
 }  // namespace sparq
+
+namespace sparq {
+namespace {
+
+// binary_f32 (kernels/cpu/binary_f32.cc): the reference's bits for every
+// shape it takes, the reference kernel for the others.
+TEST(CpuBinaryF32, MatchesReferenceExactly) {
+  std::mt19937 rng(27);
+  struct Case {
+    Shape a, b;
+    const char* kernel;
+  };
+  const std::vector<Case> cases = {{{2, 3, 5}, {2, 3, 5}, "binary_f32"}, {{2, 3, 5}, {5}, "binary_f32"},
+                                   {{5}, {2, 3, 5}, "binary_f32"},       {{}, {4, 7}, "binary_f32"},
+                                   {{4, 7}, {1}, "binary_f32"},          {{2, 3, 5}, {3, 1}, "binary_f32"}};
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+    for (const Case& c : cases) {
+      Model m;
+      m.ir_version = 8;
+      m.opset_imports = {{"", 13}};
+      ValueInfo a, b;
+      a.name = "a", b.name = "b";
+      a.dtype = b.dtype = DataType::kFloat32;
+      m.graph.inputs = {a, b};
+      m.graph.nodes = {Node{"op", op, "", {"a", "b"}, {"y"}, {}, ""}};
+      ValueInfo y;
+      y.name = "y";
+      m.graph.outputs = {y};
+      TensorMap feed{{"a", RandomTensor(rng, c.a)}, {"b", RandomTensor(rng, c.b)}};
+      SCOPED_TRACE(std::string(op) + " " + ShapeToString(c.a) + " " + ShapeToString(c.b));
+      EXPECT_EQ(ExpectFastMatchesReference(m, feed, /*exact=*/true), (std::vector<std::string>{std::string(op) + ":" +
+                                                                                               c.kernel}));
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sparq
