@@ -25,6 +25,7 @@
 
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/internal.h"
+#include "kernels/cpu/linear_weights.h"
 #include "kernels/formats.h"
 #include "kernels/ref/conv.h"
 #include "kernels/ref/nn_common.h"
@@ -185,33 +186,11 @@ Status RunDepthwiseConv(OpContext& ctx) {
 
 StatusOr<std::shared_ptr<const void>> PrepareDenseLinear(const Node& node,
                                                          const std::vector<const Tensor*>& constants) {
-  auto decline = [&](const std::string& why) -> Status {
-    return Status::NotSupported(node.Describe() + ": gemm_f32 path: " + why);
-  };
-  const bool gemm = node.op_type == "Gemm";
-  const Tensor* b = constants.size() > 1 ? constants[1] : nullptr;
-  if (b == nullptr || b->dtype() != DataType::kFloat32 || b->rank() != 2) return decline("B is not a constant 2-D float32");
-  bool trans_b = false;
-  const Tensor* c = nullptr;
-  if (gemm) {
-    trans_b = node.attr_int("transB", 0) != 0;
-    if (node.attr_int("transA", 0) != 0 || node.attr_float("alpha", 1.0f) != 1.0f) return decline("transA or alpha");
-    if (node.inputs.size() > 2 && !node.inputs[2].empty()) {
-      c = constants.size() > 2 ? constants[2] : nullptr;
-      if (c == nullptr || c->dtype() != DataType::kFloat32 || node.attr_float("beta", 1.0f) != 1.0f)
-        return decline("C is not a constant float32 bias with beta 1");
-    }
-  }
-  const int64_t k = trans_b ? b->dim(1) : b->dim(0), n = trans_b ? b->dim(0) : b->dim(1);
-  if (c != nullptr && !((c->rank() == 1 && c->dim(0) == n) || (c->rank() == 2 && c->dim(0) == 1 && c->dim(1) == n)))
-    return decline("C is not one bias per output");
-  std::vector<float> w(static_cast<size_t>(n * k));  // [N, K]
-  const float* src = b->data<float>();
-  for (int64_t o = 0; o < n; ++o)
-    for (int64_t i = 0; i < k; ++i) w[o * k + i] = trans_b ? src[o * k + i] : src[i * n + o];
+  SPARQ_ASSIGN_OR_RETURN(LinearWeights lw, ReadLinearWeights(node, constants, "gemm_f32 path"));
   auto linear = std::make_shared<DenseLinear>();
-  SPARQ_ASSIGN_OR_RETURN(linear->w, PackGemmF32(w.data(), n, k, PreferredGemmF32Format(ActiveIsa()), /*strips=*/true));
-  if (c != nullptr) linear->bias.assign(c->data<float>(), c->data<float>() + n);
+  SPARQ_ASSIGN_OR_RETURN(linear->w,
+                         PackGemmF32(lw.w.data(), lw.n, lw.k, PreferredGemmF32Format(ActiveIsa()), /*strips=*/true));
+  linear->bias = std::move(lw.bias);
   return std::shared_ptr<const void>(std::move(linear));
 }
 

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/linear_weights.h"
 #include "kernels/formats.h"
 #include "kernels/registry.h"
 
@@ -31,40 +32,15 @@ struct SparseLinear {
 
 StatusOr<PreparedKernel> PrepareSparseLinear(const Node& node, const std::vector<const Tensor*>& constants,
                                              const PrepareContext& /*context*/) {
-  auto decline = [&](const std::string& why) -> Status {
-    return Status::NotSupported(node.Describe() + ": bsr4x4_f32 path: " + why);
-  };
-  const bool gemm = node.op_type == "Gemm";
-  const Tensor* b = constants.size() > 1 ? constants[1] : nullptr;
-  if (b == nullptr || b->dtype() != DataType::kFloat32 || b->rank() != 2) return decline("B is not a constant 2-D float32");
-  bool trans_b = false;
-  const Tensor* c = nullptr;
-  if (gemm) {
-    trans_b = node.attr_int("transB", 0) != 0;
-    if (node.attr_int("transA", 0) != 0 || node.attr_float("alpha", 1.0f) != 1.0f) return decline("transA or alpha");
-    if (node.inputs.size() > 2 && !node.inputs[2].empty()) {
-      c = constants.size() > 2 ? constants[2] : nullptr;
-      if (c == nullptr || c->dtype() != DataType::kFloat32 || node.attr_float("beta", 1.0f) != 1.0f) {
-        return decline("C is not a constant float32 bias with beta 1");
-      }
-    }
-  }
-  const int64_t k = trans_b ? b->dim(1) : b->dim(0), n = trans_b ? b->dim(0) : b->dim(1);
-  if (c != nullptr && !((c->rank() == 1 && c->dim(0) == n) || (c->rank() == 2 && c->dim(0) == 1 && c->dim(1) == n))) {
-    return decline("C is not one bias per output");
-  }
-  // W [N, K] row-major: one row per output.
-  std::vector<float> w(static_cast<size_t>(n * k));
-  const float* src = b->data<float>();
-  for (int64_t o = 0; o < n; ++o)
-    for (int64_t i = 0; i < k; ++i) w[o * k + i] = trans_b ? src[o * k + i] : src[i * n + o];
-  SPARQ_ASSIGN_OR_RETURN(BsrF32 packed, PackBsr(w.data(), n, k, PackedFormat::kBsr4x4F32));
+  SPARQ_ASSIGN_OR_RETURN(LinearWeights lw, ReadLinearWeights(node, constants, "bsr4x4_f32 path"));
+  SPARQ_ASSIGN_OR_RETURN(BsrF32 packed, PackBsr(lw.w.data(), lw.n, lw.k, PackedFormat::kBsr4x4F32));
   const double zero_blocks =
       packed.stats.blocks > 0 ? 1.0 - static_cast<double>(packed.stats.stored_blocks) / packed.stats.blocks : 0.0;
-  if (zero_blocks < kMinBlockSparsity) return decline("too few zero 4x4 blocks");
+  if (zero_blocks < kMinBlockSparsity)
+    return Status::NotSupported(node.Describe() + ": bsr4x4_f32 path: too few zero 4x4 blocks");
   auto state = std::make_shared<SparseLinear>();
   state->w = std::move(packed);
-  if (c != nullptr) state->bias.assign(c->data<float>(), c->data<float>() + n);
+  state->bias = std::move(lw.bias);
   return PreparedKernel{std::shared_ptr<const void>(std::move(state)), ""};
 }
 
