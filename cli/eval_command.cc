@@ -58,9 +58,13 @@ RunFn AddEvalCommand(CLI::App& app) {
   sub->add_flag("--json", args->json, "Print one JSON object instead of text");
   sub->add_flag("--verbose", args->options.list_kernels, "Also list the kernel that ran each node");
   sub->add_flag("--profile", args->options.profile, "Also time each operator and kernel (summed over all batches)");
-  sub->add_flag("--reference-kernels", args->options.reference_kernels,
+  CLI::Option* reference_kernels = sub->add_flag("--reference-kernels", args->options.reference_kernels,
                 "Run every node on the reference kernels (kernels/ref) and QDQ models as their float graph, "
                 "not the fast CPU kernels with QDQ patterns fused into integer operators");
+  sub->add_flag("--fused-graph", args->options.fused_graph,
+                "With --reference-kernels: run the fused graph that the fast kernels run (QDQ patterns as integer "
+                "operators), so that outputs compare kernel for kernel with a fast run")
+      ->needs(reference_kernels);
   sub->add_option("--kernel-table", args->options.kernel_table,
                   "Kernel speed table CSV (bench/kernel_speedups.csv format): pruned INT8 layers run a sparse "
                   "kernel only where it says the structure beats dense (default: the table built into sparq)");
@@ -68,6 +72,7 @@ RunFn AddEvalCommand(CLI::App& app) {
   sub->footer(R"(Examples:
   sparq eval resnet18.onnx --inputs val.npz --labels val_labels.npy --batch 32
   sparq eval pruned.onnx --inputs val_folder/ --reference resnet18.onnx --json
+  sparq eval int8.onnx --inputs x.npz --reference-kernels --fused-graph --save-outputs ref.npz
   sparq eval model.onnx --inputs x.npy --save-outputs outputs.npz --limit 100
 
 Data: arrays hold samples along their first axis; a folder's .npy/.npz files are read

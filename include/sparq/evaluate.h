@@ -42,6 +42,11 @@ struct EvalOptions {
   // (ExecutorOptions::reference_kernels); otherwise the fast kernels, with
   // QDQ patterns fused into integer operators (ExecutorOptions::fuse_qdq).
   bool reference_kernels = false;
+  // With reference_kernels: run the graph the fast kernels run (QDQ patterns
+  // fused into integer operators, activations folded into convolutions) on
+  // the reference kernels, the check that each fast kernel gives the
+  // reference's result for the same operator (integer operators bit for bit).
+  bool fused_graph = false;
   // Kernel speed table CSV (sparq/kernel_table.h) deciding which pruned INT8
   // layers run sparse kernels (ExecutorOptions::kernel_table); "" = the table
   // compiled in from bench/kernel_speedups.csv.

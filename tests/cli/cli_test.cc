@@ -175,6 +175,11 @@ TEST_F(CliTest, EvalRunsAndReports) {
   EXPECT_NE(profile_json.out.find("\"profile\""), std::string::npos) << profile_json.out;
   CliResult reference = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --reference-kernels --json");
   ASSERT_EQ(reference.exit_code, 0) << reference.err;
+  CliResult fused = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") +
+                        " --reference-kernels --fused-graph --verbose");
+  ASSERT_EQ(fused.exit_code, 0) << fused.err;
+  EXPECT_NE(fused.out.find("mm    MatMul  ref"), std::string::npos) << fused.out;
+  ExpectError("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --fused-graph", "--reference-kernels");
   // --kernel-table: a table file replaces the compiled-in one; a bad one is an error naming its line.
   WriteBytes(path("speed.csv"), "backend,structure,precision,sparsity,speedup\ncpu,block4x4,s8,0.5,1.5\n");
   CliResult table = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --kernel-table " +
