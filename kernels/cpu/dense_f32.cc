@@ -40,7 +40,8 @@ constexpr int64_t kMinConvDepth = 16;
 
 struct DenseConv {
   int64_t out_channels = 0, group = 1;
-  std::vector<PackedGemmF32> w;  // one per group: [M / group, C / group * kh * kw]
+  std::vector<PackedGemmF32> w;  // one per group: [M / group, C / group * kh * kw], K in (c, ky, kx) order
+  PackedGemmF32 w_taps;          // group 1, window > 1x1: K in (ky, kx, c) order, for stride-1 runs
   std::vector<float> bias;       // [M] or empty
 };
 
@@ -77,6 +78,16 @@ StatusOr<std::shared_ptr<const void>> PrepareDenseConv(const Node& node, const s
     SPARQ_ASSIGN_OR_RETURN(PackedGemmF32 packed, PackGemmF32(w->data<float>() + g * rows * depth, rows, depth, format));
     conv->w.push_back(std::move(packed));
   }
+  const int64_t taps = w->dim(2) * w->dim(3);
+  if (conv->group == 1 && taps > 1) {
+    const int64_t channels = w->dim(1);
+    std::vector<float> permuted(static_cast<size_t>(w->numel()));
+    const float* src = w->data<float>();
+    for (int64_t o = 0; o < rows; ++o)
+      for (int64_t c = 0; c < channels; ++c)
+        for (int64_t t = 0; t < taps; ++t) permuted[(o * taps + t) * channels + c] = src[(o * channels + c) * taps + t];
+    SPARQ_ASSIGN_OR_RETURN(conv->w_taps, PackGemmF32(permuted.data(), rows, depth, format));
+  }
   if (b != nullptr) conv->bias.assign(b->data<float>(), b->data<float>() + b->numel());
   return std::shared_ptr<const void>(std::move(conv));
 }
@@ -111,6 +122,20 @@ Status RunDenseConv(OpContext& ctx) {
   if (ctx.node().domain == kSparqDomain) {  // FusedConv
     args.out_min = ctx.node().attr_float("out_min", args.out_min);
     args.out_max = ctx.node().attr_float("out_max", args.out_max);
+  }
+  // Stride 1 with a window wider than 1x1: the padded image shifted per tap,
+  // no im2col.
+  if (g.stride_h == 1 && g.stride_w == 1 && conv.group == 1 && !conv.w_taps.data.empty()) {
+    args.source = GemmF32Source::kShiftedConv;
+    g.pad_bottom = params.window.pads[2], g.pad_right = params.window.pads[3];
+    args.w = &conv.w_taps;
+    args.bias = conv.bias.empty() ? nullptr : conv.bias.data();
+    args.x = x.data<float>();
+    args.y = y.data<float>();
+    Status st = RunGemmF32(args);
+    if (!st.ok()) return ctx.Error(st.code(), st.message());
+    ctx.set_output(0, std::move(y));
+    return Status::OK();
   }
   for (int64_t grp = 0; grp < conv.group; ++grp) {
     args.w = &conv.w[grp];

@@ -341,6 +341,15 @@ Status RunGemmF32(const GemmF32Args& args, const char** kernel_name) {
   } else {
     if (w.strips) return Status::InvalidArgument("gemm_f32: convolution weights must be packed as panels");
     const ConvGeometry& g = args.conv;
+    if (args.source == GemmF32Source::kShiftedConv) {
+      if (g.stride_h != 1 || g.stride_w != 1) return Status::InvalidArgument("gemm_f32: shifted convolution needs stride 1");
+      if (g.pad_top < 0 || g.pad_left < 0 || g.pad_bottom < 0 || g.pad_right < 0)
+        return Status::InvalidArgument("gemm_f32: negative pads");
+      if (g.out_h != g.height + g.pad_top + g.pad_bottom - (g.kernel_h - 1) * g.dilation_h ||
+          g.out_w != g.width + g.pad_left + g.pad_right - (g.kernel_w - 1) * g.dilation_w) {
+        return Status::InvalidArgument("gemm_f32: shifted convolution output size does not follow from its pads");
+      }
+    }
     if (args.batch < 0 || g.channels < 0 || g.height < 0 || g.width < 0 || g.out_h < 0 || g.out_w < 0)
       return Status::InvalidArgument("gemm_f32: negative convolution size");
     if (g.kernel_h < 1 || g.kernel_w < 1 || g.stride_h < 1 || g.stride_w < 1 || g.dilation_h < 1 || g.dilation_w < 1)

@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kernels/cpu/internal.h"
+#include "sparq/tensor.h"
 
 namespace sparq {
 namespace cpu {
@@ -274,13 +275,96 @@ void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   });
 }
 
+// Stride-1 convolutions without im2col: each image is copied once into a
+// zero-padded plane per channel [hp, wp] (hp = h + pad_top + pad_bottom, wp
+// likewise), and the output is computed on the padded width: C [R, out_h * wp],
+// whose column oy * wp + ox (ox < out_w) is the output pixel (oy, ox). Tap
+// (ky, kx) then reads, for every column, the padded plane at that column plus
+// ky * dh * wp + kx * dw: a B strip is the plane itself at an offset (ldb =
+// the plane's size), read in place. Columns ox >= out_w read past their row
+// (or past the last plane, into the buffer's zero tail) and are dropped when
+// the output is copied to NCHW.
+void ShiftedConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
+  const PackedGemmF32& w = *args.w;
+  if (w.k == 0) return ConvDriver(args, isa);  // no tap: C = clamp(bias), whatever the K order
+  const ConvGeometry& g = args.conv;
+  const int tr = isa.tile_rows, tc = isa.tile_cols;
+  const int64_t hp = g.height + g.pad_top + g.pad_bottom, wp = g.width + g.pad_left + g.pad_right;
+  const int64_t plane = hp * wp, taps = g.kernel_h * g.kernel_w, channels = g.channels;
+  const int64_t cols_total = g.out_h * wp;  // virtual output columns per image
+  const int64_t images = args.batch;
+  const int64_t image_size = channels * plane;
+  // Zero tail: the last strip of the last plane reads up to one strip and one
+  // window width past the plane.
+  const int64_t tail = tc + (g.kernel_h - 1) * g.dilation_h * wp + (g.kernel_w - 1) * g.dilation_w + tc;
+  Tensor padded(DataType::kFloat32, {images * image_size + tail});  // zeroed: the padding
+  Tensor virtual_out(DataType::kFloat32, {images * w.rows * cols_total});
+  float* xp = padded.data<float>();
+  float* yv = virtual_out.data<float>();
+  ParallelFor(args.pool, images * channels, 4, [&](int64_t c0, int64_t c1) {
+    for (int64_t ic = c0; ic < c1; ++ic) {
+      const int64_t img = ic / channels, c = ic % channels;
+      const float* src = args.x + img * args.x_image_stride + c * g.height * g.width;
+      float* dst = xp + ic * plane + g.pad_top * wp + g.pad_left;
+      for (int64_t y = 0; y < g.height; ++y) std::memcpy(dst + y * wp, src + y * g.width, sizeof(float) * g.width);
+    }
+  });
+
+  const int64_t strips = (cols_total + tc - 1) / tc;
+  const int64_t strip_groups = (strips + kStripsPerTask - 1) / kStripsPerTask;
+  const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
+  const int64_t base_tasks = images * strip_groups;
+  const int64_t panel_chunks =
+      std::min<int64_t>(w.panels, std::max<int64_t>(1, (kTasksPerThread * threads + base_tasks - 1) / base_tasks));
+  const int64_t panels_per_chunk = (w.panels + panel_chunks - 1) / panel_chunks;
+  const int64_t chunks = (w.panels + panels_per_chunk - 1) / panels_per_chunk;
+  const TileEpilogue epilogue = BaseEpilogue(args);
+  ParallelFor(args.pool, images * strip_groups * chunks, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t chunk = t % chunks, group = (t / chunks) % strip_groups, img = t / (chunks * strip_groups);
+      const int64_t s0 = group * kStripsPerTask, s1 = std::min(strips, s0 + kStripsPerTask);
+      const int64_t p0 = chunk * panels_per_chunk, p1 = std::min(w.panels, p0 + panels_per_chunk);
+      const float* x = xp + img * image_size;
+      float* y = yv + img * w.rows * cols_total;
+      for (int64_t tap = 0; tap < taps; ++tap) {
+        const int64_t offset = (tap / g.kernel_w) * g.dilation_h * wp + (tap % g.kernel_w) * g.dilation_w;
+        for (int64_t c0 = 0; c0 < channels; c0 += kKc) {
+          const int64_t kc = std::min(kKc, channels - c0), k0 = tap * channels + c0;
+          const bool first = k0 == 0, last = k0 + kc == w.k;
+          for (int64_t s = s0; s < s1; ++s) {
+            const int cols = static_cast<int>(std::min<int64_t>(tc, cols_total - s * tc));
+            const float* b = x + c0 * plane + offset + s * tc;
+            for (int64_t p = p0; p < p1; ++p) {
+              const int rows = static_cast<int>(std::min<int64_t>(tr, w.rows - p * tr));
+              float pad[64];
+              TileEpilogue ep = epilogue;
+              ep.row_bias = PaddedBias(args.bias, p * tr, rows, tr, pad);
+              isa.tile(kc, w.panel(p) + k0 * tr, b, plane, y + (p * tr) * cols_total + s * tc, cols_total, rows, cols,
+                       !first, last ? &ep : nullptr);
+            }
+          }
+        }
+      }
+    }
+  });
+  // Virtual [R, out_h, wp] -> NCHW [R, out_h, out_w].
+  ParallelFor(args.pool, images * w.rows, 16, [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) {
+      const int64_t img = r / w.rows, ch = r % w.rows;
+      const float* src = yv + r * cols_total;
+      float* dst = args.y + img * args.y_image_stride + ch * g.out_size();
+      for (int64_t oy = 0; oy < g.out_h; ++oy) std::memcpy(dst + oy * g.out_w, src + oy * wp, sizeof(float) * g.out_w);
+    }
+  });
+}
+
 }  // namespace
 
 void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa) {
-  if (args.source == GemmF32Source::kConv) {
-    ConvDriver(args, isa);
-  } else {
-    RowsDriver(args, isa);
+  switch (args.source) {
+    case GemmF32Source::kConv: ConvDriver(args, isa); return;
+    case GemmF32Source::kShiftedConv: ShiftedConvDriver(args, isa); return;
+    case GemmF32Source::kRows: RowsDriver(args, isa); return;
   }
 }
 

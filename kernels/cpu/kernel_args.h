@@ -116,6 +116,11 @@ enum class GemmF32Source : uint8_t {
   // Convolution, NCHW: B = the im2col columns of each image of x (see
   // ConvGeometry), C = that image's output [R, out_h * out_w] in y.
   kConv,
+  // Convolution with stride 1, weights packed with K in (ky, kx, c) order
+  // (PackGemmF32 of W permuted so): each tap multiplies the zero-padded image
+  // shifted by the tap's offset, read in place, with no im2col packing. Same
+  // x, y, conv and image strides as kConv (conv.pad_bottom / pad_right used).
+  kShiftedConv,
 };
 
 // A 2-D convolution of `batch` images of `channels` x height x width (the
@@ -125,6 +130,7 @@ struct ConvGeometry {
   int64_t kernel_h = 1, kernel_w = 1;
   int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
   int64_t pad_top = 0, pad_left = 0;
+  int64_t pad_bottom = 0, pad_right = 0;  // kShiftedConv only
   int64_t out_h = 0, out_w = 0;
 
   int64_t k() const { return channels * kernel_h * kernel_w; }

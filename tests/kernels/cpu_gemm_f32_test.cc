@@ -156,6 +156,22 @@ TEST_P(GemmF32IsaTest, ConvMatchesReferenceConv) {
       ExpectClose(y, want, what);
       if (first.empty()) first = y;
       EXPECT_EQ(y, first) << what << ": " << threads << " threads changed the bits";
+      if (c.stride != 1) continue;
+      // The same convolution as shifted taps of the padded image (K in (ky, kx, c) order).
+      const int64_t taps = c.kh * c.kw;
+      std::vector<float> permuted(w.size());
+      for (int64_t o = 0; o < c.m; ++o)
+        for (int64_t ch = 0; ch < c.c; ++ch)
+          for (int64_t t = 0; t < taps; ++t) permuted[(o * taps + t) * c.c + ch] = w[(o * c.c + ch) * taps + t];
+      StatusOr<PackedGemmF32> shifted_w =
+          PackGemmF32(permuted.data(), c.m, c.c * taps, PreferredGemmF32Format(GetParam()));
+      ASSERT_TRUE(shifted_w.ok());
+      std::fill(y.begin(), y.end(), NAN);
+      args.source = GemmF32Source::kShiftedConv;
+      args.w = &*shifted_w;
+      g.pad_bottom = g.pad_right = c.pad;
+      ASSERT_TRUE(RunGemmF32(args).ok()) << what;
+      ExpectClose(y, want, what + " (shifted)");
     }
   }
 }
@@ -269,6 +285,19 @@ TEST(DenseF32Rows, ConvReluFusedGroupedAndSamePadded) {
   const std::vector<std::string> kernels = ExpectFastMatchesReference(m, feed);
   // c1 + r1 fuse; c2's output has two readers, so it stays a Conv.
   EXPECT_EQ(kernels, (std::vector<std::string>{"FusedConv:gemm_f32", "Conv:gemm_f32", "Relu:ref", "Relu:ref"}));
+}
+
+// A stride-1 convolution with an even window and SAME_UPPER padding (more
+// padding at the end): the shifted-taps path with asymmetric pads.
+TEST(DenseF32Rows, StrideOneConvWithAsymmetricPads) {
+  std::mt19937 rng(28);
+  Model m = OneGraph({FloatInput("x", {2, 5, 9, 11})},
+                     {Node{"c", "Conv", "", {"x", "w", "b"}, {"y"}, {Attribute::String("auto_pad", "SAME_UPPER")}, ""}},
+                     {"y"});
+  m.graph.initializers["w"] = RandomTensor(rng, {10, 5, 2, 4});
+  m.graph.initializers["b"] = RandomTensor(rng, {10});
+  TensorMap feed{{"x", RandomTensor(rng, {2, 5, 9, 11})}};
+  EXPECT_EQ(ExpectFastMatchesReference(m, feed), (std::vector<std::string>{"Conv:gemm_f32"}));
 }
 
 TEST(DenseF32Rows, MatMulAndGemmWithBias) {
