@@ -17,6 +17,7 @@
 #include "kernels/ref/gemm.h"
 #include "runtime/float_fusion.h"
 #include "sparq/executor.h"
+#include "sparq/kernel_table.h"
 #include "test_util.h"
 
 namespace sparq {
@@ -298,6 +299,36 @@ TEST(DenseF32Rows, StrideOneConvWithAsymmetricPads) {
   m.graph.initializers["b"] = RandomTensor(rng, {10});
   TensorMap feed{{"x", RandomTensor(rng, {2, 5, 9, 11})}};
   EXPECT_EQ(ExpectFastMatchesReference(m, feed), (std::vector<std::string>{"Conv:gemm_f32"}));
+}
+
+// A block-pruned FP32 convolution (87.5% zero 4x4 blocks of the [M, C*kh*kw]
+// view) runs spmm_bsr4x4_f32 where the kernel table says it beats dense, the
+// dense GEMM where it does not.
+TEST(DenseF32Rows, BlockPrunedConvRunsSparseWhereTheTableSays) {
+  std::mt19937 rng(29);
+  Model m = OneGraph({FloatInput("x", {2, 6, 9, 10})},
+                     {Node{"c", "Conv", "", {"x", "w", "b"}, {"t"},
+                           {Attribute::Ints("pads", {1, 0, 1, 2}), Attribute::Ints("strides", {2, 1})}, ""},
+                      Node{"r", "Relu", "", {"t"}, {"y"}, {}, ""}},
+                     {"y"});
+  Tensor w = RandomTensor(rng, {16, 6, 3, 3});
+  const int64_t k = 6 * 9;
+  for (int64_t o = 0; o < 16; ++o)
+    for (int64_t i = 0; i < k; ++i)
+      if ((i / 4 + o / 4) % 8 != 0) w.data<float>()[o * k + i] = 0.0f;
+  m.graph.initializers["w"] = w;
+  m.graph.initializers["b"] = RandomTensor(rng, {16});
+  TensorMap feed{{"x", RandomTensor(rng, {2, 6, 9, 10})}};
+  EXPECT_EQ(ExpectFastMatchesReference(m, feed), (std::vector<std::string>{"FusedConv:spmm_bsr4x4_f32"}));
+  ExecutorOptions slower;
+  slower.fuse_activations = true;
+  StatusOr<KernelSpeedTable> table = KernelSpeedTable::Parse("backend,structure,precision,sparsity,speedup\n"
+                                                             "cpu,block4x4,f32,0.5,0.9\n", "t");
+  ASSERT_TRUE(table.ok());
+  slower.kernel_table = std::make_shared<const KernelSpeedTable>(*table);
+  auto dense = Executor::Create(m, slower);
+  ASSERT_TRUE(dense.ok());
+  EXPECT_EQ((*dense)->NodeKernels().at(0).kernel, "gemm_f32");
 }
 
 TEST(DenseF32Rows, MatMulAndGemmWithBias) {
