@@ -284,9 +284,8 @@ void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
 // the plane's size), read in place. Columns ox >= out_w read past their row
 // (or past the last plane, into the buffer's zero tail) and are dropped when
 // the output is copied to NCHW.
-void ShiftedConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
+void ShiftedConvGroup(const GemmF32Args& args, const GemmF32Isa& isa) {
   const PackedGemmF32& w = *args.w;
-  if (w.k == 0) return ConvDriver(args, isa);  // no tap: C = clamp(bias), whatever the K order
   const ConvGeometry& g = args.conv;
   const int tr = isa.tile_rows, tc = isa.tile_cols;
   const int64_t hp = g.height + g.pad_top + g.pad_bottom, wp = g.width + g.pad_left + g.pad_right;
@@ -356,6 +355,23 @@ void ShiftedConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
       for (int64_t oy = 0; oy < g.out_h; ++oy) std::memcpy(dst + oy * g.out_w, src + oy * wp, sizeof(float) * g.out_w);
     }
   });
+}
+
+
+void ShiftedConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
+  const PackedGemmF32& w = *args.w;
+  if (w.k == 0) return ConvDriver(args, isa);  // no tap: C = clamp(bias), whatever the K order
+  const ConvGeometry& g = args.conv;
+  const int64_t hp = g.height + g.pad_top + g.pad_bottom, wp = g.width + g.pad_left + g.pad_right;
+  const int64_t per_image = 4 * (g.channels * hp * wp + w.rows * g.out_h * wp);
+  const int64_t group = std::max<int64_t>(1, args.workspace_bytes / std::max<int64_t>(1, per_image));
+  for (int64_t img0 = 0; img0 < args.batch; img0 += group) {
+    GemmF32Args part = args;
+    part.batch = std::min(group, args.batch - img0);
+    part.x = args.x + img0 * args.x_image_stride;
+    part.y = args.y + img0 * args.y_image_stride;
+    ShiftedConvGroup(part, isa);
+  }
 }
 
 }  // namespace

@@ -156,6 +156,9 @@ struct GemmF32Args {
   ConvGeometry conv;
   int64_t x_image_stride = 0;
   int64_t y_image_stride = 0;
+  // kShiftedConv: most bytes of scratch held at once (padded images and
+  // outputs on the padded width); larger batches run in groups of images.
+  int64_t workspace_bytes = int64_t{64} << 20;
   ThreadPool* pool = nullptr;
 };
 

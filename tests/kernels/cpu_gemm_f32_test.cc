@@ -173,6 +173,11 @@ TEST_P(GemmF32IsaTest, ConvMatchesReferenceConv) {
       g.pad_bottom = g.pad_right = c.pad;
       ASSERT_TRUE(RunGemmF32(args).ok()) << what;
       ExpectClose(y, want, what + " (shifted)");
+      const std::vector<float> whole_batch = y;
+      args.workspace_bytes = 1;  // one image at a time
+      std::fill(y.begin(), y.end(), NAN);
+      ASSERT_TRUE(RunGemmF32(args).ok()) << what;
+      EXPECT_EQ(y, whole_batch) << what << ": image groups changed the bits";
     }
   }
 }
