@@ -60,7 +60,8 @@ constexpr DataTypeInfo kDataTypes[] = {
 // the layers before it, and each batch that of the last. Large blocks would
 // otherwise go back to the OS on free and come back as fresh pages, each
 // costing a page fault on first touch (30% of a batch-32 mobilenet_v2 run).
-// Blocks are still zeroed on every allocation.
+// Blocks are zeroed on allocation unless the caller asks otherwise
+// (Tensor::Uninitialized).
 class BufferCache {
  public:
   static constexpr size_t kMinCachedBytes = size_t{1} << 16;
@@ -103,14 +104,14 @@ class BufferCache {
   size_t cached_ = 0;
 };
 
-std::shared_ptr<uint8_t> AllocateAligned(size_t bytes) {
+std::shared_ptr<uint8_t> AllocateAligned(size_t bytes, bool zero = true) {
   constexpr size_t kAlign = 64;
   size_t rounded = ((bytes + kAlign - 1) / kAlign) * kAlign;
   if (rounded == 0) rounded = kAlign;
   size_t capacity = rounded;
   uint8_t* p = BufferCache::Get().Take(rounded, &capacity);
   if (p == nullptr) p = static_cast<uint8_t*>(std::aligned_alloc(kAlign, rounded));
-  if (p != nullptr) std::memset(p, 0, rounded);
+  if (p != nullptr && zero) std::memset(p, 0, rounded);
   return std::shared_ptr<uint8_t>(p, [capacity](uint8_t* q) {
     if (q != nullptr) BufferCache::Get().Give(q, capacity);
   });
@@ -260,6 +261,15 @@ std::string ShapeToString(const Shape& shape) {
 Tensor::Tensor(DataType type, Shape shape)
     : type_(type), shape_(std::move(shape)), numel_(NumElements(shape_)) {
   data_ = AllocateAligned(nbytes());
+}
+
+Tensor Tensor::Uninitialized(DataType type, Shape shape) {
+  Tensor t;
+  t.type_ = type;
+  t.shape_ = std::move(shape);
+  t.numel_ = NumElements(t.shape_);
+  t.data_ = AllocateAligned(t.nbytes(), /*zero=*/false);
+  return t;
 }
 
 template <>

@@ -99,6 +99,9 @@ class Tensor {
   Tensor() = default;
   // Allocates a zero-filled tensor.
   Tensor(DataType type, Shape shape);
+  // Allocates a tensor whose contents are unspecified: for outputs that a
+  // kernel writes in full, sparing the zero fill.
+  static Tensor Uninitialized(DataType type, Shape shape);
 
   // Copies `count` elements from `values`; count must equal NumElements(shape).
   template <typename T>

@@ -41,7 +41,7 @@ Status RunBinaryF32(OpContext& ctx) {
   if (!a_repeats && !b_repeats) return RunReferenceKernel(ctx);
   const Tensor& big = b_repeats ? a : b;
   const int64_t inner = b_repeats ? b.numel() : a.numel();
-  Tensor out(DataType::kFloat32, big.shape());
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, big.shape());  // written in full below
   const int64_t n = out.numel();
   if (n == 0 || inner == 0) {
     ctx.set_output(0, std::move(out));

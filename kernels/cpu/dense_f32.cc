@@ -104,7 +104,7 @@ Status RunDenseConv(OpContext& ctx) {
   if (!PrepareConv(x.shape(), ctx.input(1).shape(), auto_pad, &params, &y_shape).ok()) {
     return RunReferenceKernel(ctx);  // the reference names the error
   }
-  Tensor y(DataType::kFloat32, y_shape);
+  Tensor y = Tensor::Uninitialized(DataType::kFloat32, y_shape);  // every group writes its channels
   const int64_t channels = x.dim(1) / conv.group, rows = conv.out_channels / conv.group;
   GemmF32Args args;
   args.source = GemmF32Source::kConv;
@@ -180,7 +180,7 @@ Status RunDepthwiseConv(OpContext& ctx) {
   params.group = channels;
   Shape y_shape;
   if (!PrepareConv(x.shape(), ctx.input(1).shape(), auto_pad, &params, &y_shape).ok()) return RunReferenceKernel(ctx);
-  Tensor y(DataType::kFloat32, y_shape);
+  Tensor y = Tensor::Uninitialized(DataType::kFloat32, y_shape);  // every plane is written
   cpu::DepthwiseF32Plane base;
   base.height = x.dim(2), base.width = x.dim(3), base.out_h = y_shape[2], base.out_w = y_shape[3];
   base.kernel_h = params.window.kernel[0], base.kernel_w = params.window.kernel[1];
@@ -229,7 +229,7 @@ Status RunDenseLinear(OpContext& ctx) {
   if (a.rank() < 2 || a.dim(a.rank() - 1) != k || (gemm && a.rank() != 2)) return RunReferenceKernel(ctx);
   Shape out_shape = a.shape();
   out_shape.back() = n;
-  Tensor y(DataType::kFloat32, out_shape);
+  Tensor y = Tensor::Uninitialized(DataType::kFloat32, out_shape);  // written in full (K = 0: the bias)
   GemmF32Args args;
   args.source = GemmF32Source::kRows;
   args.w = &s.w;

@@ -297,7 +297,8 @@ void ShiftedConvGroup(const GemmF32Args& args, const GemmF32Isa& isa) {
   // window width past the plane.
   const int64_t tail = tc + (g.kernel_h - 1) * g.dilation_h * wp + (g.kernel_w - 1) * g.dilation_w + tc;
   Tensor padded(DataType::kFloat32, {images * image_size + tail});  // zeroed: the padding
-  Tensor virtual_out(DataType::kFloat32, {images * w.rows * cols_total});
+  // Every tile of the virtual output is stored: no zero fill needed.
+  Tensor virtual_out = Tensor::Uninitialized(DataType::kFloat32, {images * w.rows * cols_total});
   float* xp = padded.data<float>();
   float* yv = virtual_out.data<float>();
   ParallelFor(args.pool, images * channels, 4, [&](int64_t c0, int64_t c1) {
