@@ -148,33 +148,50 @@ TileEpilogue BaseEpilogue(const GemmF32Args& args) {
   return ep;
 }
 
+// The tasks of a convolution driver: (image, group of kStripsPerTask strips,
+// chunk of weight panels); panels are split too when images x strip groups
+// alone would leave threads idle.
+struct ConvTasks {
+  int64_t strips, strip_groups, panels_per_chunk, chunks;
+
+  ConvTasks(int64_t images, int64_t cols_total, int tc, int64_t panels, const ThreadPool* pool) {
+    strips = (cols_total + tc - 1) / tc;
+    strip_groups = (strips + kStripsPerTask - 1) / kStripsPerTask;
+    const int64_t threads = pool != nullptr ? pool->num_threads() : 1;
+    const int64_t base_tasks = std::max<int64_t>(1, images * strip_groups);
+    const int64_t panel_chunks =
+        std::min<int64_t>(panels, std::max<int64_t>(1, (kTasksPerThread * threads + base_tasks - 1) / base_tasks));
+    panels_per_chunk = std::max<int64_t>(1, (panels + panel_chunks - 1) / std::max<int64_t>(1, panel_chunks));
+    chunks = (panels + panels_per_chunk - 1) / panels_per_chunk;
+  }
+  int64_t count(int64_t images) const { return images * strip_groups * chunks; }
+  // Task t: image, strips [s0, s1), panels [p0, p1).
+  void Get(int64_t t, int64_t panels, int64_t* img, int64_t* s0, int64_t* s1, int64_t* p0, int64_t* p1) const {
+    const int64_t chunk = t % chunks, group = (t / chunks) % strip_groups;
+    *img = t / (chunks * strip_groups);
+    *s0 = group * kStripsPerTask, *s1 = std::min(strips, *s0 + kStripsPerTask);
+    *p0 = chunk * panels_per_chunk, *p1 = std::min(panels, *p0 + panels_per_chunk);
+  }
+};
+
 // Convolutions: C = W [R, K] (panels) * im2col strips; C [R, P] is the NCHW output.
 void ConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   const PackedGemmF32& w = *args.w;
   const int tr = isa.tile_rows, tc = isa.tile_cols;
   const int64_t images = args.batch;
   const int64_t cols_total = args.conv.out_size();
-  const int64_t strips = (cols_total + tc - 1) / tc;
-  const int64_t strip_groups = (strips + kStripsPerTask - 1) / kStripsPerTask;
-  const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
-  // Split the panels too when images x strip groups alone leave threads idle.
-  const int64_t base_tasks = images * strip_groups;
-  const int64_t panel_chunks =
-      std::min<int64_t>(w.panels, std::max<int64_t>(1, (kTasksPerThread * threads + base_tasks - 1) / base_tasks));
-  const int64_t panels_per_chunk = (w.panels + panel_chunks - 1) / panel_chunks;
-  const int64_t chunks = (w.panels + panels_per_chunk - 1) / panels_per_chunk;
+  const ConvTasks tasks(images, cols_total, tc, w.panels, args.pool);
   const TileEpilogue epilogue = BaseEpilogue(args);
   const ConvGeometry& g = args.conv;
   // A 1x1 convolution's im2col is the image itself: full strips read it in place.
   const bool pointwise = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
                          g.pad_top == 0 && g.pad_left == 0 && g.out_h == g.height && g.out_w == g.width;
 
-  ParallelFor(args.pool, images * strip_groups * chunks, 1, [&](int64_t t0, int64_t t1) {
+  ParallelFor(args.pool, tasks.count(images), 1, [&](int64_t t0, int64_t t1) {
     std::vector<float> strips_buf(static_cast<size_t>(kStripsPerTask * kKc * tc));
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t chunk = t % chunks, group = (t / chunks) % strip_groups, img = t / (chunks * strip_groups);
-      const int64_t s0 = group * kStripsPerTask, s1 = std::min(strips, s0 + kStripsPerTask);
-      const int64_t p0 = chunk * panels_per_chunk, p1 = std::min(w.panels, p0 + panels_per_chunk);
+      int64_t img, s0, s1, p0, p1;
+      tasks.Get(t, w.panels, &img, &s0, &s1, &p0, &p1);
       const float* x = args.x + img * args.x_image_stride;
       float* y = args.y + img * args.y_image_stride;  // C[r][j] at y + r * cols_total + j
       for (int64_t k0 = 0; k0 < w.k; k0 += kKc) {
@@ -310,20 +327,12 @@ void ShiftedConvGroup(const GemmF32Args& args, const GemmF32Isa& isa) {
     }
   });
 
-  const int64_t strips = (cols_total + tc - 1) / tc;
-  const int64_t strip_groups = (strips + kStripsPerTask - 1) / kStripsPerTask;
-  const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
-  const int64_t base_tasks = images * strip_groups;
-  const int64_t panel_chunks =
-      std::min<int64_t>(w.panels, std::max<int64_t>(1, (kTasksPerThread * threads + base_tasks - 1) / base_tasks));
-  const int64_t panels_per_chunk = (w.panels + panel_chunks - 1) / panel_chunks;
-  const int64_t chunks = (w.panels + panels_per_chunk - 1) / panels_per_chunk;
+  const ConvTasks tasks(images, cols_total, tc, w.panels, args.pool);
   const TileEpilogue epilogue = BaseEpilogue(args);
-  ParallelFor(args.pool, images * strip_groups * chunks, 1, [&](int64_t t0, int64_t t1) {
+  ParallelFor(args.pool, tasks.count(images), 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
-      const int64_t chunk = t % chunks, group = (t / chunks) % strip_groups, img = t / (chunks * strip_groups);
-      const int64_t s0 = group * kStripsPerTask, s1 = std::min(strips, s0 + kStripsPerTask);
-      const int64_t p0 = chunk * panels_per_chunk, p1 = std::min(w.panels, p0 + panels_per_chunk);
+      int64_t img, s0, s1, p0, p1;
+      tasks.Get(t, w.panels, &img, &s0, &s1, &p0, &p1);
       const float* x = xp + img * image_size;
       float* y = yv + img * w.rows * cols_total;
       for (int64_t tap = 0; tap < taps; ++tap) {
