@@ -208,6 +208,20 @@ TEST(GemmF32Args, EntryPointRejectsBadArguments) {
   st = RunGemmF32(args);
   EXPECT_NE(st.message().find("depth"), std::string::npos) << st.message();
   EXPECT_EQ(PackGemmF32(w.data(), 2, 3, PackedFormat::kPanel16x4S8).status().code(), StatusCode::kInvalidArgument);
+  // Shifted convolutions: stride 1 only, and an output size that follows from the pads.
+  StatusOr<PackedGemmF32> taps = PackGemmF32(w.data(), 2, 3, PackedFormat::kPanel4x8F32);
+  ASSERT_TRUE(taps.ok());
+  GemmF32Args shifted;
+  shifted.w = &*taps;
+  shifted.source = GemmF32Source::kShiftedConv;
+  shifted.batch = 1;
+  shifted.conv.channels = 3, shifted.conv.height = shifted.conv.width = 4;
+  shifted.conv.stride_w = 2;
+  shifted.conv.out_h = 4, shifted.conv.out_w = 2;
+  EXPECT_NE(RunGemmF32(shifted).message().find("stride 1"), std::string::npos);
+  shifted.conv.stride_w = 1;
+  shifted.conv.out_w = 3;  // a 1x1 window without padding keeps the width 4
+  EXPECT_NE(RunGemmF32(shifted).message().find("does not follow from its pads"), std::string::npos);
 }
 
 // ---------------------------------------------------------------------------
