@@ -81,6 +81,8 @@ import time
 
 import numpy as np
 
+from results_md import write_section
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 TOOLS = os.path.join(REPO, "tools")
 sys.path.insert(0, TOOLS)
@@ -523,24 +525,6 @@ def markdown(rows: list, meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: str, section: str) -> None:
-    """Replaces this benchmark's section of the Markdown file (or appends it)."""
-    text = ""
-    if os.path.isfile(path):
-        with open(path) as f:
-            text = f.read()
-    if not text:
-        text = "# Benchmarks\n\n"
-    start = text.find(SECTION + "\n")
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section + ("\n" + text[end + 1:] if end >= 0 else "")
-    with open(path, "w") as f:
-        f.write(text)
-
-
 def build_files(path: str) -> dict:
     """The binary and the libsparq shared libraries beside it or one folder
     up (a CMake build links bin/sparq to libsparq.so), each with its
@@ -679,7 +663,7 @@ def run(args, argv) -> int:
     print()
     print(section)
     if args.results:
-        write_section(args.results, section)
+        write_section(args.results, SECTION, section)
         print(f"wrote {args.results}")
     return 1 if any("error" in r for r in rows) else 0
 

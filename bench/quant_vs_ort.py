@@ -50,6 +50,8 @@ import time
 
 import numpy as np
 
+from results_md import write_section
+
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 sys.path.insert(0, os.path.join(REPO, "tools"))
 
@@ -325,24 +327,6 @@ def markdown(rows: list, meta: dict) -> str:
     return "\n".join(lines) + "\n"
 
 
-def write_section(path: str, section: str) -> None:
-    """Replaces this benchmark's section of RESULTS.md (or appends it)."""
-    text = ""
-    if os.path.isfile(path):
-        with open(path) as f:
-            text = f.read()
-    if not text:
-        text = "# Benchmarks\n\n"
-    start = text.find(SECTION)
-    if start < 0:
-        text = text.rstrip("\n") + "\n\n" + section
-    else:
-        end = text.find("\n## ", start + len(SECTION))
-        text = text[:start] + section + (text[end + 1:] if end >= 0 else "")
-    with open(path, "w") as f:
-        f.write(text)
-
-
 def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--sparq", help="the sparq CLI binary (required)")
@@ -474,7 +458,7 @@ def main(argv=None) -> int:
     print()
     print(section)
     if args.results:
-        write_section(args.results, section)
+        write_section(args.results, SECTION, section)
         print(f"wrote {args.results}")
     return 0
 
