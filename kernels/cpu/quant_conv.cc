@@ -30,6 +30,7 @@
 
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/internal.h"
+#include "kernels/cpu/quant_conv_params.h"
 #include "kernels/cpu/sparse_s8.h"
 #include "kernels/formats.h"
 #include "kernels/parallel.h"
@@ -43,19 +44,9 @@
 namespace sparq {
 namespace {
 
-struct QuantConv {
-  int64_t m = 0, c = 0, kh = 0, kw = 0;
-  int64_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
-  int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;
-  DataType x_type = DataType::kUndefined, y_type = DataType::kUndefined;
-  int32_t x_zp = 0, y_zp = 0;
-  std::vector<float> multiplier;  // [M]
-  std::vector<int32_t> bias;      // [M] or empty
-  PackedGemmS8 w;                 // [M, kh * kw * C] in (ky, kx, c) order, when not sparse
-  SparseS8Weights sparse;         // the weights for a sparse kernel, when it is faster
-  // sparq.QLinearConvLut: the output is table[y - min(y_type)], of out_type.
-  std::vector<uint8_t> table;     // 256 bytes, or empty
-  DataType out_type = DataType::kUndefined;
+struct QuantConv : QuantConvParams {
+  PackedGemmS8 w;          // [M, kh * kw * C] in (ky, kx, c) order, when not sparse
+  SparseS8Weights sparse;  // the weights for a sparse kernel, when it is faster
 };
 
 #if defined(__SSE2__)
@@ -111,71 +102,21 @@ void TransposeBytes(const uint8_t* src, int64_t ld_src, uint8_t* dst, int64_t ld
 // Output positions per GEMM call below which images are stacked into one call.
 constexpr int64_t kMinGemmRows = 512;
 
-int32_t ScalarInt(const Tensor& t) {
-  return t.dtype() == DataType::kUInt8 ? static_cast<int32_t>(t.data<uint8_t>()[0])
-                                       : static_cast<int32_t>(t.data<int8_t>()[0]);
-}
-
-bool IsByteType(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
-
 StatusOr<std::shared_ptr<QuantConv>> PrepareQuantConvState(const Node& node, const std::vector<const Tensor*>& constants,
-                                                          const PrepareContext& context) {
-  auto decline = [&](const std::string& why) -> Status {
-    return Status::NotSupported(node.Describe() + ": gemm_s8 conv path: " + why);
-  };
-  auto constant = [&](size_t i) { return i < constants.size() ? constants[i] : nullptr; };
-  auto named = [&](size_t i) { return i < node.inputs.size() && !node.inputs[i].empty(); };
-  for (size_t i : {1, 2, 3, 4, 5, 6, 7, 8})
-    if (named(i) && constant(i) == nullptr) return decline("input " + std::to_string(i) + " is not a constant");
-  if (!named(2) || !named(5) || !named(7)) return decline("zero points must be given");
-  const Tensor& w = *constant(3);
-  const Tensor &x_scale = *constant(1), &x_zp = *constant(2), &w_scale = *constant(4), &w_zp = *constant(5);
-  const Tensor &y_scale = *constant(6), &y_zp = *constant(7);
-  if (w.dtype() != DataType::kInt8 || w.rank() != 4) return decline("weights are not 4-D int8");
-  if (node.attr_int("group", 1) != 1) return decline("grouped convolution");
-  const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
-  if (auto_pad != "NOTSET") return decline("auto_pad " + auto_pad);
+                                                          const PrepareContext& context, bool lut) {
+  SPARQ_ASSIGN_OR_RETURN(QuantConvParams params, ReadQuantConvParams(node, constants, "gemm_s8 conv path", lut));
+  if (node.attr_int("group", 1) != 1)
+    return Status::NotSupported(node.Describe() + ": gemm_s8 conv path: grouped convolution");
   auto q = std::make_shared<QuantConv>();
-  q->m = w.dim(0), q->c = w.dim(1), q->kh = w.dim(2), q->kw = w.dim(3);
-  const std::vector<int64_t> strides = node.attr_ints("strides", {1, 1});
-  const std::vector<int64_t> dilations = node.attr_ints("dilations", {1, 1});
-  const std::vector<int64_t> pads = node.attr_ints("pads", {0, 0, 0, 0});
-  const std::vector<int64_t> kernel = node.attr_ints("kernel_shape", {q->kh, q->kw});
-  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4 || kernel != std::vector<int64_t>{q->kh, q->kw})
-    return decline("attributes outside the 2-D path");
-  q->stride_h = strides[0], q->stride_w = strides[1], q->dil_h = dilations[0], q->dil_w = dilations[1];
-  q->pad_t = pads[0], q->pad_l = pads[1], q->pad_b = pads[2], q->pad_r = pads[3];
-  for (int64_t v : {q->stride_h, q->stride_w, q->dil_h, q->dil_w})
-    if (v < 1) return decline("stride or dilation below 1");
-  for (int64_t v : pads)
-    if (v < 0) return decline("negative pads");
-  if (x_scale.dtype() != DataType::kFloat32 || x_scale.numel() != 1 || y_scale.dtype() != DataType::kFloat32 ||
-      y_scale.numel() != 1 || w_scale.dtype() != DataType::kFloat32 ||
-      (w_scale.numel() != 1 && w_scale.numel() != q->m)) {
-    return decline("scales are not float32 per tensor (w_scale: or per output channel)");
-  }
-  if (!IsByteType(x_zp.dtype()) || x_zp.numel() != 1 || !IsByteType(y_zp.dtype()) || y_zp.numel() != 1 ||
-      w_zp.dtype() != DataType::kInt8 || (w_zp.numel() != 1 && w_zp.numel() != q->m)) {
-    return decline("zero points outside the fast path");
-  }
-  q->x_type = x_zp.dtype(), q->y_type = y_zp.dtype();
-  q->x_zp = ScalarInt(x_zp), q->y_zp = ScalarInt(y_zp);
-  for (int64_t o = 0; o < q->m; ++o) {
-    q->multiplier.push_back(RequantMultiplier(x_scale.data<float>()[0], w_scale.data<float>()[w_scale.numel() == 1 ? 0 : o],
-                                              y_scale.data<float>()[0]));
-  }
-  if (named(8)) {
-    const Tensor& b = *constant(8);
-    if (b.dtype() != DataType::kInt32 || b.numel() != q->m) return decline("B is not int32 with one value per channel");
-    q->bias.assign(b.data<int32_t>(), b.data<int32_t>() + q->m);
-  }
+  static_cast<QuantConvParams&>(*q) = std::move(params);
+  const Tensor& w = *constants[3];
+  const Tensor& w_zp = *constants[5];
   std::vector<int32_t> zp(static_cast<size_t>(w_zp.numel()));
   bool symmetric = true;
   for (int64_t i = 0; i < w_zp.numel(); ++i) {
     zp[i] = w_zp.data<int8_t>()[i];
     symmetric = symmetric && zp[i] == 0;
   }
-  q->out_type = q->y_type;
   // Pruned weights: a sparse kernel where the table says it beats dense.
   if (symmetric) {
     SPARQ_ASSIGN_OR_RETURN(q->sparse, ChooseSparseS8(w.data<int8_t>(), q->m, q->c * q->kh * q->kw, *context.kernel_table));
@@ -196,7 +137,7 @@ StatusOr<std::shared_ptr<QuantConv>> PrepareQuantConvState(const Node& node, con
 
 StatusOr<PreparedKernel> PrepareQuantConv(const Node& node, const std::vector<const Tensor*>& constants,
                                           const PrepareContext& context) {
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<QuantConv> q, PrepareQuantConvState(node, constants, context));
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<QuantConv> q, PrepareQuantConvState(node, constants, context, false));
   std::string kernel = q->sparse.sparse() ? q->sparse.kernel : "";
   return PreparedKernel{std::shared_ptr<const void>(std::move(q)), kernel};
 }
@@ -204,13 +145,7 @@ StatusOr<PreparedKernel> PrepareQuantConv(const Node& node, const std::vector<co
 // sparq.QLinearConvLut: QLinearConv's inputs, then the constant table (input 9).
 StatusOr<PreparedKernel> PrepareQuantConvLut(const Node& node, const std::vector<const Tensor*>& constants,
                                              const PrepareContext& context) {
-  const Tensor* table = constants.size() == 10 ? constants[9] : nullptr;
-  if (table == nullptr || table->numel() != 256 || !IsByteType(table->dtype()))
-    return Status::NotSupported(node.Describe() + ": gemm_s8 conv path: the table is not 256 constant bytes");
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<QuantConv> q, PrepareQuantConvState(node, constants, context));
-  const auto* bytes = static_cast<const uint8_t*>(table->raw_data());
-  q->table.assign(bytes, bytes + 256);
-  q->out_type = table->dtype();
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<QuantConv> q, PrepareQuantConvState(node, constants, context, true));
   std::string kernel = q->sparse.sparse() ? q->sparse.kernel + "_lut" : "";
   return PreparedKernel{std::shared_ptr<const void>(std::move(q)), kernel};
 }

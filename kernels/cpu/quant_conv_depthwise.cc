@@ -20,6 +20,7 @@
 
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/internal.h"
+#include "kernels/cpu/quant_conv_params.h"
 #include "kernels/parallel.h"
 #include "kernels/ref/quantize.h"
 #include "kernels/registry.h"
@@ -27,28 +28,13 @@
 namespace sparq {
 namespace {
 
-struct DepthwiseConv {
-  int64_t channels = 0, kh = 0, kw = 0;
-  int64_t stride_h = 1, stride_w = 1, dil_h = 1, dil_w = 1;
-  int64_t pad_t = 0, pad_l = 0, pad_b = 0, pad_r = 0;
-  DataType x_type = DataType::kUndefined, y_type = DataType::kUndefined;
-  int32_t x_zp = 0, y_zp = 0;
+// QuantConvParams with m = channels and bias zeros without B.
+struct DepthwiseConv : QuantConvParams {
+  int64_t channels = 0;
   std::vector<int16_t> w;  // [C, kh * kw]: w - w_zero_point
-  std::vector<float> multiplier;  // [C]
-  std::vector<int32_t> bias;      // [C], zeros without B
   cpu::RequantRowFn requant = cpu::RequantRowPortable;
   cpu::DepthwiseRowFn row = cpu::DepthwiseRowPortable;
-  // sparq.QLinearConvLut: the output is table[y - min(y_type)], of out_type.
-  std::vector<uint8_t> table;  // 256 bytes, or empty
-  DataType out_type = DataType::kUndefined;
 };
-
-int32_t ByteScalar(const Tensor& t) {
-  return t.dtype() == DataType::kUInt8 ? static_cast<int32_t>(t.data<uint8_t>()[0])
-                                       : static_cast<int32_t>(t.data<int8_t>()[0]);
-}
-
-bool IsByteType(DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; }
 
 cpu::RequantRowFn ActiveRequantRow() {
 #if SPARQ_CPU_X86
@@ -78,84 +64,44 @@ WidenFn SelectWiden(bool x_signed, int64_t stride) {
 }
 
 StatusOr<std::shared_ptr<DepthwiseConv>> PrepareDepthwiseState(const Node& node,
-                                                              const std::vector<const Tensor*>& constants) {
+                                                              const std::vector<const Tensor*>& constants, bool lut) {
   auto decline = [&](const std::string& why) -> Status {
     return Status::NotSupported(node.Describe() + ": depthwise path: " + why);
   };
-  auto constant = [&](size_t i) { return i < constants.size() ? constants[i] : nullptr; };
-  auto named = [&](size_t i) { return i < node.inputs.size() && !node.inputs[i].empty(); };
-  for (size_t i : {1, 2, 3, 4, 5, 6, 7, 8})
-    if (named(i) && constant(i) == nullptr) return decline("input " + std::to_string(i) + " is not a constant");
-  if (!named(2) || !named(5) || !named(7)) return decline("zero points must be given");
-  const Tensor& w = *constant(3);
-  const Tensor &x_scale = *constant(1), &x_zp = *constant(2), &w_scale = *constant(4), &w_zp = *constant(5);
-  const Tensor &y_scale = *constant(6), &y_zp = *constant(7);
-  if (w.dtype() != DataType::kInt8 || w.rank() != 4 || w.dim(1) != 1) return decline("weights are not [M, 1, kh, kw] int8");
+  SPARQ_ASSIGN_OR_RETURN(QuantConvParams params, ReadQuantConvParams(node, constants, "depthwise path", lut));
+  if (params.c != 1) return decline("weights are not [M, 1, kh, kw] int8");
+  if (node.attr_int("group", 1) != params.m || params.m < 2) return decline("not depthwise");
   auto q = std::make_shared<DepthwiseConv>();
-  q->channels = w.dim(0), q->kh = w.dim(2), q->kw = w.dim(3);
-  if (node.attr_int("group", 1) != q->channels || q->channels < 2) return decline("not depthwise");
-  if (node.attr_string("auto_pad", "NOTSET") != "NOTSET") return decline("auto_pad");
-  const std::vector<int64_t> strides = node.attr_ints("strides", {1, 1});
-  const std::vector<int64_t> dilations = node.attr_ints("dilations", {1, 1});
-  const std::vector<int64_t> pads = node.attr_ints("pads", {0, 0, 0, 0});
-  const std::vector<int64_t> kernel = node.attr_ints("kernel_shape", {q->kh, q->kw});
-  if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4 || kernel != std::vector<int64_t>{q->kh, q->kw})
-    return decline("attributes outside the 2-D path");
-  q->stride_h = strides[0], q->stride_w = strides[1], q->dil_h = dilations[0], q->dil_w = dilations[1];
-  q->pad_t = pads[0], q->pad_l = pads[1], q->pad_b = pads[2], q->pad_r = pads[3];
-  for (int64_t v : {q->stride_h, q->stride_w, q->dil_h, q->dil_w})
-    if (v < 1) return decline("stride or dilation below 1");
-  for (int64_t v : pads)
-    if (v < 0) return decline("negative pads");
-  const int64_t c = q->channels;
-  if (x_scale.dtype() != DataType::kFloat32 || x_scale.numel() != 1 || y_scale.dtype() != DataType::kFloat32 ||
-      y_scale.numel() != 1 || w_scale.dtype() != DataType::kFloat32 || (w_scale.numel() != 1 && w_scale.numel() != c))
-    return decline("scales are not float32 per tensor (w_scale: or per channel)");
-  if (!IsByteType(x_zp.dtype()) || x_zp.numel() != 1 || !IsByteType(y_zp.dtype()) || y_zp.numel() != 1 ||
-      w_zp.dtype() != DataType::kInt8 || (w_zp.numel() != 1 && w_zp.numel() != c))
-    return decline("zero points outside the fast path");
-  q->x_type = x_zp.dtype(), q->y_type = y_zp.dtype();
-  q->x_zp = ByteScalar(x_zp), q->y_zp = ByteScalar(y_zp);
+  static_cast<QuantConvParams&>(*q) = std::move(params);
+  const int64_t c = q->channels = q->m;
+  const Tensor& w = *constants[3];
+  const Tensor& w_zp = *constants[5];
   const int64_t taps = q->kh * q->kw;
   q->w.resize(static_cast<size_t>(c * taps));
   for (int64_t o = 0; o < c; ++o) {
     const int32_t zp = w_zp.data<int8_t>()[w_zp.numel() == 1 ? 0 : o];
     for (int64_t t = 0; t < taps; ++t)
       q->w[o * taps + t] = static_cast<int16_t>(static_cast<int32_t>(w.data<int8_t>()[o * taps + t]) - zp);
-    q->multiplier.push_back(RequantMultiplier(x_scale.data<float>()[0], w_scale.data<float>()[w_scale.numel() == 1 ? 0 : o],
-                                              y_scale.data<float>()[0]));
   }
-  q->bias.assign(static_cast<size_t>(c), 0);
-  if (named(8)) {
-    const Tensor& b = *constant(8);
-    if (b.dtype() != DataType::kInt32 || b.numel() != c) return decline("B is not int32 with one value per channel");
-    q->bias.assign(b.data<int32_t>(), b.data<int32_t>() + c);
-  }
+  if (q->bias.empty()) q->bias.assign(static_cast<size_t>(c), 0);
   q->requant = ActiveRequantRow();
   q->row = cpu::DepthwiseRowPortable;
 #if SPARQ_CPU_X86
   if (ActiveIsa() >= CpuIsa::kAvx512) q->row = cpu::DepthwiseRowAvx512;
   else if (ActiveIsa() >= CpuIsa::kAvx2) q->row = cpu::DepthwiseRowAvx2;
 #endif
-  q->out_type = q->y_type;
   return q;
 }
 
 StatusOr<std::shared_ptr<const void>> PrepareDepthwise(const Node& node, const std::vector<const Tensor*>& constants) {
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<DepthwiseConv> q, PrepareDepthwiseState(node, constants));
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<DepthwiseConv> q, PrepareDepthwiseState(node, constants, false));
   return std::shared_ptr<const void>(std::move(q));
 }
 
 // sparq.QLinearConvLut: QLinearConv's inputs, then the constant table (input 9).
 StatusOr<std::shared_ptr<const void>> PrepareDepthwiseLut(const Node& node,
                                                           const std::vector<const Tensor*>& constants) {
-  const Tensor* table = constants.size() == 10 ? constants[9] : nullptr;
-  if (table == nullptr || table->numel() != 256 || !IsByteType(table->dtype()))
-    return Status::NotSupported(node.Describe() + ": depthwise path: the table is not 256 constant bytes");
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<DepthwiseConv> q, PrepareDepthwiseState(node, constants));
-  const auto* bytes = static_cast<const uint8_t*>(table->raw_data());
-  q->table.assign(bytes, bytes + 256);
-  q->out_type = table->dtype();
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<DepthwiseConv> q, PrepareDepthwiseState(node, constants, true));
   return std::shared_ptr<const void>(std::move(q));
 }
 
