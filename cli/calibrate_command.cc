@@ -5,6 +5,7 @@
 #include "cli/commands.h"
 #include "runtime/dataset.h"
 #include "sparq/calibrate.h"
+#include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 
 namespace sparq {

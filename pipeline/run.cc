@@ -13,6 +13,7 @@
 #include "sparq/calibrate.h"
 #include "sparq/evaluate.h"
 #include "sparq/executor.h"
+#include "sparq/file_io.h"
 #include "sparq/metrics.h"
 #include "sparq/onnx_io.h"
 #include "sparq/pipeline.h"

@@ -13,6 +13,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "op_test_util.h"
+#include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 
 namespace sparq {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 #include "sparq/npy.h"
 #include "sparq/metrics.h"
