@@ -146,6 +146,8 @@ const std::vector<CpuKernelDef>& Table() {
       {"dequantize_s8_f32_avx2", AVX2, 10, NONE, DequantizeS8Fn(cpu::DequantizeRowAvx2)},
       {"qlinear_add_s8_avx2", AVX2, 10, NONE, QLinearAddS8Fn(cpu::QLinearAddRowAvx2)},
 #endif
+      // MaxPool (pool.cc): plain C++ that the compiler vectorizes for the build's baseline.
+      {"maxpool2d_portable", P, 0, NONE, MaxPool2dFn(cpu::MaxPool2dPortable)},
   };
   return *table;
 }
@@ -317,6 +319,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kQuantizeF32: return "quantize_f32_s8";
     case CpuOp::kDequantizeS8: return "dequantize_s8_f32";
     case CpuOp::kQLinearAddS8: return "qlinear_add_s8";
+    case CpuOp::kMaxPool2d: return "maxpool2d";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

@@ -23,13 +23,23 @@
 // avx512vbmi, or by ForceIsa() (tests, benchmarks).
 //
 // Adding a kernel for an existing op: one row in dispatch.cc, e.g.
-//   {"depthwise_s8_avx512vnni", VNNI, 30, kNoPackedFormat, DepthwiseS8RowFn(cpu::DepthwiseRowAvx512Vnni)},
-// with the function compiled for its ISA (cpu_target.h). The tests run it
-// (tests/kernels/cpu_kernels_test.cc, CpuKernelTable.EveryTableRowIsExercised)
-// once its op has a case there.
-// Adding an op: a CpuOp value (before kNumCpuOps), its function type as the
-// variant alternative of the same index in CpuKernelFn, its name in
-// CpuOpName, a portable row, and a case in EveryTableRowIsExercised.
+//   {"depthwise_s8_avx512vnni", VNNI, 30, NONE, DepthwiseS8RowFn(cpu::DepthwiseRowAvx512Vnni)},
+// with the function compiled for its ISA (cpu_target.h: SPARQ_CPU_TARGET_BEGIN)
+// and declared in internal.h. Give it a priority above the rows it should
+// beat (10 per ISA level today). CpuKernelTable.EveryTableRowIsExercised then
+// checks it against kernels/ref on this CPU, with no test edit.
+// Adding an op (say a LayerNorm row):
+//   1. its arguments: a struct in kernel_args.h (or plain parameters), and the
+//      function type `using LayerNormF32Fn = void (*)(const LayerNormF32Args&);`
+//      below, with a comment that states what it computes;
+//   2. a CpuOp value before kNumCpuOps, the function type at the same index in
+//      CpuKernelFn (a static_assert checks the count), its name in CpuOpName;
+//   3. a portable row (priority 0) and the ISA rows in dispatch.cc;
+//   4. the caller: SelectCpuKernel(CpuOp::kLayerNormF32) when it prepares a
+//      node (keep the row; name it in PreparedKernel::kernel_name so that
+//      `eval --verbose` shows it), then row.get<LayerNormF32Fn>()(args);
+//   5. a case in tests/kernels/cpu_row_kernels_test.cc (CheckRowKernel) that
+//      compares the row with kernels/ref (named tolerances: isa_sweep.h).
 #pragma once
 
 #include <cstdint>
@@ -87,6 +97,7 @@ enum class CpuOp : uint8_t {
   kQuantizeF32,     // per-tensor QuantizeLinear of a float row
   kDequantizeS8,    // per-tensor DequantizeLinear of a byte row
   kQLinearAddS8,    // sparq.QLinearAdd of two byte rows
+  kMaxPool2d,       // 2-D MaxPool of float32 / int8 / uint8 planes
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -117,10 +128,11 @@ using QuantizeF32Fn = void (*)(int64_t n, const float* x, float scale, int32_t z
 using DequantizeS8Fn = void (*)(int64_t n, const void* x, bool x_signed, float scale, int32_t zero_point, float* y);
 using QLinearAddS8Fn = void (*)(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
                                 int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
+using MaxPool2dFn = void (*)(const MaxPool2dArgs&);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8RowFn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
-                                 DequantizeS8Fn, QLinearAddS8Fn>;
+                                 DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

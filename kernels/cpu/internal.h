@@ -156,6 +156,9 @@ void DepthwiseRowPortable(const int16_t* const* x, const int16_t* w, int taps, i
 void DepthwiseRowAvx2(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
 void DepthwiseRowAvx512(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
 
+// 2-D MaxPool (pool.cc), the row of the maxpool2d op.
+void MaxPool2dPortable(const MaxPool2dArgs& args);
+
 // 256-entry byte tables (lut_avx512vbmi.cc), the rows of the lut256 op.
 void ApplyTablePortable(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n);
 void ApplyTableAvx512Vbmi(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n);

@@ -1,13 +1,14 @@
 // Fast rows for the integer glue of QDQ models: per-tensor QuantizeLinear
 // (float32 -> uint8/int8) and DequantizeLinear (uint8/int8 -> float32), the
 // internal sparq.QLinearAdd and sparq.QLinearLut that runtime/qdq_fusion.cc
-// writes, and MaxPool on uint8/int8. All are elementwise or per output, so
+// writes, and MaxPool (its kernel is in pool.cc). All are elementwise or per output, so
 // they split the work over the thread pool with results independent of the
 // thread count, and all are bit for bit their reference kernels (the AVX2
 // rows: see qdq_glue_avx2.cc; the portable rows call the reference's own
 // QuantizeValue / DequantizeValue). Each op row runs the row function of the
 // dispatch table (kernels/cpu/dispatch.h: quantize_f32_s8, dequantize_s8_f32,
-// qlinear_add_s8, lut256) that its prepare step picks for the active ISA.
+// qlinear_add_s8, lut256, maxpool2d) that its prepare step picks for the
+// active ISA.
 //
 // Fast paths (else the reference kernel runs the node):
 //   QuantizeLinear    x float32, y_scale float32 and y_zero_point uint8/int8, one value each
@@ -15,7 +16,7 @@
 //   sparq.QLinearAdd  A, B and Y of one type (uint8 or int8) and A, B of one shape (no broadcasting);
 //                     an optional table (input 8) is applied to each chunk as it is written
 //   sparq.QLinearLut  always (X and the table are checked like the reference does)
-//   MaxPool           uint8/int8 x of rank 4, no Indices output
+//   MaxPool           float32/uint8/int8 x of rank 4, no Indices output
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -246,113 +247,16 @@ Status LutFast(OpContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------
-// MaxPool on uint8/int8 NCHW, separably: per output row, the max over the
-// window's input rows for every input column (contiguous, vectorizable),
-// then per output the max over the window's columns (for windows inside the
-// row, read from a vectorized running max of kw neighbours). Taps outside x are
-// skipped, a window without taps gives the type's lowest value, as
-// MaxPoolRef does; max is exact on integers, so the order of the taps does
-// not matter.
+// MaxPool: the maxpool2d row of the dispatch table (kernels/cpu/pool.cc),
+// float32, uint8 and int8.
 
-StatusOr<std::shared_ptr<const void>> PrepareMaxPool(const Node& node, const std::vector<const Tensor*>&) {
+StatusOr<std::shared_ptr<const void>> PrepareMaxPool(const Node& node, const std::vector<const Tensor*>& constants) {
   if (node.outputs.size() > 1 && !node.outputs[1].empty())
     return Status::NotSupported(node.Describe() + ": Indices output");
-  return std::shared_ptr<const void>();
+  return PrepareRow<CpuOp::kMaxPool2d>(node, constants);
 }
 
-// The taps k < kernel with 0 <= start + k * dilation < size: [*begin, *end).
-void TapRange(int64_t start, int64_t kernel, int64_t dilation, int64_t size, int64_t* begin, int64_t* end) {
-  int64_t b = 0, e = kernel;
-  while (b < e && start + b * dilation < 0) ++b;
-  while (e > b && start + (e - 1) * dilation >= size) --e;
-  *begin = b, *end = e;
-}
-
-struct Pool2d {
-  int64_t h, wd, ho, wo, kh, kw, sh, sw, dh, dw, pt, pl;
-};
-
-// One (n, c) plane. The geometry comes by value and lives in locals: with
-// byte stores in the loops, the compiler could not keep values read through
-// a reference in registers (nor vectorize).
-template <typename T>
-void MaxPoolPlane(const Pool2d g, const T* xp, T* yp, T* cols, T* windows, const int64_t* kx_begin,
-                  const int64_t* kx_end) {
-  const int64_t h = g.h, wd = g.wd, ho = g.ho, wo = g.wo, kh = g.kh, kw = g.kw, sh = g.sh, sw = g.sw;
-  const int64_t dh = g.dh, dw = g.dw, pt = g.pt, pl = g.pl;
-  const T lowest = std::numeric_limits<T>::lowest();
-  for (int64_t oy = 0; oy < ho; ++oy) {
-    T* out = yp + oy * wo;
-    int64_t ky0 = 0, ky1 = 0;
-    TapRange(oy * sh - pt, kh, dh, h, &ky0, &ky1);
-    if (ky0 == ky1) {
-      std::fill(out, out + wo, lowest);
-      continue;
-    }
-    const T* first = xp + (oy * sh - pt + ky0 * dh) * wd;
-    std::copy(first, first + wd, cols);
-    for (int64_t ky = ky0 + 1; ky < ky1; ++ky) {
-      const T* row = xp + (oy * sh - pt + ky * dh) * wd;
-      for (int64_t ix = 0; ix < wd; ++ix) cols[ix] = std::max(cols[ix], row[ix]);
-    }
-    // Windows inside the row (dilation 1): the max of kw neighbours at
-    // every column, contiguous and vectorizable, then one read each.
-    const int64_t starts = dw == 1 ? wd - kw + 1 : 0;
-    if (starts > 0) {
-      std::copy(cols, cols + starts, windows);
-      for (int64_t kx = 1; kx < kw; ++kx)
-        for (int64_t i = 0; i < starts; ++i) windows[i] = std::max(windows[i], cols[i + kx]);
-    }
-    for (int64_t ox = 0; ox < wo; ++ox) {
-      const int64_t start = ox * sw - pl;
-      if (start >= 0 && start < starts) {
-        out[ox] = windows[start];
-        continue;
-      }
-      T best = lowest;
-      for (int64_t kx = kx_begin[ox]; kx < kx_end[ox]; ++kx) best = std::max(best, cols[start + kx * dw]);
-      out[ox] = best;
-    }
-  }
-}
-
-template <typename T>
-void MaxPool2d(const WindowGeometry& w, const Shape& xs, const T* x, const Shape& ys, T* y, ThreadPool* pool) {
-  const Pool2d g = {xs[2],          xs[3],        ys[2],          ys[3],          w.kernel[0], w.kernel[1],
-                    w.strides[0],   w.strides[1], w.dilations[0], w.dilations[1], w.pads[0],   w.pads[1]};
-  std::vector<int64_t> kx_begin(g.wo), kx_end(g.wo);
-  for (int64_t ox = 0; ox < g.wo; ++ox) TapRange(ox * g.sw - g.pl, g.kw, g.dw, g.wd, &kx_begin[ox], &kx_end[ox]);
-  ParallelFor(pool, xs[0] * xs[1], 1, [&](int64_t p0, int64_t p1) {
-    std::vector<T> cols(static_cast<size_t>(g.wd)), windows(static_cast<size_t>(g.wd));
-    for (int64_t plane = p0; plane < p1; ++plane) {
-      MaxPoolPlane(g, x + plane * g.h * g.wd, y + plane * g.ho * g.wo, cols.data(), windows.data(), kx_begin.data(),
-                   kx_end.data());
-    }
-  });
-}
-
-Status MaxPoolFast(OpContext& ctx) {
-  if (!ctx.has_input(0)) return RunReferenceKernel(ctx);
-  const Tensor& x = ctx.input(0);
-  if (x.dtype() == DataType::kFloat32) return MaxPoolF32(ctx);
-  if (!IsByteType(x.dtype()) || x.rank() != 4 || ctx.node().attr("kernel_shape") == nullptr)
-    return RunReferenceKernel(ctx);
-  PoolParams params;
-  AutoPad auto_pad = AutoPad::kNotSet;
-  Shape y_shape;
-  if (!ReadWindowAttributes(ctx, &params.window, &auto_pad).ok() ||
-      !PreparePool(x.shape(), auto_pad, ctx.node().attr_int("ceil_mode", 0) != 0, &params, &y_shape).ok()) {
-    return RunReferenceKernel(ctx);  // the reference names the error
-  }
-  Tensor y(x.dtype(), y_shape);
-  if (x.dtype() == DataType::kUInt8) {
-    MaxPool2d(params.window, x.shape(), x.data<uint8_t>(), y_shape, y.data<uint8_t>(), ctx.pool());
-  } else {
-    MaxPool2d(params.window, x.shape(), x.data<int8_t>(), y_shape, y.data<int8_t>(), ctx.pool());
-  }
-  ctx.set_output(0, std::move(y));
-  return Status::OK();
-}
+Status MaxPoolFast(OpContext& ctx) { return RunMaxPool2d(ctx, PreparedRow(ctx).get<MaxPool2dFn>()); }
 
 }  // namespace
 
@@ -363,7 +267,7 @@ void RegisterCpuQdqGlueOps(KernelRegistry& r) {
          WithoutContext(PrepareRow<CpuOp::kDequantizeS8>, RowKernel)});
   r.Add({"QLinearAdd", kSparqDomain, 1, 1, QuantAddFast, "qlinear_add_s8", WithoutContext(PrepareQuantAdd, QuantAddKernel)});
   r.Add({"QLinearLut", kSparqDomain, 1, 1, LutFast, "lut256", WithoutContext(PrepareRow<CpuOp::kLut256>, RowKernel)});
-  r.Add({"MaxPool", "", 1, 99, MaxPoolFast, "maxpool2d", WithoutContext(PrepareMaxPool)});
+  r.Add({"MaxPool", "", 1, 99, MaxPoolFast, "maxpool2d", WithoutContext(PrepareMaxPool, RowKernel)});
 }
 
 }  // namespace sparq

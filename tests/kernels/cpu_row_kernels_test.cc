@@ -1,6 +1,6 @@
 // The dispatch-table rows without packed weights (kernels/cpu/dispatch.h:
 // depthwise_f32, depthwise_s8, requant_s32, lut256, quantize_f32_s8,
-// dequantize_s8_f32, qlinear_add_s8), each called through its row on lengths
+// dequantize_s8_f32, qlinear_add_s8, maxpool2d), each called through its row on lengths
 // that leave every vector tail, against kernels/ref: INT8 and QDQ rows bit for
 // bit, FP32 within testing::kF32RelTol. CheckRowKernel is also what
 // CpuKernelTable.EveryTableRowIsExercised (cpu_kernels_test.cc) runs for
@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "kernels/ref/conv.h"
+#include "kernels/ref/pool.h"
 #include "kernels/ref/quantize.h"
 #include "tests/kernels/isa_sweep.h"
 
@@ -222,6 +223,56 @@ void CheckQLinearAddS8(std::mt19937& rng, QLinearAddS8Fn fn) {
   }
 }
 
+// MaxPool of float32 (with NaNs), int8 and uint8 planes against MaxPoolRef,
+// with windows that leave the input (pads larger than the dilated window).
+void CheckMaxPool2d(std::mt19937& rng, MaxPool2dFn fn) {
+  struct Case {
+    int64_t planes, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+  };
+  const Case cases[] = {{3, 9, 45, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1}, {2, 8, 8, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0},
+                        {1, 7, 70, 3, 5, 1, 1, 2, 1, 2, 2, 2, 2}, {2, 5, 4, 3, 3, 3, 3, 1, 1, 2, 2, 2, 2},
+                        {1, 13, 33, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}};
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (const Case& c : cases) {
+    for (auto elem : {MaxPool2dArgs::Elem::kF32, MaxPool2dArgs::Elem::kS8, MaxPool2dArgs::Elem::kU8}) {
+      SCOPED_TRACE("maxpool " + std::to_string(c.h) + "x" + std::to_string(c.w) + " k" + std::to_string(c.kh) + "x" +
+                   std::to_string(c.kw) + " elem " + std::to_string(static_cast<int>(elem)));
+      PoolParams p;
+      p.window.kernel = {c.kh, c.kw}, p.window.strides = {c.sh, c.sw}, p.window.dilations = {c.dh, c.dw};
+      p.window.pads = {c.pt, c.pl, c.pb, c.pr};
+      const Shape xs = {1, c.planes, c.h, c.w};
+      Shape ys;
+      ASSERT_TRUE(PreparePool(xs, AutoPad::kNotSet, false, &p, &ys).ok());
+      const int64_t nx = c.planes * c.h * c.w, ny = ys[1] * ys[2] * ys[3];
+      const size_t bytes = elem == MaxPool2dArgs::Elem::kF32 ? 4 : 1;
+      std::vector<uint8_t> x(static_cast<size_t>(nx) * bytes), want(static_cast<size_t>(ny) * bytes);
+      std::vector<uint8_t> got(want.size() + bytes, 99);
+      if (elem == MaxPool2dArgs::Elem::kF32) {
+        auto* xf = reinterpret_cast<float*>(x.data());
+        for (int64_t i = 0; i < nx; ++i) xf[i] = i % 97 == 5 ? std::nanf("") : value(rng);
+        MaxPoolRef<float>(p, xs, xf, ys, reinterpret_cast<float*>(want.data()), nullptr, nullptr);
+      } else {
+        for (uint8_t& b : x) b = static_cast<uint8_t>(rng());
+        if (elem == MaxPool2dArgs::Elem::kS8) {
+          MaxPoolRef<int8_t>(p, xs, reinterpret_cast<const int8_t*>(x.data()), ys,
+                             reinterpret_cast<int8_t*>(want.data()), nullptr, nullptr);
+        } else {
+          MaxPoolRef<uint8_t>(p, xs, x.data(), ys, want.data(), nullptr, nullptr);
+        }
+      }
+      MaxPool2dArgs a;
+      a.elem = elem, a.x = x.data(), a.y = got.data();
+      a.planes = c.planes, a.height = c.h, a.width = c.w, a.out_h = ys[2], a.out_w = ys[3];
+      a.kernel_h = c.kh, a.kernel_w = c.kw, a.stride_h = c.sh, a.stride_w = c.sw;
+      a.dilation_h = c.dh, a.dilation_w = c.dw, a.pad_top = c.pt, a.pad_left = c.pl;
+      fn(a);
+      // Bytes equal: the same maximum, NaN for NaN (the reference's NaN is x's NaN).
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "byte " << i;
+      EXPECT_EQ(got[want.size()], 99) << "wrote past the output";
+    }
+  }
+}
+
 }  // namespace
 
 bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
@@ -234,6 +285,7 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
     case CpuOp::kQuantizeF32: CheckQuantizeF32(rng, def.get<QuantizeF32Fn>()); return true;
     case CpuOp::kDequantizeS8: CheckDequantizeS8(rng, def.get<DequantizeS8Fn>()); return true;
     case CpuOp::kQLinearAddS8: CheckQLinearAddS8(rng, def.get<QLinearAddS8Fn>()); return true;
+    case CpuOp::kMaxPool2d: CheckMaxPool2d(rng, def.get<MaxPool2dFn>()); return true;
     default: return false;  // ops with packed weights: cpu_kernels_test.cc
   }
 }

@@ -77,7 +77,7 @@ inline const CpuKernelDef* TableRow(const std::string& name) {
 // A node's kernel name (Executor::NodeKernels) with each '+'-joined table row
 // replaced by its op: "gemm_s8s8_avx2+lut256_portable" -> "gemm_s8+lut256",
 // "spmm_bsr4x4_f32_avx512" -> "spmm_bsr_f32". Names that are not rows
-// ("ref", "maxpool2d") stay.
+// ("ref", "gemm_f32_batched") stay.
 inline std::string KernelOps(const std::string& kernel) {
   std::string out;
   size_t begin = 0;
