@@ -363,8 +363,8 @@ const CpuKernelDef* SelectCpuKernelAt(CpuOp op, PackedFormat format, CpuIsa acti
 }
 
 const CpuKernelDef& SelectCpuKernel(CpuOp op) {
-  const CpuKernelDef* def = SelectCpuKernel(op, kNoPackedFormat);
-  return def != nullptr ? *def : *SelectCpuKernelAt(op, kNoPackedFormat, CpuIsa::kPortable);
+  // Not null: every op has a portable row (CpuKernelTable.PrioritiesAreDistinctPerOpAndFormat).
+  return *SelectCpuKernel(op, kNoPackedFormat);
 }
 
 PackedFormat PreferredGemmS8Format(CpuIsa isa) {
