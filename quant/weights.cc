@@ -2,7 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
-#include "quant/graph_editor.h"
+#include "graph/graph_editor.h"
 #include "sparq/quantize.h"
 
 namespace sparq {
