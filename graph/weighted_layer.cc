@@ -38,10 +38,10 @@ std::optional<WeightedLayer> AsWeightedLayer(const Graph& g, const Node& n) {
     }
     if (n.inputs.size() > 2 && !n.inputs[2].empty()) L.bias = n.inputs[2];
   } else if (n.op_type == "Gemm") {
+    L.transposed_view = n.attr_int("transB", 0) == 0;  // B is [in, out] unless transB
     if (w.rank() != 2) {
       unsupported("Gemm weight " + shape + " is not 2-D");
     } else {
-      L.transposed_view = n.attr_int("transB", 0) == 0;
       L.rows = L.transposed_view ? w.dim(1) : w.dim(0);
       L.cols = L.transposed_view ? w.dim(0) : w.dim(1);
     }
