@@ -45,6 +45,8 @@ QuantizeOptions ToQuantizeOptions(const Recipe& r) {
   }
   q.per_channel = r.quantize.per_channel;
   q.fold_batchnorm = r.quantize.fold_batchnorm;
+  q.dynamic = r.quantize.mode == RecipeQuantize::Mode::kDynamic;
+  q.gather_int8 = r.quantize.gather_int8;
   for (const auto& rule : r.quantize.layers) q.layers.push_back({rule.match, ToPrecision(rule.precision)});
   q.fp16_block_ops = r.quantize.fp16.block_ops;
   q.keep_io_types = r.quantize.fp16.keep_io_types;
