@@ -220,7 +220,10 @@ def run(work, sparq, only):
             p = os.path.join(out, f"ort_dynamic{'_pc' if pc else ''}.onnx")
             t = time.time()
             quantize_dynamic(fp32, p, per_channel=pc, weight_type=QuantType.QInt8)
-            add(f"ort quantize_dynamic{' per-channel' if pc else ''}", p, ort_embed(p, ev), secs=time.time() - t)
+            secs = time.time() - t
+            add(f"ort quantize_dynamic{' per-channel' if pc else ''}", p, ort_embed(p, ev),
+                sparq_embed(sparq, p, os.path.join(work, "eval.npz"), os.path.join(out, "ort_dynamic.npz")), secs=secs,
+                note="sparq column: onnxruntime's file run by sparq")
         for m in (CalibrationMethod.MinMax, CalibrationMethod.Entropy, CalibrationMethod.Percentile):
             p = os.path.join(out, f"ort_static_{m.name}.onnx")
             t = time.time()
@@ -237,6 +240,7 @@ def run(work, sparq, only):
             "int8_max": "  calibration: {method: max}\n  fallback: {enabled: false}",
             "int8_percentile": "  calibration: {method: percentile}\n  fallback: {enabled: false}",
             "int8_dynamic": "  mode: dynamic\n  fallback: {enabled: false}",
+            "int8_dynamic_per_tensor": "  mode: dynamic\n  per_channel: false\n  fallback: {enabled: false}",
         }
         for name, q in variants.items():
             rp = os.path.join(out, name + ".yaml")
@@ -249,13 +253,20 @@ def run(work, sparq, only):
             if res.returncode == 2 or not os.path.exists(p):
                 add("sparq " + name, None, None, secs=secs, note=f"exit {res.returncode}: " + res.stderr.strip()[-300:])
                 continue
+            import onnx
+            try:
+                onnx.checker.check_model(p, full_check=True)
+                checked = "onnx.checker ok"
+            except Exception as e:
+                checked = f"onnx.checker: {e}"[:120]
             try:
                 e_ort = ort_embed(p, ev)
             except Exception as e:
                 e_ort = None
+                checked += f"; onnxruntime: {e}"[:120]
             add("sparq " + name, p, e_ort, sparq_embed(sparq, p, os.path.join(work, "eval.npz"),
                                                      os.path.join(out, name + ".npz")), secs=secs,
-                note=f"sparq run exit {res.returncode}")
+                note=f"sparq run exit {res.returncode}; {checked}")
     with open(os.path.join(work, "results.json"), "w") as f:
         json.dump(rows, f, indent=1)
     print_table(rows)
