@@ -78,7 +78,7 @@ def fp16_ulp(magnitude: float) -> float:
 
 
 def _sparq_can_save(type_proto) -> bool:
-    """Tensors `sparq eval` saves: float or 8-bit integer, rank >= 1 (it
+    """Tensors `sparq eval` saves: float, 8-bit or int32 integer (MatMulInteger), rank >= 1 (it
     concatenates outputs along the first axis and refuses scalars)."""
     import onnx
 
@@ -86,7 +86,7 @@ def _sparq_can_save(type_proto) -> bool:
         return True
     t = type_proto.tensor_type
     kinds = (onnx.TensorProto.FLOAT, onnx.TensorProto.DOUBLE, onnx.TensorProto.FLOAT16, onnx.TensorProto.BFLOAT16,
-             onnx.TensorProto.INT8, onnx.TensorProto.UINT8)
+             onnx.TensorProto.INT8, onnx.TensorProto.UINT8, onnx.TensorProto.INT32)
     return t.elem_type in kinds and (not t.HasField("shape") or len(t.shape.dim) >= 1)
 
 
