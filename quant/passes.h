@@ -37,8 +37,8 @@ Status RewriteDynamic(Model& model, const std::vector<Precision>& precision, con
                       std::set<std::string>& float_values, QuantizeReport* report);
 
 // Gather (axis 0) of a float32 initializer of >= 4096 values (embedding
-// tables): an int8 table, Gather, then DequantizeLinear. Returns the number
-// of Gather nodes rewritten.
+// tables): an int8 table with one scale per row, both gathered, then
+// Cast + Mul. Returns the number of Gather nodes rewritten.
 int QuantizeGatherTables(Model& model, QuantizeReport* report);
 
 // Float16 compute for the nodes named by `fp16_nodes` (NodeKey), with Casts

@@ -157,7 +157,10 @@ def ort_embed(path, feeds):
 
 
 def sparq_embed(sparq, path, data, out):
-    subprocess.run([sparq, "eval", path, "--inputs", data, "--save-outputs", out, "--batch", "32"], check=True,
+    # One batch of all sentences, as onnxruntime runs them above: dynamic
+    # quantization takes each activation's range over the whole batch.
+    batch = len(np.load(data)["input_ids"])
+    subprocess.run([sparq, "eval", path, "--inputs", data, "--save-outputs", out, "--batch", str(batch)], check=True,
                    stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     return np.load(out)["embedding"]
 
@@ -194,7 +197,7 @@ evaluate:
 """
 
 
-def run(work, sparq, only):
+def run(work, sparq, only, variant_filter=None):
     from onnxruntime.quantization import (CalibrationMethod, QuantFormat, QuantType, quantize_dynamic,
                                           quantize_static)
 
@@ -241,8 +244,11 @@ def run(work, sparq, only):
             "int8_percentile": "  calibration: {method: percentile}\n  fallback: {enabled: false}",
             "int8_dynamic": "  mode: dynamic\n  fallback: {enabled: false}",
             "int8_dynamic_per_tensor": "  mode: dynamic\n  per_channel: false\n  fallback: {enabled: false}",
+            "int8_dynamic_fp32_gather": "  mode: dynamic\n  gather_int8: false\n  fallback: {enabled: false}",
         }
         for name, q in variants.items():
+            if variant_filter and name not in variant_filter:
+                continue
             rp = os.path.join(out, name + ".yaml")
             with open(rp, "w") as f:
                 f.write(RECIPE.format(name=name, model=fp32, outdir=out, work=work, quant=q))
@@ -267,7 +273,7 @@ def run(work, sparq, only):
             add("sparq " + name, p, e_ort, sparq_embed(sparq, p, os.path.join(work, "eval.npz"),
                                                      os.path.join(out, name + ".npz")), secs=secs,
                 note=f"sparq run exit {res.returncode}; {checked}")
-    with open(os.path.join(work, "results.json"), "w") as f:
+    with open(os.path.join(work, f"results_{only}.json"), "w") as f:
         json.dump(rows, f, indent=1)
     print_table(rows)
 
@@ -295,11 +301,12 @@ def main():
     ap.add_argument("--work", default="/work/models/acc-nlp/minilm")
     ap.add_argument("--sparq", default="build/bin/sparq")
     ap.add_argument("--only", default="all", choices=["all", "ort", "sparq"])
+    ap.add_argument("--variants", default="", help="comma-separated sparq variants to run (default: all)")
     a = ap.parse_args()
     if a.cmd == "prepare":
         prepare(a.work)
     else:
-        run(a.work, os.path.abspath(a.sparq), a.only)
+        run(a.work, os.path.abspath(a.sparq), a.only, [v for v in a.variants.split(",") if v])
 
 
 if __name__ == "__main__":
