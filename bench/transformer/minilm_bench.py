@@ -278,6 +278,39 @@ def run(work, sparq, only, variant_filter=None):
     print_table(rows)
 
 
+def timing(work, sparq, threads=2, repeats=3):
+    """Time of one batch of all evaluation sentences, best of `repeats`: sparq
+    eval's model_seconds (fast kernels, fused) and onnxruntime's session.run
+    (ORT_ENABLE_ALL), same thread count, on the FP32 model and the written
+    INT8/FP16 files."""
+    import onnxruntime as ort
+    ev_path = os.path.join(work, "eval.npz")
+    ev = dict(np.load(ev_path))
+    batch = len(ev["input_ids"])
+    out = os.path.join(work, "variants")
+    files = [("fp32", os.path.join(work, "minilm.onnx"))] + [
+        (n, os.path.join(out, n + ".onnx")) for n in ("fp16", "int8_dynamic", "int8_percentile", "ort_dynamic_pc")]
+    print("\n| model | sparq ms / batch of %d | onnxruntime ms | kernels sparq ran (MatMul-like) |" % batch)
+    print("|---|---:|---:|---|")
+    for name, path in files:
+        if not os.path.exists(path):
+            continue
+        best, kernels = None, set()
+        for _ in range(repeats):
+            res = subprocess.run([sparq, "eval", path, "--inputs", ev_path, "--batch", str(batch), "--threads",
+                                  str(threads), "--json", "--verbose"], capture_output=True, text=True, check=True)
+            j = json.loads(res.stdout)
+            best = min(best or 1e9, j["model_seconds"])
+            kernels = {f"{k['op']}:{k['kernel']}" for k in j.get("kernels", []) if "MatMul" in k["op"]}
+        so = ort.SessionOptions()
+        so.intra_op_num_threads = threads
+        s = ort.InferenceSession(path, so, providers=["CPUExecutionProvider"])
+        s.run(None, ev)
+        ort_best = min((lambda t0: (s.run(None, ev), time.time() - t0)[1])(time.time()) for _ in range(repeats))
+        print(f"| {name} | {1000 * best:.0f} | {1000 * ort_best:.0f} | {', '.join(sorted(kernels)) or '-'} |",
+              flush=True)
+
+
 def fmt(s):
     if s is None:
         return "-"
@@ -297,7 +330,7 @@ def print_table(rows):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("cmd", choices=["prepare", "run"])
+    ap.add_argument("cmd", choices=["prepare", "run", "time"])
     ap.add_argument("--work", default="/work/models/acc-nlp/minilm")
     ap.add_argument("--sparq", default="build/bin/sparq")
     ap.add_argument("--only", default="all", choices=["all", "ort", "sparq"])
@@ -305,6 +338,8 @@ def main():
     a = ap.parse_args()
     if a.cmd == "prepare":
         prepare(a.work)
+    elif a.cmd == "time":
+        timing(a.work, os.path.abspath(a.sparq))
     else:
         run(a.work, os.path.abspath(a.sparq), a.only, [v for v in a.variants.split(",") if v])
 
