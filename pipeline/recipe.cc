@@ -53,6 +53,8 @@ constexpr EnumEntry<LayerPrecision> kLayerPrecisions[] = {
 // quantize.fallback.to: only the float precisions.
 constexpr EnumEntry<LayerPrecision> kFallbackTargets[] = {
     {LayerPrecision::kFp16, "fp16"}, {LayerPrecision::kFp32, "fp32"}};
+constexpr EnumEntry<RecipeQuantize::Mode> kModes[] = {{RecipeQuantize::Mode::kStatic, "static"},
+                                                      {RecipeQuantize::Mode::kDynamic, "dynamic"}};
 constexpr EnumEntry<RankBy> kRankBy[] = {{RankBy::kSqnr, "sqnr"}, {RankBy::kMetric, "metric"}};
 constexpr EnumEntry<Backend> kBackends[] = {{Backend::kCpu, "cpu"}, {Backend::kCuda, "cuda"}, {Backend::kAuto, "auto"}};
 constexpr EnumEntry<Metric> kMetrics[] = {{Metric::kTop1, "top1"},
@@ -359,6 +361,7 @@ void RecipeParser::ParseQuantize(MapReader m) {
   RecipeQuantize& q = recipe_.quantize;
   m.Read("enabled", &q.enabled);
   m.ReadEnum("precision", kPrecisions, &q.precision);
+  m.ReadEnum("mode", kModes, &q.mode);
 
   MapReader c = m.Child("calibration");
   c.ReadEnum("method", kMethods, &q.calibration.method);
@@ -375,6 +378,7 @@ void RecipeParser::ParseQuantize(MapReader m) {
 
   m.Read("per_channel", &q.per_channel);
   m.Read("fold_batchnorm", &q.fold_batchnorm);
+  m.Read("gather_int8", &q.gather_int8);
 
   diag_.AddKnownKeys("quantize.layers[]", {"match", "precision"});
   const std::vector<YAML::Node> layers = m.List("layers");
@@ -464,6 +468,16 @@ void RecipeParser::CheckAcrossSections() {
     if (q.fallback.enabled && q.fallback.to == LayerPrecision::kFp16 && diag_.Written("quantize.fallback.to"))
       diag_.Error(diag_.LineFor("quantize.fallback.to"), "quantize.fallback.to",
                   "fp16 is the model's precision already; fall back to fp32");
+  }
+
+  if (q.enabled && q.mode == RecipeQuantize::Mode::kDynamic && !diag_.FailedAt("quantize.mode")) {
+    if (precision_ok && q.precision == Precision::kFp16)
+      diag_.Error(diag_.LineFor("quantize.mode"), "quantize.mode",
+                  "dynamic quantizes to int8: it needs quantize.precision int8 or mixed, not fp16");
+    if (diag_.Written("output.format") && r.output.format == Format::kQOperator && !diag_.FailedAt("output.format"))
+      diag_.Error(diag_.LineFor("output.format"), "output.format",
+                  "qoperator does not apply to quantize.mode dynamic (written as DynamicQuantizeLinear + "
+                  "MatMulInteger); leave output.format out or set qdq");
   }
 
   // output.format follows the precision: fp16 models are written as fp16,
@@ -586,6 +600,7 @@ const char* RecipeEnumName(RecipePrune::Score v) { return EnumNameIn(kScores, v)
 const char* RecipeEnumName(RecipeQuantize::Precision v) { return EnumNameIn(kPrecisions, v); }
 const char* RecipeEnumName(RecipeQuantize::LayerPrecision v) { return EnumNameIn(kLayerPrecisions, v); }
 const char* RecipeEnumName(RecipeQuantize::RankBy v) { return EnumNameIn(kRankBy, v); }
+const char* RecipeEnumName(RecipeQuantize::Mode v) { return EnumNameIn(kModes, v); }
 const char* RecipeEnumName(RecipeEvaluate::Backend v) { return EnumNameIn(kBackends, v); }
 const char* RecipeEnumName(RecipeEvaluate::Metric v) { return EnumNameIn(kMetrics, v); }
 const char* RecipeEnumName(CalibrationMethod v) { return EnumNameIn(kMethods, v); }

@@ -108,6 +108,7 @@ void EmitQuantize(YAML::Emitter& e, const RecipeQuantize& q) {
   e << YAML::Key << "quantize" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "enabled" << YAML::Value << q.enabled;
   e << YAML::Key << "precision" << YAML::Value << RecipeEnumName(q.precision);
+  e << YAML::Key << "mode" << YAML::Value << RecipeEnumName(q.mode);
   e << YAML::Key << "calibration" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "method" << YAML::Value << RecipeEnumName(q.calibration.method);
   Num(e << YAML::Key << "percentile" << YAML::Value, q.calibration.percentile);
@@ -116,6 +117,7 @@ void EmitQuantize(YAML::Emitter& e, const RecipeQuantize& q) {
   e << YAML::EndMap;
   e << YAML::Key << "per_channel" << YAML::Value << q.per_channel;
   e << YAML::Key << "fold_batchnorm" << YAML::Value << q.fold_batchnorm;
+  e << YAML::Key << "gather_int8" << YAML::Value << q.gather_int8;
   BeginList(e << YAML::Key << "layers" << YAML::Value, q.layers.empty());
   for (const auto& l : q.layers) {
     e << YAML::BeginMap << YAML::Key << "match" << YAML::Value << l.match;

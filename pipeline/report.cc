@@ -12,7 +12,7 @@ namespace sparq {
 namespace {
 
 std::string Fixed(double v, int digits = 2) {
-  if (std::isnan(v)) return "-";
+  if (std::isnan(v)) return "NaN";
   if (std::isinf(v)) return v > 0 ? "inf" : "-inf";
   char buf[64];
   std::snprintf(buf, sizeof buf, "%.*f", digits, v);
@@ -28,6 +28,10 @@ std::string Bytes(int64_t b) {
 
 std::string Verdict(const RunReport& r) {
   std::ostringstream os;
+  if (!r.nonfinite.empty()) {
+    os << "the compressed model computes NaN/Inf: first at " << r.nonfinite;
+    return os.str();
+  }
   os << r.metric << " " << Fixed(r.fp32_metric) << " -> " << Fixed(r.output_metric) << ", drop "
      << Fixed(r.drop, r.relative ? 4 : 2) << (r.relative ? " (relative)" : "") << (r.passed ? " <= " : " > ")
      << Fixed(r.max_drop, r.relative ? 4 : 2);
@@ -50,6 +54,7 @@ std::string RunReport::ToJson() const {
   j["weight_sparsity"] = weight_sparsity;
   j["gate"] = {{"metric", metric},     {"fp32", fp32_metric}, {"output", output_metric}, {"drop", drop},
                {"max_drop", max_drop}, {"relative", relative}, {"passed", passed}};
+  if (!nonfinite.empty()) j["gate"]["nonfinite"] = nonfinite;
   j["agreement"] = {{"top1_agreement", top1_agreement},
                     {"sqnr_db", std::isfinite(sqnr_db) ? json(sqnr_db) : json(nullptr)},
                     {"samples", eval_samples}};

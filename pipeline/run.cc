@@ -10,6 +10,7 @@
 #include "pipeline/data_prep.h"
 #include "pipeline/prune_stage.h"
 #include "runtime/dataset.h"
+#include "runtime/nonfinite.h"
 #include "sparq/calibrate.h"
 #include "sparq/evaluate.h"
 #include "sparq/executor.h"
@@ -45,6 +46,8 @@ QuantizeOptions ToQuantizeOptions(const Recipe& r) {
   }
   q.per_channel = r.quantize.per_channel;
   q.fold_batchnorm = r.quantize.fold_batchnorm;
+  q.dynamic = r.quantize.mode == RecipeQuantize::Mode::kDynamic;
+  q.gather_int8 = r.quantize.gather_int8;
   for (const auto& rule : r.quantize.layers) q.layers.push_back({rule.match, ToPrecision(rule.precision)});
   q.fp16_block_ops = r.quantize.fp16.block_ops;
   q.keep_io_types = r.quantize.fp16.keep_io_types;
@@ -92,6 +95,7 @@ class Runner {
   Status WriteOutputModel(const Model& m);
   StatusOr<std::vector<std::pair<std::string, double>>> LayerSqnr(const Model& quantized);
   Status WriteReports();
+  Status CheckFinite(const EvalReport& e);
 
   const Recipe& r_;
   const PipelineOptions& o_;
@@ -361,6 +365,7 @@ StatusOr<RunReport> Runner::Run() {
     judge(out_eval);
     report_.fallback.push_back({worst, PrecisionName(to), worst_sqnr, report_.output_metric});
   }
+  SPARQ_RETURN_IF_ERROR(CheckFinite(out_eval));
   for (const auto& f : report_.fallback)
     for (auto& l : report_.layers)
       if (l.node == f.node) {
@@ -373,6 +378,23 @@ StatusOr<RunReport> Runner::Run() {
   report_.weight_sparsity = WeightSparsity(compressed);
   SPARQ_RETURN_IF_ERROR(WriteReports());
   return report_;
+}
+
+// A model whose output holds NaN or Inf fails the gate (exit 1, reports
+// written, so CI records the failure), with the first non-finite value named.
+// Not an error (exit 2): the run itself worked, the written model is what is
+// wrong, and the reports should say what broke it.
+Status Runner::CheckFinite(const EvalReport& e) {
+  bool finite = std::isfinite(report_.output_metric);
+  for (const auto& c : e.comparisons) finite &= std::isfinite(c.max_abs_error) && !std::isnan(c.cosine);
+  if (finite) return Status::OK();
+  report_.passed = false;
+  SPARQ_ASSIGN_OR_RETURN(Model written, LoadModel(r_.output.model));
+  SPARQ_ASSIGN_OR_RETURN(report_.nonfinite, FirstNonFiniteTensor(written, Batches(eval_path_, r_.data.evaluation_samples)(),
+                                                                 r_.evaluate.threads));
+  if (report_.nonfinite.empty()) report_.nonfinite = "the outputs only (no intermediate value of the reference kernels)";
+  Log("the compressed model computes NaN/Inf: first at " + report_.nonfinite);
+  return Status::OK();
 }
 
 Status Runner::WriteReports() {

@@ -6,6 +6,13 @@
 // A float32 value read by float16 nodes gets one float16 twin (a converted
 // initializer or a Cast); a float16 node's output keeps a float32 twin under
 // the original name only where a float32 node or a graph output reads it.
+//
+// Never overflowing: constants beyond ±65504 (attention masks of -3.4e38 or
+// -1e9, large biases) are clamped to the float16 range, whether initializers
+// or Constant nodes (a Cast would turn them into ±inf, and 0 x inf = NaN);
+// a node that reads or writes a value whose calibrated range comes near the
+// float16 limit (the masked attention scores, a Pow or Exp that blows up)
+// stays float32.
 #include <cmath>
 #include <map>
 
@@ -16,6 +23,10 @@ namespace sparq {
 namespace {
 
 constexpr float kHalfMax = 65504.0f;
+// A computed value whose calibrated |x| exceeds this keeps its producer and
+// consumers in float32: half the float16 range, headroom for inputs beyond
+// the calibration data's.
+constexpr float kHalfSafeRange = kHalfMax / 2;
 
 // Ops that never compute in float16 here: type-changing, quantization and
 // constant-producing ops (their float outputs are handled as values).
@@ -26,8 +37,8 @@ const std::set<std::string> kNeverHalf = {"Cast", "CastLike", "QuantizeLinear", 
 }  // namespace
 
 Status ConvertToFloat16(Model& model, const std::vector<std::string>& fp16_nodes,
-                        const std::set<std::string>& float_values, const QuantizeOptions& options,
-                        QuantizeReport* report) {
+                        const std::set<std::string>& float_values, const CalibrationTable& table,
+                        const QuantizeOptions& options, QuantizeReport* report) {
   if (!options.keep_io_types) {
     return Status::NotSupported("quantize.fp16.keep_io_types: false is not supported yet (inputs/outputs stay float32)");
   }
@@ -36,14 +47,25 @@ Status ConvertToFloat16(Model& model, const std::vector<std::string>& fp16_nodes
   const std::set<std::string> wanted(fp16_nodes.begin(), fp16_nodes.end());
   const std::set<std::string> blocked(options.fp16_block_ops.begin(), options.fp16_block_ops.end());
 
+  // A computed (non-constant) value whose calibrated range float16 cannot hold.
+  auto overflows = [&](const std::string& v) {
+    if (v.empty() || g.FindWeight(v) != nullptr) return false;  // constants are clamped instead
+    const TensorRange* r = table.Find(v);
+    return r != nullptr && !(std::fabs(r->min) <= kHalfSafeRange && std::fabs(r->max) <= kHalfSafeRange);
+  };
+
   // Mark: the float16 nodes.
   std::vector<bool> half(g.nodes.size(), false);
+  std::vector<std::string> kept_for_range(g.nodes.size());
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     if (!wanted.count(NodeKey(n)) || !n.domain.empty() || blocked.count(n.op_type) || kNeverHalf.count(n.op_type)) continue;
     bool reads_float = false;
     for (const auto& in : n.inputs) reads_float |= !in.empty() && float_values.count(in) > 0;
-    half[i] = reads_float;
+    for (const auto* list : {&n.inputs, &n.outputs})
+      for (const auto& v : *list)
+        if (kept_for_range[i].empty() && float_values.count(v) && overflows(v)) kept_for_range[i] = v;
+    half[i] = reads_float && kept_for_range[i].empty();
   }
   auto all_consumers_half = [&](const std::string& v) {
     if (ed.IsGraphOutput(v)) return false;
@@ -72,11 +94,12 @@ Status ConvertToFloat16(Model& model, const std::vector<std::string>& fp16_nodes
     if (it != half_of.end()) return it->second;
     std::string h;
     auto init = g.initializers.find(v);
+    const Tensor* constant = g.FindWeight(v);  // an initializer or a Constant node's value
     if (init != g.initializers.end() && all_consumers_half(v)) {
       init->second = to_half(v, init->second);  // read only by float16 nodes: convert in place
       h = v;
-    } else if (init != g.initializers.end()) {
-      h = ed.AddInitializer(v + "_fp16", to_half(v, init->second));
+    } else if (constant != nullptr && constant->dtype() == DataType::kFloat32) {
+      h = ed.AddInitializer(v + "_fp16", to_half(v, *constant));
     } else {
       h = ed.FreshName(v + "_fp16");
       ed.AddNode({ed.FreshName(v + "_Cast_fp16"), "Cast", "", {v}, {h}, {Attribute::Int("to", 10)}, ""});
@@ -107,7 +130,15 @@ Status ConvertToFloat16(Model& model, const std::vector<std::string>& fp16_nodes
   for (auto& d : report->layers)
     for (size_t i = 0; i < original; ++i)
       if (g.nodes[i].name == d.node && !d.node.empty() && d.precision == Precision::kFP16 && !half[i])
-        d.precision = Precision::kFP32, d.reason = "op kept in float32 (fp16 block list)";
+        d.precision = Precision::kFP32,
+        d.reason = kept_for_range[i].empty() ? "op kept in float32 (fp16 block list)"
+                                             : "kept in float32: '" + kept_for_range[i] + "' has a range beyond float16's";
+  int kept = 0;
+  for (size_t i = 0; i < original; ++i) kept += !kept_for_range[i].empty();
+  if (kept > 0) {
+    report->warnings.push_back("float16: " + std::to_string(kept) + " nodes kept in float32, their values' calibrated " +
+                               "range going beyond ±" + std::to_string(static_cast<int>(kHalfSafeRange)));
+  }
   RemoveDeadNodes(g);
   return g.TopoSort();
 }

@@ -1,6 +1,7 @@
 // The rewrite passes behind QuantizeModel (internal).
 #pragma once
 
+#include <array>
 #include <optional>
 #include <set>
 #include <string>
@@ -31,10 +32,23 @@ Status InsertQdq(Model& model, const CalibrationTable& table, const std::vector<
 Status RewriteQOperator(Model& model, const CalibrationTable& table, const std::vector<Precision>& precision,
                         const QuantizeOptions& options, std::set<std::string>& float_values, QuantizeReport* report);
 
+// Dynamic INT8 (onnxruntime's quantize_dynamic form) for the INT8 MatMul and
+// Gemm layers: DynamicQuantizeLinear + MatMulInteger + Cast + Mul; Conv stays
+// float32 (reported).
+Status RewriteDynamic(Model& model, const std::vector<Precision>& precision, const QuantizeOptions& options,
+                      std::set<std::string>& float_values, QuantizeReport* report);
+
+// Gather (axis 0) of a float32 initializer of >= 4096 values (embedding
+// tables): an int8 table with one scale per row, both gathered, then
+// Cast + Mul. Returns the number of Gather nodes rewritten.
+int QuantizeGatherTables(Model& model, QuantizeReport* report);
+
 // Float16 compute for the nodes named by `fp16_nodes` (NodeKey), with Casts
-// where float16 and float32 values meet.
+// where float16 and float32 values meet. Constants are clamped to ±65504;
+// nodes touching a value whose range in `table` float16 cannot hold stay
+// float32.
 Status ConvertToFloat16(Model& model, const std::vector<std::string>& fp16_nodes,
-                        const std::set<std::string>& float_values, const QuantizeOptions& options,
-                        QuantizeReport* report);
+                        const std::set<std::string>& float_values, const CalibrationTable& table,
+                        const QuantizeOptions& options, QuantizeReport* report);
 
 }  // namespace sparq

@@ -68,7 +68,7 @@ StatusOr<std::vector<Precision>> ResolvePrecisions(const Graph& g, const Quantiz
     }
     auto layer = QuantizableLayer(g, n);
     if (p == Precision::kINT8 && !layer) p = options.other_precision;  // INT8 applies to weighted layers
-    if (p == Precision::kINT8) {
+    if (p == Precision::kINT8 && !options.dynamic) {
       if (table.Find(n.inputs[0]) == nullptr) {
         p = Precision::kFP32;
         reason = "no calibration range for input '" + n.inputs[0] + "'";
@@ -127,14 +127,17 @@ StatusOr<Model> QuantizeModel(const Model& input, const CalibrationTable& table,
   }
   const bool any_int8 = std::count(precision.begin(), precision.end(), Precision::kINT8) > 0;
   if (any_int8) {
-    if (options.format == QuantFormat::kQDQ) {
+    if (options.dynamic) {
+      SPARQ_RETURN_IF_ERROR(RewriteDynamic(model, precision, options, float_values, report));
+    } else if (options.format == QuantFormat::kQDQ) {
       SPARQ_RETURN_IF_ERROR(InsertQdq(model, table, precision, options, float_values, report));
     } else {
       SPARQ_RETURN_IF_ERROR(RewriteQOperator(model, table, precision, options, float_values, report));
     }
   }
+  if (options.precision == Precision::kINT8 && options.gather_int8) QuantizeGatherTables(model, report);
   if (!fp16_nodes.empty()) {
-    SPARQ_RETURN_IF_ERROR(ConvertToFloat16(model, fp16_nodes, float_values, options, report));
+    SPARQ_RETURN_IF_ERROR(ConvertToFloat16(model, fp16_nodes, float_values, table, options, report));
   }
   g.value_info.clear();
   SPARQ_RETURN_IF_ERROR(g.TopoSort());

@@ -67,6 +67,7 @@
 #include "graph/value_index.h"
 #include "kernels/op_context.h"
 #include "kernels/registry.h"
+#include "runtime/dynamic_fusion.h"
 #include "runtime/qdq_fusion.h"
 
 namespace sparq {
@@ -513,6 +514,7 @@ std::vector<std::string> FuseQdqToIntegerOps(Model* model) {
   for (std::string& name : GlueFuser(*model).Run()) fused.push_back(std::move(name));
   for (std::string& name : FoldTablesIntoProducers(model->graph)) fused.push_back(std::move(name));
   for (std::string& name : FoldConstantDequantize(*model)) fused.push_back(std::move(name));
+  for (std::string& name : FuseDynamicMatMul(model)) fused.push_back(std::move(name));
   return fused;
 }
 

@@ -65,6 +65,10 @@ struct RunReport {
   double max_drop = 0.0;
   bool relative = false;
   bool passed = false;
+  // Set when the compressed model's evaluation produced NaN or +-Inf: the
+  // first non-finite value in execution order ("tensor 'x' (output of ...)").
+  // Such a model fails the gate whatever its metric.
+  std::string nonfinite;
   double top1_agreement = 0.0;       // % of samples with the FP32 model's argmax
   double sqnr_db = 0.0;              // output 0 against FP32
   int64_t eval_samples = 0;

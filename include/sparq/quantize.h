@@ -36,6 +36,11 @@ struct QuantizeOptions {
   Precision other_precision = Precision::kFP32;
   bool per_channel = true;                  // weights: one scale per output channel
   bool fold_batchnorm = true;               // fold BatchNormalization into Conv/Gemm first
+  // INT8 activations quantized at run time (DynamicQuantizeLinear +
+  // MatMulInteger, MatMul/Gemm only, no calibration range used) instead of
+  // with calibrated scales.
+  bool dynamic = false;
+  bool gather_int8 = true;  // INT8: Gather tables (embeddings) of >= 4096 values in int8
   std::vector<LayerRule> layers;            // first matching rule wins
   // FP16: ops kept in float32 (onnxconverter-common's default block list of
   // ops that need float32 or have no float16 kernels).

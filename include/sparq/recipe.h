@@ -124,6 +124,10 @@ struct RecipeQuantize {
     kMixed,  // quantizable ops in INT8, the rest FP16 (except fp16.block_ops)
   };
   enum class LayerPrecision { kInt8, kFp16, kFp32 };
+  enum class Mode {
+    kStatic,   // activation scales from calibration (QDQ or QOperator)
+    kDynamic,  // activations quantized at run time (DynamicQuantizeLinear + MatMulInteger; MatMul/Gemm only)
+  };
   enum class RankBy { kSqnr, kMetric };
 
   struct Calibration {
@@ -154,9 +158,11 @@ struct RecipeQuantize {
 
   bool enabled = true;
   Precision precision = Precision::kInt8;
+  Mode mode = Mode::kStatic;  // int8/mixed only
   Calibration calibration;
   bool per_channel = true;     // per-output-channel weight scales
   bool fold_batchnorm = true;  // fold BatchNormalization into the preceding Conv/Gemm
+  bool gather_int8 = true;     // int8/mixed: Gather tables (embeddings) of >= 4096 values stored in int8
   std::vector<LayerRule> layers;
   Fp16 fp16;
   Fallback fallback;
@@ -258,6 +264,7 @@ const char* RecipeEnumName(RecipePrune::Score v);
 const char* RecipeEnumName(RecipeQuantize::Precision v);
 const char* RecipeEnumName(RecipeQuantize::LayerPrecision v);
 const char* RecipeEnumName(RecipeQuantize::RankBy v);
+const char* RecipeEnumName(RecipeQuantize::Mode v);
 const char* RecipeEnumName(RecipeEvaluate::Backend v);
 const char* RecipeEnumName(RecipeEvaluate::Metric v);
 const char* RecipeEnumName(CalibrationMethod v);

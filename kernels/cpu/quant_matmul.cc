@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
+#include "kernels/ref/quant_util.h"
 #include "kernels/ref/quantize.h"
 
 namespace sparq {
@@ -219,8 +220,8 @@ StatusOr<std::shared_ptr<const QuantMatMulWeights>> PrepareQuantMatMul(const Nod
                                                                        const std::vector<const Tensor*>& constants,
                                                                        const KernelSpeedTable* kernel_table) {
   const bool qlinear = node.op_type == "QLinearMatMul";
-  if (!qlinear && node.op_type != "MatMulInteger") {
-    return Status::NotSupported(node.Describe() + ": not MatMulInteger or QLinearMatMul");
+  if (!qlinear && node.op_type != "MatMulInteger" && node.op_type != "MatMulIntegerToFloat") {
+    return Status::NotSupported(node.Describe() + ": not MatMulInteger, MatMulIntegerToFloat or QLinearMatMul");
   }
   const size_t b_in = qlinear ? 3 : 1, zp_in = qlinear ? 5 : 3;
   auto constant = [&](size_t i) { return i < constants.size() ? constants[i] : nullptr; };
@@ -235,6 +236,17 @@ StatusOr<std::shared_ptr<const QuantMatMulWeights>> PrepareQuantMatMul(const Nod
 }
 
 Status RunPreparedQuantMatMul(OpContext& ctx, const QuantMatMulWeights& w) {
+  if (ctx.node().op_type == "MatMulIntegerToFloat") {
+    // MatMulInteger on the first four inputs, then the reference epilogue.
+    SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(6));
+    Status st = MatMulIntegerPacked(ctx, w);
+    if (st.code() == StatusCode::kNotSupported) return RunReferenceKernel(ctx);
+    SPARQ_RETURN_IF_ERROR(st);
+    Tensor y;
+    SPARQ_RETURN_IF_ERROR(MatMulIntegerToFloatFromAcc(ctx, ctx.outputs()[0], ctx.input(4), ctx.input(5), &y));
+    ctx.set_output(0, std::move(y));
+    return Status::OK();
+  }
   const Status st = ctx.node().op_type == "QLinearMatMul" ? QLinearMatMulPacked(ctx, w) : MatMulIntegerPacked(ctx, w);
   if (st.code() == StatusCode::kNotSupported) return RunReferenceKernel(ctx);
   return st;
@@ -278,6 +290,7 @@ void RegisterPreparedCpuQuantOps(KernelRegistry& r) {
   };
   r.Add({"MatMulInteger", "", 10, 99, run, "gemm_s8", prepare});
   r.Add({"QLinearMatMul", "", 10, 99, run, "gemm_s8", prepare});
+  r.Add({"MatMulIntegerToFloat", kSparqDomain, 1, 1, run, "gemm_s8", prepare});
 }
 
 void RegisterCpuQuantOps(KernelRegistry& r) {

@@ -25,6 +25,13 @@
 //     QuantizeLinear reference kernels one after the other; with Table, Y is
 //     then mapped through it as QLinearLut does (the fusion folds a table
 //     that alone reads the sum into the QLinearAdd).
+//
+//   sparq.MatMulIntegerToFloat(A, B, A_zero_point, B_zero_point, A_scale, B_scale) -> Y
+//     quantize.mode dynamic's MatMulInteger -> Cast -> Mul(A_scale * B_scale):
+//       Y[..., n] = float(MatMulInteger(A, B, A_zero_point, B_zero_point)[..., n]) * (A_scale * B_scale[n])
+//     A_scale float32, one value; B_scale float32, one value or one per
+//     column of B (the last dim); each product one float32 rounding, as the
+//     Mul reference kernels compute it.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -137,7 +144,47 @@ Status QLinearAdd(OpContext& ctx) {
 
 }  // namespace
 
+Status MatMulIntegerToFloatFromAcc(const OpContext& ctx, const Tensor& acc, const Tensor& a_scale, const Tensor& b_scale,
+                                   Tensor* y) {
+  const int64_t n = acc.rank() == 0 ? 1 : acc.dim(acc.rank() - 1);
+  if (a_scale.dtype() != DataType::kFloat32 || a_scale.numel() != 1) {
+    return ctx.InvalidArgument("A_scale must be one float32 value, got " + DataTypeName(a_scale.dtype()) + " " +
+                               ShapeToString(a_scale.shape()));
+  }
+  if (b_scale.dtype() != DataType::kFloat32 || (b_scale.numel() != 1 && b_scale.numel() != n)) {
+    return ctx.InvalidArgument("B_scale must be float32, one value or one per column (" + std::to_string(n) +
+                               "), got " + DataTypeName(b_scale.dtype()) + " " + ShapeToString(b_scale.shape()));
+  }
+  std::vector<float> scale(static_cast<size_t>(n));
+  const float sa = a_scale.data<float>()[0];
+  for (int64_t c = 0; c < n; ++c) scale[c] = sa * b_scale.data<float>()[b_scale.numel() == 1 ? 0 : c];
+  Tensor out(DataType::kFloat32, acc.shape());
+  const int32_t* in = acc.data<int32_t>();
+  float* o = out.data<float>();
+  for (int64_t row = 0; row < (n == 0 ? 0 : acc.numel() / n); ++row)
+    for (int64_t c = 0; c < n; ++c) o[row * n + c] = static_cast<float>(in[row * n + c]) * scale[c];
+  *y = std::move(out);
+  return Status::OK();
+}
+
+namespace {
+
+Status MatMulIntegerToFloat(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(6));
+  const KernelDef* mm = KernelRegistry::Reference().Find("MatMulInteger", "", 10);
+  if (mm == nullptr) return ctx.NotSupported("no MatMulInteger reference kernel");
+  OpContext mm_ctx(ctx.node(), 10, {&ctx.input(0), &ctx.input(1), &ctx.input(2), &ctx.input(3)}, ctx.pool());
+  SPARQ_RETURN_IF_ERROR(mm->fn(mm_ctx));
+  Tensor y;
+  SPARQ_RETURN_IF_ERROR(MatMulIntegerToFloatFromAcc(ctx, mm_ctx.outputs()[0], ctx.input(4), ctx.input(5), &y));
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
+}  // namespace
+
 void RegisterQdqFusedOps(KernelRegistry& r) {
+  r.Add({"MatMulIntegerToFloat", kSparqDomain, 1, 1, MatMulIntegerToFloat, "ref"});
   r.Add({"QLinearLut", kSparqDomain, 1, 1, QLinearLut, "ref"});
   r.Add({"QLinearAdd", kSparqDomain, 1, 1, QLinearAdd, "ref"});
   r.Add({"QLinearConvLut", kSparqDomain, 1, 1, QLinearConvLut, "ref"});

@@ -21,6 +21,12 @@ void RegisterQuantConvOps(KernelRegistry& r);
 // sparq.QLinearAdd that runtime/qdq_fusion.cc writes), called by RegisterQuantOps.
 void RegisterQdqFusedOps(KernelRegistry& r);
 
+// The epilogue of sparq.MatMulIntegerToFloat (qdq_fused_ops.cc), shared by its
+// reference and fast kernels: Y = float(acc) * (A_scale * B_scale[column]),
+// checking the scales.
+Status MatMulIntegerToFloatFromAcc(const OpContext& ctx, const Tensor& acc, const Tensor& a_scale, const Tensor& b_scale,
+                                   Tensor* y);
+
 // Calls fn(T{}) with T = uint8_t or int8_t for `type` and returns its Status;
 // InvalidArgument naming `what` for any other type.
 template <typename Fn>

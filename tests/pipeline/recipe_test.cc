@@ -624,3 +624,27 @@ TEST(RecipeModelCheckTest, PruneRulesAreCheckedAgainstTheModel) {
 
 }  // namespace
 }  // namespace sparq
+
+namespace sparq {
+namespace {
+
+TEST_F(RecipeTest, DynamicModeParsesAndIsCheckedAgainstPrecisionAndFormat) {
+  StatusOr<Recipe> r = Parse(kMinimal + "quantize: {mode: dynamic, gather_int8: false}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->quantize.mode, RecipeQuantize::Mode::kDynamic);
+  EXPECT_FALSE(r->quantize.gather_int8);
+  EXPECT_EQ(Parse(kMinimal)->quantize.mode, RecipeQuantize::Mode::kStatic);
+  EXPECT_TRUE(Parse(kMinimal)->quantize.gather_int8);
+  std::string message = ErrorOf(kMinimal + "quantize:\n  precision: fp16\n  mode: dynamic\n");  // 5-7
+  EXPECT_NE(message.find("r.yaml:7: quantize.mode: dynamic quantizes to int8: it needs quantize.precision int8 or "
+                         "mixed, not fp16"),
+            std::string::npos)
+      << message;
+  message = ErrorOf(kMinimal + "quantize: {mode: dynamik}\n");
+  EXPECT_NE(message.find("quantize.mode: 'dynamik' is not one of static, dynamic (did you mean 'dynamic'"),
+            std::string::npos)
+      << message;
+}
+
+}  // namespace
+}  // namespace sparq

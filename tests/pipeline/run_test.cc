@@ -197,3 +197,37 @@ TEST(RunRecipe, WrittenQdqModelFusesIntoIntegerConvolutions) {
 
 }  // namespace
 }  // namespace sparq
+
+namespace sparq {
+namespace {
+
+// A model that FP16 cannot run on the evaluation data: y = x * x, with |x|
+// below 1 in calibration (so the Mul computes in float16) and 300 in
+// evaluation (90000 > 65504: +inf in float16, finite in float32).
+TEST(RunRecipe, ModelComputingInfFailsTheGateNamingTheTensor) {
+  testing::TempDir dir;
+  Model m;
+  m.opset_imports = {{"", 17}};
+  m.graph.inputs.push_back(testing::FloatInput("x", {{-1, "n"}, {4, ""}}));
+  m.graph.outputs.push_back(testing::FloatInput("y", {{-1, "n"}, {4, ""}}));
+  m.graph.nodes.push_back({"square", "Mul", "", {"x", "x"}, {"y"}, {}, ""});
+  ASSERT_TRUE(SaveModel(m, dir.path("m.onnx")).ok());
+  Tensor big(DataType::kFloat32, {8, 4});
+  for (int64_t i = 0; i < big.numel(); ++i) big.data<float>()[i] = 300.0f;
+  ASSERT_TRUE(WriteNpz(dir.path("calib.npz"), {{"x", testing::RandomFloats({8, 4}, 3)}}).ok());
+  ASSERT_TRUE(WriteNpz(dir.path("eval.npz"), {{"x", big}}).ok());
+  const std::string yaml = "model: " + dir.path("m.onnx") + "\ndata:\n  calibration: " + dir.path("calib.npz") +
+                           "\n  evaluation: " + dir.path("eval.npz") + "\noutput:\n  dir: " + dir.path("out") +
+                           "\nquantize:\n  precision: fp16\nevaluate:\n  metric: cosine\n  gate: {max_drop: 1.0}\n";
+  auto r = ParseRecipe(yaml, dir.root(), "nan.yaml");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  auto report = RunRecipe(*r);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_FALSE(report->passed);
+  EXPECT_NE(report->nonfinite.find("(output of Mul node 'square'): Inf"), std::string::npos) << report->nonfinite;
+  EXPECT_NE(report->ToText().find("computes NaN/Inf"), std::string::npos) << report->ToText();
+  EXPECT_NE(report->ToJson().find("\"nonfinite\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sparq

@@ -46,7 +46,7 @@ DIGITS_DIR = os.path.join(SOURCE_DIR, "examples", "digits")
 #     max(1%, 1.5 x the disagreement of sparq's compressed model with FP32):
 #     only rows whose two best scores are closer than the noise can flip, and
 #     random-weight models (tiny_encoder's 1000-way token logits) have many.
-MIN_SQNR_DB = {"qdq": 30.0, "qoperator": 30.0, "mixed": 30.0, "fp16": 50.0}
+MIN_SQNR_DB = {"qdq": 30.0, "qoperator": 30.0, "mixed": 30.0, "fp16": 50.0, "dynamic": 30.0}
 SQNR_MARGIN_DB = 3.0
 MAX_DISAGREEMENT = 0.01
 DISAGREEMENT_FACTOR = 1.5
@@ -54,22 +54,28 @@ DISAGREEMENT_FACTOR = 1.5
 MIN_FP16_TOP1_AGREEMENT_PERCENT = 99.9
 
 FORMATS = ("qdq", "qoperator", "fp16", "mixed")
-CASES = [("digits", f) for f in FORMATS] + [("tiny_encoder", f) for f in FORMATS] + [("resnet18", "qdq")]
+# quantize.mode dynamic (DynamicQuantizeLinear + MatMulInteger) applies to
+# MatMul/Gemm: the transformer only.
+CASES = [("digits", f) for f in FORMATS] + [("tiny_encoder", f) for f in FORMATS + ("dynamic",)] + \
+    [("resnet18", "qdq")]
 
 
 def _recipe(model: str, data: dict, fmt: str, out_dir: str) -> str:
     """A recipe writing `fmt` into out_dir; the gate never fails (this file
     tests the written model, test_run_gate.py tests the gate) and fallback
     is off so the model is the plain quantization."""
-    precision = {"qdq": "int8", "qoperator": "int8", "fp16": "fp16", "mixed": "mixed"}[fmt]
-    output_format = {"qdq": "qdq", "qoperator": "qoperator", "fp16": "fp16", "mixed": "qdq"}[fmt]
+    precision = {"qdq": "int8", "qoperator": "int8", "fp16": "fp16", "mixed": "mixed", "dynamic": "int8"}[fmt]
+    output_format = {"qdq": "qdq", "qoperator": "qoperator", "fp16": "fp16", "mixed": "qdq", "dynamic": "qdq"}[fmt]
     lines = [
         "version: 1",
         f"name: {os.path.basename(out_dir)}",
         f"model: {model}",
         "data:",
         f"  evaluation: {data['evaluation']}",
-        f"  batch_size: {data['batch_size']}",
+        # Dynamic quantization takes each activation's range over the whole
+        # batch, so the report's evaluation runs the one batch that `sparq
+        # eval` runs below (all samples), for the outputs to be the same.
+        f"  batch_size: {64 if fmt == 'dynamic' else data['batch_size']}",
     ]
     if precision != "fp16":
         lines += [f"  calibration: {data['calibration']}", "  calibration_samples: 0"]
@@ -78,6 +84,7 @@ def _recipe(model: str, data: dict, fmt: str, out_dir: str) -> str:
     lines += [
         "quantize:",
         f"  precision: {precision}",
+        f"  mode: {'dynamic' if fmt == 'dynamic' else 'static'}",
         "  calibration:",
         "    method: kl",
         "  fallback:",

@@ -1,0 +1,86 @@
+#include "runtime/dynamic_fusion.h"
+
+#include <map>
+#include <set>
+
+#include "kernels/registry.h"
+
+namespace sparq {
+
+std::vector<std::string> FuseDynamicMatMul(Model* model) {
+  Graph& g = model->graph;
+  std::map<std::string, size_t> producer;
+  std::map<std::string, std::vector<size_t>> readers;
+  std::set<std::string> graph_outputs, overridable;
+  for (const auto& o : g.outputs) graph_outputs.insert(o.name);
+  for (const auto& v : g.initializer_inputs) overridable.insert(v.name);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (const auto& out : g.nodes[i].outputs) producer[out] = i;
+    for (const auto& in : g.nodes[i].inputs)
+      if (!in.empty()) readers[in].push_back(i);
+  }
+  auto constant = [&](const std::string& name) -> const Tensor* {
+    if (overridable.count(name)) return nullptr;
+    auto it = g.initializers.find(name);
+    return it == g.initializers.end() ? nullptr : &it->second;
+  };
+  // The only reader of `value` (which is no graph output), or -1.
+  auto sole_reader = [&](const std::string& value) -> long {
+    auto it = readers.find(value);
+    if (graph_outputs.count(value) || it == readers.end() || it->second.size() != 1) return -1;
+    return static_cast<long>(it->second[0]);
+  };
+  auto is = [&](const Node& n, const char* op) { return n.op_type == op && n.domain.empty(); };
+
+  std::vector<std::string> fused;
+  std::set<size_t> removed;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& mm = g.nodes[i];
+    if (!is(mm, "MatMulInteger") || mm.inputs.size() != 4 || mm.outputs.size() != 1) continue;
+    const Tensor* b = constant(mm.inputs[1]);
+    if (b == nullptr || b->rank() != 2) continue;
+    const long cast_i = sole_reader(mm.outputs[0]);
+    if (cast_i < 0 || !is(g.nodes[cast_i], "Cast") || g.nodes[cast_i].attr_int("to", 0) != 1) continue;
+    const long mul_i = sole_reader(g.nodes[cast_i].outputs[0]);
+    if (mul_i < 0 || !is(g.nodes[mul_i], "Mul") || g.nodes[mul_i].inputs.size() != 2) continue;
+    const Node& mul = g.nodes[mul_i];
+    const std::string& s = mul.inputs[0] == g.nodes[cast_i].outputs[0] ? mul.inputs[1] : mul.inputs[0];
+    auto sp = producer.find(s);
+    if (sp == producer.end() || graph_outputs.count(s)) continue;
+    const Node& scale_mul = g.nodes[sp->second];
+    if (!is(scale_mul, "Mul") || scale_mul.inputs.size() != 2) continue;
+    // One input of the scale product is a constant B_scale, the other A's dynamic scale.
+    int w = -1;
+    for (int k = 0; k < 2; ++k) {
+      const Tensor* t = constant(scale_mul.inputs[k]);
+      if (t != nullptr && t->dtype() == DataType::kFloat32 && (t->numel() == 1 || (t->rank() == 1 && t->dim(0) == b->dim(1))))
+        w = k;
+    }
+    if (w < 0) continue;
+    const std::string& a_scale = scale_mul.inputs[1 - w];
+    auto ap = producer.find(a_scale);
+    if (ap == producer.end() || !is(g.nodes[ap->second], "DynamicQuantizeLinear") ||
+        g.nodes[ap->second].outputs.size() < 2 || g.nodes[ap->second].outputs[1] != a_scale) {
+      continue;
+    }
+    Node f{mul.name, "MatMulIntegerToFloat", kSparqDomain,
+           {mm.inputs[0], mm.inputs[1], mm.inputs[2], mm.inputs[3], a_scale, scale_mul.inputs[w]},
+           {mul.outputs[0]}, {}, ""};
+    removed.insert(static_cast<size_t>(cast_i));
+    removed.insert(static_cast<size_t>(mul_i));
+    if (sole_reader(s) == mul_i) removed.insert(sp->second);
+    fused.push_back(mul.name);
+    g.nodes[i] = std::move(f);
+  }
+  if (fused.empty()) return fused;
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  bool imported = false;
+  for (const auto& o : model->opset_imports) imported |= o.domain == kSparqDomain;
+  if (!imported) model->opset_imports.push_back({kSparqDomain, 1});
+  return fused;
+}
+
+}  // namespace sparq
