@@ -55,11 +55,12 @@ constexpr EnumEntry<LayerPrecision> kFallbackTargets[] = {
     {LayerPrecision::kFp16, "fp16"}, {LayerPrecision::kFp32, "fp32"}};
 constexpr EnumEntry<RankBy> kRankBy[] = {{RankBy::kSqnr, "sqnr"}, {RankBy::kMetric, "metric"}};
 constexpr EnumEntry<Backend> kBackends[] = {{Backend::kCpu, "cpu"}, {Backend::kCuda, "cuda"}, {Backend::kAuto, "auto"}};
-constexpr EnumEntry<Metric> kMetrics[] = {{Metric::kTop1, "top1"},
-                                          {Metric::kTop5, "top5"},
-                                          {Metric::kAgreement, "agreement"},
-                                          {Metric::kSqnr, "sqnr"},
-                                          {Metric::kCosine, "cosine"}};
+// Spelled by the library's one name table (MetricName).
+constexpr EnumEntry<Metric> kMetrics[] = {{Metric::kTop1, MetricName(Metric::kTop1)},
+                                          {Metric::kTop5, MetricName(Metric::kTop5)},
+                                          {Metric::kAgreement, MetricName(Metric::kAgreement)},
+                                          {Metric::kSqnr, MetricName(Metric::kSqnr)},
+                                          {Metric::kCosine, MetricName(Metric::kCosine)}};
 constexpr EnumEntry<CalibrationMethod> kMethods[] = {{CalibrationMethod::kMax, "max"},
                                                      {CalibrationMethod::kKL, "kl"},
                                                      {CalibrationMethod::kPercentile, "percentile"},

@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "sparq/dataset.h"  // BatchFn
 #include "sparq/executor.h"
 #include "sparq/graph.h"
 #include "sparq/status.h"
@@ -109,9 +110,6 @@ struct CalibrationTable {
   // "<tensor>: <hex of the float32 scale>" per tensor, scale = threshold / 127.
   std::string ToTensorRtCache(const std::string& trt_version = "8601") const;
 };
-
-// A source of input batches (name -> tensor), read once in order.
-using BatchFn = std::function<StatusOr<bool>(TensorMap* batch)>;  // false: no more batches
 
 // Runs `model` over every batch from `next_batch`, observing activations, and
 // returns the table. Errors: those of the executor; InvalidArgument when a

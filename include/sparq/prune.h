@@ -35,7 +35,8 @@
 #include <string>
 #include <vector>
 
-#include "sparq/calibrate.h"  // BatchFn
+#include "sparq/calibrate.h"
+#include "sparq/dataset.h"  // BatchSource
 #include "sparq/graph.h"
 #include "sparq/kernel_table.h"
 #include "sparq/status.h"
@@ -341,10 +342,8 @@ StatusOr<std::vector<LayerPlan>> PlanPruning(const Model& model, const PruneOpti
 // ===========================================================================
 // Data and metric callbacks
 
-// Returns a fresh reader positioned at the first batch each time it is
-// called: pruning reads the calibration data once per step (and per layer
-// with sequential recovery).
-using BatchSource = std::function<BatchFn()>;
+// BatchSource (sparq/dataset.h): pruning reads the calibration data once per
+// step (and per layer with sequential recovery).
 
 // A metric of a candidate model (higher is better: accuracy, agreement,
 // SQNR, ...) and whether the quality gate would still pass with it.

@@ -27,6 +27,8 @@
 #include <vector>
 
 #include "sparq/calibrate.h"  // CalibrationMethod
+#include "sparq/dataset.h"    // Preprocess
+#include "sparq/evaluate.h"   // Metric
 #include "sparq/prune.h"      // PruneStructure
 #include "sparq/status.h"
 
@@ -52,16 +54,11 @@ struct RecipeOutput {
 
 // Data to calibrate and evaluate with (YAML section `data`).
 struct RecipeData {
-  enum class Layout { kNCHW, kNHWC };
-
-  // Per-sample transform applied when a batch is read:
-  //   x = (x * scale - mean[c]) / stddev[c], then NHWC -> NCHW when layout is NHWC.
-  struct Preprocess {
-    double scale = 1.0;        // > 0
-    std::vector<double> mean;  // per channel; default none (empty)
-    std::vector<double> stddev;  // YAML `std`: per channel, each > 0; default none (empty)
-    Layout layout = Layout::kNCHW;  // layout of the data file; the model takes NCHW
-  };
+  using Layout = DataLayout;
+  // Per-sample transform applied to each batch as it is read (the library's
+  // own type, sparq/dataset.h):
+  //   x = (x * scale - mean[c]) / stddev[c], after NHWC -> NCHW when layout is NHWC.
+  using Preprocess = sparq::Preprocess;
 
   // .npz, .npy or a folder of .npy; required for int8 and mixed, and for
   // pruning with recovery or activation scores.
@@ -165,13 +162,9 @@ struct RecipeQuantize {
 // FP32-vs-compressed evaluation and the pass/fail gate (YAML section `evaluate`).
 struct RecipeEvaluate {
   enum class Backend { kCpu, kCuda, kAuto };
-  enum class Metric {
-    kTop1,       // % of samples whose argmax is the label (needs data.labels)
-    kTop5,       // % of samples whose label is among the 5 largest outputs (needs data.labels)
-    kAgreement,  // % of samples whose argmax equals the FP32 model's argmax
-    kSqnr,       // signal-to-quantization-noise ratio of the outputs against FP32, in dB
-    kCosine,     // cosine similarity of the outputs against FP32
-  };
+  // top1 | top5 (need data.labels) | agreement | sqnr | cosine (against the
+  // FP32 model): the library's own type and names (sparq/evaluate.h).
+  using Metric = sparq::Metric;
   struct Gate {
     // Metric points (dB for sqnr), >= 0; when relative a fraction in [0, 1],
     // and then required in YAML (the absolute default would let anything pass).
