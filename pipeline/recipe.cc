@@ -41,11 +41,16 @@ using Metric = RecipeEvaluate::Metric;
 constexpr EnumEntry<Format> kFormats[] = {
     {Format::kQdq, "qdq"}, {Format::kQOperator, "qoperator"}, {Format::kFp16, "fp16"}};
 constexpr EnumEntry<Layout> kLayouts[] = {{Layout::kNCHW, "NCHW"}, {Layout::kNHWC, "NHWC"}};
-constexpr EnumEntry<Schedule> kSchedules[] = {
-    {Schedule::kOneShot, "oneshot"}, {Schedule::kLinear, "linear"}, {Schedule::kAgp, "agp"}};
-constexpr EnumEntry<Scope> kScopes[] = {{Scope::kGlobal, "global"}, {Scope::kLayer, "layer"}};
-constexpr EnumEntry<Score> kScores[] = {
-    {Score::kMagnitude, "magnitude"}, {Score::kL1, "l1"}, {Score::kL2, "l2"}, {Score::kActivation, "activation"}};
+// The library's enums are spelled by the library's name functions.
+const EnumEntry<Schedule> kSchedules[] = {{Schedule::kOneShot, PruneScheduleName(Schedule::kOneShot)},
+                                          {Schedule::kLinear, PruneScheduleName(Schedule::kLinear)},
+                                          {Schedule::kAgp, PruneScheduleName(Schedule::kAgp)}};
+const EnumEntry<Scope> kScopes[] = {{Scope::kGlobal, PruneScopeName(Scope::kGlobal)},
+                                    {Scope::kLayer, PruneScopeName(Scope::kLayer)}};
+const EnumEntry<Score> kScores[] = {{Score::kMagnitude, PruneScoreName(Score::kMagnitude)},
+                                    {Score::kL1, PruneScoreName(Score::kL1)},
+                                    {Score::kL2, PruneScoreName(Score::kL2)},
+                                    {Score::kActivation, PruneScoreName(Score::kActivation)}};
 constexpr EnumEntry<Precision> kPrecisions[] = {
     {Precision::kInt8, "int8"}, {Precision::kFp16, "fp16"}, {Precision::kMixed, "mixed"}};
 constexpr EnumEntry<LayerPrecision> kLayerPrecisions[] = {
@@ -61,10 +66,11 @@ constexpr EnumEntry<Metric> kMetrics[] = {{Metric::kTop1, MetricName(Metric::kTo
                                           {Metric::kAgreement, MetricName(Metric::kAgreement)},
                                           {Metric::kSqnr, MetricName(Metric::kSqnr)},
                                           {Metric::kCosine, MetricName(Metric::kCosine)}};
-constexpr EnumEntry<CalibrationMethod> kMethods[] = {{CalibrationMethod::kMax, "max"},
-                                                     {CalibrationMethod::kKL, "kl"},
-                                                     {CalibrationMethod::kPercentile, "percentile"},
-                                                     {CalibrationMethod::kMSE, "mse"}};
+const EnumEntry<CalibrationMethod> kMethods[] = {
+    {CalibrationMethod::kMax, CalibrationMethodName(CalibrationMethod::kMax)},
+    {CalibrationMethod::kKL, CalibrationMethodName(CalibrationMethod::kKL)},
+    {CalibrationMethod::kPercentile, CalibrationMethodName(CalibrationMethod::kPercentile)},
+    {CalibrationMethod::kMSE, CalibrationMethodName(CalibrationMethod::kMSE)}};
 
 bool HasDataExtension(const fs::path& p) {
   std::string ext = p.extension().string();
@@ -544,17 +550,6 @@ void RecipeParser::CheckFiles() {
 }
 
 }  // namespace
-
-std::vector<std::string> RecipeQuantize::Fp16::DefaultFp16BlockOps() {
-  // onnxconverter-common's float16.DEFAULT_OP_BLOCK_LIST: ops whose FP16
-  // versions are missing in common runtimes or lose accuracy (index math,
-  // reductions to extremes, the ai.onnx.ml operators).
-  return {"ArrayFeatureExtractor", "Binarizer", "CastMap", "CategoryMapper", "DictVectorizer", "FeatureVectorizer",
-          "Imputer", "LabelEncoder", "LinearClassifier", "LinearRegressor", "Normalizer", "OneHotEncoder",
-          "RandomUniformLike", "SVMClassifier", "SVMRegressor", "Scaler", "TreeEnsembleClassifier",
-          "TreeEnsembleRegressor", "ZipMap", "NonMaxSuppression", "TopK", "RoiAlign", "Resize", "Range", "CumSum",
-          "Min", "Max", "Upsample"};
-}
 
 // ---------------------------------------------------------------------------
 // Public entry points

@@ -20,34 +20,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-Precision ToPrecision(RecipeQuantize::LayerPrecision p) {
-  switch (p) {
-    case RecipeQuantize::LayerPrecision::kInt8: return Precision::kINT8;
-    case RecipeQuantize::LayerPrecision::kFp16: return Precision::kFP16;
-    case RecipeQuantize::LayerPrecision::kFp32: return Precision::kFP32;
-  }
-  return Precision::kFP32;
-}
-
-QuantizeOptions ToQuantizeOptions(const Recipe& r) {
-  QuantizeOptions q;
-  q.format = r.output.format == RecipeOutput::Format::kQOperator ? QuantFormat::kQOperator : QuantFormat::kQDQ;
-  switch (r.quantize.precision) {
-    case RecipeQuantize::Precision::kInt8: q.precision = Precision::kINT8; break;
-    case RecipeQuantize::Precision::kFp16: q.precision = Precision::kFP16; break;
-    case RecipeQuantize::Precision::kMixed:
-      q.precision = Precision::kINT8;
-      q.other_precision = Precision::kFP16;
-      break;
-  }
-  q.per_channel = r.quantize.per_channel;
-  q.fold_batchnorm = r.quantize.fold_batchnorm;
-  for (const auto& rule : r.quantize.layers) q.layers.push_back({rule.match, ToPrecision(rule.precision)});
-  q.fp16_block_ops = r.quantize.fp16.block_ops;
-  q.keep_io_types = r.quantize.fp16.keep_io_types;
-  return q;
-}
-
 class Runner {
  public:
   Runner(const Recipe& r, const PipelineOptions& o) : r_(r), o_(o) {}
@@ -132,10 +104,7 @@ StatusOr<CalibrationTable> Runner::CalibrateModel() {
   const int64_t limit = r_.data.calibration_samples;
   BatchFn next = calibration_();
   CalibrationOptions c;
-  c.method = r_.quantize.calibration.method;
-  c.bins = r_.quantize.calibration.bins;
-  c.percentile = r_.quantize.calibration.percentile;
-  c.symmetric = r_.quantize.calibration.symmetric;
+  static_cast<CalibrationMethodOptions&>(c) = r_.quantize.calibration;
   c.threads = r_.evaluate.threads;
   int64_t total_batches = -1;
   if (limit > 0) total_batches = (limit + r_.data.batch_size - 1) / r_.data.batch_size;

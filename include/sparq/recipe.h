@@ -30,6 +30,7 @@
 #include "sparq/dataset.h"    // Preprocess
 #include "sparq/evaluate.h"   // Metric
 #include "sparq/prune.h"      // PruneStructure
+#include "sparq/quantize.h"   // Fp16Options
 #include "sparq/status.h"
 
 namespace sparq {
@@ -80,9 +81,10 @@ struct RecipePrune {
   // The shape of the zeros ("unstructured", "block4x4", "2:4", "channel",
   // "auto"): the pruning library's own type.
   using Structure = PruneStructure;
-  enum class Schedule { kOneShot, kLinear, kAgp };  // agp: Zhu & Gupta's cubic ramp
-  enum class Scope { kGlobal, kLayer };             // one threshold for all layers, or per layer
-  enum class Score { kMagnitude, kL1, kL2, kActivation };
+  // The pruning library's own enums and names (sparq/prune.h):
+  using Schedule = PruneSchedule;  // oneshot | linear | agp (Zhu & Gupta's cubic ramp)
+  using Scope = PruneScope;        // global (one threshold for all layers) | layer
+  using Score = PruneScore;        // magnitude | l1 | l2 | activation
 
   // A per-layer override: the first rule whose `match` matches a node wins.
   struct LayerRule {
@@ -123,23 +125,18 @@ struct RecipeQuantize {
   enum class LayerPrecision { kInt8, kFp16, kFp32 };
   enum class RankBy { kSqnr, kMetric };
 
-  struct Calibration {
-    CalibrationMethod method = CalibrationMethod::kKL;  // TensorRT's entropy calibrator
-    double percentile = 99.99;  // method percentile: in (0, 100]
-    int bins = 2048;            // histogram bins, >= 128
-    bool symmetric = true;      // int8 with zero point 0; false: uint8 with a zero point
-  };
+  // method (default kl), percentile (99.99, in (0, 100]), bins (2048, >= 128
+  // in recipes), symmetric (true): the calibrator's own struct (sparq/calibrate.h).
+  using Calibration = CalibrationMethodOptions;
   // A per-layer override: the first rule whose `match` matches a node wins.
   struct LayerRule {
     std::string match;  // node name or regex (see LayerMatches)
     LayerPrecision precision = LayerPrecision::kFp32;  // required in YAML
   };
-  struct Fp16 {
-    // Ops kept in FP32 (onnxconverter-common's float16 DEFAULT_OP_BLOCK_LIST).
-    std::vector<std::string> block_ops = DefaultFp16BlockOps();
-    bool keep_io_types = true;  // model inputs/outputs stay float32 (Casts inserted)
-    static std::vector<std::string> DefaultFp16BlockOps();
-  };
+  // block_ops (default DefaultFp16BlockOps()) and keep_io_types (default
+  // true): the quantizer's own struct, so the API and `sparq run` share
+  // one default (sparq/quantize.h).
+  using Fp16 = Fp16Options;
   // When the gate fails, move the layers that hurt most out of INT8, one at a
   // time, until the gate passes or max_layers were moved.
   struct Fallback {
@@ -241,6 +238,12 @@ std::vector<std::string> RecipeOutputFiles(const Recipe& recipe);
 // OK when the run may write its outputs: overwrite is on or none of them
 // exists. Otherwise InvalidArgument listing the existing files.
 Status CheckOutputsWritable(const Recipe& recipe);
+
+// The library options a recipe stands for: the quantizer's (sections
+// quantize and output.format; quantize.enabled is the caller's to apply),
+// and a layer rule's precision.
+QuantizeOptions ToQuantizeOptions(const Recipe& recipe);
+Precision ToPrecision(RecipeQuantize::LayerPrecision p);
 
 // The YAML spellings of the recipe's enum values ("qdq", "int8", "NHWC", ...).
 const char* RecipeEnumName(RecipeOutput::Format v);
