@@ -53,11 +53,12 @@ const EnumEntry<Score> kScores[] = {{Score::kMagnitude, PruneScoreName(Score::kM
                                     {Score::kActivation, PruneScoreName(Score::kActivation)}};
 constexpr EnumEntry<Precision> kPrecisions[] = {
     {Precision::kInt8, "int8"}, {Precision::kFp16, "fp16"}, {Precision::kMixed, "mixed"}};
-constexpr EnumEntry<LayerPrecision> kLayerPrecisions[] = {
-    {LayerPrecision::kInt8, "int8"}, {LayerPrecision::kFp16, "fp16"}, {LayerPrecision::kFp32, "fp32"}};
+const EnumEntry<LayerPrecision> kLayerPrecisions[] = {{LayerPrecision::kINT8, PrecisionName(LayerPrecision::kINT8)},
+                                                     {LayerPrecision::kFP16, PrecisionName(LayerPrecision::kFP16)},
+                                                     {LayerPrecision::kFP32, PrecisionName(LayerPrecision::kFP32)}};
 // quantize.fallback.to: only the float precisions.
-constexpr EnumEntry<LayerPrecision> kFallbackTargets[] = {
-    {LayerPrecision::kFp16, "fp16"}, {LayerPrecision::kFp32, "fp32"}};
+const EnumEntry<LayerPrecision> kFallbackTargets[] = {{LayerPrecision::kFP16, PrecisionName(LayerPrecision::kFP16)},
+                                                     {LayerPrecision::kFP32, PrecisionName(LayerPrecision::kFP32)}};
 constexpr EnumEntry<RankBy> kRankBy[] = {{RankBy::kSqnr, "sqnr"}, {RankBy::kMetric, "metric"}};
 constexpr EnumEntry<Backend> kBackends[] = {{Backend::kCpu, "cpu"}, {Backend::kCuda, "cuda"}, {Backend::kAuto, "auto"}};
 // Spelled by the library's one name table (MetricName).
@@ -467,10 +468,10 @@ void RecipeParser::CheckAcrossSections() {
   if (q.enabled && precision_ok && q.precision == Precision::kFp16) {
     for (size_t i = 0; i < q.layers.size(); ++i) {
       const std::string path = "quantize.layers[" + std::to_string(i) + "].precision";
-      if (q.layers[i].precision == LayerPrecision::kInt8 && !diag_.FailedAt(path))
+      if (q.layers[i].precision == LayerPrecision::kINT8 && !diag_.FailedAt(path))
         diag_.Error(diag_.LineFor(path), path, "int8 layers need quantize.precision int8 or mixed, not fp16");
     }
-    if (q.fallback.enabled && q.fallback.to == LayerPrecision::kFp16 && diag_.Written("quantize.fallback.to"))
+    if (q.fallback.enabled && q.fallback.to == LayerPrecision::kFP16 && diag_.Written("quantize.fallback.to"))
       diag_.Error(diag_.LineFor("quantize.fallback.to"), "quantize.fallback.to",
                   "fp16 is the model's precision already; fall back to fp32");
   }

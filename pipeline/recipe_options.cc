@@ -3,15 +3,6 @@
 
 namespace sparq {
 
-Precision ToPrecision(RecipeQuantize::LayerPrecision p) {
-  switch (p) {
-    case RecipeQuantize::LayerPrecision::kInt8: return Precision::kINT8;
-    case RecipeQuantize::LayerPrecision::kFp16: return Precision::kFP16;
-    case RecipeQuantize::LayerPrecision::kFp32: return Precision::kFP32;
-  }
-  return Precision::kFP32;
-}
-
 QuantizeOptions ToQuantizeOptions(const Recipe& r) {
   QuantizeOptions q;
   q.format = r.output.format == RecipeOutput::Format::kQOperator ? QuantFormat::kQOperator : QuantFormat::kQDQ;
@@ -25,7 +16,7 @@ QuantizeOptions ToQuantizeOptions(const Recipe& r) {
   }
   q.per_channel = r.quantize.per_channel;
   q.fold_batchnorm = r.quantize.fold_batchnorm;
-  for (const auto& rule : r.quantize.layers) q.layers.push_back({rule.match, ToPrecision(rule.precision)});
+  for (const auto& rule : r.quantize.layers) q.layers.push_back({rule.match, rule.precision});
   q.fp16 = r.quantize.fp16;
   return q;
 }

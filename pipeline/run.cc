@@ -222,7 +222,7 @@ StatusOr<RunReport> Runner::Run() {
   const auto& fb = r_.quantize.fallback;
   if (!report_.passed && int8 && fb.enabled) {
     FallbackOptions f;
-    f.to = ToPrecision(fb.to);
+    f.to = fb.to;
     f.max_layers = fb.max_layers;
     f.threads = r_.evaluate.threads;
     f.metric = r_.evaluate.metric;

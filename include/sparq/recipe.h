@@ -122,7 +122,7 @@ struct RecipeQuantize {
     kFp16,   // the whole model in FP16 except fp16.block_ops; no calibration
     kMixed,  // quantizable ops in INT8, the rest FP16 (except fp16.block_ops)
   };
-  enum class LayerPrecision { kInt8, kFp16, kFp32 };
+  using LayerPrecision = ::sparq::Precision;  // int8 | fp16 | fp32: the quantizer's own enum
   enum class RankBy { kSqnr, kMetric };
 
   // method (default kl), percentile (99.99, in (0, 100]), bins (2048, >= 128
@@ -131,7 +131,7 @@ struct RecipeQuantize {
   // A per-layer override: the first rule whose `match` matches a node wins.
   struct LayerRule {
     std::string match;  // node name or regex (see LayerMatches)
-    LayerPrecision precision = LayerPrecision::kFp32;  // required in YAML
+    LayerPrecision precision = LayerPrecision::kFP32;  // required in YAML
   };
   // block_ops (default DefaultFp16BlockOps()) and keep_io_types (default
   // true): the quantizer's own struct, so the API and `sparq run` share
@@ -141,7 +141,7 @@ struct RecipeQuantize {
   // time, until the gate passes or max_layers were moved.
   struct Fallback {
     bool enabled = true;
-    LayerPrecision to = LayerPrecision::kFp32;  // fp16 or fp32
+    LayerPrecision to = LayerPrecision::kFP32;  // fp16 or fp32
     int max_layers = 8;                         // >= 1
     RankBy rank_by = RankBy::kSqnr;  // sqnr: per-layer output SQNR; metric: per-layer metric drop
   };
@@ -239,11 +239,9 @@ std::vector<std::string> RecipeOutputFiles(const Recipe& recipe);
 // exists. Otherwise InvalidArgument listing the existing files.
 Status CheckOutputsWritable(const Recipe& recipe);
 
-// The library options a recipe stands for: the quantizer's (sections
-// quantize and output.format; quantize.enabled is the caller's to apply),
-// and a layer rule's precision.
+// The quantizer's options a recipe stands for (sections quantize and
+// output.format; quantize.enabled is the caller's to apply).
 QuantizeOptions ToQuantizeOptions(const Recipe& recipe);
-Precision ToPrecision(RecipeQuantize::LayerPrecision p);
 
 // The YAML spellings of the recipe's enum values ("qdq", "int8", "NHWC", ...).
 const char* RecipeEnumName(RecipeOutput::Format v);

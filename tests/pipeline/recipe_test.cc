@@ -180,7 +180,7 @@ TEST_F(RecipeTest, DefaultsAreFilled) {
   EXPECT_NE(std::find(block.begin(), block.end(), "Range"), block.end());
   EXPECT_TRUE(r->quantize.fp16.keep_io_types);
   EXPECT_TRUE(r->quantize.fallback.enabled);
-  EXPECT_EQ(r->quantize.fallback.to, RecipeQuantize::LayerPrecision::kFp32);
+  EXPECT_EQ(r->quantize.fallback.to, RecipeQuantize::LayerPrecision::kFP32);
   EXPECT_EQ(r->quantize.fallback.max_layers, 8);
   EXPECT_EQ(r->quantize.fallback.rank_by, RecipeQuantize::RankBy::kSqnr);
   EXPECT_EQ(r->evaluate.backend, RecipeEvaluate::Backend::kCpu);
