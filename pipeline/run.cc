@@ -101,13 +101,13 @@ void Runner::Judge(const EvalReport& e) {
 }
 
 StatusOr<CalibrationTable> Runner::CalibrateModel() {
-  const int64_t limit = r_.data.calibration_samples;
   BatchFn next = calibration_();
   CalibrationOptions c;
   static_cast<CalibrationMethodOptions&>(c) = r_.quantize.calibration;
   c.threads = r_.evaluate.threads;
-  int64_t total_batches = -1;
-  if (limit > 0) total_batches = (limit + r_.data.batch_size - 1) / r_.data.batch_size;
+  // The source knows its size and the batch it reads (a fixed batch dim wins).
+  const int64_t samples = calibration_.samples(), batch = calibration_.batch_size();
+  const int64_t total_batches = samples >= 0 && batch > 0 ? (samples + batch - 1) / batch : -1;
   if (o_.on_progress) {
     auto cb = o_.on_progress;
     c.progress = [cb, total_batches](int64_t done) { cb({"calibrate", done, total_batches}); };
