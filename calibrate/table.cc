@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 
 #include "sparq/calibrate.h"
+#include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 
 namespace sparq {

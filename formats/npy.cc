@@ -20,6 +20,7 @@
 #include <set>
 
 #include "formats/zip.h"
+#include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 
 namespace sparq {

@@ -15,55 +15,13 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
-#include <random>
 #include <set>
 #include <sstream>
-#include <unistd.h>
+
+#include "sparq/file_io.h"
 
 namespace sparq {
 namespace fs = std::filesystem;
-
-// ---------------------------------------------------------------------------
-// Files
-
-StatusOr<std::string> ReadFile(const std::string& path) {
-  std::error_code ec;
-  if (!fs::exists(path, ec)) return Status::NotFound("file not found: " + path);
-  if (fs::is_directory(path, ec)) return Status::InvalidArgument(path + " is a folder, not a file");
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  if (in.bad()) return Status::IOError("error reading " + path);
-  return ss.str();
-}
-
-Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
-  fs::path target(path);
-  fs::path dir = target.has_parent_path() ? target.parent_path() : fs::path(".");
-  std::error_code ec;
-  if (!fs::exists(dir, ec)) return Status::NotFound("output folder does not exist: " + dir.string());
-  std::random_device rd;
-  fs::path tmp = dir / ("." + target.filename().string() + ".tmp" + std::to_string(getpid()) + "-" +
-                        std::to_string(rd()));
-  {
-    std::ofstream out(tmp, std::ios::binary | std::ios::trunc);
-    if (!out) return Status::IOError("cannot create " + tmp.string() + ": " + std::strerror(errno));
-    out.write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    out.flush();
-    if (!out) {
-      out.close();
-      fs::remove(tmp, ec);
-      return Status::IOError("error writing " + tmp.string() + " (disk full?)");
-    }
-  }
-  fs::rename(tmp, target, ec);
-  if (ec) {
-    fs::remove(tmp, ec);
-    return Status::IOError("cannot rename temporary file to " + path + ": " + ec.message());
-  }
-  return Status::OK();
-}
 
 namespace {
 

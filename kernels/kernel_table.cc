@@ -7,6 +7,7 @@
 #include <sstream>
 #include <utility>
 
+#include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 
 namespace sparq {

@@ -68,6 +68,15 @@ PrepareFn WithoutContext(SimplePrepareFn fn) {
   };
 }
 
+PrepareFn WithoutContext(SimplePrepareFn fn, std::string (*kernel_name)(const void* state)) {
+  return [fn, kernel_name](const Node& node, const std::vector<const Tensor*>& constants,
+                           const PrepareContext&) -> StatusOr<PreparedKernel> {
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<const void> state, fn(node, constants));
+    std::string name = kernel_name(state.get());
+    return PreparedKernel{std::move(state), std::move(name)};
+  };
+}
+
 const KernelRegistry& KernelRegistry::Default() {
   static const KernelRegistry* registry = [] {
     auto* r = new KernelRegistry();

@@ -46,6 +46,9 @@ using PrepareFn = std::function<StatusOr<PreparedKernel>(const Node& node, const
 using SimplePrepareFn = StatusOr<std::shared_ptr<const void>> (*)(const Node& node,
                                                                   const std::vector<const Tensor*>& constants);
 PrepareFn WithoutContext(SimplePrepareFn fn);
+// The same, naming the kernel the prepared state runs: kernel_name(state), e.g.
+// the row of kernels/cpu/dispatch.h that the state's function pointer came from.
+PrepareFn WithoutContext(SimplePrepareFn fn, std::string (*kernel_name)(const void* state));
 
 struct KernelDef {
   std::string op_type;

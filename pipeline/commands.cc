@@ -1,5 +1,6 @@
 #include "sparq/commands.h"
 
+#include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 
 namespace sparq {

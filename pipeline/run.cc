@@ -12,6 +12,7 @@
 #include "sparq/calibrate.h"
 #include "sparq/evaluate.h"
 #include "sparq/fallback.h"
+#include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 #include "sparq/pipeline.h"
 

@@ -6,6 +6,7 @@
 
 #include "formats/text_table.h"
 #include "prune/internal.h"
+#include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 
 namespace sparq {

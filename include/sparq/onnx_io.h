@@ -59,9 +59,4 @@ Status CheckModel(const Model& model);
 // leave the model unchanged.
 Status InferShapes(Model& model);
 
-// Writes `bytes` to `path` through a temporary file and a rename.
-Status WriteFileAtomically(const std::string& path, const std::string& bytes);
-// Reads a whole file. Errors: NotFound, IOError.
-StatusOr<std::string> ReadFile(const std::string& path);
-
 }  // namespace sparq

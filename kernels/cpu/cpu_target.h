@@ -31,3 +31,4 @@
 #define SPARQ_CPU_AVX2_FEATURES "avx2,fma"
 #define SPARQ_CPU_AVX512_FEATURES "avx2,fma,avx512f,avx512bw,avx512vl,avx512dq"
 #define SPARQ_CPU_AVX512VNNI_FEATURES "avx2,fma,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni"
+#define SPARQ_CPU_AVX512VBMI_FEATURES "avx2,fma,avx512f,avx512bw,avx512vl,avx512dq,avx512vnni,avx512vbmi"

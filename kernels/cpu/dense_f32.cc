@@ -49,7 +49,7 @@ struct DenseConv {
 struct DepthwiseConv {
   std::vector<float> w;     // [C, kh * kw]
   std::vector<float> bias;  // [C] or zeros
-  cpu::DepthwiseF32PlaneFn plane = nullptr;
+  const CpuKernelDef* plane = nullptr;  // a depthwise_f32 row
 };
 
 struct DenseLinear {
@@ -165,7 +165,7 @@ StatusOr<std::shared_ptr<const void>> PrepareDepthwiseConv(const Node& node,
   conv->w.assign(w->data<float>(), w->data<float>() + w->numel());
   conv->bias.assign(static_cast<size_t>(w->dim(0)), 0.0f);
   if (b != nullptr) conv->bias.assign(b->data<float>(), b->data<float>() + b->numel());
-  conv->plane = cpu::SelectDepthwiseF32Plane(ActiveIsa());
+  conv->plane = &SelectCpuKernel(CpuOp::kDepthwiseF32);
   return std::shared_ptr<const void>(std::move(conv));
 }
 
@@ -181,7 +181,7 @@ Status RunDepthwiseConv(OpContext& ctx) {
   Shape y_shape;
   if (!PrepareConv(x.shape(), ctx.input(1).shape(), auto_pad, &params, &y_shape).ok()) return RunReferenceKernel(ctx);
   Tensor y = Tensor::Uninitialized(DataType::kFloat32, y_shape);  // every plane is written
-  cpu::DepthwiseF32Plane base;
+  DepthwiseF32Plane base;
   base.height = x.dim(2), base.width = x.dim(3), base.out_h = y_shape[2], base.out_w = y_shape[3];
   base.kernel_h = params.window.kernel[0], base.kernel_w = params.window.kernel[1];
   base.stride_h = params.window.strides[0], base.stride_w = params.window.strides[1];
@@ -196,13 +196,14 @@ Status RunDepthwiseConv(OpContext& ctx) {
   const int64_t taps = base.kernel_h * base.kernel_w;
   const float* xd = x.data<float>();
   float* yd = y.data<float>();
+  const DepthwiseF32Fn plane_fn = conv.plane->get<DepthwiseF32Fn>();
   ParallelFor(ctx.pool(), x.dim(0) * channels, 1, [&](int64_t p0, int64_t p1) {
     for (int64_t plane = p0; plane < p1; ++plane) {
-      cpu::DepthwiseF32Plane p = base;
+      DepthwiseF32Plane p = base;
       const int64_t c = plane % channels;
       p.x = xd + plane * in_plane, p.y = yd + plane * out_plane;
       p.w = conv.w.data() + c * taps, p.bias = conv.bias[c];
-      conv.plane(p);
+      plane_fn(p);
     }
   });
   ctx.set_output(0, std::move(y));
@@ -288,16 +289,31 @@ Status RunBatchedMatMul(OpContext& ctx) {
   return Status::OK();
 }
 
+// The kernels' names for `eval --verbose`: the table rows the state runs.
+std::string DenseConvKernel(const void* state) {
+  const auto& conv = *static_cast<const DenseConv*>(state);
+  const CpuKernelDef* def = conv.w.empty() ? nullptr : SelectCpuKernel(CpuOp::kGemmF32, conv.w[0].format);
+  return def != nullptr ? def->name : "";
+}
+std::string DenseLinearKernel(const void* state) {
+  const CpuKernelDef* def = SelectCpuKernel(CpuOp::kGemmF32, static_cast<const DenseLinear*>(state)->w.format);
+  return def != nullptr ? def->name : "";
+}
+std::string DepthwiseConvKernel(const void* state) { return static_cast<const DepthwiseConv*>(state)->plane->name; }
+
 }  // namespace
 
 void RegisterPreparedCpuDenseF32Ops(KernelRegistry& r) {
-  r.Add({"Conv", "", 1, 99, RunDepthwiseConv, "depthwise_f32", WithoutContext(PrepareDepthwiseConv)});
-  r.Add({"FusedConv", kSparqDomain, 1, 99, RunDepthwiseConv, "depthwise_f32", WithoutContext(PrepareDepthwiseConv)});
-  r.Add({"Conv", "", 1, 99, RunDenseConv, "gemm_f32", WithoutContext(PrepareDenseConv)});
-  r.Add({"FusedConv", kSparqDomain, 1, 99, RunDenseConv, "gemm_f32", WithoutContext(PrepareDenseConv)});
-  r.Add({"MatMul", "", 1, 99, RunDenseLinear, "gemm_f32", WithoutContext(PrepareDenseLinear)});
+  const PrepareFn depthwise = WithoutContext(PrepareDepthwiseConv, DepthwiseConvKernel);
+  const PrepareFn conv = WithoutContext(PrepareDenseConv, DenseConvKernel);
+  const PrepareFn linear = WithoutContext(PrepareDenseLinear, DenseLinearKernel);
+  r.Add({"Conv", "", 1, 99, RunDepthwiseConv, "depthwise_f32", depthwise});
+  r.Add({"FusedConv", kSparqDomain, 1, 99, RunDepthwiseConv, "depthwise_f32", depthwise});
+  r.Add({"Conv", "", 1, 99, RunDenseConv, "gemm_f32", conv});
+  r.Add({"FusedConv", kSparqDomain, 1, 99, RunDenseConv, "gemm_f32", conv});
+  r.Add({"MatMul", "", 1, 99, RunDenseLinear, "gemm_f32", linear});
   r.Add({"MatMul", "", 1, 99, RunBatchedMatMul, "gemm_f32_batched"});
-  r.Add({"Gemm", "", 1, 99, RunDenseLinear, "gemm_f32", WithoutContext(PrepareDenseLinear)});
+  r.Add({"Gemm", "", 1, 99, RunDenseLinear, "gemm_f32", linear});
 }
 
 }  // namespace sparq

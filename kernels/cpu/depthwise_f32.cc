@@ -1,6 +1,5 @@
 // depthwise_f32: the portable plane kernel; the ISA versions compile the same
 // body (depthwise_f32_plane.inc) in depthwise_f32_avx2.cc / _avx512.cc.
-#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/internal.h"
 
 namespace sparq {
@@ -10,14 +9,6 @@ namespace {
 }  // namespace
 
 void DepthwiseF32PlanePortable(const DepthwiseF32Plane& p) { DepthwisePlaneBody(p, InteriorRow); }
-
-DepthwiseF32PlaneFn SelectDepthwiseF32Plane(CpuIsa isa) {
-#if SPARQ_CPU_X86
-  if (isa >= CpuIsa::kAvx512) return DepthwiseF32PlaneAvx512;
-  if (isa >= CpuIsa::kAvx2) return DepthwiseF32PlaneAvx2;
-#endif
-  return DepthwiseF32PlanePortable;
-}
 
 }  // namespace cpu
 }  // namespace sparq

@@ -33,82 +33,121 @@ constexpr CpuIsa P = CpuIsa::kPortable;
 constexpr CpuIsa AVX2 = CpuIsa::kAvx2;
 constexpr CpuIsa AVX512 = CpuIsa::kAvx512;
 constexpr CpuIsa VNNI = CpuIsa::kAvx512Vnni;
+constexpr CpuIsa VBMI = CpuIsa::kAvx512Vbmi;
+constexpr PackedFormat NONE = kNoPackedFormat;
 using F = PackedFormat;
 
-// The table: {name, isa, format, fn}. A sparse kernel handles every block
-// shape of its element type; it has one row per shape so that the name says
-// which format ran.
+// The table: {name, isa, priority, format, fn} (see dispatch.h). A sparse
+// kernel handles every block shape of its element type; it has one row per
+// shape so that the name says which format ran. Priorities: the measured
+// order of the rows of one op and format (today: the higher ISA is faster
+// everywhere, so 0 portable, 10 AVX2, 20 AVX-512, 30 VNNI, 40 VBMI).
 const std::vector<CpuKernelDef>& Table() {
   static const std::vector<CpuKernelDef>* table = new std::vector<CpuKernelDef>{
       // INT8 dense GEMM. The portable kernel reads both panel formats.
-      {"gemm_s8s8_portable", P, F::kPanel16x4S8, GemmS8Fn(GemmS8Portable)},
-      {"gemm_s8s8_s16_portable", P, F::kPanel16x2S16, GemmS8Fn(GemmS8Portable)},
+      {"gemm_s8s8_portable", P, 0, F::kPanel16x4S8, GemmS8Fn(GemmS8Portable)},
+      {"gemm_s8s8_s16_portable", P, 0, F::kPanel16x2S16, GemmS8Fn(GemmS8Portable)},
 #if SPARQ_CPU_X86
-      {"gemm_s8s8_avx2", AVX2, F::kPanel16x2S16, GemmS8Fn(GemmS8Avx2)},
-      {"gemm_s8s8_avx512vnni", VNNI, F::kPanel16x4S8, GemmS8Fn(GemmS8Avx512Vnni)},
+      {"gemm_s8s8_avx2", AVX2, 10, F::kPanel16x2S16, GemmS8Fn(GemmS8Avx2)},
+      {"gemm_s8s8_avx512vnni", VNNI, 30, F::kPanel16x4S8, GemmS8Fn(GemmS8Avx512Vnni)},
 #endif
       // FP32 dense GEMM. The portable kernel reads every f32 panel format.
-      {"gemm_f32_panel4x8_portable", P, F::kPanel4x8F32, GemmF32Fn(GemmF32Portable)},
-      {"gemm_f32_panel6x16_portable", P, F::kPanel6x16F32, GemmF32Fn(GemmF32Portable)},
-      {"gemm_f32_panel8x32_portable", P, F::kPanel8x32F32, GemmF32Fn(GemmF32Portable)},
+      {"gemm_f32_panel4x8_portable", P, 0, F::kPanel4x8F32, GemmF32Fn(GemmF32Portable)},
+      {"gemm_f32_panel6x16_portable", P, 0, F::kPanel6x16F32, GemmF32Fn(GemmF32Portable)},
+      {"gemm_f32_panel8x32_portable", P, 0, F::kPanel8x32F32, GemmF32Fn(GemmF32Portable)},
 #if SPARQ_CPU_X86
-      {"gemm_f32_avx2", AVX2, F::kPanel6x16F32, GemmF32Fn(GemmF32Avx2)},
-      {"gemm_f32_avx512", AVX512, F::kPanel8x32F32, GemmF32Fn(GemmF32Avx512)},
+      {"gemm_f32_avx2", AVX2, 10, F::kPanel6x16F32, GemmF32Fn(GemmF32Avx2)},
+      {"gemm_f32_avx512", AVX512, 20, F::kPanel8x32F32, GemmF32Fn(GemmF32Avx512)},
 #endif
       // FP32 BSR: one function per ISA handles every block shape; one row per shape.
-      {"spmm_bsr1x4_f32_portable", P, F::kBsr1x4F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
-      {"spmm_bsr4x1_f32_portable", P, F::kBsr4x1F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
-      {"spmm_bsr4x4_f32_portable", P, F::kBsr4x4F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
-      {"spmm_bsr8x8_f32_portable", P, F::kBsr8x8F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
-      {"spmm_bsr16x16_f32_portable", P, F::kBsr16x16F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
+      {"spmm_bsr1x4_f32_portable", P, 0, F::kBsr1x4F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
+      {"spmm_bsr4x1_f32_portable", P, 0, F::kBsr4x1F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
+      {"spmm_bsr4x4_f32_portable", P, 0, F::kBsr4x4F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
+      {"spmm_bsr8x8_f32_portable", P, 0, F::kBsr8x8F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
+      {"spmm_bsr16x16_f32_portable", P, 0, F::kBsr16x16F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
 #if SPARQ_CPU_X86
-      {"spmm_bsr1x4_f32_avx2", AVX2, F::kBsr1x4F32, SpmmBsrF32Fn(SpmmBsrF32Avx2)},
-      {"spmm_bsr4x1_f32_avx2", AVX2, F::kBsr4x1F32, SpmmBsrF32Fn(SpmmBsrF32Avx2)},
-      {"spmm_bsr4x4_f32_avx2", AVX2, F::kBsr4x4F32, SpmmBsrF32Fn(SpmmBsrF32Avx2)},
-      {"spmm_bsr8x8_f32_avx2", AVX2, F::kBsr8x8F32, SpmmBsrF32Fn(SpmmBsrF32Avx2)},
-      {"spmm_bsr16x16_f32_avx2", AVX2, F::kBsr16x16F32, SpmmBsrF32Fn(SpmmBsrF32Avx2)},
-      {"spmm_bsr1x4_f32_avx512", AVX512, F::kBsr1x4F32, SpmmBsrF32Fn(SpmmBsrF32Avx512)},
-      {"spmm_bsr4x1_f32_avx512", AVX512, F::kBsr4x1F32, SpmmBsrF32Fn(SpmmBsrF32Avx512)},
-      {"spmm_bsr4x4_f32_avx512", AVX512, F::kBsr4x4F32, SpmmBsrF32Fn(SpmmBsrF32Avx512)},
-      {"spmm_bsr8x8_f32_avx512", AVX512, F::kBsr8x8F32, SpmmBsrF32Fn(SpmmBsrF32Avx512)},
-      {"spmm_bsr16x16_f32_avx512", AVX512, F::kBsr16x16F32, SpmmBsrF32Fn(SpmmBsrF32Avx512)},
+      {"spmm_bsr1x4_f32_avx2", AVX2, 10, F::kBsr1x4F32, SpmmBsrF32Fn(SpmmBsrF32Avx2)},
+      {"spmm_bsr4x1_f32_avx2", AVX2, 10, F::kBsr4x1F32, SpmmBsrF32Fn(SpmmBsrF32Avx2)},
+      {"spmm_bsr4x4_f32_avx2", AVX2, 10, F::kBsr4x4F32, SpmmBsrF32Fn(SpmmBsrF32Avx2)},
+      {"spmm_bsr8x8_f32_avx2", AVX2, 10, F::kBsr8x8F32, SpmmBsrF32Fn(SpmmBsrF32Avx2)},
+      {"spmm_bsr16x16_f32_avx2", AVX2, 10, F::kBsr16x16F32, SpmmBsrF32Fn(SpmmBsrF32Avx2)},
+      {"spmm_bsr1x4_f32_avx512", AVX512, 20, F::kBsr1x4F32, SpmmBsrF32Fn(SpmmBsrF32Avx512)},
+      {"spmm_bsr4x1_f32_avx512", AVX512, 20, F::kBsr4x1F32, SpmmBsrF32Fn(SpmmBsrF32Avx512)},
+      {"spmm_bsr4x4_f32_avx512", AVX512, 20, F::kBsr4x4F32, SpmmBsrF32Fn(SpmmBsrF32Avx512)},
+      {"spmm_bsr8x8_f32_avx512", AVX512, 20, F::kBsr8x8F32, SpmmBsrF32Fn(SpmmBsrF32Avx512)},
+      {"spmm_bsr16x16_f32_avx512", AVX512, 20, F::kBsr16x16F32, SpmmBsrF32Fn(SpmmBsrF32Avx512)},
 #endif
       // INT8 BSR.
-      {"spmm_bsr1x4_s8_portable", P, F::kBsr1x4S8, SpmmBsrS8Fn(SpmmBsrS8Portable)},
-      {"spmm_bsr4x1_s8_portable", P, F::kBsr4x1S8, SpmmBsrS8Fn(SpmmBsrS8Portable)},
-      {"spmm_bsr4x4_s8_portable", P, F::kBsr4x4S8, SpmmBsrS8Fn(SpmmBsrS8Portable)},
-      {"spmm_bsr8x8_s8_portable", P, F::kBsr8x8S8, SpmmBsrS8Fn(SpmmBsrS8Portable)},
-      {"spmm_bsr16x16_s8_portable", P, F::kBsr16x16S8, SpmmBsrS8Fn(SpmmBsrS8Portable)},
+      {"spmm_bsr1x4_s8_portable", P, 0, F::kBsr1x4S8, SpmmBsrS8Fn(SpmmBsrS8Portable)},
+      {"spmm_bsr4x1_s8_portable", P, 0, F::kBsr4x1S8, SpmmBsrS8Fn(SpmmBsrS8Portable)},
+      {"spmm_bsr4x4_s8_portable", P, 0, F::kBsr4x4S8, SpmmBsrS8Fn(SpmmBsrS8Portable)},
+      {"spmm_bsr8x8_s8_portable", P, 0, F::kBsr8x8S8, SpmmBsrS8Fn(SpmmBsrS8Portable)},
+      {"spmm_bsr16x16_s8_portable", P, 0, F::kBsr16x16S8, SpmmBsrS8Fn(SpmmBsrS8Portable)},
 #if SPARQ_CPU_X86
-      {"spmm_bsr1x4_s8_avx2", AVX2, F::kBsr1x4S8, SpmmBsrS8Fn(SpmmBsrS8Avx2)},
-      {"spmm_bsr4x1_s8_avx2", AVX2, F::kBsr4x1S8, SpmmBsrS8Fn(SpmmBsrS8Avx2)},
-      {"spmm_bsr4x4_s8_avx2", AVX2, F::kBsr4x4S8, SpmmBsrS8Fn(SpmmBsrS8Avx2)},
-      {"spmm_bsr8x8_s8_avx2", AVX2, F::kBsr8x8S8, SpmmBsrS8Fn(SpmmBsrS8Avx2)},
-      {"spmm_bsr16x16_s8_avx2", AVX2, F::kBsr16x16S8, SpmmBsrS8Fn(SpmmBsrS8Avx2)},
-      {"spmm_bsr1x4_s8_avx512vnni", VNNI, F::kBsr1x4S8, SpmmBsrS8Fn(SpmmBsrS8Avx512Vnni)},
-      {"spmm_bsr4x1_s8_avx512vnni", VNNI, F::kBsr4x1S8, SpmmBsrS8Fn(SpmmBsrS8Avx512Vnni)},
-      {"spmm_bsr4x4_s8_avx512vnni", VNNI, F::kBsr4x4S8, SpmmBsrS8Fn(SpmmBsrS8Avx512Vnni)},
-      {"spmm_bsr8x8_s8_avx512vnni", VNNI, F::kBsr8x8S8, SpmmBsrS8Fn(SpmmBsrS8Avx512Vnni)},
-      {"spmm_bsr16x16_s8_avx512vnni", VNNI, F::kBsr16x16S8, SpmmBsrS8Fn(SpmmBsrS8Avx512Vnni)},
+      {"spmm_bsr1x4_s8_avx2", AVX2, 10, F::kBsr1x4S8, SpmmBsrS8Fn(SpmmBsrS8Avx2)},
+      {"spmm_bsr4x1_s8_avx2", AVX2, 10, F::kBsr4x1S8, SpmmBsrS8Fn(SpmmBsrS8Avx2)},
+      {"spmm_bsr4x4_s8_avx2", AVX2, 10, F::kBsr4x4S8, SpmmBsrS8Fn(SpmmBsrS8Avx2)},
+      {"spmm_bsr8x8_s8_avx2", AVX2, 10, F::kBsr8x8S8, SpmmBsrS8Fn(SpmmBsrS8Avx2)},
+      {"spmm_bsr16x16_s8_avx2", AVX2, 10, F::kBsr16x16S8, SpmmBsrS8Fn(SpmmBsrS8Avx2)},
+      {"spmm_bsr1x4_s8_avx512vnni", VNNI, 30, F::kBsr1x4S8, SpmmBsrS8Fn(SpmmBsrS8Avx512Vnni)},
+      {"spmm_bsr4x1_s8_avx512vnni", VNNI, 30, F::kBsr4x1S8, SpmmBsrS8Fn(SpmmBsrS8Avx512Vnni)},
+      {"spmm_bsr4x4_s8_avx512vnni", VNNI, 30, F::kBsr4x4S8, SpmmBsrS8Fn(SpmmBsrS8Avx512Vnni)},
+      {"spmm_bsr8x8_s8_avx512vnni", VNNI, 30, F::kBsr8x8S8, SpmmBsrS8Fn(SpmmBsrS8Avx512Vnni)},
+      {"spmm_bsr16x16_s8_avx512vnni", VNNI, 30, F::kBsr16x16S8, SpmmBsrS8Fn(SpmmBsrS8Avx512Vnni)},
 #endif
       // FP32 N:M.
-      {"spmm_nm24_f32_portable", P, F::kNm2of4F32, SpmmNmF32Fn(SpmmNmF32Portable)},
-      {"spmm_nm48_f32_portable", P, F::kNm4of8F32, SpmmNmF32Fn(SpmmNmF32Portable)},
+      {"spmm_nm24_f32_portable", P, 0, F::kNm2of4F32, SpmmNmF32Fn(SpmmNmF32Portable)},
+      {"spmm_nm48_f32_portable", P, 0, F::kNm4of8F32, SpmmNmF32Fn(SpmmNmF32Portable)},
 #if SPARQ_CPU_X86
-      {"spmm_nm24_f32_avx2", AVX2, F::kNm2of4F32, SpmmNmF32Fn(SpmmNmF32Avx2)},
-      {"spmm_nm48_f32_avx2", AVX2, F::kNm4of8F32, SpmmNmF32Fn(SpmmNmF32Avx2)},
-      {"spmm_nm24_f32_avx512", AVX512, F::kNm2of4F32, SpmmNmF32Fn(SpmmNmF32Avx512)},
-      {"spmm_nm48_f32_avx512", AVX512, F::kNm4of8F32, SpmmNmF32Fn(SpmmNmF32Avx512)},
+      {"spmm_nm24_f32_avx2", AVX2, 10, F::kNm2of4F32, SpmmNmF32Fn(SpmmNmF32Avx2)},
+      {"spmm_nm48_f32_avx2", AVX2, 10, F::kNm4of8F32, SpmmNmF32Fn(SpmmNmF32Avx2)},
+      {"spmm_nm24_f32_avx512", AVX512, 20, F::kNm2of4F32, SpmmNmF32Fn(SpmmNmF32Avx512)},
+      {"spmm_nm48_f32_avx512", AVX512, 20, F::kNm4of8F32, SpmmNmF32Fn(SpmmNmF32Avx512)},
 #endif
       // INT8 N:M.
-      {"spmm_nm24_s8_portable", P, F::kNm2of4S8, SpmmNmS8Fn(SpmmNmS8Portable)},
-      {"spmm_nm48_s8_portable", P, F::kNm4of8S8, SpmmNmS8Fn(SpmmNmS8Portable)},
+      {"spmm_nm24_s8_portable", P, 0, F::kNm2of4S8, SpmmNmS8Fn(SpmmNmS8Portable)},
+      {"spmm_nm48_s8_portable", P, 0, F::kNm4of8S8, SpmmNmS8Fn(SpmmNmS8Portable)},
 #if SPARQ_CPU_X86
-      {"spmm_nm24_s8_avx2", AVX2, F::kNm2of4S8, SpmmNmS8Fn(SpmmNmS8Avx2)},
-      {"spmm_nm48_s8_avx2", AVX2, F::kNm4of8S8, SpmmNmS8Fn(SpmmNmS8Avx2)},
-      {"spmm_nm24_s8_avx512vnni", VNNI, F::kNm2of4S8, SpmmNmS8Fn(SpmmNmS8Avx512Vnni)},
-      {"spmm_nm48_s8_avx512vnni", VNNI, F::kNm4of8S8, SpmmNmS8Fn(SpmmNmS8Avx512Vnni)},
+      {"spmm_nm24_s8_avx2", AVX2, 10, F::kNm2of4S8, SpmmNmS8Fn(SpmmNmS8Avx2)},
+      {"spmm_nm48_s8_avx2", AVX2, 10, F::kNm4of8S8, SpmmNmS8Fn(SpmmNmS8Avx2)},
+      {"spmm_nm24_s8_avx512vnni", VNNI, 30, F::kNm2of4S8, SpmmNmS8Fn(SpmmNmS8Avx512Vnni)},
+      {"spmm_nm48_s8_avx512vnni", VNNI, 30, F::kNm4of8S8, SpmmNmS8Fn(SpmmNmS8Avx512Vnni)},
 #endif
+      // FP32 depthwise convolution, one channel plane (dense_f32.cc runs it).
+      {"depthwise_f32_portable", P, 0, NONE, DepthwiseF32Fn(cpu::DepthwiseF32PlanePortable)},
+#if SPARQ_CPU_X86
+      {"depthwise_f32_avx2", AVX2, 10, NONE, DepthwiseF32Fn(cpu::DepthwiseF32PlaneAvx2)},
+      {"depthwise_f32_avx512", AVX512, 20, NONE, DepthwiseF32Fn(cpu::DepthwiseF32PlaneAvx512)},
+#endif
+      // INT8 depthwise convolution, one output row (quant_conv_depthwise.cc runs it).
+      {"depthwise_s8_portable", P, 0, NONE, DepthwiseS8RowFn(cpu::DepthwiseRowPortable)},
+#if SPARQ_CPU_X86
+      {"depthwise_s8_avx2", AVX2, 10, NONE, DepthwiseS8RowFn(cpu::DepthwiseRowAvx2)},
+      {"depthwise_s8_avx512", AVX512, 20, NONE, DepthwiseS8RowFn(cpu::DepthwiseRowAvx512)},
+#endif
+      // Requantization of int32 rows outside the GEMMs (depthwise). The GEMM
+      // and sparse INT8 kernels use their own ISA's version inside their tiles.
+      {"requant_s32_portable", P, 0, NONE, RequantS32Fn(cpu::RequantRowPortable)},
+#if SPARQ_CPU_X86
+      {"requant_s32_avx2", AVX2, 10, NONE, RequantS32Fn(cpu::RequantRowAvx2)},
+      {"requant_s32_avx512", AVX512, 20, NONE, RequantS32Fn(cpu::RequantRowAvx512)},
+#endif
+      // 256-entry byte tables (QLinearLut, and the tables fused into QLinearConv / QLinearAdd).
+      {"lut256_portable", P, 0, NONE, Lut256Fn(cpu::ApplyTablePortable)},
+#if SPARQ_CPU_X86
+      {"lut256_avx512vbmi", VBMI, 40, NONE, Lut256Fn(cpu::ApplyTableAvx512Vbmi)},
+#endif
+      // Per-tensor QDQ glue (qdq_glue.cc).
+      {"quantize_f32_s8_portable", P, 0, NONE, QuantizeF32Fn(cpu::QuantizeRowPortable)},
+      {"dequantize_s8_f32_portable", P, 0, NONE, DequantizeS8Fn(cpu::DequantizeRowPortable)},
+      {"qlinear_add_s8_portable", P, 0, NONE, QLinearAddS8Fn(cpu::QLinearAddRowPortable)},
+#if SPARQ_CPU_X86
+      {"quantize_f32_s8_avx2", AVX2, 10, NONE, QuantizeF32Fn(cpu::QuantizeRowAvx2)},
+      {"dequantize_s8_f32_avx2", AVX2, 10, NONE, DequantizeS8Fn(cpu::DequantizeRowAvx2)},
+      {"qlinear_add_s8_avx2", AVX2, 10, NONE, QLinearAddS8Fn(cpu::QLinearAddRowAvx2)},
+#endif
+      // MaxPool (pool.cc): plain C++ that the compiler vectorizes for the build's baseline.
+      {"maxpool2d_portable", P, 0, NONE, MaxPool2dFn(cpu::MaxPool2dPortable)},
   };
   return *table;
 }
@@ -124,6 +163,8 @@ CpuIsa Detect() {
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   const bool vnni = avx512 && __builtin_cpu_supports("avx512vnni");
+  const bool vbmi = vnni && __builtin_cpu_supports("avx512vbmi");
+  if (vbmi) return CpuIsa::kAvx512Vbmi;
   if (vnni) return CpuIsa::kAvx512Vnni;
   if (avx512) return CpuIsa::kAvx512;
   if (avx2) return CpuIsa::kAvx2;
@@ -251,14 +292,16 @@ const char* CpuIsaName(CpuIsa isa) {
     case CpuIsa::kAvx2: return "avx2";
     case CpuIsa::kAvx512: return "avx512";
     case CpuIsa::kAvx512Vnni: return "avx512vnni";
+    case CpuIsa::kAvx512Vbmi: return "avx512vbmi";
   }
   return "?";
 }
 
 StatusOr<CpuIsa> ParseCpuIsa(const std::string& name) {
-  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni})
+  for (CpuIsa isa : kAllCpuIsas)
     if (name == CpuIsaName(isa)) return isa;
-  return Status::InvalidArgument("unknown ISA '" + name + "' (expected portable, avx2, avx512 or avx512vnni)");
+  return Status::InvalidArgument("unknown ISA '" + name +
+                                 "' (expected portable, avx2, avx512, avx512vnni or avx512vbmi)");
 }
 
 const char* CpuOpName(CpuOp op) {
@@ -269,6 +312,15 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kSpmmNmF32: return "spmm_nm_f32";
     case CpuOp::kGemmF32: return "gemm_f32";
     case CpuOp::kSpmmNmS8: return "spmm_nm_s8";
+    case CpuOp::kDepthwiseF32: return "depthwise_f32";
+    case CpuOp::kDepthwiseS8: return "depthwise_s8";
+    case CpuOp::kRequantS32: return "requant_s32";
+    case CpuOp::kLut256: return "lut256";
+    case CpuOp::kQuantizeF32: return "quantize_f32_s8";
+    case CpuOp::kDequantizeS8: return "dequantize_s8_f32";
+    case CpuOp::kQLinearAddS8: return "qlinear_add_s8";
+    case CpuOp::kMaxPool2d: return "maxpool2d";
+    case CpuOp::kNumCpuOps: break;
   }
   return "?";
 }
@@ -298,13 +350,21 @@ void ResetIsa() { State().forced.store(-1, std::memory_order_relaxed); }
 const std::vector<CpuKernelDef>& CpuKernelTable() { return Table(); }
 
 const CpuKernelDef* SelectCpuKernel(CpuOp op, PackedFormat format) {
-  const CpuIsa active = ActiveIsa();
+  return SelectCpuKernelAt(op, format, ActiveIsa());
+}
+
+const CpuKernelDef* SelectCpuKernelAt(CpuOp op, PackedFormat format, CpuIsa active) {
   const CpuKernelDef* best = nullptr;
   for (const CpuKernelDef& def : CpuKernelTable()) {
     if (def.op() != op || def.format != format || def.isa > active) continue;
-    if (best == nullptr || def.isa > best->isa) best = &def;
+    if (best == nullptr || def.priority > best->priority) best = &def;
   }
   return best;
+}
+
+const CpuKernelDef& SelectCpuKernel(CpuOp op) {
+  // Not null: every op has a portable row (CpuKernelTable.PrioritiesAreDistinctPerOpAndFormat).
+  return *SelectCpuKernel(op, kNoPackedFormat);
 }
 
 PackedFormat PreferredGemmS8Format(CpuIsa isa) {
@@ -312,7 +372,8 @@ PackedFormat PreferredGemmS8Format(CpuIsa isa) {
     case CpuIsa::kAvx2:
     case CpuIsa::kAvx512: return PackedFormat::kPanel16x2S16;
     case CpuIsa::kPortable:
-    case CpuIsa::kAvx512Vnni: return PackedFormat::kPanel16x4S8;
+    case CpuIsa::kAvx512Vnni:
+    case CpuIsa::kAvx512Vbmi: return PackedFormat::kPanel16x4S8;
   }
   return PackedFormat::kPanel16x4S8;
 }
@@ -322,7 +383,8 @@ PackedFormat PreferredGemmF32Format(CpuIsa isa) {
     case CpuIsa::kPortable: return PackedFormat::kPanel4x8F32;
     case CpuIsa::kAvx2: return PackedFormat::kPanel6x16F32;
     case CpuIsa::kAvx512:
-    case CpuIsa::kAvx512Vnni: return PackedFormat::kPanel8x32F32;
+    case CpuIsa::kAvx512Vnni:
+    case CpuIsa::kAvx512Vbmi: return PackedFormat::kPanel8x32F32;
   }
   return PackedFormat::kPanel4x8F32;
 }

@@ -1,20 +1,49 @@
 // The dispatch table of sparq's fast CPU kernels and the choice of ISA.
 //
-// Each kernel is one row {name, isa, format, fn}: the function reads weights
-// packed in `format` and needs the CPU features of `isa`. Kernels are named
-// <op>_<format>_<isa> (gemm_s8s8_avx512vnni, spmm_bsr4x4_f32_avx512). For a
-// call, the dispatcher takes the rows of the op whose format is the weights'
-// format and runs the one with the highest ISA that is not above the active
-// ISA. Every format has a portable row, so every packed matrix runs on every
+// Every ISA-specific function of kernels/cpu is one row of ONE table,
+// {name, isa, priority, format, fn}:
+//   name      <op>_<format>_<isa> (gemm_s8s8_avx512vnni, spmm_bsr4x4_f32_avx512,
+//             requant_s32_avx2, lut256_avx512vbmi); `eval --verbose` prints it
+//   isa       the CPU features the function needs (the column SPARQ_ISA governs)
+//   priority  which row wins when several can run: the highest priority among
+//             the rows of the op (and weight format) whose isa is not above the
+//             active ISA. Explicit, so the choice never depends on row order;
+//             rows that could compete must not share a priority (a test checks)
+//   format    the packed weight format the function reads, or kNoPackedFormat
+//             for ops without packed weights (requantization, tables, QDQ glue)
+//   fn        the function, one type per op (CpuKernelFn)
+// Every op has a portable row for every format, so every model runs on every
 // x86-64 CPU (and on other architectures, where only portable rows exist).
+// The op-level rows of the executor (kernels/registry.h: QLinearConv,
+// QuantizeLinear, ...) pick their inner kernels here when they prepare a node
+// and name them in PreparedKernel::kernel_name.
 //
 // The active ISA is the best the CPU supports (cpuid, checked once), lowered
-// by the environment variable SPARQ_ISA=portable|avx2|avx512|avx512vnni, or by
-// ForceIsa() (tests, benchmarks). Adding a kernel is adding a row in
-// dispatch.cc.
+// by the environment variable SPARQ_ISA=portable|avx2|avx512|avx512vnni|
+// avx512vbmi, or by ForceIsa() (tests, benchmarks).
+//
+// Adding a kernel for an existing op: one row in dispatch.cc, e.g.
+//   {"depthwise_s8_avx512vnni", VNNI, 30, NONE, DepthwiseS8RowFn(cpu::DepthwiseRowAvx512Vnni)},
+// with the function compiled for its ISA (cpu_target.h: SPARQ_CPU_TARGET_BEGIN)
+// and declared in internal.h. Give it a priority above the rows it should
+// beat (10 per ISA level today). CpuKernelTable.EveryTableRowIsExercised then
+// checks it against kernels/ref on this CPU, with no test edit.
+// Adding an op (say a LayerNorm row):
+//   1. its arguments: a struct in kernel_args.h (or plain parameters), and the
+//      function type `using LayerNormF32Fn = void (*)(const LayerNormF32Args&);`
+//      below, with a comment that states what it computes;
+//   2. a CpuOp value before kNumCpuOps, the function type at the same index in
+//      CpuKernelFn (a static_assert checks the count), its name in CpuOpName;
+//   3. a portable row (priority 0) and the ISA rows in dispatch.cc;
+//   4. the caller: SelectCpuKernel(CpuOp::kLayerNormF32) when it prepares a
+//      node (keep the row; name it in PreparedKernel::kernel_name so that
+//      `eval --verbose` shows it), then row.get<LayerNormF32Fn>()(args);
+//   5. a case in tests/kernels/cpu_row_kernels_test.cc (CheckRowKernel) that
+//      compares the row with kernels/ref (named tolerances: isa_sweep.h).
 #pragma once
 
 #include <cstdint>
+#include <string>
 #include <variant>
 #include <vector>
 
@@ -29,9 +58,13 @@ enum class CpuIsa : uint8_t {
   kAvx2 = 1,        // AVX2 + FMA
   kAvx512 = 2,      // AVX-512 F, BW, VL, DQ
   kAvx512Vnni = 3,  // kAvx512 + AVX-512 VNNI (vpdpbusd)
+  kAvx512Vbmi = 4,  // kAvx512Vnni + AVX-512 VBMI (vpermi2b): Ice Lake, Zen 4 and later
 };
+// Every level, lowest first.
+inline constexpr CpuIsa kAllCpuIsas[] = {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni,
+                                         CpuIsa::kAvx512Vbmi};
 
-const char* CpuIsaName(CpuIsa isa);  // "portable", "avx2", "avx512", "avx512vnni"
+const char* CpuIsaName(CpuIsa isa);  // "portable", "avx2", "avx512", "avx512vnni", "avx512vbmi"
 // Parses a CpuIsaName; InvalidArgument listing the names otherwise.
 StatusOr<CpuIsa> ParseCpuIsa(const std::string& name);
 
@@ -50,7 +83,23 @@ Status ForceIsa(CpuIsa isa);
 void ResetIsa();
 
 // The ops of the table and their function types.
-enum class CpuOp : uint8_t { kGemmS8, kSpmmBsrF32, kSpmmBsrS8, kSpmmNmF32, kSpmmNmS8, kGemmF32 };
+enum class CpuOp : uint8_t {
+  kGemmS8,
+  kSpmmBsrF32,
+  kSpmmBsrS8,
+  kSpmmNmF32,
+  kSpmmNmS8,
+  kGemmF32,
+  kDepthwiseF32,    // one channel plane of an FP32 depthwise convolution
+  kDepthwiseS8,     // one output row of an INT8 depthwise convolution (int16 taps, int32 sums)
+  kRequantS32,      // a row of int32 accumulators to int8 / uint8
+  kLut256,          // a 256-entry byte table over a byte array
+  kQuantizeF32,     // per-tensor QuantizeLinear of a float row
+  kDequantizeS8,    // per-tensor DequantizeLinear of a byte row
+  kQLinearAddS8,    // sparq.QLinearAdd of two byte rows
+  kMaxPool2d,       // 2-D MaxPool of float32 / int8 / uint8 planes
+  kNumCpuOps,
+};
 const char* CpuOpName(CpuOp op);
 
 using GemmS8Fn = void (*)(const GemmS8Args&);
@@ -59,24 +108,61 @@ using SpmmBsrS8Fn = void (*)(const SpmmBsrS8Args&);
 using SpmmNmF32Fn = void (*)(const SpmmNmF32Args&);
 using SpmmNmS8Fn = void (*)(const SpmmNmS8Args&);
 using GemmF32Fn = void (*)(const GemmF32Args&);
+using DepthwiseF32Fn = void (*)(const DepthwiseF32Plane&);
+// out[i] = sum over t < taps of w[t] * x[t][i], i < n, in int32 (exact for
+// int16 values of 9-bit range). x[t] is the tap's contiguous input row.
+using DepthwiseS8RowFn = void (*)(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
+// Requantizes n accumulators exactly like RequantizeS32Ref<int8_t or uint8_t>
+// (kernels/ref/quantize.h); `out` points to int8_t (out_signed) or uint8_t.
+using RequantS32Fn = void (*)(int64_t n, const int32_t* acc, const int32_t* bias, int64_t bias_stride,
+                              const float* multiplier, int64_t multiplier_stride, int32_t zero_point, bool fuse_relu,
+                              bool out_signed, void* out);
+// out[i] = table[in[i] ^ flip] for i < n; `out` may be `in`.
+using Lut256Fn = void (*)(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n);
+// Bit for bit QuantizeValue / DequantizeValue of kernels/ref/quantize.h over n
+// contiguous values; bytes are int8_t when the *_signed flag is set, else uint8_t.
+//   quantize:     y[i] = QuantizeValue(x[i], scale, zero_point)
+//   dequantize:   y[i] = DequantizeValue(x[i], scale, zero_point)
+//   qlinear_add:  y[i] = QuantizeValue(DequantizeValue(a[i]) + DequantizeValue(b[i]), y_scale, y_zp)
+using QuantizeF32Fn = void (*)(int64_t n, const float* x, float scale, int32_t zero_point, bool out_signed, void* y);
+using DequantizeS8Fn = void (*)(int64_t n, const void* x, bool x_signed, float scale, int32_t zero_point, float* y);
+using QLinearAddS8Fn = void (*)(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
+                                int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
+using MaxPool2dFn = void (*)(const MaxPool2dArgs&);
 // The variant's alternative index is the CpuOp.
-using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn>;
+using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
+                                 DepthwiseF32Fn, DepthwiseS8RowFn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
+                                 DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn>;
+static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
+              "one function type per CpuOp");
+
+// The format column of rows whose op reads no packed weights.
+inline constexpr PackedFormat kNoPackedFormat = static_cast<PackedFormat>(0xff);
 
 struct CpuKernelDef {
   const char* name;     // <op>_<format>_<isa>
   CpuIsa isa;           // features the function needs
-  PackedFormat format;  // weight format it reads
+  int priority;         // the highest priority among the rows that can run wins
+  PackedFormat format;  // weight format it reads, or kNoPackedFormat
   CpuKernelFn fn;
 
   CpuOp op() const { return static_cast<CpuOp>(fn.index()); }
+  template <typename Fn>
+  Fn get() const { return std::get<Fn>(fn); }
 };
 
 // Every row of the table.
 const std::vector<CpuKernelDef>& CpuKernelTable();
 
-// The row that runs `op` on weights in `format` at the active ISA, or nullptr
-// when no row fits.
+// The row that runs `op` on weights in `format` at the active ISA (the
+// highest priority among those whose isa is not above it), or nullptr when no
+// row fits. Ops without packed weights pass kNoPackedFormat.
 const CpuKernelDef* SelectCpuKernel(CpuOp op, PackedFormat format);
+// The row of an op without packed weights at the active ISA; never fails
+// (every such op has a portable row).
+const CpuKernelDef& SelectCpuKernel(CpuOp op);
+// The row SelectCpuKernel would pick if `isa` were active (tests, names).
+const CpuKernelDef* SelectCpuKernelAt(CpuOp op, PackedFormat format, CpuIsa isa);
 
 // The INT8 GEMM weight format whose kernel is fastest on `isa`
 // (panel16x4_s8 for VNNI and portable, panel16x2_s16 for AVX2 / AVX-512).

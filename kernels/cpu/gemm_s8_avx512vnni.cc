@@ -157,6 +157,10 @@ void Tile(int64_t steps, const void* a_strip, const void* b, int64_t b_panel_str
 
 }  // namespace
 
+// Needs AVX-512 only (its table row is requant_s32_avx512): compiled without VNNI.
+SPARQ_CPU_TARGET_END
+SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX512_FEATURES)
+
 void RequantRowAvx512(int64_t n, const int32_t* acc, const int32_t* bias, int64_t bias_stride,
                       const float* multiplier, int64_t multiplier_stride, int32_t zero_point, bool fuse_relu,
                       bool out_signed, void* out) {
@@ -193,6 +197,9 @@ void RequantRowAvx512(int64_t n, const int32_t* acc, const int32_t* bias, int64_
     else _mm512_mask_cvtepi32_storeu_epi8(dst + j, k, q);
   }
 }
+
+SPARQ_CPU_TARGET_END
+SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX512VNNI_FEATURES)
 
 void GemmS8Avx512Vnni(const GemmS8Args& args) {
   static constexpr GemmS8Isa kIsa = {kMr, kMaxPanels, Tile, RequantRowAvx512, PackStripS8};

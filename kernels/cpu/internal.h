@@ -17,11 +17,8 @@
 namespace sparq {
 namespace cpu {
 
-// Requantizes n accumulators exactly like RequantizeS32Ref<int8_t or uint8_t>
-// (kernels/ref/quantize.h); `out` points to int8_t (out_signed) or uint8_t.
-using RequantRowFn = void (*)(int64_t n, const int32_t* acc, const int32_t* bias, int64_t bias_stride,
-                              const float* multiplier, int64_t multiplier_stride, int32_t zero_point, bool fuse_relu,
-                              bool out_signed, void* out);
+// Rows of the requant_s32 op (dispatch.h: RequantS32Fn).
+using RequantRowFn = RequantS32Fn;
 void RequantRowPortable(int64_t n, const int32_t* acc, const int32_t* bias, int64_t bias_stride,
                         const float* multiplier, int64_t multiplier_stride, int32_t zero_point, bool fuse_relu,
                         bool out_signed, void* out);
@@ -135,53 +132,36 @@ struct GemmF32Isa {
 void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa);
 
 // ---------------------------------------------------------------------------
-// FP32 depthwise convolution (depthwise_f32.cc): one channel of one image,
-//   y[oy, ox] = clamp(bias + sum over (ky, kx) of w[ky, kx] * x[oy * sh - pt + ky * dh, ox * sw - pl + kx * dw])
-// with taps outside x skipped, summed in (ky, kx) order like the reference.
-struct DepthwiseF32Plane {
-  const float* x = nullptr;  // [height, width]
-  const float* w = nullptr;  // [kernel_h, kernel_w]
-  float bias = 0.0f;
-  float* y = nullptr;  // [out_h, out_w]
-  int64_t height = 0, width = 0, out_h = 0, out_w = 0;
-  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
-  int64_t pad_top = 0, pad_left = 0;
-  float out_min = 0.0f, out_max = 0.0f;  // the clamp (see GemmF32Args)
-};
-using DepthwiseF32PlaneFn = void (*)(const DepthwiseF32Plane&);
+// FP32 depthwise convolution planes (depthwise_f32*.cc; DepthwiseF32Plane in
+// kernel_args.h), the rows of the depthwise_f32 op.
 void DepthwiseF32PlanePortable(const DepthwiseF32Plane& p);
 void DepthwiseF32PlaneAvx2(const DepthwiseF32Plane& p);
 void DepthwiseF32PlaneAvx512(const DepthwiseF32Plane& p);
-// The plane kernel for `isa` (the best at or below it).
-DepthwiseF32PlaneFn SelectDepthwiseF32Plane(CpuIsa isa);
 
 // ---------------------------------------------------------------------------
-// Per-tensor quantization glue (qdq_glue_avx2.cc), bit for bit QuantizeValue /
-// DequantizeValue of kernels/ref/quantize.h over n contiguous values. Bytes
-// are int8_t when the matching *_signed flag is set, else uint8_t.
-//   QuantizeRow:   y[i] = QuantizeValue(x[i], scale, zero_point)
-//   DequantizeRow: y[i] = DequantizeValue(x[i], scale, zero_point)
-//   QLinearAddRow: y[i] = QuantizeValue(DequantizeValue(a[i]) + DequantizeValue(b[i]), y_scale, y_zp)
+// Per-tensor quantization glue (qdq_glue.cc, qdq_glue_avx2.cc): the rows of
+// the quantize_f32, dequantize_s8 and qlinear_add_s8 ops (dispatch.h).
+void QuantizeRowPortable(int64_t n, const float* x, float scale, int32_t zero_point, bool out_signed, void* y);
+void DequantizeRowPortable(int64_t n, const void* x, bool x_signed, float scale, int32_t zero_point, float* y);
+void QLinearAddRowPortable(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
+                           int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
 void QuantizeRowAvx2(int64_t n, const float* x, float scale, int32_t zero_point, bool out_signed, void* y);
 void DequantizeRowAvx2(int64_t n, const void* x, bool x_signed, float scale, int32_t zero_point, float* y);
 void QLinearAddRowAvx2(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
                        int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
 
-// One output row of a depthwise convolution (quant_conv_depthwise*.cc):
-// out[i] = sum over t < taps of w[t] * x[t][i], i < n, in int32 (exact for
-// int16 values of 9-bit range). x[t] is the tap's contiguous input row.
-using DepthwiseRowFn = void (*)(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
+// One output row of an INT8 depthwise convolution (quant_conv_depthwise*.cc),
+// the rows of the depthwise_s8 op (dispatch.h: DepthwiseS8RowFn).
 void DepthwiseRowPortable(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
 void DepthwiseRowAvx2(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
 void DepthwiseRowAvx512(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
 
-// 256-entry byte tables (lut_avx512vbmi.cc): out[i] = table[in[i] ^ flip]
-// for i < n; `out` may be `in`. ActiveApplyTable picks the AVX-512 VBMI
-// version when the CPU has VBMI and the active ISA is at least kAvx512.
-using ApplyTableFn = void (*)(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n);
+// 2-D MaxPool (pool.cc), the row of the maxpool2d op.
+void MaxPool2dPortable(const MaxPool2dArgs& args);
+
+// 256-entry byte tables (lut_avx512vbmi.cc), the rows of the lut256 op.
 void ApplyTablePortable(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n);
 void ApplyTableAvx512Vbmi(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n);
-ApplyTableFn ActiveApplyTable();
 
 // ---------------------------------------------------------------------------
 // INT8 N:M sparse GEMM (spmm_nm_s8.cc), vectorized over output channels: a

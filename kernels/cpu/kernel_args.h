@@ -196,4 +196,32 @@ struct SpmmNmS8Args {
   ThreadPool* pool = nullptr;
 };
 
+// FP32 depthwise convolution of one channel of one image,
+//   y[oy, ox] = clamp(bias + sum over (ky, kx) of w[ky, kx] * x[oy * sh - pt + ky * dh, ox * sw - pl + kx * dw])
+// with taps outside x skipped, summed in (ky, kx) order like the reference.
+struct DepthwiseF32Plane {
+  const float* x = nullptr;  // [height, width]
+  const float* w = nullptr;  // [kernel_h, kernel_w]
+  float bias = 0.0f;
+  float* y = nullptr;  // [out_h, out_w]
+  int64_t height = 0, width = 0, out_h = 0, out_w = 0;
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+  float out_min = 0.0f, out_max = 0.0f;  // the clamp (see GemmF32Args)
+};
+
+// 2-D max pooling of NCHW planes without indices, exactly MaxPoolRef:
+//   y[p, oy, ox] = max over in-bounds taps (ky, kx) of x[p, oy * sh - pt + ky * dh, ox * sw - pl + kx * dw]
+// (the type's lowest value when no tap is in bounds; a NaN wins).
+struct MaxPool2dArgs {
+  enum class Elem : uint8_t { kF32, kS8, kU8 };
+  Elem elem = Elem::kF32;
+  const void* x = nullptr;  // [planes, height, width] of elem
+  void* y = nullptr;        // [planes, out_h, out_w] of elem
+  int64_t planes = 0, height = 0, width = 0, out_h = 0, out_w = 0;
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+  ThreadPool* pool = nullptr;  // planes are split over it; null: this thread
+};
+
 }  // namespace sparq

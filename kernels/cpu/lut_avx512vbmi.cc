@@ -8,7 +8,6 @@
 #include <cstdint>
 
 #include "kernels/cpu/cpu_target.h"
-#include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/internal.h"
 
 #if SPARQ_CPU_X86
@@ -23,7 +22,7 @@ void ApplyTablePortable(const uint8_t* table, uint8_t flip, const uint8_t* in, u
 }
 
 #if SPARQ_CPU_X86
-SPARQ_CPU_TARGET_BEGIN("avx2,fma,avx512f,avx512bw,avx512vl,avx512dq,avx512vbmi")
+SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX512VBMI_FEATURES)
 
 void ApplyTableAvx512Vbmi(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n) {
   const __m512i t0 = _mm512_loadu_si512(table), t1 = _mm512_loadu_si512(table + 64);
@@ -46,20 +45,7 @@ void ApplyTableAvx512Vbmi(const uint8_t* table, uint8_t flip, const uint8_t* in,
 }
 
 SPARQ_CPU_TARGET_END
-#else
-// Builds without the x86 files: ActiveApplyTable never picks this one.
-void ApplyTableAvx512Vbmi(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n) {
-  ApplyTablePortable(table, flip, in, out, n);
-}
 #endif
-
-ApplyTableFn ActiveApplyTable() {
-#if SPARQ_CPU_X86
-  static const bool vbmi = __builtin_cpu_supports("avx512vbmi");
-  if (vbmi && ActiveIsa() >= CpuIsa::kAvx512) return ApplyTableAvx512Vbmi;
-#endif
-  return ApplyTablePortable;
-}
 
 }  // namespace cpu
 }  // namespace sparq

@@ -1,9 +1,17 @@
-// MaxPool over 2-D NCHW planes of float32, without indices (the MaxPool row
-// of qdq_glue.cc runs uint8 / int8 itself and float32 here):
-// strided passes over output rows instead of the reference's per-tap offset
-// table. The result is the reference's exactly (the maximum of finite values
-// is order-independent; NaN wins as in the reference's comparison). Anything
-// else runs the reference kernel.
+// maxpool2d, the 2-D MaxPool row of the dispatch table (kernels/cpu/
+// dispatch.h), over NCHW planes without indices, exactly the reference's
+// result (MaxPoolRef): taps outside x are skipped, a window without taps gives
+// the type's lowest value.
+//   float32:      strided passes over output rows instead of the reference's
+//                 per-tap offset table (the maximum of finite values is
+//                 order-independent; NaN wins as in the reference's comparison)
+//   uint8 / int8: separably: per output row, the max over the window's input
+//                 rows for every input column (contiguous, vectorizable), then
+//                 per output the max over the window's columns (for windows
+//                 inside the row, read from a vectorized running max of kw
+//                 neighbours); max is exact on integers, so the order of the
+//                 taps does not matter
+// RunMaxPool2d is the executor's MaxPool (qdq_glue.cc registers it).
 #include <algorithm>
 #include <cmath>
 #include <limits>
@@ -12,6 +20,7 @@
 
 #include "kernels/ref/nn_common.h"
 #include "kernels/ref/pool.h"
+#include "kernels/cpu/internal.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/registry.h"
 
@@ -30,8 +39,8 @@ inline T Max(T v, T best) {
 // tap by tap over the row, each tap a strided pass over the columns (no
 // bounds checks, vectorizable); the border columns check each tap.
 template <typename T>
-void MaxPool2d(const WindowGeometry& w, const Shape& x_shape, const T* x, const Shape& y_shape, T* y,
-               ThreadPool* pool) {
+void MaxPool2dFloat(const WindowGeometry& w, const Shape& x_shape, const T* x, const Shape& y_shape, T* y,
+                    ThreadPool* pool) {
   const int64_t h = x_shape[2], wd = x_shape[3], oh = y_shape[2], ow = y_shape[3];
   const int64_t kh = w.kernel[0], kw = w.kernel[1], sh = w.strides[0], sw = w.strides[1];
   const int64_t dh = w.dilations[0], dw = w.dilations[1], pt = w.pads[0], pl = w.pads[1];
@@ -83,13 +92,111 @@ void MaxPool2d(const WindowGeometry& w, const Shape& x_shape, const T* x, const 
   });
 }
 
+// The taps k < kernel with 0 <= start + k * dilation < size: [*begin, *end).
+void TapRange(int64_t start, int64_t kernel, int64_t dilation, int64_t size, int64_t* begin, int64_t* end) {
+  int64_t b = 0, e = kernel;
+  while (b < e && start + b * dilation < 0) ++b;
+  while (e > b && start + (e - 1) * dilation >= size) --e;
+  *begin = b, *end = e;
+}
+
+struct Pool2d {
+  int64_t h, wd, ho, wo, kh, kw, sh, sw, dh, dw, pt, pl;
+};
+
+// One (n, c) plane. The geometry comes by value and lives in locals: with
+// byte stores in the loops, the compiler could not keep values read through
+// a reference in registers (nor vectorize).
+template <typename T>
+void MaxPoolPlane(const Pool2d g, const T* xp, T* yp, T* cols, T* windows, const int64_t* kx_begin,
+                  const int64_t* kx_end) {
+  const int64_t h = g.h, wd = g.wd, ho = g.ho, wo = g.wo, kh = g.kh, kw = g.kw, sh = g.sh, sw = g.sw;
+  const int64_t dh = g.dh, dw = g.dw, pt = g.pt, pl = g.pl;
+  const T lowest = std::numeric_limits<T>::lowest();
+  for (int64_t oy = 0; oy < ho; ++oy) {
+    T* out = yp + oy * wo;
+    int64_t ky0 = 0, ky1 = 0;
+    TapRange(oy * sh - pt, kh, dh, h, &ky0, &ky1);
+    if (ky0 == ky1) {
+      std::fill(out, out + wo, lowest);
+      continue;
+    }
+    const T* first = xp + (oy * sh - pt + ky0 * dh) * wd;
+    std::copy(first, first + wd, cols);
+    for (int64_t ky = ky0 + 1; ky < ky1; ++ky) {
+      const T* row = xp + (oy * sh - pt + ky * dh) * wd;
+      for (int64_t ix = 0; ix < wd; ++ix) cols[ix] = std::max(cols[ix], row[ix]);
+    }
+    // Windows inside the row (dilation 1): the max of kw neighbours at
+    // every column, contiguous and vectorizable, then one read each.
+    const int64_t starts = dw == 1 ? wd - kw + 1 : 0;
+    if (starts > 0) {
+      std::copy(cols, cols + starts, windows);
+      for (int64_t kx = 1; kx < kw; ++kx)
+        for (int64_t i = 0; i < starts; ++i) windows[i] = std::max(windows[i], cols[i + kx]);
+    }
+    for (int64_t ox = 0; ox < wo; ++ox) {
+      const int64_t start = ox * sw - pl;
+      if (start >= 0 && start < starts) {
+        out[ox] = windows[start];
+        continue;
+      }
+      T best = lowest;
+      for (int64_t kx = kx_begin[ox]; kx < kx_end[ox]; ++kx) best = std::max(best, cols[start + kx * dw]);
+      out[ox] = best;
+    }
+  }
+}
+
+template <typename T>
+void MaxPool2dBytes(const WindowGeometry& w, const Shape& xs, const T* x, const Shape& ys, T* y, ThreadPool* pool) {
+  const Pool2d g = {xs[2],          xs[3],        ys[2],          ys[3],          w.kernel[0], w.kernel[1],
+                    w.strides[0],   w.strides[1], w.dilations[0], w.dilations[1], w.pads[0],   w.pads[1]};
+  std::vector<int64_t> kx_begin(g.wo), kx_end(g.wo);
+  for (int64_t ox = 0; ox < g.wo; ++ox) TapRange(ox * g.sw - g.pl, g.kw, g.dw, g.wd, &kx_begin[ox], &kx_end[ox]);
+  ParallelFor(pool, xs[0] * xs[1], 1, [&](int64_t p0, int64_t p1) {
+    std::vector<T> cols(static_cast<size_t>(g.wd)), windows(static_cast<size_t>(g.wd));
+    for (int64_t plane = p0; plane < p1; ++plane) {
+      MaxPoolPlane(g, x + plane * g.h * g.wd, y + plane * g.ho * g.wo, cols.data(), windows.data(), kx_begin.data(),
+                   kx_end.data());
+    }
+  });
+}
+
 }  // namespace
 
-Status MaxPoolF32(OpContext& ctx) {
+namespace cpu {
+
+void MaxPool2dPortable(const MaxPool2dArgs& a) {
+  WindowGeometry w;
+  w.kernel = {a.kernel_h, a.kernel_w}, w.strides = {a.stride_h, a.stride_w};
+  w.dilations = {a.dilation_h, a.dilation_w}, w.pads = {a.pad_top, a.pad_left, 0, 0};  // the ends are implied
+  const Shape xs = {1, a.planes, a.height, a.width}, ys = {1, a.planes, a.out_h, a.out_w};
+  switch (a.elem) {
+    case MaxPool2dArgs::Elem::kF32:
+      MaxPool2dFloat(w, xs, static_cast<const float*>(a.x), ys, static_cast<float*>(a.y), a.pool);
+      break;
+    case MaxPool2dArgs::Elem::kS8:
+      MaxPool2dBytes(w, xs, static_cast<const int8_t*>(a.x), ys, static_cast<int8_t*>(a.y), a.pool);
+      break;
+    case MaxPool2dArgs::Elem::kU8:
+      MaxPool2dBytes(w, xs, static_cast<const uint8_t*>(a.x), ys, static_cast<uint8_t*>(a.y), a.pool);
+      break;
+  }
+}
+
+}  // namespace cpu
+
+Status RunMaxPool2d(OpContext& ctx, MaxPool2dFn fn) {
   if (!ctx.has_input(0) || ctx.wants_output(1) || ctx.input(0).rank() != 4) return RunReferenceKernel(ctx);
   const Tensor& x = ctx.input(0);
-  const DataType type = x.dtype();
-  if (type != DataType::kFloat32) return RunReferenceKernel(ctx);
+  MaxPool2dArgs args;
+  switch (x.dtype()) {
+    case DataType::kFloat32: args.elem = MaxPool2dArgs::Elem::kF32; break;
+    case DataType::kInt8: args.elem = MaxPool2dArgs::Elem::kS8; break;
+    case DataType::kUInt8: args.elem = MaxPool2dArgs::Elem::kU8; break;
+    default: return RunReferenceKernel(ctx);
+  }
   const Node& node = ctx.node();
   PoolParams params;
   AutoPad auto_pad = AutoPad::kNotSet;
@@ -98,8 +205,15 @@ Status MaxPoolF32(OpContext& ctx) {
   Shape y_shape;
   if (!PreparePool(x.shape(), auto_pad, node.attr_int("ceil_mode", 0) != 0, &params, &y_shape).ok())
     return RunReferenceKernel(ctx);  // the reference names the error
-  Tensor y(type, y_shape);
-  MaxPool2d(params.window, x.shape(), x.data<float>(), y_shape, y.data<float>(), ctx.pool());
+  Tensor y(x.dtype(), y_shape);
+  const WindowGeometry& w = params.window;
+  args.x = x.raw_data(), args.y = y.raw_data();
+  args.planes = x.dim(0) * x.dim(1), args.height = x.dim(2), args.width = x.dim(3);
+  args.out_h = y_shape[2], args.out_w = y_shape[3];
+  args.kernel_h = w.kernel[0], args.kernel_w = w.kernel[1], args.stride_h = w.strides[0], args.stride_w = w.strides[1];
+  args.dilation_h = w.dilations[0], args.dilation_w = w.dilations[1], args.pad_top = w.pads[0], args.pad_left = w.pads[1];
+  args.pool = ctx.pool();
+  fn(args);
   ctx.set_output(0, std::move(y));
   return Status::OK();
 }

@@ -1,20 +1,22 @@
 // Fast rows for the integer glue of QDQ models: per-tensor QuantizeLinear
 // (float32 -> uint8/int8) and DequantizeLinear (uint8/int8 -> float32), the
 // internal sparq.QLinearAdd and sparq.QLinearLut that runtime/qdq_fusion.cc
-// writes, and MaxPool on uint8/int8. All are elementwise or per output, so
+// writes, and MaxPool (its kernel is in pool.cc). All are elementwise or per output, so
 // they split the work over the thread pool with results independent of the
 // thread count, and all are bit for bit their reference kernels (the AVX2
 // rows: see qdq_glue_avx2.cc; the portable rows call the reference's own
-// QuantizeValue / DequantizeValue).
+// QuantizeValue / DequantizeValue). Each op row runs the row function of the
+// dispatch table (kernels/cpu/dispatch.h: quantize_f32_s8, dequantize_s8_f32,
+// qlinear_add_s8, lut256, maxpool2d) that its prepare step picks for the
+// active ISA.
 //
 // Fast paths (else the reference kernel runs the node):
 //   QuantizeLinear    x float32, y_scale float32 and y_zero_point uint8/int8, one value each
 //   DequantizeLinear  x uint8/int8, x_scale float32 and x_zero_point of x's type, one value each
 //   sparq.QLinearAdd  A, B and Y of one type (uint8 or int8) and A, B of one shape (no broadcasting);
 //                     an optional table (input 8) is applied to each chunk as it is written
-//   sparq.QLinearLut  always (X and the table are checked like the reference does);
-//                     lut256_avx512vbmi where the CPU has VBMI, else lut256_portable
-//   MaxPool           uint8/int8 x of rank 4, no Indices output
+//   sparq.QLinearLut  always (X and the table are checked like the reference does)
+//   MaxPool           float32/uint8/int8 x of rank 4, no Indices output
 #include <algorithm>
 #include <cstdint>
 #include <limits>
@@ -32,15 +34,47 @@
 
 namespace sparq {
 
-#if !SPARQ_CPU_X86
-// Builds without the x86 files: the AVX2 rows decline every node (RequireAvx2),
-// so these are never called.
 namespace cpu {
-void QuantizeRowAvx2(int64_t, const float*, float, int32_t, bool, void*) {}
-void DequantizeRowAvx2(int64_t, const void*, bool, float, int32_t, float*) {}
-void QLinearAddRowAvx2(int64_t, const void*, float, int32_t, const void*, float, int32_t, float, int32_t, bool, void*) {}
+
+void QuantizeRowPortable(int64_t n, const float* x, float scale, int32_t zero_point, bool out_signed, void* y) {
+  if (out_signed) {
+    for (int64_t i = 0; i < n; ++i) static_cast<int8_t*>(y)[i] = QuantizeValue<int8_t>(x[i], scale, zero_point);
+  } else {
+    for (int64_t i = 0; i < n; ++i) static_cast<uint8_t*>(y)[i] = QuantizeValue<uint8_t>(x[i], scale, zero_point);
+  }
+}
+
+void DequantizeRowPortable(int64_t n, const void* x, bool x_signed, float scale, int32_t zero_point, float* y) {
+  const auto* in = static_cast<const uint8_t*>(x);
+  for (int64_t i = 0; i < n; ++i) {
+    const int32_t q = x_signed ? static_cast<int8_t>(in[i]) : in[i];
+    y[i] = DequantizeValue(q, scale, zero_point);
+  }
+}
+
+namespace {
+template <typename T>
+void QLinearAddRowOf(int64_t n, const T* a, float a_scale, int32_t a_zp, const T* b, float b_scale, int32_t b_zp,
+                     float y_scale, int32_t y_zp, T* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float sum = DequantizeValue(a[i], a_scale, a_zp) + DequantizeValue(b[i], b_scale, b_zp);
+    y[i] = QuantizeValue<T>(sum, y_scale, y_zp);
+  }
+}
+}  // namespace
+
+void QLinearAddRowPortable(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
+                           int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y) {
+  if (is_signed) {
+    QLinearAddRowOf(n, static_cast<const int8_t*>(a), a_scale, a_zp, static_cast<const int8_t*>(b), b_scale, b_zp,
+                    y_scale, y_zp, static_cast<int8_t*>(y));
+  } else {
+    QLinearAddRowOf(n, static_cast<const uint8_t*>(a), a_scale, a_zp, static_cast<const uint8_t*>(b), b_scale, b_zp,
+                    y_scale, y_zp, static_cast<uint8_t*>(y));
+  }
+}
+
 }  // namespace cpu
-#endif
 
 namespace {
 
@@ -53,11 +87,15 @@ int32_t ByteScalar(const Tensor& t) {
                                        : static_cast<int32_t>(t.data<int8_t>()[0]);
 }
 
-// The AVX2 rows take a node only when the CPU (and SPARQ_ISA) allows AVX2.
-StatusOr<std::shared_ptr<const void>> RequireAvx2(const Node& node, const std::vector<const Tensor*>&) {
-  if (!SPARQ_CPU_X86 || ActiveIsa() < CpuIsa::kAvx2) return Status::NotSupported(node.Describe() + ": no AVX2");
-  return std::shared_ptr<const void>();
+// The state of the QuantizeLinear, DequantizeLinear and QLinearLut rows: the
+// dispatch table row they run, chosen for the active ISA when the executor
+// prepares the node.
+template <CpuOp kOp>
+StatusOr<std::shared_ptr<const void>> PrepareRow(const Node&, const std::vector<const Tensor*>&) {
+  return std::shared_ptr<const void>(&SelectCpuKernel(kOp), [](const void*) {});  // the table outlives executors
 }
+std::string RowKernel(const void* state) { return static_cast<const CpuKernelDef*>(state)->name; }
+const CpuKernelDef& PreparedRow(const OpContext& ctx) { return *static_cast<const CpuKernelDef*>(ctx.prepared()); }
 
 // The per-tensor scale and zero point of a QuantizeLinear / DequantizeLinear
 // (inputs 1 and 2), when the node is inside the fast path.
@@ -82,7 +120,6 @@ bool ReadPerTensor(const OpContext& ctx, PerTensor* p) {
 // ---------------------------------------------------------------------------
 // QuantizeLinear / DequantizeLinear
 
-template <bool kAvx2>
 Status QuantizeLinearFast(OpContext& ctx) {
   PerTensor p;
   if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 || !ReadPerTensor(ctx, &p))
@@ -92,21 +129,14 @@ Status QuantizeLinearFast(OpContext& ctx) {
   const float* in = x.data<float>();
   auto* out = static_cast<uint8_t*>(y.raw_data());
   const bool out_signed = p.type == DataType::kInt8;
+  const QuantizeF32Fn row = PreparedRow(ctx).get<QuantizeF32Fn>();
   ParallelFor(ctx.pool(), x.numel(), kElementsPerTask, [&](int64_t b, int64_t e) {
-    if constexpr (kAvx2) {
-      cpu::QuantizeRowAvx2(e - b, in + b, p.scale, p.zero_point, out_signed, out + b);
-    } else {
-      for (int64_t i = b; i < e; ++i) {
-        if (out_signed) reinterpret_cast<int8_t*>(out)[i] = QuantizeValue<int8_t>(in[i], p.scale, p.zero_point);
-        else out[i] = QuantizeValue<uint8_t>(in[i], p.scale, p.zero_point);
-      }
-    }
+    row(e - b, in + b, p.scale, p.zero_point, out_signed, out + b);
   });
   ctx.set_output(0, std::move(y));
   return Status::OK();
 }
 
-template <bool kAvx2>
 Status DequantizeLinearFast(OpContext& ctx) {
   PerTensor p;
   if (!ctx.has_input(0) || !ReadPerTensor(ctx, &p) || ctx.input(0).dtype() != p.type) return RunReferenceKernel(ctx);
@@ -115,15 +145,9 @@ Status DequantizeLinearFast(OpContext& ctx) {
   const auto* in = static_cast<const uint8_t*>(x.raw_data());
   float* out = y.data<float>();
   const bool in_signed = p.type == DataType::kInt8;
+  const DequantizeS8Fn row = PreparedRow(ctx).get<DequantizeS8Fn>();
   ParallelFor(ctx.pool(), x.numel(), kElementsPerTask, [&](int64_t b, int64_t e) {
-    if constexpr (kAvx2) {
-      cpu::DequantizeRowAvx2(e - b, in + b, in_signed, p.scale, p.zero_point, out + b);
-    } else {
-      for (int64_t i = b; i < e; ++i) {
-        const int32_t q = in_signed ? static_cast<int8_t>(in[i]) : in[i];
-        out[i] = DequantizeValue(q, p.scale, p.zero_point);
-      }
-    }
+    row(e - b, in + b, in_signed, p.scale, p.zero_point, out + b);
   });
   ctx.set_output(0, std::move(y));
   return Status::OK();
@@ -138,17 +162,19 @@ struct QuantAdd {
   DataType type = DataType::kUndefined;  // of A, B and the sum's quantized value
   std::vector<uint8_t> table;            // optional input 8: the output is table[sum - min(type)]
   DataType out_type = DataType::kUndefined;
+  const CpuKernelDef* add = nullptr;  // the qlinear_add_s8 row
+  const CpuKernelDef* lut = nullptr;  // the lut256 row
 };
 
-template <bool kAvx2>
 StatusOr<std::shared_ptr<const void>> PrepareQuantAdd(const Node& node, const std::vector<const Tensor*>& constants) {
-  if (kAvx2) SPARQ_RETURN_IF_ERROR(RequireAvx2(node, constants).status());
   auto constant = [&](size_t i) { return i < constants.size() ? constants[i] : nullptr; };
   for (size_t i : {1, 2, 4, 5, 6, 7}) {
     const Tensor* t = constant(i);
     if (t == nullptr || t->numel() != 1) return Status::NotSupported(node.Describe() + ": parameters not constant");
   }
   auto q = std::make_shared<QuantAdd>();
+  q->add = &SelectCpuKernel(CpuOp::kQLinearAddS8);
+  q->lut = &SelectCpuKernel(CpuOp::kLut256);
   q->type = constant(7)->dtype();
   for (size_t i : {1, 4, 6})
     if (constant(i)->dtype() != DataType::kFloat32) return Status::NotSupported(node.Describe() + ": scale type");
@@ -171,15 +197,12 @@ StatusOr<std::shared_ptr<const void>> PrepareQuantAdd(const Node& node, const st
   return std::shared_ptr<const void>(std::move(q));
 }
 
-template <typename T>
-void QuantAddPortable(const QuantAdd& q, int64_t n, const T* a, const T* b, T* y) {
-  for (int64_t i = 0; i < n; ++i) {
-    const float sum = DequantizeValue(a[i], q.a_scale, q.a_zp) + DequantizeValue(b[i], q.b_scale, q.b_zp);
-    y[i] = QuantizeValue<T>(sum, q.y_scale, q.y_zp);
-  }
+// For `eval --verbose`: e.g. qlinear_add_s8_avx2, qlinear_add_s8_avx2+lut256_avx512vbmi.
+std::string QuantAddKernel(const void* state) {
+  const auto& q = *static_cast<const QuantAdd*>(state);
+  return q.table.empty() ? q.add->name : std::string(q.add->name) + "+" + q.lut->name;
 }
 
-template <bool kAvx2>
 Status QuantAddFast(OpContext& ctx) {
   const QuantAdd& q = *static_cast<const QuantAdd*>(ctx.prepared());
   if (!ctx.has_input(0) || !ctx.has_input(3)) return RunReferenceKernel(ctx);
@@ -192,17 +215,10 @@ Status QuantAddFast(OpContext& ctx) {
   const auto* pb = static_cast<const uint8_t*>(b.raw_data());
   auto* py = static_cast<uint8_t*>(y.raw_data());
   const bool is_signed = q.type == DataType::kInt8;
-  const cpu::ApplyTableFn apply_table = cpu::ActiveApplyTable();
+  const QLinearAddS8Fn add = q.add->get<QLinearAddS8Fn>();
+  const Lut256Fn apply_table = q.lut->get<Lut256Fn>();
   ParallelFor(ctx.pool(), a.numel(), kElementsPerTask, [&](int64_t s, int64_t e) {
-    if constexpr (kAvx2) {
-      cpu::QLinearAddRowAvx2(e - s, pa + s, q.a_scale, q.a_zp, pb + s, q.b_scale, q.b_zp, q.y_scale, q.y_zp,
-                             is_signed, py + s);
-    } else if (is_signed) {
-      QuantAddPortable(q, e - s, reinterpret_cast<const int8_t*>(pa) + s, reinterpret_cast<const int8_t*>(pb) + s,
-                       reinterpret_cast<int8_t*>(py) + s);
-    } else {
-      QuantAddPortable(q, e - s, pa + s, pb + s, py + s);
-    }
+    add(e - s, pa + s, q.a_scale, q.a_zp, pb + s, q.b_scale, q.b_zp, q.y_scale, q.y_zp, is_signed, py + s);
     if (!q.table.empty()) apply_table(q.table.data(), flip, py + s, py + s, e - s);
   });
   ctx.set_output(0, std::move(y));
@@ -213,13 +229,6 @@ Status QuantAddFast(OpContext& ctx) {
 // sparq.QLinearLut: y = table[x - min(x's type)]; for int8 that index is the
 // byte of x with its top bit flipped.
 
-StatusOr<std::shared_ptr<const void>> RequireVbmiTable(const Node& node, const std::vector<const Tensor*>&) {
-  if (cpu::ActiveApplyTable() != cpu::ApplyTableAvx512Vbmi)
-    return Status::NotSupported(node.Describe() + ": no AVX-512 VBMI");
-  return std::shared_ptr<const void>();
-}
-
-template <bool kVbmi>
 Status LutFast(OpContext& ctx) {
   if (!ctx.has_input(0) || !ctx.has_input(1)) return RunReferenceKernel(ctx);
   const Tensor& x = ctx.input(0);
@@ -230,7 +239,7 @@ Status LutFast(OpContext& ctx) {
   const auto* in = static_cast<const uint8_t*>(x.raw_data());
   Tensor y(table.dtype(), x.shape());
   auto* out = static_cast<uint8_t*>(y.raw_data());
-  const cpu::ApplyTableFn apply = kVbmi ? cpu::ApplyTableAvx512Vbmi : cpu::ApplyTablePortable;
+  const Lut256Fn apply = PreparedRow(ctx).get<Lut256Fn>();
   ParallelFor(ctx.pool(), x.numel(), kElementsPerTask,
               [&](int64_t b, int64_t e) { apply(t, flip, in + b, out + b, e - b); });
   ctx.set_output(0, std::move(y));
@@ -238,126 +247,27 @@ Status LutFast(OpContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------
-// MaxPool on uint8/int8 NCHW, separably: per output row, the max over the
-// window's input rows for every input column (contiguous, vectorizable),
-// then per output the max over the window's columns (for windows inside the
-// row, read from a vectorized running max of kw neighbours). Taps outside x are
-// skipped, a window without taps gives the type's lowest value, as
-// MaxPoolRef does; max is exact on integers, so the order of the taps does
-// not matter.
+// MaxPool: the maxpool2d row of the dispatch table (kernels/cpu/pool.cc),
+// float32, uint8 and int8.
 
-StatusOr<std::shared_ptr<const void>> PrepareMaxPool(const Node& node, const std::vector<const Tensor*>&) {
+StatusOr<std::shared_ptr<const void>> PrepareMaxPool(const Node& node, const std::vector<const Tensor*>& constants) {
   if (node.outputs.size() > 1 && !node.outputs[1].empty())
     return Status::NotSupported(node.Describe() + ": Indices output");
-  return std::shared_ptr<const void>();
+  return PrepareRow<CpuOp::kMaxPool2d>(node, constants);
 }
 
-// The taps k < kernel with 0 <= start + k * dilation < size: [*begin, *end).
-void TapRange(int64_t start, int64_t kernel, int64_t dilation, int64_t size, int64_t* begin, int64_t* end) {
-  int64_t b = 0, e = kernel;
-  while (b < e && start + b * dilation < 0) ++b;
-  while (e > b && start + (e - 1) * dilation >= size) --e;
-  *begin = b, *end = e;
-}
-
-struct Pool2d {
-  int64_t h, wd, ho, wo, kh, kw, sh, sw, dh, dw, pt, pl;
-};
-
-// One (n, c) plane. The geometry comes by value and lives in locals: with
-// byte stores in the loops, the compiler could not keep values read through
-// a reference in registers (nor vectorize).
-template <typename T>
-void MaxPoolPlane(const Pool2d g, const T* xp, T* yp, T* cols, T* windows, const int64_t* kx_begin,
-                  const int64_t* kx_end) {
-  const int64_t h = g.h, wd = g.wd, ho = g.ho, wo = g.wo, kh = g.kh, kw = g.kw, sh = g.sh, sw = g.sw;
-  const int64_t dh = g.dh, dw = g.dw, pt = g.pt, pl = g.pl;
-  const T lowest = std::numeric_limits<T>::lowest();
-  for (int64_t oy = 0; oy < ho; ++oy) {
-    T* out = yp + oy * wo;
-    int64_t ky0 = 0, ky1 = 0;
-    TapRange(oy * sh - pt, kh, dh, h, &ky0, &ky1);
-    if (ky0 == ky1) {
-      std::fill(out, out + wo, lowest);
-      continue;
-    }
-    const T* first = xp + (oy * sh - pt + ky0 * dh) * wd;
-    std::copy(first, first + wd, cols);
-    for (int64_t ky = ky0 + 1; ky < ky1; ++ky) {
-      const T* row = xp + (oy * sh - pt + ky * dh) * wd;
-      for (int64_t ix = 0; ix < wd; ++ix) cols[ix] = std::max(cols[ix], row[ix]);
-    }
-    // Windows inside the row (dilation 1): the max of kw neighbours at
-    // every column, contiguous and vectorizable, then one read each.
-    const int64_t starts = dw == 1 ? wd - kw + 1 : 0;
-    if (starts > 0) {
-      std::copy(cols, cols + starts, windows);
-      for (int64_t kx = 1; kx < kw; ++kx)
-        for (int64_t i = 0; i < starts; ++i) windows[i] = std::max(windows[i], cols[i + kx]);
-    }
-    for (int64_t ox = 0; ox < wo; ++ox) {
-      const int64_t start = ox * sw - pl;
-      if (start >= 0 && start < starts) {
-        out[ox] = windows[start];
-        continue;
-      }
-      T best = lowest;
-      for (int64_t kx = kx_begin[ox]; kx < kx_end[ox]; ++kx) best = std::max(best, cols[start + kx * dw]);
-      out[ox] = best;
-    }
-  }
-}
-
-template <typename T>
-void MaxPool2d(const WindowGeometry& w, const Shape& xs, const T* x, const Shape& ys, T* y, ThreadPool* pool) {
-  const Pool2d g = {xs[2],          xs[3],        ys[2],          ys[3],          w.kernel[0], w.kernel[1],
-                    w.strides[0],   w.strides[1], w.dilations[0], w.dilations[1], w.pads[0],   w.pads[1]};
-  std::vector<int64_t> kx_begin(g.wo), kx_end(g.wo);
-  for (int64_t ox = 0; ox < g.wo; ++ox) TapRange(ox * g.sw - g.pl, g.kw, g.dw, g.wd, &kx_begin[ox], &kx_end[ox]);
-  ParallelFor(pool, xs[0] * xs[1], 1, [&](int64_t p0, int64_t p1) {
-    std::vector<T> cols(static_cast<size_t>(g.wd)), windows(static_cast<size_t>(g.wd));
-    for (int64_t plane = p0; plane < p1; ++plane) {
-      MaxPoolPlane(g, x + plane * g.h * g.wd, y + plane * g.ho * g.wo, cols.data(), windows.data(), kx_begin.data(),
-                   kx_end.data());
-    }
-  });
-}
-
-Status MaxPoolFast(OpContext& ctx) {
-  if (!ctx.has_input(0)) return RunReferenceKernel(ctx);
-  const Tensor& x = ctx.input(0);
-  if (x.dtype() == DataType::kFloat32) return MaxPoolF32(ctx);
-  if (!IsByteType(x.dtype()) || x.rank() != 4 || ctx.node().attr("kernel_shape") == nullptr)
-    return RunReferenceKernel(ctx);
-  PoolParams params;
-  AutoPad auto_pad = AutoPad::kNotSet;
-  Shape y_shape;
-  if (!ReadWindowAttributes(ctx, &params.window, &auto_pad).ok() ||
-      !PreparePool(x.shape(), auto_pad, ctx.node().attr_int("ceil_mode", 0) != 0, &params, &y_shape).ok()) {
-    return RunReferenceKernel(ctx);  // the reference names the error
-  }
-  Tensor y(x.dtype(), y_shape);
-  if (x.dtype() == DataType::kUInt8) {
-    MaxPool2d(params.window, x.shape(), x.data<uint8_t>(), y_shape, y.data<uint8_t>(), ctx.pool());
-  } else {
-    MaxPool2d(params.window, x.shape(), x.data<int8_t>(), y_shape, y.data<int8_t>(), ctx.pool());
-  }
-  ctx.set_output(0, std::move(y));
-  return Status::OK();
-}
+Status MaxPoolFast(OpContext& ctx) { return RunMaxPool2d(ctx, PreparedRow(ctx).get<MaxPool2dFn>()); }
 
 }  // namespace
 
 void RegisterCpuQdqGlueOps(KernelRegistry& r) {
-  r.Add({"QuantizeLinear", "", 10, 99, QuantizeLinearFast<true>, "quantize_f32_s8_avx2", WithoutContext(RequireAvx2)});
-  r.Add({"QuantizeLinear", "", 10, 99, QuantizeLinearFast<false>, "quantize_f32_s8_portable"});
-  r.Add({"DequantizeLinear", "", 10, 99, DequantizeLinearFast<true>, "dequantize_s8_f32_avx2", WithoutContext(RequireAvx2)});
-  r.Add({"DequantizeLinear", "", 10, 99, DequantizeLinearFast<false>, "dequantize_s8_f32_portable"});
-  r.Add({"QLinearAdd", kSparqDomain, 1, 1, QuantAddFast<true>, "qlinear_add_s8_avx2", WithoutContext(PrepareQuantAdd<true>)});
-  r.Add({"QLinearAdd", kSparqDomain, 1, 1, QuantAddFast<false>, "qlinear_add_s8_portable", WithoutContext(PrepareQuantAdd<false>)});
-  r.Add({"QLinearLut", kSparqDomain, 1, 1, LutFast<true>, "lut256_avx512vbmi", WithoutContext(RequireVbmiTable)});
-  r.Add({"QLinearLut", kSparqDomain, 1, 1, LutFast<false>, "lut256_portable"});
-  r.Add({"MaxPool", "", 1, 99, MaxPoolFast, "maxpool2d", WithoutContext(PrepareMaxPool)});
+  r.Add({"QuantizeLinear", "", 10, 99, QuantizeLinearFast, "quantize_f32_s8",
+         WithoutContext(PrepareRow<CpuOp::kQuantizeF32>, RowKernel)});
+  r.Add({"DequantizeLinear", "", 10, 99, DequantizeLinearFast, "dequantize_s8_f32",
+         WithoutContext(PrepareRow<CpuOp::kDequantizeS8>, RowKernel)});
+  r.Add({"QLinearAdd", kSparqDomain, 1, 1, QuantAddFast, "qlinear_add_s8", WithoutContext(PrepareQuantAdd, QuantAddKernel)});
+  r.Add({"QLinearLut", kSparqDomain, 1, 1, LutFast, "lut256", WithoutContext(PrepareRow<CpuOp::kLut256>, RowKernel)});
+  r.Add({"MaxPool", "", 1, 99, MaxPoolFast, "maxpool2d", WithoutContext(PrepareMaxPool, RowKernel)});
 }
 
 }  // namespace sparq

@@ -47,7 +47,20 @@ namespace {
 struct QuantConv : QuantConvParams {
   PackedGemmS8 w;          // [M, kh * kw * C] in (ky, kx, c) order, when not sparse
   SparseS8Weights sparse;  // the weights for a sparse kernel, when it is faster
+  const CpuKernelDef* lut = nullptr;  // the lut256 row, chosen at prepare time
 };
+
+// For `eval --verbose`: the table rows it runs, e.g.
+// gemm_s8s8_avx512vnni or spmm_nm24_s8_avx2+lut256_portable.
+std::string QuantConvKernel(const QuantConv& q) {
+  std::string name = q.sparse.sparse() ? q.sparse.kernel : "gemm_s8";
+  if (!q.sparse.sparse()) {
+    const CpuKernelDef* def = SelectCpuKernel(CpuOp::kGemmS8, q.w.format);
+    if (def != nullptr) name = def->name;
+  }
+  if (!q.table.empty()) name += std::string("+") + q.lut->name;
+  return name;
+}
 
 #if defined(__SSE2__)
 // dst[j * ld_dst + i] = src[i * ld_src + j] for a 16 x 16 block (SSE2 is
@@ -109,6 +122,7 @@ StatusOr<std::shared_ptr<QuantConv>> PrepareQuantConvState(const Node& node, con
     return Status::NotSupported(node.Describe() + ": gemm_s8 conv path: grouped convolution");
   auto q = std::make_shared<QuantConv>();
   static_cast<QuantConvParams&>(*q) = std::move(params);
+  q->lut = &SelectCpuKernel(CpuOp::kLut256);
   const Tensor& w = *constants[3];
   const Tensor& w_zp = *constants[5];
   std::vector<int32_t> zp(static_cast<size_t>(w_zp.numel()));
@@ -138,7 +152,7 @@ StatusOr<std::shared_ptr<QuantConv>> PrepareQuantConvState(const Node& node, con
 StatusOr<PreparedKernel> PrepareQuantConv(const Node& node, const std::vector<const Tensor*>& constants,
                                           const PrepareContext& context) {
   SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<QuantConv> q, PrepareQuantConvState(node, constants, context, false));
-  std::string kernel = q->sparse.sparse() ? q->sparse.kernel : "";
+  std::string kernel = QuantConvKernel(*q);
   return PreparedKernel{std::shared_ptr<const void>(std::move(q)), kernel};
 }
 
@@ -146,7 +160,7 @@ StatusOr<PreparedKernel> PrepareQuantConv(const Node& node, const std::vector<co
 StatusOr<PreparedKernel> PrepareQuantConvLut(const Node& node, const std::vector<const Tensor*>& constants,
                                              const PrepareContext& context) {
   SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<QuantConv> q, PrepareQuantConvState(node, constants, context, true));
-  std::string kernel = q->sparse.sparse() ? q->sparse.kernel + "_lut" : "";
+  std::string kernel = QuantConvKernel(*q);
   return PreparedKernel{std::shared_ptr<const void>(std::move(q)), kernel};
 }
 
@@ -205,7 +219,7 @@ Status RunQuantConv(OpContext& ctx) {
   const int64_t ho = ho_num / q.stride_h + 1, wo = wo_num / q.stride_w + 1, p = ho * wo;
   const int64_t k = q.c * q.kh * q.kw;
   Tensor y(q.out_type, {n, q.m, ho, wo});
-  const cpu::ApplyTableFn apply_table = cpu::ActiveApplyTable();
+  const Lut256Fn apply_table = q.lut->get<Lut256Fn>();
   const uint8_t flip = q.y_type == DataType::kInt8 ? 0x80 : 0;  // table index of an int8 y: its byte ^ 0x80
   if (q.sparse.sparse()) {
     std::vector<uint8_t> col(static_cast<size_t>(k * p));

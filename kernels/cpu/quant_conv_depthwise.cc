@@ -32,17 +32,11 @@ namespace {
 struct DepthwiseConv : QuantConvParams {
   int64_t channels = 0;
   std::vector<int16_t> w;  // [C, kh * kw]: w - w_zero_point
-  cpu::RequantRowFn requant = cpu::RequantRowPortable;
-  cpu::DepthwiseRowFn row = cpu::DepthwiseRowPortable;
+  // The rows of kernels/cpu/dispatch.h it runs, chosen at prepare time.
+  const CpuKernelDef* row = nullptr;      // depthwise_s8
+  const CpuKernelDef* requant = nullptr;  // requant_s32
+  const CpuKernelDef* lut = nullptr;      // lut256, with a table
 };
-
-cpu::RequantRowFn ActiveRequantRow() {
-#if SPARQ_CPU_X86
-  if (ActiveIsa() >= CpuIsa::kAvx512) return cpu::RequantRowAvx512;
-  if (ActiveIsa() >= CpuIsa::kAvx2) return cpu::RequantRowAvx2;
-#endif
-  return cpu::RequantRowPortable;
-}
 
 // dst[j] = x[j * stride] - zero_point for j < n, x int8 (T = int8_t) or
 // uint8. A function of its own with every value a parameter: inside the
@@ -84,12 +78,9 @@ StatusOr<std::shared_ptr<DepthwiseConv>> PrepareDepthwiseState(const Node& node,
       q->w[o * taps + t] = static_cast<int16_t>(static_cast<int32_t>(w.data<int8_t>()[o * taps + t]) - zp);
   }
   if (q->bias.empty()) q->bias.assign(static_cast<size_t>(c), 0);
-  q->requant = ActiveRequantRow();
-  q->row = cpu::DepthwiseRowPortable;
-#if SPARQ_CPU_X86
-  if (ActiveIsa() >= CpuIsa::kAvx512) q->row = cpu::DepthwiseRowAvx512;
-  else if (ActiveIsa() >= CpuIsa::kAvx2) q->row = cpu::DepthwiseRowAvx2;
-#endif
+  q->row = &SelectCpuKernel(CpuOp::kDepthwiseS8);
+  q->requant = &SelectCpuKernel(CpuOp::kRequantS32);
+  q->lut = &SelectCpuKernel(CpuOp::kLut256);
   return q;
 }
 
@@ -124,7 +115,9 @@ Status RunDepthwise(OpContext& ctx) {
   const bool x_signed = q.x_type == DataType::kInt8, y_signed = q.y_type == DataType::kInt8;
   const auto* xb = static_cast<const uint8_t*>(x.raw_data());
   auto* yb = static_cast<uint8_t*>(y.raw_data());
-  const cpu::ApplyTableFn apply_table = cpu::ActiveApplyTable();
+  const DepthwiseS8RowFn row_fn = q.row->get<DepthwiseS8RowFn>();
+  const RequantS32Fn requant_fn = q.requant->get<RequantS32Fn>();
+  const Lut256Fn apply_table = q.lut->get<Lut256Fn>();
   const WidenFn widen = SelectWiden(x_signed, s);
   std::vector<int64_t> tap_offset(static_cast<size_t>(taps));  // of tap (ky, kx) from its output row's base
   for (int64_t ky = 0; ky < q.kh; ++ky)
@@ -154,10 +147,10 @@ Status RunDepthwise(OpContext& ctx) {
       for (int64_t oy = 0; oy < ho; ++oy) {
         const int16_t* base = padded.data() + oy * q.stride_h * row_len;
         for (int64_t t = 0; t < taps; ++t) tap_rows[t] = base + tap_offset[t];
-        q.row(tap_rows.data(), wc, static_cast<int>(taps), wo, acc.data() + oy * wo);
+        row_fn(tap_rows.data(), wc, static_cast<int>(taps), wo, acc.data() + oy * wo);
       }
       uint8_t* yp = yb + plane * p;
-      q.requant(p, acc.data(), &q.bias[ch], 0, &q.multiplier[ch], 0, q.y_zp, /*fuse_relu=*/false, y_signed, yp);
+      requant_fn(p, acc.data(), &q.bias[ch], 0, &q.multiplier[ch], 0, q.y_zp, /*fuse_relu=*/false, y_signed, yp);
       if (!q.table.empty()) apply_table(q.table.data(), flip, yp, yp, p);
     }
   });
@@ -165,11 +158,20 @@ Status RunDepthwise(OpContext& ctx) {
   return Status::OK();
 }
 
+// For `eval --verbose`: the rows it runs, e.g. depthwise_s8_avx512+requant_s32_avx512.
+std::string DepthwiseKernel(const void* state) {
+  const auto& q = *static_cast<const DepthwiseConv*>(state);
+  std::string name = std::string(q.row->name) + "+" + q.requant->name;
+  if (!q.table.empty()) name += std::string("+") + q.lut->name;
+  return name;
+}
+
 }  // namespace
 
 void RegisterPreparedCpuDepthwiseConvOps(KernelRegistry& r) {
-  r.Add({"QLinearConv", "", 10, 99, RunDepthwise, "depthwise_s8", WithoutContext(PrepareDepthwise)});
-  r.Add({"QLinearConvLut", kSparqDomain, 1, 1, RunDepthwise, "depthwise_s8_lut", WithoutContext(PrepareDepthwiseLut)});
+  r.Add({"QLinearConv", "", 10, 99, RunDepthwise, "depthwise_s8", WithoutContext(PrepareDepthwise, DepthwiseKernel)});
+  r.Add({"QLinearConvLut", kSparqDomain, 1, 1, RunDepthwise, "depthwise_s8_lut",
+         WithoutContext(PrepareDepthwiseLut, DepthwiseKernel)});
 }
 
 }  // namespace sparq

@@ -240,6 +240,12 @@ Status RunPreparedQuantMatMul(OpContext& ctx, const QuantMatMulWeights& w) {
   return st;
 }
 
+std::string QuantMatMulWeights::KernelName() const {
+  if (sparse.sparse()) return sparse.kernel;
+  const CpuKernelDef* def = SelectCpuKernel(CpuOp::kGemmS8, packed.format);
+  return def != nullptr ? def->name : "gemm_s8";
+}
+
 namespace {
 
 // Packs B (input b_in, zero point input zp_in) and runs `packed`; the

@@ -41,8 +41,9 @@ struct QuantMatMulWeights {
   PackedGemmS8 packed;     // for gemm_s8, when not sparse
   SparseS8Weights sparse;  // W = B^T for a sparse kernel, when the kernel table says it is faster
 
-  // The kernel these weights run on: "gemm_s8", or e.g. "spmm_bsr4x4_s8".
-  std::string KernelName() const { return sparse.sparse() ? sparse.kernel : "gemm_s8"; }
+  // The kernel these weights run on at the active ISA: the table row
+  // (kernels/cpu/dispatch.h), e.g. "gemm_s8s8_avx2" or "spmm_bsr4x4_s8_avx512vnni".
+  std::string KernelName() const;
 };
 
 // Packs B [K, N] and its zero point (nullptr: none) in the weight format of

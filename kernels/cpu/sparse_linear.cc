@@ -45,6 +45,12 @@ StatusOr<BsrF32> PackWhenFaster(const Node& node, const float* w, int64_t n, int
   return packed;
 }
 
+// The table row that runs bsr4x4_f32 weights at the active ISA, for `eval --verbose`.
+std::string Bsr4x4F32Kernel() {
+  const CpuKernelDef* def = SelectCpuKernel(CpuOp::kSpmmBsrF32, PackedFormat::kBsr4x4F32);
+  return def != nullptr ? def->name : "";
+}
+
 struct SparseLinear {
   BsrF32 w;                  // [N, K]
   std::vector<float> bias;   // [N] or empty
@@ -58,7 +64,7 @@ StatusOr<PreparedKernel> PrepareSparseLinear(const Node& node, const std::vector
   auto state = std::make_shared<SparseLinear>();
   state->w = std::move(packed);
   state->bias = std::move(lw.bias);
-  return PreparedKernel{std::shared_ptr<const void>(std::move(state)), ""};
+  return PreparedKernel{std::shared_ptr<const void>(std::move(state)), Bsr4x4F32Kernel()};
 }
 
 Status RunSparseLinear(OpContext& ctx) {
@@ -113,7 +119,7 @@ StatusOr<PreparedKernel> PrepareSparseConv(const Node& node, const std::vector<c
   SPARQ_ASSIGN_OR_RETURN(state->w,
                          PackWhenFaster(node, w->data<float>(), m, k, *context.kernel_table, "bsr4x4_f32 conv path"));
   if (b != nullptr) state->bias.assign(b->data<float>(), b->data<float>() + m);
-  return PreparedKernel{std::shared_ptr<const void>(std::move(state)), ""};
+  return PreparedKernel{std::shared_ptr<const void>(std::move(state)), Bsr4x4F32Kernel()};
 }
 
 Status RunSparseConv(OpContext& ctx) {

@@ -78,16 +78,15 @@ StatusOr<SparseS8Weights> ChooseSparseS8(const int8_t* w, int64_t n, int64_t k, 
   struct Candidate {
     PackedFormat format;
     const char* structure;  // the table's spelling
-    const char* kernel;
   };
   static constexpr Candidate kCandidates[] = {
-      {PackedFormat::kBsr1x4S8, "block1x4", "spmm_bsr1x4_s8"},
-      {PackedFormat::kBsr4x1S8, "block4x1", "spmm_bsr4x1_s8"},
-      {PackedFormat::kBsr4x4S8, "block4x4", "spmm_bsr4x4_s8"},
-      {PackedFormat::kBsr8x8S8, "block8x8", "spmm_bsr8x8_s8"},
-      {PackedFormat::kBsr16x16S8, "block16x16", "spmm_bsr16x16_s8"},
-      {PackedFormat::kNm2of4S8, "2:4", "spmm_nm24_s8"},
-      {PackedFormat::kNm4of8S8, "4:8", "spmm_nm48_s8"},
+      {PackedFormat::kBsr1x4S8, "block1x4"},
+      {PackedFormat::kBsr4x1S8, "block4x1"},
+      {PackedFormat::kBsr4x4S8, "block4x4"},
+      {PackedFormat::kBsr8x8S8, "block8x8"},
+      {PackedFormat::kBsr16x16S8, "block16x16"},
+      {PackedFormat::kNm2of4S8, "2:4"},
+      {PackedFormat::kNm4of8S8, "4:8"},
   };
   SparseS8Weights best;
   const Candidate* chosen = nullptr;
@@ -112,7 +111,9 @@ StatusOr<SparseS8Weights> ChooseSparseS8(const int8_t* w, int64_t n, int64_t k, 
   }
   if (chosen == nullptr) return best;
   best.kind = Traits(chosen->format).kind;
-  best.kernel = chosen->kernel;
+  const CpuOp op = best.kind == LayoutKind::kNm ? CpuOp::kSpmmNmS8 : CpuOp::kSpmmBsrS8;
+  const CpuKernelDef* def = SelectCpuKernel(op, chosen->format);
+  best.kernel = def != nullptr ? def->name : "";
   if (best.kind == LayoutKind::kNm) {
     SPARQ_ASSIGN_OR_RETURN(best.nm, PackNm(w, n, k, chosen->format));
     SPARQ_ASSIGN_OR_RETURN(best.nm_panels, PrepackSpmmNmS8(best.nm));

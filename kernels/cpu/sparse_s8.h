@@ -25,7 +25,7 @@ struct SparseS8Weights {
   BsrS8 bsr;
   NmS8 nm;
   NmS8Panels nm_panels;     // nm prepacked for the spmm_nm_s8 kernel of the ISA active at ChooseSparseS8
-  std::string kernel;       // the kernel's name without ISA, e.g. "spmm_bsr4x4_s8", "spmm_nm24_s8"
+  std::string kernel;       // the table row of the active ISA, e.g. "spmm_bsr4x4_s8_avx2", "spmm_nm24_s8_avx512vnni"
   double sparsity = 0.0;    // of the chosen structure (zero blocks, or 1 - N/M)
   double speedup = 0.0;     // the table's speed-up for it
 

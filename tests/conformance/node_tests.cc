@@ -23,6 +23,7 @@
 
 #include "kernels/registry.h"
 #include "sparq/executor.h"
+#include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 
 namespace fs = std::filesystem;

@@ -8,6 +8,7 @@
 #include <sstream>
 
 #include "formats/zip.h"
+#include "sparq/file_io.h"
 #include "sparq/npy.h"
 #include "sparq/onnx_io.h"
 #include "test_util.h"

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 #include "test_util.h"
 

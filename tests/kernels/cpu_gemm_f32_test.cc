@@ -19,6 +19,7 @@
 #include "sparq/executor.h"
 #include "sparq/kernel_table.h"
 #include "test_util.h"
+#include "tests/kernels/isa_sweep.h"
 
 namespace sparq {
 namespace {
@@ -30,9 +31,8 @@ ValueInfo FloatInput(const std::string& name, const Shape& shape) {
   return testing::FloatInput(name, dims);
 }
 
-// |fast - ref| <= kF32RelTol * max |ref| (another summation order, FMA).
-constexpr float kF32RelTol = 1e-5f;
-constexpr CpuIsa kAllIsas[] = {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni};
+using testing::KernelOps;
+using testing::kF32RelTol;  // |fast - ref| <= kF32RelTol * max |ref| (another summation order, FMA)
 
 // Uniform in +-[0.1, 1]: no zeros, no tiny values.
 std::vector<float> RandomNonzero(std::mt19937& rng, size_t n) {
@@ -51,16 +51,7 @@ void ExpectClose(const std::vector<float>& got, const std::vector<float>& want, 
   }
 }
 
-class GemmF32IsaTest : public ::testing::TestWithParam<CpuIsa> {
- protected:
-  void SetUp() override {
-    if (GetParam() > DetectedIsa()) GTEST_SKIP() << "this CPU lacks " << CpuIsaName(GetParam());
-    ASSERT_TRUE(ForceIsa(GetParam()).ok());
-  }
-  void TearDown() override { ResetIsa(); }
-};
-
-std::string IsaName(const ::testing::TestParamInfo<CpuIsa>& info) { return CpuIsaName(info.param); }
+class GemmF32IsaTest : public testing::IsaSweepTest {};
 
 struct RowsCase {
   int64_t m, n, k;
@@ -182,7 +173,7 @@ TEST_P(GemmF32IsaTest, ConvMatchesReferenceConv) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(CpuKernels, GemmF32IsaTest, ::testing::ValuesIn(kAllIsas), IsaName);
+INSTANTIATE_TEST_SUITE_P(CpuKernels, GemmF32IsaTest, ::testing::ValuesIn(kAllCpuIsas), testing::IsaParamName);
 
 TEST(GemmF32Args, EntryPointRejectsBadArguments) {
   GemmF32Args args;
@@ -280,7 +271,7 @@ std::vector<std::string> ExpectFastMatchesReference(const Model& m, const Tensor
       }
     }
     kernels.clear();
-    for (const NodeKernel& k : (*fast)->NodeKernels()) kernels.push_back(k.op_type + ":" + k.kernel);
+    for (const NodeKernel& k : (*fast)->NodeKernels()) kernels.push_back(k.op_type + ":" + KernelOps(k.kernel));
   }
   return kernels;
 }
@@ -338,7 +329,7 @@ TEST(DenseF32Rows, BlockPrunedConvRunsSparseWhereTheTableSays) {
   m.graph.initializers["w"] = w;
   m.graph.initializers["b"] = RandomTensor(rng, {16});
   TensorMap feed{{"x", RandomTensor(rng, {2, 6, 9, 10})}};
-  EXPECT_EQ(ExpectFastMatchesReference(m, feed), (std::vector<std::string>{"FusedConv:spmm_bsr4x4_f32"}));
+  EXPECT_EQ(ExpectFastMatchesReference(m, feed), (std::vector<std::string>{"FusedConv:spmm_bsr_f32"}));
   ExecutorOptions slower;
   slower.fuse_activations = true;
   StatusOr<KernelSpeedTable> table = KernelSpeedTable::Parse("backend,structure,precision,sparsity,speedup\n"
@@ -347,7 +338,7 @@ TEST(DenseF32Rows, BlockPrunedConvRunsSparseWhereTheTableSays) {
   slower.kernel_table = std::make_shared<const KernelSpeedTable>(*table);
   auto dense = Executor::Create(m, slower);
   ASSERT_TRUE(dense.ok());
-  EXPECT_EQ((*dense)->NodeKernels().at(0).kernel, "gemm_f32");
+  EXPECT_EQ(KernelOps((*dense)->NodeKernels().at(0).kernel), "gemm_f32");
 }
 
 TEST(DenseF32Rows, MatMulAndGemmWithBias) {
@@ -381,10 +372,7 @@ TEST(DenseF32Rows, MatMulOfTwoActivations) {
 
 TEST(DenseF32Rows, DepthwiseConvWithClipAndGroupedConvFewTaps) {
   std::mt19937 rng(23);
-  for (CpuIsa isa : kAllIsas) {
-    if (isa > DetectedIsa()) continue;
-    ASSERT_TRUE(ForceIsa(isa).ok());
-    SCOPED_TRACE(CpuIsaName(isa));
+  testing::ForEachIsa([&](CpuIsa) {
     Model m = OneGraph({FloatInput("x", {2, 4, 11, 45})},
                        {Node{"dw", "Conv", "", {"x", "w", "b"}, {"t"},
                              {Attribute::Int("group", 4), Attribute::Ints("pads", {1, 0, 2, 1}),
@@ -411,8 +399,7 @@ TEST(DenseF32Rows, DepthwiseConvWithClipAndGroupedConvFewTaps) {
     EXPECT_EQ(ExpectFastMatchesReference(m, feed),
               (std::vector<std::string>{"FusedConv:depthwise_f32", "Conv:depthwise_f32", "Conv:ref",
                                         "Conv:depthwise_f32"}));
-  }
-  ResetIsa();
+  });
 }
 
 TEST(CpuMaxPool, MatchesReferenceExactly) {
@@ -495,7 +482,7 @@ TEST(FloatFusion, ConstantDequantizeFoldsIntoWeights) {
   ASSERT_TRUE(fast.ok()) << fast.status().ToString();
   ASSERT_TRUE((*fast)->Run(feed, &got).ok());
   std::vector<std::string> kernels;
-  for (const NodeKernel& k : (*fast)->NodeKernels()) kernels.push_back(k.op_type + ":" + k.kernel);
+  for (const NodeKernel& k : (*fast)->NodeKernels()) kernels.push_back(k.op_type + ":" + KernelOps(k.kernel));
   EXPECT_EQ(kernels.back(), "Gemm:gemm_f32");
   EXPECT_EQ(kernels.size(), 3u);  // Q, DQ of x, Gemm
   const Tensor& a = got.at("y");

@@ -21,15 +21,15 @@
 #include "kernels/ref/gemm.h"
 #include "kernels/ref/gemm_int.h"
 #include "kernels/ref/quantize.h"
+#include "tests/kernels/cpu_row_kernels.h"
+#include "tests/kernels/isa_sweep.h"
 
 namespace sparq {
 namespace {
 
 // FP32: |fast - ref| <= kF32RelTol * max |ref| (the kernels sum in another order, with FMA).
-constexpr float kF32RelTol = 1e-5f;
 // INT8: int32 accumulators and requantized outputs are compared for equality (no tolerance).
-
-constexpr CpuIsa kAllIsas[] = {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni};
+using testing::kF32RelTol;
 
 struct Shape {
   int64_t m, n, k;
@@ -49,24 +49,14 @@ const std::vector<Shape> kSpmmShapes = {{1, 1, 1},    {1, 5, 3},     {3, 1, 7}, 
                                         {64, 64, 64}, {70, 33, 130}, {5, 40, 600}, {130, 17, 19}, {70, 530, 21}};
 const std::vector<double> kDensities = {0.0, 0.1, 0.5, 1.0};
 
-class IsaTest : public ::testing::TestWithParam<CpuIsa> {
+class IsaTest : public testing::IsaSweepTest {
  protected:
-  void SetUp() override {
-    if (GetParam() > DetectedIsa()) GTEST_SKIP() << "this CPU lacks " << CpuIsaName(GetParam());
-    ASSERT_TRUE(ForceIsa(GetParam()).ok());
-  }
-  void TearDown() override { ResetIsa(); }
-
-  // The ISA the kernel that runs `format` must have: the best row at or below the forced ISA.
+  // The ISA the kernel that runs `format` must have: the highest-priority row at or below the forced ISA.
   CpuIsa ExpectedIsa(CpuOp op, PackedFormat format) const {
-    CpuIsa best = CpuIsa::kPortable;
-    for (const CpuKernelDef& def : CpuKernelTable())
-      if (def.op() == op && def.format == format && def.isa <= GetParam() && def.isa > best) best = def.isa;
-    return best;
+    const CpuKernelDef* def = SelectCpuKernelAt(op, format, GetParam());
+    return def != nullptr ? def->isa : CpuIsa::kPortable;
   }
 };
-
-std::string IsaParamName(const ::testing::TestParamInfo<CpuIsa>& info) { return CpuIsaName(info.param); }
 
 // Uniform in +-[0.1, 1]: no zeros, no tiny values.
 float RandomNonzero(std::mt19937& rng) {
@@ -642,7 +632,7 @@ TEST_P(IsaTest, SpmmNmS8MatchesReferenceExactly) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(CpuKernels, IsaTest, ::testing::ValuesIn(kAllIsas), IsaParamName);
+INSTANTIATE_TEST_SUITE_P(CpuKernels, IsaTest, ::testing::ValuesIn(kAllCpuIsas), testing::IsaParamName);
 
 // ---------------------------------------------------------------------------
 // The table: every row this CPU can run is run once, by name.
@@ -685,6 +675,9 @@ TEST(CpuKernelTable, EveryTableRowIsExercised) {
         for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-4f) << name;
         break;
       }
+      default:  // the rows without packed weights, called directly (cpu_row_kernels_test.cc)
+        if (testing::CheckRowKernel(rng, def)) ran.insert(def.name);
+        break;
     }
   }
   ResetIsa();
@@ -698,6 +691,24 @@ TEST(CpuKernelTable, NamesAreUniqueAndSayTheirIsa) {
     EXPECT_TRUE(names.insert(def.name).second) << "duplicate " << def.name;
     const std::string name = def.name, isa = std::string("_") + CpuIsaName(def.isa);
     EXPECT_EQ(name.substr(name.size() - isa.size()), isa) << name;
+  }
+}
+
+// Selection never depends on row order: rows of one op and format have
+// distinct priorities, a higher ISA never ranks below a lower one, and each op
+// and format has a portable row.
+TEST(CpuKernelTable, PrioritiesAreDistinctPerOpAndFormat) {
+  const auto& table = CpuKernelTable();
+  for (const CpuKernelDef& a : table) {
+    bool portable = false;
+    for (const CpuKernelDef& b : table) {
+      if (a.op() != b.op() || a.format != b.format) continue;
+      portable = portable || b.isa == CpuIsa::kPortable;
+      if (&a == &b) continue;
+      EXPECT_NE(a.priority, b.priority) << a.name << " and " << b.name;
+      if (a.isa > b.isa) EXPECT_GT(a.priority, b.priority) << a.name << " ranks below " << b.name;
+    }
+    EXPECT_TRUE(portable) << a.name << ": no portable row for its op and format";
   }
 }
 
@@ -717,7 +728,7 @@ TEST(CpuKernelTable, EveryFormatHasAPortableKernel) {
 }
 
 TEST(CpuIsaControl, ParsesNamesAndRejectsUnknownOnes) {
-  for (CpuIsa isa : kAllIsas) {
+  for (CpuIsa isa : kAllCpuIsas) {
     StatusOr<CpuIsa> parsed = ParseCpuIsa(CpuIsaName(isa));
     ASSERT_TRUE(parsed.ok());
     EXPECT_EQ(*parsed, isa);

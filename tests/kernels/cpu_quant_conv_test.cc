@@ -8,6 +8,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "sparq/executor.h"
 #include "test_util.h"
+#include "tests/kernels/isa_sweep.h"
 
 namespace sparq {
 namespace {
@@ -89,7 +90,7 @@ TEST(CpuQuantConv, MatchesTheReferenceBitForBit) {
     auto fast = Executor::Create(m, ExecutorOptions{2, false});
     auto ref = Executor::Create(m, ExecutorOptions{1, true});
     ASSERT_TRUE(fast.ok() && ref.ok()) << fast.status().ToString();
-    EXPECT_EQ((*fast)->NodeKernels().at(0).kernel, "gemm_s8");
+    EXPECT_EQ(testing::KernelOps((*fast)->NodeKernels().at(0).kernel), "gemm_s8");
     TensorMap got, want;
     ASSERT_TRUE((*fast)->Run({{"x", x}}, &got).ok());
     ASSERT_TRUE((*ref)->Run({{"x", x}}, &want).ok());
@@ -123,9 +124,7 @@ TEST(CpuQuantConv, DepthwiseMatchesTheReferenceBitForBit) {
       {"u8 3x3 stride 2, odd width", DataType::kUInt8, 2, 5, 19, 35, 5, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, true, 5},
   };
   std::mt19937 rng(7);
-  std::vector<CpuIsa> isas = {CpuIsa::kPortable};
-  if (DetectedIsa() >= CpuIsa::kAvx2) isas.push_back(CpuIsa::kAvx2);
-  if (DetectedIsa() >= CpuIsa::kAvx512) isas.push_back(CpuIsa::kAvx512);
+  const std::vector<CpuIsa> isas = testing::IsasOfThisCpu();
   for (const ConvCase& cc : cases) {
     SCOPED_TRACE(cc.name);
     Model m = QLinearConvModel(cc, rng);
@@ -142,7 +141,7 @@ TEST(CpuQuantConv, DepthwiseMatchesTheReferenceBitForBit) {
       for (int threads : {1, 2, 3}) {
         auto fast = Executor::Create(m, ExecutorOptions{threads, false});
         ASSERT_TRUE(fast.ok()) << fast.status().ToString();
-        EXPECT_EQ((*fast)->NodeKernels().at(0).kernel, "depthwise_s8");
+        EXPECT_EQ(testing::KernelOps((*fast)->NodeKernels().at(0).kernel), "depthwise_s8+requant_s32");
         TensorMap got;
         ASSERT_TRUE((*fast)->Run({{"x", x}}, &got).ok());
         EXPECT_TRUE(got.at("y").Equals(want.at("y"))) << CpuIsaName(isa) << ", " << threads << " threads";

@@ -13,7 +13,9 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/quant_matmul.h"
 #include "op_test_util.h"
+#include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
+#include "tests/kernels/isa_sweep.h"
 
 namespace sparq {
 namespace {
@@ -99,12 +101,7 @@ const std::vector<Case> kCases = {{{1, 1}, 1}, {{7, 13}, 5}, {{33, 70}, 130}, {{
 constexpr DataType kTypes[] = {DataType::kUInt8, DataType::kInt8};
 
 // Every ISA this CPU has: the weights are packed for the active ISA's format.
-std::vector<CpuIsa> Isas() {
-  std::vector<CpuIsa> isas;
-  for (CpuIsa isa : {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni})
-    if (isa <= DetectedIsa()) isas.push_back(isa);
-  return isas;
-}
+std::vector<CpuIsa> Isas() { return testing::IsasOfThisCpu(); }
 
 TEST(CpuQuantMatMul, MatMulIntegerMatchesReference) {
   std::mt19937 rng(911);

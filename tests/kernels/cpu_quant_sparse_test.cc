@@ -12,6 +12,7 @@
 
 #include "sparq/executor.h"
 #include "sparq/kernel_table.h"
+#include "tests/kernels/isa_sweep.h"
 
 namespace sparq {
 namespace {
@@ -143,7 +144,7 @@ void ExpectExact(const Model& m, const Tensor& x, std::shared_ptr<const KernelSp
     options.kernel_table = table;
     auto fast = Executor::Create(m, options);
     ASSERT_TRUE(fast.ok()) << fast.status().ToString();
-    EXPECT_EQ((*fast)->NodeKernels().at(0).kernel, kernel);
+    EXPECT_EQ(testing::KernelOps((*fast)->NodeKernels().at(0).kernel), kernel);
     TensorMap got;
     Status st = (*fast)->Run({{"x", x}}, &got);
     ASSERT_TRUE(st.ok()) << st.ToString();
@@ -158,15 +159,15 @@ const char kFastRows[] = "cpu,block4x4,s8,0.4,2.0\ncpu,2:4,s8,0.5,1.5\n";
 TEST(CpuQuantSparse, PrunedConvRunsSparseAndExact) {
   std::mt19937 rng(91);
   const Tensor x = RandomBytes<uint8_t>({2, 6, 9, 7}, rng);  // 2 images, P = 63
-  ExpectExact(PrunedConv(rng, Pruning::kBlock4x4), x, Table(kFastRows), "spmm_bsr4x4_s8");
-  ExpectExact(PrunedConv(rng, Pruning::kNm2of4), x, Table(kFastRows), "spmm_nm24_s8");
+  ExpectExact(PrunedConv(rng, Pruning::kBlock4x4), x, Table(kFastRows), "spmm_bsr_s8");
+  ExpectExact(PrunedConv(rng, Pruning::kNm2of4), x, Table(kFastRows), "spmm_nm_s8");
   // The NCHW unfolding at the edges: strides, dilations, asymmetric and no pads.
   const Tensor x2 = RandomBytes<uint8_t>({1, 6, 13, 11}, rng);
   ExpectExact(PrunedConv(rng, Pruning::kBlock4x4, {2, 2}, {2, 0, 1, 3}, {2, 1}), x2, Table(kFastRows),
-              "spmm_bsr4x4_s8");
-  ExpectExact(PrunedConv(rng, Pruning::kNm2of4, {1, 3}, {0, 2, 0, 0}, {1, 2}), x2, Table(kFastRows), "spmm_nm24_s8");
+              "spmm_bsr_s8");
+  ExpectExact(PrunedConv(rng, Pruning::kNm2of4, {1, 3}, {0, 2, 0, 0}, {1, 2}), x2, Table(kFastRows), "spmm_nm_s8");
   ExpectExact(PrunedConv(rng, Pruning::kBlock4x4, {3, 2}, {0, 0, 0, 0}, {1, 1}), x2, Table(kFastRows),
-              "spmm_bsr4x4_s8");
+              "spmm_bsr_s8");
 }
 
 // sparq.QLinearConvLut (a QLinearConv whose output goes through a table, as
@@ -182,15 +183,15 @@ TEST(CpuQuantSparse, PrunedConvWithTableRunsSparseAndExact) {
     node.domain = "sparq";
     node.inputs.push_back("table");
     m.graph.initializers["table"] = RandomBytes<uint8_t>({256}, rng);
-    ExpectExact(m, x, Table(kFastRows), pruning == Pruning::kBlock4x4 ? "spmm_bsr4x4_s8_lut" : "spmm_nm24_s8_lut");
+    ExpectExact(m, x, Table(kFastRows), pruning == Pruning::kBlock4x4 ? "spmm_bsr_s8+lut256" : "spmm_nm_s8+lut256");
   }
 }
 
 TEST(CpuQuantSparse, PrunedMatMulRunsSparseAndExact) {
   std::mt19937 rng(92);
   const Tensor x = RandomBytes<uint8_t>({3, 5, 44}, rng);  // 15 rows of A
-  ExpectExact(PrunedMatMul(rng, Pruning::kBlock4x4), x, Table(kFastRows), "spmm_bsr4x4_s8");
-  ExpectExact(PrunedMatMul(rng, Pruning::kNm2of4), x, Table(kFastRows), "spmm_nm24_s8");
+  ExpectExact(PrunedMatMul(rng, Pruning::kBlock4x4), x, Table(kFastRows), "spmm_bsr_s8");
+  ExpectExact(PrunedMatMul(rng, Pruning::kNm2of4), x, Table(kFastRows), "spmm_nm_s8");
 }
 
 TEST(CpuQuantSparse, StaysDenseWhenTheTableSaysSlowerOrNothing) {
@@ -213,7 +214,7 @@ TEST(CpuQuantSparse, DefaultTableIsTheBenchmarkCsv) {
   std::mt19937 rng(94);
   const Tensor x = RandomBytes<uint8_t>({1, 6, 8, 8}, rng);
   const double speedup = table.MeasuredAtOrBelow("cpu", "block4x4", "s8", 0.98).value_or(0.0);
-  ExpectExact(PrunedConv(rng, Pruning::kOneBlock4x4), x, nullptr, speedup > 1.0 ? "spmm_bsr4x4_s8" : "gemm_s8");
+  ExpectExact(PrunedConv(rng, Pruning::kOneBlock4x4), x, nullptr, speedup > 1.0 ? "spmm_bsr_s8" : "gemm_s8");
 }
 
 TEST(KernelSpeedTable, ParsesBothHeadersAndLooksUp) {

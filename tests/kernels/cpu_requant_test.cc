@@ -1,4 +1,4 @@
-// The requantization rows of the fast INT8 kernels (kernels/cpu/internal.h)
+// The requantization rows of the fast INT8 kernels (requant_s32 in kernels/cpu/dispatch.h)
 // against RequantizeS32Ref, the one rounding rule of sparq (kernels/ref/
 // quantize.h): float32(acc + bias) * multiplier, rounded to the nearest
 // integer with ties to even, plus the zero point, saturated. The values here
@@ -12,7 +12,6 @@
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
-#include "kernels/cpu/internal.h"
 #include "kernels/ref/quantize.h"
 
 namespace sparq {
@@ -21,15 +20,14 @@ namespace {
 struct RequantRowImpl {
   const char* name;
   CpuIsa isa;
-  cpu::RequantRowFn fn;
+  RequantS32Fn fn;
 };
 
+// The requant_s32 rows of the dispatch table.
 std::vector<RequantRowImpl> Implementations() {
-  std::vector<RequantRowImpl> impls = {{"portable", CpuIsa::kPortable, cpu::RequantRowPortable}};
-#if SPARQ_CPU_X86
-  impls.push_back({"avx2", CpuIsa::kAvx2, cpu::RequantRowAvx2});
-  impls.push_back({"avx512", CpuIsa::kAvx512, cpu::RequantRowAvx512});
-#endif
+  std::vector<RequantRowImpl> impls;
+  for (const CpuKernelDef& def : CpuKernelTable())
+    if (def.op() == CpuOp::kRequantS32) impls.push_back({def.name, def.isa, def.get<RequantS32Fn>()});
   return impls;
 }
 

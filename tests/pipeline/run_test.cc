@@ -5,12 +5,14 @@
 #include <filesystem>
 
 #include "runtime/dataset.h"  // SliceRows
+#include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 #include "sparq/npy.h"
 #include "sparq/metrics.h"
 #include "sparq/executor.h"
 #include "sparq/pipeline.h"
 #include "test_util.h"
+#include "tests/kernels/isa_sweep.h"
 
 namespace sparq {
 namespace {
@@ -195,8 +197,9 @@ TEST(RunRecipe, WrittenQdqModelFusesIntoIntegerConvolutions) {
   int integer_convs = 0;
   // A convolution that feeds a ReLU's table takes the table in (sparq.QLinearConvLut).
   for (const NodeKernel& k : (*fused)->NodeKernels()) {
-    integer_convs += (k.op_type == "QLinearConv" && k.kernel == "gemm_s8") ||
-                     (k.op_type == "QLinearConvLut" && k.kernel == "gemm_s8_lut");
+    const std::string ops = testing::KernelOps(k.kernel);
+    integer_convs += (k.op_type == "QLinearConv" && ops == "gemm_s8") ||
+                     (k.op_type == "QLinearConvLut" && ops == "gemm_s8+lut256");
   }
   EXPECT_EQ(integer_convs, 2);
   auto eval = ReadNpz(kDigits + "eval.npz");

@@ -2,6 +2,7 @@
 #include <gtest/gtest.h>
 
 #include "prune/prune_test_util.h"
+#include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 
 namespace sparq {

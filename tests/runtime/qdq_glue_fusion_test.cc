@@ -16,6 +16,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "sparq/executor.h"
 #include "test_util.h"
+#include "tests/kernels/isa_sweep.h"
 
 namespace sparq {
 namespace {
@@ -104,10 +105,7 @@ void ExpectFusedBitExact(const Model& m, const TensorMap& inputs, bool fused_ref
   ASSERT_NE(reference, nullptr);
   TensorMap want;
   ASSERT_TRUE(reference->Run(inputs, &want).ok());
-  std::vector<CpuIsa> isas = {CpuIsa::kPortable};
-  if (DetectedIsa() >= CpuIsa::kAvx2) isas.push_back(CpuIsa::kAvx2);
-  if (DetectedIsa() > CpuIsa::kAvx2) isas.push_back(DetectedIsa());
-  for (CpuIsa isa : isas) {
+  for (CpuIsa isa : testing::IsasOfThisCpu()) {
     ASSERT_TRUE(ForceIsa(isa).ok());
     for (int threads : kThreadCounts) {
       auto fused = Create(m, /*reference=*/false, threads);
@@ -221,7 +219,7 @@ TEST(QdqGlueFusion, IntegerMaxPoolRowMatchesReference) {
                       Attribute::Int("ceil_mode", pc.ceil_mode)}));
       auto fused = Create(b.model(), /*reference=*/false, 1);
       ASSERT_NE(fused, nullptr);
-      EXPECT_EQ(fused->NodeKernels().at(0).kernel, "maxpool2d");
+      EXPECT_EQ(testing::KernelOps(fused->NodeKernels().at(0).kernel), "maxpool2d");
       ExpectFusedBitExact(b.model(), {{"x", RandomBytes(t.type, {2, 3, 13, 10}, 15)}});
     }
   }
@@ -312,7 +310,8 @@ TEST(QdqGlueFusion, ReluTableFoldsIntoTheConvolution) {
       ASSERT_NE(fused, nullptr);
       ASSERT_EQ(fused->NodeKernels().size(), 1u);
       EXPECT_EQ(fused->NodeKernels()[0].op_type, "QLinearConvLut");
-      EXPECT_EQ(fused->NodeKernels()[0].kernel, group == 1 ? "gemm_s8_lut" : "depthwise_s8_lut");
+      EXPECT_EQ(testing::KernelOps(fused->NodeKernels()[0].kernel),
+                group == 1 ? "gemm_s8+lut256" : "depthwise_s8+requant_s32+lut256");
       const TensorMap in = {{"x", RandomBytes(t.type, {2, c, 9, 11}, 14)}};
       ExpectFusedBitExact(b.model(), in, /*fused_reference=*/true);
       // Against the float graph: the integer convolution's one-step differences only.
@@ -354,7 +353,7 @@ TEST(QdqGlueFusion, DequantizeOfConstantsIsFoldedOnce) {
   TensorMap want, got;
   ASSERT_TRUE(reference->Run(inputs, &want).ok());
   ASSERT_TRUE(fused->Run(inputs, &got).ok());
-  EXPECT_EQ(fused->NodeKernels().at(0).kernel, "gemm_f32");
+  EXPECT_EQ(testing::KernelOps(fused->NodeKernels().at(0).kernel), "gemm_f32");
   for (const auto& kv : want) {
     const Tensor& g = got.at(kv.first);
     for (int64_t i = 0; i < g.numel(); ++i)

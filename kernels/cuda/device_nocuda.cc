@@ -1,4 +1,5 @@
-// Device queries of a build without the CUDA backend.
+// Device queries of a build without the CUDA backend (SPARQ_CUDA=OFF, or no
+// CUDA compiler found); device.cc is the CUDA version.
 #ifndef SPARQ_HAVE_CUDA
 #include "sparq/device.h"
 

@@ -1,0 +1,19 @@
+// Checks of the dispatch-table rows without packed weights against
+// kernels/ref (cpu_row_kernels_test.cc).
+#pragma once
+
+#include <random>
+
+#include "kernels/cpu/dispatch.h"
+
+namespace sparq {
+namespace testing {
+
+// Runs `def`'s function directly (whatever the active ISA; the CPU must have
+// def.isa) on lengths and cases that cover its vector tails and compares with
+// the reference, adding gtest failures. False when def's op reads packed
+// weights (those are checked in cpu_kernels_test.cc).
+bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def);
+
+}  // namespace testing
+}  // namespace sparq

@@ -1,0 +1,316 @@
+// The dispatch-table rows without packed weights (kernels/cpu/dispatch.h:
+// depthwise_f32, depthwise_s8, requant_s32, lut256, quantize_f32_s8,
+// dequantize_s8_f32, qlinear_add_s8, maxpool2d), each called through its row on lengths
+// that leave every vector tail, against kernels/ref: INT8 and QDQ rows bit for
+// bit, FP32 within testing::kF32RelTol. CheckRowKernel is also what
+// CpuKernelTable.EveryTableRowIsExercised (cpu_kernels_test.cc) runs for
+// these ops.
+//
+// To add an op without packed weights: a case in CheckRowKernel.
+#include "tests/kernels/cpu_row_kernels.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/ref/conv.h"
+#include "kernels/ref/pool.h"
+#include "kernels/ref/quantize.h"
+#include "tests/kernels/isa_sweep.h"
+
+namespace sparq {
+namespace testing {
+namespace {
+
+// Lengths around the 16-, 32- and 64-lane vectors and their tails.
+const int64_t kRowLengths[] = {0, 1, 7, 15, 16, 17, 31, 33, 63, 64, 65, 130, 257};
+
+std::vector<uint8_t> RandomBytes(std::mt19937& rng, int64_t n) {
+  std::vector<uint8_t> v(static_cast<size_t>(n));
+  for (uint8_t& b : v) b = static_cast<uint8_t>(rng());
+  return v;
+}
+
+// FP32 depthwise plane against ConvF32Ref on one channel, then the clamp.
+void CheckDepthwiseF32(std::mt19937& rng, DepthwiseF32Fn fn) {
+  struct Case {
+    int64_t h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+  };
+  const Case cases[] = {{9, 45, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  {11, 40, 3, 3, 2, 1, 1, 1, 1, 0, 2, 1},
+                        {7, 19, 3, 3, 1, 2, 2, 2, 2, 2, 2, 2},  {5, 70, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
+                        {4, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   {6, 33, 3, 5, 2, 2, 1, 1, 0, 0, 0, 0}};
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (const Case& c : cases) {
+    SCOPED_TRACE("depthwise " + std::to_string(c.h) + "x" + std::to_string(c.w) + " k" + std::to_string(c.kh) + "x" +
+                 std::to_string(c.kw));
+    ConvParams p;
+    p.window.kernel = {c.kh, c.kw}, p.window.strides = {c.sh, c.sw}, p.window.dilations = {c.dh, c.dw};
+    p.window.pads = {c.pt, c.pl, c.pb, c.pr};
+    Shape y_shape;
+    ASSERT_TRUE(PrepareConv({1, 1, c.h, c.w}, {1, 1, c.kh, c.kw}, AutoPad::kNotSet, &p, &y_shape).ok());
+    std::vector<float> x(static_cast<size_t>(c.h * c.w)), w(static_cast<size_t>(c.kh * c.kw));
+    for (float& v : x) v = value(rng);
+    for (float& v : w) v = value(rng);
+    const float bias = value(rng);
+    std::vector<float> want(static_cast<size_t>(y_shape[2] * y_shape[3]));
+    ConvF32Ref(p, {1, 1, c.h, c.w}, x.data(), {1, 1, c.kh, c.kw}, w.data(), &bias, y_shape, want.data(), nullptr);
+    DepthwiseF32Plane plane;
+    plane.x = x.data(), plane.w = w.data(), plane.bias = bias;
+    plane.height = c.h, plane.width = c.w, plane.out_h = y_shape[2], plane.out_w = y_shape[3];
+    plane.kernel_h = c.kh, plane.kernel_w = c.kw, plane.stride_h = c.sh, plane.stride_w = c.sw;
+    plane.dilation_h = c.dh, plane.dilation_w = c.dw, plane.pad_top = c.pt, plane.pad_left = c.pl;
+    plane.out_min = -0.5f, plane.out_max = 0.75f;
+    std::vector<float> got(want.size());
+    plane.y = got.data();
+    fn(plane);
+    float scale = 1.0f;
+    for (float v : want) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < want.size(); ++i) {
+      const float clamped = std::min(std::max(want[i], plane.out_min), plane.out_max);
+      ASSERT_LE(std::fabs(got[i] - clamped), kF32RelTol * scale) << "element " << i;
+    }
+  }
+}
+
+// One INT8 depthwise output row: int32 sums of int16 taps of 9-bit range.
+void CheckDepthwiseS8(std::mt19937& rng, DepthwiseS8RowFn fn) {
+  std::uniform_int_distribution<int> value(-255, 255);
+  for (int taps : {1, 4, 9, 25}) {
+    for (int64_t n : kRowLengths) {
+      SCOPED_TRACE("taps " + std::to_string(taps) + " n " + std::to_string(n));
+      std::vector<std::vector<int16_t>> rows(static_cast<size_t>(taps), std::vector<int16_t>(static_cast<size_t>(n)));
+      std::vector<const int16_t*> x;
+      std::vector<int16_t> w(static_cast<size_t>(taps));
+      for (auto& r : rows) {
+        for (int16_t& v : r) v = static_cast<int16_t>(value(rng));
+        x.push_back(r.data());
+      }
+      for (int16_t& v : w) v = static_cast<int16_t>(value(rng));
+      std::vector<int32_t> got(static_cast<size_t>(n) + 2, 7);
+      fn(x.data(), w.data(), taps, n, got.data());
+      for (int64_t i = 0; i < n; ++i) {
+        int32_t want = 0;
+        for (int t = 0; t < taps; ++t) want += int32_t{w[t]} * rows[t][i];
+        ASSERT_EQ(got[i], want) << "element " << i;
+      }
+      EXPECT_EQ(got[n], 7) << "wrote past n";
+    }
+  }
+}
+
+// Requantization against RequantizeS32Ref, per-tensor and per-column.
+void CheckRequantS32(std::mt19937& rng, RequantS32Fn fn) {
+  std::uniform_int_distribution<int32_t> acc_value(-40000, 40000);
+  std::uniform_real_distribution<float> mult(1e-4f, 1e-2f);
+  for (int64_t n : kRowLengths) {
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool out_signed = variant & 1, relu = variant & 2;
+      SCOPED_TRACE("n " + std::to_string(n) + (out_signed ? " s8" : " u8") + (relu ? " relu" : ""));
+      std::vector<int32_t> acc(static_cast<size_t>(n)), bias(static_cast<size_t>(n) + 1);
+      std::vector<float> multiplier(static_cast<size_t>(n) + 1);
+      for (int32_t& v : acc) v = acc_value(rng);
+      for (int32_t& v : bias) v = acc_value(rng) / 8;
+      for (float& v : multiplier) v = mult(rng);
+      const int64_t stride = variant < 2 ? 1 : 0;
+      const int32_t zp = out_signed ? 3 : 120;
+      std::vector<uint8_t> want(static_cast<size_t>(n)), got(static_cast<size_t>(n) + 2, 99);
+      if (out_signed) {
+        RequantizeS32Ref<int8_t>(n, acc.data(), bias.data(), stride, multiplier.data(), stride, zp, relu,
+                                 reinterpret_cast<int8_t*>(want.data()));
+      } else {
+        RequantizeS32Ref<uint8_t>(n, acc.data(), bias.data(), stride, multiplier.data(), stride, zp, relu,
+                                  want.data());
+      }
+      fn(n, acc.data(), bias.data(), stride, multiplier.data(), stride, zp, relu, out_signed, got.data());
+      for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], want[i]) << "element " << i << " acc " << acc[i];
+      EXPECT_EQ(got[n], 99) << "wrote past n";
+    }
+  }
+}
+
+void CheckLut256(std::mt19937& rng, Lut256Fn fn) {
+  const std::vector<uint8_t> table = RandomBytes(rng, 256);
+  for (uint8_t flip : {uint8_t{0}, uint8_t{0x80}}) {
+    for (int64_t n : kRowLengths) {
+      SCOPED_TRACE("n " + std::to_string(n) + " flip " + std::to_string(flip));
+      const std::vector<uint8_t> in = RandomBytes(rng, n);
+      std::vector<uint8_t> got(static_cast<size_t>(n) + 2, 99), in_place = in;
+      fn(table.data(), flip, in.data(), got.data(), n);
+      fn(table.data(), flip, in_place.data(), in_place.data(), n);  // out may be in
+      for (int64_t i = 0; i < n; ++i) {
+        ASSERT_EQ(got[i], table[in[i] ^ flip]) << "element " << i;
+        ASSERT_EQ(in_place[i], got[i]) << "in place, element " << i;
+      }
+      EXPECT_EQ(got[n], 99) << "wrote past n";
+    }
+  }
+}
+
+// Values that hit the rounding ties, saturation and NaN, then random ones.
+std::vector<float> QuantizeInputs(std::mt19937& rng, int64_t n, float scale) {
+  std::uniform_real_distribution<float> value(-300.0f * scale, 300.0f * scale);
+  std::vector<float> x(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    switch (i % 5) {
+      case 0: x[i] = (static_cast<float>(i % 40) - 20.0f + 0.5f) * scale; break;  // ties
+      case 1: x[i] = i % 7 == 1 ? std::nanf("") : 1e9f; break;
+      default: x[i] = value(rng);
+    }
+  }
+  return x;
+}
+
+void CheckQuantizeF32(std::mt19937& rng, QuantizeF32Fn fn) {
+  for (bool out_signed : {false, true}) {
+    for (int64_t n : kRowLengths) {
+      SCOPED_TRACE("n " + std::to_string(n) + (out_signed ? " s8" : " u8"));
+      const float scale = 0.037f;
+      const int32_t zp = out_signed ? -5 : 131;
+      const std::vector<float> x = QuantizeInputs(rng, n, scale);
+      std::vector<uint8_t> got(static_cast<size_t>(n) + 2, 99);
+      fn(n, x.data(), scale, zp, out_signed, got.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const uint8_t want = out_signed ? static_cast<uint8_t>(QuantizeValue<int8_t>(x[i], scale, zp))
+                                        : QuantizeValue<uint8_t>(x[i], scale, zp);
+        ASSERT_EQ(got[i], want) << "element " << i << " x " << x[i];
+      }
+      EXPECT_EQ(got[n], 99) << "wrote past n";
+    }
+  }
+}
+
+void CheckDequantizeS8(std::mt19937& rng, DequantizeS8Fn fn) {
+  for (bool x_signed : {false, true}) {
+    for (int64_t n : kRowLengths) {
+      SCOPED_TRACE("n " + std::to_string(n) + (x_signed ? " s8" : " u8"));
+      const float scale = 0.0123f;
+      const int32_t zp = x_signed ? 7 : 128;
+      const std::vector<uint8_t> x = RandomBytes(rng, n);
+      std::vector<float> got(static_cast<size_t>(n) + 1, 99.0f);
+      fn(n, x.data(), x_signed, scale, zp, got.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const int32_t q = x_signed ? static_cast<int8_t>(x[i]) : x[i];
+        ASSERT_EQ(got[i], DequantizeValue(q, scale, zp)) << "element " << i;  // bit for bit
+      }
+      EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+    }
+  }
+}
+
+void CheckQLinearAddS8(std::mt19937& rng, QLinearAddS8Fn fn) {
+  for (bool is_signed : {false, true}) {
+    for (int64_t n : kRowLengths) {
+      SCOPED_TRACE("n " + std::to_string(n) + (is_signed ? " s8" : " u8"));
+      const float a_scale = 0.02f, b_scale = 0.031f, y_scale = 0.04f;
+      const int32_t a_zp = is_signed ? -3 : 120, b_zp = is_signed ? 9 : 133, y_zp = is_signed ? 1 : 127;
+      const std::vector<uint8_t> a = RandomBytes(rng, n), b = RandomBytes(rng, n);
+      std::vector<uint8_t> got(static_cast<size_t>(n) + 2, 99);
+      fn(n, a.data(), a_scale, a_zp, b.data(), b_scale, b_zp, y_scale, y_zp, is_signed, got.data());
+      for (int64_t i = 0; i < n; ++i) {
+        const int32_t qa = is_signed ? static_cast<int8_t>(a[i]) : a[i];
+        const int32_t qb = is_signed ? static_cast<int8_t>(b[i]) : b[i];
+        const float sum = DequantizeValue(qa, a_scale, a_zp) + DequantizeValue(qb, b_scale, b_zp);
+        const uint8_t want = is_signed ? static_cast<uint8_t>(QuantizeValue<int8_t>(sum, y_scale, y_zp))
+                                       : QuantizeValue<uint8_t>(sum, y_scale, y_zp);
+        ASSERT_EQ(got[i], want) << "element " << i;
+      }
+      EXPECT_EQ(got[n], 99) << "wrote past n";
+    }
+  }
+}
+
+// MaxPool of float32 (with NaNs), int8 and uint8 planes against MaxPoolRef,
+// with windows that leave the input (pads larger than the dilated window).
+void CheckMaxPool2d(std::mt19937& rng, MaxPool2dFn fn) {
+  struct Case {
+    int64_t planes, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+  };
+  const Case cases[] = {{3, 9, 45, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1}, {2, 8, 8, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0},
+                        {1, 7, 70, 3, 5, 1, 1, 2, 1, 2, 2, 2, 2}, {2, 5, 4, 3, 3, 3, 3, 1, 1, 2, 2, 2, 2},
+                        {1, 13, 33, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}};
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  for (const Case& c : cases) {
+    for (auto elem : {MaxPool2dArgs::Elem::kF32, MaxPool2dArgs::Elem::kS8, MaxPool2dArgs::Elem::kU8}) {
+      SCOPED_TRACE("maxpool " + std::to_string(c.h) + "x" + std::to_string(c.w) + " k" + std::to_string(c.kh) + "x" +
+                   std::to_string(c.kw) + " elem " + std::to_string(static_cast<int>(elem)));
+      PoolParams p;
+      p.window.kernel = {c.kh, c.kw}, p.window.strides = {c.sh, c.sw}, p.window.dilations = {c.dh, c.dw};
+      p.window.pads = {c.pt, c.pl, c.pb, c.pr};
+      const Shape xs = {1, c.planes, c.h, c.w};
+      Shape ys;
+      ASSERT_TRUE(PreparePool(xs, AutoPad::kNotSet, false, &p, &ys).ok());
+      const int64_t nx = c.planes * c.h * c.w, ny = ys[1] * ys[2] * ys[3];
+      const size_t bytes = elem == MaxPool2dArgs::Elem::kF32 ? 4 : 1;
+      std::vector<uint8_t> x(static_cast<size_t>(nx) * bytes), want(static_cast<size_t>(ny) * bytes);
+      std::vector<uint8_t> got(want.size() + bytes, 99);
+      if (elem == MaxPool2dArgs::Elem::kF32) {
+        auto* xf = reinterpret_cast<float*>(x.data());
+        for (int64_t i = 0; i < nx; ++i) xf[i] = i % 97 == 5 ? std::nanf("") : value(rng);
+        MaxPoolRef<float>(p, xs, xf, ys, reinterpret_cast<float*>(want.data()), nullptr, nullptr);
+      } else {
+        for (uint8_t& b : x) b = static_cast<uint8_t>(rng());
+        if (elem == MaxPool2dArgs::Elem::kS8) {
+          MaxPoolRef<int8_t>(p, xs, reinterpret_cast<const int8_t*>(x.data()), ys,
+                             reinterpret_cast<int8_t*>(want.data()), nullptr, nullptr);
+        } else {
+          MaxPoolRef<uint8_t>(p, xs, x.data(), ys, want.data(), nullptr, nullptr);
+        }
+      }
+      MaxPool2dArgs a;
+      a.elem = elem, a.x = x.data(), a.y = got.data();
+      a.planes = c.planes, a.height = c.h, a.width = c.w, a.out_h = ys[2], a.out_w = ys[3];
+      a.kernel_h = c.kh, a.kernel_w = c.kw, a.stride_h = c.sh, a.stride_w = c.sw;
+      a.dilation_h = c.dh, a.dilation_w = c.dw, a.pad_top = c.pt, a.pad_left = c.pl;
+      fn(a);
+      // Bytes equal: the same maximum, NaN for NaN (the reference's NaN is x's NaN).
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "byte " << i;
+      EXPECT_EQ(got[want.size()], 99) << "wrote past the output";
+    }
+  }
+}
+
+}  // namespace
+
+bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
+  SCOPED_TRACE(def.name);
+  switch (def.op()) {
+    case CpuOp::kDepthwiseF32: CheckDepthwiseF32(rng, def.get<DepthwiseF32Fn>()); return true;
+    case CpuOp::kDepthwiseS8: CheckDepthwiseS8(rng, def.get<DepthwiseS8RowFn>()); return true;
+    case CpuOp::kRequantS32: CheckRequantS32(rng, def.get<RequantS32Fn>()); return true;
+    case CpuOp::kLut256: CheckLut256(rng, def.get<Lut256Fn>()); return true;
+    case CpuOp::kQuantizeF32: CheckQuantizeF32(rng, def.get<QuantizeF32Fn>()); return true;
+    case CpuOp::kDequantizeS8: CheckDequantizeS8(rng, def.get<DequantizeS8Fn>()); return true;
+    case CpuOp::kQLinearAddS8: CheckQLinearAddS8(rng, def.get<QLinearAddS8Fn>()); return true;
+    case CpuOp::kMaxPool2d: CheckMaxPool2d(rng, def.get<MaxPool2dFn>()); return true;
+    default: return false;  // ops with packed weights: cpu_kernels_test.cc
+  }
+}
+
+namespace {
+
+// Each ISA of this CPU forced in turn: the row each of these ops selects
+// matches the reference, and it is the highest-priority row at or below it.
+TEST(CpuRowKernels, SelectedRowMatchesTheReferenceOnEveryIsa) {
+  std::mt19937 rng(611);
+  ForEachIsa([&](CpuIsa isa) {
+    for (int op = 0; op < static_cast<int>(CpuOp::kNumCpuOps); ++op) {
+      const CpuKernelDef* def = SelectCpuKernel(static_cast<CpuOp>(op), kNoPackedFormat);
+      if (def == nullptr) continue;  // an op with packed weights
+      EXPECT_LE(def->isa, isa) << def->name;
+      for (const CpuKernelDef& other : CpuKernelTable()) {
+        if (other.op() == def->op() && other.format == def->format && other.isa <= isa) {
+          EXPECT_LE(other.priority, def->priority) << other.name << " outranks " << def->name;
+        }
+      }
+      EXPECT_TRUE(CheckRowKernel(rng, *def));
+    }
+  });
+}
+
+}  // namespace
+}  // namespace testing
+}  // namespace sparq
