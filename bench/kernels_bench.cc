@@ -47,7 +47,7 @@
 #endif
 
 #include "kernels/cpu/dispatch.h"
-#include "kernels/formats.h"
+#include "kernels/packed_formats.h"
 #include "kernels/ref/gemm.h"
 #include "kernels/ref/quantize.h"
 

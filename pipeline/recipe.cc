@@ -7,9 +7,9 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
-#include <regex>
 #include <sstream>
 
+#include "graph/name_pattern.h"
 #include "pipeline/yaml_fields.h"
 
 namespace sparq {
@@ -273,11 +273,9 @@ bool RecipeParser::ReadPattern(MapReader& m, const std::string& key, std::string
     diag_.Error(m.LineOf(key), m.PathOf(key), "must not be empty");
     return false;
   }
-  try {
-    std::regex re(*out, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
+  if (NamePattern pattern(*out); !pattern.valid_regex()) {
     diag_.Error(m.LineOf(key), m.PathOf(key),
-                "'" + *out + "' is not a valid regular expression (" + e.what() + "); escape special characters");
+                "'" + *out + "' is not a valid regular expression (" + pattern.regex_error() + "); escape special characters");
     return false;
   }
   return true;

@@ -4,8 +4,8 @@
 
 #include <exception>
 #include <filesystem>
-#include <regex>
 
+#include "graph/name_pattern.h"
 #include "pipeline/yaml_fields.h"
 #include "sparq/recipe.h"
 
@@ -173,14 +173,8 @@ std::string RecipeToYaml(const Recipe& r) {
   return std::string(e.c_str()) + "\n";
 }
 
-bool LayerMatches(const std::string& pattern, const std::string& node_name) {
-  if (pattern == node_name) return true;
-  try {
-    return std::regex_match(node_name, std::regex(pattern, std::regex::ECMAScript));
-  } catch (const std::regex_error&) {
-    return false;  // the parser rejects invalid patterns; an unchecked one matches only itself
-  }
-}
+// The parser rejects invalid patterns; an unchecked one matches only itself.
+bool LayerMatches(const std::string& pattern, const std::string& node_name) { return NameMatches(pattern, node_name); }
 
 std::vector<std::string> RecipeOutputFiles(const Recipe& r) {
   std::vector<std::string> files = {r.output.model};

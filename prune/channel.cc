@@ -33,7 +33,7 @@ StatusOr<Tensor*> OwnedInput(Graph& g, size_t node, size_t k) {
   if (t == nullptr) return Status::NotSupported(g.nodes[node].Describe() + ": input '" + name + "' is not a constant");
   if (t->dtype() != DataType::kFloat32) return Status::NotSupported("constant '" + name + "' is not float32");
   if (CountReaders(g, name) > 1) {
-    const std::string fresh = FreshName(g, name + "_pruned");
+    const std::string fresh = GraphEditor(g).FreshName(name + "_pruned");
     g.initializers[fresh] = t->Clone();
     g.nodes[node].inputs[k] = fresh;
     return &g.initializers[fresh];
@@ -126,7 +126,7 @@ Status AddBias(Graph& g, size_t idx, const std::vector<double>& delta) {
   const double beta = gemm ? n.attr_float("beta", 1.0f) : 1.0;
   const bool has_bias = n.inputs.size() > 2 && !n.inputs[2].empty();
   if (!has_bias || beta == 0.0) {
-    const std::string name = FreshName(g, NodeName(n) + "_bias");
+    const std::string name = GraphEditor(g).FreshName(NodeName(n) + "_bias");
     Tensor t(DataType::kFloat32, {static_cast<int64_t>(delta.size())});
     for (size_t o = 0; o < delta.size(); ++o) t.data<float>()[o] = static_cast<float>(delta[o]);
     g.initializers[name] = t;

@@ -8,6 +8,9 @@
 #include <string>
 #include <vector>
 
+#include "graph/graph_editor.h"
+#include "graph/name_pattern.h"
+#include "graph/value_index.h"
 #include "sparq/executor.h"
 #include "sparq/prune.h"
 
@@ -16,15 +19,9 @@ namespace prune_internal {
 
 // --- names and rules -------------------------------------------------------
 
-// True when `pattern` equals `name` or, as an ECMAScript regex, matches the
-// whole name. An invalid regex matches only its exact text.
-bool NameMatches(const std::string& pattern, const std::string& name);
-// InvalidArgument when `pattern` is neither usable as a regex; `what` names
-// the option in the message.
-Status CheckPattern(const std::string& pattern, const std::string& what);
-// `text` with every ECMAScript regex metacharacter escaped, so the pattern
-// matches exactly `text` (NameMatches treats it as naming that node exactly).
-std::string EscapeRegex(const std::string& text);
+// Layer-name patterns: NameMatches, CheckNamePattern, EscapeRegex
+// (graph/name_pattern.h).
+
 // "a, b, c" (at most `limit` names, then ", ... (N in all)").
 std::string JoinNames(const std::vector<std::string>& names, size_t limit = 12);
 // "%.4g"-style short number.
@@ -35,11 +32,9 @@ std::string FormatNumber(double v, int precision = 4);
 // The stored tensor of a weight value: an initializer or a Constant node's
 // `value` attribute; nullptr when it is neither.
 Tensor* MutableWeight(Graph& g, const std::string& name);
-// A value / initializer name unused in `g`, starting from `base`.
-std::string FreshName(const Graph& g, const std::string& base);
-// Number of node inputs (all nodes) that read `value`, plus 1 when it is a
-// graph output.
-int CountReaders(const Graph& g, const std::string& value);
+// Fresh names: GraphEditor::FreshName; reader counts: CountReaders
+// (graph/).
+
 // Index of the node named `name` in g.nodes, or -1.
 int FindNodeIndex(const Graph& g, const std::string& name);
 // Total elements of all float32 initializers and Constant tensors.

@@ -1,9 +1,7 @@
-// Weighted layers (Conv / Gemm / MatMul with a constant weight), their GEMM
-// views, option checks, and the per-layer plan (structure, target, or why a
-// layer stays dense).
+// The GEMM views of weighted layers (sparq/weighted_layer.h), option checks,
+// and the per-layer plan (structure, target, or why a layer stays dense).
 #include <algorithm>
 #include <cmath>
-#include <regex>
 #include <set>
 
 #include "formats/text_table.h"
@@ -12,34 +10,6 @@
 namespace sparq {
 
 namespace prune_internal {
-
-bool NameMatches(const std::string& pattern, const std::string& name) {
-  if (pattern == name) return true;
-  try {
-    return std::regex_match(name, std::regex(pattern, std::regex::ECMAScript));
-  } catch (const std::regex_error&) {
-    return false;
-  }
-}
-
-Status CheckPattern(const std::string& pattern, const std::string& what) {
-  if (pattern.empty()) return Status::InvalidArgument(what + ": match is empty");
-  try {
-    std::regex re(pattern, std::regex::ECMAScript);
-  } catch (const std::regex_error& e) {
-    return Status::InvalidArgument(what + ": '" + pattern + "' is not a valid regular expression (" + e.what() + ")");
-  }
-  return Status::OK();
-}
-
-std::string EscapeRegex(const std::string& text) {
-  std::string out;
-  for (char c : text) {
-    if (std::string("\\^$.|?*+()[]{}").find(c) != std::string::npos) out += '\\';
-    out += c;
-  }
-  return out;
-}
 
 std::string JoinNames(const std::vector<std::string>& names, size_t limit) {
   std::string out;
@@ -57,29 +27,6 @@ Tensor* MutableWeight(Graph& g, const std::string& name) {
     return a != nullptr && a->kind == Attribute::Kind::kTensor ? &a->t : nullptr;
   }
   return nullptr;
-}
-
-std::string FreshName(const Graph& g, const std::string& base) {
-  std::set<std::string> used;
-  for (const auto& kv : g.initializers) used.insert(kv.first);
-  for (const auto& v : g.inputs) used.insert(v.name);
-  for (const Node& n : g.nodes) {
-    used.insert(n.name);
-    for (const auto& o : n.outputs) used.insert(o);
-  }
-  if (!used.count(base)) return base;
-  for (int i = 1;; ++i) {
-    std::string name = base + "_" + std::to_string(i);
-    if (!used.count(name)) return name;
-  }
-}
-
-int CountReaders(const Graph& g, const std::string& value) {
-  int n = 0;
-  for (const Node& node : g.nodes)
-    for (const auto& in : node.inputs) n += in == value;
-  for (const auto& o : g.outputs) n += o.name == value;
-  return n;
 }
 
 int FindNodeIndex(const Graph& g, const std::string& name) {
@@ -105,100 +52,6 @@ int64_t CountFloatParams(const Graph& g) {
 }  // namespace prune_internal
 
 using namespace prune_internal;  // NOLINT: this file implements them
-
-namespace {
-
-bool IsConstant(const Graph& g, const std::string& value) { return g.FindWeight(value) != nullptr; }
-
-// Fills the layer's GEMM view and support status from its node.
-WeightedLayer DescribeLayer(const Graph& g, const Node& n, const Tensor& w) {
-  WeightedLayer L;
-  L.node = n.name.empty() ? n.outputs[0] : n.name;
-  L.op_type = n.op_type;
-  L.input = n.inputs[0];
-  L.output = n.outputs.empty() ? "" : n.outputs[0];
-  L.weight = n.inputs[1];
-  L.weight_shape = w.shape();
-  auto unsupported = [&](const std::string& why) {
-    if (L.unsupported.empty()) L.unsupported = why;
-  };
-  const std::string shape = ShapeToString(w.shape());
-  if (n.op_type == "Conv") {
-    if (w.rank() < 3) {
-      unsupported("Conv weight " + shape + " has rank below 3");
-    } else {
-      L.rows = w.dim(0);
-      L.cols = NumElements(Shape(w.shape().begin() + 1, w.shape().end()));
-      L.groups = n.attr_int("group", 1);
-      if (L.groups < 1 || L.rows % L.groups != 0) unsupported("Conv group " + std::to_string(L.groups) + " does not divide its " + std::to_string(L.rows) + " output channels");
-    }
-    if (n.inputs.size() > 2 && !n.inputs[2].empty()) L.bias = n.inputs[2];
-  } else if (n.op_type == "Gemm") {
-    if (w.rank() != 2) {
-      unsupported("Gemm weight " + shape + " is not 2-D");
-    } else {
-      L.transposed_view = n.attr_int("transB", 0) == 0;
-      L.rows = L.transposed_view ? w.dim(1) : w.dim(0);
-      L.cols = L.transposed_view ? w.dim(0) : w.dim(1);
-    }
-    if (n.attr_int("transA", 0) != 0) unsupported("Gemm with transA=1 is not handled");
-    if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
-      L.bias = n.inputs[2];
-      const Tensor* c = g.FindWeight(L.bias);
-      if (c == nullptr || c->numel() != L.rows || (c->rank() == 2 && c->dim(0) != 1) || c->rank() > 2) {
-        unsupported("Gemm C '" + L.bias + "' is not a constant with one value per output");
-      }
-    }
-  } else {  // MatMul
-    if (w.rank() != 2) {
-      unsupported("MatMul weight " + shape + " is not 2-D");
-    } else {
-      L.transposed_view = true;
-      L.rows = w.dim(1);
-      L.cols = w.dim(0);
-    }
-    // A bias is the constant of an Add that is the MatMul's only reader.
-    if (CountReaders(g, L.output) == 1) {
-      for (const Node& add : g.nodes) {
-        if (add.op_type != "Add" || add.inputs.size() != 2) continue;
-        for (int k = 0; k < 2; ++k) {
-          if (add.inputs[k] != L.output) continue;
-          const Tensor* b = g.FindWeight(add.inputs[1 - k]);
-          if (b != nullptr && b->dtype() == DataType::kFloat32 && b->numel() == L.rows && b->rank() >= 1 &&
-              b->dim(b->rank() - 1) == L.rows)
-            L.bias = add.inputs[1 - k];
-        }
-      }
-    }
-  }
-  if (w.dtype() != DataType::kFloat32) unsupported("weight '" + L.weight + "' is " + DataTypeName(w.dtype()) + ", not float32");
-  if (CountReaders(g, L.weight) > 1) unsupported("weight '" + L.weight + "' is shared by several nodes");
-  if (IsConstant(g, L.input)) unsupported("input '" + L.input + "' is a constant");
-  if (!L.bias.empty()) {
-    const Tensor* b = g.FindWeight(L.bias);
-    if (b == nullptr) unsupported("bias '" + L.bias + "' is computed, not a constant");
-    else if (b->dtype() != DataType::kFloat32) unsupported("bias '" + L.bias + "' is not float32");
-  }
-  if (L.rows == 0 || L.cols == 0) unsupported("empty weight " + shape);
-  return L;
-}
-
-}  // namespace
-
-StatusOr<std::vector<WeightedLayer>> FindWeightedLayers(const Model& model) {
-  Graph g = model.graph;  // shares the tensors; only the node order changes
-  SPARQ_RETURN_IF_ERROR(g.TopoSort());
-  std::vector<WeightedLayer> out;
-  for (const Node& n : g.nodes) {
-    if (!n.domain.empty() && n.domain != "ai.onnx") continue;
-    if (n.op_type != "Conv" && n.op_type != "Gemm" && n.op_type != "MatMul") continue;
-    if (n.inputs.size() < 2 || n.outputs.empty()) continue;
-    const Tensor* w = g.FindWeight(n.inputs[1]);
-    if (w == nullptr) continue;
-    out.push_back(DescribeLayer(g, n, *w));
-  }
-  return out;
-}
 
 StatusOr<Matrix> ReadWeightMatrix(const Model& model, const WeightedLayer& layer) {
   const Tensor* w = model.graph.FindWeight(layer.weight);
@@ -321,7 +174,7 @@ Status ValidatePruneOptions(const PruneOptions& o) {
   for (size_t i = 0; i < o.layers.size(); ++i) {
     const PruneLayerRule& r = o.layers[i];
     const std::string what = RuleOrigin(r, i) + " ('" + r.match + "')";
-    if (Status st = CheckPattern(r.match, what); !st.ok()) fail(st.message());
+    if (Status st = CheckNamePattern(r.match, what); !st.ok()) fail(st.message());
     if (!r.sparsity && !r.structure) fail(what + ": sets neither sparsity nor structure");
     if (r.sparsity && !SparsityInRange(*r.sparsity))
       fail(what + ": sparsity " + FormatNumber(*r.sparsity) + " is out of range: must be in [0, 1)");

@@ -370,7 +370,7 @@ Status SetLayerBias(Model* m, const WeightedLayer& L, const std::vector<double>&
     *w = t;
     return Status::OK();
   }
-  const std::string name = FreshName(g, L.node + "_bias");
+  const std::string name = GraphEditor(g).FreshName(L.node + "_bias");
   g.initializers[name] = t;
   Node& n = g.nodes[idx];
   if (L.op_type == "MatMul") {
@@ -382,9 +382,10 @@ Status SetLayerBias(Model* m, const WeightedLayer& L, const std::vector<double>&
       return Status::OK();
     }
     // y = MatMul(a, w)  ->  y' = MatMul(a, w); y = Add(y', bias)
-    const std::string inner = FreshName(g, L.output + "_nobias");
+    GraphEditor ed(g);
+    const std::string inner = ed.FreshName(L.output + "_nobias");
     Node add;
-    add.name = FreshName(g, L.node + "/bias_add");
+    add.name = ed.FreshName(L.node + "/bias_add");
     add.op_type = "Add";
     add.inputs = {inner, name};
     add.outputs = {L.output};

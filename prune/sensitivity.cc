@@ -33,7 +33,7 @@ StatusOr<SensitivityTable> SensitivityAnalysis(const Model& model, const Sensiti
   if ((options.recovery || options.score == PruneScore::kActivation) && !data) {
     return Status::InvalidArgument("sensitivity analysis with recovery or activation scores needs calibration data");
   }
-  for (const auto& pattern : options.layers) SPARQ_RETURN_IF_ERROR(CheckPattern(pattern, "sensitivity layers"));
+  for (const auto& pattern : options.layers) SPARQ_RETURN_IF_ERROR(CheckNamePattern(pattern, "sensitivity layers"));
   SPARQ_ASSIGN_OR_RETURN(std::vector<WeightedLayer> layers, FindWeightedLayers(model));
   for (const auto& pattern : options.layers) {
     if (std::none_of(layers.begin(), layers.end(), [&](const WeightedLayer& L) { return NameMatches(pattern, L.node); })) {

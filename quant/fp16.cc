@@ -9,7 +9,7 @@
 #include <cmath>
 #include <map>
 
-#include "quant/graph_editor.h"
+#include "graph/graph_editor.h"
 #include "quant/passes.h"
 
 namespace sparq {

@@ -2,7 +2,7 @@
 #include <cmath>
 #include <map>
 
-#include "quant/graph_editor.h"
+#include "graph/graph_editor.h"
 #include "quant/passes.h"
 
 namespace sparq {
@@ -139,13 +139,13 @@ Status InsertQdq(Model& model, const CalibrationTable& table, const std::vector<
   for (size_t i = 0; i < original; ++i) {
     const Node n = g.nodes[i];  // a copy: AddNode may reallocate
     if (precision[i] == Precision::kINT8) {
-      auto layer = AsWeightedLayer(g, n);
+      auto layer = QuantizableLayer(g, n);
       const Tensor w = *g.FindWeight(n.inputs[1]);
       SPARQ_ASSIGN_OR_RETURN(std::string x_dq, qdq.Activation(n.inputs[0]));
-      QuantizedWeight qw = QuantizeWeightSymmetric(w, layer->weight_axis, per_axis);
+      QuantizedWeight qw = QuantizeWeightSymmetric(w, layer->weight_axis(), per_axis);
       std::string w_dq = qdq.Weight(n.inputs[1], qw, per_axis);
       std::string b_dq;
-      if (layer->bias) {
+      if (HasQuantizableBias(g, n, *layer)) {
         const float s_x = qdq.RangeOf(n.inputs[0])->scale;
         b_dq = qdq.Bias(n.inputs[2], QuantizeBias(*g.FindWeight(n.inputs[2]), s_x, qw.scales), per_axis);
       }
@@ -200,9 +200,9 @@ Status RewriteQOperator(Model& model, const CalibrationTable& table, const std::
         if (d.node == n.name) d.precision = Precision::kFP32, d.reason = "no calibration range for output '" + n.outputs[0] + "'";
       continue;
     }
-    auto layer = AsWeightedLayer(g, n);
+    auto layer = QuantizableLayer(g, n);
     Tensor w = *g.FindWeight(n.inputs[1]);
-    int axis = layer->weight_axis;
+    int axis = layer->weight_axis();
     if (n.op_type == "Gemm" && axis == 0) {  // QLinearMatMul wants B as [K, N]
       Tensor t(DataType::kFloat32, {w.dim(1), w.dim(0)});
       for (int64_t r = 0; r < w.dim(0); ++r)
@@ -226,7 +226,7 @@ Status RewriteQOperator(Model& model, const CalibrationTable& table, const std::
     if (n.op_type == "Conv") {
       qn.op_type = "QLinearConv";
       for (const auto& a : n.attributes) qn.attributes.push_back(a);
-      if (layer->bias) {
+      if (HasQuantizableBias(g, n, *layer)) {
         QuantizedBias qb = QuantizeBias(*g.FindWeight(n.inputs[2]), rx->scale, qw.scales);
         qn.inputs.push_back(ed.AddInitializer(n.inputs[2] + "_quantized", qb.values));
       }

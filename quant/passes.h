@@ -7,15 +7,17 @@
 #include <vector>
 
 #include "sparq/quantize.h"
+#include "sparq/weighted_layer.h"
 
 namespace sparq {
 
-// A Conv/Gemm/MatMul whose input 1 is a constant float weight.
-struct WeightedLayer {
-  int weight_axis = 0;  // output-channel axis of the weight tensor
-  bool bias = false;    // input 2 is a constant bias with one value per channel
-};
-std::optional<WeightedLayer> AsWeightedLayer(const Graph& g, const Node& n);
+// A weighted layer (sparq/weighted_layer.h) that INT8 rewrites: default
+// domain "", a float32 weight of a GEMM shape (Conv rank >= 3, Gemm 2-D
+// without transA, MatMul 2-D), and an input that is not a constant.
+std::optional<WeightedLayer> QuantizableLayer(const Graph& g, const Node& n);
+// True when the layer's input 2 is a constant float32 bias with one value per
+// output channel (and a Gemm has alpha = beta = 1): it is quantized to int32.
+bool HasQuantizableBias(const Graph& g, const Node& n, const WeightedLayer& layer);
 
 // A stable key for a node across rewrites: its name, or "@<first output>".
 std::string NodeKey(const Node& n);

@@ -12,53 +12,45 @@
 //                                                  pass yq along directly)
 #include <algorithm>
 #include <map>
-#include <regex>
 #include <set>
 
-#include "quant/graph_editor.h"
+#include "graph/graph_editor.h"
+#include "graph/name_pattern.h"
 #include "quant/passes.h"
 #include "sparq/onnx_io.h"
 #include "sparq/quantize.h"
 
 namespace sparq {
 
-std::optional<WeightedLayer> AsWeightedLayer(const Graph& g, const Node& n) {
-  if (!n.domain.empty() || n.inputs.size() < 2) return std::nullopt;
-  WeightedLayer l;
-  const Tensor* w = g.FindWeight(n.inputs[1]);
-  if (w == nullptr || w->dtype() != DataType::kFloat32 || g.FindWeight(n.inputs[0]) != nullptr) return std::nullopt;
-  if (n.op_type == "Conv") {
-    if (w->rank() < 3) return std::nullopt;
-    l.weight_axis = 0;
-  } else if (n.op_type == "Gemm") {
-    if (w->rank() != 2 || n.attr_int("transA", 0) != 0) return std::nullopt;
-    l.weight_axis = n.attr_int("transB", 0) != 0 ? 0 : 1;
-  } else if (n.op_type == "MatMul") {
-    if (w->rank() != 2) return std::nullopt;
-    l.weight_axis = 1;
-  } else {
-    return std::nullopt;
-  }
-  const int64_t channels = w->dim(l.weight_axis);
-  if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
-    const Tensor* b = g.FindWeight(n.inputs[2]);
-    const bool plain_gemm = n.op_type != "Gemm" || (n.attr_float("alpha", 1.0f) == 1.0f && n.attr_float("beta", 1.0f) == 1.0f);
-    if (b != nullptr && b->dtype() == DataType::kFloat32 && b->numel() == channels && plain_gemm) l.bias = true;
-  }
-  return l;
+std::optional<WeightedLayer> QuantizableLayer(const Graph& g, const Node& n) {
+  if (!n.domain.empty()) return std::nullopt;
+  std::optional<WeightedLayer> layer = AsWeightedLayer(g, n);
+  if (!layer) return std::nullopt;
+  const Tensor* w = g.FindWeight(layer->weight);
+  if (w->dtype() != DataType::kFloat32 || g.FindWeight(layer->input) != nullptr) return std::nullopt;
+  if (n.op_type == "Conv" ? w->rank() < 3 : w->rank() != 2) return std::nullopt;
+  if (n.op_type == "Gemm" && n.attr_int("transA", 0) != 0) return std::nullopt;
+  return layer;
+}
+
+bool HasQuantizableBias(const Graph& g, const Node& n, const WeightedLayer& layer) {
+  if (n.inputs.size() <= 2 || n.inputs[2].empty()) return false;
+  const Tensor* b = g.FindWeight(n.inputs[2]);
+  const int64_t channels = layer.weight_shape[layer.weight_axis()];
+  const bool plain_gemm = n.op_type != "Gemm" || (n.attr_float("alpha", 1.0f) == 1.0f && n.attr_float("beta", 1.0f) == 1.0f);
+  return b != nullptr && b->dtype() == DataType::kFloat32 && b->numel() == channels && plain_gemm;
 }
 
 namespace {
 
 StatusOr<std::vector<Precision>> ResolvePrecisions(const Graph& g, const QuantizeOptions& options,
                                                    const CalibrationTable& table, QuantizeReport* report) {
-  std::vector<std::regex> rules;
+  std::vector<NamePattern> rules;
   std::vector<int> hits(options.layers.size(), 0);
   for (const auto& r : options.layers) {
-    try {
-      rules.emplace_back(r.match, std::regex::ECMAScript);
-    } catch (const std::regex_error& e) {
-      return Status::InvalidArgument("quantize.layers: bad regex '" + r.match + "': " + e.what());
+    rules.emplace_back(r.match);
+    if (!rules.back().valid_regex()) {
+      return Status::InvalidArgument("quantize.layers: bad regex '" + r.match + "': " + rules.back().regex_error());
     }
   }
   std::vector<Precision> out(g.nodes.size(), Precision::kFP32);
@@ -67,14 +59,14 @@ StatusOr<std::vector<Precision>> ResolvePrecisions(const Graph& g, const Quantiz
     Precision p = options.precision;
     std::string reason = "default";
     for (size_t k = 0; k < rules.size(); ++k) {
-      if (n.name == options.layers[k].match || std::regex_match(n.name, rules[k])) {
+      if (rules[k].Matches(n.name)) {
         p = options.layers[k].precision;
         reason = "rule '" + options.layers[k].match + "'";
         ++hits[k];
         break;
       }
     }
-    auto layer = AsWeightedLayer(g, n);
+    auto layer = QuantizableLayer(g, n);
     if (p == Precision::kINT8 && !layer) p = options.other_precision;  // INT8 applies to weighted layers
     if (p == Precision::kINT8) {
       if (table.Find(n.inputs[0]) == nullptr) {

@@ -2,8 +2,9 @@
 #include <algorithm>
 #include <cmath>
 
-#include "quant/graph_editor.h"
+#include "graph/graph_editor.h"
 #include "sparq/quantize.h"
+#include "sparq/weighted_layer.h"
 
 namespace sparq {
 
@@ -90,10 +91,12 @@ StatusOr<int> FoldBatchNorm(Model& model) {
   std::vector<bool> remove(g.nodes.size(), false);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& layer = g.nodes[i];
-    const bool is_conv = layer.op_type == "Conv" && layer.domain.empty();
-    const bool is_gemm = layer.op_type == "Gemm" && layer.domain.empty() && layer.attr_float("alpha", 1.0f) == 1.0f &&
-                         layer.attr_float("beta", 1.0f) == 1.0f;
-    if (!is_conv && !is_gemm) continue;
+    // A Conv, or a Gemm with alpha = beta = 1, with a constant weight.
+    const std::optional<WeightedLayer> view = layer.domain.empty() ? AsWeightedLayer(g, layer) : std::nullopt;
+    if (!view || view->op_type == "MatMul") continue;
+    if (view->op_type == "Gemm" && (layer.attr_float("alpha", 1.0f) != 1.0f || layer.attr_float("beta", 1.0f) != 1.0f)) {
+      continue;
+    }
     if (layer.outputs.size() != 1 || ed.IsGraphOutput(layer.outputs[0])) continue;
     auto consumers = ed.Consumers(layer.outputs[0]);
     if (consumers.size() != 1) continue;
@@ -102,10 +105,9 @@ StatusOr<int> FoldBatchNorm(Model& model) {
     if (bn.outputs.size() > 1 && !bn.outputs[1].empty()) continue;  // training outputs in use
     std::vector<float> a, b;
     if (!BatchNormAffine(g, bn, &a, &b)) continue;
-    const Tensor* w = g.FindWeight(layer.inputs[1]);
-    if (w == nullptr || w->dtype() != DataType::kFloat32 || w->rank() < 2) continue;
-    // Output channels: Conv weight axis 0; Gemm: axis 0 of B^T, i.e. axis 0 if transB else axis 1.
-    const int axis = is_conv ? 0 : (layer.attr_int("transB", 0) != 0 ? 0 : 1);
+    const Tensor* w = g.FindWeight(view->weight);
+    if (w->dtype() != DataType::kFloat32 || w->rank() < 2) continue;
+    const int axis = view->weight_axis();  // the output channels
     const int64_t channels = w->dim(axis);
     if (static_cast<int64_t>(a.size()) != channels) continue;
     const Tensor* bias = layer.inputs.size() > 2 && !layer.inputs[2].empty() ? g.FindWeight(layer.inputs[2]) : nullptr;

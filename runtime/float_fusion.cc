@@ -9,12 +9,13 @@
 // 11 initializers that run inputs cannot override, or Constant nodes).
 #include "runtime/float_fusion.h"
 
-
 #include <limits>
 #include <map>
 #include <optional>
 #include <set>
 #include <utility>
+
+#include "graph/value_index.h"
 
 namespace sparq {
 namespace {
@@ -23,7 +24,7 @@ constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // The float32 scalar that `name` always holds: an initializer that run inputs
 // cannot override, or the output of a Constant node.
-std::optional<float> ConstantScalar(const Model& model, const std::map<std::string, const Node*>& producers,
+std::optional<float> ConstantScalar(const Model& model, const ValueIndex& index,
                                     const std::string& name) {
   for (const ValueInfo& v : model.graph.initializer_inputs)
     if (v.name == name) return std::nullopt;  // a run input may replace it
@@ -31,9 +32,8 @@ std::optional<float> ConstantScalar(const Model& model, const std::map<std::stri
   auto init = model.graph.initializers.find(name);
   if (init != model.graph.initializers.end()) {
     t = &init->second;
-  } else if (auto p = producers.find(name); p != producers.end() && p->second->op_type == "Constant" &&
-                                            p->second->domain.empty()) {
-    const Attribute* value = p->second->attr("value");
+  } else if (const Node* p = index.ProducerNode(name); p != nullptr && p->op_type == "Constant" && p->domain.empty()) {
+    const Attribute* value = p->attr("value");
     if (value != nullptr && value->kind == Attribute::Kind::kTensor) t = &value->t;
   }
   if (t == nullptr || t->dtype() != DataType::kFloat32 || t->numel() != 1) return std::nullopt;
@@ -43,7 +43,7 @@ std::optional<float> ConstantScalar(const Model& model, const std::map<std::stri
 // The clamp [lo, hi] that `act` applies, or nullopt when it is not a
 // float activation with constant bounds.
 std::optional<std::pair<float, float>> ActivationClamp(const Model& model,
-                                                       const std::map<std::string, const Node*>& producers,
+                                                       const ValueIndex& index,
                                                        const Node& act) {
   if (!act.domain.empty() || act.outputs.size() != 1) return std::nullopt;
   if (act.op_type == "Relu") return std::make_pair(0.0f, kInf);
@@ -55,7 +55,7 @@ std::optional<std::pair<float, float>> ActivationClamp(const Model& model,
   float bound[2] = {-kInf, kInf};
   for (size_t i = 1; i < act.inputs.size() && i < 3; ++i) {
     if (act.inputs[i].empty()) continue;
-    const std::optional<float> v = ConstantScalar(model, producers, act.inputs[i]);
+    const std::optional<float> v = ConstantScalar(model, index, act.inputs[i]);
     if (!v) return std::nullopt;
     bound[i - 1] = *v;
   }
@@ -66,15 +66,7 @@ std::optional<std::pair<float, float>> ActivationClamp(const Model& model,
 
 std::vector<std::string> FuseConvActivations(Model* model) {
   Graph& g = model->graph;
-  std::set<std::string> graph_outputs;
-  for (const auto& o : g.outputs) graph_outputs.insert(o.name);
-  std::map<std::string, std::vector<size_t>> readers;
-  std::map<std::string, const Node*> producers;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    for (const auto& in : g.nodes[i].inputs)
-      if (!in.empty()) readers[in].push_back(i);
-    for (const auto& out : g.nodes[i].outputs) producers[out] = &g.nodes[i];
-  }
+  const ValueIndex index(g);  // node indices stay valid: removals wait for the end
 
   std::vector<std::string> fused;
   std::set<size_t> removed;
@@ -84,11 +76,11 @@ std::vector<std::string> FuseConvActivations(Model* model) {
     auto w = g.initializers.find(conv.inputs[1]);  // float32 convolutions only (FP16 models keep their Conv)
     if (w == g.initializers.end() || w->second.dtype() != DataType::kFloat32) continue;
     const std::string& t = conv.outputs[0];
-    auto it = readers.find(t);
-    if (graph_outputs.count(t) || it == readers.end() || it->second.size() != 1) continue;
-    const size_t act_index = it->second[0];
+    const std::vector<size_t>& readers = index.Readers(t);
+    if (index.IsGraphOutput(t) || readers.size() != 1) continue;
+    const size_t act_index = readers[0];
     const Node& act = g.nodes[act_index];
-    const std::optional<std::pair<float, float>> clamp = ActivationClamp(*model, producers, act);
+    const std::optional<std::pair<float, float>> clamp = ActivationClamp(*model, index, act);
     if (!clamp || removed.count(act_index)) continue;
     conv.op_type = "FusedConv";
     conv.domain = kSparqDomain;

@@ -63,6 +63,8 @@
 #include <map>
 #include <set>
 
+#include "graph/graph_editor.h"
+#include "graph/value_index.h"
 #include "kernels/op_context.h"
 #include "kernels/registry.h"
 #include "runtime/qdq_fusion.h"
@@ -72,14 +74,8 @@ namespace {
 
 class Fuser {
  public:
-  explicit Fuser(Graph& g) : g_(g) {
+  explicit Fuser(Graph& g) : g_(g), index_(g) {
     for (const auto& v : g.initializer_inputs) overridable_.insert(v.name);
-    for (const auto& o : g.outputs) graph_outputs_.insert(o.name);
-    for (size_t i = 0; i < g.nodes.size(); ++i) {
-      for (const auto& out : g.nodes[i].outputs) producer_[out] = i;
-      for (const auto& in : g.nodes[i].inputs)
-        if (!in.empty()) consumers_[in].push_back(i);
-    }
   }
 
   // The fused nodes' names.
@@ -107,9 +103,9 @@ class Fuser {
   // The DequantizeLinear node producing `value`, with its zero point given
   // unless `zero_point_optional` (an int32 bias's is 0 when absent).
   const Node* DequantizeProducing(const std::string& value, bool zero_point_optional = false) const {
-    auto it = producer_.find(value);
-    if (it == producer_.end() || removed_.count(it->second)) return nullptr;
-    const Node& n = g_.nodes[it->second];
+    const std::optional<size_t> p = index_.Producer(value);
+    if (!p || removed_.count(*p)) return nullptr;
+    const Node& n = g_.nodes[*p];
     if (n.op_type != "DequantizeLinear" || !n.domain.empty() || n.inputs.size() < 2) return nullptr;
     if (!zero_point_optional && (n.inputs.size() < 3 || n.inputs[2].empty())) return nullptr;
     return &n;
@@ -122,10 +118,10 @@ class Fuser {
   bool TryFuse(size_t index) {
     const Node& n = g_.nodes[index];
     const bool conv = n.op_type == "Conv";
-    if (n.outputs.size() != 1 || graph_outputs_.count(n.outputs[0])) return false;
-    const auto readers = consumers_.find(n.outputs[0]);
-    if (readers == consumers_.end() || readers->second.size() != 1) return false;
-    const size_t q_index = readers->second[0];
+    if (n.outputs.size() != 1 || index_.IsGraphOutput(n.outputs[0])) return false;
+    const std::vector<size_t>& readers = index_.Readers(n.outputs[0]);
+    if (readers.size() != 1) return false;
+    const size_t q_index = readers[0];
     const Node& q = g_.nodes[q_index];
     if (q.op_type != "QuantizeLinear" || !q.domain.empty() || q.inputs.size() < 3 || q.inputs[0] != n.outputs[0] ||
         !ScalarConstant(q.inputs[1]) || !ScalarConstant(q.inputs[2])) {
@@ -190,7 +186,8 @@ class Fuser {
 
   void RemoveUnreadDequantizeNodes() {
     while (true) {
-      std::set<std::string> read(graph_outputs_.begin(), graph_outputs_.end());
+      std::set<std::string> read;
+      for (const auto& o : g_.outputs) read.insert(o.name);
       for (const Node& n : g_.nodes) read.insert(n.inputs.begin(), n.inputs.end());
       const size_t before = g_.nodes.size();
       std::vector<Node> kept;
@@ -202,9 +199,8 @@ class Fuser {
   }
 
   Graph& g_;
-  std::set<std::string> overridable_, graph_outputs_;
-  std::map<std::string, size_t> producer_;
-  std::map<std::string, std::vector<size_t>> consumers_;
+  const ValueIndex index_;  // of the graph as it came: nodes are only marked until Run() compacts them
+  std::set<std::string> overridable_;
   std::set<size_t> removed_;
 };
 
@@ -212,24 +208,14 @@ class Fuser {
 // compacted graph.
 class GlueFuser {
  public:
-  explicit GlueFuser(Model& model) : model_(model), g_(model.graph) {
+  explicit GlueFuser(Model& model) : model_(model), g_(model.graph), index_(g_), editor_(g_) {
     for (const auto& v : g_.initializer_inputs) overridable_.insert(v.name);
-    for (const auto& o : g_.outputs) graph_outputs_.insert(o.name);
-    for (const auto& v : g_.inputs) names_.insert(v.name);
-    for (const auto& kv : g_.initializers) names_.insert(kv.first);
-    for (size_t i = 0; i < g_.nodes.size(); ++i) {
-      const Node& n = g_.nodes[i];
-      for (const auto& out : n.outputs) {
-        producer_[out] = i;
-        names_.insert(out);
-      }
+    for (const Node& n : g_.nodes) {
       const Attribute* value = n.attr("value");
       if (n.op_type == "Constant" && n.domain.empty() && n.outputs.size() == 1 && value != nullptr &&
           value->kind == Attribute::Kind::kTensor) {
         constant_nodes_[n.outputs[0]] = &value->t;
       }
-      for (const auto& in : g_.nodes[i].inputs)
-        if (!in.empty()) consumers_[in].push_back(i);
     }
   }
 
@@ -284,13 +270,11 @@ class GlueFuser {
   // The node producing `value` when `value` is read by one node only and is
   // no graph output (so the pattern may swallow it), else nullptr.
   const Node* SoleProducer(const std::string& value, size_t* index) const {
-    if (graph_outputs_.count(value)) return nullptr;
-    auto readers = consumers_.find(value);
-    if (readers == consumers_.end() || readers->second.size() != 1) return nullptr;
-    auto it = producer_.find(value);
-    if (it == producer_.end() || removed_.count(it->second)) return nullptr;
-    *index = it->second;
-    return &g_.nodes[it->second];
+    if (index_.IsGraphOutput(value) || index_.Readers(value).size() != 1) return nullptr;
+    const std::optional<size_t> p = index_.Producer(value);
+    if (!p || removed_.count(*p)) return nullptr;
+    *index = *p;
+    return &g_.nodes[*p];
   }
   const Node* QualifyingDequantize(const std::string& value, size_t* index) const {
     const Node* d = SoleProducer(value, index);
@@ -345,13 +329,6 @@ class GlueFuser {
     return true;
   }
 
-  std::string FreshName(const std::string& base) {
-    std::string name = base;
-    for (int k = 1; names_.count(name); ++k) name = base + "_" + std::to_string(k);
-    names_.insert(name);
-    return name;
-  }
-
   // DequantizeLinear -> [MaxPool] -> [unary ops]* -> QuantizeLinear at q_index.
   bool TryFuseLut(size_t q_index) {
     const Node& q = g_.nodes[q_index];
@@ -395,13 +372,13 @@ class GlueFuser {
     if (pool != nullptr) {
       Node p = *pool;  // same attributes, on the integers
       p.inputs = {dq->inputs[0]};
-      p.outputs = {identity ? q.outputs[0] : FreshName(q.outputs[0] + "_sparq_maxpool")};
+      p.outputs = {identity ? q.outputs[0] : editor_.FreshName(q.outputs[0] + "_sparq_maxpool")};
       lut_input = p.outputs[0];
       out.push_back(std::move(p));
       removed_.insert(pool_index);
     }
     if (pool == nullptr || !identity) {
-      const std::string table = FreshName(q.outputs[0] + "_sparq_lut");
+      const std::string table = editor_.FreshName(q.outputs[0] + "_sparq_lut");
       g_.initializers[table] = std::move(v).value();
       Node lut;
       lut.name = q.name.empty() ? q.outputs[0] : q.name;
@@ -443,9 +420,9 @@ class GlueFuser {
 
   Model& model_;
   Graph& g_;
-  std::set<std::string> overridable_, graph_outputs_, names_;
-  std::map<std::string, size_t> producer_;
-  std::map<std::string, std::vector<size_t>> consumers_;
+  const ValueIndex index_;  // of the graph as it came: nodes are only marked until Run() replaces them
+  GraphEditor editor_;      // names only: the new nodes go in through replacements_
+  std::set<std::string> overridable_;
   std::set<size_t> removed_;
   std::map<size_t, std::vector<Node>> replacements_;  // QuantizeLinear index -> the nodes taking its place
   std::map<std::string, const Tensor*> constant_nodes_;  // output -> value of a Constant node
@@ -455,23 +432,16 @@ class GlueFuser {
 // takes the table in (sparq.QLinearConvLut; QLinearAdd's optional input 8),
 // so that fast rows apply it while they write the output.
 std::vector<std::string> FoldTablesIntoProducers(Graph& g) {
-  std::set<std::string> graph_outputs;
-  for (const auto& o : g.outputs) graph_outputs.insert(o.name);
-  std::map<std::string, int> readers;
-  std::map<std::string, size_t> producer;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    for (const auto& in : g.nodes[i].inputs) ++readers[in];
-    for (const auto& out : g.nodes[i].outputs) producer[out] = i;
-  }
+  const ValueIndex index(g);  // node indices stay valid: removals wait for the end
   std::vector<std::string> folded;
   std::set<size_t> removed;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& lut = g.nodes[i];
     if (lut.op_type != "QLinearLut" || lut.domain != kSparqDomain || lut.inputs.size() != 2) continue;
     const std::string& value = lut.inputs[0];
-    auto p = producer.find(value);
-    if (graph_outputs.count(value) || readers[value] != 1 || p == producer.end()) continue;
-    Node& producer_node = g.nodes[p->second];
+    const std::optional<size_t> p = index.Producer(value);
+    if (index.IsGraphOutput(value) || index.Readers(value).size() != 1 || !p) continue;
+    Node& producer_node = g.nodes[*p];
     if (producer_node.outputs.size() != 1) continue;
     if (producer_node.op_type == "QLinearConv" && producer_node.domain.empty() && producer_node.inputs.size() >= 8 &&
         producer_node.inputs.size() <= 9) {

@@ -26,7 +26,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/linear_weights.h"
-#include "kernels/formats.h"
+#include "kernels/packed_formats.h"
 #include "kernels/ref/conv.h"
 #include "kernels/ref/nn_common.h"
 #include "kernels/registry.h"

@@ -8,7 +8,7 @@
 #include <limits>
 #include <vector>
 
-#include "kernels/formats.h"
+#include "kernels/packed_formats.h"
 #include "kernels/parallel.h"
 #include "kernels/ref/gemm_int.h"
 

@@ -32,7 +32,7 @@
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/quant_conv_params.h"
 #include "kernels/cpu/sparse_s8.h"
-#include "kernels/formats.h"
+#include "kernels/packed_formats.h"
 #include "kernels/parallel.h"
 #include "kernels/ref/quantize.h"
 #include "kernels/registry.h"

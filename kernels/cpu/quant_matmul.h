@@ -23,7 +23,7 @@
 #include <vector>
 
 #include "kernels/cpu/sparse_s8.h"
-#include "kernels/formats.h"
+#include "kernels/packed_formats.h"
 #include "kernels/op_context.h"
 #include "kernels/registry.h"
 #include "sparq/graph.h"

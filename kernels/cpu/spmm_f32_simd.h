@@ -46,7 +46,7 @@ void BsrBlockRowForV(int v, const float* xt, int64_t ld_xt, const int32_t* col_i
   }
 }
 
-// SpmmF32Isa::bsr_block_row for the block shapes of formats.h.
+// SpmmF32Isa::bsr_block_row for the block shapes of packed_formats.h.
 template <class Vec>
 void BsrBlockRow(int br, int bc, int v, const float* xt, int64_t ld_xt, const int32_t* col_index,
                  const float* values, int64_t blocks, const float* bias, float* out) {

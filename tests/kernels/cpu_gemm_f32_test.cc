@@ -12,7 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
-#include "kernels/formats.h"
+#include "kernels/packed_formats.h"
 #include "kernels/ref/conv.h"
 #include "kernels/ref/gemm.h"
 #include "runtime/float_fusion.h"

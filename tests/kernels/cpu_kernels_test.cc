@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
-#include "kernels/formats.h"
+#include "kernels/packed_formats.h"
 #include "kernels/parallel.h"
 #include "kernels/ref/gemm.h"
 #include "kernels/ref/gemm_int.h"
@@ -816,7 +816,7 @@ TEST(PackedFormats, BsrInt8RowSums) {
 }
 
 TEST(PackedFormats, NmRoundTripAndFillers) {
-  // The example of formats.h: 2:4, K = 10.
+  // The example of packed_formats.h: 2:4, K = 10.
   const float w[10] = {0, 1, 0, 2, 3, 0, 0, 0, 0, 4};
   StatusOr<NmF32> p = PackNm(w, 1, 10, PackedFormat::kNm2of4F32);
   ASSERT_TRUE(p.ok()) << p.status().ToString();

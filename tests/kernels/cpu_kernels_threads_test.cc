@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
-#include "kernels/formats.h"
+#include "kernels/packed_formats.h"
 #include "kernels/parallel.h"
 #include "kernels/ref/gemm_int.h"
 

@@ -1,4 +1,4 @@
-#include "quant/graph_editor.h"
+#include "graph/graph_editor.h"
 
 namespace sparq {
 

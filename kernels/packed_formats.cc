@@ -1,4 +1,4 @@
-#include "kernels/formats.h"
+#include "kernels/packed_formats.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,3 +1,14 @@
+// The graph IR (sparq/graph.h): attributes, nodes, value shapes, Graph's
+// lookups and TopoSort.
+//
+// graph/ is the layer that every pass builds on (formats reads and writes the
+// IR; runtime, quant and prune rewrite it):
+//   graph.cc          the IR itself
+//   graph_editor.h    GraphEditor: fresh names, added nodes and initializers
+//   value_index.h     ValueIndex: who produces and who reads each value
+//   weighted_layer.cc AsWeightedLayer (sparq/weighted_layer.h): a linear layer
+//                     and its constant weight
+//   name_pattern.h    NamePattern: layer names in options and recipes
 #include "sparq/graph.h"
 
 #include <queue>

@@ -14,16 +14,22 @@ namespace sparq {
 
 class GraphEditor {
  public:
+  // Takes note of every name `g` uses (inputs, outputs, initializers, node
+  // names, node inputs and outputs); the editor must not outlive `g`.
   explicit GraphEditor(Graph& g);
 
   Graph& graph() { return g_; }
-  // A value/node name not used yet in the graph, starting from `base`.
+  // The name of a value or node not used yet in the graph: `base` itself, or
+  // else `base_1`, `base_2`, ... (the first one free). The name counts as used
+  // from then on. sparq's one fresh-name rule: every pass names what it adds
+  // through it (a one-off: GraphEditor(g).FreshName(base)).
   std::string FreshName(const std::string& base);
   // Adds an initializer under a fresh name derived from `base`; returns the name.
   std::string AddInitializer(const std::string& base, Tensor t);
   // Appends a node (TopoSort() restores the order later).
   void AddNode(Node n);
-  // Indices of the nodes reading `value`.
+  // Indices of the nodes reading `value` now (each node once; a scan, so it
+  // sees the edits made so far; ValueIndex is the snapshot for many queries).
   std::vector<size_t> Consumers(const std::string& value) const;
   // True when `value` is a graph output.
   bool IsGraphOutput(const std::string& value) const;

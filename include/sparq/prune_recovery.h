@@ -1,0 +1,137 @@
+// Recovery after pruning (OBS / SparseGPT-style least squares, no labels, no
+// training): re-fit the kept weights so each layer reproduces the dense
+// layer's outputs on calibration data; and the activation norms of the
+// activation score.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "sparq/dataset.h"  // BatchSource
+#include "sparq/graph.h"
+#include "sparq/prune_masks.h"
+#include "sparq/status.h"
+
+namespace sparq {
+
+class ThreadPool;  // kernels/parallel.h
+
+// BatchSource (sparq/dataset.h): pruning reads the calibration data once per
+// step (and per layer with sequential recovery).
+
+// Cost per layer: the statistics take O(samples * cols^2) time and
+// O(cols^2) memory; the solve O(k^3) per distinct kept-column set (Cholesky)
+// or O(iterations * rows * cols^2) (conjugate gradients). Example: resnet18,
+// 50% unstructured, 4 calibration images of 224x224: a few CPU-minutes on
+// 2 cores, most of it in the 512-channel layers (4608 inputs per row).
+struct RecoveryOptions {
+  // Damping: lambda = damping * mean(diag(H)), H = X^T X, pulling the fit
+  // toward the masked weights.
+  double damping = 0.01;
+  // Shift the bias so the layer's mean output on the calibration data equals
+  // the dense layer's (a bias is added to a layer without one when needed).
+  bool bias_correction = true;
+  // Conv: output positions sampled per sample (spread evenly over the
+  // image), bounding the cost of the statistics on large images.
+  int64_t max_rows_per_sample = 256;
+  // true: layers are recovered one after the other in graph order, each on
+  // the inputs of the model whose earlier layers are already recovered (one
+  // pass over the data per layer, stopping at the layer). false: one pass
+  // gathers every layer's statistics from the pruned, not yet recovered model
+  // (faster, less exact, memory O(sum of cols^2)).
+  bool sequential = true;
+  // Rows keeping at most this many inputs are solved exactly by Cholesky
+  // (rows with the same kept columns share one factorization); rows keeping
+  // more by Jacobi-preconditioned conjugate gradients from the current
+  // weights, 64 rows at a time (one GEMM with H per block and iteration).
+  int64_t max_direct_cols = 512;
+  int cg_iterations = 30;
+  double cg_tolerance = 1e-4;  // relative residual at which a row stops
+  // Progress lines, one per recovered layer; optional.
+  std::function<void(const std::string&)> log;
+  int threads = 0;             // 0 = one per hardware thread
+};
+
+// Streaming least-squares statistics of one layer (one Conv group) over the
+// calibration data: X are the layer's inputs in the pruned model (im2col rows
+// for Conv), Y the dense layer's outputs on the dense model's inputs, without
+// bias. Memory O(cols^2 + rows * cols), whatever the amount of data.
+class LayerStatistics {
+ public:
+  LayerStatistics(int64_t rows, int64_t cols);
+
+  // Adds n samples: x [n, cols] and y [n, rows], row-major. Accumulates in
+  // double; deterministic for any pool. InvalidArgument on NaN/Inf input.
+  Status Add(const float* x, const float* y, int64_t n, ThreadPool* pool = nullptr);
+
+  int64_t rows() const { return rows_; }
+  int64_t cols() const { return cols_; }
+  int64_t samples() const { return samples_; }
+  const std::vector<double>& gram() const { return gram_; }    // H = X^T X  [cols, cols]
+  const std::vector<double>& cross() const { return cross_; }  // Y^T X      [rows, cols]
+  const std::vector<double>& sum_x() const { return sum_x_; }  // [cols]
+  const std::vector<double>& sum_y() const { return sum_y_; }  // [rows]
+  const std::vector<double>& sum_y2() const { return sum_y2_; }  // [rows]
+  // sum over samples of (x . w_r - y_r)^2 for every row r of `w` (the
+  // squared output error of weights w, from the statistics alone).
+  std::vector<double> SquaredError(const Matrix& w, ThreadPool* pool = nullptr) const;
+
+ private:
+  int64_t rows_, cols_, samples_ = 0;
+  std::vector<double> gram_, cross_, sum_x_, sum_y_, sum_y2_;
+};
+
+struct LayerRecoveryResult {
+  double error_before = 0.0;  // relative output error ||Y_hat - Y||^2 / ||Y||^2 of the masked weights
+  double error_after = 0.0;   // the same after re-fitting
+  int64_t direct_solves = 0;  // Cholesky factorizations (shared by rows with one mask)
+  int64_t iterative_rows = 0; // rows solved by conjugate gradients
+};
+
+// Re-fits the kept weights of every row r of `weights` (its [rows, cols] GEMM
+// view, pruned by `mask`; pruned entries are set to 0.0f and stay so):
+//   w_r[K] = argmin ||X_K w - y_r||^2 + lambda ||w - w0_r[K]||^2,  K = kept columns of row r
+// i.e. (H_KK + lambda I) w = (X^T y_r)_K + lambda w0_r[K], with w0 the masked
+// input weights and lambda = damping * mean(diag H). Damping toward w0 (not
+// zero) means the output error on the statistics never increases.
+// With bias_shift non-null (and options.bias_correction) it receives, per
+// row, mean(y_r) - mean(x . w_r): the amount to add to the *dense* bias so the
+// mean output matches the dense layer. Rows without kept weights keep zeros
+// (their shift is then mean(y_r)). Errors: InvalidArgument for mismatched
+// shapes or statistics without samples.
+StatusOr<LayerRecoveryResult> RecoverLayer(const LayerStatistics& stats, const PruneMask& mask,
+                                           const RecoveryOptions& options, Matrix* weights,
+                                           std::vector<double>* bias_shift = nullptr,
+                                           ThreadPool* pool = nullptr);
+
+struct ModelRecoveryReport {
+  struct Layer {
+    std::string node;
+    double error_before = 0.0, error_after = 0.0;  // as LayerRecoveryResult, over all groups
+    double bias_shift_rms = 0.0;
+    double seconds = 0.0;  // statistics and solve (sequential: the data pass too)
+  };
+  std::vector<Layer> layers;
+  int64_t samples = 0;  // calibration samples (batch rows) read per layer
+};
+
+// Recovers the named layers of `pruned` (a copy of `dense` whose weights were
+// masked: a weight that is 0.0f counts as pruned) in graph order, running both
+// models on `data` with the executor. Biases become dense bias + shift.
+// Errors: NotFound for an unknown or unsupported layer name; InvalidArgument
+// when the models' layers differ in shape or the data is empty or not finite;
+// the executor's errors.
+StatusOr<ModelRecoveryReport> RecoverModel(const Model& dense, Model* pruned, const std::vector<std::string>& layers,
+                                           const BatchSource& data, const RecoveryOptions& options);
+
+// L2 norm of each input column (im2col column for Conv) of each named layer
+// over `data` in `model`: the activation norms of PruneScore::kActivation.
+// Returned by node name; Conv groups are concatenated (cols * groups values).
+StatusOr<std::map<std::string, std::vector<double>>> ActivationColumnNorms(
+    const Model& model, const std::vector<std::string>& layers, const BatchSource& data,
+    int64_t max_rows_per_sample = 256, int threads = 0);
+
+}  // namespace sparq
