@@ -3,20 +3,11 @@
 #include <algorithm>
 #include <map>
 
+#include "graph/value_index.h"
 #include "sparq/executor.h"
 #include "sparq/metrics.h"
 
 namespace sparq {
-namespace {
-
-bool Produces(const Graph& g, const std::string& value) {
-  for (const Node& n : g.nodes)
-    for (const auto& x : n.outputs)
-      if (x == value) return true;
-  return false;
-}
-
-}  // namespace
 
 StatusOr<std::vector<LayerSqnr>> LayerOutputSqnr(const Model& float_model, const Model& quantized,
                                                  const std::vector<LayerDecision>& layers, const TensorMap& batch,
@@ -32,9 +23,10 @@ StatusOr<std::vector<LayerSqnr>> LayerOutputSqnr(const Model& float_model, const
       }
   }
   // With BN folded, a Conv's output name is the BN's: look both up.
+  const ValueIndex float_values(float_model.graph), quantized_values(quantized.graph);
   std::vector<std::string> present;
   for (const auto& o : outputs)
-    if (Produces(float_model.graph, o) && Produces(quantized.graph, o)) present.push_back(o);
+    if (float_values.Producer(o) && quantized_values.Producer(o)) present.push_back(o);
   RunOptions ro;
   ro.extra_outputs = present;
   TensorMap float_out, q_out;
