@@ -6,11 +6,7 @@
 #include <sstream>
 
 #include "cli/commands.h"
-#include "pipeline/data_prep.h"
-#include "runtime/dataset.h"
-#include "sparq/evaluate.h"
-#include "sparq/onnx_io.h"
-#include "sparq/prune.h"
+#include "sparq/commands.h"
 
 namespace sparq {
 namespace cli {
@@ -93,46 +89,25 @@ A recipe can use the same scan to give insensitive layers more sparsity:
     options.threads = args->threads;
     options.log = [](const std::string& line) { std::cerr << "sparq: " << line << "\n"; };
 
-    std::string metric = args->metric.empty() ? (args->labels.empty() ? "agreement" : "top1") : args->metric;
-    if (metric != "top1" && metric != "agreement" && metric != "sqnr") {
-      return ReportError("--metric must be top1, agreement or sqnr, got '" + metric + "'");
-    }
-    if (metric == "top1" && args->labels.empty()) return ReportError("--metric top1 needs --labels");
-
-    auto model = LoadModel(args->model);
-    if (!model.ok()) return ReportError(model.status());
-    if (model->graph.inputs.empty()) return ReportError(args->model + ": the model has no inputs");
-
-    // Each candidate is written to a scratch folder and evaluated like
-    // `sparq eval --reference MODEL` would.
-    const std::string out_dir = std::filesystem::absolute(args->output).parent_path().string();
-    std::error_code ec;
-    std::filesystem::create_directories(out_dir, ec);
-    TempFolder scratch(out_dir);
-    EvalOptions eval;
-    eval.inputs = args->eval.empty() ? args->data : args->eval;
-    eval.labels = metric == "top1" ? args->labels : "";
-    eval.reference = metric == "top1" ? "" : args->model;
-    eval.batch = args->batch;
-    eval.threads = args->threads;
-    eval.limit = args->samples;
-    int64_t candidates = 0;
-    PruneMetricFn judge = [&](const Model& m) -> StatusOr<PruneEvaluation> {
-      const std::string path = scratch.path("candidate.onnx");
-      SPARQ_RETURN_IF_ERROR(SaveModel(m, path));
-      SPARQ_ASSIGN_OR_RETURN(EvalReport r, Evaluate(path, eval));
-      PruneEvaluation e;
-      if (metric == "top1") e.metric = 100.0 * r.top1();
-      else if (metric == "agreement") e.metric = 100.0 * r.top1_agreement();
-      else e.metric = r.comparisons.empty() ? 0.0 : std::min(100.0, r.comparisons[0].sqnr_db);
-      ++candidates;
-      return e;
-    };
-    const BatchSource data =
-        DatasetBatches(args->data, model->graph.inputs, model->graph.initializer_inputs, args->batch, args->samples);
-    auto table = SensitivityAnalysis(*model, options, data, judge);
-    if (!table.ok()) return ReportError(table.status());
+    SensitivityFilesOptions files;
+    files.model = args->model;
+    files.data = args->data;
+    files.eval = args->eval;
+    files.labels = args->labels;
+    files.samples = args->samples;
+    files.batch_size = args->batch;
+    files.sensitivity = options;
+    const std::string metric = args->metric.empty() ? (args->labels.empty() ? "agreement" : "top1") : args->metric;
+    auto parsed = ParseMetric(metric);
+    if (!parsed.ok()) return ReportError(parsed.status().WithContext("--metric"));
+    files.metric = *parsed;
+    auto result = SensitivityFiles(files);
+    if (!result.ok()) return ReportError(result.status());
+    const SensitivityTable* table = &result->table;
+    const int64_t candidates = result->candidates;
     const std::string csv = args->output + ".csv", svg = args->output + ".svg";
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::absolute(args->output).parent_path(), ec);
     Status st = WriteSensitivityCsv(*table, csv);
     if (st.ok()) {
       st = WriteSensitivitySvg(*table, svg, "Pruning sensitivity of " + std::filesystem::path(args->model).filename().string() +

@@ -1,32 +1,22 @@
-// Data preparation for `sparq run` (internal).
+// Data for `sparq run` (internal): the recipe's data section as batch
+// sources, preprocessing applied per batch (no preprocessed copy on disk).
 #pragma once
 
 #include <string>
 
+#include "sparq/dataset.h"
 #include "sparq/graph.h"
 #include "sparq/recipe.h"
 #include "sparq/status.h"
 
 namespace sparq {
 
-// A scratch folder inside `parent`, removed with its contents on destruction.
-class TempFolder {
- public:
-  explicit TempFolder(const std::string& parent);
-  ~TempFolder();
-  TempFolder(const TempFolder&) = delete;
-  TempFolder& operator=(const TempFolder&) = delete;
-  std::string path(const std::string& name) const;
-
- private:
-  std::string root_;
-};
-
-// The dataset at `path` after the recipe's preprocessing (scale, NHWC ->
-// NCHW, mean/std per channel): `path` itself when there is nothing to do,
-// else a .npz written to `scratch`. Errors name the file and the array.
-StatusOr<std::string> PrepareData(const std::string& path, const RecipeData& data, const Model& model,
-                                  const std::string& scratch);
+// Batches of the data at `path` for `model`, `limit` samples per pass at most
+// (0 = all), with data.preprocess applied to the input it feeds (data.input,
+// or the model's only input). Errors: InvalidArgument naming data.input when
+// the model has several inputs and the recipe names none; those of OpenDataset.
+StatusOr<BatchSource> RecipeBatches(const std::string& path, const RecipeData& data, const Model& model,
+                                    int64_t limit);
 
 // Fraction of exact zeros over the model's weight tensors (initializers of at
 // least 16 elements, zero points excluded).

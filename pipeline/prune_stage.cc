@@ -8,19 +8,10 @@ StatusOr<PruneOptions> ToPruneOptions(const Recipe& recipe) {
   PruneOptions o;
   o.structure = p.structure;
   o.sparsity = p.structure.kind == RecipePrune::Structure::Kind::kNM && p.sparsity == 0.0 ? 0.0 : p.sparsity;
-  switch (p.schedule) {
-    case RecipePrune::Schedule::kOneShot: o.schedule = PruneSchedule::kOneShot; break;
-    case RecipePrune::Schedule::kLinear: o.schedule = PruneSchedule::kLinear; break;
-    case RecipePrune::Schedule::kAgp: o.schedule = PruneSchedule::kAgp; break;
-  }
+  o.schedule = p.schedule;
   o.steps = p.steps;
-  o.scope = p.scope == RecipePrune::Scope::kGlobal ? PruneScope::kGlobal : PruneScope::kLayer;
-  switch (p.score) {
-    case RecipePrune::Score::kMagnitude: o.score = PruneScore::kMagnitude; break;
-    case RecipePrune::Score::kL1: o.score = PruneScore::kL1; break;
-    case RecipePrune::Score::kL2: o.score = PruneScore::kL2; break;
-    case RecipePrune::Score::kActivation: o.score = PruneScore::kActivation; break;
-  }
+  o.scope = p.scope;
+  o.score = p.score;
   o.recovery = p.recovery;
   o.skip_first_last = p.skip_first_last;
   o.threads = recipe.evaluate.threads;

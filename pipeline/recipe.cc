@@ -41,31 +41,39 @@ using Metric = RecipeEvaluate::Metric;
 constexpr EnumEntry<Format> kFormats[] = {
     {Format::kQdq, "qdq"}, {Format::kQOperator, "qoperator"}, {Format::kFp16, "fp16"}};
 constexpr EnumEntry<Layout> kLayouts[] = {{Layout::kNCHW, "NCHW"}, {Layout::kNHWC, "NHWC"}};
-constexpr EnumEntry<Schedule> kSchedules[] = {
-    {Schedule::kOneShot, "oneshot"}, {Schedule::kLinear, "linear"}, {Schedule::kAgp, "agp"}};
-constexpr EnumEntry<Scope> kScopes[] = {{Scope::kGlobal, "global"}, {Scope::kLayer, "layer"}};
-constexpr EnumEntry<Score> kScores[] = {
-    {Score::kMagnitude, "magnitude"}, {Score::kL1, "l1"}, {Score::kL2, "l2"}, {Score::kActivation, "activation"}};
+// The library's enums are spelled by the library's name functions.
+const EnumEntry<Schedule> kSchedules[] = {{Schedule::kOneShot, PruneScheduleName(Schedule::kOneShot)},
+                                          {Schedule::kLinear, PruneScheduleName(Schedule::kLinear)},
+                                          {Schedule::kAgp, PruneScheduleName(Schedule::kAgp)}};
+const EnumEntry<Scope> kScopes[] = {{Scope::kGlobal, PruneScopeName(Scope::kGlobal)},
+                                    {Scope::kLayer, PruneScopeName(Scope::kLayer)}};
+const EnumEntry<Score> kScores[] = {{Score::kMagnitude, PruneScoreName(Score::kMagnitude)},
+                                    {Score::kL1, PruneScoreName(Score::kL1)},
+                                    {Score::kL2, PruneScoreName(Score::kL2)},
+                                    {Score::kActivation, PruneScoreName(Score::kActivation)}};
 constexpr EnumEntry<Precision> kPrecisions[] = {
     {Precision::kInt8, "int8"}, {Precision::kFp16, "fp16"}, {Precision::kMixed, "mixed"}};
-constexpr EnumEntry<LayerPrecision> kLayerPrecisions[] = {
-    {LayerPrecision::kInt8, "int8"}, {LayerPrecision::kFp16, "fp16"}, {LayerPrecision::kFp32, "fp32"}};
+const EnumEntry<LayerPrecision> kLayerPrecisions[] = {{LayerPrecision::kINT8, PrecisionName(LayerPrecision::kINT8)},
+                                                     {LayerPrecision::kFP16, PrecisionName(LayerPrecision::kFP16)},
+                                                     {LayerPrecision::kFP32, PrecisionName(LayerPrecision::kFP32)}};
 // quantize.fallback.to: only the float precisions.
-constexpr EnumEntry<LayerPrecision> kFallbackTargets[] = {
-    {LayerPrecision::kFp16, "fp16"}, {LayerPrecision::kFp32, "fp32"}};
+const EnumEntry<LayerPrecision> kFallbackTargets[] = {{LayerPrecision::kFP16, PrecisionName(LayerPrecision::kFP16)},
+                                                     {LayerPrecision::kFP32, PrecisionName(LayerPrecision::kFP32)}};
 constexpr EnumEntry<RecipeQuantize::Mode> kModes[] = {{RecipeQuantize::Mode::kStatic, "static"},
                                                       {RecipeQuantize::Mode::kDynamic, "dynamic"}};
 constexpr EnumEntry<RankBy> kRankBy[] = {{RankBy::kSqnr, "sqnr"}, {RankBy::kMetric, "metric"}};
 constexpr EnumEntry<Backend> kBackends[] = {{Backend::kCpu, "cpu"}, {Backend::kCuda, "cuda"}, {Backend::kAuto, "auto"}};
-constexpr EnumEntry<Metric> kMetrics[] = {{Metric::kTop1, "top1"},
-                                          {Metric::kTop5, "top5"},
-                                          {Metric::kAgreement, "agreement"},
-                                          {Metric::kSqnr, "sqnr"},
-                                          {Metric::kCosine, "cosine"}};
-constexpr EnumEntry<CalibrationMethod> kMethods[] = {{CalibrationMethod::kMax, "max"},
-                                                     {CalibrationMethod::kKL, "kl"},
-                                                     {CalibrationMethod::kPercentile, "percentile"},
-                                                     {CalibrationMethod::kMSE, "mse"}};
+// Spelled by the library's one name table (MetricName).
+constexpr EnumEntry<Metric> kMetrics[] = {{Metric::kTop1, MetricName(Metric::kTop1)},
+                                          {Metric::kTop5, MetricName(Metric::kTop5)},
+                                          {Metric::kAgreement, MetricName(Metric::kAgreement)},
+                                          {Metric::kSqnr, MetricName(Metric::kSqnr)},
+                                          {Metric::kCosine, MetricName(Metric::kCosine)}};
+const EnumEntry<CalibrationMethod> kMethods[] = {
+    {CalibrationMethod::kMax, CalibrationMethodName(CalibrationMethod::kMax)},
+    {CalibrationMethod::kKL, CalibrationMethodName(CalibrationMethod::kKL)},
+    {CalibrationMethod::kPercentile, CalibrationMethodName(CalibrationMethod::kPercentile)},
+    {CalibrationMethod::kMSE, CalibrationMethodName(CalibrationMethod::kMSE)}};
 
 bool HasDataExtension(const fs::path& p) {
   std::string ext = p.extension().string();
@@ -462,10 +470,10 @@ void RecipeParser::CheckAcrossSections() {
   if (q.enabled && precision_ok && q.precision == Precision::kFp16) {
     for (size_t i = 0; i < q.layers.size(); ++i) {
       const std::string path = "quantize.layers[" + std::to_string(i) + "].precision";
-      if (q.layers[i].precision == LayerPrecision::kInt8 && !diag_.FailedAt(path))
+      if (q.layers[i].precision == LayerPrecision::kINT8 && !diag_.FailedAt(path))
         diag_.Error(diag_.LineFor(path), path, "int8 layers need quantize.precision int8 or mixed, not fp16");
     }
-    if (q.fallback.enabled && q.fallback.to == LayerPrecision::kFp16 && diag_.Written("quantize.fallback.to"))
+    if (q.fallback.enabled && q.fallback.to == LayerPrecision::kFP16 && diag_.Written("quantize.fallback.to"))
       diag_.Error(diag_.LineFor("quantize.fallback.to"), "quantize.fallback.to",
                   "fp16 is the model's precision already; fall back to fp32");
   }
@@ -555,17 +563,6 @@ void RecipeParser::CheckFiles() {
 }
 
 }  // namespace
-
-std::vector<std::string> RecipeQuantize::Fp16::DefaultFp16BlockOps() {
-  // onnxconverter-common's float16.DEFAULT_OP_BLOCK_LIST: ops whose FP16
-  // versions are missing in common runtimes or lose accuracy (index math,
-  // reductions to extremes, the ai.onnx.ml operators).
-  return {"ArrayFeatureExtractor", "Binarizer", "CastMap", "CategoryMapper", "DictVectorizer", "FeatureVectorizer",
-          "Imputer", "LabelEncoder", "LinearClassifier", "LinearRegressor", "Normalizer", "OneHotEncoder",
-          "RandomUniformLike", "SVMClassifier", "SVMRegressor", "Scaler", "TreeEnsembleClassifier",
-          "TreeEnsembleRegressor", "ZipMap", "NonMaxSuppression", "TopK", "RoiAlign", "Resize", "Range", "CumSum",
-          "Min", "Max", "Upsample"};
-}
 
 // ---------------------------------------------------------------------------
 // Public entry points

@@ -9,13 +9,11 @@
 
 #include "pipeline/data_prep.h"
 #include "pipeline/prune_stage.h"
-#include "runtime/dataset.h"
 #include "runtime/nonfinite.h"
 #include "sparq/calibrate.h"
 #include "sparq/evaluate.h"
-#include "sparq/executor.h"
+#include "sparq/fallback.h"
 #include "sparq/file_io.h"
-#include "sparq/metrics.h"
 #include "sparq/onnx_io.h"
 #include "sparq/pipeline.h"
 
@@ -23,50 +21,6 @@ namespace sparq {
 namespace fs = std::filesystem;
 
 namespace {
-
-Precision ToPrecision(RecipeQuantize::LayerPrecision p) {
-  switch (p) {
-    case RecipeQuantize::LayerPrecision::kInt8: return Precision::kINT8;
-    case RecipeQuantize::LayerPrecision::kFp16: return Precision::kFP16;
-    case RecipeQuantize::LayerPrecision::kFp32: return Precision::kFP32;
-  }
-  return Precision::kFP32;
-}
-
-QuantizeOptions ToQuantizeOptions(const Recipe& r) {
-  QuantizeOptions q;
-  q.format = r.output.format == RecipeOutput::Format::kQOperator ? QuantFormat::kQOperator : QuantFormat::kQDQ;
-  switch (r.quantize.precision) {
-    case RecipeQuantize::Precision::kInt8: q.precision = Precision::kINT8; break;
-    case RecipeQuantize::Precision::kFp16: q.precision = Precision::kFP16; break;
-    case RecipeQuantize::Precision::kMixed:
-      q.precision = Precision::kINT8;
-      q.other_precision = Precision::kFP16;
-      break;
-  }
-  q.per_channel = r.quantize.per_channel;
-  q.fold_batchnorm = r.quantize.fold_batchnorm;
-  q.dynamic = r.quantize.mode == RecipeQuantize::Mode::kDynamic;
-  q.gather_int8 = r.quantize.gather_int8;
-  for (const auto& rule : r.quantize.layers) q.layers.push_back({rule.match, ToPrecision(rule.precision)});
-  q.fp16_block_ops = r.quantize.fp16.block_ops;
-  q.keep_io_types = r.quantize.fp16.keep_io_types;
-  return q;
-}
-
-const char* MetricName(RecipeEvaluate::Metric m) {
-  switch (m) {
-    case RecipeEvaluate::Metric::kTop1: return "top1";
-    case RecipeEvaluate::Metric::kTop5: return "top5";
-    case RecipeEvaluate::Metric::kAgreement: return "agreement";
-    case RecipeEvaluate::Metric::kSqnr: return "sqnr";
-    case RecipeEvaluate::Metric::kCosine: return "cosine";
-  }
-  return "?";
-}
-
-// The FP32 model's own value of a metric that compares against FP32.
-constexpr double kSqnrCeilingDb = 100.0;
 
 class Runner {
  public:
@@ -86,84 +40,77 @@ class Runner {
         stage, std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count());
     return result;
   }
-  EvalOptions BaseEvalOptions(const std::string& stage) const;
-  BatchSource Batches(const std::string& path, int64_t limit) const;
+  EvaluateCallOptions CallOptions(const std::string& stage) const;
+  Status OpenData();
   StatusOr<CalibrationTable> CalibrateModel();
   Status PruneStage(double dense_metric);
-  StatusOr<EvalReport> EvaluateModel(const std::string& path, bool with_reference, const std::string& stage);
-  double MetricOf(const EvalReport& e, bool is_fp32) const;
+  StatusOr<EvalReport> EvaluateModel(const Model& m, const std::string& stage);
+  double MetricOf(const EvalReport& e) const { return MetricValue(r_.evaluate.metric, e); }
+  void Judge(const EvalReport& e);
   Status WriteOutputModel(const Model& m);
-  StatusOr<std::vector<std::pair<std::string, double>>> LayerSqnr(const Model& quantized);
   Status WriteReports();
-  Status CheckFinite(const EvalReport& e);
+  Status CheckFinite(const Model& m, const EvalReport& e);
 
   const Recipe& r_;
   const PipelineOptions& o_;
   RunReport report_;
-  Model fp32_;
-  std::string calib_path_, eval_path_;  // data after preprocessing
-  std::unique_ptr<TempFolder> tmp_;
+  Model fp32_;               // the float model: as loaded, then pruned
+  BatchSource calibration_;  // data.calibration (else data.evaluation), preprocessed per batch
+  std::unique_ptr<Evaluator> evaluator_;  // data.evaluation against the model as loaded
 };
 
-EvalOptions Runner::BaseEvalOptions(const std::string& stage) const {
-  EvalOptions e;
-  e.inputs = eval_path_;
-  e.labels = r_.data.labels;
-  e.threads = r_.evaluate.threads;
-  e.limit = r_.data.evaluation_samples;
-  e.batch = r_.data.batch_size;
-  const ValueInfo& in = fp32_.graph.inputs.front();
-  if (in.has_shape && !in.dims.empty() && in.dims[0].known()) e.batch = 0;  // fixed batch: use it
+EvaluateCallOptions Runner::CallOptions(const std::string& stage) const {
+  EvaluateCallOptions call;
+  call.name = stage;
   if (o_.on_progress) {
     auto cb = o_.on_progress;
-    e.on_progress = [cb, stage](const EvalProgress& p) { cb({stage, p.done, p.total}); };
+    call.on_progress = [cb, stage](const EvalProgress& p) { cb({stage, p.done, p.total}); };
   }
-  return e;
+  return call;
 }
 
-StatusOr<EvalReport> Runner::EvaluateModel(const std::string& path, bool with_reference, const std::string& stage) {
-  EvalOptions e = BaseEvalOptions(stage);
-  if (with_reference) e.reference = r_.model;
-  auto rep = Evaluate(path, e);
+// The data, opened once for the whole run, and the evaluator: the model as
+// loaded is the reference that every later model is compared with, run once.
+Status Runner::OpenData() {
+  const RecipeData& d = r_.data;
+  SPARQ_ASSIGN_OR_RETURN(calibration_, RecipeBatches(d.calibration.empty() ? d.evaluation : d.calibration, d, fp32_,
+                                                     d.calibration_samples));
+  SPARQ_ASSIGN_OR_RETURN(BatchSource evaluation, RecipeBatches(d.evaluation, d, fp32_, d.evaluation_samples));
+  EvaluatorOptions e;
+  e.labels = d.labels;
+  e.threads = r_.evaluate.threads;
+  e.on_progress = CallOptions("evaluate fp32").on_progress;
+  auto created = Evaluator::Create(fp32_, std::move(evaluation), e);
+  if (!created.ok()) return created.status().WithContext("evaluate fp32");
+  evaluator_ = std::move(created).value();
+  return Status::OK();
+}
+
+StatusOr<EvalReport> Runner::EvaluateModel(const Model& m, const std::string& stage) {
+  auto rep = evaluator_->Evaluate(m, CallOptions(stage));
   if (!rep.ok()) return rep.status().WithContext(stage);
   return rep;
 }
 
-double Runner::MetricOf(const EvalReport& e, bool is_fp32) const {
-  switch (r_.evaluate.metric) {
-    case RecipeEvaluate::Metric::kTop1: return 100.0 * e.top1();
-    case RecipeEvaluate::Metric::kTop5: return 100.0 * e.top5();
-    case RecipeEvaluate::Metric::kAgreement: return is_fp32 ? 100.0 : 100.0 * e.top1_agreement();
-    case RecipeEvaluate::Metric::kSqnr:
-      if (is_fp32 || e.comparisons.empty()) return kSqnrCeilingDb;
-      return std::min(kSqnrCeilingDb, e.comparisons[0].sqnr_db);
-    case RecipeEvaluate::Metric::kCosine:
-      return is_fp32 || e.comparisons.empty() ? 1.0 : e.comparisons[0].cosine;
-  }
-  return 0.0;
-}
-
-// Batches of `path`, at most `limit` samples (0 = all); each call of the
-// returned source reads the data again from the start.
-BatchSource Runner::Batches(const std::string& path, int64_t limit) const {
-  const Graph& g = fp32_.graph;
-  int64_t size = r_.data.batch_size;
-  const ValueInfo& in = g.inputs.front();
-  if (in.has_shape && !in.dims.empty() && in.dims[0].known()) size = in.dims[0].value;  // fixed batch
-  return DatasetBatches(path, g.inputs, g.initializer_inputs, size, limit);
+void Runner::Judge(const EvalReport& e) {
+  report_.output_metric = MetricOf(e);
+  report_.top1_agreement = 100.0 * e.top1_agreement();
+  report_.sqnr_db = e.comparisons.empty() ? 0.0 : e.comparisons[0].sqnr_db;
+  report_.eval_samples = e.samples;
+  double drop = report_.fp32_metric - report_.output_metric;
+  if (r_.evaluate.gate.relative) drop = report_.fp32_metric != 0.0 ? drop / std::fabs(report_.fp32_metric) : 0.0;
+  report_.drop = drop;
+  report_.passed = drop <= r_.evaluate.gate.max_drop;
 }
 
 StatusOr<CalibrationTable> Runner::CalibrateModel() {
-  const int64_t limit = r_.data.calibration_samples;
-  BatchFn next = Batches(calib_path_, limit)();
+  BatchFn next = calibration_();
   CalibrationOptions c;
-  c.method = r_.quantize.calibration.method;
-  c.bins = r_.quantize.calibration.bins;
-  c.percentile = r_.quantize.calibration.percentile;
-  c.symmetric = r_.quantize.calibration.symmetric;
+  static_cast<CalibrationMethodOptions&>(c) = r_.quantize.calibration;
   c.threads = r_.evaluate.threads;
-  int64_t total_batches = -1;
-  if (limit > 0) total_batches = (limit + r_.data.batch_size - 1) / r_.data.batch_size;
+  // The source knows its size and the batch it reads (a fixed batch dim wins).
+  const int64_t samples = calibration_.samples(), batch = calibration_.batch_size();
+  const int64_t total_batches = samples >= 0 && batch > 0 ? (samples + batch - 1) / batch : -1;
   if (o_.on_progress) {
     auto cb = o_.on_progress;
     c.progress = [cb, total_batches](int64_t done) { cb({"calibrate", done, total_batches}); };
@@ -182,60 +129,11 @@ Status Runner::WriteOutputModel(const Model& m) {
   return Status::OK();
 }
 
-// SQNR of every INT8 layer's output, FP32 model vs quantized model, on the
-// first evaluation batch; lowest first.
-StatusOr<std::vector<std::pair<std::string, double>>> Runner::LayerSqnr(const Model& quantized) {
-  SPARQ_ASSIGN_OR_RETURN(auto data, Dataset::Open(eval_path_, fp32_.graph.inputs, fp32_.graph.initializer_inputs));
-  TensorMap batch;
-  int64_t rows = 0;
-  int64_t want = r_.data.batch_size;
-  const ValueInfo& in = fp32_.graph.inputs.front();
-  if (in.has_shape && !in.dims.empty() && in.dims[0].known()) want = in.dims[0].value;
-  SPARQ_RETURN_IF_ERROR(data->Next(want, &batch, &rows));
-  std::vector<std::string> outputs;
-  std::map<std::string, std::string> node_of;
-  for (const auto& d : report_.layers) {
-    if (d.precision != Precision::kINT8) continue;
-    for (const Node& n : fp32_.graph.nodes)
-      if (n.name == d.node && !n.name.empty()) {
-        outputs.push_back(n.outputs[0]);
-        node_of[n.outputs[0]] = n.name;
-      }
-  }
-  // With BN folded, a Conv's output name is the BN's: look both up.
-  std::vector<std::string> present;
-  for (const auto& o : outputs) {
-    bool in_fp32 = false, in_q = false;
-    for (const Node& n : fp32_.graph.nodes)
-      for (const auto& x : n.outputs) in_fp32 |= x == o;
-    for (const Node& n : quantized.graph.nodes)
-      for (const auto& x : n.outputs) in_q |= x == o;
-    if (in_fp32 && in_q) present.push_back(o);
-  }
-  RunOptions ro;
-  ro.extra_outputs = present;
-  TensorMap ref_out, q_out;
-  SPARQ_ASSIGN_OR_RETURN(auto ref_exec, Executor::Create(fp32_, ExecutorOptions{r_.evaluate.threads}));
-  SPARQ_RETURN_IF_ERROR(ref_exec->Run(batch, &ref_out, ro));
-  SPARQ_ASSIGN_OR_RETURN(auto q_exec, Executor::Create(quantized, ExecutorOptions{r_.evaluate.threads}));
-  SPARQ_RETURN_IF_ERROR(q_exec->Run(batch, &q_out, ro));
-  std::vector<std::pair<std::string, double>> out;
-  for (const auto& name : present) {
-    ErrorStats s;
-    SPARQ_RETURN_IF_ERROR(s.Add(ref_out[name].ToFloat32(), q_out[name].ToFloat32()));
-    out.emplace_back(node_of[name], s.sqnr_db());
-  }
-  std::sort(out.begin(), out.end(), [](const auto& a, const auto& b) { return a.second < b.second; });
-  return out;
-}
-
 Status Runner::PruneStage(double dense_metric) {
-  const std::string candidate = tmp_->path("prune_candidate.onnx");
   ModelMetricFn metric = [&](const Model& m) -> StatusOr<PruneEvaluation> {
-    SPARQ_RETURN_IF_ERROR(SaveModel(m, candidate));
-    SPARQ_ASSIGN_OR_RETURN(EvalReport e, EvaluateModel(candidate, true, "prune: evaluate"));
+    SPARQ_ASSIGN_OR_RETURN(EvalReport e, EvaluateModel(m, "prune: evaluate"));
     PruneEvaluation out;
-    out.metric = MetricOf(e, false);
+    out.metric = MetricOf(e);
     if (!e.comparisons.empty()) {
       out.sqnr_db = std::min(kSqnrCeilingDb, e.comparisons[0].sqnr_db);
       out.agreement = 100.0 * e.top1_agreement();
@@ -245,8 +143,7 @@ Status Runner::PruneStage(double dense_metric) {
   double max_drop = r_.evaluate.gate.max_drop;
   if (r_.evaluate.gate.relative) max_drop *= std::fabs(dense_metric);
   auto log = [this](const std::string& line) { Log(line); };
-  SPARQ_ASSIGN_OR_RETURN(PruneResult result, RunPruneStage(r_, fp32_, Batches(calib_path_, r_.data.calibration_samples),
-                                                           metric, dense_metric, max_drop, log));
+  SPARQ_ASSIGN_OR_RETURN(PruneResult result, RunPruneStage(r_, fp32_, calibration_, metric, dense_metric, max_drop, log));
   report_.pruned = true;
   report_.prune_text = result.report.ToText();
   for (const auto& st : result.report.steps) {
@@ -284,15 +181,11 @@ StatusOr<RunReport> Runner::Run() {
   SPARQ_RETURN_IF_ERROR(CheckRecipeAgainstModel(r_, fp32_));
   report_.fp32_bytes = static_cast<int64_t>(fs::file_size(r_.model, ec));
 
-  // Data, preprocessed once into temporary files when the recipe asks for it.
-  tmp_ = std::make_unique<TempFolder>(r_.output.dir);
-  SPARQ_ASSIGN_OR_RETURN(calib_path_, PrepareData(r_.data.calibration.empty() ? r_.data.evaluation : r_.data.calibration,
-                                                  r_.data, fp32_, tmp_->path("calibration.npz")));
-  SPARQ_ASSIGN_OR_RETURN(eval_path_, PrepareData(r_.data.evaluation, r_.data, fp32_, tmp_->path("evaluation.npz")));
-
+  // The evaluation data's reference outputs come from this run, once: every
+  // later model (prune candidates, quantized, fallback) is compared with them.
   Log("evaluate fp32");
-  SPARQ_ASSIGN_OR_RETURN(EvalReport fp32_eval, Timed("evaluate fp32", [&] { return EvaluateModel(r_.model, false, "evaluate fp32"); }));
-  report_.fp32_metric = MetricOf(fp32_eval, true);
+  SPARQ_RETURN_IF_ERROR(Timed("evaluate fp32", [&] { return OpenData(); }));
+  report_.fp32_metric = MetricOf(evaluator_->reference_report());
 
   if (r_.prune.enabled) {
     Log("prune (" + r_.prune.structure.ToString() + ")");
@@ -317,55 +210,41 @@ StatusOr<RunReport> Runner::Run() {
     qopt.precision = Precision::kFP32;
     qopt.fold_batchnorm = false;
   }
-  QuantizeReport qrep;
-  SPARQ_ASSIGN_OR_RETURN(Model compressed, Timed("quantize", [&] { return QuantizeModel(fp32_, table, qopt, &qrep); }));
-  report_.layers = qrep.layers;
-  for (const auto& w : qrep.warnings) report_.warnings.push_back(w);
-  SPARQ_RETURN_IF_ERROR(WriteOutputModel(compressed));
+  QuantizedCandidate quantized;
+  SPARQ_ASSIGN_OR_RETURN(quantized.model,
+                         Timed("quantize", [&] { return QuantizeModel(fp32_, table, qopt, &quantized.report); }));
+
+  for (const auto& w : quantized.report.warnings) report_.warnings.push_back(w);
 
   Log("evaluate");
-  auto judge = [&](const EvalReport& e) {
-    report_.output_metric = MetricOf(e, false);
-    report_.top1_agreement = 100.0 * e.top1_agreement();
-    report_.sqnr_db = e.comparisons.empty() ? 0.0 : e.comparisons[0].sqnr_db;
-    report_.eval_samples = e.samples;
-    double drop = report_.fp32_metric - report_.output_metric;
-    if (r_.evaluate.gate.relative) drop = report_.fp32_metric != 0.0 ? drop / std::fabs(report_.fp32_metric) : 0.0;
-    report_.drop = drop;
-    report_.passed = drop <= r_.evaluate.gate.max_drop;
-  };
-  SPARQ_ASSIGN_OR_RETURN(EvalReport out_eval, Timed("evaluate output", [&] {
-    return EvaluateModel(r_.output.model, true, "evaluate output");
-  }));
-  judge(out_eval);
+  SPARQ_ASSIGN_OR_RETURN(quantized.eval,
+                         Timed("evaluate output", [&] { return EvaluateModel(quantized.model, "evaluate output"); }));
+  Judge(quantized.eval);
 
   // Accuracy-aware fallback: move the worst INT8 layer off INT8 and retry.
   const auto& fb = r_.quantize.fallback;
-  while (!report_.passed && int8 && fb.enabled && static_cast<int>(report_.fallback.size()) < fb.max_layers) {
-    SPARQ_ASSIGN_OR_RETURN(auto ranked, LayerSqnr(compressed));
-    std::string worst;
-    double worst_sqnr = 0.0;
-    for (const auto& [node, sqnr] : ranked) {
-      bool done = false;
-      for (const auto& f : report_.fallback) done |= f.node == node;
-      if (!done) {
-        worst = node;
-        worst_sqnr = sqnr;
-        break;
-      }
-    }
-    if (worst.empty()) break;
-    Precision to = ToPrecision(fb.to);
-    qopt.layers.insert(qopt.layers.begin(), LayerRule{worst, to});
-    Log("fallback: " + worst + " to " + PrecisionName(to) + " (output SQNR " + std::to_string(worst_sqnr) + " dB)");
-    SPARQ_ASSIGN_OR_RETURN(compressed, QuantizeModel(fp32_, table, qopt, &qrep));
-    report_.layers = qrep.layers;
-    SPARQ_RETURN_IF_ERROR(WriteOutputModel(compressed));
-    SPARQ_ASSIGN_OR_RETURN(out_eval, EvaluateModel(r_.output.model, true, "evaluate output"));
-    judge(out_eval);
-    report_.fallback.push_back({worst, PrecisionName(to), worst_sqnr, report_.output_metric});
+  if (!report_.passed && int8 && fb.enabled) {
+    FallbackOptions f;
+    f.to = fb.to;
+    f.max_layers = fb.max_layers;
+    f.threads = r_.evaluate.threads;
+    f.metric = r_.evaluate.metric;
+    f.log = [this](const std::string& line) { Log(line); };
+    auto passes = [&](const EvalReport& e) {
+      Judge(e);
+      return report_.passed;
+    };
+    SPARQ_ASSIGN_OR_RETURN(FallbackResult result, QuantizeWithFallback(fp32_, table, qopt, std::move(quantized),
+                                                                       *evaluator_, passes, f));
+    quantized = std::move(result.final);
+    report_.fallback = std::move(result.steps);
+    Judge(quantized.eval);
   }
-  SPARQ_RETURN_IF_ERROR(CheckFinite(out_eval));
+  const Model& compressed = quantized.model;
+  report_.layers = quantized.report.layers;
+  SPARQ_RETURN_IF_ERROR(CheckFinite(compressed, quantized.eval));
+  // The run's one model file.
+  SPARQ_RETURN_IF_ERROR(WriteOutputModel(compressed));
   for (const auto& f : report_.fallback)
     for (auto& l : report_.layers)
       if (l.node == f.node) {
@@ -384,14 +263,12 @@ StatusOr<RunReport> Runner::Run() {
 // written, so CI records the failure), with the first non-finite value named.
 // Not an error (exit 2): the run itself worked, the written model is what is
 // wrong, and the reports should say what broke it.
-Status Runner::CheckFinite(const EvalReport& e) {
+Status Runner::CheckFinite(const Model& m, const EvalReport& e) {
   bool finite = std::isfinite(report_.output_metric);
   for (const auto& c : e.comparisons) finite &= std::isfinite(c.max_abs_error) && !std::isnan(c.cosine);
   if (finite) return Status::OK();
   report_.passed = false;
-  SPARQ_ASSIGN_OR_RETURN(Model written, LoadModel(r_.output.model));
-  SPARQ_ASSIGN_OR_RETURN(report_.nonfinite, FirstNonFiniteTensor(written, Batches(eval_path_, r_.data.evaluation_samples)(),
-                                                                 r_.evaluate.threads));
+  SPARQ_ASSIGN_OR_RETURN(report_.nonfinite, FirstNonFiniteTensor(m, evaluator_->data()(), r_.evaluate.threads));
   if (report_.nonfinite.empty()) report_.nonfinite = "the outputs only (no intermediate value of the reference kernels)";
   Log("the compressed model computes NaN/Inf: first at " + report_.nonfinite);
   return Status::OK();

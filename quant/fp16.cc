@@ -36,16 +36,26 @@ const std::set<std::string> kNeverHalf = {"Cast", "CastLike", "QuantizeLinear", 
 
 }  // namespace
 
+const std::vector<std::string>& DefaultFp16BlockOps() {
+  static const std::vector<std::string> kOps = {
+      "ArrayFeatureExtractor", "Binarizer", "CastMap", "CategoryMapper", "DictVectorizer", "FeatureVectorizer",
+      "Imputer", "LabelEncoder", "LinearClassifier", "LinearRegressor", "Normalizer", "OneHotEncoder",
+      "RandomUniformLike", "SVMClassifier", "SVMRegressor", "Scaler", "TreeEnsembleClassifier",
+      "TreeEnsembleRegressor", "ZipMap", "NonMaxSuppression", "TopK", "RoiAlign", "Resize", "Range", "CumSum",
+      "Min", "Max", "Upsample"};
+  return kOps;
+}
+
 Status ConvertToFloat16(Model& model, const std::vector<std::string>& fp16_nodes,
                         const std::set<std::string>& float_values, const CalibrationTable& table,
                         const QuantizeOptions& options, QuantizeReport* report) {
-  if (!options.keep_io_types) {
+  if (!options.fp16.keep_io_types) {
     return Status::NotSupported("quantize.fp16.keep_io_types: false is not supported yet (inputs/outputs stay float32)");
   }
   Graph& g = model.graph;
   GraphEditor ed(g);
   const std::set<std::string> wanted(fp16_nodes.begin(), fp16_nodes.end());
-  const std::set<std::string> blocked(options.fp16_block_ops.begin(), options.fp16_block_ops.end());
+  const std::set<std::string> blocked(options.fp16.block_ops.begin(), options.fp16.block_ops.end());
 
   // A computed (non-constant) value whose calibrated range float16 cannot hold.
   auto overflows = [&](const std::string& v) {

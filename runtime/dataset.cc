@@ -36,28 +36,6 @@ Status FirstNonFinite(const Tensor& t, const std::string& what, int64_t index_ba
   return Status::OK();
 }
 
-// Checks the type and shape of one array of a data file against the model
-// input it feeds.
-Status CheckArrayType(DataType dtype, const Shape& shape, const ValueInfo& input, const std::string& what) {
-  if (shape.empty()) {
-    return Status::InvalidArgument(what + " is a scalar; samples must lie along its first axis");
-  }
-  if (input.dtype != DataType::kUndefined && dtype != input.dtype) {
-    return Status::InvalidArgument(what + " has type " + DataTypeName(dtype) + ", model input '" + input.name +
-                                   "' expects " + input.Describe() + " (convert the data with .astype)");
-  }
-  if (input.has_shape) {
-    bool ok = input.dims.size() == shape.size();
-    for (size_t d = 1; ok && d < input.dims.size(); ++d)
-      if (input.dims[d].known() && input.dims[d].value != shape[d]) ok = false;
-    if (!ok) {
-      return Status::InvalidArgument(what + " has shape " + ShapeToString(shape) + ", model input '" + input.name +
-                                     "' expects " + input.Describe() + " (samples along the first axis)");
-    }
-  }
-  return Status::OK();
-}
-
 // Rows read at a time when checking an array on disk: about 16 MiB.
 int64_t ScanRows(const Shape& shape, DataType dtype) {
   int64_t row = static_cast<int64_t>(DataTypeSize(dtype));
@@ -126,6 +104,26 @@ Status CheckFinite(const Tensor& t, const std::string& what, int64_t index_base)
     }
     default: return Status::OK();
   }
+}
+
+Status CheckInputArray(DataType dtype, const Shape& shape, const ValueInfo& input, const std::string& what) {
+  if (shape.empty()) {
+    return Status::InvalidArgument(what + " is a scalar; samples must lie along its first axis");
+  }
+  if (input.dtype != DataType::kUndefined && dtype != input.dtype) {
+    return Status::InvalidArgument(what + " has type " + DataTypeName(dtype) + ", model input '" + input.name +
+                                   "' expects " + input.Describe() + " (convert the data with .astype)");
+  }
+  if (input.has_shape) {
+    bool ok = input.dims.size() == shape.size();
+    for (size_t d = 1; ok && d < input.dims.size(); ++d)
+      if (input.dims[d].known() && input.dims[d].value != shape[d]) ok = false;
+    if (!ok) {
+      return Status::InvalidArgument(what + " has shape " + ShapeToString(shape) + ", model input '" + input.name +
+                                     "' expects " + input.Describe() + " (samples along the first axis)");
+    }
+  }
+  return Status::OK();
 }
 
 StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const std::string& path, std::vector<ValueInfo> inputs,
@@ -244,7 +242,7 @@ Status Dataset::Load(size_t index) {
 
   for (const Fed& f : fed) {
     const Source& s = *f.source;
-    SPARQ_RETURN_IF_ERROR(CheckArrayType(s.dtype(), s.shape(), *f.input, s.what));
+    SPARQ_RETURN_IF_ERROR(CheckInputArray(s.dtype(), s.shape(), *f.input, s.what));
     auto first = first_.find(f.input->name);
     if (first != first_.end() && TrailingDims(first->second) != TrailingDims(s.shape())) {
       return Status::InvalidArgument(s.what + " has shape " + ShapeToString(s.shape()) + " but " + files_[0] +
@@ -309,24 +307,141 @@ Status Dataset::Next(int64_t n, TensorMap* batch, int64_t* rows) {
   return Status::OK();
 }
 
-std::function<BatchReader()> DatasetBatches(const std::string& path, std::vector<ValueInfo> inputs,
-                                            std::vector<ValueInfo> optional, int64_t batch_size, int64_t limit) {
-  return [=]() -> BatchReader {
-    std::shared_ptr<Dataset> ds;
+BatchSource BatchSource::WithTransform(BatchTransform transform) const {
+  BatchSource out = *this;
+  std::function<BatchFn()> open = open_;
+  out.open_ = [open, transform]() -> BatchFn {
+    BatchFn next = open();
+    return [next, transform](TensorMap* batch) -> StatusOr<bool> {
+      SPARQ_ASSIGN_OR_RETURN(bool more, next(batch));
+      if (more) SPARQ_RETURN_IF_ERROR(transform(batch));
+      return more;
+    };
+  };
+  return out;
+}
+
+int64_t FixedBatchSize(const Graph& graph) {
+  for (const ValueInfo& v : graph.inputs)
+    if (v.has_shape && !v.dims.empty() && v.dims[0].known()) return v.dims[0].value;
+  return 0;
+}
+
+int64_t BatchSizeFor(const Graph& graph, int64_t requested) {
+  const int64_t fixed = FixedBatchSize(graph);
+  if (fixed > 0) return fixed;
+  return requested > 0 ? requested : 1;
+}
+
+bool Preprocess::IsIdentity() const {
+  return scale == 1.0 && mean.empty() && stddev.empty() && layout == DataLayout::kNCHW;
+}
+
+namespace {
+
+// Applies `p` to one batch of one input (float32 out).
+StatusOr<Tensor> ApplyPreprocess(const Tensor& raw, const Preprocess& p, const std::string& what) {
+  Tensor x = raw.ToFloat32().Clone();
+  float* v = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) v[i] = static_cast<float>(v[i] * p.scale);
+  if (p.layout == DataLayout::kNHWC) {
+    if (x.rank() != 4) {
+      return Status::InvalidArgument(what + ": preprocess layout NHWC needs a rank-4 array, got " +
+                                     ShapeToString(x.shape()));
+    }
+    const int64_t n = x.dim(0), h = x.dim(1), w = x.dim(2), c = x.dim(3);
+    Tensor t(DataType::kFloat32, {n, c, h, w});
+    float* o = t.data<float>();
+    for (int64_t a = 0; a < n; ++a)
+      for (int64_t y = 0; y < h; ++y)
+        for (int64_t z = 0; z < w; ++z)
+          for (int64_t k = 0; k < c; ++k) o[((a * c + k) * h + y) * w + z] = v[((a * h + y) * w + z) * c + k];
+    x = t;
+    v = x.data<float>();
+  }
+  if (!p.mean.empty() || !p.stddev.empty()) {
+    if (x.rank() < 2) return Status::InvalidArgument(what + ": preprocess mean/std need a channel axis (axis 1)");
+    const int64_t c = x.dim(1);
+    for (const auto* list : {&p.mean, &p.stddev}) {
+      if (!list->empty() && static_cast<int64_t>(list->size()) != c && list->size() != 1) {
+        return Status::InvalidArgument(what + ": preprocess lists " + std::to_string(list->size()) +
+                                       " values but the data has " + std::to_string(c) + " channels");
+      }
+    }
+    int64_t inner = 1;
+    for (size_t d = 2; d < x.rank(); ++d) inner *= x.dim(d);
+    for (int64_t i = 0; i < x.numel(); ++i) {
+      const size_t k = static_cast<size_t>((i / inner) % c);
+      const double m = p.mean.empty() ? 0.0 : p.mean[p.mean.size() == 1 ? 0 : k];
+      const double s = p.stddev.empty() ? 1.0 : p.stddev[p.stddev.size() == 1 ? 0 : k];
+      v[i] = static_cast<float>((v[i] - m) / s);
+    }
+  }
+  return x;
+}
+
+}  // namespace
+
+BatchTransform PreprocessTransform(const Preprocess& p, const std::string& input) {
+  return [p, input](TensorMap* batch) -> Status {
+    auto it = batch->find(input);
+    if (it == batch->end()) return Status::NotFound("preprocess: the data has no array for input '" + input + "'");
+    SPARQ_ASSIGN_OR_RETURN(it->second, ApplyPreprocess(it->second, p, "input '" + input + "'"));
+    return Status::OK();
+  };
+}
+
+StatusOr<BatchSource> OpenDataset(const std::string& path, const Graph& graph, const DatasetOptions& options) {
+  if (options.batch_size < 0) {
+    return Status::InvalidArgument("batch size must be >= 1, got " + std::to_string(options.batch_size));
+  }
+  if (options.limit < 0) return Status::InvalidArgument("limit must be >= 0, got " + std::to_string(options.limit));
+  const int64_t batch_size = BatchSizeFor(graph, options.batch_size);
+  const int64_t limit = options.limit;
+  std::vector<ValueInfo> inputs = graph.inputs, optional = graph.initializer_inputs;
+  const BatchTransform transform = options.transform;
+  if (transform) {
+    // The files hold the data before the transform: check type and dims after it.
+    for (auto* list : {&inputs, &optional})
+      for (ValueInfo& v : *list) v.dtype = DataType::kUndefined, v.has_shape = false;
+  }
+  SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> first, Dataset::Open(path, inputs, optional));
+  const int64_t available = first->total();
+  // The first pass reads the dataset opened here; later passes open it again.
+  auto opened = std::make_shared<std::shared_ptr<Dataset>>(std::move(first));
+  std::vector<ValueInfo> fed = graph.inputs;
+  fed.insert(fed.end(), graph.initializer_inputs.begin(), graph.initializer_inputs.end());
+  BatchSource source = [=]() -> BatchFn {
+    std::shared_ptr<Dataset> ds = std::move(*opened);
+    opened->reset();
     auto seen = std::make_shared<int64_t>(0);
     return [=](TensorMap* batch) mutable -> StatusOr<bool> {
       if (!ds) {
-        SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> opened, Dataset::Open(path, inputs, optional));
-        ds = std::move(opened);
+        SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> again, Dataset::Open(path, inputs, optional));
+        ds = std::move(again);
       }
       if (limit > 0 && *seen >= limit) return false;
       const int64_t want = limit > 0 ? std::min(batch_size, limit - *seen) : batch_size;
       int64_t rows = 0;
       SPARQ_RETURN_IF_ERROR(ds->Next(want, batch, &rows));
+      if (rows > 0 && transform) {
+        const std::string samples = "samples [" + std::to_string(*seen) + ", " + std::to_string(*seen + rows) + ")";
+        Status st = transform(batch);
+        if (!st.ok()) return st.WithContext(path + ", " + samples);
+        for (const auto& [name, t] : *batch) {
+          auto input = std::find_if(fed.begin(), fed.end(), [&](const ValueInfo& v) { return v.name == name; });
+          if (input == fed.end()) continue;
+          SPARQ_RETURN_IF_ERROR(CheckInputArray(t.dtype(), t.shape(), *input,
+                                                path + ": input '" + name + "' after preprocessing (" + samples + ")"));
+        }
+      }
       *seen += rows;
       return rows > 0;
     };
   };
+  const int64_t samples = available < 0 ? -1 : limit > 0 ? std::min(limit, available) : available;
+  source.set_name(path).set_size(batch_size, samples, available);
+  return source;
 }
 
 }  // namespace sparq

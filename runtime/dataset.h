@@ -1,5 +1,5 @@
 // Batched reading of model inputs from .npy/.npz files (the dataset layout of
-// sparq/evaluate.h), and row helpers for tensors whose first axis is samples.
+// sparq/dataset.h, whose OpenDataset builds on it), and row helpers for tensors whose first axis is samples.
 // Internal to sparq.
 #pragma once
 
@@ -10,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "sparq/dataset.h"
 #include "sparq/executor.h"
 #include "sparq/graph.h"
 #include "sparq/npy.h"
@@ -75,14 +76,9 @@ class Dataset {
   std::map<std::string, Shape> first_;  // shapes of the first file's arrays: later files must match their trailing dims
 };
 
-// Reads the next batch into `batch`; false at the end of the data (the
-// shape of sparq::BatchFn, calibrate.h).
-using BatchReader = std::function<StatusOr<bool>(TensorMap* batch)>;
-// Batches of `batch_size` samples of the dataset at `path` (see Dataset::Open),
-// at most `limit` samples in all (0 = all). Each call of the result starts a
-// new pass from the first sample (sparq::BatchSource, prune.h); the file is
-// opened at the first batch, and errors come from there.
-std::function<BatchReader()> DatasetBatches(const std::string& path, std::vector<ValueInfo> inputs,
-                                            std::vector<ValueInfo> optional, int64_t batch_size, int64_t limit);
+// Checks one array (or batch) of data against the model input it feeds: not
+// a scalar, the input's type, and its dims after the first. `what` names the
+// array in the message.
+Status CheckInputArray(DataType dtype, const Shape& shape, const ValueInfo& input, const std::string& what);
 
 }  // namespace sparq

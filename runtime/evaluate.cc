@@ -38,24 +38,24 @@ Status CheckSavePath(const std::string& save, const std::string& model_path, con
       {"the dataset", options.inputs}, {"the labels", options.labels}};
   for (const auto& [role, path] : protected_paths) {
     if (!path.empty() && SamePath(save, path)) {
-      return Status::InvalidArgument("--save-outputs " + save + " would overwrite " + role + " " + path);
+      return Status::InvalidArgument("save_outputs " + save + " would overwrite " + role + " " + path);
     }
   }
   if (fs::path(save).extension() != ".npz") {
-    return Status::InvalidArgument("--save-outputs " + save + " must name a .npz file");
+    return Status::InvalidArgument("save_outputs " + save + " must name a .npz file");
   }
   const fs::path parent = fs::path(save).has_parent_path() ? fs::path(save).parent_path() : fs::path(".");
   std::error_code ec;
   if (!fs::is_directory(parent, ec)) {
-    return Status::NotFound("--save-outputs folder does not exist: " + parent.string());
+    return Status::NotFound("save_outputs folder does not exist: " + parent.string());
   }
   return Status::OK();
 }
 
-// Samples per run: the fixed first dim of the inputs, else `requested`, else 1.
-StatusOr<int64_t> ChooseBatch(const Model& model, int64_t requested, bool* fixed) {
-  *fixed = false;
-  int64_t batch = 0;
+// Checks the model's inputs and an explicit `requested` batch against the one
+// batch rule (BatchSizeFor): a value that contradicts a fixed first dim is an
+// error rather than overridden.
+Status CheckBatchOption(const Model& model, int64_t requested) {
   for (const ValueInfo& v : model.graph.inputs) {
     if (!v.is_tensor) return Status::NotSupported("model input '" + v.name + "' is not a tensor");
     if (!v.has_shape) continue;
@@ -65,16 +65,13 @@ StatusOr<int64_t> ChooseBatch(const Model& model, int64_t requested, bool* fixed
     }
     if (!v.dims[0].known()) continue;
     if (v.dims[0].value == 0) return Status::InvalidArgument("model input '" + v.name + "' has a batch size of 0");
-    if (batch == 0) batch = v.dims[0].value;
-    *fixed = true;
     if (requested > 0 && requested != v.dims[0].value) {
-      return Status::InvalidArgument("--batch " + std::to_string(requested) + " does not match model input '" +
+      return Status::InvalidArgument("batch " + std::to_string(requested) + " does not match model input '" +
                                      v.name + "', whose first dim is fixed: " + v.Describe() +
-                                     " (leave out --batch, or export the model with a dynamic batch dim)");
+                                     " (leave the batch option out, or export the model with a dynamic batch dim)");
     }
   }
-  if (batch > 0) return batch;
-  return requested > 0 ? requested : 1;
+  return Status::OK();
 }
 
 // Class ids from a .npy (or a one-array .npz), flattened.
@@ -119,7 +116,7 @@ StatusOr<Tensor> DropPadding(const Tensor& t, int64_t batch, int64_t rows, const
   if (t.rank() == 0 || t.dim(0) != batch) {
     return Status::InvalidArgument("output '" + name + "' has shape " + ShapeToString(t.shape()) +
                                    ", whose first axis is not the batch of " + std::to_string(batch) +
-                                   ": cannot drop the padding of the last partial batch (use --limit with a "
+                                   ": cannot drop the padding of the last partial batch (set the limit to a "
                                    "multiple of the batch size)");
   }
   return SliceRows(t, 0, rows);
@@ -145,147 +142,293 @@ std::string Percent(int64_t part, int64_t whole) {
 
 }  // namespace
 
-StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& options) {
+// ---------------------------------------------------------------------------
+// Metrics
+
+StatusOr<Metric> ParseMetric(const std::string& name) {
+  std::string all;
+  for (const auto& [value, spelling] : kMetricNames) {
+    if (name == spelling) return value;
+    all += (all.empty() ? "" : ", ") + std::string(spelling);
+  }
+  return Status::InvalidArgument("unknown metric '" + name + "' (expected one of " + all + ")");
+}
+
+double MetricValue(Metric metric, const EvalReport& e) {
+  const bool reference = !e.has_reference;
+  switch (metric) {
+    case Metric::kTop1: return 100.0 * e.top1();
+    case Metric::kTop5: return 100.0 * e.top5();
+    case Metric::kAgreement: return reference ? 100.0 : 100.0 * e.top1_agreement();
+    case Metric::kSqnr:
+      if (reference || e.comparisons.empty()) return kSqnrCeilingDb;
+      return std::min(kSqnrCeilingDb, e.comparisons[0].sqnr_db);
+    case Metric::kCosine: return reference || e.comparisons.empty() ? 1.0 : e.comparisons[0].cosine;
+  }
+  return 0.0;
+}
+
+// ---------------------------------------------------------------------------
+// Evaluator
+
+namespace {
+
+// `feed` for `model`: as it is when it names every required input, else
+// paired by position (a reference whose input names differ).
+StatusOr<TensorMap> FeedFor(const Model& model, const TensorMap& feed) {
+  std::vector<std::string> required, available;
+  for (const ValueInfo& v : model.graph.inputs) required.push_back(v.name);
+  bool all = true;
+  for (const auto& name : required) all = all && feed.count(name) > 0;
+  if (all) return feed;
+  for (const auto& kv : feed) available.push_back(kv.first);
+  SPARQ_ASSIGN_OR_RETURN(std::vector<std::string> paired, PairNames(required, available, "model inputs"));
+  TensorMap out;
+  for (size_t i = 0; i < required.size(); ++i) out[required[i]] = feed.at(paired[i]);
+  return out;
+}
+
+int64_t RowsOf(const TensorMap& batch) {
+  for (const auto& kv : batch)
+    if (kv.second.rank() > 0) return kv.second.dim(0);
+  return 0;
+}
+
+// Runs `exec` on one batch of `rows` samples (padded to `fixed` when the model
+// has a fixed batch) and returns `outputs` without the padding.
+StatusOr<std::vector<Tensor>> RunBatch(Executor& exec, int64_t fixed, const TensorMap& batch, int64_t rows,
+                                       const std::vector<std::string>& outputs, double* seconds,
+                                       std::vector<NodeProfile>* profile) {
+  SPARQ_ASSIGN_OR_RETURN(TensorMap feed, FeedFor(exec.model(), batch));
+  if (fixed > 0 && rows < fixed) {
+    SPARQ_ASSIGN_OR_RETURN(feed, PadBatch(feed, rows, fixed));
+  }
+  const int64_t run_rows = fixed > 0 ? fixed : rows;
+  TensorMap outs;
   const auto start = Clock::now();
-  if (options.inputs.empty()) return Status::InvalidArgument("no dataset given (--inputs)");
-  if (options.batch < 0) return Status::InvalidArgument("--batch must be >= 1, got " + std::to_string(options.batch));
-  if (options.limit < 0) return Status::InvalidArgument("--limit must be >= 0, got " + std::to_string(options.limit));
-  if (options.threads < 0) {
-    return Status::InvalidArgument("--threads must be >= 0, got " + std::to_string(options.threads));
+  Status st = exec.Run(feed, &outs, {}, profile);
+  if (seconds != nullptr) *seconds += SecondsSince(start);
+  SPARQ_RETURN_IF_ERROR(st);
+  std::vector<Tensor> results;
+  for (const std::string& name : outputs) {
+    SPARQ_ASSIGN_OR_RETURN(Tensor t, DropPadding(outs.at(name), run_rows, rows, name));
+    results.push_back(std::move(t));
   }
-  if (!options.save_outputs.empty()) SPARQ_RETURN_IF_ERROR(CheckSavePath(options.save_outputs, model_path, options));
+  return results;
+}
 
-  LoadOptions load_options;
-  load_options.infer_shapes = false;  // the executor infers shapes as it runs
-  SPARQ_ASSIGN_OR_RETURN(Model model, LoadModel(model_path, load_options));
+// Adds the top-1/top-5 counts of output 0 for samples [done, done + rows).
+Status AddLabelCounts(const Tensor& output, const Tensor& labels, const std::string& labels_name, int64_t done,
+                      int64_t rows, const std::string& where, EvalReport* report) {
+  if (done + rows > labels.numel()) {
+    return Status::InvalidArgument(labels_name + " has " + std::to_string(labels.numel()) +
+                                   " labels, fewer than the samples in " + report->inputs);
+  }
+  const Tensor batch_labels = SliceRows(labels, done, rows);
+  auto top1 = CountTopK(output, batch_labels, 1);
+  if (!top1.ok()) return top1.status().WithContext(where);
+  auto top5 = CountTopK(output, batch_labels, 5);
+  if (!top5.ok()) return top5.status().WithContext(where);
+  report->top1_correct += *top1;
+  report->top5_correct += *top5;
+  report->num_classes = output.shape().back();
+  return Status::OK();
+}
+
+std::string SampleRange(int64_t done, int64_t rows) {
+  return "samples [" + std::to_string(done) + ", " + std::to_string(done + rows) + ")";
+}
+
+}  // namespace
+
+struct Evaluator::Impl {
+  EvaluatorOptions options;
+  BatchSource data;
   ExecutorOptions exec_options;
-  exec_options.threads = options.threads;
-  exec_options.reference_kernels = options.reference_kernels;
-  exec_options.fuse_qdq = !options.reference_kernels || options.fused_graph;
-  exec_options.fuse_activations = !options.reference_kernels || options.fused_graph;
-  if (!options.kernel_table.empty()) {
-    StatusOr<KernelSpeedTable> table = KernelSpeedTable::Load(options.kernel_table);
-    if (!table.ok()) return table.status().WithContext("--kernel-table");
-    exec_options.kernel_table = std::make_shared<const KernelSpeedTable>(std::move(table).value());
-  }
-  auto exec = Executor::Create(model, exec_options);
-  if (!exec.ok()) return exec.status().WithContext(model_path);
-  std::unique_ptr<Executor> ref_exec;
-  if (!options.reference.empty()) {
-    SPARQ_ASSIGN_OR_RETURN(Model ref_model, LoadModel(options.reference, load_options));
-    auto created = Executor::Create(ref_model, exec_options);
-    if (!created.ok()) return created.status().WithContext("reference model " + options.reference);
-    ref_exec = std::move(*created);
-  }
-
-  bool fixed_batch = false;
-  auto chosen = ChooseBatch(model, options.batch, &fixed_batch);
-  if (!chosen.ok()) return chosen.status().WithContext(model_path);
-  const int64_t batch = *chosen;
-  SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> data,
-                         Dataset::Open(options.inputs, model.graph.inputs, model.graph.initializer_inputs));
-  const int64_t total = data->total() < 0 ? -1
-                        : options.limit > 0 ? std::min(options.limit, data->total())
-                                            : data->total();
-
+  std::unique_ptr<Executor> ref;  // null without a reference
+  int64_t ref_fixed = 0;
   Tensor labels;
+  EvalReport ref_report;
+  std::vector<std::vector<Tensor>> cache;  // per batch: the reference's graph outputs
+  int64_t ref_batches = 0;
+
+  StatusOr<std::vector<Tensor>> RunReference(const TensorMap& batch, int64_t rows, int64_t done) {
+    ++ref_batches;
+    auto out = RunBatch(*ref, ref_fixed, batch, rows, ref->output_names(), nullptr, nullptr);
+    if (!out.ok()) return out.status().WithContext("reference model, " + SampleRange(done, rows));
+    return out;
+  }
+  Status ReferencePass();
+};
+
+Evaluator::Evaluator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Evaluator::~Evaluator() = default;
+
+const EvalReport& Evaluator::reference_report() const { return impl_->ref_report; }
+bool Evaluator::has_reference() const { return impl_->ref != nullptr; }
+const BatchSource& Evaluator::data() const { return impl_->data; }
+int64_t Evaluator::reference_batches_run() const { return impl_->ref_batches; }
+int64_t Evaluator::cached_batches() const { return static_cast<int64_t>(impl_->cache.size()); }
+
+StatusOr<TensorMap> Evaluator::FirstBatch() const {
+  BatchFn next = impl_->data();
+  TensorMap batch;
+  SPARQ_ASSIGN_OR_RETURN(bool got, next(&batch));
+  if (!got) return Status::InvalidArgument("dataset " + impl_->data.name() + " has no samples");
+  return batch;
+}
+
+Status Evaluator::Impl::ReferencePass() {
+  const auto start = Clock::now();
+  EvalReport& r = ref_report;
+  r.model = "reference";
+  r.inputs = data.name();
+  r.batch_size = ref_fixed > 0 ? ref_fixed : data.batch_size();
+  r.threads = ref->num_threads();
+  r.has_labels = labels.defined();
+  const std::vector<std::string>& outputs = ref->output_names();
+  if (outputs.empty()) return Status::InvalidArgument("reference model: the model has no outputs");
+  int64_t cached_bytes = 0;
+  bool caching = true;
+  BatchFn next = data();
+  int64_t done = 0;
+  TensorMap batch;
+  for (;;) {
+    SPARQ_ASSIGN_OR_RETURN(bool more, next(&batch));
+    if (!more) break;
+    const int64_t rows = RowsOf(batch);
+    if (r.batches == 0 && r.batch_size == 0) r.batch_size = rows;
+    ++ref_batches;
+    auto results = RunBatch(*ref, ref_fixed, batch, rows, outputs, &r.model_seconds, nullptr);
+    if (!results.ok()) return results.status().WithContext("reference model, " + SampleRange(done, rows));
+    if (labels.defined()) {
+      SPARQ_RETURN_IF_ERROR(AddLabelCounts((*results)[0], labels, options.labels, done, rows,
+                                           "output '" + outputs[0] + "' against " + options.labels + ", " +
+                                               SampleRange(done, rows),
+                                           &r));
+    }
+    if (caching) {
+      for (const Tensor& t : *results) cached_bytes += static_cast<int64_t>(t.nbytes());
+      caching = cached_bytes <= options.cache_bytes;
+      if (caching) cache.push_back(std::move(results).value());
+    }
+    done += rows;
+    ++r.batches;
+    if (options.on_progress) options.on_progress({done, data.samples(), SecondsSince(start)});
+  }
+  if (done == 0) return Status::InvalidArgument("dataset " + data.name() + " has no samples");
+  r.samples = done;
+  r.wall_seconds = SecondsSince(start);
+  return Status::OK();
+}
+
+StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(BatchSource data, EvaluatorOptions options) {
+  if (!data) return Status::InvalidArgument("Evaluator: no data");
+  if (options.threads < 0) return Status::InvalidArgument("threads must be >= 0, got " + std::to_string(options.threads));
+  auto impl = std::make_unique<Impl>();
+  impl->exec_options.threads = options.threads;
+  impl->exec_options.reference_kernels = options.reference_kernels;
+  impl->exec_options.fuse_qdq = !options.reference_kernels || options.fused_graph;
+  impl->exec_options.fuse_activations = !options.reference_kernels || options.fused_graph;
+  impl->exec_options.kernel_table = options.kernel_table;
   if (!options.labels.empty()) {
-    SPARQ_ASSIGN_OR_RETURN(labels, LoadLabels(options.labels));
-    if (data->total() >= 0 && labels.numel() != data->total()) {
-      return Status::InvalidArgument(options.labels + " has " + std::to_string(labels.numel()) +
-                                     " labels but the dataset " + options.inputs + " has " +
-                                     std::to_string(data->total()) + " samples");
+    SPARQ_ASSIGN_OR_RETURN(impl->labels, LoadLabels(options.labels));
+    if (data.available() >= 0 && impl->labels.numel() != data.available()) {
+      return Status::InvalidArgument(options.labels + " has " + std::to_string(impl->labels.numel()) +
+                                     " labels but the dataset " + data.name() + " has " +
+                                     std::to_string(data.available()) + " samples");
     }
   }
+  impl->data = std::move(data);
+  impl->options = std::move(options);
+  return std::unique_ptr<Evaluator>(new Evaluator(std::move(impl)));
+}
 
-  const std::vector<std::string>& outputs = exec.value()->output_names();
-  if (outputs.empty()) return Status::InvalidArgument(model_path + ": the model has no outputs");
-  std::vector<std::string> ref_inputs, ref_outputs;
-  if (ref_exec) {
-    std::vector<std::string> fed;
-    for (const ValueInfo& v : model.graph.inputs) fed.push_back(v.name);
-    std::vector<std::string> ref_required;
-    for (const ValueInfo& v : ref_exec->model().graph.inputs) ref_required.push_back(v.name);
-    SPARQ_ASSIGN_OR_RETURN(ref_inputs, PairNames(ref_required, fed, "reference model inputs"));
-    SPARQ_ASSIGN_OR_RETURN(ref_outputs, PairNames(outputs, ref_exec->output_names(), "reference model outputs"));
+StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const Model& reference, BatchSource data,
+                                                       EvaluatorOptions options) {
+  SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<Evaluator> ev, Create(std::move(data), std::move(options)));
+  Impl& impl = *ev->impl_;
+  auto created = Executor::Create(reference, impl.exec_options);
+  if (!created.ok()) return created.status().WithContext("reference model");
+  impl.ref = std::move(created).value();
+  impl.ref_fixed = FixedBatchSize(reference.graph);
+  SPARQ_RETURN_IF_ERROR(impl.ReferencePass());
+  return ev;
+}
+
+StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateCallOptions& call) {
+  Impl& impl = *impl_;
+  const auto start = Clock::now();
+  const std::string name = call.name.empty() ? "candidate" : call.name;
+  auto created = Executor::Create(candidate, impl.exec_options);
+  if (!created.ok()) return created.status().WithContext(name);
+  Executor& exec = **created;
+  const int64_t fixed = FixedBatchSize(candidate.graph);
+  const std::vector<std::string>& outputs = exec.output_names();
+  if (outputs.empty()) return Status::InvalidArgument(name + ": the model has no outputs");
+  std::vector<size_t> ref_index;  // for each output, the reference output it pairs with
+  if (impl.ref) {
+    const std::vector<std::string>& ref_names = impl.ref->output_names();
+    SPARQ_ASSIGN_OR_RETURN(std::vector<std::string> paired, PairNames(outputs, ref_names, "reference model outputs"));
+    for (const std::string& p : paired)
+      ref_index.push_back(static_cast<size_t>(std::find(ref_names.begin(), ref_names.end(), p) - ref_names.begin()));
   }
 
   EvalReport report;
-  report.model = model_path;
-  report.inputs = options.inputs;
-  report.batch_size = batch;
-  report.threads = exec.value()->num_threads();
-  report.has_labels = labels.defined();
-  report.has_reference = ref_exec != nullptr;
-  report.reference = options.reference;
+  report.model = name;
+  report.inputs = impl.data.name();
+  report.batch_size = fixed > 0 ? fixed : impl.data.batch_size();
+  report.threads = exec.num_threads();
+  report.has_labels = impl.labels.defined();
+  report.has_reference = impl.ref != nullptr;
   std::vector<ErrorStats> stats(outputs.size());
-  std::vector<std::vector<Tensor>> saved(options.save_outputs.empty() ? 0 : outputs.size());
+  std::vector<std::vector<Tensor>> saved(call.save_outputs.empty() ? 0 : outputs.size());
   std::map<std::pair<std::string, std::string>, OpProfile> op_times;
   std::vector<NodeProfile> node_times;
 
+  BatchFn next = impl.data();
+  TensorMap batch;
   int64_t done = 0;
-  while (options.limit == 0 || done < options.limit) {
-    const int64_t want = options.limit > 0 ? std::min(batch, options.limit - done) : batch;
-    TensorMap feed;
-    int64_t rows = 0;
-    SPARQ_RETURN_IF_ERROR(data->Next(want, &feed, &rows));
-    if (rows == 0) break;
-    const std::string samples = "samples [" + std::to_string(done) + ", " + std::to_string(done + rows) + ")";
-    if (fixed_batch && rows < batch) {
-      SPARQ_ASSIGN_OR_RETURN(feed, PadBatch(feed, rows, batch));
-    }
-    const int64_t run_rows = fixed_batch ? batch : rows;
-
-    TensorMap outs;
-    const auto run_start = Clock::now();
+  for (size_t index = 0;; ++index) {
+    SPARQ_ASSIGN_OR_RETURN(bool more, next(&batch));
+    if (!more) break;
+    const int64_t rows = RowsOf(batch);
+    if (index == 0 && report.batch_size == 0) report.batch_size = rows;
+    const std::string samples = SampleRange(done, rows);
     node_times.clear();
-    Status st = exec.value()->Run(feed, &outs, {}, options.profile ? &node_times : nullptr);
-    report.model_seconds += SecondsSince(run_start);
+    auto results = RunBatch(exec, fixed, batch, rows, outputs, &report.model_seconds,
+                            call.profile ? &node_times : nullptr);
     for (const NodeProfile& p : node_times) {
       OpProfile& o = op_times[{p.op_type, p.kernel}];
       o.op_type = p.op_type, o.kernel = p.kernel;
       ++o.nodes;
       o.seconds += p.micros * 1e-6;
     }
-    if (!st.ok()) return st.WithContext(model_path + ", " + samples);
-    std::vector<Tensor> results;
-    for (const std::string& name : outputs) {
-      SPARQ_ASSIGN_OR_RETURN(Tensor t, DropPadding(outs.at(name), run_rows, rows, name));
-      results.push_back(std::move(t));
+    if (!results.ok()) return results.status().WithContext(name + ", " + samples);
+
+    if (impl.labels.defined()) {
+      SPARQ_RETURN_IF_ERROR(AddLabelCounts((*results)[0], impl.labels, impl.options.labels, done, rows,
+                                           "output '" + outputs[0] + "' against " + impl.options.labels + ", " +
+                                               samples,
+                                           &report));
     }
 
-    if (labels.defined()) {
-      if (done + rows > labels.numel()) {
-        return Status::InvalidArgument(options.labels + " has " + std::to_string(labels.numel()) +
-                                       " labels, fewer than the samples in " + options.inputs);
+    if (impl.ref) {
+      std::vector<Tensor> streamed;
+      const std::vector<Tensor>* ref_results = nullptr;
+      if (index < impl.cache.size()) {
+        ref_results = &impl.cache[index];
+      } else {
+        SPARQ_ASSIGN_OR_RETURN(streamed, impl.RunReference(batch, rows, done));
+        ref_results = &streamed;
       }
-      const Tensor batch_labels = SliceRows(labels, done, rows);
-      const std::string where = "output '" + outputs[0] + "' against " + options.labels + ", " + samples;
-      auto top1 = CountTopK(results[0], batch_labels, 1);
-      if (!top1.ok()) return top1.status().WithContext(where);
-      auto top5 = CountTopK(results[0], batch_labels, 5);
-      if (!top5.ok()) return top5.status().WithContext(where);
-      report.top1_correct += *top1;
-      report.top5_correct += *top5;
-      report.num_classes = results[0].shape().back();
-    }
-
-    if (ref_exec) {
-      TensorMap ref_feed, ref_outs;
-      const auto& ref_names = ref_exec->model().graph.inputs;
-      for (size_t i = 0; i < ref_names.size(); ++i) ref_feed[ref_names[i].name] = feed.at(ref_inputs[i]);
-      Status rst = ref_exec->Run(ref_feed, &ref_outs);
-      if (!rst.ok()) return rst.WithContext("reference model " + options.reference + ", " + samples);
-      std::vector<Tensor> ref_results;
       for (size_t i = 0; i < outputs.size(); ++i) {
-        SPARQ_ASSIGN_OR_RETURN(Tensor t, DropPadding(ref_outs.at(ref_outputs[i]), run_rows, rows, ref_outputs[i]));
-        Status added = stats[i].Add(t, results[i]);
+        Status added = stats[i].Add((*ref_results)[ref_index[i]], (*results)[i]);
         if (!added.ok()) return added.WithContext("output '" + outputs[i] + "' vs reference, " + samples);
-        ref_results.push_back(std::move(t));
       }
       // Outputs without a class axis (scalars, non-numeric) have no agreement.
-      auto ours = ArgMaxLastAxis(results[0]);
-      auto theirs = ArgMaxLastAxis(ref_results[0]);
+      auto ours = ArgMaxLastAxis((*results)[0]);
+      auto theirs = ArgMaxLastAxis((*ref_results)[ref_index[0]]);
       if (ours.ok() && theirs.ok()) {
         const size_t n = std::min(ours->size(), theirs->size());
         for (size_t i = 0; i < n; ++i) report.top1_agree += (*ours)[i] == (*theirs)[i] ? 1 : 0;
@@ -293,15 +436,15 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
       }
     }
 
-    for (size_t i = 0; i < saved.size(); ++i) saved[i].push_back(results[i]);
+    for (size_t i = 0; i < saved.size(); ++i) saved[i].push_back((*results)[i]);
     done += rows;
     ++report.batches;
-    if (options.on_progress) options.on_progress({done, total, SecondsSince(start)});
+    if (call.on_progress) call.on_progress({done, impl.data.samples(), SecondsSince(start)});
   }
-  if (done == 0) return Status::InvalidArgument("dataset " + options.inputs + " has no samples");
+  if (done == 0) return Status::InvalidArgument("dataset " + impl.data.name() + " has no samples");
   report.samples = done;
 
-  if (ref_exec) {
+  if (impl.ref) {
     for (size_t i = 0; i < outputs.size(); ++i) {
       report.comparisons.push_back(
           {outputs[i], stats[i].count(), stats[i].sqnr_db(), stats[i].cosine(), stats[i].max_abs_error()});
@@ -314,13 +457,75 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
       saved[i].clear();
       arrays.emplace_back(outputs[i], std::move(all));
     }
-    SPARQ_RETURN_IF_ERROR(WriteNpz(options.save_outputs, arrays));
-    report.saved_outputs = options.save_outputs;
+    SPARQ_RETURN_IF_ERROR(WriteNpz(call.save_outputs, arrays));
+    report.saved_outputs = call.save_outputs;
   }
-  if (options.list_kernels) report.node_kernels = (*exec)->NodeKernels();
+  if (call.list_kernels) report.node_kernels = exec.NodeKernels();
   for (auto& kv : op_times) report.op_profile.push_back(std::move(kv.second));
   std::stable_sort(report.op_profile.begin(), report.op_profile.end(),
                    [](const OpProfile& a, const OpProfile& b) { return a.seconds > b.seconds; });
+  report.wall_seconds = SecondsSince(start);
+  return report;
+}
+
+// ---------------------------------------------------------------------------
+// `sparq eval`: files in, one Evaluator
+
+StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& options) {
+  const auto start = Clock::now();
+  if (options.inputs.empty()) return Status::InvalidArgument("no dataset given (inputs)");
+  if (options.batch < 0) return Status::InvalidArgument("batch must be >= 1, got " + std::to_string(options.batch));
+  if (options.limit < 0) return Status::InvalidArgument("limit must be >= 0, got " + std::to_string(options.limit));
+  if (options.threads < 0) {
+    return Status::InvalidArgument("threads must be >= 0, got " + std::to_string(options.threads));
+  }
+  if (!options.save_outputs.empty()) SPARQ_RETURN_IF_ERROR(CheckSavePath(options.save_outputs, model_path, options));
+
+  LoadOptions load_options;
+  load_options.infer_shapes = false;  // the executor infers shapes as it runs
+  SPARQ_ASSIGN_OR_RETURN(Model model, LoadModel(model_path, load_options));
+  EvaluatorOptions eo;
+  eo.labels = options.labels;
+  eo.threads = options.threads;
+  eo.reference_kernels = options.reference_kernels;
+  eo.fused_graph = options.fused_graph;
+  if (!options.kernel_table.empty()) {
+    StatusOr<KernelSpeedTable> table = KernelSpeedTable::Load(options.kernel_table);
+    if (!table.ok()) return table.status().WithContext("kernel_table");
+    eo.kernel_table = std::make_shared<const KernelSpeedTable>(std::move(table).value());
+  }
+  Model ref_model;
+  if (!options.reference.empty()) {
+    SPARQ_ASSIGN_OR_RETURN(ref_model, LoadModel(options.reference, load_options));
+  }
+  {
+    Status batch_ok = CheckBatchOption(model, options.batch);
+    if (!batch_ok.ok()) return batch_ok.WithContext(model_path);
+  }
+  DatasetOptions d;
+  d.batch_size = options.batch;
+  d.limit = options.limit;
+  SPARQ_ASSIGN_OR_RETURN(BatchSource data, OpenDataset(options.inputs, model.graph, d));
+
+  EvaluateCallOptions call;
+  call.name = model_path;
+  call.save_outputs = options.save_outputs;
+  call.list_kernels = options.list_kernels;
+  call.profile = options.profile;
+  if (options.on_progress) {
+    // One bar over the whole run: the reference pass, then the model's.
+    call.on_progress = [&](const EvalProgress& p) { options.on_progress({p.done, p.total, SecondsSince(start)}); };
+  }
+  std::unique_ptr<Evaluator> evaluator;
+  if (options.reference.empty()) {
+    SPARQ_ASSIGN_OR_RETURN(evaluator, Evaluator::Create(std::move(data), eo));
+  } else {
+    auto created = Evaluator::Create(ref_model, std::move(data), eo);
+    if (!created.ok()) return created.status().WithContext(options.reference);
+    evaluator = std::move(created).value();
+  }
+  SPARQ_ASSIGN_OR_RETURN(EvalReport report, evaluator->Evaluate(model, call));
+  report.reference = options.reference;
   report.wall_seconds = SecondsSince(start);
   return report;
 }

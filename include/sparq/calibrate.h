@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "sparq/dataset.h"  // BatchFn
 #include "sparq/executor.h"
 #include "sparq/graph.h"
 #include "sparq/status.h"
@@ -66,11 +67,17 @@ double KlThreshold(const AbsHistogram& h, int quant_levels = 128);
 double PercentileThreshold(const AbsHistogram& h, double percentile);
 double MseThreshold(const AbsHistogram& h, int quant_levels = 128);
 
-struct CalibrationOptions {
+// How each tensor's range is chosen from what was observed. Recipes hold
+// this struct (quantize.calibration), so the API and `sparq run` share its
+// defaults.
+struct CalibrationMethodOptions {
   CalibrationMethod method = CalibrationMethod::kKL;  // TensorRT's default entropy calibration
-  int bins = 2048;
-  double percentile = 99.99;
-  bool symmetric = true;  // int8 with zero point 0 (TensorRT); false: uint8 with a zero point
+  int bins = 2048;            // histogram bins
+  double percentile = 99.99;  // method percentile: in (0, 100]
+  bool symmetric = true;      // int8 with zero point 0 (TensorRT); false: uint8 with a zero point
+};
+
+struct CalibrationOptions : CalibrationMethodOptions {
   // Tensors to observe; empty = every float32 graph input and node output
   // (weights and constant-folded values excluded).
   std::vector<std::string> tensors;
@@ -109,9 +116,6 @@ struct CalibrationTable {
   // "<tensor>: <hex of the float32 scale>" per tensor, scale = threshold / 127.
   std::string ToTensorRtCache(const std::string& trt_version = "8601") const;
 };
-
-// A source of input batches (name -> tensor), read once in order.
-using BatchFn = std::function<StatusOr<bool>(TensorMap* batch)>;  // false: no more batches
 
 // Runs `model` over every batch from `next_batch`, observing activations, and
 // returns the table. Errors: those of the executor; InvalidArgument when a

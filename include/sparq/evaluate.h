@@ -1,19 +1,26 @@
-// Runs a model over a dataset: accuracy, agreement with a reference model,
-// throughput (what `sparq eval` prints).
+// Runs models over a dataset: accuracy, agreement with a reference model,
+// throughput (what `sparq eval` prints), and the metrics a gate judges by.
 //
-// Dataset: a .npz keyed by input names (a single-input model also accepts an
-// archive with one array of any name), a .npy for a single-input model, or a
-// folder of .npy/.npz files read in name order and concatenated along axis 0.
-// Samples lie along the first axis of every array; files are read one at a
-// time, so a folder may be larger than memory.
+//   Evaluator::Create(reference, data) ── runs the reference once, keeps its
+//        │                                graph outputs (up to a byte cap)
+//        ├─ Evaluate(candidate 1) ──> EvalReport (vs the kept outputs)
+//        ├─ Evaluate(candidate 2) ──> ...      (no model file is written or read)
+//
+// Datasets: see sparq/dataset.h (OpenDataset). The path-based Evaluate below
+// is `sparq eval`: it loads the files and uses an Evaluator.
 #pragma once
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
+#include "sparq/dataset.h"
 #include "sparq/executor.h"  // NodeKernel
+#include "sparq/graph.h"
+#include "sparq/kernel_table.h"
 #include "sparq/status.h"
 
 namespace sparq {
@@ -107,6 +114,106 @@ struct EvalReport {
   // One JSON object; an infinite SQNR (identical outputs) is written as null,
   // and so is top1_agreement when no rows were compared.
   std::string ToJson() const;
+};
+
+// ===========================================================================
+// Metrics: one enum, one name table
+
+enum class Metric {
+  kTop1,       // % of samples whose argmax is the label (needs labels)
+  kTop5,       // % of samples whose label is among the 5 largest outputs (needs labels)
+  kAgreement,  // % of rows of output 0 whose argmax equals the reference's
+  kSqnr,       // signal-to-quantization-noise ratio of output 0 against the reference, in dB
+  kCosine,     // cosine similarity of output 0 against the reference
+};
+// The one name table of Metric, in enum order (recipes, CLI flags and
+// reports spell metrics with it). constexpr, so other tables may be built
+// from it during static initialization.
+inline constexpr std::pair<Metric, const char*> kMetricNames[] = {{Metric::kTop1, "top1"},
+                                                                  {Metric::kTop5, "top5"},
+                                                                  {Metric::kAgreement, "agreement"},
+                                                                  {Metric::kSqnr, "sqnr"},
+                                                                  {Metric::kCosine, "cosine"}};
+// The name of `m` in kMetricNames; "?" for a value outside the enum.
+constexpr const char* MetricName(Metric m) {
+  for (const auto& entry : kMetricNames)
+    if (entry.first == m) return entry.second;
+  return "?";
+}
+// InvalidArgument listing the names when `name` is none of them.
+StatusOr<Metric> ParseMetric(const std::string& name);
+
+// The SQNR that stands for "identical to the reference" (an exact match is +inf).
+constexpr double kSqnrCeilingDb = 100.0;
+
+// The value of `metric` in `report`, higher is better: percent for top1, top5
+// and agreement; dB capped at kSqnrCeilingDb for sqnr; cosine of output 0. A
+// report without a reference (the reference's own) scores the best value of
+// the comparison metrics: 100 %, kSqnrCeilingDb, 1.
+double MetricValue(Metric metric, const EvalReport& report);
+
+// ===========================================================================
+// Evaluator: the reference run once, many candidates
+
+struct EvaluatorOptions {
+  std::string labels;  // .npy (or one-array .npz) of integer class ids; "" = none
+  int threads = 0;     // executor threads; 0 = one per hardware thread
+  // Executors as in EvalOptions: fast kernels with QDQ fused (default), or the
+  // reference kernels (optionally on the fused graph).
+  bool reference_kernels = false;
+  bool fused_graph = false;
+  std::shared_ptr<const KernelSpeedTable> kernel_table;  // nullptr: KernelSpeedTable::Default()
+  // Reference outputs kept in memory, in bytes. Batches past the cap are not
+  // kept: each Evaluate runs the reference again on them.
+  int64_t cache_bytes = int64_t{256} << 20;
+  std::function<void(const EvalProgress&)> on_progress;  // the reference pass; optional
+};
+
+// Options of one Evaluator::Evaluate call.
+struct EvaluateCallOptions {
+  std::string name;          // EvalReport::model; default "candidate"
+  std::string save_outputs;  // .npz to write every graph output to; "" = none (not checked: see EvalOptions)
+  bool list_kernels = false; // fill EvalReport::node_kernels
+  bool profile = false;      // fill EvalReport::op_profile
+  std::function<void(const EvalProgress&)> on_progress;  // optional
+};
+
+// Evaluates candidate models against one reference on one dataset. Create
+// runs the reference over the data once; Evaluate runs only the candidate
+// (and the reference on batches past the cache cap). Not thread-safe: one
+// Evaluate at a time.
+class Evaluator {
+ public:
+  // Errors: the executor's for `reference`; those of the data (first pass);
+  // InvalidArgument for labels that are not integer class ids or whose count
+  // differs from the data's, and for data without samples.
+  static StatusOr<std::unique_ptr<Evaluator>> Create(const Model& reference, BatchSource data,
+                                                     EvaluatorOptions options = {});
+  // Without a reference: reports hold the label metrics only.
+  static StatusOr<std::unique_ptr<Evaluator>> Create(BatchSource data, EvaluatorOptions options = {});
+  ~Evaluator();
+
+  // Runs `candidate` over the data and compares it with the reference.
+  // Errors name the model and the samples at fault: the executor's, outputs
+  // that do not pair with the reference's, label counts.
+  StatusOr<EvalReport> Evaluate(const Model& candidate, const EvaluateCallOptions& call = {});
+
+  // The reference's own report (label metrics; no comparisons). Empty
+  // without a reference.
+  const EvalReport& reference_report() const;
+  bool has_reference() const;
+  const BatchSource& data() const;
+  // The first batch of the data (as each pass reads it).
+  StatusOr<TensorMap> FirstBatch() const;
+  // Reference runs so far, in batches: the data's batch count after Create,
+  // growing only for batches past the cache cap.
+  int64_t reference_batches_run() const;
+  int64_t cached_batches() const;  // batches whose reference outputs are kept
+
+ private:
+  struct Impl;
+  explicit Evaluator(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
 };
 
 // Evaluates `model_path` over `options.inputs`. Errors name the file, array or

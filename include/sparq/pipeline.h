@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "sparq/fallback.h"  // FallbackStep
 #include "sparq/quantize.h"
 #include "sparq/recipe.h"
 #include "sparq/status.h"
@@ -27,14 +28,6 @@ struct StageProgress {
 struct PipelineOptions {
   std::function<void(const StageProgress&)> on_progress;  // optional
   std::function<void(const std::string&)> on_log;         // optional: one line per event
-};
-
-// One layer moved off INT8 by the accuracy-aware fallback.
-struct FallbackStep {
-  std::string node;
-  std::string to;          // "fp16" or "fp32"
-  double sqnr_db = 0.0;    // the layer output's SQNR that ranked it (rank_by sqnr)
-  double metric_after = 0.0;
 };
 
 // One step of progressive pruning.

@@ -10,7 +10,7 @@
 #include <string>
 #include <vector>
 
-#include "sparq/calibrate.h"  // BatchFn
+#include "sparq/dataset.h"  // BatchSource
 #include "sparq/graph.h"
 #include "sparq/prune_masks.h"
 #include "sparq/status.h"
@@ -19,10 +19,8 @@ namespace sparq {
 
 class ThreadPool;  // kernels/parallel.h
 
-// Returns a fresh reader positioned at the first batch each time it is
-// called: pruning reads the calibration data once per step (and per layer
-// with sequential recovery).
-using BatchSource = std::function<BatchFn()>;
+// BatchSource (sparq/dataset.h): pruning reads the calibration data once per
+// step (and per layer with sequential recovery).
 
 // Cost per layer: the statistics take O(samples * cols^2) time and
 // O(cols^2) memory; the solve O(k^3) per distinct kept-column set (Cholesky)

@@ -28,6 +28,18 @@ struct LayerRule {
   Precision precision = Precision::kINT8;
 };
 
+// onnxconverter-common's float16 DEFAULT_OP_BLOCK_LIST: ops whose FP16
+// versions are missing in common runtimes or lose accuracy (index math,
+// reductions to extremes, the ai.onnx.ml operators). One list, returned by
+// reference: the API's and the recipes' defaults are this object.
+const std::vector<std::string>& DefaultFp16BlockOps();
+
+// FP16 conversion settings; recipes hold this struct (quantize.fp16).
+struct Fp16Options {
+  std::vector<std::string> block_ops = DefaultFp16BlockOps();  // op types kept in float32
+  bool keep_io_types = true;  // graph inputs/outputs stay float32 (Casts at the edges)
+};
+
 struct QuantizeOptions {
   QuantFormat format = QuantFormat::kQDQ;
   Precision precision = Precision::kINT8;  // default for layers no rule names
@@ -42,11 +54,7 @@ struct QuantizeOptions {
   bool dynamic = false;
   bool gather_int8 = true;  // INT8: Gather tables (embeddings) of >= 4096 values in int8
   std::vector<LayerRule> layers;            // first matching rule wins
-  // FP16: ops kept in float32 (onnxconverter-common's default block list of
-  // ops that need float32 or have no float16 kernels).
-  std::vector<std::string> fp16_block_ops = {"Resize", "Range", "CumSum", "TopK", "NonMaxSuppression", "RoiAlign",
-                                             "Upsample", "RandomUniformLike", "Min", "Max"};
-  bool keep_io_types = true;  // FP16: graph inputs/outputs stay float32 (Casts at the edges)
+  Fp16Options fp16;  // FP16 layers: which op types stay float32, and the graph's I/O types
 };
 
 // What happened to one weighted layer.

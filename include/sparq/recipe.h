@@ -27,7 +27,10 @@
 #include <vector>
 
 #include "sparq/calibrate.h"  // CalibrationMethod
+#include "sparq/dataset.h"    // Preprocess
+#include "sparq/evaluate.h"   // Metric
 #include "sparq/prune.h"      // PruneStructure
+#include "sparq/quantize.h"   // Fp16Options
 #include "sparq/status.h"
 
 namespace sparq {
@@ -52,16 +55,11 @@ struct RecipeOutput {
 
 // Data to calibrate and evaluate with (YAML section `data`).
 struct RecipeData {
-  enum class Layout { kNCHW, kNHWC };
-
-  // Per-sample transform applied when a batch is read:
-  //   x = (x * scale - mean[c]) / stddev[c], then NHWC -> NCHW when layout is NHWC.
-  struct Preprocess {
-    double scale = 1.0;        // > 0
-    std::vector<double> mean;  // per channel; default none (empty)
-    std::vector<double> stddev;  // YAML `std`: per channel, each > 0; default none (empty)
-    Layout layout = Layout::kNCHW;  // layout of the data file; the model takes NCHW
-  };
+  using Layout = DataLayout;
+  // Per-sample transform applied to each batch as it is read (the library's
+  // own type, sparq/dataset.h):
+  //   x = (x * scale - mean[c]) / stddev[c], after NHWC -> NCHW when layout is NHWC.
+  using Preprocess = sparq::Preprocess;
 
   // .npz, .npy or a folder of .npy; required for int8 and mixed, and for
   // pruning with recovery or activation scores.
@@ -83,9 +81,10 @@ struct RecipePrune {
   // The shape of the zeros ("unstructured", "block4x4", "2:4", "channel",
   // "auto"): the pruning library's own type.
   using Structure = PruneStructure;
-  enum class Schedule { kOneShot, kLinear, kAgp };  // agp: Zhu & Gupta's cubic ramp
-  enum class Scope { kGlobal, kLayer };             // one threshold for all layers, or per layer
-  enum class Score { kMagnitude, kL1, kL2, kActivation };
+  // The pruning library's own enums and names (sparq/prune.h):
+  using Schedule = PruneSchedule;  // oneshot | linear | agp (Zhu & Gupta's cubic ramp)
+  using Scope = PruneScope;        // global (one threshold for all layers) | layer
+  using Score = PruneScore;        // magnitude | l1 | l2 | activation
 
   // A per-layer override: the first rule whose `match` matches a node wins.
   struct LayerRule {
@@ -123,35 +122,30 @@ struct RecipeQuantize {
     kFp16,   // the whole model in FP16 except fp16.block_ops; no calibration
     kMixed,  // quantizable ops in INT8, the rest FP16 (except fp16.block_ops)
   };
-  enum class LayerPrecision { kInt8, kFp16, kFp32 };
+  using LayerPrecision = ::sparq::Precision;  // int8 | fp16 | fp32: the quantizer's own enum
   enum class Mode {
     kStatic,   // activation scales from calibration (QDQ or QOperator)
     kDynamic,  // activations quantized at run time (DynamicQuantizeLinear + MatMulInteger; MatMul/Gemm only)
   };
   enum class RankBy { kSqnr, kMetric };
 
-  struct Calibration {
-    CalibrationMethod method = CalibrationMethod::kKL;  // TensorRT's entropy calibrator
-    double percentile = 99.99;  // method percentile: in (0, 100]
-    int bins = 2048;            // histogram bins, >= 128
-    bool symmetric = true;      // int8 with zero point 0; false: uint8 with a zero point
-  };
+  // method (default kl), percentile (99.99, in (0, 100]), bins (2048, >= 128
+  // in recipes), symmetric (true): the calibrator's own struct (sparq/calibrate.h).
+  using Calibration = CalibrationMethodOptions;
   // A per-layer override: the first rule whose `match` matches a node wins.
   struct LayerRule {
     std::string match;  // node name or regex (see LayerMatches)
-    LayerPrecision precision = LayerPrecision::kFp32;  // required in YAML
+    LayerPrecision precision = LayerPrecision::kFP32;  // required in YAML
   };
-  struct Fp16 {
-    // Ops kept in FP32 (onnxconverter-common's float16 DEFAULT_OP_BLOCK_LIST).
-    std::vector<std::string> block_ops = DefaultFp16BlockOps();
-    bool keep_io_types = true;  // model inputs/outputs stay float32 (Casts inserted)
-    static std::vector<std::string> DefaultFp16BlockOps();
-  };
+  // block_ops (default DefaultFp16BlockOps()) and keep_io_types (default
+  // true): the quantizer's own struct, so the API and `sparq run` share
+  // one default (sparq/quantize.h).
+  using Fp16 = Fp16Options;
   // When the gate fails, move the layers that hurt most out of INT8, one at a
   // time, until the gate passes or max_layers were moved.
   struct Fallback {
     bool enabled = true;
-    LayerPrecision to = LayerPrecision::kFp32;  // fp16 or fp32
+    LayerPrecision to = LayerPrecision::kFP32;  // fp16 or fp32
     int max_layers = 8;                         // >= 1
     RankBy rank_by = RankBy::kSqnr;  // sqnr: per-layer output SQNR; metric: per-layer metric drop
   };
@@ -171,13 +165,9 @@ struct RecipeQuantize {
 // FP32-vs-compressed evaluation and the pass/fail gate (YAML section `evaluate`).
 struct RecipeEvaluate {
   enum class Backend { kCpu, kCuda, kAuto };
-  enum class Metric {
-    kTop1,       // % of samples whose argmax is the label (needs data.labels)
-    kTop5,       // % of samples whose label is among the 5 largest outputs (needs data.labels)
-    kAgreement,  // % of samples whose argmax equals the FP32 model's argmax
-    kSqnr,       // signal-to-quantization-noise ratio of the outputs against FP32, in dB
-    kCosine,     // cosine similarity of the outputs against FP32
-  };
+  // top1 | top5 (need data.labels) | agreement | sqnr | cosine (against the
+  // FP32 model): the library's own type and names (sparq/evaluate.h).
+  using Metric = sparq::Metric;
   struct Gate {
     // Metric points (dB for sqnr), >= 0; when relative a fraction in [0, 1],
     // and then required in YAML (the absolute default would let anything pass).
@@ -254,6 +244,10 @@ std::vector<std::string> RecipeOutputFiles(const Recipe& recipe);
 // OK when the run may write its outputs: overwrite is on or none of them
 // exists. Otherwise InvalidArgument listing the existing files.
 Status CheckOutputsWritable(const Recipe& recipe);
+
+// The quantizer's options a recipe stands for (sections quantize and
+// output.format; quantize.enabled is the caller's to apply).
+QuantizeOptions ToQuantizeOptions(const Recipe& recipe);
 
 // The YAML spellings of the recipe's enum values ("qdq", "int8", "NHWC", ...).
 const char* RecipeEnumName(RecipeOutput::Format v);

@@ -269,7 +269,7 @@ TEST_F(CliTest, SensitivityWritesCsvAndSvg) {
   ExpectError("sensitivity " + digits + "digits_cnn.onnx --data " + digits + "calib.npz --structure 2:4",
               "fixes the sparsity");
   ExpectError("sensitivity " + digits + "digits_cnn.onnx --data " + digits + "calib.npz --metric top1",
-              "--metric top1 needs --labels");
+              "metric top1 needs labels");
 }
 
 }  // namespace

@@ -4,6 +4,7 @@
 #include "sparq/recipe.h"
 #include "sparq/onnx_io.h"
 #include "sparq/pipeline.h"
+#include "sparq/quantize.h"
 
 #include <gtest/gtest.h>
 
@@ -11,6 +12,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <type_traits>
 
 #include "test_util.h"
 
@@ -178,7 +180,7 @@ TEST_F(RecipeTest, DefaultsAreFilled) {
   EXPECT_NE(std::find(block.begin(), block.end(), "Range"), block.end());
   EXPECT_TRUE(r->quantize.fp16.keep_io_types);
   EXPECT_TRUE(r->quantize.fallback.enabled);
-  EXPECT_EQ(r->quantize.fallback.to, RecipeQuantize::LayerPrecision::kFp32);
+  EXPECT_EQ(r->quantize.fallback.to, RecipeQuantize::LayerPrecision::kFP32);
   EXPECT_EQ(r->quantize.fallback.max_layers, 8);
   EXPECT_EQ(r->quantize.fallback.rank_by, RecipeQuantize::RankBy::kSqnr);
   EXPECT_EQ(r->evaluate.backend, RecipeEvaluate::Backend::kCpu);
@@ -191,6 +193,29 @@ TEST_F(RecipeTest, DefaultsAreFilled) {
   EXPECT_EQ(r->report.markdown, Abs("sparq-out/report.md"));
   EXPECT_EQ(r->base_dir, fs::path(dir_.root()).lexically_normal().string());
   EXPECT_TRUE(r->warnings.empty());
+}
+
+// Issue 11: the FP16 defaults of the C++ API and of `sparq run` are one
+// object. The recipe holds the quantizer's own struct, both default to the
+// one list DefaultFp16BlockOps(), and a recipe that leaves quantize.fp16 out
+// turns into the quantizer's defaults.
+TEST_F(RecipeTest, Fp16DefaultsAreTheQuantizersOwn) {
+  static_assert(std::is_same_v<RecipeQuantize::Fp16, Fp16Options>, "recipes hold the library's FP16 options");
+  const std::vector<std::string>& list = DefaultFp16BlockOps();
+  EXPECT_EQ(&list, &DefaultFp16BlockOps());  // one object, not a fresh copy per call
+  EXPECT_EQ(QuantizeOptions{}.fp16.block_ops, list);
+  EXPECT_EQ(RecipeQuantize{}.fp16.block_ops, list);
+  for (const char* precision : {"int8", "fp16", "mixed"}) {
+    StatusOr<Recipe> r = Parse(kMinimal + "quantize: {precision: " + precision + "}\n");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    const QuantizeOptions q = ToQuantizeOptions(*r);
+    EXPECT_EQ(q.fp16.block_ops, QuantizeOptions{}.fp16.block_ops) << precision;
+    EXPECT_EQ(q.fp16.keep_io_types, QuantizeOptions{}.fp16.keep_io_types) << precision;
+  }
+  // A list written in the recipe reaches the quantizer as written.
+  StatusOr<Recipe> r = Parse(kMinimal + "quantize: {precision: fp16, fp16: {block_ops: [Resize]}}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(ToQuantizeOptions(*r).fp16.block_ops, (std::vector<std::string>{"Resize"}));
 }
 
 TEST_F(RecipeTest, DependentDefaults) {

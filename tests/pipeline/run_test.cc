@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <filesystem>
 
+#include "runtime/dataset.h"  // SliceRows
 #include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 #include "sparq/npy.h"
@@ -83,6 +84,47 @@ TEST(RunRecipe, FallbackMovesTheWorstLayersAndSaysWhy) {
       }
     EXPECT_TRUE(found) << f.node;
   }
+}
+
+// Issue 11: stages talk in memory. A run with pruning, fallback and
+// preprocessing writes exactly the files it reports (no candidate models, no
+// preprocessed copy of the data), and preprocessing works on a folder of .npy
+// with the same result as on the archive it was split from.
+TEST(RunRecipe, WritesOnlyItsOutputsAndPreprocessesFolders) {
+  testing::TempDir data, a, b;
+  auto eval = ReadNpz(kDigits + "eval.npz");
+  ASSERT_TRUE(eval.ok()) << eval.status().ToString();
+  const Tensor& x = (*eval)[0].second;
+  std::filesystem::create_directories(data.path("eval"));
+  ASSERT_TRUE(WriteNpy(data.path("eval/0.npy"), SliceRows(x, 0, 200)).ok());
+  ASSERT_TRUE(WriteNpy(data.path("eval/1.npy"), SliceRows(x, 200, x.dim(0) - 200)).ok());
+  auto recipe = [&](const std::string& out, const std::string& evaluation, const std::string& preprocess) {
+    const std::string yaml = "version: 1\nname: t\nmodel: " + kDigits + "digits_cnn.onnx\n" +
+                             "data:\n  calibration: " + kDigits + "calib.npz\n  evaluation: " + evaluation + "\n" +
+                             "  calibration_samples: 128\n" + preprocess + "output:\n  dir: " + out + "\n" +
+                             "prune: {enabled: true, structure: unstructured, sparsity: 0.3}\n"
+                             "quantize:\n  fallback: {enabled: true, to: fp16, max_layers: 2}\n"
+                             "evaluate:\n  metric: sqnr\n  gate: {max_drop: 45}\n";
+    auto r = ParseRecipe(yaml, out, "test.yaml");
+    EXPECT_TRUE(r.ok()) << r.status().ToString() << "\n" << yaml;
+    return r.ok() ? *r : Recipe{};
+  };
+  auto plain = RunRecipe(recipe(a.root(), kDigits + "eval.npz", ""));
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  // An identity written out (mean 0, std 1) still takes the transform path.
+  auto folder = RunRecipe(recipe(b.root(), data.path("eval"), "  preprocess: {mean: [0.0], std: [1.0]}\n"));
+  ASSERT_TRUE(folder.ok()) << folder.status().ToString();
+  EXPECT_FALSE(folder->fallback.empty());  // the fallback loop ran
+  EXPECT_EQ(*ReadFile(plain->output_model), *ReadFile(folder->output_model));
+  EXPECT_EQ(plain->sqnr_db, folder->sqnr_db);
+
+  std::vector<std::string> written, reported;
+  for (const auto& e : std::filesystem::recursive_directory_iterator(b.root())) written.push_back(e.path().string());
+  for (const auto& f : folder->files) reported.push_back(std::filesystem::path(f).lexically_normal().string());
+  std::sort(written.begin(), written.end());
+  std::sort(reported.begin(), reported.end());
+  EXPECT_EQ(written, reported);
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(data.path("eval")), {}), 2);
 }
 
 TEST(RunRecipe, NeverWritesOverTheInputModel) {

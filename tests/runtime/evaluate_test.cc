@@ -6,6 +6,7 @@
 #include <limits>
 
 #include "runtime/dataset.h"
+#include "sparq/dataset.h"
 #include "sparq/evaluate.h"
 #include "sparq/metrics.h"
 #include "sparq/npy.h"
@@ -261,7 +262,7 @@ TEST_F(EvaluateTest, FixedBatchPadsTheLastBatchAndRejectsOtherSizes) {
   auto bad = Evaluate(path("fixed.onnx"), o);
   ASSERT_FALSE(bad.ok());
   EXPECT_EQ(bad.status().code(), StatusCode::kInvalidArgument);
-  EXPECT_NE(bad.status().message().find("--batch 8 does not match model input 'x'"), std::string::npos)
+  EXPECT_NE(bad.status().message().find("batch 8 does not match model input 'x'"), std::string::npos)
       << bad.status().message();
 }
 
@@ -364,6 +365,129 @@ TEST_F(EvaluateTest, BadDataIsNamed) {
   o.save_outputs = path("data.npz");
   EXPECT_NE(Evaluate(path("model.onnx"), o).status().message().find("would overwrite the dataset"),
             std::string::npos);
+}
+
+// ---------------------------------------------------------------------------
+// Evaluator: the reference runs once; candidates are models in memory.
+
+TEST_F(EvaluateTest, EvaluatorRunsTheReferenceOnceAndStreamsPastTheCache) {
+  const Model reference = Classifier();
+  auto data = OpenDataset(path("data.npz"), reference.graph, DatasetOptions{4, 0, {}});
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  EXPECT_EQ(data->samples(), 10);
+  EXPECT_EQ(data->batch_size(), 4);
+  EvaluatorOptions options;
+  options.labels = path("labels.npy");
+  options.threads = 1;
+  auto evaluator = Evaluator::Create(reference, *data, options);
+  ASSERT_TRUE(evaluator.ok()) << evaluator.status().ToString();
+  Evaluator& ev = **evaluator;
+  EXPECT_EQ(ev.reference_batches_run(), 3);  // 4 + 4 + 2 samples, run once
+  EXPECT_EQ(ev.cached_batches(), 3);
+  EXPECT_EQ(ev.reference_report().top1_correct, 9);
+  EXPECT_EQ(MetricValue(Metric::kAgreement, ev.reference_report()), 100.0);
+  EXPECT_EQ(MetricValue(Metric::kSqnr, ev.reference_report()), kSqnrCeilingDb);
+
+  for (int i = 0; i < 3; ++i) {
+    auto r = ev.Evaluate(Classifier(-1, 1.01f));
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->samples, 10);
+    EXPECT_NEAR(MetricValue(Metric::kSqnr, *r), 40.0, 1e-3);
+    EXPECT_EQ(MetricValue(Metric::kAgreement, *r), 100.0);
+    EXPECT_EQ(r->top1_correct, 9);
+  }
+  EXPECT_EQ(ev.reference_batches_run(), 3);  // no reference run per candidate
+
+  // A cap of one batch's outputs (4 rows x 3 floats): the rest is streamed,
+  // i.e. the reference runs again on those batches, with the same results.
+  options.cache_bytes = 4 * 3 * 4;
+  auto capped = Evaluator::Create(reference, *data, options);
+  ASSERT_TRUE(capped.ok()) << capped.status().ToString();
+  EXPECT_EQ((*capped)->cached_batches(), 1);
+  auto r = (*capped)->Evaluate(Classifier(-1, 1.01f));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_NEAR(r->comparisons[0].sqnr_db, 40.0, 1e-3);
+  EXPECT_EQ((*capped)->reference_batches_run(), 3 + 2);
+}
+
+TEST(MetricNames, OneTableParsesAndNames) {
+  for (const auto& [metric, name] : kMetricNames) {
+    EXPECT_STREQ(MetricName(metric), name);
+    auto parsed = ParseMetric(name);
+    ASSERT_TRUE(parsed.ok());
+    EXPECT_EQ(*parsed, metric);
+  }
+  auto bad = ParseMetric("top3");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("top1, top5, agreement, sqnr, cosine"), std::string::npos)
+      << bad.status().message();
+}
+
+// Preprocessing is a per-batch transform: it works on a folder of .npy files
+// (which the old preprocess-to-a-temporary-.npz path refused) and writes nothing.
+TEST(BatchSourceTest, PreprocessAppliesPerBatchOnAFolder) {
+  testing::TempDir dir;
+  std::filesystem::create_directories(dir.path("nhwc"));
+  // 3 uint8 NHWC images 2x2 with 2 channels, split over two files.
+  std::vector<uint8_t> pixels(3 * 2 * 2 * 2);
+  for (size_t i = 0; i < pixels.size(); ++i) pixels[i] = static_cast<uint8_t>(i * 10);
+  Tensor all = Tensor::FromVector<uint8_t>({3, 2, 2, 2}, pixels);
+  ASSERT_TRUE(WriteNpy(dir.path("nhwc/a.npy"), SliceRows(all, 0, 2)).ok());
+  ASSERT_TRUE(WriteNpy(dir.path("nhwc/b.npy"), SliceRows(all, 2, 1)).ok());
+  Graph g;
+  g.inputs.push_back(testing::FloatInput("img", {{-1, "n"}, {2, ""}, {2, ""}, {2, ""}}));
+  Preprocess p;
+  p.scale = 1.0 / 255.0;
+  p.layout = DataLayout::kNHWC;
+  p.mean = {0.5, 0.25};
+  p.stddev = {0.5, 0.25};
+  DatasetOptions o;
+  o.batch_size = 2;
+  o.transform = PreprocessTransform(p, "img");
+  auto source = OpenDataset(dir.path("nhwc"), g, o);
+  ASSERT_TRUE(source.ok()) << source.status().ToString();
+  EXPECT_EQ(source->samples(), 3);
+  for (int pass = 0; pass < 2; ++pass) {  // each call starts a new pass
+    BatchFn next = (*source)();
+    TensorMap batch;
+    std::vector<float> got;
+    for (;;) {
+      auto more = next(&batch);
+      ASSERT_TRUE(more.ok()) << more.status().ToString();
+      if (!*more) break;
+      const Tensor& x = batch.at("img");
+      ASSERT_EQ(x.dtype(), DataType::kFloat32);
+      ASSERT_EQ(x.dim(1), 2);  // NCHW now
+      got.insert(got.end(), x.data<float>(), x.data<float>() + x.numel());
+    }
+    ASSERT_EQ(got.size(), pixels.size());
+    // Sample 0, channel 1, pixel (0, 1): NHWC index (0*2 + 1)*2 + 1 = 3.
+    const float expected = static_cast<float>((static_cast<float>(30 * (1.0 / 255.0)) - 0.25) / 0.25);
+    EXPECT_FLOAT_EQ(got[(0 * 2 + 1) * 4 + 0 * 2 + 1], expected);
+  }
+  EXPECT_EQ(std::distance(std::filesystem::directory_iterator(dir.path("nhwc")), {}), 2);  // nothing written
+
+  // Channel lists that do not fit the data are named.
+  p.mean = {0.1, 0.2, 0.3};
+  o.transform = PreprocessTransform(p, "img");
+  auto bad = OpenDataset(dir.path("nhwc"), g, o);
+  ASSERT_TRUE(bad.ok());
+  TensorMap batch;
+  auto more = (*bad)()(&batch);
+  ASSERT_FALSE(more.ok());
+  EXPECT_NE(more.status().message().find("3 values but the data has 2 channels"), std::string::npos)
+      << more.status().message();
+}
+
+TEST(BatchSourceTest, OneFixedBatchRule) {
+  Graph g;
+  g.inputs.push_back(testing::FloatInput("x", {{-1, "n"}, {4, ""}}));
+  EXPECT_EQ(FixedBatchSize(g), 0);
+  EXPECT_EQ(BatchSizeFor(g, 32), 32);
+  EXPECT_EQ(BatchSizeFor(g, 0), 1);
+  g.inputs.push_back(testing::FloatInput("y", {{8, ""}, {4, ""}}));
+  EXPECT_EQ(FixedBatchSize(g), 8);
+  EXPECT_EQ(BatchSizeFor(g, 32), 8);
 }
 
 }  // namespace

@@ -1,0 +1,52 @@
+// The library calls behind `sparq calibrate` and `sparq sensitivity`: files
+// in, files out, one call each (the CLI parses flags and prints).
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "sparq/calibrate.h"
+#include "sparq/evaluate.h"
+#include "sparq/prune.h"
+#include "sparq/status.h"
+
+namespace sparq {
+
+struct CalibrateFilesOptions {
+  std::string model;      // FP32 ONNX model (required)
+  std::string data;       // .npy, .npz or a folder of them (required)
+  std::string output;     // calibration table to write (JSON, required)
+  std::string trt_cache;  // TensorRT calibration cache to write too; "" = none
+  int64_t batch_size = 32;  // >= 1; a model with a fixed batch dim uses it (BatchSizeFor)
+  int64_t samples = 0;      // at most this many samples; 0 = all
+  CalibrationOptions calibration;
+};
+
+// Loads the model, calibrates it on the data, writes the table (and the
+// TensorRT cache) and returns the table. Errors: those of LoadModel,
+// OpenDataset, Calibrate and the writes; InvalidArgument for bad options.
+StatusOr<CalibrationTable> CalibrateFiles(const CalibrateFilesOptions& options);
+
+struct SensitivityFilesOptions {
+  std::string model;  // FP32 ONNX model (required)
+  std::string data;   // recovery and activation-score data, and the evaluation unless `eval` is set (required)
+  std::string eval;   // evaluation data; "" = `data`
+  std::string labels; // class ids of the evaluation samples; needed by metric top1
+  Metric metric = Metric::kAgreement;  // judged against the unpruned model
+  int64_t samples = 256;    // samples per pass, of both data sets; 0 = all
+  int64_t batch_size = 32;  // >= 1; a model with a fixed batch dim uses it
+  SensitivityOptions sensitivity;
+};
+
+struct SensitivityFilesResult {
+  SensitivityTable table;
+  int64_t candidates = 0;  // models evaluated (in memory)
+};
+
+// Loads the model and scans it (SensitivityAnalysis): each candidate is
+// evaluated in memory by one Evaluator whose reference is the unpruned model.
+// Errors: those of LoadModel, OpenDataset, the Evaluator and
+// SensitivityAnalysis; InvalidArgument for metric top1 without labels.
+StatusOr<SensitivityFilesResult> SensitivityFiles(const SensitivityFilesOptions& options);
+
+}  // namespace sparq
