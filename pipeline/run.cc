@@ -85,6 +85,7 @@ class Runner {
   EvalOptions BaseEvalOptions(const std::string& stage) const;
   BatchSource Batches(const std::string& path, int64_t limit) const;
   StatusOr<CalibrationTable> CalibrateModel();
+  Status UpgradeOpsetForInt8();
   Status PruneStage(double dense_metric);
   StatusOr<EvalReport> EvaluateModel(const std::string& path, bool with_reference, const std::string& stage);
   double MetricOf(const EvalReport& e, bool is_fp32) const;
@@ -254,6 +255,36 @@ Status Runner::PruneStage(double dense_metric) {
   return Status::OK();
 }
 
+// INT8 QDQ needs QuantizeLinear (opset 10) and per-axis DequantizeLinear
+// (opset 13, for per-channel weights): convert older models with ONNX's
+// version converter before any evaluation or calibration, and say so. The
+// FP32 reference stays the original file.
+Status Runner::UpgradeOpsetForInt8() {
+  if (!r_.quantize.enabled || r_.quantize.precision == RecipeQuantize::Precision::kFp16) return Status::OK();
+  const int64_t from = fp32_.opset();
+  const bool qdq = r_.output.format != RecipeOutput::Format::kQOperator;
+  if (from >= 10 && !(qdq && r_.quantize.per_channel && from < 13)) return Status::OK();
+  auto converted = ConvertOpset(fp32_, 13);
+  if (!converted.ok()) {
+    if (from < 10) {
+      return Status::NotSupported("quantization needs opset >= 10 (QuantizeLinear); the model imports opset " +
+                                  std::to_string(from) + " and " + converted.status().message());
+    }
+    const std::string line = "opset " + std::to_string(from) + " kept (" + converted.status().message() +
+                             "): weights quantized per tensor";
+    Log(line);
+    report_.warnings.push_back(line);
+    return Status::OK();
+  }
+  const std::string why = from < 10 ? "QuantizeLinear needs opset 10" : "per-channel DequantizeLinear needs opset 13";
+  const std::string line = "converted the model from opset " + std::to_string(from) +
+                           " to 13 with ONNX's version converter (" + why + ")";
+  Log(line);
+  report_.warnings.push_back(line);
+  fp32_ = std::move(converted).value();
+  return Status::OK();
+}
+
 StatusOr<RunReport> Runner::Run() {
   report_.recipe = r_.source;
   report_.name = r_.name;
@@ -278,6 +309,7 @@ StatusOr<RunReport> Runner::Run() {
   if (fp32_.graph.inputs.empty()) return Status::InvalidArgument(r_.model + ": the model has no inputs");
   SPARQ_RETURN_IF_ERROR(CheckRecipeAgainstModel(r_, fp32_));
   report_.fp32_bytes = static_cast<int64_t>(fs::file_size(r_.model, ec));
+  SPARQ_RETURN_IF_ERROR(UpgradeOpsetForInt8());
 
   // Data, preprocessed once into temporary files when the recipe asks for it.
   tmp_ = std::make_unique<TempFolder>(r_.output.dir);
