@@ -23,7 +23,7 @@ RunFn AddCalibrateCommand(CLI::App& app) {
   sub->add_option("model", args->model, "FP32 ONNX model")->required();
   sub->add_option("--data", args->data, "Calibration data: .npz keyed by input name, .npy, or a folder")->required();
   sub->add_option("-o,--output", args->output, "Calibration table to write (JSON)")->required();
-  sub->add_option("--method", args->method, "max | kl | percentile | mse")->capture_default_str();
+  sub->add_option("--method", args->method, "max | kl | percentile | mse | auto")->capture_default_str();
   sub->add_option("--percentile", args->options.percentile, "Percentile for --method percentile")->capture_default_str();
   sub->add_option("--bins", args->options.bins, "Histogram bins")->capture_default_str();
   sub->add_flag("!--asymmetric", args->options.symmetric, "uint8 ranges with a zero point instead of symmetric int8");

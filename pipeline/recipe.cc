@@ -63,7 +63,8 @@ constexpr EnumEntry<Metric> kMetrics[] = {{Metric::kTop1, "top1"},
 constexpr EnumEntry<CalibrationMethod> kMethods[] = {{CalibrationMethod::kMax, "max"},
                                                      {CalibrationMethod::kKL, "kl"},
                                                      {CalibrationMethod::kPercentile, "percentile"},
-                                                     {CalibrationMethod::kMSE, "mse"}};
+                                                     {CalibrationMethod::kMSE, "mse"},
+                                                     {CalibrationMethod::kAuto, "auto"}};
 
 bool HasDataExtension(const fs::path& p) {
   std::string ext = p.extension().string();

@@ -192,5 +192,40 @@ TEST(CalibrationTable, RejectsOtherFiles) {
   EXPECT_EQ(CalibrationTable::Load(dir.path("y.json")).status().code(), StatusCode::kCorruption);
 }
 
+// method auto: a Gaussian with one far outlier. Keeping the outlier (max)
+// costs every other value rounding noise at a 10x coarser step; clipping it
+// costs one value. Auto measures that on the consumer's output and clips.
+TEST(Calibrate, AutoPicksTheThresholdWithTheLeastLayerError) {
+  std::vector<float> v = Gaussian(1 << 20, 7);
+  v[12345] = 40.0f;
+  std::vector<Tensor> batches = {Tensor::FromVector<float>({1 << 16, 16}, v)};
+  CalibrationOptions opt;
+  opt.method = CalibrationMethod::kAuto;
+  opt.threads = 1;
+  auto one = Calibrate(ReluModel(), Batches(batches), opt);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->method, "auto");
+  const TensorRange* x = one->Find("x");
+  ASSERT_NE(x, nullptr);
+  EXPECT_EQ(x->method.rfind("auto:", 0), 0u) << x->method;
+  EXPECT_NE(x->method, "auto:max");
+  EXPECT_LT(x->threshold, 10.0f);
+  EXPECT_GT(x->threshold, 3.0f);
+  opt.threads = 3;
+  auto three = Calibrate(ReluModel(), Batches(batches), opt);
+  ASSERT_TRUE(three.ok());
+  testing::TempDir dir;
+  ASSERT_TRUE(one->Save(dir.path("a.json")).ok());
+  ASSERT_TRUE(three->Save(dir.path("b.json")).ok());
+  EXPECT_EQ(*ReadFile(dir.path("a.json")), *ReadFile(dir.path("b.json")));
+}
+
+TEST(Calibrate, AutoIsARecipeAndCliMethod) {
+  auto m = ParseCalibrationMethod("auto");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(*m, CalibrationMethod::kAuto);
+  EXPECT_STREQ(CalibrationMethodName(CalibrationMethod::kAuto), "auto");
+}
+
 }  // namespace
 }  // namespace sparq
