@@ -51,6 +51,22 @@ TEST(Thresholds, PercentileOfUniformData) {
   EXPECT_NEAR(PercentileThreshold(h, 100.0), 1.0, 1e-9);
 }
 
+// Regression (issue 15, text recognizer: KL thresholds at 13-31% of max broke
+// the model): 99% of the values near zero and a sparse 1% tail up to 10 that
+// carries signal. Unguarded KL clips at the smallest candidate (range / 16);
+// the guard only allows thresholds whose squared error is no worse than max's.
+TEST(Thresholds, KlCannotClipASparseLongTailFarBelowItsRange) {
+  std::vector<float> v = Gaussian(200000, 3, 0.1f);
+  std::mt19937 gen(4);
+  std::uniform_real_distribution<float> tail(0.0f, 10.0f);
+  for (int i = 0; i < 2000; ++i) v.push_back(tail(gen));
+  AbsHistogram h(2048);
+  h.Add(v.data(), v.size());
+  const double t = KlThreshold(h);
+  EXPECT_GT(t, 8.0) << "KL clipped the tail";
+  EXPECT_LE(t, h.range());
+}
+
 TEST(Thresholds, KlClipsOutliersOfAGaussian) {
   std::vector<float> v = Gaussian(200000, 1);
   v.push_back(40.0f);  // one far outlier stretches the range
