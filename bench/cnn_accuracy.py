@@ -176,6 +176,7 @@ data:
   evaluation_samples: {eval_samples}
 quantize:
   precision: int8
+  fallback: {{enabled: {fallback}}}
   calibration:
 {calibration}
 output:
@@ -187,14 +188,14 @@ evaluate:
 """
 
 
-def sparq_quantize(sparq, work, model, name, calibration, eval_samples=32):
+def sparq_quantize(sparq, work, model, name, calibration, eval_samples=32, fallback=False):
     out = os.path.join(work, "sparq-" + name)
     recipe = os.path.join(work, name + ".yaml")
     body = "\n".join("    " + l for l in calibration)
     with open(recipe, "w") as f:
         f.write(RECIPE.format(name=name, model=model, calib=os.path.join(work, "calib.npz"),
                               eval=os.path.join(work, "eval.npz"), calibration=body, out=out,
-                              eval_samples=eval_samples))
+                              eval_samples=eval_samples, fallback="true" if fallback else "false"))
     t = time.time()
     p = subprocess.run([sparq, "run", recipe], capture_output=True, text=True)
     secs = time.time() - t
@@ -213,6 +214,8 @@ def main():
     ap.add_argument("--eval", type=int, default=256)
     ap.add_argument("--methods", default="max,kl,percentile,mse")
     ap.add_argument("--ort", default="MinMax,Entropy,Percentile")
+    ap.add_argument("--fallback", action="store_true",
+                    help="let sparq's accuracy fallback keep layers in FP32 (off: every layer INT8, as onnxruntime)")
     ap.add_argument("--sparq-eval", type=int, default=32,
                     help="evaluation samples for sparq's own report (its executor is slow on 2 cores); "
                          "the table's main metric runs every evaluation photo through onnxruntime")
@@ -240,14 +243,15 @@ def main():
         print("row:", row, flush=True)
     for m in [x for x in a.methods.split(",") if x]:
         lines = ["method: " + m] + a.extra
-        path, own, secs = sparq_quantize(os.path.abspath(a.sparq), a.work, model, m, lines, a.sparq_eval)
+        path, own, secs = sparq_quantize(os.path.abspath(a.sparq), a.work, model, m, lines, a.sparq_eval,
+                                         a.fallback)
         if path:
             add(("sparq " + m + (" " + " ".join(a.extra) if a.extra else ""), *score(ref, ort_run(path, ev)),
                          own, os.path.getsize(path), secs))
     for v in a.variant:
         name, body = v.split(":", 1)
         path, own, secs = sparq_quantize(os.path.abspath(a.sparq), a.work, model, name, body.split(";"),
-                                         a.sparq_eval)
+                                         a.sparq_eval, a.fallback)
         if path:
             add(("sparq " + name + " (" + body + ")", *score(ref, ort_run(path, ev)), own,
                          os.path.getsize(path), secs))
