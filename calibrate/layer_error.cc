@@ -113,30 +113,48 @@ StatusOr<std::map<std::string, size_t>> ChooseByLayerError(const Model& model, c
   RunOptions run_options;
   run_options.on_node_outputs = [&](const Node& n, const std::vector<Tensor>& outs) -> Status {
     // n's inputs that have candidates: rerun n alone per candidate.
+    // A node that cannot run alone (e.g. a subgraph reading outer values)
+    // gives no evidence: its input tensors are judged by their other consumers.
     std::set<std::string> done;
     std::unique_ptr<Executor> exec;
+    bool alone = true;
     for (const auto& in : n.inputs) {
       auto it = ranges.find(in);
-      if (in.empty() || it == ranges.end() || !done.insert(in).second || !live.count(in)) continue;
+      if (!alone || in.empty() || it == ranges.end() || !done.insert(in).second || !live.count(in)) continue;
       if (live.at(in).dtype() != DataType::kFloat32) continue;
       if (!exec) {
         auto created = Executor::Create(SingleNodeModel(model, n, live), single);
-        if (!created.ok()) return created.status().WithContext("auto calibration, rerunning " + n.Describe());
+        if (!created.ok()) {
+          alone = false;
+          continue;
+        }
         exec = std::move(created).value();
       }
       TensorMap inputs;
-      for (const auto& vi : exec->model().graph.inputs) inputs[vi.name] = live.at(vi.name);
-      for (size_t c = 0; c < it->second.size(); ++c) {
+      for (const auto& vi : exec->model().graph.inputs) {
+        auto v = live.find(vi.name);
+        if (v == live.end()) break;
+        inputs[vi.name] = v->second;
+      }
+      if (inputs.size() != exec->model().graph.inputs.size()) {
+        alone = false;
+        continue;
+      }
+      std::vector<double> local(it->second.size(), 0.0);  // added only when every candidate ran
+      bool ran = true;
+      for (size_t c = 0; c < it->second.size() && ran; ++c) {
         inputs[in] = FakeQuantize(live.at(in), it->second[c]);
         TensorMap got;
-        SPARQ_RETURN_IF_ERROR(exec->Run(inputs, &got).WithContext("auto calibration, rerunning " + n.Describe()));
-        for (size_t o = 0; o < outs.size() && o < n.outputs.size(); ++o) {
+        ran = exec->Run(inputs, &got).ok();
+        for (size_t o = 0; ran && o < outs.size() && o < n.outputs.size(); ++o) {
           if (n.outputs[o].empty() || !outs[o].defined() || outs[o].dtype() != DataType::kFloat32) continue;
           auto g_it = got.find(n.outputs[o]);
           if (g_it == got.end() || g_it->second.numel() != outs[o].numel()) continue;
-          error[in][c] += RelativeError(g_it->second, outs[o]);
+          local[c] += RelativeError(g_it->second, outs[o]);
         }
       }
+      if (ran)
+        for (size_t c = 0; c < local.size(); ++c) error[in][c] += local[c];
       inputs[in] = live.at(in);
     }
     for (size_t o = 0; o < outs.size() && o < n.outputs.size(); ++o) {

@@ -29,8 +29,8 @@ struct AutoTensor {
 // is the sum over consumers of the output's squared error over its energy (a
 // tensor with no consumer, a graph output, is compared with itself). Returns,
 // per tensor, the index of the candidate with the least error (the first on a
-// tie, so the result does not depend on the thread count). Errors: those of
-// the executor.
+// tie, so the result does not depend on the thread count). A consumer that
+// cannot run alone is skipped. Errors: those of the executor on `model`.
 StatusOr<std::map<std::string, size_t>> ChooseByLayerError(const Model& model, const TensorMap& batch,
                                                             const std::map<std::string, AutoTensor>& tensors,
                                                             bool symmetric, int threads);
