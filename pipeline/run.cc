@@ -255,33 +255,15 @@ Status Runner::PruneStage(double dense_metric) {
   return Status::OK();
 }
 
-// INT8 QDQ needs QuantizeLinear (opset 10) and per-axis DequantizeLinear
-// (opset 13, for per-channel weights): convert older models with ONNX's
-// version converter before any evaluation or calibration, and say so. The
-// FP32 reference stays the original file.
+// Older models are converted before any evaluation or calibration; the FP32
+// reference stays the original file.
 Status Runner::UpgradeOpsetForInt8() {
   if (!r_.quantize.enabled || r_.quantize.precision == RecipeQuantize::Precision::kFp16) return Status::OK();
-  const int64_t from = fp32_.opset();
-  const bool qdq = r_.output.format != RecipeOutput::Format::kQOperator;
-  if (from >= 10 && !(qdq && r_.quantize.per_channel && from < 13)) return Status::OK();
-  auto converted = ConvertOpset(fp32_, 13);
-  if (!converted.ok()) {
-    if (from < 10) {
-      return Status::NotSupported("quantization needs opset >= 10 (QuantizeLinear); the model imports opset " +
-                                  std::to_string(from) + " and " + converted.status().message());
-    }
-    const std::string line = "opset " + std::to_string(from) + " kept (" + converted.status().message() +
-                             "): weights quantized per tensor";
+  SPARQ_ASSIGN_OR_RETURN(std::string line, sparq::UpgradeOpsetForInt8(fp32_, ToQuantizeOptions(r_)));
+  if (!line.empty()) {
     Log(line);
     report_.warnings.push_back(line);
-    return Status::OK();
   }
-  const std::string why = from < 10 ? "QuantizeLinear needs opset 10" : "per-channel DequantizeLinear needs opset 13";
-  const std::string line = "converted the model from opset " + std::to_string(from) +
-                           " to 13 with ONNX's version converter (" + why + ")";
-  Log(line);
-  report_.warnings.push_back(line);
-  fp32_ = std::move(converted).value();
   return Status::OK();
 }
 

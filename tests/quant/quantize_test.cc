@@ -257,5 +257,22 @@ TEST(Quantize, RuleMatchingNothingIsAnError) {
   EXPECT_EQ(QuantizeModel(m, CalibrateCnn(m), opt, nullptr).status().code(), StatusCode::kInvalidArgument);
 }
 
+// QOperator at opset 11 has all it needs; QDQ per-channel needs 13.
+TEST(Quantize, OpsetUpgradeOnlyWhenTheFormatNeedsIt) {
+  auto model = LoadModel(std::string(SPARQ_SOURCE_DIR) + "/examples/digits/digits_cnn.onnx");
+  ASSERT_TRUE(model.ok());
+  model->opset_imports = {{"", 11}};
+  QuantizeOptions qop;
+  qop.format = QuantFormat::kQOperator;
+  auto line = UpgradeOpsetForInt8(*model, qop);
+  ASSERT_TRUE(line.ok()) << line.status().ToString();
+  EXPECT_EQ(*line, "");
+  EXPECT_EQ(model->opset(), 11);
+  line = UpgradeOpsetForInt8(*model, QuantizeOptions{});
+  ASSERT_TRUE(line.ok()) << line.status().ToString();
+  EXPECT_NE(line->find("from opset 11 to 13"), std::string::npos) << *line;
+  EXPECT_EQ(model->opset(), 13);
+}
+
 }  // namespace
 }  // namespace sparq
