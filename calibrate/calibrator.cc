@@ -6,6 +6,7 @@
 #include <mutex>
 #include <set>
 
+#include "calibrate/layer_error.h"
 #include "kernels/parallel.h"
 #include "sparq/calibrate.h"
 
@@ -17,6 +18,7 @@ const char* CalibrationMethodName(CalibrationMethod m) {
     case CalibrationMethod::kKL: return "kl";
     case CalibrationMethod::kPercentile: return "percentile";
     case CalibrationMethod::kMSE: return "mse";
+    case CalibrationMethod::kAuto: return "auto";
   }
   return "?";
 }
@@ -26,7 +28,9 @@ StatusOr<CalibrationMethod> ParseCalibrationMethod(const std::string& name) {
   if (name == "kl" || name == "entropy") return CalibrationMethod::kKL;
   if (name == "percentile") return CalibrationMethod::kPercentile;
   if (name == "mse") return CalibrationMethod::kMSE;
-  return Status::InvalidArgument("unknown calibration method '" + name + "' (expected max, kl, percentile or mse)");
+  if (name == "auto") return CalibrationMethod::kAuto;
+  return Status::InvalidArgument("unknown calibration method '" + name +
+                                 "' (expected max, kl, percentile, mse or auto)");
 }
 
 TensorRange MakeRange(const std::string& name, float min, float max, float threshold, bool symmetric,
@@ -146,6 +150,48 @@ std::set<std::string> ActivationNames(const Model& model) {
   return out;
 }
 
+using ObserverItem = const std::pair<const std::string, Observer>*;
+
+// method auto: every tensor's candidates (max, KL, percentile, MSE), then the
+// one whose quantization least disturbs its consumers' outputs on the first
+// batch. Each range's method says which won ("auto:kl").
+Status ChooseAuto(const Model& model, const TensorMap& batch, const std::vector<ObserverItem>& items,
+                  const CalibrationOptions& options, CalibrationTable* table, ThreadPool* pool) {
+  std::vector<AutoTensor> found(items.size());
+  ParallelFor(pool, static_cast<int64_t>(items.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i) {
+      const Observer& obs = items[i]->second;
+      const double max_abs = std::max(std::fabs(obs.min), std::fabs(obs.max));
+      AutoTensor& t = found[i];
+      t.min = obs.min;
+      t.max = obs.max;
+      const std::pair<CalibrationMethod, double> all[] = {
+          {CalibrationMethod::kMax, max_abs},
+          {CalibrationMethod::kKL, KlThreshold(obs.hist)},
+          {CalibrationMethod::kPercentile, PercentileThreshold(obs.hist, options.percentile)},
+          {CalibrationMethod::kMSE, MseThreshold(obs.hist)}};
+      for (const auto& [method, value] : all) {
+        const float th = static_cast<float>(std::min(value, max_abs));
+        bool dup = th <= 0.0f;
+        for (const auto& c : t.candidates) dup |= c.threshold == th;
+        if (!dup) t.candidates.push_back({method, th});
+      }
+    }
+  });
+  std::map<std::string, AutoTensor> by_name;
+  for (size_t i = 0; i < items.size(); ++i) by_name[items[i]->first] = found[i];
+  SPARQ_ASSIGN_OR_RETURN(auto chosen, ChooseByLayerError(model, batch, by_name, options.symmetric, options.threads));
+  for (size_t i = 0; i < items.size(); ++i) {
+    const AutoTensor& t = found[i];
+    if (t.candidates.empty()) continue;
+    auto it = chosen.find(items[i]->first);
+    const ThresholdCandidate& c = t.candidates[it == chosen.end() ? 0 : it->second];
+    table->tensors[i] = MakeRange(items[i]->first, t.min, t.max, c.threshold, options.symmetric,
+                                  std::string("auto:") + CalibrationMethodName(c.method));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_batch, const CalibrationOptions& options) {
@@ -182,10 +228,12 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
   table.percentile = options.percentile;
   table.symmetric = options.symmetric;
   int64_t batches = 0;
+  TensorMap first_batch;  // method auto compares candidates on it
   for (;;) {
     TensorMap batch;
     SPARQ_ASSIGN_OR_RETURN(bool more, next_batch(&batch));
     if (!more) break;
+    if (batches == 0 && options.method == CalibrationMethod::kAuto) first_batch = batch;
     for (const auto& [name, t] : batch) SPARQ_RETURN_IF_ERROR(observe(name, t));
     TensorMap outputs;
     SPARQ_RETURN_IF_ERROR(exec->Run(batch, &outputs, run_options).WithContext("calibration batch " + std::to_string(batches)));
@@ -196,7 +244,7 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
   if (batches == 0) return Status::InvalidArgument("calibration got no data batches");
 
   // Threshold searches are independent per tensor: run them in parallel.
-  std::vector<const std::pair<const std::string, Observer>*> items;
+  std::vector<ObserverItem> items;
   for (const auto& kv : observers) items.push_back(&kv);
   table.tensors.resize(items.size());
   ParallelFor(&pool, static_cast<int64_t>(items.size()), 1, [&](int64_t b, int64_t e) {
@@ -210,12 +258,14 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
           threshold = static_cast<float>(PercentileThreshold(obs.hist, options.percentile));
           break;
         case CalibrationMethod::kMSE: threshold = static_cast<float>(MseThreshold(obs.hist)); break;
+        case CalibrationMethod::kAuto: break;  // max until ChooseByLayerError below
       }
       // A bin edge may sit a hair above the observed max: never exceed it.
       threshold = std::min(threshold, std::max(std::fabs(obs.min), std::fabs(obs.max)));
       table.tensors[i] = MakeRange(name, obs.min, obs.max, threshold, options.symmetric, table.method);
     }
   });
+  if (options.method == CalibrationMethod::kAuto) SPARQ_RETURN_IF_ERROR(ChooseAuto(model, first_batch, items, options, &table, &pool));
   return table;
 }
 

@@ -83,6 +83,22 @@ bool Normalize(std::vector<double>& p) {
   return true;
 }
 
+// Expected squared error, from the histogram, of quantizing |x| with
+// threshold t: values beyond t clip to t, the rest round to a step of
+// t / (quant_levels - 1). Each bin counts as its center value.
+double SquaredError(const std::vector<int64_t>& counts, double bin_width, double t, int quant_levels) {
+  const double s = t / (quant_levels - 1);
+  double err = 0.0;
+  for (size_t b = 0; b < counts.size(); ++b) {
+    const int64_t c = counts[b];
+    if (c == 0) continue;
+    const double x = (static_cast<double>(b) + 0.5) * bin_width;
+    const double xq = x >= t ? t : s * std::nearbyint(x / s);
+    err += static_cast<double>(c) * (x - xq) * (x - xq);
+  }
+  return err;
+}
+
 }  // namespace
 
 double KlThreshold(const AbsHistogram& h, int quant_levels) {
@@ -100,10 +116,22 @@ double KlThreshold(const AbsHistogram& h, int quant_levels) {
   std::vector<double> beyond(static_cast<size_t>(nbins) + 1, 0.0);
   for (int i = nbins - 1; i >= 0; --i) beyond[i] = beyond[i + 1] + static_cast<double>(hist[i]);
 
+  // The guard that keeps KL from collapsing a model: KL weighs a value by how
+  // often it occurs, not by how large it is, so a long sparse tail (outlier
+  // channels, attention and CTC logits, one-sided pre-activations) costs it
+  // almost nothing to clip, and its minimum can sit at the smallest candidate
+  // (range / 16), far below the useful range. A candidate is only eligible
+  // when its expected squared error (clipping + rounding) is no worse than
+  // that of keeping the whole range (max): KL can then refine max, never
+  // ruin it.
+  int last = nbins - 1;
+  while (last > 0 && h.counts()[last] == 0) --last;
+  const double max_error = SquaredError(h.counts(), h.bin_width(), (last + 1) * h.bin_width(), quant_levels);
   double best_kl = std::numeric_limits<double>::infinity();
   int best_i = nbins;
   std::vector<double> p, q;
   for (int i = quant_levels; i <= nbins; ++i) {
+    if (i < nbins && SquaredError(h.counts(), h.bin_width(), i * h.bin_width(), quant_levels) > max_error) continue;
     // P: the first i bins, with everything beyond folded into the last one.
     p.assign(hist.begin(), hist.begin() + i);
     p[i - 1] += beyond[i];
@@ -152,22 +180,12 @@ double MseThreshold(const AbsHistogram& h, int quant_levels) {
   if (h.range() == 0.0 || h.total() == 0) return 0.0;
   const int nbins = h.bins();
   const double w = h.bin_width();
-  const double steps = quant_levels - 1;  // 127 positive int8 levels
   double best_err = std::numeric_limits<double>::infinity();
   int best_i = nbins;
   // Candidates: every bin edge from 1/16 of the range up. Error of each bin
   // is that of its center value after fake quantization (clip + round).
   for (int i = std::max(1, nbins / 16); i <= nbins; ++i) {
-    const double t = i * w;
-    const double s = t / steps;
-    double err = 0.0;
-    for (int b = 0; b < nbins; ++b) {
-      const int64_t c = h.counts()[b];
-      if (c == 0) continue;
-      const double x = (b + 0.5) * w;
-      const double xq = x >= t ? t : s * std::nearbyint(x / s);
-      err += static_cast<double>(c) * (x - xq) * (x - xq);
-    }
+    const double err = SquaredError(h.counts(), w, i * w, quant_levels);
     if (err < best_err) {
       best_err = err;
       best_i = i;

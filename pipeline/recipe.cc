@@ -73,7 +73,8 @@ const EnumEntry<CalibrationMethod> kMethods[] = {
     {CalibrationMethod::kMax, CalibrationMethodName(CalibrationMethod::kMax)},
     {CalibrationMethod::kKL, CalibrationMethodName(CalibrationMethod::kKL)},
     {CalibrationMethod::kPercentile, CalibrationMethodName(CalibrationMethod::kPercentile)},
-    {CalibrationMethod::kMSE, CalibrationMethodName(CalibrationMethod::kMSE)}};
+    {CalibrationMethod::kMSE, CalibrationMethodName(CalibrationMethod::kMSE)},
+    {CalibrationMethod::kAuto, CalibrationMethodName(CalibrationMethod::kAuto)}};
 
 bool HasDataExtension(const fs::path& p) {
   std::string ext = p.extension().string();

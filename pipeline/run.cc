@@ -43,6 +43,7 @@ class Runner {
   EvaluateCallOptions CallOptions(const std::string& stage) const;
   Status OpenData();
   StatusOr<CalibrationTable> CalibrateModel();
+  Status UpgradeOpsetForInt8();
   Status PruneStage(double dense_metric);
   StatusOr<EvalReport> EvaluateModel(const Model& m, const std::string& stage);
   double MetricOf(const EvalReport& e) const { return MetricValue(r_.evaluate.metric, e); }
@@ -156,6 +157,18 @@ Status Runner::PruneStage(double dense_metric) {
   return Status::OK();
 }
 
+// Older models are converted before any evaluation or calibration; the FP32
+// reference stays the original file.
+Status Runner::UpgradeOpsetForInt8() {
+  if (!r_.quantize.enabled || r_.quantize.precision == RecipeQuantize::Precision::kFp16) return Status::OK();
+  SPARQ_ASSIGN_OR_RETURN(std::string line, sparq::UpgradeOpsetForInt8(fp32_, ToQuantizeOptions(r_)));
+  if (!line.empty()) {
+    Log(line);
+    report_.warnings.push_back(line);
+  }
+  return Status::OK();
+}
+
 StatusOr<RunReport> Runner::Run() {
   report_.recipe = r_.source;
   report_.name = r_.name;
@@ -180,6 +193,7 @@ StatusOr<RunReport> Runner::Run() {
   if (fp32_.graph.inputs.empty()) return Status::InvalidArgument(r_.model + ": the model has no inputs");
   SPARQ_RETURN_IF_ERROR(CheckRecipeAgainstModel(r_, fp32_));
   report_.fp32_bytes = static_cast<int64_t>(fs::file_size(r_.model, ec));
+  SPARQ_RETURN_IF_ERROR(UpgradeOpsetForInt8());
 
   // The evaluation data's reference outputs come from this run, once: every
   // later model (prune candidates, quantized, fallback) is compared with them.

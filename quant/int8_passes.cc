@@ -153,7 +153,10 @@ Status InsertQdq(Model& model, const CalibrationTable& table, const std::vector<
       node.inputs[0] = x_dq;
       node.inputs[1] = w_dq;
       if (!b_dq.empty()) node.inputs[2] = b_dq;
-      SPARQ_RETURN_IF_ERROR(qdq.QuantizeOutput(n.outputs[0]));
+      // Quantized once, after a fusable activation (Conv -> Relu -> Q -> DQ).
+      const auto act = FusedActivation(g, i);
+      const std::string y = act && table.Find(g.nodes[*act].outputs[0]) ? g.nodes[*act].outputs[0] : n.outputs[0];
+      SPARQ_RETURN_IF_ERROR(qdq.QuantizeOutput(y));
       continue;
     }
     if (precision[i] == Precision::kFP32 && options.precision == Precision::kINT8 && kFlowOps.count(n.op_type) &&
@@ -194,7 +197,11 @@ Status RewriteQOperator(Model& model, const CalibrationTable& table, const std::
     if (precision[i] != Precision::kINT8) continue;
     const Node n = g.nodes[i];
     const TensorRange* rx = table.Find(n.inputs[0]);
-    const TensorRange* ry = table.Find(n.outputs[0]);
+    // After a fusable activation, the output takes its range: the clamp
+    // that follows in float then changes no quantized value.
+    const auto act = FusedActivation(g, i);
+    const TensorRange* ry = act && table.Find(g.nodes[*act].outputs[0]) ? table.Find(g.nodes[*act].outputs[0])
+                                                                          : table.Find(n.outputs[0]);
     if (ry == nullptr) {
       for (auto& d : report->layers)
         if (d.node == n.name) d.precision = Precision::kFP32, d.reason = "no calibration range for output '" + n.outputs[0] + "'";

@@ -20,6 +20,13 @@ std::optional<WeightedLayer> QuantizableLayer(const Graph& g, const Node& n);
 // output channel (and a Gemm has alpha = beta = 1): it is quantized to int32.
 bool HasQuantizableBias(const Graph& g, const Node& n, const WeightedLayer& layer);
 
+// The activation that follows node `index` and fuses into it when INT8: a
+// Relu or Clip that alone reads the node's only output, neither being a graph
+// output. Quantizing after it rather than between (as onnxruntime and
+// TensorRT do) keeps the clamped range, and the integer layer computes the
+// clamp exactly. Returns the activation's index.
+std::optional<size_t> FusedActivation(const Graph& g, size_t index);
+
 // A stable key for a node across rewrites: its name, or "@<first output>".
 std::string NodeKey(const Node& n);
 

@@ -41,6 +41,28 @@ bool HasQuantizableBias(const Graph& g, const Node& n, const WeightedLayer& laye
   return b != nullptr && b->dtype() == DataType::kFloat32 && b->numel() == channels && plain_gemm;
 }
 
+std::optional<size_t> FusedActivation(const Graph& g, size_t index) {
+  const Node& n = g.nodes[index];
+  if (n.outputs.size() != 1) return std::nullopt;
+  std::optional<size_t> reader;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    for (const auto& in : g.nodes[i].inputs) {
+      if (in != n.outputs[0]) continue;
+      if (reader && *reader != i) return std::nullopt;
+      reader = i;
+    }
+  }
+  if (!reader) return std::nullopt;
+  const Node& a = g.nodes[*reader];
+  if (!a.domain.empty() || (a.op_type != "Relu" && a.op_type != "Clip") || a.outputs.size() != 1 ||
+      a.inputs[0] != n.outputs[0]) {
+    return std::nullopt;
+  }
+  for (const auto& o : g.outputs)
+    if (o.name == n.outputs[0] || o.name == a.outputs[0]) return std::nullopt;
+  return reader;
+}
+
 namespace {
 
 StatusOr<std::vector<Precision>> ResolvePrecisions(const Graph& g, const QuantizeOptions& options,
@@ -122,8 +144,13 @@ StatusOr<Model> QuantizeModel(const Model& input, const CalibrationTable& table,
 
   // Names of the nodes by precision survive the rewrites (indices do not).
   std::vector<std::string> fp16_nodes;
+  std::set<size_t> fused_activations;  // computed on the integers: not FP16
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (precision[i] == Precision::kFP16) fp16_nodes.push_back(NodeKey(g.nodes[i]));
+    if (precision[i] != Precision::kINT8) continue;
+    if (auto a = FusedActivation(g, i); a && table.Find(g.nodes[*a].outputs[0]) != nullptr) fused_activations.insert(*a);
+  }
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (precision[i] == Precision::kFP16 && !fused_activations.count(i)) fp16_nodes.push_back(NodeKey(g.nodes[i]));
   }
   const bool any_int8 = std::count(precision.begin(), precision.end(), Precision::kINT8) > 0;
   if (any_int8) {

@@ -5,7 +5,18 @@
 //   DequantizeLinear(w_q) ─┼─ Conv ── QuantizeLinear ── y_q
 //   DequantizeLinear(b_q) ─┘                  =>   QLinearConv(x_q, .., w_q, .., b_q) ── y_q
 //
-// and the same for MatMul (without bias) into QLinearMatMul. The fused node
+// and the same for MatMul (without bias) into QLinearMatMul. When a Relu or
+// a Clip sits between the layer and its QuantizeLinear (the quantizer
+// quantizes after a fusable activation, as onnxruntime and TensorRT do), the
+// integer operator takes the activation's output scale and the activation
+// stays on the integers:
+//
+//   .. Conv ── Relu|Clip ── QuantizeLinear(s, z) ── y_q
+//        =>   QLinearConv(.., s, z) ── DequantizeLinear(s, z) ── Relu|Clip ── QuantizeLinear(s, z) ── y_q
+//
+// which is exact because Q(clamp(x, lo, hi)) = clamp(Q(x), Q(lo), Q(hi)) for
+// the nondecreasing Q; the glue fusion below then turns the tail into a
+// table folded into the QLinearConv (sparq.QLinearConvLut). The fused node
 // computes exact int32 sums and one requantization, where the QDQ graph
 // rounds its float sums; the two differ by one step on values that sit near a
 // rounding boundary, which is the difference a deployment runtime shows too.
@@ -61,6 +72,7 @@
 // rewrite is deterministic.
 #include <cmath>
 #include <map>
+#include <optional>
 #include <set>
 
 #include "graph/graph_editor.h"
@@ -75,7 +87,7 @@ namespace {
 
 class Fuser {
  public:
-  explicit Fuser(Graph& g) : g_(g), index_(g) {
+  explicit Fuser(Graph& g) : g_(g), index_(g), editor_(g) {
     for (const auto& v : g.initializer_inputs) overridable_.insert(v.name);
   }
 
@@ -88,8 +100,11 @@ class Fuser {
     }
     if (fused.empty()) return fused;
     std::vector<Node> kept;
-    for (size_t i = 0; i < g_.nodes.size(); ++i)
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (!removed_.count(i)) kept.push_back(std::move(g_.nodes[i]));
+      auto after = inserted_after_.find(i);
+      if (after != inserted_after_.end()) kept.push_back(std::move(after->second));
+    }
     g_.nodes = std::move(kept);
     RemoveUnreadDequantizeNodes();
     return fused;
@@ -122,9 +137,22 @@ class Fuser {
     if (n.outputs.size() != 1 || index_.IsGraphOutput(n.outputs[0])) return false;
     const std::vector<size_t>& readers = index_.Readers(n.outputs[0]);
     if (readers.size() != 1) return false;
-    const size_t q_index = readers[0];
+    size_t q_index = readers[0];
+    // A clamping activation between the layer and its QuantizeLinear.
+    std::optional<size_t> act_index;
+    {
+      const Node& a = g_.nodes[q_index];
+      if (a.domain.empty() && (a.op_type == "Relu" || a.op_type == "Clip") && a.outputs.size() == 1 &&
+          !index_.IsGraphOutput(a.outputs[0]) && a.inputs[0] == n.outputs[0]) {
+        const std::vector<size_t>& act_readers = index_.Readers(a.outputs[0]);
+        if (act_readers.size() != 1) return false;
+        act_index = q_index;
+        q_index = act_readers[0];
+      }
+    }
     const Node& q = g_.nodes[q_index];
-    if (q.op_type != "QuantizeLinear" || !q.domain.empty() || q.inputs.size() < 3 || q.inputs[0] != n.outputs[0] ||
+    const std::string& q_input = act_index ? g_.nodes[*act_index].outputs[0] : n.outputs[0];
+    if (q.op_type != "QuantizeLinear" || !q.domain.empty() || q.inputs.size() < 3 || q.inputs[0] != q_input ||
         !ScalarConstant(q.inputs[1]) || !ScalarConstant(q.inputs[2])) {
       return false;
     }
@@ -155,6 +183,18 @@ class Fuser {
       fused.inputs.push_back(db->inputs[0]);
     } else if (!conv && n.inputs.size() > 2) {
       return false;
+    }
+    if (act_index) {
+      // QLinearConv -> DequantizeLinear -> the activation -> the QuantizeLinear.
+      const std::string yq = editor_.FreshName(n.outputs[0] + "_quantized");
+      const std::string y = editor_.FreshName(n.outputs[0] + "_dequantized");
+      fused.outputs = {yq};
+      Node dq{editor_.FreshName(n.outputs[0] + "_DequantizeLinear"), "DequantizeLinear", "", {yq, q.inputs[1], q.inputs[2]}, {y}, {},
+              ""};
+      g_.nodes[*act_index].inputs[0] = y;
+      g_.nodes[index] = std::move(fused);
+      inserted_after_[index] = std::move(dq);
+      return true;
     }
     g_.nodes[index] = std::move(fused);
     removed_.insert(q_index);
@@ -203,6 +243,8 @@ class Fuser {
   const ValueIndex index_;  // of the graph as it came: nodes are only marked until Run() compacts them
   std::set<std::string> overridable_;
   std::set<size_t> removed_;
+  std::map<size_t, Node> inserted_after_;  // new nodes, placed after the node at that index
+  GraphEditor editor_;                     // fresh names only
 };
 
 // The glue fusions (see the diagram at the top), run after Fuser on the

@@ -28,6 +28,8 @@ enum class CalibrationMethod {
   kKL,          // saturating: TensorRT's entropy calibration (min KL divergence)
   kPercentile,  // saturating: the given percentile of |x|
   kMSE,         // saturating: the threshold minimizing the expected quantization error
+  kAuto,        // per tensor, the one of max / KL / percentile / MSE that least disturbs
+                // the outputs of the tensor's consumers (measured on the first batch)
 };
 const char* CalibrationMethodName(CalibrationMethod m);
 StatusOr<CalibrationMethod> ParseCalibrationMethod(const std::string& name);

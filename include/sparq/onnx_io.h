@@ -59,4 +59,11 @@ Status CheckModel(const Model& model);
 // leave the model unchanged.
 Status InferShapes(Model& model);
 
+// The model with its default-domain opset raised to `target` by ONNX's
+// version converter (onnx/version_converter), which rewrites the ops whose
+// signature changed (e.g. Clip's bounds from attributes to inputs at 11).
+// Errors: InvalidArgument when the converter fails (naming its reason),
+// e.g. for an op it has no adapter for; `model` is never changed.
+StatusOr<Model> ConvertOpset(const Model& model, int64_t target);
+
 }  // namespace sparq

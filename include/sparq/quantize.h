@@ -92,4 +92,12 @@ struct QuantizedWeight {
 };
 QuantizedWeight QuantizeWeightSymmetric(const Tensor& w, int axis, bool per_channel);
 
+// INT8 QDQ needs QuantizeLinear (opset 10) and, for per-channel weights,
+// per-axis DequantizeLinear (opset 13). When `model` is older, converts it in
+// place to opset 13 with ONNX's version converter (ConvertOpset) and returns
+// the line that says so; "" when nothing was needed. When the converter fails:
+// NotSupported below opset 10, else `model` is unchanged and the returned line
+// says the weights will be quantized per tensor.
+StatusOr<std::string> UpgradeOpsetForInt8(Model& model, const QuantizeOptions& options);
+
 }  // namespace sparq

@@ -52,6 +52,22 @@ TEST(Thresholds, PercentileOfUniformData) {
   EXPECT_NEAR(PercentileThreshold(h, 100.0), 1.0, 1e-9);
 }
 
+// Regression (issue 15, text recognizer: KL thresholds at 13-31% of max broke
+// the model): 99% of the values near zero and a sparse 1% tail up to 10 that
+// carries signal. Unguarded KL clips at the smallest candidate (range / 16);
+// the guard only allows thresholds whose squared error is no worse than max's.
+TEST(Thresholds, KlCannotClipASparseLongTailFarBelowItsRange) {
+  std::vector<float> v = Gaussian(200000, 3, 0.1f);
+  std::mt19937 gen(4);
+  std::uniform_real_distribution<float> tail(0.0f, 10.0f);
+  for (int i = 0; i < 2000; ++i) v.push_back(tail(gen));
+  AbsHistogram h(2048);
+  h.Add(v.data(), v.size());
+  const double t = KlThreshold(h);
+  EXPECT_GT(t, 8.0) << "KL clipped the tail";
+  EXPECT_LE(t, h.range());
+}
+
 TEST(Thresholds, KlClipsOutliersOfAGaussian) {
   std::vector<float> v = Gaussian(200000, 1);
   v.push_back(40.0f);  // one far outlier stretches the range
@@ -191,6 +207,41 @@ TEST(CalibrationTable, RejectsOtherFiles) {
   EXPECT_NE(t.status().message().find("not a sparq calibration file"), std::string::npos);
   ASSERT_TRUE(WriteFileAtomically(dir.path("y.json"), "{not json").ok());
   EXPECT_EQ(CalibrationTable::Load(dir.path("y.json")).status().code(), StatusCode::kCorruption);
+}
+
+// method auto: a Gaussian with one far outlier. Keeping the outlier (max)
+// costs every other value rounding noise at a 10x coarser step; clipping it
+// costs one value. Auto measures that on the consumer's output and clips.
+TEST(Calibrate, AutoPicksTheThresholdWithTheLeastLayerError) {
+  std::vector<float> v = Gaussian(1 << 20, 7);
+  v[12345] = 40.0f;
+  std::vector<Tensor> batches = {Tensor::FromVector<float>({1 << 16, 16}, v)};
+  CalibrationOptions opt;
+  opt.method = CalibrationMethod::kAuto;
+  opt.threads = 1;
+  auto one = Calibrate(ReluModel(), Batches(batches), opt);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  EXPECT_EQ(one->method, "auto");
+  const TensorRange* x = one->Find("x");
+  ASSERT_NE(x, nullptr);
+  EXPECT_EQ(x->method.rfind("auto:", 0), 0u) << x->method;
+  EXPECT_NE(x->method, "auto:max");
+  EXPECT_LT(x->threshold, 10.0f);
+  EXPECT_GT(x->threshold, 3.0f);
+  opt.threads = 3;
+  auto three = Calibrate(ReluModel(), Batches(batches), opt);
+  ASSERT_TRUE(three.ok());
+  testing::TempDir dir;
+  ASSERT_TRUE(one->Save(dir.path("a.json")).ok());
+  ASSERT_TRUE(three->Save(dir.path("b.json")).ok());
+  EXPECT_EQ(*ReadFile(dir.path("a.json")), *ReadFile(dir.path("b.json")));
+}
+
+TEST(Calibrate, AutoIsARecipeAndCliMethod) {
+  auto m = ParseCalibrationMethod("auto");
+  ASSERT_TRUE(m.ok());
+  EXPECT_EQ(*m, CalibrationMethod::kAuto);
+  EXPECT_STREQ(CalibrationMethodName(CalibrationMethod::kAuto), "auto");
 }
 
 }  // namespace

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "sparq/executor.h"
 #include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 #include "test_util.h"
@@ -284,6 +285,44 @@ TEST(OnnxIo, HalfConversionsRoundTrip) {
   EXPECT_EQ(FloatToHalf(2.9802322e-08f), 0x0000);  // exactly half the smallest subnormal: ties to even (0)
   EXPECT_EQ(FloatToHalf(1.0f + 1.0f / 2048), 0x3c00);  // tie between 1 and 1+2^-10 rounds to even
   EXPECT_EQ(BFloat16ToFloat(FloatToBFloat16(3.140625f)), 3.140625f);
+}
+
+// Clip took its bounds as attributes until opset 11: the converter moves
+// them to inputs, and the converted graph computes the same values.
+TEST(OnnxIo, ConvertOpsetRewritesOpsWhoseSignatureChanged) {
+  Model m;
+  m.ir_version = 4;
+  m.opset_imports = {{"", 9}};
+  m.graph.name = "clip9";
+  m.graph.inputs.push_back(testing::FloatInput("x", {{2, ""}, {3, ""}}));
+  m.graph.outputs.push_back(testing::FloatInput("y", {{2, ""}, {3, ""}}));
+  m.graph.nodes.push_back({"clip", "Clip", "", {"x"}, {"y"},
+                           {Attribute::Float("min", 0.0f), Attribute::Float("max", 6.0f)}, ""});
+  auto converted = ConvertOpset(m, 13);
+  ASSERT_TRUE(converted.ok()) << converted.status().ToString();
+  EXPECT_EQ(converted->opset(), 13);
+  EXPECT_EQ(m.opset(), 9);  // the input is left alone
+  EXPECT_TRUE(CheckModel(*converted).ok());
+  const Node* clip = nullptr;
+  for (const Node& n : converted->graph.nodes)
+    if (n.op_type == "Clip") clip = &n;
+  ASSERT_NE(clip, nullptr);
+  EXPECT_EQ(clip->inputs.size(), 3u);
+  EXPECT_EQ(clip->attr("min"), nullptr);
+  auto exec = Executor::Create(*converted, ExecutorOptions{1});
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  TensorMap out;
+  ASSERT_TRUE((*exec)->Run({{"x", Tensor::FromVector<float>({2, 3}, {-1, 0, 2, 5.5f, 6, 9})}}, &out).ok());
+  const float* y = out.at("y").data<float>();
+  const std::vector<float> want = {0, 0, 2, 5.5f, 6, 6};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(y[i], want[i]) << i;
+}
+
+TEST(OnnxIo, ConvertOpsetSameVersionIsACopy) {
+  Model m = SmallMlp();
+  auto same = ConvertOpset(m, 17);
+  ASSERT_TRUE(same.ok());
+  ExpectSameGraph(m, *same);
 }
 
 }  // namespace

@@ -382,7 +382,7 @@ TEST_F(RecipeTest, OutOfRangeValuesAreErrorsNotClamped) {
 
 TEST_F(RecipeTest, UnknownEnumValueListsAllowedAndClosest) {
   const std::string message = ErrorOf(kMinimal + "quantize:\n  calibration: {method: kll}\n  precision: INT8\n");
-  EXPECT_NE(message.find("quantize.calibration.method: 'kll' is not one of max, kl, percentile, mse (did you mean "
+  EXPECT_NE(message.find("quantize.calibration.method: 'kll' is not one of max, kl, percentile, mse, auto (did you mean "
                          "'kl'?)"),
             std::string::npos)
       << message;

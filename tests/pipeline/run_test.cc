@@ -237,6 +237,34 @@ TEST(RunRecipe, WrittenQdqModelFusesIntoIntegerConvolutions) {
   EXPECT_EQ(integer_convs, 1);
 }
 
+// A model below opset 13 is converted before anything runs (QDQ per-channel
+// weights need per-axis DequantizeLinear), and the run says so.
+TEST(RunRecipe, OldOpsetModelIsConvertedAndSaysSo) {
+  testing::TempDir dir;
+  auto model = LoadModel(kDigits + "digits_cnn.onnx");
+  ASSERT_TRUE(model.ok());
+  model->opset_imports = {{"", 9}};  // its ops (Conv, Relu, MaxPool, Flatten, Gemm) are valid at 9
+  ASSERT_TRUE(SaveModel(*model, dir.path("digits9.onnx")).ok());
+  Recipe r = MakeRecipe(dir.path("out"), "evaluate:\n  metric: top1\n");
+  r.model = dir.path("digits9.onnx");
+  auto report = RunRecipe(r);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  bool said = false;
+  for (const auto& w : report->warnings) said |= w.find("converted the model from opset 9 to 13") != std::string::npos;
+  EXPECT_TRUE(said) << report->ToText();
+  auto written = LoadModel(report->output_model);
+  ASSERT_TRUE(written.ok());
+  EXPECT_EQ(written->opset(), 13);
+  bool per_axis = false;
+  for (const Node& n : written->graph.nodes)
+    if (n.op_type == "DequantizeLinear") {
+      auto it = written->graph.initializers.find(n.inputs[1]);
+      per_axis |= it != written->graph.initializers.end() && it->second.rank() == 1 && it->second.numel() > 1;
+    }
+  EXPECT_TRUE(per_axis) << "weights fell back to per tensor";
+  EXPECT_GT(report->output_metric, 95.0);
+}
+
 }  // namespace
 }  // namespace sparq
 

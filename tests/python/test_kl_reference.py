@@ -16,8 +16,13 @@ KlThreshold; include/sparq/calibrate.h):
        give up eps * zeros / nonzeros; a candidate where an entry would be
        <= 0 is skipped);
        KL(P || Q) = sum p log(p / q);
-  4. threshold = i * bin_width of the first i with the smallest KL, at most
-     absmax.
+     a candidate is eligible only when its expected squared error (values
+     beyond t = i * bin_width clip to t, the rest round to a step of
+     t / 127; each bin counts as its center) is no worse than that of t =
+     the upper edge of the last nonzero bin (max): the guard that keeps KL
+     from clipping a sparse long tail far below its range (issue 15);
+  4. threshold = i * bin_width of the first eligible i with the smallest KL,
+     at most absmax.
 
 The thresholds must agree within one histogram bin: (a) on synthetic data
 through one-node models (the thresholds of the model input and of the node's
@@ -66,6 +71,14 @@ def _smooth(p: np.ndarray):
     return None if np.any(out <= 0) else out
 
 
+def squared_error(counts: np.ndarray, bin_width: float, t: float, quant_levels: int = QUANT_LEVELS) -> float:
+    """Expected squared error of clipping |x| at t and rounding to t / (levels - 1)."""
+    s = t / (quant_levels - 1)
+    x = (np.arange(counts.size) + 0.5) * bin_width
+    xq = np.where(x >= t, t, s * np.rint(x / s))
+    return float(np.sum(counts.astype(np.float64) * (x - xq) ** 2))
+
+
 def kl_threshold(counts: np.ndarray, absmax: float, quant_levels: int = QUANT_LEVELS) -> float:
     """TensorRT-style entropy calibration threshold from an |x| histogram."""
     bins = counts.size
@@ -74,8 +87,13 @@ def kl_threshold(counts: np.ndarray, absmax: float, quant_levels: int = QUANT_LE
     hist = counts.astype(np.float64)
     if hist[1] > 0:
         hist[0] = min(hist[0], hist[1])
+    width = absmax / bins
+    last = int(np.nonzero(counts)[0].max())
+    max_error = squared_error(counts, width, (last + 1) * width, quant_levels)
     best_kl, best_i = np.inf, bins
     for i in range(quant_levels, bins + 1):
+        if i < bins and squared_error(counts, width, i * width, quant_levels) > max_error:
+            continue
         p = hist[:i].copy()
         p[i - 1] += hist[i:].sum()
         kept = hist[:i]

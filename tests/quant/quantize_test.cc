@@ -136,6 +136,51 @@ TEST(Quantize, QdqModelRunsCloseToFloatAndPassesChecker) {
   EXPECT_EQ(int32_bias, 2);
 }
 
+// One quantizer after a fusable activation, none between the layer and it
+// (as onnxruntime and TensorRT write): Conv -> Relu -> Q -> DQ, with the
+// Relu's range. The executor fuses it all into one integer convolution.
+TEST(Quantize, QuantizesAfterTheActivationNotBefore) {
+  Model m = SmallCnn();
+  CalibrationTable table = CalibrateCnn(m);
+  for (QuantFormat format : {QuantFormat::kQDQ, QuantFormat::kQOperator}) {
+    QuantizeOptions options;
+    options.format = format;
+    auto q = QuantizeModel(m, table, options, nullptr);
+    ASSERT_TRUE(q.ok()) << q.status().ToString();
+    const Graph& g = q->graph;
+    const Node* relu = nullptr;
+    for (const Node& n : g.nodes)
+      if (n.op_type == "Relu") relu = &n;
+    ASSERT_NE(relu, nullptr);
+    const Node* producer = nullptr;
+    for (const Node& n : g.nodes)
+      if (!n.outputs.empty() && n.outputs[0] == relu->inputs[0]) producer = &n;
+    ASSERT_NE(producer, nullptr);
+    if (format == QuantFormat::kQDQ) {
+      EXPECT_EQ(producer->op_type, "Conv");
+      int after = 0;
+      for (const Node& n : g.nodes) after += n.op_type == "QuantizeLinear" && n.inputs[0] == relu->outputs[0];
+      EXPECT_EQ(after, 1);
+      // The quantizer takes the Relu's range: zero below.
+      EXPECT_EQ(table.Find("r1")->min, 0.0f);
+      ExecutorOptions fused;
+      fused.threads = 1;
+      fused.fuse_qdq = true;
+      auto exec = Executor::Create(*q, fused);
+      ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+      bool conv_lut = false;
+      for (const auto& k : (*exec)->NodeKernels()) conv_lut |= k.op_type == "QLinearConvLut";
+      EXPECT_TRUE(conv_lut);
+    } else {
+      // QLinearConv's output takes the Relu's scale.
+      EXPECT_EQ(producer->op_type, "DequantizeLinear");
+      EXPECT_FLOAT_EQ(q->graph.initializers.at(producer->inputs[1]).data<float>()[0], table.Find("r1")->scale);
+    }
+    Tensor x = Input(21);
+    EXPECT_GT(Sqnr(RunModel(m, x), RunModel(*q, x)), 25.0);
+  }
+}
+
 TEST(Quantize, QdqIsDeterministic) {
   Model m = SmallCnn();
   CalibrationTable table = CalibrateCnn(m);
@@ -210,6 +255,23 @@ TEST(Quantize, RuleMatchingNothingIsAnError) {
   EXPECT_NE(q.status().message().find("'decoder\\..*' matches no node"), std::string::npos) << q.status().message();
   opt.layers = {{"(", Precision::kFP16}};
   EXPECT_EQ(QuantizeModel(m, CalibrateCnn(m), opt, nullptr).status().code(), StatusCode::kInvalidArgument);
+}
+
+// QOperator at opset 11 has all it needs; QDQ per-channel needs 13.
+TEST(Quantize, OpsetUpgradeOnlyWhenTheFormatNeedsIt) {
+  auto model = LoadModel(std::string(SPARQ_SOURCE_DIR) + "/examples/digits/digits_cnn.onnx");
+  ASSERT_TRUE(model.ok());
+  model->opset_imports = {{"", 11}};
+  QuantizeOptions qop;
+  qop.format = QuantFormat::kQOperator;
+  auto line = UpgradeOpsetForInt8(*model, qop);
+  ASSERT_TRUE(line.ok()) << line.status().ToString();
+  EXPECT_EQ(*line, "");
+  EXPECT_EQ(model->opset(), 11);
+  line = UpgradeOpsetForInt8(*model, QuantizeOptions{});
+  ASSERT_TRUE(line.ok()) << line.status().ToString();
+  EXPECT_NE(line->find("from opset 11 to 13"), std::string::npos) << *line;
+  EXPECT_EQ(model->opset(), 13);
 }
 
 }  // namespace

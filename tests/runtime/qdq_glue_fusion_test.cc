@@ -332,6 +332,57 @@ TEST(QdqGlueFusion, ReluTableFoldsIntoTheConvolution) {
   }
 }
 
+// The quantizer writes Conv -> Relu|Clip -> QuantizeLinear (one quantizer,
+// after the activation, as onnxruntime and TensorRT place it): the integer
+// convolution takes the activation's output scale and the clamp becomes its
+// table. Against the float graph: the integer convolution's one-step
+// differences only (the clamp commutes with the nondecreasing quantizer).
+TEST(QdqGlueFusion, ActivationBetweenConvolutionAndQuantizerFuses) {
+  for (const TypeCase& t : kTypes) {
+    for (const std::string act : {"Relu", "Clip"}) {
+      for (int64_t group : {1, 6}) {
+        SCOPED_TRACE(DataTypeName(t.type) + " " + act + " group " + std::to_string(group));
+        const int64_t c = 6, m = 6;
+        QdqGraphBuilder b;
+        b.Input("x", t.type, {2, c, 9, 11});
+        b.Params("px", 0.031f, t.zp_in, t.type);
+        b.Params("pr", 0.029f, t.zp_out, t.type);
+        Graph& g = b.model().graph;
+        g.initializers["w"] = RandomBytes(DataType::kInt8, {m, c / group, 3, 3}, 13);
+        g.initializers["w_scale"] = Tensor::Scalar<float>(0.0079f);
+        g.initializers["w_zp"] = Tensor::Scalar<int8_t>(0);
+        g.initializers["lo"] = Tensor::Scalar<float>(0.0f);
+        g.initializers["hi"] = Tensor::Scalar<float>(1.5f);
+        const std::string conv =
+            b.Add("Conv", {b.Dq("x", "px"), b.Add("DequantizeLinear", {"w", "w_scale", "w_zp"})},
+                  {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("pads", {1, 1, 1, 1}),
+                   Attribute::Int("group", group)});
+        const std::string y = act == "Relu" ? b.Add("Relu", {conv}) : b.Add("Clip", {conv, "lo", "hi"});
+        b.Output(b.Q(y, "pr"));
+        auto fused = Create(b.model(), /*reference=*/false, 1);
+        ASSERT_NE(fused, nullptr);
+        ASSERT_EQ(fused->NodeKernels().size(), 1u);
+        EXPECT_EQ(fused->NodeKernels()[0].op_type, "QLinearConvLut");
+        const TensorMap in = {{"x", RandomBytes(t.type, {2, c, 9, 11}, 14)}};
+        ExpectFusedBitExact(b.model(), in, /*fused_reference=*/true);
+        auto float_graph = Create(b.model(), /*reference=*/true, 1);
+        TensorMap got, want;
+        ASSERT_TRUE(fused->Run(in, &got).ok());
+        ASSERT_TRUE(float_graph->Run(in, &want).ok());
+        const Tensor& yq = got.begin()->second;
+        const Tensor& r = want.begin()->second;
+        int64_t differ = 0;
+        for (int64_t i = 0; i < yq.numel(); ++i) {
+          const double d = yq.GetAsDouble(i) - r.GetAsDouble(i);
+          EXPECT_LE(std::abs(d), 1.0) << i;
+          differ += d != 0;
+        }
+        EXPECT_LT(differ, yq.numel() / 20);
+      }
+    }
+  }
+}
+
 // A DequantizeLinear of constant weights feeding a float layer is computed
 // once at creation: the node is gone, the results are the same bits.
 TEST(QdqGlueFusion, DequantizeOfConstantsIsFoldedOnce) {
