@@ -98,6 +98,15 @@ class BufferCache {
     std::free(p);
   }
 
+  size_t Release() {
+    std::lock_guard<std::mutex> lock(mu_);
+    for (auto& [bytes, p] : free_) std::free(p);
+    free_.clear();
+    const size_t freed = cached_;
+    cached_ = 0;
+    return freed;
+  }
+
  private:
   std::mutex mu_;
   std::multimap<size_t, uint8_t*> free_;
@@ -123,6 +132,8 @@ double LoadAsDouble(const void* base, int64_t i) {
 }
 
 }  // namespace
+
+size_t ReleaseCachedTensorBuffers() { return BufferCache::Get().Release(); }
 
 const DataTypeInfo* GetDataTypeInfo(DataType type) {
   for (const auto& row : kDataTypes)

@@ -151,6 +151,11 @@ class Tensor {
   std::shared_ptr<uint8_t> data_;
 };
 
+// Frees the buffers that freed tensors left for reuse (large buffers are kept,
+// up to 512 MiB, and handed to later tensors of about their size); returns the
+// bytes freed. Tensors alive keep their memory.
+size_t ReleaseCachedTensorBuffers();
+
 template <typename T>
 Tensor Tensor::FromVector(Shape shape, const std::vector<T>& values) {
   Tensor t(DataTypeOf<T>::value, std::move(shape));

@@ -10,6 +10,7 @@ namespace sparq {
 namespace {
 
 TEST(TensorBuffers, LargeBuffersAreReusedAndZeroed) {
+  ReleaseCachedTensorBuffers();  // blocks freed by earlier tests would fit better
   const void* first = nullptr;
   {
     Tensor t(DataType::kFloat32, {512, 1024});  // 2 MiB
@@ -22,6 +23,12 @@ TEST(TensorBuffers, LargeBuffersAreReusedAndZeroed) {
   Tensor v(DataType::kFloat32, {100, 1024});  // the block is taken, and would waste > 2x anyway
   EXPECT_NE(v.raw_data(), first);
   for (int64_t i = 0; i < v.numel(); ++i) ASSERT_EQ(v.data<float>()[i], 0.0f) << i;
+}
+
+TEST(TensorBuffers, ReleaseFreesTheCachedBlocks) {
+  { Tensor t(DataType::kFloat32, {512, 1024}); }
+  EXPECT_GE(ReleaseCachedTensorBuffers(), size_t{2} << 20);
+  EXPECT_EQ(ReleaseCachedTensorBuffers(), 0u);
 }
 
 }  // namespace
