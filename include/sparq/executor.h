@@ -37,6 +37,11 @@ struct ExecutorOptions {
   // Conv's own output then no longer exists: leave this off where every
   // intermediate value is observed (calibration, RunOptions::on_node_outputs).
   bool fuse_activations = false;
+  // Run float16 models in float32 (runtime/fp16_lowering.h): weights
+  // converted once here, no float16 rounding inside the graph, inputs and
+  // outputs keep their types. Outputs differ from the float16 graph's by
+  // float16 rounding. Off: float16 ops run on the reference kernels.
+  bool lower_fp16 = false;
   // Speed of the sparse kernels vs dense (sparq/kernel_table.h): a QLinearConv /
   // QLinearMatMul with pruned int8 weights runs a sparse kernel only when this
   // table says its structure beats dense at the weights' sparsity (the row
