@@ -42,6 +42,12 @@ struct ExecutorOptions {
   // outputs keep their types. Outputs differ from the float16 graph's by
   // float16 rounding. Off: float16 ops run on the reference kernels.
   bool lower_fp16 = false;
+  // Fold work that does not depend on the run inputs at creation
+  // (runtime/graph_folding.h): constant subgraphs become initializers, and
+  // zero Pads (also DQ -> Pad -> Q) fold into the following Conv. Same
+  // values; the folded intermediate values no longer exist, so leave this off
+  // where they are observed (calibration, RunOptions::on_node_outputs).
+  bool fold_constants = false;
   // Speed of the sparse kernels vs dense (sparq/kernel_table.h): a QLinearConv /
   // QLinearMatMul with pruned int8 weights runs a sparse kernel only when this
   // table says its structure beats dense at the weights' sparsity (the row
