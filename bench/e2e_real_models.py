@@ -23,6 +23,7 @@ Rows and targets (issue 14):
 Timing: --rounds rounds; in each, every file runs in turn on every runtime
 (interleaved, so all see the same load): sparq as `sparq eval --json --batch 1
 --limit N` (model_seconds / N: Executor::Run only, the first batch included),
+the FP16 file with --fp16-as-fp32 (float16 lowered to float32 at load),
 ORT as N session.run calls on the same samples after one warm-up run
 (ORT_ENABLE_ALL, intra_op threads = --threads, sequential). Each time is the
 median over the rounds. With --baseline, a second sparq binary (the
@@ -53,9 +54,9 @@ SECTION = "## Real models vs onnxruntime (issue 14)"
 MODELS = {"efficientnet_lite0": "effnet_eval.npz", "minilm_l6": "minilm_eval.npz"}
 
 
-def sparq_ms(sparq, model, inputs, threads, samples):
+def sparq_ms(sparq, model, inputs, threads, samples, extra=()):
     cmd = [sparq, "eval", model, "--inputs", inputs, "--batch", "1", "--threads", str(threads), "--limit",
-           str(samples), "--json"]
+           str(samples), "--json", *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
@@ -124,8 +125,9 @@ def main(argv=None):
     for r in range(args.rounds):
         for key, path in files.items():
             for runtime, binary in binaries.items():
+                extra = ["--fp16-as-fp32"] if key[1] == "fp16" and runtime == "sparq" else []
                 times.setdefault((runtime,) + key, []).append(
-                    sparq_ms(binary, path, inputs[key[0]], args.threads, args.samples))
+                    sparq_ms(binary, path, inputs[key[0]], args.threads, args.samples, extra))
             times.setdefault(("ort",) + key, []).append(sessions[key].ms())
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
     med = {k: statistics.median(v) for k, v in times.items()}

@@ -163,7 +163,7 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
   exec_options.reference_kernels = options.reference_kernels;
   exec_options.fuse_qdq = !options.reference_kernels || options.fused_graph;
   exec_options.fuse_activations = !options.reference_kernels || options.fused_graph;
-  exec_options.lower_fp16 = !options.reference_kernels || options.fused_graph;
+  exec_options.lower_fp16 = options.fp16_as_fp32;
   exec_options.fold_constants = !options.reference_kernels || options.fused_graph;
   if (!options.kernel_table.empty()) {
     StatusOr<KernelSpeedTable> table = KernelSpeedTable::Load(options.kernel_table);

@@ -121,11 +121,10 @@ def run_onnxruntime(model_path: str, inputs: dict, optimize: bool = False) -> di
 
 
 def run_sparq(sparq_bin: str, model_path: str, inputs_path: str, out_path: str,
-              threads: int = 0, batch: int = 0, timeout: float = 600, extra_args=()) -> dict:
-    """Runs `sparq eval` (all samples as one run when `batch` is their count;
-    `extra_args` appended, e.g. --reference-kernels); raises RuntimeError
-    with sparq's messages on failure."""
-    cmd = [sparq_bin, "eval", model_path, "--inputs", inputs_path, "--save-outputs", out_path, *extra_args]
+              threads: int = 0, batch: int = 0, timeout: float = 600) -> dict:
+    """Runs `sparq eval` (all samples as one run when `batch` is their count);
+    raises RuntimeError with sparq's messages on failure."""
+    cmd = [sparq_bin, "eval", model_path, "--inputs", inputs_path, "--save-outputs", out_path]
     if batch:
         cmd += ["--batch", str(batch)]
     if threads:

@@ -119,8 +119,7 @@ def _run_single_node(model, node, feeds: dict, initializers: dict) -> dict:
     return dict(zip(names, session.run(names, {g.name: feeds[g.name] for g in graph_inputs})))
 
 
-def compare_nodes(model_path: str, inputs: dict, sparq_bin: str, work_dir: str = None, rtol: float = 1e-5,
-                  sparq_args=()) -> list:
+def compare_nodes(model_path: str, inputs: dict, sparq_bin: str, work_dir: str = None, rtol: float = 1e-5) -> list:
     """Compares every node of the model in isolation: sparq runs the whole
     model once with every float and 8-bit tensor saved; then each node runs
     alone in onnxruntime (no graph optimizations) on the inputs sparq gave it
@@ -145,7 +144,7 @@ def compare_nodes(model_path: str, inputs: dict, sparq_bin: str, work_dir: str =
         np.savez(inputs_path, **inputs)
         batch = len(next(iter(inputs.values())))
         sparq_values = find_divergence.run_sparq(sparq_bin, sparq_path, inputs_path, os.path.join(tmp, "out.npz"),
-                                                 batch=batch, extra_args=sparq_args)
+                                                 batch=batch)
     initializers = {i.name: i for i in for_ort.graph.initializer}
     rows = []
     for node in for_ort.graph.node:

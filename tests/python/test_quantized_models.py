@@ -176,16 +176,9 @@ def test_passes_onnx_checker(compressed, name, fmt):
 @pytest.mark.parametrize("name,fmt", CASES)
 def test_nodes_match_sparq_without_optimizations(sparq_eval, compressed, tmp_path, name, fmt):
     """Every node, alone in onnxruntime (ORT_DISABLE_ALL) on the inputs sparq
-    gave it, computes sparq's output: same float ops, same rounding. Models
-    with float16 parts run on sparq's reference kernels: the fast path
-    computes float16 ops in float32 (runtime/fp16_lowering.h), so its
-    intermediate values are not rounded to float16 between nodes (it is
-    checked against the reference within kFp16LoweringTolerance in
-    tests/runtime/fp16_lowering_test.cc)."""
+    gave it, computes sparq's output: same float ops, same rounding."""
     c = compressed(name, fmt)
-    sparq_args = ["--reference-kernels"] if fmt in ("fp16", "mixed") else []
-    rows = quant_compare.compare_nodes(c["path"], c["inputs"], sparq_eval.path, work_dir=str(tmp_path),
-                                       sparq_args=sparq_args)
+    rows = quant_compare.compare_nodes(c["path"], c["inputs"], sparq_eval.path, work_dir=str(tmp_path))
     assert len(rows) >= 9, f"only {len(rows)} node outputs were compared"
     assert all(r["ok"] for r in rows), f"{name} {fmt}:\n{quant_compare.summarize(rows)}"
 
