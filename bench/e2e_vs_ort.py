@@ -66,6 +66,8 @@ Usage:
       [--models-dir DIR] [--models resnet18,mobilenet_v2,tiny_encoder]
       [--variants fp32,int8,int8_2to4,int8_block4x4] [--batches 1,32] [--threads N]
       [--min-seconds 2] [--repeats 1] [--rebuild-models] [--results bench/RESULTS.md]
+  python3 bench/e2e_vs_ort.py --real-models /work/models/speed --threads 2 --repeats 5
+      (the real pretrained models of issue 14: bench/e2e_real_models.py)
 """
 import argparse
 import collections
@@ -583,7 +585,16 @@ def main(argv=None) -> int:
                         help="measure each row this many times, the runtimes alternating; report the best of each")
     parser.add_argument("--rebuild-models", action="store_true", help="make the INT8 variants even when cached")
     parser.add_argument("--results", default=None, help="write the tables into this Markdown file's section")
+    parser.add_argument("--real-models", default=None, metavar="DIR",
+                        help="time the real pretrained models in DIR instead (bench/e2e_real_models.py: FP32, "
+                             "sparq INT8, FP16, onnxruntime's QDQ and dynamic files; --sparq, --threads, "
+                             "--repeats as rounds and --results pass through)")
     args = parser.parse_args(argv)
+    if args.real_models:
+        import e2e_real_models
+        forwarded = ["--sparq", args.sparq, "--models-dir", args.real_models, "--threads", str(args.threads),
+                     "--rounds", str(max(args.repeats, 3))]
+        return e2e_real_models.main(forwarded + (["--results", args.results] if args.results else []))
     try:
         return run(args, argv)
     except BenchError as e:

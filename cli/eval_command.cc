@@ -65,6 +65,9 @@ RunFn AddEvalCommand(CLI::App& app) {
                 "With --reference-kernels: run the fused graph that the fast kernels run (QDQ patterns as integer "
                 "operators), so that outputs compare kernel for kernel with a fast run")
       ->needs(reference_kernels);
+  sub->add_flag("--fp16-as-fp32", args->options.fp16_as_fp32,
+                "Run float16 models in float32 (weights converted once at load): about FP32 speed, but no float16 "
+                "rounding or overflow to Inf inside the graph");
   sub->add_option("--kernel-table", args->options.kernel_table,
                   "Kernel speed table CSV (bench/kernel_speedups.csv format): pruned INT8 layers run a sparse "
                   "kernel only where it says the structure beats dense (default: the table built into sparq)");

@@ -71,9 +71,34 @@ StatusOr<std::string> ParseKernelTableStructure(const std::string& text) {
                                  "' is not a sparse structure (expected unstructured, block<R>x<C> or N:M)");
 }
 
+StatusOr<std::string> ParseKernelTableShape(const std::string& text) {
+  if (text.empty() || text == "any") return std::string();
+  const size_t colon = text.find(':');
+  const std::string layer = text.substr(0, colon);
+  if (layer != "conv" && layer != "matmul")
+    return Status::InvalidArgument("shape '" + text + "' must be any, conv or matmul, optionally with :k<N or :k>=N");
+  if (colon == std::string::npos) return text;
+  const std::string cond = text.substr(colon + 1);
+  const size_t digits = cond.rfind("<", 1) == 1 ? 2 : cond.rfind(">=", 1) == 1 ? 3 : 0;
+  if (cond.empty() || cond[0] != 'k' || digits == 0 || ParseSize(cond.substr(digits)) <= 0)
+    return Status::InvalidArgument("shape '" + text + "': the condition must be k<N or k>=N with N >= 1");
+  return text;
+}
+
+bool KernelTableShapeMatches(const std::string& shape, const KernelTableLayer& layer) {
+  if (shape.empty()) return true;
+  const size_t colon = shape.find(':');
+  if ((shape.compare(0, colon, "conv") == 0) != layer.conv) return false;
+  if (colon == std::string::npos) return true;
+  const std::string cond = shape.substr(colon + 1);  // checked by ParseKernelTableShape
+  if (cond[1] == '<') return layer.k < std::stoll(cond.substr(2));
+  return layer.k >= std::stoll(cond.substr(3));
+}
+
 StatusOr<KernelSpeedTable> KernelSpeedTable::Parse(const std::string& csv, const std::string& what) {
   const std::vector<std::string> kHeader4 = {"backend", "structure", "sparsity", "speedup"};
   const std::vector<std::string> kHeader5 = {"backend", "structure", "precision", "sparsity", "speedup"};
+  const std::vector<std::string> kHeader6 = {"backend", "structure", "precision", "sparsity", "speedup", "shape"};
   KernelSpeedTable table;
   std::stringstream in(csv);
   std::string line;
@@ -86,10 +111,10 @@ StatusOr<KernelSpeedTable> KernelSpeedTable::Parse(const std::string& csv, const
     const std::vector<std::string> cells = SplitCsvLine(line);
     const std::string where = what + ":" + std::to_string(number) + ": ";
     if (columns == 0) {
-      if (cells != kHeader4 && cells != kHeader5) {
+      if (cells != kHeader4 && cells != kHeader5 && cells != kHeader6) {
         return Status::InvalidArgument(where +
                                        "expected the header 'backend,structure,precision,sparsity,speedup' "
-                                       "(or 'backend,structure,sparsity,speedup')");
+                                       "(or 'backend,structure,sparsity,speedup', or the first with ',shape')");
       }
       columns = cells.size();
       continue;
@@ -106,8 +131,16 @@ StatusOr<KernelSpeedTable> KernelSpeedTable::Parse(const std::string& csv, const
       continue;
     }
     row.structure = *structure;
-    const size_t s = columns == 5 ? 3 : 2;  // index of the sparsity cell
-    if (columns == 5) {
+    const size_t s = columns >= 5 ? 3 : 2;  // index of the sparsity cell
+    if (columns == 6) {
+      StatusOr<std::string> shape = ParseKernelTableShape(cells[5]);
+      if (!shape.ok()) {
+        errors.push_back(where + shape.status().message());
+        continue;
+      }
+      row.shape = *shape;
+    }
+    if (columns >= 5) {
       row.precision = cells[2];
       if (row.precision != "f32" && row.precision != "s8") {
         errors.push_back(where + "precision '" + cells[2] + "' must be f32 or s8");
@@ -147,7 +180,9 @@ const KernelSpeedTable& KernelSpeedTable::Default() {
 
 std::optional<double> KernelSpeedTable::SpeedupAt(const std::string& backend, const std::string& structure,
                                                   double sparsity, const std::string& precision) const {
-  auto pair_matches = [&](const Row& r) { return r.backend == backend && r.structure == structure; };
+  auto pair_matches = [&](const Row& r) {
+    return r.backend == backend && r.structure == structure && r.shape.empty();
+  };
   std::string wanted = precision;
   if (wanted.empty()) {
     const bool has_s8 = std::any_of(rows.begin(), rows.end(),
@@ -171,11 +206,19 @@ std::optional<double> KernelSpeedTable::SpeedupAt(const std::string& backend, co
 }
 
 std::optional<double> KernelSpeedTable::MeasuredAtOrBelow(const std::string& backend, const std::string& structure,
-                                                          const std::string& precision, double sparsity) const {
+                                                          const std::string& precision, double sparsity,
+                                                          const KernelTableLayer* layer) const {
+  auto matches = [&](const Row& r) {
+    return r.backend == backend && r.structure == structure && (r.precision.empty() || r.precision == precision);
+  };
+  // Rows keyed by this layer's shape class take precedence over the `any` rows.
+  const bool by_shape = layer != nullptr && std::any_of(rows.begin(), rows.end(), [&](const Row& r) {
+                          return matches(r) && !r.shape.empty() && KernelTableShapeMatches(r.shape, *layer);
+                        });
   const Row* best = nullptr;
   for (const Row& r : rows) {
-    if (r.backend != backend || r.structure != structure) continue;
-    if (!r.precision.empty() && r.precision != precision) continue;
+    if (!matches(r)) continue;
+    if (by_shape ? r.shape.empty() || !KernelTableShapeMatches(r.shape, *layer) : !r.shape.empty()) continue;
     if (r.sparsity > sparsity + 1e-9) continue;
     if (best == nullptr || r.sparsity > best->sparsity) best = &r;
   }

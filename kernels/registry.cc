@@ -87,6 +87,7 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterPreparedCpuDepthwiseConvOps(*r);
     RegisterCpuQdqGlueOps(*r);
     RegisterCpuBinaryF32Ops(*r);
+    RegisterCpuActivationF32Ops(*r);
     for (const KernelDef& def : Reference().defs_) r->Add(def);
     return r;
   }();

@@ -101,5 +101,6 @@ void RegisterPreparedCpuDenseF32Ops(KernelRegistry& r);  // after the sparse row
 void RegisterPreparedCpuDepthwiseConvOps(KernelRegistry& r);
 void RegisterCpuQdqGlueOps(KernelRegistry& r);
 void RegisterCpuBinaryF32Ops(KernelRegistry& r);
+void RegisterCpuActivationF32Ops(KernelRegistry& r);  // Erf, Softmax, Pow(x, 2): kernels/cpu/activation_f32.h
 
 }  // namespace sparq

@@ -330,6 +330,8 @@ StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(BatchSource data, Evaluat
   impl->exec_options.reference_kernels = options.reference_kernels;
   impl->exec_options.fuse_qdq = !options.reference_kernels || options.fused_graph;
   impl->exec_options.fuse_activations = !options.reference_kernels || options.fused_graph;
+  impl->exec_options.fold_constants = !options.reference_kernels || options.fused_graph;
+  impl->exec_options.lower_fp16 = options.fp16_as_fp32;
   impl->exec_options.kernel_table = options.kernel_table;
   if (!options.labels.empty()) {
     SPARQ_ASSIGN_OR_RETURN(impl->labels, LoadLabels(options.labels));
@@ -489,6 +491,7 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
   eo.threads = options.threads;
   eo.reference_kernels = options.reference_kernels;
   eo.fused_graph = options.fused_graph;
+  eo.fp16_as_fp32 = options.fp16_as_fp32;
   if (!options.kernel_table.empty()) {
     StatusOr<KernelSpeedTable> table = KernelSpeedTable::Load(options.kernel_table);
     if (!table.ok()) return table.status().WithContext("kernel_table");

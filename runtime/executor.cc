@@ -7,6 +7,8 @@
 #include "kernels/parallel.h"
 #include "kernels/registry.h"
 #include "runtime/float_fusion.h"
+#include "runtime/fp16_lowering.h"
+#include "runtime/graph_folding.h"
 #include "runtime/qdq_fusion.h"
 
 namespace sparq {
@@ -88,6 +90,11 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   auto impl = std::make_unique<Impl>();
   impl->model = model;
   SPARQ_RETURN_IF_ERROR(impl->model.graph.TopoSort());
+  if (options.lower_fp16) LowerFloat16ToFloat32(&impl->model);
+  if (options.fold_constants) {
+    SPARQ_RETURN_IF_ERROR(FoldConstants(&impl->model).status());
+    FoldPadsIntoConvs(&impl->model);
+  }
   if (options.fuse_qdq) FuseQdqToIntegerOps(&impl->model);
   if (options.fuse_activations) FuseConvActivations(&impl->model);
   const Graph& g = impl->model.graph;

@@ -54,6 +54,13 @@ struct EvalOptions {
   // the reference kernels, the check that each fast kernel gives the
   // reference's result for the same operator (integer operators bit for bit).
   bool fused_graph = false;
+  // Run float16 models in float32 (ExecutorOptions::lower_fp16, weights
+  // converted once at load): about FP32 speed, but no float16 rounding and
+  // no overflow to Inf between nodes, so outputs differ from a float16
+  // runtime's and the non-finite check cannot see float16 overflow. Off
+  // (default): float16 ops run on the reference kernels, as float16
+  // runtimes compute them.
+  bool fp16_as_fp32 = false;
   // Kernel speed table CSV (sparq/kernel_table.h) deciding which pruned INT8
   // layers run sparse kernels (ExecutorOptions::kernel_table); "" = the table
   // compiled in from bench/kernel_speedups.csv.
@@ -162,6 +169,7 @@ struct EvaluatorOptions {
   // reference kernels (optionally on the fused graph).
   bool reference_kernels = false;
   bool fused_graph = false;
+  bool fp16_as_fp32 = false;  // as EvalOptions::fp16_as_fp32
   std::shared_ptr<const KernelSpeedTable> kernel_table;  // nullptr: KernelSpeedTable::Default()
   // Reference outputs kept in memory, in bytes. Batches past the cap are not
   // kept: each Evaluate runs the reference again on them.

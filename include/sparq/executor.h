@@ -37,6 +37,17 @@ struct ExecutorOptions {
   // Conv's own output then no longer exists: leave this off where every
   // intermediate value is observed (calibration, RunOptions::on_node_outputs).
   bool fuse_activations = false;
+  // Run float16 models in float32 (runtime/fp16_lowering.h): weights
+  // converted once here, no float16 rounding inside the graph, inputs and
+  // outputs keep their types. Outputs differ from the float16 graph's by
+  // float16 rounding. Off: float16 ops run on the reference kernels.
+  bool lower_fp16 = false;
+  // Fold work that does not depend on the run inputs at creation
+  // (runtime/graph_folding.h): constant subgraphs become initializers, and
+  // zero Pads (also DQ -> Pad -> Q) fold into the following Conv. Same
+  // values; the folded intermediate values no longer exist, so leave this off
+  // where they are observed (calibration, RunOptions::on_node_outputs).
+  bool fold_constants = false;
   // Speed of the sparse kernels vs dense (sparq/kernel_table.h): a QLinearConv /
   // QLinearMatMul with pruned int8 weights runs a sparse kernel only when this
   // table says its structure beats dense at the weights' sparsity (the row

@@ -15,6 +15,19 @@
 // precision: "f32" or "s8"; a file without the column (header
 // backend,structure,sparsity,speedup) has rows for any precision.
 // speedup = dense time / sparse time (> 1: the sparse kernel is faster).
+//
+// An optional last column `shape` keys a row by the layer's shape class
+// (header backend,structure,precision,sparsity,speedup,shape):
+//
+//   any                   every layer (as a row without the column)
+//   conv | matmul         convolutions (NCHW, the transposed sparse layout) or
+//                         row-major MatMul / Gemm layers
+//   conv:k<2048           ... whose reduction size K (in_channels x kernel
+//   matmul:k>=768         window, or MatMul's inner dim) is below / at least N
+//
+// For a layer, the executor uses the rows of the structure whose shape class
+// matches it when there are any, else the `any` rows: a structure that wins
+// on average but loses on this layer's shape stays dense there.
 #pragma once
 
 #include <optional>
@@ -25,6 +38,12 @@
 
 namespace sparq {
 
+// The shape class of one weighted layer, for the table's `shape` column.
+struct KernelTableLayer {
+  bool conv = false;  // convolution (else MatMul / Gemm)
+  int64_t k = 0;      // reduction size
+};
+
 struct KernelSpeedTable {
   struct Row {
     std::string backend;    // "cpu", "cuda"
@@ -32,6 +51,7 @@ struct KernelSpeedTable {
     std::string precision;  // "f32", "s8", or "" (any)
     double sparsity = 0.0;  // in [0, 1)
     double speedup = 0.0;   // > 0
+    std::string shape;      // "" (any layer), or "conv" / "matmul" with an optional ":k<N" / ":k>=N"
   };
   std::vector<Row> rows;
 
@@ -48,18 +68,28 @@ struct KernelSpeedTable {
   // linearly between the two nearest measured sparsities; above the measured
   // range the highest one's (sparser only gets faster); nullopt below it or
   // when the pair was never measured. `precision` "" takes the s8 rows when
-  // the pair has any (sparq prunes, then quantizes), else the others.
+  // the pair has any (sparq prunes, then quantizes), else the others. Rows
+  // keyed by a shape class are not used here (the pruner picks one
+  // structure for every layer).
   std::optional<double> SpeedupAt(const std::string& backend, const std::string& structure, double sparsity,
                                   const std::string& precision = "") const;
   // The executor's rule: the speed-up measured at the highest sparsity at or
   // below `sparsity` for exactly this precision (or rows of any precision);
   // nullopt when nothing is measured there (the layer then stays dense).
+  // With `layer`, the rows keyed by a shape class that matches it, when the
+  // structure has any such row, else the rows for any layer; without, only
+  // the rows for any layer.
   std::optional<double> MeasuredAtOrBelow(const std::string& backend, const std::string& structure,
-                                          const std::string& precision, double sparsity) const;
+                                          const std::string& precision, double sparsity,
+                                          const KernelTableLayer* layer = nullptr) const;
 };
 
 // Checks a structure spelling of the table (see above) and returns it;
 // InvalidArgument saying what is wrong otherwise.
 StatusOr<std::string> ParseKernelTableStructure(const std::string& text);
+// Checks a shape class spelling (see above); "any" becomes "". InvalidArgument otherwise.
+StatusOr<std::string> ParseKernelTableShape(const std::string& text);
+// Whether `layer` is in the shape class `shape` (a ParseKernelTableShape result).
+bool KernelTableShapeMatches(const std::string& shape, const KernelTableLayer& layer);
 
 }  // namespace sparq

@@ -133,7 +133,8 @@ StatusOr<std::shared_ptr<QuantConv>> PrepareQuantConvState(const Node& node, con
   }
   // Pruned weights: a sparse kernel where the table says it beats dense.
   if (symmetric) {
-    SPARQ_ASSIGN_OR_RETURN(q->sparse, ChooseSparseS8(w.data<int8_t>(), q->m, q->c * q->kh * q->kw, *context.kernel_table));
+    SPARQ_ASSIGN_OR_RETURN(q->sparse, ChooseSparseS8(w.data<int8_t>(), q->m, q->c * q->kh * q->kw, *context.kernel_table,
+                                                           /*conv=*/true));
   }
   if (q->sparse.sparse()) return q;
   const GemmZeroPoints w_zero{zp.data(), zp.size() > 1};

@@ -33,11 +33,12 @@ namespace {
 // W [n, k] packed for spmm_bsr4x4_f32 when the table says it beats dense
 // there; NotSupported (naming `path`) otherwise.
 StatusOr<BsrF32> PackWhenFaster(const Node& node, const float* w, int64_t n, int64_t k, const KernelSpeedTable& table,
-                                const char* path) {
+                                const char* path, bool conv) {
   SPARQ_ASSIGN_OR_RETURN(BsrF32 packed, PackBsr(w, n, k, PackedFormat::kBsr4x4F32));
+  const KernelTableLayer layer{conv, k};
   const double zero_blocks =
       packed.stats.blocks > 0 ? 1.0 - static_cast<double>(packed.stats.stored_blocks) / packed.stats.blocks : 0.0;
-  const std::optional<double> speedup = table.MeasuredAtOrBelow("cpu", "block4x4", "f32", zero_blocks);
+  const std::optional<double> speedup = table.MeasuredAtOrBelow("cpu", "block4x4", "f32", zero_blocks, &layer);
   if (!speedup || *speedup <= 1.0) {
     return Status::NotSupported(node.Describe() + ": " + path + ": the kernel table does not say block 4x4 beats " +
                                 "dense at " + std::to_string(zero_blocks) + " zero blocks");
@@ -60,7 +61,7 @@ StatusOr<PreparedKernel> PrepareSparseLinear(const Node& node, const std::vector
                                              const PrepareContext& context) {
   SPARQ_ASSIGN_OR_RETURN(LinearWeights lw, ReadLinearWeights(node, constants, "bsr4x4_f32 path"));
   SPARQ_ASSIGN_OR_RETURN(BsrF32 packed,
-                         PackWhenFaster(node, lw.w.data(), lw.n, lw.k, *context.kernel_table, "bsr4x4_f32 path"));
+                         PackWhenFaster(node, lw.w.data(), lw.n, lw.k, *context.kernel_table, "bsr4x4_f32 path", false));
   auto state = std::make_shared<SparseLinear>();
   state->w = std::move(packed);
   state->bias = std::move(lw.bias);
@@ -117,7 +118,7 @@ StatusOr<PreparedKernel> PrepareSparseConv(const Node& node, const std::vector<c
   const int64_t m = w->dim(0), k = w->numel() / std::max<int64_t>(1, m);
   auto state = std::make_shared<SparseConv>();
   SPARQ_ASSIGN_OR_RETURN(state->w,
-                         PackWhenFaster(node, w->data<float>(), m, k, *context.kernel_table, "bsr4x4_f32 conv path"));
+                         PackWhenFaster(node, w->data<float>(), m, k, *context.kernel_table, "bsr4x4_f32 conv path", true));
   if (b != nullptr) state->bias.assign(b->data<float>(), b->data<float>() + m);
   return PreparedKernel{std::shared_ptr<const void>(std::move(state)), Bsr4x4F32Kernel()};
 }

@@ -74,7 +74,9 @@ struct WeightProfile {
 
 }  // namespace
 
-StatusOr<SparseS8Weights> ChooseSparseS8(const int8_t* w, int64_t n, int64_t k, const KernelSpeedTable& table) {
+StatusOr<SparseS8Weights> ChooseSparseS8(const int8_t* w, int64_t n, int64_t k, const KernelSpeedTable& table,
+                                         bool conv) {
+  const KernelTableLayer layer{conv, k};
   struct Candidate {
     PackedFormat format;
     const char* structure;  // the table's spelling
@@ -94,7 +96,7 @@ StatusOr<SparseS8Weights> ChooseSparseS8(const int8_t* w, int64_t n, int64_t k, 
   for (const Candidate& c : kCandidates) {
     const PackedFormatTraits& t = Traits(c.format);
     // Structures the table has no s8 row for need no look at the weights.
-    if (!table.MeasuredAtOrBelow("cpu", c.structure, "s8", 1.0)) continue;
+    if (!table.MeasuredAtOrBelow("cpu", c.structure, "s8", 1.0, &layer)) continue;
     double sparsity = 0.0;
     if (t.kind == LayoutKind::kNm) {
       if (!profile.FitsNm(t.nm_keep, t.block_cols)) continue;
@@ -103,7 +105,7 @@ StatusOr<SparseS8Weights> ChooseSparseS8(const int8_t* w, int64_t n, int64_t k, 
       sparsity = profile.ZeroBlockFraction(t.block_rows, t.block_cols);
     }
     if (sparsity <= 0.0) continue;
-    const std::optional<double> speedup = table.MeasuredAtOrBelow("cpu", c.structure, "s8", sparsity);
+    const std::optional<double> speedup = table.MeasuredAtOrBelow("cpu", c.structure, "s8", sparsity, &layer);
     if (!speedup || *speedup <= std::max(1.0, best.speedup)) continue;
     chosen = &c;
     best.sparsity = sparsity;

@@ -34,7 +34,8 @@ struct SparseS8Weights {
 
 // Chooses and packs as described above; a result with sparse() false when no
 // candidate beats dense (nothing is packed then). Errors only from packing.
-StatusOr<SparseS8Weights> ChooseSparseS8(const int8_t* w, int64_t n, int64_t k, const KernelSpeedTable& table);
+StatusOr<SparseS8Weights> ChooseSparseS8(const int8_t* w, int64_t n, int64_t k, const KernelSpeedTable& table,
+                                         bool conv = false);
 
 // Runs the chosen kernel: acc = (X - x_zp) * W^T in `layout` (see SpmmBsrS8Args),
 // output per `out`. Precondition: weights.sparse().

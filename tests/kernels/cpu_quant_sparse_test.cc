@@ -204,6 +204,24 @@ TEST(CpuQuantSparse, StaysDenseWhenTheTableSaysSlowerOrNothing) {
   ExpectExact(PrunedConv(rng, Pruning::kBlock4x4), x, Table("cpu,block4x4,s8,0.95,3.0\n"), "gemm_s8");
 }
 
+// Issue 14: a structure that wins on average but loses on this layer's
+// shape class stays dense there; rows of other classes do not apply.
+TEST(CpuQuantSparse, ShapeClassRowsDecidePerLayer) {
+  std::mt19937 rng(95);
+  const Tensor x = RandomBytes<uint8_t>({1, 6, 8, 8}, rng);
+  const Model conv = PrunedConv(rng, Pruning::kNm2of4);  // K well below 2048
+  auto table = [](const std::string& rows) {
+    StatusOr<KernelSpeedTable> t =
+        KernelSpeedTable::Parse("backend,structure,precision,sparsity,speedup,shape\n" + rows, "t");
+    EXPECT_TRUE(t.ok()) << t.status().ToString();
+    return std::make_shared<const KernelSpeedTable>(t.ok() ? *t : KernelSpeedTable{});
+  };
+  ExpectExact(conv, x, table("cpu,2:4,s8,0.5,1.5,any\ncpu,2:4,s8,0.5,0.8,conv:k<2048\n"), "gemm_s8");
+  ExpectExact(conv, x, table("cpu,2:4,s8,0.5,1.5,any\ncpu,2:4,s8,0.5,0.8,conv:k>=2048\n"), "spmm_nm24_s8");
+  ExpectExact(conv, x, table("cpu,2:4,s8,0.5,0.8,any\ncpu,2:4,s8,0.5,1.5,conv\n"), "spmm_nm24_s8");
+  ExpectExact(conv, x, table("cpu,2:4,s8,0.5,1.5,any\ncpu,2:4,s8,0.5,0.8,matmul\n"), "spmm_nm24_s8");
+}
+
 TEST(CpuQuantSparse, DefaultTableIsTheBenchmarkCsv) {
   const KernelSpeedTable& table = KernelSpeedTable::Default();
   ASSERT_FALSE(table.rows.empty()) << "bench/kernel_speedups.csv did not compile in";
@@ -234,6 +252,34 @@ TEST(KernelSpeedTable, ParsesBothHeadersAndLooksUp) {
   auto four = KernelSpeedTable::Parse("backend,structure,sparsity,speedup\ncpu,4:8,0.5,1.1\n", "four.csv");
   ASSERT_TRUE(four.ok());
   EXPECT_DOUBLE_EQ(*four->MeasuredAtOrBelow("cpu", "4:8", "s8", 0.5), 1.1);  // no precision: any
+}
+
+TEST(KernelSpeedTable, ShapeColumnParsesAndKeysLookups) {
+  auto six = KernelSpeedTable::Parse(
+      "backend,structure,precision,sparsity,speedup,shape\n"
+      "cpu,2:4,s8,0.5,1.1,any\ncpu,2:4,s8,0.5,0.8,conv:k<2048\ncpu,2:4,s8,0.5,1.2,conv:k>=2048\n"
+      "cpu,2:4,s8,0.5,1.3,matmul\n",
+      "six.csv");
+  ASSERT_TRUE(six.ok()) << six.status().ToString();
+  const KernelTableLayer small_conv{true, 576}, big_conv{true, 4608}, linear{false, 64};
+  EXPECT_DOUBLE_EQ(*six->MeasuredAtOrBelow("cpu", "2:4", "s8", 0.5), 1.1);  // no layer: the `any` row
+  EXPECT_DOUBLE_EQ(*six->MeasuredAtOrBelow("cpu", "2:4", "s8", 0.5, &small_conv), 0.8);
+  EXPECT_DOUBLE_EQ(*six->MeasuredAtOrBelow("cpu", "2:4", "s8", 0.5, &big_conv), 1.2);
+  EXPECT_DOUBLE_EQ(*six->MeasuredAtOrBelow("cpu", "2:4", "s8", 0.5, &linear), 1.3);
+  EXPECT_FALSE(six->MeasuredAtOrBelow("cpu", "2:4", "s8", 0.4, &small_conv).has_value());
+  EXPECT_DOUBLE_EQ(*six->SpeedupAt("cpu", "2:4", 0.5), 1.1);  // the pruner: `any` rows only
+  EXPECT_TRUE(KernelTableShapeMatches("conv:k>=2048", big_conv));
+  EXPECT_FALSE(KernelTableShapeMatches("conv:k>=2048", small_conv));
+  EXPECT_FALSE(KernelTableShapeMatches("conv", linear));
+  EXPECT_TRUE(KernelTableShapeMatches("", linear));
+  auto bad = KernelSpeedTable::Parse(
+      "backend,structure,precision,sparsity,speedup,shape\ncpu,2:4,s8,0.5,1,dense\ncpu,2:4,s8,0.5,1,conv:n<3\n"
+      "cpu,2:4,s8,0.5,1,conv:k<0\n",
+      "bad.csv");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("bad.csv:2: shape 'dense'"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("bad.csv:3:"), std::string::npos) << bad.status().message();
+  EXPECT_NE(bad.status().message().find("bad.csv:4:"), std::string::npos) << bad.status().message();
 }
 
 TEST(KernelSpeedTable, ErrorsNameTheLine) {

@@ -1,0 +1,230 @@
+// Float32 Erf, Softmax and Pow(x, 2) (activation_f32.h) and their registry rows.
+#include "kernels/cpu/activation_f32.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "kernels/registry.h"
+
+#if SPARQ_CPU_X86
+#include <immintrin.h>
+
+#include "kernels/cpu/cpu_target.h"
+#endif
+
+namespace sparq {
+namespace cpu {
+
+void ErfRowPortable(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::erf(x[i]);
+}
+
+// As kernels/ref/softmax.cc computes one row (inner = 1).
+void SoftmaxRowPortable(const float* x, float* y, int64_t n) {
+  if (n == 0) return;
+  float max_v = x[0];
+  for (int64_t i = 1; i < n; ++i)
+    if (x[i] > max_v) max_v = x[i];
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    y[i] = std::exp(x[i] - max_v);
+    sum += static_cast<double>(y[i]);
+  }
+  for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<double>(y[i]) / sum);
+}
+
+#if SPARQ_CPU_X86
+SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX2_FEATURES)
+namespace {
+
+// e^x: x = k ln2 + r with |r| <= ln2 / 2, e^r by its Taylor polynomial to
+// degree 6 (relative error below 2e-7), times 2^k through the exponent bits.
+// x is clamped to [-87, 88]: e^x underflows to about 1.6e-38 there, not 0.
+inline __m256 Exp8(__m256 x) {
+  x = _mm256_min_ps(_mm256_max_ps(x, _mm256_set1_ps(-87.0f)), _mm256_set1_ps(88.0f));
+  const __m256 k = _mm256_round_ps(_mm256_mul_ps(x, _mm256_set1_ps(1.44269504088896341f)),
+                                   _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m256 r = _mm256_fnmadd_ps(k, _mm256_set1_ps(0.693359375f), x);  // ln2 in two parts: exact k * hi
+  r = _mm256_fnmadd_ps(k, _mm256_set1_ps(-2.12194440e-4f), r);
+  __m256 p = _mm256_set1_ps(1.0f / 720);
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 120));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 24));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f / 6));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(0.5f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  p = _mm256_fmadd_ps(p, r, _mm256_set1_ps(1.0f));
+  const __m256i scale = _mm256_slli_epi32(_mm256_add_epi32(_mm256_cvtps_epi32(k), _mm256_set1_epi32(127)), 23);
+  return _mm256_mul_ps(p, _mm256_castsi256_ps(scale));
+}
+
+// erf(x) = sign(x) (1 - t (a1 + t (a2 + ... + t a5)) e^(-x^2)), t = 1 / (1 + p|x|)
+// (Abramowitz and Stegun 7.1.26: absolute error below 1.5e-7).
+inline __m256 Erf8(__m256 x) {
+  const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
+  const __m256 a = _mm256_andnot_ps(_mm256_set1_ps(-0.0f), x);
+  const __m256 t = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_fmadd_ps(_mm256_set1_ps(0.3275911f), a, _mm256_set1_ps(1.0f)));
+  __m256 q = _mm256_set1_ps(1.061405429f);
+  q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-1.453152027f));
+  q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(1.421413741f));
+  q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(-0.284496736f));
+  q = _mm256_fmadd_ps(q, t, _mm256_set1_ps(0.254829592f));
+  q = _mm256_mul_ps(q, t);
+  const __m256 e = Exp8(_mm256_mul_ps(_mm256_sub_ps(_mm256_setzero_ps(), a), a));
+  const __m256 r = _mm256_fnmadd_ps(q, e, _mm256_set1_ps(1.0f));
+  const __m256 nan = _mm256_cmp_ps(x, x, _CMP_UNORD_Q);  // NaN stays NaN (the clamp in Exp8 would lose it)
+  return _mm256_blendv_ps(_mm256_or_ps(r, sign), x, nan);
+}
+
+}  // namespace
+
+void ErfRowAvx2(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, Erf8(_mm256_loadu_ps(x + i)));
+  if (i < n) {  // the tail through a padded buffer, so that it rounds as the body does
+    alignas(32) float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::copy(x + i, x + n, buf);
+    _mm256_store_ps(buf, Erf8(_mm256_load_ps(buf)));
+    std::copy(buf, buf + (n - i), y + i);
+  }
+}
+
+void SoftmaxRowAvx2(const float* x, float* y, int64_t n) {
+  if (n == 0) return;
+  const float ninf = -std::numeric_limits<float>::infinity();
+  float max_v = ninf;
+  {
+    __m256 m = _mm256_set1_ps(ninf);
+    int64_t i = 0;
+    for (; i + 8 <= n; i += 8) m = _mm256_max_ps(m, _mm256_loadu_ps(x + i));
+    alignas(32) float lanes[8];
+    _mm256_store_ps(lanes, m);
+    for (float v : lanes) max_v = std::max(max_v, v);
+    for (; i < n; ++i) max_v = std::max(max_v, x[i]);
+  }
+  const __m256 vmax = _mm256_set1_ps(max_v);
+  __m256 acc = _mm256_setzero_ps();
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 e = Exp8(_mm256_sub_ps(_mm256_loadu_ps(x + i), vmax));
+    _mm256_storeu_ps(y + i, e);
+    acc = _mm256_add_ps(acc, e);
+  }
+  if (i < n) {
+    alignas(32) float buf[8];
+    std::fill(buf, buf + 8, ninf);
+    std::copy(x + i, x + n, buf);
+    const __m256 e = _mm256_and_ps(Exp8(_mm256_sub_ps(_mm256_load_ps(buf), vmax)),
+                                   _mm256_cmp_ps(_mm256_load_ps(buf), _mm256_set1_ps(ninf), _CMP_NEQ_OQ));
+    _mm256_store_ps(buf, e);
+    acc = _mm256_add_ps(acc, e);
+    std::copy(buf, buf + (n - i), y + i);
+  }
+  alignas(32) float lanes[8];
+  _mm256_store_ps(lanes, acc);
+  const float sum = ((lanes[0] + lanes[1]) + (lanes[2] + lanes[3])) + ((lanes[4] + lanes[5]) + (lanes[6] + lanes[7]));
+  const __m256 inv = _mm256_set1_ps(1.0f / sum);
+  i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_mul_ps(_mm256_loadu_ps(y + i), inv));
+  for (; i < n; ++i) y[i] *= 1.0f / sum;
+}
+
+SPARQ_CPU_TARGET_END
+#endif
+
+RowFn SelectErfRow(CpuIsa isa) {
+#if SPARQ_CPU_X86
+  if (isa >= CpuIsa::kAvx2) return ErfRowAvx2;
+#endif
+  (void)isa;
+  return ErfRowPortable;
+}
+
+RowFn SelectSoftmaxRow(CpuIsa isa) {
+#if SPARQ_CPU_X86
+  if (isa >= CpuIsa::kAvx2) return SoftmaxRowAvx2;
+#endif
+  (void)isa;
+  return SoftmaxRowPortable;
+}
+
+}  // namespace cpu
+
+namespace {
+
+constexpr int64_t kChunk = 16384;  // values per parallel chunk
+
+Status RunErfF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const cpu::RowFn row = cpu::SelectErfRow(ActiveIsa());
+  // Chunks start at multiples of kChunk (a multiple of 8): every value rounds
+  // as in a one-thread run.
+  ParallelFor(ctx.pool(), (x.numel() + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
+    const int64_t begin = c0 * kChunk, end = std::min(x.numel(), c1 * kChunk);
+    row(src + begin, dst + begin, end - begin);
+  });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
+// Softmax over the last axis (opset 13's default axis -1, or an older opset's
+// axis = rank - 1); other axes run the reference kernel.
+Status RunSoftmaxF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 || ctx.input(0).rank() == 0)
+    return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  int64_t axis = ctx.node().attr_int("axis", ctx.opset() < 13 ? 1 : -1);
+  if (axis < 0) axis += rank;
+  if (axis != rank - 1) return RunReferenceKernel(ctx);
+  const int64_t n = x.dim(static_cast<size_t>(rank - 1));
+  const int64_t rows = n == 0 ? 0 : x.numel() / n;
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const cpu::RowFn row = cpu::SelectSoftmaxRow(ActiveIsa());
+  ParallelFor(ctx.pool(), rows, std::max<int64_t>(1, kChunk / std::max<int64_t>(1, n)), [&](int64_t r0, int64_t r1) {
+    for (int64_t r = r0; r < r1; ++r) row(src + r * n, dst + r * n, n);
+  });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
+// Pow with a constant scalar exponent of exactly 2 on float32: x * x.
+Status RunPow2F32(OpContext& ctx) {
+  if (!ctx.has_input(0) || !ctx.has_input(1)) return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  const Tensor& e = ctx.input(1);
+  if (x.dtype() != DataType::kFloat32 || e.numel() != 1 || e.rank() > x.rank()) return RunReferenceKernel(ctx);
+  double exponent;
+  switch (e.dtype()) {
+    case DataType::kFloat32: exponent = e.data<float>()[0]; break;
+    case DataType::kFloat64: exponent = e.data<double>()[0]; break;
+    case DataType::kInt64: exponent = static_cast<double>(e.data<int64_t>()[0]); break;
+    case DataType::kInt32: exponent = e.data<int32_t>()[0]; break;
+    default: return RunReferenceKernel(ctx);
+  }
+  if (exponent != 2.0) return RunReferenceKernel(ctx);
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) dst[i] = src[i] * src[i];
+  });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
+}  // namespace
+
+void RegisterCpuActivationF32Ops(KernelRegistry& r) {
+  r.Add({"Erf", "", 9, 99, RunErfF32, "erf_f32"});
+  r.Add({"Softmax", "", 1, 99, RunSoftmaxF32, "softmax_f32"});
+  r.Add({"Pow", "", 7, 99, RunPow2F32, "pow2_f32"});
+}
+
+}  // namespace sparq

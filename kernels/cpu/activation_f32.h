@@ -1,0 +1,43 @@
+// Float32 Erf, Softmax (over the last axis) and Pow(x, 2) for transformer
+// models (BERT's GELU is x * 0.5 * (1 + Erf(x / sqrt 2)); its LayerNorm, as
+// exported at opset < 17, squares with Pow). Rows of values, each with a
+// portable version and an AVX2 one (also used from AVX-512 up).
+//
+//   erf_f32      portable: std::erf per value, the reference's bits.
+//                avx2: |erf - reference| <= kErfF32AbsTol (a rational
+//                approximation with exp below).
+//   softmax_f32  portable: the reference's computation (double sums), the
+//                reference's bits. avx2: exp by range reduction and a degree-6
+//                polynomial, float sums; |y - reference| <= kSoftmaxF32AbsTol.
+//   pow2_f32     x * x: the reference's bits on every path (it computes x*x
+//                exactly in double and rounds once to float).
+//
+// Every result depends only on its own row, never on how rows are split
+// among threads: the same bits for any thread count.
+#pragma once
+
+#include <cstdint>
+
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/internal.h"  // SPARQ_CPU_X86
+
+namespace sparq {
+namespace cpu {
+
+constexpr float kErfF32AbsTol = 1e-6f;
+constexpr float kSoftmaxF32AbsTol = 1e-6f;
+
+void ErfRowPortable(const float* x, float* y, int64_t n);
+void SoftmaxRowPortable(const float* x, float* y, int64_t n);
+#if SPARQ_CPU_X86
+void ErfRowAvx2(const float* x, float* y, int64_t n);
+void SoftmaxRowAvx2(const float* x, float* y, int64_t n);
+#endif
+
+using RowFn = void (*)(const float* x, float* y, int64_t n);
+// The version for `isa`.
+RowFn SelectErfRow(CpuIsa isa);
+RowFn SelectSoftmaxRow(CpuIsa isa);
+
+}  // namespace cpu
+}  // namespace sparq

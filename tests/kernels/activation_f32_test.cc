@@ -1,0 +1,115 @@
+// Float32 Erf, Softmax and Pow(x, 2) (kernels/cpu/activation_f32.h) on every
+// ISA this CPU has, against the reference kernels (kernels/ref): portable
+// Erf / Softmax and every Pow(x, 2) with the same bits, the AVX2 Erf /
+// Softmax within kErfF32AbsTol / kSoftmaxF32AbsTol; the same bits for 1 and 2
+// threads through the executor.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+#include <random>
+#include <vector>
+
+#include "kernels/cpu/activation_f32.h"
+#include "sparq/executor.h"
+#include "test_util.h"
+
+namespace sparq {
+namespace {
+
+constexpr CpuIsa kAllIsas[] = {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni};
+
+class ActivationF32Test : public ::testing::TestWithParam<CpuIsa> {
+ protected:
+  void SetUp() override {
+    if (GetParam() > DetectedIsa()) GTEST_SKIP() << "this CPU lacks " << CpuIsaName(GetParam());
+    ASSERT_TRUE(ForceIsa(GetParam()).ok());
+  }
+  void TearDown() override { ResetIsa(); }
+};
+
+// y = op(x) through a one-node model on the fast (or the reference) kernels.
+Tensor RunOne(const std::string& op, const Tensor& x, const std::vector<Attribute>& attrs, bool reference,
+              int threads = 1, const Tensor* second = nullptr) {
+  Model m;
+  m.opset_imports = {{"", 13}};
+  m.graph.inputs.push_back(testing::FloatInput("x", {}));
+  m.graph.inputs.back().has_shape = false;
+  m.graph.outputs.push_back(testing::FloatInput("y", {}));
+  std::vector<std::string> inputs = {"x"};
+  if (second != nullptr) {
+    m.graph.initializers["e"] = *second;
+    inputs.push_back("e");
+  }
+  m.graph.nodes.push_back({"n", op, "", inputs, {"y"}, attrs, ""});
+  ExecutorOptions options;
+  options.threads = threads;
+  options.reference_kernels = reference;
+  auto exec = Executor::Create(m, options);
+  EXPECT_TRUE(exec.ok()) << exec.status().ToString();
+  TensorMap out;
+  if (exec.ok()) EXPECT_TRUE(exec.value()->Run({{"x", x}}, &out).ok());
+  return out.count("y") ? out.at("y") : Tensor();
+}
+
+void ExpectClose(const Tensor& got, const Tensor& want, float abs_tol) {
+  ASSERT_EQ(got.shape(), want.shape());
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const float a = got.data<float>()[i], b = want.data<float>()[i];
+    if (std::isnan(b)) {
+      EXPECT_TRUE(std::isnan(a)) << i;
+    } else if (abs_tol == 0) {
+      ASSERT_EQ(std::memcmp(&a, &b, 4), 0) << "[" << i << "] " << a << " vs " << b;
+    } else {
+      ASSERT_NEAR(a, b, abs_tol) << "[" << i << "]";
+    }
+  }
+}
+
+float Tolerance(float fast_tol) { return ActiveIsa() == CpuIsa::kPortable ? 0.0f : fast_tol; }
+
+TEST_P(ActivationF32Test, ErfMatchesReference) {
+  for (int64_t n : {1, 7, 8, 9, 100, 40000}) {
+    Tensor x = testing::RandomFloats({n}, static_cast<uint32_t>(n), -6.0f, 6.0f, 0.0f);
+    if (n >= 9) {
+      const float special[] = {0.0f, -0.0f, 1e-8f, -1e-30f, 10.0f, -10.0f, std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+      std::copy(std::begin(special), std::end(special), x.data<float>());
+    }
+    SCOPED_TRACE("n=" + std::to_string(n));
+    ExpectClose(RunOne("Erf", x, {}, false), RunOne("Erf", x, {}, true), Tolerance(cpu::kErfF32AbsTol));
+  }
+}
+
+TEST_P(ActivationF32Test, SoftmaxMatchesReference) {
+  for (Shape shape : {Shape{1, 1}, Shape{3, 7}, Shape{2, 12, 64, 64}, Shape{5, 1000}, Shape{4, 9}}) {
+    Tensor x = testing::RandomFloats(shape, 11, -20.0f, 20.0f, 0.0f);
+    SCOPED_TRACE(ShapeToString(shape));
+    ExpectClose(RunOne("Softmax", x, {}, false), RunOne("Softmax", x, {}, true), Tolerance(cpu::kSoftmaxF32AbsTol));
+    // Other axes take the reference kernel: the same bits.
+    ExpectClose(RunOne("Softmax", x, {Attribute::Int("axis", 0)}, false),
+                RunOne("Softmax", x, {Attribute::Int("axis", 0)}, true), 0.0f);
+  }
+}
+
+TEST_P(ActivationF32Test, PowOfTwoIsExact) {
+  Tensor x = testing::RandomFloats({1000}, 5, -1e20f, 1e20f, 0.0f);
+  x.data<float>()[0] = 3e30f;  // overflows to inf, as the reference does
+  for (const Tensor& e : {Tensor::Scalar<float>(2.0f), Tensor::Scalar<int64_t>(2), Tensor::Scalar<float>(3.0f)})
+    ExpectClose(RunOne("Pow", x, {}, false, 1, &e), RunOne("Pow", x, {}, true, 1, &e), 0.0f);
+}
+
+TEST_P(ActivationF32Test, SameBitsForOneAndTwoThreads) {
+  Tensor x = testing::RandomFloats({2, 12, 64, 64}, 9, -5.0f, 5.0f, 0.0f);
+  for (const char* op : {"Erf", "Softmax"}) {
+    SCOPED_TRACE(op);
+    ExpectClose(RunOne(op, x, {}, false, 2), RunOne(op, x, {}, false, 1), 0.0f);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuKernels, ActivationF32Test, ::testing::ValuesIn(kAllIsas),
+                         [](const ::testing::TestParamInfo<CpuIsa>& info) { return CpuIsaName(info.param); });
+
+}  // namespace
+}  // namespace sparq

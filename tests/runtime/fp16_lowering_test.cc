@@ -1,0 +1,141 @@
+// Float16 models lowered to float32 at load (runtime/fp16_lowering.h): the
+// rewrite itself, outputs vs the float16 graph on the reference kernels, graph
+// input/output types kept, and the same bits for 1 and 2 threads.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+
+#include "runtime/fp16_lowering.h"
+#include "sparq/executor.h"
+#include "test_util.h"
+
+namespace sparq {
+namespace {
+
+// Float16 lowering changes outputs by float16 rounding of every intermediate
+// value of the float16 graph: |lowered - fp16 graph| <= this * max |output|.
+constexpr float kFp16LoweringTolerance = 1e-2f;
+
+Tensor ToHalf(const Tensor& f) {
+  Tensor h(DataType::kFloat16, f.shape());
+  for (int64_t i = 0; i < f.numel(); ++i) h.data<Float16>()[i].bits = FloatToHalf(f.data<float>()[i]);
+  return h;
+}
+
+ValueInfo HalfInput(const std::string& name, std::vector<Dim> dims) {
+  ValueInfo v = testing::FloatInput(name, std::move(dims));
+  v.dtype = DataType::kFloat16;
+  return v;
+}
+
+// x:f16[batch,16] -> MatMul(W:f16[16,8]) -> Add(b:f16) -> Relu -> y:f16
+//                                                        -> Cast(to=float16) of a float path -> z:f16
+Model HalfMlp() {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  Graph& g = m.graph;
+  g.inputs.push_back(HalfInput("x", {{-1, "batch"}, {16, ""}}));
+  g.outputs.push_back(HalfInput("y", {{-1, "batch"}, {8, ""}}));
+  g.outputs.push_back(HalfInput("z", {{-1, "batch"}, {8, ""}}));
+  g.initializers["W"] = ToHalf(testing::RandomFloats({16, 8}, 1));
+  g.initializers["b"] = ToHalf(testing::RandomFloats({8}, 2));
+  g.nodes.push_back({"mm", "MatMul", "", {"x", "W"}, {"h"}, {}, ""});
+  g.nodes.push_back({"add", "Add", "", {"h", "b"}, {"a"}, {}, ""});
+  g.nodes.push_back({"relu", "Relu", "", {"a"}, {"y"}, {}, ""});
+  g.nodes.push_back({"up", "Cast", "", {"a"}, {"a32"}, {Attribute::Int("to", 1)}, ""});
+  g.nodes.push_back({"sig", "Sigmoid", "", {"a32"}, {"s32"}, {}, ""});
+  g.nodes.push_back({"down", "Cast", "", {"s32"}, {"z"}, {Attribute::Int("to", 10)}, ""});
+  return m;
+}
+
+TensorMap RunModel(const Model& m, const ExecutorOptions& options, const Tensor& x) {
+  auto exec = Executor::Create(m, options);
+  EXPECT_TRUE(exec.ok()) << exec.status().ToString();
+  TensorMap out;
+  if (!exec.ok()) return out;
+  Status st = exec.value()->Run({{"x", x}}, &out);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  return out;
+}
+
+TEST(Fp16Lowering, RewritesInitializersCastsAndBoundaries) {
+  Model m = HalfMlp();
+  ASSERT_TRUE(LowerFloat16ToFloat32(&m));
+  const Graph& g = m.graph;
+  EXPECT_EQ(g.initializers.at("W").dtype(), DataType::kFloat32);
+  EXPECT_EQ(g.initializers.at("b").dtype(), DataType::kFloat32);
+  // Graph inputs and outputs keep float16: a Cast in front, Casts behind.
+  EXPECT_EQ(g.inputs[0].dtype, DataType::kFloat16);
+  EXPECT_EQ(g.outputs[0].dtype, DataType::kFloat16);
+  ASSERT_GE(g.nodes.size(), 8u);
+  EXPECT_EQ(g.nodes.front().op_type, "Cast");
+  EXPECT_EQ(g.nodes.front().inputs[0], "x");
+  EXPECT_EQ(g.nodes.front().attr_int("to", 0), 1);
+  EXPECT_EQ(g.nodes[1].inputs[0], g.nodes.front().outputs[0]);
+  for (const Node& n : g.nodes)
+    if (n.name == "down") EXPECT_EQ(n.attr_int("to", 0), 1);  // the graph's own Cast(to=float16) now keeps float
+  EXPECT_EQ(g.nodes.back().op_type, "Cast");
+  EXPECT_EQ(g.nodes.back().attr_int("to", 0), 10);
+}
+
+TEST(Fp16Lowering, LeavesFloat32ModelsAlone) {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  m.graph.inputs.push_back(testing::FloatInput("x", {{2, ""}}));
+  m.graph.outputs.push_back(testing::FloatInput("y", {{2, ""}}));
+  m.graph.nodes.push_back({"relu", "Relu", "", {"x"}, {"y"}, {}, ""});
+  EXPECT_FALSE(LowerFloat16ToFloat32(&m));
+  EXPECT_EQ(m.graph.nodes.size(), 1u);
+}
+
+TEST(Fp16Lowering, LeavesOverridableHalfInitializersAlone) {
+  Model m = HalfMlp();
+  ValueInfo w = HalfInput("W", {{16, ""}, {8, ""}});
+  m.graph.initializer_inputs.push_back(w);
+  EXPECT_FALSE(LowerFloat16ToFloat32(&m));
+  EXPECT_EQ(m.graph.initializers.at("W").dtype(), DataType::kFloat16);
+}
+
+TEST(Fp16Lowering, MatchesTheFloat16GraphWithinTolerance) {
+  const Model m = HalfMlp();
+  const Tensor x = ToHalf(testing::RandomFloats({5, 16}, 3));
+  ExecutorOptions ref;
+  ref.threads = 1;
+  ref.reference_kernels = true;
+  ExecutorOptions fast;
+  fast.threads = 1;
+  fast.lower_fp16 = true;
+  const TensorMap want = RunModel(m, ref, x), got = RunModel(m, fast, x);
+  for (const char* name : {"y", "z"}) {
+    ASSERT_TRUE(got.count(name) && want.count(name)) << name;
+    const Tensor &a = got.at(name), &b = want.at(name);
+    ASSERT_EQ(a.dtype(), DataType::kFloat16) << name;
+    ASSERT_EQ(a.shape(), b.shape()) << name;
+    float max_ref = 0;
+    for (int64_t i = 0; i < b.numel(); ++i) max_ref = std::max(max_ref, std::abs(HalfToFloat(b.data<Float16>()[i].bits)));
+    for (int64_t i = 0; i < a.numel(); ++i)
+      EXPECT_NEAR(HalfToFloat(a.data<Float16>()[i].bits), HalfToFloat(b.data<Float16>()[i].bits),
+                  kFp16LoweringTolerance * max_ref)
+          << name << "[" << i << "]";
+  }
+}
+
+TEST(Fp16Lowering, SameBitsForOneAndTwoThreads) {
+  const Model m = HalfMlp();
+  const Tensor x = ToHalf(testing::RandomFloats({33, 16}, 4));
+  ExecutorOptions one;
+  one.threads = 1;
+  one.lower_fp16 = true;
+  ExecutorOptions two = one;
+  two.threads = 2;
+  const TensorMap a = RunModel(m, one, x), b = RunModel(m, two, x);
+  for (const char* name : {"y", "z"}) {
+    ASSERT_TRUE(a.count(name) && b.count(name)) << name;
+    ASSERT_EQ(a.at(name).numel(), b.at(name).numel());
+    EXPECT_EQ(std::memcmp(a.at(name).raw_data(), b.at(name).raw_data(), a.at(name).nbytes()), 0) << name;
+  }
+}
+
+}  // namespace
+}  // namespace sparq
