@@ -217,9 +217,9 @@ TEST(CpuQuantSparse, ShapeClassRowsDecidePerLayer) {
     return std::make_shared<const KernelSpeedTable>(t.ok() ? *t : KernelSpeedTable{});
   };
   ExpectExact(conv, x, table("cpu,2:4,s8,0.5,1.5,any\ncpu,2:4,s8,0.5,0.8,conv:k<2048\n"), "gemm_s8");
-  ExpectExact(conv, x, table("cpu,2:4,s8,0.5,1.5,any\ncpu,2:4,s8,0.5,0.8,conv:k>=2048\n"), "spmm_nm24_s8");
-  ExpectExact(conv, x, table("cpu,2:4,s8,0.5,0.8,any\ncpu,2:4,s8,0.5,1.5,conv\n"), "spmm_nm24_s8");
-  ExpectExact(conv, x, table("cpu,2:4,s8,0.5,1.5,any\ncpu,2:4,s8,0.5,0.8,matmul\n"), "spmm_nm24_s8");
+  ExpectExact(conv, x, table("cpu,2:4,s8,0.5,1.5,any\ncpu,2:4,s8,0.5,0.8,conv:k>=2048\n"), "spmm_nm_s8");
+  ExpectExact(conv, x, table("cpu,2:4,s8,0.5,0.8,any\ncpu,2:4,s8,0.5,1.5,conv\n"), "spmm_nm_s8");
+  ExpectExact(conv, x, table("cpu,2:4,s8,0.5,1.5,any\ncpu,2:4,s8,0.5,0.8,matmul\n"), "spmm_nm_s8");
 }
 
 TEST(CpuQuantSparse, DefaultTableIsTheBenchmarkCsv) {
