@@ -4,10 +4,7 @@
 #include <vector>
 
 #include "cli/commands.h"
-
-#ifndef SPARQ_VERSION
-#define SPARQ_VERSION "0.1.0"
-#endif
+#include "sparq/version.h"
 
 namespace {
 
@@ -30,7 +27,9 @@ Exit status: 0 on success, 1 when `sparq run`'s accuracy gate fails, 2 on any er
 int main(int argc, char** argv) {
   using namespace sparq::cli;
   CLI::App app("sparq: compress ONNX models and run them with sparq's own executor.", "sparq");
-  app.set_version_flag("--version", std::string("sparq ") + SPARQ_VERSION);
+  // The version of the library that was loaded (the installed tree's, found
+  // through the RPATH): one source with include/sparq/version.h.
+  app.set_version_flag("--version", std::string("sparq ") + sparq::Version());
   app.footer(kExamples);
   app.require_subcommand(1);
 

@@ -12,6 +12,7 @@
 
 #include "sparq/npy.h"
 #include "sparq/onnx_io.h"
+#include "sparq/version.h"
 #include "test_util.h"
 
 namespace sparq {
@@ -89,7 +90,8 @@ TEST_F(CliTest, HelpVersionAndBadArguments) {
   EXPECT_NE(help.out.find("eval"), std::string::npos);
   CliResult version = Run("--version");
   EXPECT_EQ(version.exit_code, 0);
-  EXPECT_EQ(version.out.rfind("sparq ", 0), 0u) << version.out;
+  // One source: project(VERSION) -> sparq/version.h -> sparq::Version().
+  EXPECT_EQ(version.out, std::string("sparq ") + SPARQ_VERSION_STRING + "\n");
   EXPECT_EQ(Run("eval --help").exit_code, 0);
 
   ExpectError("", "subcommand is required");
