@@ -58,8 +58,9 @@ RunFn AddRunCommand(CLI::App& app) {
   sparq run recipes/quickstart.yaml
   sparq run my_recipe.yaml --json > report.json
 
-Exit status: 0 gate passed, 1 gate failed (accuracy drop above evaluate.gate.max_drop),
-2 error (bad recipe, missing file, unsupported model).)");
+Exit status: 0 gate passed, 1 gate failed (a limit of evaluate.gate not met, or
+prune.sparsity not reached; the model is then <stem>.FAILED.onnx or not kept, per
+evaluate.gate.failed_model), 2 error (bad recipe, missing file, unsupported model).)");
   return [args]() {
     auto recipe = LoadRecipe(args->recipe);
     if (!recipe.ok()) return ReportError(recipe.status());

@@ -22,6 +22,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kCorruption: return "Corruption";
     case StatusCode::kIOError: return "IOError";
     case StatusCode::kInternal: return "Internal";
+    case StatusCode::kCancelled: return "Cancelled";
   }
   return "Unknown";
 }

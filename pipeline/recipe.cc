@@ -10,6 +10,7 @@
 #include <regex>
 #include <sstream>
 
+#include "pipeline/gate.h"
 #include "pipeline/yaml_fields.h"
 
 namespace sparq {
@@ -55,6 +56,8 @@ constexpr EnumEntry<LayerPrecision> kFallbackTargets[] = {
     {LayerPrecision::kFp16, "fp16"}, {LayerPrecision::kFp32, "fp32"}};
 constexpr EnumEntry<RankBy> kRankBy[] = {{RankBy::kSqnr, "sqnr"}, {RankBy::kMetric, "metric"}};
 constexpr EnumEntry<Backend> kBackends[] = {{Backend::kCpu, "cpu"}, {Backend::kCuda, "cuda"}, {Backend::kAuto, "auto"}};
+constexpr EnumEntry<RecipeEvaluate::Gate::FailedModel> kFailedModels[] = {
+    {RecipeEvaluate::Gate::FailedModel::kRename, "rename"}, {RecipeEvaluate::Gate::FailedModel::kDiscard, "discard"}};
 constexpr EnumEntry<Metric> kMetrics[] = {{Metric::kTop1, "top1"},
                                           {Metric::kTop5, "top5"},
                                           {Metric::kAgreement, "agreement"},
@@ -335,6 +338,7 @@ void RecipeParser::ParsePrune(MapReader m) {
   m.ReadEnum("score", kScores, &p.score);
   m.Read("recovery", &p.recovery);
   m.Read("skip_first_last", &p.skip_first_last);
+  m.Read("allow_partial", &p.allow_partial);
 
   // Item keys are known even when the list is empty (for suggestions elsewhere).
   diag_.AddKnownKeys("prune.layers[]", {"match", "sparsity", "structure"});
@@ -414,7 +418,10 @@ void RecipeParser::ParseQuantize(MapReader m) {
 
 void RecipeParser::ParseEvaluate(MapReader m) {
   RecipeEvaluate& e = recipe_.evaluate;
-  m.ReadEnum("backend", kBackends, &e.backend);
+  if (m.ReadEnum("backend", kBackends, &e.backend) && e.backend == Backend::kCuda) {
+    auto choice = ResolveBackend(e.backend);  // cuda must be able to run on this machine
+    if (!choice.ok()) diag_.Error(m.LineOf("backend"), m.PathOf("backend"), choice.status().message());
+  }
   if (!m.Has("metric")) e.metric = recipe_.data.labels.empty() ? Metric::kAgreement : Metric::kTop1;
   m.ReadEnum("metric", kMetrics, &e.metric);
   m.Read("threads", &e.threads, Bounds::AtLeast(0));
@@ -424,6 +431,26 @@ void RecipeParser::ParseEvaluate(MapReader m) {
   // would mean "any drop passes": make the user write it.
   if (e.gate.relative) g.Require("max_drop", "relative: true makes it a fraction of the FP32 metric, e.g. 0.01");
   g.Read("max_drop", &e.gate.max_drop, e.gate.relative ? Bounds::Closed(0, 1) : Bounds::AtLeast(0));
+  // sqnr and cosine are values against FP32: gated by their floors, and by
+  // max_drop (from a 100 dB or 1.0 ceiling) only when it is written.
+  const bool value_metric = e.metric == Metric::kSqnr || e.metric == Metric::kCosine;
+  e.gate.check_drop = !value_metric || g.Has("max_drop");
+  double floor = 0.0;
+  if (g.Read("min_sqnr_db", &floor)) e.gate.min_sqnr_db = floor;
+  if (g.Read("min_cosine", &floor, Bounds::Closed(-1, 1))) e.gate.min_cosine = floor;
+  if (g.Read("min_top1", &floor, Bounds::Closed(0, 100))) {
+    e.gate.min_top1 = floor;
+    if (recipe_.data.labels.empty())
+      diag_.Error(g.LineOf("min_top1"), g.PathOf("min_top1"), "needs data.labels (top-1 is measured against labels)");
+  }
+  if (!e.gate.check_drop && !e.gate.min_sqnr_db && !e.gate.min_cosine && !e.gate.min_top1) {
+    const bool sqnr = e.metric == Metric::kSqnr;
+    diag_.Error(g.line(), g.PathOf(sqnr ? "min_sqnr_db" : "min_cosine"),
+                std::string("metric ") + (sqnr ? "sqnr" : "cosine") + " is a value, not a drop: give a floor, e.g. " +
+                    (sqnr ? "min_sqnr_db: 30" : "min_cosine: 0.99") + " (or max_drop from the " +
+                    (sqnr ? "100 dB" : "1.0") + " ceiling)");
+  }
+  g.ReadEnum("failed_model", kFailedModels, &e.gate.failed_model);
   g.Finish();
   m.Finish();
 }
@@ -589,6 +616,7 @@ const char* RecipeEnumName(RecipeQuantize::Precision v) { return EnumNameIn(kPre
 const char* RecipeEnumName(RecipeQuantize::LayerPrecision v) { return EnumNameIn(kLayerPrecisions, v); }
 const char* RecipeEnumName(RecipeQuantize::RankBy v) { return EnumNameIn(kRankBy, v); }
 const char* RecipeEnumName(RecipeEvaluate::Backend v) { return EnumNameIn(kBackends, v); }
+const char* RecipeEnumName(RecipeEvaluate::Gate::FailedModel v) { return EnumNameIn(kFailedModels, v); }
 const char* RecipeEnumName(RecipeEvaluate::Metric v) { return EnumNameIn(kMetrics, v); }
 const char* RecipeEnumName(CalibrationMethod v) { return EnumNameIn(kMethods, v); }
 

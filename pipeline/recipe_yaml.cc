@@ -86,6 +86,7 @@ void EmitPrune(YAML::Emitter& e, const RecipePrune& p) {
   e << YAML::Key << "score" << YAML::Value << RecipeEnumName(p.score);
   e << YAML::Key << "recovery" << YAML::Value << p.recovery;
   e << YAML::Key << "skip_first_last" << YAML::Value << p.skip_first_last;
+  e << YAML::Key << "allow_partial" << YAML::Value << p.allow_partial;
   e << YAML::Key << "kernel_table" << YAML::Value << p.kernel_table;
   BeginList(e << YAML::Key << "layers" << YAML::Value, p.layers.empty());
   for (const auto& l : p.layers) {
@@ -140,8 +141,12 @@ void EmitEvaluate(YAML::Emitter& e, const RecipeEvaluate& ev) {
   e << YAML::Key << "metric" << YAML::Value << RecipeEnumName(ev.metric);
   e << YAML::Key << "threads" << YAML::Value << ev.threads;
   e << YAML::Key << "gate" << YAML::Value << YAML::BeginMap;
-  Num(e << YAML::Key << "max_drop" << YAML::Value, ev.gate.max_drop);
+  if (ev.gate.check_drop) Num(e << YAML::Key << "max_drop" << YAML::Value, ev.gate.max_drop);
   e << YAML::Key << "relative" << YAML::Value << ev.gate.relative;
+  if (ev.gate.min_sqnr_db) Num(e << YAML::Key << "min_sqnr_db" << YAML::Value, *ev.gate.min_sqnr_db);
+  if (ev.gate.min_cosine) Num(e << YAML::Key << "min_cosine" << YAML::Value, *ev.gate.min_cosine);
+  if (ev.gate.min_top1) Num(e << YAML::Key << "min_top1" << YAML::Value, *ev.gate.min_top1);
+  e << YAML::Key << "failed_model" << YAML::Value << RecipeEnumName(ev.gate.failed_model);
   e << YAML::EndMap << YAML::EndMap;
 }
 

@@ -8,6 +8,7 @@
 #include <memory>
 
 #include "pipeline/data_prep.h"
+#include "pipeline/gate.h"
 #include "pipeline/prune_stage.h"
 #include "runtime/dataset.h"
 #include "sparq/calibrate.h"
@@ -98,6 +99,9 @@ class Runner {
   Model fp32_;
   std::string calib_path_, eval_path_;  // data after preprocessing
   std::unique_ptr<TempFolder> tmp_;
+  std::string prune_stop_;      // why pruning stopped below its target ("" = it did not)
+ public:
+  bool model_written_ = false;  // output.model holds this run's (unjudged) model
 };
 
 EvalOptions Runner::BaseEvalOptions(const std::string& stage) const {
@@ -111,7 +115,11 @@ EvalOptions Runner::BaseEvalOptions(const std::string& stage) const {
   if (in.has_shape && !in.dims.empty() && in.dims[0].known()) e.batch = 0;  // fixed batch: use it
   if (o_.on_progress) {
     auto cb = o_.on_progress;
-    e.on_progress = [cb, stage](const EvalProgress& p) { cb({stage, p.done, p.total}); };
+    e.on_progress = [cb, stage](EvalProgress& p) {
+      StageProgress s{stage, p.done, p.total};
+      cb(s);
+      p.cancel = s.cancel;
+    };
   }
   return e;
 }
@@ -161,7 +169,11 @@ StatusOr<CalibrationTable> Runner::CalibrateModel() {
   if (limit > 0) total_batches = (limit + r_.data.batch_size - 1) / r_.data.batch_size;
   if (o_.on_progress) {
     auto cb = o_.on_progress;
-    c.progress = [cb, total_batches](int64_t done) { cb({"calibrate", done, total_batches}); };
+    c.progress = [cb, total_batches](CalibrationProgress& p) {
+      StageProgress s{"calibrate", p.batches, total_batches};
+      cb(s);
+      p.cancel = s.cancel;
+    };
   }
   return Calibrate(fp32_, next, c);
 }
@@ -171,6 +183,7 @@ Status Runner::WriteOutputModel(const Model& m) {
   s.external_data = r_.output.external_data;
   s.sparse_initializers = r_.output.sparse_initializers;
   SPARQ_RETURN_IF_ERROR(SaveModel(m, r_.output.model, s));
+  model_written_ = true;
   std::error_code ec;
   report_.output_bytes = static_cast<int64_t>(fs::file_size(r_.output.model, ec));
   if (r_.output.external_data) report_.output_bytes += static_cast<int64_t>(fs::file_size(r_.output.model + ".data", ec));
@@ -249,7 +262,7 @@ Status Runner::PruneStage(double dense_metric) {
                                    st.recovered.sqnr_db, st.masked.agreement, st.recovered.agreement, st.acceptable,
                                    r_.prune.recovery});
   }
-  if (result.report.stopped_early) report_.warnings.push_back("prune: " + result.report.stop_message);
+  if (result.report.stopped_early) prune_stop_ = result.report.stop_message;
   fp32_ = std::move(result.model);
   return Status::OK();
 }
@@ -263,6 +276,9 @@ StatusOr<RunReport> Runner::Run() {
   report_.max_drop = r_.evaluate.gate.max_drop;
   report_.relative = r_.evaluate.gate.relative;
   report_.warnings = r_.warnings;
+  SPARQ_ASSIGN_OR_RETURN(BackendChoice backend, ResolveBackend(r_.evaluate.backend));
+  report_.backend = backend.name;
+  if (r_.evaluate.backend == RecipeEvaluate::Backend::kAuto) Log("evaluate.backend " + backend.reason + ": picked " + backend.name);
 
   std::error_code ec;
   if (fs::exists(r_.output.model, ec) && fs::equivalent(r_.output.model, r_.model, ec)) {
@@ -322,12 +338,11 @@ StatusOr<RunReport> Runner::Run() {
   auto judge = [&](const EvalReport& e) {
     report_.output_metric = MetricOf(e, false);
     report_.top1_agreement = 100.0 * e.top1_agreement();
-    report_.sqnr_db = e.comparisons.empty() ? 0.0 : e.comparisons[0].sqnr_db;
+    report_.sqnr_db = e.comparisons.empty() ? std::nan("") : e.comparisons[0].sqnr_db;
+    report_.cosine = e.comparisons.empty() ? std::nan("") : e.comparisons[0].cosine;
+    report_.top1 = r_.data.labels.empty() ? std::nan("") : 100.0 * e.top1();
     report_.eval_samples = e.samples;
-    double drop = report_.fp32_metric - report_.output_metric;
-    if (r_.evaluate.gate.relative) drop = report_.fp32_metric != 0.0 ? drop / std::fabs(report_.fp32_metric) : 0.0;
-    report_.drop = drop;
-    report_.passed = drop <= r_.evaluate.gate.max_drop;
+    JudgeGate(r_.evaluate.gate, &report_);
   };
   SPARQ_ASSIGN_OR_RETURN(EvalReport out_eval, Timed("evaluate output", [&] {
     return EvaluateModel(r_.output.model, true, "evaluate output");
@@ -370,6 +385,9 @@ StatusOr<RunReport> Runner::Run() {
   report_.files.insert(report_.files.begin(), r_.output.model);
   if (r_.output.external_data) report_.files.insert(report_.files.begin() + 1, r_.output.model + ".data");
   report_.weight_sparsity = WeightSparsity(compressed);
+  JudgePruneTarget(r_, prune_stop_, &report_);
+  SPARQ_RETURN_IF_ERROR(SettleFailedModel(r_, &report_));  // a failed model must not look like a result
+  model_written_ = false;
   SPARQ_RETURN_IF_ERROR(WriteReports());
   return report_;
 }
@@ -388,7 +406,14 @@ Status Runner::WriteReports() {
 
 StatusOr<RunReport> RunRecipe(const Recipe& recipe, const PipelineOptions& options) {
   Runner runner(recipe, options);
-  return runner.Run();
+  auto report = runner.Run();
+  // An error (or a cancel) after the model was written: no unjudged model stays.
+  if (!report.ok() && runner.model_written_) {
+    std::error_code ec;
+    fs::remove(recipe.output.model, ec);
+    if (recipe.output.external_data) fs::remove(recipe.output.model + ".data", ec);
+  }
+  return report;
 }
 
 }  // namespace sparq

@@ -296,7 +296,14 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
     for (size_t i = 0; i < saved.size(); ++i) saved[i].push_back(results[i]);
     done += rows;
     ++report.batches;
-    if (options.on_progress) options.on_progress({done, total, SecondsSince(start)});
+    if (options.on_progress) {
+      EvalProgress p{done, total, SecondsSince(start)};
+      options.on_progress(p);
+      if (p.cancel) {
+        return Status::Cancelled("evaluation cancelled by the progress callback after " + std::to_string(done) +
+                                 " samples");
+      }
+    }
   }
   if (done == 0) return Status::InvalidArgument("dataset " + options.inputs + " has no samples");
   report.samples = done;

@@ -66,6 +66,13 @@ double KlThreshold(const AbsHistogram& h, int quant_levels = 128);
 double PercentileThreshold(const AbsHistogram& h, double percentile);
 double MseThreshold(const AbsHistogram& h, int quant_levels = 128);
 
+// Passed to CalibrationOptions::progress after each batch.
+struct CalibrationProgress {
+  int64_t batches = 0;  // batches observed so far
+  int64_t samples = 0;  // samples (rows along axis 0) observed so far
+  bool cancel = false;  // set to true in the callback to stop
+};
+
 struct CalibrationOptions {
   CalibrationMethod method = CalibrationMethod::kKL;  // TensorRT's default entropy calibration
   int bins = 2048;
@@ -75,8 +82,9 @@ struct CalibrationOptions {
   // (weights and constant-folded values excluded).
   std::vector<std::string> tensors;
   int threads = 0;  // executor threads, 0 = all
-  // Called after each batch with the number of batches done.
-  std::function<void(int64_t)> progress;
+  // Optional; called on the calibrating thread after each batch. Setting
+  // `cancel` stops calibration: Calibrate returns StatusCode::kCancelled.
+  std::function<void(CalibrationProgress&)> progress;
 };
 
 // One tensor's calibration result.

@@ -23,6 +23,9 @@ struct EvalProgress {
   int64_t done = 0;      // samples evaluated so far
   int64_t total = -1;    // samples to evaluate; -1 when not known in advance
   double seconds = 0.0;  // wall time since the start
+  // Set to true in the callback to stop: Evaluate returns StatusCode::kCancelled
+  // before the next batch and writes nothing (no save_outputs file).
+  bool cancel = false;
 };
 
 struct EvalOptions {
@@ -35,7 +38,9 @@ struct EvalOptions {
   int64_t batch = 0;
   int threads = 0;   // executor threads; 0 = one per hardware thread
   int64_t limit = 0; // evaluate at most this many samples; 0 = all
-  std::function<void(const EvalProgress&)> on_progress;  // optional
+  // Optional; called on the evaluating thread after each batch. A callback
+  // taking `const EvalProgress&` fits too (it cannot cancel).
+  std::function<void(EvalProgress&)> on_progress;
   bool list_kernels = false;  // fill EvalReport::node_kernels (`sparq eval --verbose`)
   bool profile = false;       // fill EvalReport::op_profile (`sparq eval --profile`)
   // Only the reference kernels, running a QDQ model as its float graph

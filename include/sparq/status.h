@@ -26,6 +26,7 @@ enum class StatusCode {
   kCorruption,       // a file is malformed or truncated
   kIOError,          // the operating system refused a read or write
   kInternal,         // a bug in sparq or a library it calls
+  kCancelled,        // the caller asked to stop (a progress callback set `cancel`)
 };
 
 // Returns a short name such as "InvalidArgument".
@@ -43,6 +44,7 @@ class [[nodiscard]] Status {
   static Status Corruption(std::string msg) { return {StatusCode::kCorruption, std::move(msg)}; }
   static Status IOError(std::string msg) { return {StatusCode::kIOError, std::move(msg)}; }
   static Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
+  static Status Cancelled(std::string msg) { return {StatusCode::kCancelled, std::move(msg)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }

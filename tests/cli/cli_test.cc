@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "sparq/device.h"
 #include "sparq/npy.h"
 #include "sparq/onnx_io.h"
 #include "sparq/version.h"
@@ -272,6 +273,18 @@ TEST_F(CliTest, SensitivityWritesCsvAndSvg) {
               "fixes the sparsity");
   ExpectError("sensitivity " + digits + "digits_cnn.onnx --data " + digits + "calib.npz --metric top1",
               "--metric top1 needs --labels");
+}
+
+TEST_F(CliTest, RecipeCheckRefusesABackendThatCannotRunHere) {
+  if (BuiltWithCuda() && CudaDeviceCount() > 0) GTEST_SKIP() << "cuda can run here";
+  const std::string digits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
+  WriteBytes(path("r.yaml"), "version: 1\nmodel: " + digits + "digits_cnn.onnx\ndata:\n  evaluation: " + digits +
+                                 "eval.npz\nevaluate:\n  backend: cuda\n");
+  ExpectError("recipe check " + path("r.yaml"), "r.yaml:6: evaluate.backend: cuda cannot run here");
+  WriteBytes(path("a.yaml"), "version: 1\nmodel: " + digits + "digits_cnn.onnx\ndata:\n  evaluation: " + digits +
+                                 "eval.npz\nquantize:\n  enabled: false\nevaluate:\n  backend: auto\n");
+  CliResult ok = Run("recipe check " + path("a.yaml"));
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
 }  // namespace
