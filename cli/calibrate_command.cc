@@ -12,7 +12,7 @@ namespace cli {
 
 RunFn AddCalibrateCommand(CLI::App& app) {
   struct Args {
-    std::string model, data, output, method = "kl", trt_cache;
+    std::string model, data, output, method = "kl", trt_cache, trt_version = "8601";
     CalibrationOptions options;
     int64_t batch = 32;
     int64_t samples = 0;
@@ -30,10 +30,14 @@ RunFn AddCalibrateCommand(CLI::App& app) {
   sub->add_option("--batch", args->batch, "Samples per batch")->capture_default_str();
   sub->add_option("--samples", args->samples, "Use at most this many samples (0 = all)")->capture_default_str();
   sub->add_option("--threads", args->options.threads, "Threads (0 = all)")->capture_default_str();
-  sub->add_option("--trt-cache", args->trt_cache, "Also write a TensorRT calibration cache here");
+  sub->add_option("--trt-cache", args->trt_cache,
+                  "Also write a TensorRT calibration cache here (methods kl and max, symmetric tables only)");
+  sub->add_option("--trt-version", args->trt_version, "TensorRT version in the cache header (8601 = 8.6.1)")
+      ->capture_default_str();
   sub->footer(R"(Examples:
   sparq calibrate model.onnx --data calib.npz --method kl -o scales.json
-  sparq calibrate model.onnx --data calib/ --method percentile --percentile 99.99 -o scales.json --trt-cache calib.cache)");
+  sparq calibrate model.onnx --data calib/ --method percentile --percentile 99.99 -o scales.json
+  sparq calibrate model.onnx --data calib.npz --method max -o scales.json --trt-cache calib.cache --trt-version 8601)");
   return [args]() {
     auto method = ParseCalibrationMethod(args->method);
     if (!method.ok()) return ReportError(method.status());
@@ -61,7 +65,8 @@ RunFn AddCalibrateCommand(CLI::App& app) {
     Status st = table->Save(args->output);
     if (!st.ok()) return ReportError(st);
     if (!args->trt_cache.empty()) {
-      st = WriteFileAtomically(args->trt_cache, table->ToTensorRtCache());
+      st = table->CheckTensorRtCache();
+      if (st.ok()) st = WriteFileAtomically(args->trt_cache, table->ToTensorRtCache(args->trt_version));
       if (!st.ok()) return ReportError(st);
     }
     std::cout << "calibrated " << table->tensors.size() << " tensors on " << table->samples << " samples ("

@@ -3,8 +3,28 @@
 #include <memory>
 #include <vector>
 
+#include <cstring>
+#include <nlohmann/json.hpp>
+
 #include "cli/commands.h"
 #include "sparq/version.h"
+
+namespace sparq {
+namespace cli {
+
+int ReportError(const Status& status, bool json) {
+  if (json) {
+    nlohmann::json j;
+    j["schema_version"] = kJsonSchemaVersion;
+    j["sparq_version"] = Version();
+    j["error"] = {{"code", StatusCodeName(status.code())}, {"message", status.message()}};
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+  }
+  return ReportError(status);
+}
+
+}  // namespace cli
+}  // namespace sparq
 
 namespace {
 
@@ -65,7 +85,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    ReportError(std::string(e.what()));
+    bool json = false;
+    for (int i = 1; i < argc; ++i) json |= std::strcmp(argv[i], "--json") == 0;
+    ReportError(sparq::Status::InvalidArgument(e.what()), json);
     std::cerr << "Run 'sparq --help' for usage." << std::endl;
     return kExitError;
   }

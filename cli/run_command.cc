@@ -63,7 +63,7 @@ prune.sparsity not reached; the model is then <stem>.FAILED.onnx or not kept, pe
 evaluate.gate.failed_model), 2 error (bad recipe, missing file, unsupported model).)");
   return [args]() {
     auto recipe = LoadRecipe(args->recipe);
-    if (!recipe.ok()) return ReportError(recipe.status());
+    if (!recipe.ok()) return ReportError(recipe.status(), args->json);
     StageBars bars;
     PipelineOptions options;
     const bool show_progress = !args->quiet && (args->progress || isatty(STDERR_FILENO));
@@ -76,7 +76,7 @@ evaluate.gate.failed_model), 2 error (bad recipe, missing file, unsupported mode
     }
     auto report = RunRecipe(*recipe, options);
     bars.End();
-    if (!report.ok()) return ReportError(report.status());
+    if (!report.ok()) return ReportError(report.status(), args->json);
     std::cout << (args->json ? report->ToJson() : report->ToText());
     if (!args->json) {
       for (const auto& f : report->files) std::cout << "  wrote       " << f << "\n";

@@ -122,6 +122,7 @@ class RecipeParser {
   Diagnostics diag_;
   RecipeParseOptions options_;
   Recipe recipe_;
+  int trt_cache_line_ = 0;  // line of a written output.trt_cache; 0 = default
 };
 
 std::string RecipeParser::Resolve(const std::string& raw, const std::string& base) {
@@ -214,6 +215,14 @@ void RecipeParser::ParseOutput(MapReader m) {
   ReadPath(m, "scales", o.dir, /*allow_empty=*/true, &o.scales);
   o.trt_cache = Resolve("calib.cache", o.dir);
   ReadPath(m, "trt_cache", o.dir, /*allow_empty=*/true, &o.trt_cache);
+  if (m.Has("trt_cache")) trt_cache_line_ = m.LineOf("trt_cache");
+  if (m.Read("trt_version", &o.trt_version)) {
+    bool digits = !o.trt_version.empty() && o.trt_version.size() <= 8;
+    for (char c : o.trt_version) digits &= c >= '0' && c <= '9';
+    if (!digits)
+      diag_.Error(m.LineOf("trt_version"), m.PathOf("trt_version"),
+                  "'" + o.trt_version + "' is not a TensorRT version number such as 8601 (8.6.1) or 100100 (10.1.0)");
+  }
   m.Read("external_data", &o.external_data);
   m.Read("sparse_initializers", &o.sparse_initializers);
   m.Read("overwrite", &o.overwrite);
@@ -471,6 +480,22 @@ void RecipeParser::CheckAcrossSections() {
   const Recipe& r = recipe_;
   const RecipeQuantize& q = r.quantize;
   const bool precision_ok = !diag_.FailedAt("quantize.precision");
+
+  // A TensorRT calibration cache names its calibrator: only kl
+  // (EntropyCalibration2) and max (MinMaxCalibration) have one, and TensorRT's
+  // INT8 has no zero points. A written trt_cache that cannot be honest is an
+  // error; the default one is then left out.
+  if (!r.output.trt_cache.empty()) {
+    std::string why;
+    if (CalibrationTable::TensorRtCalibratorName(EnumNameIn(kMethods, q.calibration.method)).empty())
+      why = std::string("TensorRT has no calibrator for quantize.calibration.method ") +
+            EnumNameIn(kMethods, q.calibration.method) + " (kl is EntropyCalibration2, max is MinMaxCalibration)";
+    else if (!q.calibration.symmetric)
+      why = "quantize.calibration.symmetric is false: TensorRT's INT8 has no zero points, so an asymmetric table "
+            "cannot be a TensorRT cache";
+    if (!why.empty() && trt_cache_line_ > 0) diag_.Error(trt_cache_line_, "output.trt_cache", why);
+    else if (!why.empty()) recipe_.output.trt_cache.clear();
+  }
 
   // Calibration data: INT8 needs activation ranges; pruning recovery and
   // activation scores need activations.

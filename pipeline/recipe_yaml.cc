@@ -50,6 +50,7 @@ void EmitOutput(YAML::Emitter& e, const RecipeOutput& o) {
   e << YAML::Key << "format" << YAML::Value << RecipeEnumName(o.format);
   e << YAML::Key << "scales" << YAML::Value << o.scales;
   e << YAML::Key << "trt_cache" << YAML::Value << o.trt_cache;
+  e << YAML::Key << "trt_version" << YAML::Value << YAML::DoubleQuoted << o.trt_version;
   e << YAML::Key << "external_data" << YAML::Value << o.external_data;
   e << YAML::Key << "sparse_initializers" << YAML::Value << o.sparse_initializers;
   e << YAML::Key << "overwrite" << YAML::Value << o.overwrite;

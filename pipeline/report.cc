@@ -7,6 +7,7 @@
 
 #include "formats/text_table.h"
 #include "sparq/pipeline.h"
+#include "sparq/version.h"
 
 namespace sparq {
 namespace {
@@ -67,6 +68,8 @@ std::string Limits(const RunReport& r) {
 std::string RunReport::ToJson() const {
   using nlohmann::json;
   json j;
+  j["schema_version"] = kJsonSchemaVersion;
+  j["sparq_version"] = Version();
   j["recipe"] = recipe;
   j["name"] = name;
   j["model"] = model;

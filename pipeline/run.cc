@@ -9,6 +9,7 @@
 
 #include "pipeline/data_prep.h"
 #include "pipeline/gate.h"
+#include "pipeline/provenance.h"
 #include "pipeline/prune_stage.h"
 #include "runtime/dataset.h"
 #include "sparq/calibrate.h"
@@ -182,7 +183,9 @@ Status Runner::WriteOutputModel(const Model& m) {
   SaveOptions s;
   s.external_data = r_.output.external_data;
   s.sparse_initializers = r_.output.sparse_initializers;
-  SPARQ_RETURN_IF_ERROR(SaveModel(m, r_.output.model, s));
+  Model stamped = m;  // shares the weights
+  StampProvenance(r_, &stamped);
+  SPARQ_RETURN_IF_ERROR(SaveModel(stamped, r_.output.model, s));
   model_written_ = true;
   std::error_code ec;
   report_.output_bytes = static_cast<int64_t>(fs::file_size(r_.output.model, ec));
@@ -319,7 +322,8 @@ StatusOr<RunReport> Runner::Run() {
     report_.files.push_back(r_.output.scales);
   }
   if (int8 && !r_.output.trt_cache.empty()) {
-    SPARQ_RETURN_IF_ERROR(WriteFileAtomically(r_.output.trt_cache, table.ToTensorRtCache()));
+    SPARQ_RETURN_IF_ERROR(table.CheckTensorRtCache().WithContext("output.trt_cache"));
+    SPARQ_RETURN_IF_ERROR(WriteFileAtomically(r_.output.trt_cache, table.ToTensorRtCache(r_.output.trt_version)));
     report_.files.push_back(r_.output.trt_cache);
   }
 

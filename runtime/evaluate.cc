@@ -13,6 +13,7 @@
 #include "sparq/metrics.h"
 #include "sparq/npy.h"
 #include "sparq/onnx_io.h"
+#include "sparq/version.h"
 
 namespace sparq {
 namespace {
@@ -381,6 +382,8 @@ std::string EvalReport::ToText() const {
 
 std::string EvalReport::ToJson() const {
   json j;
+  j["schema_version"] = kJsonSchemaVersion;
+  j["sparq_version"] = Version();
   j["model"] = model;
   j["inputs"] = inputs;
   j["samples"] = samples;

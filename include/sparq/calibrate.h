@@ -113,9 +113,18 @@ struct CalibrationTable {
   // JSON ({"format": "sparq-calibration", "version": 1, ...}); written atomically.
   Status Save(const std::string& path) const;
   static StatusOr<CalibrationTable> Load(const std::string& path);
-  // TensorRT calibration cache: "TRT-<version>-EntropyCalibration2", then
+  // TensorRT calibration cache: "TRT-<version>-<calibrator>", then
   // "<tensor>: <hex of the float32 scale>" per tensor, scale = threshold / 127.
+  // The calibrator is the one TensorRT names for `method`
+  // (TensorRtCalibratorName). Call CheckTensorRtCache first: a table it
+  // refuses gives a header of "TRT-<version>-Unsupported".
   std::string ToTensorRtCache(const std::string& trt_version = "8601") const;
+  // OK when the table can be a TensorRT cache; NotSupported for a method
+  // without a TensorRT calibrator (percentile, mse) or an asymmetric table
+  // (TensorRT's INT8 has no zero points: they would be dropped silently).
+  Status CheckTensorRtCache() const;
+  // "EntropyCalibration2" for kl, "MinMaxCalibration" for max, else "".
+  static std::string TensorRtCalibratorName(const std::string& method);
 };
 
 // A source of input batches (name -> tensor), read once in order.

@@ -44,7 +44,9 @@ struct RecipeOutput {
   std::string dir;        // default <recipe folder>/sparq-out
   Format format = Format::kQdq;  // default qdq; fp16 when quantize.precision is fp16
   std::string scales;     // JSON calibration table; default <dir>/scales.json; "" = not written
-  std::string trt_cache;  // TensorRT calibration cache; default <dir>/calib.cache; "" = not written
+  std::string trt_cache;  // TensorRT calibration cache; default <dir>/calib.cache (left out when the
+                          // method or an asymmetric table has no TensorRT calibrator); "" = not written
+  std::string trt_version = "8601";  // the cache header's TensorRT version (8601 = 8.6.1), digits
   bool external_data = false;  // weights in a <model>.data file beside the model
   bool sparse_initializers = false;  // store sparse weights as ONNX sparse_initializer when smaller
   bool overwrite = false;      // false: refuse to replace an existing output file
