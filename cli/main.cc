@@ -39,8 +39,9 @@ constexpr const char* kExamples = R"(Examples:
   sparq sensitivity model.onnx --data calib.npz --structure block4x4 --sparsities 0.3,0.5,0.7,0.9
   sparq <command> --help      (options of one command)
 
-Exit status: 0 on success, 1 when `sparq run`'s accuracy gate fails, 2 on any error
-(message on stderr as "sparq: error: ...").)";
+Exit status: 0 on success, 1 when `sparq run`'s gate fails (a limit of
+evaluate.gate not met, or prune.sparsity not reached), 2 on any error (message on
+stderr as "sparq: error: ..."; with --json also a JSON object on stdout).)";
 
 }  // namespace
 
