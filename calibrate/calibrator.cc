@@ -239,7 +239,14 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
     SPARQ_RETURN_IF_ERROR(exec->Run(batch, &outputs, run_options).WithContext("calibration batch " + std::to_string(batches)));
     if (!batch.empty() && batch.begin()->second.rank() > 0) table.samples += batch.begin()->second.dim(0);
     ++batches;
-    if (options.progress) options.progress(batches);
+    if (options.progress) {
+      CalibrationProgress p;
+      p.batches = batches;
+      p.samples = table.samples;
+      options.progress(p);
+      if (p.cancel) return Status::Cancelled("calibration cancelled by the progress callback after batch " +
+                                             std::to_string(batches));
+    }
   }
   if (batches == 0) return Status::InvalidArgument("calibration got no data batches");
 

@@ -81,8 +81,30 @@ StatusOr<CalibrationTable> CalibrationTable::Load(const std::string& path) {
   return table;
 }
 
+std::string CalibrationTable::TensorRtCalibratorName(const std::string& method) {
+  if (method == "kl") return "EntropyCalibration2";
+  if (method == "max") return "MinMaxCalibration";
+  return "";
+}
+
+Status CalibrationTable::CheckTensorRtCache() const {
+  if (TensorRtCalibratorName(method).empty()) {
+    return Status::NotSupported("TensorRT calibration cache: TensorRT has no calibrator for method '" + method +
+                                "' (kl is EntropyCalibration2, max is MinMaxCalibration)");
+  }
+  bool asymmetric = !symmetric;
+  for (const auto& r : tensors) asymmetric |= r.zero_point != 0 || !r.is_signed;
+  if (asymmetric) {
+    return Status::NotSupported("TensorRT calibration cache: the table is asymmetric (zero points); TensorRT's INT8 "
+                                "is symmetric, so the zero points would be dropped: calibrate with symmetric: true");
+  }
+  return Status::OK();
+}
+
 std::string CalibrationTable::ToTensorRtCache(const std::string& trt_version) const {
-  std::string out = "TRT-" + trt_version + "-EntropyCalibration2\n";
+  std::string calibrator = TensorRtCalibratorName(method);
+  if (!CheckTensorRtCache().ok()) calibrator = "Unsupported";
+  std::string out = "TRT-" + trt_version + "-" + calibrator + "\n";
   for (const auto& r : tensors) {
     // TensorRT stores the scale that maps the int8 step back to real values.
     float scale = r.threshold > 0.0f ? r.threshold / 127.0f : 1.0f;

@@ -26,10 +26,14 @@ RunFn AddCalibrateCommand(CLI::App& app) {
   sub->add_option("--batch", args->options.batch_size, "Samples per batch")->capture_default_str();
   sub->add_option("--samples", args->options.samples, "Use at most this many samples (0 = all)")->capture_default_str();
   sub->add_option("--threads", args->options.calibration.threads, "Threads (0 = all)")->capture_default_str();
-  sub->add_option("--trt-cache", args->options.trt_cache, "Also write a TensorRT calibration cache here");
+  sub->add_option("--trt-cache", args->options.trt_cache,
+                  "Also write a TensorRT calibration cache here (methods kl and max, symmetric tables only)");
+  sub->add_option("--trt-version", args->options.trt_version, "TensorRT version in the cache header (8601 = 8.6.1)")
+      ->capture_default_str();
   sub->footer(R"(Examples:
   sparq calibrate model.onnx --data calib.npz --method kl -o scales.json
-  sparq calibrate model.onnx --data calib/ --method percentile --percentile 99.99 -o scales.json --trt-cache calib.cache)");
+  sparq calibrate model.onnx --data calib/ --method percentile --percentile 99.99 -o scales.json
+  sparq calibrate model.onnx --data calib.npz --method max -o scales.json --trt-cache calib.cache --trt-version 8601)");
   return [args]() {
     auto method = ParseCalibrationMethod(args->method);
     if (!method.ok()) return ReportError(method.status());

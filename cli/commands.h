@@ -35,6 +35,9 @@ inline int ReportError(const std::string& message) {
   return kExitError;
 }
 inline int ReportError(const Status& status) { return ReportError(status.message()); }
+// With `json` (the command's --json), also prints the error as one JSON object
+// on stdout: {"schema_version", "sparq_version", "error": {"code", "message"}}.
+int ReportError(const Status& status, bool json);
 
 }  // namespace cli
 }  // namespace sparq

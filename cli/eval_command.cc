@@ -85,7 +85,7 @@ in name order. Labels are int64/int32 class ids, scored against output 0.)");
     if (show_progress) args->options.on_progress = DrawProgress;
     auto report = Evaluate(args->model, args->options);
     if (show_progress) std::fprintf(stderr, "\n");
-    if (!report.ok()) return ReportError(report.status());
+    if (!report.ok()) return ReportError(report.status(), args->json);
     std::cout << (args->json ? report->ToJson() + "\n" : report->ToText());
     return kExitOk;
   };

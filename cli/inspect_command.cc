@@ -23,7 +23,7 @@ RunFn AddInspectCommand(CLI::App& app) {
   sparq inspect resnet18.onnx --json | python3 -m json.tool)");
   return [args]() {
     auto summary = InspectModel(args->model);
-    if (!summary.ok()) return ReportError(summary.status());
+    if (!summary.ok()) return ReportError(summary.status(), args->json);
     std::cout << (args->json ? summary->ToJson() + "\n" : summary->ToText());
     return kExitOk;
   };

@@ -3,11 +3,28 @@
 #include <memory>
 #include <vector>
 
-#include "cli/commands.h"
+#include <cstring>
+#include <nlohmann/json.hpp>
 
-#ifndef SPARQ_VERSION
-#define SPARQ_VERSION "0.1.0"
-#endif
+#include "cli/commands.h"
+#include "sparq/version.h"
+
+namespace sparq {
+namespace cli {
+
+int ReportError(const Status& status, bool json) {
+  if (json) {
+    nlohmann::json j;
+    j["schema_version"] = kJsonSchemaVersion;
+    j["sparq_version"] = Version();
+    j["error"] = {{"code", StatusCodeName(status.code())}, {"message", status.message()}};
+    std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+  }
+  return ReportError(status);
+}
+
+}  // namespace cli
+}  // namespace sparq
 
 namespace {
 
@@ -22,15 +39,18 @@ constexpr const char* kExamples = R"(Examples:
   sparq sensitivity model.onnx --data calib.npz --structure block4x4 --sparsities 0.3,0.5,0.7,0.9
   sparq <command> --help      (options of one command)
 
-Exit status: 0 on success, 1 when `sparq run`'s accuracy gate fails, 2 on any error
-(message on stderr as "sparq: error: ...").)";
+Exit status: 0 on success, 1 when `sparq run`'s gate fails (a limit of
+evaluate.gate not met, or prune.sparsity not reached), 2 on any error (message on
+stderr as "sparq: error: ..."; with --json also a JSON object on stdout).)";
 
 }  // namespace
 
 int main(int argc, char** argv) {
   using namespace sparq::cli;
   CLI::App app("sparq: compress ONNX models and run them with sparq's own executor.", "sparq");
-  app.set_version_flag("--version", std::string("sparq ") + SPARQ_VERSION);
+  // The version of the library that was loaded (the installed tree's, found
+  // through the RPATH): one source with include/sparq/version.h.
+  app.set_version_flag("--version", std::string("sparq ") + sparq::Version());
   app.footer(kExamples);
   app.require_subcommand(1);
 
@@ -66,7 +86,9 @@ int main(int argc, char** argv) {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
     if (e.get_exit_code() == 0) return app.exit(e);  // --help, --version
-    ReportError(std::string(e.what()));
+    bool json = false;
+    for (int i = 1; i < argc; ++i) json |= std::strcmp(argv[i], "--json") == 0;
+    ReportError(sparq::Status::InvalidArgument(e.what()), json);
     std::cerr << "Run 'sparq --help' for usage." << std::endl;
     return kExitError;
   }

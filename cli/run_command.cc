@@ -58,11 +58,12 @@ RunFn AddRunCommand(CLI::App& app) {
   sparq run recipes/quickstart.yaml
   sparq run my_recipe.yaml --json > report.json
 
-Exit status: 0 gate passed, 1 gate failed (accuracy drop above evaluate.gate.max_drop),
-2 error (bad recipe, missing file, unsupported model).)");
+Exit status: 0 gate passed, 1 gate failed (a limit of evaluate.gate not met, or
+prune.sparsity not reached; the model is then <stem>.FAILED.onnx or not kept, per
+evaluate.gate.failed_model), 2 error (bad recipe, missing file, unsupported model).)");
   return [args]() {
     auto recipe = LoadRecipe(args->recipe);
-    if (!recipe.ok()) return ReportError(recipe.status());
+    if (!recipe.ok()) return ReportError(recipe.status(), args->json);
     StageBars bars;
     PipelineOptions options;
     const bool show_progress = !args->quiet && (args->progress || isatty(STDERR_FILENO));
@@ -75,7 +76,7 @@ Exit status: 0 gate passed, 1 gate failed (accuracy drop above evaluate.gate.max
     }
     auto report = RunRecipe(*recipe, options);
     bars.End();
-    if (!report.ok()) return ReportError(report.status());
+    if (!report.ok()) return ReportError(report.status(), args->json);
     std::cout << (args->json ? report->ToJson() : report->ToText());
     if (!args->json) {
       for (const auto& f : report->files) std::cout << "  wrote       " << f << "\n";

@@ -1,6 +1,7 @@
 #include "sparq/tensor.h"
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -21,6 +22,7 @@ const char* StatusCodeName(StatusCode code) {
     case StatusCode::kCorruption: return "Corruption";
     case StatusCode::kIOError: return "IOError";
     case StatusCode::kInternal: return "Internal";
+    case StatusCode::kCancelled: return "Cancelled";
   }
   return "Unknown";
 }
@@ -33,6 +35,10 @@ std::string Status::ToString() const {
 Status Status::WithContext(const std::string& context) const {
   if (ok()) return *this;
   return Status(code_, context + ": " + message_);
+}
+
+void internal::ReportValueOfError(const Status& status) {
+  std::fprintf(stderr, "sparq: StatusOr::value() called on an error: %s\n", status.ToString().c_str());
 }
 
 namespace {
@@ -285,9 +291,33 @@ Tensor Tensor::Uninitialized(DataType type, Shape shape) {
 
 template <>
 Tensor Tensor::FromVector<bool>(Shape shape, const std::vector<bool>& values) {
+  for (int64_t d : shape)
+    if (d < 0) return Tensor();
+  if (static_cast<int64_t>(values.size()) != NumElements(shape)) return Tensor();  // see the declaration
   Tensor t(DataType::kBool, std::move(shape));
   bool* out = t.data<bool>();
   for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
+  return t;
+}
+
+StatusOr<Tensor> Tensor::View(DataType type, Shape shape, void* data, std::shared_ptr<const void> owner) {
+  const DataTypeInfo* info = GetDataTypeInfo(type);
+  if (info == nullptr) return Status::InvalidArgument("Tensor::View: unknown data type " + DataTypeName(type));
+  SPARQ_ASSIGN_OR_RETURN(int64_t numel, CheckedNumElements(shape, type));
+  if (data == nullptr && numel > 0) {
+    return Status::InvalidArgument("Tensor::View: null data for " + std::to_string(numel) + " elements of shape " +
+                                   ShapeToString(shape));
+  }
+  if (reinterpret_cast<uintptr_t>(data) % info->size != 0) {
+    return Status::InvalidArgument("Tensor::View: data is not aligned to the " + std::to_string(info->size) +
+                                   "-byte elements of " + info->name);
+  }
+  Tensor t;
+  t.type_ = type;
+  t.shape_ = std::move(shape);
+  t.numel_ = numel;
+  // Aliasing constructor: points at the caller's memory, owns `owner` (or nothing).
+  t.data_ = std::shared_ptr<uint8_t>(std::shared_ptr<const void>(std::move(owner)), static_cast<uint8_t*>(data));
   return t;
 }
 

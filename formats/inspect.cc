@@ -7,6 +7,7 @@
 #include <set>
 
 #include "formats/text_table.h"
+#include "sparq/version.h"
 #include "sparq/onnx_io.h"
 
 namespace sparq {
@@ -200,6 +201,8 @@ std::string ModelSummary::ToText() const {
 
 std::string ModelSummary::ToJson() const {
   json j;
+  j["schema_version"] = kJsonSchemaVersion;
+  j["sparq_version"] = Version();
   j["path"] = path;
   j["ir_version"] = ir_version;
   json opset_json = json::array();

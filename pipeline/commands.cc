@@ -17,8 +17,12 @@ StatusOr<CalibrationTable> CalibrateFiles(const CalibrateFilesOptions& options) 
   d.limit = options.samples;
   SPARQ_ASSIGN_OR_RETURN(BatchSource data, OpenDataset(options.data, model.graph, d));
   SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, Calibrate(model, data(), options.calibration));
+  // Refused before anything is written: a method without a TensorRT calibrator, or zero points.
+  if (!options.trt_cache.empty()) SPARQ_RETURN_IF_ERROR(table.CheckTensorRtCache().WithContext("trt_cache"));
   SPARQ_RETURN_IF_ERROR(table.Save(options.output));
-  if (!options.trt_cache.empty()) SPARQ_RETURN_IF_ERROR(WriteFileAtomically(options.trt_cache, table.ToTensorRtCache()));
+  if (!options.trt_cache.empty()) {
+    SPARQ_RETURN_IF_ERROR(WriteFileAtomically(options.trt_cache, table.ToTensorRtCache(options.trt_version)));
+  }
   return table;
 }
 

@@ -1,4 +1,5 @@
 #include "pipeline/prune_stage.h"
+#include "pipeline/gate.h"
 #include "sparq/pipeline.h"
 
 namespace sparq {
@@ -29,7 +30,8 @@ StatusOr<PruneOptions> ToPruneOptions(const Recipe& recipe) {
     SPARQ_ASSIGN_OR_RETURN(KernelSpeedTable table, KernelSpeedTable::Load(p.kernel_table));
     o.kernel_table = std::make_shared<const KernelSpeedTable>(std::move(table));
   }
-  o.backend = recipe.evaluate.backend == RecipeEvaluate::Backend::kCuda ? "cuda" : "cpu";
+  auto backend = ResolveBackend(recipe.evaluate.backend);
+  o.backend = backend.ok() ? backend->name : "cpu";
   SPARQ_RETURN_IF_ERROR(ValidatePruneOptions(o).WithContext("prune"));
   return o;
 }

@@ -10,6 +10,7 @@
 #include <sstream>
 
 #include "graph/name_pattern.h"
+#include "pipeline/gate.h"
 #include "pipeline/yaml_fields.h"
 
 namespace sparq {
@@ -63,6 +64,8 @@ constexpr EnumEntry<RecipeQuantize::Mode> kModes[] = {{RecipeQuantize::Mode::kSt
                                                       {RecipeQuantize::Mode::kDynamic, "dynamic"}};
 constexpr EnumEntry<RankBy> kRankBy[] = {{RankBy::kSqnr, "sqnr"}, {RankBy::kMetric, "metric"}};
 constexpr EnumEntry<Backend> kBackends[] = {{Backend::kCpu, "cpu"}, {Backend::kCuda, "cuda"}, {Backend::kAuto, "auto"}};
+constexpr EnumEntry<RecipeEvaluate::Gate::FailedModel> kFailedModels[] = {
+    {RecipeEvaluate::Gate::FailedModel::kRename, "rename"}, {RecipeEvaluate::Gate::FailedModel::kDiscard, "discard"}};
 // Spelled by the library's one name table (MetricName).
 constexpr EnumEntry<Metric> kMetrics[] = {{Metric::kTop1, MetricName(Metric::kTop1)},
                                           {Metric::kTop5, MetricName(Metric::kTop5)},
@@ -130,6 +133,7 @@ class RecipeParser {
   Diagnostics diag_;
   RecipeParseOptions options_;
   Recipe recipe_;
+  int trt_cache_line_ = 0;  // line of a written output.trt_cache; 0 = default
 };
 
 std::string RecipeParser::Resolve(const std::string& raw, const std::string& base) {
@@ -222,6 +226,14 @@ void RecipeParser::ParseOutput(MapReader m) {
   ReadPath(m, "scales", o.dir, /*allow_empty=*/true, &o.scales);
   o.trt_cache = Resolve("calib.cache", o.dir);
   ReadPath(m, "trt_cache", o.dir, /*allow_empty=*/true, &o.trt_cache);
+  if (m.Has("trt_cache")) trt_cache_line_ = m.LineOf("trt_cache");
+  if (m.Read("trt_version", &o.trt_version)) {
+    bool digits = !o.trt_version.empty() && o.trt_version.size() <= 8;
+    for (char c : o.trt_version) digits &= c >= '0' && c <= '9';
+    if (!digits)
+      diag_.Error(m.LineOf("trt_version"), m.PathOf("trt_version"),
+                  "'" + o.trt_version + "' is not a TensorRT version number such as 8601 (8.6.1) or 100100 (10.1.0)");
+  }
   m.Read("external_data", &o.external_data);
   m.Read("sparse_initializers", &o.sparse_initializers);
   m.Read("overwrite", &o.overwrite);
@@ -344,6 +356,7 @@ void RecipeParser::ParsePrune(MapReader m) {
   m.ReadEnum("score", kScores, &p.score);
   m.Read("recovery", &p.recovery);
   m.Read("skip_first_last", &p.skip_first_last);
+  m.Read("allow_partial", &p.allow_partial);
 
   // Item keys are known even when the list is empty (for suggestions elsewhere).
   diag_.AddKnownKeys("prune.layers[]", {"match", "sparsity", "structure"});
@@ -425,7 +438,10 @@ void RecipeParser::ParseQuantize(MapReader m) {
 
 void RecipeParser::ParseEvaluate(MapReader m) {
   RecipeEvaluate& e = recipe_.evaluate;
-  m.ReadEnum("backend", kBackends, &e.backend);
+  if (m.ReadEnum("backend", kBackends, &e.backend) && e.backend == Backend::kCuda) {
+    auto choice = ResolveBackend(e.backend);  // cuda must be able to run on this machine
+    if (!choice.ok()) diag_.Error(m.LineOf("backend"), m.PathOf("backend"), choice.status().message());
+  }
   if (!m.Has("metric")) e.metric = recipe_.data.labels.empty() ? Metric::kAgreement : Metric::kTop1;
   m.ReadEnum("metric", kMetrics, &e.metric);
   m.Read("threads", &e.threads, Bounds::AtLeast(0));
@@ -435,6 +451,26 @@ void RecipeParser::ParseEvaluate(MapReader m) {
   // would mean "any drop passes": make the user write it.
   if (e.gate.relative) g.Require("max_drop", "relative: true makes it a fraction of the FP32 metric, e.g. 0.01");
   g.Read("max_drop", &e.gate.max_drop, e.gate.relative ? Bounds::Closed(0, 1) : Bounds::AtLeast(0));
+  // sqnr and cosine are values against FP32: gated by their floors, and by
+  // max_drop (from a 100 dB or 1.0 ceiling) only when it is written.
+  const bool value_metric = e.metric == Metric::kSqnr || e.metric == Metric::kCosine;
+  e.gate.check_drop = !value_metric || g.Has("max_drop");
+  double floor = 0.0;
+  if (g.Read("min_sqnr_db", &floor)) e.gate.min_sqnr_db = floor;
+  if (g.Read("min_cosine", &floor, Bounds::Closed(-1, 1))) e.gate.min_cosine = floor;
+  if (g.Read("min_top1", &floor, Bounds::Closed(0, 100))) {
+    e.gate.min_top1 = floor;
+    if (recipe_.data.labels.empty())
+      diag_.Error(g.LineOf("min_top1"), g.PathOf("min_top1"), "needs data.labels (top-1 is measured against labels)");
+  }
+  if (!e.gate.check_drop && !e.gate.min_sqnr_db && !e.gate.min_cosine && !e.gate.min_top1) {
+    const bool sqnr = e.metric == Metric::kSqnr;
+    diag_.Error(g.line(), g.PathOf(sqnr ? "min_sqnr_db" : "min_cosine"),
+                std::string("metric ") + (sqnr ? "sqnr" : "cosine") + " is a value, not a drop: give a floor, e.g. " +
+                    (sqnr ? "min_sqnr_db: 30" : "min_cosine: 0.99") + " (or max_drop from the " +
+                    (sqnr ? "100 dB" : "1.0") + " ceiling)");
+  }
+  g.ReadEnum("failed_model", kFailedModels, &e.gate.failed_model);
   g.Finish();
   m.Finish();
 }
@@ -455,6 +491,22 @@ void RecipeParser::CheckAcrossSections() {
   const Recipe& r = recipe_;
   const RecipeQuantize& q = r.quantize;
   const bool precision_ok = !diag_.FailedAt("quantize.precision");
+
+  // A TensorRT calibration cache names its calibrator: only kl
+  // (EntropyCalibration2) and max (MinMaxCalibration) have one, and TensorRT's
+  // INT8 has no zero points. A written trt_cache that cannot be honest is an
+  // error; the default one is then left out.
+  if (!r.output.trt_cache.empty()) {
+    std::string why;
+    if (CalibrationTable::TensorRtCalibratorName(EnumNameIn(kMethods, q.calibration.method)).empty())
+      why = std::string("TensorRT has no calibrator for quantize.calibration.method ") +
+            EnumNameIn(kMethods, q.calibration.method) + " (kl is EntropyCalibration2, max is MinMaxCalibration)";
+    else if (!q.calibration.symmetric)
+      why = "quantize.calibration.symmetric is false: TensorRT's INT8 has no zero points, so an asymmetric table "
+            "cannot be a TensorRT cache";
+    if (!why.empty() && trt_cache_line_ > 0) diag_.Error(trt_cache_line_, "output.trt_cache", why);
+    else if (!why.empty()) recipe_.output.trt_cache.clear();
+  }
 
   // Calibration data: INT8 needs activation ranges; pruning recovery and
   // activation scores need activations.
@@ -600,6 +652,7 @@ const char* RecipeEnumName(RecipeQuantize::LayerPrecision v) { return EnumNameIn
 const char* RecipeEnumName(RecipeQuantize::RankBy v) { return EnumNameIn(kRankBy, v); }
 const char* RecipeEnumName(RecipeQuantize::Mode v) { return EnumNameIn(kModes, v); }
 const char* RecipeEnumName(RecipeEvaluate::Backend v) { return EnumNameIn(kBackends, v); }
+const char* RecipeEnumName(RecipeEvaluate::Gate::FailedModel v) { return EnumNameIn(kFailedModels, v); }
 const char* RecipeEnumName(RecipeEvaluate::Metric v) { return EnumNameIn(kMetrics, v); }
 const char* RecipeEnumName(CalibrationMethod v) { return EnumNameIn(kMethods, v); }
 

@@ -50,6 +50,7 @@ void EmitOutput(YAML::Emitter& e, const RecipeOutput& o) {
   e << YAML::Key << "format" << YAML::Value << RecipeEnumName(o.format);
   e << YAML::Key << "scales" << YAML::Value << o.scales;
   e << YAML::Key << "trt_cache" << YAML::Value << o.trt_cache;
+  e << YAML::Key << "trt_version" << YAML::Value << YAML::DoubleQuoted << o.trt_version;
   e << YAML::Key << "external_data" << YAML::Value << o.external_data;
   e << YAML::Key << "sparse_initializers" << YAML::Value << o.sparse_initializers;
   e << YAML::Key << "overwrite" << YAML::Value << o.overwrite;
@@ -86,6 +87,7 @@ void EmitPrune(YAML::Emitter& e, const RecipePrune& p) {
   e << YAML::Key << "score" << YAML::Value << RecipeEnumName(p.score);
   e << YAML::Key << "recovery" << YAML::Value << p.recovery;
   e << YAML::Key << "skip_first_last" << YAML::Value << p.skip_first_last;
+  e << YAML::Key << "allow_partial" << YAML::Value << p.allow_partial;
   e << YAML::Key << "kernel_table" << YAML::Value << p.kernel_table;
   BeginList(e << YAML::Key << "layers" << YAML::Value, p.layers.empty());
   for (const auto& l : p.layers) {
@@ -142,8 +144,12 @@ void EmitEvaluate(YAML::Emitter& e, const RecipeEvaluate& ev) {
   e << YAML::Key << "metric" << YAML::Value << RecipeEnumName(ev.metric);
   e << YAML::Key << "threads" << YAML::Value << ev.threads;
   e << YAML::Key << "gate" << YAML::Value << YAML::BeginMap;
-  Num(e << YAML::Key << "max_drop" << YAML::Value, ev.gate.max_drop);
+  if (ev.gate.check_drop) Num(e << YAML::Key << "max_drop" << YAML::Value, ev.gate.max_drop);
   e << YAML::Key << "relative" << YAML::Value << ev.gate.relative;
+  if (ev.gate.min_sqnr_db) Num(e << YAML::Key << "min_sqnr_db" << YAML::Value, *ev.gate.min_sqnr_db);
+  if (ev.gate.min_cosine) Num(e << YAML::Key << "min_cosine" << YAML::Value, *ev.gate.min_cosine);
+  if (ev.gate.min_top1) Num(e << YAML::Key << "min_top1" << YAML::Value, *ev.gate.min_top1);
+  e << YAML::Key << "failed_model" << YAML::Value << RecipeEnumName(ev.gate.failed_model);
   e << YAML::EndMap << YAML::EndMap;
 }
 

@@ -7,6 +7,7 @@
 
 #include "formats/text_table.h"
 #include "sparq/pipeline.h"
+#include "sparq/version.h"
 
 namespace sparq {
 namespace {
@@ -26,12 +27,19 @@ std::string Bytes(int64_t b) {
   return buf;
 }
 
-std::string Verdict(const RunReport& r) {
-  std::ostringstream os;
-  if (!r.nonfinite.empty()) {
-    os << "the compressed model computes NaN/Inf: first at " << r.nonfinite;
-    return os.str();
+// Every check of the gate, "; "-separated, each naming its metric; with
+// `only_failed` just the failed ones.
+std::string Verdict(const RunReport& r, bool only_failed = false) {
+  if (!r.nonfinite.empty()) return "the compressed model computes NaN/Inf: first at " + r.nonfinite;
+  if (!r.gate_checks.empty()) {
+    std::string out;
+    for (const auto& c : r.gate_checks) {
+      if (only_failed && c.passed) continue;
+      out += (out.empty() ? "" : "; ") + c.text;
+    }
+    return out;
   }
+  std::ostringstream os;
   os << r.metric << " " << Fixed(r.fp32_metric) << " -> " << Fixed(r.output_metric) << ", drop "
      << Fixed(r.drop, r.relative ? 4 : 2) << (r.relative ? " (relative)" : "") << (r.passed ? " <= " : " > ")
      << Fixed(r.max_drop, r.relative ? 4 : 2);
@@ -40,11 +48,29 @@ std::string Verdict(const RunReport& r) {
 
 double NullIfInf(double v) { return std::isfinite(v) ? v : 1e300; }
 
+// JSON number, or null for NaN and infinities (JSON has neither).
+nlohmann::json NumberOrNull(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+// The gate's limits in one line: "top1 drop <= 0.50, sqnr >= 30.00 dB".
+std::string Limits(const RunReport& r) {
+  if (r.gate_checks.empty()) return r.metric + " drop <= " + Fixed(r.max_drop, r.relative ? 4 : 2);
+  std::string out;
+  for (const auto& c : r.gate_checks) {
+    std::string one = c.limit_key == "max_drop" ? c.metric + " drop <= " + Fixed(c.limit, r.relative ? 4 : 2)
+                      : c.metric == "sparsity" ? "sparsity reached"
+                                               : c.metric + " >= " + Fixed(c.limit);
+    out += (out.empty() ? "" : ", ") + one;
+  }
+  return out;
+}
+
 }  // namespace
 
 std::string RunReport::ToJson() const {
   using nlohmann::json;
   json j;
+  j["schema_version"] = kJsonSchemaVersion;
+  j["sparq_version"] = Version();
   j["recipe"] = recipe;
   j["name"] = name;
   j["model"] = model;
@@ -52,12 +78,20 @@ std::string RunReport::ToJson() const {
   j["files"] = files;
   j["size"] = {{"fp32_bytes", fp32_bytes}, {"output_bytes", output_bytes}};
   j["weight_sparsity"] = weight_sparsity;
-  j["gate"] = {{"metric", metric},     {"fp32", fp32_metric}, {"output", output_metric}, {"drop", drop},
-               {"max_drop", max_drop}, {"relative", relative}, {"passed", passed}};
+  json checks = json::array();
+  for (const auto& c : gate_checks)
+    checks.push_back({{"metric", c.metric}, {"limit_key", c.limit_key}, {"value", NumberOrNull(c.value)},
+                      {"limit", NumberOrNull(c.limit)}, {"passed", c.passed}, {"text", c.text}});
+  j["gate"] = {{"metric", metric},     {"fp32", NumberOrNull(fp32_metric)}, {"output", NumberOrNull(output_metric)},
+               {"drop", NumberOrNull(drop)}, {"max_drop", max_drop}, {"relative", relative}, {"passed", passed},
+               {"checks", checks}};
   if (!nonfinite.empty()) j["gate"]["nonfinite"] = nonfinite;
   j["agreement"] = {{"top1_agreement", top1_agreement},
-                    {"sqnr_db", std::isfinite(sqnr_db) ? json(sqnr_db) : json(nullptr)},
+                    {"sqnr_db", NumberOrNull(sqnr_db)},
+                    {"cosine", NumberOrNull(cosine)},
+                    {"top1", NumberOrNull(top1)},
                     {"samples", eval_samples}};
+  j["backend"] = backend;
   json layers = json::array();
   for (const auto& l : this->layers)
     layers.push_back({{"node", l.node}, {"op", l.op_type}, {"precision", PrecisionName(l.precision)}, {"reason", l.reason}});
@@ -91,11 +125,10 @@ std::string RunReport::ToJUnit() const {
      << "<testsuites name=\"sparq\" tests=\"1\" failures=\"" << (passed ? 0 : 1) << "\">\n"
      << "  <testsuite name=\"sparq." << XmlEscape(name) << "\" tests=\"1\" failures=\"" << (passed ? 0 : 1)
      << "\" errors=\"0\" time=\"" << Fixed(seconds, 3) << "\">\n"
-     << "    <testcase classname=\"sparq.gate\" name=\"" << XmlEscape(name + ": " + metric + " drop <= " +
-                                                                   Fixed(max_drop, relative ? 4 : 2))
+     << "    <testcase classname=\"sparq.gate\" name=\"" << XmlEscape(name + ": " + Limits(*this))
      << "\" time=\"" << Fixed(seconds, 3) << "\">\n";
   if (!passed) {
-    os << "      <failure message=\"" << XmlEscape("accuracy gate failed: " + Verdict(*this)) << "\">"
+    os << "      <failure message=\"" << XmlEscape("gate failed: " + Verdict(*this, /*only_failed=*/true)) << "\">"
        << XmlEscape("model " + output_model + "\n" + Verdict(*this)) << "</failure>\n";
   }
   os << "      <system-out>" << XmlEscape(Verdict(*this)) << "</system-out>\n"
@@ -147,7 +180,10 @@ std::string RunReport::ToText() const {
      << "  size        " << Bytes(fp32_bytes) << " -> " << Bytes(output_bytes) << "\n"
      << "  sparsity    " << Fixed(100 * weight_sparsity, 1) << "% of weights are zero\n"
      << "  " << metric << (metric.size() < 10 ? std::string(10 - metric.size(), ' ') : std::string(" ")) << "  "
-     << Fixed(fp32_metric) << " (fp32) -> " << Fixed(output_metric) << " (compressed)\n"
+     << (metric == "sqnr" ? Fixed(sqnr_db, 1) + " dB (compressed against fp32)"
+         : metric == "cosine" ? Fixed(cosine, 6) + " (compressed against fp32)"
+                              : Fixed(fp32_metric) + " (fp32) -> " + Fixed(output_metric) + " (compressed)")
+     << "\n"
      << "  agreement   " << Fixed(top1_agreement) << "% top-1, SQNR " << Fixed(sqnr_db, 1) << " dB\n";
   if (!layers.empty()) {
     int counts[3] = {0, 0, 0};

@@ -8,6 +8,8 @@
 #include <memory>
 
 #include "pipeline/data_prep.h"
+#include "pipeline/gate.h"
+#include "pipeline/provenance.h"
 #include "pipeline/prune_stage.h"
 #include "runtime/nonfinite.h"
 #include "sparq/calibrate.h"
@@ -58,6 +60,9 @@ class Runner {
   Model fp32_;               // the float model: as loaded, then pruned
   BatchSource calibration_;  // data.calibration (else data.evaluation), preprocessed per batch
   std::unique_ptr<Evaluator> evaluator_;  // data.evaluation against the model as loaded
+  std::string prune_stop_;                // why pruning stopped below its target ("" = it did not)
+ public:
+  bool model_written_ = false;  // output.model holds this run's (unjudged) model
 };
 
 EvaluateCallOptions Runner::CallOptions(const std::string& stage) const {
@@ -65,7 +70,11 @@ EvaluateCallOptions Runner::CallOptions(const std::string& stage) const {
   call.name = stage;
   if (o_.on_progress) {
     auto cb = o_.on_progress;
-    call.on_progress = [cb, stage](const EvalProgress& p) { cb({stage, p.done, p.total}); };
+    call.on_progress = [cb, stage](EvalProgress& p) {
+      StageProgress s{stage, p.done, p.total};
+      cb(s);
+      p.cancel = s.cancel;
+    };
   }
   return call;
 }
@@ -96,12 +105,11 @@ StatusOr<EvalReport> Runner::EvaluateModel(const Model& m, const std::string& st
 void Runner::Judge(const EvalReport& e) {
   report_.output_metric = MetricOf(e);
   report_.top1_agreement = 100.0 * e.top1_agreement();
-  report_.sqnr_db = e.comparisons.empty() ? 0.0 : e.comparisons[0].sqnr_db;
+  report_.sqnr_db = e.comparisons.empty() ? std::nan("") : e.comparisons[0].sqnr_db;
+  report_.cosine = e.comparisons.empty() ? std::nan("") : e.comparisons[0].cosine;
+  report_.top1 = r_.data.labels.empty() ? std::nan("") : 100.0 * e.top1();
   report_.eval_samples = e.samples;
-  double drop = report_.fp32_metric - report_.output_metric;
-  if (r_.evaluate.gate.relative) drop = report_.fp32_metric != 0.0 ? drop / std::fabs(report_.fp32_metric) : 0.0;
-  report_.drop = drop;
-  report_.passed = drop <= r_.evaluate.gate.max_drop;
+  JudgeGate(r_.evaluate.gate, &report_);
 }
 
 StatusOr<CalibrationTable> Runner::CalibrateModel() {
@@ -114,7 +122,11 @@ StatusOr<CalibrationTable> Runner::CalibrateModel() {
   const int64_t total_batches = samples >= 0 && batch > 0 ? (samples + batch - 1) / batch : -1;
   if (o_.on_progress) {
     auto cb = o_.on_progress;
-    c.progress = [cb, total_batches](int64_t done) { cb({"calibrate", done, total_batches}); };
+    c.progress = [cb, total_batches](CalibrationProgress& p) {
+      StageProgress s{"calibrate", p.batches, total_batches};
+      cb(s);
+      p.cancel = s.cancel;
+    };
   }
   return Calibrate(fp32_, next, c);
 }
@@ -123,7 +135,10 @@ Status Runner::WriteOutputModel(const Model& m) {
   SaveOptions s;
   s.external_data = r_.output.external_data;
   s.sparse_initializers = r_.output.sparse_initializers;
-  SPARQ_RETURN_IF_ERROR(SaveModel(m, r_.output.model, s));
+  Model stamped = m;  // shares the weights
+  StampProvenance(r_, &stamped);
+  SPARQ_RETURN_IF_ERROR(SaveModel(stamped, r_.output.model, s));
+  model_written_ = true;
   std::error_code ec;
   report_.output_bytes = static_cast<int64_t>(fs::file_size(r_.output.model, ec));
   if (r_.output.external_data) report_.output_bytes += static_cast<int64_t>(fs::file_size(r_.output.model + ".data", ec));
@@ -152,7 +167,7 @@ Status Runner::PruneStage(double dense_metric) {
                                    st.recovered.sqnr_db, st.masked.agreement, st.recovered.agreement, st.acceptable,
                                    r_.prune.recovery});
   }
-  if (result.report.stopped_early) report_.warnings.push_back("prune: " + result.report.stop_message);
+  if (result.report.stopped_early) prune_stop_ = result.report.stop_message;
   fp32_ = std::move(result.model);
   return Status::OK();
 }
@@ -178,6 +193,11 @@ StatusOr<RunReport> Runner::Run() {
   report_.max_drop = r_.evaluate.gate.max_drop;
   report_.relative = r_.evaluate.gate.relative;
   report_.warnings = r_.warnings;
+  SPARQ_ASSIGN_OR_RETURN(BackendChoice backend, ResolveBackend(r_.evaluate.backend));
+  report_.backend = backend.name;
+  if (r_.evaluate.backend == RecipeEvaluate::Backend::kAuto) {
+    Log("evaluate.backend " + backend.reason + ": picked " + backend.name);
+  }
 
   std::error_code ec;
   if (fs::exists(r_.output.model, ec) && fs::equivalent(r_.output.model, r_.model, ec)) {
@@ -215,7 +235,8 @@ StatusOr<RunReport> Runner::Run() {
     report_.files.push_back(r_.output.scales);
   }
   if (int8 && !r_.output.trt_cache.empty()) {
-    SPARQ_RETURN_IF_ERROR(WriteFileAtomically(r_.output.trt_cache, table.ToTensorRtCache()));
+    SPARQ_RETURN_IF_ERROR(table.CheckTensorRtCache().WithContext("output.trt_cache"));
+    SPARQ_RETURN_IF_ERROR(WriteFileAtomically(r_.output.trt_cache, table.ToTensorRtCache(r_.output.trt_version)));
     report_.files.push_back(r_.output.trt_cache);
   }
 
@@ -269,6 +290,9 @@ StatusOr<RunReport> Runner::Run() {
   report_.files.insert(report_.files.begin(), r_.output.model);
   if (r_.output.external_data) report_.files.insert(report_.files.begin() + 1, r_.output.model + ".data");
   report_.weight_sparsity = WeightSparsity(compressed);
+  JudgePruneTarget(r_, prune_stop_, &report_);
+  SPARQ_RETURN_IF_ERROR(SettleFailedModel(r_, &report_));  // a failed model must not look like a result
+  model_written_ = false;
   SPARQ_RETURN_IF_ERROR(WriteReports());
   return report_;
 }
@@ -302,7 +326,14 @@ Status Runner::WriteReports() {
 
 StatusOr<RunReport> RunRecipe(const Recipe& recipe, const PipelineOptions& options) {
   Runner runner(recipe, options);
-  return runner.Run();
+  auto report = runner.Run();
+  // An error (or a cancel) after the model was written: no unjudged model stays.
+  if (!report.ok() && runner.model_written_) {
+    std::error_code ec;
+    fs::remove(recipe.output.model, ec);
+    if (recipe.output.external_data) fs::remove(recipe.output.model + ".data", ec);
+  }
+  return report;
 }
 
 }  // namespace sparq

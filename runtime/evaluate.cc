@@ -13,6 +13,7 @@
 #include "sparq/metrics.h"
 #include "sparq/npy.h"
 #include "sparq/onnx_io.h"
+#include "sparq/version.h"
 
 namespace sparq {
 namespace {
@@ -314,7 +315,14 @@ Status Evaluator::Impl::ReferencePass() {
     }
     done += rows;
     ++r.batches;
-    if (options.on_progress) options.on_progress({done, data.samples(), SecondsSince(start)});
+    if (options.on_progress) {
+      EvalProgress p{done, data.samples(), SecondsSince(start)};
+      options.on_progress(p);
+      if (p.cancel) {
+        return Status::Cancelled("reference run cancelled by the progress callback after " + std::to_string(done) +
+                                 " samples");
+      }
+    }
   }
   if (done == 0) return Status::InvalidArgument("dataset " + data.name() + " has no samples");
   r.samples = done;
@@ -441,7 +449,14 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
     for (size_t i = 0; i < saved.size(); ++i) saved[i].push_back((*results)[i]);
     done += rows;
     ++report.batches;
-    if (call.on_progress) call.on_progress({done, impl.data.samples(), SecondsSince(start)});
+    if (call.on_progress) {
+      EvalProgress p{done, impl.data.samples(), SecondsSince(start)};
+      call.on_progress(p);
+      if (p.cancel) {
+        return Status::Cancelled("evaluation cancelled by the progress callback after " + std::to_string(done) +
+                                 " samples");
+      }
+    }
   }
   if (done == 0) return Status::InvalidArgument("dataset " + impl.data.name() + " has no samples");
   report.samples = done;
@@ -517,7 +532,11 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
   call.profile = options.profile;
   if (options.on_progress) {
     // One bar over the whole run: the reference pass, then the model's.
-    call.on_progress = [&](const EvalProgress& p) { options.on_progress({p.done, p.total, SecondsSince(start)}); };
+    call.on_progress = [&](EvalProgress& p) {
+      EvalProgress q{p.done, p.total, SecondsSince(start)};
+      options.on_progress(q);
+      p.cancel = q.cancel;
+    };
   }
   std::unique_ptr<Evaluator> evaluator;
   if (options.reference.empty()) {
@@ -582,6 +601,8 @@ std::string EvalReport::ToText() const {
 
 std::string EvalReport::ToJson() const {
   json j;
+  j["schema_version"] = kJsonSchemaVersion;
+  j["sparq_version"] = Version();
   j["model"] = model;
   j["inputs"] = inputs;
   j["samples"] = samples;

@@ -189,6 +189,10 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
     auto it = inputs.find(v.name);
     if (it == inputs.end()) return Status::InvalidArgument("missing input '" + v.name + "' (" + v.Describe() + ")");
     const Tensor& t = it->second;
+    if (!t.defined()) {
+      return Status::InvalidArgument("input '" + v.name + "' is an undefined tensor (no type, no data; e.g. " +
+                                     "Tensor::FromVector with the wrong number of values)");
+    }
     if (v.dtype != DataType::kUndefined && t.dtype() != v.dtype) {
       return Status::InvalidArgument("input '" + v.name + "' has type " + DataTypeName(t.dtype()) +
                                      ", the model expects " + v.Describe());

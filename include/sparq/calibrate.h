@@ -69,6 +69,13 @@ double KlThreshold(const AbsHistogram& h, int quant_levels = 128);
 double PercentileThreshold(const AbsHistogram& h, double percentile);
 double MseThreshold(const AbsHistogram& h, int quant_levels = 128);
 
+// Passed to CalibrationOptions::progress after each batch.
+struct CalibrationProgress {
+  int64_t batches = 0;  // batches observed so far
+  int64_t samples = 0;  // samples (rows along axis 0) observed so far
+  bool cancel = false;  // set to true in the callback to stop
+};
+
 // How each tensor's range is chosen from what was observed. Recipes hold
 // this struct (quantize.calibration), so the API and `sparq run` share its
 // defaults.
@@ -84,8 +91,9 @@ struct CalibrationOptions : CalibrationMethodOptions {
   // (weights and constant-folded values excluded).
   std::vector<std::string> tensors;
   int threads = 0;  // executor threads, 0 = all
-  // Called after each batch with the number of batches done.
-  std::function<void(int64_t)> progress;
+  // Optional; called on the calibrating thread after each batch. Setting
+  // `cancel` stops calibration: Calibrate returns StatusCode::kCancelled.
+  std::function<void(CalibrationProgress&)> progress;
 };
 
 // One tensor's calibration result.
@@ -114,9 +122,18 @@ struct CalibrationTable {
   // JSON ({"format": "sparq-calibration", "version": 1, ...}); written atomically.
   Status Save(const std::string& path) const;
   static StatusOr<CalibrationTable> Load(const std::string& path);
-  // TensorRT calibration cache: "TRT-<version>-EntropyCalibration2", then
+  // TensorRT calibration cache: "TRT-<version>-<calibrator>", then
   // "<tensor>: <hex of the float32 scale>" per tensor, scale = threshold / 127.
+  // The calibrator is the one TensorRT names for `method`
+  // (TensorRtCalibratorName). Call CheckTensorRtCache first: a table it
+  // refuses gives a header of "TRT-<version>-Unsupported".
   std::string ToTensorRtCache(const std::string& trt_version = "8601") const;
+  // OK when the table can be a TensorRT cache; NotSupported for a method
+  // without a TensorRT calibrator (percentile, mse) or an asymmetric table
+  // (TensorRT's INT8 has no zero points: they would be dropped silently).
+  Status CheckTensorRtCache() const;
+  // "EntropyCalibration2" for kl, "MinMaxCalibration" for max, else "".
+  static std::string TensorRtCalibratorName(const std::string& method);
 };
 
 // Runs `model` over every batch from `next_batch`, observing activations, and

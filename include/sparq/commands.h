@@ -17,6 +17,7 @@ struct CalibrateFilesOptions {
   std::string data;       // .npy, .npz or a folder of them (required)
   std::string output;     // calibration table to write (JSON, required)
   std::string trt_cache;  // TensorRT calibration cache to write too; "" = none
+  std::string trt_version = "8601";  // TensorRT version in the cache header (8601 = 8.6.1)
   int64_t batch_size = 32;  // >= 1; a model with a fixed batch dim uses it (BatchSizeFor)
   int64_t samples = 0;      // at most this many samples; 0 = all
   CalibrationOptions calibration;

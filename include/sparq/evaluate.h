@@ -30,6 +30,9 @@ struct EvalProgress {
   int64_t done = 0;      // samples evaluated so far
   int64_t total = -1;    // samples to evaluate; -1 when not known in advance
   double seconds = 0.0;  // wall time since the start
+  // Set to true in the callback to stop: Evaluate returns StatusCode::kCancelled
+  // before the next batch and writes nothing (no save_outputs file).
+  bool cancel = false;
 };
 
 struct EvalOptions {
@@ -42,7 +45,9 @@ struct EvalOptions {
   int64_t batch = 0;
   int threads = 0;   // executor threads; 0 = one per hardware thread
   int64_t limit = 0; // evaluate at most this many samples; 0 = all
-  std::function<void(const EvalProgress&)> on_progress;  // optional
+  // Optional; called on the evaluating thread after each batch. A callback
+  // taking `const EvalProgress&` fits too (it cannot cancel).
+  std::function<void(EvalProgress&)> on_progress;
   bool list_kernels = false;  // fill EvalReport::node_kernels (`sparq eval --verbose`)
   bool profile = false;       // fill EvalReport::op_profile (`sparq eval --profile`)
   // Only the reference kernels, running a QDQ model as its float graph
@@ -174,7 +179,7 @@ struct EvaluatorOptions {
   // Reference outputs kept in memory, in bytes. Batches past the cap are not
   // kept: each Evaluate runs the reference again on them.
   int64_t cache_bytes = int64_t{256} << 20;
-  std::function<void(const EvalProgress&)> on_progress;  // the reference pass; optional
+  std::function<void(EvalProgress&)> on_progress;  // the reference pass; optional (may cancel)
 };
 
 // Options of one Evaluator::Evaluate call.
@@ -183,7 +188,7 @@ struct EvaluateCallOptions {
   std::string save_outputs;  // .npz to write every graph output to; "" = none (not checked: see EvalOptions)
   bool list_kernels = false; // fill EvalReport::node_kernels
   bool profile = false;      // fill EvalReport::op_profile
-  std::function<void(const EvalProgress&)> on_progress;  // optional
+  std::function<void(EvalProgress&)> on_progress;  // optional (may cancel)
 };
 
 // Evaluates candidate models against one reference on one dataset. Create

@@ -91,6 +91,14 @@ class Executor {
   // initializer default may be left out), with the declared element type and
   // rank and every fixed dimension. Fills `outputs` with the graph outputs
   // (and RunOptions::extra_outputs). Errors name the input or node at fault.
+  //
+  // Thread safety: Run may be called from several threads at once on one
+  // Executor (tested): a call only reads the executor's prepared state and
+  // keeps its values to itself; RunOptions callbacks run on the calling
+  // thread. The parallel loops of concurrent calls take turns on the
+  // executor's one thread pool, so concurrent calls are safe but not faster
+  // than one: for throughput, give each thread its own Executor. Run must
+  // not overlap the executor's destruction.
   Status Run(const TensorMap& inputs, TensorMap* outputs, const RunOptions& options = {},
              std::vector<NodeProfile>* profile = nullptr);
 

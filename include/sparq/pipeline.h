@@ -23,10 +23,15 @@ struct StageProgress {
   std::string stage;   // "calibrate", "evaluate fp32", ...
   int64_t done = 0;
   int64_t total = -1;  // -1 when not known
+  // Set to true in the callback to stop the run at the next batch: RunRecipe
+  // returns StatusCode::kCancelled naming the stage.
+  bool cancel = false;
 };
 
 struct PipelineOptions {
-  std::function<void(const StageProgress&)> on_progress;  // optional
+  // Optional; called on the running thread after each batch of calibration
+  // and evaluation. A callback taking `const StageProgress&` fits too.
+  std::function<void(StageProgress&)> on_progress;
   std::function<void(const std::string&)> on_log;         // optional: one line per event
 };
 
@@ -44,6 +49,16 @@ struct PruneStepLine {
   bool recovery = true;  // false: the recipe turned recovery off (both columns are the pruned model)
 };
 
+// One limit of the gate and how the compressed model fared against it.
+struct GateCheck {
+  std::string metric;     // "top1", "sqnr", "cosine", "sparsity", ...: what was measured
+  std::string limit_key;  // evaluate.gate key: "max_drop", "min_sqnr_db", ...
+  double value = 0.0;     // the drop for max_drop, else the measured value
+  double limit = 0.0;
+  bool passed = false;
+  std::string text;       // "sqnr 38.21 dB < min_sqnr_db 40.00 dB"
+};
+
 struct RunReport {
   std::string recipe;         // recipe file
   std::string name;
@@ -54,7 +69,7 @@ struct RunReport {
   double weight_sparsity = 0.0;      // fraction of exact zeros in the written model's weights
   std::string metric;                // "top1", ...
   double fp32_metric = 0.0, output_metric = 0.0;
-  double drop = 0.0;                 // fp32_metric - output_metric (points, or a fraction when relative)
+  double drop = 0.0;                 // fp32_metric - output_metric (points, or a fraction when relative); NaN when max_drop is off
   double max_drop = 0.0;
   bool relative = false;
   bool passed = false;
@@ -63,7 +78,11 @@ struct RunReport {
   // Such a model fails the gate whatever its metric.
   std::string nonfinite;
   double top1_agreement = 0.0;       // % of samples with the FP32 model's argmax
-  double sqnr_db = 0.0;              // output 0 against FP32
+  double sqnr_db = 0.0;              // output 0 against FP32, dB (+inf when identical)
+  double cosine = 0.0;               // output 0 against FP32
+  double top1 = 0.0;                 // % of samples with the label as argmax; NaN without labels
+  std::vector<GateCheck> gate_checks;  // every limit checked; passed = all passed
+  std::string backend;               // evaluate.backend as resolved ("cpu", "cuda")
   int64_t eval_samples = 0;
   std::vector<LayerDecision> layers;  // final precision of each weighted layer
   std::vector<FallbackStep> fallback;

@@ -47,7 +47,9 @@ struct RecipeOutput {
   std::string dir;        // default <recipe folder>/sparq-out
   Format format = Format::kQdq;  // default qdq; fp16 when quantize.precision is fp16
   std::string scales;     // JSON calibration table; default <dir>/scales.json; "" = not written
-  std::string trt_cache;  // TensorRT calibration cache; default <dir>/calib.cache; "" = not written
+  std::string trt_cache;  // TensorRT calibration cache; default <dir>/calib.cache (left out when the
+                          // method or an asymmetric table has no TensorRT calibrator); "" = not written
+  std::string trt_version = "8601";  // the cache header's TensorRT version (8601 = 8.6.1), digits
   bool external_data = false;  // weights in a <model>.data file beside the model
   bool sparse_initializers = false;  // store sparse weights as ONNX sparse_initializer when smaller
   bool overwrite = false;      // false: refuse to replace an existing output file
@@ -108,6 +110,9 @@ struct RecipePrune {
   Score score = Score::kMagnitude;
   bool recovery = true;         // re-fit kept weights on calibration data after pruning
   bool skip_first_last = true;  // leave the first and last weighted layers dense
+  // false: pruning that stops before the requested sparsity (the gate would
+  // not allow the next step) fails the run (exit 1); true: a warning.
+  bool allow_partial = false;
   std::vector<LayerRule> layers;
   std::optional<Sensitivity> sensitivity;  // default none: every layer gets `sparsity`
   // structure auto: the kernel benchmark's speed table (bench/kernel_speedups.csv
@@ -173,6 +178,19 @@ struct RecipeEvaluate {
     // and then required in YAML (the absolute default would let anything pass).
     double max_drop = 1.0;
     bool relative = false;  // true: max_drop is a fraction of the FP32 metric
+    // False when max_drop does not apply: metric sqnr or cosine without a
+    // written max_drop (they are values against FP32, gated by their floors).
+    bool check_drop = true;
+    // Absolute floors on the compressed model, checked besides max_drop; unset = none.
+    std::optional<double> min_sqnr_db;  // output 0 against FP32, dB
+    std::optional<double> min_cosine;   // output 0 against FP32, in [-1, 1]
+    std::optional<double> min_top1;     // % of samples, in [0, 100]; needs data.labels
+    // What a failed gate leaves at output.model: nothing there in either case.
+    enum class FailedModel {
+      kRename,   // the model is kept as <stem>.FAILED.onnx
+      kDiscard,  // no model is kept
+    };
+    FailedModel failed_model = FailedModel::kRename;
   };
 
   Backend backend = Backend::kCpu;
@@ -261,6 +279,7 @@ const char* RecipeEnumName(RecipeQuantize::RankBy v);
 const char* RecipeEnumName(RecipeQuantize::Mode v);
 const char* RecipeEnumName(RecipeEvaluate::Backend v);
 const char* RecipeEnumName(RecipeEvaluate::Metric v);
+const char* RecipeEnumName(RecipeEvaluate::Gate::FailedModel v);
 const char* RecipeEnumName(CalibrationMethod v);
 
 }  // namespace sparq

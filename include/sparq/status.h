@@ -4,11 +4,16 @@
 // either a value or an error Status). Messages name the place that failed: the
 // file, the node, the tensor, the recipe key. The library never throws across
 // its public API and never aborts the process.
+//
+// Both types are [[nodiscard]]: ignoring a returned Status is a compiler
+// warning. Where dropping one is really meant, say so: `(void)Call();`.
 #pragma once
 
 #include <cassert>
+#include <cstdlib>
 #include <optional>
 #include <string>
+#include <type_traits>
 #include <utility>
 
 namespace sparq {
@@ -21,12 +26,13 @@ enum class StatusCode {
   kCorruption,       // a file is malformed or truncated
   kIOError,          // the operating system refused a read or write
   kInternal,         // a bug in sparq or a library it calls
+  kCancelled,        // the caller asked to stop (a progress callback set `cancel`)
 };
 
 // Returns a short name such as "InvalidArgument".
 const char* StatusCodeName(StatusCode code);
 
-class Status {
+class [[nodiscard]] Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -38,6 +44,7 @@ class Status {
   static Status Corruption(std::string msg) { return {StatusCode::kCorruption, std::move(msg)}; }
   static Status IOError(std::string msg) { return {StatusCode::kIOError, std::move(msg)}; }
   static Status Internal(std::string msg) { return {StatusCode::kInternal, std::move(msg)}; }
+  static Status Cancelled(std::string msg) { return {StatusCode::kCancelled, std::move(msg)}; }
 
   bool ok() const { return code_ == StatusCode::kOk; }
   StatusCode code() const { return code_; }
@@ -54,10 +61,22 @@ class Status {
   std::string message_;
 };
 
-// Holds a T or an error Status. Accessing value() of an error is a bug (asserts
-// in debug builds).
+namespace internal {
+// Prints "sparq: StatusOr::value() called on an error: <status>" to stderr
+// (see StatusOr::value()).
+void ReportValueOfError(const Status& status);
+}  // namespace internal
+
+// Holds a T or an error Status. Check ok() before value().
+//
+// value() (and *, ->) of an error is a bug in the caller. Debug builds assert.
+// Release builds stay defined and do not abort: the error is printed to stderr
+// and value() returns a value-initialized T (an empty Tensor, Model, vector, a
+// null pointer...), so the caller's next step sees "nothing" rather than
+// reading freed or uninitialized memory. (For a T with no default constructor,
+// which sparq's API does not return, the process aborts with the message.)
 template <typename T>
-class StatusOr {
+class [[nodiscard]] StatusOr {
  public:
   StatusOr(T value) : value_(std::move(value)) {}  // NOLINT: implicit by design
   StatusOr(Status status) : status_(std::move(status)) {  // NOLINT: implicit by design
@@ -68,15 +87,43 @@ class StatusOr {
   bool ok() const { return status_.ok(); }
   const Status& status() const { return status_; }
 
-  T& value() & { assert(ok()); return *value_; }
-  const T& value() const& { assert(ok()); return *value_; }
-  T&& value() && { assert(ok()); return std::move(*value_); }
+  T& value() & {
+    if (!value_) EmplaceForError();
+    return *value_;
+  }
+  const T& value() const& {
+    if (!value_) return EmptyForError();
+    return *value_;
+  }
+  T&& value() && {
+    if (!value_) EmplaceForError();
+    return std::move(*value_);
+  }
   T& operator*() & { return value(); }
   const T& operator*() const& { return value(); }
   T* operator->() { return &value(); }
   const T* operator->() const { return &value(); }
 
  private:
+  void EmplaceForError() {
+    OnValueOfError();
+    if constexpr (std::is_default_constructible_v<T>) value_.emplace();
+  }
+  const T& EmptyForError() const {
+    OnValueOfError();
+    if constexpr (std::is_default_constructible_v<T>) {
+      static const T* empty = new T();  // never destroyed; thread-safe initialization
+      return *empty;
+    } else {
+      return *value_;  // not reached: OnValueOfError aborts
+    }
+  }
+  void OnValueOfError() const {
+    assert(ok() && "StatusOr::value() called on an error");
+    internal::ReportValueOfError(status_);
+    if constexpr (!std::is_default_constructible_v<T>) std::abort();
+  }
+
   Status status_;
   std::optional<T> value_;
 };

@@ -1,4 +1,5 @@
-// Tensors: a data type, a shape and a shared, 64-byte aligned buffer.
+// Tensors: a data type, a shape and a shared, 64-byte aligned buffer (or, for
+// a view made by Tensor::View, the caller's memory).
 //
 // A Tensor is a cheap handle: copies share the buffer. Kernels treat their
 // inputs as immutable and allocate fresh outputs, so sharing is safe; call
@@ -103,9 +104,26 @@ class Tensor {
   // kernel writes in full, sparing the zero fill.
   static Tensor Uninitialized(DataType type, Shape shape);
 
-  // Copies `count` elements from `values`; count must equal NumElements(shape).
+  // Copies `values` into a new tensor of `shape`. values.size() must equal
+  // NumElements(shape); when it does not (or a dimension is negative), the
+  // result is an undefined Tensor (defined() is false, no buffer) and nothing
+  // is written, in every build type: Executor::Run and the kernels reject an
+  // undefined tensor with an error naming the input. For sizes that come
+  // from data, check them first or use View / the Tensor(type, shape) constructor.
   template <typename T>
   static Tensor FromVector(Shape shape, const std::vector<T>& values);
+
+  // A tensor over memory the caller owns: no copy. `data` must hold
+  // NumElements(shape) elements of `type`, aligned to the element size.
+  // Lifetime: the memory must stay valid (and unchanged, if sparq may read it
+  // concurrently) as long as any copy of the returned Tensor lives, including
+  // executor outputs that alias an input (Identity, Reshape, Flatten...);
+  // pass `owner` (anything holding the memory, e.g. a shared_ptr to your
+  // buffer) to have the tensor keep it alive instead. sparq never writes to
+  // its inputs; writing through raw_data() of a view writes the caller's memory.
+  // Errors: InvalidArgument for an unknown type, a negative dimension, an
+  // element count over 2^62 bytes, a null `data` with elements, or misalignment.
+  static StatusOr<Tensor> View(DataType type, Shape shape, void* data, std::shared_ptr<const void> owner = nullptr);
   // A rank-0 tensor holding `value`.
   template <typename T>
   static Tensor Scalar(T value) { return FromVector<T>({}, {value}); }
@@ -158,8 +176,10 @@ size_t ReleaseCachedTensorBuffers();
 
 template <typename T>
 Tensor Tensor::FromVector(Shape shape, const std::vector<T>& values) {
+  for (int64_t d : shape)
+    if (d < 0) return Tensor();
+  if (static_cast<int64_t>(values.size()) != NumElements(shape)) return Tensor();  // see the declaration
   Tensor t(DataTypeOf<T>::value, std::move(shape));
-  assert(static_cast<int64_t>(values.size()) == t.numel());
   T* out = t.data<T>();
   for (size_t i = 0; i < values.size(); ++i) out[i] = values[i];
   return t;

@@ -181,7 +181,7 @@ TEST(CalibrationTable, SaveLoadRoundTripAndTensorRtCache) {
   CalibrationTable t;
   t.method = "kl";
   t.tensors.push_back(MakeRange("a", -1.0f, 2.0f, 1.27f, true, "kl"));
-  t.tensors.push_back(MakeRange("b", 0.0f, 6.0f, 6.0f, false, "kl"));
+  t.tensors.push_back(MakeRange("b", 0.0f, 6.0f, 6.0f, true, "kl"));
   testing::TempDir dir;
   ASSERT_TRUE(t.Save(dir.path("s.json")).ok());
   auto back = CalibrationTable::Load(dir.path("s.json"));
@@ -242,6 +242,25 @@ TEST(Calibrate, AutoIsARecipeAndCliMethod) {
   ASSERT_TRUE(m.ok());
   EXPECT_EQ(*m, CalibrationMethod::kAuto);
   EXPECT_STREQ(CalibrationMethodName(CalibrationMethod::kAuto), "auto");
+}
+
+TEST(CalibrationTable, TensorRtCacheNamesTheMethodAndRefusesWhatItCannotHold) {
+  CalibrationTable t;
+  t.method = "max";
+  t.tensors.push_back(MakeRange("a", -1.0f, 2.0f, 2.0f, true, "max"));
+  ASSERT_TRUE(t.CheckTensorRtCache().ok());
+  std::string cache = t.ToTensorRtCache("100100");
+  EXPECT_EQ(cache.substr(0, cache.find('\n')), "TRT-100100-MinMaxCalibration");
+  // No TensorRT calibrator for percentile or mse.
+  t.method = "percentile";
+  EXPECT_EQ(t.CheckTensorRtCache().code(), StatusCode::kNotSupported);
+  EXPECT_NE(t.CheckTensorRtCache().message().find("no calibrator for method 'percentile'"), std::string::npos);
+  // Asymmetric tables: the zero points would be dropped, so refused.
+  t.method = "kl";
+  t.tensors.push_back(MakeRange("b", 0.5f, 6.0f, 6.0f, false, "kl"));
+  Status st = t.CheckTensorRtCache();
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported);
+  EXPECT_NE(st.message().find("asymmetric"), std::string::npos) << st.ToString();
 }
 
 }  // namespace

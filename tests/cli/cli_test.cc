@@ -10,8 +10,10 @@
 #include <fstream>
 #include <sstream>
 
+#include "sparq/device.h"
 #include "sparq/npy.h"
 #include "sparq/onnx_io.h"
+#include "sparq/version.h"
 #include "test_util.h"
 
 namespace sparq {
@@ -89,7 +91,8 @@ TEST_F(CliTest, HelpVersionAndBadArguments) {
   EXPECT_NE(help.out.find("eval"), std::string::npos);
   CliResult version = Run("--version");
   EXPECT_EQ(version.exit_code, 0);
-  EXPECT_EQ(version.out.rfind("sparq ", 0), 0u) << version.out;
+  // One source: project(VERSION) -> sparq/version.h -> sparq::Version().
+  EXPECT_EQ(version.out, std::string("sparq ") + SPARQ_VERSION_STRING + "\n");
   EXPECT_EQ(Run("eval --help").exit_code, 0);
 
   ExpectError("", "subcommand is required");
@@ -270,6 +273,18 @@ TEST_F(CliTest, SensitivityWritesCsvAndSvg) {
               "fixes the sparsity");
   ExpectError("sensitivity " + digits + "digits_cnn.onnx --data " + digits + "calib.npz --metric top1",
               "metric top1 needs labels");
+}
+
+TEST_F(CliTest, RecipeCheckRefusesABackendThatCannotRunHere) {
+  if (BuiltWithCuda() && CudaDeviceCount() > 0) GTEST_SKIP() << "cuda can run here";
+  const std::string digits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
+  WriteBytes(path("r.yaml"), "version: 1\nmodel: " + digits + "digits_cnn.onnx\ndata:\n  evaluation: " + digits +
+                                 "eval.npz\nevaluate:\n  backend: cuda\n");
+  ExpectError("recipe check " + path("r.yaml"), "r.yaml:6: evaluate.backend: cuda cannot run here");
+  WriteBytes(path("a.yaml"), "version: 1\nmodel: " + digits + "digits_cnn.onnx\ndata:\n  evaluation: " + digits +
+                                 "eval.npz\nquantize:\n  enabled: false\nevaluate:\n  backend: auto\n");
+  CliResult ok = Run("recipe check " + path("a.yaml"));
+  EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
 }  // namespace

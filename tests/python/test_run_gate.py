@@ -144,7 +144,21 @@ def test_failed_gate_exits_1(sparq, tmp_path, fallback):
         report = json.load(f)
     assert report["gate"]["passed"] is False and report["gate"]["drop"] > 10
     assert len(report["fallback"]) == (0 if fallback == "off" else 1)
-    assert os.path.isfile(os.path.join(out_dir, "digits_cnn.sparq.onnx"))
+    # A failed model never sits at output.model looking like a result.
+    assert not os.path.exists(os.path.join(out_dir, "digits_cnn.sparq.onnx"))
+    failed = os.path.join(out_dir, "digits_cnn.sparq.FAILED.onnx")
+    assert os.path.isfile(failed) and report["output_model"] == failed
+    assert failed in report["files"]
+
+
+def test_failed_gate_discard_writes_no_model(sparq, tmp_path):
+    edits = LOSSY[:2] + [("max_drop: 0.5", "failed_model: discard\n    max_drop: 0"),
+                         ("  calibration:\n    method", "  fallback:\n    enabled: false\n  calibration:\n    method")]
+    out_dir = str(tmp_path / "out")
+    proc = sparq.run("run", quickstart_copy(tmp_path, out_dir, edits))
+    assert proc.returncode == EXIT_GATE_FAILED, f"sparq run exited {proc.returncode}:\n{proc.stdout}{proc.stderr}"
+    assert not any(name.endswith(".onnx") for name in os.listdir(out_dir)), os.listdir(out_dir)
+    assert "top1" in proc.stdout and "max_drop" in proc.stdout, proc.stdout
 
 
 @pytest.mark.parametrize("edits,expected", [

@@ -1,0 +1,78 @@
+"""Every JSON sparq prints or writes (report.json, `run/eval/inspect --json`,
+errors with --json) follows docs/sparq-json.schema.json and carries
+schema_version and the sparq version."""
+import json
+import os
+
+import jsonschema
+import pytest
+
+from conftest import SOURCE_DIR
+from test_run_gate import quickstart_copy
+
+SCHEMA_PATH = os.path.join(SOURCE_DIR, "docs", "sparq-json.schema.json")
+DIGITS = os.path.join(SOURCE_DIR, "examples", "digits")
+
+
+@pytest.fixture(scope="module")
+def schema():
+    with open(SCHEMA_PATH) as f:
+        s = json.load(f)
+    jsonschema.Draft202012Validator.check_schema(s)
+    return s
+
+
+def validate(schema, obj, kind):
+    """Validates obj against the whole schema and against $defs/<kind>."""
+    jsonschema.validate(obj, schema, cls=jsonschema.Draft202012Validator)
+    jsonschema.validate(obj, {**schema, "oneOf": [{"$ref": "#/$defs/" + kind}]}, cls=jsonschema.Draft202012Validator)
+
+
+def version_of(sparq):
+    out = sparq.run("--version").stdout.strip()
+    assert out.startswith("sparq "), out
+    return out.split()[1]
+
+
+def test_inspect_and_eval_json(sparq, schema):
+    version = version_of(sparq)
+    model = os.path.join(DIGITS, "digits_cnn.onnx")
+    inspect = sparq.run("inspect", model, "--json")
+    assert inspect.returncode == 0, inspect.stderr
+    j = json.loads(inspect.stdout)
+    validate(schema, j, "inspect_report")
+    assert j["schema_version"] == 1 and j["sparq_version"] == version
+
+    ev = sparq.run("eval", model, "--inputs", os.path.join(DIGITS, "eval.npz"), "--labels",
+                   os.path.join(DIGITS, "eval_labels.npy"), "--reference", model, "--json")
+    assert ev.returncode == 0, ev.stderr
+    j = json.loads(ev.stdout)
+    validate(schema, j, "eval_report")
+    assert j["sparq_version"] == version
+
+
+def test_run_report_json(sparq, schema, tmp_path):
+    out_dir = str(tmp_path / "out")
+    proc = sparq.run("run", quickstart_copy(tmp_path, out_dir), "--json")
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    printed = json.loads(proc.stdout)
+    validate(schema, printed, "run_report")
+    with open(os.path.join(out_dir, "report.json")) as f:
+        written = json.load(f)
+    validate(schema, written, "run_report")
+    assert written["schema_version"] == 1 and written["backend"] == "cpu"
+    assert [c["limit_key"] for c in written["gate"]["checks"]] == ["max_drop"]
+
+
+@pytest.mark.parametrize("args", [
+    ["inspect", "/no/such/model.onnx", "--json"],
+    ["eval", "/no/such/model.onnx", "--inputs", "x.npz", "--json"],
+    ["run", "/no/such/recipe.yaml", "--json"],
+    ["inspect", "--no-such-flag", "--json"],
+], ids=["inspect", "eval", "run", "bad_flag"])
+def test_errors_are_json_on_stdout_with_json(sparq, schema, args):
+    proc = sparq.run(*args)
+    assert proc.returncode == 2, proc.stdout + proc.stderr
+    j = json.loads(proc.stdout)
+    validate(schema, j, "error")
+    assert j["error"]["message"] and j["error"]["message"] in proc.stderr
