@@ -59,7 +59,10 @@ constexpr EnumEntry<Metric> kMetrics[] = {{Metric::kTop1, "top1"},
                                           {Metric::kTop5, "top5"},
                                           {Metric::kAgreement, "agreement"},
                                           {Metric::kSqnr, "sqnr"},
-                                          {Metric::kCosine, "cosine"}};
+                                          {Metric::kCosine, "cosine"},
+                                          {Metric::kTop5Overlap, "top5_overlap"},
+                                          {Metric::kMeanCosine, "mean_cosine"},
+                                          {Metric::kCtcAccuracy, "ctc_accuracy"}};
 constexpr EnumEntry<CalibrationMethod> kMethods[] = {{CalibrationMethod::kMax, "max"},
                                                      {CalibrationMethod::kKL, "kl"},
                                                      {CalibrationMethod::kPercentile, "percentile"},

@@ -57,6 +57,9 @@ const char* MetricName(RecipeEvaluate::Metric m) {
     case RecipeEvaluate::Metric::kAgreement: return "agreement";
     case RecipeEvaluate::Metric::kSqnr: return "sqnr";
     case RecipeEvaluate::Metric::kCosine: return "cosine";
+    case RecipeEvaluate::Metric::kTop5Overlap: return "top5_overlap";
+    case RecipeEvaluate::Metric::kMeanCosine: return "mean_cosine";
+    case RecipeEvaluate::Metric::kCtcAccuracy: return "ctc_accuracy";
   }
   return "?";
 }
@@ -134,6 +137,9 @@ double Runner::MetricOf(const EvalReport& e, bool is_fp32) const {
       return std::min(kSqnrCeilingDb, e.comparisons[0].sqnr_db);
     case RecipeEvaluate::Metric::kCosine:
       return is_fp32 || e.comparisons.empty() ? 1.0 : e.comparisons[0].cosine;
+    case RecipeEvaluate::Metric::kTop5Overlap: return is_fp32 ? 100.0 : 100.0 * e.task.top5_overlap();
+    case RecipeEvaluate::Metric::kMeanCosine: return is_fp32 ? 1.0 : e.task.mean_cosine();
+    case RecipeEvaluate::Metric::kCtcAccuracy: return is_fp32 ? 100.0 : 100.0 * (1.0 - e.task.ctc_cer());
   }
   return 0.0;
 }

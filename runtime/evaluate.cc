@@ -283,6 +283,8 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
         if (!added.ok()) return added.WithContext("output '" + outputs[i] + "' vs reference, " + samples);
         ref_results.push_back(std::move(t));
       }
+      Status task = report.task.Add(ref_results[0], results[0]);
+      if (!task.ok()) return task.WithContext("output '" + outputs[0] + "' vs reference, " + samples);
       // Outputs without a class axis (scalars, non-numeric) have no agreement.
       auto ours = ArgMaxLastAxis(results[0]);
       auto theirs = ArgMaxLastAxis(ref_results[0]);
@@ -405,6 +407,10 @@ std::string EvalReport::ToJson() const {
                       {"top1_agreement", top1_rows > 0 ? json(top1_agreement()) : json(nullptr)},
                       {"top1_agree", top1_agree},
                       {"top1_rows", top1_rows},
+                      {"top5_overlap", NumberOrNull(task.top5_overlap())},
+                      {"mean_cosine", NumberOrNull(task.mean_cosine())},
+                      {"min_cosine", NumberOrNull(task.min_cosine())},
+                      {"ctc_cer", NumberOrNull(task.ctc_cer())},
                       {"outputs", outs}};
   } else {
     j["reference"] = nullptr;

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "sparq/executor.h"  // NodeKernel
+#include "sparq/metrics.h"   // ReferenceMetrics
 #include "sparq/status.h"
 
 namespace sparq {
@@ -98,6 +99,9 @@ struct EvalReport {
     return top1_rows > 0 ? static_cast<double>(top1_agree) / static_cast<double>(top1_rows) : 0.0;
   }
   std::vector<OutputComparison> comparisons;  // one per graph output
+  // Task metrics of output 0 against the reference's: top-5 overlap,
+  // per-sample cosine, CTC character error rate.
+  ReferenceMetrics task;
 
   std::string saved_outputs;  // path written, "" when none
   std::vector<NodeKernel> node_kernels;  // with EvalOptions::list_kernels: the kernel of each node

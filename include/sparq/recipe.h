@@ -171,6 +171,9 @@ struct RecipeEvaluate {
     kAgreement,  // % of samples whose argmax equals the FP32 model's argmax
     kSqnr,       // signal-to-quantization-noise ratio of the outputs against FP32, in dB
     kCosine,     // cosine similarity of the outputs against FP32
+    kTop5Overlap,   // % overlap of each row's 5 largest outputs with FP32's (classifiers)
+    kMeanCosine,    // mean over samples of each sample's output cosine with FP32 (embeddings)
+    kCtcAccuracy,   // 100 - character error rate (%) of CTC greedy decoding vs FP32's reading
   };
   struct Gate {
     // Metric points (dB for sqnr), >= 0; when relative a fraction in [0, 1],
