@@ -46,7 +46,7 @@ font from those sentences. Everything is deterministic.
 A model whose meta.json carries this script's hash is skipped unless --force.
 
 Usage:
-  python3 tools/make_real_suite.py [--out build/models/real] [--models a,b]
+  python3 tools/make_real_suite.py [--out DIR] [--models a,b]
                                    [--calib 256] [--eval 200] [--force]
 """
 import argparse
@@ -535,7 +535,9 @@ def build(name, out_root, n_calib, n_eval, force):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", default=os.path.join(HERE, "..", "build", "models", "real"))
+    ap.add_argument("--out", default=os.environ.get("SPARQ_REAL_SUITE_DIR") or
+                    os.path.join(HERE, "..", "build", "models", "real"),
+                    help="output folder (default: $SPARQ_REAL_SUITE_DIR, else build/models/real)")
     ap.add_argument("--models", default=",".join(ALL_MODELS), help="comma separated: " + ", ".join(ALL_MODELS))
     ap.add_argument("--calib", type=int, default=256, help="calibration samples (text: at most the sentences there are)")
     ap.add_argument("--eval", type=int, default=200, help="evaluation samples")

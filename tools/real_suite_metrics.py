@@ -1,11 +1,13 @@
 """Task metrics of the real-model suite, in numpy, against the FP32 model.
 
-The same definitions as sparq's C++ functions in include/sparq/metrics.h
-(TopKOverlap, RowCosines, SpearmanCorrelation, DecodeYoloV8 + MatchBoxes,
-CtcGreedyDecode + CharacterErrorRate); tests/python/test_real_suite_metrics.py
-checks that both give the same numbers on the cases of
-tests/data/real_suite_metric_cases.json. Used by bench/accuracy_suite.py and
-the CI slice on outputs saved by `sparq eval --save-outputs`.
+Used by bench/accuracy_suite.py and tests/python/test_real_suite.py. Three
+of them are also in sparq itself (include/sparq/metrics.h, recipe
+`evaluate.metric`): top_k_overlap (`top5_overlap`), row_cosines averaged
+(`mean_cosine`) and character_error_rate of ctc_greedy_decode
+(`ctc_accuracy` = 100 - CER %); the CI slice checks that sparq and these give
+the same numbers. The rest need more than two outputs (graded sentence
+pairs for Spearman; YOLOv8 decoding thresholds for box matching) and stay
+here.
 """
 import numpy as np
 
