@@ -344,6 +344,11 @@ std::string EvalReport::ToText() const {
     t.AddRow({"Reference", reference});
     t.AddRow({"Top-1 agreement", top1_rows > 0 ? Percent(top1_agree, top1_rows)
                                                 : std::string("n/a (output 0 has no class axis)")});
+    std::string tasks = FormatDouble("top-5 overlap %.2f%%, ", 100.0 * task.top5_overlap()) +
+                        FormatDouble("sample cosine mean %.6f", task.mean_cosine()) +
+                        FormatDouble(" (min %.6f)", task.min_cosine());
+    if (task.ctc_samples() > 0) tasks += FormatDouble(", CTC character error rate %.2f%%", 100.0 * task.ctc_cer());
+    t.AddRow({"Task metrics", tasks});
   }
   if (!saved_outputs.empty()) t.AddRow({"Saved outputs", saved_outputs});
   std::string text = t.Render("");
