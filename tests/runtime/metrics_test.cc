@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include "sparq/recipe.h"
+
 #include <cmath>
 
 namespace sparq {
@@ -95,6 +97,18 @@ TEST(TaskMetrics, ReferenceMetricsAccumulateOverBatches) {
   ASSERT_TRUE(flat.Add(Tensor::FromVector<float>({1, 2}, {0, 1}), Tensor::FromVector<float>({1, 2}, {0, 1})).ok());
   EXPECT_TRUE(std::isnan(flat.ctc_cer()));
   EXPECT_FALSE(flat.Add(Tensor::FromVector<float>({1, 2}, {0, 1}), Tensor::FromVector<float>({2}, {0, 1})).ok());
+}
+
+TEST(TaskMetrics, RecipeNamesTheTaskMetrics) {
+  RecipeParseOptions options;
+  options.check_files = false;
+  for (const char* name : {"top5_overlap", "mean_cosine", "ctc_accuracy"}) {
+    const std::string yaml = std::string("version: 1\nmodel: m.onnx\ndata:\n  calibration: c.npz\n"
+                                         "  evaluation: e.npz\nevaluate:\n  metric: ") + name + "\n";
+    StatusOr<Recipe> r = ParseRecipe(yaml, "/project", "r.yaml", options);
+    ASSERT_TRUE(r.ok()) << name << ": " << r.status().ToString();
+    EXPECT_STREQ(RecipeEnumName(r->evaluate.metric), name);
+  }
 }
 
 }  // namespace
