@@ -282,7 +282,9 @@ def sparq_metric_for(task):
     return {"classifier": "agreement", "text_embedding": "cosine"}.get(task, "sqnr")
 
 
-def run_model(args, name):
+def run_model(args, name, save):
+    """Runs every variant on one model; `save(result)` is called after each
+    variant with the rows so far (marked partial until the last)."""
     model_dir = os.path.join(args.suite, name)
     with open(os.path.join(model_dir, "meta.json")) as f:
         meta = json.load(f)
@@ -297,6 +299,9 @@ def run_model(args, name):
     ref = ort_run(model, evals, meta["output"])
     rows = [{"variant": "FP32", "size_mib": os.path.getsize(model) / 2 ** 20,
              "metrics": task_metrics(meta, ref, ref)}]
+    result = {"name": name, "meta": {k: meta[k] for k in ("task", "source", "preprocess", "data", "metric")},
+              "calib": n_calib, "eval": n_eval, "rows": rows,
+              "command": "python3 bench/accuracy_suite.py " + " ".join(sys.argv[1:])}
 
     variants = [(f"sparq int8 {m}", "sparq", (m, False)) for m in SPARQ_METHODS if m in args.sparq_methods]
     variants.append(("sparq fp16", "sparq", ("fp16", False)))
@@ -353,8 +358,8 @@ def run_model(args, name):
         print(f"      {row.get('metrics', row.get('error'))}, {row.get('time_s') or 0:.1f} s, "
               f"{row.get('peak_rss_mib') or 0:.0f} MiB", flush=True)
         rows.append(row)
-    return {"name": name, "meta": {k: meta[k] for k in ("task", "source", "preprocess", "data", "metric")},
-            "calib": n_calib, "eval": n_eval, "rows": rows}
+        save(dict(result, partial=True))
+    return result
 
 
 # ---------------------------------------------------------------------------
@@ -383,7 +388,7 @@ def markdown(results, info):
              "disjoint.", "",
              f"- Machine: {info['machine']} (shared with other jobs: timings are indicative)",
              f"- Date: {info['date']}; sparq at {info['git']}; onnxruntime {info['ort']}, torch {info['torch']}",
-             f"- Commands: `{info['make']}` then `{info['command']}`",
+             f"- Commands: `{info['make']}` (the suite), then `bench/accuracy_suite.py` as given per model",
              "- Metrics: every written model runs in onnxruntime (CPU) on the evaluation split and is compared "
              "with the FP32 model there (tools/real_suite_metrics.py). Classifier: top-1 agreement and top-5 "
              "overlap with FP32. Text: cosine of the pooled sentence embeddings with FP32, Spearman of the pair "
@@ -407,10 +412,13 @@ def markdown(results, info):
             for k in row.get("metrics", {}):
                 if k not in metric_names:
                     metric_names.append(k)
+        partial = ["", "**Partial**: the run was stopped before the remaining variants (time)."] \
+            if res.get("partial") else []
         lines += [f"## {res['name']} ({meta['task']})", "",
                   f"- Source: " + "; ".join(f"{k}: {v}" for k, v in meta["source"].items()),
                   f"- Input: {meta['preprocess']}",
                   f"- Data: {meta['data']}; {res['calib']} calibration and {res['eval']} evaluation samples",
+                  f"- Command: `{res.get('command', info['command'])}`",
                   "",
                   "| variant | " + " | ".join(metric_names) + " | size (MiB) | time (s) | peak RSS (MiB) | note |",
                   "|---|" + "---:|" * (len(metric_names) + 3) + "---|"]
@@ -424,6 +432,7 @@ def markdown(results, info):
         best = best_of(res)
         if best:
             lines += ["", best]
+        lines += partial
         lines.append("")
     lines += ["## Notes", ""]
     lines += [f"- {n}" for n in NOTES]
@@ -473,6 +482,8 @@ def main(argv=None):
     ap.add_argument("--only", default="", help="run only variants whose label contains one of these (comma)")
     ap.add_argument("--work", default=os.path.join(REPO, "build", "accuracy_suite"))
     ap.add_argument("--md", default=os.path.join(REPO, "bench", "ACCURACY.md"))
+    ap.add_argument("--append", action="store_true",
+                    help="keep the other models' results of the work folder's results.json (run models one by one)")
     ap.add_argument("--render", action="store_true",
                     help="only rewrite --md from the work folder's results.json (of an earlier or running run)")
     ap.add_argument("--ort-worker", nargs=6, help=argparse.SUPPRESS)
@@ -491,11 +502,24 @@ def main(argv=None):
     missing = [m for m in args.models.split(",") if not os.path.isfile(os.path.join(args.suite, m, "meta.json"))]
     if missing:
         ap.error(f"not built in {args.suite}: {missing} (run tools/make_real_suite.py first)")
+    results_path = os.path.join(args.work, "results.json")
     results = []
-    for name in args.models.split(","):
-        results.append(run_model(args, name))
-        with open(os.path.join(args.work, "results.json"), "w") as f:
+    if args.append and os.path.isfile(results_path):
+        with open(results_path) as f:
+            results = json.load(f)
+
+    def save(result):
+        for i, r in enumerate(results):
+            if r["name"] == result["name"]:
+                results[i] = result
+                break
+        else:
+            results.append(result)
+        with open(results_path, "w") as f:
             json.dump(results, f, indent=1, default=str)
+
+    for name in args.models.split(","):
+        save(run_model(args, name, save))
     return write_md(args, results, argv)
 
 
