@@ -44,6 +44,7 @@ import argparse
 import datetime
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -68,6 +69,10 @@ NOTES = (
     "sparq 2:4 + int8: `prune.skip_first_last` keeps the first and last layers dense and depthwise / small "
     "layers cannot take 2:4, so the share of zero weights (the note) stays below the 50% asked; the run does "
     "not fail for it (issue 15 section 2, 'pruning on real models').",
+    "MiniLM and onnxruntime's static quantizers: the exported BERT builds its additive attention mask from "
+    "float32-min (-3.4e38, constant /bert/Constant_29); Entropy and Percentile then fail building histograms over a range "
+    "numpy cannot bin, and MinMax quantizes those tensors to a useless scale (cosine 0.38). quantize_dynamic "
+    "does not calibrate activations and is the ORT method that works there.",
     "A variant with NaN/Inf in its outputs is reported as failed with the count of non-finite values.",
     "Sample counts are small (2 shared cores): one evaluation sample is 1.6 points of agreement at 64 samples.",
 )
@@ -424,7 +429,7 @@ def markdown(results, info):
                   "|---|" + "---:|" * (len(metric_names) + 3) + "---|"]
         for row in res["rows"]:
             mets = row.get("metrics", {})
-            note = row.get("error", "") and "**failed**: " + row["error"]
+            note = row.get("error", "") and "**failed**: " + short_error(row["error"])
             note = "; ".join(x for x in (row.get("note", ""), note) if x)
             lines.append(f"| {row['variant']} | " + " | ".join(fmt(mets.get(k)) for k in metric_names) +
                          f" | {fmt1(row.get('size_mib'))} | {fmt1(row.get('time_s'))} | "
@@ -448,6 +453,12 @@ def markdown(results, info):
     lines.append("")
     lines.append("The sparq recipes and logs of the last run are in the work folder (`--work`).")
     return "\n".join(lines) + "\n"
+
+
+def short_error(text):
+    """The exception line of a Python traceback tail, else the text."""
+    found = re.findall(r"(\w+(?:Error|Exception): .*?)(?= File \"|$)", text)
+    return found[-1] if found else text
 
 
 def best_of(res):
