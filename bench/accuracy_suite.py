@@ -256,6 +256,7 @@ def run_ort(model, paths, work, label, mode, method, calib_n):
 
 def ort_worker(mode, method, model, calib_path, out, result_path):
     """Runs in its own process: quantize_static / quantize_dynamic, timed."""
+    os.chdir(os.path.dirname(os.path.abspath(out)))  # quant_pre_process leaves temporary files in the cwd
     from onnxruntime.quantization import (CalibrationDataReader, CalibrationMethod, QuantFormat, QuantType,
                                           quantize_dynamic, quantize_static)
 
