@@ -470,7 +470,7 @@ def markdown(results, info):
 
 def short_error(text):
     """The exception line of a Python traceback tail, else the text."""
-    found = re.findall(r"(\w+(?:Error|Exception): .*?)(?= File \"|$)", text)
+    found = re.findall(r"(\w*(?:Error|Exception): .*?)(?= File \"|$)", text)
     return found[-1] if found else text
 
 
