@@ -71,7 +71,10 @@ constexpr EnumEntry<Metric> kMetrics[] = {{Metric::kTop1, MetricName(Metric::kTo
                                           {Metric::kTop5, MetricName(Metric::kTop5)},
                                           {Metric::kAgreement, MetricName(Metric::kAgreement)},
                                           {Metric::kSqnr, MetricName(Metric::kSqnr)},
-                                          {Metric::kCosine, MetricName(Metric::kCosine)}};
+                                          {Metric::kCosine, MetricName(Metric::kCosine)},
+                                          {Metric::kTop5Overlap, MetricName(Metric::kTop5Overlap)},
+                                          {Metric::kMeanCosine, MetricName(Metric::kMeanCosine)},
+                                          {Metric::kCtcAccuracy, MetricName(Metric::kCtcAccuracy)}};
 const EnumEntry<CalibrationMethod> kMethods[] = {
     {CalibrationMethod::kMax, CalibrationMethodName(CalibrationMethod::kMax)},
     {CalibrationMethod::kKL, CalibrationMethodName(CalibrationMethod::kKL)},

@@ -165,6 +165,9 @@ double MetricValue(Metric metric, const EvalReport& e) {
       if (reference || e.comparisons.empty()) return kSqnrCeilingDb;
       return std::min(kSqnrCeilingDb, e.comparisons[0].sqnr_db);
     case Metric::kCosine: return reference || e.comparisons.empty() ? 1.0 : e.comparisons[0].cosine;
+    case Metric::kTop5Overlap: return reference ? 100.0 : 100.0 * e.task.top5_overlap();
+    case Metric::kMeanCosine: return reference ? 1.0 : e.task.mean_cosine();
+    case Metric::kCtcAccuracy: return reference ? 100.0 : 100.0 * (1.0 - e.task.ctc_cer());
   }
   return 0.0;
 }
@@ -436,6 +439,8 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
         Status added = stats[i].Add((*ref_results)[ref_index[i]], (*results)[i]);
         if (!added.ok()) return added.WithContext("output '" + outputs[i] + "' vs reference, " + samples);
       }
+      Status task = report.task.Add(ref_results[0], results[0]);
+      if (!task.ok()) return task.WithContext("output '" + outputs[0] + "' vs reference, " + samples);
       // Outputs without a class axis (scalars, non-numeric) have no agreement.
       auto ours = ArgMaxLastAxis((*results)[0]);
       auto theirs = ArgMaxLastAxis((*ref_results)[ref_index[0]]);
@@ -569,6 +574,11 @@ std::string EvalReport::ToText() const {
     t.AddRow({"Reference", reference});
     t.AddRow({"Top-1 agreement", top1_rows > 0 ? Percent(top1_agree, top1_rows)
                                                 : std::string("n/a (output 0 has no class axis)")});
+    std::string tasks = FormatDouble("top-5 overlap %.2f%%, ", 100.0 * task.top5_overlap()) +
+                        FormatDouble("sample cosine mean %.6f", task.mean_cosine()) +
+                        FormatDouble(" (min %.6f)", task.min_cosine());
+    if (task.ctc_samples() > 0) tasks += FormatDouble(", CTC character error rate %.2f%%", 100.0 * task.ctc_cer());
+    t.AddRow({"Task metrics", tasks});
   }
   if (!saved_outputs.empty()) t.AddRow({"Saved outputs", saved_outputs});
   std::string text = t.Render("");
@@ -634,6 +644,10 @@ std::string EvalReport::ToJson() const {
                       {"top1_agreement", top1_rows > 0 ? json(top1_agreement()) : json(nullptr)},
                       {"top1_agree", top1_agree},
                       {"top1_rows", top1_rows},
+                      {"top5_overlap", NumberOrNull(task.top5_overlap())},
+                      {"mean_cosine", NumberOrNull(task.mean_cosine())},
+                      {"min_cosine", NumberOrNull(task.min_cosine())},
+                      {"ctc_cer", NumberOrNull(task.ctc_cer())},
                       {"outputs", outs}};
   } else {
     j["reference"] = nullptr;

@@ -1,7 +1,9 @@
 #include "sparq/metrics.h"
 
+#include <algorithm>
 #include <cmath>
 #include <limits>
+#include <numeric>
 
 namespace sparq {
 namespace {
@@ -139,6 +141,145 @@ double ErrorStats::cosine() const {
   if (ref_sq_ == 0.0 && out_sq_ == 0.0) return 1.0;
   if (ref_sq_ == 0.0 || out_sq_ == 0.0) return 0.0;
   return dot_ / (std::sqrt(ref_sq_) * std::sqrt(out_sq_));
+}
+
+namespace {
+
+// Indices of the k largest values of row `base` (NaN never ranks), by a
+// stable descending sort.
+std::vector<int64_t> TopKOfRow(const DoubleReader& s, int64_t base, int64_t classes, int64_t k) {
+  std::vector<int64_t> idx(static_cast<size_t>(classes));
+  std::iota(idx.begin(), idx.end(), int64_t{0});
+  auto greater = [&](int64_t a, int64_t b) {
+    const double va = s[base + a], vb = s[base + b];
+    if (std::isnan(va) || std::isnan(vb)) return !std::isnan(va) && std::isnan(vb);
+    return va > vb;
+  };
+  std::partial_sort(idx.begin(), idx.begin() + k, idx.end(), [&](int64_t a, int64_t b) {
+    if (greater(a, b)) return true;
+    if (greater(b, a)) return false;
+    return a < b;  // ties: the lower index first
+  });
+  idx.resize(static_cast<size_t>(k));
+  return idx;
+}
+
+Status SameShape(const Tensor& reference, const Tensor& output) {
+  if (!IsNumeric(reference.dtype()) || !IsNumeric(output.dtype())) {
+    return Status::InvalidArgument("cannot compare " + DataTypeName(reference.dtype()) + " with " +
+                                   DataTypeName(output.dtype()) + ": both must be numeric");
+  }
+  if (reference.shape() != output.shape()) {
+    return Status::InvalidArgument("shape " + ShapeToString(output.shape()) + " differs from the reference's " +
+                                   ShapeToString(reference.shape()));
+  }
+  return Status::OK();
+}
+
+}  // namespace
+
+StatusOr<double> SumTopKOverlap(const Tensor& reference, const Tensor& output, int k) {
+  if (k < 1) return Status::InvalidArgument("top-k overlap needs k >= 1, got " + std::to_string(k));
+  SPARQ_RETURN_IF_ERROR(SameShape(reference, output));
+  int64_t rows = 0, classes = 0;
+  SPARQ_RETURN_IF_ERROR(RowsOf(reference, &rows, &classes));
+  const int64_t kk = std::min<int64_t>(k, classes);
+  DoubleReader r(reference), o(output);
+  double sum = 0.0;
+  for (int64_t row = 0; row < rows; ++row) {
+    std::vector<int64_t> a = TopKOfRow(r, row * classes, classes, kk);
+    std::vector<int64_t> b = TopKOfRow(o, row * classes, classes, kk);
+    std::sort(a.begin(), a.end());
+    std::sort(b.begin(), b.end());
+    std::vector<int64_t> common;
+    std::set_intersection(a.begin(), a.end(), b.begin(), b.end(), std::back_inserter(common));
+    sum += static_cast<double>(common.size()) / static_cast<double>(kk);
+  }
+  return sum;
+}
+
+StatusOr<std::vector<double>> SampleCosines(const Tensor& reference, const Tensor& output) {
+  SPARQ_RETURN_IF_ERROR(SameShape(reference, output));
+  if (reference.rank() == 0) return Status::InvalidArgument("per-sample cosine needs a sample axis, got a scalar");
+  const int64_t n = reference.dim(0);
+  const int64_t per = n > 0 ? reference.numel() / n : 0;
+  DoubleReader r(reference), o(output);
+  std::vector<double> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    double rr = 0.0, oo = 0.0, ro = 0.0;
+    for (int64_t j = i * per; j < (i + 1) * per; ++j) {
+      rr += r[j] * r[j];
+      oo += o[j] * o[j];
+      ro += r[j] * o[j];
+    }
+    double c = 0.0;
+    if (rr == 0.0 && oo == 0.0) {
+      c = 1.0;
+    } else if (rr != 0.0 && oo != 0.0) {
+      c = ro / (std::sqrt(rr) * std::sqrt(oo));
+    }
+    out[static_cast<size_t>(i)] = c;
+  }
+  return out;
+}
+
+StatusOr<std::vector<std::vector<int64_t>>> CtcGreedyDecode(const Tensor& scores, int64_t blank) {
+  if (scores.rank() < 2) {
+    return Status::InvalidArgument("CTC decoding needs scores [N, T, C] or [T, C], got " +
+                                   ShapeToString(scores.shape()));
+  }
+  SPARQ_ASSIGN_OR_RETURN(std::vector<int64_t> best, ArgMaxLastAxis(scores));
+  const int64_t steps = scores.dim(scores.rank() - 2);
+  const int64_t n = steps > 0 ? static_cast<int64_t>(best.size()) / steps : 0;
+  std::vector<std::vector<int64_t>> out(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) {
+    int64_t prev = -1;
+    for (int64_t t = 0; t < steps; ++t) {
+      const int64_t c = best[static_cast<size_t>(i * steps + t)];
+      if (c != prev && c != blank) out[static_cast<size_t>(i)].push_back(c);
+      prev = c;
+    }
+  }
+  return out;
+}
+
+int64_t EditDistance(const std::vector<int64_t>& a, const std::vector<int64_t>& b) {
+  std::vector<int64_t> prev(b.size() + 1), cur(b.size() + 1);
+  std::iota(prev.begin(), prev.end(), int64_t{0});
+  for (size_t i = 1; i <= a.size(); ++i) {
+    cur[0] = static_cast<int64_t>(i);
+    for (size_t j = 1; j <= b.size(); ++j) {
+      cur[j] = std::min({prev[j] + 1, cur[j - 1] + 1, prev[j - 1] + (a[i - 1] != b[j - 1] ? 1 : 0)});
+    }
+    std::swap(prev, cur);
+  }
+  return prev[b.size()];
+}
+
+Status ReferenceMetrics::Add(const Tensor& reference, const Tensor& output) {
+  SPARQ_RETURN_IF_ERROR(SameShape(reference, output));
+  if (reference.rank() == 0 || reference.numel() == 0) return Status::OK();  // nothing to rank or compare
+  if (reference.shape().back() > 0) {
+    SPARQ_ASSIGN_OR_RETURN(double overlap, SumTopKOverlap(reference, output, 5));
+    top5_sum_ += overlap;
+    top5_rows_ += reference.numel() / reference.shape().back();
+  }
+  SPARQ_ASSIGN_OR_RETURN(std::vector<double> cos, SampleCosines(reference, output));
+  for (double c : cos) {
+    cosine_sum_ += c;
+    if (std::isnan(c) || c < cosine_min_) cosine_min_ = c;
+  }
+  cosine_samples_ += static_cast<int64_t>(cos.size());
+  if (reference.rank() >= 3 && reference.shape().back() > 0) {
+    SPARQ_ASSIGN_OR_RETURN(auto ref_text, CtcGreedyDecode(reference, 0));
+    SPARQ_ASSIGN_OR_RETURN(auto out_text, CtcGreedyDecode(output, 0));
+    ctc_samples_ += static_cast<int64_t>(ref_text.size());
+    for (size_t i = 0; i < ref_text.size(); ++i) {
+      ctc_chars_ += static_cast<int64_t>(ref_text[i].size());
+      ctc_edits_ += EditDistance(ref_text[i], out_text[i]);
+    }
+  }
+  return Status::OK();
 }
 
 }  // namespace sparq

@@ -21,6 +21,7 @@
 #include "sparq/executor.h"  // NodeKernel
 #include "sparq/graph.h"
 #include "sparq/kernel_table.h"
+#include "sparq/metrics.h"  // ReferenceMetrics
 #include "sparq/status.h"
 
 namespace sparq {
@@ -117,6 +118,9 @@ struct EvalReport {
     return top1_rows > 0 ? static_cast<double>(top1_agree) / static_cast<double>(top1_rows) : 0.0;
   }
   std::vector<OutputComparison> comparisons;  // one per graph output
+  // Task metrics of output 0 against the reference's: top-5 overlap,
+  // per-sample cosine, CTC character error rate.
+  ReferenceMetrics task;
 
   std::string saved_outputs;  // path written, "" when none
   std::vector<NodeKernel> node_kernels;  // with EvalOptions::list_kernels: the kernel of each node
@@ -137,6 +141,9 @@ enum class Metric {
   kAgreement,  // % of rows of output 0 whose argmax equals the reference's
   kSqnr,       // signal-to-quantization-noise ratio of output 0 against the reference, in dB
   kCosine,     // cosine similarity of output 0 against the reference
+  kTop5Overlap,  // % overlap of each row's 5 largest outputs with the reference's (classifiers)
+  kMeanCosine,   // mean over samples of each sample's output cosine with the reference (embeddings)
+  kCtcAccuracy,  // 100 - character error rate (%) of CTC greedy decoding vs the reference's reading
 };
 // The one name table of Metric, in enum order (recipes, CLI flags and
 // reports spell metrics with it). constexpr, so other tables may be built
@@ -145,7 +152,10 @@ inline constexpr std::pair<Metric, const char*> kMetricNames[] = {{Metric::kTop1
                                                                   {Metric::kTop5, "top5"},
                                                                   {Metric::kAgreement, "agreement"},
                                                                   {Metric::kSqnr, "sqnr"},
-                                                                  {Metric::kCosine, "cosine"}};
+                                                                  {Metric::kCosine, "cosine"},
+                                                                  {Metric::kTop5Overlap, "top5_overlap"},
+                                                                  {Metric::kMeanCosine, "mean_cosine"},
+                                                                  {Metric::kCtcAccuracy, "ctc_accuracy"}};
 // The name of `m` in kMetricNames; "?" for a value outside the enum.
 constexpr const char* MetricName(Metric m) {
   for (const auto& entry : kMetricNames)

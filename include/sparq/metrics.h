@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 #include <vector>
 
 #include "sparq/status.h"
@@ -50,6 +51,75 @@ class ErrorStats {
   double err_sq_ = 0.0;   // sum (ref - out)^2
   double dot_ = 0.0;      // sum ref * out
   double max_abs_error_ = 0.0;
+};
+
+// ---------------------------------------------------------------------------
+// Task metrics against a reference (FP32) output, for real models whose
+// output is not one class per sample (tools/real_suite_metrics.py holds the
+// same definitions in numpy for the benchmarks).
+
+// Sum over rows (read as [rows, last dim]) of |topk(out) & topk(ref)| / k,
+// each top-k by a stable descending sort (ties go to the lower index; NaN
+// never ranks). k larger than the row uses the whole row. Errors:
+// InvalidArgument for k < 1, a shape mismatch or no class axis.
+StatusOr<double> SumTopKOverlap(const Tensor& reference, const Tensor& output, int k);
+
+// Cosine of each sample (dim 0; the rest flattened) of `output` with the
+// reference's: 1 when both are all zeros, 0 when only one is. Errors:
+// InvalidArgument on a shape mismatch, a rank-0 or non-numeric tensor.
+StatusOr<std::vector<double>> SampleCosines(const Tensor& reference, const Tensor& output);
+
+// CTC greedy decoding of per-step class scores [N, T, C] ([T, C] is one
+// sample): the argmax per step (ArgMaxLastAxis), repeats merged, `blank`
+// dropped. Errors: InvalidArgument for a rank below 2 or no class axis.
+StatusOr<std::vector<std::vector<int64_t>>> CtcGreedyDecode(const Tensor& scores, int64_t blank);
+
+// Levenshtein distance (insertions, deletions, substitutions cost 1).
+int64_t EditDistance(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+
+// Accumulates the task metrics of one output against the reference over
+// batches: top-5 overlap (classifiers), per-sample cosine (embeddings) and
+// the character error rate of CTC greedy decoding with blank 0 (text
+// recognizers; FP32's reading is the ground truth). A metric that does not
+// apply to the output's shape is not counted and reads NaN, so that a gate
+// on it fails rather than passing on nothing.
+class ReferenceMetrics {
+ public:
+  // Errors: InvalidArgument on a shape mismatch or a non-numeric type.
+  Status Add(const Tensor& reference, const Tensor& output);
+
+  int64_t top5_rows() const { return top5_rows_; }
+  // Mean top-5 overlap in [0, 1]; NaN when no rows were counted.
+  double top5_overlap() const { return top5_rows_ > 0 ? top5_sum_ / static_cast<double>(top5_rows_) : kNaN; }
+  int64_t cosine_samples() const { return cosine_samples_; }
+  // Mean and smallest per-sample cosine; NaN when no samples were counted.
+  double mean_cosine() const {
+    return cosine_samples_ > 0 ? cosine_sum_ / static_cast<double>(cosine_samples_) : kNaN;
+  }
+  double min_cosine() const { return cosine_samples_ > 0 ? cosine_min_ : kNaN; }
+  // Samples decoded (rank >= 3 outputs only), the characters FP32 read in
+  // them and the edits to those.
+  int64_t ctc_samples() const { return ctc_samples_; }
+  int64_t ctc_reference_chars() const { return ctc_chars_; }
+  int64_t ctc_edits() const { return ctc_edits_; }
+  // Edits / reference characters (0 when both are 0, 1 when only FP32 read
+  // nothing); NaN when no output of rank >= 3 was decoded.
+  double ctc_cer() const {
+    if (ctc_samples_ == 0) return kNaN;
+    if (ctc_chars_ == 0) return ctc_edits_ > 0 ? 1.0 : 0.0;
+    return static_cast<double>(ctc_edits_) / static_cast<double>(ctc_chars_);
+  }
+
+ private:
+  static constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+  double top5_sum_ = 0.0;
+  int64_t top5_rows_ = 0;
+  double cosine_sum_ = 0.0;
+  double cosine_min_ = 1.0;
+  int64_t cosine_samples_ = 0;
+  int64_t ctc_samples_ = 0;
+  int64_t ctc_chars_ = 0;
+  int64_t ctc_edits_ = 0;
 };
 
 }  // namespace sparq

@@ -170,8 +170,8 @@ struct RecipeQuantize {
 // FP32-vs-compressed evaluation and the pass/fail gate (YAML section `evaluate`).
 struct RecipeEvaluate {
   enum class Backend { kCpu, kCuda, kAuto };
-  // top1 | top5 (need data.labels) | agreement | sqnr | cosine (against the
-  // FP32 model): the library's own type and names (sparq/evaluate.h).
+  // top1 | top5 (need data.labels) | agreement | sqnr | cosine | top5_overlap |
+  // mean_cosine | ctc_accuracy (against the FP32 model): the library's own type and names (sparq/evaluate.h).
   using Metric = sparq::Metric;
   struct Gate {
     // Metric points (dB for sqnr), >= 0; when relative a fraction in [0, 1],

