@@ -439,7 +439,7 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
         Status added = stats[i].Add((*ref_results)[ref_index[i]], (*results)[i]);
         if (!added.ok()) return added.WithContext("output '" + outputs[i] + "' vs reference, " + samples);
       }
-      Status task = report.task.Add(ref_results[0], results[0]);
+      Status task = report.task.Add((*ref_results)[ref_index[0]], (*results)[0]);
       if (!task.ok()) return task.WithContext("output '" + outputs[0] + "' vs reference, " + samples);
       // Outputs without a class axis (scalars, non-numeric) have no agreement.
       auto ours = ArgMaxLastAxis((*results)[0]);
