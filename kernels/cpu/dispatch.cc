@@ -159,7 +159,8 @@ CpuIsa Detect() {
 #if SPARQ_CPU_X86
   __builtin_cpu_init();
   // __builtin_cpu_supports also checks that the OS saves the AVX / AVX-512 state.
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  const bool avx2 = f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   const bool vnni = avx512 && __builtin_cpu_supports("avx512vnni");
@@ -168,6 +169,7 @@ CpuIsa Detect() {
   if (vnni) return CpuIsa::kAvx512Vnni;
   if (avx512) return CpuIsa::kAvx512;
   if (avx2) return CpuIsa::kAvx2;
+  if (f16c) return CpuIsa::kF16c;
 #endif
   return CpuIsa::kPortable;
 }
@@ -289,6 +291,7 @@ Status CheckSpmmS8(const char* op, const Args& args, int64_t rows, int64_t cols)
 const char* CpuIsaName(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kPortable: return "portable";
+    case CpuIsa::kF16c: return "f16c";
     case CpuIsa::kAvx2: return "avx2";
     case CpuIsa::kAvx512: return "avx512";
     case CpuIsa::kAvx512Vnni: return "avx512vnni";
@@ -301,7 +304,7 @@ StatusOr<CpuIsa> ParseCpuIsa(const std::string& name) {
   for (CpuIsa isa : kAllCpuIsas)
     if (name == CpuIsaName(isa)) return isa;
   return Status::InvalidArgument("unknown ISA '" + name +
-                                 "' (expected portable, avx2, avx512, avx512vnni or avx512vbmi)");
+                                 "' (expected portable, f16c, avx2, avx512, avx512vnni or avx512vbmi)");
 }
 
 const char* CpuOpName(CpuOp op) {
@@ -372,6 +375,7 @@ PackedFormat PreferredGemmS8Format(CpuIsa isa) {
     case CpuIsa::kAvx2:
     case CpuIsa::kAvx512: return PackedFormat::kPanel16x2S16;
     case CpuIsa::kPortable:
+    case CpuIsa::kF16c:
     case CpuIsa::kAvx512Vnni:
     case CpuIsa::kAvx512Vbmi: return PackedFormat::kPanel16x4S8;
   }
@@ -380,7 +384,8 @@ PackedFormat PreferredGemmS8Format(CpuIsa isa) {
 
 PackedFormat PreferredGemmF32Format(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::kPortable: return PackedFormat::kPanel4x8F32;
+    case CpuIsa::kPortable:
+    case CpuIsa::kF16c: return PackedFormat::kPanel4x8F32;
     case CpuIsa::kAvx2: return PackedFormat::kPanel6x16F32;
     case CpuIsa::kAvx512:
     case CpuIsa::kAvx512Vnni:

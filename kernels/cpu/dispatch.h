@@ -19,7 +19,7 @@
 // and name them in PreparedKernel::kernel_name.
 //
 // The active ISA is the best the CPU supports (cpuid, checked once), lowered
-// by the environment variable SPARQ_ISA=portable|avx2|avx512|avx512vnni|
+// by the environment variable SPARQ_ISA=portable|f16c|avx2|avx512|avx512vnni|
 // avx512vbmi, or by ForceIsa() (tests, benchmarks).
 //
 // Adding a kernel for an existing op: one row in dispatch.cc, e.g.
@@ -55,16 +55,17 @@ namespace sparq {
 // Instruction set levels, each including the ones before it.
 enum class CpuIsa : uint8_t {
   kPortable = 0,    // plain C++
-  kAvx2 = 1,        // AVX2 + FMA
-  kAvx512 = 2,      // AVX-512 F, BW, VL, DQ
-  kAvx512Vnni = 3,  // kAvx512 + AVX-512 VNNI (vpdpbusd)
-  kAvx512Vbmi = 4,  // kAvx512Vnni + AVX-512 VBMI (vpermi2b): Ice Lake, Zen 4 and later
+  kF16c = 1,        // AVX + F16C (vcvtph2ps / vcvtps2ph): Ivy Bridge, Piledriver and later
+  kAvx2 = 2,        // kF16c + AVX2 + FMA (x86-64-v3: every AVX2 CPU has F16C)
+  kAvx512 = 3,      // AVX-512 F, BW, VL, DQ
+  kAvx512Vnni = 4,  // kAvx512 + AVX-512 VNNI (vpdpbusd)
+  kAvx512Vbmi = 5,  // kAvx512Vnni + AVX-512 VBMI (vpermi2b): Ice Lake, Zen 4 and later
 };
 // Every level, lowest first.
-inline constexpr CpuIsa kAllCpuIsas[] = {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni,
-                                         CpuIsa::kAvx512Vbmi};
+inline constexpr CpuIsa kAllCpuIsas[] = {CpuIsa::kPortable,   CpuIsa::kF16c,      CpuIsa::kAvx2,
+                                         CpuIsa::kAvx512,     CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Vbmi};
 
-const char* CpuIsaName(CpuIsa isa);  // "portable", "avx2", "avx512", "avx512vnni", "avx512vbmi"
+const char* CpuIsaName(CpuIsa isa);  // "portable", "f16c", "avx2", "avx512", "avx512vnni", "avx512vbmi"
 // Parses a CpuIsaName; InvalidArgument listing the names otherwise.
 StatusOr<CpuIsa> ParseCpuIsa(const std::string& name);
 
@@ -165,10 +166,10 @@ const CpuKernelDef& SelectCpuKernel(CpuOp op);
 const CpuKernelDef* SelectCpuKernelAt(CpuOp op, PackedFormat format, CpuIsa isa);
 
 // The INT8 GEMM weight format whose kernel is fastest on `isa`
-// (panel16x4_s8 for VNNI and portable, panel16x2_s16 for AVX2 / AVX-512).
+// (panel16x4_s8 for VNNI, portable and F16C, panel16x2_s16 for AVX2 / AVX-512).
 PackedFormat PreferredGemmS8Format(CpuIsa isa);
 // The FP32 GEMM weight format of `isa`'s register tile (panel8x32_f32 for
-// AVX-512, panel6x16_f32 for AVX2, panel4x8_f32 for portable).
+// AVX-512, panel6x16_f32 for AVX2, panel4x8_f32 for portable and F16C).
 PackedFormat PreferredGemmF32Format(CpuIsa isa);
 
 // Checked entry points: validate the arguments (InvalidArgument naming the
