@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "kernels/cpu/activation_f32.h"
 #include "kernels/cpu/internal.h"
 
 namespace sparq {
@@ -148,6 +149,15 @@ const std::vector<CpuKernelDef>& Table() {
 #endif
       // MaxPool (pool.cc): plain C++ that the compiler vectorizes for the build's baseline.
       {"maxpool2d_portable", P, 0, NONE, MaxPool2dFn(cpu::MaxPool2dPortable)},
+      // Float rows of transformer models (activation_f32.cc runs them); the
+      // AVX2 versions are also the best from AVX-512 up.
+      {"erf_f32_portable", P, 0, NONE, ErfF32Fn(cpu::ErfRowPortable)},
+      {"softmax_f32_portable", P, 0, NONE, SoftmaxF32Fn(cpu::SoftmaxRowPortable)},
+      {"pow2_f32_portable", P, 0, NONE, Pow2F32Fn(cpu::Pow2RowPortable)},
+#if SPARQ_CPU_X86
+      {"erf_f32_avx2", AVX2, 10, NONE, ErfF32Fn(cpu::ErfRowAvx2)},
+      {"softmax_f32_avx2", AVX2, 10, NONE, SoftmaxF32Fn(cpu::SoftmaxRowAvx2)},
+#endif
   };
   return *table;
 }
@@ -323,6 +333,9 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kDequantizeS8: return "dequantize_s8_f32";
     case CpuOp::kQLinearAddS8: return "qlinear_add_s8";
     case CpuOp::kMaxPool2d: return "maxpool2d";
+    case CpuOp::kErfF32: return "erf_f32";
+    case CpuOp::kSoftmaxF32: return "softmax_f32";
+    case CpuOp::kPow2F32: return "pow2_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

@@ -31,7 +31,9 @@
 // Adding an op (say a LayerNorm row):
 //   1. its arguments: a struct in kernel_args.h (or plain parameters), and the
 //      function type `using LayerNormF32Fn = void (*)(const LayerNormF32Args&);`
-//      below, with a comment that states what it computes;
+//      below, with a comment that states what it computes. When another op
+//      has the same signature, tag it so that the type still names the op:
+//      `using LayerNormF32Fn = CpuOpFn<CpuOp::kLayerNormF32, void(const float*, float*, int64_t)>;`;
 //   2. a CpuOp value before kNumCpuOps, the function type at the same index in
 //      CpuKernelFn (a static_assert checks the count), its name in CpuOpName;
 //   3. a portable row (priority 0) and the ISA rows in dispatch.cc;
@@ -66,6 +68,7 @@ inline constexpr CpuIsa kAllCpuIsas[] = {CpuIsa::kPortable,   CpuIsa::kF16c,    
                                          CpuIsa::kAvx512,     CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Vbmi};
 
 const char* CpuIsaName(CpuIsa isa);  // "portable", "f16c", "avx2", "avx512", "avx512vnni", "avx512vbmi"
+
 // Parses a CpuIsaName; InvalidArgument listing the names otherwise.
 StatusOr<CpuIsa> ParseCpuIsa(const std::string& name);
 
@@ -99,6 +102,9 @@ enum class CpuOp : uint8_t {
   kDequantizeS8,    // per-tensor DequantizeLinear of a byte row
   kQLinearAddS8,    // sparq.QLinearAdd of two byte rows
   kMaxPool2d,       // 2-D MaxPool of float32 / int8 / uint8 planes
+  kErfF32,          // Erf of a float row
+  kSoftmaxF32,      // Softmax of one float row (the last axis)
+  kPow2F32,         // Pow(x, 2) of a float row
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -130,10 +136,34 @@ using DequantizeS8Fn = void (*)(int64_t n, const void* x, bool x_signed, float s
 using QLinearAddS8Fn = void (*)(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
                                 int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
 using MaxPool2dFn = void (*)(const MaxPool2dArgs&);
+
+// A function pointer of signature Sig whose type also names its op, for ops
+// that share a signature (the variant below needs one type per op). Built
+// from the function, called like it: ErfF32Fn(cpu::ErfRowPortable)(x, y, n).
+template <CpuOp kOp, typename Sig>
+class CpuOpFn {
+ public:
+  using Ptr = Sig*;
+  constexpr explicit CpuOpFn(Ptr fn) : fn_(fn) {}
+  constexpr operator Ptr() const { return fn_; }  // NOLINT: callable as the function
+
+ private:
+  Ptr fn_;
+};
+// y[i] = f(x[i]) for i < n (float rows; each result depends on x[i] alone):
+//   erf_f32   f = erf; portable: std::erf (the reference's bits); faster rows
+//             within cpu::kErfF32AbsTol (kernels/cpu/activation_f32.h).
+//   pow2_f32  f(x) = x * x, the reference's bits (rounded once) on every row.
+using ErfF32Fn = CpuOpFn<CpuOp::kErfF32, void(const float* x, float* y, int64_t n)>;
+using Pow2F32Fn = CpuOpFn<CpuOp::kPow2F32, void(const float* x, float* y, int64_t n)>;
+// y = softmax(x) over one row of n values (n may be 0); portable: the
+// reference's bits (kernels/ref/softmax.cc), faster rows within
+// cpu::kSoftmaxF32AbsTol.
+using SoftmaxF32Fn = CpuOpFn<CpuOp::kSoftmaxF32, void(const float* x, float* y, int64_t n)>;
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8RowFn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
-                                 DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn>;
+                                 DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn, ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 
