@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/cpu/activation_f32.h"
+#include "kernels/cpu/convert_f16.h"
 #include "kernels/cpu/internal.h"
 
 namespace sparq {
@@ -31,6 +32,7 @@ using cpu::SpmmNmS8Avx512Vnni;
 using cpu::SpmmNmS8Portable;
 
 constexpr CpuIsa P = CpuIsa::kPortable;
+constexpr CpuIsa F16C = CpuIsa::kF16c;
 constexpr CpuIsa AVX2 = CpuIsa::kAvx2;
 constexpr CpuIsa AVX512 = CpuIsa::kAvx512;
 constexpr CpuIsa VNNI = CpuIsa::kAvx512Vnni;
@@ -42,7 +44,7 @@ using F = PackedFormat;
 // kernel handles every block shape of its element type; it has one row per
 // shape so that the name says which format ran. Priorities: the measured
 // order of the rows of one op and format (today: the higher ISA is faster
-// everywhere, so 0 portable, 10 AVX2, 20 AVX-512, 30 VNNI, 40 VBMI).
+// everywhere, so 0 portable, 5 F16C, 10 AVX2, 20 AVX-512, 30 VNNI, 40 VBMI).
 const std::vector<CpuKernelDef>& Table() {
   static const std::vector<CpuKernelDef>* table = new std::vector<CpuKernelDef>{
       // INT8 dense GEMM. The portable kernel reads both panel formats.
@@ -157,6 +159,13 @@ const std::vector<CpuKernelDef>& Table() {
 #if SPARQ_CPU_X86
       {"erf_f32_avx2", AVX2, 10, NONE, ErfF32Fn(cpu::ErfRowAvx2)},
       {"softmax_f32_avx2", AVX2, 10, NONE, SoftmaxF32Fn(cpu::SoftmaxRowAvx2)},
+#endif
+      // float16 <-> float32 rows (convert_f16.cc; the float16 lowering of runtime/fp16_lowering.cc).
+      {"convert_f16_f32_portable", P, 0, NONE, ConvertF16F32Fn(cpu::HalfToFloatRowPortable)},
+      {"convert_f32_f16_portable", P, 0, NONE, ConvertF32F16Fn(cpu::FloatToHalfRowPortable)},
+#if SPARQ_CPU_X86
+      {"convert_f16_f32_f16c", F16C, 5, NONE, ConvertF16F32Fn(cpu::HalfToFloatRowF16c)},
+      {"convert_f32_f16_f16c", F16C, 5, NONE, ConvertF32F16Fn(cpu::FloatToHalfRowF16c)},
 #endif
   };
   return *table;
@@ -336,6 +345,8 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kErfF32: return "erf_f32";
     case CpuOp::kSoftmaxF32: return "softmax_f32";
     case CpuOp::kPow2F32: return "pow2_f32";
+    case CpuOp::kConvertF16F32: return "convert_f16_f32";
+    case CpuOp::kConvertF32F16: return "convert_f32_f16";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

@@ -20,13 +20,15 @@
 //
 // The active ISA is the best the CPU supports (cpuid, checked once), lowered
 // by the environment variable SPARQ_ISA=portable|f16c|avx2|avx512|avx512vnni|
-// avx512vbmi, or by ForceIsa() (tests, benchmarks).
+// avx512vbmi, or by ForceIsa() (tests, benchmarks). Only dispatch.cc asks
+// the CPU (cpuid); no kernel file checks a feature or compares ISA levels:
+// a choice between versions of a function is rows of this table.
 //
 // Adding a kernel for an existing op: one row in dispatch.cc, e.g.
 //   {"depthwise_s8_avx512vnni", VNNI, 30, NONE, DepthwiseS8RowFn(cpu::DepthwiseRowAvx512Vnni)},
 // with the function compiled for its ISA (cpu_target.h: SPARQ_CPU_TARGET_BEGIN)
 // and declared in internal.h. Give it a priority above the rows it should
-// beat (10 per ISA level today). CpuKernelTable.EveryTableRowIsExercised then
+// beat (10 per ISA level today; 5 for F16C). CpuKernelTable.EveryTableRowIsExercised then
 // checks it against kernels/ref on this CPU, with no test edit.
 // Adding an op (say a LayerNorm row):
 //   1. its arguments: a struct in kernel_args.h (or plain parameters), and the
@@ -105,6 +107,8 @@ enum class CpuOp : uint8_t {
   kErfF32,          // Erf of a float row
   kSoftmaxF32,      // Softmax of one float row (the last axis)
   kPow2F32,         // Pow(x, 2) of a float row
+  kConvertF16F32,   // float16 -> float32 row
+  kConvertF32F16,   // float32 -> float16 row
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -160,10 +164,16 @@ using Pow2F32Fn = CpuOpFn<CpuOp::kPow2F32, void(const float* x, float* y, int64_
 // reference's bits (kernels/ref/softmax.cc), faster rows within
 // cpu::kSoftmaxF32AbsTol.
 using SoftmaxF32Fn = CpuOpFn<CpuOp::kSoftmaxF32, void(const float* x, float* y, int64_t n)>;
+// n float16 values (IEEE binary16 bits) to float32 and back, bit for bit the
+// reference's HalfToFloat / FloatToHalf (include/sparq/tensor.h): exact, and
+// round to nearest even.
+using ConvertF16F32Fn = void (*)(const uint16_t* src, float* dst, int64_t n);
+using ConvertF32F16Fn = void (*)(const float* src, uint16_t* dst, int64_t n);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8RowFn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
-                                 DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn, ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn>;
+                                 DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn, ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn,
+                                 ConvertF16F32Fn, ConvertF32F16Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

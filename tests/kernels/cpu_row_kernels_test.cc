@@ -1,10 +1,11 @@
 // The dispatch-table rows without packed weights (kernels/cpu/dispatch.h:
 // depthwise_f32, depthwise_s8, requant_s32, lut256, quantize_f32_s8,
 // dequantize_s8_f32, qlinear_add_s8, maxpool2d, erf_f32, softmax_f32,
-// pow2_f32), each called through its row on lengths that leave every vector
-// tail, against kernels/ref: INT8, QDQ and Pow rows bit for bit, FP32
-// depthwise within testing::kF32RelTol, portable Erf / Softmax bit for bit
-// and faster ones within cpu::kErfF32AbsTol / kSoftmaxF32AbsTol. CheckRowKernel is also what
+// pow2_f32, convert_f16_f32, convert_f32_f16), each called through its row on
+// lengths that leave every vector tail, against kernels/ref: INT8, QDQ, Pow
+// and float16 rows bit for bit, FP32 depthwise within testing::kF32RelTol,
+// portable Erf / Softmax bit for bit and faster ones within
+// cpu::kErfF32AbsTol / kSoftmaxF32AbsTol. CheckRowKernel is also what
 // CpuKernelTable.EveryTableRowIsExercised (cpu_kernels_test.cc) runs for
 // these ops.
 //
@@ -356,6 +357,70 @@ void CheckPow2F32(std::mt19937& rng, Pow2F32Fn fn) {
   }
 }
 
+// float16 -> float32: every one of the 65536 halves, then every tail length
+// (nothing written beyond n); bit for bit the reference's HalfToFloat.
+void CheckConvertF16F32(ConvertF16F32Fn fn) {
+  std::vector<uint16_t> halves(65536);
+  for (uint32_t i = 0; i < 65536; ++i) halves[i] = static_cast<uint16_t>(i);
+  std::vector<float> out(halves.size());
+  fn(halves.data(), out.data(), static_cast<int64_t>(halves.size()));
+  for (uint32_t i = 0; i < 65536; ++i) {
+    const float want = HalfToFloat(halves[i]);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(out[i])) << "half 0x" << std::hex << i;
+    } else {
+      ASSERT_EQ(Bits(out[i]), Bits(want)) << "half 0x" << std::hex << i;
+    }
+  }
+  for (int64_t n : kRowLengths) {
+    std::vector<float> got(static_cast<size_t>(n) + 1, -7.0f);
+    fn(halves.data() + 0x1000, got.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(Bits(got[i]), Bits(HalfToFloat(halves[0x1000 + i]))) << "n " << n;
+    EXPECT_EQ(got[n], -7.0f) << "n " << n << ": wrote past n";
+  }
+}
+
+// float32 -> float16: every half value, the midpoints between neighbours
+// (ties to even) and one ulp either side, overflow, subnormals, NaN and random
+// floats, at every tail length; bit for bit the reference's FloatToHalf.
+void CheckConvertF32F16(std::mt19937& rng, ConvertF32F16Fn fn) {
+  std::vector<float> floats;
+  for (uint32_t h = 0; h < 0x7c00; ++h) {
+    const float a = HalfToFloat(static_cast<uint16_t>(h)), b = HalfToFloat(static_cast<uint16_t>(h + 1));
+    const float mid = a + (b - a) / 2;
+    for (float f : {a, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)}) {
+      floats.push_back(f);
+      floats.push_back(-f);
+    }
+  }
+  for (float f : {65504.0f, 65519.0f, 65520.0f, 1e10f, std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::denorm_min(), 1e-30f})
+    for (float s : {f, -f}) floats.push_back(s);
+  for (int i = 0; i < 9; ++i) floats.push_back(std::nanf(""));
+  for (int i = 0; i < 100000; ++i) {
+    float f;
+    const uint32_t bits = static_cast<uint32_t>(rng()) & 0x7f7fffffu;
+    std::memcpy(&f, &bits, 4);
+    floats.push_back((i & 1) ? -f : f);
+  }
+  std::vector<uint16_t> out(floats.size());
+  fn(floats.data(), out.data(), static_cast<int64_t>(floats.size()));
+  for (size_t i = 0; i < floats.size(); ++i) {
+    if (std::isnan(floats[i])) {
+      ASSERT_TRUE(std::isnan(HalfToFloat(out[i]))) << "NaN became 0x" << std::hex << out[i];
+    } else {
+      ASSERT_EQ(out[i], FloatToHalf(floats[i])) << "float " << floats[i] << " (0x" << std::hex << Bits(floats[i])
+                                                << ")";
+    }
+  }
+  for (int64_t n : kRowLengths) {
+    std::vector<uint16_t> got(static_cast<size_t>(n) + 1, 0xabcd);
+    fn(floats.data() + 1000, got.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], FloatToHalf(floats[1000 + i])) << "n " << n;
+    EXPECT_EQ(got[n], 0xabcd) << "n " << n << ": wrote past n";
+  }
+}
+
 }  // namespace
 
 bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
@@ -377,6 +442,8 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
       CheckSoftmaxF32(rng, def.get<SoftmaxF32Fn>(), def.isa == CpuIsa::kPortable ? 0.0f : cpu::kSoftmaxF32AbsTol);
       return true;
     case CpuOp::kPow2F32: CheckPow2F32(rng, def.get<Pow2F32Fn>()); return true;
+    case CpuOp::kConvertF16F32: CheckConvertF16F32(def.get<ConvertF16F32Fn>()); return true;
+    case CpuOp::kConvertF32F16: CheckConvertF32F16(rng, def.get<ConvertF32F16Fn>()); return true;
     default: return false;  // ops with packed weights: cpu_kernels_test.cc
   }
 }

@@ -24,7 +24,8 @@ namespace testing {
 // order, FMA). Every INT8 kernel and every QDQ row is bit for bit its
 // reference: no tolerance. The Erf and Softmax rows' absolute tolerances are
 // part of their contract, next to them: cpu::kErfF32AbsTol and
-// cpu::kSoftmaxF32AbsTol (kernels/cpu/activation_f32.h); Pow(x, 2) is exact.
+// cpu::kSoftmaxF32AbsTol (kernels/cpu/activation_f32.h); Pow(x, 2) and the
+// float16 conversions are exact.
 inline constexpr float kF32RelTol = 1e-5f;
 
 // The ISA levels this CPU has, lowest first (kAllCpuIsas up to DetectedIsa()).
