@@ -28,8 +28,9 @@
 //   {"depthwise_s8_avx512vnni", VNNI, 30, NONE, DepthwiseS8RowFn(cpu::DepthwiseRowAvx512Vnni)},
 // with the function compiled for its ISA (cpu_target.h: SPARQ_CPU_TARGET_BEGIN)
 // and declared in internal.h. Give it a priority above the rows it should
-// beat (10 per ISA level today; 5 for F16C). CpuKernelTable.EveryTableRowIsExercised then
-// checks it against kernels/ref on this CPU, with no test edit.
+// beat (10 per ISA level today; 5 for F16C).
+// CpuKernelTable.EveryTableRowIsExercised then checks it against kernels/ref
+// on this CPU, with no test edit.
 // Adding an op (say a LayerNorm row):
 //   1. its arguments: a struct in kernel_args.h (or plain parameters), and the
 //      function type `using LayerNormF32Fn = void (*)(const LayerNormF32Args&);`
@@ -70,7 +71,6 @@ inline constexpr CpuIsa kAllCpuIsas[] = {CpuIsa::kPortable,   CpuIsa::kF16c,    
                                          CpuIsa::kAvx512,     CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Vbmi};
 
 const char* CpuIsaName(CpuIsa isa);  // "portable", "f16c", "avx2", "avx512", "avx512vnni", "avx512vbmi"
-
 // Parses a CpuIsaName; InvalidArgument listing the names otherwise.
 StatusOr<CpuIsa> ParseCpuIsa(const std::string& name);
 
