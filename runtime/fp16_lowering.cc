@@ -5,7 +5,7 @@
 #include <string>
 #include <utility>
 
-#include "kernels/cpu/convert_f16.h"
+#include "kernels/cpu/dispatch.h"
 
 namespace sparq {
 namespace {
@@ -15,8 +15,8 @@ constexpr int64_t kOnnxFloat16 = static_cast<int64_t>(DataType::kFloat16);
 
 Tensor ToFloat32(const Tensor& half) {
   Tensor out = Tensor::Uninitialized(DataType::kFloat32, half.shape());
-  cpu::SelectHalfToFloatRow(ActiveIsa())(reinterpret_cast<const uint16_t*>(half.data<Float16>()), out.data<float>(),
-                                         half.numel());
+  const ConvertF16F32Fn convert = SelectCpuKernel(CpuOp::kConvertF16F32).get<ConvertF16F32Fn>();
+  convert(reinterpret_cast<const uint16_t*>(half.data<Float16>()), out.data<float>(), half.numel());
   return out;
 }
 

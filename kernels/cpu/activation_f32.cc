@@ -4,6 +4,9 @@
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
+#include <string>
+#include <vector>
 
 #include "kernels/registry.h"
 
@@ -32,6 +35,11 @@ void SoftmaxRowPortable(const float* x, float* y, int64_t n) {
     sum += static_cast<double>(y[i]);
   }
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<double>(y[i]) / sum);
+}
+
+// x * x in float is the exact square rounded once, as the reference's double pow.
+void Pow2RowPortable(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * x[i];
 }
 
 #if SPARQ_CPU_X86
@@ -132,27 +140,21 @@ void SoftmaxRowAvx2(const float* x, float* y, int64_t n) {
 SPARQ_CPU_TARGET_END
 #endif
 
-RowFn SelectErfRow(CpuIsa isa) {
-#if SPARQ_CPU_X86
-  if (isa >= CpuIsa::kAvx2) return ErfRowAvx2;
-#endif
-  (void)isa;
-  return ErfRowPortable;
-}
-
-RowFn SelectSoftmaxRow(CpuIsa isa) {
-#if SPARQ_CPU_X86
-  if (isa >= CpuIsa::kAvx2) return SoftmaxRowAvx2;
-#endif
-  (void)isa;
-  return SoftmaxRowPortable;
-}
-
 }  // namespace cpu
 
 namespace {
 
 constexpr int64_t kChunk = 16384;  // values per parallel chunk
+
+// Prepare: the table row of the active ISA, chosen once per node (and named
+// by `eval --verbose`).
+template <CpuOp kOp>
+StatusOr<std::shared_ptr<const void>> PrepareRow(const Node&, const std::vector<const Tensor*>&) {
+  return std::shared_ptr<const void>(&SelectCpuKernel(kOp), [](const void*) {});  // the table outlives executors
+}
+std::string RowKernel(const void* state) { return static_cast<const CpuKernelDef*>(state)->name; }
+template <typename Fn>
+Fn PreparedRow(const OpContext& ctx) { return static_cast<const CpuKernelDef*>(ctx.prepared())->get<Fn>(); }
 
 Status RunErfF32(OpContext& ctx) {
   if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
@@ -160,7 +162,7 @@ Status RunErfF32(OpContext& ctx) {
   Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
   const float* src = x.data<float>();
   float* dst = out.data<float>();
-  const cpu::RowFn row = cpu::SelectErfRow(ActiveIsa());
+  const ErfF32Fn row = PreparedRow<ErfF32Fn>(ctx);
   // Chunks start at multiples of kChunk (a multiple of 8): every value rounds
   // as in a one-thread run.
   ParallelFor(ctx.pool(), (x.numel() + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
@@ -186,7 +188,7 @@ Status RunSoftmaxF32(OpContext& ctx) {
   Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
   const float* src = x.data<float>();
   float* dst = out.data<float>();
-  const cpu::RowFn row = cpu::SelectSoftmaxRow(ActiveIsa());
+  const SoftmaxF32Fn row = PreparedRow<SoftmaxF32Fn>(ctx);
   ParallelFor(ctx.pool(), rows, std::max<int64_t>(1, kChunk / std::max<int64_t>(1, n)), [&](int64_t r0, int64_t r1) {
     for (int64_t r = r0; r < r1; ++r) row(src + r * n, dst + r * n, n);
   });
@@ -212,9 +214,8 @@ Status RunPow2F32(OpContext& ctx) {
   Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
   const float* src = x.data<float>();
   float* dst = out.data<float>();
-  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) dst[i] = src[i] * src[i];
-  });
+  const Pow2F32Fn row = PreparedRow<Pow2F32Fn>(ctx);
+  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) { row(src + i0, dst + i0, i1 - i0); });
   ctx.set_output(0, std::move(out));
   return Status::OK();
 }
@@ -222,9 +223,10 @@ Status RunPow2F32(OpContext& ctx) {
 }  // namespace
 
 void RegisterCpuActivationF32Ops(KernelRegistry& r) {
-  r.Add({"Erf", "", 9, 99, RunErfF32, "erf_f32"});
-  r.Add({"Softmax", "", 1, 99, RunSoftmaxF32, "softmax_f32"});
-  r.Add({"Pow", "", 7, 99, RunPow2F32, "pow2_f32"});
+  r.Add({"Erf", "", 9, 99, RunErfF32, "erf_f32", WithoutContext(PrepareRow<CpuOp::kErfF32>, RowKernel)});
+  r.Add({"Softmax", "", 1, 99, RunSoftmaxF32, "softmax_f32",
+         WithoutContext(PrepareRow<CpuOp::kSoftmaxF32>, RowKernel)});
+  r.Add({"Pow", "", 7, 99, RunPow2F32, "pow2_f32", WithoutContext(PrepareRow<CpuOp::kPow2F32>, RowKernel)});
 }
 
 }  // namespace sparq

@@ -1,7 +1,8 @@
 // Float32 Erf, Softmax (over the last axis) and Pow(x, 2) for transformer
 // models (BERT's GELU is x * 0.5 * (1 + Erf(x / sqrt 2)); its LayerNorm, as
-// exported at opset < 17, squares with Pow). Rows of values, each with a
-// portable version and an AVX2 one (also used from AVX-512 up).
+// exported at opset < 17, squares with Pow). Rows of values: rows erf_f32_*,
+// softmax_f32_* and pow2_f32_* of the dispatch table (dispatch.h), which
+// picks the version for the active ISA; the AVX2 rows also run from AVX-512 up.
 //
 //   erf_f32      portable: std::erf per value, the reference's bits.
 //                avx2: |erf - reference| <= kErfF32AbsTol (a rational
@@ -27,17 +28,14 @@ namespace cpu {
 constexpr float kErfF32AbsTol = 1e-6f;
 constexpr float kSoftmaxF32AbsTol = 1e-6f;
 
+// The functions of the table's rows (ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn).
 void ErfRowPortable(const float* x, float* y, int64_t n);
 void SoftmaxRowPortable(const float* x, float* y, int64_t n);
+void Pow2RowPortable(const float* x, float* y, int64_t n);
 #if SPARQ_CPU_X86
 void ErfRowAvx2(const float* x, float* y, int64_t n);
 void SoftmaxRowAvx2(const float* x, float* y, int64_t n);
 #endif
-
-using RowFn = void (*)(const float* x, float* y, int64_t n);
-// The version for `isa`.
-RowFn SelectErfRow(CpuIsa isa);
-RowFn SelectSoftmaxRow(CpuIsa isa);
 
 }  // namespace cpu
 }  // namespace sparq

@@ -21,7 +21,8 @@ void FloatToHalfRowPortable(const float* src, uint16_t* dst, int64_t n) {
 }
 
 #if SPARQ_CPU_X86
-SPARQ_CPU_TARGET_BEGIN("avx2,fma,f16c")
+// AVX and F16C only: CpuIsa::kF16c does not promise AVX2.
+SPARQ_CPU_TARGET_BEGIN("avx,f16c")
 
 void HalfToFloatRowF16c(const uint16_t* src, float* dst, int64_t n) {
   int64_t i = 0;
@@ -40,35 +41,7 @@ void FloatToHalfRowF16c(const float* src, uint16_t* dst, int64_t n) {
 }
 
 SPARQ_CPU_TARGET_END
-
-namespace {
-bool HasF16c() {
-  static const bool has = [] {
-    __builtin_cpu_init();
-    return __builtin_cpu_supports("f16c") != 0;
-  }();
-  return has;
-}
-}  // namespace
 #endif
-
-HalfToFloatRowFn SelectHalfToFloatRow(CpuIsa isa) {
-#if SPARQ_CPU_X86
-  if (isa >= CpuIsa::kAvx2 && HasF16c()) return HalfToFloatRowF16c;
-#endif
-  return HalfToFloatRowPortable;
-}
-
-FloatToHalfRowFn SelectFloatToHalfRow(CpuIsa isa) {
-#if SPARQ_CPU_X86
-  if (isa >= CpuIsa::kAvx2 && HasF16c()) return FloatToHalfRowF16c;
-#endif
-  return FloatToHalfRowPortable;
-}
-
-const char* HalfToFloatRowName(CpuIsa isa) {
-  return SelectHalfToFloatRow(isa) == HalfToFloatRowPortable ? "convert_f16_f32_portable" : "convert_f16_f32_f16c";
-}
 
 }  // namespace cpu
 }  // namespace sparq

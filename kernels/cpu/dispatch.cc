@@ -4,6 +4,8 @@
 #include <cstdlib>
 #include <string>
 
+#include "kernels/cpu/activation_f32.h"
+#include "kernels/cpu/convert_f16.h"
 #include "kernels/cpu/internal.h"
 
 namespace sparq {
@@ -30,6 +32,7 @@ using cpu::SpmmNmS8Avx512Vnni;
 using cpu::SpmmNmS8Portable;
 
 constexpr CpuIsa P = CpuIsa::kPortable;
+constexpr CpuIsa F16C = CpuIsa::kF16c;
 constexpr CpuIsa AVX2 = CpuIsa::kAvx2;
 constexpr CpuIsa AVX512 = CpuIsa::kAvx512;
 constexpr CpuIsa VNNI = CpuIsa::kAvx512Vnni;
@@ -41,7 +44,7 @@ using F = PackedFormat;
 // kernel handles every block shape of its element type; it has one row per
 // shape so that the name says which format ran. Priorities: the measured
 // order of the rows of one op and format (today: the higher ISA is faster
-// everywhere, so 0 portable, 10 AVX2, 20 AVX-512, 30 VNNI, 40 VBMI).
+// everywhere, so 0 portable, 5 F16C, 10 AVX2, 20 AVX-512, 30 VNNI, 40 VBMI).
 const std::vector<CpuKernelDef>& Table() {
   static const std::vector<CpuKernelDef>* table = new std::vector<CpuKernelDef>{
       // INT8 dense GEMM. The portable kernel reads both panel formats.
@@ -148,6 +151,22 @@ const std::vector<CpuKernelDef>& Table() {
 #endif
       // MaxPool (pool.cc): plain C++ that the compiler vectorizes for the build's baseline.
       {"maxpool2d_portable", P, 0, NONE, MaxPool2dFn(cpu::MaxPool2dPortable)},
+      // Float rows of transformer models (activation_f32.cc runs them); the
+      // AVX2 versions are also the best from AVX-512 up.
+      {"erf_f32_portable", P, 0, NONE, ErfF32Fn(cpu::ErfRowPortable)},
+      {"softmax_f32_portable", P, 0, NONE, SoftmaxF32Fn(cpu::SoftmaxRowPortable)},
+      {"pow2_f32_portable", P, 0, NONE, Pow2F32Fn(cpu::Pow2RowPortable)},
+#if SPARQ_CPU_X86
+      {"erf_f32_avx2", AVX2, 10, NONE, ErfF32Fn(cpu::ErfRowAvx2)},
+      {"softmax_f32_avx2", AVX2, 10, NONE, SoftmaxF32Fn(cpu::SoftmaxRowAvx2)},
+#endif
+      // float16 <-> float32 rows (convert_f16.cc; the float16 lowering of runtime/fp16_lowering.cc).
+      {"convert_f16_f32_portable", P, 0, NONE, ConvertF16F32Fn(cpu::HalfToFloatRowPortable)},
+      {"convert_f32_f16_portable", P, 0, NONE, ConvertF32F16Fn(cpu::FloatToHalfRowPortable)},
+#if SPARQ_CPU_X86
+      {"convert_f16_f32_f16c", F16C, 5, NONE, ConvertF16F32Fn(cpu::HalfToFloatRowF16c)},
+      {"convert_f32_f16_f16c", F16C, 5, NONE, ConvertF32F16Fn(cpu::FloatToHalfRowF16c)},
+#endif
   };
   return *table;
 }
@@ -159,7 +178,8 @@ CpuIsa Detect() {
 #if SPARQ_CPU_X86
   __builtin_cpu_init();
   // __builtin_cpu_supports also checks that the OS saves the AVX / AVX-512 state.
-  const bool avx2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
+  const bool f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  const bool avx2 = f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
   const bool vnni = avx512 && __builtin_cpu_supports("avx512vnni");
@@ -168,6 +188,7 @@ CpuIsa Detect() {
   if (vnni) return CpuIsa::kAvx512Vnni;
   if (avx512) return CpuIsa::kAvx512;
   if (avx2) return CpuIsa::kAvx2;
+  if (f16c) return CpuIsa::kF16c;
 #endif
   return CpuIsa::kPortable;
 }
@@ -289,6 +310,7 @@ Status CheckSpmmS8(const char* op, const Args& args, int64_t rows, int64_t cols)
 const char* CpuIsaName(CpuIsa isa) {
   switch (isa) {
     case CpuIsa::kPortable: return "portable";
+    case CpuIsa::kF16c: return "f16c";
     case CpuIsa::kAvx2: return "avx2";
     case CpuIsa::kAvx512: return "avx512";
     case CpuIsa::kAvx512Vnni: return "avx512vnni";
@@ -301,7 +323,7 @@ StatusOr<CpuIsa> ParseCpuIsa(const std::string& name) {
   for (CpuIsa isa : kAllCpuIsas)
     if (name == CpuIsaName(isa)) return isa;
   return Status::InvalidArgument("unknown ISA '" + name +
-                                 "' (expected portable, avx2, avx512, avx512vnni or avx512vbmi)");
+                                 "' (expected portable, f16c, avx2, avx512, avx512vnni or avx512vbmi)");
 }
 
 const char* CpuOpName(CpuOp op) {
@@ -320,6 +342,11 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kDequantizeS8: return "dequantize_s8_f32";
     case CpuOp::kQLinearAddS8: return "qlinear_add_s8";
     case CpuOp::kMaxPool2d: return "maxpool2d";
+    case CpuOp::kErfF32: return "erf_f32";
+    case CpuOp::kSoftmaxF32: return "softmax_f32";
+    case CpuOp::kPow2F32: return "pow2_f32";
+    case CpuOp::kConvertF16F32: return "convert_f16_f32";
+    case CpuOp::kConvertF32F16: return "convert_f32_f16";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";
@@ -372,6 +399,7 @@ PackedFormat PreferredGemmS8Format(CpuIsa isa) {
     case CpuIsa::kAvx2:
     case CpuIsa::kAvx512: return PackedFormat::kPanel16x2S16;
     case CpuIsa::kPortable:
+    case CpuIsa::kF16c:
     case CpuIsa::kAvx512Vnni:
     case CpuIsa::kAvx512Vbmi: return PackedFormat::kPanel16x4S8;
   }
@@ -380,7 +408,8 @@ PackedFormat PreferredGemmS8Format(CpuIsa isa) {
 
 PackedFormat PreferredGemmF32Format(CpuIsa isa) {
   switch (isa) {
-    case CpuIsa::kPortable: return PackedFormat::kPanel4x8F32;
+    case CpuIsa::kPortable:
+    case CpuIsa::kF16c: return PackedFormat::kPanel4x8F32;
     case CpuIsa::kAvx2: return PackedFormat::kPanel6x16F32;
     case CpuIsa::kAvx512:
     case CpuIsa::kAvx512Vnni:

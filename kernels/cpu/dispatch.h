@@ -19,19 +19,24 @@
 // and name them in PreparedKernel::kernel_name.
 //
 // The active ISA is the best the CPU supports (cpuid, checked once), lowered
-// by the environment variable SPARQ_ISA=portable|avx2|avx512|avx512vnni|
-// avx512vbmi, or by ForceIsa() (tests, benchmarks).
+// by the environment variable SPARQ_ISA=portable|f16c|avx2|avx512|avx512vnni|
+// avx512vbmi, or by ForceIsa() (tests, benchmarks). Only dispatch.cc asks
+// the CPU (cpuid); no kernel file checks a feature or compares ISA levels:
+// a choice between versions of a function is rows of this table.
 //
 // Adding a kernel for an existing op: one row in dispatch.cc, e.g.
 //   {"depthwise_s8_avx512vnni", VNNI, 30, NONE, DepthwiseS8RowFn(cpu::DepthwiseRowAvx512Vnni)},
 // with the function compiled for its ISA (cpu_target.h: SPARQ_CPU_TARGET_BEGIN)
 // and declared in internal.h. Give it a priority above the rows it should
-// beat (10 per ISA level today). CpuKernelTable.EveryTableRowIsExercised then
-// checks it against kernels/ref on this CPU, with no test edit.
+// beat (10 per ISA level today; 5 for F16C).
+// CpuKernelTable.EveryTableRowIsExercised then checks it against kernels/ref
+// on this CPU, with no test edit.
 // Adding an op (say a LayerNorm row):
 //   1. its arguments: a struct in kernel_args.h (or plain parameters), and the
 //      function type `using LayerNormF32Fn = void (*)(const LayerNormF32Args&);`
-//      below, with a comment that states what it computes;
+//      below, with a comment that states what it computes. When another op
+//      has the same signature, tag it so that the type still names the op:
+//      `using LayerNormF32Fn = CpuOpFn<CpuOp::kLayerNormF32, void(const float*, float*, int64_t)>;`;
 //   2. a CpuOp value before kNumCpuOps, the function type at the same index in
 //      CpuKernelFn (a static_assert checks the count), its name in CpuOpName;
 //   3. a portable row (priority 0) and the ISA rows in dispatch.cc;
@@ -55,16 +60,17 @@ namespace sparq {
 // Instruction set levels, each including the ones before it.
 enum class CpuIsa : uint8_t {
   kPortable = 0,    // plain C++
-  kAvx2 = 1,        // AVX2 + FMA
-  kAvx512 = 2,      // AVX-512 F, BW, VL, DQ
-  kAvx512Vnni = 3,  // kAvx512 + AVX-512 VNNI (vpdpbusd)
-  kAvx512Vbmi = 4,  // kAvx512Vnni + AVX-512 VBMI (vpermi2b): Ice Lake, Zen 4 and later
+  kF16c = 1,        // AVX + F16C (vcvtph2ps / vcvtps2ph): Ivy Bridge, Piledriver and later
+  kAvx2 = 2,        // kF16c + AVX2 + FMA (x86-64-v3: every AVX2 CPU has F16C)
+  kAvx512 = 3,      // AVX-512 F, BW, VL, DQ
+  kAvx512Vnni = 4,  // kAvx512 + AVX-512 VNNI (vpdpbusd)
+  kAvx512Vbmi = 5,  // kAvx512Vnni + AVX-512 VBMI (vpermi2b): Ice Lake, Zen 4 and later
 };
 // Every level, lowest first.
-inline constexpr CpuIsa kAllCpuIsas[] = {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni,
-                                         CpuIsa::kAvx512Vbmi};
+inline constexpr CpuIsa kAllCpuIsas[] = {CpuIsa::kPortable,   CpuIsa::kF16c,      CpuIsa::kAvx2,
+                                         CpuIsa::kAvx512,     CpuIsa::kAvx512Vnni, CpuIsa::kAvx512Vbmi};
 
-const char* CpuIsaName(CpuIsa isa);  // "portable", "avx2", "avx512", "avx512vnni", "avx512vbmi"
+const char* CpuIsaName(CpuIsa isa);  // "portable", "f16c", "avx2", "avx512", "avx512vnni", "avx512vbmi"
 // Parses a CpuIsaName; InvalidArgument listing the names otherwise.
 StatusOr<CpuIsa> ParseCpuIsa(const std::string& name);
 
@@ -98,6 +104,11 @@ enum class CpuOp : uint8_t {
   kDequantizeS8,    // per-tensor DequantizeLinear of a byte row
   kQLinearAddS8,    // sparq.QLinearAdd of two byte rows
   kMaxPool2d,       // 2-D MaxPool of float32 / int8 / uint8 planes
+  kErfF32,          // Erf of a float row
+  kSoftmaxF32,      // Softmax of one float row (the last axis)
+  kPow2F32,         // Pow(x, 2) of a float row
+  kConvertF16F32,   // float16 -> float32 row
+  kConvertF32F16,   // float32 -> float16 row
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -129,10 +140,40 @@ using DequantizeS8Fn = void (*)(int64_t n, const void* x, bool x_signed, float s
 using QLinearAddS8Fn = void (*)(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
                                 int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
 using MaxPool2dFn = void (*)(const MaxPool2dArgs&);
+
+// A function pointer of signature Sig whose type also names its op, for ops
+// that share a signature (the variant below needs one type per op). Built
+// from the function, called like it: ErfF32Fn(cpu::ErfRowPortable)(x, y, n).
+template <CpuOp kOp, typename Sig>
+class CpuOpFn {
+ public:
+  using Ptr = Sig*;
+  constexpr explicit CpuOpFn(Ptr fn) : fn_(fn) {}
+  constexpr operator Ptr() const { return fn_; }  // NOLINT: callable as the function
+
+ private:
+  Ptr fn_;
+};
+// y[i] = f(x[i]) for i < n (float rows; each result depends on x[i] alone):
+//   erf_f32   f = erf; portable: std::erf (the reference's bits); faster rows
+//             within cpu::kErfF32AbsTol (kernels/cpu/activation_f32.h).
+//   pow2_f32  f(x) = x * x, the reference's bits (rounded once) on every row.
+using ErfF32Fn = CpuOpFn<CpuOp::kErfF32, void(const float* x, float* y, int64_t n)>;
+using Pow2F32Fn = CpuOpFn<CpuOp::kPow2F32, void(const float* x, float* y, int64_t n)>;
+// y = softmax(x) over one row of n values (n may be 0); portable: the
+// reference's bits (kernels/ref/softmax.cc), faster rows within
+// cpu::kSoftmaxF32AbsTol.
+using SoftmaxF32Fn = CpuOpFn<CpuOp::kSoftmaxF32, void(const float* x, float* y, int64_t n)>;
+// n float16 values (IEEE binary16 bits) to float32 and back, bit for bit the
+// reference's HalfToFloat / FloatToHalf (include/sparq/tensor.h): exact, and
+// round to nearest even.
+using ConvertF16F32Fn = void (*)(const uint16_t* src, float* dst, int64_t n);
+using ConvertF32F16Fn = void (*)(const float* src, uint16_t* dst, int64_t n);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8RowFn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
-                                 DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn>;
+                                 DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn, ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn,
+                                 ConvertF16F32Fn, ConvertF32F16Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 
@@ -165,10 +206,10 @@ const CpuKernelDef& SelectCpuKernel(CpuOp op);
 const CpuKernelDef* SelectCpuKernelAt(CpuOp op, PackedFormat format, CpuIsa isa);
 
 // The INT8 GEMM weight format whose kernel is fastest on `isa`
-// (panel16x4_s8 for VNNI and portable, panel16x2_s16 for AVX2 / AVX-512).
+// (panel16x4_s8 for VNNI, portable and F16C, panel16x2_s16 for AVX2 / AVX-512).
 PackedFormat PreferredGemmS8Format(CpuIsa isa);
 // The FP32 GEMM weight format of `isa`'s register tile (panel8x32_f32 for
-// AVX-512, panel6x16_f32 for AVX2, panel4x8_f32 for portable).
+// AVX-512, panel6x16_f32 for AVX2, panel4x8_f32 for portable and F16C).
 PackedFormat PreferredGemmF32Format(CpuIsa isa);
 
 // Checked entry points: validate the arguments (InvalidArgument naming the

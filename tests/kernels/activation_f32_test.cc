@@ -1,8 +1,9 @@
-// Float32 Erf, Softmax and Pow(x, 2) (kernels/cpu/activation_f32.h) on every
-// ISA this CPU has, against the reference kernels (kernels/ref): portable
-// Erf / Softmax and every Pow(x, 2) with the same bits, the AVX2 Erf /
-// Softmax within kErfF32AbsTol / kSoftmaxF32AbsTol; the same bits for 1 and 2
-// threads through the executor.
+// Float32 Erf, Softmax and Pow(x, 2) (kernels/cpu/activation_f32.h) through
+// the executor on every ISA this CPU has, against the reference kernels
+// (kernels/ref): portable Erf / Softmax and every Pow(x, 2) with the same
+// bits, the AVX2 Erf / Softmax within kErfF32AbsTol / kSoftmaxF32AbsTol; the
+// same bits for 1 and 2 threads; each node names the dispatch-table row of the
+// forced ISA. The rows themselves: cpu_row_kernels_test.cc.
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,24 +15,17 @@
 #include "kernels/cpu/activation_f32.h"
 #include "sparq/executor.h"
 #include "test_util.h"
+#include "tests/kernels/isa_sweep.h"
 
 namespace sparq {
 namespace {
 
-constexpr CpuIsa kAllIsas[] = {CpuIsa::kPortable, CpuIsa::kAvx2, CpuIsa::kAvx512, CpuIsa::kAvx512Vnni};
+class ActivationF32Test : public testing::IsaSweepTest {};
 
-class ActivationF32Test : public ::testing::TestWithParam<CpuIsa> {
- protected:
-  void SetUp() override {
-    if (GetParam() > DetectedIsa()) GTEST_SKIP() << "this CPU lacks " << CpuIsaName(GetParam());
-    ASSERT_TRUE(ForceIsa(GetParam()).ok());
-  }
-  void TearDown() override { ResetIsa(); }
-};
-
-// y = op(x) through a one-node model on the fast (or the reference) kernels.
+// y = op(x) through a one-node model on the fast (or the reference) kernels;
+// `kernel` (when not null) receives the node's kernel name.
 Tensor RunOne(const std::string& op, const Tensor& x, const std::vector<Attribute>& attrs, bool reference,
-              int threads = 1, const Tensor* second = nullptr) {
+              int threads = 1, const Tensor* second = nullptr, std::string* kernel = nullptr) {
   Model m;
   m.opset_imports = {{"", 13}};
   m.graph.inputs.push_back(testing::FloatInput("x", {}));
@@ -50,6 +44,7 @@ Tensor RunOne(const std::string& op, const Tensor& x, const std::vector<Attribut
   EXPECT_TRUE(exec.ok()) << exec.status().ToString();
   TensorMap out;
   if (exec.ok()) EXPECT_TRUE(exec.value()->Run({{"x", x}}, &out).ok());
+  if (exec.ok() && kernel != nullptr) *kernel = exec.value()->NodeKernels().at(0).kernel;
   return out.count("y") ? out.at("y") : Tensor();
 }
 
@@ -67,7 +62,8 @@ void ExpectClose(const Tensor& got, const Tensor& want, float abs_tol) {
   }
 }
 
-float Tolerance(float fast_tol) { return ActiveIsa() == CpuIsa::kPortable ? 0.0f : fast_tol; }
+// The portable rows compute what the reference does: no tolerance.
+float Tolerance(CpuOp op, float fast_tol) { return SelectCpuKernel(op).isa == CpuIsa::kPortable ? 0.0f : fast_tol; }
 
 TEST_P(ActivationF32Test, ErfMatchesReference) {
   for (int64_t n : {1, 7, 8, 9, 100, 40000}) {
@@ -78,7 +74,7 @@ TEST_P(ActivationF32Test, ErfMatchesReference) {
       std::copy(std::begin(special), std::end(special), x.data<float>());
     }
     SCOPED_TRACE("n=" + std::to_string(n));
-    ExpectClose(RunOne("Erf", x, {}, false), RunOne("Erf", x, {}, true), Tolerance(cpu::kErfF32AbsTol));
+    ExpectClose(RunOne("Erf", x, {}, false), RunOne("Erf", x, {}, true), Tolerance(CpuOp::kErfF32, cpu::kErfF32AbsTol));
   }
 }
 
@@ -86,7 +82,7 @@ TEST_P(ActivationF32Test, SoftmaxMatchesReference) {
   for (Shape shape : {Shape{1, 1}, Shape{3, 7}, Shape{2, 12, 64, 64}, Shape{5, 1000}, Shape{4, 9}}) {
     Tensor x = testing::RandomFloats(shape, 11, -20.0f, 20.0f, 0.0f);
     SCOPED_TRACE(ShapeToString(shape));
-    ExpectClose(RunOne("Softmax", x, {}, false), RunOne("Softmax", x, {}, true), Tolerance(cpu::kSoftmaxF32AbsTol));
+    ExpectClose(RunOne("Softmax", x, {}, false), RunOne("Softmax", x, {}, true), Tolerance(CpuOp::kSoftmaxF32, cpu::kSoftmaxF32AbsTol));
     // Other axes take the reference kernel: the same bits.
     ExpectClose(RunOne("Softmax", x, {Attribute::Int("axis", 0)}, false),
                 RunOne("Softmax", x, {Attribute::Int("axis", 0)}, true), 0.0f);
@@ -108,8 +104,25 @@ TEST_P(ActivationF32Test, SameBitsForOneAndTwoThreads) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(CpuKernels, ActivationF32Test, ::testing::ValuesIn(kAllIsas),
-                         [](const ::testing::TestParamInfo<CpuIsa>& info) { return CpuIsaName(info.param); });
+// `eval --verbose` names the table row that the forced ISA selects
+// (SPARQ_ISA=portable: the portable rows).
+TEST_P(ActivationF32Test, NodesNameTheirTableRow) {
+  const Tensor x = testing::RandomFloats({4, 9}, 3, -1.0f, 1.0f, 0.0f);
+  const Tensor two = Tensor::Scalar<float>(2.0f);
+  const struct {
+    const char* op;
+    CpuOp row;
+    const Tensor* second;
+  } cases[] = {{"Erf", CpuOp::kErfF32, nullptr}, {"Softmax", CpuOp::kSoftmaxF32, nullptr}, {"Pow", CpuOp::kPow2F32, &two}};
+  for (const auto& c : cases) {
+    std::string kernel;
+    RunOne(c.op, x, {}, false, 1, c.second, &kernel);
+    EXPECT_EQ(kernel, SelectCpuKernel(c.row).name) << c.op;
+    if (GetParam() == CpuIsa::kPortable) EXPECT_EQ(kernel, std::string(CpuOpName(c.row)) + "_portable");
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuKernels, ActivationF32Test, ::testing::ValuesIn(kAllCpuIsas), testing::IsaParamName);
 
 }  // namespace
 }  // namespace sparq

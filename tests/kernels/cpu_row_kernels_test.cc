@@ -1,8 +1,11 @@
 // The dispatch-table rows without packed weights (kernels/cpu/dispatch.h:
 // depthwise_f32, depthwise_s8, requant_s32, lut256, quantize_f32_s8,
-// dequantize_s8_f32, qlinear_add_s8, maxpool2d), each called through its row on lengths
-// that leave every vector tail, against kernels/ref: INT8 and QDQ rows bit for
-// bit, FP32 within testing::kF32RelTol. CheckRowKernel is also what
+// dequantize_s8_f32, qlinear_add_s8, maxpool2d, erf_f32, softmax_f32,
+// pow2_f32, convert_f16_f32, convert_f32_f16), each called through its row on
+// lengths that leave every vector tail, against kernels/ref: INT8, QDQ, Pow
+// and float16 rows bit for bit, FP32 depthwise within testing::kF32RelTol,
+// portable Erf / Softmax bit for bit and faster ones within
+// cpu::kErfF32AbsTol / kSoftmaxF32AbsTol. CheckRowKernel is also what
 // CpuKernelTable.EveryTableRowIsExercised (cpu_kernels_test.cc) runs for
 // these ops.
 //
@@ -13,13 +16,17 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
 
+#include "kernels/cpu/activation_f32.h"
 #include "kernels/ref/conv.h"
 #include "kernels/ref/pool.h"
 #include "kernels/ref/quantize.h"
+#include "sparq/tensor.h"
 #include "tests/kernels/isa_sweep.h"
 
 namespace sparq {
@@ -273,6 +280,147 @@ void CheckMaxPool2d(std::mt19937& rng, MaxPool2dFn fn) {
   }
 }
 
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// Equal bits when abs_tol is 0 (any NaN for a NaN), else |got - want| <= abs_tol.
+void ExpectFloatRow(const std::vector<float>& got, const std::vector<float>& want, float abs_tol) {
+  for (size_t i = 0; i < want.size(); ++i) {
+    if (std::isnan(want[i])) {
+      ASSERT_TRUE(std::isnan(got[i])) << "element " << i;
+    } else if (abs_tol == 0) {
+      ASSERT_EQ(Bits(got[i]), Bits(want[i])) << "element " << i << ": " << got[i] << " vs " << want[i];
+    } else {
+      ASSERT_NEAR(got[i], want[i], abs_tol) << "element " << i;
+    }
+  }
+}
+
+// Erf (the reference's std::erf on float) on random values of [-6, 6] and
+// the special ones: signed zeros, tiny, saturated, infinities, NaN.
+void CheckErfF32(std::mt19937& rng, ErfF32Fn fn, float abs_tol) {
+  std::uniform_real_distribution<float> value(-6.0f, 6.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float special[] = {0.0f, -0.0f, 1e-8f, -1e-30f, 10.0f, -10.0f, inf, -inf, std::nanf("")};
+  for (int64_t n : kRowLengths) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    std::vector<float> x(static_cast<size_t>(n)), want(x.size()), got(x.size() + 1, 99.0f);
+    for (int64_t i = 0; i < n; ++i) x[i] = i < 9 && n >= 9 ? special[i] : value(rng);
+    for (int64_t i = 0; i < n; ++i) want[i] = std::erf(x[i]);
+    fn(x.data(), got.data(), n);
+    ExpectFloatRow(got, want, abs_tol);
+    EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+  }
+}
+
+// Softmax of one row as kernels/ref/softmax.cc computes it (inner = 1):
+// float exp of x - max, double sums.
+void CheckSoftmaxF32(std::mt19937& rng, SoftmaxF32Fn fn, float abs_tol) {
+  std::uniform_real_distribution<float> value(-20.0f, 20.0f);
+  for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{7}, int64_t{8}, int64_t{9}, int64_t{64}, int64_t{257},
+                    int64_t{1000}}) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    std::vector<float> x(static_cast<size_t>(n)), want(x.size()), got(x.size() + 1, 99.0f);
+    for (float& v : x) v = value(rng);
+    if (n > 0) {
+      float max_v = x[0];
+      for (float v : x) max_v = v > max_v ? v : max_v;
+      double sum = 0.0;
+      for (int64_t i = 0; i < n; ++i) {
+        want[i] = std::exp(x[i] - max_v);
+        sum += static_cast<double>(want[i]);
+      }
+      for (float& v : want) v = static_cast<float>(static_cast<double>(v) / sum);
+    }
+    fn(x.data(), got.data(), n);
+    ExpectFloatRow(got, want, abs_tol);
+    EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+  }
+}
+
+// Pow(x, 2) as the reference computes it (in double, rounded once), including
+// overflow to infinity.
+void CheckPow2F32(std::mt19937& rng, Pow2F32Fn fn) {
+  std::uniform_real_distribution<float> value(-1e20f, 1e20f);
+  for (int64_t n : kRowLengths) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    std::vector<float> x(static_cast<size_t>(n)), want(x.size()), got(x.size() + 1, 99.0f);
+    for (float& v : x) v = value(rng);
+    if (n > 0) x[0] = 3e30f;
+    for (int64_t i = 0; i < n; ++i) want[i] = static_cast<float>(std::pow(static_cast<double>(x[i]), 2.0));
+    fn(x.data(), got.data(), n);
+    ExpectFloatRow(got, want, 0.0f);
+    EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+  }
+}
+
+// float16 -> float32: every one of the 65536 halves, then every tail length
+// (nothing written beyond n); bit for bit the reference's HalfToFloat.
+void CheckConvertF16F32(ConvertF16F32Fn fn) {
+  std::vector<uint16_t> halves(65536);
+  for (uint32_t i = 0; i < 65536; ++i) halves[i] = static_cast<uint16_t>(i);
+  std::vector<float> out(halves.size());
+  fn(halves.data(), out.data(), static_cast<int64_t>(halves.size()));
+  for (uint32_t i = 0; i < 65536; ++i) {
+    const float want = HalfToFloat(halves[i]);
+    if (std::isnan(want)) {
+      ASSERT_TRUE(std::isnan(out[i])) << "half 0x" << std::hex << i;
+    } else {
+      ASSERT_EQ(Bits(out[i]), Bits(want)) << "half 0x" << std::hex << i;
+    }
+  }
+  for (int64_t n : kRowLengths) {
+    std::vector<float> got(static_cast<size_t>(n) + 1, -7.0f);
+    fn(halves.data() + 0x1000, got.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(Bits(got[i]), Bits(HalfToFloat(halves[0x1000 + i]))) << "n " << n;
+    EXPECT_EQ(got[n], -7.0f) << "n " << n << ": wrote past n";
+  }
+}
+
+// float32 -> float16: every half value, the midpoints between neighbours
+// (ties to even) and one ulp either side, overflow, subnormals, NaN and random
+// floats, at every tail length; bit for bit the reference's FloatToHalf.
+void CheckConvertF32F16(std::mt19937& rng, ConvertF32F16Fn fn) {
+  std::vector<float> floats;
+  for (uint32_t h = 0; h < 0x7c00; ++h) {
+    const float a = HalfToFloat(static_cast<uint16_t>(h)), b = HalfToFloat(static_cast<uint16_t>(h + 1));
+    const float mid = a + (b - a) / 2;
+    for (float f : {a, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)}) {
+      floats.push_back(f);
+      floats.push_back(-f);
+    }
+  }
+  for (float f : {65504.0f, 65519.0f, 65520.0f, 1e10f, std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::denorm_min(), 1e-30f})
+    for (float s : {f, -f}) floats.push_back(s);
+  for (int i = 0; i < 9; ++i) floats.push_back(std::nanf(""));
+  for (int i = 0; i < 100000; ++i) {
+    float f;
+    const uint32_t bits = static_cast<uint32_t>(rng()) & 0x7f7fffffu;
+    std::memcpy(&f, &bits, 4);
+    floats.push_back((i & 1) ? -f : f);
+  }
+  std::vector<uint16_t> out(floats.size());
+  fn(floats.data(), out.data(), static_cast<int64_t>(floats.size()));
+  for (size_t i = 0; i < floats.size(); ++i) {
+    if (std::isnan(floats[i])) {
+      ASSERT_TRUE(std::isnan(HalfToFloat(out[i]))) << "NaN became 0x" << std::hex << out[i];
+    } else {
+      ASSERT_EQ(out[i], FloatToHalf(floats[i])) << "float " << floats[i] << " (0x" << std::hex << Bits(floats[i])
+                                                << ")";
+    }
+  }
+  for (int64_t n : kRowLengths) {
+    std::vector<uint16_t> got(static_cast<size_t>(n) + 1, 0xabcd);
+    fn(floats.data() + 1000, got.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(got[i], FloatToHalf(floats[1000 + i])) << "n " << n;
+    EXPECT_EQ(got[n], 0xabcd) << "n " << n << ": wrote past n";
+  }
+}
+
 }  // namespace
 
 bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
@@ -286,6 +434,16 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
     case CpuOp::kDequantizeS8: CheckDequantizeS8(rng, def.get<DequantizeS8Fn>()); return true;
     case CpuOp::kQLinearAddS8: CheckQLinearAddS8(rng, def.get<QLinearAddS8Fn>()); return true;
     case CpuOp::kMaxPool2d: CheckMaxPool2d(rng, def.get<MaxPool2dFn>()); return true;
+    // The portable Erf and Softmax rows are the reference's computation: exact.
+    case CpuOp::kErfF32:
+      CheckErfF32(rng, def.get<ErfF32Fn>(), def.isa == CpuIsa::kPortable ? 0.0f : cpu::kErfF32AbsTol);
+      return true;
+    case CpuOp::kSoftmaxF32:
+      CheckSoftmaxF32(rng, def.get<SoftmaxF32Fn>(), def.isa == CpuIsa::kPortable ? 0.0f : cpu::kSoftmaxF32AbsTol);
+      return true;
+    case CpuOp::kPow2F32: CheckPow2F32(rng, def.get<Pow2F32Fn>()); return true;
+    case CpuOp::kConvertF16F32: CheckConvertF16F32(def.get<ConvertF16F32Fn>()); return true;
+    case CpuOp::kConvertF32F16: CheckConvertF32F16(rng, def.get<ConvertF32F16Fn>()); return true;
     default: return false;  // ops with packed weights: cpu_kernels_test.cc
   }
 }
