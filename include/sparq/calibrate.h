@@ -18,6 +18,7 @@
 
 #include "sparq/dataset.h"  // BatchFn
 #include "sparq/executor.h"
+#include "sparq/export.h"
 #include "sparq/graph.h"
 #include "sparq/status.h"
 
@@ -31,13 +32,13 @@ enum class CalibrationMethod {
   kAuto,        // per tensor, the one of max / KL / percentile / MSE that least disturbs
                 // the outputs of the tensor's consumers (measured on the first batch)
 };
-const char* CalibrationMethodName(CalibrationMethod m);
-StatusOr<CalibrationMethod> ParseCalibrationMethod(const std::string& name);
+SPARQ_API const char* CalibrationMethodName(CalibrationMethod m);
+SPARQ_API StatusOr<CalibrationMethod> ParseCalibrationMethod(const std::string& name);
 
 // A histogram of |x| over [0, range) in `bins` equal bins. When a value falls
 // beyond the range the range grows by a power of two and 2^k old bins merge
 // exactly into one new bin (no interpolation, so counts stay exact integers).
-class AbsHistogram {
+class SPARQ_API AbsHistogram {
  public:
   explicit AbsHistogram(int bins = 2048) : counts_(static_cast<size_t>(bins), 0) {}
   // Adds |v| for each value; the first call with a nonzero value fixes the
@@ -65,12 +66,12 @@ class AbsHistogram {
 
 // Threshold selection on an |x| histogram. Each returns a threshold in the
 // histogram's units (a bin edge, so it is exactly reproducible).
-double KlThreshold(const AbsHistogram& h, int quant_levels = 128);
-double PercentileThreshold(const AbsHistogram& h, double percentile);
-double MseThreshold(const AbsHistogram& h, int quant_levels = 128);
+SPARQ_API double KlThreshold(const AbsHistogram& h, int quant_levels = 128);
+SPARQ_API double PercentileThreshold(const AbsHistogram& h, double percentile);
+SPARQ_API double MseThreshold(const AbsHistogram& h, int quant_levels = 128);
 
 // Passed to CalibrationOptions::progress after each batch.
-struct CalibrationProgress {
+struct SPARQ_API CalibrationProgress {
   int64_t batches = 0;  // batches observed so far
   int64_t samples = 0;  // samples (rows along axis 0) observed so far
   bool cancel = false;  // set to true in the callback to stop
@@ -79,14 +80,14 @@ struct CalibrationProgress {
 // How each tensor's range is chosen from what was observed. Recipes hold
 // this struct (quantize.calibration), so the API and `sparq run` share its
 // defaults.
-struct CalibrationMethodOptions {
+struct SPARQ_API CalibrationMethodOptions {
   CalibrationMethod method = CalibrationMethod::kKL;  // TensorRT's default entropy calibration
   int bins = 2048;            // histogram bins
   double percentile = 99.99;  // method percentile: in (0, 100]
   bool symmetric = true;      // int8 with zero point 0 (TensorRT); false: uint8 with a zero point
 };
 
-struct CalibrationOptions : CalibrationMethodOptions {
+struct SPARQ_API CalibrationOptions : CalibrationMethodOptions {
   // Tensors to observe; empty = every float32 graph input and node output
   // (weights and constant-folded values excluded).
   std::vector<std::string> tensors;
@@ -97,7 +98,7 @@ struct CalibrationOptions : CalibrationMethodOptions {
 };
 
 // One tensor's calibration result.
-struct TensorRange {
+struct SPARQ_API TensorRange {
   std::string name;
   float min = 0.0f, max = 0.0f, abs_max = 0.0f;  // observed
   float threshold = 0.0f;                        // chosen |x| clipping point
@@ -109,7 +110,7 @@ struct TensorRange {
 
 // The versioned calibration file: quantization reads it, so calibrating once
 // serves many quantization runs.
-struct CalibrationTable {
+struct SPARQ_API CalibrationTable {
   static constexpr int kVersion = 1;
   std::string method;
   int bins = 2048;
@@ -139,10 +140,11 @@ struct CalibrationTable {
 // Runs `model` over every batch from `next_batch`, observing activations, and
 // returns the table. Errors: those of the executor; InvalidArgument when a
 // tensor holds NaN or Inf (naming the tensor) or no batch was given.
-StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_batch, const CalibrationOptions& options);
+SPARQ_API StatusOr<CalibrationTable>
+Calibrate(const Model& model, const BatchFn& next_batch, const CalibrationOptions& options);
 
 // Scale and zero point for a threshold (symmetric) or a [min, max] range.
-TensorRange MakeRange(const std::string& name, float min, float max, float threshold, bool symmetric,
+SPARQ_API TensorRange MakeRange(const std::string& name, float min, float max, float threshold, bool symmetric,
                       const std::string& method);
 
 }  // namespace sparq

@@ -7,12 +7,13 @@
 
 #include "sparq/calibrate.h"
 #include "sparq/evaluate.h"
+#include "sparq/export.h"
 #include "sparq/prune.h"
 #include "sparq/status.h"
 
 namespace sparq {
 
-struct CalibrateFilesOptions {
+struct SPARQ_API CalibrateFilesOptions {
   std::string model;      // FP32 ONNX model (required)
   std::string data;       // .npy, .npz or a folder of them (required)
   std::string output;     // calibration table to write (JSON, required)
@@ -26,9 +27,9 @@ struct CalibrateFilesOptions {
 // Loads the model, calibrates it on the data, writes the table (and the
 // TensorRT cache) and returns the table. Errors: those of LoadModel,
 // OpenDataset, Calibrate and the writes; InvalidArgument for bad options.
-StatusOr<CalibrationTable> CalibrateFiles(const CalibrateFilesOptions& options);
+SPARQ_API StatusOr<CalibrationTable> CalibrateFiles(const CalibrateFilesOptions& options);
 
-struct SensitivityFilesOptions {
+struct SPARQ_API SensitivityFilesOptions {
   std::string model;  // FP32 ONNX model (required)
   std::string data;   // recovery and activation-score data, and the evaluation unless `eval` is set (required)
   std::string eval;   // evaluation data; "" = `data`
@@ -39,7 +40,7 @@ struct SensitivityFilesOptions {
   SensitivityOptions sensitivity;
 };
 
-struct SensitivityFilesResult {
+struct SPARQ_API SensitivityFilesResult {
   SensitivityTable table;
   int64_t candidates = 0;  // models evaluated (in memory)
 };
@@ -48,6 +49,6 @@ struct SensitivityFilesResult {
 // evaluated in memory by one Evaluator whose reference is the unpruned model.
 // Errors: those of LoadModel, OpenDataset, the Evaluator and
 // SensitivityAnalysis; InvalidArgument for metric top1 without labels.
-StatusOr<SensitivityFilesResult> SensitivityFiles(const SensitivityFilesOptions& options);
+SPARQ_API StatusOr<SensitivityFilesResult> SensitivityFiles(const SensitivityFilesOptions& options);
 
 }  // namespace sparq

@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "sparq/executor.h"  // TensorMap
+#include "sparq/export.h"
 #include "sparq/graph.h"
 #include "sparq/status.h"
 
@@ -37,7 +38,7 @@ using BatchTransform = std::function<Status(TensorMap* batch)>;
 // per step, evaluation once per candidate). Any callable returning a BatchFn
 // converts to a BatchSource; OpenDataset also tells its name and size.
 // Copies share the same data; a BatchSource is not thread-safe.
-class BatchSource {
+class SPARQ_API BatchSource {
  public:
   BatchSource() = default;
   template <typename Open,
@@ -77,8 +78,8 @@ class BatchSource {
 // many samples at a time (the first such input's); otherwise `requested`, or 1
 // when `requested` is 0. It does not check that a fixed dim is positive or
 // that `requested` agrees with it: Evaluate reports those.
-int64_t FixedBatchSize(const Graph& graph);  // 0 when every first dim is dynamic
-int64_t BatchSizeFor(const Graph& graph, int64_t requested);
+SPARQ_API int64_t FixedBatchSize(const Graph& graph);  // 0 when every first dim is dynamic
+SPARQ_API int64_t BatchSizeFor(const Graph& graph, int64_t requested);
 
 // Layout of image data in the files; models take NCHW.
 enum class DataLayout { kNCHW, kNHWC };
@@ -86,7 +87,7 @@ enum class DataLayout { kNCHW, kNHWC };
 // Per-sample preprocessing, applied to each batch as it is read:
 //   x = (x * scale - mean[c]) / stddev[c], after NHWC -> NCHW when layout is NHWC.
 // The result is float32 whatever the file's type (uint8 images are common).
-struct Preprocess {
+struct SPARQ_API Preprocess {
   double scale = 1.0;             // > 0
   std::vector<double> mean;       // per channel (or one for all); default none (empty)
   std::vector<double> stddev;     // per channel (or one for all), each > 0; default none (empty)
@@ -98,9 +99,9 @@ struct Preprocess {
 // The transform that applies `p` to the input named `input` of each batch
 // (other inputs pass unchanged). Errors: InvalidArgument naming the input when
 // NHWC data is not rank 4, or mean/stddev do not match the channel count.
-BatchTransform PreprocessTransform(const Preprocess& p, const std::string& input);
+SPARQ_API BatchTransform PreprocessTransform(const Preprocess& p, const std::string& input);
 
-struct DatasetOptions {
+struct SPARQ_API DatasetOptions {
   // Samples per batch; BatchSizeFor(graph, batch_size) decides (a fixed first
   // dim wins). 0 = the fixed dim, else 1.
   int64_t batch_size = 32;
@@ -116,6 +117,7 @@ struct DatasetOptions {
 // is checked to be finite as its file is read. Batches are checked against
 // the model's inputs (type, dims after the first) after the transform.
 // Errors: NotFound, Corruption, InvalidArgument naming the file and array.
-StatusOr<BatchSource> OpenDataset(const std::string& path, const Graph& graph, const DatasetOptions& options = {});
+SPARQ_API StatusOr<BatchSource>
+OpenDataset(const std::string& path, const Graph& graph, const DatasetOptions& options = {});
 
 }  // namespace sparq

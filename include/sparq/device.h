@@ -3,16 +3,17 @@
 
 #include <string>
 
+#include "sparq/export.h"
 #include "sparq/status.h"
 
 namespace sparq {
 
 // True when sparq was built with the CUDA backend (-DSPARQ_CUDA=ON/AUTO with nvcc).
-bool BuiltWithCuda();
+SPARQ_API bool BuiltWithCuda();
 // Number of usable CUDA devices; 0 without a GPU, a driver, or the CUDA build.
-int CudaDeviceCount();
+SPARQ_API int CudaDeviceCount();
 // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)" for device `index`. Errors:
 // NotSupported without the CUDA build, NotFound for a bad index.
-StatusOr<std::string> CudaDeviceName(int index);
+SPARQ_API StatusOr<std::string> CudaDeviceName(int index);
 
 }  // namespace sparq

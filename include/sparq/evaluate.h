@@ -19,6 +19,7 @@
 
 #include "sparq/dataset.h"
 #include "sparq/executor.h"  // NodeKernel
+#include "sparq/export.h"
 #include "sparq/graph.h"
 #include "sparq/kernel_table.h"
 #include "sparq/metrics.h"  // ReferenceMetrics
@@ -27,7 +28,7 @@
 namespace sparq {
 
 // Passed to EvalOptions::on_progress after each batch.
-struct EvalProgress {
+struct SPARQ_API EvalProgress {
   int64_t done = 0;      // samples evaluated so far
   int64_t total = -1;    // samples to evaluate; -1 when not known in advance
   double seconds = 0.0;  // wall time since the start
@@ -36,7 +37,7 @@ struct EvalProgress {
   bool cancel = false;
 };
 
-struct EvalOptions {
+struct SPARQ_API EvalOptions {
   std::string inputs;        // dataset path (required)
   std::string labels;        // .npy (or one-array .npz) of integer class ids; "" = none
   std::string reference;     // reference model to compare against; "" = none
@@ -74,7 +75,7 @@ struct EvalOptions {
 };
 
 // How one graph output compares with the reference model's output.
-struct OutputComparison {
+struct SPARQ_API OutputComparison {
   std::string name;
   int64_t elements = 0;
   double sqnr_db = 0.0;  // +inf when identical
@@ -83,14 +84,14 @@ struct OutputComparison {
 };
 
 // Time spent in one (op type, kernel) pair over a whole evaluation.
-struct OpProfile {
+struct SPARQ_API OpProfile {
   std::string op_type;
   std::string kernel;
   int64_t nodes = 0;    // node runs
   double seconds = 0.0;
 };
 
-struct EvalReport {
+struct SPARQ_API EvalReport {
   std::string model;
   std::string inputs;
   int64_t samples = 0;
@@ -163,7 +164,7 @@ constexpr const char* MetricName(Metric m) {
   return "?";
 }
 // InvalidArgument listing the names when `name` is none of them.
-StatusOr<Metric> ParseMetric(const std::string& name);
+SPARQ_API StatusOr<Metric> ParseMetric(const std::string& name);
 
 // The SQNR that stands for "identical to the reference" (an exact match is +inf).
 constexpr double kSqnrCeilingDb = 100.0;
@@ -172,12 +173,12 @@ constexpr double kSqnrCeilingDb = 100.0;
 // and agreement; dB capped at kSqnrCeilingDb for sqnr; cosine of output 0. A
 // report without a reference (the reference's own) scores the best value of
 // the comparison metrics: 100 %, kSqnrCeilingDb, 1.
-double MetricValue(Metric metric, const EvalReport& report);
+SPARQ_API double MetricValue(Metric metric, const EvalReport& report);
 
 // ===========================================================================
 // Evaluator: the reference run once, many candidates
 
-struct EvaluatorOptions {
+struct SPARQ_API EvaluatorOptions {
   std::string labels;  // .npy (or one-array .npz) of integer class ids; "" = none
   int threads = 0;     // executor threads; 0 = one per hardware thread
   // Executors as in EvalOptions: fast kernels with QDQ fused (default), or the
@@ -193,7 +194,7 @@ struct EvaluatorOptions {
 };
 
 // Options of one Evaluator::Evaluate call.
-struct EvaluateCallOptions {
+struct SPARQ_API EvaluateCallOptions {
   std::string name;          // EvalReport::model; default "candidate"
   std::string save_outputs;  // .npz to write every graph output to; "" = none (not checked: see EvalOptions)
   bool list_kernels = false; // fill EvalReport::node_kernels
@@ -205,7 +206,7 @@ struct EvaluateCallOptions {
 // runs the reference over the data once; Evaluate runs only the candidate
 // (and the reference on batches past the cache cap). Not thread-safe: one
 // Evaluate at a time.
-class Evaluator {
+class SPARQ_API Evaluator {
  public:
   // Errors: the executor's for `reference`; those of the data (first pass);
   // InvalidArgument for labels that are not integer class ids or whose count
@@ -243,6 +244,6 @@ class Evaluator {
 // node at fault: NotFound/Corruption/NotSupported from loading, InvalidArgument
 // for data that does not fit the model (type, shape, non-finite values with
 // their flat index, label count), and the executor's errors.
-StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& options);
+SPARQ_API StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& options);
 
 }  // namespace sparq

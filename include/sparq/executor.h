@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sparq/export.h"
 #include "sparq/graph.h"
 #include "sparq/kernel_table.h"
 #include "sparq/status.h"
@@ -16,7 +17,7 @@ namespace sparq {
 
 using TensorMap = std::map<std::string, Tensor>;
 
-struct ExecutorOptions {
+struct SPARQ_API ExecutorOptions {
   int threads = 0;  // worker threads; 0 = one per hardware thread
   // true: only the reference kernels (kernels/ref), the spec; false: the
   // fast CPU kernels (kernels/cpu) where they take a node, with identical
@@ -57,13 +58,13 @@ struct ExecutorOptions {
 };
 
 // Which kernel runs one node (Executor::NodeKernels, `sparq eval --verbose`).
-struct NodeKernel {
+struct SPARQ_API NodeKernel {
   std::string node;     // node name (or first output when unnamed)
   std::string op_type;
   std::string kernel;   // KernelDef::name
 };
 
-struct RunOptions {
+struct SPARQ_API RunOptions {
   // Called after each node with the node and its outputs (calibration,
   // debugging). A non-OK return stops the run with that Status.
   std::function<Status(const Node&, const std::vector<Tensor>&)> on_node_outputs;
@@ -72,14 +73,14 @@ struct RunOptions {
 };
 
 // Which kernel ran a node, and how long it took (filled by Run when asked).
-struct NodeProfile {
+struct SPARQ_API NodeProfile {
   std::string node;     // node name (or first output when unnamed)
   std::string op_type;
   std::string kernel;   // KernelDef::name
   double micros = 0.0;
 };
 
-class Executor {
+class SPARQ_API Executor {
  public:
   // Prepares `model` for running: resolves a kernel for every node. Errors:
   // NotSupported naming the first node whose op/opset has no kernel;
@@ -117,6 +118,6 @@ class Executor {
 
 // Checks that every node of `model` has a reference kernel; the error lists
 // each unsupported (op, opset) with the node that uses it.
-Status CheckSupported(const Model& model);
+SPARQ_API Status CheckSupported(const Model& model);
 
 }  // namespace sparq

@@ -14,13 +14,14 @@
 
 #include "sparq/calibrate.h"
 #include "sparq/evaluate.h"
+#include "sparq/export.h"
 #include "sparq/quantize.h"
 #include "sparq/status.h"
 
 namespace sparq {
 
 // One INT8 layer's output fidelity.
-struct LayerSqnr {
+struct SPARQ_API LayerSqnr {
   std::string node;
   double sqnr_db = 0.0;  // the float model's layer output vs the quantized model's
 };
@@ -29,11 +30,11 @@ struct LayerSqnr {
 // QuantizeReport's) in `quantized` against the same value in `float_model`,
 // both run on `batch`; lowest first. Layers whose output value is not in both
 // graphs are left out. Errors: the executors'.
-StatusOr<std::vector<LayerSqnr>> LayerOutputSqnr(const Model& float_model, const Model& quantized,
+SPARQ_API StatusOr<std::vector<LayerSqnr>> LayerOutputSqnr(const Model& float_model, const Model& quantized,
                                                  const std::vector<LayerDecision>& layers, const TensorMap& batch,
                                                  int threads = 0);
 
-struct FallbackOptions {
+struct SPARQ_API FallbackOptions {
   Precision to = Precision::kFP32;  // where a layer goes: kFP16 or kFP32
   int max_layers = 8;               // layers moved at most, >= 1
   int threads = 0;                  // executor threads of the layer SQNR runs; 0 = all
@@ -42,7 +43,7 @@ struct FallbackOptions {
 };
 
 // One layer moved off INT8.
-struct FallbackStep {
+struct SPARQ_API FallbackStep {
   std::string node;
   std::string to;          // "fp16" or "fp32"
   double sqnr_db = 0.0;    // the layer output's SQNR that ranked it
@@ -50,13 +51,13 @@ struct FallbackStep {
 };
 
 // A quantized model with what made it and how it scored.
-struct QuantizedCandidate {
+struct SPARQ_API QuantizedCandidate {
   Model model;
   QuantizeReport report;
   EvalReport eval;
 };
 
-struct FallbackResult {
+struct SPARQ_API FallbackResult {
   QuantizedCandidate final;        // the last model tried
   QuantizeOptions options;         // the options that made it (fallback rules first)
   std::vector<FallbackStep> steps;
@@ -68,7 +69,7 @@ struct FallbackResult {
 // `passes` accepts the evaluation, `fallback.max_layers` layers were moved, or
 // no INT8 layer is left. The SQNR ranking uses the evaluator's first batch.
 // Errors: those of QuantizeModel, LayerOutputSqnr and the evaluator.
-StatusOr<FallbackResult> QuantizeWithFallback(const Model& float_model, const CalibrationTable& table,
+SPARQ_API StatusOr<FallbackResult> QuantizeWithFallback(const Model& float_model, const CalibrationTable& table,
                                               const QuantizeOptions& options, QuantizedCandidate start,
                                               Evaluator& evaluator,
                                               const std::function<bool(const EvalReport&)>& passes,

@@ -3,6 +3,7 @@
 
 #include <string>
 
+#include "sparq/export.h"
 #include "sparq/status.h"
 
 namespace sparq {
@@ -11,9 +12,9 @@ namespace sparq {
 // rename, so `path` holds either its old content or all of `bytes`, never a
 // part. Errors: NotFound when the folder does not exist, IOError otherwise
 // (the temporary file is removed).
-Status WriteFileAtomically(const std::string& path, const std::string& bytes);
+SPARQ_API Status WriteFileAtomically(const std::string& path, const std::string& bytes);
 
 // Reads a whole file. Errors: NotFound, InvalidArgument for a folder, IOError.
-StatusOr<std::string> ReadFile(const std::string& path);
+SPARQ_API StatusOr<std::string> ReadFile(const std::string& path);
 
 }  // namespace sparq

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "sparq/export.h"
 #include "sparq/status.h"
 #include "sparq/tensor.h"
 
@@ -19,7 +20,7 @@ namespace sparq {
 // One node attribute. Kinds sparq does not interpret (graphs, sparse tensors,
 // type protos) are kept as the serialized AttributeProto in `raw` so that a
 // load -> save round trip preserves them.
-struct Attribute {
+struct SPARQ_API Attribute {
   enum class Kind { kFloat, kInt, kString, kTensor, kFloats, kInts, kStrings, kOpaque };
   std::string name;
   Kind kind = Kind::kInt;
@@ -42,7 +43,7 @@ struct Attribute {
   static Attribute FromTensor(std::string name, Tensor v);
 };
 
-struct Node {
+struct SPARQ_API Node {
   std::string name;
   std::string op_type;
   std::string domain;               // "" is the default ONNX domain
@@ -66,13 +67,13 @@ struct Node {
 };
 
 // One dimension of a value's shape: a number, or a symbol ("batch"), or unknown.
-struct Dim {
+struct SPARQ_API Dim {
   int64_t value = -1;  // >= 0 when known
   std::string param;   // symbolic name, when any
   bool known() const { return value >= 0; }
 };
 
-struct ValueInfo {
+struct SPARQ_API ValueInfo {
   std::string name;
   DataType dtype = DataType::kUndefined;
   int32_t onnx_elem_type = 0;  // kept when dtype is not one sparq stores (e.g. string)
@@ -88,7 +89,7 @@ struct ValueInfo {
   std::string Describe() const;
 };
 
-struct Graph {
+struct SPARQ_API Graph {
   std::string name;
   std::string doc_string;
   std::vector<Node> nodes;
@@ -112,12 +113,12 @@ struct Graph {
   Status TopoSort();
 };
 
-struct OperatorSetId {
+struct SPARQ_API OperatorSetId {
   std::string domain;  // "" or "ai.onnx" is the default domain
   int64_t version = 0;
 };
 
-struct Model {
+struct SPARQ_API Model {
   int64_t ir_version = 8;
   std::vector<OperatorSetId> opset_imports;
   std::string producer_name;

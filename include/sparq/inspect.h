@@ -6,13 +6,14 @@
 #include <utility>
 #include <vector>
 
+#include "sparq/export.h"
 #include "sparq/graph.h"
 #include "sparq/status.h"
 
 namespace sparq {
 
 // The weights of one node (initializers or Constant outputs among its inputs).
-struct LayerSummary {
+struct SPARQ_API LayerSummary {
   std::string node;     // node name, or "<op_type>#<index>" when unnamed
   std::string op_type;  // with "domain." prefix outside the default domain
   std::vector<std::string> weights;  // names of the weight inputs
@@ -23,7 +24,7 @@ struct LayerSummary {
   double sparsity() const { return params > 0 ? static_cast<double>(zeros) / static_cast<double>(params) : 0.0; }
 };
 
-struct ModelSummary {
+struct SPARQ_API ModelSummary {
   std::string path;  // file the model was loaded from ("" when summarized in memory)
   int64_t ir_version = 0;
   std::vector<OperatorSetId> opsets;  // as imported; "" shown as "ai.onnx"
@@ -56,9 +57,9 @@ struct ModelSummary {
 };
 
 // Summarizes an in-memory model.
-ModelSummary SummarizeModel(const Model& model);
+SPARQ_API ModelSummary SummarizeModel(const Model& model);
 // Loads `path` (without shape inference) and summarizes it. Errors: those of
 // LoadModel.
-StatusOr<ModelSummary> InspectModel(const std::string& path);
+SPARQ_API StatusOr<ModelSummary> InspectModel(const std::string& path);
 
 }  // namespace sparq

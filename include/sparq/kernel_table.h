@@ -34,17 +34,18 @@
 #include <string>
 #include <vector>
 
+#include "sparq/export.h"
 #include "sparq/status.h"
 
 namespace sparq {
 
 // The shape class of one weighted layer, for the table's `shape` column.
-struct KernelTableLayer {
+struct SPARQ_API KernelTableLayer {
   bool conv = false;  // convolution (else MatMul / Gemm)
   int64_t k = 0;      // reduction size
 };
 
-struct KernelSpeedTable {
+struct SPARQ_API KernelSpeedTable {
   struct Row {
     std::string backend;    // "cpu", "cuda"
     std::string structure;  // "block4x4", "2:4", "unstructured"
@@ -86,10 +87,10 @@ struct KernelSpeedTable {
 
 // Checks a structure spelling of the table (see above) and returns it;
 // InvalidArgument saying what is wrong otherwise.
-StatusOr<std::string> ParseKernelTableStructure(const std::string& text);
+SPARQ_API StatusOr<std::string> ParseKernelTableStructure(const std::string& text);
 // Checks a shape class spelling (see above); "any" becomes "". InvalidArgument otherwise.
-StatusOr<std::string> ParseKernelTableShape(const std::string& text);
+SPARQ_API StatusOr<std::string> ParseKernelTableShape(const std::string& text);
 // Whether `layer` is in the shape class `shape` (a ParseKernelTableShape result).
-bool KernelTableShapeMatches(const std::string& shape, const KernelTableLayer& layer);
+SPARQ_API bool KernelTableShapeMatches(const std::string& shape, const KernelTableLayer& layer);
 
 }  // namespace sparq

@@ -8,6 +8,7 @@
 #include <limits>
 #include <vector>
 
+#include "sparq/export.h"
 #include "sparq/status.h"
 #include "sparq/tensor.h"
 
@@ -16,7 +17,7 @@ namespace sparq {
 // Index of the largest score in each row (the first one on ties; NaN never
 // wins unless the whole row is NaN, then 0). Errors: InvalidArgument for a
 // rank-0 tensor, an empty last axis or a non-numeric type.
-StatusOr<std::vector<int64_t>> ArgMaxLastAxis(const Tensor& scores);
+SPARQ_API StatusOr<std::vector<int64_t>> ArgMaxLastAxis(const Tensor& scores);
 
 // Number of rows whose label is among the k highest scores. Ranks follow a
 // stable descending sort (ties go to the lower class index), so k = 1 agrees
@@ -24,11 +25,11 @@ StatusOr<std::vector<int64_t>> ArgMaxLastAxis(const Tensor& scores);
 // integer class id per row. Errors: InvalidArgument for k < 1, a label count
 // that differs from the row count, a non-integer label type, or a label
 // outside [0, C) (naming the row).
-StatusOr<int64_t> CountTopK(const Tensor& scores, const Tensor& labels, int k);
+SPARQ_API StatusOr<int64_t> CountTopK(const Tensor& scores, const Tensor& labels, int k);
 
 // Error statistics of an output against a reference, accumulated over
 // batches in double precision.
-class ErrorStats {
+class SPARQ_API ErrorStats {
  public:
   // Adds the elementwise pairs of two numeric tensors of the same shape.
   // Errors: InvalidArgument on a shape mismatch or non-numeric type.
@@ -62,20 +63,20 @@ class ErrorStats {
 // each top-k by a stable descending sort (ties go to the lower index; NaN
 // never ranks). k larger than the row uses the whole row. Errors:
 // InvalidArgument for k < 1, a shape mismatch or no class axis.
-StatusOr<double> SumTopKOverlap(const Tensor& reference, const Tensor& output, int k);
+SPARQ_API StatusOr<double> SumTopKOverlap(const Tensor& reference, const Tensor& output, int k);
 
 // Cosine of each sample (dim 0; the rest flattened) of `output` with the
 // reference's: 1 when both are all zeros, 0 when only one is. Errors:
 // InvalidArgument on a shape mismatch, a rank-0 or non-numeric tensor.
-StatusOr<std::vector<double>> SampleCosines(const Tensor& reference, const Tensor& output);
+SPARQ_API StatusOr<std::vector<double>> SampleCosines(const Tensor& reference, const Tensor& output);
 
 // CTC greedy decoding of per-step class scores [N, T, C] ([T, C] is one
 // sample): the argmax per step (ArgMaxLastAxis), repeats merged, `blank`
 // dropped. Errors: InvalidArgument for a rank below 2 or no class axis.
-StatusOr<std::vector<std::vector<int64_t>>> CtcGreedyDecode(const Tensor& scores, int64_t blank);
+SPARQ_API StatusOr<std::vector<std::vector<int64_t>>> CtcGreedyDecode(const Tensor& scores, int64_t blank);
 
 // Levenshtein distance (insertions, deletions, substitutions cost 1).
-int64_t EditDistance(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
+SPARQ_API int64_t EditDistance(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
 
 // Accumulates the task metrics of one output against the reference over
 // batches: top-5 overlap (classifiers), per-sample cosine (embeddings) and
@@ -83,7 +84,7 @@ int64_t EditDistance(const std::vector<int64_t>& a, const std::vector<int64_t>& 
 // recognizers; FP32's reading is the ground truth). A metric that does not
 // apply to the output's shape is not counted and reads NaN, so that a gate
 // on it fails rather than passing on nothing.
-class ReferenceMetrics {
+class SPARQ_API ReferenceMetrics {
  public:
   // Errors: InvalidArgument on a shape mismatch or a non-numeric type.
   Status Add(const Tensor& reference, const Tensor& output);

@@ -21,6 +21,7 @@
 #include <utility>
 #include <vector>
 
+#include "sparq/export.h"
 #include "sparq/status.h"
 #include "sparq/tensor.h"
 
@@ -30,7 +31,7 @@ namespace sparq {
 using NamedTensors = std::vector<std::pair<std::string, Tensor>>;
 
 // The header of a .npy file: what ParseNpyHeader found before the data.
-struct NpyHeader {
+struct SPARQ_API NpyHeader {
   int major_version = 1;
   int minor_version = 0;
   DataType dtype = DataType::kUndefined;
@@ -39,40 +40,40 @@ struct NpyHeader {
 };
 
 // Reads one .npy file. Errors: NotFound, IOError, Corruption, NotSupported.
-StatusOr<Tensor> ReadNpy(const std::string& path);
+SPARQ_API StatusOr<Tensor> ReadNpy(const std::string& path);
 // Parses .npy bytes; `what` names the source in messages (a path, "x.npz:x").
-StatusOr<Tensor> ParseNpy(std::string_view bytes, const std::string& what);
+SPARQ_API StatusOr<Tensor> ParseNpy(std::string_view bytes, const std::string& what);
 // Parses only the header of .npy bytes (`bytes` may stop after the header;
 // data size is not checked).
-StatusOr<NpyHeader> ParseNpyHeader(std::string_view bytes, const std::string& what);
+SPARQ_API StatusOr<NpyHeader> ParseNpyHeader(std::string_view bytes, const std::string& what);
 // Reads the header of a .npy file without reading its data.
-StatusOr<NpyHeader> ReadNpyHeader(const std::string& path);
+SPARQ_API StatusOr<NpyHeader> ReadNpyHeader(const std::string& path);
 
 // .npy bytes of `t` (format 1.0, or 2.0 when the header needs it).
 // Errors: NotSupported for bfloat16 and undefined tensors.
-StatusOr<std::string> SerializeNpy(const Tensor& t);
+SPARQ_API StatusOr<std::string> SerializeNpy(const Tensor& t);
 // Writes `t` to `path` atomically (WriteFileAtomically).
-Status WriteNpy(const std::string& path, const Tensor& t);
+SPARQ_API Status WriteNpy(const std::string& path, const Tensor& t);
 
 // Reads every array of a .npz archive, in archive order.
-StatusOr<NamedTensors> ReadNpz(const std::string& path);
-StatusOr<NamedTensors> ParseNpz(std::string_view bytes, const std::string& what);
+SPARQ_API StatusOr<NamedTensors> ReadNpz(const std::string& path);
+SPARQ_API StatusOr<NamedTensors> ParseNpz(std::string_view bytes, const std::string& what);
 
 // .npz bytes with one stored member "<name>.npy" per array (ZIP64 records are
 // added when a size or offset needs them). Errors: InvalidArgument for empty
 // or duplicate names, NotSupported as SerializeNpy.
-StatusOr<std::string> SerializeNpz(const NamedTensors& arrays);
+SPARQ_API StatusOr<std::string> SerializeNpz(const NamedTensors& arrays);
 // Writes the archive to `path` atomically.
-Status WriteNpz(const std::string& path, const NamedTensors& arrays);
+SPARQ_API Status WriteNpz(const std::string& path, const NamedTensors& arrays);
 
 // Reads a .npy (one array named after the file's stem) or a .npz, chosen by
 // the file extension; other extensions are InvalidArgument.
-StatusOr<NamedTensors> ReadArrays(const std::string& path);
+SPARQ_API StatusOr<NamedTensors> ReadArrays(const std::string& path);
 
 // An array of a .npy file or of a stored (uncompressed) .npz member, located
 // by its header without reading its data, so that rows can be read on demand
 // (datasets larger than memory, calibration in bounded memory).
-struct NpyArrayRef {
+struct SPARQ_API NpyArrayRef {
   std::string name;     // the .npy file's stem, or the .npz key
   std::string path;     // the file
   std::string what;     // for messages: the path, or "<path>:<member>"
@@ -83,9 +84,9 @@ struct NpyArrayRef {
 // headers (the archive's directory is read through a memory map). NotSupported
 // when a .npz member is compressed (np.savez_compressed: read it whole with
 // ReadArrays); otherwise the errors of ReadArrays.
-StatusOr<std::vector<NpyArrayRef>> LocateArrays(const std::string& path);
+SPARQ_API StatusOr<std::vector<NpyArrayRef>> LocateArrays(const std::string& path);
 // Reads rows [begin, begin + count) of a located array of rank >= 1 (the
 // caller keeps the range inside its first dimension). Errors: IOError.
-StatusOr<Tensor> ReadArrayRows(const NpyArrayRef& array, int64_t begin, int64_t count);
+SPARQ_API StatusOr<Tensor> ReadArrayRows(const NpyArrayRef& array, int64_t begin, int64_t count);
 
 }  // namespace sparq

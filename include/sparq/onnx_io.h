@@ -3,12 +3,13 @@
 
 #include <string>
 
+#include "sparq/export.h"
 #include "sparq/graph.h"
 #include "sparq/status.h"
 
 namespace sparq {
 
-struct LoadOptions {
+struct SPARQ_API LoadOptions {
   // Run ONNX's shape inference and fill Graph::value_info. Inference errors
   // are not fatal here (the executor computes shapes itself); call
   // InferShapes() directly to see them.
@@ -19,12 +20,12 @@ struct LoadOptions {
 // folder). Errors: NotFound (missing file or external data file), Corruption
 // (truncated or malformed protobuf, tensor data of the wrong size),
 // NotSupported (tensor types sparq does not store, used by a weight).
-StatusOr<Model> LoadModel(const std::string& path, const LoadOptions& options = {});
+SPARQ_API StatusOr<Model> LoadModel(const std::string& path, const LoadOptions& options = {});
 // Parses a serialized ModelProto; external data is resolved against `base_dir`.
-StatusOr<Model> LoadModelFromBytes(const std::string& bytes, const std::string& base_dir = ".",
+SPARQ_API StatusOr<Model> LoadModelFromBytes(const std::string& bytes, const std::string& base_dir = ".",
                                    const LoadOptions& options = {});
 
-struct SaveOptions {
+struct SPARQ_API SaveOptions {
   // Refuse to write over an existing file at the output path.
   bool overwrite = true;
   // Store initializers of at least `external_data_threshold` bytes in one
@@ -43,27 +44,27 @@ struct SaveOptions {
 
 // Writes `model` to `path` atomically: to a temporary file in the same folder,
 // then renamed into place, so readers never see half a file. Errors: IOError.
-Status SaveModel(const Model& model, const std::string& path, const SaveOptions& options = {});
+SPARQ_API Status SaveModel(const Model& model, const std::string& path, const SaveOptions& options = {});
 // Serializes to ModelProto bytes (all weights inline).
-StatusOr<std::string> SerializeModel(const Model& model);
+SPARQ_API StatusOr<std::string> SerializeModel(const Model& model);
 
 // Parses a serialized onnx.TensorProto (e.g. the input_0.pb files of ONNX's
 // backend tests); returns its name and value. Errors: Corruption, NotSupported.
-StatusOr<std::pair<std::string, Tensor>> ParseTensorProto(const std::string& bytes);
+SPARQ_API StatusOr<std::pair<std::string, Tensor>> ParseTensorProto(const std::string& bytes);
 // Serializes `t` as an onnx.TensorProto named `name`.
-std::string SerializeTensorProto(const std::string& name, const Tensor& t);
+SPARQ_API std::string SerializeTensorProto(const std::string& name, const Tensor& t);
 
 // Runs ONNX's checker on the model (full check, as onnx.checker.check_model).
-Status CheckModel(const Model& model);
+SPARQ_API Status CheckModel(const Model& model);
 // Fills graph.value_info from ONNX's shape inference; errors are returned but
 // leave the model unchanged.
-Status InferShapes(Model& model);
+SPARQ_API Status InferShapes(Model& model);
 
 // The model with its default-domain opset raised to `target` by ONNX's
 // version converter (onnx/version_converter), which rewrites the ops whose
 // signature changed (e.g. Clip's bounds from attributes to inputs at 11).
 // Errors: InvalidArgument when the converter fails (naming its reason),
 // e.g. for an op it has no adapter for; `model` is never changed.
-StatusOr<Model> ConvertOpset(const Model& model, int64_t target);
+SPARQ_API StatusOr<Model> ConvertOpset(const Model& model, int64_t target);
 
 }  // namespace sparq

@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "sparq/export.h"
 #include "sparq/fallback.h"  // FallbackStep
 #include "sparq/quantize.h"
 #include "sparq/recipe.h"
@@ -19,7 +20,7 @@
 namespace sparq {
 
 // Progress of the current stage, for progress bars.
-struct StageProgress {
+struct SPARQ_API StageProgress {
   std::string stage;   // "calibrate", "evaluate fp32", ...
   int64_t done = 0;
   int64_t total = -1;  // -1 when not known
@@ -28,7 +29,7 @@ struct StageProgress {
   bool cancel = false;
 };
 
-struct PipelineOptions {
+struct SPARQ_API PipelineOptions {
   // Optional; called on the running thread after each batch of calibration
   // and evaluation. A callback taking `const StageProgress&` fits too.
   std::function<void(StageProgress&)> on_progress;
@@ -36,7 +37,7 @@ struct PipelineOptions {
 };
 
 // One step of progressive pruning.
-struct PruneStepLine {
+struct SPARQ_API PruneStepLine {
   int step = 0;
   double target = 0.0, sparsity = 0.0;
   double metric_masked = 0.0;  // before recovery
@@ -50,7 +51,7 @@ struct PruneStepLine {
 };
 
 // One limit of the gate and how the compressed model fared against it.
-struct GateCheck {
+struct SPARQ_API GateCheck {
   std::string metric;     // "top1", "sqnr", "cosine", "sparsity", ...: what was measured
   std::string limit_key;  // evaluate.gate key: "max_drop", "min_sqnr_db", ...
   double value = 0.0;     // the drop for max_drop, else the measured value
@@ -59,7 +60,7 @@ struct GateCheck {
   std::string text;       // "sqnr 38.21 dB < min_sqnr_db 40.00 dB"
 };
 
-struct RunReport {
+struct SPARQ_API RunReport {
   std::string recipe;         // recipe file
   std::string name;
   std::string model;          // input model
@@ -102,12 +103,12 @@ struct RunReport {
 // are returned as a Status; a failed gate is not an error: check
 // report.passed. Outputs are written atomically; the input model is never
 // written to.
-StatusOr<RunReport> RunRecipe(const Recipe& recipe, const PipelineOptions& options = {});
+SPARQ_API StatusOr<RunReport> RunRecipe(const Recipe& recipe, const PipelineOptions& options = {});
 
 // Checks what a recipe asks of a particular model, before any work: with
 // pruning enabled, that every prune.layers rule matches a weighted layer and
 // fits the layers it names. Errors (all together) name the recipe file, the
 // line and the key: InvalidArgument, or NotFound for rules that match nothing.
-Status CheckRecipeAgainstModel(const Recipe& recipe, const Model& model);
+SPARQ_API Status CheckRecipeAgainstModel(const Recipe& recipe, const Model& model);
 
 }  // namespace sparq

@@ -7,6 +7,7 @@
 #include <utility>
 #include <vector>
 
+#include "sparq/export.h"
 #include "sparq/graph.h"
 #include "sparq/status.h"
 
@@ -15,7 +16,7 @@ namespace sparq {
 // Output channels of several producers that must be removed together
 // (residual Add, Concat followed by Add, depthwise chains), with whether the
 // group can be pruned at all.
-struct ChannelGroup {
+struct SPARQ_API ChannelGroup {
   std::vector<std::string> producers;  // Conv (group 1) / Gemm / MatMul nodes, graph order
   int64_t classes = 0;                 // independent channel sets (a channel removed from all producers at once)
   std::string locked_reason;           // "" when prunable, else why not
@@ -27,9 +28,9 @@ struct ChannelGroup {
 // Reshape [N, C, 1, 1] -> [N, C]) to the consumers that can drop input
 // channels (Conv, Gemm, MatMul). A path to anything else (a graph output, a
 // Reshape of a spatial map, Softmax, ...) locks the group, with the reason.
-StatusOr<std::vector<ChannelGroup>> AnalyzeChannels(const Model& model);
+SPARQ_API StatusOr<std::vector<ChannelGroup>> AnalyzeChannels(const Model& model);
 
-struct ChannelRemovalReport {
+struct SPARQ_API ChannelRemovalReport {
   struct Producer {
     std::string node;
     int64_t channels_before = 0, channels_after = 0;
@@ -48,6 +49,6 @@ struct ChannelRemovalReport {
 // Conv kernels. Graph value_info is re-inferred. Channels of locked groups
 // stay. Errors: those of AnalyzeChannels; NotSupported when a rewrite would
 // touch a weight it cannot slice.
-StatusOr<ChannelRemovalReport> RemoveZeroChannels(Model* model);
+SPARQ_API StatusOr<ChannelRemovalReport> RemoveZeroChannels(Model* model);
 
 }  // namespace sparq

@@ -11,13 +11,14 @@
 #include <string>
 #include <vector>
 
+#include "sparq/export.h"
 #include "sparq/prune_structure.h"
 #include "sparq/status.h"
 
 namespace sparq {
 
 // A dense row-major float matrix (a weight in its GEMM view, or scores).
-struct Matrix {
+struct SPARQ_API Matrix {
   int64_t rows = 0, cols = 0;
   std::vector<float> values;  // rows * cols, row-major
 
@@ -29,7 +30,7 @@ struct Matrix {
 };
 
 // Which weights survive: keep[r * cols + c] is 1 (kept) or 0 (pruned).
-struct PruneMask {
+struct SPARQ_API PruneMask {
   int64_t rows = 0, cols = 0;
   std::vector<uint8_t> keep;
 
@@ -40,7 +41,7 @@ struct PruneMask {
 };
 
 // Sets the pruned weights to exactly 0.0f. InvalidArgument when the shapes differ.
-Status ApplyMask(const PruneMask& mask, Matrix* weights);
+SPARQ_API Status ApplyMask(const PruneMask& mask, Matrix* weights);
 
 // ===========================================================================
 // Scores: which weights matter least
@@ -52,8 +53,8 @@ enum class PruneScore {
   kActivation,  // Wanda: |w_ij| * ||X_j||_2 (X_j: input column j over the
                 // calibration data; im2col columns for Conv); groups by the mean
 };
-const char* PruneScoreName(PruneScore s);  // "magnitude", "l1", "l2", "activation"
-StatusOr<PruneScore> ParsePruneScore(const std::string& name);
+SPARQ_API const char* PruneScoreName(PruneScore s);  // "magnitude", "l1", "l2", "activation"
+SPARQ_API StatusOr<PruneScore> ParsePruneScore(const std::string& name);
 
 // Element scores s_ij >= 0 of a weight in its GEMM view: |w_ij|, or for
 // kActivation |w_ij| * column_norms[j]. For a Conv of G groups column_norms
@@ -61,7 +62,8 @@ StatusOr<PruneScore> ParsePruneScore(const std::string& name);
 // returns them); row r then uses the block of its group r / (rows / G).
 // InvalidArgument when kActivation gets norms of another length or a negative
 // or non-finite norm.
-StatusOr<Matrix> ElementScores(const Matrix& weights, PruneScore score, const std::vector<double>& column_norms = {});
+SPARQ_API StatusOr<Matrix>
+ElementScores(const Matrix& weights, PruneScore score, const std::vector<double>& column_norms = {});
 
 // The keep-mask of `structure` that prunes the lowest-scoring groups of
 // `scores` (element scores, e.g. from ElementScores) at `sparsity`, a fraction
@@ -87,7 +89,7 @@ StatusOr<Matrix> ElementScores(const Matrix& weights, PruneScore score, const st
 //
 // Errors: InvalidArgument for a sparsity outside [0, 1), an N:M sparsity above
 // 1 - n/m, kAuto, or a score matrix whose size is not rows * cols.
-StatusOr<PruneMask> ComputeMask(const PruneStructure& structure, const Matrix& scores, double sparsity,
+SPARQ_API StatusOr<PruneMask> ComputeMask(const PruneStructure& structure, const Matrix& scores, double sparsity,
                                 PruneScore pooling = PruneScore::kL1);
 
 }  // namespace sparq

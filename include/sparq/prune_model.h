@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sparq/export.h"
 #include "sparq/graph.h"
 #include "sparq/prune_channels.h"
 #include "sparq/prune_options.h"
@@ -18,7 +19,7 @@ namespace sparq {
 
 // A metric of a candidate model (higher is better: accuracy, agreement,
 // SQNR, ...) and whether the quality gate would still pass with it.
-struct PruneEvaluation {
+struct SPARQ_API PruneEvaluation {
   double metric = 0.0;
   bool acceptable = true;  // false: the gate would fail; PruneModel stops
   std::string note;        // why (shown in the report), optional
@@ -31,7 +32,7 @@ struct PruneEvaluation {
 };
 using PruneMetricFn = std::function<StatusOr<PruneEvaluation>(const Model& model)>;
 
-struct PruneStepReport {
+struct SPARQ_API PruneStepReport {
   int step = 0;                   // 1-based
   double target = 0.0;            // the schedule's sparsity for the default target
   double sparsity = 0.0;          // achieved over the pruned layers' weights
@@ -50,7 +51,7 @@ struct PruneStepReport {
   double seconds = 0.0;
 };
 
-struct PruneReport {
+struct SPARQ_API PruneReport {
   bool has_metric = false;
   double dense_metric = 0.0;
   std::vector<LayerPlan> plan;               // per weighted layer (skipped ones with reasons)
@@ -66,7 +67,7 @@ struct PruneReport {
   std::string ToText() const;
 };
 
-struct PruneResult {
+struct SPARQ_API PruneResult {
   Model model;
   PruneReport report;
 };
@@ -81,7 +82,7 @@ struct PruneResult {
 // recovery nor activation scores are used, `metric` when no evaluation is
 // wanted. Errors: those of ValidatePruneOptions and PlanPruning;
 // InvalidArgument when data is needed but missing; the callbacks' errors.
-StatusOr<PruneResult> PruneModel(const Model& model, const PruneOptions& options, const BatchSource& data,
+SPARQ_API StatusOr<PruneResult> PruneModel(const Model& model, const PruneOptions& options, const BatchSource& data,
                                  const PruneMetricFn& metric);
 
 }  // namespace sparq

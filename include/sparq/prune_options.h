@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "sparq/export.h"
 #include "sparq/graph.h"
 #include "sparq/kernel_table.h"
 #include "sparq/prune_layers.h"
@@ -24,7 +25,7 @@ namespace sparq {
 // dense, per backend and sparsity.
 
 // A per-layer override; the first rule that matches a node wins.
-struct PruneLayerRule {
+struct SPARQ_API PruneLayerRule {
   // The node name, or an ECMAScript regex that must match the whole name.
   std::string match;
   std::optional<double> sparsity;             // default: PruneOptions::sparsity (0 = dense)
@@ -38,9 +39,9 @@ enum class PruneScope {
   kLayer,   // every layer reaches its own target
   kGlobal,  // one threshold over all layers (see PruneOptions::scope)
 };
-const char* PruneScopeName(PruneScope s);  // "layer", "global"
+SPARQ_API const char* PruneScopeName(PruneScope s);  // "layer", "global"
 
-struct PruneOptions {
+struct SPARQ_API PruneOptions {
   PruneStructure structure;  // default unstructured
   // Target fraction of zero weights per layer, in [0, 1). With N:M it must be
   // 0 (dense) or 1 - n/m; a rule that sets another structure without a
@@ -79,10 +80,10 @@ struct PruneOptions {
 };
 
 // InvalidArgument listing every out-of-range option.
-Status ValidatePruneOptions(const PruneOptions& options);
+SPARQ_API Status ValidatePruneOptions(const PruneOptions& options);
 
 // What will happen to one weighted layer.
-struct LayerPlan {
+struct SPARQ_API LayerPlan {
   WeightedLayer layer;
   bool prune = false;            // false: left dense, see `reason`
   PruneStructure structure;      // resolved (never kAuto)
@@ -105,6 +106,6 @@ struct LayerPlan {
 // pruning, a layer whose channels cannot go (not a traceable producer, a
 // locked group, tied to a layer left dense) stays dense with the reason: that
 // depends on other layers, so it is never an error.
-StatusOr<std::vector<LayerPlan>> PlanPruning(const Model& model, const PruneOptions& options);
+SPARQ_API StatusOr<std::vector<LayerPlan>> PlanPruning(const Model& model, const PruneOptions& options);
 
 }  // namespace sparq

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "sparq/dataset.h"  // BatchSource
+#include "sparq/export.h"
 #include "sparq/graph.h"
 #include "sparq/prune_masks.h"
 #include "sparq/status.h"
@@ -27,7 +28,7 @@ class ThreadPool;  // kernels/parallel.h
 // or O(iterations * rows * cols^2) (conjugate gradients). Example: resnet18,
 // 50% unstructured, 4 calibration images of 224x224: a few CPU-minutes on
 // 2 cores, most of it in the 512-channel layers (4608 inputs per row).
-struct RecoveryOptions {
+struct SPARQ_API RecoveryOptions {
   // Damping: lambda = damping * mean(diag(H)), H = X^T X, pulling the fit
   // toward the masked weights.
   double damping = 0.01;
@@ -59,7 +60,7 @@ struct RecoveryOptions {
 // calibration data: X are the layer's inputs in the pruned model (im2col rows
 // for Conv), Y the dense layer's outputs on the dense model's inputs, without
 // bias. Memory O(cols^2 + rows * cols), whatever the amount of data.
-class LayerStatistics {
+class SPARQ_API LayerStatistics {
  public:
   LayerStatistics(int64_t rows, int64_t cols);
 
@@ -84,7 +85,7 @@ class LayerStatistics {
   std::vector<double> gram_, cross_, sum_x_, sum_y_, sum_y2_;
 };
 
-struct LayerRecoveryResult {
+struct SPARQ_API LayerRecoveryResult {
   double error_before = 0.0;  // relative output error ||Y_hat - Y||^2 / ||Y||^2 of the masked weights
   double error_after = 0.0;   // the same after re-fitting
   int64_t direct_solves = 0;  // Cholesky factorizations (shared by rows with one mask)
@@ -102,12 +103,12 @@ struct LayerRecoveryResult {
 // mean output matches the dense layer. Rows without kept weights keep zeros
 // (their shift is then mean(y_r)). Errors: InvalidArgument for mismatched
 // shapes or statistics without samples.
-StatusOr<LayerRecoveryResult> RecoverLayer(const LayerStatistics& stats, const PruneMask& mask,
+SPARQ_API StatusOr<LayerRecoveryResult> RecoverLayer(const LayerStatistics& stats, const PruneMask& mask,
                                            const RecoveryOptions& options, Matrix* weights,
                                            std::vector<double>* bias_shift = nullptr,
                                            ThreadPool* pool = nullptr);
 
-struct ModelRecoveryReport {
+struct SPARQ_API ModelRecoveryReport {
   struct Layer {
     std::string node;
     double error_before = 0.0, error_after = 0.0;  // as LayerRecoveryResult, over all groups
@@ -124,13 +125,14 @@ struct ModelRecoveryReport {
 // Errors: NotFound for an unknown or unsupported layer name; InvalidArgument
 // when the models' layers differ in shape or the data is empty or not finite;
 // the executor's errors.
-StatusOr<ModelRecoveryReport> RecoverModel(const Model& dense, Model* pruned, const std::vector<std::string>& layers,
-                                           const BatchSource& data, const RecoveryOptions& options);
+SPARQ_API StatusOr<ModelRecoveryReport>
+RecoverModel(const Model& dense, Model* pruned, const std::vector<std::string>& layers,
+             const BatchSource& data, const RecoveryOptions& options);
 
 // L2 norm of each input column (im2col column for Conv) of each named layer
 // over `data` in `model`: the activation norms of PruneScore::kActivation.
 // Returned by node name; Conv groups are concatenated (cols * groups values).
-StatusOr<std::map<std::string, std::vector<double>>> ActivationColumnNorms(
+SPARQ_API StatusOr<std::map<std::string, std::vector<double>>> ActivationColumnNorms(
     const Model& model, const std::vector<std::string>& layers, const BatchSource& data,
     int64_t max_rows_per_sample = 256, int threads = 0);
 

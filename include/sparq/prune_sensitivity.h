@@ -8,6 +8,7 @@
 #include <utility>
 #include <vector>
 
+#include "sparq/export.h"
 #include "sparq/graph.h"
 #include "sparq/prune_model.h"
 #include "sparq/prune_options.h"
@@ -15,7 +16,7 @@
 
 namespace sparq {
 
-struct SensitivityOptions {
+struct SPARQ_API SensitivityOptions {
   PruneStructure structure;  // kAuto is resolved per layer as in PruneOptions
   PruneScore score = PruneScore::kMagnitude;
   std::vector<double> sparsities = {0.25, 0.5, 0.75, 0.9};  // each in [0, 1)
@@ -28,7 +29,7 @@ struct SensitivityOptions {
   std::function<void(const std::string&)> log;
 };
 
-struct SensitivityPoint {
+struct SPARQ_API SensitivityPoint {
   std::string layer;
   int64_t params = 0;
   double sparsity = 0.0;  // achieved
@@ -36,7 +37,7 @@ struct SensitivityPoint {
   double drop = 0.0;      // baseline - metric
 };
 
-struct SensitivityTable {
+struct SPARQ_API SensitivityTable {
   double baseline = 0.0;                // metric of the unpruned model
   std::vector<SensitivityPoint> points;  // by layer (graph order), then sparsity
   std::vector<std::pair<std::string, std::string>> skipped;  // (layer, reason)
@@ -47,21 +48,21 @@ struct SensitivityTable {
 // Errors: InvalidArgument for bad sparsities or a structure that is N:M (its
 // sparsity is fixed); NotFound when a `layers` pattern matches nothing; the
 // callbacks' errors.
-StatusOr<SensitivityTable> SensitivityAnalysis(const Model& model, const SensitivityOptions& options,
+SPARQ_API StatusOr<SensitivityTable> SensitivityAnalysis(const Model& model, const SensitivityOptions& options,
                                                const BatchSource& data, const PruneMetricFn& metric);
 
 // "layer,params,sparsity,metric,drop" then one line per point (names quoted
 // when they hold a comma or quote).
-std::string SensitivityCsv(const SensitivityTable& table);
+SPARQ_API std::string SensitivityCsv(const SensitivityTable& table);
 // A self-contained SVG line chart: metric drop against sparsity, one
 // polyline per layer, with axes, ticks, labels and a legend.
-std::string SensitivitySvg(const SensitivityTable& table, const std::string& title = "Pruning sensitivity");
+SPARQ_API std::string SensitivitySvg(const SensitivityTable& table, const std::string& title = "Pruning sensitivity");
 // Write the two files atomically. Errors: IOError.
-Status WriteSensitivityCsv(const SensitivityTable& table, const std::string& path);
-Status WriteSensitivitySvg(const SensitivityTable& table, const std::string& path,
+SPARQ_API Status WriteSensitivityCsv(const SensitivityTable& table, const std::string& path);
+SPARQ_API Status WriteSensitivitySvg(const SensitivityTable& table, const std::string& path,
                            const std::string& title = "Pruning sensitivity");
 
-struct SparsityAllocation {
+struct SPARQ_API SparsityAllocation {
   std::map<std::string, double> sparsity;  // per layer of the table (0 = dense)
   double achieved_sparsity = 0.0;          // over the table's layers' params
   double predicted_drop = 0.0;             // sum of the chosen points' drops
@@ -77,6 +78,7 @@ struct SparsityAllocation {
 // to it, until `target_sparsity` of the table's parameters are zero or the next
 // raise would push the summed drop above `budget`. Errors: InvalidArgument for
 // a target outside [0, 1), a negative budget or an empty table.
-StatusOr<SparsityAllocation> AllocateSparsity(const SensitivityTable& table, double target_sparsity, double budget);
+SPARQ_API StatusOr<SparsityAllocation>
+AllocateSparsity(const SensitivityTable& table, double target_sparsity, double budget);
 
 }  // namespace sparq

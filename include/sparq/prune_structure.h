@@ -5,11 +5,12 @@
 
 #include <string>
 
+#include "sparq/export.h"
 #include "sparq/status.h"
 
 namespace sparq {
 
-struct PruneStructure {
+struct SPARQ_API PruneStructure {
   enum class Kind {
     kUnstructured,  // any weight may be zero
     kBlock,         // whole block_rows x block_cols blocks of the GEMM view are zero

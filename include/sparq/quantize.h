@@ -7,14 +7,15 @@
 #include <vector>
 
 #include "sparq/calibrate.h"
+#include "sparq/export.h"
 #include "sparq/graph.h"
 #include "sparq/status.h"
 
 namespace sparq {
 
 enum class Precision { kFP32, kFP16, kINT8 };
-const char* PrecisionName(Precision p);
-StatusOr<Precision> ParsePrecision(const std::string& name);
+SPARQ_API const char* PrecisionName(Precision p);
+SPARQ_API StatusOr<Precision> ParsePrecision(const std::string& name);
 
 enum class QuantFormat {
   kQDQ,        // QuantizeLinear/DequantizeLinear pairs around float ops (ONNX Runtime, TensorRT)
@@ -23,7 +24,7 @@ enum class QuantFormat {
 
 // A per-layer precision rule: `match` is a node name or an ECMAScript regex
 // that must match the whole node name.
-struct LayerRule {
+struct SPARQ_API LayerRule {
   std::string match;
   Precision precision = Precision::kINT8;
 };
@@ -32,15 +33,15 @@ struct LayerRule {
 // versions are missing in common runtimes or lose accuracy (index math,
 // reductions to extremes, the ai.onnx.ml operators). One list, returned by
 // reference: the API's and the recipes' defaults are this object.
-const std::vector<std::string>& DefaultFp16BlockOps();
+SPARQ_API const std::vector<std::string>& DefaultFp16BlockOps();
 
 // FP16 conversion settings; recipes hold this struct (quantize.fp16).
-struct Fp16Options {
+struct SPARQ_API Fp16Options {
   std::vector<std::string> block_ops = DefaultFp16BlockOps();  // op types kept in float32
   bool keep_io_types = true;  // graph inputs/outputs stay float32 (Casts at the edges)
 };
 
-struct QuantizeOptions {
+struct SPARQ_API QuantizeOptions {
   QuantFormat format = QuantFormat::kQDQ;
   Precision precision = Precision::kINT8;  // default for layers no rule names
   // Precision of nodes INT8 does not apply to (non-weighted ops) when the
@@ -58,14 +59,14 @@ struct QuantizeOptions {
 };
 
 // What happened to one weighted layer.
-struct LayerDecision {
+struct SPARQ_API LayerDecision {
   std::string node;
   std::string op_type;
   Precision precision = Precision::kFP32;
   std::string reason;  // e.g. "rule 'fc.*'", "default", "no calibration range for input 'x'"
 };
 
-struct QuantizeReport {
+struct SPARQ_API QuantizeReport {
   std::vector<LayerDecision> layers;
   std::vector<std::string> warnings;  // e.g. FP16 clamps, naming the tensor
   int folded_batchnorms = 0;
@@ -73,24 +74,25 @@ struct QuantizeReport {
 
 // Folds each inference BatchNormalization that directly follows a Conv (or a
 // Gemm) into that layer's weights and bias. Returns the number folded.
-StatusOr<int> FoldBatchNorm(Model& model);
+SPARQ_API StatusOr<int> FoldBatchNorm(Model& model);
 
 // The quantized model. Layers whose precision resolves to INT8 (Conv, Gemm,
 // MatMul with a constant weight) are quantized with the table's activation
 // ranges; FP16 layers compute in float16; the rest stays float32.
 // Errors: NotFound when a rule's regex matches no node; InvalidArgument for a
 // bad regex.
-StatusOr<Model> QuantizeModel(const Model& model, const CalibrationTable& table, const QuantizeOptions& options,
-                              QuantizeReport* report);
+SPARQ_API StatusOr<Model>
+QuantizeModel(const Model& model, const CalibrationTable& table, const QuantizeOptions& options,
+              QuantizeReport* report);
 
 // Symmetric per-channel int8 weights: w_q = clamp(round(w / s_c), -127, 127)
 // with s_c = max|w[c]| / 127 along `axis`. Exact zeros stay exactly zero.
-struct QuantizedWeight {
+struct SPARQ_API QuantizedWeight {
   Tensor values;  // int8, same shape as the weight
   Tensor scales;  // float32 [channels] (per channel) or [] (per tensor)
   int axis = 0;
 };
-QuantizedWeight QuantizeWeightSymmetric(const Tensor& w, int axis, bool per_channel);
+SPARQ_API QuantizedWeight QuantizeWeightSymmetric(const Tensor& w, int axis, bool per_channel);
 
 // INT8 QDQ needs QuantizeLinear (opset 10) and, for per-channel weights,
 // per-axis DequantizeLinear (opset 13). When `model` is older, converts it in
@@ -98,6 +100,6 @@ QuantizedWeight QuantizeWeightSymmetric(const Tensor& w, int axis, bool per_chan
 // the line that says so; "" when nothing was needed. When the converter fails:
 // NotSupported below opset 10, else `model` is unchanged and the returned line
 // says the weights will be quantized per tensor.
-StatusOr<std::string> UpgradeOpsetForInt8(Model& model, const QuantizeOptions& options);
+SPARQ_API StatusOr<std::string> UpgradeOpsetForInt8(Model& model, const QuantizeOptions& options);
 
 }  // namespace sparq

@@ -29,6 +29,7 @@
 #include "sparq/calibrate.h"  // CalibrationMethod
 #include "sparq/dataset.h"    // Preprocess
 #include "sparq/evaluate.h"   // Metric
+#include "sparq/export.h"
 #include "sparq/prune.h"      // PruneStructure
 #include "sparq/quantize.h"   // Fp16Options
 #include "sparq/status.h"
@@ -36,7 +37,7 @@
 namespace sparq {
 
 // Where the compressed model and the side files go (YAML section `output`).
-struct RecipeOutput {
+struct SPARQ_API RecipeOutput {
   enum class Format {
     kQdq,        // QuantizeLinear/DequantizeLinear pairs around float ops (TensorRT, ORT)
     kQOperator,  // integer operators: QLinearConv, QLinearMatMul, ...
@@ -56,7 +57,7 @@ struct RecipeOutput {
 };
 
 // Data to calibrate and evaluate with (YAML section `data`).
-struct RecipeData {
+struct SPARQ_API RecipeData {
   using Layout = DataLayout;
   // Per-sample transform applied to each batch as it is read (the library's
   // own type, sparq/dataset.h):
@@ -76,7 +77,7 @@ struct RecipeData {
 };
 
 // Weight pruning (YAML section `prune`).
-struct RecipePrune {
+struct SPARQ_API RecipePrune {
   // The shape of the zeros. Written in YAML as "unstructured", "block4x4"
   // (block RxC), "2:4" (N:M: N nonzeros kept in every M consecutive weights),
   // "channel" or "auto".
@@ -121,7 +122,7 @@ struct RecipePrune {
 };
 
 // Quantization (YAML section `quantize`).
-struct RecipeQuantize {
+struct SPARQ_API RecipeQuantize {
   enum class Precision {
     kInt8,   // quantizable ops in INT8, the rest FP32
     kFp16,   // the whole model in FP16 except fp16.block_ops; no calibration
@@ -168,7 +169,7 @@ struct RecipeQuantize {
 };
 
 // FP32-vs-compressed evaluation and the pass/fail gate (YAML section `evaluate`).
-struct RecipeEvaluate {
+struct SPARQ_API RecipeEvaluate {
   enum class Backend { kCpu, kCuda, kAuto };
   // top1 | top5 (need data.labels) | agreement | sqnr | cosine | top5_overlap |
   // mean_cosine | ctc_accuracy (against the FP32 model): the library's own type and names (sparq/evaluate.h).
@@ -200,13 +201,13 @@ struct RecipeEvaluate {
 };
 
 // Report files (YAML section `report`); "" = not written.
-struct RecipeReport {
+struct SPARQ_API RecipeReport {
   std::string json;      // default <output.dir>/report.json
   std::string junit;     // default <output.dir>/junit.xml
   std::string markdown;  // default <output.dir>/report.md
 };
 
-struct Recipe {
+struct SPARQ_API Recipe {
   static constexpr int kVersion = 1;
 
   int version = kVersion;  // YAML `version`; only 1 is read
@@ -226,7 +227,7 @@ struct Recipe {
   std::vector<std::string> warnings;
 };
 
-struct RecipeParseOptions {
+struct SPARQ_API RecipeParseOptions {
   // Check that model, data.calibration, data.evaluation and data.labels exist.
   // `sparq recipe check --no-files` and tests turn it off.
   bool check_files = true;
@@ -235,51 +236,51 @@ struct RecipeParseOptions {
 // Reads and parses the recipe at `path`; relative paths resolve against its
 // folder. Errors: NotFound/IOError when the file cannot be read; otherwise
 // those of ParseRecipe.
-StatusOr<Recipe> LoadRecipe(const std::string& path, const RecipeParseOptions& options = {});
+SPARQ_API StatusOr<Recipe> LoadRecipe(const std::string& path, const RecipeParseOptions& options = {});
 
 // Parses recipe YAML. `base_dir` is the folder relative paths resolve against
 // ("" = the current directory); `source_name` names the recipe in messages.
 // Returns InvalidArgument holding every error found, one per line, each
 // "<source>:<line>: <key.path>: <what is wrong>" (syntax errors:
 // "<source>:<line>:<column>: YAML syntax error: ...").
-StatusOr<Recipe> ParseRecipe(const std::string& yaml_text, const std::string& base_dir,
+SPARQ_API StatusOr<Recipe> ParseRecipe(const std::string& yaml_text, const std::string& base_dir,
                              const std::string& source_name, const RecipeParseOptions& options = {});
 
 // The effective recipe as YAML: every key with its value, defaults filled,
 // paths absolute. Parsing it back gives the same Recipe (except base_dir,
 // source and warnings).
-std::string RecipeToYaml(const Recipe& recipe);
+SPARQ_API std::string RecipeToYaml(const Recipe& recipe);
 
 // True when a layer rule's `match` selects the node: the pattern equals the
 // name, or the pattern as an ECMAScript regex matches the whole name. Patterns
 // are validated by the parser; an invalid one matches only its exact text.
-bool LayerMatches(const std::string& pattern, const std::string& node_name);
+SPARQ_API bool LayerMatches(const std::string& pattern, const std::string& node_name);
 
 // Every file the run writes (model, its external data, scales, TensorRT cache,
 // reports), skipping disabled ones.
-std::vector<std::string> RecipeOutputFiles(const Recipe& recipe);
+SPARQ_API std::vector<std::string> RecipeOutputFiles(const Recipe& recipe);
 
 // OK when the run may write its outputs: overwrite is on or none of them
 // exists. Otherwise InvalidArgument listing the existing files.
-Status CheckOutputsWritable(const Recipe& recipe);
+SPARQ_API Status CheckOutputsWritable(const Recipe& recipe);
 
 // The quantizer's options a recipe stands for (sections quantize and
 // output.format; quantize.enabled is the caller's to apply).
-QuantizeOptions ToQuantizeOptions(const Recipe& recipe);
+SPARQ_API QuantizeOptions ToQuantizeOptions(const Recipe& recipe);
 
 // The YAML spellings of the recipe's enum values ("qdq", "int8", "NHWC", ...).
-const char* RecipeEnumName(RecipeOutput::Format v);
-const char* RecipeEnumName(RecipeData::Layout v);
-const char* RecipeEnumName(RecipePrune::Schedule v);
-const char* RecipeEnumName(RecipePrune::Scope v);
-const char* RecipeEnumName(RecipePrune::Score v);
-const char* RecipeEnumName(RecipeQuantize::Precision v);
-const char* RecipeEnumName(RecipeQuantize::LayerPrecision v);
-const char* RecipeEnumName(RecipeQuantize::RankBy v);
-const char* RecipeEnumName(RecipeQuantize::Mode v);
-const char* RecipeEnumName(RecipeEvaluate::Backend v);
-const char* RecipeEnumName(RecipeEvaluate::Metric v);
-const char* RecipeEnumName(RecipeEvaluate::Gate::FailedModel v);
-const char* RecipeEnumName(CalibrationMethod v);
+SPARQ_API const char* RecipeEnumName(RecipeOutput::Format v);
+SPARQ_API const char* RecipeEnumName(RecipeData::Layout v);
+SPARQ_API const char* RecipeEnumName(RecipePrune::Schedule v);
+SPARQ_API const char* RecipeEnumName(RecipePrune::Scope v);
+SPARQ_API const char* RecipeEnumName(RecipePrune::Score v);
+SPARQ_API const char* RecipeEnumName(RecipeQuantize::Precision v);
+SPARQ_API const char* RecipeEnumName(RecipeQuantize::LayerPrecision v);
+SPARQ_API const char* RecipeEnumName(RecipeQuantize::RankBy v);
+SPARQ_API const char* RecipeEnumName(RecipeQuantize::Mode v);
+SPARQ_API const char* RecipeEnumName(RecipeEvaluate::Backend v);
+SPARQ_API const char* RecipeEnumName(RecipeEvaluate::Metric v);
+SPARQ_API const char* RecipeEnumName(RecipeEvaluate::Gate::FailedModel v);
+SPARQ_API const char* RecipeEnumName(CalibrationMethod v);
 
 }  // namespace sparq

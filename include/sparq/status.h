@@ -16,6 +16,8 @@
 #include <type_traits>
 #include <utility>
 
+#include "sparq/export.h"
+
 namespace sparq {
 
 enum class StatusCode {
@@ -30,9 +32,9 @@ enum class StatusCode {
 };
 
 // Returns a short name such as "InvalidArgument".
-const char* StatusCodeName(StatusCode code);
+SPARQ_API const char* StatusCodeName(StatusCode code);
 
-class [[nodiscard]] Status {
+class [[nodiscard]] SPARQ_API Status {
  public:
   Status() = default;  // OK
   Status(StatusCode code, std::string message) : code_(code), message_(std::move(message)) {}
@@ -64,7 +66,7 @@ class [[nodiscard]] Status {
 namespace internal {
 // Prints "sparq: StatusOr::value() called on an error: <status>" to stderr
 // (see StatusOr::value()).
-void ReportValueOfError(const Status& status);
+SPARQ_API void ReportValueOfError(const Status& status);
 }  // namespace internal
 
 // Holds a T or an error Status. Check ok() before value().

@@ -12,6 +12,7 @@
 #include <string>
 #include <vector>
 
+#include "sparq/export.h"
 #include "sparq/status.h"
 
 namespace sparq {
@@ -35,7 +36,7 @@ enum class DataType : int32_t {
 };
 
 // One row of the data type traits table.
-struct DataTypeInfo {
+struct SPARQ_API DataTypeInfo {
   DataType type;
   const char* name;    // "float32", "int8", ... (numpy's spelling)
   size_t size;         // bytes per element
@@ -44,27 +45,27 @@ struct DataTypeInfo {
 };
 
 // Traits of `type`; nullptr for kUndefined and types sparq does not store.
-const DataTypeInfo* GetDataTypeInfo(DataType type);
+SPARQ_API const DataTypeInfo* GetDataTypeInfo(DataType type);
 // "float32" etc.; "undefined(<n>)" for unknown values.
-std::string DataTypeName(DataType type);
+SPARQ_API std::string DataTypeName(DataType type);
 // Element size in bytes; 0 for unknown types.
-size_t DataTypeSize(DataType type);
+SPARQ_API size_t DataTypeSize(DataType type);
 // Maps an ONNX TensorProto.DataType number; NotSupported for string, complex, float8, int4.
-StatusOr<DataType> DataTypeFromOnnx(int32_t onnx_type);
+SPARQ_API StatusOr<DataType> DataTypeFromOnnx(int32_t onnx_type);
 // Parses numpy's names ("float32", "int64", "bool", ...).
-StatusOr<DataType> DataTypeFromName(const std::string& name);
+SPARQ_API StatusOr<DataType> DataTypeFromName(const std::string& name);
 
 // IEEE half and bfloat16 conversions (round to nearest even).
-uint16_t FloatToHalf(float f);
-float HalfToFloat(uint16_t h);
-uint16_t FloatToBFloat16(float f);
-float BFloat16ToFloat(uint16_t b);
+SPARQ_API uint16_t FloatToHalf(float f);
+SPARQ_API float HalfToFloat(uint16_t h);
+SPARQ_API uint16_t FloatToBFloat16(float f);
+SPARQ_API float BFloat16ToFloat(uint16_t b);
 
 // Storage types for 16-bit floats, so templates can tell them from uint16_t.
-struct Float16 {
+struct SPARQ_API Float16 {
   uint16_t bits;
 };
-struct BFloat16 {
+struct SPARQ_API BFloat16 {
   uint16_t bits;
 };
 
@@ -87,15 +88,15 @@ template <> struct DataTypeOf<BFloat16> { static constexpr DataType value = Data
 using Shape = std::vector<int64_t>;
 
 // Number of elements of `shape` (1 for a scalar).
-int64_t NumElements(const Shape& shape);
+SPARQ_API int64_t NumElements(const Shape& shape);
 // NumElements for shapes from untrusted input (files, shape tensors):
 // InvalidArgument for a negative dimension, or when the element count or its
 // size in bytes as `type` would exceed 2^62.
-StatusOr<int64_t> CheckedNumElements(const Shape& shape, DataType type);
+SPARQ_API StatusOr<int64_t> CheckedNumElements(const Shape& shape, DataType type);
 // "[1, 3, 224, 224]".
-std::string ShapeToString(const Shape& shape);
+SPARQ_API std::string ShapeToString(const Shape& shape);
 
-class Tensor {
+class SPARQ_API Tensor {
  public:
   Tensor() = default;
   // Allocates a zero-filled tensor.
@@ -172,7 +173,7 @@ class Tensor {
 // Frees the buffers that freed tensors left for reuse (large buffers are kept,
 // up to 512 MiB, and handed to later tensors of about their size); returns the
 // bytes freed. Tensors alive keep their memory.
-size_t ReleaseCachedTensorBuffers();
+SPARQ_API size_t ReleaseCachedTensorBuffers();
 
 template <typename T>
 Tensor Tensor::FromVector(Shape shape, const std::vector<T>& values) {

@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "sparq/export.h"
 #include "sparq/graph.h"
 #include "sparq/status.h"
 
@@ -24,7 +25,7 @@ namespace sparq {
 
 // A Conv, Gemm or MatMul node (default ONNX domain) whose input 1 is a
 // constant weight (an initializer or a Constant node's output).
-struct WeightedLayer {
+struct SPARQ_API WeightedLayer {
   std::string node;     // node name, or its first output when it has none
   std::string op_type;  // "Conv", "Gemm" or "MatMul"
   std::string input;    // the activation the layer multiplies (Conv X, Gemm A, MatMul A)
@@ -50,10 +51,10 @@ struct WeightedLayer {
 // of the default domain ("" or "ai.onnx") with an output and a constant
 // input 1. Layers that pruning cannot handle are returned with `unsupported`
 // set; other users apply their own conditions on top.
-std::optional<WeightedLayer> AsWeightedLayer(const Graph& g, const Node& n);
+SPARQ_API std::optional<WeightedLayer> AsWeightedLayer(const Graph& g, const Node& n);
 
 // Every weighted layer of `model`, in graph (topological) order. Errors:
 // those of Graph::TopoSort.
-StatusOr<std::vector<WeightedLayer>> FindWeightedLayers(const Model& model);
+SPARQ_API StatusOr<std::vector<WeightedLayer>> FindWeightedLayers(const Model& model);
 
 }  // namespace sparq
