@@ -1,10 +1,10 @@
 #include "runtime/fp16_lowering.h"
 
 #include <map>
-#include <set>
 #include <string>
 #include <utility>
 
+#include "graph/graph_editor.h"
 #include "kernels/cpu/dispatch.h"
 
 namespace sparq {
@@ -44,12 +44,6 @@ bool NeedsLowering(const Model& model) {
   return any;
 }
 
-std::string FreshName(const Graph& g, const std::set<std::string>& used, const std::string& base) {
-  std::string name = base + "__sparq_f32";
-  for (int i = 1; used.count(name) || g.initializers.count(name); ++i) name = base + "__sparq_f32_" + std::to_string(i);
-  return name;
-}
-
 }  // namespace
 
 bool LowerFloat16ToFloat32(Model* model) {
@@ -66,18 +60,13 @@ bool LowerFloat16ToFloat32(Model* model) {
   for (ValueInfo& v : g.value_info)
     if (v.dtype == DataType::kFloat16) v.dtype = DataType::kFloat32;
 
-  std::set<std::string> used;
-  for (const Node& n : g.nodes) {
-    used.insert(n.inputs.begin(), n.inputs.end());
-    used.insert(n.outputs.begin(), n.outputs.end());
-  }
+  GraphEditor editor(g);  // fresh names only
   // Graph inputs: nodes read a float32 copy.
   std::map<std::string, std::string> renamed;  // old value -> float32 value
   std::vector<Node> entry;
   for (const ValueInfo& v : g.inputs) {
     if (v.dtype != DataType::kFloat16) continue;
-    const std::string f32 = FreshName(g, used, v.name);
-    used.insert(f32);
+    const std::string f32 = editor.FreshName(v.name + "__sparq_f32");
     renamed[v.name] = f32;
     Node cast;
     cast.name = f32 + "/Cast";
@@ -95,8 +84,7 @@ bool LowerFloat16ToFloat32(Model* model) {
     if (auto it = renamed.find(v.name); it != renamed.end()) {
       source = it->second;  // an input passed through as an output
     } else {
-      const std::string f32 = FreshName(g, used, v.name);
-      used.insert(f32);
+      const std::string f32 = editor.FreshName(v.name + "__sparq_f32");
       for (Node& n : g.nodes)
         for (std::string& out : n.outputs)
           if (out == v.name) out = f32;
