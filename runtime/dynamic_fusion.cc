@@ -1,24 +1,18 @@
 #include "runtime/dynamic_fusion.h"
 
-#include <map>
+#include <optional>
 #include <set>
 
+#include "graph/value_index.h"
 #include "kernels/registry.h"
 
 namespace sparq {
 
 std::vector<std::string> FuseDynamicMatMul(Model* model) {
   Graph& g = model->graph;
-  std::map<std::string, size_t> producer;
-  std::map<std::string, std::vector<size_t>> readers;
-  std::set<std::string> graph_outputs, overridable;
-  for (const auto& o : g.outputs) graph_outputs.insert(o.name);
+  const ValueIndex index(g);  // of the graph as it came: fused nodes replace in place
+  std::set<std::string> overridable;
   for (const auto& v : g.initializer_inputs) overridable.insert(v.name);
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    for (const auto& out : g.nodes[i].outputs) producer[out] = i;
-    for (const auto& in : g.nodes[i].inputs)
-      if (!in.empty()) readers[in].push_back(i);
-  }
   auto constant = [&](const std::string& name) -> const Tensor* {
     if (overridable.count(name)) return nullptr;
     auto it = g.initializers.find(name);
@@ -26,9 +20,9 @@ std::vector<std::string> FuseDynamicMatMul(Model* model) {
   };
   // The only reader of `value` (which is no graph output), or -1.
   auto sole_reader = [&](const std::string& value) -> long {
-    auto it = readers.find(value);
-    if (graph_outputs.count(value) || it == readers.end() || it->second.size() != 1) return -1;
-    return static_cast<long>(it->second[0]);
+    const std::vector<size_t>& readers = index.Readers(value);
+    if (index.IsGraphOutput(value) || readers.size() != 1) return -1;
+    return static_cast<long>(readers[0]);
   };
   auto is = [&](const Node& n, const char* op) { return n.op_type == op && n.domain.empty(); };
 
@@ -45,9 +39,9 @@ std::vector<std::string> FuseDynamicMatMul(Model* model) {
     if (mul_i < 0 || !is(g.nodes[mul_i], "Mul") || g.nodes[mul_i].inputs.size() != 2) continue;
     const Node& mul = g.nodes[mul_i];
     const std::string& s = mul.inputs[0] == g.nodes[cast_i].outputs[0] ? mul.inputs[1] : mul.inputs[0];
-    auto sp = producer.find(s);
-    if (sp == producer.end() || graph_outputs.count(s)) continue;
-    const Node& scale_mul = g.nodes[sp->second];
+    const std::optional<size_t> sp = index.Producer(s);
+    if (!sp || index.IsGraphOutput(s)) continue;
+    const Node& scale_mul = g.nodes[*sp];
     if (!is(scale_mul, "Mul") || scale_mul.inputs.size() != 2) continue;
     // One input of the scale product is a constant B_scale, the other A's dynamic scale.
     int w = -1;
@@ -58,9 +52,9 @@ std::vector<std::string> FuseDynamicMatMul(Model* model) {
     }
     if (w < 0) continue;
     const std::string& a_scale = scale_mul.inputs[1 - w];
-    auto ap = producer.find(a_scale);
-    if (ap == producer.end() || !is(g.nodes[ap->second], "DynamicQuantizeLinear") ||
-        g.nodes[ap->second].outputs.size() < 2 || g.nodes[ap->second].outputs[1] != a_scale) {
+    const std::optional<size_t> ap = index.Producer(a_scale);
+    if (!ap || !is(g.nodes[*ap], "DynamicQuantizeLinear") || g.nodes[*ap].outputs.size() < 2 ||
+        g.nodes[*ap].outputs[1] != a_scale) {
       continue;
     }
     Node f{mul.name, "MatMulIntegerToFloat", kSparqDomain,
@@ -68,7 +62,7 @@ std::vector<std::string> FuseDynamicMatMul(Model* model) {
            {mul.outputs[0]}, {}, ""};
     removed.insert(static_cast<size_t>(cast_i));
     removed.insert(static_cast<size_t>(mul_i));
-    if (sole_reader(s) == mul_i) removed.insert(sp->second);
+    if (sole_reader(s) == mul_i) removed.insert(*sp);
     fused.push_back(mul.name);
     g.nodes[i] = std::move(f);
   }

@@ -1,11 +1,11 @@
 #include "runtime/graph_folding.h"
 
 #include <cstring>
-#include <map>
 #include <optional>
 #include <set>
 #include <utility>
 
+#include "graph/value_index.h"
 #include "sparq/executor.h"
 
 namespace sparq {
@@ -150,17 +150,12 @@ bool SameZeroPoint(const Graph& g, const std::set<std::string>& overridable, con
 std::vector<std::string> FoldPadsIntoConvs(Model* model) {
   Graph& g = model->graph;
   const std::set<std::string> overridable = Overridable(g);
-  std::set<std::string> graph_outputs;
-  for (const ValueInfo& v : g.outputs) graph_outputs.insert(v.name);
-  std::map<std::string, std::vector<size_t>> readers;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (const std::string& in : g.nodes[i].inputs)
-      if (!in.empty()) readers[in].push_back(i);
+  const ValueIndex index(g);  // of the graph as it came: folded nodes are only marked until the end
   // The one node reading `value` (nullptr when none, several, or a graph output).
   auto only_reader = [&](const std::string& value) -> Node* {
-    auto it = readers.find(value);
-    if (graph_outputs.count(value) || it == readers.end() || it->second.size() != 1) return nullptr;
-    return &g.nodes[it->second[0]];
+    const std::vector<size_t>& readers = index.Readers(value);
+    if (index.IsGraphOutput(value) || readers.size() != 1) return nullptr;
+    return &g.nodes[readers[0]];
   };
 
   std::vector<std::string> folded;
