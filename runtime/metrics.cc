@@ -48,6 +48,19 @@ Status RowsOf(const Tensor& scores, int64_t* rows, int64_t* classes) {
   return Status::OK();
 }
 
+// Both numeric and of one shape: what every comparison of two outputs needs.
+Status SameShape(const Tensor& reference, const Tensor& output) {
+  if (!IsNumeric(reference.dtype()) || !IsNumeric(output.dtype())) {
+    return Status::InvalidArgument("cannot compare " + DataTypeName(reference.dtype()) + " with " +
+                                   DataTypeName(output.dtype()) + ": both must be numeric");
+  }
+  if (reference.shape() != output.shape()) {
+    return Status::InvalidArgument("shape " + ShapeToString(output.shape()) + " differs from the reference's " +
+                                   ShapeToString(reference.shape()));
+  }
+  return Status::OK();
+}
+
 }  // namespace
 
 StatusOr<std::vector<int64_t>> ArgMaxLastAxis(const Tensor& scores) {
@@ -108,14 +121,7 @@ StatusOr<int64_t> CountTopK(const Tensor& scores, const Tensor& labels, int k) {
 }
 
 Status ErrorStats::Add(const Tensor& reference, const Tensor& output) {
-  if (!IsNumeric(reference.dtype()) || !IsNumeric(output.dtype())) {
-    return Status::InvalidArgument("cannot compare " + DataTypeName(reference.dtype()) + " with " +
-                                   DataTypeName(output.dtype()) + ": both must be numeric");
-  }
-  if (reference.shape() != output.shape()) {
-    return Status::InvalidArgument("shape " + ShapeToString(output.shape()) + " differs from the reference's " +
-                                   ShapeToString(reference.shape()));
-  }
+  SPARQ_RETURN_IF_ERROR(SameShape(reference, output));
   DoubleReader ref(reference), out(output);
   for (int64_t i = 0; i < reference.numel(); ++i) {
     const double r = ref[i], o = out[i];
@@ -162,18 +168,6 @@ std::vector<int64_t> TopKOfRow(const DoubleReader& s, int64_t base, int64_t clas
   });
   idx.resize(static_cast<size_t>(k));
   return idx;
-}
-
-Status SameShape(const Tensor& reference, const Tensor& output) {
-  if (!IsNumeric(reference.dtype()) || !IsNumeric(output.dtype())) {
-    return Status::InvalidArgument("cannot compare " + DataTypeName(reference.dtype()) + " with " +
-                                   DataTypeName(output.dtype()) + ": both must be numeric");
-  }
-  if (reference.shape() != output.shape()) {
-    return Status::InvalidArgument("shape " + ShapeToString(output.shape()) + " differs from the reference's " +
-                                   ShapeToString(reference.shape()));
-  }
-  return Status::OK();
 }
 
 }  // namespace
