@@ -4,17 +4,25 @@
 #include "sparq/onnx_io.h"
 
 namespace sparq {
+namespace {
+
+// The model a file command reads its data for, after checking the options
+// they share; `d` gets the batch size and the sample limit.
+StatusOr<Model> LoadModelForData(const std::string& path, int64_t batch_size, int64_t samples, DatasetOptions* d) {
+  if (batch_size < 1) return Status::InvalidArgument("batch_size must be >= 1, got " + std::to_string(batch_size));
+  if (samples < 0) return Status::InvalidArgument("samples must be >= 0, got " + std::to_string(samples));
+  SPARQ_ASSIGN_OR_RETURN(Model model, LoadModel(path));
+  if (model.graph.inputs.empty()) return Status::InvalidArgument(path + ": the model has no inputs");
+  d->batch_size = batch_size;
+  d->limit = samples;
+  return model;
+}
+
+}  // namespace
 
 StatusOr<CalibrationTable> CalibrateFiles(const CalibrateFilesOptions& options) {
-  if (options.batch_size < 1) {
-    return Status::InvalidArgument("batch_size must be >= 1, got " + std::to_string(options.batch_size));
-  }
-  if (options.samples < 0) return Status::InvalidArgument("samples must be >= 0, got " + std::to_string(options.samples));
-  SPARQ_ASSIGN_OR_RETURN(Model model, LoadModel(options.model));
-  if (model.graph.inputs.empty()) return Status::InvalidArgument(options.model + ": the model has no inputs");
   DatasetOptions d;
-  d.batch_size = options.batch_size;
-  d.limit = options.samples;
+  SPARQ_ASSIGN_OR_RETURN(Model model, LoadModelForData(options.model, options.batch_size, options.samples, &d));
   SPARQ_ASSIGN_OR_RETURN(BatchSource data, OpenDataset(options.data, model.graph, d));
   SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, Calibrate(model, data(), options.calibration));
   // Refused before anything is written: a method without a TensorRT calibrator, or zero points.
@@ -34,14 +42,8 @@ StatusOr<SensitivityFilesResult> SensitivityFiles(const SensitivityFilesOptions&
     return Status::InvalidArgument(std::string("metric must be top1, agreement or sqnr, got ") +
                                    MetricName(options.metric));
   }
-  if (options.batch_size < 1) {
-    return Status::InvalidArgument("batch_size must be >= 1, got " + std::to_string(options.batch_size));
-  }
-  SPARQ_ASSIGN_OR_RETURN(Model model, LoadModel(options.model));
-  if (model.graph.inputs.empty()) return Status::InvalidArgument(options.model + ": the model has no inputs");
   DatasetOptions d;
-  d.batch_size = options.batch_size;
-  d.limit = options.samples;
+  SPARQ_ASSIGN_OR_RETURN(Model model, LoadModelForData(options.model, options.batch_size, options.samples, &d));
   SPARQ_ASSIGN_OR_RETURN(BatchSource data, OpenDataset(options.data, model.graph, d));
   SPARQ_ASSIGN_OR_RETURN(BatchSource eval, OpenDataset(options.eval.empty() ? options.data : options.eval, model.graph, d));
   EvaluatorOptions e;
