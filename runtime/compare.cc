@@ -238,10 +238,15 @@ class Comparer {
       report->tensors.push_back({p.match, p.stats.count(), p.stats.sqnr_db(), p.stats.cosine(),
                                  p.stats.max_abs_error()});
     }
-    auto group = [](double sqnr) { return std::isnan(sqnr) ? 0 : std::isinf(sqnr) && sqnr > 0 ? 2 : 1; };
+    // 0: not a number (NaN, or +inf with an error: the reference holds
+    // infinities); 1: a number (-inf included); 2: identical.
+    auto group = [](const TensorComparison& c) {
+      if (c.identical()) return 2;
+      return std::isnan(c.sqnr_db) || (std::isinf(c.sqnr_db) && c.sqnr_db > 0) ? 0 : 1;
+    };
     std::stable_sort(report->tensors.begin(), report->tensors.end(),
                      [&](const TensorComparison& a, const TensorComparison& b) {
-                       const int ga = group(a.sqnr_db), gb = group(b.sqnr_db);
+                       const int ga = group(a), gb = group(b);
                        if (ga != gb) return ga < gb;
                        if (ga == 1 && a.sqnr_db != b.sqnr_db) return a.sqnr_db < b.sqnr_db;
                        return a.match.index < b.match.index;

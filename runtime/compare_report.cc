@@ -16,10 +16,11 @@ using json = nlohmann::ordered_json;  // keys in insertion order
 
 json NumberOrNull(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
 
-std::string Sqnr(double v) {
-  if (std::isnan(v)) return "nan";
-  if (std::isinf(v)) return v > 0 ? "identical" : "-inf";
-  return FormatDouble("%.2f", v);
+std::string Sqnr(const TensorComparison& c) {
+  if (c.identical()) return "identical";
+  if (std::isnan(c.sqnr_db)) return "nan";
+  if (std::isinf(c.sqnr_db)) return c.sqnr_db > 0 ? "inf" : "-inf";
+  return FormatDouble("%.2f", c.sqnr_db);
 }
 
 std::string FileName(const std::string& path) { return std::filesystem::path(path).filename().string(); }
@@ -51,7 +52,7 @@ std::string CompareReport::ToText(size_t top) const {
               {true, false, false, false, true, true, true});
   for (size_t i = 0; i < shown; ++i) {
     const TensorComparison& c = tensors[i];
-    t.AddRow({std::to_string(c.match.index), c.match.name, Counterpart(c.match), Op(c.match.op_type), Sqnr(c.sqnr_db),
+    t.AddRow({std::to_string(c.match.index), c.match.name, Counterpart(c.match), Op(c.match.op_type), Sqnr(c),
               FormatDouble("%.6f", c.cosine), FormatDouble("%.6g", c.max_abs_error)});
   }
   text += "\nTensors, worst SQNR first";
@@ -85,7 +86,7 @@ std::string CompareReport::ToJson() const {
                     {"index", c.match.index},
                     {"elements", c.elements},
                     {"sqnr_db", NumberOrNull(c.sqnr_db)},
-                    {"identical", std::isinf(c.sqnr_db) && c.sqnr_db > 0},
+                    {"identical", c.identical()},
                     {"cosine", NumberOrNull(c.cosine)},
                     {"max_abs_error", NumberOrNull(c.max_abs_error)}});
   }
@@ -122,11 +123,12 @@ std::string CompareReport::ToSvg() const {
   hi = std::ceil(hi / ystep) * ystep;
   const double n = static_cast<double>(std::max<size_t>(points.size(), 2) - 1);
   auto X = [&](size_t i) { return left + (points.size() < 2 ? pw / 2 : pw * static_cast<double>(i) / n); };
-  auto Y = [&](double d) {
-    if (std::isnan(d)) return top + ph;
-    if (std::isinf(d)) return d > 0 ? top : top + ph;
-    return top + (hi - std::clamp(d, lo, hi)) / (hi - lo) * ph;
+  auto Y = [&](const TensorComparison& c) {
+    if (c.identical()) return top;
+    if (!std::isfinite(c.sqnr_db)) return top + ph;
+    return top + (hi - std::clamp(c.sqnr_db, lo, hi)) / (hi - lo) * ph;
   };
+  auto YOf = [&](double d) { return top + (hi - std::clamp(d, lo, hi)) / (hi - lo) * ph; };
 
   char buf[512];
   std::string svg;
@@ -149,7 +151,7 @@ std::string CompareReport::ToSvg() const {
     std::snprintf(buf, sizeof(buf),
                   "<line x1=\"%.1f\" y1=\"%.1f\" x2=\"%.1f\" y2=\"%.1f\" stroke=\"#e0e0e0\"/>\n"
                   "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"end\">%g</text>\n",
-                  left, Y(d), left + pw, Y(d), left - 8, Y(d) + 4, std::fabs(d) < ystep * 1e-6 ? 0.0 : d);
+                  left, YOf(d), left + pw, YOf(d), left - 8, YOf(d) + 4, std::fabs(d) < ystep * 1e-6 ? 0.0 : d);
     svg += buf;
   }
   // Index ticks: at most about 10 labels.
@@ -171,24 +173,24 @@ std::string CompareReport::ToSvg() const {
   // The line through every point, then the points with their tooltips.
   std::string line;
   for (size_t i = 0; i < points.size(); ++i) {
-    std::snprintf(buf, sizeof(buf), "%s%.1f,%.1f", i == 0 ? "" : " ", X(i), Y(points[i]->sqnr_db));
+    std::snprintf(buf, sizeof(buf), "%s%.1f,%.1f", i == 0 ? "" : " ", X(i), Y(*points[i]));
     line += buf;
   }
   if (!points.empty()) svg += "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"" + line + "\"/>\n";
   const TensorComparison* worst = tensors.empty() ? nullptr : &tensors[0];
   for (size_t i = 0; i < points.size(); ++i) {
     const TensorComparison& c = *points[i];
-    const bool identical = std::isinf(c.sqnr_db) && c.sqnr_db > 0;
-    const char* fill = std::isnan(c.sqnr_db) ? "#d62728" : identical ? "white" : "#1f77b4";
+    const bool bad = !c.identical() && !std::isfinite(c.sqnr_db);
+    const char* fill = bad ? "#d62728" : c.identical() ? "white" : "#1f77b4";
     std::snprintf(buf, sizeof(buf), "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\" stroke=\"%s\"><title>", X(i),
-                  Y(c.sqnr_db), fill, std::isnan(c.sqnr_db) ? "#d62728" : "#1f77b4");
+                  Y(c), fill, bad ? "#d62728" : "#1f77b4");
     svg += buf + XmlEscape(std::to_string(c.match.index) + " " + c.match.name + " (" + Op(c.match.op_type) +
-                           "): SQNR " + Sqnr(c.sqnr_db) + " dB, cosine " + FormatDouble("%.6f", c.cosine)) +
+                           "): SQNR " + Sqnr(c) + " dB, cosine " + FormatDouble("%.6f", c.cosine)) +
            "</title></circle>\n";
     if (&c == worst) {
       std::snprintf(buf, sizeof(buf), "<text x=\"%.1f\" y=\"%.1f\" text-anchor=\"%s\" fill=\"#d62728\">", X(i),
-                    std::min(Y(c.sqnr_db) + 16, top + ph - 4), X(i) > left + pw / 2 ? "end" : "start");
-      svg += buf + XmlEscape("worst: " + c.match.name + " " + Sqnr(c.sqnr_db) + " dB") + "</text>\n";
+                    std::min(Y(c) + 16, top + ph - 4), X(i) > left + pw / 2 ? "end" : "start");
+      svg += buf + XmlEscape("worst: " + c.match.name + " " + Sqnr(c) + " dB") + "</text>\n";
     }
   }
   svg += "</svg>\n";

@@ -89,9 +89,12 @@ struct SPARQ_API CompareOptions {
 struct SPARQ_API TensorComparison {
   TensorMatch match;
   int64_t elements = 0;  // compared, summed over batches
-  double sqnr_db = 0.0;  // +inf when identical; NaN when a value is not finite
+  double sqnr_db = 0.0;  // +inf when identical; NaN or +inf when the reference has NaN / Inf values
   double cosine = 0.0;
   double max_abs_error = 0.0;
+  // No error at all (equal infinities count as equal). An infinite SQNR
+  // with an error means the reference itself holds infinities.
+  bool identical() const { return elements > 0 && max_abs_error == 0.0; }
 };
 
 struct SPARQ_API CompareReport {
@@ -101,8 +104,9 @@ struct SPARQ_API CompareReport {
   int64_t samples = 0;
   int64_t batches = 0;
   int64_t batch_size = 0;
-  // Worst first: NaN SQNR, then ascending SQNR (identical values, +inf,
-  // last); ties in graph order.
+  // Worst first: SQNR that is not a number (NaN, or +inf that is not
+  // identical()), then ascending SQNR, identical tensors last; ties in graph
+  // order.
   std::vector<TensorComparison> tensors;
   std::vector<UnmatchedTensor> unmatched;  // in graph order
   std::string plot;  // the SVG written, "" when none
@@ -111,11 +115,12 @@ struct SPARQ_API CompareReport {
   // unmatched values.
   std::string ToText(size_t top = 0) const;
   // One JSON object (schema_version, sparq_version, ..., "tensors" worst first,
-  // "unmatched"); SQNR +inf and NaN are written as null.
+  // "unmatched"); a SQNR that is not finite is written as null (with
+  // "identical" telling an exact match from a non-finite value).
   std::string ToJson() const;
   // A line plot of SQNR (dB) along the network, tensors in graph order;
-  // identical tensors (+inf) sit on the top edge as open circles, NaN on the
-  // bottom edge in red. Plain SVG 1.1 text; each point has a <title> tooltip.
+  // identical tensors sit on the top edge as open circles, non-finite SQNR
+  // on the bottom edge in red. Plain SVG 1.1 text; each point has a <title> tooltip.
   std::string ToSvg() const;
 };
 

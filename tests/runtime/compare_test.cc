@@ -218,6 +218,32 @@ TEST(CompareModels, UnusablePairsAreListedWithTheReason) {
   EXPECT_NE(none.status().message().find("no value of the reference"), std::string::npos);
 }
 
+// x / d with d's first entry 0: column 0 is +-inf in both models, equal, and
+// the candidate's last column differs. SQNR is inf / error = +inf, which is
+// no exact match: the tensor sorts first and is not "identical".
+Model Divide(float last) {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  m.graph.inputs.push_back(testing::FloatInput("x", {{-1, "batch"}, {4, ""}}));
+  m.graph.outputs.push_back(testing::FloatInput("q", {{-1, "batch"}, {4, ""}}));
+  m.graph.initializers["d"] = Tensor::FromVector<float>({4}, {0.0f, 1.0f, 1.0f, last});
+  m.graph.nodes.push_back({"div", "Div", "", {"x", "d"}, {"q"}, {}, ""});
+  return m;
+}
+
+TEST(CompareModels, InfinitiesInTheReferenceAreNotAnExactMatch) {
+  auto report = CompareModels(Divide(1.0f), Divide(2.0f), Batches(Data(), 4));
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  ASSERT_EQ(report->tensors.size(), 2u);
+  const TensorComparison& q = report->tensors[0];
+  EXPECT_EQ(q.match.name, "q");
+  EXPECT_FALSE(q.identical());
+  EXPECT_GT(q.max_abs_error, 0.0);
+  EXPECT_TRUE(report->tensors[1].identical());  // x
+  EXPECT_NE(report->ToJson().find("\"identical\": false"), std::string::npos);
+  EXPECT_EQ(report->ToText().find("identical"), report->ToText().rfind("identical"));  // only x's row
+}
+
 TEST(CompareModels, ProgressCanCancel) {
   CompareOptions options;
   int calls = 0;
