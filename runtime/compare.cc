@@ -116,20 +116,25 @@ std::vector<TensorMatch> MatchTensors(const Model& reference, const Model& candi
 
 namespace {
 
-// `feed` for `graph`: as it is when it names every graph input, else paired
-// by position (models whose input names differ).
-StatusOr<TensorMap> FeedFor(const Graph& graph, const TensorMap& feed, const std::string& what) {
+// `feed` (keyed by the reference's input names) for `graph`: as it is when
+// it names every graph input, else the reference's inputs paired with
+// `graph`'s by position (models whose input names differ).
+StatusOr<TensorMap> FeedFor(const Graph& graph, const Graph& reference, const TensorMap& feed,
+                            const std::string& what) {
   bool all = true;
   for (const ValueInfo& v : graph.inputs) all = all && feed.count(v.name) > 0;
   if (all) return feed;
-  if (feed.size() != graph.inputs.size()) {
-    return Status::InvalidArgument(what + ": the data has " + std::to_string(feed.size()) +
-                                   " inputs and their names differ from the model's " +
-                                   std::to_string(graph.inputs.size()));
+  if (reference.inputs.size() != graph.inputs.size()) {
+    return Status::InvalidArgument(what + ": its input names differ from the reference's and it has " +
+                                   std::to_string(graph.inputs.size()) + " inputs, the reference " +
+                                   std::to_string(reference.inputs.size()));
   }
   TensorMap out;
-  size_t i = 0;
-  for (const auto& kv : feed) out[graph.inputs[i++].name] = kv.second;
+  for (size_t i = 0; i < graph.inputs.size(); ++i) {
+    auto it = feed.find(reference.inputs[i].name);
+    if (it == feed.end()) return Status::InvalidArgument(what + ": no data for input '" + graph.inputs[i].name + "'");
+    out[graph.inputs[i].name] = it->second;
+  }
   return out;
 }
 
@@ -299,7 +304,8 @@ StatusOr<CompareReport> CompareModels(const Model& reference, const Model& candi
   }
   SPARQ_ASSIGN_OR_RETURN(const int64_t fixed, FixedBatchOfBoth(reference, candidate));
   std::vector<UnmatchedTensor> unmatched;
-  Comparer comparer(MatchTensors(reference, candidate, &unmatched), std::move(unmatched));
+  std::vector<TensorMatch> matches = MatchTensors(reference, candidate, &unmatched);  // fills `unmatched` first
+  Comparer comparer(std::move(matches), std::move(unmatched));
   if (comparer.empty()) {
     return Status::InvalidArgument("no value of the reference has a counterpart in the candidate (see "
                                    "sparq/compare.h for the matching rule)");
@@ -351,12 +357,12 @@ StatusOr<CompareReport> CompareModels(const Model& reference, const Model& candi
     }
     comparer.StartBatch(rows, fixed > 0 ? fixed : rows);
 
-    SPARQ_ASSIGN_OR_RETURN(TensorMap ref_feed, FeedFor(reference.graph, padded, "reference model"));
+    SPARQ_ASSIGN_OR_RETURN(TensorMap ref_feed, FeedFor(reference.graph, reference.graph, padded, "reference model"));
     for (const ValueInfo& v : reference.graph.inputs) comparer.OnReference(v.name, ref_feed.at(v.name));
     Status ran = ref.Run(ref_feed, &outputs, ref_run);
     if (!ran.ok()) return ran.WithContext("reference model, " + samples);
 
-    SPARQ_ASSIGN_OR_RETURN(TensorMap cand_feed, FeedFor(candidate.graph, padded, "candidate model"));
+    SPARQ_ASSIGN_OR_RETURN(TensorMap cand_feed, FeedFor(candidate.graph, reference.graph, padded, "candidate model"));
     for (const ValueInfo& v : candidate.graph.inputs)
       SPARQ_RETURN_IF_ERROR(comparer.OnCandidate(v.name, cand_feed.at(v.name), samples));
     ran = cand.Run(cand_feed, &outputs, cand_run);

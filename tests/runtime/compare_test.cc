@@ -244,6 +244,29 @@ TEST(CompareModels, InfinitiesInTheReferenceAreNotAnExactMatch) {
   EXPECT_EQ(report->ToText().find("identical"), report->ToText().rfind("identical"));  // only x's row
 }
 
+TEST(CompareModels, InputsWithOtherNamesPairByPosition) {
+  Model cand = QdqCandidate();
+  cand.graph.inputs[0].name = "image";
+  cand.graph.nodes[0].inputs[0] = "image";
+  auto report = CompareModels(Reference(), cand, Batches(Data(), 4));
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  // x has no counterpart by name now; h and y still compare.
+  EXPECT_EQ(report->tensors.size(), 2u);
+  ASSERT_EQ(report->unmatched.size(), 1u);
+  EXPECT_EQ(report->unmatched[0].name, "x");
+  EXPECT_EQ(report->unmatched[0].reason, "no counterpart in the candidate");
+
+  // A value that is not floating point is no tensor to compare: not listed.
+  Model with_shape = Reference();
+  with_shape.graph.nodes.push_back({"shape", "Shape", "", {"x"}, {"x_shape"}, {}, ""});
+  with_shape.graph.outputs.push_back(testing::FloatInput("x_shape", {{2, ""}}));
+  with_shape.graph.outputs.back().dtype = DataType::kInt64;
+  auto ints = CompareModels(with_shape, QdqCandidate(), Batches(Data(), 4));
+  ASSERT_TRUE(ints.ok()) << ints.status().message();
+  EXPECT_EQ(ints->tensors.size(), 3u);
+  EXPECT_TRUE(ints->unmatched.empty());
+}
+
 TEST(CompareModels, ProgressCanCancel) {
   CompareOptions options;
   int calls = 0;
