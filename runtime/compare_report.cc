@@ -143,8 +143,9 @@ std::string CompareReport::ToSvg() const {
   svg += buf + XmlEscape("SQNR along the network: " + FileName(candidate) + " vs " + FileName(reference)) +
          "</text>\n";
   std::snprintf(buf, sizeof(buf), "<text x=\"%.1f\" y=\"40\" text-anchor=\"middle\" fill=\"#555555\">", left + pw / 2);
-  svg += buf + XmlEscape(std::to_string(samples) + " samples of " + FileName(inputs) + "; open circles on the top edge: " +
-                         "identical to the reference") +
+  svg += buf +
+         XmlEscape(std::to_string(samples) + " samples of " + FileName(inputs) +
+                   "; open circles on the top edge: identical to the reference; red on the bottom edge: not finite") +
          "</text>\n";
   // Horizontal grid with dB labels.
   for (double d = lo; d <= hi + ystep * 1e-6; d += ystep) {
@@ -176,7 +177,9 @@ std::string CompareReport::ToSvg() const {
     std::snprintf(buf, sizeof(buf), "%s%.1f,%.1f", i == 0 ? "" : " ", X(i), Y(*points[i]));
     line += buf;
   }
-  if (!points.empty()) svg += "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"" + line + "\"/>\n";
+  if (!points.empty()) {
+    svg += "<polyline fill=\"none\" stroke=\"#1f77b4\" stroke-width=\"1.5\" points=\"" + line + "\"/>\n";
+  }
   const TensorComparison* worst = tensors.empty() ? nullptr : &tensors[0];
   for (size_t i = 0; i < points.size(); ++i) {
     const TensorComparison& c = *points[i];
