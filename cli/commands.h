@@ -28,6 +28,7 @@ RunFn AddRecipeCommand(CLI::App& app);
 RunFn AddCalibrateCommand(CLI::App& app);
 RunFn AddConvertCommand(CLI::App& app);
 RunFn AddSensitivityCommand(CLI::App& app);
+RunFn AddCompareCommand(CLI::App& app);
 
 // Prints "sparq: error: <message>" to stderr and returns kExitError.
 inline int ReportError(const std::string& message) {

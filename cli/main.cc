@@ -36,6 +36,7 @@ constexpr const char* kExamples = R"(Examples:
   sparq inspect resnet18.onnx --json
   sparq eval resnet18.onnx --inputs val.npz --labels val_labels.npy --batch 32
   sparq eval pruned.onnx --inputs val_folder/ --reference resnet18.onnx --save-outputs out.npz
+  sparq compare resnet18.onnx resnet18.int8.onnx --inputs val.npz --limit 64 --plot sqnr.svg
   sparq sensitivity model.onnx --data calib.npz --structure block4x4 --sparsities 0.3,0.5,0.7,0.9
   sparq <command> --help      (options of one command)
 
@@ -67,6 +68,7 @@ int main(int argc, char** argv) {
   add(AddEvalCommand);
   add(AddConvertCommand);
   add(AddSensitivityCommand);
+  add(AddCompareCommand);
 
   // CLI11 would report a misspelled command as "A subcommand is required".
   if (argc > 1 && argv[1][0] != '-') {

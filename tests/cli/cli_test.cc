@@ -244,6 +244,39 @@ TEST_F(CliTest, EvalBadInputs) {
   ExpectError(eval + path("nan.npy"), "nan.npy: array 'nan' has a non-finite value (nan) at flat index 70");
 }
 
+TEST_F(CliTest, CompareQuantizedDigitsWithFp32) {
+  // A QDQ copy of the digits CNN, made by the quickstart recipe's steps.
+  const std::string digits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
+  WriteBytes(path("int8.yaml"), "version: 1\nname: int8\nmodel: " + digits + "digits_cnn.onnx\n" +
+                                    "data:\n  calibration: " + digits + "calib.npz\n  evaluation: " + digits +
+                                    "eval.npz\nquantize:\n  precision: int8\noutput:\n  dir: " + path("out") +
+                                    "\n  format: qdq\nevaluate:\n  metric: agreement\n  gate:\n    max_drop: 100\n");
+  CliResult run = Run("run " + path("int8.yaml"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  const std::string fp32 = digits + "digits_cnn.onnx", int8 = path("out/digits_cnn.sparq.onnx");
+  const std::string data = " --inputs " + digits + "eval.npz --limit 64 --batch 16 ";
+
+  CliResult r = Run("compare " + fp32 + " " + int8 + data + "--top 3 --plot " + path("sqnr.svg"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("64 samples, 4 batches of 16"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("worst SQNR first (3 of "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("_dequantized"), std::string::npos) << r.out;
+  EXPECT_EQ(Slurp(path("sqnr.svg")).rfind("<svg", 0), 0u);
+
+  CliResult j = Run("compare " + fp32 + " " + int8 + data + "--json");
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_EQ(j.out.rfind("{\n  \"schema_version\": 1,\n  \"sparq_version\": ", 0), 0u) << j.out;
+  EXPECT_NE(j.out.find("\"candidate_name\": \"input_dequantized\""), std::string::npos) << j.out;
+
+  EXPECT_EQ(Run("compare --help").exit_code, 0);
+  ExpectError("compare " + fp32 + " " + path("missing.onnx") + data, path("missing.onnx"));
+  ExpectError("compare " + fp32 + " " + int8, "--inputs is required");
+  ExpectError("compare " + fp32 + " " + int8 + data + "--plot " + path("sqnr.png"), "must name a .svg file");
+  CliResult je = Run("compare " + fp32 + " " + path("missing.onnx") + data + "--json");
+  EXPECT_EQ(je.exit_code, 2);
+  EXPECT_NE(je.out.find("\"error\""), std::string::npos) << je.out;
+}
+
 TEST_F(CliTest, SensitivityWritesCsvAndSvg) {
   const std::string digits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
   CliResult r = Run("sensitivity " + digits + "digits_cnn.onnx --data " + digits + "calib.npz --eval " + digits +

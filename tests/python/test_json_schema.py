@@ -1,4 +1,4 @@
-"""Every JSON sparq prints or writes (report.json, `run/eval/inspect --json`,
+"""Every JSON sparq prints or writes (report.json, `run/eval/inspect/compare --json`,
 errors with --json) follows docs/sparq-json.schema.json and carries
 schema_version and the sparq version."""
 import json
@@ -51,6 +51,16 @@ def test_inspect_and_eval_json(sparq, schema):
     assert j["sparq_version"] == version
 
 
+def test_compare_json(sparq, schema):
+    model = os.path.join(DIGITS, "digits_cnn.onnx")
+    proc = sparq.run("compare", model, model, "--inputs", os.path.join(DIGITS, "eval.npz"), "--limit", "8", "--json")
+    assert proc.returncode == 0, proc.stderr
+    j = json.loads(proc.stdout)
+    validate(schema, j, "compare_report")
+    assert j["tensors"] and all(t["identical"] and t["sqnr_db"] is None for t in j["tensors"])
+    assert j["sparq_version"] == version_of(sparq)
+
+
 def test_run_report_json(sparq, schema, tmp_path):
     out_dir = str(tmp_path / "out")
     proc = sparq.run("run", quickstart_copy(tmp_path, out_dir), "--json")
@@ -68,8 +78,9 @@ def test_run_report_json(sparq, schema, tmp_path):
     ["inspect", "/no/such/model.onnx", "--json"],
     ["eval", "/no/such/model.onnx", "--inputs", "x.npz", "--json"],
     ["run", "/no/such/recipe.yaml", "--json"],
+    ["compare", "/no/such/a.onnx", "/no/such/b.onnx", "--inputs", "x.npz", "--json"],
     ["inspect", "--no-such-flag", "--json"],
-], ids=["inspect", "eval", "run", "bad_flag"])
+], ids=["inspect", "eval", "run", "compare", "bad_flag"])
 def test_errors_are_json_on_stdout_with_json(sparq, schema, args):
     proc = sparq.run(*args)
     assert proc.returncode == 2, proc.stdout + proc.stderr
