@@ -176,6 +176,19 @@ TEST_F(CliTest, EvalRunsAndReports) {
   CliResult profile_json = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --profile --json");
   ASSERT_EQ(profile_json.exit_code, 0) << profile_json.err;
   EXPECT_NE(profile_json.out.find("\"profile\""), std::string::npos) << profile_json.out;
+  // Latency percentiles after the warm-up, and a Chrome trace.
+  CliResult latency = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") +
+                          " --batch 2 --warmup 1 --trace " + path("trace.json"));
+  ASSERT_EQ(latency.exit_code, 0) << latency.err;
+  EXPECT_NE(latency.out.find("2 batches after 1 warm-up"), std::string::npos) << latency.out;
+  EXPECT_NE(latency.out.find("Trace"), std::string::npos) << latency.out;
+  ASSERT_TRUE(fs::exists(path("trace.json")));
+  CliResult latency_json = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --batch 2 --json");
+  ASSERT_EQ(latency_json.exit_code, 0) << latency_json.err;
+  EXPECT_NE(latency_json.out.find("\"p99_seconds\""), std::string::npos) << latency_json.out;
+  ExpectError("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --warmup -1", "--warmup");
+  ExpectError("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --trace " + path("trace.csv"),
+              "must name a .json file");
   CliResult reference = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --reference-kernels --json");
   ASSERT_EQ(reference.exit_code, 0) << reference.err;
   CliResult fused = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") +
