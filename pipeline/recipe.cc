@@ -421,6 +421,12 @@ void RecipeParser::ParseQuantize(MapReader m) {
     l.Finish();
   }
 
+  if (m.Read("exclude_ops", &q.exclude_ops)) {
+    for (size_t i = 0; i < q.exclude_ops.size(); ++i)
+      if (q.exclude_ops[i].empty())
+        diag_.Error(m.LineOf("exclude_ops"), ItemPath(m.PathOf("exclude_ops"), i), "must not be empty");
+  }
+
   MapReader f = m.Child("fp16");
   if (f.Read("block_ops", &q.fp16.block_ops)) {
     for (size_t i = 0; i < q.fp16.block_ops.size(); ++i)

@@ -164,6 +164,9 @@ struct SPARQ_API RecipeQuantize {
   bool fold_batchnorm = true;  // fold BatchNormalization into the preceding Conv/Gemm
   bool gather_int8 = true;     // int8/mixed: Gather tables (embeddings) of >= 4096 values stored in int8
   std::vector<LayerRule> layers;
+  // Op types kept in float32 (QuantizeOptions::exclude_ops): any non-empty
+  // name; one the model lacks is a warning in the run.
+  std::vector<std::string> exclude_ops;
   Fp16 fp16;
   Fallback fallback;
 };

@@ -218,6 +218,21 @@ TEST_F(RecipeTest, Fp16DefaultsAreTheQuantizersOwn) {
   EXPECT_EQ(ToQuantizeOptions(*r).fp16.block_ops, (std::vector<std::string>{"Resize"}));
 }
 
+TEST_F(RecipeTest, ExcludeOpsReachTheQuantizerAndRoundTrip) {
+  StatusOr<Recipe> r = Parse(kMinimal + "quantize: {exclude_ops: [Softmax, LayerNormalization]}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::vector<std::string> ops{"Softmax", "LayerNormalization"};
+  EXPECT_EQ(ToQuantizeOptions(*r).exclude_ops, ops);
+  StatusOr<Recipe> again = ParseRecipe(RecipeToYaml(*r), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->quantize.exclude_ops, ops);
+  EXPECT_TRUE(Parse(kMinimal + "quantize: {}\n")->quantize.exclude_ops.empty());
+  StatusOr<Recipe> bad = Parse(kMinimal + "quantize: {exclude_ops: [Softmax, '']}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("quantize.exclude_ops[1]: must not be empty"), std::string::npos)
+      << bad.status().message();
+}
+
 TEST_F(RecipeTest, DependentDefaults) {
   // Labels make top1 the default metric; fp16 precision makes fp16 the format.
   StatusOr<Recipe> r = Parse(kMinimal + "  labels: labels.npy\nquantize: {precision: fp16}\n");
