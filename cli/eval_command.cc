@@ -1,6 +1,6 @@
 // `sparq eval MODEL --inputs DATA ...`: runs the model over a dataset and
-// reports accuracy, agreement with a reference model and throughput
-// (sparq::Evaluate).
+// reports accuracy, agreement with a reference model, throughput and latency
+// percentiles (sparq::Evaluate); optionally a Chrome trace of every node run.
 #include <unistd.h>
 
 #include <cstdio>
@@ -39,7 +39,7 @@ RunFn AddEvalCommand(CLI::App& app) {
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
-      "eval", "Run a model over a dataset: top-1/top-5 accuracy, agreement with a reference model, throughput");
+      "eval", "Run a model over a dataset: top-1/top-5 accuracy, agreement with a reference model, throughput, latency");
   sub->add_option("model", args->model, "ONNX model file")->required();
   sub->add_option("--inputs", args->options.inputs,
                   "Dataset: .npz keyed by input name, .npy (single-input model), or a folder of them "
@@ -58,6 +58,13 @@ RunFn AddEvalCommand(CLI::App& app) {
   sub->add_flag("--json", args->json, "Print one JSON object instead of text");
   sub->add_flag("--verbose", args->options.list_kernels, "Also list the kernel that ran each node");
   sub->add_flag("--profile", args->options.profile, "Also time each operator and kernel (summed over all batches)");
+  sub->add_option("--warmup", args->options.warmup,
+                  "Batches run first and left out of the latency percentiles (default 1; they still count in "
+                  "throughput and accuracy)")
+      ->check(CLI::NonNegativeNumber);
+  sub->add_option("--trace", args->options.trace,
+                  "Write a Chrome trace JSON (chrome://tracing, ui.perfetto.dev): one event per node run, "
+                  "named after the node, category = op type, args = kernel and batch");
   CLI::Option* reference_kernels = sub->add_flag("--reference-kernels", args->options.reference_kernels,
                 "Run every node on the reference kernels (kernels/ref) and QDQ models as their float graph, "
                 "not the fast CPU kernels with QDQ patterns fused into integer operators");
@@ -77,6 +84,7 @@ RunFn AddEvalCommand(CLI::App& app) {
   sparq eval pruned.onnx --inputs val_folder/ --reference resnet18.onnx --json
   sparq eval int8.onnx --inputs x.npz --reference-kernels --fused-graph --save-outputs ref.npz
   sparq eval model.onnx --inputs x.npy --save-outputs outputs.npz --limit 100
+  sparq eval int8.onnx --inputs x.npz --batch 1 --warmup 10 --profile --trace int8_trace.json
 
 Data: arrays hold samples along their first axis; a folder's .npy/.npz files are read
 in name order. Labels are int64/int32 class ids, scored against output 0.)");

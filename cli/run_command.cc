@@ -1,4 +1,4 @@
-// `sparq run RECIPE`: prune, calibrate, quantize, write, evaluate and gate
+// `sparq run RECIPE [--set key=value ...]`: prune, calibrate, quantize, write, evaluate and gate
 // (sparq::RunRecipe). Exit 0 when the gate passes, 1 when it fails, 2 on error.
 #include <unistd.h>
 
@@ -46,6 +46,7 @@ RunFn AddRunCommand(CLI::App& app) {
     bool json = false;
     bool progress = false;
     bool quiet = false;
+    std::vector<std::string> overrides;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("run", "Run a recipe: prune, calibrate, quantize, write the model, evaluate it "
@@ -54,15 +55,23 @@ RunFn AddRunCommand(CLI::App& app) {
   sub->add_flag("--json", args->json, "Print the report as JSON on stdout");
   sub->add_flag("--progress", args->progress, "Show progress bars even when stderr is not a terminal");
   sub->add_flag("-q,--quiet", args->quiet, "Print only the final table (or JSON)");
+  sub->add_option("--set", args->overrides,
+                  "Override a recipe key before the recipe is checked: a dotted key path and a YAML value "
+                  "(quantize.calibration.method=max, evaluate.gate.max_drop=2, 'quantize.exclude_ops=[Softmax]'); "
+                  "repeatable, a later one wins; an unknown key is an error naming the --set")
+      ->allow_extra_args(false);  // one KEY=VALUE per --set, so the recipe may follow it
   sub->footer(R"(Examples:
   sparq run recipes/quickstart.yaml
   sparq run my_recipe.yaml --json > report.json
+  sparq run recipe.yaml --set quantize.calibration.method=max --set evaluate.gate.max_drop=2
 
 Exit status: 0 gate passed, 1 gate failed (a limit of evaluate.gate not met, or
 prune.sparsity not reached; the model is then <stem>.FAILED.onnx or not kept, per
 evaluate.gate.failed_model), 2 error (bad recipe, missing file, unsupported model).)");
   return [args]() {
-    auto recipe = LoadRecipe(args->recipe);
+    RecipeParseOptions parse;
+    parse.overrides = args->overrides;
+    auto recipe = LoadRecipe(args->recipe, parse);
     if (!recipe.ok()) return ReportError(recipe.status(), args->json);
     StageBars bars;
     PipelineOptions options;

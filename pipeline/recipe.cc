@@ -3,6 +3,8 @@
 // recipe_yaml.cc; the generic strict map reading in yaml_fields.cc.
 #include "sparq/recipe.h"
 
+#include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <exception>
 #include <filesystem>
@@ -120,6 +122,8 @@ class RecipeParser {
   void ParseReport(MapReader m);
   void CheckAcrossSections();
   void CheckFiles();
+  // Sets one "dotted.key=value" of RecipeParseOptions::overrides in `root`.
+  Status ApplyOverride(YAML::Node root, const std::string& override_text);
 
   // Reads a structure value ("2:4", "block4x4", ...).
   bool ReadStructure(MapReader& m, const std::string& key, Structure* out);
@@ -170,6 +174,7 @@ StatusOr<Recipe> RecipeParser::Parse(const std::string& text) {
                                    ": expected a map of recipe sections (version, model, data, ...), got " +
                                    yaml_fields::DescribeNode(docs[0]));
   }
+  for (const std::string& o : options_.overrides) SPARQ_RETURN_IF_ERROR(ApplyOverride(docs[0], o));
   MapReader root(docs[0], "", 1, &diag_);
   diag_.NoteLine("", root.line());
   ParseRoot(root);
@@ -178,6 +183,57 @@ StatusOr<Recipe> RecipeParser::Parse(const std::string& text) {
   SPARQ_RETURN_IF_ERROR(diag_.Finish());
   recipe_.warnings = diag_.Warnings();
   return std::move(recipe_);
+}
+
+Status RecipeParser::ApplyOverride(YAML::Node root, const std::string& text) {
+  const std::string origin = "--set " + text;
+  auto bad = [&](const std::string& what) { return Status::InvalidArgument(diag_.source() + ": " + origin + ": " + what); };
+  const size_t eq = text.find('=');
+  if (eq == std::string::npos) return bad("expected KEY=VALUE, e.g. evaluate.gate.max_drop=1.0");
+  const std::string key = text.substr(0, eq);
+  std::vector<std::string> parts;
+  for (size_t begin = 0;;) {
+    const size_t dot = key.find('.', begin);
+    parts.push_back(key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
+    if (dot == std::string::npos) break;
+    begin = dot + 1;
+  }
+  for (const std::string& p : parts) {
+    const bool word = !p.empty() && std::all_of(p.begin(), p.end(), [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
+    });
+    if (!word) {
+      return bad("'" + key + "' is not a dotted key path (letters, digits and _ between dots; lists are set whole, "
+                 "e.g. quantize.exclude_ops=[Softmax])");
+    }
+  }
+  YAML::Node value;
+  try {
+    value = YAML::Load(text.substr(eq + 1));
+  } catch (const YAML::ParserException& e) {
+    return bad("the value is not YAML: " + e.msg);
+  }
+  // Walk down, creating the maps that are missing; they and the key itself
+  // are "written by this --set" for messages.
+  YAML::Node map;
+  map.reset(root);
+  std::string path;
+  for (size_t i = 0; i + 1 < parts.size(); ++i) {
+    path = JoinPath(path, parts[i]);
+    const YAML::Node& view = map;  // const: looking does not insert
+    YAML::Node child = view[parts[i]];
+    if (!child.IsDefined() || child.IsNull()) {
+      map[parts[i]] = YAML::Node(YAML::NodeType::Map);
+      diag_.NoteOrigin(path, origin);
+    } else if (!child.IsMap()) {
+      return bad(path + " is " + yaml_fields::DescribeNode(child) + " in the recipe, not a map of keys");
+    }
+    YAML::Node next = map[parts[i]];
+    map.reset(next);
+  }
+  map[parts.back()] = value;
+  diag_.NoteOrigin(JoinPath(path, parts.back()), origin);
+  return Status::OK();
 }
 
 void RecipeParser::ParseRoot(MapReader& root) {
@@ -419,6 +475,12 @@ void RecipeParser::ParseQuantize(MapReader m) {
     if (l.Require("match")) ReadPattern(l, "match", &q.layers.back().match);
     if (l.Require("precision")) l.ReadEnum("precision", kLayerPrecisions, &q.layers.back().precision);
     l.Finish();
+  }
+
+  if (m.Read("exclude_ops", &q.exclude_ops)) {
+    for (size_t i = 0; i < q.exclude_ops.size(); ++i)
+      if (q.exclude_ops[i].empty())
+        diag_.Error(m.LineOf("exclude_ops"), ItemPath(m.PathOf("exclude_ops"), i), "must not be empty");
   }
 
   MapReader f = m.Child("fp16");

@@ -19,6 +19,7 @@ QuantizeOptions ToQuantizeOptions(const Recipe& r) {
   q.dynamic = r.quantize.mode == RecipeQuantize::Mode::kDynamic;
   q.gather_int8 = r.quantize.gather_int8;
   for (const auto& rule : r.quantize.layers) q.layers.push_back({rule.match, rule.precision});
+  q.exclude_ops = r.quantize.exclude_ops;
   q.fp16 = r.quantize.fp16;
   return q;
 }

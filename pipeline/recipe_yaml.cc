@@ -126,6 +126,7 @@ void EmitQuantize(YAML::Emitter& e, const RecipeQuantize& q) {
     e << YAML::Key << "precision" << YAML::Value << RecipeEnumName(l.precision) << YAML::EndMap;
   }
   e << YAML::EndSeq;
+  Strings(e << YAML::Key << "exclude_ops" << YAML::Value, q.exclude_ops);
   e << YAML::Key << "fp16" << YAML::Value << YAML::BeginMap;
   Strings(e << YAML::Key << "block_ops" << YAML::Value, q.fp16.block_ops);
   e << YAML::Key << "keep_io_types" << YAML::Value << q.fp16.keep_io_types;

@@ -176,7 +176,19 @@ std::string DescribeNode(const YAML::Node& node) {
 
 std::string Diagnostics::Format(int line, const std::string& path, const std::string& what) const {
   std::string out = source_;
-  if (line > 0) out += ":" + std::to_string(line);
+  // A key set from outside the file (and anything below it) names its origin.
+  std::string origin;
+  for (std::string p = path; !p.empty() && origin.empty();) {
+    auto it = origins_.find(p);
+    if (it != origins_.end()) origin = it->second;
+    const size_t cut = p.find_last_of(".[");
+    p = cut == std::string::npos ? "" : p.substr(0, cut);
+  }
+  if (!origin.empty()) {
+    out += " (" + origin + ")";
+  } else if (line > 0) {
+    out += ":" + std::to_string(line);
+  }
   out += ": ";
   if (!path.empty()) out += path + ": ";
   return out + what;

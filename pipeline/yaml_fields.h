@@ -92,6 +92,9 @@ class Diagnostics {
   // Records the keys a map accepts (for "belongs under 'data'" suggestions).
   void AddKnownKeys(const std::string& map_path, const std::vector<std::string>& keys);
 
+  // Records that `path` was written by `origin` (e.g. "--set a.b=1") rather
+  // than in the file: messages about it, or below it, name the origin.
+  void NoteOrigin(const std::string& path, const std::string& origin) { origins_[path] = origin; }
   // Records where a key path was written, for cross-field messages.
   void NoteLine(const std::string& path, int line) { lines_.emplace(path, line); }
   // The line of `path` or of its closest written parent; the root's line otherwise.
@@ -129,6 +132,7 @@ class Diagnostics {
   std::vector<Unknown> unknown_;
   std::map<std::string, std::vector<std::string>> known_;  // map path -> keys
   std::map<std::string, int> lines_;                        // key path -> line
+  std::map<std::string, std::string> origins_;              // key path -> what wrote it, if not the file
   std::set<std::string> failed_paths_;
 };
 

@@ -75,21 +75,34 @@ StatusOr<std::vector<Precision>> ResolvePrecisions(const Graph& g, const Quantiz
       return Status::InvalidArgument("quantize.layers: bad regex '" + r.match + "': " + rules.back().regex_error());
     }
   }
+  const std::set<std::string> excluded(options.exclude_ops.begin(), options.exclude_ops.end());
+  for (const std::string& op : options.exclude_ops) {
+    if (op.empty()) return Status::InvalidArgument("quantize.exclude_ops: an op type must not be empty");
+    const bool present =
+        std::any_of(g.nodes.begin(), g.nodes.end(), [&](const Node& n) { return n.op_type == op; });
+    if (!present) report->warnings.push_back("quantize.exclude_ops: the model has no '" + op + "' node");
+  }
   std::vector<Precision> out(g.nodes.size(), Precision::kFP32);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     Precision p = options.precision;
     std::string reason = "default";
+    bool ruled = false;
     for (size_t k = 0; k < rules.size(); ++k) {
       if (rules[k].Matches(n.name)) {
         p = options.layers[k].precision;
         reason = "rule '" + options.layers[k].match + "'";
         ++hits[k];
+        ruled = true;
         break;
       }
     }
     auto layer = QuantizableLayer(g, n);
     if (p == Precision::kINT8 && !layer) p = options.other_precision;  // INT8 applies to weighted layers
+    if (!ruled && excluded.count(n.op_type)) {
+      p = Precision::kFP32;
+      reason = "exclude_ops '" + n.op_type + "'";
+    }
     if (p == Precision::kINT8 && !options.dynamic) {
       if (table.Find(n.inputs[0]) == nullptr) {
         p = Precision::kFP32;

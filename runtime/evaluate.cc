@@ -10,6 +10,7 @@
 #include "formats/text_table.h"
 #include "runtime/dataset.h"
 #include "sparq/executor.h"
+#include "sparq/file_io.h"
 #include "sparq/metrics.h"
 #include "sparq/npy.h"
 #include "sparq/onnx_io.h"
@@ -33,22 +34,25 @@ bool SamePath(const std::string& a, const std::string& b) {
   return fs::weakly_canonical(a, ec) == fs::weakly_canonical(b, ec);
 }
 
-Status CheckSavePath(const std::string& save, const std::string& model_path, const EvalOptions& options) {
+// Checks an output file of `sparq eval` (`key` names the option): it must not
+// overwrite an input, must end in `extension` and its folder must exist.
+Status CheckOutputPath(const std::string& key, const std::string& save, const std::string& extension,
+                       const std::string& model_path, const EvalOptions& options) {
   const std::pair<const char*, std::string> protected_paths[] = {
       {"the model", model_path}, {"the reference model", options.reference},
       {"the dataset", options.inputs}, {"the labels", options.labels}};
   for (const auto& [role, path] : protected_paths) {
     if (!path.empty() && SamePath(save, path)) {
-      return Status::InvalidArgument("save_outputs " + save + " would overwrite " + role + " " + path);
+      return Status::InvalidArgument(key + " " + save + " would overwrite " + role + " " + path);
     }
   }
-  if (fs::path(save).extension() != ".npz") {
-    return Status::InvalidArgument("save_outputs " + save + " must name a .npz file");
+  if (fs::path(save).extension() != extension) {
+    return Status::InvalidArgument(key + " " + save + " must name a " + extension + " file");
   }
   const fs::path parent = fs::path(save).has_parent_path() ? fs::path(save).parent_path() : fs::path(".");
   std::error_code ec;
   if (!fs::is_directory(parent, ec)) {
-    return Status::NotFound("save_outputs folder does not exist: " + parent.string());
+    return Status::NotFound(key + " folder does not exist: " + parent.string());
   }
   return Status::OK();
 }
@@ -141,7 +145,61 @@ std::string Percent(int64_t part, int64_t whole) {
          " (" + std::to_string(part) + "/" + std::to_string(whole) + ")";
 }
 
+// One node run of a trace: a Chrome "complete" event.
+struct TraceEvent {
+  std::string node, op_type, kernel;
+  int64_t batch = 0;
+  double start_micros = 0.0;  // since the start of the evaluation
+  double micros = 0.0;
+};
+
+// The Chrome trace format (chrome://tracing, Perfetto): {"traceEvents": [...]}
+// with "ph": "X" events whose times are in microseconds.
+Status WriteChromeTrace(const std::string& path, const std::string& model, const std::vector<TraceEvent>& events) {
+  json list = json::array();
+  list.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0}, {"tid", 0}, {"args", {{"name", model}}}});
+  for (const TraceEvent& e : events) {
+    list.push_back({{"name", e.node},
+                    {"cat", e.op_type},
+                    {"ph", "X"},
+                    {"ts", e.start_micros},
+                    {"dur", e.micros},
+                    {"pid", 0},
+                    {"tid", 0},
+                    {"args", {{"kernel", e.kernel}, {"batch", e.batch}}}});
+  }
+  json doc = {{"traceEvents", std::move(list)}, {"displayTimeUnit", "ms"}};
+  Status st = WriteFileAtomically(path, doc.dump(1, ' ', false, json::error_handler_t::replace) + "\n");
+  return st.ok() ? st : st.WithContext("trace");
+}
+
 }  // namespace
+
+// ---------------------------------------------------------------------------
+// Latency
+
+LatencyStats ComputeLatency(const std::vector<double>& batch_seconds, int64_t warmup) {
+  LatencyStats l;
+  const int64_t n = static_cast<int64_t>(batch_seconds.size());
+  l.warmup_batches = std::min(std::max<int64_t>(warmup, 0), n);
+  std::vector<double> timed(batch_seconds.begin() + l.warmup_batches, batch_seconds.end());
+  l.timed_batches = static_cast<int64_t>(timed.size());
+  if (timed.empty()) return l;
+  std::sort(timed.begin(), timed.end());
+  // Nearest rank: the smallest value with at least q of the batches at or below it.
+  auto rank = [&](double q) {
+    const auto k = static_cast<size_t>(std::ceil(q * static_cast<double>(timed.size())));
+    return timed[std::min(timed.size(), std::max<size_t>(k, 1)) - 1];
+  };
+  l.p50_seconds = rank(0.50);
+  l.p90_seconds = rank(0.90);
+  l.p99_seconds = rank(0.99);
+  double sum = 0.0;
+  for (double t : timed) sum += t;
+  l.mean_seconds = sum / static_cast<double>(timed.size());
+  l.max_seconds = timed.back();
+  return l;
+}
 
 // ---------------------------------------------------------------------------
 // Metrics
@@ -398,6 +456,9 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
   std::vector<std::vector<Tensor>> saved(call.save_outputs.empty() ? 0 : outputs.size());
   std::map<std::pair<std::string, std::string>, OpProfile> op_times;
   std::vector<NodeProfile> node_times;
+  const bool time_nodes = call.profile || !call.trace.empty();
+  std::vector<double> batch_seconds;
+  std::vector<TraceEvent> trace;
 
   BatchFn next = impl.data();
   TensorMap batch;
@@ -409,13 +470,23 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
     if (index == 0 && report.batch_size == 0) report.batch_size = rows;
     const std::string samples = SampleRange(done, rows);
     node_times.clear();
-    auto results = RunBatch(exec, fixed, batch, rows, outputs, &report.model_seconds,
-                            call.profile ? &node_times : nullptr);
+    double run_seconds = 0.0;
+    const double batch_start_micros = SecondsSince(start) * 1e6;
+    auto results =
+        RunBatch(exec, fixed, batch, rows, outputs, &run_seconds, time_nodes ? &node_times : nullptr);
+    report.model_seconds += run_seconds;
+    batch_seconds.push_back(run_seconds);
     for (const NodeProfile& p : node_times) {
-      OpProfile& o = op_times[{p.op_type, p.kernel}];
-      o.op_type = p.op_type, o.kernel = p.kernel;
-      ++o.nodes;
-      o.seconds += p.micros * 1e-6;
+      if (call.profile) {
+        OpProfile& o = op_times[{p.op_type, p.kernel}];
+        o.op_type = p.op_type, o.kernel = p.kernel;
+        ++o.nodes;
+        o.seconds += p.micros * 1e-6;
+      }
+      if (!call.trace.empty()) {
+        trace.push_back({p.node, p.op_type, p.kernel, static_cast<int64_t>(index),
+                         batch_start_micros + p.start_micros, p.micros});
+      }
     }
     if (!results.ok()) return results.status().WithContext(name + ", " + samples);
 
@@ -465,6 +536,7 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
   }
   if (done == 0) return Status::InvalidArgument("dataset " + impl.data.name() + " has no samples");
   report.samples = done;
+  report.latency = ComputeLatency(batch_seconds, call.warmup);
 
   if (impl.ref) {
     for (size_t i = 0; i < outputs.size(); ++i) {
@@ -481,6 +553,10 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
     }
     SPARQ_RETURN_IF_ERROR(WriteNpz(call.save_outputs, arrays));
     report.saved_outputs = call.save_outputs;
+  }
+  if (!call.trace.empty()) {
+    SPARQ_RETURN_IF_ERROR(WriteChromeTrace(call.trace, name, trace));
+    report.trace = call.trace;
   }
   if (call.list_kernels) report.node_kernels = exec.NodeKernels();
   for (auto& kv : op_times) report.op_profile.push_back(std::move(kv.second));
@@ -501,7 +577,16 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
   if (options.threads < 0) {
     return Status::InvalidArgument("threads must be >= 0, got " + std::to_string(options.threads));
   }
-  if (!options.save_outputs.empty()) SPARQ_RETURN_IF_ERROR(CheckSavePath(options.save_outputs, model_path, options));
+  if (options.warmup < 0) return Status::InvalidArgument("warmup must be >= 0, got " + std::to_string(options.warmup));
+  if (!options.save_outputs.empty()) {
+    SPARQ_RETURN_IF_ERROR(CheckOutputPath("save_outputs", options.save_outputs, ".npz", model_path, options));
+  }
+  if (!options.trace.empty()) {
+    SPARQ_RETURN_IF_ERROR(CheckOutputPath("trace", options.trace, ".json", model_path, options));
+    if (!options.save_outputs.empty() && SamePath(options.trace, options.save_outputs)) {
+      return Status::InvalidArgument("trace " + options.trace + " is also the save_outputs file");
+    }
+  }
 
   LoadOptions load_options;
   load_options.infer_shapes = false;  // the executor infers shapes as it runs
@@ -535,6 +620,8 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
   call.save_outputs = options.save_outputs;
   call.list_kernels = options.list_kernels;
   call.profile = options.profile;
+  call.warmup = options.warmup;
+  call.trace = options.trace;
   if (options.on_progress) {
     // One bar over the whole run: the reference pass, then the model's.
     call.on_progress = [&](EvalProgress& p) {
@@ -566,6 +653,16 @@ std::string EvalReport::ToText() const {
                               FormatDouble("%.3f s", model_seconds) + " in the model, " +
                               FormatDouble("%.3f s", wall_seconds) + " total, " + std::to_string(threads) +
                               " threads)"});
+  if (latency.timed_batches > 0) {
+    t.AddRow({"Latency per batch", FormatDouble("p50 %.3f ms, ", latency.p50_seconds * 1e3) +
+                                       FormatDouble("p90 %.3f ms, ", latency.p90_seconds * 1e3) +
+                                       FormatDouble("p99 %.3f ms", latency.p99_seconds * 1e3) + " (" +
+                                       std::to_string(latency.timed_batches) + " batches after " +
+                                       std::to_string(latency.warmup_batches) + " warm-up)"});
+  } else {
+    t.AddRow({"Latency per batch", "n/a (all " + std::to_string(latency.warmup_batches) +
+                                       " batches were warm-up; lower the warm-up or evaluate more samples)"});
+  }
   if (has_labels) {
     t.AddRow({"Top-1", Percent(top1_correct, samples)});
     t.AddRow({"Top-5", Percent(top5_correct, samples)});
@@ -581,6 +678,7 @@ std::string EvalReport::ToText() const {
     t.AddRow({"Task metrics", tasks});
   }
   if (!saved_outputs.empty()) t.AddRow({"Saved outputs", saved_outputs});
+  if (!trace.empty()) t.AddRow({"Trace", trace});
   std::string text = t.Render("");
   text = text.substr(text.find('\n') + 1);  // drop the empty header row
   if (has_reference) {
@@ -622,6 +720,15 @@ std::string EvalReport::ToJson() const {
   j["model_seconds"] = model_seconds;
   j["wall_seconds"] = wall_seconds;
   j["samples_per_second"] = samples_per_second();
+  // Seconds per batch; the percentiles are null when every batch was warm-up.
+  auto timed = [&](double v) { return latency.timed_batches > 0 ? json(v) : json(nullptr); };
+  j["latency"] = {{"warmup_batches", latency.warmup_batches},
+                  {"timed_batches", latency.timed_batches},
+                  {"p50_seconds", timed(latency.p50_seconds)},
+                  {"p90_seconds", timed(latency.p90_seconds)},
+                  {"p99_seconds", timed(latency.p99_seconds)},
+                  {"mean_seconds", timed(latency.mean_seconds)},
+                  {"max_seconds", timed(latency.max_seconds)}};
   if (has_labels) {
     j["accuracy"] = {{"top1", top1()},
                      {"top5", top5()},
@@ -653,6 +760,7 @@ std::string EvalReport::ToJson() const {
     j["reference"] = nullptr;
   }
   j["saved_outputs"] = saved_outputs.empty() ? json(nullptr) : json(saved_outputs);
+  if (!trace.empty()) j["trace"] = trace;
   if (!node_kernels.empty()) {
     json kernels = json::array();
     for (const NodeKernel& n : node_kernels) kernels.push_back({{"node", n.node}, {"op", n.op_type}, {"kernel", n.kernel}});

@@ -221,6 +221,7 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
   }
 
   using Clock = std::chrono::steady_clock;
+  const auto run_start = Clock::now();
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
     std::vector<const Tensor*> ins;
@@ -242,7 +243,8 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
     if (!st.ok()) return st;
     if (profile != nullptr) {
       double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-      profile->push_back({n.name.empty() ? n.outputs[0] : n.name, n.op_type, im.kernel_names[i], us});
+      double since_run = std::chrono::duration<double, std::micro>(start - run_start).count();
+      profile->push_back({n.name.empty() ? n.outputs[0] : n.name, n.op_type, im.kernel_names[i], us, since_run});
     }
     for (size_t k = 0; k < im.node_outputs[i].size(); ++k) {
       int s = im.node_outputs[i][k];

@@ -52,6 +52,13 @@ struct SPARQ_API EvalOptions {
   std::function<void(EvalProgress&)> on_progress;
   bool list_kernels = false;  // fill EvalReport::node_kernels (`sparq eval --verbose`)
   bool profile = false;       // fill EvalReport::op_profile (`sparq eval --profile`)
+  // Batches run first and left out of the latency percentiles (their time
+  // still counts in model_seconds and throughput). 0 = none. Must be >= 0.
+  int64_t warmup = 1;
+  // Chrome trace JSON (chrome://tracing, Perfetto) to write with one
+  // complete event per node run; "" = none. Checked like save_outputs: a
+  // .json file in an existing folder that is not one of the inputs.
+  std::string trace;
   // Only the reference kernels, running a QDQ model as its float graph
   // (ExecutorOptions::reference_kernels); otherwise the fast kernels, with
   // QDQ patterns fused into integer operators (ExecutorOptions::fuse_qdq).
@@ -83,6 +90,21 @@ struct SPARQ_API OutputComparison {
   double max_abs_error = 0.0;
 };
 
+// Model time per batch, warm-up batches excluded. Percentiles are nearest
+// rank over the timed batches (p50 of 4 batches is the 2nd fastest).
+struct SPARQ_API LatencyStats {
+  int64_t warmup_batches = 0;  // batches run first and left out
+  int64_t timed_batches = 0;   // batches the percentiles are over; 0: none (all were warm-up)
+  double p50_seconds = 0.0;
+  double p90_seconds = 0.0;
+  double p99_seconds = 0.0;
+  double mean_seconds = 0.0;
+  double max_seconds = 0.0;
+};
+// Latency statistics of `batch_seconds` with its first `warmup` entries
+// left out (all zero with timed_batches 0 when nothing is left).
+SPARQ_API LatencyStats ComputeLatency(const std::vector<double>& batch_seconds, int64_t warmup);
+
 // Time spent in one (op type, kernel) pair over a whole evaluation.
 struct SPARQ_API OpProfile {
   std::string op_type;
@@ -101,6 +123,7 @@ struct SPARQ_API EvalReport {
   double model_seconds = 0.0;  // time spent running the model (not the reference, not I/O)
   double wall_seconds = 0.0;
   double samples_per_second() const { return model_seconds > 0 ? static_cast<double>(samples) / model_seconds : 0.0; }
+  LatencyStats latency;  // model time per batch (percentiles without the warm-up batches)
 
   bool has_labels = false;  // accuracy of output 0 (argmax over the last axis)
   int64_t num_classes = 0;
@@ -126,6 +149,7 @@ struct SPARQ_API EvalReport {
   std::string saved_outputs;  // path written, "" when none
   std::vector<NodeKernel> node_kernels;  // with EvalOptions::list_kernels: the kernel of each node
   std::vector<OpProfile> op_profile;     // with EvalOptions::profile: slowest first
+  std::string trace;                     // Chrome trace written, "" when none
 
   std::string ToText() const;
   // One JSON object; an infinite SQNR (identical outputs) is written as null,
@@ -199,6 +223,8 @@ struct SPARQ_API EvaluateCallOptions {
   std::string save_outputs;  // .npz to write every graph output to; "" = none (not checked: see EvalOptions)
   bool list_kernels = false; // fill EvalReport::node_kernels
   bool profile = false;      // fill EvalReport::op_profile
+  int64_t warmup = 1;        // as EvalOptions::warmup
+  std::string trace;         // Chrome trace JSON to write; "" = none (not checked: see EvalOptions)
   std::function<void(EvalProgress&)> on_progress;  // optional (may cancel)
 };
 

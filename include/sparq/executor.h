@@ -78,6 +78,7 @@ struct SPARQ_API NodeProfile {
   std::string op_type;
   std::string kernel;   // KernelDef::name
   double micros = 0.0;
+  double start_micros = 0.0;  // when the node started, since the start of Run
 };
 
 class SPARQ_API Executor {

@@ -55,6 +55,10 @@ struct SPARQ_API QuantizeOptions {
   bool dynamic = false;
   bool gather_int8 = true;  // INT8: Gather tables (embeddings) of >= 4096 values in int8
   std::vector<LayerRule> layers;            // first matching rule wins
+  // Op types (e.g. "Softmax", "MatMul") kept in float32 whatever the default
+  // precision; a `layers` rule naming the node still wins. An op type the
+  // model lacks is a warning in QuantizeReport::warnings; "" is InvalidArgument.
+  std::vector<std::string> exclude_ops;
   Fp16Options fp16;  // FP16 layers: which op types stay float32, and the graph's I/O types
 };
 

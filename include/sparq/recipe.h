@@ -164,6 +164,9 @@ struct SPARQ_API RecipeQuantize {
   bool fold_batchnorm = true;  // fold BatchNormalization into the preceding Conv/Gemm
   bool gather_int8 = true;     // int8/mixed: Gather tables (embeddings) of >= 4096 values stored in int8
   std::vector<LayerRule> layers;
+  // Op types kept in float32 (QuantizeOptions::exclude_ops): any non-empty
+  // name; one the model lacks is a warning in the run.
+  std::vector<std::string> exclude_ops;
   Fp16 fp16;
   Fallback fallback;
 };
@@ -231,6 +234,14 @@ struct SPARQ_API RecipeParseOptions {
   // Check that model, data.calibration, data.evaluation and data.labels exist.
   // `sparq recipe check --no-files` and tests turn it off.
   bool check_files = true;
+  // `sparq run --set KEY=VALUE`: each "dotted.key.path=value" sets that key
+  // of the YAML document before it is parsed, so every check applies to it.
+  // VALUE is YAML as written after "key:" (`2`, `max`, `[Softmax, Add]`);
+  // missing maps on the way are created; lists are set whole. Applied in
+  // order (a later one wins). Errors about a key set here, unknown keys with
+  // "did you mean" included, name the "--set KEY=VALUE" instead of a line;
+  // a malformed override is InvalidArgument naming it.
+  std::vector<std::string> overrides;
 };
 
 // Reads and parses the recipe at `path`; relative paths resolve against its

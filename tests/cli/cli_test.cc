@@ -176,6 +176,19 @@ TEST_F(CliTest, EvalRunsAndReports) {
   CliResult profile_json = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --profile --json");
   ASSERT_EQ(profile_json.exit_code, 0) << profile_json.err;
   EXPECT_NE(profile_json.out.find("\"profile\""), std::string::npos) << profile_json.out;
+  // Latency percentiles after the warm-up, and a Chrome trace.
+  CliResult latency = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") +
+                          " --batch 2 --warmup 1 --trace " + path("trace.json"));
+  ASSERT_EQ(latency.exit_code, 0) << latency.err;
+  EXPECT_NE(latency.out.find("2 batches after 1 warm-up"), std::string::npos) << latency.out;
+  EXPECT_NE(latency.out.find("Trace"), std::string::npos) << latency.out;
+  ASSERT_TRUE(fs::exists(path("trace.json")));
+  CliResult latency_json = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --batch 2 --json");
+  ASSERT_EQ(latency_json.exit_code, 0) << latency_json.err;
+  EXPECT_NE(latency_json.out.find("\"p99_seconds\""), std::string::npos) << latency_json.out;
+  ExpectError("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --warmup -1", "--warmup");
+  ExpectError("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --trace " + path("trace.csv"),
+              "must name a .json file");
   CliResult reference = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") + " --reference-kernels --json");
   ASSERT_EQ(reference.exit_code, 0) << reference.err;
   CliResult fused = Run("eval " + path("mlp.onnx") + " --inputs " + path("data.npz") +
@@ -306,6 +319,32 @@ TEST_F(CliTest, SensitivityWritesCsvAndSvg) {
               "fixes the sparsity");
   ExpectError("sensitivity " + digits + "digits_cnn.onnx --data " + digits + "calib.npz --metric top1",
               "metric top1 needs labels");
+}
+
+// `sparq run --set KEY=VALUE`: overrides go through the recipe's own checks,
+// and messages about them name the --set.
+TEST_F(CliTest, RunSetOverridesRecipeKeys) {
+  const std::string digits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
+  WriteBytes(path("r.yaml"), "version: 1\nmodel: " + digits + "digits_cnn.onnx\ndata:\n  calibration: " + digits +
+                                 "calib.npz\n  evaluation: " + digits + "eval.npz\n  labels: " + digits +
+                                 "eval_labels.npy\noutput:\n  dir: " + path("out") + "\n");
+  CliResult r = Run("run --set quantize.calibration.method=max " + path("r.yaml") +
+                    " --set evaluate.gate.max_drop=1 --set evaluate.gate.max_drop=2 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
+  EXPECT_NE(r.out.find("\"max_drop\": 2.0"), std::string::npos) << r.out;  // the later --set wins
+  EXPECT_NE(Slurp(path("out/scales.json")).find("\"max\""), std::string::npos);
+  CliResult printed = Run("recipe check " + path("r.yaml") + " --set 'quantize.exclude_ops=[Softmax]' --print");
+  ASSERT_EQ(printed.exit_code, 0) << printed.err;
+  EXPECT_NE(printed.out.find("exclude_ops: [Softmax]"), std::string::npos) << printed.out;
+
+  ExpectError("run " + path("r.yaml") + " --set quantize.calibraton.method=max",
+              "r.yaml (--set quantize.calibraton.method=max): quantize.calibraton: unknown key (did you mean "
+              "'calibration'?)");
+  ExpectError("run " + path("r.yaml") + " --set evaluate.gate.max_drop=lots",
+              "(--set evaluate.gate.max_drop=lots): evaluate.gate.max_drop: expected a number, got 'lots'");
+  ExpectError("run " + path("r.yaml") + " --set max_drop", "--set max_drop: expected KEY=VALUE");
+  ExpectError("run " + path("r.yaml") + " --set model.x=1", "--set model.x=1: model is '");
+  ExpectError("run " + path("r.yaml") + " --set nope=1", "(--set nope=1): nope: unknown key");
 }
 
 TEST_F(CliTest, RecipeCheckRefusesABackendThatCannotRunHere) {

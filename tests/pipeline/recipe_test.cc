@@ -218,6 +218,59 @@ TEST_F(RecipeTest, Fp16DefaultsAreTheQuantizersOwn) {
   EXPECT_EQ(ToQuantizeOptions(*r).fp16.block_ops, (std::vector<std::string>{"Resize"}));
 }
 
+TEST_F(RecipeTest, ExcludeOpsReachTheQuantizerAndRoundTrip) {
+  StatusOr<Recipe> r = Parse(kMinimal + "quantize: {exclude_ops: [Softmax, LayerNormalization]}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  const std::vector<std::string> ops{"Softmax", "LayerNormalization"};
+  EXPECT_EQ(ToQuantizeOptions(*r).exclude_ops, ops);
+  StatusOr<Recipe> again = ParseRecipe(RecipeToYaml(*r), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->quantize.exclude_ops, ops);
+  EXPECT_TRUE(Parse(kMinimal + "quantize: {}\n")->quantize.exclude_ops.empty());
+  StatusOr<Recipe> bad = Parse(kMinimal + "quantize: {exclude_ops: [Softmax, '']}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("quantize.exclude_ops[1]: must not be empty"), std::string::npos)
+      << bad.status().message();
+}
+
+TEST_F(RecipeTest, OverridesSetKeysBeforeParsingAndNameThemselvesInErrors) {
+  RecipeParseOptions o;
+  o.check_files = false;
+  o.overrides = {"quantize.calibration.method=max", "evaluate.gate.max_drop=2", "quantize.exclude_ops=[Softmax, Add]",
+                 "evaluate.gate.max_drop=3"};
+  StatusOr<Recipe> r = ParseRecipe(kMinimal + "quantize: {precision: int8}\n", dir_.root(), "r.yaml", o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->quantize.calibration.method, CalibrationMethod::kMax);  // maps created on the way
+  EXPECT_EQ(r->quantize.exclude_ops, (std::vector<std::string>{"Softmax", "Add"}));
+  EXPECT_EQ(r->quantize.precision, RecipeQuantize::Precision::kInt8);  // siblings kept
+  EXPECT_EQ(r->evaluate.gate.max_drop, 3.0);  // the later one wins
+
+  auto error = [&](const std::string& yaml, const std::string& override_text) {
+    RecipeParseOptions one;
+    one.check_files = false;
+    one.overrides = {override_text};
+    StatusOr<Recipe> bad = ParseRecipe(yaml, dir_.root(), "r.yaml", one);
+    EXPECT_FALSE(bad.ok()) << override_text;
+    return bad.status().message();
+  };
+  EXPECT_EQ(error(kMinimal, "quantize.calibraton.method=max"),
+            "r.yaml (--set quantize.calibraton.method=max): quantize.calibraton: unknown key (did you mean "
+            "'calibration'?)");
+  EXPECT_EQ(error(kMinimal, "quantize.calibration.method=maxx"),
+            "r.yaml (--set quantize.calibration.method=maxx): quantize.calibration.method: 'maxx' is not one of max, "
+            "kl, percentile, mse, auto (did you mean 'max'?)");
+  // An error elsewhere in the file keeps its line.
+  EXPECT_EQ(error(kMinimal + "quantize: {bins: 3}\n", "evaluate.gate.max_drop=2"),
+            "r.yaml:5: quantize.bins: unknown key (did you mean 'quantize.calibration.bins'? 'bins' belongs under "
+            "'quantize.calibration')");
+  EXPECT_EQ(error(kMinimal, "nokey"), "r.yaml: --set nokey: expected KEY=VALUE, e.g. evaluate.gate.max_drop=1.0");
+  EXPECT_NE(error(kMinimal, "data.calibration.x=1").find("--set data.calibration.x=1: data.calibration is 'calib.npz' "
+                                                         "in the recipe, not a map of keys"),
+            std::string::npos);
+  EXPECT_NE(error(kMinimal, "a..b=1").find("is not a dotted key path"), std::string::npos);
+  EXPECT_NE(error(kMinimal, "quantize.exclude_ops=[a").find("the value is not YAML"), std::string::npos);
+}
+
 TEST_F(RecipeTest, DependentDefaults) {
   // Labels make top1 the default metric; fp16 precision makes fp16 the format.
   StatusOr<Recipe> r = Parse(kMinimal + "  labels: labels.npy\nquantize: {precision: fp16}\n");

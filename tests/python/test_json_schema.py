@@ -49,6 +49,30 @@ def test_inspect_and_eval_json(sparq, schema):
     j = json.loads(ev.stdout)
     validate(schema, j, "eval_report")
     assert j["sparq_version"] == version
+    lat = j["latency"]
+    assert lat["warmup_batches"] == 1 and lat["timed_batches"] == j["batches"] - 1
+    assert 0 <= lat["p50_seconds"] <= lat["p90_seconds"] <= lat["p99_seconds"] <= lat["max_seconds"]
+
+
+def test_eval_chrome_trace(sparq, schema, tmp_path):
+    """--trace writes the Chrome trace format: one complete event per node run."""
+    model = os.path.join(DIGITS, "digits_cnn.onnx")
+    trace = str(tmp_path / "trace.json")
+    ev = sparq.run("eval", model, "--inputs", os.path.join(DIGITS, "eval.npz"), "--limit", "8", "--batch", "4",
+                   "--trace", trace, "--verbose", "--json")
+    assert ev.returncode == 0, ev.stderr
+    j = json.loads(ev.stdout)
+    validate(schema, j, "eval_report")
+    assert j["trace"] == trace
+    with open(trace) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e["ph"] == "X"]
+    kernels = {k["node"]: (k["op"], k["kernel"]) for k in j["kernels"]}
+    assert len(events) == len(kernels) * j["batches"]
+    for e in events:
+        assert (e["cat"], e["args"]["kernel"]) == kernels[e["name"]]
+        assert e["dur"] >= 0 and e["ts"] >= 0
+    starts = [e["ts"] for e in events]
+    assert starts == sorted(starts)
 
 
 def test_compare_json(sparq, schema):

@@ -246,6 +246,33 @@ TEST(Quantize, MixedPrecisionByRegex) {
   EXPECT_GT(Sqnr(RunModel(m, x), RunModel(*q, x)), 45.0);
 }
 
+TEST(Quantize, ExcludeOpsKeepsOpTypesInFloatUnlessARuleNamesTheNode) {
+  Model m = SmallCnn();
+  CalibrationTable table = CalibrateCnn(m);
+  QuantizeOptions opt;
+  opt.exclude_ops = {"Conv", "Softmax"};
+  opt.layers = {{"conv2", Precision::kINT8}};  // a rule by name wins over the op type
+  QuantizeReport report;
+  auto q = QuantizeModel(m, table, opt, &report);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  ASSERT_EQ(report.layers.size(), 3u);
+  for (const auto& l : report.layers) {
+    if (l.node == "conv1") {
+      EXPECT_EQ(l.precision, Precision::kFP32);
+      EXPECT_EQ(l.reason, "exclude_ops 'Conv'");
+    } else {
+      EXPECT_EQ(l.precision, Precision::kINT8) << l.node;
+    }
+  }
+  // The model has no Softmax: a warning, not an error.
+  ASSERT_EQ(report.warnings.size(), 1u);
+  EXPECT_EQ(report.warnings[0], "quantize.exclude_ops: the model has no 'Softmax' node");
+  Tensor x = Input(26);
+  EXPECT_GT(Sqnr(RunModel(m, x), RunModel(*q, x)), 25.0);
+  opt.exclude_ops = {""};
+  EXPECT_EQ(QuantizeModel(m, table, opt, nullptr).status().code(), StatusCode::kInvalidArgument);
+}
+
 TEST(Quantize, RuleMatchingNothingIsAnError) {
   Model m = SmallCnn();
   QuantizeOptions opt;

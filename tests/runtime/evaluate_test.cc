@@ -8,6 +8,7 @@
 #include "runtime/dataset.h"
 #include "sparq/dataset.h"
 #include "sparq/evaluate.h"
+#include "sparq/file_io.h"
 #include "sparq/metrics.h"
 #include "sparq/npy.h"
 #include "sparq/onnx_io.h"
@@ -243,6 +244,77 @@ TEST_F(EvaluateTest, ReferenceComparisonAndSavedOutputs) {
   ASSERT_TRUE(same.ok());
   EXPECT_TRUE(std::isinf(same->comparisons[0].sqnr_db));
   EXPECT_NE(same->ToJson().find("\"sqnr_db\": null"), std::string::npos);
+}
+
+TEST(Latency, NearestRankPercentilesWithoutTheWarmUp) {
+  // Batch 0 (warm-up) is the slowest and must not show.
+  std::vector<double> seconds{9.0};
+  for (int i = 1; i <= 100; ++i) seconds.push_back(0.01 * i);
+  LatencyStats l = ComputeLatency(seconds, 1);
+  EXPECT_EQ(l.warmup_batches, 1);
+  EXPECT_EQ(l.timed_batches, 100);
+  EXPECT_DOUBLE_EQ(l.p50_seconds, 0.50);
+  EXPECT_DOUBLE_EQ(l.p90_seconds, 0.90);
+  EXPECT_DOUBLE_EQ(l.p99_seconds, 0.99);
+  EXPECT_DOUBLE_EQ(l.max_seconds, 1.00);
+  EXPECT_NEAR(l.mean_seconds, 0.505, 1e-12);
+  // Four batches: p50 is the 2nd fastest, p90 and p99 the slowest.
+  l = ComputeLatency({0.4, 0.1, 0.3, 0.2}, 0);
+  EXPECT_DOUBLE_EQ(l.p50_seconds, 0.2);
+  EXPECT_DOUBLE_EQ(l.p90_seconds, 0.4);
+  EXPECT_DOUBLE_EQ(l.p99_seconds, 0.4);
+  // Everything warm-up: no timed batches, zeros.
+  l = ComputeLatency({0.4, 0.1}, 5);
+  EXPECT_EQ(l.warmup_batches, 2);
+  EXPECT_EQ(l.timed_batches, 0);
+  EXPECT_EQ(l.p50_seconds, 0.0);
+}
+
+TEST_F(EvaluateTest, LatencyAndChromeTrace) {
+  EvalOptions o;
+  o.inputs = path("data.npz");
+  o.batch = 2;  // 5 batches
+  o.threads = 1;
+  o.warmup = 2;
+  o.trace = path("trace.json");
+  auto r = Evaluate(path("model.onnx"), o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->latency.warmup_batches, 2);
+  EXPECT_EQ(r->latency.timed_batches, 3);
+  EXPECT_LE(r->latency.p50_seconds, r->latency.p90_seconds);
+  EXPECT_LE(r->latency.p90_seconds, r->latency.p99_seconds);
+  EXPECT_EQ(r->trace, path("trace.json"));
+  EXPECT_TRUE(r->op_profile.empty());  // a trace alone does not print the profile
+  EXPECT_NE(r->ToText().find("3 batches after 2 warm-up"), std::string::npos) << r->ToText();
+  EXPECT_NE(r->ToJson().find("\"timed_batches\": 3"), std::string::npos) << r->ToJson();
+  auto bytes = ReadFile(path("trace.json"));
+  ASSERT_TRUE(bytes.ok());
+  // One complete event per node run: 1 node x 5 batches.
+  size_t events = 0;
+  for (size_t at = bytes->find("\"ph\": \"X\""); at != std::string::npos; at = bytes->find("\"ph\": \"X\"", at + 1))
+    ++events;
+  EXPECT_EQ(events, 5u) << *bytes;
+  EXPECT_NE(bytes->find("\"traceEvents\""), std::string::npos);
+  EXPECT_NE(bytes->find("\"name\": \"mm\""), std::string::npos) << *bytes;
+  EXPECT_NE(bytes->find("\"cat\": \"MatMul\""), std::string::npos) << *bytes;
+  EXPECT_NE(bytes->find("\"kernel\": \"gemm_f32"), std::string::npos) << *bytes;  // the row this CPU picks
+
+  // All batches warm-up: the text says so and the JSON percentiles are null.
+  o.trace.clear();
+  o.warmup = 10;
+  r = Evaluate(path("model.onnx"), o);
+  ASSERT_TRUE(r.ok());
+  EXPECT_NE(r->ToText().find("all 5 batches were warm-up"), std::string::npos) << r->ToText();
+  EXPECT_NE(r->ToJson().find("\"p50_seconds\": null"), std::string::npos) << r->ToJson();
+
+  o.warmup = -1;
+  EXPECT_NE(Evaluate(path("model.onnx"), o).status().message().find("warmup must be >= 0"), std::string::npos);
+  o.warmup = 1;
+  o.trace = path("trace.txt");
+  EXPECT_NE(Evaluate(path("model.onnx"), o).status().message().find("must name a .json file"), std::string::npos);
+  o.trace = path("data.npz");
+  EXPECT_NE(Evaluate(path("model.onnx"), o).status().message().find("would overwrite the dataset"),
+            std::string::npos);
 }
 
 TEST_F(EvaluateTest, FixedBatchPadsTheLastBatchAndRejectsOtherSizes) {
