@@ -45,6 +45,7 @@ class Runner {
   EvaluateCallOptions CallOptions(const std::string& stage) const;
   Status OpenData();
   StatusOr<CalibrationTable> CalibrateModel();
+  StatusOr<CalibrationTable> LoadTable(const QuantizeOptions& q);
   Status UpgradeOpsetForInt8();
   Status PruneStage(double dense_metric);
   StatusOr<EvalReport> EvaluateModel(const Model& m, const std::string& stage);
@@ -61,6 +62,7 @@ class Runner {
   BatchSource calibration_;  // data.calibration (else data.evaluation), preprocessed per batch
   std::unique_ptr<Evaluator> evaluator_;  // data.evaluation against the model as loaded
   std::string prune_stop_;                // why pruning stopped below its target ("" = it did not)
+  std::string scales_method_;             // quantize.scales: the table's calibration method
  public:
   bool model_written_ = false;  // output.model holds this run's (unjudged) model
 };
@@ -131,12 +133,29 @@ StatusOr<CalibrationTable> Runner::CalibrateModel() {
   return Calibrate(fp32_, next, c);
 }
 
+// quantize.scales: a table calibrated earlier, checked against the model (as pruned).
+StatusOr<CalibrationTable> Runner::LoadTable(const QuantizeOptions& q) {
+  const std::string where = "quantize.scales " + r_.quantize.scales;
+  auto table = CalibrationTable::Load(r_.quantize.scales);
+  if (!table.ok()) return table.status().WithContext(where);
+  scales_method_ = table->method;
+  std::vector<std::string> warnings;
+  SPARQ_RETURN_IF_ERROR(CheckCalibrationTable(fp32_, *table, q, &warnings).WithContext(where));
+  for (const auto& w : warnings) {
+    Log(where + ": " + w);
+    report_.warnings.push_back(where + ": " + w);
+  }
+  return table;
+}
+
 Status Runner::WriteOutputModel(const Model& m) {
   SaveOptions s;
   s.external_data = r_.output.external_data;
   s.sparse_initializers = r_.output.sparse_initializers;
   Model stamped = m;  // shares the weights
   StampProvenance(r_, &stamped);
+  const bool int8 = r_.quantize.enabled && r_.quantize.precision != RecipeQuantize::Precision::kFp16;
+  if (int8 && !scales_method_.empty()) SetMetadataProp("sparq.calibration_method", scales_method_, &stamped);
   SPARQ_RETURN_IF_ERROR(SaveModel(stamped, r_.output.model, s));
   model_written_ = true;
   std::error_code ec;
@@ -226,11 +245,23 @@ StatusOr<RunReport> Runner::Run() {
     SPARQ_RETURN_IF_ERROR(Timed("prune", [&] { return PruneStage(report_.fp32_metric); }));
   }
 
-  // Calibrate (also for FP16: the table tells which values are float32).
-  Log("calibrate (" + std::string(CalibrationMethodName(r_.quantize.calibration.method)) + ") on " + r_.data.calibration);
-  SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, Timed("calibrate", [&] { return CalibrateModel(); }));
+  QuantizeOptions qopt = ToQuantizeOptions(r_);
+  if (!r_.quantize.enabled) {
+    qopt.precision = Precision::kFP32;
+    qopt.fold_batchnorm = false;
+  }
+  // Calibrate (also for FP16: the table tells which values are float32), or
+  // reuse quantize.scales, checked against the model.
+  CalibrationTable table;
+  if (!r_.quantize.scales.empty()) {
+    Log("calibration table " + r_.quantize.scales);
+    SPARQ_ASSIGN_OR_RETURN(table, Timed("calibrate", [&] { return LoadTable(qopt); }));
+  } else {
+    Log("calibrate (" + std::string(CalibrationMethodName(r_.quantize.calibration.method)) + ") on " + r_.data.calibration);
+    SPARQ_ASSIGN_OR_RETURN(table, Timed("calibrate", [&] { return CalibrateModel(); }));
+  }
   const bool int8 = r_.quantize.enabled && r_.quantize.precision != RecipeQuantize::Precision::kFp16;
-  if (int8 && !r_.output.scales.empty()) {
+  if (int8 && !r_.output.scales.empty() && r_.quantize.scales.empty()) {
     SPARQ_RETURN_IF_ERROR(table.Save(r_.output.scales));
     report_.files.push_back(r_.output.scales);
   }
@@ -240,11 +271,6 @@ StatusOr<RunReport> Runner::Run() {
     report_.files.push_back(r_.output.trt_cache);
   }
 
-  QuantizeOptions qopt = ToQuantizeOptions(r_);
-  if (!r_.quantize.enabled) {
-    qopt.precision = Precision::kFP32;
-    qopt.fold_batchnorm = false;
-  }
   QuantizedCandidate quantized;
   SPARQ_ASSIGN_OR_RETURN(quantized.model,
                          Timed("quantize", [&] { return QuantizeModel(fp32_, table, qopt, &quantized.report); }));
