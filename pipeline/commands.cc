@@ -29,7 +29,14 @@ StatusOr<CalibrationTable> CalibrateFiles(const CalibrateFilesOptions& options) 
   DatasetOptions d;
   SPARQ_ASSIGN_OR_RETURN(Model model, LoadModelForData(options.model, options.batch_size, options.samples, &d));
   SPARQ_ASSIGN_OR_RETURN(BatchSource data, OpenDataset(options.data, model.graph, d));
-  SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, Calibrate(model, data(), options.calibration));
+  CalibrationOptions c = options.calibration;
+  if (c.progress) {
+    c.progress = [user = options.calibration.progress, total = data.samples()](CalibrationProgress& p) {
+      p.total_samples = total;
+      user(p);
+    };
+  }
+  SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, Calibrate(model, data(), c));
   // Refused before anything is written: a method without a TensorRT calibrator, or zero points.
   if (!options.trt_cache.empty()) SPARQ_RETURN_IF_ERROR(table.CheckTensorRtCache().WithContext("trt_cache"));
   SPARQ_RETURN_IF_ERROR(table.Save(options.output));

@@ -119,13 +119,13 @@ StatusOr<CalibrationTable> Runner::CalibrateModel() {
   CalibrationOptions c;
   static_cast<CalibrationMethodOptions&>(c) = r_.quantize.calibration;
   c.threads = r_.evaluate.threads;
-  // The source knows its size and the batch it reads (a fixed batch dim wins).
-  const int64_t samples = calibration_.samples(), batch = calibration_.batch_size();
-  const int64_t total_batches = samples >= 0 && batch > 0 ? (samples + batch - 1) / batch : -1;
+  // In samples, as the evaluation stages count: the source knows its size
+  // (after data.calibration_samples).
+  const int64_t total = calibration_.samples();
   if (o_.on_progress) {
     auto cb = o_.on_progress;
-    c.progress = [cb, total_batches](CalibrationProgress& p) {
-      StageProgress s{"calibrate", p.batches, total_batches};
+    c.progress = [cb, total](CalibrationProgress& p) {
+      StageProgress s{"calibrate", p.samples, total};
       cb(s);
       p.cancel = s.cancel;
     };

@@ -26,7 +26,8 @@ struct SPARQ_API CalibrateFilesOptions {
 };
 
 // Loads the model, calibrates it on the data, writes the table (and the
-// TensorRT cache) and returns the table. Errors: those of LoadModel,
+// TensorRT cache) and returns the table. calibration.progress, when set, is
+// told the data's total_samples. Errors: those of LoadModel,
 // OpenDataset, Calibrate and the writes; InvalidArgument for bad options.
 SPARQ_API StatusOr<CalibrationTable> CalibrateFiles(const CalibrateFilesOptions& options);
 

@@ -364,8 +364,12 @@ TEST_F(CliTest, RecipeCheckRefusesABackendThatCannotRunHere) {
 TEST_F(CliTest, QuantizeReusesACalibrationTable) {
   const std::string digits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
   const std::string model = digits + "digits_cnn.onnx";
-  CliResult cal = Run("calibrate " + model + " --data " + digits + "calib.npz --method max -o " + path("scales.json"));
+  CliResult cal = Run("calibrate " + model + " --data " + digits + "calib.npz --method max --batch 48 --progress -o " +
+                      path("scales.json"));
   ASSERT_EQ(cal.exit_code, 0) << cal.err;
+  // The bar counts samples up to the file's 256 (batches of 48: the last holds 16).
+  EXPECT_NE(cal.err.find("] 256/256 samples"), std::string::npos) << cal.err;
+  EXPECT_NE(cal.err.find("] 240/256 samples"), std::string::npos) << cal.err;
   CliResult q = Run("quantize " + model + " --scales " + path("scales.json") + " -o " + path("int8.onnx"));
   ASSERT_EQ(q.exit_code, 0) << q.err;
   EXPECT_NE(q.out.find("quantized 3 of 3 weighted layers to INT8"), std::string::npos) << q.out;

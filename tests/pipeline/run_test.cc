@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "runtime/dataset.h"  // SliceRows
 #include "sparq/file_io.h"
@@ -80,6 +81,32 @@ TEST(RunRecipe, ReusesACalibrationTable) {
   EXPECT_NE(failed.status().message().find("quantize.scales " + wrong.path("partial.json")), std::string::npos)
       << failed.status().message();
   EXPECT_NE(failed.status().message().find("'" + dropped + "'"), std::string::npos) << failed.status().message();
+}
+
+// Progress totals match the data, in samples for every stage (the calibrate
+// bar once counted batches against a total of samples / batch of its own).
+TEST(RunRecipe, ProgressTotalsMatchTheData) {
+  testing::TempDir dir;
+  Recipe r = MakeRecipe(dir.root(), "");
+  r.data.batch_size = 48;  // 128 calibration samples: 48 + 48 + 32
+  std::map<std::string, StageProgress> last;
+  std::map<std::string, int> updates;
+  PipelineOptions options;
+  options.on_progress = [&](StageProgress& p) {
+    last[p.stage] = p;
+    ++updates[p.stage];
+  };
+  auto report = RunRecipe(r, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_TRUE(last.count("calibrate"));
+  EXPECT_EQ(last["calibrate"].done, 128);
+  EXPECT_EQ(last["calibrate"].total, 128);
+  EXPECT_EQ(updates["calibrate"], 3);
+  for (const char* stage : {"evaluate fp32", "evaluate output"}) {
+    ASSERT_TRUE(last.count(stage)) << stage;
+    EXPECT_GT(last[stage].total, 0) << stage;
+    EXPECT_EQ(last[stage].done, last[stage].total) << stage;
+  }
 }
 
 TEST(RunRecipe, SameModelBytesForAnyThreadCount) {
