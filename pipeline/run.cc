@@ -133,7 +133,7 @@ StatusOr<CalibrationTable> Runner::CalibrateModel() {
   return Calibrate(fp32_, next, c);
 }
 
-// quantize.scales: a table calibrated earlier, checked against the model (as pruned).
+// quantize.scales: a table calibrated earlier, checked against the model.
 StatusOr<CalibrationTable> Runner::LoadTable(const QuantizeOptions& q) {
   const std::string where = "quantize.scales " + r_.quantize.scales;
   auto table = CalibrationTable::Load(r_.quantize.scales);
@@ -233,6 +233,18 @@ StatusOr<RunReport> Runner::Run() {
   SPARQ_RETURN_IF_ERROR(CheckRecipeAgainstModel(r_, fp32_));
   report_.fp32_bytes = static_cast<int64_t>(fs::file_size(r_.model, ec));
   SPARQ_RETURN_IF_ERROR(UpgradeOpsetForInt8());
+  QuantizeOptions qopt = ToQuantizeOptions(r_);
+  if (!r_.quantize.enabled) {
+    qopt.precision = Precision::kFP32;
+    qopt.fold_batchnorm = false;
+  }
+  // A table given in quantize.scales is checked before any work (pruning
+  // keeps every value name, so the check holds for the pruned model too).
+  CalibrationTable table;
+  if (!r_.quantize.scales.empty()) {
+    Log("calibration table " + r_.quantize.scales);
+    SPARQ_ASSIGN_OR_RETURN(table, Timed("calibrate", [&] { return LoadTable(qopt); }));
+  }
 
   // The evaluation data's reference outputs come from this run, once: every
   // later model (prune candidates, quantized, fallback) is compared with them.
@@ -245,18 +257,9 @@ StatusOr<RunReport> Runner::Run() {
     SPARQ_RETURN_IF_ERROR(Timed("prune", [&] { return PruneStage(report_.fp32_metric); }));
   }
 
-  QuantizeOptions qopt = ToQuantizeOptions(r_);
-  if (!r_.quantize.enabled) {
-    qopt.precision = Precision::kFP32;
-    qopt.fold_batchnorm = false;
-  }
   // Calibrate (also for FP16: the table tells which values are float32), or
-  // reuse quantize.scales, checked against the model.
-  CalibrationTable table;
-  if (!r_.quantize.scales.empty()) {
-    Log("calibration table " + r_.quantize.scales);
-    SPARQ_ASSIGN_OR_RETURN(table, Timed("calibrate", [&] { return LoadTable(qopt); }));
-  } else {
+  // reuse quantize.scales (loaded and checked above).
+  if (r_.quantize.scales.empty()) {
     Log("calibrate (" + std::string(CalibrationMethodName(r_.quantize.calibration.method)) + ") on " + r_.data.calibration);
     SPARQ_ASSIGN_OR_RETURN(table, Timed("calibrate", [&] { return CalibrateModel(); }));
   }
