@@ -66,8 +66,9 @@ Exit status: 0 written, 2 error.)");
     if (!result.ok()) return ReportError(result.status(), args->json);
     if (!result->opset_upgrade.empty()) std::cerr << "sparq: " << result->opset_upgrade << "\n";
     for (const auto& w : result->report.warnings) std::cerr << "sparq: warning: " << w << "\n";
-    int int8 = 0;
-    for (const auto& l : result->report.layers) int8 += l.precision == Precision::kINT8;
+    int count[3] = {0, 0, 0};  // int8, fp16, fp32 weighted layers
+    for (const auto& l : result->report.layers)
+      ++count[l.precision == Precision::kINT8 ? 0 : l.precision == Precision::kFP16 ? 1 : 2];
     if (args->json) {
       nlohmann::json j;
       j["output"] = args->options.output;
@@ -81,8 +82,8 @@ Exit status: 0 written, 2 error.)");
       }
       std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
     } else {
-      std::cout << "quantized " << int8 << " of " << result->report.layers.size() << " weighted layers to INT8 with "
-                << args->options.scales << " (" << result->calibration << ") -> " << args->options.output << "\n";
+      std::cout << "weighted layers: " << count[0] << " int8, " << count[1] << " fp16, " << count[2] << " fp32 (table "
+                << args->options.scales << ", " << result->calibration << ") -> " << args->options.output << "\n";
     }
     return kExitOk;
   };
