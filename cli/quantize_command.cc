@@ -6,6 +6,7 @@
 
 #include "cli/commands.h"
 #include "sparq/commands.h"
+#include "sparq/version.h"
 
 namespace sparq {
 namespace cli {
@@ -71,6 +72,8 @@ Exit status: 0 written, 2 error.)");
       ++count[l.precision == Precision::kINT8 ? 0 : l.precision == Precision::kFP16 ? 1 : 2];
     if (args->json) {
       nlohmann::json j;
+      j["schema_version"] = kJsonSchemaVersion;
+      j["sparq_version"] = Version();
       j["output"] = args->options.output;
       j["scales"] = args->options.scales;
       j["calibration_method"] = result->calibration;
