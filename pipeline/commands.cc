@@ -56,6 +56,10 @@ StatusOr<QuantizeFilesResult> QuantizeFiles(const QuantizeFilesOptions& options)
       (std::filesystem::exists(options.output, ec) && std::filesystem::equivalent(options.output, options.model, ec))) {
     return Status::InvalidArgument("output " + options.output + " is the input model: sparq never overwrites it");
   }
+  if (options.output == options.scales ||
+      (std::filesystem::exists(options.output, ec) && std::filesystem::equivalent(options.output, options.scales, ec))) {
+    return Status::InvalidArgument("output " + options.output + " is the calibration table: sparq never overwrites it");
+  }
   SPARQ_ASSIGN_OR_RETURN(Model model, LoadModel(options.model));
   SPARQ_RETURN_IF_ERROR(CheckSupported(model));
   auto table = CalibrationTable::Load(options.scales);

@@ -400,6 +400,8 @@ TEST_F(CliTest, QuantizeReusesACalibrationTable) {
   EXPECT_FALSE(fs::exists(path("m8.onnx")));
 
   ExpectError("quantize " + model + " --scales " + path("scales.json") + " -o " + model, "never overwrites");
+  ExpectError("quantize " + model + " --scales " + path("scales.json") + " -o " + path("scales.json"),
+              "is the calibration table");
   ExpectError("quantize " + model + " --scales " + path("none.json") + " -o " + path("x.onnx"), "none.json");
   ExpectError("quantize " + model + " --scales " + path("scales.json") + " --precision int4 -o " + path("x.onnx"),
               "int4");
