@@ -1,8 +1,11 @@
 // `sparq calibrate MODEL --data DATA [--method kl] -o scales.json`: observes
 // activations and writes the calibration table (sparq::Calibrate).
+#include <unistd.h>
+
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "sparq/commands.h"
 
 namespace sparq {
@@ -11,6 +14,7 @@ namespace cli {
 RunFn AddCalibrateCommand(CLI::App& app) {
   struct Args {
     std::string method = "kl";
+    bool progress = false;
     CalibrateFilesOptions options;
   };
   auto args = std::make_shared<Args>();
@@ -30,6 +34,7 @@ RunFn AddCalibrateCommand(CLI::App& app) {
                   "Also write a TensorRT calibration cache here (methods kl and max, symmetric tables only)");
   sub->add_option("--trt-version", args->options.trt_version, "TensorRT version in the cache header (8601 = 8.6.1)")
       ->capture_default_str();
+  sub->add_flag("--progress", args->progress, "Show a progress bar even when stderr is not a terminal");
   sub->footer(R"(Examples:
   sparq calibrate model.onnx --data calib.npz --method kl -o scales.json
   sparq calibrate model.onnx --data calib/ --method percentile --percentile 99.99 -o scales.json
@@ -38,7 +43,14 @@ RunFn AddCalibrateCommand(CLI::App& app) {
     auto method = ParseCalibrationMethod(args->method);
     if (!method.ok()) return ReportError(method.status());
     args->options.calibration.method = *method;
+    ProgressBar bar;
+    if (args->progress || isatty(STDERR_FILENO)) {
+      args->options.calibration.progress = [&bar](CalibrationProgress& p) {
+        bar.Update("calibrate", p.samples, p.total_samples, "samples");
+      };
+    }
     auto table = CalibrateFiles(args->options);
+    bar.End();
     if (!table.ok()) return ReportError(table.status());
     std::cout << "calibrated " << table->tensors.size() << " tensors on " << table->samples << " samples ("
               << args->method << ") -> " << args->options.output << "\n";

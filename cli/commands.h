@@ -26,6 +26,7 @@ RunFn AddEvalCommand(CLI::App& app);
 RunFn AddRunCommand(CLI::App& app);
 RunFn AddRecipeCommand(CLI::App& app);
 RunFn AddCalibrateCommand(CLI::App& app);
+RunFn AddQuantizeCommand(CLI::App& app);
 RunFn AddConvertCommand(CLI::App& app);
 RunFn AddSensitivityCommand(CLI::App& app);
 RunFn AddCompareCommand(CLI::App& app);

@@ -6,6 +6,7 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "sparq/compare.h"
 
 namespace sparq {
@@ -53,19 +54,14 @@ models run without fusions, QDQ models as their float graph. SQNR = 10 log10(sum
 sum (ref - candidate)^2), over all samples; 'identical' when the error is 0.)");
   return [args]() {
     const bool show_progress = args->progress || isatty(STDERR_FILENO);
+    ProgressBar bar;
     if (show_progress) {
-      args->options.on_progress = [](EvalProgress& p) {
-        if (p.total > 0) {
-          std::fprintf(stderr, "\rcompared %lld/%lld samples", static_cast<long long>(p.done),
-                       static_cast<long long>(p.total));
-        } else {
-          std::fprintf(stderr, "\rcompared %lld samples", static_cast<long long>(p.done));
-        }
-        std::fflush(stderr);
+      args->options.on_progress = [&bar](const EvalProgress& p) {
+        bar.Update("compare", p.done, p.total, "samples", p.seconds);
       };
     }
     auto report = Compare(args->reference, args->candidate, args->options);
-    if (show_progress) std::fprintf(stderr, "\n");
+    bar.End();
     if (!report.ok()) return ReportError(report.status(), args->json);
     std::cout << (args->json ? report->ToJson() + "\n" : report->ToText(args->top));
     return kExitOk;

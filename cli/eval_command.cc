@@ -7,29 +7,11 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "sparq/evaluate.h"
 
 namespace sparq {
 namespace cli {
-namespace {
-
-// Redraws a one-line progress bar on stderr.
-void DrawProgress(const EvalProgress& p) {
-  const double rate = p.seconds > 0 ? static_cast<double>(p.done) / p.seconds : 0.0;
-  if (p.total > 0) {
-    constexpr int kWidth = 30;
-    const int filled = static_cast<int>(kWidth * std::min<int64_t>(p.done, p.total) / p.total);
-    std::fprintf(stderr, "\r[%s%s] %lld/%lld samples  %.1f samples/s", std::string(filled, '#').c_str(),
-                 std::string(kWidth - filled, ' ').c_str(), static_cast<long long>(p.done),
-                 static_cast<long long>(p.total), rate);
-  } else {
-    std::fprintf(stderr, "\r%lld samples  %.1f samples/s", static_cast<long long>(p.done), rate);
-  }
-  std::fflush(stderr);
-}
-
-}  // namespace
-
 RunFn AddEvalCommand(CLI::App& app) {
   struct Args {
     std::string model;
@@ -90,9 +72,12 @@ Data: arrays hold samples along their first axis; a folder's .npy/.npz files are
 in name order. Labels are int64/int32 class ids, scored against output 0.)");
   return [args]() {
     const bool show_progress = args->progress || isatty(STDERR_FILENO);
-    if (show_progress) args->options.on_progress = DrawProgress;
+    ProgressBar bar;
+    if (show_progress) {
+      args->options.on_progress = [&bar](const EvalProgress& p) { bar.Update("evaluate", p.done, p.total, "samples", p.seconds); };
+    }
     auto report = Evaluate(args->model, args->options);
-    if (show_progress) std::fprintf(stderr, "\n");
+    bar.End();
     if (!report.ok()) return ReportError(report.status(), args->json);
     std::cout << (args->json ? report->ToJson() + "\n" : report->ToText());
     return kExitOk;

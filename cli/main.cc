@@ -32,6 +32,7 @@ constexpr const char* kExamples = R"(Examples:
   sparq run recipes/quickstart.yaml
   sparq recipe check my_recipe.yaml --print
   sparq calibrate model.onnx --data calib.npz --method kl -o scales.json
+  sparq quantize model.onnx --scales scales.json -o model.int8.onnx
   sparq inspect resnet18.onnx
   sparq inspect resnet18.onnx --json
   sparq eval resnet18.onnx --inputs val.npz --labels val_labels.npy --batch 32
@@ -64,6 +65,7 @@ int main(int argc, char** argv) {
   add(AddRunCommand);
   add(AddRecipeCommand);
   add(AddCalibrateCommand);
+  add(AddQuantizeCommand);
   add(AddInspectCommand);
   add(AddEvalCommand);
   add(AddConvertCommand);

@@ -6,39 +6,11 @@
 #include <memory>
 
 #include "cli/commands.h"
+#include "cli/progress.h"
 #include "sparq/pipeline.h"
 
 namespace sparq {
 namespace cli {
-namespace {
-
-// One progress bar line per stage on stderr, redrawn in place.
-class StageBars {
- public:
-  void Draw(const StageProgress& p) {
-    if (p.stage != stage_ && !stage_.empty()) std::fprintf(stderr, "\n");
-    stage_ = p.stage;
-    constexpr int kWidth = 30;
-    if (p.total > 0) {
-      const int filled = static_cast<int>(kWidth * std::min<int64_t>(p.done, p.total) / p.total);
-      std::fprintf(stderr, "\r%-16s [%s%s] %lld/%lld", p.stage.c_str(), std::string(filled, '#').c_str(),
-                   std::string(kWidth - filled, ' ').c_str(), static_cast<long long>(p.done),
-                   static_cast<long long>(p.total));
-    } else {
-      std::fprintf(stderr, "\r%-16s %lld", p.stage.c_str(), static_cast<long long>(p.done));
-    }
-    std::fflush(stderr);
-  }
-  void End() {
-    if (!stage_.empty()) std::fprintf(stderr, "\n");
-    stage_.clear();
-  }
-
- private:
-  std::string stage_;
-};
-
-}  // namespace
 
 RunFn AddRunCommand(CLI::App& app) {
   struct Args {
@@ -73,10 +45,12 @@ evaluate.gate.failed_model), 2 error (bad recipe, missing file, unsupported mode
     parse.overrides = args->overrides;
     auto recipe = LoadRecipe(args->recipe, parse);
     if (!recipe.ok()) return ReportError(recipe.status(), args->json);
-    StageBars bars;
+    ProgressBar bars;
     PipelineOptions options;
     const bool show_progress = !args->quiet && (args->progress || isatty(STDERR_FILENO));
-    if (show_progress) options.on_progress = [&bars](const StageProgress& p) { bars.Draw(p); };
+    if (show_progress) {
+      options.on_progress = [&bars](const StageProgress& p) { bars.Update(p.stage, p.done, p.total, "samples"); };
+    }
     if (!args->quiet) {
       options.on_log = [&bars, show_progress](const std::string& line) {
         if (show_progress) bars.End();

@@ -1,7 +1,12 @@
 #include "sparq/commands.h"
 
+#include <filesystem>
+
+#include "pipeline/provenance.h"
+#include "sparq/executor.h"
 #include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
+#include "sparq/version.h"
 
 namespace sparq {
 namespace {
@@ -24,7 +29,14 @@ StatusOr<CalibrationTable> CalibrateFiles(const CalibrateFilesOptions& options) 
   DatasetOptions d;
   SPARQ_ASSIGN_OR_RETURN(Model model, LoadModelForData(options.model, options.batch_size, options.samples, &d));
   SPARQ_ASSIGN_OR_RETURN(BatchSource data, OpenDataset(options.data, model.graph, d));
-  SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, Calibrate(model, data(), options.calibration));
+  CalibrationOptions c = options.calibration;
+  if (c.progress) {
+    c.progress = [user = options.calibration.progress, total = data.samples()](CalibrationProgress& p) {
+      p.total_samples = total;
+      user(p);
+    };
+  }
+  SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, Calibrate(model, data(), c));
   // Refused before anything is written: a method without a TensorRT calibrator, or zero points.
   if (!options.trt_cache.empty()) SPARQ_RETURN_IF_ERROR(table.CheckTensorRtCache().WithContext("trt_cache"));
   SPARQ_RETURN_IF_ERROR(table.Save(options.output));
@@ -32,6 +44,44 @@ StatusOr<CalibrationTable> CalibrateFiles(const CalibrateFilesOptions& options) 
     SPARQ_RETURN_IF_ERROR(WriteFileAtomically(options.trt_cache, table.ToTensorRtCache(options.trt_version)));
   }
   return table;
+}
+
+StatusOr<QuantizeFilesResult> QuantizeFiles(const QuantizeFilesOptions& options) {
+  for (const auto& [name, path] : {std::pair<const char*, const std::string&>{"model", options.model},
+                                   {"scales", options.scales}, {"output", options.output}}) {
+    if (path.empty()) return Status::InvalidArgument(std::string(name) + " path is empty");
+  }
+  std::error_code ec;
+  if (options.output == options.model ||
+      (std::filesystem::exists(options.output, ec) && std::filesystem::equivalent(options.output, options.model, ec))) {
+    return Status::InvalidArgument("output " + options.output + " is the input model: sparq never overwrites it");
+  }
+  if (options.output == options.scales ||
+      (std::filesystem::exists(options.output, ec) && std::filesystem::equivalent(options.output, options.scales, ec))) {
+    return Status::InvalidArgument("output " + options.output + " is the calibration table: sparq never overwrites it");
+  }
+  SPARQ_ASSIGN_OR_RETURN(Model model, LoadModel(options.model));
+  SPARQ_RETURN_IF_ERROR(CheckSupported(model));
+  auto table = CalibrationTable::Load(options.scales);
+  if (!table.ok()) return table.status().WithContext("scales " + options.scales);
+  QuantizeFilesResult result;
+  result.calibration = table->method;
+  const QuantizeOptions& q = options.quantize;
+  bool int8 = q.precision == Precision::kINT8;
+  for (const auto& rule : q.layers) int8 |= rule.precision == Precision::kINT8;
+  if (int8) {
+    SPARQ_ASSIGN_OR_RETURN(result.opset_upgrade, UpgradeOpsetForInt8(model, q));
+  }
+  SPARQ_RETURN_IF_ERROR(
+      CheckCalibrationTable(model, *table, q, &result.report.warnings).WithContext("scales " + options.scales));
+  std::vector<std::string> check_warnings = std::move(result.report.warnings);
+  SPARQ_ASSIGN_OR_RETURN(Model quantized, QuantizeModel(model, *table, q, &result.report));
+  result.report.warnings.insert(result.report.warnings.begin(), check_warnings.begin(), check_warnings.end());
+  quantized.producer_name = "sparq";
+  quantized.producer_version = Version();
+  SetMetadataProp("sparq.calibration_method", int8 && !q.dynamic ? table->method : "none", &quantized);
+  SPARQ_RETURN_IF_ERROR(SaveModel(quantized, options.output));
+  return result;
 }
 
 StatusOr<SensitivityFilesResult> SensitivityFiles(const SensitivityFilesOptions& options) {

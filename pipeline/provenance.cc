@@ -30,6 +30,15 @@ std::string ModelRecipeHash(const Recipe& recipe) {
   return Fnv1a64Hex(RecipeToYaml(r));
 }
 
+void SetMetadataProp(const std::string& key, const std::string& value, Model* model) {
+  for (auto& kv : model->metadata_props)
+    if (kv.first == key) {
+      kv.second = value;
+      return;
+    }
+  model->metadata_props.emplace_back(key, value);
+}
+
 void StampProvenance(const Recipe& recipe, Model* model) {
   model->producer_name = "sparq";
   model->producer_version = Version();
@@ -39,15 +48,7 @@ void StampProvenance(const Recipe& recipe, Model* model) {
       {"sparq.recipe_name", recipe.name},
       {"sparq.calibration_method", int8 ? RecipeEnumName(recipe.quantize.calibration.method) : "none"},
   };
-  for (const auto& [key, value] : props) {
-    bool replaced = false;
-    for (auto& kv : model->metadata_props)
-      if (kv.first == key) {
-        kv.second = value;
-        replaced = true;
-      }
-    if (!replaced) model->metadata_props.emplace_back(key, value);
-  }
+  for (const auto& [key, value] : props) SetMetadataProp(key, value, model);
 }
 
 }  // namespace sparq

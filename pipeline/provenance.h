@@ -18,6 +18,9 @@ std::string Fnv1a64Hex(const std::string& bytes);
 // for any thread count and output folder).
 std::string ModelRecipeHash(const Recipe& recipe);
 
+// Sets metadata_props[key] = value (replacing an earlier value of the key).
+void SetMetadataProp(const std::string& key, const std::string& value, Model* model);
+
 // Sets producer_name "sparq" and producer_version sparq::Version(), and the
 // metadata_props (replacing earlier values of the same keys):
 //   sparq.recipe_fnv1a64       ModelRecipeHash(recipe)

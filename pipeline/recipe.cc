@@ -456,6 +456,8 @@ void RecipeParser::ParseQuantize(MapReader m) {
     diag_.Warning(c.LineOf("percentile"), c.PathOf("percentile"),
                   std::string("is not used by method ") + EnumNameIn(kMethods, q.calibration.method));
   c.Finish();
+  if (ReadPath(m, "scales", recipe_.base_dir, /*allow_empty=*/true, &q.scales) && !q.scales.empty() && c.Has("method"))
+    diag_.Warning(c.LineOf("method"), c.PathOf("method"), "is not used: the ranges come from quantize.scales");
 
   m.Read("per_channel", &q.per_channel);
   m.Read("fold_batchnorm", &q.fold_batchnorm);
@@ -674,6 +676,8 @@ void RecipeParser::CheckFiles() {
     else if (fs::is_directory(r.data.labels, ec) || fs::path(r.data.labels).extension() != ".npy")
       diag_.Error(diag_.LineFor("data.labels"), "data.labels", "expected a .npy file: " + r.data.labels);
   }
+  if (!r.quantize.scales.empty() && !fs::is_regular_file(r.quantize.scales, ec))
+    diag_.Error(diag_.LineFor("quantize.scales"), "quantize.scales", "file not found: " + r.quantize.scales);
   if (!r.prune.kernel_table.empty() && !fs::is_regular_file(r.prune.kernel_table, ec))
     diag_.Error(diag_.LineFor("prune.kernel_table"), "prune.kernel_table", "file not found: " + r.prune.kernel_table);
   if (fs::exists(r.output.dir, ec) && !fs::is_directory(r.output.dir, ec))

@@ -111,12 +111,16 @@ void EmitQuantize(YAML::Emitter& e, const RecipeQuantize& q) {
   e << YAML::Key << "enabled" << YAML::Value << q.enabled;
   e << YAML::Key << "precision" << YAML::Value << RecipeEnumName(q.precision);
   e << YAML::Key << "mode" << YAML::Value << RecipeEnumName(q.mode);
-  e << YAML::Key << "calibration" << YAML::Value << YAML::BeginMap;
-  e << YAML::Key << "method" << YAML::Value << RecipeEnumName(q.calibration.method);
-  Num(e << YAML::Key << "percentile" << YAML::Value, q.calibration.percentile);
-  e << YAML::Key << "bins" << YAML::Value << q.calibration.bins;
-  e << YAML::Key << "symmetric" << YAML::Value << q.calibration.symmetric;
-  e << YAML::EndMap;
+  if (!q.scales.empty()) {
+    e << YAML::Key << "scales" << YAML::Value << q.scales;  // instead of calibrating: no calibration keys
+  } else {
+    e << YAML::Key << "calibration" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "method" << YAML::Value << RecipeEnumName(q.calibration.method);
+    Num(e << YAML::Key << "percentile" << YAML::Value, q.calibration.percentile);
+    e << YAML::Key << "bins" << YAML::Value << q.calibration.bins;
+    e << YAML::Key << "symmetric" << YAML::Value << q.calibration.symmetric;
+    e << YAML::EndMap;
+  }
   e << YAML::Key << "per_channel" << YAML::Value << q.per_channel;
   e << YAML::Key << "fold_batchnorm" << YAML::Value << q.fold_batchnorm;
   e << YAML::Key << "gather_int8" << YAML::Value << q.gather_int8;
@@ -190,8 +194,9 @@ std::vector<std::string> RecipeOutputFiles(const Recipe& r) {
   if (r.output.external_data) files.push_back(r.output.model + ".data");
   const bool calibrated = r.quantize.enabled && r.quantize.precision != RecipeQuantize::Precision::kFp16;
   if (calibrated) {
-    for (const std::string* f : {&r.output.scales, &r.output.trt_cache})
-      if (!f->empty()) files.push_back(*f);
+    // A table given in quantize.scales is not written again.
+    if (!r.output.scales.empty() && r.quantize.scales.empty()) files.push_back(r.output.scales);
+    if (!r.output.trt_cache.empty()) files.push_back(r.output.trt_cache);
   }
   for (const std::string* f : {&r.report.json, &r.report.junit, &r.report.markdown})
     if (!f->empty()) files.push_back(*f);

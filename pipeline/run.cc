@@ -45,6 +45,7 @@ class Runner {
   EvaluateCallOptions CallOptions(const std::string& stage) const;
   Status OpenData();
   StatusOr<CalibrationTable> CalibrateModel();
+  StatusOr<CalibrationTable> LoadTable(const QuantizeOptions& q);
   Status UpgradeOpsetForInt8();
   Status PruneStage(double dense_metric);
   StatusOr<EvalReport> EvaluateModel(const Model& m, const std::string& stage);
@@ -61,6 +62,7 @@ class Runner {
   BatchSource calibration_;  // data.calibration (else data.evaluation), preprocessed per batch
   std::unique_ptr<Evaluator> evaluator_;  // data.evaluation against the model as loaded
   std::string prune_stop_;                // why pruning stopped below its target ("" = it did not)
+  std::string scales_method_;             // quantize.scales: the table's calibration method
  public:
   bool model_written_ = false;  // output.model holds this run's (unjudged) model
 };
@@ -117,18 +119,33 @@ StatusOr<CalibrationTable> Runner::CalibrateModel() {
   CalibrationOptions c;
   static_cast<CalibrationMethodOptions&>(c) = r_.quantize.calibration;
   c.threads = r_.evaluate.threads;
-  // The source knows its size and the batch it reads (a fixed batch dim wins).
-  const int64_t samples = calibration_.samples(), batch = calibration_.batch_size();
-  const int64_t total_batches = samples >= 0 && batch > 0 ? (samples + batch - 1) / batch : -1;
+  // In samples, as the evaluation stages count: the source knows its size
+  // (after data.calibration_samples).
+  const int64_t total = calibration_.samples();
   if (o_.on_progress) {
     auto cb = o_.on_progress;
-    c.progress = [cb, total_batches](CalibrationProgress& p) {
-      StageProgress s{"calibrate", p.batches, total_batches};
+    c.progress = [cb, total](CalibrationProgress& p) {
+      StageProgress s{"calibrate", p.samples, total};
       cb(s);
       p.cancel = s.cancel;
     };
   }
   return Calibrate(fp32_, next, c);
+}
+
+// quantize.scales: a table calibrated earlier, checked against the model.
+StatusOr<CalibrationTable> Runner::LoadTable(const QuantizeOptions& q) {
+  const std::string where = "quantize.scales " + r_.quantize.scales;
+  auto table = CalibrationTable::Load(r_.quantize.scales);
+  if (!table.ok()) return table.status().WithContext(where);
+  scales_method_ = table->method;
+  std::vector<std::string> warnings;
+  SPARQ_RETURN_IF_ERROR(CheckCalibrationTable(fp32_, *table, q, &warnings).WithContext(where));
+  for (const auto& w : warnings) {
+    Log(where + ": " + w);
+    report_.warnings.push_back(where + ": " + w);
+  }
+  return table;
 }
 
 Status Runner::WriteOutputModel(const Model& m) {
@@ -137,6 +154,8 @@ Status Runner::WriteOutputModel(const Model& m) {
   s.sparse_initializers = r_.output.sparse_initializers;
   Model stamped = m;  // shares the weights
   StampProvenance(r_, &stamped);
+  const bool int8 = r_.quantize.enabled && r_.quantize.precision != RecipeQuantize::Precision::kFp16;
+  if (int8 && !scales_method_.empty()) SetMetadataProp("sparq.calibration_method", scales_method_, &stamped);
   SPARQ_RETURN_IF_ERROR(SaveModel(stamped, r_.output.model, s));
   model_written_ = true;
   std::error_code ec;
@@ -214,6 +233,18 @@ StatusOr<RunReport> Runner::Run() {
   SPARQ_RETURN_IF_ERROR(CheckRecipeAgainstModel(r_, fp32_));
   report_.fp32_bytes = static_cast<int64_t>(fs::file_size(r_.model, ec));
   SPARQ_RETURN_IF_ERROR(UpgradeOpsetForInt8());
+  QuantizeOptions qopt = ToQuantizeOptions(r_);
+  if (!r_.quantize.enabled) {
+    qopt.precision = Precision::kFP32;
+    qopt.fold_batchnorm = false;
+  }
+  // A table given in quantize.scales is checked before any work (pruning
+  // keeps every value name, so the check holds for the pruned model too).
+  CalibrationTable table;
+  if (!r_.quantize.scales.empty()) {
+    Log("calibration table " + r_.quantize.scales);
+    SPARQ_ASSIGN_OR_RETURN(table, Timed("calibrate", [&] { return LoadTable(qopt); }));
+  }
 
   // The evaluation data's reference outputs come from this run, once: every
   // later model (prune candidates, quantized, fallback) is compared with them.
@@ -226,11 +257,14 @@ StatusOr<RunReport> Runner::Run() {
     SPARQ_RETURN_IF_ERROR(Timed("prune", [&] { return PruneStage(report_.fp32_metric); }));
   }
 
-  // Calibrate (also for FP16: the table tells which values are float32).
-  Log("calibrate (" + std::string(CalibrationMethodName(r_.quantize.calibration.method)) + ") on " + r_.data.calibration);
-  SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, Timed("calibrate", [&] { return CalibrateModel(); }));
+  // Calibrate (also for FP16: the table tells which values are float32), or
+  // reuse quantize.scales (loaded and checked above).
+  if (r_.quantize.scales.empty()) {
+    Log("calibrate (" + std::string(CalibrationMethodName(r_.quantize.calibration.method)) + ") on " + r_.data.calibration);
+    SPARQ_ASSIGN_OR_RETURN(table, Timed("calibrate", [&] { return CalibrateModel(); }));
+  }
   const bool int8 = r_.quantize.enabled && r_.quantize.precision != RecipeQuantize::Precision::kFp16;
-  if (int8 && !r_.output.scales.empty()) {
+  if (int8 && !r_.output.scales.empty() && r_.quantize.scales.empty()) {
     SPARQ_RETURN_IF_ERROR(table.Save(r_.output.scales));
     report_.files.push_back(r_.output.scales);
   }
@@ -240,11 +274,6 @@ StatusOr<RunReport> Runner::Run() {
     report_.files.push_back(r_.output.trt_cache);
   }
 
-  QuantizeOptions qopt = ToQuantizeOptions(r_);
-  if (!r_.quantize.enabled) {
-    qopt.precision = Precision::kFP32;
-    qopt.fold_batchnorm = false;
-  }
   QuantizedCandidate quantized;
   SPARQ_ASSIGN_OR_RETURN(quantized.model,
                          Timed("quantize", [&] { return QuantizeModel(fp32_, table, qopt, &quantized.report); }));

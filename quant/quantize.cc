@@ -65,8 +65,10 @@ std::optional<size_t> FusedActivation(const Graph& g, size_t index) {
 
 namespace {
 
+// Each node's precision. `table` null: as if every range were there (what
+// CalibrationTensorsNeeded asks); else a layer whose input has no range stays FP32.
 StatusOr<std::vector<Precision>> ResolvePrecisions(const Graph& g, const QuantizeOptions& options,
-                                                   const CalibrationTable& table, QuantizeReport* report) {
+                                                   const CalibrationTable* table, QuantizeReport* report) {
   std::vector<NamePattern> rules;
   std::vector<int> hits(options.layers.size(), 0);
   for (const auto& r : options.layers) {
@@ -103,8 +105,8 @@ StatusOr<std::vector<Precision>> ResolvePrecisions(const Graph& g, const Quantiz
       p = Precision::kFP32;
       reason = "exclude_ops '" + n.op_type + "'";
     }
-    if (p == Precision::kINT8 && !options.dynamic) {
-      if (table.Find(n.inputs[0]) == nullptr) {
+    if (p == Precision::kINT8 && !options.dynamic && table != nullptr) {
+      if (table->Find(n.inputs[0]) == nullptr) {
         p = Precision::kFP32;
         reason = "no calibration range for input '" + n.inputs[0] + "'";
       }
@@ -136,7 +138,7 @@ StatusOr<Model> QuantizeModel(const Model& input, const CalibrationTable& table,
     SPARQ_ASSIGN_OR_RETURN(report->folded_batchnorms, FoldBatchNorm(model));
   }
   Graph& g = model.graph;
-  SPARQ_ASSIGN_OR_RETURN(std::vector<Precision> precision, ResolvePrecisions(g, options, table, report));
+  SPARQ_ASSIGN_OR_RETURN(std::vector<Precision> precision, ResolvePrecisions(g, options, &table, report));
 
   // Float32 values, known before rewriting: those FP16 conversion must cast.
   // The table lists every float activation; shape inference adds values
@@ -183,6 +185,58 @@ StatusOr<Model> QuantizeModel(const Model& input, const CalibrationTable& table,
   SPARQ_RETURN_IF_ERROR(g.TopoSort());
   InferShapes(model).ok();  // best effort, for readers of the file
   return model;
+}
+
+StatusOr<std::vector<CalibrationNeed>> CalibrationTensorsNeeded(const Model& input, const QuantizeOptions& options) {
+  std::vector<CalibrationNeed> needs;
+  if (options.dynamic) return needs;
+  Model model = input;  // shares the weights; folding replaces them
+  if (options.fold_batchnorm) SPARQ_RETURN_IF_ERROR(FoldBatchNorm(model).status());
+  const Graph& g = model.graph;
+  QuantizeReport unused;
+  SPARQ_ASSIGN_OR_RETURN(std::vector<Precision> precision, ResolvePrecisions(g, options, nullptr, &unused));
+  std::set<std::string> seen;
+  auto need = [&](const std::string& tensor, const Node& n, const char* role) {
+    if (seen.insert(tensor).second) needs.push_back({tensor, std::string(role) + " of INT8 layer '" + NodeKey(n) + "'"});
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (precision[i] != Precision::kINT8) continue;
+    const Node& n = g.nodes[i];
+    need(n.inputs[0], n, "input");
+    // Quantized once, after a fusable activation (Conv -> Relu -> Q).
+    const auto act = FusedActivation(g, i);
+    need(act ? g.nodes[*act].outputs[0] : n.outputs[0], n, "output");
+  }
+  return needs;
+}
+
+Status CheckCalibrationTable(const Model& model, const CalibrationTable& table, const QuantizeOptions& options,
+                             std::vector<std::string>* warnings) {
+  SPARQ_ASSIGN_OR_RETURN(std::vector<CalibrationNeed> needs, CalibrationTensorsNeeded(model, options));
+  size_t missing = 0;
+  const CalibrationNeed* first = nullptr;
+  for (const auto& n : needs) {
+    if (table.Find(n.tensor) != nullptr) continue;
+    if (first == nullptr) first = &n;
+    ++missing;
+  }
+  if (first != nullptr) {
+    return Status::NotFound("the calibration table has no range for tensor '" + first->tensor + "' (" + first->use +
+                            "); " + std::to_string(missing) + " of the " + std::to_string(needs.size()) +
+                            " tensors quantization needs are missing: was it calibrated on another model?");
+  }
+  if (warnings == nullptr) return Status::OK();
+  std::set<std::string> values;
+  for (const auto& v : model.graph.inputs) values.insert(v.name);
+  for (const Node& n : model.graph.nodes) values.insert(n.outputs.begin(), n.outputs.end());
+  std::vector<std::string> unknown;
+  for (const auto& r : table.tensors)
+    if (!values.count(r.name)) unknown.push_back(r.name);
+  if (!unknown.empty()) {
+    warnings->push_back("the calibration table has " + std::to_string(unknown.size()) +
+                        " tensor(s) the model does not have (first: '" + unknown.front() + "'); they are ignored");
+  }
+  return Status::OK();
 }
 
 std::string NodeKey(const Node& n) { return n.name.empty() ? "@" + n.outputs.at(0) : n.name; }

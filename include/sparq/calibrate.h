@@ -74,6 +74,7 @@ SPARQ_API double MseThreshold(const AbsHistogram& h, int quant_levels = 128);
 struct SPARQ_API CalibrationProgress {
   int64_t batches = 0;  // batches observed so far
   int64_t samples = 0;  // samples (rows along axis 0) observed so far
+  int64_t total_samples = -1;  // samples the data holds, when the caller knows (CalibrateFiles); else -1
   bool cancel = false;  // set to true in the callback to stop
 };
 

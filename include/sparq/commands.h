@@ -1,4 +1,4 @@
-// The library calls behind `sparq calibrate` and `sparq sensitivity`: files
+// The library calls behind `sparq calibrate`, `sparq quantize` and `sparq sensitivity`: files
 // in, files out, one call each (the CLI parses flags and prints).
 #pragma once
 
@@ -9,6 +9,7 @@
 #include "sparq/evaluate.h"
 #include "sparq/export.h"
 #include "sparq/prune.h"
+#include "sparq/quantize.h"
 #include "sparq/status.h"
 
 namespace sparq {
@@ -25,9 +26,33 @@ struct SPARQ_API CalibrateFilesOptions {
 };
 
 // Loads the model, calibrates it on the data, writes the table (and the
-// TensorRT cache) and returns the table. Errors: those of LoadModel,
+// TensorRT cache) and returns the table. calibration.progress, when set, is
+// told the data's total_samples. Errors: those of LoadModel,
 // OpenDataset, Calibrate and the writes; InvalidArgument for bad options.
 SPARQ_API StatusOr<CalibrationTable> CalibrateFiles(const CalibrateFilesOptions& options);
+
+struct SPARQ_API QuantizeFilesOptions {
+  std::string model;   // FP32 ONNX model (required)
+  std::string scales;  // calibration table (`sparq calibrate`, output.scales) (required)
+  std::string output;  // quantized model to write (required; never the input model)
+  QuantizeOptions quantize;
+};
+
+struct SPARQ_API QuantizeFilesResult {
+  QuantizeReport report;      // each weighted layer's precision; warnings (the table check's included)
+  std::string calibration;    // the table's method
+  std::string opset_upgrade;  // UpgradeOpsetForInt8's line; "" when none was needed
+};
+
+// Calibrate once, quantize many times: loads the model and the table, checks
+// the table against the model (CheckCalibrationTable), quantizes and writes
+// the model atomically with its provenance (producer sparq, the table's
+// calibration method). Errors: InvalidArgument when the output is the input
+// model or a path is empty; NotFound when the table lacks a tensor the
+// quantizer needs (naming the tensor and the table file); those of LoadModel,
+// CalibrationTable::Load, QuantizeModel and SaveModel. Nothing is written on
+// error.
+SPARQ_API StatusOr<QuantizeFilesResult> QuantizeFiles(const QuantizeFilesOptions& options);
 
 struct SPARQ_API SensitivityFilesOptions {
   std::string model;  // FP32 ONNX model (required)

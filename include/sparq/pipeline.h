@@ -22,8 +22,8 @@ namespace sparq {
 // Progress of the current stage, for progress bars.
 struct SPARQ_API StageProgress {
   std::string stage;   // "calibrate", "evaluate fp32", ...
-  int64_t done = 0;
-  int64_t total = -1;  // -1 when not known
+  int64_t done = 0;    // samples done in this stage (calibrate and evaluate stages alike)
+  int64_t total = -1;  // samples the stage will do; -1 when not known
   // Set to true in the callback to stop the run at the next batch: RunRecipe
   // returns StatusCode::kCancelled naming the stage.
   bool cancel = false;

@@ -89,6 +89,28 @@ SPARQ_API StatusOr<Model>
 QuantizeModel(const Model& model, const CalibrationTable& table, const QuantizeOptions& options,
               QuantizeReport* report);
 
+// A tensor whose calibrated range QuantizeModel reads, and what for.
+struct SPARQ_API CalibrationNeed {
+  std::string tensor;
+  std::string use;  // e.g. "input of INT8 layer 'conv1'"
+};
+
+// The ranges QuantizeModel(model, table, options) reads: for each layer that
+// resolves to static INT8 (rules applied, BatchNorm folded when asked), its
+// input and its output (that of a fused Relu/Clip when one follows). Empty
+// for dynamic INT8 and for FP16/FP32 (FP16 reads ranges only to keep
+// overflowing values in float32). In graph order, each tensor once.
+// Errors: those of FoldBatchNorm and of the layer rules (as QuantizeModel).
+SPARQ_API StatusOr<std::vector<CalibrationNeed>> CalibrationTensorsNeeded(const Model& model,
+                                                                          const QuantizeOptions& options);
+
+// Checks a table calibrated elsewhere (calibrate once, quantize many times)
+// against `model`: NotFound naming the first needed tensor it lacks (and how
+// many are missing); tensors of the table that are not values of the model
+// (graph inputs, node outputs) add one line to `warnings` (may be null).
+SPARQ_API Status CheckCalibrationTable(const Model& model, const CalibrationTable& table,
+                                       const QuantizeOptions& options, std::vector<std::string>* warnings);
+
 // Symmetric per-channel int8 weights: w_q = clamp(round(w / s_c), -127, 127)
 // with s_c = max|w[c]| / 127 along `axis`. Exact zeros stay exactly zero.
 struct SPARQ_API QuantizedWeight {

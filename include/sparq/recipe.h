@@ -160,6 +160,10 @@ struct SPARQ_API RecipeQuantize {
   Precision precision = Precision::kInt8;
   Mode mode = Mode::kStatic;  // int8/mixed only
   Calibration calibration;
+  // A calibration table written earlier (`sparq calibrate`, a run's
+  // output.scales) to quantize with instead of calibrating; "" = calibrate.
+  // Checked against the model: every tensor the quantizer needs must be in it.
+  std::string scales;
   bool per_channel = true;     // per-output-channel weight scales
   bool fold_batchnorm = true;  // fold BatchNormalization into the preceding Conv/Gemm
   bool gather_int8 = true;     // int8/mixed: Gather tables (embeddings) of >= 4096 values stored in int8

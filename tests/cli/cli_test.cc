@@ -359,5 +359,54 @@ TEST_F(CliTest, RecipeCheckRefusesABackendThatCannotRunHere) {
   EXPECT_EQ(ok.exit_code, 0) << ok.err;
 }
 
+// Calibrate once, quantize many times: `sparq quantize --scales` reuses the
+// table of `sparq calibrate`, checked against the model.
+TEST_F(CliTest, QuantizeReusesACalibrationTable) {
+  const std::string digits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
+  const std::string model = digits + "digits_cnn.onnx";
+  CliResult cal = Run("calibrate " + model + " --data " + digits + "calib.npz --method max --batch 48 --progress -o " +
+                      path("scales.json"));
+  ASSERT_EQ(cal.exit_code, 0) << cal.err;
+  // The bar counts samples up to the file's 256 (batches of 48: the last holds 16).
+  EXPECT_NE(cal.err.find("] 256/256 samples"), std::string::npos) << cal.err;
+  EXPECT_NE(cal.err.find("] 240/256 samples"), std::string::npos) << cal.err;
+  CliResult q = Run("quantize " + model + " --scales " + path("scales.json") + " -o " + path("int8.onnx"));
+  ASSERT_EQ(q.exit_code, 0) << q.err;
+  EXPECT_NE(q.out.find("weighted layers: 3 int8, 0 fp16, 0 fp32 (table "), std::string::npos) << q.out;
+  auto int8 = LoadModel(path("int8.onnx"));
+  ASSERT_TRUE(int8.ok()) << int8.status().ToString();
+  EXPECT_EQ(int8->producer_name, "sparq");
+  int qdq = 0;
+  for (const auto& n : int8->graph.nodes) qdq += n.op_type == "QuantizeLinear";
+  EXPECT_GT(qdq, 0);
+
+  // Another format and per-tensor weights from the same table.
+  CliResult qop = Run("quantize " + model + " --scales " + path("scales.json") +
+                      " --format qoperator --per-tensor --json -o " + path("qop.onnx"));
+  ASSERT_EQ(qop.exit_code, 0) << qop.err;
+  EXPECT_NE(qop.out.find("\"precision\": \"int8\""), std::string::npos) << qop.out;
+  auto qmodel = LoadModel(path("qop.onnx"));
+  ASSERT_TRUE(qmodel.ok());
+  int qlinear = 0;
+  for (const auto& n : qmodel->graph.nodes) qlinear += n.op_type.rfind("QLinear", 0) == 0;
+  EXPECT_EQ(qlinear, 3);
+
+  // A table of another model: exit 2 naming the first missing tensor and the file.
+  ASSERT_TRUE(SaveModel(Mlp(), path("mlp.onnx")).ok());
+  CliResult wrong = Run("quantize " + path("mlp.onnx") + " --scales " + path("scales.json") + " -o " + path("m8.onnx"));
+  EXPECT_EQ(wrong.exit_code, 2);
+  EXPECT_NE(wrong.err.find("scales " + path("scales.json")), std::string::npos) << wrong.err;
+  EXPECT_NE(wrong.err.find("no range for tensor 'x' (input of INT8 layer 'mm')"), std::string::npos) << wrong.err;
+  EXPECT_FALSE(fs::exists(path("m8.onnx")));
+
+  ExpectError("quantize " + model + " --scales " + path("scales.json") + " -o " + model, "never overwrites");
+  ExpectError("quantize " + model + " --scales " + path("scales.json") + " -o " + path("scales.json"),
+              "is the calibration table");
+  ExpectError("quantize " + model + " --scales " + path("none.json") + " -o " + path("x.onnx"), "none.json");
+  ExpectError("quantize " + model + " --scales " + path("scales.json") + " --precision int4 -o " + path("x.onnx"),
+              "int4");
+  ExpectError("quantize " + model + " -o " + path("x.onnx"), "--scales is required");
+}
+
 }  // namespace
 }  // namespace sparq

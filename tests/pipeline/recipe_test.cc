@@ -604,6 +604,34 @@ TEST_F(RecipeTest, WarningsForUnusedSettings) {
   EXPECT_TRUE(r->warnings.empty());
 }
 
+TEST_F(RecipeTest, ScalesReuseATableInsteadOfCalibrating) {
+  Touch(dir_.path("tables/scales.json"));
+  StatusOr<Recipe> r = Parse(kMinimal + "quantize:\n  scales: tables/scales.json\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->quantize.scales, Abs("tables/scales.json"));
+  EXPECT_TRUE(r->warnings.empty());
+  // The table is read, not written: output.scales is not among the outputs.
+  const std::vector<std::string> files = RecipeOutputFiles(*r);
+  EXPECT_EQ(std::count(files.begin(), files.end(), r->output.scales), 0);
+  // The effective recipe keeps it (and no calibration keys) and parses back.
+  const std::string yaml = RecipeToYaml(*r);
+  EXPECT_NE(yaml.find("scales: " + Abs("tables/scales.json")), std::string::npos) << yaml;
+  StatusOr<Recipe> again = ParseRecipe(yaml, dir_.root(), "e.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->warnings.empty());
+  EXPECT_EQ(WithoutComments(RecipeToYaml(*again)), WithoutComments(yaml));
+
+  // A calibration method beside it is not used; a missing table is an error.
+  r = Parse(kMinimal + "quantize:\n  scales: tables/scales.json\n  calibration: {method: max}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_EQ(r->warnings[0], "r.yaml:7: quantize.calibration.method: is not used: the ranges come from quantize.scales");
+  EXPECT_NE(ErrorOf(kMinimal + "quantize:\n  scales: nope.json\n")
+                .find("r.yaml:6: quantize.scales: file not found: " + Abs("nope.json")),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(kMinimal + "quantize:\n  scales: 3\n").find("quantize.scales"), std::string::npos);
+}
+
 TEST(RecipeStructureTest, ParseAndPrint) {
   for (const char* text : {"unstructured", "channel", "auto", "block4x4", "block1x4", "2:4", "4:8", "1:4"}) {
     StatusOr<RecipePrune::Structure> s = RecipePrune::Structure::Parse(text);

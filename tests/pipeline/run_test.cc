@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <map>
 
 #include "runtime/dataset.h"  // SliceRows
 #include "sparq/file_io.h"
@@ -43,6 +44,69 @@ TEST(RunRecipe, QuickstartPassesAndWritesEveryFile) {
   ASSERT_TRUE(model.ok());
   EXPECT_TRUE(CheckModel(*model).ok());
   EXPECT_NE(report->ToJUnit().find("failures=\"0\""), std::string::npos);
+}
+
+// quantize.scales: a table from an earlier run quantizes without calibrating,
+// checked against the model.
+TEST(RunRecipe, ReusesACalibrationTable) {
+  testing::TempDir first, second, wrong;
+  auto calibrated = RunRecipe(MakeRecipe(first.root(), "quantize:\n  calibration: {method: max}\n"));
+  ASSERT_TRUE(calibrated.ok()) << calibrated.status().ToString();
+  const std::string scales = first.path("scales.json");
+  auto reused = RunRecipe(MakeRecipe(second.root(), "quantize:\n  scales: " + scales + "\n"));
+  ASSERT_TRUE(reused.ok()) << reused.status().ToString();
+  // Same table, same options: the same graph (the recipe hashes differ); the
+  // table's method in the provenance; the table is not written again.
+  auto a = LoadModel(calibrated->output_model), b = LoadModel(reused->output_model);
+  ASSERT_TRUE(a.ok() && b.ok());
+  Model ga = *a, gb = *b;
+  ga.metadata_props.clear();
+  gb.metadata_props.clear();
+  EXPECT_TRUE(*SerializeModel(ga) == *SerializeModel(gb));
+  bool method_max = false;
+  for (const auto& [key, value] : b->metadata_props) method_max |= key == "sparq.calibration_method" && value == "max";
+  EXPECT_TRUE(method_max);
+  EXPECT_FALSE(std::filesystem::exists(second.path("scales.json")));
+  EXPECT_TRUE(std::filesystem::exists(second.path("calib.cache")));
+
+  // A table missing a tensor the quantizer needs: an error naming it and the file.
+  auto table = CalibrationTable::Load(scales);
+  ASSERT_TRUE(table.ok());
+  const std::string dropped = table->tensors.back().name;
+  table->tensors.pop_back();
+  ASSERT_TRUE(table->Save(wrong.path("partial.json")).ok());
+  auto failed = RunRecipe(MakeRecipe(wrong.root(), "quantize:\n  scales: " + wrong.path("partial.json") + "\n"));
+  ASSERT_FALSE(failed.ok());
+  EXPECT_EQ(failed.status().code(), StatusCode::kNotFound);
+  EXPECT_NE(failed.status().message().find("quantize.scales " + wrong.path("partial.json")), std::string::npos)
+      << failed.status().message();
+  EXPECT_NE(failed.status().message().find("'" + dropped + "'"), std::string::npos) << failed.status().message();
+}
+
+// Progress totals match the data, in samples for every stage (the calibrate
+// bar once counted batches against a total of samples / batch of its own).
+TEST(RunRecipe, ProgressTotalsMatchTheData) {
+  testing::TempDir dir;
+  Recipe r = MakeRecipe(dir.root(), "");
+  r.data.batch_size = 48;  // 128 calibration samples: 48 + 48 + 32
+  std::map<std::string, StageProgress> last;
+  std::map<std::string, int> updates;
+  PipelineOptions options;
+  options.on_progress = [&](StageProgress& p) {
+    last[p.stage] = p;
+    ++updates[p.stage];
+  };
+  auto report = RunRecipe(r, options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_TRUE(last.count("calibrate"));
+  EXPECT_EQ(last["calibrate"].done, 128);
+  EXPECT_EQ(last["calibrate"].total, 128);
+  EXPECT_EQ(updates["calibrate"], 3);
+  for (const char* stage : {"evaluate fp32", "evaluate output"}) {
+    ASSERT_TRUE(last.count(stage)) << stage;
+    EXPECT_GT(last[stage].total, 0) << stage;
+    EXPECT_EQ(last[stage].done, last[stage].total) << stage;
+  }
 }
 
 TEST(RunRecipe, SameModelBytesForAnyThreadCount) {

@@ -1,6 +1,7 @@
 // Quantization rewrites: BN folding, QDQ, QOperator, FP16, mixed precision.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "sparq/executor.h"
@@ -271,6 +272,54 @@ TEST(Quantize, ExcludeOpsKeepsOpTypesInFloatUnlessARuleNamesTheNode) {
   EXPECT_GT(Sqnr(RunModel(m, x), RunModel(*q, x)), 25.0);
   opt.exclude_ops = {""};
   EXPECT_EQ(QuantizeModel(m, table, opt, nullptr).status().code(), StatusCode::kInvalidArgument);
+}
+
+// Calibrate once, quantize many times: what a table must hold for a model.
+TEST(CalibrationTable, NeedsEachInt8LayersInputAndOutput) {
+  Model m = SmallCnn();
+  auto needs = CalibrationTensorsNeeded(m, QuantizeOptions{});
+  ASSERT_TRUE(needs.ok()) << needs.status().ToString();
+  std::vector<std::string> names;
+  for (const auto& n : *needs) names.push_back(n.tensor);
+  // BatchNormalization folded into conv1, whose output is quantized after the Relu.
+  EXPECT_EQ(names, (std::vector<std::string>{"x", "r1", "c2", "f", "y"}));
+  EXPECT_EQ((*needs)[1].use, "output of INT8 layer 'conv1'");
+
+  // Layers kept in float need nothing; dynamic INT8 reads no ranges.
+  QuantizeOptions fc_float;
+  fc_float.layers = {{"fc", Precision::kFP32}};
+  auto fewer = CalibrationTensorsNeeded(m, fc_float);
+  ASSERT_TRUE(fewer.ok());
+  EXPECT_EQ(fewer->size(), 3u);
+  QuantizeOptions dynamic;
+  dynamic.dynamic = true;
+  EXPECT_TRUE(CalibrationTensorsNeeded(m, dynamic)->empty());
+}
+
+TEST(CalibrationTable, CheckNamesTheFirstMissingTensorAndWarnsOfUnknownOnes) {
+  Model m = SmallCnn();
+  CalibrationTable table = CalibrateCnn(m);
+  std::vector<std::string> warnings;
+  EXPECT_TRUE(CheckCalibrationTable(m, table, QuantizeOptions{}, &warnings).ok());
+  EXPECT_TRUE(warnings.empty());
+
+  CalibrationTable other = table;
+  other.tensors.push_back(MakeRange("not_in_model", -1, 1, 1, true, "max"));
+  other.tensors.erase(std::remove_if(other.tensors.begin(), other.tensors.end(),
+                                     [](const TensorRange& r) { return r.name == "c2" || r.name == "y"; }),
+                      other.tensors.end());
+  Status st = CheckCalibrationTable(m, other, QuantizeOptions{}, &warnings);
+  EXPECT_EQ(st.code(), StatusCode::kNotFound);
+  EXPECT_NE(st.message().find("no range for tensor 'c2' (output of INT8 layer 'conv2'); 2 of the 5"),
+            std::string::npos)
+      << st.message();
+  // Without the layers that read them the table is enough; the extra tensor is a warning.
+  QuantizeOptions fewer;
+  fewer.layers = {{"conv2|fc", Precision::kFP32}};
+  EXPECT_TRUE(CheckCalibrationTable(m, other, fewer, &warnings).ok());
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_NE(warnings[0].find("1 tensor(s) the model does not have (first: 'not_in_model')"), std::string::npos)
+      << warnings[0];
 }
 
 TEST(Quantize, RuleMatchingNothingIsAnError) {

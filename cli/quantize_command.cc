@@ -1,0 +1,96 @@
+// `sparq quantize MODEL --scales scales.json -o out.onnx`: quantizes with a
+// calibration table written earlier (calibrate once, quantize many times;
+// sparq::QuantizeFiles).
+#include <memory>
+#include <nlohmann/json.hpp>
+
+#include "cli/commands.h"
+#include "sparq/commands.h"
+#include "sparq/version.h"
+
+namespace sparq {
+namespace cli {
+
+RunFn AddQuantizeCommand(CLI::App& app) {
+  struct Args {
+    QuantizeFilesOptions options;
+    std::string precision = "int8";
+    std::string format = "qdq";
+    bool per_tensor = false;
+    bool json = false;
+  };
+  auto args = std::make_shared<Args>();
+  CLI::App* sub = app.add_subcommand("quantize", "Quantize a model with a calibration table written earlier "
+                                                 "(by `sparq calibrate` or a recipe's output.scales)");
+  sub->add_option("model", args->options.model, "FP32 ONNX model (the one the table was calibrated on)")->required();
+  sub->add_option("--scales", args->options.scales, "Calibration table (JSON) to quantize with")->required();
+  sub->add_option("-o,--output", args->options.output, "Quantized model to write (never the input model)")->required();
+  sub->add_option("--precision", args->precision, "int8 | fp16 | mixed (INT8 layers, FP16 elsewhere)")
+      ->capture_default_str();
+  sub->add_option("--format", args->format, "qdq | qoperator")->capture_default_str();
+  sub->add_flag("--per-tensor,!--per-channel", args->per_tensor,
+                "One scale per weight tensor instead of one per output channel (default: per channel)");
+  sub->add_flag("--json", args->json, "Print each layer's precision as JSON on stdout");
+  sub->footer(R"(Examples:
+  sparq calibrate model.onnx --data calib.npz --method kl -o scales.json
+  sparq quantize model.onnx --scales scales.json -o model.int8.onnx
+  sparq quantize model.onnx --scales scales.json --per-tensor --format qoperator -o model.qop.onnx
+  sparq quantize model.onnx --scales scales.json --precision mixed -o model.mixed.onnx
+
+The table must hold a range for every tensor the quantizer needs (each INT8
+layer's input and output): else exit 2 naming the first missing tensor.
+Tensors of the table the model does not have are a warning.
+Exit status: 0 written, 2 error.)");
+  return [args]() {
+    QuantizeOptions& q = args->options.quantize;
+    if (args->precision == "int8") {
+      q.precision = Precision::kINT8;
+    } else if (args->precision == "fp16") {
+      q.precision = Precision::kFP16;
+    } else if (args->precision == "mixed") {
+      q.precision = Precision::kINT8;
+      q.other_precision = Precision::kFP16;
+    } else {
+      return ReportError(Status::InvalidArgument("--precision must be int8, fp16 or mixed, got '" + args->precision + "'"),
+                         args->json);
+    }
+    if (args->format == "qdq") {
+      q.format = QuantFormat::kQDQ;
+    } else if (args->format == "qoperator") {
+      q.format = QuantFormat::kQOperator;
+    } else {
+      return ReportError(Status::InvalidArgument("--format must be qdq or qoperator, got '" + args->format + "'"),
+                         args->json);
+    }
+    q.per_channel = !args->per_tensor;
+    auto result = QuantizeFiles(args->options);
+    if (!result.ok()) return ReportError(result.status(), args->json);
+    if (!result->opset_upgrade.empty()) std::cerr << "sparq: " << result->opset_upgrade << "\n";
+    for (const auto& w : result->report.warnings) std::cerr << "sparq: warning: " << w << "\n";
+    int count[3] = {0, 0, 0};  // int8, fp16, fp32 weighted layers
+    for (const auto& l : result->report.layers)
+      ++count[l.precision == Precision::kINT8 ? 0 : l.precision == Precision::kFP16 ? 1 : 2];
+    if (args->json) {
+      nlohmann::json j;
+      j["schema_version"] = kJsonSchemaVersion;
+      j["sparq_version"] = Version();
+      j["output"] = args->options.output;
+      j["scales"] = args->options.scales;
+      j["calibration_method"] = result->calibration;
+      j["warnings"] = result->report.warnings;
+      j["layers"] = nlohmann::json::array();
+      for (const auto& l : result->report.layers) {
+        j["layers"].push_back(
+            {{"node", l.node}, {"op_type", l.op_type}, {"precision", PrecisionName(l.precision)}, {"reason", l.reason}});
+      }
+      std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+    } else {
+      std::cout << "weighted layers: " << count[0] << " int8, " << count[1] << " fp16, " << count[2] << " fp32 (table "
+                << args->options.scales << ", " << result->calibration << ") -> " << args->options.output << "\n";
+    }
+    return kExitOk;
+  };
+}
+
+}  // namespace cli
+}  // namespace sparq
