@@ -98,4 +98,15 @@ inline std::string XmlEscape(const std::string& s) {
   return out;
 }
 
+// The opening of a `width` x `height` SVG drawing (sans-serif, 12 px) with
+// its white background; close it with "</svg>\n".
+inline std::string SvgOpen(double width, double height) {
+  char buf[256];
+  std::snprintf(buf, sizeof(buf),
+                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
+                "font-family=\"sans-serif\" font-size=\"12\">\n",
+                width, height, width, height);
+  return std::string(buf) + "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+}
+
 }  // namespace sparq

@@ -190,13 +190,7 @@ std::string SensitivitySvg(const SensitivityTable& table, const std::string& tit
   static const char* kColors[] = {"#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd",
                                   "#8c564b", "#e377c2", "#7f7f7f", "#bcbd22", "#17becf"};
   char buf[256];
-  std::string svg;
-  std::snprintf(buf, sizeof(buf),
-                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
-                "font-family=\"sans-serif\" font-size=\"12\">\n",
-                W, H, W, H);
-  svg += buf;
-  svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  std::string svg = SvgOpen(W, H);
   std::snprintf(buf, sizeof(buf), "<text x=\"%.1f\" y=\"28\" text-anchor=\"middle\" font-size=\"16\">", left + pw / 2);
   svg += buf + XmlEscape(title) + "</text>\n";
   // Grid, ticks and tick labels.

@@ -131,13 +131,7 @@ std::string CompareReport::ToSvg() const {
   auto YOf = [&](double d) { return top + (hi - std::clamp(d, lo, hi)) / (hi - lo) * ph; };
 
   char buf[512];
-  std::string svg;
-  std::snprintf(buf, sizeof(buf),
-                "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%.0f\" height=\"%.0f\" viewBox=\"0 0 %.0f %.0f\" "
-                "font-family=\"sans-serif\" font-size=\"12\">\n",
-                W, H, W, H);
-  svg += buf;
-  svg += "<rect width=\"100%\" height=\"100%\" fill=\"white\"/>\n";
+  std::string svg = SvgOpen(W, H);
   std::snprintf(buf, sizeof(buf), "<text x=\"%.1f\" y=\"24\" text-anchor=\"middle\" font-size=\"16\">", left + pw / 2);
   // File names only: the paths are in the JSON and text reports.
   svg += buf + XmlEscape("SQNR along the network: " + FileName(candidate) + " vs " + FileName(reference)) +
