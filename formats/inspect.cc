@@ -66,15 +66,14 @@ int64_t CountQuantizedZerosOf(const Tensor& q, const Tensor& zp, int64_t axis) {
   return zeros;
 }
 
-// `dq` is a DequantizeLinear whose input 0 is the constant `q`.
-int64_t CountQuantizedZeros(const Graph& g, const Node& dq, const Tensor& q) {
-  const Tensor* zp = dq.inputs.size() > 2 && !dq.inputs[2].empty() ? g.FindWeight(dq.inputs[2]) : nullptr;
+// Zeros of the quantized constant `q` whose zero point is `zp` (nullptr: 0),
+// per tensor or per channel along `axis` (negative counts from the end).
+int64_t CountQuantizedZeros(const Tensor& q, const Tensor* zp, int64_t axis) {
   if (zp == nullptr || zp->numel() == 0 || zp->dtype() != q.dtype()) return CountZeros(q);
   const int64_t rank = static_cast<int64_t>(q.shape().size());
-  int64_t axis = dq.attr_int("axis", 1);
   if (axis < 0) axis += rank;
   if (zp->numel() > 1 && (axis < 0 || axis >= rank || q.shape()[static_cast<size_t>(axis)] != zp->numel())) {
-    return CountZeros(q);  // not a layout DequantizeLinear accepts; count plain zeros
+    return CountZeros(q);  // not a layout the operator accepts; count plain zeros
   }
   switch (q.dtype()) {
     case DataType::kInt8: return CountQuantizedZerosOf<int8_t>(q, *zp, axis);
@@ -83,9 +82,43 @@ int64_t CountQuantizedZeros(const Graph& g, const Node& dq, const Tensor& q) {
   }
 }
 
+const Tensor* OptionalWeight(const Graph& g, const Node& n, size_t k) {
+  return k < n.inputs.size() && !n.inputs[k].empty() ? g.FindWeight(n.inputs[k]) : nullptr;
+}
+
+// QOperator layers: which inputs are scales and zero points, and for the
+// weight input (B/W), where its zero point is and along which axis it varies.
+struct QuantizedOpInputs {
+  const char* op_type;
+  std::vector<size_t> quant_params;  // input indices of scales and zero points
+  size_t weight;                     // input index of the weight
+  size_t weight_zero_point;
+  int64_t axis;                      // of a per-channel weight zero point
+};
+const std::vector<QuantizedOpInputs>& QuantizedOps() {
+  static const std::vector<QuantizedOpInputs> ops = {
+      // x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B
+      {"QLinearConv", {1, 2, 4, 5, 6, 7}, 3, 5, 0},
+      // a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp
+      {"QLinearMatMul", {1, 2, 4, 5, 6, 7}, 3, 5, -1},
+      // x, w, x_zp, w_zp
+      {"ConvInteger", {2, 3}, 1, 3, 0},
+      // a, b, a_zp, b_zp
+      {"MatMulInteger", {2, 3}, 1, 3, -1},
+  };
+  return ops;
+}
+
 bool IsDefaultDomain(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
 bool IsQuantizeOrDequantize(const Node& n) {
   return IsDefaultDomain(n) && (n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear");
+}
+const QuantizedOpInputs* QuantizedOpOf(const Node& n) {
+  if (!IsDefaultDomain(n)) return nullptr;
+  for (const QuantizedOpInputs& q : QuantizedOps()) {
+    if (n.op_type == q.op_type) return &q;
+  }
+  return nullptr;
 }
 
 std::string DomainName(const std::string& domain) { return domain.empty() ? "ai.onnx" : domain; }
@@ -145,10 +178,16 @@ ModelSummary SummarizeModel(const Model& model) {
   s.num_initializers = static_cast<int64_t>(g.initializers.size());
 
   // Mark: DequantizeLinear nodes of constant weights (by output), and the
-  // scales and zero points of every QuantizeLinear / DequantizeLinear.
+  // scales and zero points of every QuantizeLinear / DequantizeLinear and
+  // QOperator layer.
   std::map<std::string, const Node*> weight_dq;
   std::set<std::string> quant_params;
   for (const Node& n : g.nodes) {
+    if (const QuantizedOpInputs* q = QuantizedOpOf(n)) {
+      for (size_t k : q->quant_params) {
+        if (k < n.inputs.size() && !n.inputs[k].empty()) quant_params.insert(n.inputs[k]);
+      }
+    }
     if (!IsQuantizeOrDequantize(n)) continue;
     for (size_t k = 1; k < n.inputs.size(); ++k) quant_params.insert(n.inputs[k]);
     if (n.op_type == "DequantizeLinear" && !n.inputs.empty() && n.outputs.size() == 1 &&
@@ -187,7 +226,19 @@ ModelSummary SummarizeModel(const Model& model) {
       }
       const Tensor* w = g.FindWeight(name);
       if (w == nullptr) continue;
-      const int64_t zeros = dq != nullptr ? CountQuantizedZeros(g, *dq, *w) : CountZeros(*w);
+      if (dq == nullptr && quant_params.count(name)) {  // a QOperator layer's scale or zero point
+        layer.bytes += static_cast<int64_t>(w->nbytes());
+        add_to_totals(name, *w, 0);
+        continue;
+      }
+      int64_t zeros = 0;
+      if (dq != nullptr) {
+        zeros = CountQuantizedZeros(*w, OptionalWeight(g, *dq, 2), dq->attr_int("axis", 1));
+      } else if (const QuantizedOpInputs* q = QuantizedOpOf(n); q != nullptr && q->weight < n.inputs.size() && in == n.inputs[q->weight]) {
+        zeros = CountQuantizedZeros(*w, OptionalWeight(g, n, q->weight_zero_point), q->axis);
+      } else {
+        zeros = CountZeros(*w);
+      }
       if (layer.weights.empty()) layer.precision = DataTypeName(w->dtype());
       layer.weights.push_back(name);
       layer.params += w->numel();

@@ -22,7 +22,9 @@ namespace sparq {
 // Such a layer is one row: its weights are the quantized tensors (w_q), params,
 // zeros and sparsity are measured on them (a zero is q == zero point), and
 // bytes add the scales and zero points. QuantizeLinear / DequantizeLinear nodes
-// are never layers themselves.
+// are never layers themselves. QOperator layers (QLinearConv, QLinearMatMul,
+// ConvInteger, MatMulInteger) likewise: their scales and zero points add bytes,
+// not params, and a zero of the weight is q == its zero point.
 struct SPARQ_API LayerSummary {
   std::string node;     // node name, or "<op_type>#<index>" when unnamed
   std::string op_type;  // with "domain." prefix outside the default domain

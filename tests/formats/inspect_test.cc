@@ -50,6 +50,29 @@ TEST(Inspect, QdqLayerIsOneRowWithItsQuantizedWeight) {
   EXPECT_NE(s.ToText().find("uint8 (QDQ)"), std::string::npos) << s.ToText();
 }
 
+TEST(Inspect, QOperatorScalesAndZeroPointsAreNotParams) {
+  Model m;
+  m.opset_imports = {{"", 13}};
+  Graph& g = m.graph;
+  g.initializers["b"] = Tensor::FromVector<int8_t>({2, 2}, {3, 0, 3, -1});  // column 0: zero point 3
+  g.initializers["b_zp"] = Tensor::FromVector<int8_t>({2}, {3, 0});
+  g.initializers["b_scale"] = Tensor::FromVector<float>({2}, {0.1f, 0.1f});
+  g.initializers["s"] = Tensor::Scalar<float>(0.5f);
+  g.initializers["zp"] = Tensor::Scalar<int8_t>(0);
+  g.nodes.push_back({"qmm", "QLinearMatMul", "", {"a", "s", "zp", "b", "b_scale", "b_zp", "s", "zp"}, {"y"}, {}, ""});
+  const ModelSummary s = SummarizeModel(m);
+  ASSERT_EQ(s.layers.size(), 1u);
+  const LayerSummary& l = s.layers[0];
+  EXPECT_EQ(l.precision, "int8");
+  EXPECT_FALSE(l.qdq);
+  EXPECT_EQ(l.weights, std::vector<std::string>{"b"});
+  EXPECT_EQ(l.params, 4);
+  EXPECT_EQ(l.zeros, 3);  // two 3s in column 0, one 0 in column 1
+  EXPECT_EQ(l.bytes, 4 + 4 + 1 + 8 + 2);
+  EXPECT_EQ(s.total_params, 4);
+  EXPECT_EQ(s.total_bytes, l.bytes);
+}
+
 TEST(Inspect, FloatLayerKeepsItsPrecision) {
   Model m;
   m.graph.initializers["w"] = Tensor::FromVector<float>({2, 2}, {0.0f, 1.0f, -0.0f, 2.0f});
