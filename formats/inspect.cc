@@ -234,7 +234,8 @@ ModelSummary SummarizeModel(const Model& model) {
       int64_t zeros = 0;
       if (dq != nullptr) {
         zeros = CountQuantizedZeros(*w, OptionalWeight(g, *dq, 2), dq->attr_int("axis", 1));
-      } else if (const QuantizedOpInputs* q = QuantizedOpOf(n); q != nullptr && q->weight < n.inputs.size() && in == n.inputs[q->weight]) {
+      } else if (const QuantizedOpInputs* q = QuantizedOpOf(n);
+                 q != nullptr && q->weight < n.inputs.size() && in == n.inputs[q->weight]) {
         zeros = CountQuantizedZeros(*w, OptionalWeight(g, n, q->weight_zero_point), q->axis);
       } else {
         zeros = CountZeros(*w);
