@@ -50,6 +50,77 @@ int64_t CountZeros(const Tensor& t) {
   }
 }
 
+// Zeros of a quantized weight: elements equal to their zero point (per tensor,
+// or per channel along `axis`), so a zero counts as zero after dequantizing.
+template <typename T>
+int64_t CountQuantizedZerosOf(const Tensor& q, const Tensor& zp, int64_t axis) {
+  const T* p = static_cast<const T*>(q.raw_data());
+  const T* z = static_cast<const T*>(zp.raw_data());
+  int64_t channels = 1, inner = 1;
+  if (zp.numel() > 1) {
+    channels = q.shape()[static_cast<size_t>(axis)];
+    for (size_t d = static_cast<size_t>(axis) + 1; d < q.shape().size(); ++d) inner *= q.shape()[d];
+  }
+  int64_t zeros = 0;
+  for (int64_t i = 0; i < q.numel(); ++i) zeros += p[i] == z[(i / inner) % channels] ? 1 : 0;
+  return zeros;
+}
+
+// Zeros of the quantized constant `q` whose zero point is `zp` (nullptr: 0),
+// per tensor or per channel along `axis` (negative counts from the end).
+int64_t CountQuantizedZeros(const Tensor& q, const Tensor* zp, int64_t axis) {
+  if (zp == nullptr || zp->numel() == 0 || zp->dtype() != q.dtype()) return CountZeros(q);
+  const int64_t rank = static_cast<int64_t>(q.shape().size());
+  if (axis < 0) axis += rank;
+  if (zp->numel() > 1 && (axis < 0 || axis >= rank || q.shape()[static_cast<size_t>(axis)] != zp->numel())) {
+    return CountZeros(q);  // not a layout the operator accepts; count plain zeros
+  }
+  switch (q.dtype()) {
+    case DataType::kInt8: return CountQuantizedZerosOf<int8_t>(q, *zp, axis);
+    case DataType::kUInt8: return CountQuantizedZerosOf<uint8_t>(q, *zp, axis);
+    default: return CountZeros(q);
+  }
+}
+
+const Tensor* OptionalWeight(const Graph& g, const Node& n, size_t k) {
+  return k < n.inputs.size() && !n.inputs[k].empty() ? g.FindWeight(n.inputs[k]) : nullptr;
+}
+
+// QOperator layers: which inputs are scales and zero points, and for the
+// weight input (B/W), where its zero point is and along which axis it varies.
+struct QuantizedOpInputs {
+  const char* op_type;
+  std::vector<size_t> quant_params;  // input indices of scales and zero points
+  size_t weight;                     // input index of the weight
+  size_t weight_zero_point;
+  int64_t axis;                      // of a per-channel weight zero point
+};
+const std::vector<QuantizedOpInputs>& QuantizedOps() {
+  static const std::vector<QuantizedOpInputs> ops = {
+      // x, x_scale, x_zp, w, w_scale, w_zp, y_scale, y_zp, B
+      {"QLinearConv", {1, 2, 4, 5, 6, 7}, 3, 5, 0},
+      // a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp
+      {"QLinearMatMul", {1, 2, 4, 5, 6, 7}, 3, 5, -1},
+      // x, w, x_zp, w_zp
+      {"ConvInteger", {2, 3}, 1, 3, 0},
+      // a, b, a_zp, b_zp
+      {"MatMulInteger", {2, 3}, 1, 3, -1},
+  };
+  return ops;
+}
+
+bool IsDefaultDomain(const Node& n) { return n.domain.empty() || n.domain == "ai.onnx"; }
+bool IsQuantizeOrDequantize(const Node& n) {
+  return IsDefaultDomain(n) && (n.op_type == "QuantizeLinear" || n.op_type == "DequantizeLinear");
+}
+const QuantizedOpInputs* QuantizedOpOf(const Node& n) {
+  if (!IsDefaultDomain(n)) return nullptr;
+  for (const QuantizedOpInputs& q : QuantizedOps()) {
+    if (n.op_type == q.op_type) return &q;
+  }
+  return nullptr;
+}
+
 std::string DomainName(const std::string& domain) { return domain.empty() ? "ai.onnx" : domain; }
 
 std::string TypeText(const ValueInfo& v) {
@@ -106,37 +177,88 @@ ModelSummary SummarizeModel(const Model& model) {
   s.num_nodes = static_cast<int64_t>(g.nodes.size());
   s.num_initializers = static_cast<int64_t>(g.initializers.size());
 
+  // Mark: DequantizeLinear nodes of constant weights (by output), and the
+  // scales and zero points of every QuantizeLinear / DequantizeLinear and
+  // QOperator layer.
+  std::map<std::string, const Node*> weight_dq;
+  std::set<std::string> quant_params;
+  for (const Node& n : g.nodes) {
+    if (const QuantizedOpInputs* q = QuantizedOpOf(n)) {
+      for (size_t k : q->quant_params) {
+        if (k < n.inputs.size() && !n.inputs[k].empty()) quant_params.insert(n.inputs[k]);
+      }
+    }
+    if (!IsQuantizeOrDequantize(n)) continue;
+    for (size_t k = 1; k < n.inputs.size(); ++k) quant_params.insert(n.inputs[k]);
+    if (n.op_type == "DequantizeLinear" && !n.inputs.empty() && n.outputs.size() == 1 &&
+        g.FindWeight(n.inputs[0]) != nullptr) {
+      weight_dq[n.outputs[0]] = &n;
+    }
+  }
+
   std::map<std::string, int64_t> counts;
   std::set<std::string> counted;  // weights already in the totals
   auto add_to_totals = [&](const std::string& name, const Tensor& t, int64_t zeros) {
     if (!counted.insert(name).second) return;
-    s.total_params += t.numel();
     s.total_bytes += static_cast<int64_t>(t.nbytes());
+    if (quant_params.count(name)) return;  // a scale or zero point is not a parameter
+    s.total_params += t.numel();
     s.total_zeros += zeros;
   };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    const std::string op = (n.domain.empty() || n.domain == "ai.onnx" ? "" : n.domain + ".") + n.op_type;
+    const std::string op = (IsDefaultDomain(n) ? "" : n.domain + ".") + n.op_type;
     ++counts[op];
     if (n.op_type == "Constant" && n.domain.empty()) continue;  // its value is counted where it is used
+    if (IsQuantizeOrDequantize(n)) continue;  // counted with the layer that reads it, or in the totals
     LayerSummary layer;
     layer.node = n.name.empty() ? n.op_type + "#" + std::to_string(i) : n.name;
     layer.op_type = op;
     std::set<std::string> seen_here;  // a node reading one weight twice counts it once
     for (const std::string& in : n.inputs) {
       if (in.empty() || !seen_here.insert(in).second) continue;
-      const Tensor* w = g.FindWeight(in);
+      const Node* dq = nullptr;
+      std::string name = in;
+      if (auto it = weight_dq.find(in); it != weight_dq.end()) {
+        dq = it->second;
+        name = dq->inputs[0];
+        if (!seen_here.insert(name).second) continue;
+      }
+      const Tensor* w = g.FindWeight(name);
       if (w == nullptr) continue;
-      const int64_t zeros = CountZeros(*w);
-      layer.weights.push_back(in);
+      if (dq == nullptr && quant_params.count(name)) {  // a QOperator layer's scale or zero point
+        layer.bytes += static_cast<int64_t>(w->nbytes());
+        add_to_totals(name, *w, 0);
+        continue;
+      }
+      int64_t zeros = 0;
+      if (dq != nullptr) {
+        zeros = CountQuantizedZeros(*w, OptionalWeight(g, *dq, 2), dq->attr_int("axis", 1));
+      } else if (const QuantizedOpInputs* q = QuantizedOpOf(n);
+                 q != nullptr && q->weight < n.inputs.size() && in == n.inputs[q->weight]) {
+        zeros = CountQuantizedZeros(*w, OptionalWeight(g, n, q->weight_zero_point), q->axis);
+      } else {
+        zeros = CountZeros(*w);
+      }
+      if (layer.weights.empty()) layer.precision = DataTypeName(w->dtype());
+      layer.weights.push_back(name);
       layer.params += w->numel();
       layer.bytes += static_cast<int64_t>(w->nbytes());
       layer.zeros += zeros;
-      add_to_totals(in, *w, zeros);
+      add_to_totals(name, *w, zeros);
+      if (dq == nullptr) continue;
+      layer.qdq = s.qdq = true;
+      for (size_t k = 1; k < dq->inputs.size(); ++k) {  // the scale and zero point
+        const Tensor* p = dq->inputs[k].empty() ? nullptr : g.FindWeight(dq->inputs[k]);
+        if (p == nullptr || !seen_here.insert(dq->inputs[k]).second) continue;
+        layer.bytes += static_cast<int64_t>(p->nbytes());
+        add_to_totals(dq->inputs[k], *p, 0);
+      }
     }
     if (!layer.weights.empty()) s.layers.push_back(std::move(layer));
   }
-  // Initializers that no node reads still take space in the file.
+  // Initializers that no node reads, and the scales and zero points of
+  // activations, still take space in the file.
   for (const auto& [name, t] : g.initializers) {
     if (!counted.count(name)) add_to_totals(name, t, CountZeros(t));
   }
@@ -190,11 +312,12 @@ std::string ModelSummary::ToText() const {
   out += ops.Render();
 
   out += "\nLayers with weights (" + std::to_string(layers.size()) + ")\n";
-  TextTable lt({"node", "op", "params", "bytes", "sparsity"}, {false, false, true, true, true});
+  TextTable lt({"node", "op", "precision", "params", "bytes", "sparsity"}, {false, false, false, true, true, true});
   for (const LayerSummary& l : layers) {
-    lt.AddRow({l.node, l.op_type, WithThousands(l.params), HumanBytes(l.bytes), Percent(l.sparsity())});
+    lt.AddRow({l.node, l.op_type, l.precision + (l.qdq ? " (QDQ)" : ""), WithThousands(l.params),
+               HumanBytes(l.bytes), Percent(l.sparsity())});
   }
-  lt.AddRow({"total", "", WithThousands(total_params), HumanBytes(total_bytes), Percent(sparsity())});
+  lt.AddRow({"total", "", "", WithThousands(total_params), HumanBytes(total_bytes), Percent(sparsity())});
   out += lt.Render();
   return out;
 }
@@ -220,11 +343,14 @@ std::string ModelSummary::ToJson() const {
   json ops = json::array();  // an array keeps the most-frequent-first order
   for (const auto& [op, count] : op_histogram) ops.push_back({{"op", op}, {"count", count}});
   j["operators"] = ops;
+  j["qdq"] = qdq;
   json layer_json = json::array();
   for (const LayerSummary& l : layers) {
     layer_json.push_back({{"node", l.node},
                           {"op", l.op_type},
                           {"weights", l.weights},
+                          {"precision", l.precision},
+                          {"qdq", l.qdq},
                           {"params", l.params},
                           {"bytes", l.bytes},
                           {"zeros", l.zeros},

@@ -138,17 +138,26 @@ std::string RunReport::ToJUnit() const {
 
 std::string RunReport::ToMarkdown() const {
   std::ostringstream os;
+  // Read as a CI job summary ($GITHUB_STEP_SUMMARY, a merge-request
+  // artifact): the verdict first, one line; details below, long tables folded.
   os << "## sparq: " << name << " " << (passed ? "passed" : "FAILED") << "\n\n"
+     << "**Gate " << (passed ? "passed" : "failed") << ":** " << Verdict(*this) << " (" << eval_samples
+     << " samples; top-1 agreement with FP32 " << Fixed(top1_agreement) << "%).\n\n"
      << "| | FP32 | compressed |\n|---|---|---|\n"
      << "| size | " << Bytes(fp32_bytes) << " | " << Bytes(output_bytes) << " |\n"
      << "| " << metric << " | " << Fixed(fp32_metric) << " | " << Fixed(output_metric) << " |\n"
-     << "| weight sparsity | | " << Fixed(100 * weight_sparsity, 1) << "% |\n\n"
-     << "Gate: " << Verdict(*this) << " (" << eval_samples << " samples; top-1 agreement with FP32 "
-     << Fixed(top1_agreement) << "%).\n\n";
+     << "| weight sparsity | | " << Fixed(100 * weight_sparsity, 1) << "% |\n\n";
+  if (!output_model.empty()) os << "Model: `" << output_model << "`\n\n";
   if (!layers.empty()) {
-    os << "| layer | op | precision | why |\n|---|---|---|---|\n";
+    int counts[3] = {0, 0, 0};
+    for (const auto& l : layers) ++counts[static_cast<int>(l.precision)];
+    // <details> folds the table on GitHub and GitLab; the blank lines around
+    // the table let both render it as Markdown inside the HTML block.
+    os << "<details><summary>" << layers.size() << " layers: " << counts[2] << " int8, " << counts[1] << " fp16, "
+       << counts[0] << " fp32</summary>\n\n"
+       << "| layer | op | precision | why |\n|---|---|---|---|\n";
     for (const auto& l : layers) os << "| " << l.node << " | " << l.op_type << " | " << PrecisionName(l.precision) << " | " << l.reason << " |\n";
-    os << "\n";
+    os << "\n</details>\n\n";
   }
   if (!fallback.empty()) {
     os << "Fallback (worst INT8 layers first):\n\n";
@@ -170,7 +179,7 @@ std::string RunReport::ToMarkdown() const {
          << (st.acceptable ? "yes" : "no") << " |\n";
     os << "\n```\n" << prune_text << "```\n\n";
   }
-  for (const auto& w : warnings) os << "> warning: " << w << "\n";
+  for (const auto& w : warnings) os << "> warning: " << w << "\n\n";  // one quote each
   return os.str();
 }
 

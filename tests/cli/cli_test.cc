@@ -290,6 +290,27 @@ TEST_F(CliTest, CompareQuantizedDigitsWithFp32) {
   EXPECT_NE(je.out.find("\"error\""), std::string::npos) << je.out;
 }
 
+TEST_F(CliTest, InspectGroupsQdqLayers) {
+  // A QDQ copy of the digits CNN, made by the quickstart recipe's steps.
+  const std::string digits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
+  WriteBytes(path("int8.yaml"), "version: 1\nname: int8\nmodel: " + digits + "digits_cnn.onnx\n" +
+                                    "data:\n  calibration: " + digits + "calib.npz\n  evaluation: " + digits +
+                                    "eval.npz\nquantize:\n  precision: int8\noutput:\n  dir: " + path("out") +
+                                    "\n  format: qdq\nevaluate:\n  metric: agreement\n  gate:\n    max_drop: 100\n");
+  CliResult run = Run("run " + path("int8.yaml"));
+  ASSERT_EQ(run.exit_code, 0) << run.err;
+  CliResult r = Run("inspect " + path("out/digits_cnn.sparq.onnx"));
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("int8 (QDQ)"), std::string::npos) << r.out;
+  CliResult j = Run("inspect --json " + path("out/digits_cnn.sparq.onnx"));
+  ASSERT_EQ(j.exit_code, 0) << j.err;
+  EXPECT_NE(j.out.find("\"qdq\": true"), std::string::npos) << j.out;
+  EXPECT_NE(j.out.find("\"precision\": \"int8\""), std::string::npos) << j.out;
+  // Q/DQ nodes and their scales are no layers of their own.
+  EXPECT_EQ(j.out.find("\"op\": \"DequantizeLinear\",\n      \"weights\""), std::string::npos) << j.out;
+  EXPECT_EQ(j.out.find("\"op\": \"QuantizeLinear\",\n      \"weights\""), std::string::npos) << j.out;
+}
+
 TEST_F(CliTest, SensitivityWritesCsvAndSvg) {
   const std::string digits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
   CliResult r = Run("sensitivity " + digits + "digits_cnn.onnx --data " + digits + "calib.npz --eval " + digits +
