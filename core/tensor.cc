@@ -446,8 +446,9 @@ Tensor Tensor::CastTo(DataType type) const {
 
 std::vector<int64_t> Tensor::ToInt64Vector() const {
   std::vector<int64_t> v(static_cast<size_t>(numel_));
+  // An empty tensor has no buffer, and memcpy wants non-null pointers even for 0 bytes.
   if (type_ == DataType::kInt64) {
-    std::memcpy(v.data(), raw_data(), nbytes());
+    if (nbytes() > 0) std::memcpy(v.data(), raw_data(), nbytes());
   } else {
     for (int64_t i = 0; i < numel_; ++i) v[i] = static_cast<int64_t>(GetAsDouble(i));
   }

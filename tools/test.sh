@@ -3,8 +3,12 @@
 # missing (Debian packages, and the test-only Python packages into the virtual
 # environment $SPARQ_VENV, default .venv), builds everything (tests, the
 # install test, the CUDA scaffold when nvcc is found) and runs the whole suite
-# with that environment's python. Safe to run again: the second run installs
-# nothing and rebuilds only what changed.
+# with that environment's python. Then it runs the unit tests once more under
+# AddressSanitizer + UndefinedBehaviorSanitizer: only the gtest binary
+# (sparq_tests), built in a second folder, build-asan (-DSPARQ_SANITIZE;
+# through ccache when it is installed). SPARQ_SANITIZE=0 skips that pass for
+# quick local runs. Safe to run again: the second run installs nothing and
+# rebuilds only what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install_deps.sh --tests
@@ -15,3 +19,15 @@ cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSPARQ_BUILD_TESTS=ON \
 cmake --build build -j"$jobs"
 # The venv first on PATH: tests that call `python3` get its packages too.
 PATH="$venv/bin:$PATH" ctest --test-dir build --output-on-failure -j"$jobs"
+
+# The sanitizer pass: one process, leaks reported, any finding fails the run.
+if [[ "${SPARQ_SANITIZE:-1}" != 0 ]]; then
+  launcher=()
+  if command -v ccache >/dev/null; then
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  fi
+  cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPARQ_SANITIZE=address,undefined \
+    -DSPARQ_BUILD_TESTS=ON -DSPARQ_CUDA=OFF "${launcher[@]}"
+  cmake --build build-asan -j"$jobs" --target sparq_tests
+  ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 build-asan/bin/sparq_tests
+fi
