@@ -6,7 +6,7 @@
 #                                   and its CLI. No Python at all.
 #   tools/install_deps.sh --tests   also what the tests need: Debian packages
 #                                   (gtest, ONNX's node test data, dpkg-dev and file for
-#                                   the .deb test, python3-venv)
+#                                   the .deb test, ccache for the two builds, python3-venv)
 #                                   and a virtual environment with the test-only
 #                                   Python packages of tools/requirements.txt.
 #
@@ -29,7 +29,7 @@ debs=(cmake g++ make pkg-config
       libonnx-dev libprotobuf-dev protobuf-compiler
       libcli11-dev libyaml-cpp-dev nlohmann-json3-dev zlib1g-dev)
 if ((tests)); then
-  debs+=(libgtest-dev libgmock-dev libonnx-testdata dpkg-dev file python3 python3-venv)
+  debs+=(libgtest-dev libgmock-dev libonnx-testdata dpkg-dev file ccache python3 python3-venv)
 fi
 
 missing=()

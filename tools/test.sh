@@ -5,27 +5,29 @@
 # install test, the CUDA scaffold when nvcc is found) and runs the whole suite
 # with that environment's python. Then it runs the unit tests once more under
 # AddressSanitizer + UndefinedBehaviorSanitizer: only the gtest binary
-# (sparq_tests), built in a second folder, build-asan (-DSPARQ_SANITIZE;
-# through ccache when it is installed). SPARQ_SANITIZE=0 skips that pass for
-# quick local runs. Safe to run again: the second run installs nothing and
+# (sparq_tests), built in a second folder, build-asan (-DSPARQ_SANITIZE).
+# SPARQ_SANITIZE=0 skips that pass for quick local runs. Both builds go
+# through ccache (installed by install_deps --tests; $CCACHE_DIR keeps it). Safe to run again: the second run installs nothing and
 # rebuilds only what changed.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 tools/install_deps.sh --tests
 venv=${SPARQ_VENV:-$PWD/.venv}
 jobs=$(nproc)
+launcher=()
+if command -v ccache >/dev/null; then
+  launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+  # Paths relative to the checkout: a clone in another folder (CI clones afresh) still hits.
+  export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$PWD}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+fi
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSPARQ_BUILD_TESTS=ON \
-  -DSPARQ_CUDA="${SPARQ_CUDA:-AUTO}" -DPython3_EXECUTABLE="$venv/bin/python"
+  -DSPARQ_CUDA="${SPARQ_CUDA:-AUTO}" -DPython3_EXECUTABLE="$venv/bin/python" "${launcher[@]}"
 cmake --build build -j"$jobs"
 # The venv first on PATH: tests that call `python3` get its packages too.
 PATH="$venv/bin:$PATH" ctest --test-dir build --output-on-failure -j"$jobs"
 
 # The sanitizer pass: one process, leaks reported, any finding fails the run.
 if [[ "${SPARQ_SANITIZE:-1}" != 0 ]]; then
-  launcher=()
-  if command -v ccache >/dev/null; then
-    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
-  fi
   cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DSPARQ_SANITIZE=address,undefined \
     -DSPARQ_BUILD_TESTS=ON -DSPARQ_CUDA=OFF "${launcher[@]}"
   cmake --build build-asan -j"$jobs" --target sparq_tests
