@@ -183,6 +183,8 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric):
         text += ("prune:\n  enabled: true\n  structure: \"2:4\"\n  recovery: true\n")
     if quant == "fp16":
         text += "quantize:\n  precision: fp16\n  fallback:\n    enabled: false\n"
+    elif quant == "dynamic":  # activations quantized at run time (MatMul/Gemm), as ORT's quantize_dynamic
+        text += "quantize:\n  precision: int8\n  mode: dynamic\n  per_channel: true\n  fallback:\n    enabled: false\n"
     else:
         text += ("quantize:\n  precision: int8\n  per_channel: true\n"
                  f"  calibration:\n    method: {quant}\n    symmetric: true\n"
@@ -322,6 +324,7 @@ def run_model(args, name, save):
               "command": "python3 bench/accuracy_suite.py " + " ".join(sys.argv[1:])}
 
     variants = [(f"sparq int8 {m}", "sparq", (m, False)) for m in SPARQ_METHODS if m in args.sparq_methods]
+    variants.append(("sparq int8 dynamic", "sparq", ("dynamic", False)))
     variants.append(("sparq fp16", "sparq", ("fp16", False)))
     variants.append((f"sparq 2:4 + int8 {args.prune_method}", "sparq", (args.prune_method, True)))
     pre = os.path.join(work, "model_pre.onnx")
