@@ -11,6 +11,7 @@
 #include <set>
 
 #include "runtime/dataset.h"
+#include "runtime/progress.h"
 #include "sparq/executor.h"
 #include "sparq/file_io.h"
 #include "sparq/metrics.h"
@@ -370,14 +371,8 @@ StatusOr<CompareReport> CompareModels(const Model& reference, const Model& candi
 
     done += rows;
     ++report.batches;
-    if (options.on_progress) {
-      EvalProgress p{done, data.samples(), std::chrono::duration<double>(Clock::now() - start).count()};
-      options.on_progress(p);
-      if (p.cancel) {
-        return Status::Cancelled("compare cancelled by the progress callback after " + std::to_string(done) +
-                                 " samples");
-      }
-    }
+    SPARQ_RETURN_IF_ERROR(ReportProgress(options.on_progress, done, data.samples(),
+                                         std::chrono::duration<double>(Clock::now() - start).count(), "compare"));
   }
   if (done == 0) return Status::InvalidArgument("dataset " + data.name() + " has no samples");
   report.samples = done;

@@ -9,6 +9,7 @@
 
 #include "formats/text_table.h"
 #include "runtime/dataset.h"
+#include "runtime/progress.h"
 #include "sparq/executor.h"
 #include "sparq/file_io.h"
 #include "sparq/metrics.h"
@@ -376,14 +377,8 @@ Status Evaluator::Impl::ReferencePass() {
     }
     done += rows;
     ++r.batches;
-    if (options.on_progress) {
-      EvalProgress p{done, data.samples(), SecondsSince(start)};
-      options.on_progress(p);
-      if (p.cancel) {
-        return Status::Cancelled("reference run cancelled by the progress callback after " + std::to_string(done) +
-                                 " samples");
-      }
-    }
+    SPARQ_RETURN_IF_ERROR(
+        ReportProgress(options.on_progress, done, data.samples(), SecondsSince(start), "reference run"));
   }
   if (done == 0) return Status::InvalidArgument("dataset " + data.name() + " has no samples");
   r.samples = done;
@@ -525,14 +520,8 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
     for (size_t i = 0; i < saved.size(); ++i) saved[i].push_back((*results)[i]);
     done += rows;
     ++report.batches;
-    if (call.on_progress) {
-      EvalProgress p{done, impl.data.samples(), SecondsSince(start)};
-      call.on_progress(p);
-      if (p.cancel) {
-        return Status::Cancelled("evaluation cancelled by the progress callback after " + std::to_string(done) +
-                                 " samples");
-      }
-    }
+    SPARQ_RETURN_IF_ERROR(
+        ReportProgress(call.on_progress, done, impl.data.samples(), SecondsSince(start), "evaluation"));
   }
   if (done == 0) return Status::InvalidArgument("dataset " + impl.data.name() + " has no samples");
   report.samples = done;
