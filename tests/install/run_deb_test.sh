@@ -16,5 +16,5 @@ for f in ./usr/bin/sparq ./usr/include/sparq/version.h ./usr/include/sparq/statu
   grep -q " $f\$" <<< "$contents" || fail "$f is not in $(basename "$deb")"
 done
 grep -Eq ' ./usr/lib/libsparq\.so\.[0-9]+ -> ' <<< "$contents" || fail "no libsparq.so.<SOVERSION> link in $(basename "$deb")"
-dpkg-deb -f "$deb" Depends | grep -q libonnx || fail "Depends lacks libonnx: $(dpkg-deb -f "$deb" Depends)"
+[[ "$(dpkg-deb -f "$deb" Depends)" == *libonnx* ]] || fail "Depends lacks libonnx: $(dpkg-deb -f "$deb" Depends)"
 echo "deb test: $(basename "$deb"): $(dpkg-deb -f "$deb" Depends)"

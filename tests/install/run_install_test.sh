@@ -22,8 +22,11 @@ header_version=$(sed -n 's/^#define SPARQ_VERSION_STRING "\(.*\)"$/\1/p' "$prefi
 # RPATH: the installed CLI finds the installed library by itself.
 out=$("$prefix/bin/sparq" --version) || fail "installed sparq --version failed (RPATH?): $out"
 [ "$out" = "sparq $header_version" ] || fail "sparq --version printed '$out', expected 'sparq $header_version'"
-ldd "$prefix/bin/sparq" | grep -q "libsparq.so.* => $prefix/bin/../lib" ||
-  fail "installed sparq does not load libsparq from $prefix/lib: $(ldd "$prefix/bin/sparq" | grep sparq)"
+# ldd's output is captured first: `ldd | grep -q` under pipefail fails at
+# random when grep exits before ldd is done writing (SIGPIPE).
+deps=$(ldd "$prefix/bin/sparq")
+grep -qF "=> $prefix/bin/../lib/libsparq.so" <<< "$deps" ||
+  fail "installed sparq does not load libsparq from $prefix/lib: $(grep sparq <<< "$deps")"
 
 # pkg-config: version, flags, and a program built with them.
 libdir=$(dirname "$(find "$prefix" -name sparq.pc -print -quit)")
