@@ -5,7 +5,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "pipeline/report.h"
+
 #include "formats/text_table.h"
+#include "sparq/file_io.h"
 #include "sparq/pipeline.h"
 #include "sparq/version.h"
 
@@ -251,6 +254,36 @@ std::string RunReport::ToText() const {
   for (const auto& w : warnings) os << "  warning     " << w << "\n";
   os << "  gate        " << (passed ? "PASS" : "FAIL") << ": " << Verdict(*this) << "\n";
   return os.str();
+}
+
+Status WriteErrorReports(const Recipe& recipe, const Status& error) {
+  const std::string code = StatusCodeName(error.code());
+  Status first;
+  auto write = [&first](const std::string& path, const std::string& bytes) {
+    if (path.empty()) return;
+    Status s = WriteFileAtomically(path, bytes);
+    if (first.ok() && !s.ok()) first = s;
+  };
+  nlohmann::json j;
+  j["schema_version"] = kJsonSchemaVersion;
+  j["sparq_version"] = Version();
+  j["recipe"] = recipe.source;
+  j["name"] = recipe.name;
+  j["error"] = {{"code", code}, {"message", error.message()}};
+  write(recipe.report.json, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  std::ostringstream xml;
+  xml << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      << "<testsuites name=\"sparq\" tests=\"1\" failures=\"0\" errors=\"1\">\n"
+      << "  <testsuite name=\"sparq." << XmlEscape(recipe.name) << "\" tests=\"1\" failures=\"0\" errors=\"1\">\n"
+      << "    <testcase classname=\"sparq.gate\" name=\"" << XmlEscape(recipe.name) << "\">\n"
+      << "      <error type=\"" << code << "\" message=\"" << XmlEscape(error.message()) << "\">"
+      << XmlEscape(error.ToString()) << "</error>\n"
+      << "    </testcase>\n  </testsuite>\n</testsuites>\n";
+  write(recipe.report.junit, xml.str());
+  write(recipe.report.markdown, "## sparq: " + recipe.name + " ERROR\n\n**The run stopped with an error** (" + code +
+                                    "), so the gate was not judged and no model was kept:\n\n```\n" +
+                                    error.message() + "\n```\n");
+  return first;
 }
 
 }  // namespace sparq
