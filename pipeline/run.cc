@@ -10,6 +10,7 @@
 #include "pipeline/data_prep.h"
 #include "pipeline/gate.h"
 #include "pipeline/provenance.h"
+#include "pipeline/report.h"
 #include "pipeline/prune_stage.h"
 #include "runtime/nonfinite.h"
 #include "sparq/calibrate.h"
@@ -362,6 +363,11 @@ StatusOr<RunReport> RunRecipe(const Recipe& recipe, const PipelineOptions& optio
     fs::remove(recipe.output.model, ec);
     if (recipe.output.external_data) fs::remove(recipe.output.model + ".data", ec);
   }
+  // ... and no earlier run's reports stay behind as if they were this run's.
+  // Only with output.overwrite: without it, reports of an earlier run stopped
+  // this run before it began (CheckOutputsWritable) and are the user's to keep,
+  // and none written now should block the next run.
+  if (!report.ok() && recipe.output.overwrite) (void)WriteErrorReports(recipe, report.status());
   return report;
 }
 

@@ -241,7 +241,8 @@ struct SPARQ_API RecipeParseOptions {
   // `sparq run --set KEY=VALUE`: each "dotted.key.path=value" sets that key
   // of the YAML document before it is parsed, so every check applies to it.
   // VALUE is YAML as written after "key:" (`2`, `max`, `[Softmax, Add]`);
-  // missing maps on the way are created; lists are set whole. Applied in
+  // missing maps on the way are created; "[i]" selects a list item, one past
+  // the end appends ("quantize.layers[1].precision=fp16"). Applied in
   // order (a later one wins). Errors about a key set here, unknown keys with
   // "did you mean" included, name the "--set KEY=VALUE" instead of a line;
   // a malformed override is InvalidArgument naming it.

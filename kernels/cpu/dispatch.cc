@@ -8,6 +8,10 @@
 #include "kernels/cpu/convert_f16.h"
 #include "kernels/cpu/internal.h"
 
+#if SPARQ_CPU_X86
+#include <cpuid.h>
+#endif
+
 namespace sparq {
 
 namespace {
@@ -174,11 +178,21 @@ const std::vector<CpuKernelDef>& Table() {
 // ---------------------------------------------------------------------------
 // ISA detection and override.
 
+#if SPARQ_CPU_X86
+// F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does
+// not know "f16c" (a compile error there).
+bool CpuidHasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && ((ecx >> 29) & 1u);
+}
+#endif
+
 CpuIsa Detect() {
 #if SPARQ_CPU_X86
   __builtin_cpu_init();
-  // __builtin_cpu_supports also checks that the OS saves the AVX / AVX-512 state.
-  const bool f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  // __builtin_cpu_supports("avx") also checks that the OS saves the AVX state
+  // (and "avx512f" the AVX-512 state); F16C needs that AVX state too.
+  const bool f16c = __builtin_cpu_supports("avx") && CpuidHasF16c();
   const bool avx2 = f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
