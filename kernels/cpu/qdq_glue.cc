@@ -13,11 +13,14 @@
 // Fast paths (else the reference kernel runs the node):
 //   QuantizeLinear    x float32, y_scale float32 and y_zero_point uint8/int8, one value each
 //   DequantizeLinear  x uint8/int8, x_scale float32 and x_zero_point of x's type, one value each
-//   sparq.QLinearAdd  A, B and Y of one type (uint8 or int8) and A, B of one shape (no broadcasting);
-//                     an optional table (input 8) is applied to each chunk as it is written
+//   sparq.QLinearAdd  A, B and Y of one type (uint8 or int8), numpy broadcasting (the row runs over
+//                     each contiguous run of the output; a repeated value is expanded into a
+//                     small buffer); an optional table (input 8) is applied to each chunk as it is written
 //   sparq.QLinearLut  always (X and the table are checked like the reference does)
 //   MaxPool           float32/uint8/int8 x of rank 4, no Indices output
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -27,6 +30,8 @@
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/parallel.h"
+#include "kernels/ref/broadcast.h"
+#include "kernels/ref/elementwise_util.h"
 #include "kernels/ref/nn_common.h"
 #include "kernels/ref/pool.h"
 #include "kernels/ref/quantize.h"
@@ -208,19 +213,51 @@ Status QuantAddFast(OpContext& ctx) {
   if (!ctx.has_input(0) || !ctx.has_input(3)) return RunReferenceKernel(ctx);
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(3);
-  if (a.dtype() != q.type || b.dtype() != q.type || a.shape() != b.shape()) return RunReferenceKernel(ctx);
-  Tensor y(q.out_type, a.shape());
+  if (a.dtype() != q.type || b.dtype() != q.type) return RunReferenceKernel(ctx);
   const uint8_t flip = q.type == DataType::kInt8 ? 0x80 : 0;  // table index of an int8 sum: its byte ^ 0x80
   const auto* pa = static_cast<const uint8_t*>(a.raw_data());
   const auto* pb = static_cast<const uint8_t*>(b.raw_data());
-  auto* py = static_cast<uint8_t*>(y.raw_data());
   const bool is_signed = q.type == DataType::kInt8;
   const QLinearAddS8Fn add = q.add->get<QLinearAddS8Fn>();
   const Lut256Fn apply_table = q.lut->get<Lut256Fn>();
-  ParallelFor(ctx.pool(), a.numel(), kElementsPerTask, [&](int64_t s, int64_t e) {
-    add(e - s, pa + s, q.a_scale, q.a_zp, pb + s, q.b_scale, q.b_zp, q.y_scale, q.y_zp, is_signed, py + s);
-    if (!q.table.empty()) apply_table(q.table.data(), flip, py + s, py + s, e - s);
-  });
+  // y[0, n) = A[0, n) + B[0, n) (each walked with stride 1, or one value repeated: stride 0).
+  auto add_run = [&](int64_t n, const uint8_t* x, int64_t x_stride, const uint8_t* z, int64_t z_stride, uint8_t* y) {
+    uint8_t x_repeated[256], z_repeated[256];  // stride-0 operands, expanded for 256 values at a time
+    const auto fill = static_cast<size_t>(std::min<int64_t>(256, n));
+    if (x_stride == 0) std::memset(x_repeated, *x, fill);
+    if (z_stride == 0) std::memset(z_repeated, *z, fill);
+    for (int64_t s = 0; s < n; s += 256) {
+      const int64_t len = std::min<int64_t>(256, n - s);
+      const uint8_t* xs = x_stride == 0 ? x_repeated : x + s;
+      const uint8_t* zs = z_stride == 0 ? z_repeated : z + s;
+      add(len, xs, q.a_scale, q.a_zp, zs, q.b_scale, q.b_zp, q.y_scale, q.y_zp, is_signed, y + s);
+    }
+  };
+  if (a.shape() == b.shape()) {
+    Tensor y(q.out_type, a.shape());
+    auto* py = static_cast<uint8_t*>(y.raw_data());
+    ParallelFor(ctx.pool(), a.numel(), kElementsPerTask, [&](int64_t s, int64_t e) {
+      add(e - s, pa + s, q.a_scale, q.a_zp, pb + s, q.b_scale, q.b_zp, q.y_scale, q.y_zp, is_signed, py + s);
+      if (!q.table.empty()) apply_table(q.table.data(), flip, py + s, py + s, e - s);
+    });
+    ctx.set_output(0, std::move(y));
+    return Status::OK();
+  }
+  // Broadcasting (a bias row, a residual of another shape, a scalar): runs of
+  // the output along which each input walks contiguously or repeats one value.
+  StatusOr<Shape> shape = BroadcastShapes({a.shape(), b.shape()});
+  if (!shape.ok()) return RunReferenceKernel(ctx);  // the reference names the error
+  Tensor y(q.out_type, *shape);
+  auto* py = static_cast<uint8_t*>(y.raw_data());
+  const auto plan = elementwise::MakeBroadcastPlan<2>(*shape, {&a.shape(), &b.shape()});
+  if (plan.strides[0].back() > 1 || plan.strides[1].back() > 1) return RunReferenceKernel(ctx);
+  elementwise::ForEachRun(ctx.pool(), plan,
+                          [&](int64_t o, const std::array<int64_t, 2>& off, const std::array<int64_t, 2>& st,
+                              int64_t n) {
+                            if (n == 0) return;
+                            add_run(n, pa + off[0], st[0], pb + off[1], st[1], py + o);
+                            if (!q.table.empty()) apply_table(q.table.data(), flip, py + o, py + o, n);
+                          });
   ctx.set_output(0, std::move(y));
   return Status::OK();
 }
