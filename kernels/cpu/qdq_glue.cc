@@ -16,6 +16,7 @@
 //   sparq.QLinearAdd  A, B and Y of one type (uint8 or int8), numpy broadcasting (the row runs over
 //                     each contiguous run of the output; a repeated value is expanded into a
 //                     small buffer); an optional table (input 8) is applied to each chunk as it is written
+//   DynamicQuantizeLinear  x float32 (the range by the minmax_f32 row, then quantize_f32_s8 to uint8)
 //   sparq.QLinearLut  always (X and the table are checked like the reference does)
 //   MaxPool           float32/uint8/int8 x of rank 4, no Indices output
 #include <algorithm>
@@ -155,6 +156,60 @@ Status DequantizeLinearFast(OpContext& ctx) {
     row(e - b, in + b, in_signed, p.scale, p.zero_point, out + b);
   });
   ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------------------
+// DynamicQuantizeLinear: the range of x in chunks (minmax_f32; min and max
+// are exact, so the chunks' order does not matter), the reference's
+// parameters from it, then the quantize_f32_s8 row (uint8).
+
+struct DynamicQuant {
+  const CpuKernelDef* minmax = nullptr;
+  const CpuKernelDef* quantize = nullptr;
+};
+
+StatusOr<std::shared_ptr<const void>> PrepareDynamicQuant(const Node&, const std::vector<const Tensor*>&) {
+  auto d = std::make_shared<DynamicQuant>();
+  d->minmax = &SelectCpuKernel(CpuOp::kMinMaxF32);
+  d->quantize = &SelectCpuKernel(CpuOp::kQuantizeF32);
+  return std::shared_ptr<const void>(std::move(d));
+}
+
+// For `eval --verbose`: e.g. minmax_f32_avx512+quantize_f32_s8_avx2.
+std::string DynamicQuantKernel(const void* state) {
+  const auto& d = *static_cast<const DynamicQuant*>(state);
+  return std::string(d.minmax->name) + "+" + d.quantize->name;
+}
+
+Status DynamicQuantizeLinearFast(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
+  const auto& d = *static_cast<const DynamicQuant*>(ctx.prepared());
+  const Tensor& x = ctx.input(0);
+  const float* in = x.data<float>();
+  const int64_t n = x.numel();
+  const int64_t chunks = (n + kElementsPerTask - 1) / kElementsPerTask;
+  std::vector<float> lo(static_cast<size_t>(chunks), 0.0f), hi(static_cast<size_t>(chunks), 0.0f);
+  const MinMaxF32Fn minmax = d.minmax->get<MinMaxF32Fn>();
+  ParallelFor(ctx.pool(), chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t b = c * kElementsPerTask;
+      minmax(in + b, std::min(kElementsPerTask, n - b), &lo[c], &hi[c]);
+    }
+  });
+  float range_lo = 0.0f, range_hi = 0.0f;  // the range always holds 0
+  MinMaxRef(lo.data(), chunks, &range_lo, &range_hi);
+  MinMaxRef(hi.data(), chunks, &range_lo, &range_hi);
+  const DynamicQuantParams params = DynamicQuantParamsFromRangeU8(range_lo, range_hi);
+  Tensor y(DataType::kUInt8, x.shape());
+  auto* out = static_cast<uint8_t*>(y.raw_data());
+  const QuantizeF32Fn quantize = d.quantize->get<QuantizeF32Fn>();
+  ParallelFor(ctx.pool(), n, kElementsPerTask, [&](int64_t b, int64_t e) {
+    quantize(e - b, in + b, params.scale, params.zero_point, /*out_signed=*/false, out + b);
+  });
+  ctx.set_output(0, std::move(y));
+  ctx.set_output(1, Tensor::Scalar<float>(params.scale));
+  ctx.set_output(2, Tensor::Scalar<uint8_t>(static_cast<uint8_t>(params.zero_point)));
   return Status::OK();
 }
 
@@ -302,6 +357,8 @@ void RegisterCpuQdqGlueOps(KernelRegistry& r) {
          WithoutContext(PrepareRow<CpuOp::kQuantizeF32>, RowKernel)});
   r.Add({"DequantizeLinear", "", 10, 99, DequantizeLinearFast, "dequantize_s8_f32",
          WithoutContext(PrepareRow<CpuOp::kDequantizeS8>, RowKernel)});
+  r.Add({"DynamicQuantizeLinear", "", 11, 99, DynamicQuantizeLinearFast, "minmax_f32+quantize_f32_s8",
+         WithoutContext(PrepareDynamicQuant, DynamicQuantKernel)});
   r.Add({"QLinearAdd", kSparqDomain, 1, 1, QuantAddFast, "qlinear_add_s8", WithoutContext(PrepareQuantAdd, QuantAddKernel)});
   r.Add({"QLinearLut", kSparqDomain, 1, 1, LutFast, "lut256", WithoutContext(PrepareRow<CpuOp::kLut256>, RowKernel)});
   r.Add({"MaxPool", "", 1, 99, MaxPoolFast, "maxpool2d", WithoutContext(PrepareMaxPool, RowKernel)});

@@ -230,6 +230,69 @@ void CheckQLinearAddS8(std::mt19937& rng, QLinearAddS8Fn fn) {
   }
 }
 
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// The range of rows with NaNs, -0, infinities and values on either side of
+// the starting bounds, against MinMaxRef (exact: the same floats).
+void CheckMinMaxF32(std::mt19937& rng, MinMaxF32Fn fn) {
+  std::uniform_real_distribution<float> value(-50.0f, 50.0f);
+  for (int64_t n : kRowLengths) {
+    for (int variant = 0; variant < 4; ++variant) {
+      SCOPED_TRACE("n " + std::to_string(n) + " variant " + std::to_string(variant));
+      std::vector<float> x(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        x[i] = value(rng);
+        if (variant == 1 && i % 3 == 0) x[i] = std::nanf("");
+        if (variant == 2) x[i] = i % 2 ? -0.0f : 0.0f;
+        if (variant == 3 && i == n / 2) x[i] = i % 2 ? INFINITY : -INFINITY;
+      }
+      float lo = variant == 2 ? 0.0f : -3.0f, hi = variant == 2 ? 0.0f : 4.0f;
+      float want_lo = lo, want_hi = hi;
+      MinMaxRef(x.data(), n, &want_lo, &want_hi);
+      fn(x.data(), n, &lo, &hi);
+      ASSERT_EQ(Bits(lo), Bits(want_lo)) << lo << " vs " << want_lo;
+      ASSERT_EQ(Bits(hi), Bits(want_hi)) << hi << " vs " << want_hi;
+    }
+  }
+}
+
+// Every operation and step pattern, with NaN, infinities and zeros among the
+// values: one IEEE operation, so the bits of a op b.
+void CheckBinaryF32(std::mt19937& rng, BinaryF32Fn fn) {
+  std::uniform_real_distribution<float> value(-4.0f, 4.0f);
+  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, std::nanf(""), 1e-40f};
+  for (BinaryF32Op op : {BinaryF32Op::kAdd, BinaryF32Op::kSub, BinaryF32Op::kMul, BinaryF32Op::kDiv}) {
+    for (int64_t n : kRowLengths) {
+      for (int steps = 0; steps < 4; ++steps) {
+        const int64_t a_step = steps & 1, b_step = steps >> 1;
+        SCOPED_TRACE("op " + std::to_string(static_cast<int>(op)) + " n " + std::to_string(n) + " steps " +
+                     std::to_string(a_step) + "," + std::to_string(b_step));
+        std::vector<float> a(static_cast<size_t>(n) + 1), b(static_cast<size_t>(n) + 1);
+        for (size_t i = 0; i < a.size(); ++i) {
+          a[i] = i % 11 == 5 ? specials[i % 6] : value(rng);
+          b[i] = i % 13 == 7 ? specials[(i + 1) % 6] : value(rng);
+        }
+        std::vector<float> got(static_cast<size_t>(n) + 1, 99.0f);
+        fn(op, n, a.data(), a_step, b.data(), b_step, got.data());
+        for (int64_t i = 0; i < n; ++i) {
+          const float x = a[i * a_step], z = b[i * b_step];
+          const float want = op == BinaryF32Op::kAdd   ? x + z
+                             : op == BinaryF32Op::kSub ? x - z
+                             : op == BinaryF32Op::kMul ? x * z
+                                                       : x / z;
+          ASSERT_TRUE(Bits(got[i]) == Bits(want) || (std::isnan(got[i]) && std::isnan(want)))
+              << "element " << i << ": " << got[i] << " vs " << want;
+        }
+        EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+      }
+    }
+  }
+}
+
 // MaxPool of float32 (with NaNs), int8 and uint8 planes against MaxPoolRef,
 // with windows that leave the input (pads larger than the dilated window).
 void CheckMaxPool2d(std::mt19937& rng, MaxPool2dFn fn) {
@@ -278,12 +341,6 @@ void CheckMaxPool2d(std::mt19937& rng, MaxPool2dFn fn) {
       EXPECT_EQ(got[want.size()], 99) << "wrote past the output";
     }
   }
-}
-
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
 }
 
 // Equal bits when abs_tol is 0 (any NaN for a NaN), else |got - want| <= abs_tol.
@@ -444,6 +501,8 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
     case CpuOp::kPow2F32: CheckPow2F32(rng, def.get<Pow2F32Fn>()); return true;
     case CpuOp::kConvertF16F32: CheckConvertF16F32(def.get<ConvertF16F32Fn>()); return true;
     case CpuOp::kConvertF32F16: CheckConvertF32F16(rng, def.get<ConvertF32F16Fn>()); return true;
+    case CpuOp::kMinMaxF32: CheckMinMaxF32(rng, def.get<MinMaxF32Fn>()); return true;
+    case CpuOp::kBinaryF32: CheckBinaryF32(rng, def.get<BinaryF32Fn>()); return true;
     default: return false;  // ops with packed weights: cpu_kernels_test.cc
   }
 }

@@ -2,10 +2,14 @@
 // bit for bit the unfused graph on the reference kernels.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "kernels/cpu/dispatch.h"
 #include "runtime/dynamic_fusion.h"
 #include "sparq/executor.h"
 #include "sparq/quantize.h"
 #include "test_util.h"
+#include "tests/kernels/isa_sweep.h"
 
 namespace sparq {
 namespace {
@@ -81,6 +85,49 @@ TEST(DynamicFusion, GraphOutputAccumulatorsStayUnfused) {
       break;
     }
   EXPECT_EQ(FuseDynamicMatMul(&q).size(), 1u);
+}
+
+// DynamicQuantizeLinear's fast kernel (minmax_f32 rows in chunks, then the
+// quantize row): the reference's three outputs bit for bit, on every ISA and
+// thread count, for inputs over several chunks, with NaN, all zero, one-signed.
+TEST(DynamicFusion, DynamicQuantizeLinearFastKernelMatchesReference) {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  m.graph.inputs.push_back(testing::FloatInput("x", {{-1, "n"}}));
+  for (const char* y : {"y", "y_scale", "y_zp"}) m.graph.outputs.push_back(testing::FloatInput(y, {}));
+  m.graph.nodes.push_back({"dq", "DynamicQuantizeLinear", "", {"x"}, {"y", "y_scale", "y_zp"}, {}, ""});
+  std::vector<std::pair<std::string, Tensor>> inputs;
+  inputs.emplace_back("random, 3 chunks", testing::RandomFloats({40000}, 3, -2.0f, 7.0f));
+  Tensor with_nan = testing::RandomFloats({16390}, 4, -5.0f, 1.0f);
+  for (int64_t i = 0; i < with_nan.numel(); i += 977) with_nan.data<float>()[i] = std::nanf("");
+  inputs.emplace_back("NaN", with_nan);
+  inputs.emplace_back("all zero", Tensor(DataType::kFloat32, {33}));
+  inputs.emplace_back("positive", testing::RandomFloats({1000}, 5, 0.5f, 3.0f));
+  inputs.emplace_back("negative", testing::RandomFloats({17}, 6, -3.0f, -0.5f));
+  inputs.emplace_back("empty", Tensor(DataType::kFloat32, {0}));
+  for (const auto& [label, x] : inputs) {
+    SCOPED_TRACE(label);
+    ExecutorOptions ref_options;
+    ref_options.reference_kernels = true;
+    auto ref = Executor::Create(m, ref_options);
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    TensorMap want;
+    ASSERT_TRUE((*ref)->Run({{"x", x}}, &want).ok());
+    testing::ForEachIsa([&](CpuIsa isa) {
+      for (int threads : {1, 2, 3}) {
+        ExecutorOptions o;
+        o.threads = threads;
+        auto fast = Executor::Create(m, o);
+        ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+        EXPECT_EQ(testing::KernelOps((*fast)->NodeKernels().at(0).kernel), "minmax_f32+quantize_f32_s8");
+        TensorMap got;
+        ASSERT_TRUE((*fast)->Run({{"x", x}}, &got).ok());
+        for (const auto& kv : want)
+          EXPECT_TRUE(got.at(kv.first).Equals(kv.second)) << kv.first << " at " << CpuIsaName(isa) << ", " << threads
+                                                          << " threads";
+      }
+    });
+  }
 }
 
 }  // namespace
