@@ -46,14 +46,16 @@
 //   DequantizeLinear(b_q) ─┴─ Add ── QuantizeLinear ── y_q
 //                                      =>   sparq.QLinearAdd(a_q, .., b_q, .., y_scale, y_zp) ── y_q
 //                                           (numpy broadcasting: bias rows, masks)
+//   the same with Mul                  =>   sparq.QLinearMul(a_q, .., b_q, .., y_scale, y_zp) ── y_q
+//                                           (GELU's product, LayerNorm's gamma)
 //
-// then a table that alone reads a QLinearConv's or QLinearAdd's output
+// then a table that alone reads a QLinearConv's, QLinearAdd's or QLinearMul's output
 // folds into it:
 //
 //   QLinearConv(x_q, ..) ── sparq.QLinearLut(.., table) ── y_q
 //                                      =>   sparq.QLinearConvLut(x_q, .., B or "", table) ── y_q
-//   sparq.QLinearAdd(a_q, ..) ── sparq.QLinearLut(.., table) ── y_q
-//                                      =>   sparq.QLinearAdd(a_q, .., y_zp, table) ── y_q
+//   sparq.QLinearAdd|Mul(a_q, ..) ── sparq.QLinearLut(.., table) ── y_q
+//                                      =>   sparq.QLinearAdd|Mul(a_q, .., y_zp, table) ── y_q
 //
 // and last a DequantizeLinear whose inputs are all constants becomes the
 // initializer it computes (on its reference kernel, once).
@@ -570,21 +572,21 @@ class GlueFuser {
     return true;
   }
 
-  // DequantizeLinear(a), DequantizeLinear(b) -> Add -> QuantizeLinear at q_index.
+  // DequantizeLinear(a), DequantizeLinear(b) -> Add|Mul -> QuantizeLinear at q_index.
   bool TryFuseAdd(size_t q_index) {
     const Node& q = g_.nodes[q_index];
     size_t add_index = 0, a_index = 0, b_index = 0;
     const Node* add = SoleProducer(q.inputs[0], &add_index);
-    if (add == nullptr || add->op_type != "Add" || !add->domain.empty() || add->inputs.size() != 2 ||
-        add->outputs.size() != 1) {
+    if (add == nullptr || (add->op_type != "Add" && add->op_type != "Mul") || !add->domain.empty() ||
+        add->inputs.size() != 2 || add->outputs.size() != 1) {
       return false;
     }
     const Node* da = QualifyingDequantize(add->inputs[0], &a_index);
     const Node* db = QualifyingDequantize(add->inputs[1], &b_index);
-    if (da == nullptr || db == nullptr || a_index == b_index) return false;
+    if (da == nullptr || db == nullptr) return false;
     Node fused;
     fused.name = add->name.empty() ? q.outputs[0] : add->name;
-    fused.op_type = "QLinearAdd";
+    fused.op_type = add->op_type == "Mul" ? "QLinearMul" : "QLinearAdd";
     fused.domain = kDomain;
     fused.inputs = {da->inputs[0], da->inputs[1], da->inputs[2], db->inputs[0],
                     db->inputs[1], db->inputs[2], q.inputs[1],   q.inputs[2]};
@@ -605,8 +607,9 @@ class GlueFuser {
   mutable std::map<std::string, Tensor> dequantized_constants_;  // ConstantValue's DequantizeLinear results
 };
 
-// A QLinearConv or sparq.QLinearAdd whose output only a QLinearLut reads
-// takes the table in (sparq.QLinearConvLut; QLinearAdd's optional input 8),
+// A QLinearConv, sparq.QLinearAdd or sparq.QLinearMul whose output only a
+// QLinearLut reads takes the table in (sparq.QLinearConvLut; QLinearAdd's and
+// QLinearMul's optional input 8),
 // so that fast rows apply it while they write the output.
 std::vector<std::string> FoldTablesIntoProducers(Graph& g) {
   const ValueIndex index(g);  // node indices stay valid: removals wait for the end
@@ -625,8 +628,8 @@ std::vector<std::string> FoldTablesIntoProducers(Graph& g) {
       producer_node.op_type = "QLinearConvLut";
       producer_node.domain = kSparqDomain;
       producer_node.inputs.resize(9);  // B, or "" without
-    } else if (!(producer_node.op_type == "QLinearAdd" && producer_node.domain == kSparqDomain &&
-                 producer_node.inputs.size() == 8)) {
+    } else if (!((producer_node.op_type == "QLinearAdd" || producer_node.op_type == "QLinearMul") &&
+                 producer_node.domain == kSparqDomain && producer_node.inputs.size() == 8)) {
       continue;
     }
     producer_node.inputs.push_back(lut.inputs[1]);

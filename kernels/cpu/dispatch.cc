@@ -179,6 +179,11 @@ const std::vector<CpuKernelDef>& Table() {
       {"binary_f32_avx2", AVX2, 10, NONE, BinaryF32Fn(cpu::BinaryRowAvx2)},
       {"binary_f32_avx512", AVX512, 20, NONE, BinaryF32Fn(cpu::BinaryRowAvx512)},
 #endif
+      // sparq.QLinearMul (qdq_glue.cc), beside qlinear_add_s8.
+      {"qlinear_mul_s8_portable", P, 0, NONE, QLinearMulS8Fn(cpu::QLinearMulRowPortable)},
+#if SPARQ_CPU_X86
+      {"qlinear_mul_s8_avx2", AVX2, 10, NONE, QLinearMulS8Fn(cpu::QLinearMulRowAvx2)},
+#endif
   };
   return *table;
 }
@@ -361,6 +366,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kConvertF32F16: return "convert_f32_f16";
     case CpuOp::kMinMaxF32: return "minmax_f32";
     case CpuOp::kBinaryF32: return "binary_f32";
+    case CpuOp::kQLinearMulS8: return "qlinear_mul_s8";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

@@ -111,6 +111,7 @@ enum class CpuOp : uint8_t {
   kConvertF32F16,   // float32 -> float16 row
   kMinMaxF32,       // the range of a float row (DynamicQuantizeLinear)
   kBinaryF32,       // Add / Sub / Mul / Div of float rows, either side repeated (broadcasting)
+  kQLinearMulS8,    // sparq.QLinearMul of two byte rows
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -183,11 +184,16 @@ enum class BinaryF32Op : uint8_t { kAdd, kSub, kMul, kDiv };
 // repeated: broadcasting) or 1; y does not alias a or b unless the step is 1.
 using BinaryF32Fn = void (*)(BinaryF32Op op, int64_t n, const float* a, int64_t a_step, const float* b,
                              int64_t b_step, float* y);
+//   qlinear_mul:  y[i] = QuantizeValue(DequantizeValue(a[i]) * DequantizeValue(b[i]), y_scale, y_zp)
+// (QLinearAddS8Fn's signature, tagged with its op.)
+using QLinearMulS8Fn = CpuOpFn<CpuOp::kQLinearMulS8, void(int64_t n, const void* a, float a_scale, int32_t a_zp,
+                                                          const void* b, float b_scale, int32_t b_zp, float y_scale,
+                                                          int32_t y_zp, bool is_signed, void* y)>;
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8RowFn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
                                  DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn, ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn,
-                                 ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn>;
+                                 ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn, QLinearMulS8Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

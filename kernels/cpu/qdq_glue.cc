@@ -13,7 +13,8 @@
 // Fast paths (else the reference kernel runs the node):
 //   QuantizeLinear    x float32, y_scale float32 and y_zero_point uint8/int8, one value each
 //   DequantizeLinear  x uint8/int8, x_scale float32 and x_zero_point of x's type, one value each
-//   sparq.QLinearAdd  A, B and Y of one type (uint8 or int8), numpy broadcasting (the row runs over
+//   sparq.QLinearAdd, sparq.QLinearMul
+//                     A, B and Y of one type (uint8 or int8), numpy broadcasting (the row runs over
 //                     each contiguous run of the output; a repeated value is expanded into a
 //                     small buffer); an optional table (input 8) is applied to each chunk as it is written
 //   DynamicQuantizeLinear  x float32 (the range by the minmax_f32 row, then quantize_f32_s8 to uint8)
@@ -59,25 +60,36 @@ void DequantizeRowPortable(int64_t n, const void* x, bool x_signed, float scale,
 }
 
 namespace {
-template <typename T>
-void QLinearAddRowOf(int64_t n, const T* a, float a_scale, int32_t a_zp, const T* b, float b_scale, int32_t b_zp,
-                     float y_scale, int32_t y_zp, T* y) {
+template <bool kMul, typename T>
+void QLinearBinaryRowOf(int64_t n, const T* a, float a_scale, int32_t a_zp, const T* b, float b_scale, int32_t b_zp,
+                        float y_scale, int32_t y_zp, T* y) {
   for (int64_t i = 0; i < n; ++i) {
-    const float sum = DequantizeValue(a[i], a_scale, a_zp) + DequantizeValue(b[i], b_scale, b_zp);
-    y[i] = QuantizeValue<T>(sum, y_scale, y_zp);
+    const float x = DequantizeValue(a[i], a_scale, a_zp), z = DequantizeValue(b[i], b_scale, b_zp);
+    y[i] = QuantizeValue<T>(kMul ? x * z : x + z, y_scale, y_zp);
+  }
+}
+
+template <bool kMul>
+void QLinearBinaryRow(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
+                      int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y) {
+  if (is_signed) {
+    QLinearBinaryRowOf<kMul>(n, static_cast<const int8_t*>(a), a_scale, a_zp, static_cast<const int8_t*>(b), b_scale,
+                             b_zp, y_scale, y_zp, static_cast<int8_t*>(y));
+  } else {
+    QLinearBinaryRowOf<kMul>(n, static_cast<const uint8_t*>(a), a_scale, a_zp, static_cast<const uint8_t*>(b),
+                             b_scale, b_zp, y_scale, y_zp, static_cast<uint8_t*>(y));
   }
 }
 }  // namespace
 
 void QLinearAddRowPortable(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
                            int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y) {
-  if (is_signed) {
-    QLinearAddRowOf(n, static_cast<const int8_t*>(a), a_scale, a_zp, static_cast<const int8_t*>(b), b_scale, b_zp,
-                    y_scale, y_zp, static_cast<int8_t*>(y));
-  } else {
-    QLinearAddRowOf(n, static_cast<const uint8_t*>(a), a_scale, a_zp, static_cast<const uint8_t*>(b), b_scale, b_zp,
-                    y_scale, y_zp, static_cast<uint8_t*>(y));
-  }
+  QLinearBinaryRow<false>(n, a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp, is_signed, y);
+}
+
+void QLinearMulRowPortable(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
+                           int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y) {
+  QLinearBinaryRow<true>(n, a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp, is_signed, y);
 }
 
 }  // namespace cpu
@@ -214,7 +226,7 @@ Status DynamicQuantizeLinearFast(OpContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------
-// sparq.QLinearAdd
+// sparq.QLinearAdd and sparq.QLinearMul (the same code, another row)
 
 struct QuantAdd {
   float a_scale = 1, b_scale = 1, y_scale = 1;
@@ -222,8 +234,9 @@ struct QuantAdd {
   DataType type = DataType::kUndefined;  // of A, B and the sum's quantized value
   std::vector<uint8_t> table;            // optional input 8: the output is table[sum - min(type)]
   DataType out_type = DataType::kUndefined;
-  const CpuKernelDef* add = nullptr;  // the qlinear_add_s8 row
+  const CpuKernelDef* add = nullptr;  // the qlinear_add_s8 or qlinear_mul_s8 row
   const CpuKernelDef* lut = nullptr;  // the lut256 row
+  QLinearAddS8Fn row = nullptr;       // add's function
 };
 
 StatusOr<std::shared_ptr<const void>> PrepareQuantAdd(const Node& node, const std::vector<const Tensor*>& constants) {
@@ -233,7 +246,13 @@ StatusOr<std::shared_ptr<const void>> PrepareQuantAdd(const Node& node, const st
     if (t == nullptr || t->numel() != 1) return Status::NotSupported(node.Describe() + ": parameters not constant");
   }
   auto q = std::make_shared<QuantAdd>();
-  q->add = &SelectCpuKernel(CpuOp::kQLinearAddS8);
+  if (node.op_type == "QLinearMul") {
+    q->add = &SelectCpuKernel(CpuOp::kQLinearMulS8);
+    q->row = q->add->get<QLinearMulS8Fn>();  // the same signature
+  } else {
+    q->add = &SelectCpuKernel(CpuOp::kQLinearAddS8);
+    q->row = q->add->get<QLinearAddS8Fn>();
+  }
   q->lut = &SelectCpuKernel(CpuOp::kLut256);
   q->type = constant(7)->dtype();
   for (size_t i : {1, 4, 6})
@@ -273,7 +292,7 @@ Status QuantAddFast(OpContext& ctx) {
   const auto* pa = static_cast<const uint8_t*>(a.raw_data());
   const auto* pb = static_cast<const uint8_t*>(b.raw_data());
   const bool is_signed = q.type == DataType::kInt8;
-  const QLinearAddS8Fn add = q.add->get<QLinearAddS8Fn>();
+  const QLinearAddS8Fn add = q.row;
   const Lut256Fn apply_table = q.lut->get<Lut256Fn>();
   // y[0, n) = A[0, n) + B[0, n) (each walked with stride 1, or one value repeated: stride 0).
   auto add_run = [&](int64_t n, const uint8_t* x, int64_t x_stride, const uint8_t* z, int64_t z_stride, uint8_t* y) {
@@ -360,6 +379,7 @@ void RegisterCpuQdqGlueOps(KernelRegistry& r) {
   r.Add({"DynamicQuantizeLinear", "", 11, 99, DynamicQuantizeLinearFast, "minmax_f32+quantize_f32_s8",
          WithoutContext(PrepareDynamicQuant, DynamicQuantKernel)});
   r.Add({"QLinearAdd", kSparqDomain, 1, 1, QuantAddFast, "qlinear_add_s8", WithoutContext(PrepareQuantAdd, QuantAddKernel)});
+  r.Add({"QLinearMul", kSparqDomain, 1, 1, QuantAddFast, "qlinear_mul_s8", WithoutContext(PrepareQuantAdd, QuantAddKernel)});
   r.Add({"QLinearLut", kSparqDomain, 1, 1, LutFast, "lut256", WithoutContext(PrepareRow<CpuOp::kLut256>, RowKernel)});
   r.Add({"MaxPool", "", 1, 99, MaxPoolFast, "maxpool2d", WithoutContext(PrepareMaxPool, RowKernel)});
 }

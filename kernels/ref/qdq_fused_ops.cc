@@ -26,6 +26,12 @@
 //     then mapped through it as QLinearLut does (the fusion folds a table
 //     that alone reads the sum into the QLinearAdd).
 //
+//   sparq.QLinearMul(A, A_scale, A_zero_point, B, B_scale, B_zero_point,
+//                    Y_scale, Y_zero_point[, Table]) -> Y
+//     QLinearAdd with a product: Y = QuantizeValue(DequantizeValue(A) * DequantizeValue(B)),
+//     the DequantizeLinear, Mul and QuantizeLinear reference kernels one after
+//     the other (onnxruntime's Q/DQ around GELU's product and LayerNorm's gamma).
+//
 //   sparq.MatMulIntegerToFloat(A, B, A_zero_point, B_zero_point, A_scale, B_scale) -> Y
 //     quantize.mode dynamic's MatMulInteger -> Cast -> Mul(A_scale * B_scale):
 //       Y[..., n] = float(MatMulInteger(A, B, A_zero_point, B_zero_point)[..., n]) * (A_scale * B_scale[n])
@@ -91,7 +97,7 @@ Status QLinearConvLut(OpContext& ctx) {
   return Status::OK();
 }
 
-// One per-tensor (scale, zero point) pair of QLinearAdd, checked: inputs
+// One per-tensor (scale, zero point) pair of QLinearAdd / QLinearMul, checked: inputs
 // `scale_input` and `scale_input + 1`; the zero point's type must be `type`.
 Status ReadParams(const OpContext& ctx, size_t scale_input, DataType type, const std::string& what, float* scale,
                   int32_t* zero_point) {
@@ -104,7 +110,9 @@ Status ReadParams(const OpContext& ctx, size_t scale_input, DataType type, const
   return Status::OK();
 }
 
-Status QLinearAdd(OpContext& ctx) {
+// sparq.QLinearAdd and sparq.QLinearMul: Y = Q(op(DQ(A), DQ(B))).
+template <bool kMul>
+Status QLinearBinary(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(8));
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(3);
@@ -127,9 +135,9 @@ Status QLinearAdd(OpContext& ctx) {
     using T = decltype(tag);
     T* out = y.data<T>();
     ForEachBroadcast<2>(*shape, strides, [&](int64_t i, const std::array<int64_t, 2>& off) {
-      const float sum = DequantizeValue(ByteValue(a, off[0]), a_scale, a_zp) +
-                        DequantizeValue(ByteValue(b, off[1]), b_scale, b_zp);
-      out[i] = QuantizeValue<T>(sum, y_scale, y_zp);
+      const float x = DequantizeValue(ByteValue(a, off[0]), a_scale, a_zp);
+      const float z = DequantizeValue(ByteValue(b, off[1]), b_scale, b_zp);
+      out[i] = QuantizeValue<T>(kMul ? x * z : x + z, y_scale, y_zp);
     });
     if (!ctx.has_input(8)) {
       ctx.set_output(0, std::move(y));
@@ -186,7 +194,8 @@ Status MatMulIntegerToFloat(OpContext& ctx) {
 void RegisterQdqFusedOps(KernelRegistry& r) {
   r.Add({"MatMulIntegerToFloat", kSparqDomain, 1, 1, MatMulIntegerToFloat, "ref"});
   r.Add({"QLinearLut", kSparqDomain, 1, 1, QLinearLut, "ref"});
-  r.Add({"QLinearAdd", kSparqDomain, 1, 1, QLinearAdd, "ref"});
+  r.Add({"QLinearAdd", kSparqDomain, 1, 1, QLinearBinary<false>, "ref"});
+  r.Add({"QLinearMul", kSparqDomain, 1, 1, QLinearBinary<true>, "ref"});
   r.Add({"QLinearConvLut", kSparqDomain, 1, 1, QLinearConvLut, "ref"});
 }
 

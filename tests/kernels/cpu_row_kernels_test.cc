@@ -208,7 +208,8 @@ void CheckDequantizeS8(std::mt19937& rng, DequantizeS8Fn fn) {
   }
 }
 
-void CheckQLinearAddS8(std::mt19937& rng, QLinearAddS8Fn fn) {
+template <bool kMul, typename Fn>
+void CheckQLinearBinaryS8(std::mt19937& rng, Fn fn) {
   for (bool is_signed : {false, true}) {
     for (int64_t n : kRowLengths) {
       SCOPED_TRACE("n " + std::to_string(n) + (is_signed ? " s8" : " u8"));
@@ -220,7 +221,8 @@ void CheckQLinearAddS8(std::mt19937& rng, QLinearAddS8Fn fn) {
       for (int64_t i = 0; i < n; ++i) {
         const int32_t qa = is_signed ? static_cast<int8_t>(a[i]) : a[i];
         const int32_t qb = is_signed ? static_cast<int8_t>(b[i]) : b[i];
-        const float sum = DequantizeValue(qa, a_scale, a_zp) + DequantizeValue(qb, b_scale, b_zp);
+        const float x = DequantizeValue(qa, a_scale, a_zp), z = DequantizeValue(qb, b_scale, b_zp);
+        const float sum = kMul ? x * z : x + z;
         const uint8_t want = is_signed ? static_cast<uint8_t>(QuantizeValue<int8_t>(sum, y_scale, y_zp))
                                        : QuantizeValue<uint8_t>(sum, y_scale, y_zp);
         ASSERT_EQ(got[i], want) << "element " << i;
@@ -489,7 +491,8 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
     case CpuOp::kLut256: CheckLut256(rng, def.get<Lut256Fn>()); return true;
     case CpuOp::kQuantizeF32: CheckQuantizeF32(rng, def.get<QuantizeF32Fn>()); return true;
     case CpuOp::kDequantizeS8: CheckDequantizeS8(rng, def.get<DequantizeS8Fn>()); return true;
-    case CpuOp::kQLinearAddS8: CheckQLinearAddS8(rng, def.get<QLinearAddS8Fn>()); return true;
+    case CpuOp::kQLinearAddS8: CheckQLinearBinaryS8<false>(rng, def.get<QLinearAddS8Fn>()); return true;
+    case CpuOp::kQLinearMulS8: CheckQLinearBinaryS8<true>(rng, def.get<QLinearMulS8Fn>()); return true;
     case CpuOp::kMaxPool2d: CheckMaxPool2d(rng, def.get<MaxPool2dFn>()); return true;
     // The portable Erf and Softmax rows are the reference's computation: exact.
     case CpuOp::kErfF32:

@@ -225,11 +225,11 @@ TEST(QdqGlueFusion, IntegerMaxPoolRowMatchesReference) {
   }
 }
 
-// DequantizeLinear(a), DequantizeLinear(b) -> Add -> QuantizeLinear; sizes
+// DequantizeLinear(a), DequantizeLinear(b) -> Add | Mul -> QuantizeLinear; sizes
 // that leave vector tails; broadcasting on the fast row too (a bias row, a
 // per-row value, a scalar, on either side, runs longer than the row's
 // 256-value pieces); a following DQ -> Relu -> Q becomes a table inside the
-// QLinearAdd.
+// QLinearAdd / QLinearMul.
 TEST(QdqGlueFusion, AddOfDequantizedValuesIsBitExact) {
   struct ShapeCase {
     Shape a, b;
@@ -238,27 +238,29 @@ TEST(QdqGlueFusion, AddOfDequantizedValuesIsBitExact) {
                                   {{2, 3, 17, 9}, {2, 3, 17, 1}},  {{2, 3, 17, 9}, {}},
                                   {{9}, {2, 3, 17, 9}},            {{1, 300}, {5, 1}},
                                   {{3, 1, 700}, {3, 4, 1}}};
-  for (const TypeCase& t : kTypes) {
-    for (size_t variant = 0; variant < 2 + std::size(broadcasts); ++variant) {
-      const bool relu = variant == 1;  // relu: a table folded into the QLinearAdd
-      const bool broadcast = variant >= 2;
-      const Shape a_shape = broadcast ? broadcasts[variant - 2].a : Shape{2, 3, 17, 9};
-      const Shape b_shape = broadcast ? broadcasts[variant - 2].b : a_shape;
-      SCOPED_TRACE(DataTypeName(t.type) + " " + ShapeToString(a_shape) + " + " + ShapeToString(b_shape) +
-                   (relu ? " relu" : ""));
-      QdqGraphBuilder b;
-      b.Input("a", t.type, a_shape);
-      b.Input("b", t.type, b_shape);
-      b.Params("pa", 0.0371f, t.zp_in, t.type);
-      b.Params("pb", 0.0219f, t.zp_out, t.type);
-      b.Params("py", 0.0452f, t.zp_in / 2, t.type);
-      b.Params("pr", 0.0313f, t.zp_out / 2, t.type);
-      const std::string sum = b.Q(b.Add("Add", {b.Dq("a", "pa"), b.Dq("b", "pb")}), "py");
-      b.Output(relu ? b.Q(b.Add("Relu", {b.Dq(sum, "py")}), "pr") : sum);
-      const auto counts = FusedOpCounts(b.model());
-      EXPECT_EQ(counts.size(), 1u);
-      EXPECT_EQ(counts.count("QLinearAdd"), 1u);
-      ExpectFusedBitExact(b.model(), {{"a", RandomBytes(t.type, a_shape, 3)}, {"b", RandomBytes(t.type, b_shape, 4)}});
+  for (const char* op : {"Add", "Mul"}) {
+    for (const TypeCase& t : kTypes) {
+      for (size_t variant = 0; variant < 2 + std::size(broadcasts); ++variant) {
+        const bool relu = variant == 1;  // relu: a table folded into the QLinearAdd
+        const bool broadcast = variant >= 2;
+        const Shape a_shape = broadcast ? broadcasts[variant - 2].a : Shape{2, 3, 17, 9};
+        const Shape b_shape = broadcast ? broadcasts[variant - 2].b : a_shape;
+        SCOPED_TRACE(std::string(op) + " " + DataTypeName(t.type) + " " + ShapeToString(a_shape) + ", " +
+                     ShapeToString(b_shape) + (relu ? " relu" : ""));
+        QdqGraphBuilder b;
+        b.Input("a", t.type, a_shape);
+        b.Input("b", t.type, b_shape);
+        b.Params("pa", 0.0371f, t.zp_in, t.type);
+        b.Params("pb", 0.0219f, t.zp_out, t.type);
+        b.Params("py", 0.0452f, t.zp_in / 2, t.type);
+        b.Params("pr", 0.0313f, t.zp_out / 2, t.type);
+        const std::string sum = b.Q(b.Add(op, {b.Dq("a", "pa"), b.Dq("b", "pb")}), "py");
+        b.Output(relu ? b.Q(b.Add("Relu", {b.Dq(sum, "py")}), "pr") : sum);
+        const auto counts = FusedOpCounts(b.model());
+        EXPECT_EQ(counts.size(), 1u);
+        EXPECT_EQ(counts.count(std::string("QLinear") + op), 1u);
+        ExpectFusedBitExact(b.model(), {{"a", RandomBytes(t.type, a_shape, 3)}, {"b", RandomBytes(t.type, b_shape, 4)}});
+      }
     }
   }
 }
@@ -319,7 +321,8 @@ TEST(QdqGlueFusion, ScalarConstantStepsAndSharedDequantizeJoinTables) {
     EXPECT_EQ(counts.count("Div") + counts.count("Erf") + counts.count("Add") + counts.count("Sub") +
                   counts.count("Pow"),
               0u);
-    EXPECT_EQ(counts.at("Mul"), 1);  // x * (erf + c): two activations
+    EXPECT_EQ(counts.count("Mul"), 0u);
+    EXPECT_EQ(counts.at("QLinearMul"), 1);  // x * (erf + c): two activations
     ExpectFusedBitExact(b.model(), {{"x", RandomBytes(t.type, shape, 22)}});
   }
 }
