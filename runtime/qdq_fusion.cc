@@ -5,7 +5,10 @@
 //   DequantizeLinear(w_q) ─┼─ Conv ── QuantizeLinear ── y_q
 //   DequantizeLinear(b_q) ─┘                  =>   QLinearConv(x_q, .., w_q, .., b_q) ── y_q
 //
-// and the same for MatMul (without bias) into QLinearMatMul. When a Relu or
+// and the same for MatMul (without bias) into QLinearMatMul, whose B may also
+// be an activation (attention's Q x K^T and P x V in onnxruntime's placement;
+// per-tensor parameters on both sides; the fast kernel runs it batch by
+// batch, kernels/cpu/quant_matmul.cc). When a Relu or
 // a Clip sits between the layer and its QuantizeLinear (the quantizer
 // quantizes after a fusable activation, as onnxruntime and TensorRT do), the
 // integer operator takes the activation's output scale and the activation
@@ -23,7 +26,7 @@
 //
 // A pattern fuses only when every scale and zero point is a constant (one
 // value per tensor; the weight's scale and zero point may be per output
-// channel), the weight and bias are constants, the bias scale is the product
+// channel), the weight (but for MatMul's activation B) and bias are constants, the bias scale is the product
 // of the input and weight scales (what sparq's and onnxruntime's writers
 // produce), and the float output of Conv/MatMul goes to the QuantizeLinear
 // alone. DequantizeLinear nodes left without readers are removed.
@@ -193,8 +196,10 @@ class Fuser {
     const Tensor* w = Constant(dw->inputs[0]);
     const Tensor* ws = Constant(dw->inputs[1]);
     const Tensor* wzp = Constant(dw->inputs[2]);
-    if (w == nullptr || ws == nullptr || wzp == nullptr || ws->numel() != wzp->numel()) return false;
-    if (ws->numel() > 1) {  // per channel: along Conv's output channels (axis 0) or MatMul's columns (axis 1)
+    // MatMul of two activations (attention's products): per-tensor parameters on both sides.
+    const bool activations = !conv && w == nullptr && ScalarConstant(dw->inputs[1]) && ScalarConstant(dw->inputs[2]);
+    if (!activations && (w == nullptr || ws == nullptr || wzp == nullptr || ws->numel() != wzp->numel())) return false;
+    if (!activations && ws->numel() > 1) {  // per channel: along Conv's output channels (axis 0) or MatMul's columns (axis 1)
       const int64_t axis = dw->attr_int("axis", 1);
       const int64_t want = conv ? 0 : 1;
       const auto rank = static_cast<int64_t>(w->rank());

@@ -265,6 +265,60 @@ TEST(QdqGlueFusion, AddOfDequantizedValuesIsBitExact) {
   }
 }
 
+// DQ(a) x DQ(b) -> MatMul -> Q with both operands activations (attention's
+// products in onnxruntime's placement) becomes a QLinearMatMul: batched B
+// runs batch by batch on the integer GEMM; 2-D B is packed per call; batch
+// dimensions that broadcast run the reference kernel. Integer sums: the fused
+// executor equals the fused graph on the reference kernels bit for bit (every
+// ISA and thread count) and the float QDQ graph within one quantization step.
+TEST(QdqGlueFusion, MatMulOfTwoActivationsRunsOnIntegers) {
+  struct ShapeCase {
+    Shape a, b;
+  };
+  const ShapeCase cases[] = {{{2, 3, 17, 40}, {2, 3, 40, 9}}, {{2, 17, 40}, {40, 9}}, {{2, 3, 17, 40}, {1, 3, 40, 9}}};
+  for (const TypeCase& t : kTypes) {
+    for (const ShapeCase& c : cases) {
+      SCOPED_TRACE(DataTypeName(t.type) + " " + ShapeToString(c.a) + " x " + ShapeToString(c.b));
+      QdqGraphBuilder b;
+      b.Input("a", t.type, c.a);
+      b.Input("b", t.type, c.b);
+      b.Params("pa", 0.0371f, t.zp_in, t.type);
+      b.Params("pb", 0.0219f, t.zp_out, t.type);
+      b.Params("py", 0.61f, t.zp_in / 2, t.type);
+      b.Output(b.Q(b.Add("MatMul", {b.Dq("a", "pa"), b.Dq("b", "pb")}), "py"));
+      const auto counts = FusedOpCounts(b.model());
+      EXPECT_EQ(counts.size(), 1u);
+      EXPECT_EQ(counts.count("QLinearMatMul"), 1u);
+      {
+        auto e = Create(b.model(), /*reference=*/false, 1);
+        ASSERT_NE(e, nullptr);
+        EXPECT_EQ(testing::KernelOps(e->NodeKernels().at(0).kernel), "gemm_s8");
+      }
+      const TensorMap inputs = {{"a", RandomBytes(t.type, c.a, 23)}, {"b", RandomBytes(t.type, c.b, 24)}};
+      ExpectFusedBitExact(b.model(), inputs, /*fused_reference=*/true);
+      // Against the float graph: at most one step apart.
+      auto float_graph = Create(b.model(), /*reference=*/true, 1);
+      auto fused = Create(b.model(), /*reference=*/false, 2);
+      ASSERT_NE(float_graph, nullptr);
+      ASSERT_NE(fused, nullptr);
+      TensorMap want, got;
+      ASSERT_TRUE(float_graph->Run(inputs, &want).ok());
+      ASSERT_TRUE(fused->Run(inputs, &got).ok());
+      const Tensor& w = want.begin()->second;
+      const Tensor& g = got.at(want.begin()->first);
+      ASSERT_EQ(w.shape(), g.shape());
+      int64_t off_by_one = 0;
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        const int wi = t.type == DataType::kInt8 ? w.data<int8_t>()[i] : w.data<uint8_t>()[i];
+        const int gi = t.type == DataType::kInt8 ? g.data<int8_t>()[i] : g.data<uint8_t>()[i];
+        ASSERT_LE(std::abs(wi - gi), 1) << "element " << i;
+        off_by_one += wi != gi;
+      }
+      EXPECT_LE(off_by_one, w.numel() / 20) << "most values are the float graph's";
+    }
+  }
+}
+
 // onnxruntime's QDQ placement wraps Reshape / Transpose / ... in their own
 // QuantizeLinear -> DequantizeLinear pairs: DQ -> move ops -> Q runs the
 // moves on the integers, with no table when the parameters are the same,
