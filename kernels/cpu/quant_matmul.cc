@@ -245,7 +245,8 @@ Status RunPreparedQuantMatMul(OpContext& ctx, const QuantMatMulWeights& w) {
     if (st.code() == StatusCode::kNotSupported) return RunReferenceKernel(ctx);
     SPARQ_RETURN_IF_ERROR(st);
     Tensor y;
-    SPARQ_RETURN_IF_ERROR(MatMulIntegerToFloatFromAcc(ctx, ctx.outputs()[0], ctx.input(4), ctx.input(5), &y));
+    SPARQ_RETURN_IF_ERROR(MatMulIntegerToFloatFromAcc(ctx, ctx.outputs()[0], ctx.input(4), ctx.input(5),
+                                                      ctx.has_input(6) ? &ctx.input(6) : nullptr, &y));
     ctx.set_output(0, std::move(y));
     return Status::OK();
   }

@@ -14,8 +14,9 @@
 namespace sparq {
 namespace {
 
-// x[2,3,16] -> MatMul(W1[16,24]) -> Relu -> MatMul(W2[24,8]) -> y, quantized dynamic.
-Model DynamicMlp(bool per_channel) {
+// x[2,3,16] -> MatMul(W1[16,24]) [-> Add(b1)] -> Relu -> MatMul(W2[24,8]) [-> Add(b2, bias first)] -> y,
+// quantized dynamic.
+Model DynamicMlp(bool per_channel, bool bias = false) {
   Model m;
   m.opset_imports = {{"", 17}};
   Graph& g = m.graph;
@@ -23,9 +24,21 @@ Model DynamicMlp(bool per_channel) {
   g.outputs.push_back(testing::FloatInput("y", {{2, ""}, {3, ""}, {8, ""}}));
   g.initializers["W1"] = testing::RandomFloats({16, 24}, 1, -0.5f, 0.5f);
   g.initializers["W2"] = testing::RandomFloats({24, 8}, 2, -0.5f, 0.5f);
-  g.nodes.push_back({"mm1", "MatMul", "", {"x", "W1"}, {"h"}, {}, ""});
+  if (bias) {
+    g.initializers["b1"] = testing::RandomFloats({24}, 3);
+    g.initializers["b2"] = testing::RandomFloats({8}, 4);
+    g.nodes.push_back({"mm1", "MatMul", "", {"x", "W1"}, {"h0"}, {}, ""});
+    g.nodes.push_back({"add1", "Add", "", {"h0", "b1"}, {"h"}, {}, ""});
+  } else {
+    g.nodes.push_back({"mm1", "MatMul", "", {"x", "W1"}, {"h"}, {}, ""});
+  }
   g.nodes.push_back({"relu", "Relu", "", {"h"}, {"r"}, {}, ""});
-  g.nodes.push_back({"mm2", "MatMul", "", {"r", "W2"}, {"y"}, {}, ""});
+  if (bias) {
+    g.nodes.push_back({"mm2", "MatMul", "", {"r", "W2"}, {"y0"}, {}, ""});
+    g.nodes.push_back({"add2", "Add", "", {"b2", "y0"}, {"y"}, {}, ""});
+  } else {
+    g.nodes.push_back({"mm2", "MatMul", "", {"r", "W2"}, {"y"}, {}, ""});
+  }
   QuantizeOptions opt;
   opt.dynamic = true;
   opt.per_channel = per_channel;
@@ -47,19 +60,27 @@ Tensor RunY(const Model& m, const Tensor& x, bool reference, bool fuse, int thre
   return out["y"];
 }
 
+// With bias: the Add after the product joins (onnxruntime's quantize_dynamic
+// keeps the float bias), on either side of the Add.
 TEST(DynamicFusion, FusesEveryLayerAndMatchesTheGraphBitForBit) {
+  for (bool bias : {false, true})
   for (bool per_channel : {true, false}) {
-    const Model q = DynamicMlp(per_channel);
+    SCOPED_TRACE(bias ? "bias" : "no bias");
+    const Model q = DynamicMlp(per_channel, bias);
     Model fused = q;
     EXPECT_EQ(FuseDynamicMatMul(&fused).size(), 2u);
-    int cast = 0, mul = 0, f = 0;
+    int cast = 0, mul = 0, f = 0, add = 0;
     for (const Node& n : fused.graph.nodes) {
       cast += n.op_type == "Cast";
       mul += n.op_type == "Mul";
-      f += n.op_type == "MatMulIntegerToFloat";
+      add += n.op_type == "Add";
+      if (n.op_type == "MatMulIntegerToFloat") {
+        ++f;
+        EXPECT_EQ(n.inputs.size(), bias ? 7u : 6u);
+      }
     }
     EXPECT_EQ(f, 2);
-    EXPECT_EQ(cast + mul, 0);
+    EXPECT_EQ(cast + mul + add, 0);
     const Tensor x = testing::RandomFloats({2, 3, 16}, 7);
     const Tensor spec = RunY(q, x, /*reference=*/true, /*fuse=*/false, 1);
     for (bool reference : {true, false})
