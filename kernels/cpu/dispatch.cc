@@ -184,6 +184,9 @@ const std::vector<CpuKernelDef>& Table() {
 #if SPARQ_CPU_X86
       {"qlinear_mul_s8_avx2", AVX2, 10, NONE, QLinearMulS8Fn(cpu::QLinearMulRowAvx2)},
 #endif
+      // ReduceMean over the last axis (activation_f32.cc): plain C++, rows
+      // interleaved so that the in-order double sums overlap.
+      {"mean_rows_f32_portable", P, 0, NONE, MeanRowsF32Fn(cpu::MeanRowsPortable)},
   };
   return *table;
 }
@@ -367,6 +370,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kMinMaxF32: return "minmax_f32";
     case CpuOp::kBinaryF32: return "binary_f32";
     case CpuOp::kQLinearMulS8: return "qlinear_mul_s8";
+    case CpuOp::kMeanRowsF32: return "mean_rows_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

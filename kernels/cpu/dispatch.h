@@ -112,6 +112,7 @@ enum class CpuOp : uint8_t {
   kMinMaxF32,       // the range of a float row (DynamicQuantizeLinear)
   kBinaryF32,       // Add / Sub / Mul / Div of float rows, either side repeated (broadcasting)
   kQLinearMulS8,    // sparq.QLinearMul of two byte rows
+  kMeanRowsF32,     // ReduceMean of float rows (the last axis: LayerNorm's mean and variance)
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -189,11 +190,15 @@ using BinaryF32Fn = void (*)(BinaryF32Op op, int64_t n, const float* a, int64_t 
 using QLinearMulS8Fn = CpuOpFn<CpuOp::kQLinearMulS8, void(int64_t n, const void* a, float a_scale, int32_t a_zp,
                                                           const void* b, float b_scale, int32_t b_zp, float y_scale,
                                                           int32_t y_zp, bool is_signed, void* y)>;
+// y[r] = MeanOfRowRef(x + r * n, n) for r < rows (kernels/ref/reduce_common.h):
+// each row summed in order in double, the reference's bits.
+using MeanRowsF32Fn = void (*)(const float* x, int64_t rows, int64_t n, float* y);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8RowFn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
                                  DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn, ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn,
-                                 ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn, QLinearMulS8Fn>;
+                                 ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn, QLinearMulS8Fn,
+                                 MeanRowsF32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

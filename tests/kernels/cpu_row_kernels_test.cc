@@ -26,6 +26,7 @@
 #include "kernels/ref/conv.h"
 #include "kernels/ref/pool.h"
 #include "kernels/ref/quantize.h"
+#include "kernels/ref/reduce_common.h"
 #include "sparq/tensor.h"
 #include "tests/kernels/isa_sweep.h"
 
@@ -262,6 +263,27 @@ void CheckMinMaxF32(std::mt19937& rng, MinMaxF32Fn fn) {
   }
 }
 
+// Means of rows (more and fewer than the kernel's 8 at a time, with a NaN
+// row), against MeanOfRowRef bit for bit.
+void CheckMeanRowsF32(std::mt19937& rng, MeanRowsF32Fn fn) {
+  std::uniform_real_distribution<float> value(-10.0f, 30.0f);
+  for (int64_t rows : {1, 7, 8, 9, 17}) {
+    for (int64_t n : {1, 3, 64, 385}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + " n " + std::to_string(n));
+      std::vector<float> x(static_cast<size_t>(rows * n));
+      for (float& v : x) v = value(rng);
+      x[static_cast<size_t>(n)] = rows > 1 ? std::nanf("") : x[0];
+      std::vector<float> got(static_cast<size_t>(rows) + 1, 99.0f);
+      fn(x.data(), rows, n, got.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        const float want = reduce_common::MeanOfRowRef(x.data() + r * n, n);
+        ASSERT_TRUE(Bits(got[r]) == Bits(want) || (std::isnan(got[r]) && std::isnan(want))) << "row " << r;
+      }
+      EXPECT_EQ(got[rows], 99.0f) << "wrote past the rows";
+    }
+  }
+}
+
 // Every operation and step pattern, with NaN, infinities and zeros among the
 // values: one IEEE operation, so the bits of a op b.
 void CheckBinaryF32(std::mt19937& rng, BinaryF32Fn fn) {
@@ -493,6 +515,7 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
     case CpuOp::kDequantizeS8: CheckDequantizeS8(rng, def.get<DequantizeS8Fn>()); return true;
     case CpuOp::kQLinearAddS8: CheckQLinearBinaryS8<false>(rng, def.get<QLinearAddS8Fn>()); return true;
     case CpuOp::kQLinearMulS8: CheckQLinearBinaryS8<true>(rng, def.get<QLinearMulS8Fn>()); return true;
+    case CpuOp::kMeanRowsF32: CheckMeanRowsF32(rng, def.get<MeanRowsF32Fn>()); return true;
     case CpuOp::kMaxPool2d: CheckMaxPool2d(rng, def.get<MaxPool2dFn>()); return true;
     // The portable Erf and Softmax rows are the reference's computation: exact.
     case CpuOp::kErfF32:
