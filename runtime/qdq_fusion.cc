@@ -26,10 +26,11 @@
 //
 // A pattern fuses only when every scale and zero point is a constant (one
 // value per tensor; the weight's scale and zero point may be per output
-// channel), the weight (but for MatMul's activation B) and bias are constants, the bias scale is the product
-// of the input and weight scales (what sparq's and onnxruntime's writers
-// produce), and the float output of Conv/MatMul goes to the QuantizeLinear
-// alone. DequantizeLinear nodes left without readers are removed.
+// channel), the weight (but for MatMul's activation B) and bias are
+// constants, the bias scale is the product of the input and weight scales
+// (what sparq's and onnxruntime's writers produce), and the float output of
+// Conv/MatMul goes to the QuantizeLinear alone. DequantizeLinear nodes left
+// without readers are removed.
 //
 // Then the float glue between the integer operators is fused into internal
 // operators of domain "sparq" (version 1; defined and computed for
@@ -71,7 +72,8 @@
 // DequantizeLinear of one (GELU's / sqrt(2), + 1, * 0.5 in onnxruntime's
 // placement). [move ops]+ are Reshape, Transpose, Squeeze, Unsqueeze,
 // Flatten, Slice, Expand on their input 0 (their other inputs stay as they
-// are): they only move elements, so they commute with the table. The 256-entry table is made at executor creation by running the
+// are): they only move elements, so they commute with the table. The
+// 256-entry table is made at executor creation by running the
 // pattern's own nodes on their reference kernels over all 256 values of
 // x_q's type, so it holds exactly the float graph's results. MaxPool moves
 // before the table because DequantizeLinear (scale > 0) is nondecreasing and

@@ -275,10 +275,6 @@ Status PackAndRun(OpContext& ctx, size_t b_in, size_t zp_in, Status (*packed)(Op
   return st;
 }
 
-}  // namespace
-
-namespace {
-
 // A [..., M, K] x B [..., K, N], the same batch dimensions (attention's
 // activation x activation products, onnxruntime's QDQ placement of them):
 // each batch's B packed and multiplied on one thread, batches spread over
@@ -298,6 +294,7 @@ Status QLinearMatMulBatched(OpContext& ctx) {
   const int64_t m = a.dim(rank - 2), k = a.dim(rank - 1), n = b.dim(rank - 1);
   int64_t batches = 1;
   for (size_t d = 0; d + 2 < rank; ++d) batches *= a.dim(d);
+  if (batches == 0 || m == 0 || k == 0 || n == 0) return RunReferenceKernel(ctx);
   Shape out_shape = a.shape();
   out_shape.back() = n;
   Tensor y(ctx.input(7).dtype(), out_shape);
