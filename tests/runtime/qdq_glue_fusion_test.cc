@@ -268,14 +268,17 @@ TEST(QdqGlueFusion, AddOfDequantizedValuesIsBitExact) {
 // DQ(a) x DQ(b) -> MatMul -> Q with both operands activations (attention's
 // products in onnxruntime's placement) becomes a QLinearMatMul: batched B
 // runs batch by batch on the integer GEMM; 2-D B is packed per call; batch
-// dimensions that broadcast run the reference kernel. Integer sums: the fused
+// dimensions that broadcast, and empty matrices, run the reference kernel. Integer sums: the fused
 // executor equals the fused graph on the reference kernels bit for bit (every
 // ISA and thread count) and the float QDQ graph within one quantization step.
 TEST(QdqGlueFusion, MatMulOfTwoActivationsRunsOnIntegers) {
   struct ShapeCase {
     Shape a, b;
   };
-  const ShapeCase cases[] = {{{2, 3, 17, 40}, {2, 3, 40, 9}}, {{2, 17, 40}, {40, 9}}, {{2, 3, 17, 40}, {1, 3, 40, 9}}};
+  const ShapeCase cases[] = {{{2, 3, 17, 40}, {2, 3, 40, 9}},
+                             {{2, 17, 40}, {40, 9}},
+                             {{2, 3, 17, 40}, {1, 3, 40, 9}},
+                             {{2, 3, 0, 40}, {2, 3, 40, 9}}};
   for (const TypeCase& t : kTypes) {
     for (const ShapeCase& c : cases) {
       SCOPED_TRACE(DataTypeName(t.type) + " " + ShapeToString(c.a) + " x " + ShapeToString(c.b));
