@@ -171,6 +171,26 @@ const std::vector<CpuKernelDef>& Table() {
       {"convert_f16_f32_f16c", F16C, 5, NONE, ConvertF16F32Fn(cpu::HalfToFloatRowF16c)},
       {"convert_f32_f16_f16c", F16C, 5, NONE, ConvertF32F16Fn(cpu::FloatToHalfRowF16c)},
 #endif
+      // The range of a float row (DynamicQuantizeLinear, qdq_glue.cc).
+      {"minmax_f32_portable", P, 0, NONE, MinMaxF32Fn(cpu::MinMaxRowPortable)},
+#if SPARQ_CPU_X86
+      {"minmax_f32_avx2", AVX2, 10, NONE, MinMaxF32Fn(cpu::MinMaxRowAvx2)},
+      {"minmax_f32_avx512", AVX512, 20, NONE, MinMaxF32Fn(cpu::MinMaxRowAvx512)},
+#endif
+      // Add / Sub / Mul / Div of float32 tensors with broadcasting (binary_f32.cc).
+      {"binary_f32_portable", P, 0, NONE, BinaryF32Fn(cpu::BinaryRowPortable)},
+#if SPARQ_CPU_X86
+      {"binary_f32_avx2", AVX2, 10, NONE, BinaryF32Fn(cpu::BinaryRowAvx2)},
+      {"binary_f32_avx512", AVX512, 20, NONE, BinaryF32Fn(cpu::BinaryRowAvx512)},
+#endif
+      // sparq.QLinearMul (qdq_glue.cc), beside qlinear_add_s8.
+      {"qlinear_mul_s8_portable", P, 0, NONE, QLinearMulS8Fn(cpu::QLinearMulRowPortable)},
+#if SPARQ_CPU_X86
+      {"qlinear_mul_s8_avx2", AVX2, 10, NONE, QLinearMulS8Fn(cpu::QLinearMulRowAvx2)},
+#endif
+      // ReduceMean over the last axis (activation_f32.cc): plain C++, rows
+      // interleaved so that the in-order double sums overlap.
+      {"mean_rows_f32_portable", P, 0, NONE, MeanRowsF32Fn(cpu::MeanRowsPortable)},
   };
   return *table;
 }
@@ -361,6 +381,10 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kPow2F32: return "pow2_f32";
     case CpuOp::kConvertF16F32: return "convert_f16_f32";
     case CpuOp::kConvertF32F16: return "convert_f32_f16";
+    case CpuOp::kMinMaxF32: return "minmax_f32";
+    case CpuOp::kBinaryF32: return "binary_f32";
+    case CpuOp::kQLinearMulS8: return "qlinear_mul_s8";
+    case CpuOp::kMeanRowsF32: return "mean_rows_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

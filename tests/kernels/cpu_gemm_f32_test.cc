@@ -498,35 +498,43 @@ namespace sparq {
 namespace {
 
 // binary_f32 (kernels/cpu/binary_f32.cc): the reference's bits for every
-// shape it takes, the reference kernel for the others.
+// broadcast shape, on every ISA's row, with 1 and 3 threads.
 TEST(CpuBinaryF32, MatchesReferenceExactly) {
   std::mt19937 rng(27);
   struct Case {
     Shape a, b;
     const char* kernel;
   };
-  const std::vector<Case> cases = {{{2, 3, 5}, {2, 3, 5}, "binary_f32"}, {{2, 3, 5}, {5}, "binary_f32"},
-                                   {{5}, {2, 3, 5}, "binary_f32"},       {{}, {4, 7}, "binary_f32"},
-                                   {{4, 7}, {1}, "binary_f32"},          {{2, 3, 5}, {3, 1}, "binary_f32"}};
-  for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
-    for (const Case& c : cases) {
-      Model m;
-      m.ir_version = 8;
-      m.opset_imports = {{"", 13}};
-      ValueInfo a, b;
-      a.name = "a", b.name = "b";
-      a.dtype = b.dtype = DataType::kFloat32;
-      m.graph.inputs = {a, b};
-      m.graph.nodes = {Node{"op", op, "", {"a", "b"}, {"y"}, {}, ""}};
-      ValueInfo y;
-      y.name = "y";
-      m.graph.outputs = {y};
-      TensorMap feed{{"a", RandomTensor(rng, c.a)}, {"b", RandomTensor(rng, c.b)}};
-      SCOPED_TRACE(std::string(op) + " " + ShapeToString(c.a) + " " + ShapeToString(c.b));
-      EXPECT_EQ(ExpectFastMatchesReference(m, feed, /*exact=*/true), (std::vector<std::string>{std::string(op) + ":" +
-                                                                                               c.kernel}));
+  // Rows, columns (LayerNorm's (x - mean) / std), scalars, masks, both sides
+  // repeating, and sizes that split into several chunks among threads.
+  const std::vector<Case> cases = {
+      {{2, 3, 5}, {2, 3, 5}, "binary_f32"}, {{2, 3, 5}, {5}, "binary_f32"},
+      {{5}, {2, 3, 5}, "binary_f32"},       {{}, {4, 7}, "binary_f32"},
+      {{4, 7}, {1}, "binary_f32"},          {{2, 3, 5}, {3, 1}, "binary_f32"},
+      {{1, 64, 37}, {1, 64, 1}, "binary_f32"}, {{1, 12, 9, 64}, {1, 1, 1, 64}, "binary_f32"},
+      {{3, 1, 5}, {1, 4, 1}, "binary_f32"},  {{3, 70, 200}, {200}, "binary_f32"},
+      {{3, 70, 200}, {3, 70, 1}, "binary_f32"}, {{}, {}, "binary_f32"}, {{0, 5}, {5}, "binary_f32"}};
+  testing::ForEachIsa([&](CpuIsa isa) {
+    for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+      for (const Case& c : cases) {
+        Model m;
+        m.ir_version = 8;
+        m.opset_imports = {{"", 13}};
+        ValueInfo a, b;
+        a.name = "a", b.name = "b";
+        a.dtype = b.dtype = DataType::kFloat32;
+        m.graph.inputs = {a, b};
+        m.graph.nodes = {Node{"op", op, "", {"a", "b"}, {"y"}, {}, ""}};
+        ValueInfo y;
+        y.name = "y";
+        m.graph.outputs = {y};
+        TensorMap feed{{"a", RandomTensor(rng, c.a)}, {"b", RandomTensor(rng, c.b)}};
+        SCOPED_TRACE(std::string(op) + " " + ShapeToString(c.a) + " " + ShapeToString(c.b) + " " + CpuIsaName(isa));
+        EXPECT_EQ(ExpectFastMatchesReference(m, feed, /*exact=*/true), (std::vector<std::string>{std::string(op) + ":" +
+                                                                                                 c.kernel}));
+      }
     }
-  }
+  });
 }
 
 }  // namespace

@@ -26,6 +26,7 @@
 #include "kernels/ref/conv.h"
 #include "kernels/ref/pool.h"
 #include "kernels/ref/quantize.h"
+#include "kernels/ref/reduce_common.h"
 #include "sparq/tensor.h"
 #include "tests/kernels/isa_sweep.h"
 
@@ -208,7 +209,8 @@ void CheckDequantizeS8(std::mt19937& rng, DequantizeS8Fn fn) {
   }
 }
 
-void CheckQLinearAddS8(std::mt19937& rng, QLinearAddS8Fn fn) {
+template <bool kMul, typename Fn>
+void CheckQLinearBinaryS8(std::mt19937& rng, Fn fn) {
   for (bool is_signed : {false, true}) {
     for (int64_t n : kRowLengths) {
       SCOPED_TRACE("n " + std::to_string(n) + (is_signed ? " s8" : " u8"));
@@ -220,12 +222,97 @@ void CheckQLinearAddS8(std::mt19937& rng, QLinearAddS8Fn fn) {
       for (int64_t i = 0; i < n; ++i) {
         const int32_t qa = is_signed ? static_cast<int8_t>(a[i]) : a[i];
         const int32_t qb = is_signed ? static_cast<int8_t>(b[i]) : b[i];
-        const float sum = DequantizeValue(qa, a_scale, a_zp) + DequantizeValue(qb, b_scale, b_zp);
+        const float x = DequantizeValue(qa, a_scale, a_zp), z = DequantizeValue(qb, b_scale, b_zp);
+        const float sum = kMul ? x * z : x + z;
         const uint8_t want = is_signed ? static_cast<uint8_t>(QuantizeValue<int8_t>(sum, y_scale, y_zp))
                                        : QuantizeValue<uint8_t>(sum, y_scale, y_zp);
         ASSERT_EQ(got[i], want) << "element " << i;
       }
       EXPECT_EQ(got[n], 99) << "wrote past n";
+    }
+  }
+}
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// The range of rows with NaNs, -0, infinities and values on either side of
+// the starting bounds, against MinMaxRef (exact: the same floats).
+void CheckMinMaxF32(std::mt19937& rng, MinMaxF32Fn fn) {
+  std::uniform_real_distribution<float> value(-50.0f, 50.0f);
+  for (int64_t n : kRowLengths) {
+    for (int variant = 0; variant < 4; ++variant) {
+      SCOPED_TRACE("n " + std::to_string(n) + " variant " + std::to_string(variant));
+      std::vector<float> x(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        x[i] = value(rng);
+        if (variant == 1 && i % 3 == 0) x[i] = std::nanf("");
+        if (variant == 2) x[i] = i % 2 ? -0.0f : 0.0f;
+        if (variant == 3 && i == n / 2) x[i] = i % 2 ? INFINITY : -INFINITY;
+      }
+      float lo = variant == 2 ? 0.0f : -3.0f, hi = variant == 2 ? 0.0f : 4.0f;
+      float want_lo = lo, want_hi = hi;
+      MinMaxRef(x.data(), n, &want_lo, &want_hi);
+      fn(x.data(), n, &lo, &hi);
+      ASSERT_EQ(Bits(lo), Bits(want_lo)) << lo << " vs " << want_lo;
+      ASSERT_EQ(Bits(hi), Bits(want_hi)) << hi << " vs " << want_hi;
+    }
+  }
+}
+
+// Means of rows (more and fewer than the kernel's 8 at a time, with a NaN
+// row), against MeanOfRowRef bit for bit.
+void CheckMeanRowsF32(std::mt19937& rng, MeanRowsF32Fn fn) {
+  std::uniform_real_distribution<float> value(-10.0f, 30.0f);
+  for (int64_t rows : {1, 7, 8, 9, 17}) {
+    for (int64_t n : {1, 3, 64, 385}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + " n " + std::to_string(n));
+      std::vector<float> x(static_cast<size_t>(rows * n));
+      for (float& v : x) v = value(rng);
+      x[static_cast<size_t>(n)] = rows > 1 ? std::nanf("") : x[0];
+      std::vector<float> got(static_cast<size_t>(rows) + 1, 99.0f);
+      fn(x.data(), rows, n, got.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        const float want = reduce_common::MeanOfRowRef(x.data() + r * n, n);
+        ASSERT_TRUE(Bits(got[r]) == Bits(want) || (std::isnan(got[r]) && std::isnan(want))) << "row " << r;
+      }
+      EXPECT_EQ(got[rows], 99.0f) << "wrote past the rows";
+    }
+  }
+}
+
+// Every operation and step pattern, with NaN, infinities and zeros among the
+// values: one IEEE operation, so the bits of a op b.
+void CheckBinaryF32(std::mt19937& rng, BinaryF32Fn fn) {
+  std::uniform_real_distribution<float> value(-4.0f, 4.0f);
+  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, std::nanf(""), 1e-40f};
+  for (BinaryF32Op op : {BinaryF32Op::kAdd, BinaryF32Op::kSub, BinaryF32Op::kMul, BinaryF32Op::kDiv}) {
+    for (int64_t n : kRowLengths) {
+      for (int steps = 0; steps < 4; ++steps) {
+        const int64_t a_step = steps & 1, b_step = steps >> 1;
+        SCOPED_TRACE("op " + std::to_string(static_cast<int>(op)) + " n " + std::to_string(n) + " steps " +
+                     std::to_string(a_step) + "," + std::to_string(b_step));
+        std::vector<float> a(static_cast<size_t>(n) + 1), b(static_cast<size_t>(n) + 1);
+        for (size_t i = 0; i < a.size(); ++i) {
+          a[i] = i % 11 == 5 ? specials[i % 6] : value(rng);
+          b[i] = i % 13 == 7 ? specials[(i + 1) % 6] : value(rng);
+        }
+        std::vector<float> got(static_cast<size_t>(n) + 1, 99.0f);
+        fn(op, n, a.data(), a_step, b.data(), b_step, got.data());
+        for (int64_t i = 0; i < n; ++i) {
+          const float x = a[i * a_step], z = b[i * b_step];
+          const float want = op == BinaryF32Op::kAdd   ? x + z
+                             : op == BinaryF32Op::kSub ? x - z
+                             : op == BinaryF32Op::kMul ? x * z
+                                                       : x / z;
+          ASSERT_TRUE(Bits(got[i]) == Bits(want) || (std::isnan(got[i]) && std::isnan(want)))
+              << "element " << i << ": " << got[i] << " vs " << want;
+        }
+        EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+      }
     }
   }
 }
@@ -278,12 +365,6 @@ void CheckMaxPool2d(std::mt19937& rng, MaxPool2dFn fn) {
       EXPECT_EQ(got[want.size()], 99) << "wrote past the output";
     }
   }
-}
-
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
 }
 
 // Equal bits when abs_tol is 0 (any NaN for a NaN), else |got - want| <= abs_tol.
@@ -432,7 +513,9 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
     case CpuOp::kLut256: CheckLut256(rng, def.get<Lut256Fn>()); return true;
     case CpuOp::kQuantizeF32: CheckQuantizeF32(rng, def.get<QuantizeF32Fn>()); return true;
     case CpuOp::kDequantizeS8: CheckDequantizeS8(rng, def.get<DequantizeS8Fn>()); return true;
-    case CpuOp::kQLinearAddS8: CheckQLinearAddS8(rng, def.get<QLinearAddS8Fn>()); return true;
+    case CpuOp::kQLinearAddS8: CheckQLinearBinaryS8<false>(rng, def.get<QLinearAddS8Fn>()); return true;
+    case CpuOp::kQLinearMulS8: CheckQLinearBinaryS8<true>(rng, def.get<QLinearMulS8Fn>()); return true;
+    case CpuOp::kMeanRowsF32: CheckMeanRowsF32(rng, def.get<MeanRowsF32Fn>()); return true;
     case CpuOp::kMaxPool2d: CheckMaxPool2d(rng, def.get<MaxPool2dFn>()); return true;
     // The portable Erf and Softmax rows are the reference's computation: exact.
     case CpuOp::kErfF32:
@@ -444,6 +527,8 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
     case CpuOp::kPow2F32: CheckPow2F32(rng, def.get<Pow2F32Fn>()); return true;
     case CpuOp::kConvertF16F32: CheckConvertF16F32(def.get<ConvertF16F32Fn>()); return true;
     case CpuOp::kConvertF32F16: CheckConvertF32F16(rng, def.get<ConvertF32F16Fn>()); return true;
+    case CpuOp::kMinMaxF32: CheckMinMaxF32(rng, def.get<MinMaxF32Fn>()); return true;
+    case CpuOp::kBinaryF32: CheckBinaryF32(rng, def.get<BinaryF32Fn>()); return true;
     default: return false;  // ops with packed weights: cpu_kernels_test.cc
   }
 }
