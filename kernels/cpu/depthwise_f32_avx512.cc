@@ -1,9 +1,9 @@
-// depthwise_f32 for AVX-512: windows 3 wide with stride 1 or 2 run whole
-// output rows 16 columns at a time in zmm registers, each tap a masked load
-// (lanes whose input column lies in the padding load 0, as the reference's
-// zero padding contributes 0) and an FMA; stride 2 takes the even lanes of
-// two loads (vpermt2ps). Other windows use depthwise_f32_plane.inc with the
-// same vector loop for their interior columns.
+// depthwise_f32 for AVX-512: windows 3, 5 or 7 wide with stride 1 or 2 run
+// whole output rows 16 columns at a time in zmm registers, each tap a masked
+// load (lanes whose input column lies in the padding load 0, as the
+// reference's zero padding contributes 0) and an FMA; stride 2 takes the even
+// lanes of two loads (vpermt2ps). Other windows use depthwise_f32_plane.inc
+// with the same vector loop for the interior columns of 3-wide windows.
 #include <cstdint>
 #include <limits>
 
@@ -56,9 +56,12 @@ inline __mmask16 LaneRange(int64_t lo, int64_t hi) {  // bits [lo, hi) of 16, cl
   return static_cast<__mmask16>(((1u << (hi - lo)) - 1) << lo);
 }
 
-// Rows of a 3-wide window, stride 1 or 2, no dilation along x. The load
-// masks depend on the column block and tap only: computed once per plane.
-void Rows3(const DepthwiseF32Plane& p) {
+// Rows of a window kKw = 3, 5 or 7 wide, stride 1 or 2, no dilation along x.
+// Each output row goes 16 columns at a time; the load masks depend on the
+// column block and tap only: computed once per plane. A value sums its taps
+// in (ky, kx) order, then the bias, then the clamp.
+template <int kKw>
+void RowsNarrow(const DepthwiseF32Plane& p) {
   const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
   const int64_t s = p.stride_w;
   const __m512 lo_v = _mm512_set1_ps(p.out_min), hi_v = _mm512_set1_ps(p.out_max), bias = _mm512_set1_ps(p.bias);
@@ -74,12 +77,12 @@ void Rows3(const DepthwiseF32Plane& p) {
     int64_t first_col;  // input column of the block's lane 0
     __mmask16 m0, m1;   // loads: lanes (stride 1) or elements [0, 16) and [16, 32) (stride 2)
   };
-  Tap taps[kMaxBlocks][3];
+  Tap taps[kMaxBlocks][kKw];
   __mmask16 cols[kMaxBlocks];
   for (int64_t bl = 0; bl < blocks; ++bl) {
     const int64_t ox = bl * 16, n = p.out_w - ox < 16 ? p.out_w - ox : 16;
     cols[bl] = LaneRange(0, n);
-    for (int kx = 0; kx < 3; ++kx) {
+    for (int kx = 0; kx < kKw; ++kx) {
       // Lane j reads input column first_col + j * s: valid for j in [jlo, jhi).
       const int64_t first_col = ox * s + kx - p.pad_left;
       const int64_t lowest = -FloorDiv(first_col, s);  // ceil(-first_col / s)
@@ -105,19 +108,18 @@ void Rows3(const DepthwiseF32Plane& p) {
       const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
       if (iy < 0 || iy >= p.height) continue;
       rows[valid_rows] = p.x + iy * p.width;
-      weights[valid_rows++] = p.w + ky * 3;
+      weights[valid_rows++] = p.w + ky * kKw;
     }
     float* yr = p.y + oy * p.out_w;
     for (int64_t bl = 0; bl < blocks; ++bl) {
+      const Tap* t = taps[bl];
       __m512 acc = _mm512_setzero_ps();
-      for (int kx = 0; kx < 3; ++kx) {
-        const Tap& t = taps[bl][kx];
-        if (t.m0 == 0 && t.m1 == 0) continue;
-        for (int r = 0; r < valid_rows; ++r) {
-          const float* x = rows[r] + t.first_col;  // may point before the row: masked lanes are not read
-          const __m512 v = s == 1 ? _mm512_maskz_loadu_ps(t.m0, x)
-                                  : _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(t.m0, x), even,
-                                                           _mm512_maskz_loadu_ps(t.m1, x + 16));
+      for (int r = 0; r < valid_rows; ++r) {
+        for (int kx = 0; kx < kKw; ++kx) {
+          const float* x = rows[r] + t[kx].first_col;  // may point outside the row: masked lanes are not read
+          const __m512 v = s == 1 ? _mm512_maskz_loadu_ps(t[kx].m0, x)
+                                  : _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(t[kx].m0, x), even,
+                                                           _mm512_maskz_loadu_ps(t[kx].m1, x + 16));
           acc = _mm512_fmadd_ps(_mm512_set1_ps(weights[r][kx]), v, acc);
         }
       }
@@ -134,8 +136,13 @@ void Rows3(const DepthwiseF32Plane& p) {
 }  // namespace
 
 void DepthwiseF32PlaneAvx512(const DepthwiseF32Plane& p) {
-  if (p.kernel_w == 3 && p.dilation_w == 1 && (p.stride_w == 1 || p.stride_w == 2) && p.kernel_h <= 16) {
-    Rows3(p);
+  const bool narrow = p.dilation_w == 1 && (p.stride_w == 1 || p.stride_w == 2) && p.kernel_h <= 16;
+  if (narrow && p.kernel_w == 3) {
+    RowsNarrow<3>(p);
+  } else if (narrow && p.kernel_w == 5) {
+    RowsNarrow<5>(p);
+  } else if (narrow && p.kernel_w == 7) {
+    RowsNarrow<7>(p);
   } else {
     DepthwisePlaneBody(p, InteriorRowAvx512);
   }

@@ -49,7 +49,13 @@ void CheckDepthwiseF32(std::mt19937& rng, DepthwiseF32Fn fn) {
   };
   const Case cases[] = {{9, 45, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  {11, 40, 3, 3, 2, 1, 1, 1, 1, 0, 2, 1},
                         {7, 19, 3, 3, 1, 2, 2, 2, 2, 2, 2, 2},  {5, 70, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
-                        {4, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   {6, 33, 3, 5, 2, 2, 1, 1, 0, 0, 0, 0}};
+                        {4, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   {6, 33, 3, 5, 2, 2, 1, 1, 0, 0, 0, 0},
+                        // EfficientNet's 5x5 windows: 7x7 and 14x14 planes, stride 2 with
+                        // TensorFlow "same" padding (1 before, 2 after), rows past 16 columns.
+                        {7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},   {14, 14, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2},
+                        {28, 37, 5, 5, 2, 2, 1, 1, 2, 1, 2, 2}, {5, 40, 5, 5, 1, 2, 1, 1, 0, 3, 0, 4},
+                        {9, 23, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},  {9, 50, 3, 7, 1, 2, 1, 1, 1, 2, 1, 2},
+                        {3, 4, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},   {2, 1100, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2}};
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
   for (const Case& c : cases) {
     SCOPED_TRACE("depthwise " + std::to_string(c.h) + "x" + std::to_string(c.w) + " k" + std::to_string(c.kh) + "x" +
