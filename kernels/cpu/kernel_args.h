@@ -231,9 +231,7 @@ struct DepthwiseS8Plane {
   // Working memory of the kernel, ScratchFloats() floats, not
   // shared with another thread; its contents on entry do not matter.
   float* scratch = nullptr;
-  int64_t ScratchFloats() const {
-    return height * width > out_h * out_w ? height * width : out_h * out_w;
-  }
+  int64_t ScratchFloats() const { return height * width + out_h * out_w; }
 };
 
 // 2-D max pooling of NCHW planes without indices, exactly MaxPoolRef:
