@@ -22,7 +22,9 @@ Rows and targets (issue 14):
 
 Timing: --rounds rounds; in each, every file runs in turn on every runtime
 (interleaved, so all see the same load): sparq as `sparq eval --json --batch 1
---limit N` (model_seconds / N: Executor::Run only, the first batch included),
+--limit N` (model_seconds / N: Executor::Run only, the first batch included;
+with --warm, latency.mean_seconds: the N - 1 batches after the warm-up one,
+as ORT's warm-up run is left out),
 the FP16 file with --fp16-as-fp32 (float16 lowered to float32 at load),
 ORT as N session.run calls on the same samples after one warm-up run
 (ORT_ENABLE_ALL, intra_op threads = --threads, sequential). Each time is the
@@ -31,7 +33,7 @@ unmodified main build) runs too, for a before/after column.
 
 Usage: python3 bench/e2e_real_models.py [--sparq build/bin/sparq] [--baseline BIN]
     [--models-dir /work/models/speed] [--threads 2] [--rounds 5] [--samples 8]
-    [--results bench/RESULTS.md]
+    [--warm] [--results bench/RESULTS.md]
 """
 import argparse
 import json
@@ -54,13 +56,15 @@ SECTION = "## Real models vs onnxruntime (issue 14)"
 MODELS = {"efficientnet_lite0": "effnet_eval.npz", "minilm_l6": "minilm_eval.npz"}
 
 
-def sparq_ms(sparq, model, inputs, threads, samples, extra=()):
+def sparq_ms(sparq, model, inputs, threads, samples, extra=(), warm=False):
     cmd = [sparq, "eval", model, "--inputs", inputs, "--batch", "1", "--threads", str(threads), "--limit",
            str(samples), "--json", *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
     run = json.loads(proc.stdout)
+    if warm:
+        return 1000 * run["latency"]["mean_seconds"]
     return 1000 * run["model_seconds"] / run["batches"]
 
 
@@ -100,6 +104,8 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--samples", type=int, default=8, help="batches of 1 per timing")
+    p.add_argument("--warm", action="store_true",
+                   help="time sparq's batches after its warm-up batch only (ORT's warm-up run is never timed)")
     p.add_argument("--results", default=None)
     args = p.parse_args(argv)
     import onnxruntime
@@ -127,7 +133,7 @@ def main(argv=None):
             for runtime, binary in binaries.items():
                 extra = ["--fp16-as-fp32"] if key[1] == "fp16" and runtime == "sparq" else []
                 times.setdefault((runtime,) + key, []).append(
-                    sparq_ms(binary, path, inputs[key[0]], args.threads, args.samples, extra))
+                    sparq_ms(binary, path, inputs[key[0]], args.threads, args.samples, extra, args.warm))
             times.setdefault(("ort",) + key, []).append(sessions[key].ms())
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
     med = {k: statistics.median(v) for k, v in times.items()}
@@ -156,7 +162,8 @@ def main(argv=None):
                          "ratio": theirs / ours, "target": target})
     lines = [SECTION, "",
              f"Machine: {machine()}. onnxruntime {onnxruntime.__version__}. {args.threads} threads, batch 1, "
-             f"{args.samples} samples per timing, median of {args.rounds} interleaved rounds (ms per sample).",
+             f"{args.samples} samples per timing, median of {args.rounds} interleaved rounds (ms per sample"
+             f"{'; sparq: the batches after its warm-up batch' if args.warm else ''}).",
              "", "Command: `python3 bench/e2e_real_models.py " + " ".join(argv or sys.argv[1:]) + "`", "",
              "| model | file | sparq ms | main ms (before) | ORT ms (same file) | compared with | its ms | ratio | target |",
              "|---|---|---|---|---|---|---|---|---|"]
