@@ -24,7 +24,11 @@ Timing: --rounds rounds; in each, every file runs in turn on every runtime
 (interleaved, so all see the same load): sparq as `sparq eval --json --batch 1
 --limit N` (model_seconds / N: Executor::Run only, the first batch included;
 with --warm, latency.mean_seconds: the N - 1 batches after the warm-up one,
-as ORT's warm-up run is left out),
+as ORT's warm-up run is left out). With --cpu-time (1 thread only) every
+time is CPU time instead of wall time, for a machine shared with other
+work: sparq's is the CPU time of `--limit N` minus that of `--limit 1` (the
+same load and warm-up batch) over N - 1, ORT's the process CPU time of its
+N runs over N;
 the FP16 file with --fp16-as-fp32 (float16 lowered to float32 at load),
 ORT as N session.run calls on the same samples after one warm-up run
 (ORT_ENABLE_ALL, intra_op threads = --threads, sequential). Each time is the
@@ -33,12 +37,13 @@ unmodified main build) runs too, for a before/after column.
 
 Usage: python3 bench/e2e_real_models.py [--sparq build/bin/sparq] [--baseline BIN]
     [--models-dir /work/models/speed] [--threads 2] [--rounds 5] [--samples 8]
-    [--warm] [--results bench/RESULTS.md]
+    [--warm] [--cpu-time] [--results bench/RESULTS.md]
 """
 import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -68,6 +73,25 @@ def sparq_ms(sparq, model, inputs, threads, samples, extra=(), warm=False):
     return 1000 * run["model_seconds"] / run["batches"]
 
 
+def children_cpu_seconds():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def sparq_cpu_ms(sparq, model, inputs, samples, extra=()):
+    """CPU ms per batch after the warm-up one: --limit N minus --limit 1, 1 thread."""
+    used = {}
+    for limit in (samples, 1):
+        cmd = [sparq, "eval", model, "--inputs", inputs, "--batch", "1", "--threads", "1", "--limit", str(limit),
+               "--json", *extra]
+        before = children_cpu_seconds()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        used[limit] = children_cpu_seconds() - before
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
+    return 1000 * (used[samples] - used[1]) / (samples - 1)
+
+
 class Ort:
     def __init__(self, model, feeds, threads):
         import onnxruntime as ort
@@ -85,6 +109,12 @@ class Ort:
         for feed in self.feeds:
             self.session.run(None, feed)
         return 1000 * (time.perf_counter() - start) / len(self.feeds)
+
+    def cpu_ms(self):
+        start = time.process_time()
+        for feed in self.feeds:
+            self.session.run(None, feed)
+        return 1000 * (time.process_time() - start) / len(self.feeds)
 
 
 def machine():
@@ -106,8 +136,12 @@ def main(argv=None):
     p.add_argument("--samples", type=int, default=8, help="batches of 1 per timing")
     p.add_argument("--warm", action="store_true",
                    help="time sparq's batches after its warm-up batch only (ORT's warm-up run is never timed)")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="CPU time instead of wall time (needs --threads 1): for a machine shared with other work")
     p.add_argument("--results", default=None)
     args = p.parse_args(argv)
+    if args.cpu_time and args.threads != 1:
+        p.error("--cpu-time needs --threads 1 (CPU time of several threads is not latency)")
     import onnxruntime
     binaries = {"sparq": os.path.abspath(args.sparq)}
     if args.baseline:
@@ -133,8 +167,10 @@ def main(argv=None):
             for runtime, binary in binaries.items():
                 extra = ["--fp16-as-fp32"] if key[1] == "fp16" and runtime == "sparq" else []
                 times.setdefault((runtime,) + key, []).append(
+                    sparq_cpu_ms(binary, path, inputs[key[0]], args.samples, extra) if args.cpu_time else
                     sparq_ms(binary, path, inputs[key[0]], args.threads, args.samples, extra, args.warm))
-            times.setdefault(("ort",) + key, []).append(sessions[key].ms())
+            times.setdefault(("ort",) + key, []).append(
+                sessions[key].cpu_ms() if args.cpu_time else sessions[key].ms())
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
     med = {k: statistics.median(v) for k, v in times.items()}
 
@@ -162,8 +198,9 @@ def main(argv=None):
                          "ratio": theirs / ours, "target": target})
     lines = [SECTION, "",
              f"Machine: {machine()}. onnxruntime {onnxruntime.__version__}. {args.threads} threads, batch 1, "
-             f"{args.samples} samples per timing, median of {args.rounds} interleaved rounds (ms per sample"
-             f"{'; sparq: the batches after its warm-up batch' if args.warm else ''}).",
+             f"{args.samples} samples per timing, median of {args.rounds} interleaved rounds "
+             f"({'CPU ' if args.cpu_time else ''}ms per sample"
+             f"{'; sparq: the batches after its warm-up batch' if args.warm or args.cpu_time else ''}).",
              "", "Command: `python3 bench/e2e_real_models.py " + " ".join(argv or sys.argv[1:]) + "`", "",
              "| model | file | sparq ms | main ms (before) | ORT ms (same file) | compared with | its ms | ratio | target |",
              "|---|---|---|---|---|---|---|---|---|"]
