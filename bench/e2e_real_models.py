@@ -80,7 +80,7 @@ def children_cpu_seconds():
 
 def sparq_cpu_ms(sparq, model, inputs, samples, extra=()):
     """CPU ms per batch after the warm-up one: --limit N minus --limit 1, 1 thread."""
-    used = {}
+    used, batches = {}, {}
     for limit in (samples, 1):
         cmd = [sparq, "eval", model, "--inputs", inputs, "--batch", "1", "--threads", "1", "--limit", str(limit),
                "--json", *extra]
@@ -89,7 +89,8 @@ def sparq_cpu_ms(sparq, model, inputs, samples, extra=()):
         used[limit] = children_cpu_seconds() - before
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
-    return 1000 * (used[samples] - used[1]) / (samples - 1)
+        batches[limit] = json.loads(proc.stdout)["batches"]  # the data may hold fewer than N samples
+    return 1000 * (used[samples] - used[1]) / (batches[samples] - batches[1])
 
 
 class Ort:
@@ -152,6 +153,8 @@ def main(argv=None):
     for name in args.models.split(","):
         data = np.load(os.path.join(args.models_dir, "data", MODELS[name]))
         arrays = {k: data[k][: args.samples] for k in data.files}
+        if args.cpu_time and len(next(iter(arrays.values()))) < 2:
+            p.error(f"--cpu-time needs at least 2 samples ({name} has fewer)")
         inputs[name] = os.path.join(tmp, name + ".npz")
         np.savez(inputs[name], **arrays)
         feeds[name] = [{k: v[i:i + 1] for k, v in arrays.items()} for i in range(args.samples)]
@@ -198,7 +201,8 @@ def main(argv=None):
                          "ratio": theirs / ours, "target": target})
     lines = [SECTION, "",
              f"Machine: {machine()}. onnxruntime {onnxruntime.__version__}. {args.threads} threads, batch 1, "
-             f"{args.samples} samples per timing, median of {args.rounds} interleaved rounds "
+             f"{', '.join(f'{n} {len(f)}' for n, f in feeds.items())} samples per timing (--samples "
+             f"{args.samples}, or all the data holds), median of {args.rounds} interleaved rounds "
              f"({'CPU ' if args.cpu_time else ''}ms per sample"
              f"{'; sparq: the batches after its warm-up batch' if args.warm or args.cpu_time else ''}).",
              "", "Command: `python3 bench/e2e_real_models.py " + " ".join(argv or sys.argv[1:]) + "`", "",

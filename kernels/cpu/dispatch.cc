@@ -127,6 +127,7 @@ const std::vector<CpuKernelDef>& Table() {
 #if SPARQ_CPU_X86
       {"depthwise_s8_avx2", AVX2, 10, NONE, DepthwiseS8Fn(cpu::DepthwiseS8PlaneAvx2)},
       {"depthwise_s8_avx512", AVX512, 20, NONE, DepthwiseS8Fn(cpu::DepthwiseS8PlaneAvx512)},
+      {"depthwise_s8_avx512vnni", VNNI, 30, NONE, DepthwiseS8Fn(cpu::DepthwiseS8PlaneAvx512Vnni)},
 #endif
       // Requantization of int32 rows outside the GEMMs (depthwise). The GEMM
       // and sparse INT8 kernels use their own ISA's version inside their tiles.

@@ -156,6 +156,7 @@ void QLinearAddRowAvx2(int64_t n, const void* a, float a_scale, int32_t a_zp, co
 void DepthwiseS8PlanePortable(const DepthwiseS8Plane& p);
 void DepthwiseS8PlaneAvx2(const DepthwiseS8Plane& p);
 void DepthwiseS8PlaneAvx512(const DepthwiseS8Plane& p);
+void DepthwiseS8PlaneAvx512Vnni(const DepthwiseS8Plane& p);
 
 // 2-D MaxPool (pool.cc), the row of the maxpool2d op.
 void MaxPool2dPortable(const MaxPool2dArgs& args);
