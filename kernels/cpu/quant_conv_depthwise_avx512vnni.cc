@@ -14,7 +14,8 @@
 // masked to the columns inside x (outside: 0, the zero point's padding);
 // window rows above or below x read a row of zeros. Integer sums, then the
 // steps of RequantRowAvx512 in registers: bit for bit the reference.
-// Windows 3, 5 or 7 wide with stride 1 or 2; others run the AVX-512 plane.
+// Windows 3, 5 or 7 wide with stride 2, or stride 1 on rows over 16
+// columns; others run the AVX-512 plane.
 #include <cstdint>
 #include <type_traits>
 
@@ -156,7 +157,10 @@ void Plane(const DepthwiseS8Plane& p, const int16_t* x) {
 void DepthwiseS8PlaneAvx512Vnni(const DepthwiseS8Plane& p) {
   const bool fits = (p.kernel_w == 3 || p.kernel_w == 5 || p.kernel_w == 7) && p.kernel_h <= kMaxRows &&
                     p.dilation_w == 1 && (p.stride_w == 1 || p.stride_w == 2) && p.width <= kMaxWidth &&
-                    (p.out_w + 31) / 32 <= kMaxBlocks / 2;
+                    (p.out_w + 31) / 32 <= kMaxBlocks / 2 &&
+                    // Stride 1 fills 32 outputs per block: on rows of 16 or fewer the
+                    // AVX-512 plane's 16-column FMAs do fewer operations.
+                    (p.stride_w == 2 || p.out_w > 16);
   if (!fits) {
     DepthwiseS8PlaneAvx512(p);
     return;
