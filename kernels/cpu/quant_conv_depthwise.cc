@@ -84,7 +84,7 @@ Status RunDepthwise(OpContext& ctx) {
   const int64_t wo_num = wd + q.pad_l + q.pad_r - q.dil_w * (q.kw - 1) - 1;
   if (ho_num < 0 || wo_num < 0) return RunReferenceKernel(ctx);  // the reference names the error
   const int64_t ho = ho_num / q.stride_h + 1, wo = wo_num / q.stride_w + 1, p = ho * wo;
-  Tensor y(q.out_type, {n, q.channels, ho, wo});
+  Tensor y = Tensor::Uninitialized(q.out_type, {n, q.channels, ho, wo});  // every plane is written
   DepthwiseS8Plane base;
   base.x_signed = q.x_type == DataType::kInt8, base.x_zero_point = q.x_zp;
   base.y_signed = q.y_type == DataType::kInt8, base.y_zero_point = q.y_zp;
@@ -98,13 +98,14 @@ Status RunDepthwise(OpContext& ctx) {
   const Lut256Fn apply_table = q.lut->get<Lut256Fn>();
   const int64_t taps = q.kh * q.kw;
   ParallelFor(ctx.pool(), n * q.channels, 1, [&](int64_t p0, int64_t p1) {
-    std::vector<float> scratch(static_cast<size_t>(base.ScratchFloats()));
+    // Not zeroed: the rows write each part before they read it.
+    std::unique_ptr<float[]> scratch(new float[static_cast<size_t>(base.ScratchFloats())]);
     for (int64_t plane = p0; plane < p1; ++plane) {
       const int64_t ch = plane % q.channels;
       DepthwiseS8Plane args = base;
       args.x = xb + plane * h * wd, args.y = yb + plane * p;
       args.w = q.w.data() + ch * taps, args.bias = q.bias[ch], args.multiplier = q.multiplier[ch];
-      args.scratch = scratch.data();
+      args.scratch = scratch.get();
       plane_fn(args);
       if (!q.table.empty()) {
         auto* yp = static_cast<uint8_t*>(args.y);
