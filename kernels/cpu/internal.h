@@ -166,11 +166,13 @@ void BinaryRowAvx2(BinaryF32Op op, int64_t n, const float* a, int64_t a_step, co
 void BinaryRowAvx512(BinaryF32Op op, int64_t n, const float* a, int64_t a_step, const float* b, int64_t b_step,
                      float* y);
 
-// One output row of an INT8 depthwise convolution (quant_conv_depthwise*.cc),
-// the rows of the depthwise_s8 op (dispatch.h: DepthwiseS8RowFn).
-void DepthwiseRowPortable(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
-void DepthwiseRowAvx2(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
-void DepthwiseRowAvx512(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
+// INT8 depthwise convolution planes (quant_conv_depthwise_simd.cc,
+// quant_conv_depthwise_avx512.cc; DepthwiseS8Plane in kernel_args.h), the
+// rows of the depthwise_s8 op.
+void DepthwiseS8PlanePortable(const DepthwiseS8Plane& p);
+void DepthwiseS8PlaneAvx2(const DepthwiseS8Plane& p);
+void DepthwiseS8PlaneAvx512(const DepthwiseS8Plane& p);
+void DepthwiseS8PlaneAvx512Vnni(const DepthwiseS8Plane& p);
 
 // 2-D MaxPool (pool.cc), the row of the maxpool2d op.
 void MaxPool2dPortable(const MaxPool2dArgs& args);

@@ -402,6 +402,45 @@ TEST(DenseF32Rows, DepthwiseConvWithClipAndGroupedConvFewTaps) {
   });
 }
 
+// EfficientNet-Lite0's depthwise shapes (5x5 stride 2 with TensorFlow "same"
+// padding, 5x5 and 3x3 stride 1, ReLU6 fused): the fast rows on every ISA
+// match the reference, and 1 and 2 threads give the same bits.
+TEST(DenseF32Rows, EfficientNetDepthwiseBlocksAreBitIdenticalForOneAndTwoThreads) {
+  std::mt19937 rng(29);
+  testing::ForEachIsa([&](CpuIsa isa) {
+    Model m = OneGraph({FloatInput("x", {2, 24, 15, 15})},
+                       {Node{"dw5s2", "Conv", "", {"x", "w5", "b"}, {"t"},
+                             {Attribute::Int("group", 24), Attribute::Ints("pads", {1, 1, 2, 2}),
+                              Attribute::Ints("strides", {2, 2})},
+                             ""},
+                        Node{"relu6", "Clip", "", {"t", "lo", "hi"}, {"u"}, {}, ""},
+                        Node{"dw5", "Conv", "", {"u", "w5b"}, {"v"},
+                             {Attribute::Int("group", 24), Attribute::Ints("pads", {2, 2, 2, 2})}, ""},
+                        Node{"dw3", "Conv", "", {"v", "w3", "b"}, {"y"},
+                             {Attribute::Int("group", 24), Attribute::Ints("pads", {1, 1, 1, 1})}, ""}},
+                       {"y"});
+    m.graph.initializers["w5"] = RandomTensor(rng, {24, 1, 5, 5});
+    m.graph.initializers["w5b"] = RandomTensor(rng, {24, 1, 5, 5});
+    m.graph.initializers["w3"] = RandomTensor(rng, {24, 1, 3, 3});
+    m.graph.initializers["b"] = RandomTensor(rng, {24});
+    m.graph.initializers["lo"] = Tensor::Scalar<float>(0.0f);
+    m.graph.initializers["hi"] = Tensor::Scalar<float>(6.0f);
+    TensorMap feed{{"x", RandomTensor(rng, {2, 24, 15, 15})}};
+    EXPECT_EQ(ExpectFastMatchesReference(m, feed),
+              (std::vector<std::string>{"FusedConv:depthwise_f32", "Conv:depthwise_f32", "Conv:depthwise_f32"}));
+    TensorMap by_threads[2];
+    for (int threads : {1, 2}) {
+      ExecutorOptions options;
+      options.fuse_activations = true;
+      options.threads = threads;
+      auto fast = Executor::Create(m, options);
+      ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+      ASSERT_TRUE((*fast)->Run(feed, &by_threads[threads - 1]).ok());
+    }
+    EXPECT_TRUE(by_threads[0].at("y").Equals(by_threads[1].at("y"))) << CpuIsaName(isa);
+  });
+}
+
 TEST(CpuMaxPool, MatchesReferenceExactly) {
   std::mt19937 rng(24);
   struct Case {

@@ -3,7 +3,8 @@
 // dequantize_s8_f32, qlinear_add_s8, maxpool2d, erf_f32, softmax_f32,
 // pow2_f32, convert_f16_f32, convert_f32_f16), each called through its row on
 // lengths that leave every vector tail, against kernels/ref: INT8, QDQ, Pow
-// and float16 rows bit for bit, FP32 depthwise within testing::kF32RelTol,
+// and float16 rows bit for bit (INT8 depthwise planes too), FP32 depthwise
+// within testing::kF32RelTol,
 // portable Erf / Softmax bit for bit and faster ones within
 // cpu::kErfF32AbsTol / kSoftmaxF32AbsTol. CheckRowKernel is also what
 // CpuKernelTable.EveryTableRowIsExercised (cpu_kernels_test.cc) runs for
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -50,7 +52,13 @@ void CheckDepthwiseF32(std::mt19937& rng, DepthwiseF32Fn fn) {
   };
   const Case cases[] = {{9, 45, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  {11, 40, 3, 3, 2, 1, 1, 1, 1, 0, 2, 1},
                         {7, 19, 3, 3, 1, 2, 2, 2, 2, 2, 2, 2},  {5, 70, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
-                        {4, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   {6, 33, 3, 5, 2, 2, 1, 1, 0, 0, 0, 0}};
+                        {4, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   {6, 33, 3, 5, 2, 2, 1, 1, 0, 0, 0, 0},
+                        // EfficientNet's 5x5 windows: 7x7 and 14x14 planes, stride 2 with
+                        // TensorFlow "same" padding (1 before, 2 after), rows past 16 columns.
+                        {7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},   {14, 14, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2},
+                        {28, 37, 5, 5, 2, 2, 1, 1, 2, 1, 2, 2}, {5, 40, 5, 5, 1, 2, 1, 1, 0, 3, 0, 4},
+                        {9, 23, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},  {9, 50, 3, 7, 1, 2, 1, 1, 1, 2, 1, 2},
+                        {3, 4, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},   {2, 1100, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2}};
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
   for (const Case& c : cases) {
     SCOPED_TRACE("depthwise " + std::to_string(c.h) + "x" + std::to_string(c.w) + " k" + std::to_string(c.kh) + "x" +
@@ -84,28 +92,70 @@ void CheckDepthwiseF32(std::mt19937& rng, DepthwiseF32Fn fn) {
   }
 }
 
-// One INT8 depthwise output row: int32 sums of int16 taps of 9-bit range.
-void CheckDepthwiseS8(std::mt19937& rng, DepthwiseS8RowFn fn) {
-  std::uniform_int_distribution<int> value(-255, 255);
-  for (int taps : {1, 4, 9, 25}) {
-    for (int64_t n : kRowLengths) {
-      SCOPED_TRACE("taps " + std::to_string(taps) + " n " + std::to_string(n));
-      std::vector<std::vector<int16_t>> rows(static_cast<size_t>(taps), std::vector<int16_t>(static_cast<size_t>(n)));
-      std::vector<const int16_t*> x;
-      std::vector<int16_t> w(static_cast<size_t>(taps));
-      for (auto& r : rows) {
-        for (int16_t& v : r) v = static_cast<int16_t>(value(rng));
-        x.push_back(r.data());
+// One INT8 depthwise plane against int32 sums of the definition and
+// RequantizeS32Ref, bit for bit: the geometries of CheckDepthwiseF32 and the
+// 7x7 / 14x14 planes of EfficientNet, int8 and uint8 x and y, weights and
+// zero points at the ends of their ranges.
+void CheckDepthwiseS8(std::mt19937& rng, DepthwiseS8Fn fn) {
+  struct Case {
+    int64_t h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+  };
+  const Case cases[] = {{9, 45, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   {11, 40, 3, 3, 2, 1, 1, 1, 1, 0, 2, 1},
+                        {7, 19, 3, 3, 1, 2, 2, 2, 2, 2, 2, 2},   {5, 70, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
+                        {4, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    {6, 33, 3, 5, 2, 2, 1, 1, 0, 0, 0, 0},
+                        {7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},    {14, 14, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2},
+                        {28, 37, 5, 5, 2, 2, 1, 1, 2, 1, 2, 2},  {9, 23, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},
+                        {9, 50, 3, 7, 1, 2, 1, 1, 1, 2, 1, 2},   {3, 4, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
+                        {13, 20, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1},  {2, 1100, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2}};
+  std::uniform_int_distribution<int> byte(0, 255), weight(-255, 255);
+  for (const Case& c : cases) {
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool x_signed = variant & 1, y_signed = variant & 2;
+      SCOPED_TRACE("depthwise " + std::to_string(c.h) + "x" + std::to_string(c.w) + " k" + std::to_string(c.kh) +
+                   "x" + std::to_string(c.kw) + " s" + std::to_string(c.sh) + "," + std::to_string(c.sw) +
+                   (x_signed ? " x s8" : " x u8") + (y_signed ? " y s8" : " y u8"));
+      const int64_t oh = (c.h + c.pt + c.pb - c.dh * (c.kh - 1) - 1) / c.sh + 1;
+      const int64_t ow = (c.w + c.pl + c.pr - c.dw * (c.kw - 1) - 1) / c.sw + 1;
+      std::vector<uint8_t> x(static_cast<size_t>(c.h * c.w));
+      for (uint8_t& v : x) v = static_cast<uint8_t>(byte(rng));
+      std::vector<int16_t> w(static_cast<size_t>(c.kh * c.kw));
+      for (int16_t& v : w) v = static_cast<int16_t>(weight(rng));
+      w[0] = 255, w[w.size() - 1] = -255;
+      const int32_t x_zp = x_signed ? (variant == 1 ? -128 : 5) : 255 - variant;
+      auto x_at = [&](int64_t i) { return x_signed ? int32_t{static_cast<int8_t>(x[i])} : int32_t{x[i]}; };
+      std::vector<int32_t> acc(static_cast<size_t>(oh * ow), 0);
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox)
+          for (int64_t ky = 0; ky < c.kh; ++ky)
+            for (int64_t kx = 0; kx < c.kw; ++kx) {
+              const int64_t iy = oy * c.sh - c.pt + ky * c.dh, ix = ox * c.sw - c.pl + kx * c.dw;
+              if (iy >= 0 && iy < c.h && ix >= 0 && ix < c.w)
+                acc[oy * ow + ox] += w[ky * c.kw + kx] * (x_at(iy * c.w + ix) - x_zp);
+            }
+      DepthwiseS8Plane plane;
+      plane.x = x.data(), plane.x_signed = x_signed, plane.x_zero_point = x_zp, plane.w = w.data();
+      plane.bias = static_cast<int32_t>(weight(rng)) * 40;
+      // Sums of kh * kw taps spread about 20000 * sqrt(kh * kw): outputs spread some 30 steps, a few saturate.
+      plane.multiplier = 1.0f / static_cast<float>(c.kh * c.kw * 150);
+      plane.y_zero_point = y_signed ? 3 : 120, plane.y_signed = y_signed;
+      plane.height = c.h, plane.width = c.w, plane.out_h = oh, plane.out_w = ow;
+      plane.kernel_h = c.kh, plane.kernel_w = c.kw, plane.stride_h = c.sh, plane.stride_w = c.sw;
+      plane.dilation_h = c.dh, plane.dilation_w = c.dw, plane.pad_top = c.pt, plane.pad_left = c.pl;
+      std::vector<float> scratch(static_cast<size_t>(plane.ScratchFloats()), std::nanf(""));
+      plane.scratch = scratch.data();
+      std::vector<uint8_t> want(acc.size()), got(acc.size() + 1, 0x5a);
+      if (y_signed) {
+        RequantizeS32Ref<int8_t>(oh * ow, acc.data(), &plane.bias, 0, &plane.multiplier, 0, plane.y_zero_point,
+                                 false, reinterpret_cast<int8_t*>(want.data()));
+      } else {
+        RequantizeS32Ref<uint8_t>(oh * ow, acc.data(), &plane.bias, 0, &plane.multiplier, 0, plane.y_zero_point,
+                                  false, want.data());
       }
-      for (int16_t& v : w) v = static_cast<int16_t>(value(rng));
-      std::vector<int32_t> got(static_cast<size_t>(n) + 2, 7);
-      fn(x.data(), w.data(), taps, n, got.data());
-      for (int64_t i = 0; i < n; ++i) {
-        int32_t want = 0;
-        for (int t = 0; t < taps; ++t) want += int32_t{w[t]} * rows[t][i];
-        ASSERT_EQ(got[i], want) << "element " << i;
-      }
-      EXPECT_EQ(got[n], 7) << "wrote past n";
+      plane.y = got.data();
+      fn(plane);
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;
+      EXPECT_EQ(got[want.size()], 0x5a) << "wrote past the plane";
+      if (want.size() >= 100) EXPECT_GT(std::set<uint8_t>(want.begin(), want.end()).size(), 10u) << "saturated";
     }
   }
 }
@@ -508,7 +558,7 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
   SCOPED_TRACE(def.name);
   switch (def.op()) {
     case CpuOp::kDepthwiseF32: CheckDepthwiseF32(rng, def.get<DepthwiseF32Fn>()); return true;
-    case CpuOp::kDepthwiseS8: CheckDepthwiseS8(rng, def.get<DepthwiseS8RowFn>()); return true;
+    case CpuOp::kDepthwiseS8: CheckDepthwiseS8(rng, def.get<DepthwiseS8Fn>()); return true;
     case CpuOp::kRequantS32: CheckRequantS32(rng, def.get<RequantS32Fn>()); return true;
     case CpuOp::kLut256: CheckLut256(rng, def.get<Lut256Fn>()); return true;
     case CpuOp::kQuantizeF32: CheckQuantizeF32(rng, def.get<QuantizeF32Fn>()); return true;
