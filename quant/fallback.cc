@@ -5,6 +5,7 @@
 
 #include "graph/name_pattern.h"
 #include "graph/value_index.h"
+#include "runtime/dataset.h"
 #include "sparq/executor.h"
 #include "sparq/metrics.h"
 
@@ -64,6 +65,22 @@ QuantizeOptions AloneInInt8(const QuantizeOptions& options, const std::vector<st
     if (other != node) rules.push_back({EscapeRegex(other), Precision::kFP32});
   alone.layers.insert(alone.layers.begin(), rules.begin(), rules.end());
   return alone;
+}
+
+// The rankings run one batch per INT8 layer (or per step): at most
+// kRankingRows samples of the first batch, where the model's batch dimension
+// is free to take them.
+constexpr int64_t kRankingRows = 8;
+TensorMap RankingBatch(const Graph& g, TensorMap batch) {
+  for (const ValueInfo& in : g.inputs) {
+    auto it = batch.find(in.name);
+    if (it == batch.end()) continue;
+    if (in.has_shape && !in.dims.empty() && in.dims[0].known()) return batch;  // a fixed batch size
+    if (it->second.rank() == 0 || it->second.dim(0) <= kRankingRows) return batch;
+  }
+  for (auto& [name, t] : batch)
+    if (t.rank() > 0 && t.dim(0) > kRankingRows) t = SliceRows(t, 0, kRankingRows);
+  return batch;
 }
 
 void SortLowestFirst(std::vector<LayerSqnr>& v) {
@@ -144,7 +161,8 @@ StatusOr<FallbackResult> QuantizeWithFallback(const Model& float_model, const Ca
   result.final = std::move(start);
   result.passed = passes(result.final.eval);
   if (result.passed) return result;
-  SPARQ_ASSIGN_OR_RETURN(TensorMap batch, evaluator.FirstBatch());
+  SPARQ_ASSIGN_OR_RETURN(TensorMap first, evaluator.FirstBatch());
+  const TensorMap batch = RankingBatch(float_model.graph, std::move(first));
   // Layers ranked alone are ranked once: moving one layer does not change
   // what another does alone. kLayerSqnr ranks the latest attempt again.
   std::vector<LayerSqnr> ranked;

@@ -105,7 +105,8 @@ struct SPARQ_API FallbackResult {
 
 // Starting from `start` (quantized from `float_model` with `options`, failing
 // `passes`), orders the INT8 layers by `fallback.ranking` (on the evaluator's
-// first batch, or its whole data for kMetricAlone), then moves the next layer
+// first batch, its first 8 samples where the model's batch size is free; on
+// the whole data for kMetricAlone), then moves the next layer
 // to `fallback.to` per attempt, quantizing and evaluating again, until
 // `passes` accepts an attempt or `fallback.max_layers` layers were moved.
 // Returns the first passing attempt, else the one with the highest

@@ -40,7 +40,8 @@ class FallbackTest : public ::testing::Test {
  protected:
   void SetUp() override {
     ASSERT_TRUE(WriteNpz(dir_.path("x.npz"), {{"x", testing::RandomFloats({16, 8}, 3, -1.0f, 1.0f)}}).ok());
-    auto data = OpenDataset(dir_.path("x.npz"), model_.graph, DatasetOptions{8, 0, {}});
+    // One batch of 16: the rankings take its first 8 samples.
+    auto data = OpenDataset(dir_.path("x.npz"), model_.graph, DatasetOptions{16, 0, {}});
     ASSERT_TRUE(data.ok()) << data.status().ToString();
     data_ = *data;
     CalibrationOptions copt;
