@@ -98,7 +98,12 @@ std::string RunReport::ToJson() const {
   j["layers"] = layers;
   json fb = json::array();
   for (const auto& f : fallback)
-    fb.push_back({{"node", f.node}, {"to", f.to}, {"ranked_by", f.ranked_by}, {"score", NullIfInf(f.score)}, {"metric_after", f.metric_after}, {"kept", f.kept}});
+    fb.push_back({{"node", f.node},
+                  {"to", f.to},
+                  {"ranked_by", f.ranked_by},
+                  {"score", NullIfInf(f.score)},
+                  {"metric_after", f.metric_after},
+                  {"kept", f.kept}});
   j["fallback"] = fb;
   if (pruned) {
     json steps = json::array();
@@ -162,8 +167,8 @@ std::string RunReport::ToMarkdown() const {
   if (!fallback.empty()) {
     os << "Fallback (most harmful INT8 layers first):\n\n";
     for (const auto& f : fallback)
-      os << "- `" << f.node << "` to " << f.to << " (ranked by " << f.ranked_by << ": " << Fixed(f.score, 2) << "); " << metric
-         << " after: " << Fixed(f.metric_after) << (f.kept ? "" : " (not kept)") << "\n";
+      os << "- `" << f.node << "` to " << f.to << " (ranked by " << f.ranked_by << ": " << Fixed(f.score, 2) << "); "
+         << metric << " after: " << Fixed(f.metric_after) << (f.kept ? "" : " (not kept)") << "\n";
     os << "\n";
   }
   if (pruned) {
