@@ -64,7 +64,8 @@ const EnumEntry<LayerPrecision> kFallbackTargets[] = {{LayerPrecision::kFP16, Pr
                                                      {LayerPrecision::kFP32, PrecisionName(LayerPrecision::kFP32)}};
 constexpr EnumEntry<RecipeQuantize::Mode> kModes[] = {{RecipeQuantize::Mode::kStatic, "static"},
                                                       {RecipeQuantize::Mode::kDynamic, "dynamic"}};
-constexpr EnumEntry<RankBy> kRankBy[] = {{RankBy::kSqnr, "sqnr"}, {RankBy::kMetric, "metric"}};
+constexpr EnumEntry<RankBy> kRankBy[] = {
+    {RankBy::kSqnr, "sqnr"}, {RankBy::kMetric, "metric"}, {RankBy::kOutputSqnr, "output_sqnr"}};
 constexpr EnumEntry<Backend> kBackends[] = {{Backend::kCpu, "cpu"}, {Backend::kCuda, "cuda"}, {Backend::kAuto, "auto"}};
 constexpr EnumEntry<RecipeEvaluate::Gate::FailedModel> kFailedModels[] = {
     {RecipeEvaluate::Gate::FailedModel::kRename, "rename"}, {RecipeEvaluate::Gate::FailedModel::kDiscard, "discard"}};

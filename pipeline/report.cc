@@ -127,8 +127,13 @@ std::string RunReport::ToJson() const {
   j["layers"] = layers;
   json fb = json::array();
   for (const auto& f : fallback)
-    fb.push_back({{"node", f.node}, {"to", f.to}, {"sqnr_db", NumberOrNull(f.sqnr_db)},
-                  {"metric_after", MetricJson(metric, f.metric_after)}});
+    fb.push_back({{"node", f.node},
+                  {"to", f.to},
+                  {"ranked_by", f.ranked_by},
+                  // dB for the SQNR rankings; the metric (a fraction for percent metrics) for "metric"
+                  {"score", f.ranked_by == "metric" ? MetricJson(metric, f.score) : NumberOrNull(f.score)},
+                  {"metric_after", MetricJson(metric, f.metric_after)},
+                  {"kept", f.kept}});
   j["fallback"] = fb;
   if (pruned) {
     json steps = json::array();
@@ -195,10 +200,10 @@ std::string RunReport::ToMarkdown() const {
     os << "\n</details>\n\n";
   }
   if (!fallback.empty()) {
-    os << "Fallback (worst INT8 layers first):\n\n";
+    os << "Fallback (most harmful INT8 layers first):\n\n";
     for (const auto& f : fallback)
-      os << "- `" << f.node << "` to " << f.to << " (output SQNR " << Fixed(f.sqnr_db, 1) << " dB); " << metric
-         << " after: " << Fixed(f.metric_after) << "\n";
+      os << "- `" << f.node << "` to " << f.to << " (ranked by " << f.ranked_by << ": " << Fixed(f.score, 2) << "); "
+         << metric << " after: " << Fixed(f.metric_after) << (f.kept ? "" : " (not kept)") << "\n";
     os << "\n";
   }
   if (pruned) {
@@ -250,7 +255,9 @@ std::string RunReport::ToText() const {
     }
     os << (st.acceptable ? "" : " (rejected)") << "\n";
   }
-  for (const auto& f : fallback) os << "  fallback    " << f.node << " -> " << f.to << " (SQNR " << Fixed(f.sqnr_db, 1) << " dB)\n";
+  for (const auto& f : fallback)
+    os << "  fallback    " << f.node << " -> " << f.to << " (" << f.ranked_by << " " << Fixed(f.score, 2) << ")"
+       << (f.kept ? "" : " not kept") << "\n";
   for (const auto& w : warnings) os << "  warning     " << w << "\n";
   os << "  gate        " << (passed ? "PASS" : "FAIL") << ": " << Verdict(*this) << "\n";
   return os.str();

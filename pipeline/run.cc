@@ -286,12 +286,16 @@ StatusOr<RunReport> Runner::Run() {
                          Timed("evaluate output", [&] { return EvaluateModel(quantized.model, "evaluate output"); }));
   Judge(quantized.eval);
 
-  // Accuracy-aware fallback: move the worst INT8 layer off INT8 and retry.
+  // Accuracy-aware fallback: move the most harmful INT8 layers off INT8, keep the best attempt.
   const auto& fb = r_.quantize.fallback;
   if (!report_.passed && int8 && fb.enabled) {
     FallbackOptions f;
     f.to = fb.to;
     f.max_layers = fb.max_layers;
+    using RankBy = RecipeQuantize::RankBy;
+    f.ranking = fb.rank_by == RankBy::kSqnr     ? FallbackRanking::kLayerSqnr
+                : fb.rank_by == RankBy::kMetric ? FallbackRanking::kMetricAlone
+                                                : FallbackRanking::kOutputSqnrAlone;
     f.threads = r_.evaluate.threads;
     f.metric = r_.evaluate.metric;
     f.log = [this](const std::string& line) { Log(line); };
@@ -312,9 +316,10 @@ StatusOr<RunReport> Runner::Run() {
   SPARQ_RETURN_IF_ERROR(WriteOutputModel(compressed));
   for (const auto& f : report_.fallback)
     for (auto& l : report_.layers)
-      if (l.node == f.node) {
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "fallback: output SQNR %.1f dB, the lowest of the INT8 layers", f.sqnr_db);
+      if (l.node == f.node && f.kept) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "fallback: ranked by %s (%.2f%s)", f.ranked_by.c_str(), f.score,
+                      f.ranked_by == "metric" ? "" : " dB");
         l.reason = buf;
       }
   report_.files.insert(report_.files.begin(), r_.output.model);

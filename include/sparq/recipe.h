@@ -133,7 +133,7 @@ struct SPARQ_API RecipeQuantize {
     kStatic,   // activation scales from calibration (QDQ or QOperator)
     kDynamic,  // activations quantized at run time (DynamicQuantizeLinear + MatMulInteger; MatMul/Gemm only)
   };
-  enum class RankBy { kSqnr, kMetric };
+  enum class RankBy { kSqnr, kMetric, kOutputSqnr };  // FallbackRanking, by the recipe's names
 
   // method (default kl), percentile (99.99, in (0, 100]), bins (2048, >= 128
   // in recipes), symmetric (true): the calibrator's own struct (sparq/calibrate.h).
@@ -153,7 +153,10 @@ struct SPARQ_API RecipeQuantize {
     bool enabled = true;
     LayerPrecision to = LayerPrecision::kFP32;  // fp16 or fp32
     int max_layers = 8;                         // >= 1
-    RankBy rank_by = RankBy::kSqnr;  // sqnr: per-layer output SQNR; metric: per-layer metric drop
+    // output_sqnr: the model output's SQNR with each layer alone in INT8;
+    // metric: the gate's metric with each layer alone in INT8; sqnr: each
+    // layer's own output SQNR (sparq/fallback.h, FallbackRanking).
+    RankBy rank_by = RankBy::kOutputSqnr;
   };
 
   bool enabled = true;

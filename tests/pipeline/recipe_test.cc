@@ -182,7 +182,7 @@ TEST_F(RecipeTest, DefaultsAreFilled) {
   EXPECT_TRUE(r->quantize.fallback.enabled);
   EXPECT_EQ(r->quantize.fallback.to, RecipeQuantize::LayerPrecision::kFP32);
   EXPECT_EQ(r->quantize.fallback.max_layers, 8);
-  EXPECT_EQ(r->quantize.fallback.rank_by, RecipeQuantize::RankBy::kSqnr);
+  EXPECT_EQ(r->quantize.fallback.rank_by, RecipeQuantize::RankBy::kOutputSqnr);
   EXPECT_EQ(r->evaluate.backend, RecipeEvaluate::Backend::kCpu);
   EXPECT_EQ(r->evaluate.metric, RecipeEvaluate::Metric::kAgreement);  // no labels
   EXPECT_EQ(r->evaluate.threads, 0);
@@ -216,6 +216,22 @@ TEST_F(RecipeTest, Fp16DefaultsAreTheQuantizersOwn) {
   StatusOr<Recipe> r = Parse(kMinimal + "quantize: {precision: fp16, fp16: {block_ops: [Resize]}}\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(ToQuantizeOptions(*r).fp16.block_ops, (std::vector<std::string>{"Resize"}));
+}
+
+TEST_F(RecipeTest, FallbackRankingsParseAndRoundTrip) {
+  using RankBy = RecipeQuantize::RankBy;
+  for (const auto& [name, want] : {std::pair{"output_sqnr", RankBy::kOutputSqnr}, std::pair{"metric", RankBy::kMetric},
+                                   std::pair{"sqnr", RankBy::kSqnr}}) {
+    StatusOr<Recipe> r = Parse(kMinimal + "quantize: {fallback: {rank_by: " + name + "}}\n");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->quantize.fallback.rank_by, want) << name;
+    StatusOr<Recipe> again = ParseRecipe(RecipeToYaml(*r), "/elsewhere", "effective.yaml");
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->quantize.fallback.rank_by, want) << name;
+  }
+  StatusOr<Recipe> bad = Parse(kMinimal + "quantize: {fallback: {rank_by: output}}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("output_sqnr"), std::string::npos) << bad.status().message();
 }
 
 TEST_F(RecipeTest, ExcludeOpsReachTheQuantizerAndRoundTrip) {
