@@ -61,7 +61,7 @@ REPO = os.path.abspath(os.path.join(HERE, ".."))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(REPO, "tools"))
 
-from quant_vs_ort import machine, measure, tail  # noqa: E402
+from quant_vs_ort import git_head, machine, measure, tail  # noqa: E402
 import real_suite_metrics as M  # noqa: E402
 
 SPARQ_METHODS = ("max", "kl", "percentile", "mse")
@@ -575,8 +575,7 @@ def write_md(args, results, argv):
     import onnxruntime
     import torch
     info = {"machine": machine(), "date": datetime.datetime.utcnow().strftime("%Y-%m-%d %H:%M UTC"),
-            "git": subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
-                                  text=True).stdout.strip() or "?",
+            "git": git_head(REPO),
             "ort": onnxruntime.__version__, "torch": torch.__version__,
             "make": "python3 tools/make_real_suite.py",
             "command": "python3 bench/accuracy_suite.py " + " ".join(

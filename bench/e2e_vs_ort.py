@@ -543,6 +543,16 @@ def build_files(path: str) -> dict:
     return found
 
 
+def git(folder: str, *args) -> str:
+    """git's output in folder, or None where there is no git (a stock
+    machine) or no checkout: the benchmarks never need git to run."""
+    try:
+        proc = subprocess.run(["git", "-C", folder] + list(args), capture_output=True, text=True)
+    except OSError:
+        return None
+    return proc.stdout.strip() if proc.returncode == 0 else None
+
+
 def binary_version(path: str, files: dict) -> str:
     """The commit of the checkout that holds the binary, whether that
     checkout has uncommitted changes, and when the build was last written:
@@ -551,12 +561,11 @@ def binary_version(path: str, files: dict) -> str:
     built = datetime.datetime.fromtimestamp(max((v[0] for v in files.values() if v), default=0),
                                             datetime.timezone.utc)
     built = built.strftime("%Y-%m-%d %H:%M UTC")
-    head = subprocess.run(["git", "-C", folder, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
-    if head.returncode != 0:
-        return f"? (outside a git checkout), built {built}"
-    dirty = subprocess.run(["git", "-C", folder, "status", "--porcelain", "--untracked-files=no"],
-                           capture_output=True, text=True).stdout.strip()
-    return f"{head.stdout.strip()}{' + uncommitted changes' if dirty else ''} (checkout state now), built {built}"
+    head = git(folder, "rev-parse", "--short", "HEAD")
+    if head is None:
+        return f"? (no git, or outside a git checkout), built {built}"
+    dirty = git(folder, "status", "--porcelain", "--untracked-files=no")
+    return f"{head}{' + uncommitted changes' if dirty else ''} (checkout state now), built {built}"
 
 
 # ---------------------------------------------------------------------------

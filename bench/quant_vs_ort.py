@@ -273,6 +273,15 @@ def accuracy(model_path: str, fp32_out: np.ndarray, inputs: dict, output_name: s
 # ---------------------------------------------------------------------------
 # Report.
 
+def git_head(folder: str) -> str:
+    """The short commit of the checkout at folder; '?' without git or a checkout."""
+    try:
+        proc = subprocess.run(["git", "-C", folder, "rev-parse", "--short", "HEAD"], capture_output=True, text=True)
+    except OSError:
+        return "?"
+    return proc.stdout.strip() or "?"
+
+
 def machine() -> str:
     name, cores = platform.processor() or "?", os.cpu_count()
     try:
@@ -448,8 +457,7 @@ def main(argv=None) -> int:
         "machine": machine(), "date": datetime.date.today().isoformat(), "ort": onnxruntime.__version__,
         "numpy": np.__version__, "calib": args.calib_samples, "batch": args.batch,
         "eval": ", ".join(f"{k} {v} samples" for k, v in eval_counts.items()),
-        "git": subprocess.run(["git", "-C", REPO, "rev-parse", "--short", "HEAD"], capture_output=True,
-                              text=True).stdout.strip() or "?",
+        "git": git_head(REPO),
         "command": "python3 " + " ".join([os.path.relpath(os.path.abspath(__file__), REPO)] +
                                          (argv if argv is not None else sys.argv[1:])),
         "verdicts": verdicts, "notes": notes,

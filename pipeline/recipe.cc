@@ -10,6 +10,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <yaml-cpp/eventhandler.h>
 
 #include "graph/name_pattern.h"
 #include "pipeline/gate.h"
@@ -27,6 +28,39 @@ using yaml_fields::FormatNumber;
 using yaml_fields::ItemPath;
 using yaml_fields::JoinPath;
 using yaml_fields::MapReader;
+
+// Where the second document of a YAML stream starts (line, 1-based), 0 when
+// there is one. yaml-cpp 0.7's LoadAll never returns on some invalid streams
+// (" ,": it appends null documents forever, jbeder/yaml-cpp#1040, fixed in
+// 0.8.1), so the recipe is read with Load and the documents are counted here,
+// stopping at the second.
+class SecondDocument : public YAML::EventHandler {
+ public:
+  static int LineIn(const std::string& text) {
+    std::istringstream in(text);
+    YAML::Parser parser(in);
+    SecondDocument counter;
+    while (counter.documents_ < 2 && parser.HandleNextDocument(counter)) {
+    }
+    return counter.documents_ >= 2 ? counter.second_line_ : 0;
+  }
+
+  void OnDocumentStart(const YAML::Mark& mark) override {
+    if (++documents_ == 2) second_line_ = mark.line + 1;
+  }
+  void OnDocumentEnd() override {}
+  void OnNull(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnAlias(const YAML::Mark&, YAML::anchor_t) override {}
+  void OnScalar(const YAML::Mark&, const std::string&, YAML::anchor_t, const std::string&) override {}
+  void OnSequenceStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnSequenceEnd() override {}
+  void OnMapStart(const YAML::Mark&, const std::string&, YAML::anchor_t, YAML::EmitterStyle::value) override {}
+  void OnMapEnd() override {}
+
+ private:
+  int documents_ = 0;
+  int second_line_ = 0;
+};
 
 using Format = RecipeOutput::Format;
 using Layout = RecipeData::Layout;
@@ -151,9 +185,11 @@ std::string RecipeParser::Resolve(const std::string& raw, const std::string& bas
 }
 
 StatusOr<Recipe> RecipeParser::Parse(const std::string& text) {
-  std::vector<YAML::Node> docs;
+  YAML::Node doc;
+  int second_document_line = 0;
   try {
-    docs = YAML::LoadAll(text);
+    doc = YAML::Load(text);
+    second_document_line = SecondDocument::LineIn(text);
   } catch (const YAML::ParserException& e) {
     // YAML forbids tabs in indentation, and yaml-cpp's message for them
     // ("illegal map value") does not say so.
@@ -163,20 +199,19 @@ StatusOr<Recipe> RecipeParser::Parse(const std::string& text) {
     return Status::InvalidArgument(diag_.source() + ":" + std::to_string(e.mark.line + 1) + ":" +
                                    std::to_string(e.mark.column + 1) + ": YAML syntax error: " + e.msg + hint);
   }
-  if (docs.empty() || docs[0].IsNull()) {
+  if (!doc.IsDefined() || doc.IsNull()) {
     return Status::InvalidArgument(diag_.source() + ":1: the recipe is empty (expected at least 'model' and 'data')");
   }
-  if (docs.size() > 1) {
-    diag_.Error(yaml_fields::LineOf(docs[1]), "", "a recipe is one YAML document; found " +
-                                                      std::to_string(docs.size()) + " (remove the '---' separators)");
+  if (second_document_line > 0) {
+    diag_.Error(second_document_line, "", "a recipe is one YAML document; found more (remove the '---' separators)");
   }
-  if (!docs[0].IsMap()) {
-    return Status::InvalidArgument(diag_.source() + ":" + std::to_string(std::max(1, yaml_fields::LineOf(docs[0]))) +
+  if (!doc.IsMap()) {
+    return Status::InvalidArgument(diag_.source() + ":" + std::to_string(std::max(1, yaml_fields::LineOf(doc))) +
                                    ": expected a map of recipe sections (version, model, data, ...), got " +
-                                   yaml_fields::DescribeNode(docs[0]));
+                                   yaml_fields::DescribeNode(doc));
   }
-  for (const std::string& o : options_.overrides) SPARQ_RETURN_IF_ERROR(ApplyOverride(docs[0], o));
-  MapReader root(docs[0], "", 1, &diag_);
+  for (const std::string& o : options_.overrides) SPARQ_RETURN_IF_ERROR(ApplyOverride(doc, o));
+  MapReader root(doc, "", 1, &diag_);
   diag_.NoteLine("", root.line());
   ParseRoot(root);
   CheckAcrossSections();

@@ -578,6 +578,12 @@ TEST_F(RecipeTest, DuplicateKeysAndEmptyDocuments) {
   EXPECT_NE(dup.find("r.yaml:5: model: duplicate key (first written at line 1)"), std::string::npos) << dup;
   EXPECT_NE(ErrorOf("# nothing here\n").find("the recipe is empty"), std::string::npos);
   EXPECT_NE(ErrorOf("- model.onnx\n").find("expected a map of recipe sections"), std::string::npos);
+  const std::string two = ErrorOf(kMinimal + "---\nname: second\n");
+  EXPECT_NE(two.find("r.yaml:5: a recipe is one YAML document"), std::string::npos) << two;
+  // The fuzzer's find (tests/fuzz/regressions/recipe-loadall-hang): yaml-cpp
+  // 0.7's LoadAll never returned on a stray comma; now an error.
+  EXPECT_NE(ErrorOf("\t, fallback").find("the recipe is empty"), std::string::npos);
+  EXPECT_NE(ErrorOf(" ,\n").find("the recipe is empty"), std::string::npos);
 }
 
 TEST_F(RecipeTest, FormatMustFitPrecision) {
