@@ -7,15 +7,22 @@ others come from `sparq run` recipes and onnxruntime.quantization, see the
 directory's ort_quant.py):
 
   MODEL.onnx          fp32
-  MODEL.int8.onnx     sparq's INT8 QDQ file
+  MODEL.int8.onnx     sparq's INT8 QDQ file (static)
+  MODEL.int8_dyn.onnx sparq's INT8 file of quantize.mode dynamic, where present
+                      (the accurate INT8 of a transformer: bench/ACCURACY.md)
   MODEL.fp16.onnx     sparq's FP16 file
   MODEL.ort_qdq.onnx  onnxruntime's static QDQ file (quantize_static, per channel)
   MODEL.ort_dyn.onnx  onnxruntime's dynamic file (quantize_dynamic), where present
 
 Rows and targets (issue 14):
   FP32      sparq(MODEL.onnx) vs ORT(MODEL.onnx)                       >= 1.0
-  INT8      sparq(MODEL.int8) vs ORT's best INT8 file (MODEL.int8 or
-            MODEL.ort_qdq, whichever ORT runs faster)                  >= 1.0
+  INT8      sparq(MODEL.int8) vs ORT's best INT8 file (MODEL.int8,
+            MODEL.ort_qdq or MODEL.ort_dyn, whichever ORT runs fastest) >= 1.0
+  INT8 dyn  sparq(MODEL.int8_dyn) vs the same                          >= 1.0
+
+Every file's output 0 is also compared with the FP32 model's (both run by
+onnxruntime, the cosine over the samples, flattened): a speed ratio of an
+INT8 file that no longer computes the model means little.
   FP16      sparq(MODEL.fp16) vs sparq(MODEL.onnx)                     >= 0.9
   ORT QDQ   sparq(MODEL.ort_qdq) vs ORT(MODEL.ort_qdq)                 >= 0.9
   ORT dyn   sparq(MODEL.ort_dyn) vs ORT(MODEL.ort_dyn)                 >= 0.9
@@ -118,6 +125,14 @@ class Ort:
         return 1000 * (time.process_time() - start) / len(self.feeds)
 
 
+def output_cosine(reference, other):
+    """Cosine of output 0 of `other` against `reference` over all samples
+    (flattened), both run by onnxruntime."""
+    a = np.concatenate([reference.session.run(None, f)[0].ravel() for f in reference.feeds]).astype(np.float64)
+    b = np.concatenate([other.session.run(None, f)[0].ravel() for f in other.feeds]).astype(np.float64)
+    return float(a @ b / (np.linalg.norm(a) * np.linalg.norm(b) + 1e-30))
+
+
 def machine():
     try:
         model = next(l.split(":", 1)[1].strip() for l in open("/proc/cpuinfo") if l.startswith("model name"))
@@ -158,12 +173,13 @@ def main(argv=None):
         inputs[name] = os.path.join(tmp, name + ".npz")
         np.savez(inputs[name], **arrays)
         feeds[name] = [{k: v[i:i + 1] for k, v in arrays.items()} for i in range(args.samples)]
-        for variant, suffix in (("fp32", ""), ("int8", ".int8"), ("fp16", ".fp16"), ("ort_qdq", ".ort_qdq"),
-                                ("ort_dyn", ".ort_dyn")):
+        for variant, suffix in (("fp32", ""), ("int8", ".int8"), ("int8_dyn", ".int8_dyn"), ("fp16", ".fp16"),
+                                ("ort_qdq", ".ort_qdq"), ("ort_dyn", ".ort_dyn")):
             path = os.path.join(args.models_dir, name + suffix + ".onnx")
             if os.path.isfile(path):
                 files[(name, variant)] = path
     sessions = {key: Ort(path, feeds[key[0]], args.threads) for key, path in files.items()}
+    cosine = {key: output_cosine(sessions[(key[0], "fp32")], sessions[key]) for key in files}
     times = {}  # (runtime, model, variant) -> [ms per round]
     for r in range(args.rounds):
         for key, path in files.items():
@@ -182,15 +198,18 @@ def main(argv=None):
 
     rows = []
     for name in args.models.split(","):
-        for variant, label, target in (("fp32", "FP32", 1.0), ("int8", "sparq INT8", 1.0), ("fp16", "FP16", 0.9),
+        for variant, label, target in (("fp32", "FP32", 1.0), ("int8", "sparq INT8", 1.0),
+                                       ("int8_dyn", "sparq INT8 dynamic", 1.0), ("fp16", "FP16", 0.9),
                                        ("ort_qdq", "ORT QDQ file", 0.9), ("ort_dyn", "ORT dynamic file", 0.9)):
             if (name, variant) not in files:
                 continue
             ours = t("sparq", name, variant)
-            if variant == "int8":
-                cands = [(t("ort", name, v), v) for v in ("int8", "ort_qdq") if t("ort", name, v) is not None]
+            if variant in ("int8", "int8_dyn"):
+                cands = [(t("ort", name, v), v) for v in ("int8", "ort_qdq", "ort_dyn") if t("ort", name, v) is not None]
                 theirs, against = min(cands)
-                against = f"ORT best INT8 ({'sparq file' if against == 'int8' else 'its QDQ file'})"
+                against = "ORT best INT8 (" + {"int8": "sparq's static file", "ort_qdq": "its QDQ file",
+                                               "ort_dyn": "its dynamic file"}[against] + \
+                    f", cosine {cosine[(name, against)]:.4f})"
             elif variant == "fp16":
                 theirs, against = t("sparq", name, "fp32"), "sparq FP32"
             else:
@@ -198,7 +217,7 @@ def main(argv=None):
             before = t("main", name, variant)
             rows.append({"model": name, "variant": label, "sparq_ms": ours, "main_ms": before,
                          "ort_same_file_ms": t("ort", name, variant), "against": against, "against_ms": theirs,
-                         "ratio": theirs / ours, "target": target})
+                         "ratio": theirs / ours, "target": target, "cosine": cosine[(name, variant)]})
     lines = [SECTION, "",
              f"Machine: {machine()}. onnxruntime {onnxruntime.__version__}. {args.threads} threads, batch 1, "
              f"{', '.join(f'{n} {len(f)}' for n, f in feeds.items())} samples per timing (--samples "
@@ -206,12 +225,13 @@ def main(argv=None):
              f"({'CPU ' if args.cpu_time else ''}ms per sample"
              f"{'; sparq: the batches after its warm-up batch' if args.warm or args.cpu_time else ''}).",
              "", "Command: `python3 bench/e2e_real_models.py " + " ".join(argv or sys.argv[1:]) + "`", "",
-             "| model | file | sparq ms | main ms (before) | ORT ms (same file) | compared with | its ms | ratio | target |",
-             "|---|---|---|---|---|---|---|---|---|"]
+             "| model | file | cosine vs FP32 | sparq ms | main ms (before) | ORT ms (same file) | compared with | its ms "
+             "| ratio | target |",
+             "|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         main_ms = f"{r['main_ms']:.1f}" if r["main_ms"] is not None else "-"
         met = "met" if r["ratio"] >= r["target"] else "**missed**"
-        lines.append(f"| {r['model']} | {r['variant']} | {r['sparq_ms']:.1f} | {main_ms} | "
+        lines.append(f"| {r['model']} | {r['variant']} | {r['cosine']:.4f} | {r['sparq_ms']:.1f} | {main_ms} | "
                      f"{r['ort_same_file_ms']:.1f} | {r['against']} | {r['against_ms']:.1f} | "
                      f"{r['ratio']:.2f}x | >= {r['target']} {met} |")
     lines.append("")
