@@ -653,6 +653,9 @@ void RecipeParser::CheckAcrossSections() {
     else if (!q.calibration.symmetric)
       why = "quantize.calibration.symmetric is false: TensorRT's INT8 has no zero points, so an asymmetric table "
             "cannot be a TensorRT cache";
+    else if (q.mode == RecipeQuantize::Mode::kDynamic)
+      why = "quantize.mode is dynamic: the written model quantizes activations at run time, and a TensorRT cache "
+            "would describe a different (static) INT8 model";
     if (!why.empty() && trt_cache_line_ > 0) diag_.Error(trt_cache_line_, "output.trt_cache", why);
     else if (!why.empty()) recipe_.output.trt_cache.clear();
   }

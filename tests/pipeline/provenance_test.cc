@@ -68,6 +68,15 @@ TEST(TensorRtCacheRecipe, UnnamedMethodOrAsymmetricTableIsRefusedOrLeftOut) {
   auto dflt = ParseRecipe(Yaml(dir.root(), "", "quantize:\n  calibration: {method: mse}\n"), dir.root(), "r.yaml");
   ASSERT_TRUE(dflt.ok()) << dflt.status().ToString();
   EXPECT_EQ(dflt->output.trt_cache, "");
+  // Dynamic quantization has no activation ranges for TensorRT to use.
+  auto dynamic = ParseRecipe(Yaml(dir.root(), "  trt_cache: c.cache\n", "quantize:\n  mode: dynamic\n"),
+                             dir.root(), "r.yaml");
+  ASSERT_FALSE(dynamic.ok());
+  EXPECT_NE(dynamic.status().message().find("quantize.mode is dynamic"), std::string::npos)
+      << dynamic.status().ToString();
+  auto dynamic_default = ParseRecipe(Yaml(dir.root(), "", "quantize:\n  mode: dynamic\n"), dir.root(), "r.yaml");
+  ASSERT_TRUE(dynamic_default.ok()) << dynamic_default.status().ToString();
+  EXPECT_EQ(dynamic_default->output.trt_cache, "");
   auto version = ParseRecipe(Yaml(dir.root(), "  trt_version: 8.6\n", ""), dir.root(), "r.yaml");
   ASSERT_FALSE(version.ok());
   EXPECT_NE(version.status().message().find("output.trt_version"), std::string::npos) << version.status().ToString();
