@@ -129,7 +129,7 @@ Status InsertQdq(Model& model, const CalibrationTable& table, const std::vector<
   Graph& g = model.graph;
   // Per-axis DequantizeLinear arrived in opset 13; older models get per-tensor
   // weights rather than a silent opset upgrade.
-  const bool per_axis = options.per_channel && model.opset() >= 13;
+  const bool per_axis = PerAxisWeights(model, options);
   if (options.per_channel && !per_axis) {
     report->warnings.push_back("opset " + std::to_string(model.opset()) +
                                " has no per-axis DequantizeLinear (opset 13): weights quantized per tensor");
