@@ -188,8 +188,9 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric):
     else:  # a calibration method, then "+bc" (quantize.bias_correction) or "+" lines of the quantize block
         method, _, extra = quant.partition("+")
         lines = ["bias_correction: true"] if extra == "bc" else [l for l in extra.split(";") if l]
+        method, _, asym = method.partition("/")  # "max/asym": uint8 activations with a zero point
         text += ("quantize:\n  precision: int8\n  per_channel: true\n" + "".join("  " + l + "\n" for l in lines) +
-                 f"  calibration:\n    method: {method}\n    symmetric: true\n"
+                 f"  calibration:\n    method: {method}\n    symmetric: {'false' if asym == 'asym' else 'true'}\n"
                  "  fallback:\n    enabled: false\n")
     text += (f"output:\n  dir: {out_dir}\n  format: {'fp16' if quant == 'fp16' else 'qdq'}\n  overwrite: true\n"
              f"evaluate:\n  metric: {metric}\n  gate:\n    max_drop: 1000000\n"
@@ -514,8 +515,8 @@ def main(argv=None):
     ap.add_argument("--bias-correction", default="max",
                     help="calibration methods (comma) of extra INT8 variants with quantize.bias_correction on")
     ap.add_argument("--variant", action="append", default=[],
-                    help="LABEL=METHOD+line;line: an extra INT8 variant 'sparq int8 LABEL', calibrated with METHOD, "
-                         "with these lines in its quantize block")
+                    help="LABEL=METHOD+line;line: an extra INT8 variant 'sparq int8 LABEL', calibrated with METHOD "
+                         "(METHOD/asym: uint8 activations), with these lines in its quantize block")
     ap.add_argument("--prune-method", default="percentile", help="calibration of the pruned INT8 variant")
     ap.add_argument("--only", default="", help="run only variants whose label contains one of these (comma)")
     ap.add_argument("--work", default=os.path.join(REPO, "build", "accuracy_suite"))
