@@ -137,6 +137,59 @@ TEST(BiasCorrection, MakesTheMeanOutputErrorOfAQuantizedConvNearZero) {
   }
 }
 
+// x[n,6] -> Gemm(transB, bias) -> y[n,8], at opset 18 (ReduceMean's axes
+// are an input there), in both INT8 forms.
+TEST(BiasCorrection, CorrectsAGemmInQdqAndQOperatorForm) {
+  Model m;
+  m.opset_imports = {{"", 18}};
+  Graph& g = m.graph;
+  g.inputs.push_back(testing::FloatInput("x", {{-1, "n"}, {6, ""}}));
+  g.outputs.push_back(testing::FloatInput("y", {{-1, "n"}, {kChannels, ""}}));
+  g.initializers["w"] = testing::RandomFloats({kChannels, 6}, 5, -1.0f, 1.0f);
+  g.initializers["b"] = testing::RandomFloats({kChannels}, 6, -0.5f, 0.5f);
+  g.nodes.push_back({"fc", "Gemm", "", {"x", "w", "b"}, {"y"}, {Attribute::Int("transB", 1)}, ""});
+  const std::vector<Tensor> data = {testing::RandomFloats({32, 6}, 21, 1.0f, 3.0f), testing::RandomFloats({16, 6}, 22, 1.0f, 3.0f)};
+  CalibrationOptions c;
+  c.method = CalibrationMethod::kMax;
+  auto table = Calibrate(m, Source(data), c);
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  auto mean_error = [&](const Model& q) {
+    auto fe = Executor::Create(m, ExecutorOptions{1});
+    auto qe = Executor::Create(q, ExecutorOptions{1});
+    EXPECT_TRUE(fe.ok() && qe.ok());
+    std::vector<double> sum(kChannels, 0.0);
+    double rows = 0;
+    for (const Tensor& x : data) {
+      TensorMap fo, qo;
+      EXPECT_TRUE((*fe)->Run({{"x", x}}, &fo).ok());
+      EXPECT_TRUE((*qe)->Run({{"x", x}}, &qo).ok());
+      for (int64_t i = 0; i < fo["y"].numel(); ++i)
+        sum[i % kChannels] += qo["y"].ToFloat32().data<float>()[i] - fo["y"].ToFloat32().data<float>()[i];
+      rows += static_cast<double>(x.dim(0));
+    }
+    for (double& v : sum) v /= rows;
+    return MaxAbs(sum);
+  };
+  for (QuantFormat format : {QuantFormat::kQDQ, QuantFormat::kQOperator}) {
+    QuantizeOptions q;
+    q.format = format;
+    q.per_channel = false;
+    auto plain = QuantizeModel(m, *table, q, nullptr);
+    ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+    auto shift = MeasureBiasCorrection(m, Source(data), q);
+    ASSERT_TRUE(shift.ok()) << shift.status().ToString();
+    ASSERT_EQ(shift->count("fc"), 1u);
+    q.bias_correction = *shift;
+    QuantizeReport report;
+    auto corrected = QuantizeModel(m, *table, q, &report);
+    ASSERT_TRUE(corrected.ok()) << corrected.status().ToString();
+    EXPECT_EQ(report.bias_corrected, 1);
+    const double before = mean_error(*plain), after = mean_error(*corrected);
+    EXPECT_LT(after, 0.3 * before) << (format == QuantFormat::kQDQ ? "qdq" : "qoperator") << ": before " << before
+                                   << ", after " << after;
+  }
+}
+
 TEST(BiasCorrection, AddsABiasToAConvWithout) {
   Model m = ConvModel(false);
   const CalibrationTable table = Table(m);
