@@ -32,6 +32,13 @@ std::optional<size_t> FusedActivation(const Graph& g, size_t index);
 // expressible (QOperator form, or QDQ at opset >= 13: per-axis DequantizeLinear).
 bool PerAxisWeights(const Model& model, const QuantizeOptions& options);
 
+// A bias quantized to int32 at scale s_x * s_w[c] overflows when the weights
+// of channel c are tiny and its bias is not (BatchNorm-folded dead channels):
+// widens those channels' scales until |bias| / (s_x * s_w) fits half the
+// int32 range, and requantizes their weights (to ~0). Returns the number of
+// channels widened. `q` comes from QuantizeWeightSymmetric(w, ...).
+int WidenScalesForInt32Bias(const Tensor& w, const Tensor& bias, float input_scale, QuantizedWeight* q);
+
 // Subtracts QuantizeOptions::bias_correction (keyed by NodeKey) from the
 // biases of the INT8 layers (a Conv without one gets one), as new
 // initializers. Returns the number of layers corrected. InvalidArgument when

@@ -237,6 +237,29 @@ TEST(BiasCorrection, RejectsACorrectionForAnotherModel) {
   EXPECT_NE(out.status().message().find("8 output channels"), std::string::npos) << out.status().ToString();
 }
 
+// A BatchNorm-folded dead channel: weights ~1e-9 and a bias of 0.7. At scale
+// s_x * s_w the bias does not fit int32; the channel's weight scale widens so
+// that the bias survives (it was clamped to ~0 before), in both forms.
+TEST(Int32Bias, TinyWeightsKeepTheirBias) {
+  for (QuantFormat format : {QuantFormat::kQDQ, QuantFormat::kQOperator}) {
+    Model m = ConvModel(true);
+    Tensor w = m.graph.initializers.at("w").Clone();
+    const int64_t per_channel = w.numel() / kChannels;
+    for (int64_t i = 0; i < per_channel; ++i) w.data<float>()[i] *= 1e-9f;  // channel 0
+    m.graph.initializers["w"] = w;
+    Tensor b = m.graph.initializers.at("b").Clone();
+    b.data<float>()[0] = 0.7f;
+    m.graph.initializers["b"] = b;
+    const CalibrationTable table = Table(m);
+    QuantizeOptions q;
+    q.format = format;
+    auto out = QuantizeModel(m, table, q, nullptr);
+    ASSERT_TRUE(out.ok()) << out.status().ToString();
+    const std::vector<double> err = MeanError(m, *out);
+    EXPECT_LT(std::fabs(err[0]), 0.01) << (format == QuantFormat::kQDQ ? "qdq" : "qoperator");
+  }
+}
+
 TEST(BiasCorrection, NoDataIsAnError) {
   auto shift = MeasureBiasCorrection(ConvModel(true), Source({}), QuantizeOptions{});
   EXPECT_EQ(shift.status().code(), StatusCode::kInvalidArgument) << shift.status().ToString();
