@@ -205,7 +205,11 @@ TEST(BiasCorrection, AddsABiasToAConvWithout) {
   int biases = 0;
   for (const auto& [name, t] : corrected->graph.initializers) biases += t.dtype() == DataType::kInt32;
   EXPECT_EQ(biases, 1);
-  EXPECT_LT(MaxAbs(MeanError(m, *corrected)), 0.2 * MaxAbs(MeanError(m, *QuantizeModel(m, table, QuantizeOptions{}, nullptr))) + 1e-3);
+  QuantizeOptions plain_options = q;
+  plain_options.bias_correction.clear();
+  auto plain = QuantizeModel(m, table, plain_options, nullptr);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_LT(MaxAbs(MeanError(m, *corrected)), 0.2 * MaxAbs(MeanError(m, *plain)));
 }
 
 TEST(BiasCorrection, SkipsLayersThatStayFloat) {
@@ -258,6 +262,23 @@ TEST(Int32Bias, TinyWeightsKeepTheirBias) {
     const std::vector<double> err = MeanError(m, *out);
     EXPECT_LT(std::fabs(err[0]), 0.01) << (format == QuantFormat::kQDQ ? "qdq" : "qoperator");
   }
+}
+
+// max_samples stops at a batch boundary: 16 samples = the first batch only.
+TEST(BiasCorrection, MaxSamplesReadsOnlyThatMuchData) {
+  Model m = ConvModel(true);
+  const std::vector<Tensor> all = Batches();
+  BiasCorrectionOptions first;
+  first.max_samples = 16;
+  auto limited = MeasureBiasCorrection(m, Source(all), QuantizeOptions{}, first);
+  auto one = MeasureBiasCorrection(m, Source({all[0]}), QuantizeOptions{});
+  auto both = MeasureBiasCorrection(m, Source(all), QuantizeOptions{});
+  ASSERT_TRUE(limited.ok() && one.ok() && both.ok());
+  EXPECT_EQ(limited->at("conv"), one->at("conv"));
+  EXPECT_NE(limited->at("conv"), both->at("conv"));
+  first.max_samples = -1;
+  EXPECT_EQ(MeasureBiasCorrection(m, Source(all), QuantizeOptions{}, first).status().code(),
+            StatusCode::kInvalidArgument);
 }
 
 TEST(BiasCorrection, NoDataIsAnError) {
