@@ -204,7 +204,8 @@ def sparq_quantize(sparq, work, model, name, calibration, eval_samples=32, fallb
         print(p.stdout, p.stderr, file=sys.stderr)
         return None, None, secs
     rep = json.load(open(os.path.join(out, "report.json")))
-    return rep["output_model"], rep.get("agreement", {}).get("top1_agreement"), secs
+    agreement = rep.get("agreement", {}).get("top1_agreement")  # a fraction (schema_version 2)
+    return rep["output_model"], None if agreement is None else 100 * agreement, secs
 
 
 def main():

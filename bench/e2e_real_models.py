@@ -22,7 +22,13 @@ Rows and targets (issue 14):
 
 Timing: --rounds rounds; in each, every file runs in turn on every runtime
 (interleaved, so all see the same load): sparq as `sparq eval --json --batch 1
---limit N` (model_seconds / N: Executor::Run only, the first batch included),
+--limit N` (model_seconds / N: Executor::Run only, the first batch included;
+with --warm, latency.mean_seconds: the N - 1 batches after the warm-up one,
+as ORT's warm-up run is left out). With --cpu-time (1 thread only) every
+time is CPU time instead of wall time, for a machine shared with other
+work: sparq's is the CPU time of `--limit N` minus that of `--limit 1` (the
+same load and warm-up batch) over N - 1, ORT's the process CPU time of its
+N runs over N;
 the FP16 file with --fp16-as-fp32 (float16 lowered to float32 at load),
 ORT as N session.run calls on the same samples after one warm-up run
 (ORT_ENABLE_ALL, intra_op threads = --threads, sequential). Each time is the
@@ -31,12 +37,13 @@ unmodified main build) runs too, for a before/after column.
 
 Usage: python3 bench/e2e_real_models.py [--sparq build/bin/sparq] [--baseline BIN]
     [--models-dir /work/models/speed] [--threads 2] [--rounds 5] [--samples 8]
-    [--results bench/RESULTS.md]
+    [--warm] [--cpu-time] [--results bench/RESULTS.md]
 """
 import argparse
 import json
 import os
 import platform
+import resource
 import statistics
 import subprocess
 import sys
@@ -54,14 +61,36 @@ SECTION = "## Real models vs onnxruntime (issue 14)"
 MODELS = {"efficientnet_lite0": "effnet_eval.npz", "minilm_l6": "minilm_eval.npz"}
 
 
-def sparq_ms(sparq, model, inputs, threads, samples, extra=()):
+def sparq_ms(sparq, model, inputs, threads, samples, extra=(), warm=False):
     cmd = [sparq, "eval", model, "--inputs", inputs, "--batch", "1", "--threads", str(threads), "--limit",
            str(samples), "--json", *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
     run = json.loads(proc.stdout)
+    if warm:
+        return 1000 * run["latency"]["mean_seconds"]
     return 1000 * run["model_seconds"] / run["batches"]
+
+
+def children_cpu_seconds():
+    r = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return r.ru_utime + r.ru_stime
+
+
+def sparq_cpu_ms(sparq, model, inputs, samples, extra=()):
+    """CPU ms per batch after the warm-up one: --limit N minus --limit 1, 1 thread."""
+    used, batches = {}, {}
+    for limit in (samples, 1):
+        cmd = [sparq, "eval", model, "--inputs", inputs, "--batch", "1", "--threads", "1", "--limit", str(limit),
+               "--json", *extra]
+        before = children_cpu_seconds()
+        proc = subprocess.run(cmd, capture_output=True, text=True)
+        used[limit] = children_cpu_seconds() - before
+        if proc.returncode != 0:
+            raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
+        batches[limit] = json.loads(proc.stdout)["batches"]  # the data may hold fewer than N samples
+    return 1000 * (used[samples] - used[1]) / (batches[samples] - batches[1])
 
 
 class Ort:
@@ -82,6 +111,12 @@ class Ort:
             self.session.run(None, feed)
         return 1000 * (time.perf_counter() - start) / len(self.feeds)
 
+    def cpu_ms(self):
+        start = time.process_time()
+        for feed in self.feeds:
+            self.session.run(None, feed)
+        return 1000 * (time.process_time() - start) / len(self.feeds)
+
 
 def machine():
     try:
@@ -100,8 +135,14 @@ def main(argv=None):
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5)
     p.add_argument("--samples", type=int, default=8, help="batches of 1 per timing")
+    p.add_argument("--warm", action="store_true",
+                   help="time sparq's batches after its warm-up batch only (ORT's warm-up run is never timed)")
+    p.add_argument("--cpu-time", action="store_true",
+                   help="CPU time instead of wall time (needs --threads 1): for a machine shared with other work")
     p.add_argument("--results", default=None)
     args = p.parse_args(argv)
+    if args.cpu_time and args.threads != 1:
+        p.error("--cpu-time needs --threads 1 (CPU time of several threads is not latency)")
     import onnxruntime
     binaries = {"sparq": os.path.abspath(args.sparq)}
     if args.baseline:
@@ -112,6 +153,8 @@ def main(argv=None):
     for name in args.models.split(","):
         data = np.load(os.path.join(args.models_dir, "data", MODELS[name]))
         arrays = {k: data[k][: args.samples] for k in data.files}
+        if args.cpu_time and len(next(iter(arrays.values()))) < 2:
+            p.error(f"--cpu-time needs at least 2 samples ({name} has fewer)")
         inputs[name] = os.path.join(tmp, name + ".npz")
         np.savez(inputs[name], **arrays)
         feeds[name] = [{k: v[i:i + 1] for k, v in arrays.items()} for i in range(args.samples)]
@@ -127,8 +170,10 @@ def main(argv=None):
             for runtime, binary in binaries.items():
                 extra = ["--fp16-as-fp32"] if key[1] == "fp16" and runtime == "sparq" else []
                 times.setdefault((runtime,) + key, []).append(
-                    sparq_ms(binary, path, inputs[key[0]], args.threads, args.samples, extra))
-            times.setdefault(("ort",) + key, []).append(sessions[key].ms())
+                    sparq_cpu_ms(binary, path, inputs[key[0]], args.samples, extra) if args.cpu_time else
+                    sparq_ms(binary, path, inputs[key[0]], args.threads, args.samples, extra, args.warm))
+            times.setdefault(("ort",) + key, []).append(
+                sessions[key].cpu_ms() if args.cpu_time else sessions[key].ms())
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
     med = {k: statistics.median(v) for k, v in times.items()}
 
@@ -156,7 +201,10 @@ def main(argv=None):
                          "ratio": theirs / ours, "target": target})
     lines = [SECTION, "",
              f"Machine: {machine()}. onnxruntime {onnxruntime.__version__}. {args.threads} threads, batch 1, "
-             f"{args.samples} samples per timing, median of {args.rounds} interleaved rounds (ms per sample).",
+             f"{', '.join(f'{n} {len(f)}' for n, f in feeds.items())} samples per timing (--samples "
+             f"{args.samples}, or all the data holds), median of {args.rounds} interleaved rounds "
+             f"({'CPU ' if args.cpu_time else ''}ms per sample"
+             f"{'; sparq: the batches after its warm-up batch' if args.warm or args.cpu_time else ''}).",
              "", "Command: `python3 bench/e2e_real_models.py " + " ".join(argv or sys.argv[1:]) + "`", "",
              "| model | file | sparq ms | main ms (before) | ORT ms (same file) | compared with | its ms | ratio | target |",
              "|---|---|---|---|---|---|---|---|---|"]

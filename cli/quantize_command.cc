@@ -2,11 +2,9 @@
 // calibration table written earlier (calibrate once, quantize many times;
 // sparq::QuantizeFiles).
 #include <memory>
-#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "sparq/commands.h"
-#include "sparq/version.h"
 
 namespace sparq {
 namespace cli {
@@ -71,19 +69,7 @@ Exit status: 0 written, 2 error.)");
     for (const auto& l : result->report.layers)
       ++count[l.precision == Precision::kINT8 ? 0 : l.precision == Precision::kFP16 ? 1 : 2];
     if (args->json) {
-      nlohmann::json j;
-      j["schema_version"] = kJsonSchemaVersion;
-      j["sparq_version"] = Version();
-      j["output"] = args->options.output;
-      j["scales"] = args->options.scales;
-      j["calibration_method"] = result->calibration;
-      j["warnings"] = result->report.warnings;
-      j["layers"] = nlohmann::json::array();
-      for (const auto& l : result->report.layers) {
-        j["layers"].push_back(
-            {{"node", l.node}, {"op_type", l.op_type}, {"precision", PrecisionName(l.precision)}, {"reason", l.reason}});
-      }
-      std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+      std::cout << result->ToJson() << std::flush;
     } else {
       std::cout << "weighted layers: " << count[0] << " int8, " << count[1] << " fp16, " << count[2] << " fp32 (table "
                 << args->options.scales << ", " << result->calibration << ") -> " << args->options.output << "\n";

@@ -29,13 +29,15 @@ RunFn AddRunCommand(CLI::App& app) {
   sub->add_flag("-q,--quiet", args->quiet, "Print only the final table (or JSON)");
   sub->add_option("--set", args->overrides,
                   "Override a recipe key before the recipe is checked: a dotted key path and a YAML value "
-                  "(quantize.calibration.method=max, evaluate.gate.max_drop=2, 'quantize.exclude_ops=[Softmax]'); "
+                  "(quantize.calibration.method=max, evaluate.gate.max_drop=2, 'quantize.exclude_ops=[Softmax]', "
+                  "'prune.layers[0].sparsity=0.6' for a list item); "
                   "repeatable, a later one wins; an unknown key is an error naming the --set")
       ->allow_extra_args(false);  // one KEY=VALUE per --set, so the recipe may follow it
   sub->footer(R"(Examples:
   sparq run recipes/quickstart.yaml
   sparq run my_recipe.yaml --json > report.json
   sparq run recipe.yaml --set quantize.calibration.method=max --set evaluate.gate.max_drop=2
+  sparq run recipe.yaml --set 'quantize.layers[0].precision=fp16'
 
 Exit status: 0 gate passed, 1 gate failed (a limit of evaluate.gate not met, or
 prune.sparsity not reached; the model is then <stem>.FAILED.onnx or not kept, per

@@ -1,6 +1,7 @@
 #include "sparq/commands.h"
 
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "pipeline/provenance.h"
 #include "sparq/executor.h"
@@ -65,6 +66,8 @@ StatusOr<QuantizeFilesResult> QuantizeFiles(const QuantizeFilesOptions& options)
   auto table = CalibrationTable::Load(options.scales);
   if (!table.ok()) return table.status().WithContext("scales " + options.scales);
   QuantizeFilesResult result;
+  result.output = options.output;
+  result.scales = options.scales;
   result.calibration = table->method;
   const QuantizeOptions& q = options.quantize;
   bool int8 = q.precision == Precision::kINT8;
@@ -82,6 +85,23 @@ StatusOr<QuantizeFilesResult> QuantizeFiles(const QuantizeFilesOptions& options)
   SetMetadataProp("sparq.calibration_method", int8 && !q.dynamic ? table->method : "none", &quantized);
   SPARQ_RETURN_IF_ERROR(SaveModel(quantized, options.output));
   return result;
+}
+
+std::string QuantizeFilesResult::ToJson() const {
+  nlohmann::json j;
+  j["schema_version"] = kJsonSchemaVersion;
+  j["sparq_version"] = Version();
+  j["output"] = output;
+  j["scales"] = scales;
+  j["calibration_method"] = calibration;
+  j["opset_upgrade"] = opset_upgrade;
+  j["warnings"] = report.warnings;
+  j["layers"] = nlohmann::json::array();
+  for (const auto& l : report.layers) {
+    j["layers"].push_back(
+        {{"node", l.node}, {"op_type", l.op_type}, {"precision", PrecisionName(l.precision)}, {"reason", l.reason}});
+  }
+  return j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
 }
 
 StatusOr<SensitivityFilesResult> SensitivityFiles(const SensitivityFilesOptions& options) {

@@ -64,7 +64,8 @@ const EnumEntry<LayerPrecision> kFallbackTargets[] = {{LayerPrecision::kFP16, Pr
                                                      {LayerPrecision::kFP32, PrecisionName(LayerPrecision::kFP32)}};
 constexpr EnumEntry<RecipeQuantize::Mode> kModes[] = {{RecipeQuantize::Mode::kStatic, "static"},
                                                       {RecipeQuantize::Mode::kDynamic, "dynamic"}};
-constexpr EnumEntry<RankBy> kRankBy[] = {{RankBy::kSqnr, "sqnr"}, {RankBy::kMetric, "metric"}};
+constexpr EnumEntry<RankBy> kRankBy[] = {
+    {RankBy::kSqnr, "sqnr"}, {RankBy::kMetric, "metric"}, {RankBy::kOutputSqnr, "output_sqnr"}};
 constexpr EnumEntry<Backend> kBackends[] = {{Backend::kCpu, "cpu"}, {Backend::kCuda, "cuda"}, {Backend::kAuto, "auto"}};
 constexpr EnumEntry<RecipeEvaluate::Gate::FailedModel> kFailedModels[] = {
     {RecipeEvaluate::Gate::FailedModel::kRename, "rename"}, {RecipeEvaluate::Gate::FailedModel::kDiscard, "discard"}};
@@ -191,21 +192,38 @@ Status RecipeParser::ApplyOverride(YAML::Node root, const std::string& text) {
   const size_t eq = text.find('=');
   if (eq == std::string::npos) return bad("expected KEY=VALUE, e.g. evaluate.gate.max_drop=1.0");
   const std::string key = text.substr(0, eq);
-  std::vector<std::string> parts;
+  // The key path: map keys between dots, each optionally followed by list
+  // indices, "prune.layers[1].sparsity".
+  struct Step {
+    std::string key;  // a map key, or "" for a list index
+    size_t index = 0;
+  };
+  std::vector<Step> steps;
+  const std::string syntax =
+      "'" + key + "' is not a key path (map keys of letters, digits and _ between dots, list items as [index], e.g. "
+      "prune.layers[0].sparsity=0.5; lists may also be set whole, quantize.exclude_ops=[Softmax])";
   for (size_t begin = 0;;) {
     const size_t dot = key.find('.', begin);
-    parts.push_back(key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin));
-    if (dot == std::string::npos) break;
-    begin = dot + 1;
-  }
-  for (const std::string& p : parts) {
-    const bool word = !p.empty() && std::all_of(p.begin(), p.end(), [](char c) {
+    const std::string segment = key.substr(begin, dot == std::string::npos ? std::string::npos : dot - begin);
+    const size_t bracket = std::min(segment.find('['), segment.size());
+    const std::string name = segment.substr(0, bracket);
+    const bool word = !name.empty() && std::all_of(name.begin(), name.end(), [](char c) {
       return std::isalnum(static_cast<unsigned char>(c)) || c == '_';
     });
-    if (!word) {
-      return bad("'" + key + "' is not a dotted key path (letters, digits and _ between dots; lists are set whole, "
-                 "e.g. quantize.exclude_ops=[Softmax])");
+    if (!word) return bad(syntax);
+    steps.push_back({name, 0});
+    for (size_t i = bracket; i < segment.size();) {
+      const size_t close = segment.find(']', i);
+      const std::string digits = close == std::string::npos ? "" : segment.substr(i + 1, close - i - 1);
+      if (segment[i] != '[' || digits.empty() || digits.size() > 6 ||
+          !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+        return bad(syntax);
+      }
+      steps.push_back({"", static_cast<size_t>(std::stoul(digits))});
+      i = close + 1;
     }
+    if (dot == std::string::npos) break;
+    begin = dot + 1;
   }
   YAML::Node value;
   try {
@@ -213,26 +231,55 @@ Status RecipeParser::ApplyOverride(YAML::Node root, const std::string& text) {
   } catch (const YAML::ParserException& e) {
     return bad("the value is not YAML: " + e.msg);
   }
-  // Walk down, creating the maps that are missing; they and the key itself
-  // are "written by this --set" for messages.
-  YAML::Node map;
-  map.reset(root);
+  // Walk down, creating the maps (and, at index 0 or one past the end, the
+  // list items) that are missing; they and the key itself are "written by
+  // this --set" for messages.
+  auto empty_for = [&](size_t next) {
+    return YAML::Node(steps[next].key.empty() ? YAML::NodeType::Sequence : YAML::NodeType::Map);
+  };
+  YAML::Node node;
+  node.reset(root);
   std::string path;
-  for (size_t i = 0; i + 1 < parts.size(); ++i) {
-    path = JoinPath(path, parts[i]);
-    const YAML::Node& view = map;  // const: looking does not insert
-    YAML::Node child = view[parts[i]];
-    if (!child.IsDefined() || child.IsNull()) {
-      map[parts[i]] = YAML::Node(YAML::NodeType::Map);
-      diag_.NoteOrigin(path, origin);
-    } else if (!child.IsMap()) {
-      return bad(path + " is " + yaml_fields::DescribeNode(child) + " in the recipe, not a map of keys");
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const bool last = i + 1 == steps.size();
+    const Step& step = steps[i];
+    YAML::Node child;
+    if (!step.key.empty()) {
+      path = JoinPath(path, step.key);
+      const YAML::Node& view = node;  // const: looking does not insert
+      const YAML::Node looked = view[step.key];  // (copied, never assigned: it may be invalid)
+      if (last || !looked.IsDefined() || looked.IsNull()) {
+        node[step.key] = last ? value : empty_for(i + 1);
+        diag_.NoteOrigin(path, origin);
+      }
+      YAML::Node next = node[step.key];
+      child.reset(next);
+    } else {
+      const std::string list = path;
+      path = ItemPath(list, step.index);
+      if (step.index > node.size()) {
+        return bad(list + " has " + std::to_string(node.size()) + " item" + (node.size() == 1 ? "" : "s") + ": [" +
+                   std::to_string(step.index) + "] is past its end (one past the end appends an item)");
+      }
+      if (step.index == node.size()) {
+        node.push_back(last ? value : empty_for(i + 1));
+        diag_.NoteOrigin(path, origin);
+      } else if (last) {
+        node[step.index] = value;
+        diag_.NoteOrigin(path, origin);
+      }
+      YAML::Node next = node[step.index];
+      child.reset(next);
     }
-    YAML::Node next = map[parts[i]];
-    map.reset(next);
+    if (!last) {
+      const bool want_list = steps[i + 1].key.empty();
+      if (want_list ? !child.IsSequence() : !child.IsMap()) {
+        return bad(path + " is " + yaml_fields::DescribeNode(child) + " in the recipe, not " +
+                   (want_list ? "a list" : "a map of keys"));
+      }
+    }
+    node.reset(child);
   }
-  map[parts.back()] = value;
-  diag_.NoteOrigin(JoinPath(path, parts.back()), origin);
   return Status::OK();
 }
 

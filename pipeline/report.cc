@@ -5,7 +5,10 @@
 #include <nlohmann/json.hpp>
 #include <sstream>
 
+#include "pipeline/report.h"
+
 #include "formats/text_table.h"
+#include "sparq/file_io.h"
 #include "sparq/pipeline.h"
 #include "sparq/version.h"
 
@@ -46,10 +49,22 @@ std::string Verdict(const RunReport& r, bool only_failed = false) {
   return os.str();
 }
 
-double NullIfInf(double v) { return std::isfinite(v) ? v : 1e300; }
-
 // JSON number, or null for NaN and infinities (JSON has neither).
 nlohmann::json NumberOrNull(double v) { return std::isfinite(v) ? nlohmann::json(v) : nlohmann::json(nullptr); }
+
+// JSON gives every ratio as a fraction in [0, 1] (one convention for all of
+// sparq's JSON); the report keeps percent, as recipes write the limits.
+nlohmann::json Fraction(double percent) { return NumberOrNull(percent / 100.0); }
+
+bool IsPercent(const std::string& metric) {
+  auto m = ParseMetric(metric);
+  return m.ok() && MetricIsPercent(*m);
+}
+
+// A value of `metric` for JSON: a fraction for percent metrics, else as is.
+nlohmann::json MetricJson(const std::string& metric, double v) {
+  return IsPercent(metric) ? Fraction(v) : NumberOrNull(v);
+}
 
 // The gate's limits in one line: "top1 drop <= 0.50, sqnr >= 30.00 dB".
 std::string Limits(const RunReport& r) {
@@ -78,18 +93,32 @@ std::string RunReport::ToJson() const {
   j["files"] = files;
   j["size"] = {{"fp32_bytes", fp32_bytes}, {"output_bytes", output_bytes}};
   j["weight_sparsity"] = weight_sparsity;
+  // A relative drop is a fraction already; an absolute one is in the
+  // metric's unit.
+  auto drop_json = [&](const std::string& m, double v) { return relative ? NumberOrNull(v) : MetricJson(m, v); };
   json checks = json::array();
-  for (const auto& c : gate_checks)
-    checks.push_back({{"metric", c.metric}, {"limit_key", c.limit_key}, {"value", NumberOrNull(c.value)},
-                      {"limit", NumberOrNull(c.limit)}, {"passed", c.passed}, {"text", c.text}});
-  j["gate"] = {{"metric", metric},     {"fp32", NumberOrNull(fp32_metric)}, {"output", NumberOrNull(output_metric)},
-               {"drop", NumberOrNull(drop)}, {"max_drop", max_drop}, {"relative", relative}, {"passed", passed},
+  for (const auto& c : gate_checks) {
+    const bool is_drop = c.limit_key == "max_drop";
+    checks.push_back({{"metric", c.metric},
+                      {"limit_key", c.limit_key},
+                      {"value", is_drop ? drop_json(c.metric, c.value) : MetricJson(c.metric, c.value)},
+                      {"limit", is_drop ? drop_json(c.metric, c.limit) : MetricJson(c.metric, c.limit)},
+                      {"passed", c.passed},
+                      {"text", c.text}});
+  }
+  j["gate"] = {{"metric", metric},
+               {"fp32", MetricJson(metric, fp32_metric)},
+               {"output", MetricJson(metric, output_metric)},
+               {"drop", drop_json(metric, drop)},
+               {"max_drop", drop_json(metric, max_drop)},
+               {"relative", relative},
+               {"passed", passed},
                {"checks", checks}};
   if (!nonfinite.empty()) j["gate"]["nonfinite"] = nonfinite;
-  j["agreement"] = {{"top1_agreement", top1_agreement},
+  j["agreement"] = {{"top1_agreement", Fraction(top1_agreement)},
                     {"sqnr_db", NumberOrNull(sqnr_db)},
                     {"cosine", NumberOrNull(cosine)},
-                    {"top1", NumberOrNull(top1)},
+                    {"top1", Fraction(top1)},
                     {"samples", eval_samples}};
   j["backend"] = backend;
   json layers = json::array();
@@ -98,15 +127,26 @@ std::string RunReport::ToJson() const {
   j["layers"] = layers;
   json fb = json::array();
   for (const auto& f : fallback)
-    fb.push_back({{"node", f.node}, {"to", f.to}, {"sqnr_db", NullIfInf(f.sqnr_db)}, {"metric_after", f.metric_after}});
+    fb.push_back({{"node", f.node},
+                  {"to", f.to},
+                  {"ranked_by", f.ranked_by},
+                  // dB for the SQNR rankings; the metric (a fraction for percent metrics) for "metric"
+                  {"score", f.ranked_by == "metric" ? MetricJson(metric, f.score) : NumberOrNull(f.score)},
+                  {"metric_after", MetricJson(metric, f.metric_after)},
+                  {"kept", f.kept}});
   j["fallback"] = fb;
   if (pruned) {
     json steps = json::array();
     for (const auto& st : prune_steps)
-      steps.push_back({{"step", st.step}, {"target", st.target}, {"sparsity", st.sparsity},
-                       {"metric_without_recovery", st.metric_masked}, {"metric", st.metric},
-                       {"sqnr_db_without_recovery", st.sqnr_masked_db}, {"sqnr_db", st.sqnr_db},
-                       {"agreement_without_recovery", st.agreement_masked}, {"agreement", st.agreement},
+      steps.push_back({{"step", st.step},
+                       {"target", st.target},
+                       {"sparsity", st.sparsity},
+                       {"metric_without_recovery", MetricJson(metric, st.metric_masked)},
+                       {"metric", MetricJson(metric, st.metric)},
+                       {"sqnr_db_without_recovery", NumberOrNull(st.sqnr_masked_db)},
+                       {"sqnr_db", NumberOrNull(st.sqnr_db)},
+                       {"agreement_without_recovery", Fraction(st.agreement_masked)},
+                       {"agreement", Fraction(st.agreement)},
                        {"accepted", st.acceptable}});
     j["prune"] = {{"steps", steps}, {"summary", prune_text}};
   }
@@ -160,10 +200,10 @@ std::string RunReport::ToMarkdown() const {
     os << "\n</details>\n\n";
   }
   if (!fallback.empty()) {
-    os << "Fallback (worst INT8 layers first):\n\n";
+    os << "Fallback (most harmful INT8 layers first):\n\n";
     for (const auto& f : fallback)
-      os << "- `" << f.node << "` to " << f.to << " (output SQNR " << Fixed(f.sqnr_db, 1) << " dB); " << metric
-         << " after: " << Fixed(f.metric_after) << "\n";
+      os << "- `" << f.node << "` to " << f.to << " (ranked by " << f.ranked_by << ": " << Fixed(f.score, 2) << "); "
+         << metric << " after: " << Fixed(f.metric_after) << (f.kept ? "" : " (not kept)") << "\n";
     os << "\n";
   }
   if (pruned) {
@@ -215,10 +255,42 @@ std::string RunReport::ToText() const {
     }
     os << (st.acceptable ? "" : " (rejected)") << "\n";
   }
-  for (const auto& f : fallback) os << "  fallback    " << f.node << " -> " << f.to << " (SQNR " << Fixed(f.sqnr_db, 1) << " dB)\n";
+  for (const auto& f : fallback)
+    os << "  fallback    " << f.node << " -> " << f.to << " (" << f.ranked_by << " " << Fixed(f.score, 2) << ")"
+       << (f.kept ? "" : " not kept") << "\n";
   for (const auto& w : warnings) os << "  warning     " << w << "\n";
   os << "  gate        " << (passed ? "PASS" : "FAIL") << ": " << Verdict(*this) << "\n";
   return os.str();
+}
+
+Status WriteErrorReports(const Recipe& recipe, const Status& error) {
+  const std::string code = StatusCodeName(error.code());
+  Status first;
+  auto write = [&first](const std::string& path, const std::string& bytes) {
+    if (path.empty()) return;
+    Status s = WriteFileAtomically(path, bytes);
+    if (first.ok() && !s.ok()) first = s;
+  };
+  nlohmann::json j;
+  j["schema_version"] = kJsonSchemaVersion;
+  j["sparq_version"] = Version();
+  j["recipe"] = recipe.source;
+  j["name"] = recipe.name;
+  j["error"] = {{"code", code}, {"message", error.message()}};
+  write(recipe.report.json, j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
+  std::ostringstream xml;
+  xml << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+      << "<testsuites name=\"sparq\" tests=\"1\" failures=\"0\" errors=\"1\">\n"
+      << "  <testsuite name=\"sparq." << XmlEscape(recipe.name) << "\" tests=\"1\" failures=\"0\" errors=\"1\">\n"
+      << "    <testcase classname=\"sparq.gate\" name=\"" << XmlEscape(recipe.name) << "\">\n"
+      << "      <error type=\"" << code << "\" message=\"" << XmlEscape(error.message()) << "\">"
+      << XmlEscape(error.ToString()) << "</error>\n"
+      << "    </testcase>\n  </testsuite>\n</testsuites>\n";
+  write(recipe.report.junit, xml.str());
+  write(recipe.report.markdown, "## sparq: " + recipe.name + " ERROR\n\n**The run stopped with an error** (" + code +
+                                    "), so the gate was not judged and no model was kept:\n\n```\n" +
+                                    error.message() + "\n```\n");
+  return first;
 }
 
 }  // namespace sparq

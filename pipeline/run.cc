@@ -10,6 +10,7 @@
 #include "pipeline/data_prep.h"
 #include "pipeline/gate.h"
 #include "pipeline/provenance.h"
+#include "pipeline/report.h"
 #include "pipeline/prune_stage.h"
 #include "runtime/nonfinite.h"
 #include "sparq/bias_correction.h"
@@ -304,12 +305,16 @@ StatusOr<RunReport> Runner::Run() {
                          Timed("evaluate output", [&] { return EvaluateModel(quantized.model, "evaluate output"); }));
   Judge(quantized.eval);
 
-  // Accuracy-aware fallback: move the worst INT8 layer off INT8 and retry.
+  // Accuracy-aware fallback: move the most harmful INT8 layers off INT8, keep the best attempt.
   const auto& fb = r_.quantize.fallback;
   if (!report_.passed && int8 && fb.enabled) {
     FallbackOptions f;
     f.to = fb.to;
     f.max_layers = fb.max_layers;
+    using RankBy = RecipeQuantize::RankBy;
+    f.ranking = fb.rank_by == RankBy::kSqnr     ? FallbackRanking::kLayerSqnr
+                : fb.rank_by == RankBy::kMetric ? FallbackRanking::kMetricAlone
+                                                : FallbackRanking::kOutputSqnrAlone;
     f.threads = r_.evaluate.threads;
     f.metric = r_.evaluate.metric;
     f.log = [this](const std::string& line) { Log(line); };
@@ -330,9 +335,10 @@ StatusOr<RunReport> Runner::Run() {
   SPARQ_RETURN_IF_ERROR(WriteOutputModel(compressed));
   for (const auto& f : report_.fallback)
     for (auto& l : report_.layers)
-      if (l.node == f.node) {
-        char buf[96];
-        std::snprintf(buf, sizeof buf, "fallback: output SQNR %.1f dB, the lowest of the INT8 layers", f.sqnr_db);
+      if (l.node == f.node && f.kept) {
+        char buf[160];
+        std::snprintf(buf, sizeof buf, "fallback: ranked by %s (%.2f%s)", f.ranked_by.c_str(), f.score,
+                      f.ranked_by == "metric" ? "" : " dB");
         l.reason = buf;
       }
   report_.files.insert(report_.files.begin(), r_.output.model);
@@ -381,6 +387,11 @@ StatusOr<RunReport> RunRecipe(const Recipe& recipe, const PipelineOptions& optio
     fs::remove(recipe.output.model, ec);
     if (recipe.output.external_data) fs::remove(recipe.output.model + ".data", ec);
   }
+  // ... and no earlier run's reports stay behind as if they were this run's.
+  // Only with output.overwrite: without it, reports of an earlier run stopped
+  // this run before it began (CheckOutputsWritable) and are the user's to keep,
+  // and none written now should block the next run.
+  if (!report.ok() && recipe.output.overwrite) (void)WriteErrorReports(recipe, report.status());
   return report;
 }
 

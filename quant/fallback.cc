@@ -3,7 +3,9 @@
 #include <algorithm>
 #include <map>
 
+#include "graph/name_pattern.h"
 #include "graph/value_index.h"
+#include "runtime/dataset.h"
 #include "sparq/executor.h"
 #include "sparq/metrics.h"
 
@@ -44,6 +46,111 @@ StatusOr<std::vector<LayerSqnr>> LayerOutputSqnr(const Model& float_model, const
   return out;
 }
 
+namespace {
+
+std::vector<std::string> Int8Layers(const std::vector<LayerDecision>& layers) {
+  std::vector<std::string> int8;
+  for (const LayerDecision& d : layers)
+    if (d.precision == Precision::kINT8 && !d.node.empty()) int8.push_back(d.node);
+  return int8;
+}
+
+// `options` with every layer of `int8` but `node` kept in FP32 by an
+// exact-name rule ahead of the caller's rules.
+QuantizeOptions AloneInInt8(const QuantizeOptions& options, const std::vector<std::string>& int8,
+                            const std::string& node) {
+  QuantizeOptions alone = options;
+  std::vector<LayerRule> rules;
+  for (const std::string& other : int8)
+    if (other != node) rules.push_back({EscapeRegex(other), Precision::kFP32});
+  alone.layers.insert(alone.layers.begin(), rules.begin(), rules.end());
+  return alone;
+}
+
+// The rankings run one batch per INT8 layer (or per step): at most
+// kRankingRows samples of the first batch, where the model's batch dimension
+// is free to take them.
+constexpr int64_t kRankingRows = 8;
+TensorMap RankingBatch(const Graph& g, TensorMap batch) {
+  for (const ValueInfo& in : g.inputs) {
+    auto it = batch.find(in.name);
+    if (it == batch.end()) continue;
+    if (in.has_shape && !in.dims.empty() && in.dims[0].known()) return batch;  // a fixed batch size
+    if (it->second.rank() == 0 || it->second.dim(0) <= kRankingRows) return batch;
+  }
+  for (auto& [name, t] : batch)
+    if (t.rank() > 0 && t.dim(0) > kRankingRows) t = SliceRows(t, 0, kRankingRows);
+  return batch;
+}
+
+void SortLowestFirst(std::vector<LayerSqnr>& v) {
+  std::stable_sort(v.begin(), v.end(), [](const LayerSqnr& a, const LayerSqnr& b) { return a.sqnr_db < b.sqnr_db; });
+}
+
+}  // namespace
+
+const char* FallbackRankingName(FallbackRanking r) {
+  switch (r) {
+    case FallbackRanking::kLayerSqnr: return "sqnr";
+    case FallbackRanking::kOutputSqnrAlone: return "output_sqnr";
+    case FallbackRanking::kMetricAlone: return "metric";
+  }
+  return "?";
+}
+
+StatusOr<std::vector<LayerSqnr>> LayerAloneOutputSqnr(const Model& float_model, const CalibrationTable& table,
+                                                      const QuantizeOptions& options,
+                                                      const std::vector<LayerDecision>& layers, const TensorMap& batch,
+                                                      int threads) {
+  const std::vector<std::string> int8 = Int8Layers(layers);
+  TensorMap reference;
+  SPARQ_ASSIGN_OR_RETURN(auto float_exec, Executor::Create(float_model, ExecutorOptions{threads}));
+  SPARQ_RETURN_IF_ERROR(float_exec->Run(batch, &reference));
+  std::vector<LayerSqnr> out;
+  for (const std::string& node : int8) {
+    SPARQ_ASSIGN_OR_RETURN(Model candidate, QuantizeModel(float_model, table, AloneInInt8(options, int8, node), nullptr));
+    SPARQ_ASSIGN_OR_RETURN(auto exec, Executor::Create(candidate, ExecutorOptions{threads}));
+    TensorMap outputs;
+    SPARQ_RETURN_IF_ERROR(exec->Run(batch, &outputs));
+    ErrorStats s;
+    for (const auto& v : float_model.graph.outputs) {
+      auto want = reference.find(v.name);
+      auto got = outputs.find(v.name);
+      if (want == reference.end() || got == outputs.end()) {
+        return Status::Internal("fallback ranking: output '" + v.name + "' missing with only '" + node + "' in INT8");
+      }
+      const DataType t = want->second.dtype();
+      if (t != DataType::kFloat32 && t != DataType::kFloat16) continue;
+      SPARQ_RETURN_IF_ERROR(s.Add(want->second.ToFloat32(), got->second.ToFloat32()));
+    }
+    out.push_back({node, s.sqnr_db()});
+  }
+  SortLowestFirst(out);
+  return out;
+}
+
+namespace {
+
+// kMetricAlone: each layer alone in INT8, scored by `metric` on the whole data.
+StatusOr<std::vector<LayerSqnr>> LayerAloneMetric(const Model& float_model, const CalibrationTable& table,
+                                                  const QuantizeOptions& options,
+                                                  const std::vector<LayerDecision>& layers, Evaluator& evaluator,
+                                                  Metric metric) {
+  const std::vector<std::string> int8 = Int8Layers(layers);
+  std::vector<LayerSqnr> out;
+  for (const std::string& node : int8) {
+    SPARQ_ASSIGN_OR_RETURN(Model candidate, QuantizeModel(float_model, table, AloneInInt8(options, int8, node), nullptr));
+    EvaluateCallOptions call;
+    call.name = "fallback ranking " + node;
+    SPARQ_ASSIGN_OR_RETURN(EvalReport e, evaluator.Evaluate(candidate, call));
+    out.push_back({node, MetricValue(metric, e)});
+  }
+  SortLowestFirst(out);
+  return out;
+}
+
+}  // namespace
+
 StatusOr<FallbackResult> QuantizeWithFallback(const Model& float_model, const CalibrationTable& table,
                                               const QuantizeOptions& options, QuantizedCandidate start,
                                               Evaluator& evaluator,
@@ -54,36 +161,77 @@ StatusOr<FallbackResult> QuantizeWithFallback(const Model& float_model, const Ca
   result.final = std::move(start);
   result.passed = passes(result.final.eval);
   if (result.passed) return result;
-  SPARQ_ASSIGN_OR_RETURN(TensorMap batch, evaluator.FirstBatch());
-  while (!result.passed && static_cast<int>(result.steps.size()) < fallback.max_layers) {
-    SPARQ_ASSIGN_OR_RETURN(std::vector<LayerSqnr> ranked,
-                           LayerOutputSqnr(float_model, result.final.model, result.final.report.layers, batch,
-                                           fallback.threads));
-    const LayerSqnr* worst = nullptr;
-    for (const LayerSqnr& l : ranked) {
-      const bool moved = std::any_of(result.steps.begin(), result.steps.end(),
-                                     [&](const FallbackStep& s) { return s.node == l.node; });
-      if (!moved) {
-        worst = &l;
+  SPARQ_ASSIGN_OR_RETURN(TensorMap first, evaluator.FirstBatch());
+  const TensorMap batch = RankingBatch(float_model.graph, std::move(first));
+  // Layers ranked alone are ranked once: moving one layer does not change
+  // what another does alone. kLayerSqnr ranks the latest attempt again.
+  std::vector<LayerSqnr> ranked;
+  if (fallback.ranking == FallbackRanking::kOutputSqnrAlone) {
+    SPARQ_ASSIGN_OR_RETURN(ranked, LayerAloneOutputSqnr(float_model, table, options, result.final.report.layers,
+                                                        batch, fallback.threads));
+  } else if (fallback.ranking == FallbackRanking::kMetricAlone) {
+    SPARQ_ASSIGN_OR_RETURN(ranked, LayerAloneMetric(float_model, table, options, result.final.report.layers,
+                                                    evaluator, fallback.metric));
+  }
+  const char* unit = fallback.ranking == FallbackRanking::kMetricAlone ? "" : " dB";
+  const std::string what = fallback.ranking == FallbackRanking::kLayerSqnr ? "its output SQNR"
+                           : fallback.ranking == FallbackRanking::kOutputSqnrAlone
+                               ? "model output SQNR with it alone in INT8"
+                               : std::string(MetricName(fallback.metric)) + " with it alone in INT8";
+  // The best attempt so far: the first that passes, else the highest metric
+  // (the fewest layers moved on a tie).
+  double best_metric = MetricValue(fallback.metric, result.final.eval);
+  size_t best_steps = 0;
+  QuantizeOptions attempt = options;
+  QuantizedCandidate latest_storage;
+  const QuantizedCandidate* latest = &result.final;
+  auto moved = [&](const std::string& node) {
+    return std::any_of(result.steps.begin(), result.steps.end(), [&](const FallbackStep& s) { return s.node == node; });
+  };
+  while (static_cast<int>(result.steps.size()) < fallback.max_layers) {
+    if (fallback.ranking == FallbackRanking::kLayerSqnr) {
+      SPARQ_ASSIGN_OR_RETURN(ranked, LayerOutputSqnr(float_model, latest->model, latest->report.layers, batch,
+                                                     fallback.threads));
+    }
+    const LayerSqnr* culprit = nullptr;
+    for (const LayerSqnr& l : ranked)
+      if (!moved(l.node)) {
+        culprit = &l;
         break;
       }
-    }
-    if (worst == nullptr) break;
-    result.options.layers.insert(result.options.layers.begin(), LayerRule{worst->node, fallback.to});
+    if (culprit == nullptr) break;
+    const LayerSqnr chosen = *culprit;
+    attempt.layers.insert(attempt.layers.begin(), LayerRule{EscapeRegex(chosen.node), fallback.to});
     if (fallback.log) {
-      fallback.log("fallback: " + worst->node + " to " + PrecisionName(fallback.to) + " (output SQNR " +
-                   std::to_string(worst->sqnr_db) + " dB)");
+      fallback.log("fallback: " + chosen.node + " to " + PrecisionName(fallback.to) + " (" + what + ": " +
+                   std::to_string(chosen.sqnr_db) + unit + ")");
     }
     QuantizedCandidate next;
-    SPARQ_ASSIGN_OR_RETURN(next.model, QuantizeModel(float_model, table, result.options, &next.report));
+    SPARQ_ASSIGN_OR_RETURN(next.model, QuantizeModel(float_model, table, attempt, &next.report));
     EvaluateCallOptions call;
     call.name = "fallback " + std::to_string(result.steps.size() + 1);
     SPARQ_ASSIGN_OR_RETURN(next.eval, evaluator.Evaluate(next.model, call));
-    result.passed = passes(next.eval);
-    result.steps.push_back({worst->node, PrecisionName(fallback.to), worst->sqnr_db,
-                            MetricValue(fallback.metric, next.eval)});
-    result.final = std::move(next);
+    const bool passed = passes(next.eval);
+    const double metric = MetricValue(fallback.metric, next.eval);
+    result.steps.push_back(
+        {chosen.node, PrecisionName(fallback.to), FallbackRankingName(fallback.ranking), chosen.sqnr_db, metric});
+    if (passed || metric > best_metric) {
+      best_metric = metric;
+      best_steps = result.steps.size();
+      result.final = std::move(next);
+      result.options = attempt;
+      latest = &result.final;
+    } else {
+      latest_storage = std::move(next);
+      latest = &latest_storage;
+    }
+    if (passed) {
+      result.passed = true;
+      break;
+    }
   }
+  for (size_t k = 0; k < result.steps.size(); ++k) result.steps[k].kept = k < best_steps;
+  if (!result.passed) result.passed = passes(result.final.eval);  // the caller's verdict is the kept model's
   return result;
 }
 

@@ -428,7 +428,9 @@ StatusOr<BatchSource> OpenDataset(const std::string& path, const Graph& graph, c
         const std::string samples = "samples [" + std::to_string(*seen) + ", " + std::to_string(*seen + rows) + ")";
         Status st = transform(batch);
         if (!st.ok()) return st.WithContext(path + ", " + samples);
-        for (const auto& [name, t] : *batch) {
+        for (const auto& entry : *batch) {  // (no structured binding: C++17 lambdas cannot capture one)
+          const std::string& name = entry.first;
+          const Tensor& t = entry.second;
           auto input = std::find_if(fed.begin(), fed.end(), [&](const ValueInfo& v) { return v.name == name; });
           if (input == fed.end()) continue;
           SPARQ_RETURN_IF_ERROR(CheckInputArray(t.dtype(), t.shape(), *input,

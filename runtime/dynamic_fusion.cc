@@ -60,6 +60,21 @@ std::vector<std::string> FuseDynamicMatMul(Model* model) {
     Node f{mul.name, "MatMulIntegerToFloat", kSparqDomain,
            {mm.inputs[0], mm.inputs[1], mm.inputs[2], mm.inputs[3], a_scale, scale_mul.inputs[w]},
            {mul.outputs[0]}, {}, ""};
+    // A bias Add after the product (onnxruntime's quantize_dynamic keeps the
+    // float bias): a constant float32 [N] on either side.
+    const long add_i = sole_reader(mul.outputs[0]);
+    if (add_i >= 0 && is(g.nodes[add_i], "Add") && g.nodes[add_i].inputs.size() == 2 &&
+        g.nodes[add_i].outputs.size() == 1) {
+      const Node& add = g.nodes[add_i];
+      const std::string& bias = add.inputs[0] == mul.outputs[0] ? add.inputs[1] : add.inputs[0];
+      const Tensor* t = constant(bias);
+      if (bias != mul.outputs[0] && t != nullptr && t->dtype() == DataType::kFloat32 && t->rank() == 1 &&
+          t->dim(0) == b->dim(1)) {
+        f.inputs.push_back(bias);
+        f.outputs = add.outputs;
+        removed.insert(static_cast<size_t>(add_i));
+      }
+    }
     removed.insert(static_cast<size_t>(cast_i));
     removed.insert(static_cast<size_t>(mul_i));
     if (sole_reader(s) == mul_i) removed.insert(*sp);

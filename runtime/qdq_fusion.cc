@@ -5,7 +5,10 @@
 //   DequantizeLinear(w_q) ─┼─ Conv ── QuantizeLinear ── y_q
 //   DequantizeLinear(b_q) ─┘                  =>   QLinearConv(x_q, .., w_q, .., b_q) ── y_q
 //
-// and the same for MatMul (without bias) into QLinearMatMul. When a Relu or
+// and the same for MatMul (without bias) into QLinearMatMul, whose B may also
+// be an activation (attention's Q x K^T and P x V in onnxruntime's placement;
+// per-tensor parameters on both sides; the fast kernel runs it batch by
+// batch, kernels/cpu/quant_matmul.cc). When a Relu or
 // a Clip sits between the layer and its QuantizeLinear (the quantizer
 // quantizes after a fusable activation, as onnxruntime and TensorRT do), the
 // integer operator takes the activation's output scale and the activation
@@ -23,10 +26,11 @@
 //
 // A pattern fuses only when every scale and zero point is a constant (one
 // value per tensor; the weight's scale and zero point may be per output
-// channel), the weight and bias are constants, the bias scale is the product
-// of the input and weight scales (what sparq's and onnxruntime's writers
-// produce), and the float output of Conv/MatMul goes to the QuantizeLinear
-// alone. DequantizeLinear nodes left without readers are removed.
+// channel), the weight (but for MatMul's activation B) and bias are
+// constants, the bias scale is the product of the input and weight scales
+// (what sparq's and onnxruntime's writers produce), and the float output of
+// Conv/MatMul goes to the QuantizeLinear alone. DequantizeLinear nodes left
+// without readers are removed.
 //
 // Then the float glue between the integer operators is fused into internal
 // operators of domain "sparq" (version 1; defined and computed for
@@ -38,17 +42,24 @@
 //   DequantizeLinear(x_q) ── MaxPool ── [unary ops]* ── QuantizeLinear ── y_q
 //                                      =>   MaxPool(x_q) ── sparq.QLinearLut(.., table) ── y_q
 //                                           (no QLinearLut when its table is the identity)
+//   DequantizeLinear(x_q) ── [move ops]+ ── QuantizeLinear ── y_q
+//                                      =>   [move ops]+(x_q) [── sparq.QLinearLut(.., table)] ── y_q
+//                                           (no QLinearLut when DQ -> Q is the identity: the
+//                                           same parameters, onnxruntime's Q/DQ around Reshape)
 //   DequantizeLinear(a_q) ─┐
 //   DequantizeLinear(b_q) ─┴─ Add ── QuantizeLinear ── y_q
 //                                      =>   sparq.QLinearAdd(a_q, .., b_q, .., y_scale, y_zp) ── y_q
+//                                           (numpy broadcasting: bias rows, masks)
+//   the same with Mul                  =>   sparq.QLinearMul(a_q, .., b_q, .., y_scale, y_zp) ── y_q
+//                                           (GELU's product, LayerNorm's gamma)
 //
-// then a table that alone reads a QLinearConv's or QLinearAdd's output
+// then a table that alone reads a QLinearConv's, QLinearAdd's or QLinearMul's output
 // folds into it:
 //
 //   QLinearConv(x_q, ..) ── sparq.QLinearLut(.., table) ── y_q
 //                                      =>   sparq.QLinearConvLut(x_q, .., B or "", table) ── y_q
-//   sparq.QLinearAdd(a_q, ..) ── sparq.QLinearLut(.., table) ── y_q
-//                                      =>   sparq.QLinearAdd(a_q, .., y_zp, table) ── y_q
+//   sparq.QLinearAdd|Mul(a_q, ..) ── sparq.QLinearLut(.., table) ── y_q
+//                                      =>   sparq.QLinearAdd|Mul(a_q, .., y_zp, table) ── y_q
 //
 // and last a DequantizeLinear whose inputs are all constants becomes the
 // initializer it computes (on its reference kernel, once).
@@ -56,7 +67,13 @@
 // [unary ops]* are zero or more elementwise float ops whose result per
 // element depends on that element only (Relu, Clip with constant bounds,
 // LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Identity, ...; see
-// kLutOps). The 256-entry table is made at executor creation by running the
+// kLutOps), and Add / Sub / Mul / Div / Pow of the value and a float32
+// scalar (rank 0) constant on either side, the constant an initializer or the
+// DequantizeLinear of one (GELU's / sqrt(2), + 1, * 0.5 in onnxruntime's
+// placement). [move ops]+ are Reshape, Transpose, Squeeze, Unsqueeze,
+// Flatten, Slice, Expand on their input 0 (their other inputs stay as they
+// are): they only move elements, so they commute with the table. The
+// 256-entry table is made at executor creation by running the
 // pattern's own nodes on their reference kernels over all 256 values of
 // x_q's type, so it holds exactly the float graph's results. MaxPool moves
 // before the table because DequantizeLinear (scale > 0) is nondecreasing and
@@ -65,12 +82,15 @@
 //
 // A glue pattern fuses only when every DequantizeLinear / QuantizeLinear has
 // a constant float32 scale and a constant uint8/int8 zero point, one value
-// each (per tensor), and every value inside the pattern (the dequantized
-// values, the unary ops' and MaxPool's and Add's outputs) is read by the next
-// node of the pattern alone and is no graph output. Anything else is left as
-// it is. Patterns are matched at each QuantizeLinear in graph order, so the
-// rewrite is deterministic.
+// each (per tensor), and every value inside the pattern (the unary, move
+// ops' and MaxPool's and Add's outputs) is read by the next node of the
+// pattern alone and is no graph output. A dequantized value that other nodes
+// read too is fine: the pattern reads its integers and the DequantizeLinear
+// stays for the others (it goes when no reader is left). Anything else is
+// left as it is. Patterns are matched at each QuantizeLinear in graph order
+// (move ops, then a table, then Add), so the rewrite is deterministic.
 #include <cmath>
+#include <iterator>
 #include <map>
 #include <optional>
 #include <set>
@@ -84,6 +104,22 @@
 
 namespace sparq {
 namespace {
+
+// Drops DequantizeLinear nodes whose output nothing reads (no node, no graph
+// output), repeatedly, in graph order.
+void RemoveUnreadDequantizeNodes(Graph& g) {
+  while (true) {
+    std::set<std::string> read;
+    for (const auto& o : g.outputs) read.insert(o.name);
+    for (const Node& n : g.nodes) read.insert(n.inputs.begin(), n.inputs.end());
+    const size_t before = g.nodes.size();
+    std::vector<Node> kept;
+    for (Node& n : g.nodes)
+      if (!(n.op_type == "DequantizeLinear" && n.domain.empty() && !read.count(n.outputs[0]))) kept.push_back(std::move(n));
+    g.nodes = std::move(kept);
+    if (g.nodes.size() == before) return;
+  }
+}
 
 class Fuser {
  public:
@@ -106,7 +142,7 @@ class Fuser {
       if (after != inserted_after_.end()) kept.push_back(std::move(after->second));
     }
     g_.nodes = std::move(kept);
-    RemoveUnreadDequantizeNodes();
+    RemoveUnreadDequantizeNodes(g_);
     return fused;
   }
 
@@ -162,8 +198,10 @@ class Fuser {
     const Tensor* w = Constant(dw->inputs[0]);
     const Tensor* ws = Constant(dw->inputs[1]);
     const Tensor* wzp = Constant(dw->inputs[2]);
-    if (w == nullptr || ws == nullptr || wzp == nullptr || ws->numel() != wzp->numel()) return false;
-    if (ws->numel() > 1) {  // per channel: along Conv's output channels (axis 0) or MatMul's columns (axis 1)
+    // MatMul of two activations (attention's products): per-tensor parameters on both sides.
+    const bool activations = !conv && w == nullptr && ScalarConstant(dw->inputs[1]) && ScalarConstant(dw->inputs[2]);
+    if (!activations && (w == nullptr || ws == nullptr || wzp == nullptr || ws->numel() != wzp->numel())) return false;
+    if (!activations && ws->numel() > 1) {  // per channel: along Conv's output channels (axis 0) or MatMul's columns (axis 1)
       const int64_t axis = dw->attr_int("axis", 1);
       const int64_t want = conv ? 0 : 1;
       const auto rank = static_cast<int64_t>(w->rank());
@@ -225,20 +263,6 @@ class Fuser {
     return true;
   }
 
-  void RemoveUnreadDequantizeNodes() {
-    while (true) {
-      std::set<std::string> read;
-      for (const auto& o : g_.outputs) read.insert(o.name);
-      for (const Node& n : g_.nodes) read.insert(n.inputs.begin(), n.inputs.end());
-      const size_t before = g_.nodes.size();
-      std::vector<Node> kept;
-      for (Node& n : g_.nodes)
-        if (!(n.op_type == "DequantizeLinear" && n.domain.empty() && !read.count(n.outputs[0]))) kept.push_back(std::move(n));
-      g_.nodes = std::move(kept);
-      if (g_.nodes.size() == before) return;
-    }
-  }
-
   Graph& g_;
   const ValueIndex index_;  // of the graph as it came: nodes are only marked until Run() compacts them
   std::set<std::string> overridable_;
@@ -268,7 +292,8 @@ class GlueFuser {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& q = g_.nodes[i];
       if (q.op_type != "QuantizeLinear" || !q.domain.empty() || !PerTensorQuantNode(q)) continue;
-      if (TryFuseAdd(i) || TryFuseLut(i)) fused.push_back(replacements_[i].back().name);
+      // A table first: an Add of a scalar constant is one step of a table, cheaper than a QLinearAdd.
+      if (TryFuseMove(i) || TryFuseLut(i) || TryFuseAdd(i)) fused.push_back(replacements_[i].back().name);
     }
     if (fused.empty()) return fused;
     std::vector<Node> kept;
@@ -281,6 +306,7 @@ class GlueFuser {
       }
     }
     g_.nodes = std::move(kept);
+    RemoveUnreadDequantizeNodes(g_);
     bool imported = false;
     for (const auto& o : model_.opset_imports) imported |= o.domain == kDomain;
     if (!imported) model_.opset_imports.push_back({kDomain, 1});
@@ -319,24 +345,53 @@ class GlueFuser {
     *index = *p;
     return &g_.nodes[*p];
   }
+  // The per-tensor DequantizeLinear producing `value`. Other nodes may read
+  // `value` too (GELU's x feeds Erf's branch and the product): the pattern
+  // then reads the integers and the DequantizeLinear stays for the others;
+  // Run() drops it when no reader is left.
   const Node* QualifyingDequantize(const std::string& value, size_t* index) const {
-    const Node* d = SoleProducer(value, index);
-    if (d == nullptr || d->op_type != "DequantizeLinear" || !d->domain.empty() || !PerTensorQuantNode(*d)) return nullptr;
-    return d;
+    const std::optional<size_t> p = index_.Producer(value);
+    if (!p || removed_.count(*p)) return nullptr;
+    const Node& d = g_.nodes[*p];
+    if (d.op_type != "DequantizeLinear" || !d.domain.empty() || !PerTensorQuantNode(d)) return nullptr;
+    *index = *p;
+    return &d;
   }
 
   int64_t Opset(const Node& n) const {
     const int64_t v = model_.opset(n.domain);
     return v == 0 && n.domain.empty() ? 21 : v;  // as the executor reads it
   }
-  // Runs node `n` on its reference kernel with `x` as input 0 and the
-  // node's constants as its other inputs.
-  StatusOr<Tensor> RunReference(const Node& n, const Tensor& x) const {
+  // A constant, or the value of a DequantizeLinear whose inputs are all
+  // constants (onnxruntime's placement quantizes the constant operands of
+  // Add / Mul / Div too), computed once on the reference kernel.
+  const Tensor* ConstantValue(const std::string& name) const {
+    if (const Tensor* c = Constant(name)) return c;
+    auto cached = dequantized_constants_.find(name);
+    if (cached != dequantized_constants_.end()) return &cached->second;
+    const std::optional<size_t> p = index_.Producer(name);
+    if (!p) return nullptr;
+    const Node& d = g_.nodes[*p];
+    if (d.op_type != "DequantizeLinear" || !d.domain.empty() || d.inputs.empty() || d.outputs.size() != 1) return nullptr;
+    const Tensor* x = Constant(d.inputs[0]);
+    if (x == nullptr) return nullptr;
+    StatusOr<Tensor> v = RunReference(d, *x);
+    if (!v.ok()) return nullptr;
+    return &dequantized_constants_.emplace(name, std::move(v).value()).first->second;
+  }
+
+  // Runs node `n` on its reference kernel with `x` as input `x_input` and the
+  // node's constants (ConstantValue) as its other inputs.
+  StatusOr<Tensor> RunReference(const Node& n, const Tensor& x, size_t x_input = 0) const {
     const KernelDef* def = KernelRegistry::Reference().Find(n.op_type, n.domain, Opset(n));
     if (def == nullptr) return Status::NotSupported(n.Describe() + ": no reference kernel");
-    std::vector<const Tensor*> inputs = {&x};
-    for (size_t i = 1; i < n.inputs.size(); ++i) {
-      const Tensor* c = Constant(n.inputs[i]);
+    std::vector<const Tensor*> inputs;
+    for (size_t i = 0; i < n.inputs.size(); ++i) {
+      if (i == x_input) {
+        inputs.push_back(&x);
+        continue;
+      }
+      const Tensor* c = n.inputs[i].empty() ? nullptr : ConstantValue(n.inputs[i]);
       if (!n.inputs[i].empty() && c == nullptr) return Status::NotSupported(n.Describe() + ": input is not constant");
       inputs.push_back(c);
     }
@@ -354,6 +409,32 @@ class GlueFuser {
         "Elu",      "Selu",     "Celu",      "Softplus", "Softsign", "ThresholdedRelu", "Abs", "Neg",
         "Erf",      "Gelu",     "Mish",      "Exp",     "Floor", "Ceil",        "Round"};
     return n.domain.empty() && n.outputs.size() == 1 && !n.inputs.empty() && kLutOps.count(n.op_type) > 0;
+  }
+
+  // Which input of `n` carries `value` when `n` is one step of a table: an
+  // elementwise op of kLutOps on input 0, or Add / Sub / Mul / Div / Pow of
+  // `value` and a float32 scalar constant (rank 0, so the result keeps x's
+  // shape), on either side. -1 when `n` is neither.
+  int LutStepInput(const Node& n, const std::string& value) const {
+    if (IsLutOp(n)) return n.inputs[0] == value ? 0 : -1;
+    static const std::set<std::string> kScalarOps = {"Add", "Sub", "Mul", "Div", "Pow"};
+    if (!n.domain.empty() || n.outputs.size() != 1 || n.inputs.size() != 2 || !kScalarOps.count(n.op_type)) return -1;
+    for (int k = 0; k < 2; ++k) {
+      if (n.inputs[k] != value || n.inputs[1 - k] == value) continue;
+      const Tensor* c = ConstantValue(n.inputs[1 - k]);
+      if (c != nullptr && c->dtype() == DataType::kFloat32 && c->rank() == 0) return k;
+    }
+    return -1;
+  }
+
+  // Ops that only move, drop or repeat elements of input 0 (the other inputs
+  // say where): they commute with any elementwise map, so a DequantizeLinear
+  // before one and a QuantizeLinear after it compose to one table, applied to
+  // the integers after the move (no table at all when it is the identity).
+  static bool IsMoveOp(const Node& n) {
+    static const std::set<std::string> kMoveOps = {"Reshape", "Transpose", "Squeeze", "Unsqueeze",
+                                                   "Flatten", "Slice",     "Expand"};
+    return n.domain.empty() && n.outputs.size() == 1 && !n.inputs.empty() && kMoveOps.count(n.op_type) > 0;
   }
 
   // MaxPool without Indices whose every window holds at least one tap of x.
@@ -375,13 +456,17 @@ class GlueFuser {
   // DequantizeLinear -> [MaxPool] -> [unary ops]* -> QuantizeLinear at q_index.
   bool TryFuseLut(size_t q_index) {
     const Node& q = g_.nodes[q_index];
-    std::vector<size_t> chain;  // unary ops, last first
+    std::vector<std::pair<size_t, int>> chain;  // unary steps (node, input of x), last first
     size_t index = 0;
     std::string value = q.inputs[0];
     const Node* n = SoleProducer(value, &index);
-    while (n != nullptr && IsLutOp(*n)) {
-      chain.push_back(index);
-      value = n->inputs[0];
+    while (n != nullptr) {
+      // The producer's input that continues the chain: the one that is not a scalar constant.
+      int x_input = -1;
+      for (size_t k = 0; k < n->inputs.size() && x_input < 0; ++k) x_input = LutStepInput(*n, n->inputs[k]);
+      if (x_input < 0) break;
+      chain.emplace_back(index, x_input);
+      value = n->inputs[x_input];
       n = SoleProducer(value, &index);
     }
     const Node* pool = nullptr;
@@ -403,7 +488,8 @@ class GlueFuser {
     const int offset = x_type == DataType::kInt8 ? 128 : 0;
     for (int i = 0; i < 256; ++i) static_cast<uint8_t*>(x.raw_data())[i] = static_cast<uint8_t>(i - offset);
     StatusOr<Tensor> v = RunReference(*dq, x);
-    for (auto it = chain.rbegin(); v.ok() && it != chain.rend(); ++it) v = RunReference(g_.nodes[*it], *v);
+    for (auto it = chain.rbegin(); v.ok() && it != chain.rend(); ++it)
+      v = RunReference(g_.nodes[it->first], *v, static_cast<size_t>(it->second));
     if (v.ok()) v = RunReference(q, *v);
     if (!v.ok() || v->dtype() != y_type || v->numel() != 256) return false;
     bool identity = x_type == y_type;
@@ -431,32 +517,88 @@ class GlueFuser {
       lut.outputs = {q.outputs[0]};
       out.push_back(std::move(lut));
     }
-    removed_.insert(dq_index);
-    for (size_t c : chain) removed_.insert(c);
+    for (const auto& c : chain) removed_.insert(c.first);
     replacements_[q_index] = std::move(out);
     return true;
   }
 
-  // DequantizeLinear(a), DequantizeLinear(b) -> Add -> QuantizeLinear at q_index.
+  // DequantizeLinear -> [move ops]+ -> QuantizeLinear at q_index: the move
+  // ops on the integers, then the table of DequantizeLinear -> QuantizeLinear
+  // unless it is the identity (the same scale and zero point: the usual case,
+  // onnxruntime's Q/DQ pairs around Reshape and Transpose).
+  bool TryFuseMove(size_t q_index) {
+    const Node& q = g_.nodes[q_index];
+    std::vector<size_t> moves;  // last first
+    size_t index = 0;
+    std::string value = q.inputs[0];
+    const Node* n = SoleProducer(value, &index);
+    while (n != nullptr && IsMoveOp(*n)) {
+      moves.push_back(index);
+      value = n->inputs[0];
+      n = SoleProducer(value, &index);
+    }
+    if (moves.empty()) return false;
+    size_t dq_index = 0;
+    const Node* dq = QualifyingDequantize(value, &dq_index);
+    if (dq == nullptr) return false;
+    const DataType x_type = Constant(dq->inputs[2])->dtype();
+    const DataType y_type = Constant(q.inputs[2])->dtype();
+    Tensor x(x_type, {256});
+    const int offset = x_type == DataType::kInt8 ? 128 : 0;
+    for (int i = 0; i < 256; ++i) static_cast<uint8_t*>(x.raw_data())[i] = static_cast<uint8_t>(i - offset);
+    StatusOr<Tensor> v = RunReference(*dq, x);
+    if (v.ok()) v = RunReference(q, *v);
+    if (!v.ok() || v->dtype() != y_type || v->numel() != 256) return false;
+    bool identity = x_type == y_type;
+    for (int i = 0; identity && i < 256; ++i)
+      identity = static_cast<const uint8_t*>(v->raw_data())[i] == static_cast<uint8_t>(i - offset);
+
+    std::vector<Node> out;
+    std::string moved = dq->inputs[0];
+    for (auto it = moves.rbegin(); it != moves.rend(); ++it) {
+      Node m = g_.nodes[*it];  // same attributes and other inputs, on the integers
+      m.inputs[0] = moved;
+      const bool last = std::next(it) == moves.rend();
+      m.outputs = {last && identity ? q.outputs[0] : editor_.FreshName(m.outputs[0] + "_sparq_int")};
+      moved = m.outputs[0];
+      out.push_back(std::move(m));
+      removed_.insert(*it);
+    }
+    if (!identity) {
+      const std::string table = editor_.FreshName(q.outputs[0] + "_sparq_lut");
+      g_.initializers[table] = std::move(v).value();
+      Node lut;
+      lut.name = q.name.empty() ? q.outputs[0] : q.name;
+      lut.op_type = "QLinearLut";
+      lut.domain = kDomain;
+      lut.inputs = {moved, table};
+      lut.outputs = {q.outputs[0]};
+      out.push_back(std::move(lut));
+    }
+    replacements_[q_index] = std::move(out);
+    return true;
+  }
+
+  // DequantizeLinear(a), DequantizeLinear(b) -> Add|Mul -> QuantizeLinear at q_index.
   bool TryFuseAdd(size_t q_index) {
     const Node& q = g_.nodes[q_index];
     size_t add_index = 0, a_index = 0, b_index = 0;
     const Node* add = SoleProducer(q.inputs[0], &add_index);
-    if (add == nullptr || add->op_type != "Add" || !add->domain.empty() || add->inputs.size() != 2 ||
-        add->outputs.size() != 1) {
+    if (add == nullptr || (add->op_type != "Add" && add->op_type != "Mul") || !add->domain.empty() ||
+        add->inputs.size() != 2 || add->outputs.size() != 1) {
       return false;
     }
     const Node* da = QualifyingDequantize(add->inputs[0], &a_index);
     const Node* db = QualifyingDequantize(add->inputs[1], &b_index);
-    if (da == nullptr || db == nullptr || a_index == b_index) return false;
+    if (da == nullptr || db == nullptr) return false;
     Node fused;
     fused.name = add->name.empty() ? q.outputs[0] : add->name;
-    fused.op_type = "QLinearAdd";
+    fused.op_type = add->op_type == "Mul" ? "QLinearMul" : "QLinearAdd";
     fused.domain = kDomain;
     fused.inputs = {da->inputs[0], da->inputs[1], da->inputs[2], db->inputs[0],
                     db->inputs[1], db->inputs[2], q.inputs[1],   q.inputs[2]};
     fused.outputs = {q.outputs[0]};
-    removed_.insert({a_index, b_index, add_index});
+    removed_.insert(add_index);
     replacements_[q_index].push_back(std::move(fused));
     return true;
   }
@@ -469,10 +611,12 @@ class GlueFuser {
   std::set<size_t> removed_;
   std::map<size_t, std::vector<Node>> replacements_;  // QuantizeLinear index -> the nodes taking its place
   std::map<std::string, const Tensor*> constant_nodes_;  // output -> value of a Constant node
+  mutable std::map<std::string, Tensor> dequantized_constants_;  // ConstantValue's DequantizeLinear results
 };
 
-// A QLinearConv or sparq.QLinearAdd whose output only a QLinearLut reads
-// takes the table in (sparq.QLinearConvLut; QLinearAdd's optional input 8),
+// A QLinearConv, sparq.QLinearAdd or sparq.QLinearMul whose output only a
+// QLinearLut reads takes the table in (sparq.QLinearConvLut; QLinearAdd's and
+// QLinearMul's optional input 8),
 // so that fast rows apply it while they write the output.
 std::vector<std::string> FoldTablesIntoProducers(Graph& g) {
   const ValueIndex index(g);  // node indices stay valid: removals wait for the end
@@ -491,8 +635,8 @@ std::vector<std::string> FoldTablesIntoProducers(Graph& g) {
       producer_node.op_type = "QLinearConvLut";
       producer_node.domain = kSparqDomain;
       producer_node.inputs.resize(9);  // B, or "" without
-    } else if (!(producer_node.op_type == "QLinearAdd" && producer_node.domain == kSparqDomain &&
-                 producer_node.inputs.size() == 8)) {
+    } else if (!((producer_node.op_type == "QLinearAdd" || producer_node.op_type == "QLinearMul") &&
+                 producer_node.domain == kSparqDomain && producer_node.inputs.size() == 8)) {
       continue;
     }
     producer_node.inputs.push_back(lut.inputs[1]);

@@ -13,7 +13,7 @@ build="$root/build-fuzz"
 seconds="${1:-60}"
 shift || true
 fuzzers=("$@")
-[ ${#fuzzers[@]} -eq 0 ] && fuzzers=(fuzz_npy fuzz_onnx_loader)
+[ ${#fuzzers[@]} -eq 0 ] && fuzzers=(fuzz_npy fuzz_npz fuzz_recipe fuzz_onnx_loader)
 jobs="${SPARQ_FUZZ_BUILD_JOBS:-2}"
 
 # SPARQ_FUZZ_NO_BUILD=1 runs the fuzzers already in build-fuzz without rebuilding.
@@ -39,7 +39,16 @@ for fuzzer in "${fuzzers[@]}"; do
       i=$((i + 1))
     done
   fi
-  if [ "$fuzzer" = fuzz_npy ] && command -v python3 >/dev/null && python3 -c 'import numpy' 2>/dev/null; then
+  if [ "$fuzzer" = fuzz_recipe ]; then
+    # Every bundled recipe, behind the mode byte (0: as is, 1: first line is a --set).
+    i=0
+    for recipe in "$root"/recipes/*.yaml; do
+      { printf '\000'; cat "$recipe"; } >"$corpus/recipe-$i.yaml"
+      { printf '\001'; echo 'evaluate.gate.max_drop=2'; cat "$recipe"; } >"$corpus/recipe-set-$i.yaml"
+      i=$((i + 1))
+    done
+  fi
+  if { [ "$fuzzer" = fuzz_npy ] || [ "$fuzzer" = fuzz_npz ]; } && command -v python3 >/dev/null && python3 -c 'import numpy' 2>/dev/null; then
     python3 - "$corpus" <<'PY'
 import sys, numpy as np
 d = sys.argv[1] + '/'

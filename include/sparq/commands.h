@@ -39,9 +39,14 @@ struct SPARQ_API QuantizeFilesOptions {
 };
 
 struct SPARQ_API QuantizeFilesResult {
+  std::string output;         // the model written
+  std::string scales;         // the table read
   QuantizeReport report;      // each weighted layer's precision; warnings (the table check's included)
   std::string calibration;    // the table's method
   std::string opset_upgrade;  // UpgradeOpsetForInt8's line; "" when none was needed
+
+  // `sparq quantize --json` (docs/sparq-json.schema.json, quantize_report).
+  std::string ToJson() const;
 };
 
 // Calibrate once, quantize many times: loads the model and the table, checks

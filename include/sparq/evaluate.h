@@ -181,6 +181,13 @@ inline constexpr std::pair<Metric, const char*> kMetricNames[] = {{Metric::kTop1
                                                                   {Metric::kTop5Overlap, "top5_overlap"},
                                                                   {Metric::kMeanCosine, "mean_cosine"},
                                                                   {Metric::kCtcAccuracy, "ctc_accuracy"}};
+// The metrics measured in percent (the rest: dB, cosine). Recipes, the
+// structs and the text reports use percent; every JSON output gives these as
+// fractions in [0, 1] (docs/sparq-json.schema.json).
+constexpr bool MetricIsPercent(Metric m) {
+  return m == Metric::kTop1 || m == Metric::kTop5 || m == Metric::kAgreement || m == Metric::kTop5Overlap ||
+         m == Metric::kCtcAccuracy;
+}
 // The name of `m` in kMetricNames; "?" for a value outside the enum.
 constexpr const char* MetricName(Metric m) {
   for (const auto& entry : kMetricNames)

@@ -1,11 +1,16 @@
-// Accuracy-aware fallback: when a quantized model fails its gate, move the
-// INT8 layer whose output suffers most off INT8 and quantize again, until the
-// gate passes or enough layers were moved. Candidates are evaluated in memory
-// by an Evaluator; nothing is written to disk.
+// Accuracy-aware fallback: when a quantized model fails its gate, find the
+// INT8 layers that do the most harm and keep them off INT8. By default each
+// layer is ranked by what it does alone: the model quantized with only that
+// layer in INT8 (the rest float) is run on the first batch and its outputs
+// compared with the float model's. The culprits then move to FP16/FP32, one
+// more per attempt; the best attempt is kept (the first that passes the gate,
+// else the one with the best metric), not the last. Candidates are evaluated
+// in memory by an Evaluator; nothing is written to disk.
 //
-//   quantized ─gate fails─> rank INT8 layers by output SQNR ─> worst layer to
-//        ^                  (float model vs quantized, first batch)   fp16/fp32
-//        └───────── evaluate <── quantize again with the new rule first ─┘
+//   quantized ─gate fails─> rank the INT8 layers (FallbackRanking) ─┐
+//        ┌──────────────────────────────────────────────────────────┘
+//        v
+//   next culprit to fp16/fp32 ─> quantize ─> evaluate ─> passes? stop : keep if best, repeat
 #pragma once
 
 #include <functional>
@@ -20,10 +25,11 @@
 
 namespace sparq {
 
-// One INT8 layer's output fidelity.
+// One INT8 layer's fidelity: of its own output (LayerOutputSqnr) or of the
+// model's outputs with it alone in INT8 (LayerAloneOutputSqnr).
 struct SPARQ_API LayerSqnr {
   std::string node;
-  double sqnr_db = 0.0;  // the float model's layer output vs the quantized model's
+  double sqnr_db = 0.0;  // float vs quantized, dB
 };
 
 // Layer sensitivity: the SQNR of each INT8 layer's output (per `layers`, a
@@ -34,11 +40,42 @@ SPARQ_API StatusOr<std::vector<LayerSqnr>> LayerOutputSqnr(const Model& float_mo
                                                  const std::vector<LayerDecision>& layers, const TensorMap& batch,
                                                  int threads = 0);
 
+// Culprit ranking: for each INT8 layer of `layers` (a QuantizeReport's),
+// `float_model` is quantized with `table` and `options` plus rules keeping
+// every other INT8 layer in FP32, run on `batch`, and the SQNR of all its
+// float graph outputs against the float model's is that layer's score;
+// lowest (most harmful) first, ties in `layers` order. Costs one quantization
+// and one run of the batch per INT8 layer. Errors: QuantizeModel's and the
+// executors'.
+SPARQ_API StatusOr<std::vector<LayerSqnr>> LayerAloneOutputSqnr(const Model& float_model,
+                                                                const CalibrationTable& table,
+                                                                const QuantizeOptions& options,
+                                                                const std::vector<LayerDecision>& layers,
+                                                                const TensorMap& batch, int threads = 0);
+
+// How the fallback orders the INT8 layers, most harmful first.
+enum class FallbackRanking {
+  // The layer's own output SQNR in the quantized model (first batch), ranked
+  // again after each move. Cheap, but a layer after a broken one scores low
+  // too: it can pick victims rather than the culprit.
+  kLayerSqnr,
+  // The model's output SQNR with the layer alone in INT8 (first batch): one
+  // quantization and one batch per INT8 layer, ranked once (the default).
+  kOutputSqnrAlone,
+  // FallbackOptions::metric over the whole evaluation data with the layer
+  // alone in INT8: one evaluation per INT8 layer, ranked once.
+  kMetricAlone,
+};
+SPARQ_API const char* FallbackRankingName(FallbackRanking r);  // "sqnr", "output_sqnr", "metric"
+
 struct SPARQ_API FallbackOptions {
+  FallbackRanking ranking = FallbackRanking::kOutputSqnrAlone;
   Precision to = Precision::kFP32;  // where a layer goes: kFP16 or kFP32
   int max_layers = 8;               // layers moved at most, >= 1
   int threads = 0;                  // executor threads of the layer SQNR runs; 0 = all
-  Metric metric = Metric::kTop1;    // the value recorded in FallbackStep::metric_after
+  // The value recorded in FallbackStep::metric_after, and what picks the kept
+  // attempt when none passes (higher is better).
+  Metric metric = Metric::kTop1;
   std::function<void(const std::string&)> log;  // optional: one line per layer moved
 };
 
@@ -46,8 +83,10 @@ struct SPARQ_API FallbackOptions {
 struct SPARQ_API FallbackStep {
   std::string node;
   std::string to;          // "fp16" or "fp32"
-  double sqnr_db = 0.0;    // the layer output's SQNR that ranked it
-  double metric_after = 0.0;
+  std::string ranked_by;   // FallbackRankingName of the ranking
+  double score = 0.0;      // what ranked it: an SQNR in dB ("sqnr", "output_sqnr"), or the metric ("metric")
+  double metric_after = 0.0;  // the metric of the attempt that moved it (and the layers before)
+  bool kept = false;       // the returned model has it moved (steps after the best attempt do not)
 };
 
 // A quantized model with what made it and how it scored.
@@ -58,17 +97,21 @@ struct SPARQ_API QuantizedCandidate {
 };
 
 struct SPARQ_API FallbackResult {
-  QuantizedCandidate final;        // the last model tried
+  QuantizedCandidate final;        // the best model tried (`start` when no attempt beat it)
   QuantizeOptions options;         // the options that made it (fallback rules first)
-  std::vector<FallbackStep> steps;
+  std::vector<FallbackStep> steps;  // every attempt, in order; `kept` marks those in `final`
   bool passed = false;             // `passes` accepted final.eval
 };
 
-// Starting from `start` (quantized from `float_model` with `options`), moves
-// the lowest-SQNR INT8 layer to `fallback.to` and quantizes again until
-// `passes` accepts the evaluation, `fallback.max_layers` layers were moved, or
-// no INT8 layer is left. The SQNR ranking uses the evaluator's first batch.
-// Errors: those of QuantizeModel, LayerOutputSqnr and the evaluator.
+// Starting from `start` (quantized from `float_model` with `options`, failing
+// `passes`), orders the INT8 layers by `fallback.ranking` (on the evaluator's
+// first batch, its first 8 samples where the model's batch size is free; on
+// the whole data for kMetricAlone), then moves the next layer
+// to `fallback.to` per attempt, quantizing and evaluating again, until
+// `passes` accepts an attempt or `fallback.max_layers` layers were moved.
+// Returns the first passing attempt, else the one with the highest
+// `fallback.metric` (`start` when none beat it). Errors: those of
+// QuantizeModel, the ranking and the evaluator.
 SPARQ_API StatusOr<FallbackResult> QuantizeWithFallback(const Model& float_model, const CalibrationTable& table,
                                               const QuantizeOptions& options, QuantizedCandidate start,
                                               Evaluator& evaluator,

@@ -63,6 +63,10 @@ SPARQ_API Status InferShapes(Model& model);
 // The model with its default-domain opset raised to `target` by ONNX's
 // version converter (onnx/version_converter), which rewrites the ops whose
 // signature changed (e.g. Clip's bounds from attributes to inputs at 11).
+// Shapes are inferred first for the adapters that need them; a Softmax,
+// LogSoftmax or Hardmax whose input rank stays unknown is rewritten by sparq
+// (Shape + Flatten + op + Reshape, the pre-13 semantics at any opset), where
+// ONNX's 12 -> 13 adapter would fail.
 // Errors: InvalidArgument when the converter fails (naming its reason),
 // e.g. for an op it has no adapter for; `model` is never changed.
 SPARQ_API StatusOr<Model> ConvertOpset(const Model& model, int64_t target);

@@ -1,8 +1,8 @@
 // `sparq run`: a recipe in, a compressed model and a verdict out.
 //
 //   load ─> (prune) ─> calibrate ─> quantize ─> write ─> evaluate FP32 and
-//   compressed ─> gate ─(fails and fallback on)─> move the worst INT8 layer
-//   to FP16/FP32, quantize again, evaluate again ...
+//   compressed ─> gate ─(fails and fallback on)─> move the most harmful INT8
+//   layer to FP16/FP32, quantize again, evaluate again ... (keep the best)
 //
 // The library does everything `sparq run` does; the CLI only prints.
 #pragma once

@@ -133,7 +133,7 @@ struct SPARQ_API RecipeQuantize {
     kStatic,   // activation scales from calibration (QDQ or QOperator)
     kDynamic,  // activations quantized at run time (DynamicQuantizeLinear + MatMulInteger; MatMul/Gemm only)
   };
-  enum class RankBy { kSqnr, kMetric };
+  enum class RankBy { kSqnr, kMetric, kOutputSqnr };  // FallbackRanking, by the recipe's names
 
   // method (default kl), percentile (99.99, in (0, 100]), bins (2048, >= 128
   // in recipes), symmetric (true): the calibrator's own struct (sparq/calibrate.h).
@@ -153,7 +153,10 @@ struct SPARQ_API RecipeQuantize {
     bool enabled = true;
     LayerPrecision to = LayerPrecision::kFP32;  // fp16 or fp32
     int max_layers = 8;                         // >= 1
-    RankBy rank_by = RankBy::kSqnr;  // sqnr: per-layer output SQNR; metric: per-layer metric drop
+    // output_sqnr: the model output's SQNR with each layer alone in INT8;
+    // metric: the gate's metric with each layer alone in INT8; sqnr: each
+    // layer's own output SQNR (sparq/fallback.h, FallbackRanking).
+    RankBy rank_by = RankBy::kOutputSqnr;
   };
 
   bool enabled = true;
@@ -244,7 +247,8 @@ struct SPARQ_API RecipeParseOptions {
   // `sparq run --set KEY=VALUE`: each "dotted.key.path=value" sets that key
   // of the YAML document before it is parsed, so every check applies to it.
   // VALUE is YAML as written after "key:" (`2`, `max`, `[Softmax, Add]`);
-  // missing maps on the way are created; lists are set whole. Applied in
+  // missing maps on the way are created; "[i]" selects a list item, one past
+  // the end appends ("quantize.layers[1].precision=fp16"). Applied in
   // order (a later one wins). Errors about a key set here, unknown keys with
   // "did you mean" included, name the "--set KEY=VALUE" instead of a line;
   // a malformed override is InvalidArgument naming it.

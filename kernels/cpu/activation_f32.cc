@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/ref/reduce_common.h"
 #include "kernels/registry.h"
 
 #if SPARQ_CPU_X86
@@ -220,13 +221,65 @@ Status RunPow2F32(OpContext& ctx) {
   return Status::OK();
 }
 
+// ReduceMean of float32 over exactly the last axis (the axes attribute up to
+// opset 17, the axes input from 18), keepdims either way; anything else runs
+// the reference kernel.
+Status RunMeanLastAxisF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 || ctx.input(0).rank() == 0)
+    return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  std::vector<int64_t> axes;
+  if (ctx.opset() >= 18) {
+    if (!ctx.has_input(1) || ctx.input(1).dtype() != DataType::kInt64) return RunReferenceKernel(ctx);
+    const Tensor& a = ctx.input(1);
+    axes.assign(a.data<int64_t>(), a.data<int64_t>() + a.numel());
+  } else {
+    axes = ctx.node().attr_ints("axes");
+  }
+  if (axes.size() != 1 || (axes[0] != rank - 1 && axes[0] != -1)) return RunReferenceKernel(ctx);
+  const int64_t n = x.dim(static_cast<size_t>(rank - 1));
+  if (n == 0) return RunReferenceKernel(ctx);
+  const int64_t rows = x.numel() / n;
+  Shape shape = x.shape();
+  if (ctx.node().attr_int("keepdims", 1) != 0) shape.back() = 1;
+  else shape.pop_back();
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, shape);
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const MeanRowsF32Fn row = PreparedRow<MeanRowsF32Fn>(ctx);
+  ParallelFor(ctx.pool(), rows, std::max<int64_t>(1, kChunk / n),
+              [&](int64_t r0, int64_t r1) { row(src + r0 * n, r1 - r0, n, dst + r0); });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
 }  // namespace
+
+namespace cpu {
+
+void MeanRowsPortable(const float* x, int64_t rows, int64_t n, float* y) {
+  constexpr int64_t kRows = 8;  // independent sums in flight: each add waits only for its own row's last
+  int64_t r = 0;
+  for (; r + kRows <= rows; r += kRows) {
+    double s[kRows] = {};
+    const float* base = x + r * n;
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < kRows; ++j) s[j] += static_cast<double>(base[j * n + i]);
+    for (int64_t j = 0; j < kRows; ++j) y[r + j] = static_cast<float>(s[j] / static_cast<double>(n));
+  }
+  for (; r < rows; ++r) y[r] = reduce_common::MeanOfRowRef(x + r * n, n);
+}
+
+}  // namespace cpu
 
 void RegisterCpuActivationF32Ops(KernelRegistry& r) {
   r.Add({"Erf", "", 9, 99, RunErfF32, "erf_f32", WithoutContext(PrepareRow<CpuOp::kErfF32>, RowKernel)});
   r.Add({"Softmax", "", 1, 99, RunSoftmaxF32, "softmax_f32",
          WithoutContext(PrepareRow<CpuOp::kSoftmaxF32>, RowKernel)});
   r.Add({"Pow", "", 7, 99, RunPow2F32, "pow2_f32", WithoutContext(PrepareRow<CpuOp::kPow2F32>, RowKernel)});
+  r.Add({"ReduceMean", "", 1, 99, RunMeanLastAxisF32, "mean_rows_f32",
+         WithoutContext(PrepareRow<CpuOp::kMeanRowsF32>, RowKernel)});
 }
 
 }  // namespace sparq

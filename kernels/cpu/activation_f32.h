@@ -12,6 +12,9 @@
 //                polynomial, float sums; |y - reference| <= kSoftmaxF32AbsTol.
 //   pow2_f32     x * x: the reference's bits on every path (it computes x*x
 //                exactly in double and rounds once to float).
+//   mean_rows_f32  ReduceMean over the last axis (LayerNorm's mean and
+//                variance, as exported): the reference's bits (each row summed
+//                in order in double), several rows at a time.
 //
 // Every result depends only on its own row, never on how rows are split
 // among threads: the same bits for any thread count.
@@ -32,6 +35,7 @@ constexpr float kSoftmaxF32AbsTol = 1e-6f;
 void ErfRowPortable(const float* x, float* y, int64_t n);
 void SoftmaxRowPortable(const float* x, float* y, int64_t n);
 void Pow2RowPortable(const float* x, float* y, int64_t n);
+void MeanRowsPortable(const float* x, int64_t rows, int64_t n, float* y);  // MeanRowsF32Fn
 #if SPARQ_CPU_X86
 void ErfRowAvx2(const float* x, float* y, int64_t n);
 void SoftmaxRowAvx2(const float* x, float* y, int64_t n);

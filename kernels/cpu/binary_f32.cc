@@ -1,70 +1,87 @@
-// Add, Sub, Mul and Div of float32 tensors without the reference's general
-// broadcasting machinery, for the shapes models use: equal shapes, a scalar
-// on either side, or one side's shape a suffix of the other's (a bias, a
-// per-position scale). One IEEE operation per element, as the reference does:
-// the same bits. Other shapes and types run the reference kernel.
-#include <algorithm>
+// Add, Sub, Mul and Div of float32 tensors with numpy broadcasting, on the
+// binary_f32 rows of the dispatch table (portable here, binary_f32_avx2.cc,
+// binary_f32_avx512.cc). The output is walked in runs along which each input
+// either advances by one or repeats one value (the reference's broadcast
+// plan, kernels/ref/elementwise_util.h): equal shapes are one run, a bias or
+// a per-position scale repeats a row, LayerNorm's (x - mean) / std repeats a
+// column value, a scalar repeats everywhere. One IEEE operation per element,
+// as the reference computes it: the same bits, for any thread count (each
+// element is computed once, by one thread). Other types run the reference
+// kernel.
+//
+// Also the portable minmax_f32 row (DynamicQuantizeLinear's range,
+// qdq_glue.cc): MinMaxRef itself.
+#include <array>
 
+#include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/internal.h"
+#include "kernels/ref/broadcast.h"
+#include "kernels/ref/elementwise_util.h"
+#include "kernels/ref/quantize.h"
 #include "kernels/registry.h"
 
 namespace sparq {
+
+namespace cpu {
+
 namespace {
+template <typename Op>
+void BinaryRowsPortable(int64_t n, const float* a, int64_t as, const float* b, int64_t bs, float* y, Op op) {
+  if (as == 1 && bs == 1) {
+    for (int64_t i = 0; i < n; ++i) y[i] = op(a[i], b[i]);
+  } else if (as == 1) {
+    const float bv = *b;
+    for (int64_t i = 0; i < n; ++i) y[i] = op(a[i], bv);
+  } else if (bs == 1) {
+    const float av = *a;
+    for (int64_t i = 0; i < n; ++i) y[i] = op(av, b[i]);
+  } else {
+    const float v = op(*a, *b);
+    for (int64_t i = 0; i < n; ++i) y[i] = v;
+  }
+}
+}  // namespace
 
-struct AddOp {
-  float operator()(float x, float y) const { return x + y; }
-};
-struct SubOp {
-  float operator()(float x, float y) const { return x - y; }
-};
-struct MulOp {
-  float operator()(float x, float y) const { return x * y; }
-};
-struct DivOp {
-  float operator()(float x, float y) const { return x / y; }
-};
-
-// True when `suffix` equals the trailing dims of `shape` (rank <= shape's).
-bool IsSuffix(const Shape& suffix, const Shape& shape) {
-  if (suffix.size() > shape.size()) return false;
-  return std::equal(suffix.begin(), suffix.end(), shape.end() - static_cast<std::ptrdiff_t>(suffix.size()));
+void BinaryRowPortable(BinaryF32Op op, int64_t n, const float* a, int64_t a_step, const float* b, int64_t b_step,
+                       float* y) {
+  switch (op) {
+    case BinaryF32Op::kAdd: BinaryRowsPortable(n, a, a_step, b, b_step, y, [](float x, float z) { return x + z; }); return;
+    case BinaryF32Op::kSub: BinaryRowsPortable(n, a, a_step, b, b_step, y, [](float x, float z) { return x - z; }); return;
+    case BinaryF32Op::kMul: BinaryRowsPortable(n, a, a_step, b, b_step, y, [](float x, float z) { return x * z; }); return;
+    case BinaryF32Op::kDiv: BinaryRowsPortable(n, a, a_step, b, b_step, y, [](float x, float z) { return x / z; }); return;
+  }
 }
 
-template <typename Op>
+void MinMaxRowPortable(const float* x, int64_t n, float* lo, float* hi) { MinMaxRef(x, n, lo, hi); }
+
+}  // namespace cpu
+
+namespace {
+
+StatusOr<std::shared_ptr<const void>> PrepareBinary(const Node&, const std::vector<const Tensor*>&) {
+  return std::shared_ptr<const void>(&SelectCpuKernel(CpuOp::kBinaryF32), [](const void*) {});  // the table outlives executors
+}
+std::string BinaryKernel(const void* state) { return static_cast<const CpuKernelDef*>(state)->name; }
+
+template <BinaryF32Op kOp>
 Status RunBinaryF32(OpContext& ctx) {
   if (ctx.opset() < 7 || !ctx.has_input(0) || !ctx.has_input(1)) return RunReferenceKernel(ctx);
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(1);
   if (a.dtype() != DataType::kFloat32 || b.dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
-  // out[i * inner + j] = op(x, y) with x, y each either the full tensor or repeated every `inner` values.
-  const bool b_repeats = b.numel() == 1 || IsSuffix(b.shape(), a.shape());
-  const bool a_repeats = !b_repeats && (a.numel() == 1 || IsSuffix(a.shape(), b.shape()));
-  if (!a_repeats && !b_repeats) return RunReferenceKernel(ctx);
-  const Tensor& big = b_repeats ? a : b;
-  const int64_t inner = b_repeats ? b.numel() : a.numel();
-  Tensor out = Tensor::Uninitialized(DataType::kFloat32, big.shape());  // written in full below
-  const int64_t n = out.numel();
-  if (n == 0 || inner == 0) {
-    ctx.set_output(0, std::move(out));
-    return Status::OK();
-  }
+  StatusOr<Shape> shape = a.shape() == b.shape() ? StatusOr<Shape>(a.shape()) : BroadcastShapes({a.shape(), b.shape()});
+  if (!shape.ok()) return RunReferenceKernel(ctx);  // the reference names the error
+  const auto plan = elementwise::MakeBroadcastPlan<2>(*shape, {&a.shape(), &b.shape()});
+  if (plan.strides[0].back() > 1 || plan.strides[1].back() > 1) return RunReferenceKernel(ctx);
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, *shape);  // every element written below
   const float* x = a.data<float>();
   const float* y = b.data<float>();
   float* z = out.data<float>();
-  const Op op;
-  const int64_t blocks = n / inner;
-  const int64_t grain = std::max<int64_t>(1, 16384 / inner);  // about 16K values per chunk
-  ParallelFor(ctx.pool(), blocks, grain, [&](int64_t i0, int64_t i1) {
-    for (int64_t i = i0; i < i1; ++i) {
-      float* zi = z + i * inner;
-      if (b_repeats) {
-        const float* xi = x + i * inner;
-        for (int64_t j = 0; j < inner; ++j) zi[j] = op(xi[j], y[j]);
-      } else {
-        const float* yi = y + i * inner;
-        for (int64_t j = 0; j < inner; ++j) zi[j] = op(x[j], yi[j]);
-      }
-    }
-  });
+  const auto* prepared = static_cast<const CpuKernelDef*>(ctx.prepared());
+  const BinaryF32Fn row = (prepared != nullptr ? *prepared : SelectCpuKernel(CpuOp::kBinaryF32)).get<BinaryF32Fn>();
+  elementwise::ForEachRun(ctx.pool(), plan,
+                          [&](int64_t o, const std::array<int64_t, 2>& off, const std::array<int64_t, 2>& st,
+                              int64_t n) { row(kOp, n, x + off[0], st[0], y + off[1], st[1], z + o); });
   ctx.set_output(0, std::move(out));
   return Status::OK();
 }
@@ -72,10 +89,11 @@ Status RunBinaryF32(OpContext& ctx) {
 }  // namespace
 
 void RegisterCpuBinaryF32Ops(KernelRegistry& r) {
-  r.Add({"Add", "", 7, 99, RunBinaryF32<AddOp>, "binary_f32"});
-  r.Add({"Sub", "", 7, 99, RunBinaryF32<SubOp>, "binary_f32"});
-  r.Add({"Mul", "", 7, 99, RunBinaryF32<MulOp>, "binary_f32"});
-  r.Add({"Div", "", 7, 99, RunBinaryF32<DivOp>, "binary_f32"});
+  const PrepareFn prepare = WithoutContext(PrepareBinary, BinaryKernel);
+  r.Add({"Add", "", 7, 99, RunBinaryF32<BinaryF32Op::kAdd>, "binary_f32", prepare});
+  r.Add({"Sub", "", 7, 99, RunBinaryF32<BinaryF32Op::kSub>, "binary_f32", prepare});
+  r.Add({"Mul", "", 7, 99, RunBinaryF32<BinaryF32Op::kMul>, "binary_f32", prepare});
+  r.Add({"Div", "", 7, 99, RunBinaryF32<BinaryF32Op::kDiv>, "binary_f32", prepare});
 }
 
 }  // namespace sparq

@@ -1,9 +1,9 @@
-// depthwise_f32 for AVX-512: windows 3 wide with stride 1 or 2 run whole
-// output rows 16 columns at a time in zmm registers, each tap a masked load
-// (lanes whose input column lies in the padding load 0, as the reference's
-// zero padding contributes 0) and an FMA; stride 2 takes the even lanes of
-// two loads (vpermt2ps). Other windows use depthwise_f32_plane.inc with the
-// same vector loop for their interior columns.
+// depthwise_f32 for AVX-512: windows 3, 5 or 7 wide with stride 1 or 2 run
+// whole output rows 16 columns at a time in zmm registers, each tap a masked
+// load (lanes whose input column lies in the padding load 0, as the
+// reference's zero padding contributes 0) and an FMA; stride 2 takes the even
+// lanes of two loads (vpermt2ps). Other windows use depthwise_f32_plane.inc
+// with the same vector loop for the interior columns of 3-wide windows.
 #include <cstdint>
 #include <limits>
 
@@ -47,98 +47,32 @@ void InteriorRowAvx512(const float* const* rows, const float* const* weights, in
   }
 }
 
-inline int64_t FloorDiv(int64_t a, int64_t b) { return a >= 0 ? a / b : -((-a + b - 1) / b); }
-
-inline __mmask16 LaneRange(int64_t lo, int64_t hi) {  // bits [lo, hi) of 16, clipped
-  lo = lo < 0 ? 0 : lo;
-  hi = hi > 16 ? 16 : hi;
-  if (hi <= lo) return 0;
-  return static_cast<__mmask16>(((1u << (hi - lo)) - 1) << lo);
-}
-
-// Rows of a 3-wide window, stride 1 or 2, no dilation along x. The load
-// masks depend on the column block and tap only: computed once per plane.
-void Rows3(const DepthwiseF32Plane& p) {
-  const __m512i even = _mm512_setr_epi32(0, 2, 4, 6, 8, 10, 12, 14, 16, 18, 20, 22, 24, 26, 28, 30);
-  const int64_t s = p.stride_w;
-  const __m512 lo_v = _mm512_set1_ps(p.out_min), hi_v = _mm512_set1_ps(p.out_max), bias = _mm512_set1_ps(p.bias);
-  const bool clamp = p.out_min > -std::numeric_limits<float>::infinity() ||
-                     p.out_max < std::numeric_limits<float>::infinity();
-  constexpr int kMaxBlocks = 64;  // output rows up to 1024 columns; wider ones take the generic body
-  const int64_t blocks = (p.out_w + 15) / 16;
-  if (blocks > kMaxBlocks) {
-    DepthwisePlaneBody(p, InteriorRowAvx512);
-    return;
-  }
-  struct Tap {
-    int64_t first_col;  // input column of the block's lane 0
-    __mmask16 m0, m1;   // loads: lanes (stride 1) or elements [0, 16) and [16, 32) (stride 2)
-  };
-  Tap taps[kMaxBlocks][3];
-  __mmask16 cols[kMaxBlocks];
-  for (int64_t bl = 0; bl < blocks; ++bl) {
-    const int64_t ox = bl * 16, n = p.out_w - ox < 16 ? p.out_w - ox : 16;
-    cols[bl] = LaneRange(0, n);
-    for (int kx = 0; kx < 3; ++kx) {
-      // Lane j reads input column first_col + j * s: valid for j in [jlo, jhi).
-      const int64_t first_col = ox * s + kx - p.pad_left;
-      const int64_t lowest = -FloorDiv(first_col, s);  // ceil(-first_col / s)
-      const int64_t jlo = lowest < 0 ? 0 : lowest;
-      const int64_t past = FloorDiv(p.width - 1 - first_col, s) + 1;
-      const int64_t jhi = past < n ? past : n;
-      Tap& t = taps[bl][kx];
-      t.first_col = first_col;
-      if (jhi <= jlo) {
-        t.m0 = t.m1 = 0;
-      } else if (s == 1) {
-        t.m0 = LaneRange(jlo, jhi), t.m1 = 0;
-      } else {
-        t.m0 = LaneRange(2 * jlo, 2 * jhi - 1), t.m1 = LaneRange(2 * jlo - 16, 2 * jhi - 1 - 16);
-      }
-    }
-  }
-  for (int64_t oy = 0; oy < p.out_h; ++oy) {
-    const float* rows[16];
-    const float* weights[16];
-    int valid_rows = 0;
-    for (int64_t ky = 0; ky < p.kernel_h; ++ky) {
-      const int64_t iy = oy * p.stride_h - p.pad_top + ky * p.dilation_h;
-      if (iy < 0 || iy >= p.height) continue;
-      rows[valid_rows] = p.x + iy * p.width;
-      weights[valid_rows++] = p.w + ky * 3;
-    }
-    float* yr = p.y + oy * p.out_w;
-    for (int64_t bl = 0; bl < blocks; ++bl) {
-      __m512 acc = _mm512_setzero_ps();
-      for (int kx = 0; kx < 3; ++kx) {
-        const Tap& t = taps[bl][kx];
-        if (t.m0 == 0 && t.m1 == 0) continue;
-        for (int r = 0; r < valid_rows; ++r) {
-          const float* x = rows[r] + t.first_col;  // may point before the row: masked lanes are not read
-          const __m512 v = s == 1 ? _mm512_maskz_loadu_ps(t.m0, x)
-                                  : _mm512_permutex2var_ps(_mm512_maskz_loadu_ps(t.m0, x), even,
-                                                           _mm512_maskz_loadu_ps(t.m1, x + 16));
-          acc = _mm512_fmadd_ps(_mm512_set1_ps(weights[r][kx]), v, acc);
-        }
-      }
-      __m512 v = _mm512_add_ps(acc, bias);
-      if (clamp) {
-        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, lo_v, _CMP_LT_OQ), v, lo_v);  // NaN stays NaN
-        v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi_v, _CMP_GT_OQ), v, hi_v);
-      }
-      _mm512_mask_storeu_ps(yr + bl * 16, cols[bl], v);
-    }
-  }
-}
+#include "kernels/cpu/depthwise_rows_avx512.inc"
 
 }  // namespace
 
 void DepthwiseF32PlaneAvx512(const DepthwiseF32Plane& p) {
-  if (p.kernel_w == 3 && p.dilation_w == 1 && (p.stride_w == 1 || p.stride_w == 2) && p.kernel_h <= 16) {
-    Rows3(p);
-  } else {
+  if (!NarrowFits(p.kernel_w, p.kernel_h, p.stride_w, p.dilation_w, p.width, p.out_w)) {
     DepthwisePlaneBody(p, InteriorRowAvx512);
+    return;
   }
+  NarrowGeometry g;
+  g.height = p.height, g.width = p.width, g.out_h = p.out_h, g.out_w = p.out_w;
+  g.kernel_h = p.kernel_h, g.stride_h = p.stride_h, g.stride_w = p.stride_w, g.dilation_h = p.dilation_h;
+  g.pad_top = p.pad_top, g.pad_left = p.pad_left;
+  const __m512 lo = _mm512_set1_ps(p.out_min), hi = _mm512_set1_ps(p.out_max), bias = _mm512_set1_ps(p.bias);
+  const bool clamp = p.out_min > -std::numeric_limits<float>::infinity() ||
+                     p.out_max < std::numeric_limits<float>::infinity();
+  float* y = p.y;
+  const int64_t out_w = p.out_w;
+  RowsNarrowAny(p.kernel_w, g, p.x, p.w, [&](int64_t oy, int64_t col, __mmask16 lanes, __m512 sums) {
+    __m512 v = _mm512_add_ps(sums, bias);
+    if (clamp) {
+      v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), v, lo);  // NaN stays NaN
+      v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
+    }
+    _mm512_mask_storeu_ps(y + oy * out_w + col, lanes, v);
+  });
 }
 
 SPARQ_CPU_TARGET_END

@@ -8,6 +8,10 @@
 #include "kernels/cpu/convert_f16.h"
 #include "kernels/cpu/internal.h"
 
+#if SPARQ_CPU_X86
+#include <cpuid.h>
+#endif
+
 namespace sparq {
 
 namespace {
@@ -122,11 +126,12 @@ const std::vector<CpuKernelDef>& Table() {
       {"depthwise_f32_avx2", AVX2, 10, NONE, DepthwiseF32Fn(cpu::DepthwiseF32PlaneAvx2)},
       {"depthwise_f32_avx512", AVX512, 20, NONE, DepthwiseF32Fn(cpu::DepthwiseF32PlaneAvx512)},
 #endif
-      // INT8 depthwise convolution, one output row (quant_conv_depthwise.cc runs it).
-      {"depthwise_s8_portable", P, 0, NONE, DepthwiseS8RowFn(cpu::DepthwiseRowPortable)},
+      // INT8 depthwise convolution, one channel plane (quant_conv_depthwise.cc runs it).
+      {"depthwise_s8_portable", P, 0, NONE, DepthwiseS8Fn(cpu::DepthwiseS8PlanePortable)},
 #if SPARQ_CPU_X86
-      {"depthwise_s8_avx2", AVX2, 10, NONE, DepthwiseS8RowFn(cpu::DepthwiseRowAvx2)},
-      {"depthwise_s8_avx512", AVX512, 20, NONE, DepthwiseS8RowFn(cpu::DepthwiseRowAvx512)},
+      {"depthwise_s8_avx2", AVX2, 10, NONE, DepthwiseS8Fn(cpu::DepthwiseS8PlaneAvx2)},
+      {"depthwise_s8_avx512", AVX512, 20, NONE, DepthwiseS8Fn(cpu::DepthwiseS8PlaneAvx512)},
+      {"depthwise_s8_avx512vnni", VNNI, 30, NONE, DepthwiseS8Fn(cpu::DepthwiseS8PlaneAvx512Vnni)},
 #endif
       // Requantization of int32 rows outside the GEMMs (depthwise). The GEMM
       // and sparse INT8 kernels use their own ISA's version inside their tiles.
@@ -167,6 +172,26 @@ const std::vector<CpuKernelDef>& Table() {
       {"convert_f16_f32_f16c", F16C, 5, NONE, ConvertF16F32Fn(cpu::HalfToFloatRowF16c)},
       {"convert_f32_f16_f16c", F16C, 5, NONE, ConvertF32F16Fn(cpu::FloatToHalfRowF16c)},
 #endif
+      // The range of a float row (DynamicQuantizeLinear, qdq_glue.cc).
+      {"minmax_f32_portable", P, 0, NONE, MinMaxF32Fn(cpu::MinMaxRowPortable)},
+#if SPARQ_CPU_X86
+      {"minmax_f32_avx2", AVX2, 10, NONE, MinMaxF32Fn(cpu::MinMaxRowAvx2)},
+      {"minmax_f32_avx512", AVX512, 20, NONE, MinMaxF32Fn(cpu::MinMaxRowAvx512)},
+#endif
+      // Add / Sub / Mul / Div of float32 tensors with broadcasting (binary_f32.cc).
+      {"binary_f32_portable", P, 0, NONE, BinaryF32Fn(cpu::BinaryRowPortable)},
+#if SPARQ_CPU_X86
+      {"binary_f32_avx2", AVX2, 10, NONE, BinaryF32Fn(cpu::BinaryRowAvx2)},
+      {"binary_f32_avx512", AVX512, 20, NONE, BinaryF32Fn(cpu::BinaryRowAvx512)},
+#endif
+      // sparq.QLinearMul (qdq_glue.cc), beside qlinear_add_s8.
+      {"qlinear_mul_s8_portable", P, 0, NONE, QLinearMulS8Fn(cpu::QLinearMulRowPortable)},
+#if SPARQ_CPU_X86
+      {"qlinear_mul_s8_avx2", AVX2, 10, NONE, QLinearMulS8Fn(cpu::QLinearMulRowAvx2)},
+#endif
+      // ReduceMean over the last axis (activation_f32.cc): plain C++, rows
+      // interleaved so that the in-order double sums overlap.
+      {"mean_rows_f32_portable", P, 0, NONE, MeanRowsF32Fn(cpu::MeanRowsPortable)},
   };
   return *table;
 }
@@ -174,11 +199,21 @@ const std::vector<CpuKernelDef>& Table() {
 // ---------------------------------------------------------------------------
 // ISA detection and override.
 
+#if SPARQ_CPU_X86
+// F16C from CPUID leaf 1 (ECX bit 29): clang 14's __builtin_cpu_supports does
+// not know "f16c" (a compile error there).
+bool CpuidHasF16c() {
+  unsigned eax = 0, ebx = 0, ecx = 0, edx = 0;
+  return __get_cpuid(1, &eax, &ebx, &ecx, &edx) && ((ecx >> 29) & 1u);
+}
+#endif
+
 CpuIsa Detect() {
 #if SPARQ_CPU_X86
   __builtin_cpu_init();
-  // __builtin_cpu_supports also checks that the OS saves the AVX / AVX-512 state.
-  const bool f16c = __builtin_cpu_supports("avx") && __builtin_cpu_supports("f16c");
+  // __builtin_cpu_supports("avx") also checks that the OS saves the AVX state
+  // (and "avx512f" the AVX-512 state); F16C needs that AVX state too.
+  const bool f16c = __builtin_cpu_supports("avx") && CpuidHasF16c();
   const bool avx2 = f16c && __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
   const bool avx512 = avx2 && __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512bw") &&
                       __builtin_cpu_supports("avx512vl") && __builtin_cpu_supports("avx512dq");
@@ -347,6 +382,10 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kPow2F32: return "pow2_f32";
     case CpuOp::kConvertF16F32: return "convert_f16_f32";
     case CpuOp::kConvertF32F16: return "convert_f32_f16";
+    case CpuOp::kMinMaxF32: return "minmax_f32";
+    case CpuOp::kBinaryF32: return "binary_f32";
+    case CpuOp::kQLinearMulS8: return "qlinear_mul_s8";
+    case CpuOp::kMeanRowsF32: return "mean_rows_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

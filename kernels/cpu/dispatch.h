@@ -25,7 +25,7 @@
 // a choice between versions of a function is rows of this table.
 //
 // Adding a kernel for an existing op: one row in dispatch.cc, e.g.
-//   {"depthwise_s8_avx512vnni", VNNI, 30, NONE, DepthwiseS8RowFn(cpu::DepthwiseRowAvx512Vnni)},
+//   {"depthwise_s8_avx512vnni", VNNI, 30, NONE, DepthwiseS8Fn(cpu::DepthwiseS8PlaneAvx512Vnni)},
 // with the function compiled for its ISA (cpu_target.h: SPARQ_CPU_TARGET_BEGIN)
 // and declared in internal.h. Give it a priority above the rows it should
 // beat (10 per ISA level today; 5 for F16C).
@@ -97,7 +97,7 @@ enum class CpuOp : uint8_t {
   kSpmmNmS8,
   kGemmF32,
   kDepthwiseF32,    // one channel plane of an FP32 depthwise convolution
-  kDepthwiseS8,     // one output row of an INT8 depthwise convolution (int16 taps, int32 sums)
+  kDepthwiseS8,     // one channel plane of an INT8 depthwise convolution, requantized
   kRequantS32,      // a row of int32 accumulators to int8 / uint8
   kLut256,          // a 256-entry byte table over a byte array
   kQuantizeF32,     // per-tensor QuantizeLinear of a float row
@@ -109,6 +109,10 @@ enum class CpuOp : uint8_t {
   kPow2F32,         // Pow(x, 2) of a float row
   kConvertF16F32,   // float16 -> float32 row
   kConvertF32F16,   // float32 -> float16 row
+  kMinMaxF32,       // the range of a float row (DynamicQuantizeLinear)
+  kBinaryF32,       // Add / Sub / Mul / Div of float rows, either side repeated (broadcasting)
+  kQLinearMulS8,    // sparq.QLinearMul of two byte rows
+  kMeanRowsF32,     // ReduceMean of float rows (the last axis: LayerNorm's mean and variance)
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -120,9 +124,9 @@ using SpmmNmF32Fn = void (*)(const SpmmNmF32Args&);
 using SpmmNmS8Fn = void (*)(const SpmmNmS8Args&);
 using GemmF32Fn = void (*)(const GemmF32Args&);
 using DepthwiseF32Fn = void (*)(const DepthwiseF32Plane&);
-// out[i] = sum over t < taps of w[t] * x[t][i], i < n, in int32 (exact for
-// int16 values of 9-bit range). x[t] is the tap's contiguous input row.
-using DepthwiseS8RowFn = void (*)(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
+// One requantized plane of an INT8 depthwise convolution, bit for bit the
+// reference (DepthwiseS8Plane in kernel_args.h).
+using DepthwiseS8Fn = void (*)(const DepthwiseS8Plane&);
 // Requantizes n accumulators exactly like RequantizeS32Ref<int8_t or uint8_t>
 // (kernels/ref/quantize.h); `out` points to int8_t (out_signed) or uint8_t.
 using RequantS32Fn = void (*)(int64_t n, const int32_t* acc, const int32_t* bias, int64_t bias_stride,
@@ -169,11 +173,32 @@ using SoftmaxF32Fn = CpuOpFn<CpuOp::kSoftmaxF32, void(const float* x, float* y, 
 // round to nearest even.
 using ConvertF16F32Fn = void (*)(const uint16_t* src, float* dst, int64_t n);
 using ConvertF32F16Fn = void (*)(const float* src, uint16_t* dst, int64_t n);
+// Widens [*lo, *hi] to hold every non-NaN x[i], i < n, exactly as
+// MinMaxRef (kernels/ref/quantize.h): NaN is ignored, and a bound only moves
+// for a value strictly beyond it (so 0 stays +0 for -0 inputs). Exact, so
+// chunks may be reduced in any order.
+using MinMaxF32Fn = void (*)(const float* x, int64_t n, float* lo, float* hi);
+// The four float32 operations of binary_f32, one IEEE operation per element
+// (the reference's bits on every row).
+enum class BinaryF32Op : uint8_t { kAdd, kSub, kMul, kDiv };
+// y[i] = a[i * a_step] op b[i * b_step] for i < n, each step 0 (one value
+// repeated: broadcasting) or 1; y does not alias a or b unless the step is 1.
+using BinaryF32Fn = void (*)(BinaryF32Op op, int64_t n, const float* a, int64_t a_step, const float* b,
+                             int64_t b_step, float* y);
+//   qlinear_mul:  y[i] = QuantizeValue(DequantizeValue(a[i]) * DequantizeValue(b[i]), y_scale, y_zp)
+// (QLinearAddS8Fn's signature, tagged with its op.)
+using QLinearMulS8Fn = CpuOpFn<CpuOp::kQLinearMulS8, void(int64_t n, const void* a, float a_scale, int32_t a_zp,
+                                                          const void* b, float b_scale, int32_t b_zp, float y_scale,
+                                                          int32_t y_zp, bool is_signed, void* y)>;
+// y[r] = MeanOfRowRef(x + r * n, n) for r < rows (kernels/ref/reduce_common.h):
+// each row summed in order in double, the reference's bits.
+using MeanRowsF32Fn = void (*)(const float* x, int64_t rows, int64_t n, float* y);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
-                                 DepthwiseF32Fn, DepthwiseS8RowFn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
+                                 DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
                                  DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn, ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn,
-                                 ConvertF16F32Fn, ConvertF32F16Fn>;
+                                 ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn, QLinearMulS8Fn,
+                                 MeanRowsF32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

@@ -140,7 +140,7 @@ void DepthwiseF32PlaneAvx512(const DepthwiseF32Plane& p);
 
 // ---------------------------------------------------------------------------
 // Per-tensor quantization glue (qdq_glue.cc, qdq_glue_avx2.cc): the rows of
-// the quantize_f32, dequantize_s8 and qlinear_add_s8 ops (dispatch.h).
+// the quantize_f32, dequantize_s8, qlinear_add_s8 and qlinear_mul_s8 ops (dispatch.h).
 void QuantizeRowPortable(int64_t n, const float* x, float scale, int32_t zero_point, bool out_signed, void* y);
 void DequantizeRowPortable(int64_t n, const void* x, bool x_signed, float scale, int32_t zero_point, float* y);
 void QLinearAddRowPortable(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
@@ -149,12 +149,30 @@ void QuantizeRowAvx2(int64_t n, const float* x, float scale, int32_t zero_point,
 void DequantizeRowAvx2(int64_t n, const void* x, bool x_signed, float scale, int32_t zero_point, float* y);
 void QLinearAddRowAvx2(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
                        int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
+void QLinearMulRowPortable(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
+                           int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
+void QLinearMulRowAvx2(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
+                       int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
 
-// One output row of an INT8 depthwise convolution (quant_conv_depthwise*.cc),
-// the rows of the depthwise_s8 op (dispatch.h: DepthwiseS8RowFn).
-void DepthwiseRowPortable(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
-void DepthwiseRowAvx2(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
-void DepthwiseRowAvx512(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out);
+// The range of a float row (binary_f32*.cc), the rows of the minmax_f32 op,
+// and the rows of the binary_f32 op (dispatch.h: MinMaxF32Fn, BinaryF32Fn).
+void MinMaxRowPortable(const float* x, int64_t n, float* lo, float* hi);
+void MinMaxRowAvx2(const float* x, int64_t n, float* lo, float* hi);
+void MinMaxRowAvx512(const float* x, int64_t n, float* lo, float* hi);
+void BinaryRowPortable(BinaryF32Op op, int64_t n, const float* a, int64_t a_step, const float* b, int64_t b_step,
+                       float* y);
+void BinaryRowAvx2(BinaryF32Op op, int64_t n, const float* a, int64_t a_step, const float* b, int64_t b_step,
+                   float* y);
+void BinaryRowAvx512(BinaryF32Op op, int64_t n, const float* a, int64_t a_step, const float* b, int64_t b_step,
+                     float* y);
+
+// INT8 depthwise convolution planes (quant_conv_depthwise_simd.cc,
+// quant_conv_depthwise_avx512.cc; DepthwiseS8Plane in kernel_args.h), the
+// rows of the depthwise_s8 op.
+void DepthwiseS8PlanePortable(const DepthwiseS8Plane& p);
+void DepthwiseS8PlaneAvx2(const DepthwiseS8Plane& p);
+void DepthwiseS8PlaneAvx512(const DepthwiseS8Plane& p);
+void DepthwiseS8PlaneAvx512Vnni(const DepthwiseS8Plane& p);
 
 // 2-D MaxPool (pool.cc), the row of the maxpool2d op.
 void MaxPool2dPortable(const MaxPool2dArgs& args);

@@ -210,6 +210,30 @@ struct DepthwiseF32Plane {
   float out_min = 0.0f, out_max = 0.0f;  // the clamp (see GemmF32Args)
 };
 
+// INT8 depthwise convolution of one channel of one image (QLinearConv with
+// group = channels), bit for bit the reference's:
+//   acc[oy, ox] = sum over (ky, kx) of w[ky, kx] * (x[oy * sh - pt + ky * dh, ox * sw - pl + kx * dw] - x_zero_point)
+//                 (int32; taps outside x add 0, as x_zero_point padding does)
+//   y[oy, ox]   = RequantizeS32Ref(acc + bias, multiplier, y_zero_point)   (kernels/ref/quantize.h)
+struct DepthwiseS8Plane {
+  const void* x = nullptr;  // [height, width], int8_t (x_signed) or uint8_t
+  bool x_signed = false;
+  int32_t x_zero_point = 0;
+  const int16_t* w = nullptr;  // [kernel_h, kernel_w]: w - w_zero_point, in [-255, 255]
+  int32_t bias = 0;
+  float multiplier = 0.0f;  // x_scale * w_scale / y_scale
+  int32_t y_zero_point = 0;
+  bool y_signed = false;
+  void* y = nullptr;  // [out_h, out_w], int8_t (y_signed) or uint8_t
+  int64_t height = 0, width = 0, out_h = 0, out_w = 0;
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+  // Working memory of the kernel, ScratchFloats() floats, not
+  // shared with another thread; its contents on entry do not matter.
+  float* scratch = nullptr;
+  int64_t ScratchFloats() const { return height * width + out_h * out_w; }
+};
+
 // 2-D max pooling of NCHW planes without indices, exactly MaxPoolRef:
 //   y[p, oy, ox] = max over in-bounds taps (ky, kx) of x[p, oy * sh - pt + ky * dh, ox * sw - pl + kx * dw]
 // (the type's lowest value when no tap is in bounds; a NaN wins).

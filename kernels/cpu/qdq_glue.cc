@@ -13,11 +13,16 @@
 // Fast paths (else the reference kernel runs the node):
 //   QuantizeLinear    x float32, y_scale float32 and y_zero_point uint8/int8, one value each
 //   DequantizeLinear  x uint8/int8, x_scale float32 and x_zero_point of x's type, one value each
-//   sparq.QLinearAdd  A, B and Y of one type (uint8 or int8) and A, B of one shape (no broadcasting);
-//                     an optional table (input 8) is applied to each chunk as it is written
+//   sparq.QLinearAdd, sparq.QLinearMul
+//                     A, B and Y of one type (uint8 or int8), numpy broadcasting (the row runs over
+//                     each contiguous run of the output; a repeated value is expanded into a
+//                     small buffer); an optional table (input 8) is applied to each chunk as it is written
+//   DynamicQuantizeLinear  x float32 (the range by the minmax_f32 row, then quantize_f32_s8 to uint8)
 //   sparq.QLinearLut  always (X and the table are checked like the reference does)
 //   MaxPool           float32/uint8/int8 x of rank 4, no Indices output
 #include <algorithm>
+#include <array>
+#include <cstring>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -27,6 +32,8 @@
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/pool.h"
 #include "kernels/parallel.h"
+#include "kernels/ref/broadcast.h"
+#include "kernels/ref/elementwise_util.h"
 #include "kernels/ref/nn_common.h"
 #include "kernels/ref/pool.h"
 #include "kernels/ref/quantize.h"
@@ -53,25 +60,36 @@ void DequantizeRowPortable(int64_t n, const void* x, bool x_signed, float scale,
 }
 
 namespace {
-template <typename T>
-void QLinearAddRowOf(int64_t n, const T* a, float a_scale, int32_t a_zp, const T* b, float b_scale, int32_t b_zp,
-                     float y_scale, int32_t y_zp, T* y) {
+template <bool kMul, typename T>
+void QLinearBinaryRowOf(int64_t n, const T* a, float a_scale, int32_t a_zp, const T* b, float b_scale, int32_t b_zp,
+                        float y_scale, int32_t y_zp, T* y) {
   for (int64_t i = 0; i < n; ++i) {
-    const float sum = DequantizeValue(a[i], a_scale, a_zp) + DequantizeValue(b[i], b_scale, b_zp);
-    y[i] = QuantizeValue<T>(sum, y_scale, y_zp);
+    const float x = DequantizeValue(a[i], a_scale, a_zp), z = DequantizeValue(b[i], b_scale, b_zp);
+    y[i] = QuantizeValue<T>(kMul ? x * z : x + z, y_scale, y_zp);
+  }
+}
+
+template <bool kMul>
+void QLinearBinaryRow(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
+                      int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y) {
+  if (is_signed) {
+    QLinearBinaryRowOf<kMul>(n, static_cast<const int8_t*>(a), a_scale, a_zp, static_cast<const int8_t*>(b), b_scale,
+                             b_zp, y_scale, y_zp, static_cast<int8_t*>(y));
+  } else {
+    QLinearBinaryRowOf<kMul>(n, static_cast<const uint8_t*>(a), a_scale, a_zp, static_cast<const uint8_t*>(b),
+                             b_scale, b_zp, y_scale, y_zp, static_cast<uint8_t*>(y));
   }
 }
 }  // namespace
 
 void QLinearAddRowPortable(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
                            int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y) {
-  if (is_signed) {
-    QLinearAddRowOf(n, static_cast<const int8_t*>(a), a_scale, a_zp, static_cast<const int8_t*>(b), b_scale, b_zp,
-                    y_scale, y_zp, static_cast<int8_t*>(y));
-  } else {
-    QLinearAddRowOf(n, static_cast<const uint8_t*>(a), a_scale, a_zp, static_cast<const uint8_t*>(b), b_scale, b_zp,
-                    y_scale, y_zp, static_cast<uint8_t*>(y));
-  }
+  QLinearBinaryRow<false>(n, a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp, is_signed, y);
+}
+
+void QLinearMulRowPortable(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
+                           int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y) {
+  QLinearBinaryRow<true>(n, a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp, is_signed, y);
 }
 
 }  // namespace cpu
@@ -154,7 +172,61 @@ Status DequantizeLinearFast(OpContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------
-// sparq.QLinearAdd
+// DynamicQuantizeLinear: the range of x in chunks (minmax_f32; min and max
+// are exact, so the chunks' order does not matter), the reference's
+// parameters from it, then the quantize_f32_s8 row (uint8).
+
+struct DynamicQuant {
+  const CpuKernelDef* minmax = nullptr;
+  const CpuKernelDef* quantize = nullptr;
+};
+
+StatusOr<std::shared_ptr<const void>> PrepareDynamicQuant(const Node&, const std::vector<const Tensor*>&) {
+  auto d = std::make_shared<DynamicQuant>();
+  d->minmax = &SelectCpuKernel(CpuOp::kMinMaxF32);
+  d->quantize = &SelectCpuKernel(CpuOp::kQuantizeF32);
+  return std::shared_ptr<const void>(std::move(d));
+}
+
+// For `eval --verbose`: e.g. minmax_f32_avx512+quantize_f32_s8_avx2.
+std::string DynamicQuantKernel(const void* state) {
+  const auto& d = *static_cast<const DynamicQuant*>(state);
+  return std::string(d.minmax->name) + "+" + d.quantize->name;
+}
+
+Status DynamicQuantizeLinearFast(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
+  const auto& d = *static_cast<const DynamicQuant*>(ctx.prepared());
+  const Tensor& x = ctx.input(0);
+  const float* in = x.data<float>();
+  const int64_t n = x.numel();
+  const int64_t chunks = (n + kElementsPerTask - 1) / kElementsPerTask;
+  std::vector<float> lo(static_cast<size_t>(chunks), 0.0f), hi(static_cast<size_t>(chunks), 0.0f);
+  const MinMaxF32Fn minmax = d.minmax->get<MinMaxF32Fn>();
+  ParallelFor(ctx.pool(), chunks, 1, [&](int64_t c0, int64_t c1) {
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t b = c * kElementsPerTask;
+      minmax(in + b, std::min(kElementsPerTask, n - b), &lo[c], &hi[c]);
+    }
+  });
+  float range_lo = 0.0f, range_hi = 0.0f;  // the range always holds 0
+  MinMaxRef(lo.data(), chunks, &range_lo, &range_hi);
+  MinMaxRef(hi.data(), chunks, &range_lo, &range_hi);
+  const DynamicQuantParams params = DynamicQuantParamsFromRangeU8(range_lo, range_hi);
+  Tensor y(DataType::kUInt8, x.shape());
+  auto* out = static_cast<uint8_t*>(y.raw_data());
+  const QuantizeF32Fn quantize = d.quantize->get<QuantizeF32Fn>();
+  ParallelFor(ctx.pool(), n, kElementsPerTask, [&](int64_t b, int64_t e) {
+    quantize(e - b, in + b, params.scale, params.zero_point, /*out_signed=*/false, out + b);
+  });
+  ctx.set_output(0, std::move(y));
+  ctx.set_output(1, Tensor::Scalar<float>(params.scale));
+  ctx.set_output(2, Tensor::Scalar<uint8_t>(static_cast<uint8_t>(params.zero_point)));
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------------------
+// sparq.QLinearAdd and sparq.QLinearMul (the same code, another row)
 
 struct QuantAdd {
   float a_scale = 1, b_scale = 1, y_scale = 1;
@@ -162,8 +234,9 @@ struct QuantAdd {
   DataType type = DataType::kUndefined;  // of A, B and the sum's quantized value
   std::vector<uint8_t> table;            // optional input 8: the output is table[sum - min(type)]
   DataType out_type = DataType::kUndefined;
-  const CpuKernelDef* add = nullptr;  // the qlinear_add_s8 row
+  const CpuKernelDef* add = nullptr;  // the qlinear_add_s8 or qlinear_mul_s8 row
   const CpuKernelDef* lut = nullptr;  // the lut256 row
+  QLinearAddS8Fn row = nullptr;       // add's function
 };
 
 StatusOr<std::shared_ptr<const void>> PrepareQuantAdd(const Node& node, const std::vector<const Tensor*>& constants) {
@@ -173,7 +246,13 @@ StatusOr<std::shared_ptr<const void>> PrepareQuantAdd(const Node& node, const st
     if (t == nullptr || t->numel() != 1) return Status::NotSupported(node.Describe() + ": parameters not constant");
   }
   auto q = std::make_shared<QuantAdd>();
-  q->add = &SelectCpuKernel(CpuOp::kQLinearAddS8);
+  if (node.op_type == "QLinearMul") {
+    q->add = &SelectCpuKernel(CpuOp::kQLinearMulS8);
+    q->row = q->add->get<QLinearMulS8Fn>();  // the same signature
+  } else {
+    q->add = &SelectCpuKernel(CpuOp::kQLinearAddS8);
+    q->row = q->add->get<QLinearAddS8Fn>();
+  }
   q->lut = &SelectCpuKernel(CpuOp::kLut256);
   q->type = constant(7)->dtype();
   for (size_t i : {1, 4, 6})
@@ -208,19 +287,51 @@ Status QuantAddFast(OpContext& ctx) {
   if (!ctx.has_input(0) || !ctx.has_input(3)) return RunReferenceKernel(ctx);
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(3);
-  if (a.dtype() != q.type || b.dtype() != q.type || a.shape() != b.shape()) return RunReferenceKernel(ctx);
-  Tensor y(q.out_type, a.shape());
+  if (a.dtype() != q.type || b.dtype() != q.type) return RunReferenceKernel(ctx);
   const uint8_t flip = q.type == DataType::kInt8 ? 0x80 : 0;  // table index of an int8 sum: its byte ^ 0x80
   const auto* pa = static_cast<const uint8_t*>(a.raw_data());
   const auto* pb = static_cast<const uint8_t*>(b.raw_data());
-  auto* py = static_cast<uint8_t*>(y.raw_data());
   const bool is_signed = q.type == DataType::kInt8;
-  const QLinearAddS8Fn add = q.add->get<QLinearAddS8Fn>();
+  const QLinearAddS8Fn add = q.row;
   const Lut256Fn apply_table = q.lut->get<Lut256Fn>();
-  ParallelFor(ctx.pool(), a.numel(), kElementsPerTask, [&](int64_t s, int64_t e) {
-    add(e - s, pa + s, q.a_scale, q.a_zp, pb + s, q.b_scale, q.b_zp, q.y_scale, q.y_zp, is_signed, py + s);
-    if (!q.table.empty()) apply_table(q.table.data(), flip, py + s, py + s, e - s);
-  });
+  // y[0, n) = A[0, n) + B[0, n) (each walked with stride 1, or one value repeated: stride 0).
+  auto add_run = [&](int64_t n, const uint8_t* x, int64_t x_stride, const uint8_t* z, int64_t z_stride, uint8_t* y) {
+    uint8_t x_repeated[256], z_repeated[256];  // stride-0 operands, expanded for 256 values at a time
+    const auto fill = static_cast<size_t>(std::min<int64_t>(256, n));
+    if (x_stride == 0) std::memset(x_repeated, *x, fill);
+    if (z_stride == 0) std::memset(z_repeated, *z, fill);
+    for (int64_t s = 0; s < n; s += 256) {
+      const int64_t len = std::min<int64_t>(256, n - s);
+      const uint8_t* xs = x_stride == 0 ? x_repeated : x + s;
+      const uint8_t* zs = z_stride == 0 ? z_repeated : z + s;
+      add(len, xs, q.a_scale, q.a_zp, zs, q.b_scale, q.b_zp, q.y_scale, q.y_zp, is_signed, y + s);
+    }
+  };
+  if (a.shape() == b.shape()) {
+    Tensor y(q.out_type, a.shape());
+    auto* py = static_cast<uint8_t*>(y.raw_data());
+    ParallelFor(ctx.pool(), a.numel(), kElementsPerTask, [&](int64_t s, int64_t e) {
+      add(e - s, pa + s, q.a_scale, q.a_zp, pb + s, q.b_scale, q.b_zp, q.y_scale, q.y_zp, is_signed, py + s);
+      if (!q.table.empty()) apply_table(q.table.data(), flip, py + s, py + s, e - s);
+    });
+    ctx.set_output(0, std::move(y));
+    return Status::OK();
+  }
+  // Broadcasting (a bias row, a residual of another shape, a scalar): runs of
+  // the output along which each input walks contiguously or repeats one value.
+  StatusOr<Shape> shape = BroadcastShapes({a.shape(), b.shape()});
+  if (!shape.ok()) return RunReferenceKernel(ctx);  // the reference names the error
+  Tensor y(q.out_type, *shape);
+  auto* py = static_cast<uint8_t*>(y.raw_data());
+  const auto plan = elementwise::MakeBroadcastPlan<2>(*shape, {&a.shape(), &b.shape()});
+  if (plan.strides[0].back() > 1 || plan.strides[1].back() > 1) return RunReferenceKernel(ctx);
+  elementwise::ForEachRun(ctx.pool(), plan,
+                          [&](int64_t o, const std::array<int64_t, 2>& off, const std::array<int64_t, 2>& st,
+                              int64_t n) {
+                            if (n == 0) return;
+                            add_run(n, pa + off[0], st[0], pb + off[1], st[1], py + o);
+                            if (!q.table.empty()) apply_table(q.table.data(), flip, py + o, py + o, n);
+                          });
   ctx.set_output(0, std::move(y));
   return Status::OK();
 }
@@ -265,7 +376,10 @@ void RegisterCpuQdqGlueOps(KernelRegistry& r) {
          WithoutContext(PrepareRow<CpuOp::kQuantizeF32>, RowKernel)});
   r.Add({"DequantizeLinear", "", 10, 99, DequantizeLinearFast, "dequantize_s8_f32",
          WithoutContext(PrepareRow<CpuOp::kDequantizeS8>, RowKernel)});
+  r.Add({"DynamicQuantizeLinear", "", 11, 99, DynamicQuantizeLinearFast, "minmax_f32+quantize_f32_s8",
+         WithoutContext(PrepareDynamicQuant, DynamicQuantKernel)});
   r.Add({"QLinearAdd", kSparqDomain, 1, 1, QuantAddFast, "qlinear_add_s8", WithoutContext(PrepareQuantAdd, QuantAddKernel)});
+  r.Add({"QLinearMul", kSparqDomain, 1, 1, QuantAddFast, "qlinear_mul_s8", WithoutContext(PrepareQuantAdd, QuantAddKernel)});
   r.Add({"QLinearLut", kSparqDomain, 1, 1, LutFast, "lut256", WithoutContext(PrepareRow<CpuOp::kLut256>, RowKernel)});
   r.Add({"MaxPool", "", 1, 99, MaxPoolFast, "maxpool2d", WithoutContext(PrepareMaxPool, RowKernel)});
 }

@@ -1,5 +1,5 @@
 // AVX2 rows of the per-tensor quantization glue (qdq_glue.cc): QuantizeLinear,
-// DequantizeLinear and sparq.QLinearAdd, 8 values per step, bit for bit
+// DequantizeLinear, sparq.QLinearAdd and sparq.QLinearMul, 8 values per step, bit for bit
 // QuantizeValue / DequantizeValue of kernels/ref/quantize.h:
 //   - the quotient is a true division (vdivps), as the reference divides;
 //   - rounding is to nearest, ties to even, from the instruction's immediate
@@ -62,11 +62,13 @@ void QuantizeTail(int64_t n, const float* x, float scale, int32_t zero_point, vo
   for (int64_t i = 0; i < n; ++i) static_cast<T*>(y)[i] = QuantizeValue<T>(x[i], scale, zero_point);
 }
 
-template <typename T>
-void AddTail(int64_t n, const T* a, float a_scale, int32_t a_zp, const T* b, float b_scale, int32_t b_zp,
-             float y_scale, int32_t y_zp, T* y) {
-  for (int64_t i = 0; i < n; ++i)
-    y[i] = QuantizeValue<T>(DequantizeValue(a[i], a_scale, a_zp) + DequantizeValue(b[i], b_scale, b_zp), y_scale, y_zp);
+template <bool kMul, typename T>
+void BinaryTail(int64_t n, const T* a, float a_scale, int32_t a_zp, const T* b, float b_scale, int32_t b_zp,
+                float y_scale, int32_t y_zp, T* y) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float x = DequantizeValue(a[i], a_scale, a_zp), z = DequantizeValue(b[i], b_scale, b_zp);
+    y[i] = QuantizeValue<T>(kMul ? x * z : x + z, y_scale, y_zp);
+  }
 }
 
 }  // namespace
@@ -92,8 +94,10 @@ void DequantizeRowAvx2(int64_t n, const void* x, bool x_signed, float scale, int
   }
 }
 
-void QLinearAddRowAvx2(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
-                       int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y) {
+namespace {
+template <bool kMul>
+void QLinearBinaryRowAvx2(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
+                          int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y) {
   const auto* pa = static_cast<const uint8_t*>(a);
   const auto* pb = static_cast<const uint8_t*>(b);
   auto* out = static_cast<uint8_t*>(y);
@@ -102,15 +106,27 @@ void QLinearAddRowAvx2(int64_t n, const void* a, float a_scale, int32_t a_zp, co
   const QuantOut o = MakeQuantOut(y_scale, y_zp, is_signed);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    const __m256 sum = _mm256_add_ps(Dequantize8(pa + i, is_signed, za, sa), Dequantize8(pb + i, is_signed, zb, sb));
-    Quantize8(sum, o, out + i);
+    const __m256 x = Dequantize8(pa + i, is_signed, za, sa), z = Dequantize8(pb + i, is_signed, zb, sb);
+    Quantize8(kMul ? _mm256_mul_ps(x, z) : _mm256_add_ps(x, z), o, out + i);
   }
   if (is_signed) {
-    AddTail(n - i, reinterpret_cast<const int8_t*>(pa + i), a_scale, a_zp, reinterpret_cast<const int8_t*>(pb + i),
-            b_scale, b_zp, y_scale, y_zp, reinterpret_cast<int8_t*>(out + i));
+    BinaryTail<kMul>(n - i, reinterpret_cast<const int8_t*>(pa + i), a_scale, a_zp,
+                     reinterpret_cast<const int8_t*>(pb + i), b_scale, b_zp, y_scale, y_zp,
+                     reinterpret_cast<int8_t*>(out + i));
   } else {
-    AddTail(n - i, pa + i, a_scale, a_zp, pb + i, b_scale, b_zp, y_scale, y_zp, out + i);
+    BinaryTail<kMul>(n - i, pa + i, a_scale, a_zp, pb + i, b_scale, b_zp, y_scale, y_zp, out + i);
   }
+}
+}  // namespace
+
+void QLinearAddRowAvx2(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
+                       int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y) {
+  QLinearBinaryRowAvx2<false>(n, a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp, is_signed, y);
+}
+
+void QLinearMulRowAvx2(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
+                       int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y) {
+  QLinearBinaryRowAvx2<true>(n, a, a_scale, a_zp, b, b_scale, b_zp, y_scale, y_zp, is_signed, y);
 }
 
 SPARQ_CPU_TARGET_END

@@ -1,7 +1,13 @@
-// The output row of the depthwise INT8 convolution (quant_conv_depthwise.cc):
-// out[i] = sum_t w[t] * x[t][i] in int32, 8 (AVX2) or 16 (AVX-512) outputs
-// per step with all taps accumulated in one register. Integer sums: every
-// version gives the same bits.
+// The portable and AVX2 planes of the INT8 depthwise convolution
+// (quant_conv_depthwise.cc runs them; the AVX-512 plane is
+// quant_conv_depthwise_avx512.cc). Portable: the integer body of
+// quant_conv_depthwise_plane.inc. AVX2: like the AVX-512 plane, x -
+// x_zero_point widened to float once and the FP32 vector rows
+// (depthwise_rows_avx2.inc; every partial sum an integer below 2^24, exact),
+// the sums converted back to int32 and the plane requantized by
+// RequantRowAvx2; the integer body for windows the vector rows do not take.
+// Integer sums and the reference's requantization: every version gives the
+// same bits.
 #include <cstdint>
 
 #include "kernels/cpu/cpu_target.h"
@@ -14,58 +20,67 @@
 namespace sparq {
 namespace cpu {
 
-void DepthwiseRowPortable(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out) {
-  for (int64_t i = 0; i < n; ++i) out[i] = 0;
-  for (int t = 0; t < taps; ++t) {
-    const int32_t wt = w[t];
-    const int16_t* xt = x[t];
-    for (int64_t i = 0; i < n; ++i) out[i] += wt * xt[i];
-  }
-}
+namespace portable {
+namespace {
+#include "kernels/cpu/quant_conv_depthwise_plane.inc"
+}  // namespace
+}  // namespace portable
+
+void DepthwiseS8PlanePortable(const DepthwiseS8Plane& p) { portable::DepthwiseS8PlaneAny(p, RequantRowPortable); }
 
 #if SPARQ_CPU_X86
 SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX2_FEATURES)
 
-void DepthwiseRowAvx2(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out) {
+namespace avx2 {
+namespace {
+#include "kernels/cpu/quant_conv_depthwise_plane.inc"
+}  // namespace
+}  // namespace avx2
+
+namespace avx2 {
+namespace {
+#include "kernels/cpu/depthwise_rows_avx2.inc"
+
+// x[i] - zero_point as float, i < n.
+template <typename T>
+void WidenPlane(const T* x, int64_t n, int32_t zero_point, float* out) {
+  const __m256i zp = _mm256_set1_epi32(zero_point);
   int64_t i = 0;
   for (; i + 8 <= n; i += 8) {
-    __m256i acc = _mm256_setzero_si256();
-    for (int t = 0; t < taps; ++t) {
-      const __m256i v = _mm256_cvtepi16_epi32(_mm_loadu_si128(reinterpret_cast<const __m128i*>(x[t] + i)));
-      acc = _mm256_add_epi32(acc, _mm256_mullo_epi32(v, _mm256_set1_epi32(w[t])));
-    }
-    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + i), acc);
+    const __m128i bytes = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(x + i));
+    const __m256i v = static_cast<T>(-1) < 0 ? _mm256_cvtepi8_epi32(bytes) : _mm256_cvtepu8_epi32(bytes);
+    _mm256_storeu_ps(out + i, _mm256_cvtepi32_ps(_mm256_sub_epi32(v, zp)));
   }
-  for (; i < n; ++i) {
-    int32_t sum = 0;
-    for (int t = 0; t < taps; ++t) sum += static_cast<int32_t>(w[t]) * x[t][i];
-    out[i] = sum;
-  }
+  for (; i < n; ++i) out[i] = static_cast<float>(static_cast<int32_t>(x[i]) - zero_point);
 }
 
-SPARQ_CPU_TARGET_END
+}  // namespace
+}  // namespace avx2
 
-SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX512_FEATURES)
-
-void DepthwiseRowAvx512(const int16_t* const* x, const int16_t* w, int taps, int64_t n, int32_t* out) {
-  int64_t i = 0;
-  for (; i + 16 <= n; i += 16) {
-    __m512i acc = _mm512_setzero_si512();
-    for (int t = 0; t < taps; ++t) {
-      const __m512i v = _mm512_cvtepi16_epi32(_mm256_loadu_si256(reinterpret_cast<const __m256i*>(x[t] + i)));
-      acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(v, _mm512_set1_epi32(w[t])));
-    }
-    _mm512_storeu_si512(out + i, acc);
+void DepthwiseS8PlaneAvx2(const DepthwiseS8Plane& p) {
+  if (!avx2::NarrowFits(p.kernel_w, p.kernel_h, p.stride_w, p.dilation_w, p.width, p.out_w)) {
+    avx2::DepthwiseS8PlaneAny(p, RequantRowAvx2);
+    return;
   }
-  if (i < n) {  // the last n - i < 16 outputs, masked
-    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
-    __m512i acc = _mm512_setzero_si512();
-    for (int t = 0; t < taps; ++t) {
-      const __m512i v = _mm512_cvtepi16_epi32(_mm256_maskz_loadu_epi16(m, x[t] + i));
-      acc = _mm512_add_epi32(acc, _mm512_mullo_epi32(v, _mm512_set1_epi32(w[t])));
-    }
-    _mm512_mask_storeu_epi32(out + i, m, acc);
+  float* xf = p.scratch;                                                // [height, width]
+  auto* acc = reinterpret_cast<int32_t*>(p.scratch + p.height * p.width);  // [out_h, out_w]
+  if (p.x_signed) {
+    avx2::WidenPlane(static_cast<const int8_t*>(p.x), p.height * p.width, p.x_zero_point, xf);
+  } else {
+    avx2::WidenPlane(static_cast<const uint8_t*>(p.x), p.height * p.width, p.x_zero_point, xf);
   }
+  float wf[avx2::kMaxRows * 7];
+  for (int64_t t = 0; t < p.kernel_h * p.kernel_w; ++t) wf[t] = p.w[t];
+  avx2::NarrowGeometry g;
+  g.height = p.height, g.width = p.width, g.out_h = p.out_h, g.out_w = p.out_w;
+  g.kernel_h = p.kernel_h, g.stride_h = p.stride_h, g.stride_w = p.stride_w, g.dilation_h = p.dilation_h;
+  g.pad_top = p.pad_top, g.pad_left = p.pad_left;
+  const int64_t out_w = p.out_w;
+  avx2::RowsNarrowAny(p.kernel_w, g, xf, wf, [&](int64_t oy, int64_t col, __m256i lanes, __m256 sums) {
+    _mm256_maskstore_epi32(acc + oy * out_w + col, lanes, _mm256_cvtps_epi32(sums));  // sums are exact integers
+  });
+  RequantRowAvx2(p.out_h * p.out_w, acc, &p.bias, 0, &p.multiplier, 0, p.y_zero_point, /*fuse_relu=*/false,
+                 p.y_signed, p.y);
 }
 
 SPARQ_CPU_TARGET_END

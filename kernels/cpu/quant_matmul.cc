@@ -1,11 +1,13 @@
 #include "kernels/cpu/quant_matmul.h"
 
 #include <algorithm>
+#include <cstring>
 #include <string>
 #include <type_traits>
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
+#include "kernels/parallel.h"
 #include "kernels/ref/quant_util.h"
 #include "kernels/ref/quantize.h"
 
@@ -243,7 +245,8 @@ Status RunPreparedQuantMatMul(OpContext& ctx, const QuantMatMulWeights& w) {
     if (st.code() == StatusCode::kNotSupported) return RunReferenceKernel(ctx);
     SPARQ_RETURN_IF_ERROR(st);
     Tensor y;
-    SPARQ_RETURN_IF_ERROR(MatMulIntegerToFloatFromAcc(ctx, ctx.outputs()[0], ctx.input(4), ctx.input(5), &y));
+    SPARQ_RETURN_IF_ERROR(MatMulIntegerToFloatFromAcc(ctx, ctx.outputs()[0], ctx.input(4), ctx.input(5),
+                                                      ctx.has_input(6) ? &ctx.input(6) : nullptr, &y));
     ctx.set_output(0, std::move(y));
     return Status::OK();
   }
@@ -272,10 +275,66 @@ Status PackAndRun(OpContext& ctx, size_t b_in, size_t zp_in, Status (*packed)(Op
   return st;
 }
 
+// A [..., M, K] x B [..., K, N], the same batch dimensions (attention's
+// activation x activation products, onnxruntime's QDQ placement of them):
+// each batch's B packed and multiplied on one thread, batches spread over
+// the pool; the reference kernel for anything else (broadcast batches, 1-D).
+Status QLinearMatMulBatched(OpContext& ctx) {
+  for (size_t i = 0; i < 8; ++i)
+    if (!ctx.has_input(i)) return RunReferenceKernel(ctx);
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(3);
+  const size_t rank = a.rank();
+  if (rank < 3 || b.rank() != rank || !IsInt8Type(a.dtype()) || !IsInt8Type(b.dtype()) ||
+      !IsInt8Type(ctx.input(7).dtype()) || a.dim(rank - 1) != b.dim(rank - 2)) {
+    return RunReferenceKernel(ctx);
+  }
+  for (size_t d = 0; d + 2 < rank; ++d)
+    if (a.dim(d) != b.dim(d)) return RunReferenceKernel(ctx);
+  const int64_t m = a.dim(rank - 2), k = a.dim(rank - 1), n = b.dim(rank - 1);
+  int64_t batches = 1;
+  for (size_t d = 0; d + 2 < rank; ++d) batches *= a.dim(d);
+  if (batches == 0 || m == 0 || k == 0 || n == 0) return RunReferenceKernel(ctx);
+  Shape out_shape = a.shape();
+  out_shape.back() = n;
+  Tensor y(ctx.input(7).dtype(), out_shape);
+  std::vector<Status> status(static_cast<size_t>(batches));
+  ParallelFor(ctx.pool(), batches, 1, [&](int64_t b0, int64_t b1) {
+    for (int64_t i = b0; i < b1; ++i) {
+      Tensor a_i(a.dtype(), {m, k}), b_i(b.dtype(), {k, n});
+      std::memcpy(a_i.raw_data(), static_cast<const uint8_t*>(a.raw_data()) + i * m * k, static_cast<size_t>(m * k));
+      std::memcpy(b_i.raw_data(), static_cast<const uint8_t*>(b.raw_data()) + i * k * n, static_cast<size_t>(k * n));
+      StatusOr<QuantMatMulWeights> w = PackQuantMatMulWeights(b_i, &ctx.input(5));
+      if (!w.ok()) {
+        status[i] = w.status();
+        continue;
+      }
+      OpContext one(ctx.node(), ctx.opset(),
+                    {&a_i, &ctx.input(1), &ctx.input(2), &b_i, &ctx.input(4), &ctx.input(5), &ctx.input(6),
+                     &ctx.input(7)},
+                    nullptr);
+      status[i] = QLinearMatMulPacked(one, *w);
+      if (status[i].ok()) {
+        std::memcpy(static_cast<uint8_t*>(y.raw_data()) + i * m * n, one.outputs()[0].raw_data(),
+                    static_cast<size_t>(m * n));
+      }
+    }
+  });
+  for (const Status& st : status) {
+    if (st.code() == StatusCode::kNotSupported) return RunReferenceKernel(ctx);
+    SPARQ_RETURN_IF_ERROR(st);
+  }
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
 }  // namespace
 
 Status MatMulIntegerCpu(OpContext& ctx) { return PackAndRun(ctx, 1, 3, MatMulIntegerPacked); }
-Status QLinearMatMulCpu(OpContext& ctx) { return PackAndRun(ctx, 3, 5, QLinearMatMulPacked); }
+Status QLinearMatMulCpu(OpContext& ctx) {
+  if (ctx.has_input(3) && ctx.input(3).rank() > 2) return QLinearMatMulBatched(ctx);
+  return PackAndRun(ctx, 3, 5, QLinearMatMulPacked);
+}
 
 void RegisterPreparedCpuQuantOps(KernelRegistry& r) {
   PrepareFn prepare = [](const Node& node, const std::vector<const Tensor*>& constants,
@@ -291,6 +350,14 @@ void RegisterPreparedCpuQuantOps(KernelRegistry& r) {
   r.Add({"MatMulInteger", "", 10, 99, run, "gemm_s8", prepare});
   r.Add({"QLinearMatMul", "", 10, 99, run, "gemm_s8", prepare});
   r.Add({"MatMulIntegerToFloat", kSparqDomain, 1, 1, run, "gemm_s8", prepare});
+  // QLinearMatMul whose B is not a constant (two activations, as the QDQ
+  // fusion writes attention's products): B packed per call (per batch).
+  PrepareFn activations = [](const Node&, const std::vector<const Tensor*>&,
+                             const PrepareContext&) -> StatusOr<PreparedKernel> {
+    const CpuKernelDef* gemm = SelectCpuKernel(CpuOp::kGemmS8, PreferredGemmS8Format(ActiveIsa()));
+    return PreparedKernel{nullptr, gemm != nullptr ? gemm->name : "gemm_s8"};
+  };
+  r.Add({"QLinearMatMul", "", 10, 99, QLinearMatMulCpu, "gemm_s8", activations});
 }
 
 void RegisterCpuQuantOps(KernelRegistry& r) {

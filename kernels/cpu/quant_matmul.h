@@ -82,6 +82,9 @@ Status RunPreparedQuantMatMul(OpContext& ctx, const QuantMatMulWeights& w);
 // inputs allow it, the reference kernel otherwise. They pack B on every call,
 // since a KernelFn has no per-node state; an executor with a prepare step
 // would call PackQuantMatMulWeights once and then *Packed.
+// QLinearMatMulCpu also takes B of rank > 2 with A's batch dimensions
+// (activation x activation, as in attention): each batch packed and run on one
+// thread of the pool.
 Status MatMulIntegerCpu(OpContext& ctx);
 Status QLinearMatMulCpu(OpContext& ctx);
 

@@ -26,9 +26,16 @@
 //     then mapped through it as QLinearLut does (the fusion folds a table
 //     that alone reads the sum into the QLinearAdd).
 //
-//   sparq.MatMulIntegerToFloat(A, B, A_zero_point, B_zero_point, A_scale, B_scale) -> Y
-//     quantize.mode dynamic's MatMulInteger -> Cast -> Mul(A_scale * B_scale):
+//   sparq.QLinearMul(A, A_scale, A_zero_point, B, B_scale, B_zero_point,
+//                    Y_scale, Y_zero_point[, Table]) -> Y
+//     QLinearAdd with a product: Y = QuantizeValue(DequantizeValue(A) * DequantizeValue(B)),
+//     the DequantizeLinear, Mul and QuantizeLinear reference kernels one after
+//     the other (onnxruntime's Q/DQ around GELU's product and LayerNorm's gamma).
+//
+//   sparq.MatMulIntegerToFloat(A, B, A_zero_point, B_zero_point, A_scale, B_scale[, Bias]) -> Y
+//     quantize.mode dynamic's MatMulInteger -> Cast -> Mul(A_scale * B_scale) [-> Add(Bias)]:
 //       Y[..., n] = float(MatMulInteger(A, B, A_zero_point, B_zero_point)[..., n]) * (A_scale * B_scale[n])
+//                   [+ Bias[n], rounded after the product, as the Add does]
 //     A_scale float32, one value; B_scale float32, one value or one per
 //     column of B (the last dim); each product one float32 rounding, as the
 //     Mul reference kernels compute it.
@@ -91,7 +98,7 @@ Status QLinearConvLut(OpContext& ctx) {
   return Status::OK();
 }
 
-// One per-tensor (scale, zero point) pair of QLinearAdd, checked: inputs
+// One per-tensor (scale, zero point) pair of QLinearAdd / QLinearMul, checked: inputs
 // `scale_input` and `scale_input + 1`; the zero point's type must be `type`.
 Status ReadParams(const OpContext& ctx, size_t scale_input, DataType type, const std::string& what, float* scale,
                   int32_t* zero_point) {
@@ -104,7 +111,9 @@ Status ReadParams(const OpContext& ctx, size_t scale_input, DataType type, const
   return Status::OK();
 }
 
-Status QLinearAdd(OpContext& ctx) {
+// sparq.QLinearAdd and sparq.QLinearMul: Y = Q(op(DQ(A), DQ(B))).
+template <bool kMul>
+Status QLinearBinary(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(8));
   const Tensor& a = ctx.input(0);
   const Tensor& b = ctx.input(3);
@@ -127,9 +136,9 @@ Status QLinearAdd(OpContext& ctx) {
     using T = decltype(tag);
     T* out = y.data<T>();
     ForEachBroadcast<2>(*shape, strides, [&](int64_t i, const std::array<int64_t, 2>& off) {
-      const float sum = DequantizeValue(ByteValue(a, off[0]), a_scale, a_zp) +
-                        DequantizeValue(ByteValue(b, off[1]), b_scale, b_zp);
-      out[i] = QuantizeValue<T>(sum, y_scale, y_zp);
+      const float x = DequantizeValue(ByteValue(a, off[0]), a_scale, a_zp);
+      const float z = DequantizeValue(ByteValue(b, off[1]), b_scale, b_zp);
+      out[i] = QuantizeValue<T>(kMul ? x * z : x + z, y_scale, y_zp);
     });
     if (!ctx.has_input(8)) {
       ctx.set_output(0, std::move(y));
@@ -145,7 +154,7 @@ Status QLinearAdd(OpContext& ctx) {
 }  // namespace
 
 Status MatMulIntegerToFloatFromAcc(const OpContext& ctx, const Tensor& acc, const Tensor& a_scale, const Tensor& b_scale,
-                                   Tensor* y) {
+                                   const Tensor* bias, Tensor* y) {
   const int64_t n = acc.rank() == 0 ? 1 : acc.dim(acc.rank() - 1);
   if (a_scale.dtype() != DataType::kFloat32 || a_scale.numel() != 1) {
     return ctx.InvalidArgument("A_scale must be one float32 value, got " + DataTypeName(a_scale.dtype()) + " " +
@@ -155,14 +164,24 @@ Status MatMulIntegerToFloatFromAcc(const OpContext& ctx, const Tensor& acc, cons
     return ctx.InvalidArgument("B_scale must be float32, one value or one per column (" + std::to_string(n) +
                                "), got " + DataTypeName(b_scale.dtype()) + " " + ShapeToString(b_scale.shape()));
   }
+  if (bias != nullptr && (bias->dtype() != DataType::kFloat32 || bias->rank() != 1 || bias->dim(0) != n)) {
+    return ctx.InvalidArgument("Bias must be float32 [" + std::to_string(n) + "], got " + DataTypeName(bias->dtype()) +
+                               " " + ShapeToString(bias->shape()));
+  }
   std::vector<float> scale(static_cast<size_t>(n));
   const float sa = a_scale.data<float>()[0];
   for (int64_t c = 0; c < n; ++c) scale[c] = sa * b_scale.data<float>()[b_scale.numel() == 1 ? 0 : c];
   Tensor out(DataType::kFloat32, acc.shape());
   const int32_t* in = acc.data<int32_t>();
   float* o = out.data<float>();
-  for (int64_t row = 0; row < (n == 0 ? 0 : acc.numel() / n); ++row)
+  const int64_t rows = n == 0 ? 0 : acc.numel() / n;
+  for (int64_t row = 0; row < rows; ++row)
     for (int64_t c = 0; c < n; ++c) o[row * n + c] = static_cast<float>(in[row * n + c]) * scale[c];
+  if (bias != nullptr) {  // a second rounding, as the Add after the Mul (no contraction: -ffp-contract=off)
+    const float* b = bias->data<float>();
+    for (int64_t row = 0; row < rows; ++row)
+      for (int64_t c = 0; c < n; ++c) o[row * n + c] = o[row * n + c] + b[c];
+  }
   *y = std::move(out);
   return Status::OK();
 }
@@ -176,7 +195,8 @@ Status MatMulIntegerToFloat(OpContext& ctx) {
   OpContext mm_ctx(ctx.node(), 10, {&ctx.input(0), &ctx.input(1), &ctx.input(2), &ctx.input(3)}, ctx.pool());
   SPARQ_RETURN_IF_ERROR(mm->fn(mm_ctx));
   Tensor y;
-  SPARQ_RETURN_IF_ERROR(MatMulIntegerToFloatFromAcc(ctx, mm_ctx.outputs()[0], ctx.input(4), ctx.input(5), &y));
+  SPARQ_RETURN_IF_ERROR(MatMulIntegerToFloatFromAcc(ctx, mm_ctx.outputs()[0], ctx.input(4), ctx.input(5),
+                                                    ctx.has_input(6) ? &ctx.input(6) : nullptr, &y));
   ctx.set_output(0, std::move(y));
   return Status::OK();
 }
@@ -186,7 +206,8 @@ Status MatMulIntegerToFloat(OpContext& ctx) {
 void RegisterQdqFusedOps(KernelRegistry& r) {
   r.Add({"MatMulIntegerToFloat", kSparqDomain, 1, 1, MatMulIntegerToFloat, "ref"});
   r.Add({"QLinearLut", kSparqDomain, 1, 1, QLinearLut, "ref"});
-  r.Add({"QLinearAdd", kSparqDomain, 1, 1, QLinearAdd, "ref"});
+  r.Add({"QLinearAdd", kSparqDomain, 1, 1, QLinearBinary<false>, "ref"});
+  r.Add({"QLinearMul", kSparqDomain, 1, 1, QLinearBinary<true>, "ref"});
   r.Add({"QLinearConvLut", kSparqDomain, 1, 1, QLinearConvLut, "ref"});
 }
 

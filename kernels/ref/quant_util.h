@@ -22,10 +22,11 @@ void RegisterQuantConvOps(KernelRegistry& r);
 void RegisterQdqFusedOps(KernelRegistry& r);
 
 // The epilogue of sparq.MatMulIntegerToFloat (qdq_fused_ops.cc), shared by its
-// reference and fast kernels: Y = float(acc) * (A_scale * B_scale[column]),
-// checking the scales.
+// reference and fast kernels: Y = float(acc) * (A_scale * B_scale[column])
+// [+ bias[column], a second rounding], checking the scales and the bias
+// (float32 [N], or nullptr for none).
 Status MatMulIntegerToFloatFromAcc(const OpContext& ctx, const Tensor& acc, const Tensor& a_scale, const Tensor& b_scale,
-                                   Tensor* y);
+                                   const Tensor* bias, Tensor* y);
 
 // Calls fn(T{}) with T = uint8_t or int8_t for `type` and returns its Status;
 // InvalidArgument naming `what` for any other type.

@@ -41,12 +41,23 @@ void DequantizeLinearRef(const T* x, const QuantParamLayout& layout, const float
   });
 }
 
+void MinMaxRef(const float* x, int64_t n, float* lo, float* hi) {
+  float l = *lo, h = *hi;
+  for (int64_t i = 0; i < n; ++i) {
+    if (x[i] < l) l = x[i];  // NaN compares false: ignored
+    if (x[i] > h) h = x[i];
+  }
+  *lo = l;
+  *hi = h;
+}
+
 DynamicQuantParams ComputeDynamicQuantParamsU8(const float* x, int64_t n) {
   float lo = 0.0f, hi = 0.0f;  // the range always includes 0
-  for (int64_t i = 0; i < n; ++i) {
-    if (x[i] < lo) lo = x[i];  // NaN compares false: ignored
-    if (x[i] > hi) hi = x[i];
-  }
+  MinMaxRef(x, n, &lo, &hi);
+  return DynamicQuantParamsFromRangeU8(lo, hi);
+}
+
+DynamicQuantParams DynamicQuantParamsFromRangeU8(float lo, float hi) {
   DynamicQuantParams p;
   if (hi == lo) {  // all zero: any scale represents x exactly
     p.scale = 1.0f;

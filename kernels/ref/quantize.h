@@ -113,6 +113,12 @@ struct DynamicQuantParams {
   int32_t zero_point = 0;
 };
 DynamicQuantParams ComputeDynamicQuantParamsU8(const float* x, int64_t n);
+// The same from the range already found: lo = min(0, min(x)), hi = max(0, max(x)).
+DynamicQuantParams DynamicQuantParamsFromRangeU8(float lo, float hi);
+// Widens [*lo, *hi] to hold x[0, n): a bound moves only for a value strictly
+// beyond it, so NaN is ignored (and -0 does not replace +0). The spec of the
+// minmax_f32 rows (kernels/cpu/dispatch.h).
+void MinMaxRef(const float* x, int64_t n, float* lo, float* hi);
 
 // The float32 factor that maps an int32 accumulator of (a - a_zp) * (b - b_zp)
 // products to output units: (a_scale * b_scale) / y_scale, multiplied first,

@@ -43,6 +43,16 @@ inline StatusOr<std::vector<bool>> AxesToMask(const OpContext& ctx, const std::v
   return mask;
 }
 
+// ReduceMean of n contiguous float32 values, as the reference computes it
+// (reduce.cc): summed in input order in double, divided in double, rounded
+// once to float (NaN for n == 0). The spec of the mean_rows_f32 rows
+// (kernels/cpu/dispatch.h).
+inline float MeanOfRowRef(const float* x, int64_t n) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]);
+  return static_cast<float>(s / static_cast<double>(n));
+}
+
 // Where the input elements of each output element of a reduction live.
 // Output element o (row-major over the kept dimensions) reduces the input
 // elements at base[o] + offsets[r] for r = 0 .. offsets.size() - 1, in order.

@@ -278,7 +278,7 @@ TEST_F(CliTest, CompareQuantizedDigitsWithFp32) {
 
   CliResult j = Run("compare " + fp32 + " " + int8 + data + "--json");
   ASSERT_EQ(j.exit_code, 0) << j.err;
-  EXPECT_EQ(j.out.rfind("{\n  \"schema_version\": 1,\n  \"sparq_version\": ", 0), 0u) << j.out;
+  EXPECT_EQ(j.out.rfind("{\n  \"schema_version\": 2,\n  \"sparq_version\": ", 0), 0u) << j.out;
   EXPECT_NE(j.out.find("\"candidate_name\": \"input_dequantized\""), std::string::npos) << j.out;
 
   EXPECT_EQ(Run("compare --help").exit_code, 0);
@@ -352,7 +352,7 @@ TEST_F(CliTest, RunSetOverridesRecipeKeys) {
   CliResult r = Run("run --set quantize.calibration.method=max " + path("r.yaml") +
                     " --set evaluate.gate.max_drop=1 --set evaluate.gate.max_drop=2 --json");
   ASSERT_EQ(r.exit_code, 0) << r.err << r.out;
-  EXPECT_NE(r.out.find("\"max_drop\": 2.0"), std::string::npos) << r.out;  // the later --set wins
+  EXPECT_NE(r.out.find("\"max_drop\": 0.02"), std::string::npos) << r.out;  // the later --set wins (2 points, a fraction in JSON)
   EXPECT_NE(Slurp(path("out/scales.json")).find("\"max\""), std::string::npos);
   CliResult printed = Run("recipe check " + path("r.yaml") + " --set 'quantize.exclude_ops=[Softmax]' --print");
   ASSERT_EQ(printed.exit_code, 0) << printed.err;

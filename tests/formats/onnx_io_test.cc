@@ -318,6 +318,43 @@ TEST(OnnxIo, ConvertOpsetRewritesOpsWhoseSignatureChanged) {
   for (size_t i = 0; i < want.size(); ++i) EXPECT_EQ(y[i], want[i]) << i;
 }
 
+// Regression (issue 15, the PP-OCRv4 recognizer): Softmax's 12 -> 13 adapter
+// needs its input's shape to keep the coerce-to-2-D semantics; a Softmax
+// after a Reshape to a computed shape made the conversion fail and the INT8
+// weights fall back to per tensor. Softmax-12 at axis 1 of a [1, 2, 3] value
+// normalizes over all 6 values.
+TEST(OnnxIo, ConvertOpsetKeepsSoftmaxSemanticsOfUnknownRank) {
+  Model m;
+  m.ir_version = 7;
+  m.opset_imports = {{"", 12}};
+  m.graph.name = "softmax12";
+  m.graph.inputs.push_back(testing::FloatInput("x", {{6, ""}}));
+  ValueInfo shape_in = testing::FloatInput("shape", {{-1, "r"}});
+  shape_in.dtype = DataType::kInt64;
+  m.graph.inputs.push_back(shape_in);
+  m.graph.outputs.push_back(testing::FloatInput("y", {{-1, ""}, {-1, ""}, {-1, ""}}));
+  m.graph.nodes.push_back({"reshape", "Reshape", "", {"x", "shape"}, {"r"}, {}, ""});
+  m.graph.nodes.push_back({"softmax", "Softmax", "", {"r"}, {"y"}, {Attribute::Int("axis", 1)}, ""});
+  auto converted = ConvertOpset(m, 13);
+  ASSERT_TRUE(converted.ok()) << converted.status().ToString();
+  EXPECT_EQ(converted->opset(), 13);
+  const Status check = CheckModel(*converted);
+  EXPECT_TRUE(check.ok()) << check.ToString();
+  auto exec = Executor::Create(*converted, ExecutorOptions{1});
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  TensorMap out;
+  ASSERT_TRUE((*exec)
+                  ->Run({{"x", Tensor::FromVector<float>({6}, {0, 1, 2, 0, 1, 2})},
+                         {"shape", Tensor::FromVector<int64_t>({3}, {1, 2, 3})}},
+                        &out)
+                  .ok());
+  const Tensor& y = out.at("y");
+  ASSERT_EQ(y.shape(), (std::vector<int64_t>{1, 2, 3}));
+  const float e = std::exp(1.0f), e2 = std::exp(2.0f), sum = 2 * (1 + e + e2);
+  const std::vector<float> want = {1 / sum, e / sum, e2 / sum, 1 / sum, e / sum, e2 / sum};
+  for (size_t i = 0; i < want.size(); ++i) EXPECT_NEAR(y.data<float>()[i], want[i], 1e-6) << i;
+}
+
 TEST(OnnxIo, ConvertOpsetSameVersionIsACopy) {
   Model m = SmallMlp();
   auto same = ConvertOpset(m, 17);

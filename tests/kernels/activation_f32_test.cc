@@ -1,4 +1,4 @@
-// Float32 Erf, Softmax and Pow(x, 2) (kernels/cpu/activation_f32.h) through
+// Float32 Erf, Softmax, Pow(x, 2) and last-axis ReduceMean (kernels/cpu/activation_f32.h) through
 // the executor on every ISA this CPU has, against the reference kernels
 // (kernels/ref): portable Erf / Softmax and every Pow(x, 2) with the same
 // bits, the AVX2 Erf / Softmax within kErfF32AbsTol / kSoftmaxF32AbsTol; the
@@ -94,6 +94,50 @@ TEST_P(ActivationF32Test, PowOfTwoIsExact) {
   x.data<float>()[0] = 3e30f;  // overflows to inf, as the reference does
   for (const Tensor& e : {Tensor::Scalar<float>(2.0f), Tensor::Scalar<int64_t>(2), Tensor::Scalar<float>(3.0f)})
     ExpectClose(RunOne("Pow", x, {}, false, 1, &e), RunOne("Pow", x, {}, true, 1, &e), 0.0f);
+}
+
+// ReduceMean over the last axis (mean_rows_f32): the reference's bits, with
+// keepdims either way, rows not a multiple of the row kernel's 8, 1 and 3
+// threads; the axes input of opset 18; other axes run the reference kernel.
+TEST_P(ActivationF32Test, ReduceMeanOverTheLastAxisIsExact) {
+  for (Shape shape : {Shape{1, 64, 384}, Shape{3, 7}, Shape{5, 1000}, Shape{2, 3, 1}, Shape{9, 17}, Shape{11}}) {
+    Tensor x = testing::RandomFloats(shape, 13, -3.0f, 5.0f, 0.0f);
+    x.data<float>()[0] = 1e30f;  // a large value: double sums keep the rest
+    const int64_t last = static_cast<int64_t>(shape.size()) - 1;
+    for (int64_t keepdims : {1, 0}) {
+      for (int64_t axis : {int64_t{-1}, last}) {
+        SCOPED_TRACE(ShapeToString(shape) + " keepdims " + std::to_string(keepdims) + " axis " + std::to_string(axis));
+        const std::vector<Attribute> attrs = {Attribute::Ints("axes", {axis}), Attribute::Int("keepdims", keepdims)};
+        std::string kernel;
+        const Tensor want = RunOne("ReduceMean", x, attrs, true);
+        ExpectClose(RunOne("ReduceMean", x, attrs, false, 1, nullptr, &kernel), want, 0.0f);
+        EXPECT_EQ(kernel, SelectCpuKernel(CpuOp::kMeanRowsF32).name);
+        ExpectClose(RunOne("ReduceMean", x, attrs, false, 3), want, 0.0f);
+      }
+    }
+    if (shape.size() > 1) {
+      const std::vector<Attribute> first = {Attribute::Ints("axes", {0})};
+      ExpectClose(RunOne("ReduceMean", x, first, false), RunOne("ReduceMean", x, first, true), 0.0f);
+    }
+  }
+  // Opset 18: the axes are an input.
+  Model m;
+  m.opset_imports = {{"", 18}};
+  m.graph.inputs.push_back(testing::FloatInput("x", {{4, ""}, {70, ""}}));
+  m.graph.outputs.push_back(testing::FloatInput("y", {}));
+  m.graph.initializers["axes"] = Tensor::FromVector<int64_t>({1}, {-1});
+  m.graph.nodes.push_back({"n", "ReduceMean", "", {"x", "axes"}, {"y"}, {}, ""});
+  const Tensor x = testing::RandomFloats({4, 70}, 14, -3.0f, 5.0f, 0.0f);
+  TensorMap want, got;
+  for (bool reference : {true, false}) {
+    ExecutorOptions options;
+    options.reference_kernels = reference;
+    auto exec = Executor::Create(m, options);
+    ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+    ASSERT_TRUE((*exec)->Run({{"x", x}}, reference ? &want : &got).ok());
+    if (!reference) EXPECT_EQ((*exec)->NodeKernels().at(0).kernel, SelectCpuKernel(CpuOp::kMeanRowsF32).name);
+  }
+  ExpectClose(got.at("y"), want.at("y"), 0.0f);
 }
 
 TEST_P(ActivationF32Test, SameBitsForOneAndTwoThreads) {

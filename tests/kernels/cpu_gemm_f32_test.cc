@@ -402,6 +402,45 @@ TEST(DenseF32Rows, DepthwiseConvWithClipAndGroupedConvFewTaps) {
   });
 }
 
+// EfficientNet-Lite0's depthwise shapes (5x5 stride 2 with TensorFlow "same"
+// padding, 5x5 and 3x3 stride 1, ReLU6 fused): the fast rows on every ISA
+// match the reference, and 1 and 2 threads give the same bits.
+TEST(DenseF32Rows, EfficientNetDepthwiseBlocksAreBitIdenticalForOneAndTwoThreads) {
+  std::mt19937 rng(29);
+  testing::ForEachIsa([&](CpuIsa isa) {
+    Model m = OneGraph({FloatInput("x", {2, 24, 15, 15})},
+                       {Node{"dw5s2", "Conv", "", {"x", "w5", "b"}, {"t"},
+                             {Attribute::Int("group", 24), Attribute::Ints("pads", {1, 1, 2, 2}),
+                              Attribute::Ints("strides", {2, 2})},
+                             ""},
+                        Node{"relu6", "Clip", "", {"t", "lo", "hi"}, {"u"}, {}, ""},
+                        Node{"dw5", "Conv", "", {"u", "w5b"}, {"v"},
+                             {Attribute::Int("group", 24), Attribute::Ints("pads", {2, 2, 2, 2})}, ""},
+                        Node{"dw3", "Conv", "", {"v", "w3", "b"}, {"y"},
+                             {Attribute::Int("group", 24), Attribute::Ints("pads", {1, 1, 1, 1})}, ""}},
+                       {"y"});
+    m.graph.initializers["w5"] = RandomTensor(rng, {24, 1, 5, 5});
+    m.graph.initializers["w5b"] = RandomTensor(rng, {24, 1, 5, 5});
+    m.graph.initializers["w3"] = RandomTensor(rng, {24, 1, 3, 3});
+    m.graph.initializers["b"] = RandomTensor(rng, {24});
+    m.graph.initializers["lo"] = Tensor::Scalar<float>(0.0f);
+    m.graph.initializers["hi"] = Tensor::Scalar<float>(6.0f);
+    TensorMap feed{{"x", RandomTensor(rng, {2, 24, 15, 15})}};
+    EXPECT_EQ(ExpectFastMatchesReference(m, feed),
+              (std::vector<std::string>{"FusedConv:depthwise_f32", "Conv:depthwise_f32", "Conv:depthwise_f32"}));
+    TensorMap by_threads[2];
+    for (int threads : {1, 2}) {
+      ExecutorOptions options;
+      options.fuse_activations = true;
+      options.threads = threads;
+      auto fast = Executor::Create(m, options);
+      ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+      ASSERT_TRUE((*fast)->Run(feed, &by_threads[threads - 1]).ok());
+    }
+    EXPECT_TRUE(by_threads[0].at("y").Equals(by_threads[1].at("y"))) << CpuIsaName(isa);
+  });
+}
+
 TEST(CpuMaxPool, MatchesReferenceExactly) {
   std::mt19937 rng(24);
   struct Case {
@@ -498,35 +537,43 @@ namespace sparq {
 namespace {
 
 // binary_f32 (kernels/cpu/binary_f32.cc): the reference's bits for every
-// shape it takes, the reference kernel for the others.
+// broadcast shape, on every ISA's row, with 1 and 3 threads.
 TEST(CpuBinaryF32, MatchesReferenceExactly) {
   std::mt19937 rng(27);
   struct Case {
     Shape a, b;
     const char* kernel;
   };
-  const std::vector<Case> cases = {{{2, 3, 5}, {2, 3, 5}, "binary_f32"}, {{2, 3, 5}, {5}, "binary_f32"},
-                                   {{5}, {2, 3, 5}, "binary_f32"},       {{}, {4, 7}, "binary_f32"},
-                                   {{4, 7}, {1}, "binary_f32"},          {{2, 3, 5}, {3, 1}, "binary_f32"}};
-  for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
-    for (const Case& c : cases) {
-      Model m;
-      m.ir_version = 8;
-      m.opset_imports = {{"", 13}};
-      ValueInfo a, b;
-      a.name = "a", b.name = "b";
-      a.dtype = b.dtype = DataType::kFloat32;
-      m.graph.inputs = {a, b};
-      m.graph.nodes = {Node{"op", op, "", {"a", "b"}, {"y"}, {}, ""}};
-      ValueInfo y;
-      y.name = "y";
-      m.graph.outputs = {y};
-      TensorMap feed{{"a", RandomTensor(rng, c.a)}, {"b", RandomTensor(rng, c.b)}};
-      SCOPED_TRACE(std::string(op) + " " + ShapeToString(c.a) + " " + ShapeToString(c.b));
-      EXPECT_EQ(ExpectFastMatchesReference(m, feed, /*exact=*/true), (std::vector<std::string>{std::string(op) + ":" +
-                                                                                               c.kernel}));
+  // Rows, columns (LayerNorm's (x - mean) / std), scalars, masks, both sides
+  // repeating, and sizes that split into several chunks among threads.
+  const std::vector<Case> cases = {
+      {{2, 3, 5}, {2, 3, 5}, "binary_f32"}, {{2, 3, 5}, {5}, "binary_f32"},
+      {{5}, {2, 3, 5}, "binary_f32"},       {{}, {4, 7}, "binary_f32"},
+      {{4, 7}, {1}, "binary_f32"},          {{2, 3, 5}, {3, 1}, "binary_f32"},
+      {{1, 64, 37}, {1, 64, 1}, "binary_f32"}, {{1, 12, 9, 64}, {1, 1, 1, 64}, "binary_f32"},
+      {{3, 1, 5}, {1, 4, 1}, "binary_f32"},  {{3, 70, 200}, {200}, "binary_f32"},
+      {{3, 70, 200}, {3, 70, 1}, "binary_f32"}, {{}, {}, "binary_f32"}, {{0, 5}, {5}, "binary_f32"}};
+  testing::ForEachIsa([&](CpuIsa isa) {
+    for (const char* op : {"Add", "Sub", "Mul", "Div"}) {
+      for (const Case& c : cases) {
+        Model m;
+        m.ir_version = 8;
+        m.opset_imports = {{"", 13}};
+        ValueInfo a, b;
+        a.name = "a", b.name = "b";
+        a.dtype = b.dtype = DataType::kFloat32;
+        m.graph.inputs = {a, b};
+        m.graph.nodes = {Node{"op", op, "", {"a", "b"}, {"y"}, {}, ""}};
+        ValueInfo y;
+        y.name = "y";
+        m.graph.outputs = {y};
+        TensorMap feed{{"a", RandomTensor(rng, c.a)}, {"b", RandomTensor(rng, c.b)}};
+        SCOPED_TRACE(std::string(op) + " " + ShapeToString(c.a) + " " + ShapeToString(c.b) + " " + CpuIsaName(isa));
+        EXPECT_EQ(ExpectFastMatchesReference(m, feed, /*exact=*/true), (std::vector<std::string>{std::string(op) + ":" +
+                                                                                                 c.kernel}));
+      }
     }
-  }
+  });
 }
 
 }  // namespace

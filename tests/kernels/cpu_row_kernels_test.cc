@@ -3,7 +3,8 @@
 // dequantize_s8_f32, qlinear_add_s8, maxpool2d, erf_f32, softmax_f32,
 // pow2_f32, convert_f16_f32, convert_f32_f16), each called through its row on
 // lengths that leave every vector tail, against kernels/ref: INT8, QDQ, Pow
-// and float16 rows bit for bit, FP32 depthwise within testing::kF32RelTol,
+// and float16 rows bit for bit (INT8 depthwise planes too), FP32 depthwise
+// within testing::kF32RelTol,
 // portable Erf / Softmax bit for bit and faster ones within
 // cpu::kErfF32AbsTol / kSoftmaxF32AbsTol. CheckRowKernel is also what
 // CpuKernelTable.EveryTableRowIsExercised (cpu_kernels_test.cc) runs for
@@ -19,6 +20,7 @@
 #include <cstring>
 #include <limits>
 #include <random>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -26,6 +28,7 @@
 #include "kernels/ref/conv.h"
 #include "kernels/ref/pool.h"
 #include "kernels/ref/quantize.h"
+#include "kernels/ref/reduce_common.h"
 #include "sparq/tensor.h"
 #include "tests/kernels/isa_sweep.h"
 
@@ -49,7 +52,13 @@ void CheckDepthwiseF32(std::mt19937& rng, DepthwiseF32Fn fn) {
   };
   const Case cases[] = {{9, 45, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  {11, 40, 3, 3, 2, 1, 1, 1, 1, 0, 2, 1},
                         {7, 19, 3, 3, 1, 2, 2, 2, 2, 2, 2, 2},  {5, 70, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
-                        {4, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   {6, 33, 3, 5, 2, 2, 1, 1, 0, 0, 0, 0}};
+                        {4, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   {6, 33, 3, 5, 2, 2, 1, 1, 0, 0, 0, 0},
+                        // EfficientNet's 5x5 windows: 7x7 and 14x14 planes, stride 2 with
+                        // TensorFlow "same" padding (1 before, 2 after), rows past 16 columns.
+                        {7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},   {14, 14, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2},
+                        {28, 37, 5, 5, 2, 2, 1, 1, 2, 1, 2, 2}, {5, 40, 5, 5, 1, 2, 1, 1, 0, 3, 0, 4},
+                        {9, 23, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},  {9, 50, 3, 7, 1, 2, 1, 1, 1, 2, 1, 2},
+                        {3, 4, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},   {2, 1100, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2}};
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
   for (const Case& c : cases) {
     SCOPED_TRACE("depthwise " + std::to_string(c.h) + "x" + std::to_string(c.w) + " k" + std::to_string(c.kh) + "x" +
@@ -83,28 +92,70 @@ void CheckDepthwiseF32(std::mt19937& rng, DepthwiseF32Fn fn) {
   }
 }
 
-// One INT8 depthwise output row: int32 sums of int16 taps of 9-bit range.
-void CheckDepthwiseS8(std::mt19937& rng, DepthwiseS8RowFn fn) {
-  std::uniform_int_distribution<int> value(-255, 255);
-  for (int taps : {1, 4, 9, 25}) {
-    for (int64_t n : kRowLengths) {
-      SCOPED_TRACE("taps " + std::to_string(taps) + " n " + std::to_string(n));
-      std::vector<std::vector<int16_t>> rows(static_cast<size_t>(taps), std::vector<int16_t>(static_cast<size_t>(n)));
-      std::vector<const int16_t*> x;
-      std::vector<int16_t> w(static_cast<size_t>(taps));
-      for (auto& r : rows) {
-        for (int16_t& v : r) v = static_cast<int16_t>(value(rng));
-        x.push_back(r.data());
+// One INT8 depthwise plane against int32 sums of the definition and
+// RequantizeS32Ref, bit for bit: the geometries of CheckDepthwiseF32 and the
+// 7x7 / 14x14 planes of EfficientNet, int8 and uint8 x and y, weights and
+// zero points at the ends of their ranges.
+void CheckDepthwiseS8(std::mt19937& rng, DepthwiseS8Fn fn) {
+  struct Case {
+    int64_t h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+  };
+  const Case cases[] = {{9, 45, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   {11, 40, 3, 3, 2, 1, 1, 1, 1, 0, 2, 1},
+                        {7, 19, 3, 3, 1, 2, 2, 2, 2, 2, 2, 2},   {5, 70, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
+                        {4, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    {6, 33, 3, 5, 2, 2, 1, 1, 0, 0, 0, 0},
+                        {7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},    {14, 14, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2},
+                        {28, 37, 5, 5, 2, 2, 1, 1, 2, 1, 2, 2},  {9, 23, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},
+                        {9, 50, 3, 7, 1, 2, 1, 1, 1, 2, 1, 2},   {3, 4, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
+                        {13, 20, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1},  {2, 1100, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2}};
+  std::uniform_int_distribution<int> byte(0, 255), weight(-255, 255);
+  for (const Case& c : cases) {
+    for (int variant = 0; variant < 4; ++variant) {
+      const bool x_signed = variant & 1, y_signed = variant & 2;
+      SCOPED_TRACE("depthwise " + std::to_string(c.h) + "x" + std::to_string(c.w) + " k" + std::to_string(c.kh) +
+                   "x" + std::to_string(c.kw) + " s" + std::to_string(c.sh) + "," + std::to_string(c.sw) +
+                   (x_signed ? " x s8" : " x u8") + (y_signed ? " y s8" : " y u8"));
+      const int64_t oh = (c.h + c.pt + c.pb - c.dh * (c.kh - 1) - 1) / c.sh + 1;
+      const int64_t ow = (c.w + c.pl + c.pr - c.dw * (c.kw - 1) - 1) / c.sw + 1;
+      std::vector<uint8_t> x(static_cast<size_t>(c.h * c.w));
+      for (uint8_t& v : x) v = static_cast<uint8_t>(byte(rng));
+      std::vector<int16_t> w(static_cast<size_t>(c.kh * c.kw));
+      for (int16_t& v : w) v = static_cast<int16_t>(weight(rng));
+      w[0] = 255, w[w.size() - 1] = -255;
+      const int32_t x_zp = x_signed ? (variant == 1 ? -128 : 5) : 255 - variant;
+      auto x_at = [&](int64_t i) { return x_signed ? int32_t{static_cast<int8_t>(x[i])} : int32_t{x[i]}; };
+      std::vector<int32_t> acc(static_cast<size_t>(oh * ow), 0);
+      for (int64_t oy = 0; oy < oh; ++oy)
+        for (int64_t ox = 0; ox < ow; ++ox)
+          for (int64_t ky = 0; ky < c.kh; ++ky)
+            for (int64_t kx = 0; kx < c.kw; ++kx) {
+              const int64_t iy = oy * c.sh - c.pt + ky * c.dh, ix = ox * c.sw - c.pl + kx * c.dw;
+              if (iy >= 0 && iy < c.h && ix >= 0 && ix < c.w)
+                acc[oy * ow + ox] += w[ky * c.kw + kx] * (x_at(iy * c.w + ix) - x_zp);
+            }
+      DepthwiseS8Plane plane;
+      plane.x = x.data(), plane.x_signed = x_signed, plane.x_zero_point = x_zp, plane.w = w.data();
+      plane.bias = static_cast<int32_t>(weight(rng)) * 40;
+      // Sums of kh * kw taps spread about 20000 * sqrt(kh * kw): outputs spread some 30 steps, a few saturate.
+      plane.multiplier = 1.0f / static_cast<float>(c.kh * c.kw * 150);
+      plane.y_zero_point = y_signed ? 3 : 120, plane.y_signed = y_signed;
+      plane.height = c.h, plane.width = c.w, plane.out_h = oh, plane.out_w = ow;
+      plane.kernel_h = c.kh, plane.kernel_w = c.kw, plane.stride_h = c.sh, plane.stride_w = c.sw;
+      plane.dilation_h = c.dh, plane.dilation_w = c.dw, plane.pad_top = c.pt, plane.pad_left = c.pl;
+      std::vector<float> scratch(static_cast<size_t>(plane.ScratchFloats()), std::nanf(""));
+      plane.scratch = scratch.data();
+      std::vector<uint8_t> want(acc.size()), got(acc.size() + 1, 0x5a);
+      if (y_signed) {
+        RequantizeS32Ref<int8_t>(oh * ow, acc.data(), &plane.bias, 0, &plane.multiplier, 0, plane.y_zero_point,
+                                 false, reinterpret_cast<int8_t*>(want.data()));
+      } else {
+        RequantizeS32Ref<uint8_t>(oh * ow, acc.data(), &plane.bias, 0, &plane.multiplier, 0, plane.y_zero_point,
+                                  false, want.data());
       }
-      for (int16_t& v : w) v = static_cast<int16_t>(value(rng));
-      std::vector<int32_t> got(static_cast<size_t>(n) + 2, 7);
-      fn(x.data(), w.data(), taps, n, got.data());
-      for (int64_t i = 0; i < n; ++i) {
-        int32_t want = 0;
-        for (int t = 0; t < taps; ++t) want += int32_t{w[t]} * rows[t][i];
-        ASSERT_EQ(got[i], want) << "element " << i;
-      }
-      EXPECT_EQ(got[n], 7) << "wrote past n";
+      plane.y = got.data();
+      fn(plane);
+      for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;
+      EXPECT_EQ(got[want.size()], 0x5a) << "wrote past the plane";
+      if (want.size() >= 100) EXPECT_GT(std::set<uint8_t>(want.begin(), want.end()).size(), 10u) << "saturated";
     }
   }
 }
@@ -208,7 +259,8 @@ void CheckDequantizeS8(std::mt19937& rng, DequantizeS8Fn fn) {
   }
 }
 
-void CheckQLinearAddS8(std::mt19937& rng, QLinearAddS8Fn fn) {
+template <bool kMul, typename Fn>
+void CheckQLinearBinaryS8(std::mt19937& rng, Fn fn) {
   for (bool is_signed : {false, true}) {
     for (int64_t n : kRowLengths) {
       SCOPED_TRACE("n " + std::to_string(n) + (is_signed ? " s8" : " u8"));
@@ -220,12 +272,97 @@ void CheckQLinearAddS8(std::mt19937& rng, QLinearAddS8Fn fn) {
       for (int64_t i = 0; i < n; ++i) {
         const int32_t qa = is_signed ? static_cast<int8_t>(a[i]) : a[i];
         const int32_t qb = is_signed ? static_cast<int8_t>(b[i]) : b[i];
-        const float sum = DequantizeValue(qa, a_scale, a_zp) + DequantizeValue(qb, b_scale, b_zp);
+        const float x = DequantizeValue(qa, a_scale, a_zp), z = DequantizeValue(qb, b_scale, b_zp);
+        const float sum = kMul ? x * z : x + z;
         const uint8_t want = is_signed ? static_cast<uint8_t>(QuantizeValue<int8_t>(sum, y_scale, y_zp))
                                        : QuantizeValue<uint8_t>(sum, y_scale, y_zp);
         ASSERT_EQ(got[i], want) << "element " << i;
       }
       EXPECT_EQ(got[n], 99) << "wrote past n";
+    }
+  }
+}
+
+uint32_t Bits(float f) {
+  uint32_t u;
+  std::memcpy(&u, &f, 4);
+  return u;
+}
+
+// The range of rows with NaNs, -0, infinities and values on either side of
+// the starting bounds, against MinMaxRef (exact: the same floats).
+void CheckMinMaxF32(std::mt19937& rng, MinMaxF32Fn fn) {
+  std::uniform_real_distribution<float> value(-50.0f, 50.0f);
+  for (int64_t n : kRowLengths) {
+    for (int variant = 0; variant < 4; ++variant) {
+      SCOPED_TRACE("n " + std::to_string(n) + " variant " + std::to_string(variant));
+      std::vector<float> x(static_cast<size_t>(n));
+      for (int64_t i = 0; i < n; ++i) {
+        x[i] = value(rng);
+        if (variant == 1 && i % 3 == 0) x[i] = std::nanf("");
+        if (variant == 2) x[i] = i % 2 ? -0.0f : 0.0f;
+        if (variant == 3 && i == n / 2) x[i] = i % 2 ? INFINITY : -INFINITY;
+      }
+      float lo = variant == 2 ? 0.0f : -3.0f, hi = variant == 2 ? 0.0f : 4.0f;
+      float want_lo = lo, want_hi = hi;
+      MinMaxRef(x.data(), n, &want_lo, &want_hi);
+      fn(x.data(), n, &lo, &hi);
+      ASSERT_EQ(Bits(lo), Bits(want_lo)) << lo << " vs " << want_lo;
+      ASSERT_EQ(Bits(hi), Bits(want_hi)) << hi << " vs " << want_hi;
+    }
+  }
+}
+
+// Means of rows (more and fewer than the kernel's 8 at a time, with a NaN
+// row), against MeanOfRowRef bit for bit.
+void CheckMeanRowsF32(std::mt19937& rng, MeanRowsF32Fn fn) {
+  std::uniform_real_distribution<float> value(-10.0f, 30.0f);
+  for (int64_t rows : {1, 7, 8, 9, 17}) {
+    for (int64_t n : {1, 3, 64, 385}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + " n " + std::to_string(n));
+      std::vector<float> x(static_cast<size_t>(rows * n));
+      for (float& v : x) v = value(rng);
+      x[static_cast<size_t>(n)] = rows > 1 ? std::nanf("") : x[0];
+      std::vector<float> got(static_cast<size_t>(rows) + 1, 99.0f);
+      fn(x.data(), rows, n, got.data());
+      for (int64_t r = 0; r < rows; ++r) {
+        const float want = reduce_common::MeanOfRowRef(x.data() + r * n, n);
+        ASSERT_TRUE(Bits(got[r]) == Bits(want) || (std::isnan(got[r]) && std::isnan(want))) << "row " << r;
+      }
+      EXPECT_EQ(got[rows], 99.0f) << "wrote past the rows";
+    }
+  }
+}
+
+// Every operation and step pattern, with NaN, infinities and zeros among the
+// values: one IEEE operation, so the bits of a op b.
+void CheckBinaryF32(std::mt19937& rng, BinaryF32Fn fn) {
+  std::uniform_real_distribution<float> value(-4.0f, 4.0f);
+  const float specials[] = {0.0f, -0.0f, INFINITY, -INFINITY, std::nanf(""), 1e-40f};
+  for (BinaryF32Op op : {BinaryF32Op::kAdd, BinaryF32Op::kSub, BinaryF32Op::kMul, BinaryF32Op::kDiv}) {
+    for (int64_t n : kRowLengths) {
+      for (int steps = 0; steps < 4; ++steps) {
+        const int64_t a_step = steps & 1, b_step = steps >> 1;
+        SCOPED_TRACE("op " + std::to_string(static_cast<int>(op)) + " n " + std::to_string(n) + " steps " +
+                     std::to_string(a_step) + "," + std::to_string(b_step));
+        std::vector<float> a(static_cast<size_t>(n) + 1), b(static_cast<size_t>(n) + 1);
+        for (size_t i = 0; i < a.size(); ++i) {
+          a[i] = i % 11 == 5 ? specials[i % 6] : value(rng);
+          b[i] = i % 13 == 7 ? specials[(i + 1) % 6] : value(rng);
+        }
+        std::vector<float> got(static_cast<size_t>(n) + 1, 99.0f);
+        fn(op, n, a.data(), a_step, b.data(), b_step, got.data());
+        for (int64_t i = 0; i < n; ++i) {
+          const float x = a[i * a_step], z = b[i * b_step];
+          const float want = op == BinaryF32Op::kAdd   ? x + z
+                             : op == BinaryF32Op::kSub ? x - z
+                             : op == BinaryF32Op::kMul ? x * z
+                                                       : x / z;
+          ASSERT_TRUE(Bits(got[i]) == Bits(want) || (std::isnan(got[i]) && std::isnan(want)))
+              << "element " << i << ": " << got[i] << " vs " << want;
+        }
+        EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+      }
     }
   }
 }
@@ -278,12 +415,6 @@ void CheckMaxPool2d(std::mt19937& rng, MaxPool2dFn fn) {
       EXPECT_EQ(got[want.size()], 99) << "wrote past the output";
     }
   }
-}
-
-uint32_t Bits(float f) {
-  uint32_t u;
-  std::memcpy(&u, &f, 4);
-  return u;
 }
 
 // Equal bits when abs_tol is 0 (any NaN for a NaN), else |got - want| <= abs_tol.
@@ -427,12 +558,14 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
   SCOPED_TRACE(def.name);
   switch (def.op()) {
     case CpuOp::kDepthwiseF32: CheckDepthwiseF32(rng, def.get<DepthwiseF32Fn>()); return true;
-    case CpuOp::kDepthwiseS8: CheckDepthwiseS8(rng, def.get<DepthwiseS8RowFn>()); return true;
+    case CpuOp::kDepthwiseS8: CheckDepthwiseS8(rng, def.get<DepthwiseS8Fn>()); return true;
     case CpuOp::kRequantS32: CheckRequantS32(rng, def.get<RequantS32Fn>()); return true;
     case CpuOp::kLut256: CheckLut256(rng, def.get<Lut256Fn>()); return true;
     case CpuOp::kQuantizeF32: CheckQuantizeF32(rng, def.get<QuantizeF32Fn>()); return true;
     case CpuOp::kDequantizeS8: CheckDequantizeS8(rng, def.get<DequantizeS8Fn>()); return true;
-    case CpuOp::kQLinearAddS8: CheckQLinearAddS8(rng, def.get<QLinearAddS8Fn>()); return true;
+    case CpuOp::kQLinearAddS8: CheckQLinearBinaryS8<false>(rng, def.get<QLinearAddS8Fn>()); return true;
+    case CpuOp::kQLinearMulS8: CheckQLinearBinaryS8<true>(rng, def.get<QLinearMulS8Fn>()); return true;
+    case CpuOp::kMeanRowsF32: CheckMeanRowsF32(rng, def.get<MeanRowsF32Fn>()); return true;
     case CpuOp::kMaxPool2d: CheckMaxPool2d(rng, def.get<MaxPool2dFn>()); return true;
     // The portable Erf and Softmax rows are the reference's computation: exact.
     case CpuOp::kErfF32:
@@ -444,6 +577,8 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
     case CpuOp::kPow2F32: CheckPow2F32(rng, def.get<Pow2F32Fn>()); return true;
     case CpuOp::kConvertF16F32: CheckConvertF16F32(def.get<ConvertF16F32Fn>()); return true;
     case CpuOp::kConvertF32F16: CheckConvertF32F16(rng, def.get<ConvertF32F16Fn>()); return true;
+    case CpuOp::kMinMaxF32: CheckMinMaxF32(rng, def.get<MinMaxF32Fn>()); return true;
+    case CpuOp::kBinaryF32: CheckBinaryF32(rng, def.get<BinaryF32Fn>()); return true;
     default: return false;  // ops with packed weights: cpu_kernels_test.cc
   }
 }

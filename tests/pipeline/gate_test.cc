@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <filesystem>
+#include <nlohmann/json.hpp>
 
 #include "pipeline/gate.h"
 #include "sparq/device.h"
@@ -78,6 +79,44 @@ TEST(Gate, SqnrIsAValueNotADrop) {
   EXPECT_TRUE(std::isnan(r.drop));
   EXPECT_NE(r.ToText().find("sqnr        35.0 dB"), std::string::npos) << r.ToText();
   EXPECT_NE(r.ToJson().find("\"drop\": null"), std::string::npos) << r.ToJson();
+}
+
+// One unit convention in JSON: percent metrics (values, drops, limits) are
+// fractions there; the text and Markdown reports keep the recipe's percent.
+TEST(Gate, JsonGivesPercentMetricsAsFractions) {
+  RecipeEvaluate::Gate g;
+  g.max_drop = 1.0;
+  g.min_top1 = 97.0;
+  RunReport r = Measured("top1", 98.0, 97.5);
+  r.max_drop = g.max_drop;  // as RunRecipe copies them
+  r.top1_agreement = 99.0;
+  JudgeGate(g, &r);
+  ASSERT_TRUE(r.passed);
+  const auto j = nlohmann::json::parse(r.ToJson());
+  EXPECT_DOUBLE_EQ(j["gate"]["fp32"].get<double>(), 0.98);
+  EXPECT_DOUBLE_EQ(j["gate"]["output"].get<double>(), 0.975);
+  EXPECT_NEAR(j["gate"]["drop"].get<double>(), 0.005, 1e-12);
+  EXPECT_DOUBLE_EQ(j["gate"]["max_drop"].get<double>(), 0.01);
+  EXPECT_DOUBLE_EQ(j["agreement"]["top1_agreement"].get<double>(), 0.99);
+  EXPECT_DOUBLE_EQ(j["agreement"]["top1"].get<double>(), 0.975);
+  EXPECT_DOUBLE_EQ(j["agreement"]["sqnr_db"].get<double>(), 35.0);  // dB stays dB
+  for (const auto& c : j["gate"]["checks"]) {
+    if (c["limit_key"] == "min_top1") EXPECT_DOUBLE_EQ(c["limit"].get<double>(), 0.97);
+    if (c["limit_key"] == "max_drop") EXPECT_DOUBLE_EQ(c["limit"].get<double>(), 0.01);
+  }
+  EXPECT_NE(r.ToMarkdown().find("97.50"), std::string::npos) << r.ToMarkdown();
+
+  // A relative drop is a fraction of the FP32 value already: as is.
+  RecipeEvaluate::Gate rel;
+  rel.relative = true;
+  rel.max_drop = 0.02;
+  RunReport q = Measured("top1", 98.0, 97.5);
+  q.max_drop = rel.max_drop;
+  q.relative = true;
+  JudgeGate(rel, &q);
+  const auto k = nlohmann::json::parse(q.ToJson());
+  EXPECT_DOUBLE_EQ(k["gate"]["max_drop"].get<double>(), 0.02);
+  EXPECT_NEAR(k["gate"]["drop"].get<double>(), 0.5 / 98.0, 1e-12);
 }
 
 TEST(Gate, RecipeKeys) {

@@ -182,7 +182,7 @@ TEST_F(RecipeTest, DefaultsAreFilled) {
   EXPECT_TRUE(r->quantize.fallback.enabled);
   EXPECT_EQ(r->quantize.fallback.to, RecipeQuantize::LayerPrecision::kFP32);
   EXPECT_EQ(r->quantize.fallback.max_layers, 8);
-  EXPECT_EQ(r->quantize.fallback.rank_by, RecipeQuantize::RankBy::kSqnr);
+  EXPECT_EQ(r->quantize.fallback.rank_by, RecipeQuantize::RankBy::kOutputSqnr);
   EXPECT_EQ(r->evaluate.backend, RecipeEvaluate::Backend::kCpu);
   EXPECT_EQ(r->evaluate.metric, RecipeEvaluate::Metric::kAgreement);  // no labels
   EXPECT_EQ(r->evaluate.threads, 0);
@@ -216,6 +216,22 @@ TEST_F(RecipeTest, Fp16DefaultsAreTheQuantizersOwn) {
   StatusOr<Recipe> r = Parse(kMinimal + "quantize: {precision: fp16, fp16: {block_ops: [Resize]}}\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(ToQuantizeOptions(*r).fp16.block_ops, (std::vector<std::string>{"Resize"}));
+}
+
+TEST_F(RecipeTest, FallbackRankingsParseAndRoundTrip) {
+  using RankBy = RecipeQuantize::RankBy;
+  for (const auto& [name, want] : {std::pair{"output_sqnr", RankBy::kOutputSqnr}, std::pair{"metric", RankBy::kMetric},
+                                   std::pair{"sqnr", RankBy::kSqnr}}) {
+    StatusOr<Recipe> r = Parse(kMinimal + "quantize: {fallback: {rank_by: " + name + "}}\n");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->quantize.fallback.rank_by, want) << name;
+    StatusOr<Recipe> again = ParseRecipe(RecipeToYaml(*r), "/elsewhere", "effective.yaml");
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->quantize.fallback.rank_by, want) << name;
+  }
+  StatusOr<Recipe> bad = Parse(kMinimal + "quantize: {fallback: {rank_by: output}}\n");
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.status().message().find("output_sqnr"), std::string::npos) << bad.status().message();
 }
 
 TEST_F(RecipeTest, ExcludeOpsReachTheQuantizerAndRoundTrip) {
@@ -267,8 +283,46 @@ TEST_F(RecipeTest, OverridesSetKeysBeforeParsingAndNameThemselvesInErrors) {
   EXPECT_NE(error(kMinimal, "data.calibration.x=1").find("--set data.calibration.x=1: data.calibration is 'calib.npz' "
                                                          "in the recipe, not a map of keys"),
             std::string::npos);
-  EXPECT_NE(error(kMinimal, "a..b=1").find("is not a dotted key path"), std::string::npos);
+  EXPECT_NE(error(kMinimal, "a..b=1").find("is not a key path"), std::string::npos);
+  EXPECT_NE(error(kMinimal, "quantize.layers[x].precision=fp16").find("is not a key path"), std::string::npos);
+  EXPECT_NE(error(kMinimal, "quantize.layers[0.precision=fp16").find("is not a key path"), std::string::npos);
   EXPECT_NE(error(kMinimal, "quantize.exclude_ops=[a").find("the value is not YAML"), std::string::npos);
+}
+
+// --set indexes lists: an item's key, a whole item, one past the end appends;
+// errors name the list and its size.
+TEST_F(RecipeTest, OverridesIndexListItems) {
+  const std::string yaml = kMinimal + "quantize:\n  layers:\n    - {match: conv1, precision: fp16}\n" +
+                           "    - {match: fc, precision: fp32}\n";
+  RecipeParseOptions o;
+  o.check_files = false;
+  o.overrides = {"quantize.layers[1].precision=fp16", "quantize.layers[2]={match: conv2, precision: fp32}",
+                 "quantize.exclude_ops[0]=Softmax"};
+  StatusOr<Recipe> r = ParseRecipe(yaml, dir_.root(), "r.yaml", o);
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->quantize.layers.size(), 3u);
+  EXPECT_EQ(r->quantize.layers[0].match, "conv1");  // untouched
+  EXPECT_EQ(r->quantize.layers[1].match, "fc");     // sibling kept
+  EXPECT_EQ(r->quantize.layers[1].precision, ::sparq::Precision::kFP16);
+  EXPECT_EQ(r->quantize.layers[2].match, "conv2");  // appended
+  EXPECT_EQ(r->quantize.exclude_ops, (std::vector<std::string>{"Softmax"}));  // a new list, item 0
+
+  auto error = [&](const std::string& override_text) {
+    RecipeParseOptions one;
+    one.check_files = false;
+    one.overrides = {override_text};
+    StatusOr<Recipe> bad = ParseRecipe(yaml, dir_.root(), "r.yaml", one);
+    EXPECT_FALSE(bad.ok()) << override_text;
+    return bad.status().message();
+  };
+  EXPECT_EQ(error("quantize.layers[5].precision=fp16"),
+            "r.yaml: --set quantize.layers[5].precision=fp16: quantize.layers has 2 items: [5] is past its end (one "
+            "past the end appends an item)");
+  EXPECT_NE(error("quantize.layers[1].precision=fp64").find("(--set quantize.layers[1].precision=fp64): "
+                                                           "quantize.layers[1].precision"),
+            std::string::npos)
+      << error("quantize.layers[1].precision=fp64");
+  EXPECT_NE(error("quantize[0]=1").find("quantize is a map"), std::string::npos) << error("quantize[0]=1");
 }
 
 TEST_F(RecipeTest, DependentDefaults) {

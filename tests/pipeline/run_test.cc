@@ -247,6 +247,39 @@ TEST(RunRecipe, NeverWritesOverTheInputModel) {
   EXPECT_NE(report.status().message().find("never overwrites"), std::string::npos) << report.status().message();
 }
 
+// A run that stops with an error (exit 2) under output.overwrite replaces an
+// earlier run's reports with ones that say so: CI never publishes a stale
+// junit.xml / report.md as this run's result. Without overwrite nothing is
+// written (a report left behind would refuse the next run).
+TEST(RunRecipe, ErrorReplacesAnEarlierRunsReports) {
+  testing::TempDir dir;
+  Recipe r = MakeRecipe(dir.root(), "quantize:\n  calibration: {method: max}\n");
+  auto passed = RunRecipe(r);
+  ASSERT_TRUE(passed.ok()) << passed.status().ToString();
+  ASSERT_NE(ReadFile(dir.path("junit.xml"))->find("failures=\"0\""), std::string::npos);
+  r.data.evaluation = dir.path("no_such_eval.npz");
+  auto failed = RunRecipe(r);
+  ASSERT_FALSE(failed.ok());
+  const std::string json = *ReadFile(dir.path("report.json"));
+  EXPECT_NE(json.find("\"error\""), std::string::npos) << json;
+  EXPECT_NE(json.find("no_such_eval.npz"), std::string::npos) << json;
+  EXPECT_EQ(json.find("\"gate\""), std::string::npos) << json;
+  const std::string junit = *ReadFile(dir.path("junit.xml"));
+  EXPECT_NE(junit.find("errors=\"1\""), std::string::npos) << junit;
+  EXPECT_NE(junit.find("<error type=\"" + std::string(StatusCodeName(failed.status().code())) + "\""),
+            std::string::npos)
+      << junit;
+  EXPECT_NE(ReadFile(dir.path("report.md"))->find("ERROR"), std::string::npos);
+
+  testing::TempDir fresh;
+  Recipe keep = MakeRecipe(fresh.root(), "");
+  keep.output.overwrite = false;
+  keep.data.evaluation = fresh.path("no_such_eval.npz");
+  ASSERT_FALSE(RunRecipe(keep).ok());
+  EXPECT_FALSE(std::filesystem::exists(fresh.path("report.json")));
+  EXPECT_FALSE(std::filesystem::exists(fresh.path("junit.xml")));
+}
+
 // The bundled pruning recipes (acceptance of the pruning issue): at most 1.0
 // point of top-1 lost, and the report shows recovery doing better than the
 // same schedule without it.

@@ -1,6 +1,6 @@
-"""Every JSON sparq prints or writes (report.json, `run/eval/inspect/compare --json`,
+"""Every JSON sparq prints or writes (report.json, `run/eval/inspect/compare/quantize --json`,
 errors with --json) follows docs/sparq-json.schema.json and carries
-schema_version and the sparq version."""
+schema_version and the sparq version; ratios are fractions everywhere."""
 import json
 import os
 
@@ -41,7 +41,7 @@ def test_inspect_and_eval_json(sparq, schema):
     assert inspect.returncode == 0, inspect.stderr
     j = json.loads(inspect.stdout)
     validate(schema, j, "inspect_report")
-    assert j["schema_version"] == 1 and j["sparq_version"] == version
+    assert j["schema_version"] == 2 and j["sparq_version"] == version
 
     ev = sparq.run("eval", model, "--inputs", os.path.join(DIGITS, "eval.npz"), "--labels",
                    os.path.join(DIGITS, "eval_labels.npy"), "--reference", model, "--json")
@@ -94,8 +94,24 @@ def test_run_report_json(sparq, schema, tmp_path):
     with open(os.path.join(out_dir, "report.json")) as f:
         written = json.load(f)
     validate(schema, written, "run_report")
-    assert written["schema_version"] == 1 and written["backend"] == "cpu"
+    assert written["schema_version"] == 2 and written["backend"] == "cpu"
     assert [c["limit_key"] for c in written["gate"]["checks"]] == ["max_drop"]
+    # One unit convention: the same ratio is the same number in report.json
+    # and in `eval --json` (fractions), where the recipe wrote percent.
+    assert 0.9 <= written["gate"]["fp32"] <= 1.0 and written["gate"]["max_drop"] == pytest.approx(0.005)
+    ev = sparq.run("eval", os.path.join(DIGITS, "digits_cnn.onnx"), "--inputs", os.path.join(DIGITS, "eval.npz"),
+                   "--labels", os.path.join(DIGITS, "eval_labels.npy"), "--json")
+    assert ev.returncode == 0, ev.stderr
+    assert json.loads(ev.stdout)["accuracy"]["top1"] == pytest.approx(written["gate"]["fp32"], abs=1e-9)
+
+    # Calibrate once, quantize again: `sparq quantize --json`.
+    model = str(tmp_path / "again.onnx")
+    q = sparq.run("quantize", os.path.join(DIGITS, "digits_cnn.onnx"), "--scales", os.path.join(out_dir, "scales.json"),
+                  "-o", model, "--json")
+    assert q.returncode == 0, q.stdout + q.stderr
+    j = json.loads(q.stdout)
+    validate(schema, j, "quantize_report")
+    assert j["output"] == model and j["layers"] and all(l["precision"] == "int8" for l in j["layers"])
 
 
 @pytest.mark.parametrize("args", [
@@ -104,7 +120,8 @@ def test_run_report_json(sparq, schema, tmp_path):
     ["run", "/no/such/recipe.yaml", "--json"],
     ["compare", "/no/such/a.onnx", "/no/such/b.onnx", "--inputs", "x.npz", "--json"],
     ["inspect", "--no-such-flag", "--json"],
-], ids=["inspect", "eval", "run", "compare", "bad_flag"])
+    ["quantize", "/no/such/model.onnx", "--scales", "s.json", "-o", "o.onnx", "--json"],
+], ids=["inspect", "eval", "run", "compare", "bad_flag", "quantize"])
 def test_errors_are_json_on_stdout_with_json(sparq, schema, args):
     proc = sparq.run(*args)
     assert proc.returncode == 2, proc.stdout + proc.stderr

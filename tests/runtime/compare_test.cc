@@ -289,7 +289,7 @@ TEST(CompareReport, TextJsonAndSvg) {
   EXPECT_NE(text.find(report->tensors[0].match.name), std::string::npos);
 
   const std::string json = report->ToJson();
-  EXPECT_NE(json.find("\"schema_version\": 1"), std::string::npos);
+  EXPECT_NE(json.find("\"schema_version\": 2"), std::string::npos);
   EXPECT_NE(json.find("\"match\": \"dequantized\""), std::string::npos) << json;
 
   const std::string svg = report->ToSvg();

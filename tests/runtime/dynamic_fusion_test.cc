@@ -2,16 +2,21 @@
 // bit for bit the unfused graph on the reference kernels.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
+#include "kernels/cpu/dispatch.h"
 #include "runtime/dynamic_fusion.h"
 #include "sparq/executor.h"
 #include "sparq/quantize.h"
 #include "test_util.h"
+#include "tests/kernels/isa_sweep.h"
 
 namespace sparq {
 namespace {
 
-// x[2,3,16] -> MatMul(W1[16,24]) -> Relu -> MatMul(W2[24,8]) -> y, quantized dynamic.
-Model DynamicMlp(bool per_channel) {
+// x[2,3,16] -> MatMul(W1[16,24]) [-> Add(b1)] -> Relu -> MatMul(W2[24,8]) [-> Add(b2, bias first)] -> y,
+// quantized dynamic.
+Model DynamicMlp(bool per_channel, bool bias = false) {
   Model m;
   m.opset_imports = {{"", 17}};
   Graph& g = m.graph;
@@ -19,9 +24,21 @@ Model DynamicMlp(bool per_channel) {
   g.outputs.push_back(testing::FloatInput("y", {{2, ""}, {3, ""}, {8, ""}}));
   g.initializers["W1"] = testing::RandomFloats({16, 24}, 1, -0.5f, 0.5f);
   g.initializers["W2"] = testing::RandomFloats({24, 8}, 2, -0.5f, 0.5f);
-  g.nodes.push_back({"mm1", "MatMul", "", {"x", "W1"}, {"h"}, {}, ""});
+  if (bias) {
+    g.initializers["b1"] = testing::RandomFloats({24}, 3);
+    g.initializers["b2"] = testing::RandomFloats({8}, 4);
+    g.nodes.push_back({"mm1", "MatMul", "", {"x", "W1"}, {"h0"}, {}, ""});
+    g.nodes.push_back({"add1", "Add", "", {"h0", "b1"}, {"h"}, {}, ""});
+  } else {
+    g.nodes.push_back({"mm1", "MatMul", "", {"x", "W1"}, {"h"}, {}, ""});
+  }
   g.nodes.push_back({"relu", "Relu", "", {"h"}, {"r"}, {}, ""});
-  g.nodes.push_back({"mm2", "MatMul", "", {"r", "W2"}, {"y"}, {}, ""});
+  if (bias) {
+    g.nodes.push_back({"mm2", "MatMul", "", {"r", "W2"}, {"y0"}, {}, ""});
+    g.nodes.push_back({"add2", "Add", "", {"b2", "y0"}, {"y"}, {}, ""});
+  } else {
+    g.nodes.push_back({"mm2", "MatMul", "", {"r", "W2"}, {"y"}, {}, ""});
+  }
   QuantizeOptions opt;
   opt.dynamic = true;
   opt.per_channel = per_channel;
@@ -43,19 +60,27 @@ Tensor RunY(const Model& m, const Tensor& x, bool reference, bool fuse, int thre
   return out["y"];
 }
 
+// With bias: the Add after the product joins (onnxruntime's quantize_dynamic
+// keeps the float bias), on either side of the Add.
 TEST(DynamicFusion, FusesEveryLayerAndMatchesTheGraphBitForBit) {
+  for (bool bias : {false, true})
   for (bool per_channel : {true, false}) {
-    const Model q = DynamicMlp(per_channel);
+    SCOPED_TRACE(bias ? "bias" : "no bias");
+    const Model q = DynamicMlp(per_channel, bias);
     Model fused = q;
     EXPECT_EQ(FuseDynamicMatMul(&fused).size(), 2u);
-    int cast = 0, mul = 0, f = 0;
+    int cast = 0, mul = 0, f = 0, add = 0;
     for (const Node& n : fused.graph.nodes) {
       cast += n.op_type == "Cast";
       mul += n.op_type == "Mul";
-      f += n.op_type == "MatMulIntegerToFloat";
+      add += n.op_type == "Add";
+      if (n.op_type == "MatMulIntegerToFloat") {
+        ++f;
+        EXPECT_EQ(n.inputs.size(), bias ? 7u : 6u);
+      }
     }
     EXPECT_EQ(f, 2);
-    EXPECT_EQ(cast + mul, 0);
+    EXPECT_EQ(cast + mul + add, 0);
     const Tensor x = testing::RandomFloats({2, 3, 16}, 7);
     const Tensor spec = RunY(q, x, /*reference=*/true, /*fuse=*/false, 1);
     for (bool reference : {true, false})
@@ -81,6 +106,49 @@ TEST(DynamicFusion, GraphOutputAccumulatorsStayUnfused) {
       break;
     }
   EXPECT_EQ(FuseDynamicMatMul(&q).size(), 1u);
+}
+
+// DynamicQuantizeLinear's fast kernel (minmax_f32 rows in chunks, then the
+// quantize row): the reference's three outputs bit for bit, on every ISA and
+// thread count, for inputs over several chunks, with NaN, all zero, one-signed.
+TEST(DynamicFusion, DynamicQuantizeLinearFastKernelMatchesReference) {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  m.graph.inputs.push_back(testing::FloatInput("x", {{-1, "n"}}));
+  for (const char* y : {"y", "y_scale", "y_zp"}) m.graph.outputs.push_back(testing::FloatInput(y, {}));
+  m.graph.nodes.push_back({"dq", "DynamicQuantizeLinear", "", {"x"}, {"y", "y_scale", "y_zp"}, {}, ""});
+  std::vector<std::pair<std::string, Tensor>> inputs;
+  inputs.emplace_back("random, 3 chunks", testing::RandomFloats({40000}, 3, -2.0f, 7.0f));
+  Tensor with_nan = testing::RandomFloats({16390}, 4, -5.0f, 1.0f);
+  for (int64_t i = 0; i < with_nan.numel(); i += 977) with_nan.data<float>()[i] = std::nanf("");
+  inputs.emplace_back("NaN", with_nan);
+  inputs.emplace_back("all zero", Tensor(DataType::kFloat32, {33}));
+  inputs.emplace_back("positive", testing::RandomFloats({1000}, 5, 0.5f, 3.0f));
+  inputs.emplace_back("negative", testing::RandomFloats({17}, 6, -3.0f, -0.5f));
+  inputs.emplace_back("empty", Tensor(DataType::kFloat32, {0}));
+  for (const auto& [label, x] : inputs) {
+    SCOPED_TRACE(label);
+    ExecutorOptions ref_options;
+    ref_options.reference_kernels = true;
+    auto ref = Executor::Create(m, ref_options);
+    ASSERT_TRUE(ref.ok()) << ref.status().ToString();
+    TensorMap want;
+    ASSERT_TRUE((*ref)->Run({{"x", x}}, &want).ok());
+    testing::ForEachIsa([&](CpuIsa isa) {
+      for (int threads : {1, 2, 3}) {
+        ExecutorOptions o;
+        o.threads = threads;
+        auto fast = Executor::Create(m, o);
+        ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+        EXPECT_EQ(testing::KernelOps((*fast)->NodeKernels().at(0).kernel), "minmax_f32+quantize_f32_s8");
+        TensorMap got;
+        ASSERT_TRUE((*fast)->Run({{"x", x}}, &got).ok());
+        for (const auto& kv : want)
+          EXPECT_TRUE(got.at(kv.first).Equals(kv.second)) << kv.first << " at " << CpuIsaName(isa) << ", " << threads
+                                                          << " threads";
+      }
+    });
+  }
 }
 
 }  // namespace

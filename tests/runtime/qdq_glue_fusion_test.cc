@@ -225,30 +225,162 @@ TEST(QdqGlueFusion, IntegerMaxPoolRowMatchesReference) {
   }
 }
 
-// DequantizeLinear(a), DequantizeLinear(b) -> Add -> QuantizeLinear; sizes
-// that leave vector tails; a broadcast B falls back to the reference kernel;
-// a following DQ -> Relu -> Q becomes a table inside the QLinearAdd.
+// DequantizeLinear(a), DequantizeLinear(b) -> Add | Mul -> QuantizeLinear; sizes
+// that leave vector tails; broadcasting on the fast row too (a bias row, a
+// per-row value, a scalar, on either side, runs longer than the row's
+// 256-value pieces); a following DQ -> Relu -> Q becomes a table inside the
+// QLinearAdd / QLinearMul.
 TEST(QdqGlueFusion, AddOfDequantizedValuesIsBitExact) {
+  struct ShapeCase {
+    Shape a, b;
+  };
+  const ShapeCase broadcasts[] = {{{2, 3, 17, 9}, {1, 3, 1, 9}},   {{2, 3, 17, 9}, {9}},
+                                  {{2, 3, 17, 9}, {2, 3, 17, 1}},  {{2, 3, 17, 9}, {}},
+                                  {{9}, {2, 3, 17, 9}},            {{1, 300}, {5, 1}},
+                                  {{3, 1, 700}, {3, 4, 1}}};
+  for (const char* op : {"Add", "Mul"}) {
+    for (const TypeCase& t : kTypes) {
+      for (size_t variant = 0; variant < 2 + std::size(broadcasts); ++variant) {
+        const bool relu = variant == 1;  // relu: a table folded into the QLinearAdd
+        const bool broadcast = variant >= 2;
+        const Shape a_shape = broadcast ? broadcasts[variant - 2].a : Shape{2, 3, 17, 9};
+        const Shape b_shape = broadcast ? broadcasts[variant - 2].b : a_shape;
+        SCOPED_TRACE(std::string(op) + " " + DataTypeName(t.type) + " " + ShapeToString(a_shape) + ", " +
+                     ShapeToString(b_shape) + (relu ? " relu" : ""));
+        QdqGraphBuilder b;
+        b.Input("a", t.type, a_shape);
+        b.Input("b", t.type, b_shape);
+        b.Params("pa", 0.0371f, t.zp_in, t.type);
+        b.Params("pb", 0.0219f, t.zp_out, t.type);
+        b.Params("py", 0.0452f, t.zp_in / 2, t.type);
+        b.Params("pr", 0.0313f, t.zp_out / 2, t.type);
+        const std::string sum = b.Q(b.Add(op, {b.Dq("a", "pa"), b.Dq("b", "pb")}), "py");
+        b.Output(relu ? b.Q(b.Add("Relu", {b.Dq(sum, "py")}), "pr") : sum);
+        const auto counts = FusedOpCounts(b.model());
+        EXPECT_EQ(counts.size(), 1u);
+        EXPECT_EQ(counts.count(std::string("QLinear") + op), 1u);
+        ExpectFusedBitExact(b.model(), {{"a", RandomBytes(t.type, a_shape, 3)}, {"b", RandomBytes(t.type, b_shape, 4)}});
+      }
+    }
+  }
+}
+
+// DQ(a) x DQ(b) -> MatMul -> Q with both operands activations (attention's
+// products in onnxruntime's placement) becomes a QLinearMatMul: batched B
+// runs batch by batch on the integer GEMM; 2-D B is packed per call; batch
+// dimensions that broadcast, and empty matrices, run the reference kernel. Integer sums: the fused
+// executor equals the fused graph on the reference kernels bit for bit (every
+// ISA and thread count) and the float QDQ graph within one quantization step.
+TEST(QdqGlueFusion, MatMulOfTwoActivationsRunsOnIntegers) {
+  struct ShapeCase {
+    Shape a, b;
+  };
+  const ShapeCase cases[] = {{{2, 3, 17, 40}, {2, 3, 40, 9}},
+                             {{2, 17, 40}, {40, 9}},
+                             {{2, 3, 17, 40}, {1, 3, 40, 9}},
+                             {{2, 3, 0, 40}, {2, 3, 40, 9}}};
   for (const TypeCase& t : kTypes) {
-    for (int variant = 0; variant < 3; ++variant) {
-      const bool broadcast = variant == 1, relu = variant == 2;  // relu: a table folded into the QLinearAdd
-      SCOPED_TRACE(DataTypeName(t.type) + (broadcast ? " broadcast" : "") + (relu ? " relu" : ""));
-      const Shape a_shape = {2, 3, 17, 9};
-      const Shape b_shape = broadcast ? Shape{1, 3, 1, 9} : a_shape;
+    for (const ShapeCase& c : cases) {
+      SCOPED_TRACE(DataTypeName(t.type) + " " + ShapeToString(c.a) + " x " + ShapeToString(c.b));
       QdqGraphBuilder b;
-      b.Input("a", t.type, a_shape);
-      b.Input("b", t.type, b_shape);
+      b.Input("a", t.type, c.a);
+      b.Input("b", t.type, c.b);
       b.Params("pa", 0.0371f, t.zp_in, t.type);
       b.Params("pb", 0.0219f, t.zp_out, t.type);
-      b.Params("py", 0.0452f, t.zp_in / 2, t.type);
-      b.Params("pr", 0.0313f, t.zp_out / 2, t.type);
-      const std::string sum = b.Q(b.Add("Add", {b.Dq("a", "pa"), b.Dq("b", "pb")}), "py");
-      b.Output(relu ? b.Q(b.Add("Relu", {b.Dq(sum, "py")}), "pr") : sum);
+      b.Params("py", 0.61f, t.zp_in / 2, t.type);
+      b.Output(b.Q(b.Add("MatMul", {b.Dq("a", "pa"), b.Dq("b", "pb")}), "py"));
       const auto counts = FusedOpCounts(b.model());
       EXPECT_EQ(counts.size(), 1u);
-      EXPECT_EQ(counts.count("QLinearAdd"), 1u);
-      ExpectFusedBitExact(b.model(), {{"a", RandomBytes(t.type, a_shape, 3)}, {"b", RandomBytes(t.type, b_shape, 4)}});
+      EXPECT_EQ(counts.count("QLinearMatMul"), 1u);
+      {
+        auto e = Create(b.model(), /*reference=*/false, 1);
+        ASSERT_NE(e, nullptr);
+        EXPECT_EQ(testing::KernelOps(e->NodeKernels().at(0).kernel), "gemm_s8");
+      }
+      const TensorMap inputs = {{"a", RandomBytes(t.type, c.a, 23)}, {"b", RandomBytes(t.type, c.b, 24)}};
+      ExpectFusedBitExact(b.model(), inputs, /*fused_reference=*/true);
+      // Against the float graph: at most one step apart.
+      auto float_graph = Create(b.model(), /*reference=*/true, 1);
+      auto fused = Create(b.model(), /*reference=*/false, 2);
+      ASSERT_NE(float_graph, nullptr);
+      ASSERT_NE(fused, nullptr);
+      TensorMap want, got;
+      ASSERT_TRUE(float_graph->Run(inputs, &want).ok());
+      ASSERT_TRUE(fused->Run(inputs, &got).ok());
+      const Tensor& w = want.begin()->second;
+      const Tensor& g = got.at(want.begin()->first);
+      ASSERT_EQ(w.shape(), g.shape());
+      int64_t off_by_one = 0;
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        const int wi = t.type == DataType::kInt8 ? w.data<int8_t>()[i] : w.data<uint8_t>()[i];
+        const int gi = t.type == DataType::kInt8 ? g.data<int8_t>()[i] : g.data<uint8_t>()[i];
+        ASSERT_LE(std::abs(wi - gi), 1) << "element " << i;
+        off_by_one += wi != gi;
+      }
+      EXPECT_LE(off_by_one, w.numel() / 20) << "most values are the float graph's";
     }
+  }
+}
+
+// onnxruntime's QDQ placement wraps Reshape / Transpose / ... in their own
+// QuantizeLinear -> DequantizeLinear pairs: DQ -> move ops -> Q runs the
+// moves on the integers, with no table when the parameters are the same,
+// a QLinearLut when they differ.
+TEST(QdqGlueFusion, MoveOpsBetweenDequantizeAndQuantizeRunOnIntegers) {
+  for (const TypeCase& t : kTypes) {
+    for (bool same_params : {true, false}) {
+      SCOPED_TRACE(DataTypeName(t.type) + (same_params ? " same parameters" : " requantized"));
+      QdqGraphBuilder b;
+      b.Input("x", t.type, {2, 6, 10});
+      b.Params("pin", 0.021f, t.zp_in, t.type);
+      b.Params("pout", same_params ? 0.021f : 0.013f, same_params ? t.zp_in : t.zp_out, t.type);
+      b.model().graph.initializers["shape"] = Tensor::FromVector<int64_t>({4}, {2, 6, 2, 5});
+      const std::string moved = b.Add("Transpose", {b.Add("Reshape", {b.Dq("x", "pin"), "shape"})},
+                                      {Attribute::Ints("perm", {0, 2, 1, 3})});
+      b.Output(b.Q(moved, "pout"));
+      const auto counts = FusedOpCounts(b.model());
+      EXPECT_EQ(counts.count("DequantizeLinear") + counts.count("QuantizeLinear"), 0u);
+      EXPECT_EQ(counts.count("QLinearLut"), same_params ? 0u : 1u);
+      EXPECT_EQ(counts.at("Reshape") + counts.at("Transpose"), 2);
+      ExpectFusedBitExact(b.model(), {{"x", RandomBytes(t.type, {2, 6, 10}, 21)}});
+    }
+  }
+}
+
+// Add / Sub / Mul / Div / Pow of a scalar constant (an initializer, or the
+// DequantizeLinear of one, as onnxruntime writes them), on either side, are
+// steps of a table; a DequantizeLinear that other nodes read too (GELU's x)
+// feeds the table's integers and stays for the others.
+TEST(QdqGlueFusion, ScalarConstantStepsAndSharedDequantizeJoinTables) {
+  for (const TypeCase& t : kTypes) {
+    SCOPED_TRACE(DataTypeName(t.type));
+    QdqGraphBuilder b;
+    const Shape shape = {3, 5, 37};
+    b.Input("x", t.type, shape);
+    b.Params("pin", 0.0173f, t.zp_in, t.type);
+    b.Params("pe", 0.0081f, t.zp_out, t.type);
+    b.Params("pc", 0.0157f, t.zp_in, t.type);
+    b.Params("pout", 0.0061f, t.zp_out, t.type);
+    auto& init = b.model().graph.initializers;
+    init["sqrt2"] = Tensor::Scalar<float>(1.4142135f);
+    init["two"] = Tensor::Scalar<float>(2.0f);
+    init["c_q"] = t.type == DataType::kInt8 ? Tensor::Scalar<int8_t>(77) : Tensor::Scalar<uint8_t>(177);
+    const std::string x = b.Dq("x", "pin");
+    const std::string one = b.Dq("c_q", "pc");  // a dequantized scalar constant
+    // GELU as onnxruntime quantizes it: x * (erf(x / sqrt2) + c), x also read by the product.
+    const std::string erf = b.Q(b.Add("Erf", {b.Add("Div", {x, "sqrt2"})}), "pe");
+    const std::string shifted = b.Q(b.Add("Add", {one, b.Dq(erf, "pe")}), "pe");
+    b.Output(b.Q(b.Add("Mul", {x, b.Dq(shifted, "pe")}), "pout"));
+    // More steps: constant first, Sub, Pow.
+    b.Output(b.Q(b.Add("Pow", {b.Add("Sub", {"two", b.Add("Mul", {"sqrt2", x})}), "two"}), "pout"));
+    const auto counts = FusedOpCounts(b.model());
+    EXPECT_EQ(counts.at("QLinearLut"), 3);
+    EXPECT_EQ(counts.count("Div") + counts.count("Erf") + counts.count("Add") + counts.count("Sub") +
+                  counts.count("Pow"),
+              0u);
+    EXPECT_EQ(counts.count("Mul"), 0u);
+    EXPECT_EQ(counts.at("QLinearMul"), 1);  // x * (erf + c): two activations
+    ExpectFusedBitExact(b.model(), {{"x", RandomBytes(t.type, shape, 22)}});
   }
 }
 
@@ -311,7 +443,7 @@ TEST(QdqGlueFusion, ReluTableFoldsIntoTheConvolution) {
       ASSERT_EQ(fused->NodeKernels().size(), 1u);
       EXPECT_EQ(fused->NodeKernels()[0].op_type, "QLinearConvLut");
       EXPECT_EQ(testing::KernelOps(fused->NodeKernels()[0].kernel),
-                group == 1 ? "gemm_s8+lut256" : "depthwise_s8+requant_s32+lut256");
+                group == 1 ? "gemm_s8+lut256" : "depthwise_s8+lut256");
       const TensorMap in = {{"x", RandomBytes(t.type, {2, c, 9, 11}, 14)}};
       ExpectFusedBitExact(b.model(), in, /*fused_reference=*/true);
       // Against the float graph: the integer convolution's one-step differences only.
@@ -439,16 +571,29 @@ TEST(QdqGlueFusion, NonQualifyingPatternsAreLeftAlone) {
     b.Params("pout", 0.01f, 3, u8);
   };
   {
-    SCOPED_TRACE("dequantized value read by two nodes");
+    SCOPED_TRACE("dequantized value read by two nodes: the table reads the integers, the DQ stays for the other");
     QdqGraphBuilder b;
     base(b);
     const std::string d = b.Dq("x", "pin");
     b.Output(b.Q(b.Add("Relu", {d}), "pout"));
     b.Output(b.Add("Sigmoid", {d}));
     const auto counts = FusedOpCounts(b.model());
-    EXPECT_EQ(counts.count("QLinearLut"), 0u);
-    EXPECT_EQ(counts.at("Relu"), 1);
+    EXPECT_EQ(counts.at("QLinearLut"), 1);
+    EXPECT_EQ(counts.count("Relu"), 0u);
+    EXPECT_EQ(counts.at("DequantizeLinear"), 1);
     ExpectFusedBitExact(b.model(), {{"x", RandomBytes(u8, shape, 6)}});
+  }
+  {
+    SCOPED_TRACE("Add of a non-scalar constant is no table step; Add of a rank-1 [1] constant neither");
+    QdqGraphBuilder b;
+    base(b);
+    b.model().graph.initializers["row"] = testing::RandomFloats({7}, 12);
+    b.model().graph.initializers["one"] = Tensor::FromVector<float>({1}, {0.5f});
+    b.Output(b.Q(b.Add("Add", {b.Dq("x", "pin"), "row"}), "pout"));
+    b.Output(b.Q(b.Add("Mul", {"one", b.Dq("x", "pin")}), "pout"));
+    const auto counts = FusedOpCounts(b.model());
+    EXPECT_EQ(counts.count("QLinearLut"), 0u);
+    ExpectFusedBitExact(b.model(), {{"x", RandomBytes(u8, shape, 13)}});
   }
   {
     SCOPED_TRACE("intermediate float value is a graph output");
