@@ -351,6 +351,8 @@ def run_model(args, name, save):
         variants.append(("sparq int8 " + label, "sparq", (spec, False)))
     if meta["task"] in FALLBACK_GATES:
         variants.append(("sparq int8 kl + fallback", "sparq", ("kl", False, FALLBACK_GATES[meta["task"]])))
+        variants += [(f"sparq int8 {m} + bias correction + fallback", "sparq", (m + "+bc", False, FALLBACK_GATES[meta["task"]]))
+                     for m in args.bias_correction if m]
     variants.append(("sparq int8 dynamic", "sparq", ("dynamic", False)))
     variants.append(("sparq fp16", "sparq", ("fp16", False)))
     variants.append((f"sparq 2:4 + int8 {args.prune_method}", "sparq", (args.prune_method, True)))
