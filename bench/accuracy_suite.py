@@ -202,9 +202,12 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None):
         text += "quantize:\n  precision: fp16\n  fallback:\n    enabled: false\n"
     elif quant == "dynamic":  # activations quantized at run time (MatMul/Gemm), as ORT's quantize_dynamic
         text += "quantize:\n  precision: int8\n  mode: dynamic\n  per_channel: true\n  fallback:\n    enabled: false\n"
-    else:
-        text += ("quantize:\n  precision: int8\n  per_channel: true\n"
-                 f"  calibration:\n    method: {quant}\n    symmetric: true\n"
+    else:  # a calibration method, then "+bc" (quantize.bias_correction) or "+" lines of the quantize block
+        method, _, extra = quant.partition("+")
+        lines = ["bias_correction: true"] if extra == "bc" else [l for l in extra.split(";") if l]
+        method, _, asym = method.partition("/")  # "max/asym": uint8 activations with a zero point
+        text += ("quantize:\n  precision: int8\n  per_channel: true\n" + "".join("  " + l + "\n" for l in lines) +
+                 f"  calibration:\n    method: {method}\n    symmetric: {'false' if asym == 'asym' else 'true'}\n"
                  f"  fallback:\n    enabled: {'true' if gate else 'false'}\n")
     metric, max_drop = gate or (metric, 1000000)
     text += (f"output:\n  dir: {out_dir}\n  format: {'fp16' if quant == 'fp16' else 'qdq'}\n  overwrite: true\n"
@@ -342,8 +345,14 @@ def run_model(args, name, save):
               "command": "python3 bench/accuracy_suite.py " + " ".join(sys.argv[1:])}
 
     variants = [(f"sparq int8 {m}", "sparq", (m, False)) for m in SPARQ_METHODS if m in args.sparq_methods]
+    variants += [(f"sparq int8 {m} + bias correction", "sparq", (m + "+bc", False)) for m in args.bias_correction if m]
+    for v in args.variant:  # LABEL=METHOD+line;line
+        label, spec = v.split("=", 1)
+        variants.append(("sparq int8 " + label, "sparq", (spec, False)))
     if meta["task"] in FALLBACK_GATES:
         variants.append(("sparq int8 kl + fallback", "sparq", ("kl", False, FALLBACK_GATES[meta["task"]])))
+        variants += [(f"sparq int8 {m} + bias correction + fallback", "sparq", (m + "+bc", False, FALLBACK_GATES[meta["task"]]))
+                     for m in args.bias_correction if m]
     variants.append(("sparq int8 dynamic", "sparq", ("dynamic", False)))
     variants.append(("sparq fp16", "sparq", ("fp16", False)))
     variants.append((f"sparq 2:4 + int8 {args.prune_method}", "sparq", (args.prune_method, True)))
@@ -526,6 +535,11 @@ def main(argv=None):
     ap.add_argument("--calib", type=int, default=32, help="calibration samples (at most)")
     ap.add_argument("--eval", type=int, default=64, help="evaluation samples (text: all the sentences)")
     ap.add_argument("--sparq-methods", default=",".join(SPARQ_METHODS))
+    ap.add_argument("--bias-correction", default="max",
+                    help="calibration methods (comma) of extra INT8 variants with quantize.bias_correction on")
+    ap.add_argument("--variant", action="append", default=[],
+                    help="LABEL=METHOD+line;line: an extra INT8 variant 'sparq int8 LABEL', calibrated with METHOD "
+                         "(METHOD/asym: uint8 activations), with these lines in its quantize block")
     ap.add_argument("--prune-method", default="percentile", help="calibration of the pruned INT8 variant")
     ap.add_argument("--only", default="", help="run only variants whose label contains one of these (comma)")
     ap.add_argument("--work", default=os.path.join(REPO, "build", "accuracy_suite"))
@@ -547,6 +561,7 @@ def main(argv=None):
     args.suite = os.path.abspath(args.suite)
     args.work = os.path.abspath(args.work)
     args.sparq_methods = args.sparq_methods.split(",")
+    args.bias_correction = args.bias_correction.split(",")
     missing = [m for m in args.models.split(",") if not os.path.isfile(os.path.join(args.suite, m, "meta.json"))]
     if missing:
         ap.error(f"not built in {args.suite}: {missing} (run tools/make_real_suite.py first)")

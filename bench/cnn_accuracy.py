@@ -177,7 +177,7 @@ data:
 quantize:
   precision: int8
   fallback: {{enabled: {fallback}}}
-  calibration:
+{quantize_lines}  calibration:
 {calibration}
 output:
   dir: {out}
@@ -188,14 +188,15 @@ evaluate:
 """
 
 
-def sparq_quantize(sparq, work, model, name, calibration, eval_samples=32, fallback=False):
+def sparq_quantize(sparq, work, model, name, calibration, eval_samples=32, fallback=False, quantize=()):
     out = os.path.join(work, "sparq-" + name)
     recipe = os.path.join(work, name + ".yaml")
     body = "\n".join("    " + l for l in calibration)
     with open(recipe, "w") as f:
         f.write(RECIPE.format(name=name, model=model, calib=os.path.join(work, "calib.npz"),
                               eval=os.path.join(work, "eval.npz"), calibration=body, out=out,
-                              eval_samples=eval_samples, fallback="true" if fallback else "false"))
+                              eval_samples=eval_samples, fallback="true" if fallback else "false",
+                              quantize_lines="".join("  " + l + "\n" for l in quantize)))
     t = time.time()
     p = subprocess.run([sparq, "run", recipe], capture_output=True, text=True)
     secs = time.time() - t
@@ -224,6 +225,9 @@ def main():
                     help="extra line(s) for quantize.calibration of every sparq variant, e.g. symmetric: false")
     ap.add_argument("--variant", action="append", default=[],
                     help="NAME:line;line extra sparq variants (lines of quantize.calibration)")
+    ap.add_argument("--qvariant", action="append", default=[],
+                    help="NAME:METHOD:line;line extra sparq variants: calibration method METHOD and lines of "
+                         "the quantize block, e.g. 'max-bc:max:bias_correction: true'")
     a = ap.parse_args()
     os.makedirs(a.work, exist_ok=True)
     real = "/work/models/real/efficientnet_lite0.onnx"
@@ -256,6 +260,13 @@ def main():
         if path:
             add(("sparq " + name + " (" + body + ")", *score(ref, ort_run(path, ev)), own,
                          os.path.getsize(path), secs))
+    for v in a.qvariant:
+        name, method, body = v.split(":", 2)
+        path, own, secs = sparq_quantize(os.path.abspath(a.sparq), a.work, model, name, ["method: " + method] + a.extra,
+                                         a.sparq_eval, a.fallback, body.split(";"))
+        if path:
+            add(("sparq " + name + " (" + method + "; " + body + ")", *score(ref, ort_run(path, ev)), own,
+                 os.path.getsize(path), secs))
     for m in [x for x in a.ort.split(",") if x]:
         out = os.path.join(a.work, "ort-" + m + ".onnx")
         t = time.time()

@@ -544,6 +544,7 @@ void RecipeParser::ParseQuantize(MapReader m) {
   m.Read("per_channel", &q.per_channel);
   m.Read("fold_batchnorm", &q.fold_batchnorm);
   m.Read("gather_int8", &q.gather_int8);
+  m.Read("bias_correction", &q.bias_correction);
 
   diag_.AddKnownKeys("quantize.layers[]", {"match", "precision"});
   const std::vector<YAML::Node> layers = m.List("layers");
@@ -684,6 +685,9 @@ void RecipeParser::CheckAcrossSections() {
   }
 
   if (q.enabled && q.mode == RecipeQuantize::Mode::kDynamic && !diag_.FailedAt("quantize.mode")) {
+    if (q.bias_correction && diag_.Written("quantize.bias_correction"))
+      diag_.Warning(diag_.LineFor("quantize.bias_correction"), "quantize.bias_correction",
+                    "is not used by quantize.mode dynamic (it corrects static INT8 Conv/Gemm layers)");
     if (precision_ok && q.precision == Precision::kFp16)
       diag_.Error(diag_.LineFor("quantize.mode"), "quantize.mode",
                   "dynamic quantizes to int8: it needs quantize.precision int8 or mixed, not fp16");

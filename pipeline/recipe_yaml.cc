@@ -124,6 +124,7 @@ void EmitQuantize(YAML::Emitter& e, const RecipeQuantize& q) {
   e << YAML::Key << "per_channel" << YAML::Value << q.per_channel;
   e << YAML::Key << "fold_batchnorm" << YAML::Value << q.fold_batchnorm;
   e << YAML::Key << "gather_int8" << YAML::Value << q.gather_int8;
+  e << YAML::Key << "bias_correction" << YAML::Value << q.bias_correction;
   BeginList(e << YAML::Key << "layers" << YAML::Value, q.layers.empty());
   for (const auto& l : q.layers) {
     e << YAML::BeginMap << YAML::Key << "match" << YAML::Value << l.match;

@@ -13,6 +13,7 @@
 #include "pipeline/report.h"
 #include "pipeline/prune_stage.h"
 #include "runtime/nonfinite.h"
+#include "sparq/bias_correction.h"
 #include "sparq/calibrate.h"
 #include "sparq/evaluate.h"
 #include "sparq/fallback.h"
@@ -47,6 +48,7 @@ class Runner {
   Status OpenData();
   StatusOr<CalibrationTable> CalibrateModel();
   StatusOr<CalibrationTable> LoadTable(const QuantizeOptions& q);
+  StatusOr<std::map<std::string, std::vector<float>>> MeasureBiasCorrection();
   Status UpgradeOpsetForInt8();
   Status PruneStage(double dense_metric);
   StatusOr<EvalReport> EvaluateModel(const Model& m, const std::string& stage);
@@ -132,6 +134,16 @@ StatusOr<CalibrationTable> Runner::CalibrateModel() {
     };
   }
   return Calibrate(fp32_, next, c);
+}
+
+// quantize.bias_correction: measured on the calibration data, for the layers
+// as QuantizeModel will quantize them.
+StatusOr<std::map<std::string, std::vector<float>>> Runner::MeasureBiasCorrection() {
+  BiasCorrectionOptions b;
+  b.threads = r_.evaluate.threads;
+  auto measured = sparq::MeasureBiasCorrection(fp32_, calibration_(), ToQuantizeOptions(r_), b);
+  if (!measured.ok()) return measured.status().WithContext("quantize.bias_correction");
+  return measured;
 }
 
 // quantize.scales: a table calibrated earlier, checked against the model.
@@ -275,11 +287,18 @@ StatusOr<RunReport> Runner::Run() {
     report_.files.push_back(r_.output.trt_cache);
   }
 
+  if (int8 && !qopt.dynamic && r_.quantize.bias_correction) {
+    Log("bias correction on " + (r_.data.calibration.empty() ? r_.data.evaluation : r_.data.calibration));
+    SPARQ_ASSIGN_OR_RETURN(qopt.bias_correction, Timed("bias correction", [&] { return MeasureBiasCorrection(); }));
+  }
   QuantizedCandidate quantized;
   SPARQ_ASSIGN_OR_RETURN(quantized.model,
                          Timed("quantize", [&] { return QuantizeModel(fp32_, table, qopt, &quantized.report); }));
 
   for (const auto& w : quantized.report.warnings) report_.warnings.push_back(w);
+  if (!qopt.bias_correction.empty()) {
+    Log("bias correction: " + std::to_string(quantized.report.bias_corrected) + " INT8 layer bias(es) corrected");
+  }
 
   Log("evaluate");
   SPARQ_ASSIGN_OR_RETURN(quantized.eval,

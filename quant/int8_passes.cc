@@ -129,7 +129,7 @@ Status InsertQdq(Model& model, const CalibrationTable& table, const std::vector<
   Graph& g = model.graph;
   // Per-axis DequantizeLinear arrived in opset 13; older models get per-tensor
   // weights rather than a silent opset upgrade.
-  const bool per_axis = options.per_channel && model.opset() >= 13;
+  const bool per_axis = PerAxisWeights(model, options);
   if (options.per_channel && !per_axis) {
     report->warnings.push_back("opset " + std::to_string(model.opset()) +
                                " has no per-axis DequantizeLinear (opset 13): weights quantized per tensor");
@@ -143,9 +143,11 @@ Status InsertQdq(Model& model, const CalibrationTable& table, const std::vector<
       const Tensor w = *g.FindWeight(n.inputs[1]);
       SPARQ_ASSIGN_OR_RETURN(std::string x_dq, qdq.Activation(n.inputs[0]));
       QuantizedWeight qw = QuantizeWeightSymmetric(w, layer->weight_axis(), per_axis);
+      const bool int32_bias = HasQuantizableBias(g, n, *layer);
+      if (int32_bias) WidenScalesForInt32Bias(w, *g.FindWeight(n.inputs[2]), qdq.RangeOf(n.inputs[0])->scale, &qw);
       std::string w_dq = qdq.Weight(n.inputs[1], qw, per_axis);
       std::string b_dq;
-      if (HasQuantizableBias(g, n, *layer)) {
+      if (int32_bias) {
         const float s_x = qdq.RangeOf(n.inputs[0])->scale;
         b_dq = qdq.Bias(n.inputs[2], QuantizeBias(*g.FindWeight(n.inputs[2]), s_x, qw.scales), per_axis);
       }
@@ -218,6 +220,9 @@ Status RewriteQOperator(Model& model, const CalibrationTable& table, const std::
       axis = 1;
     }
     QuantizedWeight qw = QuantizeWeightSymmetric(w, axis, options.per_channel);
+    if (n.op_type == "Conv" && HasQuantizableBias(g, n, *layer)) {
+      WidenScalesForInt32Bias(w, *g.FindWeight(n.inputs[2]), rx->scale, &qw);
+    }
     Quantized x = quantized(n.inputs[0], *rx);
     std::string wq = ed.AddInitializer(n.inputs[1] + "_quantized", qw.values);
     std::string ws = ed.AddInitializer(n.inputs[1] + "_scale", qw.scales);

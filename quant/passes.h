@@ -2,6 +2,7 @@
 #pragma once
 
 #include <array>
+#include <map>
 #include <optional>
 #include <set>
 #include <string>
@@ -26,6 +27,25 @@ bool HasQuantizableBias(const Graph& g, const Node& n, const WeightedLayer& laye
 // TensorRT do) keeps the clamped range, and the integer layer computes the
 // clamp exactly. Returns the activation's index.
 std::optional<size_t> FusedActivation(const Graph& g, size_t index);
+
+// Whether INT8 weights get one scale per output channel: asked for, and
+// expressible (QOperator form, or QDQ at opset >= 13: per-axis DequantizeLinear).
+bool PerAxisWeights(const Model& model, const QuantizeOptions& options);
+
+// A bias quantized to int32 at scale s_x * s_w[c] overflows when the weights
+// of channel c are tiny and its bias is not (BatchNorm-folded dead channels):
+// widens those channels' scales until |bias| / (s_x * s_w) fits half the
+// int32 range, and requantizes their weights (to ~0). Returns the number of
+// channels widened. `q` comes from QuantizeWeightSymmetric(w, ...).
+int WidenScalesForInt32Bias(const Tensor& w, const Tensor& bias, float input_scale, QuantizedWeight* q);
+
+// Subtracts QuantizeOptions::bias_correction (keyed by NodeKey) from the
+// biases of the INT8 layers (a Conv without one gets one), as new
+// initializers. Returns the number of layers corrected. InvalidArgument when
+// a key names no node, or a node that cannot take it (no foldable bias, or
+// another channel count).
+StatusOr<int> ApplyBiasCorrection(Graph& g, const std::vector<Precision>& precision,
+                                  const std::map<std::string, std::vector<float>>& correction);
 
 // A stable key for a node across rewrites: its name, or "@<first output>".
 std::string NodeKey(const Node& n);

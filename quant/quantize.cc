@@ -139,6 +139,9 @@ StatusOr<Model> QuantizeModel(const Model& input, const CalibrationTable& table,
   }
   Graph& g = model.graph;
   SPARQ_ASSIGN_OR_RETURN(std::vector<Precision> precision, ResolvePrecisions(g, options, &table, report));
+  if (!options.dynamic && !options.bias_correction.empty()) {
+    SPARQ_ASSIGN_OR_RETURN(report->bias_corrected, ApplyBiasCorrection(g, precision, options.bias_correction));
+  }
 
   // Float32 values, known before rewriting: those FP16 conversion must cast.
   // The table lists every float activation; shape inference adds values

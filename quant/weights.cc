@@ -3,6 +3,7 @@
 #include <cmath>
 
 #include "graph/graph_editor.h"
+#include "quant/passes.h"
 #include "sparq/quantize.h"
 #include "sparq/weighted_layer.h"
 
@@ -55,6 +56,45 @@ QuantizedWeight QuantizeWeightSymmetric(const Tensor& w, int axis, bool per_chan
       }
   q.scales = per_channel ? Tensor::FromVector<float>({channels}, scales) : Tensor::Scalar<float>(scales[0]);
   return q;
+}
+
+int WidenScalesForInt32Bias(const Tensor& w, const Tensor& bias, float input_scale, QuantizedWeight* q) {
+  // Half the int32 range: the accumulator adds the products to the bias.
+  constexpr double kLimit = 1073741824.0;
+  Tensor b = bias.ToFloat32();
+  Tensor wf = w.ToFloat32();
+  const bool per_channel = q->scales.rank() == 1;
+  const int64_t channels = per_channel ? q->scales.numel() : 1;
+  float* scales = q->scales.data<float>();
+  std::vector<bool> widened(static_cast<size_t>(channels), false);
+  int count = 0;
+  for (int64_t k = 0; k < b.numel(); ++k) {
+    const int64_t c = per_channel ? k : 0;
+    const double need = std::fabs(static_cast<double>(b.data<float>()[k])) / (static_cast<double>(input_scale) * kLimit);
+    if (need <= scales[c]) continue;
+    scales[c] = static_cast<float>(need);
+    count += !widened[c];
+    widened[c] = true;
+  }
+  if (count == 0) return 0;
+  int64_t inner = 1, outer = 1;
+  if (per_channel) {
+    for (size_t d = static_cast<size_t>(q->axis) + 1; d < w.rank(); ++d) inner *= w.dim(d);
+    for (size_t d = 0; d < static_cast<size_t>(q->axis); ++d) outer *= w.dim(d);
+  } else {
+    inner = w.numel();
+  }
+  const float* x = wf.data<float>();
+  int8_t* out = q->values.data<int8_t>();
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < channels; ++c) {
+      if (!widened[c]) continue;
+      for (int64_t i = 0; i < inner; ++i) {
+        const int64_t k = (o * channels + c) * inner + i;
+        out[k] = static_cast<int8_t>(std::clamp(std::nearbyint(x[k] / scales[c]), -127.0f, 127.0f));
+      }
+    }
+  return count;
 }
 
 namespace {

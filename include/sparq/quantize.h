@@ -2,6 +2,7 @@
 // using the ranges of a CalibrationTable.
 #pragma once
 
+#include <map>
 #include <string>
 #include <utility>
 #include <vector>
@@ -59,6 +60,11 @@ struct SPARQ_API QuantizeOptions {
   // precision; a `layers` rule naming the node still wins. An op type the
   // model lacks is a warning in QuantizeReport::warnings; "" is InvalidArgument.
   std::vector<std::string> exclude_ops;
+  // Static INT8: per layer (NodeKey: node name, or "@<first output>"), one
+  // value per output channel subtracted from the bias of that layer when it
+  // is INT8, before the bias is quantized: the mean error its int8 weights
+  // add (MeasureBiasCorrection, sparq/bias_correction.h). Empty: none.
+  std::map<std::string, std::vector<float>> bias_correction;
   Fp16Options fp16;  // FP16 layers: which op types stay float32, and the graph's I/O types
 };
 
@@ -74,6 +80,7 @@ struct SPARQ_API QuantizeReport {
   std::vector<LayerDecision> layers;
   std::vector<std::string> warnings;  // e.g. FP16 clamps, naming the tensor
   int folded_batchnorms = 0;
+  int bias_corrected = 0;  // INT8 layers whose bias took QuantizeOptions::bias_correction
 };
 
 // Folds each inference BatchNormalization that directly follows a Conv (or a

@@ -170,6 +170,9 @@ struct SPARQ_API RecipeQuantize {
   bool per_channel = true;     // per-output-channel weight scales
   bool fold_batchnorm = true;  // fold BatchNormalization into the preceding Conv/Gemm
   bool gather_int8 = true;     // int8/mixed: Gather tables (embeddings) of >= 4096 values stored in int8
+  // int8/mixed, static: subtract from each INT8 Conv/Gemm bias the mean error
+  // its int8 weights add, measured on data.calibration (sparq/bias_correction.h).
+  bool bias_correction = false;
   std::vector<LayerRule> layers;
   // Op types kept in float32 (QuantizeOptions::exclude_ops): any non-empty
   // name; one the model lacks is a warning in the run.

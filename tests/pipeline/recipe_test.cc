@@ -794,6 +794,21 @@ TEST(RecipeModelCheckTest, PruneRulesAreCheckedAgainstTheModel) {
 namespace sparq {
 namespace {
 
+TEST_F(RecipeTest, BiasCorrectionParsesAndIsUnusedByDynamicMode) {
+  EXPECT_FALSE(Parse(kMinimal)->quantize.bias_correction);
+  StatusOr<Recipe> r = Parse(kMinimal + "quantize: {bias_correction: true}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->quantize.bias_correction);
+  EXPECT_TRUE(r->warnings.empty());
+  r = Parse(kMinimal + "quantize:\n  mode: dynamic\n  bias_correction: true\n");  // lines 5-7
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_EQ(r->warnings[0], "r.yaml:7: quantize.bias_correction: is not used by quantize.mode dynamic (it corrects "
+                            "static INT8 Conv/Gemm layers)");
+  const std::string message = ErrorOf(kMinimal + "quantize: {bias_corection: true}\n");
+  EXPECT_NE(message.find("did you mean 'bias_correction'"), std::string::npos) << message;
+}
+
 TEST_F(RecipeTest, DynamicModeParsesAndIsCheckedAgainstPrecisionAndFormat) {
   StatusOr<Recipe> r = Parse(kMinimal + "quantize: {mode: dynamic, gather_int8: false}\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();

@@ -46,6 +46,38 @@ TEST(RunRecipe, QuickstartPassesAndWritesEveryFile) {
   EXPECT_NE(report->ToJUnit().find("failures=\"0\""), std::string::npos);
 }
 
+// quantize.bias_correction: one more pass over the calibration data, the
+// corrected biases in the written model, the gate still holds.
+TEST(RunRecipe, BiasCorrectionRunsAndChangesTheBiases) {
+  testing::TempDir plain_dir, corrected_dir;
+  const std::string gate = "evaluate:\n  metric: top1\n  gate: {max_drop: 0.5}\n";
+  auto plain = RunRecipe(MakeRecipe(plain_dir.root(), "quantize:\n  calibration: {method: max}\n" + gate));
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  std::vector<std::string> log;
+  PipelineOptions o;
+  o.on_log = [&](const std::string& line) { log.push_back(line); };
+  auto corrected = RunRecipe(
+      MakeRecipe(corrected_dir.root(), "quantize:\n  bias_correction: true\n  calibration: {method: max}\n" + gate), o);
+  ASSERT_TRUE(corrected.ok()) << corrected.status().ToString();
+  EXPECT_TRUE(corrected->passed) << corrected->ToText();
+  EXPECT_TRUE(std::any_of(log.begin(), log.end(), [](const std::string& l) {
+    return l.rfind("bias correction: ", 0) == 0 && l.find(" 0 INT8") == std::string::npos;
+  })) << "no 'bias correction: N INT8 layer bias(es) corrected' line";
+  const bool timed = std::any_of(corrected->stage_seconds.begin(), corrected->stage_seconds.end(),
+                                 [](const auto& s) { return s.first == "bias correction"; });
+  EXPECT_TRUE(timed);
+  auto a = LoadModel(plain->output_model), b = LoadModel(corrected->output_model);
+  ASSERT_TRUE(a.ok() && b.ok());
+  int differ = 0;
+  for (const auto& [name, t] : b->graph.initializers) {
+    if (t.dtype() != DataType::kInt32) continue;
+    auto it = a->graph.initializers.find(name);
+    differ += it == a->graph.initializers.end() || it->second.numel() != t.numel() ||
+              !std::equal(t.data<int32_t>(), t.data<int32_t>() + t.numel(), it->second.data<int32_t>());
+  }
+  EXPECT_GT(differ, 0);
+}
+
 // quantize.scales: a table from an earlier run quantizes without calibrating,
 // checked against the model.
 TEST(RunRecipe, ReusesACalibrationTable) {
