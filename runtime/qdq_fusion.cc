@@ -453,6 +453,20 @@ class GlueFuser {
     return true;
   }
 
+  // The sparq.QLinearLut node that replaces QuantizeLinear `q`: `table`
+  // (256 entries, a new initializer) applied to the integers `input`.
+  Node LutNode(const Node& q, const std::string& input, Tensor table) {
+    const std::string table_name = editor_.FreshName(q.outputs[0] + "_sparq_lut");
+    g_.initializers[table_name] = std::move(table);
+    Node lut;
+    lut.name = q.name.empty() ? q.outputs[0] : q.name;
+    lut.op_type = "QLinearLut";
+    lut.domain = kDomain;
+    lut.inputs = {input, table_name};
+    lut.outputs = {q.outputs[0]};
+    return lut;
+  }
+
   // DequantizeLinear -> [MaxPool] -> [unary ops]* -> QuantizeLinear at q_index.
   bool TryFuseLut(size_t q_index) {
     const Node& q = g_.nodes[q_index];
@@ -506,17 +520,7 @@ class GlueFuser {
       out.push_back(std::move(p));
       removed_.insert(pool_index);
     }
-    if (pool == nullptr || !identity) {
-      const std::string table = editor_.FreshName(q.outputs[0] + "_sparq_lut");
-      g_.initializers[table] = std::move(v).value();
-      Node lut;
-      lut.name = q.name.empty() ? q.outputs[0] : q.name;
-      lut.op_type = "QLinearLut";
-      lut.domain = kDomain;
-      lut.inputs = {lut_input, table};
-      lut.outputs = {q.outputs[0]};
-      out.push_back(std::move(lut));
-    }
+    if (pool == nullptr || !identity) out.push_back(LutNode(q, lut_input, std::move(v).value()));
     for (const auto& c : chain) removed_.insert(c.first);
     replacements_[q_index] = std::move(out);
     return true;
@@ -564,17 +568,7 @@ class GlueFuser {
       out.push_back(std::move(m));
       removed_.insert(*it);
     }
-    if (!identity) {
-      const std::string table = editor_.FreshName(q.outputs[0] + "_sparq_lut");
-      g_.initializers[table] = std::move(v).value();
-      Node lut;
-      lut.name = q.name.empty() ? q.outputs[0] : q.name;
-      lut.op_type = "QLinearLut";
-      lut.domain = kDomain;
-      lut.inputs = {moved, table};
-      lut.outputs = {q.outputs[0]};
-      out.push_back(std::move(lut));
-    }
+    if (!identity) out.push_back(LutNode(q, moved, std::move(v).value()));
     replacements_[q_index] = std::move(out);
     return true;
   }
