@@ -453,6 +453,30 @@ class GlueFuser {
     return true;
   }
 
+  // The 256-entry table of DequantizeLinear `dq` -> the unary steps of
+  // `chain` (node, input of x; last first) -> QuantizeLinear `q` over every
+  // integer x, on the reference kernels; *identity when it maps every x to
+  // itself. An error when a step cannot run or the table is not 256 values
+  // of q's type.
+  StatusOr<Tensor> Table(const Node& dq, const std::vector<std::pair<size_t, int>>& chain, const Node& q,
+                         bool* identity) {
+    const DataType x_type = Constant(dq.inputs[2])->dtype();
+    const DataType y_type = Constant(q.inputs[2])->dtype();
+    Tensor x(x_type, {256});
+    const int offset = x_type == DataType::kInt8 ? 128 : 0;
+    for (int i = 0; i < 256; ++i) static_cast<uint8_t*>(x.raw_data())[i] = static_cast<uint8_t>(i - offset);
+    StatusOr<Tensor> v = RunReference(dq, x);
+    for (auto it = chain.rbegin(); v.ok() && it != chain.rend(); ++it)
+      v = RunReference(g_.nodes[it->first], *v, static_cast<size_t>(it->second));
+    if (v.ok()) v = RunReference(q, *v);
+    if (!v.ok()) return v.status();
+    if (v->dtype() != y_type || v->numel() != 256) return Status::NotSupported("not a 256-entry table");
+    *identity = x_type == y_type;
+    for (int i = 0; *identity && i < 256; ++i)
+      *identity = static_cast<const uint8_t*>(v->raw_data())[i] == static_cast<uint8_t>(i - offset);
+    return v;
+  }
+
   // The sparq.QLinearLut node that replaces QuantizeLinear `q`: `table`
   // (256 entries, a new initializer) applied to the integers `input`.
   Node LutNode(const Node& q, const std::string& input, Tensor table) {
@@ -495,20 +519,9 @@ class GlueFuser {
     if (dq == nullptr) return false;
     if (pool != nullptr && !(Constant(dq->inputs[1])->data<float>()[0] > 0.0f)) return false;  // max commutes with DQ
 
-    // The table: the pattern's nodes on their reference kernels, for every x.
-    const DataType x_type = Constant(dq->inputs[2])->dtype();
-    const DataType y_type = Constant(q.inputs[2])->dtype();
-    Tensor x(x_type, {256});
-    const int offset = x_type == DataType::kInt8 ? 128 : 0;
-    for (int i = 0; i < 256; ++i) static_cast<uint8_t*>(x.raw_data())[i] = static_cast<uint8_t>(i - offset);
-    StatusOr<Tensor> v = RunReference(*dq, x);
-    for (auto it = chain.rbegin(); v.ok() && it != chain.rend(); ++it)
-      v = RunReference(g_.nodes[it->first], *v, static_cast<size_t>(it->second));
-    if (v.ok()) v = RunReference(q, *v);
-    if (!v.ok() || v->dtype() != y_type || v->numel() != 256) return false;
-    bool identity = x_type == y_type;
-    for (int i = 0; identity && i < 256; ++i)
-      identity = static_cast<const uint8_t*>(v->raw_data())[i] == static_cast<uint8_t>(i - offset);
+    bool identity = false;
+    StatusOr<Tensor> v = Table(*dq, chain, q, &identity);
+    if (!v.ok()) return false;
 
     std::vector<Node> out;
     std::string lut_input = dq->inputs[0];
@@ -545,17 +558,9 @@ class GlueFuser {
     size_t dq_index = 0;
     const Node* dq = QualifyingDequantize(value, &dq_index);
     if (dq == nullptr) return false;
-    const DataType x_type = Constant(dq->inputs[2])->dtype();
-    const DataType y_type = Constant(q.inputs[2])->dtype();
-    Tensor x(x_type, {256});
-    const int offset = x_type == DataType::kInt8 ? 128 : 0;
-    for (int i = 0; i < 256; ++i) static_cast<uint8_t*>(x.raw_data())[i] = static_cast<uint8_t>(i - offset);
-    StatusOr<Tensor> v = RunReference(*dq, x);
-    if (v.ok()) v = RunReference(q, *v);
-    if (!v.ok() || v->dtype() != y_type || v->numel() != 256) return false;
-    bool identity = x_type == y_type;
-    for (int i = 0; identity && i < 256; ++i)
-      identity = static_cast<const uint8_t*>(v->raw_data())[i] == static_cast<uint8_t>(i - offset);
+    bool identity = false;
+    StatusOr<Tensor> v = Table(*dq, {}, q, &identity);
+    if (!v.ok()) return false;
 
     std::vector<Node> out;
     std::string moved = dq->inputs[0];
