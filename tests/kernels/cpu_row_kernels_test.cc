@@ -322,7 +322,7 @@ void CheckMeanRowsF32(std::mt19937& rng, MeanRowsF32Fn fn) {
       SCOPED_TRACE("rows " + std::to_string(rows) + " n " + std::to_string(n));
       std::vector<float> x(static_cast<size_t>(rows * n));
       for (float& v : x) v = value(rng);
-      x[static_cast<size_t>(n)] = rows > 1 ? std::nanf("") : x[0];
+      if (rows > 1) x[static_cast<size_t>(n)] = std::nanf("");  // row 1 starts with a NaN
       std::vector<float> got(static_cast<size_t>(rows) + 1, 99.0f);
       fn(x.data(), rows, n, got.data());
       for (int64_t r = 0; r < rows; ++r) {
