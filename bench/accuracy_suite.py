@@ -8,7 +8,8 @@ and evaluation splits, meta.json with the task), on the same data:
                                       symmetric int8 weights, symmetric int8
                                       activations, that calibration method,
                                       no fallback
-  sparq kl + fallback                 `sparq run`, KL as above with the accuracy
+  sparq <method> + fallback           `sparq run`, that method (--fallback-methods,
+                                      default KL) as above with the accuracy
                                       fallback on, gated on the calibration
                                       split (not the evaluation split) by the
                                       task's gate (FALLBACK_GATES); only for
@@ -65,8 +66,12 @@ from quant_vs_ort import git_head, machine, measure, tail  # noqa: E402
 import real_suite_metrics as M  # noqa: E402
 
 SPARQ_METHODS = ("max", "kl", "percentile", "mse")
-# The gate of the "+ fallback" variant per task: (evaluate.metric, gate.max_drop).
-FALLBACK_GATES = {"classifier": ("agreement", 5), "ctc_recognizer": ("ctc_accuracy", 5)}
+# The gate of the "+ fallback" variants per task: (evaluate.metric, evaluate.gate key, its value).
+# The detector's is a floor on the output SQNR: sparq has no box metric, and
+# the output's SQNR (box coordinates dominate it) still ranks and stops the
+# fallback well on YOLOv8n (bench/ACCURACY.md, yolov8n_det).
+FALLBACK_GATES = {"classifier": ("agreement", "max_drop", 5), "ctc_recognizer": ("ctc_accuracy", "max_drop", 5),
+                  "detector": ("sqnr", "min_sqnr_db", 35)}
 NOTES = (
     "ORT static Entropy equals MinMax here: quantize_static builds the entropy calibrator with its defaults, "
     "num_bins=128 and num_quantized_bins=128 (onnxruntime/quantization/calibrate.py, create_calibrator), which "
@@ -188,8 +193,8 @@ def task_metrics(meta, ref, out):
 # Variants.
 
 def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None):
-    """`gate`: (metric, max_drop) of the fallback variant, gated on the
-    calibration split; None: fallback off, no gate, 2 evaluation samples."""
+    """`gate`: (metric, gate key, value) of the fallback variant, gated on
+    the calibration split; None: fallback off, no gate, 2 evaluation samples."""
     text = ("version: 1\n"
             f"model: {model}\n"
             "data:\n"
@@ -209,9 +214,9 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None):
         text += ("quantize:\n  precision: int8\n  per_channel: true\n" + "".join("  " + l + "\n" for l in lines) +
                  f"  calibration:\n    method: {method}\n    symmetric: {'false' if asym == 'asym' else 'true'}\n"
                  f"  fallback:\n    enabled: {'true' if gate else 'false'}\n")
-    metric, max_drop = gate or (metric, 1000000)
+    metric, gate_key, gate_value = gate or (metric, "max_drop", 1000000)
     text += (f"output:\n  dir: {out_dir}\n  format: {'fp16' if quant == 'fp16' else 'qdq'}\n  overwrite: true\n"
-             f"evaluate:\n  metric: {metric}\n  gate:\n    max_drop: {max_drop}\n"
+             f"evaluate:\n  metric: {metric}\n  gate:\n    {gate_key}: {gate_value}\n"
              "report:\n  markdown: ''\n  junit: ''\n")
     return text
 
@@ -350,7 +355,8 @@ def run_model(args, name, save):
         label, spec = v.split("=", 1)
         variants.append(("sparq int8 " + label, "sparq", (spec, False)))
     if meta["task"] in FALLBACK_GATES:
-        variants.append(("sparq int8 kl + fallback", "sparq", ("kl", False, FALLBACK_GATES[meta["task"]])))
+        variants += [(f"sparq int8 {m} + fallback", "sparq", (m, False, FALLBACK_GATES[meta["task"]]))
+                     for m in args.fallback_methods if m]
         variants += [(f"sparq int8 {m} + bias correction + fallback", "sparq", (m + "+bc", False, FALLBACK_GATES[meta["task"]]))
                      for m in args.bias_correction if m]
     variants.append(("sparq int8 dynamic", "sparq", ("dynamic", False)))
@@ -537,6 +543,8 @@ def main(argv=None):
     ap.add_argument("--sparq-methods", default=",".join(SPARQ_METHODS))
     ap.add_argument("--bias-correction", default="max",
                     help="calibration methods (comma) of extra INT8 variants with quantize.bias_correction on")
+    ap.add_argument("--fallback-methods", default="kl",
+                    help="calibration methods (comma) of the '+ fallback' variants (tasks with a fallback gate)")
     ap.add_argument("--variant", action="append", default=[],
                     help="LABEL=METHOD+line;line: an extra INT8 variant 'sparq int8 LABEL', calibrated with METHOD "
                          "(METHOD/asym: uint8 activations), with these lines in its quantize block")
@@ -562,6 +570,7 @@ def main(argv=None):
     args.work = os.path.abspath(args.work)
     args.sparq_methods = args.sparq_methods.split(",")
     args.bias_correction = args.bias_correction.split(",")
+    args.fallback_methods = args.fallback_methods.split(",")
     missing = [m for m in args.models.split(",") if not os.path.isfile(os.path.join(args.suite, m, "meta.json"))]
     if missing:
         ap.error(f"not built in {args.suite}: {missing} (run tools/make_real_suite.py first)")
