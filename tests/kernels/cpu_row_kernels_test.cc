@@ -45,22 +45,24 @@ std::vector<uint8_t> RandomBytes(std::mt19937& rng, int64_t n) {
   return v;
 }
 
+// Depthwise plane geometries of the FP32 and INT8 row checks: plane h x w,
+// window kh x kw, strides, dilations, pads (top, left, bottom, right).
+struct DepthwiseCase {
+  int64_t h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+};
+constexpr DepthwiseCase kDepthwiseCases[] = {
+    {9, 45, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {11, 40, 3, 3, 2, 1, 1, 1, 1, 0, 2, 1}, {7, 19, 3, 3, 1, 2, 2, 2, 2, 2, 2, 2},
+    {5, 70, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {4, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   {6, 33, 3, 5, 2, 2, 1, 1, 0, 0, 0, 0},
+    // EfficientNet's 5x5 windows: 7x7 and 14x14 planes, stride 2 with
+    // TensorFlow "same" padding (1 before, 2 after), rows past 16 columns.
+    {7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {14, 14, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2}, {28, 37, 5, 5, 2, 2, 1, 1, 2, 1, 2, 2},
+    {5, 40, 5, 5, 1, 2, 1, 1, 0, 3, 0, 4}, {9, 23, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3}, {9, 50, 3, 7, 1, 2, 1, 1, 1, 2, 1, 2},
+    {3, 4, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},  {13, 20, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1}, {2, 1100, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2}};
+
 // FP32 depthwise plane against ConvF32Ref on one channel, then the clamp.
 void CheckDepthwiseF32(std::mt19937& rng, DepthwiseF32Fn fn) {
-  struct Case {
-    int64_t h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
-  };
-  const Case cases[] = {{9, 45, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},  {11, 40, 3, 3, 2, 1, 1, 1, 1, 0, 2, 1},
-                        {7, 19, 3, 3, 1, 2, 2, 2, 2, 2, 2, 2},  {5, 70, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
-                        {4, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},   {6, 33, 3, 5, 2, 2, 1, 1, 0, 0, 0, 0},
-                        // EfficientNet's 5x5 windows: 7x7 and 14x14 planes, stride 2 with
-                        // TensorFlow "same" padding (1 before, 2 after), rows past 16 columns.
-                        {7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},   {14, 14, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2},
-                        {28, 37, 5, 5, 2, 2, 1, 1, 2, 1, 2, 2}, {5, 40, 5, 5, 1, 2, 1, 1, 0, 3, 0, 4},
-                        {9, 23, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},  {9, 50, 3, 7, 1, 2, 1, 1, 1, 2, 1, 2},
-                        {3, 4, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},   {2, 1100, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2}};
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
-  for (const Case& c : cases) {
+  for (const DepthwiseCase& c : kDepthwiseCases) {
     SCOPED_TRACE("depthwise " + std::to_string(c.h) + "x" + std::to_string(c.w) + " k" + std::to_string(c.kh) + "x" +
                  std::to_string(c.kw));
     ConvParams p;
@@ -97,18 +99,8 @@ void CheckDepthwiseF32(std::mt19937& rng, DepthwiseF32Fn fn) {
 // 7x7 / 14x14 planes of EfficientNet, int8 and uint8 x and y, weights and
 // zero points at the ends of their ranges.
 void CheckDepthwiseS8(std::mt19937& rng, DepthwiseS8Fn fn) {
-  struct Case {
-    int64_t h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
-  };
-  const Case cases[] = {{9, 45, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},   {11, 40, 3, 3, 2, 1, 1, 1, 1, 0, 2, 1},
-                        {7, 19, 3, 3, 1, 2, 2, 2, 2, 2, 2, 2},   {5, 70, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
-                        {4, 3, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0},    {6, 33, 3, 5, 2, 2, 1, 1, 0, 0, 0, 0},
-                        {7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},    {14, 14, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2},
-                        {28, 37, 5, 5, 2, 2, 1, 1, 2, 1, 2, 2},  {9, 23, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},
-                        {9, 50, 3, 7, 1, 2, 1, 1, 1, 2, 1, 2},   {3, 4, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
-                        {13, 20, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1},  {2, 1100, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2}};
   std::uniform_int_distribution<int> byte(0, 255), weight(-255, 255);
-  for (const Case& c : cases) {
+  for (const DepthwiseCase& c : kDepthwiseCases) {
     for (int variant = 0; variant < 4; ++variant) {
       const bool x_signed = variant & 1, y_signed = variant & 2;
       SCOPED_TRACE("depthwise " + std::to_string(c.h) + "x" + std::to_string(c.w) + " k" + std::to_string(c.kh) +
