@@ -120,11 +120,12 @@ const std::vector<CpuKernelDef>& Table() {
       {"spmm_nm24_s8_avx512vnni", VNNI, 30, F::kNm2of4S8, SpmmNmS8Fn(SpmmNmS8Avx512Vnni)},
       {"spmm_nm48_s8_avx512vnni", VNNI, 30, F::kNm4of8S8, SpmmNmS8Fn(SpmmNmS8Avx512Vnni)},
 #endif
-      // FP32 depthwise convolution, one channel plane (dense_f32.cc runs it).
-      {"depthwise_f32_portable", P, 0, NONE, DepthwiseF32Fn(cpu::DepthwiseF32PlanePortable)},
+      // FP32 depthwise convolution, channels of one image (dense_f32.cc runs it):
+      // plane by plane, or 16 channels per register on small planes (lanes).
+      {"depthwise_f32_portable", P, 0, NONE, DepthwiseF32Fn(cpu::DepthwiseF32ChannelsPortable)},
 #if SPARQ_CPU_X86
-      {"depthwise_f32_avx2", AVX2, 10, NONE, DepthwiseF32Fn(cpu::DepthwiseF32PlaneAvx2)},
-      {"depthwise_f32_avx512", AVX512, 20, NONE, DepthwiseF32Fn(cpu::DepthwiseF32PlaneAvx512)},
+      {"depthwise_f32_avx2", AVX2, 10, NONE, DepthwiseF32Fn(cpu::DepthwiseF32ChannelsAvx2)},
+      {"depthwise_f32_lanes_avx512", AVX512, 20, NONE, DepthwiseF32Fn(cpu::DepthwiseF32ChannelsLanesAvx512)},
 #endif
       // INT8 depthwise convolution, channels of one image (quant_conv_depthwise.cc runs it):
       // plane by plane, or 16 channels per register on small planes (lanes).

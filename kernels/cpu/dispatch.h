@@ -96,7 +96,7 @@ enum class CpuOp : uint8_t {
   kSpmmNmF32,
   kSpmmNmS8,
   kGemmF32,
-  kDepthwiseF32,    // one channel plane of an FP32 depthwise convolution
+  kDepthwiseF32,    // channels of one image of an FP32 depthwise convolution
   kDepthwiseS8,     // channels of one image of an INT8 depthwise convolution, requantized (and a table)
   kRequantS32,      // a row of int32 accumulators to int8 / uint8
   kLut256,          // a 256-entry byte table over a byte array
@@ -123,7 +123,9 @@ using SpmmBsrS8Fn = void (*)(const SpmmBsrS8Args&);
 using SpmmNmF32Fn = void (*)(const SpmmNmF32Args&);
 using SpmmNmS8Fn = void (*)(const SpmmNmS8Args&);
 using GemmF32Fn = void (*)(const GemmF32Args&);
-using DepthwiseF32Fn = void (*)(const DepthwiseF32Plane&);
+// Planes of consecutive channels of an FP32 depthwise convolution, bias and
+// clamp (DepthwiseF32Channels in kernel_args.h).
+using DepthwiseF32Fn = void (*)(const DepthwiseF32Channels&);
 // Requantized planes of consecutive channels of an INT8 depthwise
 // convolution, then the table if any, bit for bit the reference
 // (DepthwiseS8Channels in kernel_args.h).

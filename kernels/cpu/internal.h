@@ -137,6 +137,13 @@ void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa);
 void DepthwiseF32PlanePortable(const DepthwiseF32Plane& p);
 void DepthwiseF32PlaneAvx2(const DepthwiseF32Plane& p);
 void DepthwiseF32PlaneAvx512(const DepthwiseF32Plane& p);
+// The rows of the depthwise_f32 op (DepthwiseF32Channels in kernel_args.h):
+// the planes one by one (depthwise_f32.cc), or 16 channels per register
+// (depthwise_f32_lanes_avx512.cc).
+void DepthwiseF32ByPlanes(const DepthwiseF32Channels& a, void (*plane)(const DepthwiseF32Plane&));
+void DepthwiseF32ChannelsPortable(const DepthwiseF32Channels& a);
+void DepthwiseF32ChannelsAvx2(const DepthwiseF32Channels& a);
+void DepthwiseF32ChannelsLanesAvx512(const DepthwiseF32Channels& a);
 
 // ---------------------------------------------------------------------------
 // Per-tensor quantization glue (qdq_glue.cc, qdq_glue_avx2.cc): the rows of

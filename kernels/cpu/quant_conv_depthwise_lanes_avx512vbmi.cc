@@ -39,8 +39,7 @@ SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX512VBMI_FEATURES)
 
 namespace {
 
-constexpr int kLanes = 16;
-constexpr int kStrip = 8;  // output columns per strip (accumulators)
+#include "kernels/cpu/depthwise_lanes_avx512.inc"
 
 // vpermt2b indices of a 16x16 byte transpose in two steps. A matrix is four
 // registers, register j holding rows 4j..4j+3 (16 bytes each).
@@ -78,30 +77,6 @@ inline void Transpose16x16(__m512i m[4]) {
 
 inline __mmask16 First16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
 
-// kR output columns of one output row, kR accumulators: x points to the
-// strip's first input column of window row 0 in X, row_step floats from one
-// window row to the next; w to the block's weights [kernel_h][kKw][16].
-template <int kKw, int kS, int kR>
-inline void Strip(const float* x, int64_t row_step, const float* w, int kernel_h, __m512* acc) {
-  constexpr int kCols = (kR - 1) * kS + kKw;
-#pragma GCC unroll 8
-  for (int r = 0; r < kR; ++r) acc[r] = _mm512_setzero_ps();
-  for (int ky = 0; ky < kernel_h; ++ky, x += row_step, w += kKw * kLanes) {
-    __m512 wv[kKw];
-#pragma GCC unroll 8
-    for (int kx = 0; kx < kKw; ++kx) wv[kx] = _mm512_loadu_ps(w + kx * kLanes);
-#pragma GCC unroll 32
-    for (int ic = 0; ic < kCols; ++ic) {
-      const __m512 v = _mm512_loadu_ps(x + ic * kLanes);
-#pragma GCC unroll 8
-      for (int kx = 0; kx < kKw; ++kx) {
-        const int d = ic - kx;
-        if (d >= 0 && d % kS == 0 && d / kS < kR) acc[d / kS] = _mm512_fmadd_ps(v, wv[kx], acc[d / kS]);
-      }
-    }
-  }
-}
-
 struct Requant {
   __m512 real_lo, real_hi, mult;
   __m512i q_lo, q_hi, zp, bias;
@@ -119,37 +94,14 @@ inline __m128i RequantLanes(const Requant& rq, __m512 sums) {
   return _mm512_cvtepi32_epi8(q);  // low byte: int8 and uint8
 }
 
-template <int kKw, int kS, int kR>
-void RowStrip(const float* x, int64_t row_step, const float* w, int kernel_h, const Requant& rq, uint8_t* out) {
-  __m512 acc[kR] = {};
-  Strip<kKw, kS, kR>(x, row_step, w, kernel_h, acc);
-#pragma GCC unroll 8
-  for (int r = 0; r < kR; ++r)
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + r * kLanes), RequantLanes(rq, acc[r]));
-}
-
-using RowStripFn = void (*)(const float*, int64_t, const float*, int, const Requant&, uint8_t*);
-
-template <int kKw, int kS>
-RowStripFn PickStrip(int r) {
-  switch (r) {
-    case 1: return RowStrip<kKw, kS, 1>;
-    case 2: return RowStrip<kKw, kS, 2>;
-    case 3: return RowStrip<kKw, kS, 3>;
-    case 4: return RowStrip<kKw, kS, 4>;
-    case 5: return RowStrip<kKw, kS, 5>;
-    case 6: return RowStrip<kKw, kS, 6>;
-    case 7: return RowStrip<kKw, kS, 7>;
-    default: return RowStrip<kKw, kS, 8>;
+// The output stage of the strips: 16 requantized bytes per column.
+struct ByteOut {
+  Requant rq;
+  uint8_t* out;  // [columns][16]
+  void Store(int64_t column, __m512 sums) const {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + column * kLanes), RequantLanes(rq, sums));
   }
-}
-
-RowStripFn PickStrip(int64_t kernel_w, int64_t stride_w, int r) {
-  const bool s2 = stride_w == 2;
-  if (kernel_w == 3) return s2 ? PickStrip<3, 2>(r) : PickStrip<3, 1>(r);
-  if (kernel_w == 5) return s2 ? PickStrip<5, 2>(r) : PickStrip<5, 1>(r);
-  return s2 ? PickStrip<7, 2>(r) : PickStrip<7, 1>(r);
-}
+};
 
 // out[i] = table[in[i] ^ flip] on 64 bytes (lut_avx512vbmi.cc's steps).
 inline __m512i Lookup(const __m512i table[4], __m512i flip, __m512i in) {
@@ -162,9 +114,8 @@ inline __m512i Lookup(const __m512i table[4], __m512i flip, __m512i in) {
 }  // namespace
 
 void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
-  const bool fits = a.LanesFit() && a.w_lanes != nullptr &&
-                    (a.kernel_w == 3 || a.kernel_w == 5 || a.kernel_w == 7) && a.dilation_w == 1 &&
-                    (a.stride_w == 1 || a.stride_w == 2) && a.out_h > 0 && a.out_w > 0;
+  const bool fits = a.LanesFit() && a.w_lanes != nullptr && LanesWindowFits(a.kernel_w, a.stride_w, a.dilation_w) &&
+                    a.out_h > 0 && a.out_w > 0;
   if (!fits) {
     DepthwiseS8ByPlanes(a, DepthwiseS8PlaneAvx512Vnni, ApplyTableAvx512Vbmi);
     return;
@@ -175,17 +126,11 @@ void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
   float* xp = a.scratch;  // X [hp][wp][16]
   auto* out = reinterpret_cast<uint8_t*>(xp + hp * wp * kLanes);  // [out_plane rounded up to 16][16]
   auto* block = out + ((out_plane + 15) / 16) * 16 * kLanes;        // one transposed 16x16 block
-  // The padding of X: rows above and below x, columns left and right of it.
-  const __m512 zero = _mm512_setzero_ps();
-  for (int64_t iy = 0; iy < hp; ++iy) {
-    const bool inside = iy >= a.pad_top && iy < a.pad_top + a.height;
-    for (int64_t ix = 0; ix < wp; ++ix) {
-      if (inside && ix >= a.pad_left && ix < a.pad_left + a.width) continue;
-      _mm512_storeu_ps(xp + (iy * wp + ix) * kLanes, zero);
-    }
-  }
+  ZeroLanesPadding(xp, hp, wp, a.pad_top, a.pad_left, a.height, a.width);
   const int32_t lo = a.y_signed ? -128 : 0, hi = a.y_signed ? 127 : 255;
-  Requant rq;
+  ByteOut store;
+  Requant& rq = store.rq;
+  store.out = out;
   rq.real_lo = _mm512_set1_ps(static_cast<float>(lo - a.y_zero_point));
   rq.real_hi = _mm512_set1_ps(static_cast<float>(hi - a.y_zero_point));
   rq.q_lo = _mm512_set1_epi32(lo), rq.q_hi = _mm512_set1_epi32(hi), rq.zp = _mm512_set1_epi32(a.y_zero_point);
@@ -196,11 +141,6 @@ void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
   const __m512i x_zp = _mm512_set1_epi32(a.x_zero_point);
   const auto* xb = static_cast<const uint8_t*>(a.x);
   auto* yb = static_cast<uint8_t*>(a.y);
-  const int kh = static_cast<int>(a.kernel_h);
-  const int64_t row_step = a.dilation_h * wp * kLanes;
-  const RowStripFn full = PickStrip(a.kernel_w, a.stride_w, kStrip);
-  const int tail_cols = static_cast<int>(a.out_w % kStrip);
-  const RowStripFn tail = PickStrip(a.kernel_w, a.stride_w, tail_cols);
   for (int64_t c0 = 0; c0 < a.channels; c0 += kLanes) {
     const int64_t nc = a.channels - c0 < kLanes ? a.channels - c0 : kLanes;
     const __mmask16 cmask = First16(nc);
@@ -233,14 +173,7 @@ void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
     rq.bias = _mm512_maskz_loadu_epi32(cmask, a.bias + c0);
     rq.mult = _mm512_maskz_loadu_ps(cmask, a.multiplier + c0);
     const float* w = a.w_lanes + (c0 / kLanes) * taps * kLanes;
-    for (int64_t oy = 0; oy < a.out_h; ++oy) {
-      const float* xr = xp + oy * a.stride_h * wp * kLanes;
-      uint8_t* o = out + oy * a.out_w * kLanes;
-      int64_t ox = 0;
-      for (; ox + kStrip <= a.out_w; ox += kStrip)
-        full(xr + ox * a.stride_w * kLanes, row_step, w, kh, rq, o + ox * kLanes);
-      if (tail_cols > 0) tail(xr + ox * a.stride_w * kLanes, row_step, w, kh, rq, o + ox * kLanes);
-    }
+    LanesSums(xp, wp, w, a.out_h, a.out_w, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.dilation_h, store);
     // out -> y, 16 positions at a time, through the table.
     for (int64_t p0 = 0; p0 < out_plane; p0 += 16) {
       const int64_t n = out_plane - p0 < 16 ? out_plane - p0 : 16;

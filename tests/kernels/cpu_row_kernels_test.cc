@@ -59,38 +59,51 @@ constexpr DepthwiseCase kDepthwiseCases[] = {
     {5, 40, 5, 5, 1, 2, 1, 1, 0, 3, 0, 4}, {9, 23, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3}, {9, 50, 3, 7, 1, 2, 1, 1, 1, 2, 1, 2},
     {3, 4, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},  {13, 20, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1}, {2, 1100, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2}};
 
-// FP32 depthwise plane against ConvF32Ref on one channel, then the clamp.
+// FP32 depthwise channels against ConvF32Ref, then the clamp: 1, 16 and 21
+// channels (a block of 16 lanes and a tail) of each geometry.
 void CheckDepthwiseF32(std::mt19937& rng, DepthwiseF32Fn fn) {
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  const int64_t channel_counts[] = {1, 16, 21};
+  int round = 0;
   for (const DepthwiseCase& c : kDepthwiseCases) {
+    const int64_t channels = channel_counts[round++ % 3];
     SCOPED_TRACE("depthwise " + std::to_string(c.h) + "x" + std::to_string(c.w) + " k" + std::to_string(c.kh) + "x" +
-                 std::to_string(c.kw));
+                 std::to_string(c.kw) + ", " + std::to_string(channels) + " channels");
     ConvParams p;
     p.window.kernel = {c.kh, c.kw}, p.window.strides = {c.sh, c.sw}, p.window.dilations = {c.dh, c.dw};
     p.window.pads = {c.pt, c.pl, c.pb, c.pr};
+    p.group = channels;
     Shape y_shape;
-    ASSERT_TRUE(PrepareConv({1, 1, c.h, c.w}, {1, 1, c.kh, c.kw}, AutoPad::kNotSet, &p, &y_shape).ok());
-    std::vector<float> x(static_cast<size_t>(c.h * c.w)), w(static_cast<size_t>(c.kh * c.kw));
+    ASSERT_TRUE(PrepareConv({1, channels, c.h, c.w}, {channels, 1, c.kh, c.kw}, AutoPad::kNotSet, &p, &y_shape).ok());
+    const int64_t taps = c.kh * c.kw;
+    std::vector<float> x(static_cast<size_t>(channels * c.h * c.w)), w(static_cast<size_t>(channels * taps));
+    std::vector<float> bias(static_cast<size_t>(channels));
     for (float& v : x) v = value(rng);
     for (float& v : w) v = value(rng);
-    const float bias = value(rng);
-    std::vector<float> want(static_cast<size_t>(y_shape[2] * y_shape[3]));
-    ConvF32Ref(p, {1, 1, c.h, c.w}, x.data(), {1, 1, c.kh, c.kw}, w.data(), &bias, y_shape, want.data(), nullptr);
-    DepthwiseF32Plane plane;
-    plane.x = x.data(), plane.w = w.data(), plane.bias = bias;
-    plane.height = c.h, plane.width = c.w, plane.out_h = y_shape[2], plane.out_w = y_shape[3];
-    plane.kernel_h = c.kh, plane.kernel_w = c.kw, plane.stride_h = c.sh, plane.stride_w = c.sw;
-    plane.dilation_h = c.dh, plane.dilation_w = c.dw, plane.pad_top = c.pt, plane.pad_left = c.pl;
-    plane.out_min = -0.5f, plane.out_max = 0.75f;
-    std::vector<float> got(want.size());
-    plane.y = got.data();
-    fn(plane);
+    for (float& v : bias) v = value(rng);
+    std::vector<float> want(static_cast<size_t>(channels * y_shape[2] * y_shape[3]));
+    ConvF32Ref(p, {1, channels, c.h, c.w}, x.data(), {channels, 1, c.kh, c.kw}, w.data(), bias.data(), y_shape,
+               want.data(), nullptr);
+    const std::vector<float> w_lanes = PackDepthwiseLanes(w.data(), channels, taps);
+    DepthwiseF32Channels a;
+    a.channels = channels;
+    a.x = x.data(), a.w = w.data(), a.w_lanes = w_lanes.data(), a.bias = bias.data();
+    a.height = c.h, a.width = c.w, a.out_h = y_shape[2], a.out_w = y_shape[3];
+    a.kernel_h = c.kh, a.kernel_w = c.kw, a.stride_h = c.sh, a.stride_w = c.sw;
+    a.dilation_h = c.dh, a.dilation_w = c.dw, a.pad_top = c.pt, a.pad_left = c.pl;
+    a.out_min = -0.5f, a.out_max = 0.75f;
+    std::vector<float> scratch(static_cast<size_t>(a.ScratchFloats()), std::nanf(""));
+    a.scratch = scratch.data();
+    std::vector<float> got(want.size() + 1, 42.0f);
+    a.y = got.data();
+    fn(a);
     float scale = 1.0f;
     for (float v : want) scale = std::max(scale, std::fabs(v));
     for (size_t i = 0; i < want.size(); ++i) {
-      const float clamped = std::min(std::max(want[i], plane.out_min), plane.out_max);
+      const float clamped = std::min(std::max(want[i], a.out_min), a.out_max);
       ASSERT_LE(std::fabs(got[i] - clamped), kF32RelTol * scale) << "element " << i;
     }
+    EXPECT_EQ(got[want.size()], 42.0f) << "wrote past the planes";
   }
 }
 
