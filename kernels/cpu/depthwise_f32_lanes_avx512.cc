@@ -83,18 +83,16 @@ struct FloatOut {
 }  // namespace
 
 void DepthwiseF32ChannelsLanesAvx512(const DepthwiseF32Channels& a) {
-  const bool fits = a.LanesFit() && a.w_lanes != nullptr && LanesWindowFits(a.kernel_w, a.stride_w, a.dilation_w) &&
-                    a.out_h > 0 && a.out_w > 0;
+  const bool fits = a.LanesFit() && a.w_lanes != nullptr && LanesWindowFits(a.kernel_w, a.stride_w, a.dilation_w);
   if (!fits) {
     DepthwiseF32ByPlanes(a, DepthwiseF32PlaneAvx512);
     return;
   }
-  const int64_t hp = a.PaddedHeight(), wp = a.PaddedWidth();
+  const int64_t wp = a.PaddedWidth(), width = a.width, pad_left = a.pad_left;
   const int64_t in_plane = a.height * a.width, out_plane = a.out_h * a.out_w;
   const int64_t taps = a.kernel_h * a.kernel_w;
-  float* xp = a.scratch;                // X [hp][wp][16]
-  float* out = xp + hp * wp * kLanes;  // [out_plane rounded up to 16][16]
-  ZeroLanesPadding(xp, hp, wp, a.pad_top, a.pad_left, a.height, a.width);
+  float* xp = a.scratch;                      // X of a band [rows][wp][16]
+  float* out = xp + a.LanesPaddedFloats();  // [LanesBandOutputs()][16]
   FloatOut store;
   store.lo = _mm512_set1_ps(a.out_min), store.hi = _mm512_set1_ps(a.out_max);
   store.clamp = a.out_min > -std::numeric_limits<float>::infinity() ||
@@ -102,32 +100,37 @@ void DepthwiseF32ChannelsLanesAvx512(const DepthwiseF32Channels& a) {
   store.out = out;
   for (int64_t c0 = 0; c0 < a.channels; c0 += kLanes) {
     const int64_t nc = a.channels - c0 < kLanes ? a.channels - c0 : kLanes;
-    // x of 16 channels into X, 16 positions of the plane at a time.
-    int64_t iy = 0, ix = 0;  // of position p0 + q
-    for (int64_t p0 = 0; p0 < in_plane; p0 += 16) {
-      const int64_t n = in_plane - p0 < 16 ? in_plane - p0 : 16;
-      const __mmask16 pmask = First16(n);
-      __m512 m[16];
-      for (int64_t ch = 0; ch < 16; ++ch)
-        m[ch] = ch < nc ? _mm512_maskz_loadu_ps(pmask, a.x + (c0 + ch) * in_plane + p0) : _mm512_setzero_ps();
-      Transpose16x16(m);
-      for (int64_t q = 0; q < n; ++q) {
-        _mm512_storeu_ps(xp + ((iy + a.pad_top) * wp + ix + a.pad_left) * kLanes, m[q]);
-        if (++ix == a.width) ix = 0, ++iy;
+    const float* x = a.x + c0 * in_plane;
+    float* y = a.y + c0 * out_plane;
+    // Plane rows [lo, hi) of 16 channels into X, 16 positions at a time.
+    auto fill = [&](int64_t lo, int64_t hi, float* xr) {
+      const int64_t end = hi * width;
+      int64_t iy = 0, ix = 0;  // of position p0 + q, from row lo
+      for (int64_t p0 = lo * width; p0 < end; p0 += 16) {
+        const int64_t n = end - p0 < 16 ? end - p0 : 16;
+        const __mmask16 pmask = First16(n);
+        __m512 m[16];
+        for (int64_t ch = 0; ch < 16; ++ch)
+          m[ch] = ch < nc ? _mm512_maskz_loadu_ps(pmask, x + ch * in_plane + p0) : _mm512_setzero_ps();
+        Transpose16x16(m);
+        for (int64_t q = 0; q < n; ++q) {
+          _mm512_storeu_ps(xr + (iy * wp + ix + pad_left) * kLanes, m[q]);
+          if (++ix == width) ix = 0, ++iy;
+        }
       }
-    }
+    };
+    // Outputs [first, first + count) from out to y, 16 positions at a time.
+    auto flush = [&](int64_t first, int64_t count) {
+      for (int64_t p0 = 0; p0 < count; p0 += 16) {
+        const __mmask16 pmask = First16(count - p0);
+        __m512 m[16];
+        for (int q = 0; q < 16; ++q) m[q] = _mm512_loadu_ps(out + (p0 + q) * kLanes);  // past count: not stored
+        Transpose16x16(m);
+        for (int64_t ch = 0; ch < nc; ++ch) _mm512_mask_storeu_ps(y + ch * out_plane + first + p0, pmask, m[ch]);
+      }
+    };
     store.bias = _mm512_maskz_loadu_ps(First16(nc), a.bias + c0);
-    const float* w = a.w_lanes + (c0 / kLanes) * taps * kLanes;
-    LanesSums(xp, wp, w, a.out_h, a.out_w, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.dilation_h, store);
-    // out -> y, 16 positions at a time.
-    for (int64_t p0 = 0; p0 < out_plane; p0 += 16) {
-      const int64_t n = out_plane - p0 < 16 ? out_plane - p0 : 16;
-      const __mmask16 pmask = First16(n);
-      __m512 m[16];
-      for (int q = 0; q < 16; ++q) m[q] = _mm512_loadu_ps(out + (p0 + q) * kLanes);  // past out_plane: not stored
-      Transpose16x16(m);
-      for (int64_t ch = 0; ch < nc; ++ch) _mm512_mask_storeu_ps(a.y + (c0 + ch) * out_plane + p0, pmask, m[ch]);
-    }
+    LanesBlock(a, xp, a.w_lanes + (c0 / kLanes) * taps * kLanes, store, fill, flush);
   }
 }
 

@@ -236,7 +236,7 @@ struct DepthwiseS8Plane {
 
 // The planes of a depthwise convolution that one call of a depthwise row
 // computes: `channels` consecutive channels of one image, each [height,
-// width] -> [out_h, out_w], and the padded plane of the channel-vectorized
+// width] -> [out_h, out_w], and the padded input of the channel-vectorized
 // ("lanes") kernels, which hold kLanes channels per register.
 struct DepthwiseWindow {
   static constexpr int64_t kLanes = 16;  // channels per register of the lanes kernels
@@ -245,21 +245,29 @@ struct DepthwiseWindow {
   int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
   int64_t pad_top = 0, pad_left = 0;
 
-  // Rows and columns of x with its padding as the windows read it.
-  int64_t PaddedHeight() const {
-    const int64_t reach = (out_h - 1) * stride_h + (kernel_h - 1) * dilation_h + 1;
-    return reach > pad_top + height ? reach : pad_top + height;
-  }
+  // Columns of x with its padding as the windows read it.
   int64_t PaddedWidth() const {
     const int64_t reach = (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w + 1;
     return reach > pad_left + width ? reach : pad_left + width;
   }
-  // Whether the planes are small enough for the lanes kernels (kLanes padded
-  // planes in L2: 7x7 to 28x28 in MobileNet / EfficientNet); larger planes
-  // run plane by plane.
-  bool LanesFit() const { return height * width <= 1024 && PaddedHeight() * PaddedWidth() <= 1600; }
-  // Floats of the lanes kernels' padded planes (0 when !LanesFit()).
-  int64_t LanesPaddedFloats() const { return LanesFit() ? kLanes * PaddedHeight() * PaddedWidth() : 0; }
+  // Rows of x with its padding that `rows` consecutive output rows read.
+  int64_t BandInputRows(int64_t rows) const { return (rows - 1) * stride_h + (kernel_h - 1) * dilation_h + 1; }
+  // The lanes kernels go in bands of output rows whose padded input, kLanes
+  // channels of float, fits kLanesBandFloats (128 KB, in L2): all the rows of
+  // a 7x7 to 28x28 plane, 5 to 15 rows of a 56x56 or 112x112 one.
+  static constexpr int64_t kLanesBandFloats = 32768;
+  bool LanesFit() const {
+    return out_h > 0 && out_w > 0 && kLanes * BandInputRows(1) * PaddedWidth() <= kLanesBandFloats;
+  }
+  int64_t LanesBandRows() const {  // output rows per band (LanesFit())
+    const int64_t input_rows = kLanesBandFloats / (kLanes * PaddedWidth());
+    const int64_t rows = (input_rows - BandInputRows(1)) / stride_h + 1;
+    return rows < out_h ? rows : out_h;
+  }
+  // Floats of the lanes kernels' padded input of one band (0 when !LanesFit()).
+  int64_t LanesPaddedFloats() const { return LanesFit() ? kLanes * BandInputRows(LanesBandRows()) * PaddedWidth() : 0; }
+  // Outputs of one band of the lanes kernels, rounded up to 16.
+  int64_t LanesBandOutputs() const { return LanesFit() ? (LanesBandRows() * out_w + 15) / 16 * 16 : 0; }
 };
 
 // INT8 depthwise convolution of the channels of DepthwiseWindow (the op
@@ -288,8 +296,8 @@ struct DepthwiseS8Channels : DepthwiseWindow {
   int64_t ScratchFloats() const {
     const int64_t plane = height * width + out_h * out_w;  // DepthwiseS8Plane::ScratchFloats
     if (!LanesFit()) return plane;
-    // The padded planes, the byte outputs [out_h * out_w rounded up to 16][kLanes], a 256-byte block.
-    const int64_t lanes = LanesPaddedFloats() + ((out_h * out_w + 15) / 16) * 16 * kLanes / 4 + 64;
+    // The padded input of a band, its byte outputs [LanesBandOutputs()][kLanes], a 256-byte block.
+    const int64_t lanes = LanesPaddedFloats() + LanesBandOutputs() * kLanes / 4 + 64;
     return plane > lanes ? plane : lanes;
   }
 };
@@ -308,8 +316,8 @@ struct DepthwiseF32Channels : DepthwiseWindow {
   // Working memory, ScratchFloats() floats, as DepthwiseS8Channels::scratch.
   float* scratch = nullptr;
   int64_t ScratchFloats() const {
-    // The padded planes, the outputs [out_h * out_w rounded up to 16][kLanes].
-    return LanesFit() ? LanesPaddedFloats() + ((out_h * out_w + 15) / 16) * 16 * kLanes : 0;
+    // The padded input of a band, its outputs [LanesBandOutputs()][kLanes].
+    return LanesFit() ? LanesPaddedFloats() + LanesBandOutputs() * kLanes : 0;
   }
 };
 

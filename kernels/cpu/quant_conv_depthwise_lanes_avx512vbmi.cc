@@ -114,19 +114,17 @@ inline __m512i Lookup(const __m512i table[4], __m512i flip, __m512i in) {
 }  // namespace
 
 void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
-  const bool fits = a.LanesFit() && a.w_lanes != nullptr && LanesWindowFits(a.kernel_w, a.stride_w, a.dilation_w) &&
-                    a.out_h > 0 && a.out_w > 0;
+  const bool fits = a.LanesFit() && a.w_lanes != nullptr && LanesWindowFits(a.kernel_w, a.stride_w, a.dilation_w);
   if (!fits) {
     DepthwiseS8ByPlanes(a, DepthwiseS8PlaneAvx512Vnni, ApplyTableAvx512Vbmi);
     return;
   }
-  const int64_t hp = a.PaddedHeight(), wp = a.PaddedWidth();
+  const int64_t wp = a.PaddedWidth(), width = a.width, pad_left = a.pad_left;
   const int64_t in_plane = a.height * a.width, out_plane = a.out_h * a.out_w;
   const int64_t taps = a.kernel_h * a.kernel_w;
-  float* xp = a.scratch;  // X [hp][wp][16]
-  auto* out = reinterpret_cast<uint8_t*>(xp + hp * wp * kLanes);  // [out_plane rounded up to 16][16]
-  auto* block = out + ((out_plane + 15) / 16) * 16 * kLanes;        // one transposed 16x16 block
-  ZeroLanesPadding(xp, hp, wp, a.pad_top, a.pad_left, a.height, a.width);
+  float* xp = a.scratch;                                                    // X of a band [rows][wp][16]
+  auto* out = reinterpret_cast<uint8_t*>(xp + a.LanesPaddedFloats());       // [LanesBandOutputs()][16]
+  auto* block = out + a.LanesBandOutputs() * kLanes;                          // one transposed 16x16 block
   const int32_t lo = a.y_signed ? -128 : 0, hi = a.y_signed ? 127 : 255;
   ByteOut store;
   Requant& rq = store.rq;
@@ -144,58 +142,61 @@ void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
   for (int64_t c0 = 0; c0 < a.channels; c0 += kLanes) {
     const int64_t nc = a.channels - c0 < kLanes ? a.channels - c0 : kLanes;
     const __mmask16 cmask = First16(nc);
-    // x of 16 channels into X, 16 positions of the plane at a time.
-    int64_t iy = 0, ix = 0;  // of position p0 + q
-    for (int64_t p0 = 0; p0 < in_plane; p0 += 16) {
-      const int64_t n = in_plane - p0 < 16 ? in_plane - p0 : 16;
-      const __mmask16 pmask = First16(n);
-      __m512i m[4];
-      for (int j = 0; j < 4; ++j) {
-        __m128i rows[4];
-        for (int r = 0; r < 4; ++r) {
-          const int64_t ch = 4 * j + r;
-          rows[r] = ch < nc ? _mm_maskz_loadu_epi8(pmask, xb + (c0 + ch) * in_plane + p0) : _mm_setzero_si128();
+    const uint8_t* x = xb + c0 * in_plane;
+    uint8_t* y = yb + c0 * out_plane;
+    // Plane rows [lo, hi) of 16 channels into X, 16 positions at a time.
+    auto fill = [&](int64_t lo, int64_t hi, float* xr) {
+      const int64_t end = hi * width;
+      int64_t iy = 0, ix = 0;  // of position p0 + q, from row lo
+      for (int64_t p0 = lo * width; p0 < end; p0 += 16) {
+        const int64_t n = end - p0 < 16 ? end - p0 : 16;
+        const __mmask16 pmask = First16(n);
+        __m512i m[4];
+        for (int j = 0; j < 4; ++j) {
+          __m128i rows[4];
+          for (int r = 0; r < 4; ++r) {
+            const int64_t ch = 4 * j + r;
+            rows[r] = ch < nc ? _mm_maskz_loadu_epi8(pmask, x + ch * in_plane + p0) : _mm_setzero_si128();
+          }
+          m[j] = _mm512_inserti32x4(_mm512_castsi128_si512(rows[0]), rows[1], 1);
+          m[j] = _mm512_inserti32x4(_mm512_inserti32x4(m[j], rows[2], 2), rows[3], 3);
         }
-        m[j] = _mm512_inserti32x4(_mm512_castsi128_si512(rows[0]), rows[1], 1);
-        m[j] = _mm512_inserti32x4(_mm512_inserti32x4(m[j], rows[2], 2), rows[3], 3);
+        Transpose16x16(m);
+        for (int j = 0; j < 4; ++j) _mm512_storeu_si512(block + 64 * j, m[j]);
+        for (int64_t q = 0; q < n; ++q) {
+          const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * q));
+          const __m512i v = a.x_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
+          _mm512_storeu_ps(xr + (iy * wp + ix + pad_left) * kLanes, _mm512_cvtepi32_ps(_mm512_sub_epi32(v, x_zp)));
+          if (++ix == width) ix = 0, ++iy;
+        }
       }
-      Transpose16x16(m);
-      for (int j = 0; j < 4; ++j) _mm512_storeu_si512(block + 64 * j, m[j]);
-      for (int64_t q = 0; q < n; ++q) {
-        const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * q));
-        const __m512i v = a.x_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
-        _mm512_storeu_ps(xp + ((iy + a.pad_top) * wp + ix + a.pad_left) * kLanes,
-                         _mm512_cvtepi32_ps(_mm512_sub_epi32(v, x_zp)));
-        if (++ix == a.width) ix = 0, ++iy;
+    };
+    // Outputs [first, first + count) from out to y through the table, 16 positions at a time.
+    auto flush = [&](int64_t first, int64_t count) {
+      for (int64_t p0 = 0; p0 < count; p0 += 16) {
+        const __mmask16 pmask = First16(count - p0);
+        __m512i m[4];
+        for (int j = 0; j < 4; ++j) {
+          m[j] = _mm512_loadu_si512(out + (p0 + 4 * j) * kLanes);  // past count: not stored
+          if (a.table != nullptr) m[j] = Lookup(table, flip, m[j]);
+        }
+        Transpose16x16(m);
+        for (int64_t ch = 0; ch < nc; ++ch) {
+          const __m512i rows = m[ch / 4];
+          __m128i row;
+          switch (ch % 4) {
+            case 0: row = _mm512_castsi512_si128(rows); break;
+            case 1: row = _mm512_extracti32x4_epi32(rows, 1); break;
+            case 2: row = _mm512_extracti32x4_epi32(rows, 2); break;
+            default: row = _mm512_extracti32x4_epi32(rows, 3); break;
+          }
+          _mm_mask_storeu_epi8(y + ch * out_plane + first + p0, pmask, row);
+        }
       }
-    }
-    // The block's sums, requantized per lane, into out.
+    };
     rq.bias = _mm512_maskz_loadu_epi32(cmask, a.bias + c0);
     rq.mult = _mm512_maskz_loadu_ps(cmask, a.multiplier + c0);
-    const float* w = a.w_lanes + (c0 / kLanes) * taps * kLanes;
-    LanesSums(xp, wp, w, a.out_h, a.out_w, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.dilation_h, store);
-    // out -> y, 16 positions at a time, through the table.
-    for (int64_t p0 = 0; p0 < out_plane; p0 += 16) {
-      const int64_t n = out_plane - p0 < 16 ? out_plane - p0 : 16;
-      const __mmask16 pmask = First16(n);
-      __m512i m[4];
-      for (int j = 0; j < 4; ++j) {
-        m[j] = _mm512_loadu_si512(out + (p0 + 4 * j) * kLanes);  // past out_plane: not stored
-        if (a.table != nullptr) m[j] = Lookup(table, flip, m[j]);
-      }
-      Transpose16x16(m);
-      for (int64_t ch = 0; ch < nc; ++ch) {
-        const __m512i rows = m[ch / 4];
-        __m128i row;
-        switch (ch % 4) {
-          case 0: row = _mm512_castsi512_si128(rows); break;
-          case 1: row = _mm512_extracti32x4_epi32(rows, 1); break;
-          case 2: row = _mm512_extracti32x4_epi32(rows, 2); break;
-          default: row = _mm512_extracti32x4_epi32(rows, 3); break;
-        }
-        _mm_mask_storeu_epi8(yb + (c0 + ch) * out_plane + p0, pmask, row);
-      }
-    }
+    LanesBlock(a, xp, a.w_lanes + (c0 / kLanes) * taps * kLanes, store, fill, flush);
   }
 }
 

@@ -57,7 +57,9 @@ constexpr DepthwiseCase kDepthwiseCases[] = {
     // TensorFlow "same" padding (1 before, 2 after), rows past 16 columns.
     {7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {14, 14, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2}, {28, 37, 5, 5, 2, 2, 1, 1, 2, 1, 2, 2},
     {5, 40, 5, 5, 1, 2, 1, 1, 0, 3, 0, 4}, {9, 23, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3}, {9, 50, 3, 7, 1, 2, 1, 1, 1, 2, 1, 2},
-    {3, 4, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},  {13, 20, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1}, {2, 1100, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2}};
+    {3, 4, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},  {13, 20, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1}, {2, 1100, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2},
+    // Planes the lanes kernels take in several bands of output rows (DepthwiseWindow::LanesBandRows).
+    {60, 100, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {57, 90, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2}, {40, 120, 3, 3, 1, 1, 2, 1, 2, 1, 2, 1}};
 
 // FP32 depthwise channels against ConvF32Ref, then the clamp: 1, 16 and 21
 // channels (a block of 16 lanes and a tail) of each geometry.
