@@ -72,10 +72,7 @@ struct FloatOut {
   float* out;  // [outputs][16]
   void Store(int64_t index, __m512 sums) const {
     __m512 v = _mm512_add_ps(sums, bias);
-    if (clamp) {
-      v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, lo, _CMP_LT_OQ), v, lo);  // NaN stays NaN
-      v = _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
-    }
+    if (clamp) v = _mm512_min_ps(hi, _mm512_max_ps(lo, v));  // max(lo, NaN) and min(hi, NaN) are the NaN
     _mm512_storeu_ps(out + index * kLanes, v);
   }
 };
@@ -110,9 +107,20 @@ void DepthwiseF32ChannelsLanesAvx512(const DepthwiseF32Channels& a) {
         const int64_t n = end - p0 < 16 ? end - p0 : 16;
         const __mmask16 pmask = First16(n);
         __m512 m[16];
-        for (int64_t ch = 0; ch < 16; ++ch)
-          m[ch] = ch < nc ? _mm512_maskz_loadu_ps(pmask, x + ch * in_plane + p0) : _mm512_setzero_ps();
+        if (nc == kLanes) {
+          for (int ch = 0; ch < kLanes; ++ch) m[ch] = _mm512_maskz_loadu_ps(pmask, x + ch * in_plane + p0);
+        } else {
+          for (int ch = 0; ch < kLanes; ++ch)
+            m[ch] = ch < nc ? _mm512_maskz_loadu_ps(pmask, x + ch * in_plane + p0) : _mm512_setzero_ps();
+        }
         Transpose16x16(m);
+        if (n == 16 && ix + 16 <= width) {  // 16 columns of one row: consecutive in X
+          float* d = xr + (iy * wp + ix + pad_left) * kLanes;
+          for (int q = 0; q < 16; ++q) _mm512_storeu_ps(d + q * kLanes, m[q]);
+          ix += 16;
+          if (ix == width) ix = 0, ++iy;
+          continue;
+        }
         for (int64_t q = 0; q < n; ++q) {
           _mm512_storeu_ps(xr + (iy * wp + ix + pad_left) * kLanes, m[q]);
           if (++ix == width) ix = 0, ++iy;
@@ -126,7 +134,12 @@ void DepthwiseF32ChannelsLanesAvx512(const DepthwiseF32Channels& a) {
         __m512 m[16];
         for (int q = 0; q < 16; ++q) m[q] = _mm512_loadu_ps(out + (p0 + q) * kLanes);  // past count: not stored
         Transpose16x16(m);
-        for (int64_t ch = 0; ch < nc; ++ch) _mm512_mask_storeu_ps(y + ch * out_plane + first + p0, pmask, m[ch]);
+        float* yp = y + first + p0;
+        if (nc == kLanes && pmask == 0xFFFF) {
+          for (int ch = 0; ch < kLanes; ++ch) _mm512_storeu_ps(yp + ch * out_plane, m[ch]);
+        } else {
+          for (int64_t ch = 0; ch < nc; ++ch) _mm512_mask_storeu_ps(yp + ch * out_plane, pmask, m[ch]);
+        }
       }
     };
     store.bias = _mm512_maskz_loadu_ps(First16(nc), a.bias + c0);

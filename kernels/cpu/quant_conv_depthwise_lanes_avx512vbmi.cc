@@ -163,6 +163,17 @@ void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
         }
         Transpose16x16(m);
         for (int j = 0; j < 4; ++j) _mm512_storeu_si512(block + 64 * j, m[j]);
+        if (n == 16 && ix + 16 <= width) {  // 16 columns of one row: consecutive in X
+          float* d = xr + (iy * wp + ix + pad_left) * kLanes;
+          for (int q = 0; q < 16; ++q) {
+            const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * q));
+            const __m512i v = a.x_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
+            _mm512_storeu_ps(d + q * kLanes, _mm512_cvtepi32_ps(_mm512_sub_epi32(v, x_zp)));
+          }
+          ix += 16;
+          if (ix == width) ix = 0, ++iy;
+          continue;
+        }
         for (int64_t q = 0; q < n; ++q) {
           const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * q));
           const __m512i v = a.x_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
