@@ -200,14 +200,14 @@ Status RunDepthwiseConv(OpContext& ctx) {
   float* yd = y.data<float>();
   const DepthwiseF32Fn channels_fn = conv.plane->get<DepthwiseF32Fn>();
   ParallelFor(ctx.pool(), x.dim(0) * blocks, 1, [&](int64_t b0, int64_t b1) {
-    std::unique_ptr<float[]> scratch(new float[static_cast<size_t>(base.ScratchFloats())]);  // written before read
+    float* scratch = cpu::DepthwiseThreadScratch(base.ScratchFloats());
     for (int64_t b = b0; b < b1; ++b) {
       DepthwiseF32Channels a = base;
       const int64_t image = b / blocks, c0 = (b % blocks) * lanes;
       a.channels = std::min(lanes, channels - c0);
       a.x = xd + (image * channels + c0) * in_plane, a.y = yd + (image * channels + c0) * out_plane;
       a.w = conv.w.data() + c0 * taps, a.w_lanes = conv.w_lanes.data() + c0 * taps, a.bias = conv.bias.data() + c0;
-      a.scratch = scratch.get();
+      a.scratch = scratch;
       channels_fn(a);
     }
   });

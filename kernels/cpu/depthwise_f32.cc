@@ -3,6 +3,8 @@
 // rows of the op up to AVX-512 run the planes one channel at a time
 // (DepthwiseF32ByPlanes); depthwise_f32_lanes_avx512.cc holds 16 channels
 // per register.
+#include <vector>
+
 #include "kernels/cpu/cpu_target.h"
 #include "kernels/cpu/internal.h"
 
@@ -13,6 +15,12 @@ namespace {
 }  // namespace
 
 void DepthwiseF32PlanePortable(const DepthwiseF32Plane& p) { DepthwisePlaneBody(p, InteriorRow); }
+
+float* DepthwiseThreadScratch(int64_t floats) {
+  thread_local std::vector<float> scratch;
+  if (static_cast<int64_t>(scratch.size()) < floats) scratch.resize(static_cast<size_t>(floats));
+  return scratch.data();
+}
 
 void DepthwiseF32ByPlanes(const DepthwiseF32Channels& a, void (*plane)(const DepthwiseF32Plane&)) {
   DepthwiseF32Plane p;

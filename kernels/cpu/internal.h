@@ -141,6 +141,11 @@ void DepthwiseF32PlaneAvx512(const DepthwiseF32Plane& p);
 // the planes one by one (depthwise_f32.cc), or 16 channels per register
 // (depthwise_f32_lanes_avx512.cc).
 void DepthwiseF32ByPlanes(const DepthwiseF32Channels& a, void (*plane)(const DepthwiseF32Plane&));
+// The calling thread's working memory for the depthwise rows' `scratch`: at
+// least `floats` floats, kept for the thread's next call (grown, never
+// shrunk), so that a run allocates nothing once warm. One user at a time
+// per thread.
+float* DepthwiseThreadScratch(int64_t floats);
 void DepthwiseF32ChannelsPortable(const DepthwiseF32Channels& a);
 void DepthwiseF32ChannelsAvx2(const DepthwiseF32Channels& a);
 void DepthwiseF32ChannelsLanesAvx512(const DepthwiseF32Channels& a);

@@ -98,8 +98,7 @@ Status RunDepthwise(OpContext& ctx) {
   const int64_t taps = q.kh * q.kw, lanes = DepthwiseS8Channels::kLanes;
   const int64_t blocks = (q.channels + lanes - 1) / lanes;  // per image
   ParallelFor(ctx.pool(), n * blocks, 1, [&](int64_t b0, int64_t b1) {
-    // Not zeroed: the rows write each part before they read it.
-    std::unique_ptr<float[]> scratch(new float[static_cast<size_t>(base.ScratchFloats())]);
+    float* scratch = cpu::DepthwiseThreadScratch(base.ScratchFloats());
     for (int64_t b = b0; b < b1; ++b) {
       const int64_t image = b / blocks, c0 = (b % blocks) * lanes;
       DepthwiseS8Channels args = base;
@@ -107,7 +106,7 @@ Status RunDepthwise(OpContext& ctx) {
       args.x = xb + (image * q.channels + c0) * h * wd, args.y = yb + (image * q.channels + c0) * p;
       args.w = q.w.data() + c0 * taps, args.w_lanes = q.w_lanes.data() + c0 * taps;
       args.bias = q.bias.data() + c0, args.multiplier = q.multiplier.data() + c0;
-      args.scratch = scratch.get();
+      args.scratch = scratch;
       row(args);
     }
   });
