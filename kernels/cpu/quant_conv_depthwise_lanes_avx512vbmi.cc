@@ -78,13 +78,24 @@ inline void Transpose16x16(__m512i m[4]) {
 inline __mmask16 First16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
 
 struct Requant {
-  __m512 real_lo, real_hi, mult;
+  __m512 real_lo, real_hi, mult, bias_f;
   __m512i q_lo, q_hi, zp, bias;
+  bool float_bias;  // every bias below 2^24 in magnitude: bias_f exact
 };
 
 // RequantRowAvx512's steps (RequantizeS32Ref, no fused ReLU) on the exact
 // integer sums of 16 channels.
 inline __m128i RequantLanes(const Requant& rq, __m512 sums) {
+  if (rq.float_bias) {
+    // The same bits in fewer steps: sums + bias rounds once to float(acc + bias)
+    // (both exact); rounding (embedded, to nearest even) commutes with the clamp
+    // to integer bounds, after which the int32 clamp has nothing left to do.
+    __m512 real = _mm512_mul_ps(_mm512_add_ps(sums, rq.bias_f), rq.mult);
+    real = _mm512_mask_mov_ps(real, _mm512_cmp_ps_mask(real, real, _CMP_UNORD_Q), _mm512_setzero_ps());  // NaN -> zp
+    real = _mm512_min_ps(_mm512_max_ps(real, rq.real_lo), rq.real_hi);
+    const __m512i q = _mm512_add_epi32(_mm512_cvt_roundps_epi32(real, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), rq.zp);
+    return _mm512_cvtepi32_epi8(q);  // low byte: int8 and uint8
+  }
   __m512 real = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_cvtps_epi32(sums), rq.bias)), rq.mult);
   real = _mm512_mask_mov_ps(real, _mm512_cmp_ps_mask(real, real, _CMP_UNORD_Q), _mm512_setzero_ps());  // NaN -> zp
   __m512 rounded = _mm512_roundscale_ps(real, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
@@ -206,6 +217,9 @@ void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
       }
     };
     rq.bias = _mm512_maskz_loadu_epi32(cmask, a.bias + c0);
+    rq.bias_f = _mm512_cvtepi32_ps(rq.bias);
+    const __m512i limit = _mm512_set1_epi32(1 << 24);
+    rq.float_bias = _mm512_cmpge_epu32_mask(_mm512_abs_epi32(rq.bias), limit) == 0;  // unsigned: |INT32_MIN| = 2^31
     rq.mult = _mm512_maskz_loadu_ps(cmask, a.multiplier + c0);
     LanesBlock(a, xp, a.w_lanes + (c0 / kLanes) * taps * kLanes, store, fill, flush);
   }
