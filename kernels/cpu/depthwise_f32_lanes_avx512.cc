@@ -108,7 +108,8 @@ void DepthwiseF32ChannelsLanesAvx512(const DepthwiseF32Channels& a) {
         const __mmask16 pmask = First16(n);
         __m512 m[16];
         if (nc == kLanes) {
-          for (int ch = 0; ch < kLanes; ++ch) m[ch] = _mm512_maskz_loadu_ps(pmask, x + ch * in_plane + p0);
+          const float* s = x + p0;  // channel by channel: one pointer, not 16 kept in registers
+          for (int ch = 0; ch < kLanes; ++ch, s += in_plane) m[ch] = _mm512_maskz_loadu_ps(pmask, s);
         } else {
           for (int ch = 0; ch < kLanes; ++ch)
             m[ch] = ch < nc ? _mm512_maskz_loadu_ps(pmask, x + ch * in_plane + p0) : _mm512_setzero_ps();
@@ -136,7 +137,7 @@ void DepthwiseF32ChannelsLanesAvx512(const DepthwiseF32Channels& a) {
         Transpose16x16(m);
         float* yp = y + first + p0;
         if (nc == kLanes && pmask == 0xFFFF) {
-          for (int ch = 0; ch < kLanes; ++ch) _mm512_storeu_ps(yp + ch * out_plane, m[ch]);
+          for (int ch = 0; ch < kLanes; ++ch, yp += out_plane) _mm512_storeu_ps(yp, m[ch]);
         } else {
           for (int64_t ch = 0; ch < nc; ++ch) _mm512_mask_storeu_ps(yp + ch * out_plane, pmask, m[ch]);
         }

@@ -147,6 +147,8 @@ TEST(CpuQuantConv, DepthwiseMatchesTheReferenceBitForBit) {
         auto fast = Executor::Create(m, ExecutorOptions{threads, false});
         ASSERT_TRUE(fast.ok()) << fast.status().ToString();
         EXPECT_EQ(testing::KernelOps((*fast)->NodeKernels().at(0).kernel), "depthwise_s8");
+        if (isa >= CpuIsa::kAvx512Vbmi)  // 16 channels per register from AVX-512 VBMI up
+          EXPECT_EQ((*fast)->NodeKernels().at(0).kernel, "depthwise_s8_lanes_avx512vbmi");
         TensorMap got;
         ASSERT_TRUE((*fast)->Run({{"x", x}}, &got).ok());
         EXPECT_TRUE(got.at("y").Equals(want.at("y"))) << CpuIsaName(isa) << ", " << threads << " threads";
