@@ -144,7 +144,11 @@ void DepthwiseF32ChannelsLanesAvx512(const DepthwiseF32Channels& a) {
       }
     };
     store.bias = _mm512_maskz_loadu_ps(First16(nc), a.bias + c0);
-    LanesBlock(a, xp, a.w_lanes + (c0 / kLanes) * taps * kLanes, store, fill, flush);
+    const float* w = a.w_lanes + (c0 / kLanes) * taps * kLanes;
+    auto sums = [&](int64_t rows) {
+      LanesSums(xp, wp, w, rows, a.out_w, a.kernel_h, a.kernel_w, a.stride_h, a.stride_w, a.dilation_h, store);
+    };
+    LanesBlock(a, xp, fill, sums, flush);
   }
 }
 

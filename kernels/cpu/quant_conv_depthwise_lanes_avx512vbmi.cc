@@ -1,24 +1,24 @@
 // depthwise_s8_lanes_avx512vbmi: the INT8 depthwise convolution with 16
-// channels in the 16 lanes of a register, for the small planes of MobileNet /
-// EfficientNet blocks (7x7 to 28x28), where the plane kernels run rows of 7
-// or 14 columns in 16-lane vectors and pay a plane's setup for 49 outputs.
+// channels in the 16 lanes of a register, where the plane kernels run rows of
+// 7 or 14 columns in 16-lane vectors and pay a plane's setup for 49 outputs
+// (MobileNet / EfficientNet: 7x7 to 112x112 planes, in bands of output rows).
 //
 //   x [16 channels][height * width] bytes
-//     --16x16 byte transposes (vpermt2b), x - x_zero_point as float-->
-//   X [padded_h][padded_w][16] float, the padding 0 (written once per call)
-//     --per output row, strips of up to 8 columns: 8 accumulators, the
-//       window row's kernel_w weight vectors in registers, each input
-//       column loaded once and multiplied into every output it feeds-->
-//   sums (exact integers: |x - zp|, |w| <= 255, at most 16 * 7 taps < 2^24)
+//     --16x16 byte transposes (vpermt2b), x - x_zero_point-->
+//   X [band rows][padded_w][16 int16 pairs (x[c], x[c + 1])], the padding 0
+//     --per output row, strips of up to 8 columns: 8 int32 accumulators, the
+//       window row's weight pairs in registers, one vpdpwssd per two taps
+//       of 16 channels, each input column loaded once-->
+//   sums (int32, exact)
 //     --RequantizeS32Ref's steps per lane (per-channel bias, multiplier)-->
-//   out [out_h * out_w][16] bytes
+//   out [band outputs][16] bytes
 //     --the table (sparq.QLinearConvLut, vpermi2b), 16x16 transposes-->
 //   y [16 channels][out_h * out_w]
 //
 // No masks in the inner loop (the padding is in X), no per-plane setup, and
 // every lane busy on every shape. Integer sums and the reference's
 // requantization: bit for bit the reference. Planes that do not fit
-// (DepthwiseS8Channels::LanesFit, other windows) run plane by plane on the
+// (DepthwiseWindow::LanesFit, other windows) run plane by plane on the
 // AVX-512 VNNI plane kernel.
 #include <cstdint>
 
@@ -78,30 +78,19 @@ inline void Transpose16x16(__m512i m[4]) {
 inline __mmask16 First16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
 
 struct Requant {
-  __m512 real_lo, real_hi, mult, bias_f;
-  __m512i q_lo, q_hi, zp, bias;
-  bool float_bias;  // every bias below 2^24 in magnitude: bias_f exact
+  __m512 real_lo, real_hi, mult;
+  __m512i zp, bias;
 };
 
-// RequantRowAvx512's steps (RequantizeS32Ref, no fused ReLU) on the exact
-// integer sums of 16 channels.
-inline __m128i RequantLanes(const Requant& rq, __m512 sums) {
-  if (rq.float_bias) {
-    // The same bits in fewer steps: sums + bias rounds once to float(acc + bias)
-    // (both exact); rounding (embedded, to nearest even) commutes with the clamp
-    // to integer bounds, after which the int32 clamp has nothing left to do.
-    __m512 real = _mm512_mul_ps(_mm512_add_ps(sums, rq.bias_f), rq.mult);
-    real = _mm512_mask_mov_ps(real, _mm512_cmp_ps_mask(real, real, _CMP_UNORD_Q), _mm512_setzero_ps());  // NaN -> zp
-    real = _mm512_min_ps(_mm512_max_ps(real, rq.real_lo), rq.real_hi);
-    const __m512i q = _mm512_add_epi32(_mm512_cvt_roundps_epi32(real, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), rq.zp);
-    return _mm512_cvtepi32_epi8(q);  // low byte: int8 and uint8
-  }
-  __m512 real = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(_mm512_cvtps_epi32(sums), rq.bias)), rq.mult);
+// RequantizeS32Ref (no fused ReLU) on the int32 sums of 16 channels, as
+// RequantRowAvx512 computes it, in fewer steps with the same bits: rounding
+// (embedded, to nearest even) commutes with the clamp to integer bounds,
+// after which the int32 clamp has nothing left to do.
+inline __m128i RequantLanes(const Requant& rq, __m512i acc) {
+  __m512 real = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(acc, rq.bias)), rq.mult);
   real = _mm512_mask_mov_ps(real, _mm512_cmp_ps_mask(real, real, _CMP_UNORD_Q), _mm512_setzero_ps());  // NaN -> zp
-  __m512 rounded = _mm512_roundscale_ps(real, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-  rounded = _mm512_min_ps(_mm512_max_ps(rounded, rq.real_lo), rq.real_hi);
-  __m512i q = _mm512_add_epi32(_mm512_cvttps_epi32(rounded), rq.zp);
-  q = _mm512_min_epi32(_mm512_max_epi32(q, rq.q_lo), rq.q_hi);
+  real = _mm512_min_ps(_mm512_max_ps(real, rq.real_lo), rq.real_hi);
+  const __m512i q = _mm512_add_epi32(_mm512_cvt_roundps_epi32(real, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), rq.zp);
   return _mm512_cvtepi32_epi8(q);  // low byte: int8 and uint8
 }
 
@@ -109,10 +98,72 @@ inline __m128i RequantLanes(const Requant& rq, __m512 sums) {
 struct ByteOut {
   Requant rq;
   uint8_t* out;  // [columns][16]
-  void Store(int64_t column, __m512 sums) const {
-    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + column * kLanes), RequantLanes(rq, sums));
+  void Store(int64_t column, __m512i acc) const {
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(out + column * kLanes), RequantLanes(rq, acc));
   }
 };
+
+// The INT8 padded band X holds, per position (row, column), the 16
+// channels' int16 pairs (x[column] - zp, x[column + 1] - zp), one per int32
+// lane (64 bytes, like the FP32 kernel's 16 floats), so that one vpdpwssd
+// adds two taps (kx, kx + 1) of 16 channels: the window row's weight pairs
+// stay in registers, (w[2q], w[2q + 1]) of each channel, the last pair of an
+// odd width with a zero weight.
+constexpr int kMaxPairRows = 16;  // kernel_h of the pair weights on the stack
+
+template <int kKw, int kS, int kR>
+inline void PairStrip(const int16_t* x, int64_t row_step, const int32_t* w, int kernel_h, __m512i* acc) {
+  constexpr int kPairs = (kKw + 1) / 2;
+  constexpr int kCols = (kR - 1) * kS + 2 * (kPairs - 1) + 1;
+#pragma GCC unroll 8
+  for (int r = 0; r < kR; ++r) acc[r] = _mm512_setzero_si512();
+  for (int ky = 0; ky < kernel_h; ++ky, x += row_step, w += kPairs * kLanes) {
+    __m512i wv[kPairs];
+#pragma GCC unroll 4
+    for (int q = 0; q < kPairs; ++q) wv[q] = _mm512_loadu_si512(w + q * kLanes);
+#pragma GCC unroll 32
+    for (int ic = 0; ic < kCols; ++ic) {
+      const __m512i v = _mm512_loadu_si512(x + ic * 2 * kLanes);
+#pragma GCC unroll 4
+      for (int q = 0; q < kPairs; ++q) {
+        const int d = ic - 2 * q;
+        if (d >= 0 && d % kS == 0 && d / kS < kR) acc[d / kS] = _mm512_dpwssd_epi32(acc[d / kS], v, wv[q]);
+      }
+    }
+  }
+}
+
+template <int kKw, int kS, int kR>
+void PairRowStrip(const int16_t* x, int64_t row_step, const int32_t* w, int kernel_h, const ByteOut& out,
+                  int64_t index) {
+  __m512i acc[kR] = {};
+  PairStrip<kKw, kS, kR>(x, row_step, w, kernel_h, acc);
+#pragma GCC unroll 8
+  for (int r = 0; r < kR; ++r) out.Store(index + r, acc[r]);
+}
+
+using PairRowStripFn = void (*)(const int16_t*, int64_t, const int32_t*, int, const ByteOut&, int64_t);
+
+template <int kKw, int kS>
+PairRowStripFn PickPairStrip(int r) {
+  switch (r) {
+    case 1: return PairRowStrip<kKw, kS, 1>;
+    case 2: return PairRowStrip<kKw, kS, 2>;
+    case 3: return PairRowStrip<kKw, kS, 3>;
+    case 4: return PairRowStrip<kKw, kS, 4>;
+    case 5: return PairRowStrip<kKw, kS, 5>;
+    case 6: return PairRowStrip<kKw, kS, 6>;
+    case 7: return PairRowStrip<kKw, kS, 7>;
+    default: return PairRowStrip<kKw, kS, 8>;
+  }
+}
+
+PairRowStripFn PickPairStrip(int64_t kernel_w, int64_t stride_w, int r) {
+  const bool s2 = stride_w == 2;
+  if (kernel_w == 3) return s2 ? PickPairStrip<3, 2>(r) : PickPairStrip<3, 1>(r);
+  if (kernel_w == 5) return s2 ? PickPairStrip<5, 2>(r) : PickPairStrip<5, 1>(r);
+  return s2 ? PickPairStrip<7, 2>(r) : PickPairStrip<7, 1>(r);
+}
 
 // out[i] = table[in[i] ^ flip] on 64 bytes (lut_avx512vbmi.cc's steps).
 inline __m512i Lookup(const __m512i table[4], __m512i flip, __m512i in) {
@@ -125,7 +176,8 @@ inline __m512i Lookup(const __m512i table[4], __m512i flip, __m512i in) {
 }  // namespace
 
 void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
-  const bool fits = a.LanesFit() && a.w_lanes != nullptr && LanesWindowFits(a.kernel_w, a.stride_w, a.dilation_w);
+  const bool fits = a.LanesFit() && a.w_lanes != nullptr && LanesWindowFits(a.kernel_w, a.stride_w, a.dilation_w) &&
+                    a.kernel_h <= kMaxPairRows;
   if (!fits) {
     DepthwiseS8ByPlanes(a, DepthwiseS8PlaneAvx512Vnni, ApplyTableAvx512Vbmi);
     return;
@@ -142,7 +194,13 @@ void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
   store.out = out;
   rq.real_lo = _mm512_set1_ps(static_cast<float>(lo - a.y_zero_point));
   rq.real_hi = _mm512_set1_ps(static_cast<float>(hi - a.y_zero_point));
-  rq.q_lo = _mm512_set1_epi32(lo), rq.q_hi = _mm512_set1_epi32(hi), rq.zp = _mm512_set1_epi32(a.y_zero_point);
+  rq.zp = _mm512_set1_epi32(a.y_zero_point);
+  const PairRowStripFn full = PickPairStrip(a.kernel_w, a.stride_w, kStrip);
+  const int tail_cols = static_cast<int>(a.out_w % kStrip);
+  const PairRowStripFn tail = PickPairStrip(a.kernel_w, a.stride_w, tail_cols);
+  const int64_t pairs = (a.kernel_w + 1) / 2;
+  const __m512i low16 = _mm512_set1_epi32(0xFFFF);
+  alignas(64) int32_t w_pairs[kMaxPairRows * 4 * kLanes];  // [kernel_h][pairs][16]
   __m512i table[4];
   if (a.table != nullptr)
     for (int i = 0; i < 4; ++i) table[i] = _mm512_loadu_si512(a.table + 64 * i);
@@ -157,6 +215,9 @@ void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
     uint8_t* y = yb + c0 * out_plane;
     // Plane rows [lo, hi) of 16 channels into X, 16 positions at a time.
     auto fill = [&](int64_t lo, int64_t hi, float* xr) {
+      auto* xq = reinterpret_cast<int16_t*>(xr);
+      int16_t* pending = nullptr;  // where the last position's pair goes
+      __m512i pending_e = _mm512_setzero_si512();
       const int64_t end = hi * width;
       int64_t iy = 0, ix = 0;  // of position p0 + q, from row lo
       for (int64_t p0 = lo * width; p0 < end; p0 += 16) {
@@ -174,24 +235,22 @@ void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
         }
         Transpose16x16(m);
         for (int j = 0; j < 4; ++j) _mm512_storeu_si512(block + 64 * j, m[j]);
-        if (n == 16 && ix + 16 <= width) {  // 16 columns of one row: consecutive in X
-          float* d = xr + (iy * wp + ix + pad_left) * kLanes;
-          for (int q = 0; q < 16; ++q) {
-            const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * q));
-            const __m512i v = a.x_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
-            _mm512_storeu_ps(d + q * kLanes, _mm512_cvtepi32_ps(_mm512_sub_epi32(v, x_zp)));
-          }
-          ix += 16;
-          if (ix == width) ix = 0, ++iy;
-          continue;
-        }
+        // A position's pair needs the next position of its row: each is
+        // stored once that one is known (pending), the last of a row with 0;
+        // the padding column left of a row pairs 0 with its first value.
         for (int64_t q = 0; q < n; ++q) {
           const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * q));
           const __m512i v = a.x_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
-          _mm512_storeu_ps(xr + (iy * wp + ix + pad_left) * kLanes, _mm512_cvtepi32_ps(_mm512_sub_epi32(v, x_zp)));
+          const __m512i e = _mm512_sub_epi32(v, x_zp);
+          if (pending != nullptr)
+            _mm512_storeu_si512(pending, ix > 0 ? _mm512_or_si512(pending_e, _mm512_slli_epi32(e, 16)) : pending_e);
+          pending = xq + (iy * wp + ix + pad_left) * 2 * kLanes;
+          if (ix == 0 && pad_left > 0) _mm512_storeu_si512(pending - 2 * kLanes, _mm512_slli_epi32(e, 16));  // (0, x[0])
+          pending_e = _mm512_and_si512(e, low16);
           if (++ix == width) ix = 0, ++iy;
         }
       }
+      if (pending != nullptr) _mm512_storeu_si512(pending, pending_e);  // the band's last position: ends a row
     };
     // Outputs [first, first + count) from out to y through the table, 16 positions at a time.
     auto flush = [&](int64_t first, int64_t count) {
@@ -217,11 +276,32 @@ void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
       }
     };
     rq.bias = _mm512_maskz_loadu_epi32(cmask, a.bias + c0);
-    rq.bias_f = _mm512_cvtepi32_ps(rq.bias);
-    const __m512i limit = _mm512_set1_epi32(1 << 24);
-    rq.float_bias = _mm512_cmpge_epu32_mask(_mm512_abs_epi32(rq.bias), limit) == 0;  // unsigned: |INT32_MIN| = 2^31
     rq.mult = _mm512_maskz_loadu_ps(cmask, a.multiplier + c0);
-    LanesBlock(a, xp, a.w_lanes + (c0 / kLanes) * taps * kLanes, store, fill, flush);
+    // The weight pairs of the block (from w_lanes: exact small integers in float).
+    const float* wl = a.w_lanes + (c0 / kLanes) * taps * kLanes;
+    for (int64_t ky = 0; ky < a.kernel_h; ++ky)
+      for (int64_t q = 0; q < pairs; ++q) {
+        const int64_t kx = 2 * q;
+        const __m512i first = _mm512_cvttps_epi32(_mm512_loadu_ps(wl + (ky * a.kernel_w + kx) * kLanes));
+        const __m512i second = kx + 1 < a.kernel_w
+                                   ? _mm512_cvttps_epi32(_mm512_loadu_ps(wl + (ky * a.kernel_w + kx + 1) * kLanes))
+                                   : _mm512_setzero_si512();
+        _mm512_store_si512(w_pairs + (ky * pairs + q) * kLanes,
+                           _mm512_or_si512(_mm512_and_si512(first, low16), _mm512_slli_epi32(second, 16)));
+      }
+    auto sums = [&](int64_t rows) {
+      const auto* xq = reinterpret_cast<const int16_t*>(xp);
+      const int64_t row_step = a.dilation_h * wp * 2 * kLanes;  // int16 from one window row to the next
+      const int kh = static_cast<int>(a.kernel_h);
+      for (int64_t oy = 0; oy < rows; ++oy) {
+        const int16_t* xr = xq + oy * a.stride_h * wp * 2 * kLanes;
+        int64_t ox = 0;
+        for (; ox + kStrip <= a.out_w; ox += kStrip)
+          full(xr + ox * a.stride_w * 2 * kLanes, row_step, w_pairs, kh, store, oy * a.out_w + ox);
+        if (tail_cols > 0) tail(xr + ox * a.stride_w * 2 * kLanes, row_step, w_pairs, kh, store, oy * a.out_w + ox);
+      }
+    };
+    LanesBlock(a, xp, fill, sums, flush);
   }
 }
 
