@@ -141,7 +141,7 @@ void CheckDepthwiseS8(std::mt19937& rng, DepthwiseS8Fn fn) {
         // Sums of kh * kw taps spread about 20000 * sqrt(kh * kw): outputs spread some 30 steps, a few saturate.
         multiplier[ch] = (1.0f + 0.05f * static_cast<float>(ch % 7)) / static_cast<float>(taps * 150);
       }
-      // A bias past float's exact integers (2^24): the exact int32 path of the lanes rows.
+      // A bias past float's exact integers (2^24): acc + bias in int32, then one rounding to float.
       if (variant == 5) bias[channels - 1] = -(1 << 26) + 3;
       std::vector<uint8_t> table(256);
       for (uint8_t& v : table) v = static_cast<uint8_t>(byte(rng));
