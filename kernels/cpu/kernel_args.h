@@ -252,9 +252,10 @@ struct DepthwiseWindow {
   }
   // Rows of x with its padding that `rows` consecutive output rows read.
   int64_t BandInputRows(int64_t rows) const { return (rows - 1) * stride_h + (kernel_h - 1) * dilation_h + 1; }
-  // The lanes kernels go in bands of output rows whose padded input, kLanes
-  // channels of float, fits kLanesBandFloats (128 KB, in L2): all the rows of
-  // a 7x7 to 28x28 plane, 5 to 15 rows of a 56x56 or 112x112 one.
+  // The lanes kernels go in bands of output rows whose padded input, 64
+  // bytes per position (kLanes floats, or INT8's kLanes int16 pairs), fits
+  // kLanesBandFloats (128 KB, in L2): all the rows of a 7x7 to 28x28 plane,
+  // 5 to 15 rows of a 56x56 or 112x112 one.
   static constexpr int64_t kLanesBandFloats = 32768;
   bool LanesFit() const {
     return out_h > 0 && out_w > 0 && kLanes * BandInputRows(1) * PaddedWidth() <= kLanesBandFloats;
