@@ -54,7 +54,7 @@
 //                                           (GELU's product, LayerNorm's gamma)
 //
 // then a table that alone reads a QLinearConv's, QLinearAdd's or QLinearMul's output
-// folds into it:
+// folds into it (and one that alone reads another table composes with it):
 //
 //   QLinearConv(x_q, ..) ── sparq.QLinearLut(.., table) ── y_q
 //                                      =>   sparq.QLinearConvLut(x_q, .., B or "", table) ── y_q
@@ -616,30 +616,70 @@ class GlueFuser {
 // A QLinearConv, sparq.QLinearAdd or sparq.QLinearMul whose output only a
 // QLinearLut reads takes the table in (sparq.QLinearConvLut; QLinearAdd's and
 // QLinearMul's optional input 8),
-// so that fast rows apply it while they write the output.
+// so that fast rows apply it while they write the output. A QLinearLut
+// read alone by another QLinearLut composes with it (one table; the first
+// may itself be folded into its producer): EfficientNet's
+// conv -> ReLU6 table -> requantizing table (what is left of its Pad) ->
+// depthwise conv becomes conv(one table) -> depthwise conv.
 std::vector<std::string> FoldTablesIntoProducers(Graph& g) {
   const ValueIndex index(g);  // node indices stay valid: removals wait for the end
+  std::set<std::string> overridable;
+  for (const auto& v : g.initializer_inputs) overridable.insert(v.name);
+  // The table constant of a node's last input, or nullptr.
+  auto table_of = [&](const Node& n) -> const Tensor* {
+    const std::string& name = n.inputs.back();
+    auto it = g.initializers.find(name);
+    if (overridable.count(name) || it == g.initializers.end()) return nullptr;
+    const Tensor& t = it->second;
+    const bool bytes = t.dtype() == DataType::kUInt8 || t.dtype() == DataType::kInt8;
+    return bytes && t.numel() == 256 ? &t : nullptr;
+  };
+  std::map<std::string, size_t> producer;  // value -> the node producing it now (folds move outputs)
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    for (const std::string& out : g.nodes[i].outputs) producer[out] = i;
   std::vector<std::string> folded;
   std::set<size_t> removed;
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& lut = g.nodes[i];
     if (lut.op_type != "QLinearLut" || lut.domain != kSparqDomain || lut.inputs.size() != 2) continue;
     const std::string& value = lut.inputs[0];
-    const std::optional<size_t> p = index.Producer(value);
-    if (index.IsGraphOutput(value) || index.Readers(value).size() != 1 || !p) continue;
-    Node& producer_node = g.nodes[*p];
+    const auto p = producer.find(value);
+    if (index.IsGraphOutput(value) || index.Readers(value).size() != 1 || p == producer.end()) continue;
+    Node& producer_node = g.nodes[p->second];
     if (producer_node.outputs.size() != 1) continue;
-    if (producer_node.op_type == "QLinearConv" && producer_node.domain.empty() && producer_node.inputs.size() >= 8 &&
-        producer_node.inputs.size() <= 9) {
+    const bool with_table = producer_node.domain == kSparqDomain &&
+                            ((producer_node.op_type == "QLinearLut" && producer_node.inputs.size() == 2) ||
+                             (producer_node.op_type == "QLinearConvLut" && producer_node.inputs.size() == 10) ||
+                             ((producer_node.op_type == "QLinearAdd" || producer_node.op_type == "QLinearMul") &&
+                              producer_node.inputs.size() == 9));
+    if (with_table) {
+      // table[k] = second[first[k] - min(first's type)]
+      const Tensor* first = table_of(producer_node);
+      const Tensor* second = table_of(lut);
+      if (first == nullptr || second == nullptr) continue;
+      Tensor composed(second->dtype(), {256});
+      const auto* a = static_cast<const uint8_t*>(first->raw_data());
+      const auto* b = static_cast<const uint8_t*>(second->raw_data());
+      const uint8_t offset = first->dtype() == DataType::kInt8 ? 0x80 : 0;
+      for (int k = 0; k < 256; ++k) static_cast<uint8_t*>(composed.raw_data())[k] = b[a[k] ^ offset];
+      std::string name = lut.inputs[1] + "_composed";
+      while (g.initializers.count(name)) name += "_";
+      g.initializers[name] = std::move(composed);
+      producer_node.inputs.back() = name;
+    } else if (producer_node.op_type == "QLinearConv" && producer_node.domain.empty() &&
+               producer_node.inputs.size() >= 8 && producer_node.inputs.size() <= 9) {
       producer_node.op_type = "QLinearConvLut";
       producer_node.domain = kSparqDomain;
       producer_node.inputs.resize(9);  // B, or "" without
-    } else if (!((producer_node.op_type == "QLinearAdd" || producer_node.op_type == "QLinearMul") &&
-                 producer_node.domain == kSparqDomain && producer_node.inputs.size() == 8)) {
+      producer_node.inputs.push_back(lut.inputs[1]);
+    } else if ((producer_node.op_type == "QLinearAdd" || producer_node.op_type == "QLinearMul") &&
+               producer_node.domain == kSparqDomain && producer_node.inputs.size() == 8) {
+      producer_node.inputs.push_back(lut.inputs[1]);
+    } else {
       continue;
     }
-    producer_node.inputs.push_back(lut.inputs[1]);
     producer_node.outputs = lut.outputs;
+    producer[lut.outputs[0]] = p->second;
     folded.push_back(producer_node.name);
     removed.insert(i);
   }

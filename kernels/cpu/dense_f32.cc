@@ -47,8 +47,9 @@ struct DenseConv {
 
 // A depthwise convolution: group == input channels == output channels.
 struct DepthwiseConv {
-  std::vector<float> w;     // [C, kh * kw]
-  std::vector<float> bias;  // [C] or zeros
+  std::vector<float> w;        // [C, kh * kw]
+  std::vector<float> w_lanes;  // the same, PackDepthwiseLanes
+  std::vector<float> bias;     // [C] or zeros
   const CpuKernelDef* plane = nullptr;  // a depthwise_f32 row
 };
 
@@ -165,6 +166,7 @@ StatusOr<std::shared_ptr<const void>> PrepareDepthwiseConv(const Node& node,
   conv->w.assign(w->data<float>(), w->data<float>() + w->numel());
   conv->bias.assign(static_cast<size_t>(w->dim(0)), 0.0f);
   if (b != nullptr) conv->bias.assign(b->data<float>(), b->data<float>() + b->numel());
+  conv->w_lanes = PackDepthwiseLanes(conv->w.data(), w->dim(0), w->numel() / w->dim(0));
   conv->plane = &SelectCpuKernel(CpuOp::kDepthwiseF32);
   return std::shared_ptr<const void>(std::move(conv));
 }
@@ -181,29 +183,32 @@ Status RunDepthwiseConv(OpContext& ctx) {
   Shape y_shape;
   if (!PrepareConv(x.shape(), ctx.input(1).shape(), auto_pad, &params, &y_shape).ok()) return RunReferenceKernel(ctx);
   Tensor y = Tensor::Uninitialized(DataType::kFloat32, y_shape);  // every plane is written
-  DepthwiseF32Plane base;
+  DepthwiseF32Channels base;  // depthwise_f32: blocks of 16 channels of an image per call, split over the threads
   base.height = x.dim(2), base.width = x.dim(3), base.out_h = y_shape[2], base.out_w = y_shape[3];
   base.kernel_h = params.window.kernel[0], base.kernel_w = params.window.kernel[1];
   base.stride_h = params.window.strides[0], base.stride_w = params.window.strides[1];
   base.dilation_h = params.window.dilations[0], base.dilation_w = params.window.dilations[1];
   base.pad_top = params.window.pads[0], base.pad_left = params.window.pads[1];
-  base.out_min = -std::numeric_limits<float>::infinity(), base.out_max = std::numeric_limits<float>::infinity();
   if (ctx.node().domain == kSparqDomain) {  // FusedConv
     base.out_min = ctx.node().attr_float("out_min", base.out_min);
     base.out_max = ctx.node().attr_float("out_max", base.out_max);
   }
   const int64_t in_plane = base.height * base.width, out_plane = base.out_h * base.out_w;
-  const int64_t taps = base.kernel_h * base.kernel_w;
+  const int64_t taps = base.kernel_h * base.kernel_w, lanes = DepthwiseWindow::kLanes;
+  const int64_t blocks = (channels + lanes - 1) / lanes;  // per image
   const float* xd = x.data<float>();
   float* yd = y.data<float>();
-  const DepthwiseF32Fn plane_fn = conv.plane->get<DepthwiseF32Fn>();
-  ParallelFor(ctx.pool(), x.dim(0) * channels, 1, [&](int64_t p0, int64_t p1) {
-    for (int64_t plane = p0; plane < p1; ++plane) {
-      DepthwiseF32Plane p = base;
-      const int64_t c = plane % channels;
-      p.x = xd + plane * in_plane, p.y = yd + plane * out_plane;
-      p.w = conv.w.data() + c * taps, p.bias = conv.bias[c];
-      plane_fn(p);
+  const DepthwiseF32Fn channels_fn = conv.plane->get<DepthwiseF32Fn>();
+  ParallelFor(ctx.pool(), x.dim(0) * blocks, 1, [&](int64_t b0, int64_t b1) {
+    float* scratch = cpu::DepthwiseThreadScratch(base.ScratchFloats());
+    for (int64_t b = b0; b < b1; ++b) {
+      DepthwiseF32Channels a = base;
+      const int64_t image = b / blocks, c0 = (b % blocks) * lanes;
+      a.channels = std::min(lanes, channels - c0);
+      a.x = xd + (image * channels + c0) * in_plane, a.y = yd + (image * channels + c0) * out_plane;
+      a.w = conv.w.data() + c0 * taps, a.w_lanes = conv.w_lanes.data() + c0 * taps, a.bias = conv.bias.data() + c0;
+      a.scratch = scratch;
+      channels_fn(a);
     }
   });
   ctx.set_output(0, std::move(y));

@@ -1,5 +1,11 @@
 // depthwise_f32: the portable plane kernel; the ISA versions compile the same
-// body (depthwise_f32_plane.inc) in depthwise_f32_avx2.cc / _avx512.cc.
+// body (depthwise_f32_plane.inc) in depthwise_f32_avx2.cc / _avx512.cc. The
+// rows of the op up to AVX-512 run the planes one channel at a time
+// (DepthwiseF32ByPlanes); depthwise_f32_lanes_avx512.cc holds 16 channels
+// per register.
+#include <vector>
+
+#include "kernels/cpu/cpu_target.h"
 #include "kernels/cpu/internal.h"
 
 namespace sparq {
@@ -9,6 +15,30 @@ namespace {
 }  // namespace
 
 void DepthwiseF32PlanePortable(const DepthwiseF32Plane& p) { DepthwisePlaneBody(p, InteriorRow); }
+
+float* DepthwiseThreadScratch(int64_t floats) {
+  thread_local std::vector<float> scratch;
+  if (static_cast<int64_t>(scratch.size()) < floats) scratch.resize(static_cast<size_t>(floats));
+  return scratch.data();
+}
+
+void DepthwiseF32ByPlanes(const DepthwiseF32Channels& a, void (*plane)(const DepthwiseF32Plane&)) {
+  DepthwiseF32Plane p;
+  p.height = a.height, p.width = a.width, p.out_h = a.out_h, p.out_w = a.out_w;
+  p.kernel_h = a.kernel_h, p.kernel_w = a.kernel_w, p.stride_h = a.stride_h, p.stride_w = a.stride_w;
+  p.dilation_h = a.dilation_h, p.dilation_w = a.dilation_w, p.pad_top = a.pad_top, p.pad_left = a.pad_left;
+  p.out_min = a.out_min, p.out_max = a.out_max;
+  const int64_t in_plane = a.height * a.width, out_plane = a.out_h * a.out_w, taps = a.kernel_h * a.kernel_w;
+  for (int64_t c = 0; c < a.channels; ++c) {
+    p.x = a.x + c * in_plane, p.y = a.y + c * out_plane, p.w = a.w + c * taps, p.bias = a.bias[c];
+    plane(p);
+  }
+}
+
+void DepthwiseF32ChannelsPortable(const DepthwiseF32Channels& a) { DepthwiseF32ByPlanes(a, DepthwiseF32PlanePortable); }
+#if SPARQ_CPU_X86
+void DepthwiseF32ChannelsAvx2(const DepthwiseF32Channels& a) { DepthwiseF32ByPlanes(a, DepthwiseF32PlaneAvx2); }
+#endif
 
 }  // namespace cpu
 }  // namespace sparq

@@ -120,18 +120,21 @@ const std::vector<CpuKernelDef>& Table() {
       {"spmm_nm24_s8_avx512vnni", VNNI, 30, F::kNm2of4S8, SpmmNmS8Fn(SpmmNmS8Avx512Vnni)},
       {"spmm_nm48_s8_avx512vnni", VNNI, 30, F::kNm4of8S8, SpmmNmS8Fn(SpmmNmS8Avx512Vnni)},
 #endif
-      // FP32 depthwise convolution, one channel plane (dense_f32.cc runs it).
-      {"depthwise_f32_portable", P, 0, NONE, DepthwiseF32Fn(cpu::DepthwiseF32PlanePortable)},
+      // FP32 depthwise convolution, channels of one image (dense_f32.cc runs it):
+      // plane by plane, or 16 channels per register on small planes (lanes).
+      {"depthwise_f32_portable", P, 0, NONE, DepthwiseF32Fn(cpu::DepthwiseF32ChannelsPortable)},
 #if SPARQ_CPU_X86
-      {"depthwise_f32_avx2", AVX2, 10, NONE, DepthwiseF32Fn(cpu::DepthwiseF32PlaneAvx2)},
-      {"depthwise_f32_avx512", AVX512, 20, NONE, DepthwiseF32Fn(cpu::DepthwiseF32PlaneAvx512)},
+      {"depthwise_f32_avx2", AVX2, 10, NONE, DepthwiseF32Fn(cpu::DepthwiseF32ChannelsAvx2)},
+      {"depthwise_f32_lanes_avx512", AVX512, 20, NONE, DepthwiseF32Fn(cpu::DepthwiseF32ChannelsLanesAvx512)},
 #endif
-      // INT8 depthwise convolution, one channel plane (quant_conv_depthwise.cc runs it).
-      {"depthwise_s8_portable", P, 0, NONE, DepthwiseS8Fn(cpu::DepthwiseS8PlanePortable)},
+      // INT8 depthwise convolution, channels of one image (quant_conv_depthwise.cc runs it):
+      // plane by plane, or 16 channels per register on small planes (lanes).
+      {"depthwise_s8_portable", P, 0, NONE, DepthwiseS8Fn(cpu::DepthwiseS8ChannelsPortable)},
 #if SPARQ_CPU_X86
-      {"depthwise_s8_avx2", AVX2, 10, NONE, DepthwiseS8Fn(cpu::DepthwiseS8PlaneAvx2)},
-      {"depthwise_s8_avx512", AVX512, 20, NONE, DepthwiseS8Fn(cpu::DepthwiseS8PlaneAvx512)},
-      {"depthwise_s8_avx512vnni", VNNI, 30, NONE, DepthwiseS8Fn(cpu::DepthwiseS8PlaneAvx512Vnni)},
+      {"depthwise_s8_avx2", AVX2, 10, NONE, DepthwiseS8Fn(cpu::DepthwiseS8ChannelsAvx2)},
+      {"depthwise_s8_avx512", AVX512, 20, NONE, DepthwiseS8Fn(cpu::DepthwiseS8ChannelsAvx512)},
+      {"depthwise_s8_avx512vnni", VNNI, 30, NONE, DepthwiseS8Fn(cpu::DepthwiseS8ChannelsAvx512Vnni)},
+      {"depthwise_s8_lanes_avx512vbmi", VBMI, 40, NONE, DepthwiseS8Fn(cpu::DepthwiseS8ChannelsAvx512Vbmi)},
 #endif
       // Requantization of int32 rows outside the GEMMs (depthwise). The GEMM
       // and sparse INT8 kernels use their own ISA's version inside their tiles.

@@ -25,7 +25,7 @@
 // a choice between versions of a function is rows of this table.
 //
 // Adding a kernel for an existing op: one row in dispatch.cc, e.g.
-//   {"depthwise_s8_avx512vnni", VNNI, 30, NONE, DepthwiseS8Fn(cpu::DepthwiseS8PlaneAvx512Vnni)},
+//   {"depthwise_s8_avx512vnni", VNNI, 30, NONE, DepthwiseS8Fn(cpu::DepthwiseS8ChannelsAvx512Vnni)},
 // with the function compiled for its ISA (cpu_target.h: SPARQ_CPU_TARGET_BEGIN)
 // and declared in internal.h. Give it a priority above the rows it should
 // beat (10 per ISA level today; 5 for F16C).
@@ -96,8 +96,8 @@ enum class CpuOp : uint8_t {
   kSpmmNmF32,
   kSpmmNmS8,
   kGemmF32,
-  kDepthwiseF32,    // one channel plane of an FP32 depthwise convolution
-  kDepthwiseS8,     // one channel plane of an INT8 depthwise convolution, requantized
+  kDepthwiseF32,    // channels of one image of an FP32 depthwise convolution
+  kDepthwiseS8,     // channels of one image of an INT8 depthwise convolution, requantized (and a table)
   kRequantS32,      // a row of int32 accumulators to int8 / uint8
   kLut256,          // a 256-entry byte table over a byte array
   kQuantizeF32,     // per-tensor QuantizeLinear of a float row
@@ -123,10 +123,13 @@ using SpmmBsrS8Fn = void (*)(const SpmmBsrS8Args&);
 using SpmmNmF32Fn = void (*)(const SpmmNmF32Args&);
 using SpmmNmS8Fn = void (*)(const SpmmNmS8Args&);
 using GemmF32Fn = void (*)(const GemmF32Args&);
-using DepthwiseF32Fn = void (*)(const DepthwiseF32Plane&);
-// One requantized plane of an INT8 depthwise convolution, bit for bit the
-// reference (DepthwiseS8Plane in kernel_args.h).
-using DepthwiseS8Fn = void (*)(const DepthwiseS8Plane&);
+// Planes of consecutive channels of an FP32 depthwise convolution, bias and
+// clamp (DepthwiseF32Channels in kernel_args.h).
+using DepthwiseF32Fn = void (*)(const DepthwiseF32Channels&);
+// Requantized planes of consecutive channels of an INT8 depthwise
+// convolution, then the table if any, bit for bit the reference
+// (DepthwiseS8Channels in kernel_args.h).
+using DepthwiseS8Fn = void (*)(const DepthwiseS8Channels&);
 // Requantizes n accumulators exactly like RequantizeS32Ref<int8_t or uint8_t>
 // (kernels/ref/quantize.h); `out` points to int8_t (out_signed) or uint8_t.
 using RequantS32Fn = void (*)(int64_t n, const int32_t* acc, const int32_t* bias, int64_t bias_stride,

@@ -137,6 +137,18 @@ void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa);
 void DepthwiseF32PlanePortable(const DepthwiseF32Plane& p);
 void DepthwiseF32PlaneAvx2(const DepthwiseF32Plane& p);
 void DepthwiseF32PlaneAvx512(const DepthwiseF32Plane& p);
+// The rows of the depthwise_f32 op (DepthwiseF32Channels in kernel_args.h):
+// the planes one by one (depthwise_f32.cc), or 16 channels per register
+// (depthwise_f32_lanes_avx512.cc).
+void DepthwiseF32ByPlanes(const DepthwiseF32Channels& a, void (*plane)(const DepthwiseF32Plane&));
+// The calling thread's working memory for the depthwise rows' `scratch`: at
+// least `floats` floats, kept for the thread's next call (grown, never
+// shrunk), so that a run allocates nothing once warm. One user at a time
+// per thread.
+float* DepthwiseThreadScratch(int64_t floats);
+void DepthwiseF32ChannelsPortable(const DepthwiseF32Channels& a);
+void DepthwiseF32ChannelsAvx2(const DepthwiseF32Channels& a);
+void DepthwiseF32ChannelsLanesAvx512(const DepthwiseF32Channels& a);
 
 // ---------------------------------------------------------------------------
 // Per-tensor quantization glue (qdq_glue.cc, qdq_glue_avx2.cc): the rows of
@@ -167,12 +179,20 @@ void BinaryRowAvx512(BinaryF32Op op, int64_t n, const float* a, int64_t a_step, 
                      float* y);
 
 // INT8 depthwise convolution planes (quant_conv_depthwise_simd.cc,
-// quant_conv_depthwise_avx512.cc; DepthwiseS8Plane in kernel_args.h), the
-// rows of the depthwise_s8 op.
+// quant_conv_depthwise_avx512*.cc; DepthwiseS8Plane in kernel_args.h).
 void DepthwiseS8PlanePortable(const DepthwiseS8Plane& p);
 void DepthwiseS8PlaneAvx2(const DepthwiseS8Plane& p);
 void DepthwiseS8PlaneAvx512(const DepthwiseS8Plane& p);
 void DepthwiseS8PlaneAvx512Vnni(const DepthwiseS8Plane& p);
+// The rows of the depthwise_s8 op (DepthwiseS8Channels in kernel_args.h):
+// the planes one by one, then the table (quant_conv_depthwise_simd.cc), or
+// 16 channels per register (quant_conv_depthwise_lanes_avx512vbmi.cc).
+void DepthwiseS8ByPlanes(const DepthwiseS8Channels& a, void (*plane)(const DepthwiseS8Plane&), Lut256Fn table);
+void DepthwiseS8ChannelsPortable(const DepthwiseS8Channels& a);
+void DepthwiseS8ChannelsAvx2(const DepthwiseS8Channels& a);
+void DepthwiseS8ChannelsAvx512(const DepthwiseS8Channels& a);
+void DepthwiseS8ChannelsAvx512Vnni(const DepthwiseS8Channels& a);
+void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a);
 
 // 2-D MaxPool (pool.cc), the row of the maxpool2d op.
 void MaxPool2dPortable(const MaxPool2dArgs& args);

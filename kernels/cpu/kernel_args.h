@@ -234,6 +234,105 @@ struct DepthwiseS8Plane {
   int64_t ScratchFloats() const { return height * width + out_h * out_w; }
 };
 
+// The planes of a depthwise convolution that one call of a depthwise row
+// computes: `channels` consecutive channels of one image, each [height,
+// width] -> [out_h, out_w], and the padded input of the channel-vectorized
+// ("lanes") kernels, which hold kLanes channels per register.
+struct DepthwiseWindow {
+  static constexpr int64_t kLanes = 16;  // channels per register of the lanes kernels
+  int64_t channels = 0;
+  int64_t height = 0, width = 0, out_h = 0, out_w = 0;
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+
+  // Columns of x with its padding as the windows read it.
+  int64_t PaddedWidth() const {
+    const int64_t reach = (out_w - 1) * stride_w + (kernel_w - 1) * dilation_w + 1;
+    return reach > pad_left + width ? reach : pad_left + width;
+  }
+  // Rows of x with its padding that `rows` consecutive output rows read.
+  int64_t BandInputRows(int64_t rows) const { return (rows - 1) * stride_h + (kernel_h - 1) * dilation_h + 1; }
+  // The lanes kernels go in bands of output rows whose padded input, 64
+  // bytes per position (kLanes floats, or INT8's kLanes int16 pairs), fits
+  // kLanesBandFloats (128 KB, in L2): all the rows of a 7x7 to 28x28 plane,
+  // 5 to 15 rows of a 56x56 or 112x112 one.
+  static constexpr int64_t kLanesBandFloats = 32768;
+  bool LanesFit() const {
+    return out_h > 0 && out_w > 0 && kLanes * BandInputRows(1) * PaddedWidth() <= kLanesBandFloats;
+  }
+  int64_t LanesBandRows() const {  // output rows per band (LanesFit())
+    const int64_t input_rows = kLanesBandFloats / (kLanes * PaddedWidth());
+    const int64_t rows = (input_rows - BandInputRows(1)) / stride_h + 1;
+    return rows < out_h ? rows : out_h;
+  }
+  // Floats of the lanes kernels' padded input of one band (0 when !LanesFit()).
+  int64_t LanesPaddedFloats() const { return LanesFit() ? kLanes * BandInputRows(LanesBandRows()) * PaddedWidth() : 0; }
+  // Outputs of one band of the lanes kernels, rounded up to 16.
+  int64_t LanesBandOutputs() const { return LanesFit() ? (LanesBandRows() * out_w + 15) / 16 * 16 : 0; }
+};
+
+// INT8 depthwise convolution of the channels of DepthwiseWindow (the op
+// depthwise_s8): channel c is the DepthwiseS8Plane of x + c * height * width,
+// w + c * kernel_h * kernel_w, bias[c] and multiplier[c], written to
+// y + c * out_h * out_w, then, with a table (sparq.QLinearConvLut), each byte
+// b of it replaced by table[b ^ (y_signed ? 0x80 : 0)].
+struct DepthwiseS8Channels : DepthwiseWindow {
+  const void* x = nullptr;  // [channels, height, width], int8_t (x_signed) or uint8_t
+  bool x_signed = false;
+  int32_t x_zero_point = 0;
+  const int16_t* w = nullptr;  // [channels, kernel_h, kernel_w]: w - w_zero_point, in [-255, 255]
+  // The same weights as float, channel-minor in blocks of kLanes channels:
+  // [ceil(channels / kLanes), kernel_h * kernel_w, kLanes], lanes past
+  // `channels` 0 (PackDepthwiseLanes). The lanes kernels read it.
+  const float* w_lanes = nullptr;
+  const int32_t* bias = nullptr;      // [channels]
+  const float* multiplier = nullptr;  // [channels]: x_scale * w_scale[c] / y_scale
+  int32_t y_zero_point = 0;
+  bool y_signed = false;
+  void* y = nullptr;               // [channels, out_h, out_w], int8_t (y_signed) or uint8_t
+  const uint8_t* table = nullptr;  // 256 entries, or nullptr
+  // Working memory of the kernel, ScratchFloats() floats, not
+  // shared with another thread; its contents on entry do not matter.
+  float* scratch = nullptr;
+  int64_t ScratchFloats() const {
+    const int64_t plane = height * width + out_h * out_w;  // DepthwiseS8Plane::ScratchFloats
+    if (!LanesFit()) return plane;
+    // The padded input of a band, its byte outputs [LanesBandOutputs()][kLanes], a 256-byte block.
+    const int64_t lanes = LanesPaddedFloats() + LanesBandOutputs() * kLanes / 4 + 64;
+    return plane > lanes ? plane : lanes;
+  }
+};
+
+// FP32 depthwise convolution of the channels of DepthwiseWindow (the op
+// depthwise_f32): channel c is the DepthwiseF32Plane of x + c * height *
+// width, w + c * kernel_h * kernel_w and bias[c], written to y + c * out_h *
+// out_w, clamped to [out_min, out_max].
+struct DepthwiseF32Channels : DepthwiseWindow {
+  const float* x = nullptr;        // [channels, height, width]
+  const float* w = nullptr;        // [channels, kernel_h, kernel_w]
+  const float* w_lanes = nullptr;  // the same, PackDepthwiseLanes: the lanes kernels read it
+  const float* bias = nullptr;     // [channels]
+  float* y = nullptr;              // [channels, out_h, out_w]
+  float out_min = -std::numeric_limits<float>::infinity(), out_max = std::numeric_limits<float>::infinity();
+  // Working memory, ScratchFloats() floats, as DepthwiseS8Channels::scratch.
+  float* scratch = nullptr;
+  int64_t ScratchFloats() const {
+    // The padded input of a band, its outputs [LanesBandOutputs()][kLanes].
+    return LanesFit() ? LanesPaddedFloats() + LanesBandOutputs() * kLanes : 0;
+  }
+};
+
+// w_lanes of DepthwiseS8Channels / DepthwiseF32Channels from w [channels, taps].
+template <typename T>
+std::vector<float> PackDepthwiseLanes(const T* w, int64_t channels, int64_t taps) {
+  const int64_t lanes = DepthwiseWindow::kLanes;
+  const int64_t blocks = (channels + lanes - 1) / lanes;
+  std::vector<float> out(static_cast<size_t>(blocks * taps * lanes), 0.0f);
+  for (int64_t c = 0; c < channels; ++c)
+    for (int64_t t = 0; t < taps; ++t) out[static_cast<size_t>(((c / lanes) * taps + t) * lanes + c % lanes)] = w[c * taps + t];
+  return out;
+}
+
 // 2-D max pooling of NCHW planes without indices, exactly MaxPoolRef:
 //   y[p, oy, ox] = max over in-bounds taps (ky, kx) of x[p, oy * sh - pt + ky * dh, ox * sw - pl + kx * dw]
 // (the type's lowest value when no tap is in bounds; a NaN wins).

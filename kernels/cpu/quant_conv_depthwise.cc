@@ -1,14 +1,14 @@
 // QLinearConv of depthwise convolutions (group = input channels = output
 // channels, weights [M, 1, kh, kw]), which the GEMM row (quant_conv.cc) does
-// not take: each (image, channel) plane is one call of a depthwise_s8 row
-// (DepthwiseS8Plane in kernel_args.h: int32 sums of (x - x_zero_point) *
-// (w - w_zero_point), requantized like RequantizeS32Ref), so results are bit
-// for bit the reference's. Planes are split over the threads; each plane is
-// computed by one thread in a fixed order, so every thread count gives the
-// same bits.
+// not take: each block of 16 channels of an image is one call of a
+// depthwise_s8 row (DepthwiseS8Channels in kernel_args.h: int32 sums of
+// (x - x_zero_point) * (w - w_zero_point), requantized like
+// RequantizeS32Ref), so results are bit for bit the reference's. Blocks are
+// split over the threads; each is computed by one thread, and no value
+// depends on which, so every thread count gives the same bits.
 //
 // sparq.QLinearConvLut (QLinearConv then a 256-entry table) runs the same
-// way, the table applied to each requantized plane.
+// way, the row applying the table to the requantized bytes.
 //
 // Fast path (else the reference kernel): 2-D, group = C = M, explicit pads
 // (auto_pad NOTSET), int8 weights; every input but x constant; x_scale,
@@ -31,10 +31,10 @@ namespace {
 // QuantConvParams with m = channels and bias zeros without B.
 struct DepthwiseConv : QuantConvParams {
   int64_t channels = 0;
-  std::vector<int16_t> w;  // [C, kh * kw]: w - w_zero_point
-  // The rows of kernels/cpu/dispatch.h it runs, chosen at prepare time.
-  const CpuKernelDef* plane = nullptr;  // depthwise_s8
-  const CpuKernelDef* lut = nullptr;    // lut256, with a table
+  std::vector<int16_t> w;      // [C, kh * kw]: w - w_zero_point
+  std::vector<float> w_lanes;  // the same, PackDepthwiseLanes
+  // The row of kernels/cpu/dispatch.h it runs, chosen at prepare time.
+  const CpuKernelDef* row = nullptr;  // depthwise_s8
 };
 
 StatusOr<std::shared_ptr<DepthwiseConv>> PrepareDepthwiseState(const Node& node,
@@ -57,9 +57,9 @@ StatusOr<std::shared_ptr<DepthwiseConv>> PrepareDepthwiseState(const Node& node,
     for (int64_t t = 0; t < taps; ++t)
       q->w[o * taps + t] = static_cast<int16_t>(static_cast<int32_t>(w.data<int8_t>()[o * taps + t]) - zp);
   }
+  q->w_lanes = PackDepthwiseLanes(q->w.data(), c, taps);
   if (q->bias.empty()) q->bias.assign(static_cast<size_t>(c), 0);
-  q->plane = &SelectCpuKernel(CpuOp::kDepthwiseS8);
-  q->lut = &SelectCpuKernel(CpuOp::kLut256);
+  q->row = &SelectCpuKernel(CpuOp::kDepthwiseS8);
   return q;
 }
 
@@ -85,45 +85,37 @@ Status RunDepthwise(OpContext& ctx) {
   if (ho_num < 0 || wo_num < 0) return RunReferenceKernel(ctx);  // the reference names the error
   const int64_t ho = ho_num / q.stride_h + 1, wo = wo_num / q.stride_w + 1, p = ho * wo;
   Tensor y = Tensor::Uninitialized(q.out_type, {n, q.channels, ho, wo});  // every plane is written
-  DepthwiseS8Plane base;
+  DepthwiseS8Channels base;
   base.x_signed = q.x_type == DataType::kInt8, base.x_zero_point = q.x_zp;
   base.y_signed = q.y_type == DataType::kInt8, base.y_zero_point = q.y_zp;
+  base.table = q.table.empty() ? nullptr : q.table.data();
   base.height = h, base.width = wd, base.out_h = ho, base.out_w = wo;
   base.kernel_h = q.kh, base.kernel_w = q.kw, base.stride_h = q.stride_h, base.stride_w = q.stride_w;
   base.dilation_h = q.dil_h, base.dilation_w = q.dil_w, base.pad_top = q.pad_t, base.pad_left = q.pad_l;
-  const uint8_t flip = base.y_signed ? 0x80 : 0;  // table index of an int8 y: its byte ^ 0x80
   const auto* xb = static_cast<const uint8_t*>(x.raw_data());
   auto* yb = static_cast<uint8_t*>(y.raw_data());
-  const DepthwiseS8Fn plane_fn = q.plane->get<DepthwiseS8Fn>();
-  const Lut256Fn apply_table = q.lut->get<Lut256Fn>();
-  const int64_t taps = q.kh * q.kw;
-  ParallelFor(ctx.pool(), n * q.channels, 1, [&](int64_t p0, int64_t p1) {
-    // Not zeroed: the rows write each part before they read it.
-    std::unique_ptr<float[]> scratch(new float[static_cast<size_t>(base.ScratchFloats())]);
-    for (int64_t plane = p0; plane < p1; ++plane) {
-      const int64_t ch = plane % q.channels;
-      DepthwiseS8Plane args = base;
-      args.x = xb + plane * h * wd, args.y = yb + plane * p;
-      args.w = q.w.data() + ch * taps, args.bias = q.bias[ch], args.multiplier = q.multiplier[ch];
-      args.scratch = scratch.get();
-      plane_fn(args);
-      if (!q.table.empty()) {
-        auto* yp = static_cast<uint8_t*>(args.y);
-        apply_table(q.table.data(), flip, yp, yp, p);
-      }
+  const DepthwiseS8Fn row = q.row->get<DepthwiseS8Fn>();
+  const int64_t taps = q.kh * q.kw, lanes = DepthwiseS8Channels::kLanes;
+  const int64_t blocks = (q.channels + lanes - 1) / lanes;  // per image
+  ParallelFor(ctx.pool(), n * blocks, 1, [&](int64_t b0, int64_t b1) {
+    float* scratch = cpu::DepthwiseThreadScratch(base.ScratchFloats());
+    for (int64_t b = b0; b < b1; ++b) {
+      const int64_t image = b / blocks, c0 = (b % blocks) * lanes;
+      DepthwiseS8Channels args = base;
+      args.channels = std::min(lanes, q.channels - c0);
+      args.x = xb + (image * q.channels + c0) * h * wd, args.y = yb + (image * q.channels + c0) * p;
+      args.w = q.w.data() + c0 * taps, args.w_lanes = q.w_lanes.data() + c0 * taps;
+      args.bias = q.bias.data() + c0, args.multiplier = q.multiplier.data() + c0;
+      args.scratch = scratch;
+      row(args);
     }
   });
   ctx.set_output(0, std::move(y));
   return Status::OK();
 }
 
-// For `eval --verbose`: the rows it runs, e.g. depthwise_s8_avx512+lut256_avx512vbmi.
-std::string DepthwiseKernel(const void* state) {
-  const auto& q = *static_cast<const DepthwiseConv*>(state);
-  std::string name = q.plane->name;
-  if (!q.table.empty()) name += std::string("+") + q.lut->name;
-  return name;
-}
+// For `eval --verbose`: the row it runs, e.g. depthwise_s8_lanes_avx512vbmi.
+std::string DepthwiseKernel(const void* state) { return static_cast<const DepthwiseConv*>(state)->row->name; }
 
 }  // namespace
 

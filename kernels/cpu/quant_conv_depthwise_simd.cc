@@ -7,7 +7,8 @@
 // the sums converted back to int32 and the plane requantized by
 // RequantRowAvx2; the integer body for windows the vector rows do not take.
 // Integer sums and the reference's requantization: every version gives the
-// same bits.
+// same bits. The rows of the depthwise_s8 op up to AVX-512 VNNI run these
+// planes one channel at a time (DepthwiseS8ByPlanes), then the table.
 #include <cstdint>
 
 #include "kernels/cpu/cpu_target.h"
@@ -27,6 +28,39 @@ namespace {
 }  // namespace portable
 
 void DepthwiseS8PlanePortable(const DepthwiseS8Plane& p) { portable::DepthwiseS8PlaneAny(p, RequantRowPortable); }
+
+void DepthwiseS8ByPlanes(const DepthwiseS8Channels& a, void (*plane)(const DepthwiseS8Plane&), Lut256Fn table) {
+  DepthwiseS8Plane p;
+  p.x_signed = a.x_signed, p.x_zero_point = a.x_zero_point, p.y_zero_point = a.y_zero_point, p.y_signed = a.y_signed;
+  p.height = a.height, p.width = a.width, p.out_h = a.out_h, p.out_w = a.out_w;
+  p.kernel_h = a.kernel_h, p.kernel_w = a.kernel_w, p.stride_h = a.stride_h, p.stride_w = a.stride_w;
+  p.dilation_h = a.dilation_h, p.dilation_w = a.dilation_w, p.pad_top = a.pad_top, p.pad_left = a.pad_left;
+  p.scratch = a.scratch;  // DepthwiseS8Channels::ScratchFloats() covers the plane's
+  const int64_t in_plane = a.height * a.width, out_plane = a.out_h * a.out_w, taps = a.kernel_h * a.kernel_w;
+  const uint8_t flip = a.y_signed ? 0x80 : 0;  // table index of an int8 y: its byte ^ 0x80
+  for (int64_t c = 0; c < a.channels; ++c) {
+    auto* y = static_cast<uint8_t*>(a.y) + c * out_plane;
+    p.x = static_cast<const uint8_t*>(a.x) + c * in_plane, p.y = y;
+    p.w = a.w + c * taps, p.bias = a.bias[c], p.multiplier = a.multiplier[c];
+    plane(p);
+    if (a.table != nullptr) table(a.table, flip, y, y, out_plane);
+  }
+}
+
+void DepthwiseS8ChannelsPortable(const DepthwiseS8Channels& a) {
+  DepthwiseS8ByPlanes(a, DepthwiseS8PlanePortable, ApplyTablePortable);
+}
+#if SPARQ_CPU_X86
+void DepthwiseS8ChannelsAvx2(const DepthwiseS8Channels& a) {
+  DepthwiseS8ByPlanes(a, DepthwiseS8PlaneAvx2, ApplyTablePortable);
+}
+void DepthwiseS8ChannelsAvx512(const DepthwiseS8Channels& a) {
+  DepthwiseS8ByPlanes(a, DepthwiseS8PlaneAvx512, ApplyTablePortable);
+}
+void DepthwiseS8ChannelsAvx512Vnni(const DepthwiseS8Channels& a) {
+  DepthwiseS8ByPlanes(a, DepthwiseS8PlaneAvx512Vnni, ApplyTablePortable);
+}
+#endif
 
 #if SPARQ_CPU_X86
 SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX2_FEATURES)

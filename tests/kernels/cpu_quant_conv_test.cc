@@ -124,6 +124,9 @@ TEST(CpuQuantConv, DepthwiseMatchesTheReferenceBitForBit) {
       {"u8 3x3 stride 2, odd width", DataType::kUInt8, 2, 5, 19, 35, 5, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, true, 5},
       {"u8 5x5 stride 2, TF same pads (EfficientNet)", DataType::kUInt8, 2, 6, 14, 14, 6, 5, 5, {2, 2}, {1, 1, 2, 2}, {1, 1}, true, true, 6},
       {"s8 5x5 on 7x7 planes", DataType::kInt8, 1, 8, 7, 7, 8, 5, 5, {1, 1}, {2, 2, 2, 2}, {1, 1}, true, true, 8},
+      // Blocks of 16 channels and a tail (depthwise_s8_lanes), split over images and threads.
+      {"u8 5x5 on 7x7 planes, 40 channels", DataType::kUInt8, 2, 40, 7, 7, 40, 5, 5, {1, 1}, {2, 2, 2, 2}, {1, 1}, true, true, 40},
+      {"s8 3x3 stride 2 on 14x14, 33 channels", DataType::kInt8, 1, 33, 14, 14, 33, 3, 3, {2, 2}, {0, 0, 1, 1}, {1, 1}, true, false, 33},
   };
   std::mt19937 rng(7);
   const std::vector<CpuIsa> isas = testing::IsasOfThisCpu();
@@ -144,6 +147,8 @@ TEST(CpuQuantConv, DepthwiseMatchesTheReferenceBitForBit) {
         auto fast = Executor::Create(m, ExecutorOptions{threads, false});
         ASSERT_TRUE(fast.ok()) << fast.status().ToString();
         EXPECT_EQ(testing::KernelOps((*fast)->NodeKernels().at(0).kernel), "depthwise_s8");
+        if (isa >= CpuIsa::kAvx512Vbmi)  // 16 channels per register from AVX-512 VBMI up
+          EXPECT_EQ((*fast)->NodeKernels().at(0).kernel, "depthwise_s8_lanes_avx512vbmi");
         TensorMap got;
         ASSERT_TRUE((*fast)->Run({{"x", x}}, &got).ok());
         EXPECT_TRUE(got.at("y").Equals(want.at("y"))) << CpuIsaName(isa) << ", " << threads << " threads";

@@ -57,97 +57,139 @@ constexpr DepthwiseCase kDepthwiseCases[] = {
     // TensorFlow "same" padding (1 before, 2 after), rows past 16 columns.
     {7, 7, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {14, 14, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2}, {28, 37, 5, 5, 2, 2, 1, 1, 2, 1, 2, 2},
     {5, 40, 5, 5, 1, 2, 1, 1, 0, 3, 0, 4}, {9, 23, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3}, {9, 50, 3, 7, 1, 2, 1, 1, 1, 2, 1, 2},
-    {3, 4, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},  {13, 20, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1}, {2, 1100, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2}};
+    {3, 4, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},  {13, 20, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1}, {2, 1100, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2},
+    // Planes the lanes kernels take in several bands of output rows (DepthwiseWindow::LanesBandRows).
+    {60, 100, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {57, 90, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2}, {40, 120, 3, 3, 1, 1, 2, 1, 2, 1, 2, 1}};
 
-// FP32 depthwise plane against ConvF32Ref on one channel, then the clamp.
+// FP32 depthwise channels against ConvF32Ref, then the clamp: 1, 16 and 21
+// channels (a block of 16 lanes and a tail) of each geometry.
 void CheckDepthwiseF32(std::mt19937& rng, DepthwiseF32Fn fn) {
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  const int64_t channel_counts[] = {1, 16, 21};
+  int round = 0;
   for (const DepthwiseCase& c : kDepthwiseCases) {
+    const int64_t channels = channel_counts[round++ % 3];
     SCOPED_TRACE("depthwise " + std::to_string(c.h) + "x" + std::to_string(c.w) + " k" + std::to_string(c.kh) + "x" +
-                 std::to_string(c.kw));
+                 std::to_string(c.kw) + ", " + std::to_string(channels) + " channels");
     ConvParams p;
     p.window.kernel = {c.kh, c.kw}, p.window.strides = {c.sh, c.sw}, p.window.dilations = {c.dh, c.dw};
     p.window.pads = {c.pt, c.pl, c.pb, c.pr};
+    p.group = channels;
     Shape y_shape;
-    ASSERT_TRUE(PrepareConv({1, 1, c.h, c.w}, {1, 1, c.kh, c.kw}, AutoPad::kNotSet, &p, &y_shape).ok());
-    std::vector<float> x(static_cast<size_t>(c.h * c.w)), w(static_cast<size_t>(c.kh * c.kw));
+    ASSERT_TRUE(PrepareConv({1, channels, c.h, c.w}, {channels, 1, c.kh, c.kw}, AutoPad::kNotSet, &p, &y_shape).ok());
+    const int64_t taps = c.kh * c.kw;
+    std::vector<float> x(static_cast<size_t>(channels * c.h * c.w)), w(static_cast<size_t>(channels * taps));
+    std::vector<float> bias(static_cast<size_t>(channels));
     for (float& v : x) v = value(rng);
     for (float& v : w) v = value(rng);
-    const float bias = value(rng);
-    std::vector<float> want(static_cast<size_t>(y_shape[2] * y_shape[3]));
-    ConvF32Ref(p, {1, 1, c.h, c.w}, x.data(), {1, 1, c.kh, c.kw}, w.data(), &bias, y_shape, want.data(), nullptr);
-    DepthwiseF32Plane plane;
-    plane.x = x.data(), plane.w = w.data(), plane.bias = bias;
-    plane.height = c.h, plane.width = c.w, plane.out_h = y_shape[2], plane.out_w = y_shape[3];
-    plane.kernel_h = c.kh, plane.kernel_w = c.kw, plane.stride_h = c.sh, plane.stride_w = c.sw;
-    plane.dilation_h = c.dh, plane.dilation_w = c.dw, plane.pad_top = c.pt, plane.pad_left = c.pl;
-    plane.out_min = -0.5f, plane.out_max = 0.75f;
-    std::vector<float> got(want.size());
-    plane.y = got.data();
-    fn(plane);
+    for (float& v : bias) v = value(rng);
+    std::vector<float> want(static_cast<size_t>(channels * y_shape[2] * y_shape[3]));
+    ConvF32Ref(p, {1, channels, c.h, c.w}, x.data(), {channels, 1, c.kh, c.kw}, w.data(), bias.data(), y_shape,
+               want.data(), nullptr);
+    const std::vector<float> w_lanes = PackDepthwiseLanes(w.data(), channels, taps);
+    DepthwiseF32Channels a;
+    a.channels = channels;
+    a.x = x.data(), a.w = w.data(), a.w_lanes = w_lanes.data(), a.bias = bias.data();
+    a.height = c.h, a.width = c.w, a.out_h = y_shape[2], a.out_w = y_shape[3];
+    a.kernel_h = c.kh, a.kernel_w = c.kw, a.stride_h = c.sh, a.stride_w = c.sw;
+    a.dilation_h = c.dh, a.dilation_w = c.dw, a.pad_top = c.pt, a.pad_left = c.pl;
+    a.out_min = -0.5f, a.out_max = 0.75f;
+    std::vector<float> scratch(static_cast<size_t>(a.ScratchFloats()), std::nanf(""));
+    a.scratch = scratch.data();
+    std::vector<float> got(want.size() + 1, 42.0f);
+    a.y = got.data();
+    fn(a);
     float scale = 1.0f;
     for (float v : want) scale = std::max(scale, std::fabs(v));
     for (size_t i = 0; i < want.size(); ++i) {
-      const float clamped = std::min(std::max(want[i], plane.out_min), plane.out_max);
+      const float clamped = std::min(std::max(want[i], a.out_min), a.out_max);
       ASSERT_LE(std::fabs(got[i] - clamped), kF32RelTol * scale) << "element " << i;
     }
+    EXPECT_EQ(got[want.size()], 42.0f) << "wrote past the planes";
   }
 }
 
-// One INT8 depthwise plane against int32 sums of the definition and
-// RequantizeS32Ref, bit for bit: the geometries of CheckDepthwiseF32 and the
-// 7x7 / 14x14 planes of EfficientNet, int8 and uint8 x and y, weights and
-// zero points at the ends of their ranges.
+// INT8 depthwise channels against int32 sums of the definition and
+// RequantizeS32Ref (then the table), bit for bit: the geometries of
+// CheckDepthwiseF32 and the 7x7 / 14x14 planes of EfficientNet, int8 and
+// uint8 x and y, 1, 16 and 21 channels (a block of 16 lanes and a tail),
+// weights and zero points at the ends of their ranges, with and without a
+// table.
 void CheckDepthwiseS8(std::mt19937& rng, DepthwiseS8Fn fn) {
   std::uniform_int_distribution<int> byte(0, 255), weight(-255, 255);
+  const int64_t channel_counts[] = {1, 16, 21};
   for (const DepthwiseCase& c : kDepthwiseCases) {
-    for (int variant = 0; variant < 4; ++variant) {
-      const bool x_signed = variant & 1, y_signed = variant & 2;
+    for (int variant = 0; variant < 8; ++variant) {
+      const bool x_signed = variant & 1, y_signed = variant & 2, with_table = variant & 4;
+      const int64_t channels = channel_counts[(variant + c.kw) % 3];
       SCOPED_TRACE("depthwise " + std::to_string(c.h) + "x" + std::to_string(c.w) + " k" + std::to_string(c.kh) +
                    "x" + std::to_string(c.kw) + " s" + std::to_string(c.sh) + "," + std::to_string(c.sw) +
-                   (x_signed ? " x s8" : " x u8") + (y_signed ? " y s8" : " y u8"));
+                   (x_signed ? " x s8" : " x u8") + (y_signed ? " y s8" : " y u8") + (with_table ? " table" : "") +
+                   ", " + std::to_string(channels) + " channels");
       const int64_t oh = (c.h + c.pt + c.pb - c.dh * (c.kh - 1) - 1) / c.sh + 1;
       const int64_t ow = (c.w + c.pl + c.pr - c.dw * (c.kw - 1) - 1) / c.sw + 1;
-      std::vector<uint8_t> x(static_cast<size_t>(c.h * c.w));
+      const int64_t in_plane = c.h * c.w, out_plane = oh * ow, taps = c.kh * c.kw;
+      std::vector<uint8_t> x(static_cast<size_t>(channels * in_plane));
       for (uint8_t& v : x) v = static_cast<uint8_t>(byte(rng));
-      std::vector<int16_t> w(static_cast<size_t>(c.kh * c.kw));
+      std::vector<int16_t> w(static_cast<size_t>(channels * taps));
       for (int16_t& v : w) v = static_cast<int16_t>(weight(rng));
       w[0] = 255, w[w.size() - 1] = -255;
-      const int32_t x_zp = x_signed ? (variant == 1 ? -128 : 5) : 255 - variant;
-      auto x_at = [&](int64_t i) { return x_signed ? int32_t{static_cast<int8_t>(x[i])} : int32_t{x[i]}; };
-      std::vector<int32_t> acc(static_cast<size_t>(oh * ow), 0);
-      for (int64_t oy = 0; oy < oh; ++oy)
-        for (int64_t ox = 0; ox < ow; ++ox)
-          for (int64_t ky = 0; ky < c.kh; ++ky)
-            for (int64_t kx = 0; kx < c.kw; ++kx) {
-              const int64_t iy = oy * c.sh - c.pt + ky * c.dh, ix = ox * c.sw - c.pl + kx * c.dw;
-              if (iy >= 0 && iy < c.h && ix >= 0 && ix < c.w)
-                acc[oy * ow + ox] += w[ky * c.kw + kx] * (x_at(iy * c.w + ix) - x_zp);
-            }
-      DepthwiseS8Plane plane;
-      plane.x = x.data(), plane.x_signed = x_signed, plane.x_zero_point = x_zp, plane.w = w.data();
-      plane.bias = static_cast<int32_t>(weight(rng)) * 40;
-      // Sums of kh * kw taps spread about 20000 * sqrt(kh * kw): outputs spread some 30 steps, a few saturate.
-      plane.multiplier = 1.0f / static_cast<float>(c.kh * c.kw * 150);
-      plane.y_zero_point = y_signed ? 3 : 120, plane.y_signed = y_signed;
-      plane.height = c.h, plane.width = c.w, plane.out_h = oh, plane.out_w = ow;
-      plane.kernel_h = c.kh, plane.kernel_w = c.kw, plane.stride_h = c.sh, plane.stride_w = c.sw;
-      plane.dilation_h = c.dh, plane.dilation_w = c.dw, plane.pad_top = c.pt, plane.pad_left = c.pl;
-      std::vector<float> scratch(static_cast<size_t>(plane.ScratchFloats()), std::nanf(""));
-      plane.scratch = scratch.data();
-      std::vector<uint8_t> want(acc.size()), got(acc.size() + 1, 0x5a);
-      if (y_signed) {
-        RequantizeS32Ref<int8_t>(oh * ow, acc.data(), &plane.bias, 0, &plane.multiplier, 0, plane.y_zero_point,
-                                 false, reinterpret_cast<int8_t*>(want.data()));
-      } else {
-        RequantizeS32Ref<uint8_t>(oh * ow, acc.data(), &plane.bias, 0, &plane.multiplier, 0, plane.y_zero_point,
-                                  false, want.data());
+      std::vector<int32_t> bias(static_cast<size_t>(channels));
+      std::vector<float> multiplier(static_cast<size_t>(channels));
+      for (int64_t ch = 0; ch < channels; ++ch) {
+        bias[ch] = static_cast<int32_t>(weight(rng)) * 40;
+        // Sums of kh * kw taps spread about 20000 * sqrt(kh * kw): outputs spread some 30 steps, a few saturate.
+        multiplier[ch] = (1.0f + 0.05f * static_cast<float>(ch % 7)) / static_cast<float>(taps * 150);
       }
-      plane.y = got.data();
-      fn(plane);
+      // A bias past float's exact integers (2^24): acc + bias in int32, then one rounding to float.
+      if (variant == 5) bias[channels - 1] = -(1 << 26) + 3;
+      std::vector<uint8_t> table(256);
+      for (uint8_t& v : table) v = static_cast<uint8_t>(byte(rng));
+      const int32_t x_zp = x_signed ? (variant % 4 == 1 ? -128 : 5) : 255 - variant;
+      const int32_t y_zp = y_signed ? 3 : 120;
+      std::vector<uint8_t> want(static_cast<size_t>(channels * out_plane));
+      for (int64_t ch = 0; ch < channels; ++ch) {
+        auto x_at = [&](int64_t i) {
+          const uint8_t b = x[ch * in_plane + i];
+          return x_signed ? int32_t{static_cast<int8_t>(b)} : int32_t{b};
+        };
+        std::vector<int32_t> acc(static_cast<size_t>(out_plane), 0);
+        for (int64_t oy = 0; oy < oh; ++oy)
+          for (int64_t ox = 0; ox < ow; ++ox)
+            for (int64_t ky = 0; ky < c.kh; ++ky)
+              for (int64_t kx = 0; kx < c.kw; ++kx) {
+                const int64_t iy = oy * c.sh - c.pt + ky * c.dh, ix = ox * c.sw - c.pl + kx * c.dw;
+                if (iy >= 0 && iy < c.h && ix >= 0 && ix < c.w)
+                  acc[oy * ow + ox] += w[ch * taps + ky * c.kw + kx] * (x_at(iy * c.w + ix) - x_zp);
+              }
+        uint8_t* out = want.data() + ch * out_plane;
+        if (y_signed) {
+          RequantizeS32Ref<int8_t>(out_plane, acc.data(), &bias[ch], 0, &multiplier[ch], 0, y_zp, false,
+                                   reinterpret_cast<int8_t*>(out));
+        } else {
+          RequantizeS32Ref<uint8_t>(out_plane, acc.data(), &bias[ch], 0, &multiplier[ch], 0, y_zp, false, out);
+        }
+        if (with_table)
+          for (int64_t i = 0; i < out_plane; ++i) out[i] = table[out[i] ^ (y_signed ? 0x80 : 0)];
+      }
+      const std::vector<float> w_lanes = PackDepthwiseLanes(w.data(), channels, taps);
+      DepthwiseS8Channels args;
+      args.x = x.data(), args.x_signed = x_signed, args.x_zero_point = x_zp;
+      args.w = w.data(), args.w_lanes = w_lanes.data(), args.bias = bias.data(), args.multiplier = multiplier.data();
+      args.y_zero_point = y_zp, args.y_signed = y_signed, args.table = with_table ? table.data() : nullptr;
+      args.channels = channels;
+      args.height = c.h, args.width = c.w, args.out_h = oh, args.out_w = ow;
+      args.kernel_h = c.kh, args.kernel_w = c.kw, args.stride_h = c.sh, args.stride_w = c.sw;
+      args.dilation_h = c.dh, args.dilation_w = c.dw, args.pad_top = c.pt, args.pad_left = c.pl;
+      std::vector<float> scratch(static_cast<size_t>(args.ScratchFloats()), std::nanf(""));
+      args.scratch = scratch.data();
+      std::vector<uint8_t> got(want.size() + 1, 0x5a);
+      args.y = got.data();
+      fn(args);
       for (size_t i = 0; i < want.size(); ++i) ASSERT_EQ(got[i], want[i]) << "element " << i;
-      EXPECT_EQ(got[want.size()], 0x5a) << "wrote past the plane";
-      if (want.size() >= 100) EXPECT_GT(std::set<uint8_t>(want.begin(), want.end()).size(), 10u) << "saturated";
+      EXPECT_EQ(got[want.size()], 0x5a) << "wrote past the planes";
+      if (out_plane >= 100 && !with_table)
+        EXPECT_GT(std::set<uint8_t>(want.begin(), want.begin() + out_plane).size(), 10u) << "saturated";
     }
   }
 }

@@ -374,7 +374,8 @@ TEST(QdqGlueFusion, ScalarConstantStepsAndSharedDequantizeJoinTables) {
     // More steps: constant first, Sub, Pow.
     b.Output(b.Q(b.Add("Pow", {b.Add("Sub", {"two", b.Add("Mul", {"sqrt2", x})}), "two"}), "pout"));
     const auto counts = FusedOpCounts(b.model());
-    EXPECT_EQ(counts.at("QLinearLut"), 3);
+    // Erf's table and the + c table that alone reads it compose into one.
+    EXPECT_EQ(counts.at("QLinearLut"), 2);
     EXPECT_EQ(counts.count("Div") + counts.count("Erf") + counts.count("Add") + counts.count("Sub") +
                   counts.count("Pow"),
               0u);
@@ -411,11 +412,15 @@ TEST(QdqGlueFusion, QuantizeAndDequantizeRowsMatchReference) {
 
 // DQ -> Conv -> Q -> DQ -> Relu -> Q: the convolution fuses into QLinearConv,
 // the ReLU into a table, and the table into the convolution
-// (sparq.QLinearConvLut); dense and depthwise, uint8 and int8.
+// (sparq.QLinearConvLut); dense and depthwise, uint8 and int8. With a
+// requantization after it (DQ -> Q, EfficientNet's Pad once folded), the
+// two tables compose into one.
 TEST(QdqGlueFusion, ReluTableFoldsIntoTheConvolution) {
   for (const TypeCase& t : kTypes) {
-    for (int64_t group : {1, 6}) {
-      SCOPED_TRACE(DataTypeName(t.type) + " group " + std::to_string(group));
+    for (int64_t group : {1, 6, -6}) {
+      const bool requantize = group < 0;
+      group = requantize ? -group : group;
+      SCOPED_TRACE(DataTypeName(t.type) + " group " + std::to_string(group) + (requantize ? " requantized" : ""));
       const int64_t c = 6, m = 6;
       std::mt19937 rng(12);
       QdqGraphBuilder b;
@@ -437,13 +442,15 @@ TEST(QdqGlueFusion, ReluTableFoldsIntoTheConvolution) {
           {b.Dq("x", "px"), b.Add("DequantizeLinear", {"w", "w_scale", "w_zp"}),
            b.Add("DequantizeLinear", {"b", "b_scale", "b_zp"})},
           {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Int("group", group)});
-      b.Output(b.Q(b.Add("Relu", {b.Dq(b.Q(conv, "py"), "py")}), "pr"));
+      const std::string relu = b.Q(b.Add("Relu", {b.Dq(b.Q(conv, "py"), "py")}), "pr");
+      if (requantize) b.Params("pq", 0.033f, t.zp_out / 2, t.type);
+      b.Output(requantize ? b.Q(b.Dq(relu, "pr"), "pq") : relu);
       auto fused = Create(b.model(), /*reference=*/false, 1);
       ASSERT_NE(fused, nullptr);
       ASSERT_EQ(fused->NodeKernels().size(), 1u);
       EXPECT_EQ(fused->NodeKernels()[0].op_type, "QLinearConvLut");
       EXPECT_EQ(testing::KernelOps(fused->NodeKernels()[0].kernel),
-                group == 1 ? "gemm_s8+lut256" : "depthwise_s8+lut256");
+                group == 1 ? "gemm_s8+lut256" : "depthwise_s8");  // the depthwise rows apply the table
       const TensorMap in = {{"x", RandomBytes(t.type, {2, c, 9, 11}, 14)}};
       ExpectFusedBitExact(b.model(), in, /*fused_reference=*/true);
       // Against the float graph: the integer convolution's one-step differences only.
