@@ -1,0 +1,252 @@
+// INT8 convolution in NCHW (conv_s8): the ISA-independent driver and the
+// portable tile. Per image:
+//
+//   x [C, H, W] ──unfold──> col [K, P]        rows (c, ky, kx), columns (oy, ox); a 1x1
+//                                             stride-1 convolution without padding reads x itself
+//        ──pack──> blocks of 16 positions     (internal.h: ConvS8Tile; u8 quads or s16 pairs)
+//        ──tiles──> y [M, P] bytes            8 channels x 32 positions per tile, the
+//                                             requantization in registers, then the table
+//
+// The output is the NCHW image itself: no transposition and no int32
+// round trip through memory. Threads split the (channel, position) grid into
+// tasks; every output byte comes from one task with the whole K summed in a
+// fixed order, so every thread count gives the same bytes.
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/internal.h"
+#include "kernels/ref/quantize.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace sparq {
+namespace cpu {
+
+namespace {
+
+constexpr int kBlock = 16;         // positions per block (one zmm of u8 quads)
+constexpr int kStepBytes = 64;     // bytes per block and step
+constexpr int kTileChannels = 8;   // channels per tile
+constexpr int kTileBlocks = 2;     // blocks per tile
+constexpr int64_t kTaskChannelTiles = 8;  // 64 channels per task
+constexpr int64_t kTaskPositionTiles = 8;  // 256 positions per task
+
+// Work buffers, kept by the calling thread from run to run (fresh ones come
+// from mmap and cost a page fault per 4 KiB on every run).
+template <typename T>
+T* Reserve(std::vector<T>& v, int64_t size) {
+  if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
+  return v.data();
+}
+
+// Rows [r0, r1) of col [K, P] (row r = (ch, ky, kx)) from the image xi; taps
+// outside the image hold `pad` (x's zero point).
+void Unfold(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t r0, int64_t r1, uint8_t* col) {
+  const int64_t p = g.out_size(), taps = g.kernel_h * g.kernel_w;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t ch = r / taps, ky = r % taps / g.kernel_w, kx = r % g.kernel_w;
+    uint8_t* row = col + r * p;
+    // Output columns [ox_begin, ox_end) read inside the image row; the others are padding.
+    const int64_t ix0 = kx * g.dilation_w - g.pad_left;  // ix of ox = 0
+    const int64_t ox_begin = std::min(g.out_w, ix0 >= 0 ? 0 : (-ix0 + g.stride_w - 1) / g.stride_w);
+    const int64_t ox_end =
+        std::max(ox_begin, std::min(g.out_w, g.width - ix0 <= 0 ? 0 : (g.width - ix0 - 1) / g.stride_w + 1));
+    for (int64_t oy = 0; oy < g.out_h; ++oy) {
+      const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
+      if (iy < 0 || iy >= g.height) {
+        row = std::fill_n(row, g.out_w, pad);
+        continue;
+      }
+      const uint8_t* src = xi + (ch * g.height + iy) * g.width;
+      row = std::fill_n(row, ox_begin, pad);
+      if (g.stride_w == 1) {
+        row = std::copy(src + ix0 + ox_begin, src + ix0 + ox_end, row);
+      } else {
+        for (int64_t ox = ox_begin; ox < ox_end; ++ox) *row++ = src[ix0 + ox * g.stride_w];
+      }
+      row = std::fill_n(row, g.out_w - ox_end, pad);
+    }
+  }
+}
+
+// Packs blocks [b0, b1) of col [K, P] (row stride p) into `packed` (layout:
+// internal.h, ConvS8Tile). u8: x_u = byte ^ flip; s16: x_u - za_u.
+void PackBlocks(const uint8_t* col, int64_t k, int64_t p, int64_t steps, bool s16, uint8_t flip, int32_t za_u,
+                int64_t b0, int64_t b1, uint8_t* packed) {
+  const int rows_per_step = s16 ? 2 : 4;
+  for (int64_t b = b0; b < b1; ++b) {
+    const int64_t p0 = b * kBlock, n = std::min<int64_t>(kBlock, p - p0);
+    uint8_t* dst = packed + b * steps * kStepBytes;
+    for (int64_t s = 0; s < steps; ++s, dst += kStepBytes) {
+      const int64_t r0 = s * rows_per_step;
+      const int rows = static_cast<int>(std::min<int64_t>(rows_per_step, k - r0));
+#if defined(__SSE2__)
+      if (n == kBlock) {
+        const __m128i f = _mm_set1_epi8(static_cast<char>(flip)), zero = _mm_setzero_si128();
+        __m128i v[4];
+        for (int r = 0; r < rows_per_step; ++r) {
+          v[r] = r < rows ? _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + (r0 + r) * p + p0)), f)
+                          : zero;
+        }
+        __m128i o[4];
+        if (!s16) {  // 4 rows of 16 bytes -> 16 quads
+          const __m128i ab_lo = _mm_unpacklo_epi8(v[0], v[1]), ab_hi = _mm_unpackhi_epi8(v[0], v[1]);
+          const __m128i cd_lo = _mm_unpacklo_epi8(v[2], v[3]), cd_hi = _mm_unpackhi_epi8(v[2], v[3]);
+          o[0] = _mm_unpacklo_epi16(ab_lo, cd_lo), o[1] = _mm_unpackhi_epi16(ab_lo, cd_lo);
+          o[2] = _mm_unpacklo_epi16(ab_hi, cd_hi), o[3] = _mm_unpackhi_epi16(ab_hi, cd_hi);
+        } else {  // 2 rows of 16 bytes -> 16 pairs of int16 x_u - za_u (a missing row: 0)
+          const __m128i za = _mm_set1_epi16(static_cast<int16_t>(za_u));
+          const __m128i za_b = rows > 1 ? za : zero;
+          const __m128i a_lo = _mm_sub_epi16(_mm_unpacklo_epi8(v[0], zero), za);
+          const __m128i a_hi = _mm_sub_epi16(_mm_unpackhi_epi8(v[0], zero), za);
+          const __m128i b_lo = _mm_sub_epi16(_mm_unpacklo_epi8(v[1], zero), za_b);
+          const __m128i b_hi = _mm_sub_epi16(_mm_unpackhi_epi8(v[1], zero), za_b);
+          o[0] = _mm_unpacklo_epi16(a_lo, b_lo), o[1] = _mm_unpackhi_epi16(a_lo, b_lo);
+          o[2] = _mm_unpacklo_epi16(a_hi, b_hi), o[3] = _mm_unpackhi_epi16(a_hi, b_hi);
+        }
+        for (int q = 0; q < 4; ++q) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * q), o[q]);
+        continue;
+      }
+#endif
+      std::memset(dst, 0, kStepBytes);
+      for (int64_t i = 0; i < n; ++i) {
+        for (int r = 0; r < rows; ++r) {
+          const uint8_t u = col[(r0 + r) * p + p0 + i] ^ flip;
+          if (s16) {
+            const int16_t v = static_cast<int16_t>(u - za_u);
+            std::memcpy(dst + 4 * i + 2 * r, &v, sizeof(v));
+          } else {
+            dst[4 * i + r] = u;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The portable tile: plain loops over both step layouts, RequantizeS32Ref per row.
+void TilePortable(const ConvS8Tile& t) {
+  int32_t acc[kBlock * kTileBlocks];
+  for (int c = 0; c < t.channels; ++c) {
+    const uint8_t* w = t.w + 4 * c;
+    for (int i = 0; i < t.positions; ++i) {
+      const uint8_t* x = t.col + (i / kBlock) * t.block_stride + 4 * (i % kBlock);
+      uint32_t sum = 0;  // wraps mod 2^32 like the reference's int32 sums
+      for (int64_t s = 0; s < t.steps; ++s) {
+        const uint8_t* xs = x + s * kStepBytes;
+        const uint8_t* ws = w + s * kStepBytes;
+        if (t.s16) {
+          for (int q = 0; q < 2; ++q) {
+            int16_t xv, wv;
+            std::memcpy(&xv, xs + 2 * q, sizeof(xv));
+            std::memcpy(&wv, ws + 2 * q, sizeof(wv));
+            sum += static_cast<uint32_t>(int32_t{xv} * int32_t{wv});
+          }
+        } else {
+          for (int q = 0; q < 4; ++q)
+            sum += static_cast<uint32_t>(int32_t{xs[q]} * int32_t{static_cast<int8_t>(ws[q])});
+        }
+      }
+      acc[i] = static_cast<int32_t>(sum + static_cast<uint32_t>(t.offset[c]));
+    }
+    uint8_t* y = t.y + c * t.ld_y;
+    if (t.out_signed) {
+      RequantizeS32Ref<int8_t>(t.positions, acc, nullptr, 0, t.multiplier + c, 0, t.zero_point, false,
+                               reinterpret_cast<int8_t*>(y));
+    } else {
+      RequantizeS32Ref<uint8_t>(t.positions, acc, nullptr, 0, t.multiplier + c, 0, t.zero_point, false, y);
+    }
+  }
+}
+
+}  // namespace
+
+void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile) {
+  const PackedGemmS8& w = *args.w;
+  const ConvGeometry& g = args.conv;
+  const bool s16 = w.format == PackedFormat::kPanel16x2S16;
+  const int64_t m = w.n, k = w.k, p = g.out_size(), steps = w.k_padded / w.step();
+  const int64_t blocks = (p + kBlock - 1) / kBlock;
+  const int64_t image_in = g.channels * g.height * g.width, image_out = m * p;
+  const bool direct = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
+                      g.pad_left == 0 && g.out_h == g.height && g.out_w == g.width;
+  const uint8_t flip = args.x_signed ? 0x80 : 0;
+  const int32_t za_u = args.x_zero_point + (args.x_signed ? 128 : 0);
+
+  thread_local std::vector<int32_t> offset_buffer;
+  thread_local std::vector<uint8_t> col_buffer, packed_buffer;
+  int32_t* const offset = Reserve(offset_buffer, m);
+  for (int64_t o = 0; o < m; ++o) {  // mod 2^32, as the sums are
+    uint32_t v = args.bias != nullptr ? static_cast<uint32_t>(args.bias[o]) : 0u;
+    if (!s16) v -= static_cast<uint32_t>(za_u) * static_cast<uint32_t>(w.col_sums[o]);
+    offset[o] = static_cast<int32_t>(v);
+  }
+  uint8_t* const col = direct ? nullptr : Reserve(col_buffer, k * p);
+  uint8_t* const packed = Reserve(packed_buffer, blocks * steps * kStepBytes);
+  const auto* w_data = s16 ? reinterpret_cast<const uint8_t*>(w.data_s16.data())
+                           : reinterpret_cast<const uint8_t*>(w.data_s8.data());
+  const int64_t panel_bytes = steps * kStepBytes;
+  const int64_t channel_tiles = (m + kTileChannels - 1) / kTileChannels;
+  const int64_t position_tiles = (blocks + kTileBlocks - 1) / kTileBlocks;
+  const int64_t channel_tasks = (channel_tiles + kTaskChannelTiles - 1) / kTaskChannelTiles;
+  const int64_t position_tasks = (position_tiles + kTaskPositionTiles - 1) / kTaskPositionTiles;
+
+  for (int64_t img = 0; img < args.batch; ++img) {
+    const uint8_t* xi = static_cast<const uint8_t*>(args.x) + img * image_in;
+    uint8_t* yi = static_cast<uint8_t*>(args.y) + img * image_out;
+    const uint8_t* rows = xi;
+    if (!direct) {
+      ParallelFor(args.pool, k, 4, [&](int64_t r0, int64_t r1) {
+        Unfold(g, xi, static_cast<uint8_t>(args.x_zero_point), r0, r1, col);
+      });
+      rows = col;
+    }
+    ParallelFor(args.pool, blocks, 8, [&](int64_t b0, int64_t b1) {
+      PackBlocks(rows, k, p, steps, s16, flip, za_u, b0, b1, packed);
+    });
+    ParallelFor(args.pool, channel_tasks * position_tasks, 1, [&](int64_t t0, int64_t t1) {
+      for (int64_t task = t0; task < t1; ++task) {
+        const int64_t ct0 = task / position_tasks * kTaskChannelTiles;
+        const int64_t ct1 = std::min(channel_tiles, ct0 + kTaskChannelTiles);
+        const int64_t pt0 = task % position_tasks * kTaskPositionTiles;
+        const int64_t pt1 = std::min(position_tiles, pt0 + kTaskPositionTiles);
+        ConvS8Tile t;
+        t.steps = steps;
+        t.block_stride = steps * kStepBytes;
+        t.s16 = s16;
+        t.zero_point = args.y_zero_point;
+        t.out_signed = args.y_signed;
+        t.ld_y = p;
+        for (int64_t pt = pt0; pt < pt1; ++pt) {
+          const int64_t block = pt * kTileBlocks, p0 = block * kBlock;
+          t.col = packed + block * steps * kStepBytes;
+          t.blocks = static_cast<int>(std::min<int64_t>(kTileBlocks, blocks - block));
+          t.positions = static_cast<int>(std::min<int64_t>(kBlock * kTileBlocks, p - p0));
+          for (int64_t ct = ct0; ct < ct1; ++ct) {
+            const int64_t c0 = ct * kTileChannels;
+            t.w = w_data + (c0 / PackedGemmS8::kPanelWidth) * panel_bytes + (c0 % PackedGemmS8::kPanelWidth) * 4;
+            t.channels = static_cast<int>(std::min<int64_t>(kTileChannels, m - c0));
+            t.offset = offset + c0;
+            t.multiplier = args.multiplier + c0;
+            t.y = yi + c0 * p + p0;
+            tile(t);
+          }
+        }
+        if (args.table != nullptr) {  // the table over this task's outputs, still in cache
+          const int64_t p0 = pt0 * kTileBlocks * kBlock, p1 = std::min(p, pt1 * kTileBlocks * kBlock);
+          for (int64_t o = ct0 * kTileChannels; o < std::min(m, ct1 * kTileChannels); ++o) {
+            args.apply_table(args.table, args.table_flip, yi + o * p + p0, yi + o * p + p0, p1 - p0);
+          }
+        }
+      }
+    });
+  }
+}
+
+void ConvS8Portable(const ConvS8Args& args) { ConvS8Driver(args, TilePortable); }
+
+}  // namespace cpu
+}  // namespace sparq

@@ -1,0 +1,123 @@
+// conv_s8_nchw_avx512vnni: the register tile of the NCHW INT8 convolution
+// (driver and layouts: conv_s8.cc, internal.h ConvS8Tile) on vpdpbusd, with
+// the requantization in registers.
+//
+// Tile: 8 channels x 2 blocks (32 positions) = 16 zmm accumulators. Per step
+// of 4 k: 2 loads of activations (64 bytes each: 16 positions x 4 u8), 8
+// broadcasts of weights (4 int8 of one channel), 16 vpdpbusd. The output
+// stage adds the channel's offset, scales, rounds (ties to even), clamps and
+// narrows to 16 bytes per (channel, block), stored straight into the NCHW row.
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/cpu_target.h"
+#include "kernels/cpu/internal.h"
+
+#if SPARQ_CPU_X86
+#include <immintrin.h>
+
+namespace sparq {
+namespace cpu {
+
+SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX512VNNI_FEATURES)
+
+namespace {
+
+inline int32_t LoadS32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// The steps of RequantizeS32Ref for 16 accumulators of one channel (see
+// RequantRowAvx512), stored as `count` bytes.
+struct Requant {
+  __m512 real_lo, real_hi;
+  __m512i q_lo, q_hi, zp;
+
+  Requant(int32_t zero_point, bool out_signed) {
+    const int32_t lo = out_signed ? -128 : 0, hi = out_signed ? 127 : 255;
+    real_lo = _mm512_set1_ps(static_cast<float>(lo - zero_point));
+    real_hi = _mm512_set1_ps(static_cast<float>(hi - zero_point));
+    q_lo = _mm512_set1_epi32(lo), q_hi = _mm512_set1_epi32(hi), zp = _mm512_set1_epi32(zero_point);
+  }
+  void Store(__m512i acc, int32_t offset, float multiplier, uint8_t* dst, int count) const {
+    const __m512i v = _mm512_add_epi32(acc, _mm512_set1_epi32(offset));
+    __m512 real = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(multiplier));
+    real = _mm512_mask_mov_ps(real, _mm512_cmp_ps_mask(real, real, _CMP_UNORD_Q), _mm512_setzero_ps());  // NaN -> zp
+    __m512 rounded = _mm512_roundscale_ps(real, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    rounded = _mm512_min_ps(_mm512_max_ps(rounded, real_lo), real_hi);
+    __m512i q = _mm512_add_epi32(_mm512_cvttps_epi32(rounded), zp);
+    q = _mm512_min_epi32(_mm512_max_epi32(q, q_lo), q_hi);
+    if (count >= 16) {  // unmasked: the masked vpmovdb to memory is several times slower
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(q));
+    } else if (count > 0) {
+      _mm_mask_storeu_epi8(dst, static_cast<__mmask16>((1u << count) - 1), _mm512_cvtepi32_epi8(q));
+    }
+  }
+};
+
+// Named accumulators, not an array: GCC 12 spills an array of them (see
+// gemm_s8_avx512vnni.cc).
+#define SPARQ_CONV_CH2(c)                                              \
+  {                                                                    \
+    const __m512i wb = _mm512_set1_epi32(LoadS32(ws + 4 * (c)));       \
+    a##c##0 = _mm512_dpbusd_epi32(a##c##0, x0, wb);                    \
+    a##c##1 = _mm512_dpbusd_epi32(a##c##1, x1, wb);                    \
+  }
+#define SPARQ_CONV_CH1(c)                                              \
+  {                                                                    \
+    const __m512i wb = _mm512_set1_epi32(LoadS32(ws + 4 * (c)));       \
+    a##c##0 = _mm512_dpbusd_epi32(a##c##0, x0, wb);                    \
+  }
+
+void Tile(const ConvS8Tile& t) {
+  const __m512i z = _mm512_setzero_si512();
+  __m512i a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
+  __m512i a40 = z, a41 = z, a50 = z, a51 = z, a60 = z, a61 = z, a70 = z, a71 = z;
+  const uint8_t* w = t.w;
+  const uint8_t* x = t.col;
+  if (t.blocks == 2) {
+    const uint8_t* x_second = x + t.block_stride;
+    for (int64_t s = 0; s < t.steps; ++s) {
+      const __m512i x0 = _mm512_loadu_si512(x + s * 64);
+      const __m512i x1 = _mm512_loadu_si512(x_second + s * 64);
+      const uint8_t* ws = w + s * 64;
+      // clang-format off
+      SPARQ_CONV_CH2(0) SPARQ_CONV_CH2(1) SPARQ_CONV_CH2(2) SPARQ_CONV_CH2(3)
+      SPARQ_CONV_CH2(4) SPARQ_CONV_CH2(5) SPARQ_CONV_CH2(6) SPARQ_CONV_CH2(7)
+      // clang-format on
+    }
+  } else {
+    for (int64_t s = 0; s < t.steps; ++s) {
+      const __m512i x0 = _mm512_loadu_si512(x + s * 64);
+      const uint8_t* ws = w + s * 64;
+      // clang-format off
+      SPARQ_CONV_CH1(0) SPARQ_CONV_CH1(1) SPARQ_CONV_CH1(2) SPARQ_CONV_CH1(3)
+      SPARQ_CONV_CH1(4) SPARQ_CONV_CH1(5) SPARQ_CONV_CH1(6) SPARQ_CONV_CH1(7)
+      // clang-format on
+    }
+  }
+  const __m512i acc[8][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31},
+                             {a40, a41}, {a50, a51}, {a60, a61}, {a70, a71}};
+  const Requant rq(t.zero_point, t.out_signed);
+  for (int c = 0; c < t.channels; ++c) {
+    uint8_t* y = t.y + c * t.ld_y;
+    rq.Store(acc[c][0], t.offset[c], t.multiplier[c], y, t.positions);
+    if (t.blocks == 2) rq.Store(acc[c][1], t.offset[c], t.multiplier[c], y + 16, t.positions - 16);
+  }
+}
+
+#undef SPARQ_CONV_CH2
+#undef SPARQ_CONV_CH1
+
+}  // namespace
+
+void ConvS8Avx512Vnni(const ConvS8Args& args) { ConvS8Driver(args, Tile); }
+
+SPARQ_CPU_TARGET_END
+
+}  // namespace cpu
+}  // namespace sparq
+
+#endif  // SPARQ_CPU_X86
