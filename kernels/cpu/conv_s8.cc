@@ -12,6 +12,7 @@
 // tasks; every output byte comes from one task with the whole K summed in a
 // fixed order, so every thread count gives the same bytes.
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 #include <vector>
 
@@ -184,6 +185,8 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile) {
     if (!s16) v -= static_cast<uint32_t>(za_u) * static_cast<uint32_t>(w.col_sums[o]);
     offset[o] = static_cast<int32_t>(v);
   }
+  bool multipliers_finite = true;
+  for (int64_t o = 0; o < m; ++o) multipliers_finite = multipliers_finite && std::isfinite(args.multiplier[o]);
   uint8_t* const col = direct ? nullptr : Reserve(col_buffer, k * p);
   uint8_t* const packed = Reserve(packed_buffer, blocks * steps * kStepBytes);
   const auto* w_data = s16 ? reinterpret_cast<const uint8_t*>(w.data_s16.data())
@@ -217,6 +220,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile) {
         t.steps = steps;
         t.block_stride = steps * kStepBytes;
         t.s16 = s16;
+        t.multipliers_finite = multipliers_finite;
         t.zero_point = args.y_zero_point;
         t.out_signed = args.y_signed;
         t.ld_y = p;

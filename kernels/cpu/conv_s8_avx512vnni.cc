@@ -29,26 +29,34 @@ inline int32_t LoadS32(const void* p) {
   return v;
 }
 
-// The steps of RequantizeS32Ref for 16 accumulators of one channel (see
-// RequantRowAvx512), stored as `count` bytes.
+// RequantizeS32Ref for 16 accumulators of one channel, stored as `count`
+// bytes. The same value in fewer steps than RequantRowAvx512: clamping
+// before rounding gives the same integer (the bounds are integers and
+// rounding is monotone), the conversion rounds to nearest even by its
+// embedded rounding (not MXCSR's mode), and the clamped value plus the zero
+// point already lies in the type's range. A NaN product (only possible with
+// a non-finite multiplier) becomes the zero point, as in the reference.
 struct Requant {
   __m512 real_lo, real_hi;
-  __m512i q_lo, q_hi, zp;
+  __m512i zp;
+  bool nan_possible;
 
-  Requant(int32_t zero_point, bool out_signed) {
+  Requant(int32_t zero_point, bool out_signed, bool multipliers_finite) {
     const int32_t lo = out_signed ? -128 : 0, hi = out_signed ? 127 : 255;
     real_lo = _mm512_set1_ps(static_cast<float>(lo - zero_point));
     real_hi = _mm512_set1_ps(static_cast<float>(hi - zero_point));
-    q_lo = _mm512_set1_epi32(lo), q_hi = _mm512_set1_epi32(hi), zp = _mm512_set1_epi32(zero_point);
+    zp = _mm512_set1_epi32(zero_point);
+    nan_possible = !multipliers_finite;
   }
   void Store(__m512i acc, int32_t offset, float multiplier, uint8_t* dst, int count) const {
     const __m512i v = _mm512_add_epi32(acc, _mm512_set1_epi32(offset));
     __m512 real = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(multiplier));
-    real = _mm512_mask_mov_ps(real, _mm512_cmp_ps_mask(real, real, _CMP_UNORD_Q), _mm512_setzero_ps());  // NaN -> zp
-    __m512 rounded = _mm512_roundscale_ps(real, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
-    rounded = _mm512_min_ps(_mm512_max_ps(rounded, real_lo), real_hi);
-    __m512i q = _mm512_add_epi32(_mm512_cvttps_epi32(rounded), zp);
-    q = _mm512_min_epi32(_mm512_max_epi32(q, q_lo), q_hi);
+    if (nan_possible) {
+      real = _mm512_mask_mov_ps(real, _mm512_cmp_ps_mask(real, real, _CMP_UNORD_Q), _mm512_setzero_ps());
+    }
+    real = _mm512_min_ps(_mm512_max_ps(real, real_lo), real_hi);
+    const __m512i q =
+        _mm512_add_epi32(_mm512_cvt_roundps_epi32(real, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zp);
     if (count >= 16) {  // unmasked: the masked vpmovdb to memory is several times slower
       _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(q));
     } else if (count > 0) {
@@ -100,7 +108,7 @@ void Tile(const ConvS8Tile& t) {
   }
   const __m512i acc[8][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31},
                              {a40, a41}, {a50, a51}, {a60, a61}, {a70, a71}};
-  const Requant rq(t.zero_point, t.out_signed);
+  const Requant rq(t.zero_point, t.out_signed, t.multipliers_finite);
   for (int c = 0; c < t.channels; ++c) {
     uint8_t* y = t.y + c * t.ld_y;
     rq.Store(acc[c][0], t.offset[c], t.multiplier[c], y, t.positions);

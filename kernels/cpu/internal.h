@@ -210,6 +210,7 @@ struct ConvS8Tile {
   bool s16 = false;              // panel16x2_s16 steps (else panel16x4_s8)
   const int32_t* offset = nullptr;    // [channels]
   const float* multiplier = nullptr;  // [channels]
+  bool multipliers_finite = false;    // every multiplier of the call is finite (no NaN products)
   int32_t zero_point = 0;
   bool out_signed = false;
   uint8_t* y = nullptr;  // channel c, position i at y[c * ld_y + i]

@@ -247,7 +247,8 @@ Status RunQuantConv(OpContext& ctx) {
     args.conv.kernel_h = q.kh, args.conv.kernel_w = q.kw;
     args.conv.stride_h = q.stride_h, args.conv.stride_w = q.stride_w;
     args.conv.dilation_h = q.dil_h, args.conv.dilation_w = q.dil_w;
-    args.conv.pad_top = q.pad_t, args.conv.pad_left = q.pad_l, args.conv.pad_bottom = q.pad_b, args.conv.pad_right = q.pad_r;
+    args.conv.pad_top = q.pad_t, args.conv.pad_left = q.pad_l;
+    args.conv.pad_bottom = q.pad_b, args.conv.pad_right = q.pad_r;
     args.conv.out_h = ho, args.conv.out_w = wo;
     args.batch = n;
     args.x = x.raw_data();

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <set>
 #include <string>
@@ -27,6 +28,7 @@ struct ConvS8Case {
   int64_t batch, c, h, w, m, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
   bool x_signed, y_signed, bias, table;
   bool w_zp = false;  // per-channel weight zero points (panel16x2_s16 only)
+  bool nonfinite = false;  // channels 0-2 with multipliers inf, NaN, -inf (NaN products give the zero point)
 };
 
 const std::vector<ConvS8Case>& Cases() {
@@ -41,6 +43,7 @@ const std::vector<ConvS8Case>& Cases() {
       {"1x1, 2 x 7 tasks",                      1,  8, 40, 40, 72, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, false, true,  true},
       {"3x3 stride 2 stem, 3 channels",         1,  3, 23, 21, 32, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, false, true,  true,  false},
       {"5x3 stride (1, 2), w zero points",      1,  6,  8, 12, 13, 5, 3, 1, 2, 1, 1, 2, 1, 2, 1, true,  false, true,  false, true},
+      {"1x1, non-finite multipliers",           1,  5,  6,  6, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true,  false, false, false, true},
   };
   return cases;
 }
@@ -83,6 +86,14 @@ Data MakeData(std::mt19937& rng, const ConvS8Case& cc, bool w_zp) {
   const float base = 50.0f / (74.0f * 74.0f * std::sqrt(static_cast<float>(k)));
   d.multiplier.resize(static_cast<size_t>(cc.m));
   for (int64_t o = 0; o < cc.m; ++o) d.multiplier[o] = base * (1.0f + 0.0731f * static_cast<float>(o % 9));
+  if (cc.nonfinite) {
+    d.multiplier[0] = std::numeric_limits<float>::infinity();
+    d.multiplier[1] = std::numeric_limits<float>::quiet_NaN();
+    d.multiplier[2] = -std::numeric_limits<float>::infinity();
+    // Zero sums (0 * inf = NaN) on some positions: x at its zero point in every channel.
+    for (int64_t ch = 0; ch < cc.c; ++ch)
+      for (int64_t i = 0; i < 7; ++i) d.x[ch * cc.h * cc.w + i] = static_cast<uint8_t>(d.x_zp);
+  }
   if (cc.table) {
     d.table.resize(256);
     for (uint8_t& t : d.table) t = static_cast<uint8_t>(byte(rng));
@@ -168,7 +179,7 @@ void Check(std::mt19937& rng, const ConvS8Case& cc, PackedFormat format, ConvS8F
     EXPECT_EQ(std::string(name), expected_name);
   }
   // The data exercise the requantization, not only its saturation.
-  if (!cc.table) EXPECT_GT(std::set<uint8_t>(d.want.begin(), d.want.end()).size(), 30u);
+  if (!cc.table && !cc.nonfinite) EXPECT_GT(std::set<uint8_t>(d.want.begin(), d.want.end()).size(), 30u);
   for (size_t i = 0; i < d.want.size(); ++i) ASSERT_EQ(int{y[i]}, int{d.want[i]}) << "output byte " << i;
   for (size_t i = d.want.size(); i < y.size(); ++i) ASSERT_EQ(y[i], 0xA5) << "wrote past the output";
 }
