@@ -45,30 +45,75 @@ T* Reserve(std::vector<T>& v, int64_t size) {
 
 // Rows [r0, r1) of col [K, P] (row r = (ch, ky, kx)) from the image xi; taps
 // outside the image hold `pad` (x's zero point).
+//
+// A stride-1 convolution whose output has the input's size ("same" padding)
+// reads, for each row, the channel's plane shifted by the tap's offset: one
+// copy of the plane, then the rows and columns that fell outside set to
+// `pad`. Other geometries copy each output row's run.
 void Unfold(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t r0, int64_t r1, uint8_t* col) {
-  const int64_t p = g.out_size(), taps = g.kernel_h * g.kernel_w;
+  const int64_t p = g.out_size(), taps = g.kernel_h * g.kernel_w, plane = g.height * g.width;
+  const bool same = g.stride_h == 1 && g.stride_w == 1 && g.out_h == g.height && g.out_w == g.width;
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t ch = r / taps, ky = r % taps / g.kernel_w, kx = r % g.kernel_w;
     uint8_t* row = col + r * p;
+    const uint8_t* src_plane = xi + ch * plane;
+    const int64_t dy = ky * g.dilation_h - g.pad_top, dx = kx * g.dilation_w - g.pad_left;  // input = output + (dy, dx)
+    if (same) {
+      // Output rows [oy0, oy1) read input rows oy + dy inside the image.
+      const int64_t oy0 = std::min(g.out_h, std::max<int64_t>(0, -dy));
+      const int64_t oy1 = std::max(oy0, std::min(g.out_h, g.height - dy));
+      std::memset(row, pad, static_cast<size_t>(oy0 * g.out_w));
+      std::memset(row + oy1 * g.out_w, pad, static_cast<size_t>((g.out_h - oy1) * g.out_w));
+      if (oy1 > oy0) {
+        // dst[i] = src_plane[i + shift] over the rows, clipped to the plane; the
+        // columns that wrapped into a neighbouring row are padding below.
+        const int64_t shift = dy * g.width + dx;
+        const int64_t begin = std::max(oy0 * g.out_w, -shift), end = std::min(oy1 * g.out_w, plane - shift);
+        if (end > begin) std::memcpy(row + begin, src_plane + begin + shift, static_cast<size_t>(end - begin));
+        const int64_t left = std::min(g.out_w, std::max<int64_t>(0, -dx));              // columns ox < -dx
+        const int64_t right = std::min(g.out_w, std::max<int64_t>(0, dx));               // columns ox >= w - dx
+        for (int64_t oy = oy0; oy < oy1; ++oy) {
+          uint8_t* out_row = row + oy * g.out_w;
+          for (int64_t i = 0; i < left; ++i) out_row[i] = pad;
+          for (int64_t i = g.out_w - right; i < g.out_w; ++i) out_row[i] = pad;
+        }
+        // Clipped ends of the copy (only inside padding columns or rows).
+        for (int64_t i = oy0 * g.out_w; i < begin; ++i) row[i] = pad;
+        for (int64_t i = std::max(begin, end); i < oy1 * g.out_w; ++i) row[i] = pad;
+      }
+      continue;
+    }
     // Output columns [ox_begin, ox_end) read inside the image row; the others are padding.
-    const int64_t ix0 = kx * g.dilation_w - g.pad_left;  // ix of ox = 0
-    const int64_t ox_begin = std::min(g.out_w, ix0 >= 0 ? 0 : (-ix0 + g.stride_w - 1) / g.stride_w);
+    const int64_t ox_begin = std::min(g.out_w, dx >= 0 ? 0 : (-dx + g.stride_w - 1) / g.stride_w);
     const int64_t ox_end =
-        std::max(ox_begin, std::min(g.out_w, g.width - ix0 <= 0 ? 0 : (g.width - ix0 - 1) / g.stride_w + 1));
+        std::max(ox_begin, std::min(g.out_w, g.width - dx <= 0 ? 0 : (g.width - dx - 1) / g.stride_w + 1));
     for (int64_t oy = 0; oy < g.out_h; ++oy) {
-      const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
+      const int64_t iy = oy * g.stride_h + dy;
       if (iy < 0 || iy >= g.height) {
-        row = std::fill_n(row, g.out_w, pad);
+        std::memset(row, pad, static_cast<size_t>(g.out_w));
+        row += g.out_w;
         continue;
       }
-      const uint8_t* src = xi + (ch * g.height + iy) * g.width;
-      row = std::fill_n(row, ox_begin, pad);
+      const uint8_t* src = src_plane + iy * g.width + dx;
+      for (int64_t ox = 0; ox < ox_begin; ++ox) *row++ = pad;
+      int64_t ox = ox_begin;
       if (g.stride_w == 1) {
-        row = std::copy(src + ix0 + ox_begin, src + ix0 + ox_end, row);
-      } else {
-        for (int64_t ox = ox_begin; ox < ox_end; ++ox) *row++ = src[ix0 + ox * g.stride_w];
+        std::memcpy(row, src + ox_begin, static_cast<size_t>(ox_end - ox_begin));
+        row += ox_end - ox_begin;
+        ox = ox_end;
       }
-      row = std::fill_n(row, g.out_w - ox_end, pad);
+#if defined(__SSE2__)
+      if (g.stride_w == 2) {  // 16 outputs from 32 bytes: the even bytes, while the load stays in the row
+        const __m128i even = _mm_set1_epi16(0x00FF);
+        for (; ox + 16 <= ox_end && dx + 2 * ox + 32 <= g.width; ox += 16, row += 16) {
+          const __m128i a = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * ox)), even);
+          const __m128i b = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * ox + 16)), even);
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(row), _mm_packus_epi16(a, b));
+        }
+      }
+#endif
+      for (; ox < ox_end; ++ox) *row++ = src[ox * g.stride_w];
+      for (int64_t ox = ox_end; ox < g.out_w; ++ox) *row++ = pad;
     }
   }
 }

@@ -43,6 +43,10 @@ const std::vector<ConvS8Case>& Cases() {
       {"1x1, 2 x 7 tasks",                      1,  8, 40, 40, 72, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, false, true,  true},
       {"3x3 stride 2 stem, 3 channels",         1,  3, 23, 21, 32, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, false, true,  true,  false},
       {"5x3 stride (1, 2), w zero points",      1,  6,  8, 12, 13, 5, 3, 1, 2, 1, 1, 2, 1, 2, 1, true,  false, true,  false, true},
+      {"3x3 same (pad 1), batch 2",             2,  9, 12, 17, 21, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false, true,  false},
+      {"5x3 same, dilation 2, uneven pads, s8", 1,  4,  9,  6, 10, 5, 3, 1, 1, 2, 1, 4, 0, 4, 2, true,  true,  true,  false},
+      {"3x3 same on 2x2 (taps off the plane)",  1,  5,  2,  2,  9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true,  true,  false},
+      {"7x7 stride 2 pad 3, wide rows",         1,  3, 12, 75, 16, 7, 7, 2, 2, 1, 1, 3, 3, 3, 2, true,  false, true,  false},
       {"1x1, non-finite multipliers",           1,  5,  6,  6, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true,  false, false, false, true},
   };
   return cases;
@@ -179,7 +183,7 @@ void Check(std::mt19937& rng, const ConvS8Case& cc, PackedFormat format, ConvS8F
     EXPECT_EQ(std::string(name), expected_name);
   }
   // The data exercise the requantization, not only its saturation.
-  if (!cc.table && !cc.nonfinite) EXPECT_GT(std::set<uint8_t>(d.want.begin(), d.want.end()).size(), 30u);
+  if (!cc.table && !cc.nonfinite && d.want.size() >= 200) EXPECT_GT(std::set<uint8_t>(d.want.begin(), d.want.end()).size(), 30u);
   for (size_t i = 0; i < d.want.size(); ++i) ASSERT_EQ(int{y[i]}, int{d.want[i]}) << "output byte " << i;
   for (size_t i = d.want.size(); i < y.size(); ++i) ASSERT_EQ(y[i], 0xA5) << "wrote past the output";
 }
