@@ -34,6 +34,10 @@ constexpr int kTileChannels = 8;   // channels per tile
 constexpr int kTileBlocks = 2;     // blocks per tile
 constexpr int64_t kTaskChannelTiles = 8;  // 64 channels per task
 constexpr int64_t kTaskPositionTiles = 8;  // 256 positions per task
+// K per slice: up to kSliceSteps steps (a tile's two blocks: 16 KiB, in L1); a
+// K of at most kMaxOneSliceSteps steps runs as one slice.
+constexpr int64_t kSliceSteps = 128;
+constexpr int64_t kMaxOneSliceSteps = 192;
 
 // Work buffers, kept by the calling thread from run to run (fresh ones come
 // from mmap and cost a page fault per 4 KiB on every run).
@@ -176,11 +180,12 @@ void PackBlocks(const uint8_t* col, int64_t k, int64_t p, int64_t steps, bool s1
 // The portable tile: plain loops over both step layouts, RequantizeS32Ref per row.
 void TilePortable(const ConvS8Tile& t) {
   int32_t acc[kBlock * kTileBlocks];
-  for (int c = 0; c < t.channels; ++c) {
+  for (int c = 0; c < (t.last_slice ? t.channels : kTileChannels); ++c) {
     const uint8_t* w = t.w + 4 * c;
-    for (int i = 0; i < t.positions; ++i) {
+    for (int i = 0; i < (t.last_slice ? t.positions : kBlock * t.blocks); ++i) {
       const uint8_t* x = t.col + (i / kBlock) * t.block_stride + 4 * (i % kBlock);
-      uint32_t sum = 0;  // wraps mod 2^32 like the reference's int32 sums
+      // Wraps mod 2^32 like the reference's int32 sums.
+      uint32_t sum = t.first_slice ? 0u : static_cast<uint32_t>(t.partial[kBlock * kTileBlocks * c + i]);
       for (int64_t s = 0; s < t.steps; ++s) {
         const uint8_t* xs = x + s * kStepBytes;
         const uint8_t* ws = w + s * kStepBytes;
@@ -196,8 +201,13 @@ void TilePortable(const ConvS8Tile& t) {
             sum += static_cast<uint32_t>(int32_t{xs[q]} * int32_t{static_cast<int8_t>(ws[q])});
         }
       }
-      acc[i] = static_cast<int32_t>(sum + static_cast<uint32_t>(t.offset[c]));
+      if (!t.last_slice) {
+        t.partial[kBlock * kTileBlocks * c + i] = static_cast<int32_t>(sum);
+      } else {
+        acc[i] = static_cast<int32_t>(sum + static_cast<uint32_t>(t.offset[c]));
+      }
     }
+    if (!t.last_slice) continue;
     uint8_t* y = t.y + c * t.ld_y;
     if (t.out_signed) {
       RequantizeS32Ref<int8_t>(t.positions, acc, nullptr, 0, t.multiplier + c, 0, t.zero_point, false,
@@ -239,6 +249,9 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile) {
   const int64_t panel_bytes = steps * kStepBytes;
   const int64_t channel_tiles = (m + kTileChannels - 1) / kTileChannels;
   const int64_t position_tiles = (blocks + kTileBlocks - 1) / kTileBlocks;
+  // K slices of at most kSliceSteps, all about the same size.
+  const int64_t slices = steps <= kMaxOneSliceSteps ? 1 : (steps + kSliceSteps - 1) / kSliceSteps;
+  const int64_t slice_steps = std::max<int64_t>(1, (steps + slices - 1) / slices);  // the last may be shorter
   const int64_t channel_tasks = (channel_tiles + kTaskChannelTiles - 1) / kTaskChannelTiles;
   const int64_t position_tasks = (position_tiles + kTaskPositionTiles - 1) / kTaskPositionTiles;
 
@@ -262,26 +275,38 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile) {
         const int64_t pt0 = task % position_tasks * kTaskPositionTiles;
         const int64_t pt1 = std::min(position_tiles, pt0 + kTaskPositionTiles);
         ConvS8Tile t;
-        t.steps = steps;
         t.block_stride = steps * kStepBytes;
         t.s16 = s16;
         t.multipliers_finite = multipliers_finite;
         t.zero_point = args.y_zero_point;
         t.out_signed = args.y_signed;
         t.ld_y = p;
+        // Sums of the task's channel tiles between K slices.
+        thread_local std::vector<int32_t> partial_buffer;
+        int32_t* const partial =
+            slices > 1 ? Reserve(partial_buffer, kTaskChannelTiles * kTileChannels * kBlock * kTileBlocks) : nullptr;
         for (int64_t pt = pt0; pt < pt1; ++pt) {
           const int64_t block = pt * kTileBlocks, p0 = block * kBlock;
-          t.col = packed + block * steps * kStepBytes;
           t.blocks = static_cast<int>(std::min<int64_t>(kTileBlocks, blocks - block));
           t.positions = static_cast<int>(std::min<int64_t>(kBlock * kTileBlocks, p - p0));
-          for (int64_t ct = ct0; ct < ct1; ++ct) {
-            const int64_t c0 = ct * kTileChannels;
-            t.w = w_data + (c0 / PackedGemmS8::kPanelWidth) * panel_bytes + (c0 % PackedGemmS8::kPanelWidth) * 4;
-            t.channels = static_cast<int>(std::min<int64_t>(kTileChannels, m - c0));
-            t.offset = offset + c0;
-            t.multiplier = args.multiplier + c0;
-            t.y = yi + c0 * p + p0;
-            tile(t);
+          bool last = false;
+          for (int64_t s0 = 0; !last; s0 += slice_steps) {  // at least one slice, also for K = 0
+            last = s0 + slice_steps >= steps;
+            t.steps = std::min(slice_steps, steps - s0);
+            t.first_slice = s0 == 0;
+            t.last_slice = last;
+            t.col = packed + (block * steps + s0) * kStepBytes;
+            for (int64_t ct = ct0; ct < ct1; ++ct) {
+              const int64_t c0 = ct * kTileChannels;
+              t.w = w_data + (c0 / PackedGemmS8::kPanelWidth) * panel_bytes + s0 * kStepBytes +
+                    (c0 % PackedGemmS8::kPanelWidth) * 4;
+              t.channels = static_cast<int>(std::min<int64_t>(kTileChannels, m - c0));
+              t.partial = partial == nullptr ? nullptr : partial + (ct - ct0) * kTileChannels * kBlock * kTileBlocks;
+              t.offset = offset + c0;
+              t.multiplier = args.multiplier + c0;
+              t.y = yi + c0 * p + p0;
+              tile(t);
+            }
           }
         }
         if (args.table != nullptr) {  // the table over this task's outputs, still in cache

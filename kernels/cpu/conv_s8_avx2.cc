@@ -59,6 +59,13 @@ void Pass(const ConvS8Tile& t, int c0, int block) {
   const int16_t* x = reinterpret_cast<const int16_t*>(t.col + block * t.block_stride);
   const uint8_t* w = t.w + 4 * c0;
   __m256i a00 = _mm256_setzero_si256(), a01 = a00, a10 = a00, a11 = a00, a20 = a00, a21 = a00, a30 = a00, a31 = a00;
+  // Sums of the slices before: partial[32c + i], this pass's channels and block.
+  auto part = [&](int c, int half) { return t.partial + 32 * (c0 + c) + 16 * block + 8 * half; };
+  if (!t.first_slice) {
+    const auto load = [&](int c, int half) { return _mm256_loadu_si256(reinterpret_cast<const __m256i*>(part(c, half))); };
+    a00 = load(0, 0), a01 = load(0, 1), a10 = load(1, 0), a11 = load(1, 1);
+    a20 = load(2, 0), a21 = load(2, 1), a30 = load(3, 0), a31 = load(3, 1);
+  }
   for (int64_t s = 0; s < t.steps; ++s) {
     const __m256i x0 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + s * 32));
     const __m256i x1 = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(x + s * 32 + 16));
@@ -77,6 +84,11 @@ void Pass(const ConvS8Tile& t, int c0, int block) {
     a31 = _mm256_add_epi32(a31, _mm256_madd_epi16(x1, wb));
   }
   const __m256i acc[4][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}};
+  if (!t.last_slice) {
+    for (int c = 0; c < 4; ++c)
+      for (int half = 0; half < 2; ++half) _mm256_storeu_si256(reinterpret_cast<__m256i*>(part(c, half)), acc[c][half]);
+    return;
+  }
   const int positions = t.positions - 16 * block;
   for (int c = 0; c < 4 && c0 + c < t.channels; ++c) {
     uint8_t* y = t.y + (c0 + c) * t.ld_y + 16 * block;
@@ -88,8 +100,10 @@ void Pass(const ConvS8Tile& t, int c0, int block) {
 }
 
 void Tile(const ConvS8Tile& t) {
+  // Every channel of the tile when the sums go to partial (the next slice reads all 8).
+  const int channels = t.last_slice ? t.channels : 8;
   for (int block = 0; block < t.blocks; ++block) {
-    for (int c0 = 0; c0 < t.channels; c0 += 4) Pass(t, c0, block);
+    for (int c0 = 0; c0 < channels; c0 += 4) Pass(t, c0, block);
   }
 }
 

@@ -79,10 +79,19 @@ struct Requant {
     a##c##0 = _mm512_dpbusd_epi32(a##c##0, x0, wb);                    \
   }
 
+#define SPARQ_CONV_LOAD(c)                                                        \
+  a##c##0 = _mm512_loadu_si512(t.partial + 32 * (c)), a##c##1 = _mm512_loadu_si512(t.partial + 32 * (c) + 16);
+
 void Tile(const ConvS8Tile& t) {
   const __m512i z = _mm512_setzero_si512();
   __m512i a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
   __m512i a40 = z, a41 = z, a50 = z, a51 = z, a60 = z, a61 = z, a70 = z, a71 = z;
+  if (!t.first_slice) {
+    // clang-format off
+    SPARQ_CONV_LOAD(0) SPARQ_CONV_LOAD(1) SPARQ_CONV_LOAD(2) SPARQ_CONV_LOAD(3)
+    SPARQ_CONV_LOAD(4) SPARQ_CONV_LOAD(5) SPARQ_CONV_LOAD(6) SPARQ_CONV_LOAD(7)
+    // clang-format on
+  }
   const uint8_t* w = t.w;
   const uint8_t* x = t.col;
   if (t.blocks == 2) {
@@ -108,6 +117,13 @@ void Tile(const ConvS8Tile& t) {
   }
   const __m512i acc[8][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31},
                              {a40, a41}, {a50, a51}, {a60, a61}, {a70, a71}};
+  if (!t.last_slice) {
+    for (int c = 0; c < 8; ++c) {
+      _mm512_storeu_si512(t.partial + 32 * c, acc[c][0]);
+      _mm512_storeu_si512(t.partial + 32 * c + 16, acc[c][1]);
+    }
+    return;
+  }
   const Requant rq(t.zero_point, t.out_signed, t.multipliers_finite);
   for (int c = 0; c < t.channels; ++c) {
     uint8_t* y = t.y + c * t.ld_y;
@@ -116,6 +132,7 @@ void Tile(const ConvS8Tile& t) {
   }
 }
 
+#undef SPARQ_CONV_LOAD
 #undef SPARQ_CONV_CH2
 #undef SPARQ_CONV_CH1
 

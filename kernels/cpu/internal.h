@@ -199,8 +199,15 @@ void ApplyTableAvx512Vbmi(const uint8_t* table, uint8_t flip, const uint8_t* in,
 //   y[c * ld_y + i] = RequantizeS32Ref(acc + offset[c], multiplier[c], zero_point)
 // For panel16x4_s8, offset = bias - (x_zero_point + 128 or 0) * col_sums
 // (the +128 trick of gemm_s8.cc, w_zp = 0); for panel16x2_s16, offset = bias.
+// Long K runs in slices of steps (so that a slice of the blocks stays in L1):
+// the sums of the slices before come from `partial` and, but for the last
+// slice, go back there instead of to y. The order of K is the same for every
+// thread count.
 struct ConvS8Tile {
-  int64_t steps = 0;
+  int64_t steps = 0;             // steps of this slice
+  int32_t* partial = nullptr;    // [8][32] int32 sums (channel c, position i at partial[32c + i]), or nullptr: one slice
+  bool first_slice = true;       // the sums start at 0 (else from partial)
+  bool last_slice = true;        // requantize into y (else store the sums to partial)
   const uint8_t* w = nullptr;  // the tile's first channel at step 0: channel c at + 4c, step s at + 64s
   int channels = 0;            // channels to store, 1..8 (all 8 are read: the panel is zero past the last)
   const uint8_t* col = nullptr;  // the first block
