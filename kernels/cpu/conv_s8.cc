@@ -8,9 +8,10 @@
 //                                             requantization in registers, then the table
 //
 // The output is the NCHW image itself: no transposition and no int32
-// round trip through memory. Threads split the (channel, position) grid into
-// tasks; every output byte comes from one task with the whole K summed in a
-// fixed order, so every thread count gives the same bytes.
+// round trip through memory. Threads split the positions (each task packing
+// its own) or, for few positions, the channels; every output byte comes from
+// one task with the whole K summed in a fixed order, so every thread count
+// gives the same bytes.
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -32,8 +33,7 @@ constexpr int kBlock = 16;         // positions per block (one zmm of u8 quads)
 constexpr int kStepBytes = 64;     // bytes per block and step
 constexpr int kTileChannels = 8;   // channels per tile
 constexpr int kTileBlocks = 2;     // blocks per tile
-constexpr int64_t kTaskChannelTiles = 8;  // 64 channels per task
-constexpr int64_t kTaskPositionTiles = 8;  // 256 positions per task
+constexpr int64_t kTaskPositionTiles = 8;  // 256 positions per task (when they split the work)
 // K per slice: up to kSliceSteps steps (a tile's two blocks: 16 KiB, in L1); a
 // K of at most kMaxOneSliceSteps steps runs as one slice.
 constexpr int64_t kSliceSteps = 128;
@@ -122,14 +122,14 @@ void Unfold(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t r0, i
   }
 }
 
-// Packs blocks [b0, b1) of col [K, P] (row stride p) into `packed` (layout:
-// internal.h, ConvS8Tile). u8: x_u = byte ^ flip; s16: x_u - za_u.
+// Packs blocks [b0, b1) of col [K, P] (row stride p) into `packed`, block b0
+// first (layout: internal.h, ConvS8Tile). u8: x_u = byte ^ flip; s16: x_u - za_u.
 void PackBlocks(const uint8_t* col, int64_t k, int64_t p, int64_t steps, bool s16, uint8_t flip, int32_t za_u,
                 int64_t b0, int64_t b1, uint8_t* packed) {
   const int rows_per_step = s16 ? 2 : 4;
   for (int64_t b = b0; b < b1; ++b) {
     const int64_t p0 = b * kBlock, n = std::min<int64_t>(kBlock, p - p0);
-    uint8_t* dst = packed + b * steps * kStepBytes;
+    uint8_t* dst = packed + (b - b0) * steps * kStepBytes;
     for (int64_t s = 0; s < steps; ++s, dst += kStepBytes) {
       const int64_t r0 = s * rows_per_step;
       const int rows = static_cast<int>(std::min<int64_t>(rows_per_step, k - r0));
@@ -233,7 +233,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile) {
   const int32_t za_u = args.x_zero_point + (args.x_signed ? 128 : 0);
 
   thread_local std::vector<int32_t> offset_buffer;
-  thread_local std::vector<uint8_t> col_buffer, packed_buffer;
+  thread_local std::vector<uint8_t> col_buffer;
   int32_t* const offset = Reserve(offset_buffer, m);
   for (int64_t o = 0; o < m; ++o) {  // mod 2^32, as the sums are
     uint32_t v = args.bias != nullptr ? static_cast<uint32_t>(args.bias[o]) : 0u;
@@ -243,7 +243,6 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile) {
   bool multipliers_finite = true;
   for (int64_t o = 0; o < m; ++o) multipliers_finite = multipliers_finite && std::isfinite(args.multiplier[o]);
   uint8_t* const col = direct ? nullptr : Reserve(col_buffer, k * p);
-  uint8_t* const packed = Reserve(packed_buffer, blocks * steps * kStepBytes);
   const auto* w_data = s16 ? reinterpret_cast<const uint8_t*>(w.data_s16.data())
                            : reinterpret_cast<const uint8_t*>(w.data_s8.data());
   const int64_t panel_bytes = steps * kStepBytes;
@@ -252,9 +251,62 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile) {
   // K slices of at most kSliceSteps, all about the same size.
   const int64_t slices = steps <= kMaxOneSliceSteps ? 1 : (steps + kSliceSteps - 1) / kSliceSteps;
   const int64_t slice_steps = std::max<int64_t>(1, (steps + slices - 1) / slices);  // the last may be shorter
-  const int64_t channel_tasks = (channel_tiles + kTaskChannelTiles - 1) / kTaskChannelTiles;
-  const int64_t position_tasks = (position_tiles + kTaskPositionTiles - 1) / kTaskPositionTiles;
+  constexpr int64_t kTileSums = kTileChannels * kBlock * kTileBlocks;  // int32 sums of a tile between slices
 
+  // The tiles of channel tiles [ct0, ct1) x position tiles [pt0, pt1) of
+  // image yi, from `packed` (its first block: the first of pt0), then the
+  // table over them. `partial`: kTileSums per channel tile when K is sliced.
+  auto run_tiles = [&](int64_t ct0, int64_t ct1, int64_t pt0, int64_t pt1, const uint8_t* packed, int32_t* partial,
+                       uint8_t* yi) {
+    ConvS8Tile t;
+    t.block_stride = steps * kStepBytes;
+    t.s16 = s16;
+    t.multipliers_finite = multipliers_finite;
+    t.zero_point = args.y_zero_point;
+    t.out_signed = args.y_signed;
+    t.ld_y = p;
+    for (int64_t pt = pt0; pt < pt1; ++pt) {
+      const int64_t block = pt * kTileBlocks, p0 = block * kBlock;
+      t.blocks = static_cast<int>(std::min<int64_t>(kTileBlocks, blocks - block));
+      t.positions = static_cast<int>(std::min<int64_t>(kBlock * kTileBlocks, p - p0));
+      bool last = false;
+      for (int64_t s0 = 0; !last; s0 += slice_steps) {  // at least one slice, also for K = 0
+        last = s0 + slice_steps >= steps;
+        t.steps = std::min(slice_steps, steps - s0);
+        t.first_slice = s0 == 0;
+        t.last_slice = last;
+        t.col = packed + ((block - pt0 * kTileBlocks) * steps + s0) * kStepBytes;
+        for (int64_t ct = ct0; ct < ct1; ++ct) {
+          const int64_t c0 = ct * kTileChannels;
+          t.w = w_data + (c0 / PackedGemmS8::kPanelWidth) * panel_bytes + s0 * kStepBytes +
+                (c0 % PackedGemmS8::kPanelWidth) * 4;
+          t.channels = static_cast<int>(std::min<int64_t>(kTileChannels, m - c0));
+          t.partial = slices > 1 ? partial + (ct - ct0) * kTileSums : nullptr;
+          t.offset = offset + c0;
+          t.multiplier = args.multiplier + c0;
+          t.y = yi + c0 * p + p0;
+          tile(t);
+        }
+      }
+    }
+    if (args.table != nullptr) {  // over these outputs, still in cache
+      const int64_t p0 = pt0 * kTileBlocks * kBlock, p1 = std::min(p, pt1 * kTileBlocks * kBlock);
+      for (int64_t o = ct0 * kTileChannels; o < std::min(m, ct1 * kTileChannels); ++o) {
+        args.apply_table(args.table, args.table_flip, yi + o * p + p0, yi + o * p + p0, p1 - p0);
+      }
+    }
+  };
+
+  // Many positions: each task packs its own positions (in its thread's
+  // cache) and runs every channel on them. Few: the calling thread packs them
+  // all (little work), and tasks split the channels. One ParallelFor per
+  // image either way (two with the unfold).
+  // Position tasks of up to kTaskPositionTiles tiles, at least about four per
+  // thread (balance); the results do not depend on the split.
+  const bool split_positions = position_tiles > kTaskPositionTiles;
+  const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
+  const int64_t task_tiles = std::clamp<int64_t>(position_tiles / (4 * threads), 1, kTaskPositionTiles);
+  const int64_t position_tasks = (position_tiles + task_tiles - 1) / task_tiles;
   for (int64_t img = 0; img < args.batch; ++img) {
     const uint8_t* xi = static_cast<const uint8_t*>(args.x) + img * image_in;
     uint8_t* yi = static_cast<uint8_t*>(args.y) + img * image_out;
@@ -265,58 +317,29 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile) {
       });
       rows = col;
     }
-    ParallelFor(args.pool, blocks, 8, [&](int64_t b0, int64_t b1) {
-      PackBlocks(rows, k, p, steps, s16, flip, za_u, b0, b1, packed);
-    });
-    ParallelFor(args.pool, channel_tasks * position_tasks, 1, [&](int64_t t0, int64_t t1) {
-      for (int64_t task = t0; task < t1; ++task) {
-        const int64_t ct0 = task / position_tasks * kTaskChannelTiles;
-        const int64_t ct1 = std::min(channel_tiles, ct0 + kTaskChannelTiles);
-        const int64_t pt0 = task % position_tasks * kTaskPositionTiles;
-        const int64_t pt1 = std::min(position_tiles, pt0 + kTaskPositionTiles);
-        ConvS8Tile t;
-        t.block_stride = steps * kStepBytes;
-        t.s16 = s16;
-        t.multipliers_finite = multipliers_finite;
-        t.zero_point = args.y_zero_point;
-        t.out_signed = args.y_signed;
-        t.ld_y = p;
-        // Sums of the task's channel tiles between K slices.
+    if (split_positions) {
+      ParallelFor(args.pool, position_tasks, 1, [&](int64_t t0, int64_t t1) {
+        thread_local std::vector<uint8_t> task_packed_buffer;
         thread_local std::vector<int32_t> partial_buffer;
-        int32_t* const partial =
-            slices > 1 ? Reserve(partial_buffer, kTaskChannelTiles * kTileChannels * kBlock * kTileBlocks) : nullptr;
-        for (int64_t pt = pt0; pt < pt1; ++pt) {
-          const int64_t block = pt * kTileBlocks, p0 = block * kBlock;
-          t.blocks = static_cast<int>(std::min<int64_t>(kTileBlocks, blocks - block));
-          t.positions = static_cast<int>(std::min<int64_t>(kBlock * kTileBlocks, p - p0));
-          bool last = false;
-          for (int64_t s0 = 0; !last; s0 += slice_steps) {  // at least one slice, also for K = 0
-            last = s0 + slice_steps >= steps;
-            t.steps = std::min(slice_steps, steps - s0);
-            t.first_slice = s0 == 0;
-            t.last_slice = last;
-            t.col = packed + (block * steps + s0) * kStepBytes;
-            for (int64_t ct = ct0; ct < ct1; ++ct) {
-              const int64_t c0 = ct * kTileChannels;
-              t.w = w_data + (c0 / PackedGemmS8::kPanelWidth) * panel_bytes + s0 * kStepBytes +
-                    (c0 % PackedGemmS8::kPanelWidth) * 4;
-              t.channels = static_cast<int>(std::min<int64_t>(kTileChannels, m - c0));
-              t.partial = partial == nullptr ? nullptr : partial + (ct - ct0) * kTileChannels * kBlock * kTileBlocks;
-              t.offset = offset + c0;
-              t.multiplier = args.multiplier + c0;
-              t.y = yi + c0 * p + p0;
-              tile(t);
-            }
-          }
+        uint8_t* const packed = Reserve(task_packed_buffer, task_tiles * kTileBlocks * steps * kStepBytes);
+        int32_t* const partial = slices > 1 ? Reserve(partial_buffer, channel_tiles * kTileSums) : nullptr;
+        for (int64_t task = t0; task < t1; ++task) {
+          const int64_t pt0 = task * task_tiles, pt1 = std::min(position_tiles, pt0 + task_tiles);
+          const int64_t b0 = pt0 * kTileBlocks, b1 = std::min(blocks, pt1 * kTileBlocks);
+          PackBlocks(rows, k, p, steps, s16, flip, za_u, b0, b1, packed);
+          run_tiles(0, channel_tiles, pt0, pt1, packed, partial, yi);
         }
-        if (args.table != nullptr) {  // the table over this task's outputs, still in cache
-          const int64_t p0 = pt0 * kTileBlocks * kBlock, p1 = std::min(p, pt1 * kTileBlocks * kBlock);
-          for (int64_t o = ct0 * kTileChannels; o < std::min(m, ct1 * kTileChannels); ++o) {
-            args.apply_table(args.table, args.table_flip, yi + o * p + p0, yi + o * p + p0, p1 - p0);
-          }
-        }
-      }
-    });
+      });
+    } else {
+      thread_local std::vector<uint8_t> packed_buffer;
+      uint8_t* const packed = Reserve(packed_buffer, blocks * steps * kStepBytes);
+      PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, packed);
+      ParallelFor(args.pool, channel_tiles, 1, [&](int64_t ct0, int64_t ct1) {
+        thread_local std::vector<int32_t> partial_buffer;
+        int32_t* const partial = slices > 1 ? Reserve(partial_buffer, (ct1 - ct0) * kTileSums) : nullptr;
+        run_tiles(ct0, ct1, 0, position_tiles, packed, partial, yi);
+      });
+    }
   }
 }
 

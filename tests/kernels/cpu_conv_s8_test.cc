@@ -40,6 +40,7 @@ const std::vector<ConvS8Case>& Cases() {
       {"3x3 dilation 2, asymmetric pads, s8",   1,  7, 10, 13,  8, 3, 3, 1, 1, 2, 2, 2, 0, 1, 3, true,  false, true,  true},
       {"1x1 stride 2 (unfolded)",               1, 24,  9,  9, 24, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, true,  true,  true,  false},
       {"1x1, K = 600",                          1, 600, 4,  5,  9, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, false, true,  false},
+      {"1x1, K = 800 (K slices), 400 positions", 1, 800, 20, 20, 10, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, true,  false},
       {"3x3, K = 1323 (K slices)",              1, 147, 6,  9, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true,  false, true,  true},
       {"1x1, 2 x 7 tasks",                      1,  8, 40, 40, 72, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, false, true,  true},
       {"3x3 stride 2 stem, 3 channels",         1,  3, 23, 21, 32, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, false, true,  true,  false},
