@@ -61,7 +61,7 @@ struct QuantConv : QuantConvParams {
 };
 
 // For `eval --verbose`: the table rows it runs, e.g.
-// gemm_s8s8_avx512vnni or spmm_nm24_s8_avx2+lut256_portable.
+// conv_s8_nchw_avx512vnni, gemm_s8s8_avx512vnni or spmm_nm24_s8_avx2+lut256_portable.
 std::string QuantConvKernel(const QuantConv& q) {
   std::string name = q.sparse.sparse() ? q.sparse.kernel : "gemm_s8";
   if (q.nchw != nullptr) {
