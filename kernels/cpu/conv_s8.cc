@@ -125,9 +125,15 @@ void Unfold(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t r0, i
 // Packs blocks [b0, b1) of col [K, P] (row stride p) into `packed`, block b0
 // first (layout: internal.h, ConvS8Tile). u8: x_u = byte ^ flip; s16: x_u - za_u.
 void PackBlocks(const uint8_t* col, int64_t k, int64_t p, int64_t steps, bool s16, uint8_t flip, int32_t za_u,
-                int64_t b0, int64_t b1, uint8_t* packed) {
+                int64_t b0, int64_t b1, ConvS8Pack4Fn pack4, uint8_t* packed) {
   const int rows_per_step = s16 ? 2 : 4;
-  for (int64_t b = b0; b < b1; ++b) {
+  int64_t b = b0;
+  if (pack4 != nullptr && !s16) {  // four whole blocks at a time
+    for (; b + 4 <= b1 && (b + 4) * kBlock <= p; b += 4) {
+      pack4(col + b * kBlock, p, k, steps, flip, packed + (b - b0) * steps * kStepBytes, steps * kStepBytes);
+    }
+  }
+  for (; b < b1; ++b) {
     const int64_t p0 = b * kBlock, n = std::min<int64_t>(kBlock, p - p0);
     uint8_t* dst = packed + (b - b0) * steps * kStepBytes;
     for (int64_t s = 0; s < steps; ++s, dst += kStepBytes) {
@@ -220,7 +226,7 @@ void TilePortable(const ConvS8Tile& t) {
 
 }  // namespace
 
-void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile) {
+void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4) {
   const PackedGemmS8& w = *args.w;
   const ConvGeometry& g = args.conv;
   const bool s16 = w.format == PackedFormat::kPanel16x2S16;
@@ -326,14 +332,14 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile) {
         for (int64_t task = t0; task < t1; ++task) {
           const int64_t pt0 = task * task_tiles, pt1 = std::min(position_tiles, pt0 + task_tiles);
           const int64_t b0 = pt0 * kTileBlocks, b1 = std::min(blocks, pt1 * kTileBlocks);
-          PackBlocks(rows, k, p, steps, s16, flip, za_u, b0, b1, packed);
+          PackBlocks(rows, k, p, steps, s16, flip, za_u, b0, b1, pack4, packed);
           run_tiles(0, channel_tiles, pt0, pt1, packed, partial, yi);
         }
       });
     } else {
       thread_local std::vector<uint8_t> packed_buffer;
       uint8_t* const packed = Reserve(packed_buffer, blocks * steps * kStepBytes);
-      PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, packed);
+      PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, pack4, packed);
       ParallelFor(args.pool, channel_tiles, 1, [&](int64_t ct0, int64_t ct1) {
         thread_local std::vector<int32_t> partial_buffer;
         int32_t* const partial = slices > 1 ? Reserve(partial_buffer, (ct1 - ct0) * kTileSums) : nullptr;

@@ -7,6 +7,7 @@
 // broadcasts of weights (4 int8 of one channel), 16 vpdpbusd. The output
 // stage adds the channel's offset, scales, rounds (ties to even), clamps and
 // narrows to 16 bytes per (channel, block), stored straight into the NCHW row.
+// The activations' blocks are packed 64 positions at a time (Pack4).
 #include <cstdint>
 #include <cstring>
 
@@ -136,9 +137,34 @@ void Tile(const ConvS8Tile& t) {
 #undef SPARQ_CONV_CH2
 #undef SPARQ_CONV_CH1
 
+// Four blocks of u8 steps (ConvS8Pack4Fn): per step, 64 positions of 4 rows
+// interleaved into quads (bytes, then pairs, within each 128-bit lane), then
+// a 4 x 4 transpose of the lanes so that block b gets lane b of each.
+void Pack4(const uint8_t* col, int64_t ld, int64_t k, int64_t steps, uint8_t flip, uint8_t* dst, int64_t block_bytes) {
+  const __m512i f = _mm512_set1_epi8(static_cast<char>(flip));
+  for (int64_t s = 0; s < steps; ++s) {
+    __m512i v[4];
+    for (int r = 0; r < 4; ++r) {
+      const int64_t row = 4 * s + r;
+      v[r] = row < k ? _mm512_xor_si512(_mm512_loadu_si512(col + row * ld), f) : _mm512_setzero_si512();
+    }
+    const __m512i ab_lo = _mm512_unpacklo_epi8(v[0], v[1]), ab_hi = _mm512_unpackhi_epi8(v[0], v[1]);
+    const __m512i cd_lo = _mm512_unpacklo_epi8(v[2], v[3]), cd_hi = _mm512_unpackhi_epi8(v[2], v[3]);
+    // Lane L of o[q]: positions 16L + 4q .. 16L + 4q + 3, one quad each.
+    const __m512i o0 = _mm512_unpacklo_epi16(ab_lo, cd_lo), o1 = _mm512_unpackhi_epi16(ab_lo, cd_lo);
+    const __m512i o2 = _mm512_unpacklo_epi16(ab_hi, cd_hi), o3 = _mm512_unpackhi_epi16(ab_hi, cd_hi);
+    const __m512i t0 = _mm512_shuffle_i64x2(o0, o1, 0x44), t1 = _mm512_shuffle_i64x2(o0, o1, 0xEE);
+    const __m512i t2 = _mm512_shuffle_i64x2(o2, o3, 0x44), t3 = _mm512_shuffle_i64x2(o2, o3, 0xEE);
+    _mm512_storeu_si512(dst + s * 64, _mm512_shuffle_i64x2(t0, t2, 0x88));
+    _mm512_storeu_si512(dst + block_bytes + s * 64, _mm512_shuffle_i64x2(t0, t2, 0xDD));
+    _mm512_storeu_si512(dst + 2 * block_bytes + s * 64, _mm512_shuffle_i64x2(t1, t3, 0x88));
+    _mm512_storeu_si512(dst + 3 * block_bytes + s * 64, _mm512_shuffle_i64x2(t1, t3, 0xDD));
+  }
+}
+
 }  // namespace
 
-void ConvS8Avx512Vnni(const ConvS8Args& args) { ConvS8Driver(args, Tile); }
+void ConvS8Avx512Vnni(const ConvS8Args& args) { ConvS8Driver(args, Tile, Pack4); }
 
 SPARQ_CPU_TARGET_END
 

@@ -224,7 +224,13 @@ struct ConvS8Tile {
   int64_t ld_y = 0;
 };
 using ConvS8TileFn = void (*)(const ConvS8Tile& tile);
-void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile);
+// Optional (nullptr: the driver's SSE2 / plain loops): packs 4 whole blocks
+// (64 positions) of u8 steps for panel16x4_s8. Step s of block b (b < 4)
+// goes to dst + b * block_bytes + 64 s, from rows 4s .. 4s + 3 of col
+// (row r at col + r * ld, 64 bytes each, XOR flip; rows past k: 0).
+using ConvS8Pack4Fn = void (*)(const uint8_t* col, int64_t ld, int64_t k, int64_t steps, uint8_t flip, uint8_t* dst,
+                               int64_t block_bytes);
+void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4 = nullptr);
 
 // ---------------------------------------------------------------------------
 // INT8 N:M sparse GEMM (spmm_nm_s8.cc), vectorized over output channels: a
