@@ -116,21 +116,30 @@ void Tile(const ConvS8Tile& t) {
       // clang-format on
     }
   }
-  const __m512i acc[8][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31},
-                             {a40, a41}, {a50, a51}, {a60, a61}, {a70, a71}};
+  // Named registers here too: an array of them is spilled to the stack and
+  // read back (32 extra memory operations per tile).
   if (!t.last_slice) {
-    for (int c = 0; c < 8; ++c) {
-      _mm512_storeu_si512(t.partial + 32 * c, acc[c][0]);
-      _mm512_storeu_si512(t.partial + 32 * c + 16, acc[c][1]);
-    }
+#define SPARQ_CONV_SAVE(c) \
+  _mm512_storeu_si512(t.partial + 32 * (c), a##c##0), _mm512_storeu_si512(t.partial + 32 * (c) + 16, a##c##1);
+    // clang-format off
+    SPARQ_CONV_SAVE(0) SPARQ_CONV_SAVE(1) SPARQ_CONV_SAVE(2) SPARQ_CONV_SAVE(3)
+    SPARQ_CONV_SAVE(4) SPARQ_CONV_SAVE(5) SPARQ_CONV_SAVE(6) SPARQ_CONV_SAVE(7)
+    // clang-format on
+#undef SPARQ_CONV_SAVE
     return;
   }
   const Requant rq(t.zero_point, t.out_signed, t.multipliers_finite);
-  for (int c = 0; c < t.channels; ++c) {
-    uint8_t* y = t.y + c * t.ld_y;
-    rq.Store(acc[c][0], t.offset[c], t.multiplier[c], y, t.positions);
-    if (t.blocks == 2) rq.Store(acc[c][1], t.offset[c], t.multiplier[c], y + 16, t.positions - 16);
+#define SPARQ_CONV_STORE(c)                                                                        \
+  if ((c) < t.channels) {                                                                          \
+    uint8_t* y = t.y + (c) * t.ld_y;                                                               \
+    rq.Store(a##c##0, t.offset[c], t.multiplier[c], y, t.positions);                               \
+    if (t.blocks == 2) rq.Store(a##c##1, t.offset[c], t.multiplier[c], y + 16, t.positions - 16); \
   }
+  // clang-format off
+  SPARQ_CONV_STORE(0) SPARQ_CONV_STORE(1) SPARQ_CONV_STORE(2) SPARQ_CONV_STORE(3)
+  SPARQ_CONV_STORE(4) SPARQ_CONV_STORE(5) SPARQ_CONV_STORE(6) SPARQ_CONV_STORE(7)
+  // clang-format on
+#undef SPARQ_CONV_STORE
 }
 
 #undef SPARQ_CONV_LOAD
