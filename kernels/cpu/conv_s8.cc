@@ -240,7 +240,10 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
 
   thread_local std::vector<int32_t> offset_buffer;
   thread_local std::vector<uint8_t> col_buffer;
-  int32_t* const offset = Reserve(offset_buffer, m);
+  // Padded with zeros to whole tiles: a tile may read all 8 channels' offsets.
+  const int64_t m_tiles = (m + kTileChannels - 1) / kTileChannels * kTileChannels;
+  int32_t* const offset = Reserve(offset_buffer, m_tiles);
+  std::fill(offset + m, offset + m_tiles, 0);
   for (int64_t o = 0; o < m; ++o) {  // mod 2^32, as the sums are
     uint32_t v = args.bias != nullptr ? static_cast<uint32_t>(args.bias[o]) : 0u;
     if (!s16) v -= static_cast<uint32_t>(za_u) * static_cast<uint32_t>(w.col_sums[o]);

@@ -49,9 +49,9 @@ struct Requant {
     zp = _mm512_set1_epi32(zero_point);
     nan_possible = !multipliers_finite;
   }
-  void Store(__m512i acc, int32_t offset, float multiplier, uint8_t* dst, int count) const {
-    const __m512i v = _mm512_add_epi32(acc, _mm512_set1_epi32(offset));
-    __m512 real = _mm512_mul_ps(_mm512_cvtepi32_ps(v), _mm512_set1_ps(multiplier));
+  // `acc` already holds the channel's offset.
+  void Store(__m512i acc, float multiplier, uint8_t* dst, int count) const {
+    __m512 real = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_set1_ps(multiplier));
     if (nan_possible) {
       real = _mm512_mask_mov_ps(real, _mm512_cmp_ps_mask(real, real, _CMP_UNORD_Q), _mm512_setzero_ps());
     }
@@ -83,11 +83,17 @@ struct Requant {
 #define SPARQ_CONV_LOAD(c)                                                        \
   a##c##0 = _mm512_loadu_si512(t.partial + 32 * (c)), a##c##1 = _mm512_loadu_si512(t.partial + 32 * (c) + 16);
 
+#define SPARQ_CONV_INIT(c) a##c##0 = a##c##1 = _mm512_set1_epi32(t.offset[c]);
+
 void Tile(const ConvS8Tile& t) {
-  const __m512i z = _mm512_setzero_si512();
-  __m512i a00 = z, a01 = z, a10 = z, a11 = z, a20 = z, a21 = z, a30 = z, a31 = z;
-  __m512i a40 = z, a41 = z, a50 = z, a51 = z, a60 = z, a61 = z, a70 = z, a71 = z;
-  if (!t.first_slice) {
+  // The sums start at the channel's offset (added once, in the first slice).
+  __m512i a00, a01, a10, a11, a20, a21, a30, a31, a40, a41, a50, a51, a60, a61, a70, a71;
+  if (t.first_slice) {
+    // clang-format off
+    SPARQ_CONV_INIT(0) SPARQ_CONV_INIT(1) SPARQ_CONV_INIT(2) SPARQ_CONV_INIT(3)
+    SPARQ_CONV_INIT(4) SPARQ_CONV_INIT(5) SPARQ_CONV_INIT(6) SPARQ_CONV_INIT(7)
+    // clang-format on
+  } else {
     // clang-format off
     SPARQ_CONV_LOAD(0) SPARQ_CONV_LOAD(1) SPARQ_CONV_LOAD(2) SPARQ_CONV_LOAD(3)
     SPARQ_CONV_LOAD(4) SPARQ_CONV_LOAD(5) SPARQ_CONV_LOAD(6) SPARQ_CONV_LOAD(7)
@@ -132,8 +138,8 @@ void Tile(const ConvS8Tile& t) {
 #define SPARQ_CONV_STORE(c)                                                                        \
   if ((c) < t.channels) {                                                                          \
     uint8_t* y = t.y + (c) * t.ld_y;                                                               \
-    rq.Store(a##c##0, t.offset[c], t.multiplier[c], y, t.positions);                               \
-    if (t.blocks == 2) rq.Store(a##c##1, t.offset[c], t.multiplier[c], y + 16, t.positions - 16); \
+    rq.Store(a##c##0, t.multiplier[c], y, t.positions);                                            \
+    if (t.blocks == 2) rq.Store(a##c##1, t.multiplier[c], y + 16, t.positions - 16);              \
   }
   // clang-format off
   SPARQ_CONV_STORE(0) SPARQ_CONV_STORE(1) SPARQ_CONV_STORE(2) SPARQ_CONV_STORE(3)
@@ -142,6 +148,7 @@ void Tile(const ConvS8Tile& t) {
 #undef SPARQ_CONV_STORE
 }
 
+#undef SPARQ_CONV_INIT
 #undef SPARQ_CONV_LOAD
 #undef SPARQ_CONV_CH2
 #undef SPARQ_CONV_CH1

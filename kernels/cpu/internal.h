@@ -215,7 +215,7 @@ struct ConvS8Tile {
   int64_t block_stride = 0;      // bytes between blocks
   int positions = 0;             // positions to store, 1..16 * blocks
   bool s16 = false;              // panel16x2_s16 steps (else panel16x4_s8)
-  const int32_t* offset = nullptr;    // [channels]
+  const int32_t* offset = nullptr;    // [channels], readable (and 0) up to 8
   const float* multiplier = nullptr;  // [channels]
   bool multipliers_finite = false;    // every multiplier of the call is finite (no NaN products)
   int32_t zero_point = 0;
