@@ -83,20 +83,25 @@ void Pass(const ConvS8Tile& t, int c0, int block) {
     a30 = _mm256_add_epi32(a30, _mm256_madd_epi16(x0, wb));
     a31 = _mm256_add_epi32(a31, _mm256_madd_epi16(x1, wb));
   }
-  const __m256i acc[4][2] = {{a00, a01}, {a10, a11}, {a20, a21}, {a30, a31}};
+  // Named registers, not an array (which would go through the stack).
   if (!t.last_slice) {
-    for (int c = 0; c < 4; ++c)
-      for (int half = 0; half < 2; ++half) _mm256_storeu_si256(reinterpret_cast<__m256i*>(part(c, half)), acc[c][half]);
+    const auto save = [&](int c, int half, __m256i v) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(part(c, half)), v);
+    };
+    save(0, 0, a00), save(0, 1, a01), save(1, 0, a10), save(1, 1, a11);
+    save(2, 0, a20), save(2, 1, a21), save(3, 0, a30), save(3, 1, a31);
     return;
   }
   const int positions = t.positions - 16 * block;
-  for (int c = 0; c < 4 && c0 + c < t.channels; ++c) {
+  const auto store = [&](int c, __m256i lo, __m256i hi) {
+    if (c0 + c >= t.channels) return;
     uint8_t* y = t.y + (c0 + c) * t.ld_y + 16 * block;
     const int32_t offset = t.offset[c0 + c];
     const float mult = t.multiplier[c0 + c];
-    Store8(acc[c][0], offset, mult, t.zero_point, t.out_signed, y, positions);
-    Store8(acc[c][1], offset, mult, t.zero_point, t.out_signed, y + 8, positions - 8);
-  }
+    Store8(lo, offset, mult, t.zero_point, t.out_signed, y, positions);
+    Store8(hi, offset, mult, t.zero_point, t.out_signed, y + 8, positions - 8);
+  };
+  store(0, a00, a01), store(1, a10, a11), store(2, a20, a21), store(3, a30, a31);
 }
 
 void Tile(const ConvS8Tile& t) {
