@@ -5,6 +5,8 @@
 //   f32_dense    gemm_f32, sparq's dense FP32 GEMM (weights packed once; conv
 //                layers through its convolution source, as a 1x1 conv)
 //   s8_dense     gemm_s8 (INT8 dense, u8 activations x s8 weights, requantized to u8)
+//   s8_conv      conv_s8 (convolution shapes: the NCHW INT8 convolution as a 1x1
+//                convolution of K channels over M positions, requantized in the tile)
 //   f32_bsr4x4   spmm_bsr4x4_f32 at 80% block sparsity
 //   s8_bsr4x4    spmm_bsr4x4_s8 at 80% block sparsity (requantized to u8)
 //   s8_bsr4x4_50 spmm_bsr4x4_s8 at 50% block sparsity
@@ -69,6 +71,9 @@ const LayerShape kShapes[] = {
   {"resnet50/conv5_3x3",    49,  512, 4608, true},
   {"resnet50/conv4_1x1_expand", 196, 1024, 256, true},
   {"resnet50/conv5_1x1_expand",  49, 2048, 512, true},
+  // EfficientNet-Lite0: 1x1 expansions at 56 x 56 and 7 x 7.
+  {"efficientnet/1x1_24x144",  3136,  144,   24, true},
+  {"efficientnet/1x1_192x1152",  49, 1152,  192, true},
   // BERT-base, 128 tokens.
   {"bert/attn_768x768",    128,  768,  768, false},
   {"bert/ffn_up_3072x768", 128, 3072,  768, false},
@@ -287,6 +292,36 @@ void BenchS8Dense(benchmark::State& state, const LayerShape* s) {
   SetCounters(state, *s, name);
 }
 
+// conv_s8 on X^T [K, M] as the NCHW image of a 1x1 convolution (K channels,
+// M = height positions, width 1): its packing of the activations is timed.
+void BenchS8Conv(benchmark::State& state, const LayerShape* s) {
+  const Problem& p = ProblemFor(*s);
+  const PackedFormat format = PreferredGemmS8Format(ActiveIsa());
+  StatusOr<PackedGemmS8> packed = PackGemmS8(p.w_s8.data(), s->n, s->k, GemmZeroPoints{}, format);
+  if (!packed.ok()) return state.SkipWithError(packed.status().ToString().c_str());
+  std::vector<uint8_t> xt(s->m * s->k);
+  for (int64_t i = 0; i < s->m; ++i)
+    for (int64_t j = 0; j < s->k; ++j) xt[j * s->m + i] = p.x_u8[i * s->k + j];
+  U8Output out = MakeU8Output(*s);
+  ConvS8Args args;
+  args.w = &*packed;
+  args.conv.channels = s->k, args.conv.height = s->m, args.conv.width = 1;
+  args.conv.out_h = s->m, args.conv.out_w = 1;
+  args.batch = 1;
+  args.x = xt.data();
+  args.x_zero_point = 128;
+  args.multiplier = out.multiplier.data();
+  args.y_zero_point = 128;
+  args.y = out.q.data();
+  const char* name = "";
+  for (auto _ : state) {
+    Status st = RunConvS8(args, &name);
+    if (!st.ok()) return state.SkipWithError(st.ToString().c_str());
+    benchmark::DoNotOptimize(out.q.data());
+  }
+  SetCounters(state, *s, name);
+}
+
 void BenchF32Bsr(benchmark::State& state, const LayerShape* s) {
   const Problem& p = ProblemFor(*s);
   StatusOr<BsrF32> packed = PackBsr(p.w_bsr.data(), s->n, s->k, PackedFormat::kBsr4x4F32);
@@ -400,6 +435,9 @@ void RegisterAll() {
     benchmark::RegisterBenchmark((base + "/f32_ref").c_str(), BenchF32Ref, &s)->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark((base + "/f32_dense").c_str(), BenchF32Dense, &s)->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark((base + "/s8_dense").c_str(), BenchS8Dense, &s)->Unit(benchmark::kMillisecond);
+    if (s.conv) {
+      benchmark::RegisterBenchmark((base + "/s8_conv").c_str(), BenchS8Conv, &s)->Unit(benchmark::kMillisecond);
+    }
 #if SPARQ_BENCH_HAVE_DNNL
     benchmark::RegisterBenchmark((base + "/f32_onednn").c_str(), BenchF32OneDnn, &s)->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark((base + "/s8_onednn").c_str(), BenchS8OneDnn, &s)->Unit(benchmark::kMillisecond);

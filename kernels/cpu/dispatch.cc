@@ -195,6 +195,14 @@ const std::vector<CpuKernelDef>& Table() {
       // ReduceMean over the last axis (activation_f32.cc): plain C++, rows
       // interleaved so that the in-order double sums overlap.
       {"mean_rows_f32_portable", P, 0, NONE, MeanRowsF32Fn(cpu::MeanRowsPortable)},
+      // INT8 convolution in NCHW with the requantization in the tile (conv_s8.cc;
+      // quant_conv.cc runs it). The portable kernel reads both panel formats.
+      {"conv_s8_nchw_portable", P, 0, F::kPanel16x4S8, ConvS8Fn(cpu::ConvS8Portable)},
+      {"conv_s8_nchw_s16_portable", P, 0, F::kPanel16x2S16, ConvS8Fn(cpu::ConvS8Portable)},
+#if SPARQ_CPU_X86
+      {"conv_s8_nchw_avx2", AVX2, 10, F::kPanel16x2S16, ConvS8Fn(cpu::ConvS8Avx2)},
+      {"conv_s8_nchw_avx512vnni", VNNI, 30, F::kPanel16x4S8, ConvS8Fn(cpu::ConvS8Avx512Vnni)},
+#endif
   };
   return *table;
 }
@@ -389,6 +397,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kBinaryF32: return "binary_f32";
     case CpuOp::kQLinearMulS8: return "qlinear_mul_s8";
     case CpuOp::kMeanRowsF32: return "mean_rows_f32";
+    case CpuOp::kConvS8: return "conv_s8";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";
@@ -505,6 +514,47 @@ Status RunGemmS8(const GemmS8Args& args, const char** kernel_name) {
   SPARQ_RETURN_IF_ERROR(CheckS8Epilogue("gemm_s8", args.out, b.n));
   if (args.m == 0 || b.n == 0) return Status::OK();
   return Run<GemmS8Fn>(CpuOp::kGemmS8, b.format, args, kernel_name);
+}
+
+Status RunConvS8(const ConvS8Args& args, const char** kernel_name) {
+  if (args.w == nullptr) return Status::InvalidArgument("conv_s8: null packed weights (w)");
+  const PackedGemmS8& w = *args.w;
+  const ConvGeometry& g = args.conv;
+  if (static_cast<int>(w.format) >= kNumPackedFormats || Traits(w.format).kind != LayoutKind::kPanel ||
+      Traits(w.format).elem == ElemType::kF32) {
+    return Status::InvalidArgument("conv_s8: weights are not in an int8 panel format");
+  }
+  if (w.format == PackedFormat::kPanel16x4S8 && w.has_zero_points) {
+    return Status::InvalidArgument("conv_s8: panel16x4_s8 weights with zero points (pack them as panel16x2_s16)");
+  }
+  if (g.channels < 0 || g.height < 0 || g.width < 0 || g.kernel_h < 1 || g.kernel_w < 1 || g.stride_h < 1 ||
+      g.stride_w < 1 || g.dilation_h < 1 || g.dilation_w < 1 || g.pad_top < 0 || g.pad_left < 0 || g.out_h < 0 ||
+      g.out_w < 0 || args.batch < 0) {
+    return Status::InvalidArgument("conv_s8: bad geometry (negative size, or kernel, stride or dilation < 1)");
+  }
+  if (g.k() != w.k) {
+    return Status::InvalidArgument("conv_s8: channels * kernel_h * kernel_w = " + std::to_string(g.k()) +
+                                   " but the weights have K = " + std::to_string(w.k));
+  }
+  const int32_t x_lo = args.x_signed ? -128 : 0, x_hi = args.x_signed ? 127 : 255;
+  if (args.x_zero_point < x_lo || args.x_zero_point > x_hi) {
+    return Status::InvalidArgument("conv_s8: x zero point " + std::to_string(args.x_zero_point) +
+                                   " is outside the range of x's type");
+  }
+  const int32_t y_lo = args.y_signed ? -128 : 0, y_hi = args.y_signed ? 127 : 255;
+  if (args.y_zero_point < y_lo || args.y_zero_point > y_hi) {
+    return Status::InvalidArgument("conv_s8: y zero point " + std::to_string(args.y_zero_point) +
+                                   " is outside the range of y's type");
+  }
+  if (args.table != nullptr && args.apply_table == nullptr) {
+    return Status::InvalidArgument("conv_s8: a table without apply_table (a lut256 row)");
+  }
+  const int64_t outputs = args.batch * w.n * g.out_size();
+  if (outputs == 0) return Status::OK();
+  if (args.x == nullptr || args.y == nullptr || args.multiplier == nullptr) {
+    return Status::InvalidArgument("conv_s8: null x, y or multiplier");
+  }
+  return Run<ConvS8Fn>(CpuOp::kConvS8, w.format, args, kernel_name);
 }
 
 Status RunSpmmBsrF32(const SpmmBsrF32Args& args, const char** kernel_name) {

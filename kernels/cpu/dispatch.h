@@ -113,6 +113,7 @@ enum class CpuOp : uint8_t {
   kBinaryF32,       // Add / Sub / Mul / Div of float rows, either side repeated (broadcasting)
   kQLinearMulS8,    // sparq.QLinearMul of two byte rows
   kMeanRowsF32,     // ReduceMean of float rows (the last axis: LayerNorm's mean and variance)
+  kConvS8,          // INT8 convolution in NCHW, requantized (and a table) in the tile's output stage
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -196,12 +197,14 @@ using QLinearMulS8Fn = CpuOpFn<CpuOp::kQLinearMulS8, void(int64_t n, const void*
 // y[r] = MeanOfRowRef(x + r * n, n) for r < rows (kernels/ref/reduce_common.h):
 // each row summed in order in double, the reference's bits.
 using MeanRowsF32Fn = void (*)(const float* x, int64_t rows, int64_t n, float* y);
+// The INT8 NCHW convolution of ConvS8Args (kernel_args.h), bit for bit the reference.
+using ConvS8Fn = void (*)(const ConvS8Args&);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
                                  DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn, ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn,
                                  ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn, QLinearMulS8Fn,
-                                 MeanRowsF32Fn>;
+                                 MeanRowsF32Fn, ConvS8Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 
@@ -249,6 +252,7 @@ Status RunSpmmBsrS8(const SpmmBsrS8Args& args, const char** kernel_name = nullpt
 Status RunSpmmNmF32(const SpmmNmF32Args& args, const char** kernel_name = nullptr);
 Status RunGemmF32(const GemmF32Args& args, const char** kernel_name = nullptr);
 Status RunSpmmNmS8(const SpmmNmS8Args& args, const char** kernel_name = nullptr);
+Status RunConvS8(const ConvS8Args& args, const char** kernel_name = nullptr);
 
 // Builds w's panels for the spmm_nm_s8 kernel of the active ISA, to pass as
 // SpmmNmS8Args::panels on every call with w (w must outlive them and not

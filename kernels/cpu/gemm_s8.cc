@@ -39,6 +39,13 @@ constexpr int64_t kMcTiles = 16;  // strips per task
 
 constexpr int kPanelWidth = PackedGemmS8::kPanelWidth;
 
+// A thread's work buffer of at least `size` elements (grown, never shrunk).
+template <typename T>
+T* Reserve(std::vector<T>& v, int64_t size) {
+  if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
+  return v.data();
+}
+
 // Packs rows [i0, i0 + rows) and columns [k0, k0 + kc) of A into strips of
 // `mr` rows (see internal.h); rows past `rows` and columns past K are zero.
 // For panel16x4_s8 (kStep 4) also adds each row's sum of a_u over the real
@@ -59,25 +66,32 @@ void PackA(const GemmS8Args& args, const PackedGemmS8& b, const GemmS8Isa& isa, 
     const uint32_t flip4 = args.a_signed ? 0x80808080u : 0u;
     const int64_t full_steps = k_count / kStep, tail = k_count % kStep;
     uint8_t* dst = static_cast<uint8_t*>(out);
-    std::memset(dst, 0, static_cast<size_t>(strips * steps * step_stride));
-    for (int64_t r = 0; r < rows; ++r) {
-      const uint8_t* src = reinterpret_cast<const uint8_t*>(a + (i0 + r) * args.lda + k0);
-      uint8_t* d = dst + (r / mr) * steps * step_stride + (r % mr) * kStep;
-      if (r % mr == 0 && r + mr <= rows && isa.pack_strip_s8 != nullptr) {  // a full strip: the ISA's packer
-        isa.pack_strip_s8(src, args.lda, k_count, args.a_signed, d, row_sums + r);
-        r += mr - 1;
+    const int64_t strip_bytes = steps * step_stride;
+    for (int64_t st = 0; st < strips; ++st) {
+      const int64_t r0 = st * mr, strip_rows = std::min<int64_t>(mr, rows - r0);
+      uint8_t* strip = dst + st * strip_bytes;
+      if (strip_rows == mr && isa.pack_strip_s8 != nullptr) {  // a full strip: the ISA's packer
+        // It writes every byte of the real columns; zero the steps it may leave (past k_count).
+        std::memset(strip + full_steps * step_stride, 0, static_cast<size_t>((steps - full_steps) * step_stride));
+        isa.pack_strip_s8(reinterpret_cast<const uint8_t*>(a + (i0 + r0) * args.lda + k0), args.lda, k_count,
+                          args.a_signed, strip, row_sums + r0);
         continue;
       }
-      int32_t sum = 0;
-      for (int64_t k = 0; k < k_count; ++k) sum += static_cast<uint8_t>(src[k] ^ flip);
-      row_sums[r] += sum;
-      for (int64_t s = 0; s < full_steps; ++s) {
-        uint32_t quad;
-        std::memcpy(&quad, src + s * kStep, sizeof(quad));
-        quad ^= flip4;
-        std::memcpy(d + s * step_stride, &quad, sizeof(quad));
+      std::memset(strip, 0, static_cast<size_t>(strip_bytes));
+      for (int64_t r = r0; r < r0 + strip_rows; ++r) {
+        const uint8_t* src = reinterpret_cast<const uint8_t*>(a + (i0 + r) * args.lda + k0);
+        uint8_t* d = strip + (r % mr) * kStep;
+        int32_t sum = 0;
+        for (int64_t k = 0; k < k_count; ++k) sum += static_cast<uint8_t>(src[k] ^ flip);
+        row_sums[r] += sum;
+        for (int64_t s = 0; s < full_steps; ++s) {
+          uint32_t quad;
+          std::memcpy(&quad, src + s * kStep, sizeof(quad));
+          quad ^= flip4;
+          std::memcpy(d + s * step_stride, &quad, sizeof(quad));
+        }
+        for (int64_t t = 0; t < tail; ++t) d[full_steps * step_stride + t] = src[full_steps * kStep + t] ^ flip;
       }
-      for (int64_t t = 0; t < tail; ++t) d[full_steps * step_stride + t] = src[full_steps * kStep + t] ^ flip;
     }
   } else {
     int16_t* dst = static_cast<int16_t*>(out);
@@ -210,28 +224,33 @@ void GemmS8Driver(const GemmS8Args& args, const GemmS8Isa& isa) {
                                                               : reinterpret_cast<const char*>(b.data_s16.data());
 
   ParallelFor(args.pool, m_blocks * n_blocks, 1, [&](int64_t t_begin, int64_t t_end) {
-    std::vector<int32_t> c(static_cast<size_t>(mc * nc));
-    std::vector<char> a_pack(static_cast<size_t>(mc * slice_steps * step) * elem_bytes);
-    std::vector<int32_t> row_sums(static_cast<size_t>(mc));
+    // Scratch kept by each thread from call to call: the tiles write c
+    // before reading it (accumulate is false on the first K slice) and PackA
+    // zeroes what it does not write, so nothing needs clearing here.
+    thread_local std::vector<int32_t> c_buffer, row_sums_buffer;
+    thread_local std::vector<char> a_pack_buffer;
+    int32_t* const c = Reserve(c_buffer, mc * nc);
+    char* const a_pack = Reserve(a_pack_buffer, mc * slice_steps * step * static_cast<int64_t>(elem_bytes));
+    int32_t* const row_sums = Reserve(row_sums_buffer, mc);
     for (int64_t t = t_begin; t < t_end; ++t) {
       const int64_t i0 = (t / n_blocks) * mc, j0 = (t % n_blocks) * nc;
       const int64_t rows = std::min(mc, m - i0), cols = std::min(nc, n - j0);
       const int64_t col_panels = (cols + kPanelWidth - 1) / kPanelWidth;
-      std::fill(row_sums.begin(), row_sums.end(), 0);
-      if (steps_total == 0) std::fill(c.begin(), c.end(), 0);
+      std::fill(row_sums, row_sums + mc, 0);
+      if (steps_total == 0) std::fill(c, c + mc * nc, 0);
       for (int64_t s0 = 0; s0 < steps_total; s0 += slice_steps) {
         const int64_t steps = std::min(slice_steps, steps_total - s0);
         const int64_t k0 = s0 * step, kc = steps * step;
         if (step == 4) {
           if (args.a_signed) {
-            PackA<int8_t, 4>(args, b, isa, i0, rows, k0, kc, a_pack.data(), row_sums.data());
+            PackA<int8_t, 4>(args, b, isa, i0, rows, k0, kc, a_pack, row_sums);
           } else {
-            PackA<uint8_t, 4>(args, b, isa, i0, rows, k0, kc, a_pack.data(), row_sums.data());
+            PackA<uint8_t, 4>(args, b, isa, i0, rows, k0, kc, a_pack, row_sums);
           }
         } else if (args.a_signed) {
-          PackA<int8_t, 2>(args, b, isa, i0, rows, k0, kc, a_pack.data(), row_sums.data());
+          PackA<int8_t, 2>(args, b, isa, i0, rows, k0, kc, a_pack, row_sums);
         } else {
-          PackA<uint8_t, 2>(args, b, isa, i0, rows, k0, kc, a_pack.data(), row_sums.data());
+          PackA<uint8_t, 2>(args, b, isa, i0, rows, k0, kc, a_pack, row_sums);
         }
         const int64_t strip_bytes = steps * mr * step * static_cast<int64_t>(elem_bytes);
         for (int64_t p = 0; p < col_panels; p += isa.max_panels) {
@@ -239,12 +258,12 @@ void GemmS8Driver(const GemmS8Args& args, const GemmS8Isa& isa) {
           const char* bp = b_data + (j0 / kPanelWidth + p) * panel_bytes +
                            s0 * kPanelWidth * step * static_cast<int64_t>(elem_bytes);
           for (int64_t r = 0; r < rows; r += mr) {
-            isa.tile(steps, a_pack.data() + (r / mr) * strip_bytes, bp, panel_bytes, panels,
-                     c.data() + r * nc + p * kPanelWidth, nc, s0 > 0);
+            isa.tile(steps, a_pack + (r / mr) * strip_bytes, bp, panel_bytes, panels,
+                     c + r * nc + p * kPanelWidth, nc, s0 > 0);
           }
         }
       }
-      Epilogue(args, b, isa, i0, rows, j0, cols, c.data(), nc, row_sums.data());
+      Epilogue(args, b, isa, i0, rows, j0, cols, c, nc, row_sums);
     }
   });
 }

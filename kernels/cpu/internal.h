@@ -202,6 +202,57 @@ void ApplyTablePortable(const uint8_t* table, uint8_t flip, const uint8_t* in, u
 void ApplyTableAvx512Vbmi(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n);
 
 // ---------------------------------------------------------------------------
+// INT8 convolution in NCHW (conv_s8.cc; ConvS8Args in kernel_args.h). Per
+// image the driver packs the unfolded activations col [K, P] into blocks of
+// 16 output positions, one 64-byte step after another, with the step size of
+// the weights' panel format:
+//
+//   block b, step s: position i of the block at bytes 4i .. 4i + 3, holding
+//     panel16x4_s8:   4 u8  x_u = col + 128 (int8 x; col for uint8) of k = 4s .. 4s + 3
+//     panel16x2_s16:  2 s16 col - x_zero_point                      of k = 2s, 2s + 1
+//   (k past K and positions past P: 0)
+//
+// Weights stay in their GEMM panels (PackGemmS8: 16 channels x 4 bytes per
+// step), so a channel's step is one 4-byte broadcast. A tile multiplies 8
+// channels by one or two blocks and requantizes in registers:
+//   acc[c][i] = sum over steps of (block i's step) . (channel c's step)
+//   y[c * ld_y + i] = RequantizeS32Ref(acc + offset[c], multiplier[c], zero_point)
+// For panel16x4_s8, offset = bias - (x_zero_point + 128 or 0) * col_sums
+// (the +128 trick of gemm_s8.cc, w_zp = 0); for panel16x2_s16, offset = bias.
+// Long K runs in slices of steps (so that a slice of the blocks stays in L1):
+// the sums of the slices before come from `partial` and, but for the last
+// slice, go back there instead of to y. The order of K is the same for every
+// thread count.
+struct ConvS8Tile {
+  int64_t steps = 0;             // steps of this slice
+  int32_t* partial = nullptr;    // [8][32] int32 sums (channel c, position i at partial[32c + i]), or nullptr: one slice
+  bool first_slice = true;       // the sums start at 0 (else from partial)
+  bool last_slice = true;        // requantize into y (else store the sums to partial)
+  const uint8_t* w = nullptr;  // the tile's first channel at step 0: channel c at + 4c, step s at + 64s
+  int channels = 0;            // channels to store, 1..8 (all 8 are read: the panel is zero past the last)
+  const uint8_t* col = nullptr;  // the first block
+  int blocks = 1;                // 1 or 2
+  int64_t block_stride = 0;      // bytes between blocks
+  int positions = 0;             // positions to store, 1..16 * blocks
+  bool s16 = false;              // panel16x2_s16 steps (else panel16x4_s8)
+  const int32_t* offset = nullptr;    // [channels], readable (and 0) up to 8
+  const float* multiplier = nullptr;  // [channels]
+  bool multipliers_finite = false;    // every multiplier of the call is finite (no NaN products)
+  int32_t zero_point = 0;
+  bool out_signed = false;
+  uint8_t* y = nullptr;  // channel c, position i at y[c * ld_y + i]
+  int64_t ld_y = 0;
+};
+using ConvS8TileFn = void (*)(const ConvS8Tile& tile);
+// Optional (nullptr: the driver's SSE2 / plain loops): packs 4 whole blocks
+// (64 positions) of u8 steps for panel16x4_s8. Step s of block b (b < 4)
+// goes to dst + b * block_bytes + 64 s, from rows 4s .. 4s + 3 of col
+// (row r at col + r * ld, 64 bytes each, XOR flip; rows past k: 0).
+using ConvS8Pack4Fn = void (*)(const uint8_t* col, int64_t ld, int64_t k, int64_t steps, uint8_t flip, uint8_t* dst,
+                               int64_t block_bytes);
+void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4 = nullptr);
+
+// ---------------------------------------------------------------------------
 // INT8 N:M sparse GEMM (spmm_nm_s8.cc), vectorized over output channels: a
 // vector lane holds one channel n, and a step covers 8 consecutive k, in
 // which every row of a 2:4 or 4:8 matrix keeps exactly 4 values. The driver
@@ -260,6 +311,10 @@ void SpmmBsrS8Avx512Vnni(const SpmmBsrS8Args& args);
 void SpmmNmS8Portable(const SpmmNmS8Args& args);
 void SpmmNmS8Avx2(const SpmmNmS8Args& args);
 void SpmmNmS8Avx512Vnni(const SpmmNmS8Args& args);
+
+void ConvS8Portable(const ConvS8Args& args);
+void ConvS8Avx2(const ConvS8Args& args);
+void ConvS8Avx512Vnni(const ConvS8Args& args);
 
 // True when this build has the x86 ISA files (x86-64 with GCC or clang).
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

@@ -137,6 +137,36 @@ struct ConvGeometry {
   int64_t out_size() const { return out_h * out_w; }
 };
 
+// INT8 convolution (QLinearConv, group 1) in the NCHW layout, the
+// requantization and an optional 256-entry table fused into the output stage.
+// Per image b, output channel o < M and output position p = (oy, ox):
+//   acc[o, p] = sum_k (W[o, k] - w_zp(o)) * (col[k, p] - x_zero_point)    (int32, wraps mod 2^32)
+//   q[o, p]   = RequantizeS32Ref(acc + bias[o], multiplier[o], y_zero_point)   (kernels/ref/quantize.h)
+//   y[o, p]   = table == nullptr ? q : table[q ^ table_flip]
+// where col [K, P] is the image unfolded in W's own K order: row k = (c, ky,
+// kx), taps outside the image holding x_zero_point (so they add 0). Bit for
+// bit the reference's QLinearConv (QLinearConvLut with a table). Each output
+// byte comes from one task with a fixed K order: the same bytes for every
+// thread count.
+struct ConvS8Args {
+  const PackedGemmS8* w = nullptr;  // W [M, K] (PackGemmS8); panel16x4_s8 needs has_zero_points false
+  ConvGeometry conv;                // of one image; conv.k() == w->k
+  int64_t batch = 0;
+  const void* x = nullptr;  // [batch, C, H, W] bytes, int8_t (x_signed) or uint8_t
+  bool x_signed = false;
+  int32_t x_zero_point = 0;
+  const int32_t* bias = nullptr;      // [M], or nullptr
+  const float* multiplier = nullptr;  // [M]: RequantMultiplier(x_scale, w_scale[o], y_scale)
+  int32_t y_zero_point = 0;
+  bool y_signed = false;
+  const uint8_t* table = nullptr;  // 256 bytes, or nullptr
+  uint8_t table_flip = 0;
+  // A lut256 row (dispatch.h: Lut256Fn), required with a table.
+  void (*apply_table)(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n) = nullptr;
+  void* y = nullptr;  // [batch, M, out_h, out_w] bytes
+  ThreadPool* pool = nullptr;
+};
+
 struct GemmF32Args {
   const PackedGemmF32* w = nullptr;  // [R, K]
   const float* bias = nullptr;       // [R] or nullptr

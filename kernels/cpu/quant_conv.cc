@@ -1,22 +1,29 @@
-// QLinearConv on the INT8 GEMM (gemm_s8): per image, the input is unfolded
-// into rows of A [P, K] (one row per output position, K = kh * kw * C in
-// (ky, kx, c) order, copied from a padded NHWC copy of the image whose
-// padding holds the input's zero point so that it contributes 0), multiplied
-// by the weights packed once at prepare in the same K order, requantized per
-// output channel, and transposed into NCHW. The int32 sums are exact (mod
-// 2^32), so the order of K does not change them.
+// QLinearConv (group 1) on the INT8 kernels. Three ways, chosen at prepare:
 //
-// sparq.QLinearConvLut (QLinearConv then a 256-entry table, see
-// kernels/ref/qdq_fused_ops.cc) runs the same way, the table applied to the
-// GEMM's output before the transposition.
+// 1. conv_s8 (kernels/cpu/conv_s8.cc), when the weights' format allows it
+//    (panel16x2_s16 always; panel16x4_s8 with weight zero points 0, the
+//    usual symmetric weights): per image, in the NCHW layout,
 //
-// Pruned weights (zero point 0, see kernels/cpu/sparse_s8.h): when the kernel
-// speed table says their structure beats dense, the prepare step packs them
-// for spmm_bsr_s8 / spmm_nm_s8 instead, and each image runs in the NCHW
-// layout without a transpose:
+//      Y [M, P] = W [M, K] x col [K, P]     col: the input unfolded as rows
+//      (= the image's NCHW output)           (c, ky, kx), columns (oy, ox)
 //
-//   Y^T [Cout, P] = W [Cout, K] * col [K, P]     col: the input unfolded as
-//   (= the image's NCHW output)                   rows (c, ky, kx), columns (oy, ox)
+//    with the requantization (and the table of sparq.QLinearConvLut) in the
+//    register tile's output stage: no transposition, no int32 round trip.
+//
+// 2. Pruned weights (zero point 0, see kernels/cpu/sparse_s8.h): when the
+//    kernel speed table says their structure beats dense, the prepare step
+//    packs them for spmm_bsr_s8 / spmm_nm_s8, run in the same NCHW layout.
+//
+// 3. Otherwise gemm_s8: per image, the input is unfolded into rows of A
+//    [P, K] (one row per output position, K = kh * kw * C in (ky, kx, c)
+//    order, copied from a padded NHWC copy of the image whose padding holds
+//    the input's zero point), multiplied by the weights packed once at
+//    prepare in the same K order, requantized per output channel, and
+//    transposed into NCHW (the table applied before the transposition).
+//
+// The int32 sums are exact (mod 2^32), so the order of K does not change
+// them. sparq.QLinearConvLut: QLinearConv then a 256-entry table, see
+// kernels/ref/qdq_fused_ops.cc.
 //
 // Fast path (else the reference kernel): 2-D convolution, group 1, explicit
 // pads (auto_pad NOTSET), int8 weights; every input but x constant; x_scale,
@@ -45,16 +52,21 @@ namespace sparq {
 namespace {
 
 struct QuantConv : QuantConvParams {
-  PackedGemmS8 w;          // [M, kh * kw * C] in (ky, kx, c) order, when not sparse
+  // The conv_s8 row, or nullptr for gemm_s8. With it, w is [M, C * kh * kw]
+  // in W's own (c, ky, kx) order; with gemm_s8, in (ky, kx, c) order.
+  const CpuKernelDef* nchw = nullptr;
+  PackedGemmS8 w;          // when not sparse
   SparseS8Weights sparse;  // the weights for a sparse kernel, when it is faster
   const CpuKernelDef* lut = nullptr;  // the lut256 row, chosen at prepare time
 };
 
 // For `eval --verbose`: the table rows it runs, e.g.
-// gemm_s8s8_avx512vnni or spmm_nm24_s8_avx2+lut256_portable.
+// conv_s8_nchw_avx512vnni, gemm_s8s8_avx512vnni or spmm_nm24_s8_avx2+lut256_portable.
 std::string QuantConvKernel(const QuantConv& q) {
   std::string name = q.sparse.sparse() ? q.sparse.kernel : "gemm_s8";
-  if (!q.sparse.sparse()) {
+  if (q.nchw != nullptr) {
+    name = q.nchw->name;
+  } else if (!q.sparse.sparse()) {
     const CpuKernelDef* def = SelectCpuKernel(CpuOp::kGemmS8, q.w.format);
     if (def != nullptr) name = def->name;
   }
@@ -138,6 +150,13 @@ StatusOr<std::shared_ptr<QuantConv>> PrepareQuantConvState(const Node& node, con
   }
   if (q->sparse.sparse()) return q;
   const GemmZeroPoints w_zero{zp.data(), zp.size() > 1};
+  const PackedFormat format = PreferredGemmS8Format(ActiveIsa());
+  q->nchw = SelectCpuKernel(CpuOp::kConvS8, format);
+  if (q->nchw != nullptr && (symmetric || format == PackedFormat::kPanel16x2S16)) {
+    SPARQ_ASSIGN_OR_RETURN(q->w, PackGemmS8<int8_t>(w.data<int8_t>(), q->m, q->c * q->kh * q->kw, w_zero, format));
+    return q;
+  }
+  q->nchw = nullptr;
   // K in the unfolded rows' order (ky, kx, c); W is stored (c, ky, kx).
   const int64_t taps = q->kh * q->kw;
   std::vector<int8_t> w_hwc(static_cast<size_t>(q->m * q->c * taps));
@@ -145,8 +164,7 @@ StatusOr<std::shared_ptr<QuantConv>> PrepareQuantConvState(const Node& node, con
     for (int64_t ch = 0; ch < q->c; ++ch)
       for (int64_t t = 0; t < taps; ++t)
         w_hwc[(o * taps + t) * q->c + ch] = w.data<int8_t>()[(o * q->c + ch) * taps + t];
-  SPARQ_ASSIGN_OR_RETURN(q->w, PackGemmS8<int8_t>(w_hwc.data(), q->m, q->c * taps, w_zero,
-                                                  PreferredGemmS8Format(ActiveIsa())));
+  SPARQ_ASSIGN_OR_RETURN(q->w, PackGemmS8<int8_t>(w_hwc.data(), q->m, q->c * taps, w_zero, format));
   return q;
 }
 
@@ -219,9 +237,38 @@ Status RunQuantConv(OpContext& ctx) {
   if (ho_num < 0 || wo_num < 0) return RunReferenceKernel(ctx);  // the reference names the error
   const int64_t ho = ho_num / q.stride_h + 1, wo = wo_num / q.stride_w + 1, p = ho * wo;
   const int64_t k = q.c * q.kh * q.kw;
-  Tensor y(q.out_type, {n, q.m, ho, wo});
+  Tensor y = Tensor::Uninitialized(q.out_type, {n, q.m, ho, wo});  // every path writes every byte
   const Lut256Fn apply_table = q.lut->get<Lut256Fn>();
   const uint8_t flip = q.y_type == DataType::kInt8 ? 0x80 : 0;  // table index of an int8 y: its byte ^ 0x80
+  if (q.nchw != nullptr) {
+    ConvS8Args args;
+    args.w = &q.w;
+    args.conv.channels = q.c, args.conv.height = h, args.conv.width = wd;
+    args.conv.kernel_h = q.kh, args.conv.kernel_w = q.kw;
+    args.conv.stride_h = q.stride_h, args.conv.stride_w = q.stride_w;
+    args.conv.dilation_h = q.dil_h, args.conv.dilation_w = q.dil_w;
+    args.conv.pad_top = q.pad_t, args.conv.pad_left = q.pad_l;
+    args.conv.pad_bottom = q.pad_b, args.conv.pad_right = q.pad_r;
+    args.conv.out_h = ho, args.conv.out_w = wo;
+    args.batch = n;
+    args.x = x.raw_data();
+    args.x_signed = q.x_type == DataType::kInt8;
+    args.x_zero_point = q.x_zp;
+    args.bias = q.bias.empty() ? nullptr : q.bias.data();
+    args.multiplier = q.multiplier.data();
+    args.y_zero_point = q.y_zp;
+    args.y_signed = q.y_type == DataType::kInt8;
+    if (!q.table.empty()) {
+      args.table = q.table.data();
+      args.table_flip = flip;
+      args.apply_table = apply_table;
+    }
+    args.y = y.raw_data();
+    args.pool = ctx.pool();
+    q.nchw->get<ConvS8Fn>()(args);
+    ctx.set_output(0, std::move(y));
+    return Status::OK();
+  }
   if (q.sparse.sparse()) {
     std::vector<uint8_t> col(static_cast<size_t>(k * p));
     auto* yb = static_cast<uint8_t*>(y.raw_data());

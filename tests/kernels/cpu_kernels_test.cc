@@ -675,6 +675,9 @@ TEST(CpuKernelTable, EveryTableRowIsExercised) {
         for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-4f) << name;
         break;
       }
+      case CpuOp::kConvS8:  // the full checks are in cpu_conv_s8_test.cc
+        if (testing::CheckConvS8Row(rng, def)) ran.insert(def.name);
+        break;
       default:  // the rows without packed weights, called directly (cpu_row_kernels_test.cc)
         if (testing::CheckRowKernel(rng, def)) ran.insert(def.name);
         break;

@@ -20,6 +20,7 @@ struct ConvCase {
   std::vector<int64_t> strides, pads, dilations;
   bool per_channel, bias;
   int64_t group = 1;
+  bool w_zero_points = false;  // non-zero weight zero points (always for group > 1)
 };
 
 template <typename T>
@@ -51,7 +52,7 @@ Model QLinearConvModel(const ConvCase& cc, std::mt19937& rng) {
   for (size_t i = 0; i < ws.size(); ++i) ws[i] = 0.0031f * (1.0f + 0.137f * static_cast<float>(i));
   g.initializers["w_scale"] = Tensor::FromVector<float>({static_cast<int64_t>(ws.size())}, ws);
   std::vector<int8_t> w_zp(ws.size());
-  for (size_t i = 0; i < ws.size(); ++i) w_zp[i] = cc.group > 1 ? static_cast<int8_t>(i % 7) - 3 : 0;
+  for (size_t i = 0; i < ws.size(); ++i) w_zp[i] = cc.group > 1 || cc.w_zero_points ? static_cast<int8_t>(i % 7) - 3 : 0;
   g.initializers["w_zp"] = Tensor::FromVector<int8_t>({static_cast<int64_t>(ws.size())}, w_zp);
   if (cc.x_type == DataType::kUInt8) {
     g.initializers["x_zp"] = Tensor::Scalar<uint8_t>(131);
@@ -74,12 +75,16 @@ Model QLinearConvModel(const ConvCase& cc, std::mt19937& rng) {
   return m;
 }
 
+// Group 1: conv_s8 (NCHW, requantized in the tile) on every ISA and thread
+// count; gemm_s8 for weight zero points on panel16x4_s8 (VNNI, portable).
 TEST(CpuQuantConv, MatchesTheReferenceBitForBit) {
   const ConvCase cases[] = {
       {"u8 3x3 stride 2 pad 1, per-channel, bias", DataType::kUInt8, 2, 5, 11, 9, 19, 3, 3, {2, 2}, {1, 1, 1, 1}, {1, 1}, true, true},
       {"s8 3x3 dilation 2, asymmetric pads", DataType::kInt8, 1, 7, 10, 13, 17, 3, 3, {1, 1}, {2, 0, 1, 3}, {2, 2}, false, false},
       {"u8 1x1", DataType::kUInt8, 3, 33, 6, 5, 40, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, true, true},
+      {"s8 1x1, 32 x 32", DataType::kInt8, 1, 24, 32, 32, 36, 1, 1, {1, 1}, {0, 0, 0, 0}, {1, 1}, true, true},
       {"u8 7x7 stride 2 pad 3 (a stem)", DataType::kUInt8, 1, 3, 23, 21, 16, 7, 7, {2, 2}, {3, 3, 3, 3}, {1, 1}, true, true},
+      {"u8 3x3, weight zero points", DataType::kUInt8, 1, 6, 9, 8, 20, 3, 3, {1, 1}, {1, 1, 1, 1}, {1, 1}, true, true, 1, true},
   };
   std::mt19937 rng(42);
   for (const ConvCase& cc : cases) {
@@ -87,19 +92,30 @@ TEST(CpuQuantConv, MatchesTheReferenceBitForBit) {
     Model m = QLinearConvModel(cc, rng);
     const Tensor x = cc.x_type == DataType::kUInt8 ? RandomBytes<uint8_t>({cc.n, cc.c, cc.h, cc.w}, rng)
                                                    : RandomBytes<int8_t>({cc.n, cc.c, cc.h, cc.w}, rng);
-    auto fast = Executor::Create(m, ExecutorOptions{2, false});
     auto ref = Executor::Create(m, ExecutorOptions{1, true});
-    ASSERT_TRUE(fast.ok() && ref.ok()) << fast.status().ToString();
-    EXPECT_EQ(testing::KernelOps((*fast)->NodeKernels().at(0).kernel), "gemm_s8");
-    TensorMap got, want;
-    ASSERT_TRUE((*fast)->Run({{"x", x}}, &got).ok());
+    ASSERT_TRUE(ref.ok());
+    TensorMap want;
     ASSERT_TRUE((*ref)->Run({{"x", x}}, &want).ok());
-    ASSERT_EQ(got.at("y").shape(), want.at("y").shape());
-    EXPECT_TRUE(got.at("y").Equals(want.at("y")));
     // The data exercise the requantization, not only its saturation.
     const auto* bytes = static_cast<const uint8_t*>(want.at("y").raw_data());
     const std::set<uint8_t> distinct(bytes, bytes + want.at("y").numel());
     EXPECT_GT(distinct.size(), 20u);
+    for (CpuIsa isa : testing::IsasOfThisCpu()) {
+      ASSERT_TRUE(ForceIsa(isa).ok());
+      const bool s8_panels = PreferredGemmS8Format(isa) == PackedFormat::kPanel16x4S8;
+      for (int threads : {1, 2, 3}) {
+        auto fast = Executor::Create(m, ExecutorOptions{threads, false});
+        ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+        EXPECT_EQ(testing::KernelOps((*fast)->NodeKernels().at(0).kernel),
+                  cc.w_zero_points && s8_panels ? "gemm_s8" : "conv_s8")
+            << CpuIsaName(isa);
+        TensorMap got;
+        ASSERT_TRUE((*fast)->Run({{"x", x}}, &got).ok());
+        ASSERT_EQ(got.at("y").shape(), want.at("y").shape());
+        EXPECT_TRUE(got.at("y").Equals(want.at("y"))) << CpuIsaName(isa) << ", " << threads << " threads";
+      }
+    }
+    ResetIsa();
     // Not a constant weight: the reference kernel.
     Model plain = m;
     ValueInfo w;

@@ -1,8 +1,9 @@
 // Pruned INT8 layers in the executor (kernels/cpu/sparse_s8.h): QLinearConv
 // and QLinearMatMul whose int8 weights are block 4x4 or 2:4 sparse run
 // spmm_bsr4x4_s8 / spmm_nm24_s8 when the kernel table says so, with output
-// bit for bit the reference kernels', for several thread counts; they stay on
-// gemm_s8 when the table says the structure is slower or was not measured.
+// bit for bit the reference kernels', for several thread counts; they stay
+// dense (conv_s8, gemm_s8) when the table says the structure is slower or was
+// not measured.
 // Also: the kernel speed table itself (sparq/kernel_table.h).
 #include <gtest/gtest.h>
 
@@ -198,10 +199,10 @@ TEST(CpuQuantSparse, StaysDenseWhenTheTableSaysSlowerOrNothing) {
   std::mt19937 rng(93);
   const Tensor x = RandomBytes<uint8_t>({1, 6, 8, 8}, rng);
   const Model conv = PrunedConv(rng, Pruning::kNm2of4);
-  ExpectExact(conv, x, Table("cpu,2:4,s8,0.5,0.8\n"), "gemm_s8");               // measured slower
-  ExpectExact(conv, x, Table("cpu,2:4,f32,0.5,3.0\n"), "gemm_s8");              // another precision
-  ExpectExact(conv, x, Table("cpu,block4x4,s8,0.95,3.0\n"), "gemm_s8");         // only above its sparsity
-  ExpectExact(PrunedConv(rng, Pruning::kBlock4x4), x, Table("cpu,block4x4,s8,0.95,3.0\n"), "gemm_s8");
+  ExpectExact(conv, x, Table("cpu,2:4,s8,0.5,0.8\n"), "conv_s8");               // measured slower
+  ExpectExact(conv, x, Table("cpu,2:4,f32,0.5,3.0\n"), "conv_s8");              // another precision
+  ExpectExact(conv, x, Table("cpu,block4x4,s8,0.95,3.0\n"), "conv_s8");         // only above its sparsity
+  ExpectExact(PrunedConv(rng, Pruning::kBlock4x4), x, Table("cpu,block4x4,s8,0.95,3.0\n"), "conv_s8");
 }
 
 // Issue 14: a structure that wins on average but loses on this layer's
@@ -216,7 +217,7 @@ TEST(CpuQuantSparse, ShapeClassRowsDecidePerLayer) {
     EXPECT_TRUE(t.ok()) << t.status().ToString();
     return std::make_shared<const KernelSpeedTable>(t.ok() ? *t : KernelSpeedTable{});
   };
-  ExpectExact(conv, x, table("cpu,2:4,s8,0.5,1.5,any\ncpu,2:4,s8,0.5,0.8,conv:k<2048\n"), "gemm_s8");
+  ExpectExact(conv, x, table("cpu,2:4,s8,0.5,1.5,any\ncpu,2:4,s8,0.5,0.8,conv:k<2048\n"), "conv_s8");
   ExpectExact(conv, x, table("cpu,2:4,s8,0.5,1.5,any\ncpu,2:4,s8,0.5,0.8,conv:k>=2048\n"), "spmm_nm_s8");
   ExpectExact(conv, x, table("cpu,2:4,s8,0.5,0.8,any\ncpu,2:4,s8,0.5,1.5,conv\n"), "spmm_nm_s8");
   ExpectExact(conv, x, table("cpu,2:4,s8,0.5,1.5,any\ncpu,2:4,s8,0.5,0.8,matmul\n"), "spmm_nm_s8");
@@ -232,7 +233,7 @@ TEST(CpuQuantSparse, DefaultTableIsTheBenchmarkCsv) {
   std::mt19937 rng(94);
   const Tensor x = RandomBytes<uint8_t>({1, 6, 8, 8}, rng);
   const double speedup = table.MeasuredAtOrBelow("cpu", "block4x4", "s8", 0.98).value_or(0.0);
-  ExpectExact(PrunedConv(rng, Pruning::kOneBlock4x4), x, nullptr, speedup > 1.0 ? "spmm_bsr_s8" : "gemm_s8");
+  ExpectExact(PrunedConv(rng, Pruning::kOneBlock4x4), x, nullptr, speedup > 1.0 ? "spmm_bsr_s8" : "conv_s8");
 }
 
 TEST(KernelSpeedTable, ParsesBothHeadersAndLooksUp) {

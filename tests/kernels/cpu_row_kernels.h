@@ -15,5 +15,9 @@ namespace testing {
 // weights (those are checked in cpu_kernels_test.cc).
 bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def);
 
+// Runs a conv_s8 row's function directly on a few geometries and compares
+// with the spec (cpu_conv_s8_test.cc); false for other ops.
+bool CheckConvS8Row(std::mt19937& rng, const CpuKernelDef& def);
+
 }  // namespace testing
 }  // namespace sparq

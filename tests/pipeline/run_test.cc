@@ -342,8 +342,8 @@ TEST(RunRecipe, WrittenQdqModelFusesIntoIntegerConvolutions) {
   // A convolution that feeds a ReLU's table takes the table in (sparq.QLinearConvLut).
   for (const NodeKernel& k : (*fused)->NodeKernels()) {
     const std::string ops = testing::KernelOps(k.kernel);
-    integer_convs += (k.op_type == "QLinearConv" && ops == "gemm_s8") ||
-                     (k.op_type == "QLinearConvLut" && ops == "gemm_s8+lut256");
+    integer_convs += (k.op_type == "QLinearConv" && ops == "conv_s8") ||
+                     (k.op_type == "QLinearConvLut" && ops == "conv_s8+lut256");
   }
   EXPECT_EQ(integer_convs, 2);
   auto eval = ReadNpz(kDigits + "eval.npz");

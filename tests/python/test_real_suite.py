@@ -96,6 +96,43 @@ def test_int8_kl_keeps_real_photos_classified(sparq, suite_model, tmp_path):
     out = ort_outputs(model, inputs)
     assert 100 * M.top1_agreement(ref, out) >= INT8_MIN_TOP1_AGREEMENT
     assert 100 * M.top_k_overlap(ref, out, 5) >= INT8_MIN_TOP5_OVERLAP
+    expect_integer_path_exact(sparq, model, suite_model, tmp_path)
+
+
+def expect_integer_path_exact(sparq, model, suite_model, tmp_path):
+    """Issue 14: the fast kernels (conv_s8, depthwise_s8, ...) give the
+    reference kernels' bytes on the fused graph, for 1 and 2 threads. Every
+    activation DequantizeLinear becomes a graph output, so each integer
+    tensor is compared through its exact dequantization; only the float
+    classifier at the end may differ (summation order)."""
+    import onnx
+
+    m = onnx.load(model)
+    constants = {t.name for t in m.graph.initializer}
+    taps = [n.output[0] for n in m.graph.node if n.op_type == "DequantizeLinear" and n.input[0] not in constants]
+    assert len(taps) > 20
+    for name in taps:
+        m.graph.output.append(onnx.helper.make_tensor_value_info(name, onnx.TensorProto.FLOAT, None))
+    tapped = str(tmp_path / "tapped.onnx")
+    onnx.save(m, tapped)
+    inputs = {k: v[:4] for k, v in load_npz(os.path.join(suite_model, "eval.npz")).items()}
+    np.savez(tmp_path / "x4.npz", **inputs)
+
+    def outputs(tag, *extra):
+        saved = tmp_path / f"{tag}.npz"
+        proc = sparq.run("eval", tapped, "--inputs", tmp_path / "x4.npz", "--batch", 2, "--json", "--verbose",
+                         "--save-outputs", saved, *extra)
+        assert proc.returncode == 0, proc.stderr
+        return json.loads(proc.stdout), load_npz(saved)
+
+    fast_report, fast = outputs("fast2", "--threads", 2)
+    _, fast1 = outputs("fast1", "--threads", 1)
+    _, ref = outputs("ref", "--threads", 1, "--reference-kernels", "--fused-graph")
+    kernels = " ".join(k["kernel"] for k in fast_report["kernels"])
+    assert "conv_s8" in kernels, kernels
+    for name in taps:
+        assert np.array_equal(fast[name], ref[name]), name
+        assert np.array_equal(fast[name], fast1[name]), name
 
 
 def test_fp16_matches_fp32(sparq, suite_model, tmp_path):

@@ -450,7 +450,7 @@ TEST(QdqGlueFusion, ReluTableFoldsIntoTheConvolution) {
       ASSERT_EQ(fused->NodeKernels().size(), 1u);
       EXPECT_EQ(fused->NodeKernels()[0].op_type, "QLinearConvLut");
       EXPECT_EQ(testing::KernelOps(fused->NodeKernels()[0].kernel),
-                group == 1 ? "gemm_s8+lut256" : "depthwise_s8");  // the depthwise rows apply the table
+                group == 1 ? "conv_s8+lut256" : "depthwise_s8");  // the depthwise rows apply the table
       const TensorMap in = {{"x", RandomBytes(t.type, {2, c, 9, 11}, 14)}};
       ExpectFusedBitExact(b.model(), in, /*fused_reference=*/true);
       // Against the float graph: the integer convolution's one-step differences only.

@@ -1,0 +1,358 @@
+// INT8 convolution in NCHW (conv_s8): the ISA-independent driver and the
+// portable tile. Per image:
+//
+//   x [C, H, W] ──unfold──> col [K, P]        rows (c, ky, kx), columns (oy, ox); a 1x1
+//                                             stride-1 convolution without padding reads x itself
+//        ──pack──> blocks of 16 positions     (internal.h: ConvS8Tile; u8 quads or s16 pairs)
+//        ──tiles──> y [M, P] bytes            8 channels x 32 positions per tile, the
+//                                             requantization in registers, then the table
+//
+// The output is the NCHW image itself: no transposition and no int32
+// round trip through memory. Threads split the positions (each task packing
+// its own) or, for few positions, the channels; every output byte comes from
+// one task with the whole K summed in a fixed order, so every thread count
+// gives the same bytes.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/internal.h"
+#include "kernels/ref/quantize.h"
+
+#if defined(__SSE2__)
+#include <emmintrin.h>
+#endif
+
+namespace sparq {
+namespace cpu {
+
+namespace {
+
+constexpr int kBlock = 16;         // positions per block (one zmm of u8 quads)
+constexpr int kStepBytes = 64;     // bytes per block and step
+constexpr int kTileChannels = 8;   // channels per tile
+constexpr int kTileBlocks = 2;     // blocks per tile
+constexpr int64_t kTaskPositionTiles = 8;  // 256 positions per task (when they split the work)
+// K per slice: up to kSliceSteps steps (a tile's two blocks: 16 KiB, in L1); a
+// K of at most kMaxOneSliceSteps steps runs as one slice.
+constexpr int64_t kSliceSteps = 128;
+constexpr int64_t kMaxOneSliceSteps = 192;
+
+// Work buffers, kept by the calling thread from run to run (fresh ones come
+// from mmap and cost a page fault per 4 KiB on every run).
+template <typename T>
+T* Reserve(std::vector<T>& v, int64_t size) {
+  if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
+  return v.data();
+}
+
+// Rows [r0, r1) of col [K, P] (row r = (ch, ky, kx)) from the image xi; taps
+// outside the image hold `pad` (x's zero point).
+//
+// A stride-1 convolution whose output has the input's size ("same" padding)
+// reads, for each row, the channel's plane shifted by the tap's offset: one
+// copy of the plane, then the rows and columns that fell outside set to
+// `pad`. Other geometries copy each output row's run.
+void Unfold(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t r0, int64_t r1, uint8_t* col) {
+  const int64_t p = g.out_size(), taps = g.kernel_h * g.kernel_w, plane = g.height * g.width;
+  const bool same = g.stride_h == 1 && g.stride_w == 1 && g.out_h == g.height && g.out_w == g.width;
+  for (int64_t r = r0; r < r1; ++r) {
+    const int64_t ch = r / taps, ky = r % taps / g.kernel_w, kx = r % g.kernel_w;
+    uint8_t* row = col + r * p;
+    const uint8_t* src_plane = xi + ch * plane;
+    const int64_t dy = ky * g.dilation_h - g.pad_top, dx = kx * g.dilation_w - g.pad_left;  // input = output + (dy, dx)
+    if (same) {
+      // Output rows [oy0, oy1) read input rows oy + dy inside the image.
+      const int64_t oy0 = std::min(g.out_h, std::max<int64_t>(0, -dy));
+      const int64_t oy1 = std::max(oy0, std::min(g.out_h, g.height - dy));
+      std::memset(row, pad, static_cast<size_t>(oy0 * g.out_w));
+      std::memset(row + oy1 * g.out_w, pad, static_cast<size_t>((g.out_h - oy1) * g.out_w));
+      if (oy1 > oy0) {
+        // dst[i] = src_plane[i + shift] over the rows, clipped to the plane; the
+        // columns that wrapped into a neighbouring row are padding below.
+        const int64_t shift = dy * g.width + dx;
+        const int64_t begin = std::max(oy0 * g.out_w, -shift), end = std::min(oy1 * g.out_w, plane - shift);
+        if (end > begin) std::memcpy(row + begin, src_plane + begin + shift, static_cast<size_t>(end - begin));
+        const int64_t left = std::min(g.out_w, std::max<int64_t>(0, -dx));              // columns ox < -dx
+        const int64_t right = std::min(g.out_w, std::max<int64_t>(0, dx));               // columns ox >= w - dx
+        for (int64_t oy = oy0; oy < oy1; ++oy) {
+          uint8_t* out_row = row + oy * g.out_w;
+          for (int64_t i = 0; i < left; ++i) out_row[i] = pad;
+          for (int64_t i = g.out_w - right; i < g.out_w; ++i) out_row[i] = pad;
+        }
+        // Clipped ends of the copy (only inside padding columns or rows).
+        for (int64_t i = oy0 * g.out_w; i < begin; ++i) row[i] = pad;
+        for (int64_t i = std::max(begin, end); i < oy1 * g.out_w; ++i) row[i] = pad;
+      }
+      continue;
+    }
+    // Output columns [ox_begin, ox_end) read inside the image row; the others are padding.
+    const int64_t ox_begin = std::min(g.out_w, dx >= 0 ? 0 : (-dx + g.stride_w - 1) / g.stride_w);
+    const int64_t ox_end =
+        std::max(ox_begin, std::min(g.out_w, g.width - dx <= 0 ? 0 : (g.width - dx - 1) / g.stride_w + 1));
+    for (int64_t oy = 0; oy < g.out_h; ++oy) {
+      const int64_t iy = oy * g.stride_h + dy;
+      if (iy < 0 || iy >= g.height) {
+        std::memset(row, pad, static_cast<size_t>(g.out_w));
+        row += g.out_w;
+        continue;
+      }
+      const uint8_t* src = src_plane + iy * g.width + dx;
+      for (int64_t ox = 0; ox < ox_begin; ++ox) *row++ = pad;
+      int64_t ox = ox_begin;
+      if (g.stride_w == 1) {
+        std::memcpy(row, src + ox_begin, static_cast<size_t>(ox_end - ox_begin));
+        row += ox_end - ox_begin;
+        ox = ox_end;
+      }
+#if defined(__SSE2__)
+      if (g.stride_w == 2) {  // 16 outputs from 32 bytes: the even bytes, while the load stays in the row
+        const __m128i even = _mm_set1_epi16(0x00FF);
+        for (; ox + 16 <= ox_end && dx + 2 * ox + 32 <= g.width; ox += 16, row += 16) {
+          const __m128i a = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * ox)), even);
+          const __m128i b = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * ox + 16)), even);
+          _mm_storeu_si128(reinterpret_cast<__m128i*>(row), _mm_packus_epi16(a, b));
+        }
+      }
+#endif
+      for (; ox < ox_end; ++ox) *row++ = src[ox * g.stride_w];
+      for (int64_t ox = ox_end; ox < g.out_w; ++ox) *row++ = pad;
+    }
+  }
+}
+
+// Packs blocks [b0, b1) of col [K, P] (row stride p) into `packed`, block b0
+// first (layout: internal.h, ConvS8Tile). u8: x_u = byte ^ flip; s16: x_u - za_u.
+void PackBlocks(const uint8_t* col, int64_t k, int64_t p, int64_t steps, bool s16, uint8_t flip, int32_t za_u,
+                int64_t b0, int64_t b1, ConvS8Pack4Fn pack4, uint8_t* packed) {
+  const int rows_per_step = s16 ? 2 : 4;
+  int64_t b = b0;
+  if (pack4 != nullptr && !s16) {  // four whole blocks at a time
+    for (; b + 4 <= b1 && (b + 4) * kBlock <= p; b += 4) {
+      pack4(col + b * kBlock, p, k, steps, flip, packed + (b - b0) * steps * kStepBytes, steps * kStepBytes);
+    }
+  }
+  for (; b < b1; ++b) {
+    const int64_t p0 = b * kBlock, n = std::min<int64_t>(kBlock, p - p0);
+    uint8_t* dst = packed + (b - b0) * steps * kStepBytes;
+    for (int64_t s = 0; s < steps; ++s, dst += kStepBytes) {
+      const int64_t r0 = s * rows_per_step;
+      const int rows = static_cast<int>(std::min<int64_t>(rows_per_step, k - r0));
+#if defined(__SSE2__)
+      if (n == kBlock) {
+        const __m128i f = _mm_set1_epi8(static_cast<char>(flip)), zero = _mm_setzero_si128();
+        __m128i v[4];
+        for (int r = 0; r < rows_per_step; ++r) {
+          v[r] = r < rows ? _mm_xor_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(col + (r0 + r) * p + p0)), f)
+                          : zero;
+        }
+        __m128i o[4];
+        if (!s16) {  // 4 rows of 16 bytes -> 16 quads
+          const __m128i ab_lo = _mm_unpacklo_epi8(v[0], v[1]), ab_hi = _mm_unpackhi_epi8(v[0], v[1]);
+          const __m128i cd_lo = _mm_unpacklo_epi8(v[2], v[3]), cd_hi = _mm_unpackhi_epi8(v[2], v[3]);
+          o[0] = _mm_unpacklo_epi16(ab_lo, cd_lo), o[1] = _mm_unpackhi_epi16(ab_lo, cd_lo);
+          o[2] = _mm_unpacklo_epi16(ab_hi, cd_hi), o[3] = _mm_unpackhi_epi16(ab_hi, cd_hi);
+        } else {  // 2 rows of 16 bytes -> 16 pairs of int16 x_u - za_u (a missing row: 0)
+          const __m128i za = _mm_set1_epi16(static_cast<int16_t>(za_u));
+          const __m128i za_b = rows > 1 ? za : zero;
+          const __m128i a_lo = _mm_sub_epi16(_mm_unpacklo_epi8(v[0], zero), za);
+          const __m128i a_hi = _mm_sub_epi16(_mm_unpackhi_epi8(v[0], zero), za);
+          const __m128i b_lo = _mm_sub_epi16(_mm_unpacklo_epi8(v[1], zero), za_b);
+          const __m128i b_hi = _mm_sub_epi16(_mm_unpackhi_epi8(v[1], zero), za_b);
+          o[0] = _mm_unpacklo_epi16(a_lo, b_lo), o[1] = _mm_unpackhi_epi16(a_lo, b_lo);
+          o[2] = _mm_unpacklo_epi16(a_hi, b_hi), o[3] = _mm_unpackhi_epi16(a_hi, b_hi);
+        }
+        for (int q = 0; q < 4; ++q) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + 16 * q), o[q]);
+        continue;
+      }
+#endif
+      std::memset(dst, 0, kStepBytes);
+      for (int64_t i = 0; i < n; ++i) {
+        for (int r = 0; r < rows; ++r) {
+          const uint8_t u = col[(r0 + r) * p + p0 + i] ^ flip;
+          if (s16) {
+            const int16_t v = static_cast<int16_t>(u - za_u);
+            std::memcpy(dst + 4 * i + 2 * r, &v, sizeof(v));
+          } else {
+            dst[4 * i + r] = u;
+          }
+        }
+      }
+    }
+  }
+}
+
+// The portable tile: plain loops over both step layouts, RequantizeS32Ref per row.
+void TilePortable(const ConvS8Tile& t) {
+  int32_t acc[kBlock * kTileBlocks];
+  for (int c = 0; c < (t.last_slice ? t.channels : kTileChannels); ++c) {
+    const uint8_t* w = t.w + 4 * c;
+    for (int i = 0; i < (t.last_slice ? t.positions : kBlock * t.blocks); ++i) {
+      const uint8_t* x = t.col + (i / kBlock) * t.block_stride + 4 * (i % kBlock);
+      // Wraps mod 2^32 like the reference's int32 sums.
+      uint32_t sum = t.first_slice ? 0u : static_cast<uint32_t>(t.partial[kBlock * kTileBlocks * c + i]);
+      for (int64_t s = 0; s < t.steps; ++s) {
+        const uint8_t* xs = x + s * kStepBytes;
+        const uint8_t* ws = w + s * kStepBytes;
+        if (t.s16) {
+          for (int q = 0; q < 2; ++q) {
+            int16_t xv, wv;
+            std::memcpy(&xv, xs + 2 * q, sizeof(xv));
+            std::memcpy(&wv, ws + 2 * q, sizeof(wv));
+            sum += static_cast<uint32_t>(int32_t{xv} * int32_t{wv});
+          }
+        } else {
+          for (int q = 0; q < 4; ++q)
+            sum += static_cast<uint32_t>(int32_t{xs[q]} * int32_t{static_cast<int8_t>(ws[q])});
+        }
+      }
+      if (!t.last_slice) {
+        t.partial[kBlock * kTileBlocks * c + i] = static_cast<int32_t>(sum);
+      } else {
+        acc[i] = static_cast<int32_t>(sum + static_cast<uint32_t>(t.offset[c]));
+      }
+    }
+    if (!t.last_slice) continue;
+    uint8_t* y = t.y + c * t.ld_y;
+    if (t.out_signed) {
+      RequantizeS32Ref<int8_t>(t.positions, acc, nullptr, 0, t.multiplier + c, 0, t.zero_point, false,
+                               reinterpret_cast<int8_t*>(y));
+    } else {
+      RequantizeS32Ref<uint8_t>(t.positions, acc, nullptr, 0, t.multiplier + c, 0, t.zero_point, false, y);
+    }
+  }
+}
+
+}  // namespace
+
+void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4) {
+  const PackedGemmS8& w = *args.w;
+  const ConvGeometry& g = args.conv;
+  const bool s16 = w.format == PackedFormat::kPanel16x2S16;
+  const int64_t m = w.n, k = w.k, p = g.out_size(), steps = w.k_padded / w.step();
+  const int64_t blocks = (p + kBlock - 1) / kBlock;
+  const int64_t image_in = g.channels * g.height * g.width, image_out = m * p;
+  const bool direct = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 && g.pad_top == 0 &&
+                      g.pad_left == 0 && g.out_h == g.height && g.out_w == g.width;
+  const uint8_t flip = args.x_signed ? 0x80 : 0;
+  const int32_t za_u = args.x_zero_point + (args.x_signed ? 128 : 0);
+
+  thread_local std::vector<int32_t> offset_buffer;
+  thread_local std::vector<uint8_t> col_buffer;
+  // Padded with zeros to whole tiles: a tile may read all 8 channels' offsets.
+  const int64_t m_tiles = (m + kTileChannels - 1) / kTileChannels * kTileChannels;
+  int32_t* const offset = Reserve(offset_buffer, m_tiles);
+  std::fill(offset + m, offset + m_tiles, 0);
+  for (int64_t o = 0; o < m; ++o) {  // mod 2^32, as the sums are
+    uint32_t v = args.bias != nullptr ? static_cast<uint32_t>(args.bias[o]) : 0u;
+    if (!s16) v -= static_cast<uint32_t>(za_u) * static_cast<uint32_t>(w.col_sums[o]);
+    offset[o] = static_cast<int32_t>(v);
+  }
+  bool multipliers_finite = true;
+  for (int64_t o = 0; o < m; ++o) multipliers_finite = multipliers_finite && std::isfinite(args.multiplier[o]);
+  uint8_t* const col = direct ? nullptr : Reserve(col_buffer, k * p);
+  const auto* w_data = s16 ? reinterpret_cast<const uint8_t*>(w.data_s16.data())
+                           : reinterpret_cast<const uint8_t*>(w.data_s8.data());
+  const int64_t panel_bytes = steps * kStepBytes;
+  const int64_t channel_tiles = (m + kTileChannels - 1) / kTileChannels;
+  const int64_t position_tiles = (blocks + kTileBlocks - 1) / kTileBlocks;
+  // K slices of at most kSliceSteps, all about the same size.
+  const int64_t slices = steps <= kMaxOneSliceSteps ? 1 : (steps + kSliceSteps - 1) / kSliceSteps;
+  const int64_t slice_steps = std::max<int64_t>(1, (steps + slices - 1) / slices);  // the last may be shorter
+  constexpr int64_t kTileSums = kTileChannels * kBlock * kTileBlocks;  // int32 sums of a tile between slices
+
+  // The tiles of channel tiles [ct0, ct1) x position tiles [pt0, pt1) of
+  // image yi, from `packed` (its first block: the first of pt0), then the
+  // table over them. `partial`: kTileSums per channel tile when K is sliced.
+  auto run_tiles = [&](int64_t ct0, int64_t ct1, int64_t pt0, int64_t pt1, const uint8_t* packed, int32_t* partial,
+                       uint8_t* yi) {
+    ConvS8Tile t;
+    t.block_stride = steps * kStepBytes;
+    t.s16 = s16;
+    t.multipliers_finite = multipliers_finite;
+    t.zero_point = args.y_zero_point;
+    t.out_signed = args.y_signed;
+    t.ld_y = p;
+    for (int64_t pt = pt0; pt < pt1; ++pt) {
+      const int64_t block = pt * kTileBlocks, p0 = block * kBlock;
+      t.blocks = static_cast<int>(std::min<int64_t>(kTileBlocks, blocks - block));
+      t.positions = static_cast<int>(std::min<int64_t>(kBlock * kTileBlocks, p - p0));
+      bool last = false;
+      for (int64_t s0 = 0; !last; s0 += slice_steps) {  // at least one slice, also for K = 0
+        last = s0 + slice_steps >= steps;
+        t.steps = std::min(slice_steps, steps - s0);
+        t.first_slice = s0 == 0;
+        t.last_slice = last;
+        t.col = packed + ((block - pt0 * kTileBlocks) * steps + s0) * kStepBytes;
+        for (int64_t ct = ct0; ct < ct1; ++ct) {
+          const int64_t c0 = ct * kTileChannels;
+          t.w = w_data + (c0 / PackedGemmS8::kPanelWidth) * panel_bytes + s0 * kStepBytes +
+                (c0 % PackedGemmS8::kPanelWidth) * 4;
+          t.channels = static_cast<int>(std::min<int64_t>(kTileChannels, m - c0));
+          t.partial = slices > 1 ? partial + (ct - ct0) * kTileSums : nullptr;
+          t.offset = offset + c0;
+          t.multiplier = args.multiplier + c0;
+          t.y = yi + c0 * p + p0;
+          tile(t);
+        }
+      }
+    }
+    if (args.table != nullptr) {  // over these outputs, still in cache
+      const int64_t p0 = pt0 * kTileBlocks * kBlock, p1 = std::min(p, pt1 * kTileBlocks * kBlock);
+      for (int64_t o = ct0 * kTileChannels; o < std::min(m, ct1 * kTileChannels); ++o) {
+        args.apply_table(args.table, args.table_flip, yi + o * p + p0, yi + o * p + p0, p1 - p0);
+      }
+    }
+  };
+
+  // Many positions: each task packs its own positions (in its thread's
+  // cache) and runs every channel on them. Few: the calling thread packs them
+  // all (little work), and tasks split the channels. One ParallelFor per
+  // image either way (two with the unfold).
+  // Position tasks of up to kTaskPositionTiles tiles, at least about four per
+  // thread (balance); the results do not depend on the split.
+  const bool split_positions = position_tiles > kTaskPositionTiles;
+  const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
+  const int64_t task_tiles = std::clamp<int64_t>(position_tiles / (4 * threads), 1, kTaskPositionTiles);
+  const int64_t position_tasks = (position_tiles + task_tiles - 1) / task_tiles;
+  for (int64_t img = 0; img < args.batch; ++img) {
+    const uint8_t* xi = static_cast<const uint8_t*>(args.x) + img * image_in;
+    uint8_t* yi = static_cast<uint8_t*>(args.y) + img * image_out;
+    const uint8_t* rows = xi;
+    if (!direct) {
+      ParallelFor(args.pool, k, 4, [&](int64_t r0, int64_t r1) {
+        Unfold(g, xi, static_cast<uint8_t>(args.x_zero_point), r0, r1, col);
+      });
+      rows = col;
+    }
+    if (split_positions) {
+      ParallelFor(args.pool, position_tasks, 1, [&](int64_t t0, int64_t t1) {
+        thread_local std::vector<uint8_t> task_packed_buffer;
+        thread_local std::vector<int32_t> partial_buffer;
+        uint8_t* const packed = Reserve(task_packed_buffer, task_tiles * kTileBlocks * steps * kStepBytes);
+        int32_t* const partial = slices > 1 ? Reserve(partial_buffer, channel_tiles * kTileSums) : nullptr;
+        for (int64_t task = t0; task < t1; ++task) {
+          const int64_t pt0 = task * task_tiles, pt1 = std::min(position_tiles, pt0 + task_tiles);
+          const int64_t b0 = pt0 * kTileBlocks, b1 = std::min(blocks, pt1 * kTileBlocks);
+          PackBlocks(rows, k, p, steps, s16, flip, za_u, b0, b1, pack4, packed);
+          run_tiles(0, channel_tiles, pt0, pt1, packed, partial, yi);
+        }
+      });
+    } else {
+      thread_local std::vector<uint8_t> packed_buffer;
+      uint8_t* const packed = Reserve(packed_buffer, blocks * steps * kStepBytes);
+      PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, pack4, packed);
+      ParallelFor(args.pool, channel_tiles, 1, [&](int64_t ct0, int64_t ct1) {
+        thread_local std::vector<int32_t> partial_buffer;
+        int32_t* const partial = slices > 1 ? Reserve(partial_buffer, (ct1 - ct0) * kTileSums) : nullptr;
+        run_tiles(ct0, ct1, 0, position_tiles, packed, partial, yi);
+      });
+    }
+  }
+}
+
+void ConvS8Portable(const ConvS8Args& args) { ConvS8Driver(args, TilePortable); }
+
+}  // namespace cpu
+}  // namespace sparq

@@ -1,0 +1,190 @@
+// conv_s8_nchw_avx512vnni: the register tile of the NCHW INT8 convolution
+// (driver and layouts: conv_s8.cc, internal.h ConvS8Tile) on vpdpbusd, with
+// the requantization in registers.
+//
+// Tile: 8 channels x 2 blocks (32 positions) = 16 zmm accumulators. Per step
+// of 4 k: 2 loads of activations (64 bytes each: 16 positions x 4 u8), 8
+// broadcasts of weights (4 int8 of one channel), 16 vpdpbusd. The output
+// stage adds the channel's offset, scales, rounds (ties to even), clamps and
+// narrows to 16 bytes per (channel, block), stored straight into the NCHW row.
+// The activations' blocks are packed 64 positions at a time (Pack4).
+#include <cstdint>
+#include <cstring>
+
+#include "kernels/cpu/cpu_target.h"
+#include "kernels/cpu/internal.h"
+
+#if SPARQ_CPU_X86
+#include <immintrin.h>
+
+namespace sparq {
+namespace cpu {
+
+SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX512VNNI_FEATURES)
+
+namespace {
+
+inline int32_t LoadS32(const void* p) {
+  int32_t v;
+  std::memcpy(&v, p, sizeof(v));
+  return v;
+}
+
+// RequantizeS32Ref for 16 accumulators of one channel, stored as `count`
+// bytes. The same value in fewer steps than RequantRowAvx512: clamping
+// before rounding gives the same integer (the bounds are integers and
+// rounding is monotone), the conversion rounds to nearest even by its
+// embedded rounding (not MXCSR's mode), and the clamped value plus the zero
+// point already lies in the type's range. A NaN product (only possible with
+// a non-finite multiplier) becomes the zero point, as in the reference.
+struct Requant {
+  __m512 real_lo, real_hi;
+  __m512i zp;
+  bool nan_possible;
+
+  Requant(int32_t zero_point, bool out_signed, bool multipliers_finite) {
+    const int32_t lo = out_signed ? -128 : 0, hi = out_signed ? 127 : 255;
+    real_lo = _mm512_set1_ps(static_cast<float>(lo - zero_point));
+    real_hi = _mm512_set1_ps(static_cast<float>(hi - zero_point));
+    zp = _mm512_set1_epi32(zero_point);
+    nan_possible = !multipliers_finite;
+  }
+  // `acc` already holds the channel's offset.
+  void Store(__m512i acc, float multiplier, uint8_t* dst, int count) const {
+    __m512 real = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_set1_ps(multiplier));
+    if (nan_possible) {
+      real = _mm512_mask_mov_ps(real, _mm512_cmp_ps_mask(real, real, _CMP_UNORD_Q), _mm512_setzero_ps());
+    }
+    real = _mm512_min_ps(_mm512_max_ps(real, real_lo), real_hi);
+    const __m512i q =
+        _mm512_add_epi32(_mm512_cvt_roundps_epi32(real, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC), zp);
+    if (count >= 16) {  // unmasked: the masked vpmovdb to memory is several times slower
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm512_cvtepi32_epi8(q));
+    } else if (count > 0) {
+      _mm_mask_storeu_epi8(dst, static_cast<__mmask16>((1u << count) - 1), _mm512_cvtepi32_epi8(q));
+    }
+  }
+};
+
+// Named accumulators, not an array: GCC 12 spills an array of them (see
+// gemm_s8_avx512vnni.cc).
+#define SPARQ_CONV_CH2(c)                                              \
+  {                                                                    \
+    const __m512i wb = _mm512_set1_epi32(LoadS32(ws + 4 * (c)));       \
+    a##c##0 = _mm512_dpbusd_epi32(a##c##0, x0, wb);                    \
+    a##c##1 = _mm512_dpbusd_epi32(a##c##1, x1, wb);                    \
+  }
+#define SPARQ_CONV_CH1(c)                                              \
+  {                                                                    \
+    const __m512i wb = _mm512_set1_epi32(LoadS32(ws + 4 * (c)));       \
+    a##c##0 = _mm512_dpbusd_epi32(a##c##0, x0, wb);                    \
+  }
+
+#define SPARQ_CONV_LOAD(c)                                                        \
+  a##c##0 = _mm512_loadu_si512(t.partial + 32 * (c)), a##c##1 = _mm512_loadu_si512(t.partial + 32 * (c) + 16);
+
+#define SPARQ_CONV_INIT(c) a##c##0 = a##c##1 = _mm512_set1_epi32(t.offset[c]);
+
+void Tile(const ConvS8Tile& t) {
+  // The sums start at the channel's offset (added once, in the first slice).
+  __m512i a00, a01, a10, a11, a20, a21, a30, a31, a40, a41, a50, a51, a60, a61, a70, a71;
+  if (t.first_slice) {
+    // clang-format off
+    SPARQ_CONV_INIT(0) SPARQ_CONV_INIT(1) SPARQ_CONV_INIT(2) SPARQ_CONV_INIT(3)
+    SPARQ_CONV_INIT(4) SPARQ_CONV_INIT(5) SPARQ_CONV_INIT(6) SPARQ_CONV_INIT(7)
+    // clang-format on
+  } else {
+    // clang-format off
+    SPARQ_CONV_LOAD(0) SPARQ_CONV_LOAD(1) SPARQ_CONV_LOAD(2) SPARQ_CONV_LOAD(3)
+    SPARQ_CONV_LOAD(4) SPARQ_CONV_LOAD(5) SPARQ_CONV_LOAD(6) SPARQ_CONV_LOAD(7)
+    // clang-format on
+  }
+  const uint8_t* w = t.w;
+  const uint8_t* x = t.col;
+  if (t.blocks == 2) {
+    const uint8_t* x_second = x + t.block_stride;
+    for (int64_t s = 0; s < t.steps; ++s) {
+      const __m512i x0 = _mm512_loadu_si512(x + s * 64);
+      const __m512i x1 = _mm512_loadu_si512(x_second + s * 64);
+      const uint8_t* ws = w + s * 64;
+      // clang-format off
+      SPARQ_CONV_CH2(0) SPARQ_CONV_CH2(1) SPARQ_CONV_CH2(2) SPARQ_CONV_CH2(3)
+      SPARQ_CONV_CH2(4) SPARQ_CONV_CH2(5) SPARQ_CONV_CH2(6) SPARQ_CONV_CH2(7)
+      // clang-format on
+    }
+  } else {
+    for (int64_t s = 0; s < t.steps; ++s) {
+      const __m512i x0 = _mm512_loadu_si512(x + s * 64);
+      const uint8_t* ws = w + s * 64;
+      // clang-format off
+      SPARQ_CONV_CH1(0) SPARQ_CONV_CH1(1) SPARQ_CONV_CH1(2) SPARQ_CONV_CH1(3)
+      SPARQ_CONV_CH1(4) SPARQ_CONV_CH1(5) SPARQ_CONV_CH1(6) SPARQ_CONV_CH1(7)
+      // clang-format on
+    }
+  }
+  // Named registers here too: an array of them is spilled to the stack and
+  // read back (32 extra memory operations per tile).
+  if (!t.last_slice) {
+#define SPARQ_CONV_SAVE(c) \
+  _mm512_storeu_si512(t.partial + 32 * (c), a##c##0), _mm512_storeu_si512(t.partial + 32 * (c) + 16, a##c##1);
+    // clang-format off
+    SPARQ_CONV_SAVE(0) SPARQ_CONV_SAVE(1) SPARQ_CONV_SAVE(2) SPARQ_CONV_SAVE(3)
+    SPARQ_CONV_SAVE(4) SPARQ_CONV_SAVE(5) SPARQ_CONV_SAVE(6) SPARQ_CONV_SAVE(7)
+    // clang-format on
+#undef SPARQ_CONV_SAVE
+    return;
+  }
+  const Requant rq(t.zero_point, t.out_signed, t.multipliers_finite);
+#define SPARQ_CONV_STORE(c)                                                                        \
+  if ((c) < t.channels) {                                                                          \
+    uint8_t* y = t.y + (c) * t.ld_y;                                                               \
+    rq.Store(a##c##0, t.multiplier[c], y, t.positions);                                            \
+    if (t.blocks == 2) rq.Store(a##c##1, t.multiplier[c], y + 16, t.positions - 16);              \
+  }
+  // clang-format off
+  SPARQ_CONV_STORE(0) SPARQ_CONV_STORE(1) SPARQ_CONV_STORE(2) SPARQ_CONV_STORE(3)
+  SPARQ_CONV_STORE(4) SPARQ_CONV_STORE(5) SPARQ_CONV_STORE(6) SPARQ_CONV_STORE(7)
+  // clang-format on
+#undef SPARQ_CONV_STORE
+}
+
+#undef SPARQ_CONV_INIT
+#undef SPARQ_CONV_LOAD
+#undef SPARQ_CONV_CH2
+#undef SPARQ_CONV_CH1
+
+// Four blocks of u8 steps (ConvS8Pack4Fn): per step, 64 positions of 4 rows
+// interleaved into quads (bytes, then pairs, within each 128-bit lane), then
+// a 4 x 4 transpose of the lanes so that block b gets lane b of each.
+void Pack4(const uint8_t* col, int64_t ld, int64_t k, int64_t steps, uint8_t flip, uint8_t* dst, int64_t block_bytes) {
+  const __m512i f = _mm512_set1_epi8(static_cast<char>(flip));
+  for (int64_t s = 0; s < steps; ++s) {
+    __m512i v[4];
+    for (int r = 0; r < 4; ++r) {
+      const int64_t row = 4 * s + r;
+      v[r] = row < k ? _mm512_xor_si512(_mm512_loadu_si512(col + row * ld), f) : _mm512_setzero_si512();
+    }
+    const __m512i ab_lo = _mm512_unpacklo_epi8(v[0], v[1]), ab_hi = _mm512_unpackhi_epi8(v[0], v[1]);
+    const __m512i cd_lo = _mm512_unpacklo_epi8(v[2], v[3]), cd_hi = _mm512_unpackhi_epi8(v[2], v[3]);
+    // Lane L of o[q]: positions 16L + 4q .. 16L + 4q + 3, one quad each.
+    const __m512i o0 = _mm512_unpacklo_epi16(ab_lo, cd_lo), o1 = _mm512_unpackhi_epi16(ab_lo, cd_lo);
+    const __m512i o2 = _mm512_unpacklo_epi16(ab_hi, cd_hi), o3 = _mm512_unpackhi_epi16(ab_hi, cd_hi);
+    const __m512i t0 = _mm512_shuffle_i64x2(o0, o1, 0x44), t1 = _mm512_shuffle_i64x2(o0, o1, 0xEE);
+    const __m512i t2 = _mm512_shuffle_i64x2(o2, o3, 0x44), t3 = _mm512_shuffle_i64x2(o2, o3, 0xEE);
+    _mm512_storeu_si512(dst + s * 64, _mm512_shuffle_i64x2(t0, t2, 0x88));
+    _mm512_storeu_si512(dst + block_bytes + s * 64, _mm512_shuffle_i64x2(t0, t2, 0xDD));
+    _mm512_storeu_si512(dst + 2 * block_bytes + s * 64, _mm512_shuffle_i64x2(t1, t3, 0x88));
+    _mm512_storeu_si512(dst + 3 * block_bytes + s * 64, _mm512_shuffle_i64x2(t1, t3, 0xDD));
+  }
+}
+
+}  // namespace
+
+void ConvS8Avx512Vnni(const ConvS8Args& args) { ConvS8Driver(args, Tile, Pack4); }
+
+SPARQ_CPU_TARGET_END
+
+}  // namespace cpu
+}  // namespace sparq
+
+#endif  // SPARQ_CPU_X86

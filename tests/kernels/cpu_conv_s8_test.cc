@@ -1,0 +1,241 @@
+// The conv_s8 rows (kernels/cpu/conv_s8*.cc): the NCHW INT8 convolution with
+// the requantization and table in the tile, bit for bit a direct evaluation
+// of the spec (kernel_args.h, ConvS8Args) with RequantizeS32Ref, on every
+// ISA of this CPU, both weight formats, 1 to 3 threads, and geometries that
+// hit every tail (K not a multiple of the step, P not a multiple of 16 or 32,
+// M not a multiple of 8 or 16, several tasks per image).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <limits>
+#include <random>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/dispatch.h"
+#include "kernels/packed_formats.h"
+#include "kernels/parallel.h"
+#include "kernels/ref/quantize.h"
+#include "tests/kernels/cpu_row_kernels.h"
+#include "tests/kernels/isa_sweep.h"
+
+namespace sparq {
+namespace {
+
+struct ConvS8Case {
+  const char* name;
+  int64_t batch, c, h, w, m, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
+  bool x_signed, y_signed, bias, table;
+  bool w_zp = false;  // per-channel weight zero points (panel16x2_s16 only)
+  bool nonfinite = false;  // channels 0-2 with multipliers inf, NaN, -inf (NaN products give the zero point)
+};
+
+const std::vector<ConvS8Case>& Cases() {
+  static const std::vector<ConvS8Case> cases = {
+      // name                                   n   c   h   w   m kh kw sh sw dh dw pt pl pb pr  x_s    y_s    bias   table
+      {"1x1 direct, K tail, P tail, table",     1, 33,  5,  7, 19, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, false, true,  true},
+      {"1x1 direct s8, P = 16 blocks",          1, 64, 16, 16, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  true,  false, false},
+      {"3x3 stride 2 pad 1, batch 2",           2,  5, 11,  9, 17, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true,  true,  false},
+      {"3x3 dilation 2, asymmetric pads, s8",   1,  7, 10, 13,  8, 3, 3, 1, 1, 2, 2, 2, 0, 1, 3, true,  false, true,  true},
+      {"1x1 stride 2 (unfolded)",               1, 24,  9,  9, 24, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0, true,  true,  true,  false},
+      {"1x1, K = 600",                          1, 600, 4,  5,  9, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, false, true,  false},
+      {"1x1, K = 800 (K slices), 400 positions", 1, 800, 20, 20, 10, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true, true,  false},
+      {"3x3, K = 1323 (K slices)",              1, 147, 6,  9, 70, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true,  false, true,  true},
+      {"1x1, 2 x 7 tasks",                      1,  8, 40, 40, 72, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, false, true,  true},
+      {"3x3 stride 2 stem, 3 channels",         1,  3, 23, 21, 32, 3, 3, 2, 2, 1, 1, 0, 0, 1, 1, false, true,  true,  false},
+      {"5x3 stride (1, 2), w zero points",      1,  6,  8, 12, 13, 5, 3, 1, 2, 1, 1, 2, 1, 2, 1, true,  false, true,  false, true},
+      {"3x3 same (pad 1), batch 2",             2,  9, 12, 17, 21, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false, true,  false},
+      {"5x3 same, dilation 2, uneven pads, s8", 1,  4,  9,  6, 10, 5, 3, 1, 1, 2, 1, 4, 0, 4, 2, true,  true,  true,  false},
+      {"3x3 same on 2x2 (taps off the plane)",  1,  5,  2,  2,  9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true,  true,  false},
+      {"7x7 stride 2 pad 3, wide rows",         1,  3, 12, 75, 16, 7, 7, 2, 2, 1, 1, 3, 3, 3, 2, true,  false, true,  false},
+      {"1x1, non-finite multipliers",           1,  5,  6,  6, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true,  false, false, false, true},
+  };
+  return cases;
+}
+
+struct Data {
+  ConvGeometry g;
+  std::vector<uint8_t> x;
+  std::vector<int8_t> w;
+  std::vector<int32_t> w_zp, bias;
+  std::vector<float> multiplier;
+  std::vector<uint8_t> table;
+  int32_t x_zp = 0, y_zp = 0;
+  std::vector<uint8_t> want;  // [batch, M, P]
+};
+
+Data MakeData(std::mt19937& rng, const ConvS8Case& cc, bool w_zp) {
+  Data d;
+  ConvGeometry& g = d.g;
+  g.channels = cc.c, g.height = cc.h, g.width = cc.w, g.kernel_h = cc.kh, g.kernel_w = cc.kw;
+  g.stride_h = cc.sh, g.stride_w = cc.sw, g.dilation_h = cc.dh, g.dilation_w = cc.dw;
+  g.pad_top = cc.pt, g.pad_left = cc.pl, g.pad_bottom = cc.pb, g.pad_right = cc.pr;
+  g.out_h = (cc.h + cc.pt + cc.pb - cc.dh * (cc.kh - 1) - 1) / cc.sh + 1;
+  g.out_w = (cc.w + cc.pl + cc.pr - cc.dw * (cc.kw - 1) - 1) / cc.sw + 1;
+  std::uniform_int_distribution<int> byte(0, 255);
+  d.x.resize(static_cast<size_t>(cc.batch * cc.c * cc.h * cc.w));
+  for (uint8_t& v : d.x) v = static_cast<uint8_t>(byte(rng));
+  const int64_t k = g.k(), p = g.out_size();
+  d.w.resize(static_cast<size_t>(cc.m * k));
+  for (int8_t& v : d.w) v = static_cast<int8_t>(byte(rng) - 128);
+  d.w_zp.assign(static_cast<size_t>(cc.m), 0);
+  if (w_zp)
+    for (int32_t& z : d.w_zp) z = byte(rng) % 21 - 10;
+  d.x_zp = cc.x_signed ? byte(rng) % 41 - 20 : 100 + byte(rng) % 41;
+  d.y_zp = cc.y_signed ? byte(rng) % 21 - 10 : 110 + byte(rng) % 21;
+  if (cc.bias) {
+    d.bias.resize(static_cast<size_t>(cc.m));
+    for (int32_t& b : d.bias) b = byte(rng) * 97 - 12000;
+  }
+  // Outputs spread over the byte range: the sums' spread is about 74^2 sqrt(K).
+  const float base = 50.0f / (74.0f * 74.0f * std::sqrt(static_cast<float>(k)));
+  d.multiplier.resize(static_cast<size_t>(cc.m));
+  for (int64_t o = 0; o < cc.m; ++o) d.multiplier[o] = base * (1.0f + 0.0731f * static_cast<float>(o % 9));
+  if (cc.nonfinite) {
+    d.multiplier[0] = std::numeric_limits<float>::infinity();
+    d.multiplier[1] = std::numeric_limits<float>::quiet_NaN();
+    d.multiplier[2] = -std::numeric_limits<float>::infinity();
+    // Zero sums (0 * inf = NaN) on some positions: x at its zero point in every channel.
+    for (int64_t ch = 0; ch < cc.c; ++ch)
+      for (int64_t i = 0; i < 7; ++i) d.x[ch * cc.h * cc.w + i] = static_cast<uint8_t>(d.x_zp);
+  }
+  if (cc.table) {
+    d.table.resize(256);
+    for (uint8_t& t : d.table) t = static_cast<uint8_t>(byte(rng));
+  }
+  // The spec, term by term.
+  d.want.resize(static_cast<size_t>(cc.batch * cc.m * p));
+  for (int64_t b = 0; b < cc.batch; ++b) {
+    for (int64_t o = 0; o < cc.m; ++o) {
+      for (int64_t oy = 0; oy < g.out_h; ++oy) {
+        for (int64_t ox = 0; ox < g.out_w; ++ox) {
+          uint32_t acc = 0;
+          for (int64_t ch = 0; ch < cc.c; ++ch) {
+            for (int64_t ky = 0; ky < cc.kh; ++ky) {
+              for (int64_t kx = 0; kx < cc.kw; ++kx) {
+                const int64_t iy = oy * cc.sh - cc.pt + ky * cc.dh, ix = ox * cc.sw - cc.pl + kx * cc.dw;
+                int32_t xv = d.x_zp;
+                if (iy >= 0 && iy < cc.h && ix >= 0 && ix < cc.w) {
+                  const uint8_t raw = d.x[((b * cc.c + ch) * cc.h + iy) * cc.w + ix];
+                  xv = cc.x_signed ? int32_t{static_cast<int8_t>(raw)} : int32_t{raw};
+                }
+                const int32_t wv = d.w[(o * cc.c + ch) * cc.kh * cc.kw + ky * cc.kw + kx] - d.w_zp[o];
+                acc += static_cast<uint32_t>((xv - d.x_zp) * wv);
+              }
+            }
+          }
+          const int32_t a = static_cast<int32_t>(acc);
+          const int32_t* bias = cc.bias ? &d.bias[o] : nullptr;
+          uint8_t q;
+          if (cc.y_signed) {
+            int8_t s;
+            RequantizeS32Ref<int8_t>(1, &a, bias, 0, &d.multiplier[o], 0, d.y_zp, false, &s);
+            q = static_cast<uint8_t>(s);
+          } else {
+            RequantizeS32Ref<uint8_t>(1, &a, bias, 0, &d.multiplier[o], 0, d.y_zp, false, &q);
+          }
+          if (cc.table) q = d.table[q ^ (cc.y_signed ? 0x80 : 0)];
+          d.want[(b * cc.m + o) * p + oy * g.out_w + ox] = q;
+        }
+      }
+    }
+  }
+  return d;
+}
+
+// Runs `fn` (or RunConvS8 when null) and compares with the spec; guard bytes
+// after the output must stay untouched.
+void Check(std::mt19937& rng, const ConvS8Case& cc, PackedFormat format, ConvS8Fn fn, int threads,
+           const std::string& expected_name) {
+  const bool w_zp = cc.w_zp && format == PackedFormat::kPanel16x2S16;
+  SCOPED_TRACE(std::string(cc.name) + ", " + Traits(format).name + ", " + std::to_string(threads) + " threads" +
+               (w_zp ? ", w zero points" : ""));
+  const Data d = MakeData(rng, cc, w_zp);
+  StatusOr<PackedGemmS8> packed =
+      PackGemmS8(d.w.data(), cc.m, d.g.k(), GemmZeroPoints{d.w_zp.data(), true}, format);
+  ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+  ThreadPool pool(threads);
+  ConvS8Args args;
+  args.w = &*packed;
+  args.conv = d.g;
+  args.batch = cc.batch;
+  args.x = d.x.data();
+  args.x_signed = cc.x_signed;
+  args.x_zero_point = d.x_zp;
+  args.bias = cc.bias ? d.bias.data() : nullptr;
+  args.multiplier = d.multiplier.data();
+  args.y_zero_point = d.y_zp;
+  args.y_signed = cc.y_signed;
+  if (cc.table) {
+    args.table = d.table.data();
+    args.table_flip = cc.y_signed ? 0x80 : 0;
+    args.apply_table = SelectCpuKernel(CpuOp::kLut256).get<Lut256Fn>();
+  }
+  std::vector<uint8_t> y(d.want.size() + 64, 0xA5);
+  args.y = y.data();
+  args.pool = &pool;
+  if (fn != nullptr) {
+    fn(args);
+  } else {
+    const char* name = nullptr;
+    const Status st = RunConvS8(args, &name);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_NE(name, nullptr);
+    EXPECT_EQ(std::string(name), expected_name);
+  }
+  // The data exercise the requantization, not only its saturation.
+  if (!cc.table && !cc.nonfinite && d.want.size() >= 200) EXPECT_GT(std::set<uint8_t>(d.want.begin(), d.want.end()).size(), 30u);
+  for (size_t i = 0; i < d.want.size(); ++i) ASSERT_EQ(int{y[i]}, int{d.want[i]}) << "output byte " << i;
+  for (size_t i = d.want.size(); i < y.size(); ++i) ASSERT_EQ(y[i], 0xA5) << "wrote past the output";
+}
+
+class ConvS8IsaTest : public testing::IsaSweepTest {};
+
+TEST_P(ConvS8IsaTest, MatchesTheSpecBitForBit) {
+  std::mt19937 rng(1405);
+  for (PackedFormat format : {PackedFormat::kPanel16x4S8, PackedFormat::kPanel16x2S16}) {
+    const CpuKernelDef* def = SelectCpuKernel(CpuOp::kConvS8, format);
+    ASSERT_NE(def, nullptr);
+    for (const ConvS8Case& cc : Cases())
+      for (int threads : {1, 2, 3}) Check(rng, cc, format, nullptr, threads, def->name);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuKernels, ConvS8IsaTest, ::testing::ValuesIn(kAllCpuIsas), testing::IsaParamName);
+
+TEST(ConvS8, RejectsBadArguments) {
+  ConvS8Args args;
+  EXPECT_EQ(RunConvS8(args).code(), StatusCode::kInvalidArgument);  // no weights
+  std::vector<int8_t> w(2 * 12, 1);
+  std::vector<int32_t> zp = {3, 0};
+  StatusOr<PackedGemmS8> with_zp = PackGemmS8(w.data(), 2, 12, GemmZeroPoints{zp.data(), true},
+                                              PackedFormat::kPanel16x4S8);
+  ASSERT_TRUE(with_zp.ok());
+  args.w = &*with_zp;
+  args.conv.channels = 3, args.conv.height = 4, args.conv.width = 4, args.conv.kernel_h = 2, args.conv.kernel_w = 2;
+  args.conv.out_h = 3, args.conv.out_w = 3;
+  args.batch = 1;
+  const Status st = RunConvS8(args);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("zero points"), std::string::npos) << st.message();
+  StatusOr<PackedGemmS8> plain = PackGemmS8(w.data(), 2, 12, GemmZeroPoints{}, PackedFormat::kPanel16x4S8);
+  ASSERT_TRUE(plain.ok());
+  args.w = &*plain;
+  args.conv.kernel_w = 1;  // K = 6, not 12
+  EXPECT_NE(RunConvS8(args).message().find("K = 12"), std::string::npos);
+}
+
+}  // namespace
+
+namespace testing {
+
+// For CpuKernelTable.EveryTableRowIsExercised: a few cases on def's function.
+bool CheckConvS8Row(std::mt19937& rng, const CpuKernelDef& def) {
+  if (def.op() != CpuOp::kConvS8) return false;
+  for (size_t i : {size_t{0}, size_t{2}, size_t{8}}) Check(rng, Cases()[i], def.format, def.get<ConvS8Fn>(), 2, "");
+  return true;
+}
+
+}  // namespace testing
+}  // namespace sparq
