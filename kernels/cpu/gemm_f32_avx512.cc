@@ -1,5 +1,6 @@
 // gemm_f32_avx512: the FP32 GEMM register tile for AVX-512, weights in
-// panel8x32_f32; the driver is in gemm_f32.cc.
+// panel8x32_f32, its strip packer and transposed store; the driver is in
+// gemm_f32.cc.
 //
 // Tile: 8 rows (weight panel) x 32 columns (2 zmm of the activation strip) =
 // 16 zmm accumulators. Per k: 2 loads of the strip, 8 broadcasts of the
@@ -165,9 +166,51 @@ void PackConvStrip(const ConvGeometry& g, const float* image, const ConvStripRun
   }
 }
 
+// StoreTransposedPortable for the 8 x 32 tile: each 8 x 16 half is
+// transposed in registers and each channel's 8 pixels stored at once. In
+// 128-bit lane L, u[m] holds pixels 0-3 and u[m + 4] pixels 4-7 of channel
+// 4 L + m (of the half).
+void StoreTransposed(const float* tile, int tr, int tc, int rows, int cols, float* y, int64_t ld) {
+  if (tr != kTr || tc != kTc) {
+    StoreTransposedPortable(tile, tr, tc, rows, cols, y, ld);
+    return;
+  }
+  const __mmask8 pixels = static_cast<__mmask8>((1u << rows) - 1);
+  for (int c0 = 0; c0 < cols; c0 += kHalf) {
+    __m512 r[kTr], t[kTr], u[kTr];
+    for (int i = 0; i < kTr; ++i) r[i] = _mm512_loadu_ps(tile + i * kTc + c0);
+    for (int i = 0; i < kTr; i += 2) {
+      t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);      // per lane: r_i[0] r_i+1[0] r_i[1] r_i+1[1]
+      t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);  // per lane: r_i[2] r_i+1[2] r_i[3] r_i+1[3]
+    }
+    for (int h = 0; h < 2; ++h) {  // pixels 4 h .. 4 h + 3
+      const __m512* th = t + 4 * h;
+      u[0 + 4 * h] = _mm512_shuffle_ps(th[0], th[2], 0x44);
+      u[1 + 4 * h] = _mm512_shuffle_ps(th[0], th[2], 0xEE);
+      u[2 + 4 * h] = _mm512_shuffle_ps(th[1], th[3], 0x44);
+      u[3 + 4 * h] = _mm512_shuffle_ps(th[1], th[3], 0xEE);
+    }
+    for (int m = 0; m < 4; ++m) {
+      // [u_m.L0, u_m+4.L0, u_m.L1, u_m+4.L1] = channels m, 4 + m; then 8 + m, 12 + m.
+      const __m512 lo = _mm512_shuffle_f32x4(u[m], u[m + 4], _MM_SHUFFLE(1, 0, 1, 0));
+      const __m512 hi = _mm512_shuffle_f32x4(u[m], u[m + 4], _MM_SHUFFLE(3, 2, 3, 2));
+      const __m512 v[2] = {_mm512_shuffle_f32x4(lo, lo, _MM_SHUFFLE(3, 1, 2, 0)),
+                           _mm512_shuffle_f32x4(hi, hi, _MM_SHUFFLE(3, 1, 2, 0))};
+      for (int l = 0; l < 4; ++l) {
+        const int ch = c0 + 4 * l + m;
+        if (ch >= cols) continue;
+        const __m256 p = (l & 1) ? _mm512_extractf32x8_ps(v[l >> 1], 1) : _mm512_castps512_ps256(v[l >> 1]);
+        _mm256_mask_storeu_ps(y + ch * ld, pixels, p);
+      }
+    }
+  }
+}
+
 }  // namespace
 
-void GemmF32Avx512(const GemmF32Args& args) { GemmF32Driver(args, {kTr, kTc, Tile, PackConvStrip}); }
+void GemmF32Avx512(const GemmF32Args& args) {
+  GemmF32Driver(args, {kTr, kTc, Tile, PackConvStrip, StoreTransposed});
+}
 
 SPARQ_CPU_TARGET_END
 

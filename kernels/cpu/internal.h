@@ -120,6 +120,8 @@ struct TileEpilogue {
   float lo = 0.0f, hi = 0.0f;
 };
 
+void StoreTransposedPortable(const float* tile, int tr, int tc, int rows, int cols, float* y, int64_t ld);
+
 struct GemmF32Isa {
   int tile_rows;
   int tile_cols;
@@ -128,6 +130,10 @@ struct GemmF32Isa {
   void (*tile)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int rows, int cols,
                bool accumulate, const TileEpilogue* ep);
   PackConvStripFn pack_conv_strip = PackConvStripPortable;
+  // y[j * ld + i] = tile[i * tile_cols + j] for i < rows, j < cols: a tile of
+  // kPointwiseConv (pixels x channels) stored into NCHW.
+  void (*store_transposed)(const float* tile, int tr, int tc, int rows, int cols, float* y, int64_t ld) =
+      StoreTransposedPortable;
 };
 void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa);
 

@@ -121,6 +121,13 @@ enum class GemmF32Source : uint8_t {
   // shifted by the tap's offset, read in place, with no im2col packing. Same
   // x, y, conv and image strides as kConv (conv.pad_bottom / pad_right used).
   kShiftedConv,
+  // Pointwise convolution (1x1 kernel, stride 1, no padding, out = in size),
+  // weights packed as strips like kRows': the roles of kRows with X = the
+  // image read as [pixels, channels] (NCHW transposed, packed per call) and
+  // the output written back transposed into NCHW. Same x, y, conv and image
+  // strides as kConv. For small planes (14 x 14, 7 x 7), where kConv's strips
+  // of tile_cols pixels would be mostly tail.
+  kPointwiseConv,
 };
 
 // A 2-D convolution of `batch` images of `channels` x height x width (the
