@@ -346,10 +346,13 @@ void PointwiseDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
         float* panel = panels_buf + (q - q0) * k * tr;
         const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
         const float* src = x + q * tr;
+        if (rows == 8 && tr == 8) {  // the AVX-512 tile's panels: a fixed-size copy, inlined
+          for (int64_t kk = 0; kk < k; ++kk) std::memcpy(panel + kk * 8, src + kk * pixels, 8 * sizeof(float));
+          continue;
+        }
         for (int64_t kk = 0; kk < k; ++kk) {
           float* dst = panel + kk * tr;
-          std::memcpy(dst, src + kk * pixels, sizeof(float) * rows);
-          for (int i = rows; i < tr; ++i) dst[i] = 0.0f;
+          for (int i = 0; i < tr; ++i) dst[i] = i < rows ? src[kk * pixels + i] : 0.0f;
         }
       }
       for (int64_t s = s0; s < s1; ++s) {
