@@ -101,15 +101,17 @@ StatusOr<std::shared_ptr<const void>> PrepareDenseConv(const Node& node, const s
 
 // Whether a pointwise convolution of `pixels` per image into `channels`
 // outputs runs faster with pixels as the tile's rows (kPointwiseConv) than as
-// its columns (kConv): when that saves at least 1/8 of the tile work spent on
-// tails, the margin measured on EfficientNet-Lite0's layers (bench/RESULTS.md:
-// 7 x 7 planes, 49 pixels, gain 10%; 14 x 14 about even).
+// its columns (kConv): when that saves at least 1/10 of the tile work spent
+// on tails, the margin measured on EfficientNet-Lite0's layers
+// (bench/kernels_bench.cc effnet_lite0 rows, bench/RESULTS.md: 7 x 7 planes
+// gain 10-25%; 14 x 14 into 480 or 672 channels 1-3%, into 80 or 112 channels
+// -4..-10%, which this rule leaves on kConv).
 bool PointwiseRowsWin(const PackedGemmF32& strips, int64_t pixels, int64_t channels) {
   const int64_t tr = strips.tile_rows(), tc = strips.tile_cols();
   auto padded = [](int64_t n, int64_t to) { return (n + to - 1) / to * to; };
   const int64_t as_columns = padded(pixels, tc) * padded(channels, tr);
   const int64_t as_rows = padded(pixels, tr) * padded(channels, tc);
-  return 8 * as_rows <= 7 * as_columns;
+  return 10 * as_rows <= 9 * as_columns;
 }
 
 Status RunDenseConv(OpContext& ctx) {

@@ -153,10 +153,9 @@ void PackConvStripPortable(const ConvGeometry& g, const float* image, const Conv
   }
 }
 
-void StoreTransposedPortable(const float* tile, int tr, int tc, int rows, int cols, float* y, int64_t ld) {
-  (void)tr;
+void StoreTransposedPortable(const float* tile, int64_t ldt, int rows, int cols, float* y, int64_t ld) {
   for (int j = 0; j < cols; ++j)
-    for (int i = 0; i < rows; ++i) y[j * ld + i] = tile[i * tc + j];
+    for (int i = 0; i < rows; ++i) y[j * ld + i] = tile[i * ldt + j];
 }
 
 namespace {
@@ -314,15 +313,16 @@ void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
 }
 
 // Pointwise convolutions, pixels as rows: per image, C^T [P, R] = X^T [P, K]
-// * W^T with X^T[p][k] = x[k * P + p]. A task packs its panels of tile_rows
-// pixels over the whole of K (panel[k * tr + i] = pixel i's channel k, zero
-// past the plane) and runs the tile on every (strip, panel) pair in one call
-// from k = 0 to K, so each output is summed in registers, in k order, and
-// stored once, transposed, into NCHW.
+// * W^T with X^T[p][k] = x[k * P + p]. A task owns a few panels of tile_rows
+// pixels and a chunk of weight strips; per slice of kKc values of k it packs
+// its panels (panel[kk * tr + i] = pixel i's channel k0 + kk, zero past the
+// plane) and runs the tile on every (strip, panel) pair into the task's
+// pixels x channels block, summing in k order slice after slice as kConv
+// does (the same bits), then stores the block transposed into NCHW.
 void PointwiseDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   const PackedGemmF32& w = *args.w;  // strips: w.panel(s) = output channels [s * tc, (s + 1) * tc)
   const int tr = isa.tile_rows, tc = isa.tile_cols;
-  const int64_t pixels = args.conv.out_size(), k = w.k;
+  const int64_t pixels = args.conv.out_size();
   const int64_t x_panels = (pixels + tr - 1) / tr;
   const int64_t panel_groups = (x_panels + kPanelsPerTask - 1) / kPanelsPerTask;
   const int64_t base_tasks = args.batch * panel_groups;
@@ -331,39 +331,53 @@ void PointwiseDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
       std::min<int64_t>(w.panels, std::max<int64_t>(1, (kTasksPerThread * threads + base_tasks - 1) / base_tasks));
   const int64_t strips_per_chunk = (w.panels + strip_chunks - 1) / strip_chunks;
   const int64_t chunks = (w.panels + strips_per_chunk - 1) / strips_per_chunk;
+  const int64_t ld_block = strips_per_chunk * tc;  // the task's block: [kPanelsPerTask * tr, ld_block]
   const TileEpilogue epilogue = BaseEpilogue(args);
 
   ParallelFor(args.pool, base_tasks * chunks, 1, [&](int64_t t0, int64_t t1) {
-    float* panels_buf = ThreadScratch(static_cast<size_t>(kPanelsPerTask * k * tr));
-    alignas(64) float tile[64 * 64];  // tr x tc <= 64 x 64
+    const size_t panel_floats = static_cast<size_t>(kKc * tr);
+    float* scratch = ThreadScratch(kPanelsPerTask * (panel_floats + tr * ld_block));
+    float* panels_buf = scratch;
+    float* block = scratch + kPanelsPerTask * panel_floats;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t chunk = t % chunks, group = (t / chunks) % panel_groups, img = t / (chunks * panel_groups);
       const int64_t q0 = group * kPanelsPerTask, q1 = std::min(x_panels, q0 + kPanelsPerTask);
       const int64_t s0 = chunk * strips_per_chunk, s1 = std::min(w.panels, s0 + strips_per_chunk);
       const float* x = args.x + img * args.x_image_stride;
       float* y = args.y + img * args.y_image_stride;
-      for (int64_t q = q0; q < q1; ++q) {
-        float* panel = panels_buf + (q - q0) * k * tr;
-        const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
-        const float* src = x + q * tr;
-        if (rows == 8 && tr == 8) {  // the AVX-512 tile's panels: a fixed-size copy, inlined
-          for (int64_t kk = 0; kk < k; ++kk) std::memcpy(panel + kk * 8, src + kk * pixels, 8 * sizeof(float));
-          continue;
+      int64_t k0 = 0;
+      do {  // at least once: K = 0 gives C = clamp(bias)
+        const int64_t kc = std::min(kKc, w.k - k0);
+        for (int64_t q = q0; q < q1; ++q) {
+          float* panel = panels_buf + (q - q0) * panel_floats;
+          const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
+          const float* src = x + k0 * pixels + q * tr;
+          if (rows == 8 && tr == 8) {  // the AVX-512 tile's panels: a fixed-size copy, inlined
+            for (int64_t kk = 0; kk < kc; ++kk) std::memcpy(panel + kk * 8, src + kk * pixels, 8 * sizeof(float));
+            continue;
+          }
+          for (int64_t kk = 0; kk < kc; ++kk)
+            for (int i = 0; i < tr; ++i) panel[kk * tr + i] = i < rows ? src[kk * pixels + i] : 0.0f;
         }
-        for (int64_t kk = 0; kk < k; ++kk) {
-          float* dst = panel + kk * tr;
-          for (int i = 0; i < tr; ++i) dst[i] = i < rows ? src[kk * pixels + i] : 0.0f;
+        const bool last = k0 + kc >= w.k;
+        for (int64_t s = s0; s < s1; ++s) {
+          const int cols = static_cast<int>(std::min<int64_t>(tc, w.rows - s * tc));
+          float pad[64];
+          TileEpilogue ep = epilogue;
+          ep.col_bias = PaddedBias(args.bias, s * tc, cols, tc, pad);
+          for (int64_t q = q0; q < q1; ++q) {
+            isa.tile(kc, panels_buf + (q - q0) * panel_floats, w.panel(s) + k0 * tc, tc,
+                     block + (q - q0) * tr * ld_block + (s - s0) * tc, ld_block, tr, tc, k0 > 0, last ? &ep : nullptr);
+          }
         }
-      }
+        k0 += kc;
+      } while (k0 < w.k);
       for (int64_t s = s0; s < s1; ++s) {
         const int cols = static_cast<int>(std::min<int64_t>(tc, w.rows - s * tc));
-        float pad[64];
-        TileEpilogue ep = epilogue;
-        ep.col_bias = PaddedBias(args.bias, s * tc, cols, tc, pad);
         for (int64_t q = q0; q < q1; ++q) {
           const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
-          isa.tile(k, panels_buf + (q - q0) * k * tr, w.panel(s), tc, tile, tc, tr, tc, false, &ep);
-          isa.store_transposed(tile, tr, tc, rows, cols, y + (s * tc) * pixels + q * tr, pixels);
+          isa.store_transposed(block + (q - q0) * tr * ld_block + (s - s0) * tc, ld_block, rows, cols,
+                               y + (s * tc) * pixels + q * tr, pixels);
         }
       }
     }

@@ -166,19 +166,15 @@ void PackConvStrip(const ConvGeometry& g, const float* image, const ConvStripRun
   }
 }
 
-// StoreTransposedPortable for the 8 x 32 tile: each 8 x 16 half is
+// StoreTransposedPortable for the 8 x 32 tile (rows <= 8): each 8 x 16 half is
 // transposed in registers and each channel's 8 pixels stored at once. In
 // 128-bit lane L, u[m] holds pixels 0-3 and u[m + 4] pixels 4-7 of channel
 // 4 L + m (of the half).
-void StoreTransposed(const float* tile, int tr, int tc, int rows, int cols, float* y, int64_t ld) {
-  if (tr != kTr || tc != kTc) {
-    StoreTransposedPortable(tile, tr, tc, rows, cols, y, ld);
-    return;
-  }
+void StoreTransposed(const float* tile, int64_t ldt, int rows, int cols, float* y, int64_t ld) {
   const __mmask8 pixels = static_cast<__mmask8>((1u << rows) - 1);
   for (int c0 = 0; c0 < cols; c0 += kHalf) {
     __m512 r[kTr], t[kTr], u[kTr];
-    for (int i = 0; i < kTr; ++i) r[i] = _mm512_loadu_ps(tile + i * kTc + c0);
+    for (int i = 0; i < kTr; ++i) r[i] = _mm512_loadu_ps(tile + i * ldt + c0);
     for (int i = 0; i < kTr; i += 2) {
       t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);      // per lane: r_i[0] r_i+1[0] r_i[1] r_i+1[1]
       t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);  // per lane: r_i[2] r_i+1[2] r_i[3] r_i+1[3]

@@ -120,7 +120,7 @@ struct TileEpilogue {
   float lo = 0.0f, hi = 0.0f;
 };
 
-void StoreTransposedPortable(const float* tile, int tr, int tc, int rows, int cols, float* y, int64_t ld);
+void StoreTransposedPortable(const float* tile, int64_t ldt, int rows, int cols, float* y, int64_t ld);
 
 struct GemmF32Isa {
   int tile_rows;
@@ -130,9 +130,9 @@ struct GemmF32Isa {
   void (*tile)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int rows, int cols,
                bool accumulate, const TileEpilogue* ep);
   PackConvStripFn pack_conv_strip = PackConvStripPortable;
-  // y[j * ld + i] = tile[i * tile_cols + j] for i < rows, j < cols: a tile of
-  // kPointwiseConv (pixels x channels) stored into NCHW.
-  void (*store_transposed)(const float* tile, int tr, int tc, int rows, int cols, float* y, int64_t ld) =
+  // y[j * ld + i] = tile[i * ldt + j] for i < rows <= tile_rows, j < cols <=
+  // tile_cols: a tile of kPointwiseConv (pixels x channels) stored into NCHW.
+  void (*store_transposed)(const float* tile, int64_t ldt, int rows, int cols, float* y, int64_t ld) =
       StoreTransposedPortable;
 };
 void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa);
