@@ -108,7 +108,7 @@ struct SpmmBsrS8Args {
 //   C[r, j] = clamp(sum_k W[r, k] * B[k, j] + bias[r], out_min, out_max),
 // the sum taken left to right in k (in fused multiply-adds), each C element by
 // one thread: the same bits for every thread count. B and C come from one of
-// two activation sources:
+// these activation sources:
 enum class GemmF32Source : uint8_t {
   // MatMul / Gemm: X [M, K] row-major (row stride ld_x), Y [M, R] row-major
   // (ld_y): Y = X * W^T, so B = X^T and C = Y^T. Columns j are the M rows of X.
