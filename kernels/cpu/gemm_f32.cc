@@ -366,8 +366,9 @@ void PointwiseDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
           TileEpilogue ep = epilogue;
           ep.col_bias = PaddedBias(args.bias, s * tc, cols, tc, pad);
           for (int64_t q = q0; q < q1; ++q) {
+            const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
             isa.tile(kc, panels_buf + (q - q0) * panel_floats, w.panel(s) + k0 * tc, tc,
-                     block + (q - q0) * tr * ld_block + (s - s0) * tc, ld_block, tr, tc, k0 > 0, last ? &ep : nullptr);
+                     block + (q - q0) * tr * ld_block + (s - s0) * tc, ld_block, rows, tc, k0 > 0, last ? &ep : nullptr);
           }
         }
         k0 += kc;

@@ -34,45 +34,60 @@ inline Vec Clamp(Vec v, Vec lo, Vec hi) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
 }
 
+// Accumulators are named variables, not an array (GCC 12 keeps arrays of
+// vectors in memory; see gemm_s8_avx512vnni.cc). Every step is for the first
+// kRows rows only: a tile cut short in rows costs only its rows (a batch-1
+// Gemm: 1 of 8; a 7 x 7 plane's last pixel panel: 1 of 8).
+#define SPARQ_F32_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define SPARQ_F32_DECLARE(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+#define SPARQ_F32_LOAD(r)                                                              \
+  if constexpr ((r) < kRows) {                                                         \
+    c##r##0 = _mm512_loadu_ps(c + (r) * rs), c##r##1 = _mm512_loadu_ps(c + (r) * rs + 16); \
+  }
+#define SPARQ_F32_LOAD_MASKED(r)                              \
+  if constexpr ((r) < kRows) {                                \
+    c##r##0 = _mm512_maskz_loadu_ps(m0, c + (r) * rs);        \
+    c##r##1 = _mm512_maskz_loadu_ps(m1, c + (r) * rs + 16);   \
+  }
+#define SPARQ_F32_STORE(r)                                                                     \
+  if constexpr ((r) < kRows) {                                                                 \
+    _mm512_storeu_ps(c + (r) * rs, c##r##0), _mm512_storeu_ps(c + (r) * rs + 16, c##r##1);    \
+  }
+#define SPARQ_F32_STORE_MASKED(r)                          \
+  if constexpr ((r) < kRows) {                             \
+    _mm512_mask_storeu_ps(c + (r) * rs, m0, c##r##0);      \
+    _mm512_mask_storeu_ps(c + (r) * rs + 16, m1, c##r##1); \
+  }
+#define SPARQ_F32_FMA(r)                           \
+  if constexpr ((r) < kRows) {                     \
+    const __m512 av = _mm512_set1_ps(ak[r]);       \
+    c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);    \
+    c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);    \
+  }
 #define SPARQ_F32_BIAS(r)                                                      \
-  {                                                                            \
+  if constexpr ((r) < kRows) {                                                 \
     const Vec rb = ep->row_bias != nullptr ? Set1(ep->row_bias[r]) : Zero();  \
     c##r##0 = Add(c##r##0, Add(rb, cb0));                                      \
     c##r##1 = Add(c##r##1, Add(rb, cb1));                                      \
   }
-#define SPARQ_F32_CLAMP(r) c##r##0 = Clamp(c##r##0, lo, hi), c##r##1 = Clamp(c##r##1, lo, hi);
+#define SPARQ_F32_CLAMP(r) \
+  if constexpr ((r) < kRows) c##r##0 = Clamp(c##r##0, lo, hi), c##r##1 = Clamp(c##r##1, lo, hi);
 
-// Accumulators are named variables, not an array (GCC 12 keeps arrays of
-// vectors in memory; see gemm_s8_avx512vnni.cc).
-#define SPARQ_F32_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-#define SPARQ_F32_DECLARE(r) __m512 c##r##0, c##r##1;
-#define SPARQ_F32_ZERO(r) c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
-#define SPARQ_F32_LOAD(r) c##r##0 = _mm512_loadu_ps(src + (r) * ld), c##r##1 = _mm512_loadu_ps(src + (r) * ld + 16);
-#define SPARQ_F32_STORE(r) _mm512_storeu_ps(dst + (r) * ld, c##r##0), _mm512_storeu_ps(dst + (r) * ld + 16, c##r##1);
-#define SPARQ_F32_FMA(r)                         \
-  {                                              \
-    const __m512 av = _mm512_set1_ps(ak[r]);     \
-    c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);  \
-    c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);  \
-  }
-
-void Tile(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t rs, int rows, int cols,
-          bool accumulate, const TileEpilogue* ep) {
-  const bool direct = rows == kTr && cols == kTc;
-  alignas(64) float tmp[kTr * kTc];
+// The tile for its first kRows rows; columns past `cols` are neither read
+// nor written in c (masked), though b is read in full (strips are padded).
+template <int kRows>
+void TileRows(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t rs, int cols,
+              bool accumulate, const TileEpilogue* ep) {
+  const bool full = cols == kTc;
+  const __mmask16 m0 = static_cast<__mmask16>(cols >= kHalf ? 0xFFFF : (1u << cols) - 1);
+  const __mmask16 m1 = static_cast<__mmask16>(cols >= kTc ? 0xFFFF : cols > kHalf ? (1u << (cols - kHalf)) - 1 : 0);
   SPARQ_F32_ROWS(SPARQ_F32_DECLARE)
-  if (!accumulate) {
-    SPARQ_F32_ROWS(SPARQ_F32_ZERO)
-  } else if (direct) {
-    const float* src = c;
-    const int64_t ld = rs;
-    SPARQ_F32_ROWS(SPARQ_F32_LOAD)
-  } else {
-    for (int i = 0; i < kTr; ++i)
-      for (int j = 0; j < kTc; ++j) tmp[i * kTc + j] = (i < rows && j < cols) ? c[i * rs + j] : 0.0f;
-    const float* src = tmp;
-    const int64_t ld = kTc;
-    SPARQ_F32_ROWS(SPARQ_F32_LOAD)
+  if (accumulate) {
+    if (full) {
+      SPARQ_F32_ROWS(SPARQ_F32_LOAD)
+    } else {
+      SPARQ_F32_ROWS(SPARQ_F32_LOAD_MASKED)
+    }
   }
   for (int64_t kk = 0; kk < kc; ++kk) {
     const float* ak = a + kk * kTr;
@@ -88,24 +103,28 @@ void Tile(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int
       SPARQ_F32_ROWS(SPARQ_F32_CLAMP)
     }
   }
-  if (direct) {
-    float* dst = c;
-    const int64_t ld = rs;
+  if (full) {
     SPARQ_F32_ROWS(SPARQ_F32_STORE)
   } else {
-    float* dst = tmp;
-    const int64_t ld = kTc;
-    SPARQ_F32_ROWS(SPARQ_F32_STORE)
-    for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j) c[i * rs + j] = tmp[i * kTc + j];
+    SPARQ_F32_ROWS(SPARQ_F32_STORE_MASKED)
   }
+}
+
+void Tile(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t rs, int rows, int cols,
+          bool accumulate, const TileEpilogue* ep) {
+  using TileFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, int, bool, const TileEpilogue*);
+  static constexpr TileFn kTiles[kTr + 1] = {nullptr,       TileRows<1>, TileRows<2>, TileRows<3>, TileRows<4>,
+                                             TileRows<5>, TileRows<6>, TileRows<7>, TileRows<8>};
+  if (rows < 1 || rows > kTr || cols < 1) return;  // the drivers never ask for an empty tile
+  kTiles[rows](kc, a, b, ldb, c, rs, cols, accumulate, ep);
 }
 
 #undef SPARQ_F32_ROWS
 #undef SPARQ_F32_DECLARE
-#undef SPARQ_F32_ZERO
 #undef SPARQ_F32_LOAD
+#undef SPARQ_F32_LOAD_MASKED
 #undef SPARQ_F32_STORE
+#undef SPARQ_F32_STORE_MASKED
 #undef SPARQ_F32_FMA
 #undef SPARQ_F32_BIAS
 #undef SPARQ_F32_CLAMP
