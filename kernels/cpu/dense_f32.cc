@@ -101,17 +101,18 @@ StatusOr<std::shared_ptr<const void>> PrepareDenseConv(const Node& node, const s
 
 // Whether a pointwise convolution of `pixels` per image into `channels`
 // outputs runs faster with pixels as the tile's rows (kPointwiseConv) than as
-// its columns (kConv): when that saves at least 1/10 of the tile work spent
-// on tails, the margin measured on EfficientNet-Lite0's layers
-// (bench/kernels_bench.cc effnet_lite0 rows, bench/RESULTS.md: 7 x 7 planes
-// gain 10-25%; 14 x 14 into 480 or 672 channels 1-3%, into 80 or 112 channels
-// -4..-10%, which this rule leaves on kConv).
+// its columns (kConv). A tile's columns are vector lanes, paid in full even
+// when masked; its rows cost only the rows used (the AVX-512 tile; the AVX2
+// and portable ones pay their 6 or 4 rows in full). So the question is which
+// dimension fills the tile_cols lanes better: pixels as rows wins where it
+// spends at most 9/10 of kConv's lane work, the margin measured on
+// EfficientNet-Lite0's layers (bench/kernels_bench.cc effnet_lite0 rows,
+// bench/RESULTS.md: 7 x 7 planes, 14 x 14 into 480 or 672 channels; 14 x 14
+// into 80 or 112 channels stays on kConv).
 bool PointwiseRowsWin(const PackedGemmF32& strips, int64_t pixels, int64_t channels) {
-  const int64_t tr = strips.tile_rows(), tc = strips.tile_cols();
-  auto padded = [](int64_t n, int64_t to) { return (n + to - 1) / to * to; };
-  const int64_t as_columns = padded(pixels, tc) * padded(channels, tr);
-  const int64_t as_rows = padded(pixels, tr) * padded(channels, tc);
-  return 10 * as_rows <= 9 * as_columns;
+  const int64_t tc = strips.tile_cols();
+  auto padded = [tc](int64_t n) { return (n + tc - 1) / tc * tc; };
+  return 10 * pixels * padded(channels) <= 9 * padded(pixels) * channels;
 }
 
 Status RunDenseConv(OpContext& ctx) {
