@@ -101,17 +101,18 @@ StatusOr<std::shared_ptr<const void>> PrepareDenseConv(const Node& node, const s
 
 // Whether a pointwise convolution of `pixels` per image into `channels`
 // outputs runs faster with pixels as the tile's rows (kPointwiseConv) than as
-// its columns (kConv). A tile's columns are vector lanes, paid in full even
-// when masked; its rows cost only the rows used (the AVX-512 tile; the AVX2
-// and portable ones pay their 6 or 4 rows in full). So the question is which
-// dimension fills the tile_cols lanes better: pixels as rows wins where it
-// spends at most 9/10 of kConv's lane work, the margin measured on
-// EfficientNet-Lite0's layers (bench/kernels_bench.cc effnet_lite0 rows,
-// bench/RESULTS.md: 7 x 7 planes, 14 x 14 into 480 or 672 channels; 14 x 14
-// into 80 or 112 channels stays on kConv).
+// its columns (kConv). A tile's columns are vector lanes, paid a whole vector
+// at a time even when masked; its rows cost only the rows used (the AVX-512
+// tile: vectors of 16 of its 32 columns; the AVX2 and portable tiles pay
+// their full width and their 6 or 4 rows). So the question is which
+// dimension fills the lanes better: pixels as rows wins where it spends at
+// most 9/10 of kConv's lane work, the margin measured on EfficientNet-Lite0's
+// layers (bench/kernels_bench.cc effnet_lite0 rows, bench/RESULTS.md: 7 x 7
+// planes, 49 pixels in lanes of 64, go to kPointwiseConv; 14 x 14 planes,
+// 196 pixels in 208 lanes, and larger stay on kConv).
 bool PointwiseRowsWin(const PackedGemmF32& strips, int64_t pixels, int64_t channels) {
-  const int64_t tc = strips.tile_cols();
-  auto padded = [tc](int64_t n) { return (n + tc - 1) / tc * tc; };
+  const int64_t lanes = strips.format == PackedFormat::kPanel8x32F32 ? 16 : strips.tile_cols();
+  auto padded = [lanes](int64_t n) { return (n + lanes - 1) / lanes * lanes; };
   return 10 * pixels * padded(channels) <= 9 * padded(pixels) * channels;
 }
 

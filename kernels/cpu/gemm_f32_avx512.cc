@@ -36,49 +36,57 @@ inline Vec Clamp(Vec v, Vec lo, Vec hi) {
 
 // Accumulators are named variables, not an array (GCC 12 keeps arrays of
 // vectors in memory; see gemm_s8_avx512vnni.cc). Every step is for the first
-// kRows rows only: a tile cut short in rows costs only its rows (a batch-1
-// Gemm: 1 of 8; a 7 x 7 plane's last pixel panel: 1 of 8).
+// kRows rows and kVecs vectors of 16 columns only: a tile cut short costs only
+// the rows it has (a batch-1 Gemm: 1 of 8; a 7 x 7 plane's last pixel panel:
+// 1 of 8) and, with at most 16 columns, half its multiply-adds (a 14 x 14
+// plane's last strip of 4 pixels, a 28 x 28 plane's of 16).
 #define SPARQ_F32_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
 #define SPARQ_F32_DECLARE(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
-#define SPARQ_F32_LOAD(r)                                                              \
-  if constexpr ((r) < kRows) {                                                         \
-    c##r##0 = _mm512_loadu_ps(c + (r) * rs), c##r##1 = _mm512_loadu_ps(c + (r) * rs + 16); \
+#define SPARQ_F32_LOAD(r)                                                     \
+  if constexpr ((r) < kRows) {                                                \
+    c##r##0 = _mm512_loadu_ps(c + (r) * rs);                                  \
+    if constexpr (kVecs == 2) c##r##1 = _mm512_loadu_ps(c + (r) * rs + 16);   \
   }
-#define SPARQ_F32_LOAD_MASKED(r)                              \
-  if constexpr ((r) < kRows) {                                \
-    c##r##0 = _mm512_maskz_loadu_ps(m0, c + (r) * rs);        \
-    c##r##1 = _mm512_maskz_loadu_ps(m1, c + (r) * rs + 16);   \
+#define SPARQ_F32_LOAD_MASKED(r)                                                     \
+  if constexpr ((r) < kRows) {                                                       \
+    c##r##0 = _mm512_maskz_loadu_ps(m0, c + (r) * rs);                               \
+    if constexpr (kVecs == 2) c##r##1 = _mm512_maskz_loadu_ps(m1, c + (r) * rs + 16); \
   }
-#define SPARQ_F32_STORE(r)                                                                     \
-  if constexpr ((r) < kRows) {                                                                 \
-    _mm512_storeu_ps(c + (r) * rs, c##r##0), _mm512_storeu_ps(c + (r) * rs + 16, c##r##1);    \
+#define SPARQ_F32_STORE(r)                                                      \
+  if constexpr ((r) < kRows) {                                                  \
+    _mm512_storeu_ps(c + (r) * rs, c##r##0);                                    \
+    if constexpr (kVecs == 2) _mm512_storeu_ps(c + (r) * rs + 16, c##r##1);     \
   }
-#define SPARQ_F32_STORE_MASKED(r)                          \
-  if constexpr ((r) < kRows) {                             \
-    _mm512_mask_storeu_ps(c + (r) * rs, m0, c##r##0);      \
-    _mm512_mask_storeu_ps(c + (r) * rs + 16, m1, c##r##1); \
+#define SPARQ_F32_STORE_MASKED(r)                                                     \
+  if constexpr ((r) < kRows) {                                                        \
+    _mm512_mask_storeu_ps(c + (r) * rs, m0, c##r##0);                                 \
+    if constexpr (kVecs == 2) _mm512_mask_storeu_ps(c + (r) * rs + 16, m1, c##r##1);  \
   }
-#define SPARQ_F32_FMA(r)                           \
-  if constexpr ((r) < kRows) {                     \
-    const __m512 av = _mm512_set1_ps(ak[r]);       \
-    c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);    \
-    c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);    \
+#define SPARQ_F32_FMA(r)                                                   \
+  if constexpr ((r) < kRows) {                                             \
+    const __m512 av = _mm512_set1_ps(ak[r]);                               \
+    c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);                            \
+    if constexpr (kVecs == 2) c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);  \
   }
 #define SPARQ_F32_BIAS(r)                                                      \
   if constexpr ((r) < kRows) {                                                 \
     const Vec rb = ep->row_bias != nullptr ? Set1(ep->row_bias[r]) : Zero();  \
     c##r##0 = Add(c##r##0, Add(rb, cb0));                                      \
-    c##r##1 = Add(c##r##1, Add(rb, cb1));                                      \
+    if constexpr (kVecs == 2) c##r##1 = Add(c##r##1, Add(rb, cb1));            \
   }
-#define SPARQ_F32_CLAMP(r) \
-  if constexpr ((r) < kRows) c##r##0 = Clamp(c##r##0, lo, hi), c##r##1 = Clamp(c##r##1, lo, hi);
+#define SPARQ_F32_CLAMP(r)                                             \
+  if constexpr ((r) < kRows) {                                         \
+    c##r##0 = Clamp(c##r##0, lo, hi);                                  \
+    if constexpr (kVecs == 2) c##r##1 = Clamp(c##r##1, lo, hi);        \
+  }
 
-// The tile for its first kRows rows; columns past `cols` are neither read
-// nor written in c (masked), though b is read in full (strips are padded).
-template <int kRows>
+// The tile for its first kRows rows and kVecs * 16 columns; columns past
+// `cols` are neither read nor written in c (masked), though b is read for
+// all kVecs * 16 (strips are padded).
+template <int kRows, int kVecs>
 void TileRows(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t rs, int cols,
               bool accumulate, const TileEpilogue* ep) {
-  const bool full = cols == kTc;
+  const bool full = cols == kVecs * kHalf;
   const __mmask16 m0 = static_cast<__mmask16>(cols >= kHalf ? 0xFFFF : (1u << cols) - 1);
   const __mmask16 m1 = static_cast<__mmask16>(cols >= kTc ? 0xFFFF : cols > kHalf ? (1u << (cols - kHalf)) - 1 : 0);
   SPARQ_F32_ROWS(SPARQ_F32_DECLARE)
@@ -91,7 +99,9 @@ void TileRows(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
   }
   for (int64_t kk = 0; kk < kc; ++kk) {
     const float* ak = a + kk * kTr;
-    const __m512 b0 = _mm512_loadu_ps(b + kk * ldb), b1 = _mm512_loadu_ps(b + kk * ldb + 16);
+    const __m512 b0 = _mm512_loadu_ps(b + kk * ldb);
+    __m512 b1 = b0;
+    if constexpr (kVecs == 2) b1 = _mm512_loadu_ps(b + kk * ldb + 16);
     SPARQ_F32_ROWS(SPARQ_F32_FMA)
   }
   if (ep != nullptr) {
@@ -113,10 +123,13 @@ void TileRows(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
 void Tile(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t rs, int rows, int cols,
           bool accumulate, const TileEpilogue* ep) {
   using TileFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, int, bool, const TileEpilogue*);
-  static constexpr TileFn kTiles[kTr + 1] = {nullptr,       TileRows<1>, TileRows<2>, TileRows<3>, TileRows<4>,
-                                             TileRows<5>, TileRows<6>, TileRows<7>, TileRows<8>};
-  if (rows < 1 || rows > kTr || cols < 1) return;  // the drivers never ask for an empty tile
-  kTiles[rows](kc, a, b, ldb, c, rs, cols, accumulate, ep);
+  static constexpr TileFn kTiles[2][kTr + 1] = {
+      {nullptr, TileRows<1, 1>, TileRows<2, 1>, TileRows<3, 1>, TileRows<4, 1>, TileRows<5, 1>, TileRows<6, 1>,
+       TileRows<7, 1>, TileRows<8, 1>},
+      {nullptr, TileRows<1, 2>, TileRows<2, 2>, TileRows<3, 2>, TileRows<4, 2>, TileRows<5, 2>, TileRows<6, 2>,
+       TileRows<7, 2>, TileRows<8, 2>}};
+  if (rows < 1 || rows > kTr || cols < 1 || cols > kTc) return;  // the drivers never ask for an empty tile
+  kTiles[cols > kHalf ? 1 : 0][rows](kc, a, b, ldb, c, rs, cols, accumulate, ep);
 }
 
 #undef SPARQ_F32_ROWS
