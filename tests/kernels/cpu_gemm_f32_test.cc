@@ -188,6 +188,25 @@ TEST_P(GemmF32IsaTest, ConvMatchesReferenceConv) {
   }
 }
 
+// A pointwise convolution of no input channels: every output is its clamped bias.
+TEST_P(GemmF32IsaTest, PointwiseWithoutInputChannelsIsTheClampedBias) {
+  const std::vector<float> bias = {-1.0f, 0.5f, 2.0f, -0.25f, 3.0f};
+  StatusOr<PackedGemmF32> strips = PackGemmF32(nullptr, 5, 0, PreferredGemmF32Format(GetParam()), true);
+  ASSERT_TRUE(strips.ok()) << strips.status().ToString();
+  GemmF32Args args;
+  args.w = &*strips;
+  args.bias = bias.data();
+  args.out_min = 0.0f;
+  args.source = GemmF32Source::kPointwiseConv;
+  args.batch = 2;
+  args.conv.channels = 0, args.conv.height = args.conv.out_h = 3, args.conv.width = args.conv.out_w = 4;
+  const std::vector<float> x(1, 0.0f);
+  std::vector<float> y(2 * 5 * 12, NAN);
+  args.x = x.data(), args.y = y.data(), args.x_image_stride = 0, args.y_image_stride = 5 * 12;
+  ASSERT_TRUE(RunGemmF32(args).ok());
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], std::max(bias[(i / 12) % 5], 0.0f)) << i;
+}
+
 INSTANTIATE_TEST_SUITE_P(CpuKernels, GemmF32IsaTest, ::testing::ValuesIn(kAllCpuIsas), testing::IsaParamName);
 
 TEST(GemmF32Args, EntryPointRejectsBadArguments) {
