@@ -153,6 +153,15 @@ void PackConvStripPortable(const ConvGeometry& g, const float* image, const Conv
   }
 }
 
+void PackRowsPanelPortable(const float* x, int64_t ld_x, int rows, int64_t kc, int tr, float* panel) {
+  for (int i = 0; i < rows; ++i) {
+    const float* row = x + i * ld_x;
+    for (int64_t kk = 0; kk < kc; ++kk) panel[kk * tr + i] = row[kk];
+  }
+  for (int i = rows; i < tr; ++i)
+    for (int64_t kk = 0; kk < kc; ++kk) panel[kk * tr + i] = 0.0f;
+}
+
 void StoreTransposedPortable(const float* tile, int64_t ldt, int rows, int cols, float* y, int64_t ld) {
   for (int j = 0; j < cols; ++j)
     for (int i = 0; i < rows; ++i) y[j * ld + i] = tile[i * ldt + j];
@@ -277,14 +286,9 @@ void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
       for (int64_t k0 = 0; k0 < w.k; k0 += kKc) {
         const int64_t kc = std::min(kKc, w.k - k0);
         for (int64_t q = q0; q < q1; ++q) {  // panel[kk * tr + i] = X[q * tr + i][k0 + kk]
-          float* panel = panels_buf + (q - q0) * kKc * tr;
           const int rows = static_cast<int>(std::min<int64_t>(tr, args.m - q * tr));
-          for (int i = 0; i < rows; ++i) {
-            const float* row = args.x + (q * tr + i) * args.ld_x + k0;
-            for (int64_t kk = 0; kk < kc; ++kk) panel[kk * tr + i] = row[kk];
-          }
-          for (int i = rows; i < tr; ++i)
-            for (int64_t kk = 0; kk < kc; ++kk) panel[kk * tr + i] = 0.0f;
+          isa.pack_rows_panel(args.x + (q * tr) * args.ld_x + k0, args.ld_x, rows, kc, tr,
+                              panels_buf + (q - q0) * kKc * tr);
         }
         const bool last = k0 + kc == w.k;
         for (int64_t s = s0; s < s1; ++s) {

@@ -1,6 +1,6 @@
 // gemm_f32_avx512: the FP32 GEMM register tile for AVX-512, weights in
-// panel8x32_f32, its strip packer and transposed store; the driver is in
-// gemm_f32.cc.
+// panel8x32_f32, its strip and row-panel packers and transposed store; the
+// driver is in gemm_f32.cc.
 //
 // Tile: 8 rows (weight panel) x 32 columns (2 zmm of the activation strip) =
 // 16 zmm accumulators. Per k: 2 loads of the strip, 8 broadcasts of the
@@ -234,10 +234,42 @@ void StoreTransposed(const float* tile, int64_t ldt, int rows, int cols, float* 
   }
 }
 
+// PackRowsPanelPortable for 8-row panels: 8 x 8 blocks transposed in
+// registers (one 8-float load per row, one 8-float store per k).
+void PackRowsPanel(const float* x, int64_t ld_x, int rows, int64_t kc, int tr, float* panel) {
+  if (tr != kTr) {
+    PackRowsPanelPortable(x, ld_x, rows, kc, tr, panel);
+    return;
+  }
+  int64_t kk = 0;
+  for (; kk + 8 <= kc; kk += 8) {
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i) r[i] = i < rows ? _mm256_loadu_ps(x + i * ld_x + kk) : _mm256_setzero_ps();
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int h = 0; h < 8; h += 4) {  // u[h + m], 128-bit lane L: k = kk + 4 L + m of rows h .. h + 3
+      u[h + 0] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
+      u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xEE);
+      u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
+      u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xEE);
+    }
+    for (int m = 0; m < 4; ++m) {
+      _mm256_storeu_ps(panel + (kk + m) * 8, _mm256_permute2f128_ps(u[m], u[m + 4], 0x20));
+      _mm256_storeu_ps(panel + (kk + 4 + m) * 8, _mm256_permute2f128_ps(u[m], u[m + 4], 0x31));
+    }
+  }
+  for (; kk < kc; ++kk)
+    for (int i = 0; i < 8; ++i) panel[kk * 8 + i] = i < rows ? x[i * ld_x + kk] : 0.0f;
+}
+
 }  // namespace
 
 void GemmF32Avx512(const GemmF32Args& args) {
-  GemmF32Driver(args, {kTr, kTc, Tile, PackConvStrip, StoreTransposed});
+  GemmF32Isa isa{kTr, kTc, Tile, PackConvStrip, StoreTransposed};
+  isa.pack_rows_panel = PackRowsPanel;
+  GemmF32Driver(args, isa);
 }
 
 SPARQ_CPU_TARGET_END

@@ -121,6 +121,9 @@ struct TileEpilogue {
 };
 
 void StoreTransposedPortable(const float* tile, int64_t ldt, int rows, int cols, float* y, int64_t ld);
+// panel[kk * tr + i] = x[i * ld_x + kk] for kk < kc, i < rows, and 0 for
+// rows <= i < tr: tile_rows rows of a row-major X packed for the tile (kRows).
+void PackRowsPanelPortable(const float* x, int64_t ld_x, int rows, int64_t kc, int tr, float* panel);
 
 struct GemmF32Isa {
   int tile_rows;
@@ -134,6 +137,8 @@ struct GemmF32Isa {
   // tile_cols: a tile of kPointwiseConv (pixels x channels) stored into NCHW.
   void (*store_transposed)(const float* tile, int64_t ldt, int rows, int cols, float* y, int64_t ld) =
       StoreTransposedPortable;
+  void (*pack_rows_panel)(const float* x, int64_t ld_x, int rows, int64_t kc, int tr, float* panel) =
+      PackRowsPanelPortable;
 };
 void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa);
 
