@@ -43,6 +43,10 @@
 #include <string>
 #include <vector>
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #if SPARQ_BENCH_HAVE_DNNL
 #include <omp.h>
 #include <oneapi/dnnl/dnnl.h>
@@ -78,6 +82,21 @@ const LayerShape kShapes[] = {
   {"bert/attn_768x768",    128,  768,  768, false},
   {"bert/ffn_up_3072x768", 128, 3072,  768, false},
   {"bert/ffn_down_768x3072", 128, 768, 3072, false},
+  // EfficientNet-Lite0 (batch 1, 224 x 224): its 1x1 convolutions, one per
+  // plane size and direction (expand: K < N; project: K > N). 14 x 14 and
+  // 7 x 7 hold 73% of the model's 339 M pointwise multiply-adds.
+  {"effnet_lite0/b1_expand_112",   12544,   96,   16, true},
+  {"effnet_lite0/b2_expand_56",     3136,  144,   24, true},
+  {"effnet_lite0/b2_project_56",    3136,   24,  144, true},
+  {"effnet_lite0/b4_expand_28",      784,  240,   40, true},
+  {"effnet_lite0/b4_project_28",     784,   40,  240, true},
+  {"effnet_lite0/b7_expand_14",      196,  480,   80, true},
+  {"effnet_lite0/b7_project_14",     196,   80,  480, true},
+  {"effnet_lite0/b10_expand_14",     196,  672,  112, true},
+  {"effnet_lite0/b10_project_14",    196,  112,  672, true},
+  {"effnet_lite0/b13_expand_7",       49, 1152,  192, true},
+  {"effnet_lite0/b13_project_7",      49,  192, 1152, true},
+  {"effnet_lite0/head_7",             49, 1280,  320, true},
 };
 // clang-format on
 
@@ -214,6 +233,31 @@ void BenchF32Dense(benchmark::State& state, const LayerShape* s) {
     benchmark::DoNotOptimize(y.data());
   }
   SetCounters(state, *s, name);
+}
+
+// gemm_f32's pointwise source on conv layers: pixels as the tile's rows,
+// weights packed as strips, the output stored transposed into NCHW (what the
+// executor runs for 1x1 convolutions on small planes).
+void BenchF32Pointwise(benchmark::State& state, const LayerShape* s) {
+  const Problem& p = ProblemFor(*s);
+  StatusOr<PackedGemmF32> w = PackGemmF32(p.w.data(), s->n, s->k, PreferredGemmF32Format(ActiveIsa()), true);
+  if (!w.ok()) return state.SkipWithError(w.status().ToString().c_str());
+  std::vector<float> y(s->m * s->n);
+  GemmF32Args args;
+  args.w = &*w;
+  args.source = GemmF32Source::kPointwiseConv;
+  args.batch = 1;
+  args.conv.channels = s->k, args.conv.height = 1, args.conv.width = s->m;
+  args.conv.out_h = 1, args.conv.out_w = s->m;
+  args.x = p.xt.data(), args.y = y.data();
+  args.x_image_stride = s->k * s->m, args.y_image_stride = s->n * s->m;
+  const char* name = "gemm_f32";
+  for (auto _ : state) {
+    Status st = RunGemmF32(args, &name);
+    if (!st.ok()) return state.SkipWithError(st.ToString().c_str());
+    benchmark::DoNotOptimize(y.data());
+  }
+  SetCounters(state, *s, std::string(name) + " pointwise");
 }
 
 #if SPARQ_BENCH_HAVE_DNNL
@@ -428,12 +472,41 @@ void BenchS8Nm(benchmark::State& state, const LayerShape* s) {
   SetCounters(state, *s, name);
 }
 
+#if defined(__x86_64__)
+// The FP32 peak of one core: 24 independent AVX-512 FMA chains, no memory
+// traffic. A GEMM's GOPS over this is its fraction of peak.
+__attribute__((target("avx512f"))) void BenchF32PeakAvx512(benchmark::State& state) {
+  __m512 acc[24];
+  for (int i = 0; i < 24; ++i) acc[i] = _mm512_set1_ps(0.001f * static_cast<float>(i));
+  const __m512 a = _mm512_set1_ps(0.9999f), b = _mm512_set1_ps(1e-4f);
+  constexpr int64_t kSteps = 1 << 16;
+  for (auto _ : state) {
+    for (int64_t step = 0; step < kSteps; ++step) {
+#pragma GCC unroll 24
+      for (int i = 0; i < 24; ++i) acc[i] = _mm512_fmadd_ps(acc[i], a, b);
+    }
+    benchmark::DoNotOptimize(acc);
+  }
+  state.counters["GOPS"] =
+      benchmark::Counter(2.0 * 16 * 24 * kSteps * 1e-9, benchmark::Counter::kIsIterationInvariantRate);
+  state.SetLabel("24 zmm FMA chains");
+}
+#endif
+
 void RegisterAll() {
+#if defined(__x86_64__)
+  if (ActiveIsa() >= CpuIsa::kAvx512)
+    benchmark::RegisterBenchmark("peak/fma_f32_avx512", BenchF32PeakAvx512)->Unit(benchmark::kMillisecond);
+#endif
   for (const LayerShape& s : kShapes) {
     const std::string base =
         std::string(s.name) + "/M" + std::to_string(s.m) + "_N" + std::to_string(s.n) + "_K" + std::to_string(s.k);
     benchmark::RegisterBenchmark((base + "/f32_ref").c_str(), BenchF32Ref, &s)->Unit(benchmark::kMillisecond);
     benchmark::RegisterBenchmark((base + "/f32_dense").c_str(), BenchF32Dense, &s)->Unit(benchmark::kMillisecond);
+    if (s.conv) {
+      benchmark::RegisterBenchmark((base + "/f32_pointwise").c_str(), BenchF32Pointwise, &s)
+          ->Unit(benchmark::kMillisecond);
+    }
     benchmark::RegisterBenchmark((base + "/s8_dense").c_str(), BenchS8Dense, &s)->Unit(benchmark::kMillisecond);
     if (s.conv) {
       benchmark::RegisterBenchmark((base + "/s8_conv").c_str(), BenchS8Conv, &s)->Unit(benchmark::kMillisecond);

@@ -5,7 +5,10 @@
 // row-major outputs directly.
 //
 // ai.sparq FusedConv (Conv -> Relu / Clip, runtime/float_fusion.h) runs the
-// same path with the activation's clamp in the GEMM's epilogue.
+// same path with the activation's clamp in the GEMM's epilogue. Pointwise
+// convolutions on small planes run with pixels as the GEMM's rows
+// (kPointwiseConv, weights also packed as strips), where that wastes less
+// of the register tile on tails (PointwiseRowsWin).
 //
 // Depthwise Conv (group = channels, one filter each): a direct loop per
 // channel (depthwise_f32), since its few multiply-adds per output would waste
@@ -42,6 +45,7 @@ struct DenseConv {
   int64_t out_channels = 0, group = 1;
   std::vector<PackedGemmF32> w;  // one per group: [M / group, C / group * kh * kw], K in (c, ky, kx) order
   PackedGemmF32 w_taps;          // group 1, window > 1x1: K in (ky, kx, c) order, for stride-1 runs
+  PackedGemmF32 w_strips;        // group 1, 1x1 window: strips (W^T), for pointwise runs on small planes
   std::vector<float> bias;       // [M] or empty
 };
 
@@ -89,8 +93,28 @@ StatusOr<std::shared_ptr<const void>> PrepareDenseConv(const Node& node, const s
         for (int64_t t = 0; t < taps; ++t) permuted[(o * taps + t) * channels + c] = src[(o * channels + c) * taps + t];
     SPARQ_ASSIGN_OR_RETURN(conv->w_taps, PackGemmF32(permuted.data(), rows, depth, format));
   }
+  if (conv->group == 1 && taps == 1) {
+    SPARQ_ASSIGN_OR_RETURN(conv->w_strips, PackGemmF32(w->data<float>(), rows, depth, format, /*strips=*/true));
+  }
   if (b != nullptr) conv->bias.assign(b->data<float>(), b->data<float>() + b->numel());
   return std::shared_ptr<const void>(std::move(conv));
+}
+
+// Whether a pointwise convolution of `pixels` per image into `channels`
+// outputs runs faster with pixels as the tile's rows (kPointwiseConv) than as
+// its columns (kConv). A tile's columns are vector lanes, paid a whole vector
+// at a time even when masked; its rows cost only the rows used (the AVX-512
+// tile: vectors of 16 of its 32 columns; the AVX2 and portable tiles pay
+// their full width and their 6 or 4 rows). So the question is which
+// dimension fills the lanes better: pixels as rows wins where it spends at
+// most 9/10 of kConv's lane work, the margin measured on EfficientNet-Lite0's
+// layers (bench/kernels_bench.cc effnet_lite0 rows, bench/RESULTS.md: 7 x 7
+// planes, 49 pixels in lanes of 64, go to kPointwiseConv; 14 x 14 planes,
+// 196 pixels in 208 lanes, and larger stay on kConv).
+bool PointwiseRowsWin(const PackedGemmF32& strips, int64_t pixels, int64_t channels) {
+  const int64_t lanes = strips.format == PackedFormat::kPanel8x32F32 ? 16 : strips.tile_cols();
+  auto padded = [lanes](int64_t n) { return (n + lanes - 1) / lanes * lanes; };
+  return 10 * pixels * padded(channels) <= 9 * padded(pixels) * channels;
 }
 
 Status RunDenseConv(OpContext& ctx) {
@@ -123,6 +147,19 @@ Status RunDenseConv(OpContext& ctx) {
   if (ctx.node().domain == kSparqDomain) {  // FusedConv
     args.out_min = ctx.node().attr_float("out_min", args.out_min);
     args.out_max = ctx.node().attr_float("out_max", args.out_max);
+  }
+  const bool pointwise = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
+                         g.pad_top == 0 && g.pad_left == 0 && g.out_h == g.height && g.out_w == g.width;
+  if (pointwise && !conv.w_strips.data.empty() && PointwiseRowsWin(conv.w_strips, g.out_size(), conv.out_channels)) {
+    args.source = GemmF32Source::kPointwiseConv;
+    args.w = &conv.w_strips;
+    args.bias = conv.bias.empty() ? nullptr : conv.bias.data();
+    args.x = x.data<float>();
+    args.y = y.data<float>();
+    Status st = RunGemmF32(args);
+    if (!st.ok()) return ctx.Error(st.code(), st.message());
+    ctx.set_output(0, std::move(y));
+    return Status::OK();
   }
   // Stride 1 with a window wider than 1x1: the padded image shifted per tap,
   // no im2col.

@@ -481,8 +481,16 @@ Status RunGemmF32(const GemmF32Args& args, const char** kernel_name) {
     }
     if (args.m == 0 || w.rows == 0) return Status::OK();
   } else {
-    if (w.strips) return Status::InvalidArgument("gemm_f32: convolution weights must be packed as panels");
     const ConvGeometry& g = args.conv;
+    if (args.source == GemmF32Source::kPointwiseConv) {
+      if (!w.strips) return Status::InvalidArgument("gemm_f32: pointwise convolution weights must be packed as strips");
+      if (g.kernel_h != 1 || g.kernel_w != 1 || g.stride_h != 1 || g.stride_w != 1 || g.pad_top != 0 ||
+          g.pad_left != 0 || g.out_h != g.height || g.out_w != g.width) {
+        return Status::InvalidArgument("gemm_f32: a pointwise convolution needs a 1x1 kernel, stride 1, no padding");
+      }
+    } else if (w.strips) {
+      return Status::InvalidArgument("gemm_f32: convolution weights must be packed as panels");
+    }
     if (args.source == GemmF32Source::kShiftedConv) {
       if (g.stride_h != 1 || g.stride_w != 1) return Status::InvalidArgument("gemm_f32: shifted convolution needs stride 1");
       if (g.pad_top < 0 || g.pad_left < 0 || g.pad_bottom < 0 || g.pad_right < 0)

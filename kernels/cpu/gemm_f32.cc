@@ -19,6 +19,12 @@
 // columns, and the tile writes rows of Y. Each C element belongs to one task
 // and is summed in k order, slice after slice, so the result does not depend
 // on the number of threads.
+//
+// Pointwise convolutions on small planes (kPointwiseConv) take MatMul's
+// roles too: a 7 x 7 plane is 49 pixels, one full 32-pixel strip and a tail
+// of 17, where tiles of 8 pixels waste at most 7 of 49 and the output
+// channels (multiples of 16 in most networks) fill the tile's columns. The
+// tile's pixels x channels block is stored transposed into NCHW.
 #include <algorithm>
 #include <cstring>
 #include <limits>
@@ -34,6 +40,16 @@ namespace {
 constexpr int64_t kKc = 256;          // k per slice
 constexpr int64_t kStripsPerTask = 4;  // strips packed together
 constexpr int64_t kTasksPerThread = 4;
+constexpr int64_t kPanelsPerTask = 4;  // activation panels packed together (kRows, kPointwiseConv)
+
+// Working memory of a driver on this thread, kept from call to call: a fresh
+// vector per call cost a page-faulting allocation of up to 128 KiB and its
+// zero fill on every convolution. Its contents on return are unspecified.
+float* ThreadScratch(size_t floats) {
+  thread_local std::vector<float> buffer;
+  if (buffer.size() < floats) buffer.resize(floats);
+  return buffer.data();
+}
 
 // The runs of strip columns [p0, p0 + cols): at most one per column.
 int ConvStripRuns(const ConvGeometry& g, int64_t p0, int cols, ConvStripRun* runs) {
@@ -137,6 +153,20 @@ void PackConvStripPortable(const ConvGeometry& g, const float* image, const Conv
   }
 }
 
+void PackRowsPanelPortable(const float* x, int64_t ld_x, int rows, int64_t kc, int tr, float* panel) {
+  for (int i = 0; i < rows; ++i) {
+    const float* row = x + i * ld_x;
+    for (int64_t kk = 0; kk < kc; ++kk) panel[kk * tr + i] = row[kk];
+  }
+  for (int i = rows; i < tr; ++i)
+    for (int64_t kk = 0; kk < kc; ++kk) panel[kk * tr + i] = 0.0f;
+}
+
+void StoreTransposedPortable(const float* tile, int64_t ldt, int rows, int cols, float* y, int64_t ld) {
+  for (int j = 0; j < cols; ++j)
+    for (int i = 0; i < rows; ++i) y[j * ld + i] = tile[i * ldt + j];
+}
+
 namespace {
 
 // The epilogue of the last k slice, without its bias pointers.
@@ -188,7 +218,7 @@ void ConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
                          g.pad_top == 0 && g.pad_left == 0 && g.out_h == g.height && g.out_w == g.width;
 
   ParallelFor(args.pool, tasks.count(images), 1, [&](int64_t t0, int64_t t1) {
-    std::vector<float> strips_buf(static_cast<size_t>(kStripsPerTask * kKc * tc));
+    float* strips_buf = ThreadScratch(static_cast<size_t>(kStripsPerTask * kKc * tc));
     for (int64_t t = t0; t < t1; ++t) {
       int64_t img, s0, s1, p0, p1;
       tasks.Get(t, w.panels, &img, &s0, &s1, &p0, &p1);
@@ -201,14 +231,14 @@ void ConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
           if (pointwise && cols == tc) continue;  // read in place
           ConvStripRun runs[64];  // a strip has at most tc <= 64 columns
           const int num_runs = ConvStripRuns(args.conv, s * tc, cols, runs);
-          isa.pack_conv_strip(args.conv, x, runs, num_runs, cols, k0, kc, tc, strips_buf.data() + (s - s0) * kKc * tc);
+          isa.pack_conv_strip(args.conv, x, runs, num_runs, cols, k0, kc, tc, strips_buf + (s - s0) * kKc * tc);
         }
         // Strip-major: a strip slice (kKc x tc) stays in L1 while the panels pass.
         const bool last = k0 + kc == w.k;
         for (int64_t s = s0; s < s1; ++s) {
           const int cols = static_cast<int>(std::min<int64_t>(tc, cols_total - s * tc));
           const bool in_place = pointwise && cols == tc;
-          const float* b = in_place ? x + k0 * cols_total + s * tc : strips_buf.data() + (s - s0) * kKc * tc;
+          const float* b = in_place ? x + k0 * cols_total + s * tc : strips_buf + (s - s0) * kKc * tc;
           const int64_t ldb = in_place ? cols_total : tc;
           for (int64_t p = p0; p < p1; ++p) {
             const int rows = static_cast<int>(std::min<int64_t>(tr, w.rows - p * tr));
@@ -238,7 +268,6 @@ void ConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
 void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   const PackedGemmF32& w = *args.w;  // strips: w.panel(s) = columns [s * tc, (s + 1) * tc) of W^T
   const int tr = isa.tile_rows, tc = isa.tile_cols;
-  constexpr int64_t kPanelsPerTask = 4;
   const int64_t x_panels = (args.m + tr - 1) / tr;
   const int64_t panel_groups = (x_panels + kPanelsPerTask - 1) / kPanelsPerTask;
   const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
@@ -249,7 +278,7 @@ void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   const TileEpilogue epilogue = BaseEpilogue(args);
 
   ParallelFor(args.pool, panel_groups * chunks, 1, [&](int64_t t0, int64_t t1) {
-    std::vector<float> panels_buf(static_cast<size_t>(kPanelsPerTask * kKc * tr));
+    float* panels_buf = ThreadScratch(static_cast<size_t>(kPanelsPerTask * kKc * tr));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t chunk = t % chunks, group = t / chunks;
       const int64_t q0 = group * kPanelsPerTask, q1 = std::min(x_panels, q0 + kPanelsPerTask);
@@ -257,14 +286,9 @@ void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
       for (int64_t k0 = 0; k0 < w.k; k0 += kKc) {
         const int64_t kc = std::min(kKc, w.k - k0);
         for (int64_t q = q0; q < q1; ++q) {  // panel[kk * tr + i] = X[q * tr + i][k0 + kk]
-          float* panel = panels_buf.data() + (q - q0) * kKc * tr;
           const int rows = static_cast<int>(std::min<int64_t>(tr, args.m - q * tr));
-          for (int i = 0; i < rows; ++i) {
-            const float* row = args.x + (q * tr + i) * args.ld_x + k0;
-            for (int64_t kk = 0; kk < kc; ++kk) panel[kk * tr + i] = row[kk];
-          }
-          for (int i = rows; i < tr; ++i)
-            for (int64_t kk = 0; kk < kc; ++kk) panel[kk * tr + i] = 0.0f;
+          isa.pack_rows_panel(args.x + (q * tr) * args.ld_x + k0, args.ld_x, rows, kc, tr,
+                              panels_buf + (q - q0) * kKc * tr);
         }
         const bool last = k0 + kc == w.k;
         for (int64_t s = s0; s < s1; ++s) {
@@ -275,7 +299,7 @@ void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
           ep.col_bias = PaddedBias(args.bias, s * tc, cols, tc, pad);
           for (int64_t q = q0; q < q1; ++q) {
             const int rows = static_cast<int>(std::min<int64_t>(tr, args.m - q * tr));
-            isa.tile(kc, panels_buf.data() + (q - q0) * kKc * tr, b, tc, args.y + (q * tr) * args.ld_y + s * tc,
+            isa.tile(kc, panels_buf + (q - q0) * kKc * tr, b, tc, args.y + (q * tr) * args.ld_y + s * tc,
                      args.ld_y, rows, cols, k0 > 0, last ? &ep : nullptr);
           }
         }
@@ -287,6 +311,79 @@ void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
         for (int64_t i = 0; i < r1 - r0; ++i) std::fill(c + i * args.ld_y, c + i * args.ld_y + (j1 - j0), 0.0f);
         Epilogue(args.bias != nullptr ? args.bias + j0 : nullptr, 0, 1, args.out_min, args.out_max, c, args.ld_y,
                  r1 - r0, j1 - j0);
+      }
+    }
+  });
+}
+
+// Pointwise convolutions, pixels as rows: per image, C^T [P, R] = X^T [P, K]
+// * W^T with X^T[p][k] = x[k * P + p]. A task owns a few panels of tile_rows
+// pixels and a chunk of weight strips; per slice of kKc values of k it packs
+// its panels (panel[kk * tr + i] = pixel i's channel k0 + kk, zero past the
+// plane) and runs the tile on every (strip, panel) pair into the task's
+// pixels x channels block, summing in k order slice after slice as kConv
+// does (the same bits), then stores the block transposed into NCHW.
+void PointwiseDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
+  const PackedGemmF32& w = *args.w;  // strips: w.panel(s) = output channels [s * tc, (s + 1) * tc)
+  const int tr = isa.tile_rows, tc = isa.tile_cols;
+  const int64_t pixels = args.conv.out_size();
+  const int64_t x_panels = (pixels + tr - 1) / tr;
+  const int64_t panel_groups = (x_panels + kPanelsPerTask - 1) / kPanelsPerTask;
+  const int64_t base_tasks = args.batch * panel_groups;
+  const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
+  const int64_t strip_chunks =
+      std::min<int64_t>(w.panels, std::max<int64_t>(1, (kTasksPerThread * threads + base_tasks - 1) / base_tasks));
+  const int64_t strips_per_chunk = (w.panels + strip_chunks - 1) / strip_chunks;
+  const int64_t chunks = (w.panels + strips_per_chunk - 1) / strips_per_chunk;
+  const int64_t ld_block = strips_per_chunk * tc;  // the task's block: [kPanelsPerTask * tr, ld_block]
+  const TileEpilogue epilogue = BaseEpilogue(args);
+
+  ParallelFor(args.pool, base_tasks * chunks, 1, [&](int64_t t0, int64_t t1) {
+    const size_t panel_floats = static_cast<size_t>(kKc * tr);
+    float* scratch = ThreadScratch(kPanelsPerTask * (panel_floats + tr * ld_block));
+    float* panels_buf = scratch;
+    float* block = scratch + kPanelsPerTask * panel_floats;
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t chunk = t % chunks, group = (t / chunks) % panel_groups, img = t / (chunks * panel_groups);
+      const int64_t q0 = group * kPanelsPerTask, q1 = std::min(x_panels, q0 + kPanelsPerTask);
+      const int64_t s0 = chunk * strips_per_chunk, s1 = std::min(w.panels, s0 + strips_per_chunk);
+      const float* x = args.x + img * args.x_image_stride;
+      float* y = args.y + img * args.y_image_stride;
+      int64_t k0 = 0;
+      do {  // at least once: K = 0 gives C = clamp(bias)
+        const int64_t kc = std::min(kKc, w.k - k0);
+        for (int64_t q = q0; q < q1; ++q) {
+          float* panel = panels_buf + (q - q0) * panel_floats;
+          const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
+          const float* src = x + k0 * pixels + q * tr;
+          if (rows == 8 && tr == 8) {  // the AVX-512 tile's panels: a fixed-size copy, inlined
+            for (int64_t kk = 0; kk < kc; ++kk) std::memcpy(panel + kk * 8, src + kk * pixels, 8 * sizeof(float));
+            continue;
+          }
+          for (int64_t kk = 0; kk < kc; ++kk)
+            for (int i = 0; i < tr; ++i) panel[kk * tr + i] = i < rows ? src[kk * pixels + i] : 0.0f;
+        }
+        const bool last = k0 + kc >= w.k;
+        for (int64_t s = s0; s < s1; ++s) {
+          const int cols = static_cast<int>(std::min<int64_t>(tc, w.rows - s * tc));
+          float pad[64];
+          TileEpilogue ep = epilogue;
+          ep.col_bias = PaddedBias(args.bias, s * tc, cols, tc, pad);
+          for (int64_t q = q0; q < q1; ++q) {
+            const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
+            isa.tile(kc, panels_buf + (q - q0) * panel_floats, w.panel(s) + k0 * tc, tc,
+                     block + (q - q0) * tr * ld_block + (s - s0) * tc, ld_block, rows, tc, k0 > 0, last ? &ep : nullptr);
+          }
+        }
+        k0 += kc;
+      } while (k0 < w.k);
+      for (int64_t s = s0; s < s1; ++s) {
+        const int cols = static_cast<int>(std::min<int64_t>(tc, w.rows - s * tc));
+        for (int64_t q = q0; q < q1; ++q) {
+          const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
+          isa.store_transposed(block + (q - q0) * tr * ld_block + (s - s0) * tc, ld_block, rows, cols,
+                               y + (s * tc) * pixels + q * tr, pixels);
+        }
       }
     }
   });
@@ -391,6 +488,7 @@ void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa) {
     case GemmF32Source::kConv: ConvDriver(args, isa); return;
     case GemmF32Source::kShiftedConv: ShiftedConvDriver(args, isa); return;
     case GemmF32Source::kRows: RowsDriver(args, isa); return;
+    case GemmF32Source::kPointwiseConv: PointwiseDriver(args, isa); return;
   }
 }
 

@@ -1,5 +1,6 @@
 // gemm_f32_avx512: the FP32 GEMM register tile for AVX-512, weights in
-// panel8x32_f32; the driver is in gemm_f32.cc.
+// panel8x32_f32, its strip and row-panel packers and transposed store; the
+// driver is in gemm_f32.cc.
 //
 // Tile: 8 rows (weight panel) x 32 columns (2 zmm of the activation strip) =
 // 16 zmm accumulators. Per k: 2 loads of the strip, 8 broadcasts of the
@@ -33,49 +34,74 @@ inline Vec Clamp(Vec v, Vec lo, Vec hi) {
   return _mm512_mask_blend_ps(_mm512_cmp_ps_mask(v, hi, _CMP_GT_OQ), v, hi);
 }
 
+// Accumulators are named variables, not an array (GCC 12 keeps arrays of
+// vectors in memory; see gemm_s8_avx512vnni.cc). Every step is for the first
+// kRows rows and kVecs vectors of 16 columns only: a tile cut short costs only
+// the rows it has (a batch-1 Gemm: 1 of 8; a 7 x 7 plane's last pixel panel:
+// 1 of 8) and, with at most 16 columns, half its multiply-adds (a 14 x 14
+// plane's last strip of 4 pixels, a 28 x 28 plane's of 16).
+#define SPARQ_F32_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
+#define SPARQ_F32_DECLARE(r) __m512 c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
+#define SPARQ_F32_LOAD(r)                                                     \
+  if constexpr ((r) < kRows) {                                                \
+    c##r##0 = _mm512_loadu_ps(c + (r) * rs);                                  \
+    if constexpr (kVecs == 2) c##r##1 = _mm512_loadu_ps(c + (r) * rs + 16);   \
+  }
+#define SPARQ_F32_LOAD_MASKED(r)                                                     \
+  if constexpr ((r) < kRows) {                                                       \
+    c##r##0 = _mm512_maskz_loadu_ps(m0, c + (r) * rs);                               \
+    if constexpr (kVecs == 2) c##r##1 = _mm512_maskz_loadu_ps(m1, c + (r) * rs + 16); \
+  }
+#define SPARQ_F32_STORE(r)                                                      \
+  if constexpr ((r) < kRows) {                                                  \
+    _mm512_storeu_ps(c + (r) * rs, c##r##0);                                    \
+    if constexpr (kVecs == 2) _mm512_storeu_ps(c + (r) * rs + 16, c##r##1);     \
+  }
+#define SPARQ_F32_STORE_MASKED(r)                                                     \
+  if constexpr ((r) < kRows) {                                                        \
+    _mm512_mask_storeu_ps(c + (r) * rs, m0, c##r##0);                                 \
+    if constexpr (kVecs == 2) _mm512_mask_storeu_ps(c + (r) * rs + 16, m1, c##r##1);  \
+  }
+#define SPARQ_F32_FMA(r)                                                   \
+  if constexpr ((r) < kRows) {                                             \
+    const __m512 av = _mm512_set1_ps(ak[r]);                               \
+    c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);                            \
+    if constexpr (kVecs == 2) c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);  \
+  }
 #define SPARQ_F32_BIAS(r)                                                      \
-  {                                                                            \
+  if constexpr ((r) < kRows) {                                                 \
     const Vec rb = ep->row_bias != nullptr ? Set1(ep->row_bias[r]) : Zero();  \
     c##r##0 = Add(c##r##0, Add(rb, cb0));                                      \
-    c##r##1 = Add(c##r##1, Add(rb, cb1));                                      \
+    if constexpr (kVecs == 2) c##r##1 = Add(c##r##1, Add(rb, cb1));            \
   }
-#define SPARQ_F32_CLAMP(r) c##r##0 = Clamp(c##r##0, lo, hi), c##r##1 = Clamp(c##r##1, lo, hi);
-
-// Accumulators are named variables, not an array (GCC 12 keeps arrays of
-// vectors in memory; see gemm_s8_avx512vnni.cc).
-#define SPARQ_F32_ROWS(X) X(0) X(1) X(2) X(3) X(4) X(5) X(6) X(7)
-#define SPARQ_F32_DECLARE(r) __m512 c##r##0, c##r##1;
-#define SPARQ_F32_ZERO(r) c##r##0 = _mm512_setzero_ps(), c##r##1 = _mm512_setzero_ps();
-#define SPARQ_F32_LOAD(r) c##r##0 = _mm512_loadu_ps(src + (r) * ld), c##r##1 = _mm512_loadu_ps(src + (r) * ld + 16);
-#define SPARQ_F32_STORE(r) _mm512_storeu_ps(dst + (r) * ld, c##r##0), _mm512_storeu_ps(dst + (r) * ld + 16, c##r##1);
-#define SPARQ_F32_FMA(r)                         \
-  {                                              \
-    const __m512 av = _mm512_set1_ps(ak[r]);     \
-    c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);  \
-    c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);  \
+#define SPARQ_F32_CLAMP(r)                                             \
+  if constexpr ((r) < kRows) {                                         \
+    c##r##0 = Clamp(c##r##0, lo, hi);                                  \
+    if constexpr (kVecs == 2) c##r##1 = Clamp(c##r##1, lo, hi);        \
   }
 
-void Tile(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t rs, int rows, int cols,
-          bool accumulate, const TileEpilogue* ep) {
-  const bool direct = rows == kTr && cols == kTc;
-  alignas(64) float tmp[kTr * kTc];
+// The tile for its first kRows rows and kVecs * 16 columns; columns past
+// `cols` are neither read nor written in c (masked), though b is read for
+// all kVecs * 16 (strips are padded).
+template <int kRows, int kVecs>
+void TileRows(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t rs, int cols,
+              bool accumulate, const TileEpilogue* ep) {
+  const bool full = cols == kVecs * kHalf;
+  const __mmask16 m0 = static_cast<__mmask16>(cols >= kHalf ? 0xFFFF : (1u << cols) - 1);
+  const __mmask16 m1 = static_cast<__mmask16>(cols >= kTc ? 0xFFFF : cols > kHalf ? (1u << (cols - kHalf)) - 1 : 0);
   SPARQ_F32_ROWS(SPARQ_F32_DECLARE)
-  if (!accumulate) {
-    SPARQ_F32_ROWS(SPARQ_F32_ZERO)
-  } else if (direct) {
-    const float* src = c;
-    const int64_t ld = rs;
-    SPARQ_F32_ROWS(SPARQ_F32_LOAD)
-  } else {
-    for (int i = 0; i < kTr; ++i)
-      for (int j = 0; j < kTc; ++j) tmp[i * kTc + j] = (i < rows && j < cols) ? c[i * rs + j] : 0.0f;
-    const float* src = tmp;
-    const int64_t ld = kTc;
-    SPARQ_F32_ROWS(SPARQ_F32_LOAD)
+  if (accumulate) {
+    if (full) {
+      SPARQ_F32_ROWS(SPARQ_F32_LOAD)
+    } else {
+      SPARQ_F32_ROWS(SPARQ_F32_LOAD_MASKED)
+    }
   }
   for (int64_t kk = 0; kk < kc; ++kk) {
     const float* ak = a + kk * kTr;
-    const __m512 b0 = _mm512_loadu_ps(b + kk * ldb), b1 = _mm512_loadu_ps(b + kk * ldb + 16);
+    const __m512 b0 = _mm512_loadu_ps(b + kk * ldb);
+    __m512 b1 = b0;
+    if constexpr (kVecs == 2) b1 = _mm512_loadu_ps(b + kk * ldb + 16);
     SPARQ_F32_ROWS(SPARQ_F32_FMA)
   }
   if (ep != nullptr) {
@@ -87,24 +113,31 @@ void Tile(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int
       SPARQ_F32_ROWS(SPARQ_F32_CLAMP)
     }
   }
-  if (direct) {
-    float* dst = c;
-    const int64_t ld = rs;
+  if (full) {
     SPARQ_F32_ROWS(SPARQ_F32_STORE)
   } else {
-    float* dst = tmp;
-    const int64_t ld = kTc;
-    SPARQ_F32_ROWS(SPARQ_F32_STORE)
-    for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j) c[i * rs + j] = tmp[i * kTc + j];
+    SPARQ_F32_ROWS(SPARQ_F32_STORE_MASKED)
   }
+}
+
+void Tile(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t rs, int rows, int cols,
+          bool accumulate, const TileEpilogue* ep) {
+  using TileFn = void (*)(int64_t, const float*, const float*, int64_t, float*, int64_t, int, bool, const TileEpilogue*);
+  static constexpr TileFn kTiles[2][kTr + 1] = {
+      {nullptr, TileRows<1, 1>, TileRows<2, 1>, TileRows<3, 1>, TileRows<4, 1>, TileRows<5, 1>, TileRows<6, 1>,
+       TileRows<7, 1>, TileRows<8, 1>},
+      {nullptr, TileRows<1, 2>, TileRows<2, 2>, TileRows<3, 2>, TileRows<4, 2>, TileRows<5, 2>, TileRows<6, 2>,
+       TileRows<7, 2>, TileRows<8, 2>}};
+  if (rows < 1 || rows > kTr || cols < 1 || cols > kTc) return;  // the drivers never ask for an empty tile
+  kTiles[cols > kHalf ? 1 : 0][rows](kc, a, b, ldb, c, rs, cols, accumulate, ep);
 }
 
 #undef SPARQ_F32_ROWS
 #undef SPARQ_F32_DECLARE
-#undef SPARQ_F32_ZERO
 #undef SPARQ_F32_LOAD
+#undef SPARQ_F32_LOAD_MASKED
 #undef SPARQ_F32_STORE
+#undef SPARQ_F32_STORE_MASKED
 #undef SPARQ_F32_FMA
 #undef SPARQ_F32_BIAS
 #undef SPARQ_F32_CLAMP
@@ -165,9 +198,79 @@ void PackConvStrip(const ConvGeometry& g, const float* image, const ConvStripRun
   }
 }
 
+// StoreTransposedPortable for the 8 x 32 tile (rows <= 8): each 8 x 16 half is
+// transposed in registers and each channel's 8 pixels stored at once. In
+// 128-bit lane L, u[m] holds pixels 0-3 and u[m + 4] pixels 4-7 of channel
+// 4 L + m (of the half).
+void StoreTransposed(const float* tile, int64_t ldt, int rows, int cols, float* y, int64_t ld) {
+  const __mmask8 pixels = static_cast<__mmask8>((1u << rows) - 1);
+  for (int c0 = 0; c0 < cols; c0 += kHalf) {
+    __m512 r[kTr], t[kTr], u[kTr];
+    for (int i = 0; i < kTr; ++i) r[i] = _mm512_loadu_ps(tile + i * ldt + c0);
+    for (int i = 0; i < kTr; i += 2) {
+      t[i] = _mm512_unpacklo_ps(r[i], r[i + 1]);      // per lane: r_i[0] r_i+1[0] r_i[1] r_i+1[1]
+      t[i + 1] = _mm512_unpackhi_ps(r[i], r[i + 1]);  // per lane: r_i[2] r_i+1[2] r_i[3] r_i+1[3]
+    }
+    for (int h = 0; h < 2; ++h) {  // pixels 4 h .. 4 h + 3
+      const __m512* th = t + 4 * h;
+      u[0 + 4 * h] = _mm512_shuffle_ps(th[0], th[2], 0x44);
+      u[1 + 4 * h] = _mm512_shuffle_ps(th[0], th[2], 0xEE);
+      u[2 + 4 * h] = _mm512_shuffle_ps(th[1], th[3], 0x44);
+      u[3 + 4 * h] = _mm512_shuffle_ps(th[1], th[3], 0xEE);
+    }
+    for (int m = 0; m < 4; ++m) {
+      // [u_m.L0, u_m+4.L0, u_m.L1, u_m+4.L1] = channels m, 4 + m; then 8 + m, 12 + m.
+      const __m512 lo = _mm512_shuffle_f32x4(u[m], u[m + 4], _MM_SHUFFLE(1, 0, 1, 0));
+      const __m512 hi = _mm512_shuffle_f32x4(u[m], u[m + 4], _MM_SHUFFLE(3, 2, 3, 2));
+      const __m512 v[2] = {_mm512_shuffle_f32x4(lo, lo, _MM_SHUFFLE(3, 1, 2, 0)),
+                           _mm512_shuffle_f32x4(hi, hi, _MM_SHUFFLE(3, 1, 2, 0))};
+      for (int l = 0; l < 4; ++l) {
+        const int ch = c0 + 4 * l + m;
+        if (ch >= cols) continue;
+        const __m256 p = (l & 1) ? _mm512_extractf32x8_ps(v[l >> 1], 1) : _mm512_castps512_ps256(v[l >> 1]);
+        _mm256_mask_storeu_ps(y + ch * ld, pixels, p);
+      }
+    }
+  }
+}
+
+// PackRowsPanelPortable for 8-row panels: 8 x 8 blocks transposed in
+// registers (one 8-float load per row, one 8-float store per k).
+void PackRowsPanel(const float* x, int64_t ld_x, int rows, int64_t kc, int tr, float* panel) {
+  if (tr != kTr) {
+    PackRowsPanelPortable(x, ld_x, rows, kc, tr, panel);
+    return;
+  }
+  int64_t kk = 0;
+  for (; kk + 8 <= kc; kk += 8) {
+    __m256 r[8], t[8], u[8];
+    for (int i = 0; i < 8; ++i) r[i] = i < rows ? _mm256_loadu_ps(x + i * ld_x + kk) : _mm256_setzero_ps();
+    for (int i = 0; i < 8; i += 2) {
+      t[i] = _mm256_unpacklo_ps(r[i], r[i + 1]);
+      t[i + 1] = _mm256_unpackhi_ps(r[i], r[i + 1]);
+    }
+    for (int h = 0; h < 8; h += 4) {  // u[h + m], 128-bit lane L: k = kk + 4 L + m of rows h .. h + 3
+      u[h + 0] = _mm256_shuffle_ps(t[h], t[h + 2], 0x44);
+      u[h + 1] = _mm256_shuffle_ps(t[h], t[h + 2], 0xEE);
+      u[h + 2] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0x44);
+      u[h + 3] = _mm256_shuffle_ps(t[h + 1], t[h + 3], 0xEE);
+    }
+    for (int m = 0; m < 4; ++m) {
+      _mm256_storeu_ps(panel + (kk + m) * 8, _mm256_permute2f128_ps(u[m], u[m + 4], 0x20));
+      _mm256_storeu_ps(panel + (kk + 4 + m) * 8, _mm256_permute2f128_ps(u[m], u[m + 4], 0x31));
+    }
+  }
+  for (; kk < kc; ++kk)
+    for (int i = 0; i < 8; ++i) panel[kk * 8 + i] = i < rows ? x[i * ld_x + kk] : 0.0f;
+}
+
 }  // namespace
 
-void GemmF32Avx512(const GemmF32Args& args) { GemmF32Driver(args, {kTr, kTc, Tile, PackConvStrip}); }
+void GemmF32Avx512(const GemmF32Args& args) {
+  GemmF32Isa isa{kTr, kTc, Tile, PackConvStrip, StoreTransposed};
+  isa.pack_rows_panel = PackRowsPanel;
+  GemmF32Driver(args, isa);
+}
 
 SPARQ_CPU_TARGET_END
 

@@ -120,6 +120,11 @@ struct TileEpilogue {
   float lo = 0.0f, hi = 0.0f;
 };
 
+void StoreTransposedPortable(const float* tile, int64_t ldt, int rows, int cols, float* y, int64_t ld);
+// panel[kk * tr + i] = x[i * ld_x + kk] for kk < kc, i < rows, and 0 for
+// rows <= i < tr: tile_rows rows of a row-major X packed for the tile (kRows).
+void PackRowsPanelPortable(const float* x, int64_t ld_x, int rows, int64_t kc, int tr, float* panel);
+
 struct GemmF32Isa {
   int tile_rows;
   int tile_cols;
@@ -128,6 +133,12 @@ struct GemmF32Isa {
   void (*tile)(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int rows, int cols,
                bool accumulate, const TileEpilogue* ep);
   PackConvStripFn pack_conv_strip = PackConvStripPortable;
+  // y[j * ld + i] = tile[i * ldt + j] for i < rows <= tile_rows, j < cols <=
+  // tile_cols: a tile of kPointwiseConv (pixels x channels) stored into NCHW.
+  void (*store_transposed)(const float* tile, int64_t ldt, int rows, int cols, float* y, int64_t ld) =
+      StoreTransposedPortable;
+  void (*pack_rows_panel)(const float* x, int64_t ld_x, int rows, int64_t kc, int tr, float* panel) =
+      PackRowsPanelPortable;
 };
 void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa);
 

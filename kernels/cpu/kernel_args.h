@@ -108,7 +108,7 @@ struct SpmmBsrS8Args {
 //   C[r, j] = clamp(sum_k W[r, k] * B[k, j] + bias[r], out_min, out_max),
 // the sum taken left to right in k (in fused multiply-adds), each C element by
 // one thread: the same bits for every thread count. B and C come from one of
-// two activation sources:
+// these activation sources:
 enum class GemmF32Source : uint8_t {
   // MatMul / Gemm: X [M, K] row-major (row stride ld_x), Y [M, R] row-major
   // (ld_y): Y = X * W^T, so B = X^T and C = Y^T. Columns j are the M rows of X.
@@ -121,6 +121,13 @@ enum class GemmF32Source : uint8_t {
   // shifted by the tap's offset, read in place, with no im2col packing. Same
   // x, y, conv and image strides as kConv (conv.pad_bottom / pad_right used).
   kShiftedConv,
+  // Pointwise convolution (1x1 kernel, stride 1, no padding, out = in size),
+  // weights packed as strips like kRows': the roles of kRows with X = the
+  // image read as [pixels, channels] (NCHW transposed, packed per call) and
+  // the output written back transposed into NCHW. Same x, y, conv and image
+  // strides as kConv. For small planes (14 x 14, 7 x 7), where kConv's strips
+  // of tile_cols pixels would be mostly tail.
+  kPointwiseConv,
 };
 
 // A 2-D convolution of `batch` images of `channels` x height x width (the

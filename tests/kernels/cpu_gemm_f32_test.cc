@@ -108,7 +108,7 @@ struct ConvCase {
 const std::vector<ConvCase> kConvCases = {
     {2, 8, 9, 11, 13, 1, 1, 1, 0, 1}, {1, 3, 23, 23, 16, 7, 7, 2, 3, 1}, {3, 5, 7, 6, 9, 3, 3, 1, 1, 1},
     {1, 16, 15, 13, 33, 3, 3, 2, 1, 1}, {2, 4, 12, 12, 7, 3, 3, 1, 2, 2}, {1, 40, 6, 5, 17, 1, 1, 2, 0, 1},
-    {1, 30, 5, 5, 8, 3, 3, 1, 0, 1}};
+    {1, 30, 5, 5, 8, 3, 3, 1, 0, 1}, {1, 300, 7, 7, 40, 1, 1, 1, 0, 1}, {3, 17, 4, 3, 70, 1, 1, 1, 0, 1}};
 
 TEST_P(GemmF32IsaTest, ConvMatchesReferenceConv) {
   std::mt19937 rng(12);
@@ -148,6 +148,21 @@ TEST_P(GemmF32IsaTest, ConvMatchesReferenceConv) {
       ExpectClose(y, want, what);
       if (first.empty()) first = y;
       EXPECT_EQ(y, first) << what << ": " << threads << " threads changed the bits";
+      if (c.kh == 1 && c.kw == 1 && c.stride == 1 && c.pad == 0) {
+        // Pixels as the tile's rows, weights as strips: the same sums in the same order.
+        StatusOr<PackedGemmF32> strips =
+            PackGemmF32(w.data(), c.m, c.c, PreferredGemmF32Format(GetParam()), /*strips=*/true);
+        ASSERT_TRUE(strips.ok());
+        GemmF32Args pointwise = args;
+        pointwise.source = GemmF32Source::kPointwiseConv;
+        pointwise.w = &*strips;
+        std::vector<float> y_pointwise(want.size(), NAN);
+        pointwise.y = y_pointwise.data();
+        ASSERT_TRUE(RunGemmF32(pointwise).ok()) << what;
+        EXPECT_EQ(y_pointwise, first) << what << ": the pointwise source changed the bits";
+        pointwise.w = &*packed;
+        EXPECT_NE(RunGemmF32(pointwise).message().find("strips"), std::string::npos);
+      }
       if (c.stride != 1) continue;
       // The same convolution as shifted taps of the padded image (K in (ky, kx, c) order).
       const int64_t taps = c.kh * c.kw;
@@ -171,6 +186,25 @@ TEST_P(GemmF32IsaTest, ConvMatchesReferenceConv) {
       EXPECT_EQ(y, whole_batch) << what << ": image groups changed the bits";
     }
   }
+}
+
+// A pointwise convolution of no input channels: every output is its clamped bias.
+TEST_P(GemmF32IsaTest, PointwiseWithoutInputChannelsIsTheClampedBias) {
+  const std::vector<float> bias = {-1.0f, 0.5f, 2.0f, -0.25f, 3.0f};
+  StatusOr<PackedGemmF32> strips = PackGemmF32(nullptr, 5, 0, PreferredGemmF32Format(GetParam()), true);
+  ASSERT_TRUE(strips.ok()) << strips.status().ToString();
+  GemmF32Args args;
+  args.w = &*strips;
+  args.bias = bias.data();
+  args.out_min = 0.0f;
+  args.source = GemmF32Source::kPointwiseConv;
+  args.batch = 2;
+  args.conv.channels = 0, args.conv.height = args.conv.out_h = 3, args.conv.width = args.conv.out_w = 4;
+  const std::vector<float> x(1, 0.0f);
+  std::vector<float> y(2 * 5 * 12, NAN);
+  args.x = x.data(), args.y = y.data(), args.x_image_stride = 0, args.y_image_stride = 5 * 12;
+  ASSERT_TRUE(RunGemmF32(args).ok());
+  for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], std::max(bias[(i / 12) % 5], 0.0f)) << i;
 }
 
 INSTANTIATE_TEST_SUITE_P(CpuKernels, GemmF32IsaTest, ::testing::ValuesIn(kAllCpuIsas), testing::IsaParamName);
@@ -213,6 +247,18 @@ TEST(GemmF32Args, EntryPointRejectsBadArguments) {
   shifted.conv.stride_w = 1;
   shifted.conv.out_w = 3;  // a 1x1 window without padding keeps the width 4
   EXPECT_NE(RunGemmF32(shifted).message().find("does not follow from its pads"), std::string::npos);
+  // Pointwise convolutions: a 1x1 window, stride 1, no padding.
+  StatusOr<PackedGemmF32> pointwise_w = PackGemmF32(w.data(), 2, 3, PackedFormat::kPanel4x8F32, true);
+  ASSERT_TRUE(pointwise_w.ok());
+  GemmF32Args pointwise = shifted;
+  pointwise.w = &*pointwise_w;
+  pointwise.source = GemmF32Source::kPointwiseConv;
+  pointwise.conv.out_w = 3;  // not the input's width
+  EXPECT_NE(RunGemmF32(pointwise).message().find("1x1 kernel, stride 1"), std::string::npos);
+  pointwise.conv.out_w = 4;
+  pointwise.conv.kernel_h = 3;
+  pointwise.conv.channels = 1;  // k() = 3
+  EXPECT_NE(RunGemmF32(pointwise).message().find("1x1 kernel, stride 1"), std::string::npos);
 }
 
 // ---------------------------------------------------------------------------
@@ -339,6 +385,28 @@ TEST(DenseF32Rows, BlockPrunedConvRunsSparseWhereTheTableSays) {
   auto dense = Executor::Create(m, slower);
   ASSERT_TRUE(dense.ok());
   EXPECT_EQ(KernelOps((*dense)->NodeKernels().at(0).kernel), "gemm_f32");
+}
+
+// 1x1 convolutions with a fused Clip (ReLU6) on a 7 x 7 plane (pixels as the
+// GEMM's rows: kPointwiseConv) and a 16 x 16 one (pixels as its columns), on
+// every ISA, batch 2, 1 and 3 threads: within the FP32 tolerance of the
+// reference.
+TEST(DenseF32Rows, PointwiseConvOnSmallAndLargePlanes) {
+  std::mt19937 rng(30);
+  testing::ForEachIsa([&](CpuIsa) {
+    for (int64_t side : {7, 16}) {
+      Model m = OneGraph({FloatInput("x", {2, 40, side, side})},
+                         {Node{"pw", "Conv", "", {"x", "w", "b"}, {"t"}, {}, ""},
+                          Node{"clip", "Clip", "", {"t", "lo", "hi"}, {"y"}, {}, ""}},
+                         {"y"});
+      m.graph.initializers["w"] = RandomTensor(rng, {64, 40, 1, 1});
+      m.graph.initializers["b"] = RandomTensor(rng, {64});
+      m.graph.initializers["lo"] = Tensor::Scalar<float>(0.0f);
+      m.graph.initializers["hi"] = Tensor::Scalar<float>(6.0f);
+      TensorMap feed{{"x", RandomTensor(rng, {2, 40, side, side})}};
+      EXPECT_EQ(ExpectFastMatchesReference(m, feed), (std::vector<std::string>{"FusedConv:gemm_f32"})) << side;
+    }
+  });
 }
 
 TEST(DenseF32Rows, MatMulAndGemmWithBias) {
