@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sparq/evaluate.h"
 #include "sparq/recipe.h"
 
 #include <cmath>
@@ -203,6 +204,27 @@ TEST(TaskMetrics, ReferenceMetricsMatchBoxesOverBatches) {
   ASSERT_TRUE(none.Add(empty, empty).ok());
   EXPECT_EQ(none.reference_boxes(), 0);
   EXPECT_DOUBLE_EQ(none.box_recall(), 1.0);
+}
+
+TEST(TaskMetrics, BoxMetricValues) {
+  EXPECT_TRUE(MetricIsPercent(Metric::kBoxRecall));  // fractions in JSON
+  EXPECT_FALSE(MetricIsPercent(Metric::kClassScoreSqnr));
+  EXPECT_TRUE(MetricNeedsBoxes(Metric::kBoxRecall) && MetricNeedsBoxes(Metric::kClassScoreSqnr));
+  EvalReport fp32;  // the reference's own report: the best value
+  EXPECT_DOUBLE_EQ(MetricValue(Metric::kBoxRecall, fp32), 100.0);
+  EXPECT_DOUBLE_EQ(MetricValue(Metric::kClassScoreSqnr, fp32), kSqnrCeilingDb);
+  EvalReport candidate;
+  candidate.has_reference = true;  // boxes not decoded: NaN, so a gate on them fails
+  EXPECT_TRUE(std::isnan(MetricValue(Metric::kBoxRecall, candidate)));
+  EXPECT_TRUE(std::isnan(MetricValue(Metric::kClassScoreSqnr, candidate)));
+  BoxOptions options;
+  options.enabled = true;
+  candidate.task = ReferenceMetrics(options);
+  ASSERT_TRUE(candidate.task.Add(YoloOutput(10, 0.9f, 0.3f), YoloOutput(10.5f, 0.85f, 0.24f)).ok());
+  EXPECT_DOUBLE_EQ(MetricValue(Metric::kBoxRecall, candidate), 50.0);
+  EXPECT_LT(MetricValue(Metric::kClassScoreSqnr, candidate), kSqnrCeilingDb);
+  EXPECT_EQ(*ParseMetric("box_recall"), Metric::kBoxRecall);
+  EXPECT_EQ(*ParseMetric("class_score_sqnr"), Metric::kClassScoreSqnr);
 }
 
 TEST(TaskMetrics, RecipeNamesTheTaskMetrics) {
