@@ -10,6 +10,9 @@ directory's ort_quant.py):
   MODEL.int8.onnx     sparq's INT8 QDQ file (static)
   MODEL.int8_dyn.onnx sparq's INT8 file of quantize.mode dynamic, where present
                       (the accurate INT8 of a transformer: bench/ACCURACY.md)
+  MODEL.int8_bsr.onnx sparq's INT8 + 4x4 block-sparse file, where present (a
+                      speed row: one-shot pruning without training wrecks
+                      the model's outputs, see its cosine column)
   MODEL.fp16.onnx     sparq's FP16 file
   MODEL.ort_qdq.onnx  onnxruntime's static QDQ file (quantize_static, per channel)
   MODEL.ort_dyn.onnx  onnxruntime's dynamic file (quantize_dynamic), where present
@@ -19,6 +22,7 @@ Rows and targets (issue 14):
   INT8      sparq(MODEL.int8) vs ORT's best INT8 file (MODEL.int8,
             MODEL.ort_qdq or MODEL.ort_dyn, whichever ORT runs fastest) >= 1.0
   INT8 dyn  sparq(MODEL.int8_dyn) vs the same                          >= 1.0
+  INT8 BSR  sparq(MODEL.int8_bsr) vs the same                          >= 1.0
 
 Every file's output 0 is also compared with the FP32 model's (both run by
 onnxruntime, the cosine over the samples, flattened): a speed ratio of an
@@ -28,8 +32,8 @@ INT8 file that no longer computes the model means little.
   ORT dyn   sparq(MODEL.ort_dyn) vs ORT(MODEL.ort_dyn)                 >= 0.9
 
 Timing: --rounds rounds; in each, every file runs in turn on every runtime
-(interleaved, so all see the same load): sparq as `sparq eval --json --batch 1
---limit N` (model_seconds / N: Executor::Run only, the first batch included;
+(interleaved, so all see the same load): sparq as `sparq eval --json --batch B
+--limit N*B` (model_seconds / N: Executor::Run only, the first batch included;
 with --warm, latency.mean_seconds: the N - 1 batches after the warm-up one,
 as ORT's warm-up run is left out). With --cpu-time (1 thread only) every
 time is CPU time instead of wall time, for a machine shared with other
@@ -39,12 +43,27 @@ N runs over N;
 the FP16 file with --fp16-as-fp32 (float16 lowered to float32 at load),
 ORT as N session.run calls on the same samples after one warm-up run
 (ORT_ENABLE_ALL, intra_op threads = --threads, sequential). Each time is the
-median over the rounds. With --baseline, a second sparq binary (the
+median over the rounds, divided by B: ms per sample. With --batch B > 1 the
+data's samples are repeated to fill N batches of B. With --baseline, a second sparq binary (the
 unmodified main build) runs too, for a before/after column.
 
+--suite DIR (the real-model suite of tools/make_real_suite.py, e.g.
+build/models/real) builds --models-dir first (default build/models/speed),
+for every suite model: MODEL.onnx (a link to its model.onnx), the first
+32 samples of its calibration split and the first --samples * --batch of its
+evaluation split
+(data/MODEL_calib.npz, data/MODEL_eval.npz), sparq's files from recipes
+written there (INT8: max calibration, per-channel, no fallback; for the
+text transformer also quantize.mode dynamic; FP16; with --sparse also the
+INT8 + block4x4 70% file), onnxruntime's QDQ file (quant_pre_process, then
+quantize_static: QDQ, per channel, QUInt8 activations, QInt8 weights; without
+the pre-process where it fails) and, for the text transformer, its dynamic
+file (quantize_dynamic, QInt8 weights). Files already there are kept.
+
 Usage: python3 bench/e2e_real_models.py [--sparq build/bin/sparq] [--baseline BIN]
-    [--models-dir /work/models/speed] [--threads 2] [--rounds 5] [--samples 8]
+    [--models-dir /work/models/speed] [--threads 2] [--rounds 5] [--samples 8] [--batch 1]
     [--warm] [--cpu-time] [--results bench/RESULTS.md]
+    [--suite build/models/real [--sparse]]
 """
 import argparse
 import json
@@ -65,12 +84,109 @@ from results_md import write_section  # noqa: E402
 REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), ".."))
 SECTION = "## Real models vs onnxruntime (issue 14)"
 # model -> evaluation data (in MODELS_DIR/data)
+# (bench/export_real_models.py's folder; --suite names its data MODEL_eval.npz)
 MODELS = {"efficientnet_lite0": "effnet_eval.npz", "minilm_l6": "minilm_eval.npz"}
+DEFAULT_MODELS_DIR = "/work/models/speed"
+CALIB_SAMPLES = 32  # --suite: calibration samples of sparq's and onnxruntime's static files
 
 
-def sparq_ms(sparq, model, inputs, threads, samples, extra=(), warm=False):
-    cmd = [sparq, "eval", model, "--inputs", inputs, "--batch", "1", "--threads", str(threads), "--limit",
-           str(samples), "--json", *extra]
+def prepare_from_suite(suite, work, sparq, models, samples, sparse):
+    """Writes work/MODEL*.onnx and work/data/MODEL_{calib,eval}.npz from the suite (see the docstring)."""
+    os.makedirs(os.path.join(work, "data"), exist_ok=True)
+    for name in models:
+        src = os.path.join(suite, name)
+        with open(os.path.join(src, "meta.json")) as f:
+            task = json.load(f)["task"]
+        fp32 = os.path.join(work, name + ".onnx")
+        if not os.path.exists(fp32):
+            os.symlink(os.path.abspath(os.path.join(src, "model.onnx")), fp32)
+        for split in ("calib", "eval"):
+            out = os.path.join(work, "data", f"{name}_{split}.npz")
+            if not os.path.exists(out):
+                data = np.load(os.path.join(src, split + ".npz"))
+                n = CALIB_SAMPLES if split == "calib" else samples
+                np.savez(out, **{k: data[k][:n] for k in data.files})
+        variants = {"int8": "  precision: int8\n  calibration:\n    method: max\n  fallback:\n    enabled: false\n",
+                    "fp16": "  precision: fp16\n"}
+        if task == "text_embedding":
+            variants["int8_dyn"] = "  precision: int8\n  mode: dynamic\n  fallback:\n    enabled: false\n"
+        for variant, quantize in variants.items():
+            make_sparq_file(sparq, work, name, variant, "quantize:\n" + quantize)
+        if sparse:
+            make_sparq_file(sparq, work, name, "int8_bsr",
+                            "prune:\n  enabled: true\n  structure: block4x4\n  sparsity: 0.7\n  steps: 1\n"
+                            "  recovery: false\nquantize:\n" + variants["int8"])
+        make_ort_files(work, name, task == "text_embedding")
+
+
+def make_sparq_file(sparq, work, name, variant, body):
+    out = os.path.join(work, f"{name}.{variant}.onnx")
+    if os.path.exists(out):
+        return
+    recipe = os.path.join(work, f"{name}.{variant}.yaml")
+    with open(recipe, "w") as f:
+        f.write(f"# bench/e2e_real_models.py --suite: the {variant} file of {name} (a speed row)\n"
+                f"model: {name}.onnx\noutput:\n  dir: out_{name}.{variant}\n  model: {name}.{variant}.onnx\n"
+                f"  overwrite: true\ndata:\n  calibration: data/{name}_calib.npz\n"
+                f"  evaluation: data/{name}_eval.npz\n{body}"
+                "evaluate:\n  metric: cosine\n  gate:\n    max_drop: 100.0\n")
+    proc = subprocess.run([sparq, "run", recipe], cwd=work, capture_output=True, text=True)
+    if proc.returncode != 0:
+        raise RuntimeError(f"sparq run {recipe}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
+    os.replace(os.path.join(work, f"out_{name}.{variant}", f"{name}.{variant}.onnx"), out)
+
+
+def make_ort_files(work, name, dynamic):
+    import onnxruntime as ort
+    from onnxruntime.quantization import (CalibrationDataReader, QuantFormat, QuantType, quantize_dynamic,
+                                          quantize_static)
+    from onnxruntime.quantization.shape_inference import quant_pre_process
+    fp32 = os.path.join(work, name + ".onnx")
+    calib = np.load(os.path.join(work, "data", f"{name}_calib.npz"))
+
+    class Reader(CalibrationDataReader):
+        def __init__(self):
+            n = len(calib[calib.files[0]])
+            self.feeds = iter([{k: calib[k][i:i + 1] for k in calib.files} for i in range(n)])
+
+        def get_next(self):
+            return next(self.feeds, None)
+
+    pre = os.path.join(work, name + ".pre.onnx")
+    cwd = os.getcwd()
+    os.chdir(work)  # quant_pre_process leaves temporary files in the cwd
+    try:
+        if not os.path.exists(pre):
+            try:
+                quant_pre_process(fp32, pre)
+            except Exception as e:  # noqa: BLE001 - any failure: quantize the model as it is
+                print(f"{name}: quant_pre_process failed ({type(e).__name__}: {e}); quantizing without it",
+                      file=sys.stderr)
+                pre = fp32
+        qdq = os.path.join(work, name + ".ort_qdq.onnx")
+        if not os.path.exists(qdq):
+            quantize_static(pre, qdq, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                            activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+            try:
+                ort.InferenceSession(qdq, providers=["CPUExecutionProvider"])
+            except Exception as e:  # noqa: BLE001 - e.g. opset 12 models: a DequantizeLinear with axis
+                if pre == fp32:
+                    raise
+                print(f"{name}: onnxruntime cannot load its own QDQ file of the pre-processed model "
+                      f"({str(e)[:200]}); quantizing without quant_pre_process", file=sys.stderr)
+                quantize_static(fp32, qdq, Reader(), quant_format=QuantFormat.QDQ, per_channel=True,
+                                activation_type=QuantType.QUInt8, weight_type=QuantType.QInt8)
+        dyn = os.path.join(work, name + ".ort_dyn.onnx")
+        if dynamic and not os.path.exists(dyn):
+            quantize_dynamic(pre, dyn, weight_type=QuantType.QInt8)
+    finally:
+        os.chdir(cwd)
+
+
+def sparq_ms(sparq, model, inputs, threads, samples, batch, extra=(), warm=False):
+    """ms per batch of `batch`, over `samples` batches."""
+    cmd = [sparq, "eval", model, "--inputs", inputs, "--batch", str(batch), "--threads", str(threads), "--limit",
+           str(samples * batch), "--json", *extra]
     proc = subprocess.run(cmd, capture_output=True, text=True)
     if proc.returncode != 0:
         raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
@@ -85,12 +201,12 @@ def children_cpu_seconds():
     return r.ru_utime + r.ru_stime
 
 
-def sparq_cpu_ms(sparq, model, inputs, samples, extra=()):
-    """CPU ms per batch after the warm-up one: --limit N minus --limit 1, 1 thread."""
+def sparq_cpu_ms(sparq, model, inputs, samples, batch, extra=()):
+    """CPU ms per batch after the warm-up one: --limit N batches minus --limit 1 batch, 1 thread."""
     used, batches = {}, {}
     for limit in (samples, 1):
-        cmd = [sparq, "eval", model, "--inputs", inputs, "--batch", "1", "--threads", "1", "--limit", str(limit),
-               "--json", *extra]
+        cmd = [sparq, "eval", model, "--inputs", inputs, "--batch", str(batch), "--threads", "1", "--limit",
+               str(limit * batch), "--json", *extra]
         before = children_cpu_seconds()
         proc = subprocess.run(cmd, capture_output=True, text=True)
         used[limit] = children_cpu_seconds() - before
@@ -145,17 +261,30 @@ def main(argv=None):
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--sparq", default=os.path.join(REPO, "build", "bin", "sparq"))
     p.add_argument("--baseline", default=None, help="another sparq binary to time too (before/after)")
-    p.add_argument("--models-dir", default="/work/models/speed")
+    p.add_argument("--models-dir", default=DEFAULT_MODELS_DIR)
     p.add_argument("--models", default=",".join(MODELS))
     p.add_argument("--threads", type=int, default=2)
     p.add_argument("--rounds", type=int, default=5)
-    p.add_argument("--samples", type=int, default=8, help="batches of 1 per timing")
+    p.add_argument("--samples", type=int, default=8, help="batches per timing")
+    p.add_argument("--batch", type=int, default=1,
+                   help="samples per batch (the data's samples are repeated to fill the batches)")
     p.add_argument("--warm", action="store_true",
                    help="time sparq's batches after its warm-up batch only (ORT's warm-up run is never timed)")
     p.add_argument("--cpu-time", action="store_true",
                    help="CPU time instead of wall time (needs --threads 1): for a machine shared with other work")
     p.add_argument("--results", default=None)
+    p.add_argument("--suite", default=None,
+                   help="the real-model suite (tools/make_real_suite.py): build --models-dir from it first")
+    p.add_argument("--sparse", action="store_true", help="with --suite: also the INT8 + block4x4 70%% files")
     args = p.parse_args(argv)
+    if args.suite:
+        if args.models_dir == DEFAULT_MODELS_DIR:
+            args.models_dir = os.path.join(REPO, "build", "models", "speed")
+        if args.models == ",".join(MODELS):
+            args.models = ",".join(sorted(d for d in os.listdir(args.suite)
+                                          if os.path.isfile(os.path.join(args.suite, d, "meta.json"))))
+        prepare_from_suite(args.suite, args.models_dir, os.path.abspath(args.sparq), args.models.split(","),
+                           max(args.samples * args.batch, 2), args.sparse)
     if args.cpu_time and args.threads != 1:
         p.error("--cpu-time needs --threads 1 (CPU time of several threads is not latency)")
     import onnxruntime
@@ -166,14 +295,19 @@ def main(argv=None):
     feeds, inputs = {}, {}
     tmp = tempfile.mkdtemp(prefix="sparq-real-")
     for name in args.models.split(","):
-        data = np.load(os.path.join(args.models_dir, "data", MODELS[name]))
-        arrays = {k: data[k][: args.samples] for k in data.files}
+        data = np.load(os.path.join(args.models_dir, "data", f"{name}_eval.npz" if args.suite else MODELS[name]))
+        need = args.samples * args.batch
+        arrays = {k: np.resize(data[k], (max(need, 1),) + data[k].shape[1:])[:need] if args.batch > 1
+                  else data[k][: args.samples] for k in data.files}
         if args.cpu_time and len(next(iter(arrays.values()))) < 2:
             p.error(f"--cpu-time needs at least 2 samples ({name} has fewer)")
         inputs[name] = os.path.join(tmp, name + ".npz")
         np.savez(inputs[name], **arrays)
-        feeds[name] = [{k: v[i:i + 1] for k, v in arrays.items()} for i in range(args.samples)]
-        for variant, suffix in (("fp32", ""), ("int8", ".int8"), ("int8_dyn", ".int8_dyn"), ("fp16", ".fp16"),
+        b = args.batch
+        feeds[name] = [{k: v[i * b:(i + 1) * b] for k, v in arrays.items()}
+                       for i in range(len(next(iter(arrays.values()))) // b)]
+        for variant, suffix in (("fp32", ""), ("int8", ".int8"), ("int8_dyn", ".int8_dyn"),
+                                ("int8_bsr", ".int8_bsr"), ("fp16", ".fp16"),
                                 ("ort_qdq", ".ort_qdq"), ("ort_dyn", ".ort_dyn")):
             path = os.path.join(args.models_dir, name + suffix + ".onnx")
             if os.path.isfile(path):
@@ -186,10 +320,11 @@ def main(argv=None):
             for runtime, binary in binaries.items():
                 extra = ["--fp16-as-fp32"] if key[1] == "fp16" and runtime == "sparq" else []
                 times.setdefault((runtime,) + key, []).append(
-                    sparq_cpu_ms(binary, path, inputs[key[0]], args.samples, extra) if args.cpu_time else
-                    sparq_ms(binary, path, inputs[key[0]], args.threads, args.samples, extra, args.warm))
+                    (sparq_cpu_ms(binary, path, inputs[key[0]], args.samples, args.batch, extra) if args.cpu_time
+                     else sparq_ms(binary, path, inputs[key[0]], args.threads, args.samples, args.batch, extra,
+                                   args.warm)) / args.batch)
             times.setdefault(("ort",) + key, []).append(
-                sessions[key].cpu_ms() if args.cpu_time else sessions[key].ms())
+                (sessions[key].cpu_ms() if args.cpu_time else sessions[key].ms()) / args.batch)
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
     med = {k: statistics.median(v) for k, v in times.items()}
 
@@ -199,12 +334,13 @@ def main(argv=None):
     rows = []
     for name in args.models.split(","):
         for variant, label, target in (("fp32", "FP32", 1.0), ("int8", "sparq INT8", 1.0),
-                                       ("int8_dyn", "sparq INT8 dynamic", 1.0), ("fp16", "FP16", 0.9),
+                                       ("int8_dyn", "sparq INT8 dynamic", 1.0),
+                                       ("int8_bsr", "sparq INT8 + block4x4 70%", 1.0), ("fp16", "FP16", 0.9),
                                        ("ort_qdq", "ORT QDQ file", 0.9), ("ort_dyn", "ORT dynamic file", 0.9)):
             if (name, variant) not in files:
                 continue
             ours = t("sparq", name, variant)
-            if variant in ("int8", "int8_dyn"):
+            if variant in ("int8", "int8_dyn", "int8_bsr"):
                 cands = [(t("ort", name, v), v) for v in ("int8", "ort_qdq", "ort_dyn") if t("ort", name, v) is not None]
                 theirs, against = min(cands)
                 against = "ORT best INT8 (" + {"int8": "sparq's static file", "ort_qdq": "its QDQ file",
@@ -218,9 +354,10 @@ def main(argv=None):
             rows.append({"model": name, "variant": label, "sparq_ms": ours, "main_ms": before,
                          "ort_same_file_ms": t("ort", name, variant), "against": against, "against_ms": theirs,
                          "ratio": theirs / ours, "target": target, "cosine": cosine[(name, variant)]})
-    lines = [SECTION, "",
-             f"Machine: {machine()}. onnxruntime {onnxruntime.__version__}. {args.threads} threads, batch 1, "
-             f"{', '.join(f'{n} {len(f)}' for n, f in feeds.items())} samples per timing (--samples "
+    section = SECTION if args.batch == 1 else SECTION.replace(" (issue 14)", f", batch {args.batch} (issue 14)")
+    lines = [section, "",
+             f"Machine: {machine()}. onnxruntime {onnxruntime.__version__}. {args.threads} threads, batch {args.batch}, "
+             f"{', '.join(f'{n} {len(f)}' for n, f in feeds.items())} batches per timing (--samples "
              f"{args.samples}, or all the data holds), median of {args.rounds} interleaved rounds "
              f"({'CPU ' if args.cpu_time else ''}ms per sample"
              f"{'; sparq: the batches after its warm-up batch' if args.warm or args.cpu_time else ''}).",
@@ -241,7 +378,7 @@ def main(argv=None):
         json.dump({"rows": rows, "times": {"/".join(k): v for k, v in times.items()}}, f, indent=1)
     print(f"raw numbers: {os.path.join(tmp, 'results.json')}", file=sys.stderr)
     if args.results:
-        write_section(args.results, SECTION, text)
+        write_section(args.results, section, text)
     return 0
 
 

@@ -70,30 +70,6 @@ void AbsHistogram::Add(const float* values, int64_t n) {
 
 namespace {
 
-// Smooths a normalized distribution so no entry is zero (as TensorRT/MXNet
-// do): zeros get eps, the nonzero entries give up that mass evenly. Returns
-// false when that would make an entry non-positive.
-bool SmoothDistribution(std::vector<double>& p) {
-  constexpr double kEps = 1e-4;
-  size_t zeros = 0;
-  for (double v : p) zeros += v == 0.0;
-  const size_t nonzeros = p.size() - zeros;
-  if (nonzeros == 0) return false;
-  const double eps1 = kEps * static_cast<double>(zeros) / static_cast<double>(nonzeros);
-  for (double& v : p) {
-    v = v == 0.0 ? kEps : v - eps1;
-    if (v <= 0.0) return false;
-  }
-  return true;
-}
-
-bool Normalize(std::vector<double>& p) {
-  double sum = std::accumulate(p.begin(), p.end(), 0.0);
-  if (sum <= 0.0) return false;
-  for (double& v : p) v /= sum;
-  return true;
-}
-
 // Expected squared error, from the histogram, of quantizing |x| with
 // threshold t: values beyond t clip to t, the rest round to a step of
 // t / (quant_levels - 1). Each bin counts as its center value.
@@ -134,40 +110,65 @@ double KlThreshold(const AbsHistogram& h, int quant_levels) {
   // (range / 16), far below the useful range. A candidate is only eligible
   // when its expected squared error (clipping + rounding) is no worse than
   // that of keeping the whole range (max): KL can then refine max, never
-  // ruin it.
+  // ruin it. The check (a pass over all bins) runs only for a candidate
+  // whose KL would beat the best so far: the others cannot win either way,
+  // so the result is that of checking every candidate, at a fraction of
+  // the cost (it was a third of a KL calibration's time).
   int last = nbins - 1;
   while (last > 0 && h.counts()[last] == 0) --last;
   const double max_error = SquaredError(h.counts(), h.bin_width(), (last + 1) * h.bin_width(), quant_levels);
+  // Per candidate i, as TensorRT's entropy calibrator: P = the first i bins
+  // with everything beyond folded into the last one; Q = those bins without
+  // the outliers merged into quant_levels levels and expanded back over the
+  // nonzero bins of each level; both normalized, then smoothed (zeros get
+  // eps, the nonzero entries give up that mass evenly), KL(P || Q). Computed
+  // without materializing P and Q, with the same floating-point operations in
+  // the same order as that description, so the same bits: P's sum is the
+  // total count for every i (integers, exact), the zero counts come from a
+  // prefix count, and Q's sum adds each level's average once per nonzero bin,
+  // in bin order (tests/calibrate: against the direct transcription).
+  std::vector<int> zeros_before(static_cast<size_t>(nbins) + 1, 0);  // empty bins among the first k
+  for (int k = 0; k < nbins; ++k) zeros_before[k + 1] = zeros_before[k] + (hist[k] == 0);
+  const double total = beyond[0];
+  constexpr double kEps = 1e-4;  // SmoothDistribution's
+  std::vector<double> level_avg(static_cast<size_t>(quant_levels));
   double best_kl = std::numeric_limits<double>::infinity();
   int best_i = nbins;
-  std::vector<double> p, q;
-  for (int i = quant_levels; i <= nbins; ++i) {
-    if (i < nbins && SquaredError(h.counts(), h.bin_width(), i * h.bin_width(), quant_levels) > max_error) continue;
-    // P: the first i bins, with everything beyond folded into the last one.
-    p.assign(hist.begin(), hist.begin() + i);
-    p[i - 1] += beyond[i];
-    // Q: the first i bins (without outliers) merged into quant_levels levels
-    // and expanded back over the nonzero bins of each level.
-    q.assign(static_cast<size_t>(i), 0.0);
+  for (int i = quant_levels; i <= nbins && total > 0.0; ++i) {
+    const double p_last = static_cast<double>(hist[i - 1]) + beyond[i];
     const int merged = i / quant_levels;
+    double q_sum = 0.0;
     for (int j = 0; j < quant_levels; ++j) {
       const int start = j * merged;
       const int stop = j == quant_levels - 1 ? i : start + merged;
       double sum = 0.0;
-      int nonzero = 0;
-      for (int k = start; k < stop; ++k) {
-        sum += static_cast<double>(hist[k]);
-        nonzero += hist[k] != 0;
-      }
-      if (nonzero == 0) continue;
-      const double avg = sum / nonzero;
-      for (int k = start; k < stop; ++k)
-        if (hist[k] != 0) q[k] = avg;
+      for (int k = start; k < stop; ++k) sum += static_cast<double>(hist[k]);
+      const int nonzero = (stop - start) - (zeros_before[stop] - zeros_before[start]);
+      level_avg[j] = nonzero == 0 ? 0.0 : sum / nonzero;
+      for (int n = 0; n < nonzero; ++n) q_sum += level_avg[j];
     }
-    if (!Normalize(p) || !Normalize(q) || !SmoothDistribution(p) || !SmoothDistribution(q)) continue;
+    if (q_sum <= 0.0) continue;
+    const int p_zeros = zeros_before[i - 1] + (p_last == 0.0), q_zeros = zeros_before[i];
+    if (p_zeros == i || q_zeros == i) continue;
+    const double p_eps = kEps * static_cast<double>(p_zeros) / static_cast<double>(i - p_zeros);
+    const double q_eps = kEps * static_cast<double>(q_zeros) / static_cast<double>(i - q_zeros);
     double kl = 0.0;
-    for (int k = 0; k < i; ++k) kl += p[k] * std::log(p[k] / q[k]);
-    if (kl < best_kl) {
+    bool smoothed = true;  // false when smoothing leaves an entry <= 0 (the candidate is skipped)
+    for (int j = 0; j < quant_levels; ++j) {
+      const int start = j * merged;
+      const int stop = j == quant_levels - 1 ? i : start + merged;
+      for (int k = start; k < stop; ++k) {
+        double p = (k == i - 1 ? p_last : static_cast<double>(hist[k])) / total;
+        double q = hist[k] != 0 ? level_avg[j] / q_sum : 0.0;
+        p = p == 0.0 ? kEps : p - p_eps;
+        q = q == 0.0 ? kEps : q - q_eps;
+        smoothed = smoothed && p > 0.0 && q > 0.0;
+        kl += p * std::log(p / q);
+      }
+    }
+    if (!smoothed) continue;
+    if (kl < best_kl &&
+        (i == nbins || SquaredError(h.counts(), h.bin_width(), i * h.bin_width(), quant_levels) <= max_error)) {
       best_kl = kl;
       best_i = i;
     }

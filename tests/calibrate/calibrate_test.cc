@@ -1,8 +1,10 @@
 // Histograms, threshold searches, the calibration loop and its files.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <limits>
 #include <random>
 
 #include "sparq/calibrate.h"
@@ -100,6 +102,92 @@ TEST(Thresholds, KlClipsOutliersOfAGaussian) {
   double mse = MseThreshold(h);
   EXPECT_GT(mse, t);
   EXPECT_LT(mse, 40.0);
+}
+
+// The KL search, transcribed directly from its description in
+// calibrate/histogram.cc (P and Q built, normalized and smoothed per
+// candidate): KlThreshold computes the same thing without the vectors and
+// must return the same bits.
+double KlThresholdDirect(const AbsHistogram& h, int quant_levels = 128) {
+  const int nbins = h.bins();
+  if (h.range() == 0.0 || h.total() == 0) return 0.0;
+  std::vector<int64_t> hist = h.counts();
+  if (nbins > 1 && hist[1] > 0) hist[0] = std::min(hist[0], hist[1]);
+  std::vector<double> beyond(nbins + 1, 0.0);
+  for (int i = nbins - 1; i >= 0; --i) beyond[i] = beyond[i + 1] + static_cast<double>(hist[i]);
+  auto squared_error = [&](double t) {
+    const double s = t / (quant_levels - 1);
+    double err = 0.0;
+    for (int b = 0; b < nbins; ++b) {
+      const int64_t c = h.counts()[b];
+      if (c == 0) continue;
+      const double x = (b + 0.5) * h.bin_width();
+      const double xq = x >= t ? t : s * std::nearbyint(x / s);
+      err += static_cast<double>(c) * (x - xq) * (x - xq);
+    }
+    return err;
+  };
+  auto normalize = [](std::vector<double>& p) {
+    double sum = 0.0;
+    for (double v : p) sum += v;
+    if (sum <= 0.0) return false;
+    for (double& v : p) v /= sum;
+    return true;
+  };
+  auto smooth = [](std::vector<double>& p) {
+    size_t zeros = 0;
+    for (double v : p) zeros += v == 0.0;
+    if (zeros == p.size()) return false;
+    const double eps1 = 1e-4 * static_cast<double>(zeros) / static_cast<double>(p.size() - zeros);
+    for (double& v : p) {
+      v = v == 0.0 ? 1e-4 : v - eps1;
+      if (v <= 0.0) return false;
+    }
+    return true;
+  };
+  int last = nbins - 1;
+  while (last > 0 && h.counts()[last] == 0) --last;
+  const double max_error = squared_error((last + 1) * h.bin_width());
+  double best_kl = std::numeric_limits<double>::infinity();
+  int best_i = nbins;
+  for (int i = quant_levels; i <= nbins; ++i) {
+    if (i < nbins && squared_error(i * h.bin_width()) > max_error) continue;
+    std::vector<double> p(hist.begin(), hist.begin() + i), q(i, 0.0);
+    p[i - 1] += beyond[i];
+    const int merged = i / quant_levels;
+    for (int j = 0; j < quant_levels; ++j) {
+      const int start = j * merged, stop = j == quant_levels - 1 ? i : start + merged;
+      double sum = 0.0;
+      int nonzero = 0;
+      for (int k = start; k < stop; ++k) sum += static_cast<double>(hist[k]), nonzero += hist[k] != 0;
+      for (int k = start; k < stop && nonzero > 0; ++k)
+        if (hist[k] != 0) q[k] = sum / nonzero;
+    }
+    if (!normalize(p) || !normalize(q) || !smooth(p) || !smooth(q)) continue;
+    double kl = 0.0;
+    for (int k = 0; k < i; ++k) kl += p[k] * std::log(p[k] / q[k]);
+    if (kl < best_kl) best_kl = kl, best_i = i;
+  }
+  return best_i * h.bin_width();
+}
+
+TEST(Thresholds, KlEqualsItsDirectTranscriptionBitForBit) {
+  std::mt19937 gen(11);
+  for (int trial = 0; trial < 12; ++trial) {
+    // Gaussians, one-sided ReLU-like data with zeros, long sparse tails,
+    // discrete steps (empty bins), and a few bins only.
+    std::vector<float> v = Gaussian(20000 + 5000 * trial, 100 + trial, 0.5f + 0.25f * trial);
+    if (trial % 3 == 1)
+      for (float& x : v) x = std::max(x, 0.0f);
+    if (trial % 4 == 2)
+      for (float& x : v) x = std::round(x * 8.0f) / 8.0f;
+    std::uniform_real_distribution<float> tail(0.0f, 20.0f + trial);
+    for (int i = 0; i < 50 * trial; ++i) v.push_back(tail(gen));
+    AbsHistogram h(trial == 5 ? 256 : 2048);
+    h.Add(v.data(), static_cast<int64_t>(v.size()));
+    const double fast = KlThreshold(h), direct = KlThresholdDirect(h);
+    EXPECT_EQ(std::memcmp(&fast, &direct, sizeof(double)), 0) << "trial " << trial << ": " << fast << " vs " << direct;
+  }
 }
 
 TEST(Thresholds, KlOfAFlatHistogramKeepsEverything) {
