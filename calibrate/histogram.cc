@@ -18,9 +18,9 @@ AbsHistogram AbsHistogram::FromCounts(std::vector<int64_t> counts, double range)
 }
 
 void AbsHistogram::GrowTo(double needed) {
-  // Double the range until it covers `needed`; each doubling merges bin pairs.
+  // Double the range until it exceeds `needed`; each doubling merges bin pairs.
   const size_t n = counts_.size();
-  while (range_ < needed) {
+  while (range_ <= needed) {
     for (size_t j = 0; j < n; ++j) {
       int64_t merged = 0;
       if (2 * j < n) merged += counts_[2 * j];
@@ -31,10 +31,21 @@ void AbsHistogram::GrowTo(double needed) {
   }
 }
 
+// The range is always a power of two above every |x| seen: the smallest
+// such for the first data, doubled as needed. So the final grid is the
+// smallest power of two above the largest |x| whatever the batch size or
+// order, and the counts do not depend on them either: with bins * 2^-k as
+// the scale, |x| * scale is exact in double, and bin b of range R is exactly
+// bins 2b and 2b + 1 of range R / 2 (no value ever sits on the range).
 void AbsHistogram::Cover(double max_abs) {
-  if (max_abs <= 0.0) return;
-  if (range_ == 0.0) range_ = max_abs;  // the first data fixes the initial range exactly
-  else if (max_abs > range_) GrowTo(max_abs);
+  if (!(max_abs > 0.0)) return;
+  if (range_ == 0.0) {
+    int exponent = 0;
+    std::frexp(max_abs, &exponent);  // max_abs = m * 2^exponent, m in [0.5, 1)
+    range_ = std::ldexp(1.0, exponent);
+  } else if (max_abs >= range_) {
+    GrowTo(max_abs);
+  }
 }
 
 void AbsHistogram::AddCounts(const std::vector<int64_t>& counts) {

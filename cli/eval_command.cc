@@ -60,6 +60,19 @@ RunFn AddEvalCommand(CLI::App& app) {
   sub->add_option("--kernel-table", args->options.kernel_table,
                   "Kernel speed table CSV (bench/kernel_speedups.csv format): pruned INT8 layers run a sparse "
                   "kernel only where it says the structure beats dense (default: the table built into sparq)");
+  CLI::Option* boxes = sub->add_flag(
+      "--boxes", args->options.boxes.enabled,
+      "With --reference: read output 0 as a YOLO-style detector's [N, 4 + classes, anchors] (cx, cy, w, h, class "
+      "scores), decode boxes (score threshold, class-agnostic NMS) and report the reference's boxes matched at IoU "
+      ">= 0.5 with the same class, precision, score drift and the class-score SQNR");
+  sub->add_option("--box-score-threshold", args->options.boxes.score_threshold,
+                  "With --boxes: an anchor is a box when its best class score is >= this (default 0.25, "
+                  "Ultralytics' conf)")
+      ->needs(boxes);
+  sub->add_option("--box-nms-iou", args->options.boxes.nms_iou,
+                  "With --boxes: NMS drops a box overlapping a higher-scoring one by IoU > this (default 0.7, "
+                  "Ultralytics' iou)")
+      ->needs(boxes);
   sub->add_flag("--progress", args->progress, "Show a progress bar even when stderr is not a terminal");
   sub->footer(R"(Examples:
   sparq eval resnet18.onnx --inputs val.npz --labels val_labels.npy --batch 32
@@ -67,6 +80,7 @@ RunFn AddEvalCommand(CLI::App& app) {
   sparq eval int8.onnx --inputs x.npz --reference-kernels --fused-graph --save-outputs ref.npz
   sparq eval model.onnx --inputs x.npy --save-outputs outputs.npz --limit 100
   sparq eval int8.onnx --inputs x.npz --batch 1 --warmup 10 --profile --trace int8_trace.json
+  sparq eval yolov8n_int8.onnx --inputs photos.npz --reference yolov8n.onnx --boxes --box-nms-iou 0.45
 
 Data: arrays hold samples along their first axis; a folder's .npy/.npz files are read
 in name order. Labels are int64/int32 class ids, scored against output 0.)");

@@ -111,7 +111,9 @@ constexpr EnumEntry<Metric> kMetrics[] = {{Metric::kTop1, MetricName(Metric::kTo
                                           {Metric::kCosine, MetricName(Metric::kCosine)},
                                           {Metric::kTop5Overlap, MetricName(Metric::kTop5Overlap)},
                                           {Metric::kMeanCosine, MetricName(Metric::kMeanCosine)},
-                                          {Metric::kCtcAccuracy, MetricName(Metric::kCtcAccuracy)}};
+                                          {Metric::kCtcAccuracy, MetricName(Metric::kCtcAccuracy)},
+                                          {Metric::kBoxRecall, MetricName(Metric::kBoxRecall)},
+                                          {Metric::kClassScoreSqnr, MetricName(Metric::kClassScoreSqnr)}};
 const EnumEntry<CalibrationMethod> kMethods[] = {
     {CalibrationMethod::kMax, CalibrationMethodName(CalibrationMethod::kMax)},
     {CalibrationMethod::kKL, CalibrationMethodName(CalibrationMethod::kKL)},
@@ -595,15 +597,25 @@ void RecipeParser::ParseEvaluate(MapReader m) {
   if (!m.Has("metric")) e.metric = recipe_.data.labels.empty() ? Metric::kAgreement : Metric::kTop1;
   m.ReadEnum("metric", kMetrics, &e.metric);
   m.Read("threads", &e.threads, Bounds::AtLeast(0));
+  e.boxes.enabled = MetricNeedsBoxes(e.metric);
+  for (const auto& [key, field] : {std::pair<const char*, double*>{"box_score_threshold", &e.boxes.score_threshold},
+                                   {"box_nms_iou", &e.boxes.nms_iou},
+                                   {"box_match_iou", &e.boxes.match_iou}}) {
+    if (m.Read(key, field, Bounds::OpenClosed(0, 1)) && !e.boxes.enabled) {
+      diag_.Error(m.LineOf(key), m.PathOf(key), "applies to metric box_recall or class_score_sqnr only, not " +
+                                                    std::string(MetricName(e.metric)));
+    }
+  }
   MapReader g = m.Child("gate");
   g.Read("relative", &e.gate.relative);
   // A relative gate's max_drop is a fraction, so the absolute default (1 point)
   // would mean "any drop passes": make the user write it.
   if (e.gate.relative) g.Require("max_drop", "relative: true makes it a fraction of the FP32 metric, e.g. 0.01");
   g.Read("max_drop", &e.gate.max_drop, e.gate.relative ? Bounds::Closed(0, 1) : Bounds::AtLeast(0));
-  // sqnr and cosine are values against FP32: gated by their floors, and by
-  // max_drop (from a 100 dB or 1.0 ceiling) only when it is written.
-  const bool value_metric = e.metric == Metric::kSqnr || e.metric == Metric::kCosine;
+  // sqnr, class_score_sqnr and cosine are values against FP32: gated by their
+  // floors, and by max_drop (from a 100 dB or 1.0 ceiling) only when it is written.
+  const bool value_metric =
+      e.metric == Metric::kSqnr || e.metric == Metric::kCosine || e.metric == Metric::kClassScoreSqnr;
   e.gate.check_drop = !value_metric || g.Has("max_drop");
   double floor = 0.0;
   if (g.Read("min_sqnr_db", &floor)) e.gate.min_sqnr_db = floor;
@@ -613,7 +625,11 @@ void RecipeParser::ParseEvaluate(MapReader m) {
     if (recipe_.data.labels.empty())
       diag_.Error(g.LineOf("min_top1"), g.PathOf("min_top1"), "needs data.labels (top-1 is measured against labels)");
   }
-  if (!e.gate.check_drop && !e.gate.min_sqnr_db && !e.gate.min_cosine && !e.gate.min_top1) {
+  if (!e.gate.check_drop && e.metric == Metric::kClassScoreSqnr) {
+    diag_.Error(g.line(), g.PathOf("max_drop"),
+                "metric class_score_sqnr is a value, not a drop: give max_drop from the 100 dB ceiling, e.g. "
+                "max_drop: 80 for a floor of 20 dB");
+  } else if (!e.gate.check_drop && !e.gate.min_sqnr_db && !e.gate.min_cosine && !e.gate.min_top1) {
     const bool sqnr = e.metric == Metric::kSqnr;
     diag_.Error(g.line(), g.PathOf(sqnr ? "min_sqnr_db" : "min_cosine"),
                 std::string("metric ") + (sqnr ? "sqnr" : "cosine") + " is a value, not a drop: give a floor, e.g. " +

@@ -149,6 +149,11 @@ void EmitEvaluate(YAML::Emitter& e, const RecipeEvaluate& ev) {
   e << YAML::Key << "backend" << YAML::Value << RecipeEnumName(ev.backend);
   e << YAML::Key << "metric" << YAML::Value << RecipeEnumName(ev.metric);
   e << YAML::Key << "threads" << YAML::Value << ev.threads;
+  if (ev.boxes.enabled) {
+    Num(e << YAML::Key << "box_score_threshold" << YAML::Value, ev.boxes.score_threshold);
+    Num(e << YAML::Key << "box_nms_iou" << YAML::Value, ev.boxes.nms_iou);
+    Num(e << YAML::Key << "box_match_iou" << YAML::Value, ev.boxes.match_iou);
+  }
   e << YAML::Key << "gate" << YAML::Value << YAML::BeginMap;
   if (ev.gate.check_drop) Num(e << YAML::Key << "max_drop" << YAML::Value, ev.gate.max_drop);
   e << YAML::Key << "relative" << YAML::Value << ev.gate.relative;

@@ -94,6 +94,7 @@ Status Runner::OpenData() {
   EvaluatorOptions e;
   e.labels = d.labels;
   e.threads = r_.evaluate.threads;
+  e.boxes = r_.evaluate.boxes;
   e.on_progress = CallOptions("evaluate fp32").on_progress;
   auto created = Evaluator::Create(fp32_, std::move(evaluation), e);
   if (!created.ok()) return created.status().WithContext("evaluate fp32");

@@ -227,6 +227,12 @@ double MetricValue(Metric metric, const EvalReport& e) {
     case Metric::kTop5Overlap: return reference ? 100.0 : 100.0 * e.task.top5_overlap();
     case Metric::kMeanCosine: return reference ? 1.0 : e.task.mean_cosine();
     case Metric::kCtcAccuracy: return reference ? 100.0 : 100.0 * (1.0 - e.task.ctc_cer());
+    case Metric::kBoxRecall: return reference ? 100.0 : 100.0 * e.task.box_recall();
+    case Metric::kClassScoreSqnr: {
+      if (reference) return kSqnrCeilingDb;
+      const double db = e.task.class_score_sqnr_db();
+      return std::isnan(db) ? db : std::min(kSqnrCeilingDb, db);
+    }
   }
   return 0.0;
 }
@@ -389,6 +395,7 @@ Status Evaluator::Impl::ReferencePass() {
 StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(BatchSource data, EvaluatorOptions options) {
   if (!data) return Status::InvalidArgument("Evaluator: no data");
   if (options.threads < 0) return Status::InvalidArgument("threads must be >= 0, got " + std::to_string(options.threads));
+  if (options.boxes.enabled) SPARQ_RETURN_IF_ERROR(CheckBoxOptions(options.boxes));
   auto impl = std::make_unique<Impl>();
   impl->exec_options.threads = options.threads;
   impl->exec_options.reference_kernels = options.reference_kernels;
@@ -447,6 +454,7 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
   report.threads = exec.num_threads();
   report.has_labels = impl.labels.defined();
   report.has_reference = impl.ref != nullptr;
+  report.task = ReferenceMetrics(impl.options.boxes);
   std::vector<ErrorStats> stats(outputs.size());
   std::vector<std::vector<Tensor>> saved(call.save_outputs.empty() ? 0 : outputs.size());
   std::map<std::pair<std::string, std::string>, OpProfile> op_times;
@@ -577,6 +585,13 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
     }
   }
 
+  if (options.boxes.enabled) {
+    if (options.reference.empty()) {
+      return Status::InvalidArgument("boxes: the box metrics match output 0's boxes with a reference model's; "
+                                     "give the reference");
+    }
+    SPARQ_RETURN_IF_ERROR(CheckBoxOptions(options.boxes));
+  }
   LoadOptions load_options;
   load_options.infer_shapes = false;  // the executor infers shapes as it runs
   SPARQ_ASSIGN_OR_RETURN(Model model, LoadModel(model_path, load_options));
@@ -586,6 +601,7 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
   eo.reference_kernels = options.reference_kernels;
   eo.fused_graph = options.fused_graph;
   eo.fp16_as_fp32 = options.fp16_as_fp32;
+  eo.boxes = options.boxes;
   if (!options.kernel_table.empty()) {
     StatusOr<KernelSpeedTable> table = KernelSpeedTable::Load(options.kernel_table);
     if (!table.ok()) return table.status().WithContext("kernel_table");
@@ -665,6 +681,15 @@ std::string EvalReport::ToText() const {
                         FormatDouble(" (min %.6f)", task.min_cosine());
     if (task.ctc_samples() > 0) tasks += FormatDouble(", CTC character error rate %.2f%%", 100.0 * task.ctc_cer());
     t.AddRow({"Task metrics", tasks});
+    if (task.box_options().enabled) {
+      t.AddRow({"Boxes", task.box_samples() == 0
+                             ? std::string("n/a (output 0 is not a detector output [N, 4 + classes, anchors])")
+                             : std::to_string(task.matched_boxes()) + " of " + std::to_string(task.reference_boxes()) +
+                                   " reference boxes matched (" + FormatDouble("%.2f%%", 100.0 * task.box_recall()) +
+                                   "), precision " + FormatDouble("%.2f%%", 100.0 * task.box_precision()) +
+                                   FormatDouble(", score drift %.4f", task.score_drift()) +
+                                   FormatDouble(", class-score SQNR %.2f dB", task.class_score_sqnr_db())});
+    }
   }
   if (!saved_outputs.empty()) t.AddRow({"Saved outputs", saved_outputs});
   if (!trace.empty()) t.AddRow({"Trace", trace});
@@ -745,6 +770,19 @@ std::string EvalReport::ToJson() const {
                       {"min_cosine", NumberOrNull(task.min_cosine())},
                       {"ctc_cer", NumberOrNull(task.ctc_cer())},
                       {"outputs", outs}};
+    if (task.box_options().enabled) {
+      j["reference"]["boxes"] = {{"score_threshold", task.box_options().score_threshold},
+                                 {"nms_iou", task.box_options().nms_iou},
+                                 {"match_iou", task.box_options().match_iou},
+                                 {"samples", task.box_samples()},
+                                 {"reference_boxes", task.reference_boxes()},
+                                 {"candidate_boxes", task.candidate_boxes()},
+                                 {"matched", task.matched_boxes()},
+                                 {"box_recall", NumberOrNull(task.box_recall())},
+                                 {"box_precision", NumberOrNull(task.box_precision())},
+                                 {"score_drift", NumberOrNull(task.score_drift())},
+                                 {"class_score_sqnr_db", NumberOrNull(task.class_score_sqnr_db())}};
+    }
   } else {
     j["reference"] = nullptr;
   }

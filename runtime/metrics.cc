@@ -250,6 +250,109 @@ int64_t EditDistance(const std::vector<int64_t>& a, const std::vector<int64_t>& 
   return prev[b.size()];
 }
 
+Status CheckBoxOptions(const BoxOptions& options) {
+  const std::pair<const char*, double> fields[] = {{"score_threshold", options.score_threshold},
+                                                   {"nms_iou", options.nms_iou},
+                                                   {"match_iou", options.match_iou}};
+  for (const auto& [name, value] : fields) {
+    if (!(value > 0.0 && value <= 1.0)) {
+      return Status::InvalidArgument(std::string("box ") + name + " must be in (0, 1], got " + std::to_string(value));
+    }
+  }
+  return Status::OK();
+}
+
+StatusOr<std::vector<std::vector<DetectedBox>>> DecodeYoloBoxes(const Tensor& pred, double score_threshold,
+                                                                double nms_iou) {
+  if (!IsNumeric(pred.dtype())) {
+    return Status::InvalidArgument("detector output must be numeric, got " + DataTypeName(pred.dtype()));
+  }
+  if ((pred.rank() != 2 && pred.rank() != 3) || pred.dim(pred.rank() - 2) < 5) {
+    return Status::InvalidArgument("box decoding needs a detector output [N, 4 + classes, anchors] with at least one "
+                                   "class, got " + ShapeToString(pred.shape()));
+  }
+  const int64_t rows = pred.dim(pred.rank() - 2), anchors = pred.dim(pred.rank() - 1);
+  const int64_t n = pred.rank() == 3 ? pred.dim(0) : 1;
+  DoubleReader p(pred);
+  std::vector<std::vector<DetectedBox>> out(static_cast<size_t>(n));
+  std::vector<DetectedBox> candidates;
+  std::vector<int64_t> order;
+  for (int64_t s = 0; s < n; ++s) {
+    const int64_t base = s * rows * anchors;
+    candidates.clear();
+    for (int64_t a = 0; a < anchors; ++a) {
+      int64_t cls = -1;
+      double best = 0.0;
+      for (int64_t c = 4; c < rows; ++c) {
+        const double v = p[base + c * anchors + a];
+        if (std::isnan(v)) continue;
+        if (cls < 0 || v > best) cls = c - 4, best = v;
+      }
+      if (cls < 0 || !(best >= score_threshold)) continue;
+      const double cx = p[base + a], cy = p[base + anchors + a];
+      const double w = p[base + 2 * anchors + a], h = p[base + 3 * anchors + a];
+      candidates.push_back({cx - w / 2, cy - h / 2, cx + w / 2, cy + h / 2, best, cls});
+    }
+    order.resize(candidates.size());
+    std::iota(order.begin(), order.end(), int64_t{0});
+    std::stable_sort(order.begin(), order.end(), [&](int64_t a, int64_t b) {
+      return candidates[static_cast<size_t>(a)].score > candidates[static_cast<size_t>(b)].score;
+    });
+    std::vector<DetectedBox>& kept = out[static_cast<size_t>(s)];
+    for (int64_t i : order) {
+      const DetectedBox& box = candidates[static_cast<size_t>(i)];
+      bool overlaps = false;
+      for (const DetectedBox& k : kept) {
+        if (!(BoxIou(box, k) <= nms_iou)) {
+          overlaps = true;
+          break;
+        }
+      }
+      if (!overlaps) kept.push_back(box);
+    }
+  }
+  return out;
+}
+
+double BoxIou(const DetectedBox& a, const DetectedBox& b) {
+  const double ix = std::max(0.0, std::min(a.x2, b.x2) - std::max(a.x1, b.x1));
+  const double iy = std::max(0.0, std::min(a.y2, b.y2) - std::max(a.y1, b.y1));
+  const double inter = ix * iy;
+  const double uni = (a.x2 - a.x1) * (a.y2 - a.y1) + (b.x2 - b.x1) * (b.y2 - b.y1) - inter;
+  return uni > 0 ? inter / uni : 0.0;
+}
+
+BoxMatch MatchBoxes(const std::vector<DetectedBox>& reference, const std::vector<DetectedBox>& candidate,
+                    double match_iou) {
+  std::vector<size_t> order(reference.size());
+  std::iota(order.begin(), order.end(), size_t{0});
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return reference[a].score > reference[b].score; });
+  std::vector<bool> used(candidate.size(), false);
+  BoxMatch m;
+  for (size_t r : order) {
+    const DetectedBox& ref = reference[r];
+    int64_t best = -1;
+    double best_iou = match_iou;
+    for (size_t j = 0; j < candidate.size(); ++j) {
+      if (used[j] || candidate[j].cls != ref.cls) continue;
+      const double v = BoxIou(ref, candidate[j]);
+      if (v >= best_iou && (best < 0 || v > best_iou)) best = static_cast<int64_t>(j), best_iou = v;
+    }
+    if (best < 0) continue;
+    used[static_cast<size_t>(best)] = true;
+    ++m.matched;
+    m.score_drift += std::fabs(candidate[static_cast<size_t>(best)].score - ref.score);
+  }
+  return m;
+}
+
+double ReferenceMetrics::class_score_sqnr_db() const {
+  if (box_samples_ == 0 || std::isnan(score_err_sq_) || std::isnan(score_ref_sq_)) return kNaN;
+  if (score_err_sq_ == 0.0) return std::numeric_limits<double>::infinity();
+  return 10.0 * std::log10(score_ref_sq_ / score_err_sq_);
+}
+
 Status ReferenceMetrics::Add(const Tensor& reference, const Tensor& output) {
   SPARQ_RETURN_IF_ERROR(SameShape(reference, output));
   if (reference.rank() == 0 || reference.numel() == 0) return Status::OK();  // nothing to rank or compare
@@ -271,6 +374,27 @@ Status ReferenceMetrics::Add(const Tensor& reference, const Tensor& output) {
     for (size_t i = 0; i < ref_text.size(); ++i) {
       ctc_chars_ += static_cast<int64_t>(ref_text[i].size());
       ctc_edits_ += EditDistance(ref_text[i], out_text[i]);
+    }
+  }
+  if (boxes_.enabled && reference.rank() == 3 && reference.dim(1) >= 5) {
+    SPARQ_ASSIGN_OR_RETURN(auto ref_boxes, DecodeYoloBoxes(reference, boxes_.score_threshold, boxes_.nms_iou));
+    SPARQ_ASSIGN_OR_RETURN(auto out_boxes, DecodeYoloBoxes(output, boxes_.score_threshold, boxes_.nms_iou));
+    for (size_t i = 0; i < ref_boxes.size(); ++i) {
+      const BoxMatch m = MatchBoxes(ref_boxes[i], out_boxes[i], boxes_.match_iou);
+      reference_boxes_ += static_cast<int64_t>(ref_boxes[i].size());
+      candidate_boxes_ += static_cast<int64_t>(out_boxes[i].size());
+      matched_boxes_ += m.matched;
+      drift_sum_ += m.score_drift;
+    }
+    box_samples_ += static_cast<int64_t>(ref_boxes.size());
+    const int64_t rows = reference.dim(1), anchors = reference.dim(2);
+    DoubleReader r(reference), o(output);
+    for (int64_t s = 0; s < reference.dim(0); ++s) {
+      for (int64_t i = (s * rows + 4) * anchors; i < (s + 1) * rows * anchors; ++i) {
+        const double err = r[i] == o[i] ? 0.0 : r[i] - o[i];
+        score_ref_sq_ += r[i] * r[i];
+        score_err_sq_ += err * err;
+      }
     }
   }
   return Status::OK();

@@ -35,16 +35,18 @@ enum class CalibrationMethod {
 SPARQ_API const char* CalibrationMethodName(CalibrationMethod m);
 SPARQ_API StatusOr<CalibrationMethod> ParseCalibrationMethod(const std::string& name);
 
-// A histogram of |x| over [0, range) in `bins` equal bins. When a value falls
-// beyond the range the range grows by a power of two and 2^k old bins merge
-// exactly into one new bin (no interpolation, so counts stay exact integers).
+// A histogram of |x| over [0, range) in `bins` equal bins. The range is a
+// power of two: the smallest one above the first data's max |x|, doubled
+// when a value reaches it, 2^k old bins merging exactly into one new bin (no
+// interpolation, so counts stay exact integers). The result depends only on
+// the values seen, not on how they were batched or ordered: KL, percentile
+// and MSE thresholds are the same for any calibration batch size.
 class SPARQ_API AbsHistogram {
  public:
   explicit AbsHistogram(int bins = 2048) : counts_(static_cast<size_t>(bins), 0) {}
-  // Adds |v| for each value; the first call with a nonzero value fixes the
-  // initial range to that call's max |x|.
+  // Adds |v| for each value (growing the range first as needed).
   void Add(const float* values, int64_t n);
-  // Makes the range cover `max_abs` (sets it on first use, else grows it).
+  // Makes the range a power of two above `max_abs` (sets it on first use, else grows it).
   void Cover(double max_abs);
   // Adds counts binned on the current grid (same bin count and range).
   void AddCounts(const std::vector<int64_t>& counts);

@@ -79,6 +79,9 @@ struct SPARQ_API EvalOptions {
   // layers run sparse kernels (ExecutorOptions::kernel_table); "" = the table
   // compiled in from bench/kernel_speedups.csv.
   std::string kernel_table;
+  // With a reference: decode output 0 as a YOLO-style detector's and match
+  // its boxes with the reference's (EvalReport::task; `sparq eval --boxes`).
+  BoxOptions boxes;
 };
 
 // How one graph output compares with the reference model's output.
@@ -169,6 +172,8 @@ enum class Metric {
   kTop5Overlap,  // % overlap of each row's 5 largest outputs with the reference's (classifiers)
   kMeanCosine,   // mean over samples of each sample's output cosine with the reference (embeddings)
   kCtcAccuracy,  // 100 - character error rate (%) of CTC greedy decoding vs the reference's reading
+  kBoxRecall,    // % of the reference's detector boxes (after NMS) matched at IoU >= 0.5, same class (BoxOptions)
+  kClassScoreSqnr,  // SQNR of a detector output's class-score rows (4 onwards) against the reference, in dB
 };
 // The one name table of Metric, in enum order (recipes, CLI flags and
 // reports spell metrics with it). constexpr, so other tables may be built
@@ -180,14 +185,18 @@ inline constexpr std::pair<Metric, const char*> kMetricNames[] = {{Metric::kTop1
                                                                   {Metric::kCosine, "cosine"},
                                                                   {Metric::kTop5Overlap, "top5_overlap"},
                                                                   {Metric::kMeanCosine, "mean_cosine"},
-                                                                  {Metric::kCtcAccuracy, "ctc_accuracy"}};
+                                                                  {Metric::kCtcAccuracy, "ctc_accuracy"},
+                                                                  {Metric::kBoxRecall, "box_recall"},
+                                                                  {Metric::kClassScoreSqnr, "class_score_sqnr"}};
 // The metrics measured in percent (the rest: dB, cosine). Recipes, the
 // structs and the text reports use percent; every JSON output gives these as
 // fractions in [0, 1] (docs/sparq-json.schema.json).
 constexpr bool MetricIsPercent(Metric m) {
   return m == Metric::kTop1 || m == Metric::kTop5 || m == Metric::kAgreement || m == Metric::kTop5Overlap ||
-         m == Metric::kCtcAccuracy;
+         m == Metric::kCtcAccuracy || m == Metric::kBoxRecall;
 }
+// The metrics that need detector boxes decoded (BoxOptions::enabled).
+constexpr bool MetricNeedsBoxes(Metric m) { return m == Metric::kBoxRecall || m == Metric::kClassScoreSqnr; }
 // The name of `m` in kMetricNames; "?" for a value outside the enum.
 constexpr const char* MetricName(Metric m) {
   for (const auto& entry : kMetricNames)
@@ -203,7 +212,8 @@ constexpr double kSqnrCeilingDb = 100.0;
 // The value of `metric` in `report`, higher is better: percent for top1, top5
 // and agreement; dB capped at kSqnrCeilingDb for sqnr; cosine of output 0. A
 // report without a reference (the reference's own) scores the best value of
-// the comparison metrics: 100 %, kSqnrCeilingDb, 1.
+// the comparison metrics: 100 %, kSqnrCeilingDb, 1. A task metric that was
+// not measured (box_recall without BoxOptions::enabled) is NaN.
 SPARQ_API double MetricValue(Metric metric, const EvalReport& report);
 
 // ===========================================================================
@@ -218,6 +228,8 @@ struct SPARQ_API EvaluatorOptions {
   bool fused_graph = false;
   bool fp16_as_fp32 = false;  // as EvalOptions::fp16_as_fp32
   std::shared_ptr<const KernelSpeedTable> kernel_table;  // nullptr: KernelSpeedTable::Default()
+  // Detector box metrics of output 0 (EvalReport::task); off by default.
+  BoxOptions boxes;
   // Reference outputs kept in memory, in bytes. Batches past the cap are not
   // kept: each Evaluate runs the reference again on them.
   int64_t cache_bytes = int64_t{256} << 20;

@@ -78,14 +78,67 @@ SPARQ_API StatusOr<std::vector<std::vector<int64_t>>> CtcGreedyDecode(const Tens
 // Levenshtein distance (insertions, deletions, substitutions cost 1).
 SPARQ_API int64_t EditDistance(const std::vector<int64_t>& a, const std::vector<int64_t>& b);
 
+// ---------------------------------------------------------------------------
+// Detectors: YOLO-style heads, one output [N, 4 + C, A] holding per anchor a
+// box (cx, cy, w, h) and C class scores (already through the sigmoid), as
+// Ultralytics' YOLOv5u / v8 / v11 ONNX exports write it. FP32's boxes are the
+// ground truth (no labels).
+
+struct SPARQ_API BoxOptions {
+  // Decode and match boxes in ReferenceMetrics (a sort and an NMS per
+  // sample); off: the box metrics read NaN.
+  bool enabled = false;
+  // An anchor is a box when its best class score is >= this (Ultralytics'
+  // `conf`, 0.25). In (0, 1].
+  double score_threshold = 0.25;
+  // Class-agnostic greedy NMS: a box overlapping a higher-scoring kept box by
+  // IoU > this is dropped (Ultralytics' `iou`, 0.7). In (0, 1].
+  double nms_iou = 0.7;
+  // A candidate box matches a reference box of the same class at IoU >= this. In (0, 1].
+  double match_iou = 0.5;
+};
+
+// InvalidArgument naming the field when a threshold is outside (0, 1] (or NaN).
+SPARQ_API Status CheckBoxOptions(const BoxOptions& options);
+
+struct SPARQ_API DetectedBox {
+  double x1 = 0, y1 = 0, x2 = 0, y2 = 0;  // corners, in the output's units (pixels)
+  double score = 0;                       // the best class score
+  int64_t cls = 0;                        // its class (the first on ties)
+};
+
+// The boxes of each sample of `pred` [N, 4 + C, A] ([4 + C, A] is one
+// sample): anchors whose best class score >= score_threshold, in descending
+// score (ties: the lower anchor first), then greedy class-agnostic NMS at
+// nms_iou. NaN scores never pass. Errors: InvalidArgument for a rank other
+// than 2 or 3, fewer than 5 rows (4 box rows and a class), a non-numeric type.
+SPARQ_API StatusOr<std::vector<std::vector<DetectedBox>>> DecodeYoloBoxes(const Tensor& pred, double score_threshold,
+                                                                          double nms_iou);
+
+// Intersection over union of two boxes; 0 when the union is empty.
+SPARQ_API double BoxIou(const DetectedBox& a, const DetectedBox& b);
+
+struct SPARQ_API BoxMatch {
+  int64_t matched = 0;         // reference boxes matched
+  double score_drift = 0.0;    // sum of |candidate score - reference score| over the matches
+};
+// Greedy matching: each reference box in descending score takes the unmatched
+// candidate box of its class with the highest IoU, when that IoU >= match_iou
+// (the first such on ties).
+SPARQ_API BoxMatch MatchBoxes(const std::vector<DetectedBox>& reference, const std::vector<DetectedBox>& candidate,
+                              double match_iou);
+
 // Accumulates the task metrics of one output against the reference over
 // batches: top-5 overlap (classifiers), per-sample cosine (embeddings) and
 // the character error rate of CTC greedy decoding with blank 0 (text
-// recognizers; FP32's reading is the ground truth). A metric that does not
-// apply to the output's shape is not counted and reads NaN, so that a gate
-// on it fails rather than passing on nothing.
+// recognizers; FP32's reading is the ground truth), and with
+// BoxOptions::enabled the detector metrics (boxes of outputs [N, 4 + C, A]).
+// A metric that does not apply to the output's shape is not counted and
+// reads NaN, so that a gate on it fails rather than passing on nothing.
 class SPARQ_API ReferenceMetrics {
  public:
+  ReferenceMetrics() = default;
+  explicit ReferenceMetrics(const BoxOptions& boxes) : boxes_(boxes) {}
   // Errors: InvalidArgument on a shape mismatch or a non-numeric type.
   Status Add(const Tensor& reference, const Tensor& output);
 
@@ -110,6 +163,26 @@ class SPARQ_API ReferenceMetrics {
     if (ctc_chars_ == 0) return ctc_edits_ > 0 ? 1.0 : 0.0;
     return static_cast<double>(ctc_edits_) / static_cast<double>(ctc_chars_);
   }
+  // Detector samples decoded (BoxOptions::enabled, rank-3 outputs with >= 5
+  // rows), FP32's boxes, the candidate's boxes and FP32's boxes matched.
+  int64_t box_samples() const { return box_samples_; }
+  int64_t reference_boxes() const { return reference_boxes_; }
+  int64_t candidate_boxes() const { return candidate_boxes_; }
+  int64_t matched_boxes() const { return matched_boxes_; }
+  // Fraction of FP32's boxes matched (1 when FP32 found none); NaN when no sample was decoded.
+  double box_recall() const { return BoxRatio(matched_boxes_, reference_boxes_); }
+  // Fraction of the candidate's boxes that match one of FP32's (1 when it found none); NaN as box_recall.
+  double box_precision() const { return BoxRatio(matched_boxes_, candidate_boxes_); }
+  // Mean |score change| of the matched boxes (0 with no match); NaN as box_recall.
+  double score_drift() const {
+    if (box_samples_ == 0) return kNaN;
+    return matched_boxes_ > 0 ? drift_sum_ / static_cast<double>(matched_boxes_) : 0.0;
+  }
+  // SQNR in dB of the class-score rows (4 onwards) alone: the box
+  // coordinates (pixels) dominate the whole output's SQNR and hide score
+  // errors. +inf when identical; NaN as box_recall.
+  double class_score_sqnr_db() const;
+  const BoxOptions& box_options() const { return boxes_; }
 
  private:
   static constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
@@ -121,6 +194,18 @@ class SPARQ_API ReferenceMetrics {
   int64_t ctc_samples_ = 0;
   int64_t ctc_chars_ = 0;
   int64_t ctc_edits_ = 0;
+  double BoxRatio(int64_t num, int64_t den) const {
+    if (box_samples_ == 0) return kNaN;
+    return den > 0 ? static_cast<double>(num) / static_cast<double>(den) : 1.0;
+  }
+  BoxOptions boxes_;
+  int64_t box_samples_ = 0;
+  int64_t reference_boxes_ = 0;
+  int64_t candidate_boxes_ = 0;
+  int64_t matched_boxes_ = 0;
+  double drift_sum_ = 0.0;
+  double score_ref_sq_ = 0.0;  // sum ref^2 over the class-score rows
+  double score_err_sq_ = 0.0;  // sum (ref - out)^2 over them
 };
 
 }  // namespace sparq

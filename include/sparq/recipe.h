@@ -185,7 +185,8 @@ struct SPARQ_API RecipeQuantize {
 struct SPARQ_API RecipeEvaluate {
   enum class Backend { kCpu, kCuda, kAuto };
   // top1 | top5 (need data.labels) | agreement | sqnr | cosine | top5_overlap |
-  // mean_cosine | ctc_accuracy (against the FP32 model): the library's own type and names (sparq/evaluate.h).
+  // mean_cosine | ctc_accuracy | box_recall | class_score_sqnr (against the FP32
+  // model): the library's own type and names (sparq/evaluate.h).
   using Metric = sparq::Metric;
   struct Gate {
     // Metric points (dB for sqnr), >= 0; when relative a fraction in [0, 1],
@@ -210,6 +211,9 @@ struct SPARQ_API RecipeEvaluate {
   Backend backend = Backend::kCpu;
   Metric metric = Metric::kAgreement;  // default top1 when data.labels is given, else agreement
   int threads = 0;                     // >= 0; 0 = all cores
+  // Box decoding for metric box_recall / class_score_sqnr (enabled by those
+  // metrics; keys box_score_threshold, box_nms_iou, box_match_iou).
+  BoxOptions boxes;
   Gate gate;
 };
 

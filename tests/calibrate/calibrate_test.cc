@@ -23,18 +23,37 @@ std::vector<float> Gaussian(size_t n, uint32_t seed, float sigma = 1.0f) {
   return v;
 }
 
-TEST(AbsHistogram, FirstBatchFixesRangeAndGrowthKeepsCounts) {
+TEST(AbsHistogram, RangeIsAPowerOfTwoAboveTheDataAndGrowthKeepsCounts) {
   AbsHistogram h(8);
   std::vector<float> a = {0.5f, -1.0f, 2.0f, -3.9f, 4.0f};
   h.Add(a.data(), a.size());
-  EXPECT_EQ(h.range(), 4.0);
-  EXPECT_EQ(h.counts(), (std::vector<int64_t>{0, 1, 1, 0, 1, 0, 0, 2}));
-  std::vector<float> b = {-13.0f};  // needs 4 -> 8 -> 16: two doublings
+  EXPECT_EQ(h.range(), 8.0);  // strictly above the max 4: no value sits on the range
+  EXPECT_EQ(h.counts(), (std::vector<int64_t>{1, 1, 1, 1, 1, 0, 0, 0}));
+  std::vector<float> b = {-13.0f};  // needs 8 -> 16: one doubling
   h.Add(b.data(), b.size());
   EXPECT_EQ(h.range(), 16.0);
   EXPECT_EQ(h.total(), 6);
-  // Old bins [0.5,1) [1,1.5) [2,2.5) [3.5,4] land in new bin 0 ([0,2)) and 1 ([2,4)).
-  EXPECT_EQ(h.counts(), (std::vector<int64_t>{2, 3, 0, 0, 0, 0, 1, 0}));
+  // Old bins [0,1) [1,2) land in new bin 0 ([0,2)), [2,3) [3,4) in bin 1, [4,5) in bin 2.
+  EXPECT_EQ(h.counts(), (std::vector<int64_t>{2, 2, 1, 0, 0, 0, 1, 0}));
+  AbsHistogram small(4);
+  std::vector<float> c = {0.3f};
+  small.Add(c.data(), c.size());
+  EXPECT_EQ(small.range(), 0.5);
+}
+
+// Regression (issue 15: between calibration batches of 8 and 32, 84 of the
+// PP-OCR recognizer's 410 KL thresholds moved by more than 5% of their max):
+// the grid was set by the first batch's max, then doubled, so it depended on
+// how the data was batched. The same values in any batching give the same
+// histogram, hence the same table, for every histogram method.
+TEST(AbsHistogram, SameCountsForAnyBatching) {
+  std::vector<float> v = Gaussian(4096, 5, 0.5f);
+  for (size_t i = 0; i < v.size(); i += 97) v[i] *= 9.0f;  // a tail that grows the range batch after batch
+  AbsHistogram whole(2048), pieces(2048);
+  whole.Add(v.data(), static_cast<int64_t>(v.size()));
+  for (size_t i = 0; i < v.size(); i += 100) pieces.Add(v.data() + i, static_cast<int64_t>(std::min<size_t>(100, v.size() - i)));
+  EXPECT_EQ(whole.range(), pieces.range());
+  EXPECT_EQ(whole.counts(), pieces.counts());
 }
 
 TEST(AbsHistogram, AllZerosStayInBinZero) {
@@ -44,7 +63,7 @@ TEST(AbsHistogram, AllZerosStayInBinZero) {
   EXPECT_EQ(h.range(), 0.0);
   h.Add(one.data(), 1);
   EXPECT_EQ(h.counts()[0], 10);
-  EXPECT_EQ(h.counts()[15], 1);
+  EXPECT_EQ(h.counts()[8], 1);  // 1 in a range of 2: bin 8 of 16
 }
 
 TEST(Thresholds, PercentileOfUniformData) {
@@ -248,6 +267,36 @@ TEST(Calibrate, SameTableForAnyThreadCount) {
   ASSERT_TRUE(one->Save(dir.path("a.json")).ok());
   ASSERT_TRUE(three->Save(dir.path("b.json")).ok());
   EXPECT_EQ(*ReadFile(dir.path("a.json")), *ReadFile(dir.path("b.json")));
+}
+
+TEST(Calibrate, SameTableForAnyBatchSize) {
+  // 256 Gaussian samples with a sparse tail that grows along the data, so
+  // later batches widen the range (and KL, percentile and MSE clip inside it).
+  const std::vector<float> g = Gaussian(256 * 16, 21);
+  Tensor all = Tensor::FromVector<float>({256, 16}, g);
+  for (int64_t r = 0; r < 256; ++r) all.data<float>()[r * 16 + r % 16] *= 1.0f + 0.05f * static_cast<float>(r);
+  auto split = [&](int64_t rows) {
+    std::vector<Tensor> batches;
+    for (int64_t r = 0; r < 256; r += rows) {
+      Tensor b(DataType::kFloat32, {rows, 16});
+      std::memcpy(b.data<float>(), all.data<float>() + r * 16, static_cast<size_t>(rows * 16) * sizeof(float));
+      batches.push_back(b);
+    }
+    return batches;
+  };
+  for (CalibrationMethod method : {CalibrationMethod::kKL, CalibrationMethod::kPercentile, CalibrationMethod::kMSE}) {
+    CalibrationOptions opt;
+    opt.method = method;
+    opt.threads = 1;
+    auto by8 = Calibrate(ReluModel(), Batches(split(8)), opt);
+    auto by32 = Calibrate(ReluModel(), Batches(split(32)), opt);
+    ASSERT_TRUE(by8.ok() && by32.ok());
+    for (const char* name : {"x", "y"}) {
+      ASSERT_NE(by8->Find(name), nullptr);
+      EXPECT_EQ(by8->Find(name)->threshold, by32->Find(name)->threshold)
+          << CalibrationMethodName(method) << " " << name;
+    }
+  }
 }
 
 TEST(Calibrate, NanActivationIsNamed) {

@@ -209,6 +209,37 @@ TEST_F(CliTest, EvalRunsAndReports) {
               "would overwrite the model");
 }
 
+// --boxes: output 0 read as a YOLO-style detector's [N, 4 + classes, anchors].
+TEST_F(CliTest, EvalMatchesDetectorBoxes) {
+  Model det;
+  det.ir_version = 8;
+  det.opset_imports = {{"", 17}};
+  det.graph.inputs.push_back(testing::FloatInput("x", {{-1, "n"}, {6, ""}, {3, ""}}));
+  det.graph.outputs.push_back(testing::FloatInput("y", {{-1, "n"}, {6, ""}, {3, ""}}));
+  det.graph.nodes.push_back({"same", "Identity", "", {"x"}, {"y"}, {}, ""});
+  ASSERT_TRUE(SaveModel(det, path("det.onnx")).ok());
+  // Two samples; per anchor (columns) cx, cy, w, h, class 0, class 1. Sample 0
+  // has two boxes (anchors 0 and 2), sample 1 one (anchor 1).
+  NamedTensors data;
+  data.emplace_back("x", Tensor::FromVector<float>({2, 6, 3}, {10, 50, 90, 10, 50, 90, 8, 8, 8, 8, 8, 8,
+                                                               0.9f, 0.1f, 0.2f, 0.1f, 0.1f, 0.6f,
+                                                               10, 50, 90, 10, 50, 90, 8, 8, 8, 8, 8, 8,
+                                                               0.1f, 0.1f, 0.1f, 0.1f, 0.7f, 0.1f}));
+  ASSERT_TRUE(WriteNpz(path("det.npz"), data).ok());
+  const std::string eval = "eval " + path("det.onnx") + " --inputs " + path("det.npz");
+  CliResult r = Run(eval + " --reference " + path("det.onnx") + " --boxes --box-nms-iou 0.45 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"reference_boxes\": 3"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"box_recall\": 1.0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"nms_iou\": 0.45"), std::string::npos) << r.out;
+  CliResult text = Run(eval + " --reference " + path("det.onnx") + " --boxes");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("3 of 3 reference boxes matched (100.00%)"), std::string::npos) << text.out;
+  ExpectError(eval + " --boxes", "give the reference");
+  ExpectError(eval + " --reference " + path("det.onnx") + " --boxes --box-score-threshold 1.5",
+              "score_threshold must be in (0, 1]");
+}
+
 TEST_F(CliTest, EvalBadInputs) {
   ASSERT_TRUE(SaveModel(Mlp(), path("mlp.onnx")).ok());
   const std::string eval = "eval " + path("mlp.onnx") + " --inputs ";

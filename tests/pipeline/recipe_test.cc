@@ -234,6 +234,31 @@ TEST_F(RecipeTest, FallbackRankingsParseAndRoundTrip) {
   EXPECT_NE(bad.status().message().find("output_sqnr"), std::string::npos) << bad.status().message();
 }
 
+TEST_F(RecipeTest, BoxMetricsEnableBoxDecodingWithTheirThresholds) {
+  StatusOr<Recipe> r =
+      Parse(kMinimal + "evaluate: {metric: box_recall, box_nms_iou: 0.45, gate: {max_drop: 5}}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->evaluate.metric, Metric::kBoxRecall);
+  EXPECT_TRUE(r->evaluate.boxes.enabled);
+  EXPECT_DOUBLE_EQ(r->evaluate.boxes.nms_iou, 0.45);
+  EXPECT_DOUBLE_EQ(r->evaluate.boxes.score_threshold, 0.25);  // Ultralytics' conf
+  StatusOr<Recipe> again = ParseRecipe(RecipeToYaml(*r), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_DOUBLE_EQ(again->evaluate.boxes.nms_iou, 0.45);
+  EXPECT_FALSE(Parse(kMinimal)->evaluate.boxes.enabled);
+  // class_score_sqnr is a value in dB: gated by max_drop from the 100 dB ceiling, which must be written.
+  EXPECT_TRUE(Parse(kMinimal + "evaluate: {metric: class_score_sqnr, gate: {max_drop: 80}}\n").ok());
+  EXPECT_NE(ErrorOf(kMinimal + "evaluate: {metric: class_score_sqnr}\n").find("max_drop: 80"), std::string::npos);
+  // Thresholds in (0, 1], and only with a box metric.
+  EXPECT_NE(ErrorOf(kMinimal + "evaluate: {metric: box_recall, box_score_threshold: 0}\n")
+                .find("evaluate.box_score_threshold"),
+            std::string::npos);
+  const std::string other = ErrorOf(kMinimal + "evaluate: {metric: agreement, box_nms_iou: 0.5}\n");
+  EXPECT_NE(other.find("evaluate.box_nms_iou: applies to metric box_recall or class_score_sqnr only"),
+            std::string::npos)
+      << other;
+}
+
 TEST_F(RecipeTest, ExcludeOpsReachTheQuantizerAndRoundTrip) {
   StatusOr<Recipe> r = Parse(kMinimal + "quantize: {exclude_ops: [Softmax, LayerNormalization]}\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -409,7 +434,9 @@ TEST_F(RecipeTest, KeyInTheWrongSectionNamesItsSection) {
       << message;
   // Nothing close: the valid keys are listed.
   const std::string listed = ErrorOf(kMinimal + "evaluate:\n  zzzzzz: 1\n");
-  EXPECT_NE(listed.find("valid keys here: backend, metric, threads, gate"), std::string::npos) << listed;
+  EXPECT_NE(listed.find("valid keys here: backend, metric, threads, box_score_threshold, box_nms_iou, box_match_iou, gate"),
+            std::string::npos)
+      << listed;
 }
 
 TEST_F(RecipeTest, HintsForCommonMistakes) {

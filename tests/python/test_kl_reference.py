@@ -2,8 +2,9 @@
 TensorRT's entropy calibration, as sparq documents it (calibrate/histogram.cc,
 KlThreshold; include/sparq/calibrate.h):
 
-  1. histogram of |x| over [0, max|x|] in 2048 equal bins (all data in one
-     batch, so the grid is exactly [0, absmax] and never grows);
+  1. histogram of |x| over [0, R) in 2048 equal bins, R the smallest power
+     of two above max|x| (sparq's grid, whatever the batching: it starts
+     at such a power of two and doubles);
   2. bin 0 (the exact zeros of ReLU outputs and padding) is replaced by
      min(bin 0, bin 1) when bin 1 is populated;
   3. for each candidate i in 128..2048:
@@ -48,16 +49,18 @@ DIGITS_DIR = os.path.join(SOURCE_DIR, "examples", "digits")
 # The reference implementation.
 
 def abs_histogram(x: np.ndarray, bins: int = BINS):
-    """(counts, absmax) of |x| over [0, absmax] in `bins` bins, binned as a
-    value |x| * (bins / absmax) truncated, the last bin closed."""
+    """(counts, range, absmax) of |x| over [0, range) in `bins` bins, range
+    the smallest power of two above absmax, binned as |x| * (bins / range)
+    truncated."""
     a = np.abs(x.astype(np.float32)).ravel()
     absmax = float(a.max()) if a.size else 0.0
     if absmax == 0.0:
         counts = np.zeros(bins, np.int64)
         counts[0] = a.size
-        return counts, 0.0
-    index = np.floor(a.astype(np.float64) * (bins / absmax)).astype(np.int64)
-    return np.bincount(np.minimum(index, bins - 1), minlength=bins).astype(np.int64), absmax
+        return counts, 0.0, 0.0
+    grid = float(2.0 ** (np.frexp(absmax)[1]))  # absmax = m * 2^e, m in [0.5, 1): 2^e > absmax
+    index = np.floor(a.astype(np.float64) * (bins / grid)).astype(np.int64)
+    return np.bincount(index, minlength=bins).astype(np.int64), grid, absmax
 
 
 def _smooth(p: np.ndarray):
@@ -79,15 +82,17 @@ def squared_error(counts: np.ndarray, bin_width: float, t: float, quant_levels: 
     return float(np.sum(counts.astype(np.float64) * (x - xq) ** 2))
 
 
-def kl_threshold(counts: np.ndarray, absmax: float, quant_levels: int = QUANT_LEVELS) -> float:
-    """TensorRT-style entropy calibration threshold from an |x| histogram."""
+def kl_threshold(counts: np.ndarray, grid: float, quant_levels: int = QUANT_LEVELS, absmax: float = None) -> float:
+    """TensorRT-style entropy calibration threshold from an |x| histogram
+    over [0, grid); at most absmax (default: grid)."""
     bins = counts.size
-    if absmax == 0.0 or counts.sum() == 0:
+    absmax = grid if absmax is None else absmax
+    if grid == 0.0 or counts.sum() == 0:
         return 0.0
     hist = counts.astype(np.float64)
     if hist[1] > 0:
         hist[0] = min(hist[0], hist[1])
-    width = absmax / bins
+    width = grid / bins
     last = int(np.nonzero(counts)[0].max())
     max_error = squared_error(counts, width, (last + 1) * width, quant_levels)
     best_kl, best_i = np.inf, bins
@@ -113,13 +118,13 @@ def kl_threshold(counts: np.ndarray, absmax: float, quant_levels: int = QUANT_LE
         kl = float(np.sum(p * np.log(p / q)))
         if kl < best_kl:
             best_kl, best_i = kl, i
-    return min(best_i * absmax / bins, absmax)
+    return min(best_i * width, absmax)
 
 
 def reference_threshold(x: np.ndarray):
     """(threshold, bin width) of the numpy reference for the values x."""
-    counts, absmax = abs_histogram(x)
-    return kl_threshold(counts, absmax), absmax / BINS
+    counts, grid, absmax = abs_histogram(x)
+    return kl_threshold(counts, grid, absmax=absmax), grid / BINS
 
 
 # ---------------------------------------------------------------------------

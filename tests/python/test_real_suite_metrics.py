@@ -62,3 +62,23 @@ def test_yolov8_boxes_match_at_iou_half():
     assert m["box_recall"] == pytest.approx(0.5)
     assert m["box_precision"] == pytest.approx(0.5)
     assert m["score_drift"] == pytest.approx(0.0, abs=1e-6)  # the class-1 box kept its score
+
+
+def yolo_output(a0_cx, a0_score, a2_score):
+    """The [6, 4] output of tests/runtime/metrics_test.cc's YoloOutput."""
+    return np.array([[a0_cx, 11, 50, 80], [10, 10, 50, 80], [10, 10, 20, 10], [10, 10, 20, 10],
+                     [a0_score, 0.1, 0.2, 0.24], [0.1, 0.8, a2_score, 0.1]], np.float32)
+
+
+def test_box_metrics_match_the_cpp_cases():
+    """sparq's box_recall (ReferenceMetricsMatchBoxesOverBatches): the same
+    numbers from the numpy definition, at Ultralytics' NMS IoU 0.7."""
+    pred = yolo_output(10, 0.9, 0.3)
+    assert [(round(b[4], 2), b[5]) for b in M.decode_yolov8(pred, 0.25, 0.7)] == [(0.9, 0), (0.3, 1)]
+    assert len(M.decode_yolov8(pred, 0.25, 0.9)) == 3
+    ref = np.stack([pred, pred])
+    out = np.stack([yolo_output(10.5, 0.85, 0.24), pred])
+    m = M.detection_metrics(ref, out, 0.25, 0.7)
+    assert m["box_recall"] == pytest.approx(0.75)
+    assert m["box_precision"] == pytest.approx(1.0)
+    assert m["score_drift"] == pytest.approx(0.05 / 3, abs=1e-7)

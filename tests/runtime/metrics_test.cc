@@ -5,6 +5,7 @@
 
 #include <gtest/gtest.h>
 
+#include "sparq/evaluate.h"
 #include "sparq/recipe.h"
 
 #include <cmath>
@@ -99,10 +100,137 @@ TEST(TaskMetrics, ReferenceMetricsAccumulateOverBatches) {
   EXPECT_FALSE(flat.Add(Tensor::FromVector<float>({1, 2}, {0, 1}), Tensor::FromVector<float>({2}, {0, 1})).ok());
 }
 
+// A YOLO-style output [1, 4 + 2, 4] (rows cx, cy, w, h, score of class 0,
+// score of class 1; one column per anchor):
+//   anchor 0: box 5..15 x 5..15,  class 0 at 0.9
+//   anchor 1: box 6..16 x 5..15,  class 1 at 0.8 (IoU 0.818 with anchor 0)
+//   anchor 2: box 40..60 x 40..60, class 1 at 0.3
+//   anchor 3: box 75..85 x 75..85, best 0.24: below the 0.25 threshold
+Tensor YoloOutput(float a0_cx, float a0_score, float a2_score) {
+  return Tensor::FromVector<float>({1, 6, 4}, {a0_cx, 11, 50, 80,             // cx
+                                               10, 10, 50, 80,                // cy
+                                               10, 10, 20, 10,                // w
+                                               10, 10, 20, 10,                // h
+                                               a0_score, 0.1f, 0.2f, 0.24f,   // class 0
+                                               0.1f, 0.8f, a2_score, 0.1f});  // class 1
+}
+
+TEST(TaskMetrics, DecodeYoloBoxesThresholdsSortsAndSuppresses) {
+  Tensor pred = YoloOutput(10, 0.9f, 0.3f);
+  // Class-agnostic NMS at 0.7 drops anchor 1 (IoU 0.818 with anchor 0, another class).
+  auto boxes = DecodeYoloBoxes(pred, 0.25, 0.7);
+  ASSERT_TRUE(boxes.ok()) << boxes.status().ToString();
+  ASSERT_EQ(boxes->size(), 1u);
+  ASSERT_EQ((*boxes)[0].size(), 2u);
+  const DetectedBox& first = (*boxes)[0][0];
+  EXPECT_DOUBLE_EQ(first.x1, 5);
+  EXPECT_DOUBLE_EQ(first.y2, 15);
+  EXPECT_FLOAT_EQ(static_cast<float>(first.score), 0.9f);
+  EXPECT_EQ(first.cls, 0);
+  EXPECT_EQ((*boxes)[0][1].cls, 1);
+  EXPECT_FLOAT_EQ(static_cast<float>((*boxes)[0][1].score), 0.3f);
+  // A looser NMS keeps it, in score order; a higher threshold keeps anchor 0 only.
+  auto loose = DecodeYoloBoxes(pred, 0.25, 0.9);
+  ASSERT_EQ((*loose)[0].size(), 3u);
+  EXPECT_FLOAT_EQ(static_cast<float>((*loose)[0][1].score), 0.8f);
+  EXPECT_EQ((*DecodeYoloBoxes(pred, 0.35, 0.7))[0].size(), 1u);
+  // [4 + C, A] is one sample.
+  Tensor one = *pred.Reshaped({6, 4});
+  EXPECT_EQ(DecodeYoloBoxes(one, 0.25, 0.7)->at(0).size(), 2u);
+  EXPECT_NEAR(BoxIou((*loose)[0][0], (*loose)[0][1]), 90.0 / 110.0, 1e-12);
+}
+
+TEST(TaskMetrics, DecodeYoloBoxesErrors) {
+  auto rank = DecodeYoloBoxes(Tensor::FromVector<float>({6}, {1, 2, 3, 4, 5, 6}), 0.25, 0.7);
+  ASSERT_FALSE(rank.ok());
+  EXPECT_NE(rank.status().message().find("[N, 4 + classes, anchors]"), std::string::npos) << rank.status().message();
+  EXPECT_FALSE(DecodeYoloBoxes(Tensor::FromVector<float>({1, 4, 1}, {1, 2, 3, 4}), 0.25, 0.7).ok());  // no class row
+  EXPECT_TRUE(CheckBoxOptions(BoxOptions{}).ok());
+  BoxOptions bad;
+  bad.nms_iou = 0.0;
+  Status s = CheckBoxOptions(bad);
+  ASSERT_FALSE(s.ok());
+  EXPECT_NE(s.message().find("nms_iou"), std::string::npos) << s.message();
+  bad.nms_iou = NAN;
+  EXPECT_FALSE(CheckBoxOptions(bad).ok());
+}
+
+TEST(TaskMetrics, MatchBoxesNeedsTheClassAndTheIoU) {
+  const DetectedBox ref{0, 0, 10, 10, 0.5, 2};
+  EXPECT_EQ(MatchBoxes({ref}, {{0, 0, 10, 10, 0.5, 1}}, 0.5).matched, 0);  // another class
+  EXPECT_EQ(MatchBoxes({ref}, {{5, 0, 15, 10, 0.5, 2}}, 0.5).matched, 0);  // IoU 1/3
+  // The candidate with the highest IoU wins; each candidate matches once.
+  BoxMatch m = MatchBoxes({ref, {0, 0, 10, 10, 0.4, 2}}, {{1, 0, 11, 10, 0.45, 2}, {0, 0, 10, 10, 0.6, 2}}, 0.5);
+  EXPECT_EQ(m.matched, 2);
+  EXPECT_NEAR(m.score_drift, 0.1 + 0.05, 1e-12);
+}
+
+TEST(TaskMetrics, ReferenceMetricsMatchBoxesOverBatches) {
+  BoxOptions options;
+  options.enabled = true;
+  ReferenceMetrics boxes(options);
+  // Batch 1: anchor 2 drops to 0.24 (lost), anchor 0 moves by 0.5 px (IoU 0.905) and its score by 0.05.
+  ASSERT_TRUE(boxes.Add(YoloOutput(10, 0.9f, 0.3f), YoloOutput(10.5f, 0.85f, 0.24f)).ok());
+  EXPECT_EQ(boxes.reference_boxes(), 2);
+  EXPECT_EQ(boxes.candidate_boxes(), 1);
+  EXPECT_EQ(boxes.matched_boxes(), 1);
+  EXPECT_DOUBLE_EQ(boxes.box_recall(), 0.5);
+  // Batch 2: identical.
+  ASSERT_TRUE(boxes.Add(YoloOutput(10, 0.9f, 0.3f), YoloOutput(10, 0.9f, 0.3f)).ok());
+  EXPECT_EQ(boxes.box_samples(), 2);
+  EXPECT_DOUBLE_EQ(boxes.box_recall(), 3.0 / 4.0);
+  EXPECT_DOUBLE_EQ(boxes.box_precision(), 1.0);
+  EXPECT_NEAR(boxes.score_drift(), 0.05 / 3.0, 1e-7);
+  // The class-score SQNR leaves the box rows out.
+  Tensor ref = Tensor::FromVector<float>({1, 5, 2}, {100, 100, 100, 100, 100, 100, 100, 100, 3, 4});
+  Tensor out = Tensor::FromVector<float>({1, 5, 2}, {0, 0, 0, 0, 0, 0, 0, 0, 3, 3});
+  ReferenceMetrics scores(options);
+  ASSERT_TRUE(scores.Add(ref, out).ok());
+  EXPECT_NEAR(scores.class_score_sqnr_db(), 10.0 * std::log10(25.0), 1e-9);
+  ASSERT_TRUE(scores.Add(ref, ref).ok());  // an identical batch adds signal, no noise
+  EXPECT_NEAR(scores.class_score_sqnr_db(), 10.0 * std::log10(50.0), 1e-9);
+  // Off (the default), or an output that is not a detector's: NaN, so a gate on it fails.
+  ReferenceMetrics off;
+  ASSERT_TRUE(off.Add(YoloOutput(10, 0.9f, 0.3f), YoloOutput(10, 0.9f, 0.3f)).ok());
+  EXPECT_TRUE(std::isnan(off.box_recall()));
+  ReferenceMetrics flat(options);
+  ASSERT_TRUE(flat.Add(Tensor::FromVector<float>({1, 6}, {1, 2, 3, 4, 5, 6}),
+                       Tensor::FromVector<float>({1, 6}, {1, 2, 3, 4, 5, 6})).ok());
+  EXPECT_TRUE(std::isnan(flat.box_recall()));
+  EXPECT_TRUE(std::isnan(flat.class_score_sqnr_db()));
+  // FP32 without boxes: every box found (1), as the numpy definition.
+  ReferenceMetrics none(options);
+  Tensor empty = Tensor::FromVector<float>({1, 5, 1}, {10, 10, 4, 4, 0.1f});
+  ASSERT_TRUE(none.Add(empty, empty).ok());
+  EXPECT_EQ(none.reference_boxes(), 0);
+  EXPECT_DOUBLE_EQ(none.box_recall(), 1.0);
+}
+
+TEST(TaskMetrics, BoxMetricValues) {
+  EXPECT_TRUE(MetricIsPercent(Metric::kBoxRecall));  // fractions in JSON
+  EXPECT_FALSE(MetricIsPercent(Metric::kClassScoreSqnr));
+  EXPECT_TRUE(MetricNeedsBoxes(Metric::kBoxRecall) && MetricNeedsBoxes(Metric::kClassScoreSqnr));
+  EvalReport fp32;  // the reference's own report: the best value
+  EXPECT_DOUBLE_EQ(MetricValue(Metric::kBoxRecall, fp32), 100.0);
+  EXPECT_DOUBLE_EQ(MetricValue(Metric::kClassScoreSqnr, fp32), kSqnrCeilingDb);
+  EvalReport candidate;
+  candidate.has_reference = true;  // boxes not decoded: NaN, so a gate on them fails
+  EXPECT_TRUE(std::isnan(MetricValue(Metric::kBoxRecall, candidate)));
+  EXPECT_TRUE(std::isnan(MetricValue(Metric::kClassScoreSqnr, candidate)));
+  BoxOptions options;
+  options.enabled = true;
+  candidate.task = ReferenceMetrics(options);
+  ASSERT_TRUE(candidate.task.Add(YoloOutput(10, 0.9f, 0.3f), YoloOutput(10.5f, 0.85f, 0.24f)).ok());
+  EXPECT_DOUBLE_EQ(MetricValue(Metric::kBoxRecall, candidate), 50.0);
+  EXPECT_LT(MetricValue(Metric::kClassScoreSqnr, candidate), kSqnrCeilingDb);
+  EXPECT_EQ(*ParseMetric("box_recall"), Metric::kBoxRecall);
+  EXPECT_EQ(*ParseMetric("class_score_sqnr"), Metric::kClassScoreSqnr);
+}
+
 TEST(TaskMetrics, RecipeNamesTheTaskMetrics) {
   RecipeParseOptions options;
   options.check_files = false;
-  for (const char* name : {"top5_overlap", "mean_cosine", "ctc_accuracy"}) {
+  for (const char* name : {"top5_overlap", "mean_cosine", "ctc_accuracy", "box_recall"}) {
     const std::string yaml = std::string("version: 1\nmodel: m.onnx\ndata:\n  calibration: c.npz\n"
                                          "  evaluation: e.npz\nevaluate:\n  metric: ") + name + "\n";
     StatusOr<Recipe> r = ParseRecipe(yaml, "/project", "r.yaml", options);
