@@ -43,7 +43,8 @@ N runs over N;
 the FP16 file with --fp16-as-fp32 (float16 lowered to float32 at load),
 ORT as N session.run calls on the same samples after one warm-up run
 (ORT_ENABLE_ALL, intra_op threads = --threads, sequential). Each time is the
-median over the rounds, divided by B: ms per sample. With --batch B > 1 the
+median over the rounds, divided by B: ms per sample (with --baseline the two
+sparq binaries take turns running first). With --batch B > 1 the
 data's samples are repeated to fill N batches of B. With --baseline, a second sparq binary (the
 unmodified main build) runs too, for a before/after column.
 
@@ -317,7 +318,9 @@ def main(argv=None):
     times = {}  # (runtime, model, variant) -> [ms per round]
     for r in range(args.rounds):
         for key, path in files.items():
-            for runtime, binary in binaries.items():
+            # Alternate which sparq binary runs first (with --baseline): the first of two
+            # back-to-back runs of one file pays for the page cache and the caches.
+            for runtime, binary in (list(binaries.items()) if r % 2 == 0 else list(binaries.items())[::-1]):
                 extra = ["--fp16-as-fp32"] if key[1] == "fp16" and runtime == "sparq" else []
                 times.setdefault((runtime,) + key, []).append(
                     (sparq_cpu_ms(binary, path, inputs[key[0]], args.samples, args.batch, extra) if args.cpu_time
