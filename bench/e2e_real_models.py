@@ -37,9 +37,10 @@ Timing: --rounds rounds; in each, every file runs in turn on every runtime
 with --warm, latency.mean_seconds: the N - 1 batches after the warm-up one,
 as ORT's warm-up run is left out). With --cpu-time (1 thread only) every
 time is CPU time instead of wall time, for a machine shared with other
-work: sparq's is the CPU time of `--limit N` minus that of `--limit 1` (the
-same load and warm-up batch) over N - 1, ORT's the process CPU time of its
-N runs over N;
+work: sparq's is `sparq eval`'s latency.cpu_mean_seconds (process CPU time
+around each run, the N - 1 batches after the warm-up one; an older binary
+without it: the CPU time of `--limit N` minus that of `--limit 1` over
+N - 1), ORT's the process CPU time of its N runs over N;
 the FP16 file with --fp16-as-fp32 (float16 lowered to float32 at load),
 ORT as N session.run calls on the same samples after one warm-up run
 (ORT_ENABLE_ALL, intra_op threads = --threads, sequential). Each time is the
@@ -203,7 +204,10 @@ def children_cpu_seconds():
 
 
 def sparq_cpu_ms(sparq, model, inputs, samples, batch, extra=()):
-    """CPU ms per batch after the warm-up one: --limit N batches minus --limit 1 batch, 1 thread."""
+    """CPU ms per batch after the warm-up one, 1 thread: the eval's own
+    latency.cpu_mean_seconds (process CPU time around each Executor::Run);
+    for a binary without it, the process CPU time of --limit N batches minus
+    that of --limit 1 batch (which also counts the model load twice over)."""
     used, batches = {}, {}
     for limit in (samples, 1):
         cmd = [sparq, "eval", model, "--inputs", inputs, "--batch", str(batch), "--threads", "1", "--limit",
@@ -213,7 +217,10 @@ def sparq_cpu_ms(sparq, model, inputs, samples, batch, extra=()):
         used[limit] = children_cpu_seconds() - before
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
-        batches[limit] = json.loads(proc.stdout)["batches"]  # the data may hold fewer than N samples
+        run = json.loads(proc.stdout)
+        if run["latency"].get("cpu_mean_seconds") is not None:
+            return 1000 * run["latency"]["cpu_mean_seconds"]
+        batches[limit] = run["batches"]  # the data may hold fewer than N samples
     return 1000 * (used[samples] - used[1]) / (batches[samples] - batches[1])
 
 
@@ -321,7 +328,7 @@ def main(argv=None):
             # Alternate which sparq binary runs first (with --baseline): the first of two
             # back-to-back runs of one file pays for the page cache and the caches.
             for runtime, binary in (list(binaries.items()) if r % 2 == 0 else list(binaries.items())[::-1]):
-                extra = ["--fp16-as-fp32"] if key[1] == "fp16" and runtime == "sparq" else []
+                extra = ["--fp16-as-fp32"] if key[1] == "fp16" else []
                 times.setdefault((runtime,) + key, []).append(
                     (sparq_cpu_ms(binary, path, inputs[key[0]], args.samples, args.batch, extra) if args.cpu_time
                      else sparq_ms(binary, path, inputs[key[0]], args.threads, args.samples, args.batch, extra,

@@ -4,6 +4,7 @@
 #include <chrono>
 #include <map>
 #include <cmath>
+#include <ctime>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -460,7 +461,7 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
   std::map<std::pair<std::string, std::string>, OpProfile> op_times;
   std::vector<NodeProfile> node_times;
   const bool time_nodes = call.profile || !call.trace.empty();
-  std::vector<double> batch_seconds;
+  std::vector<double> batch_seconds, batch_cpu_seconds;
   std::vector<TraceEvent> trace;
 
   BatchFn next = impl.data();
@@ -475,8 +476,10 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
     node_times.clear();
     double run_seconds = 0.0;
     const double batch_start_micros = SecondsSince(start) * 1e6;
+    const std::clock_t cpu_start = std::clock();  // process CPU time, every thread
     auto results =
         RunBatch(exec, fixed, batch, rows, outputs, &run_seconds, time_nodes ? &node_times : nullptr);
+    batch_cpu_seconds.push_back(static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC);
     report.model_seconds += run_seconds;
     batch_seconds.push_back(run_seconds);
     for (const NodeProfile& p : node_times) {
@@ -534,6 +537,12 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
   if (done == 0) return Status::InvalidArgument("dataset " + impl.data.name() + " has no samples");
   report.samples = done;
   report.latency = ComputeLatency(batch_seconds, call.warmup);
+  if (report.latency.timed_batches > 0) {
+    double cpu = 0.0;
+    for (size_t i = static_cast<size_t>(report.latency.warmup_batches); i < batch_cpu_seconds.size(); ++i)
+      cpu += batch_cpu_seconds[i];
+    report.latency.cpu_mean_seconds = cpu / static_cast<double>(report.latency.timed_batches);
+  }
 
   if (impl.ref) {
     for (size_t i = 0; i < outputs.size(); ++i) {
@@ -661,7 +670,8 @@ std::string EvalReport::ToText() const {
   if (latency.timed_batches > 0) {
     t.AddRow({"Latency per batch", FormatDouble("p50 %.3f ms, ", latency.p50_seconds * 1e3) +
                                        FormatDouble("p90 %.3f ms, ", latency.p90_seconds * 1e3) +
-                                       FormatDouble("p99 %.3f ms", latency.p99_seconds * 1e3) + " (" +
+                                       FormatDouble("p99 %.3f ms", latency.p99_seconds * 1e3) +
+                                       FormatDouble(", CPU %.3f ms mean", latency.cpu_mean_seconds * 1e3) + " (" +
                                        std::to_string(latency.timed_batches) + " batches after " +
                                        std::to_string(latency.warmup_batches) + " warm-up)"});
   } else {
@@ -742,7 +752,8 @@ std::string EvalReport::ToJson() const {
                   {"p90_seconds", timed(latency.p90_seconds)},
                   {"p99_seconds", timed(latency.p99_seconds)},
                   {"mean_seconds", timed(latency.mean_seconds)},
-                  {"max_seconds", timed(latency.max_seconds)}};
+                  {"max_seconds", timed(latency.max_seconds)},
+                  {"cpu_mean_seconds", timed(latency.cpu_mean_seconds)}};
   if (has_labels) {
     j["accuracy"] = {{"top1", top1()},
                      {"top5", top5()},

@@ -103,6 +103,10 @@ struct SPARQ_API LatencyStats {
   double p99_seconds = 0.0;
   double mean_seconds = 0.0;
   double max_seconds = 0.0;
+  // Process CPU time (all threads) per timed batch, mean: on a machine shared
+  // with other work a steadier measure of the model's cost than wall time.
+  // Set by Evaluate, not by ComputeLatency.
+  double cpu_mean_seconds = 0.0;
 };
 // Latency statistics of `batch_seconds` with its first `warmup` entries
 // left out (all zero with timed_batches 0 when nothing is left).

@@ -283,6 +283,8 @@ TEST_F(EvaluateTest, LatencyAndChromeTrace) {
   EXPECT_EQ(r->latency.timed_batches, 3);
   EXPECT_LE(r->latency.p50_seconds, r->latency.p90_seconds);
   EXPECT_LE(r->latency.p90_seconds, r->latency.p99_seconds);
+  EXPECT_GE(r->latency.cpu_mean_seconds, 0.0);
+  EXPECT_NE(r->ToJson().find("\"cpu_mean_seconds\""), std::string::npos) << r->ToJson();
   EXPECT_EQ(r->trace, path("trace.json"));
   EXPECT_TRUE(r->op_profile.empty());  // a trace alone does not print the profile
   EXPECT_NE(r->ToText().find("3 batches after 2 warm-up"), std::string::npos) << r->ToText();
