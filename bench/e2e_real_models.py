@@ -104,10 +104,13 @@ def prepare_from_suite(suite, work, sparq, models, samples, sparse):
             os.symlink(os.path.abspath(os.path.join(src, "model.onnx")), fp32)
         for split in ("calib", "eval"):
             out = os.path.join(work, "data", f"{name}_{split}.npz")
-            if not os.path.exists(out):
-                data = np.load(os.path.join(src, split + ".npz"))
-                n = CALIB_SAMPLES if split == "calib" else samples
-                np.savez(out, **{k: data[k][:n] for k in data.files})
+            n = CALIB_SAMPLES if split == "calib" else samples
+            if os.path.exists(out):
+                with np.load(out) as kept:
+                    if len(kept[kept.files[0]]) >= n:
+                        continue
+            data = np.load(os.path.join(src, split + ".npz"))
+            np.savez(out, **{k: data[k][:n] for k in data.files})
         variants = {"int8": "  precision: int8\n  calibration:\n    method: max\n  fallback:\n    enabled: false\n",
                     "fp16": "  precision: fp16\n"}
         if task == "text_embedding":
