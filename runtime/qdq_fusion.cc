@@ -28,7 +28,9 @@
 // value per tensor; the weight's scale and zero point may be per output
 // channel), the weight (but for MatMul's activation B) and bias are
 // constants, the bias scale is the product of the input and weight scales
-// (what sparq's and onnxruntime's writers produce), and the float output of
+// (what sparq's and onnxruntime's writers produce; a float32 constant bias
+// is quantized to int32 at that scale, as onnxruntime's QOperator format
+// stores it: QuantizeBias), and the float output of
 // Conv/MatMul goes to the QuantizeLinear alone. DequantizeLinear nodes left
 // without readers are removed.
 //
@@ -70,7 +72,10 @@
 // kLutOps), and Add / Sub / Mul / Div / Pow of the value and a float32
 // scalar (rank 0) constant on either side, the constant an initializer or the
 // DequantizeLinear of one (GELU's / sqrt(2), + 1, * 0.5 in onnxruntime's
-// placement). [move ops]+ are Reshape, Transpose, Squeeze, Unsqueeze,
+// placement), and Add / Sub / Mul / Div of two values that both come from
+// the pattern's one root through such steps (SiLU's x * Sigmoid(x), either
+// order: a small graph rather than a chain, still one function of x_q; its
+// inner values read by the pattern alone). [move ops]+ are Reshape, Transpose, Squeeze, Unsqueeze,
 // Flatten, Slice, Expand on their input 0 (their other inputs stay as they
 // are): they only move elements, so they commute with the table. The
 // 256-entry table is made at executor creation by running the
@@ -217,10 +222,28 @@ class Fuser {
                     q.inputs[1],   q.inputs[2]};
     if (conv && n.inputs.size() > 2 && !n.inputs[2].empty()) {
       const Node* db = DequantizeProducing(n.inputs[2], /*zero_point_optional=*/true);
-      if (db == nullptr || !BiasScaleMatches(*db, *Constant(dx->inputs[1]), *ws)) return false;
-      fused.inputs.push_back(db->inputs[0]);
+      const Tensor* float_bias = db == nullptr ? Constant(n.inputs[2]) : nullptr;
+      if (float_bias != nullptr) {
+        std::optional<Tensor> bq = QuantizeBias(*float_bias, *Constant(dx->inputs[1]), *ws);
+        if (!bq) return false;
+        const std::string name = editor_.FreshName(n.inputs[2] + "_quantized");
+        g_.initializers[name] = std::move(*bq);
+        fused.inputs.push_back(name);
+      } else {
+        if (db == nullptr || !BiasScaleMatches(*db, *Constant(dx->inputs[1]), *ws)) return false;
+        fused.inputs.push_back(db->inputs[0]);
+      }
     } else if (!conv && n.inputs.size() > 2) {
       return false;
+    }
+    if (!activations && w->dtype() == DataType::kUInt8 && wzp->dtype() == DataType::kUInt8) {
+      // uint8 weights (onnxruntime's QDQ files with asymmetric weights) as
+      // int8: w - 128 and zp - 128 leave every w - zp, so the dequantized
+      // weights, and the integer kernels' int8 weight path takes them.
+      fused.inputs[3] = editor_.FreshName(dw->inputs[0] + "_s8");
+      fused.inputs[5] = editor_.FreshName(dw->inputs[2] + "_s8");
+      g_.initializers[fused.inputs[3]] = ShiftedToInt8(*w);
+      g_.initializers[fused.inputs[5]] = ShiftedToInt8(*wzp);
     }
     if (act_index) {
       // QLinearConv -> DequantizeLinear -> the activation -> the QuantizeLinear.
@@ -237,6 +260,40 @@ class Fuser {
     g_.nodes[index] = std::move(fused);
     removed_.insert(q_index);
     return true;
+  }
+
+  // The uint8 tensor `t` as int8, every value minus 128 (same shape).
+  static Tensor ShiftedToInt8(const Tensor& t) {
+    Tensor s(DataType::kInt8, t.shape());
+    for (int64_t i = 0; i < t.numel(); ++i)
+      s.data<int8_t>()[i] = static_cast<int8_t>(static_cast<int32_t>(t.data<uint8_t>()[i]) - 128);
+    return s;
+  }
+
+  // A float bias (onnxruntime's QDQ files from opset-12 exporters keep it
+  // float, beside int8 weights) as the int32 bias of the integer operator:
+  // b_q[c] = round_half_even(b[c] / (x_scale * w_scale[c])) in float32, what
+  // onnxruntime's quantizer writes for its QOperator format (and computes
+  // when it fuses such a Conv). The fused node then differs from the float
+  // graph by that rounding of the bias too (at most half a step of the
+  // accumulator, x_scale * w_scale). nullopt when the bias is not a float32
+  // vector of one value per weight scale (or of the output channels for a
+  // per-tensor scale), a scale product is not a positive finite number, or a
+  // quotient leaves the int32 range.
+  static std::optional<Tensor> QuantizeBias(const Tensor& b, const Tensor& xs, const Tensor& ws) {
+    if (b.dtype() != DataType::kFloat32 || b.rank() != 1 || xs.dtype() != DataType::kFloat32 ||
+        ws.dtype() != DataType::kFloat32 || (ws.numel() != 1 && ws.numel() != b.numel())) {
+      return std::nullopt;
+    }
+    Tensor bq(DataType::kInt32, {b.numel()});
+    for (int64_t c = 0; c < b.numel(); ++c) {
+      const float scale = xs.data<float>()[0] * ws.data<float>()[ws.numel() == 1 ? 0 : c];
+      if (!(scale > 0.0f) || !std::isfinite(scale)) return std::nullopt;
+      const float q = std::nearbyint(b.data<float>()[c] / scale);  // the default rounding mode: half to even
+      if (!(q >= -2147483648.0f && q < 2147483648.0f)) return std::nullopt;
+      bq.data<int32_t>()[c] = static_cast<int32_t>(q);
+    }
+    return bq;
   }
 
   // b = b_scale * (b_q - b_zp) must equal the int32 bias of the integer
@@ -375,24 +432,21 @@ class GlueFuser {
     if (d.op_type != "DequantizeLinear" || !d.domain.empty() || d.inputs.empty() || d.outputs.size() != 1) return nullptr;
     const Tensor* x = Constant(d.inputs[0]);
     if (x == nullptr) return nullptr;
-    StatusOr<Tensor> v = RunReference(d, *x);
+    StatusOr<Tensor> v = RunReference(d, {{d.inputs[0], x}});
     if (!v.ok()) return nullptr;
     return &dequantized_constants_.emplace(name, std::move(v).value()).first->second;
   }
 
-  // Runs node `n` on its reference kernel with `x` as input `x_input` and the
-  // node's constants (ConstantValue) as its other inputs.
-  StatusOr<Tensor> RunReference(const Node& n, const Tensor& x, size_t x_input = 0) const {
+  // Runs node `n` on its reference kernel, each input named in `known` taking
+  // that tensor and every other input its constant (ConstantValue).
+  StatusOr<Tensor> RunReference(const Node& n, const std::map<std::string, const Tensor*>& known) const {
     const KernelDef* def = KernelRegistry::Reference().Find(n.op_type, n.domain, Opset(n));
     if (def == nullptr) return Status::NotSupported(n.Describe() + ": no reference kernel");
     std::vector<const Tensor*> inputs;
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      if (i == x_input) {
-        inputs.push_back(&x);
-        continue;
-      }
-      const Tensor* c = n.inputs[i].empty() ? nullptr : ConstantValue(n.inputs[i]);
-      if (!n.inputs[i].empty() && c == nullptr) return Status::NotSupported(n.Describe() + ": input is not constant");
+    for (const std::string& name : n.inputs) {
+      auto it = known.find(name);
+      const Tensor* c = it != known.end() ? it->second : name.empty() ? nullptr : ConstantValue(name);
+      if (!name.empty() && c == nullptr) return Status::NotSupported(n.Describe() + ": input is not constant");
       inputs.push_back(c);
     }
     OpContext ctx(n, Opset(n), std::move(inputs), nullptr);
@@ -453,22 +507,33 @@ class GlueFuser {
     return true;
   }
 
-  // The 256-entry table of DequantizeLinear `dq` -> the unary steps of
-  // `chain` (node, input of x; last first) -> QuantizeLinear `q` over every
-  // integer x, on the reference kernels; *identity when it maps every x to
-  // itself. An error when a step cannot run or the table is not 256 values
-  // of q's type.
-  StatusOr<Tensor> Table(const Node& dq, const std::vector<std::pair<size_t, int>>& chain, const Node& q,
+  // The 256-entry table of DequantizeLinear `dq` -> the elementwise `steps`
+  // (node indices in graph order, reading `root` and each other's outputs)
+  // -> QuantizeLinear `q` over every integer x, on the reference kernels:
+  // `root` holds DequantizeLinear(x) and q reads the last step's output (or
+  // `root` itself without steps); *identity when it maps every x to itself.
+  // An error when a step cannot run or the table is not 256 values of q's type.
+  StatusOr<Tensor> Table(const Node& dq, const std::vector<size_t>& steps, const std::string& root, const Node& q,
                          bool* identity) {
     const DataType x_type = Constant(dq.inputs[2])->dtype();
     const DataType y_type = Constant(q.inputs[2])->dtype();
     Tensor x(x_type, {256});
     const int offset = x_type == DataType::kInt8 ? 128 : 0;
     for (int i = 0; i < 256; ++i) static_cast<uint8_t*>(x.raw_data())[i] = static_cast<uint8_t>(i - offset);
-    StatusOr<Tensor> v = RunReference(dq, x);
-    for (auto it = chain.rbegin(); v.ok() && it != chain.rend(); ++it)
-      v = RunReference(g_.nodes[it->first], *v, static_cast<size_t>(it->second));
-    if (v.ok()) v = RunReference(q, *v);
+    std::map<std::string, Tensor> values;
+    StatusOr<Tensor> v = RunReference(dq, {{dq.inputs[0], &x}});
+    if (v.ok()) values[root] = std::move(v).value();
+    for (size_t i = 0; v.ok() && i < steps.size(); ++i) {
+      const Node& step = g_.nodes[steps[i]];
+      std::map<std::string, const Tensor*> known;
+      for (const std::string& in : step.inputs) {
+        auto it = values.find(in);
+        if (it != values.end()) known[in] = &it->second;
+      }
+      v = RunReference(step, known);
+      if (v.ok()) values[step.outputs[0]] = std::move(v).value();
+    }
+    if (v.ok()) v = RunReference(q, {{q.inputs[0], &values.at(q.inputs[0])}});
     if (!v.ok()) return v.status();
     if (v->dtype() != y_type || v->numel() != 256) return Status::NotSupported("not a 256-entry table");
     *identity = x_type == y_type;
@@ -491,36 +556,77 @@ class GlueFuser {
     return lut;
   }
 
-  // DequantizeLinear -> [MaxPool] -> [unary ops]* -> QuantizeLinear at q_index.
+  // Add / Sub / Mul / Div of two values that both come from the pattern's
+  // root (SiLU's x * Sigmoid(x)): elementwise on equal shapes, so one table
+  // step too.
+  static bool IsBinaryStep(const Node& n) {
+    static const std::set<std::string> kBinaryOps = {"Add", "Sub", "Mul", "Div"};
+    return n.domain.empty() && n.outputs.size() == 1 && n.inputs.size() == 2 && kBinaryOps.count(n.op_type) > 0;
+  }
+
+  // Walks back from `value` over table steps (LutStepInput, IsBinaryStep)
+  // to the pattern's one root: the output of a qualifying DequantizeLinear,
+  // or of an integer MaxPool of one (*pool). Every step met goes into
+  // *steps. False when some path ends anywhere else, at another root, or
+  // deeper than kMaxTableDepth.
+  bool CollectSteps(const std::string& value, int depth, std::set<size_t>* steps, std::string* root,
+                    std::optional<size_t>* pool) const {
+    constexpr int kMaxTableDepth = 64;
+    if (depth > kMaxTableDepth) return false;
+    auto leaf = [&](std::optional<size_t> pool_index) {
+      if (!root->empty() && *root != value) return false;
+      *root = value;
+      *pool = pool_index;
+      return true;
+    };
+    size_t dq_index = 0;
+    if (QualifyingDequantize(value, &dq_index) != nullptr) return leaf(std::nullopt);
+    const std::optional<size_t> p = index_.Producer(value);
+    if (!p || removed_.count(*p)) return false;
+    const Node& n = g_.nodes[*p];
+    if (IsIntegerMaxPool(n) && QualifyingDequantize(n.inputs[0], &dq_index) != nullptr) return leaf(*p);
+    if (steps->count(*p)) return true;  // reached before along another path
+    int x_input = -1;
+    for (size_t k = 0; k < n.inputs.size() && x_input < 0; ++k) x_input = LutStepInput(n, n.inputs[k]);
+    if (x_input >= 0) {
+      steps->insert(*p);
+      return CollectSteps(n.inputs[x_input], depth + 1, steps, root, pool);
+    }
+    if (!IsBinaryStep(n)) return false;
+    steps->insert(*p);
+    return CollectSteps(n.inputs[0], depth + 1, steps, root, pool) &&
+           CollectSteps(n.inputs[1], depth + 1, steps, root, pool);
+  }
+
+  // DequantizeLinear -> [MaxPool] -> [table steps]* -> QuantizeLinear at
+  // q_index, the steps a chain of unary ops or a small graph of them over the
+  // one root (SiLU: Mul(v, Sigmoid(v)), either order):
+  //
+  //   DQ(x_q) ─┬──────────── Mul ── Q        =>   sparq.QLinearLut(x_q, table)
+  //            └─ Sigmoid ──┘
   bool TryFuseLut(size_t q_index) {
     const Node& q = g_.nodes[q_index];
-    std::vector<std::pair<size_t, int>> chain;  // unary steps (node, input of x), last first
-    size_t index = 0;
-    std::string value = q.inputs[0];
-    const Node* n = SoleProducer(value, &index);
-    while (n != nullptr) {
-      // The producer's input that continues the chain: the one that is not a scalar constant.
-      int x_input = -1;
-      for (size_t k = 0; k < n->inputs.size() && x_input < 0; ++k) x_input = LutStepInput(*n, n->inputs[k]);
-      if (x_input < 0) break;
-      chain.emplace_back(index, x_input);
-      value = n->inputs[x_input];
-      n = SoleProducer(value, &index);
+    std::set<size_t> steps;
+    std::string root;
+    std::optional<size_t> pool_index;
+    if (!CollectSteps(q.inputs[0], 0, &steps, &root, &pool_index)) return false;
+    // Every value inside the pattern is read by the pattern alone (its last by q).
+    std::set<size_t> inside = steps;
+    if (pool_index) inside.insert(*pool_index);
+    for (size_t i : inside) {
+      const std::string& out = g_.nodes[i].outputs[0];
+      if (index_.IsGraphOutput(out)) return false;
+      for (size_t r : index_.Readers(out))
+        if (!steps.count(r) && !(r == q_index && out == q.inputs[0])) return false;
     }
-    const Node* pool = nullptr;
-    size_t pool_index = 0;
-    if (n != nullptr && IsIntegerMaxPool(*n)) {
-      pool = n;
-      pool_index = index;
-      value = n->inputs[0];
-    }
+    const Node* pool = pool_index ? &g_.nodes[*pool_index] : nullptr;
     size_t dq_index = 0;
-    const Node* dq = QualifyingDequantize(value, &dq_index);
+    const Node* dq = QualifyingDequantize(pool != nullptr ? pool->inputs[0] : root, &dq_index);
     if (dq == nullptr) return false;
     if (pool != nullptr && !(Constant(dq->inputs[1])->data<float>()[0] > 0.0f)) return false;  // max commutes with DQ
 
     bool identity = false;
-    StatusOr<Tensor> v = Table(*dq, chain, q, &identity);
+    StatusOr<Tensor> v = Table(*dq, std::vector<size_t>(steps.begin(), steps.end()), root, q, &identity);
     if (!v.ok()) return false;
 
     std::vector<Node> out;
@@ -531,10 +637,10 @@ class GlueFuser {
       p.outputs = {identity ? q.outputs[0] : editor_.FreshName(q.outputs[0] + "_sparq_maxpool")};
       lut_input = p.outputs[0];
       out.push_back(std::move(p));
-      removed_.insert(pool_index);
+      removed_.insert(*pool_index);
     }
     if (pool == nullptr || !identity) out.push_back(LutNode(q, lut_input, std::move(v).value()));
-    for (const auto& c : chain) removed_.insert(c.first);
+    for (size_t i : steps) removed_.insert(i);
     replacements_[q_index] = std::move(out);
     return true;
   }
@@ -559,7 +665,7 @@ class GlueFuser {
     const Node* dq = QualifyingDequantize(value, &dq_index);
     if (dq == nullptr) return false;
     bool identity = false;
-    StatusOr<Tensor> v = Table(*dq, {}, q, &identity);
+    StatusOr<Tensor> v = Table(*dq, {}, q.inputs[0], q, &identity);
     if (!v.ok()) return false;
 
     std::vector<Node> out;

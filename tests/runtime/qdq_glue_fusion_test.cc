@@ -153,6 +153,18 @@ TEST(QdqGlueFusion, ElementwiseChainsBecomeOneBitExactLut) {
        }},
       {"Identity+Relu", [](QdqGraphBuilder& b, std::string v) { return b.Add("Relu", {b.Add("Identity", {v})}); }},
       {"none (requantize)", [](QdqGraphBuilder&, std::string v) { return v; }},
+      {"SiLU: Mul(x, Sigmoid(x))", [](QdqGraphBuilder& b, std::string v) {
+         return b.Add("Mul", {v, b.Add("Sigmoid", {v})});
+       }},
+      {"SiLU: Mul(Sigmoid(x), x)", [](QdqGraphBuilder& b, std::string v) {
+         return b.Add("Mul", {b.Add("Sigmoid", {v}), v});
+       }},
+      {"u = x + 0.5; u * Tanh(u) - x: binary steps over a shared inner value", [](QdqGraphBuilder& b, std::string v) {
+         b.model().graph.initializers["half"] = Tensor::Scalar<float>(0.5f);
+         const std::string u = b.Add("Add", {v, "half"});
+         return b.Add("Sub", {b.Add("Mul", {u, b.Add("Tanh", {u})}), v});
+       }},
+      {"x * x", [](QdqGraphBuilder& b, std::string v) { return b.Add("Mul", {v, v}); }},
   };
   for (const TypeCase& in : kTypes) {
     for (const TypeCase& out : kTypes) {
@@ -409,57 +421,60 @@ TEST(QdqGlueFusion, QuantizeAndDequantizeRowsMatchReference) {
   }
 }
 
-// DQ -> Conv -> Q -> DQ -> Relu -> Q: the convolution fuses into QLinearConv,
-// the ReLU into a table, and the table into the convolution
+// DQ -> Conv -> Q -> DQ -> Relu|SiLU -> Q: the convolution fuses into QLinearConv,
+// the ReLU or SiLU (x * Sigmoid(x)) into a table, and the table into the convolution
 // (sparq.QLinearConvLut); dense and depthwise, uint8 and int8.
 TEST(QdqGlueFusion, ReluTableFoldsIntoTheConvolution) {
   for (const TypeCase& t : kTypes) {
     for (int64_t group : {1, 6}) {
-      SCOPED_TRACE(DataTypeName(t.type) + " group " + std::to_string(group));
-      const int64_t c = 6, m = 6;
-      std::mt19937 rng(12);
-      QdqGraphBuilder b;
-      b.Input("x", t.type, {2, c, 9, 11});
-      b.Params("px", 0.031f, t.zp_in, t.type);
-      b.Params("py", 0.047f, t.zp_out, t.type);
-      b.Params("pr", 0.029f, t.zp_in / 3, t.type);
-      Graph& g = b.model().graph;
-      g.initializers["w"] = RandomBytes(DataType::kInt8, {m, c / group, 3, 3}, 13);
-      g.initializers["w_scale"] = Tensor::Scalar<float>(0.0079f);
-      g.initializers["w_zp"] = Tensor::Scalar<int8_t>(0);
-      std::vector<int32_t> bias(m);
-      for (int64_t i = 0; i < m; ++i) bias[i] = static_cast<int32_t>(rng() % 2001) - 1000;
-      g.initializers["b"] = Tensor::FromVector<int32_t>({m}, bias);
-      g.initializers["b_scale"] = Tensor::Scalar<float>(0.031f * 0.0079f);
-      g.initializers["b_zp"] = Tensor::Scalar<int32_t>(0);
-      const std::string conv = b.Add(
-          "Conv",
-          {b.Dq("x", "px"), b.Add("DequantizeLinear", {"w", "w_scale", "w_zp"}),
-           b.Add("DequantizeLinear", {"b", "b_scale", "b_zp"})},
-          {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Int("group", group)});
-      b.Output(b.Q(b.Add("Relu", {b.Dq(b.Q(conv, "py"), "py")}), "pr"));
-      auto fused = Create(b.model(), /*reference=*/false, 1);
-      ASSERT_NE(fused, nullptr);
-      ASSERT_EQ(fused->NodeKernels().size(), 1u);
-      EXPECT_EQ(fused->NodeKernels()[0].op_type, "QLinearConvLut");
-      EXPECT_EQ(testing::KernelOps(fused->NodeKernels()[0].kernel),
-                group == 1 ? "gemm_s8+lut256" : "depthwise_s8+lut256");
-      const TensorMap in = {{"x", RandomBytes(t.type, {2, c, 9, 11}, 14)}};
-      ExpectFusedBitExact(b.model(), in, /*fused_reference=*/true);
-      // Against the float graph: the integer convolution's one-step differences only.
-      auto float_graph = Create(b.model(), /*reference=*/true, 1);
-      TensorMap got, want;
-      ASSERT_TRUE(fused->Run(in, &got).ok());
-      ASSERT_TRUE(float_graph->Run(in, &want).ok());
-      const Tensor& y = got.begin()->second;
-      const Tensor& r = want.begin()->second;
-      int64_t differ = 0;
-      for (int64_t i = 0; i < y.numel(); ++i) {
-        const double d = y.GetAsDouble(i) - r.GetAsDouble(i);
-        EXPECT_LE(std::abs(d), 2.0) << i;
-        differ += d != 0;
+      for (const std::string act : {"Relu", "SiLU"}) {
+        SCOPED_TRACE(DataTypeName(t.type) + " group " + std::to_string(group) + " " + act);
+        const int64_t c = 6, m = 6;
+        std::mt19937 rng(12);
+        QdqGraphBuilder b;
+        b.Input("x", t.type, {2, c, 9, 11});
+        b.Params("px", 0.031f, t.zp_in, t.type);
+        b.Params("py", 0.047f, t.zp_out, t.type);
+        b.Params("pr", 0.029f, t.zp_in / 3, t.type);
+        Graph& g = b.model().graph;
+        g.initializers["w"] = RandomBytes(DataType::kInt8, {m, c / group, 3, 3}, 13);
+        g.initializers["w_scale"] = Tensor::Scalar<float>(0.0079f);
+        g.initializers["w_zp"] = Tensor::Scalar<int8_t>(0);
+        std::vector<int32_t> bias(m);
+        for (int64_t i = 0; i < m; ++i) bias[i] = static_cast<int32_t>(rng() % 2001) - 1000;
+        g.initializers["b"] = Tensor::FromVector<int32_t>({m}, bias);
+        g.initializers["b_scale"] = Tensor::Scalar<float>(0.031f * 0.0079f);
+        g.initializers["b_zp"] = Tensor::Scalar<int32_t>(0);
+        const std::string conv = b.Add(
+            "Conv",
+            {b.Dq("x", "px"), b.Add("DequantizeLinear", {"w", "w_scale", "w_zp"}),
+             b.Add("DequantizeLinear", {"b", "b_scale", "b_zp"})},
+            {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Int("group", group)});
+        const std::string v = b.Dq(b.Q(conv, "py"), "py");
+        b.Output(b.Q(act == "Relu" ? b.Add("Relu", {v}) : b.Add("Mul", {v, b.Add("Sigmoid", {v})}), "pr"));
+        auto fused = Create(b.model(), /*reference=*/false, 1);
+        ASSERT_NE(fused, nullptr);
+        ASSERT_EQ(fused->NodeKernels().size(), 1u);
+        EXPECT_EQ(fused->NodeKernels()[0].op_type, "QLinearConvLut");
+        EXPECT_EQ(testing::KernelOps(fused->NodeKernels()[0].kernel),
+                  group == 1 ? "gemm_s8+lut256" : "depthwise_s8+lut256");
+        const TensorMap in = {{"x", RandomBytes(t.type, {2, c, 9, 11}, 14)}};
+        ExpectFusedBitExact(b.model(), in, /*fused_reference=*/true);
+        // Against the float graph: the integer convolution's one-step differences only.
+        auto float_graph = Create(b.model(), /*reference=*/true, 1);
+        TensorMap got, want;
+        ASSERT_TRUE(fused->Run(in, &got).ok());
+        ASSERT_TRUE(float_graph->Run(in, &want).ok());
+        const Tensor& y = got.begin()->second;
+        const Tensor& r = want.begin()->second;
+        int64_t differ = 0;
+        for (int64_t i = 0; i < y.numel(); ++i) {
+          const double d = y.GetAsDouble(i) - r.GetAsDouble(i);
+          EXPECT_LE(std::abs(d), 2.0) << i;
+          differ += d != 0;
+        }
+        EXPECT_LT(differ, y.numel() / 20);
       }
-      EXPECT_LT(differ, y.numel() / 20);
     }
   }
 }
@@ -510,6 +525,66 @@ TEST(QdqGlueFusion, ActivationBetweenConvolutionAndQuantizerFuses) {
           differ += d != 0;
         }
         EXPECT_LT(differ, yq.numel() / 20);
+      }
+    }
+  }
+}
+
+// onnxruntime's QDQ files from opset-12 exporters (PP-OCR): each weight a
+// float Constant node -> QuantizeLinear -> DequantizeLinear, the bias a float
+// Constant node. With constant folding the QuantizeLinear of the constant
+// becomes int8 weights (its exact bytes; uint8 weights shift to int8), the
+// bias is quantized to int32 at x_scale * w_scale, and the Conv runs as
+// QLinearConv on its fast kernel; against the float
+// graph: one-step differences only (the integer sum and the bias rounding).
+TEST(QdqGlueFusion, FloatWeightsFromConstantNodesAndFloatBiasRunAsQLinearConv) {
+  for (const TypeCase& t : kTypes) {
+    for (int64_t group : {1, 4}) {
+      for (const TypeCase& wt : {TypeCase{DataType::kInt8, 0, 0}, TypeCase{DataType::kUInt8, 131, 0}}) {
+        SCOPED_TRACE(DataTypeName(t.type) + " group " + std::to_string(group) + " weights " + DataTypeName(wt.type));
+        const int64_t c = 4, m = 4;
+        QdqGraphBuilder b(/*opset=*/12);
+        b.Input("x", t.type, {1, c, 7, 9});
+        b.Params("px", 0.031f, t.zp_in, t.type);
+        b.Params("py", 0.047f, t.zp_out, t.type);
+        b.Params("pw", 0.0079f, wt.zp_in, wt.type);
+        const std::string w = b.Add("Constant", {}, {Attribute::FromTensor("value", testing::RandomFloats({m, c / group, 3, 3}, 31))});
+        const std::string bias = b.Add("Constant", {}, {Attribute::FromTensor("value", testing::RandomFloats({m}, 32))});
+        const std::string conv = b.Add("Conv", {b.Dq("x", "px"), b.Dq(b.Q(w, "pw"), "pw"), bias},
+                                       {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("pads", {1, 1, 1, 1}),
+                                        Attribute::Int("group", group)});
+        b.Output(b.Q(conv, "py"));
+        auto create = [&](bool reference, int threads) {
+          ExecutorOptions o;
+          o.threads = threads;
+          o.reference_kernels = reference;
+          o.fuse_qdq = !reference;
+          o.fold_constants = !reference;
+          auto e = Executor::Create(b.model(), o);
+          EXPECT_TRUE(e.ok()) << e.status().ToString();
+          return e.ok() ? std::move(e).value() : nullptr;
+        };
+        auto fused = create(false, 1);
+        ASSERT_NE(fused, nullptr);
+        ASSERT_EQ(fused->NodeKernels().size(), 1u);
+        EXPECT_EQ(fused->NodeKernels()[0].op_type, "QLinearConv");
+        EXPECT_EQ(testing::KernelOps(fused->NodeKernels()[0].kernel), group == 1 ? "gemm_s8" : "depthwise_s8");
+        const TensorMap in = {{"x", RandomBytes(t.type, {1, c, 7, 9}, 33)}};
+        TensorMap got, got2, want;
+        ASSERT_TRUE(fused->Run(in, &got).ok());
+        auto two = create(false, 2);
+        ASSERT_TRUE(two->Run(in, &got2).ok());
+        ASSERT_TRUE(create(true, 1)->Run(in, &want).ok());
+        const Tensor& y = got.begin()->second;
+        const Tensor& r = want.begin()->second;
+        EXPECT_TRUE(got2.begin()->second.Equals(y));
+        int64_t differ = 0;
+        for (int64_t i = 0; i < y.numel(); ++i) {
+          const double d = y.GetAsDouble(i) - r.GetAsDouble(i);
+          EXPECT_LE(std::abs(d), 1.0) << i;
+          differ += d != 0;
+        }
+        EXPECT_LT(differ, y.numel() / 10);
       }
     }
   }
@@ -604,6 +679,21 @@ TEST(QdqGlueFusion, NonQualifyingPatternsAreLeftAlone) {
     b.Output(r);
     EXPECT_EQ(FusedOpCounts(b.model()).count("QLinearLut"), 0u);
     ExpectFusedBitExact(b.model(), {{"x", RandomBytes(u8, shape, 7)}});
+  }
+  {
+    SCOPED_TRACE("SiLU whose Sigmoid is a graph output; Mul of a Sigmoid of another dequantized value");
+    QdqGraphBuilder b;
+    base(b);
+    b.Input("z", u8, shape);
+    const std::string d = b.Dq("x", "pin");
+    const std::string sig = b.Add("Sigmoid", {d});
+    b.Output(b.Q(b.Add("Mul", {d, sig}), "pout"));
+    b.Output(sig);
+    b.Output(b.Q(b.Add("Mul", {b.Dq("z", "pin"), b.Add("Sigmoid", {b.Dq("x", "pin")})}), "pout"));
+    const auto counts = FusedOpCounts(b.model());
+    EXPECT_EQ(counts.count("QLinearLut"), 0u);
+    EXPECT_EQ(counts.at("Mul"), 2);
+    ExpectFusedBitExact(b.model(), {{"x", RandomBytes(u8, shape, 23)}, {"z", RandomBytes(u8, shape, 24)}});
   }
   {
     SCOPED_TRACE("scale that a run may override (initializer input)");
