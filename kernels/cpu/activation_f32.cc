@@ -1,4 +1,4 @@
-// Float32 Erf, Softmax and Pow(x, 2) (activation_f32.h) and their registry rows.
+// Float32 Erf, Softmax, Pow(x, 2) and Sigmoid / SiLU (activation_f32.h) and their registry rows.
 #include "kernels/cpu/activation_f32.h"
 
 #include <algorithm>
@@ -43,6 +43,16 @@ void Pow2RowPortable(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * x[i];
 }
 
+// As kernels/ref Sigmoid computes it (float exp, one division), then Mul's
+// float product for SiLU.
+void SigmoidRowPortable(const float* x, float* y, int64_t n, bool times_x) {
+  if (times_x) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * (1.0f / (1.0f + std::exp(-x[i])));
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+  }
+}
+
 #if SPARQ_CPU_X86
 SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX2_FEATURES)
 namespace {
@@ -85,7 +95,29 @@ inline __m256 Erf8(__m256 x) {
   return _mm256_blendv_ps(_mm256_or_ps(r, sign), x, nan);
 }
 
+// 1 / (1 + e^-x), or x times that. Where float e^-x overflows (x below
+// -ln(FLT_MAX)) the sigmoid is 0, as the reference's 1 / inf, so that SiLU
+// of -inf is NaN there too; NaN stays NaN.
+inline __m256 Sigmoid8(__m256 x, bool times_x) {
+  const __m256 e = Exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+  __m256 s = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  s = _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-88.7228394f), _CMP_LT_OQ), s);
+  if (times_x) s = _mm256_mul_ps(x, s);
+  return _mm256_blendv_ps(s, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
 }  // namespace
+
+void SigmoidRowAvx2(const float* x, float* y, int64_t n, bool times_x) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, Sigmoid8(_mm256_loadu_ps(x + i), times_x));
+  if (i < n) {
+    alignas(32) float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::copy(x + i, x + n, buf);
+    _mm256_store_ps(buf, Sigmoid8(_mm256_load_ps(buf), times_x));
+    std::copy(buf, buf + (n - i), y + i);
+  }
+}
 
 void ErfRowAvx2(const float* x, float* y, int64_t n) {
   int64_t i = 0;
@@ -221,6 +253,26 @@ Status RunPow2F32(OpContext& ctx) {
   return Status::OK();
 }
 
+// Sigmoid of float32 (sigmoid_f32, times_x off); the fused SiLU of
+// runtime/float_fusion.cc runs the same row with times_x on.
+template <bool kTimesX>
+Status RunSigmoidF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const SigmoidF32Fn row = PreparedRow<SigmoidF32Fn>(ctx);
+  // Chunks start at multiples of kChunk (a multiple of 16): every value
+  // rounds as in a one-thread run.
+  ParallelFor(ctx.pool(), (x.numel() + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
+    const int64_t begin = c0 * kChunk, end = std::min(x.numel(), c1 * kChunk);
+    row(src + begin, dst + begin, end - begin, kTimesX);
+  });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
 // ReduceMean of float32 over exactly the last axis (the axes attribute up to
 // opset 17, the axes input from 18), keepdims either way; anything else runs
 // the reference kernel.
@@ -280,6 +332,8 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r) {
   r.Add({"Pow", "", 7, 99, RunPow2F32, "pow2_f32", WithoutContext(PrepareRow<CpuOp::kPow2F32>, RowKernel)});
   r.Add({"ReduceMean", "", 1, 99, RunMeanLastAxisF32, "mean_rows_f32",
          WithoutContext(PrepareRow<CpuOp::kMeanRowsF32>, RowKernel)});
+  r.Add({"Sigmoid", "", 6, 99, RunSigmoidF32<false>, "sigmoid_f32",
+         WithoutContext(PrepareRow<CpuOp::kSigmoidF32>, RowKernel)});
 }
 
 }  // namespace sparq

@@ -192,6 +192,12 @@ const std::vector<CpuKernelDef>& Table() {
       // ReduceMean over the last axis (activation_f32.cc): plain C++, rows
       // interleaved so that the in-order double sums overlap.
       {"mean_rows_f32_portable", P, 0, NONE, MeanRowsF32Fn(cpu::MeanRowsPortable)},
+      // Sigmoid and SiLU of float rows (activation_f32.cc runs them).
+      {"sigmoid_f32_portable", P, 0, NONE, SigmoidF32Fn(cpu::SigmoidRowPortable)},
+#if SPARQ_CPU_X86
+      {"sigmoid_f32_avx2", AVX2, 10, NONE, SigmoidF32Fn(cpu::SigmoidRowAvx2)},
+      {"sigmoid_f32_avx512", AVX512, 20, NONE, SigmoidF32Fn(cpu::SigmoidRowAvx512)},
+#endif
   };
   return *table;
 }
@@ -386,6 +392,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kBinaryF32: return "binary_f32";
     case CpuOp::kQLinearMulS8: return "qlinear_mul_s8";
     case CpuOp::kMeanRowsF32: return "mean_rows_f32";
+    case CpuOp::kSigmoidF32: return "sigmoid_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

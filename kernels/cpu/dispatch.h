@@ -113,6 +113,7 @@ enum class CpuOp : uint8_t {
   kBinaryF32,       // Add / Sub / Mul / Div of float rows, either side repeated (broadcasting)
   kQLinearMulS8,    // sparq.QLinearMul of two byte rows
   kMeanRowsF32,     // ReduceMean of float rows (the last axis: LayerNorm's mean and variance)
+  kSigmoidF32,      // Sigmoid of a float row, or x * Sigmoid(x) (SiLU)
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -193,12 +194,17 @@ using QLinearMulS8Fn = CpuOpFn<CpuOp::kQLinearMulS8, void(int64_t n, const void*
 // y[r] = MeanOfRowRef(x + r * n, n) for r < rows (kernels/ref/reduce_common.h):
 // each row summed in order in double, the reference's bits.
 using MeanRowsF32Fn = void (*)(const float* x, int64_t rows, int64_t n, float* y);
+// y[i] = 1 / (1 + e^-x[i]), or x[i] times that when `times_x` (SiLU, YOLO's
+// activation); portable: the reference's bits (kernels/ref Sigmoid, then the
+// float product of Mul); faster rows within cpu::kSigmoidF32AbsTol of the
+// sigmoid (times |x| for SiLU).
+using SigmoidF32Fn = void (*)(const float* x, float* y, int64_t n, bool times_x);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
                                  DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn, ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn,
                                  ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn, QLinearMulS8Fn,
-                                 MeanRowsF32Fn>;
+                                 MeanRowsF32Fn, SigmoidF32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

@@ -1,7 +1,8 @@
-// Float32 Erf, Softmax, Pow(x, 2) and last-axis ReduceMean (kernels/cpu/activation_f32.h) through
+// Float32 Erf, Softmax, Pow(x, 2), Sigmoid and last-axis ReduceMean (kernels/cpu/activation_f32.h) through
 // the executor on every ISA this CPU has, against the reference kernels
 // (kernels/ref): portable Erf / Softmax and every Pow(x, 2) with the same
-// bits, the AVX2 Erf / Softmax within kErfF32AbsTol / kSoftmaxF32AbsTol; the
+// bits, the AVX2 Erf / Softmax within kErfF32AbsTol / kSoftmaxF32AbsTol (the
+// fast Sigmoid rows within kSigmoidF32AbsTol); the
 // same bits for 1 and 2 threads; each node names the dispatch-table row of the
 // forced ISA. The rows themselves: cpu_row_kernels_test.cc.
 #include <gtest/gtest.h>
@@ -78,6 +79,21 @@ TEST_P(ActivationF32Test, ErfMatchesReference) {
   }
 }
 
+TEST_P(ActivationF32Test, SigmoidMatchesReference) {
+  for (int64_t n : {1, 7, 15, 16, 17, 100, 40000}) {
+    Tensor x = testing::RandomFloats({n}, static_cast<uint32_t>(n), -20.0f, 20.0f, 0.0f);
+    if (n >= 12) {
+      const float special[] = {0.0f, -0.0f, 1e-8f, -1e-30f, 30.0f, -30.0f, -88.8f, -100.0f,
+                               std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN(), 88.5f};
+      std::copy(std::begin(special), std::end(special), x.data<float>());
+    }
+    SCOPED_TRACE("n=" + std::to_string(n));
+    ExpectClose(RunOne("Sigmoid", x, {}, false), RunOne("Sigmoid", x, {}, true),
+                Tolerance(CpuOp::kSigmoidF32, cpu::kSigmoidF32AbsTol));
+  }
+}
+
 TEST_P(ActivationF32Test, SoftmaxMatchesReference) {
   for (Shape shape : {Shape{1, 1}, Shape{3, 7}, Shape{2, 12, 64, 64}, Shape{5, 1000}, Shape{4, 9}}) {
     Tensor x = testing::RandomFloats(shape, 11, -20.0f, 20.0f, 0.0f);
@@ -142,7 +158,7 @@ TEST_P(ActivationF32Test, ReduceMeanOverTheLastAxisIsExact) {
 
 TEST_P(ActivationF32Test, SameBitsForOneAndTwoThreads) {
   Tensor x = testing::RandomFloats({2, 12, 64, 64}, 9, -5.0f, 5.0f, 0.0f);
-  for (const char* op : {"Erf", "Softmax"}) {
+  for (const char* op : {"Erf", "Softmax", "Sigmoid"}) {
     SCOPED_TRACE(op);
     ExpectClose(RunOne(op, x, {}, false, 2), RunOne(op, x, {}, false, 1), 0.0f);
   }
@@ -157,7 +173,10 @@ TEST_P(ActivationF32Test, NodesNameTheirTableRow) {
     const char* op;
     CpuOp row;
     const Tensor* second;
-  } cases[] = {{"Erf", CpuOp::kErfF32, nullptr}, {"Softmax", CpuOp::kSoftmaxF32, nullptr}, {"Pow", CpuOp::kPow2F32, &two}};
+  } cases[] = {{"Erf", CpuOp::kErfF32, nullptr},
+               {"Softmax", CpuOp::kSoftmaxF32, nullptr},
+               {"Pow", CpuOp::kPow2F32, &two},
+               {"Sigmoid", CpuOp::kSigmoidF32, nullptr}};
   for (const auto& c : cases) {
     std::string kernel;
     RunOne(c.op, x, {}, false, 1, c.second, &kernel);

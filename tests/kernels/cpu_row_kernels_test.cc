@@ -6,7 +6,7 @@
 // and float16 rows bit for bit (INT8 depthwise planes too), FP32 depthwise
 // within testing::kF32RelTol,
 // portable Erf / Softmax bit for bit and faster ones within
-// cpu::kErfF32AbsTol / kSoftmaxF32AbsTol. CheckRowKernel is also what
+// cpu::kErfF32AbsTol / kSoftmaxF32AbsTol / kSigmoidF32AbsTol. CheckRowKernel is also what
 // CpuKernelTable.EveryTableRowIsExercised (cpu_kernels_test.cc) runs for
 // these ops.
 //
@@ -439,6 +439,40 @@ void CheckErfF32(std::mt19937& rng, ErfF32Fn fn, float abs_tol) {
   }
 }
 
+// Sigmoid as kernels/ref computes it (float exp, one division) and SiLU
+// (then Mul's float product) on random values of [-20, 20] and the special
+// ones: signed zeros, tiny, saturated, where float e^-x overflows,
+// infinities (SiLU of -inf is NaN, as inf * 0), NaN. SiLU's tolerance is
+// abs_tol times max(1, |x|).
+void CheckSigmoidF32(std::mt19937& rng, SigmoidF32Fn fn, float abs_tol) {
+  std::uniform_real_distribution<float> value(-20.0f, 20.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float special[] = {0.0f, -0.0f, 1e-8f, -1e-30f, 30.0f, -30.0f, 88.5f, -88.5f, -88.8f, -100.0f,
+                           inf,  -inf, std::nanf("")};
+  constexpr int64_t kSpecial = sizeof(special) / sizeof(special[0]);
+  for (bool times_x : {false, true}) {
+    for (int64_t n : kRowLengths) {
+      SCOPED_TRACE("n " + std::to_string(n) + (times_x ? " silu" : " sigmoid"));
+      std::vector<float> x(static_cast<size_t>(n)), want(x.size()), got(x.size() + 1, 99.0f);
+      for (int64_t i = 0; i < n; ++i) x[i] = i < kSpecial && n >= kSpecial ? special[i] : value(rng);
+      for (int64_t i = 0; i < n; ++i) {
+        const float s = 1.0f / (1.0f + std::exp(-x[i]));
+        want[i] = times_x ? x[i] * s : s;
+      }
+      fn(x.data(), got.data(), n, times_x);
+      for (int64_t i = 0; i < n; ++i) {
+        if (std::isnan(want[i]) || std::isinf(want[i]) || abs_tol == 0) {
+          if (std::isnan(want[i])) ASSERT_TRUE(std::isnan(got[i])) << "element " << i << " x " << x[i];
+          else ASSERT_EQ(Bits(got[i]), Bits(want[i])) << "element " << i << " x " << x[i];
+        } else {
+          ASSERT_NEAR(got[i], want[i], abs_tol * std::max(1.0f, std::fabs(x[i]))) << "element " << i << " x " << x[i];
+        }
+      }
+      EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+    }
+  }
+}
+
 // Softmax of one row as kernels/ref/softmax.cc computes it (inner = 1):
 // float exp of x - max, double sums.
 void CheckSoftmaxF32(std::mt19937& rng, SoftmaxF32Fn fn, float abs_tol) {
@@ -567,6 +601,9 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
       CheckSoftmaxF32(rng, def.get<SoftmaxF32Fn>(), def.isa == CpuIsa::kPortable ? 0.0f : cpu::kSoftmaxF32AbsTol);
       return true;
     case CpuOp::kPow2F32: CheckPow2F32(rng, def.get<Pow2F32Fn>()); return true;
+    case CpuOp::kSigmoidF32:
+      CheckSigmoidF32(rng, def.get<SigmoidF32Fn>(), def.isa == CpuIsa::kPortable ? 0.0f : cpu::kSigmoidF32AbsTol);
+      return true;
     case CpuOp::kConvertF16F32: CheckConvertF16F32(def.get<ConvertF16F32Fn>()); return true;
     case CpuOp::kConvertF32F16: CheckConvertF32F16(rng, def.get<ConvertF32F16Fn>()); return true;
     case CpuOp::kMinMaxF32: CheckMinMaxF32(rng, def.get<MinMaxF32Fn>()); return true;
