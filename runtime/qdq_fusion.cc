@@ -70,7 +70,8 @@
 // element depends on that element only (Relu, Clip with constant bounds,
 // LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Identity, ...; see
 // kLutOps), and Add / Sub / Mul / Div / Pow of the value and a float32
-// scalar (rank 0) constant on either side, the constant an initializer or the
+// scalar (rank 0, or rank 1 [1] where x is known to have a rank: Paddle's
+// exports) constant on either side, the constant an initializer, a Constant node or the
 // DequantizeLinear of one (GELU's / sqrt(2), + 1, * 0.5 in onnxruntime's
 // placement), and Add / Sub / Mul / Div of two values that both come from
 // the pattern's one root through such steps (SiLU's x * Sigmoid(x), either
@@ -467,18 +468,42 @@ class GlueFuser {
 
   // Which input of `n` carries `value` when `n` is one step of a table: an
   // elementwise op of kLutOps on input 0, or Add / Sub / Mul / Div / Pow of
-  // `value` and a float32 scalar constant (rank 0, so the result keeps x's
-  // shape), on either side. -1 when `n` is neither.
-  int LutStepInput(const Node& n, const std::string& value) const {
+  // `value` and a float32 constant of one value, on either side. -1 when `n`
+  // is neither. The constant is rank 0 (the result keeps x's shape), or
+  // rank 1 (Paddle's exports write [1]) when `rank1` is given: *rank1 is then
+  // set, and the caller must know that x has rank 1 or more, so that the
+  // result still keeps x's shape.
+  int LutStepInput(const Node& n, const std::string& value, bool* rank1 = nullptr) const {
     if (IsLutOp(n)) return n.inputs[0] == value ? 0 : -1;
     static const std::set<std::string> kScalarOps = {"Add", "Sub", "Mul", "Div", "Pow"};
     if (!n.domain.empty() || n.outputs.size() != 1 || n.inputs.size() != 2 || !kScalarOps.count(n.op_type)) return -1;
     for (int k = 0; k < 2; ++k) {
       if (n.inputs[k] != value || n.inputs[1 - k] == value) continue;
       const Tensor* c = ConstantValue(n.inputs[1 - k]);
-      if (c != nullptr && c->dtype() == DataType::kFloat32 && c->rank() == 0) return k;
+      if (c == nullptr || c->dtype() != DataType::kFloat32 || c->numel() != 1) continue;
+      if (c->rank() == 0) return k;
+      if (c->rank() == 1 && rank1 != nullptr) {
+        *rank1 = true;
+        return k;
+      }
     }
     return -1;
+  }
+
+  // Whether `value` (a table's root) is known to have rank 1 or more: its
+  // recorded shape says so, or it is the output of a convolution or pooling
+  // (rank 3 or more), directly or through the DequantizeLinear / MaxPool of
+  // the pattern.
+  bool RankAtLeastOne(const std::string& value, int depth = 0) const {
+    if (const ValueInfo* vi = g_.FindValueInfo(value); vi != nullptr && vi->has_shape && !vi->dims.empty()) return true;
+    const std::optional<size_t> p = index_.Producer(value);
+    if (!p || depth > 2) return false;
+    const Node& n = g_.nodes[*p];
+    static const std::set<std::string> kSpatialOps = {"Conv", "QLinearConv", "ConvTranspose", "MaxPool",
+                                                      "AveragePool", "GlobalAveragePool"};
+    if (kSpatialOps.count(n.op_type) && (n.domain.empty() || n.domain == kDomain)) return true;
+    if (n.op_type == "DequantizeLinear" && n.domain.empty()) return RankAtLeastOne(n.inputs[0], depth + 1);
+    return false;
   }
 
   // Ops that only move, drop or repeat elements of input 0 (the other inputs
@@ -567,10 +592,11 @@ class GlueFuser {
   // Walks back from `value` over table steps (LutStepInput, IsBinaryStep)
   // to the pattern's one root: the output of a qualifying DequantizeLinear,
   // or of an integer MaxPool of one (*pool). Every step met goes into
-  // *steps. False when some path ends anywhere else, at another root, or
-  // deeper than kMaxTableDepth.
+  // *steps; *rank1 is set when a step's constant is rank 1 (LutStepInput).
+  // False when some path ends anywhere else, at another root, or deeper than
+  // kMaxTableDepth.
   bool CollectSteps(const std::string& value, int depth, std::set<size_t>* steps, std::string* root,
-                    std::optional<size_t>* pool) const {
+                    std::optional<size_t>* pool, bool* rank1) const {
     constexpr int kMaxTableDepth = 64;
     if (depth > kMaxTableDepth) return false;
     auto leaf = [&](std::optional<size_t> pool_index) {
@@ -587,15 +613,15 @@ class GlueFuser {
     if (IsIntegerMaxPool(n) && QualifyingDequantize(n.inputs[0], &dq_index) != nullptr) return leaf(*p);
     if (steps->count(*p)) return true;  // reached before along another path
     int x_input = -1;
-    for (size_t k = 0; k < n.inputs.size() && x_input < 0; ++k) x_input = LutStepInput(n, n.inputs[k]);
+    for (size_t k = 0; k < n.inputs.size() && x_input < 0; ++k) x_input = LutStepInput(n, n.inputs[k], rank1);
     if (x_input >= 0) {
       steps->insert(*p);
-      return CollectSteps(n.inputs[x_input], depth + 1, steps, root, pool);
+      return CollectSteps(n.inputs[x_input], depth + 1, steps, root, pool, rank1);
     }
     if (!IsBinaryStep(n)) return false;
     steps->insert(*p);
-    return CollectSteps(n.inputs[0], depth + 1, steps, root, pool) &&
-           CollectSteps(n.inputs[1], depth + 1, steps, root, pool);
+    return CollectSteps(n.inputs[0], depth + 1, steps, root, pool, rank1) &&
+           CollectSteps(n.inputs[1], depth + 1, steps, root, pool, rank1);
   }
 
   // DequantizeLinear -> [MaxPool] -> [table steps]* -> QuantizeLinear at
@@ -609,7 +635,9 @@ class GlueFuser {
     std::set<size_t> steps;
     std::string root;
     std::optional<size_t> pool_index;
-    if (!CollectSteps(q.inputs[0], 0, &steps, &root, &pool_index)) return false;
+    bool rank1 = false;  // a step's constant is [1]: x must have rank 1 or more
+    if (!CollectSteps(q.inputs[0], 0, &steps, &root, &pool_index, &rank1)) return false;
+    if (rank1 && !RankAtLeastOne(root)) return false;
     // Every value inside the pattern is read by the pattern alone (its last by q).
     std::set<size_t> inside = steps;
     if (pool_index) inside.insert(*pool_index);
