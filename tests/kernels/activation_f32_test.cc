@@ -156,6 +156,21 @@ TEST_P(ActivationF32Test, ReduceMeanOverTheLastAxisIsExact) {
   ExpectClose(got.at("y"), want.at("y"), 0.0f);
 }
 
+// GlobalAveragePool of float32 runs mean_rows_f32: the reference's bits, for
+// any plane size and thread count.
+TEST_P(ActivationF32Test, GlobalAveragePoolIsExact) {
+  for (Shape shape : {Shape{1, 96, 20, 20}, Shape{2, 3, 7, 5}, Shape{1, 17, 1, 1}, Shape{3, 5, 11}, Shape{1, 2, 3, 4, 5}}) {
+    SCOPED_TRACE(ShapeToString(shape));
+    Tensor x = testing::RandomFloats(shape, 17, -3.0f, 5.0f, 0.0f);
+    x.data<float>()[0] = 1e30f;
+    std::string kernel;
+    const Tensor want = RunOne("GlobalAveragePool", x, {}, true);
+    ExpectClose(RunOne("GlobalAveragePool", x, {}, false, 1, nullptr, &kernel), want, 0.0f);
+    EXPECT_EQ(kernel, SelectCpuKernel(CpuOp::kMeanRowsF32).name);
+    ExpectClose(RunOne("GlobalAveragePool", x, {}, false, 3), want, 0.0f);
+  }
+}
+
 TEST_P(ActivationF32Test, SameBitsForOneAndTwoThreads) {
   Tensor x = testing::RandomFloats({2, 12, 64, 64}, 9, -5.0f, 5.0f, 0.0f);
   for (const char* op : {"Erf", "Softmax", "Sigmoid"}) {
