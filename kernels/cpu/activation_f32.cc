@@ -1,4 +1,5 @@
-// Float32 Erf, Softmax, Pow(x, 2) and Sigmoid / SiLU (activation_f32.h) and their registry rows.
+// Float32 Erf, Softmax, Pow(x, 2), Sigmoid / SiLU, Clip and GlobalAveragePool (activation_f32.h) and their
+// registry rows.
 #include "kernels/cpu/activation_f32.h"
 
 #include <algorithm>
@@ -50,6 +51,13 @@ void SigmoidRowPortable(const float* x, float* y, int64_t n, bool times_x) {
     for (int64_t i = 0; i < n; ++i) y[i] = x[i] * (1.0f / (1.0f + std::exp(-x[i])));
   } else {
     for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+  }
+}
+
+void ClipRowPortable(const float* x, float* y, int64_t n, float lo, float hi) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float above = x[i] < lo ? lo : x[i];
+    y[i] = above > hi ? hi : above;
   }
 }
 
@@ -116,6 +124,19 @@ void SigmoidRowAvx2(const float* x, float* y, int64_t n, bool times_x) {
     std::copy(x + i, x + n, buf);
     _mm256_store_ps(buf, Sigmoid8(_mm256_load_ps(buf), times_x));
     std::copy(buf, buf + (n - i), y + i);
+  }
+}
+
+// max(lo, x) then min(hi, .): MAXPS / MINPS return their second operand
+// when either is NaN, so this is the reference's x < lo ? lo : x and
+// x > hi ? hi : x exactly (NaN stays NaN, -0 stays -0).
+void ClipRowAvx2(const float* x, float* y, int64_t n, float lo, float hi) {
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_min_ps(vhi, _mm256_max_ps(vlo, _mm256_loadu_ps(x + i))));
+  for (; i < n; ++i) {
+    const float above = x[i] < lo ? lo : x[i];
+    y[i] = above > hi ? hi : above;
   }
 }
 
@@ -273,6 +294,34 @@ Status RunSigmoidF32(OpContext& ctx) {
   return Status::OK();
 }
 
+// Clip of float32, the bounds read at each run: the min / max
+// inputs (opset 11 on) or attributes (before), each absent bound unbounded,
+// as the reference reads them; other types and bad bounds run the reference
+// kernel (which names the error).
+Status RunClipF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+  if (ctx.opset() < 11) {
+    if (ctx.node().attr("min") != nullptr) lo = ctx.node().attr_float("min", 0.0f);
+    if (ctx.node().attr("max") != nullptr) hi = ctx.node().attr_float("max", 0.0f);
+  } else {
+    for (size_t i = 0; i < 2; ++i) {
+      if (!ctx.has_input(i + 1)) continue;
+      const Tensor& b = ctx.input(i + 1);
+      if (b.dtype() != DataType::kFloat32 || b.numel() != 1) return RunReferenceKernel(ctx);
+      (i == 0 ? lo : hi) = b.data<float>()[0];
+    }
+  }
+  const Tensor& x = ctx.input(0);
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const ClipF32Fn row = PreparedRow<ClipF32Fn>(ctx);
+  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) { row(src + i0, dst + i0, i1 - i0, lo, hi); });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
 // ReduceMean of float32 over exactly the last axis (the axes attribute up to
 // opset 17, the axes input from 18), keepdims either way; anything else runs
 // the reference kernel.
@@ -356,6 +405,7 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r) {
          WithoutContext(PrepareRow<CpuOp::kMeanRowsF32>, RowKernel)});
   r.Add({"GlobalAveragePool", "", 1, 99, RunGlobalAveragePoolF32, "mean_rows_f32",
          WithoutContext(PrepareRow<CpuOp::kMeanRowsF32>, RowKernel)});
+  r.Add({"Clip", "", 6, 99, RunClipF32, "clip_f32", WithoutContext(PrepareRow<CpuOp::kClipF32>, RowKernel)});
   r.Add({"Sigmoid", "", 6, 99, RunSigmoidF32<false>, "sigmoid_f32",
          WithoutContext(PrepareRow<CpuOp::kSigmoidF32>, RowKernel)});
 }

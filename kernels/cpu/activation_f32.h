@@ -1,8 +1,9 @@
 // Float32 Erf, Softmax (over the last axis) and Pow(x, 2) for transformer
 // models (BERT's GELU is x * 0.5 * (1 + Erf(x / sqrt 2)); its LayerNorm, as
 // exported at opset < 17, squares with Pow), and Sigmoid / SiLU for
-// detectors (YOLO's x * Sigmoid(x)). Rows of values: rows erf_f32_*,
-// softmax_f32_*, pow2_f32_* and sigmoid_f32_* of the dispatch table
+// detectors (YOLO's x * Sigmoid(x)), Clip (ReLU6, hard activations). Rows
+// of values: rows erf_f32_*, softmax_f32_*, pow2_f32_*, sigmoid_f32_* and
+// clip_f32_* of the dispatch table
 // (dispatch.h), which picks the version for the active ISA; the AVX2 rows
 // of erf and softmax also run from AVX-512 up.
 //
@@ -18,6 +19,9 @@
 //                reference's bits (float exp, then the float product). avx2,
 //                avx512: the exp of softmax_f32's avx2 row, one division;
 //                |sigmoid - reference| <= kSigmoidF32AbsTol (SiLU: times |x|).
+//   clip_f32     Clip of float32 to [lo, hi]: the reference's bits on every
+//                row (x < lo ? lo : x, then > hi; max / min in that operand
+//                order keep NaN and -0 as the reference does).
 //   mean_rows_f32  ReduceMean over the last axis (LayerNorm's mean and
 //                variance, as exported): the reference's bits (each row summed
 //                in order in double), several rows at a time.
@@ -44,9 +48,13 @@ void SoftmaxRowPortable(const float* x, float* y, int64_t n);
 void Pow2RowPortable(const float* x, float* y, int64_t n);
 void MeanRowsPortable(const float* x, int64_t rows, int64_t n, float* y);  // MeanRowsF32Fn
 void SigmoidRowPortable(const float* x, float* y, int64_t n, bool times_x);  // SigmoidF32Fn
+void ClipRowPortable(const float* x, float* y, int64_t n, float lo, float hi);  // ClipF32Fn
 #if SPARQ_CPU_X86
 void SigmoidRowAvx2(const float* x, float* y, int64_t n, bool times_x);
-void SigmoidRowAvx512(const float* x, float* y, int64_t n, bool times_x);  // sigmoid_f32_avx512.cc
+void ClipRowAvx2(const float* x, float* y, int64_t n, float lo, float hi);
+// activation_f32_avx512.cc:
+void SigmoidRowAvx512(const float* x, float* y, int64_t n, bool times_x);
+void ClipRowAvx512(const float* x, float* y, int64_t n, float lo, float hi);
 void ErfRowAvx2(const float* x, float* y, int64_t n);
 void SoftmaxRowAvx2(const float* x, float* y, int64_t n);
 #endif

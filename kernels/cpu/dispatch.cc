@@ -198,6 +198,12 @@ const std::vector<CpuKernelDef>& Table() {
       {"sigmoid_f32_avx2", AVX2, 10, NONE, SigmoidF32Fn(cpu::SigmoidRowAvx2)},
       {"sigmoid_f32_avx512", AVX512, 20, NONE, SigmoidF32Fn(cpu::SigmoidRowAvx512)},
 #endif
+      // Clip of float rows (activation_f32.cc runs them).
+      {"clip_f32_portable", P, 0, NONE, ClipF32Fn(cpu::ClipRowPortable)},
+#if SPARQ_CPU_X86
+      {"clip_f32_avx2", AVX2, 10, NONE, ClipF32Fn(cpu::ClipRowAvx2)},
+      {"clip_f32_avx512", AVX512, 20, NONE, ClipF32Fn(cpu::ClipRowAvx512)},
+#endif
   };
   return *table;
 }
@@ -393,6 +399,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kQLinearMulS8: return "qlinear_mul_s8";
     case CpuOp::kMeanRowsF32: return "mean_rows_f32";
     case CpuOp::kSigmoidF32: return "sigmoid_f32";
+    case CpuOp::kClipF32: return "clip_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

@@ -114,6 +114,7 @@ enum class CpuOp : uint8_t {
   kQLinearMulS8,    // sparq.QLinearMul of two byte rows
   kMeanRowsF32,     // ReduceMean of float rows (the last axis: LayerNorm's mean and variance)
   kSigmoidF32,      // Sigmoid of a float row, or x * Sigmoid(x) (SiLU)
+  kClipF32,         // Clip of a float row to [lo, hi]
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -199,12 +200,15 @@ using MeanRowsF32Fn = void (*)(const float* x, int64_t rows, int64_t n, float* y
 // float product of Mul); faster rows within cpu::kSigmoidF32AbsTol of the
 // sigmoid (times |x| for SiLU).
 using SigmoidF32Fn = void (*)(const float* x, float* y, int64_t n, bool times_x);
+// y[i] = min(max(x[i], lo), hi) exactly as kernels/ref Clip: x < lo ? lo : x,
+// then > hi ? hi : that (NaN stays NaN); the reference's bits on every row.
+using ClipF32Fn = void (*)(const float* x, float* y, int64_t n, float lo, float hi);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
                                  DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn, ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn,
                                  ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn, QLinearMulS8Fn,
-                                 MeanRowsF32Fn, SigmoidF32Fn>;
+                                 MeanRowsF32Fn, SigmoidF32Fn, ClipF32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

@@ -94,6 +94,50 @@ TEST_P(ActivationF32Test, SigmoidMatchesReference) {
   }
 }
 
+// Clip of float32 (clip_f32): the reference's bits with both bounds, one
+// bound (opset 13 inputs) and the attributes of opset 6; 1 and 3 threads.
+TEST_P(ActivationF32Test, ClipIsExact) {
+  Tensor x = testing::RandomFloats({40000}, 21, -8.0f, 8.0f, 0.0f);
+  const float special[] = {0.0f, -0.0f, 6.0f, std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  std::copy(std::begin(special), std::end(special), x.data<float>());
+  struct Case {
+    int opset;
+    std::vector<std::string> inputs;
+    std::vector<Attribute> attrs;
+  };
+  const Case cases[] = {{13, {"x", "lo", "hi"}, {}},
+                        {13, {"x", "", "hi"}, {}},
+                        {13, {"x", "lo"}, {}},
+                        {6, {"x"}, {Attribute::Float("min", -1.5f), Attribute::Float("max", 2.5f)}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("opset " + std::to_string(c.opset) + ", " + std::to_string(c.inputs.size()) + " inputs");
+    Model m;
+    m.opset_imports = {{"", c.opset}};
+    m.graph.inputs.push_back(testing::FloatInput("x", {{40000, ""}}));
+    m.graph.outputs.push_back(testing::FloatInput("y", {}));
+    m.graph.initializers["lo"] = Tensor::Scalar<float>(0.0f);
+    m.graph.initializers["hi"] = Tensor::Scalar<float>(6.0f);
+    m.graph.nodes.push_back({"n", "Clip", "", c.inputs, {"y"}, c.attrs, ""});
+    TensorMap want;
+    for (int run = 0; run < 3; ++run) {
+      ExecutorOptions options;
+      options.reference_kernels = run == 0;
+      options.threads = run == 2 ? 3 : 1;
+      auto exec = Executor::Create(m, options);
+      ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+      TensorMap got;
+      ASSERT_TRUE((*exec)->Run({{"x", x}}, &got).ok());
+      if (run == 0) {
+        want = got;
+        continue;
+      }
+      EXPECT_EQ((*exec)->NodeKernels().at(0).kernel, SelectCpuKernel(CpuOp::kClipF32).name);
+      ExpectClose(got.at("y"), want.at("y"), 0.0f);
+    }
+  }
+}
+
 TEST_P(ActivationF32Test, SoftmaxMatchesReference) {
   for (Shape shape : {Shape{1, 1}, Shape{3, 7}, Shape{2, 12, 64, 64}, Shape{5, 1000}, Shape{4, 9}}) {
     Tensor x = testing::RandomFloats(shape, 11, -20.0f, 20.0f, 0.0f);

@@ -473,6 +473,31 @@ void CheckSigmoidF32(std::mt19937& rng, SigmoidF32Fn fn, float abs_tol) {
   }
 }
 
+// Clip as kernels/ref computes it (x < lo ? lo : x, then > hi ? hi : that),
+// bit for bit: NaN, signed zeros, infinities, and bounds that are infinite,
+// NaN, zero or crossed (lo > hi).
+void CheckClipF32(std::mt19937& rng, ClipF32Fn fn) {
+  std::uniform_real_distribution<float> value(-8.0f, 8.0f);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const float special[] = {0.0f, -0.0f, 6.0f, -6.0f, inf, -inf, nan, 1e-30f};
+  const std::pair<float, float> bounds[] = {{0.0f, 6.0f}, {-1.5f, 2.25f}, {-inf, 0.0f}, {0.0f, inf},
+                                            {-0.0f, 0.0f}, {nan, 1.0f}, {-1.0f, nan}, {3.0f, -3.0f}};
+  for (const auto& [lo, hi] : bounds) {
+    for (int64_t n : kRowLengths) {
+      SCOPED_TRACE("n " + std::to_string(n) + " lo " + std::to_string(lo) + " hi " + std::to_string(hi));
+      std::vector<float> x(static_cast<size_t>(n)), want(x.size()), got(x.size() + 1, 99.0f);
+      for (int64_t i = 0; i < n; ++i) x[i] = i < 8 && n >= 8 ? special[i] : value(rng);
+      for (int64_t i = 0; i < n; ++i) {
+        const float above = x[i] < lo ? lo : x[i];
+        want[i] = above > hi ? hi : above;
+      }
+      fn(x.data(), got.data(), n, lo, hi);
+      ExpectFloatRow(std::vector<float>(got.begin(), got.begin() + n), want, 0.0f);
+      EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+    }
+  }
+}
+
 // Softmax of one row as kernels/ref/softmax.cc computes it (inner = 1):
 // float exp of x - max, double sums.
 void CheckSoftmaxF32(std::mt19937& rng, SoftmaxF32Fn fn, float abs_tol) {
@@ -601,6 +626,7 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
       CheckSoftmaxF32(rng, def.get<SoftmaxF32Fn>(), def.isa == CpuIsa::kPortable ? 0.0f : cpu::kSoftmaxF32AbsTol);
       return true;
     case CpuOp::kPow2F32: CheckPow2F32(rng, def.get<Pow2F32Fn>()); return true;
+    case CpuOp::kClipF32: CheckClipF32(rng, def.get<ClipF32Fn>()); return true;
     case CpuOp::kSigmoidF32:
       CheckSigmoidF32(rng, def.get<SigmoidF32Fn>(), def.isa == CpuIsa::kPortable ? 0.0f : cpu::kSigmoidF32AbsTol);
       return true;

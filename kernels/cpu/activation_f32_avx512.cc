@@ -1,5 +1,6 @@
-// The AVX-512 row of sigmoid_f32 (activation_f32.h): sixteen floats a step,
-// the computation of the AVX2 row (activation_f32.cc) in wider registers.
+// The AVX-512 rows of sigmoid_f32 and clip_f32 (activation_f32.h): sixteen
+// floats a step, the computations of the AVX2 rows (activation_f32.cc) in
+// wider registers.
 #include <algorithm>
 #include <cstdint>
 
@@ -52,6 +53,19 @@ void SigmoidRowAvx512(const float* x, float* y, int64_t n, bool times_x) {
   if (i < n) {  // the tail under a mask: each value rounds as in the body
     const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
     _mm512_mask_storeu_ps(y + i, m, Sigmoid16(_mm512_maskz_loadu_ps(m, x + i), times_x));
+  }
+}
+
+// max(lo, x) then min(hi, .) with the operand order of the reference's
+// x < lo ? lo : x and x > hi ? hi : x: NaN stays NaN, -0 stays -0.
+void ClipRowAvx512(const float* x, float* y, int64_t n, float lo, float hi) {
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, _mm512_min_ps(vhi, _mm512_max_ps(vlo, _mm512_loadu_ps(x + i))));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, _mm512_maskz_loadu_ps(m, x + i))));
   }
 }
 
