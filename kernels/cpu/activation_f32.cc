@@ -322,6 +322,21 @@ Status RunClipF32(OpContext& ctx) {
   return Status::OK();
 }
 
+// Relu of float32: Clip to [0, inf) on the clip_f32 row, the reference's
+// x < 0 ? 0 : x bit for bit.
+Status RunReluF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const ClipF32Fn row = PreparedRow<ClipF32Fn>(ctx);
+  const float inf = std::numeric_limits<float>::infinity();
+  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) { row(src + i0, dst + i0, i1 - i0, 0.0f, inf); });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
 // ReduceMean of float32 over exactly the last axis (the axes attribute up to
 // opset 17, the axes input from 18), keepdims either way; anything else runs
 // the reference kernel.
@@ -405,6 +420,7 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r) {
          WithoutContext(PrepareRow<CpuOp::kMeanRowsF32>, RowKernel)});
   r.Add({"GlobalAveragePool", "", 1, 99, RunGlobalAveragePoolF32, "mean_rows_f32",
          WithoutContext(PrepareRow<CpuOp::kMeanRowsF32>, RowKernel)});
+  r.Add({"Relu", "", 6, 99, RunReluF32, "clip_f32", WithoutContext(PrepareRow<CpuOp::kClipF32>, RowKernel)});
   r.Add({"Clip", "", 6, 99, RunClipF32, "clip_f32", WithoutContext(PrepareRow<CpuOp::kClipF32>, RowKernel)});
   r.Add({"Sigmoid", "", 6, 99, RunSigmoidF32<false>, "sigmoid_f32",
          WithoutContext(PrepareRow<CpuOp::kSigmoidF32>, RowKernel)});

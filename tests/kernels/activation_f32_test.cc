@@ -138,6 +138,20 @@ TEST_P(ActivationF32Test, ClipIsExact) {
   }
 }
 
+// Relu of float32 runs clip_f32 with [0, inf): the reference's bits (-0,
+// NaN, infinities included).
+TEST_P(ActivationF32Test, ReluIsExact) {
+  Tensor x = testing::RandomFloats({40001}, 23, -8.0f, 8.0f, 0.0f);
+  const float special[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  std::copy(std::begin(special), std::end(special), x.data<float>());
+  std::string kernel;
+  const Tensor want = RunOne("Relu", x, {}, true);
+  ExpectClose(RunOne("Relu", x, {}, false, 1, nullptr, &kernel), want, 0.0f);
+  EXPECT_EQ(kernel, SelectCpuKernel(CpuOp::kClipF32).name);
+  ExpectClose(RunOne("Relu", x, {}, false, 3), want, 0.0f);
+}
+
 TEST_P(ActivationF32Test, SoftmaxMatchesReference) {
   for (Shape shape : {Shape{1, 1}, Shape{3, 7}, Shape{2, 12, 64, 64}, Shape{5, 1000}, Shape{4, 9}}) {
     Tensor x = testing::RandomFloats(shape, 11, -20.0f, 20.0f, 0.0f);
