@@ -88,6 +88,7 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterCpuQdqGlueOps(*r);
     RegisterCpuBinaryF32Ops(*r);
     RegisterCpuActivationF32Ops(*r);
+    RegisterCpuNormF32Ops(*r);
     for (const KernelDef& def : Reference().defs_) r->Add(def);
     return r;
   }();

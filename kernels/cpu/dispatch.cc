@@ -7,6 +7,7 @@
 #include "kernels/cpu/activation_f32.h"
 #include "kernels/cpu/convert_f16.h"
 #include "kernels/cpu/internal.h"
+#include "kernels/cpu/norm_f32.h"
 
 #if SPARQ_CPU_X86
 #include <cpuid.h>
@@ -204,6 +205,10 @@ const std::vector<CpuKernelDef>& Table() {
       {"clip_f32_avx2", AVX2, 10, NONE, ClipF32Fn(cpu::ClipRowAvx2)},
       {"clip_f32_avx512", AVX512, 20, NONE, ClipF32Fn(cpu::ClipRowAvx512)},
 #endif
+      // BatchNormalization and LayerNormalization of float32 (norm_f32.cc):
+      // plain C++, the reference's bits.
+      {"scale_shift_f32_portable", P, 0, NONE, ScaleShiftF32Fn(cpu::ScaleShiftRowPortable)},
+      {"layer_norm_f32_portable", P, 0, NONE, LayerNormF32Fn(cpu::LayerNormRowsPortable)},
   };
   return *table;
 }
@@ -400,6 +405,8 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kMeanRowsF32: return "mean_rows_f32";
     case CpuOp::kSigmoidF32: return "sigmoid_f32";
     case CpuOp::kClipF32: return "clip_f32";
+    case CpuOp::kScaleShiftF32: return "scale_shift_f32";
+    case CpuOp::kLayerNormF32: return "layer_norm_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

@@ -115,6 +115,8 @@ enum class CpuOp : uint8_t {
   kMeanRowsF32,     // ReduceMean of float rows (the last axis: LayerNorm's mean and variance)
   kSigmoidF32,      // Sigmoid of a float row, or x * Sigmoid(x) (SiLU)
   kClipF32,         // Clip of a float row to [lo, hi]
+  kScaleShiftF32,   // x * a + b of a float row (BatchNormalization)
+  kLayerNormF32,    // LayerNormalization of float rows
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -203,12 +205,21 @@ using SigmoidF32Fn = void (*)(const float* x, float* y, int64_t n, bool times_x)
 // y[i] = min(max(x[i], lo), hi) exactly as kernels/ref Clip: x < lo ? lo : x,
 // then > hi ? hi : that (NaN stays NaN); the reference's bits on every row.
 using ClipF32Fn = void (*)(const float* x, float* y, int64_t n, float lo, float hi);
+// y[i] = x[i] * a + b, the product rounded before the sum (the reference
+// BatchNormalization's bits). (ClipF32Fn's signature, tagged with its op.)
+using ScaleShiftF32Fn = CpuOpFn<CpuOp::kScaleShiftF32, void(const float* x, float* y, int64_t n, float a, float b)>;
+// Each of `rows` rows of n values (n > 0) as kernels/ref/norm.cc's
+// LayerNormalization computes it: m, v = mean and population variance summed
+// in order in double; y[j] = float((x[j] - m) * (1 / sqrt(v + epsilon)) *
+// scale[j] + bias[j]) in double. The reference's bits.
+using LayerNormF32Fn = void (*)(const float* x, int64_t rows, int64_t n, const double* scale, const double* bias,
+                                double epsilon, float* y);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
                                  DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn, ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn,
                                  ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn, QLinearMulS8Fn,
-                                 MeanRowsF32Fn, SigmoidF32Fn, ClipF32Fn>;
+                                 MeanRowsF32Fn, SigmoidF32Fn, ClipF32Fn, ScaleShiftF32Fn, LayerNormF32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

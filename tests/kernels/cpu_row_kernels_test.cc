@@ -498,6 +498,65 @@ void CheckClipF32(std::mt19937& rng, ClipF32Fn fn) {
   }
 }
 
+// x * a + b, the product rounded first (the reference BatchNormalization's
+// per-channel affine), bit for bit, with special values.
+void CheckScaleShiftF32(std::mt19937& rng, ScaleShiftF32Fn fn) {
+  std::uniform_real_distribution<float> value(-8.0f, 8.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float special[] = {0.0f, -0.0f, inf, -inf, std::nanf(""), 1e-30f, 3e38f, -3e38f};
+  for (const auto& [a, b] : {std::pair<float, float>{1.7f, -0.3f}, {0.0f, 2.0f}, {-3.1f, 0.0f}, {1e20f, 1e-20f}}) {
+    for (int64_t n : kRowLengths) {
+      SCOPED_TRACE("n " + std::to_string(n));
+      std::vector<float> x(static_cast<size_t>(n)), want(x.size()), got(x.size() + 1, 99.0f);
+      for (int64_t i = 0; i < n; ++i) x[i] = i < 8 && n >= 8 ? special[i] : value(rng);
+      for (int64_t i = 0; i < n; ++i) {
+        volatile float product = x[i] * a;  // rounded before the sum
+        want[i] = product + b;
+      }
+      fn(x.data(), got.data(), n, a, b);
+      ExpectFloatRow(std::vector<float>(got.begin(), got.begin() + n), want, 0.0f);
+      EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+    }
+  }
+}
+
+// LayerNorm of rows as kernels/ref/norm.cc computes it: double sums in order,
+// double arithmetic per value, one rounding; bit for bit, for row counts
+// around the row kernel's group and lengths from 1.
+void CheckLayerNormF32(std::mt19937& rng, LayerNormF32Fn fn) {
+  std::uniform_real_distribution<float> value(-3.0f, 5.0f);
+  for (int64_t rows : {1, 3, 4, 5, 9}) {
+    for (int64_t n : {1, 7, 64, 385}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + " n " + std::to_string(n));
+      std::vector<float> x(static_cast<size_t>(rows * n)), want(x.size()), got(x.size() + 1, 99.0f);
+      for (float& v : x) v = value(rng);
+      x[0] = 1e6f;
+      std::vector<double> scale(static_cast<size_t>(n)), bias(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) scale[j] = value(rng), bias[j] = value(rng);
+      const double eps = 1e-5f;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* p = x.data() + r * n;
+        double s = 0.0, q = 0.0;
+        for (int64_t i = 0; i < n; ++i) s += static_cast<double>(p[i]);
+        const double m = s / static_cast<double>(n);
+        for (int64_t i = 0; i < n; ++i) {
+          volatile double d = static_cast<double>(p[i]) - m;
+          volatile double dd = d * d;
+          q += dd;
+        }
+        const double inv = 1.0 / std::sqrt(q / static_cast<double>(n) + eps);
+        for (int64_t i = 0; i < n; ++i) {
+          volatile double t = (static_cast<double>(p[i]) - m) * inv * scale[i];
+          want[r * n + i] = static_cast<float>(t + bias[i]);
+        }
+      }
+      fn(x.data(), rows, n, scale.data(), bias.data(), eps, got.data());
+      ExpectFloatRow(std::vector<float>(got.begin(), got.begin() + rows * n), want, 0.0f);
+      EXPECT_EQ(got[rows * n], 99.0f) << "wrote past the rows";
+    }
+  }
+}
+
 // Softmax of one row as kernels/ref/softmax.cc computes it (inner = 1):
 // float exp of x - max, double sums.
 void CheckSoftmaxF32(std::mt19937& rng, SoftmaxF32Fn fn, float abs_tol) {
@@ -627,6 +686,8 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
       return true;
     case CpuOp::kPow2F32: CheckPow2F32(rng, def.get<Pow2F32Fn>()); return true;
     case CpuOp::kClipF32: CheckClipF32(rng, def.get<ClipF32Fn>()); return true;
+    case CpuOp::kScaleShiftF32: CheckScaleShiftF32(rng, def.get<ScaleShiftF32Fn>()); return true;
+    case CpuOp::kLayerNormF32: CheckLayerNormF32(rng, def.get<LayerNormF32Fn>()); return true;
     case CpuOp::kSigmoidF32:
       CheckSigmoidF32(rng, def.get<SigmoidF32Fn>(), def.isa == CpuIsa::kPortable ? 0.0f : cpu::kSigmoidF32AbsTol);
       return true;
