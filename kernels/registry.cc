@@ -89,6 +89,7 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterCpuBinaryF32Ops(*r);
     RegisterCpuActivationF32Ops(*r);
     RegisterCpuNormF32Ops(*r);
+    RegisterCpuConvTransposeF32Ops(*r);
     for (const KernelDef& def : Reference().defs_) r->Add(def);
     return r;
   }();

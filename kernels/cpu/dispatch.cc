@@ -209,6 +209,13 @@ const std::vector<CpuKernelDef>& Table() {
       // plain C++, the reference's bits.
       {"scale_shift_f32_portable", P, 0, NONE, ScaleShiftF32Fn(cpu::ScaleShiftRowPortable)},
       {"layer_norm_f32_portable", P, 0, NONE, LayerNormF32Fn(cpu::LayerNormRowsPortable)},
+      // ConvTranspose with stride = kernel (conv_transpose_f32.cc): the
+      // same loops compiled for each ISA, the reference's bits.
+      {"conv_transpose_f32_portable", P, 0, NONE, ConvTransposeF32Fn(cpu::ConvTransposeF32Portable)},
+#if SPARQ_CPU_X86
+      {"conv_transpose_f32_avx2", AVX2, 10, NONE, ConvTransposeF32Fn(cpu::ConvTransposeF32Avx2)},
+      {"conv_transpose_f32_avx512", AVX512, 20, NONE, ConvTransposeF32Fn(cpu::ConvTransposeF32Avx512)},
+#endif
   };
   return *table;
 }
@@ -407,6 +414,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kClipF32: return "clip_f32";
     case CpuOp::kScaleShiftF32: return "scale_shift_f32";
     case CpuOp::kLayerNormF32: return "layer_norm_f32";
+    case CpuOp::kConvTransposeF32: return "conv_transpose_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

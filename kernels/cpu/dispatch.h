@@ -117,6 +117,7 @@ enum class CpuOp : uint8_t {
   kClipF32,         // Clip of a float row to [lo, hi]
   kScaleShiftF32,   // x * a + b of a float row (BatchNormalization)
   kLayerNormF32,    // LayerNormalization of float rows
+  kConvTransposeF32,  // a float ConvTranspose whose stride equals its kernel
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -214,12 +215,15 @@ using ScaleShiftF32Fn = CpuOpFn<CpuOp::kScaleShiftF32, void(const float* x, floa
 // scale[j] + bias[j]) in double. The reference's bits.
 using LayerNormF32Fn = void (*)(const float* x, int64_t rows, int64_t n, const double* scale, const double* bias,
                                 double epsilon, float* y);
+// ConvTransposeF32Args (kernel_args.h): the reference's bits.
+using ConvTransposeF32Fn = void (*)(const ConvTransposeF32Args&);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
                                  DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn, ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn,
                                  ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn, QLinearMulS8Fn,
-                                 MeanRowsF32Fn, SigmoidF32Fn, ClipF32Fn, ScaleShiftF32Fn, LayerNormF32Fn>;
+                                 MeanRowsF32Fn, SigmoidF32Fn, ClipF32Fn, ScaleShiftF32Fn, LayerNormF32Fn,
+                                 ConvTransposeF32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

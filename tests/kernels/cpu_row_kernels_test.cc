@@ -557,6 +557,51 @@ void CheckLayerNormF32(std::mt19937& rng, LayerNormF32Fn fn) {
   }
 }
 
+// A ConvTranspose with stride = kernel against ConvTransposeF32Ref, bit for
+// bit: kernels 1x1, 2x2 and 3x2, positions across the row's block of 256, a
+// bias or none, and an output-channel range in the middle (the rest of y is
+// left as it was).
+void CheckConvTransposeF32(std::mt19937& rng, ConvTransposeF32Fn fn) {
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  struct Case {
+    int64_t c, m, h, w, kh, kw;
+  };
+  for (const Case& k : {Case{3, 4, 5, 7, 2, 2}, Case{16, 5, 17, 19, 2, 2}, Case{2, 3, 4, 3, 3, 2}, Case{5, 2, 9, 1, 1, 1}}) {
+    for (bool with_bias : {true, false}) {
+      SCOPED_TRACE("c " + std::to_string(k.c) + " m " + std::to_string(k.m) + " " + std::to_string(k.h) + "x" +
+                   std::to_string(k.w) + " kernel " + std::to_string(k.kh) + "x" + std::to_string(k.kw));
+      std::vector<float> x(static_cast<size_t>(k.c * k.h * k.w)), w(static_cast<size_t>(k.c * k.m * k.kh * k.kw));
+      std::vector<float> bias(static_cast<size_t>(k.m));
+      for (float& v : x) v = value(rng);
+      for (float& v : w) v = value(rng);
+      for (float& v : bias) v = value(rng);
+      x[0] = -0.0f;
+      ConvParams p;
+      const Shape xs = {1, k.c, k.h, k.w}, ws = {k.c, k.m, k.kh, k.kw};
+      p.window.kernel = {k.kh, k.kw};
+      p.window.strides = {k.kh, k.kw};
+      Shape ys;
+      ASSERT_TRUE(PrepareConvTranspose(xs, ws, AutoPad::kNotSet, {}, {}, &p, &ys).ok());
+      std::vector<float> want(static_cast<size_t>(k.m * ys[2] * ys[3]));
+      ConvTransposeF32Ref(p, xs, x.data(), ws, w.data(), with_bias ? bias.data() : nullptr, ys, want.data(), nullptr);
+      std::vector<float> got(want.size() + 1, 99.0f);
+      ConvTransposeF32Args a;
+      a.x = x.data(), a.w = w.data(), a.bias = with_bias ? bias.data() : nullptr, a.y = got.data();
+      a.channels = k.c, a.out_channels = k.m, a.height = k.h, a.width = k.w, a.kernel_h = k.kh, a.kernel_w = k.kw;
+      a.m_begin = 1, a.m_end = k.m;  // channel 0 untouched
+      fn(a);
+      const size_t plane = want.size() / static_cast<size_t>(k.m);
+      for (size_t i = 0; i < plane; ++i) ASSERT_EQ(got[i], 99.0f) << "wrote outside [m_begin, m_end)";
+      ExpectFloatRow(std::vector<float>(got.begin() + plane, got.end() - 1),
+                     std::vector<float>(want.begin() + plane, want.end()), 0.0f);
+      a.m_begin = 0, a.m_end = 1;
+      fn(a);
+      ExpectFloatRow(std::vector<float>(got.begin(), got.end() - 1), want, 0.0f);
+      EXPECT_EQ(got.back(), 99.0f) << "wrote past y";
+    }
+  }
+}
+
 // Softmax of one row as kernels/ref/softmax.cc computes it (inner = 1):
 // float exp of x - max, double sums.
 void CheckSoftmaxF32(std::mt19937& rng, SoftmaxF32Fn fn, float abs_tol) {
@@ -688,6 +733,7 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
     case CpuOp::kClipF32: CheckClipF32(rng, def.get<ClipF32Fn>()); return true;
     case CpuOp::kScaleShiftF32: CheckScaleShiftF32(rng, def.get<ScaleShiftF32Fn>()); return true;
     case CpuOp::kLayerNormF32: CheckLayerNormF32(rng, def.get<LayerNormF32Fn>()); return true;
+    case CpuOp::kConvTransposeF32: CheckConvTransposeF32(rng, def.get<ConvTransposeF32Fn>()); return true;
     case CpuOp::kSigmoidF32:
       CheckSigmoidF32(rng, def.get<SigmoidF32Fn>(), def.isa == CpuIsa::kPortable ? 0.0f : cpu::kSigmoidF32AbsTol);
       return true;

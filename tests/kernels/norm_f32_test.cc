@@ -1,5 +1,5 @@
-// Float32 BatchNormalization (inference) and LayerNormalization
-// (kernels/cpu/norm_f32.h) through the executor on every ISA this CPU has:
+// Float32 BatchNormalization (inference), LayerNormalization and strided
+// ConvTranspose (kernels/cpu/norm_f32.h) through the executor on every ISA this CPU has:
 // the reference kernels' bits (kernels/ref/norm.cc), for 1 and 3 threads,
 // each node naming its dispatch-table row; the paths the rows do not take
 // (statistics outputs, training mode) run the reference kernel. The rows
@@ -101,6 +101,40 @@ TEST_P(NormF32Test, LayerNormalizationIsExact) {
     m.graph.outputs.push_back(testing::FloatInput("mean", {}));
     m.graph.outputs.push_back(testing::FloatInput("inv", {}));
     ExpectSameBits(m, {{"x", x}}, nullptr);
+  }
+}
+
+// ConvTranspose of float32 with stride = kernel (conv_transpose_f32): the
+// reference's bits, with groups, without bias, batch 2; overlapping windows,
+// pads and output padding run the reference kernel.
+TEST_P(NormF32Test, StridedConvTransposeIsExact) {
+  struct Case {
+    Shape x, w;
+    std::vector<Attribute> attrs;
+    bool bias;
+  };
+  const Case cases[] = {
+      {{1, 24, 40, 40}, {24, 24, 2, 2}, {Attribute::Ints("strides", {2, 2})}, true},
+      {{2, 6, 9, 7}, {6, 2, 3, 3}, {Attribute::Ints("strides", {3, 3}), Attribute::Int("group", 2)}, false},
+      // the reference kernel: overlapping windows, pads, output padding
+      {{1, 4, 6, 6}, {4, 3, 3, 3}, {Attribute::Ints("strides", {2, 2})}, true},
+      {{1, 4, 6, 6}, {4, 3, 2, 2}, {Attribute::Ints("strides", {2, 2}), Attribute::Ints("pads", {1, 1, 0, 0})}, true},
+      {{1, 4, 6, 6}, {4, 3, 2, 2}, {Attribute::Ints("strides", {2, 2}), Attribute::Ints("output_padding", {1, 1})}, true},
+  };
+  for (const Case& c : cases) {
+    SCOPED_TRACE(ShapeToString(c.x) + " w " + ShapeToString(c.w));
+    Model m;
+    m.opset_imports = {{"", 13}};
+    m.graph.inputs.push_back(testing::FloatInput("x", {}));
+    m.graph.inputs.back().has_shape = false;
+    m.graph.outputs.push_back(testing::FloatInput("y", {}));
+    m.graph.initializers["w"] = testing::RandomFloats(c.w, 1);
+    const int64_t groups = c.attrs.size() > 1 && c.attrs[1].name == "group" ? c.attrs[1].i : 1;
+    m.graph.initializers["b"] = testing::RandomFloats({c.w[1] * groups}, 2);
+    std::vector<std::string> in = {"x", "w"};
+    if (c.bias) in.push_back("b");
+    m.graph.nodes.push_back({"ct", "ConvTranspose", "", in, {"y"}, c.attrs, ""});
+    ExpectSameBits(m, {{"x", testing::RandomFloats(c.x, 3)}}, SelectCpuKernel(CpuOp::kConvTransposeF32).name);
   }
 }
 
