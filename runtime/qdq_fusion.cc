@@ -94,7 +94,11 @@
 // read too is fine: the pattern reads its integers and the DequantizeLinear
 // stays for the others (it goes when no reader is left). Anything else is
 // left as it is. Patterns are matched at each QuantizeLinear in graph order
-// (move ops, then a table, then Add), so the rewrite is deterministic.
+// (move ops, then a table, then Add), so the rewrite is deterministic; before
+// that pass, one pass (in reverse graph order: the largest pattern first)
+// fuses the tables whose small graph crosses a QuantizeLinear ->
+// DequantizeLinear pair of its own (onnxruntime's SiLU: DQ(Q(Sigmoid(v))) *
+// v, the pair then being two more steps of the table).
 #include <cmath>
 #include <iterator>
 #include <map>
@@ -347,9 +351,17 @@ class GlueFuser {
   // The names of the nodes that replaced QuantizeLinear nodes.
   std::vector<std::string> Run() {
     std::vector<std::string> fused;
-    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    auto fusable = [&](size_t i) {
       const Node& q = g_.nodes[i];
-      if (q.op_type != "QuantizeLinear" || !q.domain.empty() || !PerTensorQuantNode(q)) continue;
+      return q.op_type == "QuantizeLinear" && q.domain.empty() && !removed_.count(i) && !replacements_.count(i) &&
+             PerTensorQuantNode(q);
+    };
+    // Tables across an inner QuantizeLinear -> DequantizeLinear first (they
+    // swallow it), the last QuantizeLinear first: the largest pattern wins.
+    for (size_t i = g_.nodes.size(); i-- > 0;)
+      if (fusable(i) && TryFuseLut(i, /*through_qdq=*/true)) fused.push_back(replacements_[i].back().name);
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (!fusable(i)) continue;
       // A table first: an Add of a scalar constant is one step of a table, cheaper than a QLinearAdd.
       if (TryFuseMove(i) || TryFuseLut(i) || TryFuseAdd(i)) fused.push_back(replacements_[i].back().name);
     }
@@ -595,8 +607,12 @@ class GlueFuser {
   // *steps; *rank1 is set when a step's constant is rank 1 (LutStepInput).
   // False when some path ends anywhere else, at another root, or deeper than
   // kMaxTableDepth.
+  // With `through_qdq`, a qualifying DequantizeLinear of a per-tensor
+  // QuantizeLinear is no root but two more steps (onnxruntime quantizes
+  // Sigmoid's output before SiLU's product: DQ(Q(Sigmoid(v))) * v), and
+  // *crossed is set.
   bool CollectSteps(const std::string& value, int depth, std::set<size_t>* steps, std::string* root,
-                    std::optional<size_t>* pool, bool* rank1) const {
+                    std::optional<size_t>* pool, bool* rank1, bool through_qdq = false, bool* crossed = nullptr) const {
     constexpr int kMaxTableDepth = 64;
     if (depth > kMaxTableDepth) return false;
     auto leaf = [&](std::optional<size_t> pool_index) {
@@ -605,8 +621,21 @@ class GlueFuser {
       *pool = pool_index;
       return true;
     };
+    auto next = [&](const std::string& v) {
+      return CollectSteps(v, depth + 1, steps, root, pool, rank1, through_qdq, crossed);
+    };
     size_t dq_index = 0;
-    if (QualifyingDequantize(value, &dq_index) != nullptr) return leaf(std::nullopt);
+    if (const Node* dq = QualifyingDequantize(value, &dq_index)) {
+      const std::optional<size_t> qp = through_qdq ? index_.Producer(dq->inputs[0]) : std::nullopt;
+      if (!qp || removed_.count(*qp)) return leaf(std::nullopt);
+      const Node& q = g_.nodes[*qp];
+      if (q.op_type != "QuantizeLinear" || !q.domain.empty() || !PerTensorQuantNode(q)) return leaf(std::nullopt);
+      if (steps->count(dq_index)) return true;
+      steps->insert(dq_index);
+      steps->insert(*qp);
+      *crossed = true;
+      return next(q.inputs[0]);
+    }
     const std::optional<size_t> p = index_.Producer(value);
     if (!p || removed_.count(*p)) return false;
     const Node& n = g_.nodes[*p];
@@ -616,12 +645,11 @@ class GlueFuser {
     for (size_t k = 0; k < n.inputs.size() && x_input < 0; ++k) x_input = LutStepInput(n, n.inputs[k], rank1);
     if (x_input >= 0) {
       steps->insert(*p);
-      return CollectSteps(n.inputs[x_input], depth + 1, steps, root, pool, rank1);
+      return next(n.inputs[x_input]);
     }
     if (!IsBinaryStep(n)) return false;
     steps->insert(*p);
-    return CollectSteps(n.inputs[0], depth + 1, steps, root, pool, rank1) &&
-           CollectSteps(n.inputs[1], depth + 1, steps, root, pool, rank1);
+    return next(n.inputs[0]) && next(n.inputs[1]);
   }
 
   // DequantizeLinear -> [MaxPool] -> [table steps]* -> QuantizeLinear at
@@ -630,13 +658,22 @@ class GlueFuser {
   //
   //   DQ(x_q) ─┬──────────── Mul ── Q        =>   sparq.QLinearLut(x_q, table)
   //            └─ Sigmoid ──┘
-  bool TryFuseLut(size_t q_index) {
+  //
+  // With `through_qdq` only patterns that cross a QuantizeLinear ->
+  // DequantizeLinear pair inside (CollectSteps) fuse; Run() tries those
+  // first, before the inner QuantizeLinear would become a table of its own:
+  //
+  //   DQ(x_q) ─┬────────────────────────── Mul ── Q   =>   sparq.QLinearLut(x_q, table)
+  //            └─ Sigmoid ── Q ── DQ ──────┘
+  bool TryFuseLut(size_t q_index, bool through_qdq = false) {
     const Node& q = g_.nodes[q_index];
     std::set<size_t> steps;
     std::string root;
     std::optional<size_t> pool_index;
     bool rank1 = false;  // a step's constant is [1]: x must have rank 1 or more
-    if (!CollectSteps(q.inputs[0], 0, &steps, &root, &pool_index, &rank1)) return false;
+    bool crossed = false;
+    if (!CollectSteps(q.inputs[0], 0, &steps, &root, &pool_index, &rank1, through_qdq, &crossed)) return false;
+    if (through_qdq && !crossed) return false;
     if (rank1 && !RankAtLeastOne(root)) return false;
     // Every value inside the pattern is read by the pattern alone (its last by q).
     std::set<size_t> inside = steps;

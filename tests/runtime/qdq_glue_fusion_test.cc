@@ -165,6 +165,10 @@ TEST(QdqGlueFusion, ElementwiseChainsBecomeOneBitExactLut) {
          return b.Add("Sub", {b.Add("Mul", {u, b.Add("Tanh", {u})}), v});
        }},
       {"x * x", [](QdqGraphBuilder& b, std::string v) { return b.Add("Mul", {v, v}); }},
+      {"onnxruntime's SiLU: Mul(x, DQ(Q(Sigmoid(x))))", [](QdqGraphBuilder& b, std::string v) {
+         b.Params("psig", 1.0f / 255, 0, DataType::kUInt8);
+         return b.Add("Mul", {v, b.Dq(b.Q(b.Add("Sigmoid", {v}), "psig"), "psig")});
+       }},
       {"Paddle's scaled HardSwish, [1] constants from Constant nodes: u = a x + b; u * Clip(u + 3, 0, 6) / 6",
        [](QdqGraphBuilder& b, std::string v) {
          auto one = [&](float f) {
@@ -377,34 +381,45 @@ TEST(QdqGlueFusion, MoveOpsBetweenDequantizeAndQuantizeRunOnIntegers) {
 // feeds the table's integers and stays for the others.
 TEST(QdqGlueFusion, ScalarConstantStepsAndSharedDequantizeJoinTables) {
   for (const TypeCase& t : kTypes) {
-    SCOPED_TRACE(DataTypeName(t.type));
-    QdqGraphBuilder b;
-    const Shape shape = {3, 5, 37};
-    b.Input("x", t.type, shape);
-    b.Params("pin", 0.0173f, t.zp_in, t.type);
-    b.Params("pe", 0.0081f, t.zp_out, t.type);
-    b.Params("pc", 0.0157f, t.zp_in, t.type);
-    b.Params("pout", 0.0061f, t.zp_out, t.type);
-    auto& init = b.model().graph.initializers;
-    init["sqrt2"] = Tensor::Scalar<float>(1.4142135f);
-    init["two"] = Tensor::Scalar<float>(2.0f);
-    init["c_q"] = t.type == DataType::kInt8 ? Tensor::Scalar<int8_t>(77) : Tensor::Scalar<uint8_t>(177);
-    const std::string x = b.Dq("x", "pin");
-    const std::string one = b.Dq("c_q", "pc");  // a dequantized scalar constant
-    // GELU as onnxruntime quantizes it: x * (erf(x / sqrt2) + c), x also read by the product.
-    const std::string erf = b.Q(b.Add("Erf", {b.Add("Div", {x, "sqrt2"})}), "pe");
-    const std::string shifted = b.Q(b.Add("Add", {one, b.Dq(erf, "pe")}), "pe");
-    b.Output(b.Q(b.Add("Mul", {x, b.Dq(shifted, "pe")}), "pout"));
-    // More steps: constant first, Sub, Pow.
-    b.Output(b.Q(b.Add("Pow", {b.Add("Sub", {"two", b.Add("Mul", {"sqrt2", x})}), "two"}), "pout"));
-    const auto counts = FusedOpCounts(b.model());
-    EXPECT_EQ(counts.at("QLinearLut"), 3);
-    EXPECT_EQ(counts.count("Div") + counts.count("Erf") + counts.count("Add") + counts.count("Sub") +
-                  counts.count("Pow"),
-              0u);
-    EXPECT_EQ(counts.count("Mul"), 0u);
-    EXPECT_EQ(counts.at("QLinearMul"), 1);  // x * (erf + c): two activations
-    ExpectFusedBitExact(b.model(), {{"x", RandomBytes(t.type, shape, 22)}});
+    for (bool shifted_out : {false, true}) {
+      SCOPED_TRACE(DataTypeName(t.type) + (shifted_out ? ", erf + c also a graph output" : ""));
+      QdqGraphBuilder b;
+      const Shape shape = {3, 5, 37};
+      b.Input("x", t.type, shape);
+      b.Params("pin", 0.0173f, t.zp_in, t.type);
+      b.Params("pe", 0.0081f, t.zp_out, t.type);
+      b.Params("pc", 0.0157f, t.zp_in, t.type);
+      b.Params("pout", 0.0061f, t.zp_out, t.type);
+      auto& init = b.model().graph.initializers;
+      init["sqrt2"] = Tensor::Scalar<float>(1.4142135f);
+      init["two"] = Tensor::Scalar<float>(2.0f);
+      init["c_q"] = t.type == DataType::kInt8 ? Tensor::Scalar<int8_t>(77) : Tensor::Scalar<uint8_t>(177);
+      const std::string x = b.Dq("x", "pin");
+      const std::string one = b.Dq("c_q", "pc");  // a dequantized scalar constant
+      // GELU as onnxruntime quantizes it: x * (erf(x / sqrt2) + c), x also read by the product.
+      const std::string erf = b.Q(b.Add("Erf", {b.Add("Div", {x, "sqrt2"})}), "pe");
+      const std::string shifted = b.Q(b.Add("Add", {one, b.Dq(erf, "pe")}), "pe");
+      b.Output(b.Q(b.Add("Mul", {x, b.Dq(shifted, "pe")}), "pout"));
+      if (shifted_out) b.Output(shifted);
+      // More steps: constant first, Sub, Pow.
+      b.Output(b.Q(b.Add("Pow", {b.Add("Sub", {"two", b.Add("Mul", {"sqrt2", x})}), "two"}), "pout"));
+      const auto counts = FusedOpCounts(b.model());
+      EXPECT_EQ(counts.count("Div") + counts.count("Erf") + counts.count("Add") + counts.count("Sub") +
+                    counts.count("Pow"),
+                0u);
+      EXPECT_EQ(counts.count("Mul"), 0u);
+      if (shifted_out) {
+        // erf + c stays a quantized value: one table (across erf's Q -> DQ), and
+        // x * (erf + c) of two activations.
+        EXPECT_EQ(counts.at("QLinearLut"), 2);
+        EXPECT_EQ(counts.at("QLinearMul"), 1);
+      } else {
+        // The whole GELU, across its inner Q -> DQ pairs, is one table of x.
+        EXPECT_EQ(counts.at("QLinearLut"), 2);
+        EXPECT_EQ(counts.count("QLinearMul"), 0u);
+      }
+      ExpectFusedBitExact(b.model(), {{"x", RandomBytes(t.type, shape, 22)}});
+    }
   }
 }
 
