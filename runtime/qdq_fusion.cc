@@ -54,6 +54,9 @@
 //                                           (numpy broadcasting: bias rows, masks)
 //   the same with Mul                  =>   sparq.QLinearMul(a_q, .., b_q, .., y_scale, y_zp) ── y_q
 //                                           (GELU's product, LayerNorm's gamma)
+//   DequantizeLinear(a_q), ... ── Concat ── QuantizeLinear ── y_q
+//                                      =>   Concat([QLinearLut](a_q), ...) ── y_q
+//                                           (a table per input unless its DQ -> Q is the identity)
 //
 // then a table that alone reads a QLinearConv's, QLinearAdd's or QLinearMul's output
 // folds into it:
@@ -363,7 +366,8 @@ class GlueFuser {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       if (!fusable(i)) continue;
       // A table first: an Add of a scalar constant is one step of a table, cheaper than a QLinearAdd.
-      if (TryFuseMove(i) || TryFuseLut(i) || TryFuseAdd(i)) fused.push_back(replacements_[i].back().name);
+      if (TryFuseMove(i) || TryFuseLut(i) || TryFuseConcat(i) || TryFuseAdd(i))
+        fused.push_back(replacements_[i].back().name);
     }
     if (fused.empty()) return fused;
     std::vector<Node> kept;
@@ -745,6 +749,47 @@ class GlueFuser {
       removed_.insert(*it);
     }
     if (!identity) out.push_back(LutNode(q, moved, std::move(v).value()));
+    replacements_[q_index] = std::move(out);
+    return true;
+  }
+
+  // DequantizeLinear(a_i) for every input -> Concat -> QuantizeLinear at
+  // q_index: Concat of the integers, each input through the table of its
+  // DequantizeLinear -> QuantizeLinear first unless that is the identity
+  // (onnxruntime gives a Concat's inputs and output one scale):
+  //
+  //   DQ(a_q) ─┐                        a_q ─[QLinearLut]─┐
+  //   DQ(b_q) ─┴─ Concat ── Q     =>    b_q ─[QLinearLut]─┴─ Concat ── y_q
+  bool TryFuseConcat(size_t q_index) {
+    const Node& q = g_.nodes[q_index];
+    size_t concat_index = 0;
+    const Node* concat = SoleProducer(q.inputs[0], &concat_index);
+    if (concat == nullptr || concat->op_type != "Concat" || !concat->domain.empty() || concat->outputs.size() != 1 ||
+        concat->inputs.empty()) {
+      return false;
+    }
+    std::vector<Node> out;
+    Node fused = *concat;  // same axis, on the integers
+    fused.outputs = {q.outputs[0]};
+    for (size_t i = 0; i < concat->inputs.size(); ++i) {
+      size_t dq_index = 0;
+      const Node* dq = QualifyingDequantize(concat->inputs[i], &dq_index);
+      if (dq == nullptr) return false;
+      bool identity = false;
+      StatusOr<Tensor> v = Table(*dq, {}, q.inputs[0], q, &identity);
+      if (!v.ok()) return false;
+      if (identity) {
+        fused.inputs[i] = dq->inputs[0];
+        continue;
+      }
+      const std::string table_name = editor_.FreshName(q.outputs[0] + "_sparq_lut");
+      const std::string mapped = editor_.FreshName(concat->inputs[i] + "_sparq_int");
+      g_.initializers[table_name] = std::move(v).value();
+      out.push_back({mapped, "QLinearLut", kDomain, {dq->inputs[0], table_name}, {mapped}, {}, ""});
+      fused.inputs[i] = mapped;
+    }
+    out.push_back(std::move(fused));
+    removed_.insert(concat_index);
     replacements_[q_index] = std::move(out);
     return true;
   }

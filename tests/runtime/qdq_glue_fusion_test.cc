@@ -379,6 +379,32 @@ TEST(QdqGlueFusion, MoveOpsBetweenDequantizeAndQuantizeRunOnIntegers) {
 // DequantizeLinear of one, as onnxruntime writes them), on either side, are
 // steps of a table; a DequantizeLinear that other nodes read too (GELU's x)
 // feeds the table's integers and stays for the others.
+// DequantizeLinear of each input -> Concat -> QuantizeLinear: Concat of the
+// integers, an input whose parameters differ from the output's through its
+// table first; a dequantized input that another node reads keeps its DQ.
+TEST(QdqGlueFusion, ConcatOfDequantizedValuesRunsOnIntegers) {
+  for (const TypeCase& t : kTypes) {
+    SCOPED_TRACE(DataTypeName(t.type));
+    QdqGraphBuilder b;
+    b.Input("a", t.type, {2, 3, 4, 5});
+    b.Input("b", t.type, {2, 2, 4, 5});
+    b.Input("c", t.type, {2, 1, 4, 5});
+    b.Params("p", 0.02f, t.zp_in, t.type);
+    b.Params("pc", 0.037f, t.zp_out, t.type);
+    const std::string da = b.Dq("a", "p");
+    b.Output(b.Q(b.Add("Concat", {da, b.Dq("b", "p"), b.Dq("c", "pc")}, {Attribute::Int("axis", 1)}), "p"));
+    b.Output(b.Add("Relu", {da}));
+    const auto counts = FusedOpCounts(b.model());
+    EXPECT_EQ(counts.at("Concat"), 1);
+    EXPECT_EQ(counts.at("QLinearLut"), 1);  // c's parameters differ
+    EXPECT_EQ(counts.count("QuantizeLinear"), 0u);
+    EXPECT_EQ(counts.at("DequantizeLinear"), 1);  // a's, for the Relu
+    ExpectFusedBitExact(b.model(), {{"a", RandomBytes(t.type, {2, 3, 4, 5}, 41)},
+                                    {"b", RandomBytes(t.type, {2, 2, 4, 5}, 42)},
+                                    {"c", RandomBytes(t.type, {2, 1, 4, 5}, 43)}});
+  }
+}
+
 TEST(QdqGlueFusion, ScalarConstantStepsAndSharedDequantizeJoinTables) {
   for (const TypeCase& t : kTypes) {
     for (bool shifted_out : {false, true}) {
