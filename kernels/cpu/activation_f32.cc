@@ -424,6 +424,8 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r) {
   r.Add({"Clip", "", 6, 99, RunClipF32, "clip_f32", WithoutContext(PrepareRow<CpuOp::kClipF32>, RowKernel)});
   r.Add({"Sigmoid", "", 6, 99, RunSigmoidF32<false>, "sigmoid_f32",
          WithoutContext(PrepareRow<CpuOp::kSigmoidF32>, RowKernel)});
+  r.Add({"Silu", kSparqDomain, 1, 99, RunSigmoidF32<true>, "sigmoid_f32",
+         WithoutContext(PrepareRow<CpuOp::kSigmoidF32>, RowKernel)});
 }
 
 }  // namespace sparq

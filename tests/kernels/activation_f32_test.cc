@@ -152,6 +152,63 @@ TEST_P(ActivationF32Test, ReluIsExact) {
   ExpectClose(RunOne("Relu", x, {}, false, 3), want, 0.0f);
 }
 
+// Mul(x, Sigmoid(x)) in either order fuses into one sparq.Silu node
+// (runtime/float_fusion.h) on the sigmoid_f32 row: on the reference kernels
+// the fused graph gives the two nodes' bits; on the fast ones within
+// kSigmoidF32AbsTol * max(1, |x|) (portable: the same bits), and the same
+// bits for 1 and 3 threads. A Sigmoid output with another reader stays.
+TEST_P(ActivationF32Test, SiluFusesIntoOneNode) {
+  Tensor x = testing::RandomFloats({3, 7, 41, 43}, 31, -12.0f, 12.0f, 0.0f);
+  x.data<float>()[0] = -std::numeric_limits<float>::infinity();
+  x.data<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    Model m;
+    m.opset_imports = {{"", 13}};
+    m.graph.inputs.push_back(testing::FloatInput("x", {{3, ""}, {7, ""}, {41, ""}, {43, ""}}));
+    m.graph.outputs.push_back(testing::FloatInput("y", {}));
+    m.graph.nodes.push_back({"sig", "Sigmoid", "", {"x"}, {"s"}, {}, ""});
+    m.graph.nodes.push_back({"mul", "Mul", "", variant == 1 ? std::vector<std::string>{"s", "x"}
+                                                             : std::vector<std::string>{"x", "s"},
+                             {"y"}, {}, ""});
+    if (variant == 2) m.graph.outputs.push_back(testing::FloatInput("s", {}));
+    auto run = [&](bool reference, bool fuse, int threads, std::vector<std::string>* kernels) {
+      ExecutorOptions options;
+      options.reference_kernels = reference;
+      options.fuse_activations = fuse;
+      options.threads = threads;
+      auto exec = Executor::Create(m, options);
+      EXPECT_TRUE(exec.ok()) << exec.status().ToString();
+      TensorMap out;
+      EXPECT_TRUE((*exec)->Run({{"x", x}}, &out).ok());
+      if (kernels != nullptr)
+        for (const NodeKernel& k : (*exec)->NodeKernels()) kernels->push_back(k.op_type + ":" + k.kernel);
+      return out.at("y");
+    };
+    const Tensor want = run(true, false, 1, nullptr);
+    ExpectClose(run(true, true, 1, nullptr), want, 0.0f);  // the fused node's reference: the two nodes' bits
+    std::vector<std::string> kernels;
+    const Tensor got = run(false, true, 1, &kernels);
+    if (variant == 2) {
+      EXPECT_EQ(kernels.size(), 2u);
+      continue;
+    }
+    ASSERT_EQ(kernels.size(), 1u);
+    EXPECT_EQ(kernels[0], std::string("Silu:") + SelectCpuKernel(CpuOp::kSigmoidF32).name);
+    const float tol = Tolerance(CpuOp::kSigmoidF32, cpu::kSigmoidF32AbsTol);
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      const float a = got.data<float>()[i], b = want.data<float>()[i], xi = x.data<float>()[i];
+      if (std::isnan(b) || tol == 0) {
+        EXPECT_EQ(std::isnan(a), std::isnan(b)) << i;
+        if (!std::isnan(b)) ASSERT_EQ(std::memcmp(&a, &b, 4), 0) << i;
+      } else {
+        ASSERT_NEAR(a, b, tol * std::max(1.0f, std::fabs(xi))) << i;
+      }
+    }
+    ExpectClose(run(false, true, 3, nullptr), got, 0.0f);
+  }
+}
+
 TEST_P(ActivationF32Test, SoftmaxMatchesReference) {
   for (Shape shape : {Shape{1, 1}, Shape{3, 7}, Shape{2, 12, 64, 64}, Shape{5, 1000}, Shape{4, 9}}) {
     Tensor x = testing::RandomFloats(shape, 11, -20.0f, 20.0f, 0.0f);
