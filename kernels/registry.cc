@@ -90,6 +90,7 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterCpuActivationF32Ops(*r);
     RegisterCpuNormF32Ops(*r);
     RegisterCpuConvTransposeF32Ops(*r);
+    RegisterCpuResizeOps(*r);
     for (const KernelDef& def : Reference().defs_) r->Add(def);
     return r;
   }();

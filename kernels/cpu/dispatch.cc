@@ -216,6 +216,8 @@ const std::vector<CpuKernelDef>& Table() {
       {"conv_transpose_f32_avx2", AVX2, 10, NONE, ConvTransposeF32Fn(cpu::ConvTransposeF32Avx2)},
       {"conv_transpose_f32_avx512", AVX512, 20, NONE, ConvTransposeF32Fn(cpu::ConvTransposeF32Avx512)},
 #endif
+      // Resize, nearest by whole factors (resize_nearest.cc): row copies.
+      {"resize_nearest_portable", P, 0, NONE, ResizeNearestFn(cpu::ResizeNearestPortable)},
   };
   return *table;
 }
@@ -415,6 +417,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kScaleShiftF32: return "scale_shift_f32";
     case CpuOp::kLayerNormF32: return "layer_norm_f32";
     case CpuOp::kConvTransposeF32: return "conv_transpose_f32";
+    case CpuOp::kResizeNearest: return "resize_nearest";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

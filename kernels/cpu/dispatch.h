@@ -118,6 +118,7 @@ enum class CpuOp : uint8_t {
   kScaleShiftF32,   // x * a + b of a float row (BatchNormalization)
   kLayerNormF32,    // LayerNormalization of float rows
   kConvTransposeF32,  // a float ConvTranspose whose stride equals its kernel
+  kResizeNearest,   // nearest-neighbour upsampling by whole factors (any element size)
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -217,13 +218,15 @@ using LayerNormF32Fn = void (*)(const float* x, int64_t rows, int64_t n, const d
                                 double epsilon, float* y);
 // ConvTransposeF32Args (kernel_args.h): the reference's bits.
 using ConvTransposeF32Fn = void (*)(const ConvTransposeF32Args&);
+// ResizeNearestArgs (kernel_args.h): a copy, the reference's bytes.
+using ResizeNearestFn = void (*)(const ResizeNearestArgs&);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
                                  DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn, ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn,
                                  ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn, QLinearMulS8Fn,
                                  MeanRowsF32Fn, SigmoidF32Fn, ClipF32Fn, ScaleShiftF32Fn, LayerNormF32Fn,
-                                 ConvTransposeF32Fn>;
+                                 ConvTransposeF32Fn, ResizeNearestFn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

@@ -264,4 +264,15 @@ struct ConvTransposeF32Args {
   int64_t m_begin = 0, m_end = 0;
 };
 
+// Nearest-neighbour upsampling of planes by whole factors (Resize with mode
+// nearest, asymmetric coordinates, floor rounding, scales [1, 1, sh, sw]):
+//   y[p, i, j] = x[p, i / scale_h, j / scale_w]   (integer division)
+// for elements of elem_size bytes: a copy, the reference's bytes.
+struct ResizeNearestArgs {
+  const void* x = nullptr;  // [planes, height, width]
+  void* y = nullptr;        // [planes, height * scale_h, width * scale_w]
+  int64_t planes = 0, height = 0, width = 0, scale_h = 1, scale_w = 1;
+  size_t elem_size = 4;  // 1, 2, 4 or 8
+};
+
 }  // namespace sparq

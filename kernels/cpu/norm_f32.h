@@ -33,6 +33,8 @@ void ConvTransposeF32Portable(const ConvTransposeF32Args& args);
 void ConvTransposeF32Avx2(const ConvTransposeF32Args& args);
 void ConvTransposeF32Avx512(const ConvTransposeF32Args& args);
 #endif
+// resize_nearest.cc (ResizeNearestFn).
+void ResizeNearestPortable(const ResizeNearestArgs& args);
 void LayerNormRowsPortable(const float* x, int64_t rows, int64_t n, const double* scale, const double* bias,
                            double epsilon, float* y);  // LayerNormF32Fn
 

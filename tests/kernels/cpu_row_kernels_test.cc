@@ -602,6 +602,31 @@ void CheckConvTransposeF32(std::mt19937& rng, ConvTransposeF32Fn fn) {
   }
 }
 
+// Nearest upsampling by whole factors: y[p, i, j] = x[p, i / sh, j / sw],
+// the same bytes, for each element size.
+void CheckResizeNearest(std::mt19937& rng, ResizeNearestFn fn) {
+  for (size_t elem : {1, 2, 4, 8}) {
+    for (const auto& [sh, sw] : {std::pair<int64_t, int64_t>{2, 2}, {1, 3}, {3, 1}, {1, 1}}) {
+      const int64_t planes = 3, h = 5, w = 7;
+      SCOPED_TRACE("elem " + std::to_string(elem) + " scales " + std::to_string(sh) + "x" + std::to_string(sw));
+      const std::vector<uint8_t> x = RandomBytes(rng, planes * h * w * static_cast<int64_t>(elem));
+      const size_t out = static_cast<size_t>(planes * h * sh * w * sw) * elem;
+      std::vector<uint8_t> got(out + 1, 0xab), want(out);
+      for (int64_t p = 0; p < planes; ++p)
+        for (int64_t i = 0; i < h * sh; ++i)
+          for (int64_t j = 0; j < w * sw; ++j)
+            std::memcpy(&want[static_cast<size_t>((p * h * sh + i) * w * sw + j) * elem],
+                        &x[static_cast<size_t>((p * h + i / sh) * w + j / sw) * elem], elem);
+      ResizeNearestArgs a;
+      a.x = x.data(), a.y = got.data(), a.planes = planes, a.height = h, a.width = w, a.scale_h = sh, a.scale_w = sw;
+      a.elem_size = elem;
+      fn(a);
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), out), 0);
+      EXPECT_EQ(got[out], 0xab) << "wrote past y";
+    }
+  }
+}
+
 // Softmax of one row as kernels/ref/softmax.cc computes it (inner = 1):
 // float exp of x - max, double sums.
 void CheckSoftmaxF32(std::mt19937& rng, SoftmaxF32Fn fn, float abs_tol) {
@@ -734,6 +759,7 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
     case CpuOp::kScaleShiftF32: CheckScaleShiftF32(rng, def.get<ScaleShiftF32Fn>()); return true;
     case CpuOp::kLayerNormF32: CheckLayerNormF32(rng, def.get<LayerNormF32Fn>()); return true;
     case CpuOp::kConvTransposeF32: CheckConvTransposeF32(rng, def.get<ConvTransposeF32Fn>()); return true;
+    case CpuOp::kResizeNearest: CheckResizeNearest(rng, def.get<ResizeNearestFn>()); return true;
     case CpuOp::kSigmoidF32:
       CheckSigmoidF32(rng, def.get<SigmoidF32Fn>(), def.isa == CpuIsa::kPortable ? 0.0f : cpu::kSigmoidF32AbsTol);
       return true;

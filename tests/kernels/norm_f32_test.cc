@@ -138,6 +138,47 @@ TEST_P(NormF32Test, StridedConvTransposeIsExact) {
   }
 }
 
+// Resize, nearest / asymmetric / floor by whole factors (resize_nearest):
+// the reference's bytes for float32 and uint8, 1 and 3 threads; half-pixel
+// coordinates, fractional scales and other modes run the reference kernel.
+TEST_P(NormF32Test, NearestResizeByWholeFactorsIsExact) {
+  struct Case {
+    std::vector<float> scales;
+    std::string coord, nearest, mode;
+  };
+  const Case cases[] = {{{1, 1, 2, 2}, "asymmetric", "floor", "nearest"},
+                        {{1, 1, 3, 1}, "asymmetric", "floor", "nearest"},
+                        {{1, 1, 2, 2}, "half_pixel", "round_prefer_floor", "nearest"},
+                        {{1, 1, 1.5f, 2}, "asymmetric", "floor", "nearest"},
+                        {{1, 1, 2, 2}, "asymmetric", "floor", "linear"}};
+  for (DataType type : {DataType::kFloat32, DataType::kUInt8}) {
+    for (const Case& c : cases) {
+      SCOPED_TRACE(DataTypeName(type) + " " + c.coord + " " + c.mode + " scale_h " + std::to_string(c.scales[2]));
+      if (type == DataType::kUInt8 && c.mode == "linear") continue;
+      Model m;
+      m.opset_imports = {{"", 13}};
+      ValueInfo in = testing::FloatInput("x", {});
+      in.dtype = type;
+      in.has_shape = false;
+      m.graph.inputs.push_back(in);
+      m.graph.outputs.push_back(testing::FloatInput("y", {}));
+      m.graph.initializers["roi"] = Tensor(DataType::kFloat32, {0});
+      m.graph.initializers["scales"] = Tensor::FromVector<float>({4}, c.scales);
+      m.graph.nodes.push_back({"r", "Resize", "", {"x", "roi", "scales"}, {"y"},
+                               {Attribute::String("mode", c.mode), Attribute::String("coordinate_transformation_mode", c.coord),
+                                Attribute::String("nearest_mode", c.nearest)},
+                               ""});
+      Tensor x = testing::RandomFloats({2, 3, 5, 7}, 9, -5.0f, 5.0f);
+      if (type == DataType::kUInt8) {
+        Tensor b(DataType::kUInt8, x.shape());
+        for (int64_t i = 0; i < b.numel(); ++i) b.data<uint8_t>()[i] = static_cast<uint8_t>(i * 37 % 251);
+        x = b;
+      }
+      ExpectSameBits(m, {{"x", x}}, SelectCpuKernel(CpuOp::kResizeNearest).name);
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(CpuKernels, NormF32Test, ::testing::ValuesIn(kAllCpuIsas), testing::IsaParamName);
 
 }  // namespace
