@@ -56,7 +56,9 @@
 //                                           (GELU's product, LayerNorm's gamma)
 //   DequantizeLinear(a_q), ... ── Concat ── QuantizeLinear ── y_q
 //                                      =>   Concat([QLinearLut](a_q), ...) ── y_q
-//                                           (a table per input unless its DQ -> Q is the identity)
+//                                           (a table per input unless its DQ -> Q is the identity;
+//                                           an input may also be table steps over a DequantizeLinear,
+//                                           and MaxPools over those: YOLO's SPPF, see TryFuseConcat)
 //
 // then a table that alone reads a QLinearConv's, QLinearAdd's or QLinearMul's output
 // folds into it:
@@ -554,8 +556,11 @@ class GlueFuser {
   // `root` holds DequantizeLinear(x) and q reads the last step's output (or
   // `root` itself without steps); *identity when it maps every x to itself.
   // An error when a step cannot run or the table is not 256 values of q's type.
+  //
+  // With `q_from` q quantizes that value of the steps instead of its own
+  // input; *no_nan (when given) says whether that value is never NaN.
   StatusOr<Tensor> Table(const Node& dq, const std::vector<size_t>& steps, const std::string& root, const Node& q,
-                         bool* identity) {
+                         bool* identity, const std::string& q_from = "", bool* no_nan = nullptr) {
     const DataType x_type = Constant(dq.inputs[2])->dtype();
     const DataType y_type = Constant(q.inputs[2])->dtype();
     Tensor x(x_type, {256});
@@ -574,7 +579,14 @@ class GlueFuser {
       v = RunReference(step, known);
       if (v.ok()) values[step.outputs[0]] = std::move(v).value();
     }
-    if (v.ok()) v = RunReference(q, {{q.inputs[0], &values.at(q.inputs[0])}});
+    const std::string& from = q_from.empty() ? q.inputs[0] : q_from;
+    if (v.ok() && !values.count(from)) return Status::NotSupported("the table's value is not computed");
+    if (v.ok() && no_nan != nullptr) {
+      const Tensor& f = values.at(from);
+      *no_nan = f.dtype() == DataType::kFloat32;
+      for (int64_t i = 0; *no_nan && i < f.numel(); ++i) *no_nan = !std::isnan(f.data<float>()[i]);
+    }
+    if (v.ok()) v = RunReference(q, {{q.inputs[0], &values.at(from)}});
     if (!v.ok()) return v.status();
     if (v->dtype() != y_type || v->numel() != 256) return Status::NotSupported("not a 256-entry table");
     *identity = x_type == y_type;
@@ -753,13 +765,19 @@ class GlueFuser {
     return true;
   }
 
-  // DequantizeLinear(a_i) for every input -> Concat -> QuantizeLinear at
-  // q_index: Concat of the integers, each input through the table of its
-  // DequantizeLinear -> QuantizeLinear first unless that is the identity
-  // (onnxruntime gives a Concat's inputs and output one scale):
+  // Concat -> QuantizeLinear at q_index, each input of the Concat a chain of
+  // zero or more MaxPools over a base value: a DequantizeLinear, or table
+  // steps over one (TryFuseLut's). Concat of the integers: each base through
+  // the table of its steps and q (none when that is the identity: onnxruntime
+  // gives a Concat's inputs and output one scale), then the MaxPools on the
+  // integers, which is exact because max commutes with the nondecreasing q
+  // (q's scale > 0; no NaN before q where a MaxPool follows). YOLO's SPPF:
   //
-  //   DQ(a_q) ─┐                        a_q ─[QLinearLut]─┐
-  //   DQ(b_q) ─┴─ Concat ── Q     =>    b_q ─[QLinearLut]─┴─ Concat ── y_q
+  //   DQ(x_q) ── SiLU ── u ─┬────────────────────────── Concat ── Q
+  //                         └─ MaxPool ─┬─ MaxPool ─... ─┘
+  //                                     └────────────────┘
+  //     =>   x_q ── QLinearLut ── u_q ─┬──────────────── Concat ── y_q
+  //                                    └─ MaxPool ─ ... ─┘          (MaxPools on integers)
   bool TryFuseConcat(size_t q_index) {
     const Node& q = g_.nodes[q_index];
     size_t concat_index = 0;
@@ -769,27 +787,72 @@ class GlueFuser {
       return false;
     }
     std::vector<Node> out;
+    std::map<std::string, Tensor> tables;              // new initializers, added when the pattern fuses
+    std::map<std::string, std::string> integers;       // a float value of the pattern -> its integers
+    std::set<size_t> inside = {concat_index};          // the nodes the pattern replaces
+    bool pooled = false, may_be_nan = false;           // some input has MaxPools; some base may hold NaN
     Node fused = *concat;  // same axis, on the integers
     fused.outputs = {q.outputs[0]};
     for (size_t i = 0; i < concat->inputs.size(); ++i) {
-      size_t dq_index = 0;
-      const Node* dq = QualifyingDequantize(concat->inputs[i], &dq_index);
-      if (dq == nullptr) return false;
-      bool identity = false;
-      StatusOr<Tensor> v = Table(*dq, {}, q.inputs[0], q, &identity);
-      if (!v.ok()) return false;
-      if (identity) {
-        fused.inputs[i] = dq->inputs[0];
-        continue;
+      std::vector<size_t> pools;  // last first
+      std::string value = concat->inputs[i];
+      for (std::optional<size_t> p = index_.Producer(value);
+           p && !removed_.count(*p) && IsIntegerMaxPool(g_.nodes[*p]) && !integers.count(value);
+           p = index_.Producer(value)) {
+        pools.push_back(*p);
+        value = g_.nodes[*p].inputs[0];
       }
-      const std::string table_name = editor_.FreshName(q.outputs[0] + "_sparq_lut");
-      const std::string mapped = editor_.FreshName(concat->inputs[i] + "_sparq_int");
-      g_.initializers[table_name] = std::move(v).value();
-      out.push_back({mapped, "QLinearLut", kDomain, {dq->inputs[0], table_name}, {mapped}, {}, ""});
-      fused.inputs[i] = mapped;
+      if (!integers.count(value)) {  // a base: its table
+        std::set<size_t> steps;
+        std::string root;
+        std::optional<size_t> pool;
+        bool rank1 = false, identity = false, no_nan = false;
+        if (!CollectSteps(value, 0, &steps, &root, &pool, &rank1) || pool || (rank1 && !RankAtLeastOne(root)))
+          return false;
+        size_t dq_index = 0;
+        const Node* dq = QualifyingDequantize(root, &dq_index);
+        if (dq == nullptr) return false;
+        StatusOr<Tensor> v =
+            Table(*dq, std::vector<size_t>(steps.begin(), steps.end()), root, q, &identity, value, &no_nan);
+        if (!v.ok()) return false;
+        inside.insert(steps.begin(), steps.end());
+        if (identity) {
+          integers[value] = dq->inputs[0];
+        } else {
+          const std::string table_name = editor_.FreshName(q.outputs[0] + "_sparq_lut");
+          const std::string mapped = editor_.FreshName(value + "_sparq_int");
+          tables[table_name] = std::move(v).value();
+          out.push_back({mapped, "QLinearLut", kDomain, {dq->inputs[0], table_name}, {mapped}, {}, ""});
+          integers[value] = mapped;
+        }
+        may_be_nan |= !no_nan;
+      }
+      pooled |= !pools.empty();
+      for (auto p = pools.rbegin(); p != pools.rend(); ++p) {
+        const Node& pool = g_.nodes[*p];
+        if (!integers.count(pool.outputs[0])) {
+          Node m = pool;  // same attributes, on the integers
+          m.inputs = {integers.at(pool.inputs[0])};
+          m.outputs = {editor_.FreshName(pool.outputs[0] + "_sparq_int")};
+          integers[pool.outputs[0]] = m.outputs[0];
+          out.push_back(std::move(m));
+          inside.insert(*p);
+        }
+      }
+      fused.inputs[i] = integers.at(concat->inputs[i]);
     }
+    if (pooled && (may_be_nan || !(Constant(q.inputs[1])->data<float>()[0] > 0.0f))) return false;
+    // Every value the pattern replaces is read inside it alone.
+    for (size_t n : inside) {
+      if (n == concat_index) continue;
+      const std::string& v = g_.nodes[n].outputs[0];
+      if (index_.IsGraphOutput(v)) return false;
+      for (size_t r : index_.Readers(v))
+        if (!inside.count(r)) return false;
+    }
+    for (auto& kv : tables) g_.initializers[kv.first] = std::move(kv.second);
     out.push_back(std::move(fused));
-    removed_.insert(concat_index);
+    removed_.insert(inside.begin(), inside.end());
     replacements_[q_index] = std::move(out);
     return true;
   }

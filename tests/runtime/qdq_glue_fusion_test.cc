@@ -405,6 +405,43 @@ TEST(QdqGlueFusion, ConcatOfDequantizedValuesRunsOnIntegers) {
   }
 }
 
+// YOLO's SPPF as sparq quantizes it: DQ -> SiLU -> u, three chained MaxPools
+// of u, Concat(u, m1, m2, m3) -> Q: one table (SiLU and Q), the MaxPools on
+// its integers, Concat of the integers; bit for bit the float graph (max
+// commutes with the nondecreasing Q). With a negative Q scale, or a MaxPool
+// output read outside, it stays float.
+TEST(QdqGlueFusion, SppfMaxPoolsOverATableRunOnIntegers) {
+  for (const TypeCase& t : kTypes) {
+    for (int variant = 0; variant < 3; ++variant) {
+      SCOPED_TRACE(DataTypeName(t.type) + " variant " + std::to_string(variant));
+      QdqGraphBuilder b;
+      const Shape shape = {1, 4, 9, 11};
+      b.Input("x", t.type, shape);
+      b.Params("pin", 0.031f, t.zp_in, t.type);
+      b.Params("pout", variant == 1 ? -0.02f : 0.02f, t.zp_out, t.type);
+      const std::string v = b.Dq("x", "pin");
+      const std::string u = b.Add("Mul", {v, b.Add("Sigmoid", {v})});
+      const std::vector<Attribute> pool = {Attribute::Ints("kernel_shape", {5, 5}), Attribute::Ints("pads", {2, 2, 2, 2})};
+      const std::string m1 = b.Add("MaxPool", {u}, pool);
+      const std::string m2 = b.Add("MaxPool", {m1}, pool);
+      const std::string m3 = b.Add("MaxPool", {m2}, pool);
+      b.Output(b.Q(b.Add("Concat", {u, m1, m2, m3}, {Attribute::Int("axis", 1)}), "pout"));
+      if (variant == 2) b.Output(m2);
+      const auto counts = FusedOpCounts(b.model());
+      if (variant == 0) {
+        EXPECT_EQ(counts.at("QLinearLut"), 1);
+        EXPECT_EQ(counts.at("MaxPool"), 3);
+        EXPECT_EQ(counts.count("Sigmoid") + counts.count("Mul") + counts.count("QuantizeLinear") +
+                      counts.count("DequantizeLinear"),
+                  0u);
+      } else {
+        EXPECT_EQ(counts.count("QLinearLut"), 0u);
+      }
+      ExpectFusedBitExact(b.model(), {{"x", RandomBytes(t.type, shape, 51)}});
+    }
+  }
+}
+
 TEST(QdqGlueFusion, ScalarConstantStepsAndSharedDequantizeJoinTables) {
   for (const TypeCase& t : kTypes) {
     for (bool shifted_out : {false, true}) {
