@@ -88,6 +88,9 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterCpuQdqGlueOps(*r);
     RegisterCpuBinaryF32Ops(*r);
     RegisterCpuActivationF32Ops(*r);
+    RegisterCpuNormF32Ops(*r);
+    RegisterCpuConvTransposeF32Ops(*r);
+    RegisterCpuResizeOps(*r);
     for (const KernelDef& def : Reference().defs_) r->Add(def);
     return r;
   }();

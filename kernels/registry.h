@@ -102,5 +102,8 @@ void RegisterPreparedCpuDepthwiseConvOps(KernelRegistry& r);
 void RegisterCpuQdqGlueOps(KernelRegistry& r);
 void RegisterCpuBinaryF32Ops(KernelRegistry& r);
 void RegisterCpuActivationF32Ops(KernelRegistry& r);  // Erf, Softmax, Pow(x, 2): kernels/cpu/activation_f32.h
+void RegisterCpuNormF32Ops(KernelRegistry& r);        // BatchNormalization, LayerNormalization: kernels/cpu/norm_f32.h
+void RegisterCpuConvTransposeF32Ops(KernelRegistry& r);  // ConvTranspose, stride = kernel: kernels/cpu/norm_f32.h
+void RegisterCpuResizeOps(KernelRegistry& r);            // Resize, nearest by whole factors: kernels/cpu/resize_nearest.cc
 
 }  // namespace sparq

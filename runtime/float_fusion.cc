@@ -7,6 +7,14 @@
 // reader and must not be a graph output (it disappears);
 // Clip's bounds must be constants (attributes before opset 11; from opset
 // 11 initializers that run inputs cannot override, or Constant nodes).
+//
+// SiLU as one node, one pass over memory (sigmoid_f32 with times_x):
+//
+//   x ─┬─ Sigmoid ── s ── Mul ── y   =>   x ── sparq.Silu ── y
+//      └──────────────────┘                (Mul's inputs in either order)
+//
+// when s has no other reader and is not a graph output, in models without
+// 16-bit floats (sparq.Silu computes float32 / float64).
 #include "runtime/float_fusion.h"
 
 #include <limits>
@@ -62,6 +70,49 @@ std::optional<std::pair<float, float>> ActivationClamp(const Model& model,
   return std::make_pair(bound[0], bound[1]);
 }
 
+// Whether the model may hold 16-bit floats: a graph input, output,
+// initializer, recorded value or Constant of float16 / bfloat16, or a Cast to one.
+bool MayHold16BitFloats(const Graph& g) {
+  auto half = [](DataType t) { return t == DataType::kFloat16 || t == DataType::kBFloat16; };
+  for (const auto* list : {&g.inputs, &g.outputs, &g.value_info})
+    for (const ValueInfo& v : *list)
+      if (half(v.dtype)) return true;
+  for (const auto& kv : g.initializers)
+    if (half(kv.second.dtype())) return true;
+  for (const Node& n : g.nodes) {
+    if (n.op_type == "Cast" && (n.attr_int("to", 0) == 10 || n.attr_int("to", 0) == 16)) return true;
+    for (const Attribute& a : n.attributes)
+      if (a.kind == Attribute::Kind::kTensor && half(a.t.dtype())) return true;
+  }
+  return false;
+}
+
+// Mul(x, Sigmoid(x)) -> sparq.Silu(x) (see the top); the replaced Mul keeps
+// its name and output, the Sigmoid goes into *removed.
+void FuseSilu(Graph& g, const ValueIndex& index, std::set<size_t>* removed, std::vector<std::string>* fused) {
+  if (MayHold16BitFloats(g)) return;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& mul = g.nodes[i];
+    if (mul.op_type != "Mul" || !mul.domain.empty() || mul.inputs.size() != 2 || mul.outputs.size() != 1) continue;
+    for (int k = 0; k < 2; ++k) {
+      const std::string& s = mul.inputs[k];
+      const std::optional<size_t> p = index.Producer(s);
+      if (!p || removed->count(*p)) continue;
+      const Node& sig = g.nodes[*p];
+      if (sig.op_type != "Sigmoid" || !sig.domain.empty() || sig.inputs.size() != 1 || sig.outputs.size() != 1 ||
+          sig.inputs[0] != mul.inputs[1 - k] || index.IsGraphOutput(s) || index.Readers(s).size() != 1) {
+        continue;
+      }
+      removed->insert(*p);
+      mul.op_type = "Silu";
+      mul.domain = kSparqDomain;
+      mul.inputs = {sig.inputs[0]};
+      fused->push_back(mul.name);
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> FuseConvActivations(Model* model) {
@@ -91,6 +142,7 @@ std::vector<std::string> FuseConvActivations(Model* model) {
     removed.insert(act_index);
     fused.push_back(conv.name);
   }
+  FuseSilu(g, index, &removed, &fused);
   if (fused.empty()) return fused;
   std::vector<Node> kept;
   for (size_t i = 0; i < g.nodes.size(); ++i)

@@ -17,11 +17,15 @@ bool HasSubgraph(const Node& n) {
   return false;
 }
 
+// QuantizeLinear of constants is folded (a weight that an exporter wrote in
+// float, Constant -> QuantizeLinear -> DequantizeLinear: the folded integers
+// are exactly the bytes QuantizeLinear computes, and QDQ fusion then sees a
+// constant int8 weight); DequantizeLinear is not, QDQ fusion reads it.
 bool Foldable(const Node& n) {
   static const std::set<std::string> kNever = {
-      "QuantizeLinear", "DequantizeLinear", "DynamicQuantizeLinear", "RandomNormal",     "RandomUniform",
-      "RandomNormalLike", "RandomUniformLike", "Multinomial",         "Bernoulli",        "If",
-      "Loop",           "Scan"};
+      "DequantizeLinear", "DynamicQuantizeLinear", "RandomNormal", "RandomUniform", "RandomNormalLike",
+      "RandomUniformLike", "Multinomial",          "Bernoulli",    "If",            "Loop",
+      "Scan"};
   return n.domain.empty() && !kNever.count(n.op_type) && !HasSubgraph(n) && !n.outputs.empty();
 }
 

@@ -3,7 +3,8 @@
 //
 //   constant subgraphs      Constant / ConstantOfShape / Shape arithmetic on
 //                           initializers (torch's ZeroPad2d pads, Clip bounds
-//                           behind a Cast, ...) evaluated once on the
+//                           behind a Cast, QuantizeLinear of a Constant node's
+//                           float weight, ...) evaluated once on the
 //                           reference kernels and replaced by initializers.
 //   Pad into Conv           x ── Pad(0) ── Conv(pads p)      => x ── Conv(pads p + pad)
 //                           x ── Pad(0) ── Q ── DQ ── Conv   => x ── Q ── DQ ── Conv(pads p + pad)
@@ -28,8 +29,10 @@ namespace sparq {
 // Evaluates every node whose inputs are all constants (initializers that run
 // inputs cannot override, or outputs of such nodes) on the reference
 // kernels and replaces those nodes by initializers. Not folded: nodes with
-// subgraphs, random ops, QuantizeLinear / DequantizeLinear (QDQ fusion reads
-// them), and nodes of other domains. Returns the folded nodes' names; an
+// subgraphs, random ops, DequantizeLinear (QDQ fusion reads it), and nodes of
+// other domains. QuantizeLinear of constants is folded (a float weight as a
+// Constant node -> QuantizeLinear -> DequantizeLinear becomes int8 weights
+// with their DequantizeLinear, bit for bit what QuantizeLinear computes). Returns the folded nodes' names; an
 // error only when a folded node fails (the graph would fail at run time too).
 StatusOr<std::vector<std::string>> FoldConstants(Model* model);
 

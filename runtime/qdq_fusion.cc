@@ -28,7 +28,9 @@
 // value per tensor; the weight's scale and zero point may be per output
 // channel), the weight (but for MatMul's activation B) and bias are
 // constants, the bias scale is the product of the input and weight scales
-// (what sparq's and onnxruntime's writers produce), and the float output of
+// (what sparq's and onnxruntime's writers produce; a float32 constant bias
+// is quantized to int32 at that scale, as onnxruntime's QOperator format
+// stores it: QuantizeBias), and the float output of
 // Conv/MatMul goes to the QuantizeLinear alone. DequantizeLinear nodes left
 // without readers are removed.
 //
@@ -52,6 +54,11 @@
 //                                           (numpy broadcasting: bias rows, masks)
 //   the same with Mul                  =>   sparq.QLinearMul(a_q, .., b_q, .., y_scale, y_zp) ── y_q
 //                                           (GELU's product, LayerNorm's gamma)
+//   DequantizeLinear(a_q), ... ── Concat ── QuantizeLinear ── y_q
+//                                      =>   Concat([QLinearLut](a_q), ...) ── y_q
+//                                           (a table per input unless its DQ -> Q is the identity;
+//                                           an input may also be table steps over a DequantizeLinear,
+//                                           and MaxPools over those: YOLO's SPPF, see TryFuseConcat)
 //
 // then a table that alone reads a QLinearConv's, QLinearAdd's or QLinearMul's output
 // folds into it (and one that alone reads another table composes with it):
@@ -68,9 +75,13 @@
 // element depends on that element only (Relu, Clip with constant bounds,
 // LeakyRelu, Sigmoid, Tanh, HardSigmoid, HardSwish, Identity, ...; see
 // kLutOps), and Add / Sub / Mul / Div / Pow of the value and a float32
-// scalar (rank 0) constant on either side, the constant an initializer or the
+// scalar (rank 0, or rank 1 [1] where x is known to have a rank: Paddle's
+// exports) constant on either side, the constant an initializer, a Constant node or the
 // DequantizeLinear of one (GELU's / sqrt(2), + 1, * 0.5 in onnxruntime's
-// placement). [move ops]+ are Reshape, Transpose, Squeeze, Unsqueeze,
+// placement), and Add / Sub / Mul / Div of two values that both come from
+// the pattern's one root through such steps (SiLU's x * Sigmoid(x), either
+// order: a small graph rather than a chain, still one function of x_q; its
+// inner values read by the pattern alone). [move ops]+ are Reshape, Transpose, Squeeze, Unsqueeze,
 // Flatten, Slice, Expand on their input 0 (their other inputs stay as they
 // are): they only move elements, so they commute with the table. The
 // 256-entry table is made at executor creation by running the
@@ -88,7 +99,11 @@
 // read too is fine: the pattern reads its integers and the DequantizeLinear
 // stays for the others (it goes when no reader is left). Anything else is
 // left as it is. Patterns are matched at each QuantizeLinear in graph order
-// (move ops, then a table, then Add), so the rewrite is deterministic.
+// (move ops, then a table, then Add), so the rewrite is deterministic; before
+// that pass, one pass (in reverse graph order: the largest pattern first)
+// fuses the tables whose small graph crosses a QuantizeLinear ->
+// DequantizeLinear pair of its own (onnxruntime's SiLU: DQ(Q(Sigmoid(v))) *
+// v, the pair then being two more steps of the table).
 #include <cmath>
 #include <iterator>
 #include <map>
@@ -217,10 +232,28 @@ class Fuser {
                     q.inputs[1],   q.inputs[2]};
     if (conv && n.inputs.size() > 2 && !n.inputs[2].empty()) {
       const Node* db = DequantizeProducing(n.inputs[2], /*zero_point_optional=*/true);
-      if (db == nullptr || !BiasScaleMatches(*db, *Constant(dx->inputs[1]), *ws)) return false;
-      fused.inputs.push_back(db->inputs[0]);
+      const Tensor* float_bias = db == nullptr ? Constant(n.inputs[2]) : nullptr;
+      if (float_bias != nullptr) {
+        std::optional<Tensor> bq = QuantizeBias(*float_bias, *Constant(dx->inputs[1]), *ws);
+        if (!bq) return false;
+        const std::string name = editor_.FreshName(n.inputs[2] + "_quantized");
+        g_.initializers[name] = std::move(*bq);
+        fused.inputs.push_back(name);
+      } else {
+        if (db == nullptr || !BiasScaleMatches(*db, *Constant(dx->inputs[1]), *ws)) return false;
+        fused.inputs.push_back(db->inputs[0]);
+      }
     } else if (!conv && n.inputs.size() > 2) {
       return false;
+    }
+    if (!activations && w->dtype() == DataType::kUInt8 && wzp->dtype() == DataType::kUInt8) {
+      // uint8 weights (onnxruntime's QDQ files with asymmetric weights) as
+      // int8: w - 128 and zp - 128 leave every w - zp, so the dequantized
+      // weights, and the integer kernels' int8 weight path takes them.
+      fused.inputs[3] = editor_.FreshName(dw->inputs[0] + "_s8");
+      fused.inputs[5] = editor_.FreshName(dw->inputs[2] + "_s8");
+      g_.initializers[fused.inputs[3]] = ShiftedToInt8(*w);
+      g_.initializers[fused.inputs[5]] = ShiftedToInt8(*wzp);
     }
     if (act_index) {
       // QLinearConv -> DequantizeLinear -> the activation -> the QuantizeLinear.
@@ -237,6 +270,40 @@ class Fuser {
     g_.nodes[index] = std::move(fused);
     removed_.insert(q_index);
     return true;
+  }
+
+  // The uint8 tensor `t` as int8, every value minus 128 (same shape).
+  static Tensor ShiftedToInt8(const Tensor& t) {
+    Tensor s(DataType::kInt8, t.shape());
+    for (int64_t i = 0; i < t.numel(); ++i)
+      s.data<int8_t>()[i] = static_cast<int8_t>(static_cast<int32_t>(t.data<uint8_t>()[i]) - 128);
+    return s;
+  }
+
+  // A float bias (onnxruntime's QDQ files from opset-12 exporters keep it
+  // float, beside int8 weights) as the int32 bias of the integer operator:
+  // b_q[c] = round_half_even(b[c] / (x_scale * w_scale[c])) in float32, what
+  // onnxruntime's quantizer writes for its QOperator format (and computes
+  // when it fuses such a Conv). The fused node then differs from the float
+  // graph by that rounding of the bias too (at most half a step of the
+  // accumulator, x_scale * w_scale). nullopt when the bias is not a float32
+  // vector of one value per weight scale (or of the output channels for a
+  // per-tensor scale), a scale product is not a positive finite number, or a
+  // quotient leaves the int32 range.
+  static std::optional<Tensor> QuantizeBias(const Tensor& b, const Tensor& xs, const Tensor& ws) {
+    if (b.dtype() != DataType::kFloat32 || b.rank() != 1 || xs.dtype() != DataType::kFloat32 ||
+        ws.dtype() != DataType::kFloat32 || (ws.numel() != 1 && ws.numel() != b.numel())) {
+      return std::nullopt;
+    }
+    Tensor bq(DataType::kInt32, {b.numel()});
+    for (int64_t c = 0; c < b.numel(); ++c) {
+      const float scale = xs.data<float>()[0] * ws.data<float>()[ws.numel() == 1 ? 0 : c];
+      if (!(scale > 0.0f) || !std::isfinite(scale)) return std::nullopt;
+      const float q = std::nearbyint(b.data<float>()[c] / scale);  // the default rounding mode: half to even
+      if (!(q >= -2147483648.0f && q < 2147483648.0f)) return std::nullopt;
+      bq.data<int32_t>()[c] = static_cast<int32_t>(q);
+    }
+    return bq;
   }
 
   // b = b_scale * (b_q - b_zp) must equal the int32 bias of the integer
@@ -289,11 +356,20 @@ class GlueFuser {
   // The names of the nodes that replaced QuantizeLinear nodes.
   std::vector<std::string> Run() {
     std::vector<std::string> fused;
-    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+    auto fusable = [&](size_t i) {
       const Node& q = g_.nodes[i];
-      if (q.op_type != "QuantizeLinear" || !q.domain.empty() || !PerTensorQuantNode(q)) continue;
+      return q.op_type == "QuantizeLinear" && q.domain.empty() && !removed_.count(i) && !replacements_.count(i) &&
+             PerTensorQuantNode(q);
+    };
+    // Tables across an inner QuantizeLinear -> DequantizeLinear first (they
+    // swallow it), the last QuantizeLinear first: the largest pattern wins.
+    for (size_t i = g_.nodes.size(); i-- > 0;)
+      if (fusable(i) && TryFuseLut(i, /*through_qdq=*/true)) fused.push_back(replacements_[i].back().name);
+    for (size_t i = 0; i < g_.nodes.size(); ++i) {
+      if (!fusable(i)) continue;
       // A table first: an Add of a scalar constant is one step of a table, cheaper than a QLinearAdd.
-      if (TryFuseMove(i) || TryFuseLut(i) || TryFuseAdd(i)) fused.push_back(replacements_[i].back().name);
+      if (TryFuseMove(i) || TryFuseLut(i) || TryFuseConcat(i) || TryFuseAdd(i))
+        fused.push_back(replacements_[i].back().name);
     }
     if (fused.empty()) return fused;
     std::vector<Node> kept;
@@ -375,24 +451,21 @@ class GlueFuser {
     if (d.op_type != "DequantizeLinear" || !d.domain.empty() || d.inputs.empty() || d.outputs.size() != 1) return nullptr;
     const Tensor* x = Constant(d.inputs[0]);
     if (x == nullptr) return nullptr;
-    StatusOr<Tensor> v = RunReference(d, *x);
+    StatusOr<Tensor> v = RunReference(d, {{d.inputs[0], x}});
     if (!v.ok()) return nullptr;
     return &dequantized_constants_.emplace(name, std::move(v).value()).first->second;
   }
 
-  // Runs node `n` on its reference kernel with `x` as input `x_input` and the
-  // node's constants (ConstantValue) as its other inputs.
-  StatusOr<Tensor> RunReference(const Node& n, const Tensor& x, size_t x_input = 0) const {
+  // Runs node `n` on its reference kernel, each input named in `known` taking
+  // that tensor and every other input its constant (ConstantValue).
+  StatusOr<Tensor> RunReference(const Node& n, const std::map<std::string, const Tensor*>& known) const {
     const KernelDef* def = KernelRegistry::Reference().Find(n.op_type, n.domain, Opset(n));
     if (def == nullptr) return Status::NotSupported(n.Describe() + ": no reference kernel");
     std::vector<const Tensor*> inputs;
-    for (size_t i = 0; i < n.inputs.size(); ++i) {
-      if (i == x_input) {
-        inputs.push_back(&x);
-        continue;
-      }
-      const Tensor* c = n.inputs[i].empty() ? nullptr : ConstantValue(n.inputs[i]);
-      if (!n.inputs[i].empty() && c == nullptr) return Status::NotSupported(n.Describe() + ": input is not constant");
+    for (const std::string& name : n.inputs) {
+      auto it = known.find(name);
+      const Tensor* c = it != known.end() ? it->second : name.empty() ? nullptr : ConstantValue(name);
+      if (!name.empty() && c == nullptr) return Status::NotSupported(n.Describe() + ": input is not constant");
       inputs.push_back(c);
     }
     OpContext ctx(n, Opset(n), std::move(inputs), nullptr);
@@ -413,18 +486,42 @@ class GlueFuser {
 
   // Which input of `n` carries `value` when `n` is one step of a table: an
   // elementwise op of kLutOps on input 0, or Add / Sub / Mul / Div / Pow of
-  // `value` and a float32 scalar constant (rank 0, so the result keeps x's
-  // shape), on either side. -1 when `n` is neither.
-  int LutStepInput(const Node& n, const std::string& value) const {
+  // `value` and a float32 constant of one value, on either side. -1 when `n`
+  // is neither. The constant is rank 0 (the result keeps x's shape), or
+  // rank 1 (Paddle's exports write [1]) when `rank1` is given: *rank1 is then
+  // set, and the caller must know that x has rank 1 or more, so that the
+  // result still keeps x's shape.
+  int LutStepInput(const Node& n, const std::string& value, bool* rank1 = nullptr) const {
     if (IsLutOp(n)) return n.inputs[0] == value ? 0 : -1;
     static const std::set<std::string> kScalarOps = {"Add", "Sub", "Mul", "Div", "Pow"};
     if (!n.domain.empty() || n.outputs.size() != 1 || n.inputs.size() != 2 || !kScalarOps.count(n.op_type)) return -1;
     for (int k = 0; k < 2; ++k) {
       if (n.inputs[k] != value || n.inputs[1 - k] == value) continue;
       const Tensor* c = ConstantValue(n.inputs[1 - k]);
-      if (c != nullptr && c->dtype() == DataType::kFloat32 && c->rank() == 0) return k;
+      if (c == nullptr || c->dtype() != DataType::kFloat32 || c->numel() != 1) continue;
+      if (c->rank() == 0) return k;
+      if (c->rank() == 1 && rank1 != nullptr) {
+        *rank1 = true;
+        return k;
+      }
     }
     return -1;
+  }
+
+  // Whether `value` (a table's root) is known to have rank 1 or more: its
+  // recorded shape says so, or it is the output of a convolution or pooling
+  // (rank 3 or more), directly or through the DequantizeLinear / MaxPool of
+  // the pattern.
+  bool RankAtLeastOne(const std::string& value, int depth = 0) const {
+    if (const ValueInfo* vi = g_.FindValueInfo(value); vi != nullptr && vi->has_shape && !vi->dims.empty()) return true;
+    const std::optional<size_t> p = index_.Producer(value);
+    if (!p || depth > 2) return false;
+    const Node& n = g_.nodes[*p];
+    static const std::set<std::string> kSpatialOps = {"Conv", "QLinearConv", "ConvTranspose", "MaxPool",
+                                                      "AveragePool", "GlobalAveragePool"};
+    if (kSpatialOps.count(n.op_type) && (n.domain.empty() || n.domain == kDomain)) return true;
+    if (n.op_type == "DequantizeLinear" && n.domain.empty()) return RankAtLeastOne(n.inputs[0], depth + 1);
+    return false;
   }
 
   // Ops that only move, drop or repeat elements of input 0 (the other inputs
@@ -453,22 +550,43 @@ class GlueFuser {
     return true;
   }
 
-  // The 256-entry table of DequantizeLinear `dq` -> the unary steps of
-  // `chain` (node, input of x; last first) -> QuantizeLinear `q` over every
-  // integer x, on the reference kernels; *identity when it maps every x to
-  // itself. An error when a step cannot run or the table is not 256 values
-  // of q's type.
-  StatusOr<Tensor> Table(const Node& dq, const std::vector<std::pair<size_t, int>>& chain, const Node& q,
-                         bool* identity) {
+  // The 256-entry table of DequantizeLinear `dq` -> the elementwise `steps`
+  // (node indices in graph order, reading `root` and each other's outputs)
+  // -> QuantizeLinear `q` over every integer x, on the reference kernels:
+  // `root` holds DequantizeLinear(x) and q reads the last step's output (or
+  // `root` itself without steps); *identity when it maps every x to itself.
+  // An error when a step cannot run or the table is not 256 values of q's type.
+  //
+  // With `q_from` q quantizes that value of the steps instead of its own
+  // input; *no_nan (when given) says whether that value is never NaN.
+  StatusOr<Tensor> Table(const Node& dq, const std::vector<size_t>& steps, const std::string& root, const Node& q,
+                         bool* identity, const std::string& q_from = "", bool* no_nan = nullptr) {
     const DataType x_type = Constant(dq.inputs[2])->dtype();
     const DataType y_type = Constant(q.inputs[2])->dtype();
     Tensor x(x_type, {256});
     const int offset = x_type == DataType::kInt8 ? 128 : 0;
     for (int i = 0; i < 256; ++i) static_cast<uint8_t*>(x.raw_data())[i] = static_cast<uint8_t>(i - offset);
-    StatusOr<Tensor> v = RunReference(dq, x);
-    for (auto it = chain.rbegin(); v.ok() && it != chain.rend(); ++it)
-      v = RunReference(g_.nodes[it->first], *v, static_cast<size_t>(it->second));
-    if (v.ok()) v = RunReference(q, *v);
+    std::map<std::string, Tensor> values;
+    StatusOr<Tensor> v = RunReference(dq, {{dq.inputs[0], &x}});
+    if (v.ok()) values[root] = std::move(v).value();
+    for (size_t i = 0; v.ok() && i < steps.size(); ++i) {
+      const Node& step = g_.nodes[steps[i]];
+      std::map<std::string, const Tensor*> known;
+      for (const std::string& in : step.inputs) {
+        auto it = values.find(in);
+        if (it != values.end()) known[in] = &it->second;
+      }
+      v = RunReference(step, known);
+      if (v.ok()) values[step.outputs[0]] = std::move(v).value();
+    }
+    const std::string& from = q_from.empty() ? q.inputs[0] : q_from;
+    if (v.ok() && !values.count(from)) return Status::NotSupported("the table's value is not computed");
+    if (v.ok() && no_nan != nullptr) {
+      const Tensor& f = values.at(from);
+      *no_nan = f.dtype() == DataType::kFloat32;
+      for (int64_t i = 0; *no_nan && i < f.numel(); ++i) *no_nan = !std::isnan(f.data<float>()[i]);
+    }
+    if (v.ok()) v = RunReference(q, {{q.inputs[0], &values.at(from)}});
     if (!v.ok()) return v.status();
     if (v->dtype() != y_type || v->numel() != 256) return Status::NotSupported("not a 256-entry table");
     *identity = x_type == y_type;
@@ -491,36 +609,105 @@ class GlueFuser {
     return lut;
   }
 
-  // DequantizeLinear -> [MaxPool] -> [unary ops]* -> QuantizeLinear at q_index.
-  bool TryFuseLut(size_t q_index) {
-    const Node& q = g_.nodes[q_index];
-    std::vector<std::pair<size_t, int>> chain;  // unary steps (node, input of x), last first
-    size_t index = 0;
-    std::string value = q.inputs[0];
-    const Node* n = SoleProducer(value, &index);
-    while (n != nullptr) {
-      // The producer's input that continues the chain: the one that is not a scalar constant.
-      int x_input = -1;
-      for (size_t k = 0; k < n->inputs.size() && x_input < 0; ++k) x_input = LutStepInput(*n, n->inputs[k]);
-      if (x_input < 0) break;
-      chain.emplace_back(index, x_input);
-      value = n->inputs[x_input];
-      n = SoleProducer(value, &index);
-    }
-    const Node* pool = nullptr;
-    size_t pool_index = 0;
-    if (n != nullptr && IsIntegerMaxPool(*n)) {
-      pool = n;
-      pool_index = index;
-      value = n->inputs[0];
-    }
+  // Add / Sub / Mul / Div of two values that both come from the pattern's
+  // root (SiLU's x * Sigmoid(x)): elementwise on equal shapes, so one table
+  // step too.
+  static bool IsBinaryStep(const Node& n) {
+    static const std::set<std::string> kBinaryOps = {"Add", "Sub", "Mul", "Div"};
+    return n.domain.empty() && n.outputs.size() == 1 && n.inputs.size() == 2 && kBinaryOps.count(n.op_type) > 0;
+  }
+
+  // Walks back from `value` over table steps (LutStepInput, IsBinaryStep)
+  // to the pattern's one root: the output of a qualifying DequantizeLinear,
+  // or of an integer MaxPool of one (*pool). Every step met goes into
+  // *steps; *rank1 is set when a step's constant is rank 1 (LutStepInput).
+  // False when some path ends anywhere else, at another root, or deeper than
+  // kMaxTableDepth.
+  // With `through_qdq`, a qualifying DequantizeLinear of a per-tensor
+  // QuantizeLinear is no root but two more steps (onnxruntime quantizes
+  // Sigmoid's output before SiLU's product: DQ(Q(Sigmoid(v))) * v), and
+  // *crossed is set.
+  bool CollectSteps(const std::string& value, int depth, std::set<size_t>* steps, std::string* root,
+                    std::optional<size_t>* pool, bool* rank1, bool through_qdq = false, bool* crossed = nullptr) const {
+    constexpr int kMaxTableDepth = 64;
+    if (depth > kMaxTableDepth) return false;
+    auto leaf = [&](std::optional<size_t> pool_index) {
+      if (!root->empty() && *root != value) return false;
+      *root = value;
+      *pool = pool_index;
+      return true;
+    };
+    auto next = [&](const std::string& v) {
+      return CollectSteps(v, depth + 1, steps, root, pool, rank1, through_qdq, crossed);
+    };
     size_t dq_index = 0;
-    const Node* dq = QualifyingDequantize(value, &dq_index);
+    if (const Node* dq = QualifyingDequantize(value, &dq_index)) {
+      const std::optional<size_t> qp = through_qdq ? index_.Producer(dq->inputs[0]) : std::nullopt;
+      if (!qp || removed_.count(*qp)) return leaf(std::nullopt);
+      const Node& q = g_.nodes[*qp];
+      if (q.op_type != "QuantizeLinear" || !q.domain.empty() || !PerTensorQuantNode(q)) return leaf(std::nullopt);
+      if (steps->count(dq_index)) return true;
+      steps->insert(dq_index);
+      steps->insert(*qp);
+      *crossed = true;
+      return next(q.inputs[0]);
+    }
+    const std::optional<size_t> p = index_.Producer(value);
+    if (!p || removed_.count(*p)) return false;
+    const Node& n = g_.nodes[*p];
+    if (IsIntegerMaxPool(n) && QualifyingDequantize(n.inputs[0], &dq_index) != nullptr) return leaf(*p);
+    if (steps->count(*p)) return true;  // reached before along another path
+    int x_input = -1;
+    for (size_t k = 0; k < n.inputs.size() && x_input < 0; ++k) x_input = LutStepInput(n, n.inputs[k], rank1);
+    if (x_input >= 0) {
+      steps->insert(*p);
+      return next(n.inputs[x_input]);
+    }
+    if (!IsBinaryStep(n)) return false;
+    steps->insert(*p);
+    return next(n.inputs[0]) && next(n.inputs[1]);
+  }
+
+  // DequantizeLinear -> [MaxPool] -> [table steps]* -> QuantizeLinear at
+  // q_index, the steps a chain of unary ops or a small graph of them over the
+  // one root (SiLU: Mul(v, Sigmoid(v)), either order):
+  //
+  //   DQ(x_q) ─┬──────────── Mul ── Q        =>   sparq.QLinearLut(x_q, table)
+  //            └─ Sigmoid ──┘
+  //
+  // With `through_qdq` only patterns that cross a QuantizeLinear ->
+  // DequantizeLinear pair inside (CollectSteps) fuse; Run() tries those
+  // first, before the inner QuantizeLinear would become a table of its own:
+  //
+  //   DQ(x_q) ─┬────────────────────────── Mul ── Q   =>   sparq.QLinearLut(x_q, table)
+  //            └─ Sigmoid ── Q ── DQ ──────┘
+  bool TryFuseLut(size_t q_index, bool through_qdq = false) {
+    const Node& q = g_.nodes[q_index];
+    std::set<size_t> steps;
+    std::string root;
+    std::optional<size_t> pool_index;
+    bool rank1 = false;  // a step's constant is [1]: x must have rank 1 or more
+    bool crossed = false;
+    if (!CollectSteps(q.inputs[0], 0, &steps, &root, &pool_index, &rank1, through_qdq, &crossed)) return false;
+    if (through_qdq && !crossed) return false;
+    if (rank1 && !RankAtLeastOne(root)) return false;
+    // Every value inside the pattern is read by the pattern alone (its last by q).
+    std::set<size_t> inside = steps;
+    if (pool_index) inside.insert(*pool_index);
+    for (size_t i : inside) {
+      const std::string& out = g_.nodes[i].outputs[0];
+      if (index_.IsGraphOutput(out)) return false;
+      for (size_t r : index_.Readers(out))
+        if (!steps.count(r) && !(r == q_index && out == q.inputs[0])) return false;
+    }
+    const Node* pool = pool_index ? &g_.nodes[*pool_index] : nullptr;
+    size_t dq_index = 0;
+    const Node* dq = QualifyingDequantize(pool != nullptr ? pool->inputs[0] : root, &dq_index);
     if (dq == nullptr) return false;
     if (pool != nullptr && !(Constant(dq->inputs[1])->data<float>()[0] > 0.0f)) return false;  // max commutes with DQ
 
     bool identity = false;
-    StatusOr<Tensor> v = Table(*dq, chain, q, &identity);
+    StatusOr<Tensor> v = Table(*dq, std::vector<size_t>(steps.begin(), steps.end()), root, q, &identity);
     if (!v.ok()) return false;
 
     std::vector<Node> out;
@@ -531,10 +718,10 @@ class GlueFuser {
       p.outputs = {identity ? q.outputs[0] : editor_.FreshName(q.outputs[0] + "_sparq_maxpool")};
       lut_input = p.outputs[0];
       out.push_back(std::move(p));
-      removed_.insert(pool_index);
+      removed_.insert(*pool_index);
     }
     if (pool == nullptr || !identity) out.push_back(LutNode(q, lut_input, std::move(v).value()));
-    for (const auto& c : chain) removed_.insert(c.first);
+    for (size_t i : steps) removed_.insert(i);
     replacements_[q_index] = std::move(out);
     return true;
   }
@@ -559,7 +746,7 @@ class GlueFuser {
     const Node* dq = QualifyingDequantize(value, &dq_index);
     if (dq == nullptr) return false;
     bool identity = false;
-    StatusOr<Tensor> v = Table(*dq, {}, q, &identity);
+    StatusOr<Tensor> v = Table(*dq, {}, q.inputs[0], q, &identity);
     if (!v.ok()) return false;
 
     std::vector<Node> out;
@@ -574,6 +761,98 @@ class GlueFuser {
       removed_.insert(*it);
     }
     if (!identity) out.push_back(LutNode(q, moved, std::move(v).value()));
+    replacements_[q_index] = std::move(out);
+    return true;
+  }
+
+  // Concat -> QuantizeLinear at q_index, each input of the Concat a chain of
+  // zero or more MaxPools over a base value: a DequantizeLinear, or table
+  // steps over one (TryFuseLut's). Concat of the integers: each base through
+  // the table of its steps and q (none when that is the identity: onnxruntime
+  // gives a Concat's inputs and output one scale), then the MaxPools on the
+  // integers, which is exact because max commutes with the nondecreasing q
+  // (q's scale > 0; no NaN before q where a MaxPool follows). YOLO's SPPF:
+  //
+  //   DQ(x_q) ── SiLU ── u ─┬────────────────────────── Concat ── Q
+  //                         └─ MaxPool ─┬─ MaxPool ─... ─┘
+  //                                     └────────────────┘
+  //     =>   x_q ── QLinearLut ── u_q ─┬──────────────── Concat ── y_q
+  //                                    └─ MaxPool ─ ... ─┘          (MaxPools on integers)
+  bool TryFuseConcat(size_t q_index) {
+    const Node& q = g_.nodes[q_index];
+    size_t concat_index = 0;
+    const Node* concat = SoleProducer(q.inputs[0], &concat_index);
+    if (concat == nullptr || concat->op_type != "Concat" || !concat->domain.empty() || concat->outputs.size() != 1 ||
+        concat->inputs.empty()) {
+      return false;
+    }
+    std::vector<Node> out;
+    std::map<std::string, Tensor> tables;              // new initializers, added when the pattern fuses
+    std::map<std::string, std::string> integers;       // a float value of the pattern -> its integers
+    std::set<size_t> inside = {concat_index};          // the nodes the pattern replaces
+    bool pooled = false, may_be_nan = false;           // some input has MaxPools; some base may hold NaN
+    Node fused = *concat;  // same axis, on the integers
+    fused.outputs = {q.outputs[0]};
+    for (size_t i = 0; i < concat->inputs.size(); ++i) {
+      std::vector<size_t> pools;  // last first
+      std::string value = concat->inputs[i];
+      for (std::optional<size_t> p = index_.Producer(value);
+           p && !removed_.count(*p) && IsIntegerMaxPool(g_.nodes[*p]) && !integers.count(value);
+           p = index_.Producer(value)) {
+        pools.push_back(*p);
+        value = g_.nodes[*p].inputs[0];
+      }
+      if (!integers.count(value)) {  // a base: its table
+        std::set<size_t> steps;
+        std::string root;
+        std::optional<size_t> pool;
+        bool rank1 = false, identity = false, no_nan = false;
+        if (!CollectSteps(value, 0, &steps, &root, &pool, &rank1) || pool || (rank1 && !RankAtLeastOne(root)))
+          return false;
+        size_t dq_index = 0;
+        const Node* dq = QualifyingDequantize(root, &dq_index);
+        if (dq == nullptr) return false;
+        StatusOr<Tensor> v =
+            Table(*dq, std::vector<size_t>(steps.begin(), steps.end()), root, q, &identity, value, &no_nan);
+        if (!v.ok()) return false;
+        inside.insert(steps.begin(), steps.end());
+        if (identity) {
+          integers[value] = dq->inputs[0];
+        } else {
+          const std::string table_name = editor_.FreshName(q.outputs[0] + "_sparq_lut");
+          const std::string mapped = editor_.FreshName(value + "_sparq_int");
+          tables[table_name] = std::move(v).value();
+          out.push_back({mapped, "QLinearLut", kDomain, {dq->inputs[0], table_name}, {mapped}, {}, ""});
+          integers[value] = mapped;
+        }
+        may_be_nan |= !no_nan;
+      }
+      pooled |= !pools.empty();
+      for (auto p = pools.rbegin(); p != pools.rend(); ++p) {
+        const Node& pool = g_.nodes[*p];
+        if (!integers.count(pool.outputs[0])) {
+          Node m = pool;  // same attributes, on the integers
+          m.inputs = {integers.at(pool.inputs[0])};
+          m.outputs = {editor_.FreshName(pool.outputs[0] + "_sparq_int")};
+          integers[pool.outputs[0]] = m.outputs[0];
+          out.push_back(std::move(m));
+          inside.insert(*p);
+        }
+      }
+      fused.inputs[i] = integers.at(concat->inputs[i]);
+    }
+    if (pooled && (may_be_nan || !(Constant(q.inputs[1])->data<float>()[0] > 0.0f))) return false;
+    // Every value the pattern replaces is read inside it alone.
+    for (size_t n : inside) {
+      if (n == concat_index) continue;
+      const std::string& v = g_.nodes[n].outputs[0];
+      if (index_.IsGraphOutput(v)) return false;
+      for (size_t r : index_.Readers(v))
+        if (!inside.count(r)) return false;
+    }
+    for (auto& kv : tables) g_.initializers[kv.first] = std::move(kv.second);
+    out.push_back(std::move(fused));
+    removed_.insert(inside.begin(), inside.end());
     replacements_[q_index] = std::move(out);
     return true;
   }

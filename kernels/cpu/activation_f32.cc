@@ -1,4 +1,5 @@
-// Float32 Erf, Softmax and Pow(x, 2) (activation_f32.h) and their registry rows.
+// Float32 Erf, Softmax, Pow(x, 2), Sigmoid / SiLU, Clip and GlobalAveragePool (activation_f32.h) and their
+// registry rows.
 #include "kernels/cpu/activation_f32.h"
 
 #include <algorithm>
@@ -43,6 +44,23 @@ void Pow2RowPortable(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * x[i];
 }
 
+// As kernels/ref Sigmoid computes it (float exp, one division), then Mul's
+// float product for SiLU.
+void SigmoidRowPortable(const float* x, float* y, int64_t n, bool times_x) {
+  if (times_x) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * (1.0f / (1.0f + std::exp(-x[i])));
+  } else {
+    for (int64_t i = 0; i < n; ++i) y[i] = 1.0f / (1.0f + std::exp(-x[i]));
+  }
+}
+
+void ClipRowPortable(const float* x, float* y, int64_t n, float lo, float hi) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float above = x[i] < lo ? lo : x[i];
+    y[i] = above > hi ? hi : above;
+  }
+}
+
 #if SPARQ_CPU_X86
 SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX2_FEATURES)
 namespace {
@@ -85,7 +103,42 @@ inline __m256 Erf8(__m256 x) {
   return _mm256_blendv_ps(_mm256_or_ps(r, sign), x, nan);
 }
 
+// 1 / (1 + e^-x), or x times that. Where float e^-x overflows (x below
+// -ln(FLT_MAX)) the sigmoid is 0, as the reference's 1 / inf, so that SiLU
+// of -inf is NaN there too; NaN stays NaN.
+inline __m256 Sigmoid8(__m256 x, bool times_x) {
+  const __m256 e = Exp8(_mm256_sub_ps(_mm256_setzero_ps(), x));
+  __m256 s = _mm256_div_ps(_mm256_set1_ps(1.0f), _mm256_add_ps(_mm256_set1_ps(1.0f), e));
+  s = _mm256_andnot_ps(_mm256_cmp_ps(x, _mm256_set1_ps(-88.7228394f), _CMP_LT_OQ), s);
+  if (times_x) s = _mm256_mul_ps(x, s);
+  return _mm256_blendv_ps(s, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
 }  // namespace
+
+void SigmoidRowAvx2(const float* x, float* y, int64_t n, bool times_x) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, Sigmoid8(_mm256_loadu_ps(x + i), times_x));
+  if (i < n) {
+    alignas(32) float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::copy(x + i, x + n, buf);
+    _mm256_store_ps(buf, Sigmoid8(_mm256_load_ps(buf), times_x));
+    std::copy(buf, buf + (n - i), y + i);
+  }
+}
+
+// max(lo, x) then min(hi, .): MAXPS / MINPS return their second operand
+// when either is NaN, so this is the reference's x < lo ? lo : x and
+// x > hi ? hi : x exactly (NaN stays NaN, -0 stays -0).
+void ClipRowAvx2(const float* x, float* y, int64_t n, float lo, float hi) {
+  const __m256 vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, _mm256_min_ps(vhi, _mm256_max_ps(vlo, _mm256_loadu_ps(x + i))));
+  for (; i < n; ++i) {
+    const float above = x[i] < lo ? lo : x[i];
+    y[i] = above > hi ? hi : above;
+  }
+}
 
 void ErfRowAvx2(const float* x, float* y, int64_t n) {
   int64_t i = 0;
@@ -221,6 +274,69 @@ Status RunPow2F32(OpContext& ctx) {
   return Status::OK();
 }
 
+// Sigmoid of float32 (sigmoid_f32, times_x off); the fused SiLU of
+// runtime/float_fusion.cc runs the same row with times_x on.
+template <bool kTimesX>
+Status RunSigmoidF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const SigmoidF32Fn row = PreparedRow<SigmoidF32Fn>(ctx);
+  // Chunks start at multiples of kChunk (a multiple of 16): every value
+  // rounds as in a one-thread run.
+  ParallelFor(ctx.pool(), (x.numel() + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
+    const int64_t begin = c0 * kChunk, end = std::min(x.numel(), c1 * kChunk);
+    row(src + begin, dst + begin, end - begin, kTimesX);
+  });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
+// Clip of float32, the bounds read at each run: the min / max
+// inputs (opset 11 on) or attributes (before), each absent bound unbounded,
+// as the reference reads them; other types and bad bounds run the reference
+// kernel (which names the error).
+Status RunClipF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
+  float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
+  if (ctx.opset() < 11) {
+    if (ctx.node().attr("min") != nullptr) lo = ctx.node().attr_float("min", 0.0f);
+    if (ctx.node().attr("max") != nullptr) hi = ctx.node().attr_float("max", 0.0f);
+  } else {
+    for (size_t i = 0; i < 2; ++i) {
+      if (!ctx.has_input(i + 1)) continue;
+      const Tensor& b = ctx.input(i + 1);
+      if (b.dtype() != DataType::kFloat32 || b.numel() != 1) return RunReferenceKernel(ctx);
+      (i == 0 ? lo : hi) = b.data<float>()[0];
+    }
+  }
+  const Tensor& x = ctx.input(0);
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const ClipF32Fn row = PreparedRow<ClipF32Fn>(ctx);
+  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) { row(src + i0, dst + i0, i1 - i0, lo, hi); });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
+// Relu of float32: Clip to [0, inf) on the clip_f32 row, the reference's
+// x < 0 ? 0 : x bit for bit.
+Status RunReluF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const ClipF32Fn row = PreparedRow<ClipF32Fn>(ctx);
+  const float inf = std::numeric_limits<float>::infinity();
+  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) { row(src + i0, dst + i0, i1 - i0, 0.0f, inf); });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
 // ReduceMean of float32 over exactly the last axis (the axes attribute up to
 // opset 17, the axes input from 18), keepdims either way; anything else runs
 // the reference kernel.
@@ -254,6 +370,28 @@ Status RunMeanLastAxisF32(OpContext& ctx) {
   return Status::OK();
 }
 
+// GlobalAveragePool of float32 [N, C, spatial...]: the mean of each
+// channel plane is a row mean (mean_rows_f32), which sums in order in
+// double as kernels/ref/pool.cc does: the reference's bits.
+Status RunGlobalAveragePoolF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 || ctx.input(0).rank() < 3)
+    return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  const int64_t planes = x.dim(0) * x.dim(1);
+  const int64_t n = planes == 0 ? 0 : x.numel() / planes;
+  if (n == 0) return RunReferenceKernel(ctx);
+  Shape shape = x.shape();
+  for (size_t d = 2; d < shape.size(); ++d) shape[d] = 1;
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, shape);
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const MeanRowsF32Fn row = PreparedRow<MeanRowsF32Fn>(ctx);
+  ParallelFor(ctx.pool(), planes, std::max<int64_t>(1, kChunk / n),
+              [&](int64_t r0, int64_t r1) { row(src + r0 * n, r1 - r0, n, dst + r0); });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
 }  // namespace
 
 namespace cpu {
@@ -280,6 +418,14 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r) {
   r.Add({"Pow", "", 7, 99, RunPow2F32, "pow2_f32", WithoutContext(PrepareRow<CpuOp::kPow2F32>, RowKernel)});
   r.Add({"ReduceMean", "", 1, 99, RunMeanLastAxisF32, "mean_rows_f32",
          WithoutContext(PrepareRow<CpuOp::kMeanRowsF32>, RowKernel)});
+  r.Add({"GlobalAveragePool", "", 1, 99, RunGlobalAveragePoolF32, "mean_rows_f32",
+         WithoutContext(PrepareRow<CpuOp::kMeanRowsF32>, RowKernel)});
+  r.Add({"Relu", "", 6, 99, RunReluF32, "clip_f32", WithoutContext(PrepareRow<CpuOp::kClipF32>, RowKernel)});
+  r.Add({"Clip", "", 6, 99, RunClipF32, "clip_f32", WithoutContext(PrepareRow<CpuOp::kClipF32>, RowKernel)});
+  r.Add({"Sigmoid", "", 6, 99, RunSigmoidF32<false>, "sigmoid_f32",
+         WithoutContext(PrepareRow<CpuOp::kSigmoidF32>, RowKernel)});
+  r.Add({"Silu", kSparqDomain, 1, 99, RunSigmoidF32<true>, "sigmoid_f32",
+         WithoutContext(PrepareRow<CpuOp::kSigmoidF32>, RowKernel)});
 }
 
 }  // namespace sparq

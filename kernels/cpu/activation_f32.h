@@ -1,8 +1,11 @@
 // Float32 Erf, Softmax (over the last axis) and Pow(x, 2) for transformer
 // models (BERT's GELU is x * 0.5 * (1 + Erf(x / sqrt 2)); its LayerNorm, as
-// exported at opset < 17, squares with Pow). Rows of values: rows erf_f32_*,
-// softmax_f32_* and pow2_f32_* of the dispatch table (dispatch.h), which
-// picks the version for the active ISA; the AVX2 rows also run from AVX-512 up.
+// exported at opset < 17, squares with Pow), and Sigmoid / SiLU for
+// detectors (YOLO's x * Sigmoid(x)), Clip (ReLU6, hard activations). Rows
+// of values: rows erf_f32_*, softmax_f32_*, pow2_f32_*, sigmoid_f32_* and
+// clip_f32_* of the dispatch table
+// (dispatch.h), which picks the version for the active ISA; the AVX2 rows
+// of erf and softmax also run from AVX-512 up.
 //
 //   erf_f32      portable: std::erf per value, the reference's bits.
 //                avx2: |erf - reference| <= kErfF32AbsTol (a rational
@@ -12,6 +15,13 @@
 //                polynomial, float sums; |y - reference| <= kSoftmaxF32AbsTol.
 //   pow2_f32     x * x: the reference's bits on every path (it computes x*x
 //                exactly in double and rounds once to float).
+//   sigmoid_f32  1 / (1 + e^-x), or x times that (SiLU). portable: the
+//                reference's bits (float exp, then the float product). avx2,
+//                avx512: the exp of softmax_f32's avx2 row, one division;
+//                |sigmoid - reference| <= kSigmoidF32AbsTol (SiLU: times |x|).
+//   clip_f32     Clip of float32 to [lo, hi]: the reference's bits on every
+//                row (x < lo ? lo : x, then > hi; max / min in that operand
+//                order keep NaN and -0 as the reference does).
 //   mean_rows_f32  ReduceMean over the last axis (LayerNorm's mean and
 //                variance, as exported): the reference's bits (each row summed
 //                in order in double), several rows at a time.
@@ -30,13 +40,21 @@ namespace cpu {
 
 constexpr float kErfF32AbsTol = 1e-6f;
 constexpr float kSoftmaxF32AbsTol = 1e-6f;
+constexpr float kSigmoidF32AbsTol = 1e-6f;
 
 // The functions of the table's rows (ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn).
 void ErfRowPortable(const float* x, float* y, int64_t n);
 void SoftmaxRowPortable(const float* x, float* y, int64_t n);
 void Pow2RowPortable(const float* x, float* y, int64_t n);
 void MeanRowsPortable(const float* x, int64_t rows, int64_t n, float* y);  // MeanRowsF32Fn
+void SigmoidRowPortable(const float* x, float* y, int64_t n, bool times_x);  // SigmoidF32Fn
+void ClipRowPortable(const float* x, float* y, int64_t n, float lo, float hi);  // ClipF32Fn
 #if SPARQ_CPU_X86
+void SigmoidRowAvx2(const float* x, float* y, int64_t n, bool times_x);
+void ClipRowAvx2(const float* x, float* y, int64_t n, float lo, float hi);
+// activation_f32_avx512.cc:
+void SigmoidRowAvx512(const float* x, float* y, int64_t n, bool times_x);
+void ClipRowAvx512(const float* x, float* y, int64_t n, float lo, float hi);
 void ErfRowAvx2(const float* x, float* y, int64_t n);
 void SoftmaxRowAvx2(const float* x, float* y, int64_t n);
 #endif

@@ -7,6 +7,7 @@
 #include "kernels/cpu/activation_f32.h"
 #include "kernels/cpu/convert_f16.h"
 #include "kernels/cpu/internal.h"
+#include "kernels/cpu/norm_f32.h"
 
 #if SPARQ_CPU_X86
 #include <cpuid.h>
@@ -203,6 +204,31 @@ const std::vector<CpuKernelDef>& Table() {
       {"conv_s8_nchw_avx2", AVX2, 10, F::kPanel16x2S16, ConvS8Fn(cpu::ConvS8Avx2)},
       {"conv_s8_nchw_avx512vnni", VNNI, 30, F::kPanel16x4S8, ConvS8Fn(cpu::ConvS8Avx512Vnni)},
 #endif
+      // Sigmoid and SiLU of float rows (activation_f32.cc runs them).
+      {"sigmoid_f32_portable", P, 0, NONE, SigmoidF32Fn(cpu::SigmoidRowPortable)},
+#if SPARQ_CPU_X86
+      {"sigmoid_f32_avx2", AVX2, 10, NONE, SigmoidF32Fn(cpu::SigmoidRowAvx2)},
+      {"sigmoid_f32_avx512", AVX512, 20, NONE, SigmoidF32Fn(cpu::SigmoidRowAvx512)},
+#endif
+      // Clip of float rows (activation_f32.cc runs them).
+      {"clip_f32_portable", P, 0, NONE, ClipF32Fn(cpu::ClipRowPortable)},
+#if SPARQ_CPU_X86
+      {"clip_f32_avx2", AVX2, 10, NONE, ClipF32Fn(cpu::ClipRowAvx2)},
+      {"clip_f32_avx512", AVX512, 20, NONE, ClipF32Fn(cpu::ClipRowAvx512)},
+#endif
+      // BatchNormalization and LayerNormalization of float32 (norm_f32.cc):
+      // plain C++, the reference's bits.
+      {"scale_shift_f32_portable", P, 0, NONE, ScaleShiftF32Fn(cpu::ScaleShiftRowPortable)},
+      {"layer_norm_f32_portable", P, 0, NONE, LayerNormF32Fn(cpu::LayerNormRowsPortable)},
+      // ConvTranspose with stride = kernel (conv_transpose_f32.cc): the
+      // same loops compiled for each ISA, the reference's bits.
+      {"conv_transpose_f32_portable", P, 0, NONE, ConvTransposeF32Fn(cpu::ConvTransposeF32Portable)},
+#if SPARQ_CPU_X86
+      {"conv_transpose_f32_avx2", AVX2, 10, NONE, ConvTransposeF32Fn(cpu::ConvTransposeF32Avx2)},
+      {"conv_transpose_f32_avx512", AVX512, 20, NONE, ConvTransposeF32Fn(cpu::ConvTransposeF32Avx512)},
+#endif
+      // Resize, nearest by whole factors (resize_nearest.cc): row copies.
+      {"resize_nearest_portable", P, 0, NONE, ResizeNearestFn(cpu::ResizeNearestPortable)},
   };
   return *table;
 }
@@ -398,6 +424,12 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kQLinearMulS8: return "qlinear_mul_s8";
     case CpuOp::kMeanRowsF32: return "mean_rows_f32";
     case CpuOp::kConvS8: return "conv_s8";
+    case CpuOp::kSigmoidF32: return "sigmoid_f32";
+    case CpuOp::kClipF32: return "clip_f32";
+    case CpuOp::kScaleShiftF32: return "scale_shift_f32";
+    case CpuOp::kLayerNormF32: return "layer_norm_f32";
+    case CpuOp::kConvTransposeF32: return "conv_transpose_f32";
+    case CpuOp::kResizeNearest: return "resize_nearest";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

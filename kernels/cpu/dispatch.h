@@ -114,6 +114,12 @@ enum class CpuOp : uint8_t {
   kQLinearMulS8,    // sparq.QLinearMul of two byte rows
   kMeanRowsF32,     // ReduceMean of float rows (the last axis: LayerNorm's mean and variance)
   kConvS8,          // INT8 convolution in NCHW, requantized (and a table) in the tile's output stage
+  kSigmoidF32,      // Sigmoid of a float row, or x * Sigmoid(x) (SiLU)
+  kClipF32,         // Clip of a float row to [lo, hi]
+  kScaleShiftF32,   // x * a + b of a float row (BatchNormalization)
+  kLayerNormF32,    // LayerNormalization of float rows
+  kConvTransposeF32,  // a float ConvTranspose whose stride equals its kernel
+  kResizeNearest,   // nearest-neighbour upsampling by whole factors (any element size)
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -199,12 +205,34 @@ using QLinearMulS8Fn = CpuOpFn<CpuOp::kQLinearMulS8, void(int64_t n, const void*
 using MeanRowsF32Fn = void (*)(const float* x, int64_t rows, int64_t n, float* y);
 // The INT8 NCHW convolution of ConvS8Args (kernel_args.h), bit for bit the reference.
 using ConvS8Fn = void (*)(const ConvS8Args&);
+// y[i] = 1 / (1 + e^-x[i]), or x[i] times that when `times_x` (SiLU, YOLO's
+// activation); portable: the reference's bits (kernels/ref Sigmoid, then the
+// float product of Mul); faster rows within cpu::kSigmoidF32AbsTol of the
+// sigmoid (times |x| for SiLU).
+using SigmoidF32Fn = void (*)(const float* x, float* y, int64_t n, bool times_x);
+// y[i] = min(max(x[i], lo), hi) exactly as kernels/ref Clip: x < lo ? lo : x,
+// then > hi ? hi : that (NaN stays NaN); the reference's bits on every row.
+using ClipF32Fn = void (*)(const float* x, float* y, int64_t n, float lo, float hi);
+// y[i] = x[i] * a + b, the product rounded before the sum (the reference
+// BatchNormalization's bits). (ClipF32Fn's signature, tagged with its op.)
+using ScaleShiftF32Fn = CpuOpFn<CpuOp::kScaleShiftF32, void(const float* x, float* y, int64_t n, float a, float b)>;
+// Each of `rows` rows of n values (n > 0) as kernels/ref/norm.cc's
+// LayerNormalization computes it: m, v = mean and population variance summed
+// in order in double; y[j] = float((x[j] - m) * (1 / sqrt(v + epsilon)) *
+// scale[j] + bias[j]) in double. The reference's bits.
+using LayerNormF32Fn = void (*)(const float* x, int64_t rows, int64_t n, const double* scale, const double* bias,
+                                double epsilon, float* y);
+// ConvTransposeF32Args (kernel_args.h): the reference's bits.
+using ConvTransposeF32Fn = void (*)(const ConvTransposeF32Args&);
+// ResizeNearestArgs (kernel_args.h): a copy, the reference's bytes.
+using ResizeNearestFn = void (*)(const ResizeNearestArgs&);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
                                  DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn, ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn,
                                  ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn, QLinearMulS8Fn,
-                                 MeanRowsF32Fn, ConvS8Fn>;
+                                 MeanRowsF32Fn, ConvS8Fn, SigmoidF32Fn, ClipF32Fn, ScaleShiftF32Fn, LayerNormF32Fn,
+                                 ConvTransposeF32Fn, ResizeNearestFn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

@@ -384,4 +384,31 @@ struct MaxPool2dArgs {
   ThreadPool* pool = nullptr;  // planes are split over it; null: this thread
 };
 
+// Output channels [m_begin, m_end) of one (batch item, group) of a 2-D
+// ConvTranspose whose stride equals its kernel (no dilation, no pads, no
+// output padding): the windows do not overlap, so
+//   y[m, i * kh + a, j * kw + b] = bias[m] + sum over c = 0, 1, ... of x[c, i, j] * w[c, m, a, b]
+// with the sum accumulated left to right in float from 0 and the bias added
+// last, as kernels/ref's ConvTranspose computes it (col = w^T x, then the
+// scatter-add onto the bias): its bits.
+struct ConvTransposeF32Args {
+  const float* x = nullptr;     // [channels, height, width]
+  const float* w = nullptr;     // [channels, out_channels, kernel_h, kernel_w]
+  const float* bias = nullptr;  // [out_channels], or null (0)
+  float* y = nullptr;           // [out_channels, height * kernel_h, width * kernel_w]
+  int64_t channels = 0, out_channels = 0, height = 0, width = 0, kernel_h = 1, kernel_w = 1;
+  int64_t m_begin = 0, m_end = 0;
+};
+
+// Nearest-neighbour upsampling of planes by whole factors (Resize with mode
+// nearest, asymmetric coordinates, floor rounding, scales [1, 1, sh, sw]):
+//   y[p, i, j] = x[p, i / scale_h, j / scale_w]   (integer division)
+// for elements of elem_size bytes: a copy, the reference's bytes.
+struct ResizeNearestArgs {
+  const void* x = nullptr;  // [planes, height, width]
+  void* y = nullptr;        // [planes, height * scale_h, width * scale_w]
+  int64_t planes = 0, height = 0, width = 0, scale_h = 1, scale_w = 1;
+  size_t elem_size = 4;  // 1, 2, 4 or 8
+};
+
 }  // namespace sparq

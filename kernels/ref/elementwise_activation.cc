@@ -17,6 +17,18 @@ Status Relu(OpContext& ctx) {
   return RunSameTypeUnary<kSignedNumeric>(ctx, [](auto x) { return x < decltype(x){0} ? decltype(x){0} : x; });
 }
 
+// sparq.Silu (runtime/float_fusion.h): x * Sigmoid(x) as the two nodes it
+// replaces compute it, Sigmoid's 1 / (1 + e^-x) rounded to T, then the
+// product rounded to T. float32 and float64 only (the fusion leaves 16-bit
+// float models alone).
+Status Silu(OpContext& ctx) {
+  return RunSameTypeUnary<kF32 | kF64>(ctx, [](auto x) {
+    using T = decltype(x);
+    const T s = T(1) / (T(1) + std::exp(-x));
+    return x * s;
+  });
+}
+
 Status LeakyRelu(OpContext& ctx) {
   const float alpha = Attr(ctx, "alpha", 0.01f);
   return RunSameTypeUnary<kFloats>(ctx, [alpha](auto x) {
@@ -210,6 +222,7 @@ Status Clip(OpContext& ctx) {
 
 void RegisterActivationOps(KernelRegistry& r) {
   r.Add({"Relu", "", 1, 99, Relu, "ref"});
+  r.Add({"Silu", kSparqDomain, 1, 99, Silu, "ref"});
   r.Add({"LeakyRelu", "", 1, 99, LeakyRelu, "ref"});
   r.Add({"ThresholdedRelu", "", 10, 99, ThresholdedRelu, "ref"});
   r.Add({"Elu", "", 1, 99, Elu, "ref"});

@@ -1,7 +1,8 @@
-// Float32 Erf, Softmax, Pow(x, 2) and last-axis ReduceMean (kernels/cpu/activation_f32.h) through
+// Float32 Erf, Softmax, Pow(x, 2), Sigmoid and last-axis ReduceMean (kernels/cpu/activation_f32.h) through
 // the executor on every ISA this CPU has, against the reference kernels
 // (kernels/ref): portable Erf / Softmax and every Pow(x, 2) with the same
-// bits, the AVX2 Erf / Softmax within kErfF32AbsTol / kSoftmaxF32AbsTol; the
+// bits, the AVX2 Erf / Softmax within kErfF32AbsTol / kSoftmaxF32AbsTol (the
+// fast Sigmoid rows within kSigmoidF32AbsTol); the
 // same bits for 1 and 2 threads; each node names the dispatch-table row of the
 // forced ISA. The rows themselves: cpu_row_kernels_test.cc.
 #include <gtest/gtest.h>
@@ -78,6 +79,136 @@ TEST_P(ActivationF32Test, ErfMatchesReference) {
   }
 }
 
+TEST_P(ActivationF32Test, SigmoidMatchesReference) {
+  for (int64_t n : {1, 7, 15, 16, 17, 100, 40000}) {
+    Tensor x = testing::RandomFloats({n}, static_cast<uint32_t>(n), -20.0f, 20.0f, 0.0f);
+    if (n >= 12) {
+      const float special[] = {0.0f, -0.0f, 1e-8f, -1e-30f, 30.0f, -30.0f, -88.8f, -100.0f,
+                               std::numeric_limits<float>::infinity(), -std::numeric_limits<float>::infinity(),
+                               std::numeric_limits<float>::quiet_NaN(), 88.5f};
+      std::copy(std::begin(special), std::end(special), x.data<float>());
+    }
+    SCOPED_TRACE("n=" + std::to_string(n));
+    ExpectClose(RunOne("Sigmoid", x, {}, false), RunOne("Sigmoid", x, {}, true),
+                Tolerance(CpuOp::kSigmoidF32, cpu::kSigmoidF32AbsTol));
+  }
+}
+
+// Clip of float32 (clip_f32): the reference's bits with both bounds, one
+// bound (opset 13 inputs) and the attributes of opset 6; 1 and 3 threads.
+TEST_P(ActivationF32Test, ClipIsExact) {
+  Tensor x = testing::RandomFloats({40000}, 21, -8.0f, 8.0f, 0.0f);
+  const float special[] = {0.0f, -0.0f, 6.0f, std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  std::copy(std::begin(special), std::end(special), x.data<float>());
+  struct Case {
+    int opset;
+    std::vector<std::string> inputs;
+    std::vector<Attribute> attrs;
+  };
+  const Case cases[] = {{13, {"x", "lo", "hi"}, {}},
+                        {13, {"x", "", "hi"}, {}},
+                        {13, {"x", "lo"}, {}},
+                        {6, {"x"}, {Attribute::Float("min", -1.5f), Attribute::Float("max", 2.5f)}}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("opset " + std::to_string(c.opset) + ", " + std::to_string(c.inputs.size()) + " inputs");
+    Model m;
+    m.opset_imports = {{"", c.opset}};
+    m.graph.inputs.push_back(testing::FloatInput("x", {{40000, ""}}));
+    m.graph.outputs.push_back(testing::FloatInput("y", {}));
+    m.graph.initializers["lo"] = Tensor::Scalar<float>(0.0f);
+    m.graph.initializers["hi"] = Tensor::Scalar<float>(6.0f);
+    m.graph.nodes.push_back({"n", "Clip", "", c.inputs, {"y"}, c.attrs, ""});
+    TensorMap want;
+    for (int run = 0; run < 3; ++run) {
+      ExecutorOptions options;
+      options.reference_kernels = run == 0;
+      options.threads = run == 2 ? 3 : 1;
+      auto exec = Executor::Create(m, options);
+      ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+      TensorMap got;
+      ASSERT_TRUE((*exec)->Run({{"x", x}}, &got).ok());
+      if (run == 0) {
+        want = got;
+        continue;
+      }
+      EXPECT_EQ((*exec)->NodeKernels().at(0).kernel, SelectCpuKernel(CpuOp::kClipF32).name);
+      ExpectClose(got.at("y"), want.at("y"), 0.0f);
+    }
+  }
+}
+
+// Relu of float32 runs clip_f32 with [0, inf): the reference's bits (-0,
+// NaN, infinities included).
+TEST_P(ActivationF32Test, ReluIsExact) {
+  Tensor x = testing::RandomFloats({40001}, 23, -8.0f, 8.0f, 0.0f);
+  const float special[] = {0.0f, -0.0f, std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  std::copy(std::begin(special), std::end(special), x.data<float>());
+  std::string kernel;
+  const Tensor want = RunOne("Relu", x, {}, true);
+  ExpectClose(RunOne("Relu", x, {}, false, 1, nullptr, &kernel), want, 0.0f);
+  EXPECT_EQ(kernel, SelectCpuKernel(CpuOp::kClipF32).name);
+  ExpectClose(RunOne("Relu", x, {}, false, 3), want, 0.0f);
+}
+
+// Mul(x, Sigmoid(x)) in either order fuses into one sparq.Silu node
+// (runtime/float_fusion.h) on the sigmoid_f32 row: on the reference kernels
+// the fused graph gives the two nodes' bits; on the fast ones within
+// kSigmoidF32AbsTol * max(1, |x|) (portable: the same bits), and the same
+// bits for 1 and 3 threads. A Sigmoid output with another reader stays.
+TEST_P(ActivationF32Test, SiluFusesIntoOneNode) {
+  Tensor x = testing::RandomFloats({3, 7, 41, 43}, 31, -12.0f, 12.0f, 0.0f);
+  x.data<float>()[0] = -std::numeric_limits<float>::infinity();
+  x.data<float>()[1] = std::numeric_limits<float>::quiet_NaN();
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    Model m;
+    m.opset_imports = {{"", 13}};
+    m.graph.inputs.push_back(testing::FloatInput("x", {{3, ""}, {7, ""}, {41, ""}, {43, ""}}));
+    m.graph.outputs.push_back(testing::FloatInput("y", {}));
+    m.graph.nodes.push_back({"sig", "Sigmoid", "", {"x"}, {"s"}, {}, ""});
+    m.graph.nodes.push_back({"mul", "Mul", "", variant == 1 ? std::vector<std::string>{"s", "x"}
+                                                             : std::vector<std::string>{"x", "s"},
+                             {"y"}, {}, ""});
+    if (variant == 2) m.graph.outputs.push_back(testing::FloatInput("s", {}));
+    auto run = [&](bool reference, bool fuse, int threads, std::vector<std::string>* kernels) {
+      ExecutorOptions options;
+      options.reference_kernels = reference;
+      options.fuse_activations = fuse;
+      options.threads = threads;
+      auto exec = Executor::Create(m, options);
+      EXPECT_TRUE(exec.ok()) << exec.status().ToString();
+      TensorMap out;
+      EXPECT_TRUE((*exec)->Run({{"x", x}}, &out).ok());
+      if (kernels != nullptr)
+        for (const NodeKernel& k : (*exec)->NodeKernels()) kernels->push_back(k.op_type + ":" + k.kernel);
+      return out.at("y");
+    };
+    const Tensor want = run(true, false, 1, nullptr);
+    ExpectClose(run(true, true, 1, nullptr), want, 0.0f);  // the fused node's reference: the two nodes' bits
+    std::vector<std::string> kernels;
+    const Tensor got = run(false, true, 1, &kernels);
+    if (variant == 2) {
+      EXPECT_EQ(kernels.size(), 2u);
+      continue;
+    }
+    ASSERT_EQ(kernels.size(), 1u);
+    EXPECT_EQ(kernels[0], std::string("Silu:") + SelectCpuKernel(CpuOp::kSigmoidF32).name);
+    const float tol = Tolerance(CpuOp::kSigmoidF32, cpu::kSigmoidF32AbsTol);
+    for (int64_t i = 0; i < got.numel(); ++i) {
+      const float a = got.data<float>()[i], b = want.data<float>()[i], xi = x.data<float>()[i];
+      if (std::isnan(b) || tol == 0) {
+        EXPECT_EQ(std::isnan(a), std::isnan(b)) << i;
+        if (!std::isnan(b)) ASSERT_EQ(std::memcmp(&a, &b, 4), 0) << i;
+      } else {
+        ASSERT_NEAR(a, b, tol * std::max(1.0f, std::fabs(xi))) << i;
+      }
+    }
+    ExpectClose(run(false, true, 3, nullptr), got, 0.0f);
+  }
+}
+
 TEST_P(ActivationF32Test, SoftmaxMatchesReference) {
   for (Shape shape : {Shape{1, 1}, Shape{3, 7}, Shape{2, 12, 64, 64}, Shape{5, 1000}, Shape{4, 9}}) {
     Tensor x = testing::RandomFloats(shape, 11, -20.0f, 20.0f, 0.0f);
@@ -140,9 +271,24 @@ TEST_P(ActivationF32Test, ReduceMeanOverTheLastAxisIsExact) {
   ExpectClose(got.at("y"), want.at("y"), 0.0f);
 }
 
+// GlobalAveragePool of float32 runs mean_rows_f32: the reference's bits, for
+// any plane size and thread count.
+TEST_P(ActivationF32Test, GlobalAveragePoolIsExact) {
+  for (Shape shape : {Shape{1, 96, 20, 20}, Shape{2, 3, 7, 5}, Shape{1, 17, 1, 1}, Shape{3, 5, 11}, Shape{1, 2, 3, 4, 5}}) {
+    SCOPED_TRACE(ShapeToString(shape));
+    Tensor x = testing::RandomFloats(shape, 17, -3.0f, 5.0f, 0.0f);
+    x.data<float>()[0] = 1e30f;
+    std::string kernel;
+    const Tensor want = RunOne("GlobalAveragePool", x, {}, true);
+    ExpectClose(RunOne("GlobalAveragePool", x, {}, false, 1, nullptr, &kernel), want, 0.0f);
+    EXPECT_EQ(kernel, SelectCpuKernel(CpuOp::kMeanRowsF32).name);
+    ExpectClose(RunOne("GlobalAveragePool", x, {}, false, 3), want, 0.0f);
+  }
+}
+
 TEST_P(ActivationF32Test, SameBitsForOneAndTwoThreads) {
   Tensor x = testing::RandomFloats({2, 12, 64, 64}, 9, -5.0f, 5.0f, 0.0f);
-  for (const char* op : {"Erf", "Softmax"}) {
+  for (const char* op : {"Erf", "Softmax", "Sigmoid"}) {
     SCOPED_TRACE(op);
     ExpectClose(RunOne(op, x, {}, false, 2), RunOne(op, x, {}, false, 1), 0.0f);
   }
@@ -157,7 +303,10 @@ TEST_P(ActivationF32Test, NodesNameTheirTableRow) {
     const char* op;
     CpuOp row;
     const Tensor* second;
-  } cases[] = {{"Erf", CpuOp::kErfF32, nullptr}, {"Softmax", CpuOp::kSoftmaxF32, nullptr}, {"Pow", CpuOp::kPow2F32, &two}};
+  } cases[] = {{"Erf", CpuOp::kErfF32, nullptr},
+               {"Softmax", CpuOp::kSoftmaxF32, nullptr},
+               {"Pow", CpuOp::kPow2F32, &two},
+               {"Sigmoid", CpuOp::kSigmoidF32, nullptr}};
   for (const auto& c : cases) {
     std::string kernel;
     RunOne(c.op, x, {}, false, 1, c.second, &kernel);

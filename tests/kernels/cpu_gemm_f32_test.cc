@@ -340,8 +340,9 @@ TEST(DenseF32Rows, ConvReluFusedGroupedAndSamePadded) {
   m.graph.initializers["w2"] = RandomTensor(rng, {8, 6, 3, 3});
   TensorMap feed{{"x", RandomTensor(rng, {2, 6, 9, 10})}};
   const std::vector<std::string> kernels = ExpectFastMatchesReference(m, feed);
-  // c1 + r1 fuse; c2's output has two readers, so it stays a Conv.
-  EXPECT_EQ(kernels, (std::vector<std::string>{"FusedConv:gemm_f32", "Conv:gemm_f32", "Relu:ref", "Relu:ref"}));
+  // c1 + r1 fuse; c2's output has two readers, so it stays a Conv (the
+  // Relus run the clip_f32 row).
+  EXPECT_EQ(kernels, (std::vector<std::string>{"FusedConv:gemm_f32", "Conv:gemm_f32", "Relu:clip_f32", "Relu:clip_f32"}));
 }
 
 // A stride-1 convolution with an even window and SAME_UPPER padding (more

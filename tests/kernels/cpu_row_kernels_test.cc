@@ -6,7 +6,7 @@
 // and float16 rows bit for bit (INT8 depthwise planes too), FP32 depthwise
 // within testing::kF32RelTol,
 // portable Erf / Softmax bit for bit and faster ones within
-// cpu::kErfF32AbsTol / kSoftmaxF32AbsTol. CheckRowKernel is also what
+// cpu::kErfF32AbsTol / kSoftmaxF32AbsTol / kSigmoidF32AbsTol. CheckRowKernel is also what
 // CpuKernelTable.EveryTableRowIsExercised (cpu_kernels_test.cc) runs for
 // these ops.
 //
@@ -481,6 +481,194 @@ void CheckErfF32(std::mt19937& rng, ErfF32Fn fn, float abs_tol) {
   }
 }
 
+// Sigmoid as kernels/ref computes it (float exp, one division) and SiLU
+// (then Mul's float product) on random values of [-20, 20] and the special
+// ones: signed zeros, tiny, saturated, where float e^-x overflows,
+// infinities (SiLU of -inf is NaN, as inf * 0), NaN. SiLU's tolerance is
+// abs_tol times max(1, |x|).
+void CheckSigmoidF32(std::mt19937& rng, SigmoidF32Fn fn, float abs_tol) {
+  std::uniform_real_distribution<float> value(-20.0f, 20.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float special[] = {0.0f, -0.0f, 1e-8f, -1e-30f, 30.0f, -30.0f, 88.5f, -88.5f, -88.8f, -100.0f,
+                           inf,  -inf, std::nanf("")};
+  constexpr int64_t kSpecial = sizeof(special) / sizeof(special[0]);
+  for (bool times_x : {false, true}) {
+    for (int64_t n : kRowLengths) {
+      SCOPED_TRACE("n " + std::to_string(n) + (times_x ? " silu" : " sigmoid"));
+      std::vector<float> x(static_cast<size_t>(n)), want(x.size()), got(x.size() + 1, 99.0f);
+      for (int64_t i = 0; i < n; ++i) x[i] = i < kSpecial && n >= kSpecial ? special[i] : value(rng);
+      for (int64_t i = 0; i < n; ++i) {
+        const float s = 1.0f / (1.0f + std::exp(-x[i]));
+        want[i] = times_x ? x[i] * s : s;
+      }
+      fn(x.data(), got.data(), n, times_x);
+      for (int64_t i = 0; i < n; ++i) {
+        if (std::isnan(want[i]) || std::isinf(want[i]) || abs_tol == 0) {
+          if (std::isnan(want[i])) ASSERT_TRUE(std::isnan(got[i])) << "element " << i << " x " << x[i];
+          else ASSERT_EQ(Bits(got[i]), Bits(want[i])) << "element " << i << " x " << x[i];
+        } else {
+          ASSERT_NEAR(got[i], want[i], abs_tol * std::max(1.0f, std::fabs(x[i]))) << "element " << i << " x " << x[i];
+        }
+      }
+      EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+    }
+  }
+}
+
+// Clip as kernels/ref computes it (x < lo ? lo : x, then > hi ? hi : that),
+// bit for bit: NaN, signed zeros, infinities, and bounds that are infinite,
+// NaN, zero or crossed (lo > hi).
+void CheckClipF32(std::mt19937& rng, ClipF32Fn fn) {
+  std::uniform_real_distribution<float> value(-8.0f, 8.0f);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const float special[] = {0.0f, -0.0f, 6.0f, -6.0f, inf, -inf, nan, 1e-30f};
+  const std::pair<float, float> bounds[] = {{0.0f, 6.0f}, {-1.5f, 2.25f}, {-inf, 0.0f}, {0.0f, inf},
+                                            {-0.0f, 0.0f}, {nan, 1.0f}, {-1.0f, nan}, {3.0f, -3.0f}};
+  for (const auto& [lo, hi] : bounds) {
+    for (int64_t n : kRowLengths) {
+      SCOPED_TRACE("n " + std::to_string(n) + " lo " + std::to_string(lo) + " hi " + std::to_string(hi));
+      std::vector<float> x(static_cast<size_t>(n)), want(x.size()), got(x.size() + 1, 99.0f);
+      for (int64_t i = 0; i < n; ++i) x[i] = i < 8 && n >= 8 ? special[i] : value(rng);
+      for (int64_t i = 0; i < n; ++i) {
+        const float above = x[i] < lo ? lo : x[i];
+        want[i] = above > hi ? hi : above;
+      }
+      fn(x.data(), got.data(), n, lo, hi);
+      ExpectFloatRow(std::vector<float>(got.begin(), got.begin() + n), want, 0.0f);
+      EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+    }
+  }
+}
+
+// x * a + b, the product rounded first (the reference BatchNormalization's
+// per-channel affine), bit for bit, with special values.
+void CheckScaleShiftF32(std::mt19937& rng, ScaleShiftF32Fn fn) {
+  std::uniform_real_distribution<float> value(-8.0f, 8.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float special[] = {0.0f, -0.0f, inf, -inf, std::nanf(""), 1e-30f, 3e38f, -3e38f};
+  for (const auto& [a, b] : {std::pair<float, float>{1.7f, -0.3f}, {0.0f, 2.0f}, {-3.1f, 0.0f}, {1e20f, 1e-20f}}) {
+    for (int64_t n : kRowLengths) {
+      SCOPED_TRACE("n " + std::to_string(n));
+      std::vector<float> x(static_cast<size_t>(n)), want(x.size()), got(x.size() + 1, 99.0f);
+      for (int64_t i = 0; i < n; ++i) x[i] = i < 8 && n >= 8 ? special[i] : value(rng);
+      for (int64_t i = 0; i < n; ++i) {
+        volatile float product = x[i] * a;  // rounded before the sum
+        want[i] = product + b;
+      }
+      fn(x.data(), got.data(), n, a, b);
+      ExpectFloatRow(std::vector<float>(got.begin(), got.begin() + n), want, 0.0f);
+      EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+    }
+  }
+}
+
+// LayerNorm of rows as kernels/ref/norm.cc computes it: double sums in order,
+// double arithmetic per value, one rounding; bit for bit, for row counts
+// around the row kernel's group and lengths from 1.
+void CheckLayerNormF32(std::mt19937& rng, LayerNormF32Fn fn) {
+  std::uniform_real_distribution<float> value(-3.0f, 5.0f);
+  for (int64_t rows : {1, 3, 4, 5, 9}) {
+    for (int64_t n : {1, 7, 64, 385}) {
+      SCOPED_TRACE("rows " + std::to_string(rows) + " n " + std::to_string(n));
+      std::vector<float> x(static_cast<size_t>(rows * n)), want(x.size()), got(x.size() + 1, 99.0f);
+      for (float& v : x) v = value(rng);
+      x[0] = 1e6f;
+      std::vector<double> scale(static_cast<size_t>(n)), bias(static_cast<size_t>(n));
+      for (int64_t j = 0; j < n; ++j) scale[j] = value(rng), bias[j] = value(rng);
+      const double eps = 1e-5f;
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* p = x.data() + r * n;
+        double s = 0.0, q = 0.0;
+        for (int64_t i = 0; i < n; ++i) s += static_cast<double>(p[i]);
+        const double m = s / static_cast<double>(n);
+        for (int64_t i = 0; i < n; ++i) {
+          volatile double d = static_cast<double>(p[i]) - m;
+          volatile double dd = d * d;
+          q += dd;
+        }
+        const double inv = 1.0 / std::sqrt(q / static_cast<double>(n) + eps);
+        for (int64_t i = 0; i < n; ++i) {
+          volatile double t = (static_cast<double>(p[i]) - m) * inv * scale[i];
+          want[r * n + i] = static_cast<float>(t + bias[i]);
+        }
+      }
+      fn(x.data(), rows, n, scale.data(), bias.data(), eps, got.data());
+      ExpectFloatRow(std::vector<float>(got.begin(), got.begin() + rows * n), want, 0.0f);
+      EXPECT_EQ(got[rows * n], 99.0f) << "wrote past the rows";
+    }
+  }
+}
+
+// A ConvTranspose with stride = kernel against ConvTransposeF32Ref, bit for
+// bit: kernels 1x1, 2x2 and 3x2, positions across the row's block of 256, a
+// bias or none, and an output-channel range in the middle (the rest of y is
+// left as it was).
+void CheckConvTransposeF32(std::mt19937& rng, ConvTransposeF32Fn fn) {
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  struct Case {
+    int64_t c, m, h, w, kh, kw;
+  };
+  for (const Case& k : {Case{3, 4, 5, 7, 2, 2}, Case{16, 5, 17, 19, 2, 2}, Case{2, 3, 4, 3, 3, 2}, Case{5, 2, 9, 1, 1, 1}}) {
+    for (bool with_bias : {true, false}) {
+      SCOPED_TRACE("c " + std::to_string(k.c) + " m " + std::to_string(k.m) + " " + std::to_string(k.h) + "x" +
+                   std::to_string(k.w) + " kernel " + std::to_string(k.kh) + "x" + std::to_string(k.kw));
+      std::vector<float> x(static_cast<size_t>(k.c * k.h * k.w)), w(static_cast<size_t>(k.c * k.m * k.kh * k.kw));
+      std::vector<float> bias(static_cast<size_t>(k.m));
+      for (float& v : x) v = value(rng);
+      for (float& v : w) v = value(rng);
+      for (float& v : bias) v = value(rng);
+      x[0] = -0.0f;
+      ConvParams p;
+      const Shape xs = {1, k.c, k.h, k.w}, ws = {k.c, k.m, k.kh, k.kw};
+      p.window.kernel = {k.kh, k.kw};
+      p.window.strides = {k.kh, k.kw};
+      Shape ys;
+      ASSERT_TRUE(PrepareConvTranspose(xs, ws, AutoPad::kNotSet, {}, {}, &p, &ys).ok());
+      std::vector<float> want(static_cast<size_t>(k.m * ys[2] * ys[3]));
+      ConvTransposeF32Ref(p, xs, x.data(), ws, w.data(), with_bias ? bias.data() : nullptr, ys, want.data(), nullptr);
+      std::vector<float> got(want.size() + 1, 99.0f);
+      ConvTransposeF32Args a;
+      a.x = x.data(), a.w = w.data(), a.bias = with_bias ? bias.data() : nullptr, a.y = got.data();
+      a.channels = k.c, a.out_channels = k.m, a.height = k.h, a.width = k.w, a.kernel_h = k.kh, a.kernel_w = k.kw;
+      a.m_begin = 1, a.m_end = k.m;  // channel 0 untouched
+      fn(a);
+      const size_t plane = want.size() / static_cast<size_t>(k.m);
+      for (size_t i = 0; i < plane; ++i) ASSERT_EQ(got[i], 99.0f) << "wrote outside [m_begin, m_end)";
+      ExpectFloatRow(std::vector<float>(got.begin() + plane, got.end() - 1),
+                     std::vector<float>(want.begin() + plane, want.end()), 0.0f);
+      a.m_begin = 0, a.m_end = 1;
+      fn(a);
+      ExpectFloatRow(std::vector<float>(got.begin(), got.end() - 1), want, 0.0f);
+      EXPECT_EQ(got.back(), 99.0f) << "wrote past y";
+    }
+  }
+}
+
+// Nearest upsampling by whole factors: y[p, i, j] = x[p, i / sh, j / sw],
+// the same bytes, for each element size.
+void CheckResizeNearest(std::mt19937& rng, ResizeNearestFn fn) {
+  for (size_t elem : {1, 2, 4, 8}) {
+    for (const auto& [sh, sw] : {std::pair<int64_t, int64_t>{2, 2}, {1, 3}, {3, 1}, {1, 1}}) {
+      const int64_t planes = 3, h = 5, w = 7;
+      SCOPED_TRACE("elem " + std::to_string(elem) + " scales " + std::to_string(sh) + "x" + std::to_string(sw));
+      const std::vector<uint8_t> x = RandomBytes(rng, planes * h * w * static_cast<int64_t>(elem));
+      const size_t out = static_cast<size_t>(planes * h * sh * w * sw) * elem;
+      std::vector<uint8_t> got(out + 1, 0xab), want(out);
+      for (int64_t p = 0; p < planes; ++p)
+        for (int64_t i = 0; i < h * sh; ++i)
+          for (int64_t j = 0; j < w * sw; ++j)
+            std::memcpy(&want[static_cast<size_t>((p * h * sh + i) * w * sw + j) * elem],
+                        &x[static_cast<size_t>((p * h + i / sh) * w + j / sw) * elem], elem);
+      ResizeNearestArgs a;
+      a.x = x.data(), a.y = got.data(), a.planes = planes, a.height = h, a.width = w, a.scale_h = sh, a.scale_w = sw;
+      a.elem_size = elem;
+      fn(a);
+      ASSERT_EQ(std::memcmp(got.data(), want.data(), out), 0);
+      EXPECT_EQ(got[out], 0xab) << "wrote past y";
+    }
+  }
+}
+
 // Softmax of one row as kernels/ref/softmax.cc computes it (inner = 1):
 // float exp of x - max, double sums.
 void CheckSoftmaxF32(std::mt19937& rng, SoftmaxF32Fn fn, float abs_tol) {
@@ -609,6 +797,14 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
       CheckSoftmaxF32(rng, def.get<SoftmaxF32Fn>(), def.isa == CpuIsa::kPortable ? 0.0f : cpu::kSoftmaxF32AbsTol);
       return true;
     case CpuOp::kPow2F32: CheckPow2F32(rng, def.get<Pow2F32Fn>()); return true;
+    case CpuOp::kClipF32: CheckClipF32(rng, def.get<ClipF32Fn>()); return true;
+    case CpuOp::kScaleShiftF32: CheckScaleShiftF32(rng, def.get<ScaleShiftF32Fn>()); return true;
+    case CpuOp::kLayerNormF32: CheckLayerNormF32(rng, def.get<LayerNormF32Fn>()); return true;
+    case CpuOp::kConvTransposeF32: CheckConvTransposeF32(rng, def.get<ConvTransposeF32Fn>()); return true;
+    case CpuOp::kResizeNearest: CheckResizeNearest(rng, def.get<ResizeNearestFn>()); return true;
+    case CpuOp::kSigmoidF32:
+      CheckSigmoidF32(rng, def.get<SigmoidF32Fn>(), def.isa == CpuIsa::kPortable ? 0.0f : cpu::kSigmoidF32AbsTol);
+      return true;
     case CpuOp::kConvertF16F32: CheckConvertF16F32(def.get<ConvertF16F32Fn>()); return true;
     case CpuOp::kConvertF32F16: CheckConvertF32F16(rng, def.get<ConvertF32F16Fn>()); return true;
     case CpuOp::kMinMaxF32: CheckMinMaxF32(rng, def.get<MinMaxF32Fn>()); return true;

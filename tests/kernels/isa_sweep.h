@@ -22,9 +22,10 @@ namespace testing {
 
 // FP32 kernels: |fast - ref| <= kF32RelTol * max |ref| (another summation
 // order, FMA). Every INT8 kernel and every QDQ row is bit for bit its
-// reference: no tolerance. The Erf and Softmax rows' absolute tolerances are
-// part of their contract, next to them: cpu::kErfF32AbsTol and
-// cpu::kSoftmaxF32AbsTol (kernels/cpu/activation_f32.h); Pow(x, 2) and the
+// reference: no tolerance. The Erf, Softmax and Sigmoid rows' absolute
+// tolerances are part of their contract, next to them: cpu::kErfF32AbsTol,
+// cpu::kSoftmaxF32AbsTol and cpu::kSigmoidF32AbsTol
+// (kernels/cpu/activation_f32.h); Pow(x, 2) and the
 // float16 conversions are exact.
 inline constexpr float kF32RelTol = 1e-5f;
 

@@ -153,6 +153,34 @@ TEST(QdqGlueFusion, ElementwiseChainsBecomeOneBitExactLut) {
        }},
       {"Identity+Relu", [](QdqGraphBuilder& b, std::string v) { return b.Add("Relu", {b.Add("Identity", {v})}); }},
       {"none (requantize)", [](QdqGraphBuilder&, std::string v) { return v; }},
+      {"SiLU: Mul(x, Sigmoid(x))", [](QdqGraphBuilder& b, std::string v) {
+         return b.Add("Mul", {v, b.Add("Sigmoid", {v})});
+       }},
+      {"SiLU: Mul(Sigmoid(x), x)", [](QdqGraphBuilder& b, std::string v) {
+         return b.Add("Mul", {b.Add("Sigmoid", {v}), v});
+       }},
+      {"u = x + 0.5; u * Tanh(u) - x: binary steps over a shared inner value", [](QdqGraphBuilder& b, std::string v) {
+         b.model().graph.initializers["half"] = Tensor::Scalar<float>(0.5f);
+         const std::string u = b.Add("Add", {v, "half"});
+         return b.Add("Sub", {b.Add("Mul", {u, b.Add("Tanh", {u})}), v});
+       }},
+      {"x * x", [](QdqGraphBuilder& b, std::string v) { return b.Add("Mul", {v, v}); }},
+      {"onnxruntime's SiLU: Mul(x, DQ(Q(Sigmoid(x))))", [](QdqGraphBuilder& b, std::string v) {
+         b.Params("psig", 1.0f / 255, 0, DataType::kUInt8);
+         return b.Add("Mul", {v, b.Dq(b.Q(b.Add("Sigmoid", {v}), "psig"), "psig")});
+       }},
+      {"Paddle's scaled HardSwish, [1] constants from Constant nodes: u = a x + b; u * Clip(u + 3, 0, 6) / 6",
+       [](QdqGraphBuilder& b, std::string v) {
+         auto one = [&](float f) {
+           return b.Add("Constant", {}, {Attribute::FromTensor("value", Tensor::FromVector<float>({1}, {f}))});
+         };
+         auto scalar = [&](float f) {
+           return b.Add("Constant", {}, {Attribute::FromTensor("value", Tensor::Scalar<float>(f))});
+         };
+         const std::string u = b.Add("Add", {b.Add("Mul", {one(0.94f), v}), one(0.5f)});
+         const std::string relu6 = b.Add("Clip", {b.Add("Add", {u, scalar(3.0f)}), scalar(0.0f), scalar(6.0f)});
+         return b.Add("Div", {b.Add("Mul", {u, relu6}), scalar(6.0f)});
+       }},
   };
   for (const TypeCase& in : kTypes) {
     for (const TypeCase& out : kTypes) {
@@ -351,37 +379,110 @@ TEST(QdqGlueFusion, MoveOpsBetweenDequantizeAndQuantizeRunOnIntegers) {
 // DequantizeLinear of one, as onnxruntime writes them), on either side, are
 // steps of a table; a DequantizeLinear that other nodes read too (GELU's x)
 // feeds the table's integers and stays for the others.
-TEST(QdqGlueFusion, ScalarConstantStepsAndSharedDequantizeJoinTables) {
+// DequantizeLinear of each input -> Concat -> QuantizeLinear: Concat of the
+// integers, an input whose parameters differ from the output's through its
+// table first; a dequantized input that another node reads keeps its DQ.
+TEST(QdqGlueFusion, ConcatOfDequantizedValuesRunsOnIntegers) {
   for (const TypeCase& t : kTypes) {
     SCOPED_TRACE(DataTypeName(t.type));
     QdqGraphBuilder b;
-    const Shape shape = {3, 5, 37};
-    b.Input("x", t.type, shape);
-    b.Params("pin", 0.0173f, t.zp_in, t.type);
-    b.Params("pe", 0.0081f, t.zp_out, t.type);
-    b.Params("pc", 0.0157f, t.zp_in, t.type);
-    b.Params("pout", 0.0061f, t.zp_out, t.type);
-    auto& init = b.model().graph.initializers;
-    init["sqrt2"] = Tensor::Scalar<float>(1.4142135f);
-    init["two"] = Tensor::Scalar<float>(2.0f);
-    init["c_q"] = t.type == DataType::kInt8 ? Tensor::Scalar<int8_t>(77) : Tensor::Scalar<uint8_t>(177);
-    const std::string x = b.Dq("x", "pin");
-    const std::string one = b.Dq("c_q", "pc");  // a dequantized scalar constant
-    // GELU as onnxruntime quantizes it: x * (erf(x / sqrt2) + c), x also read by the product.
-    const std::string erf = b.Q(b.Add("Erf", {b.Add("Div", {x, "sqrt2"})}), "pe");
-    const std::string shifted = b.Q(b.Add("Add", {one, b.Dq(erf, "pe")}), "pe");
-    b.Output(b.Q(b.Add("Mul", {x, b.Dq(shifted, "pe")}), "pout"));
-    // More steps: constant first, Sub, Pow.
-    b.Output(b.Q(b.Add("Pow", {b.Add("Sub", {"two", b.Add("Mul", {"sqrt2", x})}), "two"}), "pout"));
+    b.Input("a", t.type, {2, 3, 4, 5});
+    b.Input("b", t.type, {2, 2, 4, 5});
+    b.Input("c", t.type, {2, 1, 4, 5});
+    b.Params("p", 0.02f, t.zp_in, t.type);
+    b.Params("pc", 0.037f, t.zp_out, t.type);
+    const std::string da = b.Dq("a", "p");
+    b.Output(b.Q(b.Add("Concat", {da, b.Dq("b", "p"), b.Dq("c", "pc")}, {Attribute::Int("axis", 1)}), "p"));
+    b.Output(b.Add("Relu", {da}));
     const auto counts = FusedOpCounts(b.model());
-    // Erf's table and the + c table that alone reads it compose into one.
-    EXPECT_EQ(counts.at("QLinearLut"), 2);
-    EXPECT_EQ(counts.count("Div") + counts.count("Erf") + counts.count("Add") + counts.count("Sub") +
-                  counts.count("Pow"),
-              0u);
-    EXPECT_EQ(counts.count("Mul"), 0u);
-    EXPECT_EQ(counts.at("QLinearMul"), 1);  // x * (erf + c): two activations
-    ExpectFusedBitExact(b.model(), {{"x", RandomBytes(t.type, shape, 22)}});
+    EXPECT_EQ(counts.at("Concat"), 1);
+    EXPECT_EQ(counts.at("QLinearLut"), 1);  // c's parameters differ
+    EXPECT_EQ(counts.count("QuantizeLinear"), 0u);
+    EXPECT_EQ(counts.at("DequantizeLinear"), 1);  // a's, for the Relu
+    ExpectFusedBitExact(b.model(), {{"a", RandomBytes(t.type, {2, 3, 4, 5}, 41)},
+                                    {"b", RandomBytes(t.type, {2, 2, 4, 5}, 42)},
+                                    {"c", RandomBytes(t.type, {2, 1, 4, 5}, 43)}});
+  }
+}
+
+// YOLO's SPPF as sparq quantizes it: DQ -> SiLU -> u, three chained MaxPools
+// of u, Concat(u, m1, m2, m3) -> Q: one table (SiLU and Q), the MaxPools on
+// its integers, Concat of the integers; bit for bit the float graph (max
+// commutes with the nondecreasing Q). With a negative Q scale, or a MaxPool
+// output read outside, it stays float.
+TEST(QdqGlueFusion, SppfMaxPoolsOverATableRunOnIntegers) {
+  for (const TypeCase& t : kTypes) {
+    for (int variant = 0; variant < 3; ++variant) {
+      SCOPED_TRACE(DataTypeName(t.type) + " variant " + std::to_string(variant));
+      QdqGraphBuilder b;
+      const Shape shape = {1, 4, 9, 11};
+      b.Input("x", t.type, shape);
+      b.Params("pin", 0.031f, t.zp_in, t.type);
+      b.Params("pout", variant == 1 ? -0.02f : 0.02f, t.zp_out, t.type);
+      const std::string v = b.Dq("x", "pin");
+      const std::string u = b.Add("Mul", {v, b.Add("Sigmoid", {v})});
+      const std::vector<Attribute> pool = {Attribute::Ints("kernel_shape", {5, 5}), Attribute::Ints("pads", {2, 2, 2, 2})};
+      const std::string m1 = b.Add("MaxPool", {u}, pool);
+      const std::string m2 = b.Add("MaxPool", {m1}, pool);
+      const std::string m3 = b.Add("MaxPool", {m2}, pool);
+      b.Output(b.Q(b.Add("Concat", {u, m1, m2, m3}, {Attribute::Int("axis", 1)}), "pout"));
+      if (variant == 2) b.Output(m2);
+      const auto counts = FusedOpCounts(b.model());
+      if (variant == 0) {
+        EXPECT_EQ(counts.at("QLinearLut"), 1);
+        EXPECT_EQ(counts.at("MaxPool"), 3);
+        EXPECT_EQ(counts.count("Sigmoid") + counts.count("Mul") + counts.count("QuantizeLinear") +
+                      counts.count("DequantizeLinear"),
+                  0u);
+      } else {
+        EXPECT_EQ(counts.count("QLinearLut"), 0u);
+      }
+      ExpectFusedBitExact(b.model(), {{"x", RandomBytes(t.type, shape, 51)}});
+    }
+  }
+}
+
+TEST(QdqGlueFusion, ScalarConstantStepsAndSharedDequantizeJoinTables) {
+  for (const TypeCase& t : kTypes) {
+    for (bool shifted_out : {false, true}) {
+      SCOPED_TRACE(DataTypeName(t.type) + (shifted_out ? ", erf + c also a graph output" : ""));
+      QdqGraphBuilder b;
+      const Shape shape = {3, 5, 37};
+      b.Input("x", t.type, shape);
+      b.Params("pin", 0.0173f, t.zp_in, t.type);
+      b.Params("pe", 0.0081f, t.zp_out, t.type);
+      b.Params("pc", 0.0157f, t.zp_in, t.type);
+      b.Params("pout", 0.0061f, t.zp_out, t.type);
+      auto& init = b.model().graph.initializers;
+      init["sqrt2"] = Tensor::Scalar<float>(1.4142135f);
+      init["two"] = Tensor::Scalar<float>(2.0f);
+      init["c_q"] = t.type == DataType::kInt8 ? Tensor::Scalar<int8_t>(77) : Tensor::Scalar<uint8_t>(177);
+      const std::string x = b.Dq("x", "pin");
+      const std::string one = b.Dq("c_q", "pc");  // a dequantized scalar constant
+      // GELU as onnxruntime quantizes it: x * (erf(x / sqrt2) + c), x also read by the product.
+      const std::string erf = b.Q(b.Add("Erf", {b.Add("Div", {x, "sqrt2"})}), "pe");
+      const std::string shifted = b.Q(b.Add("Add", {one, b.Dq(erf, "pe")}), "pe");
+      b.Output(b.Q(b.Add("Mul", {x, b.Dq(shifted, "pe")}), "pout"));
+      if (shifted_out) b.Output(shifted);
+      // More steps: constant first, Sub, Pow.
+      b.Output(b.Q(b.Add("Pow", {b.Add("Sub", {"two", b.Add("Mul", {"sqrt2", x})}), "two"}), "pout"));
+      const auto counts = FusedOpCounts(b.model());
+      EXPECT_EQ(counts.count("Div") + counts.count("Erf") + counts.count("Add") + counts.count("Sub") +
+                    counts.count("Pow"),
+                0u);
+      EXPECT_EQ(counts.count("Mul"), 0u);
+      if (shifted_out) {
+        // erf + c stays a quantized value: one table (across erf's Q -> DQ), and
+        // x * (erf + c) of two activations.
+        EXPECT_EQ(counts.at("QLinearLut"), 2);
+        EXPECT_EQ(counts.at("QLinearMul"), 1);
+      } else {
+        // The whole GELU, across its inner Q -> DQ pairs, is one table of x.
+        EXPECT_EQ(counts.at("QLinearLut"), 2);
+        EXPECT_EQ(counts.count("QLinearMul"), 0u);
+      }
+      ExpectFusedBitExact(b.model(), {{"x", RandomBytes(t.type, shape, 22)}});
+    }
   }
 }
 
@@ -410,63 +511,68 @@ TEST(QdqGlueFusion, QuantizeAndDequantizeRowsMatchReference) {
   }
 }
 
-// DQ -> Conv -> Q -> DQ -> Relu -> Q: the convolution fuses into QLinearConv,
-// the ReLU into a table, and the table into the convolution
-// (sparq.QLinearConvLut); dense and depthwise, uint8 and int8. With a
-// requantization after it (DQ -> Q, EfficientNet's Pad once folded), the
-// two tables compose into one.
+// DQ -> Conv -> Q -> DQ -> Relu|SiLU -> Q: the convolution fuses into QLinearConv,
+// the ReLU or SiLU (x * Sigmoid(x)) into a table, and the table into the
+// convolution (sparq.QLinearConvLut); dense and depthwise, uint8 and int8.
+// With a requantization after it (DQ -> Q, EfficientNet's Pad once folded),
+// the two tables compose into one.
 TEST(QdqGlueFusion, ReluTableFoldsIntoTheConvolution) {
   for (const TypeCase& t : kTypes) {
     for (int64_t group : {1, 6, -6}) {
       const bool requantize = group < 0;
       group = requantize ? -group : group;
-      SCOPED_TRACE(DataTypeName(t.type) + " group " + std::to_string(group) + (requantize ? " requantized" : ""));
-      const int64_t c = 6, m = 6;
-      std::mt19937 rng(12);
-      QdqGraphBuilder b;
-      b.Input("x", t.type, {2, c, 9, 11});
-      b.Params("px", 0.031f, t.zp_in, t.type);
-      b.Params("py", 0.047f, t.zp_out, t.type);
-      b.Params("pr", 0.029f, t.zp_in / 3, t.type);
-      Graph& g = b.model().graph;
-      g.initializers["w"] = RandomBytes(DataType::kInt8, {m, c / group, 3, 3}, 13);
-      g.initializers["w_scale"] = Tensor::Scalar<float>(0.0079f);
-      g.initializers["w_zp"] = Tensor::Scalar<int8_t>(0);
-      std::vector<int32_t> bias(m);
-      for (int64_t i = 0; i < m; ++i) bias[i] = static_cast<int32_t>(rng() % 2001) - 1000;
-      g.initializers["b"] = Tensor::FromVector<int32_t>({m}, bias);
-      g.initializers["b_scale"] = Tensor::Scalar<float>(0.031f * 0.0079f);
-      g.initializers["b_zp"] = Tensor::Scalar<int32_t>(0);
-      const std::string conv = b.Add(
-          "Conv",
-          {b.Dq("x", "px"), b.Add("DequantizeLinear", {"w", "w_scale", "w_zp"}),
-           b.Add("DequantizeLinear", {"b", "b_scale", "b_zp"})},
-          {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Int("group", group)});
-      const std::string relu = b.Q(b.Add("Relu", {b.Dq(b.Q(conv, "py"), "py")}), "pr");
-      if (requantize) b.Params("pq", 0.033f, t.zp_out / 2, t.type);
-      b.Output(requantize ? b.Q(b.Dq(relu, "pr"), "pq") : relu);
-      auto fused = Create(b.model(), /*reference=*/false, 1);
-      ASSERT_NE(fused, nullptr);
-      ASSERT_EQ(fused->NodeKernels().size(), 1u);
-      EXPECT_EQ(fused->NodeKernels()[0].op_type, "QLinearConvLut");
-      EXPECT_EQ(testing::KernelOps(fused->NodeKernels()[0].kernel),
-                group == 1 ? "conv_s8+lut256" : "depthwise_s8");  // the depthwise rows apply the table
-      const TensorMap in = {{"x", RandomBytes(t.type, {2, c, 9, 11}, 14)}};
-      ExpectFusedBitExact(b.model(), in, /*fused_reference=*/true);
-      // Against the float graph: the integer convolution's one-step differences only.
-      auto float_graph = Create(b.model(), /*reference=*/true, 1);
-      TensorMap got, want;
-      ASSERT_TRUE(fused->Run(in, &got).ok());
-      ASSERT_TRUE(float_graph->Run(in, &want).ok());
-      const Tensor& y = got.begin()->second;
-      const Tensor& r = want.begin()->second;
-      int64_t differ = 0;
-      for (int64_t i = 0; i < y.numel(); ++i) {
-        const double d = y.GetAsDouble(i) - r.GetAsDouble(i);
-        EXPECT_LE(std::abs(d), 2.0) << i;
-        differ += d != 0;
+      for (const std::string act : {"Relu", "SiLU"}) {
+        SCOPED_TRACE(DataTypeName(t.type) + " group " + std::to_string(group) + " " + act +
+                     (requantize ? " requantized" : ""));
+        const int64_t c = 6, m = 6;
+        std::mt19937 rng(12);
+        QdqGraphBuilder b;
+        b.Input("x", t.type, {2, c, 9, 11});
+        b.Params("px", 0.031f, t.zp_in, t.type);
+        b.Params("py", 0.047f, t.zp_out, t.type);
+        b.Params("pr", 0.029f, t.zp_in / 3, t.type);
+        Graph& g = b.model().graph;
+        g.initializers["w"] = RandomBytes(DataType::kInt8, {m, c / group, 3, 3}, 13);
+        g.initializers["w_scale"] = Tensor::Scalar<float>(0.0079f);
+        g.initializers["w_zp"] = Tensor::Scalar<int8_t>(0);
+        std::vector<int32_t> bias(m);
+        for (int64_t i = 0; i < m; ++i) bias[i] = static_cast<int32_t>(rng() % 2001) - 1000;
+        g.initializers["b"] = Tensor::FromVector<int32_t>({m}, bias);
+        g.initializers["b_scale"] = Tensor::Scalar<float>(0.031f * 0.0079f);
+        g.initializers["b_zp"] = Tensor::Scalar<int32_t>(0);
+        const std::string conv = b.Add(
+            "Conv",
+            {b.Dq("x", "px"), b.Add("DequantizeLinear", {"w", "w_scale", "w_zp"}),
+             b.Add("DequantizeLinear", {"b", "b_scale", "b_zp"})},
+            {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Int("group", group)});
+        const std::string v = b.Dq(b.Q(conv, "py"), "py");
+        const std::string activated =
+            b.Q(act == "Relu" ? b.Add("Relu", {v}) : b.Add("Mul", {v, b.Add("Sigmoid", {v})}), "pr");
+        if (requantize) b.Params("pq", 0.033f, t.zp_out / 2, t.type);
+        b.Output(requantize ? b.Q(b.Dq(activated, "pr"), "pq") : activated);
+        auto fused = Create(b.model(), /*reference=*/false, 1);
+        ASSERT_NE(fused, nullptr);
+        ASSERT_EQ(fused->NodeKernels().size(), 1u);
+        EXPECT_EQ(fused->NodeKernels()[0].op_type, "QLinearConvLut");
+        EXPECT_EQ(testing::KernelOps(fused->NodeKernels()[0].kernel),
+                  group == 1 ? "conv_s8+lut256" : "depthwise_s8");  // the depthwise rows apply the table
+        const TensorMap in = {{"x", RandomBytes(t.type, {2, c, 9, 11}, 14)}};
+        ExpectFusedBitExact(b.model(), in, /*fused_reference=*/true);
+        // Against the float graph: the integer convolution's one-step differences only.
+        auto float_graph = Create(b.model(), /*reference=*/true, 1);
+        TensorMap got, want;
+        ASSERT_TRUE(fused->Run(in, &got).ok());
+        ASSERT_TRUE(float_graph->Run(in, &want).ok());
+        const Tensor& y = got.begin()->second;
+        const Tensor& r = want.begin()->second;
+        int64_t differ = 0;
+        for (int64_t i = 0; i < y.numel(); ++i) {
+          const double d = y.GetAsDouble(i) - r.GetAsDouble(i);
+          EXPECT_LE(std::abs(d), 2.0) << i;
+          differ += d != 0;
+        }
+        EXPECT_LT(differ, y.numel() / 20);
       }
-      EXPECT_LT(differ, y.numel() / 20);
     }
   }
 }
@@ -517,6 +623,71 @@ TEST(QdqGlueFusion, ActivationBetweenConvolutionAndQuantizerFuses) {
           differ += d != 0;
         }
         EXPECT_LT(differ, yq.numel() / 20);
+      }
+    }
+  }
+}
+
+// onnxruntime's QDQ files from opset-12 exporters (PP-OCR): each weight a
+// float Constant node -> QuantizeLinear -> DequantizeLinear, the bias a float
+// Constant node. With constant folding the QuantizeLinear of the constant
+// becomes int8 weights (its exact bytes; uint8 weights shift to int8), the
+// bias is quantized to int32 at x_scale * w_scale, and the Conv runs as
+// QLinearConv on its fast kernel; against the float
+// graph: one-step differences only (the integer sum and the bias rounding).
+TEST(QdqGlueFusion, FloatWeightsFromConstantNodesAndFloatBiasRunAsQLinearConv) {
+  for (const TypeCase& t : kTypes) {
+    for (int64_t group : {1, 4}) {
+      for (const TypeCase& wt : {TypeCase{DataType::kInt8, 0, 0}, TypeCase{DataType::kUInt8, 131, 0}}) {
+        SCOPED_TRACE(DataTypeName(t.type) + " group " + std::to_string(group) + " weights " + DataTypeName(wt.type));
+        const int64_t c = 4, m = 4;
+        QdqGraphBuilder b(/*opset=*/12);
+        b.Input("x", t.type, {1, c, 7, 9});
+        b.Params("px", 0.031f, t.zp_in, t.type);
+        b.Params("py", 0.047f, t.zp_out, t.type);
+        b.Params("pw", 0.0079f, wt.zp_in, wt.type);
+        const std::string w = b.Add("Constant", {}, {Attribute::FromTensor("value", testing::RandomFloats({m, c / group, 3, 3}, 31))});
+        const std::string bias = b.Add("Constant", {}, {Attribute::FromTensor("value", testing::RandomFloats({m}, 32))});
+        const std::string conv = b.Add("Conv", {b.Dq("x", "px"), b.Dq(b.Q(w, "pw"), "pw"), bias},
+                                       {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("pads", {1, 1, 1, 1}),
+                                        Attribute::Int("group", group)});
+        b.Output(b.Q(conv, "py"));
+        auto create = [&](bool reference, int threads) {
+          ExecutorOptions o;
+          o.threads = threads;
+          o.reference_kernels = reference;
+          o.fuse_qdq = !reference;
+          o.fold_constants = !reference;
+          auto e = Executor::Create(b.model(), o);
+          EXPECT_TRUE(e.ok()) << e.status().ToString();
+          return e.ok() ? std::move(e).value() : nullptr;
+        };
+        auto fused = create(false, 1);
+        ASSERT_NE(fused, nullptr);
+        ASSERT_EQ(fused->NodeKernels().size(), 1u);
+        EXPECT_EQ(fused->NodeKernels()[0].op_type, "QLinearConv");
+        // conv_s8 for symmetric weights; uint8 weights shifted to int8 keep a zero
+        // point, which the VNNI conv_s8 row leaves to gemm_s8.
+        const std::string kernel = testing::KernelOps(fused->NodeKernels()[0].kernel);
+        if (group != 1) EXPECT_EQ(kernel, "depthwise_s8");
+        else if (wt.type == DataType::kInt8) EXPECT_EQ(kernel, "conv_s8");
+        else EXPECT_TRUE(kernel == "conv_s8" || kernel == "gemm_s8") << kernel;
+        const TensorMap in = {{"x", RandomBytes(t.type, {1, c, 7, 9}, 33)}};
+        TensorMap got, got2, want;
+        ASSERT_TRUE(fused->Run(in, &got).ok());
+        auto two = create(false, 2);
+        ASSERT_TRUE(two->Run(in, &got2).ok());
+        ASSERT_TRUE(create(true, 1)->Run(in, &want).ok());
+        const Tensor& y = got.begin()->second;
+        const Tensor& r = want.begin()->second;
+        EXPECT_TRUE(got2.begin()->second.Equals(y));
+        int64_t differ = 0;
+        for (int64_t i = 0; i < y.numel(); ++i) {
+          const double d = y.GetAsDouble(i) - r.GetAsDouble(i);
+          EXPECT_LE(std::abs(d), 1.0) << i;
+          differ += d != 0;
+        }
+        EXPECT_LT(differ, y.numel() / 10);
       }
     }
   }
@@ -583,7 +754,7 @@ TEST(QdqGlueFusion, NonQualifyingPatternsAreLeftAlone) {
     base(b);
     const std::string d = b.Dq("x", "pin");
     b.Output(b.Q(b.Add("Relu", {d}), "pout"));
-    b.Output(b.Add("Sigmoid", {d}));
+    b.Output(b.Add("Tanh", {d}));  // a float op on its reference kernel: the same bits
     const auto counts = FusedOpCounts(b.model());
     EXPECT_EQ(counts.at("QLinearLut"), 1);
     EXPECT_EQ(counts.count("Relu"), 0u);
@@ -591,9 +762,12 @@ TEST(QdqGlueFusion, NonQualifyingPatternsAreLeftAlone) {
     ExpectFusedBitExact(b.model(), {{"x", RandomBytes(u8, shape, 6)}});
   }
   {
-    SCOPED_TRACE("Add of a non-scalar constant is no table step; Add of a rank-1 [1] constant neither");
+    SCOPED_TRACE("Add of a non-scalar constant is no table step; Add of a rank-1 [1] constant neither when x's rank "
+                 "is unknown (x a scalar would make the result [1])");
     QdqGraphBuilder b;
     base(b);
+    b.model().graph.inputs.back().has_shape = false;
+    b.model().graph.inputs.back().dims.clear();
     b.model().graph.initializers["row"] = testing::RandomFloats({7}, 12);
     b.model().graph.initializers["one"] = Tensor::FromVector<float>({1}, {0.5f});
     b.Output(b.Q(b.Add("Add", {b.Dq("x", "pin"), "row"}), "pout"));
@@ -611,6 +785,22 @@ TEST(QdqGlueFusion, NonQualifyingPatternsAreLeftAlone) {
     b.Output(r);
     EXPECT_EQ(FusedOpCounts(b.model()).count("QLinearLut"), 0u);
     ExpectFusedBitExact(b.model(), {{"x", RandomBytes(u8, shape, 7)}});
+  }
+  {
+    // (Tanh, not Sigmoid, for the float output: Sigmoid's fast rows are not the reference's bits.)
+    SCOPED_TRACE("x * Tanh(x) whose Tanh is a graph output; Mul of a Sigmoid of another dequantized value");
+    QdqGraphBuilder b;
+    base(b);
+    b.Input("z", u8, shape);
+    const std::string d = b.Dq("x", "pin");
+    const std::string sig = b.Add("Tanh", {d});
+    b.Output(b.Q(b.Add("Mul", {d, sig}), "pout"));
+    b.Output(sig);
+    b.Output(b.Q(b.Add("Mul", {b.Dq("z", "pin"), b.Add("Sigmoid", {b.Dq("x", "pin")})}), "pout"));
+    const auto counts = FusedOpCounts(b.model());
+    EXPECT_EQ(counts.count("QLinearLut"), 0u);
+    EXPECT_EQ(counts.at("Mul"), 2);
+    ExpectFusedBitExact(b.model(), {{"x", RandomBytes(u8, shape, 23)}, {"z", RandomBytes(u8, shape, 24)}});
   }
   {
     SCOPED_TRACE("scale that a run may override (initializer input)");

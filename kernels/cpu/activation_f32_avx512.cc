@@ -1,0 +1,76 @@
+// The AVX-512 rows of sigmoid_f32 and clip_f32 (activation_f32.h): sixteen
+// floats a step, the computations of the AVX2 rows (activation_f32.cc) in
+// wider registers.
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cpu/activation_f32.h"
+#include "kernels/cpu/cpu_target.h"
+
+#if SPARQ_CPU_X86
+#include <immintrin.h>
+
+namespace sparq {
+namespace cpu {
+
+SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX512_FEATURES)
+namespace {
+
+// e^x as the AVX2 row's Exp8: x = k ln2 + r, e^r by its degree-6 Taylor
+// polynomial, times 2^k through the exponent bits; x clamped to [-87, 88].
+inline __m512 Exp16(__m512 x) {
+  x = _mm512_min_ps(_mm512_max_ps(x, _mm512_set1_ps(-87.0f)), _mm512_set1_ps(88.0f));
+  const __m512 k = _mm512_roundscale_ps(_mm512_mul_ps(x, _mm512_set1_ps(1.44269504088896341f)),
+                                        _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  __m512 r = _mm512_fnmadd_ps(k, _mm512_set1_ps(0.693359375f), x);
+  r = _mm512_fnmadd_ps(k, _mm512_set1_ps(-2.12194440e-4f), r);
+  __m512 p = _mm512_set1_ps(1.0f / 720);
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 120));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 24));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f / 6));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(0.5f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  p = _mm512_fmadd_ps(p, r, _mm512_set1_ps(1.0f));
+  const __m512i scale = _mm512_slli_epi32(_mm512_add_epi32(_mm512_cvtps_epi32(k), _mm512_set1_epi32(127)), 23);
+  return _mm512_mul_ps(p, _mm512_castsi512_ps(scale));
+}
+
+// As Sigmoid8 of the AVX2 row: 0 where float e^-x overflows, NaN kept.
+inline __m512 Sigmoid16(__m512 x, bool times_x) {
+  const __m512 e = Exp16(_mm512_sub_ps(_mm512_setzero_ps(), x));
+  __m512 s = _mm512_div_ps(_mm512_set1_ps(1.0f), _mm512_add_ps(_mm512_set1_ps(1.0f), e));
+  const __mmask16 overflow = _mm512_cmp_ps_mask(x, _mm512_set1_ps(-88.7228394f), _CMP_LT_OQ);
+  s = _mm512_mask_mov_ps(s, overflow, _mm512_setzero_ps());
+  if (times_x) s = _mm512_mul_ps(x, s);
+  return _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
+}  // namespace
+
+void SigmoidRowAvx512(const float* x, float* y, int64_t n, bool times_x) {
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, Sigmoid16(_mm512_loadu_ps(x + i), times_x));
+  if (i < n) {  // the tail under a mask: each value rounds as in the body
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, Sigmoid16(_mm512_maskz_loadu_ps(m, x + i), times_x));
+  }
+}
+
+// max(lo, x) then min(hi, .) with the operand order of the reference's
+// x < lo ? lo : x and x > hi ? hi : x: NaN stays NaN, -0 stays -0.
+void ClipRowAvx512(const float* x, float* y, int64_t n, float lo, float hi) {
+  const __m512 vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16)
+    _mm512_storeu_ps(y + i, _mm512_min_ps(vhi, _mm512_max_ps(vlo, _mm512_loadu_ps(x + i))));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_min_ps(vhi, _mm512_max_ps(vlo, _mm512_maskz_loadu_ps(m, x + i))));
+  }
+}
+
+SPARQ_CPU_TARGET_END
+
+}  // namespace cpu
+}  // namespace sparq
+#endif

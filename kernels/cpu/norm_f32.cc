@@ -1,0 +1,167 @@
+// Float32 BatchNormalization (inference) and LayerNormalization on the
+// scale_shift_f32 and layer_norm_f32 rows (norm_f32.h), and their registry
+// rows. Anything outside these paths (training mode, per-element
+// parameters, requested statistics outputs, other types) runs the reference
+// kernel, which also names every error.
+#include "kernels/cpu/norm_f32.h"
+
+#include <algorithm>
+#include <cmath>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cpu/dispatch.h"
+#include "kernels/registry.h"
+
+namespace sparq {
+namespace cpu {
+
+void ScaleShiftRowPortable(const float* x, float* y, int64_t n, float a, float b) {
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * a + b;
+}
+
+namespace {
+
+// One group of kRows rows (or fewer), the reference's arithmetic per row; the
+// rows' in-order sums interleave, so each add waits only for its own row's
+// previous one.
+template <int kRows>
+void LayerNormGroup(const float* x, int64_t n, const double* scale, const double* bias, double epsilon, float* y) {
+  double s[kRows] = {}, q[kRows] = {}, m[kRows], inv[kRows];
+  for (int64_t i = 0; i < n; ++i)
+    for (int j = 0; j < kRows; ++j) s[j] += static_cast<double>(x[j * n + i]);
+  for (int j = 0; j < kRows; ++j) m[j] = s[j] / static_cast<double>(n);
+  for (int64_t i = 0; i < n; ++i) {
+    for (int j = 0; j < kRows; ++j) {
+      const double d = static_cast<double>(x[j * n + i]) - m[j];
+      q[j] += d * d;
+    }
+  }
+  for (int j = 0; j < kRows; ++j) inv[j] = 1.0 / std::sqrt(q[j] / static_cast<double>(n) + epsilon);
+  for (int j = 0; j < kRows; ++j) {
+    const float* src = x + j * n;
+    float* dst = y + j * n;
+    for (int64_t i = 0; i < n; ++i)
+      dst[i] = static_cast<float>((static_cast<double>(src[i]) - m[j]) * inv[j] * scale[i] + bias[i]);
+  }
+}
+
+}  // namespace
+
+void LayerNormRowsPortable(const float* x, int64_t rows, int64_t n, const double* scale, const double* bias,
+                           double epsilon, float* y) {
+  constexpr int kRows = 4;
+  int64_t r = 0;
+  for (; r + kRows <= rows; r += kRows) LayerNormGroup<kRows>(x + r * n, n, scale, bias, epsilon, y + r * n);
+  for (; r < rows; ++r) LayerNormGroup<1>(x + r * n, n, scale, bias, epsilon, y + r * n);
+}
+
+}  // namespace cpu
+
+namespace {
+
+constexpr int64_t kChunk = 16384;  // values per parallel chunk
+
+template <CpuOp kOp>
+StatusOr<std::shared_ptr<const void>> PrepareRow(const Node&, const std::vector<const Tensor*>&) {
+  return std::shared_ptr<const void>(&SelectCpuKernel(kOp), [](const void*) {});  // the table outlives executors
+}
+std::string RowKernel(const void* state) { return static_cast<const CpuKernelDef*>(state)->name; }
+template <typename Fn>
+Fn PreparedRow(const OpContext& ctx) { return static_cast<const CpuKernelDef*>(ctx.prepared())->get<Fn>(); }
+
+// BatchNormalization of float32 in inference: per channel a = scale /
+// sqrt(var + epsilon) and b = B - mean * a in double, rounded to float, then
+// y = x * a + b per value, as the reference computes them.
+Status RunBatchNormF32(OpContext& ctx) {
+  if (ctx.num_inputs() < 5 || !ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 ||
+      ctx.input(0).rank() < 2)
+    return RunReferenceKernel(ctx);
+  const Node& node = ctx.node();
+  if (ctx.opset() >= 14 && node.attr_int("training_mode", 0) != 0) return RunReferenceKernel(ctx);
+  if (ctx.opset() < 9 && node.attr_int("spatial", 1) == 0) return RunReferenceKernel(ctx);
+  for (size_t i = 1; i < node.outputs.size(); ++i)
+    if (ctx.wants_output(i)) return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  const int64_t c = x.dim(1);
+  for (size_t i = 1; i < 5; ++i)
+    if (!ctx.has_input(i) || ctx.input(i).dtype() != DataType::kFloat32 || ctx.input(i).numel() != c)
+      return RunReferenceKernel(ctx);
+  const double eps = node.attr_float("epsilon", 1e-5f);
+  std::vector<float> a(static_cast<size_t>(c)), b(static_cast<size_t>(c));
+  for (int64_t j = 0; j < c; ++j) {
+    const double scale = ctx.input(1).data<float>()[j], bias = ctx.input(2).data<float>()[j];
+    const double mean = ctx.input(3).data<float>()[j], var = ctx.input(4).data<float>()[j];
+    const double aj = scale / std::sqrt(var + eps);
+    a[static_cast<size_t>(j)] = static_cast<float>(aj);
+    b[static_cast<size_t>(j)] = static_cast<float>(bias - mean * aj);
+  }
+  const int64_t planes = x.dim(0) * c;
+  const int64_t len = planes == 0 ? 0 : x.numel() / planes;
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const ScaleShiftF32Fn row = PreparedRow<ScaleShiftF32Fn>(ctx);
+  ParallelFor(ctx.pool(), planes, std::max<int64_t>(1, kChunk / std::max<int64_t>(1, len)), [&](int64_t p0, int64_t p1) {
+    for (int64_t p = p0; p < p1; ++p) {
+      const size_t ch = static_cast<size_t>(p % c);
+      row(src + p * len, dst + p * len, len, a[ch], b[ch]);
+    }
+  });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
+// LayerNormalization of float32 whose Scale and B hold one value per
+// normalized element (their shapes equal the normalized shape, or any shape
+// of as many values that broadcasts to it, which is then the same layout),
+// without the Mean / InvStdDev outputs.
+Status RunLayerNormF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || !ctx.has_input(1) || ctx.input(0).dtype() != DataType::kFloat32 || ctx.input(0).rank() == 0)
+    return RunReferenceKernel(ctx);
+  if (ctx.wants_output(1) || ctx.wants_output(2)) return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  int64_t axis = ctx.node().attr_int("axis", -1);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return RunReferenceKernel(ctx);
+  int64_t cols = 1;
+  for (int64_t d = axis; d < rank; ++d) cols *= x.dim(static_cast<size_t>(d));
+  if (cols == 0) return RunReferenceKernel(ctx);
+  const int64_t rows = x.numel() / cols;
+  auto same_layout = [&](const Tensor& t) {
+    if (t.dtype() != DataType::kFloat32 || t.numel() != cols || static_cast<int64_t>(t.rank()) > rank - axis) return false;
+    for (size_t i = 0; i < t.rank(); ++i)
+      if (t.dim(t.rank() - 1 - i) != x.dim(static_cast<size_t>(rank - 1) - i)) return false;
+    return true;
+  };
+  const bool has_bias = ctx.has_input(2);
+  if (!same_layout(ctx.input(1)) || (has_bias && !same_layout(ctx.input(2)))) return RunReferenceKernel(ctx);
+  std::vector<double> scale(static_cast<size_t>(cols)), bias(static_cast<size_t>(cols), 0.0);
+  for (int64_t j = 0; j < cols; ++j) {
+    scale[static_cast<size_t>(j)] = ctx.input(1).data<float>()[j];
+    if (has_bias) bias[static_cast<size_t>(j)] = ctx.input(2).data<float>()[j];
+  }
+  const double eps = ctx.node().attr_float("epsilon", 1e-5f);
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const LayerNormF32Fn row = PreparedRow<LayerNormF32Fn>(ctx);
+  ParallelFor(ctx.pool(), rows, std::max<int64_t>(1, kChunk / cols), [&](int64_t r0, int64_t r1) {
+    row(src + r0 * cols, r1 - r0, cols, scale.data(), bias.data(), eps, dst + r0 * cols);
+  });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
+}  // namespace
+
+void RegisterCpuNormF32Ops(KernelRegistry& r) {
+  r.Add({"BatchNormalization", "", 1, 99, RunBatchNormF32, "scale_shift_f32",
+         WithoutContext(PrepareRow<CpuOp::kScaleShiftF32>, RowKernel)});
+  r.Add({"LayerNormalization", "", 1, 99, RunLayerNormF32, "layer_norm_f32",
+         WithoutContext(PrepareRow<CpuOp::kLayerNormF32>, RowKernel)});
+}
+
+}  // namespace sparq
