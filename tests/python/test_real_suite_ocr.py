@@ -10,12 +10,10 @@ rendering) is not installed.
 """
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
-from conftest import TOOLS_DIR, load_npz
+from conftest import load_npz, make_real_suite_model
 
 pytest.importorskip("rapidocr_onnxruntime", reason="rapidocr-onnxruntime is not installed")
 pytest.importorskip("PIL", reason="Pillow is not installed (it renders the text lines)")
@@ -32,14 +30,7 @@ INT8_MAX_CER = 25.0
 
 @pytest.fixture(scope="module")
 def suite_model(tmp_path_factory):
-    build_dir = os.environ.get("SPARQ_BUILD_DIR")
-    out = os.path.join(build_dir, "models", "real_ci") if build_dir else str(tmp_path_factory.mktemp("real_ci"))
-    script = os.path.join(TOOLS_DIR, "make_real_suite.py")
-    proc = subprocess.run([sys.executable, script, "--out", out, "--models", MODEL, "--calib", str(CALIB),
-                           "--eval", str(EVAL)], capture_output=True, text=True, timeout=900)
-    if proc.returncode != 0:
-        pytest.fail(f"{script} failed:\n{proc.stdout}{proc.stderr}", pytrace=False)
-    return os.path.join(out, MODEL)
+    return make_real_suite_model(tmp_path_factory, MODEL, CALIB, EVAL)
 
 
 def test_int8_recognizer_still_reads(sparq, suite_model, tmp_path):
