@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "kernels/ref/reduce_common.h"
+#include "kernels/cpu/row_op.h"
 #include "kernels/registry.h"
 
 #if SPARQ_CPU_X86
@@ -200,15 +201,9 @@ namespace {
 
 constexpr int64_t kChunk = 16384;  // values per parallel chunk
 
-// Prepare: the table row of the active ISA, chosen once per node (and named
-// by `eval --verbose`).
-template <CpuOp kOp>
-StatusOr<std::shared_ptr<const void>> PrepareRow(const Node&, const std::vector<const Tensor*>&) {
-  return std::shared_ptr<const void>(&SelectCpuKernel(kOp), [](const void*) {});  // the table outlives executors
-}
-std::string RowKernel(const void* state) { return static_cast<const CpuKernelDef*>(state)->name; }
-template <typename Fn>
-Fn PreparedRow(const OpContext& ctx) { return static_cast<const CpuKernelDef*>(ctx.prepared())->get<Fn>(); }
+using cpu::PreparedRow;
+using cpu::PrepareRow;
+using cpu::RowKernel;
 
 Status RunErfF32(OpContext& ctx) {
   if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);

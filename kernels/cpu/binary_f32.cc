@@ -18,6 +18,7 @@
 #include "kernels/ref/broadcast.h"
 #include "kernels/ref/elementwise_util.h"
 #include "kernels/ref/quantize.h"
+#include "kernels/cpu/row_op.h"
 #include "kernels/registry.h"
 
 namespace sparq {
@@ -58,10 +59,6 @@ void MinMaxRowPortable(const float* x, int64_t n, float* lo, float* hi) { MinMax
 
 namespace {
 
-StatusOr<std::shared_ptr<const void>> PrepareBinary(const Node&, const std::vector<const Tensor*>&) {
-  return std::shared_ptr<const void>(&SelectCpuKernel(CpuOp::kBinaryF32), [](const void*) {});  // the table outlives executors
-}
-std::string BinaryKernel(const void* state) { return static_cast<const CpuKernelDef*>(state)->name; }
 
 template <BinaryF32Op kOp>
 Status RunBinaryF32(OpContext& ctx) {
@@ -89,7 +86,7 @@ Status RunBinaryF32(OpContext& ctx) {
 }  // namespace
 
 void RegisterCpuBinaryF32Ops(KernelRegistry& r) {
-  const PrepareFn prepare = WithoutContext(PrepareBinary, BinaryKernel);
+  const PrepareFn prepare = WithoutContext(cpu::PrepareRow<CpuOp::kBinaryF32>, cpu::RowKernel);
   r.Add({"Add", "", 7, 99, RunBinaryF32<BinaryF32Op::kAdd>, "binary_f32", prepare});
   r.Add({"Sub", "", 7, 99, RunBinaryF32<BinaryF32Op::kSub>, "binary_f32", prepare});
   r.Add({"Mul", "", 7, 99, RunBinaryF32<BinaryF32Op::kMul>, "binary_f32", prepare});

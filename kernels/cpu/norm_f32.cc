@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
+#include "kernels/cpu/row_op.h"
 #include "kernels/registry.h"
 
 namespace sparq {
@@ -63,13 +64,9 @@ namespace {
 
 constexpr int64_t kChunk = 16384;  // values per parallel chunk
 
-template <CpuOp kOp>
-StatusOr<std::shared_ptr<const void>> PrepareRow(const Node&, const std::vector<const Tensor*>&) {
-  return std::shared_ptr<const void>(&SelectCpuKernel(kOp), [](const void*) {});  // the table outlives executors
-}
-std::string RowKernel(const void* state) { return static_cast<const CpuKernelDef*>(state)->name; }
-template <typename Fn>
-Fn PreparedRow(const OpContext& ctx) { return static_cast<const CpuKernelDef*>(ctx.prepared())->get<Fn>(); }
+using cpu::PreparedRow;
+using cpu::PrepareRow;
+using cpu::RowKernel;
 
 // BatchNormalization of float32 in inference: per channel a = scale /
 // sqrt(var + epsilon) and b = B - mean * a in double, rounded to float, then
