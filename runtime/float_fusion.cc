@@ -3,8 +3,15 @@
 //   x ── Conv(W, B) ── t ── Relu ── y    =>   x ── ai.sparq.FusedConv(W, B; out_min=0, out_max=inf) ── y
 //   x ── Conv(W, B) ── t ── Clip ── y    =>   x ── ai.sparq.FusedConv(W, B; out_min=min, out_max=max) ── y
 //
+// SiLU after a Conv goes into it too (YOLO's Conv blocks), in models without
+// 16-bit floats:
+//
+//   x ── Conv(W, B) ── t ─┬─ Sigmoid ── s ── Mul ── y   =>   x ── ai.sparq.FusedConv(W, B; activation=Silu) ── y
+//                         └──────────────────┘
+//
 // The Conv's weights must be a float32 initializer; t must have no other
-// reader and must not be a graph output (it disappears);
+// reader (Sigmoid and Mul for SiLU, s no reader but the Mul) and must not be a
+// graph output (it disappears);
 // Clip's bounds must be constants (attributes before opset 11; from opset
 // 11 initializers that run inputs cannot override, or Constant nodes).
 //
@@ -87,6 +94,25 @@ bool MayHold16BitFloats(const Graph& g) {
   return false;
 }
 
+// The (Sigmoid, Mul) node indices of x * Sigmoid(x) over `t` when they are
+// t's only readers, s = Sigmoid(t) has no other reader, and neither
+// intermediate is a graph output.
+std::optional<std::pair<size_t, size_t>> SiluOf(const Graph& g, const ValueIndex& index, const std::string& t) {
+  const std::vector<size_t>& readers = index.Readers(t);
+  if (readers.size() != 2) return std::nullopt;
+  for (int k = 0; k < 2; ++k) {
+    const Node& sig = g.nodes[readers[k]];
+    const Node& mul = g.nodes[readers[1 - k]];
+    if (sig.op_type != "Sigmoid" || !sig.domain.empty() || sig.inputs.size() != 1 || sig.outputs.size() != 1) continue;
+    if (mul.op_type != "Mul" || !mul.domain.empty() || mul.inputs.size() != 2 || mul.outputs.size() != 1) continue;
+    const std::string& s = sig.outputs[0];
+    const bool operands = (mul.inputs[0] == t && mul.inputs[1] == s) || (mul.inputs[0] == s && mul.inputs[1] == t);
+    if (!operands || index.IsGraphOutput(s) || index.Readers(s).size() != 1) continue;
+    return std::make_pair(readers[k], readers[1 - k]);
+  }
+  return std::nullopt;
+}
+
 // Mul(x, Sigmoid(x)) -> sparq.Silu(x) (see the top); the replaced Mul keeps
 // its name and output, the Sigmoid goes into *removed.
 void FuseSilu(Graph& g, const ValueIndex& index, std::set<size_t>* removed, std::vector<std::string>* fused) {
@@ -121,6 +147,7 @@ std::vector<std::string> FuseConvActivations(Model* model) {
 
   std::vector<std::string> fused;
   std::set<size_t> removed;
+  const bool may_hold_16_bit_floats = MayHold16BitFloats(g);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& conv = g.nodes[i];
     if (conv.op_type != "Conv" || !conv.domain.empty() || conv.outputs.size() != 1 || conv.inputs.size() < 2) continue;
@@ -128,7 +155,21 @@ std::vector<std::string> FuseConvActivations(Model* model) {
     if (w == g.initializers.end() || w->second.dtype() != DataType::kFloat32) continue;
     const std::string& t = conv.outputs[0];
     const std::vector<size_t>& readers = index.Readers(t);
-    if (index.IsGraphOutput(t) || readers.size() != 1) continue;
+    if (index.IsGraphOutput(t)) continue;
+    if (const auto silu = may_hold_16_bit_floats ? std::nullopt : SiluOf(g, index, t);
+        silu && !removed.count(silu->first) && !removed.count(silu->second)) {
+      conv.op_type = "FusedConv";
+      conv.domain = kSparqDomain;
+      conv.attributes.push_back(Attribute::String("activation", "Silu"));
+      conv.attributes.push_back(Attribute::Float("out_min", -kInf));
+      conv.attributes.push_back(Attribute::Float("out_max", kInf));
+      conv.outputs[0] = g.nodes[silu->second].outputs[0];
+      removed.insert(silu->first);
+      removed.insert(silu->second);
+      fused.push_back(conv.name);
+      continue;
+    }
+    if (readers.size() != 1) continue;
     const size_t act_index = readers[0];
     const Node& act = g.nodes[act_index];
     const std::optional<std::pair<float, float>> clamp = ActivationClamp(*model, index, act);

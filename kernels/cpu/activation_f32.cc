@@ -391,6 +391,12 @@ Status RunGlobalAveragePoolF32(OpContext& ctx) {
 
 namespace cpu {
 
+SigmoidF32Fn FusedSiluRow(const Node& node) {
+  if (node.op_type != "FusedConv" || node.domain != kSparqDomain || node.attr_string("activation", "") != "Silu")
+    return nullptr;
+  return SelectCpuKernel(CpuOp::kSigmoidF32).get<SigmoidF32Fn>();
+}
+
 void MeanRowsPortable(const float* x, int64_t rows, int64_t n, float* y) {
   constexpr int64_t kRows = 8;  // independent sums in flight: each add waits only for its own row's last
   int64_t r = 0;

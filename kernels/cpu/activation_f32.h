@@ -34,9 +34,17 @@
 
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/internal.h"  // SPARQ_CPU_X86
+#include "sparq/graph.h"
 
 namespace sparq {
 namespace cpu {
+
+// The sigmoid_f32 row that an ai.sparq FusedConv with activation "Silu"
+// (runtime/float_fusion.h) runs over its output after the convolution, with
+// times_x on (the row a separate sparq.Silu node would run: the same bits);
+// nullptr for any other node. For the conv rows (gemm_f32, depthwise_f32,
+// spmm_bsr4x4_f32) when they prepare.
+SigmoidF32Fn FusedSiluRow(const Node& node);
 
 constexpr float kErfF32AbsTol = 1e-6f;
 constexpr float kSoftmaxF32AbsTol = 1e-6f;
