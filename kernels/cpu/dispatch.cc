@@ -158,8 +158,13 @@ const std::vector<CpuKernelDef>& Table() {
       {"dequantize_s8_f32_avx2", AVX2, 10, NONE, DequantizeS8Fn(cpu::DequantizeRowAvx2)},
       {"qlinear_add_s8_avx2", AVX2, 10, NONE, QLinearAddS8Fn(cpu::QLinearAddRowAvx2)},
 #endif
-      // MaxPool (pool.cc): plain C++ that the compiler vectorizes for the build's baseline.
+      // MaxPool (pool.cc): plain C++ that the compiler vectorizes for the build's baseline;
+      // float32 interiors in AVX2 / AVX-512 registers (maxpool_f32_simd.cc).
       {"maxpool2d_portable", P, 0, NONE, MaxPool2dFn(cpu::MaxPool2dPortable)},
+#if SPARQ_CPU_X86
+      {"maxpool2d_avx2", AVX2, 10, NONE, MaxPool2dFn(cpu::MaxPool2dAvx2)},
+      {"maxpool2d_avx512", AVX512, 20, NONE, MaxPool2dFn(cpu::MaxPool2dAvx512)},
+#endif
       // Float rows of transformer models (activation_f32.cc runs them); the
       // AVX2 versions are also the best from AVX-512 up.
       {"erf_f32_portable", P, 0, NONE, ErfF32Fn(cpu::ErfRowPortable)},

@@ -401,15 +401,17 @@ void CheckBinaryF32(std::mt19937& rng, BinaryF32Fn fn) {
   }
 }
 
-// MaxPool of float32 (with NaNs), int8 and uint8 planes against MaxPoolRef,
-// with windows that leave the input (pads larger than the dilated window).
+// MaxPool of float32 (with NaNs and signed zeros), int8 and uint8 planes
+// against MaxPoolRef, with windows that leave the input (pads larger than the
+// dilated window) and YOLO's SPPF window (5 x 5, stride 1, pads 2).
 void CheckMaxPool2d(std::mt19937& rng, MaxPool2dFn fn) {
   struct Case {
     int64_t planes, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
   };
   const Case cases[] = {{3, 9, 45, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1}, {2, 8, 8, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0},
                         {1, 7, 70, 3, 5, 1, 1, 2, 1, 2, 2, 2, 2}, {2, 5, 4, 3, 3, 3, 3, 1, 1, 2, 2, 2, 2},
-                        {1, 13, 33, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}};
+                        {1, 13, 33, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}, {3, 20, 20, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
+                        {2, 11, 41, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {2, 10, 27, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}};
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
   for (const Case& c : cases) {
     for (auto elem : {MaxPool2dArgs::Elem::kF32, MaxPool2dArgs::Elem::kS8, MaxPool2dArgs::Elem::kU8}) {
@@ -428,6 +430,7 @@ void CheckMaxPool2d(std::mt19937& rng, MaxPool2dFn fn) {
       if (elem == MaxPool2dArgs::Elem::kF32) {
         auto* xf = reinterpret_cast<float*>(x.data());
         for (int64_t i = 0; i < nx; ++i) xf[i] = i % 97 == 5 ? std::nanf("") : value(rng);
+        for (int64_t i = 3; i < nx; i += 13) xf[i] = (i / 13) % 2 ? -0.0f : 0.0f;  // equal maxima of other bits
         MaxPoolRef<float>(p, xs, xf, ys, reinterpret_cast<float*>(want.data()), nullptr, nullptr);
       } else {
         for (uint8_t& b : x) b = static_cast<uint8_t>(rng());
