@@ -317,6 +317,32 @@ Status RunClipF32(OpContext& ctx) {
   return Status::OK();
 }
 
+// sparq.HardSwishChain (Paddle's x * Clip(x + 3, 0, 6) / 6, fused by
+// runtime/float_fusion.h): the reference's four float operations per value
+// in one pass, chunks split among the threads (the same bits for any split);
+// plain C++ that the compiler vectorizes (every step is exactly rounded).
+Status RunHardSwishChainF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 ||
+      static_cast<int64_t>(ctx.input(0).rank()) < ctx.node().attr_int("min_rank", 0)) {
+    return RunReferenceKernel(ctx);
+  }
+  const float offset = ctx.node().attr_float("offset", 3.0f), lo = ctx.node().attr_float("lo", 0.0f);
+  const float hi = ctx.node().attr_float("hi", 6.0f), divisor = ctx.node().attr_float("divisor", 6.0f);
+  const Tensor& x = ctx.input(0);
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) {
+    for (int64_t i = i0; i < i1; ++i) {
+      const float t = src[i] + offset;
+      const float above = t < lo ? lo : t;
+      dst[i] = (src[i] * (above > hi ? hi : above)) / divisor;
+    }
+  });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
 // Relu of float32: Clip to [0, inf) on the clip_f32 row, the reference's
 // x < 0 ? 0 : x bit for bit.
 Status RunReluF32(OpContext& ctx) {
@@ -427,6 +453,7 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r) {
          WithoutContext(PrepareRow<CpuOp::kSigmoidF32>, RowKernel)});
   r.Add({"Silu", kSparqDomain, 1, 99, RunSigmoidF32<true>, "sigmoid_f32",
          WithoutContext(PrepareRow<CpuOp::kSigmoidF32>, RowKernel)});
+  r.Add({"HardSwishChain", kSparqDomain, 1, 99, RunHardSwishChainF32, "hardswish_chain_f32"});
 }
 
 }  // namespace sparq

@@ -269,6 +269,60 @@ TEST_P(ActivationF32Test, ConvSiluFusesIntoTheConvEpilogue) {
   }
 }
 
+// Paddle's HardSwish, Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6) with its operands
+// in either order, fuses into one sparq.HardSwishChain node: the four nodes'
+// bits on the reference and the fast kernels (NaN, infinities and -0
+// included), the same bits for 1 and 3 threads; an intermediate that is a
+// graph output keeps the four nodes.
+TEST_P(ActivationF32Test, HardSwishChainFusesIntoOneNode) {
+  Tensor x = testing::RandomFloats({2, 5, 37, 41}, 17, -9.0f, 9.0f, 0.0f);
+  const float special[] = {0.0f, -0.0f, -3.0f, 3.0f, std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  std::copy(std::begin(special), std::end(special), x.data<float>());
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    Model m;
+    m.opset_imports = {{"", 13}};
+    m.graph.inputs.push_back(testing::FloatInput("x", {{2, ""}, {5, ""}, {37, ""}, {41, ""}}));
+    m.graph.outputs.push_back(testing::FloatInput("y", {}));
+    m.graph.initializers["three"] = Tensor::FromVector<float>({1}, {3.0f});
+    m.graph.initializers["zero"] = Tensor::Scalar<float>(0.0f);
+    m.graph.initializers["six"] = Tensor::FromVector<float>({1}, {6.0f});
+    const bool swap = variant == 1;
+    m.graph.nodes.push_back({"add", "Add", "", swap ? std::vector<std::string>{"three", "x"}
+                                                     : std::vector<std::string>{"x", "three"}, {"a"}, {}, ""});
+    m.graph.nodes.push_back({"clip", "Clip", "", {"a", "zero", "six"}, {"c"}, {}, ""});
+    m.graph.nodes.push_back({"mul", "Mul", "", swap ? std::vector<std::string>{"c", "x"}
+                                                     : std::vector<std::string>{"x", "c"}, {"m"}, {}, ""});
+    m.graph.nodes.push_back({"div", "Div", "", {"m", "six"}, {"y"}, {}, ""});
+    if (variant == 2) m.graph.outputs.push_back(testing::FloatInput("c", {}));
+    auto run = [&](bool reference, bool fuse, int threads, std::vector<std::string>* kernels) {
+      ExecutorOptions options;
+      options.reference_kernels = reference;
+      options.fuse_activations = fuse;
+      options.threads = threads;
+      auto exec = Executor::Create(m, options);
+      EXPECT_TRUE(exec.ok()) << exec.status().ToString();
+      TensorMap out;
+      EXPECT_TRUE((*exec)->Run({{"x", x}}, &out).ok());
+      if (kernels != nullptr)
+        for (const NodeKernel& k : (*exec)->NodeKernels()) kernels->push_back(k.op_type + ":" + k.kernel);
+      return out.at("y");
+    };
+    const Tensor want = run(true, false, 1, nullptr);
+    ExpectClose(run(true, true, 1, nullptr), want, 0.0f);
+    std::vector<std::string> kernels;
+    const Tensor got = run(false, true, 1, &kernels);
+    ExpectClose(got, want, 0.0f);
+    ExpectClose(run(false, true, 3, nullptr), got, 0.0f);
+    if (variant == 2) {
+      EXPECT_EQ(kernels.size(), 4u);
+    } else {
+      EXPECT_EQ(kernels, std::vector<std::string>{"HardSwishChain:hardswish_chain_f32"});
+    }
+  }
+}
+
 TEST_P(ActivationF32Test, SoftmaxMatchesReference) {
   for (Shape shape : {Shape{1, 1}, Shape{3, 7}, Shape{2, 12, 64, 64}, Shape{5, 1000}, Shape{4, 9}}) {
     Tensor x = testing::RandomFloats(shape, 11, -20.0f, 20.0f, 0.0f);
