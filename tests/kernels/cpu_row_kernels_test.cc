@@ -414,9 +414,11 @@ void CheckMaxPool2d(std::mt19937& rng, MaxPool2dFn fn) {
                         {2, 11, 41, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {2, 10, 27, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}};
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
   for (const Case& c : cases) {
-    for (auto elem : {MaxPool2dArgs::Elem::kF32, MaxPool2dArgs::Elem::kS8, MaxPool2dArgs::Elem::kU8}) {
+    for (int mode = 0; mode < 4; ++mode) {  // float32, float32 of -1 / +0 / -0 (ties of other bits), int8, uint8
+      const auto elem = mode < 2 ? MaxPool2dArgs::Elem::kF32 : mode == 2 ? MaxPool2dArgs::Elem::kS8
+                                                                        : MaxPool2dArgs::Elem::kU8;
       SCOPED_TRACE("maxpool " + std::to_string(c.h) + "x" + std::to_string(c.w) + " k" + std::to_string(c.kh) + "x" +
-                   std::to_string(c.kw) + " elem " + std::to_string(static_cast<int>(elem)));
+                   std::to_string(c.kw) + " mode " + std::to_string(mode));
       PoolParams p;
       p.window.kernel = {c.kh, c.kw}, p.window.strides = {c.sh, c.sw}, p.window.dilations = {c.dh, c.dw};
       p.window.pads = {c.pt, c.pl, c.pb, c.pr};
@@ -429,8 +431,8 @@ void CheckMaxPool2d(std::mt19937& rng, MaxPool2dFn fn) {
       std::vector<uint8_t> got(want.size() + bytes, 99);
       if (elem == MaxPool2dArgs::Elem::kF32) {
         auto* xf = reinterpret_cast<float*>(x.data());
-        for (int64_t i = 0; i < nx; ++i) xf[i] = i % 97 == 5 ? std::nanf("") : value(rng);
-        for (int64_t i = 3; i < nx; i += 13) xf[i] = (i / 13) % 2 ? -0.0f : 0.0f;  // equal maxima of other bits
+        const float ties[] = {-1.0f, 0.0f, -0.0f};
+        for (int64_t i = 0; i < nx; ++i) xf[i] = i % 97 == 5 ? std::nanf("") : mode == 0 ? value(rng) : ties[rng() % 3];
         MaxPoolRef<float>(p, xs, xf, ys, reinterpret_cast<float*>(want.data()), nullptr, nullptr);
       } else {
         for (uint8_t& b : x) b = static_cast<uint8_t>(rng());
