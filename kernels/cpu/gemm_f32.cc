@@ -1,6 +1,6 @@
 // gemm_f32: the FP32 dense GEMM drivers (blocking, packing of activations,
-// threads, bias, clamp and fused SiLU) and the portable register tiles. The x86 tiles are
-// in gemm_f32_avx2.cc and gemm_f32_avx512.cc.
+// threads, bias, clamp and fused SiLU) and the portable register tiles. The
+// x86 tiles are in gemm_f32_avx2.cc and gemm_f32_avx512.cc.
 //
 // A convolution computes C = W * B for weights W [R, K] packed in panels:
 //

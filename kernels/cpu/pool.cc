@@ -58,7 +58,7 @@ void MaxPool2dFloat(const WindowGeometry& w, const Shape& x_shape, const float* 
   // The padded rows: column j holds x's column j - pl (-inf outside), for
   // every column a window reads.
   const int64_t padded_w = ow > 0 ? (ow - 1) * sw + (kw - 1) * dw + 1 : 0;
-  bool padded = (in_lo > 0 || in_hi < ow) && padded_w <= 4 * (wd + kw * dw);
+  bool padded = (in_lo > 0 || in_hi < ow) && padded_w <= 4 * (wd + kw * dw);  // not for strides far past the input
   for (int64_t ox = 0; padded && ox < ow; ++ox) {
     bool column = false;  // a tap of this window inside x's columns
     for (int64_t kx = 0; kx < kw && !column; ++kx) column = ox * sw - pl + kx * dw >= 0 && ox * sw - pl + kx * dw < wd;
