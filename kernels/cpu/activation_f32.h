@@ -57,12 +57,16 @@ void Pow2RowPortable(const float* x, float* y, int64_t n);
 void MeanRowsPortable(const float* x, int64_t rows, int64_t n, float* y);  // MeanRowsF32Fn
 void SigmoidRowPortable(const float* x, float* y, int64_t n, bool times_x);  // SigmoidF32Fn
 void ClipRowPortable(const float* x, float* y, int64_t n, float lo, float hi);  // ClipF32Fn
+// HardSwishChainF32Fn (dispatch.h): the reference's bits on every row.
+void HardSwishChainRowPortable(const float* x, float* y, int64_t n, float offset, float lo, float hi, float divisor);
 #if SPARQ_CPU_X86
 void SigmoidRowAvx2(const float* x, float* y, int64_t n, bool times_x);
 void ClipRowAvx2(const float* x, float* y, int64_t n, float lo, float hi);
+void HardSwishChainRowAvx2(const float* x, float* y, int64_t n, float offset, float lo, float hi, float divisor);
 // activation_f32_avx512.cc:
 void SigmoidRowAvx512(const float* x, float* y, int64_t n, bool times_x);
 void ClipRowAvx512(const float* x, float* y, int64_t n, float lo, float hi);
+void HardSwishChainRowAvx512(const float* x, float* y, int64_t n, float offset, float lo, float hi, float divisor);
 void ErfRowAvx2(const float* x, float* y, int64_t n);
 void SoftmaxRowAvx2(const float* x, float* y, int64_t n);
 #endif

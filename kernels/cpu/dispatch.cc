@@ -215,6 +215,12 @@ const std::vector<CpuKernelDef>& Table() {
       {"sigmoid_f32_avx2", AVX2, 10, NONE, SigmoidF32Fn(cpu::SigmoidRowAvx2)},
       {"sigmoid_f32_avx512", AVX512, 20, NONE, SigmoidF32Fn(cpu::SigmoidRowAvx512)},
 #endif
+      // Paddle's HardSwish chain of float rows (activation_f32.cc runs them).
+      {"hardswish_chain_f32_portable", P, 0, NONE, HardSwishChainF32Fn(cpu::HardSwishChainRowPortable)},
+#if SPARQ_CPU_X86
+      {"hardswish_chain_f32_avx2", AVX2, 10, NONE, HardSwishChainF32Fn(cpu::HardSwishChainRowAvx2)},
+      {"hardswish_chain_f32_avx512", AVX512, 20, NONE, HardSwishChainF32Fn(cpu::HardSwishChainRowAvx512)},
+#endif
       // Clip of float rows (activation_f32.cc runs them).
       {"clip_f32_portable", P, 0, NONE, ClipF32Fn(cpu::ClipRowPortable)},
 #if SPARQ_CPU_X86
@@ -435,6 +441,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kLayerNormF32: return "layer_norm_f32";
     case CpuOp::kConvTransposeF32: return "conv_transpose_f32";
     case CpuOp::kResizeNearest: return "resize_nearest";
+    case CpuOp::kHardSwishChainF32: return "hardswish_chain_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

@@ -545,6 +545,30 @@ void CheckClipF32(std::mt19937& rng, ClipF32Fn fn) {
   }
 }
 
+// (x * clip(x + offset, lo, hi)) / divisor, each step rounded to float
+// (sparq.HardSwishChain), bit for bit, with special values and bounds.
+void CheckHardSwishChainF32(std::mt19937& rng, HardSwishChainF32Fn fn) {
+  std::uniform_real_distribution<float> value(-9.0f, 9.0f);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const float special[] = {0.0f, -0.0f, -3.0f, 3.0f, inf, -inf, nan, 1e-30f};
+  const float params[][4] = {{3.0f, 0.0f, 6.0f, 6.0f}, {0.5f, -1.0f, 2.0f, 3.0f}, {3.0f, 0.0f, inf, -2.5f}};
+  for (const auto& p : params) {
+    for (int64_t n : kRowLengths) {
+      SCOPED_TRACE("n " + std::to_string(n) + " offset " + std::to_string(p[0]));
+      std::vector<float> x(static_cast<size_t>(n)), want(x.size()), got(x.size() + 1, 99.0f);
+      for (int64_t i = 0; i < n; ++i) x[i] = i < 8 && n >= 8 ? special[i] : value(rng);
+      for (int64_t i = 0; i < n; ++i) {
+        const float t = x[i] + p[0];
+        const float above = t < p[1] ? p[1] : t;
+        want[i] = (x[i] * (above > p[2] ? p[2] : above)) / p[3];
+      }
+      fn(x.data(), got.data(), n, p[0], p[1], p[2], p[3]);
+      ExpectFloatRow(std::vector<float>(got.begin(), got.begin() + n), want, 0.0f);
+      EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+    }
+  }
+}
+
 // x * a + b, the product rounded first (the reference BatchNormalization's
 // per-channel affine), bit for bit, with special values.
 void CheckScaleShiftF32(std::mt19937& rng, ScaleShiftF32Fn fn) {
@@ -803,6 +827,7 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
       return true;
     case CpuOp::kPow2F32: CheckPow2F32(rng, def.get<Pow2F32Fn>()); return true;
     case CpuOp::kClipF32: CheckClipF32(rng, def.get<ClipF32Fn>()); return true;
+    case CpuOp::kHardSwishChainF32: CheckHardSwishChainF32(rng, def.get<HardSwishChainF32Fn>()); return true;
     case CpuOp::kScaleShiftF32: CheckScaleShiftF32(rng, def.get<ScaleShiftF32Fn>()); return true;
     case CpuOp::kLayerNormF32: CheckLayerNormF32(rng, def.get<LayerNormF32Fn>()); return true;
     case CpuOp::kConvTransposeF32: CheckConvTransposeF32(rng, def.get<ConvTransposeF32Fn>()); return true;
