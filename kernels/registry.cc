@@ -91,6 +91,7 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterCpuNormF32Ops(*r);
     RegisterCpuConvTransposeF32Ops(*r);
     RegisterCpuResizeOps(*r);
+    RegisterCpuTensorCopyOps(*r);
     for (const KernelDef& def : Reference().defs_) r->Add(def);
     return r;
   }();

@@ -3,8 +3,15 @@
 //   x ── Conv(W, B) ── t ── Relu ── y    =>   x ── ai.sparq.FusedConv(W, B; out_min=0, out_max=inf) ── y
 //   x ── Conv(W, B) ── t ── Clip ── y    =>   x ── ai.sparq.FusedConv(W, B; out_min=min, out_max=max) ── y
 //
+// SiLU after a Conv goes into it too (YOLO's Conv blocks), in models without
+// 16-bit floats:
+//
+//   x ── Conv(W, B) ── t ─┬─ Sigmoid ── s ── Mul ── y   =>   x ── ai.sparq.FusedConv(W, B; activation=Silu) ── y
+//                         └──────────────────┘
+//
 // The Conv's weights must be a float32 initializer; t must have no other
-// reader and must not be a graph output (it disappears);
+// reader (Sigmoid and Mul for SiLU, s no reader but the Mul) and must not be a
+// graph output (it disappears);
 // Clip's bounds must be constants (attributes before opset 11; from opset
 // 11 initializers that run inputs cannot override, or Constant nodes).
 //
@@ -15,8 +22,20 @@
 //
 // when s has no other reader and is not a graph output, in models without
 // 16-bit floats (sparq.Silu computes float32 / float64).
+//
+// HardSwish as Paddle exports it (x * Clip(x + 3, 0, 6) / 6), one pass:
+//
+//   x ─┬─ Add(a) ── Clip(lo, hi) ── Mul ── Div(d) ── y   =>   x ── sparq.HardSwishChain(a, lo, hi, d) ── y
+//      └────────────────────────────┘
+//
+// with a, lo, hi, d float32 scalar constants (Add's and Mul's operands in
+// either order), each intermediate read only by the next node and not a
+// graph output; the node computes the four float operations in that order
+// (the same bits; min_rank: the constants' largest rank, for the output shape
+// of a scalar x).
 #include "runtime/float_fusion.h"
 
+#include <algorithm>
 #include <limits>
 #include <map>
 #include <optional>
@@ -31,9 +50,10 @@ namespace {
 constexpr float kInf = std::numeric_limits<float>::infinity();
 
 // The float32 scalar that `name` always holds: an initializer that run inputs
-// cannot override, or the output of a Constant node.
-std::optional<float> ConstantScalar(const Model& model, const ValueIndex& index,
-                                    const std::string& name) {
+// cannot override, or the output of a Constant node; *rank (when given) gets
+// its rank.
+std::optional<float> ConstantScalar(const Model& model, const ValueIndex& index, const std::string& name,
+                                    int64_t* rank = nullptr) {
   for (const ValueInfo& v : model.graph.initializer_inputs)
     if (v.name == name) return std::nullopt;  // a run input may replace it
   const Tensor* t = nullptr;
@@ -45,6 +65,7 @@ std::optional<float> ConstantScalar(const Model& model, const ValueIndex& index,
     if (value != nullptr && value->kind == Attribute::Kind::kTensor) t = &value->t;
   }
   if (t == nullptr || t->dtype() != DataType::kFloat32 || t->numel() != 1) return std::nullopt;
+  if (rank != nullptr) *rank = static_cast<int64_t>(t->rank());
   return t->data<float>()[0];
 }
 
@@ -87,6 +108,25 @@ bool MayHold16BitFloats(const Graph& g) {
   return false;
 }
 
+// The (Sigmoid, Mul) node indices of x * Sigmoid(x) over `t` when they are
+// t's only readers, s = Sigmoid(t) has no other reader, and neither
+// intermediate is a graph output.
+std::optional<std::pair<size_t, size_t>> SiluOf(const Graph& g, const ValueIndex& index, const std::string& t) {
+  const std::vector<size_t>& readers = index.Readers(t);
+  if (readers.size() != 2) return std::nullopt;
+  for (int k = 0; k < 2; ++k) {
+    const Node& sig = g.nodes[readers[k]];
+    const Node& mul = g.nodes[readers[1 - k]];
+    if (sig.op_type != "Sigmoid" || !sig.domain.empty() || sig.inputs.size() != 1 || sig.outputs.size() != 1) continue;
+    if (mul.op_type != "Mul" || !mul.domain.empty() || mul.inputs.size() != 2 || mul.outputs.size() != 1) continue;
+    const std::string& s = sig.outputs[0];
+    const bool operands = (mul.inputs[0] == t && mul.inputs[1] == s) || (mul.inputs[0] == s && mul.inputs[1] == t);
+    if (!operands || index.IsGraphOutput(s) || index.Readers(s).size() != 1) continue;
+    return std::make_pair(readers[k], readers[1 - k]);
+  }
+  return std::nullopt;
+}
+
 // Mul(x, Sigmoid(x)) -> sparq.Silu(x) (see the top); the replaced Mul keeps
 // its name and output, the Sigmoid goes into *removed.
 void FuseSilu(Graph& g, const ValueIndex& index, std::set<size_t>* removed, std::vector<std::string>* fused) {
@@ -113,6 +153,58 @@ void FuseSilu(Graph& g, const ValueIndex& index, std::set<size_t>* removed, std:
   }
 }
 
+// The one node of `name` when it has no other reader and is not a graph output.
+const Node* OnlyReaderProduct(const Graph& g, const ValueIndex& index, const std::set<size_t>& removed,
+                              const std::string& name, const char* op_type, size_t* at) {
+  const std::optional<size_t> p = index.Producer(name);
+  if (!p || removed.count(*p) || index.IsGraphOutput(name) || index.Readers(name).size() != 1) return nullptr;
+  const Node& n = g.nodes[*p];
+  if (n.op_type != op_type || !n.domain.empty() || n.outputs.size() != 1) return nullptr;
+  *at = *p;
+  return &n;
+}
+
+// Div(Mul(x, Clip(Add(x, a), lo, hi)), d) -> sparq.HardSwishChain(x) (see
+// the top); the replaced Div keeps its name and output, the Add, Clip and
+// Mul go into *removed.
+void FuseHardSwishChain(const Model& model, Graph& g, const ValueIndex& index, std::set<size_t>* removed,
+                        std::vector<std::string>* fused) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& div = g.nodes[i];
+    if (div.op_type != "Div" || !div.domain.empty() || div.inputs.size() != 2 || div.outputs.size() != 1) continue;
+    int64_t rank = 0, r = 0;
+    const std::optional<float> divisor = ConstantScalar(model, index, div.inputs[1], &r);
+    size_t mul_at = 0, clip_at = 0, add_at = 0;
+    const Node* mul = OnlyReaderProduct(g, index, *removed, div.inputs[0], "Mul", &mul_at);
+    if (!divisor || mul == nullptr || mul->inputs.size() != 2) continue;
+    rank = std::max(rank, r);
+    for (int k = 0; k < 2; ++k) {
+      const std::string& x = mul->inputs[1 - k];
+      const Node* clip = OnlyReaderProduct(g, index, *removed, mul->inputs[k], "Clip", &clip_at);
+      if (clip == nullptr || clip->inputs.empty()) continue;
+      const std::optional<std::pair<float, float>> bounds = ActivationClamp(model, index, *clip);
+      const Node* add = OnlyReaderProduct(g, index, *removed, clip->inputs[0], "Add", &add_at);
+      if (!bounds || add == nullptr || add->inputs.size() != 2) continue;
+      const int j = add->inputs[0] == x ? 1 : add->inputs[1] == x ? 0 : -1;
+      if (j < 0) continue;
+      const std::optional<float> offset = ConstantScalar(model, index, add->inputs[j], &r);
+      if (!offset) continue;
+      rank = std::max(rank, r);
+      removed->insert(add_at);
+      removed->insert(clip_at);
+      removed->insert(mul_at);
+      div.op_type = "HardSwishChain";
+      div.domain = kSparqDomain;
+      div.inputs = {x};
+      div.attributes = {Attribute::Float("offset", *offset), Attribute::Float("lo", bounds->first),
+                        Attribute::Float("hi", bounds->second), Attribute::Float("divisor", *divisor),
+                        Attribute::Int("min_rank", rank)};
+      fused->push_back(div.name);
+      break;
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> FuseConvActivations(Model* model) {
@@ -121,6 +213,7 @@ std::vector<std::string> FuseConvActivations(Model* model) {
 
   std::vector<std::string> fused;
   std::set<size_t> removed;
+  const bool may_hold_16_bit_floats = MayHold16BitFloats(g);
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     Node& conv = g.nodes[i];
     if (conv.op_type != "Conv" || !conv.domain.empty() || conv.outputs.size() != 1 || conv.inputs.size() < 2) continue;
@@ -128,7 +221,21 @@ std::vector<std::string> FuseConvActivations(Model* model) {
     if (w == g.initializers.end() || w->second.dtype() != DataType::kFloat32) continue;
     const std::string& t = conv.outputs[0];
     const std::vector<size_t>& readers = index.Readers(t);
-    if (index.IsGraphOutput(t) || readers.size() != 1) continue;
+    if (index.IsGraphOutput(t)) continue;
+    if (const auto silu = may_hold_16_bit_floats ? std::nullopt : SiluOf(g, index, t);
+        silu && !removed.count(silu->first) && !removed.count(silu->second)) {
+      conv.op_type = "FusedConv";
+      conv.domain = kSparqDomain;
+      conv.attributes.push_back(Attribute::String("activation", "Silu"));
+      conv.attributes.push_back(Attribute::Float("out_min", -kInf));
+      conv.attributes.push_back(Attribute::Float("out_max", kInf));
+      conv.outputs[0] = g.nodes[silu->second].outputs[0];
+      removed.insert(silu->first);
+      removed.insert(silu->second);
+      fused.push_back(conv.name);
+      continue;
+    }
+    if (readers.size() != 1) continue;
     const size_t act_index = readers[0];
     const Node& act = g.nodes[act_index];
     const std::optional<std::pair<float, float>> clamp = ActivationClamp(*model, index, act);
@@ -143,6 +250,7 @@ std::vector<std::string> FuseConvActivations(Model* model) {
     fused.push_back(conv.name);
   }
   FuseSilu(g, index, &removed, &fused);
+  FuseHardSwishChain(*model, g, index, &removed, &fused);
   if (fused.empty()) return fused;
   std::vector<Node> kept;
   for (size_t i = 0; i < g.nodes.size(); ++i)

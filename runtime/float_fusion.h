@@ -15,7 +15,9 @@ namespace sparq {
 // and the clamp out_min / out_max, when the activation is the Conv output's
 // only reader and the Conv output is not a graph output. Returns the fused
 // nodes' names. FusedConv has a reference kernel (Conv, then the clamp) and
-// runs on the FP32 GEMM with the clamp in its epilogue. Also rewrites
+// runs on the FP32 GEMM with the clamp in its epilogue. Conv -> x *
+// Sigmoid(x) becomes a FusedConv too, activation "Silu" (unbounded clamp),
+// its SiLU applied to each GEMM tile as it is stored. Also rewrites
 // Mul(x, Sigmoid(x)) into one sparq.Silu node (float_fusion.cc says when),
 // computed in one pass by the sigmoid_f32 rows.
 std::vector<std::string> FuseConvActivations(Model* model);

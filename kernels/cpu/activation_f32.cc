@@ -62,6 +62,14 @@ void ClipRowPortable(const float* x, float* y, int64_t n, float lo, float hi) {
   }
 }
 
+void HardSwishChainRowPortable(const float* x, float* y, int64_t n, float offset, float lo, float hi, float divisor) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float t = x[i] + offset;
+    const float above = t < lo ? lo : t;
+    y[i] = (x[i] * (above > hi ? hi : above)) / divisor;
+  }
+}
+
 #if SPARQ_CPU_X86
 SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX2_FEATURES)
 namespace {
@@ -139,6 +147,19 @@ void ClipRowAvx2(const float* x, float* y, int64_t n, float lo, float hi) {
     const float above = x[i] < lo ? lo : x[i];
     y[i] = above > hi ? hi : above;
   }
+}
+
+// The Clip of ClipRowAvx2 between the float add and the product / quotient.
+void HardSwishChainRowAvx2(const float* x, float* y, int64_t n, float offset, float lo, float hi, float divisor) {
+  const __m256 va = _mm256_set1_ps(offset), vlo = _mm256_set1_ps(lo), vhi = _mm256_set1_ps(hi);
+  const __m256 vd = _mm256_set1_ps(divisor);
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) {
+    const __m256 v = _mm256_loadu_ps(x + i);
+    const __m256 c = _mm256_min_ps(vhi, _mm256_max_ps(vlo, _mm256_add_ps(v, va)));
+    _mm256_storeu_ps(y + i, _mm256_div_ps(_mm256_mul_ps(v, c), vd));
+  }
+  HardSwishChainRowPortable(x + i, y + i, n - i, offset, lo, hi, divisor);
 }
 
 void ErfRowAvx2(const float* x, float* y, int64_t n) {
@@ -317,6 +338,29 @@ Status RunClipF32(OpContext& ctx) {
   return Status::OK();
 }
 
+// sparq.HardSwishChain (Paddle's x * Clip(x + 3, 0, 6) / 6, fused by
+// runtime/float_fusion.h) on the hardswish_chain_f32 row: the reference's
+// four float operations per value in one pass, chunks split among the
+// threads (every value on its own: the same bits for any split).
+Status RunHardSwishChainF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 ||
+      static_cast<int64_t>(ctx.input(0).rank()) < ctx.node().attr_int("min_rank", 0)) {
+    return RunReferenceKernel(ctx);
+  }
+  const float offset = ctx.node().attr_float("offset", 3.0f), lo = ctx.node().attr_float("lo", 0.0f);
+  const float hi = ctx.node().attr_float("hi", 6.0f), divisor = ctx.node().attr_float("divisor", 6.0f);
+  const Tensor& x = ctx.input(0);
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const HardSwishChainF32Fn row = PreparedRow<HardSwishChainF32Fn>(ctx);
+  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) {
+    row(src + i0, dst + i0, i1 - i0, offset, lo, hi, divisor);
+  });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
 // Relu of float32: Clip to [0, inf) on the clip_f32 row, the reference's
 // x < 0 ? 0 : x bit for bit.
 Status RunReluF32(OpContext& ctx) {
@@ -391,6 +435,12 @@ Status RunGlobalAveragePoolF32(OpContext& ctx) {
 
 namespace cpu {
 
+SigmoidF32Fn FusedSiluRow(const Node& node) {
+  if (node.op_type != "FusedConv" || node.domain != kSparqDomain || node.attr_string("activation", "") != "Silu")
+    return nullptr;
+  return SelectCpuKernel(CpuOp::kSigmoidF32).get<SigmoidF32Fn>();
+}
+
 void MeanRowsPortable(const float* x, int64_t rows, int64_t n, float* y) {
   constexpr int64_t kRows = 8;  // independent sums in flight: each add waits only for its own row's last
   int64_t r = 0;
@@ -421,6 +471,8 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r) {
          WithoutContext(PrepareRow<CpuOp::kSigmoidF32>, RowKernel)});
   r.Add({"Silu", kSparqDomain, 1, 99, RunSigmoidF32<true>, "sigmoid_f32",
          WithoutContext(PrepareRow<CpuOp::kSigmoidF32>, RowKernel)});
+  r.Add({"HardSwishChain", kSparqDomain, 1, 99, RunHardSwishChainF32, "hardswish_chain_f32",
+         WithoutContext(PrepareRow<CpuOp::kHardSwishChainF32>, RowKernel)});
 }
 
 }  // namespace sparq

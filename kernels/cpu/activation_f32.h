@@ -34,9 +34,17 @@
 
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/internal.h"  // SPARQ_CPU_X86
+#include "sparq/graph.h"
 
 namespace sparq {
 namespace cpu {
+
+// The sigmoid_f32 row that an ai.sparq FusedConv with activation "Silu"
+// (runtime/float_fusion.h) runs over its output after the convolution, with
+// times_x on (the row a separate sparq.Silu node would run: the same bits);
+// nullptr for any other node. For the conv rows (gemm_f32, depthwise_f32,
+// spmm_bsr4x4_f32) when they prepare.
+SigmoidF32Fn FusedSiluRow(const Node& node);
 
 constexpr float kErfF32AbsTol = 1e-6f;
 constexpr float kSoftmaxF32AbsTol = 1e-6f;
@@ -49,12 +57,16 @@ void Pow2RowPortable(const float* x, float* y, int64_t n);
 void MeanRowsPortable(const float* x, int64_t rows, int64_t n, float* y);  // MeanRowsF32Fn
 void SigmoidRowPortable(const float* x, float* y, int64_t n, bool times_x);  // SigmoidF32Fn
 void ClipRowPortable(const float* x, float* y, int64_t n, float lo, float hi);  // ClipF32Fn
+// HardSwishChainF32Fn (dispatch.h): the reference's bits on every row.
+void HardSwishChainRowPortable(const float* x, float* y, int64_t n, float offset, float lo, float hi, float divisor);
 #if SPARQ_CPU_X86
 void SigmoidRowAvx2(const float* x, float* y, int64_t n, bool times_x);
 void ClipRowAvx2(const float* x, float* y, int64_t n, float lo, float hi);
+void HardSwishChainRowAvx2(const float* x, float* y, int64_t n, float offset, float lo, float hi, float divisor);
 // activation_f32_avx512.cc:
 void SigmoidRowAvx512(const float* x, float* y, int64_t n, bool times_x);
 void ClipRowAvx512(const float* x, float* y, int64_t n, float lo, float hi);
+void HardSwishChainRowAvx512(const float* x, float* y, int64_t n, float offset, float lo, float hi, float divisor);
 void ErfRowAvx2(const float* x, float* y, int64_t n);
 void SoftmaxRowAvx2(const float* x, float* y, int64_t n);
 #endif

@@ -69,6 +69,19 @@ void ClipRowAvx512(const float* x, float* y, int64_t n, float lo, float hi) {
   }
 }
 
+// The Clip of ClipRowAvx512 between the float add and the product / quotient;
+// the tail under a mask.
+void HardSwishChainRowAvx512(const float* x, float* y, int64_t n, float offset, float lo, float hi, float divisor) {
+  const __m512 va = _mm512_set1_ps(offset), vlo = _mm512_set1_ps(lo), vhi = _mm512_set1_ps(hi);
+  const __m512 vd = _mm512_set1_ps(divisor);
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
+    const __m512 c = _mm512_min_ps(vhi, _mm512_max_ps(vlo, _mm512_add_ps(v, va)));
+    _mm512_mask_storeu_ps(y + i, m, _mm512_div_ps(_mm512_mul_ps(v, c), vd));
+  }
+}
+
 SPARQ_CPU_TARGET_END
 
 }  // namespace cpu

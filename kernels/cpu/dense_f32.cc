@@ -4,8 +4,9 @@
 // (im2col for convolutions, without a full im2col buffer) and writes NCHW /
 // row-major outputs directly.
 //
-// ai.sparq FusedConv (Conv -> Relu / Clip, runtime/float_fusion.h) runs the
-// same path with the activation's clamp in the GEMM's epilogue. Pointwise
+// ai.sparq FusedConv (Conv -> Relu / Clip / SiLU, runtime/float_fusion.h)
+// runs the same path with the activation's clamp, or its SiLU, in the GEMM's
+// epilogue. Pointwise
 // convolutions on small planes run with pixels as the GEMM's rows
 // (kPointwiseConv, weights also packed as strips), where that wastes less
 // of the register tile on tails (PointwiseRowsWin).
@@ -26,6 +27,7 @@
 #include <memory>
 #include <vector>
 
+#include "kernels/cpu/activation_f32.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/linear_weights.h"
@@ -47,6 +49,7 @@ struct DenseConv {
   PackedGemmF32 w_taps;          // group 1, window > 1x1: K in (ky, kx, c) order, for stride-1 runs
   PackedGemmF32 w_strips;        // group 1, 1x1 window: strips (W^T), for pointwise runs on small planes
   std::vector<float> bias;       // [M] or empty
+  SigmoidF32Fn silu = nullptr;   // FusedConv with SiLU: its sigmoid_f32 row (FusedSiluRow)
 };
 
 // A depthwise convolution: group == input channels == output channels.
@@ -55,6 +58,7 @@ struct DepthwiseConv {
   std::vector<float> w_lanes;  // the same, PackDepthwiseLanes
   std::vector<float> bias;     // [C] or zeros
   const CpuKernelDef* plane = nullptr;  // a depthwise_f32 row
+  SigmoidF32Fn silu = nullptr;          // FusedConv with SiLU: its sigmoid_f32 row (FusedSiluRow)
 };
 
 struct DenseLinear {
@@ -97,6 +101,7 @@ StatusOr<std::shared_ptr<const void>> PrepareDenseConv(const Node& node, const s
     SPARQ_ASSIGN_OR_RETURN(conv->w_strips, PackGemmF32(w->data<float>(), rows, depth, format, /*strips=*/true));
   }
   if (b != nullptr) conv->bias.assign(b->data<float>(), b->data<float>() + b->numel());
+  conv->silu = cpu::FusedSiluRow(node);
   return std::shared_ptr<const void>(std::move(conv));
 }
 
@@ -147,6 +152,7 @@ Status RunDenseConv(OpContext& ctx) {
   if (ctx.node().domain == kSparqDomain) {  // FusedConv
     args.out_min = ctx.node().attr_float("out_min", args.out_min);
     args.out_max = ctx.node().attr_float("out_max", args.out_max);
+    args.silu = conv.silu;
   }
   const bool pointwise = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
                          g.pad_top == 0 && g.pad_left == 0 && g.out_h == g.height && g.out_w == g.width;
@@ -205,6 +211,7 @@ StatusOr<std::shared_ptr<const void>> PrepareDepthwiseConv(const Node& node,
   if (b != nullptr) conv->bias.assign(b->data<float>(), b->data<float>() + b->numel());
   conv->w_lanes = PackDepthwiseLanes(conv->w.data(), w->dim(0), w->numel() / w->dim(0));
   conv->plane = &SelectCpuKernel(CpuOp::kDepthwiseF32);
+  conv->silu = cpu::FusedSiluRow(node);
   return std::shared_ptr<const void>(std::move(conv));
 }
 
@@ -246,6 +253,7 @@ Status RunDepthwiseConv(OpContext& ctx) {
       a.w = conv.w.data() + c0 * taps, a.w_lanes = conv.w_lanes.data() + c0 * taps, a.bias = conv.bias.data() + c0;
       a.scratch = scratch;
       channels_fn(a);
+      if (conv.silu != nullptr) conv.silu(a.y, a.y, a.channels * out_plane, true);  // while the block is in cache
     }
   });
   ctx.set_output(0, std::move(y));

@@ -158,8 +158,13 @@ const std::vector<CpuKernelDef>& Table() {
       {"dequantize_s8_f32_avx2", AVX2, 10, NONE, DequantizeS8Fn(cpu::DequantizeRowAvx2)},
       {"qlinear_add_s8_avx2", AVX2, 10, NONE, QLinearAddS8Fn(cpu::QLinearAddRowAvx2)},
 #endif
-      // MaxPool (pool.cc): plain C++ that the compiler vectorizes for the build's baseline.
+      // MaxPool (pool.cc): plain C++ that the compiler vectorizes for the build's baseline;
+      // float32 interiors in AVX2 / AVX-512 registers (maxpool_f32_simd.cc).
       {"maxpool2d_portable", P, 0, NONE, MaxPool2dFn(cpu::MaxPool2dPortable)},
+#if SPARQ_CPU_X86
+      {"maxpool2d_avx2", AVX2, 10, NONE, MaxPool2dFn(cpu::MaxPool2dAvx2)},
+      {"maxpool2d_avx512", AVX512, 20, NONE, MaxPool2dFn(cpu::MaxPool2dAvx512)},
+#endif
       // Float rows of transformer models (activation_f32.cc runs them); the
       // AVX2 versions are also the best from AVX-512 up.
       {"erf_f32_portable", P, 0, NONE, ErfF32Fn(cpu::ErfRowPortable)},
@@ -209,6 +214,12 @@ const std::vector<CpuKernelDef>& Table() {
 #if SPARQ_CPU_X86
       {"sigmoid_f32_avx2", AVX2, 10, NONE, SigmoidF32Fn(cpu::SigmoidRowAvx2)},
       {"sigmoid_f32_avx512", AVX512, 20, NONE, SigmoidF32Fn(cpu::SigmoidRowAvx512)},
+#endif
+      // Paddle's HardSwish chain of float rows (activation_f32.cc runs them).
+      {"hardswish_chain_f32_portable", P, 0, NONE, HardSwishChainF32Fn(cpu::HardSwishChainRowPortable)},
+#if SPARQ_CPU_X86
+      {"hardswish_chain_f32_avx2", AVX2, 10, NONE, HardSwishChainF32Fn(cpu::HardSwishChainRowAvx2)},
+      {"hardswish_chain_f32_avx512", AVX512, 20, NONE, HardSwishChainF32Fn(cpu::HardSwishChainRowAvx512)},
 #endif
       // Clip of float rows (activation_f32.cc runs them).
       {"clip_f32_portable", P, 0, NONE, ClipF32Fn(cpu::ClipRowPortable)},
@@ -430,6 +441,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kLayerNormF32: return "layer_norm_f32";
     case CpuOp::kConvTransposeF32: return "conv_transpose_f32";
     case CpuOp::kResizeNearest: return "resize_nearest";
+    case CpuOp::kHardSwishChainF32: return "hardswish_chain_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

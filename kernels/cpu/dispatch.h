@@ -120,6 +120,7 @@ enum class CpuOp : uint8_t {
   kLayerNormF32,    // LayerNormalization of float rows
   kConvTransposeF32,  // a float ConvTranspose whose stride equals its kernel
   kResizeNearest,   // nearest-neighbour upsampling by whole factors (any element size)
+  kHardSwishChainF32,  // Paddle's HardSwish x * Clip(x + a, lo, hi) / d of a float row (sparq.HardSwishChain)
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -226,13 +227,18 @@ using LayerNormF32Fn = void (*)(const float* x, int64_t rows, int64_t n, const d
 using ConvTransposeF32Fn = void (*)(const ConvTransposeF32Args&);
 // ResizeNearestArgs (kernel_args.h): a copy, the reference's bytes.
 using ResizeNearestFn = void (*)(const ResizeNearestArgs&);
+// y[i] = (x[i] * clip(x[i] + offset, lo, hi)) / divisor, each operation
+// rounded to float in that order, the clip as ClipF32Fn's: the reference's
+// bits (sparq.HardSwishChain: the Add, Clip, Mul and Div it replaces).
+using HardSwishChainF32Fn = CpuOpFn<CpuOp::kHardSwishChainF32, void(const float* x, float* y, int64_t n, float offset,
+                                                                    float lo, float hi, float divisor)>;
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
                                  DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn, ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn,
                                  ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn, QLinearMulS8Fn,
                                  MeanRowsF32Fn, ConvS8Fn, SigmoidF32Fn, ClipF32Fn, ScaleShiftF32Fn, LayerNormF32Fn,
-                                 ConvTransposeF32Fn, ResizeNearestFn>;
+                                 ConvTransposeF32Fn, ResizeNearestFn, HardSwishChainF32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

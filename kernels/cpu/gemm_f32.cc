@@ -1,6 +1,6 @@
 // gemm_f32: the FP32 dense GEMM drivers (blocking, packing of activations,
-// threads, bias and clamp) and the portable register tiles. The x86 tiles are
-// in gemm_f32_avx2.cc and gemm_f32_avx512.cc.
+// threads, bias, clamp and fused SiLU) and the portable register tiles. The
+// x86 tiles are in gemm_f32_avx2.cc and gemm_f32_avx512.cc.
 //
 // A convolution computes C = W * B for weights W [R, K] packed in panels:
 //
@@ -111,6 +111,13 @@ const float* PaddedBias(const float* bias, int64_t first, int count, int width, 
   if (count == width) return bias + first;
   for (int i = 0; i < width; ++i) pad[i] = i < count ? bias[first + i] : 0.0f;
   return pad;
+}
+
+// The fused SiLU (GemmF32Args::silu) of a finished rows x cols block of C,
+// each row while the tile's stores are still in L1; nothing without one.
+void ApplySilu(const GemmF32Args& args, float* c, int64_t ldc, int64_t rows, int64_t cols) {
+  if (args.silu == nullptr) return;
+  for (int64_t i = 0; i < rows; ++i) args.silu(c + i * ldc, c + i * ldc, cols, true);
 }
 
 }  // namespace
@@ -245,8 +252,9 @@ void ConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
             float pad[64];
             TileEpilogue ep = epilogue;
             ep.row_bias = PaddedBias(args.bias, p * tr, rows, tr, pad);
-            isa.tile(kc, w.panel(p) + k0 * tr, b, ldb, y + (p * tr) * cols_total + s * tc, cols_total, rows, cols, k0 > 0,
-                     last ? &ep : nullptr);
+            float* c = y + (p * tr) * cols_total + s * tc;
+            isa.tile(kc, w.panel(p) + k0 * tr, b, ldb, c, cols_total, rows, cols, k0 > 0, last ? &ep : nullptr);
+            if (last) ApplySilu(args, c, cols_total, rows, cols);
           }
         }
       }
@@ -257,6 +265,7 @@ void ConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
         for (int64_t i = 0; i < r1 - r0; ++i) std::fill(c + i * cols_total, c + i * cols_total + (j1 - j0), 0.0f);
         Epilogue(args.bias != nullptr ? args.bias + r0 : nullptr, 1, 0, args.out_min, args.out_max, c, cols_total,
                  r1 - r0, j1 - j0);
+        ApplySilu(args, c, cols_total, r1 - r0, j1 - j0);
       }
     }
   });
@@ -299,8 +308,10 @@ void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
           ep.col_bias = PaddedBias(args.bias, s * tc, cols, tc, pad);
           for (int64_t q = q0; q < q1; ++q) {
             const int rows = static_cast<int>(std::min<int64_t>(tr, args.m - q * tr));
-            isa.tile(kc, panels_buf + (q - q0) * kKc * tr, b, tc, args.y + (q * tr) * args.ld_y + s * tc,
-                     args.ld_y, rows, cols, k0 > 0, last ? &ep : nullptr);
+            float* c = args.y + (q * tr) * args.ld_y + s * tc;
+            isa.tile(kc, panels_buf + (q - q0) * kKc * tr, b, tc, c, args.ld_y, rows, cols, k0 > 0,
+                     last ? &ep : nullptr);
+            if (last) ApplySilu(args, c, args.ld_y, rows, cols);
           }
         }
       }
@@ -311,6 +322,7 @@ void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
         for (int64_t i = 0; i < r1 - r0; ++i) std::fill(c + i * args.ld_y, c + i * args.ld_y + (j1 - j0), 0.0f);
         Epilogue(args.bias != nullptr ? args.bias + j0 : nullptr, 0, 1, args.out_min, args.out_max, c, args.ld_y,
                  r1 - r0, j1 - j0);
+        ApplySilu(args, c, args.ld_y, r1 - r0, j1 - j0);
       }
     }
   });
@@ -371,8 +383,10 @@ void PointwiseDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
           ep.col_bias = PaddedBias(args.bias, s * tc, cols, tc, pad);
           for (int64_t q = q0; q < q1; ++q) {
             const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
-            isa.tile(kc, panels_buf + (q - q0) * panel_floats, w.panel(s) + k0 * tc, tc,
-                     block + (q - q0) * tr * ld_block + (s - s0) * tc, ld_block, rows, tc, k0 > 0, last ? &ep : nullptr);
+            float* c = block + (q - q0) * tr * ld_block + (s - s0) * tc;
+            isa.tile(kc, panels_buf + (q - q0) * panel_floats, w.panel(s) + k0 * tc, tc, c, ld_block, rows, tc, k0 > 0,
+                     last ? &ep : nullptr);
+            if (last) ApplySilu(args, c, ld_block, rows, cols);
           }
         }
         k0 += kc;
@@ -445,8 +459,9 @@ void ShiftedConvGroup(const GemmF32Args& args, const GemmF32Isa& isa) {
               float pad[64];
               TileEpilogue ep = epilogue;
               ep.row_bias = PaddedBias(args.bias, p * tr, rows, tr, pad);
-              isa.tile(kc, w.panel(p) + k0 * tr, b, plane, y + (p * tr) * cols_total + s * tc, cols_total, rows, cols,
-                       !first, last ? &ep : nullptr);
+              float* c = y + (p * tr) * cols_total + s * tc;
+              isa.tile(kc, w.panel(p) + k0 * tr, b, plane, c, cols_total, rows, cols, !first, last ? &ep : nullptr);
+              if (last) ApplySilu(args, c, cols_total, rows, cols);
             }
           }
         }

@@ -205,8 +205,19 @@ void DepthwiseS8ChannelsAvx512(const DepthwiseS8Channels& a);
 void DepthwiseS8ChannelsAvx512Vnni(const DepthwiseS8Channels& a);
 void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a);
 
-// 2-D MaxPool (pool.cc), the row of the maxpool2d op.
+// 2-D MaxPool (pool.cc), the rows of the maxpool2d op: MaxPool2dWith runs
+// the planes with `interior` for each float32 output row's interior columns
+// (windows inside the input):
+//   y[i] = taps[0][i * stride], then for t = 1 .. num_taps - 1 in order:
+//   y[i] = taps[t][i * stride] if it is greater, or NaN where y[i] is not,
+// for i < n (num_taps >= 1): the reference's maximum, bit for bit. Bytes
+// take the portable path on every row (maxpool_f32_simd.cc: the SIMD rows).
+using MaxPoolInteriorF32Fn = void (*)(const float* const* taps, int num_taps, int64_t stride, float* y, int64_t n);
+void MaxPoolInteriorF32Portable(const float* const* taps, int num_taps, int64_t stride, float* y, int64_t n);
+void MaxPool2dWith(const MaxPool2dArgs& args, MaxPoolInteriorF32Fn interior);
 void MaxPool2dPortable(const MaxPool2dArgs& args);
+void MaxPool2dAvx2(const MaxPool2dArgs& args);
+void MaxPool2dAvx512(const MaxPool2dArgs& args);
 
 // 256-entry byte tables (lut_avx512vbmi.cc), the rows of the lut256 op.
 void ApplyTablePortable(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n);

@@ -181,6 +181,10 @@ struct GemmF32Args {
   // v > out_max ? out_max : v (NaN stays NaN). Relu: [0, inf]; Clip: [min, max].
   float out_min = -std::numeric_limits<float>::infinity();
   float out_max = std::numeric_limits<float>::infinity();
+  // SiLU of a fused activation, after the clamp: each output row of a tile,
+  // while it is in L1, becomes silu(c, c, n, true) (a sigmoid_f32 row, the
+  // row a separate sparq.Silu node would run: the same bits), or nullptr.
+  void (*silu)(const float* x, float* y, int64_t n, bool times_x) = nullptr;
   GemmF32Source source = GemmF32Source::kRows;
   // kRows:
   int64_t m = 0;

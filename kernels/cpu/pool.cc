@@ -2,9 +2,12 @@
 // dispatch.h), over NCHW planes without indices, exactly the reference's
 // result (MaxPoolRef): taps outside x are skipped, a window without taps gives
 // the type's lowest value.
-//   float32:      strided passes over output rows instead of the reference's
-//                 per-tap offset table (the maximum of finite values is
-//                 order-independent; NaN wins as in the reference's comparison)
+//   float32:      per output row, the interior columns (window inside the
+//                 row) by a MaxPoolInteriorF32Fn over the window's taps in the
+//                 reference's order (so that the first of equal values, -0
+//                 or +0, and the first NaN win as in the reference): the
+//                 portable loop here, AVX2 / AVX-512 in maxpool_f32_simd.cc;
+//                 the border columns check each tap
 //   uint8 / int8: separably: per output row, the max over the window's input
 //                 rows for every input column (contiguous, vectorizable), then
 //                 per output the max over the window's columns (for windows
@@ -35,12 +38,16 @@ inline T Max(T v, T best) {
   else return v > best ? v : best;
 }
 
-// Per output row: the interior columns (whole window inside x) are reduced
-// tap by tap over the row, each tap a strided pass over the columns (no
-// bounds checks, vectorizable); the border columns check each tap.
-template <typename T>
-void MaxPool2dFloat(const WindowGeometry& w, const Shape& x_shape, const T* x, const Shape& y_shape, T* y,
-                    ThreadPool* pool) {
+// Per output row: the interior columns (whole window inside x) by
+// `interior` over the in-bounds taps (no bounds checks); the border columns
+// check each tap. When every window holds a column of x, each plane's rows
+// are first copied between -inf columns, and then every column is interior:
+// a -inf tap never changes the maximum nor its bits (it loses to every value
+// but -inf, which it equals bit for bit, and to NaN), so this is the
+// reference's result with the out-of-bounds taps skipped.
+void MaxPool2dFloat(const WindowGeometry& w, const Shape& x_shape, const float* x, const Shape& y_shape, float* y,
+                    ThreadPool* pool, cpu::MaxPoolInteriorF32Fn interior) {
+  using T = float;
   const int64_t h = x_shape[2], wd = x_shape[3], oh = y_shape[2], ow = y_shape[3];
   const int64_t kh = w.kernel[0], kw = w.kernel[1], sh = w.strides[0], sw = w.strides[1];
   const int64_t dh = w.dilations[0], dw = w.dilations[1], pt = w.pads[0], pl = w.pads[1];
@@ -48,26 +55,55 @@ void MaxPool2dFloat(const WindowGeometry& w, const Shape& x_shape, const T* x, c
   const int64_t in_lo = std::min(ow, (pl + sw - 1) / sw);
   const int64_t last = wd - 1 - (kw - 1) * dw + pl;
   const int64_t in_hi = std::max(in_lo, std::min(ow, last < 0 ? int64_t{0} : last / sw + 1));
+  // The padded rows: column j holds x's column j - pl (-inf outside), for
+  // every column a window reads.
+  const int64_t padded_w = ow > 0 ? (ow - 1) * sw + (kw - 1) * dw + 1 : 0;
+  bool padded = (in_lo > 0 || in_hi < ow) && padded_w <= 4 * (wd + kw * dw);  // not for strides far past the input
+  for (int64_t ox = 0; padded && ox < ow; ++ox) {
+    bool column = false;  // a tap of this window inside x's columns
+    for (int64_t kx = 0; kx < kw && !column; ++kx) column = ox * sw - pl + kx * dw >= 0 && ox * sw - pl + kx * dw < wd;
+    padded = column;
+  }
   ParallelFor(pool, x_shape[0] * x_shape[1], 1, [&](int64_t p0, int64_t p1) {
+    std::vector<const T*> taps(static_cast<size_t>(kh * kw));
+    std::vector<T> rows(padded ? static_cast<size_t>(h * padded_w) : 0);
+    const int64_t copy_lo = std::min(pl, padded_w), copy_hi = std::max(copy_lo, std::min(padded_w, pl + wd));
     for (int64_t plane = p0; plane < p1; ++plane) {
       const T* xp = x + plane * h * wd;
       T* yp = y + plane * oh * ow;
+      if (padded) {
+        for (int64_t iy = 0; iy < h; ++iy) {
+          T* dst = rows.data() + iy * padded_w;
+          std::fill(dst, dst + copy_lo, -std::numeric_limits<T>::infinity());
+          std::copy(xp + iy * wd + (copy_lo - pl), xp + iy * wd + (copy_hi - pl), dst + copy_lo);
+          std::fill(dst + copy_hi, dst + padded_w, -std::numeric_limits<T>::infinity());
+        }
+        for (int64_t oy = 0; oy < oh; ++oy) {
+          int num_taps = 0;
+          for (int64_t ky = 0; ky < kh; ++ky) {
+            const int64_t iy = oy * sh - pt + ky * dh;
+            if (iy < 0 || iy >= h) continue;
+            for (int64_t kx = 0; kx < kw; ++kx) taps[num_taps++] = rows.data() + iy * padded_w + kx * dw;
+          }
+          if (num_taps > 0) {
+            interior(taps.data(), num_taps, sw, yp + oy * ow, ow);
+          } else {  // no input row in the window: the reference's empty maximum
+            std::fill(yp + oy * ow, yp + (oy + 1) * ow, std::numeric_limits<T>::lowest());
+          }
+        }
+        continue;
+      }
       for (int64_t oy = 0; oy < oh; ++oy) {
         T* yr = yp + oy * ow;
-        bool first = true;
+        int num_taps = 0;  // tap t of output column in_lo + i reads taps[t][i * sw]
         for (int64_t ky = 0; ky < kh; ++ky) {
           const int64_t iy = oy * sh - pt + ky * dh;
           if (iy < 0 || iy >= h) continue;
-          const T* row = xp + iy * wd - pl;
-          for (int64_t kx = 0; kx < kw; ++kx, first = false) {
-            const T* t = row + kx * dw;
-            if (first) {
-              for (int64_t ox = in_lo; ox < in_hi; ++ox) yr[ox] = t[ox * sw];
-            } else {
-              for (int64_t ox = in_lo; ox < in_hi; ++ox) yr[ox] = Max(t[ox * sw], yr[ox]);
-            }
-          }
+          const T* row = xp + iy * wd - pl + in_lo * sw;
+          for (int64_t kx = 0; kx < kw; ++kx) taps[num_taps++] = row + kx * dw;
         }
+        const bool first = num_taps == 0;
+        if (!first && in_hi > in_lo) interior(taps.data(), num_taps, sw, yr + in_lo, in_hi - in_lo);
         auto border = [&](int64_t ox) {
           bool found = false;
           T best = std::numeric_limits<T>::lowest();
@@ -167,14 +203,20 @@ void MaxPool2dBytes(const WindowGeometry& w, const Shape& xs, const T* x, const 
 
 namespace cpu {
 
-void MaxPool2dPortable(const MaxPool2dArgs& a) {
+void MaxPoolInteriorF32Portable(const float* const* taps, int num_taps, int64_t stride, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = taps[0][i * stride];
+  for (int t = 1; t < num_taps; ++t)
+    for (int64_t i = 0; i < n; ++i) y[i] = Max(taps[t][i * stride], y[i]);
+}
+
+void MaxPool2dWith(const MaxPool2dArgs& a, MaxPoolInteriorF32Fn interior) {
   WindowGeometry w;
   w.kernel = {a.kernel_h, a.kernel_w}, w.strides = {a.stride_h, a.stride_w};
   w.dilations = {a.dilation_h, a.dilation_w}, w.pads = {a.pad_top, a.pad_left, 0, 0};  // the ends are implied
   const Shape xs = {1, a.planes, a.height, a.width}, ys = {1, a.planes, a.out_h, a.out_w};
   switch (a.elem) {
     case MaxPool2dArgs::Elem::kF32:
-      MaxPool2dFloat(w, xs, static_cast<const float*>(a.x), ys, static_cast<float*>(a.y), a.pool);
+      MaxPool2dFloat(w, xs, static_cast<const float*>(a.x), ys, static_cast<float*>(a.y), a.pool, interior);
       break;
     case MaxPool2dArgs::Elem::kS8:
       MaxPool2dBytes(w, xs, static_cast<const int8_t*>(a.x), ys, static_cast<int8_t*>(a.y), a.pool);
@@ -184,6 +226,8 @@ void MaxPool2dPortable(const MaxPool2dArgs& a) {
       break;
   }
 }
+
+void MaxPool2dPortable(const MaxPool2dArgs& a) { MaxPool2dWith(a, MaxPoolInteriorF32Portable); }
 
 }  // namespace cpu
 

@@ -20,6 +20,7 @@
 #include <optional>
 #include <vector>
 
+#include "kernels/cpu/activation_f32.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/linear_weights.h"
 #include "kernels/packed_formats.h"
@@ -99,8 +100,9 @@ Status RunSparseLinear(OpContext& ctx) {
 }
 
 struct SparseConv {
-  BsrF32 w;                 // [M, C * kh * kw]
-  std::vector<float> bias;  // [M] or empty
+  BsrF32 w;                     // [M, C * kh * kw]
+  std::vector<float> bias;      // [M] or empty
+  SigmoidF32Fn silu = nullptr;  // FusedConv with SiLU: its sigmoid_f32 row (FusedSiluRow)
 };
 
 StatusOr<PreparedKernel> PrepareSparseConv(const Node& node, const std::vector<const Tensor*>& constants,
@@ -120,6 +122,7 @@ StatusOr<PreparedKernel> PrepareSparseConv(const Node& node, const std::vector<c
   SPARQ_ASSIGN_OR_RETURN(state->w,
                          PackWhenFaster(node, w->data<float>(), m, k, *context.kernel_table, "bsr4x4_f32 conv path", true));
   if (b != nullptr) state->bias.assign(b->data<float>(), b->data<float>() + m);
+  state->silu = cpu::FusedSiluRow(node);
   return PreparedKernel{std::shared_ptr<const void>(std::move(state)), Bsr4x4F32Kernel()};
 }
 
@@ -187,6 +190,10 @@ Status RunSparseConv(OpContext& ctx) {
         v[i] = above > hi ? hi : above;
       }
     });
+  }
+  if (s.silu != nullptr) {  // each value on its own: any split gives the same bits
+    float* v = y.data<float>();
+    ParallelFor(ctx.pool(), y.numel(), 16384, [&](int64_t i0, int64_t i1) { s.silu(v + i0, v + i0, i1 - i0, true); });
   }
   ctx.set_output(0, std::move(y));
   return Status::OK();

@@ -29,6 +29,30 @@ Status Silu(OpContext& ctx) {
   });
 }
 
+// sparq.HardSwishChain (runtime/float_fusion.h): Div(Mul(x, Clip(Add(x,
+// offset), lo, hi)), divisor) as the four nodes it replaces compute it, each
+// step rounded to float32. The output has at least min_rank dimensions (the
+// broadcast of a scalar x with the constants).
+Status HardSwishChain(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() != DataType::kFloat32) return ctx.NotSupported("HardSwishChain runs float32 only");
+  const float offset = Attr(ctx, "offset", 3.0f), lo = Attr(ctx, "lo", 0.0f), hi = Attr(ctx, "hi", 6.0f);
+  const float divisor = Attr(ctx, "divisor", 6.0f);
+  Shape shape = x.shape();
+  while (static_cast<int64_t>(shape.size()) < ctx.node().attr_int("min_rank", 0)) shape.insert(shape.begin(), 1);
+  Tensor y(DataType::kFloat32, shape);
+  const float* src = x.data<float>();
+  float* dst = y.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float t = src[i] + offset;
+    const float above = t < lo ? lo : t;  // Clip: NaN stays NaN
+    dst[i] = (src[i] * (above > hi ? hi : above)) / divisor;
+  }
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
 Status LeakyRelu(OpContext& ctx) {
   const float alpha = Attr(ctx, "alpha", 0.01f);
   return RunSameTypeUnary<kFloats>(ctx, [alpha](auto x) {
@@ -223,6 +247,7 @@ Status Clip(OpContext& ctx) {
 void RegisterActivationOps(KernelRegistry& r) {
   r.Add({"Relu", "", 1, 99, Relu, "ref"});
   r.Add({"Silu", kSparqDomain, 1, 99, Silu, "ref"});
+  r.Add({"HardSwishChain", kSparqDomain, 1, 99, HardSwishChain, "ref"});
   r.Add({"LeakyRelu", "", 1, 99, LeakyRelu, "ref"});
   r.Add({"ThresholdedRelu", "", 10, 99, ThresholdedRelu, "ref"});
   r.Add({"Elu", "", 1, 99, Elu, "ref"});

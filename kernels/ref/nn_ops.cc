@@ -6,6 +6,7 @@
 // integer Gemm/MatMul accumulate in 64 bits and wrap to the output type.
 #include <algorithm>
 #include <array>
+#include <cmath>
 #include <cstring>
 #include <limits>
 #include <type_traits>
@@ -259,7 +260,9 @@ Status ConvKernel(OpContext& ctx) {
 }
 
 // ai.sparq FusedConv (runtime/float_fusion.h): Conv, then the clamp of its
-// activation, [out_min, out_max], in place, as Clip computes it.
+// activation, [out_min, out_max], in place, as Clip computes it; with
+// activation "Silu", then x * Sigmoid(x) as the reference's sparq.Silu
+// computes it (the sigmoid rounded to float, then the product).
 Status FusedConvKernel(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(ConvKernel<false>(ctx));
   Tensor& y = ctx.outputs()[0];
@@ -271,6 +274,8 @@ Status FusedConvKernel(OpContext& ctx) {
     const float above = v[i] < lo ? lo : v[i];  // NaN stays NaN
     v[i] = above > hi ? hi : above;
   }
+  if (ctx.node().attr_string("activation", "") == "Silu")
+    for (int64_t i = 0; i < y.numel(); ++i) v[i] = v[i] * (1.0f / (1.0f + std::exp(-v[i])));
   return Status::OK();
 }
 

@@ -79,11 +79,13 @@ Tensor SliceAlongAxis(const Tensor& x, int64_t axis, int64_t start, int64_t size
   return y;
 }
 
-Status Split(OpContext& ctx) {
-  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
+}  // namespace
+
+namespace tensor_ops {
+
+StatusOr<std::vector<int64_t>> SplitSizes(const OpContext& ctx, int64_t axis) {
   const Tensor& x = ctx.input(0);
   const Node& node = ctx.node();
-  SPARQ_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, node.attr_int("axis", 0), static_cast<int64_t>(x.rank())));
   const int64_t dim = x.dim(axis);
   int64_t n = static_cast<int64_t>(ctx.num_outputs());
   // Split sizes: input 1 from opset 13 (and optionally in opset 1), else the attribute.
@@ -132,6 +134,19 @@ Status Split(OpContext& ctx) {
     return ctx.InvalidArgument("axis " + std::to_string(axis) + " of shape " + ShapeToString(x.shape()) +
                                " cannot be split evenly into " + std::to_string(n) + " outputs");
   }
+  return split;
+}
+
+}  // namespace tensor_ops
+
+namespace {
+
+Status Split(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
+  const Tensor& x = ctx.input(0);
+  SPARQ_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, ctx.node().attr_int("axis", 0), static_cast<int64_t>(x.rank())));
+  SPARQ_ASSIGN_OR_RETURN(std::vector<int64_t> split, SplitSizes(ctx, axis));
+  const int64_t n = static_cast<int64_t>(split.size());
   int64_t start = 0;
   for (int64_t i = 0; i < n; ++i) {
     if (ctx.wants_output(i)) ctx.set_output(i, SliceAlongAxis(x, axis, start, split[i], ctx.pool()));

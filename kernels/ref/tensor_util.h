@@ -47,6 +47,13 @@ Status CheckOutputShape(const OpContext& ctx, const Shape& shape, DataType type,
 // InvalidArgument when the input is not an integer tensor.
 StatusOr<std::vector<int64_t>> ReadIntInput(const OpContext& ctx, size_t i, const std::string& what);
 
+// The output sizes along `axis` (normalized) of Split node ctx.node() on
+// input 0: its split input (opset 13 on, or 1) or attribute (before 13),
+// else equal parts, from opset 18 num_outputs with a smaller last part;
+// InvalidArgument naming the node when they do not fit the dimension
+// (tensor_copy_ops.cc; the fast Split of kernels/cpu uses it too).
+StatusOr<std::vector<int64_t>> SplitSizes(const OpContext& ctx, int64_t axis);
+
 // Row-major element strides of a contiguous tensor of `shape`.
 std::vector<int64_t> ContiguousStrides(const Shape& shape);
 

@@ -209,6 +209,122 @@ TEST_P(ActivationF32Test, SiluFusesIntoOneNode) {
   }
 }
 
+// Conv -> x * Sigmoid(x) fuses into one ai.sparq FusedConv (activation
+// "Silu", runtime/float_fusion.h) whose gemm_f32 / depthwise_f32 rows apply
+// the sigmoid_f32 row to each tile as it is stored: the bits of the unfused
+// Conv -> sparq.Silu on the same ISA, the reference's twin the bits of the
+// reference's two nodes, within the FP32 tolerance of the reference, and the
+// same bits for 1 and 2 threads. Geometries: the shifted (stride 1), im2col
+// (stride 2), pointwise-rows (1x1 on 7 x 7) and depthwise paths.
+TEST_P(ActivationF32Test, ConvSiluFusesIntoTheConvEpilogue) {
+  struct Case {
+    int64_t c, m, k, stride, side, group;
+    const char* kernel;
+  };
+  const Case cases[] = {{8, 24, 3, 1, 13, 1, "FusedConv:gemm_f32"},
+                        {16, 20, 3, 2, 17, 1, "FusedConv:gemm_f32"},
+                        {32, 48, 1, 1, 7, 1, "FusedConv:gemm_f32"},
+                        {16, 16, 3, 1, 11, 16, "FusedConv:depthwise_f32"}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE(std::string(c.kernel) + " k" + std::to_string(c.k) + " s" + std::to_string(c.stride));
+    Model m;
+    m.opset_imports = {{"", 13}};
+    m.graph.inputs.push_back(testing::FloatInput("x", {{2, ""}, {c.c, ""}, {c.side, ""}, {c.side, ""}}));
+    m.graph.outputs.push_back(testing::FloatInput("y", {}));
+    m.graph.initializers["w"] = testing::RandomFloats({c.m, c.c / c.group, c.k, c.k}, 3, -0.5f, 0.5f, 0.0f);
+    m.graph.initializers["b"] = testing::RandomFloats({c.m}, 4, -1.0f, 1.0f, 0.0f);
+    const int64_t pad = c.k / 2;
+    m.graph.nodes.push_back({"conv", "Conv", "", {"x", "w", "b"}, {"t"},
+                             {Attribute::Ints("strides", {c.stride, c.stride}),
+                              Attribute::Ints("pads", {pad, pad, pad, pad}), Attribute::Int("group", c.group)},
+                             ""});
+    m.graph.nodes.push_back({"sig", "Sigmoid", "", {"t"}, {"s"}, {}, ""});
+    m.graph.nodes.push_back({"mul", "Mul", "", {"s", "t"}, {"y"}, {}, ""});
+    const Tensor x = testing::RandomFloats({2, c.c, c.side, c.side}, 5, -6.0f, 6.0f, 0.0f);
+    auto run = [&](bool reference, bool fuse, int threads, std::vector<std::string>* kernels) {
+      ExecutorOptions options;
+      options.reference_kernels = reference;
+      options.fuse_activations = fuse;
+      options.threads = threads;
+      auto exec = Executor::Create(m, options);
+      EXPECT_TRUE(exec.ok()) << exec.status().ToString();
+      TensorMap out;
+      EXPECT_TRUE((*exec)->Run({{"x", x}}, &out).ok());
+      if (kernels != nullptr)
+        for (const NodeKernel& k : (*exec)->NodeKernels())
+          kernels->push_back(k.op_type + ":" + testing::KernelOps(k.kernel));
+      return out.at("y");
+    };
+    const Tensor want = run(true, false, 1, nullptr);
+    ExpectClose(run(true, true, 1, nullptr), want, 0.0f);  // the reference twin: the two nodes' bits
+    std::vector<std::string> kernels;
+    const Tensor got = run(false, true, 1, &kernels);
+    ASSERT_EQ(kernels.size(), 1u);
+    EXPECT_EQ(kernels[0], c.kernel);
+    ExpectClose(got, run(false, false, 1, nullptr), 0.0f);  // unfused Conv, Sigmoid, Mul on this ISA
+    float peak = 0.0f;
+    for (int64_t i = 0; i < want.numel(); ++i) peak = std::max(peak, std::fabs(want.data<float>()[i]));
+    ExpectClose(got, want, testing::kF32RelTol * peak + cpu::kSigmoidF32AbsTol * std::max(1.0f, peak));
+    ExpectClose(run(false, true, 2, nullptr), got, 0.0f);
+  }
+}
+
+// Paddle's HardSwish, Div(Mul(x, Clip(Add(x, 3), 0, 6)), 6) with its operands
+// in either order, fuses into one sparq.HardSwishChain node on the forced
+// ISA's hardswish_chain_f32 row: the four nodes' bits on the reference and
+// the fast kernels (NaN, infinities and -0
+// included), the same bits for 1 and 3 threads; an intermediate that is a
+// graph output keeps the four nodes.
+TEST_P(ActivationF32Test, HardSwishChainFusesIntoOneNode) {
+  Tensor x = testing::RandomFloats({2, 5, 37, 41}, 17, -9.0f, 9.0f, 0.0f);
+  const float special[] = {0.0f, -0.0f, -3.0f, 3.0f, std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  std::copy(std::begin(special), std::end(special), x.data<float>());
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    Model m;
+    m.opset_imports = {{"", 13}};
+    m.graph.inputs.push_back(testing::FloatInput("x", {{2, ""}, {5, ""}, {37, ""}, {41, ""}}));
+    m.graph.outputs.push_back(testing::FloatInput("y", {}));
+    m.graph.initializers["three"] = Tensor::FromVector<float>({1}, {3.0f});
+    m.graph.initializers["zero"] = Tensor::Scalar<float>(0.0f);
+    m.graph.initializers["six"] = Tensor::FromVector<float>({1}, {6.0f});
+    const bool swap = variant == 1;
+    m.graph.nodes.push_back({"add", "Add", "", swap ? std::vector<std::string>{"three", "x"}
+                                                     : std::vector<std::string>{"x", "three"}, {"a"}, {}, ""});
+    m.graph.nodes.push_back({"clip", "Clip", "", {"a", "zero", "six"}, {"c"}, {}, ""});
+    m.graph.nodes.push_back({"mul", "Mul", "", swap ? std::vector<std::string>{"c", "x"}
+                                                     : std::vector<std::string>{"x", "c"}, {"m"}, {}, ""});
+    m.graph.nodes.push_back({"div", "Div", "", {"m", "six"}, {"y"}, {}, ""});
+    if (variant == 2) m.graph.outputs.push_back(testing::FloatInput("c", {}));
+    auto run = [&](bool reference, bool fuse, int threads, std::vector<std::string>* kernels) {
+      ExecutorOptions options;
+      options.reference_kernels = reference;
+      options.fuse_activations = fuse;
+      options.threads = threads;
+      auto exec = Executor::Create(m, options);
+      EXPECT_TRUE(exec.ok()) << exec.status().ToString();
+      TensorMap out;
+      EXPECT_TRUE((*exec)->Run({{"x", x}}, &out).ok());
+      if (kernels != nullptr)
+        for (const NodeKernel& k : (*exec)->NodeKernels()) kernels->push_back(k.op_type + ":" + k.kernel);
+      return out.at("y");
+    };
+    const Tensor want = run(true, false, 1, nullptr);
+    ExpectClose(run(true, true, 1, nullptr), want, 0.0f);
+    std::vector<std::string> kernels;
+    const Tensor got = run(false, true, 1, &kernels);
+    ExpectClose(got, want, 0.0f);
+    ExpectClose(run(false, true, 3, nullptr), got, 0.0f);
+    if (variant == 2) {
+      EXPECT_EQ(kernels.size(), 4u);
+    } else {
+      EXPECT_EQ(kernels, std::vector<std::string>{std::string("HardSwishChain:") +
+                                                  SelectCpuKernel(CpuOp::kHardSwishChainF32).name});
+    }
+  }
+}
+
 TEST_P(ActivationF32Test, SoftmaxMatchesReference) {
   for (Shape shape : {Shape{1, 1}, Shape{3, 7}, Shape{2, 12, 64, 64}, Shape{5, 1000}, Shape{4, 9}}) {
     Tensor x = testing::RandomFloats(shape, 11, -20.0f, 20.0f, 0.0f);

@@ -388,6 +388,26 @@ TEST(DenseF32Rows, BlockPrunedConvRunsSparseWhereTheTableSays) {
   EXPECT_EQ(KernelOps((*dense)->NodeKernels().at(0).kernel), "gemm_f32");
 }
 
+// The same pruned convolution with SiLU after it (Conv -> x * Sigmoid(x)):
+// one FusedConv on spmm_bsr4x4_f32, its SiLU the sigmoid_f32 row over the
+// output, within the FP32 tolerance of the reference, 1 and 3 threads.
+TEST(DenseF32Rows, BlockPrunedConvWithSiluRunsSparse) {
+  std::mt19937 rng(31);
+  Model m = OneGraph({FloatInput("x", {2, 6, 9, 10})},
+                     {Node{"c", "Conv", "", {"x", "w", "b"}, {"t"}, {Attribute::Ints("pads", {1, 1, 1, 1})}, ""},
+                      Node{"s", "Sigmoid", "", {"t"}, {"u"}, {}, ""}, Node{"m", "Mul", "", {"t", "u"}, {"y"}, {}, ""}},
+                     {"y"});
+  Tensor w = RandomTensor(rng, {16, 6, 3, 3});
+  const int64_t k = 6 * 9;
+  for (int64_t o = 0; o < 16; ++o)
+    for (int64_t i = 0; i < k; ++i)
+      if ((i / 4 + o / 4) % 8 != 0) w.data<float>()[o * k + i] = 0.0f;
+  m.graph.initializers["w"] = w;
+  m.graph.initializers["b"] = RandomTensor(rng, {16});
+  TensorMap feed{{"x", RandomTensor(rng, {2, 6, 9, 10})}};
+  EXPECT_EQ(ExpectFastMatchesReference(m, feed), (std::vector<std::string>{"FusedConv:spmm_bsr_f32"}));
+}
+
 // 1x1 convolutions with a fused Clip (ReLU6) on a 7 x 7 plane (pixels as the
 // GEMM's rows: kPointwiseConv) and a 16 x 16 one (pixels as its columns), on
 // every ISA, batch 2, 1 and 3 threads: within the FP32 tolerance of the

@@ -401,20 +401,24 @@ void CheckBinaryF32(std::mt19937& rng, BinaryF32Fn fn) {
   }
 }
 
-// MaxPool of float32 (with NaNs), int8 and uint8 planes against MaxPoolRef,
-// with windows that leave the input (pads larger than the dilated window).
+// MaxPool of float32 (with NaNs and signed zeros), int8 and uint8 planes
+// against MaxPoolRef, with windows that leave the input (pads larger than the
+// dilated window) and YOLO's SPPF window (5 x 5, stride 1, pads 2).
 void CheckMaxPool2d(std::mt19937& rng, MaxPool2dFn fn) {
   struct Case {
     int64_t planes, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr;
   };
   const Case cases[] = {{3, 9, 45, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1}, {2, 8, 8, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0},
                         {1, 7, 70, 3, 5, 1, 1, 2, 1, 2, 2, 2, 2}, {2, 5, 4, 3, 3, 3, 3, 1, 1, 2, 2, 2, 2},
-                        {1, 13, 33, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}};
+                        {1, 13, 33, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}, {3, 20, 20, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
+                        {2, 11, 41, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {2, 10, 27, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}};
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
   for (const Case& c : cases) {
-    for (auto elem : {MaxPool2dArgs::Elem::kF32, MaxPool2dArgs::Elem::kS8, MaxPool2dArgs::Elem::kU8}) {
+    for (int mode = 0; mode < 4; ++mode) {  // float32, float32 of -1 / +0 / -0 (ties of other bits), int8, uint8
+      const auto elem = mode < 2 ? MaxPool2dArgs::Elem::kF32 : mode == 2 ? MaxPool2dArgs::Elem::kS8
+                                                                        : MaxPool2dArgs::Elem::kU8;
       SCOPED_TRACE("maxpool " + std::to_string(c.h) + "x" + std::to_string(c.w) + " k" + std::to_string(c.kh) + "x" +
-                   std::to_string(c.kw) + " elem " + std::to_string(static_cast<int>(elem)));
+                   std::to_string(c.kw) + " mode " + std::to_string(mode));
       PoolParams p;
       p.window.kernel = {c.kh, c.kw}, p.window.strides = {c.sh, c.sw}, p.window.dilations = {c.dh, c.dw};
       p.window.pads = {c.pt, c.pl, c.pb, c.pr};
@@ -427,7 +431,8 @@ void CheckMaxPool2d(std::mt19937& rng, MaxPool2dFn fn) {
       std::vector<uint8_t> got(want.size() + bytes, 99);
       if (elem == MaxPool2dArgs::Elem::kF32) {
         auto* xf = reinterpret_cast<float*>(x.data());
-        for (int64_t i = 0; i < nx; ++i) xf[i] = i % 97 == 5 ? std::nanf("") : value(rng);
+        const float ties[] = {-1.0f, 0.0f, -0.0f};
+        for (int64_t i = 0; i < nx; ++i) xf[i] = i % 97 == 5 ? std::nanf("") : mode == 0 ? value(rng) : ties[rng() % 3];
         MaxPoolRef<float>(p, xs, xf, ys, reinterpret_cast<float*>(want.data()), nullptr, nullptr);
       } else {
         for (uint8_t& b : x) b = static_cast<uint8_t>(rng());
@@ -534,6 +539,30 @@ void CheckClipF32(std::mt19937& rng, ClipF32Fn fn) {
         want[i] = above > hi ? hi : above;
       }
       fn(x.data(), got.data(), n, lo, hi);
+      ExpectFloatRow(std::vector<float>(got.begin(), got.begin() + n), want, 0.0f);
+      EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+    }
+  }
+}
+
+// (x * clip(x + offset, lo, hi)) / divisor, each step rounded to float
+// (sparq.HardSwishChain), bit for bit, with special values and bounds.
+void CheckHardSwishChainF32(std::mt19937& rng, HardSwishChainF32Fn fn) {
+  std::uniform_real_distribution<float> value(-9.0f, 9.0f);
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::nanf("");
+  const float special[] = {0.0f, -0.0f, -3.0f, 3.0f, inf, -inf, nan, 1e-30f};
+  const float params[][4] = {{3.0f, 0.0f, 6.0f, 6.0f}, {0.5f, -1.0f, 2.0f, 3.0f}, {3.0f, 0.0f, inf, -2.5f}};
+  for (const auto& p : params) {
+    for (int64_t n : kRowLengths) {
+      SCOPED_TRACE("n " + std::to_string(n) + " offset " + std::to_string(p[0]));
+      std::vector<float> x(static_cast<size_t>(n)), want(x.size()), got(x.size() + 1, 99.0f);
+      for (int64_t i = 0; i < n; ++i) x[i] = i < 8 && n >= 8 ? special[i] : value(rng);
+      for (int64_t i = 0; i < n; ++i) {
+        const float t = x[i] + p[0];
+        const float above = t < p[1] ? p[1] : t;
+        want[i] = (x[i] * (above > p[2] ? p[2] : above)) / p[3];
+      }
+      fn(x.data(), got.data(), n, p[0], p[1], p[2], p[3]);
       ExpectFloatRow(std::vector<float>(got.begin(), got.begin() + n), want, 0.0f);
       EXPECT_EQ(got[n], 99.0f) << "wrote past n";
     }
@@ -798,6 +827,7 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
       return true;
     case CpuOp::kPow2F32: CheckPow2F32(rng, def.get<Pow2F32Fn>()); return true;
     case CpuOp::kClipF32: CheckClipF32(rng, def.get<ClipF32Fn>()); return true;
+    case CpuOp::kHardSwishChainF32: CheckHardSwishChainF32(rng, def.get<HardSwishChainF32Fn>()); return true;
     case CpuOp::kScaleShiftF32: CheckScaleShiftF32(rng, def.get<ScaleShiftF32Fn>()); return true;
     case CpuOp::kLayerNormF32: CheckLayerNormF32(rng, def.get<LayerNormF32Fn>()); return true;
     case CpuOp::kConvTransposeF32: CheckConvTransposeF32(rng, def.get<ConvTransposeF32Fn>()); return true;

@@ -1,0 +1,133 @@
+// Concat and Split as block copies (kernel "copy_blocks"): along the axis,
+// every outer index (the product of the dimensions before it) of a
+// contiguous tensor is one contiguous block per input / output, so each
+// (outer index, input) pair is one memcpy into an output allocated without
+// its zero fill (every byte is written). The bytes of the reference kernels
+// (kernels/ref/tensor_copy_ops.cc) for every data type of fixed size; bad
+// nodes run the reference kernel, which names the error. The pairs are
+// split among the threads; each byte is written by one of them: the same
+// result for every thread count.
+//
+//   Concat(axis 1) of a [2, 3, 4] and b [2, 1, 4]:
+//     y[0] = a[0] (12 elements) | b[0] (4)     y[1] = a[1] | b[1]
+#include <algorithm>
+#include <cstring>
+#include <vector>
+
+#include "kernels/ref/tensor_util.h"
+#include "kernels/registry.h"
+
+namespace sparq {
+namespace {
+
+constexpr int64_t kBytesPerTask = int64_t{1} << 16;  // copies below this share a task
+
+// The product of the dimensions before / after `axis`.
+void OuterInner(const Shape& shape, int64_t axis, int64_t* outer, int64_t* inner) {
+  *outer = 1, *inner = 1;
+  for (int64_t d = 0; d < axis; ++d) *outer *= shape[d];
+  for (int64_t d = axis + 1; d < static_cast<int64_t>(shape.size()); ++d) *inner *= shape[d];
+}
+
+// copies[t] = (dst, src, bytes), run in parallel over `pool`.
+struct BlockCopy {
+  uint8_t* dst;
+  const uint8_t* src;
+  size_t bytes;
+};
+void RunCopies(const std::vector<BlockCopy>& copies, ThreadPool* pool) {
+  int64_t total = 0;
+  for (const BlockCopy& c : copies) total += static_cast<int64_t>(c.bytes);
+  const int64_t n = static_cast<int64_t>(copies.size());
+  const int64_t grain = std::max<int64_t>(1, n * kBytesPerTask / std::max<int64_t>(1, total));
+  ParallelFor(pool, n, grain, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t)
+      if (copies[t].bytes > 0) std::memcpy(copies[t].dst, copies[t].src, copies[t].bytes);
+  });
+}
+
+Status ConcatBlocks(OpContext& ctx) {
+  if (ctx.num_inputs() == 0 || ctx.node().attr("axis") == nullptr) return RunReferenceKernel(ctx);
+  for (size_t i = 0; i < ctx.num_inputs(); ++i)
+    if (!ctx.has_input(i)) return RunReferenceKernel(ctx);
+  const Tensor& first = ctx.input(0);
+  const int64_t rank = static_cast<int64_t>(first.rank());
+  int64_t axis = ctx.node().attr_int("axis", 1);
+  if (axis < 0) axis += rank;
+  if (rank == 0 || axis < 0 || axis >= rank || DataTypeSize(first.dtype()) == 0) return RunReferenceKernel(ctx);
+  Shape out_shape = first.shape();
+  out_shape[axis] = 0;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    const Tensor& t = ctx.input(i);
+    bool same = t.dtype() == first.dtype() && static_cast<int64_t>(t.rank()) == rank;
+    for (int64_t d = 0; same && d < rank; ++d) same = d == axis || t.dim(d) == first.dim(d);
+    if (!same) return RunReferenceKernel(ctx);  // it names the mismatch
+    out_shape[axis] += t.dim(axis);
+  }
+  Tensor y = Tensor::Uninitialized(first.dtype(), out_shape);
+  const size_t esize = DataTypeSize(first.dtype());
+  int64_t outer = 0, inner = 0;
+  OuterInner(out_shape, axis, &outer, &inner);
+  const size_t out_block = static_cast<size_t>(out_shape[axis] * inner) * esize;
+  std::vector<BlockCopy> copies;
+  copies.reserve(static_cast<size_t>(outer) * ctx.num_inputs());
+  auto* out = static_cast<uint8_t*>(y.raw_data());
+  for (int64_t o = 0; o < outer; ++o) {
+    uint8_t* dst = out + o * out_block;
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      const Tensor& t = ctx.input(i);
+      const size_t block = static_cast<size_t>(t.dim(axis) * inner) * esize;
+      copies.push_back({dst, static_cast<const uint8_t*>(t.raw_data()) + o * block, block});
+      dst += block;
+    }
+  }
+  RunCopies(copies, ctx.pool());
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
+Status SplitBlocks(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).rank() == 0 || DataTypeSize(ctx.input(0).dtype()) == 0)
+    return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  int64_t axis = ctx.node().attr_int("axis", 0);
+  if (axis < 0) axis += rank;
+  if (axis < 0 || axis >= rank) return RunReferenceKernel(ctx);
+  StatusOr<std::vector<int64_t>> split = tensor_ops::SplitSizes(ctx, axis);
+  if (!split.ok()) return RunReferenceKernel(ctx);  // it names the error
+  const size_t esize = DataTypeSize(x.dtype());
+  int64_t outer = 0, inner = 0;
+  OuterInner(x.shape(), axis, &outer, &inner);
+  const size_t in_block = static_cast<size_t>(x.dim(axis) * inner) * esize;
+  const auto* in = static_cast<const uint8_t*>(x.raw_data());
+  std::vector<Tensor> outputs;
+  std::vector<BlockCopy> copies;
+  int64_t start = 0;
+  for (size_t i = 0; i < split->size(); ++i) {
+    const int64_t size = (*split)[i];
+    Shape shape = x.shape();
+    shape[axis] = size;
+    outputs.push_back(ctx.wants_output(i) ? Tensor::Uninitialized(x.dtype(), shape) : Tensor());
+    if (ctx.wants_output(i)) {
+      const size_t block = static_cast<size_t>(size * inner) * esize;
+      auto* out = static_cast<uint8_t*>(outputs.back().raw_data());
+      for (int64_t o = 0; o < outer; ++o)
+        copies.push_back({out + o * block, in + o * in_block + static_cast<size_t>(start * inner) * esize, block});
+    }
+    start += size;
+  }
+  RunCopies(copies, ctx.pool());
+  for (size_t i = 0; i < outputs.size(); ++i)
+    if (ctx.wants_output(i)) ctx.set_output(i, std::move(outputs[i]));
+  return Status::OK();
+}
+
+}  // namespace
+
+void RegisterCpuTensorCopyOps(KernelRegistry& r) {
+  r.Add({"Concat", "", 1, 99, ConcatBlocks, "copy_blocks"});  // without an axis (opset 1 default): the reference
+  r.Add({"Split", "", 1, 99, SplitBlocks, "copy_blocks"});
+}
+
+}  // namespace sparq

@@ -1,0 +1,152 @@
+// Concat and Split as block copies (kernels/cpu/tensor_copy.cc, kernel
+// copy_blocks) through the executor: the reference kernels' bytes for float32,
+// uint8 and int64 tensors on every axis (negative ones too), with empty
+// parts, split sizes from the input, the attribute and num_outputs, and only
+// some outputs read; the same bytes for 1 and 2 threads; bad nodes give the
+// reference's errors.
+#include <gtest/gtest.h>
+
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "sparq/executor.h"
+#include "test_util.h"
+
+namespace sparq {
+namespace {
+
+// A tensor of `type` and `shape` with distinct bytes.
+Tensor Bytes(DataType type, const Shape& shape, int seed) {
+  Tensor t(type, shape);
+  auto* p = static_cast<uint8_t*>(t.raw_data());
+  for (size_t i = 0; i < t.nbytes(); ++i) p[i] = static_cast<uint8_t>(i * 7 + seed * 31 + i / 251);
+  return t;
+}
+
+struct ModelRun {
+  TensorMap out;
+  std::vector<std::string> kernels;
+  Status status;
+};
+
+ModelRun RunModel(const Model& m, const TensorMap& feed, bool reference, int threads) {
+  ExecutorOptions options;
+  options.reference_kernels = reference;
+  options.threads = threads;
+  ModelRun r;
+  auto exec = Executor::Create(m, options);
+  if (!exec.ok()) {
+    r.status = exec.status();
+    return r;
+  }
+  r.status = (*exec)->Run(feed, &r.out);
+  for (const NodeKernel& k : (*exec)->NodeKernels()) r.kernels.push_back(k.op_type + ":" + k.kernel);
+  return r;
+}
+
+void ExpectSameBytes(const TensorMap& got, const TensorMap& want) {
+  ASSERT_EQ(got.size(), want.size());
+  for (const auto& kv : want) {
+    const Tensor& g = got.at(kv.first);
+    ASSERT_EQ(g.dtype(), kv.second.dtype()) << kv.first;
+    ASSERT_EQ(g.shape(), kv.second.shape()) << kv.first;
+    ASSERT_EQ(std::memcmp(g.raw_data(), kv.second.raw_data(), g.nbytes()), 0) << kv.first;
+  }
+}
+
+// Fast (1 and 2 threads) against the reference; the fast run's kernels.
+std::vector<std::string> ExpectBlocksMatchReference(const Model& m, const TensorMap& feed) {
+  const ModelRun want = RunModel(m, feed, true, 1);
+  EXPECT_TRUE(want.status.ok()) << want.status.ToString();
+  ModelRun got;
+  for (int threads : {1, 2}) {
+    got = RunModel(m, feed, false, threads);
+    EXPECT_TRUE(got.status.ok()) << got.status.ToString();
+    ExpectSameBytes(got.out, want.out);
+  }
+  return got.kernels;
+}
+
+Model OneNode(const std::string& op, int opset, std::vector<std::string> inputs, std::vector<std::string> outputs,
+              std::vector<Attribute> attrs, DataType type = DataType::kFloat32) {
+  Model m;
+  m.opset_imports = {{"", opset}};
+  for (const std::string& in : inputs) {
+    m.graph.inputs.push_back(testing::FloatInput(in, {}));
+    m.graph.inputs.back().has_shape = false;
+    m.graph.inputs.back().dtype = type;
+  }
+  for (const std::string& out : outputs) {
+    m.graph.outputs.push_back(testing::FloatInput(out, {}));
+    m.graph.outputs.back().dtype = type;
+  }
+  m.graph.nodes.push_back({"n", op, "", std::move(inputs), std::move(outputs), std::move(attrs), ""});
+  return m;
+}
+
+TEST(CpuTensorCopy, ConcatIsTheReferencesBytes) {
+  for (DataType type : {DataType::kFloat32, DataType::kUInt8, DataType::kInt64}) {
+    for (int64_t axis : {0, 1, 2, 3, -1}) {
+      SCOPED_TRACE(std::string(DataTypeName(type)) + " axis " + std::to_string(axis));
+      const int64_t a = axis < 0 ? 3 : axis;
+      Shape sa = {2, 3, 5, 7}, sb = sa, sc = sa;
+      sb[a] = 4, sc[a] = 0;  // an empty part
+      const Model m = OneNode("Concat", 13, {"a", "b", "c"}, {"y"}, {Attribute::Int("axis", axis)}, type);
+      const TensorMap feed = {{"a", Bytes(type, sa, 1)}, {"b", Bytes(type, sb, 2)}, {"c", Bytes(type, sc, 3)}};
+      EXPECT_EQ(ExpectBlocksMatchReference(m, feed), std::vector<std::string>{"Concat:copy_blocks"});
+    }
+  }
+  // A large channel concat (YOLO's C2f): one copy per input, split among the threads.
+  const Model m = OneNode("Concat", 13, {"a", "b"}, {"y"}, {Attribute::Int("axis", 1)});
+  ExpectBlocksMatchReference(m, {{"a", Bytes(DataType::kFloat32, {1, 64, 80, 80}, 4)},
+                                 {"b", Bytes(DataType::kFloat32, {1, 32, 80, 80}, 5)}});
+}
+
+TEST(CpuTensorCopy, SplitIsTheReferencesBytes) {
+  struct Case {
+    int opset;
+    int64_t axis;
+    std::vector<int64_t> split;  // empty: equal parts (or num_outputs at 18)
+    int outputs;
+    bool split_input;
+  };
+  const Case cases[] = {{13, 1, {1, 4, 0}, 3, true}, {11, 2, {2, 3}, 2, false}, {13, -1, {}, 7, false},
+                        {18, 0, {}, 4, false},       {18, 3, {}, 3, false},     {13, 0, {}, 2, false}};
+  for (const Case& c : cases) {
+    for (DataType type : {DataType::kFloat32, DataType::kUInt8, DataType::kInt64}) {
+      SCOPED_TRACE(std::string(DataTypeName(type)) + " opset " + std::to_string(c.opset) + " axis " +
+                   std::to_string(c.axis));
+      std::vector<std::string> outputs;
+      for (int i = 0; i < c.outputs; ++i) outputs.push_back("y" + std::to_string(i));
+      std::vector<Attribute> attrs = {Attribute::Int("axis", c.axis)};
+      if (c.opset >= 18) attrs.push_back(Attribute::Int("num_outputs", c.outputs));
+      if (!c.split.empty() && !c.split_input) attrs.push_back(Attribute::Ints("split", c.split));
+      std::vector<std::string> inputs = {"x"};
+      Model m = OneNode("Split", c.opset, inputs, outputs, attrs, type);
+      if (c.split_input) {
+        m.graph.initializers["sizes"] = Tensor::FromVector<int64_t>({static_cast<int64_t>(c.split.size())}, c.split);
+        m.graph.nodes[0].inputs.push_back("sizes");
+      }
+      if (c.outputs > 2) m.graph.outputs.erase(m.graph.outputs.begin());  // y0 unread
+      const TensorMap feed = {{"x", Bytes(type, {6, 5, 5, 7}, 6)}};
+      EXPECT_EQ(ExpectBlocksMatchReference(m, feed), std::vector<std::string>{"Split:copy_blocks"});
+    }
+  }
+}
+
+TEST(CpuTensorCopy, BadNodesGiveTheReferencesErrors) {
+  const Model concat = OneNode("Concat", 13, {"a", "b"}, {"y"}, {Attribute::Int("axis", 1)});
+  const TensorMap mismatch = {{"a", Bytes(DataType::kFloat32, {2, 3}, 1)}, {"b", Bytes(DataType::kFloat32, {3, 3}, 2)}};
+  const ModelRun fast = RunModel(concat, mismatch, false, 1), ref = RunModel(concat, mismatch, true, 1);
+  EXPECT_FALSE(fast.status.ok());
+  EXPECT_EQ(fast.status.ToString(), ref.status.ToString());
+  const Model split = OneNode("Split", 13, {"x"}, {"y0", "y1"}, {Attribute::Int("axis", 0)});
+  const TensorMap odd = {{"x", Bytes(DataType::kFloat32, {5, 2}, 3)}};
+  const ModelRun fast_split = RunModel(split, odd, false, 1), ref_split = RunModel(split, odd, true, 1);
+  EXPECT_FALSE(fast_split.status.ok());
+  EXPECT_EQ(fast_split.status.ToString(), ref_split.status.ToString());
+}
+
+}  // namespace
+}  // namespace sparq
