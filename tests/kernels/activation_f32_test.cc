@@ -152,6 +152,26 @@ TEST_P(ActivationF32Test, ReluIsExact) {
   ExpectClose(RunOne("Relu", x, {}, false, 3), want, 0.0f);
 }
 
+// Output "y" of `m` (one input "x"), on the reference or fast kernels, with
+// or without the activation fusions; with `kernels`, each node's
+// "op:kernel" (the kernel as its table ops with `kernel_ops`).
+Tensor RunFusedModel(const Model& m, const Tensor& x, bool reference, bool fuse, int threads,
+                     std::vector<std::string>* kernels, bool kernel_ops) {
+  ExecutorOptions options;
+  options.reference_kernels = reference;
+  options.fuse_activations = fuse;
+  options.threads = threads;
+  auto exec = Executor::Create(m, options);
+  EXPECT_TRUE(exec.ok()) << exec.status().ToString();
+  if (!exec.ok()) return Tensor();
+  TensorMap out;
+  EXPECT_TRUE((*exec)->Run({{"x", x}}, &out).ok());
+  if (kernels != nullptr)
+    for (const NodeKernel& k : (*exec)->NodeKernels())
+      kernels->push_back(k.op_type + ":" + (kernel_ops ? testing::KernelOps(k.kernel) : k.kernel));
+  return out.count("y") ? out.at("y") : Tensor();
+}
+
 // Mul(x, Sigmoid(x)) in either order fuses into one sparq.Silu node
 // (runtime/float_fusion.h) on the sigmoid_f32 row: on the reference kernels
 // the fused graph gives the two nodes' bits; on the fast ones within
@@ -173,17 +193,7 @@ TEST_P(ActivationF32Test, SiluFusesIntoOneNode) {
                              {"y"}, {}, ""});
     if (variant == 2) m.graph.outputs.push_back(testing::FloatInput("s", {}));
     auto run = [&](bool reference, bool fuse, int threads, std::vector<std::string>* kernels) {
-      ExecutorOptions options;
-      options.reference_kernels = reference;
-      options.fuse_activations = fuse;
-      options.threads = threads;
-      auto exec = Executor::Create(m, options);
-      EXPECT_TRUE(exec.ok()) << exec.status().ToString();
-      TensorMap out;
-      EXPECT_TRUE((*exec)->Run({{"x", x}}, &out).ok());
-      if (kernels != nullptr)
-        for (const NodeKernel& k : (*exec)->NodeKernels()) kernels->push_back(k.op_type + ":" + k.kernel);
-      return out.at("y");
+      return RunFusedModel(m, x, reference, fuse, threads, kernels, /*kernel_ops=*/false);
     };
     const Tensor want = run(true, false, 1, nullptr);
     ExpectClose(run(true, true, 1, nullptr), want, 0.0f);  // the fused node's reference: the two nodes' bits
@@ -242,18 +252,7 @@ TEST_P(ActivationF32Test, ConvSiluFusesIntoTheConvEpilogue) {
     m.graph.nodes.push_back({"mul", "Mul", "", {"s", "t"}, {"y"}, {}, ""});
     const Tensor x = testing::RandomFloats({2, c.c, c.side, c.side}, 5, -6.0f, 6.0f, 0.0f);
     auto run = [&](bool reference, bool fuse, int threads, std::vector<std::string>* kernels) {
-      ExecutorOptions options;
-      options.reference_kernels = reference;
-      options.fuse_activations = fuse;
-      options.threads = threads;
-      auto exec = Executor::Create(m, options);
-      EXPECT_TRUE(exec.ok()) << exec.status().ToString();
-      TensorMap out;
-      EXPECT_TRUE((*exec)->Run({{"x", x}}, &out).ok());
-      if (kernels != nullptr)
-        for (const NodeKernel& k : (*exec)->NodeKernels())
-          kernels->push_back(k.op_type + ":" + testing::KernelOps(k.kernel));
-      return out.at("y");
+      return RunFusedModel(m, x, reference, fuse, threads, kernels, /*kernel_ops=*/true);
     };
     const Tensor want = run(true, false, 1, nullptr);
     ExpectClose(run(true, true, 1, nullptr), want, 0.0f);  // the reference twin: the two nodes' bits
@@ -298,17 +297,7 @@ TEST_P(ActivationF32Test, HardSwishChainFusesIntoOneNode) {
     m.graph.nodes.push_back({"div", "Div", "", {"m", "six"}, {"y"}, {}, ""});
     if (variant == 2) m.graph.outputs.push_back(testing::FloatInput("c", {}));
     auto run = [&](bool reference, bool fuse, int threads, std::vector<std::string>* kernels) {
-      ExecutorOptions options;
-      options.reference_kernels = reference;
-      options.fuse_activations = fuse;
-      options.threads = threads;
-      auto exec = Executor::Create(m, options);
-      EXPECT_TRUE(exec.ok()) << exec.status().ToString();
-      TensorMap out;
-      EXPECT_TRUE((*exec)->Run({{"x", x}}, &out).ok());
-      if (kernels != nullptr)
-        for (const NodeKernel& k : (*exec)->NodeKernels()) kernels->push_back(k.op_type + ":" + k.kernel);
-      return out.at("y");
+      return RunFusedModel(m, x, reference, fuse, threads, kernels, /*kernel_ops=*/false);
     };
     const Tensor want = run(true, false, 1, nullptr);
     ExpectClose(run(true, true, 1, nullptr), want, 0.0f);
