@@ -156,9 +156,10 @@ Status RunDenseConv(OpContext& ctx) {
   }
   const bool pointwise = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
                          g.pad_top == 0 && g.pad_left == 0 && g.out_h == g.height && g.out_w == g.width;
-  if (pointwise && !conv.w_strips.data.empty() && PointwiseRowsWin(conv.w_strips, g.out_size(), conv.out_channels)) {
-    args.source = GemmF32Source::kPointwiseConv;
-    args.w = &conv.w_strips;
+  // One GEMM over the whole image batch with these weights, read from x as `source` says.
+  auto run_whole = [&](GemmF32Source source, const PackedGemmF32* w) {
+    args.source = source;
+    args.w = w;
     args.bias = conv.bias.empty() ? nullptr : conv.bias.data();
     args.x = x.data<float>();
     args.y = y.data<float>();
@@ -166,20 +167,14 @@ Status RunDenseConv(OpContext& ctx) {
     if (!st.ok()) return ctx.Error(st.code(), st.message());
     ctx.set_output(0, std::move(y));
     return Status::OK();
-  }
+  };
+  if (pointwise && !conv.w_strips.data.empty() && PointwiseRowsWin(conv.w_strips, g.out_size(), conv.out_channels))
+    return run_whole(GemmF32Source::kPointwiseConv, &conv.w_strips);
   // Stride 1 with a window wider than 1x1: the padded image shifted per tap,
   // no im2col.
   if (g.stride_h == 1 && g.stride_w == 1 && conv.group == 1 && !conv.w_taps.data.empty()) {
-    args.source = GemmF32Source::kShiftedConv;
     g.pad_bottom = params.window.pads[2], g.pad_right = params.window.pads[3];
-    args.w = &conv.w_taps;
-    args.bias = conv.bias.empty() ? nullptr : conv.bias.data();
-    args.x = x.data<float>();
-    args.y = y.data<float>();
-    Status st = RunGemmF32(args);
-    if (!st.ok()) return ctx.Error(st.code(), st.message());
-    ctx.set_output(0, std::move(y));
-    return Status::OK();
+    return run_whole(GemmF32Source::kShiftedConv, &conv.w_taps);
   }
   for (int64_t grp = 0; grp < conv.group; ++grp) {
     args.w = &conv.w[grp];
