@@ -47,6 +47,7 @@ struct DenseConv {
   int64_t out_channels = 0, group = 1;
   std::vector<PackedGemmF32> w;  // one per group: [M / group, C / group * kh * kw], K in (c, ky, kx) order
   PackedGemmF32 w_taps;          // group 1, window > 1x1: K in (ky, kx, c) order, for stride-1 runs
+  PackedGemmF32 w_direct;        // group 1, 8 x 32 tile: strips, K in (ky, kx, c) order (kDirectConv)
   PackedGemmF32 w_strips;        // group 1, 1x1 window: strips (W^T), for pointwise runs on small planes
   std::vector<float> bias;       // [M] or empty
   SigmoidF32Fn silu = nullptr;   // FusedConv with SiLU: its sigmoid_f32 row (FusedSiluRow)
@@ -95,7 +96,11 @@ StatusOr<std::shared_ptr<const void>> PrepareDenseConv(const Node& node, const s
     for (int64_t o = 0; o < rows; ++o)
       for (int64_t c = 0; c < channels; ++c)
         for (int64_t t = 0; t < taps; ++t) permuted[(o * taps + t) * channels + c] = src[(o * channels + c) * taps + t];
-    SPARQ_ASSIGN_OR_RETURN(conv->w_taps, PackGemmF32(permuted.data(), rows, depth, format));
+    if (format == PackedFormat::kPanel8x32F32 && rows > 16) {  // kDirectConv: measured on the AVX-512 tile only
+      SPARQ_ASSIGN_OR_RETURN(conv->w_direct, PackGemmF32(permuted.data(), rows, depth, format, /*strips=*/true));
+    } else {
+      SPARQ_ASSIGN_OR_RETURN(conv->w_taps, PackGemmF32(permuted.data(), rows, depth, format));
+    }
   }
   if (conv->group == 1 && taps == 1) {
     SPARQ_ASSIGN_OR_RETURN(conv->w_strips, PackGemmF32(w->data<float>(), rows, depth, format, /*strips=*/true));
@@ -170,6 +175,16 @@ Status RunDenseConv(OpContext& ctx) {
   };
   if (pointwise && !conv.w_strips.data.empty() && PointwiseRowsWin(conv.w_strips, g.out_size(), conv.out_channels))
     return run_whole(GemmF32Source::kPointwiseConv, &conv.w_strips);
+  // Pixels as the tile's rows, read in place from the (padded) image: every
+  // window wider than 1x1 (1x1: the paths above and kConv, faster on
+  // YOLOv8n's and EfficientNet's layers) with more than 16 output channels. At 16 or fewer the tile runs half its columns
+  // and loses to the weights as rows (YOLOv8n's 16 -> 16 3x3 on 80 x 80: 49
+  // GFLOP/s against kShiftedConv's 76; 3 -> 16 stride 2: 30 against kConv's
+  // 40); above, it wins on every 3x3 layer of YOLOv8n (stride 2: 80-107
+  // GFLOP/s against kConv's 40-75; stride 1: 104-107 against kShiftedConv's
+  // 88-96). bench/RESULTS.md, i14-g32.
+  if (!conv.w_direct.data.empty())
+    return run_whole(GemmF32Source::kDirectConv, &conv.w_direct);
   // Stride 1 with a window wider than 1x1: the padded image shifted per tap,
   // no im2col.
   if (g.stride_h == 1 && g.stride_w == 1 && conv.group == 1 && !conv.w_taps.data.empty()) {

@@ -532,6 +532,9 @@ Status RunGemmF32(const GemmF32Args& args, const char** kernel_name) {
           g.pad_left != 0 || g.out_h != g.height || g.out_w != g.width) {
         return Status::InvalidArgument("gemm_f32: a pointwise convolution needs a 1x1 kernel, stride 1, no padding");
       }
+    } else if (args.source == GemmF32Source::kDirectConv) {
+      if (!w.strips) return Status::InvalidArgument("gemm_f32: direct convolution weights must be packed as strips");
+      if (g.pad_top < 0 || g.pad_left < 0) return Status::InvalidArgument("gemm_f32: negative pads");
     } else if (w.strips) {
       return Status::InvalidArgument("gemm_f32: convolution weights must be packed as panels");
     }

@@ -104,6 +104,36 @@ void TilePortable(int64_t kc, const float* a, const float* b, int64_t ldb, float
     }
 }
 
+template <int kTr, int kTc>
+void DirectTilePortable(const float* const* pixels, const int64_t* taps, int num_taps, int64_t kc, int64_t plane,
+                        const float* b, int64_t b_tap, float* c, int64_t ldc, int rows, int cols, bool accumulate,
+                        const TileEpilogue* ep) {
+  float a[kTr] = {};
+  float acc[kTr][kTc] = {};
+  if (accumulate)
+    for (int i = 0; i < rows; ++i)
+      for (int j = 0; j < cols; ++j) acc[i][j] = c[i * ldc + j];
+  for (int t = 0; t < num_taps; ++t)
+    for (int64_t kk = 0; kk < kc; ++kk) {
+      for (int i = 0; i < rows; ++i) a[i] = pixels[i][taps[t] + kk * plane];
+      const float* bk = b + t * b_tap + kk * kTc;
+      for (int i = 0; i < kTr; ++i)
+        for (int j = 0; j < kTc; ++j) acc[i][j] += a[i] * bk[j];
+    }
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) {
+      float v = acc[i][j];
+      if (ep != nullptr) {
+        v += ep->col_bias != nullptr ? ep->col_bias[j] : 0.0f;
+        if (ep->clamp) {
+          v = v < ep->lo ? ep->lo : v;  // NaN stays NaN
+          v = v > ep->hi ? ep->hi : v;
+        }
+      }
+      c[i * ldc + j] = v;
+    }
+}
+
 // The bias of `count` rows or columns starting at `first`, zero padded to
 // `width` in `pad` when the tile is cut short.
 const float* PaddedBias(const float* bias, int64_t first, int count, int width, float* pad) {
@@ -496,6 +526,133 @@ void ShiftedConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   }
 }
 
+// Convolutions with pixels as the tile's rows, read in place (kDirectConv):
+// per image, C^T [P, R] = im2col(x)^T [P, K] * W^T with K in (ky, kx, c)
+// order, where im2col(x)^T[p][(t, c)] = xp[c * plane + base(p) + offset(t)]
+// on the image xp zero padded so that every window is inside it:
+//
+//   padded plane (hp x wp)             pixel p = (oy, ox): base = oy * sh * wp + ox * sw
+//   +----------------------+           tap t = (ky, kx):   offset = ky * dh * wp + kx * dw
+//   |  pad_top rows of 0   |           channel c:          + c * plane
+//   |   +--------------+   |
+//   | 0 |    image     | 0 |           A tile row i of a panel of 8 pixels is pixel i's
+//   |   +--------------+   |           window: broadcast from xp, never packed.
+//   +----------------------+
+//
+// The tile sums every tap of a slice of kDirectKc channels in registers (one
+// load and store of the accumulators per slice, not per tap as kShiftedConv),
+// and needs no gather for strides > 1, where kConv packs im2col strips. A task
+// owns a few panels of tile_rows pixels and a chunk of weight strips, and
+// stores its pixels x channels block transposed into NCHW as
+// kPointwiseConv does. Each output is summed by one task in a fixed order:
+// channel slices in order, taps in order within one, channels in order within
+// a tap.
+constexpr int64_t kDirectKc = 64;  // channels per slice: a strip's slice of 9 taps is 72 KiB, in L2
+
+void DirectConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
+  const PackedGemmF32& w = *args.w;  // strips: output channels [s * tc, (s + 1) * tc), K in (ky, kx, c) order
+  const ConvGeometry& g = args.conv;
+  const int tr = isa.tile_rows, tc = isa.tile_cols;
+  DirectTileFn direct_tile = isa.direct_tile;
+  if (direct_tile == nullptr) {
+    direct_tile = tr == 8 ? DirectTilePortable<8, 32> : tr == 6 ? DirectTilePortable<6, 16> : DirectTilePortable<4, 8>;
+  }
+  // The padded image: every window of every output pixel inside it.
+  const int64_t hp = std::max(g.pad_top + g.height, (g.out_h - 1) * g.stride_h + (g.kernel_h - 1) * g.dilation_h + 1);
+  const int64_t wp = std::max(g.pad_left + g.width, (g.out_w - 1) * g.stride_w + (g.kernel_w - 1) * g.dilation_w + 1);
+  const bool in_place = g.pad_top == 0 && g.pad_left == 0 && hp == g.height && wp == g.width;
+  const int64_t plane = hp * wp, channels = g.channels;
+  const int num_taps = static_cast<int>(g.kernel_h * g.kernel_w);
+  std::vector<int64_t> taps(static_cast<size_t>(num_taps));
+  for (int t = 0; t < num_taps; ++t)
+    taps[t] = (t / g.kernel_w) * g.dilation_h * wp + (t % g.kernel_w) * g.dilation_w;
+  const int64_t b_tap = channels * tc;  // a strip's floats per tap
+
+  const int64_t pixels = g.out_size();
+  const int64_t x_panels = (pixels + tr - 1) / tr;
+  const int64_t panel_groups = (x_panels + kPanelsPerTask - 1) / kPanelsPerTask;
+  const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
+  const int64_t strip_chunks =
+      std::min<int64_t>(w.panels, std::max<int64_t>(1, (kTasksPerThread * threads + panel_groups - 1) / panel_groups));
+  const int64_t strips_per_chunk = (w.panels + strip_chunks - 1) / strip_chunks;
+  const int64_t chunks = (w.panels + strips_per_chunk - 1) / strips_per_chunk;
+  const int64_t ld_block = strips_per_chunk * tc;  // the task's block: [kPanelsPerTask * tr, ld_block]
+  const TileEpilogue epilogue = BaseEpilogue(args);
+  Tensor padded = in_place ? Tensor() : Tensor(DataType::kFloat32, {channels * plane});  // zeroed: the padding
+
+  for (int64_t img = 0; img < args.batch; ++img) {
+    const float* x = args.x + img * args.x_image_stride;
+    float* y = args.y + img * args.y_image_stride;
+    if (!in_place) {
+      float* xp = padded.data<float>();
+      ParallelFor(args.pool, channels, 4, [&](int64_t c0, int64_t c1) {
+        for (int64_t c = c0; c < c1; ++c) {
+          float* dst = xp + c * plane + g.pad_top * wp + g.pad_left;
+          const float* src = x + c * g.height * g.width;
+          for (int64_t iy = 0; iy < g.height; ++iy)
+            std::memcpy(dst + iy * wp, src + iy * g.width, sizeof(float) * g.width);
+        }
+      });
+      x = xp;
+    }
+    ParallelFor(args.pool, panel_groups * chunks, 1, [&](int64_t t0, int64_t t1) {
+      float* block = ThreadScratch(static_cast<size_t>(kPanelsPerTask * tr * ld_block));
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t chunk = t % chunks, group = t / chunks;
+        const int64_t q0 = group * kPanelsPerTask, q1 = std::min(x_panels, q0 + kPanelsPerTask);
+        const int64_t s0 = chunk * strips_per_chunk, s1 = std::min(w.panels, s0 + strips_per_chunk);
+        const float* base[kPanelsPerTask][8];  // each panel's pixels at channel 0, tap (0, 0)
+        for (int64_t q = q0; q < q1; ++q) {
+          for (int i = 0; i < tr; ++i) {
+            const int64_t p = std::min(pixels - 1, q * tr + i), oy = p / g.out_w, ox = p % g.out_w;
+            base[q - q0][i] = x + oy * g.stride_h * wp + ox * g.stride_w;
+          }
+        }
+        int64_t c0 = 0;
+        do {  // at least once: no channels gives C = clamp(bias)
+          const int64_t kc = std::min(kDirectKc, channels - c0);
+          const bool last = c0 + kc >= channels;
+          for (int64_t s = s0; s < s1; ++s) {
+            const int cols = static_cast<int>(std::min<int64_t>(tc, w.rows - s * tc));
+            float pad[64];
+            TileEpilogue ep = epilogue;
+            ep.col_bias = PaddedBias(args.bias, s * tc, cols, tc, pad);
+            for (int64_t q = q0; q < q1; ++q) {
+              const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
+              const float* at[8];
+              for (int i = 0; i < tr; ++i) at[i] = base[q - q0][i] + c0 * plane;
+              float* c = block + (q - q0) * tr * ld_block + (s - s0) * tc;
+              direct_tile(at, taps.data(), num_taps, kc, plane, w.panel(s) + c0 * tc, b_tap, c, ld_block, rows, tc,
+                          c0 > 0, last ? &ep : nullptr);
+            }
+          }
+          c0 += kc;
+        } while (c0 < channels);
+        // The fused SiLU on each panel's rows at once (the block's columns
+        // past the last strip hold the tiles' zero-weight sums: harmless).
+        const int64_t used = (s1 - s0) * tc;
+        for (int64_t q = q0; q < q1; ++q) {
+          const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
+          float* c = block + (q - q0) * tr * ld_block;
+          if (used == ld_block) {
+            ApplySilu(args, c, ld_block * rows, 1, ld_block * rows);
+          } else {
+            ApplySilu(args, c, ld_block, rows, used);
+          }
+        }
+        for (int64_t s = s0; s < s1; ++s) {
+          const int cols = static_cast<int>(std::min<int64_t>(tc, w.rows - s * tc));
+          for (int64_t q = q0; q < q1; ++q) {
+            const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
+            isa.store_transposed(block + (q - q0) * tr * ld_block + (s - s0) * tc, ld_block, rows, cols,
+                                 y + (s * tc) * pixels + q * tr, pixels);
+          }
+        }
+      }
+    });
+  }
+}
+
 }  // namespace
 
 void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa) {
@@ -504,6 +661,7 @@ void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa) {
     case GemmF32Source::kShiftedConv: ShiftedConvDriver(args, isa); return;
     case GemmF32Source::kRows: RowsDriver(args, isa); return;
     case GemmF32Source::kPointwiseConv: PointwiseDriver(args, isa); return;
+    case GemmF32Source::kDirectConv: DirectConvDriver(args, isa); return;
   }
 }
 

@@ -132,6 +132,79 @@ void Tile(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int
   kTiles[cols > kHalf ? 1 : 0][rows](kc, a, b, ldb, c, rs, cols, accumulate, ep);
 }
 
+// kDirectConv's tile (DirectTileFn): TileRows with row r's value for k read
+// in place at q<r>[kk * plane] (q<r> = pixel r's window at the tap) instead
+// of a packed panel; every tap of the slice summed in the same registers.
+#define SPARQ_F32_DIRECT_PTR(r) [[maybe_unused]] const float* q##r = pixels[(r) < kRows ? (r) : 0];
+#define SPARQ_F32_DIRECT_FMA(r)                                            \
+  if constexpr ((r) < kRows) {                                             \
+    const __m512 av = _mm512_set1_ps(q##r[idx]);                           \
+    c##r##0 = _mm512_fmadd_ps(av, b0, c##r##0);                            \
+    if constexpr (kVecs == 2) c##r##1 = _mm512_fmadd_ps(av, b1, c##r##1);  \
+  }
+#define SPARQ_F32_DIRECT_SHIFT(r) \
+  if constexpr ((r) < kRows) q##r = pixels[r] + off;
+
+template <int kRows, int kVecs>
+void DirectTileRows(const float* const* pixels, const int64_t* taps, int num_taps, int64_t kc, int64_t plane,
+                    const float* b, int64_t b_tap, float* c, int64_t rs, int cols, bool accumulate,
+                    const TileEpilogue* ep) {
+  const bool full = cols == kVecs * kHalf;
+  const __mmask16 m0 = static_cast<__mmask16>(cols >= kHalf ? 0xFFFF : (1u << cols) - 1);
+  const __mmask16 m1 = static_cast<__mmask16>(cols >= kTc ? 0xFFFF : cols > kHalf ? (1u << (cols - kHalf)) - 1 : 0);
+  SPARQ_F32_ROWS(SPARQ_F32_DECLARE)
+  if (accumulate) {
+    if (full) {
+      SPARQ_F32_ROWS(SPARQ_F32_LOAD)
+    } else {
+      SPARQ_F32_ROWS(SPARQ_F32_LOAD_MASKED)
+    }
+  }
+  SPARQ_F32_ROWS(SPARQ_F32_DIRECT_PTR)
+  for (int t = 0; t < num_taps; ++t) {
+    const int64_t off = taps[t];
+    SPARQ_F32_ROWS(SPARQ_F32_DIRECT_SHIFT)
+    const float* bt = b + t * b_tap;
+    for (int64_t kk = 0, idx = 0; kk < kc; ++kk, idx += plane) {
+      const __m512 b0 = _mm512_loadu_ps(bt + kk * kTc);
+      __m512 b1 = b0;
+      if constexpr (kVecs == 2) b1 = _mm512_loadu_ps(bt + kk * kTc + 16);
+      SPARQ_F32_ROWS(SPARQ_F32_DIRECT_FMA)
+    }
+  }
+  if (ep != nullptr) {
+    const Vec cb0 = ep->col_bias != nullptr ? Load(ep->col_bias) : Zero();
+    const Vec cb1 = ep->col_bias != nullptr ? Load(ep->col_bias + kHalf) : Zero();
+    SPARQ_F32_ROWS(SPARQ_F32_BIAS)
+    if (ep->clamp) {
+      const Vec lo = Set1(ep->lo), hi = Set1(ep->hi);
+      SPARQ_F32_ROWS(SPARQ_F32_CLAMP)
+    }
+  }
+  if (full) {
+    SPARQ_F32_ROWS(SPARQ_F32_STORE)
+  } else {
+    SPARQ_F32_ROWS(SPARQ_F32_STORE_MASKED)
+  }
+}
+
+void DirectTile(const float* const* pixels, const int64_t* taps, int num_taps, int64_t kc, int64_t plane,
+                const float* b, int64_t b_tap, float* c, int64_t ldc, int rows, int cols, bool accumulate,
+                const TileEpilogue* ep) {
+  using TileFn = void (*)(const float* const*, const int64_t*, int, int64_t, int64_t, const float*, int64_t, float*,
+                          int64_t, int, bool, const TileEpilogue*);
+  static constexpr TileFn kTiles[2][kTr + 1] = {
+      {nullptr, DirectTileRows<1, 1>, DirectTileRows<2, 1>, DirectTileRows<3, 1>, DirectTileRows<4, 1>,
+       DirectTileRows<5, 1>, DirectTileRows<6, 1>, DirectTileRows<7, 1>, DirectTileRows<8, 1>},
+      {nullptr, DirectTileRows<1, 2>, DirectTileRows<2, 2>, DirectTileRows<3, 2>, DirectTileRows<4, 2>,
+       DirectTileRows<5, 2>, DirectTileRows<6, 2>, DirectTileRows<7, 2>, DirectTileRows<8, 2>}};
+  if (rows < 1 || rows > kTr || cols < 1 || cols > kTc) return;  // the driver never asks for an empty tile
+  kTiles[cols > kHalf ? 1 : 0][rows](pixels, taps, num_taps, kc, plane, b, b_tap, c, ldc, cols, accumulate, ep);
+}
+
+#undef SPARQ_F32_DIRECT_PTR
+#undef SPARQ_F32_DIRECT_FMA
+#undef SPARQ_F32_DIRECT_SHIFT
 #undef SPARQ_F32_ROWS
 #undef SPARQ_F32_DECLARE
 #undef SPARQ_F32_LOAD
@@ -269,6 +342,7 @@ void PackRowsPanel(const float* x, int64_t ld_x, int rows, int64_t kc, int tr, f
 void GemmF32Avx512(const GemmF32Args& args) {
   GemmF32Isa isa{kTr, kTc, Tile, PackConvStrip, StoreTransposed};
   isa.pack_rows_panel = PackRowsPanel;
+  isa.direct_tile = DirectTile;
   GemmF32Driver(args, isa);
 }
 

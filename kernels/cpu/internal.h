@@ -125,6 +125,15 @@ void StoreTransposedPortable(const float* tile, int64_t ldt, int rows, int cols,
 // rows <= i < tr: tile_rows rows of a row-major X packed for the tile (kRows).
 void PackRowsPanelPortable(const float* x, int64_t ld_x, int rows, int64_t kc, int tr, float* panel);
 
+// kDirectConv's tile: the same block as `tile` with A read in place, pixel
+// i's value for tap t and channel kk at pixels[i][taps[t] + kk * plane]:
+//   c[i * ldc + j] = (accumulate ? c : 0) + sum_t sum_kk pixels[i][taps[t] + kk * plane] * b[t * b_tap + kk * tc + j]
+// summed tap after tap, k in order within a tap; then `ep` as for `tile`.
+// pixels[i] is read for i < rows only.
+using DirectTileFn = void (*)(const float* const* pixels, const int64_t* taps, int num_taps, int64_t kc, int64_t plane,
+                              const float* b, int64_t b_tap, float* c, int64_t ldc, int rows, int cols,
+                              bool accumulate, const TileEpilogue* ep);
+
 struct GemmF32Isa {
   int tile_rows;
   int tile_cols;
@@ -139,6 +148,7 @@ struct GemmF32Isa {
       StoreTransposedPortable;
   void (*pack_rows_panel)(const float* x, int64_t ld_x, int rows, int64_t kc, int tr, float* panel) =
       PackRowsPanelPortable;
+  DirectTileFn direct_tile = nullptr;  // nullptr: the driver's portable one for the tile's shape
 };
 void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa);
 

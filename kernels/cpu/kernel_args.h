@@ -128,6 +128,14 @@ enum class GemmF32Source : uint8_t {
   // strides as kConv. For small planes (14 x 14, 7 x 7), where kConv's strips
   // of tile_cols pixels would be mostly tail.
   kPointwiseConv,
+  // Convolution (any window, stride, dilation, padding), weights packed as
+  // strips like kRows' with K in (ky, kx, c) order (PackGemmF32 of W permuted
+  // so, strips = true): output pixels are the tile's rows, each read from the
+  // image by broadcast at its window's offset per tap (a zero-padded copy of
+  // the image when the window reaches past it), with no im2col packing; the
+  // tile's pixels x channels block is stored transposed into NCHW. Same x, y,
+  // conv and image strides as kConv (pad_bottom / pad_right not needed).
+  kDirectConv,
 };
 
 // A 2-D convolution of `batch` images of `channels` x height x width (the

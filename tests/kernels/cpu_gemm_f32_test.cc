@@ -108,7 +108,9 @@ struct ConvCase {
 const std::vector<ConvCase> kConvCases = {
     {2, 8, 9, 11, 13, 1, 1, 1, 0, 1}, {1, 3, 23, 23, 16, 7, 7, 2, 3, 1}, {3, 5, 7, 6, 9, 3, 3, 1, 1, 1},
     {1, 16, 15, 13, 33, 3, 3, 2, 1, 1}, {2, 4, 12, 12, 7, 3, 3, 1, 2, 2}, {1, 40, 6, 5, 17, 1, 1, 2, 0, 1},
-    {1, 30, 5, 5, 8, 3, 3, 1, 0, 1}, {1, 300, 7, 7, 40, 1, 1, 1, 0, 1}, {3, 17, 4, 3, 70, 1, 1, 1, 0, 1}};
+    {1, 30, 5, 5, 8, 3, 3, 1, 0, 1}, {1, 300, 7, 7, 40, 1, 1, 1, 0, 1}, {3, 17, 4, 3, 70, 1, 1, 1, 0, 1},
+    // kDirectConv's channel slices (> 64 channels) and strip tails (> 32 outputs), strided and not.
+    {1, 70, 9, 10, 40, 3, 3, 2, 1, 1}, {2, 130, 5, 6, 33, 3, 3, 1, 1, 1}, {1, 9, 11, 9, 17, 5, 5, 3, 2, 1}};
 
 TEST_P(GemmF32IsaTest, ConvMatchesReferenceConv) {
   std::mt19937 rng(12);
@@ -129,7 +131,16 @@ TEST_P(GemmF32IsaTest, ConvMatchesReferenceConv) {
     ConvF32Ref(p, x_shape, x.data(), w_shape, w.data(), bias.data(), y_shape, want.data(), nullptr);
     StatusOr<PackedGemmF32> packed = PackGemmF32(w.data(), c.m, c.c * c.kh * c.kw, PreferredGemmF32Format(GetParam()));
     ASSERT_TRUE(packed.ok());
-    std::vector<float> first;
+    // K in (ky, kx, c) order: kShiftedConv's panels and kDirectConv's strips.
+    const int64_t taps = c.kh * c.kw;
+    std::vector<float> permuted(w.size());
+    for (int64_t o = 0; o < c.m; ++o)
+      for (int64_t ch = 0; ch < c.c; ++ch)
+        for (int64_t t = 0; t < taps; ++t) permuted[(o * taps + t) * c.c + ch] = w[(o * c.c + ch) * taps + t];
+    StatusOr<PackedGemmF32> direct_w =
+        PackGemmF32(permuted.data(), c.m, c.c * taps, PreferredGemmF32Format(GetParam()), /*strips=*/true);
+    ASSERT_TRUE(direct_w.ok());
+    std::vector<float> first, first_direct;
     for (int threads : {1, 2, 5}) {
       ThreadPool pool(threads);
       std::vector<float> y(want.size(), NAN);
@@ -148,6 +159,20 @@ TEST_P(GemmF32IsaTest, ConvMatchesReferenceConv) {
       ExpectClose(y, want, what);
       if (first.empty()) first = y;
       EXPECT_EQ(y, first) << what << ": " << threads << " threads changed the bits";
+      {
+        // Pixels as the tile's rows, read in place from the padded image.
+        GemmF32Args direct = args;
+        direct.source = GemmF32Source::kDirectConv;
+        direct.w = &*direct_w;
+        std::vector<float> y_direct(want.size(), NAN);
+        direct.y = y_direct.data();
+        ASSERT_TRUE(RunGemmF32(direct).ok()) << what;
+        ExpectClose(y_direct, want, what + " (direct)");
+        if (first_direct.empty()) first_direct = y_direct;
+        EXPECT_EQ(y_direct, first_direct) << what << ": " << threads << " threads changed the direct bits";
+        direct.w = &*packed;
+        EXPECT_NE(RunGemmF32(direct).message().find("strips"), std::string::npos);
+      }
       if (c.kh == 1 && c.kw == 1 && c.stride == 1 && c.pad == 0) {
         // Pixels as the tile's rows, weights as strips: the same sums in the same order.
         StatusOr<PackedGemmF32> strips =
@@ -165,11 +190,6 @@ TEST_P(GemmF32IsaTest, ConvMatchesReferenceConv) {
       }
       if (c.stride != 1) continue;
       // The same convolution as shifted taps of the padded image (K in (ky, kx, c) order).
-      const int64_t taps = c.kh * c.kw;
-      std::vector<float> permuted(w.size());
-      for (int64_t o = 0; o < c.m; ++o)
-        for (int64_t ch = 0; ch < c.c; ++ch)
-          for (int64_t t = 0; t < taps; ++t) permuted[(o * taps + t) * c.c + ch] = w[(o * c.c + ch) * taps + t];
       StatusOr<PackedGemmF32> shifted_w =
           PackGemmF32(permuted.data(), c.m, c.c * taps, PreferredGemmF32Format(GetParam()));
       ASSERT_TRUE(shifted_w.ok());
@@ -426,6 +446,44 @@ TEST(DenseF32Rows, PointwiseConvOnSmallAndLargePlanes) {
       m.graph.initializers["hi"] = Tensor::Scalar<float>(6.0f);
       TensorMap feed{{"x", RandomTensor(rng, {2, 40, side, side})}};
       EXPECT_EQ(ExpectFastMatchesReference(m, feed), (std::vector<std::string>{"FusedConv:gemm_f32"})) << side;
+    }
+  });
+}
+
+// 3x3 convolutions into more than 16 channels (kDirectConv on AVX-512: pixels
+// as the tile's rows, read in place): stride 2 with a fused SiLU and stride 1
+// with SAME_UPPER's asymmetric pads, batch 2, on every ISA: within the FP32
+// tolerance of the reference, and the same bits for 1 and 2 threads.
+TEST(DenseF32Rows, WideConvsWithSiluAndAsymmetricPadsOnEveryIsa) {
+  std::mt19937 rng(32);
+  testing::ForEachIsa([&](CpuIsa) {
+    Model m = OneGraph({FloatInput("x", {2, 12, 13, 11})},
+                       {Node{"c1", "Conv", "", {"x", "w1", "b1"}, {"t"},
+                             {Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Ints("strides", {2, 2})}, ""},
+                        Node{"s", "Sigmoid", "", {"t"}, {"u"}, {}, ""},
+                        Node{"m", "Mul", "", {"t", "u"}, {"a"}, {}, ""},
+                        Node{"c2", "Conv", "", {"a", "w2", "b2"}, {"y"}, {Attribute::String("auto_pad", "SAME_UPPER")},
+                             ""}},
+                       {"y"});
+    m.graph.initializers["w1"] = RandomTensor(rng, {40, 12, 3, 3});
+    m.graph.initializers["b1"] = RandomTensor(rng, {40});
+    m.graph.initializers["w2"] = RandomTensor(rng, {24, 40, 2, 4});
+    m.graph.initializers["b2"] = RandomTensor(rng, {24});
+    TensorMap feed{{"x", RandomTensor(rng, {2, 12, 13, 11})}};
+    EXPECT_EQ(ExpectFastMatchesReference(m, feed), (std::vector<std::string>{"FusedConv:gemm_f32", "Conv:gemm_f32"}));
+    std::vector<float> first;
+    for (int threads : {1, 2}) {
+      ExecutorOptions options;
+      options.fuse_activations = true;
+      options.threads = threads;
+      auto fast = Executor::Create(m, options);
+      ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+      TensorMap got;
+      ASSERT_TRUE((*fast)->Run(feed, &got).ok());
+      const Tensor& y = got.at("y");
+      std::vector<float> v(y.data<float>(), y.data<float>() + y.numel());
+      if (first.empty()) first = v;
+      EXPECT_EQ(v, first) << threads << " threads changed the bits";
     }
   });
 }
