@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <limits>
 #include <random>
 #include <string>
 #include <vector>
@@ -205,6 +206,29 @@ TEST_P(GemmF32IsaTest, ConvMatchesReferenceConv) {
       ASSERT_TRUE(RunGemmF32(args).ok()) << what;
       EXPECT_EQ(y, whole_batch) << what << ": image groups changed the bits";
     }
+  }
+}
+
+// The fused clamp (ReLU6) keeps NaN as NaN, as the reference Clip does: a
+// NaN in row 0 of X poisons row 0 of Y only; row 1 clamps to 6, the rest to 0.
+TEST_P(GemmF32IsaTest, ClampKeepsNanAndNegativeZero) {
+  const int64_t m = 9, n = 35, k = 5;
+  std::vector<float> x(m * k, -1.0f), w(n * k, 1.0f), bias(n, 0.5f);
+  x[0] = std::numeric_limits<float>::quiet_NaN();
+  for (int64_t i = k; i < 2 * k; ++i) x[i] = 2.0f;  // row 1: 10 + bias, clamped to 6
+  StatusOr<PackedGemmF32> packed = PackGemmF32(w.data(), n, k, PreferredGemmF32Format(GetParam()), true);
+  ASSERT_TRUE(packed.ok());
+  std::vector<float> y(m * n, 1.0f);
+  GemmF32Args args;
+  args.w = &*packed;
+  args.bias = bias.data();
+  args.out_min = 0.0f, args.out_max = 6.0f;
+  args.m = m, args.x = x.data(), args.ld_x = k, args.y = y.data(), args.ld_y = n;
+  ASSERT_TRUE(RunGemmF32(args).ok());
+  for (int64_t j = 0; j < n; ++j) {
+    EXPECT_TRUE(std::isnan(y[j])) << j;
+    EXPECT_EQ(y[n + j], 6.0f) << j;
+    for (int64_t i = 2; i < m; ++i) EXPECT_EQ(y[i * n + j], 0.0f) << i << "," << j;
   }
 }
 
