@@ -23,6 +23,7 @@
 // Anything else, and runs with unexpected inputs, use the reference
 // kernel. Results match the reference within float rounding (FMA and the
 // order of the bias addition differ), the same bits for any thread count.
+#include <algorithm>
 #include <limits>
 #include <memory>
 #include <vector>
@@ -67,6 +68,24 @@ struct DenseLinear {
   std::vector<float> bias;  // [N] or empty
 };
 
+// Whether a group-1 convolution with a window wider than 1x1 runs faster as
+// kDirectConv (pixels as the AVX-512 tile's rows, read in place) than with
+// the weights as rows (kShiftedConv at stride 1, kConv's im2col strips
+// otherwise), from `rows` output channels, `depth` = C * kh * kw and the
+// strides. The direct tile broadcasts one value per pixel row and k, and
+// this core runs one broadcast every 2 cycles: its 32 columns balance the
+// broadcasts with the multiply-adds, a strip of 16 or fewer columns (the
+// tail of 24 or 48 channels) runs at half speed. Measured, 1 thread, CPU
+// time, YOLOv8n's and PP-OCR det's 3x3 layers (bench/RESULTS.md, i14-g32):
+//   stride 1, 32 | rows:  104-110 GFLOP/s against kShiftedConv's 88-96
+//   stride 1, 24 / 40 / 48 rows: 69-83 against 96-98 (shifted stays)
+//   stride 2, > 16 rows:  69-107 against kConv's 40-75, its strip packing
+//   stride 2, 16 rows:    48 against 41 with depth 288, 30 against 40 with
+//                         depth 27 (the 3-channel stem keeps kConv)
+bool DirectConvWins(int64_t rows, int64_t depth, bool strided) {
+  return strided ? rows > 16 || depth >= 64 : rows % 32 == 0;
+}
+
 StatusOr<std::shared_ptr<const void>> PrepareDenseConv(const Node& node, const std::vector<const Tensor*>& constants) {
   auto decline = [&](const std::string& why) -> Status {
     return Status::NotSupported(node.Describe() + ": gemm_f32 conv path: " + why);
@@ -96,7 +115,9 @@ StatusOr<std::shared_ptr<const void>> PrepareDenseConv(const Node& node, const s
     for (int64_t o = 0; o < rows; ++o)
       for (int64_t c = 0; c < channels; ++c)
         for (int64_t t = 0; t < taps; ++t) permuted[(o * taps + t) * channels + c] = src[(o * channels + c) * taps + t];
-    if (format == PackedFormat::kPanel8x32F32 && rows > 16) {  // kDirectConv: measured on the AVX-512 tile only
+    const std::vector<int64_t> strides = node.attr_ints("strides", {1, 1});
+    const bool strided = std::any_of(strides.begin(), strides.end(), [](int64_t v) { return v != 1; });
+    if (format == PackedFormat::kPanel8x32F32 && DirectConvWins(rows, depth, strided)) {  // measured on AVX-512 only
       SPARQ_ASSIGN_OR_RETURN(conv->w_direct, PackGemmF32(permuted.data(), rows, depth, format, /*strips=*/true));
     } else {
       SPARQ_ASSIGN_OR_RETURN(conv->w_taps, PackGemmF32(permuted.data(), rows, depth, format));
@@ -175,14 +196,9 @@ Status RunDenseConv(OpContext& ctx) {
   };
   if (pointwise && !conv.w_strips.data.empty() && PointwiseRowsWin(conv.w_strips, g.out_size(), conv.out_channels))
     return run_whole(GemmF32Source::kPointwiseConv, &conv.w_strips);
-  // Pixels as the tile's rows, read in place from the (padded) image: every
-  // window wider than 1x1 (1x1: the paths above and kConv, faster on
-  // YOLOv8n's and EfficientNet's layers) with more than 16 output channels. At 16 or fewer the tile runs half its columns
-  // and loses to the weights as rows (YOLOv8n's 16 -> 16 3x3 on 80 x 80: 49
-  // GFLOP/s against kShiftedConv's 76; 3 -> 16 stride 2: 30 against kConv's
-  // 40); above, it wins on every 3x3 layer of YOLOv8n (stride 2: 80-107
-  // GFLOP/s against kConv's 40-75; stride 1: 104-107 against kShiftedConv's
-  // 88-96). bench/RESULTS.md, i14-g32.
+  // Pixels as the tile's rows, read in place from the (padded) image: the
+  // windows wider than 1x1 where DirectConvWins (1x1: the paths above and
+  // kConv, faster on YOLOv8n's and EfficientNet's layers).
   if (!conv.w_direct.data.empty())
     return run_whole(GemmF32Source::kDirectConv, &conv.w_direct);
   // Stride 1 with a window wider than 1x1: the padded image shifted per tap,

@@ -474,7 +474,7 @@ TEST(DenseF32Rows, PointwiseConvOnSmallAndLargePlanes) {
   });
 }
 
-// 3x3 convolutions into more than 16 channels (kDirectConv on AVX-512: pixels
+// Convolutions that DirectConvWins picks (kDirectConv on AVX-512: pixels
 // as the tile's rows, read in place): stride 2 with a fused SiLU and stride 1
 // with SAME_UPPER's asymmetric pads, batch 2, on every ISA: within the FP32
 // tolerance of the reference, and the same bits for 1 and 2 threads.
@@ -491,8 +491,8 @@ TEST(DenseF32Rows, WideConvsWithSiluAndAsymmetricPadsOnEveryIsa) {
                        {"y"});
     m.graph.initializers["w1"] = RandomTensor(rng, {40, 12, 3, 3});
     m.graph.initializers["b1"] = RandomTensor(rng, {40});
-    m.graph.initializers["w2"] = RandomTensor(rng, {24, 40, 2, 4});
-    m.graph.initializers["b2"] = RandomTensor(rng, {24});
+    m.graph.initializers["w2"] = RandomTensor(rng, {32, 40, 2, 4});
+    m.graph.initializers["b2"] = RandomTensor(rng, {32});
     TensorMap feed{{"x", RandomTensor(rng, {2, 12, 13, 11})}};
     EXPECT_EQ(ExpectFastMatchesReference(m, feed), (std::vector<std::string>{"FusedConv:gemm_f32", "Conv:gemm_f32"}));
     std::vector<float> first;
