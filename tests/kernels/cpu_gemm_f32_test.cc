@@ -512,6 +512,22 @@ TEST(DenseF32Rows, WideConvsWithSiluAndAsymmetricPadsOnEveryIsa) {
   });
 }
 
+// Group-1 convolutions of fewer than 16 multiply-adds per output (12 -> 40
+// 1x1, 1 -> 24 3x3 strided) run the GEMM too, within the FP32 tolerance.
+TEST(DenseF32Rows, ShallowGroupOneConvsRunTheGemm) {
+  std::mt19937 rng(33);
+  Model m = OneGraph({FloatInput("x", {2, 12, 9, 10}), FloatInput("g", {1, 1, 11, 8})},
+                     {Node{"pw", "Conv", "", {"x", "w1", "b1"}, {"y1"}, {}, ""},
+                      Node{"c", "Conv", "", {"g", "w2"}, {"y2"},
+                           {Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Ints("strides", {2, 2})}, ""}},
+                     {"y1", "y2"});
+  m.graph.initializers["w1"] = RandomTensor(rng, {40, 12, 1, 1});
+  m.graph.initializers["b1"] = RandomTensor(rng, {40});
+  m.graph.initializers["w2"] = RandomTensor(rng, {24, 1, 3, 3});
+  TensorMap feed{{"x", RandomTensor(rng, {2, 12, 9, 10})}, {"g", RandomTensor(rng, {1, 1, 11, 8})}};
+  EXPECT_EQ(ExpectFastMatchesReference(m, feed), (std::vector<std::string>{"Conv:gemm_f32", "Conv:gemm_f32"}));
+}
+
 TEST(DenseF32Rows, MatMulAndGemmWithBias) {
   std::mt19937 rng(22);
   Model m = OneGraph({FloatInput("x", {2, 5, 24})},
