@@ -104,7 +104,8 @@ StatusOr<std::shared_ptr<const void>> PrepareDenseConv(const Node& node, const s
   conv->group = node.attr_int("group", 1);
   if (conv->group < 1 || conv->out_channels % conv->group != 0) return decline("bad group");
   const int64_t rows = conv->out_channels / conv->group, depth = w->numel() / std::max<int64_t>(1, w->dim(0));
-  if (conv->group > 1 && depth < kMinConvDepth) return decline("too few multiply-adds per output (" + std::to_string(depth) + ")");
+  if (conv->group > 1 && depth < kMinConvDepth)
+    return decline("too few multiply-adds per output (" + std::to_string(depth) + ")");
   const PackedFormat format = PreferredGemmF32Format(ActiveIsa());
   for (int64_t g = 0; g < conv->group; ++g) {
     SPARQ_ASSIGN_OR_RETURN(PackedGemmF32 packed, PackGemmF32(w->data<float>() + g * rows * depth, rows, depth, format));
