@@ -476,12 +476,38 @@ void ShiftedConvGroup(const GemmF32Args& args, const GemmF32Isa& isa) {
 
   const ConvTasks tasks(images, cols_total, tc, w.panels, args.pool);
   const TileEpilogue epilogue = BaseEpilogue(args);
+  std::vector<int64_t> tap_offsets(static_cast<size_t>(taps));
+  for (int64_t tap = 0; tap < taps; ++tap)
+    tap_offsets[tap] = (tap / g.kernel_w) * g.dilation_h * wp + (tap % g.kernel_w) * g.dilation_w;
   ParallelFor(args.pool, tasks.count(images), 1, [&](int64_t t0, int64_t t1) {
     for (int64_t t = t0; t < t1; ++t) {
       int64_t img, s0, s1, p0, p1;
       tasks.Get(t, w.panels, &img, &s0, &s1, &p0, &p1);
       const float* x = xp + img * image_size;
       float* y = yv + img * w.rows * cols_total;
+      if (isa.shifted_tile != nullptr) {
+        // Every tap of a channel slice in registers: the accumulators are
+        // loaded and stored once per slice, not once per tap.
+        for (int64_t c0 = 0; c0 < channels; c0 += kKc) {
+          const int64_t kc = std::min(kKc, channels - c0);
+          const bool last = c0 + kc == channels;
+          for (int64_t p = p0; p < p1; ++p) {
+            const int rows = static_cast<int>(std::min<int64_t>(tr, w.rows - p * tr));
+            float pad[64];
+            TileEpilogue ep = epilogue;
+            ep.row_bias = PaddedBias(args.bias, p * tr, rows, tr, pad);
+            for (int64_t s = s0; s < s1; ++s) {
+              const int cols = static_cast<int>(std::min<int64_t>(tc, cols_total - s * tc));
+              float* c = y + (p * tr) * cols_total + s * tc;
+              isa.shifted_tile(w.panel(p) + c0 * tr, channels * tr, x + c0 * plane + s * tc, tap_offsets.data(),
+                               static_cast<int>(taps), kc, plane, c, cols_total, rows, cols, c0 > 0,
+                               last ? &ep : nullptr);
+              if (last) ApplySilu(args, c, cols_total, rows, cols);
+            }
+          }
+        }
+        continue;
+      }
       for (int64_t tap = 0; tap < taps; ++tap) {
         const int64_t offset = (tap / g.kernel_w) * g.dilation_h * wp + (tap % g.kernel_w) * g.dilation_w;
         for (int64_t c0 = 0; c0 < channels; c0 += kKc) {

@@ -201,6 +201,62 @@ void DirectTile(const float* const* pixels, const int64_t* taps, int num_taps, i
   kTiles[cols > kHalf ? 1 : 0][rows](pixels, taps, num_taps, kc, plane, b, b_tap, c, ldc, cols, accumulate, ep);
 }
 
+// kShiftedConv's tile (ShiftedTileFn): TileRows over every tap of the slice
+// without storing in between, b at the tap's offset into the padded image.
+template <int kRows, int kVecs>
+void ShiftedTileRows(const float* a, int64_t a_tap, const float* b, const int64_t* taps, int num_taps, int64_t kc,
+                     int64_t ldb, float* c, int64_t rs, int cols, bool accumulate, const TileEpilogue* ep) {
+  const bool full = cols == kVecs * kHalf;
+  const __mmask16 m0 = static_cast<__mmask16>(cols >= kHalf ? 0xFFFF : (1u << cols) - 1);
+  const __mmask16 m1 = static_cast<__mmask16>(cols >= kTc ? 0xFFFF : cols > kHalf ? (1u << (cols - kHalf)) - 1 : 0);
+  SPARQ_F32_ROWS(SPARQ_F32_DECLARE)
+  if (accumulate) {
+    if (full) {
+      SPARQ_F32_ROWS(SPARQ_F32_LOAD)
+    } else {
+      SPARQ_F32_ROWS(SPARQ_F32_LOAD_MASKED)
+    }
+  }
+  for (int t = 0; t < num_taps; ++t) {
+    const float* at = a + t * a_tap;
+    const float* bt = b + taps[t];
+    for (int64_t kk = 0; kk < kc; ++kk) {
+      const float* ak = at + kk * kTr;
+      const __m512 b0 = _mm512_loadu_ps(bt + kk * ldb);
+      __m512 b1 = b0;
+      if constexpr (kVecs == 2) b1 = _mm512_loadu_ps(bt + kk * ldb + 16);
+      SPARQ_F32_ROWS(SPARQ_F32_FMA)
+    }
+  }
+  if (ep != nullptr) {
+    const Vec cb0 = ep->col_bias != nullptr ? Load(ep->col_bias) : Zero();
+    const Vec cb1 = ep->col_bias != nullptr ? Load(ep->col_bias + kHalf) : Zero();
+    SPARQ_F32_ROWS(SPARQ_F32_BIAS)
+    if (ep->clamp) {
+      const Vec lo = Set1(ep->lo), hi = Set1(ep->hi);
+      SPARQ_F32_ROWS(SPARQ_F32_CLAMP)
+    }
+  }
+  if (full) {
+    SPARQ_F32_ROWS(SPARQ_F32_STORE)
+  } else {
+    SPARQ_F32_ROWS(SPARQ_F32_STORE_MASKED)
+  }
+}
+
+void ShiftedTile(const float* a, int64_t a_tap, const float* b, const int64_t* taps, int num_taps, int64_t kc,
+                 int64_t ldb, float* c, int64_t ldc, int rows, int cols, bool accumulate, const TileEpilogue* ep) {
+  using TileFn = void (*)(const float*, int64_t, const float*, const int64_t*, int, int64_t, int64_t, float*, int64_t,
+                          int, bool, const TileEpilogue*);
+  static constexpr TileFn kTiles[2][kTr + 1] = {
+      {nullptr, ShiftedTileRows<1, 1>, ShiftedTileRows<2, 1>, ShiftedTileRows<3, 1>, ShiftedTileRows<4, 1>,
+       ShiftedTileRows<5, 1>, ShiftedTileRows<6, 1>, ShiftedTileRows<7, 1>, ShiftedTileRows<8, 1>},
+      {nullptr, ShiftedTileRows<1, 2>, ShiftedTileRows<2, 2>, ShiftedTileRows<3, 2>, ShiftedTileRows<4, 2>,
+       ShiftedTileRows<5, 2>, ShiftedTileRows<6, 2>, ShiftedTileRows<7, 2>, ShiftedTileRows<8, 2>}};
+  if (rows < 1 || rows > kTr || cols < 1 || cols > kTc) return;  // the driver never asks for an empty tile
+  kTiles[cols > kHalf ? 1 : 0][rows](a, a_tap, b, taps, num_taps, kc, ldb, c, ldc, cols, accumulate, ep);
+}
+
 #undef SPARQ_F32_DIRECT_PTR
 #undef SPARQ_F32_DIRECT_FMA
 #undef SPARQ_F32_DIRECT_SHIFT
@@ -342,6 +398,7 @@ void GemmF32Avx512(const GemmF32Args& args) {
   GemmF32Isa isa{kTr, kTc, Tile, PackConvStrip, StoreTransposed};
   isa.pack_rows_panel = PackRowsPanel;
   isa.direct_tile = DirectTile;
+  isa.shifted_tile = ShiftedTile;
   GemmF32Driver(args, isa);
 }
 

@@ -134,6 +134,14 @@ using DirectTileFn = void (*)(const float* const* pixels, const int64_t* taps, i
                               const float* b, int64_t b_tap, float* c, int64_t ldc, int rows, int cols,
                               bool accumulate, const TileEpilogue* ep);
 
+// kShiftedConv's tile, every tap of a channel slice in registers: the block
+// of `tile` with a and b advanced per tap,
+//   c[i * ldc + j] = (accumulate ? c : 0) + sum_t sum_kk a[t * a_tap + kk * tr + i] * b[taps[t] + kk * ldb + j]
+// summed tap after tap, k in order within a tap; then `ep` as for `tile`.
+using ShiftedTileFn = void (*)(const float* a, int64_t a_tap, const float* b, const int64_t* taps, int num_taps,
+                               int64_t kc, int64_t ldb, float* c, int64_t ldc, int rows, int cols, bool accumulate,
+                               const TileEpilogue* ep);
+
 struct GemmF32Isa {
   int tile_rows;
   int tile_cols;
@@ -149,6 +157,7 @@ struct GemmF32Isa {
   void (*pack_rows_panel)(const float* x, int64_t ld_x, int rows, int64_t kc, int tr, float* panel) =
       PackRowsPanelPortable;
   DirectTileFn direct_tile = nullptr;  // nullptr: the driver's portable one for the tile's shape
+  ShiftedTileFn shifted_tile = nullptr;  // nullptr: kShiftedConv calls `tile` once per tap
 };
 void GemmF32Driver(const GemmF32Args& args, const GemmF32Isa& isa);
 
