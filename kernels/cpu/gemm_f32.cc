@@ -610,7 +610,10 @@ void DirectConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   const int64_t chunks = (w.panels + strips_per_chunk - 1) / strips_per_chunk;
   const int64_t ld_block = strips_per_chunk * tc;  // the task's block: [kPanelsPerTask * tr, ld_block]
   const TileEpilogue epilogue = BaseEpilogue(args);
-  Tensor padded = in_place ? Tensor() : Tensor(DataType::kFloat32, {channels * plane});  // zeroed: the padding
+  // Only the border is zeroed: a zeroed tensor wrote the whole plane twice
+  // (YOLOv8n's 16 x 160 x 160 input: 1.6 MiB more per call).
+  Tensor padded = in_place ? Tensor() : Tensor::Uninitialized(DataType::kFloat32, {channels * plane});
+  const int64_t pad_right = wp - g.pad_left - g.width, pad_bottom = hp - g.pad_top - g.height;
 
   for (int64_t img = 0; img < args.batch; ++img) {
     const float* x = args.x + img * args.x_image_stride;
@@ -619,10 +622,16 @@ void DirectConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
       float* xp = padded.data<float>();
       ParallelFor(args.pool, channels, 4, [&](int64_t c0, int64_t c1) {
         for (int64_t c = c0; c < c1; ++c) {
-          float* dst = xp + c * plane + g.pad_top * wp + g.pad_left;
+          float* dst = xp + c * plane;
           const float* src = x + c * g.height * g.width;
-          for (int64_t iy = 0; iy < g.height; ++iy)
-            std::memcpy(dst + iy * wp, src + iy * g.width, sizeof(float) * g.width);
+          std::fill(dst, dst + g.pad_top * wp, 0.0f);
+          for (int64_t iy = 0; iy < g.height; ++iy) {
+            float* row = dst + (g.pad_top + iy) * wp;
+            std::fill(row, row + g.pad_left, 0.0f);
+            std::memcpy(row + g.pad_left, src + iy * g.width, sizeof(float) * g.width);
+            std::fill(row + g.pad_left + g.width, row + g.pad_left + g.width + pad_right, 0.0f);
+          }
+          std::fill(dst + (g.pad_top + g.height) * wp, dst + (g.pad_top + g.height + pad_bottom) * wp, 0.0f);
         }
       });
       x = xp;
