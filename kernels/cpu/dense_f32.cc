@@ -9,7 +9,9 @@
 // epilogue. Pointwise
 // convolutions on small planes run with pixels as the GEMM's rows
 // (kPointwiseConv, weights also packed as strips), where that wastes less
-// of the register tile on tails (PointwiseRowsWin).
+// of the register tile on tails (PointwiseRowsWin). Wider windows run with
+// pixels as rows read in place from the padded image (kDirectConv) where
+// DirectConvWins, else the shifted taps (stride 1) or im2col strips.
 //
 // Depthwise Conv (group = channels, one filter each): a direct loop per
 // channel (depthwise_f32), since its few multiply-adds per output would waste
