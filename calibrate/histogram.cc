@@ -134,16 +134,17 @@ double KlThreshold(const AbsHistogram& h, int quant_levels) {
   // the outliers merged into quant_levels levels and expanded back over the
   // nonzero bins of each level; both normalized, then smoothed (zeros get
   // eps, the nonzero entries give up that mass evenly), KL(P || Q). Computed
-  // without materializing P and Q, with the same floating-point operations in
-  // the same order as that description, so the same bits: P's sum is the
-  // total count for every i (integers, exact), the zero counts come from a
-  // prefix count, and Q's sum adds each level's average once per nonzero bin,
-  // in bin order (tests/calibrate: against the direct transcription).
-  // Two shortcuts that change no bit: a candidate whose smoothing would
-  // leave an entry <= 0 is skipped before its KL is summed (TensorRT skips
-  // it after: about half of all candidates on real activations), checked in
-  // O(levels) from the smallest nonzero count below it; and empty bins,
-  // whose term is exactly eps * log(eps / eps) = 0, are not visited.
+  // without materializing P and Q: P's sum is the total count for every i
+  // (integers, exact), the zero counts come from a prefix count, and Q's sum
+  // adds each level's average once per nonzero bin, in bin order. A candidate
+  // whose smoothing would leave an entry <= 0 is skipped before its KL is
+  // summed (TensorRT skips it after: about half of all candidates on real
+  // activations), checked in O(levels) from the smallest nonzero count below
+  // it; empty bins, whose term is exactly eps * log(eps / eps) = 0, are not
+  // visited; and a candidate without empty bins sums per level, not per bin
+  // (below). The KL values then differ from the description's in the last
+  // bits only (tests/calibrate: the same thresholds as the direct
+  // transcription).
   std::vector<int> zeros_before(static_cast<size_t>(nbins) + 1, 0);  // empty bins among the first k
   std::vector<int64_t> count_before(static_cast<size_t>(nbins) + 1, 0);
   std::vector<int64_t> min_nonzero_before(static_cast<size_t>(nbins) + 1, std::numeric_limits<int64_t>::max());
@@ -156,6 +157,11 @@ double KlThreshold(const AbsHistogram& h, int quant_levels) {
   }
   const double total = beyond[0];
   constexpr double kEps = 1e-4;  // SmoothDistribution's
+  std::vector<double> plogp_before(static_cast<size_t>(nbins) + 1, 0.0);  // sum of p log p over the first k bins
+  for (int k = 0; k < nbins; ++k) {
+    const double p = static_cast<double>(hist[k]) / total;
+    plogp_before[k + 1] = plogp_before[k] + (hist[k] == 0 ? 0.0 : p * std::log(p));
+  }
   std::vector<double> level_avg(static_cast<size_t>(quant_levels));
   std::vector<std::pair<double, int>> scored;  // (KL, candidate) of every candidate that smoothing keeps
   for (int i = quant_levels; i <= nbins && total > 0.0; ++i) {
@@ -190,16 +196,36 @@ double KlThreshold(const AbsHistogram& h, int quant_levels) {
     if (!(min_avg / q_sum - q_eps > 0.0)) continue;
     double kl = 0.0;
     const bool last_empty = hist[i - 1] == 0;
-    for (int k : nonzero_bins) {
-      if (k >= i) break;
-      const int j = std::min(k / merged, quant_levels - 1);
-      const double p = (k == i - 1 ? p_last : static_cast<double>(hist[k])) / total - p_eps;
-      const double q = level_avg[j] / q_sum - q_eps;
-      kl += p * std::log(p / q);
-    }
-    if (last_empty && p_last != 0.0) {  // the outliers folded into an empty last bin: P > 0, Q = eps
-      const double p = p_last / total - p_eps;
-      kl += p * std::log(p / kEps);
+    if (p_eps == 0.0) {
+      // No empty bin below the last: P is the counts over the total, and Q
+      // is one value per level, so KL = sum p log p - sum_levels P_level log
+      // q_level, the first a prefix sum (bins before i - 1) plus the last
+      // bin: 128 logs instead of one per bin (these are most candidates).
+      kl = plogp_before[i - 1];
+      for (int j = 0; j < quant_levels; ++j) {
+        const int start = j * merged;
+        const int stop = std::min(j == quant_levels - 1 ? i : start + merged, i - 1);
+        if (stop <= start || count_before[stop] == count_before[start]) continue;
+        kl -= static_cast<double>(count_before[stop] - count_before[start]) / total *
+              std::log(level_avg[j] / q_sum - q_eps);
+      }
+      if (p_last != 0.0) {  // the last bin, with the outliers: its level's Q, or eps when its own count is 0
+        const double p = p_last / total;
+        const double q = last_empty ? kEps : level_avg[quant_levels - 1] / q_sum - q_eps;
+        kl += p * std::log(p / q);
+      }
+    } else {
+      for (int k : nonzero_bins) {
+        if (k >= i) break;
+        const int j = std::min(k / merged, quant_levels - 1);
+        const double p = (k == i - 1 ? p_last : static_cast<double>(hist[k])) / total - p_eps;
+        const double q = level_avg[j] / q_sum - q_eps;
+        kl += p * std::log(p / q);
+      }
+      if (last_empty && p_last != 0.0) {  // the outliers folded into an empty last bin: P > 0, Q = eps
+        const double p = p_last / total - p_eps;
+        kl += p * std::log(p / kEps);
+      }
     }
     scored.push_back({kl, i});
   }
