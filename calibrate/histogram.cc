@@ -136,7 +136,7 @@ double KlThreshold(const AbsHistogram& h, int quant_levels) {
   // eps, the nonzero entries give up that mass evenly), KL(P || Q). Computed
   // without materializing P and Q: P's sum is the total count for every i
   // (integers, exact), the zero counts come from a prefix count, and Q's sum
-  // adds each level's average once per nonzero bin, in bin order. A candidate
+  // adds each level's average times its nonzero bins. A candidate
   // whose smoothing would leave an entry <= 0 is skipped before its KL is
   // summed (TensorRT skips it after: about half of all candidates on real
   // activations), checked in O(levels) from the smallest nonzero count below
@@ -186,7 +186,7 @@ double KlThreshold(const AbsHistogram& h, int quant_levels) {
       const double sum = static_cast<double>(count_before[stop] - count_before[start]);
       const int nonzero = (stop - start) - (zeros_before[stop] - zeros_before[start]);
       level_avg[j] = nonzero == 0 ? 0.0 : sum / nonzero;
-      for (int n = 0; n < nonzero; ++n) q_sum += level_avg[j];
+      q_sum += nonzero * level_avg[j];
       if (nonzero > 0) min_avg = std::min(min_avg, level_avg[j]);
     }
     if (q_sum <= 0.0) continue;
