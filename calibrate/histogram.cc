@@ -164,6 +164,8 @@ double KlThreshold(const AbsHistogram& h, int quant_levels) {
   }
   std::vector<double> level_avg(static_cast<size_t>(quant_levels));
   std::vector<std::pair<double, int>> scored;  // (KL, candidate) of every candidate that smoothing keeps
+  int cached_merged = -1;      // the `merged` of cached_levels
+  double cached_levels = 0.0;  // sum of P log avg over every level but the last, for that `merged`
   for (int i = quant_levels; i <= nbins && total > 0.0; ++i) {
     const double p_last = static_cast<double>(hist[i - 1]) + beyond[i];
     // Smoothing keeps every entry > 0 iff the smallest nonzero P and Q
@@ -202,12 +204,25 @@ double KlThreshold(const AbsHistogram& h, int quant_levels) {
       // q_level, the first a prefix sum (bins before i - 1) plus the last
       // bin: 128 logs instead of one per bin (these are most candidates).
       kl = plogp_before[i - 1];
-      for (int j = 0; j < quant_levels; ++j) {
+      auto level_term = [&](int j, double q) {  // P_level log q, the level's bins below i - 1
         const int start = j * merged;
         const int stop = std::min(j == quant_levels - 1 ? i : start + merged, i - 1);
-        if (stop <= start || count_before[stop] == count_before[start]) continue;
-        kl -= static_cast<double>(count_before[stop] - count_before[start]) / total *
-              std::log(level_avg[j] / q_sum - q_eps);
+        if (stop <= start || count_before[stop] == count_before[start]) return 0.0;
+        return static_cast<double>(count_before[stop] - count_before[start]) / total * std::log(q);
+      };
+      if (q_eps == 0.0) {
+        // log(avg / q_sum) = log(avg) - log(q_sum), and every level but the
+        // last has the same bins and average for the 128 candidates of one
+        // `merged`: their sum of P log avg is computed once for those.
+        if (merged != cached_merged) {
+          cached_merged = merged;
+          cached_levels = 0.0;
+          for (int j = 0; j < quant_levels - 1; ++j) cached_levels += level_term(j, level_avg[j]);
+        }
+        kl -= cached_levels + level_term(quant_levels - 1, level_avg[quant_levels - 1]);
+        kl += static_cast<double>(count_before[i - 1]) / total * std::log(q_sum);
+      } else {
+        for (int j = 0; j < quant_levels; ++j) kl -= level_term(j, level_avg[j] / q_sum - q_eps);
       }
       if (p_last != 0.0) {  // the last bin, with the outliers: its level's Q, or eps when its own count is 0
         const double p = p_last / total;
