@@ -14,7 +14,9 @@ calibration split to a written INT8 QDQ model:
              the quantize_static call, imports and data loading excluded
 
 Wall time of each process (sparq includes its start-up and data loading, so
-the comparison favours onnxruntime slightly) and peak RSS from GNU time.
+the comparison favours onnxruntime slightly), or with --cpu-time the CPU time
+of all its threads (onnxruntime's: process_time around the call), and peak
+RSS from GNU time.
 Runs are sequential, one at a time; --rounds > 1 interleaves and takes medians.
 
 Usage:
@@ -47,7 +49,7 @@ def run_sparq(sparq, model, calib, n, work, threads):
     if q["rc"] != 0:
         return {"error": "sparq quantize: " + " ".join(tail(q["log"], 3).split())[-300:]}
     return {"time_s": cal["wall_s"] + q["wall_s"], "calibrate_s": cal["wall_s"],
-            "peak_rss_mib": max(cal["peak_rss_mib"], q["peak_rss_mib"])}
+            "cpu_s": cal["cpu_s"] + q["cpu_s"], "peak_rss_mib": max(cal["peak_rss_mib"], q["peak_rss_mib"])}
 
 
 def main(argv=None):
@@ -59,6 +61,8 @@ def main(argv=None):
     ap.add_argument("--threads", type=int, default=2, help="sparq's threads (onnxruntime uses its default)")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--work", default=os.path.join(REPO, "build", "calib_vs_ort"))
+    ap.add_argument("--cpu-time", action="store_true",
+                    help="compare CPU time (all threads) instead of wall time: for a machine shared with other work")
     ap.add_argument("--md", default="", help="replace this section of a Markdown file (e.g. bench/RESULTS.md)")
     args = ap.parse_args(argv)
     sparq = os.path.abspath(args.sparq)
@@ -79,7 +83,8 @@ def main(argv=None):
             if not ok:
                 row[side] = {"error": results[0]["error"]}
                 continue
-            row[side] = {"time_s": statistics.median(r["time_s"] for r in ok),
+            key = "cpu_s" if args.cpu_time else "time_s"
+            row[side] = {"time_s": statistics.median(r[key] for r in ok),
                          "peak_rss_mib": statistics.median(r["peak_rss_mib"] for r in ok)}
         rows.append(row)
         print(row, flush=True)
@@ -98,7 +103,8 @@ def markdown(rows, args, argv):
     lines = [SECTION, "",
              f"Machine: {machine()}. Date {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC.", "",
              "Command: `python3 bench/calib_vs_ort.py " + " ".join(argv if argv is not None else sys.argv[1:]) + "`",
-             "", "sparq: `sparq calibrate --method kl` + `sparq quantize --scales` (wall, start-up and data loading "
+             "", "sparq: `sparq calibrate --method kl` + `sparq quantize --scales` (" +
+             ("CPU time of all threads" if args.cpu_time else "wall") + ", start-up and data loading "
              "included); onnxruntime: `quantize_static(..., calibrate_method=Entropy, QDQ, per_channel=True)` "
              "(the call). Target: >= 10x faster and >= 10x less peak memory.", "",
              "| model | samples | sparq s | ORT Entropy s | speed-up | sparq peak MiB | ORT peak MiB | memory ratio | "

@@ -103,7 +103,7 @@ def make_data(name: str, calib_samples: int, eval_samples: int, work: str) -> di
 # Running and measuring one process.
 
 def measure(cmd, log_path: str, memory_limit_bytes: int = 0) -> dict:
-    """Runs cmd alone; returns wall seconds, peak RSS (MiB) and exit code.
+    """Runs cmd alone; returns wall and CPU seconds, peak RSS (MiB) and exit code.
     With memory_limit_bytes the process gets that address-space limit, so
     that running out of memory fails it instead of the machine."""
     def limit():
@@ -130,7 +130,9 @@ def measure(cmd, log_path: str, memory_limit_bytes: int = 0) -> dict:
             lines = [line for line in f.read().split() if line.isdigit()]
         if lines:
             peak_kib = int(lines[-1])
-    return {"wall_s": wall, "peak_rss_mib": peak_kib / 1024.0, "rc": proc.returncode, "log": log_path}
+    # CPU time of the tool's threads (GNU time waits for it, so its usage holds the tool's).
+    cpu = usage.ru_utime + usage.ru_stime
+    return {"wall_s": wall, "cpu_s": cpu, "peak_rss_mib": peak_kib / 1024.0, "rc": proc.returncode, "log": log_path}
 
 
 def tail(path: str, lines: int = 15) -> str:

@@ -7,6 +7,7 @@
 #include <set>
 
 #include "calibrate/layer_error.h"
+#include "kernels/cpu/dispatch.h"
 #include "kernels/parallel.h"
 #include "sparq/calibrate.h"
 
@@ -73,33 +74,37 @@ constexpr int64_t kChunk = 1 << 16;
 
 // Folds `t` into `obs`. The batch max sets the histogram range first, then
 // chunks are binned in parallel into private histograms that are summed
-// (integer counts: the result does not depend on the thread count).
+// (integer counts: the result does not depend on the thread count). Both
+// passes run on the dispatch table's rows (minmax_f32, abs_histogram_f32).
 Status Observe(const std::string& name, const Tensor& t, Observer& obs, ThreadPool* pool) {
   const float* x = t.data<float>();
   const int64_t n = t.numel();
   if (n == 0) return Status::OK();
+  static const MinMaxF32Fn minmax = SelectCpuKernel(CpuOp::kMinMaxF32).get<MinMaxF32Fn>();
+  static const AbsHistogramF32Fn histogram = SelectCpuKernel(CpuOp::kAbsHistogramF32).get<AbsHistogramF32Fn>();
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<float> cmin(chunks), cmax(chunks);
-  std::vector<int64_t> bad(chunks, -1);
+  std::vector<char> bad(chunks, 0);
   ParallelFor(pool, chunks, 1, [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; ++c) {
+      const int64_t begin = c * kChunk, len = std::min(n, begin + kChunk) - begin;
       float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-      for (int64_t i = c * kChunk, end = std::min(n, i + kChunk); i < end; ++i) {
-        if (!std::isfinite(x[i])) {
-          bad[c] = i;
-          break;
-        }
-        lo = std::min(lo, x[i]);
-        hi = std::max(hi, x[i]);
-      }
+      minmax(x + begin, len, &lo, &hi);
+      // x - x is 0 for every finite x, NaN for NaN and +-Inf (a loop the
+      // compiler vectorizes; the index is found only on failure).
+      int nonfinite = 0;
+      for (int64_t i = begin; i < begin + len; ++i) nonfinite |= !(x[i] - x[i] == 0.0f);
       cmin[c] = lo;
       cmax[c] = hi;
+      bad[c] = static_cast<char>(nonfinite);
     }
   });
   for (int64_t c = 0; c < chunks; ++c) {
-    if (bad[c] >= 0) {
-      return Status::InvalidArgument("activation '" + name + "' holds " + std::to_string(x[bad[c]]) +
-                                     " at flat index " + std::to_string(bad[c]) +
+    if (bad[c]) {
+      int64_t i = c * kChunk;
+      while (std::isfinite(x[i])) ++i;
+      return Status::InvalidArgument("activation '" + name + "' holds " + std::to_string(x[i]) +
+                                     " at flat index " + std::to_string(i) +
                                      " (NaN/Inf: check the calibration data and preprocessing)");
     }
     obs.min = std::min(obs.min, cmin[c]);
@@ -119,8 +124,8 @@ Status Observe(const std::string& name, const Tensor& t, Observer& obs, ThreadPo
   const int64_t last = obs.hist.bins() - 1;
   ParallelFor(pool, chunks, 1, [&](int64_t b, int64_t e) {
     std::vector<int64_t> local(counts.size(), 0);
-    for (int64_t i = b * kChunk, end = std::min(n, e * kChunk); i < end; ++i)
-      local[static_cast<size_t>(std::min(static_cast<int64_t>(std::fabs(x[i]) * scale), last))] += 1;
+    const int64_t begin = b * kChunk, end = std::min(n, e * kChunk);
+    histogram(x + begin, end - begin, scale, last, local.data());
     std::lock_guard<std::mutex> lock(mu);
     for (size_t k = 0; k < local.size(); ++k) counts[k] += local[k];
   });
@@ -198,7 +203,9 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
   if (options.bins < 128 || options.bins % 2 != 0) {
     return Status::InvalidArgument("calibration bins must be an even number >= 128, got " + std::to_string(options.bins));
   }
-  SPARQ_ASSIGN_OR_RETURN(auto exec, Executor::Create(model, ExecutorOptions{options.threads}));
+  ExecutorOptions exec_options{options.threads};
+  exec_options.fold_constant_subgraphs = true;  // weights as Constant nodes still reach the fast kernels
+  SPARQ_ASSIGN_OR_RETURN(auto exec, Executor::Create(model, exec_options));
   ThreadPool pool(options.threads);
   std::set<std::string> wanted = ActivationNames(model);
   if (!options.tensors.empty()) {

@@ -3,6 +3,7 @@
 #include <cmath>
 #include <limits>
 #include <numeric>
+#include <utility>
 
 #include "sparq/calibrate.h"
 
@@ -70,6 +71,16 @@ void AbsHistogram::Add(const float* values, int64_t n) {
 
 namespace {
 
+// std::nearbyint under the default rounding mode, for 0 <= v < 2^52, without
+// the libm call that the baseline x86-64 target makes of it: adding 2^52
+// leaves no fraction bits, so the sum rounds v to the nearest integer, ties
+// to even, exactly as nearbyint does (the searches call it for every bin of
+// every candidate that could win).
+inline double RoundHalfEven(double v) {
+  constexpr double kTwo52 = 4503599627370496.0;
+  return (v + kTwo52) - kTwo52;
+}
+
 // Expected squared error, from the histogram, of quantizing |x| with
 // threshold t: values beyond t clip to t, the rest round to a step of
 // t / (quant_levels - 1). Each bin counts as its center value.
@@ -80,7 +91,7 @@ double SquaredError(const std::vector<int64_t>& counts, double bin_width, double
     const int64_t c = counts[b];
     if (c == 0) continue;
     const double x = (static_cast<double>(b) + 0.5) * bin_width;
-    const double xq = x >= t ? t : s * std::nearbyint(x / s);
+    const double xq = x >= t ? t : s * RoundHalfEven(x / s);
     err += static_cast<double>(c) * (x - xq) * (x - xq);
   }
   return err;
@@ -110,10 +121,11 @@ double KlThreshold(const AbsHistogram& h, int quant_levels) {
   // (range / 16), far below the useful range. A candidate is only eligible
   // when its expected squared error (clipping + rounding) is no worse than
   // that of keeping the whole range (max): KL can then refine max, never
-  // ruin it. The check (a pass over all bins) runs only for a candidate
-  // whose KL would beat the best so far: the others cannot win either way,
-  // so the result is that of checking every candidate, at a fraction of
-  // the cost (it was a third of a KL calibration's time).
+  // ruin it. The check (a pass over all bins) runs last, on the candidates
+  // in order of KL until one passes: the others cannot win either way, so
+  // the result is that of checking every candidate, at a fraction of the
+  // cost (checked for every candidate, it was a third of a KL calibration's
+  // time).
   int last = nbins - 1;
   while (last > 0 && h.counts()[last] == 0) --last;
   const double max_error = SquaredError(h.counts(), h.bin_width(), (last + 1) * h.bin_width(), quant_levels);
@@ -122,58 +134,125 @@ double KlThreshold(const AbsHistogram& h, int quant_levels) {
   // the outliers merged into quant_levels levels and expanded back over the
   // nonzero bins of each level; both normalized, then smoothed (zeros get
   // eps, the nonzero entries give up that mass evenly), KL(P || Q). Computed
-  // without materializing P and Q, with the same floating-point operations in
-  // the same order as that description, so the same bits: P's sum is the
-  // total count for every i (integers, exact), the zero counts come from a
-  // prefix count, and Q's sum adds each level's average once per nonzero bin,
-  // in bin order (tests/calibrate: against the direct transcription).
+  // without materializing P and Q: P's sum is the total count for every i
+  // (integers, exact), the zero counts come from a prefix count, and Q's sum
+  // adds each level's average times its nonzero bins. A candidate
+  // whose smoothing would leave an entry <= 0 is skipped before its KL is
+  // summed (TensorRT skips it after: about half of all candidates on real
+  // activations), checked in O(levels) from the smallest nonzero count below
+  // it; empty bins, whose term is exactly eps * log(eps / eps) = 0, are not
+  // visited; and a candidate without empty bins sums per level, not per bin
+  // (below). The KL values then differ from the description's in the last
+  // bits only (tests/calibrate: the same thresholds as the direct
+  // transcription).
   std::vector<int> zeros_before(static_cast<size_t>(nbins) + 1, 0);  // empty bins among the first k
-  for (int k = 0; k < nbins; ++k) zeros_before[k + 1] = zeros_before[k] + (hist[k] == 0);
+  std::vector<int64_t> count_before(static_cast<size_t>(nbins) + 1, 0);
+  std::vector<int64_t> min_nonzero_before(static_cast<size_t>(nbins) + 1, std::numeric_limits<int64_t>::max());
+  std::vector<int> nonzero_bins;  // indices of the populated bins, ascending
+  for (int k = 0; k < nbins; ++k) {
+    zeros_before[k + 1] = zeros_before[k] + (hist[k] == 0);
+    count_before[k + 1] = count_before[k] + hist[k];
+    min_nonzero_before[k + 1] = hist[k] == 0 ? min_nonzero_before[k] : std::min(min_nonzero_before[k], hist[k]);
+    if (hist[k] != 0) nonzero_bins.push_back(k);
+  }
   const double total = beyond[0];
   constexpr double kEps = 1e-4;  // SmoothDistribution's
+  std::vector<double> plogp_before(static_cast<size_t>(nbins) + 1, 0.0);  // sum of p log p over the first k bins
+  for (int k = 0; k < nbins; ++k) {
+    const double p = static_cast<double>(hist[k]) / total;
+    plogp_before[k + 1] = plogp_before[k] + (hist[k] == 0 ? 0.0 : p * std::log(p));
+  }
   std::vector<double> level_avg(static_cast<size_t>(quant_levels));
-  double best_kl = std::numeric_limits<double>::infinity();
-  int best_i = nbins;
+  std::vector<std::pair<double, int>> scored;  // (KL, candidate) of every candidate that smoothing keeps
+  int cached_merged = -1;      // the `merged` of cached_levels
+  double cached_levels = 0.0;  // sum of P log avg over every level but the last, for that `merged`
   for (int i = quant_levels; i <= nbins && total > 0.0; ++i) {
     const double p_last = static_cast<double>(hist[i - 1]) + beyond[i];
+    // Smoothing keeps every entry > 0 iff the smallest nonzero P and Q
+    // entries stay > 0 (division by a positive total is monotonic, and
+    // a - b > 0 iff a > b in floating point); zeros become eps > 0. P first:
+    // it needs no level sums.
+    const int p_zeros = zeros_before[i - 1] + (p_last == 0.0);
+    if (p_zeros == i) continue;
+    const double p_eps = kEps * static_cast<double>(p_zeros) / static_cast<double>(i - p_zeros);
+    const int64_t min_count = min_nonzero_before[i - 1];
+    if (min_count != std::numeric_limits<int64_t>::max() && !(static_cast<double>(min_count) / total - p_eps > 0.0))
+      continue;
+    if (p_last != 0.0 && !(p_last / total - p_eps > 0.0)) continue;
     const int merged = i / quant_levels;
-    double q_sum = 0.0;
+    double q_sum = 0.0, min_avg = std::numeric_limits<double>::infinity();
     for (int j = 0; j < quant_levels; ++j) {
       const int start = j * merged;
       const int stop = j == quant_levels - 1 ? i : start + merged;
-      double sum = 0.0;
-      for (int k = start; k < stop; ++k) sum += static_cast<double>(hist[k]);
+      // Integer counts below 2^53: the sum is exact in any order.
+      const double sum = static_cast<double>(count_before[stop] - count_before[start]);
       const int nonzero = (stop - start) - (zeros_before[stop] - zeros_before[start]);
       level_avg[j] = nonzero == 0 ? 0.0 : sum / nonzero;
-      for (int n = 0; n < nonzero; ++n) q_sum += level_avg[j];
+      q_sum += nonzero * level_avg[j];
+      if (nonzero > 0) min_avg = std::min(min_avg, level_avg[j]);
     }
     if (q_sum <= 0.0) continue;
-    const int p_zeros = zeros_before[i - 1] + (p_last == 0.0), q_zeros = zeros_before[i];
-    if (p_zeros == i || q_zeros == i) continue;
-    const double p_eps = kEps * static_cast<double>(p_zeros) / static_cast<double>(i - p_zeros);
+    const int q_zeros = zeros_before[i];
+    if (q_zeros == i) continue;
     const double q_eps = kEps * static_cast<double>(q_zeros) / static_cast<double>(i - q_zeros);
+    if (!(min_avg / q_sum - q_eps > 0.0)) continue;
     double kl = 0.0;
-    bool smoothed = true;  // false when smoothing leaves an entry <= 0 (the candidate is skipped)
-    for (int j = 0; j < quant_levels; ++j) {
-      const int start = j * merged;
-      const int stop = j == quant_levels - 1 ? i : start + merged;
-      for (int k = start; k < stop; ++k) {
-        double p = (k == i - 1 ? p_last : static_cast<double>(hist[k])) / total;
-        double q = hist[k] != 0 ? level_avg[j] / q_sum : 0.0;
-        p = p == 0.0 ? kEps : p - p_eps;
-        q = q == 0.0 ? kEps : q - q_eps;
-        smoothed = smoothed && p > 0.0 && q > 0.0;
+    const bool last_empty = hist[i - 1] == 0;
+    if (p_eps == 0.0) {
+      // No empty bin below the last: P is the counts over the total, and Q
+      // is one value per level, so KL = sum p log p - sum_levels P_level log
+      // q_level, the first a prefix sum (bins before i - 1) plus the last
+      // bin: 128 logs instead of one per bin (these are most candidates).
+      kl = plogp_before[i - 1];
+      auto level_term = [&](int j, double q) {  // P_level log q, the level's bins below i - 1
+        const int start = j * merged;
+        const int stop = std::min(j == quant_levels - 1 ? i : start + merged, i - 1);
+        if (stop <= start || count_before[stop] == count_before[start]) return 0.0;
+        return static_cast<double>(count_before[stop] - count_before[start]) / total * std::log(q);
+      };
+      if (q_eps == 0.0) {
+        // log(avg / q_sum) = log(avg) - log(q_sum), and every level but the
+        // last has the same bins and average for the 128 candidates of one
+        // `merged`: their sum of P log avg is computed once for those.
+        if (merged != cached_merged) {
+          cached_merged = merged;
+          cached_levels = 0.0;
+          for (int j = 0; j < quant_levels - 1; ++j) cached_levels += level_term(j, level_avg[j]);
+        }
+        kl -= cached_levels + level_term(quant_levels - 1, level_avg[quant_levels - 1]);
+        kl += static_cast<double>(count_before[i - 1]) / total * std::log(q_sum);
+      } else {
+        for (int j = 0; j < quant_levels; ++j) kl -= level_term(j, level_avg[j] / q_sum - q_eps);
+      }
+      if (p_last != 0.0) {  // the last bin, with the outliers: its level's Q, or eps when its own count is 0
+        const double p = p_last / total;
+        const double q = last_empty ? kEps : level_avg[quant_levels - 1] / q_sum - q_eps;
         kl += p * std::log(p / q);
       }
+    } else {
+      for (int k : nonzero_bins) {
+        if (k >= i) break;
+        const int j = std::min(k / merged, quant_levels - 1);
+        const double p = (k == i - 1 ? p_last : static_cast<double>(hist[k])) / total - p_eps;
+        const double q = level_avg[j] / q_sum - q_eps;
+        kl += p * std::log(p / q);
+      }
+      if (last_empty && p_last != 0.0) {  // the outliers folded into an empty last bin: P > 0, Q = eps
+        const double p = p_last / total - p_eps;
+        kl += p * std::log(p / kEps);
+      }
     }
-    if (!smoothed) continue;
-    if (kl < best_kl &&
-        (i == nbins || SquaredError(h.counts(), h.bin_width(), i * h.bin_width(), quant_levels) <= max_error)) {
-      best_kl = kl;
-      best_i = i;
-    }
+    scored.push_back({kl, i});
   }
-  return best_i * h.bin_width();
+  // The winner is the eligible candidate of least KL, the first in bin order
+  // among equals (what checking each candidate in turn with a strict < gives):
+  // in (KL, i) order, the first eligible one. Only the candidates before it
+  // are checked, not every one whose KL beat the ones before it.
+  std::sort(scored.begin(), scored.end());
+  for (const auto& [kl, i] : scored)
+    if (i == nbins || SquaredError(h.counts(), h.bin_width(), i * h.bin_width(), quant_levels) <= max_error)
+      return i * h.bin_width();
+  return nbins * h.bin_width();
 }
 
 double PercentileThreshold(const AbsHistogram& h, double percentile) {

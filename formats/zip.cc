@@ -149,8 +149,8 @@ StatusOr<Directory> FindDirectory(std::string_view a, const std::string& what) {
 
 }  // namespace
 
-uint32_t Crc32(std::string_view data) {
-  uLong crc = crc32(0L, Z_NULL, 0);
+uint32_t Crc32(std::string_view data, uint32_t previous) {
+  uLong crc = previous;
   const auto* p = reinterpret_cast<const Bytef*>(data.data());
   size_t left = data.size();
   while (left > 0) {
@@ -211,6 +211,20 @@ StatusOr<std::vector<ZipEntry>> ListEntries(std::string_view a, const std::strin
   return entries;
 }
 
+StatusOr<std::string_view> StoredEntry(std::string_view a, const ZipEntry& e, const std::string& what) {
+  const std::string member = what + ": member '" + e.name + "'";
+  if (e.flags & kFlagEncrypted) return Status::NotSupported(member + " is encrypted");
+  if (e.method != 0) return Status::NotSupported(member + " is compressed");
+  if (!InBounds(e.data_offset, e.compressed_size, a.size())) {
+    return Status::Corruption(member + ": data runs past the end of the file");
+  }
+  if (e.compressed_size != e.uncompressed_size) {
+    return Status::Corruption(member + ": stored member with compressed size " + std::to_string(e.compressed_size) +
+                              " != uncompressed size " + std::to_string(e.uncompressed_size));
+  }
+  return a.substr(e.data_offset, e.compressed_size);
+}
+
 StatusOr<std::string_view> ReadEntry(std::string_view a, const ZipEntry& e, const std::string& what,
                                      std::string* storage) {
   const std::string member = what + ": member '" + e.name + "'";
@@ -221,11 +235,7 @@ StatusOr<std::string_view> ReadEntry(std::string_view a, const ZipEntry& e, cons
   std::string_view raw = a.substr(e.data_offset, e.compressed_size);
   std::string_view data;
   if (e.method == 0) {
-    if (e.compressed_size != e.uncompressed_size) {
-      return Status::Corruption(member + ": stored member with compressed size " + std::to_string(e.compressed_size) +
-                                " != uncompressed size " + std::to_string(e.uncompressed_size));
-    }
-    data = raw;
+    SPARQ_ASSIGN_OR_RETURN(data, StoredEntry(a, e, what));
   } else if (e.method == 8) {
     if (e.uncompressed_size / kMaxDeflateRatio > e.compressed_size + 64) {
       return Status::Corruption(member + ": uncompressed size " + std::to_string(e.uncompressed_size) +

@@ -47,6 +47,11 @@ StatusOr<std::vector<ZipEntry>> ListEntries(std::string_view archive, const std:
 // stored/deflate).
 StatusOr<std::string_view> ReadEntry(std::string_view archive, const ZipEntry& entry, const std::string& what,
                                      std::string* storage);
+// The bytes of a stored (uncompressed) member, as a view into `archive`,
+// checked as ReadEntry checks them except the CRC, which the caller computes
+// (LocateArrays: a window at a time over a memory map, dropping the pages
+// behind, so that checking a large file does not make it all resident).
+StatusOr<std::string_view> StoredEntry(std::string_view archive, const ZipEntry& entry, const std::string& what);
 
 // Builds an archive of stored members in memory.
 class ZipWriter {
@@ -73,8 +78,9 @@ class ZipWriter {
   std::vector<Written> written_;
 };
 
-// CRC-32 (as zlib's crc32) of `data`, for any size.
-uint32_t Crc32(std::string_view data);
+// CRC-32 (as zlib's crc32) of `data`, for any size; `previous` continues
+// the CRC of the bytes before it (a large member checked a window at a time).
+uint32_t Crc32(std::string_view data, uint32_t previous = 0);
 
 }  // namespace zip
 }  // namespace sparq

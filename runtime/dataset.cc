@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstring>
 #include <filesystem>
+#include <limits>
 
 namespace sparq {
 namespace {
@@ -127,8 +128,9 @@ Status CheckInputArray(DataType dtype, const Shape& shape, const ValueInfo& inpu
 }
 
 StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const std::string& path, std::vector<ValueInfo> inputs,
-                                                 std::vector<ValueInfo> optional) {
+                                                 std::vector<ValueInfo> optional, int64_t rows_used) {
   std::unique_ptr<Dataset> ds(new Dataset());
+  ds->unchecked_ = rows_used > 0 ? rows_used : std::numeric_limits<int64_t>::max();
   ds->path_ = path;
   ds->inputs_ = std::move(inputs);
   ds->optional_ = std::move(optional);
@@ -254,8 +256,9 @@ Status Dataset::Load(size_t index) {
                                      std::to_string(fed[0].source->shape()[0]) + ", '" + f.array + "' " +
                                      std::to_string(s.shape()[0]) + ")");
     }
-    // Every value is checked now, before any work, in bounded memory.
-    const int64_t rows = s.shape()[0], step = ScanRows(s.shape(), s.dtype());
+    // Every value that will be read is checked now, before any work, in
+    // bounded memory.
+    const int64_t rows = std::min(s.shape()[0], unchecked_), step = ScanRows(s.shape(), s.dtype());
     const int64_t per_row = rows > 0 ? NumElements(s.shape()) / rows : 0;
     for (int64_t r = 0; r < rows; r += step) {
       SPARQ_ASSIGN_OR_RETURN(Tensor part, s.Rows(r, std::min(step, rows - r)));
@@ -275,6 +278,7 @@ Status Dataset::Load(size_t index) {
     }
   }
   current_rows_ = fed[0].source->shape()[0];
+  unchecked_ -= std::min(current_rows_, unchecked_);
   return Status::OK();
 }
 
@@ -405,7 +409,7 @@ StatusOr<BatchSource> OpenDataset(const std::string& path, const Graph& graph, c
     for (auto* list : {&inputs, &optional})
       for (ValueInfo& v : *list) v.dtype = DataType::kUndefined, v.has_shape = false;
   }
-  SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> first, Dataset::Open(path, inputs, optional));
+  SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> first, Dataset::Open(path, inputs, optional, limit));
   const int64_t available = first->total();
   // The first pass reads the dataset opened here; later passes open it again.
   auto opened = std::make_shared<std::shared_ptr<Dataset>>(std::move(first));
@@ -417,7 +421,7 @@ StatusOr<BatchSource> OpenDataset(const std::string& path, const Graph& graph, c
     auto seen = std::make_shared<int64_t>(0);
     return [=](TensorMap* batch) mutable -> StatusOr<bool> {
       if (!ds) {
-        SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> again, Dataset::Open(path, inputs, optional));
+        SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> again, Dataset::Open(path, inputs, optional, limit));
         ds = std::move(again);
       }
       if (limit > 0 && *seen >= limit) return false;

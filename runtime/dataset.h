@@ -38,9 +38,11 @@ class Dataset {
   // Opens `path` (a .npy, .npz or folder) for a model whose graph inputs are
   // `inputs`; `optional` lists inputs that have an initializer default and
   // may be left out. Reads the first file, and the headers of .npy files to
-  // know the total. Errors: NotFound, Corruption, InvalidArgument.
+  // know the total. Every value of the samples that will be read (the first
+  // `rows_used`, 0: all) is checked finite as each file is loaded, so a bad
+  // value fails before any work. Errors: NotFound, Corruption, InvalidArgument.
   static StatusOr<std::unique_ptr<Dataset>> Open(const std::string& path, std::vector<ValueInfo> inputs,
-                                                 std::vector<ValueInfo> optional);
+                                                 std::vector<ValueInfo> optional, int64_t rows_used = 0);
 
   // Samples in the dataset; -1 when not known before reading every file.
   int64_t total() const { return total_; }
@@ -69,6 +71,7 @@ class Dataset {
   std::vector<ValueInfo> inputs_;
   std::vector<ValueInfo> optional_;
   int64_t total_ = -1;
+  int64_t unchecked_ = 0;      // samples still to check finite in later files (Open's rows_used)
   size_t next_file_ = 0;       // index of the next file to load
   std::map<std::string, Source> current_;  // arrays of the loaded file, by input name
   int64_t current_rows_ = 0;   // samples in the loaded file

@@ -91,10 +91,9 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   impl->model = model;
   SPARQ_RETURN_IF_ERROR(impl->model.graph.TopoSort());
   if (options.lower_fp16) LowerFloat16ToFloat32(&impl->model);
-  if (options.fold_constants) {
+  if (options.fold_constants || options.fold_constant_subgraphs)
     SPARQ_RETURN_IF_ERROR(FoldConstants(&impl->model).status());
-    FoldPadsIntoConvs(&impl->model);
-  }
+  if (options.fold_constants) FoldPadsIntoConvs(&impl->model);
   if (options.fuse_qdq) FuseQdqToIntegerOps(&impl->model);
   if (options.fuse_activations) FuseConvActivations(&impl->model);
   const Graph& g = impl->model.graph;

@@ -49,6 +49,12 @@ struct SPARQ_API ExecutorOptions {
   // values; the folded intermediate values no longer exist, so leave this off
   // where they are observed (calibration, RunOptions::on_node_outputs).
   bool fold_constants = false;
+  // Only the first half of fold_constants: constant subgraphs become
+  // initializers, Pads stay. Those subgraphs compute weights and shapes, not
+  // activations, so this is safe where activations are observed: calibration
+  // uses it (PP-OCR's weights are Constant nodes; without it every Conv of
+  // those models ran on the reference kernels while calibrating).
+  bool fold_constant_subgraphs = false;
   // Speed of the sparse kernels vs dense (sparq/kernel_table.h): a QLinearConv /
   // QLinearMatMul with pruned int8 weights runs a sparse kernel only when this
   // table says its structure beats dense at the weights' sparsity (the row

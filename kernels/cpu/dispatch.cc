@@ -187,6 +187,12 @@ const std::vector<CpuKernelDef>& Table() {
       {"minmax_f32_avx2", AVX2, 10, NONE, MinMaxF32Fn(cpu::MinMaxRowAvx2)},
       {"minmax_f32_avx512", AVX512, 20, NONE, MinMaxF32Fn(cpu::MinMaxRowAvx512)},
 #endif
+      // Calibration's |x| histograms (histogram_f32.cc).
+      {"abs_histogram_f32_portable", P, 0, NONE, AbsHistogramF32Fn(cpu::AbsHistogramRowPortable)},
+#if SPARQ_CPU_X86
+      {"abs_histogram_f32_avx2", AVX2, 10, NONE, AbsHistogramF32Fn(cpu::AbsHistogramRowAvx2)},
+      {"abs_histogram_f32_avx512", AVX512, 20, NONE, AbsHistogramF32Fn(cpu::AbsHistogramRowAvx512)},
+#endif
       // Add / Sub / Mul / Div of float32 tensors with broadcasting (binary_f32.cc).
       {"binary_f32_portable", P, 0, NONE, BinaryF32Fn(cpu::BinaryRowPortable)},
 #if SPARQ_CPU_X86
@@ -431,6 +437,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kConvertF16F32: return "convert_f16_f32";
     case CpuOp::kConvertF32F16: return "convert_f32_f16";
     case CpuOp::kMinMaxF32: return "minmax_f32";
+    case CpuOp::kAbsHistogramF32: return "abs_histogram_f32";
     case CpuOp::kBinaryF32: return "binary_f32";
     case CpuOp::kQLinearMulS8: return "qlinear_mul_s8";
     case CpuOp::kMeanRowsF32: return "mean_rows_f32";

@@ -121,6 +121,7 @@ enum class CpuOp : uint8_t {
   kConvTransposeF32,  // a float ConvTranspose whose stride equals its kernel
   kResizeNearest,   // nearest-neighbour upsampling by whole factors (any element size)
   kHardSwishChainF32,  // Paddle's HardSwish x * Clip(x + a, lo, hi) / d of a float row (sparq.HardSwishChain)
+  kAbsHistogramF32,  // a float row counted into a histogram of |x| (calibration)
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -232,13 +233,18 @@ using ResizeNearestFn = void (*)(const ResizeNearestArgs&);
 // bits (sparq.HardSwishChain: the Add, Clip, Mul and Div it replaces).
 using HardSwishChainF32Fn = CpuOpFn<CpuOp::kHardSwishChainF32, void(const float* x, float* y, int64_t n, float offset,
                                                                     float lo, float hi, float divisor)>;
+// AbsHistogramRef (kernels/ref/quantize.h): counts[min(int64(|x[i]| * scale),
+// last)] += 1 for i < n, the product in double; x holds no NaN. Integer
+// counts: the reference's on every row.
+using AbsHistogramF32Fn = void (*)(const float* x, int64_t n, double scale, int64_t last, int64_t* counts);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
                                  DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn, ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn,
                                  ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn, QLinearMulS8Fn,
                                  MeanRowsF32Fn, ConvS8Fn, SigmoidF32Fn, ClipF32Fn, ScaleShiftF32Fn, LayerNormF32Fn,
-                                 ConvTransposeF32Fn, ResizeNearestFn, HardSwishChainF32Fn>;
+                                 ConvTransposeF32Fn, ResizeNearestFn, HardSwishChainF32Fn,
+                                 AbsHistogramF32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

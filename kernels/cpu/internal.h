@@ -10,6 +10,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/kernel_args.h"
@@ -195,6 +196,27 @@ void QLinearMulRowPortable(int64_t n, const void* a, float a_scale, int32_t a_zp
                            int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
 void QLinearMulRowAvx2(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
                        int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
+
+// The rows of abs_histogram_f32 (histogram_f32*.cc; dispatch.h:
+// AbsHistogramF32Fn), and the scalar counting the SIMD rows share: bins
+// counted into kWays sub-histograms in turn (uint32: drained into the int64
+// counts at least every kDrainEvery values).
+void AbsHistogramRowPortable(const float* x, int64_t n, double scale, int64_t last, int64_t* counts);
+void AbsHistogramRowAvx2(const float* x, int64_t n, double scale, int64_t last, int64_t* counts);
+void AbsHistogramRowAvx512(const float* x, int64_t n, double scale, int64_t last, int64_t* counts);
+class BinCounter {
+ public:
+  static constexpr int64_t kWays = 4;
+  static constexpr int64_t kBlock = 1024;              // bins computed per Count call
+  static constexpr int64_t kMinValuesPerBin = 4;       // fewer values than this per bin: the reference loop
+  static constexpr int64_t kDrainEvery = int64_t{1} << 30;
+  explicit BinCounter(int64_t bins);
+  void Count(const int32_t* bin, int64_t n);  // each bin[i] < bins
+  void Drain(int64_t* counts);                // adds the counts so far, and starts again from zero
+ private:
+  int64_t bins_;
+  std::vector<uint32_t> sub_;
+};
 
 // The range of a float row (binary_f32*.cc), the rows of the minmax_f32 op,
 // and the rows of the binary_f32 op (dispatch.h: MinMaxF32Fn, BinaryF32Fn).

@@ -1,6 +1,7 @@
 #include "kernels/ref/quantize.h"
 
 #include <algorithm>
+#include <cmath>
 
 namespace sparq {
 
@@ -39,6 +40,13 @@ void DequantizeLinearRef(const T* x, const QuantParamLayout& layout, const float
   ForEachQuantElement(layout, [&](int64_t e, int64_t p) {
     y[e] = DequantizeValue(x[e], scale[p], zero_point != nullptr ? zero_point[p] : 0);
   });
+}
+
+void AbsHistogramRef(const float* x, int64_t n, double scale, int64_t last, int64_t* counts) {
+  for (int64_t i = 0; i < n; ++i) {
+    const double b = std::fabs(x[i]) * scale;  // compared before converting: past int64's range it would overflow
+    counts[b < static_cast<double>(last) ? static_cast<int64_t>(b) : last] += 1;
+  }
 }
 
 void MinMaxRef(const float* x, int64_t n, float* lo, float* hi) {

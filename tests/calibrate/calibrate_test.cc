@@ -308,6 +308,44 @@ TEST(Calibrate, NanActivationIsNamed) {
   EXPECT_NE(table.status().message().find("flat index 5"), std::string::npos);
 }
 
+TEST(Calibrate, InfActivationIsNamed) {
+  Tensor a = testing::RandomFloats({2, 16}, 3);
+  a.data<float>()[20] = -INFINITY;
+  auto table = Calibrate(ReluModel(), Batches({a}), CalibrationOptions{});
+  ASSERT_FALSE(table.ok());
+  EXPECT_NE(table.status().message().find("flat index 20"), std::string::npos) << table.status().message();
+}
+
+// Weights as a Constant node (PP-OCR's export) are folded before the
+// batches run: the table holds the same activations, with the same ranges,
+// as with the weights as an initializer.
+TEST(Calibrate, ConstantNodeWeightsGiveTheInitializerTable) {
+  auto model = [](bool constant_node) {
+    Model m = ReluModel();
+    Tensor w = testing::RandomFloats({16}, 9, 0.5f, 2.0f);
+    if (constant_node)
+      m.graph.nodes.insert(m.graph.nodes.begin(),
+                           {"w", "Constant", "", {}, {"w"}, {Attribute::FromTensor("value", w)}, ""});
+    else
+      m.graph.initializers["w"] = w;
+    m.graph.nodes.back().inputs = {"xw"};
+    m.graph.nodes.insert(m.graph.nodes.end() - 1, {"mul", "Mul", "", {"x", "w"}, {"xw"}, {}, ""});
+    return m;
+  };
+  std::vector<Tensor> batches;
+  for (uint32_t s = 0; s < 2; ++s) batches.push_back(testing::RandomFloats({64, 16}, 30 + s, -4.0f, 4.0f));
+  CalibrationOptions opt;
+  opt.method = CalibrationMethod::kKL;
+  auto folded = Calibrate(model(true), Batches(batches), opt);
+  auto plain = Calibrate(model(false), Batches(batches), opt);
+  ASSERT_TRUE(folded.ok() && plain.ok()) << folded.status().ToString() << plain.status().ToString();
+  ASSERT_EQ(folded->tensors.size(), 3u);  // x, xw, y: not w
+  for (const char* name : {"x", "xw", "y"}) {
+    ASSERT_NE(folded->Find(name), nullptr) << name;
+    EXPECT_EQ(folded->Find(name)->threshold, plain->Find(name)->threshold) << name;
+  }
+}
+
 TEST(Calibrate, NoDataIsAnError) {
   auto table = Calibrate(ReluModel(), Batches({}), CalibrationOptions{});
   ASSERT_FALSE(table.ok());

@@ -323,6 +323,31 @@ uint32_t Bits(float f) {
   return u;
 }
 
+// Histograms of rows long and short (the SIMD rows count long ones in
+// sub-histograms), with runs of zeros, values past the range (clamped to the
+// last bin), -0 and denormals, against AbsHistogramRef (exact counts).
+void CheckAbsHistogramF32(std::mt19937& rng, AbsHistogramF32Fn fn) {
+  std::uniform_real_distribution<float> value(-8.0f, 8.0f);
+  for (int64_t bins : {128, 2048}) {
+    for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{17}, int64_t{1000}, int64_t{65536 + 13}, 20 * bins + 7}) {
+      for (int variant = 0; variant < 3; ++variant) {
+        SCOPED_TRACE("bins " + std::to_string(bins) + " n " + std::to_string(n) + " variant " + std::to_string(variant));
+        std::vector<float> x(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) {
+          x[i] = value(rng);
+          if (variant == 1 && i % 3 != 0) x[i] = i % 2 ? -0.0f : 0.0f;  // ReLU-like runs
+          if (variant == 2 && i % 7 == 0) x[i] = i % 2 ? 1e30f : -1e-40f;  // past the range, denormal
+        }
+        const double scale = static_cast<double>(bins) / 8.0;
+        std::vector<int64_t> want(static_cast<size_t>(bins), 5), got = want;
+        AbsHistogramRef(x.data(), n, scale, bins - 1, want.data());
+        fn(x.data(), n, scale, bins - 1, got.data());
+        ASSERT_EQ(got, want);
+      }
+    }
+  }
+}
+
 // The range of rows with NaNs, -0, infinities and values on either side of
 // the starting bounds, against MinMaxRef (exact: the same floats).
 void CheckMinMaxF32(std::mt19937& rng, MinMaxF32Fn fn) {
@@ -838,6 +863,7 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
     case CpuOp::kConvertF16F32: CheckConvertF16F32(def.get<ConvertF16F32Fn>()); return true;
     case CpuOp::kConvertF32F16: CheckConvertF32F16(rng, def.get<ConvertF32F16Fn>()); return true;
     case CpuOp::kMinMaxF32: CheckMinMaxF32(rng, def.get<MinMaxF32Fn>()); return true;
+    case CpuOp::kAbsHistogramF32: CheckAbsHistogramF32(rng, def.get<AbsHistogramF32Fn>()); return true;
     case CpuOp::kBinaryF32: CheckBinaryF32(rng, def.get<BinaryF32Fn>()); return true;
     default: return false;  // ops with packed weights: cpu_kernels_test.cc
   }

@@ -143,6 +143,10 @@ TEST(Dataset, StreamsStoredArchivesInBatchesAndFindsANaNDeepInTheFile) {
                                         std::to_string(4999 * 1024 + 7)),
             std::string::npos)
       << bad.status().message();
+  // Opened to read the first 4000 samples only, the NaN of sample 4999 is never
+  // read, and not checked: the file opens.
+  EXPECT_TRUE(Dataset::Open(dir.path("nan.npz"), inputs, {}, 4000).ok());
+  EXPECT_FALSE(Dataset::Open(dir.path("nan.npz"), inputs, {}, 5000).ok());
 }
 
 // ---------------------------------------------------------------------------

@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <set>
 
 #include "runtime/graph_folding.h"
 #include "sparq/executor.h"
@@ -125,6 +126,26 @@ TEST(GraphFolding, SameBitsFoldedOrNotAndForAnyThreadCount) {
     ExpectSameBits(plain, folded1);
     ExpectSameBits(folded1, folded2);
   }
+}
+
+// What calibration runs: the constant subgraphs folded, every activation
+// (the Pad's output too) still reaches on_node_outputs, with the same bits.
+TEST(GraphFolding, ConstantSubgraphsOnlyKeepEveryActivation) {
+  const Model m = PadConvClip(false);
+  ExecutorOptions options;
+  options.fold_constant_subgraphs = true;
+  auto exec = Executor::Create(m, options);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  std::set<std::string> seen;
+  RunOptions run;
+  run.on_node_outputs = [&](const Node& n, const std::vector<Tensor>&) {
+    seen.insert(n.outputs.begin(), n.outputs.end());
+    return Status::OK();
+  };
+  TensorMap out;
+  ASSERT_TRUE(exec.value()->Run({{"x", testing::RandomFloats({1, 3, 9, 9}, 3)}}, &out, run).ok());
+  EXPECT_EQ(seen, (std::set<std::string>{"padded", "c", "y"}));
+  ExpectSameBits(out, RunModel(m, false, 1));
 }
 
 }  // namespace

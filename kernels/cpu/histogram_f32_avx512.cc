@@ -1,0 +1,54 @@
+// AVX-512 row of abs_histogram_f32 (histogram_f32.cc): 16 bins a step.
+#include <algorithm>
+#include <cstdint>
+
+#include "kernels/cpu/cpu_target.h"
+#include "kernels/cpu/internal.h"
+#include "kernels/ref/quantize.h"
+
+#if SPARQ_CPU_X86
+#include <immintrin.h>
+
+namespace sparq {
+namespace cpu {
+
+SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX512_FEATURES)
+
+void AbsHistogramRowAvx512(const float* x, int64_t n, double scale, int64_t last, int64_t* counts) {
+  if (n < BinCounter::kMinValuesPerBin * (last + 1)) {  // a few values: not worth the sub-histograms
+    AbsHistogramRef(x, n, scale, last, counts);
+    return;
+  }
+  BinCounter counter(last + 1);
+  const __m512d vscale = _mm512_set1_pd(scale);
+  const __m512i vlast = _mm512_set1_epi32(static_cast<int32_t>(last));
+  alignas(64) int32_t bins[BinCounter::kBlock];
+  int64_t i = 0, counted = 0;
+  while (i + 16 <= n) {
+    const int64_t block = std::min<int64_t>(BinCounter::kBlock, (n - i) / 16 * 16);
+    for (int64_t j = 0; j < block; j += 16) {
+      const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(x + i + j));
+      // |x| to double (exact), times scale (the reference's product), truncated.
+      const __m256i lo = _mm512_cvttpd_epi32(_mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(a)), vscale));
+      const __m256i hi = _mm512_cvttpd_epi32(
+          _mm512_mul_pd(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1))), vscale));
+      // Out of int32 range converts to 0x80000000: as unsigned above last, so last, as the reference clamps.
+      const __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
+      _mm512_store_si512(bins + j, _mm512_min_epu32(b, vlast));
+    }
+    counter.Count(bins, block);
+    i += block;
+    if ((counted += block) >= BinCounter::kDrainEvery) {
+      counter.Drain(counts);
+      counted = 0;
+    }
+  }
+  counter.Drain(counts);
+  AbsHistogramRef(x + i, n - i, scale, last, counts);
+}
+
+SPARQ_CPU_TARGET_END
+
+}  // namespace cpu
+}  // namespace sparq
+#endif  // SPARQ_CPU_X86
