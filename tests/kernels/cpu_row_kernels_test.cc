@@ -61,9 +61,9 @@ constexpr DepthwiseCase kDepthwiseCases[] = {
     // Planes the lanes kernels take in several bands of output rows (DepthwiseWindow::LanesBandRows).
     {60, 100, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {57, 90, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2}, {40, 120, 3, 3, 1, 1, 2, 1, 2, 1, 2, 1},
     // Stride 1, "same" padding along x (the AVX-512 shifted rows): rows of
-    // exactly 7 blocks of 16, of 3.5 blocks (a tail), of 17 and 16 columns,
+    // exactly 7 blocks of 16, of 3.5 blocks (a tail), of 40 and 16 columns,
     // windows taller than wide, output rows not a multiple of 4.
-    {6, 112, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {11, 56, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {7, 17, 5, 3, 1, 1, 1, 1, 2, 1, 2, 1},
+    {6, 112, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {11, 56, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {7, 40, 5, 3, 1, 1, 1, 1, 2, 1, 2, 1},
     {5, 16, 3, 5, 1, 1, 1, 1, 0, 2, 2, 2}, {30, 28, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}};
 
 // FP32 depthwise channels against ConvF32Ref, then the clamp: 1, 16 and 21
