@@ -11,8 +11,10 @@
 //
 // Each value sums its taps in (ky, kx) order with FMAs, like the plane
 // kernels: within testing::kF32RelTol of the reference. Planes that do not
-// fit (DepthwiseWindow::LanesFit, other windows) run plane by plane on the
-// AVX-512 plane kernel.
+// fit (DepthwiseWindow::LanesFit, other windows), and stride-1 planes of 16
+// columns or more (DepthwiseF32ShiftedFits: its rows need no transposes and
+// measured faster, 0.16 vs 0.25 ms on EfficientNet's 112x112 layer) run
+// plane by plane on the AVX-512 plane kernel.
 #include <cstdint>
 #include <limits>
 
@@ -81,7 +83,7 @@ struct FloatOut {
 
 void DepthwiseF32ChannelsLanesAvx512(const DepthwiseF32Channels& a) {
   const bool fits = a.LanesFit() && a.w_lanes != nullptr && LanesWindowFits(a.kernel_w, a.stride_w, a.dilation_w);
-  if (!fits) {
+  if (!fits || DepthwiseF32ShiftedFits(a)) {  // rows of 16 columns beat the transposes there
     DepthwiseF32ByPlanes(a, DepthwiseF32PlaneAvx512);
     return;
   }

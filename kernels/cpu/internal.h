@@ -180,6 +180,13 @@ float* DepthwiseThreadScratch(int64_t floats);
 void DepthwiseF32ChannelsPortable(const DepthwiseF32Channels& a);
 void DepthwiseF32ChannelsAvx2(const DepthwiseF32Channels& a);
 void DepthwiseF32ChannelsLanesAvx512(const DepthwiseF32Channels& a);
+// Whether the AVX-512 plane kernel's shifted rows take the planes (stride 1,
+// "same" padding along x, windows 3 or 5 wide, rows of 16 to 4096 columns
+// with at most a quarter of the last 16-lane block idle, kernel_h <= 16): there they beat the lanes kernel's transposes, which
+// hands such planes to DepthwiseF32PlaneAvx512. Defined in depthwise_f32.cc
+// (no ISA code), for both kernels.
+bool DepthwiseF32ShiftedFits(const DepthwiseF32Plane& p);
+bool DepthwiseF32ShiftedFits(const DepthwiseF32Channels& a);
 
 // ---------------------------------------------------------------------------
 // Per-tensor quantization glue (qdq_glue.cc, qdq_glue_avx2.cc): the rows of

@@ -590,12 +590,13 @@ TEST(DenseF32Rows, DepthwiseConvWithClipAndGroupedConvFewTaps) {
 }
 
 // EfficientNet-Lite0's depthwise shapes (5x5 stride 2 with TensorFlow "same"
-// padding, 5x5 and 3x3 stride 1, ReLU6 fused): the fast rows on every ISA
-// match the reference, and 1 and 2 threads give the same bits.
+// padding, 5x5 and 3x3 stride 1, ReLU6 fused; the stride-1 planes 20 wide,
+// on AVX-512's shifted rows): the fast rows on every ISA match the
+// reference, and 1 and 2 threads give the same bits.
 TEST(DenseF32Rows, EfficientNetDepthwiseBlocksAreBitIdenticalForOneAndTwoThreads) {
   std::mt19937 rng(29);
   testing::ForEachIsa([&](CpuIsa isa) {
-    Model m = OneGraph({FloatInput("x", {2, 24, 15, 15})},
+    Model m = OneGraph({FloatInput("x", {2, 24, 33, 40})},
                        {Node{"dw5s2", "Conv", "", {"x", "w5", "b"}, {"t"},
                              {Attribute::Int("group", 24), Attribute::Ints("pads", {1, 1, 2, 2}),
                               Attribute::Ints("strides", {2, 2})},
@@ -612,7 +613,7 @@ TEST(DenseF32Rows, EfficientNetDepthwiseBlocksAreBitIdenticalForOneAndTwoThreads
     m.graph.initializers["b"] = RandomTensor(rng, {24});
     m.graph.initializers["lo"] = Tensor::Scalar<float>(0.0f);
     m.graph.initializers["hi"] = Tensor::Scalar<float>(6.0f);
-    TensorMap feed{{"x", RandomTensor(rng, {2, 24, 15, 15})}};
+    TensorMap feed{{"x", RandomTensor(rng, {2, 24, 33, 40})}};
     EXPECT_EQ(ExpectFastMatchesReference(m, feed),
               (std::vector<std::string>{"FusedConv:depthwise_f32", "Conv:depthwise_f32", "Conv:depthwise_f32"}));
     TensorMap by_threads[2];

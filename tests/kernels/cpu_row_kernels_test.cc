@@ -59,7 +59,12 @@ constexpr DepthwiseCase kDepthwiseCases[] = {
     {5, 40, 5, 5, 1, 2, 1, 1, 0, 3, 0, 4}, {9, 23, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3}, {9, 50, 3, 7, 1, 2, 1, 1, 1, 2, 1, 2},
     {3, 4, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},  {13, 20, 3, 3, 3, 3, 1, 1, 1, 1, 1, 1}, {2, 1100, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2},
     // Planes the lanes kernels take in several bands of output rows (DepthwiseWindow::LanesBandRows).
-    {60, 100, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {57, 90, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2}, {40, 120, 3, 3, 1, 1, 2, 1, 2, 1, 2, 1}};
+    {60, 100, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {57, 90, 5, 5, 2, 2, 1, 1, 1, 1, 2, 2}, {40, 120, 3, 3, 1, 1, 2, 1, 2, 1, 2, 1},
+    // Stride 1, "same" padding along x (the AVX-512 shifted rows): rows of
+    // exactly 7 blocks of 16, of 3.5 blocks (a tail), of 40 and 16 columns,
+    // windows taller than wide, output rows not a multiple of 4.
+    {6, 112, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {11, 56, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {7, 40, 5, 3, 1, 1, 1, 1, 2, 1, 2, 1},
+    {5, 16, 3, 5, 1, 1, 1, 1, 0, 2, 2, 2}, {30, 28, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}};
 
 // FP32 depthwise channels against ConvF32Ref, then the clamp: 1, 16 and 21
 // channels (a block of 16 lanes and a tail) of each geometry.
