@@ -1,0 +1,22 @@
+// Float islands between quantized values -> integer operators, at executor
+// creation (internal; runs inside FuseQdqToIntegerOps, after the glue fusions).
+#pragma once
+
+#include <string>
+#include <vector>
+
+#include "sparq/graph.h"
+
+namespace sparq {
+
+// Rewrites what the glue fusions of qdq_fusion.cc leave in float between
+// DequantizeLinear and QuantizeLinear nodes when the float values branch:
+// elementwise chains (SiLU) read by Split / Concat / Resize / Slice / ... and
+// by residual Adds, each QuantizeLinear then computed from the integers
+// (sparq.QLinearLut, moves and Concat on the integers, sparq.QLinearAdd). See
+// island_fusion.cc for the rules and exactness; returns the names of the
+// QuantizeLinear nodes replaced. The graph keeps its inputs and outputs; a
+// QuantizeLinear whose float inputs are still needed elsewhere is left as it is.
+std::vector<std::string> FuseFloatIslands(Model* model);
+
+}  // namespace sparq
