@@ -125,7 +125,7 @@ class IslandFuser {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& q = g_.nodes[i];
       std::optional<Quant> quant = QuantOf(q, "QuantizeLinear");
-      if (!quant || index_.IsGraphOutput(q.outputs[0]) || !index_.Producer(q.inputs[0])) continue;
+      if (!quant || !index_.Producer(q.inputs[0])) continue;
       Plan plan(g_);
       if (Demand(plan, q.inputs[0], *quant, 0) && !plan.island.empty()) islands[i] = std::move(plan.island);
     }
@@ -166,7 +166,10 @@ class IslandFuser {
       const size_t before = plan.nodes.size();
       std::optional<std::string> y = Demand(plan, q.inputs[0], *QuantOf(q, "QuantizeLinear"), 0);
       if (!y) return {};  // cannot happen: the same computation succeeded when marking
-      alias[q.outputs[0]] = *y;
+      if (index_.IsGraphOutput(q.outputs[0]))  // the graph keeps its output names
+        plan.nodes.push_back({plan.names.FreshName(q.outputs[0] + "_int"), "Identity", "", {*y}, {q.outputs[0]}, {}, ""});
+      else
+        alias[q.outputs[0]] = *y;
       placed[kv.first].assign(std::make_move_iterator(plan.nodes.begin() + static_cast<std::ptrdiff_t>(before)),
                               std::make_move_iterator(plan.nodes.end()));
       plan.nodes.resize(before);
