@@ -519,6 +519,96 @@ class IslandFuser {
 
 }  // namespace
 
+std::vector<std::string> FoldTablesIntoConcats(Graph& g) {
+  const ValueIndex index(g);  // node indices stay valid: removals wait for the end
+  std::set<std::string> overridable;
+  for (const auto& v : g.initializer_inputs) overridable.insert(v.name);
+  auto table_of = [&](const std::string& name) -> const Tensor* {
+    auto it = g.initializers.find(name);
+    if (overridable.count(name) || it == g.initializers.end()) return nullptr;
+    const bool bytes = it->second.dtype() == DataType::kUInt8 || it->second.dtype() == DataType::kInt8;
+    return bytes && it->second.numel() == 256 ? &it->second : nullptr;
+  };
+  auto same_table = [&](const std::string& a, const std::string& b) {
+    const Tensor* x = table_of(a);
+    const Tensor* y = table_of(b);
+    return x != nullptr && y != nullptr && x->dtype() == y->dtype() &&
+           std::memcmp(x->raw_data(), y->raw_data(), 256) == 0;
+  };
+  std::vector<std::string> folded;
+  std::set<size_t> removed, splits;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& concat = g.nodes[i];
+    if (concat.op_type != "Concat" || !concat.domain.empty() || concat.outputs.size() != 1 || concat.inputs.empty() ||
+        concat.attr("axis") == nullptr) {
+      continue;
+    }
+    std::vector<std::string> pairs;  // (X, Table or "")
+    bool any = false;
+    for (const std::string& in : concat.inputs) {
+      const std::optional<size_t> p = index.Producer(in);
+      const Node* lut = p ? &g.nodes[*p] : nullptr;
+      if (lut != nullptr && lut->op_type == "QLinearLut" && lut->domain == kSparqDomain && lut->inputs.size() == 2 &&
+          !removed.count(*p) && table_of(lut->inputs[1]) != nullptr && index.Readers(in).size() == 1 &&
+          !index.IsGraphOutput(in)) {
+        pairs.insert(pairs.end(), lut->inputs.begin(), lut->inputs.end());
+        removed.insert(*p);
+        any = true;
+      } else {
+        pairs.insert(pairs.end(), {in, ""});
+      }
+    }
+    if (!any) continue;
+    // Every output of one Split, in order, with one table: the Split's input.
+    const int64_t axis = concat.attr_int("axis", 0);
+    std::vector<std::string> merged;
+    for (size_t k = 0; k < pairs.size(); k += 2) {
+      const std::optional<size_t> p = index.Producer(pairs[k]);
+      const Node* split = p ? &g.nodes[*p] : nullptr;
+      const size_t m = split != nullptr ? split->outputs.size() : 0;
+      bool whole = split != nullptr && split->op_type == "Split" && split->domain.empty() && !pairs[k + 1].empty() &&
+                   split->attr_int("axis", 0) == axis && axis >= 0 && m >= 2 && k + 2 * m <= pairs.size();
+      for (size_t j = 0; whole && j < m; ++j)
+        whole = pairs[k + 2 * j] == split->outputs[j] && same_table(pairs[k + 1], pairs[k + 2 * j + 1]);
+      if (whole) {
+        merged.insert(merged.end(), {split->inputs[0], pairs[k + 1]});
+        splits.insert(*p);
+        k += 2 * (m - 1);
+      } else {
+        merged.insert(merged.end(), {pairs[k], pairs[k + 1]});
+      }
+    }
+    concat.op_type = "ConcatLut";
+    concat.domain = kSparqDomain;
+    concat.inputs = std::move(merged);
+    folded.push_back(concat.name);
+  }
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  // The Splits merged away keep the outputs still read; one with none goes.
+  std::set<std::string> read;
+  for (const auto& o : g.outputs) read.insert(o.name);
+  for (const Node& n : g.nodes) read.insert(n.inputs.begin(), n.inputs.end());
+  std::vector<Node> nodes;
+  for (Node& n : g.nodes) {
+    if (n.op_type == "Split" && n.domain.empty()) {
+      bool any_read = false, touched = false;
+      for (size_t s : splits) touched |= index.Producer(n.outputs[0]) == s && !n.outputs[0].empty();
+      if (touched) {
+        for (std::string& out : n.outputs)
+          if (!read.count(out)) out.clear();
+        for (const std::string& out : n.outputs) any_read |= !out.empty();
+        if (!any_read) continue;
+      }
+    }
+    nodes.push_back(std::move(n));
+  }
+  g.nodes = std::move(nodes);
+  return folded;
+}
+
 std::vector<std::string> FuseFloatIslands(Model* model) {
   if (model->opset() < 10) return {};
   return IslandFuser(*model).Run();

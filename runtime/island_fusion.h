@@ -19,4 +19,11 @@ namespace sparq {
 // QuantizeLinear whose float inputs are still needed elsewhere is left as it is.
 std::vector<std::string> FuseFloatIslands(Model* model);
 
+// A Concat whose inputs are sparq.QLinearLut outputs that it alone reads
+// becomes sparq.ConcatLut, the tables applied as it copies; where the inputs
+// are, in order, every output of one Split along the same axis with one
+// table, it reads the Split's input instead (the Split keeps only the outputs
+// others read). Returns the names of the Concat nodes rewritten.
+std::vector<std::string> FoldTablesIntoConcats(Graph& g);
+
 }  // namespace sparq

@@ -1030,6 +1030,7 @@ std::vector<std::string> FuseQdqToIntegerOps(Model* model) {
   for (std::string& name : FuseFloatIslands(model)) fused.push_back(std::move(name));
   RemoveUnreadDequantizeNodes(model->graph);
   for (std::string& name : FoldTablesIntoProducers(model->graph)) fused.push_back(std::move(name));
+  for (std::string& name : FoldTablesIntoConcats(model->graph)) fused.push_back(std::move(name));
   for (std::string& name : FoldConstantDequantize(*model)) fused.push_back(std::move(name));
   for (std::string& name : FuseDynamicMatMul(model)) fused.push_back(std::move(name));
   return fused;

@@ -67,9 +67,11 @@ TEST(IslandFusion, SiluSplitConcatResizeRunOnIntegersBitExact) {
     const std::map<std::string, int> counts = FusedOpCounts(m);
     for (const char* gone : {"DequantizeLinear", "QuantizeLinear", "Sigmoid", "Mul"})
       EXPECT_EQ(counts.count(gone), 0u) << gone << " still runs";
-    EXPECT_EQ(counts.at("Split"), 1);  // one Split of x's integers serves every table
+    EXPECT_EQ(counts.at("Split"), 1);  // of x's integers, for Q(s1) and the Resize
     EXPECT_EQ(counts.at("Resize"), 1);
-    EXPECT_EQ(counts.at("Concat"), 2);
+    // Concat(s0, s1) reads x through one table; the other Concat applies its tables as it copies.
+    EXPECT_EQ(counts.at("ConcatLut"), 2);
+    EXPECT_EQ(counts.at("QLinearLut"), 2);  // Q(s1), and s1 into the last Concat's parameters before the Resize
     const TensorMap in = {{"x", RandomBytes(t.type, {1, 8, 5, 6}, 3)}, {"y", RandomBytes(t.type, {1, 3, 10, 12}, 4)}};
     ExpectFusedBitExact(m, in);  // against the float graph: every ISA, 1, 2 and 3 threads
   }
