@@ -22,6 +22,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/activation_f32.h"
@@ -677,9 +678,11 @@ void CheckConvTransposeF32(std::mt19937& rng, ConvTransposeF32Fn fn) {
 // the same bytes, for each element size.
 void CheckResizeNearest(std::mt19937& rng, ResizeNearestFn fn) {
   for (size_t elem : {1, 2, 4, 8}) {
-    for (const auto& [sh, sw] : {std::pair<int64_t, int64_t>{2, 2}, {1, 3}, {3, 1}, {1, 1}}) {
-      const int64_t planes = 3, h = 5, w = 7;
-      SCOPED_TRACE("elem " + std::to_string(elem) + " scales " + std::to_string(sh) + "x" + std::to_string(sw));
+    for (const auto& [sh, sw, w] : {std::tuple<int64_t, int64_t, int64_t>{2, 2, 7}, {2, 2, 37}, {1, 2, 70}, {1, 3, 7},
+                                     {3, 1, 7}, {1, 1, 7}}) {  // wide rows: the vectorized 2x repeat
+      const int64_t planes = 3, h = 5;
+      SCOPED_TRACE("elem " + std::to_string(elem) + " scales " + std::to_string(sh) + "x" + std::to_string(sw) +
+                   " width " + std::to_string(w));
       const std::vector<uint8_t> x = RandomBytes(rng, planes * h * w * static_cast<int64_t>(elem));
       const size_t out = static_cast<size_t>(planes * h * sh * w * sw) * elem;
       std::vector<uint8_t> got(out + 1, 0xab), want(out);
