@@ -412,7 +412,10 @@ void CheckMaxPool2d(std::mt19937& rng, MaxPool2dFn fn) {
   const Case cases[] = {{3, 9, 45, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1}, {2, 8, 8, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0},
                         {1, 7, 70, 3, 5, 1, 1, 2, 1, 2, 2, 2, 2}, {2, 5, 4, 3, 3, 3, 3, 1, 1, 2, 2, 2, 2},
                         {1, 13, 33, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}, {3, 20, 20, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
-                        {2, 11, 41, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {2, 10, 27, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}};
+                        {2, 11, 41, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {2, 10, 27, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                        // centred windows on small planes (SPPF's whole-plane runs), the window past the plane
+                        {128, 10, 10, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {2, 3, 4, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},
+                        {1, 1, 1, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {2, 6, 5, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2}};
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
   for (const Case& c : cases) {
     for (int mode = 0; mode < 4; ++mode) {  // float32, float32 of -1 / +0 / -0 (ties of other bits), int8, uint8
