@@ -95,8 +95,15 @@ struct Rep {
 
 // What rewriting some QuantizeLinear nodes adds, and the float nodes it replaces.
 struct Plan {
-  explicit Plan(Graph& g) : names(g) {}
-  GraphEditor names;
+  // `g` null: a plan only marked, never written, whose names need only be distinct.
+  explicit Plan(Graph* g) {
+    if (g != nullptr) editor.emplace(*g);
+  }
+  std::string FreshName(const std::string& base) {
+    return editor ? editor->FreshName(base) : "#" + std::to_string(marked_names++);
+  }
+  std::optional<GraphEditor> editor;
+  int64_t marked_names = 0;
   std::vector<Node> nodes;
   std::map<std::string, Tensor> initializers;
   std::set<size_t> island;
@@ -126,7 +133,7 @@ class IslandFuser {
       const Node& q = g_.nodes[i];
       std::optional<Quant> quant = QuantOf(q, "QuantizeLinear");
       if (!quant || !index_.Producer(q.inputs[0])) continue;
-      Plan plan(g_);
+      Plan plan(nullptr);
       if (Demand(plan, q.inputs[0], *quant, 0) && !plan.island.empty()) islands[i] = std::move(plan.island);
     }
     // Keep those whose islands are read only by kept QuantizeLinear nodes and islands.
@@ -156,7 +163,7 @@ class IslandFuser {
     if (islands.empty()) return {};
 
     // Rewrite: one plan for all, so that the kept ones share tables and moves.
-    Plan plan(g_);
+    Plan plan(&g_);
     std::map<size_t, std::vector<Node>> placed;  // QuantizeLinear index -> the nodes in its place
     std::map<std::string, std::string> alias;    // QuantizeLinear output -> the integers computing it
     std::set<size_t> removed;
@@ -167,7 +174,7 @@ class IslandFuser {
       std::optional<std::string> y = Demand(plan, q.inputs[0], *QuantOf(q, "QuantizeLinear"), 0);
       if (!y) return {};  // cannot happen: the same computation succeeded when marking
       if (index_.IsGraphOutput(q.outputs[0]))  // the graph keeps its output names
-        plan.nodes.push_back({plan.names.FreshName(q.outputs[0] + "_int"), "Identity", "", {*y}, {q.outputs[0]}, {}, ""});
+        plan.nodes.push_back({plan.FreshName(q.outputs[0] + "_int"), "Identity", "", {*y}, {q.outputs[0]}, {}, ""});
       else
         alias[q.outputs[0]] = *y;
       placed[kv.first].assign(std::make_move_iterator(plan.nodes.begin() + static_cast<std::ptrdiff_t>(before)),
@@ -363,10 +370,10 @@ class IslandFuser {
     auto it = plan.moved.find(key);
     if (it != plan.moved.end()) return it->second;
     Node m = g_.nodes[index];
-    m.name = plan.names.FreshName((m.name.empty() ? m.outputs[0] : m.name) + "_int");
+    m.name = plan.FreshName((m.name.empty() ? m.outputs[0] : m.name) + "_int");
     m.inputs[0] = input;
     for (std::string& out : m.outputs)
-      if (!out.empty()) out = plan.names.FreshName(out + "_int");
+      if (!out.empty()) out = plan.FreshName(out + "_int");
     plan.moved[key] = m.outputs;
     plan.nodes.push_back(std::move(m));
     return plan.moved[key];
@@ -401,8 +408,8 @@ class IslandFuser {
       const std::string key = x + "|" + DataTypeName(q.type) + "|" + std::string(reinterpret_cast<const char*>(b), 256);
       auto it = plan.tables.find(key);
       if (it != plan.tables.end()) return it->second;
-      const std::string table = plan.names.FreshName(v + "_sparq_lut");
-      const std::string out = plan.names.FreshName(v + "_sparq_q");
+      const std::string table = plan.FreshName(v + "_sparq_lut");
+      const std::string out = plan.FreshName(v + "_sparq_q");
       plan.initializers[table] = std::move(*bytes);
       plan.nodes.push_back({out, "QLinearLut", kSparqDomain, {x, table}, {out}, {}, ""});
       plan.tables[key] = out;
@@ -418,8 +425,8 @@ class IslandFuser {
         if (!x) return std::nullopt;
         in = *x;
       }
-      c.name = plan.names.FreshName((n.name.empty() ? v : n.name) + "_int");
-      c.outputs = {plan.names.FreshName(v + "_sparq_q")};
+      c.name = plan.FreshName((n.name.empty() ? v : n.name) + "_int");
+      c.outputs = {plan.FreshName(v + "_sparq_q")};
       plan.island.insert(*p);
       plan.nodes.push_back(c);
       return c.outputs[0];
@@ -436,8 +443,8 @@ class IslandFuser {
       std::optional<std::array<std::string, 3>> a = Approx(plan, n.inputs[0], depth + 1);
       std::optional<std::array<std::string, 3>> b = a ? Approx(plan, n.inputs[1], depth + 1) : std::nullopt;
       if (!b) return std::nullopt;
-      const std::string out = plan.names.FreshName(v + "_sparq_q");
-      plan.nodes.push_back({n.name.empty() ? out : plan.names.FreshName(n.name + "_int"),
+      const std::string out = plan.FreshName(v + "_sparq_q");
+      plan.nodes.push_back({n.name.empty() ? out : plan.FreshName(n.name + "_int"),
                             "QLinearAdd",
                             kSparqDomain,
                             {(*a)[0], (*a)[1], (*a)[2], (*b)[0], (*b)[1], (*b)[2], q.scale, q.zero_point},
@@ -502,8 +509,8 @@ class IslandFuser {
     q.scale_value = Tensor::Scalar<float>(q.s);
     q.zero_point_value = q.type == DataType::kInt8 ? Tensor::Scalar<int8_t>(static_cast<int8_t>(q.z))
                                                    : Tensor::Scalar<uint8_t>(static_cast<uint8_t>(q.z));
-    q.scale = plan.names.FreshName(v + "_sparq_scale");
-    q.zero_point = plan.names.FreshName(v + "_sparq_zero_point");
+    q.scale = plan.FreshName(v + "_sparq_scale");
+    q.zero_point = plan.FreshName(v + "_sparq_zero_point");
     plan.initializers[q.scale] = q.scale_value;
     plan.initializers[q.zero_point] = q.zero_point_value;
     return q;
