@@ -17,7 +17,8 @@
 //   d_q ── QLinearLut(T_t) ── t_q ── sparq.QLinearAdd(s1_q, t_q; cat) ──────┘
 //
 // (the table of d_q folds into the convolution producing d_q when it is its
-// only reader: FoldTablesIntoProducers).
+// only reader: FoldTablesIntoProducers; then FoldTablesIntoConcats, below,
+// makes the Concat sparq.ConcatLut(c_q: T_cat, add), the Split left with s1).
 //
 // How a QuantizeLinear q of a float value v is computed (Demand):
 //  1. v is an exact function of integers (ExactRep): v = f(DQ(x_q)) for a
@@ -34,10 +35,14 @@
 //  4. v = Add(a, b): sparq.QLinearAdd of integer forms of a and b:
 //     a DequantizeLinear's own integers (exact), else the output of a
 //     QuantizeLinear that already reads a in the graph (the model's own
-//     rounding of a), else a table into parameters that span a's 256 values
+//     rounding of a, and its clipping: what the next layer reads anyway),
+//     else a table into parameters that span a's 256 values
 //     (scale = range / 255). Not exact: the float graph adds unrounded
 //     values; the fused result differs from it by one step of q where a
-//     rounding of a or b moves the sum across a rounding boundary.
+//     rounding of a or b moves the sum across a rounding boundary (more
+//     where those parameters are coarser than half of q's step, or clip).
+//     On YOLOv8n's 64 evaluation images: output SQNR vs FP32 25.59 -> 25.26
+//     dB, class-score SQNR 5.25 -> 5.36 dB, the same boxes matched.
 //
 // A QuantizeLinear is replaced only when every float node its computation
 // stands for (its island) has all readers among the replaced

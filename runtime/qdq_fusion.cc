@@ -68,7 +68,13 @@
 //   sparq.QLinearAdd|Mul(a_q, ..) ── sparq.QLinearLut(.., table) ── y_q
 //                                      =>   sparq.QLinearAdd|Mul(a_q, .., y_zp, table) ── y_q
 //
-// and last a DequantizeLinear whose inputs are all constants becomes the
+// Between the glue and the folding, runtime/island_fusion.cc computes each
+// QuantizeLinear still left from the integers on its own where its float
+// values branch (YOLO's C2f: SiLU -> Split / Concat / Resize / residual Add),
+// and after the folding a Concat takes the tables that alone feed it
+// (sparq.ConcatLut, FoldTablesIntoConcats).
+//
+// Last, a DequantizeLinear whose inputs are all constants becomes the
 // initializer it computes (on its reference kernel, once).
 //
 // [unary ops]* are zero or more elementwise float ops whose result per
