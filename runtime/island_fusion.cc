@@ -115,7 +115,7 @@ struct Plan {
   std::map<std::string, std::optional<std::string>> demands;  // value | quant key -> integers
   std::map<std::string, std::string> tables;                  // integers | table bytes -> output
   std::map<std::string, std::vector<std::string>> moved;      // node index | input -> outputs
-  std::map<std::string, std::optional<std::array<std::string, 3>>> approx;  // value -> (x, scale, zp)
+  std::map<std::string, std::optional<std::array<std::string, 3>>> approx;  // value | type -> (x, scale, zp)
 };
 
 class IslandFuser {
@@ -445,8 +445,8 @@ class IslandFuser {
       return std::nullopt;
     }
     if (n.op_type == "Add" && n.domain.empty() && n.inputs.size() == 2 && n.outputs.size() == 1) {
-      std::optional<std::array<std::string, 3>> a = Approx(plan, n.inputs[0], depth + 1);
-      std::optional<std::array<std::string, 3>> b = a ? Approx(plan, n.inputs[1], depth + 1) : std::nullopt;
+      std::optional<std::array<std::string, 3>> a = Approx(plan, n.inputs[0], q.type, depth + 1);
+      std::optional<std::array<std::string, 3>> b = a ? Approx(plan, n.inputs[1], q.type, depth + 1) : std::nullopt;
       if (!b) return std::nullopt;
       const std::string out = plan.FreshName(v + "_sparq_q");
       plan.nodes.push_back({n.name.empty() ? out : plan.FreshName(n.name + "_int"),
@@ -470,34 +470,37 @@ class IslandFuser {
     return true;
   }
 
-  // Integers, scale and zero point that approximate float value `v` (one
-  // rounding), for QLinearAdd: see 4. at the top of the file.
-  std::optional<std::array<std::string, 3>> Approx(Plan& plan, const std::string& v, int depth) {
-    auto memo = plan.approx.find(v);
+  // Integers of `type`, scale and zero point that approximate float value
+  // `v` (one rounding), for QLinearAdd: see 4. at the top of the file. One
+  // type throughout keeps QLinearAdd on its fast rows.
+  std::optional<std::array<std::string, 3>> Approx(Plan& plan, const std::string& v, DataType type, int depth) {
+    const std::string key = v + "|" + DataTypeName(type);
+    auto memo = plan.approx.find(key);
     if (memo != plan.approx.end()) return memo->second;
     std::optional<std::array<std::string, 3>> result;
     const Rep* rep = ExactRep(v, depth + 1);
-    if (rep != nullptr && !rep->dq_scale.empty()) {
+    if (rep != nullptr && !rep->dq_scale.empty() && rep->type == type) {
       result = std::array<std::string, 3>{Materialize(plan, *rep), rep->dq_scale, rep->dq_zero_point};
     } else {
       for (size_t r : index_.Readers(v)) {
         const Node& q = g_.nodes[r];
-        if (q.inputs[0] == v && QuantOf(q, "QuantizeLinear")) {
+        std::optional<Quant> quant = q.inputs[0] == v ? QuantOf(q, "QuantizeLinear") : std::nullopt;
+        if (quant && quant->type == type) {
           result = std::array<std::string, 3>{q.outputs[0], q.inputs[1], q.inputs[2]};
           break;
         }
       }
       if (!result && rep != nullptr) {
-        std::optional<Quant> q = SpanningQuant(plan, v, *rep);
+        std::optional<Quant> q = SpanningQuant(plan, v, *rep, type);
         std::optional<std::string> x = q ? Demand(plan, v, *q, depth + 1) : std::nullopt;
         if (x) result = std::array<std::string, 3>{*x, q->scale, q->zero_point};
       }
     }
-    plan.approx[v] = result;
+    plan.approx[key] = result;
     return result;
   }
-  // Parameters of rep's type whose 256 steps span the values of rep's table.
-  std::optional<Quant> SpanningQuant(Plan& plan, const std::string& v, const Rep& rep) {
+  // Parameters of `type` whose 256 steps span the values of rep's table.
+  std::optional<Quant> SpanningQuant(Plan& plan, const std::string& v, const Rep& rep, DataType type) {
     float lo = 0.0f, hi = 0.0f;
     for (int64_t i = 0; i < 256; ++i) {
       const float t = rep.table.data<float>()[i];
@@ -506,7 +509,7 @@ class IslandFuser {
       hi = i == 0 ? t : std::max(hi, t);
     }
     Quant q;
-    q.type = rep.type;
+    q.type = type;
     q.s = hi > lo ? (hi - lo) / 255.0f : 1.0f;
     const int32_t qmin = q.type == DataType::kInt8 ? -128 : 0;
     q.z = static_cast<int32_t>(std::lround(qmin - lo / q.s));

@@ -146,5 +146,40 @@ TEST(IslandFusion, ResidualAddIsQLinearAddWithinOneStep) {
   }
 }
 
+// x uint8 (onnxruntime's activations), y and every QuantizeLinear int8: the
+// Add's inputs arrive in int8 (a table into spanning parameters for s1's
+// uint8 form), so that QLinearAdd runs on its one-type rows.
+TEST(IslandFusion, ResidualAddOfMixedTypesTakesTheOutputType) {
+  QdqGraphBuilder b;
+  b.Input("x", DataType::kUInt8, {1, 8, 7, 9});
+  b.Input("y", DataType::kInt8, {1, 4, 7, 9});
+  b.Params("px", 0.071f, 131, DataType::kUInt8);
+  b.Params("py", 0.043f, -7, DataType::kInt8);
+  b.Params("pa", 0.17f, 3, DataType::kInt8);
+  b.Params("pcat", 0.19f, -2, DataType::kInt8);
+  const auto [s0, s1] = SplitHalves(b, Silu(b, b.Dq("x", "px")), 4);
+  const std::string a = b.Add("Add", {s1, Silu(b, b.Dq("y", "py"))});
+  b.Output(b.Q(a, "pa"));
+  b.Output(b.Q(b.Add("Concat", {s0, s1, a}, {Attribute::Int("axis", 1)}), "pcat"));
+  const std::map<std::string, int> counts = FusedOpCounts(b.model());
+  EXPECT_EQ(counts.count("QuantizeLinear"), 0u);
+  EXPECT_EQ(counts.at("QLinearAdd"), 2);
+  const TensorMap in = {{"x", RandomBytes(DataType::kUInt8, {1, 8, 7, 9}, 7)},
+                        {"y", RandomBytes(DataType::kInt8, {1, 4, 7, 9}, 8)}};
+  ExpectFusedBitExact(b.model(), in, /*fused_reference=*/true);
+  auto fused = Create(b.model(), /*reference=*/false, 1);
+  auto float_graph = Create(b.model(), /*reference=*/true, 1);
+  ASSERT_NE(fused, nullptr);
+  ASSERT_NE(float_graph, nullptr);
+  TensorMap got, want;
+  ASSERT_TRUE(fused->Run(in, &got).ok());
+  ASSERT_TRUE(float_graph->Run(in, &want).ok());
+  for (const auto& kv : want) {
+    const Tensor& y = got.at(kv.first);
+    ASSERT_EQ(y.dtype(), DataType::kInt8);
+    for (int64_t i = 0; i < y.numel(); ++i) EXPECT_LE(std::abs(y.GetAsDouble(i) - kv.second.GetAsDouble(i)), 1.0);
+  }
+}
+
 }  // namespace
 }  // namespace sparq
