@@ -32,8 +32,8 @@
 //     (Q commutes with moving elements). Exact.
 //  3. v = MaxPool(w), w as in 1 without NaN: MaxPool of q(w) (max commutes
 //     with the nondecreasing q; scale > 0). Exact.
-//  4. v = Add(a, b): sparq.QLinearAdd of integer forms of a and b:
-//     a DequantizeLinear's own integers (exact), else the output of a
+//  4. v = Add(a, b): sparq.QLinearAdd of integer forms of a and b, each of
+//     q's type: a DequantizeLinear's own integers (exact), else the output of a
 //     QuantizeLinear that already reads a in the graph (the model's own
 //     rounding of a, and its clipping: what the next layer reads anyway),
 //     else a table into parameters that span a's 256 values
@@ -49,7 +49,9 @@
 // QuantizeLinear nodes and their islands, and no graph output: a value still
 // read in float elsewhere keeps its island as it is (decided together, to a
 // fixed point). Quantization parameters: per tensor, constant, float32 scale
-// > 0, uint8/int8 zero point, as the glue fusions require.
+// > 0, uint8/int8 zero point, as the glue fusions require. A replaced
+// QuantizeLinear whose output is a graph output leaves an Identity of the
+// integers under that name.
 #include "runtime/island_fusion.h"
 
 #include <algorithm>
