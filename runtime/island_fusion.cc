@@ -626,6 +626,96 @@ std::vector<std::string> FoldTablesIntoConcats(Graph& g) {
   return folded;
 }
 
+std::vector<std::string> FoldDequantizeIntoConcats(Model* model) {
+  Graph& g = model->graph;
+  const ValueIndex index(g);  // node indices stay valid: removals wait for the end
+  GraphEditor editor(g);
+  std::set<std::string> overridable;
+  for (const auto& v : g.initializer_inputs) overridable.insert(v.name);
+  auto constant = [&](const std::string& name) -> const Tensor* {
+    auto it = g.initializers.find(name);
+    return overridable.count(name) || it == g.initializers.end() ? nullptr : &it->second;
+  };
+  auto per_tensor_dequantize = [&](const Node& n) {
+    if (n.op_type != "DequantizeLinear" || !n.domain.empty() || n.inputs.size() != 3 || n.outputs.size() != 1) return false;
+    const Tensor* scale = constant(n.inputs[1]);
+    const Tensor* zp = constant(n.inputs[2]);
+    return scale != nullptr && zp != nullptr && scale->dtype() == DataType::kFloat32 && scale->numel() == 1 &&
+           (zp->dtype() == DataType::kInt8 || zp->dtype() == DataType::kUInt8) && zp->numel() == 1 &&
+           n.attr_int("block_size", 0) == 0 && n.attr_int("output_dtype", 0) == 0;
+  };
+  // The value read by one node alone, and no graph output.
+  auto sole = [&](const std::string& v) { return !index.IsGraphOutput(v) && index.Readers(v).size() == 1; };
+  std::vector<std::string> folded;
+  std::set<size_t> removed;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& concat = g.nodes[i];
+    if (concat.op_type != "Concat" || !concat.domain.empty() || concat.outputs.size() != 1 || concat.inputs.empty() ||
+        concat.attr("axis") == nullptr) {
+      continue;
+    }
+    // Per input: its DequantizeLinear and the move ops after it (first first).
+    std::vector<std::pair<size_t, std::vector<size_t>>> inputs;
+    for (const std::string& in : concat.inputs) {
+      std::vector<size_t> moves;
+      std::string v = in;
+      std::optional<size_t> p = index.Producer(v);
+      while (p && sole(v) && IsElementMoveOp(g.nodes[*p]) && !removed.count(*p)) {
+        moves.insert(moves.begin(), *p);
+        v = g.nodes[*p].inputs[0];
+        p = index.Producer(v);
+      }
+      // Besides the move or the Concat, Shape / Size may read the dequantized
+      // value: they read the integers instead (the same shape).
+      const std::vector<size_t>& readers = index.Readers(v);
+      const size_t value_readers = static_cast<size_t>(std::count_if(readers.begin(), readers.end(), [&](size_t r) {
+        const Node& n = g.nodes[r];
+        return !(n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size"));
+      }));
+      if (!p || index.IsGraphOutput(v) || value_readers != 1 || removed.count(*p) ||
+          !per_tensor_dequantize(g.nodes[*p])) {
+        break;
+      }
+      inputs.push_back({*p, std::move(moves)});
+    }
+    if (inputs.size() != concat.inputs.size()) continue;
+    std::set<size_t> dqs;
+    for (const auto& in : inputs) dqs.insert(in.first);
+    if (dqs.size() != inputs.size()) continue;  // one DequantizeLinear twice
+    std::vector<std::string> triples;
+    for (const auto& [dq_index, moves] : inputs) {
+      const Node& dq = g.nodes[dq_index];
+      for (size_t r : index.Readers(dq.outputs[0])) {
+        Node& n = g.nodes[r];
+        if (n.domain.empty() && (n.op_type == "Shape" || n.op_type == "Size")) n.inputs[0] = dq.inputs[0];
+      }
+      std::string x = dq.inputs[0];
+      for (size_t m : moves) {  // the moves on the integers
+        Node& move = g.nodes[m];
+        move.inputs[0] = x;
+        move.outputs[0] = editor.FreshName(move.outputs[0] + "_int");
+        x = move.outputs[0];
+      }
+      triples.insert(triples.end(), {x, dq.inputs[1], dq.inputs[2]});
+      removed.insert(dq_index);
+    }
+    Node& fused = g.nodes[i];
+    fused.op_type = "DequantizeConcat";
+    fused.domain = kSparqDomain;
+    fused.inputs = std::move(triples);
+    folded.push_back(fused.name);
+  }
+  if (folded.empty()) return folded;
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  bool imported = false;
+  for (const auto& o : model->opset_imports) imported |= o.domain == kSparqDomain;
+  if (!imported) model->opset_imports.push_back({kSparqDomain, 1});
+  return folded;
+}
+
 std::vector<std::string> FuseFloatIslands(Model* model) {
   if (model->opset() < 10) return {};
   return IslandFuser(*model).Run();

@@ -26,4 +26,11 @@ std::vector<std::string> FuseFloatIslands(Model* model);
 // others read). Returns the names of the Concat nodes rewritten.
 std::vector<std::string> FoldTablesIntoConcats(Graph& g);
 
+// A float Concat whose every input is a per-tensor DequantizeLinear (then
+// move ops: Reshape, ...) that only it reads (and Shape / Size, which then
+// read the integers) becomes sparq.DequantizeConcat of the integers, the
+// moves done on them (YOLO's detection head). Exact.
+// Returns the names of the Concat nodes rewritten.
+std::vector<std::string> FoldDequantizeIntoConcats(Model* model);
+
 }  // namespace sparq

@@ -1038,6 +1038,7 @@ std::vector<std::string> FuseQdqToIntegerOps(Model* model) {
   for (std::string& name : FoldTablesIntoProducers(model->graph)) fused.push_back(std::move(name));
   for (std::string& name : FoldTablesIntoConcats(model->graph)) fused.push_back(std::move(name));
   for (std::string& name : FoldConstantDequantize(*model)) fused.push_back(std::move(name));
+  for (std::string& name : FoldDequantizeIntoConcats(model)) fused.push_back(std::move(name));
   for (std::string& name : FuseDynamicMatMul(model)) fused.push_back(std::move(name));
   return fused;
 }

@@ -181,5 +181,30 @@ TEST(IslandFusion, ResidualAddOfMixedTypesTakesTheOutputType) {
   }
 }
 
+// YOLO's detection head: DequantizeLinear -> Reshape of each scale, a float
+// Concat of them (Shape reads a dequantized value too): one
+// sparq.DequantizeConcat of the reshaped integers, bit for bit.
+TEST(IslandFusion, DequantizeLinearsIntoAFloatConcat) {
+  QdqGraphBuilder b;
+  b.Input("x", DataType::kInt8, {1, 4, 3, 5});
+  b.Input("y", DataType::kUInt8, {1, 4, 2, 5});
+  b.Params("px", 0.071f, -7, DataType::kInt8);
+  b.Params("py", 0.043f, 131, DataType::kUInt8);
+  Graph& g = b.model().graph;
+  g.initializers["shape_x"] = Tensor::FromVector<int64_t>({3}, {1, 4, 15});
+  g.initializers["shape_y"] = Tensor::FromVector<int64_t>({3}, {1, 4, -1});
+  const std::string dx = b.Dq("x", "px");
+  const std::string rx = b.Add("Reshape", {dx, "shape_x"});
+  const std::string ry = b.Add("Reshape", {b.Dq("y", "py"), "shape_y"});
+  b.Output(b.Add("Concat", {rx, ry}, {Attribute::Int("axis", 2)}));
+  b.Output(b.Add("Shape", {dx}));
+  const std::map<std::string, int> counts = FusedOpCounts(b.model());
+  EXPECT_EQ(counts.at("DequantizeConcat"), 1);
+  EXPECT_EQ(counts.count("DequantizeLinear"), 0u);
+  EXPECT_EQ(counts.count("Concat"), 0u);
+  ExpectFusedBitExact(b.model(), {{"x", RandomBytes(DataType::kInt8, {1, 4, 3, 5}, 9)},
+                                  {"y", RandomBytes(DataType::kUInt8, {1, 4, 2, 5}, 10)}});
+}
+
 }  // namespace
 }  // namespace sparq
