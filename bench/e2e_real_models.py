@@ -306,7 +306,11 @@ def main(argv=None):
     feeds, inputs = {}, {}
     tmp = tempfile.mkdtemp(prefix="sparq-real-")
     for name in args.models.split(","):
-        data = np.load(os.path.join(args.models_dir, "data", f"{name}_eval.npz" if args.suite else MODELS[name]))
+        # A folder --suite built earlier names its data MODEL_eval.npz too.
+        data_file = MODELS.get(name, "")
+        if args.suite or not os.path.isfile(os.path.join(args.models_dir, "data", data_file)):
+            data_file = f"{name}_eval.npz"
+        data = np.load(os.path.join(args.models_dir, "data", data_file))
         need = args.samples * args.batch
         arrays = {k: np.resize(data[k], (max(need, 1),) + data[k].shape[1:])[:need] if args.batch > 1
                   else data[k][: args.samples] for k in data.files}

@@ -68,7 +68,13 @@
 //   sparq.QLinearAdd|Mul(a_q, ..) ── sparq.QLinearLut(.., table) ── y_q
 //                                      =>   sparq.QLinearAdd|Mul(a_q, .., y_zp, table) ── y_q
 //
-// and last a DequantizeLinear whose inputs are all constants becomes the
+// Between the glue and the folding, runtime/island_fusion.cc computes each
+// QuantizeLinear still left from the integers on its own where its float
+// values branch (YOLO's C2f: SiLU -> Split / Concat / Resize / residual Add),
+// and after the folding a Concat takes the tables that alone feed it
+// (sparq.ConcatLut, FoldTablesIntoConcats).
+//
+// Last, a DequantizeLinear whose inputs are all constants becomes the
 // initializer it computes (on its reference kernel, once).
 //
 // [unary ops]* are zero or more elementwise float ops whose result per
@@ -115,6 +121,7 @@
 #include "kernels/op_context.h"
 #include "kernels/registry.h"
 #include "runtime/dynamic_fusion.h"
+#include "runtime/island_fusion.h"
 #include "runtime/qdq_fusion.h"
 
 namespace sparq {
@@ -135,6 +142,46 @@ void RemoveUnreadDequantizeNodes(Graph& g) {
     if (g.nodes.size() == before) return;
   }
 }
+
+}  // namespace
+
+// Elementwise float ops whose value per element depends on that element
+// (and on constant attributes or inputs) only.
+bool IsElementwiseFloatOp(const Node& n) {
+  static const std::set<std::string> kLutOps = {
+      "Relu",     "Clip",     "LeakyRelu", "Sigmoid", "Tanh",  "HardSigmoid", "HardSwish", "Identity",
+      "Elu",      "Selu",     "Celu",      "Softplus", "Softsign", "ThresholdedRelu", "Abs", "Neg",
+      "Erf",      "Gelu",     "Mish",      "Exp",     "Floor", "Ceil",        "Round"};
+  return n.domain.empty() && n.outputs.size() == 1 && !n.inputs.empty() && kLutOps.count(n.op_type) > 0;
+}
+
+// Ops that only move, drop or repeat elements of input 0 (the other inputs
+// say where): they commute with any elementwise map, so a DequantizeLinear
+// before one and a QuantizeLinear after it compose to one table, applied to
+// the integers after the move (no table at all when it is the identity).
+bool IsElementMoveOp(const Node& n) {
+  static const std::set<std::string> kMoveOps = {"Reshape", "Transpose", "Squeeze", "Unsqueeze",
+                                                 "Flatten", "Slice",     "Expand"};
+  return n.domain.empty() && n.outputs.size() == 1 && !n.inputs.empty() && kMoveOps.count(n.op_type) > 0;
+}
+
+// MaxPool without Indices whose every window holds at least one tap of x.
+bool IsMaxPoolOfIntegers(const Node& n) {
+  if (n.op_type != "MaxPool" || !n.domain.empty() || n.inputs.size() != 1) return false;
+  if (n.outputs.size() > 1 && !n.outputs[1].empty()) return false;
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  if (auto_pad != "NOTSET" && auto_pad != "VALID" && !auto_pad.empty()) return false;
+  for (int64_t d : n.attr_ints("dilations"))
+    if (d != 1) return false;
+  const std::vector<int64_t> kernel = n.attr_ints("kernel_shape");
+  const std::vector<int64_t> pads = n.attr_ints("pads");
+  if (kernel.empty() || (!pads.empty() && pads.size() != 2 * kernel.size())) return false;
+  for (size_t i = 0; i < pads.size(); ++i)
+    if (pads[i] < 0 || pads[i] >= kernel[i % kernel.size()]) return false;
+  return true;
+}
+
+namespace {
 
 class Fuser {
  public:
@@ -474,15 +521,7 @@ class GlueFuser {
     return ctx.outputs()[0];
   }
 
-  // Elementwise float ops whose value per element depends on that element
-  // (and on constant attributes or inputs) only.
-  static bool IsLutOp(const Node& n) {
-    static const std::set<std::string> kLutOps = {
-        "Relu",     "Clip",     "LeakyRelu", "Sigmoid", "Tanh",  "HardSigmoid", "HardSwish", "Identity",
-        "Elu",      "Selu",     "Celu",      "Softplus", "Softsign", "ThresholdedRelu", "Abs", "Neg",
-        "Erf",      "Gelu",     "Mish",      "Exp",     "Floor", "Ceil",        "Round"};
-    return n.domain.empty() && n.outputs.size() == 1 && !n.inputs.empty() && kLutOps.count(n.op_type) > 0;
-  }
+  static bool IsLutOp(const Node& n) { return IsElementwiseFloatOp(n); }
 
   // Which input of `n` carries `value` when `n` is one step of a table: an
   // elementwise op of kLutOps on input 0, or Add / Sub / Mul / Div / Pow of
@@ -524,31 +563,9 @@ class GlueFuser {
     return false;
   }
 
-  // Ops that only move, drop or repeat elements of input 0 (the other inputs
-  // say where): they commute with any elementwise map, so a DequantizeLinear
-  // before one and a QuantizeLinear after it compose to one table, applied to
-  // the integers after the move (no table at all when it is the identity).
-  static bool IsMoveOp(const Node& n) {
-    static const std::set<std::string> kMoveOps = {"Reshape", "Transpose", "Squeeze", "Unsqueeze",
-                                                   "Flatten", "Slice",     "Expand"};
-    return n.domain.empty() && n.outputs.size() == 1 && !n.inputs.empty() && kMoveOps.count(n.op_type) > 0;
-  }
+  static bool IsMoveOp(const Node& n) { return IsElementMoveOp(n); }
 
-  // MaxPool without Indices whose every window holds at least one tap of x.
-  static bool IsIntegerMaxPool(const Node& n) {
-    if (n.op_type != "MaxPool" || !n.domain.empty() || n.inputs.size() != 1) return false;
-    if (n.outputs.size() > 1 && !n.outputs[1].empty()) return false;
-    const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
-    if (auto_pad != "NOTSET" && auto_pad != "VALID" && !auto_pad.empty()) return false;
-    for (int64_t d : n.attr_ints("dilations"))
-      if (d != 1) return false;
-    const std::vector<int64_t> kernel = n.attr_ints("kernel_shape");
-    const std::vector<int64_t> pads = n.attr_ints("pads");
-    if (kernel.empty() || (!pads.empty() && pads.size() != 2 * kernel.size())) return false;
-    for (size_t i = 0; i < pads.size(); ++i)
-      if (pads[i] < 0 || pads[i] >= kernel[i % kernel.size()]) return false;
-    return true;
-  }
+  static bool IsIntegerMaxPool(const Node& n) { return IsMaxPoolOfIntegers(n); }
 
   // The 256-entry table of DequantizeLinear `dq` -> the elementwise `steps`
   // (node indices in graph order, reading `root` and each other's outputs)
@@ -1016,8 +1033,12 @@ std::vector<std::string> FuseQdqToIntegerOps(Model* model) {
   if (model->opset() < 10) return {};  // QLinearConv / QLinearMatMul arrive in opset 10
   std::vector<std::string> fused = Fuser(model->graph).Run();
   for (std::string& name : GlueFuser(*model).Run()) fused.push_back(std::move(name));
+  for (std::string& name : FuseFloatIslands(model)) fused.push_back(std::move(name));
+  RemoveUnreadDequantizeNodes(model->graph);
   for (std::string& name : FoldTablesIntoProducers(model->graph)) fused.push_back(std::move(name));
+  for (std::string& name : FoldTablesIntoConcats(model->graph)) fused.push_back(std::move(name));
   for (std::string& name : FoldConstantDequantize(*model)) fused.push_back(std::move(name));
+  for (std::string& name : FoldDequantizeIntoConcats(model)) fused.push_back(std::move(name));
   for (std::string& name : FuseDynamicMatMul(model)) fused.push_back(std::move(name));
   return fused;
 }

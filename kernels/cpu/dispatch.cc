@@ -149,7 +149,7 @@ const std::vector<CpuKernelDef>& Table() {
 #if SPARQ_CPU_X86
       {"lut256_avx512vbmi", VBMI, 40, NONE, Lut256Fn(cpu::ApplyTableAvx512Vbmi)},
 #endif
-      // Per-tensor QDQ glue (qdq_glue.cc).
+      // Per-tensor QDQ glue (qdq_glue.cc; qdq_glue_avx2.cc, qdq_glue_avx512.cc).
       {"quantize_f32_s8_portable", P, 0, NONE, QuantizeF32Fn(cpu::QuantizeRowPortable)},
       {"dequantize_s8_f32_portable", P, 0, NONE, DequantizeS8Fn(cpu::DequantizeRowPortable)},
       {"qlinear_add_s8_portable", P, 0, NONE, QLinearAddS8Fn(cpu::QLinearAddRowPortable)},
@@ -157,6 +157,8 @@ const std::vector<CpuKernelDef>& Table() {
       {"quantize_f32_s8_avx2", AVX2, 10, NONE, QuantizeF32Fn(cpu::QuantizeRowAvx2)},
       {"dequantize_s8_f32_avx2", AVX2, 10, NONE, DequantizeS8Fn(cpu::DequantizeRowAvx2)},
       {"qlinear_add_s8_avx2", AVX2, 10, NONE, QLinearAddS8Fn(cpu::QLinearAddRowAvx2)},
+      {"quantize_f32_s8_avx512", AVX512, 20, NONE, QuantizeF32Fn(cpu::QuantizeRowAvx512)},
+      {"qlinear_add_s8_avx512", AVX512, 20, NONE, QLinearAddS8Fn(cpu::QLinearAddRowAvx512)},
 #endif
       // MaxPool (pool.cc): plain C++ that the compiler vectorizes for the build's baseline;
       // float32 interiors in AVX2 / AVX-512 registers (maxpool_f32_simd.cc).
@@ -203,6 +205,7 @@ const std::vector<CpuKernelDef>& Table() {
       {"qlinear_mul_s8_portable", P, 0, NONE, QLinearMulS8Fn(cpu::QLinearMulRowPortable)},
 #if SPARQ_CPU_X86
       {"qlinear_mul_s8_avx2", AVX2, 10, NONE, QLinearMulS8Fn(cpu::QLinearMulRowAvx2)},
+      {"qlinear_mul_s8_avx512", AVX512, 20, NONE, QLinearMulS8Fn(cpu::QLinearMulRowAvx512)},
 #endif
       // ReduceMean over the last axis (activation_f32.cc): plain C++, rows
       // interleaved so that the in-order double sums overlap.

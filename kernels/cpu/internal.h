@@ -189,7 +189,7 @@ bool DepthwiseF32ShiftedFits(const DepthwiseF32Plane& p);
 bool DepthwiseF32ShiftedFits(const DepthwiseF32Channels& a);
 
 // ---------------------------------------------------------------------------
-// Per-tensor quantization glue (qdq_glue.cc, qdq_glue_avx2.cc): the rows of
+// Per-tensor quantization glue (qdq_glue.cc, qdq_glue_avx2.cc, qdq_glue_avx512.cc): the rows of
 // the quantize_f32, dequantize_s8, qlinear_add_s8 and qlinear_mul_s8 ops (dispatch.h).
 void QuantizeRowPortable(int64_t n, const float* x, float scale, int32_t zero_point, bool out_signed, void* y);
 void DequantizeRowPortable(int64_t n, const void* x, bool x_signed, float scale, int32_t zero_point, float* y);
@@ -203,6 +203,11 @@ void QLinearMulRowPortable(int64_t n, const void* a, float a_scale, int32_t a_zp
                            int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
 void QLinearMulRowAvx2(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
                        int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
+void QuantizeRowAvx512(int64_t n, const float* x, float scale, int32_t zero_point, bool out_signed, void* y);
+void QLinearAddRowAvx512(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
+                         int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
+void QLinearMulRowAvx512(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
+                         int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
 
 // The rows of abs_histogram_f32 (histogram_f32*.cc; dispatch.h:
 // AbsHistogramF32Fn), and the scalar counting the SIMD rows share: bins

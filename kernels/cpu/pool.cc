@@ -13,7 +13,10 @@
 //                 per output the max over the window's columns (for windows
 //                 inside the row, read from a vectorized running max of kw
 //                 neighbours); max is exact on integers, so the order of the
-//                 taps does not matter
+//                 taps does not matter; windows centred on their output
+//                 over planes narrower than 64 columns (YOLO's SPPF) run the
+//                 same two steps over the whole plane at once
+//                 (MaxPoolPlaneCentred), as its rows are too short to vectorize
 // RunMaxPool2d is the executor's MaxPool (qdq_glue.cc registers it).
 #include <algorithm>
 #include <cmath>
@@ -184,10 +187,47 @@ void MaxPoolPlane(const Pool2d g, const T* xp, T* yp, T* cols, T* windows, const
   }
 }
 
+// A window centred on its output (stride 1, no dilation, odd kernel, pads
+// (k - 1) / 2, y the size of x: YOLO's SPPF) over small planes, whose rows
+// are too short for MaxPoolPlane's row loops to vectorize: each step is one
+// run over the whole plane. The max over the window's rows is the plane
+// against itself shifted by whole rows (row ends line up); its rows then go
+// between `rw` lowest values each side, and 2 * rw passes of
+// max(v[i], v[i + 1]) along that padded run widen every window by one
+// column. `a` and `b` hold h * (w + 2 * rw) values each.
+template <typename T>
+void MaxPoolPlaneCentred(const Pool2d g, const T* __restrict xp, T* __restrict yp, T* __restrict a, T* __restrict b) {
+  const int64_t h = g.h, w = g.wd, rh = g.pt, rw = g.pl, n = h * w, pw = w + 2 * rw, pn = h * pw;
+  std::copy(xp, xp + n, b);
+  for (int64_t d = 1; d <= rh && d < h; ++d) {
+    const int64_t s = d * w;
+    for (int64_t i = 0; i < n - s; ++i) b[i] = std::max(b[i], xp[i + s]);
+    for (int64_t i = s; i < n; ++i) b[i] = std::max(b[i], xp[i - s]);
+  }
+  std::fill(a, a + pn, std::numeric_limits<T>::lowest());
+  for (int64_t r = 0; r < h; ++r) std::copy(b + r * w, b + (r + 1) * w, a + r * pw + rw);
+  for (int64_t k = 0; k < 2 * rw; ++k) {
+    for (int64_t i = 0; i + 1 < pn; ++i) b[i] = std::max(a[i], a[i + 1]);
+    std::swap(a, b);
+  }
+  for (int64_t r = 0; r < h; ++r) std::copy(a + r * pw, a + r * pw + w, yp + r * w);
+}
+
 template <typename T>
 void MaxPool2dBytes(const WindowGeometry& w, const Shape& xs, const T* x, const Shape& ys, T* y, ThreadPool* pool) {
   const Pool2d g = {xs[2],          xs[3],        ys[2],          ys[3],          w.kernel[0], w.kernel[1],
                     w.strides[0],   w.strides[1], w.dilations[0], w.dilations[1], w.pads[0],   w.pads[1]};
+  const bool centred = g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.kh % 2 == 1 && g.kw % 2 == 1 &&
+                       g.pt == g.kh / 2 && g.pl == g.kw / 2 && g.ho == g.h && g.wo == g.wd;
+  if (centred && g.wd < 64) {
+    ParallelFor(pool, xs[0] * xs[1], 1, [&](int64_t p0, int64_t p1) {
+      const size_t size = static_cast<size_t>(g.h * (g.wd + 2 * g.pl));
+      std::vector<T> a(size), b(size);
+      for (int64_t plane = p0; plane < p1; ++plane)
+        MaxPoolPlaneCentred(g, x + plane * g.h * g.wd, y + plane * g.ho * g.wo, a.data(), b.data());
+    });
+    return;
+  }
   std::vector<int64_t> kx_begin(g.wo), kx_end(g.wo);
   for (int64_t ox = 0; ox < g.wo; ++ox) TapRange(ox * g.sw - g.pl, g.kw, g.dw, g.wd, &kx_begin[ox], &kx_end[ox]);
   ParallelFor(pool, xs[0] * xs[1], 1, [&](int64_t p0, int64_t p1) {

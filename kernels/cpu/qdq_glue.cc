@@ -19,6 +19,8 @@
 //                     small buffer); an optional table (input 8) is applied to each chunk as it is written
 //   DynamicQuantizeLinear  x float32 (the range by the minmax_f32 row, then quantize_f32_s8 to uint8)
 //   sparq.QLinearLut  always (X and the table are checked like the reference does)
+//   sparq.ConcatLut   X_i uint8/int8, tables of 256 bytes, one type after the tables, shapes as Concat's
+//   sparq.DequantizeConcat  X_i uint8/int8, per-tensor parameters of X_i's type, shapes as Concat's
 //   MaxPool           float32/uint8/int8 x of rank 4, no Indices output
 #include <algorithm>
 #include <array>
@@ -358,6 +360,138 @@ Status LutFast(OpContext& ctx) {
 }
 
 // ---------------------------------------------------------------------------
+// sparq.ConcatLut: Concat's block copies (tensor_copy.cc), each block of an
+// input with a table mapped through it by the lut256 row as it is written.
+// Every output byte is written by one task: the same bytes for every thread count.
+
+Status ConcatLutFast(OpContext& ctx) {
+  const size_t pairs = ctx.num_inputs() / 2;
+  if (pairs == 0 || ctx.num_inputs() % 2 != 0 || ctx.node().attr("axis") == nullptr) return RunReferenceKernel(ctx);
+  for (size_t i = 0; i < pairs; ++i) {
+    if (!ctx.has_input(2 * i) || !IsByteType(ctx.input(2 * i).dtype())) return RunReferenceKernel(ctx);
+    if (ctx.has_input(2 * i + 1) && (!IsByteType(ctx.input(2 * i + 1).dtype()) || ctx.input(2 * i + 1).numel() != 256))
+      return RunReferenceKernel(ctx);
+  }
+  auto type_of = [&](size_t i) { return ctx.input(ctx.has_input(2 * i + 1) ? 2 * i + 1 : 2 * i).dtype(); };
+  const Tensor& first = ctx.input(0);
+  const int64_t rank = static_cast<int64_t>(first.rank());
+  int64_t axis = ctx.node().attr_int("axis", 1);
+  if (axis < 0) axis += rank;
+  if (rank == 0 || axis < 0 || axis >= rank) return RunReferenceKernel(ctx);
+  Shape out_shape = first.shape();
+  out_shape[axis] = 0;
+  for (size_t i = 0; i < pairs; ++i) {
+    const Tensor& t = ctx.input(2 * i);
+    bool same = type_of(i) == type_of(0) && static_cast<int64_t>(t.rank()) == rank;
+    for (int64_t d = 0; same && d < rank; ++d) same = d == axis || t.dim(d) == first.dim(d);
+    if (!same) return RunReferenceKernel(ctx);  // it names the mismatch
+    out_shape[axis] += t.dim(axis);
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= out_shape[d];
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= out_shape[d];
+  Tensor y = Tensor::Uninitialized(type_of(0), out_shape);
+  struct Piece {
+    uint8_t* dst;
+    const uint8_t* src;
+    int64_t n;
+    const uint8_t* table;  // nullptr: a copy
+    uint8_t flip;
+  };
+  std::vector<Piece> pieces;
+  auto* out = static_cast<uint8_t*>(y.raw_data());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (size_t i = 0; i < pairs; ++i) {
+      const Tensor& x = ctx.input(2 * i);
+      const int64_t block = x.dim(axis) * inner;
+      const auto* src = static_cast<const uint8_t*>(x.raw_data()) + o * block;
+      const uint8_t* table = ctx.has_input(2 * i + 1) ? static_cast<const uint8_t*>(ctx.input(2 * i + 1).raw_data()) : nullptr;
+      const uint8_t flip = x.dtype() == DataType::kInt8 ? 0x80 : 0;
+      for (int64_t b = 0; b < block; b += kElementsPerTask)
+        pieces.push_back({out + b, src + b, std::min(kElementsPerTask, block - b), table, flip});
+      out += block;
+    }
+  }
+  const Lut256Fn apply = PreparedRow(ctx).get<Lut256Fn>();
+  ParallelFor(ctx.pool(), static_cast<int64_t>(pieces.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const Piece& p = pieces[t];
+      if (p.table != nullptr) apply(p.table, p.flip, p.src, p.dst, p.n);
+      else std::memcpy(p.dst, p.src, static_cast<size_t>(p.n));
+    }
+  });
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------------------
+// sparq.DequantizeConcat: Concat's block copies, each block dequantized by the
+// dequantize_s8_f32 row as it is written (one writer per value).
+
+Status DequantizeConcatFast(OpContext& ctx) {
+  const size_t n = ctx.num_inputs() / 3;
+  if (n == 0 || ctx.num_inputs() % 3 != 0 || ctx.node().attr("axis") == nullptr) return RunReferenceKernel(ctx);
+  std::vector<PerTensor> params(n);
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t k = 0; k < 3; ++k)
+      if (!ctx.has_input(3 * i + k)) return RunReferenceKernel(ctx);
+    const Tensor& scale = ctx.input(3 * i + 1);
+    const Tensor& zp = ctx.input(3 * i + 2);
+    if (scale.dtype() != DataType::kFloat32 || scale.numel() != 1 || !IsByteType(zp.dtype()) || zp.numel() != 1 ||
+        ctx.input(3 * i).dtype() != zp.dtype()) {
+      return RunReferenceKernel(ctx);
+    }
+    params[i] = {scale.data<float>()[0], ByteScalar(zp), zp.dtype()};
+  }
+  const Tensor& first = ctx.input(0);
+  const int64_t rank = static_cast<int64_t>(first.rank());
+  int64_t axis = ctx.node().attr_int("axis", 1);
+  if (axis < 0) axis += rank;
+  if (rank == 0 || axis < 0 || axis >= rank) return RunReferenceKernel(ctx);
+  Shape out_shape = first.shape();
+  out_shape[axis] = 0;
+  for (size_t i = 0; i < n; ++i) {
+    const Tensor& t = ctx.input(3 * i);
+    bool same = static_cast<int64_t>(t.rank()) == rank;
+    for (int64_t d = 0; same && d < rank; ++d) same = d == axis || t.dim(d) == first.dim(d);
+    if (!same) return RunReferenceKernel(ctx);  // it names the mismatch
+    out_shape[axis] += t.dim(axis);
+  }
+  int64_t outer = 1, inner = 1;
+  for (int64_t d = 0; d < axis; ++d) outer *= out_shape[d];
+  for (int64_t d = axis + 1; d < rank; ++d) inner *= out_shape[d];
+  Tensor y = Tensor::Uninitialized(DataType::kFloat32, out_shape);
+  struct Piece {
+    float* dst;
+    const uint8_t* src;
+    int64_t n;
+    size_t input;
+  };
+  std::vector<Piece> pieces;
+  float* out = y.data<float>();
+  for (int64_t o = 0; o < outer; ++o) {
+    for (size_t i = 0; i < n; ++i) {
+      const Tensor& x = ctx.input(3 * i);
+      const int64_t block = x.dim(axis) * inner;
+      const auto* src = static_cast<const uint8_t*>(x.raw_data()) + o * block;
+      for (int64_t b = 0; b < block; b += kElementsPerTask)
+        pieces.push_back({out + b, src + b, std::min(kElementsPerTask, block - b), i});
+      out += block;
+    }
+  }
+  const DequantizeS8Fn row = PreparedRow(ctx).get<DequantizeS8Fn>();
+  ParallelFor(ctx.pool(), static_cast<int64_t>(pieces.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t t = b; t < e; ++t) {
+      const Piece& p = pieces[t];
+      const PerTensor& q = params[p.input];
+      row(p.n, p.src, q.type == DataType::kInt8, q.scale, q.zero_point, p.dst);
+    }
+  });
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------------------
 // MaxPool: the maxpool2d row of the dispatch table (kernels/cpu/pool.cc),
 // float32, uint8 and int8.
 
@@ -381,6 +515,9 @@ void RegisterCpuQdqGlueOps(KernelRegistry& r) {
   r.Add({"QLinearAdd", kSparqDomain, 1, 1, QuantAddFast, "qlinear_add_s8", WithoutContext(PrepareQuantAdd, QuantAddKernel)});
   r.Add({"QLinearMul", kSparqDomain, 1, 1, QuantAddFast, "qlinear_mul_s8", WithoutContext(PrepareQuantAdd, QuantAddKernel)});
   r.Add({"QLinearLut", kSparqDomain, 1, 1, LutFast, "lut256", WithoutContext(PrepareRow<CpuOp::kLut256>, RowKernel)});
+  r.Add({"ConcatLut", kSparqDomain, 1, 1, ConcatLutFast, "lut256", WithoutContext(PrepareRow<CpuOp::kLut256>, RowKernel)});
+  r.Add({"DequantizeConcat", kSparqDomain, 1, 1, DequantizeConcatFast, "dequantize_s8_f32",
+         WithoutContext(PrepareRow<CpuOp::kDequantizeS8>, RowKernel)});
   r.Add({"MaxPool", "", 1, 99, MaxPoolFast, "maxpool2d", WithoutContext(PrepareMaxPool, RowKernel)});
 }
 

@@ -32,6 +32,16 @@
 //     the DequantizeLinear, Mul and QuantizeLinear reference kernels one after
 //     the other (onnxruntime's Q/DQ around GELU's product and LayerNorm's gamma).
 //
+//   sparq.ConcatLut(X_0, Table_0, X_1, Table_1, ...) -> Y   (attribute axis)
+//     Concat(axis) of QLinearLut(X_i, Table_i), of X_i itself where Table_i
+//     is "": the fusion folds the tables that alone feed a Concat into it
+//     (runtime/island_fusion.cc), so that fast rows apply them as they copy.
+//
+//   sparq.DequantizeConcat(X_0, X_0_scale, X_0_zero_point, X_1, ...) -> Y   (attribute axis)
+//     Concat(axis) of DequantizeLinear(X_i, X_i_scale, X_i_zero_point), each
+//     per tensor: the fusion moves the DequantizeLinear nodes that alone feed
+//     a float Concat into it (YOLO's detection head), one pass from the integers.
+//
 //   sparq.MatMulIntegerToFloat(A, B, A_zero_point, B_zero_point, A_scale, B_scale[, Bias]) -> Y
 //     quantize.mode dynamic's MatMulInteger -> Cast -> Mul(A_scale * B_scale) [-> Add(Bias)]:
 //       Y[..., n] = float(MatMulInteger(A, B, A_zero_point, B_zero_point)[..., n]) * (A_scale * B_scale[n])
@@ -95,6 +105,44 @@ Status QLinearConvLut(OpContext& ctx) {
   Tensor y;
   SPARQ_RETURN_IF_ERROR(ApplyLut(ctx, conv_ctx.outputs()[0], ctx.input(9), &y));
   ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
+Status ConcatLut(OpContext& ctx) {
+  if (ctx.num_inputs() == 0 || ctx.num_inputs() % 2 != 0) return ctx.InvalidArgument("expected pairs (X, Table)");
+  std::vector<Tensor> mapped(ctx.num_inputs() / 2);
+  std::vector<const Tensor*> inputs;
+  for (size_t i = 0; i < mapped.size(); ++i) {
+    if (!ctx.has_input(2 * i)) return ctx.InvalidArgument("X_" + std::to_string(i) + " is absent");
+    if (ctx.has_input(2 * i + 1)) SPARQ_RETURN_IF_ERROR(ApplyLut(ctx, ctx.input(2 * i), ctx.input(2 * i + 1), &mapped[i]));
+    inputs.push_back(ctx.has_input(2 * i + 1) ? &mapped[i] : &ctx.input(2 * i));
+  }
+  const KernelDef* concat = KernelRegistry::Reference().Find("Concat", "", 13);
+  if (concat == nullptr) return ctx.NotSupported("no Concat reference kernel");
+  OpContext concat_ctx(ctx.node(), 13, std::move(inputs), ctx.pool());
+  SPARQ_RETURN_IF_ERROR(concat->fn(concat_ctx));
+  ctx.set_output(0, std::move(concat_ctx.outputs()[0]));
+  return Status::OK();
+}
+
+Status DequantizeConcat(OpContext& ctx) {
+  if (ctx.num_inputs() == 0 || ctx.num_inputs() % 3 != 0) return ctx.InvalidArgument("expected triples (X, scale, zero point)");
+  const KernelDef* dq = KernelRegistry::Reference().Find("DequantizeLinear", "", 13);
+  const KernelDef* concat = KernelRegistry::Reference().Find("Concat", "", 13);
+  if (dq == nullptr || concat == nullptr) return ctx.NotSupported("no DequantizeLinear / Concat reference kernel");
+  std::vector<Tensor> values(ctx.num_inputs() / 3);
+  std::vector<const Tensor*> inputs;
+  for (size_t i = 0; i < values.size(); ++i) {
+    for (size_t k = 0; k < 3; ++k)
+      if (!ctx.has_input(3 * i + k)) return ctx.InvalidArgument("input " + std::to_string(3 * i + k) + " is absent");
+    OpContext dq_ctx(ctx.node(), 13, {&ctx.input(3 * i), &ctx.input(3 * i + 1), &ctx.input(3 * i + 2)}, ctx.pool());
+    SPARQ_RETURN_IF_ERROR(dq->fn(dq_ctx));
+    values[i] = std::move(dq_ctx.outputs()[0]);
+    inputs.push_back(&values[i]);
+  }
+  OpContext concat_ctx(ctx.node(), 13, std::move(inputs), ctx.pool());
+  SPARQ_RETURN_IF_ERROR(concat->fn(concat_ctx));
+  ctx.set_output(0, std::move(concat_ctx.outputs()[0]));
   return Status::OK();
 }
 
@@ -209,6 +257,8 @@ void RegisterQdqFusedOps(KernelRegistry& r) {
   r.Add({"QLinearAdd", kSparqDomain, 1, 1, QLinearBinary<false>, "ref"});
   r.Add({"QLinearMul", kSparqDomain, 1, 1, QLinearBinary<true>, "ref"});
   r.Add({"QLinearConvLut", kSparqDomain, 1, 1, QLinearConvLut, "ref"});
+  r.Add({"ConcatLut", kSparqDomain, 1, 1, ConcatLut, "ref"});
+  r.Add({"DequantizeConcat", kSparqDomain, 1, 1, DequantizeConcat, "ref"});
 }
 
 }  // namespace sparq

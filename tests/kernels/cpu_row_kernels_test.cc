@@ -22,6 +22,7 @@
 #include <random>
 #include <set>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/activation_f32.h"
@@ -441,7 +442,10 @@ void CheckMaxPool2d(std::mt19937& rng, MaxPool2dFn fn) {
   const Case cases[] = {{3, 9, 45, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1}, {2, 8, 8, 2, 2, 2, 2, 1, 1, 0, 0, 0, 0},
                         {1, 7, 70, 3, 5, 1, 1, 2, 1, 2, 2, 2, 2}, {2, 5, 4, 3, 3, 3, 3, 1, 1, 2, 2, 2, 2},
                         {1, 13, 33, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}, {3, 20, 20, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
-                        {2, 11, 41, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {2, 10, 27, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}};
+                        {2, 11, 41, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {2, 10, 27, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1},
+                        // centred windows on small planes (SPPF's whole-plane runs), the window past the plane
+                        {128, 10, 10, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {2, 3, 4, 7, 7, 1, 1, 1, 1, 3, 3, 3, 3},
+                        {1, 1, 1, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {2, 6, 5, 3, 5, 1, 1, 1, 1, 1, 2, 1, 2}};
   std::uniform_real_distribution<float> value(-1.0f, 1.0f);
   for (const Case& c : cases) {
     for (int mode = 0; mode < 4; ++mode) {  // float32, float32 of -1 / +0 / -0 (ties of other bits), int8, uint8
@@ -707,9 +711,11 @@ void CheckConvTransposeF32(std::mt19937& rng, ConvTransposeF32Fn fn) {
 // the same bytes, for each element size.
 void CheckResizeNearest(std::mt19937& rng, ResizeNearestFn fn) {
   for (size_t elem : {1, 2, 4, 8}) {
-    for (const auto& [sh, sw] : {std::pair<int64_t, int64_t>{2, 2}, {1, 3}, {3, 1}, {1, 1}}) {
-      const int64_t planes = 3, h = 5, w = 7;
-      SCOPED_TRACE("elem " + std::to_string(elem) + " scales " + std::to_string(sh) + "x" + std::to_string(sw));
+    for (const auto& [sh, sw, w] : {std::tuple<int64_t, int64_t, int64_t>{2, 2, 7}, {2, 2, 37}, {1, 2, 70}, {1, 3, 7},
+                                     {3, 1, 7}, {1, 1, 7}}) {  // wide rows: the vectorized 2x repeat
+      const int64_t planes = 3, h = 5;
+      SCOPED_TRACE("elem " + std::to_string(elem) + " scales " + std::to_string(sh) + "x" + std::to_string(sw) +
+                   " width " + std::to_string(w));
       const std::vector<uint8_t> x = RandomBytes(rng, planes * h * w * static_cast<int64_t>(elem));
       const size_t out = static_cast<size_t>(planes * h * sh * w * sw) * elem;
       std::vector<uint8_t> got(out + 1, 0xab), want(out);
