@@ -307,8 +307,16 @@ IsaState& State() {
 // `cols`: columns of the output as stored (N for Y, M for Y^T).
 Status CheckS8Epilogue(const char* op, const S8Epilogue& out, int64_t cols) {
   const std::string where = std::string(op) + ": ";
-  if (out.out_s32 == nullptr && out.out_q == nullptr) {
-    return Status::InvalidArgument(where + "no output: set out.out_s32 and/or out.out_q");
+  const bool gemm = std::string(op) == "gemm_s8";
+  if (out.out_f32 != nullptr && !gemm) return Status::InvalidArgument(where + "out.out_f32 is for gemm_s8 only");
+  if (out.out_s32 == nullptr && out.out_q == nullptr && out.out_f32 == nullptr) {
+    return Status::InvalidArgument(where + "no output: set out.out_s32, out.out_q and/or out.out_f32");
+  }
+  if (out.out_f32 != nullptr) {
+    if (out.ld_f32 < cols) {
+      return Status::InvalidArgument(where + "out.ld_f32 " + std::to_string(out.ld_f32) + " < " + std::to_string(cols));
+    }
+    if (out.f32_scale == nullptr) return Status::InvalidArgument(where + "out.f32_scale is required with out.out_f32");
   }
   if (out.out_s32 != nullptr && out.ld_s32 < cols) {
     return Status::InvalidArgument(where + "out.ld_s32 " + std::to_string(out.ld_s32) + " < " + std::to_string(cols));

@@ -131,6 +131,12 @@ void Epilogue(const GemmS8Args& args, const PackedGemmS8& b, const GemmS8Isa& is
     }
     const int32_t* row = c + r * ldc;
     if (out.out_s32 != nullptr) std::memcpy(out.out_s32 + i * out.ld_s32 + j0, row, cols * sizeof(int32_t));
+    if (out.out_f32 != nullptr) {
+      const float* bias = out.f32_bias == nullptr ? nullptr : out.f32_bias + j0;
+      float* dst = out.out_f32 + i * out.ld_f32 + j0;
+      if (isa.dequant_row != nullptr) isa.dequant_row(cols, row, out.f32_scale + j0, bias, dst);
+      else DequantRowPortable(cols, row, out.f32_scale + j0, bias, dst);
+    }
     if (out.out_q != nullptr) {
       const int32_t* bias = out.bias == nullptr ? nullptr : out.bias + (out.bias_per_channel ? j0 : 0);
       const float* mult = out.multiplier + (out.multiplier_per_channel ? j0 : 0);
@@ -202,6 +208,12 @@ void RequantRowPortable(int64_t n, const int32_t* acc, const int32_t* bias, int6
     RequantizeS32Ref<uint8_t>(n, acc, bias, bias_stride, multiplier, multiplier_stride, zero_point, fuse_relu,
                               static_cast<uint8_t*>(out));
   }
+}
+
+void DequantRowPortable(int64_t n, const int32_t* acc, const float* scale, const float* bias, float* out) {
+  for (int64_t j = 0; j < n; ++j) out[j] = static_cast<float>(acc[j]) * scale[j];
+  if (bias != nullptr)
+    for (int64_t j = 0; j < n; ++j) out[j] = out[j] + bias[j];
 }
 
 void GemmS8Driver(const GemmS8Args& args, const GemmS8Isa& isa) {

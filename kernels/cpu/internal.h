@@ -51,7 +51,12 @@ struct GemmS8Isa {
   // is already zeroed. Adds each row's sum of a_u to row_sums[r].
   void (*pack_strip_s8)(const uint8_t* a, int64_t lda, int64_t k_count, bool flip, uint8_t* strip,
                         int32_t* row_sums);
+  // Optional (nullptr: DequantRowPortable): S8Epilogue's float output of one
+  // row of n accumulators, the same bits.
+  void (*dequant_row)(int64_t n, const int32_t* acc, const float* scale, const float* bias, float* out) = nullptr;
 };
+// out[j] = float(acc[j]) * scale[j] (+ bias[j]), two roundings (S8Epilogue::out_f32).
+void DequantRowPortable(int64_t n, const int32_t* acc, const float* scale, const float* bias, float* out);
 void GemmS8Driver(const GemmS8Args& args, const GemmS8Isa& isa);
 
 // ---------------------------------------------------------------------------

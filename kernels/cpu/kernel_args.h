@@ -34,6 +34,14 @@ struct S8Epilogue {
   bool multiplier_per_channel = true;  // false: multiplier[0] for every channel
   int32_t zero_point = 0;
   bool fuse_relu = false;
+
+  // Float output (MatMulIntegerToFloat): out_f32[m, n] = float(acc) * f32_scale[n],
+  // then + f32_bias[n] when given, each step rounded to float (no fused
+  // multiply-add): the bits of kernels/ref's MatMulIntegerToFloatFromAcc.
+  float* out_f32 = nullptr;
+  int64_t ld_f32 = 0;                // row stride of out_f32 (elements)
+  const float* f32_scale = nullptr;  // one per column; required with out_f32
+  const float* f32_bias = nullptr;   // one per column, or nullptr
 };
 
 // Layout of the dense activations of a sparse kernel:

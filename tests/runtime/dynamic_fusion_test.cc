@@ -14,19 +14,24 @@
 namespace sparq {
 namespace {
 
+// The sizes of DynamicMlp: x [2, rows, k], hidden units, outputs.
+struct MlpDims {
+  int64_t rows = 3, k = 16, hidden = 24, out = 8;
+};
+
 // x[2,3,16] -> MatMul(W1[16,24]) [-> Add(b1)] -> Relu -> MatMul(W2[24,8]) [-> Add(b2, bias first)] -> y,
 // quantized dynamic.
-Model DynamicMlp(bool per_channel, bool bias = false) {
+Model DynamicMlp(bool per_channel, bool bias = false, MlpDims d = {}) {
   Model m;
   m.opset_imports = {{"", 17}};
   Graph& g = m.graph;
-  g.inputs.push_back(testing::FloatInput("x", {{2, ""}, {3, ""}, {16, ""}}));
-  g.outputs.push_back(testing::FloatInput("y", {{2, ""}, {3, ""}, {8, ""}}));
-  g.initializers["W1"] = testing::RandomFloats({16, 24}, 1, -0.5f, 0.5f);
-  g.initializers["W2"] = testing::RandomFloats({24, 8}, 2, -0.5f, 0.5f);
+  g.inputs.push_back(testing::FloatInput("x", {{2, ""}, {d.rows, ""}, {d.k, ""}}));
+  g.outputs.push_back(testing::FloatInput("y", {{2, ""}, {d.rows, ""}, {d.out, ""}}));
+  g.initializers["W1"] = testing::RandomFloats({d.k, d.hidden}, 1, -0.5f, 0.5f);
+  g.initializers["W2"] = testing::RandomFloats({d.hidden, d.out}, 2, -0.5f, 0.5f);
   if (bias) {
-    g.initializers["b1"] = testing::RandomFloats({24}, 3);
-    g.initializers["b2"] = testing::RandomFloats({8}, 4);
+    g.initializers["b1"] = testing::RandomFloats({d.hidden}, 3);
+    g.initializers["b2"] = testing::RandomFloats({d.out}, 4);
     g.nodes.push_back({"mm1", "MatMul", "", {"x", "W1"}, {"h0"}, {}, ""});
     g.nodes.push_back({"add1", "Add", "", {"h0", "b1"}, {"h"}, {}, ""});
   } else {
@@ -91,6 +96,28 @@ TEST(DynamicFusion, FusesEveryLayerAndMatchesTheGraphBitForBit) {
           ASSERT_EQ(got.data<float>()[i], spec.data<float>()[i])
               << "per_channel " << per_channel << " reference " << reference << " threads " << threads << " at " << i;
       }
+  }
+}
+
+// The GEMM's float epilogue (gemm_s8 writing MatMulIntegerToFloat's output):
+// the reference's bits on every ISA and thread count, for shapes with full
+// and partial register tiles (rows past 8, columns past 32, K past 64).
+TEST(DynamicFusion, FloatEpilogueMatchesTheGraphOnEveryIsa) {
+  const MlpDims dims{37, 72, 80, 40};
+  for (bool bias : {false, true})
+  for (bool per_channel : {true, false}) {
+    SCOPED_TRACE(std::string(bias ? "bias" : "no bias") + (per_channel ? ", per channel" : ", per tensor"));
+    const Model q = DynamicMlp(per_channel, bias, dims);
+    const Tensor x = testing::RandomFloats({2, dims.rows, dims.k}, 9, -2.0f, 3.0f);
+    const Tensor spec = RunY(q, x, /*reference=*/true, /*fuse=*/false, 1);
+    testing::ForEachIsa([&](CpuIsa) {
+      for (int threads : {1, 2}) {
+        const Tensor got = RunY(q, x, /*reference=*/false, /*fuse=*/true, threads);
+        ASSERT_EQ(got.shape(), spec.shape());
+        for (int64_t i = 0; i < spec.numel(); ++i)
+          ASSERT_EQ(got.data<float>()[i], spec.data<float>()[i]) << "threads " << threads << " at " << i;
+      }
+    });
   }
 }
 
