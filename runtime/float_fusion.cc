@@ -23,6 +23,16 @@
 // when s has no other reader and is not a graph output, in models without
 // 16-bit floats (sparq.Silu computes float32 / float64).
 //
+// GELU as BERT exports it (x * 0.5 * (1 + erf(x / sqrt 2))), one pass:
+//
+//   x ─┬─ Div(d) ── Erf ── Add(a) ── Mul ── Mul(h) ── y   =>   x ── sparq.GeluErfChain(d, a, h) ── y
+//      └─────────────────────────────┘
+//
+// with d, a, h float32 scalar constants (Add's and both Muls' operands in
+// either order), each intermediate read only by the next node and not a graph
+// output, in models without 16-bit floats; the node computes the five float
+// operations in that order (the same bits; min_rank as HardSwishChain's).
+//
 // HardSwish as Paddle exports it (x * Clip(x + 3, 0, 6) / 6), one pass:
 //
 //   x ─┬─ Add(a) ── Clip(lo, hi) ── Mul ── Div(d) ── y   =>   x ── sparq.HardSwishChain(a, lo, hi, d) ── y
@@ -205,6 +215,57 @@ void FuseHardSwishChain(const Model& model, Graph& g, const ValueIndex& index, s
   }
 }
 
+// Mul(Mul(x, Add(Erf(Div(x, d)), a)), h) -> sparq.GeluErfChain(x) (see the
+// top); the replaced outer Mul keeps its name and output, the Div, Erf, Add
+// and inner Mul go into *removed.
+void FuseGeluErfChain(const Model& model, Graph& g, const ValueIndex& index, std::set<size_t>* removed,
+                      std::vector<std::string>* fused) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& outer = g.nodes[i];
+    if (removed->count(i) || outer.op_type != "Mul" || !outer.domain.empty() || outer.inputs.size() != 2 ||
+        outer.outputs.size() != 1) {
+      continue;
+    }
+    for (int k = 0; k < 2; ++k) {
+      int64_t rank = 0, r = 0;
+      const std::optional<float> scale = ConstantScalar(model, index, outer.inputs[1 - k], &r);
+      size_t inner_at = 0, add_at = 0, erf_at = 0, div_at = 0;
+      const Node* inner = OnlyReaderProduct(g, index, *removed, outer.inputs[k], "Mul", &inner_at);
+      if (!scale || inner == nullptr || inner->inputs.size() != 2) continue;
+      rank = std::max(rank, r);
+      for (int j = 0; j < 2; ++j) {
+        const std::string& x = inner->inputs[1 - j];
+        const Node* add = OnlyReaderProduct(g, index, *removed, inner->inputs[j], "Add", &add_at);
+        if (add == nullptr || add->inputs.size() != 2) continue;
+        for (int e = 0; e < 2; ++e) {
+          const std::optional<float> offset = ConstantScalar(model, index, add->inputs[1 - e], &r);
+          const Node* erf = OnlyReaderProduct(g, index, *removed, add->inputs[e], "Erf", &erf_at);
+          if (!offset || erf == nullptr || erf->inputs.size() != 1) continue;
+          const int64_t offset_rank = r;
+          const Node* div = OnlyReaderProduct(g, index, *removed, erf->inputs[0], "Div", &div_at);
+          if (div == nullptr || div->inputs.size() != 2 || div->inputs[0] != x) continue;
+          const std::optional<float> divisor = ConstantScalar(model, index, div->inputs[1], &r);
+          if (!divisor) continue;
+          rank = std::max({rank, offset_rank, r});
+          removed->insert(div_at);
+          removed->insert(erf_at);
+          removed->insert(add_at);
+          removed->insert(inner_at);
+          outer.op_type = "GeluErfChain";
+          outer.domain = kSparqDomain;
+          outer.inputs = {x};
+          outer.attributes = {Attribute::Float("divisor", *divisor), Attribute::Float("offset", *offset),
+                              Attribute::Float("scale", *scale), Attribute::Int("min_rank", rank)};
+          fused->push_back(outer.name);
+          break;
+        }
+        if (outer.op_type == "GeluErfChain") break;
+      }
+      if (outer.op_type == "GeluErfChain") break;
+    }
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> FuseConvActivations(Model* model) {
@@ -251,6 +312,7 @@ std::vector<std::string> FuseConvActivations(Model* model) {
   }
   FuseSilu(g, index, &removed, &fused);
   FuseHardSwishChain(*model, g, index, &removed, &fused);
+  if (!may_hold_16_bit_floats) FuseGeluErfChain(*model, g, index, &removed, &fused);
   if (fused.empty()) return fused;
   std::vector<Node> kept;
   for (size_t i = 0; i < g.nodes.size(); ++i)

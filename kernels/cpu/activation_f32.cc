@@ -26,6 +26,14 @@ void ErfRowPortable(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::erf(x[i]);
 }
 
+// The reference's Div, Erf (std::erf), Add, Mul and Mul, each rounded to float.
+void GeluErfChainRowPortable(const float* x, float* y, int64_t n, float divisor, float offset, float scale) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = std::erf(x[i] / divisor);
+    y[i] = (x[i] * (e + offset)) * scale;
+  }
+}
+
 // As kernels/ref/softmax.cc computes one row (inner = 1).
 void SoftmaxRowPortable(const float* x, float* y, int64_t n) {
   if (n == 0) return;
@@ -169,6 +177,22 @@ void ErfRowAvx2(const float* x, float* y, int64_t n) {
     alignas(32) float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
     std::copy(x + i, x + n, buf);
     _mm256_store_ps(buf, Erf8(_mm256_load_ps(buf)));
+    std::copy(buf, buf + (n - i), y + i);
+  }
+}
+
+// ErfRowAvx2's erf between the float division and the add and products.
+void GeluErfChainRowAvx2(const float* x, float* y, int64_t n, float divisor, float offset, float scale) {
+  const __m256 vd = _mm256_set1_ps(divisor), va = _mm256_set1_ps(offset), vh = _mm256_set1_ps(scale);
+  auto gelu = [&](__m256 v) {
+    return _mm256_mul_ps(_mm256_mul_ps(v, _mm256_add_ps(Erf8(_mm256_div_ps(v, vd)), va)), vh);
+  };
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu(_mm256_loadu_ps(x + i)));
+  if (i < n) {  // the tail through a padded buffer, as ErfRowAvx2's
+    alignas(32) float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::copy(x + i, x + n, buf);
+    _mm256_store_ps(buf, gelu(_mm256_load_ps(buf)));
     std::copy(buf, buf + (n - i), y + i);
   }
 }
@@ -361,6 +385,31 @@ Status RunHardSwishChainF32(OpContext& ctx) {
   return Status::OK();
 }
 
+// sparq.GeluErfChain (BERT's x * 0.5 * (1 + erf(x / sqrt 2)) as exported,
+// fused by runtime/float_fusion.h) on the gelu_erf_chain_f32 row: the five
+// float operations per value in one pass, chunks split among the threads
+// (every value on its own: the same bits for any split).
+Status RunGeluErfChainF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 ||
+      static_cast<int64_t>(ctx.input(0).rank()) < ctx.node().attr_int("min_rank", 0)) {
+    return RunReferenceKernel(ctx);
+  }
+  const float divisor = ctx.node().attr_float("divisor", 1.41421356f);
+  const float offset = ctx.node().attr_float("offset", 1.0f), scale = ctx.node().attr_float("scale", 0.5f);
+  const Tensor& x = ctx.input(0);
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const GeluErfChainF32Fn row = PreparedRow<GeluErfChainF32Fn>(ctx);
+  // Chunks start at multiples of kChunk (a multiple of 16): the AVX2 row's
+  // padded tail falls where it falls in a one-thread run.
+  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) {
+    row(src + i0, dst + i0, i1 - i0, divisor, offset, scale);
+  });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
 // Relu of float32: Clip to [0, inf) on the clip_f32 row, the reference's
 // x < 0 ? 0 : x bit for bit.
 Status RunReluF32(OpContext& ctx) {
@@ -473,6 +522,8 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r) {
          WithoutContext(PrepareRow<CpuOp::kSigmoidF32>, RowKernel)});
   r.Add({"HardSwishChain", kSparqDomain, 1, 99, RunHardSwishChainF32, "hardswish_chain_f32",
          WithoutContext(PrepareRow<CpuOp::kHardSwishChainF32>, RowKernel)});
+  r.Add({"GeluErfChain", kSparqDomain, 1, 99, RunGeluErfChainF32, "gelu_erf_chain_f32",
+         WithoutContext(PrepareRow<CpuOp::kGeluErfChainF32>, RowKernel)});
 }
 
 }  // namespace sparq

@@ -9,7 +9,10 @@
 //
 //   erf_f32      portable: std::erf per value, the reference's bits.
 //                avx2: |erf - reference| <= kErfF32AbsTol (a rational
-//                approximation with exp below).
+//                approximation with exp below); avx512: the same formula,
+//                its reciprocal by vrcp14ps and one Newton step.
+//   gelu_erf_chain_f32  (x * (erf(x / d) + a)) * h (sparq.GeluErfChain), the
+//                erf of the same ISA's erf_f32 row: the unfused nodes' bits.
 //   softmax_f32  portable: the reference's computation (double sums), the
 //                reference's bits. avx2: exp by range reduction and a degree-6
 //                polynomial, float sums; |y - reference| <= kSoftmaxF32AbsTol.
@@ -59,7 +62,12 @@ void SigmoidRowPortable(const float* x, float* y, int64_t n, bool times_x);  // 
 void ClipRowPortable(const float* x, float* y, int64_t n, float lo, float hi);  // ClipF32Fn
 // HardSwishChainF32Fn (dispatch.h): the reference's bits on every row.
 void HardSwishChainRowPortable(const float* x, float* y, int64_t n, float offset, float lo, float hi, float divisor);
+// GeluErfChainF32Fn (dispatch.h): each row's erf is its ISA's erf_f32 row's.
+void GeluErfChainRowPortable(const float* x, float* y, int64_t n, float divisor, float offset, float scale);
 #if SPARQ_CPU_X86
+void GeluErfChainRowAvx2(const float* x, float* y, int64_t n, float divisor, float offset, float scale);
+void GeluErfChainRowAvx512(const float* x, float* y, int64_t n, float divisor, float offset, float scale);
+void ErfRowAvx512(const float* x, float* y, int64_t n);
 void SigmoidRowAvx2(const float* x, float* y, int64_t n, bool times_x);
 void ClipRowAvx2(const float* x, float* y, int64_t n, float lo, float hi);
 void HardSwishChainRowAvx2(const float* x, float* y, int64_t n, float offset, float lo, float hi, float divisor);

@@ -165,13 +165,13 @@ const std::vector<CpuKernelDef>& Table() {
       {"maxpool2d_avx2", AVX2, 10, NONE, MaxPool2dFn(cpu::MaxPool2dAvx2)},
       {"maxpool2d_avx512", AVX512, 20, NONE, MaxPool2dFn(cpu::MaxPool2dAvx512)},
 #endif
-      // Float rows of transformer models (activation_f32.cc runs them); the
-      // AVX2 versions are also the best from AVX-512 up.
+      // Float rows of transformer models (activation_f32.cc runs them).
       {"erf_f32_portable", P, 0, NONE, ErfF32Fn(cpu::ErfRowPortable)},
       {"softmax_f32_portable", P, 0, NONE, SoftmaxF32Fn(cpu::SoftmaxRowPortable)},
       {"pow2_f32_portable", P, 0, NONE, Pow2F32Fn(cpu::Pow2RowPortable)},
 #if SPARQ_CPU_X86
       {"erf_f32_avx2", AVX2, 10, NONE, ErfF32Fn(cpu::ErfRowAvx2)},
+      {"erf_f32_avx512", AVX512, 20, NONE, ErfF32Fn(cpu::ErfRowAvx512)},
       {"softmax_f32_avx2", AVX2, 10, NONE, SoftmaxF32Fn(cpu::SoftmaxRowAvx2)},
 #endif
       // float16 <-> float32 rows (convert_f16.cc; the float16 lowering of runtime/fp16_lowering.cc).
@@ -220,6 +220,12 @@ const std::vector<CpuKernelDef>& Table() {
 #if SPARQ_CPU_X86
       {"hardswish_chain_f32_avx2", AVX2, 10, NONE, HardSwishChainF32Fn(cpu::HardSwishChainRowAvx2)},
       {"hardswish_chain_f32_avx512", AVX512, 20, NONE, HardSwishChainF32Fn(cpu::HardSwishChainRowAvx512)},
+#endif
+      // BERT's GELU chain (activation_f32.cc runs them); each ISA's erf is its erf_f32 row's.
+      {"gelu_erf_chain_f32_portable", P, 0, NONE, GeluErfChainF32Fn(cpu::GeluErfChainRowPortable)},
+#if SPARQ_CPU_X86
+      {"gelu_erf_chain_f32_avx2", AVX2, 10, NONE, GeluErfChainF32Fn(cpu::GeluErfChainRowAvx2)},
+      {"gelu_erf_chain_f32_avx512", AVX512, 20, NONE, GeluErfChainF32Fn(cpu::GeluErfChainRowAvx512)},
 #endif
       // Clip of float rows (activation_f32.cc runs them).
       {"clip_f32_portable", P, 0, NONE, ClipF32Fn(cpu::ClipRowPortable)},
@@ -450,6 +456,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kConvTransposeF32: return "conv_transpose_f32";
     case CpuOp::kResizeNearest: return "resize_nearest";
     case CpuOp::kHardSwishChainF32: return "hardswish_chain_f32";
+    case CpuOp::kGeluErfChainF32: return "gelu_erf_chain_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

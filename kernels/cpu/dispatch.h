@@ -121,6 +121,7 @@ enum class CpuOp : uint8_t {
   kConvTransposeF32,  // a float ConvTranspose whose stride equals its kernel
   kResizeNearest,   // nearest-neighbour upsampling by whole factors (any element size)
   kHardSwishChainF32,  // Paddle's HardSwish x * Clip(x + a, lo, hi) / d of a float row (sparq.HardSwishChain)
+  kGeluErfChainF32,    // BERT's GELU (x * (Erf(x / d) + a)) * h of a float row (sparq.GeluErfChain)
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -232,13 +233,20 @@ using ResizeNearestFn = void (*)(const ResizeNearestArgs&);
 // bits (sparq.HardSwishChain: the Add, Clip, Mul and Div it replaces).
 using HardSwishChainF32Fn = CpuOpFn<CpuOp::kHardSwishChainF32, void(const float* x, float* y, int64_t n, float offset,
                                                                     float lo, float hi, float divisor)>;
+// y[i] = (x[i] * (erf(x[i] / divisor) + offset)) * scale, each operation
+// rounded to float in that order, erf as the ErfF32Fn row of the same ISA
+// computes it: the bits of the Div, Erf, Add, Mul and Mul it replaces on the
+// rows of that ISA (sparq.GeluErfChain); the portable row the reference's.
+using GeluErfChainF32Fn = CpuOpFn<CpuOp::kGeluErfChainF32, void(const float* x, float* y, int64_t n, float divisor,
+                                                                float offset, float scale)>;
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
                                  DequantizeS8Fn, QLinearAddS8Fn, MaxPool2dFn, ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn,
                                  ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn, QLinearMulS8Fn,
                                  MeanRowsF32Fn, ConvS8Fn, SigmoidF32Fn, ClipF32Fn, ScaleShiftF32Fn, LayerNormF32Fn,
-                                 ConvTransposeF32Fn, ResizeNearestFn, HardSwishChainF32Fn>;
+                                 ConvTransposeF32Fn, ResizeNearestFn, HardSwishChainF32Fn,
+                                 GeluErfChainF32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

@@ -569,6 +569,35 @@ void CheckHardSwishChainF32(std::mt19937& rng, HardSwishChainF32Fn fn) {
   }
 }
 
+// (x * (erf(x / d) + a)) * h (sparq.GeluErfChain) against the reference's
+// std::erf on random values of [-8, 8] and the special ones, for BERT's
+// constants and others: within abs_tol * |h| * max(1, |x|) (0: bit for bit).
+void CheckGeluErfChainF32(std::mt19937& rng, GeluErfChainF32Fn fn, float abs_tol) {
+  std::uniform_real_distribution<float> value(-8.0f, 8.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float special[] = {0.0f, -0.0f, 1e-8f, -1e-30f, 10.0f, -10.0f, inf, -inf, std::nanf("")};
+  const float params[][3] = {{1.41421356f, 1.0f, 0.5f}, {2.0f, 0.5f, -3.0f}};
+  for (const auto& p : params) {
+    for (int64_t n : kRowLengths) {
+      SCOPED_TRACE("n " + std::to_string(n) + " divisor " + std::to_string(p[0]));
+      std::vector<float> x(static_cast<size_t>(n)), want(x.size()), got(x.size() + 1, 99.0f);
+      for (int64_t i = 0; i < n; ++i) x[i] = i < 9 && n >= 9 ? special[i] : value(rng);
+      for (int64_t i = 0; i < n; ++i) want[i] = (x[i] * (std::erf(x[i] / p[0]) + p[1])) * p[2];
+      fn(x.data(), got.data(), n, p[0], p[1], p[2]);
+      for (int64_t i = 0; i < n; ++i) {
+        if (std::isnan(want[i]) || std::isinf(want[i]) || abs_tol == 0) {
+          if (std::isnan(want[i])) ASSERT_TRUE(std::isnan(got[i])) << "element " << i << " x " << x[i];
+          else ASSERT_EQ(Bits(got[i]), Bits(want[i])) << "element " << i << " x " << x[i];
+        } else {
+          ASSERT_NEAR(got[i], want[i], abs_tol * std::fabs(p[2]) * std::max(1.0f, std::fabs(x[i])))
+              << "element " << i << " x " << x[i];
+        }
+      }
+      EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+    }
+  }
+}
+
 // x * a + b, the product rounded first (the reference BatchNormalization's
 // per-channel affine), bit for bit, with special values.
 void CheckScaleShiftF32(std::mt19937& rng, ScaleShiftF32Fn fn) {
@@ -828,6 +857,9 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
     case CpuOp::kPow2F32: CheckPow2F32(rng, def.get<Pow2F32Fn>()); return true;
     case CpuOp::kClipF32: CheckClipF32(rng, def.get<ClipF32Fn>()); return true;
     case CpuOp::kHardSwishChainF32: CheckHardSwishChainF32(rng, def.get<HardSwishChainF32Fn>()); return true;
+    case CpuOp::kGeluErfChainF32:
+      CheckGeluErfChainF32(rng, def.get<GeluErfChainF32Fn>(), def.isa == CpuIsa::kPortable ? 0.0f : cpu::kErfF32AbsTol);
+      return true;
     case CpuOp::kScaleShiftF32: CheckScaleShiftF32(rng, def.get<ScaleShiftF32Fn>()); return true;
     case CpuOp::kLayerNormF32: CheckLayerNormF32(rng, def.get<LayerNormF32Fn>()); return true;
     case CpuOp::kConvTransposeF32: CheckConvTransposeF32(rng, def.get<ConvTransposeF32Fn>()); return true;
