@@ -10,6 +10,12 @@
 //
 //   Concat(axis 1) of a [2, 3, 4] and b [2, 1, 4]:
 //     y[0] = a[0] (12 elements) | b[0] (4)     y[1] = a[1] | b[1]
+//
+// Cast to float32 from the integer types and bool as a converting copy
+// (kernel "cast_to_f32"): plain loops the compiler vectorizes, each value
+// rounded as the reference's Tensor::CastTo rounds it (through double: exact
+// for every type but int64 / uint64, whose double is rounded again to
+// float, as there). Other casts run the reference kernel.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -123,9 +129,48 @@ Status SplitBlocks(OpContext& ctx) {
   return Status::OK();
 }
 
+template <typename T>
+void CastRowToFloat(const void* in, float* out, int64_t n) {
+  const T* src = static_cast<const T*>(in);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<double>(src[i]));
+}
+
+Status CastToFloat(OpContext& ctx) {
+  const Attribute* to = ctx.node().attr("to");
+  if (!ctx.has_input(0) || to == nullptr || to->kind != Attribute::Kind::kInt || to->i != 1) {
+    return RunReferenceKernel(ctx);  // 1: ONNX's FLOAT
+  }
+  const Tensor& x = ctx.input(0);
+  void (*row)(const void*, float*, int64_t) = nullptr;
+  switch (x.dtype()) {
+    case DataType::kInt8: row = CastRowToFloat<int8_t>; break;
+    case DataType::kUInt8: row = CastRowToFloat<uint8_t>; break;
+    case DataType::kInt16: row = CastRowToFloat<int16_t>; break;
+    case DataType::kUInt16: row = CastRowToFloat<uint16_t>; break;
+    case DataType::kInt32: row = CastRowToFloat<int32_t>; break;
+    case DataType::kUInt32: row = CastRowToFloat<uint32_t>; break;
+    case DataType::kInt64: row = CastRowToFloat<int64_t>; break;
+    case DataType::kUInt64: row = CastRowToFloat<uint64_t>; break;
+    case DataType::kBool: row = CastRowToFloat<bool>; break;
+    default: return RunReferenceKernel(ctx);  // float32 itself (shared), floats, strings
+  }
+  Tensor y = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const auto* in = static_cast<const uint8_t*>(x.raw_data());
+  const size_t esize = DataTypeSize(x.dtype());
+  float* out = y.data<float>();
+  constexpr int64_t kChunk = 16384;  // values per task
+  ParallelFor(ctx.pool(), (x.numel() + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
+    const int64_t begin = c0 * kChunk, end = std::min(x.numel(), c1 * kChunk);
+    row(in + static_cast<size_t>(begin) * esize, out + begin, end - begin);
+  });
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
 }  // namespace
 
 void RegisterCpuTensorCopyOps(KernelRegistry& r) {
+  r.Add({"Cast", "", 6, 99, CastToFloat, "cast_to_f32"});  // opset 1 spells `to` as a name: the reference
   r.Add({"Concat", "", 1, 99, ConcatBlocks, "copy_blocks"});  // without an axis (opset 1 default): the reference
   r.Add({"Split", "", 1, 99, SplitBlocks, "copy_blocks"});
 }

@@ -148,5 +148,25 @@ TEST(CpuTensorCopy, BadNodesGiveTheReferencesErrors) {
   EXPECT_EQ(fast_split.status.ToString(), ref_split.status.ToString());
 }
 
+// Cast to float32 (kernel cast_to_f32) from every integer type and bool:
+// the reference's bits (int64 / uint64 beyond 2^24 rounded through double as
+// there), for 1 and 2 threads over several chunks; other casts run the
+// reference kernel (the same bits).
+TEST(CpuCast, ToFloatMatchesReference) {
+  for (DataType type : {DataType::kInt8, DataType::kUInt8, DataType::kInt16, DataType::kUInt16, DataType::kInt32,
+                        DataType::kUInt32, DataType::kInt64, DataType::kUInt64, DataType::kBool}) {
+    SCOPED_TRACE(DataTypeName(type));
+    Tensor x = Bytes(type, {3, 20001}, 5);
+    if (type == DataType::kBool) {
+      auto* p = static_cast<uint8_t*>(x.raw_data());
+      for (size_t i = 0; i < x.nbytes(); ++i) p[i] = p[i] & 1;
+    }
+    const Model m = OneNode("Cast", 13, {"x"}, {"y"}, {Attribute::Int("to", 1)}, type);
+    EXPECT_EQ(ExpectBlocksMatchReference(m, {{"x", x}}), std::vector<std::string>{"Cast:cast_to_f32"});
+  }
+  const Model to_int = OneNode("Cast", 13, {"x"}, {"y"}, {Attribute::Int("to", 6)});
+  ExpectBlocksMatchReference(to_int, {{"x", testing::RandomFloats({100}, 3, -1e4f, 1e4f)}});
+}
+
 }  // namespace
 }  // namespace sparq
