@@ -237,6 +237,9 @@ const std::vector<CpuKernelDef>& Table() {
       // plain C++, the reference's bits.
       {"scale_shift_f32_portable", P, 0, NONE, ScaleShiftF32Fn(cpu::ScaleShiftRowPortable)},
       {"layer_norm_f32_portable", P, 0, NONE, LayerNormF32Fn(cpu::LayerNormRowsPortable)},
+#if SPARQ_CPU_X86
+      {"layer_norm_f32_avx512", AVX512, 20, NONE, LayerNormF32Fn(cpu::LayerNormRowsAvx512)},
+#endif
       // ConvTranspose with stride = kernel (conv_transpose_f32.cc): the
       // same loops compiled for each ISA, the reference's bits.
       {"conv_transpose_f32_portable", P, 0, NONE, ConvTransposeF32Fn(cpu::ConvTransposeF32Portable)},

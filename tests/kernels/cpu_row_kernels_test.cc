@@ -625,7 +625,7 @@ void CheckScaleShiftF32(std::mt19937& rng, ScaleShiftF32Fn fn) {
 // around the row kernel's group and lengths from 1.
 void CheckLayerNormF32(std::mt19937& rng, LayerNormF32Fn fn) {
   std::uniform_real_distribution<float> value(-3.0f, 5.0f);
-  for (int64_t rows : {1, 3, 4, 5, 9}) {
+  for (int64_t rows : {1, 3, 4, 5, 9, 16, 25, 40}) {  // the AVX-512 row: blocks of 16 and 8 rows, then the rest
     for (int64_t n : {1, 7, 64, 385}) {
       SCOPED_TRACE("rows " + std::to_string(rows) + " n " + std::to_string(n));
       std::vector<float> x(static_cast<size_t>(rows * n)), want(x.size()), got(x.size() + 1, 99.0f);
