@@ -14,8 +14,11 @@
 //   gelu_erf_chain_f32  (x * (erf(x / d) + a)) * h (sparq.GeluErfChain), the
 //                erf of the same ISA's erf_f32 row: the unfused nodes' bits.
 //   softmax_f32  portable: the reference's computation (double sums), the
-//                reference's bits. avx2: exp by range reduction and a degree-6
-//                polynomial, float sums; |y - reference| <= kSoftmaxF32AbsTol.
+//                reference's bits. avx2, avx512: exp by range reduction and a
+//                degree-6 polynomial, float sums; |y - reference| <=
+//                kSoftmaxF32AbsTol.
+//   softmax_columns_f32  Softmax over an axis that is not the last, columns
+//                side by side (one per lane): the same two kinds of rows.
 //   pow2_f32     x * x: the reference's bits on every path (it computes x*x
 //                exactly in double and rounds once to float).
 //   sigmoid_f32  1 / (1 + e^-x), or x times that (SiLU). portable: the
@@ -56,6 +59,7 @@ constexpr float kSigmoidF32AbsTol = 1e-6f;
 // The functions of the table's rows (ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn).
 void ErfRowPortable(const float* x, float* y, int64_t n);
 void SoftmaxRowPortable(const float* x, float* y, int64_t n);
+void SoftmaxColumnsPortable(const float* x, float* y, int64_t n, int64_t stride, int64_t width);  // SoftmaxColumnsF32Fn
 void Pow2RowPortable(const float* x, float* y, int64_t n);
 void MeanRowsPortable(const float* x, int64_t rows, int64_t n, float* y);  // MeanRowsF32Fn
 void SigmoidRowPortable(const float* x, float* y, int64_t n, bool times_x);  // SigmoidF32Fn
@@ -68,6 +72,8 @@ void GeluErfChainRowPortable(const float* x, float* y, int64_t n, float divisor,
 void GeluErfChainRowAvx2(const float* x, float* y, int64_t n, float divisor, float offset, float scale);
 void GeluErfChainRowAvx512(const float* x, float* y, int64_t n, float divisor, float offset, float scale);
 void ErfRowAvx512(const float* x, float* y, int64_t n);
+void SoftmaxRowAvx512(const float* x, float* y, int64_t n);
+void SoftmaxColumnsAvx512(const float* x, float* y, int64_t n, int64_t stride, int64_t width);
 void SigmoidRowAvx2(const float* x, float* y, int64_t n, bool times_x);
 void ClipRowAvx2(const float* x, float* y, int64_t n, float lo, float hi);
 void HardSwishChainRowAvx2(const float* x, float* y, int64_t n, float offset, float lo, float hi, float divisor);

@@ -1,8 +1,10 @@
-// The AVX-512 rows of sigmoid_f32, clip_f32, erf_f32 and gelu_erf_chain_f32 (activation_f32.h): sixteen
+// The AVX-512 rows of sigmoid_f32, clip_f32, erf_f32, gelu_erf_chain_f32,
+// softmax_f32 and softmax_columns_f32 (activation_f32.h): sixteen
 // floats a step, the computations of the AVX2 rows (activation_f32.cc) in
 // wider registers.
 #include <algorithm>
 #include <cstdint>
+#include <limits>
 
 #include "kernels/cpu/activation_f32.h"
 #include "kernels/cpu/cpu_target.h"
@@ -93,6 +95,55 @@ void GeluErfChainRowAvx512(const float* x, float* y, int64_t n, float divisor, f
     const __m512 v = _mm512_maskz_loadu_ps(m, x + i);
     const __m512 g = _mm512_mul_ps(_mm512_mul_ps(v, _mm512_add_ps(Erf16(_mm512_div_ps(v, vd)), va)), vh);
     _mm512_mask_storeu_ps(y + i, m, g);
+  }
+}
+
+// The AVX2 row's softmax sixteen lanes a step: the maximum, e^(x - max)
+// stored and summed in float lanes (the tail's lanes masked to 0), the sum
+// reduced in a fixed order, then one product by its reciprocal.
+void SoftmaxRowAvx512(const float* x, float* y, int64_t n) {
+  if (n == 0) return;
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 m = ninf;
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    m = _mm512_max_ps(m, _mm512_mask_loadu_ps(ninf, k, x + i));
+  }
+  const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(m));
+  __m512 acc = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    const __m512 e = _mm512_maskz_mov_ps(k, Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vmax)));
+    _mm512_mask_storeu_ps(y + i, k, e);
+    acc = _mm512_add_ps(acc, e);
+  }
+  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(acc));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), inv));
+  }
+}
+
+// SoftmaxRowAvx512's arithmetic with one column per lane: sixteen columns a
+// step (the last ones under a mask), the n values of each `stride` apart.
+void SoftmaxColumnsAvx512(const float* x, float* y, int64_t n, int64_t stride, int64_t width) {
+  if (n == 0) return;
+  for (int64_t c = 0; c < width; c += 16) {
+    const __mmask16 k =
+        width - c >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (width - c)) - 1);
+    __m512 m = _mm512_maskz_loadu_ps(k, x + c);
+    for (int64_t j = 1; j < n; ++j) m = _mm512_max_ps(m, _mm512_maskz_loadu_ps(k, x + c + j * stride));
+    __m512 sum = _mm512_setzero_ps();
+    for (int64_t j = 0; j < n; ++j) {
+      const __m512 e = Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + c + j * stride), m));
+      _mm512_mask_storeu_ps(y + c + j * stride, k, e);
+      sum = _mm512_add_ps(sum, e);
+    }
+    const __m512 inv = _mm512_div_ps(_mm512_set1_ps(1.0f), sum);
+    for (int64_t j = 0; j < n; ++j) {
+      float* p = y + c + j * stride;
+      _mm512_mask_storeu_ps(p, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, p), inv));
+    }
   }
 }
 

@@ -173,6 +173,12 @@ const std::vector<CpuKernelDef>& Table() {
       {"erf_f32_avx2", AVX2, 10, NONE, ErfF32Fn(cpu::ErfRowAvx2)},
       {"erf_f32_avx512", AVX512, 20, NONE, ErfF32Fn(cpu::ErfRowAvx512)},
       {"softmax_f32_avx2", AVX2, 10, NONE, SoftmaxF32Fn(cpu::SoftmaxRowAvx2)},
+      {"softmax_f32_avx512", AVX512, 20, NONE, SoftmaxF32Fn(cpu::SoftmaxRowAvx512)},
+#endif
+      // Softmax over an axis that is not the last (YOLO's DFL head): lanes across the columns.
+      {"softmax_columns_f32_portable", P, 0, NONE, SoftmaxColumnsF32Fn(cpu::SoftmaxColumnsPortable)},
+#if SPARQ_CPU_X86
+      {"softmax_columns_f32_avx512", AVX512, 20, NONE, SoftmaxColumnsF32Fn(cpu::SoftmaxColumnsAvx512)},
 #endif
       // float16 <-> float32 rows (convert_f16.cc; the float16 lowering of runtime/fp16_lowering.cc).
       {"convert_f16_f32_portable", P, 0, NONE, ConvertF16F32Fn(cpu::HalfToFloatRowPortable)},
@@ -460,6 +466,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kResizeNearest: return "resize_nearest";
     case CpuOp::kHardSwishChainF32: return "hardswish_chain_f32";
     case CpuOp::kGeluErfChainF32: return "gelu_erf_chain_f32";
+    case CpuOp::kSoftmaxColumnsF32: return "softmax_columns_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

@@ -363,13 +363,19 @@ TEST_P(ActivationF32Test, GeluErfChainFusesIntoOneNode) {
 }
 
 TEST_P(ActivationF32Test, SoftmaxMatchesReference) {
-  for (Shape shape : {Shape{1, 1}, Shape{3, 7}, Shape{2, 12, 64, 64}, Shape{5, 1000}, Shape{4, 9}}) {
+  for (Shape shape : {Shape{1, 1}, Shape{3, 7}, Shape{2, 12, 64, 64}, Shape{5, 1000}, Shape{4, 9}, Shape{1, 4, 16, 1000}}) {
     Tensor x = testing::RandomFloats(shape, 11, -20.0f, 20.0f, 0.0f);
     SCOPED_TRACE(ShapeToString(shape));
     ExpectClose(RunOne("Softmax", x, {}, false), RunOne("Softmax", x, {}, true), Tolerance(CpuOp::kSoftmaxF32, cpu::kSoftmaxF32AbsTol));
-    // Other axes take the reference kernel: the same bits.
-    ExpectClose(RunOne("Softmax", x, {Attribute::Int("axis", 0)}, false),
-                RunOne("Softmax", x, {Attribute::Int("axis", 0)}, true), 0.0f);
+    // Other axes: the softmax_columns_f32 row (1 and 2 threads: the same bits).
+    for (int64_t axis : {int64_t{0}, static_cast<int64_t>(shape.size()) - 2}) {
+      std::string kernel;
+      const Tensor got = RunOne("Softmax", x, {Attribute::Int("axis", axis)}, false, 1, nullptr, &kernel);
+      ExpectClose(got, RunOne("Softmax", x, {Attribute::Int("axis", axis)}, true),
+                  Tolerance(CpuOp::kSoftmaxColumnsF32, cpu::kSoftmaxF32AbsTol));
+      ExpectClose(RunOne("Softmax", x, {Attribute::Int("axis", axis)}, false, 2), got, 0.0f);
+      EXPECT_EQ(kernel, SelectCpuKernel(CpuOp::kSoftmaxColumnsF32).name);
+    }
   }
 }
 

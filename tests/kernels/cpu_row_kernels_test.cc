@@ -752,6 +752,34 @@ void CheckSoftmaxF32(std::mt19937& rng, SoftmaxF32Fn fn, float abs_tol) {
   }
 }
 
+// Softmax of columns side by side (kernels/ref/softmax.cc's blocks: float
+// exp, double sums) for several axis lengths, strides and widths (full and
+// partial vectors); y between the columns is left as it was.
+void CheckSoftmaxColumnsF32(std::mt19937& rng, SoftmaxColumnsF32Fn fn, float abs_tol) {
+  std::uniform_real_distribution<float> value(-20.0f, 20.0f);
+  for (int64_t n : {1, 2, 16, 33}) {
+    for (int64_t width : {1, 15, 16, 40}) {
+      const int64_t stride = width + 3;
+      SCOPED_TRACE("n " + std::to_string(n) + " width " + std::to_string(width));
+      std::vector<float> x(static_cast<size_t>(n * stride)), want(x.size(), 99.0f), got(x.size(), 99.0f);
+      for (float& v : x) v = value(rng);
+      for (int64_t c = 0; c < width; ++c) {
+        float max_v = x[c];
+        for (int64_t k = 1; k < n; ++k) max_v = x[c + k * stride] > max_v ? x[c + k * stride] : max_v;
+        double sum = 0.0;
+        for (int64_t k = 0; k < n; ++k) {
+          want[c + k * stride] = std::exp(x[c + k * stride] - max_v);
+          sum += static_cast<double>(want[c + k * stride]);
+        }
+        for (int64_t k = 0; k < n; ++k)
+          want[c + k * stride] = static_cast<float>(static_cast<double>(want[c + k * stride]) / sum);
+      }
+      fn(x.data(), got.data(), n, stride, width);
+      ExpectFloatRow(got, want, abs_tol);
+    }
+  }
+}
+
 // Pow(x, 2) as the reference computes it (in double, rounded once), including
 // overflow to infinity.
 void CheckPow2F32(std::mt19937& rng, Pow2F32Fn fn) {
@@ -853,6 +881,10 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
       return true;
     case CpuOp::kSoftmaxF32:
       CheckSoftmaxF32(rng, def.get<SoftmaxF32Fn>(), def.isa == CpuIsa::kPortable ? 0.0f : cpu::kSoftmaxF32AbsTol);
+      return true;
+    case CpuOp::kSoftmaxColumnsF32:
+      CheckSoftmaxColumnsF32(rng, def.get<SoftmaxColumnsF32Fn>(),
+                             def.isa == CpuIsa::kPortable ? 0.0f : cpu::kSoftmaxF32AbsTol);
       return true;
     case CpuOp::kPow2F32: CheckPow2F32(rng, def.get<Pow2F32Fn>()); return true;
     case CpuOp::kClipF32: CheckClipF32(rng, def.get<ClipF32Fn>()); return true;
