@@ -120,13 +120,11 @@ void Epilogue(const GemmS8Args& args, const PackedGemmS8& b, const GemmS8Isa& is
     if (corrected) {
       const uint32_t za_u = static_cast<uint32_t>(args.a_zp.at(i) + a_shift);
       const uint32_t a_sum = static_cast<uint32_t>(row_sums[r]);
-      const int32_t* zb_s = b.col_zero_points.data() + j0;
+      const int32_t* zb_s = b.has_zero_points ? b.col_zero_points.data() + j0 : nullptr;
       const int32_t* col_sums = b.col_sums.data() + j0;
-      if (b.has_zero_points) {
-        for (int64_t j = 0; j < cols; ++j) acc[j] -= static_cast<uint32_t>(zb_s[j]) * a_sum;
-      }
-      if (za_u != 0) {
-        for (int64_t j = 0; j < cols; ++j) acc[j] -= za_u * static_cast<uint32_t>(col_sums[j]);
+      if (zb_s != nullptr || za_u != 0) {
+        if (isa.correct_row != nullptr) isa.correct_row(cols, acc, za_u, col_sums, a_sum, zb_s);
+        else CorrectRowPortable(cols, acc, za_u, col_sums, a_sum, zb_s);
       }
     }
     const int32_t* row = c + r * ldc;
@@ -207,6 +205,16 @@ void RequantRowPortable(int64_t n, const int32_t* acc, const int32_t* bias, int6
   } else {
     RequantizeS32Ref<uint8_t>(n, acc, bias, bias_stride, multiplier, multiplier_stride, zero_point, fuse_relu,
                               static_cast<uint8_t*>(out));
+  }
+}
+
+void CorrectRowPortable(int64_t n, uint32_t* acc, uint32_t za_u, const int32_t* col_sums, uint32_t a_sum,
+                        const int32_t* zb_s) {
+  if (zb_s != nullptr) {
+    for (int64_t j = 0; j < n; ++j) acc[j] -= static_cast<uint32_t>(zb_s[j]) * a_sum;
+  }
+  if (za_u != 0) {
+    for (int64_t j = 0; j < n; ++j) acc[j] -= za_u * static_cast<uint32_t>(col_sums[j]);
   }
 }
 
