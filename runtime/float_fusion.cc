@@ -33,6 +33,18 @@
 // output, in models without 16-bit floats; the node computes the five float
 // operations in that order (the same bits; min_rank as HardSwishChain's).
 //
+// Attention (BERT's self-attention as exported), one kernel per head:
+//
+//   Q ── MatMul ── [Mul(s) | Div(s)] ── [Add(mask)] ── Softmax(-1) ── MatMul ── y
+//   K^T ──┘                                                      V ──┘
+//     =>   (Q, K^T, V, mask, s) ── sparq.Attention(scale_op) ── y
+//
+// with s a float32 scalar constant, each intermediate read only by the next
+// node and not a graph output, in models without 16-bit floats. Its
+// reference runs the replaced nodes' reference kernels (the same bits); the
+// fast rows keep the scores of a few rows in the cache
+// (kernels/cpu/attention_f32.h).
+//
 // HardSwish as Paddle exports it (x * Clip(x + 3, 0, 6) / 6), one pass:
 //
 //   x ─┬─ Add(a) ── Clip(lo, hi) ── Mul ── Div(d) ── y   =>   x ── sparq.HardSwishChain(a, lo, hi, d) ── y
@@ -266,6 +278,71 @@ void FuseGeluErfChain(const Model& model, Graph& g, const ValueIndex& index, std
   }
 }
 
+// MatMul -> [Mul | Div by a scalar] -> [Add(mask)] -> Softmax(-1) -> MatMul
+// -> sparq.Attention (see the top); the second MatMul keeps its name and
+// output, the other nodes go into *removed.
+void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::set<size_t>* removed,
+                   std::vector<std::string>* fused) {
+  const int64_t default_axis = model.opset("") < 13 ? 1 : -1;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& mm2 = g.nodes[i];
+    if (removed->count(i) || mm2.op_type != "MatMul" || !mm2.domain.empty() || mm2.inputs.size() != 2 ||
+        mm2.outputs.size() != 1) {
+      continue;
+    }
+    size_t softmax_at = 0, add_at = 0;
+    const Node* softmax = OnlyReaderProduct(g, index, *removed, mm2.inputs[0], "Softmax", &softmax_at);
+    if (softmax == nullptr || softmax->inputs.size() != 1 || softmax->attr_int("axis", default_axis) != -1) continue;
+    // The chain up from `value` to the first MatMul: [Mul | Div by a scalar], MatMul.
+    struct Head {
+      std::string scale_op = "none", scale;
+      const Node* mm1 = nullptr;
+      std::vector<size_t> nodes;
+    };
+    auto head_of = [&](const std::string& value) -> std::optional<Head> {
+      Head h;
+      std::string scores = value;
+      size_t at = 0;
+      for (const char* op : {"Mul", "Div"}) {
+        const Node* s = OnlyReaderProduct(g, index, *removed, value, op, &at);
+        if (s == nullptr || s->inputs.size() != 2) continue;
+        for (int k = std::string(op) == "Div" ? 1 : 0; k < 2; ++k) {  // Div: scores / scale only
+          if (!ConstantScalar(model, index, s->inputs[k])) continue;
+          h.scale_op = op;
+          h.scale = s->inputs[k];
+          scores = s->inputs[1 - k];
+          h.nodes.push_back(at);
+          break;
+        }
+      }
+      h.mm1 = OnlyReaderProduct(g, index, *removed, scores, "MatMul", &at);
+      if (h.mm1 == nullptr || h.mm1->inputs.size() != 2) return std::nullopt;
+      h.nodes.push_back(at);
+      return h;
+    };
+    std::string mask;
+    std::optional<Head> head = head_of(softmax->inputs[0]);
+    std::vector<size_t> chain = {softmax_at};
+    if (const Node* add = OnlyReaderProduct(g, index, *removed, softmax->inputs[0], "Add", &add_at);
+        !head && add != nullptr && add->inputs.size() == 2) {
+      for (int k = 0; k < 2 && !head; ++k) {  // either side may be the scores
+        head = head_of(add->inputs[k]);
+        if (head) mask = add->inputs[1 - k];
+      }
+      chain.push_back(add_at);
+    }
+    if (!head) continue;
+    const Node* mm1 = head->mm1;
+    chain.insert(chain.end(), head->nodes.begin(), head->nodes.end());
+    for (size_t at : chain) removed->insert(at);
+    mm2.op_type = "Attention";
+    mm2.domain = kSparqDomain;
+    mm2.inputs = {mm1->inputs[0], mm1->inputs[1], mm2.inputs[1], mask, head->scale};
+    mm2.attributes = {Attribute::String("scale_op", head->scale_op)};
+    fused->push_back(mm2.name);
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> FuseConvActivations(Model* model) {
@@ -312,7 +389,10 @@ std::vector<std::string> FuseConvActivations(Model* model) {
   }
   FuseSilu(g, index, &removed, &fused);
   FuseHardSwishChain(*model, g, index, &removed, &fused);
-  if (!may_hold_16_bit_floats) FuseGeluErfChain(*model, g, index, &removed, &fused);
+  if (!may_hold_16_bit_floats) {
+    FuseGeluErfChain(*model, g, index, &removed, &fused);
+    FuseAttention(*model, g, index, &removed, &fused);
+  }
   if (fused.empty()) return fused;
   std::vector<Node> kept;
   for (size_t i = 0; i < g.nodes.size(); ++i)

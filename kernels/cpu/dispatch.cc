@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/cpu/activation_f32.h"
+#include "kernels/cpu/attention_f32.h"
 #include "kernels/cpu/convert_f16.h"
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/norm_f32.h"
@@ -174,6 +175,11 @@ const std::vector<CpuKernelDef>& Table() {
       {"erf_f32_avx512", AVX512, 20, NONE, ErfF32Fn(cpu::ErfRowAvx512)},
       {"softmax_f32_avx2", AVX2, 10, NONE, SoftmaxF32Fn(cpu::SoftmaxRowAvx2)},
       {"softmax_f32_avx512", AVX512, 20, NONE, SoftmaxF32Fn(cpu::SoftmaxRowAvx512)},
+#endif
+      // sparq.Attention, one head per call (attention_f32.cc runs them).
+      {"attention_f32_portable", P, 0, NONE, AttentionF32Fn(cpu::AttentionHeadPortable)},
+#if SPARQ_CPU_X86
+      {"attention_f32_avx512", AVX512, 20, NONE, AttentionF32Fn(cpu::AttentionHeadAvx512)},
 #endif
       // Softmax over an axis that is not the last (YOLO's DFL head): lanes across the columns.
       {"softmax_columns_f32_portable", P, 0, NONE, SoftmaxColumnsF32Fn(cpu::SoftmaxColumnsPortable)},
@@ -467,6 +473,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kHardSwishChainF32: return "hardswish_chain_f32";
     case CpuOp::kGeluErfChainF32: return "gelu_erf_chain_f32";
     case CpuOp::kSoftmaxColumnsF32: return "softmax_columns_f32";
+    case CpuOp::kAttentionF32: return "attention_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

@@ -123,6 +123,7 @@ enum class CpuOp : uint8_t {
   kHardSwishChainF32,  // Paddle's HardSwish x * Clip(x + a, lo, hi) / d of a float row (sparq.HardSwishChain)
   kGeluErfChainF32,    // BERT's GELU (x * (Erf(x / d) + a)) * h of a float row (sparq.GeluErfChain)
   kSoftmaxColumnsF32,  // Softmax over an axis that is not the last: columns side by side
+  kAttentionF32,       // one head of sparq.Attention: MatMul, scale, mask, Softmax, MatMul
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -247,6 +248,9 @@ using GeluErfChainF32Fn = CpuOpFn<CpuOp::kGeluErfChainF32, void(const float* x, 
 // faster ones within cpu::kSoftmaxF32AbsTol.
 using SoftmaxColumnsF32Fn = CpuOpFn<CpuOp::kSoftmaxColumnsF32, void(const float* x, float* y, int64_t n,
                                                                     int64_t stride, int64_t width)>;
+// One head of sparq.Attention (AttentionF32Args in kernel_args.h); within
+// cpu::kAttentionF32RelTol of the unfused nodes' reference.
+using AttentionF32Fn = void (*)(const AttentionF32Args&);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
@@ -254,7 +258,7 @@ using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32F
                                  ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn, QLinearMulS8Fn,
                                  MeanRowsF32Fn, ConvS8Fn, SigmoidF32Fn, ClipF32Fn, ScaleShiftF32Fn, LayerNormF32Fn,
                                  ConvTransposeF32Fn, ResizeNearestFn, HardSwishChainF32Fn,
-                                 GeluErfChainF32Fn, SoftmaxColumnsF32Fn>;
+                                 GeluErfChainF32Fn, SoftmaxColumnsF32Fn, AttentionF32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

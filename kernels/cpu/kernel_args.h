@@ -423,4 +423,23 @@ struct ResizeNearestArgs {
   size_t elem_size = 4;  // 1, 2, 4 or 8
 };
 
+// One head of sparq.Attention (attention_f32.h), all matrices row major and
+// contiguous: Q [m, d], K^T [d, n], V [n, dv], y [m, dv]. Per row i:
+//   s[j] = (sum_t Q[i, t] K^T[t, j]) * scale   (/ scale when divide)
+//          + mask[i * mask_row_stride + j * mask_col_stride]   (when mask)
+//   y[i, :] = sum_j softmax(s)[j] V[j, :]
+struct AttentionF32Args {
+  int64_t m = 0, n = 0, d = 0, dv = 0;
+  const float* q = nullptr;
+  const float* kt = nullptr;
+  const float* v = nullptr;
+  float* y = nullptr;
+  float scale = 1.0f;
+  bool divide = false;
+  const float* mask = nullptr;  // nullptr: none
+  int64_t mask_row_stride = 0;  // 0: one mask row for every i
+  int64_t mask_col_stride = 1;  // 0: one value for every j
+  float* scratch = nullptr;     // 4 * n floats, the kernel's
+};
+
 }  // namespace sparq

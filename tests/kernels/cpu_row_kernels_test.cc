@@ -25,6 +25,7 @@
 #include <vector>
 
 #include "kernels/cpu/activation_f32.h"
+#include "kernels/cpu/attention_f32.h"
 #include "kernels/ref/conv.h"
 #include "kernels/ref/pool.h"
 #include "kernels/ref/quantize.h"
@@ -780,6 +781,60 @@ void CheckSoftmaxColumnsF32(std::mt19937& rng, SoftmaxColumnsF32Fn fn, float abs
   }
 }
 
+// One head of attention against the same math in double: shapes with full
+// and partial vectors and row groups, Mul or Div by the scale, a mask per row,
+// one mask row, one mask value, or none; within kAttentionF32RelTol * max(1,
+// max |V|) (the outputs are convex combinations of V's rows).
+void CheckAttentionF32(std::mt19937& rng, AttentionF32Fn fn) {
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  struct Case {
+    int64_t m, n, d, dv;
+    bool divide;
+    int mask;  // 0 none, 1 per row, 2 one row, 3 one value
+  };
+  const Case cases[] = {{64, 64, 32, 32, false, 2}, {5, 17, 8, 33, true, 1}, {9, 3, 1, 16, false, 0},
+                        {1, 40, 20, 7, true, 3},    {7, 1, 4, 4, false, 1}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " mask " + std::to_string(c.mask));
+    std::vector<float> q(c.m * c.d), kt(c.d * c.n), v(c.n * c.dv), mask(c.m * c.n), y(c.m * c.dv + 1, 99.0f);
+    for (std::vector<float>* t : {&q, &kt, &v, &mask}) for (float& x : *t) x = value(rng);
+    // Some masked-out positions (not with one value for all: -1e4 on every
+    // score would cost float scores their low bits).
+    if (c.mask != 3) for (float& x : mask) x = x < -1.5f ? -1e4f : x;
+    std::vector<float> scratch(4 * c.n);
+    AttentionF32Args a;
+    a.m = c.m, a.n = c.n, a.d = c.d, a.dv = c.dv;
+    a.q = q.data(), a.kt = kt.data(), a.v = v.data(), a.y = y.data();
+    a.scale = c.divide ? 5.0f : 0.125f;
+    a.divide = c.divide;
+    a.mask = c.mask == 0 ? nullptr : mask.data();
+    a.mask_row_stride = c.mask == 1 ? c.n : 0;
+    a.mask_col_stride = c.mask == 3 ? 0 : 1;
+    a.scratch = scratch.data();
+    fn(a);
+    float peak = 1.0f;
+    for (float x : v) peak = std::max(peak, std::fabs(x));
+    for (int64_t i = 0; i < c.m; ++i) {
+      std::vector<double> s(c.n);
+      double max_s = -1e300, sum = 0.0;
+      for (int64_t j = 0; j < c.n; ++j) {
+        double acc = 0.0;
+        for (int64_t t = 0; t < c.d; ++t) acc += double{q[i * c.d + t]} * kt[t * c.n + j];
+        s[j] = c.divide ? acc / a.scale : acc * a.scale;
+        if (a.mask != nullptr) s[j] += mask[i * a.mask_row_stride + j * a.mask_col_stride];
+        max_s = std::max(max_s, s[j]);
+      }
+      for (double& x : s) sum += (x = std::exp(x - max_s));
+      for (int64_t col = 0; col < c.dv; ++col) {
+        double want = 0.0;
+        for (int64_t j = 0; j < c.n; ++j) want += s[j] / sum * v[j * c.dv + col];
+        ASSERT_NEAR(y[i * c.dv + col], want, cpu::kAttentionF32RelTol * peak) << "row " << i << " column " << col;
+      }
+    }
+    EXPECT_EQ(y[c.m * c.dv], 99.0f) << "wrote past y";
+  }
+}
+
 // Pow(x, 2) as the reference computes it (in double, rounded once), including
 // overflow to infinity.
 void CheckPow2F32(std::mt19937& rng, Pow2F32Fn fn) {
@@ -887,6 +942,7 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
                              def.isa == CpuIsa::kPortable ? 0.0f : cpu::kSoftmaxF32AbsTol);
       return true;
     case CpuOp::kPow2F32: CheckPow2F32(rng, def.get<Pow2F32Fn>()); return true;
+    case CpuOp::kAttentionF32: CheckAttentionF32(rng, def.get<AttentionF32Fn>()); return true;
     case CpuOp::kClipF32: CheckClipF32(rng, def.get<ClipF32Fn>()); return true;
     case CpuOp::kHardSwishChainF32: CheckHardSwishChainF32(rng, def.get<HardSwishChainF32Fn>()); return true;
     case CpuOp::kGeluErfChainF32:
