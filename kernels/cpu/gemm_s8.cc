@@ -273,11 +273,22 @@ void GemmS8Driver(const GemmS8Args& args, const GemmS8Isa& isa) {
           PackA<uint8_t, 2>(args, b, isa, i0, rows, k0, kc, a_pack, row_sums);
         }
         const int64_t strip_bytes = steps * mr * step * static_cast<int64_t>(elem_bytes);
+        const int64_t slice_bytes = steps * kPanelWidth * step * static_cast<int64_t>(elem_bytes);
+        const int64_t strips = (rows + mr - 1) / mr;
         for (int64_t p = 0; p < col_panels; p += isa.max_panels) {
           const int panels = static_cast<int>(std::min<int64_t>(isa.max_panels, col_panels - p));
           const char* bp = b_data + (j0 / kPanelWidth + p) * panel_bytes +
                            s0 * kPanelWidth * step * static_cast<int64_t>(elem_bytes);
+          // The next tile column's slice of W (weights are read once per run,
+          // often from memory): a share of it before each strip's tile.
+          const int next_panels = static_cast<int>(std::min<int64_t>(isa.max_panels, col_panels - p - panels));
+          const int64_t share = (slice_bytes + strips - 1) / strips;
           for (int64_t r = 0; r < rows; r += mr) {
+            for (int q = 0; q < next_panels; ++q) {
+              const char* next = bp + (panels + q) * panel_bytes;
+              const int64_t begin = (r / mr) * share, end = std::min(slice_bytes, begin + share);
+              for (int64_t off = begin; off < end; off += 64) __builtin_prefetch(next + off);
+            }
             isa.tile(steps, a_pack + (r / mr) * strip_bytes, bp, panel_bytes, panels,
                      c + r * nc + p * kPanelWidth, nc, s0 > 0);
           }
