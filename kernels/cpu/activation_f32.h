@@ -73,6 +73,9 @@ void GeluErfChainRowAvx2(const float* x, float* y, int64_t n, float divisor, flo
 void GeluErfChainRowAvx512(const float* x, float* y, int64_t n, float divisor, float offset, float scale);
 void ErfRowAvx512(const float* x, float* y, int64_t n);
 void SoftmaxRowAvx512(const float* x, float* y, int64_t n);
+// SoftmaxRowAvx512 of `rows` rows ld apart, four at a time side by side (the
+// same bits per row): for sparq.Attention's rows of scores.
+void SoftmaxRowsAvx512(const float* x, float* y, int64_t rows, int64_t ld, int64_t n);
 void SoftmaxColumnsAvx512(const float* x, float* y, int64_t n, int64_t stride, int64_t width);
 void SigmoidRowAvx2(const float* x, float* y, int64_t n, bool times_x);
 void ClipRowAvx2(const float* x, float* y, int64_t n, float lo, float hi);

@@ -98,30 +98,51 @@ void GeluErfChainRowAvx512(const float* x, float* y, int64_t n, float divisor, f
   }
 }
 
+namespace {
+
+// R rows of n values (row r at x + r * ld) side by side, each pass over all R
+// before the next, so that the rows' reductions overlap; every row computed
+// as alone (the same operations per row and lane).
+template <int R>
+void SoftmaxRowsR(const float* x, float* y, int64_t ld, int64_t n) {
+  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+  __m512 m[R], acc[R], inv[R];
+  for (int r = 0; r < R; ++r) m[r] = ninf, acc[r] = _mm512_setzero_ps();
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    for (int r = 0; r < R; ++r) m[r] = _mm512_max_ps(m[r], _mm512_mask_loadu_ps(ninf, k, x + r * ld + i));
+  }
+  for (int r = 0; r < R; ++r) m[r] = _mm512_set1_ps(_mm512_reduce_max_ps(m[r]));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    for (int r = 0; r < R; ++r) {
+      const __m512 e = _mm512_maskz_mov_ps(k, Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + r * ld + i), m[r])));
+      _mm512_mask_storeu_ps(y + r * ld + i, k, e);
+      acc[r] = _mm512_add_ps(acc[r], e);
+    }
+  }
+  for (int r = 0; r < R; ++r) inv[r] = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(acc[r]));
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    for (int r = 0; r < R; ++r)
+      _mm512_mask_storeu_ps(y + r * ld + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + r * ld + i), inv[r]));
+  }
+}
+
+}  // namespace
+
 // The AVX2 row's softmax sixteen lanes a step: the maximum, e^(x - max)
 // stored and summed in float lanes (the tail's lanes masked to 0), the sum
 // reduced in a fixed order, then one product by its reciprocal.
 void SoftmaxRowAvx512(const float* x, float* y, int64_t n) {
+  if (n > 0) SoftmaxRowsR<1>(x, y, n, n);
+}
+
+void SoftmaxRowsAvx512(const float* x, float* y, int64_t rows, int64_t ld, int64_t n) {
   if (n == 0) return;
-  const __m512 ninf = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
-  __m512 m = ninf;
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
-    m = _mm512_max_ps(m, _mm512_mask_loadu_ps(ninf, k, x + i));
-  }
-  const __m512 vmax = _mm512_set1_ps(_mm512_reduce_max_ps(m));
-  __m512 acc = _mm512_setzero_ps();
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
-    const __m512 e = _mm512_maskz_mov_ps(k, Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + i), vmax)));
-    _mm512_mask_storeu_ps(y + i, k, e);
-    acc = _mm512_add_ps(acc, e);
-  }
-  const __m512 inv = _mm512_set1_ps(1.0f / _mm512_reduce_add_ps(acc));
-  for (int64_t i = 0; i < n; i += 16) {
-    const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
-    _mm512_mask_storeu_ps(y + i, k, _mm512_mul_ps(_mm512_maskz_loadu_ps(k, y + i), inv));
-  }
+  int64_t r = 0;
+  for (; r + 4 <= rows; r += 4) SoftmaxRowsR<4>(x + r * ld, y + r * ld, ld, n);
+  for (; r < rows; ++r) SoftmaxRowsR<1>(x + r * ld, y + r * ld, ld, n);
 }
 
 // SoftmaxRowAvx512's arithmetic with one column per lane: sixteen columns a

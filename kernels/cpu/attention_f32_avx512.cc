@@ -46,7 +46,7 @@ void Rows(const AttentionF32Args& a, int64_t i0, float* s) {
       _mm512_mask_storeu_ps(s + r * a.n + j, k, x);
     }
   }
-  for (int r = 0; r < R; ++r) SoftmaxRowAvx512(s + r * a.n, s + r * a.n, a.n);
+  SoftmaxRowsAvx512(s, s, R, a.n, a.n);
   for (int64_t c = 0; c < a.dv; c += 16) {
     const __mmask16 k = TailMask(a.dv - c);
     __m512 acc[R];
