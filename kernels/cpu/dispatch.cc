@@ -156,6 +156,7 @@ const std::vector<CpuKernelDef>& Table() {
       {"qlinear_add_s8_portable", P, 0, NONE, QLinearAddS8Fn(cpu::QLinearAddRowPortable)},
 #if SPARQ_CPU_X86
       {"quantize_f32_s8_avx2", AVX2, 10, NONE, QuantizeF32Fn(cpu::QuantizeRowAvx2)},
+      {"quantize_f32_s8_avx512", AVX512, 20, NONE, QuantizeF32Fn(cpu::QuantizeRowAvx512)},
       {"dequantize_s8_f32_avx2", AVX2, 10, NONE, DequantizeS8Fn(cpu::DequantizeRowAvx2)},
       {"qlinear_add_s8_avx2", AVX2, 10, NONE, QLinearAddS8Fn(cpu::QLinearAddRowAvx2)},
 #endif

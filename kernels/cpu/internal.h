@@ -182,6 +182,8 @@ void DequantizeRowPortable(int64_t n, const void* x, bool x_signed, float scale,
 void QLinearAddRowPortable(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
                            int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
 void QuantizeRowAvx2(int64_t n, const float* x, float scale, int32_t zero_point, bool out_signed, void* y);
+void QuantizeRowAvx512(int64_t n, const float* x, float scale, int32_t zero_point, bool out_signed,
+                       void* y);  // qdq_glue_avx512.cc
 void DequantizeRowAvx2(int64_t n, const void* x, bool x_signed, float scale, int32_t zero_point, float* y);
 void QLinearAddRowAvx2(int64_t n, const void* a, float a_scale, int32_t a_zp, const void* b, float b_scale,
                        int32_t b_zp, float y_scale, int32_t y_zp, bool is_signed, void* y);
