@@ -45,6 +45,11 @@
 // fast rows keep the scores of a few rows in the cache
 // (kernels/cpu/attention_f32.h).
 //
+// A GELU chain whose x is a sparq.MatMulIntegerToFloat read by nothing else
+// (quantize.mode dynamic, onnxruntime's quantize_dynamic) goes into it as its
+// activation attribute: the GEMM's epilogue runs the same row on each row of
+// its output (the same bits).
+//
 // HardSwish as Paddle exports it (x * Clip(x + 3, 0, 6) / 6), one pass:
 //
 //   x ─┬─ Add(a) ── Clip(lo, hi) ── Mul ── Div(d) ── y   =>   x ── sparq.HardSwishChain(a, lo, hi, d) ── y
@@ -278,6 +283,42 @@ void FuseGeluErfChain(const Model& model, Graph& g, const ValueIndex& index, std
   }
 }
 
+// sparq.MatMulIntegerToFloat -> sparq.GeluErfChain (just fused) -> one
+// MatMulIntegerToFloat with activation "GeluErfChain": the GEMM applies the
+// GELU to each row of its output while it is in the cache. x (the product)
+// must be read by nothing but the GELU chain and not be a graph output.
+void FuseGeluIntoDynamicMatMul(Graph& g, const ValueIndex& index, std::set<size_t>* removed,
+                               std::vector<std::string>* fused) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& gelu = g.nodes[i];
+    if (removed->count(i) || gelu.op_type != "GeluErfChain" || gelu.domain != kSparqDomain ||
+        gelu.inputs.size() != 1 || gelu.attr_int("min_rank", 0) > 1) {
+      continue;
+    }
+    const std::string& x = gelu.inputs[0];
+    const std::optional<size_t> p = index.Producer(x);
+    if (!p || removed->count(*p) || index.IsGraphOutput(x)) continue;
+    Node& mm = g.nodes[*p];
+    if (mm.op_type != "MatMulIntegerToFloat" || mm.domain != kSparqDomain || mm.outputs.size() != 1 ||
+        mm.attr("activation") != nullptr) {
+      continue;
+    }
+    bool other_reader = false;  // the nodes as rewritten so far
+    for (size_t j = 0; j < g.nodes.size() && !other_reader; ++j) {
+      if (j == i || removed->count(j)) continue;
+      for (const std::string& in : g.nodes[j].inputs) other_reader |= in == x;
+    }
+    if (other_reader) continue;
+    mm.attributes.push_back(Attribute::String("activation", "GeluErfChain"));
+    mm.attributes.push_back(Attribute::Float("gelu_divisor", gelu.attr_float("divisor", 1.41421356f)));
+    mm.attributes.push_back(Attribute::Float("gelu_offset", gelu.attr_float("offset", 1.0f)));
+    mm.attributes.push_back(Attribute::Float("gelu_scale", gelu.attr_float("scale", 0.5f)));
+    mm.outputs[0] = gelu.outputs[0];
+    removed->insert(i);
+    fused->push_back(gelu.name);
+  }
+}
+
 // MatMul -> [Mul | Div by a scalar] -> [Add(mask)] -> Softmax(-1) -> MatMul
 // -> sparq.Attention (see the top); the second MatMul keeps its name and
 // output, the other nodes go into *removed.
@@ -391,6 +432,7 @@ std::vector<std::string> FuseConvActivations(Model* model) {
   FuseHardSwishChain(*model, g, index, &removed, &fused);
   if (!may_hold_16_bit_floats) {
     FuseGeluErfChain(*model, g, index, &removed, &fused);
+    FuseGeluIntoDynamicMatMul(g, index, &removed, &fused);
     FuseAttention(*model, g, index, &removed, &fused);
   }
   if (fused.empty()) return fused;

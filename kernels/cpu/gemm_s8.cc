@@ -134,6 +134,9 @@ void Epilogue(const GemmS8Args& args, const PackedGemmS8& b, const GemmS8Isa& is
       float* dst = out.out_f32 + i * out.ld_f32 + j0;
       if (isa.dequant_row != nullptr) isa.dequant_row(cols, row, out.f32_scale + j0, bias, dst);
       else DequantRowPortable(cols, row, out.f32_scale + j0, bias, dst);
+      if (out.f32_post != nullptr) {
+        out.f32_post(dst, dst, cols, out.f32_post_params[0], out.f32_post_params[1], out.f32_post_params[2]);
+      }
     }
     if (out.out_q != nullptr) {
       const int32_t* bias = out.bias == nullptr ? nullptr : out.bias + (out.bias_per_channel ? j0 : 0);

@@ -169,6 +169,17 @@ Status MatMulIntegerPacked(OpContext& ctx, const QuantMatMulWeights& w) {
   return Status::OK();
 }
 
+// The GELU a MatMulIntegerToFloat node carries (runtime/float_fusion.h) on
+// the active ISA's gelu_erf_chain_f32 row, or false; params: divisor,
+// offset, scale.
+bool FusedGelu(const Node& node, float params[3]) {
+  if (node.attr_string("activation", "") != "GeluErfChain") return false;
+  params[0] = node.attr_float("gelu_divisor", 1.41421356f);
+  params[1] = node.attr_float("gelu_offset", 1.0f);
+  params[2] = node.attr_float("gelu_scale", 0.5f);
+  return true;
+}
+
 // MatMulIntegerToFloat with the dequantization in the GEMM's epilogue (no
 // int32 tensor): dense weights, one a_zero_point, float32 scales (A_scale one
 // value, B_scale one or one per column) and bias [N]. NotSupported outside
@@ -202,6 +213,7 @@ Status MatMulIntegerToFloatPacked(OpContext& ctx, const QuantMatMulWeights& w) {
   out.ld_f32 = w.n;
   out.f32_scale = scale.data();
   out.f32_bias = bias != nullptr ? bias->data<float>() : nullptr;
+  if (FusedGelu(ctx.node(), out.f32_post_params)) out.f32_post = SelectCpuKernel(CpuOp::kGeluErfChainF32).get<GeluErfChainF32Fn>();
   SPARQ_RETURN_IF_ERROR(RunRows(ctx, a, w, g, a_zp, out, 0));
   ctx.set_output(0, std::move(y));
   return Status::OK();
@@ -288,6 +300,10 @@ Status RunPreparedQuantMatMul(OpContext& ctx, const QuantMatMulWeights& w) {
     Tensor y;
     SPARQ_RETURN_IF_ERROR(MatMulIntegerToFloatFromAcc(ctx, ctx.outputs()[0], ctx.input(4), ctx.input(5),
                                                       ctx.has_input(6) ? &ctx.input(6) : nullptr, &y));
+    if (float p[3]; FusedGelu(ctx.node(), p)) {
+      const GeluErfChainF32Fn gelu = SelectCpuKernel(CpuOp::kGeluErfChainF32).get<GeluErfChainF32Fn>();
+      gelu(y.data<float>(), y.data<float>(), y.numel(), p[0], p[1], p[2]);
+    }
     ctx.set_output(0, std::move(y));
     return Status::OK();
   }
@@ -382,7 +398,8 @@ void RegisterPreparedCpuQuantOps(KernelRegistry& r) {
                          const PrepareContext& context) -> StatusOr<PreparedKernel> {
     SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<const QuantMatMulWeights> w,
                            PrepareQuantMatMul(node, constants, context.kernel_table));
-    const std::string name = w->KernelName();
+    std::string name = w->KernelName();
+    if (float p[3]; FusedGelu(node, p)) name += std::string("+") + SelectCpuKernel(CpuOp::kGeluErfChainF32).name;
     return PreparedKernel{std::shared_ptr<const void>(std::move(w)), name};
   };
   KernelFn run = [](OpContext& ctx) -> Status {
