@@ -375,11 +375,32 @@ void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::s
     if (!head) continue;
     const Node* mm1 = head->mm1;
     chain.insert(chain.end(), head->nodes.begin(), head->nodes.end());
+    // BERT's Transposes around it (Q, V: [b, s, h, d] -> [b, h, s, d], K: -> [b, h, d, s],
+    // the output back): all four go into the node (layout "bshd"), or none.
+    auto transpose_of = [&](const std::string& value, std::vector<int64_t> perm, size_t* at) -> const Node* {
+      const Node* t = OnlyReaderProduct(g, index, *removed, value, "Transpose", at);
+      return t != nullptr && t->inputs.size() == 1 && t->attr_ints("perm") == perm ? t : nullptr;
+    };
+    size_t tq = 0, tk = 0, tv = 0;
+    const Node* q_t = transpose_of(mm1->inputs[0], {0, 2, 1, 3}, &tq);
+    const Node* k_t = transpose_of(mm1->inputs[1], {0, 2, 3, 1}, &tk);
+    const Node* v_t = transpose_of(mm2.inputs[1], {0, 2, 1, 3}, &tv);
+    const std::vector<size_t>& y_readers = index.Readers(mm2.outputs[0]);
+    const Node* y_t = y_readers.size() == 1 && !index.IsGraphOutput(mm2.outputs[0]) ? &g.nodes[y_readers[0]] : nullptr;
+    const bool bshd = q_t != nullptr && k_t != nullptr && v_t != nullptr && y_t != nullptr &&
+                      !removed->count(y_readers[0]) && y_t->op_type == "Transpose" && y_t->domain.empty() &&
+                      y_t->outputs.size() == 1 && y_t->attr_ints("perm") == std::vector<int64_t>{0, 2, 1, 3};
     for (size_t at : chain) removed->insert(at);
     mm2.op_type = "Attention";
     mm2.domain = kSparqDomain;
     mm2.inputs = {mm1->inputs[0], mm1->inputs[1], mm2.inputs[1], mask, head->scale};
     mm2.attributes = {Attribute::String("scale_op", head->scale_op)};
+    if (bshd) {
+      mm2.inputs[0] = q_t->inputs[0], mm2.inputs[1] = k_t->inputs[0], mm2.inputs[2] = v_t->inputs[0];
+      mm2.outputs[0] = y_t->outputs[0];
+      for (size_t at : {tq, tk, tv, y_readers[0]}) removed->insert(at);
+      mm2.attributes.push_back(Attribute::String("layout", "bshd"));
+    }
     fused->push_back(mm2.name);
   }
 }

@@ -18,7 +18,7 @@ namespace cpu {
 void AttentionHeadPortable(const AttentionF32Args& a) {
   float* s = a.scratch;
   for (int64_t i = 0; i < a.m; ++i) {
-    const float* q = a.q + i * a.d;
+    const float* q = a.q + i * a.q_ld;
     for (int64_t j = 0; j < a.n; ++j) {
       float acc = 0.0f;
       for (int64_t t = 0; t < a.d; ++t) acc += q[t] * a.kt[t * a.n + j];
@@ -26,10 +26,10 @@ void AttentionHeadPortable(const AttentionF32Args& a) {
       if (a.mask != nullptr) s[j] += a.mask[i * a.mask_row_stride + j * a.mask_col_stride];
     }
     SoftmaxRowPortable(s, s, a.n);
-    float* y = a.y + i * a.dv;
+    float* y = a.y + i * a.y_ld;
     std::fill(y, y + a.dv, 0.0f);
     for (int64_t j = 0; j < a.n; ++j)
-      for (int64_t c = 0; c < a.dv; ++c) y[c] += s[j] * a.v[j * a.dv + c];
+      for (int64_t c = 0; c < a.dv; ++c) y[c] += s[j] * a.v[j * a.v_ld + c];
   }
 }
 
@@ -42,23 +42,40 @@ using cpu::PrepareRow;
 using cpu::RowKernel;
 
 // The fast path: float32 Q [..., m, d], K^T [..., d, n], V [..., n, dv] with
-// the same leading dimensions, a one-value scale of rank <= Q's, a float32
-// mask that broadcasts to the scores [..., m, n] without adding dimensions;
-// anything else runs the reference (the unfused nodes), which names errors.
+// the same leading dimensions (layout "bshd": Q [b, m, h, d], K [b, n, h, d],
+// V [b, n, h, dv] and y [b, m, h, dv], the Transposes around BERT's attention
+// folded in), a one-value scale of rank <= Q's, a float32 mask that
+// broadcasts to the scores [..., m, n] without adding dimensions; anything
+// else runs the reference (the unfused nodes), which names errors.
 Status RunAttentionF32(OpContext& ctx) {
   const std::string scale_op = ctx.node().attr_string("scale_op", "none");
+  const bool bshd = ctx.node().attr_string("layout", "bhsd") == "bshd";
   for (size_t i = 0; i < 3; ++i)
     if (!ctx.has_input(i) || ctx.input(i).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
   const Tensor& q = ctx.input(0);
-  const Tensor& kt = ctx.input(1);
+  const Tensor& k = ctx.input(1);
   const Tensor& v = ctx.input(2);
   const size_t rank = q.rank();
-  if (rank < 2 || kt.rank() != rank || v.rank() != rank) return RunReferenceKernel(ctx);
-  for (size_t d = 0; d + 2 < rank; ++d)
-    if (kt.dim(d) != q.dim(d) || v.dim(d) != q.dim(d)) return RunReferenceKernel(ctx);
+  if (rank < 2 || k.rank() != rank || v.rank() != rank || (bshd && rank != 4)) return RunReferenceKernel(ctx);
+  // The scores' leading dimensions (batch, heads) and the matrices' sizes.
+  std::vector<int64_t> lead;
   AttentionF32Args args;
-  args.m = q.dim(rank - 2), args.d = q.dim(rank - 1), args.n = kt.dim(rank - 1), args.dv = v.dim(rank - 1);
-  if (kt.dim(rank - 2) != args.d || v.dim(rank - 2) != args.n) return RunReferenceKernel(ctx);
+  if (bshd) {
+    lead = {q.dim(0), q.dim(2)};
+    args.m = q.dim(1), args.d = q.dim(3), args.n = k.dim(1), args.dv = v.dim(3);
+    if (k.dim(0) != q.dim(0) || k.dim(2) != q.dim(2) || k.dim(3) != args.d || v.dim(0) != q.dim(0) ||
+        v.dim(1) != args.n || v.dim(2) != q.dim(2)) {
+      return RunReferenceKernel(ctx);
+    }
+  } else {
+    lead.assign(q.shape().begin(), q.shape().end() - 2);
+    args.m = q.dim(rank - 2), args.d = q.dim(rank - 1), args.n = k.dim(rank - 1), args.dv = v.dim(rank - 1);
+    for (size_t d = 0; d + 2 < rank; ++d)
+      if (k.dim(d) != q.dim(d) || v.dim(d) != q.dim(d)) return RunReferenceKernel(ctx);
+    if (k.dim(rank - 2) != args.d || v.dim(rank - 2) != args.n) return RunReferenceKernel(ctx);
+  }
+  const int64_t heads_per_batch = bshd ? lead[1] : 1;
+  args.q_ld = args.d * heads_per_batch, args.v_ld = args.dv * heads_per_batch, args.y_ld = args.dv * heads_per_batch;
   if (scale_op != "none") {
     if ((scale_op != "Mul" && scale_op != "Div") || !ctx.has_input(4)) return RunReferenceKernel(ctx);
     const Tensor& c = ctx.input(4);
@@ -66,47 +83,61 @@ Status RunAttentionF32(OpContext& ctx) {
     args.scale = c.data<float>()[0];
     args.divide = scale_op == "Div";
   }
-  // The mask's strides over the scores' dimensions (0 where it broadcasts).
-  std::vector<int64_t> mask_strides(rank, 0);
+  // The mask's strides over the scores' dimensions [lead..., m, n] (0 where it broadcasts).
+  const size_t srank = lead.size() + 2;
+  std::vector<int64_t> mask_strides(srank, 0);
   if (ctx.has_input(3)) {
     const Tensor& mask = ctx.input(3);
-    if (mask.dtype() != DataType::kFloat32 || mask.rank() > rank) return RunReferenceKernel(ctx);
+    if (mask.dtype() != DataType::kFloat32 || mask.rank() > srank) return RunReferenceKernel(ctx);
     int64_t stride = 1;
-    for (size_t k = 0; k < mask.rank(); ++k) {
-      const size_t md = mask.rank() - 1 - k, sd = rank - 1 - k;
-      const int64_t full = sd == rank - 1 ? args.n : sd == rank - 2 ? args.m : q.dim(sd);
+    for (size_t i = 0; i < mask.rank(); ++i) {
+      const size_t md = mask.rank() - 1 - i, sd = srank - 1 - i;
+      const int64_t full = sd == srank - 1 ? args.n : sd == srank - 2 ? args.m : lead[sd];
       if (mask.dim(md) != 1 && mask.dim(md) != full) return RunReferenceKernel(ctx);
       mask_strides[sd] = mask.dim(md) == 1 ? 0 : stride;
       stride *= mask.dim(md);
     }
     args.mask = mask.data<float>();
-    args.mask_row_stride = mask_strides[rank - 2];
-    args.mask_col_stride = mask_strides[rank - 1];
+    args.mask_row_stride = mask_strides[srank - 2];
+    args.mask_col_stride = mask_strides[srank - 1];
   }
   Shape out_shape = q.shape();
   out_shape.back() = args.dv;
   Tensor y = Tensor::Uninitialized(DataType::kFloat32, out_shape);
   int64_t heads = 1;
-  for (size_t d = 0; d + 2 < rank; ++d) heads *= q.dim(d);
+  for (int64_t l : lead) heads *= l;
   if (y.numel() == 0) {
     ctx.set_output(0, std::move(y));
     return Status::OK();
   }
   const AttentionF32Fn head_fn = PreparedRow<AttentionF32Fn>(ctx);
   ParallelFor(ctx.pool(), heads, 1, [&](int64_t h0, int64_t h1) {
-    thread_local std::vector<float> scratch;
+    thread_local std::vector<float> scratch, kt_packed;
     if (scratch.size() < static_cast<size_t>(4 * args.n)) scratch.resize(static_cast<size_t>(4 * args.n));
+    if (bshd && kt_packed.size() < static_cast<size_t>(args.d * args.n)) kt_packed.resize(args.d * args.n);
     for (int64_t h = h0; h < h1; ++h) {
       AttentionF32Args head = args;
-      head.q = q.data<float>() + h * args.m * args.d;
-      head.kt = kt.data<float>() + h * args.d * args.n;
-      head.v = v.data<float>() + h * args.n * args.dv;
-      head.y = y.data<float>() + h * args.m * args.dv;
+      if (bshd) {  // batch b, head e: Q[b, :, e, :] and so on; K^T of the head packed
+        const int64_t b = h / lead[1], e = h % lead[1];
+        head.q = q.data<float>() + (b * args.m * lead[1] + e) * args.d;
+        head.v = v.data<float>() + (b * args.n * lead[1] + e) * args.dv;
+        head.y = y.data<float>() + (b * args.m * lead[1] + e) * args.dv;
+        const float* kh = k.data<float>() + (b * args.n * lead[1] + e) * args.d;
+        const int64_t k_ld = args.d * lead[1];
+        for (int64_t t = 0; t < args.d; ++t)  // K's rows of the head stay in L1 (n * d floats)
+          for (int64_t j = 0; j < args.n; ++j) kt_packed[t * args.n + j] = kh[j * k_ld + t];
+        head.kt = kt_packed.data();
+      } else {
+        head.q = q.data<float>() + h * args.m * args.d;
+        head.kt = k.data<float>() + h * args.d * args.n;
+        head.v = v.data<float>() + h * args.n * args.dv;
+        head.y = y.data<float>() + h * args.m * args.dv;
+      }
       if (head.mask != nullptr) {
         int64_t offset = 0, rest = h;
-        for (size_t d = rank - 2; d-- > 0;) {  // the head's index, last leading dimension first
-          offset += (rest % q.dim(d)) * mask_strides[d];
-          rest /= q.dim(d);
+        for (size_t d = lead.size(); d-- > 0;) {  // the head's index, last leading dimension first
+          offset += (rest % lead[d]) * mask_strides[d];
+          rest /= lead[d];
         }
         head.mask += offset;
       }

@@ -34,7 +34,7 @@ void Rows(const AttentionF32Args& a, int64_t i0, float* s) {
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
     for (int64_t t = 0; t < a.d; ++t) {
       const __m512 kv = _mm512_maskz_loadu_ps(k, a.kt + t * a.n + j);
-      for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a.q[(i0 + r) * a.d + t]), kv, acc[r]);
+      for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(a.q[(i0 + r) * a.q_ld + t]), kv, acc[r]);
     }
     for (int r = 0; r < R; ++r) {
       __m512 x = a.divide ? _mm512_div_ps(acc[r], scale) : _mm512_mul_ps(acc[r], scale);
@@ -52,10 +52,10 @@ void Rows(const AttentionF32Args& a, int64_t i0, float* s) {
     __m512 acc[R];
     for (int r = 0; r < R; ++r) acc[r] = _mm512_setzero_ps();
     for (int64_t j = 0; j < a.n; ++j) {
-      const __m512 vv = _mm512_maskz_loadu_ps(k, a.v + j * a.dv + c);
+      const __m512 vv = _mm512_maskz_loadu_ps(k, a.v + j * a.v_ld + c);
       for (int r = 0; r < R; ++r) acc[r] = _mm512_fmadd_ps(_mm512_set1_ps(s[r * a.n + j]), vv, acc[r]);
     }
-    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(a.y + (i0 + r) * a.dv + c, k, acc[r]);
+    for (int r = 0; r < R; ++r) _mm512_mask_storeu_ps(a.y + (i0 + r) * a.y_ld + c, k, acc[r]);
   }
 }
 

@@ -429,13 +429,15 @@ struct ResizeNearestArgs {
   size_t elem_size = 4;  // 1, 2, 4 or 8
 };
 
-// One head of sparq.Attention (attention_f32.h), all matrices row major and
-// contiguous: Q [m, d], K^T [d, n], V [n, dv], y [m, dv]. Per row i:
+// One head of sparq.Attention (attention_f32.h), all matrices row major:
+// Q [m, d] (rows q_ld apart), K^T [d, n] (contiguous), V [n, dv] (rows v_ld
+// apart), y [m, dv] (rows y_ld apart). Per row i:
 //   s[j] = (sum_t Q[i, t] K^T[t, j]) * scale   (/ scale when divide)
 //          + mask[i * mask_row_stride + j * mask_col_stride]   (when mask)
 //   y[i, :] = sum_j softmax(s)[j] V[j, :]
 struct AttentionF32Args {
   int64_t m = 0, n = 0, d = 0, dv = 0;
+  int64_t q_ld = 0, v_ld = 0, y_ld = 0;  // >= d, dv, dv
   const float* q = nullptr;
   const float* kt = nullptr;
   const float* v = nullptr;

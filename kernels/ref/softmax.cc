@@ -126,8 +126,10 @@ Status SoftmaxKernel(OpContext& ctx) {
 }  // namespace
 
 // sparq.Attention (runtime/float_fusion.h): Q, K^T, V, an optional mask and
-// an optional scale constant; attribute scale_op "Mul", "Div" or "none". The
-// nodes it replaces, on their reference kernels, in their order:
+// an optional scale constant; attribute scale_op "Mul", "Div" or "none";
+// layout "bhsd" (the default) or "bshd" (then Q, K, V and y are the
+// Transposes' other sides, transposed here). The nodes it replaces, on their
+// reference kernels, in their order:
 //   scores = MatMul(Q, K^T) [Mul(., scale) | Div(., scale)] [Add(., mask)]
 //   y = MatMul(Softmax(scores, axis -1), V)
 // so the fused graph's reference gives the unfused graph's bits.
@@ -150,12 +152,24 @@ Status Attention(OpContext& ctx) {
     *out = std::move(step_ctx.outputs()[0]);
     return Status::OK();
   };
+  // Layout "bshd": Q [b, m, h, d], K [b, n, h, d], V [b, n, h, dv], y [b, m, h, dv],
+  // the Transposes that BERT's export puts around its attention.
+  const std::string layout = ctx.node().attr_string("layout", "bhsd");
+  if (layout != "bhsd" && layout != "bshd") return ctx.InvalidArgument("layout must be bhsd or bshd, got '" + layout + "'");
+  const bool bshd = layout == "bshd";
+  Tensor q, kt, v;
+  if (bshd) {
+    SPARQ_RETURN_IF_ERROR(run("Transpose", {&ctx.input(0)}, {Attribute::Ints("perm", {0, 2, 1, 3})}, &q));
+    SPARQ_RETURN_IF_ERROR(run("Transpose", {&ctx.input(1)}, {Attribute::Ints("perm", {0, 2, 3, 1})}, &kt));
+    SPARQ_RETURN_IF_ERROR(run("Transpose", {&ctx.input(2)}, {Attribute::Ints("perm", {0, 2, 1, 3})}, &v));
+  }
   Tensor scores, p, y;
-  SPARQ_RETURN_IF_ERROR(run("MatMul", {&ctx.input(0), &ctx.input(1)}, {}, &scores));
+  SPARQ_RETURN_IF_ERROR(run("MatMul", {bshd ? &q : &ctx.input(0), bshd ? &kt : &ctx.input(1)}, {}, &scores));
   if (scale_op != "none") SPARQ_RETURN_IF_ERROR(run(scale_op.c_str(), {&scores, &ctx.input(4)}, {}, &scores));
   if (ctx.has_input(3)) SPARQ_RETURN_IF_ERROR(run("Add", {&scores, &ctx.input(3)}, {}, &scores));
   SPARQ_RETURN_IF_ERROR(run("Softmax", {&scores}, {Attribute::Int("axis", -1)}, &p));
-  SPARQ_RETURN_IF_ERROR(run("MatMul", {&p, &ctx.input(2)}, {}, &y));
+  SPARQ_RETURN_IF_ERROR(run("MatMul", {&p, bshd ? &v : &ctx.input(2)}, {}, &y));
+  if (bshd) SPARQ_RETURN_IF_ERROR(run("Transpose", {&y}, {Attribute::Ints("perm", {0, 2, 1, 3})}, &y));
   ctx.set_output(0, std::move(y));
   return Status::OK();
 }

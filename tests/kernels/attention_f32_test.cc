@@ -115,6 +115,57 @@ TEST_P(AttentionF32Test, FusesAndMatchesTheUnfusedGraph) {
   }
 }
 
+// BERT's export: Q, K, V [b, s, h, d] through Transposes (K's to [b, h, d, s]),
+// the output transposed back: the four Transposes go into the node (layout
+// bshd), the unfused graph's bits on the reference kernels, within the
+// tolerance on the fast ones; a Transpose with another reader keeps them all.
+TEST_P(AttentionF32Test, FoldsTheTransposesAround) {
+  for (bool shared : {false, true}) {
+    SCOPED_TRACE(shared ? "Q's transpose read elsewhere" : "BERT");
+    Model m;
+    m.opset_imports = {{"", 13}};
+    Graph& g = m.graph;
+    for (const char* in : {"q", "k", "v"}) {
+      g.inputs.push_back(testing::FloatInput(in, {}));
+      g.inputs.back().has_shape = false;
+    }
+    g.outputs.push_back(testing::FloatInput("y", {}));
+    g.initializers["scale"] = Tensor::Scalar<float>(0.125f);
+    Tensor mask = testing::RandomFloats({1, 1, 1, 45}, 4, -1.0f, 1.0f);
+    mask.data<float>()[3] = -10000.0f;
+    g.initializers["mask"] = mask;
+    g.nodes.push_back({"tq", "Transpose", "", {"q"}, {"qt"}, {Attribute::Ints("perm", {0, 2, 1, 3})}, ""});
+    g.nodes.push_back({"tk", "Transpose", "", {"k"}, {"kt"}, {Attribute::Ints("perm", {0, 2, 3, 1})}, ""});
+    g.nodes.push_back({"tv", "Transpose", "", {"v"}, {"vt"}, {Attribute::Ints("perm", {0, 2, 1, 3})}, ""});
+    g.nodes.push_back({"qk", "MatMul", "", {"qt", "kt"}, {"s0"}, {}, ""});
+    g.nodes.push_back({"scale", "Mul", "", {"s0", "scale"}, {"s1"}, {}, ""});
+    g.nodes.push_back({"mask", "Add", "", {"s1", "mask"}, {"s2"}, {}, ""});
+    g.nodes.push_back({"softmax", "Softmax", "", {"s2"}, {"p"}, {Attribute::Int("axis", -1)}, ""});
+    g.nodes.push_back({"pv", "MatMul", "", {"p", "vt"}, {"o"}, {}, ""});
+    g.nodes.push_back({"to", "Transpose", "", {"o"}, {"y"}, {Attribute::Ints("perm", {0, 2, 1, 3})}, ""});
+    if (shared) g.outputs.push_back(testing::FloatInput("qt", {}));
+    const TensorMap feed = {{"q", testing::RandomFloats({2, 37, 3, 24}, 1, -1.5f, 1.5f)},
+                            {"k", testing::RandomFloats({2, 45, 3, 24}, 2, -1.5f, 1.5f)},
+                            {"v", testing::RandomFloats({2, 45, 3, 19}, 3, -3.0f, 3.0f)}};
+    const RunResult want = RunModel(m, feed, true, false, 1);
+    const RunResult fused_ref = RunModel(m, feed, true, true, 1);
+    ASSERT_EQ(fused_ref.y.shape(), want.y.shape());
+    EXPECT_EQ(std::memcmp(fused_ref.y.raw_data(), want.y.raw_data(), want.y.nbytes()), 0);
+    const RunResult got = RunModel(m, feed, false, true, 1);
+    ASSERT_EQ(got.y.shape(), want.y.shape());
+    for (int64_t i = 0; i < want.y.numel(); ++i)
+      ASSERT_NEAR(got.y.data<float>()[i], want.y.data<float>()[i], cpu::kAttentionF32RelTol * 3.0f) << i;
+    const RunResult three = RunModel(m, feed, false, true, 3);
+    EXPECT_EQ(std::memcmp(three.y.raw_data(), got.y.raw_data(), got.y.nbytes()), 0);
+    const std::string attention = std::string("Attention:") + SelectCpuKernel(CpuOp::kAttentionF32).name;
+    if (shared) {
+      EXPECT_EQ(got.kernels.size(), 5u);  // four Transposes and the node
+    } else {
+      EXPECT_EQ(got.kernels, std::vector<std::string>{attention});
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(CpuKernels, AttentionF32Test, ::testing::ValuesIn(kAllCpuIsas), testing::IsaParamName);
 
 }  // namespace

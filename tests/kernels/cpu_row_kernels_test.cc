@@ -783,8 +783,9 @@ void CheckSoftmaxColumnsF32(std::mt19937& rng, SoftmaxColumnsF32Fn fn, float abs
 
 // One head of attention against the same math in double: shapes with full
 // and partial vectors and row groups, Mul or Div by the scale, a mask per row,
-// one mask row, one mask value, or none; within kAttentionF32RelTol * max(1,
-// max |V|) (the outputs are convex combinations of V's rows).
+// one mask row, one mask value, or none, Q, V and y rows 3 floats apart more
+// than their length; within kAttentionF32RelTol * max(1, max |V|) (the
+// outputs are convex combinations of V's rows).
 void CheckAttentionF32(std::mt19937& rng, AttentionF32Fn fn) {
   std::uniform_real_distribution<float> value(-2.0f, 2.0f);
   struct Case {
@@ -796,7 +797,8 @@ void CheckAttentionF32(std::mt19937& rng, AttentionF32Fn fn) {
                         {1, 40, 20, 7, true, 3},    {7, 1, 4, 4, false, 1}};
   for (const Case& c : cases) {
     SCOPED_TRACE("m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " mask " + std::to_string(c.mask));
-    std::vector<float> q(c.m * c.d), kt(c.d * c.n), v(c.n * c.dv), mask(c.m * c.n), y(c.m * c.dv + 1, 99.0f);
+    const int64_t q_ld = c.d + 3, v_ld = c.dv + 3, y_ld = c.dv + 3;
+    std::vector<float> q(c.m * q_ld), kt(c.d * c.n), v(c.n * v_ld), mask(c.m * c.n), y(c.m * y_ld + 1, 99.0f);
     for (std::vector<float>* t : {&q, &kt, &v, &mask}) for (float& x : *t) x = value(rng);
     // Some masked-out positions (not with one value for all: -1e4 on every
     // score would cost float scores their low bits).
@@ -804,6 +806,7 @@ void CheckAttentionF32(std::mt19937& rng, AttentionF32Fn fn) {
     std::vector<float> scratch(4 * c.n);
     AttentionF32Args a;
     a.m = c.m, a.n = c.n, a.d = c.d, a.dv = c.dv;
+    a.q_ld = q_ld, a.v_ld = v_ld, a.y_ld = y_ld;
     a.q = q.data(), a.kt = kt.data(), a.v = v.data(), a.y = y.data();
     a.scale = c.divide ? 5.0f : 0.125f;
     a.divide = c.divide;
@@ -819,7 +822,7 @@ void CheckAttentionF32(std::mt19937& rng, AttentionF32Fn fn) {
       double max_s = -1e300, sum = 0.0;
       for (int64_t j = 0; j < c.n; ++j) {
         double acc = 0.0;
-        for (int64_t t = 0; t < c.d; ++t) acc += double{q[i * c.d + t]} * kt[t * c.n + j];
+        for (int64_t t = 0; t < c.d; ++t) acc += double{q[i * q_ld + t]} * kt[t * c.n + j];
         s[j] = c.divide ? acc / a.scale : acc * a.scale;
         if (a.mask != nullptr) s[j] += mask[i * a.mask_row_stride + j * a.mask_col_stride];
         max_s = std::max(max_s, s[j]);
@@ -827,11 +830,12 @@ void CheckAttentionF32(std::mt19937& rng, AttentionF32Fn fn) {
       for (double& x : s) sum += (x = std::exp(x - max_s));
       for (int64_t col = 0; col < c.dv; ++col) {
         double want = 0.0;
-        for (int64_t j = 0; j < c.n; ++j) want += s[j] / sum * v[j * c.dv + col];
-        ASSERT_NEAR(y[i * c.dv + col], want, cpu::kAttentionF32RelTol * peak) << "row " << i << " column " << col;
+        for (int64_t j = 0; j < c.n; ++j) want += s[j] / sum * v[j * v_ld + col];
+        ASSERT_NEAR(y[i * y_ld + col], want, cpu::kAttentionF32RelTol * peak) << "row " << i << " column " << col;
       }
+      for (int64_t col = c.dv; col < y_ld; ++col) ASSERT_EQ(y[i * y_ld + col], 99.0f) << "wrote between rows";
     }
-    EXPECT_EQ(y[c.m * c.dv], 99.0f) << "wrote past y";
+    EXPECT_EQ(y[c.m * y_ld], 99.0f) << "wrote past y";
   }
 }
 
