@@ -251,6 +251,7 @@ const std::vector<CpuKernelDef>& Table() {
       {"scale_shift_f32_portable", P, 0, NONE, ScaleShiftF32Fn(cpu::ScaleShiftRowPortable)},
       {"layer_norm_f32_portable", P, 0, NONE, LayerNormF32Fn(cpu::LayerNormRowsPortable)},
 #if SPARQ_CPU_X86
+      {"layer_norm_f32_avx2", AVX2, 10, NONE, LayerNormF32Fn(cpu::LayerNormRowsAvx2)},
       {"layer_norm_f32_avx512", AVX512, 20, NONE, LayerNormF32Fn(cpu::LayerNormRowsAvx512)},
 #endif
       // ConvTranspose with stride = kernel (conv_transpose_f32.cc): the

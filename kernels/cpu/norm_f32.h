@@ -42,6 +42,8 @@ void LayerNormRowsPortable(const float* x, int64_t rows, int64_t n, const double
 // norm_f32_avx512.cc: eight rows in the double lanes, the same in-order sums.
 void LayerNormRowsAvx512(const float* x, int64_t rows, int64_t n, const double* scale, const double* bias,
                          double epsilon, float* y);
+void LayerNormRowsAvx2(const float* x, int64_t rows, int64_t n, const double* scale, const double* bias,
+                       double epsilon, float* y);
 #endif
 
 }  // namespace cpu
