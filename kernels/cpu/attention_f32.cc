@@ -19,10 +19,11 @@ void AttentionHeadPortable(const AttentionF32Args& a) {
   float* s = a.scratch;
   for (int64_t i = 0; i < a.m; ++i) {
     const float* q = a.q + i * a.q_ld;
+    std::fill(s, s + a.n, 0.0f);
+    for (int64_t t = 0; t < a.d; ++t)  // each s[j] sums over t in order; rows of K^T read contiguously
+      for (int64_t j = 0; j < a.n; ++j) s[j] += q[t] * a.kt[t * a.n + j];
     for (int64_t j = 0; j < a.n; ++j) {
-      float acc = 0.0f;
-      for (int64_t t = 0; t < a.d; ++t) acc += q[t] * a.kt[t * a.n + j];
-      s[j] = a.divide ? acc / a.scale : acc * a.scale;
+      s[j] = a.divide ? s[j] / a.scale : s[j] * a.scale;
       if (a.mask != nullptr) s[j] += a.mask[i * a.mask_row_stride + j * a.mask_col_stride];
     }
     SoftmaxRowPortable(s, s, a.n);

@@ -13,6 +13,7 @@
 // head on its own: the same bits for any thread count.
 //
 //   attention_f32_portable  plain loops (the portable softmax_f32 row's arithmetic)
+//   attention_f32_avx2      8 columns a step, four rows of Q sharing each load
 //   attention_f32_avx512    16 columns a step, four rows of Q sharing each load
 #pragma once
 
@@ -28,6 +29,7 @@ constexpr float kAttentionF32RelTol = 1e-5f;
 
 void AttentionHeadPortable(const AttentionF32Args& args);  // AttentionF32Fn
 #if SPARQ_CPU_X86
+void AttentionHeadAvx2(const AttentionF32Args& args);    // attention_f32_avx2.cc
 void AttentionHeadAvx512(const AttentionF32Args& args);  // attention_f32_avx512.cc
 #endif
 

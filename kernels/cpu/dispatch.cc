@@ -180,6 +180,7 @@ const std::vector<CpuKernelDef>& Table() {
       // sparq.Attention, one head per call (attention_f32.cc runs them).
       {"attention_f32_portable", P, 0, NONE, AttentionF32Fn(cpu::AttentionHeadPortable)},
 #if SPARQ_CPU_X86
+      {"attention_f32_avx2", AVX2, 10, NONE, AttentionF32Fn(cpu::AttentionHeadAvx2)},
       {"attention_f32_avx512", AVX512, 20, NONE, AttentionF32Fn(cpu::AttentionHeadAvx512)},
 #endif
       // Softmax over an axis that is not the last (YOLO's DFL head): lanes across the columns.
