@@ -92,6 +92,7 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterCpuConvTransposeF32Ops(*r);
     RegisterCpuResizeOps(*r);
     RegisterCpuTensorCopyOps(*r);
+    RegisterCpuAttentionF32Ops(*r);
     for (const KernelDef& def : Reference().defs_) r->Add(def);
     return r;
   }();

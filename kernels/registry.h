@@ -106,5 +106,6 @@ void RegisterCpuNormF32Ops(KernelRegistry& r);        // BatchNormalization, Lay
 void RegisterCpuConvTransposeF32Ops(KernelRegistry& r);  // ConvTranspose, stride = kernel: kernels/cpu/norm_f32.h
 void RegisterCpuResizeOps(KernelRegistry& r);            // Resize, nearest by whole factors: kernels/cpu/resize_nearest.cc
 void RegisterCpuTensorCopyOps(KernelRegistry& r);        // Concat, Split as block copies: kernels/cpu/tensor_copy.cc
+void RegisterCpuAttentionF32Ops(KernelRegistry& r);      // sparq.Attention: kernels/cpu/attention_f32.h
 
 }  // namespace sparq

@@ -23,6 +23,33 @@
 // when s has no other reader and is not a graph output, in models without
 // 16-bit floats (sparq.Silu computes float32 / float64).
 //
+// GELU as BERT exports it (x * 0.5 * (1 + erf(x / sqrt 2))), one pass:
+//
+//   x ─┬─ Div(d) ── Erf ── Add(a) ── Mul ── Mul(h) ── y   =>   x ── sparq.GeluErfChain(d, a, h) ── y
+//      └─────────────────────────────┘
+//
+// with d, a, h float32 scalar constants (Add's and both Muls' operands in
+// either order), each intermediate read only by the next node and not a graph
+// output, in models without 16-bit floats; the node computes the five float
+// operations in that order (the same bits; min_rank as HardSwishChain's).
+//
+// Attention (BERT's self-attention as exported), one kernel per head:
+//
+//   Q ── MatMul ── [Mul(s) | Div(s)] ── [Add(mask)] ── Softmax(-1) ── MatMul ── y
+//   K^T ──┘                                                      V ──┘
+//     =>   (Q, K^T, V, mask, s) ── sparq.Attention(scale_op) ── y
+//
+// with s a float32 scalar constant, each intermediate read only by the next
+// node and not a graph output, in models without 16-bit floats. Its
+// reference runs the replaced nodes' reference kernels (the same bits); the
+// fast rows keep the scores of a few rows in the cache
+// (kernels/cpu/attention_f32.h).
+//
+// A GELU chain whose x is a sparq.MatMulIntegerToFloat read by nothing else
+// (quantize.mode dynamic, onnxruntime's quantize_dynamic) goes into it as its
+// activation attribute: the GEMM's epilogue runs the same row on each row of
+// its output (the same bits).
+//
 // HardSwish as Paddle exports it (x * Clip(x + 3, 0, 6) / 6), one pass:
 //
 //   x ─┬─ Add(a) ── Clip(lo, hi) ── Mul ── Div(d) ── y   =>   x ── sparq.HardSwishChain(a, lo, hi, d) ── y
@@ -205,6 +232,179 @@ void FuseHardSwishChain(const Model& model, Graph& g, const ValueIndex& index, s
   }
 }
 
+// Mul(Mul(x, Add(Erf(Div(x, d)), a)), h) -> sparq.GeluErfChain(x) (see the
+// top); the replaced outer Mul keeps its name and output, the Div, Erf, Add
+// and inner Mul go into *removed.
+void FuseGeluErfChain(const Model& model, Graph& g, const ValueIndex& index, std::set<size_t>* removed,
+                      std::vector<std::string>* fused) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& outer = g.nodes[i];
+    if (removed->count(i) || outer.op_type != "Mul" || !outer.domain.empty() || outer.inputs.size() != 2 ||
+        outer.outputs.size() != 1) {
+      continue;
+    }
+    for (int k = 0; k < 2; ++k) {
+      int64_t rank = 0, r = 0;
+      const std::optional<float> scale = ConstantScalar(model, index, outer.inputs[1 - k], &r);
+      size_t inner_at = 0, add_at = 0, erf_at = 0, div_at = 0;
+      const Node* inner = OnlyReaderProduct(g, index, *removed, outer.inputs[k], "Mul", &inner_at);
+      if (!scale || inner == nullptr || inner->inputs.size() != 2) continue;
+      rank = std::max(rank, r);
+      for (int j = 0; j < 2; ++j) {
+        const std::string& x = inner->inputs[1 - j];
+        const Node* add = OnlyReaderProduct(g, index, *removed, inner->inputs[j], "Add", &add_at);
+        if (add == nullptr || add->inputs.size() != 2) continue;
+        for (int e = 0; e < 2; ++e) {
+          const std::optional<float> offset = ConstantScalar(model, index, add->inputs[1 - e], &r);
+          const Node* erf = OnlyReaderProduct(g, index, *removed, add->inputs[e], "Erf", &erf_at);
+          if (!offset || erf == nullptr || erf->inputs.size() != 1) continue;
+          const int64_t offset_rank = r;
+          const Node* div = OnlyReaderProduct(g, index, *removed, erf->inputs[0], "Div", &div_at);
+          if (div == nullptr || div->inputs.size() != 2 || div->inputs[0] != x) continue;
+          const std::optional<float> divisor = ConstantScalar(model, index, div->inputs[1], &r);
+          if (!divisor) continue;
+          rank = std::max({rank, offset_rank, r});
+          removed->insert(div_at);
+          removed->insert(erf_at);
+          removed->insert(add_at);
+          removed->insert(inner_at);
+          outer.op_type = "GeluErfChain";
+          outer.domain = kSparqDomain;
+          outer.inputs = {x};
+          outer.attributes = {Attribute::Float("divisor", *divisor), Attribute::Float("offset", *offset),
+                              Attribute::Float("scale", *scale), Attribute::Int("min_rank", rank)};
+          fused->push_back(outer.name);
+          break;
+        }
+        if (outer.op_type == "GeluErfChain") break;
+      }
+      if (outer.op_type == "GeluErfChain") break;
+    }
+  }
+}
+
+// sparq.MatMulIntegerToFloat -> sparq.GeluErfChain (just fused) -> one
+// MatMulIntegerToFloat with activation "GeluErfChain": the GEMM applies the
+// GELU to each row of its output while it is in the cache. x (the product)
+// must be read by nothing but the GELU chain and not be a graph output.
+void FuseGeluIntoDynamicMatMul(Graph& g, const ValueIndex& index, std::set<size_t>* removed,
+                               std::vector<std::string>* fused) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& gelu = g.nodes[i];
+    if (removed->count(i) || gelu.op_type != "GeluErfChain" || gelu.domain != kSparqDomain ||
+        gelu.inputs.size() != 1 || gelu.attr_int("min_rank", 0) > 1) {
+      continue;
+    }
+    const std::string& x = gelu.inputs[0];
+    const std::optional<size_t> p = index.Producer(x);
+    if (!p || removed->count(*p) || index.IsGraphOutput(x)) continue;
+    Node& mm = g.nodes[*p];
+    if (mm.op_type != "MatMulIntegerToFloat" || mm.domain != kSparqDomain || mm.outputs.size() != 1 ||
+        mm.attr("activation") != nullptr) {
+      continue;
+    }
+    bool other_reader = false;  // the nodes as rewritten so far
+    for (size_t j = 0; j < g.nodes.size() && !other_reader; ++j) {
+      if (j == i || removed->count(j)) continue;
+      for (const std::string& in : g.nodes[j].inputs) other_reader |= in == x;
+    }
+    if (other_reader) continue;
+    mm.attributes.push_back(Attribute::String("activation", "GeluErfChain"));
+    mm.attributes.push_back(Attribute::Float("gelu_divisor", gelu.attr_float("divisor", 1.41421356f)));
+    mm.attributes.push_back(Attribute::Float("gelu_offset", gelu.attr_float("offset", 1.0f)));
+    mm.attributes.push_back(Attribute::Float("gelu_scale", gelu.attr_float("scale", 0.5f)));
+    mm.outputs[0] = gelu.outputs[0];
+    removed->insert(i);
+    fused->push_back(gelu.name);
+  }
+}
+
+// MatMul -> [Mul | Div by a scalar] -> [Add(mask)] -> Softmax(-1) -> MatMul
+// -> sparq.Attention (see the top); the second MatMul keeps its name and
+// output, the other nodes go into *removed.
+void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::set<size_t>* removed,
+                   std::vector<std::string>* fused) {
+  const int64_t default_axis = model.opset("") < 13 ? 1 : -1;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& mm2 = g.nodes[i];
+    if (removed->count(i) || mm2.op_type != "MatMul" || !mm2.domain.empty() || mm2.inputs.size() != 2 ||
+        mm2.outputs.size() != 1) {
+      continue;
+    }
+    size_t softmax_at = 0, add_at = 0;
+    const Node* softmax = OnlyReaderProduct(g, index, *removed, mm2.inputs[0], "Softmax", &softmax_at);
+    if (softmax == nullptr || softmax->inputs.size() != 1 || softmax->attr_int("axis", default_axis) != -1) continue;
+    // The chain up from `value` to the first MatMul: [Mul | Div by a scalar], MatMul.
+    struct Head {
+      std::string scale_op = "none", scale;
+      const Node* mm1 = nullptr;
+      std::vector<size_t> nodes;
+    };
+    auto head_of = [&](const std::string& value) -> std::optional<Head> {
+      Head h;
+      std::string scores = value;
+      size_t at = 0;
+      for (const char* op : {"Mul", "Div"}) {
+        const Node* s = OnlyReaderProduct(g, index, *removed, value, op, &at);
+        if (s == nullptr || s->inputs.size() != 2) continue;
+        for (int k = std::string(op) == "Div" ? 1 : 0; k < 2; ++k) {  // Div: scores / scale only
+          if (!ConstantScalar(model, index, s->inputs[k])) continue;
+          h.scale_op = op;
+          h.scale = s->inputs[k];
+          scores = s->inputs[1 - k];
+          h.nodes.push_back(at);
+          break;
+        }
+      }
+      h.mm1 = OnlyReaderProduct(g, index, *removed, scores, "MatMul", &at);
+      if (h.mm1 == nullptr || h.mm1->inputs.size() != 2) return std::nullopt;
+      h.nodes.push_back(at);
+      return h;
+    };
+    std::string mask;
+    std::optional<Head> head = head_of(softmax->inputs[0]);
+    std::vector<size_t> chain = {softmax_at};
+    if (const Node* add = OnlyReaderProduct(g, index, *removed, softmax->inputs[0], "Add", &add_at);
+        !head && add != nullptr && add->inputs.size() == 2) {
+      for (int k = 0; k < 2 && !head; ++k) {  // either side may be the scores
+        head = head_of(add->inputs[k]);
+        if (head) mask = add->inputs[1 - k];
+      }
+      chain.push_back(add_at);
+    }
+    if (!head) continue;
+    const Node* mm1 = head->mm1;
+    chain.insert(chain.end(), head->nodes.begin(), head->nodes.end());
+    // BERT's Transposes around it (Q, V: [b, s, h, d] -> [b, h, s, d], K: -> [b, h, d, s],
+    // the output back): all four go into the node (layout "bshd"), or none.
+    auto transpose_of = [&](const std::string& value, std::vector<int64_t> perm, size_t* at) -> const Node* {
+      const Node* t = OnlyReaderProduct(g, index, *removed, value, "Transpose", at);
+      return t != nullptr && t->inputs.size() == 1 && t->attr_ints("perm") == perm ? t : nullptr;
+    };
+    size_t tq = 0, tk = 0, tv = 0;
+    const Node* q_t = transpose_of(mm1->inputs[0], {0, 2, 1, 3}, &tq);
+    const Node* k_t = transpose_of(mm1->inputs[1], {0, 2, 3, 1}, &tk);
+    const Node* v_t = transpose_of(mm2.inputs[1], {0, 2, 1, 3}, &tv);
+    const std::vector<size_t>& y_readers = index.Readers(mm2.outputs[0]);
+    const Node* y_t = y_readers.size() == 1 && !index.IsGraphOutput(mm2.outputs[0]) ? &g.nodes[y_readers[0]] : nullptr;
+    const bool bshd = q_t != nullptr && k_t != nullptr && v_t != nullptr && y_t != nullptr &&
+                      !removed->count(y_readers[0]) && y_t->op_type == "Transpose" && y_t->domain.empty() &&
+                      y_t->outputs.size() == 1 && y_t->attr_ints("perm") == std::vector<int64_t>{0, 2, 1, 3};
+    for (size_t at : chain) removed->insert(at);
+    mm2.op_type = "Attention";
+    mm2.domain = kSparqDomain;
+    mm2.inputs = {mm1->inputs[0], mm1->inputs[1], mm2.inputs[1], mask, head->scale};
+    mm2.attributes = {Attribute::String("scale_op", head->scale_op)};
+    if (bshd) {
+      mm2.inputs[0] = q_t->inputs[0], mm2.inputs[1] = k_t->inputs[0], mm2.inputs[2] = v_t->inputs[0];
+      mm2.outputs[0] = y_t->outputs[0];
+      for (size_t at : {tq, tk, tv, y_readers[0]}) removed->insert(at);
+      mm2.attributes.push_back(Attribute::String("layout", "bshd"));
+    }
+    fused->push_back(mm2.name);
+  }
+}
+
 }  // namespace
 
 std::vector<std::string> FuseConvActivations(Model* model) {
@@ -251,6 +451,11 @@ std::vector<std::string> FuseConvActivations(Model* model) {
   }
   FuseSilu(g, index, &removed, &fused);
   FuseHardSwishChain(*model, g, index, &removed, &fused);
+  if (!may_hold_16_bit_floats) {
+    FuseGeluErfChain(*model, g, index, &removed, &fused);
+    FuseGeluIntoDynamicMatMul(g, index, &removed, &fused);
+    FuseAttention(*model, g, index, &removed, &fused);
+  }
   if (fused.empty()) return fused;
   std::vector<Node> kept;
   for (size_t i = 0; i < g.nodes.size(); ++i)

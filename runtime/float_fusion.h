@@ -19,7 +19,9 @@ namespace sparq {
 // Sigmoid(x) becomes a FusedConv too, activation "Silu" (unbounded clamp),
 // its SiLU applied to each GEMM tile as it is stored. Also rewrites
 // Mul(x, Sigmoid(x)) into one sparq.Silu node (float_fusion.cc says when),
-// computed in one pass by the sigmoid_f32 rows.
+// computed in one pass by the sigmoid_f32 rows, Paddle's HardSwish chain
+// into sparq.HardSwishChain and BERT's erf GELU chain (Div, Erf, Add, Mul,
+// Mul) into sparq.GeluErfChain, each one pass with the unfused nodes' bits.
 std::vector<std::string> FuseConvActivations(Model* model);
 
 }  // namespace sparq

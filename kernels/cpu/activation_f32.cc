@@ -26,6 +26,14 @@ void ErfRowPortable(const float* x, float* y, int64_t n) {
   for (int64_t i = 0; i < n; ++i) y[i] = std::erf(x[i]);
 }
 
+// The reference's Div, Erf (std::erf), Add, Mul and Mul, each rounded to float.
+void GeluErfChainRowPortable(const float* x, float* y, int64_t n, float divisor, float offset, float scale) {
+  for (int64_t i = 0; i < n; ++i) {
+    const float e = std::erf(x[i] / divisor);
+    y[i] = (x[i] * (e + offset)) * scale;
+  }
+}
+
 // As kernels/ref/softmax.cc computes one row (inner = 1).
 void SoftmaxRowPortable(const float* x, float* y, int64_t n) {
   if (n == 0) return;
@@ -38,6 +46,22 @@ void SoftmaxRowPortable(const float* x, float* y, int64_t n) {
     sum += static_cast<double>(y[i]);
   }
   for (int64_t i = 0; i < n; ++i) y[i] = static_cast<float>(static_cast<double>(y[i]) / sum);
+}
+
+// As kernels/ref/softmax.cc computes a block of columns.
+void SoftmaxColumnsPortable(const float* x, float* y, int64_t n, int64_t stride, int64_t width) {
+  if (n == 0) return;
+  for (int64_t c = 0; c < width; ++c) {
+    float max_v = x[c];
+    for (int64_t k = 1; k < n; ++k)
+      if (x[c + k * stride] > max_v) max_v = x[c + k * stride];
+    double sum = 0.0;
+    for (int64_t k = 0; k < n; ++k) {
+      y[c + k * stride] = std::exp(x[c + k * stride] - max_v);
+      sum += static_cast<double>(y[c + k * stride]);
+    }
+    for (int64_t k = 0; k < n; ++k) y[c + k * stride] = static_cast<float>(static_cast<double>(y[c + k * stride]) / sum);
+  }
 }
 
 // x * x in float is the exact square rounded once, as the reference's double pow.
@@ -173,6 +197,22 @@ void ErfRowAvx2(const float* x, float* y, int64_t n) {
   }
 }
 
+// ErfRowAvx2's erf between the float division and the add and products.
+void GeluErfChainRowAvx2(const float* x, float* y, int64_t n, float divisor, float offset, float scale) {
+  const __m256 vd = _mm256_set1_ps(divisor), va = _mm256_set1_ps(offset), vh = _mm256_set1_ps(scale);
+  auto gelu = [&](__m256 v) {
+    return _mm256_mul_ps(_mm256_mul_ps(v, _mm256_add_ps(Erf8(_mm256_div_ps(v, vd)), va)), vh);
+  };
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, gelu(_mm256_loadu_ps(x + i)));
+  if (i < n) {  // the tail through a padded buffer, as ErfRowAvx2's
+    alignas(32) float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::copy(x + i, x + n, buf);
+    _mm256_store_ps(buf, gelu(_mm256_load_ps(buf)));
+    std::copy(buf, buf + (n - i), y + i);
+  }
+}
+
 void SoftmaxRowAvx2(const float* x, float* y, int64_t n) {
   if (n == 0) return;
   const float ninf = -std::numeric_limits<float>::infinity();
@@ -243,8 +283,10 @@ Status RunErfF32(OpContext& ctx) {
   return Status::OK();
 }
 
-// Softmax over the last axis (opset 13's default axis -1, or an older opset's
-// axis = rank - 1); other axes run the reference kernel.
+// Softmax of float32. Over the last axis (opset 13's default axis -1, or
+// before opset 13 the dimensions from `axis` on, flattened) on the
+// softmax_f32 row per row; over another axis (opset 13) on the
+// softmax_columns_f32 row, the columns after the axis side by side.
 Status RunSoftmaxF32(OpContext& ctx) {
   if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 || ctx.input(0).rank() == 0)
     return RunReferenceKernel(ctx);
@@ -252,18 +294,51 @@ Status RunSoftmaxF32(OpContext& ctx) {
   const int64_t rank = static_cast<int64_t>(x.rank());
   int64_t axis = ctx.node().attr_int("axis", ctx.opset() < 13 ? 1 : -1);
   if (axis < 0) axis += rank;
-  if (axis != rank - 1) return RunReferenceKernel(ctx);
-  const int64_t n = x.dim(static_cast<size_t>(rank - 1));
-  const int64_t rows = n == 0 ? 0 : x.numel() / n;
+  if (axis < 0 || axis >= rank) return RunReferenceKernel(ctx);  // it names the error
+  const bool flatten = ctx.opset() < 13;
+  int64_t n = x.dim(static_cast<size_t>(axis)), inner = 1;
+  for (int64_t d = axis + 1; d < rank; ++d) (flatten ? n : inner) *= x.dim(static_cast<size_t>(d));
   Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
   const float* src = x.data<float>();
   float* dst = out.data<float>();
-  const SoftmaxF32Fn row = PreparedRow<SoftmaxF32Fn>(ctx);
-  ParallelFor(ctx.pool(), rows, std::max<int64_t>(1, kChunk / std::max<int64_t>(1, n)), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) row(src + r * n, dst + r * n, n);
-  });
+  if (n == 0 || x.numel() == 0) {
+    ctx.set_output(0, std::move(out));
+    return Status::OK();
+  }
+  const int64_t outer = x.numel() / (n * inner);
+  const CpuKernelDef& prepared = *static_cast<const CpuKernelDef*>(ctx.prepared());
+  auto row_of = [&](CpuOp op) -> const CpuKernelDef& { return prepared.op() == op ? prepared : SelectCpuKernel(op); };
+  if (inner == 1) {
+    const SoftmaxF32Fn row = row_of(CpuOp::kSoftmaxF32).get<SoftmaxF32Fn>();
+    ParallelFor(ctx.pool(), outer, std::max<int64_t>(1, kChunk / n), [&](int64_t r0, int64_t r1) {
+      for (int64_t r = r0; r < r1; ++r) row(src + r * n, dst + r * n, n);
+    });
+  } else {
+    // Tasks of (outer index, block of columns); every column on its own.
+    const SoftmaxColumnsF32Fn columns = row_of(CpuOp::kSoftmaxColumnsF32).get<SoftmaxColumnsF32Fn>();
+    constexpr int64_t kBlock = 256;  // columns per task
+    const int64_t blocks = (inner + kBlock - 1) / kBlock;
+    ParallelFor(ctx.pool(), outer * blocks, std::max<int64_t>(1, kChunk / (n * kBlock)), [&](int64_t t0, int64_t t1) {
+      for (int64_t t = t0; t < t1; ++t) {
+        const int64_t o = t / blocks, c0 = (t % blocks) * kBlock;
+        const int64_t offset = o * n * inner + c0;
+        columns(src + offset, dst + offset, n, inner, std::min(kBlock, inner - c0));
+      }
+    });
+  }
   ctx.set_output(0, std::move(out));
   return Status::OK();
+}
+
+// The row `eval --verbose` names for a Softmax node: softmax_columns_f32 when
+// its axis attribute is given and not -1 (opset 13's other axes; the opset is
+// not known here), else softmax_f32. RunSoftmaxF32 takes the other row itself
+// when the shapes call for it.
+StatusOr<std::shared_ptr<const void>> PrepareSoftmax(const Node& node, const std::vector<const Tensor*>&) {
+  const Attribute* axis = node.attr("axis");
+  const bool columns = axis != nullptr && axis->kind == Attribute::Kind::kInt && axis->i != -1;
+  return std::shared_ptr<const void>(&SelectCpuKernel(columns ? CpuOp::kSoftmaxColumnsF32 : CpuOp::kSoftmaxF32),
+                                     [](const void*) {});  // the table outlives executors
 }
 
 // Pow with a constant scalar exponent of exactly 2 on float32: x * x.
@@ -356,6 +431,31 @@ Status RunHardSwishChainF32(OpContext& ctx) {
   const HardSwishChainF32Fn row = PreparedRow<HardSwishChainF32Fn>(ctx);
   ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) {
     row(src + i0, dst + i0, i1 - i0, offset, lo, hi, divisor);
+  });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
+// sparq.GeluErfChain (BERT's x * 0.5 * (1 + erf(x / sqrt 2)) as exported,
+// fused by runtime/float_fusion.h) on the gelu_erf_chain_f32 row: the five
+// float operations per value in one pass, chunks split among the threads
+// (every value on its own: the same bits for any split).
+Status RunGeluErfChainF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 ||
+      static_cast<int64_t>(ctx.input(0).rank()) < ctx.node().attr_int("min_rank", 0)) {
+    return RunReferenceKernel(ctx);
+  }
+  const float divisor = ctx.node().attr_float("divisor", 1.41421356f);
+  const float offset = ctx.node().attr_float("offset", 1.0f), scale = ctx.node().attr_float("scale", 0.5f);
+  const Tensor& x = ctx.input(0);
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const GeluErfChainF32Fn row = PreparedRow<GeluErfChainF32Fn>(ctx);
+  // Chunks start at multiples of kChunk (a multiple of 16): the AVX2 row's
+  // padded tail falls where it falls in a one-thread run.
+  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) {
+    row(src + i0, dst + i0, i1 - i0, divisor, offset, scale);
   });
   ctx.set_output(0, std::move(out));
   return Status::OK();
@@ -458,8 +558,7 @@ void MeanRowsPortable(const float* x, int64_t rows, int64_t n, float* y) {
 
 void RegisterCpuActivationF32Ops(KernelRegistry& r) {
   r.Add({"Erf", "", 9, 99, RunErfF32, "erf_f32", WithoutContext(PrepareRow<CpuOp::kErfF32>, RowKernel)});
-  r.Add({"Softmax", "", 1, 99, RunSoftmaxF32, "softmax_f32",
-         WithoutContext(PrepareRow<CpuOp::kSoftmaxF32>, RowKernel)});
+  r.Add({"Softmax", "", 1, 99, RunSoftmaxF32, "softmax_f32", WithoutContext(PrepareSoftmax, RowKernel)});
   r.Add({"Pow", "", 7, 99, RunPow2F32, "pow2_f32", WithoutContext(PrepareRow<CpuOp::kPow2F32>, RowKernel)});
   r.Add({"ReduceMean", "", 1, 99, RunMeanLastAxisF32, "mean_rows_f32",
          WithoutContext(PrepareRow<CpuOp::kMeanRowsF32>, RowKernel)});
@@ -473,6 +572,8 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r) {
          WithoutContext(PrepareRow<CpuOp::kSigmoidF32>, RowKernel)});
   r.Add({"HardSwishChain", kSparqDomain, 1, 99, RunHardSwishChainF32, "hardswish_chain_f32",
          WithoutContext(PrepareRow<CpuOp::kHardSwishChainF32>, RowKernel)});
+  r.Add({"GeluErfChain", kSparqDomain, 1, 99, RunGeluErfChainF32, "gelu_erf_chain_f32",
+         WithoutContext(PrepareRow<CpuOp::kGeluErfChainF32>, RowKernel)});
 }
 
 }  // namespace sparq

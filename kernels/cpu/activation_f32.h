@@ -9,10 +9,16 @@
 //
 //   erf_f32      portable: std::erf per value, the reference's bits.
 //                avx2: |erf - reference| <= kErfF32AbsTol (a rational
-//                approximation with exp below).
+//                approximation with exp below); avx512: the same formula,
+//                its reciprocal by vrcp14ps and one Newton step.
+//   gelu_erf_chain_f32  (x * (erf(x / d) + a)) * h (sparq.GeluErfChain), the
+//                erf of the same ISA's erf_f32 row: the unfused nodes' bits.
 //   softmax_f32  portable: the reference's computation (double sums), the
-//                reference's bits. avx2: exp by range reduction and a degree-6
-//                polynomial, float sums; |y - reference| <= kSoftmaxF32AbsTol.
+//                reference's bits. avx2, avx512: exp by range reduction and a
+//                degree-6 polynomial, float sums; |y - reference| <=
+//                kSoftmaxF32AbsTol.
+//   softmax_columns_f32  Softmax over an axis that is not the last, columns
+//                side by side (one per lane): the same two kinds of rows.
 //   pow2_f32     x * x: the reference's bits on every path (it computes x*x
 //                exactly in double and rounds once to float).
 //   sigmoid_f32  1 / (1 + e^-x), or x times that (SiLU). portable: the
@@ -53,13 +59,24 @@ constexpr float kSigmoidF32AbsTol = 1e-6f;
 // The functions of the table's rows (ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn).
 void ErfRowPortable(const float* x, float* y, int64_t n);
 void SoftmaxRowPortable(const float* x, float* y, int64_t n);
+void SoftmaxColumnsPortable(const float* x, float* y, int64_t n, int64_t stride, int64_t width);  // SoftmaxColumnsF32Fn
 void Pow2RowPortable(const float* x, float* y, int64_t n);
 void MeanRowsPortable(const float* x, int64_t rows, int64_t n, float* y);  // MeanRowsF32Fn
 void SigmoidRowPortable(const float* x, float* y, int64_t n, bool times_x);  // SigmoidF32Fn
 void ClipRowPortable(const float* x, float* y, int64_t n, float lo, float hi);  // ClipF32Fn
 // HardSwishChainF32Fn (dispatch.h): the reference's bits on every row.
 void HardSwishChainRowPortable(const float* x, float* y, int64_t n, float offset, float lo, float hi, float divisor);
+// GeluErfChainF32Fn (dispatch.h): each row's erf is its ISA's erf_f32 row's.
+void GeluErfChainRowPortable(const float* x, float* y, int64_t n, float divisor, float offset, float scale);
 #if SPARQ_CPU_X86
+void GeluErfChainRowAvx2(const float* x, float* y, int64_t n, float divisor, float offset, float scale);
+void GeluErfChainRowAvx512(const float* x, float* y, int64_t n, float divisor, float offset, float scale);
+void ErfRowAvx512(const float* x, float* y, int64_t n);
+void SoftmaxRowAvx512(const float* x, float* y, int64_t n);
+// SoftmaxRowAvx512 of `rows` rows ld apart, four at a time side by side (the
+// same bits per row): for sparq.Attention's rows of scores.
+void SoftmaxRowsAvx512(const float* x, float* y, int64_t rows, int64_t ld, int64_t n);
+void SoftmaxColumnsAvx512(const float* x, float* y, int64_t n, int64_t stride, int64_t width);
 void SigmoidRowAvx2(const float* x, float* y, int64_t n, bool times_x);
 void ClipRowAvx2(const float* x, float* y, int64_t n, float lo, float hi);
 void HardSwishChainRowAvx2(const float* x, float* y, int64_t n, float offset, float lo, float hi, float divisor);

@@ -5,6 +5,7 @@
 #include <string>
 
 #include "kernels/cpu/activation_f32.h"
+#include "kernels/cpu/attention_f32.h"
 #include "kernels/cpu/convert_f16.h"
 #include "kernels/cpu/internal.h"
 #include "kernels/cpu/norm_f32.h"
@@ -167,14 +168,26 @@ const std::vector<CpuKernelDef>& Table() {
       {"maxpool2d_avx2", AVX2, 10, NONE, MaxPool2dFn(cpu::MaxPool2dAvx2)},
       {"maxpool2d_avx512", AVX512, 20, NONE, MaxPool2dFn(cpu::MaxPool2dAvx512)},
 #endif
-      // Float rows of transformer models (activation_f32.cc runs them); the
-      // AVX2 versions are also the best from AVX-512 up.
+      // Float rows of transformer models (activation_f32.cc runs them).
       {"erf_f32_portable", P, 0, NONE, ErfF32Fn(cpu::ErfRowPortable)},
       {"softmax_f32_portable", P, 0, NONE, SoftmaxF32Fn(cpu::SoftmaxRowPortable)},
       {"pow2_f32_portable", P, 0, NONE, Pow2F32Fn(cpu::Pow2RowPortable)},
 #if SPARQ_CPU_X86
       {"erf_f32_avx2", AVX2, 10, NONE, ErfF32Fn(cpu::ErfRowAvx2)},
+      {"erf_f32_avx512", AVX512, 20, NONE, ErfF32Fn(cpu::ErfRowAvx512)},
       {"softmax_f32_avx2", AVX2, 10, NONE, SoftmaxF32Fn(cpu::SoftmaxRowAvx2)},
+      {"softmax_f32_avx512", AVX512, 20, NONE, SoftmaxF32Fn(cpu::SoftmaxRowAvx512)},
+#endif
+      // sparq.Attention, one head per call (attention_f32.cc runs them).
+      {"attention_f32_portable", P, 0, NONE, AttentionF32Fn(cpu::AttentionHeadPortable)},
+#if SPARQ_CPU_X86
+      {"attention_f32_avx2", AVX2, 10, NONE, AttentionF32Fn(cpu::AttentionHeadAvx2)},
+      {"attention_f32_avx512", AVX512, 20, NONE, AttentionF32Fn(cpu::AttentionHeadAvx512)},
+#endif
+      // Softmax over an axis that is not the last (YOLO's DFL head): lanes across the columns.
+      {"softmax_columns_f32_portable", P, 0, NONE, SoftmaxColumnsF32Fn(cpu::SoftmaxColumnsPortable)},
+#if SPARQ_CPU_X86
+      {"softmax_columns_f32_avx512", AVX512, 20, NONE, SoftmaxColumnsF32Fn(cpu::SoftmaxColumnsAvx512)},
 #endif
       // float16 <-> float32 rows (convert_f16.cc; the float16 lowering of runtime/fp16_lowering.cc).
       {"convert_f16_f32_portable", P, 0, NONE, ConvertF16F32Fn(cpu::HalfToFloatRowPortable)},
@@ -230,6 +243,12 @@ const std::vector<CpuKernelDef>& Table() {
       {"hardswish_chain_f32_avx2", AVX2, 10, NONE, HardSwishChainF32Fn(cpu::HardSwishChainRowAvx2)},
       {"hardswish_chain_f32_avx512", AVX512, 20, NONE, HardSwishChainF32Fn(cpu::HardSwishChainRowAvx512)},
 #endif
+      // BERT's GELU chain (activation_f32.cc runs them); each ISA's erf is its erf_f32 row's.
+      {"gelu_erf_chain_f32_portable", P, 0, NONE, GeluErfChainF32Fn(cpu::GeluErfChainRowPortable)},
+#if SPARQ_CPU_X86
+      {"gelu_erf_chain_f32_avx2", AVX2, 10, NONE, GeluErfChainF32Fn(cpu::GeluErfChainRowAvx2)},
+      {"gelu_erf_chain_f32_avx512", AVX512, 20, NONE, GeluErfChainF32Fn(cpu::GeluErfChainRowAvx512)},
+#endif
       // Clip of float rows (activation_f32.cc runs them).
       {"clip_f32_portable", P, 0, NONE, ClipF32Fn(cpu::ClipRowPortable)},
 #if SPARQ_CPU_X86
@@ -240,6 +259,10 @@ const std::vector<CpuKernelDef>& Table() {
       // plain C++, the reference's bits.
       {"scale_shift_f32_portable", P, 0, NONE, ScaleShiftF32Fn(cpu::ScaleShiftRowPortable)},
       {"layer_norm_f32_portable", P, 0, NONE, LayerNormF32Fn(cpu::LayerNormRowsPortable)},
+#if SPARQ_CPU_X86
+      {"layer_norm_f32_avx2", AVX2, 10, NONE, LayerNormF32Fn(cpu::LayerNormRowsAvx2)},
+      {"layer_norm_f32_avx512", AVX512, 20, NONE, LayerNormF32Fn(cpu::LayerNormRowsAvx512)},
+#endif
       // ConvTranspose with stride = kernel (conv_transpose_f32.cc): the
       // same loops compiled for each ISA, the reference's bits.
       {"conv_transpose_f32_portable", P, 0, NONE, ConvTransposeF32Fn(cpu::ConvTransposeF32Portable)},
@@ -316,8 +339,16 @@ IsaState& State() {
 // `cols`: columns of the output as stored (N for Y, M for Y^T).
 Status CheckS8Epilogue(const char* op, const S8Epilogue& out, int64_t cols) {
   const std::string where = std::string(op) + ": ";
-  if (out.out_s32 == nullptr && out.out_q == nullptr) {
-    return Status::InvalidArgument(where + "no output: set out.out_s32 and/or out.out_q");
+  const bool gemm = std::string(op) == "gemm_s8";
+  if (out.out_f32 != nullptr && !gemm) return Status::InvalidArgument(where + "out.out_f32 is for gemm_s8 only");
+  if (out.out_s32 == nullptr && out.out_q == nullptr && out.out_f32 == nullptr) {
+    return Status::InvalidArgument(where + "no output: set out.out_s32, out.out_q and/or out.out_f32");
+  }
+  if (out.out_f32 != nullptr) {
+    if (out.ld_f32 < cols) {
+      return Status::InvalidArgument(where + "out.ld_f32 " + std::to_string(out.ld_f32) + " < " + std::to_string(cols));
+    }
+    if (out.f32_scale == nullptr) return Status::InvalidArgument(where + "out.f32_scale is required with out.out_f32");
   }
   if (out.out_s32 != nullptr && out.ld_s32 < cols) {
     return Status::InvalidArgument(where + "out.ld_s32 " + std::to_string(out.ld_s32) + " < " + std::to_string(cols));
@@ -452,6 +483,9 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kConvTransposeF32: return "conv_transpose_f32";
     case CpuOp::kResizeNearest: return "resize_nearest";
     case CpuOp::kHardSwishChainF32: return "hardswish_chain_f32";
+    case CpuOp::kGeluErfChainF32: return "gelu_erf_chain_f32";
+    case CpuOp::kSoftmaxColumnsF32: return "softmax_columns_f32";
+    case CpuOp::kAttentionF32: return "attention_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

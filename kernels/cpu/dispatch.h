@@ -122,6 +122,9 @@ enum class CpuOp : uint8_t {
   kResizeNearest,   // nearest-neighbour upsampling by whole factors (any element size)
   kHardSwishChainF32,  // Paddle's HardSwish x * Clip(x + a, lo, hi) / d of a float row (sparq.HardSwishChain)
   kAbsHistogramF32,  // a float row counted into a histogram of |x| (calibration)
+  kGeluErfChainF32,    // BERT's GELU (x * (Erf(x / d) + a)) * h of a float row (sparq.GeluErfChain)
+  kSoftmaxColumnsF32,  // Softmax over an axis that is not the last: columns side by side
+  kAttentionF32,       // one head of sparq.Attention: MatMul, scale, mask, Softmax, MatMul
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -237,6 +240,22 @@ using HardSwishChainF32Fn = CpuOpFn<CpuOp::kHardSwishChainF32, void(const float*
 // last)] += 1 for i < n, the product in double; x holds no NaN. Integer
 // counts: the reference's on every row.
 using AbsHistogramF32Fn = void (*)(const float* x, int64_t n, double scale, int64_t last, int64_t* counts);
+// y[i] = (x[i] * (erf(x[i] / divisor) + offset)) * scale, each operation
+// rounded to float in that order, erf as the ErfF32Fn row of the same ISA
+// computes it: the bits of the Div, Erf, Add, Mul and Mul it replaces on the
+// rows of that ISA (sparq.GeluErfChain); the portable row the reference's.
+using GeluErfChainF32Fn = CpuOpFn<CpuOp::kGeluErfChainF32, void(const float* x, float* y, int64_t n, float divisor,
+                                                                float offset, float scale)>;
+// Softmax of `width` columns side by side over an axis of n values `stride`
+// apart: column c is x[c], x[c + stride], ..., x[c + (n - 1) * stride] (and
+// y likewise); each column on its own, so any split of the columns gives the
+// same bits. The portable row is the reference's computation (its bits),
+// faster ones within cpu::kSoftmaxF32AbsTol.
+using SoftmaxColumnsF32Fn = CpuOpFn<CpuOp::kSoftmaxColumnsF32, void(const float* x, float* y, int64_t n,
+                                                                    int64_t stride, int64_t width)>;
+// One head of sparq.Attention (AttentionF32Args in kernel_args.h); within
+// cpu::kAttentionF32RelTol of the unfused nodes' reference.
+using AttentionF32Fn = void (*)(const AttentionF32Args&);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
@@ -244,7 +263,7 @@ using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32F
                                  ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn, QLinearMulS8Fn,
                                  MeanRowsF32Fn, ConvS8Fn, SigmoidF32Fn, ClipF32Fn, ScaleShiftF32Fn, LayerNormF32Fn,
                                  ConvTransposeF32Fn, ResizeNearestFn, HardSwishChainF32Fn,
-                                 AbsHistogramF32Fn>;
+                                 AbsHistogramF32Fn, GeluErfChainF32Fn, SoftmaxColumnsF32Fn, AttentionF32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

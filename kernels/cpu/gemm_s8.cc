@@ -120,17 +120,24 @@ void Epilogue(const GemmS8Args& args, const PackedGemmS8& b, const GemmS8Isa& is
     if (corrected) {
       const uint32_t za_u = static_cast<uint32_t>(args.a_zp.at(i) + a_shift);
       const uint32_t a_sum = static_cast<uint32_t>(row_sums[r]);
-      const int32_t* zb_s = b.col_zero_points.data() + j0;
+      const int32_t* zb_s = b.has_zero_points ? b.col_zero_points.data() + j0 : nullptr;
       const int32_t* col_sums = b.col_sums.data() + j0;
-      if (b.has_zero_points) {
-        for (int64_t j = 0; j < cols; ++j) acc[j] -= static_cast<uint32_t>(zb_s[j]) * a_sum;
-      }
-      if (za_u != 0) {
-        for (int64_t j = 0; j < cols; ++j) acc[j] -= za_u * static_cast<uint32_t>(col_sums[j]);
+      if (zb_s != nullptr || za_u != 0) {
+        if (isa.correct_row != nullptr) isa.correct_row(cols, acc, za_u, col_sums, a_sum, zb_s);
+        else CorrectRowPortable(cols, acc, za_u, col_sums, a_sum, zb_s);
       }
     }
     const int32_t* row = c + r * ldc;
     if (out.out_s32 != nullptr) std::memcpy(out.out_s32 + i * out.ld_s32 + j0, row, cols * sizeof(int32_t));
+    if (out.out_f32 != nullptr) {
+      const float* bias = out.f32_bias == nullptr ? nullptr : out.f32_bias + j0;
+      float* dst = out.out_f32 + i * out.ld_f32 + j0;
+      if (isa.dequant_row != nullptr) isa.dequant_row(cols, row, out.f32_scale + j0, bias, dst);
+      else DequantRowPortable(cols, row, out.f32_scale + j0, bias, dst);
+      if (out.f32_post != nullptr) {
+        out.f32_post(dst, dst, cols, out.f32_post_params[0], out.f32_post_params[1], out.f32_post_params[2]);
+      }
+    }
     if (out.out_q != nullptr) {
       const int32_t* bias = out.bias == nullptr ? nullptr : out.bias + (out.bias_per_channel ? j0 : 0);
       const float* mult = out.multiplier + (out.multiplier_per_channel ? j0 : 0);
@@ -204,6 +211,22 @@ void RequantRowPortable(int64_t n, const int32_t* acc, const int32_t* bias, int6
   }
 }
 
+void CorrectRowPortable(int64_t n, uint32_t* acc, uint32_t za_u, const int32_t* col_sums, uint32_t a_sum,
+                        const int32_t* zb_s) {
+  if (zb_s != nullptr) {
+    for (int64_t j = 0; j < n; ++j) acc[j] -= static_cast<uint32_t>(zb_s[j]) * a_sum;
+  }
+  if (za_u != 0) {
+    for (int64_t j = 0; j < n; ++j) acc[j] -= za_u * static_cast<uint32_t>(col_sums[j]);
+  }
+}
+
+void DequantRowPortable(int64_t n, const int32_t* acc, const float* scale, const float* bias, float* out) {
+  for (int64_t j = 0; j < n; ++j) out[j] = static_cast<float>(acc[j]) * scale[j];
+  if (bias != nullptr)
+    for (int64_t j = 0; j < n; ++j) out[j] = out[j] + bias[j];
+}
+
 void GemmS8Driver(const GemmS8Args& args, const GemmS8Isa& isa) {
   const PackedGemmS8& b = *args.b;
   const int step = b.step();
@@ -253,11 +276,22 @@ void GemmS8Driver(const GemmS8Args& args, const GemmS8Isa& isa) {
           PackA<uint8_t, 2>(args, b, isa, i0, rows, k0, kc, a_pack, row_sums);
         }
         const int64_t strip_bytes = steps * mr * step * static_cast<int64_t>(elem_bytes);
+        const int64_t slice_bytes = steps * kPanelWidth * step * static_cast<int64_t>(elem_bytes);
+        const int64_t strips = (rows + mr - 1) / mr;
         for (int64_t p = 0; p < col_panels; p += isa.max_panels) {
           const int panels = static_cast<int>(std::min<int64_t>(isa.max_panels, col_panels - p));
           const char* bp = b_data + (j0 / kPanelWidth + p) * panel_bytes +
                            s0 * kPanelWidth * step * static_cast<int64_t>(elem_bytes);
+          // The next tile column's slice of W (weights are read once per run,
+          // often from memory): a share of it before each strip's tile.
+          const int next_panels = static_cast<int>(std::min<int64_t>(isa.max_panels, col_panels - p - panels));
+          const int64_t share = (slice_bytes + strips - 1) / strips;
           for (int64_t r = 0; r < rows; r += mr) {
+            for (int q = 0; q < next_panels; ++q) {
+              const char* next = bp + (panels + q) * panel_bytes;
+              const int64_t begin = (r / mr) * share, end = std::min(slice_bytes, begin + share);
+              for (int64_t off = begin; off < end; off += 64) __builtin_prefetch(next + off);
+            }
             isa.tile(steps, a_pack + (r / mr) * strip_bytes, bp, panel_bytes, panels,
                      c + r * nc + p * kPanelWidth, nc, s0 > 0);
           }

@@ -198,11 +198,37 @@ void RequantRowAvx512(int64_t n, const int32_t* acc, const int32_t* bias, int64_
   }
 }
 
+// CorrectRowPortable 16 lanes at a time (vpmulld keeps the low 32 bits: the
+// same sums mod 2^32).
+void CorrectRowAvx512(int64_t n, uint32_t* acc, uint32_t za_u, const int32_t* col_sums, uint32_t a_sum,
+                      const int32_t* zb_s) {
+  const __m512i vza = _mm512_set1_epi32(static_cast<int32_t>(za_u)), vsum = _mm512_set1_epi32(static_cast<int32_t>(a_sum));
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 k = n - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1);
+    __m512i v = _mm512_maskz_loadu_epi32(k, acc + j);
+    if (zb_s != nullptr) v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_maskz_loadu_epi32(k, zb_s + j), vsum));
+    v = _mm512_sub_epi32(v, _mm512_mullo_epi32(_mm512_maskz_loadu_epi32(k, col_sums + j), vza));
+    _mm512_mask_storeu_epi32(acc + j, k, v);
+  }
+}
+
+// DequantRowPortable 16 lanes at a time: the same conversion, product and
+// sum, each rounded (this file is built with -ffp-contract=off).
+void DequantRowAvx512(int64_t n, const int32_t* acc, const float* scale, const float* bias, float* out) {
+  for (int64_t j = 0; j < n; j += 16) {
+    const __mmask16 k = n - j >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << (n - j)) - 1);
+    __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_maskz_loadu_epi32(k, acc + j)), _mm512_maskz_loadu_ps(k, scale + j));
+    if (bias != nullptr) v = _mm512_add_ps(v, _mm512_maskz_loadu_ps(k, bias + j));
+    _mm512_mask_storeu_ps(out + j, k, v);
+  }
+}
+
 SPARQ_CPU_TARGET_END
 SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX512VNNI_FEATURES)
 
 void GemmS8Avx512Vnni(const GemmS8Args& args) {
-  static constexpr GemmS8Isa kIsa = {kMr, kMaxPanels, Tile, RequantRowAvx512, PackStripS8};
+  static constexpr GemmS8Isa kIsa = {kMr, kMaxPanels, Tile, RequantRowAvx512, PackStripS8, DequantRowAvx512,
+                                     CorrectRowAvx512};
   GemmS8Driver(args, kIsa);
 }
 

@@ -52,7 +52,20 @@ struct GemmS8Isa {
   // is already zeroed. Adds each row's sum of a_u to row_sums[r].
   void (*pack_strip_s8)(const uint8_t* a, int64_t lda, int64_t k_count, bool flip, uint8_t* strip,
                         int32_t* row_sums);
+  // Optional (nullptr: DequantRowPortable): S8Epilogue's float output of one
+  // row of n accumulators, the same bits.
+  void (*dequant_row)(int64_t n, const int32_t* acc, const float* scale, const float* bias, float* out) = nullptr;
+  // Optional (nullptr: CorrectRowPortable): the panel16x4_s8 correction of one
+  // row, mod 2^32 (see gemm_s8.cc).
+  void (*correct_row)(int64_t n, uint32_t* acc, uint32_t za_u, const int32_t* col_sums, uint32_t a_sum,
+                      const int32_t* zb_s) = nullptr;
 };
+// acc[j] -= zb_s[j] * a_sum (zb_s null: no weight zero points), then
+// acc[j] -= za_u * col_sums[j], all mod 2^32.
+void CorrectRowPortable(int64_t n, uint32_t* acc, uint32_t za_u, const int32_t* col_sums, uint32_t a_sum,
+                        const int32_t* zb_s);
+// out[j] = float(acc[j]) * scale[j] (+ bias[j]), two roundings (S8Epilogue::out_f32).
+void DequantRowPortable(int64_t n, const int32_t* acc, const float* scale, const float* bias, float* out);
 void GemmS8Driver(const GemmS8Args& args, const GemmS8Isa& isa);
 
 // ---------------------------------------------------------------------------

@@ -34,6 +34,20 @@ struct S8Epilogue {
   bool multiplier_per_channel = true;  // false: multiplier[0] for every channel
   int32_t zero_point = 0;
   bool fuse_relu = false;
+
+  // Float output (MatMulIntegerToFloat): out_f32[m, n] = float(acc) * f32_scale[n],
+  // then + f32_bias[n] when given, each step rounded to float (no fused
+  // multiply-add): the bits of kernels/ref's MatMulIntegerToFloatFromAcc.
+  float* out_f32 = nullptr;
+  int64_t ld_f32 = 0;                // row stride of out_f32 (elements)
+  const float* f32_scale = nullptr;  // one per column; required with out_f32
+  const float* f32_bias = nullptr;   // one per column, or nullptr
+  // Optional: applied to each row of out_f32 after the bias, in place,
+  // f32_post(row, row, n, p0, p1, p2) (a gelu_erf_chain_f32 row: a
+  // MatMulIntegerToFloat with a GELU fused, runtime/float_fusion.h). Each
+  // value on its own, so the row split does not change bits.
+  void (*f32_post)(const float* x, float* y, int64_t n, float p0, float p1, float p2) = nullptr;
+  float f32_post_params[3] = {0, 0, 0};
 };
 
 // Layout of the dense activations of a sparse kernel:
@@ -421,6 +435,27 @@ struct ResizeNearestArgs {
   void* y = nullptr;        // [planes, height * scale_h, width * scale_w]
   int64_t planes = 0, height = 0, width = 0, scale_h = 1, scale_w = 1;
   size_t elem_size = 4;  // 1, 2, 4 or 8
+};
+
+// One head of sparq.Attention (attention_f32.h), all matrices row major:
+// Q [m, d] (rows q_ld apart), K^T [d, n] (contiguous), V [n, dv] (rows v_ld
+// apart), y [m, dv] (rows y_ld apart). Per row i:
+//   s[j] = (sum_t Q[i, t] K^T[t, j]) * scale   (/ scale when divide)
+//          + mask[i * mask_row_stride + j * mask_col_stride]   (when mask)
+//   y[i, :] = sum_j softmax(s)[j] V[j, :]
+struct AttentionF32Args {
+  int64_t m = 0, n = 0, d = 0, dv = 0;
+  int64_t q_ld = 0, v_ld = 0, y_ld = 0;  // >= d, dv, dv
+  const float* q = nullptr;
+  const float* kt = nullptr;
+  const float* v = nullptr;
+  float* y = nullptr;
+  float scale = 1.0f;
+  bool divide = false;
+  const float* mask = nullptr;  // nullptr: none
+  int64_t mask_row_stride = 0;  // 0: one mask row for every i
+  int64_t mask_col_stride = 1;  // 0: one value for every j
+  float* scratch = nullptr;     // 4 * n floats, the kernel's
 };
 
 }  // namespace sparq

@@ -8,8 +8,9 @@
 //                    BatchNormalization applies its per-channel a and b.
 //   layer_norm_f32   rows of n values normalized as the reference does: mean
 //                    and variance summed in order in double (several rows
-//                    interleaved so that the sums overlap), each value
-//                    computed in double and rounded once.
+//                    interleaved so that the sums overlap; avx512: eight
+//                    rows in the lanes of a register), each value computed
+//                    in double and rounded once.
 //   conv_transpose_f32  a ConvTranspose whose stride equals its kernel
 //                    (ConvTransposeF32Args), e.g. the 2x2 / stride 2
 //                    upsampling of PP-OCR's detector head.
@@ -37,6 +38,13 @@ void ConvTransposeF32Avx512(const ConvTransposeF32Args& args);
 void ResizeNearestPortable(const ResizeNearestArgs& args);
 void LayerNormRowsPortable(const float* x, int64_t rows, int64_t n, const double* scale, const double* bias,
                            double epsilon, float* y);  // LayerNormF32Fn
+#if SPARQ_CPU_X86
+// norm_f32_avx512.cc: eight rows in the double lanes, the same in-order sums.
+void LayerNormRowsAvx512(const float* x, int64_t rows, int64_t n, const double* scale, const double* bias,
+                         double epsilon, float* y);
+void LayerNormRowsAvx2(const float* x, int64_t rows, int64_t n, const double* scale, const double* bias,
+                       double epsilon, float* y);
+#endif
 
 }  // namespace cpu
 }  // namespace sparq

@@ -85,6 +85,7 @@ Status RunRows(const OpContext& ctx, const Tensor& a, const QuantMatMulWeights& 
     args.out = out;
     const int64_t offset = c * rows_per_call * w.n;
     if (out.out_s32 != nullptr) args.out.out_s32 = out.out_s32 + offset;
+    if (out.out_f32 != nullptr) args.out.out_f32 = out.out_f32 + offset;
     if (out.out_q != nullptr) args.out.out_q = static_cast<char*>(out.out_q) + offset * out_elem_bytes;
     args.pool = ctx.pool();
     Status st = RunGemmS8(args);
@@ -168,6 +169,56 @@ Status MatMulIntegerPacked(OpContext& ctx, const QuantMatMulWeights& w) {
   return Status::OK();
 }
 
+// The GELU a MatMulIntegerToFloat node carries (runtime/float_fusion.h) on
+// the active ISA's gelu_erf_chain_f32 row, or false; params: divisor,
+// offset, scale.
+bool FusedGelu(const Node& node, float params[3]) {
+  if (node.attr_string("activation", "") != "GeluErfChain") return false;
+  params[0] = node.attr_float("gelu_divisor", 1.41421356f);
+  params[1] = node.attr_float("gelu_offset", 1.0f);
+  params[2] = node.attr_float("gelu_scale", 0.5f);
+  return true;
+}
+
+// MatMulIntegerToFloat with the dequantization in the GEMM's epilogue (no
+// int32 tensor): dense weights, one a_zero_point, float32 scales (A_scale one
+// value, B_scale one or one per column) and bias [N]. NotSupported outside
+// that; MatMulIntegerToFloatFromAcc then names any error.
+Status MatMulIntegerToFloatPacked(OpContext& ctx, const QuantMatMulWeights& w) {
+  if (w.sparse.sparse()) return NotFast(ctx, "sparse weights");
+  const Tensor& a = ctx.input(0);
+  SPARQ_ASSIGN_OR_RETURN(const MatMulGeometry g, Geometry(ctx, a, ctx.input(1), w));
+  std::vector<int32_t> a_zp;
+  if (ctx.has_input(2)) {
+    const Tensor& z = ctx.input(2);
+    if (z.dtype() != a.dtype() || z.numel() != 1) return NotFast(ctx, "a_zero_point is not one value of A's type");
+    a_zp = Int8Values(z);
+  }
+  const Tensor& a_scale = ctx.input(4);
+  const Tensor& b_scale = ctx.input(5);
+  if (!ScaleFits(a_scale, w.n, false) || !ScaleFits(b_scale, w.n, true)) {
+    return NotFast(ctx, "scales must be float32, A_scale one value, B_scale one or one per column");
+  }
+  const Tensor* bias = ctx.has_input(6) ? &ctx.input(6) : nullptr;
+  if (bias != nullptr && (bias->dtype() != DataType::kFloat32 || bias->rank() != 1 || bias->dim(0) != w.n)) {
+    return NotFast(ctx, "bias is not float32 [N]");
+  }
+  // The reference's per-column scale: A_scale * B_scale[n], rounded to float.
+  std::vector<float> scale(static_cast<size_t>(w.n));
+  const float sa = a_scale.data<float>()[0];
+  for (int64_t c = 0; c < w.n; ++c) scale[c] = sa * b_scale.data<float>()[b_scale.numel() == 1 ? 0 : c];
+  Tensor y = Tensor::Uninitialized(DataType::kFloat32, g.out_shape);
+  S8Epilogue out;
+  out.out_f32 = y.data<float>();
+  out.ld_f32 = w.n;
+  out.f32_scale = scale.data();
+  out.f32_bias = bias != nullptr ? bias->data<float>() : nullptr;
+  if (FusedGelu(ctx.node(), out.f32_post_params)) out.f32_post = SelectCpuKernel(CpuOp::kGeluErfChainF32).get<GeluErfChainF32Fn>();
+  SPARQ_RETURN_IF_ERROR(RunRows(ctx, a, w, g, a_zp, out, 0));
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
 Status QLinearMatMulPacked(OpContext& ctx, const QuantMatMulWeights& w) {
   for (size_t i = 0; i < 7; ++i) {
     if (!ctx.has_input(i)) return NotFast(ctx, "input " + std::to_string(i) + " is missing");
@@ -239,14 +290,20 @@ StatusOr<std::shared_ptr<const QuantMatMulWeights>> PrepareQuantMatMul(const Nod
 
 Status RunPreparedQuantMatMul(OpContext& ctx, const QuantMatMulWeights& w) {
   if (ctx.node().op_type == "MatMulIntegerToFloat") {
-    // MatMulInteger on the first four inputs, then the reference epilogue.
     SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(6));
-    Status st = MatMulIntegerPacked(ctx, w);
+    Status st = MatMulIntegerToFloatPacked(ctx, w);
+    if (st.code() != StatusCode::kNotSupported) return st;
+    // Otherwise MatMulInteger on the first four inputs, then the reference epilogue.
+    st = MatMulIntegerPacked(ctx, w);
     if (st.code() == StatusCode::kNotSupported) return RunReferenceKernel(ctx);
     SPARQ_RETURN_IF_ERROR(st);
     Tensor y;
     SPARQ_RETURN_IF_ERROR(MatMulIntegerToFloatFromAcc(ctx, ctx.outputs()[0], ctx.input(4), ctx.input(5),
                                                       ctx.has_input(6) ? &ctx.input(6) : nullptr, &y));
+    if (float p[3]; FusedGelu(ctx.node(), p)) {
+      const GeluErfChainF32Fn gelu = SelectCpuKernel(CpuOp::kGeluErfChainF32).get<GeluErfChainF32Fn>();
+      gelu(y.data<float>(), y.data<float>(), y.numel(), p[0], p[1], p[2]);
+    }
     ctx.set_output(0, std::move(y));
     return Status::OK();
   }
@@ -341,7 +398,8 @@ void RegisterPreparedCpuQuantOps(KernelRegistry& r) {
                          const PrepareContext& context) -> StatusOr<PreparedKernel> {
     SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<const QuantMatMulWeights> w,
                            PrepareQuantMatMul(node, constants, context.kernel_table));
-    const std::string name = w->KernelName();
+    std::string name = w->KernelName();
+    if (float p[3]; FusedGelu(node, p)) name += std::string("+") + SelectCpuKernel(CpuOp::kGeluErfChainF32).name;
     return PreparedKernel{std::shared_ptr<const void>(std::move(w)), name};
   };
   KernelFn run = [](OpContext& ctx) -> Status {

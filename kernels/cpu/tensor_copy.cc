@@ -10,6 +10,18 @@
 //
 //   Concat(axis 1) of a [2, 3, 4] and b [2, 1, 4]:
 //     y[0] = a[0] (12 elements) | b[0] (4)     y[1] = a[1] | b[1]
+//
+// Transpose (kernel "transpose_blocks"): the output without its zero fill; when
+// the permutation ends in a 2-D transpose (the output's last dimension strided
+// in the input, the one before it contiguous, e.g. BERT's K^T [0, 2, 3, 1]),
+// that block in tiles of 8 x 8 so that both sides stay in cache lines, else
+// the reference's strided copy. A copy: the reference's bytes.
+//
+// Cast to float32 from the integer types and bool as a converting copy
+// (kernel "cast_to_f32"): plain loops the compiler vectorizes, each value
+// rounded as the reference's Tensor::CastTo rounds it (through double: exact
+// for every type but int64 / uint64, whose double is rounded again to
+// float, as there). Other casts run the reference kernel.
 #include <algorithm>
 #include <cstring>
 #include <vector>
@@ -123,9 +135,130 @@ Status SplitBlocks(OpContext& ctx) {
   return Status::OK();
 }
 
+// out[a * cols + b] = in[b * in_stride + a] for a < rows, b < cols (elements
+// of kSize bytes), in tiles.
+template <size_t kSize>
+void TransposeBlock(const uint8_t* in, int64_t in_stride, int64_t rows, int64_t cols, uint8_t* out) {
+  constexpr int64_t kTile = 8;
+  for (int64_t a0 = 0; a0 < rows; a0 += kTile) {
+    const int64_t a1 = std::min(rows, a0 + kTile);
+    for (int64_t b0 = 0; b0 < cols; b0 += kTile) {
+      const int64_t b1 = std::min(cols, b0 + kTile);
+      for (int64_t a = a0; a < a1; ++a)
+        for (int64_t b = b0; b < b1; ++b) std::memcpy(out + (a * cols + b) * kSize, in + (b * in_stride + a) * kSize, kSize);
+    }
+  }
+}
+
+Status TransposeBlocks(OpContext& ctx) {
+  if (!ctx.has_input(0)) return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  const size_t esize = DataTypeSize(x.dtype());
+  if (esize != 1 && esize != 2 && esize != 4 && esize != 8) return RunReferenceKernel(ctx);
+  std::vector<int64_t> perm = ctx.node().attr_ints("perm");
+  if (ctx.node().attr("perm") == nullptr)
+    for (int64_t d = rank; d-- > 0;) perm.push_back(d);
+  std::vector<bool> used(static_cast<size_t>(rank), false);
+  if (static_cast<int64_t>(perm.size()) != rank) return RunReferenceKernel(ctx);  // it names the error
+  for (int64_t& p : perm) {
+    if (p < 0) p += rank;
+    if (p < 0 || p >= rank || used[p]) return RunReferenceKernel(ctx);
+    used[p] = true;
+  }
+  const std::vector<int64_t> in_strides = tensor_ops::ContiguousStrides(x.shape());
+  Shape out_shape(static_cast<size_t>(rank));
+  std::vector<int64_t> strides(static_cast<size_t>(rank));
+  for (int64_t d = 0; d < rank; ++d) out_shape[d] = x.dim(perm[d]), strides[d] = in_strides[perm[d]];
+  Tensor y = Tensor::Uninitialized(x.dtype(), out_shape);
+  // The output's dimensions without the 1s, neighbours contiguous in the input merged.
+  Shape shape;
+  std::vector<int64_t> st;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (out_shape[d] == 1) continue;
+    if (!shape.empty() && st.back() == strides[d] * out_shape[d]) {
+      shape.back() *= out_shape[d];
+      st.back() = strides[d];
+      continue;
+    }
+    shape.push_back(out_shape[d]);
+    st.push_back(strides[d]);
+  }
+  const size_t k = shape.size();
+  if (y.numel() == 0 || k < 2 || st[k - 1] == 1 || st[k - 2] != 1) {
+    tensor_ops::StridedCopy(x.raw_data(), strides, out_shape, y.raw_data(), esize, ctx.pool());
+    ctx.set_output(0, std::move(y));
+    return Status::OK();
+  }
+  const int64_t rows = shape[k - 2], cols = shape[k - 1], in_stride = st[k - 1];
+  const int64_t blocks = y.numel() / (rows * cols);
+  const auto* in = static_cast<const uint8_t*>(x.raw_data());
+  auto* out = static_cast<uint8_t*>(y.raw_data());
+  ParallelFor(ctx.pool(), blocks, std::max<int64_t>(1, kBytesPerTask / static_cast<int64_t>(rows * cols * esize)),
+              [&](int64_t b0, int64_t b1) {
+                for (int64_t b = b0; b < b1; ++b) {
+                  int64_t offset = 0;
+                  for (size_t d = k - 2, rest = static_cast<size_t>(b); d-- > 0;) {  // block b's input offset
+                    offset += static_cast<int64_t>(rest % static_cast<size_t>(shape[d])) * st[d];
+                    rest /= static_cast<size_t>(shape[d]);
+                  }
+                  const uint8_t* src = in + offset * static_cast<int64_t>(esize);
+                  uint8_t* dst = out + b * rows * cols * static_cast<int64_t>(esize);
+                  switch (esize) {
+                    case 1: TransposeBlock<1>(src, in_stride, rows, cols, dst); break;
+                    case 2: TransposeBlock<2>(src, in_stride, rows, cols, dst); break;
+                    case 4: TransposeBlock<4>(src, in_stride, rows, cols, dst); break;
+                    default: TransposeBlock<8>(src, in_stride, rows, cols, dst); break;
+                  }
+                }
+              });
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
+template <typename T>
+void CastRowToFloat(const void* in, float* out, int64_t n) {
+  const T* src = static_cast<const T*>(in);
+  for (int64_t i = 0; i < n; ++i) out[i] = static_cast<float>(static_cast<double>(src[i]));
+}
+
+Status CastToFloat(OpContext& ctx) {
+  const Attribute* to = ctx.node().attr("to");
+  if (!ctx.has_input(0) || to == nullptr || to->kind != Attribute::Kind::kInt || to->i != 1) {
+    return RunReferenceKernel(ctx);  // 1: ONNX's FLOAT
+  }
+  const Tensor& x = ctx.input(0);
+  void (*row)(const void*, float*, int64_t) = nullptr;
+  switch (x.dtype()) {
+    case DataType::kInt8: row = CastRowToFloat<int8_t>; break;
+    case DataType::kUInt8: row = CastRowToFloat<uint8_t>; break;
+    case DataType::kInt16: row = CastRowToFloat<int16_t>; break;
+    case DataType::kUInt16: row = CastRowToFloat<uint16_t>; break;
+    case DataType::kInt32: row = CastRowToFloat<int32_t>; break;
+    case DataType::kUInt32: row = CastRowToFloat<uint32_t>; break;
+    case DataType::kInt64: row = CastRowToFloat<int64_t>; break;
+    case DataType::kUInt64: row = CastRowToFloat<uint64_t>; break;
+    case DataType::kBool: row = CastRowToFloat<bool>; break;
+    default: return RunReferenceKernel(ctx);  // float32 itself (shared), floats, strings
+  }
+  Tensor y = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const auto* in = static_cast<const uint8_t*>(x.raw_data());
+  const size_t esize = DataTypeSize(x.dtype());
+  float* out = y.data<float>();
+  constexpr int64_t kChunk = 16384;  // values per task
+  ParallelFor(ctx.pool(), (x.numel() + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
+    const int64_t begin = c0 * kChunk, end = std::min(x.numel(), c1 * kChunk);
+    row(in + static_cast<size_t>(begin) * esize, out + begin, end - begin);
+  });
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
 }  // namespace
 
 void RegisterCpuTensorCopyOps(KernelRegistry& r) {
+  r.Add({"Cast", "", 6, 99, CastToFloat, "cast_to_f32"});
+  r.Add({"Transpose", "", 1, 99, TransposeBlocks, "transpose_blocks"});  // opset 1 spells `to` as a name: the reference
   r.Add({"Concat", "", 1, 99, ConcatBlocks, "copy_blocks"});  // without an axis (opset 1 default): the reference
   r.Add({"Split", "", 1, 99, SplitBlocks, "copy_blocks"});
 }

@@ -53,6 +53,29 @@ Status HardSwishChain(OpContext& ctx) {
   return Status::OK();
 }
 
+// sparq.GeluErfChain (runtime/float_fusion.h): Mul(Mul(x, Add(Erf(Div(x,
+// divisor)), offset)), scale) as the five nodes it replaces compute it (float
+// division, std::erf, each step rounded to float32). The output has at least
+// min_rank dimensions (the broadcast of a scalar x with the constants).
+Status GeluErfChain(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() != DataType::kFloat32) return ctx.NotSupported("GeluErfChain runs float32 only");
+  const float divisor = Attr(ctx, "divisor", 1.41421356f), offset = Attr(ctx, "offset", 1.0f);
+  const float scale = Attr(ctx, "scale", 0.5f);
+  Shape shape = x.shape();
+  while (static_cast<int64_t>(shape.size()) < ctx.node().attr_int("min_rank", 0)) shape.insert(shape.begin(), 1);
+  Tensor y(DataType::kFloat32, shape);
+  const float* src = x.data<float>();
+  float* dst = y.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float e = std::erf(src[i] / divisor);
+    dst[i] = (src[i] * (e + offset)) * scale;
+  }
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
 Status LeakyRelu(OpContext& ctx) {
   const float alpha = Attr(ctx, "alpha", 0.01f);
   return RunSameTypeUnary<kFloats>(ctx, [alpha](auto x) {
@@ -248,6 +271,7 @@ void RegisterActivationOps(KernelRegistry& r) {
   r.Add({"Relu", "", 1, 99, Relu, "ref"});
   r.Add({"Silu", kSparqDomain, 1, 99, Silu, "ref"});
   r.Add({"HardSwishChain", kSparqDomain, 1, 99, HardSwishChain, "ref"});
+  r.Add({"GeluErfChain", kSparqDomain, 1, 99, GeluErfChain, "ref"});
   r.Add({"LeakyRelu", "", 1, 99, LeakyRelu, "ref"});
   r.Add({"ThresholdedRelu", "", 10, 99, ThresholdedRelu, "ref"});
   r.Add({"Elu", "", 1, 99, Elu, "ref"});

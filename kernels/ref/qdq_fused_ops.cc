@@ -236,6 +236,27 @@ Status MatMulIntegerToFloatFromAcc(const OpContext& ctx, const Tensor& acc, cons
 
 namespace {
 
+// sparq.MatMulIntegerToFloat may carry a GELU (runtime/float_fusion.h:
+// activation "GeluErfChain", gelu_divisor / gelu_offset / gelu_scale): the
+// sparq.GeluErfChain reference kernel on its output, as the separate node.
+Status ApplyActivation(OpContext& ctx, Tensor* y) {
+  const std::string activation = ctx.node().attr_string("activation", "");
+  if (activation.empty()) return Status::OK();
+  if (activation != "GeluErfChain") return ctx.InvalidArgument("unknown activation '" + activation + "'");
+  const KernelDef* gelu = KernelRegistry::Reference().Find("GeluErfChain", kSparqDomain, 1);
+  if (gelu == nullptr) return ctx.NotSupported("no GeluErfChain reference kernel");
+  const Node& n = ctx.node();
+  const Node step{n.name + "/GeluErfChain", "GeluErfChain", kSparqDomain, {}, {"y"},
+                  {Attribute::Float("divisor", n.attr_float("gelu_divisor", 1.41421356f)),
+                   Attribute::Float("offset", n.attr_float("gelu_offset", 1.0f)),
+                   Attribute::Float("scale", n.attr_float("gelu_scale", 0.5f))},
+                  ""};
+  OpContext step_ctx(step, 1, {y}, ctx.pool());
+  SPARQ_RETURN_IF_ERROR(gelu->fn(step_ctx));
+  *y = std::move(step_ctx.outputs()[0]);
+  return Status::OK();
+}
+
 Status MatMulIntegerToFloat(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(6));
   const KernelDef* mm = KernelRegistry::Reference().Find("MatMulInteger", "", 10);
@@ -245,6 +266,7 @@ Status MatMulIntegerToFloat(OpContext& ctx) {
   Tensor y;
   SPARQ_RETURN_IF_ERROR(MatMulIntegerToFloatFromAcc(ctx, mm_ctx.outputs()[0], ctx.input(4), ctx.input(5),
                                                     ctx.has_input(6) ? &ctx.input(6) : nullptr, &y));
+  SPARQ_RETURN_IF_ERROR(ApplyActivation(ctx, &y));
   ctx.set_output(0, std::move(y));
   return Status::OK();
 }

@@ -125,7 +125,57 @@ Status SoftmaxKernel(OpContext& ctx) {
 
 }  // namespace
 
+// sparq.Attention (runtime/float_fusion.h): Q, K^T, V, an optional mask and
+// an optional scale constant; attribute scale_op "Mul", "Div" or "none";
+// layout "bhsd" (the default) or "bshd" (then Q, K, V and y are the
+// Transposes' other sides, transposed here). The nodes it replaces, on their
+// reference kernels, in their order:
+//   scores = MatMul(Q, K^T) [Mul(., scale) | Div(., scale)] [Add(., mask)]
+//   y = MatMul(Softmax(scores, axis -1), V)
+// so the fused graph's reference gives the unfused graph's bits.
+Status Attention(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(3));
+  const std::string scale_op = ctx.node().attr_string("scale_op", "none");
+  if (scale_op != "none" && scale_op != "Mul" && scale_op != "Div") {
+    return ctx.InvalidArgument("scale_op must be Mul, Div or none, got '" + scale_op + "'");
+  }
+  if (scale_op != "none" && !ctx.has_input(4)) return ctx.InvalidArgument("scale_op " + scale_op + " needs input 4");
+  const KernelRegistry& ref = KernelRegistry::Reference();
+  // Runs the reference kernel of `op` (opset 13) on `inputs`, its output 0 into *out.
+  auto run = [&](const char* op, std::vector<const Tensor*> inputs, std::vector<Attribute> attrs, Tensor* out) {
+    const KernelDef* def = ref.Find(op, "", 13);
+    if (def == nullptr) return ctx.NotSupported(std::string("no reference kernel for ") + op);
+    const Node step{ctx.node().name + "/" + op, op, "", {}, {"y"}, std::move(attrs), ""};
+    OpContext step_ctx(step, 13, std::move(inputs), ctx.pool());
+    Status st = def->fn(step_ctx);
+    if (!st.ok()) return ctx.Error(st.code(), st.message());
+    *out = std::move(step_ctx.outputs()[0]);
+    return Status::OK();
+  };
+  // Layout "bshd": Q [b, m, h, d], K [b, n, h, d], V [b, n, h, dv], y [b, m, h, dv],
+  // the Transposes that BERT's export puts around its attention.
+  const std::string layout = ctx.node().attr_string("layout", "bhsd");
+  if (layout != "bhsd" && layout != "bshd") return ctx.InvalidArgument("layout must be bhsd or bshd, got '" + layout + "'");
+  const bool bshd = layout == "bshd";
+  Tensor q, kt, v;
+  if (bshd) {
+    SPARQ_RETURN_IF_ERROR(run("Transpose", {&ctx.input(0)}, {Attribute::Ints("perm", {0, 2, 1, 3})}, &q));
+    SPARQ_RETURN_IF_ERROR(run("Transpose", {&ctx.input(1)}, {Attribute::Ints("perm", {0, 2, 3, 1})}, &kt));
+    SPARQ_RETURN_IF_ERROR(run("Transpose", {&ctx.input(2)}, {Attribute::Ints("perm", {0, 2, 1, 3})}, &v));
+  }
+  Tensor scores, p, y;
+  SPARQ_RETURN_IF_ERROR(run("MatMul", {bshd ? &q : &ctx.input(0), bshd ? &kt : &ctx.input(1)}, {}, &scores));
+  if (scale_op != "none") SPARQ_RETURN_IF_ERROR(run(scale_op.c_str(), {&scores, &ctx.input(4)}, {}, &scores));
+  if (ctx.has_input(3)) SPARQ_RETURN_IF_ERROR(run("Add", {&scores, &ctx.input(3)}, {}, &scores));
+  SPARQ_RETURN_IF_ERROR(run("Softmax", {&scores}, {Attribute::Int("axis", -1)}, &p));
+  SPARQ_RETURN_IF_ERROR(run("MatMul", {&p, bshd ? &v : &ctx.input(2)}, {}, &y));
+  if (bshd) SPARQ_RETURN_IF_ERROR(run("Transpose", {&y}, {Attribute::Ints("perm", {0, 2, 1, 3})}, &y));
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
 void RegisterSoftmaxOps(KernelRegistry& r) {
+  r.Add({"Attention", kSparqDomain, 1, 99, Attention, "ref"});
   r.Add({"Softmax", "", 1, 99, SoftmaxKernel<SoftmaxKind::kSoftmax>, "ref"});
   r.Add({"LogSoftmax", "", 1, 99, SoftmaxKernel<SoftmaxKind::kLogSoftmax>, "ref"});
   r.Add({"Hardmax", "", 1, 99, SoftmaxKernel<SoftmaxKind::kHardmax>, "ref"});

@@ -314,14 +314,68 @@ TEST_P(ActivationF32Test, HardSwishChainFusesIntoOneNode) {
   }
 }
 
+// BERT's GELU, Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5) with the
+// commutative operands in either order, fuses into one sparq.GeluErfChain
+// node on the forced ISA's gelu_erf_chain_f32 row: the five nodes' bits on
+// the reference kernels and on the fast ones (whose Erf row is the same
+// ISA's), NaN and infinities included; the same bits for 1 and 3 threads; an
+// intermediate that is a graph output keeps the five nodes.
+TEST_P(ActivationF32Test, GeluErfChainFusesIntoOneNode) {
+  Tensor x = testing::RandomFloats({2, 5, 37, 41}, 19, -9.0f, 9.0f, 0.0f);
+  const float special[] = {0.0f, -0.0f, 1e-30f, -12.0f, 12.0f, std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  std::copy(std::begin(special), std::end(special), x.data<float>());
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    Model m;
+    m.opset_imports = {{"", 13}};
+    m.graph.inputs.push_back(testing::FloatInput("x", {{2, ""}, {5, ""}, {37, ""}, {41, ""}}));
+    m.graph.outputs.push_back(testing::FloatInput("y", {}));
+    m.graph.initializers["sqrt2"] = Tensor::Scalar<float>(1.41421356f);
+    m.graph.initializers["one"] = Tensor::FromVector<float>({1}, {1.0f});
+    m.graph.initializers["half"] = Tensor::Scalar<float>(0.5f);
+    const bool swap = variant == 1;
+    auto ordered = [&](const char* a, const char* b) {
+      return swap ? std::vector<std::string>{b, a} : std::vector<std::string>{a, b};
+    };
+    m.graph.nodes.push_back({"div", "Div", "", {"x", "sqrt2"}, {"d"}, {}, ""});
+    m.graph.nodes.push_back({"erf", "Erf", "", {"d"}, {"e"}, {}, ""});
+    m.graph.nodes.push_back({"add", "Add", "", ordered("e", "one"), {"a"}, {}, ""});
+    m.graph.nodes.push_back({"mul", "Mul", "", ordered("x", "a"), {"m"}, {}, ""});
+    m.graph.nodes.push_back({"mul_half", "Mul", "", ordered("m", "half"), {"y"}, {}, ""});
+    if (variant == 2) m.graph.outputs.push_back(testing::FloatInput("e", {}));
+    auto run = [&](bool reference, bool fuse, int threads, std::vector<std::string>* kernels) {
+      return RunFusedModel(m, x, reference, fuse, threads, kernels, /*kernel_ops=*/false);
+    };
+    const Tensor want = run(true, false, 1, nullptr);
+    ExpectClose(run(true, true, 1, nullptr), want, 0.0f);
+    std::vector<std::string> kernels;
+    const Tensor got = run(false, true, 1, &kernels);
+    ExpectClose(got, run(false, false, 1, nullptr), 0.0f);  // the unfused fast nodes' bits
+    ExpectClose(run(false, true, 3, nullptr), got, 0.0f);
+    if (variant == 2) {
+      EXPECT_EQ(kernels.size(), 5u);
+    } else {
+      EXPECT_EQ(kernels, std::vector<std::string>{std::string("GeluErfChain:") +
+                                                  SelectCpuKernel(CpuOp::kGeluErfChainF32).name});
+    }
+  }
+}
+
 TEST_P(ActivationF32Test, SoftmaxMatchesReference) {
-  for (Shape shape : {Shape{1, 1}, Shape{3, 7}, Shape{2, 12, 64, 64}, Shape{5, 1000}, Shape{4, 9}}) {
+  for (Shape shape : {Shape{1, 1}, Shape{3, 7}, Shape{2, 12, 64, 64}, Shape{5, 1000}, Shape{4, 9}, Shape{1, 4, 16, 1000}}) {
     Tensor x = testing::RandomFloats(shape, 11, -20.0f, 20.0f, 0.0f);
     SCOPED_TRACE(ShapeToString(shape));
     ExpectClose(RunOne("Softmax", x, {}, false), RunOne("Softmax", x, {}, true), Tolerance(CpuOp::kSoftmaxF32, cpu::kSoftmaxF32AbsTol));
-    // Other axes take the reference kernel: the same bits.
-    ExpectClose(RunOne("Softmax", x, {Attribute::Int("axis", 0)}, false),
-                RunOne("Softmax", x, {Attribute::Int("axis", 0)}, true), 0.0f);
+    // Other axes: the softmax_columns_f32 row (1 and 2 threads: the same bits).
+    for (int64_t axis : {int64_t{0}, static_cast<int64_t>(shape.size()) - 2}) {
+      std::string kernel;
+      const Tensor got = RunOne("Softmax", x, {Attribute::Int("axis", axis)}, false, 1, nullptr, &kernel);
+      ExpectClose(got, RunOne("Softmax", x, {Attribute::Int("axis", axis)}, true),
+                  Tolerance(CpuOp::kSoftmaxColumnsF32, cpu::kSoftmaxF32AbsTol));
+      ExpectClose(RunOne("Softmax", x, {Attribute::Int("axis", axis)}, false, 2), got, 0.0f);
+      EXPECT_EQ(kernel, SelectCpuKernel(CpuOp::kSoftmaxColumnsF32).name);
+    }
   }
 }
 

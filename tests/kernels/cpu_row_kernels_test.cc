@@ -26,6 +26,7 @@
 #include <vector>
 
 #include "kernels/cpu/activation_f32.h"
+#include "kernels/cpu/attention_f32.h"
 #include "kernels/ref/conv.h"
 #include "kernels/ref/pool.h"
 #include "kernels/ref/quantize.h"
@@ -603,6 +604,35 @@ void CheckHardSwishChainF32(std::mt19937& rng, HardSwishChainF32Fn fn) {
   }
 }
 
+// (x * (erf(x / d) + a)) * h (sparq.GeluErfChain) against the reference's
+// std::erf on random values of [-8, 8] and the special ones, for BERT's
+// constants and others: within abs_tol * |h| * max(1, |x|) (0: bit for bit).
+void CheckGeluErfChainF32(std::mt19937& rng, GeluErfChainF32Fn fn, float abs_tol) {
+  std::uniform_real_distribution<float> value(-8.0f, 8.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float special[] = {0.0f, -0.0f, 1e-8f, -1e-30f, 10.0f, -10.0f, inf, -inf, std::nanf("")};
+  const float params[][3] = {{1.41421356f, 1.0f, 0.5f}, {2.0f, 0.5f, -3.0f}};
+  for (const auto& p : params) {
+    for (int64_t n : kRowLengths) {
+      SCOPED_TRACE("n " + std::to_string(n) + " divisor " + std::to_string(p[0]));
+      std::vector<float> x(static_cast<size_t>(n)), want(x.size()), got(x.size() + 1, 99.0f);
+      for (int64_t i = 0; i < n; ++i) x[i] = i < 9 && n >= 9 ? special[i] : value(rng);
+      for (int64_t i = 0; i < n; ++i) want[i] = (x[i] * (std::erf(x[i] / p[0]) + p[1])) * p[2];
+      fn(x.data(), got.data(), n, p[0], p[1], p[2]);
+      for (int64_t i = 0; i < n; ++i) {
+        if (std::isnan(want[i]) || std::isinf(want[i]) || abs_tol == 0) {
+          if (std::isnan(want[i])) ASSERT_TRUE(std::isnan(got[i])) << "element " << i << " x " << x[i];
+          else ASSERT_EQ(Bits(got[i]), Bits(want[i])) << "element " << i << " x " << x[i];
+        } else {
+          ASSERT_NEAR(got[i], want[i], abs_tol * std::fabs(p[2]) * std::max(1.0f, std::fabs(x[i])))
+              << "element " << i << " x " << x[i];
+        }
+      }
+      EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+    }
+  }
+}
+
 // x * a + b, the product rounded first (the reference BatchNormalization's
 // per-channel affine), bit for bit, with special values.
 void CheckScaleShiftF32(std::mt19937& rng, ScaleShiftF32Fn fn) {
@@ -630,7 +660,7 @@ void CheckScaleShiftF32(std::mt19937& rng, ScaleShiftF32Fn fn) {
 // around the row kernel's group and lengths from 1.
 void CheckLayerNormF32(std::mt19937& rng, LayerNormF32Fn fn) {
   std::uniform_real_distribution<float> value(-3.0f, 5.0f);
-  for (int64_t rows : {1, 3, 4, 5, 9}) {
+  for (int64_t rows : {1, 3, 4, 5, 9, 16, 25, 40}) {  // the AVX-512 row: blocks of 16 and 8 rows, then the rest
     for (int64_t n : {1, 7, 64, 385}) {
       SCOPED_TRACE("rows " + std::to_string(rows) + " n " + std::to_string(n));
       std::vector<float> x(static_cast<size_t>(rows * n)), want(x.size()), got(x.size() + 1, 99.0f);
@@ -759,6 +789,92 @@ void CheckSoftmaxF32(std::mt19937& rng, SoftmaxF32Fn fn, float abs_tol) {
   }
 }
 
+// Softmax of columns side by side (kernels/ref/softmax.cc's blocks: float
+// exp, double sums) for several axis lengths, strides and widths (full and
+// partial vectors); y between the columns is left as it was.
+void CheckSoftmaxColumnsF32(std::mt19937& rng, SoftmaxColumnsF32Fn fn, float abs_tol) {
+  std::uniform_real_distribution<float> value(-20.0f, 20.0f);
+  for (int64_t n : {1, 2, 16, 33}) {
+    for (int64_t width : {1, 15, 16, 40}) {
+      const int64_t stride = width + 3;
+      SCOPED_TRACE("n " + std::to_string(n) + " width " + std::to_string(width));
+      std::vector<float> x(static_cast<size_t>(n * stride)), want(x.size(), 99.0f), got(x.size(), 99.0f);
+      for (float& v : x) v = value(rng);
+      for (int64_t c = 0; c < width; ++c) {
+        float max_v = x[c];
+        for (int64_t k = 1; k < n; ++k) max_v = x[c + k * stride] > max_v ? x[c + k * stride] : max_v;
+        double sum = 0.0;
+        for (int64_t k = 0; k < n; ++k) {
+          want[c + k * stride] = std::exp(x[c + k * stride] - max_v);
+          sum += static_cast<double>(want[c + k * stride]);
+        }
+        for (int64_t k = 0; k < n; ++k)
+          want[c + k * stride] = static_cast<float>(static_cast<double>(want[c + k * stride]) / sum);
+      }
+      fn(x.data(), got.data(), n, stride, width);
+      ExpectFloatRow(got, want, abs_tol);
+    }
+  }
+}
+
+// One head of attention against the same math in double: shapes with full
+// and partial vectors and row groups, Mul or Div by the scale, a mask per row,
+// one mask row, one mask value, or none, Q, V and y rows 3 floats apart more
+// than their length; within kAttentionF32RelTol * max(1, max |V|) (the
+// outputs are convex combinations of V's rows).
+void CheckAttentionF32(std::mt19937& rng, AttentionF32Fn fn) {
+  std::uniform_real_distribution<float> value(-2.0f, 2.0f);
+  struct Case {
+    int64_t m, n, d, dv;
+    bool divide;
+    int mask;  // 0 none, 1 per row, 2 one row, 3 one value
+  };
+  const Case cases[] = {{64, 64, 32, 32, false, 2}, {5, 17, 8, 33, true, 1}, {9, 3, 1, 16, false, 0},
+                        {1, 40, 20, 7, true, 3},    {7, 1, 4, 4, false, 1}};
+  for (const Case& c : cases) {
+    SCOPED_TRACE("m " + std::to_string(c.m) + " n " + std::to_string(c.n) + " mask " + std::to_string(c.mask));
+    const int64_t q_ld = c.d + 3, v_ld = c.dv + 3, y_ld = c.dv + 3;
+    std::vector<float> q(c.m * q_ld), kt(c.d * c.n), v(c.n * v_ld), mask(c.m * c.n), y(c.m * y_ld + 1, 99.0f);
+    for (std::vector<float>* t : {&q, &kt, &v, &mask}) for (float& x : *t) x = value(rng);
+    // Some masked-out positions (not with one value for all: -1e4 on every
+    // score would cost float scores their low bits).
+    if (c.mask != 3) for (float& x : mask) x = x < -1.5f ? -1e4f : x;
+    std::vector<float> scratch(4 * c.n);
+    AttentionF32Args a;
+    a.m = c.m, a.n = c.n, a.d = c.d, a.dv = c.dv;
+    a.q_ld = q_ld, a.v_ld = v_ld, a.y_ld = y_ld;
+    a.q = q.data(), a.kt = kt.data(), a.v = v.data(), a.y = y.data();
+    a.scale = c.divide ? 5.0f : 0.125f;
+    a.divide = c.divide;
+    a.mask = c.mask == 0 ? nullptr : mask.data();
+    a.mask_row_stride = c.mask == 1 ? c.n : 0;
+    a.mask_col_stride = c.mask == 3 ? 0 : 1;
+    a.scratch = scratch.data();
+    fn(a);
+    float peak = 1.0f;
+    for (float x : v) peak = std::max(peak, std::fabs(x));
+    for (int64_t i = 0; i < c.m; ++i) {
+      std::vector<double> s(c.n);
+      double max_s = -1e300, sum = 0.0;
+      for (int64_t j = 0; j < c.n; ++j) {
+        double acc = 0.0;
+        for (int64_t t = 0; t < c.d; ++t) acc += double{q[i * q_ld + t]} * kt[t * c.n + j];
+        s[j] = c.divide ? acc / a.scale : acc * a.scale;
+        if (a.mask != nullptr) s[j] += mask[i * a.mask_row_stride + j * a.mask_col_stride];
+        max_s = std::max(max_s, s[j]);
+      }
+      for (double& x : s) sum += (x = std::exp(x - max_s));
+      for (int64_t col = 0; col < c.dv; ++col) {
+        double want = 0.0;
+        for (int64_t j = 0; j < c.n; ++j) want += s[j] / sum * v[j * v_ld + col];
+        ASSERT_NEAR(y[i * y_ld + col], want, cpu::kAttentionF32RelTol * peak) << "row " << i << " column " << col;
+      }
+      for (int64_t col = c.dv; col < y_ld; ++col) ASSERT_EQ(y[i * y_ld + col], 99.0f) << "wrote between rows";
+    }
+    EXPECT_EQ(y[c.m * y_ld], 99.0f) << "wrote past y";
+  }
+}
+
 // Pow(x, 2) as the reference computes it (in double, rounded once), including
 // overflow to infinity.
 void CheckPow2F32(std::mt19937& rng, Pow2F32Fn fn) {
@@ -861,9 +977,17 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
     case CpuOp::kSoftmaxF32:
       CheckSoftmaxF32(rng, def.get<SoftmaxF32Fn>(), def.isa == CpuIsa::kPortable ? 0.0f : cpu::kSoftmaxF32AbsTol);
       return true;
+    case CpuOp::kSoftmaxColumnsF32:
+      CheckSoftmaxColumnsF32(rng, def.get<SoftmaxColumnsF32Fn>(),
+                             def.isa == CpuIsa::kPortable ? 0.0f : cpu::kSoftmaxF32AbsTol);
+      return true;
     case CpuOp::kPow2F32: CheckPow2F32(rng, def.get<Pow2F32Fn>()); return true;
+    case CpuOp::kAttentionF32: CheckAttentionF32(rng, def.get<AttentionF32Fn>()); return true;
     case CpuOp::kClipF32: CheckClipF32(rng, def.get<ClipF32Fn>()); return true;
     case CpuOp::kHardSwishChainF32: CheckHardSwishChainF32(rng, def.get<HardSwishChainF32Fn>()); return true;
+    case CpuOp::kGeluErfChainF32:
+      CheckGeluErfChainF32(rng, def.get<GeluErfChainF32Fn>(), def.isa == CpuIsa::kPortable ? 0.0f : cpu::kErfF32AbsTol);
+      return true;
     case CpuOp::kScaleShiftF32: CheckScaleShiftF32(rng, def.get<ScaleShiftF32Fn>()); return true;
     case CpuOp::kLayerNormF32: CheckLayerNormF32(rng, def.get<LayerNormF32Fn>()); return true;
     case CpuOp::kConvTransposeF32: CheckConvTransposeF32(rng, def.get<ConvTransposeF32Fn>()); return true;

@@ -148,5 +148,50 @@ TEST(CpuTensorCopy, BadNodesGiveTheReferencesErrors) {
   EXPECT_EQ(fast_split.status.ToString(), ref_split.status.ToString());
 }
 
+// Transpose (kernel transpose_blocks): the reference's bytes for 1-, 2-, 4-
+// and 8-byte elements under permutations that end in a 2-D transpose (tiled)
+// and others (strided copy), the default reversed order and unit dimensions,
+// for 1 and 2 threads; a bad perm gives the reference's error.
+TEST(CpuTranspose, IsTheReferencesBytes) {
+  const std::vector<std::vector<int64_t>> perms = {{0, 2, 3, 1}, {0, 2, 1, 3}, {3, 2, 1, 0}, {1, 0, 2, 3},
+                                                   {0, 1, 3, 2}, {}};
+  for (DataType type : {DataType::kFloat32, DataType::kUInt8, DataType::kFloat16, DataType::kInt64}) {
+    for (const Shape& shape : {Shape{2, 19, 12, 9}, Shape{1, 64, 1, 32}}) {
+      for (const std::vector<int64_t>& perm : perms) {
+        SCOPED_TRACE(std::string(DataTypeName(type)) + " " + ShapeToString(shape) + " perm " +
+                     std::to_string(perm.size()));
+        std::vector<Attribute> attrs;
+        if (!perm.empty()) attrs.push_back(Attribute::Ints("perm", perm));
+        const Model m = OneNode("Transpose", 13, {"x"}, {"y"}, attrs, type);
+        EXPECT_EQ(ExpectBlocksMatchReference(m, {{"x", Bytes(type, shape, 3)}}),
+                  std::vector<std::string>{"Transpose:transpose_blocks"});
+      }
+    }
+  }
+  const Model bad = OneNode("Transpose", 13, {"x"}, {"y"}, {Attribute::Ints("perm", {0, 0, 1})});
+  const TensorMap feed = {{"x", Bytes(DataType::kFloat32, {2, 3, 4}, 1)}};
+  EXPECT_EQ(RunModel(bad, feed, false, 1).status.ToString(), RunModel(bad, feed, true, 1).status.ToString());
+}
+
+// Cast to float32 (kernel cast_to_f32) from every integer type and bool:
+// the reference's bits (int64 / uint64 beyond 2^24 rounded through double as
+// there), for 1 and 2 threads over several chunks; other casts run the
+// reference kernel (the same bits).
+TEST(CpuCast, ToFloatMatchesReference) {
+  for (DataType type : {DataType::kInt8, DataType::kUInt8, DataType::kInt16, DataType::kUInt16, DataType::kInt32,
+                        DataType::kUInt32, DataType::kInt64, DataType::kUInt64, DataType::kBool}) {
+    SCOPED_TRACE(DataTypeName(type));
+    Tensor x = Bytes(type, {3, 20001}, 5);
+    if (type == DataType::kBool) {
+      auto* p = static_cast<uint8_t*>(x.raw_data());
+      for (size_t i = 0; i < x.nbytes(); ++i) p[i] = p[i] & 1;
+    }
+    const Model m = OneNode("Cast", 13, {"x"}, {"y"}, {Attribute::Int("to", 1)}, type);
+    EXPECT_EQ(ExpectBlocksMatchReference(m, {{"x", x}}), std::vector<std::string>{"Cast:cast_to_f32"});
+  }
+  const Model to_int = OneNode("Cast", 13, {"x"}, {"y"}, {Attribute::Int("to", 6)});
+  ExpectBlocksMatchReference(to_int, {{"x", testing::RandomFloats({100}, 3, -1e4f, 1e4f)}});
+}
+
 }  // namespace
 }  // namespace sparq

@@ -2,6 +2,7 @@
 // bit for bit the unfused graph on the reference kernels.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "kernels/cpu/dispatch.h"
@@ -14,19 +15,24 @@
 namespace sparq {
 namespace {
 
+// The sizes of DynamicMlp: x [2, rows, k], hidden units, outputs.
+struct MlpDims {
+  int64_t rows = 3, k = 16, hidden = 24, out = 8;
+};
+
 // x[2,3,16] -> MatMul(W1[16,24]) [-> Add(b1)] -> Relu -> MatMul(W2[24,8]) [-> Add(b2, bias first)] -> y,
 // quantized dynamic.
-Model DynamicMlp(bool per_channel, bool bias = false) {
+Model DynamicMlp(bool per_channel, bool bias = false, MlpDims d = {}) {
   Model m;
   m.opset_imports = {{"", 17}};
   Graph& g = m.graph;
-  g.inputs.push_back(testing::FloatInput("x", {{2, ""}, {3, ""}, {16, ""}}));
-  g.outputs.push_back(testing::FloatInput("y", {{2, ""}, {3, ""}, {8, ""}}));
-  g.initializers["W1"] = testing::RandomFloats({16, 24}, 1, -0.5f, 0.5f);
-  g.initializers["W2"] = testing::RandomFloats({24, 8}, 2, -0.5f, 0.5f);
+  g.inputs.push_back(testing::FloatInput("x", {{2, ""}, {d.rows, ""}, {d.k, ""}}));
+  g.outputs.push_back(testing::FloatInput("y", {{2, ""}, {d.rows, ""}, {d.out, ""}}));
+  g.initializers["W1"] = testing::RandomFloats({d.k, d.hidden}, 1, -0.5f, 0.5f);
+  g.initializers["W2"] = testing::RandomFloats({d.hidden, d.out}, 2, -0.5f, 0.5f);
   if (bias) {
-    g.initializers["b1"] = testing::RandomFloats({24}, 3);
-    g.initializers["b2"] = testing::RandomFloats({8}, 4);
+    g.initializers["b1"] = testing::RandomFloats({d.hidden}, 3);
+    g.initializers["b2"] = testing::RandomFloats({d.out}, 4);
     g.nodes.push_back({"mm1", "MatMul", "", {"x", "W1"}, {"h0"}, {}, ""});
     g.nodes.push_back({"add1", "Add", "", {"h0", "b1"}, {"h"}, {}, ""});
   } else {
@@ -92,6 +98,88 @@ TEST(DynamicFusion, FusesEveryLayerAndMatchesTheGraphBitForBit) {
               << "per_channel " << per_channel << " reference " << reference << " threads " << threads << " at " << i;
       }
   }
+}
+
+// The GEMM's float epilogue (gemm_s8 writing MatMulIntegerToFloat's output):
+// the reference's bits on every ISA and thread count, for shapes with full
+// and partial register tiles (rows past 8, columns past 32, K past 64).
+TEST(DynamicFusion, FloatEpilogueMatchesTheGraphOnEveryIsa) {
+  const MlpDims dims{37, 72, 80, 40};
+  for (bool bias : {false, true})
+  for (bool per_channel : {true, false}) {
+    SCOPED_TRACE(std::string(bias ? "bias" : "no bias") + (per_channel ? ", per channel" : ", per tensor"));
+    const Model q = DynamicMlp(per_channel, bias, dims);
+    const Tensor x = testing::RandomFloats({2, dims.rows, dims.k}, 9, -2.0f, 3.0f);
+    const Tensor spec = RunY(q, x, /*reference=*/true, /*fuse=*/false, 1);
+    testing::ForEachIsa([&](CpuIsa) {
+      for (int threads : {1, 2}) {
+        const Tensor got = RunY(q, x, /*reference=*/false, /*fuse=*/true, threads);
+        ASSERT_EQ(got.shape(), spec.shape());
+        for (int64_t i = 0; i < spec.numel(); ++i)
+          ASSERT_EQ(got.data<float>()[i], spec.data<float>()[i]) << "threads " << threads << " at " << i;
+      }
+    });
+  }
+}
+
+// x -> MatMul(W1) -> Add(b1) -> BERT's GELU (Div, Erf, Add, Mul, Mul) -> MatMul(W2) -> y, quantized dynamic.
+Model DynamicGeluMlp() {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  Graph& g = m.graph;
+  g.inputs.push_back(testing::FloatInput("x", {{2, ""}, {37, ""}, {72, ""}}));
+  g.outputs.push_back(testing::FloatInput("y", {{2, ""}, {37, ""}, {24, ""}}));
+  g.initializers["W1"] = testing::RandomFloats({72, 80}, 1, -0.5f, 0.5f);
+  g.initializers["b1"] = testing::RandomFloats({80}, 3);
+  g.initializers["W2"] = testing::RandomFloats({80, 24}, 2, -0.5f, 0.5f);
+  g.initializers["sqrt2"] = Tensor::Scalar<float>(1.41421356f);
+  g.initializers["one"] = Tensor::Scalar<float>(1.0f);
+  g.initializers["half"] = Tensor::Scalar<float>(0.5f);
+  g.nodes.push_back({"mm1", "MatMul", "", {"x", "W1"}, {"h0"}, {}, ""});
+  g.nodes.push_back({"add1", "Add", "", {"b1", "h0"}, {"h"}, {}, ""});
+  g.nodes.push_back({"div", "Div", "", {"h", "sqrt2"}, {"d"}, {}, ""});
+  g.nodes.push_back({"erf", "Erf", "", {"d"}, {"e"}, {}, ""});
+  g.nodes.push_back({"add", "Add", "", {"e", "one"}, {"a"}, {}, ""});
+  g.nodes.push_back({"mul", "Mul", "", {"h", "a"}, {"m"}, {}, ""});
+  g.nodes.push_back({"mul_half", "Mul", "", {"m", "half"}, {"r"}, {}, ""});
+  g.nodes.push_back({"mm2", "MatMul", "", {"r", "W2"}, {"y"}, {}, ""});
+  QuantizeOptions opt;
+  opt.dynamic = true;
+  auto q = QuantizeModel(m, CalibrationTable{}, opt, nullptr);
+  EXPECT_TRUE(q.ok()) << q.status().ToString();
+  return *q;
+}
+
+// The GELU after a MatMulIntegerToFloat goes into its GEMM epilogue: on the
+// reference kernels the unfused graph's bits; on the fast ones the bits of
+// the same graph with the GELU as its own nodes (their rows of the same
+// ISA), on every ISA, for 1 and 2 threads.
+TEST(DynamicFusion, GeluInTheEpilogueMatchesTheSeparateNodes) {
+  const Model q = DynamicGeluMlp();
+  const Tensor x = testing::RandomFloats({2, 37, 72}, 9, -2.0f, 3.0f);
+  auto run = [&](bool reference, bool fuse_activations, int threads, std::vector<std::string>* kernels) {
+    ExecutorOptions o;
+    o.threads = threads;
+    o.reference_kernels = reference;
+    o.fuse_qdq = true;
+    o.fuse_activations = fuse_activations;
+    auto exec = Executor::Create(q, o);
+    EXPECT_TRUE(exec.ok()) << exec.status().ToString();
+    TensorMap out;
+    EXPECT_TRUE((*exec)->Run({{"x", x}}, &out).ok());
+    if (kernels != nullptr)
+      for (const NodeKernel& k : (*exec)->NodeKernels()) kernels->push_back(k.op_type + ":" + testing::KernelOps(k.kernel));
+    return out["y"];
+  };
+  const Tensor spec = run(true, false, 1, nullptr);
+  EXPECT_TRUE(run(true, true, 1, nullptr).Equals(spec));
+  testing::ForEachIsa([&](CpuIsa) {
+    const Tensor separate = run(false, false, 1, nullptr);
+    std::vector<std::string> kernels;
+    for (int threads : {1, 2}) EXPECT_TRUE(run(false, true, threads, threads == 1 ? &kernels : nullptr).Equals(separate));
+    EXPECT_NE(std::find(kernels.begin(), kernels.end(), "MatMulIntegerToFloat:gemm_s8+gelu_erf_chain_f32"), kernels.end())
+        << ::testing::PrintToString(kernels);
+  });
 }
 
 TEST(DynamicFusion, GraphOutputAccumulatorsStayUnfused) {
