@@ -249,8 +249,11 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
     if (!s16) v -= static_cast<uint32_t>(za_u) * static_cast<uint32_t>(w.col_sums[o]);
     offset[o] = static_cast<int32_t>(v);
   }
-  bool multipliers_finite = true;
-  for (int64_t o = 0; o < m; ++o) multipliers_finite = multipliers_finite && std::isfinite(args.multiplier[o]);
+  bool multipliers_finite = true, multipliers_below_one = true;
+  for (int64_t o = 0; o < m; ++o) {
+    multipliers_finite = multipliers_finite && std::isfinite(args.multiplier[o]);
+    multipliers_below_one = multipliers_below_one && std::fabs(args.multiplier[o]) < 1.0f;  // false for NaN
+  }
   uint8_t* const col = direct ? nullptr : Reserve(col_buffer, k * p);
   const auto* w_data = s16 ? reinterpret_cast<const uint8_t*>(w.data_s16.data())
                            : reinterpret_cast<const uint8_t*>(w.data_s8.data());
@@ -271,6 +274,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
     t.block_stride = steps * kStepBytes;
     t.s16 = s16;
     t.multipliers_finite = multipliers_finite;
+    t.multipliers_below_one = multipliers_below_one;
     t.zero_point = args.y_zero_point;
     t.out_signed = args.y_signed;
     t.ld_y = p;

@@ -66,6 +66,40 @@ struct Requant {
   }
 };
 
+// Store's bytes for the two blocks of one channel (32 positions), in fewer
+// steps when every |multiplier| < 1 (ConvS8Tile::multipliers_below_one): a
+// product |float(acc) * m| < 2^31 then converts to its rounded int32 without
+// a clamp, and saturating narrowing does the clamping. With r = round(real),
+//   sat8(sat16(sat16(r) + zp)) = saturate(r + zp)
+// because |zp| <= 255: wherever sat16 changes a value, the value and r + zp
+// both lie beyond the byte range on the same side. vpackssdw, vpaddsw and
+// vpack(u)swb work per 128-bit lane; one vpermd puts the 32 bytes in order.
+struct PackedRequant {
+  __m512i zp16, order;
+  bool out_signed;
+
+  PackedRequant(int32_t zero_point, bool out_signed_) : out_signed(out_signed_) {
+    zp16 = _mm512_set1_epi16(static_cast<int16_t>(zero_point));
+    // After the packs, lane L holds dwords (positions 4L..4L+3 of block 0, of block 1, copies).
+    order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
+  }
+  void Store(__m512i acc0, __m512i acc1, float multiplier, uint8_t* dst, int count) const {
+    const __m512 m = _mm512_set1_ps(multiplier);
+    const __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(acc0), m),
+                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512i q1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(acc1), m),
+                                                _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+    const __m512i w = _mm512_adds_epi16(_mm512_packs_epi32(q0, q1), zp16);
+    const __m512i b = out_signed ? _mm512_packs_epi16(w, w) : _mm512_packus_epi16(w, w);
+    const __m256i bytes = _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, b));
+    if (count >= 32) {
+      _mm256_storeu_si256(reinterpret_cast<__m256i*>(dst), bytes);
+    } else {
+      _mm256_mask_storeu_epi8(dst, static_cast<__mmask32>((uint64_t{1} << count) - 1), bytes);
+    }
+  }
+};
+
 // Named accumulators, not an array: GCC 12 spills an array of them (see
 // gemm_s8_avx512vnni.cc).
 #define SPARQ_CONV_CH2(c)                                              \
@@ -132,6 +166,17 @@ void Tile(const ConvS8Tile& t) {
     SPARQ_CONV_SAVE(4) SPARQ_CONV_SAVE(5) SPARQ_CONV_SAVE(6) SPARQ_CONV_SAVE(7)
     // clang-format on
 #undef SPARQ_CONV_SAVE
+    return;
+  }
+  if (t.blocks == 2 && t.multipliers_below_one) {
+    const PackedRequant rq(t.zero_point, t.out_signed);
+#define SPARQ_CONV_STORE(c) \
+  if ((c) < t.channels) rq.Store(a##c##0, a##c##1, t.multiplier[c], t.y + (c) * t.ld_y, t.positions);
+    // clang-format off
+    SPARQ_CONV_STORE(0) SPARQ_CONV_STORE(1) SPARQ_CONV_STORE(2) SPARQ_CONV_STORE(3)
+    SPARQ_CONV_STORE(4) SPARQ_CONV_STORE(5) SPARQ_CONV_STORE(6) SPARQ_CONV_STORE(7)
+    // clang-format on
+#undef SPARQ_CONV_STORE
     return;
   }
   const Requant rq(t.zero_point, t.out_signed, t.multipliers_finite);

@@ -260,6 +260,7 @@ struct ConvS8Tile {
   const int32_t* offset = nullptr;    // [channels], readable (and 0) up to 8
   const float* multiplier = nullptr;  // [channels]
   bool multipliers_finite = false;    // every multiplier of the call is finite (no NaN products)
+  bool multipliers_below_one = false;  // every |multiplier| < 1: each product rounds into int32's range
   int32_t zero_point = 0;
   bool out_signed = false;
   uint8_t* y = nullptr;  // channel c, position i at y[c * ld_y + i]
