@@ -20,6 +20,7 @@
 // requantization: bit for bit the reference. Planes that do not fit
 // (DepthwiseWindow::LanesFit, other windows) run plane by plane on the
 // AVX-512 VNNI plane kernel.
+#include <cmath>
 #include <cstdint>
 
 #include "kernels/cpu/cpu_target.h"
@@ -94,12 +95,41 @@ inline __m128i RequantLanes(const Requant& rq, __m512i acc) {
   return _mm512_cvtepi32_epi8(q);  // low byte: int8 and uint8
 }
 
+// RequantLanes for two columns (32 bytes, column 0's 16 lanes first) when
+// every |multiplier| < 1 (ByteOut::narrow): each product then converts to its
+// rounded int32 without a clamp, and saturating narrowing clamps, with the
+// reference's bits: sat8(sat16(sat16(r) + zp)) = saturate(r + zp) for
+// |zp| <= 255 (conv_s8_avx512vnni.cc, PackedRequant, says why).
+inline __m256i RequantLanesPair(const Requant& rq, __m512i zp16, __m512i order, bool out_signed, __m512i acc0,
+                                __m512i acc1) {
+  const __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(acc0, rq.bias)), rq.mult),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512i q1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(acc1, rq.bias)), rq.mult),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512i w = _mm512_adds_epi16(_mm512_packs_epi32(q0, q1), zp16);
+  const __m512i b = out_signed ? _mm512_packs_epi16(w, w) : _mm512_packus_epi16(w, w);
+  return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, b));
+}
+
 // The output stage of the strips: 16 requantized bytes per column.
 struct ByteOut {
   Requant rq;
-  uint8_t* out;  // [columns][16]
+  uint8_t* out;      // [columns][16]
+  bool narrow;       // every |multiplier| < 1: StorePair's narrowing
+  bool out_signed;
+  __m512i zp16, order;  // for StorePair: the zero point as int16; the dwords in order after the packs
   void Store(int64_t column, __m512i acc) const {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + column * kLanes), RequantLanes(rq, acc));
+  }
+  // Columns `column` and `column + 1`.
+  void StorePair(int64_t column, __m512i acc0, __m512i acc1) const {
+    if (!narrow) {
+      Store(column, acc0);
+      Store(column + 1, acc1);
+      return;
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + column * kLanes),
+                        RequantLanesPair(rq, zp16, order, out_signed, acc0, acc1));
   }
 };
 
@@ -138,8 +168,9 @@ void PairRowStrip(const int16_t* x, int64_t row_step, const int32_t* w, int kern
                   int64_t index) {
   __m512i acc[kR] = {};
   PairStrip<kKw, kS, kR>(x, row_step, w, kernel_h, acc);
-#pragma GCC unroll 8
-  for (int r = 0; r < kR; ++r) out.Store(index + r, acc[r]);
+#pragma GCC unroll 4
+  for (int r = 0; r + 1 < kR; r += 2) out.StorePair(index + r, acc[r], acc[r + 1]);
+  if (kR % 2 == 1) out.Store(index + kR - 1, acc[kR - 1]);
 }
 
 using PairRowStripFn = void (*)(const int16_t*, int64_t, const int32_t*, int, const ByteOut&, int64_t);
@@ -195,6 +226,11 @@ void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
   rq.real_lo = _mm512_set1_ps(static_cast<float>(lo - a.y_zero_point));
   rq.real_hi = _mm512_set1_ps(static_cast<float>(hi - a.y_zero_point));
   rq.zp = _mm512_set1_epi32(a.y_zero_point);
+  store.narrow = true;  // false for a NaN multiplier too
+  for (int64_t c = 0; c < a.channels; ++c) store.narrow = store.narrow && std::fabs(a.multiplier[c]) < 1.0f;
+  store.out_signed = a.y_signed;
+  store.zp16 = _mm512_set1_epi16(static_cast<int16_t>(a.y_zero_point));
+  store.order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
   const PairRowStripFn full = PickPairStrip(a.kernel_w, a.stride_w, kStrip);
   const int tail_cols = static_cast<int>(a.out_w % kStrip);
   const PairRowStripFn tail = PickPairStrip(a.kernel_w, a.stride_w, tail_cols);
