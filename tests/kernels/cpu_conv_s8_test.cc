@@ -54,6 +54,11 @@ const std::vector<ConvS8Case>& Cases() {
       {"3x3 same on 2x2 (taps off the plane)",  1,  5,  2,  2,  9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true,  true,  false},
       {"7x7 stride 2 pad 3, wide rows",         1,  3, 12, 75, 16, 7, 7, 2, 2, 1, 1, 3, 3, 3, 2, true,  false, true,  false},
       {"1x1, non-finite multipliers",           1,  5,  6,  6, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true,  false, false, false, true},
+      // Last blocks of 1..4 positions (7x7, 14x14 planes) go position by position on the VNNI row.
+      {"1x1 7x7, K = 1152 (K slices), 40 ch",   1, 1152, 7, 7, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, false, true,  true},
+      {"1x1 14x14 s8, 24 channels",             1, 72, 14, 14, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  true,  true,  false},
+      {"3x3 on 2x2: one block of 4 positions",  1, 10,  2,  2, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true,  false, false},
+      {"1x1, 17 positions",                     1, 12,  1, 17, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  false, true,  false},
       {"1x1, multipliers just below 1",         1, 40,  6,  7, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, false, true,  false, false, false, 0.99999994f},
       {"1x1 s8, multipliers just below 1",      1, 40,  6,  7, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  true,  true,  false, false, false, 0.99999994f},
       {"3x3, multipliers of 1 and more",        1,  6,  7,  9, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true,  false, true,  false, false, false, 1.0f},
