@@ -296,16 +296,24 @@ void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
         const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(two));
         return _mm512_maskz_sub_epi16(keep, a.x_signed ? _mm512_cvtepi8_epi16(b) : _mm512_cvtepu8_epi16(b), x_zp16);
       };
+      // With stride_w 2 the strips read the pairs of even columns of X only (a
+      // window's pair starts at 2 ox + 2q): the odd ones are left unwritten.
+      const int64_t step = a.stride_w == 2 ? 2 : 1;
+      const int64_t ix0 = step == 2 && pad_left % 2 == 1 ? 1 : 0;  // X column ix + pad_left even
+      const bool last = step == 1 || (width - 1 + pad_left) % 2 == 0, pad = pad_left > 0 && (step == 1 || pad_left % 2 == 1);
       for (int64_t iy = 0; iy < hi - lo; ++iy) {
         const uint8_t* tr = t + iy * width * kLanes;
         int16_t* row = xq + (iy * wp + pad_left) * 2 * kLanes;
-        for (int64_t ix = 0; ix + 1 < width; ++ix)
+        for (int64_t ix = ix0; ix + 1 < width; ix += step)
           _mm512_storeu_si512(row + ix * 2 * kLanes, _mm512_permutexvar_epi16(pair_index, widen(tr + ix * kLanes, ~0u)));
-        _mm512_storeu_si512(row + (width - 1) * 2 * kLanes,
-                            _mm512_permutexvar_epi16(pair_index, widen(tr + (width - 1) * kLanes, 0xFFFFu)));
-        if (pad_left > 0)
+        if (last) {
+          _mm512_storeu_si512(row + (width - 1) * 2 * kLanes,
+                              _mm512_permutexvar_epi16(pair_index, widen(tr + (width - 1) * kLanes, 0xFFFFu)));
+        }
+        if (pad) {
           _mm512_storeu_si512(row - 2 * kLanes, _mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, pad_index,
                                                                                    widen(tr, 0xFFFFu)));
+        }
       }
     };
     // Outputs [first, first + count) from out to y through the table, 16 positions at a time.
