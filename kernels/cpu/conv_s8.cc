@@ -5,7 +5,10 @@
 //                                             stride-1 convolution without padding reads x itself
 //        ──pack──> blocks of 16 positions     (internal.h: ConvS8Tile; u8 quads or s16 pairs)
 //        ──tiles──> y [M, P] bytes            8 channels x 32 positions per tile, the
-//                                             requantization in registers, then the table
+//                                             requantization in registers, then the table;
+//                                             a last block of at most 4 positions (7x7
+//                                             planes: 49 = 3 x 16 + 1) by columns where
+//                                             the row has them (ConvS8ColumnFn)
 //
 // The output is the NCHW image itself: no transposition and no int32
 // round trip through memory. Threads split the positions (each task packing
