@@ -5,17 +5,17 @@
 //   DequantizeLinear(w_q) ─┼─ Conv ── QuantizeLinear ── y_q
 //   DequantizeLinear(b_q) ─┘                  =>   QLinearConv(x_q, .., w_q, .., b_q) ── y_q
 //
-// and, for a Gemm whose float output no QuantizeLinear takes (a classifier's
-// logits; TryFuseGemm),
+// and the same for MatMul (without bias) into QLinearMatMul, whose B may also
+// be an activation (attention's Q x K^T and P x V in onnxruntime's placement;
+// per-tensor parameters on both sides; the fast kernel runs it batch by
+// batch, kernels/cpu/quant_matmul.cc); a Gemm whose float output no
+// QuantizeLinear takes (a classifier's logits; TryFuseGemm) runs on integers too:
 //
 //   DequantizeLinear(x_q) ─┐
 //   DequantizeLinear(w_q) ─┼─ Gemm ── y   =>   sparq.MatMulIntegerToFloat(x_q, w_q [transposed], ..) ── y
 //   DequantizeLinear(b_q) ─┘                   (exact int32 sums on gemm_s8, one float scale per column)
 //
-// and the same for MatMul (without bias) into QLinearMatMul, whose B may also
-// be an activation (attention's Q x K^T and P x V in onnxruntime's placement;
-// per-tensor parameters on both sides; the fast kernel runs it batch by
-// batch, kernels/cpu/quant_matmul.cc). When a Relu or
+// When a Relu or
 // a Clip sits between the layer and its QuantizeLinear (the quantizer
 // quantizes after a fusable activation, as onnxruntime and TensorRT do), the
 // integer operator takes the activation's output scale and the activation
