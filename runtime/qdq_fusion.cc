@@ -112,6 +112,7 @@
 // DequantizeLinear pair of its own (onnxruntime's SiLU: DQ(Q(Sigmoid(v))) *
 // v, the pair then being two more steps of the table).
 #include <cmath>
+#include <cstring>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -355,7 +356,13 @@ class Fuser {
     fused.name = n.name;
     fused.op_type = "MatMulIntegerToFloat";
     fused.domain = kSparqDomain;
-    fused.inputs = {dx->inputs[0], b_name, dx->inputs[2], w_zp_named ? dw->inputs[2] : "", dx->inputs[1], dw->inputs[1]};
+    std::string w_zp_name = w_zp_named ? dw->inputs[2] : "";
+    if (!w_zp_named) {  // DequantizeLinear's absent zero point is 0; MatMulIntegerToFloat's inputs 0-5 are required
+      w_zp_name = editor_.FreshName(dw->inputs[0] + "_zero_point");
+      g_.initializers[w_zp_name] = Tensor(w->dtype(), Shape{});
+      std::memset(g_.initializers[w_zp_name].raw_data(), 0, 1);
+    }
+    fused.inputs = {dx->inputs[0], b_name, dx->inputs[2], w_zp_name, dx->inputs[1], dw->inputs[1]};
     if (!bias.empty()) fused.inputs.push_back(bias);
     fused.outputs = n.outputs;
     g_.nodes[index] = std::move(fused);

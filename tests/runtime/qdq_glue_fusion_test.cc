@@ -731,15 +731,17 @@ TEST(QdqGlueFusion, DequantizedGemmRunsOnIntegersWithAFloatOutput) {
     bool trans_b, per_channel;
     DataType w_type;
     const char* bias;  // "dq" (int32 at x_scale * w_scale), "float", "none"
+    bool w_zp = true;  // the weights' DequantizeLinear has a zero point (else 0)
   };
   const GemmCase cases[] = {{1, true, true, DataType::kInt8, "dq"},    {3, false, true, DataType::kInt8, "float"},
                             {1, true, false, DataType::kUInt8, "none"}, {2, false, false, DataType::kInt8, "dq"},
-                            {0, true, true, DataType::kInt8, "dq"}};
+                            {0, true, true, DataType::kInt8, "dq"},     {2, true, true, DataType::kInt8, "dq", false}};
   const int64_t k = 37, n = 19;
   for (const TypeCase& t : kTypes) {
     for (const GemmCase& c : cases) {
       SCOPED_TRACE(DataTypeName(t.type) + " m " + std::to_string(c.m) + (c.trans_b ? " transB" : "") +
-                   (c.per_channel ? " per channel " : " per tensor ") + DataTypeName(c.w_type) + " bias " + c.bias);
+                   (c.per_channel ? " per channel " : " per tensor ") + DataTypeName(c.w_type) + " bias " + c.bias +
+                   (c.w_zp ? "" : " no w zero point"));
       QdqGraphBuilder b;
       b.Input("x", t.type, {c.m, k});
       b.Params("px", 0.0371f, t.zp_in, t.type);
@@ -759,8 +761,8 @@ TEST(QdqGlueFusion, DequantizedGemmRunsOnIntegersWithAFloatOutput) {
       }
       g.initializers["w_scale"] = ws;
       g.initializers["w_zp"] = wzp;
-      const std::string dw =
-          b.Add("DequantizeLinear", {"w", "w_scale", "w_zp"}, {Attribute::Int("axis", c.trans_b ? 0 : 1)});
+      const std::string dw = b.Add("DequantizeLinear", {"w", "w_scale", c.w_zp ? "w_zp" : ""},
+                                   {Attribute::Int("axis", c.trans_b ? 0 : 1)});
       std::vector<std::string> inputs = {b.Dq("x", "px"), dw};
       if (std::string(c.bias) == "dq") {
         Tensor bq(DataType::kInt32, {n}), bs(DataType::kFloat32, {c.per_channel ? n : 1});
