@@ -8,7 +8,14 @@
 // and the same for MatMul (without bias) into QLinearMatMul, whose B may also
 // be an activation (attention's Q x K^T and P x V in onnxruntime's placement;
 // per-tensor parameters on both sides; the fast kernel runs it batch by
-// batch, kernels/cpu/quant_matmul.cc). When a Relu or
+// batch, kernels/cpu/quant_matmul.cc); a Gemm whose float output no
+// QuantizeLinear takes (a classifier's logits; TryFuseGemm) runs on integers too:
+//
+//   DequantizeLinear(x_q) ─┐
+//   DequantizeLinear(w_q) ─┼─ Gemm ── y   =>   sparq.MatMulIntegerToFloat(x_q, w_q [transposed], ..) ── y
+//   DequantizeLinear(b_q) ─┘                   (exact int32 sums on gemm_s8, one float scale per column)
+//
+// When a Relu or
 // a Clip sits between the layer and its QuantizeLinear (the quantizer
 // quantizes after a fusable activation, as onnxruntime and TensorRT do), the
 // integer operator takes the activation's output scale and the activation
@@ -111,6 +118,7 @@
 // DequantizeLinear pair of its own (onnxruntime's SiLU: DQ(Q(Sigmoid(v))) *
 // v, the pair then being two more steps of the table).
 #include <cmath>
+#include <cstring>
 #include <iterator>
 #include <map>
 #include <optional>
@@ -195,6 +203,7 @@ class Fuser {
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& n = g_.nodes[i];
       if (n.domain.empty() && (n.op_type == "Conv" || n.op_type == "MatMul") && TryFuse(i)) fused.push_back(n.name);
+      if (n.domain.empty() && n.op_type == "Gemm" && TryFuseGemm(i)) fused.push_back(n.name);
     }
     if (fused.empty()) return fused;
     std::vector<Node> kept;
@@ -316,6 +325,94 @@ class Fuser {
     }
     g_.nodes[index] = std::move(fused);
     removed_.insert(q_index);
+    return true;
+  }
+
+  // A Gemm of a dequantized activation and dequantized constant weights,
+  // with a float output (a classifier's logits; the Q/DQ pairs of the
+  // quantizer end before it, as onnxruntime's QDQ placement and sparq's
+  // writer leave them):
+  //
+  //   DequantizeLinear(x_q) ─┐
+  //   DequantizeLinear(w_q) ─┼─ Gemm ── y    =>   sparq.MatMulIntegerToFloat(x_q, B_q, x_zp, w_zp,
+  //   [DequantizeLinear(b_q)]┘                                             x_scale, w_scale[, C]) ── y
+  //
+  // B_q = w_q, or w_q transposed (a new constant) for transB = 1; C, the
+  // Gemm's float bias, stays as it is (a DequantizeLinear of constants is
+  // folded once at the end). The sums are exact int32 (gemm_s8), each
+  // scaled by x_scale * w_scale[n] in one float32 rounding, where the float
+  // Gemm rounds every product and partial sum: the two agree to float32
+  // rounding of the sum, as onnxruntime's QGemm with a float output does.
+  // Fuses only for transA = 0, alpha = beta = 1, x's scale and zero point
+  // one constant value each, w_q a constant 2-D uint8/int8 tensor, its
+  // scale and zero point constants of one value or one per output column
+  // (axis 0 of w_q with transB = 1, axis 1 without), and C absent or a
+  // float32 [N] (a constant, or the DequantizeLinear of a constant [N]).
+  bool TryFuseGemm(size_t index) {
+    const Node& n = g_.nodes[index];
+    if (n.outputs.size() != 1 || n.inputs.size() < 2) return false;
+    if (n.attr_int("transA", 0) != 0 || n.attr_float("alpha", 1.0f) != 1.0f || n.attr_float("beta", 1.0f) != 1.0f)
+      return false;
+    const bool trans_b = n.attr_int("transB", 0) != 0;
+    const Node* dx = DequantizeProducing(n.inputs[0]);
+    const Node* dw = DequantizeProducing(n.inputs[1], /*zero_point_optional=*/true);
+    if (dx == nullptr || dw == nullptr || !ScalarConstant(dx->inputs[1]) || !ScalarConstant(dx->inputs[2])) return false;
+    const Tensor* w = Constant(dw->inputs[0]);
+    const Tensor* ws = Constant(dw->inputs[1]);
+    const bool w_zp_named = dw->inputs.size() > 2 && !dw->inputs[2].empty();
+    const Tensor* wzp = w_zp_named ? Constant(dw->inputs[2]) : nullptr;
+    if (w == nullptr || ws == nullptr || (w_zp_named && wzp == nullptr) || w->rank() != 2 ||
+        (w->dtype() != DataType::kInt8 && w->dtype() != DataType::kUInt8) || ws->dtype() != DataType::kFloat32) {
+      return false;
+    }
+    if (wzp != nullptr && (wzp->dtype() != w->dtype() || wzp->numel() != ws->numel())) return false;
+    if (dw->attr_int("block_size", 0) != 0) return false;  // opset 21's blocked scales
+    const int64_t cols = trans_b ? w->dim(0) : w->dim(1);  // N
+    if (ws->numel() != 1) {
+      const int64_t axis = dw->attr_int("axis", 1), want = trans_b ? 0 : 1;
+      if (ws->rank() != 1 || ws->numel() != cols || (axis != want && axis != want - 2)) return false;
+    }
+    std::string bias;
+    if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+      bias = n.inputs[2];
+      const Tensor* c = Constant(bias);
+      const Node* db = c == nullptr ? DequantizeProducing(bias, /*zero_point_optional=*/true) : nullptr;
+      const Tensor* bq = db != nullptr ? Constant(db->inputs[0]) : nullptr;
+      const bool float_vector = c != nullptr && c->dtype() == DataType::kFloat32 && c->rank() == 1 && c->dim(0) == cols;
+      bool dequantized_vector = bq != nullptr && bq->rank() == 1 && bq->dim(0) == cols;
+      for (size_t i = 1; dequantized_vector && i < db->inputs.size(); ++i)
+        dequantized_vector = db->inputs[i].empty() || Constant(db->inputs[i]) != nullptr;
+      // A float32 [N] either way (DequantizeLinear's output is float32 without output_dtype).
+      if (!float_vector && !(dequantized_vector && Constant(db->inputs[1])->dtype() == DataType::kFloat32 &&
+                             db->attr_int("output_dtype", 0) == 0)) {
+        return false;
+      }
+    }
+    std::string b_name = dw->inputs[0];
+    if (trans_b) {  // MatMulInteger's B is [K, N]
+      b_name = editor_.FreshName(dw->inputs[0] + "_transposed");
+      const int64_t rows = w->dim(0), k = w->dim(1);
+      Tensor t(w->dtype(), {k, rows});
+      const auto* src = static_cast<const uint8_t*>(w->raw_data());
+      auto* dst = static_cast<uint8_t*>(t.raw_data());
+      for (int64_t r = 0; r < rows; ++r)
+        for (int64_t kk = 0; kk < k; ++kk) dst[kk * rows + r] = src[r * k + kk];
+      g_.initializers[b_name] = std::move(t);
+    }
+    Node fused;
+    fused.name = n.name;
+    fused.op_type = "MatMulIntegerToFloat";
+    fused.domain = kSparqDomain;
+    std::string w_zp_name = w_zp_named ? dw->inputs[2] : "";
+    if (!w_zp_named) {  // DequantizeLinear's absent zero point is 0; MatMulIntegerToFloat's inputs 0-5 are required
+      w_zp_name = editor_.FreshName(dw->inputs[0] + "_zero_point");
+      g_.initializers[w_zp_name] = Tensor(w->dtype(), Shape{});
+      std::memset(g_.initializers[w_zp_name].raw_data(), 0, 1);
+    }
+    fused.inputs = {dx->inputs[0], b_name, dx->inputs[2], w_zp_name, dx->inputs[1], dw->inputs[1]};
+    if (!bias.empty()) fused.inputs.push_back(bias);
+    fused.outputs = n.outputs;
+    g_.nodes[index] = std::move(fused);
     return true;
   }
 
@@ -1032,6 +1129,9 @@ std::vector<std::string> FoldConstantDequantize(Model& model) {
 std::vector<std::string> FuseQdqToIntegerOps(Model* model) {
   if (model->opset() < 10) return {};  // QLinearConv / QLinearMatMul arrive in opset 10
   std::vector<std::string> fused = Fuser(model->graph).Run();
+  bool sparq_imported = false;  // for the Gemms that became sparq.MatMulIntegerToFloat
+  for (const auto& o : model->opset_imports) sparq_imported |= o.domain == kSparqDomain;
+  if (!sparq_imported && !fused.empty()) model->opset_imports.push_back({kSparqDomain, 1});
   for (std::string& name : GlueFuser(*model).Run()) fused.push_back(std::move(name));
   for (std::string& name : FuseFloatIslands(model)) fused.push_back(std::move(name));
   RemoveUnreadDequantizeNodes(model->graph);

@@ -5,7 +5,10 @@
 //                                             stride-1 convolution without padding reads x itself
 //        ──pack──> blocks of 16 positions     (internal.h: ConvS8Tile; u8 quads or s16 pairs)
 //        ──tiles──> y [M, P] bytes            8 channels x 32 positions per tile, the
-//                                             requantization in registers, then the table
+//                                             requantization in registers, then the table;
+//                                             a last block of at most 4 positions (7x7
+//                                             planes: 49 = 3 x 16 + 1) by columns where
+//                                             the row has them (ConvS8ColumnFn)
 //
 // The output is the NCHW image itself: no transposition and no int32
 // round trip through memory. Threads split the positions (each task packing
@@ -226,7 +229,7 @@ void TilePortable(const ConvS8Tile& t) {
 
 }  // namespace
 
-void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4) {
+void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4, ConvS8ColumnFn column) {
   const PackedGemmS8& w = *args.w;
   const ConvGeometry& g = args.conv;
   const bool s16 = w.format == PackedFormat::kPanel16x2S16;
@@ -240,8 +243,8 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
 
   thread_local std::vector<int32_t> offset_buffer;
   thread_local std::vector<uint8_t> col_buffer;
-  // Padded with zeros to whole tiles: a tile may read all 8 channels' offsets.
-  const int64_t m_tiles = (m + kTileChannels - 1) / kTileChannels * kTileChannels;
+  // Padded with zeros to whole panels: a tile may read all 8 channels' offsets, a column 16.
+  const int64_t m_tiles = (m + PackedGemmS8::kPanelWidth - 1) / PackedGemmS8::kPanelWidth * PackedGemmS8::kPanelWidth;
   int32_t* const offset = Reserve(offset_buffer, m_tiles);
   std::fill(offset + m, offset + m_tiles, 0);
   for (int64_t o = 0; o < m; ++o) {  // mod 2^32, as the sums are
@@ -249,8 +252,11 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
     if (!s16) v -= static_cast<uint32_t>(za_u) * static_cast<uint32_t>(w.col_sums[o]);
     offset[o] = static_cast<int32_t>(v);
   }
-  bool multipliers_finite = true;
-  for (int64_t o = 0; o < m; ++o) multipliers_finite = multipliers_finite && std::isfinite(args.multiplier[o]);
+  bool multipliers_finite = true, multipliers_below_one = true;
+  for (int64_t o = 0; o < m; ++o) {
+    multipliers_finite = multipliers_finite && std::isfinite(args.multiplier[o]);
+    multipliers_below_one = multipliers_below_one && std::fabs(args.multiplier[o]) < 1.0f;  // false for NaN
+  }
   uint8_t* const col = direct ? nullptr : Reserve(col_buffer, k * p);
   const auto* w_data = s16 ? reinterpret_cast<const uint8_t*>(w.data_s16.data())
                            : reinterpret_cast<const uint8_t*>(w.data_s8.data());
@@ -261,6 +267,9 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
   const int64_t slices = steps <= kMaxOneSliceSteps ? 1 : (steps + kSliceSteps - 1) / kSliceSteps;
   const int64_t slice_steps = std::max<int64_t>(1, (steps + slices - 1) / slices);  // the last may be shorter
   constexpr int64_t kTileSums = kTileChannels * kBlock * kTileBlocks;  // int32 sums of a tile between slices
+  // A last block of at most kConvS8ColumnMax positions goes by columns (u8 steps only).
+  const int64_t tail_positions = p - (blocks - 1) * kBlock;
+  const bool by_columns = column != nullptr && !s16 && blocks > 0 && tail_positions <= kConvS8ColumnMax;
 
   // The tiles of channel tiles [ct0, ct1) x position tiles [pt0, pt1) of
   // image yi, from `packed` (its first block: the first of pt0), then the
@@ -271,13 +280,16 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
     t.block_stride = steps * kStepBytes;
     t.s16 = s16;
     t.multipliers_finite = multipliers_finite;
+    t.multipliers_below_one = multipliers_below_one;
     t.zero_point = args.y_zero_point;
     t.out_signed = args.y_signed;
     t.ld_y = p;
     for (int64_t pt = pt0; pt < pt1; ++pt) {
       const int64_t block = pt * kTileBlocks, p0 = block * kBlock;
-      t.blocks = static_cast<int>(std::min<int64_t>(kTileBlocks, blocks - block));
-      t.positions = static_cast<int>(std::min<int64_t>(kBlock * kTileBlocks, p - p0));
+      const int64_t tile_blocks = std::min<int64_t>(kTileBlocks, (by_columns ? blocks - 1 : blocks) - block);
+      if (tile_blocks <= 0) continue;  // only the columns' block
+      t.blocks = static_cast<int>(tile_blocks);
+      t.positions = static_cast<int>(std::min<int64_t>(kBlock * tile_blocks, p - p0));
       bool last = false;
       for (int64_t s0 = 0; !last; s0 += slice_steps) {  // at least one slice, also for K = 0
         last = s0 + slice_steps >= steps;
@@ -295,6 +307,30 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
           t.multiplier = args.multiplier + c0;
           t.y = yi + c0 * p + p0;
           tile(t);
+        }
+      }
+    }
+    if (by_columns && pt1 * kTileBlocks >= blocks) {  // the last block, position by position
+      const int64_t block = blocks - 1;
+      const int64_t c_begin = ct0 * kTileChannels, c_end = std::min(m, ct1 * kTileChannels);
+      ConvS8Column cl;
+      cl.steps = steps;
+      cl.multipliers_finite = multipliers_finite;
+      cl.zero_point = args.y_zero_point;
+      cl.out_signed = args.y_signed;
+      cl.ld_y = p;
+      constexpr int64_t kPanel = PackedGemmS8::kPanelWidth;
+      for (int64_t panel = c_begin / kPanel; panel * kPanel < c_end; ++panel) {
+        const int64_t first = panel * kPanel;
+        cl.w = w_data + panel * panel_bytes;
+        cl.lane_begin = static_cast<int>(std::max(c_begin, first) - first);
+        cl.lane_end = static_cast<int>(std::min(c_end, first + kPanel) - first);
+        cl.offset = offset + first;
+        cl.multiplier = args.multiplier + first;
+        for (int64_t i = 0; i < tail_positions; ++i) {
+          cl.col = packed + (block - pt0 * kTileBlocks) * steps * kStepBytes + 4 * i;
+          cl.y = yi + first * p + block * kBlock + i;
+          column(cl);
         }
       }
     }

@@ -6,6 +6,7 @@
 // Tile: 8 rows x 2 panels (32 columns) = 16 zmm accumulators. Per step of 4 k:
 //   2 loads of W (64 bytes each: 16 columns x 4 k), 8 broadcasts of A (4 bytes
 //   of one row), 16 vpdpbusd (each 16 lanes x 4 u8*s8 products into int32).
+// One row of A (M = 1) runs a 1 x 4 panels tile instead (TileRow).
 #include <cstdint>
 #include <cstring>
 
@@ -95,6 +96,50 @@ void TileVnni1(int64_t steps, const uint8_t* a, const int8_t* b, int32_t* c, int
 
 #undef SPARQ_VNNI_ROW2
 #undef SPARQ_VNNI_ROW1
+
+// The one-row tile (GEMV: M = 1, a batch-1 classifier), 1 x kPanels * 16
+// columns: per step one broadcast of the row's 4 bytes and kPanels vpdpbusd,
+// even and odd steps into separate accumulators (two dependency chains per
+// panel; int32 sums wrap mod 2^32, so the split changes no bit). The weights
+// stream once: no 8-row strip of zeros multiplied as with the 8-row tile.
+template <int kPanels>
+void TileRowVnni(int64_t steps, const uint8_t* a, const int8_t* b, int64_t b_panel_stride, int32_t* c,
+                 bool accumulate) {
+  __m512i even[kPanels], odd[kPanels];
+  for (int p = 0; p < kPanels; ++p) even[p] = odd[p] = _mm512_setzero_si512();
+  int64_t s = 0;
+  for (; s + 2 <= steps; s += 2) {
+    const __m512i x0 = _mm512_set1_epi32(LoadS32(a + 4 * s)), x1 = _mm512_set1_epi32(LoadS32(a + 4 * s + 4));
+    for (int p = 0; p < kPanels; ++p) {
+      even[p] = _mm512_dpbusd_epi32(even[p], x0, _mm512_loadu_si512(b + p * b_panel_stride + s * 64));
+      odd[p] = _mm512_dpbusd_epi32(odd[p], x1, _mm512_loadu_si512(b + p * b_panel_stride + s * 64 + 64));
+    }
+  }
+  if (s < steps) {
+    const __m512i x0 = _mm512_set1_epi32(LoadS32(a + 4 * s));
+    for (int p = 0; p < kPanels; ++p)
+      even[p] = _mm512_dpbusd_epi32(even[p], x0, _mm512_loadu_si512(b + p * b_panel_stride + s * 64));
+  }
+  for (int p = 0; p < kPanels; ++p) {
+    __m512i v = _mm512_add_epi32(even[p], odd[p]);
+    if (accumulate) v = _mm512_add_epi32(v, _mm512_loadu_si512(c + p * 16));
+    _mm512_storeu_si512(c + p * 16, v);
+  }
+}
+
+constexpr int kRowMaxPanels = 4;
+
+void TileRow(int64_t steps, const void* a_strip, const void* b, int64_t b_panel_stride, int panels, int32_t* c,
+             int64_t /*ldc: one row*/, bool accumulate) {
+  const auto* a = static_cast<const uint8_t*>(a_strip);
+  const auto* w = static_cast<const int8_t*>(b);
+  switch (panels) {
+    case 4: TileRowVnni<4>(steps, a, w, b_panel_stride, c, accumulate); break;
+    case 3: TileRowVnni<3>(steps, a, w, b_panel_stride, c, accumulate); break;
+    case 2: TileRowVnni<2>(steps, a, w, b_panel_stride, c, accumulate); break;
+    default: TileRowVnni<1>(steps, a, w, b_panel_stride, c, accumulate); break;
+  }
+}
 
 // PackA for a full strip of kMr = 8 rows: 8 k-steps (32 bytes) of the 8 rows
 // at a time, an 8 x 8 transpose of 4-byte groups, so that step s holds the
@@ -229,7 +274,9 @@ SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX512VNNI_FEATURES)
 void GemmS8Avx512Vnni(const GemmS8Args& args) {
   static constexpr GemmS8Isa kIsa = {kMr, kMaxPanels, Tile, RequantRowAvx512, PackStripS8, DequantRowAvx512,
                                      CorrectRowAvx512};
-  GemmS8Driver(args, kIsa);
+  static constexpr GemmS8Isa kRowIsa = {1, kRowMaxPanels, TileRow, RequantRowAvx512, nullptr, DequantRowAvx512,
+                                        CorrectRowAvx512};
+  GemmS8Driver(args, args.m == 1 ? kRowIsa : kIsa);
 }
 
 SPARQ_CPU_TARGET_END

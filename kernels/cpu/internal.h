@@ -326,6 +326,7 @@ struct ConvS8Tile {
   const int32_t* offset = nullptr;    // [channels], readable (and 0) up to 8
   const float* multiplier = nullptr;  // [channels]
   bool multipliers_finite = false;    // every multiplier of the call is finite (no NaN products)
+  bool multipliers_below_one = false;  // every |multiplier| < 1: each product rounds into int32's range
   int32_t zero_point = 0;
   bool out_signed = false;
   uint8_t* y = nullptr;  // channel c, position i at y[c * ld_y + i]
@@ -338,7 +339,31 @@ using ConvS8TileFn = void (*)(const ConvS8Tile& tile);
 // (row r at col + r * ld, 64 bytes each, XOR flip; rows past k: 0).
 using ConvS8Pack4Fn = void (*)(const uint8_t* col, int64_t ld, int64_t k, int64_t steps, uint8_t flip, uint8_t* dst,
                                int64_t block_bytes);
-void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4 = nullptr);
+// Optional (nullptr: tiles only): one output position of up to 16 channels
+// (one weight panel) for panel16x4_s8, over all steps: the positions of a
+// last block that holds at most kConvS8ColumnMax of them (a 7 x 7 plane's
+// 49th), which a tile would compute as a whole block of 16.
+//   acc[j] = offset[j] + sum over steps of (the position's 4 bytes) . (panel channel j's 4 bytes)
+//   y[j * ld_y] = RequantizeS32Ref(acc[j], multiplier[j], zero_point)   for j in [lane_begin, lane_end)
+// (offset and multiplier start at the panel's first channel; offset is
+// readable, and 0, up to 16 lanes; multiplier up to lane_end.)
+struct ConvS8Column {
+  const uint8_t* col = nullptr;  // the position's step 0: 4 bytes; step s at + 64 s
+  const uint8_t* w = nullptr;    // the panel's step 0 (64 bytes: 16 channels x 4 bytes)
+  int64_t steps = 0;
+  int lane_begin = 0, lane_end = 0;  // the panel's channels to store
+  const int32_t* offset = nullptr;
+  const float* multiplier = nullptr;
+  bool multipliers_finite = false;
+  int32_t zero_point = 0;
+  bool out_signed = false;
+  uint8_t* y = nullptr;  // panel channel j at y[j * ld_y]
+  int64_t ld_y = 0;
+};
+using ConvS8ColumnFn = void (*)(const ConvS8Column& column);
+inline constexpr int kConvS8ColumnMax = 4;
+void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4 = nullptr,
+                  ConvS8ColumnFn column = nullptr);
 
 // ---------------------------------------------------------------------------
 // INT8 N:M sparse GEMM (spmm_nm_s8.cc), vectorized over output channels: a

@@ -20,7 +20,9 @@
 // requantization: bit for bit the reference. Planes that do not fit
 // (DepthwiseWindow::LanesFit, other windows) run plane by plane on the
 // AVX-512 VNNI plane kernel.
+#include <cmath>
 #include <cstdint>
+#include <vector>
 
 #include "kernels/cpu/cpu_target.h"
 #include "kernels/cpu/internal.h"
@@ -75,6 +77,12 @@ inline void Transpose16x16(__m512i m[4]) {
   m[2] = _mm512_permutex2var_epi8(e1, rows_lo, e3), m[3] = _mm512_permutex2var_epi8(e1, rows_hi, e3);
 }
 
+// A buffer of at least `size` bytes (grown, never shrunk).
+inline uint8_t* ReserveBytes(std::vector<uint8_t>& v, int64_t size) {
+  if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
+  return v.data();
+}
+
 inline __mmask16 First16(int64_t n) { return n >= 16 ? __mmask16(0xFFFF) : static_cast<__mmask16>((1u << n) - 1); }
 
 struct Requant {
@@ -94,12 +102,41 @@ inline __m128i RequantLanes(const Requant& rq, __m512i acc) {
   return _mm512_cvtepi32_epi8(q);  // low byte: int8 and uint8
 }
 
+// RequantLanes for two columns (32 bytes, column 0's 16 lanes first) when
+// every |multiplier| < 1 (ByteOut::narrow): each product then converts to its
+// rounded int32 without a clamp, and saturating narrowing clamps, with the
+// reference's bits: sat8(sat16(sat16(r) + zp)) = saturate(r + zp) for
+// |zp| <= 255 (conv_s8_avx512vnni.cc, PackedRequant, says why).
+inline __m256i RequantLanesPair(const Requant& rq, __m512i zp16, __m512i order, bool out_signed, __m512i acc0,
+                                __m512i acc1) {
+  const __m512i q0 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(acc0, rq.bias)), rq.mult),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512i q1 = _mm512_cvt_roundps_epi32(_mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(acc1, rq.bias)), rq.mult),
+                                              _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC);
+  const __m512i w = _mm512_adds_epi16(_mm512_packs_epi32(q0, q1), zp16);
+  const __m512i b = out_signed ? _mm512_packs_epi16(w, w) : _mm512_packus_epi16(w, w);
+  return _mm512_castsi512_si256(_mm512_permutexvar_epi32(order, b));
+}
+
 // The output stage of the strips: 16 requantized bytes per column.
 struct ByteOut {
   Requant rq;
-  uint8_t* out;  // [columns][16]
+  uint8_t* out;      // [columns][16]
+  bool narrow;       // every |multiplier| < 1: StorePair's narrowing
+  bool out_signed;
+  __m512i zp16, order;  // for StorePair: the zero point as int16; the dwords in order after the packs
   void Store(int64_t column, __m512i acc) const {
     _mm_storeu_si128(reinterpret_cast<__m128i*>(out + column * kLanes), RequantLanes(rq, acc));
+  }
+  // Columns `column` and `column + 1`.
+  void StorePair(int64_t column, __m512i acc0, __m512i acc1) const {
+    if (!narrow) {
+      Store(column, acc0);
+      Store(column + 1, acc1);
+      return;
+    }
+    _mm256_storeu_si256(reinterpret_cast<__m256i*>(out + column * kLanes),
+                        RequantLanesPair(rq, zp16, order, out_signed, acc0, acc1));
   }
 };
 
@@ -138,8 +175,9 @@ void PairRowStrip(const int16_t* x, int64_t row_step, const int32_t* w, int kern
                   int64_t index) {
   __m512i acc[kR] = {};
   PairStrip<kKw, kS, kR>(x, row_step, w, kernel_h, acc);
-#pragma GCC unroll 8
-  for (int r = 0; r < kR; ++r) out.Store(index + r, acc[r]);
+#pragma GCC unroll 4
+  for (int r = 0; r + 1 < kR; r += 2) out.StorePair(index + r, acc[r], acc[r + 1]);
+  if (kR % 2 == 1) out.Store(index + kR - 1, acc[kR - 1]);
 }
 
 using PairRowStripFn = void (*)(const int16_t*, int64_t, const int32_t*, int, const ByteOut&, int64_t);
@@ -187,7 +225,6 @@ void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
   const int64_t taps = a.kernel_h * a.kernel_w;
   float* xp = a.scratch;                                                    // X of a band [rows][wp][16]
   auto* out = reinterpret_cast<uint8_t*>(xp + a.LanesPaddedFloats());       // [LanesBandOutputs()][16]
-  auto* block = out + a.LanesBandOutputs() * kLanes;                          // one transposed 16x16 block
   const int32_t lo = a.y_signed ? -128 : 0, hi = a.y_signed ? 127 : 255;
   ByteOut store;
   Requant& rq = store.rq;
@@ -195,6 +232,11 @@ void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
   rq.real_lo = _mm512_set1_ps(static_cast<float>(lo - a.y_zero_point));
   rq.real_hi = _mm512_set1_ps(static_cast<float>(hi - a.y_zero_point));
   rq.zp = _mm512_set1_epi32(a.y_zero_point);
+  store.narrow = true;  // false for a NaN multiplier too
+  for (int64_t c = 0; c < a.channels; ++c) store.narrow = store.narrow && std::fabs(a.multiplier[c]) < 1.0f;
+  store.out_signed = a.y_signed;
+  store.zp16 = _mm512_set1_epi16(static_cast<int16_t>(a.y_zero_point));
+  store.order = _mm512_setr_epi32(0, 4, 8, 12, 1, 5, 9, 13, 0, 0, 0, 0, 0, 0, 0, 0);
   const PairRowStripFn full = PickPairStrip(a.kernel_w, a.stride_w, kStrip);
   const int tail_cols = static_cast<int>(a.out_w % kStrip);
   const PairRowStripFn tail = PickPairStrip(a.kernel_w, a.stride_w, tail_cols);
@@ -205,7 +247,17 @@ void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
   if (a.table != nullptr)
     for (int i = 0; i < 4; ++i) table[i] = _mm512_loadu_si512(a.table + 64 * i);
   const __m512i flip = _mm512_set1_epi8(static_cast<char>(a.y_signed ? 0x80 : 0));
-  const __m512i x_zp = _mm512_set1_epi32(a.x_zero_point);
+  const __m512i x_zp16 = _mm512_set1_epi16(static_cast<int16_t>(a.x_zero_point));
+  // vpermw indices: pair_index puts element c (channel c of the first position) at int16 2c
+  // and element 16 + c (of the second) at 2c + 1; pad_index puts element c at both, and
+  // the mask 0xAAAAAAAA then keeps (0, the first position's channel c).
+  alignas(64) int16_t pair_indices[32], pad_indices[32];
+  for (int c = 0; c < kLanes; ++c) {
+    pair_indices[2 * c] = pad_indices[2 * c] = pad_indices[2 * c + 1] = static_cast<int16_t>(c);
+    pair_indices[2 * c + 1] = static_cast<int16_t>(16 + c);
+  }
+  const __m512i pair_index = _mm512_load_si512(pair_indices), pad_index = _mm512_load_si512(pad_indices);
+  thread_local std::vector<uint8_t> t_buffer;  // fill's transposed positions, kept from call to call
   const auto* xb = static_cast<const uint8_t*>(a.x);
   auto* yb = static_cast<uint8_t*>(a.y);
   for (int64_t c0 = 0; c0 < a.channels; c0 += kLanes) {
@@ -213,14 +265,18 @@ void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
     const __mmask16 cmask = First16(nc);
     const uint8_t* x = xb + c0 * in_plane;
     uint8_t* y = yb + c0 * out_plane;
-    // Plane rows [lo, hi) of 16 channels into X, 16 positions at a time.
+    // Plane rows [lo, hi) of 16 channels into X: the positions' 16 channel
+    // bytes first (16x16 transposes into `t`, [position][16]), then per
+    // position the pair (x[ix], x[ix + 1]) - zp of each channel from one
+    // 32-byte load of t (two positions), widened to int16 and interleaved by
+    // one vpermw; the last column of a row pairs with 0, and the padding
+    // column left of a row holds (0, x[0]).
     auto fill = [&](int64_t lo, int64_t hi, float* xr) {
       auto* xq = reinterpret_cast<int16_t*>(xr);
-      int16_t* pending = nullptr;  // where the last position's pair goes
-      __m512i pending_e = _mm512_setzero_si512();
-      const int64_t end = hi * width;
-      int64_t iy = 0, ix = 0;  // of position p0 + q, from row lo
-      for (int64_t p0 = lo * width; p0 < end; p0 += 16) {
+      const int64_t first = lo * width, end = hi * width;
+      // Whole groups of 16 positions, and 16 bytes more: the pair load of the last position.
+      uint8_t* t = ReserveBytes(t_buffer, ((end - first + 15) / 16 * 16 + 1) * kLanes);
+      for (int64_t p0 = first; p0 < end; p0 += 16) {
         const int64_t n = end - p0 < 16 ? end - p0 : 16;
         const __mmask16 pmask = First16(n);
         __m512i m[4];
@@ -234,23 +290,31 @@ void DepthwiseS8ChannelsAvx512Vbmi(const DepthwiseS8Channels& a) {
           m[j] = _mm512_inserti32x4(_mm512_inserti32x4(m[j], rows[2], 2), rows[3], 3);
         }
         Transpose16x16(m);
-        for (int j = 0; j < 4; ++j) _mm512_storeu_si512(block + 64 * j, m[j]);
-        // A position's pair needs the next position of its row: each is
-        // stored once that one is known (pending), the last of a row with 0;
-        // the padding column left of a row pairs 0 with its first value.
-        for (int64_t q = 0; q < n; ++q) {
-          const __m128i bytes = _mm_loadu_si128(reinterpret_cast<const __m128i*>(block + 16 * q));
-          const __m512i v = a.x_signed ? _mm512_cvtepi8_epi32(bytes) : _mm512_cvtepu8_epi32(bytes);
-          const __m512i e = _mm512_sub_epi32(v, x_zp);
-          if (pending != nullptr)
-            _mm512_storeu_si512(pending, ix > 0 ? _mm512_or_si512(pending_e, _mm512_slli_epi32(e, 16)) : pending_e);
-          pending = xq + (iy * wp + ix + pad_left) * 2 * kLanes;
-          if (ix == 0 && pad_left > 0) _mm512_storeu_si512(pending - 2 * kLanes, _mm512_slli_epi32(e, 16));  // (0, x[0])
-          pending_e = _mm512_and_si512(e, low16);
-          if (++ix == width) ix = 0, ++iy;
+        for (int j = 0; j < 4; ++j) _mm512_storeu_si512(t + (p0 - first) * kLanes + 64 * j, m[j]);
+      }
+      auto widen = [&](const uint8_t* two, __mmask32 keep) {  // positions (p, p + 1) - zp as int16, masked
+        const __m256i b = _mm256_loadu_si256(reinterpret_cast<const __m256i*>(two));
+        return _mm512_maskz_sub_epi16(keep, a.x_signed ? _mm512_cvtepi8_epi16(b) : _mm512_cvtepu8_epi16(b), x_zp16);
+      };
+      // With stride_w 2 the strips read the pairs of even columns of X only (a
+      // window's pair starts at 2 ox + 2q): the odd ones are left unwritten.
+      const int64_t step = a.stride_w == 2 ? 2 : 1;
+      const int64_t ix0 = step == 2 && pad_left % 2 == 1 ? 1 : 0;  // X column ix + pad_left even
+      const bool last = step == 1 || (width - 1 + pad_left) % 2 == 0, pad = pad_left > 0 && (step == 1 || pad_left % 2 == 1);
+      for (int64_t iy = 0; iy < hi - lo; ++iy) {
+        const uint8_t* tr = t + iy * width * kLanes;
+        int16_t* row = xq + (iy * wp + pad_left) * 2 * kLanes;
+        for (int64_t ix = ix0; ix + 1 < width; ix += step)
+          _mm512_storeu_si512(row + ix * 2 * kLanes, _mm512_permutexvar_epi16(pair_index, widen(tr + ix * kLanes, ~0u)));
+        if (last) {
+          _mm512_storeu_si512(row + (width - 1) * 2 * kLanes,
+                              _mm512_permutexvar_epi16(pair_index, widen(tr + (width - 1) * kLanes, 0xFFFFu)));
+        }
+        if (pad) {
+          _mm512_storeu_si512(row - 2 * kLanes, _mm512_maskz_permutexvar_epi16(0xAAAAAAAAu, pad_index,
+                                                                                   widen(tr, 0xFFFFu)));
         }
       }
-      if (pending != nullptr) _mm512_storeu_si512(pending, pending_e);  // the band's last position: ends a row
     };
     // Outputs [first, first + count) from out to y through the table, 16 positions at a time.
     auto flush = [&](int64_t first, int64_t count) {

@@ -29,6 +29,10 @@ struct ConvS8Case {
   bool x_signed, y_signed, bias, table;
   bool w_zp = false;  // per-channel weight zero points (panel16x2_s16 only)
   bool nonfinite = false;  // channels 0-2 with multipliers inf, NaN, -inf (NaN products give the zero point)
+  // Multipliers set to `multiplier` (alternating signs by channel) instead of
+  // spreading the outputs: near 1, most products saturate, beyond int16 too
+  // (the narrowing of multipliers below 1); from 1 up, the clamping path.
+  float multiplier = 0.0f;
 };
 
 const std::vector<ConvS8Case>& Cases() {
@@ -50,6 +54,15 @@ const std::vector<ConvS8Case>& Cases() {
       {"3x3 same on 2x2 (taps off the plane)",  1,  5,  2,  2,  9, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true,  true,  false},
       {"7x7 stride 2 pad 3, wide rows",         1,  3, 12, 75, 16, 7, 7, 2, 2, 1, 1, 3, 3, 3, 2, true,  false, true,  false},
       {"1x1, non-finite multipliers",           1,  5,  6,  6, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true,  false, false, false, true},
+      // Last blocks of 1..4 positions (7x7, 14x14 planes) go position by position on the VNNI row.
+      {"1x1 7x7, K = 1152 (K slices), 40 ch",   1, 1152, 7, 7, 40, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, false, true,  true},
+      {"1x1 14x14 s8, 24 channels",             1, 72, 14, 14, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  true,  true,  false},
+      {"3x3 on 2x2: one block of 4 positions",  1, 10,  2,  2, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true,  false, false},
+      {"1x1, 17 positions",                     1, 12,  1, 17, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  false, true,  false},
+      {"1x1, multipliers just below 1",         1, 40,  6,  7, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, false, true,  false, false, false, 0.99999994f},
+      {"1x1 s8, multipliers just below 1",      1, 40,  6,  7, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  true,  true,  false, false, false, 0.99999994f},
+      {"3x3, multipliers of 1 and more",        1,  6,  7,  9, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true,  false, true,  false, false, false, 1.0f},
+      {"1x1, small multipliers, 0.01",          1, 20,  8,  9, 10, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true,  true,  false, false, false, 0.01f},
   };
   return cases;
 }
@@ -92,6 +105,10 @@ Data MakeData(std::mt19937& rng, const ConvS8Case& cc, bool w_zp) {
   const float base = 50.0f / (74.0f * 74.0f * std::sqrt(static_cast<float>(k)));
   d.multiplier.resize(static_cast<size_t>(cc.m));
   for (int64_t o = 0; o < cc.m; ++o) d.multiplier[o] = base * (1.0f + 0.0731f * static_cast<float>(o % 9));
+  if (cc.multiplier != 0.0f) {
+    for (int64_t o = 0; o < cc.m; ++o)
+      d.multiplier[o] = (o % 2 ? -1.0f : 1.0f) * cc.multiplier * (cc.multiplier >= 1.0f ? 1.0f + static_cast<float>(o % 3) : 1.0f);
+  }
   if (cc.nonfinite) {
     d.multiplier[0] = std::numeric_limits<float>::infinity();
     d.multiplier[1] = std::numeric_limits<float>::quiet_NaN();
@@ -185,7 +202,7 @@ void Check(std::mt19937& rng, const ConvS8Case& cc, PackedFormat format, ConvS8F
     EXPECT_EQ(std::string(name), expected_name);
   }
   // The data exercise the requantization, not only its saturation.
-  if (!cc.table && !cc.nonfinite && d.want.size() >= 200) EXPECT_GT(std::set<uint8_t>(d.want.begin(), d.want.end()).size(), 30u);
+  if (!cc.table && !cc.nonfinite && cc.multiplier == 0.0f && d.want.size() >= 200) EXPECT_GT(std::set<uint8_t>(d.want.begin(), d.want.end()).size(), 30u);
   for (size_t i = 0; i < d.want.size(); ++i) ASSERT_EQ(int{y[i]}, int{d.want[i]}) << "output byte " << i;
   for (size_t i = d.want.size(); i < y.size(); ++i) ASSERT_EQ(y[i], 0xA5) << "wrote past the output";
 }

@@ -42,7 +42,7 @@ std::string ToString(const Shape& s) {
 // and of the cache blocks (512 columns, 512 k, 128 rows).
 const std::vector<Shape> kGemmShapes = {{1, 1, 1},    {1, 17, 3},   {7, 5, 1},    {3, 4, 0},     {13, 33, 31},
                                         {37, 50, 67}, {64, 64, 64}, {9, 48, 513}, {5, 530, 20},  {150, 20, 9},
-                                        {2, 16, 4}};
+                                        {2, 16, 4},   {1, 530, 1037}, {1, 50, 13},  {1, 33, 520}};
 // Sparse shapes: tails of the M tiles (8..64 lanes), the block grid and K;
 // N = 530 makes the INT8 kernel flush its row-major output slab more than once.
 const std::vector<Shape> kSpmmShapes = {{1, 1, 1},    {1, 5, 3},     {3, 1, 7},    {17, 9, 13},   {33, 20, 37},
@@ -473,27 +473,29 @@ TEST_P(IsaTest, GemmS8WrapsLikeReference) {
   S8Case c;
   c.a_signed = false;
   c.w_unsigned = true;
-  const Shape s{3, 18, 40000};  // 255 * 255 * 40000 > 2^31
-  const PackedFormat format = PreferredGemmS8Format(GetParam());
-  std::vector<uint8_t> a(static_cast<size_t>(s.m * s.k), 255), w(static_cast<size_t>(s.n * s.k), 255);
-  int32_t zero = 0;
-  const GemmZeroPoints zp{&zero, false};
-  std::vector<int32_t> ref(static_cast<size_t>(s.m * s.n));
-  GemmS32Ref<uint8_t, uint8_t>(s.m, s.n, s.k, a.data(), s.k, zp, w.data(), s.n, zp, ref.data(), s.n);
-  ASSERT_LT(ref[0], 0) << "the test should overflow int32";
-  StatusOr<PackedGemmS8> packed = PackGemmS8(w.data(), s.n, s.k, zp, format);
-  ASSERT_TRUE(packed.ok());
-  GemmS8Args args;
-  args.m = s.m;
-  args.a = a.data();
-  args.lda = s.k;
-  args.a_zp = zp;
-  args.b = &*packed;
-  std::vector<int32_t> got(ref.size());
-  args.out.out_s32 = got.data();
-  args.out.ld_s32 = s.n;
-  ASSERT_TRUE(RunGemmS8(args).ok());
-  EXPECT_EQ(got, ref);
+  for (const Shape& s : {Shape{3, 18, 40000}, Shape{1, 50, 40000}}) {  // 255 * 255 * 40000 > 2^31; M = 1: the row tile
+    SCOPED_TRACE(ToString(s));
+    const PackedFormat format = PreferredGemmS8Format(GetParam());
+    std::vector<uint8_t> a(static_cast<size_t>(s.m * s.k), 255), w(static_cast<size_t>(s.n * s.k), 255);
+    int32_t zero = 0;
+    const GemmZeroPoints zp{&zero, false};
+    std::vector<int32_t> ref(static_cast<size_t>(s.m * s.n));
+    GemmS32Ref<uint8_t, uint8_t>(s.m, s.n, s.k, a.data(), s.k, zp, w.data(), s.n, zp, ref.data(), s.n);
+    ASSERT_LT(ref[0], 0) << "the test should overflow int32";
+    StatusOr<PackedGemmS8> packed = PackGemmS8(w.data(), s.n, s.k, zp, format);
+    ASSERT_TRUE(packed.ok());
+    GemmS8Args args;
+    args.m = s.m;
+    args.a = a.data();
+    args.lda = s.k;
+    args.a_zp = zp;
+    args.b = &*packed;
+    std::vector<int32_t> got(ref.size());
+    args.out.out_s32 = got.data();
+    args.out.ld_s32 = s.n;
+    ASSERT_TRUE(RunGemmS8(args).ok());
+    EXPECT_EQ(got, ref);
+  }
 }
 
 // ---------------------------------------------------------------------------

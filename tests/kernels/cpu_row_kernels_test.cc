@@ -150,6 +150,11 @@ void CheckDepthwiseS8(std::mt19937& rng, DepthwiseS8Fn fn) {
       }
       // A bias past float's exact integers (2^24): acc + bias in int32, then one rounding to float.
       if (variant == 5) bias[channels - 1] = -(1 << 26) + 3;
+      // Multipliers just below 1 (outputs saturate, past int16 too: the rows'
+      // narrowing when every |multiplier| < 1), or one of 2 (their clamping path).
+      if (variant == 6)
+        for (int64_t ch = 0; ch < channels; ++ch) multiplier[ch] = (ch % 2 ? -1.0f : 1.0f) * 0.99999994f;
+      if (variant == 7) multiplier[channels - 1] = 2.0f;
       std::vector<uint8_t> table(256);
       for (uint8_t& v : table) v = static_cast<uint8_t>(byte(rng));
       const int32_t x_zp = x_signed ? (variant % 4 == 1 ? -128 : 5) : 255 - variant;

@@ -629,6 +629,103 @@ TEST(QdqGlueFusion, DequantizeOfConstantsIsFoldedOnce) {
   }
 }
 
+// A classifier Gemm between dequantized values with a float output becomes
+// sparq.MatMulIntegerToFloat on gemm_s8: bit for bit its reference on every
+// ISA and thread count, and the float Gemm's logits within kF32RelTol.
+TEST(QdqGlueFusion, DequantizedGemmRunsOnIntegersWithAFloatOutput) {
+  struct GemmCase {
+    int64_t m;
+    bool trans_b, per_channel;
+    DataType w_type;
+    const char* bias;  // "dq" (int32 at x_scale * w_scale), "float", "none"
+    bool w_zp = true;  // the weights' DequantizeLinear has a zero point (else 0)
+  };
+  const GemmCase cases[] = {{1, true, true, DataType::kInt8, "dq"},    {3, false, true, DataType::kInt8, "float"},
+                            {1, true, false, DataType::kUInt8, "none"}, {2, false, false, DataType::kInt8, "dq"},
+                            {0, true, true, DataType::kInt8, "dq"},     {2, true, true, DataType::kInt8, "dq", false}};
+  const int64_t k = 37, n = 19;
+  for (const TypeCase& t : kTypes) {
+    for (const GemmCase& c : cases) {
+      SCOPED_TRACE(DataTypeName(t.type) + " m " + std::to_string(c.m) + (c.trans_b ? " transB" : "") +
+                   (c.per_channel ? " per channel " : " per tensor ") + DataTypeName(c.w_type) + " bias " + c.bias +
+                   (c.w_zp ? "" : " no w zero point"));
+      QdqGraphBuilder b;
+      b.Input("x", t.type, {c.m, k});
+      b.Params("px", 0.0371f, t.zp_in, t.type);
+      Graph& g = b.model().graph;
+      g.initializers["w"] = RandomBytes(c.w_type, c.trans_b ? Shape{n, k} : Shape{k, n}, 41);
+      Tensor ws(DataType::kFloat32, {c.per_channel ? n : 1});
+      for (int64_t i = 0; i < ws.numel(); ++i) ws.data<float>()[i] = 0.002f + 0.0003f * static_cast<float>(i);
+      const int64_t channels = ws.numel();
+      Tensor wzp(c.w_type, {channels});
+      for (int64_t i = 0; i < channels; ++i) {
+        if (c.w_type == DataType::kUInt8) wzp.data<uint8_t>()[i] = static_cast<uint8_t>(125 + i);
+        else wzp.data<int8_t>()[i] = 0;
+      }
+      if (!c.per_channel) {  // per tensor: scalars
+        ws = Tensor::Scalar<float>(ws.data<float>()[0]);
+        wzp = c.w_type == DataType::kUInt8 ? Tensor::Scalar<uint8_t>(wzp.data<uint8_t>()[0]) : Tensor::Scalar<int8_t>(0);
+      }
+      g.initializers["w_scale"] = ws;
+      g.initializers["w_zp"] = wzp;
+      const std::string dw = b.Add("DequantizeLinear", {"w", "w_scale", c.w_zp ? "w_zp" : ""},
+                                   {Attribute::Int("axis", c.trans_b ? 0 : 1)});
+      std::vector<std::string> inputs = {b.Dq("x", "px"), dw};
+      if (std::string(c.bias) == "dq") {
+        Tensor bq(DataType::kInt32, {n}), bs(DataType::kFloat32, {c.per_channel ? n : 1});
+        for (int64_t i = 0; i < n; ++i) bq.data<int32_t>()[i] = static_cast<int32_t>(i * 977 % 4001) - 2000;
+        for (int64_t i = 0; i < bs.numel(); ++i) bs.data<float>()[i] = 0.0371f * ws.data<float>()[ws.numel() == 1 ? 0 : i];
+        g.initializers["b_q"] = bq;
+        g.initializers["b_scale"] = bs;
+        inputs.push_back(b.Add("DequantizeLinear", {"b_q", "b_scale"}, {Attribute::Int("axis", 0)}));
+      } else if (std::string(c.bias) == "float") {
+        g.initializers["b"] = testing::RandomFloats({n}, 42);
+        inputs.push_back("b");
+      }
+      b.Output(b.Add("Gemm", inputs, {Attribute::Int("transB", c.trans_b ? 1 : 0)}));
+      const auto counts = FusedOpCounts(b.model());
+      EXPECT_EQ(counts.count("Gemm"), 0u);
+      EXPECT_EQ(counts.count("DequantizeLinear"), 0u);
+      ASSERT_EQ(counts.count("MatMulIntegerToFloat"), 1u);
+      {
+        auto e = Create(b.model(), /*reference=*/false, 1);
+        ASSERT_NE(e, nullptr);
+        EXPECT_EQ(testing::KernelOps(e->NodeKernels().at(0).kernel), "gemm_s8");
+      }
+      const TensorMap inputs_map = {{"x", RandomBytes(t.type, {c.m, k}, 43)}};
+      ExpectFusedBitExact(b.model(), inputs_map, /*fused_reference=*/true);
+      auto float_graph = Create(b.model(), /*reference=*/true, 1);
+      auto fused = Create(b.model(), /*reference=*/false, 2);
+      ASSERT_NE(float_graph, nullptr);
+      ASSERT_NE(fused, nullptr);
+      TensorMap want, got;
+      ASSERT_TRUE(float_graph->Run(inputs_map, &want).ok());
+      ASSERT_TRUE(fused->Run(inputs_map, &got).ok());
+      const Tensor& w = want.begin()->second;
+      const Tensor& y = got.at(want.begin()->first);
+      ASSERT_EQ(w.shape(), y.shape());
+      float max_abs = 0.0f;
+      for (int64_t i = 0; i < w.numel(); ++i) max_abs = std::max(max_abs, std::abs(w.data<float>()[i]));
+      for (int64_t i = 0; i < w.numel(); ++i)
+        EXPECT_NEAR(y.data<float>()[i], w.data<float>()[i], testing::kF32RelTol * max_abs) << "element " << i;
+    }
+  }
+}
+
+// A Gemm outside the integer form (alpha != 1, or a float input) stays a float Gemm.
+TEST(QdqGlueFusion, GemmOutsideTheIntegerFormIsLeftAlone) {
+  QdqGraphBuilder b;
+  b.Input("x", DataType::kUInt8, {2, 5});
+  b.Params("px", 0.02f, 120, DataType::kUInt8);
+  b.model().graph.initializers["w"] = RandomBytes(DataType::kInt8, {5, 3}, 44);
+  b.Params("pw", 0.01f, 0, DataType::kInt8);
+  b.Output(b.Add("Gemm", {b.Dq("x", "px"), b.Dq("w", "pw")}, {Attribute::Float("alpha", 0.5f)}));
+  const auto counts = FusedOpCounts(b.model());
+  EXPECT_EQ(counts.count("MatMulIntegerToFloat"), 0u);
+  EXPECT_EQ(counts.at("Gemm"), 1);
+  ExpectFusedBitExact(b.model(), {{"x", RandomBytes(DataType::kUInt8, {2, 5}, 45)}});
+}
+
 // Empty tensors go through every fused operator and fast row.
 TEST(QdqGlueFusion, EmptyTensors) {
   for (const TypeCase& t : kTypes) {
