@@ -78,6 +78,23 @@ inline Vec Clamp(Vec v, Vec lo, Vec hi) { return _mm512_min_ps(hi, _mm512_max_ps
     c##r##0 = Clamp(c##r##0, lo, hi);                                  \
     if constexpr (kVecs == 2) c##r##1 = Clamp(c##r##1, lo, hi);        \
   }
+// Every tile's end: the epilogue (column and row bias, clamp) when there is
+// one, then the store of its rows (masked when `full` is false).
+#define SPARQ_F32_FINISH()                                                            \
+  if (ep != nullptr) {                                                                \
+    const Vec cb0 = ep->col_bias != nullptr ? Load(ep->col_bias) : Zero();            \
+    const Vec cb1 = ep->col_bias != nullptr ? Load(ep->col_bias + kHalf) : Zero();    \
+    SPARQ_F32_ROWS(SPARQ_F32_BIAS)                                                    \
+    if (ep->clamp) {                                                                  \
+      const Vec lo = Set1(ep->lo), hi = Set1(ep->hi);                                 \
+      SPARQ_F32_ROWS(SPARQ_F32_CLAMP)                                                 \
+    }                                                                                 \
+  }                                                                                   \
+  if (full) {                                                                         \
+    SPARQ_F32_ROWS(SPARQ_F32_STORE)                                                   \
+  } else {                                                                            \
+    SPARQ_F32_ROWS(SPARQ_F32_STORE_MASKED)                                            \
+  }
 
 // The tile for its first kRows rows and kVecs * 16 columns; columns past
 // `cols` are neither read nor written in c (masked), though b is read for
@@ -103,20 +120,7 @@ void TileRows(int64_t kc, const float* a, const float* b, int64_t ldb, float* c,
     if constexpr (kVecs == 2) b1 = _mm512_loadu_ps(b + kk * ldb + 16);
     SPARQ_F32_ROWS(SPARQ_F32_FMA)
   }
-  if (ep != nullptr) {
-    const Vec cb0 = ep->col_bias != nullptr ? Load(ep->col_bias) : Zero();
-    const Vec cb1 = ep->col_bias != nullptr ? Load(ep->col_bias + kHalf) : Zero();
-    SPARQ_F32_ROWS(SPARQ_F32_BIAS)
-    if (ep->clamp) {
-      const Vec lo = Set1(ep->lo), hi = Set1(ep->hi);
-      SPARQ_F32_ROWS(SPARQ_F32_CLAMP)
-    }
-  }
-  if (full) {
-    SPARQ_F32_ROWS(SPARQ_F32_STORE)
-  } else {
-    SPARQ_F32_ROWS(SPARQ_F32_STORE_MASKED)
-  }
+  SPARQ_F32_FINISH()
 }
 
 void Tile(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t rs, int rows, int cols,
@@ -171,20 +175,7 @@ void DirectTileRows(const float* const* pixels, const int64_t* taps, int num_tap
       SPARQ_F32_ROWS(SPARQ_F32_DIRECT_FMA)
     }
   }
-  if (ep != nullptr) {
-    const Vec cb0 = ep->col_bias != nullptr ? Load(ep->col_bias) : Zero();
-    const Vec cb1 = ep->col_bias != nullptr ? Load(ep->col_bias + kHalf) : Zero();
-    SPARQ_F32_ROWS(SPARQ_F32_BIAS)
-    if (ep->clamp) {
-      const Vec lo = Set1(ep->lo), hi = Set1(ep->hi);
-      SPARQ_F32_ROWS(SPARQ_F32_CLAMP)
-    }
-  }
-  if (full) {
-    SPARQ_F32_ROWS(SPARQ_F32_STORE)
-  } else {
-    SPARQ_F32_ROWS(SPARQ_F32_STORE_MASKED)
-  }
+  SPARQ_F32_FINISH()
 }
 
 void DirectTile(const float* const* pixels, const int64_t* taps, int num_taps, int64_t kc, int64_t plane,
@@ -228,20 +219,7 @@ void ShiftedTileRows(const float* a, int64_t a_tap, const float* b, const int64_
       SPARQ_F32_ROWS(SPARQ_F32_FMA)
     }
   }
-  if (ep != nullptr) {
-    const Vec cb0 = ep->col_bias != nullptr ? Load(ep->col_bias) : Zero();
-    const Vec cb1 = ep->col_bias != nullptr ? Load(ep->col_bias + kHalf) : Zero();
-    SPARQ_F32_ROWS(SPARQ_F32_BIAS)
-    if (ep->clamp) {
-      const Vec lo = Set1(ep->lo), hi = Set1(ep->hi);
-      SPARQ_F32_ROWS(SPARQ_F32_CLAMP)
-    }
-  }
-  if (full) {
-    SPARQ_F32_ROWS(SPARQ_F32_STORE)
-  } else {
-    SPARQ_F32_ROWS(SPARQ_F32_STORE_MASKED)
-  }
+  SPARQ_F32_FINISH()
 }
 
 void ShiftedTile(const float* a, int64_t a_tap, const float* b, const int64_t* taps, int num_taps, int64_t kc,
@@ -269,6 +247,7 @@ void ShiftedTile(const float* a, int64_t a_tap, const float* b, const int64_t* t
 #undef SPARQ_F32_FMA
 #undef SPARQ_F32_BIAS
 #undef SPARQ_F32_CLAMP
+#undef SPARQ_F32_FINISH
 
 inline __mmask16 LaneRange(int64_t lo, int64_t hi) {  // bits [lo, hi) of 16, clipped
   lo = lo < 0 ? 0 : lo;
