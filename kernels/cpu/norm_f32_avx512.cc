@@ -32,7 +32,9 @@ namespace {
 constexpr int kLanes = 8;  // rows side by side (one per double lane of a zmm register)
 }  // namespace
 
-SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX512_FEATURES)
+// AVX2 instructions only: both rows below use it (an AVX-512 function may
+// inline an AVX2 one).
+SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX2_FEATURES)
 namespace {
 
 // Transposes the 8 x 8 floats of r[0..7] (row j = r[j]) in place: r[i] then
@@ -55,6 +57,12 @@ inline void Transpose8x8(__m256 (&r)[kLanes]) {
   r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
   r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
 }
+
+}  // namespace
+SPARQ_CPU_TARGET_END
+
+SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX512_FEATURES)
+namespace {
 
 // In-order double sums of kGroups groups of eight rows (group g starts at
 // x + g * 8 * n): with `mean` null, sum x; else sum (x - mean[row])^2.
@@ -140,25 +148,6 @@ namespace {
 
 // The AVX-512 row's algorithm in AVX2: the eight rows' sums in two registers
 // of four double lanes (rows 0-3 and 4-7), the output four values a step.
-inline void Transpose8x8Avx2(__m256 (&r)[kLanes]) {
-  const __m256 t0 = _mm256_unpacklo_ps(r[0], r[1]), t1 = _mm256_unpackhi_ps(r[0], r[1]);
-  const __m256 t2 = _mm256_unpacklo_ps(r[2], r[3]), t3 = _mm256_unpackhi_ps(r[2], r[3]);
-  const __m256 t4 = _mm256_unpacklo_ps(r[4], r[5]), t5 = _mm256_unpackhi_ps(r[4], r[5]);
-  const __m256 t6 = _mm256_unpacklo_ps(r[6], r[7]), t7 = _mm256_unpackhi_ps(r[6], r[7]);
-  const __m256 u0 = _mm256_shuffle_ps(t0, t2, 0x44), u1 = _mm256_shuffle_ps(t0, t2, 0xEE);
-  const __m256 u2 = _mm256_shuffle_ps(t1, t3, 0x44), u3 = _mm256_shuffle_ps(t1, t3, 0xEE);
-  const __m256 u4 = _mm256_shuffle_ps(t4, t6, 0x44), u5 = _mm256_shuffle_ps(t4, t6, 0xEE);
-  const __m256 u6 = _mm256_shuffle_ps(t5, t7, 0x44), u7 = _mm256_shuffle_ps(t5, t7, 0xEE);
-  r[0] = _mm256_permute2f128_ps(u0, u4, 0x20);
-  r[1] = _mm256_permute2f128_ps(u1, u5, 0x20);
-  r[2] = _mm256_permute2f128_ps(u2, u6, 0x20);
-  r[3] = _mm256_permute2f128_ps(u3, u7, 0x20);
-  r[4] = _mm256_permute2f128_ps(u0, u4, 0x31);
-  r[5] = _mm256_permute2f128_ps(u1, u5, 0x31);
-  r[6] = _mm256_permute2f128_ps(u2, u6, 0x31);
-  r[7] = _mm256_permute2f128_ps(u3, u7, 0x31);
-}
-
 // SumRows of the AVX-512 row for one group of eight rows.
 void SumRowsAvx2(const float* x, int64_t n, const double* mean, double* sums) {
   __m256d lo = _mm256_setzero_pd(), hi = _mm256_setzero_pd();
@@ -168,7 +157,7 @@ void SumRowsAvx2(const float* x, int64_t n, const double* mean, double* sums) {
   for (int64_t i = 0; i < n8; i += kLanes) {
     __m256 cols[kLanes];
     for (int j = 0; j < kLanes; ++j) cols[j] = _mm256_loadu_ps(x + j * n + i);
-    Transpose8x8Avx2(cols);
+    Transpose8x8(cols);
     for (int c = 0; c < kLanes; ++c) {
       __m256d a = _mm256_cvtps_pd(_mm256_castps256_ps128(cols[c]));
       __m256d b = _mm256_cvtps_pd(_mm256_extractf128_ps(cols[c], 1));
