@@ -77,19 +77,18 @@ void Epilogue(const float* bias, int64_t bias_row, int64_t bias_col, float lo, f
   }
 }
 
+// The portable tiles' accumulators: C's block when accumulating, and at the
+// end the epilogue (row and column bias, clamp) and the store of rows x cols,
+// as the SIMD tiles' SPARQ_F32_FINISH computes them.
 template <int kTr, int kTc>
-void TilePortable(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int rows, int cols,
-                  bool accumulate, const TileEpilogue* ep) {
-  float acc[kTr][kTc] = {};
-  if (accumulate)
-    for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j) acc[i][j] = c[i * ldc + j];
-  for (int64_t kk = 0; kk < kc; ++kk) {
-    const float* ak = a + kk * kTr;
-    const float* bk = b + kk * ldb;
-    for (int i = 0; i < kTr; ++i)
-      for (int j = 0; j < kTc; ++j) acc[i][j] += ak[i] * bk[j];
-  }
+void LoadTilePortable(const float* c, int64_t ldc, int rows, int cols, float (&acc)[kTr][kTc]) {
+  for (int i = 0; i < rows; ++i)
+    for (int j = 0; j < cols; ++j) acc[i][j] = c[i * ldc + j];
+}
+
+template <int kTr, int kTc>
+void FinishTilePortable(const float (&acc)[kTr][kTc], int rows, int cols, const TileEpilogue* ep, float* c,
+                        int64_t ldc) {
   for (int i = 0; i < rows; ++i)
     for (int j = 0; j < cols; ++j) {
       float v = acc[i][j];
@@ -105,14 +104,26 @@ void TilePortable(int64_t kc, const float* a, const float* b, int64_t ldb, float
 }
 
 template <int kTr, int kTc>
+void TilePortable(int64_t kc, const float* a, const float* b, int64_t ldb, float* c, int64_t ldc, int rows, int cols,
+                  bool accumulate, const TileEpilogue* ep) {
+  float acc[kTr][kTc] = {};
+  if (accumulate) LoadTilePortable(c, ldc, rows, cols, acc);
+  for (int64_t kk = 0; kk < kc; ++kk) {
+    const float* ak = a + kk * kTr;
+    const float* bk = b + kk * ldb;
+    for (int i = 0; i < kTr; ++i)
+      for (int j = 0; j < kTc; ++j) acc[i][j] += ak[i] * bk[j];
+  }
+  FinishTilePortable(acc, rows, cols, ep, c, ldc);
+}
+
+template <int kTr, int kTc>
 void DirectTilePortable(const float* const* pixels, const int64_t* taps, int num_taps, int64_t kc, int64_t plane,
                         const float* b, int64_t b_tap, float* c, int64_t ldc, int rows, int cols, bool accumulate,
                         const TileEpilogue* ep) {
   float a[kTr] = {};
   float acc[kTr][kTc] = {};
-  if (accumulate)
-    for (int i = 0; i < rows; ++i)
-      for (int j = 0; j < cols; ++j) acc[i][j] = c[i * ldc + j];
+  if (accumulate) LoadTilePortable(c, ldc, rows, cols, acc);
   for (int t = 0; t < num_taps; ++t)
     for (int64_t kk = 0; kk < kc; ++kk) {
       for (int i = 0; i < rows; ++i) a[i] = pixels[i][taps[t] + kk * plane];
@@ -120,18 +131,7 @@ void DirectTilePortable(const float* const* pixels, const int64_t* taps, int num
       for (int i = 0; i < kTr; ++i)
         for (int j = 0; j < kTc; ++j) acc[i][j] += a[i] * bk[j];
     }
-  for (int i = 0; i < rows; ++i)
-    for (int j = 0; j < cols; ++j) {
-      float v = acc[i][j];
-      if (ep != nullptr) {
-        v += ep->col_bias != nullptr ? ep->col_bias[j] : 0.0f;
-        if (ep->clamp) {
-          v = v < ep->lo ? ep->lo : v;  // NaN stays NaN
-          v = v > ep->hi ? ep->hi : v;
-        }
-      }
-      c[i * ldc + j] = v;
-    }
+  FinishTilePortable(acc, rows, cols, ep, c, ldc);
 }
 
 // The bias of `count` rows or columns starting at `first`, zero padded to
