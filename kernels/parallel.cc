@@ -2,10 +2,27 @@
 
 #include <algorithm>
 
+#if defined(__x86_64__) || defined(__i386__)
+#include <immintrin.h>
+#define SPARQ_CPU_RELAX() _mm_pause()
+#else
+#define SPARQ_CPU_RELAX() ((void)0)
+#endif
+
 namespace sparq {
 namespace {
 thread_local bool t_inside_pool = false;
 }  // namespace
+
+template <typename Pred>
+bool ThreadPool::SpinUntil(Pred pred) {
+  const auto until = std::chrono::steady_clock::now() + kSpin;
+  for (int i = 0;; ++i) {
+    if (pred()) return true;
+    SPARQ_CPU_RELAX();
+    if ((i & 63) == 63 && std::chrono::steady_clock::now() > until) return false;
+  }
+}
 
 ThreadPool::ThreadPool(int threads) {
   if (threads <= 0) threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
@@ -27,6 +44,9 @@ void ThreadPool::WorkerLoop() {
   uint64_t seen = 0;
   std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
+    lock.unlock();
+    SpinUntil([&] { return stop_.load(std::memory_order_acquire) || generation_.load(std::memory_order_acquire) != seen; });
+    lock.lock();
     work_cv_.wait(lock, [&] { return stop_ || (generation_ != seen && next_chunk_ < num_chunks_); });
     if (stop_) return;
     while (next_chunk_ < num_chunks_) {
@@ -72,6 +92,12 @@ void ThreadPool::ParallelFor(int64_t n, int64_t grain, const std::function<void(
     ++chunks_done_;
   }
   t_inside_pool = false;
+  if (chunks_done_ != num_chunks_) {  // a worker is finishing its chunk: spin briefly before sleeping
+    const int64_t all = num_chunks_;
+    lock.unlock();
+    SpinUntil([&] { return chunks_done_.load(std::memory_order_acquire) == all; });
+    lock.lock();
+  }
   done_cv_.wait(lock, [&] { return chunks_done_ == num_chunks_; });
   job_ = nullptr;
   num_chunks_ = 0;
