@@ -13,7 +13,8 @@ Conv includes Relu / Clip but not SiLU (its QuickGelu node).
 
   python3 bench/layers_vs_ort.py --sparq build/bin/sparq MODEL.onnx DATA.npz [--runs 16] [--op Conv]
 
-Rows are sorted by sparq's loss (sparq - onnxruntime) with each layer's shape
+sparq's PointwiseDepthwise (a 1x1 Conv into a depthwise one) is compared with
+the sum of onnxruntime's two nodes. Rows are sorted by sparq's loss (sparq - onnxruntime) with each layer's shape
 (input channels, output channels, window, groups, input plane).
 """
 import argparse
@@ -43,7 +44,8 @@ def sparq_node_times(sparq, model, data, runs):
     return times, ops
 
 
-def ort_node_times(model, data, runs):
+def ort_node_times(model, data, runs, pointwise):
+    """Per node times; pointwise[depthwise Conv] = the Conv that feeds it."""
     so = ort.SessionOptions()
     so.intra_op_num_threads = 1
     so.inter_op_num_threads = 1
@@ -77,6 +79,16 @@ def ort_node_times(model, data, runs):
             src = producer[n.input[0]]
             if src.op_type == "Conv" and n.name in times and src.name not in times:
                 times[src.name], shapes[src.name] = times[n.name], shapes[n.name]
+    # sparq's PointwiseDepthwise is named after the depthwise Conv: add the
+    # 1x1 Conv that feeds it (through its activation and a Pad) to onnxruntime's time.
+    for n in graph.node:
+        if n.op_type != "Conv" or n.name not in times or not n.input or n.input[0] not in producer:
+            continue
+        src = producer[n.input[0]]
+        while src.op_type in ("Clip", "Relu", "Pad") and src.input[0] in producer:  # Pads fold into the Conv
+            src = producer[src.input[0]]
+        if src.op_type == "Conv" and src.name in times:
+            pointwise[n.name] = src.name
     return times, shapes
 
 
@@ -97,12 +109,17 @@ def main():
     p.add_argument("--op", default="Conv", help="sparq op types containing this (Conv: Conv and FusedConv)")
     args = p.parse_args()
     sq, sq_ops = sparq_node_times(args.sparq, args.model, args.data, args.runs)
-    ot, shapes = ort_node_times(args.model, args.data, args.runs)
+    pointwise = {}
+    ot, shapes = ort_node_times(args.model, args.data, args.runs, pointwise)
     rows = []
     for name, v in sq.items():
-        if args.op not in sq_ops[name]:
+        fused = sq_ops[name] == "PointwiseDepthwise" and name in pointwise
+        if args.op not in sq_ops[name] and not (fused and args.op == "Conv"):
             continue
         mine, theirs = min(v), (min(ot[name]) if name in ot else float("nan"))
+        if fused:  # both of onnxruntime's nodes
+            theirs += min(ot[pointwise[name]])
+            name = f"{pointwise[name]} + {name}"
         rows.append((mine - theirs if name in ot else float("-inf"), name, mine, theirs, describe(shapes.get(name, []))))
     rows.sort(key=lambda r: -r[0])
     total_s, total_o = sum(r[2] for r in rows), sum(r[3] for r in rows if r[3] == r[3])

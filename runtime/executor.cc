@@ -95,7 +95,10 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
     SPARQ_RETURN_IF_ERROR(FoldConstants(&impl->model).status());
   if (options.fold_constants) FoldPadsIntoConvs(&impl->model);
   if (options.fuse_qdq) FuseQdqToIntegerOps(&impl->model);
-  if (options.fuse_activations) FuseConvActivations(&impl->model);
+  if (options.fuse_activations) {
+    FuseConvActivations(&impl->model);
+    FusePointwiseDepthwise(&impl->model);
+  }
   const Graph& g = impl->model.graph;
   impl->pool = std::make_unique<ThreadPool>(options.threads);
 

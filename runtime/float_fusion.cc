@@ -50,6 +50,19 @@
 // activation attribute: the GEMM's epilogue runs the same row on each row of
 // its output (the same bits).
 //
+// A pointwise convolution read only by a depthwise one (MobileNet and
+// EfficientNet blocks), after the activations are fused
+// (FusePointwiseDepthwise):
+//
+//   x ── Conv|FusedConv(1x1, W1, B1) ── t ── Conv|FusedConv(depthwise W2, B2) ── y
+//     =>   x ── sparq.PointwiseDepthwise(W1, B1, W2, B2; pw_out_min, pw_out_max) ── y
+//
+// with the weights and biases fixed float32 initializers, the 1x1 stride 1,
+// unpadded, one group, neither a SiLU, t no other reader and not a graph
+// output. The node keeps the depthwise node's name and attributes (its window,
+// group and clamp), the pointwise clamp as pw_out_min / pw_out_max (+-inf for
+// a plain Conv); its reference runs the two parts (kernels/ref/fused_conv.h).
+//
 // HardSwish as Paddle exports it (x * Clip(x + 3, 0, 6) / 6), one pass:
 //
 //   x ─┬─ Add(a) ── Clip(lo, hi) ── Mul ── Div(d) ── y   =>   x ── sparq.HardSwishChain(a, lo, hi, d) ── y
@@ -405,7 +418,76 @@ void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::s
   }
 }
 
+// A float32 initializer that run inputs cannot override, or nullptr.
+const Tensor* FixedFloatInitializer(const Graph& g, const std::string& name) {
+  for (const ValueInfo& v : g.initializer_inputs)
+    if (v.name == name) return nullptr;
+  auto it = g.initializers.find(name);
+  return it != g.initializers.end() && it->second.dtype() == DataType::kFloat32 ? &it->second : nullptr;
+}
+
+// Whether `n` is a float32 Conv, or a FusedConv with a clamp, of fixed
+// weights W (rank 4) and bias (absent or fixed); *w gets W.
+bool ClampedConv(const Graph& g, const Node& n, const Tensor** w) {
+  const bool conv = n.op_type == "Conv" && n.domain.empty();
+  const bool fused = n.op_type == "FusedConv" && n.domain == kSparqDomain && n.attr_string("activation", "") != "Silu";
+  if ((!conv && !fused) || n.inputs.size() < 2 || n.inputs.size() > 3 || n.outputs.size() != 1) return false;
+  *w = FixedFloatInitializer(g, n.inputs[1]);
+  if (*w == nullptr || (*w)->rank() != 4) return false;
+  return n.inputs.size() < 3 || n.inputs[2].empty() || FixedFloatInitializer(g, n.inputs[2]) != nullptr;
+}
+
+// Whether the 2-D Conv `n` of weights w is 1x1 with stride 1, no padding
+// and one group.
+bool PointwiseConv(const Node& n, const Tensor& w) {
+  auto all = [](const std::vector<int64_t>& v, int64_t value) {
+    return std::all_of(v.begin(), v.end(), [value](int64_t e) { return e == value; });
+  };
+  const std::string auto_pad = n.attr_string("auto_pad", "NOTSET");
+  return w.dim(2) == 1 && w.dim(3) == 1 && n.attr_int("group", 1) == 1 && all(n.attr_ints("strides"), 1) &&
+         all(n.attr_ints("pads"), 0) && (auto_pad == "NOTSET" || auto_pad == "VALID");
+}
+
 }  // namespace
+
+std::vector<std::string> FusePointwiseDepthwise(Model* model) {
+  Graph& g = model->graph;
+  const ValueIndex index(g);
+  std::vector<std::string> fused;
+  std::set<size_t> removed;
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& pw = g.nodes[i];
+    const Tensor* w1 = nullptr;
+    if (removed.count(i) || !ClampedConv(g, pw, &w1) || !PointwiseConv(pw, *w1)) continue;
+    const std::string& t = pw.outputs[0];
+    const std::vector<size_t>& readers = index.Readers(t);
+    if (index.IsGraphOutput(t) || readers.size() != 1 || removed.count(readers[0])) continue;
+    Node& dw = g.nodes[readers[0]];
+    const Tensor* w2 = nullptr;
+    if (!ClampedConv(g, dw, &w2) || dw.inputs[0] != t || w2->dim(0) != w1->dim(0) || w2->dim(1) != 1 ||
+        dw.attr_int("group", 1) != w2->dim(0)) {
+      continue;
+    }
+    Node node;
+    node.name = dw.name, node.op_type = "PointwiseDepthwise", node.domain = kSparqDomain;
+    auto bias = [](const Node& n) { return n.inputs.size() > 2 ? n.inputs[2] : std::string(); };
+    node.inputs = {pw.inputs[0], pw.inputs[1], bias(pw), dw.inputs[1], bias(dw)};
+    node.outputs = dw.outputs;
+    node.attributes = dw.attributes;
+    node.attributes.push_back(Attribute::Float("pw_out_min", pw.attr_float("out_min", -kInf)));
+    node.attributes.push_back(Attribute::Float("pw_out_max", pw.attr_float("out_max", kInf)));
+    dw = std::move(node);  // in the depthwise node's place: after every producer of x
+    removed.insert(i);
+    fused.push_back(dw.name);
+  }
+  if (fused.empty()) return fused;
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  if (model->opset(kSparqDomain) == 0) model->opset_imports.push_back({kSparqDomain, 1});
+  return fused;
+}
 
 std::vector<std::string> FuseConvActivations(Model* model) {
   Graph& g = model->graph;

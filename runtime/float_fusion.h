@@ -24,4 +24,11 @@ namespace sparq {
 // Mul) into sparq.GeluErfChain, each one pass with the unfused nodes' bits.
 std::vector<std::string> FuseConvActivations(Model* model);
 
+// Rewrites a 1x1 Conv / FusedConv read only by a depthwise Conv / FusedConv
+// into one sparq.PointwiseDepthwise node (float_fusion.cc says when), which
+// keeps the 1x1 convolution's output in the depthwise kernel's working
+// memory instead of memory. Returns the fused nodes' names. Run after
+// FuseConvActivations (it fuses the clamps first).
+std::vector<std::string> FusePointwiseDepthwise(Model* model);
+
 }  // namespace sparq

@@ -34,7 +34,8 @@ struct SPARQ_API ExecutorOptions {
   // computed once, at creation.
   bool fuse_qdq = false;
   // Fold each Relu / Clip into the Conv before it (one node with the clamp in
-  // the GEMM's epilogue), as deployment runtimes do. The
+  // the GEMM's epilogue), as deployment runtimes do, and a 1x1 Conv into
+  // the depthwise Conv that alone reads it (sparq.PointwiseDepthwise). The
   // Conv's own output then no longer exists: leave this off where every
   // intermediate value is observed (calibration, RunOptions::on_node_outputs).
   bool fuse_activations = false;

@@ -17,6 +17,12 @@
 // channel (depthwise_f32), since its few multiply-adds per output would waste
 // the GEMM's register tile.
 //
+// sparq.PointwiseDepthwise (a 1x1 Conv into a depthwise one, MobileNet /
+// EfficientNet blocks, runtime/float_fusion.h) on pointwise_depthwise_f32:
+// the 1x1 convolution's output goes straight into the depthwise lanes
+// kernel's padded input, a band of rows at a time, never to memory. Where the
+// geometry does not fit, the two parts run as the unfused nodes did.
+//
 // Conv fast path: 2-D, float32, constant W (and B); any group, stride,
 // dilation, padding or auto_pad (resolved per input shape by the reference's
 // PrepareConv). MatMul: constant 2-D B, A of rank >= 2. Gemm: transA = 0,
@@ -28,6 +34,7 @@
 #include <algorithm>
 #include <limits>
 #include <memory>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cpu/activation_f32.h"
@@ -36,6 +43,7 @@
 #include "kernels/cpu/linear_weights.h"
 #include "kernels/packed_formats.h"
 #include "kernels/ref/conv.h"
+#include "kernels/ref/fused_conv.h"
 #include "kernels/ref/nn_common.h"
 #include "kernels/registry.h"
 
@@ -292,6 +300,121 @@ Status RunDepthwiseConv(OpContext& ctx) {
   return Status::OK();
 }
 
+// sparq.PointwiseDepthwise: the fused row's weights, and its parts
+// (PointwiseDepthwiseParts) prepared as the unfused nodes would be, for the
+// geometries the row does not take (PointwiseDepthwiseF32::Fits).
+struct PointwiseDepthwise {
+  int64_t in_channels = 0, channels = 0;  // the pointwise convolution's K and M
+  std::vector<float> w_pw;                // [pairs][in_channels][32]: W_pw^T, 32 channels a pair, 0 past M
+  std::vector<float> b_pw;                // [pairs][32]
+  std::vector<float> w_dw;                // PackDepthwiseLanes
+  std::vector<float> b_dw;                // [channels]
+  const CpuKernelDef* row = nullptr;      // a pointwise_depthwise_f32 row, or nullptr: the parts run
+  Node pw_node, dw_node;
+  std::shared_ptr<const void> pw_state, dw_state;  // PrepareDenseConv, PrepareDepthwiseConv
+};
+
+StatusOr<std::shared_ptr<const void>> PreparePointwiseDepthwise(const Node& node,
+                                                                const std::vector<const Tensor*>& constants) {
+  auto decline = [&](const std::string& why) -> Status {
+    return Status::NotSupported(node.Describe() + ": pointwise_depthwise_f32 path: " + why);
+  };
+  auto constant = [&](size_t i) { return i < constants.size() ? constants[i] : nullptr; };
+  auto bias_absent = [&](size_t i) { return i >= node.inputs.size() || node.inputs[i].empty(); };
+  const Tensor *w1 = constant(1), *b1 = constant(2), *w2 = constant(3), *b2 = constant(4);
+  if (w1 == nullptr || w2 == nullptr || (!bias_absent(2) && b1 == nullptr) || (!bias_absent(4) && b2 == nullptr))
+    return decline("weights or biases are not constants");
+  auto p = std::make_shared<PointwiseDepthwise>();
+  std::tie(p->pw_node, p->dw_node) = PointwiseDepthwiseParts(node);
+  SPARQ_ASSIGN_OR_RETURN(p->pw_state, PrepareDenseConv(p->pw_node, {nullptr, w1, b1}));
+  SPARQ_ASSIGN_OR_RETURN(p->dw_state, PrepareDepthwiseConv(p->dw_node, {nullptr, w2, b2}));
+  if (w1->dim(2) != 1 || w1->dim(3) != 1 || w1->dim(0) != w2->dim(0)) return decline("not a 1x1 convolution into W_dw");
+  p->channels = w1->dim(0), p->in_channels = w1->dim(1);
+  const int64_t pair = 2 * DepthwiseWindow::kLanes, pairs = (p->channels + pair - 1) / pair;
+  p->w_pw.assign(static_cast<size_t>(pairs * p->in_channels * pair), 0.0f);
+  p->b_pw.assign(static_cast<size_t>(pairs * pair), 0.0f);
+  const float* w = w1->data<float>();
+  for (int64_t c = 0; c < p->channels; ++c) {
+    float* dst = p->w_pw.data() + (c / pair) * p->in_channels * pair + c % pair;
+    for (int64_t k = 0; k < p->in_channels; ++k) dst[k * pair] = w[c * p->in_channels + k];
+    if (b1 != nullptr) p->b_pw[static_cast<size_t>(c)] = b1->data<float>()[c];  // pairs * 32 + c % 32 == c
+  }
+  const auto& dw = *static_cast<const DepthwiseConv*>(p->dw_state.get());
+  p->w_dw = dw.w_lanes, p->b_dw = dw.bias;
+  // The portable row (scalar sums, the rows' twin in tests) is slower than
+  // the parts on their own rows, whatever the ISA below AVX-512 gives them.
+  const CpuKernelDef& row = SelectCpuKernel(CpuOp::kPointwiseDepthwiseF32);
+  p->row = row.isa != CpuIsa::kPortable ? &row : nullptr;
+  return std::shared_ptr<const void>(std::move(p));
+}
+
+// The two parts on their own rows, as the unfused nodes ran.
+Status RunPointwiseDepthwiseParts(OpContext& ctx, const PointwiseDepthwise& p) {
+  auto in = [&ctx](size_t i) { return ctx.has_input(i) ? &ctx.input(i) : nullptr; };
+  OpContext pw(p.pw_node, ctx.opset(), {in(0), in(1), in(2)}, ctx.pool());
+  pw.set_prepared(p.pw_state.get());
+  SPARQ_RETURN_IF_ERROR(RunDenseConv(pw));
+  OpContext dw(p.dw_node, ctx.opset(), {&pw.outputs()[0], in(3), in(4)}, ctx.pool());
+  dw.set_prepared(p.dw_state.get());
+  SPARQ_RETURN_IF_ERROR(RunDepthwiseConv(dw));
+  ctx.set_output(0, std::move(dw.outputs()[0]));
+  return Status::OK();
+}
+
+// Tasks of (image, pair of 16-channel blocks, band of output rows), in that
+// order: a thread's consecutive tasks share a pair's weights. Every output
+// is computed by one task the same way, whatever the split.
+Status RunPointwiseDepthwise(OpContext& ctx) {
+  const PointwiseDepthwise& p = *static_cast<const PointwiseDepthwise*>(ctx.prepared());
+  const Tensor& x = ctx.input(0);
+  if (p.row == nullptr || x.dtype() != DataType::kFloat32 || x.rank() != 4 || x.dim(1) != p.in_channels)
+    return RunPointwiseDepthwiseParts(ctx, p);
+  ConvParams params;
+  AutoPad auto_pad = AutoPad::kNotSet;
+  if (!ReadWindowAttributes(ctx, &params.window, &auto_pad).ok()) return RunPointwiseDepthwiseParts(ctx, p);
+  params.group = p.channels;
+  const Shape t_shape = {x.dim(0), p.channels, x.dim(2), x.dim(3)};
+  Shape y_shape;
+  if (!PrepareConv(t_shape, ctx.input(3).shape(), auto_pad, &params, &y_shape).ok())
+    return RunPointwiseDepthwiseParts(ctx, p);  // the depthwise part names the error
+  PointwiseDepthwiseF32 base;
+  base.height = x.dim(2), base.width = x.dim(3), base.out_h = y_shape[2], base.out_w = y_shape[3];
+  base.kernel_h = params.window.kernel[0], base.kernel_w = params.window.kernel[1];
+  base.stride_h = params.window.strides[0], base.stride_w = params.window.strides[1];
+  base.dilation_h = params.window.dilations[0], base.dilation_w = params.window.dilations[1];
+  base.pad_top = params.window.pads[0], base.pad_left = params.window.pads[1];
+  if (!base.Fits()) return RunPointwiseDepthwiseParts(ctx, p);
+  base.in_channels = p.in_channels;
+  base.pw_min = ctx.node().attr_float("pw_out_min", base.pw_min);
+  base.pw_max = ctx.node().attr_float("pw_out_max", base.pw_max);
+  base.out_min = ctx.node().attr_float("out_min", base.out_min);
+  base.out_max = ctx.node().attr_float("out_max", base.out_max);
+  Tensor y = Tensor::Uninitialized(DataType::kFloat32, y_shape);  // every band of every pair is written
+  const int64_t pair = 2 * DepthwiseWindow::kLanes, pairs = (p.channels + pair - 1) / pair, bands = base.Bands();
+  const int64_t in_image = p.in_channels * base.height * base.width, out_plane = base.out_h * base.out_w;
+  const int64_t taps = base.kernel_h * base.kernel_w;
+  const float* xd = x.data<float>();
+  float* yd = y.data<float>();
+  const PointwiseDepthwiseF32Fn fn = p.row->get<PointwiseDepthwiseF32Fn>();
+  ParallelFor(ctx.pool(), x.dim(0) * pairs * bands, 1, [&](int64_t t0, int64_t t1) {
+    float* scratch = cpu::DepthwiseThreadScratch(base.ScratchFloats());
+    for (int64_t t = t0; t < t1; ++t) {
+      PointwiseDepthwiseF32 a = base;
+      const int64_t image = t / (pairs * bands), pr = t / bands % pairs, c0 = pr * pair;
+      a.channels = std::min(pair, p.channels - c0);
+      a.x = xd + image * in_image;
+      a.w_pw = p.w_pw.data() + pr * p.in_channels * pair, a.b_pw = p.b_pw.data() + pr * pair;
+      a.w_dw = p.w_dw.data() + c0 * taps, a.b_dw = p.b_dw.data() + c0;
+      a.y = yd + (image * p.channels + c0) * out_plane;
+      a.band_begin = t % bands, a.band_end = a.band_begin + 1;
+      a.scratch = scratch;
+      fn(a);
+    }
+  });
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
 StatusOr<std::shared_ptr<const void>> PrepareDenseLinear(const Node& node,
                                                          const std::vector<const Tensor*>& constants) {
   SPARQ_ASSIGN_OR_RETURN(LinearWeights lw, ReadLinearWeights(node, constants, "gemm_f32 path"));
@@ -382,6 +505,11 @@ std::string DenseLinearKernel(const void* state) {
   return def != nullptr ? def->name : "";
 }
 std::string DepthwiseConvKernel(const void* state) { return static_cast<const DepthwiseConv*>(state)->plane->name; }
+std::string PointwiseDepthwiseKernel(const void* state) {
+  const auto& p = *static_cast<const PointwiseDepthwise*>(state);
+  if (p.row != nullptr) return p.row->name;
+  return DenseConvKernel(p.pw_state.get()) + "+" + DepthwiseConvKernel(p.dw_state.get());
+}
 
 }  // namespace
 
@@ -389,6 +517,8 @@ void RegisterPreparedCpuDenseF32Ops(KernelRegistry& r) {
   const PrepareFn depthwise = WithoutContext(PrepareDepthwiseConv, DepthwiseConvKernel);
   const PrepareFn conv = WithoutContext(PrepareDenseConv, DenseConvKernel);
   const PrepareFn linear = WithoutContext(PrepareDenseLinear, DenseLinearKernel);
+  r.Add({"PointwiseDepthwise", kSparqDomain, 1, 99, RunPointwiseDepthwise, "pointwise_depthwise_f32",
+         WithoutContext(PreparePointwiseDepthwise, PointwiseDepthwiseKernel)});
   r.Add({"Conv", "", 1, 99, RunDepthwiseConv, "depthwise_f32", depthwise});
   r.Add({"FusedConv", kSparqDomain, 1, 99, RunDepthwiseConv, "depthwise_f32", depthwise});
   r.Add({"Conv", "", 1, 99, RunDenseConv, "gemm_f32", conv});

@@ -3,6 +3,7 @@
 // rows of the op up to AVX-512 run the planes one channel at a time
 // (DepthwiseF32ByPlanes); depthwise_f32_lanes_avx512.cc holds 16 channels
 // per register.
+#include <algorithm>
 #include <vector>
 
 #include "kernels/cpu/cpu_target.h"
@@ -59,6 +60,38 @@ bool DepthwiseF32ShiftedFits(const DepthwiseF32Channels& a) {
 }
 
 void DepthwiseF32ChannelsPortable(const DepthwiseF32Channels& a) { DepthwiseF32ByPlanes(a, DepthwiseF32PlanePortable); }
+
+// Channel by channel: the rows of t that the bands read into a plane of
+// scratch, then the plane kernel over the bands' output rows (its pad_top
+// shifted so that output row 0 is the first band's).
+void PointwiseDepthwiseF32Portable(const PointwiseDepthwiseF32& a) {
+  const int64_t band = a.LanesBandRows(), plane = a.height * a.width, out_plane = a.out_h * a.out_w;
+  const int64_t row0 = a.band_begin * band, row1 = std::min(a.out_h, a.band_end * band);
+  if (row1 <= row0) return;
+  const int64_t t_lo = std::max<int64_t>(0, row0 * a.stride_h - a.pad_top);
+  const int64_t t_hi = std::min(a.height, (row1 - 1) * a.stride_h - a.pad_top + (a.kernel_h - 1) * a.dilation_h + 1);
+  const int64_t taps = a.kernel_h * a.kernel_w, lanes = DepthwiseWindow::kLanes;
+  float* t = a.scratch;         // [height * width]: rows [t_lo, t_hi)
+  float* w = a.scratch + plane;  // [taps]: channel c's depthwise weights
+  DepthwiseF32Plane p;
+  p.x = t, p.height = a.height, p.width = a.width, p.out_h = row1 - row0, p.out_w = a.out_w;
+  p.kernel_h = a.kernel_h, p.kernel_w = a.kernel_w, p.stride_h = a.stride_h, p.stride_w = a.stride_w;
+  p.dilation_h = a.dilation_h, p.dilation_w = a.dilation_w;
+  p.pad_top = a.pad_top - row0 * a.stride_h, p.pad_left = a.pad_left;
+  p.out_min = a.out_min, p.out_max = a.out_max;
+  for (int64_t c = 0; c < a.channels; ++c) {
+    for (int64_t i = t_lo * a.width; i < t_hi * a.width; ++i) {
+      float acc = 0.0f;
+      for (int64_t k = 0; k < a.in_channels; ++k) acc += a.w_pw[k * 2 * lanes + c] * a.x[k * plane + i];
+      float v = acc + a.b_pw[c];
+      v = v < a.pw_min ? a.pw_min : v;  // NaN stays NaN
+      t[i] = v > a.pw_max ? a.pw_max : v;
+    }
+    for (int64_t tap = 0; tap < taps; ++tap) w[tap] = a.w_dw[((c / lanes) * taps + tap) * lanes + c % lanes];
+    p.w = w, p.bias = a.b_dw[c], p.y = a.y + c * out_plane + row0 * a.out_w;
+    DepthwiseF32PlanePortable(p);
+  }
+}
 #if SPARQ_CPU_X86
 void DepthwiseF32ChannelsAvx2(const DepthwiseF32Channels& a) { DepthwiseF32ByPlanes(a, DepthwiseF32PlaneAvx2); }
 #endif

@@ -9,6 +9,12 @@
 //   sums + bias, clamped: out [out_h * out_w][16]
 //     --16x16 transposes-->  y [16 channels][out_h * out_w]
 //
+// PointwiseDepthwiseF32LanesAvx512 (sparq.PointwiseDepthwise) fills X
+// with the pointwise convolution that feeds the depthwise one instead: 12
+// pixels x 32 channels (two blocks) per register tile, stored straight into
+// both blocks' X, so that its output never goes to memory and needs no
+// transposes; then the sums and the copy-out per block as above.
+//
 // Each value sums its taps in (ky, kx) order with FMAs, like the plane
 // kernels: within testing::kF32RelTol of the reference. Planes that do not
 // fit (DepthwiseWindow::LanesFit, other windows), and stride-1 planes of 16
@@ -79,7 +85,126 @@ struct FloatOut {
   }
 };
 
+// Outputs [0, count) of out [count][16] to the nc planes of y (out_plane
+// floats apart), 16 positions at a time: y[ch * out_plane + i] = out[i][ch].
+void FlushLanes(const float* out, int64_t count, int64_t nc, int64_t out_plane, float* y) {
+  for (int64_t p0 = 0; p0 < count; p0 += 16) {
+    const __mmask16 pmask = First16(count - p0);
+    __m512 m[16];
+    for (int q = 0; q < 16; ++q) m[q] = _mm512_loadu_ps(out + (p0 + q) * kLanes);  // past count: not stored
+    Transpose16x16(m);
+    float* yp = y + p0;
+    if (nc == kLanes && pmask == 0xFFFF) {
+      for (int ch = 0; ch < kLanes; ++ch, yp += out_plane) _mm512_storeu_ps(yp, m[ch]);
+    } else {
+      for (int64_t ch = 0; ch < nc; ++ch) _mm512_mask_storeu_ps(yp + ch * out_plane, pmask, m[ch]);
+    }
+  }
+}
+
+// The pointwise part of PointwiseDepthwiseF32: the bias and clamp of t, and
+// where its two blocks of 16 channels go.
+struct PointwiseOut {
+  __m512 bias[2], lo, hi;
+  bool clamp;
+  __m512 Finish(__m512 sums, int block) const {
+    __m512 v = _mm512_add_ps(sums, bias[block]);  // after the sums, as gemm_f32's epilogue
+    return clamp ? _mm512_min_ps(hi, _mm512_max_ps(lo, v)) : v;  // NaN stays NaN
+  }
+};
+
+// kR consecutive pixels of t, one per accumulator, from x (the first pixel in
+// input channel 0, `plane` floats from one channel to the next) and w [depth]
+// [32]: block 0's 16 channels to d0 + r * 16, with kTwo block 1's to d1 + r *
+// 16. Each input value is broadcast once for both blocks.
+template <int kR, bool kTwo>
+void PointwisePixels(const float* x, int64_t plane, int64_t depth, const float* w, const PointwiseOut& o, float* d0,
+                     float* d1) {
+  __m512 a0[kR], a1[kR];
+#pragma GCC unroll 16
+  for (int r = 0; r < kR; ++r) a0[r] = a1[r] = _mm512_setzero_ps();
+  for (int64_t k = 0; k < depth; ++k, x += plane, w += 2 * kLanes) {
+    const __m512 w0 = _mm512_loadu_ps(w);
+    const __m512 w1 = kTwo ? _mm512_loadu_ps(w + kLanes) : w0;
+#pragma GCC unroll 16
+    for (int r = 0; r < kR; ++r) {
+      const __m512 v = _mm512_set1_ps(x[r]);
+      a0[r] = _mm512_fmadd_ps(v, w0, a0[r]);
+      if (kTwo) a1[r] = _mm512_fmadd_ps(v, w1, a1[r]);
+    }
+  }
+#pragma GCC unroll 16
+  for (int r = 0; r < kR; ++r) {
+    _mm512_storeu_ps(d0 + r * kLanes, o.Finish(a0[r], 0));
+    if (kTwo) _mm512_storeu_ps(d1 + r * kLanes, o.Finish(a1[r], 1));
+  }
+}
+
+// 12 pixels a step: 24 accumulators, a broadcast for every two multiply-adds.
+constexpr int kPixels = 12;
+using PointwisePixelsFn = void (*)(const float*, int64_t, int64_t, const float*, const PointwiseOut&, float*, float*);
+
+template <bool kTwo>
+PointwisePixelsFn PickPixels(int r) {
+  switch (r) {
+    case 1: return PointwisePixels<1, kTwo>;
+    case 2: return PointwisePixels<2, kTwo>;
+    case 3: return PointwisePixels<3, kTwo>;
+    case 4: return PointwisePixels<4, kTwo>;
+    case 5: return PointwisePixels<5, kTwo>;
+    case 6: return PointwisePixels<6, kTwo>;
+    case 7: return PointwisePixels<7, kTwo>;
+    case 8: return PointwisePixels<8, kTwo>;
+    case 9: return PointwisePixels<9, kTwo>;
+    case 10: return PointwisePixels<10, kTwo>;
+    case 11: return PointwisePixels<11, kTwo>;
+    default: return PointwisePixels<kPixels, kTwo>;
+  }
+}
+
 }  // namespace
+
+void PointwiseDepthwiseF32LanesAvx512(const PointwiseDepthwiseF32& a) {
+  const int64_t wp = a.PaddedWidth(), band = a.LanesBandRows(), width = a.width;
+  const int64_t plane = a.height * a.width, out_plane = a.out_h * a.out_w, taps = a.kernel_h * a.kernel_w;
+  const bool two = a.channels > kLanes;
+  float* const xs[2] = {a.scratch, a.scratch + a.LanesPaddedFloats()};  // X of each block's band
+  float* out = a.scratch + 2 * a.LanesPaddedFloats();                   // [LanesBandOutputs()][16]
+  PointwiseOut pw;
+  pw.bias[0] = _mm512_loadu_ps(a.b_pw), pw.bias[1] = _mm512_loadu_ps(a.b_pw + kLanes);
+  pw.lo = _mm512_set1_ps(a.pw_min), pw.hi = _mm512_set1_ps(a.pw_max);
+  pw.clamp = a.pw_min > -std::numeric_limits<float>::infinity() || a.pw_max < std::numeric_limits<float>::infinity();
+  const PointwisePixelsFn full = two ? PickPixels<true>(kPixels) : PickPixels<false>(kPixels);
+  const int tail_pixels = static_cast<int>(width % kPixels);
+  const PointwisePixelsFn tail = two ? PickPixels<true>(tail_pixels) : PickPixels<false>(tail_pixels);
+  FloatOut store;
+  store.lo = _mm512_set1_ps(a.out_min), store.hi = _mm512_set1_ps(a.out_max);
+  store.clamp = a.out_min > -std::numeric_limits<float>::infinity() ||
+                a.out_max < std::numeric_limits<float>::infinity();
+  store.out = out;
+  for (int64_t b = a.band_begin; b < a.band_end && b * band < a.out_h; ++b) {
+    const int64_t oy0 = b * band, rows = a.out_h - oy0 < band ? a.out_h - oy0 : band;
+    const int64_t in_rows = a.BandInputRows(rows), first = oy0 * a.stride_h - a.pad_top;  // X's row 0
+    for (int blk = 0; blk < (two ? 2 : 1); ++blk) LanesZeroPadding(a, xs[blk], first, in_rows);
+    const int64_t lo = first > 0 ? first : 0, hi = first + in_rows < a.height ? first + in_rows : a.height;
+    for (int64_t iy = lo; iy < hi; ++iy) {  // the rows of t the band reads, both blocks
+      const float* xr = a.x + iy * width;
+      const int64_t at = ((iy - first) * wp + a.pad_left) * kLanes;
+      int64_t ix = 0;
+      for (; ix + kPixels <= width; ix += kPixels)
+        full(xr + ix, plane, a.in_channels, a.w_pw, pw, xs[0] + at + ix * kLanes, xs[1] + at + ix * kLanes);
+      if (tail_pixels > 0)
+        tail(xr + ix, plane, a.in_channels, a.w_pw, pw, xs[0] + at + ix * kLanes, xs[1] + at + ix * kLanes);
+    }
+    for (int blk = 0; blk < (two ? 2 : 1); ++blk) {
+      const int64_t nc = a.channels - blk * kLanes < kLanes ? a.channels - blk * kLanes : kLanes;
+      store.bias = _mm512_maskz_loadu_ps(First16(nc), a.b_dw + blk * kLanes);
+      LanesSums(xs[blk], wp, a.w_dw + blk * taps * kLanes, rows, a.out_w, a.kernel_h, a.kernel_w, a.stride_h,
+                a.stride_w, a.dilation_h, store);
+      FlushLanes(out, rows * a.out_w, nc, out_plane, a.y + blk * kLanes * out_plane + oy0 * a.out_w);
+    }
+  }
+}
 
 void DepthwiseF32ChannelsLanesAvx512(const DepthwiseF32Channels& a) {
   const bool fits = a.LanesFit() && a.w_lanes != nullptr && LanesWindowFits(a.kernel_w, a.stride_w, a.dilation_w);
@@ -130,21 +255,7 @@ void DepthwiseF32ChannelsLanesAvx512(const DepthwiseF32Channels& a) {
         }
       }
     };
-    // Outputs [first, first + count) from out to y, 16 positions at a time.
-    auto flush = [&](int64_t first, int64_t count) {
-      for (int64_t p0 = 0; p0 < count; p0 += 16) {
-        const __mmask16 pmask = First16(count - p0);
-        __m512 m[16];
-        for (int q = 0; q < 16; ++q) m[q] = _mm512_loadu_ps(out + (p0 + q) * kLanes);  // past count: not stored
-        Transpose16x16(m);
-        float* yp = y + first + p0;
-        if (nc == kLanes && pmask == 0xFFFF) {
-          for (int ch = 0; ch < kLanes; ++ch, yp += out_plane) _mm512_storeu_ps(yp, m[ch]);
-        } else {
-          for (int64_t ch = 0; ch < nc; ++ch) _mm512_mask_storeu_ps(yp + ch * out_plane, pmask, m[ch]);
-        }
-      }
-    };
+    auto flush = [&](int64_t first, int64_t count) { FlushLanes(out, count, nc, out_plane, y + first); };
     store.bias = _mm512_maskz_loadu_ps(First16(nc), a.bias + c0);
     const float* w = a.w_lanes + (c0 / kLanes) * taps * kLanes;
     auto sums = [&](int64_t rows) {

@@ -129,6 +129,14 @@ const std::vector<CpuKernelDef>& Table() {
       {"depthwise_f32_avx2", AVX2, 10, NONE, DepthwiseF32Fn(cpu::DepthwiseF32ChannelsAvx2)},
       {"depthwise_f32_lanes_avx512", AVX512, 20, NONE, DepthwiseF32Fn(cpu::DepthwiseF32ChannelsLanesAvx512)},
 #endif
+      // FP32 pointwise convolution into a depthwise one (dense_f32.cc runs it):
+      // the portable row composes the plane kernel; AVX-512 keeps the
+      // pointwise output in the lanes kernel's padded input, never in memory.
+      {"pointwise_depthwise_f32_portable", P, 0, NONE, PointwiseDepthwiseF32Fn(cpu::PointwiseDepthwiseF32Portable)},
+#if SPARQ_CPU_X86
+      {"pointwise_depthwise_f32_lanes_avx512", AVX512, 20, NONE,
+       PointwiseDepthwiseF32Fn(cpu::PointwiseDepthwiseF32LanesAvx512)},
+#endif
       // INT8 depthwise convolution, channels of one image (quant_conv_depthwise.cc runs it):
       // plane by plane, or 16 channels per register on small planes (lanes).
       {"depthwise_s8_portable", P, 0, NONE, DepthwiseS8Fn(cpu::DepthwiseS8ChannelsPortable)},
@@ -486,6 +494,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kGeluErfChainF32: return "gelu_erf_chain_f32";
     case CpuOp::kSoftmaxColumnsF32: return "softmax_columns_f32";
     case CpuOp::kAttentionF32: return "attention_f32";
+    case CpuOp::kPointwiseDepthwiseF32: return "pointwise_depthwise_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

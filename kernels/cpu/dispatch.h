@@ -125,6 +125,7 @@ enum class CpuOp : uint8_t {
   kGeluErfChainF32,    // BERT's GELU (x * (Erf(x / d) + a)) * h of a float row (sparq.GeluErfChain)
   kSoftmaxColumnsF32,  // Softmax over an axis that is not the last: columns side by side
   kAttentionF32,       // one head of sparq.Attention: MatMul, scale, mask, Softmax, MatMul
+  kPointwiseDepthwiseF32,  // sparq.PointwiseDepthwise: a 1x1 convolution into a depthwise one, 32 channels a call
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -256,6 +257,10 @@ using SoftmaxColumnsF32Fn = CpuOpFn<CpuOp::kSoftmaxColumnsF32, void(const float*
 // One head of sparq.Attention (AttentionF32Args in kernel_args.h); within
 // cpu::kAttentionF32RelTol of the unfused nodes' reference.
 using AttentionF32Fn = void (*)(const AttentionF32Args&);
+// Bands of output rows of up to 32 channels of sparq.PointwiseDepthwise
+// (PointwiseDepthwiseF32 in kernel_args.h): within testing::kF32RelTol of
+// the reference's Conv, clamp, Conv, clamp.
+using PointwiseDepthwiseF32Fn = void (*)(const PointwiseDepthwiseF32&);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
@@ -263,7 +268,8 @@ using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32F
                                  ConvertF16F32Fn, ConvertF32F16Fn, MinMaxF32Fn, BinaryF32Fn, QLinearMulS8Fn,
                                  MeanRowsF32Fn, ConvS8Fn, SigmoidF32Fn, ClipF32Fn, ScaleShiftF32Fn, LayerNormF32Fn,
                                  ConvTransposeF32Fn, ResizeNearestFn, HardSwishChainF32Fn,
-                                 AbsHistogramF32Fn, GeluErfChainF32Fn, SoftmaxColumnsF32Fn, AttentionF32Fn>;
+                                 AbsHistogramF32Fn, GeluErfChainF32Fn, SoftmaxColumnsF32Fn, AttentionF32Fn,
+                                 PointwiseDepthwiseF32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

@@ -193,6 +193,12 @@ float* DepthwiseThreadScratch(int64_t floats);
 void DepthwiseF32ChannelsPortable(const DepthwiseF32Channels& a);
 void DepthwiseF32ChannelsAvx2(const DepthwiseF32Channels& a);
 void DepthwiseF32ChannelsLanesAvx512(const DepthwiseF32Channels& a);
+// The rows of the pointwise_depthwise_f32 op (PointwiseDepthwiseF32 in
+// kernel_args.h): the portable one computes t plane by plane and runs
+// DepthwiseF32PlanePortable on it (depthwise_f32.cc), the AVX-512 one
+// keeps 16 channels per register (depthwise_f32_lanes_avx512.cc).
+void PointwiseDepthwiseF32Portable(const PointwiseDepthwiseF32& a);
+void PointwiseDepthwiseF32LanesAvx512(const PointwiseDepthwiseF32& a);
 // Whether the AVX-512 plane kernel's shifted rows take the planes (stride 1,
 // "same" padding along x, windows 3 or 5 wide, rows of 16 to 4096 columns
 // with at most a quarter of the last 16-lane block idle, kernel_h <= 16): there they beat the lanes kernel's transposes, which

@@ -385,6 +385,46 @@ struct DepthwiseF32Channels : DepthwiseWindow {
   }
 };
 
+// A pointwise (1x1) FP32 convolution, its clamp, then the depthwise
+// convolution of its output and that clamp (the op pointwise_depthwise_f32,
+// sparq.PointwiseDepthwise): for the pointwise output channels [c0, c0 +
+// channels), channels <= 2 * kLanes, of one image,
+//   t[c, p] = clamp(sum over k in order of w_pw[k][c - c0] * x[k, p], then + b_pw[c - c0], pw_min, pw_max)
+//   y[c - c0] = the depthwise convolution of the plane t[c] (DepthwiseWindow:
+//               height x width -> out_h x out_w), + b_dw[c - c0], clamped to [out_min, out_max]
+// for the output rows of bands [band_begin, band_end) of LanesBandRows()
+// rows each (band b: rows [b * LanesBandRows(), ...)). t never goes to
+// memory: a band computes the rows of t its windows read into the lanes
+// kernels' padded input (a row shared by two bands is computed by both, with
+// the same bits). Precondition: Fits().
+struct PointwiseDepthwiseF32 : DepthwiseWindow {
+  const float* x = nullptr;  // [in_channels, height, width]
+  int64_t in_channels = 0;
+  const float* w_pw = nullptr;  // [in_channels][2 * kLanes], lanes past `channels` 0
+  const float* b_pw = nullptr;  // [2 * kLanes], lanes past `channels` 0
+  float pw_min = -std::numeric_limits<float>::infinity(), pw_max = std::numeric_limits<float>::infinity();
+  const float* w_dw = nullptr;  // [2][kernel_h * kernel_w][kLanes] (PackDepthwiseLanes of the channels from c0)
+  const float* b_dw = nullptr;  // [channels]
+  float out_min = -std::numeric_limits<float>::infinity(), out_max = std::numeric_limits<float>::infinity();
+  float* y = nullptr;  // [channels, out_h, out_w]: the rows of the bands
+  int64_t band_begin = 0, band_end = 0;
+  // Working memory, ScratchFloats() floats, as DepthwiseS8Channels::scratch.
+  float* scratch = nullptr;
+  // Whether the rows take the geometry: LanesFit(), windows 3, 5 or 7 wide
+  // with stride 1 or 2 and no dilation along x (the lanes kernels'
+  // LanesWindowFits, depthwise_lanes_avx512.inc).
+  bool Fits() const {
+    return LanesFit() && (kernel_w == 3 || kernel_w == 5 || kernel_w == 7) && (stride_w == 1 || stride_w == 2) &&
+           dilation_w == 1;
+  }
+  int64_t Bands() const { return LanesFit() ? (out_h + LanesBandRows() - 1) / LanesBandRows() : 0; }
+  int64_t ScratchFloats() const {
+    const int64_t lanes = 2 * LanesPaddedFloats() + LanesBandOutputs() * kLanes;  // two blocks' X, one's outputs
+    const int64_t planes = height * width + kernel_h * kernel_w;                    // the portable row: t, a channel's w
+    return lanes > planes ? lanes : planes;
+  }
+};
+
 // w_lanes of DepthwiseS8Channels / DepthwiseF32Channels from w [channels, taps].
 template <typename T>
 std::vector<float> PackDepthwiseLanes(const T* w, int64_t channels, int64_t taps) {

@@ -14,6 +14,7 @@
 
 #include "kernels/ref/broadcast.h"
 #include "kernels/ref/conv.h"
+#include "kernels/ref/fused_conv.h"
 #include "kernels/ref/gemm.h"
 #include "kernels/ref/nn_common.h"
 
@@ -279,10 +280,43 @@ Status FusedConvKernel(OpContext& ctx) {
   return Status::OK();
 }
 
+// sparq.PointwiseDepthwise (runtime/float_fusion.h): its two FusedConv
+// parts, one after the other.
+Status PointwiseDepthwiseKernel(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(2));
+  if (!ctx.has_input(3)) return ctx.InvalidArgument("input 3 (W_dw) is required");
+  const auto [pointwise, depthwise] = PointwiseDepthwiseParts(ctx.node());
+  auto in = [&ctx](size_t i) { return ctx.has_input(i) ? &ctx.input(i) : nullptr; };
+  OpContext pw(pointwise, ctx.opset(), {in(0), in(1), in(2)}, ctx.pool());
+  SPARQ_RETURN_IF_ERROR(FusedConvKernel(pw));
+  OpContext dw(depthwise, ctx.opset(), {&pw.outputs()[0], in(3), in(4)}, ctx.pool());
+  SPARQ_RETURN_IF_ERROR(FusedConvKernel(dw));
+  ctx.set_output(0, std::move(dw.outputs()[0]));
+  return Status::OK();
+}
+
 }  // namespace
+
+std::pair<Node, Node> PointwiseDepthwiseParts(const Node& fused) {
+  auto input = [&fused](size_t i) { return i < fused.inputs.size() ? fused.inputs[i] : std::string(); };
+  Node pw;
+  pw.name = fused.name + "/pointwise", pw.op_type = "FusedConv", pw.domain = kSparqDomain;
+  pw.inputs = {input(0), input(1), input(2)};
+  pw.outputs = {fused.name + "/pointwise:t"};
+  pw.attributes = {Attribute::Float("out_min", fused.attr_float("pw_out_min", -std::numeric_limits<float>::infinity())),
+                   Attribute::Float("out_max", fused.attr_float("pw_out_max", std::numeric_limits<float>::infinity()))};
+  Node dw;
+  dw.name = fused.name + "/depthwise", dw.op_type = "FusedConv", dw.domain = kSparqDomain;
+  dw.inputs = {pw.outputs[0], input(3), input(4)};
+  dw.outputs = fused.outputs;
+  for (const Attribute& a : fused.attributes)
+    if (a.name != "pw_out_min" && a.name != "pw_out_max") dw.attributes.push_back(a);
+  return {std::move(pw), std::move(dw)};
+}
 
 void RegisterNnOps(KernelRegistry& r) {
   r.Add({"FusedConv", kSparqDomain, 1, 99, FusedConvKernel, "ref"});
+  r.Add({"PointwiseDepthwise", kSparqDomain, 1, 99, PointwiseDepthwiseKernel, "ref"});
   r.Add({"Gemm", "", 1, 99, Gemm, "ref"});
   r.Add({"MatMul", "", 1, 99, MatMul, "ref"});
   r.Add({"Conv", "", 1, 99, ConvKernel<false>, "ref"});

@@ -629,6 +629,107 @@ TEST(DenseF32Rows, EfficientNetDepthwiseBlocksAreBitIdenticalForOneAndTwoThreads
   });
 }
 
+// MobileNet / EfficientNet blocks: a 1x1 Conv (ReLU6, or none) read only by
+// a depthwise Conv (ReLU6, or none) is one sparq.PointwiseDepthwise node
+// (AVX-512: pointwise_depthwise_f32; below it the parts on their own rows),
+// within the FP32 tolerance of the reference, the same bits for 1 and 2
+// threads and the same as the unfused nodes'. A 1x1 Conv whose output is also
+// a graph output, or read by another node, stays unfused.
+TEST(DenseF32Rows, PointwiseIntoDepthwiseIsOneNodeOnEveryIsa) {
+  std::mt19937 rng(31);
+  testing::ForEachIsa([&](CpuIsa isa) {
+    Model m = OneGraph({FloatInput("x", {2, 20, 23, 30})},
+                       {Node{"expand", "Conv", "", {"x", "w1", "b1"}, {"t"}, {}, ""},
+                        Node{"relu6", "Clip", "", {"t", "lo", "hi"}, {"u"}, {}, ""},
+                        Node{"dw", "Conv", "", {"u", "w2", "b2"}, {"v"},
+                             {Attribute::Int("group", 40), Attribute::Ints("kernel_shape", {3, 3}),
+                              Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Ints("strides", {2, 2})},
+                             ""},
+                        Node{"relu6b", "Clip", "", {"v", "lo", "hi"}, {"y"}, {}, ""},
+                        Node{"expand2", "Conv", "", {"x", "w3"}, {"t2"}, {}, ""},
+                        Node{"dw2", "Conv", "", {"t2", "w4", "b4"}, {"y2"},
+                             {Attribute::Int("group", 16), Attribute::Ints("pads", {2, 2, 2, 2})}, ""},
+                        Node{"expand3", "Conv", "", {"x", "w3"}, {"t3"}, {}, ""},
+                        Node{"dw3", "Conv", "", {"t3", "w4"}, {"y3"},
+                             {Attribute::Int("group", 16), Attribute::Ints("pads", {2, 2, 2, 2})}, ""}},
+                       {"y", "y2", "y3", "t3"});
+    m.graph.initializers["w1"] = RandomTensor(rng, {40, 20, 1, 1});
+    m.graph.initializers["b1"] = RandomTensor(rng, {40});
+    m.graph.initializers["w2"] = RandomTensor(rng, {40, 1, 3, 3});
+    m.graph.initializers["b2"] = RandomTensor(rng, {40});
+    m.graph.initializers["w3"] = RandomTensor(rng, {16, 20, 1, 1});
+    m.graph.initializers["w4"] = RandomTensor(rng, {16, 1, 5, 5});
+    m.graph.initializers["b4"] = RandomTensor(rng, {16});
+    m.graph.initializers["lo"] = Tensor::Scalar<float>(0.0f);
+    m.graph.initializers["hi"] = Tensor::Scalar<float>(6.0f);
+    TensorMap feed{{"x", RandomTensor(rng, {2, 20, 23, 30})}};
+    const std::string fused = isa >= CpuIsa::kAvx512 ? "pointwise_depthwise_f32" : "gemm_f32+depthwise_f32";
+    EXPECT_EQ(ExpectFastMatchesReference(m, feed),
+              (std::vector<std::string>{"PointwiseDepthwise:" + fused, "PointwiseDepthwise:" + fused,
+                                        "Conv:gemm_f32", "Conv:depthwise_f32"}));
+    TensorMap by_threads[2];
+    for (int threads : {1, 2}) {
+      ExecutorOptions options;
+      options.fuse_activations = true;
+      options.threads = threads;
+      auto fast = Executor::Create(m, options);
+      ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+      ASSERT_TRUE((*fast)->Run(feed, &by_threads[threads - 1]).ok());
+    }
+    for (const char* y : {"y", "y2", "y3"})
+      EXPECT_TRUE(by_threads[0].at(y).Equals(by_threads[1].at(y))) << y << ", " << CpuIsaName(isa);
+    // The unfused nodes on the same rows (the fused chain's twin): the same bits.
+    Model unfused = m;
+    for (const char* t : {"u", "t2"}) {  // graph outputs: the 1x1 outputs stay
+      ValueInfo v = unfused.graph.outputs[0];
+      v.name = t;
+      unfused.graph.outputs.push_back(v);
+    }
+    ExecutorOptions options;
+    options.fuse_activations = true;
+    auto plain = Executor::Create(unfused, options);
+    ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+    TensorMap got;
+    ASSERT_TRUE((*plain)->Run(feed, &got).ok());
+    for (const char* y : {"y", "y2"})
+      EXPECT_TRUE(got.at(y).Equals(by_threads[0].at(y))) << y << " fused vs unfused, " << CpuIsaName(isa);
+  });
+}
+
+TEST(FloatFusion, PointwiseDepthwiseKeepsTheDepthwiseNodesPlaceAndAttributes) {
+  Model m = OneGraph({FloatInput("x", {1, 3, 8, 8})},
+                     {Node{"pw", "Conv", "", {"x", "w1"}, {"t"}, {Attribute::Ints("strides", {1, 1})}, ""},
+                      Node{"r", "Relu", "", {"t"}, {"u"}, {}, ""},
+                      Node{"dw", "Conv", "", {"u", "w2", "b2"}, {"y"},
+                           {Attribute::Int("group", 4), Attribute::Ints("pads", {1, 1, 1, 1})}, ""}},
+                     {"y"});
+  m.graph.initializers["w1"] = Tensor::FromVector<float>({4, 3, 1, 1}, std::vector<float>(12, 0.5f));
+  m.graph.initializers["w2"] = Tensor::FromVector<float>({4, 1, 3, 3}, std::vector<float>(36, 0.25f));
+  m.graph.initializers["b2"] = Tensor::FromVector<float>({4}, {1, 2, 3, 4});
+  EXPECT_EQ(FuseConvActivations(&m), (std::vector<std::string>{"pw"}));
+  EXPECT_EQ(FusePointwiseDepthwise(&m), (std::vector<std::string>{"dw"}));
+  ASSERT_EQ(m.graph.nodes.size(), 1u);
+  const Node& n = m.graph.nodes[0];
+  EXPECT_EQ(n.op_type, "PointwiseDepthwise");
+  EXPECT_EQ(n.inputs, (std::vector<std::string>{"x", "w1", "", "w2", "b2"}));
+  EXPECT_EQ(n.outputs, (std::vector<std::string>{"y"}));
+  EXPECT_EQ(n.attr_int("group", 0), 4);
+  EXPECT_EQ(n.attr_float("pw_out_min", -1.0f), 0.0f);
+  EXPECT_EQ(n.attr_ints("pads"), (std::vector<int64_t>{1, 1, 1, 1}));
+  // A strided or padded 1x1, or one run inputs may override, stays.
+  for (int variant = 0; variant < 3; ++variant) {
+    Model k = OneGraph({FloatInput("x", {1, 3, 8, 8})},
+                       {Node{"pw", "Conv", "", {"x", "w1"}, {"t"}, {}, ""},
+                        Node{"dw", "Conv", "", {"t", "w2"}, {"y"}, {Attribute::Int("group", 4)}, ""}},
+                       {"y"});
+    k.graph.initializers = m.graph.initializers;
+    if (variant == 0) k.graph.nodes[0].attributes.push_back(Attribute::Ints("strides", {2, 2}));
+    if (variant == 1) k.graph.nodes[0].attributes.push_back(Attribute::Ints("pads", {0, 1, 0, 1}));
+    if (variant == 2) k.graph.initializer_inputs.push_back(FloatInput("w1", {4, 3, 1, 1}));
+    EXPECT_TRUE(FusePointwiseDepthwise(&k).empty()) << "variant " << variant;
+  }
+}
+
 TEST(CpuMaxPool, MatchesReferenceExactly) {
   std::mt19937 rng(24);
   struct Case {

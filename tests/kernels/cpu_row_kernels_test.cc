@@ -1,5 +1,5 @@
 // The dispatch-table rows without packed weights (kernels/cpu/dispatch.h:
-// depthwise_f32, depthwise_s8, requant_s32, lut256, quantize_f32_s8,
+// depthwise_f32, pointwise_depthwise_f32, depthwise_s8, requant_s32, lut256, quantize_f32_s8,
 // dequantize_s8_f32, qlinear_add_s8, maxpool2d, erf_f32, softmax_f32,
 // pow2_f32, convert_f16_f32, convert_f32_f16), each called through its row on
 // lengths that leave every vector tail, against kernels/ref: INT8, QDQ, Pow
@@ -113,6 +113,82 @@ void CheckDepthwiseF32(std::mt19937& rng, DepthwiseF32Fn fn) {
       ASSERT_LE(std::fabs(got[i] - clamped), kF32RelTol * scale) << "element " << i;
     }
     EXPECT_EQ(got[want.size()], 42.0f) << "wrote past the planes";
+  }
+}
+
+// sparq.PointwiseDepthwise's rows against ConvF32Ref (1x1), the clamp,
+// ConvF32Ref (depthwise), the clamp: the geometries of CheckDepthwiseF32 that
+// the rows take (PointwiseDepthwiseF32::Fits), 1 to 32 channels, 1 to 19 input
+// channels; all bands in one call, and band by band with the same bits.
+void CheckPointwiseDepthwiseF32(std::mt19937& rng, PointwiseDepthwiseF32Fn fn) {
+  std::uniform_real_distribution<float> value(-1.0f, 1.0f);
+  const int64_t channel_counts[] = {32, 5, 16, 21, 1};
+  const int64_t in_counts[] = {3, 19, 1, 8};
+  int round = 0;
+  for (const DepthwiseCase& c : kDepthwiseCases) {
+    const int64_t channels = channel_counts[round % 5], in_channels = in_counts[round % 4];
+    ++round;
+    ConvParams p;
+    p.window.kernel = {c.kh, c.kw}, p.window.strides = {c.sh, c.sw}, p.window.dilations = {c.dh, c.dw};
+    p.window.pads = {c.pt, c.pl, c.pb, c.pr};
+    p.group = channels;
+    Shape y_shape;
+    ASSERT_TRUE(PrepareConv({1, channels, c.h, c.w}, {channels, 1, c.kh, c.kw}, AutoPad::kNotSet, &p, &y_shape).ok());
+    PointwiseDepthwiseF32 a;
+    a.channels = channels, a.in_channels = in_channels;
+    a.height = c.h, a.width = c.w, a.out_h = y_shape[2], a.out_w = y_shape[3];
+    a.kernel_h = c.kh, a.kernel_w = c.kw, a.stride_h = c.sh, a.stride_w = c.sw;
+    a.dilation_h = c.dh, a.dilation_w = c.dw, a.pad_top = c.pt, a.pad_left = c.pl;
+    if (!a.Fits()) continue;
+    SCOPED_TRACE("pointwise " + std::to_string(in_channels) + " -> " + std::to_string(channels) + ", depthwise " +
+                 std::to_string(c.h) + "x" + std::to_string(c.w) + " k" + std::to_string(c.kh) + "x" +
+                 std::to_string(c.kw) + " s" + std::to_string(c.sh) + "x" + std::to_string(c.sw));
+    const int64_t taps = c.kh * c.kw, plane = c.h * c.w;
+    std::vector<float> x(static_cast<size_t>(in_channels * plane)), w1(static_cast<size_t>(channels * in_channels));
+    std::vector<float> b1(static_cast<size_t>(channels)), w2(static_cast<size_t>(channels * taps));
+    std::vector<float> b2(static_cast<size_t>(channels));
+    for (auto* v : {&x, &w1, &b1, &w2, &b2})
+      for (float& e : *v) e = value(rng);
+    a.pw_min = -0.25f, a.pw_max = 0.8f, a.out_min = -0.5f, a.out_max = 0.75f;
+    // The reference: t = clamp(Conv 1x1), y = clamp(depthwise Conv of t).
+    ConvParams p1;
+    p1.window.kernel = {1, 1}, p1.window.strides = {1, 1}, p1.window.dilations = {1, 1}, p1.window.pads = {0, 0, 0, 0};
+    Shape t_shape;
+    ASSERT_TRUE(PrepareConv({1, in_channels, c.h, c.w}, {channels, in_channels, 1, 1}, AutoPad::kNotSet, &p1,
+                            &t_shape).ok());
+    std::vector<float> t(static_cast<size_t>(channels * plane));
+    ConvF32Ref(p1, {1, in_channels, c.h, c.w}, x.data(), {channels, in_channels, 1, 1}, w1.data(), b1.data(), t_shape,
+               t.data(), nullptr);
+    for (float& v : t) v = std::min(std::max(v, a.pw_min), a.pw_max);
+    std::vector<float> want(static_cast<size_t>(channels * y_shape[2] * y_shape[3]));
+    ConvF32Ref(p, {1, channels, c.h, c.w}, t.data(), {channels, 1, c.kh, c.kw}, w2.data(), b2.data(), y_shape,
+               want.data(), nullptr);
+    // The rows' weights: W1^T [in_channels][32], biases [32], 0 past `channels`.
+    std::vector<float> w_pw(static_cast<size_t>(in_channels * 32), 0.0f), b_pw(32, 0.0f);
+    for (int64_t o = 0; o < channels; ++o) {
+      for (int64_t k = 0; k < in_channels; ++k) w_pw[k * 32 + o] = w1[o * in_channels + k];
+      b_pw[o] = b1[o];
+    }
+    const std::vector<float> w_dw = PackDepthwiseLanes(w2.data(), channels, taps);
+    a.x = x.data(), a.w_pw = w_pw.data(), a.b_pw = b_pw.data(), a.w_dw = w_dw.data(), a.b_dw = b2.data();
+    std::vector<float> scratch(static_cast<size_t>(a.ScratchFloats()), std::nanf(""));
+    a.scratch = scratch.data();
+    std::vector<float> got(want.size() + 1, 42.0f), by_band(want.size() + 1, 42.0f);
+    a.y = got.data(), a.band_begin = 0, a.band_end = a.Bands();
+    fn(a);
+    a.y = by_band.data();
+    for (int64_t b = a.Bands() - 1; b >= 0; --b) {
+      a.band_begin = b, a.band_end = b + 1;
+      fn(a);
+    }
+    float scale = 1.0f;
+    for (float v : want) scale = std::max(scale, std::fabs(v));
+    for (size_t i = 0; i < want.size(); ++i) {
+      const float clamped = std::min(std::max(want[i], a.out_min), a.out_max);
+      ASSERT_LE(std::fabs(got[i] - clamped), kF32RelTol * scale) << "element " << i;
+    }
+    EXPECT_EQ(got[want.size()], 42.0f) << "wrote past the planes";
+    EXPECT_EQ(std::memcmp(got.data(), by_band.data(), got.size() * sizeof(float)), 0) << "band by band differs";
   }
 }
 
@@ -966,6 +1042,7 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
   SCOPED_TRACE(def.name);
   switch (def.op()) {
     case CpuOp::kDepthwiseF32: CheckDepthwiseF32(rng, def.get<DepthwiseF32Fn>()); return true;
+    case CpuOp::kPointwiseDepthwiseF32: CheckPointwiseDepthwiseF32(rng, def.get<PointwiseDepthwiseF32Fn>()); return true;
     case CpuOp::kDepthwiseS8: CheckDepthwiseS8(rng, def.get<DepthwiseS8Fn>()); return true;
     case CpuOp::kRequantS32: CheckRequantS32(rng, def.get<RequantS32Fn>()); return true;
     case CpuOp::kLut256: CheckLut256(rng, def.get<Lut256Fn>()); return true;
