@@ -4,8 +4,9 @@
 // every tap of the window (YOLO's SPPF: 25 taps, one store). The taps are
 // taken in the reference's order with its comparison (v > best, or v NaN
 // where best is not), so equal values of other bits (-0, +0) and NaNs come
-// out as the reference's. Stride 1 loads the taps contiguously; other strides
-// run the portable loop.
+// out as the reference's. Stride 1 loads the taps contiguously (AVX-512: four
+// registers of outputs side by side, so that four chains of taps overlap);
+// other strides run the portable loop.
 #include <cstdint>
 
 #include "kernels/cpu/cpu_target.h"
@@ -61,7 +62,15 @@ inline __m512 Max16(__m512 v, __m512 best) {
 
 void InteriorAvx512(const float* const* taps, int num_taps, int64_t stride, float* y, int64_t n) {
   if (stride != 1) return MaxPoolInteriorF32Portable(taps, num_taps, stride, y, n);
-  for (int64_t i = 0; i < n; i += 16) {
+  int64_t i = 0;
+  for (; i + 64 <= n; i += 64) {  // four independent chains of taps (one is latency-bound)
+    __m512 best[4];
+    for (int j = 0; j < 4; ++j) best[j] = _mm512_loadu_ps(taps[0] + i + 16 * j);
+    for (int t = 1; t < num_taps; ++t)
+      for (int j = 0; j < 4; ++j) best[j] = Max16(_mm512_loadu_ps(taps[t] + i + 16 * j), best[j]);
+    for (int j = 0; j < 4; ++j) _mm512_storeu_ps(y + i + 16 * j, best[j]);
+  }
+  for (; i < n; i += 16) {
     const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
     __m512 best = _mm512_maskz_loadu_ps(m, taps[0] + i);
     for (int t = 1; t < num_taps; ++t) best = Max16(_mm512_maskz_loadu_ps(m, taps[t] + i), best);

@@ -67,6 +67,32 @@ void MaxPool2dFloat(const WindowGeometry& w, const Shape& x_shape, const float* 
     for (int64_t kx = 0; kx < kw && !column; ++kx) column = ox * sw - pl + kx * dw >= 0 && ox * sw - pl + kx * dw < wd;
     padded = column;
   }
+  // A window centred on its output over a small plane (YOLO's SPPF: 5x5 on
+  // 10 x 10): each plane goes between -inf rows and columns once, and one run
+  // of `interior` over the whole padded plane computes every output, its
+  // taps whole rows of the padded plane apart (row ends line up: the windows
+  // of a row's last outputs read only padding past it). Rows of 10 outputs
+  // would leave the vector loop one short chain of taps per row.
+  const bool centred = sh == 1 && sw == 1 && dh == 1 && dw == 1 && kh % 2 == 1 && kw % 2 == 1 && pt == kh / 2 &&
+                       pl == kw / 2 && oh == h && ow == wd && wd < 64 && h > 0 && wd > 0;
+  if (centred) {
+    const int64_t pw = wd + 2 * pl, ph = h + 2 * pt, run = (h - 1) * pw + wd;
+    ParallelFor(pool, x_shape[0] * x_shape[1], 1, [&](int64_t p0, int64_t p1) {
+      std::vector<T> padded_plane(static_cast<size_t>(ph * pw), -std::numeric_limits<T>::infinity());
+      std::vector<T> out(static_cast<size_t>(run));
+      std::vector<const T*> taps;
+      for (int64_t ky = 0; ky < kh; ++ky)
+        for (int64_t kx = 0; kx < kw; ++kx) taps.push_back(padded_plane.data() + ky * pw + kx);
+      for (int64_t plane = p0; plane < p1; ++plane) {
+        const T* xp = x + plane * h * wd;
+        T* yp = y + plane * oh * ow;
+        for (int64_t iy = 0; iy < h; ++iy) std::copy(xp + iy * wd, xp + (iy + 1) * wd, &padded_plane[(iy + pt) * pw + pl]);
+        interior(taps.data(), static_cast<int>(taps.size()), 1, out.data(), run);
+        for (int64_t oy = 0; oy < oh; ++oy) std::copy(&out[oy * pw], &out[oy * pw + ow], yp + oy * ow);
+      }
+    });
+    return;
+  }
   ParallelFor(pool, x_shape[0] * x_shape[1], 1, [&](int64_t p0, int64_t p1) {
     std::vector<const T*> taps(static_cast<size_t>(kh * kw));
     std::vector<T> rows(padded ? static_cast<size_t>(h * padded_w) : 0);
