@@ -376,24 +376,28 @@ void PointwiseDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   const int tr = isa.tile_rows, tc = isa.tile_cols;
   const int64_t pixels = args.conv.out_size();
   const int64_t x_panels = (pixels + tr - 1) / tr;
-  const int64_t panel_groups = (x_panels + kPanelsPerTask - 1) / kPanelsPerTask;
+  // A small plane's panels go to one task (7 x 7: 7 panels of 8): split in
+  // groups, each group streamed all of the weights again, from L3 on
+  // EfficientNet's 1152 x 192 layers (0.26 against 0.21 ms in onnxruntime).
+  const int64_t per_task = x_panels <= 2 * kPanelsPerTask ? x_panels : kPanelsPerTask;
+  const int64_t panel_groups = (x_panels + per_task - 1) / per_task;
   const int64_t base_tasks = args.batch * panel_groups;
   const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
   const int64_t strip_chunks =
       std::min<int64_t>(w.panels, std::max<int64_t>(1, (kTasksPerThread * threads + base_tasks - 1) / base_tasks));
   const int64_t strips_per_chunk = (w.panels + strip_chunks - 1) / strip_chunks;
   const int64_t chunks = (w.panels + strips_per_chunk - 1) / strips_per_chunk;
-  const int64_t ld_block = strips_per_chunk * tc;  // the task's block: [kPanelsPerTask * tr, ld_block]
+  const int64_t ld_block = strips_per_chunk * tc;  // the task's block: [per_task * tr, ld_block]
   const TileEpilogue epilogue = BaseEpilogue(args);
 
   ParallelFor(args.pool, base_tasks * chunks, 1, [&](int64_t t0, int64_t t1) {
     const size_t panel_floats = static_cast<size_t>(kKc * tr);
-    float* scratch = ThreadScratch(kPanelsPerTask * (panel_floats + tr * ld_block));
+    float* scratch = ThreadScratch(per_task * (panel_floats + tr * ld_block));
     float* panels_buf = scratch;
-    float* block = scratch + kPanelsPerTask * panel_floats;
+    float* block = scratch + per_task * panel_floats;
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t chunk = t % chunks, group = (t / chunks) % panel_groups, img = t / (chunks * panel_groups);
-      const int64_t q0 = group * kPanelsPerTask, q1 = std::min(x_panels, q0 + kPanelsPerTask);
+      const int64_t q0 = group * per_task, q1 = std::min(x_panels, q0 + per_task);
       const int64_t s0 = chunk * strips_per_chunk, s1 = std::min(w.panels, s0 + strips_per_chunk);
       const float* x = args.x + img * args.x_image_stride;
       float* y = args.y + img * args.y_image_stride;
