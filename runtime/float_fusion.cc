@@ -448,6 +448,17 @@ bool PointwiseConv(const Node& n, const Tensor& w) {
          all(n.attr_ints("pads"), 0) && (auto_pad == "NOTSET" || auto_pad == "VALID");
 }
 
+// The graph without the nodes at `removed`, and the ai.sparq import the
+// fused nodes need.
+void DropNodes(Model* model, const std::set<size_t>& removed) {
+  Graph& g = model->graph;
+  std::vector<Node> kept;
+  for (size_t i = 0; i < g.nodes.size(); ++i)
+    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
+  g.nodes = std::move(kept);
+  if (model->opset(kSparqDomain) == 0) model->opset_imports.push_back({kSparqDomain, 1});
+}
+
 }  // namespace
 
 std::vector<std::string> FusePointwiseDepthwise(Model* model) {
@@ -480,12 +491,7 @@ std::vector<std::string> FusePointwiseDepthwise(Model* model) {
     removed.insert(i);
     fused.push_back(dw.name);
   }
-  if (fused.empty()) return fused;
-  std::vector<Node> kept;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
-  if (model->opset(kSparqDomain) == 0) model->opset_imports.push_back({kSparqDomain, 1});
+  if (!fused.empty()) DropNodes(model, removed);
   return fused;
 }
 
@@ -538,12 +544,7 @@ std::vector<std::string> FuseConvActivations(Model* model) {
     FuseGeluIntoDynamicMatMul(g, index, &removed, &fused);
     FuseAttention(*model, g, index, &removed, &fused);
   }
-  if (fused.empty()) return fused;
-  std::vector<Node> kept;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
-  if (model->opset(kSparqDomain) == 0) model->opset_imports.push_back({kSparqDomain, 1});
+  if (!fused.empty()) DropNodes(model, removed);
   return fused;
 }
 

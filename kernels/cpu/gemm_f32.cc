@@ -314,19 +314,23 @@ void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   const PackedGemmF32& w = *args.w;  // strips: w.panel(s) = columns [s * tc, (s + 1) * tc) of W^T
   const int tr = isa.tile_rows, tc = isa.tile_cols;
   const int64_t x_panels = (args.m + tr - 1) / tr;
-  const int64_t panel_groups = (x_panels + kPanelsPerTask - 1) / kPanelsPerTask;
+  // Up to 8 panels (a 64-token sequence) go to one task, so that the weights
+  // stream once (as kPointwiseConv's panels; one thread: one chunk).
+  const int64_t per_task = x_panels <= 2 * kPanelsPerTask ? std::max<int64_t>(1, x_panels) : kPanelsPerTask;
+  const int64_t panel_groups = (x_panels + per_task - 1) / per_task;
   const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
+  const int64_t tasks = threads > 1 ? kTasksPerThread * threads : 1;
   const int64_t strip_chunks =
-      std::min<int64_t>(w.panels, std::max<int64_t>(1, (kTasksPerThread * threads + panel_groups - 1) / panel_groups));
+      std::min<int64_t>(w.panels, std::max<int64_t>(1, (tasks + panel_groups - 1) / std::max<int64_t>(1, panel_groups)));
   const int64_t strips_per_chunk = (w.panels + strip_chunks - 1) / strip_chunks;
   const int64_t chunks = (w.panels + strips_per_chunk - 1) / strips_per_chunk;
   const TileEpilogue epilogue = BaseEpilogue(args);
 
   ParallelFor(args.pool, panel_groups * chunks, 1, [&](int64_t t0, int64_t t1) {
-    float* panels_buf = ThreadScratch(static_cast<size_t>(kPanelsPerTask * kKc * tr));
+    float* panels_buf = ThreadScratch(static_cast<size_t>(per_task * kKc * tr));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t chunk = t % chunks, group = t / chunks;
-      const int64_t q0 = group * kPanelsPerTask, q1 = std::min(x_panels, q0 + kPanelsPerTask);
+      const int64_t q0 = group * per_task, q1 = std::min(x_panels, q0 + per_task);
       const int64_t s0 = chunk * strips_per_chunk, s1 = std::min(w.panels, s0 + strips_per_chunk);
       for (int64_t k0 = 0; k0 < w.k; k0 += kKc) {
         const int64_t kc = std::min(kKc, w.k - k0);
@@ -383,8 +387,10 @@ void PointwiseDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   const int64_t panel_groups = (x_panels + per_task - 1) / per_task;
   const int64_t base_tasks = args.batch * panel_groups;
   const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
-  const int64_t strip_chunks =
-      std::min<int64_t>(w.panels, std::max<int64_t>(1, (kTasksPerThread * threads + base_tasks - 1) / base_tasks));
+  // Chunks of the weight strips balance the threads; each repacks the task's
+  // pixel panels, so one thread takes them all at once.
+  const int64_t tasks = threads > 1 ? kTasksPerThread * threads : 1;
+  const int64_t strip_chunks = std::min<int64_t>(w.panels, std::max<int64_t>(1, (tasks + base_tasks - 1) / base_tasks));
   const int64_t strips_per_chunk = (w.panels + strip_chunks - 1) / strip_chunks;
   const int64_t chunks = (w.panels + strips_per_chunk - 1) / strips_per_chunk;
   const int64_t ld_block = strips_per_chunk * tc;  // the task's block: [per_task * tr, ld_block]

@@ -366,6 +366,18 @@ std::vector<std::string> ExpectFastMatchesReference(const Model& m, const Tensor
   return kernels;
 }
 
+// `m`'s outputs on the fast kernels, activations fused, on `threads` threads.
+TensorMap RunFused(const Model& m, const TensorMap& feed, int threads) {
+  ExecutorOptions options;
+  options.fuse_activations = true;
+  options.threads = threads;
+  auto fast = Executor::Create(m, options);
+  EXPECT_TRUE(fast.ok()) << fast.status().ToString();
+  TensorMap out;
+  if (fast.ok()) EXPECT_TRUE((*fast)->Run(feed, &out).ok());
+  return out;
+}
+
 TEST(DenseF32Rows, ConvReluFusedGroupedAndSamePadded) {
   std::mt19937 rng(21);
   Model m = OneGraph({FloatInput("x", {2, 6, 9, 10})},
@@ -616,15 +628,7 @@ TEST(DenseF32Rows, EfficientNetDepthwiseBlocksAreBitIdenticalForOneAndTwoThreads
     TensorMap feed{{"x", RandomTensor(rng, {2, 24, 33, 40})}};
     EXPECT_EQ(ExpectFastMatchesReference(m, feed),
               (std::vector<std::string>{"FusedConv:depthwise_f32", "Conv:depthwise_f32", "Conv:depthwise_f32"}));
-    TensorMap by_threads[2];
-    for (int threads : {1, 2}) {
-      ExecutorOptions options;
-      options.fuse_activations = true;
-      options.threads = threads;
-      auto fast = Executor::Create(m, options);
-      ASSERT_TRUE(fast.ok()) << fast.status().ToString();
-      ASSERT_TRUE((*fast)->Run(feed, &by_threads[threads - 1]).ok());
-    }
+    const TensorMap by_threads[2] = {RunFused(m, feed, 1), RunFused(m, feed, 2)};
     EXPECT_TRUE(by_threads[0].at("y").Equals(by_threads[1].at("y"))) << CpuIsaName(isa);
   });
 }
@@ -667,15 +671,7 @@ TEST(DenseF32Rows, PointwiseIntoDepthwiseIsOneNodeOnEveryIsa) {
     EXPECT_EQ(ExpectFastMatchesReference(m, feed),
               (std::vector<std::string>{"PointwiseDepthwise:" + fused, "PointwiseDepthwise:" + fused,
                                         "Conv:gemm_f32", "Conv:depthwise_f32"}));
-    TensorMap by_threads[2];
-    for (int threads : {1, 2}) {
-      ExecutorOptions options;
-      options.fuse_activations = true;
-      options.threads = threads;
-      auto fast = Executor::Create(m, options);
-      ASSERT_TRUE(fast.ok()) << fast.status().ToString();
-      ASSERT_TRUE((*fast)->Run(feed, &by_threads[threads - 1]).ok());
-    }
+    const TensorMap by_threads[2] = {RunFused(m, feed, 1), RunFused(m, feed, 2)};
     for (const char* y : {"y", "y2", "y3"})
       EXPECT_TRUE(by_threads[0].at(y).Equals(by_threads[1].at(y))) << y << ", " << CpuIsaName(isa);
     // The unfused nodes on the same rows (the fused chain's twin): the same bits.
@@ -685,12 +681,7 @@ TEST(DenseF32Rows, PointwiseIntoDepthwiseIsOneNodeOnEveryIsa) {
       v.name = t;
       unfused.graph.outputs.push_back(v);
     }
-    ExecutorOptions options;
-    options.fuse_activations = true;
-    auto plain = Executor::Create(unfused, options);
-    ASSERT_TRUE(plain.ok()) << plain.status().ToString();
-    TensorMap got;
-    ASSERT_TRUE((*plain)->Run(feed, &got).ok());
+    const TensorMap got = RunFused(unfused, feed, 1);
     for (const char* y : {"y", "y2"})
       EXPECT_TRUE(got.at(y).Equals(by_threads[0].at(y))) << y << " fused vs unfused, " << CpuIsaName(isa);
   });

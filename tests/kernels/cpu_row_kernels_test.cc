@@ -68,6 +68,18 @@ constexpr DepthwiseCase kDepthwiseCases[] = {
     {6, 112, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {11, 56, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {7, 40, 5, 3, 1, 1, 1, 1, 2, 1, 2, 1},
     {5, 16, 3, 5, 1, 1, 1, 1, 0, 2, 2, 2}, {30, 28, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}};
 
+// got[i] within testing::kF32RelTol of want[i] clamped to [lo, hi] (relative
+// to the largest |want|, at least 1), and got's one extra value (42) untouched.
+void ExpectClampedWithin(const std::vector<float>& got, const std::vector<float>& want, float lo, float hi) {
+  float scale = 1.0f;
+  for (float v : want) scale = std::max(scale, std::fabs(v));
+  for (size_t i = 0; i < want.size(); ++i) {
+    const float clamped = std::min(std::max(want[i], lo), hi);
+    ASSERT_LE(std::fabs(got[i] - clamped), kF32RelTol * scale) << "element " << i;
+  }
+  EXPECT_EQ(got[want.size()], 42.0f) << "wrote past the planes";
+}
+
 // FP32 depthwise channels against ConvF32Ref, then the clamp: 1, 16 and 21
 // channels (a block of 16 lanes and a tail) of each geometry.
 void CheckDepthwiseF32(std::mt19937& rng, DepthwiseF32Fn fn) {
@@ -106,13 +118,7 @@ void CheckDepthwiseF32(std::mt19937& rng, DepthwiseF32Fn fn) {
     std::vector<float> got(want.size() + 1, 42.0f);
     a.y = got.data();
     fn(a);
-    float scale = 1.0f;
-    for (float v : want) scale = std::max(scale, std::fabs(v));
-    for (size_t i = 0; i < want.size(); ++i) {
-      const float clamped = std::min(std::max(want[i], a.out_min), a.out_max);
-      ASSERT_LE(std::fabs(got[i] - clamped), kF32RelTol * scale) << "element " << i;
-    }
-    EXPECT_EQ(got[want.size()], 42.0f) << "wrote past the planes";
+    ExpectClampedWithin(got, want, a.out_min, a.out_max);
   }
 }
 
@@ -181,13 +187,7 @@ void CheckPointwiseDepthwiseF32(std::mt19937& rng, PointwiseDepthwiseF32Fn fn) {
       a.band_begin = b, a.band_end = b + 1;
       fn(a);
     }
-    float scale = 1.0f;
-    for (float v : want) scale = std::max(scale, std::fabs(v));
-    for (size_t i = 0; i < want.size(); ++i) {
-      const float clamped = std::min(std::max(want[i], a.out_min), a.out_max);
-      ASSERT_LE(std::fabs(got[i] - clamped), kF32RelTol * scale) << "element " << i;
-    }
-    EXPECT_EQ(got[want.size()], 42.0f) << "wrote past the planes";
+    ExpectClampedWithin(got, want, a.out_min, a.out_max);
     EXPECT_EQ(std::memcmp(got.data(), by_band.data(), got.size() * sizeof(float)), 0) << "band by band differs";
   }
 }
