@@ -325,19 +325,23 @@ void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   const int64_t strips_per_chunk = (w.panels + strip_chunks - 1) / strip_chunks;
   const int64_t chunks = (w.panels + strips_per_chunk - 1) / strips_per_chunk;
   const TileEpilogue epilogue = BaseEpilogue(args);
+  // One row panel (a batch-1 classifier, M = 1): all of K at once, so that
+  // each weight strip is read front to back in one stream (slices of kKc
+  // jumped between the strips every 32 KiB); its panel stays small.
+  const int64_t slice = x_panels == 1 ? std::max<int64_t>(1, w.k) : kKc;
 
   ParallelFor(args.pool, panel_groups * chunks, 1, [&](int64_t t0, int64_t t1) {
-    float* panels_buf = ThreadScratch(static_cast<size_t>(per_task * kKc * tr));
+    float* panels_buf = ThreadScratch(static_cast<size_t>(per_task * slice * tr));
     for (int64_t t = t0; t < t1; ++t) {
       const int64_t chunk = t % chunks, group = t / chunks;
       const int64_t q0 = group * per_task, q1 = std::min(x_panels, q0 + per_task);
       const int64_t s0 = chunk * strips_per_chunk, s1 = std::min(w.panels, s0 + strips_per_chunk);
-      for (int64_t k0 = 0; k0 < w.k; k0 += kKc) {
-        const int64_t kc = std::min(kKc, w.k - k0);
+      for (int64_t k0 = 0; k0 < w.k; k0 += slice) {
+        const int64_t kc = std::min(slice, w.k - k0);
         for (int64_t q = q0; q < q1; ++q) {  // panel[kk * tr + i] = X[q * tr + i][k0 + kk]
           const int rows = static_cast<int>(std::min<int64_t>(tr, args.m - q * tr));
           isa.pack_rows_panel(args.x + (q * tr) * args.ld_x + k0, args.ld_x, rows, kc, tr,
-                              panels_buf + (q - q0) * kKc * tr);
+                              panels_buf + (q - q0) * slice * tr);
         }
         const bool last = k0 + kc == w.k;
         for (int64_t s = s0; s < s1; ++s) {
@@ -349,7 +353,7 @@ void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
           for (int64_t q = q0; q < q1; ++q) {
             const int rows = static_cast<int>(std::min<int64_t>(tr, args.m - q * tr));
             float* c = args.y + (q * tr) * args.ld_y + s * tc;
-            isa.tile(kc, panels_buf + (q - q0) * kKc * tr, b, tc, c, args.ld_y, rows, cols, k0 > 0,
+            isa.tile(kc, panels_buf + (q - q0) * slice * tr, b, tc, c, args.ld_y, rows, cols, k0 > 0,
                      last ? &ep : nullptr);
             if (last) ApplySilu(args, c, args.ld_y, rows, cols);
           }
