@@ -215,19 +215,23 @@ TileEpilogue BaseEpilogue(const GemmF32Args& args) {
   return ep;
 }
 
-// The tasks of a convolution driver: (image, group of kStripsPerTask strips,
+// The tasks of a convolution driver: (image, group of strips_per_task strips,
 // chunk of weight panels); panels are split too when images x strip groups
-// alone would leave threads idle.
+// alone would leave threads idle (one thread: one chunk, as each chunk packs
+// the task's strips again). A group is kStripsPerTask strips, or up to
+// `max_strips` when that takes in the whole plane.
 struct ConvTasks {
-  int64_t strips, strip_groups, panels_per_chunk, chunks;
+  int64_t strips, strips_per_task, strip_groups, panels_per_chunk, chunks;
 
-  ConvTasks(int64_t images, int64_t cols_total, int tc, int64_t panels, const ThreadPool* pool) {
+  ConvTasks(int64_t images, int64_t cols_total, int tc, int64_t panels, const ThreadPool* pool,
+            int64_t max_strips = kStripsPerTask) {
     strips = (cols_total + tc - 1) / tc;
-    strip_groups = (strips + kStripsPerTask - 1) / kStripsPerTask;
+    strips_per_task = strips <= max_strips ? std::max<int64_t>(1, strips) : kStripsPerTask;
+    strip_groups = (strips + strips_per_task - 1) / strips_per_task;
     const int64_t threads = pool != nullptr ? pool->num_threads() : 1;
     const int64_t base_tasks = std::max<int64_t>(1, images * strip_groups);
-    const int64_t panel_chunks =
-        std::min<int64_t>(panels, std::max<int64_t>(1, (kTasksPerThread * threads + base_tasks - 1) / base_tasks));
+    const int64_t tasks = threads > 1 ? kTasksPerThread * threads : 1;
+    const int64_t panel_chunks = std::min<int64_t>(panels, std::max<int64_t>(1, (tasks + base_tasks - 1) / base_tasks));
     panels_per_chunk = std::max<int64_t>(1, (panels + panel_chunks - 1) / std::max<int64_t>(1, panel_chunks));
     chunks = (panels + panels_per_chunk - 1) / panels_per_chunk;
   }
@@ -236,7 +240,7 @@ struct ConvTasks {
   void Get(int64_t t, int64_t panels, int64_t* img, int64_t* s0, int64_t* s1, int64_t* p0, int64_t* p1) const {
     const int64_t chunk = t % chunks, group = (t / chunks) % strip_groups;
     *img = t / (chunks * strip_groups);
-    *s0 = group * kStripsPerTask, *s1 = std::min(strips, *s0 + kStripsPerTask);
+    *s0 = group * strips_per_task, *s1 = std::min(strips, *s0 + strips_per_task);
     *p0 = chunk * panels_per_chunk, *p1 = std::min(panels, *p0 + panels_per_chunk);
   }
 };
@@ -247,31 +251,38 @@ void ConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   const int tr = isa.tile_rows, tc = isa.tile_cols;
   const int64_t images = args.batch;
   const int64_t cols_total = args.conv.out_size();
-  const ConvTasks tasks(images, cols_total, tc, w.panels, args.pool);
-  const TileEpilogue epilogue = BaseEpilogue(args);
   const ConvGeometry& g = args.conv;
   // A 1x1 convolution's im2col is the image itself: full strips read it in place.
   const bool pointwise = g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
                          g.pad_top == 0 && g.pad_left == 0 && g.out_h == g.height && g.out_w == g.width;
+  // A pointwise plane of up to 8 strips (14 x 14: 196 pixels) is one task's:
+  // the weights stream once per image, not once per group of 4 strips.
+  const ConvTasks tasks(images, cols_total, tc, w.panels, args.pool, pointwise ? 2 * kStripsPerTask : kStripsPerTask);
+  const TileEpilogue epilogue = BaseEpilogue(args);
+  // All of K in one slice when the strips the task packs (pointwise: only a
+  // last, partial one) hold at most 64 Ki floats: each weight panel then
+  // streams front to back instead of jumping between panels every slice.
+  const int64_t packed = pointwise ? (cols_total % tc != 0 ? 1 : 0) : tasks.strips_per_task;
+  const int64_t slice = packed * tc * w.k <= 65536 ? std::max<int64_t>(1, w.k) : kKc;
 
   ParallelFor(args.pool, tasks.count(images), 1, [&](int64_t t0, int64_t t1) {
-    float* strips_buf = ThreadScratch(static_cast<size_t>(kStripsPerTask * kKc * tc));
+    float* strips_buf = ThreadScratch(static_cast<size_t>(tasks.strips_per_task * slice * tc));
     for (int64_t t = t0; t < t1; ++t) {
       int64_t img, s0, s1, p0, p1;
       tasks.Get(t, w.panels, &img, &s0, &s1, &p0, &p1);
       const float* x = args.x + img * args.x_image_stride;
       float* y = args.y + img * args.y_image_stride;  // C[r][j] at y + r * cols_total + j
-      for (int64_t k0 = 0; k0 < w.k; k0 += kKc) {
-        const int64_t kc = std::min(kKc, w.k - k0);
+      for (int64_t k0 = 0; k0 < w.k; k0 += slice) {
+        const int64_t kc = std::min(slice, w.k - k0);
         for (int64_t s = s0; s < s1; ++s) {
           const int cols = static_cast<int>(std::min<int64_t>(tc, cols_total - s * tc));
           if (pointwise && cols == tc) continue;  // read in place
           ConvStripRun runs[64];  // a strip has at most tc <= 64 columns
           const int num_runs = ConvStripRuns(args.conv, s * tc, cols, runs);
-          isa.pack_conv_strip(args.conv, x, runs, num_runs, cols, k0, kc, tc, strips_buf + (s - s0) * kKc * tc);
+          isa.pack_conv_strip(args.conv, x, runs, num_runs, cols, k0, kc, tc, strips_buf + (s - s0) * slice * tc);
         }
         // Panel-major: each panel's rows of C are written across the task's
-        // strips in one run (kStripsPerTask * tc floats per output row),
+        // strips in one run (strips_per_task * tc floats per output row),
         // rather than tc floats into every output row of the task in turn;
         // the strips' slices are read from L2 once per panel. Measured on
         // EfficientNet-Lite0's 16 -> 96 1x1 on 112 x 112 (96 output rows of
@@ -286,7 +297,7 @@ void ConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
           for (int64_t s = s0; s < s1; ++s) {
             const int cols = static_cast<int>(std::min<int64_t>(tc, cols_total - s * tc));
             const bool in_place = pointwise && cols == tc;
-            const float* b = in_place ? x + k0 * cols_total + s * tc : strips_buf + (s - s0) * kKc * tc;
+            const float* b = in_place ? x + k0 * cols_total + s * tc : strips_buf + (s - s0) * slice * tc;
             const int64_t ldb = in_place ? cols_total : tc;
             float* c = y + (p * tr) * cols_total + s * tc;
             isa.tile(kc, w.panel(p) + k0 * tr, b, ldb, c, cols_total, rows, cols, k0 > 0, last ? &ep : nullptr);
@@ -399,9 +410,13 @@ void PointwiseDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   const int64_t chunks = (w.panels + strips_per_chunk - 1) / strips_per_chunk;
   const int64_t ld_block = strips_per_chunk * tc;  // the task's block: [per_task * tr, ld_block]
   const TileEpilogue epilogue = BaseEpilogue(args);
+  // All of K in one slice when the task's panels hold at most 64 Ki floats
+  // (256 KiB, in L2): each weight strip then streams front to back (as
+  // RowsDriver's one-panel case) instead of jumping between strips.
+  const int64_t slice = per_task * tr * w.k <= 65536 ? std::max<int64_t>(1, w.k) : kKc;
 
   ParallelFor(args.pool, base_tasks * chunks, 1, [&](int64_t t0, int64_t t1) {
-    const size_t panel_floats = static_cast<size_t>(kKc * tr);
+    const size_t panel_floats = static_cast<size_t>(slice * tr);
     float* scratch = ThreadScratch(per_task * (panel_floats + tr * ld_block));
     float* panels_buf = scratch;
     float* block = scratch + per_task * panel_floats;
@@ -413,7 +428,7 @@ void PointwiseDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
       float* y = args.y + img * args.y_image_stride;
       int64_t k0 = 0;
       do {  // at least once: K = 0 gives C = clamp(bias)
-        const int64_t kc = std::min(kKc, w.k - k0);
+        const int64_t kc = std::min(slice, w.k - k0);
         for (int64_t q = q0; q < q1; ++q) {
           float* panel = panels_buf + (q - q0) * panel_floats;
           const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
