@@ -336,10 +336,11 @@ void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   const int64_t strips_per_chunk = (w.panels + strip_chunks - 1) / strip_chunks;
   const int64_t chunks = (w.panels + strips_per_chunk - 1) / strips_per_chunk;
   const TileEpilogue epilogue = BaseEpilogue(args);
-  // One row panel (a batch-1 classifier, M = 1): all of K at once, so that
-  // each weight strip is read front to back in one stream (slices of kKc
-  // jumped between the strips every 32 KiB); its panel stays small.
-  const int64_t slice = x_panels == 1 ? std::max<int64_t>(1, w.k) : kKc;
+  // All of K at once when the task's row panels hold at most 128 Ki floats
+  // (512 KiB, in L2: a batch-1 classifier's one panel, a 64-token sequence),
+  // so that each weight strip is read front to back in one stream (slices of
+  // kKc jumped between the strips every 32 KiB).
+  const int64_t slice = per_task * tr * w.k <= 131072 ? std::max<int64_t>(1, w.k) : kKc;
 
   ParallelFor(args.pool, panel_groups * chunks, 1, [&](int64_t t0, int64_t t1) {
     float* panels_buf = ThreadScratch(static_cast<size_t>(per_task * slice * tr));
