@@ -97,6 +97,13 @@ const LayerShape kShapes[] = {
   {"effnet_lite0/b13_expand_7",       49, 1152,  192, true},
   {"effnet_lite0/b13_project_7",      49,  192, 1152, true},
   {"effnet_lite0/head_7",             49, 1280,  320, true},
+  // YOLOv8n (320 x 320): few output channels, K from 32 to 1152 (3x3
+  // windows as their im2col depth).
+  {"yolov8n/model1_3x3s2_80",       6400,   32,  144, true},
+  {"yolov8n/c2f_1x1_80",            6400,   32,   32, true},
+  {"yolov8n/model3_3x3s2_40",       1600,   64,  288, true},
+  {"yolov8n/head_3x3_40",           1600,   64,  576, true},
+  {"yolov8n/model7_3x3s2_10",        100,  256, 1152, true},
 };
 // clang-format on
 
