@@ -7,10 +7,11 @@ namespace {
 thread_local bool t_inside_pool = false;
 }  // namespace
 
-// No PAUSE in the loop: on this project's 2-vCPU VMs a spin of PAUSEs made
-// 2 threads slower than 1 (YOLOv8n INT8 11.6 ms against 8.2, the hypervisor
-// descheduling a pausing vCPU), a plain loop of loads 5.7 (sleeping at once:
-// 7.5). The spin is bounded by kSpin either way.
+// No PAUSE in the loop: on this project's 2-vCPU VMs a spin of PAUSEs at
+// times made 2 threads slower than 1 (YOLOv8n INT8 11.6 ms against 8.2; a
+// plain loop of loads 5.7 in the same minutes, sleeping at once 7.5; on a
+// quieter host both spins 5.8-6.0), likely the hypervisor descheduling a
+// pausing vCPU. The spin is bounded by kSpin either way.
 template <typename Pred>
 bool ThreadPool::SpinUntil(Pred pred) {
   const auto until = std::chrono::steady_clock::now() + kSpin;

@@ -8,6 +8,7 @@
 
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -329,6 +330,17 @@ Tensor RandomTensor(std::mt19937& rng, Shape shape) {
   return Tensor::FromVector<float>(shape, RandomNonzero(rng, static_cast<size_t>(n)));
 }
 
+// `m` on the fast kernels, activations fused, on `threads` threads (nullptr
+// and a test failure when it cannot be created).
+std::unique_ptr<Executor> FusedExecutor(const Model& m, int threads) {
+  ExecutorOptions options;
+  options.fuse_activations = true;
+  options.threads = threads;
+  auto fast = Executor::Create(m, options);
+  EXPECT_TRUE(fast.ok()) << fast.status().ToString();
+  return fast.ok() ? std::move(*fast) : nullptr;
+}
+
 // Runs `m` on the fast kernels (activations fused) and on the reference
 // kernels; returns the fast run's kernel names.
 std::vector<std::string> ExpectFastMatchesReference(const Model& m, const TensorMap& feed, bool exact = false) {
@@ -341,13 +353,10 @@ std::vector<std::string> ExpectFastMatchesReference(const Model& m, const Tensor
   EXPECT_TRUE((*ref)->Run(feed, &want).ok());
   std::vector<std::string> kernels;
   for (int threads : {1, 3}) {
-    ExecutorOptions options;
-    options.fuse_activations = true;
-    options.threads = threads;
-    auto fast = Executor::Create(m, options);
-    EXPECT_TRUE(fast.ok()) << fast.status().ToString();
+    std::unique_ptr<Executor> fast = FusedExecutor(m, threads);
+    if (fast == nullptr) return {};
     TensorMap got;
-    Status st = (*fast)->Run(feed, &got);
+    Status st = fast->Run(feed, &got);
     EXPECT_TRUE(st.ok()) << st.ToString();
     for (const auto& kv : want) {
       const Tensor& g = got.at(kv.first);
@@ -361,20 +370,16 @@ std::vector<std::string> ExpectFastMatchesReference(const Model& m, const Tensor
       }
     }
     kernels.clear();
-    for (const NodeKernel& k : (*fast)->NodeKernels()) kernels.push_back(k.op_type + ":" + KernelOps(k.kernel));
+    for (const NodeKernel& k : fast->NodeKernels()) kernels.push_back(k.op_type + ":" + KernelOps(k.kernel));
   }
   return kernels;
 }
 
 // `m`'s outputs on the fast kernels, activations fused, on `threads` threads.
 TensorMap RunFused(const Model& m, const TensorMap& feed, int threads) {
-  ExecutorOptions options;
-  options.fuse_activations = true;
-  options.threads = threads;
-  auto fast = Executor::Create(m, options);
-  EXPECT_TRUE(fast.ok()) << fast.status().ToString();
+  std::unique_ptr<Executor> fast = FusedExecutor(m, threads);
   TensorMap out;
-  if (fast.ok()) EXPECT_TRUE((*fast)->Run(feed, &out).ok());
+  if (fast != nullptr) EXPECT_TRUE(fast->Run(feed, &out).ok());
   return out;
 }
 

@@ -80,6 +80,18 @@ void ExpectClampedWithin(const std::vector<float>& got, const std::vector<float>
   EXPECT_EQ(got[want.size()], 42.0f) << "wrote past the planes";
 }
 
+// The depthwise convolution of `c` over `channels` channels, its output
+// shape in *y_shape (empty when PrepareConv rejects it).
+ConvParams DepthwiseParams(const DepthwiseCase& c, int64_t channels, Shape* y_shape) {
+  ConvParams p;
+  p.window.kernel = {c.kh, c.kw}, p.window.strides = {c.sh, c.sw}, p.window.dilations = {c.dh, c.dw};
+  p.window.pads = {c.pt, c.pl, c.pb, c.pr};
+  p.group = channels;
+  if (!PrepareConv({1, channels, c.h, c.w}, {channels, 1, c.kh, c.kw}, AutoPad::kNotSet, &p, y_shape).ok())
+    y_shape->clear();
+  return p;
+}
+
 // FP32 depthwise channels against ConvF32Ref, then the clamp: 1, 16 and 21
 // channels (a block of 16 lanes and a tail) of each geometry.
 void CheckDepthwiseF32(std::mt19937& rng, DepthwiseF32Fn fn) {
@@ -90,12 +102,9 @@ void CheckDepthwiseF32(std::mt19937& rng, DepthwiseF32Fn fn) {
     const int64_t channels = channel_counts[round++ % 3];
     SCOPED_TRACE("depthwise " + std::to_string(c.h) + "x" + std::to_string(c.w) + " k" + std::to_string(c.kh) + "x" +
                  std::to_string(c.kw) + ", " + std::to_string(channels) + " channels");
-    ConvParams p;
-    p.window.kernel = {c.kh, c.kw}, p.window.strides = {c.sh, c.sw}, p.window.dilations = {c.dh, c.dw};
-    p.window.pads = {c.pt, c.pl, c.pb, c.pr};
-    p.group = channels;
     Shape y_shape;
-    ASSERT_TRUE(PrepareConv({1, channels, c.h, c.w}, {channels, 1, c.kh, c.kw}, AutoPad::kNotSet, &p, &y_shape).ok());
+    const ConvParams p = DepthwiseParams(c, channels, &y_shape);
+    ASSERT_EQ(y_shape.size(), 4u);
     const int64_t taps = c.kh * c.kw;
     std::vector<float> x(static_cast<size_t>(channels * c.h * c.w)), w(static_cast<size_t>(channels * taps));
     std::vector<float> bias(static_cast<size_t>(channels));
@@ -134,12 +143,9 @@ void CheckPointwiseDepthwiseF32(std::mt19937& rng, PointwiseDepthwiseF32Fn fn) {
   for (const DepthwiseCase& c : kDepthwiseCases) {
     const int64_t channels = channel_counts[round % 5], in_channels = in_counts[round % 4];
     ++round;
-    ConvParams p;
-    p.window.kernel = {c.kh, c.kw}, p.window.strides = {c.sh, c.sw}, p.window.dilations = {c.dh, c.dw};
-    p.window.pads = {c.pt, c.pl, c.pb, c.pr};
-    p.group = channels;
     Shape y_shape;
-    ASSERT_TRUE(PrepareConv({1, channels, c.h, c.w}, {channels, 1, c.kh, c.kw}, AutoPad::kNotSet, &p, &y_shape).ok());
+    const ConvParams p = DepthwiseParams(c, channels, &y_shape);
+    ASSERT_EQ(y_shape.size(), 4u);
     PointwiseDepthwiseF32 a;
     a.channels = channels, a.in_channels = in_channels;
     a.height = c.h, a.width = c.w, a.out_h = y_shape[2], a.out_w = y_shape[3];
