@@ -239,8 +239,17 @@ void GemmS8Driver(const GemmS8Args& args, const GemmS8Isa& isa) {
   const int64_t slice_steps = std::max<int64_t>(1, (steps_total + slices - 1) / slices);
   const int64_t mc = mr * kMcTiles;
   const int64_t tile_cols = int64_t{kPanelWidth} * isa.max_panels;
-  const int64_t nc = std::min((n + tile_cols - 1) / tile_cols * tile_cols, kNc / tile_cols * tile_cols);
-  const int64_t m_blocks = (m + mc - 1) / mc, n_blocks = (n + nc - 1) / nc;
+  const int64_t m_blocks = (m + mc - 1) / mc, n_tiles = (n + tile_cols - 1) / tile_cols;
+  // Column blocks of at most kNc; with several threads, at least about four
+  // tasks per thread where the tile columns allow (a 64-token MatMul with N =
+  // 384 was one task: MiniLM's projections ran on one thread). Each output is
+  // still summed by one task in k order: the same bits for any split.
+  const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
+  int64_t n_blocks = (n_tiles * tile_cols + kNc / tile_cols * tile_cols - 1) / (kNc / tile_cols * tile_cols);
+  if (threads > 1) n_blocks = std::max(n_blocks, std::min(n_tiles, (4 * threads + m_blocks - 1) / m_blocks));
+  n_blocks = std::max<int64_t>(1, n_blocks);
+  const int64_t nc = (n_tiles + n_blocks - 1) / n_blocks * tile_cols;
+  n_blocks = (n + nc - 1) / nc;
   const size_t elem_bytes = b.format == PackedFormat::kPanel16x4S8 ? 1 : 2;
   const int64_t panel_bytes = steps_total * kPanelWidth * step * static_cast<int64_t>(elem_bytes);
   const char* b_data = b.format == PackedFormat::kPanel16x4S8 ? reinterpret_cast<const char*>(b.data_s8.data())
