@@ -206,6 +206,22 @@ void StoreTransposedPortable(const float* tile, int64_t ldt, int rows, int cols,
 
 namespace {
 
+// How many tasks a driver aims for: about kTasksPerThread per thread to
+// balance several threads; one thread needs no split (each split repacks
+// the activations it shares).
+int64_t TaskTarget(const ThreadPool* pool) {
+  const int64_t threads = pool != nullptr ? pool->num_threads() : 1;
+  return threads > 1 ? kTasksPerThread * threads : 1;
+}
+
+// The k slice of a driver whose task packs `floats_per_k` activation floats
+// per value of k: all of K when that fits `budget` floats (in L2), so that
+// each weight panel or strip streams front to back instead of jumping
+// between them every kKc; else kKc.
+int64_t SliceFor(int64_t floats_per_k, int64_t k, int64_t budget) {
+  return floats_per_k * k <= budget ? std::max<int64_t>(1, k) : kKc;
+}
+
 // The epilogue of the last k slice, without its bias pointers.
 TileEpilogue BaseEpilogue(const GemmF32Args& args) {
   TileEpilogue ep;
@@ -228,10 +244,9 @@ struct ConvTasks {
     strips = (cols_total + tc - 1) / tc;
     strips_per_task = strips <= max_strips ? std::max<int64_t>(1, strips) : kStripsPerTask;
     strip_groups = (strips + strips_per_task - 1) / strips_per_task;
-    const int64_t threads = pool != nullptr ? pool->num_threads() : 1;
     const int64_t base_tasks = std::max<int64_t>(1, images * strip_groups);
-    const int64_t tasks = threads > 1 ? kTasksPerThread * threads : 1;
-    const int64_t panel_chunks = std::min<int64_t>(panels, std::max<int64_t>(1, (tasks + base_tasks - 1) / base_tasks));
+    const int64_t panel_chunks =
+        std::min<int64_t>(panels, std::max<int64_t>(1, (TaskTarget(pool) + base_tasks - 1) / base_tasks));
     panels_per_chunk = std::max<int64_t>(1, (panels + panel_chunks - 1) / std::max<int64_t>(1, panel_chunks));
     chunks = (panels + panels_per_chunk - 1) / panels_per_chunk;
   }
@@ -259,11 +274,9 @@ void ConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   // the weights stream once per image, not once per group of 4 strips.
   const ConvTasks tasks(images, cols_total, tc, w.panels, args.pool, pointwise ? 2 * kStripsPerTask : kStripsPerTask);
   const TileEpilogue epilogue = BaseEpilogue(args);
-  // All of K in one slice when the strips the task packs (pointwise: only a
-  // last, partial one) hold at most 64 Ki floats: each weight panel then
-  // streams front to back instead of jumping between panels every slice.
+  // The strips the task packs (pointwise: only a last, partial one).
   const int64_t packed = pointwise ? (cols_total % tc != 0 ? 1 : 0) : tasks.strips_per_task;
-  const int64_t slice = packed * tc * w.k <= 65536 ? std::max<int64_t>(1, w.k) : kKc;
+  const int64_t slice = SliceFor(packed * tc, w.k, 65536);
 
   ParallelFor(args.pool, tasks.count(images), 1, [&](int64_t t0, int64_t t1) {
     float* strips_buf = ThreadScratch(static_cast<size_t>(tasks.strips_per_task * slice * tc));
@@ -329,18 +342,14 @@ void RowsDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   // stream once (as kPointwiseConv's panels; one thread: one chunk).
   const int64_t per_task = x_panels <= 2 * kPanelsPerTask ? std::max<int64_t>(1, x_panels) : kPanelsPerTask;
   const int64_t panel_groups = (x_panels + per_task - 1) / per_task;
-  const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
-  const int64_t tasks = threads > 1 ? kTasksPerThread * threads : 1;
-  const int64_t strip_chunks =
-      std::min<int64_t>(w.panels, std::max<int64_t>(1, (tasks + panel_groups - 1) / std::max<int64_t>(1, panel_groups)));
+  const int64_t strip_chunks = std::min<int64_t>(
+      w.panels, std::max<int64_t>(1, (TaskTarget(args.pool) + panel_groups - 1) / std::max<int64_t>(1, panel_groups)));
   const int64_t strips_per_chunk = (w.panels + strip_chunks - 1) / strip_chunks;
   const int64_t chunks = (w.panels + strips_per_chunk - 1) / strips_per_chunk;
   const TileEpilogue epilogue = BaseEpilogue(args);
-  // All of K at once when the task's row panels hold at most 128 Ki floats
-  // (512 KiB, in L2: a batch-1 classifier's one panel, a 64-token sequence),
-  // so that each weight strip is read front to back in one stream (slices of
-  // kKc jumped between the strips every 32 KiB).
-  const int64_t slice = per_task * tr * w.k <= 131072 ? std::max<int64_t>(1, w.k) : kKc;
+  // The task's row panels in one slice up to 512 KiB (a batch-1
+  // classifier's one panel, a 64-token sequence).
+  const int64_t slice = SliceFor(per_task * tr, w.k, 131072);
 
   ParallelFor(args.pool, panel_groups * chunks, 1, [&](int64_t t0, int64_t t1) {
     float* panels_buf = ThreadScratch(static_cast<size_t>(per_task * slice * tr));
@@ -402,19 +411,13 @@ void PointwiseDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   const int64_t per_task = x_panels <= 2 * kPanelsPerTask ? x_panels : kPanelsPerTask;
   const int64_t panel_groups = (x_panels + per_task - 1) / per_task;
   const int64_t base_tasks = args.batch * panel_groups;
-  const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
-  // Chunks of the weight strips balance the threads; each repacks the task's
-  // pixel panels, so one thread takes them all at once.
-  const int64_t tasks = threads > 1 ? kTasksPerThread * threads : 1;
-  const int64_t strip_chunks = std::min<int64_t>(w.panels, std::max<int64_t>(1, (tasks + base_tasks - 1) / base_tasks));
+  const int64_t strip_chunks =
+      std::min<int64_t>(w.panels, std::max<int64_t>(1, (TaskTarget(args.pool) + base_tasks - 1) / base_tasks));
   const int64_t strips_per_chunk = (w.panels + strip_chunks - 1) / strip_chunks;
   const int64_t chunks = (w.panels + strips_per_chunk - 1) / strips_per_chunk;
   const int64_t ld_block = strips_per_chunk * tc;  // the task's block: [per_task * tr, ld_block]
   const TileEpilogue epilogue = BaseEpilogue(args);
-  // All of K in one slice when the task's panels hold at most 64 Ki floats
-  // (256 KiB, in L2): each weight strip then streams front to back (as
-  // RowsDriver's one-panel case) instead of jumping between strips.
-  const int64_t slice = per_task * tr * w.k <= 65536 ? std::max<int64_t>(1, w.k) : kKc;
+  const int64_t slice = SliceFor(per_task * tr, w.k, 65536);  // the task's pixel panels up to 256 KiB
 
   ParallelFor(args.pool, base_tasks * chunks, 1, [&](int64_t t0, int64_t t1) {
     const size_t panel_floats = static_cast<size_t>(slice * tr);

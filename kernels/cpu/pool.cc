@@ -41,6 +41,19 @@ inline T Max(T v, T best) {
   else return v > best ? v : best;
 }
 
+struct Pool2d {
+  int64_t h, wd, ho, wo, kh, kw, sh, sw, dh, dw, pt, pl;
+};
+
+// A window centred on its output (stride 1, no dilation, odd kernel, pads
+// (k - 1) / 2, y the size of x: YOLO's SPPF) over a plane narrower than 64
+// columns, whose rows are too short for the row loops to vectorize: both
+// element types then run whole planes at once.
+bool CentredOnSmallPlane(const Pool2d& g) {
+  return g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.kh % 2 == 1 && g.kw % 2 == 1 && g.pt == g.kh / 2 &&
+         g.pl == g.kw / 2 && g.ho == g.h && g.wo == g.wd && g.h > 0 && g.wd > 0 && g.wd < 64;
+}
+
 // Per output row: the interior columns (whole window inside x) by
 // `interior` over the in-bounds taps (no bounds checks); the border columns
 // check each tap. When every window holds a column of x, each plane's rows
@@ -73,9 +86,7 @@ void MaxPool2dFloat(const WindowGeometry& w, const Shape& x_shape, const float* 
   // taps whole rows of the padded plane apart (row ends line up: the windows
   // of a row's last outputs read only padding past it). Rows of 10 outputs
   // would leave the vector loop one short chain of taps per row.
-  const bool centred = sh == 1 && sw == 1 && dh == 1 && dw == 1 && kh % 2 == 1 && kw % 2 == 1 && pt == kh / 2 &&
-                       pl == kw / 2 && oh == h && ow == wd && wd < 64 && h > 0 && wd > 0;
-  if (centred) {
+  if (CentredOnSmallPlane({h, wd, oh, ow, kh, kw, sh, sw, dh, dw, pt, pl})) {
     const int64_t pw = wd + 2 * pl, ph = h + 2 * pt, run = (h - 1) * pw + wd;
     ParallelFor(pool, x_shape[0] * x_shape[1], 1, [&](int64_t p0, int64_t p1) {
       std::vector<T> padded_plane(static_cast<size_t>(ph * pw), -std::numeric_limits<T>::infinity());
@@ -165,9 +176,6 @@ void TapRange(int64_t start, int64_t kernel, int64_t dilation, int64_t size, int
   *begin = b, *end = e;
 }
 
-struct Pool2d {
-  int64_t h, wd, ho, wo, kh, kw, sh, sw, dh, dw, pt, pl;
-};
 
 // One (n, c) plane. The geometry comes by value and lives in locals: with
 // byte stores in the loops, the compiler could not keep values read through
@@ -243,9 +251,7 @@ template <typename T>
 void MaxPool2dBytes(const WindowGeometry& w, const Shape& xs, const T* x, const Shape& ys, T* y, ThreadPool* pool) {
   const Pool2d g = {xs[2],          xs[3],        ys[2],          ys[3],          w.kernel[0], w.kernel[1],
                     w.strides[0],   w.strides[1], w.dilations[0], w.dilations[1], w.pads[0],   w.pads[1]};
-  const bool centred = g.sh == 1 && g.sw == 1 && g.dh == 1 && g.dw == 1 && g.kh % 2 == 1 && g.kw % 2 == 1 &&
-                       g.pt == g.kh / 2 && g.pl == g.kw / 2 && g.ho == g.h && g.wo == g.wd;
-  if (centred && g.wd < 64) {
+  if (CentredOnSmallPlane(g)) {
     ParallelFor(pool, xs[0] * xs[1], 1, [&](int64_t p0, int64_t p1) {
       const size_t size = static_cast<size_t>(g.h * (g.wd + 2 * g.pl));
       std::vector<T> a(size), b(size);
