@@ -91,6 +91,20 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   impl->model = model;
   SPARQ_RETURN_IF_ERROR(impl->model.graph.TopoSort());
   if (options.lower_fp16) LowerFloat16ToFloat32(&impl->model);
+  // Kept values are graph outputs while the rewrites run: every rewrite
+  // leaves a graph output where it is.
+  std::vector<ValueInfo>& outputs = impl->model.graph.outputs;
+  const size_t real_outputs = outputs.size();
+  {
+    std::set<std::string> present;
+    for (const auto& v : outputs) present.insert(v.name);
+    for (const auto& name : options.keep_values)
+      if (present.insert(name).second) {
+        ValueInfo kept;
+        kept.name = name;
+        outputs.push_back(std::move(kept));
+      }
+  }
   if (options.fold_constants || options.fold_constant_subgraphs)
     SPARQ_RETURN_IF_ERROR(FoldConstants(&impl->model).status());
   if (options.fold_constants) FoldPadsIntoConvs(&impl->model);
@@ -99,6 +113,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
     FuseConvActivations(&impl->model);
     FusePointwiseDepthwise(&impl->model);
   }
+  outputs.resize(real_outputs);
   const Graph& g = impl->model.graph;
   impl->pool = std::make_unique<ThreadPool>(options.threads);
 

@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 
 #include "kernels/parallel.h"
 #include "sparq/executor.h"
@@ -244,6 +245,47 @@ TEST(Executor, BlockPrunedLinearLayersRunSparse) {
     ASSERT_TRUE(dense.ok());
     EXPECT_EQ(testing::KernelOps((*dense)->NodeKernels().at(0).kernel), "gemm_f32");
   }
+}
+
+// Values listed in keep_values survive the fusions: a Conv -> Relu fuses into
+// one node, unless the Conv's output is kept (calibration observes it).
+TEST(Executor, KeptValuesAreNotFusedAway) {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  Graph& g = m.graph;
+  g.inputs.push_back(testing::FloatInput("x", {{2, ""}, {3, ""}, {6, ""}, {6, ""}}));
+  g.outputs.push_back(testing::FloatInput("y", {{2, ""}, {4, ""}, {6, ""}, {6, ""}}));
+  g.initializers["w"] = testing::RandomFloats({4, 3, 3, 3}, 3);
+  g.nodes.push_back({"conv", "Conv", "", {"x", "w"}, {"c"}, {Attribute::Ints("pads", {1, 1, 1, 1})}, ""});
+  g.nodes.push_back({"relu", "Relu", "", {"c"}, {"y"}, {}, ""});
+  const Tensor x = testing::RandomFloats({2, 3, 6, 6}, 4);
+  auto run = [&](const std::vector<std::string>& keep, std::vector<std::string>* seen, size_t* nodes) {
+    ExecutorOptions options{1};
+    options.fuse_activations = true;
+    options.keep_values = keep;
+    auto exec = Executor::Create(m, options);
+    EXPECT_TRUE(exec.ok()) << exec.status().ToString();
+    *nodes = (*exec)->NodeKernels().size();
+    RunOptions run_options;
+    run_options.on_node_outputs = [&](const Node& n, const std::vector<Tensor>&) {
+      seen->push_back(n.outputs[0]);
+      return Status::OK();
+    };
+    TensorMap out;
+    EXPECT_TRUE((*exec)->Run({{"x", x}}, &out, run_options).ok());
+    EXPECT_EQ(out.size(), 1u);  // kept values are not outputs
+    return out["y"];
+  };
+  std::vector<std::string> fused_seen, kept_seen;
+  size_t fused_nodes = 0, kept_nodes = 0;
+  const Tensor fused = run({}, &fused_seen, &fused_nodes);
+  const Tensor kept = run({"c"}, &kept_seen, &kept_nodes);
+  EXPECT_EQ(fused_nodes, 1u);
+  EXPECT_EQ(fused_seen, std::vector<std::string>{"y"});
+  EXPECT_EQ(kept_nodes, 2u);
+  EXPECT_EQ(kept_seen, (std::vector<std::string>{"c", "y"}));
+  ASSERT_EQ(fused.numel(), kept.numel());
+  EXPECT_EQ(std::memcmp(fused.data<float>(), kept.data<float>(), fused.numel() * sizeof(float)), 0);
 }
 
 TEST(ThreadPool, CoversRangeExactlyOnce) {
