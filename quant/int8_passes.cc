@@ -8,12 +8,6 @@
 namespace sparq {
 namespace {
 
-// Ops through which INT8 may keep flowing in QDQ form: when all their float
-// inputs are dequantized values, their output is quantized too, so runtimes
-// can fuse them (TensorRT: residual Add, Concat, pooling; ONNX Runtime: the
-// same ops as QDQ node units).
-const std::set<std::string> kFlowOps = {"Add", "Concat", "MaxPool", "AveragePool", "GlobalAveragePool", "Relu", "Clip"};
-
 Tensor ZeroPoint(const TensorRange& r) {
   if (r.is_signed) return Tensor::Scalar<int8_t>(static_cast<int8_t>(r.zero_point));
   return Tensor::Scalar<uint8_t>(static_cast<uint8_t>(r.zero_point));
@@ -124,6 +118,12 @@ class QdqBuilder {
 
 }  // namespace
 
+bool IsFlowOp(const Node& n) {
+  static const std::set<std::string> kFlowOps = {"Add",         "Concat",           "MaxPool", "AveragePool",
+                                                 "GlobalAveragePool", "Relu", "Clip"};
+  return n.domain.empty() && kFlowOps.count(n.op_type) > 0;
+}
+
 Status InsertQdq(Model& model, const CalibrationTable& table, const std::vector<Precision>& precision,
                  const QuantizeOptions& options, std::set<std::string>& float_values, QuantizeReport* report) {
   Graph& g = model.graph;
@@ -161,8 +161,7 @@ Status InsertQdq(Model& model, const CalibrationTable& table, const std::vector<
       SPARQ_RETURN_IF_ERROR(qdq.QuantizeOutput(y));
       continue;
     }
-    if (precision[i] == Precision::kFP32 && options.precision == Precision::kINT8 && kFlowOps.count(n.op_type) &&
-        n.domain.empty()) {
+    if (precision[i] == Precision::kFP32 && options.precision == Precision::kINT8 && IsFlowOp(n)) {
       bool all_quantized = true, any_float = false;
       for (const auto& in : n.inputs) {
         if (in.empty() || !float_values.count(in) || g.FindWeight(in) != nullptr) continue;

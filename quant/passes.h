@@ -28,6 +28,12 @@ bool HasQuantizableBias(const Graph& g, const Node& n, const WeightedLayer& laye
 // clamp exactly. Returns the activation's index.
 std::optional<size_t> FusedActivation(const Graph& g, size_t index);
 
+// Ops through which INT8 may keep flowing in QDQ form: when all their float
+// inputs are dequantized values, InsertQdq quantizes their output too (when
+// the table has its range), so runtimes can fuse them (TensorRT: residual
+// Add, Concat, pooling; ONNX Runtime: the same ops as QDQ node units).
+bool IsFlowOp(const Node& n);
+
 // Whether INT8 weights get one scale per output channel: asked for, and
 // expressible (QOperator form, or QDQ at opset >= 13: per-axis DequantizeLinear).
 bool PerAxisWeights(const Model& model, const QuantizeOptions& options);

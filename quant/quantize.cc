@@ -202,13 +202,43 @@ StatusOr<std::vector<CalibrationNeed>> CalibrationTensorsNeeded(const Model& inp
   auto need = [&](const std::string& tensor, const Node& n, const char* role) {
     if (seen.insert(tensor).second) needs.push_back({tensor, std::string(role) + " of INT8 layer '" + NodeKey(n) + "'"});
   };
+  // QDQ form: the values whose readers all see a dequantized form (layer
+  // outputs, then flow-op outputs, as InsertQdq walks the graph), and the
+  // float values, as far as shape inference knows their types.
+  const bool qdq = options.format == QuantFormat::kQDQ && options.precision == Precision::kINT8;
+  std::set<std::string> requantized;
+  std::map<std::string, DataType> types;
+  if (qdq) {
+    InferShapes(model).ok();  // best effort: an unknown type counts as float
+    for (const auto* list : {&g.inputs, &g.outputs, &g.value_info})
+      for (const auto& v : *list) types[v.name] = v.dtype;
+  }
+  auto maybe_float = [&](const std::string& v) {
+    auto it = types.find(v);
+    return it == types.end() || it->second == DataType::kUndefined || it->second == DataType::kFloat32;
+  };
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (precision[i] != Precision::kINT8) continue;
     const Node& n = g.nodes[i];
-    need(n.inputs[0], n, "input");
-    // Quantized once, after a fusable activation (Conv -> Relu -> Q).
-    const auto act = FusedActivation(g, i);
-    need(act ? g.nodes[*act].outputs[0] : n.outputs[0], n, "output");
+    if (precision[i] == Precision::kINT8) {
+      need(n.inputs[0], n, "input");
+      // Quantized once, after a fusable activation (Conv -> Relu -> Q).
+      const auto act = FusedActivation(g, i);
+      const std::string& y = act ? g.nodes[*act].outputs[0] : n.outputs[0];
+      need(y, n, "output");
+      requantized.insert(y);
+      continue;
+    }
+    if (!qdq || precision[i] != Precision::kFP32 || !IsFlowOp(n)) continue;
+    bool any_float = false, all_quantized = true;
+    for (const auto& in : n.inputs) {
+      if (in.empty() || g.FindWeight(in) != nullptr || !maybe_float(in)) continue;
+      any_float = true;
+      all_quantized &= requantized.count(in) > 0;
+    }
+    if (any_float && all_quantized && seen.insert(n.outputs[0]).second) {
+      needs.push_back({n.outputs[0], "output of '" + NodeKey(n) + "' (INT8 flows through " + n.op_type + ")", false});
+      requantized.insert(n.outputs[0]);
+    }
   }
   return needs;
 }
@@ -216,16 +246,17 @@ StatusOr<std::vector<CalibrationNeed>> CalibrationTensorsNeeded(const Model& inp
 Status CheckCalibrationTable(const Model& model, const CalibrationTable& table, const QuantizeOptions& options,
                              std::vector<std::string>* warnings) {
   SPARQ_ASSIGN_OR_RETURN(std::vector<CalibrationNeed> needs, CalibrationTensorsNeeded(model, options));
-  size_t missing = 0;
+  size_t missing = 0, required = 0;
   const CalibrationNeed* first = nullptr;
   for (const auto& n : needs) {
-    if (table.Find(n.tensor) != nullptr) continue;
+    required += n.required;
+    if (!n.required || table.Find(n.tensor) != nullptr) continue;
     if (first == nullptr) first = &n;
     ++missing;
   }
   if (first != nullptr) {
     return Status::NotFound("the calibration table has no range for tensor '" + first->tensor + "' (" + first->use +
-                            "); " + std::to_string(missing) + " of the " + std::to_string(needs.size()) +
+                            "); " + std::to_string(missing) + " of the " + std::to_string(required) +
                             " tensors quantization needs are missing: was it calibrated on another model?");
   }
   if (warnings == nullptr) return Status::OK();

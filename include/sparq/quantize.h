@@ -100,11 +100,16 @@ QuantizeModel(const Model& model, const CalibrationTable& table, const QuantizeO
 struct SPARQ_API CalibrationNeed {
   std::string tensor;
   std::string use;  // e.g. "input of INT8 layer 'conv1'"
+  // false: quantization uses the range when the table has it (INT8 flowing
+  // on through an Add, Concat or pooling) and leaves the value float without.
+  bool required = true;
 };
 
 // The ranges QuantizeModel(model, table, options) reads: for each layer that
 // resolves to static INT8 (rules applied, BatchNorm folded when asked), its
-// input and its output (that of a fused Relu/Clip when one follows). Empty
+// input and its output (that of a fused Relu/Clip when one follows), and in
+// QDQ form the outputs of the flow ops (Add, Concat, pooling, Relu, Clip)
+// whose float inputs are all quantized, which INT8 then flows through. Empty
 // for dynamic INT8 and for FP16/FP32 (FP16 reads ranges only to keep
 // overflowing values in float32). In graph order, each tensor once.
 // Errors: those of FoldBatchNorm and of the layer rules (as QuantizeModel).

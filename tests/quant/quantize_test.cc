@@ -281,16 +281,19 @@ TEST(CalibrationTable, NeedsEachInt8LayersInputAndOutput) {
   ASSERT_TRUE(needs.ok()) << needs.status().ToString();
   std::vector<std::string> names;
   for (const auto& n : *needs) names.push_back(n.tensor);
-  // BatchNormalization folded into conv1, whose output is quantized after the Relu.
-  EXPECT_EQ(names, (std::vector<std::string>{"x", "r1", "c2", "f", "y"}));
+  // BatchNormalization folded into conv1, whose output is quantized after the
+  // Relu; INT8 flows on through the pooling (its input c2 is quantized).
+  EXPECT_EQ(names, (std::vector<std::string>{"x", "r1", "c2", "p", "f", "y"}));
   EXPECT_EQ((*needs)[1].use, "output of INT8 layer 'conv1'");
+  EXPECT_EQ((*needs)[3].use, "output of 'gap' (INT8 flows through GlobalAveragePool)");
+  EXPECT_FALSE((*needs)[3].required);  // without it the pooling stays float
 
   // Layers kept in float need nothing; dynamic INT8 reads no ranges.
   QuantizeOptions fc_float;
   fc_float.layers = {{"fc", Precision::kFP32}};
   auto fewer = CalibrationTensorsNeeded(m, fc_float);
   ASSERT_TRUE(fewer.ok());
-  EXPECT_EQ(fewer->size(), 3u);
+  EXPECT_EQ(fewer->size(), 4u);
   QuantizeOptions dynamic;
   dynamic.dynamic = true;
   EXPECT_TRUE(CalibrationTensorsNeeded(m, dynamic)->empty());
