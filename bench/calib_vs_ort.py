@@ -6,8 +6,10 @@ than onnxruntime's Entropy calibration, with at least 10x less peak memory,
 on each suite model. Both sides do the same job, from the FP32 model and the
 calibration split to a written INT8 QDQ model:
 
-  sparq      `sparq calibrate --method kl --samples N` then `sparq quantize
-             --scales` (two processes: time summed, peak RSS the larger)
+  sparq      `sparq calibrate --method kl --samples N --int8-only` then
+             `sparq quantize --scales` (two processes: time summed, peak RSS
+             the larger); --int8-only observes only the tensors INT8
+             quantization reads (the same INT8 model), --tensors all every one
   onnxruntime quantize_static(..., calibrate_method=Entropy, QDQ,
              per_channel=True) in a worker process, reading the same samples
              in batches of 8 (bench/accuracy_suite.py's worker); its time is
@@ -38,11 +40,12 @@ from quant_vs_ort import machine, measure, tail  # noqa: E402
 SECTION = "## Calibration cost vs onnxruntime (issue 14)"
 
 
-def run_sparq(sparq, model, calib, n, work, threads):
+def run_sparq(sparq, model, calib, n, work, threads, tensors):
     scales = os.path.join(work, "sparq_kl_scales.json")
     out = os.path.join(work, "sparq_kl.onnx")
+    scope = ["--int8-only"] if tensors == "int8" else []
     cal = measure([sparq, "calibrate", model, "--data", calib, "--method", "kl", "--samples", str(n), "--batch", "8",
-                   "--threads", str(threads), "-o", scales], os.path.join(work, "sparq_calibrate.log"))
+                   "--threads", str(threads), "-o", scales] + scope, os.path.join(work, "sparq_calibrate.log"))
     if cal["rc"] != 0:
         return {"error": "sparq calibrate: " + " ".join(tail(cal["log"], 3).split())[-300:]}
     q = measure([sparq, "quantize", model, "--scales", scales, "-o", out], os.path.join(work, "sparq_quantize.log"))
@@ -59,6 +62,9 @@ def main(argv=None):
     ap.add_argument("--models", default="efficientnet_lite0,minilm_l6,yolov8n_det,ppocr_rec,ppocr_det")
     ap.add_argument("--samples", type=int, default=256, help="calibration samples (at most what the split has)")
     ap.add_argument("--threads", type=int, default=2, help="sparq's threads (onnxruntime uses its default)")
+    ap.add_argument("--tensors", choices=["int8", "all"], default="int8",
+                    help="sparq observes the tensors INT8 quantization reads (--int8-only: the same INT8 model, "
+                         "the rest of the graph fused) or every tensor (what a TensorRT cache or FP16 needs)")
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--work", default=os.path.join(REPO, "build", "calib_vs_ort"))
     ap.add_argument("--cpu-time", action="store_true",
@@ -75,7 +81,7 @@ def main(argv=None):
         n = len(next(iter(calib.values())))
         runs = {"sparq": [], "ort": []}
         for _ in range(args.rounds):
-            runs["sparq"].append(run_sparq(sparq, model, paths["calib"], n, work, args.threads))
+            runs["sparq"].append(run_sparq(sparq, model, paths["calib"], n, work, args.threads, args.tensors))
             runs["ort"].append(run_ort(model, paths, work, "Entropy", "static", "Entropy", n))
         row = {"model": name, "samples": n}
         for side, results in runs.items():
@@ -103,7 +109,8 @@ def markdown(rows, args, argv):
     lines = [SECTION, "",
              f"Machine: {machine()}. Date {datetime.datetime.utcnow():%Y-%m-%d %H:%M} UTC.", "",
              "Command: `python3 bench/calib_vs_ort.py " + " ".join(argv if argv is not None else sys.argv[1:]) + "`",
-             "", "sparq: `sparq calibrate --method kl` + `sparq quantize --scales` (" +
+             "", "sparq: `sparq calibrate --method kl" + (" --int8-only" if args.tensors == "int8" else "") +
+             "` + `sparq quantize --scales` (" +
              ("CPU time of all threads" if args.cpu_time else "wall") + ", start-up and data loading "
              "included); onnxruntime: `quantize_static(..., calibrate_method=Entropy, QDQ, per_channel=True)` "
              "(the call). Target: >= 10x faster and >= 10x less peak memory.", "",

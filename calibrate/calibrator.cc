@@ -203,11 +203,9 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
   if (options.bins < 128 || options.bins % 2 != 0) {
     return Status::InvalidArgument("calibration bins must be an even number >= 128, got " + std::to_string(options.bins));
   }
+  std::set<std::string> wanted = ActivationNames(model);
   ExecutorOptions exec_options{options.threads};
   exec_options.fold_constant_subgraphs = true;  // weights as Constant nodes still reach the fast kernels
-  SPARQ_ASSIGN_OR_RETURN(auto exec, Executor::Create(model, exec_options));
-  ThreadPool pool(options.threads);
-  std::set<std::string> wanted = ActivationNames(model);
   if (!options.tensors.empty()) {
     std::set<std::string> chosen;
     for (const auto& name : options.tensors) {
@@ -215,7 +213,15 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
       chosen.insert(name);
     }
     wanted = std::move(chosen);
+    // Only these are observed: everything else fuses and folds as in
+    // deployment (Conv + Clip one node, Pads into Convs), with the same bits
+    // for the kept values, fewer passes over memory and fewer live tensors.
+    exec_options.fold_constants = true;
+    exec_options.fuse_activations = true;
+    exec_options.keep_values.assign(wanted.begin(), wanted.end());
   }
+  SPARQ_ASSIGN_OR_RETURN(auto exec, Executor::Create(model, exec_options));
+  ThreadPool pool(options.threads);
   std::map<std::string, Observer> observers;
   auto observe = [&](const std::string& name, const Tensor& t) -> Status {
     if (!wanted.count(name) || t.dtype() != DataType::kFloat32) return Status::OK();

@@ -34,11 +34,15 @@ RunFn AddCalibrateCommand(CLI::App& app) {
                   "Also write a TensorRT calibration cache here (methods kl and max, symmetric tables only)");
   sub->add_option("--trt-version", args->options.trt_version, "TensorRT version in the cache header (8601 = 8.6.1)")
       ->capture_default_str();
+  sub->add_flag("--int8-only", args->options.int8_only,
+                "Observe only the tensors INT8 quantization needs (inputs and outputs of Conv/Gemm/MatMul), the rest "
+                "fused: faster, less memory; the table then serves INT8 quantization only (no FP16, no --trt-cache)");
   sub->add_flag("--progress", args->progress, "Show a progress bar even when stderr is not a terminal");
   sub->footer(R"(Examples:
   sparq calibrate model.onnx --data calib.npz --method kl -o scales.json
   sparq calibrate model.onnx --data calib/ --method percentile --percentile 99.99 -o scales.json
-  sparq calibrate model.onnx --data calib.npz --method max -o scales.json --trt-cache calib.cache --trt-version 8601)");
+  sparq calibrate model.onnx --data calib.npz --method max -o scales.json --trt-cache calib.cache --trt-version 8601
+  sparq calibrate model.onnx --data calib.npz --int8-only -o scales.json && sparq quantize model.onnx --scales scales.json -o int8.onnx)");
   return [args]() {
     auto method = ParseCalibrationMethod(args->method);
     if (!method.ok()) return ReportError(method.status());

@@ -7,6 +7,7 @@
 #include "sparq/executor.h"
 #include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
+#include "sparq/quantize.h"
 #include "sparq/version.h"
 
 namespace sparq {
@@ -31,6 +32,15 @@ StatusOr<CalibrationTable> CalibrateFiles(const CalibrateFilesOptions& options) 
   SPARQ_ASSIGN_OR_RETURN(Model model, LoadModelForData(options.model, options.batch_size, options.samples, &d));
   SPARQ_ASSIGN_OR_RETURN(BatchSource data, OpenDataset(options.data, model.graph, d));
   CalibrationOptions c = options.calibration;
+  if (options.int8_only && c.tensors.empty()) {
+    if (!options.trt_cache.empty()) {
+      return Status::InvalidArgument("int8_only observes only the tensors INT8 quantization needs; a TensorRT cache "
+                                     "(trt_cache) needs every tensor: leave one of them out");
+    }
+    SPARQ_ASSIGN_OR_RETURN(std::vector<CalibrationNeed> needs, CalibrationTensorsNeeded(model, QuantizeOptions{}));
+    for (const auto& n : needs) c.tensors.push_back(n.tensor);
+    if (c.tensors.empty()) return Status::InvalidArgument(options.model + ": INT8 quantization needs no tensor (no Conv, Gemm or MatMul with weights)");
+  }
   if (c.progress) {
     c.progress = [user = options.calibration.progress, total = data.samples()](CalibrationProgress& p) {
       p.total_samples = total;

@@ -46,7 +46,7 @@ class Runner {
   }
   EvaluateCallOptions CallOptions(const std::string& stage) const;
   Status OpenData();
-  StatusOr<CalibrationTable> CalibrateModel();
+  StatusOr<CalibrationTable> CalibrateModel(const QuantizeOptions& q);
   StatusOr<CalibrationTable> LoadTable(const QuantizeOptions& q);
   StatusOr<std::map<std::string, std::vector<float>>> MeasureBiasCorrection();
   Status UpgradeOpsetForInt8();
@@ -118,11 +118,34 @@ void Runner::Judge(const EvalReport& e) {
   JudgeGate(r_.evaluate.gate, &report_);
 }
 
-StatusOr<CalibrationTable> Runner::CalibrateModel() {
+// Which tensors to calibrate: only those static INT8 quantization reads
+// (CalibrationTensorsNeeded), so that the rest of the graph fuses while
+// calibrating, unless float16 may appear (it keeps a node in float32 by its
+// values' ranges) or a side file (output.scales, output.trt_cache) should
+// hold every tensor. Empty = every tensor.
+StatusOr<std::vector<std::string>> CalibrationScope(const Model& model, const QuantizeOptions& q,
+                                                    const Recipe& r) {
+  bool every = q.dynamic || q.precision != Precision::kINT8 || q.other_precision != Precision::kFP32 ||
+               !r.output.scales.empty() || !r.output.trt_cache.empty() ||
+               (r.quantize.fallback.enabled && r.quantize.fallback.to == Precision::kFP16);
+  for (const auto& rule : q.layers) every |= rule.precision == Precision::kFP16;
+  std::vector<std::string> tensors;
+  if (every) return tensors;
+  SPARQ_ASSIGN_OR_RETURN(std::vector<CalibrationNeed> needs, CalibrationTensorsNeeded(model, q));
+  for (auto& n : needs) tensors.push_back(std::move(n.tensor));
+  return tensors;
+}
+
+StatusOr<CalibrationTable> Runner::CalibrateModel(const QuantizeOptions& q) {
   BatchFn next = calibration_();
   CalibrationOptions c;
   static_cast<CalibrationMethodOptions&>(c) = r_.quantize.calibration;
   c.threads = r_.evaluate.threads;
+  SPARQ_ASSIGN_OR_RETURN(c.tensors, CalibrationScope(fp32_, q, r_));
+  if (!c.tensors.empty()) {
+    Log("calibrate: only the " + std::to_string(c.tensors.size()) +
+        " tensors INT8 reads (no scales.json or TensorRT cache to write), the rest fused");
+  }
   // In samples, as the evaluation stages count: the source knows its size
   // (after data.calibration_samples).
   const int64_t total = calibration_.samples();
@@ -275,7 +298,7 @@ StatusOr<RunReport> Runner::Run() {
   // reuse quantize.scales (loaded and checked above).
   if (r_.quantize.scales.empty()) {
     Log("calibrate (" + std::string(CalibrationMethodName(r_.quantize.calibration.method)) + ") on " + r_.data.calibration);
-    SPARQ_ASSIGN_OR_RETURN(table, Timed("calibrate", [&] { return CalibrateModel(); }));
+    SPARQ_ASSIGN_OR_RETURN(table, Timed("calibrate", [&] { return CalibrateModel(qopt); }));
   }
   const bool int8 = r_.quantize.enabled && r_.quantize.precision != RecipeQuantize::Precision::kFp16;
   if (int8 && !r_.output.scales.empty() && r_.quantize.scales.empty()) {

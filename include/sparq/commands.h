@@ -22,6 +22,14 @@ struct SPARQ_API CalibrateFilesOptions {
   std::string trt_version = "8601";  // TensorRT version in the cache header (8601 = 8.6.1)
   int64_t batch_size = 32;  // >= 1; a model with a fixed batch dim uses it (BatchSizeFor)
   int64_t samples = 0;      // at most this many samples; 0 = all
+  // Observe only the tensors INT8 quantization with default options needs
+  // (CalibrationTensorsNeeded: the inputs and outputs of its Conv / Gemm /
+  // MatMul layers), the rest of the graph fused as in deployment: faster,
+  // fewer live tensors. Such a table serves INT8 quantization only (float16
+  // keeps a node in float32 by its values' ranges, and TensorRT wants every
+  // tensor), so it cannot go with trt_cache. Ignored when
+  // calibration.tensors names the tensors itself.
+  bool int8_only = false;
   CalibrationOptions calibration;
 };
 

@@ -299,6 +299,61 @@ TEST(Calibrate, SameTableForAnyBatchSize) {
   }
 }
 
+// x -> Conv -> Clip -> 1x1 Conv -> Clip -> Pad -> depthwise Conv -> Relu ->
+// 1x1 Conv -> x * Sigmoid(x): every fusion and fold of deployment applies
+// when only the layers' inputs and outputs are observed.
+Model MobileBlock() {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  Graph& g = m.graph;
+  g.inputs.push_back(testing::FloatInput("x", {{-1, "n"}, {3, ""}, {10, ""}, {10, ""}}));
+  g.outputs.push_back(testing::FloatInput("y", {{-1, "n"}, {8, ""}, {10, ""}, {10, ""}}));
+  g.initializers["w0"] = testing::RandomFloats({8, 3, 3, 3}, 31, -0.5f, 0.5f);
+  g.initializers["w1"] = testing::RandomFloats({16, 8, 1, 1}, 32, -0.5f, 0.5f);
+  g.initializers["w2"] = testing::RandomFloats({16, 1, 3, 3}, 33, -0.5f, 0.5f);
+  g.initializers["w3"] = testing::RandomFloats({8, 16, 1, 1}, 34, -0.5f, 0.5f);
+  g.initializers["lo"] = Tensor::Scalar<float>(0.0f);
+  g.initializers["hi"] = Tensor::Scalar<float>(6.0f);
+  g.initializers["pads"] = Tensor::FromVector<int64_t>({8}, {0, 0, 1, 1, 0, 0, 1, 1});
+  g.nodes.push_back({"conv0", "Conv", "", {"x", "w0"}, {"c0"}, {Attribute::Ints("pads", {1, 1, 1, 1})}, ""});
+  g.nodes.push_back({"clip0", "Clip", "", {"c0", "lo", "hi"}, {"r0"}, {}, ""});
+  g.nodes.push_back({"expand", "Conv", "", {"r0", "w1"}, {"c1"}, {}, ""});
+  g.nodes.push_back({"clip1", "Clip", "", {"c1", "lo", "hi"}, {"r1"}, {}, ""});
+  g.nodes.push_back({"pad", "Pad", "", {"r1", "pads"}, {"p1"}, {}, ""});
+  g.nodes.push_back({"dw", "Conv", "", {"p1", "w2"}, {"c2"}, {Attribute::Int("group", 16)}, ""});
+  g.nodes.push_back({"relu", "Relu", "", {"c2"}, {"r2"}, {}, ""});
+  g.nodes.push_back({"project", "Conv", "", {"r2", "w3"}, {"c3"}, {}, ""});
+  g.nodes.push_back({"sigmoid", "Sigmoid", "", {"c3"}, {"s3"}, {}, ""});
+  g.nodes.push_back({"silu", "Mul", "", {"c3", "s3"}, {"y"}, {}, ""});
+  return m;
+}
+
+// Observing a few tensors runs the graph fused around them: the same ranges,
+// bit for bit, as observing every tensor.
+TEST(Calibrate, ChosenTensorsGetTheRangesOfAFullCalibration) {
+  std::vector<Tensor> batches;
+  for (uint32_t s = 0; s < 3; ++s) batches.push_back(testing::RandomFloats({4, 3, 10, 10}, 40 + s, -2.0f, 2.0f));
+  for (CalibrationMethod method : {CalibrationMethod::kKL, CalibrationMethod::kMax}) {
+    CalibrationOptions opt;
+    opt.method = method;
+    opt.threads = 2;
+    auto all = Calibrate(MobileBlock(), Batches(batches), opt);
+    ASSERT_TRUE(all.ok()) << all.status().ToString();
+    EXPECT_EQ(all->tensors.size(), 11u);  // x and every node output
+    opt.tensors = {"x", "r0", "r1", "p1", "r2", "c3"};  // what INT8 quantization reads
+    auto chosen = Calibrate(MobileBlock(), Batches(batches), opt);
+    ASSERT_TRUE(chosen.ok()) << chosen.status().ToString();
+    ASSERT_EQ(chosen->tensors.size(), opt.tensors.size());
+    for (const TensorRange& r : chosen->tensors) {
+      const TensorRange* full = all->Find(r.name);
+      ASSERT_NE(full, nullptr) << r.name;
+      EXPECT_EQ(r.min, full->min) << r.name;
+      EXPECT_EQ(r.max, full->max) << r.name;
+      EXPECT_EQ(r.threshold, full->threshold) << CalibrationMethodName(method) << " " << r.name;
+    }
+  }
+}
+
 TEST(Calibrate, NanActivationIsNamed) {
   Tensor a = testing::RandomFloats({2, 16}, 3);
   a.data<float>()[5] = std::nanf("");

@@ -10,7 +10,9 @@
 #include <fstream>
 #include <sstream>
 
+#include "sparq/calibrate.h"
 #include "sparq/device.h"
+#include "sparq/file_io.h"
 #include "sparq/npy.h"
 #include "sparq/onnx_io.h"
 #include "sparq/version.h"
@@ -458,6 +460,30 @@ TEST_F(CliTest, QuantizeReusesACalibrationTable) {
   ExpectError("quantize " + model + " --scales " + path("scales.json") + " --precision int4 -o " + path("x.onnx"),
               "int4");
   ExpectError("quantize " + model + " -o " + path("x.onnx"), "--scales is required");
+}
+
+// --int8-only observes what INT8 quantization reads, the rest fused: the same
+// quantized model, byte for byte, as from a table of every tensor.
+TEST_F(CliTest, Int8OnlyCalibrationGivesTheSameModel) {
+  const std::string digits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
+  const std::string model = digits + "digits_cnn.onnx";
+  for (const char* flags : {"", " --int8-only"}) {
+    const std::string tag = *flags ? "only" : "all";
+    CliResult cal = Run("calibrate " + model + " --data " + digits + "calib.npz --method kl --samples 64 -o " +
+                        path(tag + ".json") + flags);
+    ASSERT_EQ(cal.exit_code, 0) << cal.err;
+    CliResult q = Run("quantize " + model + " --scales " + path(tag + ".json") + " -o " + path(tag + ".onnx"));
+    ASSERT_EQ(q.exit_code, 0) << q.err;
+  }
+  auto all = CalibrationTable::Load(path("all.json"));
+  auto only = CalibrationTable::Load(path("only.json"));
+  ASSERT_TRUE(all.ok() && only.ok());
+  EXPECT_LT(only->tensors.size(), all->tensors.size());
+  EXPECT_EQ(*ReadFile(path("all.onnx")), *ReadFile(path("only.onnx")));
+  ExpectError("calibrate " + model + " --data " + digits + "calib.npz --int8-only -o " + path("t.json") +
+                  " --trt-cache " + path("t.cache"),
+              "needs every tensor");
+  EXPECT_FALSE(fs::exists(path("t.json")));
 }
 
 }  // namespace

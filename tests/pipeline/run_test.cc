@@ -150,6 +150,23 @@ TEST(RunRecipe, SameModelBytesForAnyThreadCount) {
   EXPECT_EQ(*ReadFile(a.path("scales.json")), *ReadFile(b.path("scales.json")));
 }
 
+// Without side files that want every tensor, calibration observes only what
+// INT8 reads (the rest fused): the same model bytes.
+TEST(RunRecipe, WithoutSideFilesCalibratesWhatInt8ReadsForTheSameModel) {
+  testing::TempDir a, b;
+  std::vector<std::string> log;
+  PipelineOptions o;
+  o.on_log = [&](const std::string& line) { log.push_back(line); };
+  auto all = RunRecipe(MakeRecipe(a.root(), ""));
+  auto fewer = RunRecipe(MakeRecipe(b.root(), "  scales: ''\n  trt_cache: ''\n"), o);
+  ASSERT_TRUE(all.ok() && fewer.ok());
+  EXPECT_EQ(*ReadFile(all->output_model), *ReadFile(fewer->output_model));
+  EXPECT_FALSE(std::filesystem::exists(b.path("scales.json")));
+  EXPECT_TRUE(std::any_of(log.begin(), log.end(), [](const std::string& l) {
+    return l.find("calibrate: only the ") != std::string::npos;
+  })) << "no restricted calibration in the log";
+}
+
 TEST(RunRecipe, FailingGateIsReportedNotAnError) {
   testing::TempDir dir;
   // INT8 output SQNR is ~40 dB against a 100 dB ceiling: a 20 dB budget fails.
