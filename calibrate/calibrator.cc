@@ -72,10 +72,20 @@ struct Observer {
 
 constexpr int64_t kChunk = 1 << 16;
 
+// The error for a NaN or an infinity in activation `name`, at the first one.
+Status NonFinite(const std::string& name, const float* x) {
+  int64_t i = 0;
+  while (std::isfinite(x[i])) ++i;
+  return Status::InvalidArgument("activation '" + name + "' holds " + std::to_string(x[i]) + " at flat index " +
+                                 std::to_string(i) + " (NaN/Inf: check the calibration data and preprocessing)");
+}
+
 // Folds `t` into `obs`. The batch max sets the histogram range first, then
 // chunks are binned in parallel into private histograms that are summed
 // (integer counts: the result does not depend on the thread count). Both
-// passes run on the dispatch table's rows (minmax_f32, abs_histogram_f32).
+// passes run on the dispatch table's rows (minmax_f32, abs_histogram_f32):
+// an infinity shows in the range, a NaN in the histogram pass's count, so
+// the data is read twice, not three times.
 Status Observe(const std::string& name, const Tensor& t, Observer& obs, ThreadPool* pool) {
   const float* x = t.data<float>();
   const int64_t n = t.numel();
@@ -84,51 +94,41 @@ Status Observe(const std::string& name, const Tensor& t, Observer& obs, ThreadPo
   static const AbsHistogramF32Fn histogram = SelectCpuKernel(CpuOp::kAbsHistogramF32).get<AbsHistogramF32Fn>();
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<float> cmin(chunks), cmax(chunks);
-  std::vector<char> bad(chunks, 0);
   ParallelFor(pool, chunks, 1, [&](int64_t b, int64_t e) {
     for (int64_t c = b; c < e; ++c) {
       const int64_t begin = c * kChunk, len = std::min(n, begin + kChunk) - begin;
       float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-      minmax(x + begin, len, &lo, &hi);
-      // x - x is 0 for every finite x, NaN for NaN and +-Inf (a loop the
-      // compiler vectorizes; the index is found only on failure).
-      int nonfinite = 0;
-      for (int64_t i = begin; i < begin + len; ++i) nonfinite |= !(x[i] - x[i] == 0.0f);
+      minmax(x + begin, len, &lo, &hi);  // NaN ignored
       cmin[c] = lo;
       cmax[c] = hi;
-      bad[c] = static_cast<char>(nonfinite);
     }
   });
-  for (int64_t c = 0; c < chunks; ++c) {
-    if (bad[c]) {
-      int64_t i = c * kChunk;
-      while (std::isfinite(x[i])) ++i;
-      return Status::InvalidArgument("activation '" + name + "' holds " + std::to_string(x[i]) +
-                                     " at flat index " + std::to_string(i) +
-                                     " (NaN/Inf: check the calibration data and preprocessing)");
-    }
-    obs.min = std::min(obs.min, cmin[c]);
-    obs.max = std::max(obs.max, cmax[c]);
-  }
-  float batch_abs = 0.0f;
-  for (int64_t c = 0; c < chunks; ++c) batch_abs = std::max({batch_abs, std::fabs(cmin[c]), std::fabs(cmax[c])});
-  obs.hist.Cover(batch_abs);
+  float lo = std::numeric_limits<float>::infinity(), hi = -lo;
+  for (int64_t c = 0; c < chunks; ++c) lo = std::min(lo, cmin[c]), hi = std::max(hi, cmax[c]);
+  // All NaN leaves the bounds at +-inf as well: the scan below names the first NaN or infinity.
+  if (!std::isfinite(lo) || !std::isfinite(hi)) return NonFinite(name, x);
+  obs.hist.Cover(std::max(std::fabs(lo), std::fabs(hi)));
   std::vector<int64_t> counts(obs.hist.counts().size(), 0);
-  if (obs.hist.range() == 0.0) {  // all zeros so far
-    counts[0] = n;
-    obs.hist.AddCounts(counts);
-    return Status::OK();
+  int64_t nans = 0;
+  if (obs.hist.range() == 0.0) {  // all zeros so far: only the NaNs to count
+    for (int64_t i = 0; i < n; ++i) nans += std::isnan(x[i]);
+    counts[0] = n - nans;
+  } else {
+    std::mutex mu;
+    const double scale = obs.hist.bins() / obs.hist.range();
+    const int64_t last = obs.hist.bins() - 1;
+    ParallelFor(pool, chunks, 1, [&](int64_t b, int64_t e) {
+      std::vector<int64_t> local(counts.size(), 0);
+      const int64_t begin = b * kChunk, end = std::min(n, e * kChunk);
+      const int64_t local_nans = histogram(x + begin, end - begin, scale, last, local.data());
+      std::lock_guard<std::mutex> lock(mu);
+      for (size_t k = 0; k < local.size(); ++k) counts[k] += local[k];
+      nans += local_nans;
+    });
   }
-  std::mutex mu;
-  const double scale = obs.hist.bins() / obs.hist.range();
-  const int64_t last = obs.hist.bins() - 1;
-  ParallelFor(pool, chunks, 1, [&](int64_t b, int64_t e) {
-    std::vector<int64_t> local(counts.size(), 0);
-    const int64_t begin = b * kChunk, end = std::min(n, e * kChunk);
-    histogram(x + begin, end - begin, scale, last, local.data());
-    std::lock_guard<std::mutex> lock(mu);
-    for (size_t k = 0; k < local.size(); ++k) counts[k] += local[k];
-  });
+  if (nans > 0) return NonFinite(name, x);
+  obs.min = std::min(obs.min, lo);
+  obs.max = std::max(obs.max, hi);
   obs.hist.AddCounts(counts);
   return Status::OK();
 }

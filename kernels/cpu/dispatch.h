@@ -238,9 +238,9 @@ using ResizeNearestFn = void (*)(const ResizeNearestArgs&);
 using HardSwishChainF32Fn = CpuOpFn<CpuOp::kHardSwishChainF32, void(const float* x, float* y, int64_t n, float offset,
                                                                     float lo, float hi, float divisor)>;
 // AbsHistogramRef (kernels/ref/quantize.h): counts[min(int64(|x[i]| * scale),
-// last)] += 1 for i < n, the product in double; x holds no NaN. Integer
-// counts: the reference's on every row.
-using AbsHistogramF32Fn = void (*)(const float* x, int64_t n, double scale, int64_t last, int64_t* counts);
+// last)] += 1 for i < n, the product in double; NaNs not counted, their
+// number returned. Integer counts: the reference's on every row.
+using AbsHistogramF32Fn = int64_t (*)(const float* x, int64_t n, double scale, int64_t last, int64_t* counts);
 // y[i] = (x[i] * (erf(x[i] / divisor) + offset)) * scale, each operation
 // rounded to float in that order, erf as the ErfF32Fn row of the same ISA
 // computes it: the bits of the Div, Erf, Add, Mul and Mul it replaces on the

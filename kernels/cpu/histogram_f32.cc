@@ -12,8 +12,8 @@
 namespace sparq {
 namespace cpu {
 
-void AbsHistogramRowPortable(const float* x, int64_t n, double scale, int64_t last, int64_t* counts) {
-  AbsHistogramRef(x, n, scale, last, counts);
+int64_t AbsHistogramRowPortable(const float* x, int64_t n, double scale, int64_t last, int64_t* counts) {
+  return AbsHistogramRef(x, n, scale, last, counts);
 }
 
 BinCounter::BinCounter(int64_t bins) : bins_(bins), sub_(static_cast<size_t>(kWays * bins), 0) {}

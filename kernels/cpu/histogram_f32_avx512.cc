@@ -1,4 +1,7 @@
-// AVX-512 row of abs_histogram_f32 (histogram_f32.cc): 16 bins a step.
+// AVX-512 row of abs_histogram_f32 (histogram_f32.cc): 16 bins a step. Bin 0
+// (the zeros after a ReLU, padding) is counted in the vectors, by mask
+// population; only the other bins are compressed into the block that the
+// scalar counter takes, and NaNs are left out and counted.
 #include <algorithm>
 #include <cstdint>
 
@@ -14,29 +17,38 @@ namespace cpu {
 
 SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX512_FEATURES)
 
-void AbsHistogramRowAvx512(const float* x, int64_t n, double scale, int64_t last, int64_t* counts) {
+int64_t AbsHistogramRowAvx512(const float* x, int64_t n, double scale, int64_t last, int64_t* counts) {
   if (n < BinCounter::kMinValuesPerBin * (last + 1)) {  // a few values: not worth the sub-histograms
-    AbsHistogramRef(x, n, scale, last, counts);
-    return;
+    return AbsHistogramRef(x, n, scale, last, counts);
   }
   BinCounter counter(last + 1);
   const __m512d vscale = _mm512_set1_pd(scale);
   const __m512i vlast = _mm512_set1_epi32(static_cast<int32_t>(last));
-  alignas(64) int32_t bins[BinCounter::kBlock];
-  int64_t i = 0, counted = 0;
+  // One vector of slack: each step stores 16 bins and keeps the nonzero ones.
+  alignas(64) int32_t bins[BinCounter::kBlock + 16];
+  int64_t i = 0, counted = 0, zeros = 0, nans = 0;
   while (i + 16 <= n) {
     const int64_t block = std::min<int64_t>(BinCounter::kBlock, (n - i) / 16 * 16);
+    int64_t kept = 0;
     for (int64_t j = 0; j < block; j += 16) {
-      const __m512 a = _mm512_abs_ps(_mm512_loadu_ps(x + i + j));
+      const __m512 v = _mm512_loadu_ps(x + i + j);
+      const __m512 a = _mm512_abs_ps(v);
       // |x| to double (exact), times scale (the reference's product), truncated.
       const __m256i lo = _mm512_cvttpd_epi32(_mm512_mul_pd(_mm512_cvtps_pd(_mm512_castps512_ps256(a)), vscale));
       const __m256i hi = _mm512_cvttpd_epi32(
           _mm512_mul_pd(_mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(a), 1))), vscale));
       // Out of int32 range converts to 0x80000000: as unsigned above last, so last, as the reference clamps.
-      const __m512i b = _mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1);
-      _mm512_store_si512(bins + j, _mm512_min_epu32(b, vlast));
+      const __m512i b = _mm512_min_epu32(_mm512_inserti64x4(_mm512_castsi256_si512(lo), hi, 1), vlast);
+      const __mmask16 nan = _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      const __mmask16 nonzero = static_cast<__mmask16>(_mm512_test_epi32_mask(b, b) & ~nan);
+      const int n_nan = __builtin_popcount(nan), n_nonzero = __builtin_popcount(nonzero);
+      nans += n_nan;
+      zeros += 16 - n_nan - n_nonzero;
+      // Compressed in a register, then one full store (a compressing store is slow on some cores).
+      _mm512_storeu_si512(bins + kept, _mm512_maskz_compress_epi32(nonzero, b));
+      kept += n_nonzero;
     }
-    counter.Count(bins, block);
+    counter.Count(bins, kept);
     i += block;
     if ((counted += block) >= BinCounter::kDrainEvery) {
       counter.Drain(counts);
@@ -44,7 +56,8 @@ void AbsHistogramRowAvx512(const float* x, int64_t n, double scale, int64_t last
     }
   }
   counter.Drain(counts);
-  AbsHistogramRef(x + i, n - i, scale, last, counts);
+  counts[0] += zeros;
+  return nans + AbsHistogramRef(x + i, n - i, scale, last, counts);
 }
 
 SPARQ_CPU_TARGET_END

@@ -232,9 +232,9 @@ void QLinearMulRowAvx512(int64_t n, const void* a, float a_scale, int32_t a_zp, 
 // AbsHistogramF32Fn), and the scalar counting the SIMD rows share: bins
 // counted into kWays sub-histograms in turn (uint32: drained into the int64
 // counts at least every kDrainEvery values).
-void AbsHistogramRowPortable(const float* x, int64_t n, double scale, int64_t last, int64_t* counts);
-void AbsHistogramRowAvx2(const float* x, int64_t n, double scale, int64_t last, int64_t* counts);
-void AbsHistogramRowAvx512(const float* x, int64_t n, double scale, int64_t last, int64_t* counts);
+int64_t AbsHistogramRowPortable(const float* x, int64_t n, double scale, int64_t last, int64_t* counts);
+int64_t AbsHistogramRowAvx2(const float* x, int64_t n, double scale, int64_t last, int64_t* counts);
+int64_t AbsHistogramRowAvx512(const float* x, int64_t n, double scale, int64_t last, int64_t* counts);
 class BinCounter {
  public:
   static constexpr int64_t kWays = 4;

@@ -42,11 +42,17 @@ void DequantizeLinearRef(const T* x, const QuantParamLayout& layout, const float
   });
 }
 
-void AbsHistogramRef(const float* x, int64_t n, double scale, int64_t last, int64_t* counts) {
+int64_t AbsHistogramRef(const float* x, int64_t n, double scale, int64_t last, int64_t* counts) {
+  int64_t nans = 0;
   for (int64_t i = 0; i < n; ++i) {
+    if (std::isnan(x[i])) {
+      ++nans;
+      continue;
+    }
     const double b = std::fabs(x[i]) * scale;  // compared before converting: past int64's range it would overflow
     counts[b < static_cast<double>(last) ? static_cast<int64_t>(b) : last] += 1;
   }
+  return nans;
 }
 
 void MinMaxRef(const float* x, int64_t n, float* lo, float* hi) {

@@ -121,9 +121,11 @@ DynamicQuantParams DynamicQuantParamsFromRangeU8(float lo, float hi);
 void MinMaxRef(const float* x, int64_t n, float* lo, float* hi);
 // Counts x[0, n) into a histogram of |x|: counts[min(int64(|x[i]| * scale),
 // last)] += 1, the product in double (any size: past last is last) (calibration's streaming histograms,
-// calibrate/calibrator.cc; AbsHistogram::Add bins the same way). x must hold
-// no NaN. The spec of the abs_histogram_f32 rows (kernels/cpu/dispatch.h).
-void AbsHistogramRef(const float* x, int64_t n, double scale, int64_t last, int64_t* counts);
+// calibrate/calibrator.cc; AbsHistogram::Add bins the same way). A NaN is
+// not counted; returns how many there were (calibration refuses them, and
+// learns of them in this pass). The spec of the abs_histogram_f32 rows
+// (kernels/cpu/dispatch.h).
+int64_t AbsHistogramRef(const float* x, int64_t n, double scale, int64_t last, int64_t* counts);
 
 // The float32 factor that maps an int32 accumulator of (a - a_zp) * (b - b_zp)
 // products to output units: (a_scale * b_scale) / y_scale, multiplied first,

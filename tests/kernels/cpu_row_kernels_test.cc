@@ -419,24 +419,29 @@ uint32_t Bits(float f) {
 
 // Histograms of rows long and short (the SIMD rows count long ones in
 // sub-histograms), with runs of zeros, values past the range (clamped to the
-// last bin), -0 and denormals, against AbsHistogramRef (exact counts).
+// last bin), -0, denormals and NaNs (left out, counted), against
+// AbsHistogramRef (exact counts).
 void CheckAbsHistogramF32(std::mt19937& rng, AbsHistogramF32Fn fn) {
   std::uniform_real_distribution<float> value(-8.0f, 8.0f);
   for (int64_t bins : {128, 2048}) {
     for (int64_t n : {int64_t{0}, int64_t{1}, int64_t{17}, int64_t{1000}, int64_t{65536 + 13}, 20 * bins + 7}) {
-      for (int variant = 0; variant < 3; ++variant) {
+      for (int variant = 0; variant < 4; ++variant) {
         SCOPED_TRACE("bins " + std::to_string(bins) + " n " + std::to_string(n) + " variant " + std::to_string(variant));
         std::vector<float> x(static_cast<size_t>(n));
         for (int64_t i = 0; i < n; ++i) {
           x[i] = value(rng);
           if (variant == 1 && i % 3 != 0) x[i] = i % 2 ? -0.0f : 0.0f;  // ReLU-like runs
           if (variant == 2 && i % 7 == 0) x[i] = i % 2 ? 1e30f : -1e-40f;  // past the range, denormal
+          if (variant == 3 && i % 5 == 2) x[i] = i % 2 ? std::nanf("") : -std::nanf("");  // not counted
+          if (variant == 3 && i % 5 == 3) x[i] = 0.0f;
         }
         const double scale = static_cast<double>(bins) / 8.0;
         std::vector<int64_t> want(static_cast<size_t>(bins), 5), got = want;
-        AbsHistogramRef(x.data(), n, scale, bins - 1, want.data());
-        fn(x.data(), n, scale, bins - 1, got.data());
+        const int64_t want_nans = AbsHistogramRef(x.data(), n, scale, bins - 1, want.data());
+        const int64_t got_nans = fn(x.data(), n, scale, bins - 1, got.data());
         ASSERT_EQ(got, want);
+        ASSERT_EQ(got_nans, want_nans);
+        if (variant == 3) ASSERT_EQ(want_nans, (n + 2) / 5);
       }
     }
   }
