@@ -5,6 +5,7 @@
 #include <numeric>
 #include <utility>
 
+#include "kernels/cpu/dispatch.h"
 #include "sparq/calibrate.h"
 
 namespace sparq {
@@ -163,6 +164,17 @@ double KlThreshold(const AbsHistogram& h, int quant_levels) {
     plogp_before[k + 1] = plogp_before[k] + (hist[k] == 0 ? 0.0 : p * std::log(p));
   }
   std::vector<double> level_avg(static_cast<size_t>(quant_levels));
+  // The sums of x log y that hold most of the logarithms go to the
+  // xlogy_sum_f64 row (vector logarithms): their operands are gathered here.
+  static const XLogYSumF64Fn xlogy = SelectCpuKernel(CpuOp::kXLogYSumF64).get<XLogYSumF64Fn>();
+  std::vector<double> xs(static_cast<size_t>(nbins)), ys(static_cast<size_t>(nbins)), q_of(static_cast<size_t>(nbins));
+  // Per populated bin: its count over the total, and its level for the
+  // current `merged` (recomputed when that changes, 16 times over 2048 bins).
+  std::vector<double> nonzero_p(nonzero_bins.size());
+  for (size_t m = 0; m < nonzero_bins.size(); ++m) nonzero_p[m] = static_cast<double>(hist[nonzero_bins[m]]) / total;
+  std::vector<int> nonzero_level(nonzero_bins.size());
+  std::vector<double> level_q(static_cast<size_t>(quant_levels));
+  int levels_merged = -1;
   std::vector<std::pair<double, int>> scored;  // (KL, candidate) of every candidate that smoothing keeps
   int cached_merged = -1;      // the `merged` of cached_levels
   double cached_levels = 0.0;  // sum of P log avg over every level but the last, for that `merged`
@@ -222,7 +234,14 @@ double KlThreshold(const AbsHistogram& h, int quant_levels) {
         kl -= cached_levels + level_term(quant_levels - 1, level_avg[quant_levels - 1]);
         kl += static_cast<double>(count_before[i - 1]) / total * std::log(q_sum);
       } else {
-        for (int j = 0; j < quant_levels; ++j) kl -= level_term(j, level_avg[j] / q_sum - q_eps);
+        for (int j = 0; j < quant_levels; ++j) {  // P_level log q_level; an empty level adds 0 log 1
+          const int start = j * merged;
+          const int stop = std::min(j == quant_levels - 1 ? i : start + merged, i - 1);
+          const bool empty = stop <= start || count_before[stop] == count_before[start];
+          xs[j] = empty ? 0.0 : static_cast<double>(count_before[stop] - count_before[start]) / total;
+          ys[j] = empty ? 1.0 : level_avg[j] / q_sum - q_eps;
+        }
+        kl -= xlogy(xs.data(), ys.data(), nullptr, quant_levels);
       }
       if (p_last != 0.0) {  // the last bin, with the outliers: its level's Q, or eps when its own count is 0
         const double p = p_last / total;
@@ -230,13 +249,24 @@ double KlThreshold(const AbsHistogram& h, int quant_levels) {
         kl += p * std::log(p / q);
       }
     } else {
-      for (int k : nonzero_bins) {
-        if (k >= i) break;
-        const int j = std::min(k / merged, quant_levels - 1);
-        const double p = (k == i - 1 ? p_last : static_cast<double>(hist[k])) / total - p_eps;
-        const double q = level_avg[j] / q_sum - q_eps;
-        kl += p * std::log(p / q);
+      // sum of p log(p / q) over the populated bins below i: the bins below
+      // i - 1 from the tables, the last one (with the outliers) on its own.
+      if (merged != levels_merged) {
+        levels_merged = merged;
+        for (size_t m = 0; m < nonzero_bins.size(); ++m)
+          nonzero_level[m] = std::min(nonzero_bins[m] / merged, quant_levels - 1);
       }
+      for (int j = 0; j < quant_levels; ++j) level_q[j] = level_avg[j] / q_sum - q_eps;
+      int terms = (i - 1) - zeros_before[i - 1];  // populated bins below i - 1
+      for (int m = 0; m < terms; ++m) {
+        xs[m] = nonzero_p[m] - p_eps;
+        q_of[m] = level_q[nonzero_level[m]];
+      }
+      if (!last_empty) {
+        xs[terms] = p_last / total - p_eps;
+        q_of[terms++] = level_q[std::min((i - 1) / merged, quant_levels - 1)];
+      }
+      kl += xlogy(xs.data(), xs.data(), q_of.data(), terms);
       if (last_empty && p_last != 0.0) {  // the outliers folded into an empty last bin: P > 0, Q = eps
         const double p = p_last / total - p_eps;
         kl += p * std::log(p / kEps);

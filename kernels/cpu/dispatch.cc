@@ -216,6 +216,11 @@ const std::vector<CpuKernelDef>& Table() {
       {"abs_histogram_f32_avx2", AVX2, 10, NONE, AbsHistogramF32Fn(cpu::AbsHistogramRowAvx2)},
       {"abs_histogram_f32_avx512", AVX512, 20, NONE, AbsHistogramF32Fn(cpu::AbsHistogramRowAvx512)},
 #endif
+      // Sums of x log y: calibration's KL threshold search (xlogy_f64.cc).
+      {"xlogy_sum_f64_portable", P, 0, NONE, XLogYSumF64Fn(cpu::XLogYSumRowPortable)},
+#if SPARQ_CPU_X86
+      {"xlogy_sum_f64_avx512", AVX512, 20, NONE, XLogYSumF64Fn(cpu::XLogYSumRowAvx512)},
+#endif
       // Add / Sub / Mul / Div of float32 tensors with broadcasting (binary_f32.cc).
       {"binary_f32_portable", P, 0, NONE, BinaryF32Fn(cpu::BinaryRowPortable)},
 #if SPARQ_CPU_X86
@@ -495,6 +500,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kSoftmaxColumnsF32: return "softmax_columns_f32";
     case CpuOp::kAttentionF32: return "attention_f32";
     case CpuOp::kPointwiseDepthwiseF32: return "pointwise_depthwise_f32";
+    case CpuOp::kXLogYSumF64: return "xlogy_sum_f64";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

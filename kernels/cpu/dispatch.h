@@ -126,6 +126,7 @@ enum class CpuOp : uint8_t {
   kSoftmaxColumnsF32,  // Softmax over an axis that is not the last: columns side by side
   kAttentionF32,       // one head of sparq.Attention: MatMul, scale, mask, Softmax, MatMul
   kPointwiseDepthwiseF32,  // sparq.PointwiseDepthwise: a 1x1 convolution into a depthwise one, 32 channels a call
+  kXLogYSumF64,            // sum of x log y over double rows (calibration's KL threshold search)
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -261,6 +262,11 @@ using AttentionF32Fn = void (*)(const AttentionF32Args&);
 // (PointwiseDepthwiseF32 in kernel_args.h): within testing::kF32RelTol of
 // the reference's Conv, clamp, Conv, clamp.
 using PointwiseDepthwiseF32Fn = void (*)(const PointwiseDepthwiseF32&);
+// sum of x[i] * log(y[i] / z[i]) over i < n (z null: x[i] * log(y[i])),
+// each ratio > 0 (XLogYSumRef, kernels/ref/quantize.h); portable: the
+// reference's bits, faster rows within cpu::kXLogYSumF64RelTol of the sum of
+// the terms' magnitudes.
+using XLogYSumF64Fn = double (*)(const double* x, const double* y, const double* z, int64_t n);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
@@ -269,7 +275,7 @@ using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32F
                                  MeanRowsF32Fn, ConvS8Fn, SigmoidF32Fn, ClipF32Fn, ScaleShiftF32Fn, LayerNormF32Fn,
                                  ConvTransposeF32Fn, ResizeNearestFn, HardSwishChainF32Fn,
                                  AbsHistogramF32Fn, GeluErfChainF32Fn, SoftmaxColumnsF32Fn, AttentionF32Fn,
-                                 PointwiseDepthwiseF32Fn>;
+                                 PointwiseDepthwiseF32Fn, XLogYSumF64Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 

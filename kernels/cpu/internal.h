@@ -249,6 +249,14 @@ class BinCounter {
   std::vector<uint32_t> sub_;
 };
 
+// The rows of xlogy_sum_f64 (xlogy_f64*.cc): the portable one is the
+// reference's loop; the AVX-512 one sums 8 lanes apart with its own
+// logarithm (about 1 ulp), so its sum differs from the reference's in the
+// last bits: |got - want| <= kXLogYSumF64RelTol * sum |x log y|.
+constexpr double kXLogYSumF64RelTol = 1e-14;
+double XLogYSumRowPortable(const double* x, const double* y, const double* z, int64_t n);
+double XLogYSumRowAvx512(const double* x, const double* y, const double* z, int64_t n);
+
 // The range of a float row (binary_f32*.cc), the rows of the minmax_f32 op,
 // and the rows of the binary_f32 op (dispatch.h: MinMaxF32Fn, BinaryF32Fn).
 void MinMaxRowPortable(const float* x, int64_t n, float* lo, float* hi);

@@ -55,6 +55,12 @@ int64_t AbsHistogramRef(const float* x, int64_t n, double scale, int64_t last, i
   return nans;
 }
 
+double XLogYSumRef(const double* x, const double* y, const double* z, int64_t n) {
+  double sum = 0.0;
+  for (int64_t i = 0; i < n; ++i) sum += x[i] * std::log(z != nullptr ? y[i] / z[i] : y[i]);
+  return sum;
+}
+
 void MinMaxRef(const float* x, int64_t n, float* lo, float* hi) {
   float l = *lo, h = *hi;
   for (int64_t i = 0; i < n; ++i) {

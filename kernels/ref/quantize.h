@@ -126,6 +126,11 @@ void MinMaxRef(const float* x, int64_t n, float* lo, float* hi);
 // learns of them in this pass). The spec of the abs_histogram_f32 rows
 // (kernels/cpu/dispatch.h).
 int64_t AbsHistogramRef(const float* x, int64_t n, double scale, int64_t last, int64_t* counts);
+// sum of x[i] * log(y[i] / z[i]) over i < n, in order (z null: of
+// x[i] * log(y[i])), each ratio > 0 (the KL threshold search's sums of
+// p log(p / q), calibrate/histogram.cc). The spec of the xlogy_sum_f64 rows
+// (kernels/cpu/dispatch.h).
+double XLogYSumRef(const double* x, const double* y, const double* z, int64_t n);
 
 // The float32 factor that maps an int32 accumulator of (a - a_zp) * (b - b_zp)
 // products to output units: (a_scale * b_scale) / y_scale, multiplied first,

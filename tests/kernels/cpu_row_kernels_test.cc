@@ -447,6 +447,44 @@ void CheckAbsHistogramF32(std::mt19937& rng, AbsHistogramF32Fn fn) {
   }
 }
 
+// Sums of x log(y / z) and x log y as the KL search makes them
+// (probabilities and their ratios: y from denormal-small to large, on either
+// side of 1, and at exactly 1), rows of every length about the vector widths,
+// against XLogYSumRef.
+void CheckXLogYSumF64(std::mt19937& rng, XLogYSumF64Fn fn, bool exact) {
+  std::uniform_real_distribution<double> unit(0.0, 1.0), exponent(-30.0, 30.0);
+  for (int64_t n : {0, 1, 7, 8, 9, 15, 16, 17, 31, 128, 1000, 2047}) {
+    for (int variant = 0; variant < 4; ++variant) {
+      SCOPED_TRACE("n " + std::to_string(n) + " variant " + std::to_string(variant));
+      std::vector<double> x(static_cast<size_t>(n)), y(x.size()), z(x.size());
+      for (int64_t i = 0; i < n; ++i) {
+        x[i] = unit(rng) * (variant == 2 && i % 2 ? -1.0 : 1.0);
+        y[i] = variant == 0 ? std::exp2(exponent(rng)) : 0.5 + unit(rng);  // near 1: log's hardest relative error
+        if (variant == 1 && i % 5 == 0) y[i] = 1.0;
+        if (variant == 2 && i % 11 == 0) y[i] = 1e-310 * (1.0 + unit(rng));  // denormal
+        z[i] = y[i] * (0.25 + unit(rng));
+      }
+      const double* zs = variant == 3 ? z.data() : nullptr;  // p log(p / q)
+      if (variant == 3) y = x, std::transform(y.begin(), y.end(), y.begin(), [](double v) { return v + 1e-9; });
+      const double want = XLogYSumRef(x.data(), y.data(), zs, n);
+      const double got = fn(x.data(), y.data(), zs, n);
+      if (exact) {
+        ASSERT_EQ(std::memcmp(&got, &want, sizeof got), 0) << got << " vs " << want;
+        continue;
+      }
+      double magnitude = 0.0;
+      for (int64_t i = 0; i < n; ++i) magnitude += std::fabs(x[i] * std::log(zs ? y[i] / zs[i] : y[i]));
+      ASSERT_LE(std::fabs(got - want), cpu::kXLogYSumF64RelTol * magnitude) << got << " vs " << want;
+    }
+  }
+  // One logarithm at a time, across the exponent range: about an ulp.
+  for (double y : {1.0, 1.0 + 0x1p-52, 1.0 - 0x1p-53, 0.70710678118654752, 1.41421356237309505, 2.0, 0.5, 3.0,
+                   1e-300, 1e300, 4.9e-324, 0.1, 7.389056098930650}) {
+    const double one = 1.0, got = fn(&one, &y, nullptr, 1), want = std::log(y);
+    ASSERT_LE(std::fabs(got - want), 4e-16 * std::fabs(want) + 1e-300) << "log " << y << ": " << got << " vs " << want;
+  }
+}
+
 // The range of rows with NaNs, -0, infinities and values on either side of
 // the starting bounds, against MinMaxRef (exact: the same floats).
 void CheckMinMaxF32(std::mt19937& rng, MinMaxF32Fn fn) {
@@ -1092,6 +1130,9 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
     case CpuOp::kConvertF32F16: CheckConvertF32F16(rng, def.get<ConvertF32F16Fn>()); return true;
     case CpuOp::kMinMaxF32: CheckMinMaxF32(rng, def.get<MinMaxF32Fn>()); return true;
     case CpuOp::kAbsHistogramF32: CheckAbsHistogramF32(rng, def.get<AbsHistogramF32Fn>()); return true;
+    case CpuOp::kXLogYSumF64:
+      CheckXLogYSumF64(rng, def.get<XLogYSumF64Fn>(), def.isa == CpuIsa::kPortable);
+      return true;
     case CpuOp::kBinaryF32: CheckBinaryF32(rng, def.get<BinaryF32Fn>()); return true;
     default: return false;  // ops with packed weights: cpu_kernels_test.cc
   }
