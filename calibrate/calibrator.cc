@@ -85,8 +85,9 @@ Status NonFinite(const std::string& name, const float* x) {
 // (integer counts: the result does not depend on the thread count). Both
 // passes run on the dispatch table's rows (minmax_f32, abs_histogram_f32):
 // an infinity shows in the range, a NaN in the histogram pass's count, so
-// the data is read twice, not three times.
-Status Observe(const std::string& name, const Tensor& t, Observer& obs, ThreadPool* pool) {
+// the data is read twice, not three times. `zeros` more values 0 are counted
+// besides t's (a zero Pad folded away: its output is its input and zeros).
+Status Observe(const std::string& name, const Tensor& t, Observer& obs, ThreadPool* pool, int64_t zeros = 0) {
   const float* x = t.data<float>();
   const int64_t n = t.numel();
   if (n == 0) return Status::OK();
@@ -107,6 +108,7 @@ Status Observe(const std::string& name, const Tensor& t, Observer& obs, ThreadPo
   for (int64_t c = 0; c < chunks; ++c) lo = std::min(lo, cmin[c]), hi = std::max(hi, cmax[c]);
   // All NaN leaves the bounds at +-inf as well: the scan below names the first NaN or infinity.
   if (!std::isfinite(lo) || !std::isfinite(hi)) return NonFinite(name, x);
+  if (zeros > 0) lo = 0.0f < lo ? 0.0f : lo, hi = 0.0f > hi ? 0.0f : hi;
   obs.hist.Cover(std::max(std::fabs(lo), std::fabs(hi)));
   std::vector<int64_t> counts(obs.hist.counts().size(), 0);
   int64_t nans = 0;
@@ -127,10 +129,59 @@ Status Observe(const std::string& name, const Tensor& t, Observer& obs, ThreadPo
     });
   }
   if (nans > 0) return NonFinite(name, x);
+  counts[0] += zeros;
   obs.min = std::min(obs.min, lo);
   obs.max = std::max(obs.max, hi);
   obs.hist.AddCounts(counts);
   return Status::OK();
+}
+
+// A constant-zero Pad whose output is observed and whose input is an
+// activation: when the executor folds it into the Conv that reads it, its
+// output is observed as its input plus the padding's zeros (the same
+// histogram and range; a min of exactly 0 is +0).
+struct ZeroPad {
+  std::string output;
+  std::vector<int64_t> pads;  // begins, then ends, per axis
+  // Values of the padded tensor besides the input's.
+  int64_t Zeros(const Tensor& in) const {
+    int64_t padded = 1;
+    for (int64_t d = 0; d < in.rank(); ++d) padded *= in.dim(d) + pads[d] + pads[d + in.rank()];
+    return padded - in.numel();
+  }
+};
+
+std::map<std::string, std::vector<ZeroPad>> ZeroPadsRead(const Model& model, const std::set<std::string>& wanted,
+                                                          const std::set<std::string>& activations) {
+  const Graph& g = model.graph;
+  std::map<std::string, std::vector<ZeroPad>> by_input;
+  const bool attributes = model.opset() < 11;  // pads and value as attributes before opset 11
+  for (const Node& n : g.nodes) {
+    if (n.op_type != "Pad" || !n.domain.empty() || n.outputs.size() != 1 || n.inputs.empty() ||
+        !wanted.count(n.outputs[0]) || !activations.count(n.inputs[0]) || n.attr_string("mode", "constant") != "constant") {
+      continue;
+    }
+    ZeroPad pad{n.outputs[0], {}};
+    if (attributes) {
+      if (n.attr_float("value", 0.0f) != 0.0f) continue;
+      pad.pads = n.attr_ints("pads");
+    } else {
+      const Tensor* pads = n.inputs.size() > 1 ? g.FindWeight(n.inputs[1]) : nullptr;
+      const Tensor* value = n.inputs.size() > 2 && !n.inputs[2].empty() ? g.FindWeight(n.inputs[2]) : nullptr;
+      if (pads == nullptr || pads->dtype() != DataType::kInt64 || n.inputs.size() > 3) continue;
+      if (n.inputs.size() > 2 && !n.inputs[2].empty() &&
+          (value == nullptr || value->numel() != 1 || value->ToFloat32().data<float>()[0] != 0.0f)) {
+        continue;
+      }
+      pad.pads.assign(pads->data<int64_t>(), pads->data<int64_t>() + pads->numel());
+    }
+    if (pad.pads.empty() || pad.pads.size() % 2 != 0 ||
+        std::any_of(pad.pads.begin(), pad.pads.end(), [](int64_t p) { return p < 0; })) {
+      continue;
+    }
+    by_input[n.inputs[0]].push_back(std::move(pad));
+  }
+  return by_input;
 }
 
 // Values computed from weights alone (Constant, Shape chains) are not activations.
@@ -218,15 +269,48 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
     // for the kept values, fewer passes over memory and fewer live tensors.
     exec_options.fold_constants = true;
     exec_options.fuse_activations = true;
-    exec_options.keep_values.assign(wanted.begin(), wanted.end());
+  }
+  // Zero Pads between observed values may fold too: their inputs are kept instead.
+  std::map<std::string, std::vector<ZeroPad>> zero_pads;
+  if (exec_options.fold_constants) zero_pads = ZeroPadsRead(model, wanted, ActivationNames(model));
+  if (!options.tensors.empty()) {
+    std::set<std::string> keep = wanted;
+    for (const auto& [input, pads] : zero_pads) {
+      keep.insert(input);
+      for (const ZeroPad& pad : pads) keep.erase(pad.output);
+    }
+    exec_options.keep_values.assign(keep.begin(), keep.end());
   }
   SPARQ_ASSIGN_OR_RETURN(auto exec, Executor::Create(model, exec_options));
+  {  // A Pad the executor did not fold is observed itself.
+    std::set<std::string> produced;
+    for (const Node& n : exec->model().graph.nodes) produced.insert(n.outputs.begin(), n.outputs.end());
+    for (auto it = zero_pads.begin(); it != zero_pads.end();) {
+      auto& pads = it->second;
+      pads.erase(std::remove_if(pads.begin(), pads.end(), [&](const ZeroPad& p) { return produced.count(p.output) > 0; }),
+                 pads.end());
+      it = pads.empty() ? zero_pads.erase(it) : std::next(it);
+    }
+  }
   ThreadPool pool(options.threads);
   std::map<std::string, Observer> observers;
   auto observe = [&](const std::string& name, const Tensor& t) -> Status {
-    if (!wanted.count(name) || t.dtype() != DataType::kFloat32) return Status::OK();
-    auto it = observers.try_emplace(name, options.bins).first;
-    return Observe(name, t, it->second, &pool);
+    if (t.dtype() != DataType::kFloat32) return Status::OK();
+    if (wanted.count(name)) {
+      auto it = observers.try_emplace(name, options.bins).first;
+      SPARQ_RETURN_IF_ERROR(Observe(name, t, it->second, &pool));
+    }
+    if (auto folded = zero_pads.find(name); folded != zero_pads.end()) {
+      for (const ZeroPad& pad : folded->second) {
+        if (pad.pads.size() != 2 * static_cast<size_t>(t.rank())) {
+          return Status::InvalidArgument("Pad output '" + pad.output + "': " + std::to_string(pad.pads.size()) +
+                                         " pads for a rank-" + std::to_string(t.rank()) + " input");
+        }
+        auto it = observers.try_emplace(pad.output, options.bins).first;
+        SPARQ_RETURN_IF_ERROR(Observe(pad.output, t, it->second, &pool, pad.Zeros(t)));
+      }
+    }
+    return Status::OK();
   };
   RunOptions run_options;
   run_options.on_node_outputs = [&](const Node& n, const std::vector<Tensor>& outs) -> Status {
