@@ -432,16 +432,21 @@ void CheckAbsHistogramF32(std::mt19937& rng, AbsHistogramF32Fn fn) {
           x[i] = value(rng);
           if (variant == 1 && i % 3 != 0) x[i] = i % 2 ? -0.0f : 0.0f;  // ReLU-like runs
           if (variant == 2 && i % 7 == 0) x[i] = i % 2 ? 1e30f : -1e-40f;  // past the range, denormal
+          if (variant == 2 && i % 7 == 3) x[i] = 3e38f;                     // past float's range once scaled
+          if (variant == 0 && i % 4 == 1) x[i] = std::nextafter(static_cast<float>(i % 64) / 8.0f, 0.0f);  // below an edge
           if (variant == 3 && i % 5 == 2) x[i] = i % 2 ? std::nanf("") : -std::nanf("");  // not counted
           if (variant == 3 && i % 5 == 3) x[i] = 0.0f;
         }
-        const double scale = static_cast<double>(bins) / 8.0;
-        std::vector<int64_t> want(static_cast<size_t>(bins), 5), got = want;
-        const int64_t want_nans = AbsHistogramRef(x.data(), n, scale, bins - 1, want.data());
-        const int64_t got_nans = fn(x.data(), n, scale, bins - 1, got.data());
-        ASSERT_EQ(got, want);
-        ASSERT_EQ(got_nans, want_nans);
-        if (variant == 3) ASSERT_EQ(want_nans, (n + 2) / 5);
+        // A power-of-two scale (calibration's: rows may take a float path)
+        // and another.
+        for (double scale : {static_cast<double>(bins) / 8.0, static_cast<double>(bins) / 6.0}) {
+          std::vector<int64_t> want(static_cast<size_t>(bins), 5), got = want;
+          const int64_t want_nans = AbsHistogramRef(x.data(), n, scale, bins - 1, want.data());
+          const int64_t got_nans = fn(x.data(), n, scale, bins - 1, got.data());
+          ASSERT_EQ(got, want) << "scale " << scale;
+          ASSERT_EQ(got_nans, want_nans);
+          if (variant == 3) ASSERT_EQ(want_nans, (n + 2) / 5);
+        }
       }
     }
   }
