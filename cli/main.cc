@@ -5,6 +5,9 @@
 
 #include <cstring>
 #include <nlohmann/json.hpp>
+#if defined(__GLIBC__)
+#include <malloc.h>
+#endif
 
 #include "cli/commands.h"
 #include "sparq/version.h"
@@ -49,6 +52,15 @@ stderr as "sparq: error: ..."; with --json also a JSON object on stdout).)";
 
 int main(int argc, char** argv) {
   using namespace sparq::cli;
+#if defined(__GLIBC__)
+  // The process is ours (the library leaves the allocator alone): keep large
+  // freed buffers for reuse. glibc maps each block above 32 MiB afresh and
+  // unmaps it when freed, so every batch of a calibration or an evaluation
+  // faulted its activations in again (EfficientNet-Lite0, batch 8: 72k page
+  // faults -> 55k, 5% less CPU for `sparq calibrate`; peak RSS the same).
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_TRIM_THRESHOLD, 512 << 20);
+#endif
   CLI::App app("sparq: compress ONNX models and run them with sparq's own executor.", "sparq");
   // The version of the library that was loaded (the installed tree's, found
   // through the RPATH): one source with include/sparq/version.h.
