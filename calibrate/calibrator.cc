@@ -9,6 +9,7 @@
 #include "calibrate/layer_error.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/parallel.h"
+#include "runtime/graph_folding.h"
 #include "sparq/calibrate.h"
 
 namespace sparq {
@@ -270,9 +271,18 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
     exec_options.fold_constants = true;
     exec_options.fuse_activations = true;
   }
-  // Zero Pads between observed values may fold too: their inputs are kept instead.
+  // Zero Pads between observed values may fold too: their inputs are kept
+  // instead. Their pads are often computed from constants (torch's
+  // ZeroPad2d: Constant -> Cast), so they are read after constant folding.
   std::map<std::string, std::vector<ZeroPad>> zero_pads;
-  if (exec_options.fold_constants) zero_pads = ZeroPadsRead(model, wanted, ActivationNames(model));
+  Model folded;
+  const Model* run_model = &model;
+  if (exec_options.fold_constants) {
+    folded = model;
+    SPARQ_RETURN_IF_ERROR(FoldConstants(&folded).status());
+    zero_pads = ZeroPadsRead(folded, wanted, ActivationNames(model));
+    run_model = &folded;
+  }
   if (!options.tensors.empty()) {
     std::set<std::string> keep = wanted;
     for (const auto& [input, pads] : zero_pads) {
@@ -281,7 +291,7 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
     }
     exec_options.keep_values.assign(keep.begin(), keep.end());
   }
-  SPARQ_ASSIGN_OR_RETURN(auto exec, Executor::Create(model, exec_options));
+  SPARQ_ASSIGN_OR_RETURN(auto exec, Executor::Create(*run_model, exec_options));
   {  // A Pad the executor did not fold is observed itself.
     std::set<std::string> produced;
     for (const Node& n : exec->model().graph.nodes) produced.insert(n.outputs.begin(), n.outputs.end());

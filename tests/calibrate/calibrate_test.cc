@@ -314,7 +314,10 @@ Model MobileBlock() {
   g.initializers["w3"] = testing::RandomFloats({8, 16, 1, 1}, 34, -0.5f, 0.5f);
   g.initializers["lo"] = Tensor::Scalar<float>(0.0f);
   g.initializers["hi"] = Tensor::Scalar<float>(6.0f);
-  g.initializers["pads"] = Tensor::FromVector<int64_t>({8}, {0, 0, 1, 1, 0, 0, 1, 1});
+  // The pads computed from a constant, as torch's ZeroPad2d exports them (Constant -> Cast).
+  g.nodes.push_back({"pads_f", "Constant", "", {}, {"pads_f"},
+                     {Attribute::FromTensor("value", Tensor::FromVector<float>({8}, {0, 0, 1, 1, 0, 0, 1, 1}))}, ""});
+  g.nodes.push_back({"pads_i", "Cast", "", {"pads_f"}, {"pads"}, {Attribute::Int("to", 7)}, ""});
   g.nodes.push_back({"conv0", "Conv", "", {"x", "w0"}, {"c0"}, {Attribute::Ints("pads", {1, 1, 1, 1})}, ""});
   g.nodes.push_back({"clip0", "Clip", "", {"c0", "lo", "hi"}, {"r0"}, {}, ""});
   g.nodes.push_back({"expand", "Conv", "", {"r0", "w1"}, {"c1"}, {}, ""});
