@@ -175,6 +175,8 @@ double KlThreshold(const AbsHistogram& h, int quant_levels) {
   std::vector<int> nonzero_level(nonzero_bins.size());
   std::vector<double> level_q(static_cast<size_t>(quant_levels));
   int levels_merged = -1;
+  int head_merged = -1;  // the `merged` of the levels below the last, as cached in level_avg
+  double head_q_sum = 0.0, head_min_avg = 0.0;
   std::vector<std::pair<double, int>> scored;  // (KL, candidate) of every candidate that smoothing keeps
   int cached_merged = -1;      // the `merged` of cached_levels
   double cached_levels = 0.0;  // sum of P log avg over every level but the last, for that `merged`
@@ -192,17 +194,31 @@ double KlThreshold(const AbsHistogram& h, int quant_levels) {
       continue;
     if (p_last != 0.0 && !(p_last / total - p_eps > 0.0)) continue;
     const int merged = i / quant_levels;
-    double q_sum = 0.0, min_avg = std::numeric_limits<double>::infinity();
-    for (int j = 0; j < quant_levels; ++j) {
-      const int start = j * merged;
-      const int stop = j == quant_levels - 1 ? i : start + merged;
+    // Every level but the last has the same bins for the 128 candidates of
+    // one `merged`: their averages, the running sum of Q over them (in level
+    // order, so q_sum's bits are those of one pass over all levels) and their
+    // smallest nonzero average are computed once for those candidates.
+    auto level = [&](int j, int start, int stop) {
       // Integer counts below 2^53: the sum is exact in any order.
       const double sum = static_cast<double>(count_before[stop] - count_before[start]);
       const int nonzero = (stop - start) - (zeros_before[stop] - zeros_before[start]);
       level_avg[j] = nonzero == 0 ? 0.0 : sum / nonzero;
-      q_sum += nonzero * level_avg[j];
-      if (nonzero > 0) min_avg = std::min(min_avg, level_avg[j]);
+      return nonzero;
+    };
+    if (merged != head_merged) {
+      head_merged = merged;
+      head_q_sum = 0.0;
+      head_min_avg = std::numeric_limits<double>::infinity();
+      for (int j = 0; j < quant_levels - 1; ++j) {
+        const int nonzero = level(j, j * merged, (j + 1) * merged);
+        head_q_sum += nonzero * level_avg[j];
+        if (nonzero > 0) head_min_avg = std::min(head_min_avg, level_avg[j]);
+      }
     }
+    const int last_nonzero = level(quant_levels - 1, (quant_levels - 1) * merged, i);
+    const double q_sum = head_q_sum + last_nonzero * level_avg[quant_levels - 1];
+    const double min_avg =
+        last_nonzero > 0 ? std::min(head_min_avg, level_avg[quant_levels - 1]) : head_min_avg;
     if (q_sum <= 0.0) continue;
     const int q_zeros = zeros_before[i];
     if (q_zeros == i) continue;
