@@ -20,10 +20,24 @@ StatusOr<std::string> ReadFile(const std::string& path) {
   if (fs::is_directory(path, ec)) return Status::InvalidArgument(path + " is a folder, not a file");
   std::ifstream in(path, std::ios::binary);
   if (!in) return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
-  std::ostringstream ss;
-  ss << in.rdbuf();
+  // One read of the size the file has (a model of 18 MB was 2,300 reads of
+  // 8 KiB into a string that doubled five times), then whatever follows if
+  // it grew meanwhile; a file without a size (a pipe) is read as a stream.
+  const uintmax_t size = fs::file_size(path, ec);
+  std::string bytes;
+  if (!ec && size > 0) {
+    bytes.resize(static_cast<size_t>(size));
+    in.read(bytes.data(), static_cast<std::streamsize>(size));
+    bytes.resize(static_cast<size_t>(in.gcount()));
+    if (in.bad()) return Status::IOError("error reading " + path);
+    if (!in.eof()) in.peek();  // sets eof at the end
+    if (in.eof()) return bytes;
+    in.clear();
+  }
+  std::ostringstream rest;
+  rest << in.rdbuf();
   if (in.bad()) return Status::IOError("error reading " + path);
-  return ss.str();
+  return bytes + rest.str();
 }
 
 Status WriteFileAtomically(const std::string& path, const std::string& bytes) {
