@@ -310,8 +310,8 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
       auto it = observers.try_emplace(name, options.bins).first;
       SPARQ_RETURN_IF_ERROR(Observe(name, t, it->second, &pool));
     }
-    if (auto folded = zero_pads.find(name); folded != zero_pads.end()) {
-      for (const ZeroPad& pad : folded->second) {
+    if (auto read_by = zero_pads.find(name); read_by != zero_pads.end()) {
+      for (const ZeroPad& pad : read_by->second) {
         if (pad.pads.size() != 2 * static_cast<size_t>(t.rank())) {
           return Status::InvalidArgument("Pad output '" + pad.output + "': " + std::to_string(pad.pads.size()) +
                                          " pads for a rank-" + std::to_string(t.rank()) + " input");
