@@ -34,8 +34,8 @@ StatusOr<CalibrationTable> CalibrateFiles(const CalibrateFilesOptions& options) 
   CalibrationOptions c = options.calibration;
   if (options.int8_only && c.tensors.empty()) {
     if (!options.trt_cache.empty()) {
-      return Status::InvalidArgument("int8_only observes only the tensors INT8 quantization needs; a TensorRT cache "
-                                     "(trt_cache) needs every tensor: leave one of them out");
+      return Status::InvalidArgument("int8_only (--int8-only) observes only the tensors INT8 quantization needs, and a "
+                                     "TensorRT cache (trt_cache, --trt-cache) needs every tensor: leave one of them out");
     }
     SPARQ_ASSIGN_OR_RETURN(std::vector<CalibrationNeed> needs, CalibrationTensorsNeeded(model, QuantizeOptions{}));
     for (const auto& n : needs) c.tensors.push_back(n.tensor);
