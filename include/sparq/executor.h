@@ -56,10 +56,11 @@ struct SPARQ_API ExecutorOptions {
   // uses it (PP-OCR's weights are Constant nodes; without it every Conv of
   // those models ran on the reference kernels while calibrating).
   bool fold_constant_subgraphs = false;
-  // Values the rewrites above must leave in the graph, whatever they fuse or
-  // fold around them (they are treated as graph outputs while the rewrites
-  // run). Calibration lists the tensors it observes here, so that everything
-  // else fuses: a Conv + Clip whose Clip output alone is observed runs as one
+  // Values that fuse_qdq, fuse_activations and the constant folds must leave
+  // in the graph, whatever they fuse or fold around them (they are treated
+  // as graph outputs while those rewrites run; lower_fp16 runs before them).
+  // Calibration lists the tensors it observes here, so that everything else
+  // fuses: a Conv + Clip whose Clip output alone is observed runs as one
   // node, with the same bits.
   std::vector<std::string> keep_values = {};
   // Speed of the sparse kernels vs dense (sparq/kernel_table.h): a QLinearConv /
