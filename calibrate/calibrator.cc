@@ -146,8 +146,9 @@ struct ZeroPad {
   std::vector<int64_t> pads;  // begins, then ends, per axis
   // Values of the padded tensor besides the input's.
   int64_t Zeros(const Tensor& in) const {
+    const size_t rank = static_cast<size_t>(in.rank());
     int64_t padded = 1;
-    for (int64_t d = 0; d < in.rank(); ++d) padded *= in.dim(d) + pads[d] + pads[d + in.rank()];
+    for (size_t d = 0; d < rank; ++d) padded *= in.dim(static_cast<int64_t>(d)) + pads[d] + pads[d + rank];
     return padded - in.numel();
   }
 };

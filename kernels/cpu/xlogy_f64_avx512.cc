@@ -64,7 +64,10 @@ double XLogYSumRowAvx512(const double* x, const double* y, const double* z, int6
     acc1 = _mm512_add_pd(acc1, term(i + 8, 0xff));
   }
   for (; i < n; i += 8) acc0 = _mm512_add_pd(acc0, term(i, n - i >= 8 ? 0xff : static_cast<__mmask8>((1u << (n - i)) - 1)));
-  return _mm512_reduce_add_pd(_mm512_add_pd(acc0, acc1));
+  // The lanes added in a fixed order (GCC 12 warns inside _mm512_reduce_add_pd).
+  alignas(64) double lane[8];
+  _mm512_store_pd(lane, _mm512_add_pd(acc0, acc1));
+  return ((lane[0] + lane[1]) + (lane[2] + lane[3])) + ((lane[4] + lane[5]) + (lane[6] + lane[7]));
 }
 
 SPARQ_CPU_TARGET_END
