@@ -256,13 +256,14 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
   if (options.bins < 128 || options.bins % 2 != 0) {
     return Status::InvalidArgument("calibration bins must be an even number >= 128, got " + std::to_string(options.bins));
   }
-  std::set<std::string> wanted = ActivationNames(model);
+  const std::set<std::string> activations = ActivationNames(model);
+  std::set<std::string> wanted = activations;
   ExecutorOptions exec_options{options.threads};
   exec_options.fold_constant_subgraphs = true;  // weights as Constant nodes still reach the fast kernels
   if (!options.tensors.empty()) {
     std::set<std::string> chosen;
     for (const auto& name : options.tensors) {
-      if (!wanted.count(name)) return Status::NotFound("no float activation named '" + name + "' to calibrate");
+      if (!activations.count(name)) return Status::NotFound("no float activation named '" + name + "' to calibrate");
       chosen.insert(name);
     }
     wanted = std::move(chosen);
@@ -281,7 +282,7 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
   if (exec_options.fold_constants) {
     folded = model;
     SPARQ_RETURN_IF_ERROR(FoldConstants(&folded).status());
-    zero_pads = ZeroPadsRead(folded, wanted, ActivationNames(model));
+    zero_pads = ZeroPadsRead(folded, wanted, activations);
     run_model = &folded;
   }
   if (!options.tensors.empty()) {

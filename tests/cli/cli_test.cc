@@ -484,6 +484,18 @@ TEST_F(CliTest, Int8OnlyCalibrationGivesTheSameModel) {
                   " --trt-cache " + path("t.cache"),
               "needs every tensor");
   EXPECT_FALSE(fs::exists(path("t.json")));
+  // A model without a layer INT8 quantizes: nothing to calibrate, said so.
+  Model relu = Mlp();
+  relu.graph.nodes.erase(relu.graph.nodes.begin());
+  relu.graph.nodes[0].inputs = {"x"};
+  relu.graph.outputs[0] = testing::FloatInput("y", {{-1, "batch"}, {64, ""}});
+  relu.graph.initializers.clear();
+  ASSERT_TRUE(SaveModel(relu, path("relu.onnx")).ok());
+  std::vector<float> x(8 * 64, 0.5f);
+  ASSERT_TRUE(WriteNpz(path("x.npz"), {{"x", Tensor::FromVector<float>({8, 64}, x)}}).ok());
+  ExpectError("calibrate " + path("relu.onnx") + " --data " + path("x.npz") + " --int8-only -o " + path("r.json"),
+              "INT8 quantization needs no tensor");
+  EXPECT_FALSE(fs::exists(path("r.json")));
 }
 
 }  // namespace
