@@ -1,0 +1,205 @@
+// Arithmetic shared by the CUDA kernels and the host: each function is
+// __host__ __device__ under nvcc and plain inline C++ under g++, so the host
+// tests (tests/kernels/cuda_math_test.cc) pin down the bits the GPU computes
+// (STYLE.md, "Adding a second backend": CUTLASS's host-device epilogues).
+//
+// The integer paths are the spec of kernels/ref/quantize.h, restated in
+// functions a device can call (no std::, no <cmath> templates), and must stay
+// bit-identical to it:
+//   RoundHalfToEven      kernels/ref/quantize.h RoundHalfToEven
+//   QuantizeValue<T>     QuantizeValue<T> (QuantizeLinear)
+//   DequantizeValue      DequantizeValue (DequantizeLinear)
+//   RequantizeValue<T>   one element of RequantizeS32Ref<T>
+//   AbsHistogramBin      one element of AbsHistogramRef (calibration histograms)
+// The float paths (activations, softmax, layer norm) follow the reference's
+// formulas and order of operations; device exp/erf/tanh differ from glibc's
+// by a few ulp, which the tests bound by named tolerances.
+//
+// Nothing here depends on the floating point environment, and nothing may be
+// contracted into a fused multiply-add where a rounding is part of the spec:
+// the integer paths have no a * b + c, so -fmad cannot change them.
+#pragma once
+
+#include <math.h>
+#include <stdint.h>
+
+#if defined(__CUDACC__)
+#define SPARQ_HD __host__ __device__ __forceinline__
+#else
+#define SPARQ_HD inline
+#endif
+
+namespace sparq {
+namespace cuda {
+
+// ---------------------------------------------------------------------------
+// Rounding and saturation
+
+SPARQ_HD bool IsNan(float v) { return v != v; }
+SPARQ_HD bool IsNan(double v) { return v != v; }
+
+// Nearest integer to v, ties to the even neighbour; |v| >= 2^23, infinities
+// and NaN come back as they are. The reference's own formula (not rintf,
+// whose host result depends on the rounding mode).
+SPARQ_HD float RoundHalfToEven(float v) {
+  float r = roundf(v);                                         // ties away from zero
+  if (fabsf(v - truncf(v)) == 0.5f) r = 2.0f * roundf(0.5f * v);  // a tie: the even one
+  return r;
+}
+
+SPARQ_HD int32_t MinI32(int32_t a, int32_t b) { return a < b ? a : b; }
+SPARQ_HD int32_t MaxI32(int32_t a, int32_t b) { return a > b ? a : b; }
+
+// The range of an 8- or 16-bit quantized type.
+template <typename T> struct DeviceQuantRange;
+template <> struct DeviceQuantRange<int8_t> { static constexpr int32_t kMin = -128, kMax = 127; };
+template <> struct DeviceQuantRange<uint8_t> { static constexpr int32_t kMin = 0, kMax = 255; };
+template <> struct DeviceQuantRange<int16_t> { static constexpr int32_t kMin = -32768, kMax = 32767; };
+template <> struct DeviceQuantRange<uint16_t> { static constexpr int32_t kMin = 0, kMax = 65535; };
+
+// QuantizeLinear of one value: saturate(RoundHalfToEven(x / scale) + zero_point),
+// a float32 division; NaN gives zero_point.
+template <typename T>
+SPARQ_HD T QuantizeValue(float x, float scale, int32_t zero_point) {
+  const float rounded = RoundHalfToEven(x / scale);
+  if (IsNan(rounded)) return static_cast<T>(zero_point);
+  const float lo = static_cast<float>(DeviceQuantRange<T>::kMin - zero_point);
+  const float hi = static_cast<float>(DeviceQuantRange<T>::kMax - zero_point);
+  const float clamped = rounded < lo ? lo : (rounded > hi ? hi : rounded);
+  return static_cast<T>(static_cast<int32_t>(clamped) + zero_point);
+}
+
+// DequantizeLinear of one value: float32(q - zero_point) * scale.
+SPARQ_HD float DequantizeValue(int32_t q, float scale, int32_t zero_point) {
+  return static_cast<float>(static_cast<int64_t>(q) - zero_point) * scale;
+}
+
+// One int32 accumulator to T (int8_t or uint8_t), exactly RequantizeS32Ref:
+//   sum  = acc + bias                       (int32, wrapping)
+//   real = float32(sum) * multiplier        (one float32 product)
+//   q    = saturate(RoundHalfToEven(real) + zero_point), NaN -> zero_point
+// and with fuse_relu q = max(q, zero_point).
+template <typename T>
+SPARQ_HD T RequantizeValue(int32_t acc, int32_t bias, float multiplier, int32_t zero_point, bool fuse_relu) {
+  const int32_t lo = fuse_relu ? MaxI32(DeviceQuantRange<T>::kMin, zero_point) : DeviceQuantRange<T>::kMin;
+  const int32_t hi = DeviceQuantRange<T>::kMax;
+  const uint32_t sum = static_cast<uint32_t>(acc) + static_cast<uint32_t>(bias);  // wraps like int32 hardware adds
+  const float real = static_cast<float>(static_cast<int32_t>(sum)) * multiplier;
+  const float rounded = RoundHalfToEven(real);
+  int32_t q;
+  if (IsNan(rounded)) {
+    q = zero_point;
+  } else {
+    const float flo = static_cast<float>(lo - zero_point), fhi = static_cast<float>(hi - zero_point);
+    const float clamped = rounded < flo ? flo : (rounded > fhi ? fhi : rounded);  // before converting: no overflow
+    q = static_cast<int32_t>(clamped) + zero_point;
+  }
+  return static_cast<T>(MinI32(MaxI32(q, lo), hi));
+}
+
+// The float32 factor (a_scale * b_scale) / y_scale, in the reference's order.
+SPARQ_HD float RequantMultiplier(float a_scale, float b_scale, float y_scale) {
+  const float ab = a_scale * b_scale;
+  return ab / y_scale;
+}
+
+// ---------------------------------------------------------------------------
+// Calibration histograms
+
+// The bin of x in a histogram of |x| with `last` + 1 bins of width 1 / scale:
+// min(int64(|x| * scale), last), the product in double; -1 for NaN (not
+// counted). One element of AbsHistogramRef.
+SPARQ_HD int64_t AbsHistogramBin(float x, double scale, int64_t last) {
+  if (IsNan(x)) return -1;
+  const double b = static_cast<double>(fabsf(x)) * scale;  // compared before converting: no overflow
+  return b < static_cast<double>(last) ? static_cast<int64_t>(b) : last;
+}
+
+// ---------------------------------------------------------------------------
+// Activations (float32), as the reference kernels compute them
+
+SPARQ_HD float Sigmoid(float x) { return 1.0f / (1.0f + expf(-x)); }
+// sparq.Silu: Sigmoid rounded to float, then the product.
+SPARQ_HD float Silu(float x) {
+  const float s = 1.0f / (1.0f + expf(-x));
+  return x * s;
+}
+// Gelu (approximate = "none"): 0.5 x (1 + erf(x / sqrt 2)).
+SPARQ_HD float GeluErf(float x) { return 0.5f * x * (1.0f + erff(x * 0.70710678118654752440f)); }
+// sparq.GeluErfChain: ((x * (erf(x / divisor) + offset)) * scale), each step rounded.
+SPARQ_HD float GeluErfChain(float x, float divisor, float offset, float scale) {
+  const float e = erff(x / divisor);
+  const float t = e + offset;
+  const float p = x * t;
+  return p * scale;
+}
+SPARQ_HD float Relu(float x) { return x < 0.0f ? 0.0f : x; }  // NaN stays NaN
+// Clip: NaN stays NaN.
+SPARQ_HD float Clip(float x, float lo, float hi) {
+  const float a = x < lo ? lo : x;
+  return a > hi ? hi : a;
+}
+
+// ---------------------------------------------------------------------------
+// Rows of Softmax and LayerNormalization (the reference's algorithm, one row)
+
+// Softmax of x[0, n) into y: y = exp(x - max) / sum, the sum and the division
+// in double, as kernels/ref/softmax.cc. A row of one thread; the GPU kernel
+// splits the same three passes over a block.
+SPARQ_HD void SoftmaxRow(const float* x, float* y, int64_t n) {
+  if (n <= 0) return;
+  float m = x[0];
+  for (int64_t k = 1; k < n; ++k) m = x[k] > m ? x[k] : m;
+  double sum = 0.0;
+  for (int64_t k = 0; k < n; ++k) {
+    const float e = expf(x[k] - m);
+    sum += static_cast<double>(e);
+    y[k] = e;
+  }
+  for (int64_t k = 0; k < n; ++k) y[k] = static_cast<float>(static_cast<double>(y[k]) / sum);
+}
+
+// LayerNormalization of one row of n values: mean and population variance in
+// double (two passes), inv = 1 / sqrt(var + eps), y = (x - mean) * inv *
+// scale + bias in double, as kernels/ref/norm.cc. bias may be null. Writes the
+// row's mean and inv when asked (non-null).
+SPARQ_HD void LayerNormRow(const float* x, const float* scale, const float* bias, double eps, int64_t n, float* y,
+                           double* mean_out, double* inv_out) {
+  double s = 0.0;
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]);
+  const double m = n > 0 ? s / static_cast<double>(n) : 0.0;
+  double q = 0.0;
+  for (int64_t i = 0; i < n; ++i) {
+    const double d = static_cast<double>(x[i]) - m;
+    q += d * d;
+  }
+  const double v = n > 0 ? q / static_cast<double>(n) : 0.0;
+  const double inv = 1.0 / sqrt(v + eps);
+  for (int64_t i = 0; i < n; ++i) {
+    const double b = bias != nullptr ? static_cast<double>(bias[i]) : 0.0;
+    y[i] = static_cast<float>((static_cast<double>(x[i]) - m) * inv * static_cast<double>(scale[i]) + b);
+  }
+  if (mean_out != nullptr) *mean_out = m;
+  if (inv_out != nullptr) *inv_out = inv;
+}
+
+// ---------------------------------------------------------------------------
+// Broadcasting (numpy rules), for elementwise kernels of up to kMaxRank dims
+
+inline constexpr int kMaxBroadcastRank = 8;
+
+// An output index -> the offset into an input whose strides are 0 along the
+// broadcast dimensions. dims/strides are the output's dims and the input's
+// element strides, both right-aligned to `rank`.
+SPARQ_HD int64_t BroadcastOffset(int64_t index, int rank, const int64_t* dims, const int64_t* strides) {
+  int64_t offset = 0;
+  for (int d = rank - 1; d >= 0; --d) {
+    const int64_t i = index % dims[d];
+    index /= dims[d];
+    offset += i * strides[d];
+  }
+  return offset;
+}
+
+}  // namespace cuda
+}  // namespace sparq
