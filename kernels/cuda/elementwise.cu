@@ -1,0 +1,362 @@
+// Elementwise, normalization, quantization and layout kernels of the CUDA
+// backend (launch.h). Per-element arithmetic comes from device_math.h.
+#include <cuda_fp16.h>
+
+#include <string>
+
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/device_math.h"
+#include "kernels/cuda/launch.h"
+
+namespace sparq {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 65535;
+static_assert(kThreads % 32 == 0 && kThreads <= 1024, "block size must be whole warps within the limit");
+
+unsigned BlocksFor(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
+}
+
+#define SPARQ_GRID_STRIDE(i, n) \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
+__device__ float ApplyUnary(UnaryOp op, float x, float p0, float p1, float p2) {
+  switch (op) {
+    case UnaryOp::kRelu: return Relu(x);
+    case UnaryOp::kSigmoid: return Sigmoid(x);
+    case UnaryOp::kTanh: return tanhf(x);
+    case UnaryOp::kErf: return erff(x);
+    case UnaryOp::kSqrt: return sqrtf(x);
+    case UnaryOp::kExp: return expf(x);
+    case UnaryOp::kSilu: return Silu(x);
+    case UnaryOp::kGelu: return GeluErf(x);
+    case UnaryOp::kGeluErfChain: return GeluErfChain(x, p0, p1, p2);
+    case UnaryOp::kClip: return Clip(x, p0, p1);
+    case UnaryOp::kNeg: return -x;
+    case UnaryOp::kAbs: return fabsf(x);
+  }
+  return x;
+}
+
+__global__ void UnaryKernel(UnaryOp op, const float* __restrict__ x, float* __restrict__ y, int64_t n, float p0,
+                            float p1, float p2) {
+  SPARQ_GRID_STRIDE(i, n) { y[i] = ApplyUnary(op, x[i], p0, p1, p2); }
+}
+
+__device__ __forceinline__ float ApplyBinary(BinaryOp op, float a, float b) {
+  switch (op) {
+    case BinaryOp::kAdd: return __fadd_rn(a, b);
+    case BinaryOp::kSub: return __fsub_rn(a, b);
+    case BinaryOp::kMul: return __fmul_rn(a, b);
+    case BinaryOp::kDiv: return __fdiv_rn(a, b);
+  }
+  return a;
+}
+
+__global__ void BinaryKernel(BinaryOp op, const float* __restrict__ a, const float* __restrict__ b,
+                             float* __restrict__ y, BroadcastPlan plan) {
+  if (plan.same_shape) {
+    SPARQ_GRID_STRIDE(i, plan.numel) { y[i] = ApplyBinary(op, a[i], b[i]); }
+  } else {
+    SPARQ_GRID_STRIDE(i, plan.numel) {
+      const int64_t ia = BroadcastOffset(i, plan.rank, plan.dims, plan.a_strides);
+      const int64_t ib = BroadcastOffset(i, plan.rank, plan.dims, plan.b_strides);
+      y[i] = ApplyBinary(op, a[ia], b[ib]);
+    }
+  }
+}
+
+// One block per row: the row's max (float), then sum of exp in double, then
+// the division in double, as SoftmaxRow does serially.
+__global__ void SoftmaxRowsKernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+  __shared__ float smax[kThreads];
+  __shared__ double ssum[kThreads];
+  const float* row = x + blockIdx.x * n;
+  float* out = y + blockIdx.x * n;
+  float m = row[0];
+  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) m = row[k] > m ? row[k] : m;
+  smax[threadIdx.x] = m;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) smax[threadIdx.x] = smax[threadIdx.x + s] > smax[threadIdx.x] ? smax[threadIdx.x + s] : smax[threadIdx.x];
+    __syncthreads();
+  }
+  // A NaN anywhere makes the reference's max NaN only when it is x[0]; either way every output is NaN then.
+  const float row_max = row[0] != row[0] ? row[0] : smax[0];
+  double sum = 0.0;
+  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
+    const float e = expf(row[k] - row_max);
+    out[k] = e;
+    sum += static_cast<double>(e);
+  }
+  ssum[threadIdx.x] = sum;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) ssum[threadIdx.x] += ssum[threadIdx.x + s];
+    __syncthreads();
+  }
+  const double total = ssum[0];
+  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) out[k] = static_cast<float>(static_cast<double>(out[k]) / total);
+}
+
+__device__ double BlockSum(double v, double* shared) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
+    __syncthreads();
+  }
+  const double total = shared[0];
+  __syncthreads();  // shared is reused by the next sum
+  return total;
+}
+
+// One block per row: the two-pass mean and variance of LayerNormRow, in double.
+__global__ void LayerNormRowsKernel(const float* __restrict__ x, const float* __restrict__ scale,
+                                    const float* __restrict__ bias, double eps, int64_t n, float* __restrict__ y) {
+  __shared__ double shared[kThreads];
+  const float* row = x + blockIdx.x * n;
+  float* out = y + blockIdx.x * n;
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += static_cast<double>(row[i]);
+  const double m = BlockSum(s, shared) / static_cast<double>(n);
+  double q = 0.0;
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const double d = static_cast<double>(row[i]) - m;
+    q += d * d;
+  }
+  const double v = BlockSum(q, shared) / static_cast<double>(n);
+  const double inv = 1.0 / sqrt(v + eps);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
+    const double b = bias != nullptr ? static_cast<double>(bias[i]) : 0.0;
+    out[i] = static_cast<float>(__dadd_rn(__dmul_rn(__dmul_rn(static_cast<double>(row[i]) - m, inv),
+                                                    static_cast<double>(scale[i])), b));
+  }
+}
+
+template <typename T>
+__global__ void QuantizeKernel(const float* __restrict__ x, T* __restrict__ y, int64_t n, const float* __restrict__ scale,
+                               const int32_t* __restrict__ zp, int64_t axis_dim, int64_t inner) {
+  SPARQ_GRID_STRIDE(i, n) {
+    const int64_t p = (i / inner) % axis_dim;
+    y[i] = QuantizeValue<T>(x[i], scale[p], zp != nullptr ? zp[p] : 0);
+  }
+}
+
+template <typename T>
+__global__ void DequantizeKernel(const T* __restrict__ x, float* __restrict__ y, int64_t n, const float* __restrict__ scale,
+                                 const int32_t* __restrict__ zp, int64_t axis_dim, int64_t inner) {
+  SPARQ_GRID_STRIDE(i, n) {
+    const int64_t p = (i / inner) % axis_dim;
+    y[i] = DequantizeValue(static_cast<int32_t>(x[i]), scale[p], zp != nullptr ? zp[p] : 0);
+  }
+}
+
+template <typename T>
+__global__ void RequantizeKernel(RequantArgs a) {
+  const int64_t n = a.rows * a.cols;
+  T* out = static_cast<T*>(a.out);
+  SPARQ_GRID_STRIDE(i, n) {
+    const int64_t r = i / a.cols, c = i % a.cols;
+    const uint32_t zr = static_cast<uint32_t>(a.a_zp != nullptr ? a.a_zp[r] : a.a_zp_scalar);
+    const uint32_t zc = static_cast<uint32_t>(a.b_zp != nullptr ? a.b_zp[c] : a.b_zp_scalar);
+    uint32_t acc = static_cast<uint32_t>(a.acc[i]);  // wrapping int32 arithmetic, as the reference's sums
+    if (a.a_sum != nullptr) acc -= zc * static_cast<uint32_t>(a.a_sum[r]);
+    if (a.b_sum != nullptr) acc -= zr * static_cast<uint32_t>(a.b_sum[c]);
+    acc += static_cast<uint32_t>(a.k) * zr * zc;
+    const int32_t bias = a.bias != nullptr ? a.bias[a.bias_per_row ? r : c] : 0;
+    const float mult = a.multiplier[a.multiplier_per_row ? r : (a.multiplier_per_col ? c : 0)];
+    out[i] = RequantizeValue<T>(static_cast<int32_t>(acc), bias, mult, a.y_zp, a.relu);
+  }
+}
+
+__global__ void RowSumsS8Kernel(const int8_t* __restrict__ x, int64_t rows, int64_t k, int32_t* __restrict__ sums) {
+  SPARQ_GRID_STRIDE(r, rows) {
+    int32_t s = 0;
+    const int8_t* row = x + r * k;
+    for (int64_t j = 0; j < k; ++j) s += row[j];
+    sums[r] = s;
+  }
+}
+
+__global__ void ShiftU8ToS8Kernel(const uint8_t* __restrict__ x, int8_t* __restrict__ y, int64_t n) {
+  SPARQ_GRID_STRIDE(i, n) { y[i] = static_cast<int8_t>(x[i] ^ 0x80u); }
+}
+
+template <typename T>
+__global__ void PermuteKernel(const T* __restrict__ x, T* __restrict__ y, PermutePlan plan) {
+  SPARQ_GRID_STRIDE(i, plan.numel) { y[i] = x[BroadcastOffset(i, plan.rank, plan.out_dims, plan.in_strides)]; }
+}
+
+__global__ void AbsHistogramKernel(const float* __restrict__ x, int64_t n, double scale, int64_t last,
+                                   unsigned long long* __restrict__ counts, unsigned long long* __restrict__ nans) {
+  SPARQ_GRID_STRIDE(i, n) {
+    const int64_t b = AbsHistogramBin(x[i], scale, last);
+    if (b < 0) atomicAdd(nans, 1ull);
+    else atomicAdd(counts + b, 1ull);
+  }
+}
+
+}  // namespace
+
+Status LaunchUnaryF32(UnaryOp op, const float* x, float* y, int64_t n, float p0, float p1, float p2,
+                      cudaStream_t stream) {
+  if (n <= 0) return Status::OK();
+  UnaryKernel<<<BlocksFor(n), kThreads, 0, stream>>>(op, x, y, n, p0, p1, p2);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("UnaryKernel");
+  return Status::OK();
+}
+
+Status PlanBroadcast(const int64_t* a_dims, int a_rank, const int64_t* b_dims, int b_rank, BroadcastPlan* plan,
+                     int64_t* out_dims, int* out_rank) {
+  const int rank = a_rank > b_rank ? a_rank : b_rank;
+  if (rank > kMaxRank) return Status::NotSupported("broadcast of rank " + std::to_string(rank) + " (CUDA: up to 8)");
+  BroadcastPlan p;
+  p.rank = rank;
+  int64_t a_stride = 1, b_stride = 1;
+  p.numel = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    const int ai = d - (rank - a_rank), bi = d - (rank - b_rank);
+    const int64_t ad = ai >= 0 ? a_dims[ai] : 1, bd = bi >= 0 ? b_dims[bi] : 1;
+    if (ad != bd && ad != 1 && bd != 1) {
+      return Status::InvalidArgument("shapes do not broadcast: dimension " + std::to_string(ad) + " vs " +
+                                     std::to_string(bd));
+    }
+    const int64_t od = ad == 1 ? bd : ad;
+    p.dims[d] = od;
+    p.a_strides[d] = ad == 1 ? 0 : a_stride;
+    p.b_strides[d] = bd == 1 ? 0 : b_stride;
+    a_stride *= ad;
+    b_stride *= bd;
+    p.numel *= od;
+    out_dims[d] = od;
+  }
+  p.same_shape = a_stride == p.numel && b_stride == p.numel;
+  p.b_scalar = b_stride == 1;
+  *plan = p;
+  *out_rank = rank;
+  return Status::OK();
+}
+
+Status LaunchBinaryF32(BinaryOp op, const float* a, const float* b, float* y, const BroadcastPlan& plan,
+                       cudaStream_t stream) {
+  if (plan.numel <= 0) return Status::OK();
+  BinaryKernel<<<BlocksFor(plan.numel), kThreads, 0, stream>>>(op, a, b, y, plan);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("BinaryKernel");
+  return Status::OK();
+}
+
+Status LaunchSoftmaxRowsF32(const float* x, float* y, int64_t rows, int64_t n, cudaStream_t stream) {
+  if (rows <= 0 || n <= 0) return Status::OK();
+  if (rows > 0x7fffffffLL) return Status::NotSupported("Softmax of more than 2^31 rows");
+  SoftmaxRowsKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, y, n);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("SoftmaxRowsKernel");
+  return Status::OK();
+}
+
+Status LaunchLayerNormRowsF32(const float* x, const float* scale, const float* bias, double eps, int64_t rows,
+                              int64_t n, float* y, cudaStream_t stream) {
+  if (rows <= 0 || n <= 0) return Status::OK();
+  if (rows > 0x7fffffffLL) return Status::NotSupported("LayerNormalization of more than 2^31 rows");
+  LayerNormRowsKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, scale, bias, eps, n, y);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("LayerNormRowsKernel");
+  return Status::OK();
+}
+
+Status LaunchQuantizeF32(const float* x, void* y, bool out_signed, int64_t n, const float* scale,
+                         const int32_t* zero_point, int64_t axis_dim, int64_t inner, cudaStream_t stream) {
+  if (n <= 0) return Status::OK();
+  if (axis_dim < 1 || inner < 1) return Status::InvalidArgument("quantization axis of size 0");
+  if (out_signed) {
+    QuantizeKernel<int8_t><<<BlocksFor(n), kThreads, 0, stream>>>(x, static_cast<int8_t*>(y), n, scale, zero_point,
+                                                                  axis_dim, inner);
+  } else {
+    QuantizeKernel<uint8_t><<<BlocksFor(n), kThreads, 0, stream>>>(x, static_cast<uint8_t*>(y), n, scale, zero_point,
+                                                                   axis_dim, inner);
+  }
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("QuantizeKernel");
+  return Status::OK();
+}
+
+Status LaunchDequantize(const void* x, int in_type, float* y, int64_t n, const float* scale, const int32_t* zero_point,
+                        int64_t axis_dim, int64_t inner, cudaStream_t stream) {
+  if (n <= 0) return Status::OK();
+  if (axis_dim < 1 || inner < 1) return Status::InvalidArgument("quantization axis of size 0");
+  switch (in_type) {
+    case 0:
+      DequantizeKernel<uint8_t><<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(x), y, n, scale,
+                                                                       zero_point, axis_dim, inner);
+      break;
+    case 1:
+      DequantizeKernel<int8_t><<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<const int8_t*>(x), y, n, scale,
+                                                                      zero_point, axis_dim, inner);
+      break;
+    case 2:
+      DequantizeKernel<int32_t><<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<const int32_t*>(x), y, n, scale,
+                                                                       zero_point, axis_dim, inner);
+      break;
+    default: return Status::InvalidArgument("DequantizeLinear input type code " + std::to_string(in_type));
+  }
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("DequantizeKernel");
+  return Status::OK();
+}
+
+Status LaunchRequantize(const RequantArgs& args, cudaStream_t stream) {
+  const int64_t n = args.rows * args.cols;
+  if (n <= 0) return Status::OK();
+  if (args.acc == nullptr || args.multiplier == nullptr || args.out == nullptr) {
+    return Status::InvalidArgument("requantize: accumulators, multipliers and output are required");
+  }
+  if (args.out_signed) {
+    RequantizeKernel<int8_t><<<BlocksFor(n), kThreads, 0, stream>>>(args);
+  } else {
+    RequantizeKernel<uint8_t><<<BlocksFor(n), kThreads, 0, stream>>>(args);
+  }
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("RequantizeKernel");
+  return Status::OK();
+}
+
+Status LaunchRowSumsS8(const int8_t* x, int64_t rows, int64_t k, int32_t* sums, cudaStream_t stream) {
+  if (rows <= 0) return Status::OK();
+  RowSumsS8Kernel<<<BlocksFor(rows), kThreads, 0, stream>>>(x, rows, k, sums);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("RowSumsS8Kernel");
+  return Status::OK();
+}
+
+Status LaunchShiftU8ToS8(const uint8_t* x, int8_t* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return Status::OK();
+  ShiftU8ToS8Kernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, y, n);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("ShiftU8ToS8Kernel");
+  return Status::OK();
+}
+
+Status LaunchPermute(const void* x, void* y, int elem_size, const PermutePlan& plan, cudaStream_t stream) {
+  if (plan.numel <= 0) return Status::OK();
+  if (plan.rank < 1 || plan.rank > kMaxRank) return Status::NotSupported("permutation of rank " + std::to_string(plan.rank));
+  const unsigned blocks = BlocksFor(plan.numel);
+  switch (elem_size) {
+    case 1: PermuteKernel<uint8_t><<<blocks, kThreads, 0, stream>>>(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), plan); break;
+    case 2: PermuteKernel<uint16_t><<<blocks, kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y), plan); break;
+    case 4: PermuteKernel<uint32_t><<<blocks, kThreads, 0, stream>>>(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y), plan); break;
+    case 8: PermuteKernel<uint64_t><<<blocks, kThreads, 0, stream>>>(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(y), plan); break;
+    default: return Status::NotSupported("permutation of " + std::to_string(elem_size) + "-byte elements");
+  }
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("PermuteKernel");
+  return Status::OK();
+}
+
+Status LaunchAbsHistogramF32(const float* x, int64_t n, double scale, int64_t last, unsigned long long* counts,
+                             unsigned long long* nans, cudaStream_t stream) {
+  if (n <= 0) return Status::OK();
+  if (last < 0) return Status::InvalidArgument("histogram with no bins");
+  AbsHistogramKernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, n, scale, last, counts, nans);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("AbsHistogramKernel");
+  return Status::OK();
+}
+
+}  // namespace cuda
+}  // namespace sparq

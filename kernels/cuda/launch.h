@@ -1,0 +1,153 @@
+// The CUDA backend's own kernels, as host functions that launch them on a
+// stream (elementwise.cu, nn.cu). Each checks its arguments (can_implement),
+// launches, and returns the launch's Status; none synchronizes. Pointers are
+// device pointers unless a comment says otherwise. The per-element arithmetic
+// is device_math.h's, which tests/kernels/cuda_math_test.cc pins on the CPU.
+#pragma once
+
+#include <cuda_runtime_api.h>
+
+#include <cstdint>
+
+#include "kernels/cuda/device_math.h"  // SPARQ_HD
+#include "sparq/status.h"
+
+namespace sparq {
+namespace cuda {
+
+inline constexpr int kMaxRank = 8;
+
+// ---------------------------------------------------------------------------
+// Elementwise (elementwise.cu)
+
+enum class UnaryOp { kRelu, kSigmoid, kTanh, kErf, kSqrt, kExp, kSilu, kGelu, kGeluErfChain, kClip, kNeg, kAbs };
+// y[i] = op(x[i]) for float32. Parameters: kClip (p0 = lo, p1 = hi),
+// kGeluErfChain (p0 = divisor, p1 = offset, p2 = scale).
+Status LaunchUnaryF32(UnaryOp op, const float* x, float* y, int64_t n, float p0, float p1, float p2,
+                     cudaStream_t stream);
+
+enum class BinaryOp { kAdd, kSub, kMul, kDiv };
+// numpy broadcasting of two inputs to an output of `rank` <= kMaxRank dims;
+// strides are in elements, 0 along broadcast dims.
+struct BroadcastPlan {
+  int rank = 0;
+  int64_t numel = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t a_strides[kMaxRank] = {};
+  int64_t b_strides[kMaxRank] = {};
+  bool same_shape = false;  // both inputs have the output's shape: a flat loop
+  bool b_scalar = false;    // b has one element
+};
+// Plans y = a op b for the two shapes; InvalidArgument when they do not
+// broadcast, NotSupported past kMaxRank dims. out_shape gets the result's shape.
+Status PlanBroadcast(const int64_t* a_dims, int a_rank, const int64_t* b_dims, int b_rank, BroadcastPlan* plan,
+                     int64_t* out_dims, int* out_rank);
+Status LaunchBinaryF32(BinaryOp op, const float* a, const float* b, float* y, const BroadcastPlan& plan,
+                       cudaStream_t stream);
+
+// Softmax over the last dimension of `rows` rows of n floats (one block per row).
+Status LaunchSoftmaxRowsF32(const float* x, float* y, int64_t rows, int64_t n, cudaStream_t stream);
+// LayerNormalization of `rows` rows of n floats; scale [n], bias [n] or null.
+Status LaunchLayerNormRowsF32(const float* x, const float* scale, const float* bias, double eps, int64_t rows,
+                              int64_t n, float* y, cudaStream_t stream);
+
+// QuantizeLinear of n floats to int8 (out_signed) or uint8; the parameters of
+// element e are scale[(e / inner) % axis_dim], zero_point[...] (zero_point
+// may be null: 0). Per-tensor: axis_dim = 1.
+Status LaunchQuantizeF32(const float* x, void* y, bool out_signed, int64_t n, const float* scale,
+                         const int32_t* zero_point, int64_t axis_dim, int64_t inner, cudaStream_t stream);
+// DequantizeLinear of n int8 / uint8 / int32 values (in_type: 0 = uint8, 1 = int8, 2 = int32).
+Status LaunchDequantize(const void* x, int in_type, float* y, int64_t n, const float* scale, const int32_t* zero_point,
+                        int64_t axis_dim, int64_t inner, cudaStream_t stream);
+
+// Requantization of an int32 GEMM result acc [rows, cols] (row-major) to
+// int8 / uint8, with the zero point corrections of a GEMM of shifted inputs:
+//   acc' = acc - b_zp[c] * a_sum[r] - a_zp[r] * b_sum[c] + k * a_zp[r] * b_zp[c]   (mod 2^32)
+//   out  = RequantizeValue(acc', bias, multiplier, y_zp, relu)        (device_math.h)
+// a_zp / b_zp: a device array (per row / per column) or null for the scalar.
+// a_sum / b_sum may be null when the other side's zero points are all 0.
+struct RequantArgs {
+  const int32_t* acc = nullptr;
+  int64_t rows = 0, cols = 0;
+  const int32_t* a_sum = nullptr;  // [rows]: sums of A's rows over k
+  const int32_t* b_sum = nullptr;  // [cols]: sums of B's columns over k
+  const int32_t* a_zp = nullptr;   // [rows] or null: a_zp_scalar
+  int32_t a_zp_scalar = 0;
+  const int32_t* b_zp = nullptr;  // [cols] or null: b_zp_scalar
+  int32_t b_zp_scalar = 0;
+  int32_t k = 0;
+  const int32_t* bias = nullptr;  // per row (bias_per_row) or per column; null: none
+  bool bias_per_row = false;
+  const float* multiplier = nullptr;  // per row, per column or one (multiplier_stride_*)
+  bool multiplier_per_row = false;
+  bool multiplier_per_col = false;
+  int32_t y_zp = 0;
+  bool relu = false;
+  bool out_signed = true;
+  void* out = nullptr;  // [rows, cols]
+};
+Status LaunchRequantize(const RequantArgs& args, cudaStream_t stream);
+
+// sums[r] = sum over j < k of x[r * k + j] (int8), for the zero point corrections.
+Status LaunchRowSumsS8(const int8_t* x, int64_t rows, int64_t k, int32_t* sums, cudaStream_t stream);
+// y = x ^ 0x80: uint8 values as int8 shifted by -128 (zero points shift alike).
+Status LaunchShiftU8ToS8(const uint8_t* x, int8_t* y, int64_t n, cudaStream_t stream);
+
+// y = the permutation of x (elements of elem_size 1, 2, 4 or 8 bytes):
+// out_dims are y's dims, in_strides[d] x's stride (elements) along y's dim d.
+struct PermutePlan {
+  int rank = 0;
+  int64_t numel = 0;
+  int64_t out_dims[kMaxRank] = {};
+  int64_t in_strides[kMaxRank] = {};
+};
+Status LaunchPermute(const void* x, void* y, int elem_size, const PermutePlan& plan, cudaStream_t stream);
+
+// Calibration: counts[AbsHistogramBin(x[i], scale, last)] += 1 (device_math.h),
+// NaNs counted into *nans; counts has last + 1 bins.
+Status LaunchAbsHistogramF32(const float* x, int64_t n, double scale, int64_t last, unsigned long long* counts,
+                             unsigned long long* nans, cudaStream_t stream);
+
+// ---------------------------------------------------------------------------
+// Convolution and pooling (nn.cu), NCHW, 2-D
+
+struct Conv2dGeometry {
+  int64_t batch = 1, channels = 0, height = 0, width = 0;  // input
+  int64_t out_channels = 0, out_height = 0, out_width = 0;
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+  SPARQ_HD int64_t patch() const { return channels * kernel_h * kernel_w; }  // K of the GEMM
+  SPARQ_HD int64_t pixels() const { return out_height * out_width; }          // P of one image
+};
+// One image x [C, H, W] -> col [P, K] (patch-major: each output pixel's
+// patch contiguous, c then ky then kx), padding read as pad_value; T is float
+// (elem_size 4), int8 (1) or float16 bits (2).
+Status LaunchIm2Col(const void* x, void* col, int elem_size, uint32_t pad_bits, const Conv2dGeometry& g,
+                    cudaStream_t stream);
+// Depthwise convolution (group = C = M, weights [C, 1, kh, kw]), bias [C] or null.
+Status LaunchDepthwiseConvF32(const float* x, const float* w, const float* bias, float* y, const Conv2dGeometry& g,
+                              cudaStream_t stream);
+// y[n, m, p] += bias[m] over [batch, channels, pixels].
+Status LaunchAddChannelBiasF32(float* y, const float* bias, int64_t batch, int64_t channels, int64_t pixels,
+                               cudaStream_t stream);
+
+struct Pool2dGeometry {
+  int64_t planes = 0, height = 0, width = 0;  // planes = N * C
+  int64_t out_height = 0, out_width = 0;
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+  int64_t pad_bottom = 0, pad_right = 0;
+  bool count_include_pad = false;  // AveragePool: divide by the taps inside [-pad_begin, I + pad_end)
+};
+Status LaunchMaxPool2dF32(const float* x, float* y, const Pool2dGeometry& g, cudaStream_t stream);
+Status LaunchAveragePool2dF32(const float* x, float* y, const Pool2dGeometry& g, cudaStream_t stream);
+// y[p] = mean of x[p * hw, (p + 1) * hw), in double.
+Status LaunchGlobalAveragePoolF32(const float* x, float* y, int64_t planes, int64_t hw, cudaStream_t stream);
+
+// acc[m, n] = sum over k of a[m, k] * b[n, k] (int8, int32 sums): the
+// fallback of the INT8 GEMM for shapes cuBLASLt's IMMA kernels refuse.
+Status LaunchGemmS8S32Naive(const int8_t* a, const int8_t* b, int32_t* acc, int64_t m, int64_t n, int64_t k,
+                            cudaStream_t stream);
+
+}  // namespace cuda
+}  // namespace sparq

@@ -1,0 +1,217 @@
+// Convolution helpers and pooling kernels of the CUDA backend (launch.h), NCHW.
+#include <cfloat>
+#include <string>
+
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/launch.h"
+
+namespace sparq {
+namespace cuda {
+namespace {
+
+constexpr int kThreads = 256;
+constexpr int64_t kMaxBlocks = 65535;
+
+unsigned BlocksFor(int64_t n) {
+  const int64_t b = (n + kThreads - 1) / kThreads;
+  return static_cast<unsigned>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
+}
+
+#define SPARQ_GRID_STRIDE(i, n) \
+  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+
+// col[p, kk] for kk = (c * kh + ky) * kw + kx: one thread per element of col.
+template <typename T>
+__global__ void Im2ColKernel(const T* __restrict__ x, T* __restrict__ col, T pad, Conv2dGeometry g) {
+  const int64_t K = g.patch(), n = g.pixels() * K;
+  SPARQ_GRID_STRIDE(i, n) {
+    const int64_t p = i / K, kk = i % K;
+    const int64_t kx = kk % g.kernel_w, ky = (kk / g.kernel_w) % g.kernel_h, c = kk / (g.kernel_w * g.kernel_h);
+    const int64_t oy = p / g.out_width, ox = p % g.out_width;
+    const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
+    const int64_t ix = ox * g.stride_w - g.pad_left + kx * g.dilation_w;
+    col[i] = (iy >= 0 && iy < g.height && ix >= 0 && ix < g.width) ? x[(c * g.height + iy) * g.width + ix] : pad;
+  }
+}
+
+// One thread per output element; the sum in the reference's order (ky, kx), float32.
+__global__ void DepthwiseConvKernel(const float* __restrict__ x, const float* __restrict__ w,
+                                    const float* __restrict__ bias, float* __restrict__ y, Conv2dGeometry g) {
+  const int64_t n = g.batch * g.channels * g.pixels();
+  SPARQ_GRID_STRIDE(i, n) {
+    const int64_t ox = i % g.out_width, oy = (i / g.out_width) % g.out_height, plane = i / g.pixels();
+    const int64_t c = plane % g.channels;
+    const float* xp = x + plane * g.height * g.width;
+    const float* wp = w + c * g.kernel_h * g.kernel_w;
+    float acc = 0.0f;
+    for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
+      const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
+      if (iy < 0 || iy >= g.height) continue;
+      for (int64_t kx = 0; kx < g.kernel_w; ++kx) {
+        const int64_t ix = ox * g.stride_w - g.pad_left + kx * g.dilation_w;
+        if (ix < 0 || ix >= g.width) continue;
+        acc = __fmaf_rn(xp[iy * g.width + ix], wp[ky * g.kernel_w + kx], acc);
+      }
+    }
+    y[i] = bias != nullptr ? acc + bias[c] : acc;
+  }
+}
+
+__global__ void AddChannelBiasKernel(float* __restrict__ y, const float* __restrict__ bias, int64_t channels,
+                                     int64_t pixels, int64_t n) {
+  SPARQ_GRID_STRIDE(i, n) { y[i] += bias[(i / pixels) % channels]; }
+}
+
+template <bool kMax>
+__global__ void Pool2dKernel(const float* __restrict__ x, float* __restrict__ y, Pool2dGeometry g) {
+  const int64_t n = g.planes * g.out_height * g.out_width;
+  SPARQ_GRID_STRIDE(i, n) {
+    const int64_t ox = i % g.out_width, oy = (i / g.out_width) % g.out_height, plane = i / (g.out_width * g.out_height);
+    const float* xp = x + plane * g.height * g.width;
+    float best = -FLT_MAX;
+    bool any = false;
+    double sum = 0.0;
+    int64_t count = 0;
+    for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
+      const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
+      for (int64_t kx = 0; kx < g.kernel_w; ++kx) {
+        const int64_t ix = ox * g.stride_w - g.pad_left + kx * g.dilation_w;
+        const bool inside = iy >= 0 && iy < g.height && ix >= 0 && ix < g.width;
+        if (kMax) {
+          if (!inside) continue;
+          const float v = xp[iy * g.width + ix];
+          // the reference's Greater: a NaN wins over a number and then stays
+          if (!any || v > best || (v != v && best == best)) best = v;
+          any = true;
+        } else {
+          if (inside) sum += static_cast<double>(xp[iy * g.width + ix]);
+          const bool in_padded = iy >= -g.pad_top && iy < g.height + g.pad_bottom && ix >= -g.pad_left &&
+                                 ix < g.width + g.pad_right;
+          if (g.count_include_pad ? in_padded : inside) ++count;
+        }
+      }
+    }
+    if (kMax) y[i] = any ? best : -FLT_MAX;
+    else y[i] = static_cast<float>(sum / static_cast<double>(count));  // no tap: 0 / 0, as the reference
+  }
+}
+
+// One block per plane.
+__global__ void GlobalAveragePoolKernel(const float* __restrict__ x, float* __restrict__ y, int64_t hw) {
+  __shared__ double shared[kThreads];
+  const float* p = x + blockIdx.x * hw;
+  double s = 0.0;
+  for (int64_t i = threadIdx.x; i < hw; i += blockDim.x) s += static_cast<double>(p[i]);
+  shared[threadIdx.x] = s;
+  __syncthreads();
+  for (int st = blockDim.x / 2; st > 0; st >>= 1) {
+    if (threadIdx.x < st) shared[threadIdx.x] += shared[threadIdx.x + st];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) y[blockIdx.x] = static_cast<float>(shared[0] / static_cast<double>(hw));
+}
+
+// 16 x 16 tiles through shared memory.
+constexpr int kTile = 16;
+__global__ void GemmS8S32NaiveKernel(const int8_t* __restrict__ a, const int8_t* __restrict__ b, int32_t* __restrict__ acc,
+                                     int64_t m, int64_t n, int64_t k) {
+  __shared__ int32_t ta[kTile][kTile + 1];
+  __shared__ int32_t tb[kTile][kTile + 1];
+  const int64_t row = blockIdx.y * static_cast<int64_t>(kTile) + threadIdx.y;
+  const int64_t col = blockIdx.x * static_cast<int64_t>(kTile) + threadIdx.x;
+  int32_t sum = 0;
+  for (int64_t k0 = 0; k0 < k; k0 += kTile) {
+    const int64_t ka = k0 + threadIdx.x;
+    ta[threadIdx.y][threadIdx.x] = row < m && ka < k ? a[row * k + ka] : 0;
+    const int64_t bcol = blockIdx.x * static_cast<int64_t>(kTile) + threadIdx.y;  // b row (= output column)
+    tb[threadIdx.y][threadIdx.x] = bcol < n && k0 + threadIdx.x < k ? b[bcol * k + k0 + threadIdx.x] : 0;
+    __syncthreads();
+    for (int j = 0; j < kTile; ++j) sum += ta[threadIdx.y][j] * tb[threadIdx.x][j];
+    __syncthreads();
+  }
+  if (row < m && col < n) acc[row * n + col] = sum;
+}
+
+}  // namespace
+
+Status LaunchIm2Col(const void* x, void* col, int elem_size, uint32_t pad_bits, const Conv2dGeometry& g,
+                    cudaStream_t stream) {
+  const int64_t n = g.pixels() * g.patch();
+  if (n <= 0) return Status::OK();
+  const unsigned blocks = BlocksFor(n);
+  switch (elem_size) {
+    case 1:
+      Im2ColKernel<int8_t><<<blocks, kThreads, 0, stream>>>(static_cast<const int8_t*>(x), static_cast<int8_t*>(col),
+                                                            static_cast<int8_t>(pad_bits & 0xff), g);
+      break;
+    case 2:
+      Im2ColKernel<uint16_t><<<blocks, kThreads, 0, stream>>>(static_cast<const uint16_t*>(x),
+                                                              static_cast<uint16_t*>(col),
+                                                              static_cast<uint16_t>(pad_bits & 0xffff), g);
+      break;
+    case 4:
+      Im2ColKernel<uint32_t><<<blocks, kThreads, 0, stream>>>(static_cast<const uint32_t*>(x),
+                                                              static_cast<uint32_t*>(col), pad_bits, g);
+      break;
+    default: return Status::NotSupported("im2col of " + std::to_string(elem_size) + "-byte elements");
+  }
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("Im2ColKernel");
+  return Status::OK();
+}
+
+Status LaunchDepthwiseConvF32(const float* x, const float* w, const float* bias, float* y, const Conv2dGeometry& g,
+                              cudaStream_t stream) {
+  const int64_t n = g.batch * g.channels * g.pixels();
+  if (n <= 0) return Status::OK();
+  DepthwiseConvKernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, w, bias, y, g);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("DepthwiseConvKernel");
+  return Status::OK();
+}
+
+Status LaunchAddChannelBiasF32(float* y, const float* bias, int64_t batch, int64_t channels, int64_t pixels,
+                               cudaStream_t stream) {
+  const int64_t n = batch * channels * pixels;
+  if (n <= 0) return Status::OK();
+  AddChannelBiasKernel<<<BlocksFor(n), kThreads, 0, stream>>>(y, bias, channels, pixels, n);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("AddChannelBiasKernel");
+  return Status::OK();
+}
+
+Status LaunchMaxPool2dF32(const float* x, float* y, const Pool2dGeometry& g, cudaStream_t stream) {
+  const int64_t n = g.planes * g.out_height * g.out_width;
+  if (n <= 0) return Status::OK();
+  Pool2dKernel<true><<<BlocksFor(n), kThreads, 0, stream>>>(x, y, g);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("MaxPool2dKernel");
+  return Status::OK();
+}
+
+Status LaunchAveragePool2dF32(const float* x, float* y, const Pool2dGeometry& g, cudaStream_t stream) {
+  const int64_t n = g.planes * g.out_height * g.out_width;
+  if (n <= 0) return Status::OK();
+  Pool2dKernel<false><<<BlocksFor(n), kThreads, 0, stream>>>(x, y, g);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("AveragePool2dKernel");
+  return Status::OK();
+}
+
+Status LaunchGlobalAveragePoolF32(const float* x, float* y, int64_t planes, int64_t hw, cudaStream_t stream) {
+  if (planes <= 0) return Status::OK();
+  if (hw <= 0) return Status::InvalidArgument("GlobalAveragePool of an empty plane");
+  if (planes > 0x7fffffffLL) return Status::NotSupported("GlobalAveragePool of more than 2^31 planes");
+  GlobalAveragePoolKernel<<<static_cast<unsigned>(planes), kThreads, 0, stream>>>(x, y, hw);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("GlobalAveragePoolKernel");
+  return Status::OK();
+}
+
+Status LaunchGemmS8S32Naive(const int8_t* a, const int8_t* b, int32_t* acc, int64_t m, int64_t n, int64_t k,
+                            cudaStream_t stream) {
+  if (m <= 0 || n <= 0) return Status::OK();
+  const int64_t gx = (n + kTile - 1) / kTile, gy = (m + kTile - 1) / kTile;
+  if (gx > 0x7fffffffLL || gy > 65535) return Status::NotSupported("INT8 GEMM fallback of " + std::to_string(m) + " rows");
+  GemmS8S32NaiveKernel<<<dim3(static_cast<unsigned>(gx), static_cast<unsigned>(gy)), dim3(kTile, kTile), 0, stream>>>(
+      a, b, acc, m, n, k);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("GemmS8S32NaiveKernel");
+  return Status::OK();
+}
+
+}  // namespace cuda
+}  // namespace sparq
