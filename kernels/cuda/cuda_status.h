@@ -9,13 +9,13 @@
 // type. A kernel launch is checked with SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("name")
 // (cudaGetLastError after the <<<...>>>).
 //
+// (cuBLAS codes are read with cublasLt*: sparq links cuBLASLt, not cuBLAS.)
 // Codes that mean "this machine cannot" (no device, driver too old, an
 // unsupported architecture or configuration) become NotSupported; all others
 // Internal, since a well-formed call that fails is a bug or an exhausted device.
 #pragma once
 
 #include <cublasLt.h>
-#include <cublas_api.h>
 #include <cuda_runtime.h>
 #include <cusparse.h>
 
@@ -42,7 +42,7 @@ inline Status ToStatus(cudaError_t err, const char* call) {
 
 inline Status ToStatus(cublasStatus_t st, const char* call) {
   if (st == CUBLAS_STATUS_SUCCESS) return Status::OK();
-  std::string msg = std::string(call) + ": " + cublasGetStatusString(st) + " (" + cublasGetStatusName(st) + ")";
+  std::string msg = std::string(call) + ": " + cublasLtGetStatusString(st) + " (" + cublasLtGetStatusName(st) + ")";
   switch (st) {
     case CUBLAS_STATUS_NOT_SUPPORTED:
     case CUBLAS_STATUS_ARCH_MISMATCH: return Status::NotSupported(std::move(msg));

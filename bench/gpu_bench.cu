@@ -1,0 +1,271 @@
+// GPU micro-benchmark: dense GEMMs through cuBLASLt (FP32, TF32, FP16,
+// INT8 -> INT32) and cuSPARSE Blocked-ELL SpMM (FP16, INT8) against dense
+// FP16, at BERT-base linear-layer shapes (batch 32 x seq 128 = 4096 tokens),
+// through the CUDA backend's own wrappers (kernels/cuda/gemm_cublaslt.h,
+// spmm_blocked_ell.h, layouts.h). Times are cudaEvent medians of 20 runs after
+// 3 warm-ups. Prints a markdown table on stdout.
+//
+//   gpu_bench [--quick]      --quick: 5 runs, two shapes
+// Exit status: 0 when it ran, 77 without a CUDA device (skipped), 1 on an error.
+#include <cuda_fp16.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/layouts.h"
+#include "kernels/cuda/spmm_blocked_ell.h"
+
+namespace sparq {
+namespace cuda {
+namespace {
+
+struct Shape3 {
+  const char* name;
+  int64_t m, n, k;  // Y [m, n] = X [m, k] * W [k, n]
+};
+
+struct DeviceBuffer {
+  void* p = nullptr;
+  ~DeviceBuffer() {
+    if (p != nullptr) (void)cudaFree(p);
+  }
+};
+
+Status Alloc(DeviceBuffer* b, size_t bytes) {
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaMalloc(&b->p, bytes == 0 ? 1 : bytes));
+  return Status::OK();
+}
+
+template <typename T>
+Status Upload(DeviceBuffer* b, const std::vector<T>& v) {
+  SPARQ_RETURN_IF_ERROR(Alloc(b, v.size() * sizeof(T)));
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaMemcpy(b->p, v.data(), v.size() * sizeof(T), cudaMemcpyHostToDevice));
+  return Status::OK();
+}
+
+// Median milliseconds of `iters` runs of fn (after 3 warm-ups).
+template <typename Fn>
+StatusOr<double> TimeMs(cudaStream_t stream, int iters, Fn&& fn) {
+  cudaEvent_t start, stop;
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaEventCreate(&start));
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaEventCreate(&stop));
+  std::vector<double> ms;
+  Status st;
+  for (int i = 0; i < iters + 3 && st.ok(); ++i) {
+    st = ToStatus(cudaEventRecord(start, stream), "cudaEventRecord");
+    if (st.ok()) st = fn();
+    if (st.ok()) st = ToStatus(cudaEventRecord(stop, stream), "cudaEventRecord");
+    if (st.ok()) st = ToStatus(cudaEventSynchronize(stop), "cudaEventSynchronize");
+    float t = 0.0f;
+    if (st.ok()) st = ToStatus(cudaEventElapsedTime(&t, start, stop), "cudaEventElapsedTime");
+    if (st.ok() && i >= 3) ms.push_back(t);
+  }
+  (void)cudaEventDestroy(start);
+  (void)cudaEventDestroy(stop);
+  if (!st.ok()) return st;
+  std::sort(ms.begin(), ms.end());
+  return ms[ms.size() / 2];
+}
+
+std::vector<uint16_t> RandomHalf(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<uint16_t> v(n);
+  for (auto& x : v) {
+    const __half h = __float2half(d(rng));
+    std::memcpy(&x, &h, sizeof(x));
+  }
+  return v;
+}
+
+std::vector<int8_t> RandomS8(size_t n, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> d(-127, 127);
+  std::vector<int8_t> v(n);
+  for (auto& x : v) x = static_cast<int8_t>(d(rng));
+  return v;
+}
+
+// Zeroes all but a (1 - sparsity) share of the b x b blocks of a rows x cols matrix.
+template <typename T>
+void BlockSparsify(std::vector<T>* m, int64_t rows, int64_t cols, int64_t b, double sparsity, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::bernoulli_distribution keep(1.0 - sparsity);
+  for (int64_t br = 0; br < rows / b; ++br)
+    for (int64_t bc = 0; bc < cols / b; ++bc) {
+      if (keep(rng)) continue;
+      for (int64_t r = br * b; r < (br + 1) * b; ++r)
+        for (int64_t c = bc * b; c < (bc + 1) * b; ++c) (*m)[r * cols + c] = T(0);
+    }
+}
+
+struct Row {
+  std::string op, shape, type;
+  double ms = 0, tflops = 0, vs_f16 = 0;
+  std::string note;
+};
+
+Status BenchDense(const Shape3& s, LtGemmType type, cublasLtHandle_t lt, cudaStream_t stream, int iters,
+                  DeviceBuffer* workspace, size_t ws_bytes, double* ms_out) {
+  const size_t ab = type == LtGemmType::kF16 ? 2 : (type == LtGemmType::kS8S32 ? 1 : 4);
+  const size_t cb = type == LtGemmType::kF16 ? 2 : 4;
+  DeviceBuffer a, b, c;
+  SPARQ_RETURN_IF_ERROR(Alloc(&a, static_cast<size_t>(s.m * s.k) * ab));
+  SPARQ_RETURN_IF_ERROR(Alloc(&b, static_cast<size_t>(s.k * s.n) * ab));
+  SPARQ_RETURN_IF_ERROR(Alloc(&c, static_cast<size_t>(s.m * s.n) * cb));
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaMemset(a.p, 1, static_cast<size_t>(s.m * s.k) * ab));
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaMemset(b.p, 1, static_cast<size_t>(s.k * s.n) * ab));
+  LtGemmArgs args;  // the weight as [n, k] (TN), what the INT8 path needs and linear layers store
+  args.type = type;
+  args.m = s.m;
+  args.n = s.n;
+  args.k = s.k;
+  args.a = a.p;
+  args.lda = s.k;
+  args.b = b.p;
+  args.ldb = s.k;
+  args.trans_b = true;
+  args.c = c.p;
+  args.ldc = s.n;
+  SPARQ_RETURN_IF_ERROR(LtGemm::CanImplement(args));
+  LtGemm gemm;
+  SPARQ_RETURN_IF_ERROR(gemm.Init(lt, args, ws_bytes));
+  SPARQ_ASSIGN_OR_RETURN(*ms_out, TimeMs(stream, iters, [&] { return gemm.Run(lt, args, workspace->p, stream); }));
+  return Status::OK();
+}
+
+// Y [m, n] = X [m, k] * W [k, n], W block-sparse: Y^T = W^T (Blocked-ELL [n, k]) * X^T, column-major.
+Status BenchBlockedEll(const Shape3& s, SpmmType type, int64_t block, double sparsity, cusparseHandle_t sp,
+                       cudaStream_t stream, int iters, double* ms_out, double* measured_sparsity) {
+  DeviceBuffer col_ind, values, x, y, ws;
+  SpmmBlockedEllArgs args;
+  args.type = type;
+  args.rows = s.n;
+  args.cols = s.k;
+  args.block_size = block;
+  args.n = s.m;
+  args.ldb = s.k;
+  args.ldc = s.n;
+  args.col_major = true;
+  if (type == SpmmType::kS8) {
+    std::vector<int8_t> wt = RandomS8(static_cast<size_t>(s.n * s.k), 7);
+    BlockSparsify(&wt, s.n, s.k, block, sparsity, 8);
+    SPARQ_ASSIGN_OR_RETURN(BlockedEll<int8_t> ell, DenseToBlockedEll(wt.data(), s.n, s.k, s.k, block));
+    *measured_sparsity = BlockSparsity(wt.data(), s.n, s.k, s.k, block);
+    args.ell_cols = ell.ell_cols;
+    SPARQ_RETURN_IF_ERROR(Upload(&col_ind, ell.col_ind));
+    SPARQ_RETURN_IF_ERROR(Upload(&values, ell.values));
+    SPARQ_RETURN_IF_ERROR(Upload(&x, RandomS8(static_cast<size_t>(s.m * s.k), 9)));
+    SPARQ_RETURN_IF_ERROR(Alloc(&y, static_cast<size_t>(s.m * s.n) * 4));
+  } else {
+    std::vector<uint16_t> wt = RandomHalf(static_cast<size_t>(s.n * s.k), 7);
+    BlockSparsify(&wt, s.n, s.k, block, sparsity, 8);
+    SPARQ_ASSIGN_OR_RETURN(BlockedEll<uint16_t> ell, DenseToBlockedEll(wt.data(), s.n, s.k, s.k, block));
+    *measured_sparsity = BlockSparsity(wt.data(), s.n, s.k, s.k, block);
+    args.ell_cols = ell.ell_cols;
+    SPARQ_RETURN_IF_ERROR(Upload(&col_ind, ell.col_ind));
+    SPARQ_RETURN_IF_ERROR(Upload(&values, ell.values));
+    SPARQ_RETURN_IF_ERROR(Upload(&x, RandomHalf(static_cast<size_t>(s.m * s.k), 9)));
+    SPARQ_RETURN_IF_ERROR(Alloc(&y, static_cast<size_t>(s.m * s.n) * 2));
+  }
+  args.col_ind = static_cast<const int32_t*>(col_ind.p);
+  args.values = values.p;
+  args.b = x.p;
+  args.c = y.p;
+  SPARQ_RETURN_IF_ERROR(SpmmBlockedEll::CanImplement(args));
+  SpmmBlockedEll spmm;
+  SPARQ_RETURN_IF_ERROR(spmm.Init(sp, args));
+  SPARQ_RETURN_IF_ERROR(Alloc(&ws, spmm.workspace_size()));
+  SPARQ_ASSIGN_OR_RETURN(*ms_out, TimeMs(stream, iters, [&] { return spmm.Run(sp, args, ws.p, stream); }));
+  return Status::OK();
+}
+
+int Main(int argc, char** argv) {
+  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
+    (void)cudaGetLastError();
+    std::printf("gpu_bench: skipped, no CUDA device\n");
+    return 77;
+  }
+  cudaDeviceProp prop{};
+  if (cudaGetDeviceProperties(&prop, 0) != cudaSuccess) return 1;
+  const int iters = quick ? 5 : 20;
+  std::vector<Shape3> shapes = {{"BERT-base FFN1 b32", 4096, 3072, 768},
+                                {"BERT-base FFN2 b32", 4096, 768, 3072},
+                                {"BERT-base QKV b32", 4096, 2304, 768},
+                                {"BERT-base FFN1 b1", 128, 3072, 768}};
+  if (quick) shapes.resize(2);
+  cudaStream_t stream = nullptr;
+  cublasLtHandle_t lt = nullptr;
+  cusparseHandle_t sp = nullptr;
+  Status st = ToStatus(cudaStreamCreate(&stream), "cudaStreamCreate");
+  if (st.ok()) st = ToStatus(cublasLtCreate(&lt), "cublasLtCreate");
+  if (st.ok()) st = ToStatus(cusparseCreate(&sp), "cusparseCreate");
+  if (st.ok()) st = ToStatus(cusparseSetStream(sp, stream), "cusparseSetStream");
+  DeviceBuffer workspace;
+  const size_t ws_bytes = size_t{32} << 20;
+  if (st.ok()) st = Alloc(&workspace, ws_bytes);
+  if (!st.ok()) {
+    std::fprintf(stderr, "gpu_bench: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  std::printf("## sparq gpu_bench on %s (sm_%d%d), CUDA runtime %d\n\n", prop.name, prop.major, prop.minor, CUDART_VERSION);
+  std::printf("| op | shape (m x n x k) | type | ms | TFLOP/s (TOP/s) | vs dense f16 | note |\n");
+  std::printf("|---|---|---|---:|---:|---:|---|\n");
+  int failures = 0;
+  for (const Shape3& s : shapes) {
+    const double flops = 2.0 * static_cast<double>(s.m) * s.n * s.k;
+    const std::string dims = std::to_string(s.m) + " x " + std::to_string(s.n) + " x " + std::to_string(s.k);
+    double f16_ms = 0.0;
+    for (LtGemmType t : {LtGemmType::kF16, LtGemmType::kF32, LtGemmType::kTF32, LtGemmType::kS8S32}) {
+      double ms = 0.0;
+      Status r = BenchDense(s, t, lt, stream, iters, &workspace, ws_bytes, &ms);
+      if (!r.ok()) {
+        ++failures;
+        std::printf("| gemm_%s_cublaslt | %s %s | %s | - | - | - | FAILED: %s |\n", LtGemmTypeName(t), s.name, dims.c_str(),
+                    LtGemmTypeName(t), r.ToString().c_str());
+        continue;
+      }
+      if (t == LtGemmType::kF16) f16_ms = ms;
+      std::printf("| gemm_%s_cublaslt | %s %s | %s | %.4f | %.1f | %.2fx | |\n", LtGemmTypeName(t), s.name, dims.c_str(),
+                  LtGemmTypeName(t), ms, flops / ms / 1e9, f16_ms > 0 ? f16_ms / ms : 0.0);
+    }
+    for (SpmmType t : {SpmmType::kF16, SpmmType::kS8}) {
+      for (int64_t block : {32, 64}) {
+        for (double sparsity : {0.8, 0.9}) {
+          double ms = 0.0, measured = 0.0;
+          const char* tname = t == SpmmType::kF16 ? "f16" : "s8";
+          Status r = BenchBlockedEll(s, t, block, sparsity, sp, stream, iters, &ms, &measured);
+          if (!r.ok()) {
+            ++failures;
+            std::printf("| spmm_bell%lld_%s_cusparse | %s %s | %s | - | - | - | FAILED: %s |\n",
+                        static_cast<long long>(block), tname, s.name, dims.c_str(), tname, r.ToString().c_str());
+            continue;
+          }
+          std::printf("| spmm_bell%lld_%s_cusparse | %s %s | %s | %.4f | %.1f (dense-equivalent) | %.2fx | %.0f%% block sparsity |\n",
+                      static_cast<long long>(block), tname, s.name, dims.c_str(), tname, ms, flops / ms / 1e9,
+                      f16_ms > 0 ? f16_ms / ms : 0.0, measured * 100.0);
+        }
+      }
+    }
+  }
+  (void)cusparseDestroy(sp);
+  (void)cublasLtDestroy(lt);
+  (void)cudaStreamDestroy(stream);
+  std::printf("\n%d failure(s)\n", failures);
+  return failures == 0 ? 0 : 1;
+}
+
+}  // namespace
+}  // namespace cuda
+}  // namespace sparq
+
+int main(int argc, char** argv) { return sparq::cuda::Main(argc, argv); }
