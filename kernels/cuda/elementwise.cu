@@ -5,7 +5,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_status.h"
-#include "kernels/cuda/device_math.h"
+#include "kernels/cuda/device_kernels.h"
 #include "kernels/cuda/launch.h"
 
 namespace sparq {
@@ -158,20 +158,8 @@ __global__ void DequantizeKernel(const T* __restrict__ x, float* __restrict__ y,
 
 template <typename T>
 __global__ void RequantizeKernel(RequantArgs a) {
-  const int64_t n = a.rows * a.cols;
   T* out = static_cast<T*>(a.out);
-  SPARQ_GRID_STRIDE(i, n) {
-    const int64_t r = i / a.cols, c = i % a.cols;
-    const uint32_t zr = static_cast<uint32_t>(a.a_zp != nullptr ? a.a_zp[r] : a.a_zp_scalar);
-    const uint32_t zc = static_cast<uint32_t>(a.b_zp != nullptr ? a.b_zp[c] : a.b_zp_scalar);
-    uint32_t acc = static_cast<uint32_t>(a.acc[i]);  // wrapping int32 arithmetic, as the reference's sums
-    if (a.a_sum != nullptr) acc -= zc * static_cast<uint32_t>(a.a_sum[r]);
-    if (a.b_sum != nullptr) acc -= zr * static_cast<uint32_t>(a.b_sum[c]);
-    acc += static_cast<uint32_t>(a.k) * zr * zc;
-    const int32_t bias = a.bias != nullptr ? a.bias[a.bias_per_row ? r : c] : 0;
-    const float mult = a.multiplier[a.multiplier_per_row ? r : (a.multiplier_per_col ? c : 0)];
-    out[i] = RequantizeValue<T>(static_cast<int32_t>(acc), bias, mult, a.y_zp, a.relu);
-  }
+  SPARQ_GRID_STRIDE(i, a.rows * a.cols) { out[i] = RequantizeElement<T>(i, a); }
 }
 
 __global__ void RowSumsS8Kernel(const int8_t* __restrict__ x, int64_t rows, int64_t k, int32_t* __restrict__ sums) {

@@ -9,13 +9,11 @@
 
 #include <cstdint>
 
-#include "kernels/cuda/device_math.h"  // SPARQ_HD
+#include "kernels/cuda/device_kernels.h"
 #include "sparq/status.h"
 
 namespace sparq {
 namespace cuda {
-
-inline constexpr int kMaxRank = 8;
 
 // ---------------------------------------------------------------------------
 // Elementwise (elementwise.cu)
@@ -27,17 +25,6 @@ Status LaunchUnaryF32(UnaryOp op, const float* x, float* y, int64_t n, float p0,
                      cudaStream_t stream);
 
 enum class BinaryOp { kAdd, kSub, kMul, kDiv };
-// numpy broadcasting of two inputs to an output of `rank` <= kMaxRank dims;
-// strides are in elements, 0 along broadcast dims.
-struct BroadcastPlan {
-  int rank = 0;
-  int64_t numel = 0;
-  int64_t dims[kMaxRank] = {};
-  int64_t a_strides[kMaxRank] = {};
-  int64_t b_strides[kMaxRank] = {};
-  bool same_shape = false;  // both inputs have the output's shape: a flat loop
-  bool b_scalar = false;    // b has one element
-};
 // Plans y = a op b for the two shapes; InvalidArgument when they do not
 // broadcast, NotSupported past kMaxRank dims. out_shape gets the result's shape.
 Status PlanBroadcast(const int64_t* a_dims, int a_rank, const int64_t* b_dims, int b_rank, BroadcastPlan* plan,
@@ -60,32 +47,7 @@ Status LaunchQuantizeF32(const float* x, void* y, bool out_signed, int64_t n, co
 Status LaunchDequantize(const void* x, int in_type, float* y, int64_t n, const float* scale, const int32_t* zero_point,
                         int64_t axis_dim, int64_t inner, cudaStream_t stream);
 
-// Requantization of an int32 GEMM result acc [rows, cols] (row-major) to
-// int8 / uint8, with the zero point corrections of a GEMM of shifted inputs:
-//   acc' = acc - b_zp[c] * a_sum[r] - a_zp[r] * b_sum[c] + k * a_zp[r] * b_zp[c]   (mod 2^32)
-//   out  = RequantizeValue(acc', bias, multiplier, y_zp, relu)        (device_math.h)
-// a_zp / b_zp: a device array (per row / per column) or null for the scalar.
-// a_sum / b_sum may be null when the other side's zero points are all 0.
-struct RequantArgs {
-  const int32_t* acc = nullptr;
-  int64_t rows = 0, cols = 0;
-  const int32_t* a_sum = nullptr;  // [rows]: sums of A's rows over k
-  const int32_t* b_sum = nullptr;  // [cols]: sums of B's columns over k
-  const int32_t* a_zp = nullptr;   // [rows] or null: a_zp_scalar
-  int32_t a_zp_scalar = 0;
-  const int32_t* b_zp = nullptr;  // [cols] or null: b_zp_scalar
-  int32_t b_zp_scalar = 0;
-  int32_t k = 0;
-  const int32_t* bias = nullptr;  // per row (bias_per_row) or per column; null: none
-  bool bias_per_row = false;
-  const float* multiplier = nullptr;  // per row, per column or one (multiplier_stride_*)
-  bool multiplier_per_row = false;
-  bool multiplier_per_col = false;
-  int32_t y_zp = 0;
-  bool relu = false;
-  bool out_signed = true;
-  void* out = nullptr;  // [rows, cols]
-};
+// out = RequantizeElement over acc (RequantArgs, device_kernels.h).
 Status LaunchRequantize(const RequantArgs& args, cudaStream_t stream);
 
 // sums[r] = sum over j < k of x[r * k + j] (int8), for the zero point corrections.
@@ -93,14 +55,7 @@ Status LaunchRowSumsS8(const int8_t* x, int64_t rows, int64_t k, int32_t* sums, 
 // y = x ^ 0x80: uint8 values as int8 shifted by -128 (zero points shift alike).
 Status LaunchShiftU8ToS8(const uint8_t* x, int8_t* y, int64_t n, cudaStream_t stream);
 
-// y = the permutation of x (elements of elem_size 1, 2, 4 or 8 bytes):
-// out_dims are y's dims, in_strides[d] x's stride (elements) along y's dim d.
-struct PermutePlan {
-  int rank = 0;
-  int64_t numel = 0;
-  int64_t out_dims[kMaxRank] = {};
-  int64_t in_strides[kMaxRank] = {};
-};
+// y = x permuted (PermutePlan, device_kernels.h).
 Status LaunchPermute(const void* x, void* y, int elem_size, const PermutePlan& plan, cudaStream_t stream);
 
 // Calibration: counts[AbsHistogramBin(x[i], scale, last)] += 1 (device_math.h),
@@ -111,14 +66,6 @@ Status LaunchAbsHistogramF32(const float* x, int64_t n, double scale, int64_t la
 // ---------------------------------------------------------------------------
 // Convolution and pooling (nn.cu), NCHW, 2-D
 
-struct Conv2dGeometry {
-  int64_t batch = 1, channels = 0, height = 0, width = 0;  // input
-  int64_t out_channels = 0, out_height = 0, out_width = 0;
-  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
-  int64_t pad_top = 0, pad_left = 0;
-  SPARQ_HD int64_t patch() const { return channels * kernel_h * kernel_w; }  // K of the GEMM
-  SPARQ_HD int64_t pixels() const { return out_height * out_width; }          // P of one image
-};
 // One image x [C, H, W] -> col [P, K] (patch-major: each output pixel's
 // patch contiguous, c then ky then kx), padding read as pad_value; T is float
 // (elem_size 4), int8 (1) or float16 bits (2).
@@ -131,14 +78,6 @@ Status LaunchDepthwiseConvF32(const float* x, const float* w, const float* bias,
 Status LaunchAddChannelBiasF32(float* y, const float* bias, int64_t batch, int64_t channels, int64_t pixels,
                                cudaStream_t stream);
 
-struct Pool2dGeometry {
-  int64_t planes = 0, height = 0, width = 0;  // planes = N * C
-  int64_t out_height = 0, out_width = 0;
-  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
-  int64_t pad_top = 0, pad_left = 0;
-  int64_t pad_bottom = 0, pad_right = 0;
-  bool count_include_pad = false;  // AveragePool: divide by the taps inside [-pad_begin, I + pad_end)
-};
 Status LaunchMaxPool2dF32(const float* x, float* y, const Pool2dGeometry& g, cudaStream_t stream);
 Status LaunchAveragePool2dF32(const float* x, float* y, const Pool2dGeometry& g, cudaStream_t stream);
 // y[p] = mean of x[p * hw, (p + 1) * hw), in double.

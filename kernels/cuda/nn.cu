@@ -1,5 +1,4 @@
 // Convolution helpers and pooling kernels of the CUDA backend (launch.h), NCHW.
-#include <cfloat>
 #include <string>
 
 #include "kernels/cuda/cuda_status.h"
@@ -20,41 +19,14 @@ unsigned BlocksFor(int64_t n) {
 #define SPARQ_GRID_STRIDE(i, n) \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
-// col[p, kk] for kk = (c * kh + ky) * kw + kx: one thread per element of col.
 template <typename T>
 __global__ void Im2ColKernel(const T* __restrict__ x, T* __restrict__ col, T pad, Conv2dGeometry g) {
-  const int64_t K = g.patch(), n = g.pixels() * K;
-  SPARQ_GRID_STRIDE(i, n) {
-    const int64_t p = i / K, kk = i % K;
-    const int64_t kx = kk % g.kernel_w, ky = (kk / g.kernel_w) % g.kernel_h, c = kk / (g.kernel_w * g.kernel_h);
-    const int64_t oy = p / g.out_width, ox = p % g.out_width;
-    const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
-    const int64_t ix = ox * g.stride_w - g.pad_left + kx * g.dilation_w;
-    col[i] = (iy >= 0 && iy < g.height && ix >= 0 && ix < g.width) ? x[(c * g.height + iy) * g.width + ix] : pad;
-  }
+  SPARQ_GRID_STRIDE(i, g.pixels() * g.patch()) { col[i] = Im2ColValue<T>(i, x, pad, g); }
 }
 
-// One thread per output element; the sum in the reference's order (ky, kx), float32.
 __global__ void DepthwiseConvKernel(const float* __restrict__ x, const float* __restrict__ w,
                                     const float* __restrict__ bias, float* __restrict__ y, Conv2dGeometry g) {
-  const int64_t n = g.batch * g.channels * g.pixels();
-  SPARQ_GRID_STRIDE(i, n) {
-    const int64_t ox = i % g.out_width, oy = (i / g.out_width) % g.out_height, plane = i / g.pixels();
-    const int64_t c = plane % g.channels;
-    const float* xp = x + plane * g.height * g.width;
-    const float* wp = w + c * g.kernel_h * g.kernel_w;
-    float acc = 0.0f;
-    for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
-      const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
-      if (iy < 0 || iy >= g.height) continue;
-      for (int64_t kx = 0; kx < g.kernel_w; ++kx) {
-        const int64_t ix = ox * g.stride_w - g.pad_left + kx * g.dilation_w;
-        if (ix < 0 || ix >= g.width) continue;
-        acc = __fmaf_rn(xp[iy * g.width + ix], wp[ky * g.kernel_w + kx], acc);
-      }
-    }
-    y[i] = bias != nullptr ? acc + bias[c] : acc;
-  }
+  SPARQ_GRID_STRIDE(i, g.batch * g.channels * g.pixels()) { y[i] = DepthwiseConvValue(i, x, w, bias, g); }
 }
 
 __global__ void AddChannelBiasKernel(float* __restrict__ y, const float* __restrict__ bias, int64_t channels,
@@ -64,36 +36,7 @@ __global__ void AddChannelBiasKernel(float* __restrict__ y, const float* __restr
 
 template <bool kMax>
 __global__ void Pool2dKernel(const float* __restrict__ x, float* __restrict__ y, Pool2dGeometry g) {
-  const int64_t n = g.planes * g.out_height * g.out_width;
-  SPARQ_GRID_STRIDE(i, n) {
-    const int64_t ox = i % g.out_width, oy = (i / g.out_width) % g.out_height, plane = i / (g.out_width * g.out_height);
-    const float* xp = x + plane * g.height * g.width;
-    float best = -FLT_MAX;
-    bool any = false;
-    double sum = 0.0;
-    int64_t count = 0;
-    for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
-      const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
-      for (int64_t kx = 0; kx < g.kernel_w; ++kx) {
-        const int64_t ix = ox * g.stride_w - g.pad_left + kx * g.dilation_w;
-        const bool inside = iy >= 0 && iy < g.height && ix >= 0 && ix < g.width;
-        if (kMax) {
-          if (!inside) continue;
-          const float v = xp[iy * g.width + ix];
-          // the reference's Greater: a NaN wins over a number and then stays
-          if (!any || v > best || (v != v && best == best)) best = v;
-          any = true;
-        } else {
-          if (inside) sum += static_cast<double>(xp[iy * g.width + ix]);
-          const bool in_padded = iy >= -g.pad_top && iy < g.height + g.pad_bottom && ix >= -g.pad_left &&
-                                 ix < g.width + g.pad_right;
-          if (g.count_include_pad ? in_padded : inside) ++count;
-        }
-      }
-    }
-    if (kMax) y[i] = any ? best : -FLT_MAX;
-    else y[i] = static_cast<float>(sum / static_cast<double>(count));  // no tap: 0 / 0, as the reference
-  }
+  SPARQ_GRID_STRIDE(i, g.planes * g.out_height * g.out_width) { y[i] = Pool2dValue<kMax>(i, x, g); }
 }
 
 // One block per plane.

@@ -1,0 +1,176 @@
+// The CUDA backend's kernel arguments and per-element kernel bodies, free of
+// CUDA headers: each body computes one output element as a function of its
+// index, so a __global__ kernel is a grid-stride loop over it (elementwise.cu,
+// nn.cu) and a host test is a plain loop over it
+// (tests/kernels/cuda_kernel_bodies_test.cc), which pins the device's
+// integer results to kernels/ref bit for bit without a GPU. Kernels that
+// use shared memory (softmax, layer norm, the INT8 GEMM fallback) are tested
+// through their row functions in device_math.h instead.
+#pragma once
+
+#include <stdint.h>
+
+#include "kernels/cuda/device_math.h"
+
+namespace sparq {
+namespace cuda {
+
+inline constexpr int kMaxRank = 8;
+
+// numpy broadcasting of two inputs to an output of `rank` <= kMaxRank dims;
+// strides are in elements, 0 along broadcast dims.
+struct BroadcastPlan {
+  int rank = 0;
+  int64_t numel = 0;
+  int64_t dims[kMaxRank] = {};
+  int64_t a_strides[kMaxRank] = {};
+  int64_t b_strides[kMaxRank] = {};
+  bool same_shape = false;  // both inputs have the output's shape: a flat loop
+  bool b_scalar = false;    // b has one element
+};
+
+// Requantization of an int32 GEMM result acc [rows, cols] (row-major) to
+// int8 / uint8, with the zero point corrections of a GEMM of shifted inputs:
+//   acc' = acc - b_zp[c] * a_sum[r] - a_zp[r] * b_sum[c] + k * a_zp[r] * b_zp[c]   (mod 2^32)
+//   out  = RequantizeValue(acc', bias, multiplier, y_zp, relu)        (device_math.h)
+// a_zp / b_zp: a device array (per row / per column) or null for the scalar.
+// a_sum / b_sum may be null when the other side's zero points are all 0.
+struct RequantArgs {
+  const int32_t* acc = nullptr;
+  int64_t rows = 0, cols = 0;
+  const int32_t* a_sum = nullptr;  // [rows]: sums of A's rows over k
+  const int32_t* b_sum = nullptr;  // [cols]: sums of B's columns over k
+  const int32_t* a_zp = nullptr;   // [rows] or null: a_zp_scalar
+  int32_t a_zp_scalar = 0;
+  const int32_t* b_zp = nullptr;  // [cols] or null: b_zp_scalar
+  int32_t b_zp_scalar = 0;
+  int32_t k = 0;
+  const int32_t* bias = nullptr;  // per row (bias_per_row) or per column; null: none
+  bool bias_per_row = false;
+  const float* multiplier = nullptr;  // per row, per column or one (multiplier_stride_*)
+  bool multiplier_per_row = false;
+  bool multiplier_per_col = false;
+  int32_t y_zp = 0;
+  bool relu = false;
+  bool out_signed = true;
+  void* out = nullptr;  // [rows, cols]
+};
+
+// y = the permutation of x (elements of elem_size 1, 2, 4 or 8 bytes):
+// out_dims are y's dims, in_strides[d] x's stride (elements) along y's dim d.
+struct PermutePlan {
+  int rank = 0;
+  int64_t numel = 0;
+  int64_t out_dims[kMaxRank] = {};
+  int64_t in_strides[kMaxRank] = {};
+};
+
+// ---------------------------------------------------------------------------
+// Convolution and pooling geometry (NCHW, 2-D)
+
+struct Conv2dGeometry {
+  int64_t batch = 1, channels = 0, height = 0, width = 0;  // input
+  int64_t out_channels = 0, out_height = 0, out_width = 0;
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+  SPARQ_HD int64_t patch() const { return channels * kernel_h * kernel_w; }  // K of the GEMM
+  SPARQ_HD int64_t pixels() const { return out_height * out_width; }          // P of one image
+};
+
+struct Pool2dGeometry {
+  int64_t planes = 0, height = 0, width = 0;  // planes = N * C
+  int64_t out_height = 0, out_width = 0;
+  int64_t kernel_h = 1, kernel_w = 1, stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1;
+  int64_t pad_top = 0, pad_left = 0;
+  int64_t pad_bottom = 0, pad_right = 0;
+  bool count_include_pad = false;  // AveragePool: divide by the taps inside [-pad_begin, I + pad_end)
+};
+
+// ---------------------------------------------------------------------------
+// Per-element bodies
+
+// Element i of the patch-major column matrix col [P, K] of one image x [C, H, W]:
+// kk = (c * kh + ky) * kw + kx, padding read as `pad`.
+template <typename T>
+SPARQ_HD T Im2ColValue(int64_t i, const T* x, T pad, const Conv2dGeometry& g) {
+  const int64_t K = g.patch();
+  const int64_t p = i / K, kk = i % K;
+  const int64_t kx = kk % g.kernel_w, ky = (kk / g.kernel_w) % g.kernel_h, c = kk / (g.kernel_w * g.kernel_h);
+  const int64_t oy = p / g.out_width, ox = p % g.out_width;
+  const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
+  const int64_t ix = ox * g.stride_w - g.pad_left + kx * g.dilation_w;
+  return (iy >= 0 && iy < g.height && ix >= 0 && ix < g.width) ? x[(c * g.height + iy) * g.width + ix] : pad;
+}
+
+// Output element i of a depthwise convolution y [N, C, OH, OW] (g.channels = C):
+// float32 fused multiply-adds over (ky, kx), then the bias.
+SPARQ_HD float DepthwiseConvValue(int64_t i, const float* x, const float* w, const float* bias,
+                                  const Conv2dGeometry& g) {
+  const int64_t ox = i % g.out_width, oy = (i / g.out_width) % g.out_height, plane = i / g.pixels();
+  const int64_t c = plane % g.channels;
+  const float* xp = x + plane * g.height * g.width;
+  const float* wp = w + c * g.kernel_h * g.kernel_w;
+  float acc = 0.0f;
+  for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
+    const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
+    if (iy < 0 || iy >= g.height) continue;
+    for (int64_t kx = 0; kx < g.kernel_w; ++kx) {
+      const int64_t ix = ox * g.stride_w - g.pad_left + kx * g.dilation_w;
+      if (ix < 0 || ix >= g.width) continue;
+      acc = fmaf(xp[iy * g.width + ix], wp[ky * g.kernel_w + kx], acc);
+    }
+  }
+  return bias != nullptr ? acc + bias[c] : acc;
+}
+
+// Output element i of MaxPool (kMax) or AveragePool on planes of x, as
+// kernels/ref/pool.cc: taps in row-major order, padding skipped; the max lets
+// a NaN win and stay; the average sums in double and divides by the taps
+// inside x, or with count_include_pad inside [-pad_begin, I + pad_end).
+template <bool kMax>
+SPARQ_HD float Pool2dValue(int64_t i, const float* x, const Pool2dGeometry& g) {
+  const int64_t ox = i % g.out_width, oy = (i / g.out_width) % g.out_height, plane = i / (g.out_width * g.out_height);
+  const float* xp = x + plane * g.height * g.width;
+  float best = -3.402823466e+38f;  // the reference's lowest() when no tap is inside
+  bool any = false;
+  double sum = 0.0;
+  int64_t count = 0;
+  for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
+    const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
+    for (int64_t kx = 0; kx < g.kernel_w; ++kx) {
+      const int64_t ix = ox * g.stride_w - g.pad_left + kx * g.dilation_w;
+      const bool inside = iy >= 0 && iy < g.height && ix >= 0 && ix < g.width;
+      if (kMax) {
+        if (!inside) continue;
+        const float v = xp[iy * g.width + ix];
+        if (!any || v > best || (IsNan(v) && !IsNan(best))) best = v;
+        any = true;
+      } else {
+        if (inside) sum += static_cast<double>(xp[iy * g.width + ix]);
+        const bool in_padded = iy >= -g.pad_top && iy < g.height + g.pad_bottom && ix >= -g.pad_left &&
+                               ix < g.width + g.pad_right;
+        if (g.count_include_pad ? in_padded : inside) ++count;
+      }
+    }
+  }
+  if (kMax) return best;
+  return static_cast<float>(sum / static_cast<double>(count));  // no tap: 0 / 0, as the reference
+}
+
+// Element i of the requantized GEMM result (RequantArgs above).
+template <typename T>
+SPARQ_HD T RequantizeElement(int64_t i, const RequantArgs& a) {
+  const int64_t r = i / a.cols, c = i % a.cols;
+  const uint32_t zr = static_cast<uint32_t>(a.a_zp != nullptr ? a.a_zp[r] : a.a_zp_scalar);
+  const uint32_t zc = static_cast<uint32_t>(a.b_zp != nullptr ? a.b_zp[c] : a.b_zp_scalar);
+  uint32_t acc = static_cast<uint32_t>(a.acc[i]);  // wrapping int32 arithmetic
+  if (a.a_sum != nullptr) acc -= zc * static_cast<uint32_t>(a.a_sum[r]);
+  if (a.b_sum != nullptr) acc -= zr * static_cast<uint32_t>(a.b_sum[c]);
+  acc += static_cast<uint32_t>(a.k) * zr * zc;
+  const int32_t bias = a.bias != nullptr ? a.bias[a.bias_per_row ? r : c] : 0;
+  const float mult = a.multiplier[a.multiplier_per_row ? r : (a.multiplier_per_col ? c : 0)];
+  return RequantizeValue<T>(static_cast<int32_t>(acc), bias, mult, a.y_zp, a.relu);
+}
+
+}  // namespace cuda
+}  // namespace sparq

@@ -1,0 +1,243 @@
+// The CUDA kernels' per-element bodies (kernels/cuda/device_kernels.h) run by
+// a host loop over the grid, against the reference kernels: the INT8 paths
+// (QLinearMatMul, QLinearConv as the CUDA rows compute them: signed operands,
+// int32 GEMM, zero points applied after, requantization) bit for bit, pooling
+// bit for bit, the depthwise convolution within a named tolerance. Runs on
+// every machine; the GEMM itself (cuBLASLt) is a plain int32 loop here.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <vector>
+
+#include "kernels/cuda/device_kernels.h"
+#include "kernels/cuda/geometry.h"
+#include "kernels/op_test_util.h"
+#include "kernels/ref/quantize.h"
+
+namespace sparq {
+namespace {
+
+using cuda::Conv2dGeometry;
+using cuda::Pool2dGeometry;
+using cuda::RequantArgs;
+
+constexpr double kDepthwiseTolerance = 1e-5;  // fused multiply-adds vs the reference's im2col GEMM
+
+template <typename T>
+Tensor RandomInt(Shape shape, uint32_t seed, int lo, int hi) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> dist(lo, hi);
+  Tensor t(DataTypeOf<T>::value, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<T>()[i] = static_cast<T>(dist(rng));
+  return t;
+}
+
+Tensor RandomF32(Shape shape, uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(-2.0f, 2.0f);
+  Tensor t(DataType::kFloat32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = dist(rng);
+  return t;
+}
+
+// An int8 / uint8 tensor as the CUDA rows see it: int8, uint8 shifted by -128.
+std::vector<int8_t> Signed(const Tensor& t, bool* shifted) {
+  std::vector<int8_t> v(static_cast<size_t>(t.numel()));
+  *shifted = t.dtype() == DataType::kUInt8;
+  for (int64_t i = 0; i < t.numel(); ++i) {
+    v[static_cast<size_t>(i)] = *shifted ? static_cast<int8_t>(t.data<uint8_t>()[i] ^ 0x80u) : t.data<int8_t>()[i];
+  }
+  return v;
+}
+
+std::vector<int32_t> ZeroPoints(const Tensor& t, bool shifted) {
+  std::vector<int32_t> v(static_cast<size_t>(t.numel()));
+  for (int64_t i = 0; i < t.numel(); ++i) v[static_cast<size_t>(i)] = static_cast<int32_t>(t.GetAsDouble(i)) - (shifted ? 128 : 0);
+  return v;
+}
+
+// acc[m, n] = sum_k a[m, k] * b[n, k]; sums[r] = sum_k x[r, k]: what cuBLASLt and LaunchRowSumsS8 compute.
+std::vector<int32_t> GemmS8(const std::vector<int8_t>& a, const std::vector<int8_t>& b, int64_t m, int64_t n, int64_t k) {
+  std::vector<int32_t> acc(static_cast<size_t>(m * n), 0);
+  for (int64_t i = 0; i < m; ++i)
+    for (int64_t j = 0; j < n; ++j) {
+      int32_t s = 0;
+      for (int64_t p = 0; p < k; ++p) s += a[i * k + p] * b[j * k + p];
+      acc[i * n + j] = s;
+    }
+  return acc;
+}
+std::vector<int32_t> RowSums(const std::vector<int8_t>& x, int64_t rows, int64_t k) {
+  std::vector<int32_t> s(static_cast<size_t>(rows), 0);
+  for (int64_t r = 0; r < rows; ++r)
+    for (int64_t p = 0; p < k; ++p) s[r] += x[r * k + p];
+  return s;
+}
+
+template <typename T>
+void ExpectBytesEqual(const Tensor& want, const std::vector<T>& got) {
+  ASSERT_EQ(static_cast<size_t>(want.numel()), got.size());
+  for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(want.data<T>()[i], got[static_cast<size_t>(i)]) << "at " << i;
+}
+
+// QLinearMatMul the way qlinear_matmul_s8_cublaslt computes it.
+template <typename TY>
+void CheckQLinearMatMul(const Tensor& a, const Tensor& a_zp, const Tensor& b, const Tensor& b_scale, const Tensor& b_zp,
+                        const Tensor& y_zp) {
+  const float a_scale = 0.02f, y_scale = 0.37f;
+  auto want = testing::RunRefKernel(testing::OpNode("QLinearMatMul"), 10,
+                                    {a, Tensor::Scalar(a_scale), a_zp, b, b_scale, b_zp, Tensor::Scalar(y_scale), y_zp});
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  const int64_t M = a.dim(0), K = a.dim(1), N = b.dim(1);
+  bool a_shift = false, b_shift = false;
+  const std::vector<int8_t> a8 = Signed(a, &a_shift), b8 = Signed(b, &b_shift);
+  std::vector<int8_t> bt(static_cast<size_t>(N * K));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) bt[n * K + k] = b8[k * N + n];
+  const std::vector<int32_t> acc = GemmS8(a8, bt, M, N, K), a_sum = RowSums(a8, M, K), b_sum = RowSums(bt, N, K);
+  const std::vector<int32_t> za = ZeroPoints(a_zp, a_shift), zb = ZeroPoints(b_zp, b_shift);
+  std::vector<float> mult(static_cast<size_t>(b_scale.numel()));
+  for (size_t j = 0; j < mult.size(); ++j) mult[j] = RequantMultiplier(a_scale, b_scale.data<float>()[j], y_scale);
+  RequantArgs r;
+  r.acc = acc.data();
+  r.rows = M;
+  r.cols = N;
+  r.k = static_cast<int32_t>(K);
+  r.a_sum = a_sum.data();
+  r.b_sum = b_sum.data();
+  r.a_zp_scalar = za[0];
+  if (zb.size() > 1) r.b_zp = zb.data();
+  else r.b_zp_scalar = zb[0];
+  r.multiplier = mult.data();
+  r.multiplier_per_col = mult.size() > 1;
+  r.y_zp = static_cast<int32_t>(y_zp.GetAsDouble(0));
+  std::vector<TY> got(static_cast<size_t>(M * N));
+  for (int64_t i = 0; i < M * N; ++i) got[static_cast<size_t>(i)] = cuda::RequantizeElement<TY>(i, r);
+  ExpectBytesEqual((*want)[0], got);
+}
+
+TEST(CudaKernelBodies, QLinearMatMulPipelineMatchesReferenceBitForBit) {
+  const int64_t M = 23, K = 70, N = 31;
+  std::vector<float> scales(N);
+  std::vector<int8_t> zps(N);
+  std::mt19937 rng(3);
+  for (int64_t n = 0; n < N; ++n) {
+    scales[n] = 0.001f + 0.0005f * static_cast<float>(n);
+    zps[n] = static_cast<int8_t>(static_cast<int>(rng() % 21) - 10);
+  }
+  // uint8 activations, int8 per-column weights, uint8 output.
+  CheckQLinearMatMul<uint8_t>(RandomInt<uint8_t>({M, K}, 1, 0, 255), Tensor::Scalar<uint8_t>(133),
+                              RandomInt<int8_t>({K, N}, 2, -128, 127), Tensor::FromVector<float>({N}, scales),
+                              Tensor::FromVector<int8_t>({N}, zps), Tensor::Scalar<uint8_t>(121));
+  // int8 activations, uint8 per-tensor weights, int8 output.
+  CheckQLinearMatMul<int8_t>(RandomInt<int8_t>({M, K}, 4, -128, 127), Tensor::Scalar<int8_t>(-7),
+                             RandomInt<uint8_t>({K, N}, 5, 0, 255), Tensor::Scalar(0.004f), Tensor::Scalar<uint8_t>(140),
+                             Tensor::Scalar<int8_t>(3));
+}
+
+TEST(CudaKernelBodies, QLinearConvPipelineMatchesReferenceBitForBit) {
+  const Tensor x = RandomInt<uint8_t>({2, 3, 11, 9}, 6, 0, 255), w = RandomInt<uint8_t>({5, 3, 3, 3}, 7, 0, 255);
+  const Tensor bias = RandomInt<int32_t>({5}, 8, -2000, 2000);
+  const std::vector<float> w_scale = {0.003f, 0.002f, 0.004f, 0.001f, 0.0025f};
+  const std::vector<uint8_t> w_zp = {128, 120, 130, 127, 140};
+  const float x_scale = 0.05f, y_scale = 0.4f;
+  const std::vector<Attribute> attrs = {Attribute::Ints("pads", {1, 2, 1, 0}), Attribute::Ints("strides", {2, 1})};
+  const std::vector<Tensor> inputs = {x, Tensor::Scalar(x_scale), Tensor::Scalar<uint8_t>(118), w,
+                                      Tensor::FromVector<float>({5}, w_scale), Tensor::FromVector<uint8_t>({5}, w_zp),
+                                      Tensor::Scalar(y_scale), Tensor::Scalar<uint8_t>(125), bias};
+  auto want = testing::RunRefKernel(testing::OpNode("QLinearConv", attrs), 10, inputs);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+
+  Node node = testing::OpNode("QLinearConv", attrs);
+  OpContext ctx(node, 10, {}, static_cast<ThreadPool*>(nullptr));
+  Shape y_shape;
+  auto geometry = cuda::Conv2dGeometryOf(ctx, x.shape(), w.shape(), &y_shape);
+  ASSERT_TRUE(geometry.ok()) << geometry.status().ToString();
+  const Conv2dGeometry g = *geometry;
+  ASSERT_EQ(y_shape, (*want)[0].shape());
+  bool x_shift = false, w_shift = false;
+  const std::vector<int8_t> x8 = Signed(x, &x_shift), w8 = Signed(w, &w_shift);
+  const std::vector<int32_t> zx = ZeroPoints(inputs[2], x_shift), zw = ZeroPoints(inputs[5], w_shift);
+  const int64_t M = g.out_channels, K = g.patch(), P = g.pixels();
+  std::vector<float> mult(w_scale.size());
+  for (size_t j = 0; j < mult.size(); ++j) mult[j] = RequantMultiplier(x_scale, w_scale[j], y_scale);
+  const std::vector<int32_t> w_sum = RowSums(w8, M, K);
+  std::vector<uint8_t> got;
+  for (int64_t n = 0; n < g.batch; ++n) {
+    std::vector<int8_t> col(static_cast<size_t>(P * K));
+    for (int64_t i = 0; i < P * K; ++i) {
+      col[static_cast<size_t>(i)] = cuda::Im2ColValue<int8_t>(i, x8.data() + n * g.channels * g.height * g.width,
+                                                              static_cast<int8_t>(zx[0]), g);
+    }
+    const std::vector<int32_t> acc = GemmS8(w8, col, M, P, K), col_sum = RowSums(col, P, K);
+    RequantArgs r;
+    r.acc = acc.data();
+    r.rows = M;
+    r.cols = P;
+    r.k = static_cast<int32_t>(K);
+    r.a_sum = w_sum.data();
+    r.b_sum = col_sum.data();
+    r.a_zp = zw.data();
+    r.b_zp_scalar = zx[0];
+    r.bias = bias.data<int32_t>();
+    r.bias_per_row = true;
+    r.multiplier = mult.data();
+    r.multiplier_per_row = true;
+    r.y_zp = 125;
+    for (int64_t i = 0; i < M * P; ++i) got.push_back(cuda::RequantizeElement<uint8_t>(i, r));
+  }
+  ExpectBytesEqual((*want)[0], got);
+}
+
+template <bool kMax>
+void CheckPool(const std::vector<Attribute>& attrs) {
+  const Tensor x = RandomF32({2, 3, 13, 10}, 9);
+  const char* op = kMax ? "MaxPool" : "AveragePool";
+  auto want = testing::RunRefKernel(testing::OpNode(op, attrs), 19, {x});
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  Node node = testing::OpNode(op, attrs);
+  OpContext ctx(node, 19, {}, static_cast<ThreadPool*>(nullptr));
+  Shape y_shape;
+  auto g = cuda::Pool2dGeometryOf(ctx, x.shape(), &y_shape);
+  ASSERT_TRUE(g.ok()) << g.status().ToString();
+  ASSERT_EQ(y_shape, (*want)[0].shape());
+  std::vector<float> got(static_cast<size_t>((*want)[0].numel()));
+  for (size_t i = 0; i < got.size(); ++i) got[i] = cuda::Pool2dValue<kMax>(static_cast<int64_t>(i), x.data<float>(), *g);
+  ExpectBytesEqual((*want)[0], got);
+}
+
+TEST(CudaKernelBodies, PoolingMatchesReferenceBitForBit) {
+  CheckPool<true>({Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("strides", {2, 2}),
+                   Attribute::Ints("pads", {1, 1, 1, 1})});
+  CheckPool<true>({Attribute::Ints("kernel_shape", {2, 3}), Attribute::Ints("dilations", {2, 1}),
+                   Attribute::Int("ceil_mode", 1), Attribute::Ints("strides", {2, 2})});
+  CheckPool<false>({Attribute::Ints("kernel_shape", {3, 2}), Attribute::Ints("pads", {1, 0, 1, 1}),
+                    Attribute::Int("count_include_pad", 1), Attribute::Int("ceil_mode", 1),
+                    Attribute::Ints("strides", {2, 2})});
+  CheckPool<false>({Attribute::Ints("kernel_shape", {3, 3}), Attribute::String("auto_pad", "SAME_UPPER")});
+}
+
+TEST(CudaKernelBodies, DepthwiseConvMatchesReference) {
+  const Tensor x = RandomF32({2, 4, 12, 9}, 10), w = RandomF32({4, 1, 3, 3}, 11), b = RandomF32({4}, 12);
+  const std::vector<Attribute> attrs = {Attribute::Int("group", 4), Attribute::Ints("pads", {2, 1, 2, 1}),
+                                        Attribute::Ints("dilations", {2, 1}), Attribute::Ints("strides", {1, 2})};
+  auto want = testing::RunRefKernel(testing::OpNode("Conv", attrs), 11, {x, w, b});
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  Node node = testing::OpNode("Conv", attrs);
+  OpContext ctx(node, 11, {}, static_cast<ThreadPool*>(nullptr));
+  Shape y_shape;
+  auto geometry = cuda::Conv2dGeometryOf(ctx, x.shape(), w.shape(), &y_shape);
+  ASSERT_TRUE(geometry.ok()) << geometry.status().ToString();
+  Conv2dGeometry g = *geometry;
+  g.channels = x.dim(1);  // as conv_dw_f32_cuda: one channel per group
+  const Tensor& y = (*want)[0];
+  ASSERT_EQ(y_shape, y.shape());
+  for (int64_t i = 0; i < y.numel(); ++i) {
+    const float got = cuda::DepthwiseConvValue(i, x.data<float>(), w.data<float>(), b.data<float>(), g);
+    ASSERT_NEAR(got, y.data<float>()[i], kDepthwiseTolerance * std::max(1.0f, std::fabs(y.data<float>()[i]))) << i;
+  }
+}
+
+}  // namespace
+}  // namespace sparq
