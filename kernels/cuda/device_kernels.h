@@ -157,6 +157,14 @@ SPARQ_HD float Pool2dValue(int64_t i, const float* x, const Pool2dGeometry& g) {
   return static_cast<float>(sum / static_cast<double>(count));  // no tap: 0 / 0, as the reference
 }
 
+// The source element of output element i of Gather on `axis`: x viewed as
+// [outer, axis_dim, inner], y as [outer, n_indices, inner]; indices already
+// checked and made non-negative.
+SPARQ_HD int64_t GatherSource(int64_t i, const int64_t* indices, int64_t n_indices, int64_t axis_dim, int64_t inner) {
+  const int64_t in = i % inner, j = (i / inner) % n_indices, o = i / (inner * n_indices);
+  return (o * axis_dim + indices[j]) * inner + in;
+}
+
 // Element i of the requantized GEMM result (RequantArgs above).
 template <typename T>
 SPARQ_HD T RequantizeElement(int64_t i, const RequantArgs& a) {

@@ -180,6 +180,12 @@ __global__ void PermuteKernel(const T* __restrict__ x, T* __restrict__ y, Permut
   SPARQ_GRID_STRIDE(i, plan.numel) { y[i] = x[BroadcastOffset(i, plan.rank, plan.out_dims, plan.in_strides)]; }
 }
 
+template <typename T>
+__global__ void GatherKernel(const T* __restrict__ x, const int64_t* __restrict__ indices, T* __restrict__ y, int64_t n,
+                             int64_t n_indices, int64_t axis_dim, int64_t inner) {
+  SPARQ_GRID_STRIDE(i, n) { y[i] = x[GatherSource(i, indices, n_indices, axis_dim, inner)]; }
+}
+
 __global__ void AbsHistogramKernel(const float* __restrict__ x, int64_t n, double scale, int64_t last,
                                    unsigned long long* __restrict__ counts, unsigned long long* __restrict__ nans) {
   SPARQ_GRID_STRIDE(i, n) {
@@ -334,6 +340,22 @@ Status LaunchPermute(const void* x, void* y, int elem_size, const PermutePlan& p
     default: return Status::NotSupported("permutation of " + std::to_string(elem_size) + "-byte elements");
   }
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("PermuteKernel");
+  return Status::OK();
+}
+
+Status LaunchGather(const void* x, const int64_t* indices, void* y, int elem_size, int64_t outer, int64_t axis_dim,
+                    int64_t inner, int64_t n_indices, cudaStream_t stream) {
+  const int64_t n = outer * n_indices * inner;
+  if (n <= 0) return Status::OK();
+  const unsigned blocks = BlocksFor(n);
+  switch (elem_size) {
+    case 1: GatherKernel<uint8_t><<<blocks, kThreads, 0, stream>>>(static_cast<const uint8_t*>(x), indices, static_cast<uint8_t*>(y), n, n_indices, axis_dim, inner); break;
+    case 2: GatherKernel<uint16_t><<<blocks, kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), indices, static_cast<uint16_t*>(y), n, n_indices, axis_dim, inner); break;
+    case 4: GatherKernel<uint32_t><<<blocks, kThreads, 0, stream>>>(static_cast<const uint32_t*>(x), indices, static_cast<uint32_t*>(y), n, n_indices, axis_dim, inner); break;
+    case 8: GatherKernel<uint64_t><<<blocks, kThreads, 0, stream>>>(static_cast<const uint64_t*>(x), indices, static_cast<uint64_t*>(y), n, n_indices, axis_dim, inner); break;
+    default: return Status::NotSupported("Gather of " + std::to_string(elem_size) + "-byte elements");
+  }
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("GatherKernel");
   return Status::OK();
 }
 

@@ -58,6 +58,11 @@ Status LaunchShiftU8ToS8(const uint8_t* x, int8_t* y, int64_t n, cudaStream_t st
 // y = x permuted (PermutePlan, device_kernels.h).
 Status LaunchPermute(const void* x, void* y, int elem_size, const PermutePlan& plan, cudaStream_t stream);
 
+// Gather: y [outer, n_indices, inner] from x [outer, axis_dim, inner] at
+// indices (device, int64, each in [0, axis_dim)), elements of elem_size bytes.
+Status LaunchGather(const void* x, const int64_t* indices, void* y, int elem_size, int64_t outer, int64_t axis_dim,
+                    int64_t inner, int64_t n_indices, cudaStream_t stream);
+
 // Calibration: counts[AbsHistogramBin(x[i], scale, last)] += 1 (device_math.h),
 // NaNs counted into *nans; counts has last + 1 bins.
 Status LaunchAbsHistogramF32(const float* x, int64_t n, double scale, int64_t last, unsigned long long* counts,
