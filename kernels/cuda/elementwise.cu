@@ -15,6 +15,7 @@ namespace {
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 65535;
 static_assert(kThreads % 32 == 0 && kThreads <= 1024, "block size must be whole warps within the limit");
+static_assert((kThreads & (kThreads - 1)) == 0, "the block reductions halve the block: a power of two");
 
 unsigned BlocksFor(int64_t n) {
   const int64_t b = (n + kThreads - 1) / kThreads;

@@ -10,6 +10,7 @@ namespace {
 
 constexpr int kThreads = 256;
 constexpr int64_t kMaxBlocks = 65535;
+static_assert((kThreads & (kThreads - 1)) == 0 && kThreads <= 1024, "the block reductions halve the block");
 
 unsigned BlocksFor(int64_t n) {
   const int64_t b = (n + kThreads - 1) / kThreads;
@@ -56,6 +57,7 @@ __global__ void GlobalAveragePoolKernel(const float* __restrict__ x, float* __re
 
 // 16 x 16 tiles through shared memory.
 constexpr int kTile = 16;
+static_assert(kTile * kTile <= 1024 && (kTile * kTile) % 32 == 0, "a tile is one block of whole warps");
 __global__ void GemmS8S32NaiveKernel(const int8_t* __restrict__ a, const int8_t* __restrict__ b, int32_t* __restrict__ acc,
                                      int64_t m, int64_t n, int64_t k) {
   __shared__ int32_t ta[kTile][kTile + 1];
