@@ -65,6 +65,17 @@ struct PermutePlan {
   int64_t in_strides[kMaxRank] = {};
 };
 
+// sparq.QLinearAdd / QLinearMul / QLinearLut: per-tensor parameters and an
+// optional 256-entry table applied to the result (table[y - min(Y's type)]).
+struct QLinearBinaryArgs {
+  bool mul = false;
+  bool a_signed = false, b_signed = false, y_signed = false;
+  float a_scale = 1, b_scale = 1, y_scale = 1;
+  int32_t a_zp = 0, b_zp = 0, y_zp = 0;
+  bool has_table = false;
+  uint8_t table[256] = {};  // the table's bytes (uint8 or int8 values)
+};
+
 // ---------------------------------------------------------------------------
 // Convolution and pooling geometry (NCHW, 2-D)
 
@@ -163,6 +174,26 @@ SPARQ_HD float Pool2dValue(int64_t i, const float* x, const Pool2dGeometry& g) {
 SPARQ_HD int64_t GatherSource(int64_t i, const int64_t* indices, int64_t n_indices, int64_t axis_dim, int64_t inner) {
   const int64_t in = i % inner, j = (i / inner) % n_indices, o = i / (inner * n_indices);
   return (o * axis_dim + indices[j]) * inner + in;
+}
+
+// Byte j of a uint8 (is_signed false) or int8 buffer, as int32.
+SPARQ_HD int32_t ByteAt(const void* p, bool is_signed, int64_t j) {
+  return is_signed ? static_cast<int32_t>(static_cast<const int8_t*>(p)[j])
+                   : static_cast<int32_t>(static_cast<const uint8_t*>(p)[j]);
+}
+
+// Output byte i of sparq.QLinearAdd / QLinearMul over a broadcast plan, the table applied.
+SPARQ_HD uint8_t QLinearBinaryElement(int64_t i, const void* a, const void* b, const BroadcastPlan& plan,
+                                      const QLinearBinaryArgs& q) {
+  const int64_t ia = plan.same_shape ? i : BroadcastOffset(i, plan.rank, plan.dims, plan.a_strides);
+  const int64_t ib = plan.same_shape ? i : BroadcastOffset(i, plan.rank, plan.dims, plan.b_strides);
+  const int32_t av = ByteAt(a, q.a_signed, ia), bv = ByteAt(b, q.b_signed, ib);
+  int32_t y = q.y_signed ? static_cast<int32_t>(QLinearBinaryValue<int8_t>(q.mul, av, q.a_scale, q.a_zp, bv, q.b_scale,
+                                                                          q.b_zp, q.y_scale, q.y_zp))
+                         : static_cast<int32_t>(QLinearBinaryValue<uint8_t>(q.mul, av, q.a_scale, q.a_zp, bv, q.b_scale,
+                                                                           q.b_zp, q.y_scale, q.y_zp));
+  if (q.has_table) return q.table[y + (q.y_signed ? 128 : 0)];
+  return static_cast<uint8_t>(y);
 }
 
 // Element i of the requantized GEMM result (RequantArgs above).

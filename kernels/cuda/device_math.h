@@ -103,6 +103,34 @@ SPARQ_HD float RequantMultiplier(float a_scale, float b_scale, float y_scale) {
   return ab / y_scale;
 }
 
+// One float32 operation, never fused with its neighbours into a multiply-add
+// (nvcc contracts a * b + c by default): for the steps a spec rounds one by one.
+SPARQ_HD float AddRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fadd_rn(a, b);
+#else
+  return a + b;
+#endif
+}
+SPARQ_HD float MulRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fmul_rn(a, b);
+#else
+  return a * b;
+#endif
+}
+
+// sparq.QLinearAdd / QLinearMul of one pair (kernels/ref/qdq_fused_ops.cc):
+//   Y = QuantizeValue(op(DequantizeValue(a), DequantizeValue(b)))
+// each step one float32 rounding, as the separate reference kernels.
+template <typename T>
+SPARQ_HD T QLinearBinaryValue(bool mul, int32_t a, float a_scale, int32_t a_zp, int32_t b, float b_scale, int32_t b_zp,
+                              float y_scale, int32_t y_zp) {
+  const float x = MulRn(static_cast<float>(a - a_zp), a_scale);
+  const float z = MulRn(static_cast<float>(b - b_zp), b_scale);
+  return QuantizeValue<T>(mul ? MulRn(x, z) : AddRn(x, z), y_scale, y_zp);
+}
+
 // ---------------------------------------------------------------------------
 // Calibration histograms
 

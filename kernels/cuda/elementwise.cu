@@ -181,6 +181,16 @@ __global__ void PermuteKernel(const T* __restrict__ x, T* __restrict__ y, Permut
   SPARQ_GRID_STRIDE(i, plan.numel) { y[i] = x[BroadcastOffset(i, plan.rank, plan.out_dims, plan.in_strides)]; }
 }
 
+__global__ void QLinearBinaryKernel(const void* __restrict__ a, const void* __restrict__ b, uint8_t* __restrict__ y,
+                                    BroadcastPlan plan, QLinearBinaryArgs q) {
+  SPARQ_GRID_STRIDE(i, plan.numel) { y[i] = QLinearBinaryElement(i, a, b, plan, q); }
+}
+
+__global__ void Lut256Kernel(const uint8_t* __restrict__ x, int offset, const uint8_t* __restrict__ table,
+                             uint8_t* __restrict__ y, int64_t n) {
+  SPARQ_GRID_STRIDE(i, n) { y[i] = table[(x[i] + offset) & 0xff]; }  // int8 bytes + 128 = value - min
+}
+
 template <typename T>
 __global__ void GatherKernel(const T* __restrict__ x, const int64_t* __restrict__ indices, T* __restrict__ y, int64_t n,
                              int64_t n_indices, int64_t axis_dim, int64_t inner) {
@@ -203,37 +213,6 @@ Status LaunchUnaryF32(UnaryOp op, const float* x, float* y, int64_t n, float p0,
   if (n <= 0) return Status::OK();
   UnaryKernel<<<BlocksFor(n), kThreads, 0, stream>>>(op, x, y, n, p0, p1, p2);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("UnaryKernel");
-  return Status::OK();
-}
-
-Status PlanBroadcast(const int64_t* a_dims, int a_rank, const int64_t* b_dims, int b_rank, BroadcastPlan* plan,
-                     int64_t* out_dims, int* out_rank) {
-  const int rank = a_rank > b_rank ? a_rank : b_rank;
-  if (rank > kMaxRank) return Status::NotSupported("broadcast of rank " + std::to_string(rank) + " (CUDA: up to 8)");
-  BroadcastPlan p;
-  p.rank = rank;
-  int64_t a_stride = 1, b_stride = 1;
-  p.numel = 1;
-  for (int d = rank - 1; d >= 0; --d) {
-    const int ai = d - (rank - a_rank), bi = d - (rank - b_rank);
-    const int64_t ad = ai >= 0 ? a_dims[ai] : 1, bd = bi >= 0 ? b_dims[bi] : 1;
-    if (ad != bd && ad != 1 && bd != 1) {
-      return Status::InvalidArgument("shapes do not broadcast: dimension " + std::to_string(ad) + " vs " +
-                                     std::to_string(bd));
-    }
-    const int64_t od = ad == 1 ? bd : ad;
-    p.dims[d] = od;
-    p.a_strides[d] = ad == 1 ? 0 : a_stride;
-    p.b_strides[d] = bd == 1 ? 0 : b_stride;
-    a_stride *= ad;
-    b_stride *= bd;
-    p.numel *= od;
-    out_dims[d] = od;
-  }
-  p.same_shape = a_stride == p.numel && b_stride == p.numel;
-  p.b_scalar = b_stride == 1;
-  *plan = p;
-  *out_rank = rank;
   return Status::OK();
 }
 
@@ -341,6 +320,22 @@ Status LaunchPermute(const void* x, void* y, int elem_size, const PermutePlan& p
     default: return Status::NotSupported("permutation of " + std::to_string(elem_size) + "-byte elements");
   }
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("PermuteKernel");
+  return Status::OK();
+}
+
+Status LaunchQLinearBinary(const void* a, const void* b, void* y, const BroadcastPlan& plan, const QLinearBinaryArgs& q,
+                           cudaStream_t stream) {
+  if (plan.numel <= 0) return Status::OK();
+  QLinearBinaryKernel<<<BlocksFor(plan.numel), kThreads, 0, stream>>>(a, b, static_cast<uint8_t*>(y), plan, q);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("QLinearBinaryKernel");
+  return Status::OK();
+}
+
+Status LaunchLut256(const void* x, bool x_signed, const uint8_t* table, void* y, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return Status::OK();
+  Lut256Kernel<<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(x), x_signed ? 128 : 0, table,
+                                                      static_cast<uint8_t*>(y), n);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("Lut256Kernel");
   return Status::OK();
 }
 

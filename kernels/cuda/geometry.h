@@ -1,9 +1,11 @@
-// The geometry of a node's 2-D convolution or pooling window, resolved by the
+// Host-side planning of the CUDA kernels. The geometry of a node's 2-D convolution or pooling window, resolved by the
 // reference's own rules (kernels/ref/conv.h ReadWindowAttributes +
 // PrepareConv / PreparePool: auto_pad, ceil_mode, defaults), in the form the
 // CUDA kernel bodies take (device_kernels.h). Host code, free of CUDA
 // headers: the rows and the host tests of the kernel bodies share it.
 #pragma once
+
+#include <string>
 
 #include "kernels/cuda/device_kernels.h"
 #include "kernels/op_context.h"
@@ -69,6 +71,40 @@ inline StatusOr<Pool2dGeometry> Pool2dGeometryOf(const OpContext& ctx, const Sha
   g.pad_right = p.window.pads[3];
   g.count_include_pad = ctx.node().attr_int("count_include_pad", 0) != 0;
   return g;
+}
+
+// Plans y = a op b under numpy broadcasting; InvalidArgument when the shapes
+// do not broadcast, NotSupported past kMaxRank dims. out_dims / out_rank get
+// the result's shape.
+inline Status PlanBroadcast(const int64_t* a_dims, int a_rank, const int64_t* b_dims, int b_rank, BroadcastPlan* plan,
+                     int64_t* out_dims, int* out_rank) {
+  const int rank = a_rank > b_rank ? a_rank : b_rank;
+  if (rank > kMaxRank) return Status::NotSupported("broadcast of rank " + std::to_string(rank) + " (CUDA: up to 8)");
+  BroadcastPlan p;
+  p.rank = rank;
+  int64_t a_stride = 1, b_stride = 1;
+  p.numel = 1;
+  for (int d = rank - 1; d >= 0; --d) {
+    const int ai = d - (rank - a_rank), bi = d - (rank - b_rank);
+    const int64_t ad = ai >= 0 ? a_dims[ai] : 1, bd = bi >= 0 ? b_dims[bi] : 1;
+    if (ad != bd && ad != 1 && bd != 1) {
+      return Status::InvalidArgument("shapes do not broadcast: dimension " + std::to_string(ad) + " vs " +
+                                     std::to_string(bd));
+    }
+    const int64_t od = ad == 1 ? bd : ad;
+    p.dims[d] = od;
+    p.a_strides[d] = ad == 1 ? 0 : a_stride;
+    p.b_strides[d] = bd == 1 ? 0 : b_stride;
+    a_stride *= ad;
+    b_stride *= bd;
+    p.numel *= od;
+    out_dims[d] = od;
+  }
+  p.same_shape = a_stride == p.numel && b_stride == p.numel;
+  p.b_scalar = b_stride == 1;
+  *plan = p;
+  *out_rank = rank;
+  return Status::OK();
 }
 
 }  // namespace cuda

@@ -25,10 +25,7 @@ Status LaunchUnaryF32(UnaryOp op, const float* x, float* y, int64_t n, float p0,
                      cudaStream_t stream);
 
 enum class BinaryOp { kAdd, kSub, kMul, kDiv };
-// Plans y = a op b for the two shapes; InvalidArgument when they do not
-// broadcast, NotSupported past kMaxRank dims. out_shape gets the result's shape.
-Status PlanBroadcast(const int64_t* a_dims, int a_rank, const int64_t* b_dims, int b_rank, BroadcastPlan* plan,
-                     int64_t* out_dims, int* out_rank);
+// (PlanBroadcast, geometry.h, makes the plan.)
 Status LaunchBinaryF32(BinaryOp op, const float* a, const float* b, float* y, const BroadcastPlan& plan,
                        cudaStream_t stream);
 
@@ -57,6 +54,12 @@ Status LaunchShiftU8ToS8(const uint8_t* x, int8_t* y, int64_t n, cudaStream_t st
 
 // y = x permuted (PermutePlan, device_kernels.h).
 Status LaunchPermute(const void* x, void* y, int elem_size, const PermutePlan& plan, cudaStream_t stream);
+
+// sparq.QLinearAdd / QLinearMul (QLinearBinaryElement) into y (bytes).
+Status LaunchQLinearBinary(const void* a, const void* b, void* y, const BroadcastPlan& plan, const QLinearBinaryArgs& q,
+                           cudaStream_t stream);
+// y[i] = table[x[i] - min(X's type)] (sparq.QLinearLut); table: 256 device bytes.
+Status LaunchLut256(const void* x, bool x_signed, const uint8_t* table, void* y, int64_t n, cudaStream_t stream);
 
 // Gather: y [outer, n_indices, inner] from x [outer, axis_dim, inner] at
 // indices (device, int64, each in [0, axis_dim)), elements of elem_size bytes.

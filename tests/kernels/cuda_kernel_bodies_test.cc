@@ -239,5 +239,47 @@ TEST(CudaKernelBodies, DepthwiseConvMatchesReference) {
   }
 }
 
+TEST(CudaKernelBodies, QLinearAddAndMulMatchReferenceBitForBit) {
+  const Tensor a = RandomInt<uint8_t>({2, 3, 8}, 13, 0, 255), b = RandomInt<int8_t>({3, 1}, 14, -128, 127);
+  std::vector<uint8_t> table(256);
+  for (int i = 0; i < 256; ++i) table[i] = static_cast<uint8_t>((i * 37 + 11) & 0xff);
+  for (bool mul : {false, true}) {
+    for (bool with_table : {false, true}) {
+      std::vector<Tensor> inputs = {a, Tensor::Scalar(0.031f), Tensor::Scalar<uint8_t>(129), b, Tensor::Scalar(0.017f),
+                                    Tensor::Scalar<int8_t>(-4), Tensor::Scalar(mul ? 0.011f : 0.05f),
+                                    Tensor::Scalar<int8_t>(2)};
+      if (with_table) inputs.push_back(Tensor::FromVector<uint8_t>({256}, table));
+      Node node = testing::OpNode(mul ? "QLinearMul" : "QLinearAdd");
+      node.domain = kSparqDomain;
+      auto want = testing::RunRefKernel(node, 1, inputs);
+      ASSERT_TRUE(want.ok()) << want.status().ToString();
+      cuda::BroadcastPlan plan;
+      int64_t dims[cuda::kMaxRank];
+      int rank = 0;
+      ASSERT_TRUE(cuda::PlanBroadcast(a.shape().data(), 3, b.shape().data(), 2, &plan, dims, &rank).ok());
+      ASSERT_EQ(Shape(dims, dims + rank), (Shape{2, 3, 8}));
+      cuda::QLinearBinaryArgs q;
+      q.mul = mul;
+      q.a_signed = false;
+      q.b_signed = true;
+      q.y_signed = true;
+      q.a_scale = 0.031f;
+      q.a_zp = 129;
+      q.b_scale = 0.017f;
+      q.b_zp = -4;
+      q.y_scale = mul ? 0.011f : 0.05f;
+      q.y_zp = 2;
+      q.has_table = with_table;
+      for (int i = 0; i < 256; ++i) q.table[i] = table[i];
+      std::vector<uint8_t> got(48);
+      for (int64_t i = 0; i < 48; ++i) got[i] = cuda::QLinearBinaryElement(i, a.raw_data(), b.raw_data(), plan, q);
+      const Tensor& y = (*want)[0];
+      ASSERT_EQ(y.numel(), 48);
+      const uint8_t* wp = static_cast<const uint8_t*>(y.raw_data());
+      for (int64_t i = 0; i < 48; ++i) ASSERT_EQ(wp[i], got[i]) << "mul " << mul << " table " << with_table << " at " << i;
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sparq
