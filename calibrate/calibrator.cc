@@ -9,7 +9,7 @@
 #include "calibrate/layer_error.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/parallel.h"
-#include "runtime/graph_folding.h"
+#include "runtime/passes/graph_folding.h"
 #include "sparq/calibrate.h"
 
 namespace sparq {
@@ -92,8 +92,8 @@ Status Observe(const std::string& name, const Tensor& t, Observer& obs, ThreadPo
   const float* x = t.data<float>();
   const int64_t n = t.numel();
   if (n == 0) return Status::OK();
-  static const MinMaxF32Fn minmax = SelectCpuKernel(CpuOp::kMinMaxF32).get<MinMaxF32Fn>();
-  static const AbsHistogramF32Fn histogram = SelectCpuKernel(CpuOp::kAbsHistogramF32).get<AbsHistogramF32Fn>();
+  const MinMaxF32Fn minmax = SelectCpuKernel(CpuOp::kMinMaxF32).get<MinMaxF32Fn>();
+  const AbsHistogramF32Fn histogram = SelectCpuKernel(CpuOp::kAbsHistogramF32).get<AbsHistogramF32Fn>();
   const int64_t chunks = (n + kChunk - 1) / kChunk;
   std::vector<float> cmin(chunks), cmax(chunks);
   ParallelFor(pool, chunks, 1, [&](int64_t b, int64_t e) {
@@ -259,7 +259,7 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
   const std::set<std::string> activations = ActivationNames(model);
   std::set<std::string> wanted = activations;
   ExecutorOptions exec_options{options.threads};
-  exec_options.fold_constant_subgraphs = true;  // weights as Constant nodes still reach the fast kernels
+  exec_options.profile = GraphProfile::kFoldedConstants;  // weights as Constant nodes still reach the fast kernels
   if (!options.tensors.empty()) {
     std::set<std::string> chosen;
     for (const auto& name : options.tensors) {
@@ -270,8 +270,7 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
     // Only these are observed: everything else fuses and folds as in
     // deployment (Conv + Clip one node, Pads into Convs), with the same bits
     // for the kept values, fewer passes over memory and fewer live tensors.
-    exec_options.fold_constants = true;
-    exec_options.fuse_activations = true;
+    exec_options.profile = GraphProfile::kObserveKept;
   }
   // Zero Pads between observed values may fold too: their inputs are kept
   // instead. Their pads are often computed from constants (torch's
@@ -279,7 +278,7 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
   std::map<std::string, std::vector<ZeroPad>> zero_pads;
   Model folded;
   const Model* run_model = &model;
-  if (exec_options.fold_constants) {
+  if (exec_options.profile == GraphProfile::kObserveKept) {
     folded = model;
     SPARQ_RETURN_IF_ERROR(FoldConstants(&folded).status());
     zero_pads = ZeroPadsRead(folded, wanted, activations);

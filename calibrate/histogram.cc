@@ -166,7 +166,7 @@ double KlThreshold(const AbsHistogram& h, int quant_levels) {
   std::vector<double> level_avg(static_cast<size_t>(quant_levels));
   // The sums of x log y that hold most of the logarithms go to the
   // xlogy_sum_f64 row (vector logarithms): their operands are gathered here.
-  static const XLogYSumF64Fn xlogy = SelectCpuKernel(CpuOp::kXLogYSumF64).get<XLogYSumF64Fn>();
+  const XLogYSumF64Fn xlogy = SelectCpuKernel(CpuOp::kXLogYSumF64).get<XLogYSumF64Fn>();
   std::vector<double> xs(static_cast<size_t>(nbins)), ys(static_cast<size_t>(nbins)), q_of(static_cast<size_t>(nbins));
   // Per populated bin: its count over the total, and its level for the
   // current `merged` (recomputed when that changes, 16 times over 2048 bins).

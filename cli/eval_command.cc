@@ -36,6 +36,11 @@ RunFn AddEvalCommand(CLI::App& app) {
       ->check(CLI::PositiveNumber);
   sub->add_option("--threads", args->options.threads, "Executor threads (default: one per hardware thread)")
       ->check(CLI::NonNegativeNumber);
+  sub->add_option("--backend", args->options.backend,
+                  "Where the model runs: cpu (default), cuda (a GPU; an error without one), auto (cuda when a GPU "
+                  "is there, else cpu), reference (kernels/ref alone). Nodes the backend cannot run go to the CPU, "
+                  "with copies between devices (listed by --verbose)")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto", "reference"}));
   sub->add_option("--limit", args->options.limit, "Evaluate at most N samples")->check(CLI::PositiveNumber);
   sub->add_flag("--json", args->json, "Print one JSON object instead of text");
   sub->add_flag("--verbose", args->options.list_kernels, "Also list the kernel that ran each node");
@@ -78,6 +83,7 @@ RunFn AddEvalCommand(CLI::App& app) {
   sparq eval resnet18.onnx --inputs val.npz --labels val_labels.npy --batch 32
   sparq eval pruned.onnx --inputs val_folder/ --reference resnet18.onnx --json
   sparq eval int8.onnx --inputs x.npz --reference-kernels --fused-graph --save-outputs ref.npz
+  sparq eval int8.onnx --inputs x.npz --backend auto --verbose
   sparq eval model.onnx --inputs x.npy --save-outputs outputs.npz --limit 100
   sparq eval int8.onnx --inputs x.npz --batch 1 --warmup 10 --profile --trace int8_trace.json
   sparq eval yolov8n_int8.onnx --inputs photos.npz --reference yolov8n.onnx --boxes --box-nms-iou 0.45

@@ -331,13 +331,31 @@ StatusOr<Tensor> Tensor::Reshaped(Shape new_shape) const {
   return t;
 }
 
+std::string Device::ToString() const {
+  std::string s = type == DeviceType::kCuda ? "cuda" : "cpu";
+  if (type == DeviceType::kCuda || index != 0) s += ":" + std::to_string(index);
+  return s;
+}
+
+Tensor Tensor::OnDevice(DataType type, Shape shape, std::shared_ptr<uint8_t> buffer, Device device) {
+  Tensor t;
+  t.type_ = type;
+  t.shape_ = std::move(shape);
+  t.numel_ = NumElements(t.shape_);
+  t.data_ = std::move(buffer);
+  t.device_ = device;
+  return t;
+}
+
 Tensor Tensor::Clone() const {
+  if (!device_.is_host()) return Tensor();
   Tensor t(type_, shape_);
   if (nbytes() > 0) std::memcpy(t.raw_data(), raw_data(), nbytes());
   return t;
 }
 
 double Tensor::GetAsDouble(int64_t i) const {
+  if (!device_.is_host()) return 0.0;
   const void* p = raw_data();
   switch (type_) {
     case DataType::kFloat32: return LoadAsDouble<float>(p, i);
@@ -390,12 +408,13 @@ bool IsInteger(DataType t) {
 }  // namespace
 
 Tensor Tensor::ToFloat32() const {
+  if (!device_.is_host()) return Tensor();
   if (type_ == DataType::kFloat32) return *this;
   return CastTo(DataType::kFloat32);
 }
 
 Tensor Tensor::CastTo(DataType type) const {
-  if (type == type_) return Clone();
+  if (type == type_ || !device_.is_host()) return Clone();
   Tensor out(type, shape_);
   void* dst = out.raw_data();
   // Integer to integer goes through int64 to keep 64-bit values exact.
@@ -445,6 +464,7 @@ Tensor Tensor::CastTo(DataType type) const {
 }
 
 std::vector<int64_t> Tensor::ToInt64Vector() const {
+  if (!device_.is_host()) return {};
   std::vector<int64_t> v(static_cast<size_t>(numel_));
   // An empty tensor has no buffer, and memcpy wants non-null pointers even for 0 bytes.
   if (type_ == DataType::kInt64) {
@@ -456,7 +476,7 @@ std::vector<int64_t> Tensor::ToInt64Vector() const {
 }
 
 bool Tensor::Equals(const Tensor& other) const {
-  if (type_ != other.type_ || shape_ != other.shape_) return false;
+  if (type_ != other.type_ || shape_ != other.shape_ || !device_.is_host() || !other.device_.is_host()) return false;
   return nbytes() == 0 || std::memcmp(raw_data(), other.raw_data(), nbytes()) == 0;
 }
 

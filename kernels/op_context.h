@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/backend.h"
 #include "kernels/parallel.h"
 #include "sparq/graph.h"
 #include "sparq/status.h"
@@ -20,11 +21,21 @@ class OpContext {
  public:
   OpContext(const Node& node, int64_t opset, std::vector<const Tensor*> inputs, ThreadPool* pool)
       : node_(node), opset_(opset), inputs_(std::move(inputs)), outputs_(node.outputs.size()), pool_(pool) {}
+  // A node run by a backend: its context gives the pool, the device and the
+  // allocator of the outputs.
+  OpContext(const Node& node, int64_t opset, std::vector<const Tensor*> inputs, BackendContext& backend)
+      : node_(node), opset_(opset), inputs_(std::move(inputs)), outputs_(node.outputs.size()),
+        pool_(backend.pool()), backend_(&backend) {}
 
   const Node& node() const { return node_; }
   // Version of the node's domain imported by the model (e.g. 13 for opset 13).
   int64_t opset() const { return opset_; }
   ThreadPool* pool() const { return pool_; }
+  // The backend context the node runs on; null for a kernel called directly
+  // (tests), which then runs on the host.
+  BackendContext* backend_context() const { return backend_; }
+  // The device the node's outputs live on.
+  Device device() const { return backend_ != nullptr ? backend_->device() : Device{}; }
   // The state the kernel row's prepare step made for this node (nullptr
   // without one); see PrepareFn in kernels/registry.h.
   const void* prepared() const { return prepared_; }
@@ -43,12 +54,27 @@ class OpContext {
   void set_output(size_t i, Tensor t) {
     if (i < outputs_.size()) outputs_[i] = std::move(t);
   }
+  // Allocates output i (contents unspecified) on the node's device and
+  // returns it; the kernel writes it in full. Errors: the allocator's (a
+  // device out of memory), or InvalidArgument for a bad shape.
+  StatusOr<Tensor*> AllocateOutput(size_t i, DataType type, Shape shape) {
+    if (i >= outputs_.size()) return Internal("output " + std::to_string(i) + " does not exist");
+    if (backend_ != nullptr) {
+      StatusOr<Tensor> t = backend_->AllocateTensor(type, std::move(shape));
+      if (!t.ok()) return t.status().WithContext(node_.Describe());
+      outputs_[i] = std::move(*t);
+    } else {
+      outputs_[i] = Tensor::Uninitialized(type, std::move(shape));
+    }
+    return &outputs_[i];
+  }
   std::vector<Tensor>& outputs() { return outputs_; }
 
   // Errors whose message starts with the node's description.
   Status Error(StatusCode code, const std::string& msg) const { return Status(code, node_.Describe() + ": " + msg); }
   Status InvalidArgument(const std::string& msg) const { return Error(StatusCode::kInvalidArgument, msg); }
   Status NotSupported(const std::string& msg) const { return Error(StatusCode::kNotSupported, msg); }
+  Status Internal(const std::string& msg) const { return Error(StatusCode::kInternal, msg); }
 
   // Fails unless inputs [0, n) are present.
   Status RequireInputs(size_t n) const {
@@ -64,6 +90,7 @@ class OpContext {
   std::vector<Tensor> outputs_;
   const void* prepared_ = nullptr;
   ThreadPool* pool_;
+  BackendContext* backend_ = nullptr;
 };
 
 using KernelFn = Status (*)(OpContext& ctx);

@@ -7,12 +7,24 @@ namespace sparq {
 
 void KernelRegistry::Add(KernelDef def) { defs_.push_back(std::move(def)); }
 
+Status KernelRegistry::CheckPriorities() const {
+  for (size_t i = 0; i < defs_.size(); ++i)
+    for (size_t j = i + 1; j < defs_.size(); ++j) {
+      const KernelDef& a = defs_[i];
+      const KernelDef& b = defs_[j];
+      if (a.op_type != b.op_type || a.domain != b.domain || a.priority != b.priority) continue;
+      if (a.until_opset < b.since_opset || b.until_opset < a.since_opset) continue;
+      return Status::InvalidArgument("kernel rows '" + a.name + "' and '" + b.name + "' of " +
+                                     (a.domain.empty() ? "" : a.domain + ".") + a.op_type +
+                                     " overlap in opset at the same priority " + std::to_string(a.priority) +
+                                     ": which runs first would depend on registration order");
+    }
+  return Status::OK();
+}
+
 const KernelDef* KernelRegistry::Find(const std::string& op_type, const std::string& domain, int64_t opset) const {
-  const std::string d = domain == "ai.onnx" ? "" : domain;
-  for (const auto& def : defs_)
-    if (def.op_type == op_type && def.domain == d && opset >= def.since_opset && opset <= def.until_opset)
-      return &def;
-  return nullptr;
+  std::vector<const KernelDef*> rows = FindMatching(op_type, domain, opset);
+  return rows.empty() ? nullptr : rows.front();
 }
 
 std::vector<const KernelDef*> KernelRegistry::FindMatching(const std::string& op_type, const std::string& domain,
@@ -22,6 +34,10 @@ std::vector<const KernelDef*> KernelRegistry::FindMatching(const std::string& op
   for (const auto& def : defs_)
     if (def.op_type == op_type && def.domain == d && opset >= def.since_opset && opset <= def.until_opset)
       out.push_back(&def);
+  // Priorities are unique per op and opset (CheckPriorities), so the order is
+  // the priorities' alone.
+  std::stable_sort(out.begin(), out.end(),
+                   [](const KernelDef* a, const KernelDef* b) { return a->priority > b->priority; });
   return out;
 }
 
@@ -93,7 +109,11 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterCpuResizeOps(*r);
     RegisterCpuTensorCopyOps(*r);
     RegisterCpuAttentionF32Ops(*r);
-    for (const KernelDef& def : Reference().defs_) r->Add(def);
+    // The reference kernels take every node no fast row takes.
+    for (KernelDef def : Reference().defs_) {
+      def.priority = kPriorityReference;
+      r->Add(std::move(def));
+    }
     return r;
   }();
   return *registry;

@@ -50,6 +50,12 @@ PrepareFn WithoutContext(SimplePrepareFn fn);
 // the row of kernels/cpu/dispatch.h that the state's function pointer came from.
 PrepareFn WithoutContext(SimplePrepareFn fn, std::string (*kernel_name)(const void* state));
 
+// One row: a function that runs an (op, domain, opset range) on the backend
+// whose registry holds it. Among the rows matching a node, the executor tries
+// them by descending `priority` (ties are a registration error: the order
+// never depends on registration order), the first whose prepare step takes
+// the node wins, in CUTLASS's order: can it implement the node (prepare's
+// NotSupported with a reason), what it needs (its state), then run.
 struct KernelDef {
   std::string op_type;
   std::string domain;  // "" = default ONNX domain
@@ -58,14 +64,34 @@ struct KernelDef {
   KernelFn fn = nullptr;
   std::string name;  // e.g. "ref", "gemm_s8s8_avx512vnni"; shown by `eval --verbose`
   PrepareFn prepare = nullptr;  // optional, see PrepareFn
+  // Higher runs first; the reference kernels are kPriorityReference, the
+  // fast CPU rows above them (kernels/registry.cc says which above which).
+  int priority = 0;
+  // Inputs this row reads on the host even on a device backend (shape,
+  // axes and index inputs that decide output shapes): bit i = input i.
+  uint32_t host_inputs = 0;
 };
+
+// The scale of priorities: the reference kernels at the bottom, fast rows
+// at kPriorityFast, and where an op has several fast rows, the row that must
+// see the node first above the others (a sparse row before the dense one
+// that would take the same weights; a depthwise row before the general Conv).
+inline constexpr int kPriorityReference = -100;
+inline constexpr int kPriorityFast = 0;
+inline constexpr int kPriorityFirst = 20;   // e.g. sparse rows
+inline constexpr int kPrioritySecond = 10;  // e.g. depthwise before dense
 
 class KernelRegistry {
  public:
+  // Adds a row. Two rows of one op and domain with overlapping opsets and the
+  // same priority make the order ambiguous: CheckPriorities reports them.
   void Add(KernelDef def);
-  // The kernel for `op_type` in `domain` at `opset`, or nullptr.
+  // InvalidArgument naming the first two rows of one op whose opset ranges
+  // overlap at the same priority (tested for every built-in registry).
+  Status CheckPriorities() const;
+  // The highest-priority row for `op_type` in `domain` at `opset`, or nullptr.
   const KernelDef* Find(const std::string& op_type, const std::string& domain, int64_t opset) const;
-  // Every row for `op_type` in `domain` at `opset`, in registration order.
+  // Every row for `op_type` in `domain` at `opset`, highest priority first.
   std::vector<const KernelDef*> FindMatching(const std::string& op_type, const std::string& domain,
                                              int64_t opset) const;
   // Opset range covered for an op, as "since..until" pairs; empty if unknown.
@@ -75,8 +101,8 @@ class KernelRegistry {
 
   // The reference kernels (kernels/ref), registered on first use.
   static const KernelRegistry& Reference();
-  // What executors run: the fast CPU kernels (kernels/cpu) for the nodes
-  // they take, ahead of the reference kernels for everything.
+  // The "cpu" backend's rows (kernels/backend.h): the fast CPU kernels
+  // (kernels/cpu) above the reference kernels (kPriorityReference).
   static const KernelRegistry& Default();
 
  private:
@@ -103,7 +129,7 @@ void RegisterCpuQdqGlueOps(KernelRegistry& r);
 void RegisterCpuBinaryF32Ops(KernelRegistry& r);
 void RegisterCpuActivationF32Ops(KernelRegistry& r);  // Erf, Softmax, Pow(x, 2): kernels/cpu/activation_f32.h
 void RegisterCpuNormF32Ops(KernelRegistry& r);        // BatchNormalization, LayerNormalization: kernels/cpu/norm_f32.h
-void RegisterCpuConvTransposeF32Ops(KernelRegistry& r);  // ConvTranspose, stride = kernel: kernels/cpu/norm_f32.h
+void RegisterCpuConvTransposeF32Ops(KernelRegistry& r);  // ConvTranspose, stride = kernel: kernels/cpu/conv_transpose_f32.cc
 void RegisterCpuResizeOps(KernelRegistry& r);            // Resize, nearest by whole factors: kernels/cpu/resize_nearest.cc
 void RegisterCpuTensorCopyOps(KernelRegistry& r);        // Concat, Split as block copies: kernels/cpu/tensor_copy.cc
 void RegisterCpuAttentionF32Ops(KernelRegistry& r);      // sparq.Attention: kernels/cpu/attention_f32.h

@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <filesystem>
 
+#include "kernels/backend.h"
 #include "sparq/device.h"
 #include "sparq/onnx_io.h"
 
@@ -21,12 +22,6 @@ std::string Num(double v, int digits) {
   return buf;
 }
 
-// Why CUDA cannot run here, or "" when it can.
-std::string CudaUnavailable() {
-  if (!BuiltWithCuda()) return "this sparq was built without CUDA (configure with -DSPARQ_CUDA=ON)";
-  if (CudaDeviceCount() == 0) return "no CUDA device is visible (driver, GPU or CUDA_VISIBLE_DEVICES)";
-  return "";
-}
 
 // A floor check: `value` must be >= `floor` (NaN fails: not measured).
 GateCheck Floor(const std::string& metric, const std::string& key, double value, double floor, const std::string& unit) {
@@ -44,17 +39,24 @@ GateCheck Floor(const std::string& metric, const std::string& key, double value,
 }  // namespace
 
 StatusOr<BackendChoice> ResolveBackend(RecipeEvaluate::Backend backend) {
+  // The executor's own rule (kernels/backend.h), so that what the report
+  // names is what runs.
+  std::string note;
   switch (backend) {
     case RecipeEvaluate::Backend::kCpu: return BackendChoice{"cpu", "asked for"};
     case RecipeEvaluate::Backend::kCuda: {
-      std::string why = CudaUnavailable();
-      if (!why.empty()) return Status::InvalidArgument("cuda cannot run here: " + why + "; use cpu or auto");
-      return BackendChoice{"cuda", "asked for"};
+      StatusOr<const Backend*> cuda = ResolveBackend("cuda", &note);
+      if (!cuda.ok()) {
+        return Status::InvalidArgument("evaluate.backend: cuda cannot run here: " + cuda.status().message() +
+                                       "; use cpu or auto");
+      }
+      return BackendChoice{(*cuda)->name(), "asked for"};
     }
     case RecipeEvaluate::Backend::kAuto: {
-      std::string why = CudaUnavailable();
-      if (why.empty()) return BackendChoice{"cuda", "auto: a CUDA device is available"};
-      return BackendChoice{"cpu", "auto: " + why};
+      SPARQ_ASSIGN_OR_RETURN(const Backend* chosen, ResolveBackend("auto", &note));
+      const std::string prefix = "backend auto: ";
+      if (note.rfind(prefix, 0) == 0) note = note.substr(prefix.size());
+      return BackendChoice{chosen->name(), "auto: " + note};
     }
   }
   return Status::InvalidArgument("unknown evaluate.backend");

@@ -94,6 +94,7 @@ Status Runner::OpenData() {
   EvaluatorOptions e;
   e.labels = d.labels;
   e.threads = r_.evaluate.threads;
+  e.backend = report_.backend;  // resolved in Run: what the report names is what runs
   e.boxes = r_.evaluate.boxes;
   e.on_progress = CallOptions("evaluate fp32").on_progress;
   auto created = Evaluator::Create(fp32_, std::move(evaluation), e);

@@ -399,10 +399,9 @@ StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(BatchSource data, Evaluat
   if (options.boxes.enabled) SPARQ_RETURN_IF_ERROR(CheckBoxOptions(options.boxes));
   auto impl = std::make_unique<Impl>();
   impl->exec_options.threads = options.threads;
-  impl->exec_options.reference_kernels = options.reference_kernels;
-  impl->exec_options.fuse_qdq = !options.reference_kernels || options.fused_graph;
-  impl->exec_options.fuse_activations = !options.reference_kernels || options.fused_graph;
-  impl->exec_options.fold_constants = !options.reference_kernels || options.fused_graph;
+  impl->exec_options.backend = options.reference_kernels ? "reference" : options.backend;
+  impl->exec_options.profile =
+      !options.reference_kernels || options.fused_graph ? GraphProfile::kDeployment : GraphProfile::kAsWritten;
   impl->exec_options.lower_fp16 = options.fp16_as_fp32;
   impl->exec_options.kernel_table = options.kernel_table;
   if (!options.labels.empty()) {
@@ -453,6 +452,7 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
   report.inputs = impl.data.name();
   report.batch_size = fixed > 0 ? fixed : impl.data.batch_size();
   report.threads = exec.num_threads();
+  report.backend = exec.backend();
   report.has_labels = impl.labels.defined();
   report.has_reference = impl.ref != nullptr;
   report.task = ReferenceMetrics(impl.options.boxes);
@@ -607,6 +607,7 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
   EvaluatorOptions eo;
   eo.labels = options.labels;
   eo.threads = options.threads;
+  eo.backend = options.backend;
   eo.reference_kernels = options.reference_kernels;
   eo.fused_graph = options.fused_graph;
   eo.fp16_as_fp32 = options.fp16_as_fp32;
@@ -714,8 +715,8 @@ std::string EvalReport::ToText() const {
     text += "\nOutputs vs reference\n" + c.Render();
   }
   if (!node_kernels.empty()) {
-    TextTable k({"node", "op", "kernel"});
-    for (const NodeKernel& n : node_kernels) k.AddRow({n.node, n.op_type, n.kernel});
+    TextTable k({"node", "op", "kernel", "backend"});
+    for (const NodeKernel& n : node_kernels) k.AddRow({n.node, n.op_type, n.kernel, n.backend});
     text += "\nKernels\n" + k.Render();
   }
   if (!op_profile.empty()) {
@@ -741,6 +742,7 @@ std::string EvalReport::ToJson() const {
   j["batches"] = batches;
   j["batch_size"] = batch_size;
   j["threads"] = threads;
+  j["backend"] = backend;
   j["model_seconds"] = model_seconds;
   j["wall_seconds"] = wall_seconds;
   j["samples_per_second"] = samples_per_second();
@@ -801,7 +803,7 @@ std::string EvalReport::ToJson() const {
   if (!trace.empty()) j["trace"] = trace;
   if (!node_kernels.empty()) {
     json kernels = json::array();
-    for (const NodeKernel& n : node_kernels) kernels.push_back({{"node", n.node}, {"op", n.op_type}, {"kernel", n.kernel}});
+    for (const NodeKernel& n : node_kernels) kernels.push_back({{"node", n.node}, {"op", n.op_type}, {"kernel", n.kernel}, {"backend", n.backend}});
     j["kernels"] = kernels;
   }
   if (!op_profile.empty()) {

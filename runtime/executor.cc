@@ -1,63 +1,51 @@
 #include "sparq/executor.h"
 
+#include <algorithm>
 #include <chrono>
+#include <map>
 #include <set>
 #include <unordered_map>
 
+#include "kernels/backend.h"
 #include "kernels/parallel.h"
 #include "kernels/registry.h"
-#include "runtime/float_fusion.h"
-#include "runtime/fp16_lowering.h"
-#include "runtime/graph_folding.h"
-#include "runtime/qdq_fusion.h"
+#include "runtime/passes/fp16_lowering.h"
+#include "runtime/passes/passes.h"
 
 namespace sparq {
 
-struct Executor::Impl {
-  Model model;
-  std::unique_ptr<ThreadPool> pool;
-  std::vector<const KernelDef*> kernels;  // one per node
-  std::vector<std::shared_ptr<const void>> prepared;  // per node: its kernel's prepared state, or null
-  std::vector<std::string> kernel_names;  // per node: the kernel that runs it (row name, or the prepare step's)
-  std::shared_ptr<const KernelSpeedTable> kernel_table;  // ExecutorOptions::kernel_table, kept alive
-  std::vector<int64_t> node_opsets;
-  std::vector<std::string> input_names;   // graph inputs that must or may be fed
-  std::vector<std::string> output_names;
-  // Value slots: every value name gets an index.
-  std::unordered_map<std::string, int> slot_of;
-  std::vector<std::vector<int>> node_inputs;   // slot per input (-1 = absent)
-  std::vector<std::vector<int>> node_outputs;  // slot per output (-1 = unnamed)
-  std::vector<int> last_use;                   // per slot: last node reading it
-  std::vector<bool> keep;                      // per slot: never freed (inputs/weights/outputs)
-
-  int Slot(const std::string& name) {
-    auto it = slot_of.find(name);
-    if (it != slot_of.end()) return it->second;
-    int s = static_cast<int>(slot_of.size());
-    slot_of.emplace(name, s);
-    return s;
+const char* GraphProfileName(GraphProfile profile) {
+  switch (profile) {
+    case GraphProfile::kAsWritten: return "as-written";
+    case GraphProfile::kFoldedConstants: return "folded-constants";
+    case GraphProfile::kObserveKept: return "observe-kept";
+    case GraphProfile::kDeployment: return "deployment";
   }
-};
-
-Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
-Executor::~Executor() = default;
-
-const Model& Executor::model() const { return impl_->model; }
-const std::vector<std::string>& Executor::input_names() const { return impl_->input_names; }
-const std::vector<std::string>& Executor::output_names() const { return impl_->output_names; }
-int Executor::num_threads() const { return impl_->pool->num_threads(); }
-
-std::vector<NodeKernel> Executor::NodeKernels() const {
-  std::vector<NodeKernel> out;
-  const Graph& g = impl_->model.graph;
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
-    out.push_back({n.name.empty() ? n.outputs[0] : n.name, n.op_type, impl_->kernel_names[i]});
-  }
-  return out;
+  return "unknown";
 }
 
 namespace {
+
+// A backend an executor runs nodes on, with its context.
+struct Place {
+  const Backend* backend = nullptr;
+  std::shared_ptr<BackendContext> context;
+};
+
+// One step of a run: a node of the graph, or a copy of a value between
+// devices that the executor inserted (node < 0).
+struct Step {
+  int node = -1;
+  int place = 0;  // index into Impl::places
+  const KernelDef* kernel = nullptr;
+  std::shared_ptr<const void> prepared;  // the kernel's prepared state, or null
+  std::string kernel_name;               // the row's name, or its prepare step's
+  int64_t opset = 0;
+  std::vector<int> inputs;   // slot per input (-1 = absent); a copy reads inputs[0]
+  std::vector<int> outputs;  // slot per output (-1 = unnamed); a copy writes outputs[0]
+  bool to_host = false;      // a copy: device -> host (else host -> device)
+  std::string label;         // a copy: "<value> -> <device>"
+};
 
 int64_t NodeOpset(const Model& model, const Node& node) {
   int64_t v = model.opset(node.domain);
@@ -68,6 +56,72 @@ int64_t NodeOpset(const Model& model, const Node& node) {
 }
 
 }  // namespace
+
+struct Executor::Impl {
+  Model model;
+  std::vector<Place> places;  // places[0]: the chosen backend; a CPU place after it when nodes fall back
+  std::string backend_name;
+  std::vector<Step> steps;
+  std::shared_ptr<const KernelSpeedTable> kernel_table;  // ExecutorOptions::kernel_table, kept alive
+  std::vector<std::string> input_names;   // graph inputs that must or may be fed
+  std::vector<std::string> output_names;
+  // Value slots: every value name gets an index; a value copied to another
+  // device gets a second slot ("<name>@<device>").
+  std::unordered_map<std::string, int> slot_of;
+  std::vector<Device> slot_device;           // where each slot's value lives
+  std::map<std::string, int> output_slot;    // graph output -> its host slot
+  std::map<int, Tensor> device_constants;    // initializers copied to a device once, at Create
+  std::vector<int> last_use;                 // per slot: last step reading it
+  std::vector<bool> keep;                    // per slot: never freed (inputs/weights/outputs)
+
+  int Slot(const std::string& name, Device device = Device{}) {
+    auto it = slot_of.find(name);
+    if (it != slot_of.end()) return it->second;
+    int s = static_cast<int>(slot_of.size());
+    slot_of.emplace(name, s);
+    slot_device.push_back(device);
+    return s;
+  }
+  int PlaceOn(Device device) const {
+    for (size_t p = 0; p < places.size(); ++p)
+      if (places[p].context->device() == device) return static_cast<int>(p);
+    return -1;
+  }
+  const std::string& SlotName(int s) const {
+    for (const auto& kv : slot_of)
+      if (kv.second == s) return kv.first;
+    static const std::string none;
+    return none;
+  }
+};
+
+Executor::Executor(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Executor::~Executor() = default;
+
+const Model& Executor::model() const { return impl_->model; }
+const std::vector<std::string>& Executor::input_names() const { return impl_->input_names; }
+const std::vector<std::string>& Executor::output_names() const { return impl_->output_names; }
+const std::string& Executor::backend() const { return impl_->backend_name; }
+int Executor::num_threads() const {
+  for (const Place& p : impl_->places)
+    if (p.context->pool() != nullptr) return p.context->pool()->num_threads();
+  return 1;
+}
+
+std::vector<NodeKernel> Executor::NodeKernels() const {
+  std::vector<NodeKernel> out;
+  const Graph& g = impl_->model.graph;
+  for (const Step& step : impl_->steps) {
+    const std::string& backend = impl_->places[step.place].backend->name();
+    if (step.node < 0) {
+      out.push_back({step.label, step.to_host ? "CopyToHost" : "CopyToDevice", "copy", backend});
+      continue;
+    }
+    const Node& n = g.nodes[step.node];
+    out.push_back({n.name.empty() ? n.outputs[0] : n.name, n.op_type, step.kernel_name, backend});
+  }
+  return out;
+}
 
 Status CheckSupported(const Model& model) {
   const KernelRegistry& reg = KernelRegistry::Reference();
@@ -85,9 +139,44 @@ Status CheckSupported(const Model& model) {
   return Status::NotSupported("unsupported operator: " + missing);
 }
 
+namespace {
+
+// The first row of `rows` that takes node `n`: rows by priority, each
+// prepare step may decline with NotSupported. Null when none takes it.
+StatusOr<const KernelDef*> SelectRow(const KernelRegistry& rows, const Graph& g, const Node& n, int64_t opset,
+                                     const std::set<std::string>& overridable, const PrepareContext& context,
+                                     std::shared_ptr<const void>* state, std::string* kernel_name) {
+  for (const KernelDef* def : rows.FindMatching(n.op_type, n.domain, opset)) {
+    if (!def->prepare) return def;
+    std::vector<const Tensor*> constants;
+    for (const auto& in : n.inputs) {
+      auto it = g.initializers.find(in);
+      constants.push_back(it != g.initializers.end() && !overridable.count(in) ? &it->second : nullptr);
+    }
+    StatusOr<PreparedKernel> prepared = def->prepare(n, constants, context);
+    if (prepared.ok()) {
+      *state = std::move(prepared->state);
+      *kernel_name = std::move(prepared->kernel_name);
+      return def;
+    }
+    if (prepared.status().code() != StatusCode::kNotSupported) {
+      return prepared.status().WithContext("preparing kernel '" + def->name + "'");
+    }
+  }
+  return static_cast<const KernelDef*>(nullptr);
+}
+
+}  // namespace
+
 StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const ExecutorOptions& options) {
   SPARQ_RETURN_IF_ERROR(CheckSupported(model));
+  SPARQ_ASSIGN_OR_RETURN(const Backend* backend, ResolveBackend(options.backend));
   auto impl = std::make_unique<Impl>();
+  impl->backend_name = backend->name();
+  {
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<BackendContext> context, backend->CreateContext({options.threads}));
+    impl->places.push_back({backend, std::move(context)});
+  }
   impl->model = model;
   SPARQ_RETURN_IF_ERROR(impl->model.graph.TopoSort());
   if (options.lower_fp16) LowerFloat16ToFloat32(&impl->model);
@@ -105,17 +194,10 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
         outputs.push_back(std::move(kept));
       }
   }
-  if (options.fold_constants || options.fold_constant_subgraphs)
-    SPARQ_RETURN_IF_ERROR(FoldConstants(&impl->model).status());
-  if (options.fold_constants) FoldPadsIntoConvs(&impl->model);
-  if (options.fuse_qdq) FuseQdqToIntegerOps(&impl->model);
-  if (options.fuse_activations) {
-    FuseConvActivations(&impl->model);
-    FusePointwiseDepthwise(&impl->model);
-  }
+  for (const std::string& pass : backend->Passes(options.profile))
+    SPARQ_RETURN_IF_ERROR(RunGraphPass(pass, &impl->model).WithContext("graph pass " + pass));
   outputs.resize(real_outputs);
   const Graph& g = impl->model.graph;
-  impl->pool = std::make_unique<ThreadPool>(options.threads);
 
   for (const auto& v : g.inputs) impl->input_names.push_back(v.name);
   for (const auto& v : g.initializer_inputs) impl->input_names.push_back(v.name);
@@ -123,66 +205,111 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   for (const auto& name : impl->input_names) impl->Slot(name);
   for (const auto& kv : g.initializers) impl->Slot(kv.first);
 
-  const KernelRegistry& reg = options.reference_kernels ? KernelRegistry::Reference() : KernelRegistry::Default();
   std::set<std::string> overridable;  // initializers that run inputs may replace
   for (const auto& v : g.initializer_inputs) overridable.insert(v.name);
   impl->kernel_table = options.kernel_table;
   PrepareContext prepare_context;
   if (impl->kernel_table) prepare_context.kernel_table = impl->kernel_table.get();
+
+  // The place of the CPU backend, made when a first node falls back to it.
+  auto cpu_place = [&]() -> StatusOr<int> {
+    const Backend* cpu = FindBackend("cpu");
+    for (size_t p = 0; p < impl->places.size(); ++p)
+      if (impl->places[p].backend == cpu) return static_cast<int>(p);
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<BackendContext> context, cpu->CreateContext({options.threads}));
+    impl->places.push_back({cpu, std::move(context)});
+    return static_cast<int>(impl->places.size() - 1);
+  };
+  // The slot of value `s` on `device`: itself, or a copy made once (an
+  // initializer at Create, anything else by a copy step here).
+  std::map<std::pair<int, int>, int> copies;  // (slot, place) -> slot of the copy
+  auto on_device = [&](int s, Device device) -> StatusOr<int> {
+    if (impl->slot_device[s] == device) return s;
+    const bool to_host = device.is_host() && device.index == 0;
+    // A copy runs on the device's context: the target's, or the source's
+    // for a copy to the host.
+    const int target = to_host ? -1 : impl->PlaceOn(device);
+    const int source = to_host ? impl->PlaceOn(impl->slot_device[s]) : -1;
+    if (target < 0 && source < 0) return Status::Internal("no backend context for a copy to " + device.ToString());
+    auto key = std::make_pair(s, to_host ? -1 : target);
+    if (auto it = copies.find(key); it != copies.end()) return it->second;
+    const std::string name = impl->SlotName(s);
+    if (!to_host && !impl->slot_device[s].is_host()) {
+      return Status::NotSupported("value '" + name + "' would move from " + impl->slot_device[s].ToString() + " to " +
+                                  device.ToString() + ": copies go through the host");
+    }
+    int copy = impl->Slot(name + "@" + device.ToString(), device);
+    auto init = g.initializers.find(name);
+    if (!to_host && init != g.initializers.end() && !overridable.count(name)) {
+      SPARQ_ASSIGN_OR_RETURN(Tensor uploaded, CopyTensorToDevice(*impl->places[target].context, init->second));
+      impl->device_constants[copy] = std::move(uploaded);
+    } else {
+      Step step;
+      step.place = to_host ? source : target;
+      step.to_host = to_host;
+      step.inputs = {s};
+      step.outputs = {copy};
+      step.label = name + " -> " + device.ToString();
+      impl->steps.push_back(std::move(step));
+    }
+    copies[key] = copy;
+    return copy;
+  };
+
   for (size_t i = 0; i < g.nodes.size(); ++i) {
     const Node& n = g.nodes[i];
-    int64_t opset = NodeOpset(impl->model, n);
-    // The first matching row that takes the node (rows with a prepare step
-    // may decline it).
-    const KernelDef* chosen = nullptr;
-    std::shared_ptr<const void> state;
-    std::string kernel_name;
-    for (const KernelDef* def : reg.FindMatching(n.op_type, n.domain, opset)) {
-      if (!def->prepare) {
-        chosen = def;
-        break;
-      }
-      std::vector<const Tensor*> constants;
-      for (const auto& in : n.inputs) {
-        auto it = g.initializers.find(in);
-        constants.push_back(it != g.initializers.end() && !overridable.count(in) ? &it->second : nullptr);
-      }
-      StatusOr<PreparedKernel> prepared = def->prepare(n, constants, prepare_context);
-      if (prepared.ok()) {
-        chosen = def;
-        state = std::move(prepared->state);
-        kernel_name = std::move(prepared->kernel_name);
-        break;
-      }
-      if (prepared.status().code() != StatusCode::kNotSupported) {
-        return prepared.status().WithContext("preparing kernel '" + def->name + "'");
-      }
+    Step step;
+    step.node = static_cast<int>(i);
+    step.opset = NodeOpset(impl->model, n);
+    SPARQ_ASSIGN_OR_RETURN(step.kernel, SelectRow(backend->rows(), g, n, step.opset, overridable, prepare_context,
+                                                  &step.prepared, &step.kernel_name));
+    step.place = 0;
+    if (step.kernel == nullptr && backend->name() != "cpu") {  // partitioning: the CPU takes the rest
+      SPARQ_ASSIGN_OR_RETURN(step.place, cpu_place());
+      SPARQ_ASSIGN_OR_RETURN(step.kernel, SelectRow(impl->places[step.place].backend->rows(), g, n, step.opset,
+                                                    overridable, prepare_context, &step.prepared, &step.kernel_name));
     }
-    if (chosen == nullptr) return Status::Internal(n.Describe() + ": no kernel row took the node");
-    impl->kernels.push_back(chosen);
-    impl->prepared.push_back(std::move(state));
-    impl->kernel_names.push_back(kernel_name.empty() ? chosen->name : kernel_name);
-    impl->node_opsets.push_back(opset);
-    std::vector<int> ins, outs;
-    for (const auto& in : n.inputs) ins.push_back(in.empty() ? -1 : impl->Slot(in));
-    for (const auto& out : n.outputs) outs.push_back(out.empty() ? -1 : impl->Slot(out));
-    impl->node_inputs.push_back(std::move(ins));
-    impl->node_outputs.push_back(std::move(outs));
+    if (step.kernel == nullptr) return Status::Internal(n.Describe() + ": no kernel row took the node");
+    if (step.kernel_name.empty()) step.kernel_name = step.kernel->name;
+    const Device device = impl->places[step.place].context->device();
+    for (size_t k = 0; k < n.inputs.size(); ++k) {
+      if (n.inputs[k].empty()) {
+        step.inputs.push_back(-1);
+        continue;
+      }
+      int s = impl->Slot(n.inputs[k]);
+      const bool host = k < 32 && (step.kernel->host_inputs >> k) & 1u;
+      SPARQ_ASSIGN_OR_RETURN(s, on_device(s, host ? Device{} : device));
+      step.inputs.push_back(s);
+    }
+    for (const auto& out : n.outputs) {
+      if (out.empty()) {
+        step.outputs.push_back(-1);
+        continue;
+      }
+      int s = impl->Slot(out, device);
+      impl->slot_device[s] = device;
+      step.outputs.push_back(s);
+    }
+    impl->steps.push_back(std::move(step));
   }
   for (const auto& name : impl->output_names) {
-    if (!impl->slot_of.count(name)) {
+    auto it = impl->slot_of.find(name);
+    if (it == impl->slot_of.end()) {
       return Status::InvalidArgument("graph output '" + name + "' is not produced by any node");
     }
+    SPARQ_ASSIGN_OR_RETURN(impl->output_slot[name], on_device(it->second, Device{}));
   }
   const size_t slots = impl->slot_of.size();
   impl->last_use.assign(slots, -1);
   impl->keep.assign(slots, false);
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    for (int s : impl->node_inputs[i])
+  for (size_t i = 0; i < impl->steps.size(); ++i)
+    for (int s : impl->steps[i].inputs)
       if (s >= 0) impl->last_use[s] = static_cast<int>(i);
   for (const auto& name : impl->input_names) impl->keep[impl->slot_of[name]] = true;
   for (const auto& kv : g.initializers) impl->keep[impl->slot_of[kv.first]] = true;
-  for (const auto& name : impl->output_names) impl->keep[impl->slot_of[name]] = true;
+  for (const auto& kv : impl->device_constants) impl->keep[kv.first] = true;
+  for (const auto& kv : impl->output_slot) impl->keep[kv.second] = true;
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));
 }
 
@@ -192,6 +319,7 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
   const Graph& g = im.model.graph;
   std::vector<Tensor> values(im.slot_of.size());
   for (const auto& kv : g.initializers) values[im.slot_of.at(kv.first)] = kv.second;
+  for (const auto& kv : im.device_constants) values[kv.first] = kv.second;
 
   // Check and bind the inputs.
   for (const auto& kv : inputs) {
@@ -209,6 +337,10 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
     if (!t.defined()) {
       return Status::InvalidArgument("input '" + v.name + "' is an undefined tensor (no type, no data; e.g. " +
                                      "Tensor::FromVector with the wrong number of values)");
+    }
+    if (!t.device().is_host()) {
+      return Status::InvalidArgument("input '" + v.name + "' is on " + t.device().ToString() +
+                                     "; inputs are host tensors");
     }
     if (v.dtype != DataType::kUndefined && t.dtype() != v.dtype) {
       return Status::InvalidArgument("input '" + v.name + "' has type " + DataTypeName(t.dtype()) +
@@ -239,47 +371,77 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
 
   using Clock = std::chrono::steady_clock;
   const auto run_start = Clock::now();
-  for (size_t i = 0; i < g.nodes.size(); ++i) {
-    const Node& n = g.nodes[i];
-    std::vector<const Tensor*> ins;
-    ins.reserve(im.node_inputs[i].size());
-    for (int s : im.node_inputs[i]) {
-      if (s < 0) {
-        ins.push_back(nullptr);
-        continue;
-      }
-      if (!values[s].defined()) {
-        return Status::Internal(n.Describe() + ": input value '" + n.inputs[ins.size()] + "' was not computed");
-      }
-      ins.push_back(&values[s]);
-    }
-    OpContext ctx(n, im.node_opsets[i], std::move(ins), im.pool.get());
-    ctx.set_prepared(im.prepared[i].get());
+  for (size_t i = 0; i < im.steps.size(); ++i) {
+    const Step& step = im.steps[i];
+    BackendContext& context = *im.places[step.place].context;
     auto start = Clock::now();
-    Status st = im.kernels[i]->fn(ctx);
-    if (!st.ok()) return st;
-    if (profile != nullptr) {
-      double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
-      double since_run = std::chrono::duration<double, std::micro>(start - run_start).count();
-      profile->push_back({n.name.empty() ? n.outputs[0] : n.name, n.op_type, im.kernel_names[i], us, since_run});
-    }
-    for (size_t k = 0; k < im.node_outputs[i].size(); ++k) {
-      int s = im.node_outputs[i][k];
-      if (s < 0) continue;
-      if (!ctx.outputs()[k].defined()) {
-        return Status::Internal(n.Describe() + ": kernel '" + im.kernels[i]->name + "' did not produce output '" +
-                                n.outputs[k] + "'");
+    if (step.node < 0) {  // a copy between devices
+      const Tensor& src = values[step.inputs[0]];
+      if (!src.defined()) return Status::Internal("copy " + step.label + ": the value was not computed");
+      StatusOr<Tensor> copied = step.to_host ? CopyTensorToHost(context, src) : CopyTensorToDevice(context, src);
+      if (!copied.ok()) return copied.status().WithContext("copy " + step.label);
+      values[step.outputs[0]] = std::move(*copied);
+      if (profile != nullptr) {
+        double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+        double since_run = std::chrono::duration<double, std::micro>(start - run_start).count();
+        profile->push_back({step.label, step.to_host ? "CopyToHost" : "CopyToDevice", "copy", us, since_run});
       }
-      values[s] = ctx.outputs()[k];
+    } else {
+      const Node& n = g.nodes[step.node];
+      std::vector<const Tensor*> ins;
+      ins.reserve(step.inputs.size());
+      for (int s : step.inputs) {
+        if (s < 0) {
+          ins.push_back(nullptr);
+          continue;
+        }
+        if (!values[s].defined()) {
+          return Status::Internal(n.Describe() + ": input value '" + n.inputs[ins.size()] + "' was not computed");
+        }
+        ins.push_back(&values[s]);
+      }
+      OpContext ctx(n, step.opset, std::move(ins), context);
+      ctx.set_prepared(step.prepared.get());
+      Status st = step.kernel->fn(ctx);
+      if (!st.ok()) return st;
+      if (profile != nullptr) {
+        if (!context.device().is_host()) SPARQ_RETURN_IF_ERROR(context.Synchronize());
+        double us = std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+        double since_run = std::chrono::duration<double, std::micro>(start - run_start).count();
+        profile->push_back({n.name.empty() ? n.outputs[0] : n.name, n.op_type, step.kernel_name, us, since_run});
+      }
+      for (size_t k = 0; k < step.outputs.size(); ++k) {
+        int s = step.outputs[k];
+        if (s < 0) continue;
+        if (!ctx.outputs()[k].defined()) {
+          return Status::Internal(n.Describe() + ": kernel '" + step.kernel->name + "' did not produce output '" +
+                                  n.outputs[k] + "'");
+        }
+        if (ctx.outputs()[k].device() != context.device()) {
+          return Status::Internal(n.Describe() + ": kernel '" + step.kernel->name + "' left output '" + n.outputs[k] +
+                                  "' on " + ctx.outputs()[k].device().ToString() + ", its backend is on " +
+                                  context.device().ToString());
+        }
+        values[s] = ctx.outputs()[k];
+      }
+      if (options.on_node_outputs) SPARQ_RETURN_IF_ERROR(options.on_node_outputs(n, ctx.outputs()));
     }
-    if (options.on_node_outputs) SPARQ_RETURN_IF_ERROR(options.on_node_outputs(n, ctx.outputs()));
-    for (int s : im.node_inputs[i])  // free values nobody reads any more
+    for (int s : step.inputs)  // free values nobody reads any more
       if (s >= 0 && !keep[s] && im.last_use[s] == static_cast<int>(i)) values[s] = Tensor();
   }
 
   outputs->clear();
-  for (const auto& name : im.output_names) (*outputs)[name] = values[im.slot_of.at(name)];
-  for (const auto& name : options.extra_outputs) (*outputs)[name] = values[im.slot_of.at(name)];
+  for (const auto& name : im.output_names) (*outputs)[name] = values[im.output_slot.at(name)];
+  for (const auto& name : options.extra_outputs) {
+    const int s = im.slot_of.at(name);
+    Tensor t = values[s];
+    if (t.defined() && !(t.device().is_host() && t.device().index == 0)) {
+      const int place = im.PlaceOn(t.device());
+      if (place < 0) return Status::Internal("no backend context for " + t.device().ToString());
+      SPARQ_ASSIGN_OR_RETURN(t, CopyTensorToHost(*im.places[place].context, t));
+    }
+    (*outputs)[name] = std::move(t);
+  }
   return Status::OK();
 }
 

@@ -26,7 +26,7 @@ int64_t FirstNonFinite(const Tensor& t, bool* is_nan) {
 StatusOr<std::string> FirstNonFiniteTensor(const Model& model, const BatchFn& next_batch, int threads) {
   ExecutorOptions eo;
   eo.threads = threads;
-  eo.reference_kernels = true;
+  eo.backend = "reference";
   SPARQ_ASSIGN_OR_RETURN(auto exec, Executor::Create(model, eo));
   std::string found;
   int64_t batch_index = 0;

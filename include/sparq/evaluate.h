@@ -46,6 +46,11 @@ struct SPARQ_API EvalOptions {
   // that contradicts a fixed first dim is InvalidArgument.
   int64_t batch = 0;
   int threads = 0;   // executor threads; 0 = one per hardware thread
+  // Where the model runs (ExecutorOptions::backend): "cpu" (default),
+  // "cuda", "auto" (cuda when a GPU is there, else cpu, said in the report),
+  // or another registered backend. "cuda" without a GPU fails with a clear
+  // error. Ignored with reference_kernels.
+  std::string backend = "cpu";
   int64_t limit = 0; // evaluate at most this many samples; 0 = all
   // Optional; called on the evaluating thread after each batch. A callback
   // taking `const EvalProgress&` fits too (it cannot cancel).
@@ -59,9 +64,10 @@ struct SPARQ_API EvalOptions {
   // complete event per node run; "" = none. Checked like save_outputs: a
   // .json file in an existing folder that is not one of the inputs.
   std::string trace;
-  // Only the reference kernels, running a QDQ model as its float graph
-  // (ExecutorOptions::reference_kernels); otherwise the fast kernels, with
-  // QDQ patterns fused into integer operators (ExecutorOptions::fuse_qdq).
+  // Only the reference kernels (the "reference" backend), running a QDQ
+  // model as its float graph (GraphProfile::kAsWritten); otherwise the
+  // backend's fast kernels, with QDQ patterns fused into integer operators
+  // (GraphProfile::kDeployment).
   bool reference_kernels = false;
   // With reference_kernels: run the graph the fast kernels run (QDQ patterns
   // fused into integer operators, activations folded into convolutions) on
@@ -127,6 +133,7 @@ struct SPARQ_API EvalReport {
   int64_t batches = 0;
   int64_t batch_size = 0;
   int threads = 0;
+  std::string backend;  // the backend that ran the model ("cpu", "reference", "cuda", ...)
   double model_seconds = 0.0;  // time spent running the model (not the reference, not I/O)
   double wall_seconds = 0.0;
   double samples_per_second() const { return model_seconds > 0 ? static_cast<double>(samples) / model_seconds : 0.0; }
@@ -226,6 +233,7 @@ SPARQ_API double MetricValue(Metric metric, const EvalReport& report);
 struct SPARQ_API EvaluatorOptions {
   std::string labels;  // .npy (or one-array .npz) of integer class ids; "" = none
   int threads = 0;     // executor threads; 0 = one per hardware thread
+  std::string backend = "cpu";  // as EvalOptions::backend
   // Executors as in EvalOptions: fast kernels with QDQ fused (default), or the
   // reference kernels (optionally on the fused graph).
   bool reference_kernels = false;

@@ -1,4 +1,5 @@
-// Runs a Model on the CPU, node by node in topological order.
+// Runs a Model node by node in topological order, on a backend
+// (kernels/backend.h: the CPU by default).
 #pragma once
 
 #include <functional>
@@ -17,48 +18,58 @@ namespace sparq {
 
 using TensorMap = std::map<std::string, Tensor>;
 
+// The graph rewrites an executor applies to its private copy of a model
+// before running it (runtime/passes.h). Each backend says which rewrites it
+// wants for each profile (kernels/backend.h); these are the CPU's.
+enum class GraphProfile {
+  // None: every value of the file exists (the spec; RunOptions::on_node_outputs
+  // sees every node).
+  kAsWritten,
+  // Constant subgraphs (weights computed by Constant -> Cast -> ...) become
+  // initializers; activations are untouched, so every activation can still be
+  // observed. Calibration without a tensor list runs this (PP-OCR's weights
+  // are Constant nodes; without it every Conv ran on the reference kernels).
+  kFoldedConstants,
+  // kFoldedConstants, then zero Pads fold into the following Conv, Relu /
+  // Clip / SiLU into the Conv before it and a 1x1 Conv into the depthwise
+  // Conv that alone reads it, around ExecutorOptions::keep_values: what
+  // calibration of chosen tensors runs (same bits as kAsWritten for the kept
+  // values).
+  kObserveKept,
+  // What deployment runtimes run: kObserveKept's rewrites plus
+  // DequantizeLinear -> Conv/MatMul -> QuantizeLinear fused into integer
+  // operators (integer sums, one rounding; outputs may differ from the QDQ
+  // graph's float path by one quantization step) and the float glue between
+  // quantized values into integer operators with the float graph's bits
+  // (runtime/passes/qdq_fusion.cc); DequantizeLinear of constants computed once.
+  kDeployment,
+};
+
+// "as-written", "folded-constants", "observe-kept", "deployment".
+SPARQ_API const char* GraphProfileName(GraphProfile profile);
+
 struct SPARQ_API ExecutorOptions {
-  int threads = 0;  // worker threads; 0 = one per hardware thread
-  // true: only the reference kernels (kernels/ref), the spec; false: the
-  // fast CPU kernels (kernels/cpu) where they take a node, with identical
-  // results (integer kernels bit for bit).
-  bool reference_kernels = false;
-  // Fuse DequantizeLinear -> Conv/MatMul -> QuantizeLinear into QLinearConv /
-  // QLinearMatMul at creation, as deployment runtimes do (integer sums, one
-  // rounding; outputs may differ from the QDQ graph's float path by one
-  // quantization step), and the float glue between quantized values
-  // (DequantizeLinear -> elementwise ops / MaxPool / Add -> QuantizeLinear)
-  // into integer operators that give the float graph's bits exactly (see
-  // runtime/qdq_fusion.cc). Fused-away values cannot be RunOptions::extra_outputs.
-  // DequantizeLinear nodes of constants (weights left to float layers) are
-  // computed once, at creation.
-  bool fuse_qdq = false;
-  // Fold each Relu / Clip into the Conv before it (one node with the clamp in
-  // the GEMM's epilogue), as deployment runtimes do, and a 1x1 Conv into
-  // the depthwise Conv that alone reads it (sparq.PointwiseDepthwise). The
-  // Conv's own output then no longer exists: leave this off where every
-  // intermediate value is observed (calibration, RunOptions::on_node_outputs).
-  bool fuse_activations = false;
-  // Run float16 models in float32 (runtime/fp16_lowering.h): weights
+  int threads = 0;  // CPU worker threads; 0 = one per hardware thread
+  // Where the nodes run (kernels/backend.h): "cpu" (the fast CPU kernels
+  // where they take a node, the reference kernels elsewhere, with identical
+  // results, integer kernels bit for bit), "reference" (kernels/ref alone:
+  // the spec), "cuda" (CUDA builds with a GPU), "auto" (cuda when
+  // available, else cpu) or a backend a program registered. Nodes the
+  // backend's rows do not take run on the CPU, with copies inserted between
+  // devices. Errors at Create: an unknown name, or a backend that cannot
+  // run on this machine (e.g. "cuda" without a GPU).
+  std::string backend = "cpu";
+  // Which graph rewrites run before the graph does; see GraphProfile.
+  // Rewritten-away values cannot be RunOptions::extra_outputs.
+  GraphProfile profile = GraphProfile::kAsWritten;
+  // Run float16 models in float32 (runtime/passes/fp16_lowering.h): weights
   // converted once here, no float16 rounding inside the graph, inputs and
   // outputs keep their types. Outputs differ from the float16 graph's by
   // float16 rounding. Off: float16 ops run on the reference kernels.
   bool lower_fp16 = false;
-  // Fold work that does not depend on the run inputs at creation
-  // (runtime/graph_folding.h): constant subgraphs become initializers, and
-  // zero Pads (also DQ -> Pad -> Q) fold into the following Conv. Same
-  // values; the folded intermediate values no longer exist, so leave this off
-  // where they are observed (calibration, RunOptions::on_node_outputs).
-  bool fold_constants = false;
-  // Only the first half of fold_constants: constant subgraphs become
-  // initializers, Pads stay. Those subgraphs compute weights and shapes, not
-  // activations, so this is safe where activations are observed: calibration
-  // uses it (PP-OCR's weights are Constant nodes; without it every Conv of
-  // those models ran on the reference kernels while calibrating).
-  bool fold_constant_subgraphs = false;
-  // Values that fuse_qdq, fuse_activations and the constant folds must leave
-  // in the graph, whatever they fuse or fold around them (they are treated
-  // as graph outputs while those rewrites run; lower_fp16 runs before them).
+  // Values the profile's rewrites must leave in the graph, whatever they
+  // fuse or fold around them (they are treated as graph outputs while those
+  // rewrites run; lower_fp16 runs before them).
   // Calibration lists the tensors it observes here, so that everything else
   // fuses: a Conv + Clip whose Clip output alone is observed runs as one
   // node, with the same bits.
@@ -75,7 +86,8 @@ struct SPARQ_API ExecutorOptions {
 struct SPARQ_API NodeKernel {
   std::string node;     // node name (or first output when unnamed)
   std::string op_type;
-  std::string kernel;   // KernelDef::name
+  std::string kernel;   // KernelDef::name; "copy" for the copies between devices
+  std::string backend;  // the backend that runs it ("cpu", "cuda", ...)
 };
 
 struct SPARQ_API RunOptions {
@@ -122,6 +134,8 @@ class SPARQ_API Executor {
   const std::vector<std::string>& input_names() const;
   const std::vector<std::string>& output_names() const;
   int num_threads() const;
+  // The backend it runs on ("cpu", "reference", "cuda", ...).
+  const std::string& backend() const;
   // The kernel chosen for each node, in execution order.
   std::vector<NodeKernel> NodeKernels() const;
 

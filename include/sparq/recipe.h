@@ -139,10 +139,9 @@ struct SPARQ_API RecipeQuantize {
   // in recipes), symmetric (true): the calibrator's own struct (sparq/calibrate.h).
   using Calibration = CalibrationMethodOptions;
   // A per-layer override: the first rule whose `match` matches a node wins.
-  struct LayerRule {
-    std::string match;  // node name or regex (see LayerMatches)
-    LayerPrecision precision = LayerPrecision::kFP32;  // required in YAML
-  };
+  // The quantizer's own rule (sparq/quantize.h); in YAML `precision` is
+  // required, so its default never applies to a recipe.
+  using LayerRule = ::sparq::LayerRule;
   // block_ops (default DefaultFp16BlockOps()) and keep_io_types (default
   // true): the quantizer's own struct, so the API and `sparq run` share
   // one default (sparq/quantize.h).

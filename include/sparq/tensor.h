@@ -87,6 +87,21 @@ template <> struct DataTypeOf<BFloat16> { static constexpr DataType value = Data
 
 using Shape = std::vector<int64_t>;
 
+// Where a tensor's buffer lives. Host tensors (kCpu) can be read by any code;
+// a kCuda tensor's raw_data() is a device pointer that only its backend's
+// kernels and copies touch (kernels/backend.h). `index` tells devices of one
+// type apart (CUDA ordinals; a test backend may use a second host "device").
+enum class DeviceType : int32_t { kCpu = 0, kCuda = 1 };
+struct SPARQ_API Device {
+  DeviceType type = DeviceType::kCpu;
+  int index = 0;
+  bool is_host() const { return type == DeviceType::kCpu; }
+  bool operator==(const Device& o) const { return type == o.type && index == o.index; }
+  bool operator!=(const Device& o) const { return !(*this == o); }
+  // "cpu", "cpu:1", "cuda:0".
+  std::string ToString() const;
+};
+
 // Number of elements of `shape` (1 for a scalar).
 SPARQ_API int64_t NumElements(const Shape& shape);
 // NumElements for shapes from untrusted input (files, shape tensors):
@@ -125,6 +140,10 @@ class SPARQ_API Tensor {
   // Errors: InvalidArgument for an unknown type, a negative dimension, an
   // element count over 2^62 bytes, a null `data` with elements, or misalignment.
   static StatusOr<Tensor> View(DataType type, Shape shape, void* data, std::shared_ptr<const void> owner = nullptr);
+  // A tensor over a buffer a backend allocated on `device` (kernels/backend.h):
+  // `buffer` holds at least NumElements(shape) elements of `type` and frees
+  // itself (its deleter) when the last copy of the tensor goes.
+  static Tensor OnDevice(DataType type, Shape shape, std::shared_ptr<uint8_t> buffer, Device device);
   // A rank-0 tensor holding `value`.
   template <typename T>
   static Tensor Scalar(T value) { return FromVector<T>({}, {value}); }
@@ -136,6 +155,11 @@ class SPARQ_API Tensor {
   size_t rank() const { return shape_.size(); }
   int64_t numel() const { return numel_; }
   size_t nbytes() const { return static_cast<size_t>(numel_) * DataTypeSize(type_); }
+  // Where the buffer lives; the host for every tensor not made by OnDevice.
+  // The host-side helpers below (Clone, ToFloat32, GetAsDouble, CastTo,
+  // ToInt64Vector, Equals) read host tensors only: on a device tensor they
+  // return an undefined tensor, 0, an empty vector or false.
+  Device device() const { return device_; }
 
   void* raw_data() { return data_.get(); }
   const void* raw_data() const { return data_.get(); }
@@ -168,6 +192,7 @@ class SPARQ_API Tensor {
   Shape shape_;
   int64_t numel_ = 0;
   std::shared_ptr<uint8_t> data_;
+  Device device_;
 };
 
 // Frees the buffers that freed tensors left for reuse (large buffers are kept,

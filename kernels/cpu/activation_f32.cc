@@ -366,7 +366,7 @@ Status RunPow2F32(OpContext& ctx) {
 }
 
 // Sigmoid of float32 (sigmoid_f32, times_x off); the fused SiLU of
-// runtime/float_fusion.cc runs the same row with times_x on.
+// runtime/passes/float_fusion.cc runs the same row with times_x on.
 template <bool kTimesX>
 Status RunSigmoidF32(OpContext& ctx) {
   if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
@@ -414,7 +414,7 @@ Status RunClipF32(OpContext& ctx) {
 }
 
 // sparq.HardSwishChain (Paddle's x * Clip(x + 3, 0, 6) / 6, fused by
-// runtime/float_fusion.h) on the hardswish_chain_f32 row: the reference's
+// runtime/passes/float_fusion.h) on the hardswish_chain_f32 row: the reference's
 // four float operations per value in one pass, chunks split among the
 // threads (every value on its own: the same bits for any split).
 Status RunHardSwishChainF32(OpContext& ctx) {
@@ -437,7 +437,7 @@ Status RunHardSwishChainF32(OpContext& ctx) {
 }
 
 // sparq.GeluErfChain (BERT's x * 0.5 * (1 + erf(x / sqrt 2)) as exported,
-// fused by runtime/float_fusion.h) on the gelu_erf_chain_f32 row: the five
+// fused by runtime/passes/float_fusion.h) on the gelu_erf_chain_f32 row: the five
 // float operations per value in one pass, chunks split among the threads
 // (every value on its own: the same bits for any split).
 Status RunGeluErfChainF32(OpContext& ctx) {

@@ -46,7 +46,7 @@ namespace sparq {
 namespace cpu {
 
 // The sigmoid_f32 row that an ai.sparq FusedConv with activation "Silu"
-// (runtime/float_fusion.h) runs over its output after the convolution, with
+// (runtime/passes/float_fusion.h) runs over its output after the convolution, with
 // times_x on (the row a separate sparq.Silu node would run: the same bits);
 // nullptr for any other node. For the conv rows (gemm_f32, depthwise_f32,
 // spmm_bsr4x4_f32) when they prepare.

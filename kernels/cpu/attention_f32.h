@@ -1,4 +1,4 @@
-// sparq.Attention of float32 (runtime/float_fusion.h fuses it from BERT's
+// sparq.Attention of float32 (runtime/passes/float_fusion.h fuses it from BERT's
 // MatMul -> Mul / Div -> Add(mask) -> Softmax -> MatMul) on the attention_f32
 // rows of the dispatch table, one head per call, heads split among threads:
 //

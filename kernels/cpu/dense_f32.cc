@@ -4,7 +4,7 @@
 // (im2col for convolutions, without a full im2col buffer) and writes NCHW /
 // row-major outputs directly.
 //
-// ai.sparq FusedConv (Conv -> Relu / Clip / SiLU, runtime/float_fusion.h)
+// ai.sparq FusedConv (Conv -> Relu / Clip / SiLU, runtime/passes/float_fusion.h)
 // runs the same path with the activation's clamp, or its SiLU, in the GEMM's
 // epilogue. Pointwise
 // convolutions on small planes run with pixels as the GEMM's rows
@@ -18,7 +18,7 @@
 // the GEMM's register tile.
 //
 // sparq.PointwiseDepthwise (a 1x1 Conv into a depthwise one, MobileNet /
-// EfficientNet blocks, runtime/float_fusion.h) on pointwise_depthwise_f32:
+// EfficientNet blocks, runtime/passes/float_fusion.h) on pointwise_depthwise_f32:
 // the 1x1 convolution's output goes straight into the depthwise lanes
 // kernel's padded input, a band of rows at a time, never to memory. Where the
 // geometry does not fit, the two parts run as the unfused nodes did.
@@ -519,11 +519,11 @@ void RegisterPreparedCpuDenseF32Ops(KernelRegistry& r) {
   const PrepareFn linear = WithoutContext(PrepareDenseLinear, DenseLinearKernel);
   r.Add({"PointwiseDepthwise", kSparqDomain, 1, 99, RunPointwiseDepthwise, "pointwise_depthwise_f32",
          WithoutContext(PreparePointwiseDepthwise, PointwiseDepthwiseKernel)});
-  r.Add({"Conv", "", 1, 99, RunDepthwiseConv, "depthwise_f32", depthwise});
-  r.Add({"FusedConv", kSparqDomain, 1, 99, RunDepthwiseConv, "depthwise_f32", depthwise});
+  r.Add({"Conv", "", 1, 99, RunDepthwiseConv, "depthwise_f32", depthwise, kPrioritySecond});
+  r.Add({"FusedConv", kSparqDomain, 1, 99, RunDepthwiseConv, "depthwise_f32", depthwise, kPrioritySecond});
   r.Add({"Conv", "", 1, 99, RunDenseConv, "gemm_f32", conv});
   r.Add({"FusedConv", kSparqDomain, 1, 99, RunDenseConv, "gemm_f32", conv});
-  r.Add({"MatMul", "", 1, 99, RunDenseLinear, "gemm_f32", linear});
+  r.Add({"MatMul", "", 1, 99, RunDenseLinear, "gemm_f32", linear, kPrioritySecond});
   r.Add({"MatMul", "", 1, 99, RunBatchedMatMul, "gemm_f32_batched"});
   r.Add({"Gemm", "", 1, 99, RunDenseLinear, "gemm_f32", linear});
 }

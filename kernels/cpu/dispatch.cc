@@ -197,7 +197,7 @@ const std::vector<CpuKernelDef>& Table() {
 #if SPARQ_CPU_X86
       {"softmax_columns_f32_avx512", AVX512, 20, NONE, SoftmaxColumnsF32Fn(cpu::SoftmaxColumnsAvx512)},
 #endif
-      // float16 <-> float32 rows (convert_f16.cc; the float16 lowering of runtime/fp16_lowering.cc).
+      // float16 <-> float32 rows (convert_f16.cc; the float16 lowering of runtime/passes/fp16_lowering.cc).
       {"convert_f16_f32_portable", P, 0, NONE, ConvertF16F32Fn(cpu::HalfToFloatRowPortable)},
       {"convert_f32_f16_portable", P, 0, NONE, ConvertF32F16Fn(cpu::FloatToHalfRowPortable)},
 #if SPARQ_CPU_X86

@@ -49,6 +49,7 @@
 
 #include <cstdint>
 #include <string>
+#include <type_traits>
 #include <variant>
 #include <vector>
 
@@ -278,6 +279,49 @@ using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32F
                                  PointwiseDepthwiseF32Fn, XLogYSumF64Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
+// CpuKernelDef::op() reads the op from the alternative's index: each
+// alternative must sit at its op's index, or a row would report another op.
+namespace internal {
+template <CpuOp kOp, typename Fn>
+inline constexpr bool AltIs = std::is_same_v<std::variant_alternative_t<static_cast<size_t>(kOp), CpuKernelFn>, Fn>;
+}  // namespace internal
+static_assert(internal::AltIs<CpuOp::kGemmS8, GemmS8Fn>, "CpuKernelFn: GemmS8Fn must be alternative CpuOp::kGemmS8");
+static_assert(internal::AltIs<CpuOp::kSpmmBsrF32, SpmmBsrF32Fn>, "CpuKernelFn: SpmmBsrF32Fn must be alternative CpuOp::kSpmmBsrF32");
+static_assert(internal::AltIs<CpuOp::kSpmmBsrS8, SpmmBsrS8Fn>, "CpuKernelFn: SpmmBsrS8Fn must be alternative CpuOp::kSpmmBsrS8");
+static_assert(internal::AltIs<CpuOp::kSpmmNmF32, SpmmNmF32Fn>, "CpuKernelFn: SpmmNmF32Fn must be alternative CpuOp::kSpmmNmF32");
+static_assert(internal::AltIs<CpuOp::kSpmmNmS8, SpmmNmS8Fn>, "CpuKernelFn: SpmmNmS8Fn must be alternative CpuOp::kSpmmNmS8");
+static_assert(internal::AltIs<CpuOp::kGemmF32, GemmF32Fn>, "CpuKernelFn: GemmF32Fn must be alternative CpuOp::kGemmF32");
+static_assert(internal::AltIs<CpuOp::kDepthwiseF32, DepthwiseF32Fn>, "CpuKernelFn: DepthwiseF32Fn must be alternative CpuOp::kDepthwiseF32");
+static_assert(internal::AltIs<CpuOp::kDepthwiseS8, DepthwiseS8Fn>, "CpuKernelFn: DepthwiseS8Fn must be alternative CpuOp::kDepthwiseS8");
+static_assert(internal::AltIs<CpuOp::kRequantS32, RequantS32Fn>, "CpuKernelFn: RequantS32Fn must be alternative CpuOp::kRequantS32");
+static_assert(internal::AltIs<CpuOp::kLut256, Lut256Fn>, "CpuKernelFn: Lut256Fn must be alternative CpuOp::kLut256");
+static_assert(internal::AltIs<CpuOp::kQuantizeF32, QuantizeF32Fn>, "CpuKernelFn: QuantizeF32Fn must be alternative CpuOp::kQuantizeF32");
+static_assert(internal::AltIs<CpuOp::kDequantizeS8, DequantizeS8Fn>, "CpuKernelFn: DequantizeS8Fn must be alternative CpuOp::kDequantizeS8");
+static_assert(internal::AltIs<CpuOp::kQLinearAddS8, QLinearAddS8Fn>, "CpuKernelFn: QLinearAddS8Fn must be alternative CpuOp::kQLinearAddS8");
+static_assert(internal::AltIs<CpuOp::kMaxPool2d, MaxPool2dFn>, "CpuKernelFn: MaxPool2dFn must be alternative CpuOp::kMaxPool2d");
+static_assert(internal::AltIs<CpuOp::kErfF32, ErfF32Fn>, "CpuKernelFn: ErfF32Fn must be alternative CpuOp::kErfF32");
+static_assert(internal::AltIs<CpuOp::kSoftmaxF32, SoftmaxF32Fn>, "CpuKernelFn: SoftmaxF32Fn must be alternative CpuOp::kSoftmaxF32");
+static_assert(internal::AltIs<CpuOp::kPow2F32, Pow2F32Fn>, "CpuKernelFn: Pow2F32Fn must be alternative CpuOp::kPow2F32");
+static_assert(internal::AltIs<CpuOp::kConvertF16F32, ConvertF16F32Fn>, "CpuKernelFn: ConvertF16F32Fn must be alternative CpuOp::kConvertF16F32");
+static_assert(internal::AltIs<CpuOp::kConvertF32F16, ConvertF32F16Fn>, "CpuKernelFn: ConvertF32F16Fn must be alternative CpuOp::kConvertF32F16");
+static_assert(internal::AltIs<CpuOp::kMinMaxF32, MinMaxF32Fn>, "CpuKernelFn: MinMaxF32Fn must be alternative CpuOp::kMinMaxF32");
+static_assert(internal::AltIs<CpuOp::kBinaryF32, BinaryF32Fn>, "CpuKernelFn: BinaryF32Fn must be alternative CpuOp::kBinaryF32");
+static_assert(internal::AltIs<CpuOp::kQLinearMulS8, QLinearMulS8Fn>, "CpuKernelFn: QLinearMulS8Fn must be alternative CpuOp::kQLinearMulS8");
+static_assert(internal::AltIs<CpuOp::kMeanRowsF32, MeanRowsF32Fn>, "CpuKernelFn: MeanRowsF32Fn must be alternative CpuOp::kMeanRowsF32");
+static_assert(internal::AltIs<CpuOp::kConvS8, ConvS8Fn>, "CpuKernelFn: ConvS8Fn must be alternative CpuOp::kConvS8");
+static_assert(internal::AltIs<CpuOp::kSigmoidF32, SigmoidF32Fn>, "CpuKernelFn: SigmoidF32Fn must be alternative CpuOp::kSigmoidF32");
+static_assert(internal::AltIs<CpuOp::kClipF32, ClipF32Fn>, "CpuKernelFn: ClipF32Fn must be alternative CpuOp::kClipF32");
+static_assert(internal::AltIs<CpuOp::kScaleShiftF32, ScaleShiftF32Fn>, "CpuKernelFn: ScaleShiftF32Fn must be alternative CpuOp::kScaleShiftF32");
+static_assert(internal::AltIs<CpuOp::kLayerNormF32, LayerNormF32Fn>, "CpuKernelFn: LayerNormF32Fn must be alternative CpuOp::kLayerNormF32");
+static_assert(internal::AltIs<CpuOp::kConvTransposeF32, ConvTransposeF32Fn>, "CpuKernelFn: ConvTransposeF32Fn must be alternative CpuOp::kConvTransposeF32");
+static_assert(internal::AltIs<CpuOp::kResizeNearest, ResizeNearestFn>, "CpuKernelFn: ResizeNearestFn must be alternative CpuOp::kResizeNearest");
+static_assert(internal::AltIs<CpuOp::kHardSwishChainF32, HardSwishChainF32Fn>, "CpuKernelFn: HardSwishChainF32Fn must be alternative CpuOp::kHardSwishChainF32");
+static_assert(internal::AltIs<CpuOp::kAbsHistogramF32, AbsHistogramF32Fn>, "CpuKernelFn: AbsHistogramF32Fn must be alternative CpuOp::kAbsHistogramF32");
+static_assert(internal::AltIs<CpuOp::kGeluErfChainF32, GeluErfChainF32Fn>, "CpuKernelFn: GeluErfChainF32Fn must be alternative CpuOp::kGeluErfChainF32");
+static_assert(internal::AltIs<CpuOp::kSoftmaxColumnsF32, SoftmaxColumnsF32Fn>, "CpuKernelFn: SoftmaxColumnsF32Fn must be alternative CpuOp::kSoftmaxColumnsF32");
+static_assert(internal::AltIs<CpuOp::kAttentionF32, AttentionF32Fn>, "CpuKernelFn: AttentionF32Fn must be alternative CpuOp::kAttentionF32");
+static_assert(internal::AltIs<CpuOp::kPointwiseDepthwiseF32, PointwiseDepthwiseF32Fn>, "CpuKernelFn: PointwiseDepthwiseF32Fn must be alternative CpuOp::kPointwiseDepthwiseF32");
+static_assert(internal::AltIs<CpuOp::kXLogYSumF64, XLogYSumF64Fn>, "CpuKernelFn: XLogYSumF64Fn must be alternative CpuOp::kXLogYSumF64");
 
 // The format column of rows whose op reads no packed weights.
 inline constexpr PackedFormat kNoPackedFormat = static_cast<PackedFormat>(0xff);

@@ -44,7 +44,7 @@ struct S8Epilogue {
   const float* f32_bias = nullptr;   // one per column, or nullptr
   // Optional: applied to each row of out_f32 after the bias, in place,
   // f32_post(row, row, n, p0, p1, p2) (a gelu_erf_chain_f32 row: a
-  // MatMulIntegerToFloat with a GELU fused, runtime/float_fusion.h). Each
+  // MatMulIntegerToFloat with a GELU fused, runtime/passes/float_fusion.h). Each
   // value on its own, so the row split does not change bits.
   void (*f32_post)(const float* x, float* y, int64_t n, float p0, float p1, float p2) = nullptr;
   float f32_post_params[3] = {0, 0, 0};

@@ -1,6 +1,6 @@
 // Fast rows for the integer glue of QDQ models: per-tensor QuantizeLinear
 // (float32 -> uint8/int8) and DequantizeLinear (uint8/int8 -> float32), the
-// internal sparq.QLinearAdd and sparq.QLinearLut that runtime/qdq_fusion.cc
+// internal sparq.QLinearAdd and sparq.QLinearLut that runtime/passes/qdq_fusion.cc
 // writes, and MaxPool (its kernel is in pool.cc). All are elementwise or per output, so
 // they split the work over the thread pool with results independent of the
 // thread count, and all are bit for bit their reference kernels (the AVX2

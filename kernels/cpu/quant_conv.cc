@@ -368,8 +368,8 @@ Status RunQuantConv(OpContext& ctx) {
 }  // namespace
 
 void RegisterPreparedCpuQuantConvOps(KernelRegistry& r) {
-  r.Add({"QLinearConv", "", 10, 99, RunQuantConv, "gemm_s8", PrepareQuantConv});
-  r.Add({"QLinearConvLut", kSparqDomain, 1, 1, RunQuantConv, "gemm_s8_lut", PrepareQuantConvLut});
+  r.Add({"QLinearConv", "", 10, 99, RunQuantConv, "gemm_s8", PrepareQuantConv, kPrioritySecond});
+  r.Add({"QLinearConvLut", kSparqDomain, 1, 1, RunQuantConv, "gemm_s8_lut", PrepareQuantConvLut, kPrioritySecond});
 }
 
 }  // namespace sparq

@@ -169,7 +169,7 @@ Status MatMulIntegerPacked(OpContext& ctx, const QuantMatMulWeights& w) {
   return Status::OK();
 }
 
-// The GELU a MatMulIntegerToFloat node carries (runtime/float_fusion.h) on
+// The GELU a MatMulIntegerToFloat node carries (runtime/passes/float_fusion.h) on
 // the active ISA's gelu_erf_chain_f32 row, or false; params: divisor,
 // offset, scale.
 bool FusedGelu(const Node& node, float params[3]) {
@@ -406,7 +406,7 @@ void RegisterPreparedCpuQuantOps(KernelRegistry& r) {
     return RunPreparedQuantMatMul(ctx, *static_cast<const QuantMatMulWeights*>(ctx.prepared()));
   };
   r.Add({"MatMulInteger", "", 10, 99, run, "gemm_s8", prepare});
-  r.Add({"QLinearMatMul", "", 10, 99, run, "gemm_s8", prepare});
+  r.Add({"QLinearMatMul", "", 10, 99, run, "gemm_s8", prepare, kPrioritySecond});
   r.Add({"MatMulIntegerToFloat", kSparqDomain, 1, 1, run, "gemm_s8", prepare});
   // QLinearMatMul whose B is not a constant (two activations, as the QDQ
   // fusion writes attention's products): B packed per call (per batch).

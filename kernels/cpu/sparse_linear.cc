@@ -202,10 +202,10 @@ Status RunSparseConv(OpContext& ctx) {
 }  // namespace
 
 void RegisterPreparedCpuSparseOps(KernelRegistry& r) {
-  r.Add({"Conv", "", 1, 99, RunSparseConv, "spmm_bsr4x4_f32", PrepareSparseConv});
-  r.Add({"FusedConv", kSparqDomain, 1, 99, RunSparseConv, "spmm_bsr4x4_f32", PrepareSparseConv});
-  r.Add({"MatMul", "", 1, 99, RunSparseLinear, "spmm_bsr4x4_f32", PrepareSparseLinear});
-  r.Add({"Gemm", "", 1, 99, RunSparseLinear, "spmm_bsr4x4_f32", PrepareSparseLinear});
+  r.Add({"Conv", "", 1, 99, RunSparseConv, "spmm_bsr4x4_f32", PrepareSparseConv, kPriorityFirst});
+  r.Add({"FusedConv", kSparqDomain, 1, 99, RunSparseConv, "spmm_bsr4x4_f32", PrepareSparseConv, kPriorityFirst});
+  r.Add({"MatMul", "", 1, 99, RunSparseLinear, "spmm_bsr4x4_f32", PrepareSparseLinear, kPriorityFirst});
+  r.Add({"Gemm", "", 1, 99, RunSparseLinear, "spmm_bsr4x4_f32", PrepareSparseLinear, kPriorityFirst});
 }
 
 }  // namespace sparq

@@ -17,7 +17,7 @@ Status Relu(OpContext& ctx) {
   return RunSameTypeUnary<kSignedNumeric>(ctx, [](auto x) { return x < decltype(x){0} ? decltype(x){0} : x; });
 }
 
-// sparq.Silu (runtime/float_fusion.h): x * Sigmoid(x) as the two nodes it
+// sparq.Silu (runtime/passes/float_fusion.h): x * Sigmoid(x) as the two nodes it
 // replaces compute it, Sigmoid's 1 / (1 + e^-x) rounded to T, then the
 // product rounded to T. float32 and float64 only (the fusion leaves 16-bit
 // float models alone).
@@ -29,7 +29,7 @@ Status Silu(OpContext& ctx) {
   });
 }
 
-// sparq.HardSwishChain (runtime/float_fusion.h): Div(Mul(x, Clip(Add(x,
+// sparq.HardSwishChain (runtime/passes/float_fusion.h): Div(Mul(x, Clip(Add(x,
 // offset), lo, hi)), divisor) as the four nodes it replaces compute it, each
 // step rounded to float32. The output has at least min_rank dimensions (the
 // broadcast of a scalar x with the constants).
@@ -53,7 +53,7 @@ Status HardSwishChain(OpContext& ctx) {
   return Status::OK();
 }
 
-// sparq.GeluErfChain (runtime/float_fusion.h): Mul(Mul(x, Add(Erf(Div(x,
+// sparq.GeluErfChain (runtime/passes/float_fusion.h): Mul(Mul(x, Add(Erf(Div(x,
 // divisor)), offset)), scale) as the five nodes it replaces compute it (float
 // division, std::erf, each step rounded to float32). The output has at least
 // min_rank dimensions (the broadcast of a scalar x with the constants).

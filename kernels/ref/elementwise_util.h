@@ -283,28 +283,6 @@ void BinaryLoop(ThreadPool* pool, const Tensor& a, const Tensor& b, Tensor& out,
   });
 }
 
-// out = f(a, b, c) with all three broadcast to out's shape.
-template <typename A, typename B, typename C, typename Out, typename F>
-void TernaryLoop(ThreadPool* pool, const Tensor& a, const Tensor& b, const Tensor& c, Tensor& out, F f) {
-  const A* pa = a.data<A>();
-  const B* pb = b.data<B>();
-  const C* pc = c.data<C>();
-  Out* po = out.data<Out>();
-  const auto plan = MakeBroadcastPlan<3>(out.shape(), {&a.shape(), &b.shape(), &c.shape()});
-  ForEachRun(pool, plan, [&](int64_t o, const std::array<int64_t, 3>& off, const std::array<int64_t, 3>& st,
-                             int64_t n) {
-    const A* x = pa + off[0];
-    const B* y = pb + off[1];
-    const C* w = pc + off[2];
-    Out* z = po + o;
-    if (st[0] == 1 && st[1] == 1 && st[2] == 1) {
-      for (int64_t i = 0; i < n; ++i) z[i] = f(x[i], y[i], w[i]);
-    } else {
-      for (int64_t i = 0; i < n; ++i) z[i] = f(x[i * st[0]], y[i * st[1]], w[i * st[2]]);
-    }
-  });
-}
-
 // ---------------------------------------------------------------------------
 // Shapes.
 

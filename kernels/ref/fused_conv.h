@@ -1,4 +1,4 @@
-// sparq.PointwiseDepthwise (runtime/float_fusion.h) as the two nodes it
+// sparq.PointwiseDepthwise (runtime/passes/float_fusion.h) as the two nodes it
 // replaced: its reference kernel runs them, and the fast rows run them where
 // their geometry does not fit (kernels/cpu/dense_f32.cc).
 #pragma once

@@ -260,7 +260,7 @@ Status ConvKernel(OpContext& ctx) {
   return Status::OK();
 }
 
-// ai.sparq FusedConv (runtime/float_fusion.h): Conv, then the clamp of its
+// ai.sparq FusedConv (runtime/passes/float_fusion.h): Conv, then the clamp of its
 // activation, [out_min, out_max], in place, as Clip computes it; with
 // activation "Silu", then x * Sigmoid(x) as the reference's sparq.Silu
 // computes it (the sigmoid rounded to float, then the product).
@@ -280,7 +280,7 @@ Status FusedConvKernel(OpContext& ctx) {
   return Status::OK();
 }
 
-// sparq.PointwiseDepthwise (runtime/float_fusion.h): its two FusedConv
+// sparq.PointwiseDepthwise (runtime/passes/float_fusion.h): its two FusedConv
 // parts, one after the other.
 Status PointwiseDepthwiseKernel(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(2));

@@ -1,4 +1,4 @@
-// Reference kernels of the internal operators that runtime/qdq_fusion.cc
+// Reference kernels of the internal operators that runtime/passes/qdq_fusion.cc
 // writes into an executor's private graph (domain "sparq", version 1). They
 // never appear in a model file; their definition is the float QDQ subgraph
 // they replace, computed with the reference quantization rules
@@ -35,7 +35,7 @@
 //   sparq.ConcatLut(X_0, Table_0, X_1, Table_1, ...) -> Y   (attribute axis)
 //     Concat(axis) of QLinearLut(X_i, Table_i), of X_i itself where Table_i
 //     is "": the fusion folds the tables that alone feed a Concat into it
-//     (runtime/island_fusion.cc), so that fast rows apply them as they copy.
+//     (runtime/passes/island_fusion.cc), so that fast rows apply them as they copy.
 //
 //   sparq.DequantizeConcat(X_0, X_0_scale, X_0_zero_point, X_1, ...) -> Y   (attribute axis)
 //     Concat(axis) of DequantizeLinear(X_i, X_i_scale, X_i_zero_point), each
@@ -236,7 +236,7 @@ Status MatMulIntegerToFloatFromAcc(const OpContext& ctx, const Tensor& acc, cons
 
 namespace {
 
-// sparq.MatMulIntegerToFloat may carry a GELU (runtime/float_fusion.h:
+// sparq.MatMulIntegerToFloat may carry a GELU (runtime/passes/float_fusion.h:
 // activation "GeluErfChain", gelu_divisor / gelu_offset / gelu_scale): the
 // sparq.GeluErfChain reference kernel on its output, as the separate node.
 Status ApplyActivation(OpContext& ctx, Tensor* y) {

@@ -18,7 +18,7 @@ namespace sparq {
 // RegisterQuantOps.
 void RegisterQuantConvOps(KernelRegistry& r);
 // Registration hook of qdq_fused_ops.cc (the internal sparq.QLinearLut and
-// sparq.QLinearAdd that runtime/qdq_fusion.cc writes), called by RegisterQuantOps.
+// sparq.QLinearAdd that runtime/passes/qdq_fusion.cc writes), called by RegisterQuantOps.
 void RegisterQdqFusedOps(KernelRegistry& r);
 
 // The epilogue of sparq.MatMulIntegerToFloat (qdq_fused_ops.cc), shared by its

@@ -125,7 +125,7 @@ Status SoftmaxKernel(OpContext& ctx) {
 
 }  // namespace
 
-// sparq.Attention (runtime/float_fusion.h): Q, K^T, V, an optional mask and
+// sparq.Attention (runtime/passes/float_fusion.h): Q, K^T, V, an optional mask and
 // an optional scale constant; attribute scale_op "Mul", "Div" or "none";
 // layout "bhsd" (the default) or "bshd" (then Q, K, V and y are the
 // Transposes' other sides, transposed here). The nodes it replaces, on their

@@ -40,7 +40,7 @@ Tensor RunOne(const std::string& op, const Tensor& x, const std::vector<Attribut
   m.graph.nodes.push_back({"n", op, "", inputs, {"y"}, attrs, ""});
   ExecutorOptions options;
   options.threads = threads;
-  options.reference_kernels = reference;
+  options.backend = reference ? "reference" : "cpu";
   auto exec = Executor::Create(m, options);
   EXPECT_TRUE(exec.ok()) << exec.status().ToString();
   TensorMap out;
@@ -122,7 +122,7 @@ TEST_P(ActivationF32Test, ClipIsExact) {
     TensorMap want;
     for (int run = 0; run < 3; ++run) {
       ExecutorOptions options;
-      options.reference_kernels = run == 0;
+      options.backend = run == 0 ? "reference" : "cpu";
       options.threads = run == 2 ? 3 : 1;
       auto exec = Executor::Create(m, options);
       ASSERT_TRUE(exec.ok()) << exec.status().ToString();
@@ -158,8 +158,8 @@ TEST_P(ActivationF32Test, ReluIsExact) {
 Tensor RunFusedModel(const Model& m, const Tensor& x, bool reference, bool fuse, int threads,
                      std::vector<std::string>* kernels, bool kernel_ops) {
   ExecutorOptions options;
-  options.reference_kernels = reference;
-  options.fuse_activations = fuse;
+  options.backend = reference ? "reference" : "cpu";
+  if (fuse) options.profile = GraphProfile::kObserveKept;
   options.threads = threads;
   auto exec = Executor::Create(m, options);
   EXPECT_TRUE(exec.ok()) << exec.status().ToString();
@@ -173,7 +173,7 @@ Tensor RunFusedModel(const Model& m, const Tensor& x, bool reference, bool fuse,
 }
 
 // Mul(x, Sigmoid(x)) in either order fuses into one sparq.Silu node
-// (runtime/float_fusion.h) on the sigmoid_f32 row: on the reference kernels
+// (runtime/passes/float_fusion.h) on the sigmoid_f32 row: on the reference kernels
 // the fused graph gives the two nodes' bits; on the fast ones within
 // kSigmoidF32AbsTol * max(1, |x|) (portable: the same bits), and the same
 // bits for 1 and 3 threads. A Sigmoid output with another reader stays.
@@ -220,7 +220,7 @@ TEST_P(ActivationF32Test, SiluFusesIntoOneNode) {
 }
 
 // Conv -> x * Sigmoid(x) fuses into one ai.sparq FusedConv (activation
-// "Silu", runtime/float_fusion.h) whose gemm_f32 / depthwise_f32 rows apply
+// "Silu", runtime/passes/float_fusion.h) whose gemm_f32 / depthwise_f32 rows apply
 // the sigmoid_f32 row to each tile as it is stored: the bits of the unfused
 // Conv -> sparq.Silu on the same ISA, the reference's twin the bits of the
 // reference's two nodes, within the FP32 tolerance of the reference, and the
@@ -421,7 +421,7 @@ TEST_P(ActivationF32Test, ReduceMeanOverTheLastAxisIsExact) {
   TensorMap want, got;
   for (bool reference : {true, false}) {
     ExecutorOptions options;
-    options.reference_kernels = reference;
+    options.backend = reference ? "reference" : "cpu";
     auto exec = Executor::Create(m, options);
     ASSERT_TRUE(exec.ok()) << exec.status().ToString();
     ASSERT_TRUE((*exec)->Run({{"x", x}}, reference ? &want : &got).ok());

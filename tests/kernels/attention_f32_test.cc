@@ -1,4 +1,4 @@
-// sparq.Attention (runtime/float_fusion.h, kernels/cpu/attention_f32.h):
+// sparq.Attention (runtime/passes/float_fusion.h, kernels/cpu/attention_f32.h):
 // BERT's MatMul -> Mul / Div -> Add(mask) -> Softmax -> MatMul fuses into one
 // node; on the reference kernels the fused graph gives the unfused graph's
 // bits; on the forced ISA's attention_f32 row, within kAttentionF32RelTol *
@@ -68,8 +68,8 @@ struct RunResult {
 
 RunResult RunModel(const Model& m, const TensorMap& feed, bool reference, bool fuse, int threads) {
   ExecutorOptions options;
-  options.reference_kernels = reference;
-  options.fuse_activations = fuse;
+  options.backend = reference ? "reference" : "cpu";
+  if (fuse) options.profile = GraphProfile::kObserveKept;
   options.threads = threads;
   RunResult r;
   auto exec = Executor::Create(m, options);

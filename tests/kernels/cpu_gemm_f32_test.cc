@@ -17,7 +17,7 @@
 #include "kernels/packed_formats.h"
 #include "kernels/ref/conv.h"
 #include "kernels/ref/gemm.h"
-#include "runtime/float_fusion.h"
+#include "runtime/passes/float_fusion.h"
 #include "sparq/executor.h"
 #include "sparq/kernel_table.h"
 #include "test_util.h"
@@ -334,7 +334,7 @@ Tensor RandomTensor(std::mt19937& rng, Shape shape) {
 // and a test failure when it cannot be created).
 std::unique_ptr<Executor> FusedExecutor(const Model& m, int threads) {
   ExecutorOptions options;
-  options.fuse_activations = true;
+  options.profile = GraphProfile::kObserveKept;
   options.threads = threads;
   auto fast = Executor::Create(m, options);
   EXPECT_TRUE(fast.ok()) << fast.status().ToString();
@@ -345,7 +345,7 @@ std::unique_ptr<Executor> FusedExecutor(const Model& m, int threads) {
 // kernels; returns the fast run's kernel names.
 std::vector<std::string> ExpectFastMatchesReference(const Model& m, const TensorMap& feed, bool exact = false) {
   ExecutorOptions ref_options;
-  ref_options.reference_kernels = true;
+  ref_options.backend = "reference";
   ref_options.threads = 1;
   auto ref = Executor::Create(m, ref_options);
   EXPECT_TRUE(ref.ok()) << ref.status().ToString();
@@ -439,7 +439,7 @@ TEST(DenseF32Rows, BlockPrunedConvRunsSparseWhereTheTableSays) {
   TensorMap feed{{"x", RandomTensor(rng, {2, 6, 9, 10})}};
   EXPECT_EQ(ExpectFastMatchesReference(m, feed), (std::vector<std::string>{"FusedConv:spmm_bsr_f32"}));
   ExecutorOptions slower;
-  slower.fuse_activations = true;
+  slower.profile = GraphProfile::kObserveKept;
   StatusOr<KernelSpeedTable> table = KernelSpeedTable::Parse("backend,structure,precision,sparsity,speedup\n"
                                                              "cpu,block4x4,f32,0.5,0.9\n", "t");
   ASSERT_TRUE(table.ok());
@@ -515,7 +515,7 @@ TEST(DenseF32Rows, WideConvsWithSiluAndAsymmetricPadsOnEveryIsa) {
     std::vector<float> first;
     for (int threads : {1, 2}) {
       ExecutorOptions options;
-      options.fuse_activations = true;
+      options.profile = GraphProfile::kObserveKept;
       options.threads = threads;
       auto fast = Executor::Create(m, options);
       ASSERT_TRUE(fast.ok()) << fast.status().ToString();
@@ -776,7 +776,7 @@ namespace {
 // A float Gemm fed by a dequantized activation and dequantized constant
 // weights without a zero point (a QDQ model's classifier, no QuantizeLinear
 // after it) runs on integers: sparq.MatMulIntegerToFloat on gemm_s8, within
-// the FP32 tolerance of the float Gemm (runtime/qdq_fusion.cc, TryFuseGemm).
+// the FP32 tolerance of the float Gemm (runtime/passes/qdq_fusion.cc, TryFuseGemm).
 TEST(FloatFusion, DequantizedClassifierGemmRunsOnIntegers) {
   std::mt19937 rng(25);
   Model m = OneGraph({FloatInput("x", {3, 20})},
@@ -796,13 +796,13 @@ TEST(FloatFusion, DequantizedClassifierGemmRunsOnIntegers) {
   m.graph.initializers["bs"] = Tensor::Scalar<float>(0.0123f * 0.0087f);
   TensorMap feed{{"x", RandomTensor(rng, {3, 20})}};
   ExecutorOptions ref_options;
-  ref_options.reference_kernels = true;
+  ref_options.backend = "reference";
   auto ref = Executor::Create(m, ref_options);
   ASSERT_TRUE(ref.ok());
   TensorMap want, got;
   ASSERT_TRUE((*ref)->Run(feed, &want).ok());
   ExecutorOptions options;
-  options.fuse_qdq = true;
+  options.profile = GraphProfile::kDeployment;
   auto fast = Executor::Create(m, options);
   ASSERT_TRUE(fast.ok()) << fast.status().ToString();
   { Status st = (*fast)->Run(feed, &got); ASSERT_TRUE(st.ok()) << st.ToString(); }

@@ -92,7 +92,7 @@ TEST(CpuQuantConv, MatchesTheReferenceBitForBit) {
     Model m = QLinearConvModel(cc, rng);
     const Tensor x = cc.x_type == DataType::kUInt8 ? RandomBytes<uint8_t>({cc.n, cc.c, cc.h, cc.w}, rng)
                                                    : RandomBytes<int8_t>({cc.n, cc.c, cc.h, cc.w}, rng);
-    auto ref = Executor::Create(m, ExecutorOptions{1, true});
+    auto ref = Executor::Create(m, ExecutorOptions{1, "reference"});
     ASSERT_TRUE(ref.ok());
     TensorMap want;
     ASSERT_TRUE((*ref)->Run({{"x", x}}, &want).ok());
@@ -104,7 +104,7 @@ TEST(CpuQuantConv, MatchesTheReferenceBitForBit) {
       ASSERT_TRUE(ForceIsa(isa).ok());
       const bool s8_panels = PreferredGemmS8Format(isa) == PackedFormat::kPanel16x4S8;
       for (int threads : {1, 2, 3}) {
-        auto fast = Executor::Create(m, ExecutorOptions{threads, false});
+        auto fast = Executor::Create(m, ExecutorOptions{threads, "cpu"});
         ASSERT_TRUE(fast.ok()) << fast.status().ToString();
         EXPECT_EQ(testing::KernelOps((*fast)->NodeKernels().at(0).kernel),
                   cc.w_zero_points && s8_panels ? "gemm_s8" : "conv_s8")
@@ -122,7 +122,7 @@ TEST(CpuQuantConv, MatchesTheReferenceBitForBit) {
     w.name = "w";
     w.dtype = DataType::kInt8;
     plain.graph.initializer_inputs.push_back(w);
-    auto declined = Executor::Create(plain, ExecutorOptions{1, false});
+    auto declined = Executor::Create(plain, ExecutorOptions{1, "cpu"});
     ASSERT_TRUE(declined.ok());
     EXPECT_EQ((*declined)->NodeKernels().at(0).kernel, "ref");
   }
@@ -151,7 +151,7 @@ TEST(CpuQuantConv, DepthwiseMatchesTheReferenceBitForBit) {
     Model m = QLinearConvModel(cc, rng);
     const Tensor x = cc.x_type == DataType::kUInt8 ? RandomBytes<uint8_t>({cc.n, cc.c, cc.h, cc.w}, rng)
                                                    : RandomBytes<int8_t>({cc.n, cc.c, cc.h, cc.w}, rng);
-    auto ref = Executor::Create(m, ExecutorOptions{1, true});
+    auto ref = Executor::Create(m, ExecutorOptions{1, "reference"});
     ASSERT_TRUE(ref.ok());
     TensorMap want;
     ASSERT_TRUE((*ref)->Run({{"x", x}}, &want).ok());
@@ -160,7 +160,7 @@ TEST(CpuQuantConv, DepthwiseMatchesTheReferenceBitForBit) {
     for (CpuIsa isa : isas) {
       ASSERT_TRUE(ForceIsa(isa).ok());
       for (int threads : {1, 2, 3}) {
-        auto fast = Executor::Create(m, ExecutorOptions{threads, false});
+        auto fast = Executor::Create(m, ExecutorOptions{threads, "cpu"});
         ASSERT_TRUE(fast.ok()) << fast.status().ToString();
         EXPECT_EQ(testing::KernelOps((*fast)->NodeKernels().at(0).kernel), "depthwise_s8");
         if (isa >= CpuIsa::kAvx512Vbmi)  // 16 channels per register from AVX-512 VBMI up

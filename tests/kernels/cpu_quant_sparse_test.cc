@@ -133,7 +133,7 @@ void ExpectExact(const Model& m, const Tensor& x, std::shared_ptr<const KernelSp
                  const std::string& kernel) {
   ExecutorOptions ref_options;
   ref_options.threads = 1;
-  ref_options.reference_kernels = true;
+  ref_options.backend = "reference";
   auto ref = Executor::Create(m, ref_options);
   ASSERT_TRUE(ref.ok()) << ref.status().ToString();
   TensorMap want;

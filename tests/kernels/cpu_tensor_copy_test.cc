@@ -32,7 +32,7 @@ struct ModelRun {
 
 ModelRun RunModel(const Model& m, const TensorMap& feed, bool reference, int threads) {
   ExecutorOptions options;
-  options.reference_kernels = reference;
+  options.backend = reference ? "reference" : "cpu";
   options.threads = threads;
   ModelRun r;
   auto exec = Executor::Create(m, options);

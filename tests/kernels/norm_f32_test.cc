@@ -28,7 +28,7 @@ void ExpectSameBits(const Model& m, const TensorMap& inputs, const char* row) {
   TensorMap want;
   for (int run = 0; run < 3; ++run) {
     ExecutorOptions options;
-    options.reference_kernels = run == 0;
+    options.backend = run == 0 ? "reference" : "cpu";
     options.threads = run == 2 ? 3 : 1;
     auto exec = Executor::Create(m, options);
     ASSERT_TRUE(exec.ok()) << exec.status().ToString();

@@ -162,11 +162,12 @@ TEST(Gate, BackendMustBeAbleToRun) {
   if (cuda_here) GTEST_SKIP() << "this machine can run cuda";
   auto cuda = ResolveBackend(RecipeEvaluate::Backend::kCuda);
   ASSERT_FALSE(cuda.ok());
+  EXPECT_NE(cuda.status().message().find("evaluate.backend: cuda cannot run here: "), std::string::npos)
+      << cuda.status().ToString();
+  // The recipe itself is valid: it means the same on every machine.
   testing::TempDir dir;
   auto r = ParseRecipe(DigitsYaml(dir.root(), "evaluate:\n  backend: cuda\n"), dir.root(), "r.yaml");
-  ASSERT_FALSE(r.ok());
-  EXPECT_NE(r.status().message().find("r.yaml:14: evaluate.backend: cuda cannot run here: "), std::string::npos)
-      << r.status().ToString();
+  EXPECT_TRUE(r.ok()) << r.status().ToString();
 }
 
 TEST(Gate, FailedModelPath) {

@@ -299,7 +299,7 @@ TEST_F(RecipeTest, OverridesSetKeysBeforeParsingAndNameThemselvesInErrors) {
             "'calibration'?)");
   EXPECT_EQ(error(kMinimal, "quantize.calibration.method=maxx"),
             "r.yaml (--set quantize.calibration.method=maxx): quantize.calibration.method: 'maxx' is not one of max, "
-            "kl, percentile, mse, auto (did you mean 'max'?)");
+            "kl, entropy, percentile, mse, auto (did you mean 'max'?)");
   // An error elsewhere in the file keeps its line.
   EXPECT_EQ(error(kMinimal + "quantize: {bins: 3}\n", "evaluate.gate.max_drop=2"),
             "r.yaml:5: quantize.bins: unknown key (did you mean 'quantize.calibration.bins'? 'bins' belongs under "
@@ -516,7 +516,7 @@ TEST_F(RecipeTest, OutOfRangeValuesAreErrorsNotClamped) {
 
 TEST_F(RecipeTest, UnknownEnumValueListsAllowedAndClosest) {
   const std::string message = ErrorOf(kMinimal + "quantize:\n  calibration: {method: kll}\n  precision: INT8\n");
-  EXPECT_NE(message.find("quantize.calibration.method: 'kll' is not one of max, kl, percentile, mse, auto (did you mean "
+  EXPECT_NE(message.find("quantize.calibration.method: 'kll' is not one of max, kl, entropy, percentile, mse, auto (did you mean "
                          "'kl'?)"),
             std::string::npos)
       << message;
@@ -689,6 +689,15 @@ TEST_F(RecipeTest, WarningsForUnusedSettings) {
   r = Parse(kMinimal + "quantize:\n  calibration: {method: kl, percentile: 99.99}\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->warnings.empty());
+}
+
+// The CLI's `--method entropy` is KL; a recipe spelling it the same way
+// means the same (it was rejected).
+TEST_F(RecipeTest, EntropyIsKlAsOnTheCommandLine) {
+  StatusOr<Recipe> r = Parse(kMinimal + "quantize:\n  calibration: {method: entropy}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->quantize.calibration.method, CalibrationMethod::kKL);
+  EXPECT_EQ(ParseCalibrationMethod("entropy").value(), CalibrationMethod::kKL);
 }
 
 TEST_F(RecipeTest, ScalesReuseATableInsteadOfCalibrating) {

@@ -349,9 +349,9 @@ TEST(RunRecipe, WrittenQdqModelFusesIntoIntegerConvolutions) {
   auto model = LoadModel(report->output_model);
   ASSERT_TRUE(model.ok());
   ExecutorOptions fused_options;
-  fused_options.fuse_qdq = true;
+  fused_options.profile = GraphProfile::kDeployment;
   ExecutorOptions float_options;
-  float_options.reference_kernels = true;
+  float_options.backend = "reference";
   auto fused = Executor::Create(*model, fused_options);
   auto qdq = Executor::Create(*model, float_options);
   ASSERT_TRUE(fused.ok() && qdq.ok()) << fused.status().ToString();

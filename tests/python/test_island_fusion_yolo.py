@@ -1,6 +1,6 @@
 """YOLOv8n INT8 of the speed suite (bench/e2e_real_models.py --suite writes
 build/models/speed): `sparq eval --verbose` runs every C2f block on integers
-(runtime/island_fusion.cc), with no float SiLU, QuantizeLinear or
+(runtime/passes/island_fusion.cc), with no float SiLU, QuantizeLinear or
 DequantizeLinear left in them, and gives the same outputs with 1 and 2 threads.
 
 Skips (does not fail) when the speed suite has not been built; SPARQ_SPEED_MODELS

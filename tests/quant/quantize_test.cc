@@ -166,7 +166,7 @@ TEST(Quantize, QuantizesAfterTheActivationNotBefore) {
       EXPECT_EQ(table.Find("r1")->min, 0.0f);
       ExecutorOptions fused;
       fused.threads = 1;
-      fused.fuse_qdq = true;
+      fused.profile = GraphProfile::kDeployment;
       auto exec = Executor::Create(*q, fused);
       ASSERT_TRUE(exec.ok()) << exec.status().ToString();
       bool conv_lut = false;

@@ -6,7 +6,8 @@
 #include <cmath>
 
 #include "kernels/cpu/dispatch.h"
-#include "runtime/dynamic_fusion.h"
+#include "runtime/passes/dynamic_fusion.h"
+#include "runtime/passes/passes.h"
 #include "sparq/executor.h"
 #include "sparq/quantize.h"
 #include "test_util.h"
@@ -56,8 +57,8 @@ Model DynamicMlp(bool per_channel, bool bias = false, MlpDims d = {}) {
 Tensor RunY(const Model& m, const Tensor& x, bool reference, bool fuse, int threads) {
   ExecutorOptions o;
   o.threads = threads;
-  o.reference_kernels = reference;
-  o.fuse_qdq = fuse;
+  o.backend = reference ? "reference" : "cpu";
+  if (fuse) o.profile = GraphProfile::kDeployment;
   auto exec = Executor::Create(m, o);
   EXPECT_TRUE(exec.ok()) << exec.status().ToString();
   TensorMap out;
@@ -160,10 +161,17 @@ TEST(DynamicFusion, GeluInTheEpilogueMatchesTheSeparateNodes) {
   auto run = [&](bool reference, bool fuse_activations, int threads, std::vector<std::string>* kernels) {
     ExecutorOptions o;
     o.threads = threads;
-    o.reference_kernels = reference;
-    o.fuse_qdq = true;
-    o.fuse_activations = fuse_activations;
-    auto exec = Executor::Create(q, o);
+    o.backend = reference ? "reference" : "cpu";
+    // Without the activation fusions: the deployment profile's other
+    // rewrites, run here, and the graph as they leave it.
+    Model m = q;
+    if (fuse_activations) {
+      o.profile = GraphProfile::kDeployment;
+    } else {
+      for (const char* pass : {"fold-constant-subgraphs", "fold-pads", "fuse-qdq"})
+        EXPECT_TRUE(RunGraphPass(pass, &m).ok());
+    }
+    auto exec = Executor::Create(m, o);
     EXPECT_TRUE(exec.ok()) << exec.status().ToString();
     TensorMap out;
     EXPECT_TRUE((*exec)->Run({{"x", x}}, &out).ok());
@@ -217,7 +225,7 @@ TEST(DynamicFusion, DynamicQuantizeLinearFastKernelMatchesReference) {
   for (const auto& [label, x] : inputs) {
     SCOPED_TRACE(label);
     ExecutorOptions ref_options;
-    ref_options.reference_kernels = true;
+    ref_options.backend = "reference";
     auto ref = Executor::Create(m, ref_options);
     ASSERT_TRUE(ref.ok()) << ref.status().ToString();
     TensorMap want;

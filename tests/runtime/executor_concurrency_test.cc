@@ -73,7 +73,7 @@ TEST(ExecutorConcurrency, FloatModelConcurrentRunsMatchSerial) {
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ExecutorOptions opt;
   opt.threads = 2;
-  opt.fuse_activations = true;
+  opt.profile = GraphProfile::kObserveKept;
   auto exec = Executor::Create(*model, opt);
   ASSERT_TRUE(exec.ok()) << exec.status().ToString();
   ExpectConcurrentRunsMatchSerial(**exec, Batches(6), /*threads=*/4, /*rounds=*/3);
@@ -99,8 +99,7 @@ TEST(ExecutorConcurrency, FusedInt8ModelConcurrentRunsMatchSerial) {
   ASSERT_TRUE(qdq.ok()) << qdq.status().ToString();
   ExecutorOptions opt;
   opt.threads = 2;
-  opt.fuse_qdq = true;
-  opt.fuse_activations = true;
+  opt.profile = GraphProfile::kDeployment;
   auto exec = Executor::Create(*qdq, opt);
   ASSERT_TRUE(exec.ok()) << exec.status().ToString();
   ExpectConcurrentRunsMatchSerial(**exec, batches, /*threads=*/4, /*rounds=*/3);

@@ -166,8 +166,8 @@ TEST(Executor, FastKernelsArePreparedOnceAndMatchTheReferenceExactly) {
   for (size_t i = 0; i < x.size(); ++i) x[i] = static_cast<uint8_t>((i * 53 + 7) % 256);
   const TensorMap in = {{"a", Tensor::FromVector<uint8_t>({5, 70}, x)}};
 
-  auto fast = Executor::Create(m, ExecutorOptions{2, false});
-  auto ref = Executor::Create(m, ExecutorOptions{2, true});
+  auto fast = Executor::Create(m, ExecutorOptions{2, "cpu"});
+  auto ref = Executor::Create(m, ExecutorOptions{2, "reference"});
   ASSERT_TRUE(fast.ok() && ref.ok()) << fast.status().ToString();
   EXPECT_EQ(testing::KernelOps((*fast)->NodeKernels().at(0).kernel), "gemm_s8");
   EXPECT_EQ((*ref)->NodeKernels().at(0).kernel, "ref");
@@ -184,7 +184,7 @@ TEST(Executor, FastKernelsArePreparedOnceAndMatchTheReferenceExactly) {
   b.name = "b";
   b.dtype = DataType::kInt8;
   overridable.graph.initializer_inputs.push_back(b);
-  auto plain = Executor::Create(overridable, ExecutorOptions{1, false});
+  auto plain = Executor::Create(overridable, ExecutorOptions{1, "cpu"});
   ASSERT_TRUE(plain.ok());
   EXPECT_EQ(testing::KernelOps((*plain)->NodeKernels().at(0).kernel), "gemm_s8");
   TensorMap per_run;
@@ -220,9 +220,9 @@ TEST(Executor, BlockPrunedLinearLayersRunSparse) {
     }
     m.graph.nodes.push_back(node);
     const TensorMap in = {{"x", testing::RandomFloats({9, k}, 7)}};
-    auto one = Executor::Create(m, ExecutorOptions{1, false});
-    auto two = Executor::Create(m, ExecutorOptions{2, false});
-    auto ref = Executor::Create(m, ExecutorOptions{1, true});
+    auto one = Executor::Create(m, ExecutorOptions{1, "cpu"});
+    auto two = Executor::Create(m, ExecutorOptions{2, "cpu"});
+    auto ref = Executor::Create(m, ExecutorOptions{1, "reference"});
     ASSERT_TRUE(one.ok() && two.ok() && ref.ok()) << one.status().ToString();
     EXPECT_EQ(testing::KernelOps((*one)->NodeKernels().at(0).kernel), "spmm_bsr_f32");
     TensorMap a, b, want;
@@ -241,7 +241,7 @@ TEST(Executor, BlockPrunedLinearLayersRunSparse) {
 
     // The dense weight runs on the dense FP32 GEMM.
     m.graph.initializers["w"] = testing::RandomFloats(gemm ? Shape{n, k} : Shape{k, n}, 8);
-    auto dense = Executor::Create(m, ExecutorOptions{1, false});
+    auto dense = Executor::Create(m, ExecutorOptions{1, "cpu"});
     ASSERT_TRUE(dense.ok());
     EXPECT_EQ(testing::KernelOps((*dense)->NodeKernels().at(0).kernel), "gemm_f32");
   }
@@ -261,7 +261,7 @@ TEST(Executor, KeptValuesAreNotFusedAway) {
   const Tensor x = testing::RandomFloats({2, 3, 6, 6}, 4);
   auto run = [&](const std::vector<std::string>& keep, std::vector<std::string>* seen, size_t* nodes) {
     ExecutorOptions options{1};
-    options.fuse_activations = true;
+    options.profile = GraphProfile::kObserveKept;
     options.keep_values = keep;
     auto exec = Executor::Create(m, options);
     EXPECT_TRUE(exec.ok()) << exec.status().ToString();

@@ -1,4 +1,4 @@
-// Float16 models lowered to float32 at load (runtime/fp16_lowering.h): the
+// Float16 models lowered to float32 at load (runtime/passes/fp16_lowering.h): the
 // rewrite itself, outputs vs the float16 graph on the reference kernels, graph
 // input/output types kept, and the same bits for 1 and 2 threads.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <cmath>
 #include <cstring>
 
-#include "runtime/fp16_lowering.h"
+#include "runtime/passes/fp16_lowering.h"
 #include "sparq/executor.h"
 #include "test_util.h"
 
@@ -102,7 +102,7 @@ TEST(Fp16Lowering, MatchesTheFloat16GraphWithinTolerance) {
   const Tensor x = ToHalf(testing::RandomFloats({5, 16}, 3));
   ExecutorOptions ref;
   ref.threads = 1;
-  ref.reference_kernels = true;
+  ref.backend = "reference";
   ExecutorOptions fast;
   fast.threads = 1;
   fast.lower_fp16 = true;

@@ -1,4 +1,4 @@
-// Graph folding at executor creation (runtime/graph_folding.h): constant
+// Graph folding at executor creation (runtime/passes/graph_folding.h): constant
 // subgraphs become initializers, zero Pads fold into the following Conv
 // (float and Q -> DQ forms), and the outputs keep the same bits.
 #include <gtest/gtest.h>
@@ -6,7 +6,7 @@
 #include <cstring>
 #include <set>
 
-#include "runtime/graph_folding.h"
+#include "runtime/passes/graph_folding.h"
 #include "sparq/executor.h"
 #include "test_util.h"
 
@@ -55,8 +55,8 @@ Model PadConvClip(bool quantized) {
 TensorMap RunModel(const Model& m, bool fold, int threads) {
   ExecutorOptions options;
   options.threads = threads;
-  options.fold_constants = fold;
-  options.fuse_activations = true;
+  // Folded: Pads into the Conv and the Clip into it; else the graph as written.
+  options.profile = fold ? GraphProfile::kObserveKept : GraphProfile::kAsWritten;
   auto exec = Executor::Create(m, options);
   EXPECT_TRUE(exec.ok()) << exec.status().ToString();
   TensorMap out;
@@ -133,7 +133,7 @@ TEST(GraphFolding, SameBitsFoldedOrNotAndForAnyThreadCount) {
 TEST(GraphFolding, ConstantSubgraphsOnlyKeepEveryActivation) {
   const Model m = PadConvClip(false);
   ExecutorOptions options;
-  options.fold_constant_subgraphs = true;
+  options.profile = GraphProfile::kFoldedConstants;
   auto exec = Executor::Create(m, options);
   ASSERT_TRUE(exec.ok()) << exec.status().ToString();
   std::set<std::string> seen;

@@ -1,4 +1,4 @@
-// Float islands between quantized values run on integers (runtime/island_fusion.cc):
+// Float islands between quantized values run on integers (runtime/passes/island_fusion.cc):
 // YOLO's C2f block as sparq's quantizer writes it (DQ -> SiLU -> Split /
 // Concat / Resize / residual Add -> Q). Tables, moves and Concat are the
 // float graph bit for bit; the residual Add is within one step of it; every

@@ -1,4 +1,4 @@
-// The integer glue of QDQ graphs (runtime/qdq_fusion.cc, kernels/cpu/qdq_glue*.cc):
+// The integer glue of QDQ graphs (runtime/passes/qdq_fusion.cc, kernels/cpu/qdq_glue*.cc):
 // DequantizeLinear -> elementwise ops / MaxPool / Add -> QuantizeLinear fused
 // into sparq.QLinearLut, integer MaxPool and sparq.QLinearAdd, and the fast
 // per-tensor QuantizeLinear / DequantizeLinear rows. Every fused executor must
@@ -562,9 +562,8 @@ TEST(QdqGlueFusion, FloatWeightsFromConstantNodesAndFloatBiasRunAsQLinearConv) {
         auto create = [&](bool reference, int threads) {
           ExecutorOptions o;
           o.threads = threads;
-          o.reference_kernels = reference;
-          o.fuse_qdq = !reference;
-          o.fold_constants = !reference;
+          o.backend = reference ? "reference" : "cpu";
+          o.profile = reference ? GraphProfile::kAsWritten : GraphProfile::kDeployment;
           auto e = Executor::Create(b.model(), o);
           EXPECT_TRUE(e.ok()) << e.status().ToString();
           return e.ok() ? std::move(e).value() : nullptr;

@@ -77,8 +77,8 @@ inline Tensor RandomBytes(DataType type, const Shape& shape, uint32_t seed) {
 inline std::unique_ptr<Executor> Create(const Model& m, bool reference, int threads, bool fuse_reference = false) {
   ExecutorOptions o;
   o.threads = threads;
-  o.reference_kernels = reference;
-  o.fuse_qdq = !reference || fuse_reference;
+  o.backend = reference ? "reference" : "cpu";
+  if (!reference || fuse_reference) o.profile = GraphProfile::kDeployment;
   auto e = Executor::Create(m, o);
   EXPECT_TRUE(e.ok()) << e.status().ToString();
   return e.ok() ? std::move(e).value() : nullptr;

@@ -75,7 +75,7 @@
 //   sparq.QLinearAdd|Mul(a_q, ..) ── sparq.QLinearLut(.., table) ── y_q
 //                                      =>   sparq.QLinearAdd|Mul(a_q, .., y_zp, table) ── y_q
 //
-// Between the glue and the folding, runtime/island_fusion.cc computes each
+// Between the glue and the folding, runtime/passes/island_fusion.cc computes each
 // QuantizeLinear still left from the integers on its own where its float
 // values branch (YOLO's C2f: SiLU -> Split / Concat / Resize / residual Add),
 // and after the folding a Concat takes the tables that alone feed it
@@ -128,9 +128,9 @@
 #include "graph/value_index.h"
 #include "kernels/op_context.h"
 #include "kernels/registry.h"
-#include "runtime/dynamic_fusion.h"
-#include "runtime/island_fusion.h"
-#include "runtime/qdq_fusion.h"
+#include "runtime/passes/dynamic_fusion.h"
+#include "runtime/passes/island_fusion.h"
+#include "runtime/passes/qdq_fusion.h"
 
 namespace sparq {
 namespace {

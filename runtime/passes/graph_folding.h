@@ -15,7 +15,7 @@
 //
 // Both leave the values the graph computes unchanged (same bits); the folded
 // intermediate values no longer exist, so these run only where intermediate
-// values are not observed (ExecutorOptions::fold_constants).
+// values are not observed (GraphProfile::kObserveKept and kDeployment).
 #pragma once
 
 #include <string>

@@ -52,7 +52,7 @@
 // > 0, uint8/int8 zero point, as the glue fusions require. A replaced
 // QuantizeLinear whose output is a graph output leaves an Identity of the
 // integers under that name.
-#include "runtime/island_fusion.h"
+#include "runtime/passes/island_fusion.h"
 
 #include <algorithm>
 #include <array>
@@ -67,7 +67,7 @@
 #include "graph/value_index.h"
 #include "kernels/op_context.h"
 #include "kernels/registry.h"
-#include "runtime/qdq_fusion.h"
+#include "runtime/passes/qdq_fusion.h"
 
 namespace sparq {
 namespace {

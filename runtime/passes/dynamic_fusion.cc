@@ -1,4 +1,4 @@
-#include "runtime/dynamic_fusion.h"
+#include "runtime/passes/dynamic_fusion.h"
 
 #include <optional>
 #include <set>

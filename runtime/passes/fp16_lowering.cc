@@ -1,4 +1,4 @@
-#include "runtime/fp16_lowering.h"
+#include "runtime/passes/fp16_lowering.h"
 
 #include <map>
 #include <string>

@@ -73,7 +73,7 @@
 // graph output; the node computes the four float operations in that order
 // (the same bits; min_rank: the constants' largest rank, for the output shape
 // of a scalar x).
-#include "runtime/float_fusion.h"
+#include "runtime/passes/float_fusion.h"
 
 #include <algorithm>
 #include <limits>

@@ -1,4 +1,4 @@
-#include "runtime/graph_folding.h"
+#include "runtime/passes/graph_folding.h"
 
 #include <cstring>
 #include <optional>
@@ -84,7 +84,7 @@ StatusOr<std::vector<std::string>> FoldConstants(Model* model) {
   if (sub.graph.outputs.empty()) return names;  // nothing reads them: leave the graph as it is
   ExecutorOptions options;
   options.threads = 1;
-  options.reference_kernels = true;
+  options.backend = "reference";
   StatusOr<std::unique_ptr<Executor>> exec = Executor::Create(sub, options);
   if (!exec.ok()) return exec.status().WithContext("folding constant subgraphs");
   TensorMap values;

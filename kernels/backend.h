@@ -1,0 +1,118 @@
+// The backend seam: a place where kernels run (the CPU, the reference
+// kernels, a GPU), seen by the executor through one small interface, as
+// ggml-backend and onnxruntime's execution providers do.
+//
+//   Backend            what the executor asks: name, device, kernel rows,
+//   (one per process)  the graph passes it wants per profile, Available()
+//        |
+//        | CreateContext(options), once per executor
+//        v
+//   BackendContext     what kernels use while they run: the CPU's thread
+//                      pool, or a CUDA stream and library handles; device
+//                      buffers (Allocate) and host <-> device copies
+//
+// The executor assigns each node to the chosen backend when one of its rows
+// takes the node (KernelRegistry::Select: explicit priorities, then each
+// row's prepare step may decline with NotSupported and a reason), else to the
+// CPU; where a value crosses devices it inserts a copy node
+// (sparq.CopyToDevice / sparq.CopyToHost), shown by `sparq eval --verbose`.
+//
+// Adding a backend touches neither runtime/ nor the CPU rows: implement
+// Backend and BackendContext, give it a KernelRegistry of rows, and
+// RegisterBackend it (tests/runtime/backend_seam_test.cc registers one from a
+// test). The CUDA backend (kernels/cuda/) registers itself as "cuda" in CUDA
+// builds.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "sparq/executor.h"
+#include "sparq/status.h"
+#include "sparq/tensor.h"
+
+namespace sparq {
+
+class KernelRegistry;
+class ThreadPool;
+
+// What an executor gives a backend when it makes its context.
+struct BackendOptions {
+  int threads = 0;  // CPU worker threads; 0 = one per hardware thread
+};
+
+// Per-executor state of a backend, shared by every Run of that executor.
+// Implementations must be safe to call from concurrent Runs.
+class BackendContext {
+ public:
+  virtual ~BackendContext() = default;
+  // The device this context's buffers live on.
+  virtual Device device() const = 0;
+  // The thread pool CPU kernels parallelize on; null runs them inline.
+  virtual ThreadPool* pool() const { return nullptr; }
+  // An uninitialized buffer of `bytes` on device(), freed by its deleter
+  // (64-byte aligned on the host, 256 on a GPU). Errors name the device.
+  virtual StatusOr<std::shared_ptr<uint8_t>> Allocate(size_t bytes) = 0;
+  // Copies `bytes` between the host and device() (both buffers exist).
+  // Asynchronous on a GPU stream: Synchronize before reading `host`.
+  virtual Status CopyFromHost(const void* host, void* device, size_t bytes) = 0;
+  virtual Status CopyToHost(const void* device, void* host, size_t bytes) = 0;
+  // Waits for everything queued on this context.
+  virtual Status Synchronize() { return Status::OK(); }
+
+  // A tensor of `type` and `shape` on device(), contents unspecified.
+  StatusOr<Tensor> AllocateTensor(DataType type, Shape shape);
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // "cpu", "reference", "cuda": what --backend and evaluate.backend spell.
+  virtual std::string name() const = 0;
+  // The device its kernels read and write.
+  virtual Device device() const = 0;
+  // OK when it can run on this machine now; else why not (e.g. "no CUDA
+  // device"), which `--backend NAME` reports as a clear error.
+  virtual Status Available() const { return Status::OK(); }
+  // Its kernel rows. A node no row takes runs on the CPU backend.
+  virtual const KernelRegistry& rows() const = 0;
+  // The graph rewrites (runtime/passes.h names) it wants for `profile`, in
+  // order. The default: none for kAsWritten, FoldConstantSubgraphs for
+  // kFoldedConstants, every CPU deployment rewrite for kDeployment.
+  virtual std::vector<std::string> Passes(GraphProfile profile) const;
+  // A context for one executor.
+  virtual StatusOr<std::shared_ptr<BackendContext>> CreateContext(const BackendOptions& options) const = 0;
+};
+
+// The backends of this process by name. Built in: "cpu" (the fast CPU rows
+// ahead of the reference kernels), "reference" (kernels/ref alone) and, in
+// CUDA builds, "cuda". RegisterBackend adds another (InvalidArgument when its
+// name is taken); FindBackend returns nullptr for an unknown name.
+Status RegisterBackend(std::shared_ptr<const Backend> backend);
+const Backend* FindBackend(const std::string& name);
+std::vector<std::string> BackendNames();
+// Resolves what a user asked for: a registered name, or "auto" (the CUDA
+// backend when it is Available, else the CPU; *note says which and why).
+// Errors: InvalidArgument for an unknown name (listing the known ones); the
+// backend's Available() status when it cannot run here.
+StatusOr<const Backend*> ResolveBackend(const std::string& name, std::string* note = nullptr);
+
+// The CPU's thread pool for `threads` workers (0 = one per hardware thread):
+// one per thread count per process, shared by every executor and never
+// destroyed, so making executors (one per candidate layer in the accuracy
+// fallback) spawns no threads.
+ThreadPool* SharedThreadPool(int threads);
+
+// Host <-> device copies of whole tensors through `context` (synchronous:
+// the copy has completed when they return).
+StatusOr<Tensor> CopyTensorToDevice(BackendContext& context, const Tensor& host);
+StatusOr<Tensor> CopyTensorToHost(BackendContext& context, const Tensor& device);
+
+// The CUDA backend when this build has one (kernels/cuda/), else nullptr;
+// called once by the backend registry.
+std::shared_ptr<const Backend> MakeCudaBackend();
+
+}  // namespace sparq

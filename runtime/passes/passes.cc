@@ -1,0 +1,40 @@
+#include "runtime/passes/passes.h"
+
+#include "runtime/passes/float_fusion.h"
+#include "runtime/passes/graph_folding.h"
+#include "runtime/passes/qdq_fusion.h"
+
+namespace sparq {
+
+namespace {
+
+struct GraphPass {
+  const char* name;
+  Status (*run)(Model* model);
+};
+
+constexpr GraphPass kPasses[] = {
+    {"fold-constant-subgraphs", [](Model* m) { return FoldConstants(m).status(); }},
+    {"fold-pads", [](Model* m) { FoldPadsIntoConvs(m); return Status::OK(); }},
+    {"fuse-qdq", [](Model* m) { FuseQdqToIntegerOps(m); return Status::OK(); }},
+    {"fuse-conv-activation", [](Model* m) { FuseConvActivations(m); return Status::OK(); }},
+    {"fuse-pointwise-depthwise", [](Model* m) { FusePointwiseDepthwise(m); return Status::OK(); }},
+};
+
+}  // namespace
+
+Status RunGraphPass(const std::string& name, Model* model) {
+  for (const GraphPass& pass : kPasses)
+    if (name == pass.name) return pass.run(model);
+  std::string known;
+  for (const GraphPass& pass : kPasses) known += (known.empty() ? "" : ", ") + std::string(pass.name);
+  return Status::InvalidArgument("unknown graph pass '" + name + "' (known: " + known + ")");
+}
+
+std::vector<std::string> GraphPassNames() {
+  std::vector<std::string> names;
+  for (const GraphPass& pass : kPasses) names.push_back(pass.name);
+  return names;
+}
+
+}  // namespace sparq

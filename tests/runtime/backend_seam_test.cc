@@ -1,0 +1,258 @@
+// The backend seam (kernels/backend.h) with a backend added by a test alone:
+// "counting" lives on a second host device (cpu:1), takes only some ops (it
+// runs them by the CPU rows and counts the calls) and leaves the rest to the
+// CPU, so the executor must partition the graph and copy values between the
+// two devices. Nothing in runtime/ or kernels/cpu knows about it.
+#include <gtest/gtest.h>
+
+#include <atomic>
+#include <cstring>
+#include <set>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/registry.h"
+#include "sparq/calibrate.h"
+#include "sparq/executor.h"
+#include "sparq/npy.h"
+#include "sparq/onnx_io.h"
+#include "sparq/quantize.h"
+
+namespace sparq {
+namespace {
+
+const std::string kDigits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
+const Device kSecondHost{DeviceType::kCpu, 1};
+
+std::atomic<int64_t> g_counted_calls{0};
+
+// Host memory labelled cpu:1, so that values there are not the CPU's.
+class CountingContext : public BackendContext {
+ public:
+  Device device() const override { return kSecondHost; }
+  StatusOr<std::shared_ptr<uint8_t>> Allocate(size_t bytes) override {
+    Tensor t = Tensor::Uninitialized(DataType::kUInt8, {static_cast<int64_t>(bytes)});
+    auto* data = static_cast<uint8_t*>(t.raw_data());
+    return std::shared_ptr<uint8_t>(std::make_shared<Tensor>(std::move(t)), data);
+  }
+  Status CopyFromHost(const void* host, void* device, size_t bytes) override {
+    if (bytes > 0) std::memcpy(device, host, bytes);
+    ++copies;
+    return Status::OK();
+  }
+  Status CopyToHost(const void* device, void* host, size_t bytes) override {
+    if (bytes > 0) std::memcpy(host, device, bytes);
+    ++copies;
+    return Status::OK();
+  }
+  std::atomic<int64_t> copies{0};
+};
+
+// A CPU row run on cpu:1: the row's own state, and the row.
+struct Wrapped {
+  const KernelDef* row;
+  std::shared_ptr<const void> state;
+};
+
+// Runs the wrapped CPU row on the host, then moves its outputs into cpu:1
+// buffers (as a device kernel writes its outputs where its backend lives).
+Status RunWrapped(OpContext& ctx) {
+  const auto& w = *static_cast<const Wrapped*>(ctx.prepared());
+  std::vector<const Tensor*> inputs;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) inputs.push_back(ctx.has_input(i) ? &ctx.input(i) : nullptr);
+  OpContext inner(ctx.node(), ctx.opset(), std::move(inputs), static_cast<ThreadPool*>(nullptr));
+  inner.set_prepared(w.state.get());
+  SPARQ_RETURN_IF_ERROR(w.row->fn(inner));
+  for (size_t k = 0; k < inner.outputs().size(); ++k) {
+    const Tensor& t = inner.outputs()[k];
+    if (!t.defined()) continue;
+    SPARQ_ASSIGN_OR_RETURN(Tensor * out, ctx.AllocateOutput(k, t.dtype(), t.shape()));
+    if (t.nbytes() > 0) std::memcpy(out->raw_data(), t.raw_data(), t.nbytes());
+  }
+  ++g_counted_calls;
+  return Status::OK();
+}
+
+class CountingBackend : public Backend {
+ public:
+  explicit CountingBackend(std::set<std::string> ops) {
+    // Every CPU row of the chosen ops, wrapped, at its own priority.
+    for (const std::string& op : ops)
+      for (const std::string domain : {"", kSparqDomain})
+        for (const KernelDef* row : KernelRegistry::Default().FindAll(op, domain)) {
+          KernelDef def = *row;
+          def.fn = RunWrapped;
+          def.name = "counting:" + row->name;
+          PrepareFn inner = row->prepare;
+          def.prepare = [row, inner](const Node& n, const std::vector<const Tensor*>& constants,
+                                     const PrepareContext& context) -> StatusOr<PreparedKernel> {
+            PreparedKernel prepared;
+            if (inner) {
+              SPARQ_ASSIGN_OR_RETURN(prepared, inner(n, constants, context));
+            }
+            auto w = std::make_shared<Wrapped>(Wrapped{row, std::move(prepared.state)});
+            return PreparedKernel{std::move(w), prepared.kernel_name.empty() ? "" : "counting:" + prepared.kernel_name};
+          };
+          rows_.Add(std::move(def));
+        }
+  }
+  std::string name() const override { return "counting"; }
+  Device device() const override { return kSecondHost; }
+  const KernelRegistry& rows() const override { return rows_; }
+  StatusOr<std::shared_ptr<BackendContext>> CreateContext(const BackendOptions&) const override {
+    return std::shared_ptr<BackendContext>(std::make_shared<CountingContext>());
+  }
+
+ private:
+  KernelRegistry rows_;
+};
+
+void RegisterCountingOnce() {
+  static bool registered = [] {
+    // Convolutions, MatMuls and the integer ones run here; Relu, pooling,
+    // reshapes and the QDQ glue stay on the CPU: values cross both ways.
+    auto backend = std::make_shared<CountingBackend>(std::set<std::string>{
+        "Conv", "FusedConv", "Gemm", "MatMul", "QLinearConv", "QLinearMatMul", "QLinearConvLut", "Add"});
+    EXPECT_TRUE(RegisterBackend(backend).ok());
+    return true;
+  }();
+  (void)registered;
+}
+
+std::vector<TensorMap> Feeds(const Model& model, int batches) {
+  auto npz = ReadNpz(kDigits + "eval.npz");
+  EXPECT_TRUE(npz.ok()) << npz.status().ToString();
+  std::vector<TensorMap> out;
+  if (!npz.ok()) return out;
+  const Tensor& all = npz->front().second;
+  const int64_t per_sample = all.numel() / all.dim(0);
+  for (int b = 0; b < batches; ++b) {
+    Shape shape = all.shape();
+    shape[0] = 8;
+    Tensor t(DataType::kFloat32, shape);
+    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = all.data<float>()[(b * 8 * per_sample + i) % all.numel()];
+    out.push_back({{model.graph.inputs.front().name, t}});
+  }
+  return out;
+}
+
+Model Int8Digits(const Model& model) {
+  std::vector<TensorMap> feeds = Feeds(model, 4);
+  size_t next = 0;
+  CalibrationOptions copt;
+  copt.method = CalibrationMethod::kMax;
+  copt.threads = 1;
+  auto table = Calibrate(model, [&](TensorMap* batch) -> StatusOr<bool> {
+    if (next == feeds.size()) return false;
+    *batch = feeds[next++];
+    return true;
+  }, copt);
+  EXPECT_TRUE(table.ok()) << table.status().ToString();
+  auto qdq = QuantizeModel(model, *table, QuantizeOptions{}, nullptr);
+  EXPECT_TRUE(qdq.ok()) << qdq.status().ToString();
+  return qdq.ok() ? *qdq : model;
+}
+
+// Runs `model` on the CPU and on "counting" with `profile` and expects the
+// same bytes from both, copies between the devices and counted calls.
+void ExpectSameAsCpu(const Model& model, GraphProfile profile) {
+  RegisterCountingOnce();
+  ExecutorOptions cpu_options;
+  cpu_options.threads = 2;
+  cpu_options.profile = profile;
+  ExecutorOptions counting_options = cpu_options;
+  counting_options.backend = "counting";
+  auto cpu = Executor::Create(model, cpu_options);
+  auto counting = Executor::Create(model, counting_options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  ASSERT_TRUE(counting.ok()) << counting.status().ToString();
+  EXPECT_EQ((*counting)->backend(), "counting");
+
+  std::set<std::string> backends;
+  int copies = 0;
+  for (const NodeKernel& k : (*counting)->NodeKernels()) {
+    backends.insert(k.backend);
+    if (k.kernel == "copy") ++copies;
+  }
+  EXPECT_EQ(backends, (std::set<std::string>{"counting", "cpu"}));
+  EXPECT_GT(copies, 0) << "the graph was not partitioned";
+
+  const int64_t calls_before = g_counted_calls.load();
+  for (const TensorMap& feed : Feeds(model, 3)) {
+    TensorMap want, got;
+    ASSERT_TRUE((*cpu)->Run(feed, &want).ok());
+    Status st = (*counting)->Run(feed, &got);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ASSERT_EQ(want.size(), got.size());
+    for (const auto& [name, t] : want) {
+      ASSERT_TRUE(got.count(name)) << name;
+      EXPECT_TRUE(got.at(name).device() == Device{}) << name << " was not copied back to the host";
+      EXPECT_TRUE(got.at(name).Equals(t)) << name;
+    }
+  }
+  EXPECT_GT(g_counted_calls.load(), calls_before);
+}
+
+TEST(BackendSeam, TestBackendRunsFloatModelWithCopies) {
+  auto model = LoadModel(kDigits + "digits_cnn.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ExpectSameAsCpu(*model, GraphProfile::kAsWritten);
+  ExpectSameAsCpu(*model, GraphProfile::kDeployment);
+}
+
+TEST(BackendSeam, TestBackendRunsInt8ModelWithCopies) {
+  auto model = LoadModel(kDigits + "digits_cnn.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ExpectSameAsCpu(Int8Digits(*model), GraphProfile::kDeployment);
+}
+
+TEST(BackendSeam, NamesAndErrors) {
+  RegisterCountingOnce();
+  std::vector<std::string> names = BackendNames();
+  for (const char* want : {"cpu", "reference", "counting"})
+    EXPECT_NE(std::find(names.begin(), names.end(), want), names.end()) << want;
+  EXPECT_EQ(RegisterBackend(std::make_shared<CountingBackend>(std::set<std::string>{})).code(),
+            StatusCode::kInvalidArgument);  // the name is taken
+  EXPECT_EQ(ResolveBackend("tpu").status().code(), StatusCode::kInvalidArgument);
+  std::string note;
+  auto any = ResolveBackend("auto", &note);
+  ASSERT_TRUE(any.ok());
+  EXPECT_FALSE(note.empty());
+  if (FindBackend("cuda") == nullptr || !FindBackend("cuda")->Available().ok()) {
+    EXPECT_EQ((*any)->name(), "cpu") << note;
+    // A recipe or command asking for cuda where it cannot run is an error
+    // at run time, naming why.
+    StatusOr<const Backend*> cuda = ResolveBackend("cuda");
+    ASSERT_FALSE(cuda.ok());
+    EXPECT_NE(cuda.status().message().find("cuda"), std::string::npos) << cuda.status().ToString();
+  }
+}
+
+TEST(BackendSeam, OneThreadPoolPerThreadCount) {
+  auto model = LoadModel(kDigits + "digits_cnn.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  ExecutorOptions options;
+  options.threads = 2;
+  auto a = Executor::Create(*model, options);
+  auto b = Executor::Create(*model, options);
+  ASSERT_TRUE(a.ok() && b.ok());
+  EXPECT_EQ(SharedThreadPool(2), SharedThreadPool(2));
+  EXPECT_EQ((*a)->num_threads(), 2);
+  EXPECT_EQ((*b)->num_threads(), 2);
+}
+
+TEST(KernelRows, PrioritiesAreUnambiguous) {
+  // Which row runs a node never depends on the order rows were registered in.
+  Status st = KernelRegistry::Default().CheckPriorities();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  st = KernelRegistry::Reference().CheckPriorities();
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  for (const std::string& name : BackendNames()) {
+    const Backend* b = FindBackend(name);
+    st = b->rows().CheckPriorities();
+    EXPECT_TRUE(st.ok()) << name << ": " << st.ToString();
+  }
+}
+
+}  // namespace
+}  // namespace sparq
