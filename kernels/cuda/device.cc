@@ -3,7 +3,6 @@
 
 #include <cstdio>
 
-#include "kernels/backend.h"
 #include "sparq/device.h"
 
 namespace sparq {
@@ -33,8 +32,5 @@ StatusOr<std::string> CudaDeviceName(int index) {
                 static_cast<double>(prop.totalGlobalMem) / (1024.0 * 1024.0 * 1024.0));
   return std::string(buf);
 }
-
-// The CUDA backend's rows are not in this build yet: "cuda" is not registered.
-std::shared_ptr<const Backend> MakeCudaBackend() { return nullptr; }
 
 }  // namespace sparq

@@ -21,7 +21,7 @@ namespace cuda {
 inline StatusOr<Conv2dGeometry> Conv2dGeometryOf(const OpContext& ctx, const Shape& x, const Shape& w, Shape* y_shape) {
   if (x.size() != 4 || w.size() != 4) return ctx.NotSupported("the CUDA Conv rows are 2-D (NCHW) only");
   ConvParams p;
-  AutoPad auto_pad;
+  AutoPad auto_pad = AutoPad::kNotSet;
   SPARQ_RETURN_IF_ERROR(ReadWindowAttributes(ctx, &p.window, &auto_pad));
   p.group = ctx.node().attr_int("group", 1);
   Status st = PrepareConv(x, w, auto_pad, &p, y_shape);
@@ -49,7 +49,7 @@ inline StatusOr<Conv2dGeometry> Conv2dGeometryOf(const OpContext& ctx, const Sha
 inline StatusOr<Pool2dGeometry> Pool2dGeometryOf(const OpContext& ctx, const Shape& x, Shape* y_shape) {
   if (x.size() != 4) return ctx.NotSupported("the CUDA pooling rows take NCHW inputs");
   PoolParams p;
-  AutoPad auto_pad;
+  AutoPad auto_pad = AutoPad::kNotSet;
   SPARQ_RETURN_IF_ERROR(ReadWindowAttributes(ctx, &p.window, &auto_pad));
   Status st = PreparePool(x, auto_pad, ctx.node().attr_int("ceil_mode", 0) != 0, &p, y_shape);
   if (!st.ok()) return st.WithContext(ctx.node().Describe());

@@ -1,0 +1,213 @@
+// The CUDA backend: CudaContext (stream, library handles, buffer pool) and
+// CudaBackend (name "cuda"), see cuda_context.h.
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/cuda_rows.h"
+#include "kernels/cuda/cuda_status.h"
+#include "kernels/registry.h"
+
+namespace sparq {
+namespace cuda {
+namespace {
+
+constexpr size_t kAlignment = 256;
+
+// Bucket of a request: 256-byte multiples up to 64 KiB, then four buckets per
+// power of two (at most 25% unused), so buffers of nearby sizes are shared.
+size_t BucketOf(size_t bytes) {
+  if (bytes == 0) bytes = 1;
+  size_t b = (bytes + kAlignment - 1) / kAlignment * kAlignment;
+  if (b <= (size_t{64} << 10)) return b;
+  size_t octave = size_t{1} << (63 - __builtin_clzll(b));
+  const size_t step = octave / 4;
+  return (b + step - 1) / step * step;
+}
+
+}  // namespace
+
+DeviceBufferPool::~DeviceBufferPool() {
+  if (cudaSetDevice(device_) != cudaSuccess) return;
+  for (auto& [bucket, buffers] : free_) {
+    for (void* p : buffers) (void)cudaFree(p);
+  }
+}
+
+size_t DeviceBufferPool::reserved_bytes() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  return reserved_;
+}
+
+void DeviceBufferPool::Release(void* ptr, size_t bucket) {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_[bucket].push_back(ptr);
+}
+
+StatusOr<std::shared_ptr<uint8_t>> DeviceBufferPool::Allocate(const std::shared_ptr<DeviceBufferPool>& pool,
+                                                             size_t bytes) {
+  const size_t bucket = BucketOf(bytes);
+  void* ptr = nullptr;
+  {
+    std::lock_guard<std::mutex> lock(pool->mu_);
+    auto it = pool->free_.find(bucket);
+    if (it != pool->free_.end() && !it->second.empty()) {
+      ptr = it->second.back();
+      it->second.pop_back();
+    }
+  }
+  if (ptr == nullptr) {
+    SPARQ_CUDA_RETURN_IF_ERROR(cudaSetDevice(pool->device_));
+    cudaError_t err = cudaMalloc(&ptr, bucket);
+    if (err == cudaErrorMemoryAllocation) {
+      // Out of memory: give the idle buffers back to the driver and try once more.
+      (void)cudaGetLastError();
+      std::lock_guard<std::mutex> lock(pool->mu_);
+      for (auto& [b, buffers] : pool->free_) {
+        for (void* p : buffers) {
+          (void)cudaFree(p);
+          pool->reserved_ -= b;
+        }
+        buffers.clear();
+      }
+      err = cudaMalloc(&ptr, bucket);
+    }
+    if (err != cudaSuccess) {
+      return ToStatus(err, ("cudaMalloc(" + std::to_string(bucket) + " bytes) on cuda:" + std::to_string(pool->device_))
+                               .c_str());
+    }
+    std::lock_guard<std::mutex> lock(pool->mu_);
+    pool->reserved_ += bucket;
+  }
+  std::weak_ptr<DeviceBufferPool> weak = pool;
+  const int device = pool->device_;
+  return std::shared_ptr<uint8_t>(static_cast<uint8_t*>(ptr), [weak, bucket, device](uint8_t* p) {
+    if (auto live = weak.lock()) {
+      live->Release(p, bucket);
+    } else if (cudaSetDevice(device) == cudaSuccess) {
+      (void)cudaFree(p);  // the pool is gone: the buffer outlived its executor
+    }
+  });
+}
+
+StatusOr<std::shared_ptr<CudaContext>> CudaContext::Create(int device, const CudaBackendOptions& options) {
+  std::shared_ptr<CudaContext> ctx(new CudaContext());
+  ctx->device_ = device;
+  ctx->options_ = options;
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaSetDevice(device));
+  int major = 0, minor = 0;
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device));
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device));
+  ctx->sm_ = major * 10 + minor;
+  if (ctx->sm_ < 80) {
+    return Status::NotSupported("cuda:" + std::to_string(device) + " is sm_" + std::to_string(ctx->sm_) +
+                                "; sparq's CUDA kernels are built for sm_80 and sm_90");
+  }
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaStreamCreateWithFlags(&ctx->stream_, cudaStreamNonBlocking));
+  SPARQ_CUDA_RETURN_IF_ERROR(cublasLtCreate(&ctx->lt_));
+  SPARQ_CUDA_RETURN_IF_ERROR(cusparseCreate(&ctx->sparse_));
+  SPARQ_CUDA_RETURN_IF_ERROR(cusparseSetStream(ctx->sparse_, ctx->stream_));
+  ctx->pool_ = std::make_shared<DeviceBufferPool>(device);
+  return ctx;
+}
+
+CudaContext::~CudaContext() {
+  // Nothing can report an error from here: the work queued is waited for, then everything is released.
+  if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  if (sparse_ != nullptr) (void)cusparseDestroy(sparse_);
+  if (lt_ != nullptr) (void)cublasLtDestroy(lt_);
+  pool_.reset();  // buffers still held by tensors are freed when those go
+  if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
+}
+
+StatusOr<std::shared_ptr<uint8_t>> CudaContext::Allocate(size_t bytes) { return DeviceBufferPool::Allocate(pool_, bytes); }
+
+Status CudaContext::CopyFromHost(const void* host, void* device, size_t bytes) {
+  if (bytes == 0) return Status::OK();
+  // From pageable memory the call returns once `host` has been read (staged),
+  // so the caller may free it right away.
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_));
+  return Status::OK();
+}
+
+Status CudaContext::CopyToHost(const void* device, void* host, size_t bytes) {
+  if (bytes == 0) return Status::OK();
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
+  return Status::OK();
+}
+
+Status CudaContext::Synchronize() {
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return Status::OK();
+}
+
+StatusOr<CudaContext*> CudaContextOf(const OpContext& ctx) {
+  auto* cuda = dynamic_cast<CudaContext*>(ctx.backend_context());
+  if (cuda == nullptr) return ctx.InvalidArgument("a CUDA kernel row ran without the CUDA backend's context");
+  return cuda;
+}
+
+StatusOr<std::shared_ptr<uint8_t>> Scratch(CudaContext& ctx, size_t bytes) {
+  if (bytes == 0) return std::shared_ptr<uint8_t>();
+  return ctx.Allocate(bytes);
+}
+
+namespace {
+
+class CudaBackend : public Backend {
+ public:
+  explicit CudaBackend(const CudaBackendOptions& options) : options_(options) {}
+  std::string name() const override { return "cuda"; }
+  Device device() const override { return Device{DeviceType::kCuda, 0}; }
+  Status Available() const override {
+    int count = 0;
+    const cudaError_t err = cudaGetDeviceCount(&count);
+    if (err != cudaSuccess) {
+      (void)cudaGetLastError();
+      return Status::NotSupported(std::string("no CUDA device (cudaGetDeviceCount: ") + cudaGetErrorString(err) + ")");
+    }
+    if (count == 0) return Status::NotSupported("no CUDA device (cudaGetDeviceCount: 0 devices)");
+    return Status::OK();
+  }
+  const KernelRegistry& rows() const override { return CudaRows(); }
+  // The CPU's rewrites less the float fusions (fuse-conv-activation,
+  // fuse-pointwise-depthwise): their fused nodes have no CUDA row yet, and
+  // would run on the CPU between two copies.
+  std::vector<std::string> Passes(GraphProfile profile) const override {
+    switch (profile) {
+      case GraphProfile::kObserveKept: return {"fold-constant-subgraphs", "fold-pads"};
+      case GraphProfile::kDeployment: return {"fold-constant-subgraphs", "fold-pads", "fuse-qdq"};
+      default: return Backend::Passes(profile);
+    }
+  }
+  StatusOr<std::shared_ptr<BackendContext>> CreateContext(const BackendOptions&) const override {
+    SPARQ_RETURN_IF_ERROR(Available());
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<CudaContext> ctx, CudaContext::Create(0, options_));
+    return std::shared_ptr<BackendContext>(std::move(ctx));
+  }
+
+ private:
+  CudaBackendOptions options_;
+};
+
+}  // namespace
+
+const KernelRegistry& CudaRows() {
+  static const KernelRegistry* rows = [] {
+    auto* r = new KernelRegistry();
+    RegisterCudaTensorRows(*r);
+    RegisterCudaGemmRows(*r);
+    return r;
+  }();
+  return *rows;
+}
+
+std::shared_ptr<const Backend> MakeCudaBackendWithOptions(const CudaBackendOptions& options) {
+  return std::make_shared<CudaBackend>(options);
+}
+
+}  // namespace cuda
+
+std::shared_ptr<const Backend> MakeCudaBackend() { return cuda::MakeCudaBackendWithOptions(cuda::CudaBackendOptions{}); }
+
+}  // namespace sparq

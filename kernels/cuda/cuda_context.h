@@ -1,0 +1,104 @@
+// The CUDA backend (kernels/backend.h): what its rows see while they run.
+//
+//   CudaBackend   name "cuda", device cuda:0, rows() = the CUDA rows
+//                 (cuda_rows.h), Available() = NotSupported without a GPU
+//        | CreateContext
+//        v
+//   CudaContext   one non-blocking stream, a cuBLASLt and a cuSPARSE handle
+//                 bound to it, and a pool of device buffers (cudaMalloc,
+//                 never managed memory; 256-byte aligned) that buffers
+//                 return to when their last tensor goes
+//
+// Every kernel and library call of a row is queued on stream(); buffers are
+// reused in stream order, so a buffer freed by one node and taken by the next
+// needs no synchronization. Host reads (CopyToHost) synchronize the stream.
+#pragma once
+
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+#include <cusparse.h>
+
+#include <cstddef>
+#include <cstdint>
+#include <map>
+#include <memory>
+#include <mutex>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/op_context.h"
+
+namespace sparq {
+namespace cuda {
+
+// Options of the CUDA backend (not yet reachable from BackendOptions).
+struct CudaBackendOptions {
+  // Float32 MatMul / Gemm / Conv on tensor cores as TF32 (10-bit mantissa
+  // products, float32 sums): about 6x faster than exact FP32 on an H200, and
+  // within kTf32Tolerance of the reference instead of kFp32Tolerance.
+  bool allow_tf32 = false;
+  // Bytes of device workspace cuBLASLt may use per GEMM.
+  size_t gemm_workspace_bytes = size_t{32} << 20;
+};
+
+// Device buffers of the sizes asked before, kept for reuse. Thread-safe.
+class DeviceBufferPool {
+ public:
+  explicit DeviceBufferPool(int device) : device_(device) {}
+  ~DeviceBufferPool();  // cudaFree of every kept buffer (errors are ignored: nothing to report them to)
+  // A buffer of at least `bytes` (256-byte aligned); its deleter returns it here.
+  static StatusOr<std::shared_ptr<uint8_t>> Allocate(const std::shared_ptr<DeviceBufferPool>& pool, size_t bytes);
+  // Bytes held by the pool, in use or kept.
+  size_t reserved_bytes() const;
+
+ private:
+  void Release(void* ptr, size_t bucket);
+  int device_;
+  mutable std::mutex mu_;
+  std::map<size_t, std::vector<void*>> free_;  // bucket size -> idle buffers
+  size_t reserved_ = 0;
+};
+
+class CudaContext : public BackendContext {
+ public:
+  // Creates the stream, handles and pool on `device`; errors name the call.
+  static StatusOr<std::shared_ptr<CudaContext>> Create(int device, const CudaBackendOptions& options);
+  ~CudaContext() override;
+
+  Device device() const override { return Device{DeviceType::kCuda, device_}; }
+  StatusOr<std::shared_ptr<uint8_t>> Allocate(size_t bytes) override;
+  Status CopyFromHost(const void* host, void* device, size_t bytes) override;
+  Status CopyToHost(const void* device, void* host, size_t bytes) override;
+  Status Synchronize() override;
+
+  cudaStream_t stream() const { return stream_; }
+  cublasLtHandle_t lt() const { return lt_; }
+  cusparseHandle_t sparse() const { return sparse_; }
+  const CudaBackendOptions& options() const { return options_; }
+  // The compute capability, e.g. 90 for sm_90.
+  int sm() const { return sm_; }
+
+ private:
+  CudaContext() = default;
+  int device_ = 0;
+  int sm_ = 0;
+  CudaBackendOptions options_;
+  cudaStream_t stream_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  cusparseHandle_t sparse_ = nullptr;
+  std::shared_ptr<DeviceBufferPool> pool_;
+};
+
+// The CudaContext a node runs on: InvalidArgument naming the node when it
+// runs without one (a CUDA row called outside the CUDA backend).
+StatusOr<CudaContext*> CudaContextOf(const OpContext& ctx);
+
+// The CUDA backend with `options` (MakeCudaBackend uses the defaults).
+std::shared_ptr<const Backend> MakeCudaBackendWithOptions(const CudaBackendOptions& options);
+
+// A device scratch buffer of `bytes` from ctx's pool, freed (returned) with
+// the handle; a null handle for 0 bytes.
+StatusOr<std::shared_ptr<uint8_t>> Scratch(CudaContext& ctx, size_t bytes);
+
+}  // namespace cuda
+}  // namespace sparq

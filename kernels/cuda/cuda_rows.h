@@ -1,0 +1,68 @@
+// The CUDA backend's kernel rows (KernelDef, kernels/registry.h) and the
+// helpers they share. A row's prepare step decides from the node's attributes
+// and constants whether it can implement the node (NotSupported with a reason
+// otherwise, so the executor runs the node elsewhere); its fn runs on device
+// tensors, queued on the CudaContext's stream, and allocates its outputs
+// through OpContext::AllocateOutput. Input types are only known when the
+// node runs: a type a row does not take is a NotSupported error then.
+//
+// Rows (name: what runs):
+//   rows_tensor.cc  add_f32_cuda ... (Add Sub Mul Div, numpy broadcasting),
+//                   unary_f32_cuda (Relu Clip Sigmoid Tanh Erf Sqrt Exp Neg Abs
+//                   Gelu, sparq.Silu, sparq.GeluErfChain), softmax_f32_cuda,
+//                   layernorm_f32_cuda, maxpool2d_f32_cuda, avgpool2d_f32_cuda,
+//                   global_avgpool_f32_cuda, reshape_alias (Reshape Flatten Squeeze
+//                   Unsqueeze Identity: the output shares the input's buffer),
+//                   transpose_cuda, concat_cuda (cudaMemcpy2DAsync per input),
+//                   quantize_f32_s8_cuda, dequantize_s8_f32_cuda
+//   rows_gemm.cc    gemm_f32_cublaslt / gemm_tf32_cublaslt / gemm_f16_cublaslt
+//                   (MatMul, Gemm), conv_f32_im2col_cublaslt, conv_dw_f32_cuda,
+//                   qlinear_matmul_s8_cublaslt, qlinear_conv_s8_cublaslt (INT8
+//                   GEMM, int32 sums, requantized by device_math.h's arithmetic),
+//                   spmm_bell_f16_cusparse (MatMul with a block-sparse constant
+//                   float16 weight, Blocked-ELL)
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/cuda/cuda_context.h"
+#include "kernels/registry.h"
+
+namespace sparq {
+namespace cuda {
+
+// Every CUDA row (built once).
+const KernelRegistry& CudaRows();
+void RegisterCudaTensorRows(KernelRegistry& r);
+void RegisterCudaGemmRows(KernelRegistry& r);
+
+// Row priorities within the CUDA registry: a specialised row ahead of the
+// general row of the same op.
+inline constexpr int kCudaPriorityGeneral = 10;
+inline constexpr int kCudaPrioritySpecial = 20;
+
+// Host-input masks (KernelDef::host_inputs).
+inline constexpr uint32_t HostInput(int i) { return uint32_t{1} << i; }
+
+// InvalidArgument naming the node unless input i is present and on a CUDA device.
+Status RequireDeviceInput(const OpContext& ctx, size_t i);
+// NotSupported naming the node unless input i has `type`.
+Status RequireInputType(const OpContext& ctx, size_t i, DataType type, const char* row);
+// A device copy of `bytes` host bytes (queued on ctx's stream; `host` may be
+// freed when it returns).
+StatusOr<std::shared_ptr<uint8_t>> Upload(CudaContext& ctx, const void* host, size_t bytes);
+template <typename T>
+StatusOr<std::shared_ptr<uint8_t>> UploadVector(CudaContext& ctx, const std::vector<T>& v) {
+  return Upload(ctx, v.data(), v.size() * sizeof(T));
+}
+// A host tensor's values as float / int32 (any float / integer type); InvalidArgument naming `what`.
+StatusOr<std::vector<float>> HostFloats(const OpContext& ctx, size_t i, const char* what);
+StatusOr<std::vector<int32_t>> HostInts(const OpContext& ctx, size_t i, const char* what);
+// An attribute-only prepare step: `check(node)` returns OK or NotSupported.
+PrepareFn CheckOnly(Status (*check)(const Node& node, const std::vector<const Tensor*>& constants));
+
+}  // namespace cuda
+}  // namespace sparq

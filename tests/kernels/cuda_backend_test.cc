@@ -1,0 +1,326 @@
+// Every CUDA row against the reference kernel (KernelRegistry::Reference())
+// on the same inputs, as ggml's test-backend-ops and ncnn's layer tests do:
+// integer rows bit for bit, float rows within the named tolerances below.
+// Needs a GPU; without one each case is skipped with "no CUDA device" (the
+// Available() message is checked instead). Part of sparq_cuda_tests, which
+// tools/gpu_check.sh carries to a GPU machine.
+//
+// To test a new row, copy a TEST_F below: build host inputs, call
+// ExpectRowMatchesReference(op, domain, opset, attributes, inputs, tolerance).
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/op_test_util.h"
+#include "kernels/registry.h"
+#include "sparq/device.h"
+
+namespace sparq {
+namespace {
+
+// Largest |got - want| / max(1, |want|) allowed per precision.
+constexpr double kExact = 0.0;             // integer rows, aliases, copies, pooling maxima
+constexpr double kElementwiseF32 = 2e-6;   // device expf / erff / tanhf vs glibc (a few ulp)
+constexpr double kReductionF32 = 1e-5;     // softmax, layer norm, averages: sums in another order
+constexpr double kGemmF32 = 1e-4;          // cuBLASLt's FP32 sums in another order (K up to a few hundred)
+constexpr double kGemmF16 = 2e-2;          // float16 inputs and outputs
+
+std::shared_ptr<const Backend> CudaBackendOrNull() {
+  static std::shared_ptr<const Backend> backend = MakeCudaBackend();
+  return backend;
+}
+
+// Skips the test unless this build has the CUDA backend and this machine a GPU.
+#define SKIP_WITHOUT_GPU()                                                                       \
+  do {                                                                                           \
+    if (CudaBackendOrNull() == nullptr) GTEST_SKIP() << "built without CUDA (-DSPARQ_CUDA=OFF)"; \
+    Status _available = CudaBackendOrNull()->Available();                                        \
+    if (!_available.ok()) GTEST_SKIP() << "no CUDA device: " << _available.message();            \
+  } while (0)
+
+Tensor RandomF32(Shape shape, uint32_t seed, float lo = -2.0f, float hi = 2.0f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  Tensor t(DataType::kFloat32, std::move(shape));
+  float* p = t.data<float>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = dist(rng);
+  return t;
+}
+
+template <typename T>
+Tensor RandomInt(Shape shape, uint32_t seed, int lo, int hi) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int> dist(lo, hi);
+  Tensor t(DataTypeOf<T>::value, std::move(shape));
+  T* p = t.data<T>();
+  for (int64_t i = 0; i < t.numel(); ++i) p[i] = static_cast<T>(dist(rng));
+  return t;
+}
+
+class CudaRows : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    SKIP_WITHOUT_GPU();
+    auto ctx = CudaBackendOrNull()->CreateContext(BackendOptions{});
+    ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+    context_ = *ctx;
+  }
+
+  // Runs the first CUDA row that takes the node (its prepare step sees every
+  // input as a constant) and returns its outputs on the host, or an error.
+  StatusOr<std::vector<Tensor>> RunCuda(const Node& node, int64_t opset, const std::vector<Tensor>& inputs,
+                                        std::string* row_name) {
+    std::vector<const Tensor*> constants;
+    for (const Tensor& t : inputs) constants.push_back(t.defined() ? &t : nullptr);
+    const KernelDef* row = nullptr;
+    PreparedKernel prepared;
+    std::string declined;
+    for (const KernelDef* def : CudaBackendOrNull()->rows().FindMatching(node.op_type, node.domain, opset)) {
+      if (def->prepare != nullptr) {
+        StatusOr<PreparedKernel> p = def->prepare(node, constants, PrepareContext{});
+        if (!p.ok()) {
+          declined += def->name + ": " + p.status().message() + "; ";
+          continue;
+        }
+        prepared = *p;
+      }
+      row = def;
+      break;
+    }
+    if (row == nullptr) return Status::NotFound("no CUDA row takes " + node.Describe() + " (" + declined + ")");
+    *row_name = prepared.kernel_name.empty() ? row->name : prepared.kernel_name;
+    std::vector<Tensor> device(inputs.size());
+    std::vector<const Tensor*> ptrs;
+    for (size_t i = 0; i < inputs.size(); ++i) {
+      if (!inputs[i].defined()) {
+        ptrs.push_back(nullptr);
+        continue;
+      }
+      if (row->host_inputs & (1u << i)) {
+        device[i] = inputs[i];
+      } else {
+        SPARQ_ASSIGN_OR_RETURN(device[i], CopyTensorToDevice(*context_, inputs[i]));
+      }
+      ptrs.push_back(&device[i]);
+    }
+    OpContext ctx(node, opset, ptrs, *context_);
+    ctx.set_prepared(prepared.state.get());
+    SPARQ_RETURN_IF_ERROR(row->fn(ctx));
+    std::vector<Tensor> out;
+    for (const Tensor& t : ctx.outputs()) {
+      if (!t.defined()) {
+        out.emplace_back();
+        continue;
+      }
+      if (t.device().is_host()) return Status::Internal(*row_name + " left an output on the host");
+      SPARQ_ASSIGN_OR_RETURN(Tensor h, CopyTensorToHost(*context_, t));
+      out.push_back(std::move(h));
+    }
+    SPARQ_RETURN_IF_ERROR(context_->Synchronize());
+    return out;
+  }
+
+  void ExpectRowMatchesReference(const std::string& op, const std::string& domain, int64_t opset,
+                                 std::vector<Attribute> attrs, const std::vector<Tensor>& inputs, double tolerance,
+                                 size_t num_outputs = 1) {
+    Node node = testing::OpNode(op, std::move(attrs));
+    node.domain = domain;
+    auto want = testing::RunRefKernel(node, opset, inputs, num_outputs);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    for (size_t i = 0; i < inputs.size(); ++i) node.inputs.push_back(inputs[i].defined() ? "in" + std::to_string(i) : "");
+    for (size_t i = 0; i < num_outputs; ++i) node.outputs.push_back("out" + std::to_string(i));
+    std::string row;
+    auto got = RunCuda(node, opset, inputs, &row);
+    ASSERT_TRUE(got.ok()) << got.status().ToString();
+    ASSERT_EQ(got->size(), want->size());
+    for (size_t o = 0; o < want->size(); ++o) {
+      const Tensor& w = (*want)[o];
+      const Tensor& g = (*got)[o];
+      ASSERT_EQ(g.dtype(), w.dtype()) << row << " output " << o;
+      ASSERT_EQ(g.shape(), w.shape()) << row << " output " << o;
+      double worst = 0.0;
+      int64_t worst_at = -1;
+      for (int64_t i = 0; i < w.numel(); ++i) {
+        const double a = g.GetAsDouble(i), b = w.GetAsDouble(i);
+        if (std::isnan(a) || std::isnan(b)) {
+          if (std::isnan(a) != std::isnan(b)) {
+            worst = INFINITY;
+            worst_at = i;
+          }
+          continue;
+        }
+        const double err = std::fabs(a - b) / std::max(1.0, std::fabs(b));
+        if (err > worst) {
+          worst = err;
+          worst_at = i;
+        }
+      }
+      EXPECT_LE(worst, tolerance) << row << " (" << op << ") output " << o << ": worst at " << worst_at << ": "
+                                  << (worst_at >= 0 ? g.GetAsDouble(worst_at) : 0.0) << " vs "
+                                  << (worst_at >= 0 ? w.GetAsDouble(worst_at) : 0.0);
+    }
+  }
+
+  std::shared_ptr<BackendContext> context_;
+};
+
+TEST(CudaBackend, NamesItselfOrSaysWhyNot) {
+  auto backend = CudaBackendOrNull();
+  if (backend == nullptr) GTEST_SKIP() << "built without CUDA (-DSPARQ_CUDA=OFF)";
+  EXPECT_EQ(backend->name(), "cuda");
+  EXPECT_EQ(backend->device().type, DeviceType::kCuda);
+  EXPECT_TRUE(backend->rows().CheckPriorities().ok()) << backend->rows().CheckPriorities().ToString();
+  EXPECT_FALSE(backend->rows().FindMatching("MatMul", "", 13).empty());
+  if (CudaDeviceCount() == 0) {
+    const Status st = backend->Available();
+    EXPECT_EQ(st.code(), StatusCode::kNotSupported);
+    EXPECT_NE(st.message().find("no CUDA device"), std::string::npos) << st.message();
+    EXPECT_FALSE(backend->CreateContext(BackendOptions{}).ok());
+  } else {
+    EXPECT_TRUE(backend->Available().ok());
+  }
+}
+
+TEST_F(CudaRows, BinaryBroadcast) {
+  const Tensor a = RandomF32({2, 3, 4}, 1), b = RandomF32({3, 1}, 2, 0.5f, 2.0f);
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) ExpectRowMatchesReference(op, "", 14, {}, {a, b}, kExact);
+  ExpectRowMatchesReference("Add", "", 14, {}, {a, RandomF32({2, 3, 4}, 3)}, kExact);
+}
+
+TEST_F(CudaRows, UnaryActivations) {
+  const Tensor x = RandomF32({4, 1000}, 4, -8.0f, 8.0f);
+  for (const char* op : {"Relu", "Neg", "Abs"}) ExpectRowMatchesReference(op, "", 14, {}, {x}, kExact);
+  for (const char* op : {"Sigmoid", "Tanh", "Erf", "Exp"}) ExpectRowMatchesReference(op, "", 13, {}, {x}, kElementwiseF32);
+  ExpectRowMatchesReference("Sqrt", "", 13, {}, {RandomF32({1000}, 5, 0.0f, 100.0f)}, kElementwiseF32);
+  ExpectRowMatchesReference("Gelu", "", 20, {}, {x}, kElementwiseF32);
+  ExpectRowMatchesReference("Silu", kSparqDomain, 1, {}, {x}, kElementwiseF32);
+  ExpectRowMatchesReference("GeluErfChain", kSparqDomain, 1, {}, {x}, kElementwiseF32);
+  ExpectRowMatchesReference("Clip", "", 13, {}, {x, Tensor::Scalar(-1.0f), Tensor::Scalar(3.0f)}, kExact);
+}
+
+TEST_F(CudaRows, SoftmaxAndLayerNorm) {
+  ExpectRowMatchesReference("Softmax", "", 13, {}, {RandomF32({3, 5, 128}, 6, -20.0f, 20.0f)}, kReductionF32);
+  ExpectRowMatchesReference("Softmax", "", 11, {}, {RandomF32({4, 2, 7}, 7)}, kReductionF32);  // coerced to 2-D at axis 1
+  const Tensor x = RandomF32({2, 16, 768}, 8), s = RandomF32({768}, 9), b = RandomF32({768}, 10);
+  ExpectRowMatchesReference("LayerNormalization", "", 17, {Attribute::Float("epsilon", 1e-5f)}, {x, s, b},
+                            kReductionF32);
+}
+
+TEST_F(CudaRows, Pooling) {
+  const Tensor x = RandomF32({2, 3, 13, 11}, 11);
+  ExpectRowMatchesReference("MaxPool", "", 12,
+                            {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("strides", {2, 2}),
+                             Attribute::Ints("pads", {1, 1, 1, 1})},
+                            {x}, kExact);
+  ExpectRowMatchesReference("AveragePool", "", 19,
+                            {Attribute::Ints("kernel_shape", {3, 2}), Attribute::Ints("pads", {1, 0, 1, 1}),
+                             Attribute::Int("count_include_pad", 1), Attribute::Int("ceil_mode", 1)},
+                            {x}, kReductionF32);
+  ExpectRowMatchesReference("GlobalAveragePool", "", 1, {}, {x}, kReductionF32);
+}
+
+TEST_F(CudaRows, ShapesTransposeConcat) {
+  const Tensor x = RandomF32({2, 3, 4}, 12);
+  ExpectRowMatchesReference("Reshape", "", 14, {}, {x, Tensor::FromVector<int64_t>({2}, {0, -1})}, kExact);
+  ExpectRowMatchesReference("Flatten", "", 13, {Attribute::Int("axis", 2)}, {x}, kExact);
+  ExpectRowMatchesReference("Unsqueeze", "", 13, {}, {x, Tensor::FromVector<int64_t>({2}, {0, -1})}, kExact);
+  ExpectRowMatchesReference("Squeeze", "", 13, {}, {RandomF32({1, 3, 1}, 13)}, kExact);
+  ExpectRowMatchesReference("Identity", "", 16, {}, {x}, kExact);
+  ExpectRowMatchesReference("Transpose", "", 13, {Attribute::Ints("perm", {2, 0, 1})}, {x}, kExact);
+  ExpectRowMatchesReference("Transpose", "", 13, {}, {RandomInt<int8_t>({5, 7}, 14, -128, 127)}, kExact);
+  ExpectRowMatchesReference("Concat", "", 13, {Attribute::Int("axis", 1)}, {x, RandomF32({2, 5, 4}, 15)}, kExact);
+  ExpectRowMatchesReference("Split", "", 13, {Attribute::Int("axis", 2)}, {x, Tensor::FromVector<int64_t>({2}, {1, 3})},
+                            kExact, 2);
+  ExpectRowMatchesReference("Gather", "", 13, {Attribute::Int("axis", 1)},
+                            {x, Tensor::FromVector<int64_t>({2, 2}, {2, 0, -1, 1})}, kExact);
+  ExpectRowMatchesReference("Gather", "", 13, {}, {RandomF32({30, 8}, 16), Tensor::FromVector<int64_t>({1, 3}, {29, 0, 7})},
+                            kExact);
+}
+
+TEST_F(CudaRows, QuantizeDequantize) {
+  const Tensor x = RandomF32({2, 4, 9}, 16, -30.0f, 30.0f);
+  const Tensor scale = Tensor::Scalar(0.25f);  // x / 0.25 hits exact ties
+  ExpectRowMatchesReference("QuantizeLinear", "", 13, {}, {x, scale, Tensor::Scalar<int8_t>(3)}, kExact);
+  ExpectRowMatchesReference("QuantizeLinear", "", 13, {}, {x, scale, Tensor::Scalar<uint8_t>(128)}, kExact);
+  const Tensor per_axis = Tensor::FromVector<float>({4}, {0.1f, 0.2f, 0.3f, 0.5f});
+  ExpectRowMatchesReference("QuantizeLinear", "", 13, {Attribute::Int("axis", 1)},
+                            {x, per_axis, Tensor::FromVector<int8_t>({4}, {0, 1, -2, 3})}, kExact);
+  ExpectRowMatchesReference("DequantizeLinear", "", 13, {},
+                            {RandomInt<uint8_t>({3, 50}, 17, 0, 255), Tensor::Scalar(0.05f), Tensor::Scalar<uint8_t>(120)},
+                            kExact);
+}
+
+TEST_F(CudaRows, QdqGlue) {
+  const Tensor a = RandomInt<uint8_t>({4, 33}, 40, 0, 255), b = RandomInt<uint8_t>({33}, 41, 0, 255);
+  for (const char* op : {"QLinearAdd", "QLinearMul"}) {
+    ExpectRowMatchesReference(op, kSparqDomain, 1, {},
+                              {a, Tensor::Scalar(0.02f), Tensor::Scalar<uint8_t>(128), b, Tensor::Scalar(0.03f),
+                               Tensor::Scalar<uint8_t>(120), Tensor::Scalar(0.04f), Tensor::Scalar<uint8_t>(127)},
+                              kExact);
+  }
+  ExpectRowMatchesReference("QLinearLut", kSparqDomain, 1, {}, {a, RandomInt<int8_t>({256}, 42, -128, 127)}, kExact);
+}
+
+TEST_F(CudaRows, DenseGemms) {
+  ExpectRowMatchesReference("MatMul", "", 13, {}, {RandomF32({2, 33, 64}, 18), RandomF32({64, 48}, 19)}, kGemmF32);
+  ExpectRowMatchesReference("MatMul", "", 13, {}, {RandomF32({3, 8, 16}, 20), RandomF32({3, 16, 5}, 21)}, kGemmF32);
+  ExpectRowMatchesReference("Gemm", "", 13, {Attribute::Int("transB", 1), Attribute::Float("alpha", 0.5f)},
+                            {RandomF32({7, 32}, 22), RandomF32({12, 32}, 23), RandomF32({12}, 24)}, kGemmF32);
+  const Tensor a16 = RandomF32({16, 64}, 25).CastTo(DataType::kFloat16);
+  const Tensor b16 = RandomF32({64, 32}, 26).CastTo(DataType::kFloat16);
+  ExpectRowMatchesReference("MatMul", "", 13, {}, {a16, b16}, kGemmF16);
+}
+
+TEST_F(CudaRows, Convolutions) {
+  const Tensor x = RandomF32({2, 3, 15, 17}, 27);
+  ExpectRowMatchesReference("Conv", "", 11,
+                            {Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Ints("strides", {2, 1})},
+                            {x, RandomF32({8, 3, 3, 3}, 28), RandomF32({8}, 29)}, kGemmF32);
+  ExpectRowMatchesReference("Conv", "", 11, {Attribute::Int("group", 3), Attribute::Ints("pads", {2, 2, 2, 2}),
+                                             Attribute::Ints("dilations", {2, 2})},
+                            {x, RandomF32({3, 1, 3, 3}, 30), RandomF32({3}, 31)}, kGemmF32);
+}
+
+TEST_F(CudaRows, Int8GemmsAreExact) {
+  // K a multiple of 4 (cuBLASLt's IMMA kernels) and not (the fallback kernel).
+  for (int64_t k : {64, 30}) {
+    const Tensor a = RandomInt<uint8_t>({2, 9, k}, 32, 0, 255), b = RandomInt<int8_t>({k, 20}, 33, -128, 127);
+    ExpectRowMatchesReference(
+        "QLinearMatMul", "", 10, {},
+        {a, Tensor::Scalar(0.02f), Tensor::Scalar<uint8_t>(131), b, Tensor::Scalar(0.01f), Tensor::Scalar<int8_t>(-3),
+         Tensor::Scalar(0.5f), Tensor::Scalar<int8_t>(5)},
+        kExact);
+  }
+  const Tensor x = RandomInt<uint8_t>({2, 4, 9, 8}, 34, 0, 255), w = RandomInt<int8_t>({6, 4, 3, 3}, 35, -127, 127);
+  std::vector<float> w_scale = {0.01f, 0.02f, 0.015f, 0.03f, 0.005f, 0.01f};
+  ExpectRowMatchesReference("QLinearConv", "", 10, {Attribute::Ints("pads", {1, 1, 1, 1})},
+                            {x, Tensor::Scalar(0.03f), Tensor::Scalar<uint8_t>(120), w,
+                             Tensor::FromVector<float>({6}, w_scale), Tensor::FromVector<int8_t>({6}, {0, 0, 0, 0, 0, 0}),
+                             Tensor::Scalar(0.2f), Tensor::Scalar<uint8_t>(100), RandomInt<int32_t>({6}, 36, -500, 500)},
+                            kExact);
+}
+
+TEST_F(CudaRows, BlockSparseF16MatMulRunsBlockedEll) {
+  // W [256, 128] with 7 of every 8 blocks of 32 x 32 zero (87.5% block sparsity).
+  Tensor w = RandomF32({256, 128}, 37);
+  float* wp = w.data<float>();
+  for (int64_t r = 0; r < 256; ++r)
+    for (int64_t c = 0; c < 128; ++c)
+      if (((r / 32) * 4 + c / 32) % 8 != 0) wp[r * 128 + c] = 0.0f;
+  const Tensor w16 = w.CastTo(DataType::kFloat16), x16 = RandomF32({3, 64, 256}, 38).CastTo(DataType::kFloat16);
+  Node node = testing::OpNode("MatMul");
+  node.inputs = {"x", "w"};
+  node.outputs = {"y"};
+  std::string row;
+  auto got = RunCuda(node, 13, {x16, w16}, &row);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(row, "spmm_bell32_f16_cusparse");
+  ExpectRowMatchesReference("MatMul", "", 13, {}, {x16, w16}, kGemmF16);
+}
+
+}  // namespace
+}  // namespace sparq
