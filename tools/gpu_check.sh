@@ -11,19 +11,20 @@
 #                                     $OUT/gpu_check.log (OUT defaults to ./out)
 #
 # docs/gpu.md says how to use it. Environment: JOBS (build jobs, default 2),
-# SPARQ_CUDA_ARCHITECTURES (default "80;90").
+# SPARQ_CUDA_ARCHITECTURES (default "80;90"), SPARQ_GPU_BUILD (the build
+# folder, default build-gpu; an existing CUDA build may be reused).
 set -euo pipefail
 
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MAX_MIB=48
 
 usage() {
-  sed -n '2,15p' "$0" | sed 's/^# \{0,1\}//'
+  sed -n '2,16p' "$0" | sed 's/^# \{0,1\}//'
   exit 2
 }
 
 bundle() {
-  local build="$ROOT/build-gpu"
+  local build="${SPARQ_GPU_BUILD:-$ROOT/build-gpu}"
   local dest="${1:-$build/sparq-gpu}"
   local jobs="${JOBS:-2}"
   command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || { echo "gpu_check: nvcc not found" >&2; exit 2; }
