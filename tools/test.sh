@@ -2,7 +2,7 @@
 # The README's test command (what CI runs): installs what the tests need and is
 # missing (Debian packages, and the test-only Python packages into the virtual
 # environment $SPARQ_VENV, default .venv), builds everything (tests, the
-# install test, the CUDA scaffold when nvcc is found) and runs the whole suite
+# install test, the CUDA backend when nvcc is found) and runs the whole suite
 # with that environment's python. Then it runs the unit tests once more under
 # AddressSanitizer + UndefinedBehaviorSanitizer: only the gtest binary
 # (sparq_tests), built in a second folder, build-asan (-DSPARQ_SANITIZE).
