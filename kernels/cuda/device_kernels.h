@@ -196,9 +196,9 @@ SPARQ_HD uint8_t QLinearBinaryElement(int64_t i, const void* a, const void* b, c
   return static_cast<uint8_t>(y);
 }
 
-// Element i of the requantized GEMM result (RequantArgs above).
-template <typename T>
-SPARQ_HD T RequantizeElement(int64_t i, const RequantArgs& a) {
+// Element i of an int32 GEMM result with the zero-point corrections of
+// RequantArgs applied (modulo 2^32, as the reference's int32 sums).
+SPARQ_HD int32_t CorrectedAcc(int64_t i, const RequantArgs& a) {
   const int64_t r = i / a.cols, c = i % a.cols;
   const uint32_t zr = static_cast<uint32_t>(a.a_zp != nullptr ? a.a_zp[r] : a.a_zp_scalar);
   const uint32_t zc = static_cast<uint32_t>(a.b_zp != nullptr ? a.b_zp[c] : a.b_zp_scalar);
@@ -206,9 +206,35 @@ SPARQ_HD T RequantizeElement(int64_t i, const RequantArgs& a) {
   if (a.a_sum != nullptr) acc -= zc * static_cast<uint32_t>(a.a_sum[r]);
   if (a.b_sum != nullptr) acc -= zr * static_cast<uint32_t>(a.b_sum[c]);
   acc += static_cast<uint32_t>(a.k) * zr * zc;
+  return static_cast<int32_t>(acc);
+}
+
+// Element i of the requantized GEMM result (RequantArgs above).
+template <typename T>
+SPARQ_HD T RequantizeElement(int64_t i, const RequantArgs& a) {
+  const int64_t r = i / a.cols, c = i % a.cols;
   const int32_t bias = a.bias != nullptr ? a.bias[a.bias_per_row ? r : c] : 0;
   const float mult = a.multiplier[a.multiplier_per_row ? r : (a.multiplier_per_col ? c : 0)];
-  return RequantizeValue<T>(static_cast<int32_t>(acc), bias, mult, a.y_zp, a.relu);
+  return RequantizeValue<T>(CorrectedAcc(i, a), bias, mult, a.y_zp, a.relu);
+}
+
+// sparq.MatMulIntegerToFloat's epilogue (kernels/ref/qdq_fused_ops.cc): the
+// corrected sum times scale[c] (= a_scale * b_scale[c], one float32 product),
+// plus bias[c] (a second rounding), then optionally sparq.GeluErfChain.
+struct FloatEpilogue {
+  const float* scale = nullptr;  // [cols] or one value (scale_per_col false)
+  bool scale_per_col = false;
+  const float* bias = nullptr;  // [cols] or null
+  bool gelu = false;
+  float gelu_divisor = 1.41421356f, gelu_offset = 1.0f, gelu_scale = 0.5f;
+};
+
+SPARQ_HD float AccToFloatElement(int64_t i, const RequantArgs& a, const FloatEpilogue& e) {
+  const int64_t c = i % a.cols;
+  float y = MulRn(static_cast<float>(CorrectedAcc(i, a)), e.scale[e.scale_per_col ? c : 0]);
+  if (e.bias != nullptr) y = AddRn(y, e.bias[c]);
+  if (e.gelu) y = GeluErfChain(y, e.gelu_divisor, e.gelu_offset, e.gelu_scale);
+  return y;
 }
 
 }  // namespace cuda

@@ -103,6 +103,21 @@ SPARQ_HD float RequantMultiplier(float a_scale, float b_scale, float y_scale) {
   return ab / y_scale;
 }
 
+// DynamicQuantizeLinear's uint8 parameters from the range [lo, hi] (lo <= 0 <= hi),
+// exactly DynamicQuantParamsFromRangeU8: scale = (hi - lo) / 255, zero point
+// saturate(RoundHalfToEven(0 - lo / scale)) to [0, 255]; an empty range gives (1, 0).
+SPARQ_HD void DynamicQuantParamsU8(float lo, float hi, float* scale, int32_t* zero_point) {
+  if (hi == lo) {
+    *scale = 1.0f;
+    *zero_point = 0;
+    return;
+  }
+  const float s = (hi - lo) / 255.0f;
+  const float z = RoundHalfToEven(0.0f - lo / s);
+  *scale = s;
+  *zero_point = IsNan(z) ? 0 : (z <= 0.0f ? 0 : (z >= 255.0f ? 255 : static_cast<int32_t>(z)));
+}
+
 // One float32 operation, never fused with its neighbours into a multiply-add
 // (nvcc contracts a * b + c by default): for the steps a spec rounds one by one.
 SPARQ_HD float AddRn(float a, float b) {

@@ -43,7 +43,8 @@ __device__ float ApplyUnary(UnaryOp op, float x, float p0, float p1, float p2) {
   return x;
 }
 
-__global__ void UnaryKernel(UnaryOp op, const float* __restrict__ x, float* __restrict__ y, int64_t n, float p0,
+// Not __restrict__: rows run it in place (y == x).
+__global__ void UnaryKernel(UnaryOp op, const float* x, float* y, int64_t n, float p0,
                             float p1, float p2) {
   SPARQ_GRID_STRIDE(i, n) { y[i] = ApplyUnary(op, x[i], p0, p1, p2); }
 }
@@ -58,8 +59,8 @@ __device__ __forceinline__ float ApplyBinary(BinaryOp op, float a, float b) {
   return a;
 }
 
-__global__ void BinaryKernel(BinaryOp op, const float* __restrict__ a, const float* __restrict__ b,
-                             float* __restrict__ y, BroadcastPlan plan) {
+// Not __restrict__: Gemm adds C in place (y == a).
+__global__ void BinaryKernel(BinaryOp op, const float* a, const float* b, float* y, BroadcastPlan plan) {
   if (plan.same_shape) {
     SPARQ_GRID_STRIDE(i, plan.numel) { y[i] = ApplyBinary(op, a[i], b[i]); }
   } else {
@@ -161,6 +162,68 @@ template <typename T>
 __global__ void RequantizeKernel(RequantArgs a) {
   T* out = static_cast<T*>(a.out);
   SPARQ_GRID_STRIDE(i, a.rows * a.cols) { out[i] = RequantizeElement<T>(i, a); }
+}
+
+__global__ void AccToFloatKernel(RequantArgs a, FloatEpilogue e, float* __restrict__ y) {
+  SPARQ_GRID_STRIDE(i, a.rows * a.cols) { y[i] = AccToFloatElement(i, a, e); }
+}
+
+// DynamicQuantizeLinear: per-block ranges, then one block folds them and sets the parameters.
+constexpr int kRangeBlocks = 256;
+
+// A bound moves only for a value strictly beyond it (MinMaxRef): NaN is
+// ignored and -0 never replaces +0, in any order of folding.
+__device__ __forceinline__ void Widen(float v, float* lo, float* hi) {
+  if (v < *lo) *lo = v;
+  if (v > *hi) *hi = v;
+}
+
+__device__ void FoldRange(float* slo, float* shi, float lo, float hi) {
+  slo[threadIdx.x] = lo;
+  shi[threadIdx.x] = hi;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      Widen(slo[threadIdx.x + s], &slo[threadIdx.x], &shi[threadIdx.x]);
+      Widen(shi[threadIdx.x + s], &slo[threadIdx.x], &shi[threadIdx.x]);
+    }
+    __syncthreads();
+  }
+}
+
+__global__ void RangePartialKernel(const float* __restrict__ x, int64_t n, float* __restrict__ partial) {
+  __shared__ float slo[kThreads], shi[kThreads];
+  float lo = 0.0f, hi = 0.0f;
+  SPARQ_GRID_STRIDE(i, n) { Widen(x[i], &lo, &hi); }
+  FoldRange(slo, shi, lo, hi);
+  if (threadIdx.x == 0) {
+    partial[2 * blockIdx.x] = slo[0];
+    partial[2 * blockIdx.x + 1] = shi[0];
+  }
+}
+
+__global__ void DynamicParamsKernel(const float* __restrict__ partial, int blocks, float* scale, uint8_t* zero_point) {
+  __shared__ float slo[kThreads], shi[kThreads];
+  float lo = 0.0f, hi = 0.0f;
+  for (int b = threadIdx.x; b < blocks; b += blockDim.x) {
+    Widen(partial[2 * b], &lo, &hi);
+    Widen(partial[2 * b + 1], &lo, &hi);
+  }
+  FoldRange(slo, shi, lo, hi);
+  if (threadIdx.x == 0) {
+    float s;
+    int32_t z;
+    DynamicQuantParamsU8(slo[0], shi[0], &s, &z);
+    *scale = s;
+    *zero_point = static_cast<uint8_t>(z);
+  }
+}
+
+__global__ void QuantizeDynamicKernel(const float* __restrict__ x, int64_t n, const float* scale,
+                                      const uint8_t* zero_point, uint8_t* __restrict__ y) {
+  const float s = *scale;
+  const int32_t z = *zero_point;
+  SPARQ_GRID_STRIDE(i, n) { y[i] = QuantizeValue<uint8_t>(x[i], s, z); }
 }
 
 __global__ void RowSumsS8Kernel(const int8_t* __restrict__ x, int64_t rows, int64_t k, int32_t* __restrict__ sums) {
@@ -291,6 +354,32 @@ Status LaunchRequantize(const RequantArgs& args, cudaStream_t stream) {
     RequantizeKernel<uint8_t><<<BlocksFor(n), kThreads, 0, stream>>>(args);
   }
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("RequantizeKernel");
+  return Status::OK();
+}
+
+Status LaunchAccToFloat(const RequantArgs& args, const FloatEpilogue& epilogue, float* y, cudaStream_t stream) {
+  const int64_t n = args.rows * args.cols;
+  if (n <= 0) return Status::OK();
+  if (args.acc == nullptr || epilogue.scale == nullptr || y == nullptr) {
+    return Status::InvalidArgument("AccToFloat: accumulators, scales and output are required");
+  }
+  AccToFloatKernel<<<BlocksFor(n), kThreads, 0, stream>>>(args, epilogue, y);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("AccToFloatKernel");
+  return Status::OK();
+}
+
+size_t DynamicQuantizeScratchBytes() { return 2 * kRangeBlocks * sizeof(float); }
+
+Status LaunchDynamicQuantizeU8(const float* x, int64_t n, uint8_t* y, float* scale, uint8_t* zero_point, void* scratch,
+                               cudaStream_t stream) {
+  float* partial = static_cast<float*>(scratch);
+  RangePartialKernel<<<kRangeBlocks, kThreads, 0, stream>>>(x, n, partial);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("RangePartialKernel");
+  DynamicParamsKernel<<<1, kThreads, 0, stream>>>(partial, kRangeBlocks, scale, zero_point);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("DynamicParamsKernel");
+  if (n <= 0) return Status::OK();
+  QuantizeDynamicKernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, n, scale, zero_point, y);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("QuantizeDynamicKernel");
   return Status::OK();
 }
 

@@ -47,6 +47,16 @@ Status LaunchDequantize(const void* x, int in_type, float* y, int64_t n, const f
 // out = RequantizeElement over acc (RequantArgs, device_kernels.h).
 Status LaunchRequantize(const RequantArgs& args, cudaStream_t stream);
 
+// y[i] = AccToFloatElement(i, args, epilogue): sparq.MatMulIntegerToFloat's output.
+Status LaunchAccToFloat(const RequantArgs& args, const FloatEpilogue& epilogue, float* y, cudaStream_t stream);
+
+// DynamicQuantizeLinear of n floats, all on the device: the range (NaN
+// ignored, 0 always inside), DynamicQuantParamsU8 into scale[0] and
+// zero_point[0], then y. `scratch` holds DynamicQuantizeScratchBytes().
+size_t DynamicQuantizeScratchBytes();
+Status LaunchDynamicQuantizeU8(const float* x, int64_t n, uint8_t* y, float* scale, uint8_t* zero_point, void* scratch,
+                               cudaStream_t stream);
+
 // sums[r] = sum over j < k of x[r * k + j] (int8), for the zero point corrections.
 Status LaunchRowSumsS8(const int8_t* x, int64_t rows, int64_t k, int32_t* sums, cudaStream_t stream);
 // y = x ^ 0x80: uint8 values as int8 shifted by -128 (zero points shift alike).

@@ -380,42 +380,37 @@ DataType OutputType(const OpContext& ctx, size_t zp_input) {
   return ctx.has_input(zp_input) ? ctx.input(zp_input).dtype() : ctx.input(0).dtype();
 }
 
-Status QLinearMatMulS8(OpContext& ctx) {
-  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(7));
-  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
-  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 3));
-  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
-  const Tensor& a = ctx.input(0);
-  const Tensor& b = ctx.input(3);
-  if (a.rank() < 2 || b.rank() != 2) return ctx.NotSupported("qlinear_matmul_s8_cublaslt takes A [..., M, K] and B [K, N]");
-  const int64_t K = a.shape().back(), N = b.dim(1), rows = a.numel() / (K > 0 ? K : 1);
+// The int32 product of A [..., M, K] and B [K, N] (int8 / uint8, zero points
+// per tensor for A, per tensor or per column for B) with its zero-point
+// corrections in `r`, ready for RequantizeElement or AccToFloatElement.
+struct IntMatMul {
+  RequantArgs r;
+  Shape out;  // A's shape with K replaced by N
+  std::vector<std::shared_ptr<uint8_t>> buffers;  // what r points into
+};
+
+StatusOr<IntMatMul> RunIntMatMul(OpContext& ctx, CudaContext& cuda, size_t a_in, size_t a_zp_in, size_t b_in,
+                                 size_t b_zp_in) {
+  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, a_in));
+  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, b_in));
+  const Tensor& a = ctx.input(a_in);
+  const Tensor& b = ctx.input(b_in);
+  if (a.rank() < 1 || b.rank() != 2) return ctx.NotSupported("the CUDA INT8 MatMul rows take A [..., K] and B [K, N]");
+  const int64_t K = a.shape().back(), N = b.dim(1);
   if (b.dim(0) != K) return ctx.InvalidArgument("A's K and B's rows differ");
-  const DataType y_type = OutputType(ctx, 7);
-  if (y_type != DataType::kInt8 && y_type != DataType::kUInt8) return ctx.NotSupported("output type must be int8 / uint8");
-  SPARQ_ASSIGN_OR_RETURN(const float a_scale, SingleFloat(ctx, 1, "a_scale"));
-  SPARQ_ASSIGN_OR_RETURN(const std::vector<float> b_scale, HostFloats(ctx, 4, "b_scale"));
-  SPARQ_ASSIGN_OR_RETURN(const float y_scale, SingleFloat(ctx, 6, "y_scale"));
-  if (b_scale.size() != 1 && static_cast<int64_t>(b_scale.size()) != N) {
-    return ctx.NotSupported("b_scale per tensor or per column only");
-  }
-  Shape out(a.shape().begin(), a.shape().end() - 1);
-  out.push_back(N);
-  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, y_type, out));
-  if (y->numel() == 0) return Status::OK();
-  SPARQ_ASSIGN_OR_RETURN(const SignedView a8, AsSigned(ctx, *cuda, a, "A"));
-  SPARQ_ASSIGN_OR_RETURN(const SignedView b8, AsSigned(ctx, *cuda, b, "B"));
-  SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> za, ZeroPoints(ctx, 2, a8.shifted, "a_zero_point"));
-  SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> zb, ZeroPoints(ctx, 5, b8.shifted, "b_zero_point"));
+  IntMatMul m;
+  m.out = Shape(a.shape().begin(), a.shape().end() - 1);
+  m.out.push_back(N);
+  const int64_t rows = K > 0 ? a.numel() / K : NumElements(m.out) / std::max<int64_t>(N, 1);
+  SPARQ_ASSIGN_OR_RETURN(const SignedView a8, AsSigned(ctx, cuda, a, "A"));
+  SPARQ_ASSIGN_OR_RETURN(const SignedView b8, AsSigned(ctx, cuda, b, "B"));
+  m.buffers = {a8.holder, b8.holder};
+  SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> za, ZeroPoints(ctx, a_zp_in, a8.shifted, "a_zero_point"));
+  SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> zb, ZeroPoints(ctx, b_zp_in, b8.shifted, "b_zero_point"));
   if (za.size() != 1) return ctx.NotSupported("a_zero_point per tensor only");
   if (zb.size() != 1 && static_cast<int64_t>(zb.size()) != N) return ctx.NotSupported("b_zero_point per tensor or per column only");
-  int32_t y_zp = 0;
-  if (ctx.has_input(7)) {
-    SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> v, HostInts(ctx, 7, "y_zero_point"));
-    if (v.size() != 1) return ctx.NotSupported("y_zero_point per tensor only");
-    y_zp = v[0];
-  }
   // B [K, N] -> Bt [N, K]: cuBLASLt's INT8 GEMM reads both operands along K.
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> bt, Scratch(*cuda, static_cast<size_t>(N * K)));
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> bt, Scratch(cuda, static_cast<size_t>(N * K)));
   PermutePlan plan;
   plan.rank = 2;
   plan.numel = N * K;
@@ -423,44 +418,113 @@ Status QLinearMatMulS8(OpContext& ctx) {
   plan.out_dims[1] = K;
   plan.in_strides[0] = 1;
   plan.in_strides[1] = N;
-  SPARQ_RETURN_IF_ERROR(LaunchPermute(b8.data, bt.get(), 1, plan, cuda->stream()));
+  SPARQ_RETURN_IF_ERROR(LaunchPermute(b8.data, bt.get(), 1, plan, cuda.stream()));
   const int8_t* btp = reinterpret_cast<const int8_t*>(bt.get());
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> acc, Scratch(*cuda, static_cast<size_t>(rows * N) * sizeof(int32_t)));
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> acc, Scratch(cuda, static_cast<size_t>(rows * N) * sizeof(int32_t)));
   int32_t* accp = reinterpret_cast<int32_t*>(acc.get());
-  SPARQ_RETURN_IF_ERROR(GemmS8(*cuda, a8.data, btp, accp, rows, N, K).WithContext(ctx.node().Describe()));
-
-  RequantArgs r;
+  if (rows > 0 && N > 0) SPARQ_RETURN_IF_ERROR(GemmS8(cuda, a8.data, btp, accp, rows, N, K).WithContext(ctx.node().Describe()));
+  m.buffers.push_back(bt);
+  m.buffers.push_back(acc);
+  RequantArgs& r = m.r;
   r.acc = accp;
   r.rows = rows;
   r.cols = N;
   r.k = static_cast<int32_t>(K);
   r.a_zp_scalar = za[0];
-  std::shared_ptr<uint8_t> a_sum, b_sum, zb_dev, mult_dev;
   if (AnyNonzero(zb)) {
-    SPARQ_ASSIGN_OR_RETURN(a_sum, Scratch(*cuda, static_cast<size_t>(rows) * sizeof(int32_t)));
-    SPARQ_RETURN_IF_ERROR(LaunchRowSumsS8(a8.data, rows, K, reinterpret_cast<int32_t*>(a_sum.get()), cuda->stream()));
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> a_sum, Scratch(cuda, static_cast<size_t>(rows) * sizeof(int32_t)));
+    SPARQ_RETURN_IF_ERROR(LaunchRowSumsS8(a8.data, rows, K, reinterpret_cast<int32_t*>(a_sum.get()), cuda.stream()));
     r.a_sum = reinterpret_cast<const int32_t*>(a_sum.get());
+    m.buffers.push_back(a_sum);
   }
   if (za[0] != 0) {
-    SPARQ_ASSIGN_OR_RETURN(b_sum, Scratch(*cuda, static_cast<size_t>(N) * sizeof(int32_t)));
-    SPARQ_RETURN_IF_ERROR(LaunchRowSumsS8(btp, N, K, reinterpret_cast<int32_t*>(b_sum.get()), cuda->stream()));
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> b_sum, Scratch(cuda, static_cast<size_t>(N) * sizeof(int32_t)));
+    SPARQ_RETURN_IF_ERROR(LaunchRowSumsS8(btp, N, K, reinterpret_cast<int32_t*>(b_sum.get()), cuda.stream()));
     r.b_sum = reinterpret_cast<const int32_t*>(b_sum.get());
+    m.buffers.push_back(b_sum);
   }
   if (zb.size() > 1) {
-    SPARQ_ASSIGN_OR_RETURN(zb_dev, UploadVector(*cuda, zb));
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> zb_dev, UploadVector(cuda, zb));
     r.b_zp = reinterpret_cast<const int32_t*>(zb_dev.get());
+    m.buffers.push_back(zb_dev);
   } else {
     r.b_zp_scalar = zb[0];
   }
+  return m;
+}
+
+Status QLinearMatMulS8(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(7));
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  const DataType y_type = OutputType(ctx, 7);
+  if (y_type != DataType::kInt8 && y_type != DataType::kUInt8) return ctx.NotSupported("output type must be int8 / uint8");
+  SPARQ_ASSIGN_OR_RETURN(const float a_scale, SingleFloat(ctx, 1, "a_scale"));
+  SPARQ_ASSIGN_OR_RETURN(const std::vector<float> b_scale, HostFloats(ctx, 4, "b_scale"));
+  SPARQ_ASSIGN_OR_RETURN(const float y_scale, SingleFloat(ctx, 6, "y_scale"));
+  int32_t y_zp = 0;
+  if (ctx.has_input(7)) {
+    SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> v, HostInts(ctx, 7, "y_zero_point"));
+    if (v.size() != 1) return ctx.NotSupported("y_zero_point per tensor only");
+    y_zp = v[0];
+  }
+  SPARQ_ASSIGN_OR_RETURN(IntMatMul m, RunIntMatMul(ctx, *cuda, 0, 2, 3, 5));
+  if (b_scale.size() != 1 && static_cast<int64_t>(b_scale.size()) != m.r.cols) {
+    return ctx.NotSupported("b_scale per tensor or per column only");
+  }
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, y_type, m.out));
   std::vector<float> mult(b_scale.size());
   for (size_t j = 0; j < mult.size(); ++j) mult[j] = RequantMultiplier(a_scale, b_scale[j], y_scale);
-  SPARQ_ASSIGN_OR_RETURN(mult_dev, UploadVector(*cuda, mult));
-  r.multiplier = reinterpret_cast<const float*>(mult_dev.get());
-  r.multiplier_per_col = mult.size() > 1;
-  r.y_zp = y_zp;
-  r.out_signed = y_type == DataType::kInt8;
-  r.out = y->raw_data();
-  return LaunchRequantize(r, cuda->stream());
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> mult_dev, UploadVector(*cuda, mult));
+  m.r.multiplier = reinterpret_cast<const float*>(mult_dev.get());
+  m.r.multiplier_per_col = mult.size() > 1;
+  m.r.y_zp = y_zp;
+  m.r.out_signed = y_type == DataType::kInt8;
+  m.r.out = y->raw_data();
+  return LaunchRequantize(m.r, cuda->stream());
+}
+
+// sparq.MatMulIntegerToFloat(A, B, A_zero_point, B_zero_point, A_scale, B_scale[, Bias]):
+// the INT8 GEMM, then float(sum) * (A_scale * B_scale[n]) [+ Bias[n]] [-> GeluErfChain].
+Status CheckMatMulIntegerToFloat(const Node& node, const std::vector<const Tensor*>&) {
+  const std::string activation = node.attr_string("activation", "");
+  if (!activation.empty() && activation != "GeluErfChain") {
+    return Status::NotSupported(node.Describe() + ": activation '" + activation + "'");
+  }
+  return Status::OK();
+}
+
+Status MatMulIntegerToFloatS8(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(6));
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  SPARQ_ASSIGN_OR_RETURN(const float a_scale, SingleFloat(ctx, 4, "A_scale"));
+  SPARQ_ASSIGN_OR_RETURN(const std::vector<float> b_scale, HostFloats(ctx, 5, "B_scale"));
+  SPARQ_ASSIGN_OR_RETURN(IntMatMul m, RunIntMatMul(ctx, *cuda, 0, 2, 1, 3));
+  const int64_t N = m.r.cols;
+  if (b_scale.size() != 1 && static_cast<int64_t>(b_scale.size()) != N) {
+    return ctx.InvalidArgument("B_scale must have one value or one per column");
+  }
+  FloatEpilogue e;
+  std::vector<float> scale(b_scale.size());
+  for (size_t j = 0; j < scale.size(); ++j) scale[j] = a_scale * b_scale[j];
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> scale_dev, UploadVector(*cuda, scale));
+  e.scale = reinterpret_cast<const float*>(scale_dev.get());
+  e.scale_per_col = scale.size() > 1;
+  if (ctx.has_input(6)) {
+    SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 6));
+    const Tensor& bias = ctx.input(6);
+    if (bias.dtype() != DataType::kFloat32 || bias.rank() != 1 || bias.dim(0) != N) {
+      return ctx.InvalidArgument("Bias must be float32 [" + std::to_string(N) + "]");
+    }
+    e.bias = static_cast<const float*>(bias.raw_data());
+  }
+  if (ctx.node().attr_string("activation", "") == "GeluErfChain") {
+    e.gelu = true;
+    e.gelu_divisor = ctx.node().attr_float("gelu_divisor", 1.41421356f);
+    e.gelu_offset = ctx.node().attr_float("gelu_offset", 1.0f);
+    e.gelu_scale = ctx.node().attr_float("gelu_scale", 0.5f);
+  }
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, m.out));
+  return LaunchAccToFloat(m.r, e, static_cast<float*>(y->raw_data()), cuda->stream());
 }
 
 Status CheckQLinearConv(const Node& node, const std::vector<const Tensor*>& constants) {
@@ -556,6 +620,25 @@ Status QLinearConvS8(OpContext& ctx) {
     r.out = static_cast<uint8_t*>(y->raw_data()) + static_cast<size_t>(n * M * P) * elem;
     SPARQ_RETURN_IF_ERROR(LaunchRequantize(r, cuda->stream()));
   }
+  return Status::OK();
+}
+
+// sparq.QLinearConvLut: QLinearConv's nine inputs, then input 9's 256-entry
+// table applied to the result in place.
+Status QLinearConvLutS8(OpContext& ctx) {
+  if (ctx.num_inputs() != 10 || !ctx.has_input(9)) return ctx.InvalidArgument("expected 10 inputs, the last the table");
+  SPARQ_RETURN_IF_ERROR(QLinearConvS8(ctx));
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  const Tensor& table = ctx.input(9);
+  if (!table.device().is_host() || (table.dtype() != DataType::kUInt8 && table.dtype() != DataType::kInt8) ||
+      table.numel() != 256) {
+    return ctx.InvalidArgument("Table must hold 256 uint8 or int8 values on the host");
+  }
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> dev_table, Upload(*cuda, table.raw_data(), 256));
+  const Tensor conv = ctx.outputs()[0];  // held until the lookup below has been queued
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, table.dtype(), conv.shape()));  // the table's type
+  SPARQ_RETURN_IF_ERROR(LaunchLut256(conv.raw_data(), conv.dtype() == DataType::kInt8, dev_table.get(), y->raw_data(),
+                                     conv.numel(), cuda->stream()));
   return Status::OK();
 }
 
@@ -671,6 +754,15 @@ void RegisterCudaGemmRows(KernelRegistry& r) {
             qlinear_params));
   r.Add(Row("QLinearConv", 10, QLinearConvS8, "qlinear_conv_s8_cublaslt", kCudaPriorityGeneral,
             CheckOnly(CheckQLinearConv), qlinear_params));
+  KernelDef conv_lut = Row("QLinearConvLut", 1, QLinearConvLutS8, "qlinear_conv_lut_s8_cublaslt", kCudaPriorityGeneral,
+                           CheckOnly(CheckQLinearConv), qlinear_params | HostInput(9));
+  conv_lut.domain = kSparqDomain;
+  r.Add(std::move(conv_lut));
+  KernelDef mm_float = Row("MatMulIntegerToFloat", 1, MatMulIntegerToFloatS8, "matmul_s8_f32_cublaslt",
+                           kCudaPriorityGeneral, CheckOnly(CheckMatMulIntegerToFloat),
+                           HostInput(2) | HostInput(3) | HostInput(4) | HostInput(5));
+  mm_float.domain = kSparqDomain;
+  r.Add(std::move(mm_float));
 }
 
 }  // namespace cuda

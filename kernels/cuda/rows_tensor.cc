@@ -436,18 +436,17 @@ Status Transpose(OpContext& ctx) {
   return LaunchPermute(x.raw_data(), y->raw_data(), static_cast<int>(DataTypeSize(x.dtype())), plan, cuda->stream());
 }
 
-Status Concat(OpContext& ctx) {
-  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
-  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
-  const Tensor& first = ctx.input(0);
+// Output 0 = the concatenation of `parts` (device tensors of one type) on `axis`.
+Status ConcatInto(OpContext& ctx, CudaContext& cuda, const std::vector<const Tensor*>& parts, int64_t axis_attr) {
+  if (parts.empty()) return ctx.InvalidArgument("Concat of nothing");
+  const Tensor& first = *parts[0];
   const int64_t rank = static_cast<int64_t>(first.rank());
   if (rank == 0) return ctx.InvalidArgument("Concat of scalars");
-  SPARQ_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxisOf(ctx, ctx.node().attr_int("axis", 0), rank));
+  SPARQ_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxisOf(ctx, axis_attr, rank));
   Shape out = first.shape();
   out[static_cast<size_t>(axis)] = 0;
-  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
-    SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, i));
-    const Tensor& t = ctx.input(i);
+  for (size_t i = 0; i < parts.size(); ++i) {
+    const Tensor& t = *parts[i];
     if (t.dtype() != first.dtype() || static_cast<int64_t>(t.rank()) != rank) {
       return ctx.InvalidArgument("input " + std::to_string(i) + " differs from input 0 in type or rank");
     }
@@ -465,18 +464,28 @@ Status Concat(OpContext& ctx) {
   const int64_t inner = Product(out, static_cast<size_t>(axis) + 1, out.size());
   const size_t out_row = static_cast<size_t>(out[static_cast<size_t>(axis)] * inner) * elem;
   size_t offset = 0;
-  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
-    const Tensor& t = ctx.input(i);
-    const size_t row = static_cast<size_t>(t.dim(static_cast<size_t>(axis)) * inner) * elem;
+  for (const Tensor* t : parts) {
+    const size_t row = static_cast<size_t>(t->dim(static_cast<size_t>(axis)) * inner) * elem;
     if (row > 0 && outer > 0) {
       // One strided 2-D copy: `outer` rows of `row` bytes into rows of out_row bytes.
-      SPARQ_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(static_cast<uint8_t*>(y->raw_data()) + offset, out_row, t.raw_data(),
+      SPARQ_CUDA_RETURN_IF_ERROR(cudaMemcpy2DAsync(static_cast<uint8_t*>(y->raw_data()) + offset, out_row, t->raw_data(),
                                                    row, row, static_cast<size_t>(outer), cudaMemcpyDeviceToDevice,
-                                                   cuda->stream()));
+                                                   cuda.stream()));
     }
     offset += row;
   }
   return Status::OK();
+}
+
+Status Concat(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  std::vector<const Tensor*> parts;
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, i));
+    parts.push_back(&ctx.input(i));
+  }
+  return ConcatInto(ctx, *cuda, parts, ctx.node().attr_int("axis", 0));
 }
 
 // Split: each output one strided 2-D copy. Sizes from the `split` input
@@ -711,6 +720,70 @@ Status QLinearLut(OpContext& ctx) {
                       cuda->stream());
 }
 
+// DynamicQuantizeLinear (float32 -> uint8, scale, zero point), all on the device.
+Status DynamicQuantizeF32(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
+  SPARQ_RETURN_IF_ERROR(RequireInputType(ctx, 0, DataType::kFloat32, "dynamic_quantize_f32_u8_cuda"));
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  const Tensor& x = ctx.input(0);
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kUInt8, x.shape()));
+  SPARQ_ASSIGN_OR_RETURN(Tensor * scale, ctx.AllocateOutput(1, DataType::kFloat32, {}));
+  SPARQ_ASSIGN_OR_RETURN(Tensor * zero_point, ctx.AllocateOutput(2, DataType::kUInt8, {}));
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> scratch, Scratch(*cuda, DynamicQuantizeScratchBytes()));
+  return LaunchDynamicQuantizeU8(InF32(ctx, 0), x.numel(), static_cast<uint8_t*>(y->raw_data()),
+                                 static_cast<float*>(scale->raw_data()), static_cast<uint8_t*>(zero_point->raw_data()),
+                                 scratch.get(), cuda->stream());
+}
+
+// sparq.ConcatLut(X_0, Table_0, X_1, Table_1, ...): each X_i through its table ("" : as is), then Concat.
+Status ConcatLut(OpContext& ctx) {
+  if (ctx.num_inputs() == 0 || ctx.num_inputs() % 2 != 0) return ctx.InvalidArgument("expected pairs (X, Table)");
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  std::vector<Tensor> mapped(ctx.num_inputs() / 2);
+  std::vector<const Tensor*> parts;
+  for (size_t i = 0; i < mapped.size(); ++i) {
+    SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 2 * i));
+    const Tensor& x = ctx.input(2 * i);
+    if (!ctx.has_input(2 * i + 1)) {
+      parts.push_back(&x);
+      continue;
+    }
+    if (x.dtype() != DataType::kUInt8 && x.dtype() != DataType::kInt8) return ctx.InvalidArgument("X must be uint8 or int8");
+    SPARQ_ASSIGN_OR_RETURN(const std::vector<uint8_t> table, HostTable(ctx, 2 * i + 1));
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> dev_table, UploadVector(*cuda, table));
+    SPARQ_ASSIGN_OR_RETURN(mapped[i], cuda->AllocateTensor(ctx.input(2 * i + 1).dtype(), x.shape()));
+    SPARQ_RETURN_IF_ERROR(LaunchLut256(x.raw_data(), x.dtype() == DataType::kInt8, dev_table.get(), mapped[i].raw_data(),
+                                       x.numel(), cuda->stream()));
+    parts.push_back(&mapped[i]);
+  }
+  return ConcatInto(ctx, *cuda, parts, ctx.node().attr_int("axis", 0));
+}
+
+// sparq.DequantizeConcat(X_0, scale_0, zero_point_0, X_1, ...): each X_i dequantized (per tensor), then Concat.
+Status DequantizeConcat(OpContext& ctx) {
+  if (ctx.num_inputs() == 0 || ctx.num_inputs() % 3 != 0) return ctx.InvalidArgument("expected triples (X, scale, zero point)");
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  std::vector<Tensor> values(ctx.num_inputs() / 3);
+  std::vector<const Tensor*> parts;
+  for (size_t i = 0; i < values.size(); ++i) {
+    SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 3 * i));
+    const Tensor& x = ctx.input(3 * i);
+    if (x.dtype() != DataType::kUInt8 && x.dtype() != DataType::kInt8) return ctx.InvalidArgument("X must be uint8 or int8");
+    SPARQ_ASSIGN_OR_RETURN(const std::vector<float> scale, HostFloats(ctx, 3 * i + 1, "scale"));
+    SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> zp, HostInts(ctx, 3 * i + 2, "zero point"));
+    if (scale.size() != 1 || zp.size() != 1) return ctx.InvalidArgument("DequantizeConcat parameters must be per tensor");
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> scale_dev, UploadVector(*cuda, scale));
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> zp_dev, UploadVector(*cuda, zp));
+    SPARQ_ASSIGN_OR_RETURN(values[i], cuda->AllocateTensor(DataType::kFloat32, x.shape()));
+    SPARQ_RETURN_IF_ERROR(LaunchDequantize(x.raw_data(), x.dtype() == DataType::kInt8 ? 1 : 0,
+                                           static_cast<float*>(values[i].raw_data()), x.numel(),
+                                           reinterpret_cast<const float*>(scale_dev.get()),
+                                           reinterpret_cast<const int32_t*>(zp_dev.get()), 1, 1, cuda->stream()));
+    parts.push_back(&values[i]);
+  }
+  return ConcatInto(ctx, *cuda, parts, ctx.node().attr_int("axis", 0));
+}
+
 KernelDef Row(const char* op, const char* domain, int since, KernelFn fn, const char* name, PrepareFn prepare = nullptr,
               uint32_t host_inputs = 0) {
   KernelDef d;
@@ -764,6 +837,14 @@ void RegisterCudaTensorRows(KernelRegistry& r) {
   r.Add(Row("QLinearAdd", kSparqDomain, 1, QLinearBinary<false>, "qlinear_add_s8_cuda", nullptr, qparams | HostInput(8)));
   r.Add(Row("QLinearMul", kSparqDomain, 1, QLinearBinary<true>, "qlinear_mul_s8_cuda", nullptr, qparams | HostInput(8)));
   r.Add(Row("QLinearLut", kSparqDomain, 1, QLinearLut, "lut256_cuda", nullptr, HostInput(1)));
+  uint32_t odd = 0, params3 = 0;  // the tables of ConcatLut; the scales and zero points of DequantizeConcat
+  for (int i = 0; i < 32; ++i) {
+    if (i % 2 == 1) odd |= HostInput(i);
+    if (i % 3 != 0) params3 |= HostInput(i);
+  }
+  r.Add(Row("ConcatLut", kSparqDomain, 1, ConcatLut, "concat_lut_cuda", nullptr, odd));
+  r.Add(Row("DequantizeConcat", kSparqDomain, 1, DequantizeConcat, "dequantize_concat_cuda", nullptr, params3));
+  r.Add(Row("DynamicQuantizeLinear", "", 11, DynamicQuantizeF32, "dynamic_quantize_f32_u8_cuda", Float32Only(x)));
   r.Add(Row("QuantizeLinear", "", 10, QuantizeF32, "quantize_f32_s8_cuda", CheckOnly(CheckQdq),
             HostInput(1) | HostInput(2)));
   r.Add(Row("DequantizeLinear", "", 10, DequantizeToF32, "dequantize_s8_f32_cuda", CheckOnly(CheckQdq),

@@ -265,6 +265,29 @@ TEST_F(CudaRows, QdqGlue) {
   ExpectRowMatchesReference("QLinearLut", kSparqDomain, 1, {}, {a, RandomInt<int8_t>({256}, 42, -128, 127)}, kExact);
 }
 
+TEST_F(CudaRows, DynamicQuantizationAndFusedQdq) {
+  ExpectRowMatchesReference("DynamicQuantizeLinear", "", 11, {}, {RandomF32({5, 300}, 43, -3.0f, 7.0f)}, kExact, 3);
+  const Tensor a = RandomInt<uint8_t>({2, 7, 32}, 44, 0, 255), b = RandomInt<int8_t>({32, 24}, 45, -128, 127);
+  const std::vector<Tensor> mm = {a, b, Tensor::Scalar<uint8_t>(128), Tensor::Scalar<int8_t>(0), Tensor::Scalar(0.02f),
+                                  RandomF32({24}, 46, 0.001f, 0.01f), RandomF32({24}, 47)};
+  ExpectRowMatchesReference("MatMulIntegerToFloat", kSparqDomain, 1, {}, mm, kExact);
+  ExpectRowMatchesReference("MatMulIntegerToFloat", kSparqDomain, 1, {Attribute::String("activation", "GeluErfChain")},
+                            mm, kElementwiseF32);
+  const Tensor x = RandomInt<int8_t>({1, 4, 6, 6}, 48, -128, 127), w = RandomInt<int8_t>({3, 4, 3, 3}, 49, -127, 127);
+  ExpectRowMatchesReference("QLinearConvLut", kSparqDomain, 1, {},
+                            {x, Tensor::Scalar(0.05f), Tensor::Scalar<int8_t>(1), w, Tensor::Scalar(0.01f),
+                             Tensor::Scalar<int8_t>(0), Tensor::Scalar(0.3f), Tensor::Scalar<int8_t>(-2), Tensor(),
+                             RandomInt<uint8_t>({256}, 50, 0, 255)},
+                            kExact);
+  const Tensor p = RandomInt<uint8_t>({2, 3, 4}, 51, 0, 255), q = RandomInt<uint8_t>({2, 5, 4}, 52, 0, 255);
+  ExpectRowMatchesReference("ConcatLut", kSparqDomain, 1, {Attribute::Int("axis", 1)},
+                            {p, RandomInt<uint8_t>({256}, 53, 0, 255), q, Tensor()}, kExact);
+  ExpectRowMatchesReference("DequantizeConcat", kSparqDomain, 1, {Attribute::Int("axis", 1)},
+                            {p, Tensor::Scalar(0.1f), Tensor::Scalar<uint8_t>(3), q, Tensor::Scalar(0.2f),
+                             Tensor::Scalar<uint8_t>(250)},
+                            kExact);
+}
+
 TEST_F(CudaRows, DenseGemms) {
   ExpectRowMatchesReference("MatMul", "", 13, {}, {RandomF32({2, 33, 64}, 18), RandomF32({64, 48}, 19)}, kGemmF32);
   ExpectRowMatchesReference("MatMul", "", 13, {}, {RandomF32({3, 8, 16}, 20), RandomF32({3, 16, 5}, 21)}, kGemmF32);

@@ -136,6 +136,54 @@ TEST(CudaKernelBodies, QLinearMatMulPipelineMatchesReferenceBitForBit) {
                              Tensor::Scalar<int8_t>(3));
 }
 
+// sparq.MatMulIntegerToFloat the way matmul_s8_f32_cublaslt computes it.
+void CheckMatMulIntegerToFloat(bool with_bias, bool gelu) {
+  const int64_t M = 13, K = 40, N = 24;
+  const Tensor a = RandomInt<uint8_t>({M, K}, 21, 0, 255), b = RandomInt<int8_t>({K, N}, 22, -128, 127);
+  const Tensor a_zp = Tensor::Scalar<uint8_t>(131), b_zp = RandomInt<int8_t>({N}, 23, -5, 5);
+  const Tensor a_scale = Tensor::Scalar(0.013f), b_scale = RandomF32({N}, 24), bias = RandomF32({N}, 25);
+  std::vector<Attribute> attrs;
+  if (gelu) attrs.push_back(Attribute::String("activation", "GeluErfChain"));
+  Node node = testing::OpNode("MatMulIntegerToFloat", attrs);
+  node.domain = kSparqDomain;
+  std::vector<Tensor> inputs = {a, b, a_zp, b_zp, a_scale, b_scale};
+  if (with_bias) inputs.push_back(bias);
+  auto want = testing::RunRefKernel(node, 1, inputs);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  bool a_shift = false, b_shift = false;
+  const std::vector<int8_t> a8 = Signed(a, &a_shift), b8 = Signed(b, &b_shift);
+  std::vector<int8_t> bt(static_cast<size_t>(N * K));
+  for (int64_t k = 0; k < K; ++k)
+    for (int64_t n = 0; n < N; ++n) bt[n * K + k] = b8[k * N + n];
+  const std::vector<int32_t> acc = GemmS8(a8, bt, M, N, K), a_sum = RowSums(a8, M, K), b_sum = RowSums(bt, N, K);
+  const std::vector<int32_t> za = ZeroPoints(a_zp, a_shift), zb = ZeroPoints(b_zp, b_shift);
+  RequantArgs r;
+  r.acc = acc.data();
+  r.rows = M;
+  r.cols = N;
+  r.k = static_cast<int32_t>(K);
+  r.a_sum = a_sum.data();
+  r.b_sum = b_sum.data();
+  r.a_zp_scalar = za[0];
+  r.b_zp = zb.data();
+  std::vector<float> scale(N);
+  for (int64_t n = 0; n < N; ++n) scale[n] = a_scale.data<float>()[0] * b_scale.data<float>()[n];
+  cuda::FloatEpilogue e;
+  e.scale = scale.data();
+  e.scale_per_col = true;
+  e.bias = with_bias ? bias.data<float>() : nullptr;
+  e.gelu = gelu;
+  std::vector<float> got(static_cast<size_t>(M * N));
+  for (int64_t i = 0; i < M * N; ++i) got[static_cast<size_t>(i)] = cuda::AccToFloatElement(i, r, e);
+  ExpectBytesEqual((*want)[0], got);
+}
+
+TEST(CudaKernelBodies, MatMulIntegerToFloatPipelineMatchesReferenceBitForBit) {
+  CheckMatMulIntegerToFloat(false, false);
+  CheckMatMulIntegerToFloat(true, false);
+  CheckMatMulIntegerToFloat(true, true);
+}
+
 TEST(CudaKernelBodies, QLinearConvPipelineMatchesReferenceBitForBit) {
   const Tensor x = RandomInt<uint8_t>({2, 3, 11, 9}, 6, 0, 255), w = RandomInt<uint8_t>({5, 3, 3, 3}, 7, 0, 255);
   const Tensor bias = RandomInt<int32_t>({5}, 8, -2000, 2000);

@@ -113,6 +113,23 @@ TEST(CudaDeviceMath, RequantizeMatchesReferenceBitForBit) {
   CheckRequantize<uint8_t>(5);
 }
 
+TEST(CudaDeviceMath, DynamicQuantParamsMatchReferenceBitForBit) {
+  std::mt19937 rng(10);
+  std::uniform_real_distribution<float> mag(0.0f, 50.0f);
+  for (int i = 0; i < 20000; ++i) {
+    float lo = -mag(rng), hi = mag(rng);
+    if (i % 5 == 0) lo = 0.0f;
+    if (i % 7 == 0) hi = 0.0f;
+    if (i % 11 == 0) lo = -hi * 127.0f / 128.0f;  // zero points near ties
+    float scale = 0.0f;
+    int32_t zp = -1;
+    cuda::DynamicQuantParamsU8(lo, hi, &scale, &zp);
+    const DynamicQuantParams want = DynamicQuantParamsFromRangeU8(lo, hi);
+    ASSERT_EQ(Bits(scale), Bits(want.scale)) << lo << " " << hi;
+    ASSERT_EQ(zp, want.zero_point) << lo << " " << hi;
+  }
+}
+
 TEST(CudaDeviceMath, AbsHistogramBinCountsLikeReference) {
   std::mt19937 rng(6);
   const std::vector<float> xs = TrickyFloats(rng, 100000, 50.0f);
