@@ -29,9 +29,10 @@ bundle() {
   local jobs="${JOBS:-2}"
   command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || { echo "gpu_check: nvcc not found" >&2; exit 2; }
   echo "gpu_check: configuring $build (Release, CUDA ${SPARQ_CUDA_ARCHITECTURES:-80;90})"
+  mkdir -p "$build"
   cmake -S "$ROOT" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPARQ_CUDA=ON -DSPARQ_BUILD_TESTS=ON \
-    -DSPARQ_CUDA_ARCHITECTURES="${SPARQ_CUDA_ARCHITECTURES:-80;90}" >"$build.configure.log" 2>&1 ||
-    { tail -30 "$build.configure.log" >&2; exit 1; }
+    -DSPARQ_CUDA_ARCHITECTURES="${SPARQ_CUDA_ARCHITECTURES:-80;90}" >"$build/gpu_check.configure.log" 2>&1 ||
+    { tail -30 "$build/gpu_check.configure.log" >&2; exit 1; }
   echo "gpu_check: building sparq, sparq_cuda_tests, gpu_bench (-j$jobs)"
   nice cmake --build "$build" -j"$jobs" --target sparq_cli sparq_cuda_tests gpu_bench
 
