@@ -55,6 +55,10 @@ bundle() {
   done
   strip --strip-unneeded "$dest"/bin/* "$dest"/lib/* 2>/dev/null || true
   cp "$ROOT/tools/gpu_run.sh" "$dest/run.sh"
+  cp "$ROOT/tools/make_test_models.py" "$dest/"
+  mkdir -p "$dest/models"
+  cp "$ROOT/examples/digits/digits_cnn.onnx" "$dest/models/digits_cnn.onnx"
+  cp "$ROOT/examples/digits/eval.npz" "$dest/models/digits_cnn.npz"
   chmod +x "$dest/run.sh"
   git -C "$ROOT" log -1 --format='%H %s' >"$dest/COMMIT" 2>/dev/null || echo unknown >"$dest/COMMIT"
   local mib

@@ -22,6 +22,87 @@ RESULTS="$OUT/gpu_results.md"
 
 say() { echo "$*" | tee -a "$LOG"; }
 
+PY="${PYTHON:-python3}"
+# The backend compared with the CPU: cuda (SPARQ_CHECK_BACKEND=reference tries
+# the step on a machine without a GPU).
+CHECK_BACKEND="${SPARQ_CHECK_BACKEND:-cuda}"
+
+# Whole models: each FP32 and INT8, run on the CPU and on $CHECK_BACKEND, the
+# outputs compared (a table in $RESULTS); nodes the backend left to the CPU
+# are counted from --verbose.
+models_step() {
+  local dir="$OUT/models" cmp="$OUT/compare"
+  mkdir -p "$dir" "$cmp"
+  cp "$HERE/models/digits_cnn.onnx" "$dir/digits_cnn.onnx"
+  cp "$HERE/models/digits_cnn.npz" "$dir/digits_cnn.npz"
+  if "$PY" -c 'import torch, torchvision, onnx, numpy' >/dev/null 2>&1; then
+    timeout 300 "$PY" "$HERE/make_test_models.py" "$dir" >>"$LOG" 2>&1 || say "make_test_models.py failed (see the log)"
+  else
+    say "models: no python3 with torch, torchvision, onnx and numpy: digits_cnn only"
+  fi
+  local sparq="$HERE/bin/sparq" m name data
+  for m in "$dir"/*.onnx; do
+    name="$(basename "$m" .onnx)"
+    case "$name" in *.int8) continue ;; esac
+    data="$dir/$name.npz"
+    [ -f "$data" ] || continue
+    timeout 120 "$sparq" calibrate "$m" --data "$data" --method max --samples 8 -o "$dir/$name.scales.json" >>"$LOG" 2>&1 &&
+      timeout 120 "$sparq" quantize "$m" --scales "$dir/$name.scales.json" -o "$dir/$name.int8.onnx" >>"$LOG" 2>&1 ||
+      say "models: $name: INT8 quantization failed (see the log)"
+    local variant model
+    for variant in fp32 int8; do
+      model="$m"
+      [ "$variant" = int8 ] && model="$dir/$name.int8.onnx"
+      [ -f "$model" ] || continue
+      timeout 120 "$sparq" eval "$model" --inputs "$data" --backend cpu --save-outputs "$cmp/$name.$variant.cpu.npz" \
+        >"$cmp/$name.$variant.cpu.txt" 2>&1
+      timeout 120 "$sparq" eval "$model" --inputs "$data" --backend "$CHECK_BACKEND" --verbose \
+        --save-outputs "$cmp/$name.$variant.$CHECK_BACKEND.npz" >"$cmp/$name.$variant.$CHECK_BACKEND.txt" 2>&1
+      echo "sparq eval $name $variant --backend $CHECK_BACKEND: exit $?" >>"$LOG"
+    done
+  done
+  {
+    echo "## Whole models: --backend $CHECK_BACKEND vs --backend cpu"
+    echo
+    "$PY" - "$cmp" "$CHECK_BACKEND" <<'PYEOF' 2>&1
+import glob, os, re, sys
+try:
+    import numpy as np
+except ImportError:
+    print("(no numpy: outputs not compared)")
+    sys.exit(0)
+cmp, backend = sys.argv[1], sys.argv[2]
+print("| model | precision | output | max abs diff | max rel diff | identical | nodes left to the CPU | throughput (samples/s) |")
+print("|---|---|---|---:|---:|---|---:|---:|")
+for cpu in sorted(glob.glob(os.path.join(cmp, "*.cpu.npz"))):
+    stem = cpu[: -len(".cpu.npz")]
+    name, variant = os.path.basename(stem).rsplit(".", 1)
+    other = f"{stem}.{backend}.npz"
+    log = f"{stem}.{backend}.txt"
+    text = open(log).read() if os.path.exists(log) else ""
+    on_cpu = sum(1 for line in text.splitlines() if re.match(r"^\s+\S+\s+\S+\s+\S+\s+cpu\s*$", line))
+    thr = re.search(r"Throughput\s+([0-9.]+)", text)
+    thr = thr.group(1) if thr else "-"
+    if not os.path.exists(other):
+        err = [l for l in text.splitlines() if "error" in l][:1]
+        print(f"| {name} | {variant} | - | - | - | FAILED: {err[0] if err else 'no outputs'} | - | - |")
+        continue
+    a, b = np.load(cpu), np.load(other)
+    for key in a.files:
+        x, y = a[key], b[key] if key in b.files else None
+        if y is None or x.shape != y.shape:
+            print(f"| {name} | {variant} | {key} | - | - | FAILED: missing or shape differs | {on_cpu} | {thr} |")
+            continue
+        d = np.abs(x.astype(np.float64) - y.astype(np.float64))
+        rel = d / np.maximum(1.0, np.abs(x.astype(np.float64)))
+        same = bool(np.array_equal(x, y, equal_nan=True)) if x.dtype.kind == "f" else bool(np.array_equal(x, y))
+        print(f"| {name} | {variant} | {key} | {np.nanmax(d):.3g} | {np.nanmax(rel):.3g} | {'yes' if same else 'no'} | {on_cpu} | {thr} |")
+PYEOF
+    echo
+  } >>"$RESULTS"
+  say "models: compared (see $RESULTS)"
+}
+
 have_gpu() {
   [ -e /dev/nvidia0 ] || return 1
   command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1
@@ -31,6 +112,9 @@ steps=(
   "sparq --version"
   "sparq_cuda_tests (host arithmetic and layouts; every CUDA row against the reference kernels)"
   "gpu_bench (cuBLASLt GEMM f32/tf32/f16/s8 and cuSPARSE Blocked-ELL f16/s8 at BERT-base shapes)"
+  "models: digits_cnn (bundled) and, with python3 + torch + torchvision + onnx, resnet18, mobilenet_v2 and"
+  "        tiny_encoder (make_test_models.py, random weights); each FP32 and INT8 (sparq calibrate --method max"
+  "        + sparq quantize), run by sparq eval --backend cpu and --backend cuda, outputs compared"
 )
 say "sparq GPU check ($(cat "$HERE/COMMIT" 2>/dev/null || echo unknown)) -> $RESULTS"
 for s in "${steps[@]}"; do say "  step: $s"; done
@@ -57,7 +141,10 @@ if [ "$DRY" = 1 ] || [ "$GPU" = 0 ]; then
     echo "# sparq GPU check"
     echo
     echo "No GPU on $(hostname): only the host tests ran ($([ $rc = 0 ] && echo pass || echo "FAIL ($rc)"))."
+    echo
   } >"$RESULTS"
+  # SPARQ_CHECK_BACKEND=reference (or cpu) tries the whole-model step here.
+  [ "$CHECK_BACKEND" != cuda ] && models_step
   exit $rc
 fi
 
@@ -98,4 +185,6 @@ rc=$?
   echo
 } >>"$RESULTS"
 say "gpu_bench: $(status_of $rc)"
+
+models_step
 say "wrote $RESULTS"
