@@ -100,6 +100,12 @@ struct Pool2dGeometry {
 // ---------------------------------------------------------------------------
 // Per-element bodies
 
+// Byte j of a uint8 (is_signed false) or int8 buffer, as int32.
+SPARQ_HD int32_t ByteAt(const void* p, bool is_signed, int64_t j) {
+  return is_signed ? static_cast<int32_t>(static_cast<const int8_t*>(p)[j])
+                   : static_cast<int32_t>(static_cast<const uint8_t*>(p)[j]);
+}
+
 // Element i of the patch-major column matrix col [P, K] of one image x [C, H, W]:
 // kk = (c * kh + ky) * kw + kx, padding read as `pad`.
 template <typename T>
@@ -132,6 +138,49 @@ SPARQ_HD float DepthwiseConvValue(int64_t i, const float* x, const float* w, con
     }
   }
   return bias != nullptr ? acc + bias[c] : acc;
+}
+
+// An INT8 depthwise convolution (QLinearConv with group = C, w [C, 1, kh, kw]),
+// requantized per channel.
+struct DepthwiseS8Args {
+  const void* x = nullptr;  // [N, C, H, W] int8 (x_signed) or uint8
+  bool x_signed = false;
+  const void* w = nullptr;  // [C, 1, kh, kw]
+  bool w_signed = true;
+  int32_t x_zp = 0;
+  const int32_t* w_zp = nullptr;  // [C] or null: w_zp_scalar
+  int32_t w_zp_scalar = 0;
+  const int32_t* bias = nullptr;  // [C] or null
+  const float* multiplier = nullptr;  // [C] (multiplier_per_channel) or one value
+  bool multiplier_per_channel = false;
+  int32_t y_zp = 0;
+  bool y_signed = false;
+};
+
+// Output byte i of y [N, C, OH, OW] (g.channels = C):
+//   acc = sum over the taps inside x of (x - x_zp) * (w - w_zp[c])   (int32; padding reads x_zp: adds 0)
+//   y   = RequantizeValue(acc, bias[c], multiplier[c], y_zp)
+SPARQ_HD uint8_t DepthwiseS8Element(int64_t i, const DepthwiseS8Args& a, const Conv2dGeometry& g) {
+  const int64_t ox = i % g.out_width, oy = (i / g.out_width) % g.out_height, plane = i / g.pixels();
+  const int64_t c = plane % g.channels;
+  const int64_t x0 = plane * g.height * g.width, w0 = c * g.kernel_h * g.kernel_w;
+  const int32_t wz = a.w_zp != nullptr ? a.w_zp[c] : a.w_zp_scalar;
+  uint32_t acc = 0;  // wrapping, as the reference's int32 sums
+  for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
+    const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
+    if (iy < 0 || iy >= g.height) continue;
+    for (int64_t kx = 0; kx < g.kernel_w; ++kx) {
+      const int64_t ix = ox * g.stride_w - g.pad_left + kx * g.dilation_w;
+      if (ix < 0 || ix >= g.width) continue;
+      const int32_t xv = ByteAt(a.x, a.x_signed, x0 + iy * g.width + ix) - a.x_zp;
+      const int32_t wv = ByteAt(a.w, a.w_signed, w0 + ky * g.kernel_w + kx) - wz;
+      acc += static_cast<uint32_t>(xv * wv);
+    }
+  }
+  const int32_t bias = a.bias != nullptr ? a.bias[c] : 0;
+  const float mult = a.multiplier[a.multiplier_per_channel ? c : 0];
+  return a.y_signed ? static_cast<uint8_t>(RequantizeValue<int8_t>(static_cast<int32_t>(acc), bias, mult, a.y_zp, false))
+                    : RequantizeValue<uint8_t>(static_cast<int32_t>(acc), bias, mult, a.y_zp, false);
 }
 
 // Output element i of MaxPool (kMax) or AveragePool on planes of x, as
@@ -174,12 +223,6 @@ SPARQ_HD float Pool2dValue(int64_t i, const float* x, const Pool2dGeometry& g) {
 SPARQ_HD int64_t GatherSource(int64_t i, const int64_t* indices, int64_t n_indices, int64_t axis_dim, int64_t inner) {
   const int64_t in = i % inner, j = (i / inner) % n_indices, o = i / (inner * n_indices);
   return (o * axis_dim + indices[j]) * inner + in;
-}
-
-// Byte j of a uint8 (is_signed false) or int8 buffer, as int32.
-SPARQ_HD int32_t ByteAt(const void* p, bool is_signed, int64_t j) {
-  return is_signed ? static_cast<int32_t>(static_cast<const int8_t*>(p)[j])
-                   : static_cast<int32_t>(static_cast<const uint8_t*>(p)[j]);
 }
 
 // Output byte i of sparq.QLinearAdd / QLinearMul over a broadcast plan, the table applied.

@@ -23,6 +23,8 @@
 #include <math.h>
 #include <stdint.h>
 
+#include <type_traits>
+
 #if defined(__CUDACC__)
 #define SPARQ_HD __host__ __device__ __forceinline__
 #else
@@ -144,6 +146,23 @@ SPARQ_HD T QLinearBinaryValue(bool mul, int32_t a, float a_scale, int32_t a_zp, 
   const float x = MulRn(static_cast<float>(a - a_zp), a_scale);
   const float z = MulRn(static_cast<float>(b - b_zp), b_scale);
   return QuantizeValue<T>(mul ? MulRn(x, z) : AddRn(x, z), y_scale, y_zp);
+}
+
+// Integer Add / Sub / Mul / Div of int32 / int64 as kernels/ref computes them
+// (elementwise_util.h): two's complement wrapping, Div truncating toward zero,
+// x / 0 = 0 and lowest / -1 wrapping to lowest. op: 0 add, 1 sub, 2 mul, 3 div.
+template <typename T>
+SPARQ_HD T IntBinary(int op, T a, T b) {
+  using U = typename std::conditional<(sizeof(T) < 8), uint32_t, uint64_t>::type;
+  switch (op) {
+    case 0: return static_cast<T>(static_cast<U>(a) + static_cast<U>(b));
+    case 1: return static_cast<T>(static_cast<U>(a) - static_cast<U>(b));
+    case 2: return static_cast<T>(static_cast<U>(a) * static_cast<U>(b));
+    default:
+      if (b == 0) return 0;
+      if (b == -1) return static_cast<T>(U{0} - static_cast<U>(a));
+      return static_cast<T>(a / b);
+  }
 }
 
 // ---------------------------------------------------------------------------

@@ -72,6 +72,15 @@ __global__ void BinaryKernel(BinaryOp op, const float* a, const float* b, float*
   }
 }
 
+template <typename T>
+__global__ void BinaryIntKernel(int op, const T* a, const T* b, T* y, BroadcastPlan plan) {
+  SPARQ_GRID_STRIDE(i, plan.numel) {
+    const int64_t ia = plan.same_shape ? i : BroadcastOffset(i, plan.rank, plan.dims, plan.a_strides);
+    const int64_t ib = plan.same_shape ? i : BroadcastOffset(i, plan.rank, plan.dims, plan.b_strides);
+    y[i] = IntBinary<T>(op, a[ia], b[ib]);
+  }
+}
+
 // One block per row: the row's max (float), then sum of exp in double, then
 // the division in double, as SoftmaxRow does serially.
 __global__ void SoftmaxRowsKernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
@@ -284,6 +293,23 @@ Status LaunchBinaryF32(BinaryOp op, const float* a, const float* b, float* y, co
   if (plan.numel <= 0) return Status::OK();
   BinaryKernel<<<BlocksFor(plan.numel), kThreads, 0, stream>>>(op, a, b, y, plan);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("BinaryKernel");
+  return Status::OK();
+}
+
+Status LaunchBinaryInt(BinaryOp op, int elem_size, const void* a, const void* b, void* y, const BroadcastPlan& plan,
+                       cudaStream_t stream) {
+  if (plan.numel <= 0) return Status::OK();
+  const int code = static_cast<int>(op);  // kAdd, kSub, kMul, kDiv = 0..3 as IntBinary's op
+  if (elem_size == 4) {
+    BinaryIntKernel<int32_t><<<BlocksFor(plan.numel), kThreads, 0, stream>>>(
+        code, static_cast<const int32_t*>(a), static_cast<const int32_t*>(b), static_cast<int32_t*>(y), plan);
+  } else if (elem_size == 8) {
+    BinaryIntKernel<int64_t><<<BlocksFor(plan.numel), kThreads, 0, stream>>>(
+        code, static_cast<const int64_t*>(a), static_cast<const int64_t*>(b), static_cast<int64_t*>(y), plan);
+  } else {
+    return Status::NotSupported("integer binary op on " + std::to_string(elem_size) + "-byte elements");
+  }
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("BinaryIntKernel");
   return Status::OK();
 }
 

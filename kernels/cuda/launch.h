@@ -28,6 +28,9 @@ enum class BinaryOp { kAdd, kSub, kMul, kDiv };
 // (PlanBroadcast, geometry.h, makes the plan.)
 Status LaunchBinaryF32(BinaryOp op, const float* a, const float* b, float* y, const BroadcastPlan& plan,
                        cudaStream_t stream);
+// The same for int32 / int64 (elem_size 4 / 8) with IntBinary's semantics (device_math.h).
+Status LaunchBinaryInt(BinaryOp op, int elem_size, const void* a, const void* b, void* y, const BroadcastPlan& plan,
+                       cudaStream_t stream);
 
 // Softmax over the last dimension of `rows` rows of n floats (one block per row).
 Status LaunchSoftmaxRowsF32(const float* x, float* y, int64_t rows, int64_t n, cudaStream_t stream);
@@ -92,6 +95,8 @@ Status LaunchIm2Col(const void* x, void* col, int elem_size, uint32_t pad_bits, 
 // Depthwise convolution (group = C = M, weights [C, 1, kh, kw]), bias [C] or null.
 Status LaunchDepthwiseConvF32(const float* x, const float* w, const float* bias, float* y, const Conv2dGeometry& g,
                               cudaStream_t stream);
+// QLinearConv with group = C (DepthwiseS8Element), y bytes [N, C, OH, OW].
+Status LaunchDepthwiseConvS8(const DepthwiseS8Args& args, void* y, const Conv2dGeometry& g, cudaStream_t stream);
 // y[n, m, p] += bias[m] over [batch, channels, pixels].
 Status LaunchAddChannelBiasF32(float* y, const float* bias, int64_t batch, int64_t channels, int64_t pixels,
                                cudaStream_t stream);

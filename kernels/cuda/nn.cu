@@ -30,6 +30,10 @@ __global__ void DepthwiseConvKernel(const float* __restrict__ x, const float* __
   SPARQ_GRID_STRIDE(i, g.batch * g.channels * g.pixels()) { y[i] = DepthwiseConvValue(i, x, w, bias, g); }
 }
 
+__global__ void DepthwiseConvS8Kernel(DepthwiseS8Args a, uint8_t* __restrict__ y, Conv2dGeometry g) {
+  SPARQ_GRID_STRIDE(i, g.batch * g.channels * g.pixels()) { y[i] = DepthwiseS8Element(i, a, g); }
+}
+
 __global__ void AddChannelBiasKernel(float* __restrict__ y, const float* __restrict__ bias, int64_t channels,
                                      int64_t pixels, int64_t n) {
   SPARQ_GRID_STRIDE(i, n) { y[i] += bias[(i / pixels) % channels]; }
@@ -110,6 +114,17 @@ Status LaunchDepthwiseConvF32(const float* x, const float* w, const float* bias,
   if (n <= 0) return Status::OK();
   DepthwiseConvKernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, w, bias, y, g);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("DepthwiseConvKernel");
+  return Status::OK();
+}
+
+Status LaunchDepthwiseConvS8(const DepthwiseS8Args& args, void* y, const Conv2dGeometry& g, cudaStream_t stream) {
+  const int64_t n = g.batch * g.channels * g.pixels();
+  if (n <= 0) return Status::OK();
+  if (args.x == nullptr || args.w == nullptr || args.multiplier == nullptr) {
+    return Status::InvalidArgument("depthwise INT8 conv: x, w and multipliers are required");
+  }
+  DepthwiseConvS8Kernel<<<BlocksFor(n), kThreads, 0, stream>>>(args, static_cast<uint8_t*>(y), g);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("DepthwiseConvS8Kernel");
   return Status::OK();
 }
 

@@ -623,11 +623,93 @@ Status QLinearConvS8(OpContext& ctx) {
   return Status::OK();
 }
 
+// QLinearConv with group = C and w [C, 1, kh, kw]: the own depthwise kernel.
+Status CheckQLinearConvDepthwise(const Node& node, const std::vector<const Tensor*>& constants) {
+  const int64_t group = node.attr_int("group", 1);
+  if (group <= 1) return Status::NotSupported(node.Describe() + ": qlinear_conv_dw_s8_cuda takes depthwise convolutions only");
+  if (constants.size() > 3 && constants[3] != nullptr) {
+    const Shape& w = constants[3]->shape();
+    if (w.size() != 4 || w[0] != group || w[1] != 1) {
+      return Status::NotSupported(node.Describe() + ": qlinear_conv_dw_s8_cuda takes weights [C, 1, kh, kw] with group = C");
+    }
+  }
+  return Status::OK();
+}
+
+Status QLinearConvDepthwiseS8(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(7));
+  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
+  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 3));
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(3);
+  const int64_t group = ctx.node().attr_int("group", 1);
+  auto is_byte = [](DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; };
+  if (x.rank() != 4 || w.rank() != 4 || group != x.dim(1) || w.dim(0) != group || w.dim(1) != 1 ||
+      !is_byte(x.dtype()) || !is_byte(w.dtype())) {
+    return ctx.NotSupported("qlinear_conv_dw_s8_cuda takes 8-bit x [N, C, H, W], w [C, 1, kh, kw] and group = C");
+  }
+  Shape y_shape;
+  SPARQ_ASSIGN_OR_RETURN(Conv2dGeometry g, ConvGeometryOf(ctx, x, w, &y_shape));
+  g.channels = x.dim(1);  // one channel per group: the kernel walks all C planes
+  const DataType y_type = OutputType(ctx, 7);
+  if (!is_byte(y_type)) return ctx.NotSupported("output type must be int8 / uint8");
+  SPARQ_ASSIGN_OR_RETURN(const float x_scale, SingleFloat(ctx, 1, "x_scale"));
+  SPARQ_ASSIGN_OR_RETURN(const std::vector<float> w_scale, HostFloats(ctx, 4, "w_scale"));
+  SPARQ_ASSIGN_OR_RETURN(const float y_scale, SingleFloat(ctx, 6, "y_scale"));
+  if (w_scale.size() != 1 && static_cast<int64_t>(w_scale.size()) != group) {
+    return ctx.InvalidArgument("w_scale must have 1 or C values");
+  }
+  SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> zx, ZeroPoints(ctx, 2, false, "x_zero_point"));
+  SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> zw, ZeroPoints(ctx, 5, false, "w_zero_point"));
+  if (zx.size() != 1) return ctx.NotSupported("x_zero_point per tensor only");
+  if (zw.size() != 1 && static_cast<int64_t>(zw.size()) != group) return ctx.InvalidArgument("w_zero_point must have 1 or C values");
+  DepthwiseS8Args a;
+  a.x = x.raw_data();
+  a.x_signed = x.dtype() == DataType::kInt8;
+  a.w = w.raw_data();
+  a.w_signed = w.dtype() == DataType::kInt8;
+  a.x_zp = zx[0];
+  std::shared_ptr<uint8_t> zw_dev, mult_dev;
+  if (zw.size() > 1) {
+    SPARQ_ASSIGN_OR_RETURN(zw_dev, UploadVector(*cuda, zw));
+    a.w_zp = reinterpret_cast<const int32_t*>(zw_dev.get());
+  } else {
+    a.w_zp_scalar = zw[0];
+  }
+  if (ctx.has_input(8)) {
+    SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 8));
+    if (ctx.input(8).dtype() != DataType::kInt32 || ctx.input(8).numel() != group) {
+      return ctx.InvalidArgument("B must be int32 with one value per channel");
+    }
+    a.bias = static_cast<const int32_t*>(ctx.input(8).raw_data());
+  }
+  std::vector<float> mult(w_scale.size());
+  for (size_t j = 0; j < mult.size(); ++j) mult[j] = RequantMultiplier(x_scale, w_scale[j], y_scale);
+  SPARQ_ASSIGN_OR_RETURN(mult_dev, UploadVector(*cuda, mult));
+  a.multiplier = reinterpret_cast<const float*>(mult_dev.get());
+  a.multiplier_per_channel = mult.size() > 1;
+  if (ctx.has_input(7)) {
+    SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> v, HostInts(ctx, 7, "y_zero_point"));
+    if (v.size() != 1) return ctx.NotSupported("y_zero_point per tensor only");
+    a.y_zp = v[0];
+  }
+  a.y_signed = y_type == DataType::kInt8;
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, y_type, y_shape));
+  return LaunchDepthwiseConvS8(a, y->raw_data(), g, cuda->stream());
+}
+
+// QLinearConvLut's prepare: a convolution one of the two INT8 conv rows takes.
+Status CheckQLinearConvAny(const Node& node, const std::vector<const Tensor*>& constants) {
+  if (CheckQLinearConv(node, constants).ok()) return Status::OK();
+  return CheckQLinearConvDepthwise(node, constants);
+}
+
 // sparq.QLinearConvLut: QLinearConv's nine inputs, then input 9's 256-entry
 // table applied to the result in place.
 Status QLinearConvLutS8(OpContext& ctx) {
   if (ctx.num_inputs() != 10 || !ctx.has_input(9)) return ctx.InvalidArgument("expected 10 inputs, the last the table");
-  SPARQ_RETURN_IF_ERROR(QLinearConvS8(ctx));
+  SPARQ_RETURN_IF_ERROR(ctx.node().attr_int("group", 1) == 1 ? QLinearConvS8(ctx) : QLinearConvDepthwiseS8(ctx));
   SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
   const Tensor& table = ctx.input(9);
   if (!table.device().is_host() || (table.dtype() != DataType::kUInt8 && table.dtype() != DataType::kInt8) ||
@@ -754,8 +836,10 @@ void RegisterCudaGemmRows(KernelRegistry& r) {
             qlinear_params));
   r.Add(Row("QLinearConv", 10, QLinearConvS8, "qlinear_conv_s8_cublaslt", kCudaPriorityGeneral,
             CheckOnly(CheckQLinearConv), qlinear_params));
-  KernelDef conv_lut = Row("QLinearConvLut", 1, QLinearConvLutS8, "qlinear_conv_lut_s8_cublaslt", kCudaPriorityGeneral,
-                           CheckOnly(CheckQLinearConv), qlinear_params | HostInput(9));
+  r.Add(Row("QLinearConv", 10, QLinearConvDepthwiseS8, "qlinear_conv_dw_s8_cuda", kCudaPrioritySpecial,
+            CheckOnly(CheckQLinearConvDepthwise), qlinear_params));
+  KernelDef conv_lut = Row("QLinearConvLut", 1, QLinearConvLutS8, "qlinear_conv_lut_s8_cuda", kCudaPriorityGeneral,
+                           CheckOnly(CheckQLinearConvAny), qlinear_params | HostInput(9));
   conv_lut.domain = kSparqDomain;
   r.Add(std::move(conv_lut));
   KernelDef mm_float = Row("MatMulIntegerToFloat", 1, MatMulIntegerToFloatS8, "matmul_s8_f32_cublaslt",

@@ -125,12 +125,16 @@ int64_t Product(const Shape& s, size_t begin, size_t end) {
 // ---------------------------------------------------------------------------
 // Elementwise
 
+// Add / Sub / Mul / Div of float32, int32 or int64 (shape arithmetic stays on the device).
 template <BinaryOp kOp>
-Status BinaryF32(OpContext& ctx) {
+Status Binary(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
   SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 1));
-  SPARQ_RETURN_IF_ERROR(RequireInputType(ctx, 0, DataType::kFloat32, "the CUDA binary row"));
-  SPARQ_RETURN_IF_ERROR(RequireInputType(ctx, 1, DataType::kFloat32, "the CUDA binary row"));
+  const DataType type = ctx.input(0).dtype();
+  if (ctx.input(1).dtype() != type) return ctx.InvalidArgument("A and B differ in type");
+  if (type != DataType::kFloat32 && type != DataType::kInt32 && type != DataType::kInt64) {
+    return ctx.NotSupported("the CUDA binary rows take float32, int32 and int64, not " + DataTypeName(type));
+  }
   SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
   const Shape& a = ctx.input(0).shape();
   const Shape& b = ctx.input(1).shape();
@@ -140,8 +144,49 @@ Status BinaryF32(OpContext& ctx) {
   Status st = PlanBroadcast(a.data(), static_cast<int>(a.size()), b.data(), static_cast<int>(b.size()), &plan, out_dims,
                             &out_rank);
   if (!st.ok()) return st.WithContext(ctx.node().Describe());
-  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, Shape(out_dims, out_dims + out_rank)));
-  return LaunchBinaryF32(kOp, InF32(ctx, 0), InF32(ctx, 1), static_cast<float*>(y->raw_data()), plan, cuda->stream());
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, type, Shape(out_dims, out_dims + out_rank)));
+  if (type == DataType::kFloat32) {
+    return LaunchBinaryF32(kOp, InF32(ctx, 0), InF32(ctx, 1), static_cast<float*>(y->raw_data()), plan, cuda->stream());
+  }
+  return LaunchBinaryInt(kOp, static_cast<int>(DataTypeSize(type)), ctx.input(0).raw_data(), ctx.input(1).raw_data(),
+                         y->raw_data(), plan, cuda->stream());
+}
+
+// Declines a node whose constant inputs in `mask` are not float32, int32 or int64.
+PrepareFn NumericOnly(uint32_t mask) {
+  return [mask](const Node& node, const std::vector<const Tensor*>& constants,
+                const PrepareContext&) -> StatusOr<PreparedKernel> {
+    for (size_t i = 0; i < constants.size() && i < 32; ++i) {
+      if (((mask >> i) & 1u) == 0 || constants[i] == nullptr) continue;
+      const DataType t = constants[i]->dtype();
+      if (t != DataType::kFloat32 && t != DataType::kInt32 && t != DataType::kInt64) {
+        return Status::NotSupported(node.Describe() + ": the CUDA binary rows take float32, int32 and int64, input " +
+                                    std::to_string(i) + " is " + DataTypeName(t));
+      }
+    }
+    return PreparedKernel{};
+  };
+}
+
+// Shape: the input's dimensions (opset 15: start / end) as an int64 device tensor; the input stays put.
+Status ShapeOf(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  const Shape& shape = ctx.input(0).shape();
+  const int64_t rank = static_cast<int64_t>(shape.size());
+  int64_t start = 0, end = rank;
+  if (ctx.opset() >= 15) {
+    start = ctx.node().attr_int("start", 0);
+    end = ctx.node().attr_int("end", rank);
+    if (start < 0) start += rank;
+    if (end < 0) end += rank;
+    start = std::min(std::max<int64_t>(start, 0), rank);
+    end = std::min(std::max<int64_t>(end, 0), rank);
+  }
+  std::vector<int64_t> dims;
+  for (int64_t d = start; d < end; ++d) dims.push_back(shape[static_cast<size_t>(d)]);
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kInt64, {static_cast<int64_t>(dims.size())}));
+  return cuda->CopyFromHost(dims.data(), y->raw_data(), dims.size() * sizeof(int64_t));
 }
 
 Status RunUnary(OpContext& ctx, UnaryOp op, float p0 = 0.0f, float p1 = 0.0f, float p2 = 0.0f) {
@@ -803,10 +848,13 @@ KernelDef Row(const char* op, const char* domain, int since, KernelFn fn, const 
 
 void RegisterCudaTensorRows(KernelRegistry& r) {
   const uint32_t x = HostInput(0), xy = HostInput(0) | HostInput(1);
-  r.Add(Row("Add", "", 7, BinaryF32<BinaryOp::kAdd>, "add_f32_cuda", Float32Only(xy)));
-  r.Add(Row("Sub", "", 7, BinaryF32<BinaryOp::kSub>, "sub_f32_cuda", Float32Only(xy)));
-  r.Add(Row("Mul", "", 7, BinaryF32<BinaryOp::kMul>, "mul_f32_cuda", Float32Only(xy)));
-  r.Add(Row("Div", "", 7, BinaryF32<BinaryOp::kDiv>, "div_f32_cuda", Float32Only(xy)));
+  r.Add(Row("Add", "", 7, Binary<BinaryOp::kAdd>, "add_cuda", NumericOnly(xy)));
+  r.Add(Row("Sub", "", 7, Binary<BinaryOp::kSub>, "sub_cuda", NumericOnly(xy)));
+  r.Add(Row("Mul", "", 7, Binary<BinaryOp::kMul>, "mul_cuda", NumericOnly(xy)));
+  r.Add(Row("Div", "", 7, Binary<BinaryOp::kDiv>, "div_cuda", NumericOnly(xy)));
+  // Shape reads only its input's dimensions: taking it here keeps a device
+  // tensor from being copied to the host just to be measured.
+  r.Add(Row("Shape", "", 1, ShapeOf, "shape_cuda"));
   r.Add(Row("Relu", "", 6, UnaryF32<UnaryOp::kRelu>, "relu_f32_cuda", Float32Only(x)));
   r.Add(Row("Sigmoid", "", 6, UnaryF32<UnaryOp::kSigmoid>, "sigmoid_f32_cuda", Float32Only(x)));
   r.Add(Row("Tanh", "", 6, UnaryF32<UnaryOp::kTanh>, "tanh_f32_cuda", Float32Only(x)));

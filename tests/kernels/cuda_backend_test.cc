@@ -189,6 +189,9 @@ TEST_F(CudaRows, BinaryBroadcast) {
   const Tensor a = RandomF32({2, 3, 4}, 1), b = RandomF32({3, 1}, 2, 0.5f, 2.0f);
   for (const char* op : {"Add", "Sub", "Mul", "Div"}) ExpectRowMatchesReference(op, "", 14, {}, {a, b}, kExact);
   ExpectRowMatchesReference("Add", "", 14, {}, {a, RandomF32({2, 3, 4}, 3)}, kExact);
+  const Tensor i = RandomInt<int64_t>({4, 3}, 60, -1000, 1000), j = RandomInt<int64_t>({3}, 61, -3, 3);
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) ExpectRowMatchesReference(op, "", 14, {}, {i, j}, kExact);
+  ExpectRowMatchesReference("Shape", "", 15, {Attribute::Int("start", 1)}, {a}, kExact);
 }
 
 TEST_F(CudaRows, UnaryActivations) {
@@ -324,6 +327,15 @@ TEST_F(CudaRows, Int8GemmsAreExact) {
                             {x, Tensor::Scalar(0.03f), Tensor::Scalar<uint8_t>(120), w,
                              Tensor::FromVector<float>({6}, w_scale), Tensor::FromVector<int8_t>({6}, {0, 0, 0, 0, 0, 0}),
                              Tensor::Scalar(0.2f), Tensor::Scalar<uint8_t>(100), RandomInt<int32_t>({6}, 36, -500, 500)},
+                            kExact);
+}
+
+TEST_F(CudaRows, DepthwiseInt8ConvIsExact) {
+  const Tensor x = RandomInt<int8_t>({1, 6, 10, 10}, 62, -128, 127), w = RandomInt<int8_t>({6, 1, 3, 3}, 63, -127, 127);
+  ExpectRowMatchesReference("QLinearConv", "", 10, {Attribute::Int("group", 6), Attribute::Ints("pads", {1, 1, 1, 1})},
+                            {x, Tensor::Scalar(0.05f), Tensor::Scalar<int8_t>(-3), w, Tensor::Scalar(0.01f),
+                             Tensor::Scalar<int8_t>(0), Tensor::Scalar(0.2f), Tensor::Scalar<int8_t>(4),
+                             RandomInt<int32_t>({6}, 64, -100, 100)},
                             kExact);
 }
 

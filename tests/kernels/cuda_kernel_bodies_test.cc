@@ -238,6 +238,41 @@ TEST(CudaKernelBodies, QLinearConvPipelineMatchesReferenceBitForBit) {
   ExpectBytesEqual((*want)[0], got);
 }
 
+TEST(CudaKernelBodies, DepthwiseQLinearConvMatchesReferenceBitForBit) {
+  const Tensor x = RandomInt<uint8_t>({2, 5, 9, 7}, 30, 0, 255), w = RandomInt<int8_t>({5, 1, 3, 3}, 31, -127, 127);
+  const Tensor bias = RandomInt<int32_t>({5}, 32, -3000, 3000);
+  const std::vector<float> w_scale = {0.01f, 0.02f, 0.005f, 0.03f, 0.012f};
+  const std::vector<int8_t> w_zp = {0, 0, 0, 0, 0};
+  const std::vector<Attribute> attrs = {Attribute::Int("group", 5), Attribute::Ints("pads", {1, 1, 1, 1}),
+                                        Attribute::Ints("strides", {2, 1})};
+  const std::vector<Tensor> inputs = {x, Tensor::Scalar(0.04f), Tensor::Scalar<uint8_t>(117), w,
+                                      Tensor::FromVector<float>({5}, w_scale), Tensor::FromVector<int8_t>({5}, w_zp),
+                                      Tensor::Scalar(0.25f), Tensor::Scalar<uint8_t>(130), bias};
+  auto want = testing::RunRefKernel(testing::OpNode("QLinearConv", attrs), 10, inputs);
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  Node node = testing::OpNode("QLinearConv", attrs);
+  OpContext ctx(node, 10, {}, static_cast<ThreadPool*>(nullptr));
+  Shape y_shape;
+  auto geometry = cuda::Conv2dGeometryOf(ctx, x.shape(), w.shape(), &y_shape);
+  ASSERT_TRUE(geometry.ok()) << geometry.status().ToString();
+  Conv2dGeometry g = *geometry;
+  g.channels = x.dim(1);
+  ASSERT_EQ(y_shape, (*want)[0].shape());
+  std::vector<float> mult(5);
+  for (size_t c = 0; c < 5; ++c) mult[c] = RequantMultiplier(0.04f, w_scale[c], 0.25f);
+  cuda::DepthwiseS8Args a;
+  a.x = x.raw_data();
+  a.w = w.raw_data();
+  a.x_zp = 117;
+  a.bias = bias.data<int32_t>();
+  a.multiplier = mult.data();
+  a.multiplier_per_channel = true;
+  a.y_zp = 130;
+  std::vector<uint8_t> got(static_cast<size_t>((*want)[0].numel()));
+  for (size_t i = 0; i < got.size(); ++i) got[i] = cuda::DepthwiseS8Element(static_cast<int64_t>(i), a, g);
+  ExpectBytesEqual((*want)[0], got);
+}
+
 template <bool kMax>
 void CheckPool(const std::vector<Attribute>& attrs) {
   const Tensor x = RandomF32({2, 3, 13, 10}, 9);

@@ -240,6 +240,25 @@ TEST(CudaDeviceMath, LayerNormRowMatchesReference) {
   }
 }
 
+TEST(CudaDeviceMath, IntegerBinaryOpsMatchReferenceKernels) {
+  const std::vector<int64_t> a = {7, -7, 5, std::numeric_limits<int64_t>::min(), std::numeric_limits<int64_t>::max(), 0, 9};
+  const std::vector<int64_t> b = {2, 2, 0, -1, 1, 3, -4};
+  const Tensor ta = Tensor::FromVector<int64_t>({7}, a), tb = Tensor::FromVector<int64_t>({7}, b);
+  const char* ops[] = {"Add", "Sub", "Mul", "Div"};
+  for (int op = 0; op < 4; ++op) {
+    auto want = testing::RunRefKernel(testing::OpNode(ops[op]), 14, {ta, tb});
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    for (size_t i = 0; i < a.size(); ++i) {
+      EXPECT_EQ(cuda::IntBinary<int64_t>(op, a[i], b[i]), (*want)[0].data<int64_t>()[i]) << ops[op] << " " << i;
+      const int32_t a32 = static_cast<int32_t>(a[i] % 100000), b32 = static_cast<int32_t>(b[i]);
+      auto want32 = testing::RunRefKernel(testing::OpNode(ops[op]), 14,
+                                          {Tensor::Scalar<int32_t>(a32), Tensor::Scalar<int32_t>(b32)});
+      ASSERT_TRUE(want32.ok());
+      EXPECT_EQ(cuda::IntBinary<int32_t>(op, a32, b32), (*want32)[0].data<int32_t>()[0]) << ops[op] << " " << i;
+    }
+  }
+}
+
 TEST(CudaDeviceMath, BroadcastOffsetWalksNumpyBroadcasting) {
   // out [2, 3, 4]; input [3, 1] right-aligned: dims (1) 3 1 -> strides 0 1 0.
   const int64_t dims[3] = {2, 3, 4};
