@@ -7,20 +7,26 @@
 // node runs: a type a row does not take is a NotSupported error then.
 //
 // Rows (name: what runs):
-//   rows_tensor.cc  add_f32_cuda ... (Add Sub Mul Div, numpy broadcasting),
-//                   unary_f32_cuda (Relu Clip Sigmoid Tanh Erf Sqrt Exp Neg Abs
-//                   Gelu, sparq.Silu, sparq.GeluErfChain), softmax_f32_cuda,
-//                   layernorm_f32_cuda, maxpool2d_f32_cuda, avgpool2d_f32_cuda,
-//                   global_avgpool_f32_cuda, reshape_alias (Reshape Flatten Squeeze
-//                   Unsqueeze Identity: the output shares the input's buffer),
-//                   transpose_cuda, concat_cuda (cudaMemcpy2DAsync per input),
-//                   quantize_f32_s8_cuda, dequantize_s8_f32_cuda
-//   rows_gemm.cc    gemm_f32_cublaslt / gemm_tf32_cublaslt / gemm_f16_cublaslt
-//                   (MatMul, Gemm), conv_f32_im2col_cublaslt, conv_dw_f32_cuda,
-//                   qlinear_matmul_s8_cublaslt, qlinear_conv_s8_cublaslt (INT8
-//                   GEMM, int32 sums, requantized by device_math.h's arithmetic),
-//                   spmm_bell_f16_cusparse (MatMul with a block-sparse constant
-//                   float16 weight, Blocked-ELL)
+//   rows_tensor.cc  add_cuda / sub_cuda / mul_cuda / div_cuda (float32, int32, int64,
+//                   numpy broadcasting), relu / sigmoid / tanh / erf / sqrt / exp /
+//                   neg / abs / clip / gelu _f32_cuda, silu_f32_cuda and
+//                   gelu_erf_chain_f32_cuda (sparq), softmax_f32_cuda (last axis),
+//                   layernorm_f32_cuda, maxpool2d / avgpool2d / global_avgpool _f32_cuda,
+//                   reshape / flatten / squeeze / unsqueeze / identity _alias (the
+//                   output shares the input's buffer), shape_cuda, transpose_cuda,
+//                   concat_cuda, split_cuda (cudaMemcpy2DAsync), gather_cuda,
+//                   quantize_f32_s8_cuda, dequantize_s8_f32_cuda,
+//                   dynamic_quantize_f32_u8_cuda, qlinear_add / qlinear_mul _s8_cuda,
+//                   lut256_cuda, concat_lut_cuda, dequantize_concat_cuda (sparq)
+//   rows_gemm.cc    gemm_cublaslt (MatMul, Gemm; named gemm_f32 / gemm_f16 _cublaslt by
+//                   a constant weight; FP32 as TF32 by CudaBackendOptions),
+//                   conv_f32_im2col_cublaslt, conv_dw_f32_cuda,
+//                   qlinear_matmul_s8_cublaslt, qlinear_conv_s8_cublaslt (INT8 GEMM,
+//                   int32 sums, requantized by device_math.h's arithmetic),
+//                   qlinear_conv_dw_s8_cuda, qlinear_conv_lut_s8_cuda and
+//                   matmul_s8_f32_cublaslt (sparq.QLinearConvLut,
+//                   sparq.MatMulIntegerToFloat), spmm_bell_f16_cusparse (MatMul with
+//                   a block-sparse constant float16 weight, Blocked-ELL)
 #pragma once
 
 #include <cstdint>
