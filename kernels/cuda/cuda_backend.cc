@@ -114,6 +114,7 @@ StatusOr<std::shared_ptr<CudaContext>> CudaContext::Create(int device, const Cud
 CudaContext::~CudaContext() {
   // Nothing can report an error from here: the work queued is waited for, then everything is released.
   if (stream_ != nullptr) (void)cudaStreamSynchronize(stream_);
+  gemms_.clear();  // their descriptors before the handle
   if (sparse_ != nullptr) (void)cusparseDestroy(sparse_);
   if (lt_ != nullptr) (void)cublasLtDestroy(lt_);
   pool_.reset();  // buffers still held by tensors are freed when those go
@@ -139,6 +140,18 @@ Status CudaContext::CopyToHost(const void* device, void* host, size_t bytes) {
 Status CudaContext::Synchronize() {
   SPARQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return Status::OK();
+}
+
+StatusOr<std::shared_ptr<const LtGemm>> CudaContext::Gemm(const LtGemmArgs& args) {
+  SPARQ_RETURN_IF_ERROR(LtGemm::CanImplement(args));
+  const std::string key = LtGemm::Key(args);
+  std::lock_guard<std::mutex> lock(gemm_mu_);
+  auto it = gemms_.find(key);
+  if (it != gemms_.end()) return it->second;
+  auto gemm = std::make_shared<LtGemm>();
+  SPARQ_RETURN_IF_ERROR(gemm->Init(lt_, args, options_.gemm_workspace_bytes));
+  gemms_.emplace(key, gemm);
+  return std::shared_ptr<const LtGemm>(gemm);
 }
 
 StatusOr<CudaContext*> CudaContextOf(const OpContext& ctx) {

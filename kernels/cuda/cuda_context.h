@@ -23,9 +23,11 @@
 #include <map>
 #include <memory>
 #include <mutex>
+#include <string>
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/op_context.h"
 
 namespace sparq {
@@ -77,6 +79,10 @@ class CudaContext : public BackendContext {
   const CudaBackendOptions& options() const { return options_; }
   // The compute capability, e.g. 90 for sm_90.
   int sm() const { return sm_; }
+  // An initialized cuBLASLt GEMM for `args` (CanImplement checked), made once
+  // per LtGemm::Key and kept for the context's life: a node run again skips
+  // the descriptors and the heuristic. Thread-safe.
+  StatusOr<std::shared_ptr<const LtGemm>> Gemm(const LtGemmArgs& args);
 
  private:
   CudaContext() = default;
@@ -87,6 +93,8 @@ class CudaContext : public BackendContext {
   cublasLtHandle_t lt_ = nullptr;
   cusparseHandle_t sparse_ = nullptr;
   std::shared_ptr<DeviceBufferPool> pool_;
+  std::mutex gemm_mu_;
+  std::map<std::string, std::shared_ptr<const LtGemm>> gemms_;
 };
 
 // The CudaContext a node runs on: InvalidArgument naming the node when it

@@ -50,6 +50,15 @@ const char* LtGemmTypeName(LtGemmType type) {
   return "?";
 }
 
+std::string LtGemm::Key(const LtGemmArgs& a) {
+  const int64_t v[] = {static_cast<int64_t>(a.type), a.m, a.n, a.k, a.lda, a.ldb, a.ldc, a.trans_a, a.trans_b,
+                       a.batch, a.stride_a, a.stride_b, a.stride_c, AlignmentOf(a.a), AlignmentOf(a.b),
+                       AlignmentOf(a.c)};
+  std::string key;
+  for (int64_t x : v) key += std::to_string(x) + ",";
+  return key;
+}
+
 LtGemm::~LtGemm() { Destroy(); }
 
 void LtGemm::Destroy() {

@@ -7,6 +7,9 @@
 //   gemm.workspace_size()                       bytes of device workspace it wants
 //   gemm.Run(lt, args, workspace, stream)       one cublasLtMatmul on the stream
 //
+// CudaContext::Gemm keeps initialized LtGemms by LtGemm::Key, so a node run
+// again only runs.
+//
 // Row-major C[m, n] = alpha * op(A) op(B) + beta * C is computed as the
 // column-major C^T = op(B)^T op(A)^T: cuBLASLt's "A" is our B and its "B" our
 // A, so no data moves. INT8 (int8 x int8 -> int32, the tensor cores' IMMA)
@@ -67,6 +70,10 @@ class LtGemm {
   // within max_workspace bytes; NotSupported when it has none.
   Status Init(cublasLtHandle_t lt, const LtGemmArgs& args, size_t max_workspace);
   size_t workspace_size() const { return workspace_size_; }
+  // What Init's choice depends on: type, shapes, transposes, leading
+  // dimensions, batch strides and the operands' alignment. Two argument sets
+  // with one key may share an initialized LtGemm (CudaContext caches them).
+  static std::string Key(const LtGemmArgs& args);
   // Queues the GEMM on `stream`; the pointers of `args` may differ from
   // Init's, not its shapes.
   Status Run(cublasLtHandle_t lt, const LtGemmArgs& args, void* workspace, cudaStream_t stream) const;
@@ -79,22 +86,6 @@ class LtGemm {
   size_t workspace_size_ = 0;
   bool ready_ = false;
 };
-
-// CanImplement + Init + a workspace from `alloc` + Run in one call, for rows
-// that run a GEMM once per node: alloc(bytes) returns device memory that
-// stays valid until the work queued on `stream` has run (a pool buffer).
-template <typename AllocFn>
-Status RunLtGemm(cublasLtHandle_t lt, const LtGemmArgs& args, size_t max_workspace, cudaStream_t stream,
-                 AllocFn&& alloc) {
-  SPARQ_RETURN_IF_ERROR(LtGemm::CanImplement(args));
-  LtGemm gemm;
-  SPARQ_RETURN_IF_ERROR(gemm.Init(lt, args, max_workspace));
-  void* workspace = nullptr;
-  auto holder = alloc(gemm.workspace_size());
-  if (!holder.ok()) return holder.status();
-  workspace = holder->get();
-  return gemm.Run(lt, args, workspace, stream);
-}
 
 }  // namespace cuda
 }  // namespace sparq

@@ -46,9 +46,11 @@ StatusOr<LtGemmType> FloatGemmType(const OpContext& ctx, const CudaContext& cuda
   }
 }
 
+// One cuBLASLt GEMM on ctx's stream, its plan cached by the context.
 Status RunGemm(CudaContext& cuda, const LtGemmArgs& args) {
-  return RunLtGemm(cuda.lt(), args, cuda.options().gemm_workspace_bytes, cuda.stream(),
-                   [&cuda](size_t bytes) { return Scratch(cuda, bytes); });
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<const LtGemm> gemm, cuda.Gemm(args));
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> workspace, Scratch(cuda, gemm->workspace_size()));
+  return gemm->Run(cuda.lt(), args, workspace.get(), cuda.stream());
 }
 
 // ---------------------------------------------------------------------------
