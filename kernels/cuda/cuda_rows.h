@@ -9,7 +9,8 @@
 // Rows (name: what runs):
 //   rows_tensor.cc  add_cuda / sub_cuda / mul_cuda / div_cuda (float32, int32, int64,
 //                   numpy broadcasting), relu / sigmoid / tanh / erf / sqrt / exp /
-//                   neg / abs / clip / gelu _f32_cuda, silu_f32_cuda and
+//                   neg / abs / clip / gelu _f32_cuda, silu_f32_cuda and cast_cuda
+//                   (float32 / int32 / int64 / int8 / uint8 / bool), and
 //                   gelu_erf_chain_f32_cuda (sparq), softmax_f32_cuda (last axis),
 //                   layernorm_f32_cuda, maxpool2d / avgpool2d / global_avgpool _f32_cuda,
 //                   reshape / flatten / squeeze / unsqueeze / identity _alias (the

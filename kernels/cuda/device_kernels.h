@@ -252,6 +252,59 @@ SPARQ_HD int32_t CorrectedAcc(int64_t i, const RequantArgs& a) {
   return static_cast<int32_t>(acc);
 }
 
+// Cast between float32, int32, int64, int8, uint8 and bool as Tensor::CastTo
+// (core/tensor.cc): integer to integer through int64 with C truncation; else
+// through double: to float a conversion, to bool v != 0, to an integer NaN -> 0,
+// trunc(v) saturated to the type's range.
+enum CastType : int { kCastF32 = 0, kCastI32, kCastI64, kCastI8, kCastU8, kCastBool };
+
+SPARQ_HD bool CastIsInteger(int t) { return t == kCastI32 || t == kCastI64 || t == kCastI8 || t == kCastU8; }
+
+SPARQ_HD int64_t CastLoadInt(const void* p, int t, int64_t i) {
+  switch (t) {
+    case kCastI32: return static_cast<const int32_t*>(p)[i];
+    case kCastI64: return static_cast<const int64_t*>(p)[i];
+    case kCastI8: return static_cast<const int8_t*>(p)[i];
+    case kCastU8: return static_cast<const uint8_t*>(p)[i];
+    default: return static_cast<const uint8_t*>(p)[i] != 0;  // bool
+  }
+}
+
+SPARQ_HD double CastLoadDouble(const void* p, int t, int64_t i) {
+  return t == kCastF32 ? static_cast<double>(static_cast<const float*>(p)[i]) : static_cast<double>(CastLoadInt(p, t, i));
+}
+
+// The limits compared as doubles (INT64_MAX rounds up to 2^63), returned as T.
+template <typename T>
+SPARQ_HD T SaturateFromDouble(double v, T lo, T hi) {
+  if (IsNan(v)) return 0;
+  const double t = trunc(v);
+  if (t <= static_cast<double>(lo)) return lo;
+  if (t >= static_cast<double>(hi)) return hi;
+  return static_cast<T>(t);
+}
+
+SPARQ_HD void CastElement(int64_t i, const void* x, int from, void* y, int to) {
+  if (CastIsInteger(from) && CastIsInteger(to)) {
+    const int64_t v = CastLoadInt(x, from, i);
+    switch (to) {
+      case kCastI32: static_cast<int32_t*>(y)[i] = static_cast<int32_t>(v); return;
+      case kCastI64: static_cast<int64_t*>(y)[i] = v; return;
+      case kCastI8: static_cast<int8_t*>(y)[i] = static_cast<int8_t>(v); return;
+      default: static_cast<uint8_t*>(y)[i] = static_cast<uint8_t>(v); return;
+    }
+  }
+  const double v = CastLoadDouble(x, from, i);
+  switch (to) {
+    case kCastF32: static_cast<float*>(y)[i] = static_cast<float>(v); return;
+    case kCastBool: static_cast<uint8_t*>(y)[i] = v != 0.0 ? 1 : 0; return;
+    case kCastI32: static_cast<int32_t*>(y)[i] = SaturateFromDouble<int32_t>(v, INT32_MIN, INT32_MAX); return;
+    case kCastI64: static_cast<int64_t*>(y)[i] = SaturateFromDouble<int64_t>(v, INT64_MIN, INT64_MAX); return;
+    case kCastI8: static_cast<int8_t*>(y)[i] = SaturateFromDouble<int8_t>(v, INT8_MIN, INT8_MAX); return;
+    default: static_cast<uint8_t*>(y)[i] = SaturateFromDouble<uint8_t>(v, 0, UINT8_MAX); return;
+  }
+}
+
 // Element i of the requantized GEMM result (RequantArgs above).
 template <typename T>
 SPARQ_HD T RequantizeElement(int64_t i, const RequantArgs& a) {

@@ -263,6 +263,10 @@ __global__ void Lut256Kernel(const uint8_t* __restrict__ x, int offset, const ui
   SPARQ_GRID_STRIDE(i, n) { y[i] = table[(x[i] + offset) & 0xff]; }  // int8 bytes + 128 = value - min
 }
 
+__global__ void CastKernel(const void* x, int from, void* y, int to, int64_t n) {
+  SPARQ_GRID_STRIDE(i, n) { CastElement(i, x, from, y, to); }
+}
+
 template <typename T>
 __global__ void GatherKernel(const T* __restrict__ x, const int64_t* __restrict__ indices, T* __restrict__ y, int64_t n,
                              int64_t n_indices, int64_t axis_dim, int64_t inner) {
@@ -451,6 +455,13 @@ Status LaunchLut256(const void* x, bool x_signed, const uint8_t* table, void* y,
   Lut256Kernel<<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(x), x_signed ? 128 : 0, table,
                                                       static_cast<uint8_t*>(y), n);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("Lut256Kernel");
+  return Status::OK();
+}
+
+Status LaunchCast(const void* x, int from, void* y, int to, int64_t n, cudaStream_t stream) {
+  if (n <= 0) return Status::OK();
+  CastKernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, from, y, to, n);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("CastKernel");
   return Status::OK();
 }
 

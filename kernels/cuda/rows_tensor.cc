@@ -765,6 +765,61 @@ Status QLinearLut(OpContext& ctx) {
                       cuda->stream());
 }
 
+// Cast among float32, int32, int64, int8, uint8 and bool; to the same type: the input itself.
+int CastCode(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: return kCastF32;
+    case DataType::kInt32: return kCastI32;
+    case DataType::kInt64: return kCastI64;
+    case DataType::kInt8: return kCastI8;
+    case DataType::kUInt8: return kCastU8;
+    case DataType::kBool: return kCastBool;
+    default: return -1;
+  }
+}
+
+// ONNX's TensorProto type numbers of the types above.
+DataType CastTarget(int64_t to) {
+  switch (to) {
+    case 1: return DataType::kFloat32;
+    case 2: return DataType::kUInt8;
+    case 3: return DataType::kInt8;
+    case 6: return DataType::kInt32;
+    case 7: return DataType::kInt64;
+    case 9: return DataType::kBool;
+    default: return DataType::kUndefined;
+  }
+}
+
+Status CheckCast(const Node& node, const std::vector<const Tensor*>& constants) {
+  const Attribute* to = node.attr("to");
+  if (to == nullptr || to->kind != Attribute::Kind::kInt || CastTarget(to->i) == DataType::kUndefined) {
+    return Status::NotSupported(node.Describe() + ": cast_cuda casts to float32, int32, int64, int8, uint8 and bool only");
+  }
+  if (!constants.empty() && constants[0] != nullptr && CastCode(constants[0]->dtype()) < 0) {
+    return Status::NotSupported(node.Describe() + ": cast_cuda does not read " + DataTypeName(constants[0]->dtype()));
+  }
+  return Status::OK();
+}
+
+Status Cast(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  const Tensor& x = ctx.input(0);
+  const DataType to = CastTarget(ctx.node().attr_int("to", 0));
+  const int from_code = CastCode(x.dtype()), to_code = CastCode(to);
+  if (from_code < 0 || to_code < 0) {
+    return ctx.NotSupported("cast_cuda casts among float32, int32, int64, int8, uint8 and bool, not " +
+                            DataTypeName(x.dtype()) + " to " + DataTypeName(to));
+  }
+  if (x.dtype() == to) {
+    ctx.set_output(0, x);  // as the reference: the input itself
+    return Status::OK();
+  }
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, to, x.shape()));
+  return LaunchCast(x.raw_data(), from_code, y->raw_data(), to_code, x.numel(), cuda->stream());
+}
+
 // DynamicQuantizeLinear (float32 -> uint8, scale, zero point), all on the device.
 Status DynamicQuantizeF32(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
@@ -878,6 +933,7 @@ void RegisterCudaTensorRows(KernelRegistry& r) {
   r.Add(Row("Unsqueeze", "", 1, Unsqueeze, "unsqueeze_alias", nullptr, HostInput(1)));
   r.Add(Row("Identity", "", 1, Identity, "identity_alias"));
   r.Add(Row("Transpose", "", 1, Transpose, "transpose_cuda"));
+  r.Add(Row("Cast", "", 6, Cast, "cast_cuda", CheckOnly(CheckCast)));
   r.Add(Row("Concat", "", 4, Concat, "concat_cuda"));
   r.Add(Row("Split", "", 2, Split, "split_cuda", nullptr, HostInput(1)));
   r.Add(Row("Gather", "", 1, Gather, "gather_cuda", nullptr, HostInput(1)));

@@ -192,6 +192,8 @@ TEST_F(CudaRows, BinaryBroadcast) {
   const Tensor i = RandomInt<int64_t>({4, 3}, 60, -1000, 1000), j = RandomInt<int64_t>({3}, 61, -3, 3);
   for (const char* op : {"Add", "Sub", "Mul", "Div"}) ExpectRowMatchesReference(op, "", 14, {}, {i, j}, kExact);
   ExpectRowMatchesReference("Shape", "", 15, {Attribute::Int("start", 1)}, {a}, kExact);
+  ExpectRowMatchesReference("Cast", "", 13, {Attribute::Int("to", 7)}, {RandomF32({40}, 65, -1e3f, 1e3f)}, kExact);
+  ExpectRowMatchesReference("Cast", "", 13, {Attribute::Int("to", 1)}, {i}, kExact);
 }
 
 TEST_F(CudaRows, UnaryActivations) {

@@ -7,6 +7,8 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
+#include <limits>
 #include <random>
 #include <vector>
 
@@ -271,6 +273,48 @@ TEST(CudaKernelBodies, DepthwiseQLinearConvMatchesReferenceBitForBit) {
   std::vector<uint8_t> got(static_cast<size_t>((*want)[0].numel()));
   for (size_t i = 0; i < got.size(); ++i) got[i] = cuda::DepthwiseS8Element(static_cast<int64_t>(i), a, g);
   ExpectBytesEqual((*want)[0], got);
+}
+
+TEST(CudaKernelBodies, CastMatchesReference) {
+  const std::vector<float> f = {0.0f, -0.0f, 1.5f, -1.5f, 2.7e9f, -3e10f, 1e20f, 255.9f, -129.5f,
+                                std::numeric_limits<float>::quiet_NaN(), std::numeric_limits<float>::infinity()};
+  const std::vector<int64_t> i64 = {0, -1, 300, -300, INT64_MAX, INT64_MIN, 1LL << 40, 255, 128};
+  const struct {
+    DataType type;
+    int code;
+    int64_t onnx;
+  } types[] = {{DataType::kFloat32, cuda::kCastF32, 1}, {DataType::kInt32, cuda::kCastI32, 6},
+               {DataType::kInt64, cuda::kCastI64, 7},   {DataType::kInt8, cuda::kCastI8, 3},
+               {DataType::kUInt8, cuda::kCastU8, 2},    {DataType::kBool, cuda::kCastBool, 9}};
+  const Tensor sources[] = {Tensor::FromVector<float>({static_cast<int64_t>(f.size())}, f),
+                            Tensor::FromVector<int64_t>({static_cast<int64_t>(i64.size())}, i64),
+                            Tensor::FromVector<int64_t>({static_cast<int64_t>(i64.size())}, i64).CastTo(DataType::kInt32),
+                            Tensor::FromVector<int64_t>({static_cast<int64_t>(i64.size())}, i64).CastTo(DataType::kUInt8),
+                            Tensor::FromVector<int64_t>({static_cast<int64_t>(i64.size())}, i64).CastTo(DataType::kBool)};
+  for (const Tensor& x : sources) {
+    int from = -1;
+    for (const auto& t : types)
+      if (t.type == x.dtype()) from = t.code;
+    ASSERT_GE(from, 0);
+    for (const auto& t : types) {
+      auto want = testing::RunRefKernel(testing::OpNode("Cast", {Attribute::Int("to", t.onnx)}), 13, {x});
+      ASSERT_TRUE(want.ok()) << want.status().ToString();
+      const Tensor& w = (*want)[0];
+      std::vector<uint8_t> got(w.nbytes());
+      for (int64_t i = 0; i < x.numel(); ++i) cuda::CastElement(i, x.raw_data(), from, got.data(), t.code);
+      if (t.type == DataType::kFloat32) {  // NaN bits may differ in sign; compare as values
+        for (int64_t i = 0; i < x.numel(); ++i) {
+          float a, b;
+          std::memcpy(&a, got.data() + 4 * i, 4);
+          std::memcpy(&b, static_cast<const uint8_t*>(w.raw_data()) + 4 * i, 4);
+          ASSERT_TRUE((std::isnan(a) && std::isnan(b)) || a == b) << DataTypeName(x.dtype()) << " -> float32 at " << i;
+        }
+      } else {
+        ASSERT_EQ(std::memcmp(got.data(), w.raw_data(), w.nbytes()), 0)
+            << DataTypeName(x.dtype()) << " -> " << DataTypeName(t.type);
+      }
+    }
+  }
 }
 
 template <bool kMax>
