@@ -15,7 +15,7 @@
 //                   layernorm_f32_cuda, maxpool2d / avgpool2d / global_avgpool _f32_cuda,
 //                   reshape / flatten / squeeze / unsqueeze / identity _alias (the
 //                   output shares the input's buffer), shape_cuda, transpose_cuda,
-//                   concat_cuda, split_cuda (cudaMemcpy2DAsync), gather_cuda,
+//                   concat_cuda, split_cuda (cudaMemcpy2DAsync), slice_cuda, gather_cuda,
 //                   quantize_f32_s8_cuda, dequantize_s8_f32_cuda,
 //                   dynamic_quantize_f32_u8_cuda, qlinear_add / qlinear_mul _s8_cuda,
 //                   lut256_cuda, concat_lut_cuda, dequantize_concat_cuda (sparq)

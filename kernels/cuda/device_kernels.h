@@ -59,6 +59,7 @@ struct RequantArgs {
 // y = the permutation of x (elements of elem_size 1, 2, 4 or 8 bytes):
 // out_dims are y's dims, in_strides[d] x's stride (elements) along y's dim d.
 struct PermutePlan {
+  int64_t base = 0;  // x's element of y's first (Slice); 0 for a transpose
   int rank = 0;
   int64_t numel = 0;
   int64_t out_dims[kMaxRank] = {};

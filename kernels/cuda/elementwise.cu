@@ -250,7 +250,7 @@ __global__ void ShiftU8ToS8Kernel(const uint8_t* __restrict__ x, int8_t* __restr
 
 template <typename T>
 __global__ void PermuteKernel(const T* __restrict__ x, T* __restrict__ y, PermutePlan plan) {
-  SPARQ_GRID_STRIDE(i, plan.numel) { y[i] = x[BroadcastOffset(i, plan.rank, plan.out_dims, plan.in_strides)]; }
+  SPARQ_GRID_STRIDE(i, plan.numel) { y[i] = x[plan.base + BroadcastOffset(i, plan.rank, plan.out_dims, plan.in_strides)]; }
 }
 
 __global__ void QLinearBinaryKernel(const void* __restrict__ a, const void* __restrict__ b, uint8_t* __restrict__ y,

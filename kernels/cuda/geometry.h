@@ -5,7 +5,10 @@
 // headers: the rows and the host tests of the kernel bodies share it.
 #pragma once
 
+#include <algorithm>
+#include <limits>
 #include <string>
+#include <vector>
 
 #include "kernels/cuda/device_kernels.h"
 #include "kernels/op_context.h"
@@ -105,6 +108,70 @@ inline Status PlanBroadcast(const int64_t* a_dims, int a_rank, const int64_t* b_
   *plan = p;
   *out_rank = rank;
   return Status::OK();
+}
+
+// Slice of x's shape by starts / ends / axes / steps (axes and steps may be
+// empty: 0, 1, ... and ones), resolved as the reference's SliceImpl: y's shape
+// in *out_shape and the strided copy (base and signed strides) that makes y.
+inline StatusOr<int64_t> NormalizeSliceAxis(const OpContext& ctx, int64_t axis, int64_t rank) {
+  const int64_t a = axis < 0 ? axis + rank : axis;
+  if (a < 0 || a >= rank) return ctx.InvalidArgument("axes value " + std::to_string(axis) + " is out of range for rank " + std::to_string(rank));
+  return a;
+}
+
+inline StatusOr<PermutePlan> PlanSlice(const OpContext& ctx, const Shape& x, const std::vector<int64_t>& starts,
+                                       const std::vector<int64_t>& ends, std::vector<int64_t> axes,
+                                       std::vector<int64_t> steps, Shape* out_shape) {
+  const int64_t rank = static_cast<int64_t>(x.size());
+  const size_t n = starts.size();
+  if (axes.empty()) {
+    for (size_t i = 0; i < n; ++i) axes.push_back(static_cast<int64_t>(i));
+  }
+  if (steps.empty()) steps.assign(n, 1);
+  if (ends.size() != n || axes.size() != n || steps.size() != n) {
+    return ctx.InvalidArgument("starts, ends, axes and steps must have the same length");
+  }
+  if (rank > kMaxRank) return ctx.NotSupported("slice_cuda takes up to 8 dimensions");
+  Shape& out = *out_shape;
+  out = x;
+  std::vector<int64_t> first(static_cast<size_t>(rank), 0), step(static_cast<size_t>(rank), 1);
+  std::vector<bool> seen(static_cast<size_t>(rank), false);
+  for (size_t i = 0; i < n; ++i) {
+    SPARQ_ASSIGN_OR_RETURN(const int64_t axis, NormalizeSliceAxis(ctx, axes[i], rank));
+    if (seen[static_cast<size_t>(axis)]) return ctx.InvalidArgument("axes repeat axis " + std::to_string(axis));
+    seen[static_cast<size_t>(axis)] = true;
+    if (steps[i] == 0) return ctx.InvalidArgument("steps contain a zero");
+    const int64_t dim = x[static_cast<size_t>(axis)];
+    int64_t s = starts[i], e = ends[i], count;
+    if (s < 0) s += dim;
+    if (e < 0) e += dim;
+    if (dim == 0) {
+      count = 0;
+    } else if (steps[i] > 0) {
+      s = std::min(std::max<int64_t>(s, 0), dim);
+      e = std::min(std::max<int64_t>(e, 0), dim);
+      count = e > s ? 1 + (e - s - 1) / steps[i] : 0;
+    } else {
+      s = std::min(std::max<int64_t>(s, 0), dim - 1);
+      e = std::min(std::max<int64_t>(e, -1), dim - 1);
+      const int64_t stride = steps[i] == std::numeric_limits<int64_t>::min() ? std::numeric_limits<int64_t>::max() : -steps[i];
+      count = s > e ? 1 + (s - e - 1) / stride : 0;
+    }
+    out[static_cast<size_t>(axis)] = count;
+    first[static_cast<size_t>(axis)] = count > 0 ? s : 0;
+    step[static_cast<size_t>(axis)] = count > 1 ? steps[i] : 1;
+  }
+  PermutePlan plan;
+  plan.rank = static_cast<int>(rank);
+  plan.numel = NumElements(out);
+  int64_t stride = 1;
+  for (int64_t d = rank - 1; d >= 0; --d) {
+    plan.out_dims[d] = out[static_cast<size_t>(d)];
+    plan.in_strides[d] = stride * step[static_cast<size_t>(d)];
+    plan.base += first[static_cast<size_t>(d)] * stride;
+    stride *= x[static_cast<size_t>(d)];
+  }
+  return plan;
 }
 
 }  // namespace cuda

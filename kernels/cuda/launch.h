@@ -65,7 +65,7 @@ Status LaunchRowSumsS8(const int8_t* x, int64_t rows, int64_t k, int32_t* sums, 
 // y = x ^ 0x80: uint8 values as int8 shifted by -128 (zero points shift alike).
 Status LaunchShiftU8ToS8(const uint8_t* x, int8_t* y, int64_t n, cudaStream_t stream);
 
-// y = x permuted (PermutePlan, device_kernels.h).
+// y = x permuted or sliced (PermutePlan, device_kernels.h; strides may be negative).
 Status LaunchPermute(const void* x, void* y, int elem_size, const PermutePlan& plan, cudaStream_t stream);
 
 // sparq.QLinearAdd / QLinearMul (QLinearBinaryElement) into y (bytes).

@@ -533,6 +533,39 @@ Status Concat(OpContext& ctx) {
   return ConcatInto(ctx, *cuda, parts, ctx.node().attr_int("axis", 0));
 }
 
+// Slice: starts / ends / axes / steps (inputs from opset 10, host inputs;
+// attributes before), resolved as the reference does, then one strided copy.
+Status Slice(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  const Tensor& x = ctx.input(0);
+  std::vector<int64_t> starts, ends, axes, steps;
+  if (ctx.opset() >= 10) {
+    SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(3));
+    SPARQ_ASSIGN_OR_RETURN(starts, HostInt64s(ctx, 1, "starts"));
+    SPARQ_ASSIGN_OR_RETURN(ends, HostInt64s(ctx, 2, "ends"));
+    if (ctx.has_input(3)) {
+      SPARQ_ASSIGN_OR_RETURN(axes, HostInt64s(ctx, 3, "axes"));
+    }
+    if (ctx.has_input(4)) {
+      SPARQ_ASSIGN_OR_RETURN(steps, HostInt64s(ctx, 4, "steps"));
+    }
+  } else {
+    starts = ctx.node().attr_ints("starts");
+    ends = ctx.node().attr_ints("ends");
+    axes = ctx.node().attr_ints("axes");
+  }
+  Shape out;
+  SPARQ_ASSIGN_OR_RETURN(const PermutePlan plan, PlanSlice(ctx, x.shape(), starts, ends, axes, steps, &out));
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x.dtype(), out));
+  if (y->numel() == 0) return Status::OK();
+  if (x.rank() == 0) {
+    SPARQ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(y->raw_data(), x.raw_data(), x.nbytes(), cudaMemcpyDeviceToDevice, cuda->stream()));
+    return Status::OK();
+  }
+  return LaunchPermute(x.raw_data(), y->raw_data(), static_cast<int>(DataTypeSize(x.dtype())), plan, cuda->stream());
+}
+
 // Split: each output one strided 2-D copy. Sizes from the `split` input
 // (opset >= 13, a host input) or attribute, else num_outputs / equal parts.
 Status Split(OpContext& ctx) {
@@ -936,6 +969,7 @@ void RegisterCudaTensorRows(KernelRegistry& r) {
   r.Add(Row("Cast", "", 6, Cast, "cast_cuda", CheckOnly(CheckCast)));
   r.Add(Row("Concat", "", 4, Concat, "concat_cuda"));
   r.Add(Row("Split", "", 2, Split, "split_cuda", nullptr, HostInput(1)));
+  r.Add(Row("Slice", "", 1, Slice, "slice_cuda", nullptr, HostInput(1) | HostInput(2) | HostInput(3) | HostInput(4)));
   r.Add(Row("Gather", "", 1, Gather, "gather_cuda", nullptr, HostInput(1)));
   const uint32_t qparams = HostInput(1) | HostInput(2) | HostInput(4) | HostInput(5) | HostInput(6) | HostInput(7);
   r.Add(Row("QLinearAdd", kSparqDomain, 1, QLinearBinary<false>, "qlinear_add_s8_cuda", nullptr, qparams | HostInput(8)));

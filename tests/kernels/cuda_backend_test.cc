@@ -240,6 +240,10 @@ TEST_F(CudaRows, ShapesTransposeConcat) {
   ExpectRowMatchesReference("Concat", "", 13, {Attribute::Int("axis", 1)}, {x, RandomF32({2, 5, 4}, 15)}, kExact);
   ExpectRowMatchesReference("Split", "", 13, {Attribute::Int("axis", 2)}, {x, Tensor::FromVector<int64_t>({2}, {1, 3})},
                             kExact, 2);
+  ExpectRowMatchesReference("Slice", "", 13, {},
+                            {x, Tensor::FromVector<int64_t>({2}, {-1, 0}), Tensor::FromVector<int64_t>({2}, {-100, 3}),
+                             Tensor::FromVector<int64_t>({2}, {2, 1}), Tensor::FromVector<int64_t>({2}, {-2, 2})},
+                            kExact);
   ExpectRowMatchesReference("Gather", "", 13, {Attribute::Int("axis", 1)},
                             {x, Tensor::FromVector<int64_t>({2, 2}, {2, 0, -1, 1})}, kExact);
   ExpectRowMatchesReference("Gather", "", 13, {}, {RandomF32({30, 8}, 16), Tensor::FromVector<int64_t>({1, 3}, {29, 0, 7})},

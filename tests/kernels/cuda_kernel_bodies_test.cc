@@ -317,6 +317,41 @@ TEST(CudaKernelBodies, CastMatchesReference) {
   }
 }
 
+TEST(CudaKernelBodies, SlicePlanMatchesReference) {
+  const Tensor x = RandomF32({4, 5, 6}, 40);
+  const struct {
+    std::vector<int64_t> starts, ends, axes, steps;
+  } cases[] = {{{1}, {3}, {}, {}},
+               {{-1, 0}, {-100, 6}, {2, 1}, {-2, 2}},
+               {{0, 10, 2}, {4, -10, 5}, {0, 1, 2}, {3, -1, 1}},
+               {{3}, {3}, {1}, {}},
+               {{5}, {0}, {-1}, {-1}}};
+  for (const auto& c : cases) {
+    std::vector<Tensor> inputs = {x, Tensor::FromVector<int64_t>({static_cast<int64_t>(c.starts.size())}, c.starts),
+                                  Tensor::FromVector<int64_t>({static_cast<int64_t>(c.ends.size())}, c.ends)};
+    if (!c.axes.empty() || !c.steps.empty()) {
+      std::vector<int64_t> axes = c.axes;
+      if (axes.empty()) for (size_t i = 0; i < c.starts.size(); ++i) axes.push_back(static_cast<int64_t>(i));
+      inputs.push_back(Tensor::FromVector<int64_t>({static_cast<int64_t>(axes.size())}, axes));
+    }
+    if (!c.steps.empty()) inputs.push_back(Tensor::FromVector<int64_t>({static_cast<int64_t>(c.steps.size())}, c.steps));
+    auto want = testing::RunRefKernel(testing::OpNode("Slice"), 13, inputs);
+    ASSERT_TRUE(want.ok()) << want.status().ToString();
+    Node node = testing::OpNode("Slice");
+    OpContext ctx(node, 13, {}, static_cast<ThreadPool*>(nullptr));
+    Shape out;
+    auto plan = cuda::PlanSlice(ctx, x.shape(), c.starts, c.ends, c.axes, c.steps, &out);
+    ASSERT_TRUE(plan.ok()) << plan.status().ToString();
+    ASSERT_EQ(out, (*want)[0].shape());
+    std::vector<float> got(static_cast<size_t>(plan->numel));
+    for (int64_t i = 0; i < plan->numel; ++i) {
+      got[static_cast<size_t>(i)] =
+          x.data<float>()[plan->base + cuda::BroadcastOffset(i, plan->rank, plan->out_dims, plan->in_strides)];
+    }
+    ExpectBytesEqual((*want)[0], got);
+  }
+}
+
 template <bool kMax>
 void CheckPool(const std::vector<Attribute>& attrs) {
   const Tensor x = RandomF32({2, 3, 13, 10}, 9);
