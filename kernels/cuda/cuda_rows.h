@@ -13,6 +13,7 @@
 //                   (float32 / int32 / int64 / int8 / uint8 / bool), and
 //                   gelu_erf_chain_f32_cuda (sparq), softmax_f32_cuda (last axis),
 //                   layernorm_f32_cuda, maxpool2d / avgpool2d / global_avgpool _f32_cuda,
+//                   reduce_mean / reduce_sum _f32_cuda (any axes, the reference's order),
 //                   reshape / flatten / squeeze / unsqueeze / identity _alias (the
 //                   output shares the input's buffer), shape_cuda, transpose_cuda,
 //                   concat_cuda, split_cuda (cudaMemcpy2DAsync), slice_cuda, gather_cuda,

@@ -306,6 +306,17 @@ SPARQ_HD void CastElement(int64_t i, const void* x, int from, void* y, int to) {
   }
 }
 
+// Output element o of ReduceSum / ReduceMean over float32: the elements at
+// base[o] + offsets[r], r < n, summed in that order in double (the mean then
+// divided in double: NaN for n = 0), rounded once, as kernels/ref/reduce.cc.
+SPARQ_HD float ReduceSumMeanElement(int64_t o, const float* x, const int64_t* base, const int64_t* offsets, int64_t n,
+                                    bool mean) {
+  double s = 0.0;
+  const float* p = x + base[o];
+  for (int64_t r = 0; r < n; ++r) s += static_cast<double>(p[offsets[r]]);
+  return static_cast<float>(mean ? s / static_cast<double>(n) : s);
+}
+
 // Element i of the requantized GEMM result (RequantArgs above).
 template <typename T>
 SPARQ_HD T RequantizeElement(int64_t i, const RequantArgs& a) {

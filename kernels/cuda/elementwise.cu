@@ -263,6 +263,11 @@ __global__ void Lut256Kernel(const uint8_t* __restrict__ x, int offset, const ui
   SPARQ_GRID_STRIDE(i, n) { y[i] = table[(x[i] + offset) & 0xff]; }  // int8 bytes + 128 = value - min
 }
 
+__global__ void ReduceSumMeanKernel(const float* __restrict__ x, const int64_t* __restrict__ base, int64_t n_out,
+                                    const int64_t* __restrict__ offsets, int64_t n, bool mean, float* __restrict__ y) {
+  SPARQ_GRID_STRIDE(o, n_out) { y[o] = ReduceSumMeanElement(o, x, base, offsets, n, mean); }
+}
+
 __global__ void CastKernel(const void* x, int from, void* y, int to, int64_t n) {
   SPARQ_GRID_STRIDE(i, n) { CastElement(i, x, from, y, to); }
 }
@@ -455,6 +460,14 @@ Status LaunchLut256(const void* x, bool x_signed, const uint8_t* table, void* y,
   Lut256Kernel<<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(x), x_signed ? 128 : 0, table,
                                                       static_cast<uint8_t*>(y), n);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("Lut256Kernel");
+  return Status::OK();
+}
+
+Status LaunchReduceSumMeanF32(const float* x, const int64_t* base, int64_t n_out, const int64_t* offsets, int64_t n,
+                              bool mean, float* y, cudaStream_t stream) {
+  if (n_out <= 0) return Status::OK();
+  ReduceSumMeanKernel<<<BlocksFor(n_out), kThreads, 0, stream>>>(x, base, n_out, offsets, n, mean, y);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("ReduceSumMeanKernel");
   return Status::OK();
 }
 

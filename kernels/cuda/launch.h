@@ -77,6 +77,10 @@ Status LaunchLut256(const void* x, bool x_signed, const uint8_t* table, void* y,
 // y = Cast(x) elementwise (CastElement: CastType codes, device_kernels.h).
 Status LaunchCast(const void* x, int from, void* y, int to, int64_t n, cudaStream_t stream);
 
+// y[o] = ReduceSumMeanElement(o, ...) for o < n_out (base, offsets: device arrays).
+Status LaunchReduceSumMeanF32(const float* x, const int64_t* base, int64_t n_out, const int64_t* offsets, int64_t n,
+                              bool mean, float* y, cudaStream_t stream);
+
 // Gather: y [outer, n_indices, inner] from x [outer, axis_dim, inner] at
 // indices (device, int64, each in [0, axis_dim)), elements of elem_size bytes.
 Status LaunchGather(const void* x, const int64_t* indices, void* y, int elem_size, int64_t outer, int64_t axis_dim,

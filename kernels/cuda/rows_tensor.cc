@@ -798,6 +798,90 @@ Status QLinearLut(OpContext& ctx) {
                       cuda->stream());
 }
 
+// Row-major offsets of every index of `dims` (strides in elements): the
+// reference's enumeration (kernels/ref/reduce_common.h MakeReductionLayout,
+// not included here: its IsHalfType collides with nn_common.h's).
+std::vector<int64_t> EnumerateOffsets(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
+  std::vector<int64_t> out;
+  const int64_t total = NumElements(dims);
+  if (total == 0) return out;
+  out.reserve(static_cast<size_t>(total));
+  std::vector<int64_t> idx(dims.size(), 0);
+  int64_t off = 0;
+  for (int64_t i = 0; i < total; ++i) {
+    out.push_back(off);
+    for (size_t d = dims.size(); d-- > 0;) {
+      if (++idx[d] < dims[d]) {
+        off += strides[d];
+        break;
+      }
+      off -= strides[d] * (dims[d] - 1);
+      idx[d] = 0;
+    }
+  }
+  return out;
+}
+
+// ReduceSum / ReduceMean of float32 over any axes: the reference's layout
+// (output o reduces x[base[o] + offsets[r]] in order) uploaded, one thread
+// per output element.
+template <bool kMean, bool kAxesFromInput>
+Status ReduceSumMeanF32(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
+  SPARQ_RETURN_IF_ERROR(RequireInputType(ctx, 0, DataType::kFloat32, kMean ? "reduce_mean_f32_cuda" : "reduce_sum_f32_cuda"));
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  const Tensor& x = ctx.input(0);
+  std::vector<int64_t> axes;
+  bool noop = false;
+  if (kAxesFromInput) {
+    if (ctx.has_input(1)) {
+      SPARQ_ASSIGN_OR_RETURN(axes, HostInt64s(ctx, 1, "axes"));
+    }
+    noop = axes.empty() && ctx.node().attr_int("noop_with_empty_axes", 0) != 0;
+  } else {
+    axes = ctx.node().attr_ints("axes");
+  }
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  std::vector<bool> mask(static_cast<size_t>(rank), !noop);
+  if (!axes.empty()) {
+    mask.assign(static_cast<size_t>(rank), false);
+    for (int64_t a : axes) {
+      SPARQ_ASSIGN_OR_RETURN(const int64_t axis, NormalizeAxisOf(ctx, a, rank));
+      if (mask[static_cast<size_t>(axis)]) return ctx.InvalidArgument("axes list axis " + std::to_string(a) + " twice");
+      mask[static_cast<size_t>(axis)] = true;
+    }
+  }
+  const bool keepdims = ctx.node().attr_int("keepdims", 1) != 0;
+  std::vector<int64_t> stride(x.rank(), 1), kept_dims, kept_strides, red_dims, red_strides;
+  for (size_t d = x.rank(); d-- > 1;) stride[d - 1] = stride[d] * x.dim(d);
+  Shape out;
+  for (size_t d = 0; d < x.rank(); ++d) {
+    if (mask[d]) {
+      red_dims.push_back(x.dim(d));
+      red_strides.push_back(stride[d]);
+      if (keepdims) out.push_back(1);
+    } else {
+      kept_dims.push_back(x.dim(d));
+      kept_strides.push_back(stride[d]);
+      out.push_back(x.dim(d));
+    }
+  }
+  struct {
+    std::vector<int64_t> base, offsets;
+  } layout{EnumerateOffsets(kept_dims, kept_strides), EnumerateOffsets(red_dims, red_strides)};
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, out));
+  if (y->numel() == 0) return Status::OK();
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> base, UploadVector(*cuda, layout.base));
+  std::shared_ptr<uint8_t> offsets;
+  if (!layout.offsets.empty()) {
+    SPARQ_ASSIGN_OR_RETURN(offsets, UploadVector(*cuda, layout.offsets));
+  }
+  return LaunchReduceSumMeanF32(InF32(ctx, 0), reinterpret_cast<const int64_t*>(base.get()),
+                                static_cast<int64_t>(layout.base.size()), reinterpret_cast<const int64_t*>(offsets.get()),
+                                static_cast<int64_t>(layout.offsets.size()), kMean, static_cast<float*>(y->raw_data()),
+                                cuda->stream());
+}
+
 // Cast among float32, int32, int64, int8, uint8 and bool; to the same type: the input itself.
 int CastCode(DataType t) {
   switch (t) {
@@ -966,6 +1050,14 @@ void RegisterCudaTensorRows(KernelRegistry& r) {
   r.Add(Row("Unsqueeze", "", 1, Unsqueeze, "unsqueeze_alias", nullptr, HostInput(1)));
   r.Add(Row("Identity", "", 1, Identity, "identity_alias"));
   r.Add(Row("Transpose", "", 1, Transpose, "transpose_cuda"));
+  KernelDef mean_attr = Row("ReduceMean", "", 1, ReduceSumMeanF32<true, false>, "reduce_mean_f32_cuda", Float32Only(x));
+  mean_attr.until_opset = 17;
+  r.Add(std::move(mean_attr));
+  r.Add(Row("ReduceMean", "", 18, ReduceSumMeanF32<true, true>, "reduce_mean_f32_cuda", Float32Only(x), HostInput(1)));
+  KernelDef sum_attr = Row("ReduceSum", "", 1, ReduceSumMeanF32<false, false>, "reduce_sum_f32_cuda", Float32Only(x));
+  sum_attr.until_opset = 12;
+  r.Add(std::move(sum_attr));
+  r.Add(Row("ReduceSum", "", 13, ReduceSumMeanF32<false, true>, "reduce_sum_f32_cuda", Float32Only(x), HostInput(1)));
   r.Add(Row("Cast", "", 6, Cast, "cast_cuda", CheckOnly(CheckCast)));
   r.Add(Row("Concat", "", 4, Concat, "concat_cuda"));
   r.Add(Row("Split", "", 2, Split, "split_cuda", nullptr, HostInput(1)));

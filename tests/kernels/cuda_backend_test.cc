@@ -226,6 +226,10 @@ TEST_F(CudaRows, Pooling) {
                              Attribute::Int("count_include_pad", 1), Attribute::Int("ceil_mode", 1)},
                             {x}, kReductionF32);
   ExpectRowMatchesReference("GlobalAveragePool", "", 1, {}, {x}, kReductionF32);
+  // The reference's order of summation, in double: bit for bit.
+  ExpectRowMatchesReference("ReduceMean", "", 13, {Attribute::Ints("axes", {1, 3}), Attribute::Int("keepdims", 0)}, {x},
+                            kExact);
+  ExpectRowMatchesReference("ReduceSum", "", 13, {}, {x, Tensor::FromVector<int64_t>({1}, {-1})}, kExact);
 }
 
 TEST_F(CudaRows, ShapesTransposeConcat) {
