@@ -183,16 +183,9 @@ class CudaBackend : public Backend {
     return Status::OK();
   }
   const KernelRegistry& rows() const override { return CudaRows(); }
-  // The CPU's rewrites less the float fusions (fuse-conv-activation,
-  // fuse-pointwise-depthwise): their fused nodes have no CUDA row yet, and
-  // would run on the CPU between two copies.
-  std::vector<std::string> Passes(GraphProfile profile) const override {
-    switch (profile) {
-      case GraphProfile::kObserveKept: return {"fold-constant-subgraphs", "fold-pads"};
-      case GraphProfile::kDeployment: return {"fold-constant-subgraphs", "fold-pads", "fuse-qdq"};
-      default: return Backend::Passes(profile);
-    }
-  }
+  // Passes: the CPU's (Backend::Passes): every fused node they write has a
+  // CUDA row (FusedConv, PointwiseDepthwise, Silu, HardSwishChain,
+  // GeluErfChain, Attention, the QDQ-fused integer operators).
   StatusOr<std::shared_ptr<BackendContext>> CreateContext(const BackendOptions&) const override {
     SPARQ_RETURN_IF_ERROR(Available());
     SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<CudaContext> ctx, CudaContext::Create(0, options_));

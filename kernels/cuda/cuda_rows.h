@@ -4,7 +4,9 @@
 // otherwise, so the executor runs the node elsewhere); its fn runs on device
 // tensors, queued on the CudaContext's stream, and allocates its outputs
 // through OpContext::AllocateOutput. Input types are only known when the
-// node runs: a type a row does not take is a NotSupported error then.
+// node runs: every row is registered through WithHostFallback, so a type or
+// layout it does not take then runs the node's reference kernel on the host
+// (HostFallback: inputs copied down, outputs up) instead of failing.
 //
 // Rows (name: what runs):
 //   rows_tensor.cc  add_cuda / sub_cuda / mul_cuda / div_cuda (float32, int32, int64,
@@ -28,7 +30,11 @@
 //                   qlinear_conv_dw_s8_cuda, qlinear_conv_lut_s8_cuda and
 //                   matmul_s8_f32_cublaslt (sparq.QLinearConvLut,
 //                   sparq.MatMulIntegerToFloat), spmm_bell_f16_cusparse (MatMul with
-//                   a block-sparse constant float16 weight, Blocked-ELL)
+//                   a block-sparse constant float16 weight, Blocked-ELL),
+//                   fused_conv_dw_f32_cuda / fused_conv_f32_im2col_cublaslt,
+//                   pointwise_depthwise_f32_cuda, attention_f32_cuda (sparq's float
+//                   fusions: the CUDA backend takes the CPU's passes)
+//   rows_tensor.cc  also hardswish_chain_f32_cuda; maxpool2d_cuda takes int8 / uint8
 #pragma once
 
 #include <cstdint>
@@ -69,6 +75,21 @@ StatusOr<std::shared_ptr<uint8_t>> UploadVector(CudaContext& ctx, const std::vec
 // A host tensor's values as float / int32 (any float / integer type); InvalidArgument naming `what`.
 StatusOr<std::vector<float>> HostFloats(const OpContext& ctx, size_t i, const char* what);
 StatusOr<std::vector<int32_t>> HostInts(const OpContext& ctx, size_t i, const char* what);
+// Runs ctx's node on the reference kernel on the host: its device inputs
+// copied down, its outputs copied up (synchronous; slow, but right). What a
+// row does with inputs it finds it cannot take when the node runs (a type or
+// layout its prepare step could not see): input types are only known then.
+Status HostFallback(OpContext& ctx);
+
+// A row function that falls back to HostFallback when it returns
+// NotSupported (every CUDA row is registered through it).
+template <KernelFn kFn>
+Status WithHostFallback(OpContext& ctx) {
+  Status st = kFn(ctx);
+  if (st.code() != StatusCode::kNotSupported) return st;
+  return HostFallback(ctx);
+}
+
 // An attribute-only prepare step: `check(node)` returns OK or NotSupported.
 PrepareFn CheckOnly(Status (*check)(const Node& node, const std::vector<const Tensor*>& constants));
 

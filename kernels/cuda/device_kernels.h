@@ -184,6 +184,27 @@ SPARQ_HD uint8_t DepthwiseS8Element(int64_t i, const DepthwiseS8Args& a, const C
                     : RequantizeValue<uint8_t>(static_cast<int32_t>(acc), bias, mult, a.y_zp, false);
 }
 
+// Output element i of MaxPool over int8 / uint8 planes (the QDQ fusion moves
+// MaxPool onto the integers): the largest tap inside x, the type's lowest
+// value when no tap is (kernels/ref/pool.cc).
+template <typename T>
+SPARQ_HD T MaxPool2dIntValue(int64_t i, const T* x, const Pool2dGeometry& g) {
+  const int64_t ox = i % g.out_width, oy = (i / g.out_width) % g.out_height, plane = i / (g.out_width * g.out_height);
+  const T* xp = x + plane * g.height * g.width;
+  T best = static_cast<T>(DeviceQuantRange<T>::kMin);
+  for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
+    const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
+    if (iy < 0 || iy >= g.height) continue;
+    for (int64_t kx = 0; kx < g.kernel_w; ++kx) {
+      const int64_t ix = ox * g.stride_w - g.pad_left + kx * g.dilation_w;
+      if (ix < 0 || ix >= g.width) continue;
+      const T v = xp[iy * g.width + ix];
+      if (v > best) best = v;
+    }
+  }
+  return best;
+}
+
 // Output element i of MaxPool (kMax) or AveragePool on planes of x, as
 // kernels/ref/pool.cc: taps in row-major order, padding skipped; the max lets
 // a NaN win and stay; the average sums in double and divides by the taps

@@ -195,6 +195,15 @@ SPARQ_HD float GeluErfChain(float x, float divisor, float offset, float scale) {
   const float p = x * t;
   return p * scale;
 }
+// sparq.HardSwishChain: Div(Mul(x, Clip(Add(x, offset), lo, hi)), divisor),
+// each step rounded to float32 (NaN stays NaN through the Clip).
+SPARQ_HD float HardSwishChain(float x, float offset, float lo, float hi, float divisor) {
+  const float t = x + offset;
+  const float above = t < lo ? lo : t;
+  const float clipped = above > hi ? hi : above;
+  const float p = x * clipped;
+  return p / divisor;
+}
 SPARQ_HD float Relu(float x) { return x < 0.0f ? 0.0f : x; }  // NaN stays NaN
 // Clip: NaN stays NaN.
 SPARQ_HD float Clip(float x, float lo, float hi) {

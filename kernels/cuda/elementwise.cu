@@ -25,7 +25,7 @@ unsigned BlocksFor(int64_t n) {
 #define SPARQ_GRID_STRIDE(i, n) \
   for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
 
-__device__ float ApplyUnary(UnaryOp op, float x, float p0, float p1, float p2) {
+__device__ float ApplyUnary(UnaryOp op, float x, float p0, float p1, float p2, float p3) {
   switch (op) {
     case UnaryOp::kRelu: return Relu(x);
     case UnaryOp::kSigmoid: return Sigmoid(x);
@@ -39,14 +39,15 @@ __device__ float ApplyUnary(UnaryOp op, float x, float p0, float p1, float p2) {
     case UnaryOp::kClip: return Clip(x, p0, p1);
     case UnaryOp::kNeg: return -x;
     case UnaryOp::kAbs: return fabsf(x);
+    case UnaryOp::kHardSwishChain: return HardSwishChain(x, p0, p1, p2, p3);
   }
   return x;
 }
 
 // Not __restrict__: rows run it in place (y == x).
 __global__ void UnaryKernel(UnaryOp op, const float* x, float* y, int64_t n, float p0,
-                            float p1, float p2) {
-  SPARQ_GRID_STRIDE(i, n) { y[i] = ApplyUnary(op, x[i], p0, p1, p2); }
+                            float p1, float p2, float p3) {
+  SPARQ_GRID_STRIDE(i, n) { y[i] = ApplyUnary(op, x[i], p0, p1, p2, p3); }
 }
 
 __device__ __forceinline__ float ApplyBinary(BinaryOp op, float a, float b) {
@@ -290,9 +291,9 @@ __global__ void AbsHistogramKernel(const float* __restrict__ x, int64_t n, doubl
 }  // namespace
 
 Status LaunchUnaryF32(UnaryOp op, const float* x, float* y, int64_t n, float p0, float p1, float p2,
-                      cudaStream_t stream) {
+                      cudaStream_t stream, float p3) {
   if (n <= 0) return Status::OK();
-  UnaryKernel<<<BlocksFor(n), kThreads, 0, stream>>>(op, x, y, n, p0, p1, p2);
+  UnaryKernel<<<BlocksFor(n), kThreads, 0, stream>>>(op, x, y, n, p0, p1, p2, p3);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("UnaryKernel");
   return Status::OK();
 }

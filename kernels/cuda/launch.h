@@ -18,11 +18,14 @@ namespace cuda {
 // ---------------------------------------------------------------------------
 // Elementwise (elementwise.cu)
 
-enum class UnaryOp { kRelu, kSigmoid, kTanh, kErf, kSqrt, kExp, kSilu, kGelu, kGeluErfChain, kClip, kNeg, kAbs };
-// y[i] = op(x[i]) for float32. Parameters: kClip (p0 = lo, p1 = hi),
-// kGeluErfChain (p0 = divisor, p1 = offset, p2 = scale).
+enum class UnaryOp {
+  kRelu, kSigmoid, kTanh, kErf, kSqrt, kExp, kSilu, kGelu, kGeluErfChain, kClip, kNeg, kAbs, kHardSwishChain
+};
+// y[i] = op(x[i]) for float32 (y may be x). Parameters: kClip (p0 = lo, p1 = hi),
+// kGeluErfChain (p0 = divisor, p1 = offset, p2 = scale), kHardSwishChain
+// (p0 = offset, p1 = lo, p2 = hi, p3 = divisor).
 Status LaunchUnaryF32(UnaryOp op, const float* x, float* y, int64_t n, float p0, float p1, float p2,
-                     cudaStream_t stream);
+                      cudaStream_t stream, float p3 = 0.0f);
 
 enum class BinaryOp { kAdd, kSub, kMul, kDiv };
 // (PlanBroadcast, geometry.h, makes the plan.)
@@ -109,6 +112,8 @@ Status LaunchAddChannelBiasF32(float* y, const float* bias, int64_t batch, int64
                                cudaStream_t stream);
 
 Status LaunchMaxPool2dF32(const float* x, float* y, const Pool2dGeometry& g, cudaStream_t stream);
+// MaxPool of int8 (is_signed) or uint8 planes (MaxPool2dIntValue).
+Status LaunchMaxPool2dS8(const void* x, bool is_signed, void* y, const Pool2dGeometry& g, cudaStream_t stream);
 Status LaunchAveragePool2dF32(const float* x, float* y, const Pool2dGeometry& g, cudaStream_t stream);
 // y[p] = mean of x[p * hw, (p + 1) * hw), in double.
 Status LaunchGlobalAveragePoolF32(const float* x, float* y, int64_t planes, int64_t hw, cudaStream_t stream);

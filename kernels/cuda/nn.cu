@@ -44,6 +44,11 @@ __global__ void Pool2dKernel(const float* __restrict__ x, float* __restrict__ y,
   SPARQ_GRID_STRIDE(i, g.planes * g.out_height * g.out_width) { y[i] = Pool2dValue<kMax>(i, x, g); }
 }
 
+template <typename T>
+__global__ void MaxPool2dIntKernel(const T* __restrict__ x, T* __restrict__ y, Pool2dGeometry g) {
+  SPARQ_GRID_STRIDE(i, g.planes * g.out_height * g.out_width) { y[i] = MaxPool2dIntValue<T>(i, x, g); }
+}
+
 // One block per plane.
 __global__ void GlobalAveragePoolKernel(const float* __restrict__ x, float* __restrict__ y, int64_t hw) {
   __shared__ double shared[kThreads];
@@ -142,6 +147,18 @@ Status LaunchMaxPool2dF32(const float* x, float* y, const Pool2dGeometry& g, cud
   if (n <= 0) return Status::OK();
   Pool2dKernel<true><<<BlocksFor(n), kThreads, 0, stream>>>(x, y, g);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("MaxPool2dKernel");
+  return Status::OK();
+}
+
+Status LaunchMaxPool2dS8(const void* x, bool is_signed, void* y, const Pool2dGeometry& g, cudaStream_t stream) {
+  const int64_t n = g.planes * g.out_height * g.out_width;
+  if (n <= 0) return Status::OK();
+  if (is_signed) {
+    MaxPool2dIntKernel<int8_t><<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<const int8_t*>(x), static_cast<int8_t*>(y), g);
+  } else {
+    MaxPool2dIntKernel<uint8_t><<<BlocksFor(n), kThreads, 0, stream>>>(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), g);
+  }
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("MaxPool2dIntKernel");
   return Status::OK();
 }
 

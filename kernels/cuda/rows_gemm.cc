@@ -10,6 +10,7 @@
 // zero points are applied after the GEMM (RequantArgs in launch.h):
 //   sum_k (a - za)(b - zb) = sum_k a b - zb sum_k a - za sum_k b + K za zb
 // which equals the reference's int32 sums modulo 2^32, i.e. exactly.
+#include <limits>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -21,6 +22,7 @@
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/layouts.h"
 #include "kernels/cuda/spmm_blocked_ell.h"
+#include "kernels/ref/fused_conv.h"
 #include "kernels/ref/quantize.h"
 
 namespace sparq {
@@ -301,6 +303,152 @@ Status ConvDepthwiseF32(OpContext& ctx) {
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, y_shape));
   return LaunchDepthwiseConvF32(static_cast<const float*>(x.raw_data()), static_cast<const float*>(w.raw_data()), bias,
                                 static_cast<float*>(y->raw_data()), g, cuda->stream());
+}
+
+// sparq.FusedConv (runtime/passes/float_fusion.h): the convolution, then its
+// clamp [out_min, out_max] and, with activation "Silu", x * Sigmoid(x), in place.
+Status ApplyFusedActivation(OpContext& ctx, CudaContext& cuda) {
+  Tensor& y = ctx.outputs()[0];
+  float* p = static_cast<float*>(y.raw_data());
+  const float lo = ctx.node().attr_float("out_min", -std::numeric_limits<float>::infinity());
+  const float hi = ctx.node().attr_float("out_max", std::numeric_limits<float>::infinity());
+  SPARQ_RETURN_IF_ERROR(LaunchUnaryF32(UnaryOp::kClip, p, p, y.numel(), lo, hi, 0.0f, cuda.stream()));
+  if (ctx.node().attr_string("activation", "") == "Silu") {
+    SPARQ_RETURN_IF_ERROR(LaunchUnaryF32(UnaryOp::kSilu, p, p, y.numel(), 0.0f, 0.0f, 0.0f, cuda.stream()));
+  }
+  return Status::OK();
+}
+
+template <Status (*kConv)(OpContext&)>
+Status FusedConvF32(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(kConv(ctx));
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  return ApplyFusedActivation(ctx, *cuda);
+}
+
+// sparq.PointwiseDepthwise: its two FusedConv parts (kernels/ref/fused_conv.h), one after the other.
+Status PointwiseDepthwiseF32(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(2));
+  if (!ctx.has_input(3)) return ctx.InvalidArgument("input 3 (W_dw) is required");
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  const auto [pointwise, depthwise] = PointwiseDepthwiseParts(ctx.node());
+  auto in = [&ctx](size_t i) { return ctx.has_input(i) ? &ctx.input(i) : nullptr; };
+  OpContext pw(pointwise, ctx.opset(), {in(0), in(1), in(2)}, *cuda);
+  SPARQ_RETURN_IF_ERROR(FusedConvF32<ConvIm2ColF32>(pw));
+  const Tensor t = pw.outputs()[0];
+  OpContext dw(depthwise, ctx.opset(), {&t, in(3), in(4)}, *cuda);
+  SPARQ_RETURN_IF_ERROR(FusedConvF32<ConvDepthwiseF32>(dw));
+  ctx.set_output(0, dw.outputs()[0]);
+  return Status::OK();
+}
+
+Status CheckPointwiseDepthwise(const Node& node, const std::vector<const Tensor*>&) {
+  const auto parts = PointwiseDepthwiseParts(node);
+  if (parts.first.attr_int("group", 1) != 1) return Status::NotSupported(node.Describe() + ": the pointwise part is grouped");
+  if (parts.second.attr_int("group", 1) <= 1) return Status::NotSupported(node.Describe() + ": the depthwise part is not");
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------------------
+// sparq.Attention (kernels/ref/softmax.cc): the nodes it replaced, on the
+// CUDA kernels: scores = Q K^T [* or / scale] [+ mask]; y = Softmax(scores) V;
+// layout "bshd" transposes Q, K, V and y around them.
+
+StatusOr<Tensor> PermuteOnDevice(CudaContext& cuda, const Tensor& x, const std::vector<int64_t>& perm) {
+  const size_t rank = x.rank();
+  std::vector<int64_t> strides(rank, 1);
+  for (size_t d = rank; d-- > 1;) strides[d - 1] = strides[d] * x.dim(d);
+  PermutePlan plan;
+  plan.rank = static_cast<int>(rank);
+  plan.numel = x.numel();
+  Shape out(rank);
+  for (size_t d = 0; d < rank; ++d) {
+    out[d] = x.dim(static_cast<size_t>(perm[d]));
+    plan.out_dims[d] = out[d];
+    plan.in_strides[d] = strides[static_cast<size_t>(perm[d])];
+  }
+  SPARQ_ASSIGN_OR_RETURN(Tensor y, cuda.AllocateTensor(x.dtype(), out));
+  SPARQ_RETURN_IF_ERROR(LaunchPermute(x.raw_data(), y.raw_data(), static_cast<int>(DataTypeSize(x.dtype())), plan,
+                                      cuda.stream()));
+  return y;
+}
+
+StatusOr<Tensor> MatMulOnDevice(const OpContext& ctx, CudaContext& cuda, const Tensor& a, const Tensor& b) {
+  SPARQ_ASSIGN_OR_RETURN(const MatMulShape s, PlanMatMulShape(ctx, a.shape(), b.shape()));
+  SPARQ_ASSIGN_OR_RETURN(Tensor y, cuda.AllocateTensor(a.dtype(), s.out));
+  if (y.numel() == 0) return y;
+  LtGemmArgs args;
+  args.type = cuda.options().allow_tf32 ? LtGemmType::kTF32 : LtGemmType::kF32;
+  args.m = s.m;
+  args.n = s.n;
+  args.k = s.k;
+  args.a = a.raw_data();
+  args.lda = s.k;
+  args.b = b.raw_data();
+  args.ldb = s.n;
+  args.c = y.raw_data();
+  args.ldc = s.n;
+  args.batch = s.batch;
+  args.stride_a = s.stride_a;
+  args.stride_b = s.stride_b;
+  args.stride_c = s.stride_c;
+  SPARQ_RETURN_IF_ERROR(RunGemm(cuda, args).WithContext(ctx.node().Describe()));
+  return y;
+}
+
+// y = y op b in place, b broadcast to y's shape.
+Status BinaryInPlace(const OpContext& ctx, CudaContext& cuda, BinaryOp op, Tensor* y, const Tensor& b) {
+  BroadcastPlan plan;
+  int64_t out_dims[kMaxRank];
+  int out_rank = 0;
+  SPARQ_RETURN_IF_ERROR(PlanBroadcast(y->shape().data(), static_cast<int>(y->rank()), b.shape().data(),
+                                      static_cast<int>(b.rank()), &plan, out_dims, &out_rank)
+                            .WithContext(ctx.node().Describe()));
+  if (Shape(out_dims, out_dims + out_rank) != y->shape()) {
+    return ctx.NotSupported("attention_f32_cuda: an input of shape " + ShapeToString(b.shape()) +
+                            " would grow the scores " + ShapeToString(y->shape()));
+  }
+  float* p = static_cast<float*>(y->raw_data());
+  return LaunchBinaryF32(op, p, static_cast<const float*>(b.raw_data()), p, plan, cuda.stream());
+}
+
+Status AttentionF32(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(3));
+  for (size_t i = 0; i < 5; ++i) {
+    if (!ctx.has_input(i)) continue;
+    SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, i));
+    SPARQ_RETURN_IF_ERROR(RequireInputType(ctx, i, DataType::kFloat32, "attention_f32_cuda"));
+  }
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  const std::string scale_op = ctx.node().attr_string("scale_op", "none");
+  if (scale_op != "none" && scale_op != "Mul" && scale_op != "Div") return ctx.InvalidArgument("scale_op must be Mul, Div or none");
+  if (scale_op != "none" && !ctx.has_input(4)) return ctx.InvalidArgument("scale_op " + scale_op + " needs input 4");
+  const std::string layout = ctx.node().attr_string("layout", "bhsd");
+  if (layout != "bhsd" && layout != "bshd") return ctx.InvalidArgument("layout must be bhsd or bshd");
+  const bool bshd = layout == "bshd";
+  Tensor q = ctx.input(0), kt = ctx.input(1), v = ctx.input(2);
+  if (bshd) {
+    if (q.rank() != 4 || kt.rank() != 4 || v.rank() != 4) return ctx.InvalidArgument("layout bshd takes 4-D Q, K, V");
+    SPARQ_ASSIGN_OR_RETURN(q, PermuteOnDevice(*cuda, ctx.input(0), {0, 2, 1, 3}));
+    SPARQ_ASSIGN_OR_RETURN(kt, PermuteOnDevice(*cuda, ctx.input(1), {0, 2, 3, 1}));
+    SPARQ_ASSIGN_OR_RETURN(v, PermuteOnDevice(*cuda, ctx.input(2), {0, 2, 1, 3}));
+  }
+  SPARQ_ASSIGN_OR_RETURN(Tensor scores, MatMulOnDevice(ctx, *cuda, q, kt));
+  if (scale_op != "none") {
+    SPARQ_RETURN_IF_ERROR(BinaryInPlace(ctx, *cuda, scale_op == "Mul" ? BinaryOp::kMul : BinaryOp::kDiv, &scores,
+                                        ctx.input(4)));
+  }
+  if (ctx.has_input(3)) SPARQ_RETURN_IF_ERROR(BinaryInPlace(ctx, *cuda, BinaryOp::kAdd, &scores, ctx.input(3)));
+  if (scores.rank() == 0) return ctx.InvalidArgument("scores of rank 0");
+  const int64_t n = scores.shape().back();
+  float* sp = static_cast<float*>(scores.raw_data());
+  SPARQ_RETURN_IF_ERROR(LaunchSoftmaxRowsF32(sp, sp, n > 0 ? scores.numel() / n : 0, n, cuda->stream()));
+  SPARQ_ASSIGN_OR_RETURN(Tensor y, MatMulOnDevice(ctx, *cuda, scores, v));
+  if (bshd) {
+    SPARQ_ASSIGN_OR_RETURN(y, PermuteOnDevice(*cuda, y, {0, 2, 1, 3}));
+  }
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
 }
 
 // ---------------------------------------------------------------------------
@@ -828,23 +976,34 @@ KernelDef Row(const char* op, int since, KernelFn fn, const char* name, int prio
 }  // namespace
 
 void RegisterCudaGemmRows(KernelRegistry& r) {
-  r.Add(Row("MatMul", 1, MatMulBlockedEllF16, "spmm_bell_f16_cusparse", kCudaPrioritySpecial, PrepareBlockedEll));
-  r.Add(Row("MatMul", 1, MatMulDense, "gemm_cublaslt", kCudaPriorityGeneral, NameByWeight(nullptr)));
-  r.Add(Row("Gemm", 1, Gemm, "gemm_cublaslt", kCudaPriorityGeneral, NameByWeight(CheckGemm)));
-  r.Add(Row("Conv", 1, ConvDepthwiseF32, "conv_dw_f32_cuda", kCudaPrioritySpecial, CheckOnly(CheckConvDepthwise)));
-  r.Add(Row("Conv", 1, ConvIm2ColF32, "conv_f32_im2col_cublaslt", kCudaPriorityGeneral, CheckOnly(CheckConvIm2Col)));
+  r.Add(Row("MatMul", 1, WithHostFallback<MatMulBlockedEllF16>, "spmm_bell_f16_cusparse", kCudaPrioritySpecial, PrepareBlockedEll));
+  r.Add(Row("MatMul", 1, WithHostFallback<MatMulDense>, "gemm_cublaslt", kCudaPriorityGeneral, NameByWeight(nullptr)));
+  r.Add(Row("Gemm", 1, WithHostFallback<Gemm>, "gemm_cublaslt", kCudaPriorityGeneral, NameByWeight(CheckGemm)));
+  r.Add(Row("Conv", 1, WithHostFallback<ConvDepthwiseF32>, "conv_dw_f32_cuda", kCudaPrioritySpecial, CheckOnly(CheckConvDepthwise)));
+  r.Add(Row("Conv", 1, WithHostFallback<ConvIm2ColF32>, "conv_f32_im2col_cublaslt", kCudaPriorityGeneral, CheckOnly(CheckConvIm2Col)));
+  auto sparq_row = [](KernelDef d) {
+    d.domain = kSparqDomain;
+    return d;
+  };
+  r.Add(sparq_row(Row("FusedConv", 1, WithHostFallback<FusedConvF32<ConvDepthwiseF32>>, "fused_conv_dw_f32_cuda", kCudaPrioritySpecial,
+                      CheckOnly(CheckConvDepthwise))));
+  r.Add(sparq_row(Row("FusedConv", 1, WithHostFallback<FusedConvF32<ConvIm2ColF32>>, "fused_conv_f32_im2col_cublaslt",
+                      kCudaPriorityGeneral, CheckOnly(CheckConvIm2Col))));
+  r.Add(sparq_row(Row("PointwiseDepthwise", 1, WithHostFallback<PointwiseDepthwiseF32>, "pointwise_depthwise_f32_cuda",
+                      kCudaPriorityGeneral, CheckOnly(CheckPointwiseDepthwise))));
+  r.Add(sparq_row(Row("Attention", 1, WithHostFallback<AttentionF32>, "attention_f32_cuda", kCudaPriorityGeneral)));
   const uint32_t qlinear_params = HostInput(1) | HostInput(2) | HostInput(4) | HostInput(5) | HostInput(6) | HostInput(7);
-  r.Add(Row("QLinearMatMul", 10, QLinearMatMulS8, "qlinear_matmul_s8_cublaslt", kCudaPriorityGeneral, nullptr,
+  r.Add(Row("QLinearMatMul", 10, WithHostFallback<QLinearMatMulS8>, "qlinear_matmul_s8_cublaslt", kCudaPriorityGeneral, nullptr,
             qlinear_params));
-  r.Add(Row("QLinearConv", 10, QLinearConvS8, "qlinear_conv_s8_cublaslt", kCudaPriorityGeneral,
+  r.Add(Row("QLinearConv", 10, WithHostFallback<QLinearConvS8>, "qlinear_conv_s8_cublaslt", kCudaPriorityGeneral,
             CheckOnly(CheckQLinearConv), qlinear_params));
-  r.Add(Row("QLinearConv", 10, QLinearConvDepthwiseS8, "qlinear_conv_dw_s8_cuda", kCudaPrioritySpecial,
+  r.Add(Row("QLinearConv", 10, WithHostFallback<QLinearConvDepthwiseS8>, "qlinear_conv_dw_s8_cuda", kCudaPrioritySpecial,
             CheckOnly(CheckQLinearConvDepthwise), qlinear_params));
-  KernelDef conv_lut = Row("QLinearConvLut", 1, QLinearConvLutS8, "qlinear_conv_lut_s8_cuda", kCudaPriorityGeneral,
+  KernelDef conv_lut = Row("QLinearConvLut", 1, WithHostFallback<QLinearConvLutS8>, "qlinear_conv_lut_s8_cuda", kCudaPriorityGeneral,
                            CheckOnly(CheckQLinearConvAny), qlinear_params | HostInput(9));
   conv_lut.domain = kSparqDomain;
   r.Add(std::move(conv_lut));
-  KernelDef mm_float = Row("MatMulIntegerToFloat", 1, MatMulIntegerToFloatS8, "matmul_s8_f32_cublaslt",
+  KernelDef mm_float = Row("MatMulIntegerToFloat", 1, WithHostFallback<MatMulIntegerToFloatS8>, "matmul_s8_f32_cublaslt",
                            kCudaPriorityGeneral, CheckOnly(CheckMatMulIntegerToFloat),
                            HostInput(2) | HostInput(3) | HostInput(4) | HostInput(5));
   mm_float.domain = kSparqDomain;

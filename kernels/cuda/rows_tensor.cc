@@ -10,6 +10,7 @@
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/geometry.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/registry.h"
 
 namespace sparq {
 namespace cuda {
@@ -75,6 +76,36 @@ StatusOr<std::vector<int32_t>> HostInts(const OpContext& ctx, size_t i, const ch
   std::vector<int32_t> v(static_cast<size_t>(t.numel()));
   for (int64_t k = 0; k < t.numel(); ++k) v[static_cast<size_t>(k)] = static_cast<int32_t>(t.GetAsDouble(k));
   return v;
+}
+
+Status HostFallback(OpContext& ctx) {
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  const Node& node = ctx.node();
+  const KernelDef* ref = KernelRegistry::Reference().Find(node.op_type, node.domain, ctx.opset());
+  if (ref == nullptr) return ctx.NotSupported("no CUDA kernel and no reference kernel for this node");
+  std::vector<Tensor> host(ctx.num_inputs());
+  std::vector<const Tensor*> inputs(ctx.num_inputs(), nullptr);
+  for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+    if (!ctx.has_input(i)) continue;
+    if (ctx.input(i).device().is_host()) {
+      inputs[i] = &ctx.input(i);
+      continue;
+    }
+    SPARQ_ASSIGN_OR_RETURN(host[i], CopyTensorToHost(*cuda, ctx.input(i)));
+    inputs[i] = &host[i];
+  }
+  OpContext on_host(node, ctx.opset(), std::move(inputs), static_cast<ThreadPool*>(nullptr));
+  SPARQ_RETURN_IF_ERROR(ref->fn(on_host));
+  for (size_t k = 0; k < on_host.outputs().size(); ++k) {
+    const Tensor& out = on_host.outputs()[k];
+    if (!out.defined()) {
+      ctx.set_output(k, Tensor());
+      continue;
+    }
+    SPARQ_ASSIGN_OR_RETURN(Tensor device, CopyTensorToDevice(*cuda, out));
+    ctx.set_output(k, std::move(device));
+  }
+  return Status::OK();
 }
 
 PrepareFn CheckOnly(Status (*check)(const Node& node, const std::vector<const Tensor*>& constants)) {
@@ -233,12 +264,33 @@ Status CheckGelu(const Node& node, const std::vector<const Tensor*>&) {
   return Status::OK();
 }
 
+// sparq.GeluErfChain; the output has at least min_rank dimensions (leading ones added).
 Status GeluErfChainF32(OpContext& ctx) {
-  if (ctx.node().attr_int("min_rank", 0) > static_cast<int64_t>(ctx.has_input(0) ? ctx.input(0).rank() : 0)) {
-    return ctx.NotSupported("min_rank above the input's rank");
-  }
-  return RunUnary(ctx, UnaryOp::kGeluErfChain, ctx.node().attr_float("divisor", 1.41421356f),
-                  ctx.node().attr_float("offset", 1.0f), ctx.node().attr_float("scale", 0.5f));
+  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
+  SPARQ_RETURN_IF_ERROR(RequireInputType(ctx, 0, DataType::kFloat32, "gelu_erf_chain_f32_cuda"));
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  const Tensor& x = ctx.input(0);
+  Shape shape = x.shape();
+  while (static_cast<int64_t>(shape.size()) < ctx.node().attr_int("min_rank", 0)) shape.insert(shape.begin(), 1);
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, shape));
+  return LaunchUnaryF32(UnaryOp::kGeluErfChain, InF32(ctx, 0), static_cast<float*>(y->raw_data()), x.numel(),
+                        ctx.node().attr_float("divisor", 1.41421356f), ctx.node().attr_float("offset", 1.0f),
+                        ctx.node().attr_float("scale", 0.5f), cuda->stream());
+}
+
+// sparq.HardSwishChain; the output has at least min_rank dimensions (leading ones added).
+Status HardSwishChainF32(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
+  SPARQ_RETURN_IF_ERROR(RequireInputType(ctx, 0, DataType::kFloat32, "hardswish_chain_f32_cuda"));
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  const Tensor& x = ctx.input(0);
+  Shape shape = x.shape();
+  while (static_cast<int64_t>(shape.size()) < ctx.node().attr_int("min_rank", 0)) shape.insert(shape.begin(), 1);
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, shape));
+  const Node& n = ctx.node();
+  return LaunchUnaryF32(UnaryOp::kHardSwishChain, InF32(ctx, 0), static_cast<float*>(y->raw_data()), x.numel(),
+                        n.attr_float("offset", 3.0f), n.attr_float("lo", 0.0f), n.attr_float("hi", 6.0f),
+                        cuda->stream(), n.attr_float("divisor", 6.0f));
 }
 
 // ---------------------------------------------------------------------------
@@ -309,15 +361,19 @@ Status CheckPool(const Node& node, const std::vector<const Tensor*>&) {
   return Status::OK();
 }
 
+// MaxPool of float32, int8 or uint8 (integers after the QDQ fusion); AveragePool of float32.
 template <bool kMax>
-Status Pool2dF32(OpContext& ctx) {
+Status Pool2d(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
-  SPARQ_RETURN_IF_ERROR(RequireInputType(ctx, 0, DataType::kFloat32, kMax ? "maxpool2d_f32_cuda" : "avgpool2d_f32_cuda"));
+  const DataType type = ctx.input(0).dtype();
+  const bool bytes = kMax && (type == DataType::kInt8 || type == DataType::kUInt8);
+  if (!bytes) SPARQ_RETURN_IF_ERROR(RequireInputType(ctx, 0, DataType::kFloat32, kMax ? "maxpool2d_cuda" : "avgpool2d_f32_cuda"));
   SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
   const Tensor& x = ctx.input(0);
   Shape y_shape;
   SPARQ_ASSIGN_OR_RETURN(const Pool2dGeometry g, Pool2dGeometryOf(ctx, x.shape(), &y_shape));
-  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, y_shape));
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, type, y_shape));
+  if (bytes) return LaunchMaxPool2dS8(x.raw_data(), type == DataType::kInt8, y->raw_data(), g, cuda->stream());
   float* yp = static_cast<float*>(y->raw_data());
   return kMax ? LaunchMaxPool2dF32(InF32(ctx, 0), yp, g, cuda->stream())
               : LaunchAveragePool2dF32(InF32(ctx, 0), yp, g, cuda->stream());
@@ -1020,64 +1076,65 @@ KernelDef Row(const char* op, const char* domain, int since, KernelFn fn, const 
 
 void RegisterCudaTensorRows(KernelRegistry& r) {
   const uint32_t x = HostInput(0), xy = HostInput(0) | HostInput(1);
-  r.Add(Row("Add", "", 7, Binary<BinaryOp::kAdd>, "add_cuda", NumericOnly(xy)));
-  r.Add(Row("Sub", "", 7, Binary<BinaryOp::kSub>, "sub_cuda", NumericOnly(xy)));
-  r.Add(Row("Mul", "", 7, Binary<BinaryOp::kMul>, "mul_cuda", NumericOnly(xy)));
-  r.Add(Row("Div", "", 7, Binary<BinaryOp::kDiv>, "div_cuda", NumericOnly(xy)));
+  r.Add(Row("Add", "", 7, WithHostFallback<Binary<BinaryOp::kAdd>>, "add_cuda", NumericOnly(xy)));
+  r.Add(Row("Sub", "", 7, WithHostFallback<Binary<BinaryOp::kSub>>, "sub_cuda", NumericOnly(xy)));
+  r.Add(Row("Mul", "", 7, WithHostFallback<Binary<BinaryOp::kMul>>, "mul_cuda", NumericOnly(xy)));
+  r.Add(Row("Div", "", 7, WithHostFallback<Binary<BinaryOp::kDiv>>, "div_cuda", NumericOnly(xy)));
   // Shape reads only its input's dimensions: taking it here keeps a device
   // tensor from being copied to the host just to be measured.
-  r.Add(Row("Shape", "", 1, ShapeOf, "shape_cuda"));
-  r.Add(Row("Relu", "", 6, UnaryF32<UnaryOp::kRelu>, "relu_f32_cuda", Float32Only(x)));
-  r.Add(Row("Sigmoid", "", 6, UnaryF32<UnaryOp::kSigmoid>, "sigmoid_f32_cuda", Float32Only(x)));
-  r.Add(Row("Tanh", "", 6, UnaryF32<UnaryOp::kTanh>, "tanh_f32_cuda", Float32Only(x)));
-  r.Add(Row("Erf", "", 9, UnaryF32<UnaryOp::kErf>, "erf_f32_cuda", Float32Only(x)));
-  r.Add(Row("Sqrt", "", 6, UnaryF32<UnaryOp::kSqrt>, "sqrt_f32_cuda", Float32Only(x)));
-  r.Add(Row("Exp", "", 6, UnaryF32<UnaryOp::kExp>, "exp_f32_cuda", Float32Only(x)));
-  r.Add(Row("Neg", "", 6, UnaryF32<UnaryOp::kNeg>, "neg_f32_cuda", Float32Only(x)));
-  r.Add(Row("Abs", "", 6, UnaryF32<UnaryOp::kAbs>, "abs_f32_cuda", Float32Only(x)));
-  r.Add(Row("Clip", "", 6, ClipF32, "clip_f32_cuda", Float32Only(x), HostInput(1) | HostInput(2)));
-  r.Add(Row("Gelu", "", 20, GeluF32, "gelu_f32_cuda", Float32Only(x, CheckGelu)));
-  r.Add(Row("Silu", kSparqDomain, 1, UnaryF32<UnaryOp::kSilu>, "silu_f32_cuda", Float32Only(x)));
-  r.Add(Row("GeluErfChain", kSparqDomain, 1, GeluErfChainF32, "gelu_erf_chain_f32_cuda", Float32Only(x)));
-  r.Add(Row("Softmax", "", 1, SoftmaxF32, "softmax_f32_cuda", Float32Only(x, CheckSoftmax)));
-  r.Add(Row("LayerNormalization", "", 1, LayerNormF32, "layernorm_f32_cuda", Float32Only(0x7u, CheckLayerNorm)));
-  r.Add(Row("MaxPool", "", 1, Pool2dF32<true>, "maxpool2d_f32_cuda", Float32Only(x, CheckPool)));
-  r.Add(Row("AveragePool", "", 1, Pool2dF32<false>, "avgpool2d_f32_cuda", Float32Only(x, CheckPool)));
-  r.Add(Row("GlobalAveragePool", "", 1, GlobalAveragePoolF32, "global_avgpool_f32_cuda", Float32Only(x)));
-  r.Add(Row("Reshape", "", 5, Reshape, "reshape_alias", nullptr, HostInput(1)));
-  r.Add(Row("Flatten", "", 1, Flatten, "flatten_alias"));
-  r.Add(Row("Squeeze", "", 1, Squeeze, "squeeze_alias", nullptr, HostInput(1)));
-  r.Add(Row("Unsqueeze", "", 1, Unsqueeze, "unsqueeze_alias", nullptr, HostInput(1)));
-  r.Add(Row("Identity", "", 1, Identity, "identity_alias"));
-  r.Add(Row("Transpose", "", 1, Transpose, "transpose_cuda"));
-  KernelDef mean_attr = Row("ReduceMean", "", 1, ReduceSumMeanF32<true, false>, "reduce_mean_f32_cuda", Float32Only(x));
+  r.Add(Row("Shape", "", 1, WithHostFallback<ShapeOf>, "shape_cuda"));
+  r.Add(Row("Relu", "", 6, WithHostFallback<UnaryF32<UnaryOp::kRelu>>, "relu_f32_cuda", Float32Only(x)));
+  r.Add(Row("Sigmoid", "", 6, WithHostFallback<UnaryF32<UnaryOp::kSigmoid>>, "sigmoid_f32_cuda", Float32Only(x)));
+  r.Add(Row("Tanh", "", 6, WithHostFallback<UnaryF32<UnaryOp::kTanh>>, "tanh_f32_cuda", Float32Only(x)));
+  r.Add(Row("Erf", "", 9, WithHostFallback<UnaryF32<UnaryOp::kErf>>, "erf_f32_cuda", Float32Only(x)));
+  r.Add(Row("Sqrt", "", 6, WithHostFallback<UnaryF32<UnaryOp::kSqrt>>, "sqrt_f32_cuda", Float32Only(x)));
+  r.Add(Row("Exp", "", 6, WithHostFallback<UnaryF32<UnaryOp::kExp>>, "exp_f32_cuda", Float32Only(x)));
+  r.Add(Row("Neg", "", 6, WithHostFallback<UnaryF32<UnaryOp::kNeg>>, "neg_f32_cuda", Float32Only(x)));
+  r.Add(Row("Abs", "", 6, WithHostFallback<UnaryF32<UnaryOp::kAbs>>, "abs_f32_cuda", Float32Only(x)));
+  r.Add(Row("Clip", "", 6, WithHostFallback<ClipF32>, "clip_f32_cuda", Float32Only(x), HostInput(1) | HostInput(2)));
+  r.Add(Row("Gelu", "", 20, WithHostFallback<GeluF32>, "gelu_f32_cuda", Float32Only(x, CheckGelu)));
+  r.Add(Row("Silu", kSparqDomain, 1, WithHostFallback<UnaryF32<UnaryOp::kSilu>>, "silu_f32_cuda", Float32Only(x)));
+  r.Add(Row("GeluErfChain", kSparqDomain, 1, WithHostFallback<GeluErfChainF32>, "gelu_erf_chain_f32_cuda", Float32Only(x)));
+  r.Add(Row("HardSwishChain", kSparqDomain, 1, WithHostFallback<HardSwishChainF32>, "hardswish_chain_f32_cuda", Float32Only(x)));
+  r.Add(Row("Softmax", "", 1, WithHostFallback<SoftmaxF32>, "softmax_f32_cuda", Float32Only(x, CheckSoftmax)));
+  r.Add(Row("LayerNormalization", "", 1, WithHostFallback<LayerNormF32>, "layernorm_f32_cuda", Float32Only(0x7u, CheckLayerNorm)));
+  r.Add(Row("MaxPool", "", 1, WithHostFallback<Pool2d<true>>, "maxpool2d_cuda", CheckOnly(CheckPool)));
+  r.Add(Row("AveragePool", "", 1, WithHostFallback<Pool2d<false>>, "avgpool2d_f32_cuda", Float32Only(x, CheckPool)));
+  r.Add(Row("GlobalAveragePool", "", 1, WithHostFallback<GlobalAveragePoolF32>, "global_avgpool_f32_cuda", Float32Only(x)));
+  r.Add(Row("Reshape", "", 5, WithHostFallback<Reshape>, "reshape_alias", nullptr, HostInput(1)));
+  r.Add(Row("Flatten", "", 1, WithHostFallback<Flatten>, "flatten_alias"));
+  r.Add(Row("Squeeze", "", 1, WithHostFallback<Squeeze>, "squeeze_alias", nullptr, HostInput(1)));
+  r.Add(Row("Unsqueeze", "", 1, WithHostFallback<Unsqueeze>, "unsqueeze_alias", nullptr, HostInput(1)));
+  r.Add(Row("Identity", "", 1, WithHostFallback<Identity>, "identity_alias"));
+  r.Add(Row("Transpose", "", 1, WithHostFallback<Transpose>, "transpose_cuda"));
+  KernelDef mean_attr = Row("ReduceMean", "", 1, WithHostFallback<ReduceSumMeanF32<true, false>>, "reduce_mean_f32_cuda", Float32Only(x));
   mean_attr.until_opset = 17;
   r.Add(std::move(mean_attr));
-  r.Add(Row("ReduceMean", "", 18, ReduceSumMeanF32<true, true>, "reduce_mean_f32_cuda", Float32Only(x), HostInput(1)));
-  KernelDef sum_attr = Row("ReduceSum", "", 1, ReduceSumMeanF32<false, false>, "reduce_sum_f32_cuda", Float32Only(x));
+  r.Add(Row("ReduceMean", "", 18, WithHostFallback<ReduceSumMeanF32<true, true>>, "reduce_mean_f32_cuda", Float32Only(x), HostInput(1)));
+  KernelDef sum_attr = Row("ReduceSum", "", 1, WithHostFallback<ReduceSumMeanF32<false, false>>, "reduce_sum_f32_cuda", Float32Only(x));
   sum_attr.until_opset = 12;
   r.Add(std::move(sum_attr));
-  r.Add(Row("ReduceSum", "", 13, ReduceSumMeanF32<false, true>, "reduce_sum_f32_cuda", Float32Only(x), HostInput(1)));
-  r.Add(Row("Cast", "", 6, Cast, "cast_cuda", CheckOnly(CheckCast)));
-  r.Add(Row("Concat", "", 4, Concat, "concat_cuda"));
-  r.Add(Row("Split", "", 2, Split, "split_cuda", nullptr, HostInput(1)));
-  r.Add(Row("Slice", "", 1, Slice, "slice_cuda", nullptr, HostInput(1) | HostInput(2) | HostInput(3) | HostInput(4)));
-  r.Add(Row("Gather", "", 1, Gather, "gather_cuda", nullptr, HostInput(1)));
+  r.Add(Row("ReduceSum", "", 13, WithHostFallback<ReduceSumMeanF32<false, true>>, "reduce_sum_f32_cuda", Float32Only(x), HostInput(1)));
+  r.Add(Row("Cast", "", 6, WithHostFallback<Cast>, "cast_cuda", CheckOnly(CheckCast)));
+  r.Add(Row("Concat", "", 4, WithHostFallback<Concat>, "concat_cuda"));
+  r.Add(Row("Split", "", 2, WithHostFallback<Split>, "split_cuda", nullptr, HostInput(1)));
+  r.Add(Row("Slice", "", 1, WithHostFallback<Slice>, "slice_cuda", nullptr, HostInput(1) | HostInput(2) | HostInput(3) | HostInput(4)));
+  r.Add(Row("Gather", "", 1, WithHostFallback<Gather>, "gather_cuda", nullptr, HostInput(1)));
   const uint32_t qparams = HostInput(1) | HostInput(2) | HostInput(4) | HostInput(5) | HostInput(6) | HostInput(7);
-  r.Add(Row("QLinearAdd", kSparqDomain, 1, QLinearBinary<false>, "qlinear_add_s8_cuda", nullptr, qparams | HostInput(8)));
-  r.Add(Row("QLinearMul", kSparqDomain, 1, QLinearBinary<true>, "qlinear_mul_s8_cuda", nullptr, qparams | HostInput(8)));
-  r.Add(Row("QLinearLut", kSparqDomain, 1, QLinearLut, "lut256_cuda", nullptr, HostInput(1)));
+  r.Add(Row("QLinearAdd", kSparqDomain, 1, WithHostFallback<QLinearBinary<false>>, "qlinear_add_s8_cuda", nullptr, qparams | HostInput(8)));
+  r.Add(Row("QLinearMul", kSparqDomain, 1, WithHostFallback<QLinearBinary<true>>, "qlinear_mul_s8_cuda", nullptr, qparams | HostInput(8)));
+  r.Add(Row("QLinearLut", kSparqDomain, 1, WithHostFallback<QLinearLut>, "lut256_cuda", nullptr, HostInput(1)));
   uint32_t odd = 0, params3 = 0;  // the tables of ConcatLut; the scales and zero points of DequantizeConcat
   for (int i = 0; i < 32; ++i) {
     if (i % 2 == 1) odd |= HostInput(i);
     if (i % 3 != 0) params3 |= HostInput(i);
   }
-  r.Add(Row("ConcatLut", kSparqDomain, 1, ConcatLut, "concat_lut_cuda", nullptr, odd));
-  r.Add(Row("DequantizeConcat", kSparqDomain, 1, DequantizeConcat, "dequantize_concat_cuda", nullptr, params3));
-  r.Add(Row("DynamicQuantizeLinear", "", 11, DynamicQuantizeF32, "dynamic_quantize_f32_u8_cuda", Float32Only(x)));
-  r.Add(Row("QuantizeLinear", "", 10, QuantizeF32, "quantize_f32_s8_cuda", CheckOnly(CheckQdq),
+  r.Add(Row("ConcatLut", kSparqDomain, 1, WithHostFallback<ConcatLut>, "concat_lut_cuda", nullptr, odd));
+  r.Add(Row("DequantizeConcat", kSparqDomain, 1, WithHostFallback<DequantizeConcat>, "dequantize_concat_cuda", nullptr, params3));
+  r.Add(Row("DynamicQuantizeLinear", "", 11, WithHostFallback<DynamicQuantizeF32>, "dynamic_quantize_f32_u8_cuda", Float32Only(x)));
+  r.Add(Row("QuantizeLinear", "", 10, WithHostFallback<QuantizeF32>, "quantize_f32_s8_cuda", CheckOnly(CheckQdq),
             HostInput(1) | HostInput(2)));
-  r.Add(Row("DequantizeLinear", "", 10, DequantizeToF32, "dequantize_s8_f32_cuda", CheckOnly(CheckQdq),
+  r.Add(Row("DequantizeLinear", "", 10, WithHostFallback<DequantizeToF32>, "dequantize_s8_f32_cuda", CheckOnly(CheckQdq),
             HostInput(1) | HostInput(2)));
 }
 

@@ -226,6 +226,8 @@ TEST_F(CudaRows, Pooling) {
                              Attribute::Int("count_include_pad", 1), Attribute::Int("ceil_mode", 1)},
                             {x}, kReductionF32);
   ExpectRowMatchesReference("GlobalAveragePool", "", 1, {}, {x}, kReductionF32);
+  ExpectRowMatchesReference("MaxPool", "", 12, {Attribute::Ints("kernel_shape", {2, 2}), Attribute::Ints("strides", {2, 2})},
+                            {RandomInt<uint8_t>({1, 4, 8, 8}, 66, 0, 255)}, kExact);
   // The reference's order of summation, in double: bit for bit.
   ExpectRowMatchesReference("ReduceMean", "", 13, {Attribute::Ints("axes", {1, 3}), Attribute::Int("keepdims", 0)}, {x},
                             kExact);
@@ -319,6 +321,38 @@ TEST_F(CudaRows, Convolutions) {
   ExpectRowMatchesReference("Conv", "", 11, {Attribute::Int("group", 3), Attribute::Ints("pads", {2, 2, 2, 2}),
                                              Attribute::Ints("dilations", {2, 2})},
                             {x, RandomF32({3, 1, 3, 3}, 30), RandomF32({3}, 31)}, kGemmF32);
+}
+
+TEST_F(CudaRows, FloatFusions) {
+  const Tensor x = RandomF32({1, 4, 9, 9}, 70);
+  ExpectRowMatchesReference("FusedConv", kSparqDomain, 1,
+                            {Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Float("out_min", 0.0f),
+                             Attribute::Float("out_max", 6.0f)},
+                            {x, RandomF32({6, 4, 3, 3}, 71), RandomF32({6}, 72)}, kGemmF32);
+  ExpectRowMatchesReference("FusedConv", kSparqDomain, 1,
+                            {Attribute::Int("group", 4), Attribute::Ints("pads", {1, 1, 1, 1}),
+                             Attribute::String("activation", "Silu")},
+                            {x, RandomF32({4, 1, 3, 3}, 73), RandomF32({4}, 74)}, kGemmF32);
+  ExpectRowMatchesReference("PointwiseDepthwise", kSparqDomain, 1,
+                            {Attribute::Float("pw_out_min", 0.0f), Attribute::Float("pw_out_max", 6.0f),
+                             Attribute::Int("group", 6), Attribute::Ints("kernel_shape", {3, 3}),
+                             Attribute::Ints("pads", {1, 1, 1, 1})},
+                            {x, RandomF32({6, 4, 1, 1}, 75), RandomF32({6}, 76), RandomF32({6, 1, 3, 3}, 77),
+                             RandomF32({6}, 78)},
+                            kGemmF32);
+  ExpectRowMatchesReference("HardSwishChain", kSparqDomain, 1, {}, {RandomF32({3, 50}, 79, -8.0f, 8.0f)}, kExact);
+  const Tensor q = RandomF32({2, 3, 7, 8}, 80), kt = RandomF32({2, 3, 8, 7}, 81), v = RandomF32({2, 3, 7, 5}, 82);
+  ExpectRowMatchesReference("Attention", kSparqDomain, 1, {Attribute::String("scale_op", "Div")},
+                            {q, kt, v, RandomF32({2, 1, 1, 7}, 83), Tensor::Scalar(2.828427f)}, kGemmF32);
+  const Tensor qs = RandomF32({2, 7, 3, 8}, 84), ks = RandomF32({2, 7, 3, 8}, 85), vs = RandomF32({2, 7, 3, 5}, 86);
+  ExpectRowMatchesReference("Attention", kSparqDomain, 1, {Attribute::String("layout", "bshd")}, {qs, ks, vs}, kGemmF32);
+}
+
+TEST_F(CudaRows, UnsupportedTypesRunOnTheHost) {
+  // float64 has no CUDA kernel: the rows copy the inputs down and run the reference.
+  const Tensor a = RandomF32({3, 4}, 87).CastTo(DataType::kFloat64), b = RandomF32({4}, 88).CastTo(DataType::kFloat64);
+  ExpectRowMatchesReference("Add", "", 14, {}, {a, b}, kExact);
+  ExpectRowMatchesReference("Softmax", "", 13, {Attribute::Int("axis", 0)}, {RandomF32({5, 6}, 89)}, kExact);
 }
 
 TEST_F(CudaRows, Int8GemmsAreExact) {

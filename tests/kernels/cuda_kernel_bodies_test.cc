@@ -369,6 +369,22 @@ void CheckPool(const std::vector<Attribute>& attrs) {
   ExpectBytesEqual((*want)[0], got);
 }
 
+TEST(CudaKernelBodies, IntegerMaxPoolMatchesReference) {
+  const Tensor x = RandomInt<int8_t>({2, 3, 9, 8}, 33, -128, 127);
+  const std::vector<Attribute> attrs = {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("strides", {2, 2}),
+                                        Attribute::Ints("pads", {1, 1, 1, 1})};
+  auto want = testing::RunRefKernel(testing::OpNode("MaxPool", attrs), 12, {x});
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  Node node = testing::OpNode("MaxPool", attrs);
+  OpContext ctx(node, 12, {}, static_cast<ThreadPool*>(nullptr));
+  Shape y_shape;
+  auto g = cuda::Pool2dGeometryOf(ctx, x.shape(), &y_shape);
+  ASSERT_TRUE(g.ok());
+  std::vector<int8_t> got(static_cast<size_t>((*want)[0].numel()));
+  for (size_t i = 0; i < got.size(); ++i) got[i] = cuda::MaxPool2dIntValue<int8_t>(static_cast<int64_t>(i), x.data<int8_t>(), *g);
+  ExpectBytesEqual((*want)[0], got);
+}
+
 TEST(CudaKernelBodies, PoolingMatchesReferenceBitForBit) {
   CheckPool<true>({Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("strides", {2, 2}),
                    Attribute::Ints("pads", {1, 1, 1, 1})});

@@ -192,6 +192,7 @@ TEST(CudaDeviceMath, ActivationsMatchReferenceKernels) {
       {"Gelu", "", 20, [](float v) { return cuda::GeluErf(v); }},
       {"GeluErfChain", kSparqDomain, 1, [](float v) { return cuda::GeluErfChain(v, 1.41421356f, 1.0f, 0.5f); }},
       {"Relu", "", 14, [](float v) { return cuda::Relu(v); }},
+      {"HardSwishChain", kSparqDomain, 1, [](float v) { return cuda::HardSwishChain(v, 3.0f, 0.0f, 6.0f, 6.0f); }},
   };
   for (const Case& c : cases) {
     Node node = testing::OpNode(c.op);
