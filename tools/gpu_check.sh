@@ -30,7 +30,12 @@ bundle() {
   command -v nvcc >/dev/null 2>&1 || [ -x /usr/local/cuda/bin/nvcc ] || { echo "gpu_check: nvcc not found" >&2; exit 2; }
   echo "gpu_check: configuring $build (Release, CUDA ${SPARQ_CUDA_ARCHITECTURES:-80;90})"
   mkdir -p "$build"
-  cmake -S "$ROOT" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPARQ_CUDA=ON -DSPARQ_BUILD_TESTS=ON \
+  local launcher=()
+  if command -v ccache >/dev/null; then  # as tools/test.sh: paths relative to the checkout
+    launcher=(-DCMAKE_CXX_COMPILER_LAUNCHER=ccache -DCMAKE_C_COMPILER_LAUNCHER=ccache)
+    export CCACHE_BASEDIR="${CCACHE_BASEDIR:-$ROOT}" CCACHE_NOHASHDIR="${CCACHE_NOHASHDIR:-1}"
+  fi
+  cmake -S "$ROOT" -B "$build" -DCMAKE_BUILD_TYPE=Release -DSPARQ_CUDA=ON -DSPARQ_BUILD_TESTS=ON "${launcher[@]}" \
     -DSPARQ_CUDA_ARCHITECTURES="${SPARQ_CUDA_ARCHITECTURES:-80;90}" >"$build/gpu_check.configure.log" 2>&1 ||
     { tail -30 "$build/gpu_check.configure.log" >&2; exit 1; }
   echo "gpu_check: building sparq, sparq_cuda_tests, gpu_bench (-j$jobs)"
