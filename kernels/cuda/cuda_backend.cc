@@ -201,8 +201,11 @@ class CudaBackend : public Backend {
 const KernelRegistry& CudaRows() {
   static const KernelRegistry* rows = [] {
     auto* r = new KernelRegistry();
-    RegisterCudaTensorRows(*r);
+    RegisterCudaElementwiseRows(*r);
+    RegisterCudaLayoutRows(*r);
+    RegisterCudaQuantRows(*r);
     RegisterCudaGemmRows(*r);
+    RegisterCudaInt8Rows(*r);
     return r;
   }();
   return *rows;

@@ -8,33 +8,34 @@
 // layout it does not take then runs the node's reference kernel on the host
 // (HostFallback: inputs copied down, outputs up) instead of failing.
 //
-// Rows (name: what runs):
-//   rows_tensor.cc  add_cuda / sub_cuda / mul_cuda / div_cuda (float32, int32, int64,
-//                   numpy broadcasting), relu / sigmoid / tanh / erf / sqrt / exp /
-//                   neg / abs / clip / gelu _f32_cuda, silu_f32_cuda and cast_cuda
-//                   (float32 / int32 / int64 / int8 / uint8 / bool), and
-//                   gelu_erf_chain_f32_cuda (sparq), softmax_f32_cuda (last axis),
-//                   layernorm_f32_cuda, maxpool2d / avgpool2d / global_avgpool _f32_cuda,
-//                   reduce_mean / reduce_sum _f32_cuda (any axes, the reference's order),
-//                   reshape / flatten / squeeze / unsqueeze / identity _alias (the
-//                   output shares the input's buffer), shape_cuda, transpose_cuda,
-//                   concat_cuda, split_cuda (cudaMemcpy2DAsync), slice_cuda, gather_cuda,
-//                   quantize_f32_s8_cuda, dequantize_s8_f32_cuda,
-//                   dynamic_quantize_f32_u8_cuda, qlinear_add / qlinear_mul _s8_cuda,
-//                   lut256_cuda, concat_lut_cuda, dequantize_concat_cuda (sparq)
-//   rows_gemm.cc    gemm_cublaslt (MatMul, Gemm; named gemm_f32 / gemm_f16 _cublaslt by
-//                   a constant weight; FP32 as TF32 by CudaBackendOptions),
-//                   conv_f32_im2col_cublaslt, conv_dw_f32_cuda,
-//                   qlinear_matmul_s8_cublaslt, qlinear_conv_s8_cublaslt (INT8 GEMM,
-//                   int32 sums, requantized by device_math.h's arithmetic),
-//                   qlinear_conv_dw_s8_cuda, qlinear_conv_lut_s8_cuda and
-//                   matmul_s8_f32_cublaslt (sparq.QLinearConvLut,
-//                   sparq.MatMulIntegerToFloat), spmm_bell_f16_cusparse (MatMul with
-//                   a block-sparse constant float16 weight, Blocked-ELL),
-//                   fused_conv_dw_f32_cuda / fused_conv_f32_im2col_cublaslt,
-//                   pointwise_depthwise_f32_cuda, attention_f32_cuda (sparq's float
-//                   fusions: the CUDA backend takes the CPU's passes)
-//   rows_tensor.cc  also hardswish_chain_f32_cuda; maxpool2d_cuda takes int8 / uint8
+// Rows (name: what runs), by file:
+//   rows_elementwise.cc  add / sub / mul / div _cuda (float32, int32, int64, numpy
+//                        broadcasting), relu / sigmoid / tanh / erf / sqrt / exp / neg /
+//                        abs / clip / gelu _f32_cuda, silu / gelu_erf_chain /
+//                        hardswish_chain _f32_cuda (sparq), softmax_f32_cuda (last
+//                        axis), layernorm_f32_cuda, maxpool2d_cuda (float32, int8,
+//                        uint8), avgpool2d / global_avgpool _f32_cuda, reduce_mean /
+//                        reduce_sum _f32_cuda (any axes, the reference's order),
+//                        cast_cuda (float32 / int32 / int64 / int8 / uint8 / bool)
+//   rows_layout.cc       shape_cuda, reshape / flatten / squeeze / unsqueeze / identity
+//                        _alias (the output shares the input's buffer), transpose_cuda,
+//                        concat_cuda, split_cuda (cudaMemcpy2DAsync), slice_cuda,
+//                        gather_cuda (any element type)
+//   rows_quant.cc        quantize_f32_s8_cuda, dequantize_s8_f32_cuda,
+//                        dynamic_quantize_f32_u8_cuda, qlinear_add / qlinear_mul _s8_cuda,
+//                        lut256_cuda, concat_lut_cuda, dequantize_concat_cuda (sparq)
+//   rows_gemm.cc         gemm_cublaslt (MatMul, Gemm; named gemm_f32 / gemm_f16
+//                        _cublaslt by a constant weight; FP32 as TF32 by
+//                        CudaBackendOptions), conv_f32_im2col_cublaslt, conv_dw_f32_cuda,
+//                        fused_conv_dw_f32_cuda / fused_conv_f32_im2col_cublaslt,
+//                        pointwise_depthwise_f32_cuda, attention_f32_cuda (sparq's
+//                        float fusions), spmm_bell_f16_cusparse (MatMul with a
+//                        block-sparse constant float16 weight, Blocked-ELL)
+//   rows_int8.cc         qlinear_matmul_s8_cublaslt, qlinear_conv_s8_cublaslt (INT8
+//                        GEMM, int32 sums, requantized by device_math.h's arithmetic),
+//                        qlinear_conv_dw_s8_cuda, qlinear_conv_lut_s8_cuda,
+//                        matmul_s8_f32_cublaslt (sparq.MatMulIntegerToFloat)
+//   rows_common.cc       the helpers below, HostFallback
 #pragma once
 
 #include <cstdint>
@@ -48,10 +49,13 @@
 namespace sparq {
 namespace cuda {
 
-// Every CUDA row (built once).
+// Every CUDA row (built once), from the registration hooks of the rows files.
 const KernelRegistry& CudaRows();
-void RegisterCudaTensorRows(KernelRegistry& r);
-void RegisterCudaGemmRows(KernelRegistry& r);
+void RegisterCudaElementwiseRows(KernelRegistry& r);  // rows_elementwise.cc
+void RegisterCudaLayoutRows(KernelRegistry& r);       // rows_layout.cc
+void RegisterCudaQuantRows(KernelRegistry& r);        // rows_quant.cc
+void RegisterCudaGemmRows(KernelRegistry& r);         // rows_gemm.cc
+void RegisterCudaInt8Rows(KernelRegistry& r);         // rows_int8.cc
 
 // Row priorities within the CUDA registry: a specialised row ahead of the
 // general row of the same op.
@@ -92,6 +96,29 @@ Status WithHostFallback(OpContext& ctx) {
 
 // An attribute-only prepare step: `check(node)` returns OK or NotSupported.
 PrepareFn CheckOnly(Status (*check)(const Node& node, const std::vector<const Tensor*>& constants));
+// A prepare step for float32 rows: declines the node when an input in `mask`
+// is a constant of another type, then runs `check` when given.
+PrepareFn Float32Only(uint32_t mask, Status (*check)(const Node&, const std::vector<const Tensor*>&) = nullptr);
+
+// InvalidArgument naming the node unless input i arrived on the host (a host input).
+Status RequireHost(const OpContext& ctx, size_t i, const char* what);
+// A host input's values as int64 (int64 or int32 tensors).
+StatusOr<std::vector<int64_t>> HostInt64s(const OpContext& ctx, size_t i, const char* what);
+// A host input holding a 256-entry uint8 / int8 table, its bytes.
+StatusOr<std::vector<uint8_t>> HostTable(const OpContext& ctx, size_t i);
+// Input i's device pointer as float (precondition: float32).
+const float* InF32(const OpContext& ctx, size_t i);
+// `axis` in [0, rank); InvalidArgument naming the node otherwise.
+StatusOr<int64_t> NormalizeAxisOf(const OpContext& ctx, int64_t axis, int64_t rank);
+// Product of s[begin, end).
+int64_t Product(const Shape& s, size_t begin, size_t end);
+// Output 0 = Concat(parts, axis) of device tensors of one type (cudaMemcpy2DAsync per part).
+Status ConcatInto(OpContext& ctx, CudaContext& cuda, const std::vector<const Tensor*>& parts, int64_t axis);
+// One cuBLASLt GEMM on ctx's stream, its plan cached by the context (CudaContext::Gemm).
+Status RunCudaGemm(CudaContext& cuda, const LtGemmArgs& args);
+// One CUDA row (opset since .. 99).
+KernelDef CudaRow(const char* op, const char* domain, int since, KernelFn fn, const char* name,
+                  PrepareFn prepare = nullptr, uint32_t host_inputs = 0, int priority = kCudaPriorityGeneral);
 
 }  // namespace cuda
 }  // namespace sparq

@@ -1,15 +1,8 @@
-// CUDA rows of the GEMM-shaped operators (cuda_rows.h lists them): MatMul and
-// Gemm on cuBLASLt, Conv as im2col + cuBLASLt (one image at a time, the
-// column buffer reused in stream order) or the own depthwise kernel, the
-// INT8 QLinearMatMul / QLinearConv on cuBLASLt's IMMA GEMM (int32 sums) and
-// the requantize kernel, and MatMul with a block-sparse float16 weight on
-// cuSPARSE's Blocked-ELL SpMM.
-//
-// INT8 operands are made signed (uint8 x -> x ^ 0x80 = x - 128, zero points
-// shifted alike, so every difference x - zero_point is unchanged), and the
-// zero points are applied after the GEMM (RequantArgs in launch.h):
-//   sum_k (a - za)(b - zb) = sum_k a b - zb sum_k a - za sum_k b + K za zb
-// which equals the reference's int32 sums modulo 2^32, i.e. exactly.
+// CUDA rows of the float GEMM-shaped operators (cuda_rows.h lists them):
+// MatMul and Gemm on cuBLASLt, Conv as im2col + cuBLASLt (one image at a
+// time, the column buffer reused in stream order) or the own depthwise
+// kernel, sparq's float fusions (FusedConv, PointwiseDepthwise, Attention),
+// and MatMul with a block-sparse float16 weight on cuSPARSE's Blocked-ELL SpMM.
 #include <limits>
 #include <mutex>
 #include <string>
@@ -23,7 +16,6 @@
 #include "kernels/cuda/layouts.h"
 #include "kernels/cuda/spmm_blocked_ell.h"
 #include "kernels/ref/fused_conv.h"
-#include "kernels/ref/quantize.h"
 
 namespace sparq {
 namespace cuda {
@@ -34,12 +26,6 @@ namespace {
 constexpr double kBlockedEllMinSparsity = 0.8;
 constexpr int64_t kBlockedEllBlocks[] = {64, 32};
 
-int64_t Product(const Shape& s, size_t begin, size_t end) {
-  int64_t p = 1;
-  for (size_t i = begin; i < end && i < s.size(); ++i) p *= s[i];
-  return p;
-}
-
 StatusOr<LtGemmType> FloatGemmType(const OpContext& ctx, const CudaContext& cuda, DataType type) {
   switch (type) {
     case DataType::kFloat32: return cuda.options().allow_tf32 ? LtGemmType::kTF32 : LtGemmType::kF32;
@@ -48,12 +34,16 @@ StatusOr<LtGemmType> FloatGemmType(const OpContext& ctx, const CudaContext& cuda
   }
 }
 
+}  // namespace
+
 // One cuBLASLt GEMM on ctx's stream, its plan cached by the context.
-Status RunGemm(CudaContext& cuda, const LtGemmArgs& args) {
+Status RunCudaGemm(CudaContext& cuda, const LtGemmArgs& args) {
   SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<const LtGemm> gemm, cuda.Gemm(args));
   SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> workspace, Scratch(cuda, gemm->workspace_size()));
   return gemm->Run(cuda.lt(), args, workspace.get(), cuda.stream());
 }
+
+namespace {
 
 // ---------------------------------------------------------------------------
 // MatMul (float32 / float16): numpy matmul for operands of rank >= 2 whose
@@ -126,7 +116,7 @@ Status MatMulDense(OpContext& ctx) {
   args.stride_a = s.stride_a;
   args.stride_b = s.stride_b;
   args.stride_c = s.stride_c;
-  return RunGemm(*cuda, args).WithContext(ctx.node().Describe());
+  return RunCudaGemm(*cuda, args).WithContext(ctx.node().Describe());
 }
 
 // Names the kernel by a constant weight's type (gemm_f32_cublaslt, gemm_f16_cublaslt;
@@ -190,7 +180,7 @@ Status Gemm(OpContext& ctx) {
   args.c = y->raw_data();
   args.ldc = n;
   args.alpha = ctx.node().attr_float("alpha", 1.0f);
-  SPARQ_RETURN_IF_ERROR(RunGemm(*cuda, args).WithContext(ctx.node().Describe()));
+  SPARQ_RETURN_IF_ERROR(RunCudaGemm(*cuda, args).WithContext(ctx.node().Describe()));
   if (!has_c) return Status::OK();
   const Shape& c = ctx.input(2).shape();
   const int64_t y_dims[2] = {m, n};
@@ -266,7 +256,7 @@ Status ConvIm2ColF32(OpContext& ctx) {
     args.trans_b = true;
     args.c = yp + n * M * P;
     args.ldc = P;
-    SPARQ_RETURN_IF_ERROR(RunGemm(*cuda, args).WithContext(ctx.node().Describe()));
+    SPARQ_RETURN_IF_ERROR(RunCudaGemm(*cuda, args).WithContext(ctx.node().Describe()));
   }
   if (ctx.has_input(2)) {
     SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 2));
@@ -392,7 +382,7 @@ StatusOr<Tensor> MatMulOnDevice(const OpContext& ctx, CudaContext& cuda, const T
   args.stride_a = s.stride_a;
   args.stride_b = s.stride_b;
   args.stride_c = s.stride_c;
-  SPARQ_RETURN_IF_ERROR(RunGemm(cuda, args).WithContext(ctx.node().Describe()));
+  SPARQ_RETURN_IF_ERROR(RunCudaGemm(cuda, args).WithContext(ctx.node().Describe()));
   return y;
 }
 
@@ -448,429 +438,6 @@ Status AttentionF32(OpContext& ctx) {
     SPARQ_ASSIGN_OR_RETURN(y, PermuteOnDevice(*cuda, y, {0, 2, 1, 3}));
   }
   ctx.set_output(0, std::move(y));
-  return Status::OK();
-}
-
-// ---------------------------------------------------------------------------
-// INT8: QLinearMatMul and QLinearConv
-
-// An int8 device view of an int8 / uint8 tensor: uint8 shifted into a scratch buffer.
-struct SignedView {
-  const int8_t* data = nullptr;
-  std::shared_ptr<uint8_t> holder;
-  bool shifted = false;
-};
-
-StatusOr<SignedView> AsSigned(const OpContext& ctx, CudaContext& cuda, const Tensor& t, const char* what) {
-  SignedView v;
-  if (t.dtype() == DataType::kInt8) {
-    v.data = static_cast<const int8_t*>(t.raw_data());
-    return v;
-  }
-  if (t.dtype() != DataType::kUInt8) {
-    return ctx.NotSupported(std::string(what) + " has type " + DataTypeName(t.dtype()) + "; expected int8 or uint8");
-  }
-  SPARQ_ASSIGN_OR_RETURN(v.holder, Scratch(cuda, static_cast<size_t>(t.numel())));
-  SPARQ_RETURN_IF_ERROR(
-      LaunchShiftU8ToS8(static_cast<const uint8_t*>(t.raw_data()), reinterpret_cast<int8_t*>(v.holder.get()), t.numel(),
-                        cuda.stream()));
-  v.data = reinterpret_cast<const int8_t*>(v.holder.get());
-  v.shifted = true;
-  return v;
-}
-
-// A zero point input (or 0 when absent) with `count` values (1 = per tensor), shifted by -128 for uint8 data.
-StatusOr<std::vector<int32_t>> ZeroPoints(const OpContext& ctx, size_t i, bool shifted, const char* what) {
-  std::vector<int32_t> zp{0};
-  if (ctx.has_input(i)) {
-    SPARQ_ASSIGN_OR_RETURN(zp, HostInts(ctx, i, what));
-    if (zp.empty()) return ctx.InvalidArgument(std::string(what) + " is empty");
-  }
-  if (shifted) {
-    for (int32_t& z : zp) z -= 128;
-  }
-  return zp;
-}
-
-bool AnyNonzero(const std::vector<int32_t>& v) {
-  for (int32_t x : v)
-    if (x != 0) return true;
-  return false;
-}
-
-StatusOr<float> SingleFloat(const OpContext& ctx, size_t i, const char* what) {
-  SPARQ_ASSIGN_OR_RETURN(std::vector<float> v, HostFloats(ctx, i, what));
-  if (v.size() != 1) return ctx.NotSupported(std::string(what) + " per tensor only in the CUDA INT8 rows");
-  return v[0];
-}
-
-// acc [m, n] = a [m, k] * b [n, k]^T in int32: cuBLASLt's IMMA GEMM where it
-// takes the shape, else the own fallback kernel.
-Status GemmS8(CudaContext& cuda, const int8_t* a, const int8_t* b, int32_t* acc, int64_t m, int64_t n, int64_t k) {
-  LtGemmArgs args;
-  args.type = LtGemmType::kS8S32;
-  args.m = m;
-  args.n = n;
-  args.k = k;
-  args.a = a;
-  args.lda = k;
-  args.b = b;
-  args.ldb = k;
-  args.trans_b = true;
-  args.c = acc;
-  args.ldc = n;
-  if (LtGemm::CanImplement(args).ok()) {
-    Status st = RunGemm(cuda, args);
-    if (st.ok() || st.code() != StatusCode::kNotSupported) return st;
-  }
-  return LaunchGemmS8S32Naive(a, b, acc, m, n, k, cuda.stream());
-}
-
-DataType OutputType(const OpContext& ctx, size_t zp_input) {
-  return ctx.has_input(zp_input) ? ctx.input(zp_input).dtype() : ctx.input(0).dtype();
-}
-
-// The int32 product of A [..., M, K] and B [K, N] (int8 / uint8, zero points
-// per tensor for A, per tensor or per column for B) with its zero-point
-// corrections in `r`, ready for RequantizeElement or AccToFloatElement.
-struct IntMatMul {
-  RequantArgs r;
-  Shape out;  // A's shape with K replaced by N
-  std::vector<std::shared_ptr<uint8_t>> buffers;  // what r points into
-};
-
-StatusOr<IntMatMul> RunIntMatMul(OpContext& ctx, CudaContext& cuda, size_t a_in, size_t a_zp_in, size_t b_in,
-                                 size_t b_zp_in) {
-  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, a_in));
-  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, b_in));
-  const Tensor& a = ctx.input(a_in);
-  const Tensor& b = ctx.input(b_in);
-  if (a.rank() < 1 || b.rank() != 2) return ctx.NotSupported("the CUDA INT8 MatMul rows take A [..., K] and B [K, N]");
-  const int64_t K = a.shape().back(), N = b.dim(1);
-  if (b.dim(0) != K) return ctx.InvalidArgument("A's K and B's rows differ");
-  IntMatMul m;
-  m.out = Shape(a.shape().begin(), a.shape().end() - 1);
-  m.out.push_back(N);
-  const int64_t rows = K > 0 ? a.numel() / K : NumElements(m.out) / std::max<int64_t>(N, 1);
-  SPARQ_ASSIGN_OR_RETURN(const SignedView a8, AsSigned(ctx, cuda, a, "A"));
-  SPARQ_ASSIGN_OR_RETURN(const SignedView b8, AsSigned(ctx, cuda, b, "B"));
-  m.buffers = {a8.holder, b8.holder};
-  SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> za, ZeroPoints(ctx, a_zp_in, a8.shifted, "a_zero_point"));
-  SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> zb, ZeroPoints(ctx, b_zp_in, b8.shifted, "b_zero_point"));
-  if (za.size() != 1) return ctx.NotSupported("a_zero_point per tensor only");
-  if (zb.size() != 1 && static_cast<int64_t>(zb.size()) != N) return ctx.NotSupported("b_zero_point per tensor or per column only");
-  // B [K, N] -> Bt [N, K]: cuBLASLt's INT8 GEMM reads both operands along K.
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> bt, Scratch(cuda, static_cast<size_t>(N * K)));
-  PermutePlan plan;
-  plan.rank = 2;
-  plan.numel = N * K;
-  plan.out_dims[0] = N;
-  plan.out_dims[1] = K;
-  plan.in_strides[0] = 1;
-  plan.in_strides[1] = N;
-  SPARQ_RETURN_IF_ERROR(LaunchPermute(b8.data, bt.get(), 1, plan, cuda.stream()));
-  const int8_t* btp = reinterpret_cast<const int8_t*>(bt.get());
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> acc, Scratch(cuda, static_cast<size_t>(rows * N) * sizeof(int32_t)));
-  int32_t* accp = reinterpret_cast<int32_t*>(acc.get());
-  if (rows > 0 && N > 0) SPARQ_RETURN_IF_ERROR(GemmS8(cuda, a8.data, btp, accp, rows, N, K).WithContext(ctx.node().Describe()));
-  m.buffers.push_back(bt);
-  m.buffers.push_back(acc);
-  RequantArgs& r = m.r;
-  r.acc = accp;
-  r.rows = rows;
-  r.cols = N;
-  r.k = static_cast<int32_t>(K);
-  r.a_zp_scalar = za[0];
-  if (AnyNonzero(zb)) {
-    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> a_sum, Scratch(cuda, static_cast<size_t>(rows) * sizeof(int32_t)));
-    SPARQ_RETURN_IF_ERROR(LaunchRowSumsS8(a8.data, rows, K, reinterpret_cast<int32_t*>(a_sum.get()), cuda.stream()));
-    r.a_sum = reinterpret_cast<const int32_t*>(a_sum.get());
-    m.buffers.push_back(a_sum);
-  }
-  if (za[0] != 0) {
-    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> b_sum, Scratch(cuda, static_cast<size_t>(N) * sizeof(int32_t)));
-    SPARQ_RETURN_IF_ERROR(LaunchRowSumsS8(btp, N, K, reinterpret_cast<int32_t*>(b_sum.get()), cuda.stream()));
-    r.b_sum = reinterpret_cast<const int32_t*>(b_sum.get());
-    m.buffers.push_back(b_sum);
-  }
-  if (zb.size() > 1) {
-    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> zb_dev, UploadVector(cuda, zb));
-    r.b_zp = reinterpret_cast<const int32_t*>(zb_dev.get());
-    m.buffers.push_back(zb_dev);
-  } else {
-    r.b_zp_scalar = zb[0];
-  }
-  return m;
-}
-
-Status QLinearMatMulS8(OpContext& ctx) {
-  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(7));
-  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
-  const DataType y_type = OutputType(ctx, 7);
-  if (y_type != DataType::kInt8 && y_type != DataType::kUInt8) return ctx.NotSupported("output type must be int8 / uint8");
-  SPARQ_ASSIGN_OR_RETURN(const float a_scale, SingleFloat(ctx, 1, "a_scale"));
-  SPARQ_ASSIGN_OR_RETURN(const std::vector<float> b_scale, HostFloats(ctx, 4, "b_scale"));
-  SPARQ_ASSIGN_OR_RETURN(const float y_scale, SingleFloat(ctx, 6, "y_scale"));
-  int32_t y_zp = 0;
-  if (ctx.has_input(7)) {
-    SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> v, HostInts(ctx, 7, "y_zero_point"));
-    if (v.size() != 1) return ctx.NotSupported("y_zero_point per tensor only");
-    y_zp = v[0];
-  }
-  SPARQ_ASSIGN_OR_RETURN(IntMatMul m, RunIntMatMul(ctx, *cuda, 0, 2, 3, 5));
-  if (b_scale.size() != 1 && static_cast<int64_t>(b_scale.size()) != m.r.cols) {
-    return ctx.NotSupported("b_scale per tensor or per column only");
-  }
-  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, y_type, m.out));
-  std::vector<float> mult(b_scale.size());
-  for (size_t j = 0; j < mult.size(); ++j) mult[j] = RequantMultiplier(a_scale, b_scale[j], y_scale);
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> mult_dev, UploadVector(*cuda, mult));
-  m.r.multiplier = reinterpret_cast<const float*>(mult_dev.get());
-  m.r.multiplier_per_col = mult.size() > 1;
-  m.r.y_zp = y_zp;
-  m.r.out_signed = y_type == DataType::kInt8;
-  m.r.out = y->raw_data();
-  return LaunchRequantize(m.r, cuda->stream());
-}
-
-// sparq.MatMulIntegerToFloat(A, B, A_zero_point, B_zero_point, A_scale, B_scale[, Bias]):
-// the INT8 GEMM, then float(sum) * (A_scale * B_scale[n]) [+ Bias[n]] [-> GeluErfChain].
-Status CheckMatMulIntegerToFloat(const Node& node, const std::vector<const Tensor*>&) {
-  const std::string activation = node.attr_string("activation", "");
-  if (!activation.empty() && activation != "GeluErfChain") {
-    return Status::NotSupported(node.Describe() + ": activation '" + activation + "'");
-  }
-  return Status::OK();
-}
-
-Status MatMulIntegerToFloatS8(OpContext& ctx) {
-  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(6));
-  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
-  SPARQ_ASSIGN_OR_RETURN(const float a_scale, SingleFloat(ctx, 4, "A_scale"));
-  SPARQ_ASSIGN_OR_RETURN(const std::vector<float> b_scale, HostFloats(ctx, 5, "B_scale"));
-  SPARQ_ASSIGN_OR_RETURN(IntMatMul m, RunIntMatMul(ctx, *cuda, 0, 2, 1, 3));
-  const int64_t N = m.r.cols;
-  if (b_scale.size() != 1 && static_cast<int64_t>(b_scale.size()) != N) {
-    return ctx.InvalidArgument("B_scale must have one value or one per column");
-  }
-  FloatEpilogue e;
-  std::vector<float> scale(b_scale.size());
-  for (size_t j = 0; j < scale.size(); ++j) scale[j] = a_scale * b_scale[j];
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> scale_dev, UploadVector(*cuda, scale));
-  e.scale = reinterpret_cast<const float*>(scale_dev.get());
-  e.scale_per_col = scale.size() > 1;
-  if (ctx.has_input(6)) {
-    SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 6));
-    const Tensor& bias = ctx.input(6);
-    if (bias.dtype() != DataType::kFloat32 || bias.rank() != 1 || bias.dim(0) != N) {
-      return ctx.InvalidArgument("Bias must be float32 [" + std::to_string(N) + "]");
-    }
-    e.bias = static_cast<const float*>(bias.raw_data());
-  }
-  if (ctx.node().attr_string("activation", "") == "GeluErfChain") {
-    e.gelu = true;
-    e.gelu_divisor = ctx.node().attr_float("gelu_divisor", 1.41421356f);
-    e.gelu_offset = ctx.node().attr_float("gelu_offset", 1.0f);
-    e.gelu_scale = ctx.node().attr_float("gelu_scale", 0.5f);
-  }
-  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, m.out));
-  return LaunchAccToFloat(m.r, e, static_cast<float*>(y->raw_data()), cuda->stream());
-}
-
-Status CheckQLinearConv(const Node& node, const std::vector<const Tensor*>& constants) {
-  if (node.attr_int("group", 1) != 1) return Status::NotSupported(node.Describe() + ": qlinear_conv_s8_cublaslt takes group 1");
-  if (constants.size() > 3 && constants[3] != nullptr && constants[3]->rank() != 4) {
-    return Status::NotSupported(node.Describe() + ": the CUDA QLinearConv row is 2-D only");
-  }
-  return Status::OK();
-}
-
-Status QLinearConvS8(OpContext& ctx) {
-  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(7));
-  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
-  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 3));
-  if (ctx.node().attr_int("group", 1) != 1) return ctx.NotSupported("qlinear_conv_s8_cublaslt takes group 1");
-  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
-  const Tensor& x = ctx.input(0);
-  const Tensor& w = ctx.input(3);
-  Shape y_shape;
-  SPARQ_ASSIGN_OR_RETURN(const Conv2dGeometry g, ConvGeometryOf(ctx, x, w, &y_shape));
-  const DataType y_type = OutputType(ctx, 7);
-  if (y_type != DataType::kInt8 && y_type != DataType::kUInt8) return ctx.NotSupported("output type must be int8 / uint8");
-  const int64_t M = g.out_channels, K = g.patch(), P = g.pixels();
-  SPARQ_ASSIGN_OR_RETURN(const float x_scale, SingleFloat(ctx, 1, "x_scale"));
-  SPARQ_ASSIGN_OR_RETURN(const std::vector<float> w_scale, HostFloats(ctx, 4, "w_scale"));
-  SPARQ_ASSIGN_OR_RETURN(const float y_scale, SingleFloat(ctx, 6, "y_scale"));
-  if (w_scale.size() != 1 && static_cast<int64_t>(w_scale.size()) != M) return ctx.InvalidArgument("w_scale must have 1 or M values");
-  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, y_type, y_shape));
-  if (y->numel() == 0) return Status::OK();
-  SPARQ_ASSIGN_OR_RETURN(const SignedView x8, AsSigned(ctx, *cuda, x, "x"));
-  SPARQ_ASSIGN_OR_RETURN(const SignedView w8, AsSigned(ctx, *cuda, w, "w"));
-  SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> zx, ZeroPoints(ctx, 2, x8.shifted, "x_zero_point"));
-  SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> zw, ZeroPoints(ctx, 5, w8.shifted, "w_zero_point"));
-  if (zx.size() != 1) return ctx.NotSupported("x_zero_point per tensor only");
-  if (zw.size() != 1 && static_cast<int64_t>(zw.size()) != M) return ctx.InvalidArgument("w_zero_point must have 1 or M values");
-  int32_t y_zp = 0;
-  if (ctx.has_input(7)) {
-    SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> v, HostInts(ctx, 7, "y_zero_point"));
-    if (v.size() != 1) return ctx.NotSupported("y_zero_point per tensor only");
-    y_zp = v[0];
-  }
-  const int32_t* bias = nullptr;
-  if (ctx.has_input(8)) {
-    SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 8));
-    if (ctx.input(8).dtype() != DataType::kInt32 || ctx.input(8).numel() != M) {
-      return ctx.InvalidArgument("B must be int32 with one value per output channel");
-    }
-    bias = static_cast<const int32_t*>(ctx.input(8).raw_data());
-  }
-  std::shared_ptr<uint8_t> w_sum, zw_dev, mult_dev, col_sum;
-  if (zx[0] != 0) {
-    SPARQ_ASSIGN_OR_RETURN(w_sum, Scratch(*cuda, static_cast<size_t>(M) * sizeof(int32_t)));
-    SPARQ_RETURN_IF_ERROR(LaunchRowSumsS8(w8.data, M, K, reinterpret_cast<int32_t*>(w_sum.get()), cuda->stream()));
-  }
-  if (zw.size() > 1) {
-    SPARQ_ASSIGN_OR_RETURN(zw_dev, UploadVector(*cuda, zw));
-  }
-  std::vector<float> mult(w_scale.size());
-  for (size_t j = 0; j < mult.size(); ++j) mult[j] = RequantMultiplier(x_scale, w_scale[j], y_scale);
-  SPARQ_ASSIGN_OR_RETURN(mult_dev, UploadVector(*cuda, mult));
-  if (AnyNonzero(zw)) {
-    SPARQ_ASSIGN_OR_RETURN(col_sum, Scratch(*cuda, static_cast<size_t>(P) * sizeof(int32_t)));
-  }
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> col, Scratch(*cuda, static_cast<size_t>(P * K)));
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> acc, Scratch(*cuda, static_cast<size_t>(M * P) * sizeof(int32_t)));
-  const int8_t* colp = reinterpret_cast<const int8_t*>(col.get());
-  int32_t* accp = reinterpret_cast<int32_t*>(acc.get());
-  const size_t elem = 1;
-  for (int64_t n = 0; n < g.batch; ++n) {
-    SPARQ_RETURN_IF_ERROR(LaunchIm2Col(x8.data + n * x.dim(1) * g.height * g.width, col.get(), 1,
-                                       static_cast<uint32_t>(static_cast<uint8_t>(static_cast<int8_t>(zx[0]))), g,
-                                       cuda->stream()));
-    SPARQ_RETURN_IF_ERROR(GemmS8(*cuda, w8.data, colp, accp, M, P, K).WithContext(ctx.node().Describe()));
-    RequantArgs r;
-    r.acc = accp;
-    r.rows = M;
-    r.cols = P;
-    r.k = static_cast<int32_t>(K);
-    r.a_sum = reinterpret_cast<const int32_t*>(w_sum.get());  // needed when x's zero point is not 0
-    if (col_sum != nullptr) {
-      SPARQ_RETURN_IF_ERROR(LaunchRowSumsS8(colp, P, K, reinterpret_cast<int32_t*>(col_sum.get()), cuda->stream()));
-      r.b_sum = reinterpret_cast<const int32_t*>(col_sum.get());
-    }
-    r.a_zp = reinterpret_cast<const int32_t*>(zw_dev.get());
-    r.a_zp_scalar = zw[0];
-    r.b_zp_scalar = zx[0];
-    r.bias = bias;
-    r.bias_per_row = true;
-    r.multiplier = reinterpret_cast<const float*>(mult_dev.get());
-    r.multiplier_per_row = mult.size() > 1;
-    r.y_zp = y_zp;
-    r.out_signed = y_type == DataType::kInt8;
-    r.out = static_cast<uint8_t*>(y->raw_data()) + static_cast<size_t>(n * M * P) * elem;
-    SPARQ_RETURN_IF_ERROR(LaunchRequantize(r, cuda->stream()));
-  }
-  return Status::OK();
-}
-
-// QLinearConv with group = C and w [C, 1, kh, kw]: the own depthwise kernel.
-Status CheckQLinearConvDepthwise(const Node& node, const std::vector<const Tensor*>& constants) {
-  const int64_t group = node.attr_int("group", 1);
-  if (group <= 1) return Status::NotSupported(node.Describe() + ": qlinear_conv_dw_s8_cuda takes depthwise convolutions only");
-  if (constants.size() > 3 && constants[3] != nullptr) {
-    const Shape& w = constants[3]->shape();
-    if (w.size() != 4 || w[0] != group || w[1] != 1) {
-      return Status::NotSupported(node.Describe() + ": qlinear_conv_dw_s8_cuda takes weights [C, 1, kh, kw] with group = C");
-    }
-  }
-  return Status::OK();
-}
-
-Status QLinearConvDepthwiseS8(OpContext& ctx) {
-  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(7));
-  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
-  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 3));
-  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
-  const Tensor& x = ctx.input(0);
-  const Tensor& w = ctx.input(3);
-  const int64_t group = ctx.node().attr_int("group", 1);
-  auto is_byte = [](DataType t) { return t == DataType::kUInt8 || t == DataType::kInt8; };
-  if (x.rank() != 4 || w.rank() != 4 || group != x.dim(1) || w.dim(0) != group || w.dim(1) != 1 ||
-      !is_byte(x.dtype()) || !is_byte(w.dtype())) {
-    return ctx.NotSupported("qlinear_conv_dw_s8_cuda takes 8-bit x [N, C, H, W], w [C, 1, kh, kw] and group = C");
-  }
-  Shape y_shape;
-  SPARQ_ASSIGN_OR_RETURN(Conv2dGeometry g, ConvGeometryOf(ctx, x, w, &y_shape));
-  g.channels = x.dim(1);  // one channel per group: the kernel walks all C planes
-  const DataType y_type = OutputType(ctx, 7);
-  if (!is_byte(y_type)) return ctx.NotSupported("output type must be int8 / uint8");
-  SPARQ_ASSIGN_OR_RETURN(const float x_scale, SingleFloat(ctx, 1, "x_scale"));
-  SPARQ_ASSIGN_OR_RETURN(const std::vector<float> w_scale, HostFloats(ctx, 4, "w_scale"));
-  SPARQ_ASSIGN_OR_RETURN(const float y_scale, SingleFloat(ctx, 6, "y_scale"));
-  if (w_scale.size() != 1 && static_cast<int64_t>(w_scale.size()) != group) {
-    return ctx.InvalidArgument("w_scale must have 1 or C values");
-  }
-  SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> zx, ZeroPoints(ctx, 2, false, "x_zero_point"));
-  SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> zw, ZeroPoints(ctx, 5, false, "w_zero_point"));
-  if (zx.size() != 1) return ctx.NotSupported("x_zero_point per tensor only");
-  if (zw.size() != 1 && static_cast<int64_t>(zw.size()) != group) return ctx.InvalidArgument("w_zero_point must have 1 or C values");
-  DepthwiseS8Args a;
-  a.x = x.raw_data();
-  a.x_signed = x.dtype() == DataType::kInt8;
-  a.w = w.raw_data();
-  a.w_signed = w.dtype() == DataType::kInt8;
-  a.x_zp = zx[0];
-  std::shared_ptr<uint8_t> zw_dev, mult_dev;
-  if (zw.size() > 1) {
-    SPARQ_ASSIGN_OR_RETURN(zw_dev, UploadVector(*cuda, zw));
-    a.w_zp = reinterpret_cast<const int32_t*>(zw_dev.get());
-  } else {
-    a.w_zp_scalar = zw[0];
-  }
-  if (ctx.has_input(8)) {
-    SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 8));
-    if (ctx.input(8).dtype() != DataType::kInt32 || ctx.input(8).numel() != group) {
-      return ctx.InvalidArgument("B must be int32 with one value per channel");
-    }
-    a.bias = static_cast<const int32_t*>(ctx.input(8).raw_data());
-  }
-  std::vector<float> mult(w_scale.size());
-  for (size_t j = 0; j < mult.size(); ++j) mult[j] = RequantMultiplier(x_scale, w_scale[j], y_scale);
-  SPARQ_ASSIGN_OR_RETURN(mult_dev, UploadVector(*cuda, mult));
-  a.multiplier = reinterpret_cast<const float*>(mult_dev.get());
-  a.multiplier_per_channel = mult.size() > 1;
-  if (ctx.has_input(7)) {
-    SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> v, HostInts(ctx, 7, "y_zero_point"));
-    if (v.size() != 1) return ctx.NotSupported("y_zero_point per tensor only");
-    a.y_zp = v[0];
-  }
-  a.y_signed = y_type == DataType::kInt8;
-  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, y_type, y_shape));
-  return LaunchDepthwiseConvS8(a, y->raw_data(), g, cuda->stream());
-}
-
-// QLinearConvLut's prepare: a convolution one of the two INT8 conv rows takes.
-Status CheckQLinearConvAny(const Node& node, const std::vector<const Tensor*>& constants) {
-  if (CheckQLinearConv(node, constants).ok()) return Status::OK();
-  return CheckQLinearConvDepthwise(node, constants);
-}
-
-// sparq.QLinearConvLut: QLinearConv's nine inputs, then input 9's 256-entry
-// table applied to the result in place.
-Status QLinearConvLutS8(OpContext& ctx) {
-  if (ctx.num_inputs() != 10 || !ctx.has_input(9)) return ctx.InvalidArgument("expected 10 inputs, the last the table");
-  SPARQ_RETURN_IF_ERROR(ctx.node().attr_int("group", 1) == 1 ? QLinearConvS8(ctx) : QLinearConvDepthwiseS8(ctx));
-  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
-  const Tensor& table = ctx.input(9);
-  if (!table.device().is_host() || (table.dtype() != DataType::kUInt8 && table.dtype() != DataType::kInt8) ||
-      table.numel() != 256) {
-    return ctx.InvalidArgument("Table must hold 256 uint8 or int8 values on the host");
-  }
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> dev_table, Upload(*cuda, table.raw_data(), 256));
-  const Tensor conv = ctx.outputs()[0];  // held until the lookup below has been queued
-  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, table.dtype(), conv.shape()));  // the table's type
-  SPARQ_RETURN_IF_ERROR(LaunchLut256(conv.raw_data(), conv.dtype() == DataType::kInt8, dev_table.get(), y->raw_data(),
-                                     conv.numel(), cuda->stream()));
   return Status::OK();
 }
 
@@ -959,55 +526,23 @@ Status MatMulBlockedEllF16(OpContext& ctx) {
   return spmm.Run(cuda->sparse(), args, workspace.get(), cuda->stream()).WithContext(ctx.node().Describe());
 }
 
-KernelDef Row(const char* op, int since, KernelFn fn, const char* name, int priority, PrepareFn prepare = nullptr,
-              uint32_t host_inputs = 0) {
-  KernelDef d;
-  d.op_type = op;
-  d.since_opset = since;
-  d.until_opset = 99;
-  d.fn = fn;
-  d.name = name;
-  d.prepare = std::move(prepare);
-  d.priority = priority;
-  d.host_inputs = host_inputs;
-  return d;
-}
-
 }  // namespace
 
 void RegisterCudaGemmRows(KernelRegistry& r) {
-  r.Add(Row("MatMul", 1, WithHostFallback<MatMulBlockedEllF16>, "spmm_bell_f16_cusparse", kCudaPrioritySpecial, PrepareBlockedEll));
-  r.Add(Row("MatMul", 1, WithHostFallback<MatMulDense>, "gemm_cublaslt", kCudaPriorityGeneral, NameByWeight(nullptr)));
-  r.Add(Row("Gemm", 1, WithHostFallback<Gemm>, "gemm_cublaslt", kCudaPriorityGeneral, NameByWeight(CheckGemm)));
-  r.Add(Row("Conv", 1, WithHostFallback<ConvDepthwiseF32>, "conv_dw_f32_cuda", kCudaPrioritySpecial, CheckOnly(CheckConvDepthwise)));
-  r.Add(Row("Conv", 1, WithHostFallback<ConvIm2ColF32>, "conv_f32_im2col_cublaslt", kCudaPriorityGeneral, CheckOnly(CheckConvIm2Col)));
-  auto sparq_row = [](KernelDef d) {
-    d.domain = kSparqDomain;
-    return d;
-  };
-  r.Add(sparq_row(Row("FusedConv", 1, WithHostFallback<FusedConvF32<ConvDepthwiseF32>>, "fused_conv_dw_f32_cuda", kCudaPrioritySpecial,
-                      CheckOnly(CheckConvDepthwise))));
-  r.Add(sparq_row(Row("FusedConv", 1, WithHostFallback<FusedConvF32<ConvIm2ColF32>>, "fused_conv_f32_im2col_cublaslt",
-                      kCudaPriorityGeneral, CheckOnly(CheckConvIm2Col))));
-  r.Add(sparq_row(Row("PointwiseDepthwise", 1, WithHostFallback<PointwiseDepthwiseF32>, "pointwise_depthwise_f32_cuda",
-                      kCudaPriorityGeneral, CheckOnly(CheckPointwiseDepthwise))));
-  r.Add(sparq_row(Row("Attention", 1, WithHostFallback<AttentionF32>, "attention_f32_cuda", kCudaPriorityGeneral)));
-  const uint32_t qlinear_params = HostInput(1) | HostInput(2) | HostInput(4) | HostInput(5) | HostInput(6) | HostInput(7);
-  r.Add(Row("QLinearMatMul", 10, WithHostFallback<QLinearMatMulS8>, "qlinear_matmul_s8_cublaslt", kCudaPriorityGeneral, nullptr,
-            qlinear_params));
-  r.Add(Row("QLinearConv", 10, WithHostFallback<QLinearConvS8>, "qlinear_conv_s8_cublaslt", kCudaPriorityGeneral,
-            CheckOnly(CheckQLinearConv), qlinear_params));
-  r.Add(Row("QLinearConv", 10, WithHostFallback<QLinearConvDepthwiseS8>, "qlinear_conv_dw_s8_cuda", kCudaPrioritySpecial,
-            CheckOnly(CheckQLinearConvDepthwise), qlinear_params));
-  KernelDef conv_lut = Row("QLinearConvLut", 1, WithHostFallback<QLinearConvLutS8>, "qlinear_conv_lut_s8_cuda", kCudaPriorityGeneral,
-                           CheckOnly(CheckQLinearConvAny), qlinear_params | HostInput(9));
-  conv_lut.domain = kSparqDomain;
-  r.Add(std::move(conv_lut));
-  KernelDef mm_float = Row("MatMulIntegerToFloat", 1, WithHostFallback<MatMulIntegerToFloatS8>, "matmul_s8_f32_cublaslt",
-                           kCudaPriorityGeneral, CheckOnly(CheckMatMulIntegerToFloat),
-                           HostInput(2) | HostInput(3) | HostInput(4) | HostInput(5));
-  mm_float.domain = kSparqDomain;
-  r.Add(std::move(mm_float));
+  r.Add(CudaRow("MatMul", "", 1, WithHostFallback<MatMulBlockedEllF16>, "spmm_bell_f16_cusparse", PrepareBlockedEll, 0,
+                kCudaPrioritySpecial));
+  r.Add(CudaRow("MatMul", "", 1, WithHostFallback<MatMulDense>, "gemm_cublaslt", NameByWeight(nullptr)));
+  r.Add(CudaRow("Gemm", "", 1, WithHostFallback<Gemm>, "gemm_cublaslt", NameByWeight(CheckGemm)));
+  r.Add(CudaRow("Conv", "", 1, WithHostFallback<ConvDepthwiseF32>, "conv_dw_f32_cuda", CheckOnly(CheckConvDepthwise), 0,
+                kCudaPrioritySpecial));
+  r.Add(CudaRow("Conv", "", 1, WithHostFallback<ConvIm2ColF32>, "conv_f32_im2col_cublaslt", CheckOnly(CheckConvIm2Col)));
+  r.Add(CudaRow("FusedConv", kSparqDomain, 1, WithHostFallback<FusedConvF32<ConvDepthwiseF32>>, "fused_conv_dw_f32_cuda",
+                CheckOnly(CheckConvDepthwise), 0, kCudaPrioritySpecial));
+  r.Add(CudaRow("FusedConv", kSparqDomain, 1, WithHostFallback<FusedConvF32<ConvIm2ColF32>>,
+                "fused_conv_f32_im2col_cublaslt", CheckOnly(CheckConvIm2Col)));
+  r.Add(CudaRow("PointwiseDepthwise", kSparqDomain, 1, WithHostFallback<PointwiseDepthwiseF32>,
+                "pointwise_depthwise_f32_cuda", CheckOnly(CheckPointwiseDepthwise)));
+  r.Add(CudaRow("Attention", kSparqDomain, 1, WithHostFallback<AttentionF32>, "attention_f32_cuda"));
 }
 
 }  // namespace cuda
