@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/text_table.h"
-#include "runtime/dataset.h"
-#include "runtime/progress.h"
+#include "evaluate/dataset.h"
+#include "evaluate/progress.h"
 #include "sparq/executor.h"
 #include "sparq/file_io.h"
 #include "sparq/metrics.h"
