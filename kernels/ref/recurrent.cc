@@ -65,7 +65,17 @@ const CellSpec& Spec(CellKind kind) {
 // Activations.
 
 enum class ActKind {
-  kRelu, kTanh, kSigmoid, kAffine, kLeakyRelu, kThresholdedRelu, kScaledTanh, kHardSigmoid, kElu, kSoftsign, kSoftplus
+  kRelu,
+  kTanh,
+  kSigmoid,
+  kAffine,
+  kLeakyRelu,
+  kThresholdedRelu,
+  kScaledTanh,
+  kHardSigmoid,
+  kElu,
+  kSoftsign,
+  kSoftplus
 };
 
 // One activation name: whether it takes alpha / beta and their ONNX defaults.
@@ -190,8 +200,8 @@ std::string ShapeOf(const Tensor& t) { return ShapeToString(t.shape()); }
 Status CheckShape(const OpContext& ctx, size_t slot, const char* name, const Shape& want, const char* layout_text) {
   if (!ctx.has_input(slot)) return Status::OK();
   if (ctx.input(slot).shape() != want) {
-    return ctx.InvalidArgument(std::string("input ") + name + " has shape " + ShapeOf(ctx.input(slot)) +
-                               ", expected " + ShapeToString(want) + " " + layout_text);
+    return ctx.InvalidArgument(std::string("input ") + name + " has shape " + ShapeOf(ctx.input(slot)) + ", expected " +
+                               ShapeToString(want) + " " + layout_text);
   }
   return Status::OK();
 }
@@ -205,8 +215,8 @@ StatusOr<Problem> ReadProblem(const OpContext& ctx, CellKind kind) {
                                std::to_string(spec.max_inputs));
   }
   if (ctx.num_outputs() > spec.max_outputs) {
-    return ctx.InvalidArgument("has " + std::to_string(ctx.num_outputs()) + " outputs; " + spec.op +
-                               " has at most " + std::to_string(spec.max_outputs));
+    return ctx.InvalidArgument("has " + std::to_string(ctx.num_outputs()) + " outputs; " + spec.op + " has at most " +
+                               std::to_string(spec.max_outputs));
   }
   Problem p;
   p.kind = kind;
@@ -224,7 +234,8 @@ StatusOr<Problem> ReadProblem(const OpContext& ctx, CellKind kind) {
     return ctx.InvalidArgument("attribute layout exists from opset 14; this model imports opset " +
                                std::to_string(ctx.opset()));
   }
-  if (p.layout != 0 && p.layout != 1) return ctx.InvalidArgument("layout must be 0 or 1, got " + std::to_string(p.layout));
+  if (p.layout != 0 && p.layout != 1)
+    return ctx.InvalidArgument("layout must be 0 or 1, got " + std::to_string(p.layout));
   if (const Attribute* clip = node.attr("clip"); clip != nullptr) {
     if (clip->kind != Attribute::Kind::kFloat) return ctx.InvalidArgument("attribute clip must be a float");
     if (!(clip->f > 0)) return ctx.InvalidArgument("clip must be positive, got " + std::to_string(clip->f));
@@ -233,7 +244,8 @@ StatusOr<Problem> ReadProblem(const OpContext& ctx, CellKind kind) {
   }
   if (kind == CellKind::kGru) {
     const int64_t lbr = node.attr_int("linear_before_reset", 0);
-    if (lbr != 0 && lbr != 1) return ctx.InvalidArgument("linear_before_reset must be 0 or 1, got " + std::to_string(lbr));
+    if (lbr != 0 && lbr != 1)
+      return ctx.InvalidArgument("linear_before_reset must be 0 or 1, got " + std::to_string(lbr));
     p.linear_before_reset = lbr == 1;
   }
   if (kind == CellKind::kLstm) {
@@ -247,9 +259,11 @@ StatusOr<Problem> ReadProblem(const OpContext& ctx, CellKind kind) {
   const Tensor& w = ctx.input(1);
   const Tensor& r = ctx.input(2);
   if (x.dtype() != DataType::kFloat32 && x.dtype() != DataType::kFloat64) {
-    return ctx.NotSupported("input X has type " + DataTypeName(x.dtype()) + " (float32, float64, float16, bfloat16 only)");
+    return ctx.NotSupported("input X has type " + DataTypeName(x.dtype()) +
+                            " (float32, float64, float16, bfloat16 only)");
   }
-  SPARQ_RETURN_IF_ERROR(RequireSameType(ctx, "X", {{1, "W"}, {2, "R"}, {3, "B"}, {5, "initial_h"}, {6, "initial_c"}, {7, "P"}}));
+  SPARQ_RETURN_IF_ERROR(
+      RequireSameType(ctx, "X", {{1, "W"}, {2, "R"}, {3, "B"}, {5, "initial_h"}, {6, "initial_c"}, {7, "P"}}));
   if (x.rank() != 3) return ctx.InvalidArgument("input X must be 3-D, got shape " + ShapeOf(x));
   if (w.rank() != 3) return ctx.InvalidArgument("input W must be 3-D, got shape " + ShapeOf(w));
   if (r.rank() != 3) return ctx.InvalidArgument("input R must be 3-D, got shape " + ShapeOf(r));
@@ -373,13 +387,14 @@ void RunSequence(const Problem& p, const DirectionWeights<T>& dw, const Activati
         for (int64_t k = 0; k < H; ++k) {
           const double c_prev = static_cast<double>(c[k]);
           const double i = acts[0](clip(pre(k) + (pi == nullptr ? 0.0 : static_cast<double>(pi[k]) * c_prev)));
-          const double f = p.input_forget
-                               ? 1.0 - i
-                               : acts[0](clip(pre(2 * H + k) + (pf == nullptr ? 0.0 : static_cast<double>(pf[k]) * c_prev)));
+          const double f =
+              p.input_forget
+                  ? 1.0 - i
+                  : acts[0](clip(pre(2 * H + k) + (pf == nullptr ? 0.0 : static_cast<double>(pf[k]) * c_prev)));
           const double cell = acts[1](clip(pre(3 * H + k)));
           const T c_new = static_cast<T>(f * c_prev + i * cell);
-          const double o =
-              acts[0](clip(pre(H + k) + (po == nullptr ? 0.0 : static_cast<double>(po[k]) * static_cast<double>(c_new))));
+          const double o = acts[0](
+              clip(pre(H + k) + (po == nullptr ? 0.0 : static_cast<double>(po[k]) * static_cast<double>(c_new))));
           c[k] = c_new;  // row k of c is read only by unit k
           h_next[k] = static_cast<T>(o * acts[2](static_cast<double>(c_new)));
         }
@@ -440,7 +455,8 @@ void RunTyped(OpContext& ctx, const Problem& p, Tensor* y, Tensor* y_h, Tensor* 
 Status RecurrentKernel(OpContext& ctx, CellKind kind) {
   SPARQ_ASSIGN_OR_RETURN(Problem p, ReadProblem(ctx, kind));
   const DataType type = ctx.input(0).dtype();
-  const Shape y_shape = p.layout == 0 ? Shape{p.seq, p.dirs, p.batch, p.hidden} : Shape{p.batch, p.seq, p.dirs, p.hidden};
+  const Shape y_shape =
+      p.layout == 0 ? Shape{p.seq, p.dirs, p.batch, p.hidden} : Shape{p.batch, p.seq, p.dirs, p.hidden};
   const Shape state = p.layout == 0 ? Shape{p.dirs, p.batch, p.hidden} : Shape{p.batch, p.dirs, p.hidden};
   // Zero-filled: Y stays 0 past each entry's sequence length, Y_h and Y_c
   // for entries of length 0.
@@ -448,8 +464,10 @@ Status RecurrentKernel(OpContext& ctx, CellKind kind) {
   Tensor y_h(type, state), y_c(type, state);
   const bool want_c = kind == CellKind::kLstm && ctx.wants_output(2);
   Tensor* y_ptr = ctx.wants_output(0) ? &y : nullptr;
-  if (type == DataType::kFloat32) RunTyped<float>(ctx, p, y_ptr, &y_h, want_c ? &y_c : nullptr);
-  else RunTyped<double>(ctx, p, y_ptr, &y_h, want_c ? &y_c : nullptr);
+  if (type == DataType::kFloat32)
+    RunTyped<float>(ctx, p, y_ptr, &y_h, want_c ? &y_c : nullptr);
+  else
+    RunTyped<double>(ctx, p, y_ptr, &y_h, want_c ? &y_c : nullptr);
   if (ctx.wants_output(0)) ctx.set_output(0, std::move(y));
   if (ctx.wants_output(1)) ctx.set_output(1, std::move(y_h));
   if (want_c) ctx.set_output(2, std::move(y_c));
@@ -459,7 +477,8 @@ Status RecurrentKernel(OpContext& ctx, CellKind kind) {
 template <CellKind kKind>
 Status Recurrent(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
-  if (IsHalfType(ctx.input(0).dtype())) return RunInFloat32(ctx, [](OpContext& c) { return RecurrentKernel(c, kKind); });
+  if (IsHalfType(ctx.input(0).dtype()))
+    return RunInFloat32(ctx, [](OpContext& c) { return RecurrentKernel(c, kKind); });
   return RecurrentKernel(ctx, kKind);
 }
 

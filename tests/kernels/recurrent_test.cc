@@ -26,7 +26,7 @@ using testing::RunRefKernel;
 const Tensor kAbsent;  // an absent optional input
 
 StatusOr<std::vector<Tensor>> RunRnn(const std::string& op, int opset, const std::vector<Tensor>& inputs,
-                                  std::vector<Attribute> attrs, size_t num_outputs = 2, ThreadPool* pool = nullptr) {
+                                     std::vector<Attribute> attrs, size_t num_outputs = 2, ThreadPool* pool = nullptr) {
   return RunRefKernel(OpNode(op, std::move(attrs), "my_rnn"), opset, inputs, num_outputs, pool);
 }
 
@@ -90,8 +90,8 @@ TEST(RecurrentKernels, RnnAffineActivationTakesAlphaAndBeta) {
   Tensor w = Tensor::FromVector<float>({1, 1, 1}, {3});
   Tensor r = Tensor::FromVector<float>({1, 1, 1}, {0});
   auto out = RunRnn("RNN", 7, {x, w, r},
-                 {Attribute::Int("hidden_size", 1), Strings("activations", {"Affine"}),
-                  Attribute::Floats("activation_alpha", {2}), Attribute::Floats("activation_beta", {1})});
+                    {Attribute::Int("hidden_size", 1), Strings("activations", {"Affine"}),
+                     Attribute::Floats("activation_alpha", {2}), Attribute::Floats("activation_beta", {1})});
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   ExpectNear(Values((*out)[0]), {7, -5});
 }
@@ -118,10 +118,10 @@ TEST(RecurrentKernels, LstmOneStepByHand) {
   const std::vector<float> pv{0.3f, -0.2f, 0.1f};
   Tensor x = Tensor::FromVector<float>({1, 1, 1}, {x0});
   auto out = RunRnn("LSTM", 14,
-                 {x, Tensor::FromVector<float>({1, 4, 1}, wv), Tensor::FromVector<float>({1, 4, 1}, rv),
-                  Tensor::FromVector<float>({1, 8}, bv), kAbsent, Tensor::FromVector<float>({1, 1, 1}, {h0}),
-                  Tensor::FromVector<float>({1, 1, 1}, {c0}), Tensor::FromVector<float>({1, 3}, pv)},
-                 {Attribute::Int("hidden_size", 1)}, 3);
+                    {x, Tensor::FromVector<float>({1, 4, 1}, wv), Tensor::FromVector<float>({1, 4, 1}, rv),
+                     Tensor::FromVector<float>({1, 8}, bv), kAbsent, Tensor::FromVector<float>({1, 1, 1}, {h0}),
+                     Tensor::FromVector<float>({1, 1, 1}, {c0}), Tensor::FromVector<float>({1, 3}, pv)},
+                    {Attribute::Int("hidden_size", 1)}, 3);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   auto pre = [&](int g) { return double(wv[g]) * x0 + double(rv[g]) * h0 + double(bv[g]) + double(bv[4 + g]); };
   const double i = Sigmoid(pre(0) + double(pv[0]) * c0);
@@ -140,11 +140,11 @@ TEST(RecurrentKernels, LstmInputForgetAndClip) {
   const float x0 = 2.0f, c0 = 1.0f;
   const std::vector<float> wv{1.0f, 0.1f, 5.0f, -3.0f};
   Tensor x = Tensor::FromVector<float>({1, 1, 1}, {x0});
-  auto out = RunRnn("LSTM", 7,
-                 {x, Tensor::FromVector<float>({1, 4, 1}, wv), Tensor::FromVector<float>({1, 4, 1}, {0, 0, 0, 0}),
-                  kAbsent, kAbsent, kAbsent, Tensor::FromVector<float>({1, 1, 1}, {c0})},
-                 {Attribute::Int("hidden_size", 1), Attribute::Int("input_forget", 1), Attribute::Float("clip", 0.5f)},
-                 3);
+  auto out =
+      RunRnn("LSTM", 7,
+             {x, Tensor::FromVector<float>({1, 4, 1}, wv), Tensor::FromVector<float>({1, 4, 1}, {0, 0, 0, 0}), kAbsent,
+              kAbsent, kAbsent, Tensor::FromVector<float>({1, 1, 1}, {c0})},
+             {Attribute::Int("hidden_size", 1), Attribute::Int("input_forget", 1), Attribute::Float("clip", 0.5f)}, 3);
   ASSERT_TRUE(out.ok()) << out.status().ToString();
   const double i = Sigmoid(0.5), f = 1.0 - i, c = std::tanh(-0.5);
   const double c1 = f * c0 + i * c;
@@ -160,10 +160,10 @@ TEST(RecurrentKernels, GruOneStepBothResetPlacements) {
   const std::vector<float> bv{0.1f, 0.2f, 0.3f, -0.1f, 0.4f, 0.5f};
   for (int lbr : {0, 1}) {
     auto out = RunRnn("GRU", 14,
-                   {Tensor::FromVector<float>({1, 1, 1}, {x0}), Tensor::FromVector<float>({1, 3, 1}, wv),
-                    Tensor::FromVector<float>({1, 3, 1}, rv), Tensor::FromVector<float>({1, 6}, bv), kAbsent,
-                    Tensor::FromVector<float>({1, 1, 1}, {h0})},
-                   {Attribute::Int("hidden_size", 1), Attribute::Int("linear_before_reset", lbr)});
+                      {Tensor::FromVector<float>({1, 1, 1}, {x0}), Tensor::FromVector<float>({1, 3, 1}, wv),
+                       Tensor::FromVector<float>({1, 3, 1}, rv), Tensor::FromVector<float>({1, 6}, bv), kAbsent,
+                       Tensor::FromVector<float>({1, 1, 1}, {h0})},
+                      {Attribute::Int("hidden_size", 1), Attribute::Int("linear_before_reset", lbr)});
     ASSERT_TRUE(out.ok()) << out.status().ToString();
     const double z = Sigmoid(double(wv[0]) * x0 + double(rv[0]) * h0 + bv[0] + bv[3]);
     const double r = Sigmoid(double(wv[1]) * x0 + double(rv[1]) * h0 + bv[1] + bv[4]);
@@ -183,7 +183,7 @@ std::vector<Tensor> RunRandom(const std::string& op, const std::string& directio
   Tensor w = Random({dirs, gates * 3, 2}, 1), r = Random({dirs, gates * 3, 3}, 2), b = Random({dirs, 2 * gates * 3}, 3);
   Tensor h0 = Random({dirs, 3, 3}, 4);
   auto out = RunRnn(op, 14, {x, w, r, b, seq_lens, h0},
-                 {Attribute::Int("hidden_size", 3), Attribute::String("direction", direction)});
+                    {Attribute::Int("hidden_size", 3), Attribute::String("direction", direction)});
   EXPECT_TRUE(out.ok()) << out.status().ToString();
   return out.ok() ? *out : std::vector<Tensor>{};
 }
@@ -206,12 +206,13 @@ TEST(RecurrentKernels, BidirectionalIsForwardAndReverseSideBySide) {
     Tensor w = Random({2, gates * 3, 2}, 1), r = Random({2, gates * 3, 3}, 2), b = Random({2, 2 * gates * 3}, 3);
     Tensor h0 = Random({2, 3, 3}, 4);
     auto both = RunRnn(op, 14, {x, w, r, b, kAbsent, h0},
-                    {Attribute::Int("hidden_size", 3), Attribute::String("direction", "bidirectional")});
+                       {Attribute::Int("hidden_size", 3), Attribute::String("direction", "bidirectional")});
     ASSERT_TRUE(both.ok()) << both.status().ToString();
     ASSERT_EQ((*both)[0].shape(), (Shape{4, 2, 3, 3}));
     for (int64_t d = 0; d < 2; ++d) {
-      auto one = RunRnn(op, 14, {x, Direction(w, d), Direction(r, d), Direction(b, d), kAbsent, Direction(h0, d)},
-                     {Attribute::Int("hidden_size", 3), Attribute::String("direction", d == 0 ? "forward" : "reverse")});
+      auto one =
+          RunRnn(op, 14, {x, Direction(w, d), Direction(r, d), Direction(b, d), kAbsent, Direction(h0, d)},
+                 {Attribute::Int("hidden_size", 3), Attribute::String("direction", d == 0 ? "forward" : "reverse")});
       ASSERT_TRUE(one.ok()) << one.status().ToString();
       for (int64_t t = 0; t < 4; ++t)
         for (int64_t i = 0; i < 9; ++i)
@@ -309,10 +310,10 @@ TEST(RecurrentKernels, Float64AndFloat16) {
   Tensor w = Random({1, 3, 2}, 1), r = Random({1, 3, 3}, 2);
   std::vector<Attribute> attrs{Attribute::Int("hidden_size", 3)};
   auto f32 = RunRnn("RNN", 14, {x, w, r}, attrs);
-  auto f64 = RunRnn("RNN", 14, {x.CastTo(DataType::kFloat64), w.CastTo(DataType::kFloat64), r.CastTo(DataType::kFloat64)},
-                 attrs);
-  auto f16 = RunRnn("RNN", 14, {x.CastTo(DataType::kFloat16), w.CastTo(DataType::kFloat16), r.CastTo(DataType::kFloat16)},
-                 attrs);
+  auto f64 = RunRnn("RNN", 14,
+                    {x.CastTo(DataType::kFloat64), w.CastTo(DataType::kFloat64), r.CastTo(DataType::kFloat64)}, attrs);
+  auto f16 = RunRnn("RNN", 14,
+                    {x.CastTo(DataType::kFloat16), w.CastTo(DataType::kFloat16), r.CastTo(DataType::kFloat16)}, attrs);
   ASSERT_TRUE(f32.ok() && f64.ok() && f16.ok()) << f16.status().ToString();
   EXPECT_EQ((*f64)[0].dtype(), DataType::kFloat64);
   EXPECT_EQ((*f16)[0].dtype(), DataType::kFloat16);
