@@ -1,5 +1,6 @@
 // Reference RNN, GRU and LSTM (ONNX opsets 7 and 14, and later versions that
-// only widen the types).
+// only widen the types; opsets 1 to 6, with output_sequence, are not taken).
+// float32 and float64; float16 and bfloat16 computed in float32.
 //
 // One loop serves the three cells: each (direction, batch entry) runs its own
 // recurrence over its own sequence length, independent of the others, so the
@@ -24,7 +25,9 @@
 // consumed in order by the activations that take them (onnxruntime's rule):
 // e.g. activations [LeakyRelu, Tanh, HardSigmoid] with alpha [0.1, 0.3] give
 // LeakyRelu 0.1 and HardSigmoid 0.3; a missing value takes the ONNX
-// operator's default.
+// operator's default, as the spec says (ThresholdedRelu alpha 1, Affine 1 and
+// 0, ScaledTanh 1 and 1, where onnxruntime takes 0). Activation names match
+// without regard to case. sequence_lens may be int64 as well as int32.
 #include <algorithm>
 #include <cctype>
 #include <cmath>
