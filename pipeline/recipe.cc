@@ -178,6 +178,8 @@ class RecipeParser {
                            double* sparsity);
   static std::string Resolve(const std::string& raw, const std::string& base);
 
+  bool budget_written_ = false;  // prune.sensitivity.budget is in the recipe
+
   Diagnostics diag_;
   RecipeParseOptions options_;
   Recipe recipe_;
@@ -518,6 +520,7 @@ void RecipeParser::ParsePrune(MapReader m) {
   const bool sensitivity_written = m.Has("sensitivity");
   MapReader s = m.Child("sensitivity");
   RecipePrune::Sensitivity sensitivity;
+  budget_written_ = s.Has("budget");  // else DefaultMaxDrop(evaluate.metric), set by ParseEvaluate
   s.Read("budget", &sensitivity.budget, Bounds::AtLeast(0));
   if (s.Read("sparsities", &sensitivity.sparsities, Bounds::ClosedOpen(0, 1)) && sensitivity.sparsities.empty())
     diag_.Error(s.LineOf("sparsities"), s.PathOf("sparsities"), "must list at least one sparsity to try");
@@ -610,6 +613,9 @@ void RecipeParser::ParseEvaluate(MapReader m) {
     }
   }
   MapReader g = m.Child("gate");
+  // Per-metric defaults in metric units (a mean cosine may drop 0.01, not a whole unit).
+  if (!g.Has("max_drop")) e.gate.max_drop = DefaultMaxDrop(e.metric);
+  if (recipe_.prune.sensitivity && !budget_written_) recipe_.prune.sensitivity->budget = DefaultMaxDrop(e.metric);
   g.Read("relative", &e.gate.relative);
   // A relative gate's max_drop is a fraction, so the absolute default (1 point)
   // would mean "any drop passes": make the user write it.
