@@ -333,7 +333,7 @@ TEST_F(RecipeTest, OverridesSetKeysBeforeParsingAndNameThemselvesInErrors) {
             "'calibration'?)");
   EXPECT_EQ(error(kMinimal, "quantize.calibration.method=maxx"),
             "r.yaml (--set quantize.calibration.method=maxx): quantize.calibration.method: 'maxx' is not one of max, "
-            "kl, entropy, percentile, mse, auto (did you mean 'max'?)");
+            "kl, percentile, mse, auto, entropy (did you mean 'max'?)");
   // An error elsewhere in the file keeps its line.
   EXPECT_EQ(error(kMinimal + "quantize: {bins: 3}\n", "evaluate.gate.max_drop=2"),
             "r.yaml:5: quantize.bins: unknown key (did you mean 'quantize.calibration.bins'? 'bins' belongs under "
@@ -550,7 +550,7 @@ TEST_F(RecipeTest, OutOfRangeValuesAreErrorsNotClamped) {
 
 TEST_F(RecipeTest, UnknownEnumValueListsAllowedAndClosest) {
   const std::string message = ErrorOf(kMinimal + "quantize:\n  calibration: {method: kll}\n  precision: INT8\n");
-  EXPECT_NE(message.find("quantize.calibration.method: 'kll' is not one of max, kl, entropy, percentile, mse, auto (did you mean "
+  EXPECT_NE(message.find("quantize.calibration.method: 'kll' is not one of max, kl, percentile, mse, auto, entropy (did you mean "
                          "'kl'?)"),
             std::string::npos)
       << message;
