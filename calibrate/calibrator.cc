@@ -14,27 +14,6 @@
 
 namespace sparq {
 
-const char* CalibrationMethodName(CalibrationMethod m) {
-  switch (m) {
-    case CalibrationMethod::kMax: return "max";
-    case CalibrationMethod::kKL: return "kl";
-    case CalibrationMethod::kPercentile: return "percentile";
-    case CalibrationMethod::kMSE: return "mse";
-    case CalibrationMethod::kAuto: return "auto";
-  }
-  return "?";
-}
-
-StatusOr<CalibrationMethod> ParseCalibrationMethod(const std::string& name) {
-  if (name == "max") return CalibrationMethod::kMax;
-  if (name == "kl" || name == "entropy") return CalibrationMethod::kKL;
-  if (name == "percentile") return CalibrationMethod::kPercentile;
-  if (name == "mse") return CalibrationMethod::kMSE;
-  if (name == "auto") return CalibrationMethod::kAuto;
-  return Status::InvalidArgument("unknown calibration method '" + name +
-                                 "' (expected max, kl, percentile, mse or auto)");
-}
-
 TensorRange MakeRange(const std::string& name, float min, float max, float threshold, bool symmetric,
                       const std::string& method) {
   TensorRange r;
@@ -223,12 +202,10 @@ Status ChooseAuto(const Model& model, const TensorMap& batch, const std::vector<
       AutoTensor& t = found[i];
       t.min = obs.min;
       t.max = obs.max;
-      const std::pair<CalibrationMethod, double> all[] = {
-          {CalibrationMethod::kMax, max_abs},
-          {CalibrationMethod::kKL, KlThreshold(obs.hist)},
-          {CalibrationMethod::kPercentile, PercentileThreshold(obs.hist, options.percentile)},
-          {CalibrationMethod::kMSE, MseThreshold(obs.hist)}};
-      for (const auto& [method, value] : all) {
+      for (const CalibrationMethodInfo& method_info : CalibrationMethods()) {
+        if (method_info.threshold == nullptr) continue;
+        const CalibrationMethod method = method_info.method;
+        const double value = method_info.threshold(obs.hist, max_abs, options);
         const float th = static_cast<float>(std::min(value, max_abs));
         bool dup = th <= 0.0f;
         for (const auto& c : t.candidates) dup |= c.threshold == th;
@@ -362,19 +339,17 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
   std::vector<ObserverItem> items;
   for (const auto& kv : observers) items.push_back(&kv);
   table.tensors.resize(items.size());
+  const CalibrationMethodInfo* found = nullptr;
+  for (const CalibrationMethodInfo& info : CalibrationMethods())
+    if (info.method == options.method) found = &info;
+  if (found == nullptr) return Status::InvalidArgument("unknown calibration method");
+  const CalibrationMethodInfo& method = *found;
   ParallelFor(&pool, static_cast<int64_t>(items.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
       const auto& [name, obs] = *items[i];
       float threshold = std::max(std::fabs(obs.min), std::fabs(obs.max));
-      switch (options.method) {
-        case CalibrationMethod::kMax: break;
-        case CalibrationMethod::kKL: threshold = static_cast<float>(KlThreshold(obs.hist)); break;
-        case CalibrationMethod::kPercentile:
-          threshold = static_cast<float>(PercentileThreshold(obs.hist, options.percentile));
-          break;
-        case CalibrationMethod::kMSE: threshold = static_cast<float>(MseThreshold(obs.hist)); break;
-        case CalibrationMethod::kAuto: break;  // max until ChooseByLayerError below
-      }
+      // kAuto has no rule of its own: max until ChooseAuto below.
+      if (method.threshold != nullptr) threshold = static_cast<float>(method.threshold(obs.hist, threshold, options));
       // A bin edge may sit a hair above the observed max: never exceed it.
       threshold = std::min(threshold, std::max(std::fabs(obs.min), std::fabs(obs.max)));
       table.tensors[i] = MakeRange(name, obs.min, obs.max, threshold, options.symmetric, table.method);

@@ -23,7 +23,11 @@ RunFn AddCalibrateCommand(CLI::App& app) {
   sub->add_option("model", args->options.model, "FP32 ONNX model")->required();
   sub->add_option("--data", args->options.data, "Calibration data: .npz keyed by input name, .npy, or a folder")->required();
   sub->add_option("-o,--output", args->options.output, "Calibration table to write (JSON)")->required();
-  sub->add_option("--method", args->method, "max | kl | percentile | mse | auto")->capture_default_str();
+  std::string methods;  // from the calibrator's one name table
+  for (const CalibrationMethodInfo& m : CalibrationMethods())
+    methods += std::string(methods.empty() ? "" : "; ") + m.name + (m.alias ? std::string(" (or ") + m.alias + ")" : "") +
+               ": " + m.description;
+  sub->add_option("--method", args->method, methods)->capture_default_str();
   sub->add_option("--percentile", args->options.calibration.percentile, "Percentile for --method percentile")->capture_default_str();
   sub->add_option("--bins", args->options.calibration.bins, "Histogram bins")->capture_default_str();
   sub->add_flag("!--asymmetric", args->options.calibration.symmetric, "uint8 ranges with a zero point instead of symmetric int8");

@@ -60,8 +60,8 @@ RunFn AddEvalCommand(CLI::App& app) {
                 "operators), so that outputs compare kernel for kernel with a fast run")
       ->needs(reference_kernels);
   sub->add_flag("--fp16-as-fp32", args->options.fp16_as_fp32,
-                "Run float16 models in float32 (weights converted once at load): about FP32 speed, but no float16 "
-                "rounding or overflow to Inf inside the graph");
+                "Run float16 models in float32 without rounding inside the graph (default: float32 kernels with "
+                "each float16 value rounded to float16 between operators, as onnxruntime does on a CPU)");
   sub->add_option("--kernel-table", args->options.kernel_table,
                   "Kernel speed table CSV (bench/kernel_speedups.csv format): pruned INT8 layers run a sparse "
                   "kernel only where it says the structure beats dense (default: the table built into sparq)");

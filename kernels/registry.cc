@@ -63,6 +63,7 @@ const KernelRegistry& KernelRegistry::Reference() {
     RegisterNnOps(*r);
     RegisterTensorOps(*r);
     RegisterQuantOps(*r);
+    RegisterRecurrentOps(*r);
     return r;
   }();
   return *registry;

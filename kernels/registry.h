@@ -119,6 +119,7 @@ void RegisterReduceOps(KernelRegistry& r);
 void RegisterNnOps(KernelRegistry& r);
 void RegisterTensorOps(KernelRegistry& r);
 void RegisterQuantOps(KernelRegistry& r);
+void RegisterRecurrentOps(KernelRegistry& r);  // RNN, GRU, LSTM: kernels/ref/recurrent.cc
 // The fast CPU rows with a prepare step (kernels/cpu), called by Default().
 void RegisterPreparedCpuQuantOps(KernelRegistry& r);
 void RegisterPreparedCpuSparseOps(KernelRegistry& r);

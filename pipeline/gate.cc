@@ -62,6 +62,10 @@ StatusOr<BackendChoice> ResolveBackend(RecipeEvaluate::Backend backend) {
   return Status::InvalidArgument("unknown evaluate.backend");
 }
 
+int GateDigits(const std::string& metric, bool relative) {
+  return relative || metric == "cosine" || metric == "mean_cosine" ? 4 : 2;
+}
+
 void JudgeGate(const RecipeEvaluate::Gate& gate, RunReport* r) {
   r->gate_checks.clear();
   const std::string unit_of_metric = r->metric == "sqnr" ? " dB" : "";
@@ -75,8 +79,10 @@ void JudgeGate(const RecipeEvaluate::Gate& gate, RunReport* r) {
     c.value = drop;
     c.limit = gate.max_drop;
     c.passed = drop <= gate.max_drop;
-    const int digits = gate.relative ? 4 : 2;
-    c.text = r->metric + " " + Num(r->fp32_metric, 2) + " -> " + Num(r->output_metric, 2) + unit_of_metric + ", drop " +
+    const int digits = GateDigits(r->metric, gate.relative);
+    const int value_digits = GateDigits(r->metric, false);
+    c.text = r->metric + " " + Num(r->fp32_metric, value_digits) + " -> " + Num(r->output_metric, value_digits) +
+             unit_of_metric + ", drop " +
              Num(drop, digits) + (gate.relative ? " (relative)" : "") + (c.passed ? " <= " : " > ") + "max_drop " +
              Num(gate.max_drop, digits);
     r->gate_checks.push_back(c);

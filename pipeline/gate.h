@@ -28,6 +28,10 @@ StatusOr<BackendChoice> ResolveBackend(RecipeEvaluate::Backend backend);
 // report->fp32_metric, output_metric, sqnr_db, cosine and top1 to be set.
 void JudgeGate(const RecipeEvaluate::Gate& gate, RunReport* report);
 
+// Decimals of `metric`'s values and drops in gate messages and reports: 4
+// for the cosines (limits like 0.01) and for relative drops, else 2.
+int GateDigits(const std::string& metric, bool relative);
+
 // Adds the prune check: a final sparsity below the requested one fails the
 // gate (unless prune.allow_partial, then it is a warning). `stop_message`
 // is the pruning loop's reason for stopping early ("" = it did not).

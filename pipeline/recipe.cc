@@ -114,16 +114,18 @@ constexpr EnumEntry<Metric> kMetrics[] = {{Metric::kTop1, MetricName(Metric::kTo
                                           {Metric::kCtcAccuracy, MetricName(Metric::kCtcAccuracy)},
                                           {Metric::kBoxRecall, MetricName(Metric::kBoxRecall)},
                                           {Metric::kClassScoreSqnr, MetricName(Metric::kClassScoreSqnr)}};
-const EnumEntry<CalibrationMethod> kMethods[] = {
-    {CalibrationMethod::kMax, CalibrationMethodName(CalibrationMethod::kMax)},
-    {CalibrationMethod::kKL, CalibrationMethodName(CalibrationMethod::kKL)},
-    // The alias ParseCalibrationMethod (and so `sparq calibrate --method`)
-    // accepts: TensorRT's and onnxruntime's name for KL. After "kl", so
-    // recipes are written back with the canonical name.
-    {CalibrationMethod::kKL, "entropy"},
-    {CalibrationMethod::kPercentile, CalibrationMethodName(CalibrationMethod::kPercentile)},
-    {CalibrationMethod::kMSE, CalibrationMethodName(CalibrationMethod::kMSE)},
-    {CalibrationMethod::kAuto, CalibrationMethodName(CalibrationMethod::kAuto)}};
+// The calibrator's own name table (CalibrationMethods): canonical names,
+// then the aliases, so a recipe is written back with the canonical name.
+const std::vector<EnumEntry<CalibrationMethod>>& Methods() {
+  static const std::vector<EnumEntry<CalibrationMethod>>* table = [] {
+    auto* t = new std::vector<EnumEntry<CalibrationMethod>>();
+    for (const CalibrationMethodInfo& m : CalibrationMethods()) t->push_back({m.method, m.name});
+    for (const CalibrationMethodInfo& m : CalibrationMethods())
+      if (m.alias != nullptr) t->push_back({m.method, m.alias});
+    return t;
+  }();
+  return *table;
+}
 
 bool HasDataExtension(const fs::path& p) {
   std::string ext = p.extension().string();
@@ -177,6 +179,8 @@ class RecipeParser {
   void ReconcileNmSparsity(const Structure& s, bool sparsity_written, const std::string& sparsity_path,
                            double* sparsity);
   static std::string Resolve(const std::string& raw, const std::string& base);
+
+  bool budget_written_ = false;  // prune.sensitivity.budget is in the recipe
 
   Diagnostics diag_;
   RecipeParseOptions options_;
@@ -518,6 +522,7 @@ void RecipeParser::ParsePrune(MapReader m) {
   const bool sensitivity_written = m.Has("sensitivity");
   MapReader s = m.Child("sensitivity");
   RecipePrune::Sensitivity sensitivity;
+  budget_written_ = s.Has("budget");  // else DefaultMaxDrop(evaluate.metric), set by ParseEvaluate
   s.Read("budget", &sensitivity.budget, Bounds::AtLeast(0));
   if (s.Read("sparsities", &sensitivity.sparsities, Bounds::ClosedOpen(0, 1)) && sensitivity.sparsities.empty())
     diag_.Error(s.LineOf("sparsities"), s.PathOf("sparsities"), "must list at least one sparsity to try");
@@ -533,7 +538,7 @@ void RecipeParser::ParseQuantize(MapReader m) {
   m.ReadEnum("mode", kModes, &q.mode);
 
   MapReader c = m.Child("calibration");
-  c.ReadEnum("method", kMethods, &q.calibration.method);
+  c.ReadEnum("method", Methods(), &q.calibration.method);
   c.Read("percentile", &q.calibration.percentile, Bounds::OpenClosed(0, 100));
   c.Read("bins", &q.calibration.bins, Bounds::Closed(128, 1 << 20));
   c.Read("symmetric", &q.calibration.symmetric);
@@ -542,7 +547,7 @@ void RecipeParser::ParseQuantize(MapReader m) {
   if (c.Has("percentile") && q.calibration.method != CalibrationMethod::kPercentile &&
       q.calibration.percentile != RecipeQuantize::Calibration().percentile && !diag_.FailedAt(c.PathOf("method")))
     diag_.Warning(c.LineOf("percentile"), c.PathOf("percentile"),
-                  std::string("is not used by method ") + EnumNameIn(kMethods, q.calibration.method));
+                  std::string("is not used by method ") + EnumNameIn(Methods(), q.calibration.method));
   c.Finish();
   if (ReadPath(m, "scales", recipe_.base_dir, /*allow_empty=*/true, &q.scales) && !q.scales.empty() && c.Has("method"))
     diag_.Warning(c.LineOf("method"), c.PathOf("method"), "is not used: the ranges come from quantize.scales");
@@ -610,6 +615,9 @@ void RecipeParser::ParseEvaluate(MapReader m) {
     }
   }
   MapReader g = m.Child("gate");
+  // Per-metric defaults in metric units (a mean cosine may drop 0.01, not a whole unit).
+  if (!g.Has("max_drop")) e.gate.max_drop = DefaultMaxDrop(e.metric);
+  if (recipe_.prune.sensitivity && !budget_written_) recipe_.prune.sensitivity->budget = DefaultMaxDrop(e.metric);
   g.Read("relative", &e.gate.relative);
   // A relative gate's max_drop is a fraction, so the absolute default (1 point)
   // would mean "any drop passes": make the user write it.
@@ -667,9 +675,9 @@ void RecipeParser::CheckAcrossSections() {
   // error; the default one is then left out.
   if (!r.output.trt_cache.empty()) {
     std::string why;
-    if (CalibrationTable::TensorRtCalibratorName(EnumNameIn(kMethods, q.calibration.method)).empty())
+    if (CalibrationTable::TensorRtCalibratorName(EnumNameIn(Methods(), q.calibration.method)).empty())
       why = std::string("TensorRT has no calibrator for quantize.calibration.method ") +
-            EnumNameIn(kMethods, q.calibration.method) + " (kl is EntropyCalibration2, max is MinMaxCalibration)";
+            EnumNameIn(Methods(), q.calibration.method) + " (kl is EntropyCalibration2, max is MinMaxCalibration)";
     else if (!q.calibration.symmetric)
       why = "quantize.calibration.symmetric is false: TensorRT's INT8 has no zero points, so an asymmetric table "
             "cannot be a TensorRT cache";
@@ -831,6 +839,6 @@ const char* RecipeEnumName(RecipeQuantize::Mode v) { return EnumNameIn(kModes, v
 const char* RecipeEnumName(RecipeEvaluate::Backend v) { return EnumNameIn(kBackends, v); }
 const char* RecipeEnumName(RecipeEvaluate::Gate::FailedModel v) { return EnumNameIn(kFailedModels, v); }
 const char* RecipeEnumName(RecipeEvaluate::Metric v) { return EnumNameIn(kMetrics, v); }
-const char* RecipeEnumName(CalibrationMethod v) { return EnumNameIn(kMethods, v); }
+const char* RecipeEnumName(CalibrationMethod v) { return EnumNameIn(Methods(), v); }
 
 }  // namespace sparq

@@ -8,6 +8,7 @@
 #include "pipeline/report.h"
 
 #include "formats/text_table.h"
+#include "pipeline/gate.h"
 #include "sparq/file_io.h"
 #include "sparq/pipeline.h"
 #include "sparq/version.h"
@@ -43,9 +44,10 @@ std::string Verdict(const RunReport& r, bool only_failed = false) {
     return out;
   }
   std::ostringstream os;
-  os << r.metric << " " << Fixed(r.fp32_metric) << " -> " << Fixed(r.output_metric) << ", drop "
-     << Fixed(r.drop, r.relative ? 4 : 2) << (r.relative ? " (relative)" : "") << (r.passed ? " <= " : " > ")
-     << Fixed(r.max_drop, r.relative ? 4 : 2);
+  const int value_digits = GateDigits(r.metric, false), drop_digits = GateDigits(r.metric, r.relative);
+  os << r.metric << " " << Fixed(r.fp32_metric, value_digits) << " -> " << Fixed(r.output_metric, value_digits)
+     << ", drop " << Fixed(r.drop, drop_digits) << (r.relative ? " (relative)" : "") << (r.passed ? " <= " : " > ")
+     << Fixed(r.max_drop, drop_digits);
   return os.str();
 }
 
@@ -68,10 +70,11 @@ nlohmann::json MetricJson(const std::string& metric, double v) {
 
 // The gate's limits in one line: "top1 drop <= 0.50, sqnr >= 30.00 dB".
 std::string Limits(const RunReport& r) {
-  if (r.gate_checks.empty()) return r.metric + " drop <= " + Fixed(r.max_drop, r.relative ? 4 : 2);
+  const int drop_digits = GateDigits(r.metric, r.relative);
+  if (r.gate_checks.empty()) return r.metric + " drop <= " + Fixed(r.max_drop, drop_digits);
   std::string out;
   for (const auto& c : r.gate_checks) {
-    std::string one = c.limit_key == "max_drop" ? c.metric + " drop <= " + Fixed(c.limit, r.relative ? 4 : 2)
+    std::string one = c.limit_key == "max_drop" ? c.metric + " drop <= " + Fixed(c.limit, drop_digits)
                       : c.metric == "sparsity" ? "sparsity reached"
                                                : c.metric + " >= " + Fixed(c.limit);
     out += (out.empty() ? "" : ", ") + one;
@@ -185,7 +188,8 @@ std::string RunReport::ToMarkdown() const {
      << " samples; top-1 agreement with FP32 " << Fixed(top1_agreement) << "%).\n\n"
      << "| | FP32 | compressed |\n|---|---|---|\n"
      << "| size | " << Bytes(fp32_bytes) << " | " << Bytes(output_bytes) << " |\n"
-     << "| " << metric << " | " << Fixed(fp32_metric) << " | " << Fixed(output_metric) << " |\n"
+     << "| " << metric << " | " << Fixed(fp32_metric, GateDigits(metric, false)) << " | "
+     << Fixed(output_metric, GateDigits(metric, false)) << " |\n"
      << "| weight sparsity | | " << Fixed(100 * weight_sparsity, 1) << "% |\n\n";
   if (!output_model.empty()) os << "Model: `" << output_model << "`\n\n";
   if (!layers.empty()) {
@@ -231,7 +235,8 @@ std::string RunReport::ToText() const {
      << "  " << metric << (metric.size() < 10 ? std::string(10 - metric.size(), ' ') : std::string(" ")) << "  "
      << (metric == "sqnr" ? Fixed(sqnr_db, 1) + " dB (compressed against fp32)"
          : metric == "cosine" ? Fixed(cosine, 6) + " (compressed against fp32)"
-                              : Fixed(fp32_metric) + " (fp32) -> " + Fixed(output_metric) + " (compressed)")
+                              : Fixed(fp32_metric, GateDigits(metric, false)) + " (fp32) -> " +
+                                    Fixed(output_metric, GateDigits(metric, false)) + " (compressed)")
      << "\n"
      << "  agreement   " << Fixed(top1_agreement) << "% top-1, SQNR " << Fixed(sqnr_db, 1) << " dB\n";
   if (!layers.empty()) {

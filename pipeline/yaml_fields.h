@@ -61,6 +61,14 @@ const char* EnumNameIn(const EnumEntry<E> (&table)[N], E value) {
   return "?";
 }
 
+// The same for a table built at run time (from a library's own name table).
+template <typename E>
+const char* EnumNameIn(const std::vector<EnumEntry<E>>& table, E value) {
+  for (const auto& e : table)
+    if (e.value == value) return e.name;
+  return "?";
+}
+
 // Shortest decimal text that reads back as exactly `v` ("0.5", "99.99", "1").
 std::string FormatNumber(double v);
 
@@ -184,6 +192,17 @@ class MapReader {
   bool Read(const std::string& key, double* out, const Bounds& bounds = Bounds::Any());
   bool Read(const std::string& key, std::vector<double>* out, const Bounds& bounds = Bounds::Any());
   bool Read(const std::string& key, std::vector<std::string>* out);
+  template <typename E>
+  bool ReadEnum(const std::string& key, const std::vector<EnumEntry<E>>& table, E* out) {
+    YAML::Node v = Get(key);
+    if (!v.IsDefined()) return false;
+    std::vector<std::string> names;
+    for (const auto& e : table) names.push_back(e.name);
+    size_t index = 0;
+    if (!ToEnumIndex(v, PathOf(key), LineOf(key), diag_, names, &index)) return false;
+    *out = table[index].value;
+    return true;
+  }
   template <typename E, size_t N>
   bool ReadEnum(const std::string& key, const EnumEntry<E> (&table)[N], E* out) {
     YAML::Node v = Get(key);

@@ -5,7 +5,7 @@
 
 #include "graph/name_pattern.h"
 #include "graph/value_index.h"
-#include "runtime/dataset.h"
+#include "evaluate/dataset.h"
 #include "sparq/executor.h"
 #include "sparq/metrics.h"
 

@@ -179,7 +179,12 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   }
   impl->model = model;
   SPARQ_RETURN_IF_ERROR(impl->model.graph.TopoSort());
-  if (options.lower_fp16) LowerFloat16ToFloat32(&impl->model);
+  Float16Execution float16 = options.float16;
+  if (float16 == Float16Execution::kDefault) {
+    float16 = backend->name() == "reference" ? Float16Execution::kNative : Float16Execution::kRounded;
+  }
+  std::set<std::string> half_values;  // values to round to float16 between operators
+  const bool lowered = float16 != Float16Execution::kNative && LowerFloat16ToFloat32(&impl->model, &half_values);
   // Kept values are graph outputs while the rewrites run: every rewrite
   // leaves a graph output where it is.
   std::vector<ValueInfo>& outputs = impl->model.graph.outputs;
@@ -197,6 +202,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   for (const std::string& pass : backend->Passes(options.profile))
     SPARQ_RETURN_IF_ERROR(RunGraphPass(pass, &impl->model).WithContext("graph pass " + pass));
   outputs.resize(real_outputs);
+  if (lowered && float16 == Float16Execution::kRounded) RoundFloat16Values(&impl->model, half_values);
   const Graph& g = impl->model.graph;
 
   for (const auto& v : g.inputs) impl->input_names.push_back(v.name);

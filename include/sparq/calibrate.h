@@ -32,7 +32,9 @@ enum class CalibrationMethod {
   kAuto,        // per tensor, the one of max / KL / percentile / MSE that least disturbs
                 // the outputs of the tensor's consumers (measured on the first batch)
 };
+// The canonical name of `m` (CalibrationMethods()).
 SPARQ_API const char* CalibrationMethodName(CalibrationMethod m);
+// A name or alias of CalibrationMethods(); InvalidArgument listing the names.
 SPARQ_API StatusOr<CalibrationMethod> ParseCalibrationMethod(const std::string& name);
 
 // A histogram of |x| over [0, range) in `bins` equal bins. The range is a
@@ -89,6 +91,26 @@ struct SPARQ_API CalibrationMethodOptions {
   double percentile = 99.99;  // method percentile: in (0, 100]
   bool symmetric = true;      // int8 with zero point 0 (TensorRT); false: uint8 with a zero point
 };
+
+// One calibration method: its names and how it picks a tensor's threshold
+// from what calibration observed of it (the streaming |x| histogram and max
+// |x|), as onnxruntime's calibrators compute_data from collect_data. A new
+// method is one row of CalibrationMethods() (calibrate/methods.cc) and a
+// value of CalibrationMethod: the CLI, recipes and reports read its names
+// from the table.
+struct SPARQ_API CalibrationMethodInfo {
+  CalibrationMethod method;
+  const char* name;         // canonical (recipes, reports, --method)
+  const char* alias;        // another accepted spelling, or nullptr ("entropy" for kl)
+  bool saturating;          // may clip values beyond the threshold
+  const char* description;  // one line, for --help and docs
+  // The threshold (a bin edge; the calibrator clamps it to max_abs); null
+  // for kAuto, which chooses per tensor
+  // among the methods that have one.
+  double (*threshold)(const AbsHistogram& hist, double max_abs, const CalibrationMethodOptions& options);
+};
+// Every method, in CalibrationMethod order.
+SPARQ_API const std::vector<CalibrationMethodInfo>& CalibrationMethods();
 
 struct SPARQ_API CalibrationOptions : CalibrationMethodOptions {
   // Tensors to observe; empty = every float32 graph input and node output

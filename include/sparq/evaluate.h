@@ -74,12 +74,13 @@ struct SPARQ_API EvalOptions {
   // the reference kernels, the check that each fast kernel gives the
   // reference's result for the same operator (integer operators bit for bit).
   bool fused_graph = false;
-  // Run float16 models in float32 (ExecutorOptions::lower_fp16, weights
-  // converted once at load): about FP32 speed, but no float16 rounding and
-  // no overflow to Inf between nodes, so outputs differ from a float16
-  // runtime's and the non-finite check cannot see float16 overflow. Off
-  // (default): float16 ops run on the reference kernels, as float16
-  // runtimes compute them.
+  // Run float16 models in float32 with no rounding inside the graph
+  // (Float16Execution::kFloat32): no float16 rounding and no overflow to Inf
+  // between nodes, so outputs differ from a float16 runtime's and the
+  // non-finite check cannot see float16 overflow. Off (default): the fast
+  // float32 kernels with every float16 value rounded to float16 between
+  // operators (Float16Execution::kRounded), as onnxruntime computes float16
+  // on a CPU; with reference_kernels, float16 ops on the reference kernels.
   bool fp16_as_fp32 = false;
   // Kernel speed table CSV (sparq/kernel_table.h) deciding which pruned INT8
   // layers run sparse kernels (ExecutorOptions::kernel_table); "" = the table

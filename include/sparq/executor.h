@@ -48,6 +48,25 @@ enum class GraphProfile {
 // "as-written", "folded-constants", "observe-kept", "deployment".
 SPARQ_API const char* GraphProfileName(GraphProfile profile);
 
+// How an executor runs float16 tensors (runtime/passes/fp16_lowering.h).
+enum class Float16Execution {
+  // kNative on the "reference" backend, kRounded on the others.
+  kDefault,
+  // As written: float16 ops on the reference kernels, which compute each op
+  // in float32 and round its output to float16 (the spec; slow).
+  kNative,
+  // Lowered to float32 once (weights converted at Create) so the fast
+  // kernels and fusions take every node, with each value that was float16
+  // rounded to float16 after its operator (F16C rows): float16's results
+  // and its overflow to infinity (which the non-finite gate reports), as
+  // onnxruntime computes float16 on a CPU; fused operators round their
+  // output only.
+  kRounded,
+  // Lowered to float32 with no rounding inside the graph: more accurate than
+  // float16 and blind to its overflow (inputs and outputs keep their types).
+  kFloat32,
+};
+
 struct SPARQ_API ExecutorOptions {
   int threads = 0;  // CPU worker threads; 0 = one per hardware thread
   // Where the nodes run (kernels/backend.h): "cpu" (the fast CPU kernels
@@ -62,14 +81,11 @@ struct SPARQ_API ExecutorOptions {
   // Which graph rewrites run before the graph does; see GraphProfile.
   // Rewritten-away values cannot be RunOptions::extra_outputs.
   GraphProfile profile = GraphProfile::kAsWritten;
-  // Run float16 models in float32 (runtime/passes/fp16_lowering.h): weights
-  // converted once here, no float16 rounding inside the graph, inputs and
-  // outputs keep their types. Outputs differ from the float16 graph's by
-  // float16 rounding. Off: float16 ops run on the reference kernels.
-  bool lower_fp16 = false;
+  // How float16 models run; see Float16Execution.
+  Float16Execution float16 = Float16Execution::kDefault;
   // Values the profile's rewrites must leave in the graph, whatever they
   // fuse or fold around them (they are treated as graph outputs while those
-  // rewrites run; lower_fp16 runs before them).
+  // rewrites run; the float16 lowering runs before them).
   // Calibration lists the tensors it observes here, so that everything else
   // fuses: a Conv + Clip whose Clip output alone is observed runs as one
   // node, with the same bits.

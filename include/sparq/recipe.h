@@ -98,7 +98,9 @@ struct SPARQ_API RecipePrune {
   };
   // Per-layer sparsity chosen by a sensitivity scan instead of one target.
   struct Sensitivity {
-    double budget = 1.0;  // max metric drop allowed (same units as evaluate.gate.max_drop), >= 0
+    // Max metric drop allowed (same units as evaluate.gate.max_drop), >= 0;
+    // a recipe that writes none gets DefaultMaxDrop(evaluate.metric).
+    double budget = 1.0;
     std::vector<double> sparsities = {0.25, 0.5, 0.75, 0.9};  // tried per layer, each in [0, 1)
   };
 
@@ -180,6 +182,15 @@ struct SPARQ_API RecipeQuantize {
   Fallback fallback;
 };
 
+// The evaluate.gate.max_drop (and prune.sensitivity.budget) a recipe gets
+// when it writes none, chosen per metric as a user of that kind of model
+// would accept: 1 point of the percent metrics (top1, top5, agreement,
+// top5_overlap, ctc_accuracy, box_recall); 0.01 of mean_cosine (an embedding
+// model's mean cosine with FP32 >= 0.99: a whole unit would pass a collapse
+// to 0.56); 1 for sqnr, cosine and class_score_sqnr, which are gated by their
+// floors unless max_drop is written.
+constexpr double DefaultMaxDrop(Metric metric) { return metric == Metric::kMeanCosine ? 0.01 : 1.0; }
+
 // FP32-vs-compressed evaluation and the pass/fail gate (YAML section `evaluate`).
 struct SPARQ_API RecipeEvaluate {
   enum class Backend { kCpu, kCuda, kAuto };
@@ -188,8 +199,10 @@ struct SPARQ_API RecipeEvaluate {
   // model): the library's own type and names (sparq/evaluate.h).
   using Metric = sparq::Metric;
   struct Gate {
-    // Metric points (dB for sqnr), >= 0; when relative a fraction in [0, 1],
-    // and then required in YAML (the absolute default would let anything pass).
+    // Metric points (dB for sqnr, cosine units for mean_cosine), >= 0; when
+    // relative a fraction in [0, 1], and then required in YAML (the absolute
+    // default would let anything pass). A recipe that writes none gets
+    // DefaultMaxDrop(metric).
     double max_drop = 1.0;
     bool relative = false;  // true: max_drop is a fraction of the FP32 metric
     // False when max_drop does not apply: metric sqnr or cosine without a

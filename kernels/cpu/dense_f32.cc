@@ -99,12 +99,71 @@ bool DirectConvWins(int64_t rows, int64_t depth, bool strided) {
   return strided ? rows > 16 || depth >= 64 : rows % 32 == 0;
 }
 
+// A 1-D convolution runs as the 2-D one of height 1 (the rows below take
+// 4-D tensors): W [M, C, K] as [M, C, 1, K], X [N, C, L] as [N, C, 1, L],
+// the window's attributes lifted with a leading dim of extent 1, stride 1,
+// no padding. Same sums in the same order: the bits of a 2-D model.
+struct Conv1dAs2d {
+  Tensor w4;  // the 4-D view of a 3-D weight (shares its buffer)
+};
+
+// `w` as a 4-D weight: itself, or the view of a 3-D one in *lifted.
+const Tensor* AsConv2dWeight(const Tensor* w, Conv1dAs2d* lifted) {
+  if (w == nullptr || w->rank() != 3) return w;
+  StatusOr<Tensor> view = w->Reshaped({w->dim(0), w->dim(1), 1, w->dim(2)});
+  if (!view.ok()) return nullptr;
+  lifted->w4 = std::move(*view);
+  return &lifted->w4;
+}
+
+// Lifts a resolved 1-D window to 2-D (PrepareConv on the 3-D shapes first).
+void LiftWindowTo2d(WindowGeometry* w) {
+  w->kernel = {1, w->kernel[0]};
+  w->strides = {1, w->strides[0]};
+  w->dilations = {1, w->dilations[0]};
+  w->pads = {0, w->pads[0], 0, w->pads[1]};
+}
+
+// The input and geometry of a Conv row for x of rank 3 or 4: x4 (x, or its
+// [N, C, 1, L] view), the window resolved (and lifted for 1-D), y's shape in
+// 4-D and as the node outputs it. False: not a shape the rows take.
+bool ResolveConvRow(OpContext& ctx, int64_t group, Tensor* x4, ConvParams* params, Shape* y4, Shape* y_shape) {
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() != DataType::kFloat32 || (x.rank() != 4 && x.rank() != 3)) return false;
+  AutoPad auto_pad = AutoPad::kNotSet;
+  if (!ReadWindowAttributes(ctx, &params->window, &auto_pad).ok()) return false;
+  params->group = group;
+  if (!PrepareConv(x.shape(), ctx.input(1).shape(), auto_pad, params, y_shape).ok()) return false;
+  *x4 = x;
+  *y4 = *y_shape;
+  if (x.rank() == 3) {
+    LiftWindowTo2d(&params->window);
+    StatusOr<Tensor> view = x.Reshaped({x.dim(0), x.dim(1), 1, x.dim(2)});
+    if (!view.ok()) return false;
+    *x4 = std::move(*view);
+    *y4 = {(*y_shape)[0], (*y_shape)[1], 1, (*y_shape)[2]};
+  }
+  return true;
+}
+
+// Sets output 0 from the 4-D result, in the node's rank.
+Status SetConvOutput(OpContext& ctx, Tensor y4, const Shape& y_shape) {
+  if (y4.rank() == y_shape.size()) {
+    ctx.set_output(0, std::move(y4));
+    return Status::OK();
+  }
+  SPARQ_ASSIGN_OR_RETURN(Tensor y, y4.Reshaped(y_shape));
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
 StatusOr<std::shared_ptr<const void>> PrepareDenseConv(const Node& node, const std::vector<const Tensor*>& constants) {
   auto decline = [&](const std::string& why) -> Status {
     return Status::NotSupported(node.Describe() + ": gemm_f32 conv path: " + why);
   };
-  const Tensor* w = constants.size() > 1 ? constants[1] : nullptr;
-  if (w == nullptr || w->dtype() != DataType::kFloat32 || w->rank() != 4) return decline("W is not a constant 4-D float32");
+  Conv1dAs2d lifted;
+  const Tensor* w = AsConv2dWeight(constants.size() > 1 ? constants[1] : nullptr, &lifted);
+  if (w == nullptr || w->dtype() != DataType::kFloat32 || w->rank() != 4) return decline("W is not a constant 3-D or 4-D float32");
   const bool has_bias = node.inputs.size() > 2 && !node.inputs[2].empty();
   const Tensor* b = has_bias ? constants[2] : nullptr;
   if (has_bias && (b == nullptr || b->dtype() != DataType::kFloat32 || b->numel() != w->dim(0)))
@@ -164,14 +223,10 @@ bool PointwiseRowsWin(const PackedGemmF32& strips, int64_t pixels, int64_t chann
 
 Status RunDenseConv(OpContext& ctx) {
   const DenseConv& conv = *static_cast<const DenseConv*>(ctx.prepared());
-  const Tensor& x = ctx.input(0);
-  if (x.dtype() != DataType::kFloat32 || x.rank() != 4) return RunReferenceKernel(ctx);
+  Tensor x;
   ConvParams params;
-  AutoPad auto_pad = AutoPad::kNotSet;
-  if (!ReadWindowAttributes(ctx, &params.window, &auto_pad).ok()) return RunReferenceKernel(ctx);
-  params.group = conv.group;
-  Shape y_shape;
-  if (!PrepareConv(x.shape(), ctx.input(1).shape(), auto_pad, &params, &y_shape).ok()) {
+  Shape y_shape, node_y_shape;
+  if (!ResolveConvRow(ctx, conv.group, &x, &params, &y_shape, &node_y_shape)) {
     return RunReferenceKernel(ctx);  // the reference names the error
   }
   Tensor y = Tensor::Uninitialized(DataType::kFloat32, y_shape);  // every group writes its channels
@@ -205,8 +260,7 @@ Status RunDenseConv(OpContext& ctx) {
     args.y = y.data<float>();
     Status st = RunGemmF32(args);
     if (!st.ok()) return ctx.Error(st.code(), st.message());
-    ctx.set_output(0, std::move(y));
-    return Status::OK();
+    return SetConvOutput(ctx, std::move(y), node_y_shape);
   };
   if (pointwise && !conv.w_strips.data.empty() && PointwiseRowsWin(conv.w_strips, g.out_size(), conv.out_channels))
     return run_whole(GemmF32Source::kPointwiseConv, &conv.w_strips);
@@ -229,8 +283,7 @@ Status RunDenseConv(OpContext& ctx) {
     Status st = RunGemmF32(args);
     if (!st.ok()) return ctx.Error(st.code(), st.message());
   }
-  ctx.set_output(0, std::move(y));
-  return Status::OK();
+  return SetConvOutput(ctx, std::move(y), node_y_shape);
 }
 
 StatusOr<std::shared_ptr<const void>> PrepareDepthwiseConv(const Node& node,
@@ -238,8 +291,9 @@ StatusOr<std::shared_ptr<const void>> PrepareDepthwiseConv(const Node& node,
   auto decline = [&](const std::string& why) -> Status {
     return Status::NotSupported(node.Describe() + ": depthwise_f32 path: " + why);
   };
-  const Tensor* w = constants.size() > 1 ? constants[1] : nullptr;
-  if (w == nullptr || w->dtype() != DataType::kFloat32 || w->rank() != 4) return decline("W is not a constant 4-D float32");
+  Conv1dAs2d lifted;
+  const Tensor* w = AsConv2dWeight(constants.size() > 1 ? constants[1] : nullptr, &lifted);
+  if (w == nullptr || w->dtype() != DataType::kFloat32 || w->rank() != 4) return decline("W is not a constant 3-D or 4-D float32");
   if (w->dim(1) != 1 || node.attr_int("group", 1) != w->dim(0)) return decline("not depthwise");
   const bool has_bias = node.inputs.size() > 2 && !node.inputs[2].empty();
   const Tensor* b = has_bias ? constants[2] : nullptr;
@@ -257,15 +311,14 @@ StatusOr<std::shared_ptr<const void>> PrepareDepthwiseConv(const Node& node,
 
 Status RunDepthwiseConv(OpContext& ctx) {
   const DepthwiseConv& conv = *static_cast<const DepthwiseConv*>(ctx.prepared());
-  const Tensor& x = ctx.input(0);
   const int64_t channels = static_cast<int64_t>(conv.bias.size());
-  if (x.dtype() != DataType::kFloat32 || x.rank() != 4 || x.dim(1) != channels) return RunReferenceKernel(ctx);
+  Tensor x;
   ConvParams params;
-  AutoPad auto_pad = AutoPad::kNotSet;
-  if (!ReadWindowAttributes(ctx, &params.window, &auto_pad).ok()) return RunReferenceKernel(ctx);
-  params.group = channels;
-  Shape y_shape;
-  if (!PrepareConv(x.shape(), ctx.input(1).shape(), auto_pad, &params, &y_shape).ok()) return RunReferenceKernel(ctx);
+  Shape y_shape, node_y_shape;
+  if (ctx.input(0).rank() < 2 || ctx.input(0).dim(1) != channels ||
+      !ResolveConvRow(ctx, channels, &x, &params, &y_shape, &node_y_shape)) {
+    return RunReferenceKernel(ctx);
+  }
   Tensor y = Tensor::Uninitialized(DataType::kFloat32, y_shape);  // every plane is written
   DepthwiseF32Channels base;  // depthwise_f32: blocks of 16 channels of an image per call, split over the threads
   base.height = x.dim(2), base.width = x.dim(3), base.out_h = y_shape[2], base.out_w = y_shape[3];
@@ -296,8 +349,7 @@ Status RunDepthwiseConv(OpContext& ctx) {
       if (conv.silu != nullptr) conv.silu(a.y, a.y, a.channels * out_plane, true);  // while the block is in cache
     }
   });
-  ctx.set_output(0, std::move(y));
-  return Status::OK();
+  return SetConvOutput(ctx, std::move(y), node_y_shape);
 }
 
 // sparq.PointwiseDepthwise: the fused row's weights, and its parts

@@ -26,6 +26,7 @@
 #include <cstring>
 #include <vector>
 
+#include "kernels/cpu/dispatch.h"
 #include "kernels/ref/tensor_util.h"
 #include "kernels/registry.h"
 
@@ -254,9 +255,34 @@ Status CastToFloat(OpContext& ctx) {
   return Status::OK();
 }
 
+// sparq.RoundToFloat16 on the dispatch table's conversion rows (F16C where
+// the CPU has it): float32 -> float16 -> float32 in chunks, the reference's
+// bits (both conversions are exact or round to nearest even).
+Status RoundToFloat16Rows(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  const ConvertF32F16Fn to_half = SelectCpuKernel(CpuOp::kConvertF32F16).get<ConvertF32F16Fn>();
+  const ConvertF16F32Fn to_float = SelectCpuKernel(CpuOp::kConvertF16F32).get<ConvertF16F32Fn>();
+  Tensor y = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const float* in = x.data<float>();
+  float* out = y.data<float>();
+  constexpr int64_t kChunk = 4096;  // values per task; the float16 copy stays in L1
+  ParallelFor(ctx.pool(), (x.numel() + kChunk - 1) / kChunk, 4, [&](int64_t c0, int64_t c1) {
+    uint16_t half[kChunk];
+    for (int64_t c = c0; c < c1; ++c) {
+      const int64_t begin = c * kChunk, n = std::min(x.numel() - begin, kChunk);
+      to_half(in + begin, half, n);
+      to_float(half, out + begin, n);
+    }
+  });
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
 }  // namespace
 
 void RegisterCpuTensorCopyOps(KernelRegistry& r) {
+  r.Add({"RoundToFloat16", kSparqDomain, 1, 99, RoundToFloat16Rows, "round_f16_rows"});
   r.Add({"Cast", "", 6, 99, CastToFloat, "cast_to_f32"});
   r.Add({"Transpose", "", 1, 99, TransposeBlocks, "transpose_blocks"});  // opset 1 spells `to` as a name: the reference
   r.Add({"Concat", "", 1, 99, ConcatBlocks, "copy_blocks"});  // without an axis (opset 1 default): the reference

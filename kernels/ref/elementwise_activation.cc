@@ -265,9 +265,29 @@ Status Clip(OpContext& ctx) {
   return Status::OK();
 }
 
+// sparq.RoundToFloat16 (the executor's float16 rounding between operators,
+// runtime/passes/fp16_lowering.h): a float32 value rounded to the nearest
+// float16 (ties to even; beyond float16's range: infinity) and back; any
+// other type passes through.
+Status RoundToFloat16(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() != DataType::kFloat32) {
+    ctx.set_output(0, x);
+    return Status::OK();
+  }
+  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  const float* in = x.data<float>();
+  float* y = out.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) y[i] = HalfToFloat(FloatToHalf(in[i]));
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
 }  // namespace
 
 void RegisterActivationOps(KernelRegistry& r) {
+  r.Add({"RoundToFloat16", kSparqDomain, 1, 99, RoundToFloat16, "ref"});
   r.Add({"Relu", "", 1, 99, Relu, "ref"});
   r.Add({"Silu", kSparqDomain, 1, 99, Silu, "ref"});
   r.Add({"HardSwishChain", kSparqDomain, 1, 99, HardSwishChain, "ref"});

@@ -1,11 +1,13 @@
 #include "runtime/passes/fp16_lowering.h"
 
 #include <map>
+#include <set>
 #include <string>
 #include <utility>
 
 #include "graph/graph_editor.h"
 #include "kernels/cpu/dispatch.h"
+#include "kernels/registry.h"
 
 namespace sparq {
 namespace {
@@ -44,11 +46,59 @@ bool NeedsLowering(const Model& model) {
   return any;
 }
 
+// The values of `g` (topologically sorted) that hold float16: graph inputs
+// and initializers of that type, Constants of float16 tensors, Casts to
+// float16, and the outputs of every other node whose data input (input 0;
+// Where's input 1; DequantizeLinear's scale; CastLike's target) is float16.
+// Outputs that are not float in fact (indices, shapes) may be listed: the
+// rounding passes every type but float32 through unchanged.
+std::set<std::string> FindFloat16Values(const Graph& g) {
+  std::set<std::string> half;
+  for (const ValueInfo& v : g.inputs)
+    if (v.dtype == DataType::kFloat16) half.insert(v.name);
+  for (const auto& kv : g.initializers)
+    if (IsHalf(kv.second)) half.insert(kv.first);
+  static const std::set<std::string> kNotFloat = {
+      "Shape", "Size", "ArgMax", "ArgMin", "NonZero", "Equal", "Less", "Greater", "LessOrEqual", "GreaterOrEqual",
+      "Not", "And", "Or", "Xor", "IsNaN", "IsInf", "QuantizeLinear", "DynamicQuantizeLinear"};
+  for (const Node& n : g.nodes) {
+    bool out_half = false;
+    auto in_half = [&](size_t i) { return i < n.inputs.size() && half.count(n.inputs[i]) > 0; };
+    if (!n.domain.empty() && n.domain != "ai.onnx") {
+      out_half = in_half(0);
+    } else if (n.op_type == "Cast") {
+      out_half = n.attr_int("to", 0) == kOnnxFloat16;
+    } else if (n.op_type == "CastLike") {
+      out_half = in_half(1);
+    } else if (n.op_type == "DequantizeLinear") {
+      out_half = in_half(1);
+    } else if (n.op_type == "Where") {
+      out_half = in_half(1);
+    } else if (n.op_type == "Constant") {
+      const Attribute* value = n.attr("value");
+      out_half = value != nullptr && value->kind == Attribute::Kind::kTensor && IsHalf(value->t);
+    } else if (n.op_type == "ConstantOfShape") {
+      const Attribute* value = n.attr("value");
+      out_half = value != nullptr && value->kind == Attribute::Kind::kTensor && IsHalf(value->t);
+    } else if (!kNotFloat.count(n.op_type)) {
+      out_half = in_half(0);
+    }
+    if (!out_half) continue;
+    // Secondary outputs of these are indices or statistics in float32.
+    const bool first_only = n.op_type == "MaxPool" || n.op_type == "TopK" || n.op_type == "LayerNormalization" ||
+                            n.op_type == "BatchNormalization" || n.op_type == "Dropout";
+    for (size_t k = 0; k < n.outputs.size(); ++k)
+      if (!n.outputs[k].empty() && (k == 0 || !first_only)) half.insert(n.outputs[k]);
+  }
+  return half;
+}
+
 }  // namespace
 
-bool LowerFloat16ToFloat32(Model* model) {
+bool LowerFloat16ToFloat32(Model* model, std::set<std::string>* float16_values) {
   if (!NeedsLowering(*model)) return false;
   Graph& g = model->graph;
+  std::set<std::string> half = FindFloat16Values(g);
   for (auto& kv : g.initializers)
     if (IsHalf(kv.second)) kv.second = ToFloat32(kv.second);
   for (Node& n : g.nodes) {
@@ -105,7 +155,51 @@ bool LowerFloat16ToFloat32(Model* model) {
   if (!entry.empty()) g.nodes.insert(g.nodes.begin(), std::make_move_iterator(entry.begin()),
                                      std::make_move_iterator(entry.end()));
   for (Node& n : exit) g.nodes.push_back(std::move(n));
+  if (float16_values != nullptr) {
+    float16_values->clear();
+    std::set<std::string> inputs;  // exact in float32: nothing to round
+    for (const ValueInfo& v : g.inputs) inputs.insert(v.name);
+    for (const auto& kv : g.initializers) inputs.insert(kv.first);
+    for (const std::string& v : half) {
+      if (inputs.count(v)) continue;
+      auto it = renamed.find(v);
+      float16_values->insert(it != renamed.end() ? it->second : v);
+    }
+  }
   return true;
+}
+
+size_t RoundFloat16Values(Model* model, const std::set<std::string>& values) {
+  Graph& g = model->graph;
+  std::set<std::string> outputs;
+  for (const ValueInfo& v : g.outputs) outputs.insert(v.name);
+  GraphEditor editor(g);
+  std::vector<Node> nodes;
+  nodes.reserve(g.nodes.size());
+  size_t added = 0;
+  for (Node& n : g.nodes) {
+    std::vector<Node> rounds;
+    for (std::string& out : n.outputs) {
+      if (out.empty() || !values.count(out) || outputs.count(out)) continue;
+      Node round;
+      round.op_type = "RoundToFloat16";
+      round.domain = kSparqDomain;
+      const std::string unrounded = editor.FreshName(out + "__sparq_unrounded");
+      round.name = out + "/RoundToFloat16";
+      round.inputs = {unrounded};
+      round.outputs = {out};
+      out = unrounded;
+      rounds.push_back(std::move(round));
+    }
+    nodes.push_back(std::move(n));
+    for (Node& r : rounds) {
+      nodes.push_back(std::move(r));
+      ++added;
+    }
+  }
+  g.nodes = std::move(nodes);
+  if (added > 0 && model->opset(kSparqDomain) == 0) model->opset_imports.push_back({kSparqDomain, 1});
+  return added;
 }
 
 }  // namespace sparq

@@ -4,6 +4,9 @@
 // copy once instead lets every fast float32 kernel and fusion take the nodes.
 #pragma once
 
+#include <set>
+#include <string>
+
 #include "sparq/graph.h"
 
 namespace sparq {
@@ -23,7 +26,21 @@ namespace sparq {
 // accurate. Models with no float16 tensor, with subgraphs, with float16
 // initializers that run inputs may override, or with other ops that make
 // float16 values (a dtype attribute of 10) are left as they are. Returns
-// whether the model was rewritten.
-bool LowerFloat16ToFloat32(Model* model);
+// whether the model was rewritten. With `float16_values`, also returns the
+// values inside the graph that were float16 before the rewrite (by their
+// names after it), for RoundFloat16Values.
+bool LowerFloat16ToFloat32(Model* model, std::set<std::string>* float16_values = nullptr);
+
+// Rounds each of `values` (node outputs; graph outputs and values no node
+// produces are left out) to float16 after its producer, with a
+// sparq.RoundToFloat16 node:
+//
+//   producer ── v          ->   producer ── v' ── RoundToFloat16 ── v
+//
+// so that a lowered graph computes each operator in float32 and keeps
+// float16's rounding and overflow (to infinity) between operators, as
+// onnxruntime computes float16 on a CPU. Run after the fusions: a fused
+// node's inner values are not rounded. Returns the number of nodes added.
+size_t RoundFloat16Values(Model* model, const std::set<std::string>& values);
 
 }  // namespace sparq

@@ -67,7 +67,7 @@
 #include "graph/value_index.h"
 #include "kernels/op_context.h"
 #include "kernels/registry.h"
-#include "runtime/passes/qdq_fusion.h"
+#include "runtime/passes/qdq_patterns.h"
 
 namespace sparq {
 namespace {

@@ -19,13 +19,5 @@ namespace sparq {
 // as it is.
 std::vector<std::string> FuseQdqToIntegerOps(Model* model);
 
-// The op classes the QDQ fusions share (qdq_fusion.cc, island_fusion.cc):
-// an elementwise float op whose value per element depends on that element
-// (and constant attributes or inputs) only; an op that only moves, drops or
-// repeats elements of its input 0; a MaxPool that commutes with a
-// nondecreasing map of its input (no Indices, every window holds a tap).
-bool IsElementwiseFloatOp(const Node& n);
-bool IsElementMoveOp(const Node& n);
-bool IsMaxPoolOfIntegers(const Node& n);
 
 }  // namespace sparq

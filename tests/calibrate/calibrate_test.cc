@@ -506,3 +506,34 @@ TEST(CalibrationTable, TensorRtCacheNamesTheMethodAndRefusesWhatItCannotHold) {
 
 }  // namespace
 }  // namespace sparq
+
+namespace sparq {
+namespace {
+
+// One name table serves the API, the CLI and recipes: every method has one
+// row, in enum order, its names parse back to it, and every rule but auto's
+// gives a threshold.
+TEST(CalibrationMethods, OneRowPerMethodAndEveryNameParses) {
+  const std::vector<CalibrationMethodInfo>& methods = CalibrationMethods();
+  ASSERT_EQ(methods.size(), static_cast<size_t>(CalibrationMethod::kAuto) + 1);
+  AbsHistogram h(256);
+  std::vector<float> values;
+  for (int i = 0; i < 1000; ++i) values.push_back(static_cast<float>(i % 97) / 10.0f);
+  h.Add(values.data(), static_cast<int64_t>(values.size()));
+  for (size_t i = 0; i < methods.size(); ++i) {
+    const CalibrationMethodInfo& m = methods[i];
+    EXPECT_EQ(static_cast<size_t>(m.method), i) << m.name;
+    EXPECT_STREQ(CalibrationMethodName(m.method), m.name);
+    EXPECT_EQ(ParseCalibrationMethod(m.name).value(), m.method);
+    if (m.alias != nullptr) EXPECT_EQ(ParseCalibrationMethod(m.alias).value(), m.method);
+    EXPECT_EQ(m.threshold == nullptr, m.method == CalibrationMethod::kAuto) << m.name;
+    if (m.threshold != nullptr) {
+      const double t = m.threshold(h, 9.6, CalibrationMethodOptions{});
+      EXPECT_GT(t, 0.0) << m.name;  // the calibrator clamps it to max |x|
+    }
+  }
+  EXPECT_FALSE(ParseCalibrationMethod("minmax").ok());
+}
+
+}  // namespace
+}  // namespace sparq

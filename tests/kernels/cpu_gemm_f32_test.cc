@@ -419,6 +419,36 @@ TEST(DenseF32Rows, StrideOneConvWithAsymmetricPads) {
   EXPECT_EQ(ExpectFastMatchesReference(m, feed), (std::vector<std::string>{"Conv:gemm_f32"}));
 }
 
+// 1-D convolutions (audio and byte-sequence models) run the 2-D rows with a
+// height of 1: dense with padding, stride and dilation, grouped, SAME
+// padding, and depthwise, fused with their activations; not the reference.
+TEST(DenseF32Rows, OneDimensionalConvsRunTheFastRows) {
+  std::mt19937 rng(31);
+  testing::ForEachIsa([&](CpuIsa) {
+    Model m = OneGraph({FloatInput("x", {2, 8, 37})},
+                       {Node{"c1", "Conv", "", {"x", "w1", "b1"}, {"t1"},
+                             {Attribute::Ints("kernel_shape", {5}), Attribute::Ints("pads", {2, 2})}, ""},
+                        Node{"r1", "Relu", "", {"t1"}, {"a1"}, {}, ""},
+                        Node{"c2", "Conv", "", {"a1", "w2"}, {"t2"},
+                             {Attribute::Ints("strides", {2}), Attribute::Ints("dilations", {2}),
+                              Attribute::String("auto_pad", "SAME_UPPER")},
+                             ""},
+                        Node{"dw", "Conv", "", {"t2", "w3", "b3"}, {"y"},
+                             {Attribute::Int("group", 16), Attribute::Ints("pads", {1, 2})}, ""},
+                        Node{"g", "Conv", "", {"a1", "w4"}, {"z"}, {Attribute::Int("group", 2)}, ""}},
+                       {"y", "z"});
+    m.graph.initializers["w1"] = RandomTensor(rng, {16, 8, 5});
+    m.graph.initializers["b1"] = RandomTensor(rng, {16});
+    m.graph.initializers["w2"] = RandomTensor(rng, {16, 16, 3});
+    m.graph.initializers["w3"] = RandomTensor(rng, {16, 1, 4});
+    m.graph.initializers["b3"] = RandomTensor(rng, {16});
+    m.graph.initializers["w4"] = RandomTensor(rng, {12, 8, 3});
+    TensorMap feed{{"x", RandomTensor(rng, {2, 8, 37})}};
+    EXPECT_EQ(ExpectFastMatchesReference(m, feed),
+              (std::vector<std::string>{"FusedConv:gemm_f32", "Conv:gemm_f32", "Conv:depthwise_f32", "Conv:gemm_f32"}));
+  });
+}
+
 // A block-pruned FP32 convolution (87.5% zero 4x4 blocks of the [M, C*kh*kw]
 // view) runs spmm_bsr4x4_f32 where the kernel table says it beats dense, the
 // dense GEMM where it does not.

@@ -39,6 +39,20 @@ RunReport Measured(const std::string& metric, double fp32, double out) {
   return r;
 }
 
+TEST(Gate, MeanCosineCollapseFailsTheDefaultGate) {
+  // Issue 24: a transformer at mean cosine 0.56 passed "drop 0.44 <= max_drop 1.00".
+  RecipeEvaluate::Gate g;
+  g.max_drop = DefaultMaxDrop(Metric::kMeanCosine);
+  RunReport r = Measured("mean_cosine", 1.0, 0.56);
+  JudgeGate(g, &r);
+  ASSERT_EQ(r.gate_checks.size(), 1u);
+  EXPECT_FALSE(r.passed);
+  EXPECT_EQ(r.gate_checks[0].text, "mean_cosine 1.0000 -> 0.5600, drop 0.4400 > max_drop 0.0100");
+  r = Measured("mean_cosine", 1.0, 0.995);
+  JudgeGate(g, &r);
+  EXPECT_TRUE(r.passed) << r.gate_checks[0].text;
+}
+
 TEST(Gate, MaxDropAndFloorsEachNameTheirMetric) {
   RecipeEvaluate::Gate g;
   g.max_drop = 0.5;

@@ -234,6 +234,40 @@ TEST_F(RecipeTest, FallbackRankingsParseAndRoundTrip) {
   EXPECT_NE(bad.status().message().find("output_sqnr"), std::string::npos) << bad.status().message();
 }
 
+// Issue 24: the default max_drop of mean_cosine was a whole unit of cosine,
+// so an embedding model collapsed to cosine 0.56 passed the gate.
+TEST_F(RecipeTest, DefaultMaxDropIsChosenPerMetric) {
+  StatusOr<Recipe> cosine = Parse(kMinimal + "evaluate: {metric: mean_cosine}\n");
+  ASSERT_TRUE(cosine.ok()) << cosine.status().ToString();
+  EXPECT_DOUBLE_EQ(cosine->evaluate.gate.max_drop, 0.01);
+  EXPECT_DOUBLE_EQ(cosine->evaluate.gate.max_drop, DefaultMaxDrop(Metric::kMeanCosine));
+  StatusOr<Recipe> written = Parse(kMinimal + "evaluate: {metric: mean_cosine, gate: {max_drop: 0.05}}\n");
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_DOUBLE_EQ(written->evaluate.gate.max_drop, 0.05);
+  for (const char* metric : {"agreement", "top5_overlap", "ctc_accuracy", "box_recall"}) {
+    StatusOr<Recipe> percent = Parse(kMinimal + "evaluate: {metric: " + metric + "}\n");
+    ASSERT_TRUE(percent.ok()) << percent.status().ToString();
+    EXPECT_DOUBLE_EQ(percent->evaluate.gate.max_drop, 1.0) << metric;  // one percentage point
+  }
+  // The effective recipe writes the default out, and reads back the same.
+  StatusOr<Recipe> again = ParseRecipe(RecipeToYaml(*cosine), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_DOUBLE_EQ(again->evaluate.gate.max_drop, 0.01);
+  // A sensitivity scan's budget is in the same units and gets the same default.
+  StatusOr<Recipe> scan = Parse(kMinimal +
+                                "prune: {enabled: true, sparsity: 0.5, sensitivity: {sparsities: [0.5]}}\n"
+                                "evaluate: {metric: mean_cosine}\n");
+  ASSERT_TRUE(scan.ok()) << scan.status().ToString();
+  ASSERT_TRUE(scan->prune.sensitivity.has_value());
+  EXPECT_DOUBLE_EQ(scan->prune.sensitivity->budget, 0.01);
+  StatusOr<Recipe> scan_written =
+      Parse(kMinimal +
+            "prune: {enabled: true, sparsity: 0.5, sensitivity: {budget: 0.02, sparsities: [0.5]}}\n"
+            "evaluate: {metric: mean_cosine}\n");
+  ASSERT_TRUE(scan_written.ok()) << scan_written.status().ToString();
+  EXPECT_DOUBLE_EQ(scan_written->prune.sensitivity->budget, 0.02);
+}
+
 TEST_F(RecipeTest, BoxMetricsEnableBoxDecodingWithTheirThresholds) {
   StatusOr<Recipe> r =
       Parse(kMinimal + "evaluate: {metric: box_recall, box_nms_iou: 0.45, gate: {max_drop: 5}}\n");
@@ -299,7 +333,7 @@ TEST_F(RecipeTest, OverridesSetKeysBeforeParsingAndNameThemselvesInErrors) {
             "'calibration'?)");
   EXPECT_EQ(error(kMinimal, "quantize.calibration.method=maxx"),
             "r.yaml (--set quantize.calibration.method=maxx): quantize.calibration.method: 'maxx' is not one of max, "
-            "kl, entropy, percentile, mse, auto (did you mean 'max'?)");
+            "kl, percentile, mse, auto, entropy (did you mean 'max'?)");
   // An error elsewhere in the file keeps its line.
   EXPECT_EQ(error(kMinimal + "quantize: {bins: 3}\n", "evaluate.gate.max_drop=2"),
             "r.yaml:5: quantize.bins: unknown key (did you mean 'quantize.calibration.bins'? 'bins' belongs under "
@@ -516,7 +550,7 @@ TEST_F(RecipeTest, OutOfRangeValuesAreErrorsNotClamped) {
 
 TEST_F(RecipeTest, UnknownEnumValueListsAllowedAndClosest) {
   const std::string message = ErrorOf(kMinimal + "quantize:\n  calibration: {method: kll}\n  precision: INT8\n");
-  EXPECT_NE(message.find("quantize.calibration.method: 'kll' is not one of max, kl, entropy, percentile, mse, auto (did you mean "
+  EXPECT_NE(message.find("quantize.calibration.method: 'kll' is not one of max, kl, percentile, mse, auto, entropy (did you mean "
                          "'kl'?)"),
             std::string::npos)
       << message;

@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <map>
 
-#include "runtime/dataset.h"  // SliceRows
+#include "evaluate/dataset.h"  // SliceRows
 #include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 #include "sparq/npy.h"

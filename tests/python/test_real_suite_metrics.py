@@ -1,5 +1,5 @@
 """tools/real_suite_metrics.py on hand-made numbers (no model needed): the
-cases of tests/runtime/metrics_test.cc (sparq's C++ task metrics), so both
+cases of tests/evaluate/metrics_test.cc (sparq's C++ task metrics), so both
 implementations keep one definition, plus the detector's box matching."""
 import numpy as np
 import pytest
@@ -65,7 +65,7 @@ def test_yolov8_boxes_match_at_iou_half():
 
 
 def yolo_output(a0_cx, a0_score, a2_score):
-    """The [6, 4] output of tests/runtime/metrics_test.cc's YoloOutput."""
+    """The [6, 4] output of tests/evaluate/metrics_test.cc's YoloOutput."""
     return np.array([[a0_cx, 11, 50, 80], [10, 10, 50, 80], [10, 10, 20, 10], [10, 10, 20, 10],
                      [a0_score, 0.1, 0.2, 0.24], [0.1, 0.8, a2_score, 0.1]], np.float32)
 

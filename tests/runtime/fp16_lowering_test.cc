@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstring>
+#include <set>
 
 #include "runtime/passes/fp16_lowering.h"
 #include "sparq/executor.h"
@@ -105,7 +106,7 @@ TEST(Fp16Lowering, MatchesTheFloat16GraphWithinTolerance) {
   ref.backend = "reference";
   ExecutorOptions fast;
   fast.threads = 1;
-  fast.lower_fp16 = true;
+  fast.float16 = Float16Execution::kFloat32;
   const TensorMap want = RunModel(m, ref, x), got = RunModel(m, fast, x);
   for (const char* name : {"y", "z"}) {
     ASSERT_TRUE(got.count(name) && want.count(name)) << name;
@@ -126,7 +127,7 @@ TEST(Fp16Lowering, SameBitsForOneAndTwoThreads) {
   const Tensor x = ToHalf(testing::RandomFloats({33, 16}, 4));
   ExecutorOptions one;
   one.threads = 1;
-  one.lower_fp16 = true;
+  one.float16 = Float16Execution::kRounded;
   ExecutorOptions two = one;
   two.threads = 2;
   const TensorMap a = RunModel(m, one, x), b = RunModel(m, two, x);
@@ -135,6 +136,90 @@ TEST(Fp16Lowering, SameBitsForOneAndTwoThreads) {
     ASSERT_EQ(a.at(name).numel(), b.at(name).numel());
     EXPECT_EQ(std::memcmp(a.at(name).raw_data(), b.at(name).raw_data(), a.at(name).nbytes()), 0) << name;
   }
+}
+
+}  // namespace
+}  // namespace sparq
+
+namespace sparq {
+namespace {
+
+// x:f16 -> Mul(300) -> Mul(300) -> Div(1000) -> y:f16: the middle value
+// (x * 90000) is beyond float16's range for |x| >= 0.73.
+Model HalfOverflow() {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  Graph& g = m.graph;
+  g.inputs.push_back(HalfInput("x", {{-1, "batch"}, {4, ""}}));
+  g.outputs.push_back(HalfInput("y", {{-1, "batch"}, {4, ""}}));
+  g.initializers["k"] = ToHalf(Tensor::FromVector<float>({}, {300.0f}));
+  g.initializers["d"] = ToHalf(Tensor::FromVector<float>({}, {1000.0f}));
+  g.nodes.push_back({"m1", "Mul", "", {"x", "k"}, {"a"}, {}, ""});
+  g.nodes.push_back({"m2", "Mul", "", {"a", "k"}, {"b"}, {}, ""});
+  g.nodes.push_back({"div", "Div", "", {"b", "d"}, {"y"}, {}, ""});
+  return m;
+}
+
+// A float16 model runs by default on the fast float32 kernels (it ran on the
+// reference kernels unless --fp16-as-fp32), each float16 value rounded to
+// float16 after its operator: the reference's results within float16
+// rounding, and the reference's overflow.
+TEST(Fp16Lowering, DefaultRunsFastKernelsRoundingBetweenOperators) {
+  const Model m = HalfMlp();
+  ExecutorOptions fast;
+  fast.threads = 1;
+  auto exec = Executor::Create(m, fast);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  int rounds = 0;
+  for (const NodeKernel& k : (*exec)->NodeKernels()) {
+    if (k.op_type == "MatMul") EXPECT_NE(k.kernel, "ref") << "the MatMul ran on the reference kernel";
+    if (k.op_type == "RoundToFloat16") {
+      ++rounds;
+      EXPECT_EQ(k.kernel, "round_f16_rows");
+    }
+  }
+  EXPECT_GE(rounds, 2);  // h and a (y is a graph output: its Cast rounds it)
+  ExecutorOptions ref;
+  ref.threads = 1;
+  ref.backend = "reference";
+  const Tensor x = ToHalf(testing::RandomFloats({5, 16}, 3));
+  const TensorMap want = RunModel(m, ref, x), got = RunModel(m, fast, x);
+  for (const char* name : {"y", "z"}) {
+    const Tensor &a = got.at(name), &b = want.at(name);
+    ASSERT_EQ(a.dtype(), DataType::kFloat16) << name;
+    for (int64_t i = 0; i < a.numel(); ++i) {
+      const float fa = HalfToFloat(a.data<Float16>()[i].bits), fb = HalfToFloat(b.data<Float16>()[i].bits);
+      EXPECT_NEAR(fa, fb, 2e-3f * std::max(1.0f, std::abs(fb))) << name << "[" << i << "]";
+    }
+  }
+}
+
+TEST(Fp16Lowering, RoundingKeepsFloat16OverflowVisible) {
+  const Model m = HalfOverflow();
+  const Tensor x = ToHalf(Tensor::FromVector<float>({1, 4}, {0.5f, 1.0f, -2.0f, 0.25f}));
+  ExecutorOptions ref, rounded, float32;
+  ref.backend = "reference";
+  float32.float16 = Float16Execution::kFloat32;
+  const TensorMap want = RunModel(m, ref, x), got = RunModel(m, rounded, x), wide = RunModel(m, float32, x);
+  for (int64_t i = 0; i < 4; ++i) {
+    const float w = HalfToFloat(want.at("y").data<Float16>()[i].bits);
+    const float g = HalfToFloat(got.at("y").data<Float16>()[i].bits);
+    const float f = HalfToFloat(wide.at("y").data<Float16>()[i].bits);
+    EXPECT_EQ(std::isinf(g), std::isinf(w)) << i << ": " << g << " vs the reference's " << w;
+    if (!std::isinf(w)) EXPECT_NEAR(g, w, 1e-3f * std::abs(w)) << i;
+    EXPECT_FALSE(std::isinf(f)) << i << ": float32 throughout does not overflow";
+  }
+  EXPECT_TRUE(std::isinf(HalfToFloat(got.at("y").data<Float16>()[1].bits)));  // 1 * 90000 > 65504
+}
+
+TEST(Fp16Lowering, Float16ValuesFollowTheGraph) {
+  Model m = HalfMlp();
+  std::set<std::string> half;
+  ASSERT_TRUE(LowerFloat16ToFloat32(&m, &half));
+  // h, a (float16 in the file) are rounded; a32 / s32 were float32; x is an
+  // input (exact); z is produced by a Cast to float16.
+  for (const char* v : {"h", "a"}) EXPECT_TRUE(half.count(v)) << v;
+  for (const char* v : {"a32", "s32", "x", "W"}) EXPECT_FALSE(half.count(v)) << v;
 }
 
 }  // namespace

@@ -1,4 +1,4 @@
-#include "runtime/dataset.h"
+#include "evaluate/dataset.h"
 
 #include <algorithm>
 #include <cmath>

@@ -10,8 +10,8 @@
 #include <map>
 #include <set>
 
-#include "runtime/dataset.h"
-#include "runtime/progress.h"
+#include "evaluate/dataset.h"
+#include "evaluate/progress.h"
 #include "sparq/executor.h"
 #include "sparq/file_io.h"
 #include "sparq/metrics.h"

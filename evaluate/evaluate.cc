@@ -9,8 +9,8 @@
 #include <nlohmann/json.hpp>
 
 #include "formats/text_table.h"
-#include "runtime/dataset.h"
-#include "runtime/progress.h"
+#include "evaluate/dataset.h"
+#include "evaluate/progress.h"
 #include "sparq/executor.h"
 #include "sparq/file_io.h"
 #include "sparq/metrics.h"
@@ -402,7 +402,7 @@ StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(BatchSource data, Evaluat
   impl->exec_options.backend = options.reference_kernels ? "reference" : options.backend;
   impl->exec_options.profile =
       !options.reference_kernels || options.fused_graph ? GraphProfile::kDeployment : GraphProfile::kAsWritten;
-  impl->exec_options.lower_fp16 = options.fp16_as_fp32;
+  impl->exec_options.float16 = options.fp16_as_fp32 ? Float16Execution::kFloat32 : Float16Execution::kDefault;
   impl->exec_options.kernel_table = options.kernel_table;
   if (!options.labels.empty()) {
     SPARQ_ASSIGN_OR_RETURN(impl->labels, LoadLabels(options.labels));

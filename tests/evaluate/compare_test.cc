@@ -6,7 +6,7 @@
 #include <cmath>
 #include <filesystem>
 
-#include "runtime/dataset.h"
+#include "evaluate/dataset.h"
 #include "sparq/compare.h"
 #include "sparq/metrics.h"
 #include "sparq/npy.h"

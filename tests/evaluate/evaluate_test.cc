@@ -5,7 +5,7 @@
 #include <filesystem>
 #include <limits>
 
-#include "runtime/dataset.h"
+#include "evaluate/dataset.h"
 #include "sparq/dataset.h"
 #include "sparq/evaluate.h"
 #include "sparq/file_io.h"
