@@ -20,7 +20,8 @@
 //   rows_layout.cc       shape_cuda, reshape / flatten / squeeze / unsqueeze / identity
 //                        _alias (the output shares the input's buffer), transpose_cuda,
 //                        concat_cuda, split_cuda (cudaMemcpy2DAsync), slice_cuda,
-//                        gather_cuda (any element type)
+//                        gather_cuda (any element type), resize_nearest_cuda (whole
+//                        factors, nearest / asymmetric / floor, as the CPU's row)
 //   rows_quant.cc        quantize_f32_s8_cuda, dequantize_s8_f32_cuda,
 //                        dynamic_quantize_f32_u8_cuda, qlinear_add / qlinear_mul _s8_cuda,
 //                        lut256_cuda, concat_lut_cuda, dequantize_concat_cuda (sparq)

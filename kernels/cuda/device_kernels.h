@@ -338,6 +338,15 @@ SPARQ_HD float ReduceSumMeanElement(int64_t o, const float* x, const int64_t* ba
   return static_cast<float>(mean ? s / static_cast<double>(n) : s);
 }
 
+// The source element of output element i of a nearest-neighbour Resize by
+// whole factors (sh, sw) on the last two axes of planes of height x width
+// (asymmetric coordinates, floor): y[p, r, c] = x[p, r / sh, c / sw].
+SPARQ_HD int64_t ResizeNearestSource(int64_t i, int64_t height, int64_t width, int64_t sh, int64_t sw) {
+  const int64_t out_w = width * sw, out_plane = height * sh * out_w;
+  const int64_t p = i / out_plane, r = (i % out_plane) / out_w, c = i % out_w;
+  return (p * height + r / sh) * width + c / sw;
+}
+
 // Element i of the requantized GEMM result (RequantArgs above).
 template <typename T>
 SPARQ_HD T RequantizeElement(int64_t i, const RequantArgs& a) {

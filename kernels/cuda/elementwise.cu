@@ -274,6 +274,12 @@ __global__ void CastKernel(const void* x, int from, void* y, int to, int64_t n) 
 }
 
 template <typename T>
+__global__ void ResizeNearestKernel(const T* __restrict__ x, T* __restrict__ y, int64_t n, int64_t height,
+                                    int64_t width, int64_t sh, int64_t sw) {
+  SPARQ_GRID_STRIDE(i, n) { y[i] = x[ResizeNearestSource(i, height, width, sh, sw)]; }
+}
+
+template <typename T>
 __global__ void GatherKernel(const T* __restrict__ x, const int64_t* __restrict__ indices, T* __restrict__ y, int64_t n,
                              int64_t n_indices, int64_t axis_dim, int64_t inner) {
   SPARQ_GRID_STRIDE(i, n) { y[i] = x[GatherSource(i, indices, n_indices, axis_dim, inner)]; }
@@ -476,6 +482,22 @@ Status LaunchCast(const void* x, int from, void* y, int to, int64_t n, cudaStrea
   if (n <= 0) return Status::OK();
   CastKernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, from, y, to, n);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("CastKernel");
+  return Status::OK();
+}
+
+Status LaunchResizeNearest(const void* x, void* y, int elem_size, int64_t planes, int64_t height, int64_t width,
+                           int64_t sh, int64_t sw, cudaStream_t stream) {
+  const int64_t n = planes * height * sh * width * sw;
+  if (n <= 0) return Status::OK();
+  const unsigned blocks = BlocksFor(n);
+  switch (elem_size) {
+    case 1: ResizeNearestKernel<uint8_t><<<blocks, kThreads, 0, stream>>>(static_cast<const uint8_t*>(x), static_cast<uint8_t*>(y), n, height, width, sh, sw); break;
+    case 2: ResizeNearestKernel<uint16_t><<<blocks, kThreads, 0, stream>>>(static_cast<const uint16_t*>(x), static_cast<uint16_t*>(y), n, height, width, sh, sw); break;
+    case 4: ResizeNearestKernel<uint32_t><<<blocks, kThreads, 0, stream>>>(static_cast<const uint32_t*>(x), static_cast<uint32_t*>(y), n, height, width, sh, sw); break;
+    case 8: ResizeNearestKernel<uint64_t><<<blocks, kThreads, 0, stream>>>(static_cast<const uint64_t*>(x), static_cast<uint64_t*>(y), n, height, width, sh, sw); break;
+    default: return Status::NotSupported("Resize of " + std::to_string(elem_size) + "-byte elements");
+  }
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("ResizeNearestKernel");
   return Status::OK();
 }
 

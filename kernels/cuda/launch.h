@@ -84,6 +84,10 @@ Status LaunchCast(const void* x, int from, void* y, int to, int64_t n, cudaStrea
 Status LaunchReduceSumMeanF32(const float* x, const int64_t* base, int64_t n_out, const int64_t* offsets, int64_t n,
                               bool mean, float* y, cudaStream_t stream);
 
+// Nearest Resize by whole factors (ResizeNearestSource): y [planes, H * sh, W * sw].
+Status LaunchResizeNearest(const void* x, void* y, int elem_size, int64_t planes, int64_t height, int64_t width,
+                           int64_t sh, int64_t sw, cudaStream_t stream);
+
 // Gather: y [outer, n_indices, inner] from x [outer, axis_dim, inner] at
 // indices (device, int64, each in [0, axis_dim)), elements of elem_size bytes.
 Status LaunchGather(const void* x, const int64_t* indices, void* y, int elem_size, int64_t outer, int64_t axis_dim,

@@ -295,6 +295,46 @@ Status Gather(OpContext& ctx) {
                       cuda->stream());
 }
 
+// Resize (opset 11 on) with mode nearest, asymmetric coordinates and floor
+// rounding by whole factors on the last two axes of a 4-D tensor (the 2x
+// upsampling of YOLO's necks), as kernels/cpu/resize_nearest.cc takes it:
+// a copy, any element type but 16-bit floats. Anything else: NotSupported,
+// which the host fallback runs on the reference kernel.
+Status CheckResize(const Node& node, const std::vector<const Tensor*>&) {
+  if (node.attr_string("mode", "nearest") != "nearest" ||
+      node.attr_string("coordinate_transformation_mode", "half_pixel") != "asymmetric" ||
+      node.attr_string("nearest_mode", "round_prefer_floor") != "floor" || node.attr("axes") != nullptr ||
+      node.attr_int("antialias", 0) != 0 || node.attr_string("keep_aspect_ratio_policy", "stretch") != "stretch") {
+    return Status::NotSupported(node.Describe() + ": resize_nearest_cuda takes nearest / asymmetric / floor only");
+  }
+  return Status::OK();
+}
+
+Status ResizeNearest(OpContext& ctx) {
+  if (!ctx.has_input(0) || !ctx.has_input(2) || ctx.has_input(3) || ctx.input(0).rank() != 4) {
+    return ctx.NotSupported("resize_nearest_cuda takes a 4-D X and scales (no sizes)");
+  }
+  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
+  SPARQ_RETURN_IF_ERROR(RequireHost(ctx, 2, "scales"));
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  const Tensor& x = ctx.input(0);
+  const Tensor& scales = ctx.input(2);
+  const size_t elem = DataTypeSize(x.dtype());
+  if (scales.dtype() != DataType::kFloat32 || scales.numel() != 4 || (elem != 1 && elem != 2 && elem != 4 && elem != 8) ||
+      x.dtype() == DataType::kFloat16 || x.dtype() == DataType::kBFloat16) {
+    return ctx.NotSupported("resize_nearest_cuda: float32 scales [4] and 8 / 32 / 64-bit elements only");
+  }
+  const float* s = scales.data<float>();
+  const auto sh = static_cast<int64_t>(s[2]), sw = static_cast<int64_t>(s[3]);
+  if (s[0] != 1.0f || s[1] != 1.0f || sh < 1 || sw < 1 || s[2] != static_cast<float>(sh) ||
+      s[3] != static_cast<float>(sw) || sh > 64 || sw > 64) {
+    return ctx.NotSupported("resize_nearest_cuda takes whole factors on the last two axes only");
+  }
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, x.dtype(), {x.dim(0), x.dim(1), x.dim(2) * sh, x.dim(3) * sw}));
+  return LaunchResizeNearest(x.raw_data(), y->raw_data(), static_cast<int>(elem), x.dim(0) * x.dim(1), x.dim(2),
+                             x.dim(3), sh, sw, cuda->stream());
+}
+
 }  // namespace
 
 void RegisterCudaLayoutRows(KernelRegistry& r) {
@@ -310,6 +350,8 @@ void RegisterCudaLayoutRows(KernelRegistry& r) {
   r.Add(CudaRow("Concat", "", 4, WithHostFallback<Concat>, "concat_cuda"));
   r.Add(CudaRow("Split", "", 2, WithHostFallback<Split>, "split_cuda", nullptr, HostInput(1)));
   r.Add(CudaRow("Slice", "", 1, WithHostFallback<Slice>, "slice_cuda", nullptr, HostInput(1) | HostInput(2) | HostInput(3) | HostInput(4)));
+  r.Add(CudaRow("Resize", "", 11, WithHostFallback<ResizeNearest>, "resize_nearest_cuda", CheckOnly(CheckResize),
+                HostInput(1) | HostInput(2) | HostInput(3)));
   r.Add(CudaRow("Gather", "", 1, WithHostFallback<Gather>, "gather_cuda", nullptr, HostInput(1)));
 }
 

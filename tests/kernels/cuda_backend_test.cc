@@ -250,6 +250,11 @@ TEST_F(CudaRows, ShapesTransposeConcat) {
                             {x, Tensor::FromVector<int64_t>({2}, {-1, 0}), Tensor::FromVector<int64_t>({2}, {-100, 3}),
                              Tensor::FromVector<int64_t>({2}, {2, 1}), Tensor::FromVector<int64_t>({2}, {-2, 2})},
                             kExact);
+  ExpectRowMatchesReference("Resize", "", 13,
+                            {Attribute::String("mode", "nearest"), Attribute::String("coordinate_transformation_mode", "asymmetric"),
+                             Attribute::String("nearest_mode", "floor")},
+                            {RandomF32({1, 2, 3, 4}, 17), Tensor(), Tensor::FromVector<float>({4}, {1.0f, 1.0f, 2.0f, 2.0f})},
+                            kExact);
   ExpectRowMatchesReference("Gather", "", 13, {Attribute::Int("axis", 1)},
                             {x, Tensor::FromVector<int64_t>({2, 2}, {2, 0, -1, 1})}, kExact);
   ExpectRowMatchesReference("Gather", "", 13, {}, {RandomF32({30, 8}, 16), Tensor::FromVector<int64_t>({1, 3}, {29, 0, 7})},

@@ -352,6 +352,20 @@ TEST(CudaKernelBodies, SlicePlanMatchesReference) {
   }
 }
 
+TEST(CudaKernelBodies, ResizeNearestMatchesReference) {
+  const Tensor x = RandomInt<uint8_t>({2, 3, 4, 5}, 41, 0, 255);
+  const std::vector<Attribute> attrs = {Attribute::String("mode", "nearest"),
+                                        Attribute::String("coordinate_transformation_mode", "asymmetric"),
+                                        Attribute::String("nearest_mode", "floor")};
+  auto want = testing::RunRefKernel(testing::OpNode("Resize", attrs), 13,
+                                    {x, Tensor(), Tensor::FromVector<float>({4}, {1.0f, 1.0f, 2.0f, 3.0f})});
+  ASSERT_TRUE(want.ok()) << want.status().ToString();
+  ASSERT_EQ((*want)[0].shape(), (Shape{2, 3, 8, 15}));
+  std::vector<uint8_t> got(static_cast<size_t>((*want)[0].numel()));
+  for (size_t i = 0; i < got.size(); ++i) got[i] = x.data<uint8_t>()[cuda::ResizeNearestSource(static_cast<int64_t>(i), 4, 5, 2, 3)];
+  ExpectBytesEqual((*want)[0], got);
+}
+
 template <bool kMax>
 void CheckPool(const std::vector<Attribute>& attrs) {
   const Tensor x = RandomF32({2, 3, 13, 10}, 9);
