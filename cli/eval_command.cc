@@ -41,6 +41,9 @@ RunFn AddEvalCommand(CLI::App& app) {
                   "is there, else cpu), reference (kernels/ref alone). Nodes the backend cannot run go to the CPU, "
                   "with copies between devices (listed by --verbose)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto", "reference"}));
+  sub->add_flag("--no-memory-plan", [args](int64_t) { args->options.plan_memory = false; },
+                "Give every node output a buffer of its own instead of one arena per run planned per input shapes "
+                "(same results; for comparing speed and memory)");
   sub->add_option("--limit", args->options.limit, "Evaluate at most N samples")->check(CLI::PositiveNumber);
   sub->add_flag("--json", args->json, "Print one JSON object instead of text");
   sub->add_flag("--verbose", args->options.list_kernels, "Also list the kernel that ran each node");

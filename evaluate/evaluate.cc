@@ -400,6 +400,7 @@ StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(BatchSource data, Evaluat
   auto impl = std::make_unique<Impl>();
   impl->exec_options.threads = options.threads;
   impl->exec_options.backend = options.reference_kernels ? "reference" : options.backend;
+  impl->exec_options.plan_memory = options.plan_memory;
   impl->exec_options.profile =
       !options.reference_kernels || options.fused_graph ? GraphProfile::kDeployment : GraphProfile::kAsWritten;
   impl->exec_options.float16 = options.fp16_as_fp32 ? Float16Execution::kFloat32 : Float16Execution::kDefault;
@@ -608,6 +609,7 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
   eo.labels = options.labels;
   eo.threads = options.threads;
   eo.backend = options.backend;
+  eo.plan_memory = options.plan_memory;
   eo.reference_kernels = options.reference_kernels;
   eo.fused_graph = options.fused_graph;
   eo.fp16_as_fp32 = options.fp16_as_fp32;

@@ -6,6 +6,7 @@
 // names the node), computes, and sets every output the node asks for.
 #pragma once
 
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -16,6 +17,16 @@
 #include "sparq/tensor.h"
 
 namespace sparq {
+
+// Where the executor places a node's host outputs: its memory plan for the
+// shapes of this run (runtime/executor.cc). Take returns a buffer of at
+// least `bytes` for output `index` of the running node, or null (the output
+// then gets its own buffer).
+class OutputArena {
+ public:
+  virtual ~OutputArena() = default;
+  virtual std::shared_ptr<uint8_t> Take(size_t index, size_t bytes) = 0;
+};
 
 class OpContext {
  public:
@@ -54,6 +65,21 @@ class OpContext {
   void set_output(size_t i, Tensor t) {
     if (i < outputs_.size()) outputs_[i] = std::move(t);
   }
+  // A host tensor for output i (contents unspecified; the kernel writes it
+  // in full and sets it as output i): a place in the executor's memory plan
+  // when it has one, else a buffer of its own. Kernels of host backends ask
+  // here instead of allocating, so the executor can reuse one arena per run.
+  Tensor OutputBuffer(size_t i, DataType type, Shape shape) {
+    if (arena_ != nullptr) {
+      const size_t bytes = static_cast<size_t>(NumElements(shape)) * DataTypeSize(type);
+      if (std::shared_ptr<uint8_t> buffer = arena_->Take(i, bytes)) {
+        return Tensor::OnDevice(type, std::move(shape), std::move(buffer), Device{});
+      }
+    }
+    return Tensor::Uninitialized(type, std::move(shape));
+  }
+  void set_arena(OutputArena* arena) { arena_ = arena; }
+
   // Allocates output i (contents unspecified) on the node's device and
   // returns it; the kernel writes it in full. Errors: the allocator's (a
   // device out of memory), or InvalidArgument for a bad shape.
@@ -91,6 +117,7 @@ class OpContext {
   const void* prepared_ = nullptr;
   ThreadPool* pool_;
   BackendContext* backend_ = nullptr;
+  OutputArena* arena_ = nullptr;
 };
 
 using KernelFn = Status (*)(OpContext& ctx);

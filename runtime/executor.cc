@@ -3,12 +3,14 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <mutex>
 #include <set>
 #include <unordered_map>
 
 #include "kernels/backend.h"
 #include "kernels/parallel.h"
 #include "kernels/registry.h"
+#include "runtime/memory_plan.h"
 #include "runtime/passes/fp16_lowering.h"
 #include "runtime/passes/passes.h"
 
@@ -47,6 +49,58 @@ struct Step {
   std::string label;         // a copy: "<value> -> <device>"
 };
 
+// The first run at some shapes: notes what each output asked for.
+class RecordingArena : public OutputArena {
+ public:
+  explicit RecordingArena(MemoryRecord* record) : record_(record) {}
+  void set_step(size_t step) { step_ = step; }
+  std::shared_ptr<uint8_t> Take(size_t index, size_t bytes) override {
+    auto& row = record_->requested[step_];
+    if (index < row.size()) row[index] = static_cast<int64_t>(bytes);
+    return nullptr;
+  }
+
+ private:
+  MemoryRecord* record_;
+  size_t step_ = 0;
+};
+
+// Later runs: each planned output at its offset in one arena buffer.
+class PlannedArena : public OutputArena {
+ public:
+  PlannedArena(const MemoryPlan& plan, std::shared_ptr<uint8_t> base) : plan_(plan), base_(std::move(base)) {}
+  void set_step(size_t step) {
+    step_ = step;
+    taken_.assign(plan_.offset[step].size(), false);
+  }
+  std::shared_ptr<uint8_t> Take(size_t index, size_t bytes) override {
+    if (index >= plan_.offset[step_].size()) return nullptr;
+    const int64_t offset = plan_.offset[step_][index];
+    if (offset < 0 || static_cast<int64_t>(bytes) > plan_.bytes[step_][index]) return nullptr;
+    taken_[index] = true;
+    return std::shared_ptr<uint8_t>(base_, base_.get() + offset);
+  }
+  bool taken(size_t index) const { return index < taken_.size() && taken_[index]; }
+  bool Contains(const void* p) const {
+    auto* b = static_cast<const uint8_t*>(p);
+    return b >= base_.get() && b < base_.get() + plan_.total;
+  }
+
+ private:
+  const MemoryPlan& plan_;
+  std::shared_ptr<uint8_t> base_;
+  size_t step_ = 0;
+  std::vector<bool> taken_;
+};
+
+// Whether `out` points into the buffer of `in`.
+bool Views(const Tensor& out, const Tensor& in) {
+  if (!out.defined() || !in.defined() || in.nbytes() == 0 || out.nbytes() == 0) return false;
+  auto* o = static_cast<const uint8_t*>(out.raw_data());
+  auto* b = static_cast<const uint8_t*>(in.raw_data());
+  return o >= b && o < b + in.nbytes();
+}
+
 int64_t NodeOpset(const Model& model, const Node& node) {
   int64_t v = model.opset(node.domain);
   // Some exporters leave out the import of the default domain; ONNX then means
@@ -73,6 +127,11 @@ struct Executor::Impl {
   std::map<int, Tensor> device_constants;    // initializers copied to a device once, at Create
   std::vector<int> last_use;                 // per slot: last step reading it
   std::vector<bool> keep;                    // per slot: never freed (inputs/weights/outputs)
+  // Memory plans by the shapes of the run inputs (runtime/memory_plan.h).
+  std::mutex plans_mu;
+  std::map<std::vector<Shape>, std::shared_ptr<const MemoryPlan>> plans;
+  std::vector<std::vector<int>> step_outputs;  // per step: the slots it writes
+  bool plan_memory = true;                     // ExecutorOptions::plan_memory
 
   int Slot(const std::string& name, Device device = Device{}) {
     auto it = slot_of.find(name);
@@ -173,6 +232,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   SPARQ_ASSIGN_OR_RETURN(const Backend* backend, ResolveBackend(options.backend));
   auto impl = std::make_unique<Impl>();
   impl->backend_name = backend->name();
+  impl->plan_memory = options.plan_memory;
   {
     SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<BackendContext> context, backend->CreateContext({options.threads}));
     impl->places.push_back({backend, std::move(context)});
@@ -316,6 +376,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   for (const auto& kv : g.initializers) impl->keep[impl->slot_of[kv.first]] = true;
   for (const auto& kv : impl->device_constants) impl->keep[kv.first] = true;
   for (const auto& kv : impl->output_slot) impl->keep[kv.second] = true;
+  for (const Step& step : impl->steps) impl->step_outputs.push_back(step.outputs);
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));
 }
 
@@ -375,6 +436,34 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
     keep[it->second] = true;
   }
 
+  // The memory plan for these shapes, or a record to make one. Not with
+  // extra outputs or node callbacks: they may keep values past their last use.
+  std::shared_ptr<const MemoryPlan> plan;
+  std::unique_ptr<MemoryRecord> record;
+  std::vector<Shape> signature;
+  const bool plannable = im.plan_memory && options.extra_outputs.empty() && !options.on_node_outputs;
+  if (plannable) {
+    for (const ValueInfo& v : g.inputs) signature.push_back(values[im.slot_of.at(v.name)].shape());
+    for (const ValueInfo& v : g.initializer_inputs) signature.push_back(values[im.slot_of.at(v.name)].shape());
+    std::lock_guard<std::mutex> lock(im.plans_mu);
+    auto it = im.plans.find(signature);
+    if (it != im.plans.end()) plan = it->second;
+  }
+  std::unique_ptr<PlannedArena> planned;
+  std::unique_ptr<RecordingArena> recording;
+  if (plan != nullptr && plan->total > 0) {
+    Tensor arena = Tensor::Uninitialized(DataType::kUInt8, {plan->total});
+    auto* base = static_cast<uint8_t*>(arena.raw_data());
+    planned = std::make_unique<PlannedArena>(*plan, std::shared_ptr<uint8_t>(std::make_shared<Tensor>(std::move(arena)), base));
+  } else if (plannable && plan == nullptr) {
+    record = std::make_unique<MemoryRecord>();
+    record->requested.resize(im.steps.size());
+    for (size_t i = 0; i < im.steps.size(); ++i) record->requested[i].assign(im.steps[i].outputs.size(), -1);
+    record->root.assign(im.slot_of.size(), -1);
+    record->produced_at.assign(im.slot_of.size(), -1);
+    recording = std::make_unique<RecordingArena>(record.get());
+  }
+
   using Clock = std::chrono::steady_clock;
   const auto run_start = Clock::now();
   for (size_t i = 0; i < im.steps.size(); ++i) {
@@ -408,6 +497,14 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
       }
       OpContext ctx(n, step.opset, std::move(ins), context);
       ctx.set_prepared(step.prepared.get());
+      const bool host = context.device() == Device{};
+      if (host && planned) {
+        planned->set_step(i);
+        ctx.set_arena(planned.get());
+      } else if (host && recording) {
+        recording->set_step(i);
+        ctx.set_arena(recording.get());
+      }
       Status st = step.kernel->fn(ctx);
       if (!st.ok()) return st;
       if (profile != nullptr) {
@@ -429,6 +526,18 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
                                   context.device().ToString());
         }
         values[s] = ctx.outputs()[k];
+        if (record) {  // what this output's buffer is: its own, or a view of an input's
+          record->produced_at[s] = static_cast<int>(i);
+          record->root[s] = s;
+          for (int in : step.inputs)
+            if (in >= 0 && in != s && Views(values[s], values[in])) {
+              record->root[s] = record->root[in] >= 0 ? record->root[in] : in;
+              break;
+            }
+        } else if (planned && !planned->taken(k) && values[s].nbytes() > 0 && planned->Contains(values[s].raw_data()) &&
+                   !plan->in_arena[s]) {
+          values[s] = values[s].Clone();  // a view the plan did not foresee would outlive its region
+        }
       }
       if (options.on_node_outputs) SPARQ_RETURN_IF_ERROR(options.on_node_outputs(n, ctx.outputs()));
     }
@@ -436,6 +545,11 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
       if (s >= 0 && !keep[s] && im.last_use[s] == static_cast<int>(i)) values[s] = Tensor();
   }
 
+  if (record) {
+    auto made = std::make_shared<const MemoryPlan>(PlanMemory(*record, im.step_outputs, im.last_use, keep));
+    std::lock_guard<std::mutex> lock(im.plans_mu);
+    im.plans.emplace(std::move(signature), std::move(made));
+  }
   outputs->clear();
   for (const auto& name : im.output_names) (*outputs)[name] = values[im.output_slot.at(name)];
   for (const auto& name : options.extra_outputs) {

@@ -51,6 +51,7 @@ struct SPARQ_API EvalOptions {
   // or another registered backend. "cuda" without a GPU fails with a clear
   // error. Ignored with reference_kernels.
   std::string backend = "cpu";
+  bool plan_memory = true;  // ExecutorOptions::plan_memory (`--no-memory-plan` turns it off, for comparisons)
   int64_t limit = 0; // evaluate at most this many samples; 0 = all
   // Optional; called on the evaluating thread after each batch. A callback
   // taking `const EvalProgress&` fits too (it cannot cancel).
@@ -235,6 +236,7 @@ struct SPARQ_API EvaluatorOptions {
   std::string labels;  // .npy (or one-array .npz) of integer class ids; "" = none
   int threads = 0;     // executor threads; 0 = one per hardware thread
   std::string backend = "cpu";  // as EvalOptions::backend
+  bool plan_memory = true;      // as EvalOptions::plan_memory
   // Executors as in EvalOptions: fast kernels with QDQ fused (default), or the
   // reference kernels (optionally on the fused graph).
   bool reference_kernels = false;

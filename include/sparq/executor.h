@@ -81,6 +81,12 @@ struct SPARQ_API ExecutorOptions {
   // Which graph rewrites run before the graph does; see GraphProfile.
   // Rewritten-away values cannot be RunOptions::extra_outputs.
   GraphProfile profile = GraphProfile::kAsWritten;
+  // Place the host outputs of each run in one arena planned per input
+  // shapes (runtime/memory_plan.h): the first Run at new shapes records
+  // what each node asks for, later Runs at those shapes reuse one buffer
+  // laid out from each value's last use. Same results either way; runs
+  // with RunOptions::extra_outputs or on_node_outputs are not planned.
+  bool plan_memory = true;
   // How float16 models run; see Float16Execution.
   Float16Execution float16 = Float16Execution::kDefault;
   // Values the profile's rewrites must leave in the graph, whatever they

@@ -269,7 +269,7 @@ using cpu::RowKernel;
 Status RunErfF32(OpContext& ctx) {
   if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
   const Tensor& x = ctx.input(0);
-  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
   const float* src = x.data<float>();
   float* dst = out.data<float>();
   const ErfF32Fn row = PreparedRow<ErfF32Fn>(ctx);
@@ -298,7 +298,7 @@ Status RunSoftmaxF32(OpContext& ctx) {
   const bool flatten = ctx.opset() < 13;
   int64_t n = x.dim(static_cast<size_t>(axis)), inner = 1;
   for (int64_t d = axis + 1; d < rank; ++d) (flatten ? n : inner) *= x.dim(static_cast<size_t>(d));
-  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
   const float* src = x.data<float>();
   float* dst = out.data<float>();
   if (n == 0 || x.numel() == 0) {
@@ -356,7 +356,7 @@ Status RunPow2F32(OpContext& ctx) {
     default: return RunReferenceKernel(ctx);
   }
   if (exponent != 2.0) return RunReferenceKernel(ctx);
-  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
   const float* src = x.data<float>();
   float* dst = out.data<float>();
   const Pow2F32Fn row = PreparedRow<Pow2F32Fn>(ctx);
@@ -371,7 +371,7 @@ template <bool kTimesX>
 Status RunSigmoidF32(OpContext& ctx) {
   if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
   const Tensor& x = ctx.input(0);
-  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
   const float* src = x.data<float>();
   float* dst = out.data<float>();
   const SigmoidF32Fn row = PreparedRow<SigmoidF32Fn>(ctx);
@@ -404,7 +404,7 @@ Status RunClipF32(OpContext& ctx) {
     }
   }
   const Tensor& x = ctx.input(0);
-  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
   const float* src = x.data<float>();
   float* dst = out.data<float>();
   const ClipF32Fn row = PreparedRow<ClipF32Fn>(ctx);
@@ -425,7 +425,7 @@ Status RunHardSwishChainF32(OpContext& ctx) {
   const float offset = ctx.node().attr_float("offset", 3.0f), lo = ctx.node().attr_float("lo", 0.0f);
   const float hi = ctx.node().attr_float("hi", 6.0f), divisor = ctx.node().attr_float("divisor", 6.0f);
   const Tensor& x = ctx.input(0);
-  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
   const float* src = x.data<float>();
   float* dst = out.data<float>();
   const HardSwishChainF32Fn row = PreparedRow<HardSwishChainF32Fn>(ctx);
@@ -448,7 +448,7 @@ Status RunGeluErfChainF32(OpContext& ctx) {
   const float divisor = ctx.node().attr_float("divisor", 1.41421356f);
   const float offset = ctx.node().attr_float("offset", 1.0f), scale = ctx.node().attr_float("scale", 0.5f);
   const Tensor& x = ctx.input(0);
-  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
   const float* src = x.data<float>();
   float* dst = out.data<float>();
   const GeluErfChainF32Fn row = PreparedRow<GeluErfChainF32Fn>(ctx);
@@ -466,7 +466,7 @@ Status RunGeluErfChainF32(OpContext& ctx) {
 Status RunReluF32(OpContext& ctx) {
   if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
   const Tensor& x = ctx.input(0);
-  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
   const float* src = x.data<float>();
   float* dst = out.data<float>();
   const ClipF32Fn row = PreparedRow<ClipF32Fn>(ctx);
@@ -499,7 +499,7 @@ Status RunMeanLastAxisF32(OpContext& ctx) {
   Shape shape = x.shape();
   if (ctx.node().attr_int("keepdims", 1) != 0) shape.back() = 1;
   else shape.pop_back();
-  Tensor out = Tensor::Uninitialized(DataType::kFloat32, shape);
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, shape);
   const float* src = x.data<float>();
   float* dst = out.data<float>();
   const MeanRowsF32Fn row = PreparedRow<MeanRowsF32Fn>(ctx);
@@ -521,7 +521,7 @@ Status RunGlobalAveragePoolF32(OpContext& ctx) {
   if (n == 0) return RunReferenceKernel(ctx);
   Shape shape = x.shape();
   for (size_t d = 2; d < shape.size(); ++d) shape[d] = 1;
-  Tensor out = Tensor::Uninitialized(DataType::kFloat32, shape);
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, shape);
   const float* src = x.data<float>();
   float* dst = out.data<float>();
   const MeanRowsF32Fn row = PreparedRow<MeanRowsF32Fn>(ctx);

@@ -104,7 +104,7 @@ Status RunAttentionF32(OpContext& ctx) {
   }
   Shape out_shape = q.shape();
   out_shape.back() = args.dv;
-  Tensor y = Tensor::Uninitialized(DataType::kFloat32, out_shape);
+  Tensor y = ctx.OutputBuffer(0, DataType::kFloat32, out_shape);
   int64_t heads = 1;
   for (int64_t l : lead) heads *= l;
   if (y.numel() == 0) {

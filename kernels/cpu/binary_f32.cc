@@ -70,7 +70,7 @@ Status RunBinaryF32(OpContext& ctx) {
   if (!shape.ok()) return RunReferenceKernel(ctx);  // the reference names the error
   const auto plan = elementwise::MakeBroadcastPlan<2>(*shape, {&a.shape(), &b.shape()});
   if (plan.strides[0].back() > 1 || plan.strides[1].back() > 1) return RunReferenceKernel(ctx);
-  Tensor out = Tensor::Uninitialized(DataType::kFloat32, *shape);  // every element written below
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, *shape);  // every element written below
   const float* x = a.data<float>();
   const float* y = b.data<float>();
   float* z = out.data<float>();

@@ -71,7 +71,7 @@ Status RunConvTransposeF32(OpContext& ctx) {
   if (!strided) return RunReferenceKernel(ctx);
   const int64_t n = x.dim(0), c = x.dim(1), groups = params.group, cg = c / groups, mg = w.dim(1);
   if (ctx.has_input(2) && ctx.input(2).numel() != mg * groups) return RunReferenceKernel(ctx);
-  Tensor y = Tensor::Uninitialized(DataType::kFloat32, y_shape);
+  Tensor y = ctx.OutputBuffer(0, DataType::kFloat32, y_shape);
   const int64_t in_plane = x.dim(2) * x.dim(3), out_plane = y_shape[2] * y_shape[3];
   const ConvTransposeF32Fn row = static_cast<const CpuKernelDef*>(ctx.prepared())->get<ConvTransposeF32Fn>();
   const float* bias = ctx.has_input(2) ? ctx.input(2).data<float>() : nullptr;

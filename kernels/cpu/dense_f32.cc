@@ -229,7 +229,7 @@ Status RunDenseConv(OpContext& ctx) {
   if (!ResolveConvRow(ctx, conv.group, &x, &params, &y_shape, &node_y_shape)) {
     return RunReferenceKernel(ctx);  // the reference names the error
   }
-  Tensor y = Tensor::Uninitialized(DataType::kFloat32, y_shape);  // every group writes its channels
+  Tensor y = ctx.OutputBuffer(0, DataType::kFloat32, y_shape);  // every group writes its channels
   const int64_t channels = x.dim(1) / conv.group, rows = conv.out_channels / conv.group;
   GemmF32Args args;
   args.source = GemmF32Source::kConv;
@@ -319,7 +319,7 @@ Status RunDepthwiseConv(OpContext& ctx) {
       !ResolveConvRow(ctx, channels, &x, &params, &y_shape, &node_y_shape)) {
     return RunReferenceKernel(ctx);
   }
-  Tensor y = Tensor::Uninitialized(DataType::kFloat32, y_shape);  // every plane is written
+  Tensor y = ctx.OutputBuffer(0, DataType::kFloat32, y_shape);  // every plane is written
   DepthwiseF32Channels base;  // depthwise_f32: blocks of 16 channels of an image per call, split over the threads
   base.height = x.dim(2), base.width = x.dim(3), base.out_h = y_shape[2], base.out_w = y_shape[3];
   base.kernel_h = params.window.kernel[0], base.kernel_w = params.window.kernel[1];
@@ -441,7 +441,7 @@ Status RunPointwiseDepthwise(OpContext& ctx) {
   base.pw_max = ctx.node().attr_float("pw_out_max", base.pw_max);
   base.out_min = ctx.node().attr_float("out_min", base.out_min);
   base.out_max = ctx.node().attr_float("out_max", base.out_max);
-  Tensor y = Tensor::Uninitialized(DataType::kFloat32, y_shape);  // every band of every pair is written
+  Tensor y = ctx.OutputBuffer(0, DataType::kFloat32, y_shape);  // every band of every pair is written
   const int64_t pair = 2 * DepthwiseWindow::kLanes, pairs = (p.channels + pair - 1) / pair, bands = base.Bands();
   const int64_t in_image = p.in_channels * base.height * base.width, out_plane = base.out_h * base.out_w;
   const int64_t taps = base.kernel_h * base.kernel_w;
@@ -487,7 +487,7 @@ Status RunDenseLinear(OpContext& ctx) {
   if (a.rank() < 2 || a.dim(a.rank() - 1) != k || (gemm && a.rank() != 2)) return RunReferenceKernel(ctx);
   Shape out_shape = a.shape();
   out_shape.back() = n;
-  Tensor y = Tensor::Uninitialized(DataType::kFloat32, out_shape);  // written in full (K = 0: the bias)
+  Tensor y = ctx.OutputBuffer(0, DataType::kFloat32, out_shape);  // written in full (K = 0: the bias)
   GemmF32Args args;
   args.source = GemmF32Source::kRows;
   args.w = &s.w;

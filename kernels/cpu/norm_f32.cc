@@ -96,7 +96,7 @@ Status RunBatchNormF32(OpContext& ctx) {
   }
   const int64_t planes = x.dim(0) * c;
   const int64_t len = planes == 0 ? 0 : x.numel() / planes;
-  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
   const float* src = x.data<float>();
   float* dst = out.data<float>();
   const ScaleShiftF32Fn row = PreparedRow<ScaleShiftF32Fn>(ctx);
@@ -141,7 +141,7 @@ Status RunLayerNormF32(OpContext& ctx) {
     if (has_bias) bias[static_cast<size_t>(j)] = ctx.input(2).data<float>()[j];
   }
   const double eps = ctx.node().attr_float("epsilon", 1e-5f);
-  Tensor out = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
   const float* src = x.data<float>();
   float* dst = out.data<float>();
   const LayerNormF32Fn row = PreparedRow<LayerNormF32Fn>(ctx);

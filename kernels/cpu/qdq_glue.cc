@@ -390,7 +390,7 @@ Status ConcatLutFast(OpContext& ctx) {
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= out_shape[d];
   for (int64_t d = axis + 1; d < rank; ++d) inner *= out_shape[d];
-  Tensor y = Tensor::Uninitialized(type_of(0), out_shape);
+  Tensor y = ctx.OutputBuffer(0, type_of(0), out_shape);
   struct Piece {
     uint8_t* dst;
     const uint8_t* src;
@@ -460,7 +460,7 @@ Status DequantizeConcatFast(OpContext& ctx) {
   int64_t outer = 1, inner = 1;
   for (int64_t d = 0; d < axis; ++d) outer *= out_shape[d];
   for (int64_t d = axis + 1; d < rank; ++d) inner *= out_shape[d];
-  Tensor y = Tensor::Uninitialized(DataType::kFloat32, out_shape);
+  Tensor y = ctx.OutputBuffer(0, DataType::kFloat32, out_shape);
   struct Piece {
     float* dst;
     const uint8_t* src;

@@ -237,7 +237,7 @@ Status RunQuantConv(OpContext& ctx) {
   if (ho_num < 0 || wo_num < 0) return RunReferenceKernel(ctx);  // the reference names the error
   const int64_t ho = ho_num / q.stride_h + 1, wo = wo_num / q.stride_w + 1, p = ho * wo;
   const int64_t k = q.c * q.kh * q.kw;
-  Tensor y = Tensor::Uninitialized(q.out_type, {n, q.m, ho, wo});  // every path writes every byte
+  Tensor y = ctx.OutputBuffer(0, q.out_type, {n, q.m, ho, wo});  // every path writes every byte
   const Lut256Fn apply_table = q.lut->get<Lut256Fn>();
   const uint8_t flip = q.y_type == DataType::kInt8 ? 0x80 : 0;  // table index of an int8 y: its byte ^ 0x80
   if (q.nchw != nullptr) {

@@ -84,7 +84,7 @@ Status RunDepthwise(OpContext& ctx) {
   const int64_t wo_num = wd + q.pad_l + q.pad_r - q.dil_w * (q.kw - 1) - 1;
   if (ho_num < 0 || wo_num < 0) return RunReferenceKernel(ctx);  // the reference names the error
   const int64_t ho = ho_num / q.stride_h + 1, wo = wo_num / q.stride_w + 1, p = ho * wo;
-  Tensor y = Tensor::Uninitialized(q.out_type, {n, q.channels, ho, wo});  // every plane is written
+  Tensor y = ctx.OutputBuffer(0, q.out_type, {n, q.channels, ho, wo});  // every plane is written
   DepthwiseS8Channels base;
   base.x_signed = q.x_type == DataType::kInt8, base.x_zero_point = q.x_zp;
   base.y_signed = q.y_type == DataType::kInt8, base.y_zero_point = q.y_zp;

@@ -207,7 +207,7 @@ Status MatMulIntegerToFloatPacked(OpContext& ctx, const QuantMatMulWeights& w) {
   std::vector<float> scale(static_cast<size_t>(w.n));
   const float sa = a_scale.data<float>()[0];
   for (int64_t c = 0; c < w.n; ++c) scale[c] = sa * b_scale.data<float>()[b_scale.numel() == 1 ? 0 : c];
-  Tensor y = Tensor::Uninitialized(DataType::kFloat32, g.out_shape);
+  Tensor y = ctx.OutputBuffer(0, DataType::kFloat32, g.out_shape);
   S8Epilogue out;
   out.out_f32 = y.data<float>();
   out.ld_f32 = w.n;

@@ -87,7 +87,7 @@ Status RunResizeNearest(OpContext& ctx) {
   if (s[0] != 1.0f || s[1] != 1.0f || sh < 1 || sw < 1 || s[2] != static_cast<float>(sh) ||
       s[3] != static_cast<float>(sw) || sh > 64 || sw > 64)
     return RunReferenceKernel(ctx);
-  Tensor y = Tensor::Uninitialized(x.dtype(), {x.dim(0), x.dim(1), x.dim(2) * sh, x.dim(3) * sw});
+  Tensor y = ctx.OutputBuffer(0, x.dtype(), {x.dim(0), x.dim(1), x.dim(2) * sh, x.dim(3) * sw});
   const ResizeNearestFn row = static_cast<const CpuKernelDef*>(ctx.prepared())->get<ResizeNearestFn>();
   const int64_t planes = x.dim(0) * x.dim(1), in_plane = x.dim(2) * x.dim(3);
   const auto* src = static_cast<const uint8_t*>(x.raw_data());

@@ -77,7 +77,7 @@ Status ConcatBlocks(OpContext& ctx) {
     if (!same) return RunReferenceKernel(ctx);  // it names the mismatch
     out_shape[axis] += t.dim(axis);
   }
-  Tensor y = Tensor::Uninitialized(first.dtype(), out_shape);
+  Tensor y = ctx.OutputBuffer(0, first.dtype(), out_shape);
   const size_t esize = DataTypeSize(first.dtype());
   int64_t outer = 0, inner = 0;
   OuterInner(out_shape, axis, &outer, &inner);
@@ -121,7 +121,7 @@ Status SplitBlocks(OpContext& ctx) {
     const int64_t size = (*split)[i];
     Shape shape = x.shape();
     shape[axis] = size;
-    outputs.push_back(ctx.wants_output(i) ? Tensor::Uninitialized(x.dtype(), shape) : Tensor());
+    outputs.push_back(ctx.wants_output(i) ? ctx.OutputBuffer(i, x.dtype(), shape) : Tensor());
     if (ctx.wants_output(i)) {
       const size_t block = static_cast<size_t>(size * inner) * esize;
       auto* out = static_cast<uint8_t*>(outputs.back().raw_data());
@@ -171,7 +171,7 @@ Status TransposeBlocks(OpContext& ctx) {
   Shape out_shape(static_cast<size_t>(rank));
   std::vector<int64_t> strides(static_cast<size_t>(rank));
   for (int64_t d = 0; d < rank; ++d) out_shape[d] = x.dim(perm[d]), strides[d] = in_strides[perm[d]];
-  Tensor y = Tensor::Uninitialized(x.dtype(), out_shape);
+  Tensor y = ctx.OutputBuffer(0, x.dtype(), out_shape);
   // The output's dimensions without the 1s, neighbours contiguous in the input merged.
   Shape shape;
   std::vector<int64_t> st;
@@ -242,7 +242,7 @@ Status CastToFloat(OpContext& ctx) {
     case DataType::kBool: row = CastRowToFloat<bool>; break;
     default: return RunReferenceKernel(ctx);  // float32 itself (shared), floats, strings
   }
-  Tensor y = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  Tensor y = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
   const auto* in = static_cast<const uint8_t*>(x.raw_data());
   const size_t esize = DataTypeSize(x.dtype());
   float* out = y.data<float>();
@@ -263,7 +263,7 @@ Status RoundToFloat16Rows(OpContext& ctx) {
   const Tensor& x = ctx.input(0);
   const ConvertF32F16Fn to_half = SelectCpuKernel(CpuOp::kConvertF32F16).get<ConvertF32F16Fn>();
   const ConvertF16F32Fn to_float = SelectCpuKernel(CpuOp::kConvertF16F32).get<ConvertF16F32Fn>();
-  Tensor y = Tensor::Uninitialized(DataType::kFloat32, x.shape());
+  Tensor y = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
   const float* in = x.data<float>();
   float* out = y.data<float>();
   constexpr int64_t kChunk = 4096;  // values per task; the float16 copy stays in L1

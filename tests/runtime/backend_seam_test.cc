@@ -256,3 +256,44 @@ TEST(KernelRows, PrioritiesAreUnambiguous) {
 
 }  // namespace
 }  // namespace sparq
+
+namespace sparq {
+namespace {
+
+// The memory plan (runtime/memory_plan.h): runs at shapes seen before reuse
+// one arena; interleaving batch sizes (a plan per shape) and a first,
+// recording run give the bits of an executor that plans nothing.
+TEST(MemoryPlan, PlannedRunsGiveTheUnplannedBits) {
+  auto model = LoadModel(kDigits + "digits_cnn.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  for (const Model& m : {*model, Int8Digits(*model)}) {
+    ExecutorOptions planned_options;
+    planned_options.threads = 2;
+    planned_options.profile = GraphProfile::kDeployment;
+    ExecutorOptions plain_options = planned_options;
+    plain_options.plan_memory = false;
+    auto planned = Executor::Create(m, planned_options);
+    auto plain = Executor::Create(m, plain_options);
+    ASSERT_TRUE(planned.ok() && plain.ok());
+    std::vector<TensorMap> feeds = Feeds(m, 3);
+    for (int round = 0; round < 3; ++round)
+      for (size_t b = 0; b < feeds.size(); ++b) {
+        TensorMap feed = feeds[b];
+        Tensor& x = feed.begin()->second;
+        if (b == 1) {  // a second shape: 3 samples of the 8
+          Shape s = x.shape();
+          s[0] = 3;
+          Tensor small(DataType::kFloat32, s);
+          std::memcpy(small.raw_data(), x.raw_data(), small.nbytes());
+          x = small;
+        }
+        TensorMap want, got;
+        ASSERT_TRUE((*plain)->Run(feed, &want).ok());
+        ASSERT_TRUE((*planned)->Run(feed, &got).ok());
+        for (const auto& [name, t] : want) EXPECT_TRUE(got.at(name).Equals(t)) << name << " round " << round;
+      }
+  }
+}
+
+}  // namespace
+}  // namespace sparq
