@@ -49,6 +49,9 @@ struct Step {
   std::string label;         // a copy: "<value> -> <device>"
 };
 
+// The largest arena a memory plan uses (see Run).
+constexpr int64_t kMaxArenaBytes = int64_t{32} << 20;
+
 // The first run at some shapes: notes what each output asked for.
 class RecordingArena : public OutputArena {
  public:
@@ -546,9 +549,14 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
   }
 
   if (record) {
-    auto made = std::make_shared<const MemoryPlan>(PlanMemory(*record, im.step_outputs, im.last_use, keep));
+    MemoryPlan made = PlanMemory(*record, im.step_outputs, im.last_use, keep);
+    // Large arenas are not used: beyond kMaxArenaBytes the buffer cache's
+    // reuse of just-freed buffers ran as fast on the real-model suite at
+    // batch 16 without holding the recording run's buffers and the arena at
+    // once (bench/RESULTS.md, "Memory plan"); an empty plan means that.
+    if (made.total > kMaxArenaBytes) made = MemoryPlan{};
     std::lock_guard<std::mutex> lock(im.plans_mu);
-    im.plans.emplace(std::move(signature), std::move(made));
+    im.plans.emplace(std::move(signature), std::make_shared<const MemoryPlan>(std::move(made)));
   }
   outputs->clear();
   for (const auto& name : im.output_names) (*outputs)[name] = values[im.output_slot.at(name)];
