@@ -177,7 +177,13 @@ class CudaBackend : public Backend {
     const cudaError_t err = cudaGetDeviceCount(&count);
     if (err != cudaSuccess) {
       (void)cudaGetLastError();
-      return Status::NotSupported(std::string("no CUDA device (cudaGetDeviceCount: ") + cudaGetErrorString(err) + ")");
+      // Without a GPU driver the runtime says "driver version is
+      // insufficient": name the likely cause first.
+      const char* why = err == cudaErrorInsufficientDriver || err == cudaErrorNoDevice
+                            ? "no CUDA device or driver on this machine"
+                            : "no usable CUDA device";
+      return Status::NotSupported(std::string(why) + " (cudaGetDeviceCount: " + cudaGetErrorString(err) +
+                                  "); use --backend cpu or auto");
     }
     if (count == 0) return Status::NotSupported("no CUDA device (cudaGetDeviceCount: 0 devices)");
     return Status::OK();
