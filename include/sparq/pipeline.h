@@ -67,7 +67,7 @@ struct SPARQ_API RunReport {
   std::string output_model;   // written model
   std::vector<std::string> files;  // every file written
   int64_t fp32_bytes = 0, output_bytes = 0;
-  double weight_sparsity = 0.0;      // fraction of exact zeros in the written model's weights
+  double weight_sparsity = 0.0;      // fraction of exact zeros in the weights before quantization (pruned ones)
   std::string metric;                // "top1", ...
   double fp32_metric = 0.0, output_metric = 0.0;
   double drop = 0.0;                 // fp32_metric - output_metric (points, or a fraction when relative); NaN when max_drop is off

@@ -48,6 +48,15 @@ TEST(RunRecipe, QuickstartPassesAndWritesEveryFile) {
 
 // quantize.bias_correction: one more pass over the calibration data, the
 // corrected biases in the written model, the gate still holds.
+// An unpruned INT8 model reports the sparsity of its FP32 weights (none),
+// not the INT8 weights that round to zero (it reported several percent).
+TEST(RunRecipe, UnprunedInt8ModelReportsNoSparsity) {
+  testing::TempDir dir;
+  auto report = RunRecipe(MakeRecipe(dir.root(), "quantize:\n  calibration: {method: max}\n"));
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_LT(report->weight_sparsity, 1e-3);
+}
+
 TEST(RunRecipe, BiasCorrectionRunsAndChangesTheBiases) {
   testing::TempDir plain_dir, corrected_dir;
   const std::string gate = "evaluate:\n  metric: top1\n  gate: {max_drop: 0.5}\n";
