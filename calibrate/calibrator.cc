@@ -7,6 +7,7 @@
 #include <set>
 
 #include "calibrate/layer_error.h"
+#include "kernels/backend.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/parallel.h"
 #include "runtime/passes/graph_folding.h"
@@ -236,6 +237,7 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
   const std::set<std::string> activations = ActivationNames(model);
   std::set<std::string> wanted = activations;
   ExecutorOptions exec_options{options.threads};
+  exec_options.backend = options.backend;
   exec_options.profile = GraphProfile::kFoldedConstants;  // weights as Constant nodes still reach the fast kernels
   if (!options.tensors.empty()) {
     std::set<std::string> chosen;
@@ -280,7 +282,7 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
       it = pads.empty() ? zero_pads.erase(it) : std::next(it);
     }
   }
-  ThreadPool pool(options.threads);
+  ThreadPool& pool = *SharedThreadPool(options.threads);  // the process's pool for this thread count
   std::map<std::string, Observer> observers;
   auto observe = [&](const std::string& name, const Tensor& t) -> Status {
     if (t.dtype() != DataType::kFloat32) return Status::OK();

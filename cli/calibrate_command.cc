@@ -34,6 +34,9 @@ RunFn AddCalibrateCommand(CLI::App& app) {
   sub->add_option("--batch", args->options.batch_size, "Samples per batch")->capture_default_str();
   sub->add_option("--samples", args->options.samples, "Use at most this many samples (0 = all)")->capture_default_str();
   sub->add_option("--threads", args->options.calibration.threads, "Threads (0 = all)")->capture_default_str();
+  sub->add_option("--backend", args->options.calibration.backend,
+                  "Where the forward passes run: cpu (default), cuda (an error without a GPU), auto")
+      ->check(CLI::IsMember({"cpu", "cuda", "auto"}));
   sub->add_option("--trt-cache", args->options.trt_cache,
                   "Also write a TensorRT calibration cache here (methods kl and max, symmetric tables only)");
   sub->add_option("--trt-version", args->options.trt_version, "TensorRT version in the cache header (8601 = 8.6.1)")

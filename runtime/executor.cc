@@ -542,7 +542,18 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
           values[s] = values[s].Clone();  // a view the plan did not foresee would outlive its region
         }
       }
-      if (options.on_node_outputs) SPARQ_RETURN_IF_ERROR(options.on_node_outputs(n, ctx.outputs()));
+      if (options.on_node_outputs) {
+        if (context.device() == Device{}) {
+          SPARQ_RETURN_IF_ERROR(options.on_node_outputs(n, ctx.outputs()));
+        } else {  // callbacks read host tensors
+          std::vector<Tensor> host(ctx.outputs().size());
+          for (size_t k = 0; k < host.size(); ++k) {
+            if (!ctx.outputs()[k].defined()) continue;
+            SPARQ_ASSIGN_OR_RETURN(host[k], CopyTensorToHost(context, ctx.outputs()[k]));
+          }
+          SPARQ_RETURN_IF_ERROR(options.on_node_outputs(n, host));
+        }
+      }
     }
     for (int s : step.inputs)  // free values nobody reads any more
       if (s >= 0 && !keep[s] && im.last_use[s] == static_cast<int>(i)) values[s] = Tensor();

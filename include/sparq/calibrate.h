@@ -117,6 +117,11 @@ struct SPARQ_API CalibrationOptions : CalibrationMethodOptions {
   // (weights and constant-folded values excluded).
   std::vector<std::string> tensors;
   int threads = 0;  // executor threads, 0 = all
+  // Where the forward passes run (ExecutorOptions::backend: "cpu", "cuda",
+  // "auto", ...); the histograms are binned on the host from copies of the
+  // observed values. The table does not depend on it beyond float rounding
+  // of the forward passes.
+  std::string backend = "cpu";
   // Optional; called on the calibrating thread after each batch. Setting
   // `cancel` stops calibration: Calibrate returns StatusCode::kCancelled.
   std::function<void(CalibrationProgress&)> progress;

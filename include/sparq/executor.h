@@ -114,7 +114,8 @@ struct SPARQ_API NodeKernel {
 
 struct SPARQ_API RunOptions {
   // Called after each node with the node and its outputs (calibration,
-  // debugging). A non-OK return stops the run with that Status.
+  // debugging), as host tensors: copies when the node ran on a device. A
+  // non-OK return stops the run with that Status.
   std::function<Status(const Node&, const std::vector<Tensor>&)> on_node_outputs;
   // Intermediate values to return besides the graph outputs.
   std::vector<std::string> extra_outputs;

@@ -297,3 +297,43 @@ TEST(MemoryPlan, PlannedRunsGiveTheUnplannedBits) {
 
 }  // namespace
 }  // namespace sparq
+
+namespace sparq {
+namespace {
+
+// Calibration's forward passes on another backend (here the test's counting
+// backend, whose values live on cpu:1): the callbacks see host copies and the
+// table is the CPU's, bit for bit.
+TEST(BackendSeam, CalibrationRunsOnTheChosenBackend) {
+  RegisterCountingOnce();
+  auto model = LoadModel(kDigits + "digits_cnn.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  auto calibrate = [&](const std::string& backend) {
+    std::vector<TensorMap> feeds = Feeds(*model, 3);
+    size_t next = 0;
+    CalibrationOptions o;
+    o.method = CalibrationMethod::kKL;
+    o.threads = 2;
+    o.backend = backend;
+    return Calibrate(*model, [&](TensorMap* batch) -> StatusOr<bool> {
+      if (next == feeds.size()) return false;
+      *batch = feeds[next++];
+      return true;
+    }, o);
+  };
+  const int64_t calls = g_counted_calls.load();
+  auto cpu = calibrate("cpu");
+  auto counting = calibrate("counting");
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  ASSERT_TRUE(counting.ok()) << counting.status().ToString();
+  EXPECT_GT(g_counted_calls.load(), calls);
+  ASSERT_EQ(cpu->tensors.size(), counting->tensors.size());
+  for (size_t i = 0; i < cpu->tensors.size(); ++i) {
+    EXPECT_EQ(cpu->tensors[i].name, counting->tensors[i].name);
+    EXPECT_EQ(cpu->tensors[i].threshold, counting->tensors[i].threshold) << cpu->tensors[i].name;
+    EXPECT_EQ(cpu->tensors[i].scale, counting->tensors[i].scale) << cpu->tensors[i].name;
+  }
+}
+
+}  // namespace
+}  // namespace sparq
