@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -53,6 +54,9 @@ struct SPARQ_API EvalOptions {
   std::string backend = "cpu";
   bool plan_memory = true;  // ExecutorOptions::plan_memory (`--no-memory-plan` turns it off, for comparisons)
   int64_t limit = 0; // evaluate at most this many samples; 0 = all
+  // Inputs pinned to one value for every batch (DatasetOptions::constants,
+  // `sparq eval --constant name=value`); default none.
+  std::map<std::string, std::vector<double>> constants;
   // Optional; called on the evaluating thread after each batch. A callback
   // taking `const EvalProgress&` fits too (it cannot cancel).
   std::function<void(EvalProgress&)> on_progress;
