@@ -31,7 +31,7 @@ RunFn AddEvalCommand(CLI::App& app) {
   sub->add_option("--labels", args->options.labels, "Integer class ids (.npy), one per sample: top-1/top-5 of output 0");
   sub->add_option("--reference", args->options.reference,
                   "Reference model run on the same batches: top-1 agreement, SQNR, cosine, max abs error");
-  sub->add_option("--save-outputs", args->options.save_outputs, "Write every graph output to this .npz");
+  sub->add_option("--save-outputs", args->options.save_outputs, "Write every graph output to this .npz, samples along the first axis of each array");
   sub->add_option("--batch", args->options.batch,
                   "Samples per run (default: the model's fixed batch dim, else 1)")
       ->check(CLI::PositiveNumber);

@@ -144,6 +144,30 @@ Tensor MoveFirstAxisTo(const Tensor& t, int axis) {
   return out;
 }
 
+Tensor MoveAxisToFirst(const Tensor& t, int axis) {
+  if (axis <= 0) return t;
+  const auto a = static_cast<size_t>(axis);
+  const int64_t samples = t.dim(a);
+  Shape shape{samples};
+  int64_t outer = 1;
+  for (size_t d = 0; d < t.rank(); ++d) {
+    if (d == a) continue;
+    shape.push_back(t.dim(d));
+    if (d < a) outer *= t.dim(d);
+  }
+  Tensor out(t.dtype(), shape);
+  if (out.nbytes() == 0) return out;
+  // in [O, S, I] -> out [S, O, I], I a run of bytes.
+  const size_t inner = t.nbytes() / static_cast<size_t>(samples * outer);
+  const auto* src = static_cast<const uint8_t*>(t.raw_data());
+  auto* dst = static_cast<uint8_t*>(out.raw_data());
+  for (int64_t s = 0; s < samples; ++s)
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + static_cast<size_t>(s * outer + o) * inner, src + static_cast<size_t>(o * samples + s) * inner,
+                  inner);
+  return out;
+}
+
 namespace {
 int AxisIn(const std::map<std::string, int>& axes, const std::string& name) {
   auto it = axes.find(name);
@@ -529,6 +553,17 @@ BatchSource BatchSource::WithTransform(BatchTransform transform) const {
     };
   };
   return out;
+}
+
+int OutputSampleAxis(const Graph& graph, const ValueInfo& output) {
+  // The output's axis as SampleAxes would place it were it an input.
+  Graph probe;
+  probe.inputs = graph.inputs;
+  ValueInfo as_input = output;
+  as_input.name = "\x01output";  // cannot clash with an input's name
+  probe.inputs.push_back(as_input);
+  const int axis = SampleAxes(probe)[as_input.name];
+  return axis < 0 ? 0 : axis;
 }
 
 std::map<std::string, int> SampleAxes(const Graph& graph, const std::set<std::string>& pinned) {

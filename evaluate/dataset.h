@@ -32,6 +32,12 @@ Tensor SliceAxis(const Tensor& t, int axis, int64_t begin, int64_t count);
 StatusOr<Tensor> ConcatAxis(const std::vector<Tensor>& parts, int axis, const std::string& what);
 // Moves axis 0 of `t` to `axis`: [S, d1, .., dp, ...] -> [d1, .., dp, S, ...].
 Tensor MoveFirstAxisTo(const Tensor& t, int axis);
+// The inverse: moves `axis` of `t` to the front.
+Tensor MoveAxisToFirst(const Tensor& t, int axis);
+// Where the samples lie in a graph output of `graph`: as SampleAxes decides
+// for an input (the dim named like the batch, else the first dynamic one,
+// when dim 0 is fixed in a model with a dynamic batch), else axis 0.
+int OutputSampleAxis(const Graph& graph, const ValueInfo& output);
 // Samples [begin, begin + count) of every input of `batch` along its axis in
 // `axes` (a BatchSource's sample_axes; unlisted: 0); inputs without a sample
 // axis are kept whole.

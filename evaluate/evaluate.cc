@@ -544,7 +544,12 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
   if (!saved.empty()) {
     NamedTensors arrays;
     for (size_t i = 0; i < outputs.size(); ++i) {
-      SPARQ_ASSIGN_OR_RETURN(Tensor all, ConcatRows(saved[i], "output '" + outputs[i] + "'"));
+      // Along the output's own sample axis, written samples first (as data files hold them).
+      auto info = std::find_if(candidate.graph.outputs.begin(), candidate.graph.outputs.end(),
+                               [&](const ValueInfo& v) { return v.name == outputs[i]; });
+      const int axis = info == candidate.graph.outputs.end() ? 0 : OutputSampleAxis(candidate.graph, *info);
+      SPARQ_ASSIGN_OR_RETURN(Tensor all, ConcatAxis(saved[i], axis, "output '" + outputs[i] + "'"));
+      all = MoveAxisToFirst(all, axis);
       saved[i].clear();
       arrays.emplace_back(outputs[i], std::move(all));
     }

@@ -62,8 +62,8 @@ inline Tensor RandomFloats(Shape shape, uint32_t seed, float lo = -1.0f, float h
 
 // A model with a scalar input and a recurrent-style state whose batch is
 // its axis 1 (as Silero-VAD's sr and state):
-//   x [N, 4], sr [] (float32), state [2, N, 4] -> y [N, 4]
-//   y = x * sr + state[0] + 10 * state[1]
+//   x [N, 4], sr [] (float32), state [2, N, 4] -> y [N, 4], new_state [2, N, 4]
+//   y = x * sr + state[0] + 10 * state[1], new_state = 10 * state
 // With `unnamed_state_batch`, state's batch dim has no name ([2, ?, 4]).
 inline Model SampleAxisModel(bool unnamed_state_batch = false) {
   Model m;
@@ -76,6 +76,7 @@ inline Model SampleAxisModel(bool unnamed_state_batch = false) {
   g.inputs.push_back(FloatInput("sr", {}));
   g.inputs.push_back(FloatInput("state", {{2, ""}, unnamed_state_batch ? Dim{-1, ""} : n, {4, ""}}));
   g.outputs.push_back(FloatInput("y", {n, {4, ""}}));
+  g.outputs.push_back(FloatInput("new_state", {{2, ""}, n, {4, ""}}));
   g.initializers["zero"] = Tensor::FromVector<int64_t>({1}, {0});
   g.initializers["one"] = Tensor::FromVector<int64_t>({1}, {1});
   g.initializers["two"] = Tensor::FromVector<int64_t>({1}, {2});
@@ -87,6 +88,7 @@ inline Model SampleAxisModel(bool unnamed_state_batch = false) {
   g.nodes.push_back({"sum", "Add", "", {"s0", "s1w"}, {"sum"}, {}, ""});
   g.nodes.push_back({"sq", "Squeeze", "", {"sum", "zero"}, {"sq"}, {}, ""});
   g.nodes.push_back({"y", "Add", "", {"xs", "sq"}, {"y"}, {}, ""});
+  g.nodes.push_back({"new_state", "Mul", "", {"state", "ten"}, {"new_state"}, {}, ""});
   return m;
 }
 

@@ -42,7 +42,10 @@ struct SPARQ_API EvalOptions {
   std::string inputs;        // dataset path (required)
   std::string labels;        // .npy (or one-array .npz) of integer class ids; "" = none
   std::string reference;     // reference model to compare against; "" = none
-  std::string save_outputs;  // .npz to write every graph output to; "" = none
+  // .npz to write every graph output to, samples along the first axis of
+  // each array (an output declared [2, batch, 128] is written [S, 2, 128]);
+  // "" = none
+  std::string save_outputs;
   // Samples per run. 0: the model's fixed first input dim, else 1. A value
   // that contradicts a fixed first dim is InvalidArgument.
   int64_t batch = 0;

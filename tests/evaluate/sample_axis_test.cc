@@ -128,7 +128,8 @@ class SampleAxisEval : public ::testing::Test {
     ASSERT_TRUE(WriteNpz(path("no_sr.npz"), no_sr).ok());
   }
   std::string path(const std::string& name) const { return dir_.path(name); }
-  // Evaluates with `o` and returns the saved y.
+  // Evaluates with `o` and returns the saved y; checks the saved new_state
+  // (10 * state), written samples first as the data files hold them.
   Tensor SavedY(EvalOptions o) {
     o.save_outputs = path("out.npz");
     auto r = Evaluate(path("model.onnx"), o);
@@ -137,7 +138,15 @@ class SampleAxisEval : public ::testing::Test {
     EXPECT_EQ(r->samples, kSamples);
     auto saved = ReadArrays(path("out.npz"));
     EXPECT_TRUE(saved.ok());
-    return saved.ok() ? (*saved)[0].second : Tensor();
+    if (!saved.ok() || saved->size() != 2) return Tensor();
+    const Tensor& new_state = (*saved)[1].second;
+    EXPECT_EQ((*saved)[1].first, "new_state");
+    EXPECT_EQ(new_state.shape(), state_.shape());
+    if (new_state.shape() == state_.shape()) {
+      for (int64_t i = 0; i < new_state.numel(); ++i)
+        EXPECT_NEAR(new_state.data<float>()[i], 10.0f * state_.data<float>()[i], 1e-5) << i;
+    }
+    return (*saved)[0].second;
   }
   std::string Error(EvalOptions o) {
     auto r = Evaluate(path("model.onnx"), o);
@@ -253,6 +262,17 @@ TEST_F(SampleAxisEval, EvaluatorOnTheBatchSourceComparesWithAReference) {
   ASSERT_TRUE(same.ok()) << same.status().message();
   EXPECT_EQ(same->samples, kSamples);
   EXPECT_EQ(same->comparisons[0].max_abs_error, 0.0);
+  EXPECT_EQ(same->comparisons[1].name, "new_state");
+  EXPECT_EQ(same->comparisons[1].max_abs_error, 0.0);
+}
+
+TEST(SampleAxes, OutputsAndTheInverseMove) {
+  Graph g = SampleAxisModel().graph;
+  EXPECT_EQ(OutputSampleAxis(g, g.outputs[0]), 0);
+  EXPECT_EQ(OutputSampleAxis(g, g.outputs[1]), 1);
+  Tensor rows = testing::RandomFloats({3, 2, 5}, 9);
+  EXPECT_TRUE(MoveAxisToFirst(MoveFirstAxisTo(rows, 1), 1).Equals(rows));
+  EXPECT_TRUE(MoveAxisToFirst(MoveFirstAxisTo(rows, 2), 2).Equals(rows));
 }
 
 }  // namespace
