@@ -449,7 +449,7 @@ Status Dataset::Load(size_t index) {
     return Status::InvalidArgument(file + ": no array has a sample axis (each input it feeds takes one value for "
                                    "every batch); the data must feed at least one input with samples");
   }
-  for (Fed& f : fed) {
+  for (const Fed& f : fed) {
     const Source& s = *f.source;
     const int axis = AxisOf(f.input->name);
     SPARQ_RETURN_IF_ERROR(CheckInputArray(s.dtype(), s.shape(), *f.input, s.what, axis));
