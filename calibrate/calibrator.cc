@@ -12,6 +12,7 @@
 #include "kernels/parallel.h"
 #include "runtime/passes/graph_folding.h"
 #include "sparq/calibrate.h"
+#include "sparq/dataset.h"
 
 namespace sparq {
 
@@ -235,6 +236,8 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
     return Status::InvalidArgument("calibration bins must be an even number >= 128, got " + std::to_string(options.bins));
   }
   const std::set<std::string> activations = ActivationNames(model);
+  BatchSource samples_of;  // counts samples along each input's sample axis
+  samples_of.set_sample_axes(SampleAxes(model.graph));
   std::set<std::string> wanted = activations;
   ExecutorOptions exec_options{options.threads};
   exec_options.backend = options.backend;
@@ -324,7 +327,7 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
     for (const auto& [name, t] : batch) SPARQ_RETURN_IF_ERROR(observe(name, t));
     TensorMap outputs;
     SPARQ_RETURN_IF_ERROR(exec->Run(batch, &outputs, run_options).WithContext("calibration batch " + std::to_string(batches)));
-    if (!batch.empty() && batch.begin()->second.rank() > 0) table.samples += batch.begin()->second.dim(0);
+    table.samples += samples_of.SamplesIn(batch);
     ++batches;
     if (options.progress) {
       CalibrationProgress p;

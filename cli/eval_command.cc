@@ -18,6 +18,7 @@ RunFn AddEvalCommand(CLI::App& app) {
     EvalOptions options;
     bool json = false;
     bool progress = false;
+    std::vector<std::string> constants;  // --constant name=value, parsed when run
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
@@ -30,7 +31,7 @@ RunFn AddEvalCommand(CLI::App& app) {
   sub->add_option("--labels", args->options.labels, "Integer class ids (.npy), one per sample: top-1/top-5 of output 0");
   sub->add_option("--reference", args->options.reference,
                   "Reference model run on the same batches: top-1 agreement, SQNR, cosine, max abs error");
-  sub->add_option("--save-outputs", args->options.save_outputs, "Write every graph output to this .npz");
+  sub->add_option("--save-outputs", args->options.save_outputs, "Write every graph output to this .npz, samples along the first axis of each array");
   sub->add_option("--batch", args->options.batch,
                   "Samples per run (default: the model's fixed batch dim, else 1)")
       ->check(CLI::PositiveNumber);
@@ -44,6 +45,11 @@ RunFn AddEvalCommand(CLI::App& app) {
   sub->add_flag("--no-memory-plan", [args](int64_t) { args->options.plan_memory = false; },
                 "Give every node output a buffer of its own instead of one arena per run planned per input shapes "
                 "(same results; for comparing speed and memory)");
+  sub->add_option("--constant", args->constants,
+                  "Pin an input to one value for every batch: name=value, or name=v1,v2,... for a 1-D input "
+                  "(repeatable; the input's element type; e.g. a sample rate --constant sr=16000). A pinned input "
+                  "must not also be in the data")
+      ->allow_extra_args(false);
   sub->add_option("--limit", args->options.limit, "Evaluate at most N samples")->check(CLI::PositiveNumber);
   sub->add_flag("--json", args->json, "Print one JSON object instead of text");
   sub->add_flag("--verbose", args->options.list_kernels, "Also list the kernel that ran each node");
@@ -91,13 +97,27 @@ RunFn AddEvalCommand(CLI::App& app) {
   sparq eval int8.onnx --inputs x.npz --batch 1 --warmup 10 --profile --trace int8_trace.json
   sparq eval yolov8n_int8.onnx --inputs photos.npz --reference yolov8n.onnx --boxes --box-nms-iou 0.45
 
+  sparq eval vad.onnx --inputs audio.npz --constant sr=16000 --batch 8
+
 Data: arrays hold samples along their first axis; a folder's .npy/.npz files are read
-in name order. Labels are int64/int32 class ids, scored against output 0.)");
+in name order. Each input's batch axis comes from the model's shape: an input
+declared [2, batch, 128] takes file arrays [S, 2, 128], moved to [2, B, 128]; a
+scalar (or fixed-shape input of a dynamic-batch model) has no batch axis: its
+array holds exactly its shape, or --constant pins it. Data that does not fit is
+an error naming the input. Labels are int64/int32 class ids, scored against output 0.)");
   return [args]() {
     const bool show_progress = args->progress || isatty(STDERR_FILENO);
     ProgressBar bar;
     if (show_progress) {
       args->options.on_progress = [&bar](const EvalProgress& p) { bar.Update("evaluate", p.done, p.total, "samples", p.seconds); };
+    }
+    for (const std::string& spec : args->constants) {
+      StatusOr<std::pair<std::string, std::vector<double>>> c = ParseConstant(spec);
+      if (!c.ok()) return ReportError(c.status().WithContext("--constant"), args->json);
+      if (!args->options.constants.emplace(c->first, c->second).second) {
+        return ReportError(Status::InvalidArgument("--constant: input '" + c->first + "' is pinned twice"),
+                           args->json);
+      }
     }
     auto report = Evaluate(args->model, args->options);
     bar.End();

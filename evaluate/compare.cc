@@ -139,17 +139,6 @@ StatusOr<TensorMap> FeedFor(const Graph& graph, const Graph& reference, const Te
   return out;
 }
 
-// Repeats the last sample of each input until the batch has `batch` rows.
-StatusOr<TensorMap> PadBatch(const TensorMap& feed, int64_t rows, int64_t batch) {
-  TensorMap padded;
-  for (const auto& [name, t] : feed) {
-    std::vector<Tensor> parts{t};
-    for (int64_t r = rows; r < batch; ++r) parts.push_back(SliceRows(t, rows - 1, 1));
-    SPARQ_ASSIGN_OR_RETURN(padded[name], ConcatRows(parts, "input '" + name + "'"));
-  }
-  return padded;
-}
-
 std::string SampleRange(int64_t done, int64_t rows) {
   return "samples [" + std::to_string(done) + ", " + std::to_string(done + rows) + ")";
 }
@@ -283,9 +272,12 @@ class Comparer {
   int64_t rows_ = 0, run_rows_ = 0;
 };
 
-// The first dim the models fix (0 when neither does); InvalidArgument when they disagree.
-StatusOr<int64_t> FixedBatchOfBoth(const Model& reference, const Model& candidate) {
-  const int64_t a = FixedBatchSize(reference.graph), b = FixedBatchSize(candidate.graph);
+// The sample axis dim the models fix (0 when neither does); InvalidArgument
+// when they disagree. `axes`: the data's sample axes (empty: the reference's own).
+StatusOr<int64_t> FixedBatchOfBoth(const Model& reference, const Model& candidate,
+                                   const std::map<std::string, int>& data_axes = {}) {
+  const std::map<std::string, int> axes = data_axes.empty() ? SampleAxes(reference.graph) : data_axes;
+  const int64_t a = FixedBatchSizeOf(reference.graph, axes), b = FixedBatchSizeOf(candidate.graph, axes);
   if (a > 0 && b > 0 && a != b) {
     return Status::InvalidArgument("the reference's inputs fix a batch of " + std::to_string(a) +
                                    " and the candidate's a batch of " + std::to_string(b) +
@@ -303,7 +295,7 @@ StatusOr<CompareReport> CompareModels(const Model& reference, const Model& candi
   if (options.threads < 0) {
     return Status::InvalidArgument("threads must be >= 0, got " + std::to_string(options.threads));
   }
-  SPARQ_ASSIGN_OR_RETURN(const int64_t fixed, FixedBatchOfBoth(reference, candidate));
+  SPARQ_ASSIGN_OR_RETURN(const int64_t fixed, FixedBatchOfBoth(reference, candidate, data.sample_axes()));
   std::vector<UnmatchedTensor> unmatched;
   std::vector<TensorMatch> matches = MatchTensors(reference, candidate, &unmatched);  // fills `unmatched` first
   Comparer comparer(std::move(matches), std::move(unmatched));
@@ -343,9 +335,7 @@ StatusOr<CompareReport> CompareModels(const Model& reference, const Model& candi
   for (;;) {
     SPARQ_ASSIGN_OR_RETURN(bool more, next(&batch));
     if (!more) break;
-    int64_t rows = 0;
-    for (const auto& kv : batch)
-      if (kv.second.rank() > 0) rows = std::max(rows, kv.second.dim(0));
+    const int64_t rows = data.SamplesIn(batch);
     samples = SampleRange(done, rows);
     if (fixed > 0 && rows > fixed) {
       return Status::InvalidArgument(samples + ": a batch of " + std::to_string(rows) +
@@ -354,7 +344,7 @@ StatusOr<CompareReport> CompareModels(const Model& reference, const Model& candi
     if (report.batches == 0 && report.batch_size == 0) report.batch_size = rows;
     TensorMap padded = batch;
     if (fixed > 0 && rows < fixed) {
-      SPARQ_ASSIGN_OR_RETURN(padded, PadBatch(batch, rows, fixed));
+      SPARQ_ASSIGN_OR_RETURN(padded, PadSamples(batch, data.sample_axes(), rows, fixed));
     }
     comparer.StartBatch(rows, fixed > 0 ? fixed : rows);
 

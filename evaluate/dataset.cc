@@ -1,7 +1,10 @@
 #include "evaluate/dataset.h"
 
+#include "formats/text_table.h"
+
 #include <algorithm>
 #include <cmath>
+#include <cstdlib>
 #include <cstring>
 #include <filesystem>
 #include <limits>
@@ -44,7 +47,172 @@ int64_t ScanRows(const Shape& shape, DataType dtype) {
   return std::max<int64_t>(1, (int64_t{16} << 20) / std::max<int64_t>(row, 1));
 }
 
+// "[S, 2, batch, 128]" style: the input's dims with `axis` removed, after S.
+std::string FileShapeFor(const ValueInfo& input, int axis) {
+  std::string out = "[S";
+  for (size_t d = 0; d < input.dims.size(); ++d) {
+    if (static_cast<int>(d) == axis) continue;
+    const Dim& dim = input.dims[d];
+    out += ", " + (dim.known() ? std::to_string(dim.value) : dim.param.empty() ? std::string("?") : dim.param);
+  }
+  return out + "]";
+}
+
+// Bytes of one element run beyond `axis` and the count of runs before it.
+void AxisStrides(const Tensor& t, int axis, int64_t* outer, size_t* inner_bytes) {
+  *outer = 1;
+  int64_t inner = 1;
+  for (int d = 0; d < axis; ++d) *outer *= t.dim(static_cast<size_t>(d));
+  for (size_t d = static_cast<size_t>(axis) + 1; d < t.rank(); ++d) inner *= t.dim(d);
+  *inner_bytes = static_cast<size_t>(inner) * DataTypeSize(t.dtype());
+}
+
 }  // namespace
+
+Tensor SliceAxis(const Tensor& t, int axis, int64_t begin, int64_t count) {
+  if (axis == 0) return SliceRows(t, begin, count);
+  Shape shape = t.shape();
+  const int64_t n = shape[static_cast<size_t>(axis)];
+  shape[static_cast<size_t>(axis)] = count;
+  Tensor out(t.dtype(), shape);
+  if (out.nbytes() == 0) return out;
+  int64_t outer = 1;
+  size_t inner = 0;
+  AxisStrides(t, axis, &outer, &inner);
+  const auto* src = static_cast<const uint8_t*>(t.raw_data());
+  auto* dst = static_cast<uint8_t*>(out.raw_data());
+  for (int64_t o = 0; o < outer; ++o) {
+    std::memcpy(dst + static_cast<size_t>(o * count) * inner, src + static_cast<size_t>(o * n + begin) * inner,
+                static_cast<size_t>(count) * inner);
+  }
+  return out;
+}
+
+StatusOr<Tensor> ConcatAxis(const std::vector<Tensor>& parts, int axis, const std::string& what) {
+  if (axis == 0) return ConcatRows(parts, what);
+  if (parts.empty()) return Status::InvalidArgument(what + ": nothing to concatenate");
+  const Tensor& first = parts[0];
+  const auto a = static_cast<size_t>(axis);
+  int64_t total = 0;
+  for (const Tensor& p : parts) {
+    Shape s = p.shape(), f = first.shape();
+    if (p.rank() <= a || p.dtype() != first.dtype() || (s[a] = 0, f[a] = 0, s != f)) {
+      return Status::InvalidArgument(what + ": cannot concatenate " + DataTypeName(p.dtype()) +
+                                     ShapeToString(p.shape()) + " after " + DataTypeName(first.dtype()) +
+                                     ShapeToString(first.shape()) + " along axis " + std::to_string(axis));
+    }
+    total += p.dim(a);
+  }
+  Shape shape = first.shape();
+  shape[a] = total;
+  Tensor out(first.dtype(), shape);
+  if (out.nbytes() == 0) return out;
+  int64_t outer = 1;
+  size_t inner = 0;
+  AxisStrides(first, axis, &outer, &inner);
+  auto* dst = static_cast<uint8_t*>(out.raw_data());
+  for (int64_t o = 0; o < outer; ++o) {
+    for (const Tensor& p : parts) {
+      const size_t run = static_cast<size_t>(p.dim(a)) * inner;
+      std::memcpy(dst, static_cast<const uint8_t*>(p.raw_data()) + static_cast<size_t>(o) * run, run);
+      dst += run;
+    }
+  }
+  return out;
+}
+
+Tensor MoveFirstAxisTo(const Tensor& t, int axis) {
+  if (axis <= 0) return t;
+  const auto a = static_cast<size_t>(axis);
+  const int64_t samples = t.dim(0);
+  Shape shape;
+  for (size_t d = 1; d <= a; ++d) shape.push_back(t.dim(d));
+  shape.push_back(samples);
+  for (size_t d = a + 1; d < t.rank(); ++d) shape.push_back(t.dim(d));
+  Tensor out(t.dtype(), shape);
+  if (out.nbytes() == 0) return out;
+  // in [S, O, I] -> out [O, S, I], I a run of bytes.
+  int64_t outer = 1;
+  for (size_t d = 1; d <= a; ++d) outer *= t.dim(d);
+  const size_t inner = t.nbytes() / static_cast<size_t>(samples * outer);
+  const auto* src = static_cast<const uint8_t*>(t.raw_data());
+  auto* dst = static_cast<uint8_t*>(out.raw_data());
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t s = 0; s < samples; ++s)
+      std::memcpy(dst + static_cast<size_t>(o * samples + s) * inner, src + static_cast<size_t>(s * outer + o) * inner,
+                  inner);
+  return out;
+}
+
+Tensor MoveAxisToFirst(const Tensor& t, int axis) {
+  if (axis <= 0) return t;
+  const auto a = static_cast<size_t>(axis);
+  const int64_t samples = t.dim(a);
+  Shape shape{samples};
+  int64_t outer = 1;
+  for (size_t d = 0; d < t.rank(); ++d) {
+    if (d == a) continue;
+    shape.push_back(t.dim(d));
+    if (d < a) outer *= t.dim(d);
+  }
+  Tensor out(t.dtype(), shape);
+  if (out.nbytes() == 0) return out;
+  // in [O, S, I] -> out [S, O, I], I a run of bytes.
+  const size_t inner = t.nbytes() / static_cast<size_t>(samples * outer);
+  const auto* src = static_cast<const uint8_t*>(t.raw_data());
+  auto* dst = static_cast<uint8_t*>(out.raw_data());
+  for (int64_t s = 0; s < samples; ++s)
+    for (int64_t o = 0; o < outer; ++o)
+      std::memcpy(dst + static_cast<size_t>(s * outer + o) * inner, src + static_cast<size_t>(o * samples + s) * inner,
+                  inner);
+  return out;
+}
+
+namespace {
+int AxisIn(const std::map<std::string, int>& axes, const std::string& name) {
+  auto it = axes.find(name);
+  return it == axes.end() ? 0 : it->second;
+}
+}  // namespace
+
+TensorMap SliceSamples(const TensorMap& batch, const std::map<std::string, int>& axes, int64_t begin,
+                       int64_t count) {
+  TensorMap out;
+  for (const auto& [name, t] : batch) {
+    const int axis = AxisIn(axes, name);
+    out[name] = axis < 0 || t.rank() <= static_cast<size_t>(axis) || (begin == 0 && t.dim(static_cast<size_t>(axis)) <= count)
+                    ? t
+                    : SliceAxis(t, axis, begin, std::min(count, t.dim(static_cast<size_t>(axis)) - begin));
+  }
+  return out;
+}
+
+StatusOr<TensorMap> PadSamples(const TensorMap& feed, const std::map<std::string, int>& axes, int64_t rows,
+                               int64_t batch) {
+  TensorMap padded;
+  for (const auto& [name, t] : feed) {
+    const int axis = AxisIn(axes, name);
+    if (axis < 0) {
+      padded[name] = t;
+      continue;
+    }
+    std::vector<Tensor> parts{t};
+    if (t.rank() > static_cast<size_t>(axis))
+      for (int64_t r = rows; r < batch; ++r) parts.push_back(SliceAxis(t, axis, rows - 1, 1));
+    SPARQ_ASSIGN_OR_RETURN(padded[name], ConcatAxis(parts, axis, "input '" + name + "'"));
+  }
+  return padded;
+}
+
+int BatchSource::SampleAxisOf(const std::string& input) const { return AxisIn(sample_axes_, input); }
+
+int64_t BatchSource::SamplesIn(const TensorMap& batch) const {
+  for (const auto& [name, t] : batch) {
+    const int axis = SampleAxisOf(name);
+    if (axis >= 0 && t.rank() > static_cast<size_t>(axis)) return t.dim(static_cast<size_t>(axis));
+  }
+  return 0;
+}
 
 Tensor SliceRows(const Tensor& t, int64_t begin, int64_t count) {
   Shape shape = t.shape();
@@ -107,29 +275,54 @@ Status CheckFinite(const Tensor& t, const std::string& what, int64_t index_base)
   }
 }
 
-Status CheckInputArray(DataType dtype, const Shape& shape, const ValueInfo& input, const std::string& what) {
-  if (shape.empty()) {
-    return Status::InvalidArgument(what + " is a scalar; samples must lie along its first axis");
+Status CheckInputArray(DataType dtype, const Shape& shape, const ValueInfo& input, const std::string& what,
+                       int sample_axis) {
+  if (sample_axis >= 0 && shape.empty()) {
+    return Status::InvalidArgument(what + " is a scalar; samples must lie along its first axis (model input '" +
+                                   input.name + "' expects " + input.Describe() + ")");
   }
   if (input.dtype != DataType::kUndefined && dtype != input.dtype) {
     return Status::InvalidArgument(what + " has type " + DataTypeName(dtype) + ", model input '" + input.name +
                                    "' expects " + input.Describe() + " (convert the data with .astype)");
   }
-  if (input.has_shape) {
+  if (!input.has_shape) return Status::OK();
+  if (sample_axis < 0) {
     bool ok = input.dims.size() == shape.size();
-    for (size_t d = 1; ok && d < input.dims.size(); ++d)
-      if (input.dims[d].known() && input.dims[d].value != shape[d]) ok = false;
+    for (size_t d = 0; ok && d < shape.size(); ++d) ok = input.dims[d].known() && input.dims[d].value == shape[d];
     if (!ok) {
       return Status::InvalidArgument(what + " has shape " + ShapeToString(shape) + ", model input '" + input.name +
-                                     "' expects " + input.Describe() + " (samples along the first axis)");
+                                     "' expects " + input.Describe() +
+                                     ": the input has no sample axis, so the array must hold exactly the one value "
+                                     "fed to every batch (or pin it with data.constants / --constant)");
     }
+    return Status::OK();
+  }
+  // The file's dims after the first are the input's dims beside its sample axis.
+  bool ok = input.dims.size() == shape.size() && static_cast<size_t>(sample_axis) < input.dims.size();
+  for (size_t d = 0, f = 1; ok && d < input.dims.size(); ++d) {
+    if (static_cast<int>(d) == sample_axis) continue;
+    if (input.dims[d].known() && input.dims[d].value != shape[f]) ok = false;
+    ++f;
+  }
+  if (!ok) {
+    std::string where = sample_axis == 0 ? "samples along the first axis"
+                                         : "samples along the file's first axis go to axis " +
+                                               std::to_string(sample_axis) + " of the input, so the file needs " +
+                                               FileShapeFor(input, sample_axis);
+    return Status::InvalidArgument(what + " has shape " + ShapeToString(shape) + ", model input '" + input.name +
+                                   "' expects " + input.Describe() + " (" + where + ")");
   }
   return Status::OK();
 }
 
+int Dataset::AxisOf(const std::string& input) const { return AxisIn(axes_, input); }
+
 StatusOr<std::unique_ptr<Dataset>> Dataset::Open(const std::string& path, std::vector<ValueInfo> inputs,
-                                                 std::vector<ValueInfo> optional, int64_t rows_used) {
+                                                 std::vector<ValueInfo> optional, int64_t rows_used,
+                                                 std::map<std::string, int> axes, std::set<std::string> pinned) {
   std::unique_ptr<Dataset> ds(new Dataset());
+  ds->axes_ = std::move(axes);
+  ds->pinned_ = std::move(pinned);
   ds->unchecked_ = rows_used > 0 ? rows_used : std::numeric_limits<int64_t>::max();
   ds->path_ = path;
   ds->inputs_ = std::move(inputs);
@@ -215,7 +408,7 @@ Status Dataset::Load(size_t index) {
     const Source* source;
   };
   std::vector<Fed> fed;
-  if (inputs_.size() == 1 && arrays.size() == 1) {
+  if (inputs_.size() == 1 && arrays.size() == 1 && !pinned_.count(inputs_[0].name)) {
     fed.push_back({&inputs_[0], arrays[0].first, &arrays[0].second});
   } else {
     if (fs::path(file).extension() == ".npy") {
@@ -229,9 +422,15 @@ Status Dataset::Load(size_t index) {
         return Status::InvalidArgument(file + ": array '" + name + "' is not an input of the model (inputs: " +
                                        Names(inputs_) + ")");
       }
+      if (pinned_.count(name)) {
+        return Status::InvalidArgument(file + ": array '" + name + "' feeds input '" + name +
+                                       "', which is pinned to a constant (data.constants / --constant); "
+                                       "drop one of the two");
+      }
       fed.push_back({input, name, &source});
     }
     for (const ValueInfo& input : inputs_) {
+      if (pinned_.count(input.name)) continue;
       bool found = std::any_of(fed.begin(), fed.end(), [&](const Fed& f) { return f.input == &input; });
       if (!found) {
         std::string have;
@@ -242,18 +441,46 @@ Status Dataset::Load(size_t index) {
     }
   }
 
+  // The first array with a sample axis counts the file's samples.
+  const Fed* counted = nullptr;
+  for (const Fed& f : fed)
+    if (counted == nullptr && AxisOf(f.input->name) >= 0) counted = &f;
+  if (counted == nullptr) {
+    return Status::InvalidArgument(file + ": no array has a sample axis (each input it feeds takes one value for "
+                                   "every batch); the data must feed at least one input with samples");
+  }
   for (const Fed& f : fed) {
     const Source& s = *f.source;
-    SPARQ_RETURN_IF_ERROR(CheckInputArray(s.dtype(), s.shape(), *f.input, s.what));
+    const int axis = AxisOf(f.input->name);
+    SPARQ_RETURN_IF_ERROR(CheckInputArray(s.dtype(), s.shape(), *f.input, s.what, axis));
+    if (axis < 0) {
+      // One value for every batch: read whole now, the same in every file.
+      Source whole = s;
+      if (!whole.whole.defined()) {
+        NpyArrayRef flat = s.on_disk;
+        const int64_t n = NumElements(s.shape());
+        flat.header.shape = {n};
+        SPARQ_ASSIGN_OR_RETURN(Tensor t, n > 0 ? ReadArrayRows(flat, 0, n) : StatusOr<Tensor>(Tensor(s.dtype(), {0})));
+        SPARQ_ASSIGN_OR_RETURN(whole.whole, t.Reshaped(s.shape()));
+      }
+      SPARQ_RETURN_IF_ERROR(CheckFinite(whole.whole, s.what));
+      auto first = constants_.find(f.input->name);
+      if (index != 0 && first != constants_.end() && !first->second.Equals(whole.whole)) {
+        return Status::InvalidArgument(s.what + " differs from " + files_[0] + "'s: input '" + f.input->name +
+                                       "' has no sample axis, so every file must hold the same value");
+      }
+      constants_[f.input->name] = whole.whole;
+      continue;
+    }
     auto first = first_.find(f.input->name);
     if (first != first_.end() && TrailingDims(first->second) != TrailingDims(s.shape())) {
       return Status::InvalidArgument(s.what + " has shape " + ShapeToString(s.shape()) + " but " + files_[0] +
                                      " has " + ShapeToString(first->second) +
                                      " (all files must agree beyond the first axis)");
     }
-    if (s.shape()[0] != fed[0].source->shape()[0]) {
-      return Status::InvalidArgument(file + ": arrays hold different numbers of samples ('" + fed[0].array + "' " +
-                                     std::to_string(fed[0].source->shape()[0]) + ", '" + f.array + "' " +
+    if (s.shape()[0] != counted->source->shape()[0]) {
+      return Status::InvalidArgument(file + ": arrays hold different numbers of samples ('" + counted->array + "' " +
+                                     std::to_string(counted->source->shape()[0]) + ", '" + f.array + "' " +
                                      std::to_string(s.shape()[0]) + ")");
     }
     // Every value that will be read is checked now, before any work, in
@@ -266,6 +493,7 @@ Status Dataset::Load(size_t index) {
     }
   }
   for (const Fed& f : fed) {
+    if (AxisOf(f.input->name) < 0) continue;
     current_[f.input->name] = *f.source;
     if (index == 0) first_[f.input->name] = f.source->shape();
   }
@@ -277,7 +505,7 @@ Status Dataset::Load(size_t index) {
       }
     }
   }
-  current_rows_ = fed[0].source->shape()[0];
+  current_rows_ = counted->source->shape()[0];
   unchecked_ -= std::min(current_rows_, unchecked_);
   return Status::OK();
 }
@@ -308,6 +536,8 @@ Status Dataset::Next(int64_t n, TensorMap* batch, int64_t* rows) {
       (*batch)[name] = std::move(t);
     }
   }
+  if (*rows > 0)
+    for (const auto& [name, t] : constants_) (*batch)[name] = t;
   return Status::OK();
 }
 
@@ -325,16 +555,136 @@ BatchSource BatchSource::WithTransform(BatchTransform transform) const {
   return out;
 }
 
-int64_t FixedBatchSize(const Graph& graph) {
-  for (const ValueInfo& v : graph.inputs)
-    if (v.has_shape && !v.dims.empty() && v.dims[0].known()) return v.dims[0].value;
+int OutputSampleAxis(const Graph& graph, const ValueInfo& output) {
+  // The output's axis as SampleAxes would place it were it an input.
+  Graph probe;
+  probe.inputs = graph.inputs;
+  ValueInfo as_input = output;
+  as_input.name = "\x01output";  // cannot clash with an input's name
+  probe.inputs.push_back(as_input);
+  const int axis = SampleAxes(probe)[as_input.name];
+  return axis < 0 ? 0 : axis;
+}
+
+std::map<std::string, int> SampleAxes(const Graph& graph, const std::set<std::string>& pinned) {
+  std::vector<const ValueInfo*> all;
+  for (const auto* list : {&graph.inputs, &graph.initializer_inputs})
+    for (const ValueInfo& v : *list) all.push_back(&v);
+  // A model has a dynamic batch when some input's dim 0 is dynamic; the first
+  // such dim with a symbolic name names the batch.
+  bool dynamic_batch = false;
+  std::string batch_name;
+  for (const ValueInfo* v : all) {
+    if (!v->has_shape || v->dims.empty() || v->dims[0].known() || pinned.count(v->name)) continue;
+    dynamic_batch = true;
+    if (batch_name.empty()) batch_name = v->dims[0].param;
+  }
+  std::map<std::string, int> axes;
+  for (const ValueInfo* v : all) {
+    int axis = 0;
+    if (pinned.count(v->name)) {
+      axis = kNoSampleAxis;
+    } else if (!v->has_shape) {
+      axis = 0;
+    } else if (v->dims.empty()) {
+      axis = kNoSampleAxis;
+    } else if (!v->dims[0].known() || !dynamic_batch) {
+      axis = 0;  // samples first; or a fixed batch: every input's dim 0, as always
+    } else {
+      int named = -1, first = -1;
+      for (size_t d = 0; d < v->dims.size(); ++d) {
+        if (v->dims[d].known()) continue;
+        if (first < 0) first = static_cast<int>(d);
+        if (named < 0 && !batch_name.empty() && v->dims[d].param == batch_name) named = static_cast<int>(d);
+      }
+      axis = named >= 0 ? named : first >= 0 ? first : kNoSampleAxis;
+    }
+    axes[v->name] = axis;
+  }
+  return axes;
+}
+
+int64_t FixedBatchSizeOf(const Graph& graph, const std::map<std::string, int>& axes) {
+  for (const ValueInfo& v : graph.inputs) {
+    const int axis = AxisIn(axes, v.name);
+    if (axis < 0 || !v.has_shape || v.dims.size() <= static_cast<size_t>(axis)) continue;
+    if (v.dims[static_cast<size_t>(axis)].known()) return v.dims[static_cast<size_t>(axis)].value;
+  }
   return 0;
 }
+
+int64_t FixedBatchSize(const Graph& graph) { return FixedBatchSizeOf(graph, SampleAxes(graph)); }
 
 int64_t BatchSizeFor(const Graph& graph, int64_t requested) {
   const int64_t fixed = FixedBatchSize(graph);
   if (fixed > 0) return fixed;
   return requested > 0 ? requested : 1;
+}
+
+StatusOr<Tensor> ConstantInput(const ValueInfo& input, const std::vector<double>& values) {
+  const std::string what = "constant for input '" + input.name + "'";
+  if (values.empty()) return Status::InvalidArgument(what + ": no value given");
+  Shape shape;
+  if (input.has_shape) {
+    for (const Dim& d : input.dims) {
+      if (!d.known()) {
+        return Status::InvalidArgument(what + ": the input's shape " + input.Describe() +
+                                       " has a dynamic dim; only an input of fixed shape can be pinned");
+      }
+      shape.push_back(d.value);
+    }
+  } else if (values.size() > 1) {
+    shape = {static_cast<int64_t>(values.size())};
+  }
+  if (NumElements(shape) != static_cast<int64_t>(values.size())) {
+    return Status::InvalidArgument(what + ": " + std::to_string(values.size()) +
+                                   (values.size() == 1 ? " value" : " values") + " given, the input " +
+                                   input.Describe() + " holds " + std::to_string(NumElements(shape)));
+  }
+  const DataType type = input.dtype == DataType::kUndefined ? DataType::kFloat32 : input.dtype;
+  const DataTypeInfo* info = GetDataTypeInfo(type);
+  if (info == nullptr) {
+    return Status::InvalidArgument(what + ": the input's type " + DataTypeName(type) + " cannot hold a number");
+  }
+  for (size_t i = 0; i < values.size(); ++i) {
+    const double v = values[i];
+    const std::string at = values.size() == 1 ? "" : " (value " + std::to_string(i) + ")";
+    if (!std::isfinite(v)) return Status::InvalidArgument(what + ": " + FormatDouble("%g", v) + " is not finite" + at);
+    if (type == DataType::kBool && v != 0.0 && v != 1.0) {
+      return Status::InvalidArgument(what + ": " + FormatDouble("%g", v) + " is not 0 or 1 (the input is bool)" + at);
+    }
+    if (!info->is_float && std::trunc(v) != v) {
+      return Status::InvalidArgument(what + ": " + FormatDouble("%g", v) + " is not a whole number (the input is " +
+                                     DataTypeName(type) + ")" + at);
+    }
+  }
+  return Tensor::FromVector<double>(shape, values).CastTo(type);
+}
+
+StatusOr<std::pair<std::string, std::vector<double>>> ParseConstant(const std::string& spec) {
+  const size_t eq = spec.find('=');
+  if (eq == std::string::npos) {
+    return Status::InvalidArgument("constant '" + spec + "': expected name=value or name=v1,v2,...");
+  }
+  std::pair<std::string, std::vector<double>> out;
+  out.first = spec.substr(0, eq);
+  if (out.first.empty()) return Status::InvalidArgument("constant '" + spec + "': no input name before '='");
+  const std::string list = spec.substr(eq + 1);
+  size_t start = 0;
+  while (true) {
+    const size_t comma = list.find(',', start);
+    const std::string item = list.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    const char* begin = item.c_str();
+    char* end = nullptr;
+    const double v = item.empty() ? 0.0 : std::strtod(begin, &end);
+    if (item.empty() || end == begin || *end != '\0') {
+      return Status::InvalidArgument("constant for input '" + out.first + "': '" + item + "' is not a number");
+    }
+    out.second.push_back(v);
+    if (comma == std::string::npos) break;
+    start = comma + 1;
+  }
+  return out;
 }
 
 bool Preprocess::IsIdentity() const {
@@ -400,7 +750,39 @@ StatusOr<BatchSource> OpenDataset(const std::string& path, const Graph& graph, c
     return Status::InvalidArgument("batch size must be >= 1, got " + std::to_string(options.batch_size));
   }
   if (options.limit < 0) return Status::InvalidArgument("limit must be >= 0, got " + std::to_string(options.limit));
-  const int64_t batch_size = BatchSizeFor(graph, options.batch_size);
+  std::vector<ValueInfo> fed = graph.inputs;
+  fed.insert(fed.end(), graph.initializer_inputs.begin(), graph.initializer_inputs.end());
+  // Pinned inputs: one tensor each, fed to every batch.
+  std::set<std::string> pinned;
+  TensorMap constants;
+  for (const auto& [name, values] : options.constants) {
+    auto input = std::find_if(fed.begin(), fed.end(), [&](const ValueInfo& v) { return v.name == name; });
+    if (input == fed.end()) {
+      return Status::InvalidArgument("constant for input '" + name + "': the model has no such input (inputs: " +
+                                     Names(fed) + ")");
+    }
+    SPARQ_ASSIGN_OR_RETURN(constants[name], ConstantInput(*input, values));
+    pinned.insert(name);
+  }
+  const std::map<std::string, int> axes = SampleAxes(graph, pinned);
+  if (std::none_of(graph.inputs.begin(), graph.inputs.end(),
+                   [&](const ValueInfo& v) { return AxisIn(axes, v.name) >= 0; })) {
+    return Status::InvalidArgument("no input of the model has a sample (batch) axis (inputs: " + Names(graph.inputs) +
+                                   "): there is nothing to read samples into from " + path);
+  }
+  const int64_t fixed = FixedBatchSizeOf(graph, axes);
+  if (fixed > 0) {
+    // A fixed batch: every input with samples on axis 0 must agree with it.
+    for (const ValueInfo& v : graph.inputs) {
+      const int axis = AxisIn(axes, v.name);
+      if (axis != 0 || !v.has_shape || v.dims.empty() || !v.dims[0].known() || v.dims[0].value == fixed) continue;
+      return Status::InvalidArgument("model input '" + v.name + "' (" + v.Describe() + ") has a first dim of " +
+                                     std::to_string(v.dims[0].value) + " but the model's batch is fixed at " +
+                                     std::to_string(fixed) + " by another input; if it takes one value for every "
+                                     "batch, pin it with data.constants / --constant");
+    }
+  }
+  const int64_t batch_size = fixed > 0 ? fixed : options.batch_size > 0 ? options.batch_size : 1;
   const int64_t limit = options.limit;
   std::vector<ValueInfo> inputs = graph.inputs, optional = graph.initializer_inputs;
   const BatchTransform transform = options.transform;
@@ -409,26 +791,27 @@ StatusOr<BatchSource> OpenDataset(const std::string& path, const Graph& graph, c
     for (auto* list : {&inputs, &optional})
       for (ValueInfo& v : *list) v.dtype = DataType::kUndefined, v.has_shape = false;
   }
-  SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> first, Dataset::Open(path, inputs, optional, limit));
+  SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> first,
+                         Dataset::Open(path, inputs, optional, limit, axes, pinned));
   const int64_t available = first->total();
   // The first pass reads the dataset opened here; later passes open it again.
   auto opened = std::make_shared<std::shared_ptr<Dataset>>(std::move(first));
-  std::vector<ValueInfo> fed = graph.inputs;
-  fed.insert(fed.end(), graph.initializer_inputs.begin(), graph.initializer_inputs.end());
   BatchSource source = [=]() -> BatchFn {
     std::shared_ptr<Dataset> ds = std::move(*opened);
     opened->reset();
     auto seen = std::make_shared<int64_t>(0);
     return [=](TensorMap* batch) mutable -> StatusOr<bool> {
       if (!ds) {
-        SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> again, Dataset::Open(path, inputs, optional, limit));
+        SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<Dataset> again,
+                               Dataset::Open(path, inputs, optional, limit, axes, pinned));
         ds = std::move(again);
       }
       if (limit > 0 && *seen >= limit) return false;
       const int64_t want = limit > 0 ? std::min(batch_size, limit - *seen) : batch_size;
       int64_t rows = 0;
       SPARQ_RETURN_IF_ERROR(ds->Next(want, batch, &rows));
-      if (rows > 0 && transform) {
+      if (rows == 0) return false;
+      if (transform) {
         const std::string samples = "samples [" + std::to_string(*seen) + ", " + std::to_string(*seen + rows) + ")";
         Status st = transform(batch);
         if (!st.ok()) return st.WithContext(path + ", " + samples);
@@ -438,15 +821,22 @@ StatusOr<BatchSource> OpenDataset(const std::string& path, const Graph& graph, c
           auto input = std::find_if(fed.begin(), fed.end(), [&](const ValueInfo& v) { return v.name == name; });
           if (input == fed.end()) continue;
           SPARQ_RETURN_IF_ERROR(CheckInputArray(t.dtype(), t.shape(), *input,
-                                                path + ": input '" + name + "' after preprocessing (" + samples + ")"));
+                                                path + ": input '" + name + "' after preprocessing (" + samples + ")",
+                                                AxisIn(axes, name)));
         }
       }
+      // Samples to the input's own sample axis; pinned inputs added.
+      for (auto& entry : *batch) {
+        const int axis = AxisIn(axes, entry.first);
+        if (axis > 0) entry.second = MoveFirstAxisTo(entry.second, axis);
+      }
+      for (const auto& entry : constants) (*batch)[entry.first] = entry.second;
       *seen += rows;
-      return rows > 0;
+      return true;
     };
   };
   const int64_t samples = available < 0 ? -1 : limit > 0 ? std::min(limit, available) : available;
-  source.set_name(path).set_size(batch_size, samples, available);
+  source.set_name(path).set_size(batch_size, samples, available).set_sample_axes(axes);
   return source;
 }
 

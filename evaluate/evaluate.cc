@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <chrono>
 #include <map>
+#include <set>
 #include <cmath>
 #include <ctime>
 #include <filesystem>
@@ -60,19 +61,17 @@ Status CheckOutputPath(const std::string& key, const std::string& save, const st
 }
 
 // Checks the model's inputs and an explicit `requested` batch against the one
-// batch rule (BatchSizeFor): a value that contradicts a fixed first dim is an
-// error rather than overridden.
-Status CheckBatchOption(const Model& model, int64_t requested) {
+// batch rule (BatchSizeFor): a value that contradicts a fixed sample axis is
+// an error rather than overridden. `axes`: each input's sample axis.
+Status CheckBatchOption(const Model& model, int64_t requested, const std::map<std::string, int>& axes) {
   for (const ValueInfo& v : model.graph.inputs) {
     if (!v.is_tensor) return Status::NotSupported("model input '" + v.name + "' is not a tensor");
-    if (!v.has_shape) continue;
-    if (v.dims.empty()) {
-      return Status::InvalidArgument("model input '" + v.name + "' is a scalar; eval needs inputs with a sample "
-                                     "(batch) axis first");
-    }
-    if (!v.dims[0].known()) continue;
-    if (v.dims[0].value == 0) return Status::InvalidArgument("model input '" + v.name + "' has a batch size of 0");
-    if (requested > 0 && requested != v.dims[0].value) {
+    auto axis = axes.find(v.name);
+    if (!v.has_shape || axis == axes.end() || axis->second < 0) continue;
+    const Dim& dim = v.dims[static_cast<size_t>(axis->second)];
+    if (!dim.known()) continue;
+    if (dim.value == 0) return Status::InvalidArgument("model input '" + v.name + "' has a batch size of 0");
+    if (requested > 0 && requested != dim.value) {
       return Status::InvalidArgument("batch " + std::to_string(requested) + " does not match model input '" +
                                      v.name + "', whose first dim is fixed: " + v.Describe() +
                                      " (leave the batch option out, or export the model with a dynamic batch dim)");
@@ -127,17 +126,6 @@ StatusOr<Tensor> DropPadding(const Tensor& t, int64_t batch, int64_t rows, const
                                    "multiple of the batch size)");
   }
   return SliceRows(t, 0, rows);
-}
-
-// Repeats the last sample of each input until the batch has `batch` rows.
-StatusOr<TensorMap> PadBatch(const TensorMap& feed, int64_t rows, int64_t batch) {
-  TensorMap padded;
-  for (const auto& [name, t] : feed) {
-    std::vector<Tensor> parts{t};
-    for (int64_t r = rows; r < batch; ++r) parts.push_back(SliceRows(t, rows - 1, 1));
-    SPARQ_ASSIGN_OR_RETURN(padded[name], ConcatRows(parts, "input '" + name + "'"));
-  }
-  return padded;
 }
 
 json NumberOrNull(double v) { return std::isfinite(v) ? json(v) : json(nullptr); }
@@ -258,21 +246,23 @@ StatusOr<TensorMap> FeedFor(const Model& model, const TensorMap& feed) {
   return out;
 }
 
-int64_t RowsOf(const TensorMap& batch) {
-  for (const auto& kv : batch)
-    if (kv.second.rank() > 0) return kv.second.dim(0);
-  return 0;
+// The fixed batch of `graph` fed by `data` (its sample axes; a source without
+// them: the model's own).
+int64_t FixedBatchOf(const Graph& graph, const BatchSource& data) {
+  return FixedBatchSizeOf(graph, data.sample_axes().empty() ? SampleAxes(graph) : data.sample_axes());
 }
 
 // Runs `exec` on one batch of `rows` samples (padded to `fixed` when the model
 // has a fixed batch) and returns `outputs` without the padding.
 StatusOr<std::vector<Tensor>> RunBatch(Executor& exec, int64_t fixed, const TensorMap& batch, int64_t rows,
+                                       const std::map<std::string, int>& axes,
                                        const std::vector<std::string>& outputs, double* seconds,
                                        std::vector<NodeProfile>* profile) {
-  SPARQ_ASSIGN_OR_RETURN(TensorMap feed, FeedFor(exec.model(), batch));
+  TensorMap padded;
   if (fixed > 0 && rows < fixed) {
-    SPARQ_ASSIGN_OR_RETURN(feed, PadBatch(feed, rows, fixed));
+    SPARQ_ASSIGN_OR_RETURN(padded, PadSamples(batch, axes, rows, fixed));
   }
+  SPARQ_ASSIGN_OR_RETURN(TensorMap feed, FeedFor(exec.model(), padded.empty() ? batch : padded));
   const int64_t run_rows = fixed > 0 ? fixed : rows;
   TensorMap outs;
   const auto start = Clock::now();
@@ -324,7 +314,7 @@ struct Evaluator::Impl {
 
   StatusOr<std::vector<Tensor>> RunReference(const TensorMap& batch, int64_t rows, int64_t done) {
     ++ref_batches;
-    auto out = RunBatch(*ref, ref_fixed, batch, rows, ref->output_names(), nullptr, nullptr);
+    auto out = RunBatch(*ref, ref_fixed, batch, rows, data.sample_axes(), ref->output_names(), nullptr, nullptr);
     if (!out.ok()) return out.status().WithContext("reference model, " + SampleRange(done, rows));
     return out;
   }
@@ -366,10 +356,10 @@ Status Evaluator::Impl::ReferencePass() {
   for (;;) {
     SPARQ_ASSIGN_OR_RETURN(bool more, next(&batch));
     if (!more) break;
-    const int64_t rows = RowsOf(batch);
+    const int64_t rows = data.SamplesIn(batch);
     if (r.batches == 0 && r.batch_size == 0) r.batch_size = rows;
     ++ref_batches;
-    auto results = RunBatch(*ref, ref_fixed, batch, rows, outputs, &r.model_seconds, nullptr);
+    auto results = RunBatch(*ref, ref_fixed, batch, rows, data.sample_axes(), outputs, &r.model_seconds, nullptr);
     if (!results.ok()) return results.status().WithContext("reference model, " + SampleRange(done, rows));
     if (labels.defined()) {
       SPARQ_RETURN_IF_ERROR(AddLabelCounts((*results)[0], labels, options.labels, done, rows,
@@ -425,7 +415,7 @@ StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const Model& reference, B
   auto created = Executor::Create(reference, impl.exec_options);
   if (!created.ok()) return created.status().WithContext("reference model");
   impl.ref = std::move(created).value();
-  impl.ref_fixed = FixedBatchSize(reference.graph);
+  impl.ref_fixed = FixedBatchOf(reference.graph, impl.data);
   SPARQ_RETURN_IF_ERROR(impl.ReferencePass());
   return ev;
 }
@@ -437,7 +427,7 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
   auto created = Executor::Create(candidate, impl.exec_options);
   if (!created.ok()) return created.status().WithContext(name);
   Executor& exec = **created;
-  const int64_t fixed = FixedBatchSize(candidate.graph);
+  const int64_t fixed = FixedBatchOf(candidate.graph, impl.data);
   const std::vector<std::string>& outputs = exec.output_names();
   if (outputs.empty()) return Status::InvalidArgument(name + ": the model has no outputs");
   std::vector<size_t> ref_index;  // for each output, the reference output it pairs with
@@ -471,7 +461,7 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
   for (size_t index = 0;; ++index) {
     SPARQ_ASSIGN_OR_RETURN(bool more, next(&batch));
     if (!more) break;
-    const int64_t rows = RowsOf(batch);
+    const int64_t rows = impl.data.SamplesIn(batch);
     if (index == 0 && report.batch_size == 0) report.batch_size = rows;
     const std::string samples = SampleRange(done, rows);
     node_times.clear();
@@ -479,7 +469,7 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
     const double batch_start_micros = SecondsSince(start) * 1e6;
     const std::clock_t cpu_start = std::clock();  // process CPU time, every thread
     auto results =
-        RunBatch(exec, fixed, batch, rows, outputs, &run_seconds, time_nodes ? &node_times : nullptr);
+        RunBatch(exec, fixed, batch, rows, impl.data.sample_axes(), outputs, &run_seconds, time_nodes ? &node_times : nullptr);
     batch_cpu_seconds.push_back(static_cast<double>(std::clock() - cpu_start) / CLOCKS_PER_SEC);
     report.model_seconds += run_seconds;
     batch_seconds.push_back(run_seconds);
@@ -554,7 +544,12 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
   if (!saved.empty()) {
     NamedTensors arrays;
     for (size_t i = 0; i < outputs.size(); ++i) {
-      SPARQ_ASSIGN_OR_RETURN(Tensor all, ConcatRows(saved[i], "output '" + outputs[i] + "'"));
+      // Along the output's own sample axis, written samples first (as data files hold them).
+      auto info = std::find_if(candidate.graph.outputs.begin(), candidate.graph.outputs.end(),
+                               [&](const ValueInfo& v) { return v.name == outputs[i]; });
+      const int axis = info == candidate.graph.outputs.end() ? 0 : OutputSampleAxis(candidate.graph, *info);
+      SPARQ_ASSIGN_OR_RETURN(Tensor all, ConcatAxis(saved[i], axis, "output '" + outputs[i] + "'"));
+      all = MoveAxisToFirst(all, axis);
       saved[i].clear();
       arrays.emplace_back(outputs[i], std::move(all));
     }
@@ -624,12 +619,15 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
     SPARQ_ASSIGN_OR_RETURN(ref_model, LoadModel(options.reference, load_options));
   }
   {
-    Status batch_ok = CheckBatchOption(model, options.batch);
+    std::set<std::string> pinned;
+    for (const auto& kv : options.constants) pinned.insert(kv.first);
+    Status batch_ok = CheckBatchOption(model, options.batch, SampleAxes(model.graph, pinned));
     if (!batch_ok.ok()) return batch_ok.WithContext(model_path);
   }
   DatasetOptions d;
   d.batch_size = options.batch;
   d.limit = options.limit;
+  d.constants = options.constants;
   SPARQ_ASSIGN_OR_RETURN(BatchSource data, OpenDataset(options.inputs, model.graph, d));
 
   EvaluateCallOptions call;

@@ -7,6 +7,7 @@ StatusOr<BatchSource> RecipeBatches(const std::string& path, const RecipeData& d
   DatasetOptions options;
   options.batch_size = data.batch_size;
   options.limit = limit;
+  options.constants = data.constants;
   if (!data.preprocess.IsIdentity()) {
     std::string input = data.input;
     if (input.empty()) {
@@ -18,7 +19,11 @@ StatusOr<BatchSource> RecipeBatches(const std::string& path, const RecipeData& d
     }
     options.transform = PreprocessTransform(data.preprocess, input);
   }
-  return OpenDataset(path, model.graph, options);
+  StatusOr<BatchSource> source = OpenDataset(path, model.graph, options);
+  if (!source.ok() && !data.constants.empty() && source.status().message().find("constant for input") == 0) {
+    return source.status().WithContext("data.constants");
+  }
+  return source;
 }
 
 double WeightSparsity(const Model& model) {

@@ -415,6 +415,28 @@ void RecipeParser::ParseData(MapReader m) {
                     " (one per channel each)");
   }
   p.Finish();
+
+  // constants: {input: value or [values]}; the model's inputs are checked
+  // when the data is opened.
+  YAML::Node constants = m.Get("constants");
+  MapReader c = m.Child("constants");
+  if (constants.IsMap()) {
+    for (auto it = constants.begin(); it != constants.end(); ++it) {
+      const std::string name = it->first.as<std::string>();
+      std::vector<double> values;
+      if (it->second.IsSequence()) {
+        if (c.Read(name, &values) && values.empty()) {
+          diag_.Error(c.LineOf(name), c.PathOf(name), "must hold at least one value");
+          continue;
+        }
+      } else {
+        double v = 0.0;
+        if (c.Read(name, &v)) values = {v};
+      }
+      if (!values.empty()) d.constants[name] = std::move(values);
+    }
+  }
+  c.Finish();
   m.Finish();
 }
 

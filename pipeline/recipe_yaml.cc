@@ -72,7 +72,17 @@ void EmitData(YAML::Emitter& e, const RecipeData& d) {
   if (!d.preprocess.mean.empty()) Numbers(e << YAML::Key << "mean" << YAML::Value, d.preprocess.mean);
   if (!d.preprocess.stddev.empty()) Numbers(e << YAML::Key << "std" << YAML::Value, d.preprocess.stddev);
   e << YAML::Key << "layout" << YAML::Value << RecipeEnumName(d.preprocess.layout);
-  e << YAML::EndMap << YAML::EndMap;
+  e << YAML::EndMap;
+  if (!d.constants.empty()) {
+    e << YAML::Key << "constants" << YAML::Value << YAML::BeginMap;
+    for (const auto& [name, values] : d.constants) {
+      e << YAML::Key << name << YAML::Value;
+      if (values.size() == 1) Num(e, values[0]);
+      else Numbers(e, values);
+    }
+    e << YAML::EndMap;
+  }
+  e << YAML::EndMap;
 }
 
 void EmitPrune(YAML::Emitter& e, const RecipePrune& p) {

@@ -425,7 +425,7 @@ Status CollectStatistics(Executor& dense_exec, Executor& pruned_exec, std::vecto
       dense_inputs[v] = t;
       return Status::OK();
     }));
-    if (!batch.empty() && batch.begin()->second.rank() > 0) rows_seen += batch.begin()->second.dim(0);
+    rows_seen += data.SamplesIn(batch);
     return RunAndTap(pruned_exec, batch, taps, [&](const std::string& v, const Tensor& xp) -> Status {
       const Tensor& xd = dense_inputs.at(v);
       if (xd.shape() != xp.shape()) {

@@ -2,10 +2,12 @@
 // and fold the opposite into the layer's bias (sparq/bias_correction.h).
 #include "sparq/bias_correction.h"
 
+#include <algorithm>
 #include <cmath>
 
 #include "graph/graph_editor.h"
 #include "quant/passes.h"
+#include "sparq/dataset.h"
 #include "sparq/executor.h"
 
 namespace sparq {
@@ -105,12 +107,14 @@ StatusOr<std::map<std::string, std::vector<float>>> MeasureBiasCorrection(const 
   // Each batch's mean weighs by its sample count.
   std::map<std::string, std::vector<double>> sums;
   int64_t samples = 0, batch_index = 0;
+  BatchSource samples_of;  // counts samples along each input's sample axis
+  samples_of.set_sample_axes(SampleAxes(input.graph));
   for (;;) {
     if (correction.max_samples > 0 && samples >= correction.max_samples) break;
     TensorMap batch;
     SPARQ_ASSIGN_OR_RETURN(bool more, batches(&batch));
     if (!more) break;
-    const int64_t n = !batch.empty() && batch.begin()->second.rank() > 0 ? batch.begin()->second.dim(0) : 1;
+    const int64_t n = std::max<int64_t>(1, samples_of.SamplesIn(batch));
     TensorMap outputs;
     SPARQ_RETURN_IF_ERROR(exec->Run(batch, &outputs).WithContext("bias correction batch " + std::to_string(batch_index)));
     for (const auto& [key, name] : mean_of) {

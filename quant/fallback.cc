@@ -72,15 +72,13 @@ QuantizeOptions AloneInInt8(const QuantizeOptions& options, const std::vector<st
 // is free to take them.
 constexpr int64_t kRankingRows = 8;
 TensorMap RankingBatch(const Graph& g, TensorMap batch) {
-  for (const ValueInfo& in : g.inputs) {
-    auto it = batch.find(in.name);
-    if (it == batch.end()) continue;
-    if (in.has_shape && !in.dims.empty() && in.dims[0].known()) return batch;  // a fixed batch size
-    if (it->second.rank() == 0 || it->second.dim(0) <= kRankingRows) return batch;
-  }
-  for (auto& [name, t] : batch)
-    if (t.rank() > 0 && t.dim(0) > kRankingRows) t = SliceRows(t, 0, kRankingRows);
-  return batch;
+  if (FixedBatchSize(g) > 0) return batch;  // a fixed batch size
+  // Along each input's own sample axis (a state [2, batch, 128]: axis 1);
+  // inputs without one are kept whole.
+  BatchSource samples_of;
+  samples_of.set_sample_axes(SampleAxes(g));
+  if (samples_of.SamplesIn(batch) <= kRankingRows) return batch;
+  return SliceSamples(batch, samples_of.sample_axes(), 0, kRankingRows);
 }
 
 void SortLowestFirst(std::vector<LayerSqnr>& v) {

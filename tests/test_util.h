@@ -60,5 +60,47 @@ inline Tensor RandomFloats(Shape shape, uint32_t seed, float lo = -1.0f, float h
   return t;
 }
 
+// A model with a scalar input and a recurrent-style state whose batch is
+// its axis 1 (as Silero-VAD's sr and state):
+//   x [N, 4], sr [] (float32), state [2, N, 4] -> y [N, 4], new_state [2, N, 4]
+//   y = x * sr + state[0] + 10 * state[1], new_state = 10 * state
+// With `unnamed_state_batch`, state's batch dim has no name ([2, ?, 4]).
+inline Model SampleAxisModel(bool unnamed_state_batch = false) {
+  Model m;
+  m.ir_version = 8;
+  m.opset_imports = {{"", 17}};
+  Graph& g = m.graph;
+  g.name = "sample_axis";
+  const Dim n{-1, "N"};
+  g.inputs.push_back(FloatInput("x", {n, {4, ""}}));
+  g.inputs.push_back(FloatInput("sr", {}));
+  g.inputs.push_back(FloatInput("state", {{2, ""}, unnamed_state_batch ? Dim{-1, ""} : n, {4, ""}}));
+  g.outputs.push_back(FloatInput("y", {n, {4, ""}}));
+  g.outputs.push_back(FloatInput("new_state", {{2, ""}, n, {4, ""}}));
+  g.initializers["zero"] = Tensor::FromVector<int64_t>({1}, {0});
+  g.initializers["one"] = Tensor::FromVector<int64_t>({1}, {1});
+  g.initializers["two"] = Tensor::FromVector<int64_t>({1}, {2});
+  g.initializers["ten"] = Tensor::Scalar<float>(10.0f);
+  g.nodes.push_back({"scale", "Mul", "", {"x", "sr"}, {"xs"}, {}, ""});
+  g.nodes.push_back({"s0", "Slice", "", {"state", "zero", "one", "zero"}, {"s0"}, {}, ""});
+  g.nodes.push_back({"s1", "Slice", "", {"state", "one", "two", "zero"}, {"s1"}, {}, ""});
+  g.nodes.push_back({"s1w", "Mul", "", {"s1", "ten"}, {"s1w"}, {}, ""});
+  g.nodes.push_back({"sum", "Add", "", {"s0", "s1w"}, {"sum"}, {}, ""});
+  g.nodes.push_back({"sq", "Squeeze", "", {"sum", "zero"}, {"sq"}, {}, ""});
+  g.nodes.push_back({"y", "Add", "", {"xs", "sq"}, {"y"}, {}, ""});
+  g.nodes.push_back({"new_state", "Mul", "", {"state", "ten"}, {"new_state"}, {}, ""});
+  return m;
+}
+
+// SampleAxisModel's y for samples x [S, 4] and state rows [S, 2, 4] (samples first).
+inline Tensor SampleAxisExpected(const Tensor& x, float sr, const Tensor& state_rows) {
+  Tensor y(DataType::kFloat32, x.shape());
+  for (int64_t s = 0; s < x.dim(0); ++s)
+    for (int64_t c = 0; c < 4; ++c)
+      y.data<float>()[s * 4 + c] = x.data<float>()[s * 4 + c] * sr + state_rows.data<float>()[(s * 2 + 0) * 4 + c] +
+                                   10.0f * state_rows.data<float>()[(s * 2 + 1) * 4 + c];
+  return y;
+}
+
 }  // namespace testing
 }  // namespace sparq

@@ -12,6 +12,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <string>
 #include <utility>
@@ -41,7 +42,10 @@ struct SPARQ_API EvalOptions {
   std::string inputs;        // dataset path (required)
   std::string labels;        // .npy (or one-array .npz) of integer class ids; "" = none
   std::string reference;     // reference model to compare against; "" = none
-  std::string save_outputs;  // .npz to write every graph output to; "" = none
+  // .npz to write every graph output to, samples along the first axis of
+  // each array (an output declared [2, batch, 128] is written [S, 2, 128]);
+  // "" = none
+  std::string save_outputs;
   // Samples per run. 0: the model's fixed first input dim, else 1. A value
   // that contradicts a fixed first dim is InvalidArgument.
   int64_t batch = 0;
@@ -53,6 +57,9 @@ struct SPARQ_API EvalOptions {
   std::string backend = "cpu";
   bool plan_memory = true;  // ExecutorOptions::plan_memory (`--no-memory-plan` turns it off, for comparisons)
   int64_t limit = 0; // evaluate at most this many samples; 0 = all
+  // Inputs pinned to one value for every batch (DatasetOptions::constants,
+  // `sparq eval --constant name=value`); default none.
+  std::map<std::string, std::vector<double>> constants;
   // Optional; called on the evaluating thread after each batch. A callback
   // taking `const EvalProgress&` fits too (it cannot cancel).
   std::function<void(EvalProgress&)> on_progress;

@@ -23,6 +23,7 @@
 
 #include <cstdint>
 #include <optional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -74,6 +75,9 @@ struct SPARQ_API RecipeData {
   int64_t evaluation_samples = 0;     // 0 = all samples
   int64_t batch_size = 32;            // >= 1
   Preprocess preprocess;
+  // Inputs pinned to one value for every batch (`constants: {sr: 16000}`,
+  // a list for a 1-D input): DatasetOptions::constants. Default none.
+  std::map<std::string, std::vector<double>> constants;
 };
 
 // Weight pruning (YAML section `prune`).

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <sstream>
+#include <tuple>
 
 #include "sparq/calibrate.h"
 #include "sparq/device.h"
@@ -212,6 +213,46 @@ TEST_F(CliTest, EvalRunsAndReports) {
 }
 
 // --boxes: output 0 read as a YOLO-style detector's [N, 4 + classes, anchors].
+// Issue 24: a scalar input (sample rate) and a state [2, N, 4] whose batch is
+// axis 1, fed from files that hold samples first; --constant pins the scalar.
+TEST_F(CliTest, EvalFeedsScalarAndStateInputsAndPinsConstants) {
+  ASSERT_TRUE(SaveModel(testing::SampleAxisModel(), path("vad.onnx")).ok());
+  const Tensor x = testing::RandomFloats({5, 4}, 1), state = testing::RandomFloats({5, 2, 4}, 2);
+  NamedTensors with_sr{{"x", x}, {"sr", Tensor::Scalar<float>(3.0f)}, {"state", state}};
+  ASSERT_TRUE(WriteNpz(path("with_sr.npz"), with_sr).ok());
+  NamedTensors no_sr{{"x", x}, {"state", state}};
+  ASSERT_TRUE(WriteNpz(path("no_sr.npz"), no_sr).ok());
+  const std::string eval = "eval " + path("vad.onnx") + " --inputs ";
+  for (const auto& [data, pin, sr] : {std::tuple{"with_sr.npz", "", 3.0f}, std::tuple{"no_sr.npz", " --constant sr=0.5", 0.5f}}) {
+    for (const char* batch : {"1", "3"}) {
+      SCOPED_TRACE(std::string(data) + " batch " + batch);
+      CliResult r = Run(eval + path(data) + pin + " --batch " + batch + " --save-outputs " + path("y.npz"));
+      ASSERT_EQ(r.exit_code, 0) << r.err;
+      auto saved = ReadArrays(path("y.npz"));
+      ASSERT_TRUE(saved.ok());
+      const Tensor expected = testing::SampleAxisExpected(x, sr, state);
+      const Tensor& y = (*saved)[0].second;
+      ASSERT_EQ(y.shape(), expected.shape());
+      for (int64_t i = 0; i < y.numel(); ++i) EXPECT_NEAR(y.data<float>()[i], expected.data<float>()[i], 1e-5);
+    }
+  }
+  EXPECT_NE(Run("eval --help").out.find("--constant"), std::string::npos);
+
+  // Never a silent result: a state fed [S, 4], a missing scalar, bad constants.
+  NamedTensors flat{{"x", x}, {"sr", Tensor::Scalar<float>(1.0f)}, {"state", x}};
+  ASSERT_TRUE(WriteNpz(path("flat.npz"), flat).ok());
+  ExpectError(eval + path("flat.npz"),
+              "array 'state' has shape [5, 4], model input 'state' expects float32[2, N, 4] (samples along the "
+              "file's first axis go to axis 1 of the input, so the file needs [S, 2, 4])");
+  ExpectError(eval + path("no_sr.npz"), "missing input 'sr' (float32[])");
+  ExpectError(eval + path("no_sr.npz") + " --constant sr=fast", "--constant: constant for input 'sr': 'fast' is not a number");
+  ExpectError(eval + path("no_sr.npz") + " --constant sr", "expected name=value");
+  ExpectError(eval + path("no_sr.npz") + " --constant sr=1,2", "constant for input 'sr': 2 values given");
+  ExpectError(eval + path("no_sr.npz") + " --constant rate=1", "constant for input 'rate': the model has no such input");
+  ExpectError(eval + path("no_sr.npz") + " --constant sr=1 --constant sr=2", "input 'sr' is pinned twice");
+  ExpectError(eval + path("with_sr.npz") + " --constant sr=1", "which is pinned to a constant");
+}
+
 TEST_F(CliTest, EvalMatchesDetectorBoxes) {
   Model det;
   det.ir_version = 8;

@@ -563,7 +563,12 @@ TEST(BatchSourceTest, OneFixedBatchRule) {
   EXPECT_EQ(FixedBatchSize(g), 0);
   EXPECT_EQ(BatchSizeFor(g, 32), 32);
   EXPECT_EQ(BatchSizeFor(g, 0), 1);
+  // Beside a dynamic batch, a fixed-shape input has no sample axis: it fixes nothing.
   g.inputs.push_back(testing::FloatInput("y", {{8, ""}, {4, ""}}));
+  EXPECT_EQ(FixedBatchSize(g), 0);
+  // A model whose inputs are all fixed runs their first dim at a time.
+  g.inputs.erase(g.inputs.begin());
+  g.inputs.push_back(testing::FloatInput("z", {{8, ""}, {2, ""}}));
   EXPECT_EQ(FixedBatchSize(g), 8);
   EXPECT_EQ(BatchSizeFor(g, 32), 8);
 }

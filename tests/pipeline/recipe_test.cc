@@ -492,6 +492,25 @@ TEST_F(RecipeTest, HintsForCommonMistakes) {
   EXPECT_TRUE(Parse(kMinimal + "prune:\nreport:\n").ok());
 }
 
+// Issue 24: a scalar input (a sample rate) pinned from the recipe.
+TEST_F(RecipeTest, DataConstantsParseAndRoundTrip) {
+  StatusOr<Recipe> r = Parse(kMinimal + "  constants: {sr: 16000, window: [1, 2.5]}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->data.constants.at("sr"), (std::vector<double>{16000}));
+  EXPECT_EQ(r->data.constants.at("window"), (std::vector<double>{1, 2.5}));
+  StatusOr<Recipe> again = ParseRecipe(RecipeToYaml(*r), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->data.constants, r->data.constants);
+  EXPECT_TRUE(Parse(kMinimal)->data.constants.empty());
+
+  const std::string message = ErrorOf(kMinimal + "  constants: {sr: fast, window: [], bad: {a: 1}}\n");
+  EXPECT_NE(message.find("data.constants.sr: expected a number"), std::string::npos) << message;
+  EXPECT_NE(message.find("data.constants.window: must hold at least one value"), std::string::npos) << message;
+  EXPECT_NE(message.find("data.constants.bad: expected a number"), std::string::npos) << message;
+  EXPECT_NE(ErrorOf(kMinimal + "  constants: [1]\n").find("data.constants: expected a map of keys"),
+            std::string::npos);
+}
+
 TEST_F(RecipeTest, WrongTypesAreErrors) {
   const std::string message = ErrorOf(kMinimal +                   // 1-4
                                       "  batch_size: lots\n"      // 5

@@ -30,6 +30,36 @@ Recipe MakeRecipe(const std::string& out_dir, const std::string& extra) {
   return r.ok() ? *r : Recipe{};
 }
 
+// Issue 24: a model with a scalar input pinned by data.constants and a state
+// [2, N, 4] whose batch is axis 1 calibrates, quantizes and evaluates.
+TEST(RunRecipe, ScalarPinnedByDataConstantsAndAStateWithItsBatchOnAxisOne) {
+  testing::TempDir dir;
+  ASSERT_TRUE(SaveModel(testing::SampleAxisModel(), dir.path("vad.onnx")).ok());
+  NamedTensors data{{"x", testing::RandomFloats({10, 4}, 1)}, {"state", testing::RandomFloats({10, 2, 4}, 2)}};
+  ASSERT_TRUE(WriteNpz(dir.path("data.npz"), data).ok());
+  const std::string head = "version: 1\nname: t\nmodel: " + dir.path("vad.onnx") + "\ndata:\n  calibration: " +
+                           dir.path("data.npz") + "\n  evaluation: " + dir.path("data.npz") +
+                           "\n  batch_size: 3\n";
+  const std::string tail = "output:\n  dir: " + dir.root() + "\n  overwrite: true\n" +
+                           "quantize:\n  calibration: {method: max}\n" +
+                           "evaluate:\n  metric: cosine\n  gate: {max_drop: 0.05}\n";
+  auto recipe = ParseRecipe(head + "  constants: {sr: 2}\n" + tail, dir.root(), "vad.yaml");
+  ASSERT_TRUE(recipe.ok()) << recipe.status().ToString();
+  auto report = RunRecipe(*recipe);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->eval_samples, 10);
+  EXPECT_TRUE(report->passed) << report->ToText();
+
+  // A constant the model cannot take is named with its key.
+  auto bad = ParseRecipe(head + "  constants: {sr: [1, 2]}\n" + tail, dir.root(), "vad.yaml");
+  ASSERT_TRUE(bad.ok());
+  auto failed = RunRecipe(*bad);
+  ASSERT_FALSE(failed.ok());
+  EXPECT_NE(failed.status().message().find("data.constants: constant for input 'sr': 2 values given"),
+            std::string::npos)
+      << failed.status().message();
+}
+
 TEST(RunRecipe, QuickstartPassesAndWritesEveryFile) {
   testing::TempDir dir;
   Recipe r = MakeRecipe(dir.root(), "evaluate:\n  metric: top1\n  gate: {max_drop: 0.5}\n");
