@@ -42,6 +42,10 @@ class ThreadPool;
 // What an executor gives a backend when it makes its context.
 struct BackendOptions {
   int threads = 0;  // CPU worker threads; 0 = one per hardware thread
+  // FP32 GEMMs and convolutions on tensor cores with TF32 inputs (10-bit
+  // mantissa products, float32 sums): about 6x faster on an H100/H200, within
+  // a TF32 tolerance of the reference instead of FP32's. The CPU ignores it.
+  bool allow_tf32 = false;
 };
 
 // Per-executor state of a backend, shared by every Run of that executor.

@@ -237,7 +237,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   impl->backend_name = backend->name();
   impl->plan_memory = options.plan_memory;
   {
-    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<BackendContext> context, backend->CreateContext({options.threads}));
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<BackendContext> context, backend->CreateContext({options.threads, options.allow_tf32}));
     impl->places.push_back({backend, std::move(context)});
   }
   impl->model = model;
@@ -285,7 +285,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
     const Backend* cpu = FindBackend("cpu");
     for (size_t p = 0; p < impl->places.size(); ++p)
       if (impl->places[p].backend == cpu) return static_cast<int>(p);
-    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<BackendContext> context, cpu->CreateContext({options.threads}));
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<BackendContext> context, cpu->CreateContext({options.threads, options.allow_tf32}));
     impl->places.push_back({cpu, std::move(context)});
     return static_cast<int>(impl->places.size() - 1);
   };

@@ -87,6 +87,10 @@ struct SPARQ_API ExecutorOptions {
   // laid out from each value's last use. Same results either way; runs
   // with RunOptions::extra_outputs or on_node_outputs are not planned.
   bool plan_memory = true;
+  // GPU backends: float32 MatMul / Gemm / Conv on tensor cores with TF32
+  // inputs (10-bit mantissa products, float32 sums; about 6x faster than
+  // exact FP32 on an H100/H200). Off: exact FP32. The CPU ignores it.
+  bool allow_tf32 = false;
   // How float16 models run; see Float16Execution.
   Float16Execution float16 = Float16Execution::kDefault;
   // Values the profile's rewrites must leave in the graph, whatever they

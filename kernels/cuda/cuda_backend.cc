@@ -186,9 +186,13 @@ class CudaBackend : public Backend {
   // Passes: the CPU's (Backend::Passes): every fused node they write has a
   // CUDA row (FusedConv, PointwiseDepthwise, Silu, HardSwishChain,
   // GeluErfChain, Attention, the QDQ-fused integer operators).
-  StatusOr<std::shared_ptr<BackendContext>> CreateContext(const BackendOptions&) const override {
+  // BackendOptions::allow_tf32 turns TF32 on for this context (the
+  // backend's own CudaBackendOptions may already have it on).
+  StatusOr<std::shared_ptr<BackendContext>> CreateContext(const BackendOptions& backend_options) const override {
     SPARQ_RETURN_IF_ERROR(Available());
-    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<CudaContext> ctx, CudaContext::Create(0, options_));
+    CudaBackendOptions options = options_;
+    options.allow_tf32 = options.allow_tf32 || backend_options.allow_tf32;
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<CudaContext> ctx, CudaContext::Create(0, options));
     return std::shared_ptr<BackendContext>(std::move(ctx));
   }
 

@@ -33,7 +33,8 @@
 namespace sparq {
 namespace cuda {
 
-// Options of the CUDA backend (not yet reachable from BackendOptions).
+// Options of the CUDA backend. allow_tf32 is also turned on per executor by
+// BackendOptions::allow_tf32 (ExecutorOptions::allow_tf32, `sparq eval --tf32`).
 struct CudaBackendOptions {
   // Float32 MatMul / Gemm / Conv on tensor cores as TF32 (10-bit mantissa
   // products, float32 sums): about 6x faster than exact FP32 on an H200, and
