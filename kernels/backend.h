@@ -67,6 +67,30 @@ class BackendContext {
   // Waits for everything queued on this context.
   virtual Status Synchronize() { return Status::OK(); }
 
+  // Device graphs (CUDA graphs), optional; the default: not supported. An
+  // executor whose nodes all run on this context captures them once per
+  // input shapes and replays them (runtime/executor.cc, graph_capture.h):
+  //   BeginCapture   from now on the work this thread queues here is
+  //                  recorded, not run; buffers Allocate hands out until
+  //                  EndCapture are kept by the graph, so their addresses
+  //                  stay valid for every replay
+  //   EndCapture     the recorded work as one instantiated graph, owning
+  //                  those buffers (an opaque handle for Replay)
+  //   AbortCapture   ends a failed capture and drops what it recorded
+  //   Replay         queues one run of the graph (asynchronous, like a kernel)
+  // While capturing, work that needs the host (CopyToHost, Synchronize)
+  // fails with NotSupported: the executor then runs those shapes plainly.
+  virtual bool SupportsGraphCapture() const { return false; }
+  virtual Status BeginCapture() { return Status::NotSupported(device().ToString() + " does not capture graphs"); }
+  virtual StatusOr<std::shared_ptr<void>> EndCapture() {
+    return Status::NotSupported(device().ToString() + " does not capture graphs");
+  }
+  virtual void AbortCapture() {}
+  virtual Status Replay(const void* graph) {
+    (void)graph;
+    return Status::NotSupported(device().ToString() + " does not capture graphs");
+  }
+
   // A tensor of `type` and `shape` on device(), contents unspecified.
   StatusOr<Tensor> AllocateTensor(DataType type, Shape shape);
 };
