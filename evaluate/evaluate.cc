@@ -568,6 +568,7 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
     report.trace = call.trace;
   }
   if (call.list_kernels) report.node_kernels = exec.NodeKernels();
+  report.graphs = exec.GraphCapture();
   for (auto& kv : op_times) report.op_profile.push_back(std::move(kv.second));
   std::stable_sort(report.op_profile.begin(), report.op_profile.end(),
                    [](const OpProfile& a, const OpProfile& b) { return a.seconds > b.seconds; });
@@ -673,7 +674,15 @@ std::string EvalReport::ToText() const {
                               FormatDouble("%.3f s", model_seconds) + " in the model, " +
                               FormatDouble("%.3f s", wall_seconds) + " total, " + std::to_string(threads) +
                               " threads)"});
-  if (allow_tf32) t.AddRow({"Float32 math", "TF32 on a GPU's tensor cores (--tf32)"});
+  if (backend != "cpu" && backend != "reference") {
+    std::string g = graphs.why_not.empty()
+                        ? std::to_string(graphs.replays) + " runs replayed, " + std::to_string(graphs.captured) +
+                              (graphs.captured == 1 ? " graph" : " graphs")
+                        : "not used: " + graphs.why_not;
+    for (const std::string& d : graphs.declined) g += "; capture failed: " + d;
+    t.AddRow({"CUDA graphs", g});
+  }
+  if (allow_tf32) t.AddRow({"Float32 math", "TF32 on a GPU backend's tensor cores (--tf32; the CPU ignores it)"});
   if (latency.timed_batches > 0) {
     t.AddRow({"Latency per batch", FormatDouble("p50 %.3f ms, ", latency.p50_seconds * 1e3) +
                                        FormatDouble("p90 %.3f ms, ", latency.p90_seconds * 1e3) +
@@ -750,6 +759,12 @@ std::string EvalReport::ToJson() const {
   j["threads"] = threads;
   j["backend"] = backend;
   if (allow_tf32) j["allow_tf32"] = true;
+  if (backend != "cpu" && backend != "reference") {
+    j["cuda_graphs"] = {{"captured", graphs.captured},
+                        {"replays", graphs.replays},
+                        {"not_used", graphs.why_not},
+                        {"declined", graphs.declined}};
+  }
   j["model_seconds"] = model_seconds;
   j["wall_seconds"] = wall_seconds;
   j["samples_per_second"] = samples_per_second();

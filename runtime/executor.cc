@@ -115,6 +115,10 @@ struct GraphState {
   std::vector<std::pair<size_t, Tensor>> downloads;  // (download step, the device value it reads)
 };
 
+// Input shapes an executor keeps graphs for; runs at further shapes run node
+// by node (each graph keeps every buffer its run used).
+constexpr size_t kMaxGraphShapes = 16;
+
 // The key of a GraphState: every run input's type and shape.
 using GraphKey = std::vector<std::pair<DataType, Shape>>;
 
@@ -739,6 +743,10 @@ Status Executor::Impl::RunGraph(std::vector<Tensor> values, TensorMap* outputs) 
   for (const ValueInfo& v : g.initializer_inputs) {
     const Tensor& t = values[slot_of.at(v.name)];
     key.emplace_back(t.defined() ? t.dtype() : DataType::kUndefined, t.defined() ? t.shape() : Shape{});
+  }
+  auto found = graphs.find(key);
+  if (found == graphs.end() && graphs.size() >= kMaxGraphShapes) {
+    return RunSteps(std::move(values), outputs, RunOptions{}, nullptr);  // each graph keeps its buffers: bounded
   }
   GraphState& state = graphs[key];
   if (!state.graph && (state.plain_runs == 0 || !state.declined.empty())) {

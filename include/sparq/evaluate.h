@@ -140,6 +140,9 @@ struct SPARQ_API EvalReport {
   int threads = 0;
   std::string backend;  // the backend that ran the model ("cpu", "reference", "cuda", ...)
   bool allow_tf32 = false;  // EvalOptions::allow_tf32 was on (in the JSON only when true)
+  // How the model's runs used device graphs (Executor::GraphCapture); shown
+  // (text and JSON "cuda_graphs") for backends other than cpu and reference.
+  GraphCaptureInfo graphs;
   double model_seconds = 0.0;  // time spent running the model (not the reference, not I/O)
   double wall_seconds = 0.0;
   double samples_per_second() const { return model_seconds > 0 ? static_cast<double>(samples) / model_seconds : 0.0; }

@@ -99,7 +99,9 @@ struct SPARQ_API ExecutorOptions {
   // copy the inputs into the graph's fixed device buffers and replay it.
   // Runs with a profile, RunOptions::extra_outputs or on_node_outputs run
   // node by node. A capture that fails (a node that needs the host) makes
-  // those shapes run node by node, with the reason in GraphCapture(). Runs
+  // those shapes run node by node, with the reason in GraphCapture(). Graphs
+  // are kept for the first 16 input shapes (each holds its run's buffers);
+  // runs at further shapes run node by node. Runs
   // of one executor that can capture take turns (they share one stream).
   // No effect on the CPU.
   bool cuda_graphs = true;

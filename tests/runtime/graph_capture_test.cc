@@ -19,9 +19,12 @@
 #include "kernels/backend.h"
 #include "kernels/registry.h"
 #include "runtime/graph_capture.h"
+#include "sparq/calibrate.h"
+#include "sparq/evaluate.h"
 #include "sparq/executor.h"
 #include "sparq/npy.h"
 #include "sparq/onnx_io.h"
+#include "sparq/quantize.h"
 
 namespace sparq {
 namespace {
@@ -82,7 +85,7 @@ TEST(GraphCaptureRule, DeclinesWithReasons) {
 }
 
 // ---------------------------------------------------------------------------
-// "replaying": every op of the digits model, on cpu:2, with capture.
+// "replaying": every op of the CPU rows, on cpu:2, with capture.
 
 const std::string kDigits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
 const Device kThirdHost{DeviceType::kCpu, 2};
@@ -232,10 +235,15 @@ class ReplayingBackend : public Backend {
   KernelRegistry rows_;
 };
 
-ReplayingBackend* RegisterReplayingOnce(const Model& model) {
+// Every op of the CPU rows (the deployment profile's fused ones included).
+ReplayingBackend* RegisterReplayingOnce(const Model&) {
   static ReplayingBackend* registered = [&] {
     std::set<std::string> ops;
-    for (const Node& n : model.graph.nodes) ops.insert(n.op_type);
+    for (const std::string& op : KernelRegistry::Default().OpTypes()) ops.insert(op);
+    for (const char* op : {"Attention", "ConcatLut", "DequantizeConcat", "FusedConv", "GeluErfChain", "HardSwishChain",
+                           "MatMulIntegerToFloat", "PointwiseDepthwise", "QLinearAdd", "QLinearConvLut", "QLinearLut",
+                           "QLinearMul", "Silu"})
+      ops.insert(op);  // sparq's fused operators
     auto backend = std::make_shared<ReplayingBackend>(ops);
     EXPECT_TRUE(RegisterBackend(backend).ok());
     return backend.get();
@@ -318,6 +326,44 @@ TEST(GraphCapture, ReplaysGiveThePlainRunsBits) {
   EXPECT_EQ(context->replays, 6);
 }
 
+TEST(GraphCapture, Int8DeploymentReplaysGiveTheCpusBits) {
+  auto model = LoadModel(kDigits + "digits_cnn.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  RegisterReplayingOnce(*model);
+  std::vector<TensorMap> calib = Feeds(*model, 4, 8);
+  size_t next = 0;
+  CalibrationOptions copt;
+  copt.method = CalibrationMethod::kMax;
+  copt.threads = 1;
+  auto table = Calibrate(*model, [&](TensorMap* batch) -> StatusOr<bool> {
+    if (next == calib.size()) return false;
+    *batch = calib[next++];
+    return true;
+  }, copt);
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  auto qdq = QuantizeModel(*model, *table, QuantizeOptions{}, nullptr);
+  ASSERT_TRUE(qdq.ok()) << qdq.status().ToString();
+  ExecutorOptions cpu_options;
+  cpu_options.threads = 1;
+  cpu_options.profile = GraphProfile::kDeployment;
+  ExecutorOptions options = cpu_options;
+  options.backend = "replaying";
+  auto cpu = Executor::Create(*qdq, cpu_options);
+  auto exec = Executor::Create(*qdq, options);
+  ASSERT_TRUE(cpu.ok() && exec.ok());
+  ASSERT_EQ((*exec)->GraphCapture().why_not, "");
+  int i = 0;
+  for (const TensorMap& feed : Feeds(*qdq, 4, 5)) {
+    TensorMap want, got;
+    ASSERT_TRUE((*cpu)->Run(feed, &want).ok());
+    Status st = (*exec)->Run(feed, &got);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    ExpectEqualMaps(want, got, "int8 run " + std::to_string(i++));
+  }
+  EXPECT_EQ((*exec)->GraphCapture().captured, 1);
+  EXPECT_EQ((*exec)->GraphCapture().replays, 3);
+}
+
 TEST(GraphCapture, FailedCaptureRunsPlainlyWithAReason) {
   auto model = LoadModel(kDigits + "digits_cnn.onnx");
   ASSERT_TRUE(model.ok()) << model.status().ToString();
@@ -355,6 +401,30 @@ TEST(GraphCapture, FailedCaptureRunsPlainlyWithAReason) {
     ASSERT_TRUE((*off)->Run(feed, &got).ok());
   }
   EXPECT_EQ(backend->last_context->captures, 0);
+}
+
+TEST(GraphCapture, EvalReportSaysHowGraphsWereUsed) {
+  auto model = LoadModel(kDigits + "digits_cnn.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  RegisterReplayingOnce(*model);
+  EvalOptions options;
+  options.inputs = kDigits + "eval.npz";
+  options.backend = "replaying";
+  options.batch = 4;
+  options.limit = 24;  // six batches of 4: plain, capture, four replays (plus the reference-free warm-up counts)
+  options.threads = 1;
+  auto report = Evaluate(kDigits + "digits_cnn.onnx", options);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->graphs.why_not, "");
+  EXPECT_EQ(report->graphs.captured, 1);
+  EXPECT_EQ(report->graphs.replays, 5);
+  EXPECT_NE(report->ToJson().find("\"cuda_graphs\""), std::string::npos);
+  EXPECT_NE(report->ToText().find("5 runs replayed, 1 graph"), std::string::npos) << report->ToText();
+
+  options.backend = "cpu";
+  auto cpu = Evaluate(kDigits + "digits_cnn.onnx", options);
+  ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+  EXPECT_EQ(cpu->ToJson().find("cuda_graphs"), std::string::npos);
 }
 
 }  // namespace
