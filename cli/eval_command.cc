@@ -42,6 +42,9 @@ RunFn AddEvalCommand(CLI::App& app) {
                   "is there, else cpu), reference (kernels/ref alone). Nodes the backend cannot run go to the CPU, "
                   "with copies between devices (listed by --verbose)")
       ->check(CLI::IsMember({"cpu", "cuda", "auto", "reference"}));
+  sub->add_flag("--tf32", args->options.allow_tf32,
+                "On a GPU backend, run float32 MatMul / Gemm / Conv on tensor cores with TF32 inputs (10-bit "
+                "mantissa products: about 6x faster on an H100/H200, less exact); the CPU ignores it");
   sub->add_flag("--no-memory-plan", [args](int64_t) { args->options.plan_memory = false; },
                 "Give every node output a buffer of its own instead of one arena per run planned per input shapes "
                 "(same results; for comparing speed and memory)");

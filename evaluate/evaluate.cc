@@ -391,6 +391,7 @@ StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(BatchSource data, Evaluat
   impl->exec_options.threads = options.threads;
   impl->exec_options.backend = options.reference_kernels ? "reference" : options.backend;
   impl->exec_options.plan_memory = options.plan_memory;
+  impl->exec_options.allow_tf32 = options.allow_tf32;
   impl->exec_options.profile =
       !options.reference_kernels || options.fused_graph ? GraphProfile::kDeployment : GraphProfile::kAsWritten;
   impl->exec_options.float16 = options.fp16_as_fp32 ? Float16Execution::kFloat32 : Float16Execution::kDefault;
@@ -444,6 +445,7 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
   report.batch_size = fixed > 0 ? fixed : impl.data.batch_size();
   report.threads = exec.num_threads();
   report.backend = exec.backend();
+  report.allow_tf32 = impl.exec_options.allow_tf32;
   report.has_labels = impl.labels.defined();
   report.has_reference = impl.ref != nullptr;
   report.task = ReferenceMetrics(impl.options.boxes);
@@ -561,6 +563,7 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
     report.trace = call.trace;
   }
   if (call.list_kernels) report.node_kernels = exec.NodeKernels();
+  report.graphs = exec.GraphCapture();
   for (auto& kv : op_times) report.op_profile.push_back(std::move(kv.second));
   std::stable_sort(report.op_profile.begin(), report.op_profile.end(),
                    [](const OpProfile& a, const OpProfile& b) { return a.seconds > b.seconds; });
@@ -605,6 +608,7 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
   eo.threads = options.threads;
   eo.backend = options.backend;
   eo.plan_memory = options.plan_memory;
+  eo.allow_tf32 = options.allow_tf32;
   eo.reference_kernels = options.reference_kernels;
   eo.fused_graph = options.fused_graph;
   eo.fp16_as_fp32 = options.fp16_as_fp32;
@@ -668,6 +672,15 @@ std::string EvalReport::ToText() const {
                               FormatDouble("%.3f s", model_seconds) + " in the model, " +
                               FormatDouble("%.3f s", wall_seconds) + " total, " + std::to_string(threads) +
                               " threads)"});
+  if (backend != "cpu" && backend != "reference") {
+    std::string g = graphs.why_not.empty()
+                        ? std::to_string(graphs.replays) + " runs replayed, " + std::to_string(graphs.captured) +
+                              (graphs.captured == 1 ? " graph" : " graphs")
+                        : "not used: " + graphs.why_not;
+    for (const std::string& d : graphs.declined) g += "; capture failed: " + d;
+    t.AddRow({"CUDA graphs", g});
+  }
+  if (allow_tf32) t.AddRow({"Float32 math", "TF32 on a GPU backend's tensor cores (--tf32; the CPU ignores it)"});
   if (latency.timed_batches > 0) {
     t.AddRow({"Latency per batch", FormatDouble("p50 %.3f ms, ", latency.p50_seconds * 1e3) +
                                        FormatDouble("p90 %.3f ms, ", latency.p90_seconds * 1e3) +
@@ -743,6 +756,13 @@ std::string EvalReport::ToJson() const {
   j["batch_size"] = batch_size;
   j["threads"] = threads;
   j["backend"] = backend;
+  if (allow_tf32) j["allow_tf32"] = true;
+  if (backend != "cpu" && backend != "reference") {
+    j["cuda_graphs"] = {{"captured", graphs.captured},
+                        {"replays", graphs.replays},
+                        {"not_used", graphs.why_not},
+                        {"declined", graphs.declined}};
+  }
   j["model_seconds"] = model_seconds;
   j["wall_seconds"] = wall_seconds;
   j["samples_per_second"] = samples_per_second();

@@ -42,6 +42,10 @@ class ThreadPool;
 // What an executor gives a backend when it makes its context.
 struct BackendOptions {
   int threads = 0;  // CPU worker threads; 0 = one per hardware thread
+  // FP32 GEMMs and convolutions on tensor cores with TF32 inputs (10-bit
+  // mantissa products, float32 sums): about 6x faster on an H100/H200, within
+  // a TF32 tolerance of the reference instead of FP32's. The CPU ignores it.
+  bool allow_tf32 = false;
 };
 
 // Per-executor state of a backend, shared by every Run of that executor.
@@ -62,6 +66,30 @@ class BackendContext {
   virtual Status CopyToHost(const void* device, void* host, size_t bytes) = 0;
   // Waits for everything queued on this context.
   virtual Status Synchronize() { return Status::OK(); }
+
+  // Device graphs (CUDA graphs), optional; the default: not supported. An
+  // executor whose nodes all run on this context captures them once per
+  // input shapes and replays them (runtime/executor.cc, graph_capture.h):
+  //   BeginCapture   from now on the work this thread queues here is
+  //                  recorded, not run; buffers Allocate hands out until
+  //                  EndCapture are kept by the graph, so their addresses
+  //                  stay valid for every replay
+  //   EndCapture     the recorded work as one instantiated graph, owning
+  //                  those buffers (an opaque handle for Replay)
+  //   AbortCapture   ends a failed capture and drops what it recorded
+  //   Replay         queues one run of the graph (asynchronous, like a kernel)
+  // While capturing, work that needs the host (CopyToHost, Synchronize)
+  // fails with NotSupported: the executor then runs those shapes plainly.
+  virtual bool SupportsGraphCapture() const { return false; }
+  virtual Status BeginCapture() { return Status::NotSupported(device().ToString() + " does not capture graphs"); }
+  virtual StatusOr<std::shared_ptr<void>> EndCapture() {
+    return Status::NotSupported(device().ToString() + " does not capture graphs");
+  }
+  virtual void AbortCapture() {}
+  virtual Status Replay(const void* graph) {
+    (void)graph;
+    return Status::NotSupported(device().ToString() + " does not capture graphs");
+  }
 
   // A tensor of `type` and `shape` on device(), contents unspecified.
   StatusOr<Tensor> AllocateTensor(DataType type, Shape shape);

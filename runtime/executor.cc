@@ -10,6 +10,7 @@
 #include "kernels/backend.h"
 #include "kernels/parallel.h"
 #include "kernels/registry.h"
+#include "runtime/graph_capture.h"
 #include "runtime/memory_plan.h"
 #include "runtime/passes/fp16_lowering.h"
 #include "runtime/passes/passes.h"
@@ -104,6 +105,23 @@ bool Views(const Tensor& out, const Tensor& in) {
   return o >= b && o < b + in.nbytes();
 }
 
+// A captured device graph for one set of input shapes and types, with the
+// fixed device buffers its inputs are copied into and its outputs read from.
+struct GraphState {
+  int64_t plain_runs = 0;           // runs before the capture (the first runs node by node)
+  std::string declined;             // why the capture failed ("" = not failed)
+  std::shared_ptr<void> graph;      // BackendContext::EndCapture's graph (owns the run's buffers)
+  std::vector<std::pair<size_t, Tensor>> uploads;    // (upload step, its fixed device buffer)
+  std::vector<std::pair<size_t, Tensor>> downloads;  // (download step, the device value it reads)
+};
+
+// Input shapes an executor keeps graphs for; runs at further shapes run node
+// by node (each graph keeps every buffer its run used).
+constexpr size_t kMaxGraphShapes = 16;
+
+// The key of a GraphState: every run input's type and shape.
+using GraphKey = std::vector<std::pair<DataType, Shape>>;
+
 int64_t NodeOpset(const Model& model, const Node& node) {
   int64_t v = model.opset(node.domain);
   // Some exporters leave out the import of the default domain; ONNX then means
@@ -135,6 +153,21 @@ struct Executor::Impl {
   std::map<std::vector<Shape>, std::shared_ptr<const MemoryPlan>> plans;
   std::vector<std::vector<int>> step_outputs;  // per step: the slots it writes
   bool plan_memory = true;                     // ExecutorOptions::plan_memory
+  // Device graphs (graph_capture.h): whether the steps can be captured, and
+  // the graphs by input types and shapes. Declared after `places`, so graphs
+  // go before the context that made them. graph_mu also serializes the Runs
+  // of a capturable executor (they share one stream).
+  Status capture_rule = Status::NotSupported("not checked");
+  mutable std::mutex graph_mu;
+  std::map<GraphKey, GraphState> graphs;
+  int64_t graph_replays = 0;
+  std::vector<std::string> graph_declined;
+
+  Status RunSteps(std::vector<Tensor> values, TensorMap* outputs, const RunOptions& options,
+                  std::vector<NodeProfile>* profile);
+  Status RunGraph(std::vector<Tensor> values, TensorMap* outputs);
+  Status Capture(GraphState& state, std::vector<Tensor> values);
+  Status RunNode(size_t i, std::vector<Tensor>& values);
 
   int Slot(const std::string& name, Device device = Device{}) {
     auto it = slot_of.find(name);
@@ -230,6 +263,17 @@ StatusOr<const KernelDef*> SelectRow(const KernelRegistry& rows, const Graph& g,
 
 }  // namespace
 
+GraphCaptureInfo Executor::GraphCapture() const {
+  GraphCaptureInfo info;
+  if (!impl_->capture_rule.ok()) info.why_not = impl_->capture_rule.message();
+  std::lock_guard<std::mutex> lock(impl_->graph_mu);
+  for (const auto& kv : impl_->graphs)
+    if (kv.second.graph) ++info.captured;
+  info.replays = impl_->graph_replays;
+  info.declined = impl_->graph_declined;
+  return info;
+}
+
 StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const ExecutorOptions& options) {
   SPARQ_RETURN_IF_ERROR(CheckSupported(model));
   SPARQ_ASSIGN_OR_RETURN(const Backend* backend, ResolveBackend(options.backend));
@@ -237,7 +281,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   impl->backend_name = backend->name();
   impl->plan_memory = options.plan_memory;
   {
-    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<BackendContext> context, backend->CreateContext({options.threads}));
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<BackendContext> context, backend->CreateContext({options.threads, options.allow_tf32}));
     impl->places.push_back({backend, std::move(context)});
   }
   impl->model = model;
@@ -285,7 +329,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
     const Backend* cpu = FindBackend("cpu");
     for (size_t p = 0; p < impl->places.size(); ++p)
       if (impl->places[p].backend == cpu) return static_cast<int>(p);
-    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<BackendContext> context, cpu->CreateContext({options.threads}));
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<BackendContext> context, cpu->CreateContext({options.threads, options.allow_tf32}));
     impl->places.push_back({cpu, std::move(context)});
     return static_cast<int>(impl->places.size() - 1);
   };
@@ -380,6 +424,37 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   for (const auto& kv : impl->device_constants) impl->keep[kv.first] = true;
   for (const auto& kv : impl->output_slot) impl->keep[kv.second] = true;
   for (const Step& step : impl->steps) impl->step_outputs.push_back(step.outputs);
+
+  // Can the steps run as one device graph?
+  if (!options.cuda_graphs) {
+    impl->capture_rule = Status::NotSupported("ExecutorOptions::cuda_graphs is off");
+  } else {
+    CaptureLayout layout;
+    layout.context_supports_capture = impl->places[0].context->SupportsGraphCapture();
+    layout.graph_input.assign(slots, false);
+    layout.constant.assign(slots, false);
+    layout.on_device.assign(slots, false);
+    layout.slot_name.assign(slots, "");
+    for (const auto& kv : impl->slot_of) layout.slot_name[kv.second] = kv.first;
+    for (const auto& name : impl->input_names) layout.graph_input[impl->slot_of[name]] = true;
+    for (const auto& kv : g.initializers)
+      if (!overridable.count(kv.first)) layout.constant[impl->slot_of[kv.first]] = true;
+    for (const auto& kv : impl->device_constants) layout.constant[kv.first] = true;
+    const Device device = impl->places[0].context->device();
+    for (size_t s = 0; s < slots; ++s) layout.on_device[s] = impl->slot_device[s] == device;
+    if (device == Device{}) layout.context_supports_capture = false;  // the CPU itself: nothing to capture
+    for (const Step& step : impl->steps) {
+      CaptureStep c;
+      c.kind = step.node >= 0 ? CaptureStep::Kind::kNode
+                              : (step.to_host ? CaptureStep::Kind::kDownload : CaptureStep::Kind::kUpload);
+      c.place = step.place;
+      c.label = step.node >= 0 ? g.nodes[step.node].Describe() : step.label;
+      c.inputs = step.inputs;
+      c.outputs = step.outputs;
+      layout.steps.push_back(std::move(c));
+    }
+    impl->capture_rule = CheckCapturable(layout);
+  }
   return std::unique_ptr<Executor>(new Executor(std::move(impl)));
 }
 
@@ -432,6 +507,19 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
     if (it != inputs.end()) values[im.slot_of.at(v.name)] = it->second;
   }
 
+  if (!im.capture_rule.ok()) return im.RunSteps(std::move(values), outputs, options, profile);
+  std::lock_guard<std::mutex> lock(im.graph_mu);  // runs that may capture share one stream: one at a time
+  if (!options.extra_outputs.empty() || options.on_node_outputs || profile != nullptr) {
+    return im.RunSteps(std::move(values), outputs, options, profile);
+  }
+  return im.RunGraph(std::move(values), outputs);
+}
+
+// Node by node: every step in order, host outputs in the memory plan.
+Status Executor::Impl::RunSteps(std::vector<Tensor> values, TensorMap* outputs, const RunOptions& options,
+                                std::vector<NodeProfile>* profile) {
+  Impl& im = *this;
+  const Graph& g = im.model.graph;
   std::vector<bool> keep = im.keep;
   for (const auto& name : options.extra_outputs) {
     auto it = im.slot_of.find(name);
@@ -581,6 +669,128 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
     }
     (*outputs)[name] = std::move(t);
   }
+  return Status::OK();
+}
+
+// One node step on its context, its outputs into `values` (the capture's
+// loop: no profile, no arena, no callbacks).
+Status Executor::Impl::RunNode(size_t i, std::vector<Tensor>& values) {
+  const Step& step = steps[i];
+  BackendContext& context = *places[step.place].context;
+  const Node& n = model.graph.nodes[step.node];
+  std::vector<const Tensor*> ins;
+  ins.reserve(step.inputs.size());
+  for (int s : step.inputs) {
+    if (s >= 0 && !values[s].defined()) {
+      return Status::Internal(n.Describe() + ": input value '" + n.inputs[ins.size()] + "' was not computed");
+    }
+    ins.push_back(s < 0 ? nullptr : &values[s]);
+  }
+  OpContext ctx(n, step.opset, std::move(ins), context);
+  ctx.set_prepared(step.prepared.get());
+  SPARQ_RETURN_IF_ERROR(step.kernel->fn(ctx));
+  for (size_t k = 0; k < step.outputs.size(); ++k) {
+    const int s = step.outputs[k];
+    if (s < 0) continue;
+    if (!ctx.outputs()[k].defined() || ctx.outputs()[k].device() != context.device()) {
+      return Status::Internal(n.Describe() + ": kernel '" + step.kernel->name + "' left output '" + n.outputs[k] +
+                              "' undefined or off its device");
+    }
+    values[s] = ctx.outputs()[k];
+  }
+  return Status::OK();
+}
+
+// Captures the node steps into one graph for `state`'s shapes: the uploads
+// first, into device buffers kept by `state`, then every node step between
+// BeginCapture and EndCapture (nothing runs; the buffers the nodes take are
+// kept by the graph), then the values the downloads read. Errors leave
+// `state` without a graph.
+Status Executor::Impl::Capture(GraphState& state, std::vector<Tensor> values) {
+  BackendContext& context = *places[0].context;
+  std::vector<std::pair<size_t, Tensor>> uploads;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& step = steps[i];
+    if (step.node >= 0 || step.to_host) continue;
+    const Tensor& host = values[step.inputs[0]];
+    if (!host.defined()) return Status::Internal("copy " + step.label + ": no input value");
+    SPARQ_ASSIGN_OR_RETURN(Tensor device, CopyTensorToDevice(context, host));
+    values[step.outputs[0]] = device;
+    uploads.emplace_back(i, std::move(device));
+  }
+  SPARQ_RETURN_IF_ERROR(context.BeginCapture());
+  for (size_t i = 0; i < steps.size(); ++i) {
+    if (steps[i].node < 0) continue;
+    Status st = RunNode(i, values);
+    if (!st.ok()) {
+      context.AbortCapture();
+      return st;
+    }
+  }
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<void> graph, context.EndCapture());
+  std::vector<std::pair<size_t, Tensor>> downloads;
+  for (size_t i = 0; i < steps.size(); ++i) {
+    const Step& step = steps[i];
+    if (step.node >= 0 || !step.to_host) continue;
+    if (!values[step.inputs[0]].defined()) return Status::Internal("copy " + step.label + ": the value was not computed");
+    downloads.emplace_back(i, values[step.inputs[0]]);
+  }
+  state.graph = std::move(graph);
+  state.uploads = std::move(uploads);
+  state.downloads = std::move(downloads);
+  return Status::OK();
+}
+
+// A run that may use a device graph (graph_mu held): the first run at these
+// input types and shapes runs node by node, the second captures, every run
+// from then on copies its inputs into the graph's buffers and replays it.
+Status Executor::Impl::RunGraph(std::vector<Tensor> values, TensorMap* outputs) {
+  const Graph& g = model.graph;
+  GraphKey key;
+  for (const ValueInfo& v : g.inputs) {
+    const Tensor& t = values[slot_of.at(v.name)];
+    key.emplace_back(t.dtype(), t.shape());
+  }
+  for (const ValueInfo& v : g.initializer_inputs) {
+    const Tensor& t = values[slot_of.at(v.name)];
+    key.emplace_back(t.defined() ? t.dtype() : DataType::kUndefined, t.defined() ? t.shape() : Shape{});
+  }
+  auto found = graphs.find(key);
+  if (found == graphs.end() && graphs.size() >= kMaxGraphShapes) {
+    return RunSteps(std::move(values), outputs, RunOptions{}, nullptr);  // each graph keeps its buffers: bounded
+  }
+  GraphState& state = graphs[key];
+  if (!state.graph && (state.plain_runs == 0 || !state.declined.empty())) {
+    SPARQ_RETURN_IF_ERROR(RunSteps(std::move(values), outputs, RunOptions{}, nullptr));
+    ++state.plain_runs;
+    return Status::OK();
+  }
+  if (!state.graph) {
+    Status st = Capture(state, values);
+    if (!st.ok()) {
+      state.declined = st.message();
+      std::string shapes;
+      for (const auto& kv : key) shapes += (shapes.empty() ? "" : ", ") + ShapeToString(kv.second);
+      graph_declined.push_back("inputs " + shapes + ": " + st.message());
+      return RunSteps(std::move(values), outputs, RunOptions{}, nullptr);
+    }
+  }
+  BackendContext& context = *places[0].context;
+  for (auto& [i, device] : state.uploads) {
+    const Tensor& host = values[steps[i].inputs[0]];
+    if (host.nbytes() != device.nbytes()) return Status::Internal("copy " + steps[i].label + ": size changed");
+    SPARQ_RETURN_IF_ERROR(context.CopyFromHost(host.raw_data(), device.raw_data(), host.nbytes())
+                              .WithContext("copy " + steps[i].label));
+  }
+  SPARQ_RETURN_IF_ERROR(context.Replay(state.graph.get()));
+  ++graph_replays;
+  for (const auto& [i, device] : state.downloads) {
+    StatusOr<Tensor> host = CopyTensorToHost(context, device);
+    if (!host.ok()) return host.status().WithContext("copy " + steps[i].label);
+    values[steps[i].outputs[0]] = std::move(*host);
+  }
+  outputs->clear();
+  for (const auto& name : output_names) (*outputs)[name] = values[output_slot.at(name)];
   return Status::OK();
 }
 

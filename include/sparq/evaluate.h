@@ -56,6 +56,9 @@ struct SPARQ_API EvalOptions {
   // error. Ignored with reference_kernels.
   std::string backend = "cpu";
   bool plan_memory = true;  // ExecutorOptions::plan_memory (`--no-memory-plan` turns it off, for comparisons)
+  // ExecutorOptions::allow_tf32 (`--tf32`): float32 GEMMs and convolutions
+  // as TF32 on a GPU backend; said in the report. The CPU ignores it.
+  bool allow_tf32 = false;
   int64_t limit = 0; // evaluate at most this many samples; 0 = all
   // Inputs pinned to one value for every batch (DatasetOptions::constants,
   // `sparq eval --constant name=value`); default none.
@@ -143,6 +146,10 @@ struct SPARQ_API EvalReport {
   int64_t batch_size = 0;
   int threads = 0;
   std::string backend;  // the backend that ran the model ("cpu", "reference", "cuda", ...)
+  bool allow_tf32 = false;  // EvalOptions::allow_tf32 was on (in the JSON only when true)
+  // How the model's runs used device graphs (Executor::GraphCapture); shown
+  // (text and JSON "cuda_graphs") for backends other than cpu and reference.
+  GraphCaptureInfo graphs;
   double model_seconds = 0.0;  // time spent running the model (not the reference, not I/O)
   double wall_seconds = 0.0;
   double samples_per_second() const { return model_seconds > 0 ? static_cast<double>(samples) / model_seconds : 0.0; }
@@ -244,6 +251,7 @@ struct SPARQ_API EvaluatorOptions {
   int threads = 0;     // executor threads; 0 = one per hardware thread
   std::string backend = "cpu";  // as EvalOptions::backend
   bool plan_memory = true;      // as EvalOptions::plan_memory
+  bool allow_tf32 = false;      // as EvalOptions::allow_tf32
   // Executors as in EvalOptions: fast kernels with QDQ fused (default), or the
   // reference kernels (optionally on the fused graph).
   bool reference_kernels = false;

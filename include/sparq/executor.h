@@ -2,6 +2,7 @@
 // (kernels/backend.h: the CPU by default).
 #pragma once
 
+#include <cstdint>
 #include <functional>
 #include <map>
 #include <memory>
@@ -87,6 +88,23 @@ struct SPARQ_API ExecutorOptions {
   // laid out from each value's last use. Same results either way; runs
   // with RunOptions::extra_outputs or on_node_outputs are not planned.
   bool plan_memory = true;
+  // GPU backends: float32 MatMul / Gemm / Conv on tensor cores with TF32
+  // inputs (10-bit mantissa products, float32 sums; about 6x faster than
+  // exact FP32 on an H100/H200). Off: exact FP32. The CPU ignores it.
+  bool allow_tf32 = false;
+  // Replay device graphs (CUDA graphs) where the backend captures them
+  // (BackendContext::SupportsGraphCapture) and every node runs on it: the
+  // first Run at new input shapes runs node by node, the second captures
+  // the nodes into one graph (and replays it), later Runs at those shapes
+  // copy the inputs into the graph's fixed device buffers and replay it.
+  // Runs with a profile, RunOptions::extra_outputs or on_node_outputs run
+  // node by node. A capture that fails (a node that needs the host) makes
+  // those shapes run node by node, with the reason in GraphCapture(). Graphs
+  // are kept for the first 16 input shapes (each holds its run's buffers);
+  // runs at further shapes run node by node. Runs
+  // of one executor that can capture take turns (they share one stream).
+  // No effect on the CPU.
+  bool cuda_graphs = true;
   // How float16 models run; see Float16Execution.
   Float16Execution float16 = Float16Execution::kDefault;
   // Values the profile's rewrites must leave in the graph, whatever they
@@ -130,6 +148,17 @@ struct SPARQ_API NodeProfile {
   double start_micros = 0.0;  // when the node started, since the start of Run
 };
 
+// How an executor uses device graphs (Executor::GraphCapture).
+struct SPARQ_API GraphCaptureInfo {
+  // Empty when its steps can be captured (ExecutorOptions::cuda_graphs);
+  // else why not, e.g. "the backend does not capture graphs" on the CPU.
+  std::string why_not;
+  int64_t captured = 0;  // graphs captured, one per input shapes
+  int64_t replays = 0;   // runs that replayed a graph (the capturing run included)
+  // Captures that failed, each with its reason; those shapes run node by node.
+  std::vector<std::string> declined;
+};
+
 class SPARQ_API Executor {
  public:
   // Prepares `model` for running: resolves a kernel for every node. Errors:
@@ -161,6 +190,8 @@ class SPARQ_API Executor {
   const std::string& backend() const;
   // The kernel chosen for each node, in execution order.
   std::vector<NodeKernel> NodeKernels() const;
+  // Whether runs replay device graphs, and how often they did (thread-safe).
+  GraphCaptureInfo GraphCapture() const;
 
  private:
   struct Impl;

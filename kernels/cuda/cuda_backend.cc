@@ -1,5 +1,6 @@
 // The CUDA backend: CudaContext (stream, library handles, buffer pool) and
 // CudaBackend (name "cuda"), see cuda_context.h.
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -121,10 +122,65 @@ CudaContext::~CudaContext() {
   if (stream_ != nullptr) (void)cudaStreamDestroy(stream_);
 }
 
-StatusOr<std::shared_ptr<uint8_t>> CudaContext::Allocate(size_t bytes) { return DeviceBufferPool::Allocate(pool_, bytes); }
+namespace {
+
+// Runs `fn` with this thread's capture mode relaxed: cudaMalloc and
+// cudaHostAlloc are refused inside a thread-local capture, allowed in a
+// relaxed one (they are not recorded into the graph).
+template <typename Fn>
+auto Relaxed(Fn fn) -> decltype(fn()) {
+  cudaStreamCaptureMode mode = cudaStreamCaptureModeRelaxed;
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaThreadExchangeStreamCaptureMode(&mode));
+  auto result = fn();
+  (void)cudaThreadExchangeStreamCaptureMode(&mode);
+  return result;
+}
+
+// An instantiated graph and the buffers its kernels read and write.
+struct CapturedGraph {
+  cudaGraphExec_t exec = nullptr;
+  std::vector<std::shared_ptr<void>> held;
+  ~CapturedGraph() {
+    // A launch still in flight completes first (cudaGraphExecDestroy frees it then).
+    if (exec != nullptr) (void)cudaGraphExecDestroy(exec);
+  }
+};
+
+Status NotWhileCapturing(const char* what) {
+  return Status::NotSupported(std::string(what) + " inside a CUDA graph capture (a node needs the host)");
+}
+
+}  // namespace
+
+void CudaContext::Hold(std::shared_ptr<void> p) {
+  std::lock_guard<std::mutex> lock(capture_mu_);
+  held_.push_back(std::move(p));
+}
+
+StatusOr<std::shared_ptr<uint8_t>> CudaContext::Allocate(size_t bytes) {
+  if (!capturing_.load()) return DeviceBufferPool::Allocate(pool_, bytes);
+  StatusOr<std::shared_ptr<uint8_t>> buffer =
+      Relaxed([&]() -> StatusOr<std::shared_ptr<uint8_t>> { return DeviceBufferPool::Allocate(pool_, bytes); });
+  if (buffer.ok()) Hold(*buffer);
+  return buffer;
+}
 
 Status CudaContext::CopyFromHost(const void* host, void* device, size_t bytes) {
   if (bytes == 0) return Status::OK();
+  if (capturing_.load()) {
+    // The graph copies from pinned memory it keeps: `host` may be freed
+    // before any replay, and pageable copies do not belong in a graph.
+    void* staging = nullptr;
+    SPARQ_RETURN_IF_ERROR(Relaxed([&]() -> Status {
+      SPARQ_CUDA_RETURN_IF_ERROR(cudaHostAlloc(&staging, bytes, cudaHostAllocDefault));
+      return Status::OK();
+    }));
+    std::shared_ptr<void> kept(staging, [](void* p) { (void)cudaFreeHost(p); });
+    std::memcpy(staging, host, bytes);
+    Hold(kept);
+    SPARQ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device, staging, bytes, cudaMemcpyHostToDevice, stream_));
+    return Status::OK();
+  }
   // From pageable memory the call returns once `host` has been read (staged),
   // so the caller may free it right away.
   SPARQ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(device, host, bytes, cudaMemcpyHostToDevice, stream_));
@@ -132,13 +188,61 @@ Status CudaContext::CopyFromHost(const void* host, void* device, size_t bytes) {
 }
 
 Status CudaContext::CopyToHost(const void* device, void* host, size_t bytes) {
+  if (capturing_.load()) return NotWhileCapturing("CopyToHost");
   if (bytes == 0) return Status::OK();
   SPARQ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host, device, bytes, cudaMemcpyDeviceToHost, stream_));
   return Status::OK();
 }
 
 Status CudaContext::Synchronize() {
+  if (capturing_.load()) return NotWhileCapturing("Synchronize");
   SPARQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  return Status::OK();
+}
+
+Status CudaContext::BeginCapture() {
+  if (capturing_.load()) return Status::Internal("BeginCapture: a capture is already under way on this context");
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaSetDevice(device_));
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  {
+    std::lock_guard<std::mutex> lock(capture_mu_);
+    held_.clear();
+  }
+  capturing_.store(true);
+  return Status::OK();
+}
+
+StatusOr<std::shared_ptr<void>> CudaContext::EndCapture() {
+  if (!capturing_.load()) return Status::Internal("EndCapture without BeginCapture");
+  capturing_.store(false);
+  auto captured = std::make_shared<CapturedGraph>();
+  {
+    std::lock_guard<std::mutex> lock(capture_mu_);
+    captured->held.swap(held_);
+  }
+  cudaGraph_t graph = nullptr;
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaStreamEndCapture(stream_, &graph));
+  const cudaError_t err = cudaGraphInstantiate(&captured->exec, graph, 0);
+  (void)cudaGraphDestroy(graph);
+  SPARQ_RETURN_IF_ERROR(ToStatus(err, "cudaGraphInstantiate(&exec, graph, 0)"));
+  return std::shared_ptr<void>(std::move(captured));
+}
+
+void CudaContext::AbortCapture() {
+  if (!capturing_.load()) return;
+  capturing_.store(false);
+  cudaGraph_t graph = nullptr;
+  // An invalidated capture still has to be ended; its error is the one the caller already has.
+  if (cudaStreamEndCapture(stream_, &graph) != cudaSuccess) (void)cudaGetLastError();
+  if (graph != nullptr) (void)cudaGraphDestroy(graph);
+  std::lock_guard<std::mutex> lock(capture_mu_);
+  held_.clear();  // nothing ran: the buffers go back to the pool
+}
+
+Status CudaContext::Replay(const void* graph) {
+  if (graph == nullptr) return Status::InvalidArgument("Replay: no graph");
+  const auto* captured = static_cast<const CapturedGraph*>(graph);
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaGraphLaunch(captured->exec, stream_));
   return Status::OK();
 }
 
@@ -192,9 +296,13 @@ class CudaBackend : public Backend {
   // Passes: the CPU's (Backend::Passes): every fused node they write has a
   // CUDA row (FusedConv, PointwiseDepthwise, Silu, HardSwishChain,
   // GeluErfChain, Attention, the QDQ-fused integer operators).
-  StatusOr<std::shared_ptr<BackendContext>> CreateContext(const BackendOptions&) const override {
+  // BackendOptions::allow_tf32 turns TF32 on for this context (the
+  // backend's own CudaBackendOptions may already have it on).
+  StatusOr<std::shared_ptr<BackendContext>> CreateContext(const BackendOptions& backend_options) const override {
     SPARQ_RETURN_IF_ERROR(Available());
-    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<CudaContext> ctx, CudaContext::Create(0, options_));
+    CudaBackendOptions options = options_;
+    options.allow_tf32 = options.allow_tf32 || backend_options.allow_tf32;
+    SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<CudaContext> ctx, CudaContext::Create(0, options));
     return std::shared_ptr<BackendContext>(std::move(ctx));
   }
 

@@ -18,6 +18,7 @@
 #include <cuda_runtime.h>
 #include <cusparse.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <map>
@@ -33,7 +34,8 @@
 namespace sparq {
 namespace cuda {
 
-// Options of the CUDA backend (not yet reachable from BackendOptions).
+// Options of the CUDA backend. allow_tf32 is also turned on per executor by
+// BackendOptions::allow_tf32 (ExecutorOptions::allow_tf32, `sparq eval --tf32`).
 struct CudaBackendOptions {
   // Float32 MatMul / Gemm / Conv on tensor cores as TF32 (10-bit mantissa
   // products, float32 sums): about 6x faster than exact FP32 on an H200, and
@@ -73,6 +75,23 @@ class CudaContext : public BackendContext {
   Status CopyToHost(const void* device, void* host, size_t bytes) override;
   Status Synchronize() override;
 
+  // CUDA graphs (BackendContext's capture hooks): stream capture in
+  // cudaStreamCaptureModeThreadLocal on stream(), cudaGraphInstantiate,
+  // cudaGraphLaunch. While capturing, Allocate keeps every buffer it hands
+  // out for the graph (a pool miss calls cudaMalloc in relaxed capture mode
+  // for that call, as cudaMalloc is refused in thread-local mode);
+  // CopyFromHost stages the bytes in pinned memory the graph keeps (the
+  // caller's host buffer is gone by the replay); CopyToHost and Synchronize
+  // fail with NotSupported (a node that needs the host cannot be captured),
+  // so does HostFallback.
+  bool SupportsGraphCapture() const override { return true; }
+  Status BeginCapture() override;
+  StatusOr<std::shared_ptr<void>> EndCapture() override;
+  void AbortCapture() override;
+  Status Replay(const void* graph) override;
+  // True between BeginCapture and EndCapture / AbortCapture.
+  bool capturing() const { return capturing_.load(); }
+
   cudaStream_t stream() const { return stream_; }
   cublasLtHandle_t lt() const { return lt_; }
   cusparseHandle_t sparse() const { return sparse_; }
@@ -93,6 +112,11 @@ class CudaContext : public BackendContext {
   cublasLtHandle_t lt_ = nullptr;
   cusparseHandle_t sparse_ = nullptr;
   std::shared_ptr<DeviceBufferPool> pool_;
+  // Capture state: what the graph being captured must keep alive.
+  std::atomic<bool> capturing_{false};
+  std::mutex capture_mu_;
+  std::vector<std::shared_ptr<void>> held_;
+  void Hold(std::shared_ptr<void> p);
   std::mutex gemm_mu_;
   std::map<std::string, std::shared_ptr<const LtGemm>> gemms_;
 };

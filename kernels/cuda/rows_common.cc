@@ -72,6 +72,10 @@ StatusOr<std::vector<int32_t>> HostInts(const OpContext& ctx, size_t i, const ch
 
 Status HostFallback(OpContext& ctx) {
   SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  if (cuda->capturing()) {
+    return ctx.NotSupported("runs on the host (HostFallback: an input type or layout the CUDA row does not take), "
+                            "which a CUDA graph cannot capture");
+  }
   const Node& node = ctx.node();
   const KernelDef* ref = KernelRegistry::Reference().Find(node.op_type, node.domain, ctx.opset());
   if (ref == nullptr) return ctx.NotSupported("no CUDA kernel and no reference kernel for this node");

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <mutex>
 #include <set>
 #include <string>
 
@@ -292,6 +293,52 @@ TEST(MemoryPlan, PlannedRunsGiveTheUnplannedBits) {
         ASSERT_TRUE((*planned)->Run(feed, &got).ok());
         for (const auto& [name, t] : want) EXPECT_TRUE(got.at(name).Equals(t)) << name << " round " << round;
       }
+  }
+}
+
+// A backend with no rows that notes the BackendOptions its contexts are made
+// with: ExecutorOptions reach the backend (every node runs on the CPU).
+class OptionsRecordingBackend : public Backend {
+ public:
+  std::string name() const override { return "options-recording"; }
+  Device device() const override { return kSecondHost; }
+  const KernelRegistry& rows() const override { return rows_; }
+  StatusOr<std::shared_ptr<BackendContext>> CreateContext(const BackendOptions& options) const override {
+    std::lock_guard<std::mutex> lock(mu_);
+    seen_.push_back(options);
+    return std::shared_ptr<BackendContext>(std::make_shared<CountingContext>());
+  }
+  std::vector<BackendOptions> seen() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return seen_;
+  }
+
+ private:
+  KernelRegistry rows_;
+  mutable std::mutex mu_;
+  mutable std::vector<BackendOptions> seen_;
+};
+
+TEST(BackendSeam, ExecutorOptionsReachTheContext) {
+  static const auto recording = [] {
+    auto backend = std::make_shared<OptionsRecordingBackend>();
+    EXPECT_TRUE(RegisterBackend(backend).ok());
+    return backend;
+  }();
+  auto model = LoadModel(kDigits + "digits_cnn.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  for (bool tf32 : {false, true}) {
+    ExecutorOptions options;
+    options.backend = "options-recording";
+    options.threads = 2;
+    options.allow_tf32 = tf32;
+    const size_t before = recording->seen().size();
+    auto exec = Executor::Create(*model, options);
+    ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+    const std::vector<BackendOptions> seen = recording->seen();
+    ASSERT_EQ(seen.size(), before + 1);
+    EXPECT_EQ(seen.back().allow_tf32, tf32);
+    EXPECT_EQ(seen.back().threads, 2);
   }
 }
 
