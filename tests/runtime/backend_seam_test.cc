@@ -15,6 +15,7 @@
 #include "kernels/registry.h"
 #include "sparq/calibrate.h"
 #include "sparq/executor.h"
+#include "tests/runtime/digits_batches.h"
 #include "sparq/npy.h"
 #include "sparq/onnx_io.h"
 #include "sparq/quantize.h"
@@ -120,25 +121,9 @@ void RegisterCountingOnce() {
   (void)registered;
 }
 
-std::vector<TensorMap> Feeds(const Model& model, int batches) {
-  auto npz = ReadNpz(kDigits + "eval.npz");
-  EXPECT_TRUE(npz.ok()) << npz.status().ToString();
-  std::vector<TensorMap> out;
-  if (!npz.ok()) return out;
-  const Tensor& all = npz->front().second;
-  const int64_t per_sample = all.numel() / all.dim(0);
-  for (int b = 0; b < batches; ++b) {
-    Shape shape = all.shape();
-    shape[0] = 8;
-    Tensor t(DataType::kFloat32, shape);
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = all.data<float>()[(b * 8 * per_sample + i) % all.numel()];
-    out.push_back({{model.graph.inputs.front().name, t}});
-  }
-  return out;
-}
 
 Model Int8Digits(const Model& model) {
-  std::vector<TensorMap> feeds = Feeds(model, 4);
+  std::vector<TensorMap> feeds = testing::DigitsBatches(model, 4, 8);
   size_t next = 0;
   CalibrationOptions copt;
   copt.method = CalibrationMethod::kMax;
@@ -179,7 +164,7 @@ void ExpectSameAsCpu(const Model& model, GraphProfile profile) {
   EXPECT_GT(copies, 0) << "the graph was not partitioned";
 
   const int64_t calls_before = g_counted_calls.load();
-  for (const TensorMap& feed : Feeds(model, 3)) {
+  for (const TensorMap& feed : testing::DigitsBatches(model, 3, 8)) {
     TensorMap want, got;
     ASSERT_TRUE((*cpu)->Run(feed, &want).ok());
     Status st = (*counting)->Run(feed, &got);
@@ -276,7 +261,7 @@ TEST(MemoryPlan, PlannedRunsGiveTheUnplannedBits) {
     auto planned = Executor::Create(m, planned_options);
     auto plain = Executor::Create(m, plain_options);
     ASSERT_TRUE(planned.ok() && plain.ok());
-    std::vector<TensorMap> feeds = Feeds(m, 3);
+    std::vector<TensorMap> feeds = testing::DigitsBatches(m, 3, 8);
     for (int round = 0; round < 3; ++round)
       for (size_t b = 0; b < feeds.size(); ++b) {
         TensorMap feed = feeds[b];
@@ -356,7 +341,7 @@ TEST(BackendSeam, CalibrationRunsOnTheChosenBackend) {
   auto model = LoadModel(kDigits + "digits_cnn.onnx");
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   auto calibrate = [&](const std::string& backend) {
-    std::vector<TensorMap> feeds = Feeds(*model, 3);
+    std::vector<TensorMap> feeds = testing::DigitsBatches(*model, 3, 8);
     size_t next = 0;
     CalibrationOptions o;
     o.method = CalibrationMethod::kKL;

@@ -14,6 +14,7 @@
 #include "kernels/backend.h"
 #include "sparq/calibrate.h"
 #include "sparq/executor.h"
+#include "tests/runtime/digits_batches.h"
 #include "sparq/npy.h"
 #include "sparq/onnx_io.h"
 #include "sparq/quantize.h"
@@ -23,22 +24,6 @@ namespace {
 
 const std::string kDigits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
 
-std::vector<TensorMap> DigitFeeds(const Model& model, int count) {
-  auto npz = ReadNpz(kDigits + "eval.npz");
-  EXPECT_TRUE(npz.ok()) << npz.status().ToString();
-  std::vector<TensorMap> out;
-  if (!npz.ok()) return out;
-  const Tensor& all = npz->front().second;
-  const int64_t per_sample = all.numel() / all.dim(0);
-  for (int b = 0; b < count; ++b) {
-    Shape shape = all.shape();
-    shape[0] = 4;
-    Tensor t(DataType::kFloat32, shape);
-    for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = all.data<float>()[(b * 4 * per_sample + i) % all.numel()];
-    out.push_back({{model.graph.inputs.front().name, t}});
-  }
-  return out;
-}
 
 // must_capture: the executor's steps must be capturable (else, when they are
 // not, the reason is printed and only the outputs are compared).
@@ -58,7 +43,7 @@ void ExpectReplaysMatchPlainRuns(const Model& model, GraphProfile profile, bool 
     ASSERT_EQ(why_not, "") << "the model should be capturable on the GPU";
   }
   if (!why_not.empty()) std::printf("not captured: %s\n", why_not.c_str());
-  for (const TensorMap& feed : DigitFeeds(model, 3)) {
+  for (const TensorMap& feed : testing::DigitsBatches(model, 3, 4)) {
     TensorMap want, got;
     Status a = (*plain)->Run(feed, &want);
     Status b = (*graphed)->Run(feed, &got);
@@ -101,7 +86,7 @@ TEST(CudaGraphs, Int8DigitsReplayedMatchNodeByNode) {
   SKIP_WITHOUT_GPU();
   auto model = LoadModel(kDigits + "digits_cnn.onnx");
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  std::vector<TensorMap> feeds = DigitFeeds(*model, 4);
+  std::vector<TensorMap> feeds = testing::DigitsBatches(*model, 4, 4);
   size_t next = 0;
   CalibrationOptions copt;
   copt.method = CalibrationMethod::kMax;

@@ -22,6 +22,7 @@
 #include "sparq/calibrate.h"
 #include "sparq/evaluate.h"
 #include "sparq/executor.h"
+#include "tests/runtime/digits_batches.h"
 #include "sparq/npy.h"
 #include "sparq/onnx_io.h"
 #include "sparq/quantize.h"
@@ -251,24 +252,6 @@ ReplayingBackend* RegisterReplayingOnce(const Model&) {
   return registered;
 }
 
-// `count` batches of `batch` digits, each different.
-std::vector<TensorMap> Feeds(const Model& model, int count, int64_t batch) {
-  auto npz = ReadNpz(kDigits + "eval.npz");
-  EXPECT_TRUE(npz.ok()) << npz.status().ToString();
-  std::vector<TensorMap> out;
-  if (!npz.ok()) return out;
-  const Tensor& all = npz->front().second;
-  const int64_t per_sample = all.numel() / all.dim(0);
-  for (int b = 0; b < count; ++b) {
-    Shape shape = all.shape();
-    shape[0] = batch;
-    Tensor t(DataType::kFloat32, shape);
-    for (int64_t i = 0; i < t.numel(); ++i)
-      t.data<float>()[i] = all.data<float>()[(b * batch * per_sample + i) % all.numel()];
-    out.push_back({{model.graph.inputs.front().name, t}});
-  }
-  return out;
-}
 
 void ExpectEqualMaps(const TensorMap& want, const TensorMap& got, const std::string& what) {
   ASSERT_EQ(want.size(), got.size()) << what;
@@ -300,8 +283,8 @@ TEST(GraphCapture, ReplaysGiveThePlainRunsBits) {
 
   // Five batches of 8 (run 1 plain, 2 captures and replays, 3-5 replay), then
   // batches of 3 (new shapes: plain, capture, replay).
-  std::vector<TensorMap> feeds = Feeds(*model, 5, 8);
-  for (const TensorMap& f : Feeds(*model, 3, 3)) feeds.push_back(f);
+  std::vector<TensorMap> feeds = testing::DigitsBatches(*model, 5, 8);
+  for (const TensorMap& f : testing::DigitsBatches(*model, 3, 3)) feeds.push_back(f);
   for (size_t i = 0; i < feeds.size(); ++i) {
     TensorMap want, got;
     ASSERT_TRUE((*cpu)->Run(feeds[i], &want).ok());
@@ -330,7 +313,7 @@ TEST(GraphCapture, Int8DeploymentReplaysGiveTheCpusBits) {
   auto model = LoadModel(kDigits + "digits_cnn.onnx");
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   RegisterReplayingOnce(*model);
-  std::vector<TensorMap> calib = Feeds(*model, 4, 8);
+  std::vector<TensorMap> calib = testing::DigitsBatches(*model, 4, 8);
   size_t next = 0;
   CalibrationOptions copt;
   copt.method = CalibrationMethod::kMax;
@@ -353,7 +336,7 @@ TEST(GraphCapture, Int8DeploymentReplaysGiveTheCpusBits) {
   ASSERT_TRUE(cpu.ok() && exec.ok());
   ASSERT_EQ((*exec)->GraphCapture().why_not, "");
   int i = 0;
-  for (const TensorMap& feed : Feeds(*qdq, 4, 5)) {
+  for (const TensorMap& feed : testing::DigitsBatches(*qdq, 4, 5)) {
     TensorMap want, got;
     ASSERT_TRUE((*cpu)->Run(feed, &want).ok());
     Status st = (*exec)->Run(feed, &got);
@@ -377,7 +360,7 @@ TEST(GraphCapture, FailedCaptureRunsPlainlyWithAReason) {
   ASSERT_TRUE(cpu.ok() && exec.ok());
   std::shared_ptr<ReplayingContext> context = backend->last_context;
   context->fail_capture_of = model->graph.nodes.back().op_type;
-  for (const TensorMap& feed : Feeds(*model, 4, 8)) {
+  for (const TensorMap& feed : testing::DigitsBatches(*model, 4, 8)) {
     TensorMap want, got;
     ASSERT_TRUE((*cpu)->Run(feed, &want).ok());
     Status st = (*exec)->Run(feed, &got);
@@ -396,7 +379,7 @@ TEST(GraphCapture, FailedCaptureRunsPlainlyWithAReason) {
   auto off = Executor::Create(*model, options);
   ASSERT_TRUE(off.ok());
   EXPECT_NE((*off)->GraphCapture().why_not.find("cuda_graphs is off"), std::string::npos);
-  for (const TensorMap& feed : Feeds(*model, 3, 8)) {
+  for (const TensorMap& feed : testing::DigitsBatches(*model, 3, 8)) {
     TensorMap got;
     ASSERT_TRUE((*off)->Run(feed, &got).ok());
   }
