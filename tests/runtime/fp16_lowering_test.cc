@@ -224,3 +224,29 @@ TEST(Fp16Lowering, Float16ValuesFollowTheGraph) {
 
 }  // namespace
 }  // namespace sparq
+
+namespace sparq {
+namespace {
+
+// The fast sparq.RoundToFloat16 row (F16C conversion rows) gives the
+// reference kernel's bits on random data spanning float16's range, its
+// overflow and subnormals, in chunks split over threads.
+TEST(Fp16Lowering, RoundRowIsTheReferencesBits) {
+  Model m;
+  m.opset_imports = {{"", 17}, {"sparq", 1}};
+  m.graph.inputs.push_back(testing::FloatInput("x", {{-1, "n"}}));
+  m.graph.outputs.push_back(testing::FloatInput("y", {{-1, "n"}}));
+  m.graph.nodes.push_back({"r", "RoundToFloat16", "sparq", {"x"}, {"y"}, {}, ""});
+  Tensor x = testing::RandomFloats({20011}, 7, -1.0f, 1.0f);
+  float* p = x.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) p[i] *= std::ldexp(1.0f, static_cast<int>(i % 41) - 25);  // 2^-25 .. 2^15
+  ExecutorOptions ref, fast;
+  ref.backend = "reference";
+  fast.threads = 2;
+  const TensorMap want = RunModel(m, ref, x), got = RunModel(m, fast, x);
+  ASSERT_TRUE(want.count("y") && got.count("y"));
+  EXPECT_TRUE(got.at("y").Equals(want.at("y")));
+}
+
+}  // namespace
+}  // namespace sparq
