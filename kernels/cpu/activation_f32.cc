@@ -1,4 +1,4 @@
-// Float32 Erf, Softmax, Pow(x, 2), Sigmoid / SiLU, Clip and GlobalAveragePool (activation_f32.h) and their
+// Float32 Erf, Softmax, Pow(x, 2), Sigmoid / SiLU, Tanh, Clip, GlobalAveragePool and GlobalMaxPool (activation_f32.h) and their
 // registry rows.
 #include "kernels/cpu/activation_f32.h"
 
@@ -79,6 +79,11 @@ void SigmoidRowPortable(const float* x, float* y, int64_t n, bool times_x) {
   }
 }
 
+// As kernels/ref Tanh computes it: std::tanh on float.
+void TanhRowPortable(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) y[i] = std::tanh(x[i]);
+}
+
 void ClipRowPortable(const float* x, float* y, int64_t n, float lo, float hi) {
   for (int64_t i = 0; i < n; ++i) {
     const float above = x[i] < lo ? lo : x[i];
@@ -147,7 +152,40 @@ inline __m256 Sigmoid8(__m256 x, bool times_x) {
   return _mm256_blendv_ps(s, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
 }
 
+// tanh(x): below |x| = 1/4 the odd series x + x^3 (-1/3 + x^2 (2/15 + x^2
+// (-17/315 + x^2 62/2835))) (the next term is below 1e-8 of the value there),
+// above it (1 - e^-2|x|) / (1 + e^-2|x|) with x's sign, |x| clamped to 9
+// (float tanh is 1 from about 9.01): infinities give +-1. The series keeps
+// signed zeros and tiny values exact; NaN stays NaN.
+inline __m256 Tanh8(__m256 x) {
+  const __m256 sign = _mm256_and_ps(x, _mm256_set1_ps(-0.0f));
+  const __m256 a = _mm256_min_ps(_mm256_andnot_ps(_mm256_set1_ps(-0.0f), x), _mm256_set1_ps(9.0f));
+  const __m256 e = Exp8(_mm256_mul_ps(a, _mm256_set1_ps(-2.0f)));
+  const __m256 one = _mm256_set1_ps(1.0f);
+  const __m256 big = _mm256_div_ps(_mm256_sub_ps(one, e), _mm256_add_ps(one, e));
+  const __m256 z = _mm256_mul_ps(x, x);
+  __m256 p = _mm256_set1_ps(62.0f / 2835);
+  p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-17.0f / 315));
+  p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(2.0f / 15));
+  p = _mm256_fmadd_ps(p, z, _mm256_set1_ps(-1.0f / 3));
+  const __m256 small = _mm256_fmadd_ps(_mm256_mul_ps(x, z), p, x);
+  // The sign of x on both (the series' fma turns -0 into +0).
+  const __m256 r = _mm256_or_ps(_mm256_blendv_ps(big, small, _mm256_cmp_ps(a, _mm256_set1_ps(0.25f), _CMP_LT_OQ)), sign);
+  return _mm256_blendv_ps(r, x, _mm256_cmp_ps(x, x, _CMP_UNORD_Q));
+}
+
 }  // namespace
+
+void TanhRowAvx2(const float* x, float* y, int64_t n) {
+  int64_t i = 0;
+  for (; i + 8 <= n; i += 8) _mm256_storeu_ps(y + i, Tanh8(_mm256_loadu_ps(x + i)));
+  if (i < n) {
+    alignas(32) float buf[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+    std::copy(x + i, x + n, buf);
+    _mm256_store_ps(buf, Tanh8(_mm256_load_ps(buf)));
+    std::copy(buf, buf + (n - i), y + i);
+  }
+}
 
 void SigmoidRowAvx2(const float* x, float* y, int64_t n, bool times_x) {
   int64_t i = 0;
@@ -385,6 +423,22 @@ Status RunSigmoidF32(OpContext& ctx) {
   return Status::OK();
 }
 
+// Tanh of float32 (tanh_f32), in chunks that start at multiples of kChunk.
+Status RunTanhF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const TanhF32Fn row = PreparedRow<TanhF32Fn>(ctx);
+  ParallelFor(ctx.pool(), (x.numel() + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
+    const int64_t begin = c0 * kChunk, end = std::min(x.numel(), c1 * kChunk);
+    row(src + begin, dst + begin, end - begin);
+  });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
 // Clip of float32, the bounds read at each run: the min / max
 // inputs (opset 11 on) or attributes (before), each absent bound unbounded,
 // as the reference reads them; other types and bad bounds run the reference
@@ -531,9 +585,42 @@ Status RunGlobalAveragePoolF32(OpContext& ctx) {
   return Status::OK();
 }
 
+// GlobalMaxPool of float32 [N, C, spatial...] on the max_rows_f32 row: one
+// row per (n, c) plane; an empty plane runs the reference (which names it).
+Status RunGlobalMaxPoolF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 || ctx.input(0).rank() < 3)
+    return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  const int64_t planes = x.dim(0) * x.dim(1);
+  const int64_t n = planes == 0 ? 0 : x.numel() / planes;
+  if (n == 0) return RunReferenceKernel(ctx);
+  Shape shape = x.shape();
+  for (size_t d = 2; d < shape.size(); ++d) shape[d] = 1;
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, shape);
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const MaxRowsF32Fn row = PreparedRow<MaxRowsF32Fn>(ctx);
+  ParallelFor(ctx.pool(), planes, std::max<int64_t>(1, kChunk / n),
+              [&](int64_t r0, int64_t r1) { row(src + r0 * n, r1 - r0, n, dst + r0); });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
 }  // namespace
 
 namespace cpu {
+
+// kernels/ref GlobalMaxPool's loop: a value replaces the best when greater,
+// or when it is NaN and the best is not.
+void MaxRowsPortable(const float* x, int64_t rows, int64_t n, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * n;
+    float best = row[0];
+    for (int64_t i = 1; i < n; ++i)
+      if (row[i] > best || (std::isnan(row[i]) && !std::isnan(best))) best = row[i];
+    y[r] = best;
+  }
+}
 
 SigmoidF32Fn FusedSiluRow(const Node& node) {
   if (node.op_type != "FusedConv" || node.domain != kSparqDomain || node.attr_string("activation", "") != "Silu")
@@ -564,6 +651,9 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r) {
          WithoutContext(PrepareRow<CpuOp::kMeanRowsF32>, RowKernel)});
   r.Add({"GlobalAveragePool", "", 1, 99, RunGlobalAveragePoolF32, "mean_rows_f32",
          WithoutContext(PrepareRow<CpuOp::kMeanRowsF32>, RowKernel)});
+  r.Add({"GlobalMaxPool", "", 1, 99, RunGlobalMaxPoolF32, "max_rows_f32",
+         WithoutContext(PrepareRow<CpuOp::kMaxRowsF32>, RowKernel)});
+  r.Add({"Tanh", "", 6, 99, RunTanhF32, "tanh_f32", WithoutContext(PrepareRow<CpuOp::kTanhF32>, RowKernel)});
   r.Add({"Relu", "", 6, 99, RunReluF32, "clip_f32", WithoutContext(PrepareRow<CpuOp::kClipF32>, RowKernel)});
   r.Add({"Clip", "", 6, 99, RunClipF32, "clip_f32", WithoutContext(PrepareRow<CpuOp::kClipF32>, RowKernel)});
   r.Add({"Sigmoid", "", 6, 99, RunSigmoidF32<false>, "sigmoid_f32",

@@ -28,6 +28,14 @@
 //   clip_f32     Clip of float32 to [lo, hi]: the reference's bits on every
 //                row (x < lo ? lo : x, then > hi; max / min in that operand
 //                order keep NaN and -0 as the reference does).
+//   tanh_f32     portable: std::tanh per value, the reference's bits. avx2,
+//                avx512: x + x^3 P(x^2) (tanh's odd series to x^9) below
+//                |x| = 1/4, (1 - e^-2|x|) / (1 + e^-2|x|) with the sign of x
+//                above (|x| clamped to 9, where float tanh is 1); within
+//                kTanhF32AbsTol, NaN kept.
+//   max_rows_f32 GlobalMaxPool: each row's maximum as the reference picks it
+//                (the first NaN, else the first of the greatest values); the
+//                reference's bits on every row.
 //   mean_rows_f32  ReduceMean over the last axis (LayerNorm's mean and
 //                variance, as exported): the reference's bits (each row summed
 //                in order in double), several rows at a time.
@@ -55,6 +63,7 @@ SigmoidF32Fn FusedSiluRow(const Node& node);
 constexpr float kErfF32AbsTol = 1e-6f;
 constexpr float kSoftmaxF32AbsTol = 1e-6f;
 constexpr float kSigmoidF32AbsTol = 1e-6f;
+constexpr float kTanhF32AbsTol = 1e-6f;
 
 // The functions of the table's rows (ErfF32Fn, SoftmaxF32Fn, Pow2F32Fn).
 void ErfRowPortable(const float* x, float* y, int64_t n);
@@ -64,6 +73,8 @@ void Pow2RowPortable(const float* x, float* y, int64_t n);
 void MeanRowsPortable(const float* x, int64_t rows, int64_t n, float* y);  // MeanRowsF32Fn
 void SigmoidRowPortable(const float* x, float* y, int64_t n, bool times_x);  // SigmoidF32Fn
 void ClipRowPortable(const float* x, float* y, int64_t n, float lo, float hi);  // ClipF32Fn
+void TanhRowPortable(const float* x, float* y, int64_t n);                      // TanhF32Fn
+void MaxRowsPortable(const float* x, int64_t rows, int64_t n, float* y);        // MaxRowsF32Fn
 // HardSwishChainF32Fn (dispatch.h): the reference's bits on every row.
 void HardSwishChainRowPortable(const float* x, float* y, int64_t n, float offset, float lo, float hi, float divisor);
 // GeluErfChainF32Fn (dispatch.h): each row's erf is its ISA's erf_f32 row's.
@@ -78,10 +89,13 @@ void SoftmaxRowAvx512(const float* x, float* y, int64_t n);
 void SoftmaxRowsAvx512(const float* x, float* y, int64_t rows, int64_t ld, int64_t n);
 void SoftmaxColumnsAvx512(const float* x, float* y, int64_t n, int64_t stride, int64_t width);
 void SigmoidRowAvx2(const float* x, float* y, int64_t n, bool times_x);
+void TanhRowAvx2(const float* x, float* y, int64_t n);
 void ClipRowAvx2(const float* x, float* y, int64_t n, float lo, float hi);
 void HardSwishChainRowAvx2(const float* x, float* y, int64_t n, float offset, float lo, float hi, float divisor);
 // activation_f32_avx512.cc:
 void SigmoidRowAvx512(const float* x, float* y, int64_t n, bool times_x);
+void TanhRowAvx512(const float* x, float* y, int64_t n);
+void MaxRowsAvx512(const float* x, int64_t rows, int64_t n, float* y);
 void ClipRowAvx512(const float* x, float* y, int64_t n, float lo, float hi);
 void HardSwishChainRowAvx512(const float* x, float* y, int64_t n, float offset, float lo, float hi, float divisor);
 void ErfRowAvx2(const float* x, float* y, int64_t n);

@@ -1,8 +1,9 @@
-// The AVX-512 rows of sigmoid_f32, clip_f32, erf_f32, gelu_erf_chain_f32,
+// The AVX-512 rows of sigmoid_f32, tanh_f32, max_rows_f32, clip_f32, erf_f32, gelu_erf_chain_f32,
 // softmax_f32 and softmax_columns_f32 (activation_f32.h): sixteen
 // floats a step, the computations of the AVX2 rows (activation_f32.cc) in
 // wider registers.
 #include <algorithm>
+#include <cmath>
 #include <cstdint>
 #include <limits>
 
@@ -68,7 +69,64 @@ inline __m512 Sigmoid16(__m512 x, bool times_x) {
   return _mm512_mask_mov_ps(s, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
 }
 
+// As Tanh8 of the AVX2 row: the odd series below |x| = 1/4, the exponential
+// form above, |x| clamped to 9; NaN kept.
+inline __m512 Tanh16(__m512 x) {
+  const __m512 sign = _mm512_and_ps(x, _mm512_set1_ps(-0.0f));
+  const __m512 a = _mm512_min_ps(_mm512_andnot_ps(_mm512_set1_ps(-0.0f), x), _mm512_set1_ps(9.0f));
+  const __m512 e = Exp16(_mm512_mul_ps(a, _mm512_set1_ps(-2.0f)));
+  const __m512 one = _mm512_set1_ps(1.0f);
+  const __m512 big = _mm512_div_ps(_mm512_sub_ps(one, e), _mm512_add_ps(one, e));
+  const __m512 z = _mm512_mul_ps(x, x);
+  __m512 p = _mm512_set1_ps(62.0f / 2835);
+  p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-17.0f / 315));
+  p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(2.0f / 15));
+  p = _mm512_fmadd_ps(p, z, _mm512_set1_ps(-1.0f / 3));
+  const __m512 small = _mm512_fmadd_ps(_mm512_mul_ps(x, z), p, x);
+  const __m512 r = _mm512_or_ps(  // the sign of x on both (the series' fma turns -0 into +0)
+      _mm512_mask_mov_ps(big, _mm512_cmp_ps_mask(a, _mm512_set1_ps(0.25f), _CMP_LT_OQ), small), sign);
+  return _mm512_mask_mov_ps(r, _mm512_cmp_ps_mask(x, x, _CMP_UNORD_Q), x);
+}
+
 }  // namespace
+
+void TanhRowAvx512(const float* x, float* y, int64_t n) {
+  for (int64_t i = 0; i < n; i += 16) {
+    const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, Tanh16(_mm512_maskz_loadu_ps(m, x + i)));
+  }
+}
+
+// Each row's maximum in sixteen lanes (MAXPS ignores a NaN in its first
+// operand), NaNs noted on the side; then the reference's choice among equals:
+// a row with a NaN gives its first NaN, and a maximum of zero the first zero
+// (-0 or +0, as the row has it).
+void MaxRowsAvx512(const float* x, int64_t rows, int64_t n, float* y) {
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* row = x + r * n;
+    __m512 best = _mm512_set1_ps(-std::numeric_limits<float>::infinity());
+    __mmask16 nan = 0;
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 m = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+      const __m512 v = _mm512_mask_loadu_ps(best, m, row + i);  // masked-off lanes repeat best
+      nan |= _mm512_cmp_ps_mask(v, v, _CMP_UNORD_Q);
+      best = _mm512_max_ps(v, best);
+    }
+    alignas(64) float lanes[16];
+    _mm512_store_ps(lanes, best);
+    float m = lanes[0];
+    for (float v : lanes) m = std::max(m, v);
+    if (nan != 0 || m == 0.0f) {
+      for (int64_t i = 0; i < n; ++i) {
+        if (nan != 0 ? std::isnan(row[i]) : row[i] == 0.0f) {
+          m = row[i];
+          break;
+        }
+      }
+    }
+    y[r] = m;
+  }
+}
 
 void SigmoidRowAvx512(const float* x, float* y, int64_t n, bool times_x) {
   int64_t i = 0;

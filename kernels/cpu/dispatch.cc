@@ -262,6 +262,17 @@ const std::vector<CpuKernelDef>& Table() {
       {"gelu_erf_chain_f32_avx2", AVX2, 10, NONE, GeluErfChainF32Fn(cpu::GeluErfChainRowAvx2)},
       {"gelu_erf_chain_f32_avx512", AVX512, 20, NONE, GeluErfChainF32Fn(cpu::GeluErfChainRowAvx512)},
 #endif
+      // Tanh of float rows (activation_f32.cc runs them).
+      {"tanh_f32_portable", P, 0, NONE, TanhF32Fn(cpu::TanhRowPortable)},
+#if SPARQ_CPU_X86
+      {"tanh_f32_avx2", AVX2, 10, NONE, TanhF32Fn(cpu::TanhRowAvx2)},
+      {"tanh_f32_avx512", AVX512, 20, NONE, TanhF32Fn(cpu::TanhRowAvx512)},
+#endif
+      // GlobalMaxPool's row maxima (activation_f32.cc runs them).
+      {"max_rows_f32_portable", P, 0, NONE, MaxRowsF32Fn(cpu::MaxRowsPortable)},
+#if SPARQ_CPU_X86
+      {"max_rows_f32_avx512", AVX512, 20, NONE, MaxRowsF32Fn(cpu::MaxRowsAvx512)},
+#endif
       // Clip of float rows (activation_f32.cc runs them).
       {"clip_f32_portable", P, 0, NONE, ClipF32Fn(cpu::ClipRowPortable)},
 #if SPARQ_CPU_X86
@@ -501,6 +512,8 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kAttentionF32: return "attention_f32";
     case CpuOp::kPointwiseDepthwiseF32: return "pointwise_depthwise_f32";
     case CpuOp::kXLogYSumF64: return "xlogy_sum_f64";
+    case CpuOp::kTanhF32: return "tanh_f32";
+    case CpuOp::kMaxRowsF32: return "max_rows_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

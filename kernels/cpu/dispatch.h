@@ -128,6 +128,8 @@ enum class CpuOp : uint8_t {
   kAttentionF32,       // one head of sparq.Attention: MatMul, scale, mask, Softmax, MatMul
   kPointwiseDepthwiseF32,  // sparq.PointwiseDepthwise: a 1x1 convolution into a depthwise one, 32 channels a call
   kXLogYSumF64,            // sum of x log y over double rows (calibration's KL threshold search)
+  kTanhF32,                // Tanh of a float row
+  kMaxRowsF32,             // the maximum of each float row (GlobalMaxPool), NaN first
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -268,6 +270,15 @@ using PointwiseDepthwiseF32Fn = void (*)(const PointwiseDepthwiseF32&);
 // reference's bits, faster rows within cpu::kXLogYSumF64RelTol of the sum of
 // the terms' magnitudes.
 using XLogYSumF64Fn = double (*)(const double* x, const double* y, const double* z, int64_t n);
+// y[i] = tanh(x[i]) for i < n; portable: std::tanh on float (the reference's
+// bits); faster rows within cpu::kTanhF32AbsTol (and exact for |x| below 2^-12
+// and for signed zeros, infinities, NaN).
+using TanhF32Fn = CpuOpFn<CpuOp::kTanhF32, void(const float* x, float* y, int64_t n)>;
+// y[r] = the maximum of row r (x + r * n, n > 0) as kernels/ref GlobalMaxPool
+// picks it: the first value, replaced by each later one that is greater, a
+// NaN counting as greater than any number (so the row's first NaN wins, and of
+// equal values, such as -0 and +0, the first). The reference's bits on every row.
+using MaxRowsF32Fn = CpuOpFn<CpuOp::kMaxRowsF32, void(const float* x, int64_t rows, int64_t n, float* y)>;
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
@@ -276,7 +287,7 @@ using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32F
                                  MeanRowsF32Fn, ConvS8Fn, SigmoidF32Fn, ClipF32Fn, ScaleShiftF32Fn, LayerNormF32Fn,
                                  ConvTransposeF32Fn, ResizeNearestFn, HardSwishChainF32Fn,
                                  AbsHistogramF32Fn, GeluErfChainF32Fn, SoftmaxColumnsF32Fn, AttentionF32Fn,
-                                 PointwiseDepthwiseF32Fn, XLogYSumF64Fn>;
+                                 PointwiseDepthwiseF32Fn, XLogYSumF64Fn, TanhF32Fn, MaxRowsF32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 // CpuKernelDef::op() reads the op from the alternative's index: each
@@ -322,6 +333,8 @@ static_assert(internal::AltIs<CpuOp::kSoftmaxColumnsF32, SoftmaxColumnsF32Fn>, "
 static_assert(internal::AltIs<CpuOp::kAttentionF32, AttentionF32Fn>, "CpuKernelFn: AttentionF32Fn must be alternative CpuOp::kAttentionF32");
 static_assert(internal::AltIs<CpuOp::kPointwiseDepthwiseF32, PointwiseDepthwiseF32Fn>, "CpuKernelFn: PointwiseDepthwiseF32Fn must be alternative CpuOp::kPointwiseDepthwiseF32");
 static_assert(internal::AltIs<CpuOp::kXLogYSumF64, XLogYSumF64Fn>, "CpuKernelFn: XLogYSumF64Fn must be alternative CpuOp::kXLogYSumF64");
+static_assert(internal::AltIs<CpuOp::kTanhF32, TanhF32Fn>, "CpuKernelFn: TanhF32Fn must be alternative CpuOp::kTanhF32");
+static_assert(internal::AltIs<CpuOp::kMaxRowsF32, MaxRowsF32Fn>, "CpuKernelFn: MaxRowsF32Fn must be alternative CpuOp::kMaxRowsF32");
 
 // The format column of rows whose op reads no packed weights.
 inline constexpr PackedFormat kNoPackedFormat = static_cast<PackedFormat>(0xff);

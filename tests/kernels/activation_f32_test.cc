@@ -94,6 +94,40 @@ TEST_P(ActivationF32Test, SigmoidMatchesReference) {
   }
 }
 
+TEST_P(ActivationF32Test, TanhMatchesReference) {
+  for (int64_t n : {1, 7, 15, 16, 17, 100, 40000}) {
+    Tensor x = testing::RandomFloats({n}, static_cast<uint32_t>(n), -10.0f, 10.0f, 0.0f);
+    if (n >= 9) {
+      const float special[] = {0.0f, -0.0f, 1e-8f, -1e-30f, 0.25f, -20.0f, std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+      std::copy(std::begin(special), std::end(special), x.data<float>());
+    }
+    SCOPED_TRACE("n=" + std::to_string(n));
+    const Tensor want = RunOne("Tanh", x, {}, true);
+    ExpectClose(RunOne("Tanh", x, {}, false), want, Tolerance(CpuOp::kTanhF32, cpu::kTanhF32AbsTol));
+    ExpectClose(RunOne("Tanh", x, {}, false, 2), RunOne("Tanh", x, {}, false, 1), 0.0f);  // any thread count
+  }
+}
+
+// GlobalMaxPool of float32 (max_rows_f32): the reference's bits for 1-D, 2-D
+// and 3-D spatial shapes, NaN and signed zeros among the values, 1 and 2 threads.
+TEST_P(ActivationF32Test, GlobalMaxPoolIsExact) {
+  for (const Shape& shape : {Shape{1, 8, 1500}, Shape{2, 3, 7, 5}, Shape{1, 4, 2, 3, 4}, Shape{3, 2, 1}}) {
+    Tensor x = testing::RandomFloats(shape, 17, -5.0f, 5.0f, 0.0f);
+    x.data<float>()[3] = std::numeric_limits<float>::quiet_NaN();
+    const int64_t n = x.numel() / (shape[0] * shape[1]);
+    if (shape[0] * shape[1] > 1) {  // plane 1: every value a zero, -0 first
+      for (int64_t i = 0; i < n; ++i) x.data<float>()[n + i] = (i % 2) ? 0.0f : -0.0f;
+    }
+    for (int threads : {1, 2}) {
+      std::string kernel;
+      const Tensor got = RunOne("GlobalMaxPool", x, {}, false, threads, nullptr, &kernel);
+      ExpectClose(got, RunOne("GlobalMaxPool", x, {}, true), 0.0f);
+      EXPECT_EQ(kernel, SelectCpuKernel(CpuOp::kMaxRowsF32).name);
+    }
+  }
+}
+
 // Clip of float32 (clip_f32): the reference's bits with both bounds, one
 // bound (opset 13 inputs) and the attributes of opset 6; 1 and 3 threads.
 TEST_P(ActivationF32Test, ClipIsExact) {
@@ -465,7 +499,8 @@ TEST_P(ActivationF32Test, NodesNameTheirTableRow) {
   } cases[] = {{"Erf", CpuOp::kErfF32, nullptr},
                {"Softmax", CpuOp::kSoftmaxF32, nullptr},
                {"Pow", CpuOp::kPow2F32, &two},
-               {"Sigmoid", CpuOp::kSigmoidF32, nullptr}};
+               {"Sigmoid", CpuOp::kSigmoidF32, nullptr},
+               {"Tanh", CpuOp::kTanhF32, nullptr}};
   for (const auto& c : cases) {
     std::string kernel;
     RunOne(c.op, x, {}, false, 1, c.second, &kernel);

@@ -535,6 +535,62 @@ void CheckMeanRowsF32(std::mt19937& rng, MeanRowsF32Fn fn) {
   }
 }
 
+// Row maxima as kernels/ref GlobalMaxPool picks them, bit for bit: random
+// rows, rows with a NaN (first, inside, two of them with different payloads),
+// rows whose maximum is a zero of either sign (the first one wins), all -inf.
+void CheckMaxRowsF32(std::mt19937& rng, MaxRowsF32Fn fn) {
+  std::uniform_real_distribution<float> value(-10.0f, 30.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  for (int64_t n : {1, 3, 15, 16, 17, 64, 385}) {
+    const int64_t rows = 8;
+    SCOPED_TRACE("n " + std::to_string(n));
+    std::vector<float> x(static_cast<size_t>(rows * n));
+    for (float& v : x) v = value(rng);
+    auto row = [&](int64_t r) { return x.data() + r * n; };
+    row(1)[0] = std::nanf("1");
+    row(2)[n / 2] = std::nanf("2");
+    row(2)[n - 1] = std::nanf("3");
+    for (int64_t i = 0; i < n; ++i) row(3)[i] = -std::fabs(row(3)[i]) - 1.0f;
+    row(3)[n - 1] = -0.0f;
+    if (n > 2) row(3)[n / 2] = -0.0f, row(3)[n - 1] = 0.0f;
+    for (int64_t i = 0; i < n; ++i) row(4)[i] = -inf;
+    for (int64_t i = 0; i < n; ++i) row(5)[i] = (i % 2) ? 0.0f : -0.0f;
+    std::vector<float> got(static_cast<size_t>(rows) + 1, 99.0f);
+    fn(x.data(), rows, n, got.data());
+    for (int64_t r = 0; r < rows; ++r) {
+      float want = row(r)[0];
+      for (int64_t i = 1; i < n; ++i)
+        if (row(r)[i] > want || (std::isnan(row(r)[i]) && !std::isnan(want))) want = row(r)[i];
+      ASSERT_EQ(Bits(got[r]), Bits(want)) << "row " << r << ": " << got[r] << " vs " << want;
+    }
+    EXPECT_EQ(got[rows], 99.0f) << "wrote past the rows";
+  }
+}
+
+// Tanh (the reference's std::tanh on float) on random values of [-12, 12],
+// values near the series' edge (1/4) and the special ones: signed zeros,
+// tiny, saturated, infinities, NaN; those last exact on every row.
+void CheckTanhF32(std::mt19937& rng, TanhF32Fn fn, float abs_tol) {
+  std::uniform_real_distribution<float> value(-12.0f, 12.0f);
+  const float inf = std::numeric_limits<float>::infinity();
+  const float special[] = {0.0f, -0.0f, 1e-8f, -1e-30f, 0.2499f, 0.25f, -0.2501f, 9.5f, -20.0f, inf, -inf, std::nanf("")};
+  constexpr int64_t kSpecial = sizeof(special) / sizeof(special[0]);
+  for (int64_t n : kRowLengths) {
+    SCOPED_TRACE("n " + std::to_string(n));
+    std::vector<float> x(static_cast<size_t>(n)), got(x.size() + 1, 99.0f);
+    for (int64_t i = 0; i < n; ++i) x[i] = i < kSpecial && n >= kSpecial ? special[i] : value(rng);
+    if (n >= 64) for (int64_t i = kSpecial; i < 40; ++i) x[i] = value(rng) / 32;  // inside the series
+    fn(x.data(), got.data(), n);
+    for (int64_t i = 0; i < n; ++i) {
+      const float want = std::tanh(x[i]);
+      if (std::isnan(want)) ASSERT_TRUE(std::isnan(got[i])) << "element " << i;
+      else if (abs_tol == 0 || std::isinf(x[i]) || std::fabs(x[i]) < 1e-6f) ASSERT_EQ(Bits(got[i]), Bits(want)) << "x " << x[i];
+      else ASSERT_NEAR(got[i], want, abs_tol) << "element " << i << " x " << x[i];
+    }
+    EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+  }
+}
+
 // Every operation and step pattern, with NaN, infinities and zeros among the
 // values: one IEEE operation, so the bits of a op b.
 void CheckBinaryF32(std::mt19937& rng, BinaryF32Fn fn) {
@@ -1105,6 +1161,10 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
     case CpuOp::kQLinearAddS8: CheckQLinearBinaryS8<false>(rng, def.get<QLinearAddS8Fn>()); return true;
     case CpuOp::kQLinearMulS8: CheckQLinearBinaryS8<true>(rng, def.get<QLinearMulS8Fn>()); return true;
     case CpuOp::kMeanRowsF32: CheckMeanRowsF32(rng, def.get<MeanRowsF32Fn>()); return true;
+    case CpuOp::kMaxRowsF32: CheckMaxRowsF32(rng, def.get<MaxRowsF32Fn>()); return true;
+    case CpuOp::kTanhF32:
+      CheckTanhF32(rng, def.get<TanhF32Fn>(), def.isa == CpuIsa::kPortable ? 0.0f : cpu::kTanhF32AbsTol);
+      return true;
     case CpuOp::kMaxPool2d: CheckMaxPool2d(rng, def.get<MaxPool2dFn>()); return true;
     // The portable Erf and Softmax rows are the reference's computation: exact.
     case CpuOp::kErfF32:
