@@ -579,6 +579,13 @@ std::map<std::string, int> SampleAxes(const Graph& graph, const std::set<std::st
     dynamic_batch = true;
     if (batch_name.empty()) batch_name = v->dims[0].param;
   }
+  // A fixed batch: the first graph input's dim 0 (of those with one).
+  int64_t fixed_batch = -1;
+  for (const ValueInfo& v : graph.inputs) {
+    if (dynamic_batch || pinned.count(v.name) || !v.has_shape || v.dims.empty()) continue;
+    fixed_batch = v.dims[0].value;
+    break;
+  }
   std::map<std::string, int> axes;
   for (const ValueInfo* v : all) {
     int axis = 0;
@@ -588,6 +595,8 @@ std::map<std::string, int> SampleAxes(const Graph& graph, const std::set<std::st
       axis = 0;
     } else if (v->dims.empty()) {
       axis = kNoSampleAxis;
+    } else if (!dynamic_batch && fixed_batch >= 0 && v->dims[0].value != fixed_batch) {
+      axis = kNoSampleAxis;  // a fixed batch that this input's dim 0 is not: its array holds its whole shape
     } else if (!v->dims[0].known() || !dynamic_batch) {
       axis = 0;  // samples first; or a fixed batch: every input's dim 0, as always
     } else {

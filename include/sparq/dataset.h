@@ -109,7 +109,10 @@ class SPARQ_API BatchSource {
 //   - no dynamic dim: a scalar has no sample axis (kNoSampleAxis); so has
 //     any input of a model with a dynamic batch (some input's dim 0 is
 //     dynamic), e.g. a fixed [1]; in a model whose every input is fixed
-//     (a fixed batch) the others keep axis 0, as they always did.
+//     (a fixed batch: the first input's dim 0) the inputs whose dim 0 is
+//     that batch keep axis 0, as they always did, and the others have none
+//     (a state [2, 1, 128] beside an input [1, 576]: one array [2, 1, 128]
+//     for every batch).
 // Inputs named in `pinned` (constants) have no sample axis.
 SPARQ_API std::map<std::string, int> SampleAxes(const Graph& graph, const std::set<std::string>& pinned = {});
 

@@ -224,19 +224,31 @@ TEST_F(SampleAxisEval, DataThatDoesNotFitTheStateIsAnErrorNamingTheInput) {
       << e;
 }
 
-TEST_F(SampleAxisEval, AFixedBatchThatAnInputContradictsIsAnError) {
+// A model whose every input is fixed (batch 1, as exported for a device):
+// an input whose dim 0 is not the batch (a state [2, 1, 4]) has no sample
+// axis, so samples of it are an error naming the shape it needs, and one
+// array of exactly its shape is fed to every batch.
+TEST_F(SampleAxisEval, AFixedBatchThatAnInputsDimZeroIsNotMakesItFixedShape) {
   Model m = SampleAxisModel();
   m.graph.inputs[0].dims[0] = {1, ""};
   m.graph.inputs[2].dims[1] = {1, ""};
   m.graph.outputs[0].dims[0] = {1, ""};
   ASSERT_TRUE(SaveModel(m, path("fixed.onnx")).ok());
+  EXPECT_EQ(SampleAxes(m.graph).at("state"), kNoSampleAxis);
+  EXPECT_EQ(SampleAxes(m.graph).at("x"), 0);
   EvalOptions o;
   o.inputs = path("data.npz");
   auto r = Evaluate(path("fixed.onnx"), o);
   ASSERT_FALSE(r.ok());
-  EXPECT_TRUE(Contains(r.status().message(), "model input 'state' (float32[2, 1, 4]) has a first dim of 2 but the "
-                                              "model's batch is fixed at 1"))
+  EXPECT_TRUE(Contains(r.status().message(), "model input 'state' expects float32[2, 1, 4]: the input has no sample axis"))
       << r.status().message();
+  NamedTensors one_state{{"x", x_}, {"sr", Tensor::Scalar<float>(2.0f)},
+                         {"state", testing::RandomFloats({2, 1, 4}, 9)}};
+  ASSERT_TRUE(WriteNpz(path("one_state.npz"), one_state).ok());
+  o.inputs = path("one_state.npz");
+  auto ok = Evaluate(path("fixed.onnx"), o);
+  ASSERT_TRUE(ok.ok()) << ok.status().message();
+  EXPECT_EQ(ok->samples, kSamples);
 }
 
 TEST_F(SampleAxisEval, EvaluatorOnTheBatchSourceComparesWithAReference) {
