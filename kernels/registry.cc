@@ -110,6 +110,7 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterCpuResizeOps(*r);
     RegisterCpuTensorCopyOps(*r);
     RegisterCpuAttentionF32Ops(*r);
+    RegisterCpuRecurrentF32Ops(*r);
     // The reference kernels take every node no fast row takes.
     for (KernelDef def : Reference().defs_) {
       def.priority = kPriorityReference;

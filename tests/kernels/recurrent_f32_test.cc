@@ -1,0 +1,176 @@
+// The float32 LSTM row (kernels/cpu/recurrent_f32.cc) through the executor
+// against the reference LSTM (kernels/ref/recurrent.cc): every direction,
+// both layouts, sequence_lens shorter than the sequence (and 0), initial
+// states, peepholes, with and without B; within kLstmF32AbsTol (the fast path
+// sums in float), the same bits for 1 and 2 threads, on every ISA this CPU
+// has; nodes it does not take (clip, other activations, W fed at run time)
+// run the reference.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "sparq/executor.h"
+#include "test_util.h"
+#include "tests/kernels/isa_sweep.h"
+
+namespace sparq {
+namespace {
+
+// Float sums of up to a few hundred products of values below 1 against the
+// reference's double sums, through a few steps of the recurrence.
+constexpr float kLstmF32AbsTol = 2e-5f;
+
+class LstmF32Test : public testing::IsaSweepTest {};
+
+Tensor Random(Shape shape, uint32_t seed, float scale = 0.5f) {
+  std::mt19937 rng(seed);
+  std::uniform_real_distribution<float> u(-scale, scale);
+  Tensor t(DataType::kFloat32, std::move(shape));
+  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
+  return t;
+}
+
+struct LstmCase {
+  std::string direction = "forward";
+  int64_t layout = 0;
+  int64_t seq = 5, batch = 3, input = 7, hidden = 6;
+  bool bias = true, peepholes = false, initial = false, lens = false;
+  bool weights_as_inputs = false;       // W fed at run time: the reference runs it
+  std::vector<Attribute> extra;         // e.g. clip: the reference runs it
+};
+
+ValueInfo Input(const std::string& name, const Shape& shape) {
+  std::vector<Dim> dims;
+  for (int64_t d : shape) dims.push_back({d, ""});
+  return testing::FloatInput(name, dims);
+}
+
+struct LstmRun {
+  TensorMap outputs;
+  std::string kernel;
+};
+
+LstmRun RunLstm(const LstmCase& c, bool reference, int threads) {
+  const int64_t dirs = c.direction == "bidirectional" ? 2 : 1, rows = 4 * c.hidden;
+  Model m;
+  m.opset_imports = {{"", 14}};
+  const Shape x_shape = c.layout == 0 ? Shape{c.seq, c.batch, c.input} : Shape{c.batch, c.seq, c.input};
+  const Shape state = c.layout == 0 ? Shape{dirs, c.batch, c.hidden} : Shape{c.batch, dirs, c.hidden};
+  TensorMap feeds{{"x", Random(x_shape, 1, 1.0f)}};
+  m.graph.inputs.push_back(Input("x", x_shape));
+  const Tensor w = Random({dirs, rows, c.input}, 2), r = Random({dirs, rows, c.hidden}, 3);
+  if (c.weights_as_inputs) {
+    m.graph.inputs.push_back(Input("w", w.shape()));
+    feeds["w"] = w;
+  } else {
+    m.graph.initializers["w"] = w;
+  }
+  m.graph.initializers["r"] = r;
+  std::vector<std::string> inputs = {"x", "w", "r", "", "", "", "", ""};
+  if (c.bias) m.graph.initializers["b"] = Random({dirs, 2 * rows}, 4), inputs[3] = "b";
+  if (c.lens) {
+    Tensor lens(DataType::kInt32, {c.batch});
+    for (int64_t b = 0; b < c.batch; ++b) lens.data<int32_t>()[b] = static_cast<int32_t>((c.seq - b) % (c.seq + 1));
+    if (c.batch > 2) lens.data<int32_t>()[2] = 0;
+    m.graph.initializers["lens"] = lens, inputs[4] = "lens";
+  }
+  if (c.initial) {
+    m.graph.inputs.push_back(Input("h0", state));
+    m.graph.inputs.push_back(Input("c0", state));
+    feeds["h0"] = Random(state, 5), feeds["c0"] = Random(state, 6, 2.0f);
+    inputs[5] = "h0", inputs[6] = "c0";
+  }
+  if (c.peepholes) m.graph.initializers["p"] = Random({dirs, 3 * c.hidden}, 7), inputs[7] = "p";
+  while (!inputs.empty() && inputs.back().empty()) inputs.pop_back();
+  for (const char* out : {"y", "y_h", "y_c"}) {
+    m.graph.outputs.push_back(testing::FloatInput(out, {}));
+    m.graph.outputs.back().has_shape = false;
+  }
+  std::vector<Attribute> attrs = c.extra;
+  Attribute dir;
+  dir.name = "direction", dir.kind = Attribute::Kind::kString, dir.s = c.direction;
+  Attribute hidden;
+  hidden.name = "hidden_size", hidden.kind = Attribute::Kind::kInt, hidden.i = c.hidden;
+  Attribute layout;
+  layout.name = "layout", layout.kind = Attribute::Kind::kInt, layout.i = c.layout;
+  attrs.push_back(dir), attrs.push_back(hidden), attrs.push_back(layout);
+  m.graph.nodes.push_back({"lstm", "LSTM", "", inputs, {"y", "y_h", "y_c"}, attrs, ""});
+  ExecutorOptions options;
+  options.threads = threads;
+  options.backend = reference ? "reference" : "cpu";
+  LstmRun run;
+  auto exec = Executor::Create(m, options);
+  EXPECT_TRUE(exec.ok()) << exec.status().ToString();
+  if (!exec.ok()) return run;
+  Status st = exec.value()->Run(feeds, &run.outputs);
+  EXPECT_TRUE(st.ok()) << st.ToString();
+  run.kernel = exec.value()->NodeKernels().at(0).kernel;
+  return run;
+}
+
+void ExpectNear(const TensorMap& got, const TensorMap& want, float tol) {
+  for (const char* name : {"y", "y_h", "y_c"}) {
+    SCOPED_TRACE(name);
+    ASSERT_EQ(got.at(name).shape(), want.at(name).shape());
+    for (int64_t i = 0; i < got.at(name).numel(); ++i) {
+      const float a = got.at(name).data<float>()[i], b = want.at(name).data<float>()[i];
+      if (tol == 0) ASSERT_EQ(a, b) << i;
+      else ASSERT_NEAR(a, b, tol) << i;
+    }
+  }
+}
+
+std::vector<LstmCase> Cases() {
+  std::vector<LstmCase> cases;
+  for (const char* direction : {"forward", "reverse", "bidirectional"}) {
+    for (int64_t layout : {0, 1}) {
+      LstmCase c;
+      c.direction = direction, c.layout = layout;
+      cases.push_back(c);
+      c.lens = true, c.initial = true;
+      cases.push_back(c);
+      c.peepholes = true, c.bias = false;
+      cases.push_back(c);
+    }
+  }
+  LstmCase wide;  // more than one GEMM tile of gates and of batch rows
+  wide.seq = 3, wide.batch = 9, wide.input = 40, wide.hidden = 37;
+  cases.push_back(wide);
+  return cases;
+}
+
+TEST_P(LstmF32Test, MatchesTheReference) {
+  for (const LstmCase& c : Cases()) {
+    SCOPED_TRACE(c.direction + " layout " + std::to_string(c.layout) + (c.lens ? " lens" : "") +
+                 (c.initial ? " initial" : "") + (c.peepholes ? " peepholes" : "") + " hidden " +
+                 std::to_string(c.hidden));
+    const LstmRun fast = RunLstm(c, false, 1);
+    EXPECT_EQ(fast.kernel.rfind("lstm_f32+gemm_f32", 0), 0u) << fast.kernel;
+    ExpectNear(fast.outputs, RunLstm(c, true, 1).outputs, kLstmF32AbsTol);
+    ExpectNear(RunLstm(c, false, 2).outputs, fast.outputs, 0.0f);  // any thread count: the same bits
+  }
+}
+
+TEST_P(LstmF32Test, NodesOutsideItsPathRunTheReference) {
+  Attribute clip;
+  clip.name = "clip", clip.kind = Attribute::Kind::kFloat, clip.f = 0.5f;
+  Attribute acts;
+  acts.name = "activations", acts.kind = Attribute::Kind::kStrings, acts.strings = {"Sigmoid", "Relu", "Tanh"};
+  LstmCase clipped, other_acts, fed;
+  clipped.extra = {clip};
+  other_acts.extra = {acts};
+  fed.weights_as_inputs = true;
+  for (const LstmCase& c : {clipped, other_acts, fed}) {
+    const LstmRun run = RunLstm(c, false, 1);
+    EXPECT_EQ(run.kernel, "ref");
+    ExpectNear(run.outputs, RunLstm(c, true, 1).outputs, 0.0f);
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(CpuKernels, LstmF32Test, ::testing::ValuesIn(kAllCpuIsas), testing::IsaParamName);
+
+}  // namespace
+}  // namespace sparq
