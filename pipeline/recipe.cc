@@ -578,6 +578,7 @@ void RecipeParser::ParseQuantize(MapReader m) {
   m.Read("fold_batchnorm", &q.fold_batchnorm);
   m.Read("gather_int8", &q.gather_int8);
   m.Read("bias_correction", &q.bias_correction);
+  m.Read("quantize_outputs", &q.quantize_outputs);
 
   diag_.AddKnownKeys("quantize.layers[]", {"match", "precision"});
   const std::vector<YAML::Node> layers = m.List("layers");

@@ -135,6 +135,7 @@ void EmitQuantize(YAML::Emitter& e, const RecipeQuantize& q) {
   e << YAML::Key << "fold_batchnorm" << YAML::Value << q.fold_batchnorm;
   e << YAML::Key << "gather_int8" << YAML::Value << q.gather_int8;
   e << YAML::Key << "bias_correction" << YAML::Value << q.bias_correction;
+  e << YAML::Key << "quantize_outputs" << YAML::Value << q.quantize_outputs;
   e << YAML::Key << "smooth" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "enabled" << YAML::Value << q.smooth.enabled;
   if (q.smooth.auto_alpha) e << YAML::Key << "alpha" << YAML::Value << "auto";

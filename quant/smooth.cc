@@ -399,6 +399,10 @@ StatusOr<Model> SmoothForInt8(const Model& model, const BatchSource& calibration
     if (db > best_db) best_db = db, best_alpha = alpha;
   }
   std::vector<std::pair<double, double>> tried = std::move(report->alpha_sqnr_db);
+  // The chosen alpha, with the maxima of all the calibration batches.
+  if (split) {
+    SPARQ_ASSIGN_OR_RETURN(stats, MeasureChannelMaxAbs(model, calibration(), options.threads));
+  }
   SPARQ_ASSIGN_OR_RETURN(Model out, SmoothModel(model, stats, best_alpha, options, report));
   report->alpha_sqnr_db = std::move(tried);
   return out;

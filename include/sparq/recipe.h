@@ -183,6 +183,10 @@ struct SPARQ_API RecipeQuantize {
   // channels into the MatMul/Gemm weights before calibrating, alpha fixed or
   // searched on held-out calibration batches (sparq/smooth.h). Off by default.
   // Writing the section turns it on unless it says `enabled: false`.
+  // int8/mixed, static, QDQ: Q/DQ on each INT8 layer's output too (and INT8
+  // flowing through Add/Concat/pooling); false: on layer inputs only
+  // (QuantizeOptions::quantize_outputs).
+  bool quantize_outputs = true;
   using Smooth = SmoothOptions;
   Smooth smooth;
   std::vector<LayerRule> layers;

@@ -39,7 +39,9 @@ struct SPARQ_API SmoothOptions {
   // Choose alpha among `alphas`: each candidate is smoothed, calibrated and
   // quantized on the fit batches of the calibration data and compared with
   // the float model on its held-out batches (every holdout_every-th batch);
-  // the one with the highest output SQNR wins. Never the evaluation data.
+  // the one with the highest output SQNR wins; the model returned is then
+  // smoothed at that alpha with the maxima of every calibration batch.
+  // Never the evaluation data.
   bool auto_alpha = false;
   std::vector<double> alphas = {0.3, 0.4, 0.5, 0.6, 0.7, 0.8};
   int holdout_every = 4;  // >= 2; with fewer batches than that, every batch both fits and judges

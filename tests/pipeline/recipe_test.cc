@@ -900,6 +900,13 @@ TEST_F(RecipeTest, BiasCorrectionParsesAndIsUnusedByDynamicMode) {
 
 TEST_F(RecipeTest, SmoothParsesRoundTripsAndIsChecked) {
   EXPECT_FALSE(Parse(kMinimal)->quantize.smooth.enabled);
+  EXPECT_TRUE(Parse(kMinimal)->quantize.quantize_outputs);
+  StatusOr<Recipe> outputs = Parse(kMinimal + "quantize: {quantize_outputs: false}\n");
+  ASSERT_TRUE(outputs.ok()) << outputs.status().ToString();
+  EXPECT_FALSE(ToQuantizeOptions(*outputs).quantize_outputs);
+  StatusOr<Recipe> outputs_again = ParseRecipe(RecipeToYaml(*outputs), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(outputs_again.ok());
+  EXPECT_FALSE(outputs_again->quantize.quantize_outputs);
   StatusOr<Recipe> r = Parse(kMinimal + "quantize: {smooth: {alpha: auto, alphas: [0.4, 0.6], min_outlier_ratio: 4}}\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_TRUE(r->quantize.smooth.enabled);  // writing the section turns it on

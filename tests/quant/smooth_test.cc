@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 
 #include "sparq/calibrate.h"
 #include "sparq/executor.h"
@@ -225,6 +226,56 @@ TEST(Smooth, AutoAlphaPicksACandidateOnHeldOutBatches) {
   EXPECT_TRUE(chosen) << "alpha " << report.alpha;
   EXPECT_FALSE(report.inputs.empty());
   EXPECT_LE(RelativeError(RunAll(m), RunAll(*s)), 1e-5);
+}
+
+}  // namespace
+}  // namespace sparq
+
+namespace sparq {
+namespace {
+
+// quantize_outputs = false: Q/DQ on the INT8 layers' inputs only (TensorRT's
+// explicit-quantization placement); nothing quantizes a layer's output.
+TEST(QuantizeOutputs, OffLeavesLayerOutputsFloat) {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  Graph& g = m.graph;
+  g.inputs.push_back(testing::FloatInput("x", {{-1, "n"}, {8, ""}}));
+  g.outputs.push_back(testing::FloatInput("y", {{-1, "n"}, {8, ""}}));
+  g.initializers["w1"] = testing::RandomFloats({8, 8}, 41);
+  g.initializers["w2"] = testing::RandomFloats({8, 8}, 42);
+  g.nodes.push_back({"fc1", "MatMul", "", {"x", "w1"}, {"h"}, {}, ""});
+  g.nodes.push_back({"res", "Add", "", {"h", "x"}, {"r"}, {}, ""});
+  g.nodes.push_back({"fc2", "MatMul", "", {"r", "w2"}, {"y"}, {}, ""});
+  QuantizeOptions o;
+  o.quantize_outputs = false;
+  auto needs = CalibrationTensorsNeeded(m, o);
+  ASSERT_TRUE(needs.ok());
+  std::vector<std::string> names;
+  for (const auto& n : *needs) names.push_back(n.tensor);
+  EXPECT_EQ(names, (std::vector<std::string>{"x", "r"}));
+  CalibrationOptions c;
+  c.method = CalibrationMethod::kMax;
+  auto batches = std::make_shared<int>(0);
+  BatchFn one = [batches](TensorMap* b) -> StatusOr<bool> {
+    if ((*batches)++ > 0) return false;
+    (*b)["x"] = testing::RandomFloats({4, 8}, 43);
+    return true;
+  };
+  auto table = Calibrate(m, one, c);
+  ASSERT_TRUE(table.ok());
+  auto q = QuantizeModel(m, *table, o, nullptr);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  std::set<std::string> quantized;
+  for (const Node& n : q->graph.nodes)
+    if (n.op_type == "QuantizeLinear") quantized.insert(n.inputs[0]);
+  EXPECT_EQ(quantized, (std::set<std::string>{"x", "r"}));  // not h, not y
+  o.quantize_outputs = true;
+  auto all = QuantizeModel(m, *table, o, nullptr);
+  ASSERT_TRUE(all.ok());
+  int qs = 0;
+  for (const Node& n : all->graph.nodes) qs += n.op_type == "QuantizeLinear";
+  EXPECT_GT(qs, 2);
 }
 
 }  // namespace
