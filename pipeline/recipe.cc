@@ -578,6 +578,7 @@ void RecipeParser::ParseQuantize(MapReader m) {
   m.Read("fold_batchnorm", &q.fold_batchnorm);
   m.Read("gather_int8", &q.gather_int8);
   m.Read("bias_correction", &q.bias_correction);
+  m.Read("quantize_outputs", &q.quantize_outputs);
 
   diag_.AddKnownKeys("quantize.layers[]", {"match", "precision"});
   const std::vector<YAML::Node> layers = m.List("layers");
@@ -609,6 +610,23 @@ void RecipeParser::ParseQuantize(MapReader m) {
   }
   f.Read("keep_io_types", &q.fp16.keep_io_types);
   f.Finish();
+
+  // quantize.smooth: written means on, unless it says enabled: false.
+  MapReader sm = m.Child("smooth");
+  if (m.Has("smooth")) q.smooth.enabled = true;
+  sm.Read("enabled", &q.smooth.enabled);
+  if (YAML::Node a = sm.Get("alpha"); a.IsDefined()) {
+    if (a.IsScalar() && a.Scalar() == "auto") {
+      q.smooth.auto_alpha = true;
+    } else if (sm.Read("alpha", &q.smooth.alpha, Bounds::Closed(0, 1))) {
+      q.smooth.auto_alpha = false;
+    }
+  }
+  if (sm.Read("alphas", &q.smooth.alphas, Bounds::Closed(0, 1)) && q.smooth.alphas.empty())
+    diag_.Error(sm.LineOf("alphas"), sm.PathOf("alphas"), "needs at least one value");
+  sm.Read("holdout_every", &q.smooth.holdout_every, Bounds::AtLeast(2));
+  sm.Read("min_outlier_ratio", &q.smooth.min_outlier_ratio, Bounds::AtLeast(1));
+  sm.Finish();
 
   MapReader fb = m.Child("fallback");
   fb.Read("enabled", &q.fallback.enabled);
@@ -731,6 +749,16 @@ void RecipeParser::CheckAcrossSections() {
     if (q.fallback.enabled && q.fallback.to == LayerPrecision::kFP16 && diag_.Written("quantize.fallback.to"))
       diag_.Error(diag_.LineFor("quantize.fallback.to"), "quantize.fallback.to",
                   "fp16 is the model's precision already; fall back to fp32");
+  }
+
+  if (q.enabled && q.smooth.enabled && diag_.Written("quantize.smooth")) {
+    if (q.mode == RecipeQuantize::Mode::kDynamic || (precision_ok && q.precision == Precision::kFp16))
+      diag_.Warning(diag_.LineFor("quantize.smooth"), "quantize.smooth",
+                    "is not used: it smooths activations for static INT8 (quantize.mode static, precision int8 or mixed)");
+    else if (!q.scales.empty())
+      diag_.Error(diag_.LineFor("quantize.smooth"), "quantize.smooth",
+                  "cannot use quantize.scales: smoothing changes the activations, whose ranges must be calibrated "
+                  "after it");
   }
 
   if (q.enabled && q.mode == RecipeQuantize::Mode::kDynamic && !diag_.FailedAt("quantize.mode")) {

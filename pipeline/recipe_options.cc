@@ -18,6 +18,7 @@ QuantizeOptions ToQuantizeOptions(const Recipe& r) {
   q.fold_batchnorm = r.quantize.fold_batchnorm;
   q.dynamic = r.quantize.mode == RecipeQuantize::Mode::kDynamic;
   q.gather_int8 = r.quantize.gather_int8;
+  q.quantize_outputs = r.quantize.quantize_outputs;
   for (const auto& rule : r.quantize.layers) q.layers.push_back({rule.match, rule.precision});
   q.exclude_ops = r.quantize.exclude_ops;
   q.fp16 = r.quantize.fp16;

@@ -135,6 +135,17 @@ void EmitQuantize(YAML::Emitter& e, const RecipeQuantize& q) {
   e << YAML::Key << "fold_batchnorm" << YAML::Value << q.fold_batchnorm;
   e << YAML::Key << "gather_int8" << YAML::Value << q.gather_int8;
   e << YAML::Key << "bias_correction" << YAML::Value << q.bias_correction;
+  e << YAML::Key << "quantize_outputs" << YAML::Value << q.quantize_outputs;
+  e << YAML::Key << "smooth" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "enabled" << YAML::Value << q.smooth.enabled;
+  if (q.smooth.auto_alpha) e << YAML::Key << "alpha" << YAML::Value << "auto";
+  else Num(e << YAML::Key << "alpha" << YAML::Value, q.smooth.alpha);
+  e << YAML::Key << "alphas" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+  for (double a : q.smooth.alphas) Num(e, a);
+  e << YAML::EndSeq;
+  e << YAML::Key << "holdout_every" << YAML::Value << q.smooth.holdout_every;
+  Num(e << YAML::Key << "min_outlier_ratio" << YAML::Value, q.smooth.min_outlier_ratio);
+  e << YAML::EndMap;
   BeginList(e << YAML::Key << "layers" << YAML::Value, q.layers.empty());
   for (const auto& l : q.layers) {
     e << YAML::BeginMap << YAML::Key << "match" << YAML::Value << l.match;

@@ -20,6 +20,7 @@
 #include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 #include "sparq/pipeline.h"
+#include "sparq/smooth.h"
 
 namespace sparq {
 namespace fs = std::filesystem;
@@ -293,6 +294,31 @@ StatusOr<RunReport> Runner::Run() {
   if (r_.prune.enabled) {
     Log("prune (" + r_.prune.structure.ToString() + ")");
     SPARQ_RETURN_IF_ERROR(Timed("prune", [&] { return PruneStage(report_.fp32_metric); }));
+  }
+
+  // quantize.smooth: the float model with its activation outliers moved into
+  // the weights (equal outputs); calibration, quantization and the fallback
+  // start from it. The evaluation's reference stays the model as loaded.
+  const bool static_int8 = r_.quantize.enabled && r_.quantize.precision != RecipeQuantize::Precision::kFp16 &&
+                           r_.quantize.mode == RecipeQuantize::Mode::kStatic;
+  if (static_int8 && r_.quantize.smooth.enabled && r_.quantize.scales.empty()) {
+    SmoothOptions so = r_.quantize.smooth;
+    so.threads = r_.evaluate.threads;
+    Log("smooth (alpha " + (so.auto_alpha ? std::string("auto") : std::to_string(so.alpha)) + ") on " +
+        (r_.data.calibration.empty() ? r_.data.evaluation : r_.data.calibration));
+    SmoothReport sr;
+    auto smoothed = Timed("smooth", [&] {
+      return SmoothForInt8(fp32_, calibration_, qopt, r_.quantize.calibration, so, &sr);
+    });
+    if (!smoothed.ok()) return smoothed.status().WithContext("quantize.smooth");
+    fp32_ = std::move(*smoothed);
+    for (const auto& [alpha, db] : sr.alpha_sqnr_db)
+      Log("smooth: alpha " + std::to_string(alpha) + ": held-out output SQNR " + std::to_string(db) + " dB");
+    Log("smooth: alpha " + std::to_string(sr.alpha) + ", " + std::to_string(sr.inputs.size()) +
+        " activation(s) smoothed");
+    for (const auto& in : sr.inputs)
+      Log("smooth: '" + in.tensor + "' outlier ratio " + std::to_string(in.outlier_ratio) + " -> " +
+          std::to_string(in.ratio_after) + " (" + in.folded_into + ")");
   }
 
   // Calibrate (also for FP16: the table tells which values are float32), or

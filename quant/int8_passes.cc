@@ -156,6 +156,7 @@ Status InsertQdq(Model& model, const CalibrationTable& table, const std::vector<
       node.inputs[1] = w_dq;
       if (!b_dq.empty()) node.inputs[2] = b_dq;
       // Quantized once, after a fusable activation (Conv -> Relu -> Q -> DQ).
+      if (!options.quantize_outputs) continue;
       const auto act = FusedActivation(g, i);
       const std::string y = act && table.Find(g.nodes[*act].outputs[0]) ? g.nodes[*act].outputs[0] : n.outputs[0];
       SPARQ_RETURN_IF_ERROR(qdq.QuantizeOutput(y));

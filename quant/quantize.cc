@@ -164,7 +164,7 @@ StatusOr<Model> QuantizeModel(const Model& input, const CalibrationTable& table,
   std::vector<std::string> fp16_nodes;
   std::set<size_t> fused_activations;  // computed on the integers: not FP16
   for (size_t i = 0; i < g.nodes.size(); ++i) {
-    if (precision[i] != Precision::kINT8) continue;
+    if (precision[i] != Precision::kINT8 || (options.format == QuantFormat::kQDQ && !options.quantize_outputs)) continue;
     if (auto a = FusedActivation(g, i); a && table.Find(g.nodes[*a].outputs[0]) != nullptr) fused_activations.insert(*a);
   }
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -221,6 +221,7 @@ StatusOr<std::vector<CalibrationNeed>> CalibrationTensorsNeeded(const Model& inp
     const Node& n = g.nodes[i];
     if (precision[i] == Precision::kINT8) {
       need(n.inputs[0], n, "input");
+      if (options.format == QuantFormat::kQDQ && !options.quantize_outputs) continue;
       // Quantized once, after a fusable activation (Conv -> Relu -> Q).
       const auto act = FusedActivation(g, i);
       const std::string& y = act ? g.nodes[*act].outputs[0] : n.outputs[0];

@@ -55,6 +55,13 @@ struct SPARQ_API QuantizeOptions {
   // with calibrated scales.
   bool dynamic = false;
   bool gather_int8 = true;  // INT8: Gather tables (embeddings) of >= 4096 values in int8
+  // Static INT8, QDQ form: a Q/DQ pair on each INT8 layer's output (after its
+  // fused Relu/Clip), and INT8 flowing on through Add/Concat/pooling whose
+  // inputs are all quantized. false: Q/DQ only on the layers' inputs (and
+  // weights); outputs stay float32 unless an INT8 layer reads them (TensorRT's
+  // explicit-quantization placement). Transformers keep their accuracy this
+  // way (bench/TRANSFORMER_ACCURACY.md). QOperator form always quantizes outputs.
+  bool quantize_outputs = true;
   std::vector<LayerRule> layers;            // first matching rule wins
   // Op types (e.g. "Softmax", "MatMul") kept in float32 whatever the default
   // precision; a `layers` rule naming the node still wins. An op type the

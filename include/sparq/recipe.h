@@ -33,6 +33,7 @@
 #include "sparq/export.h"
 #include "sparq/prune.h"      // PruneStructure
 #include "sparq/quantize.h"   // Fp16Options
+#include "sparq/smooth.h"     // SmoothOptions
 #include "sparq/status.h"
 
 namespace sparq {
@@ -178,6 +179,16 @@ struct SPARQ_API RecipeQuantize {
   // int8/mixed, static: subtract from each INT8 Conv/Gemm bias the mean error
   // its int8 weights add, measured on data.calibration (sparq/bias_correction.h).
   bool bias_correction = false;
+  // int8/mixed, static: SmoothQuant-style migration of activation outlier
+  // channels into the MatMul/Gemm weights before calibrating, alpha fixed or
+  // searched on held-out calibration batches (sparq/smooth.h). Off by default.
+  // Writing the section turns it on unless it says `enabled: false`.
+  // int8/mixed, static, QDQ: Q/DQ on each INT8 layer's output too (and INT8
+  // flowing through Add/Concat/pooling); false: on layer inputs only
+  // (QuantizeOptions::quantize_outputs).
+  bool quantize_outputs = true;
+  using Smooth = SmoothOptions;
+  Smooth smooth;
   std::vector<LayerRule> layers;
   // Op types kept in float32 (QuantizeOptions::exclude_ops): any non-empty
   // name; one the model lacks is a warning in the run.

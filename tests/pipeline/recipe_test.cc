@@ -898,6 +898,57 @@ TEST_F(RecipeTest, BiasCorrectionParsesAndIsUnusedByDynamicMode) {
   EXPECT_NE(message.find("did you mean 'bias_correction'"), std::string::npos) << message;
 }
 
+TEST_F(RecipeTest, SmoothParsesRoundTripsAndIsChecked) {
+  EXPECT_FALSE(Parse(kMinimal)->quantize.smooth.enabled);
+  EXPECT_TRUE(Parse(kMinimal)->quantize.quantize_outputs);
+  StatusOr<Recipe> outputs = Parse(kMinimal + "quantize: {quantize_outputs: false}\n");
+  ASSERT_TRUE(outputs.ok()) << outputs.status().ToString();
+  EXPECT_FALSE(ToQuantizeOptions(*outputs).quantize_outputs);
+  StatusOr<Recipe> outputs_again = ParseRecipe(RecipeToYaml(*outputs), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(outputs_again.ok());
+  EXPECT_FALSE(outputs_again->quantize.quantize_outputs);
+  StatusOr<Recipe> r = Parse(kMinimal + "quantize: {smooth: {alpha: auto, alphas: [0.4, 0.6], min_outlier_ratio: 4}}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_TRUE(r->quantize.smooth.enabled);  // writing the section turns it on
+  EXPECT_TRUE(r->quantize.smooth.auto_alpha);
+  EXPECT_EQ(r->quantize.smooth.alphas, (std::vector<double>{0.4, 0.6}));
+  EXPECT_EQ(r->quantize.smooth.min_outlier_ratio, 4.0);
+  EXPECT_TRUE(r->warnings.empty());
+  StatusOr<Recipe> again = ParseRecipe(RecipeToYaml(*r), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->quantize.smooth.enabled && again->quantize.smooth.auto_alpha);
+  EXPECT_EQ(again->quantize.smooth.alphas, r->quantize.smooth.alphas);
+
+  r = Parse(kMinimal + "quantize: {smooth: {alpha: 0.65}}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->quantize.smooth.auto_alpha);
+  EXPECT_EQ(r->quantize.smooth.alpha, 0.65);
+  again = ParseRecipe(RecipeToYaml(*r), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->quantize.smooth.alpha, 0.65);
+  EXPECT_TRUE(again->quantize.smooth.enabled);
+  r = Parse(kMinimal + "quantize: {smooth: {enabled: false, alpha: 0.7}}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_FALSE(r->quantize.smooth.enabled);
+  // A disabled section round-trips disabled.
+  again = ParseRecipe(RecipeToYaml(*Parse(kMinimal)), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_FALSE(again->quantize.smooth.enabled);
+
+  EXPECT_NE(ErrorOf(kMinimal + "quantize: {smooth: {alpha: 1.5}}\n").find("quantize.smooth.alpha"), std::string::npos);
+  EXPECT_NE(ErrorOf(kMinimal + "quantize: {smooth: {alpha: often}}\n").find("quantize.smooth.alpha"), std::string::npos);
+  EXPECT_NE(ErrorOf(kMinimal + "quantize: {smooth: {holdout_every: 1}}\n").find("quantize.smooth.holdout_every"),
+            std::string::npos);
+  EXPECT_NE(ErrorOf(kMinimal + "quantize: {smooth: {alphas: []}}\n").find("quantize.smooth.alphas"), std::string::npos);
+  EXPECT_NE(ErrorOf(kMinimal + "quantize: {smooth: {alpah: 0.5}}\n").find("did you mean 'alpha'"), std::string::npos);
+  r = Parse(kMinimal + "quantize:\n  mode: dynamic\n  smooth: {alpha: 0.5}\n");  // lines 5-7
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_EQ(r->warnings.size(), 1u);
+  EXPECT_NE(r->warnings[0].find("r.yaml:7: quantize.smooth: is not used"), std::string::npos) << r->warnings[0];
+  const std::string scales = ErrorOf(kMinimal + "quantize: {scales: s.json, smooth: {alpha: 0.5}}\n");
+  EXPECT_NE(scales.find("quantize.smooth: cannot use quantize.scales"), std::string::npos) << scales;
+}
+
 TEST_F(RecipeTest, DynamicModeParsesAndIsCheckedAgainstPrecisionAndFormat) {
   StatusOr<Recipe> r = Parse(kMinimal + "quantize: {mode: dynamic, gather_int8: false}\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
