@@ -64,7 +64,8 @@ def have_ray():
 
 
 def main(argv=None):
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                usage="%(prog)s {calibrate,eval} [options] -- MODEL SPARQ_OPTIONS...")
     p.add_argument("kind", choices=["calibrate", "eval"])
     p.add_argument("--sparq", default="sparq", help="the sparq binary every worker runs")
     p.add_argument("--shards", type=int, required=True)
@@ -73,9 +74,13 @@ def main(argv=None):
     p.add_argument("--trt-cache", help="calibrate: also write the TensorRT cache at the merge")
     p.add_argument("--local", action="store_true", help="local processes even when Ray is installed")
     p.add_argument("--workers", type=int, default=os.cpu_count(), help="local processes at once")
-    p.add_argument("args", nargs=argparse.REMAINDER, help="-- then the model and sparq's own options")
-    a = p.parse_args(argv)
-    args = a.args[1:] if a.args[:1] == ["--"] else a.args
+    argv = list(sys.argv[1:] if argv is None else argv)
+    # Everything after "--" is the model and sparq's own options, passed as written.
+    split = argv.index("--") if "--" in argv else len(argv)
+    a = p.parse_args(argv[:split])
+    args = argv[split + 1:]
+    if not args:
+        p.error("give the model and sparq's options after --")
     if a.shards < 1:
         p.error("--shards must be >= 1")
     os.makedirs(a.work, exist_ok=True)

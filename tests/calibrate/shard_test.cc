@@ -9,6 +9,7 @@
 #include "sparq/commands.h"
 #include "sparq/dataset.h"
 #include "sparq/file_io.h"
+#include "sparq/onnx_io.h"
 #include "test_util.h"
 
 namespace sparq {

@@ -1,6 +1,5 @@
 """tools/shard_ray.py: sharded calibration fanned out (Ray when installed, else
 local processes) and merged gives the one-process table byte for byte."""
-import importlib.util
 import os
 
 import pytest
@@ -8,14 +7,11 @@ import pytest
 from conftest import SOURCE_DIR
 
 DIGITS = os.path.join(SOURCE_DIR, "examples", "digits")
-DRIVER = os.path.join(SOURCE_DIR, "tools", "shard_ray.py")
 
 
 def load_driver():
-    spec = importlib.util.spec_from_file_location("shard_ray", DRIVER)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
+    import shard_ray  # tools/ is on sys.path (conftest); imported by name so its tasks pickle
+    return shard_ray
 
 
 def one_process_table(sparq, tmp_path):
