@@ -45,12 +45,7 @@ TensorRange MakeRange(const std::string& name, float min, float max, float thres
 namespace {
 
 // Min, max and |x| histogram of one tensor over all batches.
-struct Observer {
-  explicit Observer(int bins) : hist(bins) {}
-  float min = std::numeric_limits<float>::infinity();
-  float max = -std::numeric_limits<float>::infinity();
-  AbsHistogram hist;
-};
+using Observer = TensorObservation;
 
 constexpr int64_t kChunk = 1 << 16;
 
@@ -189,17 +184,15 @@ std::set<std::string> ActivationNames(const Model& model) {
   return out;
 }
 
-using ObserverItem = const std::pair<const std::string, Observer>*;
-
 // method auto: every tensor's candidates (max, KL, percentile, MSE), then the
 // one whose quantization least disturbs its consumers' outputs on the first
 // batch. Each range's method says which won ("auto:kl").
-Status ChooseAuto(const Model& model, const TensorMap& batch, const std::vector<ObserverItem>& items,
+Status ChooseAuto(const Model& model, const TensorMap& batch, const std::vector<TensorObservation>& items,
                   const CalibrationOptions& options, CalibrationTable* table, ThreadPool* pool) {
   std::vector<AutoTensor> found(items.size());
   ParallelFor(pool, static_cast<int64_t>(items.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      const Observer& obs = items[i]->second;
+      const Observer& obs = items[i];
       const double max_abs = std::max(std::fabs(obs.min), std::fabs(obs.max));
       AutoTensor& t = found[i];
       t.min = obs.min;
@@ -216,22 +209,23 @@ Status ChooseAuto(const Model& model, const TensorMap& batch, const std::vector<
     }
   });
   std::map<std::string, AutoTensor> by_name;
-  for (size_t i = 0; i < items.size(); ++i) by_name[items[i]->first] = found[i];
+  for (size_t i = 0; i < items.size(); ++i) by_name[items[i].name] = found[i];
   SPARQ_ASSIGN_OR_RETURN(auto chosen, ChooseByLayerError(model, batch, by_name, options.symmetric, options.threads));
   for (size_t i = 0; i < items.size(); ++i) {
     const AutoTensor& t = found[i];
     if (t.candidates.empty()) continue;
-    auto it = chosen.find(items[i]->first);
+    auto it = chosen.find(items[i].name);
     const ThresholdCandidate& c = t.candidates[it == chosen.end() ? 0 : it->second];
-    table->tensors[i] = MakeRange(items[i]->first, t.min, t.max, c.threshold, options.symmetric,
+    table->tensors[i] = MakeRange(items[i].name, t.min, t.max, c.threshold, options.symmetric,
                                   std::string("auto:") + CalibrationMethodName(c.method));
   }
   return Status::OK();
 }
 
-}  // namespace
-
-StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_batch, const CalibrationOptions& options) {
+// Runs `model` over every batch into one observer per tensor; keeps the
+// first batch in `first_batch` when it is not null (method auto).
+StatusOr<PartialCalibration> ObserveBatches(const Model& model, const BatchFn& next_batch,
+                                            const CalibrationOptions& options, TensorMap* first_batch) {
   if (options.bins < 128 || options.bins % 2 != 0) {
     return Status::InvalidArgument("calibration bins must be an even number >= 128, got " + std::to_string(options.bins));
   }
@@ -287,11 +281,15 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
   }
   ThreadPool& pool = *SharedThreadPool(options.threads);  // the process's pool for this thread count
   std::map<std::string, Observer> observers;
+  auto observer = [&](const std::string& name) -> Observer& {
+    auto [it, added] = observers.try_emplace(name);
+    if (added) it->second.name = name, it->second.hist = AbsHistogram(options.bins);
+    return it->second;
+  };
   auto observe = [&](const std::string& name, const Tensor& t) -> Status {
     if (t.dtype() != DataType::kFloat32) return Status::OK();
     if (wanted.count(name)) {
-      auto it = observers.try_emplace(name, options.bins).first;
-      SPARQ_RETURN_IF_ERROR(Observe(name, t, it->second, &pool));
+      SPARQ_RETURN_IF_ERROR(Observe(name, t, observer(name), &pool));
     }
     if (auto read_by = zero_pads.find(name); read_by != zero_pads.end()) {
       for (const ZeroPad& pad : read_by->second) {
@@ -299,8 +297,7 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
           return Status::InvalidArgument("Pad output '" + pad.output + "': " + std::to_string(pad.pads.size()) +
                                          " pads for a rank-" + std::to_string(t.rank()) + " input");
         }
-        auto it = observers.try_emplace(pad.output, options.bins).first;
-        SPARQ_RETURN_IF_ERROR(Observe(pad.output, t, it->second, &pool, pad.Zeros(t)));
+        SPARQ_RETURN_IF_ERROR(Observe(pad.output, t, observer(pad.output), &pool, pad.Zeros(t)));
       }
     }
     return Status::OK();
@@ -312,55 +309,96 @@ StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_bat
     return Status::OK();
   };
 
-  CalibrationTable table;
-  table.method = CalibrationMethodName(options.method);
-  table.bins = options.bins;
-  table.percentile = options.percentile;
-  table.symmetric = options.symmetric;
-  int64_t batches = 0;
-  TensorMap first_batch;  // method auto compares candidates on it
+  PartialCalibration partial;
+  partial.method = options;
+  partial.backend = options.backend;
+  partial.requested = options.tensors;
+  std::sort(partial.requested.begin(), partial.requested.end());
+  int64_t& batches = partial.batches;
   for (;;) {
     TensorMap batch;
     SPARQ_ASSIGN_OR_RETURN(bool more, next_batch(&batch));
     if (!more) break;
-    if (batches == 0 && options.method == CalibrationMethod::kAuto) first_batch = batch;
+    if (batches == 0 && first_batch != nullptr) *first_batch = batch;
     for (const auto& [name, t] : batch) SPARQ_RETURN_IF_ERROR(observe(name, t));
     TensorMap outputs;
     SPARQ_RETURN_IF_ERROR(exec->Run(batch, &outputs, run_options).WithContext("calibration batch " + std::to_string(batches)));
-    table.samples += samples_of.SamplesIn(batch);
+    partial.samples += samples_of.SamplesIn(batch);
     ++batches;
     if (options.progress) {
       CalibrationProgress p;
       p.batches = batches;
-      p.samples = table.samples;
+      p.samples = partial.samples;
       options.progress(p);
       if (p.cancel) return Status::Cancelled("calibration cancelled by the progress callback after batch " +
                                              std::to_string(batches));
     }
   }
-  if (batches == 0) return Status::InvalidArgument("calibration got no data batches");
+  for (auto& [name, obs] : observers) partial.tensors.push_back(std::move(obs));  // sorted by name
+  return partial;
+}
 
-  // Threshold searches are independent per tensor: run them in parallel.
-  std::vector<ObserverItem> items;
-  for (const auto& kv : observers) items.push_back(&kv);
+// Each tensor's range by partial.method's rule; method auto: max, until
+// ChooseAuto picks among the candidates.
+StatusOr<CalibrationTable> Thresholds(const PartialCalibration& partial, ThreadPool* pool) {
+  const CalibrationMethodOptions& options = partial.method;
+  CalibrationTable table;
+  table.method = CalibrationMethodName(options.method);
+  table.bins = options.bins;
+  table.percentile = options.percentile;
+  table.symmetric = options.symmetric;
+  table.samples = partial.samples;
+  const std::vector<TensorObservation>& items = partial.tensors;
   table.tensors.resize(items.size());
   const CalibrationMethodInfo* found = nullptr;
   for (const CalibrationMethodInfo& info : CalibrationMethods())
     if (info.method == options.method) found = &info;
   if (found == nullptr) return Status::InvalidArgument("unknown calibration method");
   const CalibrationMethodInfo& method = *found;
-  ParallelFor(&pool, static_cast<int64_t>(items.size()), 1, [&](int64_t b, int64_t e) {
+  ParallelFor(pool, static_cast<int64_t>(items.size()), 1, [&](int64_t b, int64_t e) {
     for (int64_t i = b; i < e; ++i) {
-      const auto& [name, obs] = *items[i];
+      const Observer& obs = items[i];
       float threshold = std::max(std::fabs(obs.min), std::fabs(obs.max));
       // kAuto has no rule of its own: max until ChooseAuto below.
       if (method.threshold != nullptr) threshold = static_cast<float>(method.threshold(obs.hist, threshold, options));
       // A bin edge may sit a hair above the observed max: never exceed it.
       threshold = std::min(threshold, std::max(std::fabs(obs.min), std::fabs(obs.max)));
-      table.tensors[i] = MakeRange(name, obs.min, obs.max, threshold, options.symmetric, table.method);
+      table.tensors[i] = MakeRange(obs.name, obs.min, obs.max, threshold, options.symmetric, table.method);
     }
   });
-  if (options.method == CalibrationMethod::kAuto) SPARQ_RETURN_IF_ERROR(ChooseAuto(model, first_batch, items, options, &table, &pool));
+  return table;
+}
+
+Status RefuseAuto(const CalibrationMethodOptions& options, const char* what) {
+  if (options.method != CalibrationMethod::kAuto) return Status::OK();
+  return Status::InvalidArgument(std::string(what) + ": method auto cannot be sharded (it reruns each tensor's "
+                                 "consumers on the first batch of all the data to compare its candidates): "
+                                 "calibrate auto in one process, or shard max, kl, percentile or mse");
+}
+
+}  // namespace
+
+StatusOr<PartialCalibration> CalibrateShard(const Model& model, const BatchFn& next_batch,
+                                            const CalibrationOptions& options) {
+  SPARQ_RETURN_IF_ERROR(RefuseAuto(options, "CalibrateShard"));
+  return ObserveBatches(model, next_batch, options, nullptr);
+}
+
+StatusOr<CalibrationTable> FinishCalibration(const PartialCalibration& partial, int threads) {
+  SPARQ_RETURN_IF_ERROR(RefuseAuto(partial.method, "FinishCalibration"));
+  if (partial.batches == 0) return Status::InvalidArgument("calibration got no data batches");
+  return Thresholds(partial, SharedThreadPool(threads));
+}
+
+StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_batch, const CalibrationOptions& options) {
+  TensorMap first_batch;  // method auto compares candidates on it
+  const bool is_auto = options.method == CalibrationMethod::kAuto;
+  SPARQ_ASSIGN_OR_RETURN(PartialCalibration partial,
+                         ObserveBatches(model, next_batch, options, is_auto ? &first_batch : nullptr));
+  if (partial.batches == 0) return Status::InvalidArgument("calibration got no data batches");
+  ThreadPool& pool = *SharedThreadPool(options.threads);
+  SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, Thresholds(partial, &pool));
+  if (is_auto) SPARQ_RETURN_IF_ERROR(ChooseAuto(model, first_batch, partial.tensors, options, &table, &pool));
   return table;
 }
 

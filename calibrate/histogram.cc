@@ -54,6 +54,30 @@ void AbsHistogram::AddCounts(const std::vector<int64_t>& counts) {
   for (size_t i = 0; i < counts_.size() && i < counts.size(); ++i) counts_[i] += counts[i];
 }
 
+void AbsHistogram::Merge(const AbsHistogram& other) {
+  if (other.range_ == 0.0) {  // all zeros: bin 0 on any grid
+    counts_[0] += other.total();
+    return;
+  }
+  if (range_ == 0.0) {  // this one all zeros: take the other's grid, keep the zeros in bin 0
+    const int64_t zeros = total();
+    counts_ = other.counts_;
+    range_ = other.range_;
+    counts_[0] += zeros;
+    return;
+  }
+  // Both ranges are powers of two: growing the smaller one to the larger
+  // merges 2^k bins into one exactly, as streaming more data would have.
+  if (range_ < other.range_) GrowTo(other.range_ / 2.0);
+  if (other.range_ < range_) {
+    AbsHistogram grown = other;
+    grown.GrowTo(range_ / 2.0);
+    AddCounts(grown.counts_);
+    return;
+  }
+  AddCounts(other.counts_);
+}
+
 void AbsHistogram::Add(const float* values, int64_t n) {
   float batch_max = 0.0f;
   for (int64_t i = 0; i < n; ++i) batch_max = std::max(batch_max, std::fabs(values[i]));

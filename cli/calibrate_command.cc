@@ -1,5 +1,8 @@
 // `sparq calibrate MODEL --data DATA [--method kl] -o scales.json`: observes
-// activations and writes the calibration table (sparq::Calibrate).
+// activations and writes the calibration table (sparq::CalibrateFiles);
+// `--shard i/n -o part-i.hist` writes one shard's partial statistics
+// (CalibrateShardFiles) and `--merge part-*.hist -o scales.json` turns them
+// into the table (MergeCalibrationFiles).
 #include <unistd.h>
 
 #include <memory>
@@ -15,14 +18,25 @@ RunFn AddCalibrateCommand(CLI::App& app) {
   struct Args {
     std::string method = "kl";
     bool progress = false;
+    std::string shard;                // "i/n"
+    std::vector<std::string> merge;   // partial statistics files
     CalibrateFilesOptions options;
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("calibrate", "Observe activations over sample data and write a calibration table "
                                                   "(and optionally a TensorRT calibration cache)");
-  sub->add_option("model", args->options.model, "FP32 ONNX model")->required();
-  sub->add_option("--data", args->options.data, "Calibration data: .npz keyed by input name, .npy, or a folder")->required();
-  sub->add_option("-o,--output", args->options.output, "Calibration table to write (JSON)")->required();
+  sub->add_option("model", args->options.model, "FP32 ONNX model (not with --merge)");
+  sub->add_option("--data", args->options.data, "Calibration data: .npz keyed by input name, .npy, or a folder (not with --merge)");
+  sub->add_option("-o,--output", args->options.output,
+                  "Calibration table to write (JSON); with --shard, the shard's partial statistics")->required();
+  sub->add_option("--shard", args->shard,
+                  "Calibrate only shard i of n of the data (contiguous whole batches; docs/scale.md) and write its "
+                  "partial statistics to -o; then merge every part with --merge")
+      ->type_name("i/n");
+  sub->add_option("--merge", args->merge,
+                  "Merge the partial statistics of every shard of one run (--shard) into the table (and --trt-cache): "
+                  "the same bytes as one process over all the data")
+      ->type_name("PART...");
   std::string methods;  // from the calibrator's one name table
   for (const CalibrationMethodInfo& m : CalibrationMethods())
     methods += std::string(methods.empty() ? "" : "; ") + m.name + (m.alias ? std::string(" (or ") + m.alias + ")" : "") +
@@ -49,8 +63,31 @@ RunFn AddCalibrateCommand(CLI::App& app) {
   sparq calibrate model.onnx --data calib.npz --method kl -o scales.json
   sparq calibrate model.onnx --data calib/ --method percentile --percentile 99.99 -o scales.json
   sparq calibrate model.onnx --data calib.npz --method max -o scales.json --trt-cache calib.cache --trt-version 8601
-  sparq calibrate model.onnx --data calib.npz --int8-only -o scales.json && sparq quantize model.onnx --scales scales.json -o int8.onnx)");
+  sparq calibrate model.onnx --data calib.npz --int8-only -o scales.json && sparq quantize model.onnx --scales scales.json -o int8.onnx
+  sparq calibrate model.onnx --data calib.npz --method kl --shard 0/3 -o part-0.hist   # ... 1/3, 2/3 elsewhere
+  sparq calibrate --merge part-0.hist part-1.hist part-2.hist -o scales.json --trt-cache calib.cache)");
   return [args]() {
+    if (!args->merge.empty()) {
+      if (!args->options.model.empty() || !args->options.data.empty() || !args->shard.empty()) {
+        return ReportError(Status::InvalidArgument(
+            "--merge takes only the parts (and -o, --trt-cache, --trt-version, --threads): the model, --data and "
+            "the method options are in the parts"));
+      }
+      MergeCalibrationFilesOptions m;
+      m.parts = args->merge;
+      m.output = args->options.output;
+      m.trt_cache = args->options.trt_cache;
+      m.trt_version = args->options.trt_version;
+      m.threads = args->options.calibration.threads;
+      auto table = MergeCalibrationFiles(m);
+      if (!table.ok()) return ReportError(table.status());
+      std::cout << "merged " << m.parts.size() << " parts: " << table->tensors.size() << " tensors on "
+                << table->samples << " samples (" << table->method << ") -> " << m.output << "\n";
+      return kExitOk;
+    }
+    if (args->options.model.empty() || args->options.data.empty()) {
+      return ReportError(Status::InvalidArgument("calibrate needs a model and --data (or --merge PART...)"));
+    }
     auto method = ParseCalibrationMethod(args->method);
     if (!method.ok()) return ReportError(method.status());
     args->options.calibration.method = *method;
@@ -59,6 +96,18 @@ RunFn AddCalibrateCommand(CLI::App& app) {
       args->options.calibration.progress = [&bar](CalibrationProgress& p) {
         bar.Update("calibrate", p.samples, p.total_samples, "samples");
       };
+    }
+    if (!args->shard.empty()) {
+      auto shard = ParseShard(args->shard);
+      if (!shard.ok()) return ReportError(shard.status().WithContext("--shard"));
+      args->options.shard = shard->first;
+      args->options.shards = shard->second;
+      auto partial = CalibrateShardFiles(args->options);
+      bar.End();
+      if (!partial.ok()) return ReportError(partial.status());
+      std::cout << "shard " << args->shard << ": observed " << partial->tensors.size() << " tensors on "
+                << partial->samples << " samples -> " << args->options.output << "\n";
+      return kExitOk;
     }
     auto table = CalibrateFiles(args->options);
     bar.End();

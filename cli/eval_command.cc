@@ -9,6 +9,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "sparq/evaluate.h"
+#include "sparq/file_io.h"
 
 namespace sparq {
 namespace cli {
@@ -19,15 +20,24 @@ RunFn AddEvalCommand(CLI::App& app) {
     bool json = false;
     bool progress = false;
     std::vector<std::string> constants;  // --constant name=value, parsed when run
+    std::string shard;                   // --shard i/n
+    std::vector<std::string> merge;      // --merge: shard reports
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand(
       "eval", "Run a model over a dataset: top-1/top-5 accuracy, agreement with a reference model, throughput, latency");
-  sub->add_option("model", args->model, "ONNX model file")->required();
+  sub->add_option("model", args->model, "ONNX model file (not with --merge)");
   sub->add_option("--inputs", args->options.inputs,
                   "Dataset: .npz keyed by input name, .npy (single-input model), or a folder of them "
-                  "(concatenated in name order along the first axis)")
-      ->required();
+                  "(concatenated in name order along the first axis)");
+  sub->add_option("--shard", args->shard,
+                  "Evaluate only shard i of n of the data (contiguous whole batches; docs/scale.md); with --json the "
+                  "report carries the sums that --merge adds up")
+      ->type_name("i/n");
+  sub->add_option("--merge", args->merge,
+                  "Merge the --json reports of every shard of one evaluation into the report of one run (counts "
+                  "exact; SQNR and cosine from summed squares)")
+      ->type_name("REPORT...");
   sub->add_option("--labels", args->options.labels, "Integer class ids (.npy), one per sample: top-1/top-5 of output 0");
   sub->add_option("--reference", args->options.reference,
                   "Reference model run on the same batches: top-1 agreement, SQNR, cosine, max abs error");
@@ -101,6 +111,8 @@ RunFn AddEvalCommand(CLI::App& app) {
   sparq eval yolov8n_int8.onnx --inputs photos.npz --reference yolov8n.onnx --boxes --box-nms-iou 0.45
 
   sparq eval vad.onnx --inputs audio.npz --constant sr=16000 --batch 8
+  sparq eval int8.onnx --inputs val.npz --reference fp32.onnx --batch 32 --shard 0/4 --json > part-0.json
+  sparq eval --merge part-0.json part-1.json part-2.json part-3.json --json
 
 Data: arrays hold samples along their first axis; a folder's .npy/.npz files are read
 in name order. Each input's batch axis comes from the model's shape: an input
@@ -109,6 +121,36 @@ scalar (or fixed-shape input of a dynamic-batch model) has no batch axis: its
 array holds exactly its shape, or --constant pins it. Data that does not fit is
 an error naming the input. Labels are int64/int32 class ids, scored against output 0.)");
   return [args]() {
+    if (!args->merge.empty()) {
+      if (!args->model.empty() || !args->options.inputs.empty() || !args->shard.empty()) {
+        return ReportError(Status::InvalidArgument("--merge takes only the shard reports (and --json)"), args->json);
+      }
+      std::vector<EvalReport> parts;
+      for (const std::string& path : args->merge) {
+        StatusOr<std::string> text = ReadFile(path);
+        if (!text.ok()) return ReportError(text.status(), args->json);
+        StatusOr<EvalReport> part = EvalReport::FromShardJson(*text, path);
+        if (!part.ok()) return ReportError(part.status(), args->json);
+        parts.push_back(std::move(part).value());
+      }
+      StatusOr<EvalReport> merged = MergeEvalReports(parts);
+      if (!merged.ok()) return ReportError(merged.status(), args->json);
+      std::cout << (args->json ? merged->ToJson() + "\n" : merged->ToText());
+      return kExitOk;
+    }
+    if (args->model.empty() || args->options.inputs.empty()) {
+      return ReportError(Status::InvalidArgument("eval needs a model and --inputs (or --merge REPORT...)"), args->json);
+    }
+    if (!args->shard.empty()) {
+      StatusOr<std::pair<int, int>> shard = ParseShard(args->shard);
+      if (!shard.ok()) return ReportError(shard.status().WithContext("--shard"), args->json);
+      if (!args->json) {
+        return ReportError(Status::InvalidArgument("--shard needs --json: the merge reads the shard's JSON report"),
+                           false);
+      }
+      args->options.shard = shard->first;
+      args->options.shards = shard->second;
+    }
     const bool show_progress = args->progress || isatty(STDERR_FILENO);
     ProgressBar bar;
     if (show_progress) {

@@ -8,6 +8,7 @@
 #include <cstring>
 #include <filesystem>
 #include <limits>
+#include <memory>
 
 namespace sparq {
 namespace {
@@ -553,6 +554,52 @@ BatchSource BatchSource::WithTransform(BatchTransform transform) const {
     };
   };
   return out;
+}
+
+StatusOr<BatchSource> ShardOf(const BatchSource& data, int shard, int shards) {
+  if (shards < 1 || shard < 0 || shard >= shards) {
+    return Status::InvalidArgument("shard " + std::to_string(shard) + "/" + std::to_string(shards) +
+                                   ": need 0 <= shard < shards");
+  }
+  const int64_t size = data.batch_size(), samples = data.samples();
+  if (size < 1 || samples < 0) {
+    return Status::InvalidArgument("data " + data.name() + ": sharding needs the sample count and batch size in advance");
+  }
+  const int64_t batches = (samples + size - 1) / size;
+  const int64_t begin = batches * shard / shards, end = batches * (shard + 1) / shards;
+  BatchSource out([data, begin, end]() -> BatchFn {
+    auto index = std::make_shared<int64_t>(0);
+    BatchFn next = data();
+    return [next, index, begin, end](TensorMap* batch) -> StatusOr<bool> {
+      for (; *index < begin; ++*index) {  // batches of earlier shards: read, not run
+        TensorMap skipped;
+        SPARQ_ASSIGN_OR_RETURN(bool more, next(&skipped));
+        if (!more) return false;
+      }
+      if (*index >= end) return false;
+      SPARQ_ASSIGN_OR_RETURN(bool more, next(batch));
+      if (more) ++*index;
+      return more;
+    };
+  });
+  const int64_t shard_samples = std::max<int64_t>(0, std::min(end * size, samples) - begin * size);
+  out.set_name(data.name()).set_sample_axes(data.sample_axes()).set_size(size, shard_samples, data.available());
+  return out;
+}
+
+StatusOr<std::pair<int, int>> ParseShard(const std::string& spec) {
+  const size_t slash = spec.find('/');
+  auto whole = [](const std::string& s, int* v) {
+    if (s.empty() || s.size() > 9 || s.find_first_not_of("0123456789") != std::string::npos) return false;
+    *v = std::stoi(s);
+    return true;
+  };
+  int i = 0, n = 0;
+  if (slash == std::string::npos || !whole(spec.substr(0, slash), &i) || !whole(spec.substr(slash + 1), &n)) {
+    return Status::InvalidArgument("shard '" + spec + "': expected i/n, e.g. 0/4");
+  }
+  if (n < 1 || i >= n) return Status::InvalidArgument("shard '" + spec + "': need 0 <= i < n");
+  return std::make_pair(i, n);
 }
 
 int OutputSampleAxis(const Graph& graph, const ValueInfo& output) {

@@ -11,6 +11,7 @@
 
 #include "formats/text_table.h"
 #include "evaluate/dataset.h"
+#include "evaluate/eval_shards.h"
 #include "evaluate/progress.h"
 #include "sparq/executor.h"
 #include "sparq/file_io.h"
@@ -362,7 +363,7 @@ Status Evaluator::Impl::ReferencePass() {
     auto results = RunBatch(*ref, ref_fixed, batch, rows, data.sample_axes(), outputs, &r.model_seconds, nullptr);
     if (!results.ok()) return results.status().WithContext("reference model, " + SampleRange(done, rows));
     if (labels.defined()) {
-      SPARQ_RETURN_IF_ERROR(AddLabelCounts((*results)[0], labels, options.labels, done, rows,
+      SPARQ_RETURN_IF_ERROR(AddLabelCounts((*results)[0], labels, options.labels, options.first_label + done, rows,
                                            "output '" + outputs[0] + "' against " + options.labels + ", " +
                                                SampleRange(done, rows),
                                            &r));
@@ -490,7 +491,8 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
     if (!results.ok()) return results.status().WithContext(name + ", " + samples);
 
     if (impl.labels.defined()) {
-      SPARQ_RETURN_IF_ERROR(AddLabelCounts((*results)[0], impl.labels, impl.options.labels, done, rows,
+      SPARQ_RETURN_IF_ERROR(AddLabelCounts((*results)[0], impl.labels, impl.options.labels,
+                                           impl.options.first_label + done, rows,
                                            "output '" + outputs[0] + "' against " + impl.options.labels + ", " +
                                                samples,
                                            &report));
@@ -543,6 +545,8 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
           {outputs[i], stats[i].count(), stats[i].sqnr_db(), stats[i].cosine(), stats[i].max_abs_error()});
     }
   }
+  if (impl.ref) report.output_stats = stats;
+  report.batch_seconds = batch_seconds;
   if (!saved.empty()) {
     NamedTensors arrays;
     for (size_t i = 0; i < outputs.size(); ++i) {
@@ -633,6 +637,13 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
   d.limit = options.limit;
   d.constants = options.constants;
   SPARQ_ASSIGN_OR_RETURN(BatchSource data, OpenDataset(options.inputs, model.graph, d));
+  const int64_t data_samples = data.samples();
+  if (options.shards > 0) {
+    SPARQ_ASSIGN_OR_RETURN(data, ShardOf(data, options.shard, options.shards));
+    // The shard's first sample, as ShardOf cuts: batch floor(B * shard / shards).
+    const int64_t size = data.batch_size(), batches = (data_samples + size - 1) / size;
+    eo.first_label = batches * options.shard / options.shards * size;
+  }
 
   EvaluateCallOptions call;
   call.name = model_path;
@@ -660,6 +671,12 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
   SPARQ_ASSIGN_OR_RETURN(EvalReport report, evaluator->Evaluate(model, call));
   report.reference = options.reference;
   report.wall_seconds = SecondsSince(start);
+  if (options.shards > 0) {
+    report.shard = options.shard;
+    report.shards = options.shards;
+    report.shard_ids = {options.shard};
+    report.data_samples = data_samples;
+  }
   return report;
 }
 
@@ -832,6 +849,7 @@ std::string EvalReport::ToJson() const {
       prof.push_back({{"op", o.op_type}, {"kernel", o.kernel}, {"runs", o.nodes}, {"seconds", o.seconds}});
     j["profile"] = prof;
   }
+  if (shards > 0) j["partial"] = json::parse(ShardSumsJson(*this));
   return j.dump(2, ' ', false, json::error_handler_t::replace);
 }
 

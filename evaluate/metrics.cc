@@ -137,6 +137,22 @@ Status ErrorStats::Add(const Tensor& reference, const Tensor& output) {
   return Status::OK();
 }
 
+ErrorStats ErrorStats::FromSums(const Sums& s) {
+  ErrorStats e;
+  e.count_ = s.count, e.ref_sq_ = s.ref_sq, e.out_sq_ = s.out_sq, e.err_sq_ = s.err_sq, e.dot_ = s.dot;
+  e.max_abs_error_ = s.max_abs_error;
+  return e;
+}
+
+void ErrorStats::Merge(const ErrorStats& other) {
+  count_ += other.count_;
+  ref_sq_ += other.ref_sq_;
+  out_sq_ += other.out_sq_;
+  err_sq_ += other.err_sq_;
+  dot_ += other.dot_;
+  max_abs_error_ = std::max(max_abs_error_, other.max_abs_error_);
+}
+
 double ErrorStats::sqnr_db() const {
   if (std::isnan(err_sq_) || std::isnan(ref_sq_)) return std::numeric_limits<double>::quiet_NaN();
   if (err_sq_ == 0.0) return std::numeric_limits<double>::infinity();
@@ -345,6 +361,39 @@ BoxMatch MatchBoxes(const std::vector<DetectedBox>& reference, const std::vector
     m.score_drift += std::fabs(candidate[static_cast<size_t>(best)].score - ref.score);
   }
   return m;
+}
+
+ReferenceMetrics::Sums ReferenceMetrics::sums() const {
+  Sums s;
+  s.top5_sum = top5_sum_, s.top5_rows = top5_rows_;
+  s.cosine_sum = cosine_sum_, s.cosine_min = cosine_min_, s.cosine_samples = cosine_samples_;
+  s.ctc_samples = ctc_samples_, s.ctc_chars = ctc_chars_, s.ctc_edits = ctc_edits_;
+  s.box_samples = box_samples_, s.reference_boxes = reference_boxes_, s.candidate_boxes = candidate_boxes_;
+  s.matched_boxes = matched_boxes_, s.drift_sum = drift_sum_;
+  s.score_ref_sq = score_ref_sq_, s.score_err_sq = score_err_sq_;
+  return s;
+}
+
+ReferenceMetrics ReferenceMetrics::FromSums(const BoxOptions& boxes, const Sums& s) {
+  ReferenceMetrics m(boxes);
+  m.top5_sum_ = s.top5_sum, m.top5_rows_ = s.top5_rows;
+  m.cosine_sum_ = s.cosine_sum, m.cosine_min_ = s.cosine_min, m.cosine_samples_ = s.cosine_samples;
+  m.ctc_samples_ = s.ctc_samples, m.ctc_chars_ = s.ctc_chars, m.ctc_edits_ = s.ctc_edits;
+  m.box_samples_ = s.box_samples, m.reference_boxes_ = s.reference_boxes, m.candidate_boxes_ = s.candidate_boxes;
+  m.matched_boxes_ = s.matched_boxes, m.drift_sum_ = s.drift_sum;
+  m.score_ref_sq_ = s.score_ref_sq, m.score_err_sq_ = s.score_err_sq;
+  return m;
+}
+
+void ReferenceMetrics::Merge(const ReferenceMetrics& other) {
+  top5_sum_ += other.top5_sum_, top5_rows_ += other.top5_rows_;
+  cosine_sum_ += other.cosine_sum_, cosine_samples_ += other.cosine_samples_;
+  if (std::isnan(other.cosine_min_) || other.cosine_min_ < cosine_min_) cosine_min_ = other.cosine_min_;  // as Add: NaN sticks
+  ctc_samples_ += other.ctc_samples_, ctc_chars_ += other.ctc_chars_, ctc_edits_ += other.ctc_edits_;
+  box_samples_ += other.box_samples_, reference_boxes_ += other.reference_boxes_;
+  candidate_boxes_ += other.candidate_boxes_, matched_boxes_ += other.matched_boxes_;
+  drift_sum_ += other.drift_sum_;
+  score_ref_sq_ += other.score_ref_sq_, score_err_sq_ += other.score_err_sq_;
 }
 
 double ReferenceMetrics::class_score_sqnr_db() const {

@@ -27,33 +27,100 @@ StatusOr<Model> LoadModelForData(const std::string& path, int64_t batch_size, in
 
 }  // namespace
 
-StatusOr<CalibrationTable> CalibrateFiles(const CalibrateFilesOptions& options) {
+namespace {
+
+// What CalibrateFiles and CalibrateShardFiles share: the model, its data and
+// the calibration options (int8_only's tensors, the progress total).
+struct CalibrationInputs {
+  Model model;
+  BatchSource data;
+  CalibrationOptions calibration;
+};
+
+StatusOr<CalibrationInputs> OpenCalibration(const CalibrateFilesOptions& options) {
   DatasetOptions d;
-  SPARQ_ASSIGN_OR_RETURN(Model model, LoadModelForData(options.model, options.batch_size, options.samples, &d));
-  SPARQ_ASSIGN_OR_RETURN(BatchSource data, OpenDataset(options.data, model.graph, d));
-  CalibrationOptions c = options.calibration;
+  CalibrationInputs in;
+  SPARQ_ASSIGN_OR_RETURN(in.model, LoadModelForData(options.model, options.batch_size, options.samples, &d));
+  SPARQ_ASSIGN_OR_RETURN(in.data, OpenDataset(options.data, in.model.graph, d));
+  CalibrationOptions& c = in.calibration;
+  c = options.calibration;
   if (options.int8_only && c.tensors.empty()) {
     if (!options.trt_cache.empty()) {
       return Status::InvalidArgument("int8_only (--int8-only) observes only the tensors INT8 quantization needs, and a "
                                      "TensorRT cache (trt_cache, --trt-cache) needs every tensor: leave one of them out");
     }
-    SPARQ_ASSIGN_OR_RETURN(std::vector<CalibrationNeed> needs, CalibrationTensorsNeeded(model, QuantizeOptions{}));
+    SPARQ_ASSIGN_OR_RETURN(std::vector<CalibrationNeed> needs, CalibrationTensorsNeeded(in.model, QuantizeOptions{}));
     for (const auto& n : needs) c.tensors.push_back(n.tensor);
     if (c.tensors.empty()) return Status::InvalidArgument(options.model + ": INT8 quantization needs no tensor (no Conv, Gemm or MatMul with weights)");
   }
-  if (c.progress) {
-    c.progress = [user = options.calibration.progress, total = data.samples()](CalibrationProgress& p) {
-      p.total_samples = total;
-      user(p);
-    };
-  }
-  SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, Calibrate(model, data(), c));
-  // Refused before anything is written: a method without a TensorRT calibrator, or zero points.
-  if (!options.trt_cache.empty()) SPARQ_RETURN_IF_ERROR(table.CheckTensorRtCache().WithContext("trt_cache"));
-  SPARQ_RETURN_IF_ERROR(table.Save(options.output));
+  return in;
+}
+
+// Writes the table and, when asked, the TensorRT cache; the cache is checked
+// before anything is written.
+Status WriteTable(const CalibrationTable& table, const std::string& output, const std::string& trt_cache,
+                  const std::string& trt_version) {
+  if (!trt_cache.empty()) SPARQ_RETURN_IF_ERROR(table.CheckTensorRtCache().WithContext("trt_cache"));
+  SPARQ_RETURN_IF_ERROR(table.Save(output));
+  if (!trt_cache.empty()) SPARQ_RETURN_IF_ERROR(WriteFileAtomically(trt_cache, table.ToTensorRtCache(trt_version)));
+  return Status::OK();
+}
+
+void ReportTotal(CalibrationOptions* c, int64_t total) {
+  if (!c->progress) return;
+  c->progress = [user = c->progress, total](CalibrationProgress& p) {
+    p.total_samples = total;
+    user(p);
+  };
+}
+
+}  // namespace
+
+StatusOr<CalibrationTable> CalibrateFiles(const CalibrateFilesOptions& options) {
+  SPARQ_ASSIGN_OR_RETURN(CalibrationInputs in, OpenCalibration(options));
+  ReportTotal(&in.calibration, in.data.samples());
+  SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, Calibrate(in.model, in.data(), in.calibration));
+  SPARQ_RETURN_IF_ERROR(WriteTable(table, options.output, options.trt_cache, options.trt_version));
+  return table;
+}
+
+StatusOr<PartialCalibration> CalibrateShardFiles(const CalibrateFilesOptions& options) {
   if (!options.trt_cache.empty()) {
-    SPARQ_RETURN_IF_ERROR(WriteFileAtomically(options.trt_cache, table.ToTensorRtCache(options.trt_version)));
+    return Status::InvalidArgument("a shard writes partial statistics; the TensorRT cache (trt_cache, --trt-cache) is "
+                                   "written by the merge (sparq calibrate --merge ... --trt-cache)");
   }
+  if (options.calibration.method == CalibrationMethod::kAuto) {
+    return Status::InvalidArgument("method auto cannot be sharded (it reruns each tensor's consumers on the first batch "
+                                   "of all the data to compare its candidates): calibrate auto in one process, or "
+                                   "shard max, kl, percentile or mse");
+  }
+  SPARQ_ASSIGN_OR_RETURN(CalibrationInputs in, OpenCalibration(options));
+  SPARQ_ASSIGN_OR_RETURN(BatchSource shard, ShardOf(in.data, options.shard, options.shards));
+  ReportTotal(&in.calibration, shard.samples());
+  SPARQ_ASSIGN_OR_RETURN(std::string model_bytes, ReadFile(options.model));
+  SPARQ_ASSIGN_OR_RETURN(PartialCalibration partial, CalibrateShard(in.model, shard(), in.calibration));
+  partial.model_id = "fnv1a64:" + Fnv1a64Hex(model_bytes);
+  partial.data_samples = in.data.samples();
+  partial.batch_size = in.data.batch_size();
+  partial.shards = options.shards;
+  partial.shard_ids = {options.shard};
+  SPARQ_RETURN_IF_ERROR(partial.Save(options.output));
+  return partial;
+}
+
+StatusOr<CalibrationTable> MergeCalibrationFiles(const MergeCalibrationFilesOptions& options) {
+  if (options.output.empty()) return Status::InvalidArgument("output path is empty");
+  std::vector<PartialCalibration> parts;
+  for (const std::string& path : options.parts) {
+    if (path == options.output || path == options.trt_cache) {
+      return Status::InvalidArgument("output " + path + " is one of the parts: sparq never overwrites them");
+    }
+    SPARQ_ASSIGN_OR_RETURN(PartialCalibration p, PartialCalibration::Load(path));
+    parts.push_back(std::move(p));
+  }
+  SPARQ_ASSIGN_OR_RETURN(PartialCalibration merged, MergePartials(parts));
+  SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, FinishCalibration(merged, options.threads));
+  SPARQ_RETURN_IF_ERROR(WriteTable(table, options.output, options.trt_cache, options.trt_version));
   return table;
 }
 

@@ -13,6 +13,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <limits>
 #include <string>
 #include <vector>
 
@@ -52,6 +53,11 @@ class SPARQ_API AbsHistogram {
   void Cover(double max_abs);
   // Adds counts binned on the current grid (same bin count and range).
   void AddCounts(const std::vector<int64_t>& counts);
+  // Adds `other`'s counts (same bin count; its range 0 or a power of two):
+  // the smaller grid is grown to the larger one first, so merging the
+  // histograms of two parts of the data gives exactly the histogram of all
+  // of it (shards merged by MergePartials).
+  void Merge(const AbsHistogram& other);
 
   int bins() const { return static_cast<int>(counts_.size()); }
   double range() const { return range_; }
@@ -172,6 +178,87 @@ struct SPARQ_API CalibrationTable {
 // tensor holds NaN or Inf (naming the tensor) or no batch was given.
 SPARQ_API StatusOr<CalibrationTable>
 Calibrate(const Model& model, const BatchFn& next_batch, const CalibrationOptions& options);
+
+// ===========================================================================
+// Sharded calibration: observe parts of the data in separate processes, merge
+// what they observed, choose the thresholds once.
+//
+//   shard 0: CalibrateShard ──> PartialCalibration ──Save──> part-0.hist ─┐
+//   shard 1: CalibrateShard ──> PartialCalibration ──Save──> part-1.hist ─┼─ Load ─> MergePartials
+//   ...                                                                    ┘          │
+//                                                  FinishCalibration <────────────────┘
+//                                                          │
+//                                                  CalibrationTable (the same bytes as Calibrate over all the data)
+//
+// Calibrate is CalibrateShard over all the batches followed by
+// FinishCalibration, and histograms, min and max merge exactly, so the
+// merged table equals the one-process table bit for bit when the shards
+// together run the same batches (ShardOf in sparq/dataset.h cuts the data
+// into contiguous runs of whole batches). The file format is docs/scale.md.
+
+// What calibration observed of one tensor.
+struct SPARQ_API TensorObservation {
+  std::string name;
+  float min = std::numeric_limits<float>::infinity();   // +inf until a value is seen
+  float max = -std::numeric_limits<float>::infinity();  // -inf until a value is seen
+  AbsHistogram hist;
+};
+
+// The statistics of one shard (or of several merged): everything
+// FinishCalibration needs, and what tells parts of different runs apart.
+struct SPARQ_API PartialCalibration {
+  static constexpr int kVersion = 1;
+  // Identity of the model: "fnv1a64:<16 hex digits>" of its file
+  // (CalibrateFiles); "" when the caller sets none. Parts merge only with
+  // the same identity.
+  std::string model_id;
+  CalibrationMethodOptions method;  // the options the thresholds use (method kAuto is refused)
+  std::string backend = "cpu";      // where the forward passes ran
+  std::vector<std::string> requested;  // CalibrationOptions::tensors (sorted); empty = every activation
+  // The data the shards were cut from: its samples (after any limit) and
+  // samples per batch; every part of one run has the same.
+  int64_t data_samples = 0;
+  int64_t batch_size = 0;
+  int shards = 1;              // the shard count n of --shard i/n
+  std::vector<int> shard_ids;  // the shards this holds (one before merging; 0..n-1 after)
+  int64_t samples = 0;         // samples observed
+  int64_t batches = 0;         // batches observed
+  std::vector<TensorObservation> tensors;  // sorted by name
+  std::string source;  // the file it was loaded from (messages only; not saved)
+
+  // JSON ({"format": "sparq-calibration-partial", "version": 1, ...}, with a
+  // checksum of its content); written atomically.
+  Status Save(const std::string& path) const;
+  // Errors: IOError / NotFound reading; Corruption naming the file and the
+  // field for anything malformed (bad JSON, wrong format, a checksum that
+  // does not match, counts that do not fit the bins, a range that is not a
+  // power of two); NotSupported for another version.
+  static StatusOr<PartialCalibration> Load(const std::string& path);
+};
+
+// The observation half of Calibrate: runs `model` over every batch of
+// `next_batch` (a shard of the data: ShardOf) and returns what it observed,
+// with method, bins, percentile, symmetric, backend and requested from
+// `options`; the caller fills model_id, data_samples, batch_size, shards and
+// shard_ids. A shard without batches is no error (an empty part).
+// Errors: as Calibrate's; InvalidArgument for method auto (it compares
+// candidates on the first batch of all the data: calibrate it in one process).
+SPARQ_API StatusOr<PartialCalibration>
+CalibrateShard(const Model& model, const BatchFn& next_batch, const CalibrationOptions& options);
+
+// The parts of one sharded run merged into one (shard_ids 0..n-1, the
+// histograms merged exactly). Errors: InvalidArgument naming the parts
+// (their `source`) when there are none, when they differ in model_id, method
+// options, backend, requested tensors, data samples, batch size or shard
+// count, when a shard is given twice or is missing (naming it), or when a
+// tensor's bins differ.
+SPARQ_API StatusOr<PartialCalibration> MergePartials(const std::vector<PartialCalibration>& parts);
+
+// The table from observed statistics: each tensor's threshold by
+// partial.method, as Calibrate chooses it. `threads` parallelizes the
+// searches (0 = all; the result does not depend on it). Errors:
+// InvalidArgument when nothing was observed (no batches) or for method auto.
+SPARQ_API StatusOr<CalibrationTable> FinishCalibration(const PartialCalibration& partial, int threads = 0);
 
 // Scale and zero point for a threshold (symmetric) or a [min, max] range.
 SPARQ_API TensorRange MakeRange(const std::string& name, float min, float max, float threshold, bool symmetric,

@@ -4,6 +4,7 @@
 
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "sparq/calibrate.h"
 #include "sparq/evaluate.h"
@@ -31,6 +32,10 @@ struct SPARQ_API CalibrateFilesOptions {
   // calibration.tensors names the tensors itself.
   bool int8_only = false;
   CalibrationOptions calibration;
+  // CalibrateShardFiles: this process's shard of `shards` (ShardOf); output
+  // is then the partial statistics (PartialCalibration), not a table.
+  int shard = 0;
+  int shards = 1;
 };
 
 // Loads the model, calibrates it on the data, writes the table (and the
@@ -38,6 +43,30 @@ struct SPARQ_API CalibrateFilesOptions {
 // told the data's total_samples. Errors: those of LoadModel,
 // OpenDataset, Calibrate and the writes; InvalidArgument for bad options.
 SPARQ_API StatusOr<CalibrationTable> CalibrateFiles(const CalibrateFilesOptions& options);
+
+// `sparq calibrate --shard i/n`: loads the model, observes shard `shard` of
+// `shards` of the data (ShardOf: contiguous whole batches) and writes the
+// partial statistics to `output` (PartialCalibration::Save), its model_id the
+// FNV-1a 64 of the model file. Errors: those of CalibrateFiles and
+// CalibrateShard (method auto is refused); InvalidArgument for trt_cache
+// (the merge writes it) or a bad shard.
+SPARQ_API StatusOr<PartialCalibration> CalibrateShardFiles(const CalibrateFilesOptions& options);
+
+struct SPARQ_API MergeCalibrationFilesOptions {
+  std::vector<std::string> parts;  // partial statistics of every shard of one run (required)
+  std::string output;              // calibration table to write (JSON, required)
+  std::string trt_cache;           // TensorRT calibration cache to write too; "" = none
+  std::string trt_version = "8601";
+  int threads = 0;                 // for the threshold searches; 0 = all
+};
+
+// `sparq calibrate --merge part-*.hist`: loads the parts, merges them
+// (MergePartials), chooses the thresholds (FinishCalibration) and writes the
+// table and cache exactly as CalibrateFiles over all the data would.
+// Errors: those of PartialCalibration::Load and MergePartials (naming the
+// parts), InvalidArgument when the output is one of the parts; nothing is
+// written on error.
+SPARQ_API StatusOr<CalibrationTable> MergeCalibrationFiles(const MergeCalibrationFilesOptions& options);
 
 struct SPARQ_API QuantizeFilesOptions {
   std::string model;   // FP32 ONNX model (required)

@@ -124,6 +124,19 @@ SPARQ_API std::map<std::string, int> SampleAxes(const Graph& graph, const std::s
 SPARQ_API int64_t FixedBatchSize(const Graph& graph);  // 0 when every sample axis is dynamic
 SPARQ_API int64_t BatchSizeFor(const Graph& graph, int64_t requested);
 
+// Shard `shard` of `shards` of `data`, by whole batches in contiguous runs:
+// with B = ceil(samples / batch_size) batches, shard i reads batches
+// [i * B / n, (i + 1) * B / n) (integer division), so the shards together
+// run exactly the batches of one pass, each with the same samples as in one
+// process (the forward passes, hence the results, are the same bit for bit),
+// and concatenated in shard order they give the data in order. A shard may
+// be empty (n > B). The batches before the shard are read and dropped, not
+// run. Errors: InvalidArgument for shards < 1, shard outside [0, shards), or
+// data whose samples or batch size are not known in advance.
+SPARQ_API StatusOr<BatchSource> ShardOf(const BatchSource& data, int shard, int shards);
+// Parses "i/n" (`--shard 2/8`): 0 <= i < n. InvalidArgument saying what is wrong.
+SPARQ_API StatusOr<std::pair<int, int>> ParseShard(const std::string& spec);
+
 // Layout of image data in the files; models take NCHW.
 enum class DataLayout { kNCHW, kNHWC };
 

@@ -100,6 +100,11 @@ struct SPARQ_API EvalOptions {
   // With a reference: decode output 0 as a YOLO-style detector's and match
   // its boxes with the reference's (EvalReport::task; `sparq eval --boxes`).
   BoxOptions boxes;
+  // Evaluate only shard `shard` of `shards` of the data (ShardOf: contiguous
+  // whole batches; `sparq eval --shard i/n`); the report then carries the
+  // sums MergeEvalReports needs (EvalReport::shards). shards 0: all the data.
+  int shard = 0;
+  int shards = 0;
 };
 
 // How one graph output compares with the reference model's output.
@@ -181,11 +186,34 @@ struct SPARQ_API EvalReport {
   std::vector<OpProfile> op_profile;     // with EvalOptions::profile: slowest first
   std::string trace;                     // Chrome trace written, "" when none
 
+  // Sharded evaluation (EvalOptions::shards > 0): which shard of how many,
+  // the samples of all the data, and the sums behind the metrics.
+  int shard = 0;
+  int shards = 0;                    // 0: not a shard
+  std::vector<int> shard_ids;        // the shards this report holds (all of them after MergeEvalReports)
+  int64_t data_samples = 0;          // samples of all the data (after any limit)
+  std::vector<ErrorStats> output_stats;  // with a reference: the sums behind `comparisons`, in order
+  std::vector<double> batch_seconds;     // model time of each batch, in order (warm-up included)
+
   std::string ToText() const;
   // One JSON object; an infinite SQNR (identical outputs) is written as null,
-  // and so is top1_agreement when no rows were compared.
+  // and so is top1_agreement when no rows were compared. A shard's report
+  // adds "partial" (the sums; docs/scale.md) that FromJson reads back.
   std::string ToJson() const;
+  // A shard's report from its ToJson text (only what MergeEvalReports needs).
+  // Errors: Corruption naming `where` when the text is not a shard's report.
+  static StatusOr<EvalReport> FromShardJson(const std::string& text, const std::string& where);
 };
+
+// The reports of every shard of one sharded evaluation merged into the
+// report of one run over all the data: counts add exactly (top-1, top-5,
+// agreement, CTC edits, boxes), SQNR, cosine and the task means come from
+// added sums (equal to one run's up to double rounding: the sums are added
+// in another order), latency from every shard's timed batches. Errors:
+// InvalidArgument when there are none, when they differ in model,
+// reference, inputs, labels, batch size, data samples or shard count, or a
+// shard is missing or given twice (naming it).
+SPARQ_API StatusOr<EvalReport> MergeEvalReports(const std::vector<EvalReport>& parts);
 
 // ===========================================================================
 // Metrics: one enum, one name table
@@ -264,6 +292,9 @@ struct SPARQ_API EvaluatorOptions {
   // kept: each Evaluate runs the reference again on them.
   int64_t cache_bytes = int64_t{256} << 20;
   std::function<void(EvalProgress&)> on_progress;  // the reference pass; optional (may cancel)
+  // The label row of the data's first sample (a shard's data starts inside
+  // the labels: ShardOf); default 0.
+  int64_t first_label = 0;
 };
 
 // Options of one Evaluator::Evaluate call.

@@ -45,6 +45,18 @@ class SPARQ_API ErrorStats {
   // Largest |ref - out|.
   double max_abs_error() const { return max_abs_error_; }
 
+  // The sums behind the statistics, so that parts of the data (shards)
+  // combine into the statistics of all of it (Merge; `sparq eval --merge`).
+  struct Sums {
+    int64_t count = 0;
+    double ref_sq = 0.0, out_sq = 0.0, err_sq = 0.0, dot = 0.0, max_abs_error = 0.0;
+  };
+  Sums sums() const { return {count_, ref_sq_, out_sq_, err_sq_, dot_, max_abs_error_}; }
+  static ErrorStats FromSums(const Sums& s);
+  // Adds `other`'s pairs: the sums add (double rounding aside, as if Add had
+  // seen both parts' data), the max error is the larger.
+  void Merge(const ErrorStats& other);
+
  private:
   int64_t count_ = 0;
   double ref_sq_ = 0.0;   // sum ref^2
@@ -183,6 +195,22 @@ class SPARQ_API ReferenceMetrics {
   // errors. +inf when identical; NaN as box_recall.
   double class_score_sqnr_db() const;
   const BoxOptions& box_options() const { return boxes_; }
+
+  // The sums and counts behind the metrics, so that parts of the data
+  // (shards) combine exactly (counts) or up to double rounding (sums).
+  struct Sums {
+    double top5_sum = 0.0;
+    int64_t top5_rows = 0;
+    double cosine_sum = 0.0, cosine_min = 1.0;
+    int64_t cosine_samples = 0;
+    int64_t ctc_samples = 0, ctc_chars = 0, ctc_edits = 0;
+    int64_t box_samples = 0, reference_boxes = 0, candidate_boxes = 0, matched_boxes = 0;
+    double drift_sum = 0.0, score_ref_sq = 0.0, score_err_sq = 0.0;
+  };
+  Sums sums() const;
+  static ReferenceMetrics FromSums(const BoxOptions& boxes, const Sums& s);
+  // Adds `other`'s rows and samples (its box options must be the same).
+  void Merge(const ReferenceMetrics& other);
 
  private:
   static constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
