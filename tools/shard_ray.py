@@ -48,7 +48,11 @@ def run_all(commands, use_ray, workers):
     if use_ray:
         import ray
 
-        ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True, log_to_driver=False)
+        # Workers import this file by module name to run run_shard: put its
+        # folder on their path (a cluster's workers need the file there too).
+        here = os.path.dirname(os.path.abspath(__file__))
+        ray.init(address=os.environ.get("RAY_ADDRESS"), ignore_reinit_error=True, log_to_driver=False,
+                 runtime_env={"env_vars": {"PYTHONPATH": here}})
         task = ray.remote(num_cpus=1)(run_shard)
         return ray.get([task.remote(*c) for c in commands])
     with concurrent.futures.ProcessPoolExecutor(max_workers=workers) as pool:
