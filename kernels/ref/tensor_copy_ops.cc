@@ -326,7 +326,7 @@ std::vector<int64_t> PadSourceIndices(PadMode mode, int64_t n, int64_t pad_begin
 Status PadImpl(OpContext& ctx, const std::vector<int64_t>& pads, const std::string& mode_name,
                const std::vector<uint8_t>& value) {
   const Tensor& x = ctx.input(0);
-  const int64_t rank = static_cast<int64_t>(x.rank());
+  int64_t rank = static_cast<int64_t>(x.rank());
   if (static_cast<int64_t>(pads.size()) != 2 * rank) {
     return ctx.InvalidArgument("pads " + ValuesToString(pads) + " must have 2 * rank = " + std::to_string(2 * rank) +
                                " values for input of shape " + ShapeToString(x.shape()));
@@ -360,14 +360,30 @@ Status PadImpl(OpContext& ctx, const std::vector<int64_t>& pads, const std::stri
     ctx.set_output(0, std::move(y));
     return Status::OK();
   }
-  const size_t esize = DataTypeSize(x.dtype());
+  size_t esize = DataTypeSize(x.dtype());
   if (rank == 0) {
     std::memcpy(y.raw_data(), x.raw_data(), esize);
     ctx.set_output(0, std::move(y));
     return Status::OK();
   }
+  // The dimensions after the last padded one are copied whole: they count as
+  // one wider element (a [1, 1, T, 1] padded along T copies runs of T, not
+  // one value per row).
+  std::vector<uint8_t> wide_value = value;
+  Shape in_shape = x.shape();
+  const int64_t full_rank = rank;
+  while (rank > 1 && pads[rank - 1] == 0 && pads[rank - 1 + full_rank] == 0) {
+    const int64_t n = in_shape[rank - 1];
+    esize *= static_cast<size_t>(n);
+    std::vector<uint8_t> wider;
+    for (int64_t i = 0; i < n; ++i) wider.insert(wider.end(), wide_value.begin(), wide_value.end());
+    wide_value = std::move(wider);
+    in_shape.pop_back();
+    out_shape.pop_back();
+    --rank;
+  }
   std::vector<std::vector<int64_t>> src_index(rank);
-  for (int64_t d = 0; d < rank; ++d) src_index[d] = PadSourceIndices(mode, x.dim(d), pads[d], out_shape[d]);
+  for (int64_t d = 0; d < rank; ++d) src_index[d] = PadSourceIndices(mode, in_shape[d], pads[d], out_shape[d]);
   // The last dimension as runs: consecutive source indices copy in one memcpy.
   struct Run {
     int64_t out_start, length, src_start;  // src_start -1: constant
@@ -385,9 +401,10 @@ Status PadImpl(OpContext& ctx, const std::vector<int64_t>& pads, const std::stri
     }
     runs.push_back({j, 1, last[j]});
   }
-  const std::vector<int64_t> in_strides = ContiguousStrides(x.shape());
+  const std::vector<int64_t> in_strides = ContiguousStrides(in_shape);
   const int64_t inner = out_shape[rank - 1];
-  const int64_t rows = y.numel() / inner;
+  int64_t rows = 1;
+  for (int64_t d = 0; d + 1 < rank; ++d) rows *= out_shape[d];
   const auto* in = static_cast<const uint8_t*>(x.raw_data());
   auto* out = static_cast<uint8_t*>(y.raw_data());
   const int64_t grain = std::max<int64_t>(1, (int64_t{1} << 14) / inner);
@@ -405,12 +422,12 @@ Status PadImpl(OpContext& ctx, const std::vector<int64_t>& pads, const std::stri
       }
       uint8_t* dst = out + row * inner * esize;
       if (constant_row) {
-        FillElements(dst, value.data(), inner, esize);
+        FillElements(dst, wide_value.data(), inner, esize);
         continue;
       }
       for (const Run& r : runs) {
         if (r.src_start < 0) {
-          FillElements(dst + r.out_start * esize, value.data(), r.length, esize);
+          FillElements(dst + r.out_start * esize, wide_value.data(), r.length, esize);
         } else {
           std::memcpy(dst + r.out_start * esize, in + (offset + r.src_start) * esize, r.length * esize);
         }

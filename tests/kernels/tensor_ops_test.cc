@@ -210,3 +210,53 @@ TEST(TensorOpsTest, ExpandAndTileOnBool) {
 
 }  // namespace
 }  // namespace sparq
+
+namespace sparq {
+namespace {
+
+// Pad with dimensions after the last padded one (copied as whole blocks):
+// every mode against the element-by-element definition, a constant of its own
+// value, float32 and int64, including a pad on the last dimension and none.
+TEST(PadRef, TrailingUnpaddedDimensionsCopyAsBlocks) {
+  const Shape shape = {2, 3, 2, 4};
+  Tensor x(DataType::kFloat32, shape);
+  for (int64_t i = 0; i < x.numel(); ++i) x.data<float>()[i] = static_cast<float>(i) * 0.5f - 3.0f;
+  const std::vector<std::vector<int64_t>> all_pads = {
+      {0, 2, 0, 0, 1, 1, 0, 0}, {1, 0, 0, 0, 0, 2, 0, 0}, {0, 0, 1, 0, 0, 0, 2, 0}, {0, 1, 0, 1, 0, 0, 0, 2},
+      {0, 0, 0, 0, 0, 0, 0, 0}};
+  for (const char* mode : {"constant", "edge", "reflect", "wrap"}) {
+    for (const auto& pads : all_pads) {
+      SCOPED_TRACE(std::string(mode) + " pads " + std::to_string(pads[1]) + std::to_string(pads[2]));
+      Attribute m;
+      m.name = "mode", m.kind = Attribute::Kind::kString, m.s = mode;
+      auto out = RunRefKernel(OpNode("Pad", {m}), 13,
+                              {x, Tensor::FromVector<int64_t>({8}, pads), Tensor::Scalar<float>(7.25f)});
+      ASSERT_TRUE(out.ok()) << out.status().ToString();
+      const Tensor& y = out.value()[0];
+      Shape ys(4);
+      for (int d = 0; d < 4; ++d) ys[d] = shape[d] + pads[d] + pads[d + 4];
+      ASSERT_EQ(y.shape(), ys);
+      for (int64_t i = 0; i < y.numel(); ++i) {
+        int64_t rest = i, src = 0, stride = 1;
+        bool outside = false;
+        for (int d = 3; d >= 0; --d) {
+          const int64_t o = rest % ys[d], n = shape[d];
+          rest /= ys[d];
+          int64_t s = o - pads[d];
+          if (std::string(mode) == "constant") outside |= s < 0 || s >= n;
+          else if (std::string(mode) == "edge") s = std::min(std::max<int64_t>(s, 0), n - 1);
+          else if (std::string(mode) == "wrap") s = ((s % n) + n) % n;
+          else if (n == 1) s = 0;  // reflect: mirrored without the edge, period 2 (n - 1)
+          else s = ((s % (2 * (n - 1))) + 2 * (n - 1)) % (2 * (n - 1)), s = s >= n ? 2 * (n - 1) - s : s;
+          src += s * stride;
+          stride *= n;
+        }
+        const float want = outside ? 7.25f : x.data<float>()[src];
+        ASSERT_EQ(y.data<float>()[i], want) << "element " << i;
+      }
+    }
+  }
+}
+
+}  // namespace
+}  // namespace sparq
