@@ -17,6 +17,12 @@
 // that block in tiles of 8 x 8 so that both sides stay in cache lines, else
 // the reference's strided copy. A copy: the reference's bytes.
 //
+// Where (kernel "where_select"): the reference's broadcast runs
+// (kernels/ref/elementwise_util.h), each run's loop compiled for its operands'
+// steps (0: one value repeated, 1: contiguous), so that the compiler
+// vectorizes it, as exported attention masks (Where(IsNaN(p), 0, p)) need.
+// Values are only copied: the reference's bytes.
+//
 // Cast to float32 from the integer types and bool as a converting copy
 // (kernel "cast_to_f32"): plain loops the compiler vectorizes, each value
 // rounded as the reference's Tensor::CastTo rounds it (through double: exact
@@ -27,6 +33,7 @@
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
+#include "kernels/ref/elementwise_util.h"
 #include "kernels/ref/tensor_util.h"
 #include "kernels/registry.h"
 
@@ -279,9 +286,69 @@ Status RoundToFloat16Rows(OpContext& ctx) {
   return Status::OK();
 }
 
+template <typename T, int kC, int kX, int kY>
+void SelectRun(const bool* c, const T* x, const T* y, T* out, int64_t n) {
+  for (int64_t i = 0; i < n; ++i) out[i] = c[i * kC] ? x[i * kX] : y[i * kY];
+}
+
+template <typename T>
+void SelectRunAnyStep(const bool* c, int64_t sc, const T* x, int64_t sx, const T* y, int64_t sy, T* out,
+                      int64_t n) {
+  const int key = (sc == 1) << 2 | (sx == 1) << 1 | (sy == 1);
+  if ((sc != 0 && sc != 1) || (sx != 0 && sx != 1) || (sy != 0 && sy != 1)) {
+    for (int64_t i = 0; i < n; ++i) out[i] = c[i * sc] ? x[i * sx] : y[i * sy];
+    return;
+  }
+  switch (key) {
+    case 0: SelectRun<T, 0, 0, 0>(c, x, y, out, n); break;
+    case 1: SelectRun<T, 0, 0, 1>(c, x, y, out, n); break;
+    case 2: SelectRun<T, 0, 1, 0>(c, x, y, out, n); break;
+    case 3: SelectRun<T, 0, 1, 1>(c, x, y, out, n); break;
+    case 4: SelectRun<T, 1, 0, 0>(c, x, y, out, n); break;
+    case 5: SelectRun<T, 1, 0, 1>(c, x, y, out, n); break;
+    case 6: SelectRun<T, 1, 1, 0>(c, x, y, out, n); break;
+    default: SelectRun<T, 1, 1, 1>(c, x, y, out, n); break;
+  }
+}
+
+template <typename T>
+void SelectTyped(ThreadPool* pool, const Tensor& c, const Tensor& x, const Tensor& y, Tensor& out) {
+  const bool* pc = c.data<bool>();
+  const T* px = static_cast<const T*>(x.raw_data());
+  const T* py = static_cast<const T*>(y.raw_data());
+  T* po = static_cast<T*>(out.raw_data());
+  const auto plan = elementwise::MakeBroadcastPlan<3>(out.shape(), {&c.shape(), &x.shape(), &y.shape()});
+  elementwise::ForEachRun(pool, plan, [&](int64_t o, const std::array<int64_t, 3>& off,
+                                          const std::array<int64_t, 3>& st, int64_t n) {
+    SelectRunAnyStep<T>(pc + off[0], st[0], px + off[1], st[1], py + off[2], st[2], po + o, n);
+  });
+}
+
+Status WhereSelect(OpContext& ctx) {
+  if (ctx.num_inputs() != 3 || !ctx.has_input(0) || !ctx.has_input(1) || !ctx.has_input(2))
+    return RunReferenceKernel(ctx);
+  const Tensor& c = ctx.input(0);
+  const Tensor& x = ctx.input(1);
+  const Tensor& y = ctx.input(2);
+  if (c.dtype() != DataType::kBool || x.dtype() != y.dtype()) return RunReferenceKernel(ctx);  // it names the error
+  auto shape = BroadcastShapes({c.shape(), x.shape(), y.shape()});
+  if (!shape.ok()) return RunReferenceKernel(ctx);
+  Tensor out = ctx.OutputBuffer(0, x.dtype(), shape.value());  // every element is written
+  switch (DataTypeSize(x.dtype())) {
+    case 1: SelectTyped<uint8_t>(ctx.pool(), c, x, y, out); break;
+    case 2: SelectTyped<uint16_t>(ctx.pool(), c, x, y, out); break;
+    case 4: SelectTyped<uint32_t>(ctx.pool(), c, x, y, out); break;
+    case 8: SelectTyped<uint64_t>(ctx.pool(), c, x, y, out); break;
+    default: return RunReferenceKernel(ctx);
+  }
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
 }  // namespace
 
 void RegisterCpuTensorCopyOps(KernelRegistry& r) {
+  r.Add({"Where", "", 9, 99, WhereSelect, "where_select"});
   r.Add({"RoundToFloat16", kSparqDomain, 1, 99, RoundToFloat16Rows, "round_f16_rows"});
   r.Add({"Cast", "", 6, 99, CastToFloat, "cast_to_f32"});
   r.Add({"Transpose", "", 1, 99, TransposeBlocks, "transpose_blocks"});  // opset 1 spells `to` as a name: the reference

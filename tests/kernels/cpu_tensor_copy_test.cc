@@ -106,6 +106,27 @@ TEST(CpuTensorCopy, ConcatIsTheReferencesBytes) {
                                  {"b", Bytes(DataType::kFloat32, {1, 32, 80, 80}, 5)}});
 }
 
+// Where on where_select: the reference's bytes for every element size and
+// every mix of full, broadcast rows / columns and single values (an exported
+// attention mask's Where(IsNaN(p), 0, p) and Where(mask, -inf, 0)).
+TEST(CpuTensorCopy, WhereIsTheReferencesBytes) {
+  const std::vector<std::vector<Shape>> shapes = {
+      {{2, 3, 5, 17}, {2, 3, 5, 17}, {2, 3, 5, 17}}, {{2, 3, 5, 17}, {1}, {2, 3, 5, 17}},
+      {{2, 3, 5, 17}, {}, {1}},                       {{2, 1, 1, 17}, {1}, {2, 3, 5, 17}},
+      {{5, 1}, {1, 17}, {5, 17}},                     {{3, 5, 17}, {2, 1, 5, 17}, {17}}};
+  for (DataType type : {DataType::kFloat32, DataType::kUInt8, DataType::kInt64, DataType::kFloat16}) {
+    for (size_t i = 0; i < shapes.size(); ++i) {
+      SCOPED_TRACE(std::string(DataTypeName(type)) + " case " + std::to_string(i));
+      Model m = OneNode("Where", 16, {"c", "x", "y"}, {"out"}, {}, type);
+      m.graph.inputs[0].dtype = DataType::kBool;
+      Tensor c(DataType::kBool, shapes[i][0]);
+      for (int64_t k = 0; k < c.numel(); ++k) c.data<bool>()[k] = (k * 7 + k / 5) % 3 == 0;
+      const TensorMap feed = {{"c", c}, {"x", Bytes(type, shapes[i][1], 1)}, {"y", Bytes(type, shapes[i][2], 2)}};
+      EXPECT_EQ(ExpectBlocksMatchReference(m, feed), std::vector<std::string>{"Where:where_select"});
+    }
+  }
+}
+
 TEST(CpuTensorCopy, SplitIsTheReferencesBytes) {
   struct Case {
     int opset;
