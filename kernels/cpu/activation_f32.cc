@@ -563,10 +563,12 @@ Status RunMeanLastAxisF32(OpContext& ctx) {
   return Status::OK();
 }
 
-// GlobalAveragePool of float32 [N, C, spatial...]: the mean of each
-// channel plane is a row mean (mean_rows_f32), which sums in order in
-// double as kernels/ref/pool.cc does: the reference's bits.
-Status RunGlobalAveragePoolF32(OpContext& ctx) {
+// GlobalAveragePool / GlobalMaxPool of float32 [N, C, spatial...]: each
+// channel plane is a row of a reduction row, mean_rows_f32 (summed in order
+// in double as kernels/ref/pool.cc does) or max_rows_f32: the reference's
+// bits. Empty planes run the reference (which names them).
+template <typename RowsFn>
+Status RunGlobalPoolF32(OpContext& ctx) {
   if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 || ctx.input(0).rank() < 3)
     return RunReferenceKernel(ctx);
   const Tensor& x = ctx.input(0);
@@ -578,28 +580,7 @@ Status RunGlobalAveragePoolF32(OpContext& ctx) {
   Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, shape);
   const float* src = x.data<float>();
   float* dst = out.data<float>();
-  const MeanRowsF32Fn row = PreparedRow<MeanRowsF32Fn>(ctx);
-  ParallelFor(ctx.pool(), planes, std::max<int64_t>(1, kChunk / n),
-              [&](int64_t r0, int64_t r1) { row(src + r0 * n, r1 - r0, n, dst + r0); });
-  ctx.set_output(0, std::move(out));
-  return Status::OK();
-}
-
-// GlobalMaxPool of float32 [N, C, spatial...] on the max_rows_f32 row: one
-// row per (n, c) plane; an empty plane runs the reference (which names it).
-Status RunGlobalMaxPoolF32(OpContext& ctx) {
-  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 || ctx.input(0).rank() < 3)
-    return RunReferenceKernel(ctx);
-  const Tensor& x = ctx.input(0);
-  const int64_t planes = x.dim(0) * x.dim(1);
-  const int64_t n = planes == 0 ? 0 : x.numel() / planes;
-  if (n == 0) return RunReferenceKernel(ctx);
-  Shape shape = x.shape();
-  for (size_t d = 2; d < shape.size(); ++d) shape[d] = 1;
-  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, shape);
-  const float* src = x.data<float>();
-  float* dst = out.data<float>();
-  const MaxRowsF32Fn row = PreparedRow<MaxRowsF32Fn>(ctx);
+  const RowsFn row = PreparedRow<RowsFn>(ctx);
   ParallelFor(ctx.pool(), planes, std::max<int64_t>(1, kChunk / n),
               [&](int64_t r0, int64_t r1) { row(src + r0 * n, r1 - r0, n, dst + r0); });
   ctx.set_output(0, std::move(out));
@@ -649,9 +630,9 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r) {
   r.Add({"Pow", "", 7, 99, RunPow2F32, "pow2_f32", WithoutContext(PrepareRow<CpuOp::kPow2F32>, RowKernel)});
   r.Add({"ReduceMean", "", 1, 99, RunMeanLastAxisF32, "mean_rows_f32",
          WithoutContext(PrepareRow<CpuOp::kMeanRowsF32>, RowKernel)});
-  r.Add({"GlobalAveragePool", "", 1, 99, RunGlobalAveragePoolF32, "mean_rows_f32",
+  r.Add({"GlobalAveragePool", "", 1, 99, RunGlobalPoolF32<MeanRowsF32Fn>, "mean_rows_f32",
          WithoutContext(PrepareRow<CpuOp::kMeanRowsF32>, RowKernel)});
-  r.Add({"GlobalMaxPool", "", 1, 99, RunGlobalMaxPoolF32, "max_rows_f32",
+  r.Add({"GlobalMaxPool", "", 1, 99, RunGlobalPoolF32<MaxRowsF32Fn>, "max_rows_f32",
          WithoutContext(PrepareRow<CpuOp::kMaxRowsF32>, RowKernel)});
   r.Add({"Tanh", "", 6, 99, RunTanhF32, "tanh_f32", WithoutContext(PrepareRow<CpuOp::kTanhF32>, RowKernel)});
   r.Add({"Relu", "", 6, 99, RunReluF32, "clip_f32", WithoutContext(PrepareRow<CpuOp::kClipF32>, RowKernel)});

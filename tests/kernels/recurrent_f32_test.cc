@@ -8,7 +8,6 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
-#include <random>
 #include <string>
 #include <vector>
 
@@ -26,11 +25,7 @@ constexpr float kLstmF32AbsTol = 2e-5f;
 class LstmF32Test : public testing::IsaSweepTest {};
 
 Tensor Random(Shape shape, uint32_t seed, float scale = 0.5f) {
-  std::mt19937 rng(seed);
-  std::uniform_real_distribution<float> u(-scale, scale);
-  Tensor t(DataType::kFloat32, std::move(shape));
-  for (int64_t i = 0; i < t.numel(); ++i) t.data<float>()[i] = u(rng);
-  return t;
+  return testing::RandomFloats(std::move(shape), seed, -scale, scale, 0.0f);
 }
 
 struct LstmCase {
