@@ -21,6 +21,12 @@ struct PrepareContext {
   // Speed of sparse kernels vs dense: a layer runs a sparse kernel only where
   // it is measured faster. Never null when the executor calls a prepare step.
   const KernelSpeedTable* kernel_table = &KernelSpeedTable::Default();
+  // The element type of each node input where the graph says it (an
+  // initializer, a graph input or output, value_info from shape inference),
+  // DataType::kUndefined where it does not (a value a rewrite made) or the
+  // input is absent: a row may decline a type it cannot run here, so that the
+  // node is partitioned to another backend instead of failing at run time.
+  std::vector<DataType> input_types;
 };
 
 // What a prepare step returns: the state the kernel reads through

@@ -241,6 +241,15 @@ namespace {
 StatusOr<const KernelDef*> SelectRow(const KernelRegistry& rows, const Graph& g, const Node& n, int64_t opset,
                                      const std::set<std::string>& overridable, const PrepareContext& context,
                                      std::shared_ptr<const void>* state, std::string* kernel_name) {
+  PrepareContext typed = context;
+  typed.input_types.clear();
+  for (const auto& in : n.inputs) {
+    auto it = g.initializers.find(in);
+    const ValueInfo* info = in.empty() ? nullptr : g.FindValueInfo(in);
+    typed.input_types.push_back(it != g.initializers.end() ? it->second.dtype()
+                                : info != nullptr      ? info->dtype
+                                                       : DataType::kUndefined);
+  }
   for (const KernelDef* def : rows.FindMatching(n.op_type, n.domain, opset)) {
     if (!def->prepare) return def;
     std::vector<const Tensor*> constants;
@@ -248,7 +257,7 @@ StatusOr<const KernelDef*> SelectRow(const KernelRegistry& rows, const Graph& g,
       auto it = g.initializers.find(in);
       constants.push_back(it != g.initializers.end() && !overridable.count(in) ? &it->second : nullptr);
     }
-    StatusOr<PreparedKernel> prepared = def->prepare(n, constants, context);
+    StatusOr<PreparedKernel> prepared = def->prepare(n, constants, typed);
     if (prepared.ok()) {
       *state = std::move(prepared->state);
       *kernel_name = std::move(prepared->kernel_name);

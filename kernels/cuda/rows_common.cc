@@ -113,16 +113,21 @@ PrepareFn CheckOnly(Status (*check)(const Node& node, const std::vector<const Te
 }
 
 // A prepare step for float32 rows: declines the node when one of the inputs
-// in `mask` is a constant of another type (input types are otherwise only
-// known when the node runs, where a wrong type is an error, not a fallback),
-// then runs `check` when given.
+// in `mask` is of another type where the graph says its type
+// (PrepareContext::input_types: constants, graph inputs, shape inference;
+// other types are known only when the node runs, where the row falls back to
+// the host), then runs `check` when given.
 PrepareFn Float32Only(uint32_t mask, Status (*check)(const Node&, const std::vector<const Tensor*>&)) {
   return [mask, check](const Node& node, const std::vector<const Tensor*>& constants,
-                       const PrepareContext&) -> StatusOr<PreparedKernel> {
-    for (size_t i = 0; i < constants.size() && i < 32; ++i) {
-      if (((mask >> i) & 1u) && constants[i] != nullptr && constants[i]->dtype() != DataType::kFloat32) {
+                       const PrepareContext& context) -> StatusOr<PreparedKernel> {
+    for (size_t i = 0; i < node.inputs.size() && i < 32; ++i) {
+      if (((mask >> i) & 1u) == 0) continue;
+      const DataType type = i < constants.size() && constants[i] != nullptr ? constants[i]->dtype()
+                            : i < context.input_types.size()                ? context.input_types[i]
+                                                                            : DataType::kUndefined;
+      if (type != DataType::kUndefined && type != DataType::kFloat32) {
         return Status::NotSupported(node.Describe() + ": the CUDA row takes float32, input " + std::to_string(i) +
-                                    " is " + DataTypeName(constants[i]->dtype()));
+                                    " is " + DataTypeName(type));
       }
     }
     if (check != nullptr) SPARQ_RETURN_IF_ERROR(check(node, constants));

@@ -7,6 +7,7 @@
 
 #include <atomic>
 #include <cstring>
+#include <map>
 #include <mutex>
 #include <set>
 #include <string>
@@ -75,9 +76,14 @@ Status RunWrapped(OpContext& ctx) {
   return Status::OK();
 }
 
+// Which nodes the test backend takes, by the types the executor tells its
+// prepare steps (PrepareContext::input_types); null: every node of its ops.
+using TypeRule = bool (*)(const std::vector<DataType>& input_types);
+
 class CountingBackend : public Backend {
  public:
-  explicit CountingBackend(std::set<std::string> ops) {
+  explicit CountingBackend(std::set<std::string> ops, std::string name = "counting", TypeRule rule = nullptr)
+      : name_(std::move(name)) {
     // Every CPU row of the chosen ops, wrapped, at its own priority.
     for (const std::string& op : ops)
       for (const std::string domain : {"", kSparqDomain})
@@ -86,8 +92,9 @@ class CountingBackend : public Backend {
           def.fn = RunWrapped;
           def.name = "counting:" + row->name;
           PrepareFn inner = row->prepare;
-          def.prepare = [row, inner](const Node& n, const std::vector<const Tensor*>& constants,
-                                     const PrepareContext& context) -> StatusOr<PreparedKernel> {
+          def.prepare = [row, inner, rule](const Node& n, const std::vector<const Tensor*>& constants,
+                                           const PrepareContext& context) -> StatusOr<PreparedKernel> {
+            if (rule != nullptr && !rule(context.input_types)) return Status::NotSupported("input types");
             PreparedKernel prepared;
             if (inner) {
               SPARQ_ASSIGN_OR_RETURN(prepared, inner(n, constants, context));
@@ -98,7 +105,7 @@ class CountingBackend : public Backend {
           rows_.Add(std::move(def));
         }
   }
-  std::string name() const override { return "counting"; }
+  std::string name() const override { return name_; }
   Device device() const override { return kSecondHost; }
   const KernelRegistry& rows() const override { return rows_; }
   StatusOr<std::shared_ptr<BackendContext>> CreateContext(const BackendOptions&) const override {
@@ -106,6 +113,7 @@ class CountingBackend : public Backend {
   }
 
  private:
+  std::string name_;
   KernelRegistry rows_;
 };
 
@@ -190,6 +198,49 @@ TEST(BackendSeam, TestBackendRunsInt8ModelWithCopies) {
   auto model = LoadModel(kDigits + "digits_cnn.onnx");
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ExpectSameAsCpu(Int8Digits(*model), GraphProfile::kDeployment);
+}
+
+// Prepare steps see each input's type where the graph says it: a backend
+// that takes only float32 Adds gets the float Add, and the int64 Add (whose
+// inputs are a graph input and an initializer) is partitioned to the CPU at
+// Create instead of failing when it runs; the values of a rewrite-free graph
+// inside are typed by shape inference's value_info.
+TEST(BackendSeam, PrepareStepsSeeInputTypesAndDeclineByThem) {
+  static bool registered = [] {
+    auto backend = std::make_shared<CountingBackend>(
+        std::set<std::string>{"Add"}, "float_adds",
+        [](const std::vector<DataType>& types) {
+          for (DataType t : types)
+            if (t != DataType::kFloat32) return false;
+          return !types.empty();
+        });
+    EXPECT_TRUE(RegisterBackend(backend).ok());
+    return true;
+  }();
+  (void)registered;
+  Model m;
+  m.opset_imports = {{"", 13}};
+  ValueInfo f{"f", DataType::kFloat32}, i{"i", DataType::kInt64};
+  m.graph.inputs = {f, i};
+  m.graph.outputs = {ValueInfo{"f2", DataType::kFloat32}, ValueInfo{"i2", DataType::kInt64}};
+  m.graph.value_info = {ValueInfo{"f1", DataType::kFloat32}};
+  m.graph.initializers["one"] = Tensor::Scalar<int64_t>(1);
+  m.graph.nodes.push_back({"add_f", "Add", "", {"f", "f"}, {"f1"}, {}, ""});
+  m.graph.nodes.push_back({"add_f1", "Add", "", {"f1", "f"}, {"f2"}, {}, ""});
+  m.graph.nodes.push_back({"add_i", "Add", "", {"i", "one"}, {"i2"}, {}, ""});
+  ExecutorOptions options;
+  options.backend = "float_adds";
+  auto exec = Executor::Create(m, options);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  std::map<std::string, std::string> placed;
+  for (const NodeKernel& k : (*exec)->NodeKernels()) placed[k.node] = k.backend;
+  EXPECT_EQ(placed["add_f"], "float_adds");
+  EXPECT_EQ(placed["add_f1"], "float_adds");
+  EXPECT_EQ(placed["add_i"], "cpu");
+  TensorMap out;
+  ASSERT_TRUE((*exec)->Run({{"f", Tensor::Scalar<float>(1.5f)}, {"i", Tensor::Scalar<int64_t>(41)}}, &out).ok());
+  EXPECT_EQ(out.at("f2").data<float>()[0], 4.5f);
+  EXPECT_EQ(out.at("i2").data<int64_t>()[0], 42);
 }
 
 TEST(BackendSeam, NamesAndErrors) {
