@@ -261,7 +261,8 @@ Status Runner::SearchStage(QuantizeOptions* qopt) {
   q_.quantize_outputs = qopt->quantize_outputs = c.quantize_outputs;
   if (c.smooth) {
     q_.smooth.enabled = true;
-    q_.smooth.auto_alpha = true;
+    q_.smooth.auto_alpha = false;
+    q_.smooth.alpha = c.smooth_alpha;  // chosen by the search, on the same held-out batches
   }
   Log("search: chose " + c.name);
   report_.search = std::move(found->rows);

@@ -116,6 +116,7 @@ class Search {
   StatusOr<std::vector<std::string>> Needed(const Model& m) const;
   StatusOr<Observed> Observe(Model m) const;
   StatusOr<SearchRow> Try(const SearchCandidate& c);
+  StatusOr<SearchRow> Score(const SearchCandidate& c, const Observed& obs);
 
   const Model& model_;
   const BatchSource& calibration_;
@@ -123,8 +124,7 @@ class Search {
   const SearchOptions& o_;
   HoldoutSplit split_;
   std::unique_ptr<Evaluator> held_;
-  std::optional<Observed> plain_, smoothed_;
-  bool smooth_tried_ = false;      // smoothed_ empty after: no outliers
+  std::optional<Observed> plain_;
   std::optional<std::map<std::string, std::vector<float>>> bias_;
 };
 
@@ -155,28 +155,42 @@ StatusOr<SearchRow> Search::Try(const SearchCandidate& c) {
   SearchRow row;
   row.candidate = c.name;
   row.metric = MetricName(LabelFree(o_.metric));
-  const Observed* obs = nullptr;
   if (c.smooth) {
-    if (!smooth_tried_) {
-      smooth_tried_ = true;
-      SPARQ_ASSIGN_OR_RETURN(auto stats, MeasureChannelMaxAbs(model_, FitBatches(calibration_, split_), o_.threads));
+    // Each alpha of options.smooth.alphas with the fit batches' channel
+    // maxima; the candidate scores as its best alpha.
+    SPARQ_ASSIGN_OR_RETURN(auto stats, MeasureChannelMaxAbs(model_, FitBatches(calibration_, split_), o_.threads));
+    std::optional<SearchRow> best;
+    for (double alpha : o_.smooth.alphas) {
       SmoothReport sr;
-      SPARQ_ASSIGN_OR_RETURN(Model sm, SmoothModel(model_, stats, o_.smooth.alpha, o_.smooth, &sr));
-      if (!sr.inputs.empty()) {
-        SPARQ_ASSIGN_OR_RETURN(smoothed_, Observe(std::move(sm)));
+      SPARQ_ASSIGN_OR_RETURN(Model sm, SmoothModel(model_, stats, alpha, o_.smooth, &sr));
+      if (sr.inputs.empty()) {
+        row.note = "no MatMul/Gemm input with outlier channels";
+        return row;
+      }
+      SPARQ_ASSIGN_OR_RETURN(Observed obs, Observe(std::move(sm)));
+      SPARQ_ASSIGN_OR_RETURN(SearchRow r, Score(c, obs));
+      if (!best || r.score > best->score || (r.score == best->score && r.sqnr_db > best->sqnr_db)) {
+        best = r;
+        best->smooth_alpha = alpha;
       }
     }
-    if (!smoothed_) {
-      row.note = "no MatMul/Gemm input with outlier channels";
-      return row;
-    }
-    obs = &*smoothed_;
-  } else {
-    if (!plain_) {
-      SPARQ_ASSIGN_OR_RETURN(plain_, Observe(model_));
-    }
-    obs = &*plain_;
+    if (!best) return row;
+    char note[64];
+    std::snprintf(note, sizeof note, "alpha %.2f", best->smooth_alpha);
+    best->note = note;
+    return *best;
   }
+  if (!plain_) {
+    SPARQ_ASSIGN_OR_RETURN(plain_, Observe(model_));
+  }
+  return Score(c, *plain_);
+}
+
+StatusOr<SearchRow> Search::Score(const SearchCandidate& c, const Observed& observed) {
+  const Observed* obs = &observed;
+  SearchRow row;
+  row.candidate = c.name;
+  row.metric = MetricName(LabelFree(o_.metric));
   CalibrationTable table;
   if (c.calibration.method == CalibrationMethod::kAuto) {
     // auto compares methods per tensor on its consumers: a pass of its own.
@@ -265,6 +279,7 @@ StatusOr<SearchResult> Search::Run() {
   if (best < 0) return Status::InvalidArgument("search: no candidate could be tried");
   result.rows[best].chosen = true;
   result.chosen = o_.candidates[static_cast<size_t>(best)];
+  result.chosen.smooth_alpha = result.rows[best].smooth_alpha;
   return result;
 }
 

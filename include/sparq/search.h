@@ -37,8 +37,8 @@ namespace sparq {
 // percentile), MODIFIER one of
 //   bias_correction  quantize.bias_correction: true
 //   inputs_only      quantize.quantize_outputs: false (Q/DQ on layer inputs only)
-//   smooth           quantize.smooth (tried at SmoothOptions::alpha; the run
-//                    then chooses alpha itself: auto_alpha)
+//   smooth           quantize.smooth, tried at each of SmoothOptions::alphas
+//                    (the candidate scores as its best alpha, which the run uses)
 //   asymmetric       uint8 activations with a zero point (symmetric: false)
 struct SPARQ_API SearchCandidate {
   std::string name;                       // as spelled
@@ -46,6 +46,7 @@ struct SPARQ_API SearchCandidate {
   bool bias_correction = false;
   bool quantize_outputs = true;
   bool smooth = false;
+  double smooth_alpha = 0.5;  // SearchResult::chosen: the alpha that scored best
 };
 
 // Parses a candidate's spelling over `base` (its bins and percentile).
@@ -69,7 +70,7 @@ struct SPARQ_API SearchOptions {
   // SQNR, then to the earlier candidate.
   Metric metric = Metric::kAgreement;
   BoxOptions boxes;         // for the detector metrics
-  SmoothOptions smooth;     // min_outlier_ratio and alpha of the smooth candidates
+  SmoothOptions smooth;     // min_outlier_ratio and alphas of the smooth candidates
   int threads = 0;          // executor threads; 0 = one per hardware thread
   std::function<void(const std::string&)> log;  // optional: one line per candidate
 };
@@ -83,7 +84,8 @@ struct SPARQ_API SearchRow {
   double seconds = 0.0;    // its own time (the shared observation counts to the first)
   bool tried = false;
   bool chosen = false;
-  std::string note;        // why not tried ("budget", "no outlier channels"), else ""
+  std::string note;        // why not tried ("budget", "no outlier channels"); smooth: "alpha 0.6"
+  double smooth_alpha = 0.0;  // smooth candidates: the best alpha
 };
 
 struct SPARQ_API SearchResult {
