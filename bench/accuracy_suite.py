@@ -213,6 +213,8 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None):
         text += ("prune:\n  enabled: true\n  structure: \"2:4\"\n  recovery: true\n")
     if quant == "fp16":
         text += "quantize:\n  precision: fp16\n  fallback:\n    enabled: false\n"
+    elif quant == "default":  # no calibration keys: quantize.search chooses (sparq/search.h)
+        text += "quantize:\n  precision: int8\n  fallback:\n    enabled: false\n"
     elif quant == "dynamic":  # activations quantized at run time (MatMul/Gemm), as ORT's quantize_dynamic
         text += "quantize:\n  precision: int8\n  mode: dynamic\n  per_channel: true\n  fallback:\n    enabled: false\n"
     else:  # a calibration method, then "+bc" (quantize.bias_correction) or "+" lines of the quantize block
@@ -362,6 +364,7 @@ def run_model(args, name, save):
     variants = [(f"sparq int8 {m}", "sparq", (m, False)) for m in SPARQ_METHODS if m in args.sparq_methods]
     variants += [(f"sparq int8 {m} + bias correction", "sparq", (m + "+bc", False)) for m in args.bias_correction if m]
     variants += [("sparq int8 " + label, "sparq", (spec, False)) for label, spec in TASK_VARIANTS.get(meta["task"], ())]
+    variants.append(("sparq int8 default recipe (search)", "sparq", ("default", False)))
     for v in args.variant:  # LABEL=METHOD+line;line
         label, spec = v.split("=", 1)
         variants.append(("sparq int8 " + label, "sparq", (spec, False)))

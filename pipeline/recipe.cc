@@ -161,6 +161,7 @@ class RecipeParser {
   void ParsePrune(MapReader m);
   void ParsePruneLayer(const YAML::Node& item, const std::string& path, int line, RecipePrune::LayerRule* rule);
   void ParseQuantize(MapReader m);
+  void ParseSearch(MapReader& m, bool calibration_written);
   void ParseEvaluate(MapReader m);
   void ParseReport(MapReader m);
   void CheckAcrossSections();
@@ -628,6 +629,8 @@ void RecipeParser::ParseQuantize(MapReader m) {
   sm.Read("min_outlier_ratio", &q.smooth.min_outlier_ratio, Bounds::AtLeast(1));
   sm.Finish();
 
+  ParseSearch(m, c.Has("method") || c.Has("percentile") || c.Has("symmetric"));
+
   MapReader fb = m.Child("fallback");
   fb.Read("enabled", &q.fallback.enabled);
   fb.ReadEnum("to", kFallbackTargets, &q.fallback.to);
@@ -635,6 +638,42 @@ void RecipeParser::ParseQuantize(MapReader m) {
   fb.ReadEnum("rank_by", kRankBy, &q.fallback.rank_by);
   fb.Finish();
   m.Finish();
+}
+
+// quantize.search: on | off | {enabled, budget_s, candidates}. Left out, on
+// when the section writes none of what the search chooses;
+// CheckAcrossSections turns it off where it does not apply.
+void RecipeParser::ParseSearch(MapReader& m, bool calibration_written) {
+  RecipeQuantize::Search& s = recipe_.quantize.search;
+  s.enabled = !calibration_written && !m.Has("scales") && !m.Has("bias_correction") && !m.Has("quantize_outputs") &&
+              !m.Has("smooth");
+  YAML::Node v = m.Get("search");
+  if (!v.IsDefined()) return;
+  s.enabled = true;
+  if (v.IsScalar()) {
+    const std::string& text = v.Scalar();
+    if (text == "on" || text == "true") return;
+    if (text == "off" || text == "false") {
+      s.enabled = false;
+      return;
+    }
+    diag_.Error(m.LineOf("search"), m.PathOf("search"),
+                "expected on, off or a map {enabled, budget_s, candidates}, got " + yaml_fields::DescribeNode(v));
+    return;
+  }
+  MapReader sr = m.Child("search");
+  sr.Read("enabled", &s.enabled);
+  sr.Read("budget_s", &s.budget_s, Bounds::Above(0));
+  if (sr.Read("candidates", &s.candidates)) {
+    if (s.candidates.empty())
+      diag_.Error(sr.LineOf("candidates"), sr.PathOf("candidates"), "must list at least one candidate");
+    for (size_t i = 0; i < s.candidates.size(); ++i) {
+      auto parsed = ParseSearchCandidate(s.candidates[i], recipe_.quantize.calibration);
+      if (!parsed.ok())
+        diag_.Error(sr.LineOf("candidates"), ItemPath(sr.PathOf("candidates"), i), parsed.status().message());
+    }
+  }
+  sr.Finish();
 }
 
 void RecipeParser::ParseEvaluate(MapReader m) {
@@ -759,6 +798,22 @@ void RecipeParser::CheckAcrossSections() {
       diag_.Error(diag_.LineFor("quantize.smooth"), "quantize.smooth",
                   "cannot use quantize.scales: smoothing changes the activations, whose ranges must be calibrated "
                   "after it");
+  }
+
+  // The search chooses a static INT8 calibration: written where none runs,
+  // an error; left out there, off.
+  if (q.search.enabled) {
+    const char* why = !q.enabled                                         ? "quantize.enabled is false"
+                      : precision_ok && q.precision == Precision::kFp16 ? "quantize.precision fp16 does not calibrate"
+                      : q.mode == RecipeQuantize::Mode::kDynamic         ? "quantize.mode dynamic does not calibrate"
+                      : !q.scales.empty()                                ? "quantize.scales gives the ranges"
+                                                                         : nullptr;
+    if (why != nullptr) {
+      recipe_.quantize.search.enabled = false;
+      if (diag_.Written("quantize.search"))
+        diag_.Error(diag_.LineFor("quantize.search"), "quantize.search",
+                    std::string("cannot search: ") + why + " (it chooses a static INT8 calibration)");
+    }
   }
 
   if (q.enabled && q.mode == RecipeQuantize::Mode::kDynamic && !diag_.FailedAt("quantize.mode")) {

@@ -131,6 +131,11 @@ void EmitQuantize(YAML::Emitter& e, const RecipeQuantize& q) {
     e << YAML::Key << "symmetric" << YAML::Value << q.calibration.symmetric;
     e << YAML::EndMap;
   }
+  e << YAML::Key << "search" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "enabled" << YAML::Value << q.search.enabled;
+  Num(e << YAML::Key << "budget_s" << YAML::Value, q.search.budget_s);
+  Strings(e << YAML::Key << "candidates" << YAML::Value, q.search.candidates);
+  e << YAML::EndMap;
   e << YAML::Key << "per_channel" << YAML::Value << q.per_channel;
   e << YAML::Key << "fold_batchnorm" << YAML::Value << q.fold_batchnorm;
   e << YAML::Key << "gather_int8" << YAML::Value << q.gather_int8;

@@ -138,6 +138,19 @@ std::string RunReport::ToJson() const {
                   {"metric_after", MetricJson(metric, f.metric_after)},
                   {"kept", f.kept}});
   j["fallback"] = fb;
+  if (!search.empty()) {
+    json rows = json::array();
+    for (const auto& r : search)
+      rows.push_back({{"candidate", r.candidate},
+                      {"metric", r.metric},
+                      {"held_out_score", r.tried ? MetricJson(r.metric, r.score) : json(nullptr)},
+                      {"held_out_sqnr_db", NumberOrNull(r.sqnr_db)},
+                      {"seconds", r.seconds},
+                      {"tried", r.tried},
+                      {"chosen", r.chosen},
+                      {"note", r.note}});
+    j["search"] = rows;
+  }
   if (pruned) {
     json steps = json::array();
     for (const auto& st : prune_steps)
@@ -203,6 +216,18 @@ std::string RunReport::ToMarkdown() const {
     for (const auto& l : layers) os << "| " << l.node << " | " << l.op_type << " | " << PrecisionName(l.precision) << " | " << l.reason << " |\n";
     os << "\n</details>\n\n";
   }
+  if (!search.empty()) {
+    os << "Search (each candidate calibrated on the fit batches of the calibration data, scored against FP32 on its "
+          "held-out batches):\n\n"
+       << "| candidate | held-out " << search.front().metric << " | held-out SQNR (dB) | time (s) | chosen |\n"
+       << "|---|---|---|---|---|\n";
+    for (const auto& r : search) {
+      os << "| " << r.candidate << " | " << (r.tried ? Fixed(r.score, 4) : r.note) << " | "
+         << (r.tried ? Fixed(r.sqnr_db, 2) : std::string("-")) << " | " << Fixed(r.seconds, 1) << " | "
+         << (r.chosen ? "**yes**" : "") << " |\n";
+    }
+    os << "\n";
+  }
   if (!fallback.empty()) {
     os << "Fallback (most harmful INT8 layers first):\n\n";
     for (const auto& f : fallback)
@@ -260,6 +285,9 @@ std::string RunReport::ToText() const {
     }
     os << (st.acceptable ? "" : " (rejected)") << "\n";
   }
+  for (const auto& r : search)
+    if (r.chosen) os << "  search      " << r.candidate << " (of " << search.size() << ", held-out " << r.metric << " "
+                     << Fixed(r.score, 4) << ")\n";
   for (const auto& f : fallback)
     os << "  fallback    " << f.node << " -> " << f.to << " (" << f.ranked_by << " " << Fixed(f.score, 2) << ")"
        << (f.kept ? "" : " not kept") << "\n";

@@ -20,6 +20,7 @@
 #include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 #include "sparq/pipeline.h"
+#include "sparq/search.h"
 #include "sparq/smooth.h"
 
 namespace sparq {
@@ -58,6 +59,7 @@ class Runner {
   Status WriteOutputModel(const Model& m);
   Status WriteReports();
   Status CheckFinite(const Model& m, const EvalReport& e);
+  Status SearchStage(QuantizeOptions* qopt);
 
   const Recipe& r_;
   const PipelineOptions& o_;
@@ -67,6 +69,9 @@ class Runner {
   std::unique_ptr<Evaluator> evaluator_;  // data.evaluation against the model as loaded
   std::string prune_stop_;                // why pruning stopped below its target ("" = it did not)
   std::string scales_method_;             // quantize.scales: the table's calibration method
+  // The recipe's quantize section as this run applies it: quantize.search
+  // replaces its calibration, bias_correction, quantize_outputs and smooth.
+  RecipeQuantize q_;
  public:
   bool model_written_ = false;  // output.model holds this run's (unjudged) model
 };
@@ -141,7 +146,7 @@ StatusOr<std::vector<std::string>> CalibrationScope(const Model& model, const Qu
 StatusOr<CalibrationTable> Runner::CalibrateModel(const QuantizeOptions& q) {
   BatchFn next = calibration_();
   CalibrationOptions c;
-  static_cast<CalibrationMethodOptions&>(c) = r_.quantize.calibration;
+  static_cast<CalibrationMethodOptions&>(c) = q_.calibration;
   c.threads = r_.evaluate.threads;
   SPARQ_ASSIGN_OR_RETURN(c.tensors, CalibrationScope(fp32_, q, r_));
   if (!c.tensors.empty()) {
@@ -230,6 +235,50 @@ Status Runner::PruneStage(double dense_metric) {
   return Status::OK();
 }
 
+// quantize.search: the candidates scored on held-out calibration batches;
+// the chosen one's calibration and switches replace the recipe's for the
+// rest of the run (smoothing, calibration, bias correction, the fallback).
+Status Runner::SearchStage(QuantizeOptions* qopt) {
+  SearchOptions so;
+  for (const std::string& spec : r_.quantize.search.candidates) {
+    auto c = ParseSearchCandidate(spec, r_.quantize.calibration);
+    if (!c.ok()) return c.status().WithContext("quantize.search");
+    so.candidates.push_back(std::move(*c));
+  }
+  so.budget_s = r_.quantize.search.budget_s;
+  so.holdout_every = r_.quantize.smooth.holdout_every;
+  so.metric = r_.evaluate.metric;
+  so.boxes = r_.evaluate.boxes;
+  so.smooth = r_.quantize.smooth;
+  so.threads = r_.evaluate.threads;
+  so.log = [this](const std::string& line) { Log(line); };
+  Log("search: " + std::to_string(so.candidates.size()) + " candidates on " + calibration_.name());
+  auto found = SearchQuantization(fp32_, calibration_, *qopt, so);
+  if (!found.ok()) return found.status().WithContext("quantize.search");
+  const SearchCandidate& c = found->chosen;
+  q_.calibration = c.calibration;
+  q_.bias_correction = c.bias_correction;
+  q_.quantize_outputs = qopt->quantize_outputs = c.quantize_outputs;
+  if (c.smooth) {
+    q_.smooth.enabled = true;
+    q_.smooth.auto_alpha = false;
+    q_.smooth.alpha = c.smooth_alpha;  // chosen by the search, on the same held-out batches
+  }
+  Log("search: chose " + c.name);
+  report_.search = std::move(found->rows);
+  if (!found->split) {
+    report_.warnings.push_back("quantize.search: " + std::to_string(found->fit_batches) +
+                               " calibration batch(es), fewer than smooth.holdout_every: every batch both fit and "
+                               "judged the candidates");
+  }
+  if (found->budget_hit) {
+    report_.warnings.push_back("quantize.search: budget_s " + std::to_string(r_.quantize.search.budget_s) +
+                               " s reached: some candidates were not tried (the choice depends on this machine's "
+                               "speed; raise budget_s or list fewer candidates)");
+  }
+  return Status::OK();
+}
+
 // Older models are converted before any evaluation or calibration; the FP32
 // reference stays the original file.
 Status Runner::UpgradeOpsetForInt8() {
@@ -251,6 +300,7 @@ StatusOr<RunReport> Runner::Run() {
   report_.max_drop = r_.evaluate.gate.max_drop;
   report_.relative = r_.evaluate.gate.relative;
   report_.warnings = r_.warnings;
+  q_ = r_.quantize;
   SPARQ_ASSIGN_OR_RETURN(BackendChoice backend, ResolveBackend(r_.evaluate.backend));
   report_.backend = backend.name;
   if (r_.evaluate.backend == RecipeEvaluate::Backend::kAuto) {
@@ -301,14 +351,16 @@ StatusOr<RunReport> Runner::Run() {
   // start from it. The evaluation's reference stays the model as loaded.
   const bool static_int8 = r_.quantize.enabled && r_.quantize.precision != RecipeQuantize::Precision::kFp16 &&
                            r_.quantize.mode == RecipeQuantize::Mode::kStatic;
-  if (static_int8 && r_.quantize.smooth.enabled && r_.quantize.scales.empty()) {
-    SmoothOptions so = r_.quantize.smooth;
+  if (static_int8 && r_.quantize.search.enabled && r_.quantize.scales.empty())
+    SPARQ_RETURN_IF_ERROR(Timed("search", [&] { return SearchStage(&qopt); }));
+  if (static_int8 && q_.smooth.enabled && r_.quantize.scales.empty()) {
+    SmoothOptions so = q_.smooth;
     so.threads = r_.evaluate.threads;
     Log("smooth (alpha " + (so.auto_alpha ? std::string("auto") : std::to_string(so.alpha)) + ") on " +
         (r_.data.calibration.empty() ? r_.data.evaluation : r_.data.calibration));
     SmoothReport sr;
     auto smoothed = Timed("smooth", [&] {
-      return SmoothForInt8(fp32_, calibration_, qopt, r_.quantize.calibration, so, &sr);
+      return SmoothForInt8(fp32_, calibration_, qopt, q_.calibration, so, &sr);
     });
     if (!smoothed.ok()) return smoothed.status().WithContext("quantize.smooth");
     fp32_ = std::move(*smoothed);
@@ -324,7 +376,7 @@ StatusOr<RunReport> Runner::Run() {
   // Calibrate (also for FP16: the table tells which values are float32), or
   // reuse quantize.scales (loaded and checked above).
   if (r_.quantize.scales.empty()) {
-    Log("calibrate (" + std::string(CalibrationMethodName(r_.quantize.calibration.method)) + ") on " + r_.data.calibration);
+    Log("calibrate (" + std::string(CalibrationMethodName(q_.calibration.method)) + ") on " + r_.data.calibration);
     SPARQ_ASSIGN_OR_RETURN(table, Timed("calibrate", [&] { return CalibrateModel(qopt); }));
   }
   const bool int8 = r_.quantize.enabled && r_.quantize.precision != RecipeQuantize::Precision::kFp16;
@@ -332,13 +384,22 @@ StatusOr<RunReport> Runner::Run() {
     SPARQ_RETURN_IF_ERROR(table.Save(r_.output.scales));
     report_.files.push_back(r_.output.scales);
   }
-  if (int8 && !r_.output.trt_cache.empty()) {
+  bool trt_cache = int8 && !r_.output.trt_cache.empty();
+  if (trt_cache && r_.quantize.search.enabled) {
+    // The search may choose a table TensorRT cannot take (asymmetric, ...).
+    if (Status st = table.CheckTensorRtCache(); !st.ok()) {
+      report_.warnings.push_back("output.trt_cache not written: the calibration the search chose has none: " +
+                                 st.message());
+      trt_cache = false;
+    }
+  }
+  if (trt_cache) {
     SPARQ_RETURN_IF_ERROR(table.CheckTensorRtCache().WithContext("output.trt_cache"));
     SPARQ_RETURN_IF_ERROR(WriteFileAtomically(r_.output.trt_cache, table.ToTensorRtCache(r_.output.trt_version)));
     report_.files.push_back(r_.output.trt_cache);
   }
 
-  if (int8 && !qopt.dynamic && r_.quantize.bias_correction) {
+  if (int8 && !qopt.dynamic && q_.bias_correction) {
     Log("bias correction on " + (r_.data.calibration.empty() ? r_.data.evaluation : r_.data.calibration));
     SPARQ_ASSIGN_OR_RETURN(qopt.bias_correction, Timed("bias correction", [&] { return MeasureBiasCorrection(); }));
   }

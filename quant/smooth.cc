@@ -13,6 +13,7 @@
 #include <set>
 
 #include "graph/graph_editor.h"
+#include "quant/holdout.h"
 #include "quant/passes.h"
 #include "sparq/evaluate.h"  // kSqnrCeilingDb
 #include "sparq/executor.h"
@@ -295,23 +296,6 @@ StatusOr<Model> SmoothModel(const Model& input, const std::map<std::string, std:
 
 namespace {
 
-// Passes over the batches of `source` whose index `keep` accepts.
-BatchFn Filtered(const BatchSource& source, std::function<bool(int64_t)> keep) {
-  auto inner = std::make_shared<BatchFn>(source());
-  auto index = std::make_shared<int64_t>(0);
-  return [inner, index, keep](TensorMap* batch) -> StatusOr<bool> {
-    for (;;) {
-      TensorMap b;
-      SPARQ_ASSIGN_OR_RETURN(bool more, (*inner)(&b));
-      if (!more) return false;
-      if (keep((*index)++)) {
-        *batch = std::move(b);
-        return true;
-      }
-    }
-  };
-}
-
 // Output SQNR in dB of `got` against `ref`, over every float output together.
 double Sqnr(const std::vector<TensorMap>& ref, const std::vector<TensorMap>& got) {
   double signal = 0.0, noise = 0.0;
@@ -344,31 +328,16 @@ StatusOr<Model> SmoothForInt8(const Model& model, const BatchSource& calibration
     return SmoothModel(model, stats, options.alpha, options, report);
   }
   if (options.alphas.empty()) return Status::InvalidArgument("smooth: auto alpha needs at least one candidate");
-  if (options.holdout_every < 2) {
-    return Status::InvalidArgument("smooth: holdout_every must be >= 2, got " + std::to_string(options.holdout_every));
-  }
-  int64_t batches = 0;
-  {
-    BatchFn count = calibration();
-    for (;;) {
-      TensorMap b;
-      SPARQ_ASSIGN_OR_RETURN(bool more, count(&b));
-      if (!more) break;
-      ++batches;
-    }
-  }
-  const int64_t every = options.holdout_every;
-  const bool split = batches >= every;
-  auto fit = [split, every](int64_t i) { return !split || i % every != every - 1; };
-  auto held = [split, every](int64_t i) { return !split || i % every == every - 1; };
-
-  SPARQ_ASSIGN_OR_RETURN(auto stats, MeasureChannelMaxAbs(model, Filtered(calibration, fit), options.threads));
+  auto made = MakeHoldoutSplit(calibration, options.holdout_every);
+  if (!made.ok()) return made.status().WithContext("smooth");
+  const HoldoutSplit split = *made;
+  SPARQ_ASSIGN_OR_RETURN(auto stats, MeasureChannelMaxAbs(model, FitBatches(calibration, split), options.threads));
   ExecutorOptions eo;
   eo.threads = options.threads;
   std::vector<TensorMap> inputs, reference;
   {
     SPARQ_ASSIGN_OR_RETURN(auto exec, Executor::Create(model, eo));
-    BatchFn next = Filtered(calibration, held);
+    BatchFn next = HeldOutBatches(calibration, split);
     for (;;) {
       TensorMap b, out;
       SPARQ_ASSIGN_OR_RETURN(bool more, next(&b));
@@ -388,7 +357,7 @@ StatusOr<Model> SmoothForInt8(const Model& model, const BatchSource& calibration
     c.threads = options.threads;
     SPARQ_ASSIGN_OR_RETURN(auto needs, CalibrationTensorsNeeded(smoothed, q));
     for (const auto& n : needs) c.tensors.push_back(n.tensor);
-    SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, Calibrate(smoothed, Filtered(calibration, fit), c));
+    SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, Calibrate(smoothed, FitBatches(calibration, split), c));
     SPARQ_ASSIGN_OR_RETURN(Model quantized, QuantizeModel(smoothed, table, q, nullptr));
     SPARQ_ASSIGN_OR_RETURN(auto exec, Executor::Create(quantized, eo));
     std::vector<TensorMap> got(inputs.size());
@@ -400,7 +369,7 @@ StatusOr<Model> SmoothForInt8(const Model& model, const BatchSource& calibration
   }
   std::vector<std::pair<double, double>> tried = std::move(report->alpha_sqnr_db);
   // The chosen alpha, with the maxima of all the calibration batches.
-  if (split) {
+  if (split.split) {
     SPARQ_ASSIGN_OR_RETURN(stats, MeasureChannelMaxAbs(model, calibration(), options.threads));
   }
   SPARQ_ASSIGN_OR_RETURN(Model out, SmoothModel(model, stats, best_alpha, options, report));

@@ -15,6 +15,7 @@
 #include "sparq/fallback.h"  // FallbackStep
 #include "sparq/quantize.h"
 #include "sparq/recipe.h"
+#include "sparq/search.h"  // SearchRow
 #include "sparq/status.h"
 
 namespace sparq {
@@ -87,6 +88,9 @@ struct SPARQ_API RunReport {
   int64_t eval_samples = 0;
   std::vector<LayerDecision> layers;  // final precision of each weighted layer
   std::vector<FallbackStep> fallback;
+  // quantize.search: every candidate, its held-out score and time; the one
+  // chosen is marked. Empty when the run did not search.
+  std::vector<SearchRow> search;
   bool pruned = false;
   std::string prune_text;              // PruneReport::ToText(): plan, steps, final sparsity per layer
   std::vector<PruneStepLine> prune_steps;

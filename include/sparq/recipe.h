@@ -33,6 +33,7 @@
 #include "sparq/export.h"
 #include "sparq/prune.h"      // PruneStructure
 #include "sparq/quantize.h"   // Fp16Options
+#include "sparq/search.h"     // DefaultSearchCandidates
 #include "sparq/smooth.h"     // SmoothOptions
 #include "sparq/status.h"
 
@@ -165,10 +166,24 @@ struct SPARQ_API RecipeQuantize {
     RankBy rank_by = RankBy::kOutputSqnr;
   };
 
+  // Static INT8: try a few calibrations and switches on held-out calibration
+  // batches and keep the best (sparq/search.h), then calibrate, quantize and
+  // fall back as usual with it. In YAML `search: on | off | {budget_s,
+  // candidates}`; left out, the parser turns it on when the section writes
+  // none of what the search chooses (calibration method, percentile or
+  // symmetric, scales, bias_correction, quantize_outputs, smooth) and the
+  // run is static INT8/mixed. A Recipe built in code has it off.
+  struct Search {
+    bool enabled = false;
+    double budget_s = 300.0;  // > 0: no candidate starts after this many seconds (the first always runs)
+    std::vector<std::string> candidates = DefaultSearchCandidates();  // SearchCandidate spellings
+  };
+
   bool enabled = true;
   Precision precision = Precision::kInt8;
   Mode mode = Mode::kStatic;  // int8/mixed only
   Calibration calibration;
+  Search search;
   // A calibration table written earlier (`sparq calibrate`, a run's
   // output.scales) to quantize with instead of calibrating; "" = calibrate.
   // Checked against the model: every tensor the quantizer needs must be in it.

@@ -199,6 +199,61 @@ TEST_F(RecipeTest, DefaultsAreFilled) {
 // object. The recipe holds the quantizer's own struct, both default to the
 // one list DefaultFp16BlockOps(), and a recipe that leaves quantize.fp16 out
 // turns into the quantizer's defaults.
+// quantize.search: on by default when the quantize section names no way to
+// calibrate; off as soon as it names one; written, it parses and round-trips.
+TEST_F(RecipeTest, SearchIsTheDefaultUnlessTheRecipeChoosesACalibration) {
+  StatusOr<Recipe> plain = Parse(kMinimal);
+  ASSERT_TRUE(plain.ok()) << plain.status().ToString();
+  EXPECT_TRUE(plain->quantize.search.enabled);
+  EXPECT_EQ(plain->quantize.search.candidates, DefaultSearchCandidates());
+  for (const std::string q : {"{calibration: {method: kl}}", "{calibration: {symmetric: false}}",
+                              "{bias_correction: true}", "{quantize_outputs: false}", "{smooth: {alpha: auto}}",
+                              "{search: off}", "{search: {enabled: false}}", "{precision: fp16}", "{mode: dynamic}",
+                              "{enabled: false}"}) {
+    StatusOr<Recipe> r = Parse(kMinimal + "quantize: " + q + "\n");
+    ASSERT_TRUE(r.ok()) << q << ": " << r.status().ToString();
+    EXPECT_FALSE(r->quantize.search.enabled) << q;
+  }
+  StatusOr<Recipe> on = Parse(kMinimal + "quantize: {calibration: {method: max}, search: on}\n");
+  ASSERT_TRUE(on.ok()) << on.status().ToString();
+  EXPECT_TRUE(on->quantize.search.enabled);
+  StatusOr<Recipe> map =
+      Parse(kMinimal + "quantize: {search: {budget_s: 60, candidates: [max, 'percentile=99.9+asymmetric']}}\n");
+  ASSERT_TRUE(map.ok()) << map.status().ToString();
+  EXPECT_TRUE(map->quantize.search.enabled);
+  EXPECT_DOUBLE_EQ(map->quantize.search.budget_s, 60.0);
+  EXPECT_EQ(map->quantize.search.candidates, (std::vector<std::string>{"max", "percentile=99.9+asymmetric"}));
+  for (const Recipe* r : {&*plain, &*on, &*map}) {
+    StatusOr<Recipe> again = ParseRecipe(RecipeToYaml(*r), "/elsewhere", "effective.yaml", [] {
+      RecipeParseOptions o;
+      o.check_files = false;
+      return o;
+    }());
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->quantize.search.enabled, r->quantize.search.enabled);
+    EXPECT_EQ(again->quantize.search.budget_s, r->quantize.search.budget_s);
+    EXPECT_EQ(again->quantize.search.candidates, r->quantize.search.candidates);
+  }
+}
+
+TEST_F(RecipeTest, SearchErrorsNameTheKey) {
+  EXPECT_NE(ErrorOf(kMinimal + "quantize: {search: maybe}\n").find("r.yaml:5: quantize.search: expected on, off"),
+            std::string::npos);
+  std::string e = ErrorOf(kMinimal + "quantize: {search: {candidates: [max+smoth]}}\n");
+  EXPECT_NE(e.find("quantize.search.candidates[0]"), std::string::npos) << e;
+  EXPECT_NE(e.find("unknown modifier 'smoth'"), std::string::npos) << e;
+  e = ErrorOf(kMinimal + "quantize: {search: {candidates: [maxx]}}\n");
+  EXPECT_NE(e.find("quantize.search.candidates[0]"), std::string::npos) << e;
+  e = ErrorOf(kMinimal + "quantize: {search: {candidates: ['kl=3']}}\n");
+  EXPECT_NE(e.find("only percentile takes a value"), std::string::npos) << e;
+  e = ErrorOf(kMinimal + "quantize: {search: {budget_s: 0}}\n");
+  EXPECT_NE(e.find("quantize.search.budget_s"), std::string::npos) << e;
+  e = ErrorOf(kMinimal + "quantize: {search: {candidates: []}}\n");
+  EXPECT_NE(e.find("at least one candidate"), std::string::npos) << e;
+  e = ErrorOf(kMinimal + "quantize: {precision: fp16, search: on}\n");
+  EXPECT_NE(e.find("quantize.search: cannot search: quantize.precision fp16"), std::string::npos) << e;
+}
+
 TEST_F(RecipeTest, Fp16DefaultsAreTheQuantizersOwn) {
   static_assert(std::is_same_v<RecipeQuantize::Fp16, Fp16Options>, "recipes hold the library's FP16 options");
   const std::vector<std::string>& list = DefaultFp16BlockOps();
