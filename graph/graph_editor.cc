@@ -1,5 +1,7 @@
 #include "graph/graph_editor.h"
 
+#include "graph/value_index.h"
+
 namespace sparq {
 
 GraphEditor::GraphEditor(Graph& g) : g_(g) {
@@ -61,9 +63,7 @@ int RemoveDeadNodes(Graph& g) {
   int removed = 0;
   for (bool changed = true; changed;) {
     changed = false;
-    std::set<std::string> read;
-    for (const Node& n : g.nodes) read.insert(n.inputs.begin(), n.inputs.end());
-    for (const auto& v : g.outputs) read.insert(v.name);
+    const std::set<std::string> read = ValuesRead(g);  // subgraphs' outer reads included
     std::vector<Node> kept;
     for (Node& n : g.nodes) {
       bool live = false;
@@ -73,9 +73,7 @@ int RemoveDeadNodes(Graph& g) {
     }
     g.nodes = std::move(kept);
   }
-  std::set<std::string> read;
-  for (const Node& n : g.nodes) read.insert(n.inputs.begin(), n.inputs.end());
-  for (const auto& v : g.outputs) read.insert(v.name);
+  std::set<std::string> read = ValuesRead(g);
   for (const auto& v : g.initializer_inputs) read.insert(v.name);
   for (auto it = g.initializers.begin(); it != g.initializers.end();)
     it = read.count(it->first) ? std::next(it) : g.initializers.erase(it);
