@@ -205,3 +205,93 @@ def test_silero_vad_eval_runs(sparq_eval, tmp_path):
                                                       "sr": np.array(16000, np.int64)})
         err = find_divergence.relative_error(got["output"][i].reshape(want["output"].shape), want["output"])
         assert err < MAX_RELATIVE_ERROR, f"chunk {i}: output relative error {err:.3g}"
+
+
+def _conv_then_if_model():
+    """x -> Conv -> h -> Relu -> r -> Conv -> h2, then If(c): Add(h2, h) or
+    Mul(h2, w3); the branches read outer node outputs and an initializer
+    that nothing else reads."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    F = TensorProto.FLOAT
+    rng = np.random.default_rng(4)
+    w1 = numpy_helper.from_array(rng.uniform(-0.5, 0.5, (4, 2, 3, 3)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.uniform(-0.5, 0.5, (4, 4, 3, 3)).astype(np.float32), "w2")
+    w3 = numpy_helper.from_array(rng.uniform(0.5, 1.5, (1, 4, 1, 1)).astype(np.float32), "w3")
+    shape = ["N", 4, 8, 8]
+    then_g = helper.make_graph([helper.make_node("Add", ["h2", "h"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", F, shape)])
+    else_g = helper.make_graph([helper.make_node("Mul", ["h2", "w3"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", F, shape)])
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["h2"], pads=[1, 1, 1, 1]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)]
+    g = helper.make_graph(nodes, "conv_if",
+                          [helper.make_tensor_value_info("x", F, ["N", 2, 8, 8]),
+                           helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("y", F, shape)], initializer=[w1, w2, w3])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp16"])
+def test_quantized_model_with_if_loads_in_onnxruntime(sparq, tmp_path, precision):
+    """sparq calibrate + quantize of a model with an If whose branches read
+    quantized layers' outputs: the outer Convs are quantized, the branches
+    stay as written, and the file passes onnx.checker and runs in
+    onnxruntime close to the float model."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    sparq.require_subcommand("quantize")
+    model_path = str(tmp_path / "conv_if.onnx")
+    onnx.save(_conv_then_if_model(), model_path)
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-1, 1, (16, 2, 8, 8)).astype(np.float32)
+    calib = str(tmp_path / "calib.npz")
+    np.savez(calib, x=x, c=np.array(True))
+    scales = str(tmp_path / "scales.json")
+    out = str(tmp_path / f"conv_if.{precision}.onnx")
+    proc = sparq.run("calibrate", model_path, "--data", calib, "-o", scales, "--method", "max", "--threads", 2)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = sparq.run("quantize", model_path, "--scales", scales, "--precision", precision, "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    written = onnx.load(out)
+    onnx.checker.check_model(written)
+    ops = [n.op_type for n in written.graph.node]
+    assert "If" in ops
+    if precision == "int8":
+        assert ops.count("QuantizeLinear") >= 2, ops
+    session = ort.InferenceSession(out, providers=["CPUExecutionProvider"])
+    reference = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    for c in (True, False):
+        feeds = {"x": x[:4], "c": np.array(c)}
+        got = session.run(None, feeds)[0]
+        want = reference.run(None, feeds)[0]
+        err = float(np.abs(got - want).max() / np.abs(want).max())
+        assert err < 0.05, f"c={c}: relative error {err:.3g} of the {precision} model vs float"
+
+
+def test_quantized_silero_vad_loads_in_onnxruntime(sparq, tmp_path):
+    """Silero VAD's Convs all sit inside If branches: quantize says so, and
+    the written file passes onnx.checker and runs in onnxruntime."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    sparq.require_subcommand("quantize")
+    path = _silero_model()
+    rng = np.random.default_rng(6)
+    calib = str(tmp_path / "calib.npz")
+    np.savez(calib, input=rng.uniform(-0.5, 0.5, (8, 512)).astype(np.float32),
+             state=np.zeros((8, 2, 128), np.float32), sr=np.array(16000, np.int64))
+    scales = str(tmp_path / "scales.json")
+    out = str(tmp_path / "silero.int8.onnx")
+    proc = sparq.run("calibrate", path, "--data", calib, "-o", scales, "--method", "max", "--threads", 2)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = sparq.run("quantize", path, "--scales", scales, "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "inside If/Loop/Scan subgraphs stay as written" in proc.stderr, proc.stderr
+    onnx.checker.check_model(onnx.load(out))
+    feeds = {"input": rng.uniform(-0.5, 0.5, (1, 512)).astype(np.float32), "state": np.zeros((2, 1, 128), np.float32),
+             "sr": np.array(16000, np.int64)}
+    got = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    assert np.allclose(got, want, atol=1e-5)

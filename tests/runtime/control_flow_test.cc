@@ -6,6 +6,7 @@
 
 #include <memory>
 
+#include "graph/graph_editor.h"
 #include "graph/value_index.h"
 #include "sparq/executor.h"
 #include "test_util.h"
@@ -86,6 +87,25 @@ TEST(ControlFlow, SubgraphReadsCountAsReads) {
   ValueIndex index(m.graph);
   EXPECT_EQ(index.Readers("h").size(), 1u);
   EXPECT_EQ(CountReaders(m.graph, "w"), 1);
+}
+
+// The rewrite helpers of graph/: a value read only inside a subgraph is
+// read (RemoveDeadNodes keeps its producer and initializer), the node is its
+// consumer, and fresh names avoid the subgraphs' names.
+TEST(ControlFlow, GraphEditingSeesSubgraphReads) {
+  Model m = IfOverOuterValues();
+  Graph& g = m.graph;
+  g.initializers["unread"] = Tensor::Scalar<float>(1.0f);
+  EXPECT_EQ(ValuesRead(g).count("w"), 1u);
+  EXPECT_EQ(ValuesRead(g).count("h"), 1u);
+  EXPECT_TRUE(Reads(g.nodes[0], "h"));
+  EXPECT_EQ(RemoveDeadNodes(g), 0);
+  EXPECT_EQ(g.nodes.size(), 2u);
+  EXPECT_EQ(g.initializers.count("w"), 1u);
+  EXPECT_EQ(g.initializers.count("unread"), 0u);
+  GraphEditor ed(g);
+  EXPECT_EQ(ed.Consumers("h"), (std::vector<size_t>{0}));
+  EXPECT_EQ(ed.FreshName("t_out"), "t_out_1");  // t_out: a value of the then branch
 }
 
 // Loop(M, cond="", acc0) with body: i, cond_in, acc ->
