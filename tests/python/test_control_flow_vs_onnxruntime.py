@@ -148,11 +148,11 @@ def test_control_flow_cases_match_onnxruntime(tmp_path):
     assert f"{n} passed, 0 failed, 0 skipped" in text, text[-4000:]
 
 
-def _silero_model():
+def _silero_model(name="silero_vad.onnx"):
     spec = importlib.util.find_spec("silero_vad")
     if spec is None or not spec.submodule_search_locations:
         pytest.skip("silero_vad is not installed")
-    path = os.path.join(list(spec.submodule_search_locations)[0], "data", "silero_vad.onnx")
+    path = os.path.join(list(spec.submodule_search_locations)[0], "data", name)
     if not os.path.isfile(path):
         pytest.skip(f"{path} is missing")
     return path
@@ -181,28 +181,32 @@ def test_silero_vad_matches_onnxruntime(tmp_path):
     assert f"{n} passed, 0 failed, 0 skipped" in text, text[-4000:]
 
 
-def test_silero_vad_eval_runs(sparq_eval, tmp_path):
-    """`sparq eval` of Silero VAD with --constant sr=16000 over a few chunks
-    (the file holds one state [2, 128] per chunk: the model's batch axis is
-    its axis 1), its outputs against onnxruntime's, chunk by chunk."""
+@pytest.mark.parametrize("name", ["silero_vad.onnx", "silero_vad_16k_op15.onnx", "silero_vad_half.onnx"])
+def test_silero_vad_eval_runs(sparq_eval, tmp_path, name):
+    """`sparq eval` of Silero VAD (and its opset 15 and float16 exports) with
+    --constant sr=16000 over a few chunks (the file holds one state [2, 128]
+    per chunk: the model's batch axis is its axis 1), its outputs against
+    onnxruntime's, chunk by chunk."""
     import find_divergence
 
-    path = _silero_model()
+    path = _silero_model(name)
+    sr = [] if name == "silero_vad_half.onnx" else ["--constant", "sr=16000"]  # its sr is fixed inside
     rng = np.random.default_rng(2)
     chunks = rng.uniform(-0.5, 0.5, (4, 512)).astype(np.float32)
     states = rng.uniform(-0.5, 0.5, (4, 2, 128)).astype(np.float32)
     inputs_path = str(tmp_path / "inputs.npz")
     out_path = str(tmp_path / "outputs.npz")
     np.savez(inputs_path, input=chunks, state=states)
-    proc = sparq_eval.run("eval", path, "--inputs", inputs_path, "--constant", "sr=16000", "--save-outputs", out_path,
-                          "--threads", 2)
+    proc = sparq_eval.run("eval", path, "--inputs", inputs_path, *sr, "--save-outputs", out_path, "--threads", 2)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     with np.load(out_path) as f:
         got = {k: f[k] for k in f.files}
     assert len(got["output"]) == len(chunks)
     for i in range(len(chunks)):
-        want = find_divergence.run_onnxruntime(path, {"input": chunks[i:i + 1], "state": states[i][:, None],
-                                                      "sr": np.array(16000, np.int64)})
+        feeds = {"input": chunks[i:i + 1], "state": states[i][:, None]}
+        if sr:
+            feeds["sr"] = np.array(16000, np.int64)
+        want = find_divergence.run_onnxruntime(path, feeds)
         err = find_divergence.relative_error(got["output"][i].reshape(want["output"].shape), want["output"])
         assert err < MAX_RELATIVE_ERROR, f"chunk {i}: output relative error {err:.3g}"
 
