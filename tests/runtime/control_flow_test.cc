@@ -171,6 +171,68 @@ TEST(ControlFlow, ZeroTripLoopGivesTheInitialValuesAndEmptyScans) {
   EXPECT_EQ(out.at("accs").dim(0), 0);
 }
 
+TEST(ControlFlow, LoopWithoutTripCountOrConditionIsRefused) {
+  Model m = LoopWithNestedIf();
+  m.graph.nodes[0].inputs[0] = "";  // M absent, cond absent: it would never end
+  auto exec = Executor::Create(m, ExecutorOptions{1});
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  TensorMap out;
+  Status st = (*exec)->Run({{"M", Tensor::Scalar<int64_t>(3)},
+                            {"flag", Tensor::Scalar<bool>(true)},
+                            {"acc0", Tensor::FromVector<float>({2}, {1, 2})},
+                            {"x", Tensor::FromVector<float>({2}, {10, 100})}},
+                           &out);
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported) << st.ToString();
+  EXPECT_NE(st.message().find("'loop' (Loop)"), std::string::npos) << st.message();
+}
+
+TEST(ControlFlow, ScanOutputsThatChangeShapeAreAnError) {
+  // Loop whose scan output is the carried value, which grows each trip.
+  Model m;
+  m.opset_imports = {{"", 17}};
+  Graph body;
+  body.inputs = {Typed("i", DataType::kInt64), Typed("cond_in", DataType::kBool), Typed("v", DataType::kFloat32)};
+  body.nodes.push_back(MakeNode("cond_id", "Identity", {"cond_in"}, {"cond_out"}));
+  body.nodes.push_back(MakeNode("grow", "Concat", {"v", "v"}, {"v_next"}, {Attribute::Int("axis", 0)}));
+  body.outputs = {Typed("cond_out", DataType::kBool), Typed("v_next", DataType::kFloat32),
+                  Typed("v_next", DataType::kFloat32)};
+  Graph& g = m.graph;
+  g.inputs = {Typed("M", DataType::kInt64), Typed("v0", DataType::kFloat32)};
+  g.outputs = {Typed("v_final", DataType::kFloat32), Typed("vs", DataType::kFloat32)};
+  g.nodes.push_back(MakeNode("grow_loop", "Loop", {"M", "", "v0"}, {"v_final", "vs"}, {GraphAttr("body", body)}));
+  auto exec = Executor::Create(m, ExecutorOptions{1});
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  TensorMap out;
+  Status st = (*exec)->Run({{"M", Tensor::Scalar<int64_t>(3)}, {"v0", Tensor::FromVector<float>({1}, {1})}}, &out);
+  EXPECT_EQ(st.code(), StatusCode::kInvalidArgument) << st.ToString();
+  EXPECT_NE(st.message().find("'grow_loop' (Loop): scan output 0 changes"), std::string::npos) << st.message();
+  // Without the scan output the carried value may grow: 1 -> 2 -> 4 -> 8 values.
+  body.outputs.pop_back();
+  m.graph.nodes[0] = MakeNode("grow_loop", "Loop", {"M", "", "v0"}, {"v_final"}, {GraphAttr("body", body)});
+  m.graph.outputs.pop_back();
+  exec = Executor::Create(m, ExecutorOptions{1});
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  ASSERT_TRUE((*exec)->Run({{"M", Tensor::Scalar<int64_t>(3)}, {"v0", Tensor::FromVector<float>({1}, {1})}}, &out).ok());
+  EXPECT_EQ(out.at("v_final").shape(), (Shape{8}));
+}
+
+TEST(ControlFlow, SameBitsForAnyThreadCount) {
+  Model m = LoopWithNestedIf();
+  TensorMap in = {{"M", Tensor::Scalar<int64_t>(5)},
+                  {"flag", Tensor::Scalar<bool>(false)},
+                  {"acc0", testing::RandomFloats({64}, 11)},
+                  {"x", testing::RandomFloats({64}, 12)}};
+  TensorMap first;
+  for (int threads : {1, 2, 4}) {
+    auto exec = Executor::Create(m, ExecutorOptions{threads});
+    ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+    TensorMap out;
+    ASSERT_TRUE((*exec)->Run(in, &out).ok());
+    if (first.empty()) first = out;
+    for (const auto& [name, t] : first) EXPECT_TRUE(out.at(name).Equals(t)) << name << " at " << threads << " threads";
+  }
+}
+
 TEST(ControlFlow, BranchWithTooManyOutputsIsAnErrorNamingTheNode) {
   Model m = IfOverOuterValues();
   Node& if_node = m.graph.nodes[0];
