@@ -312,8 +312,19 @@ StatusOr<Attribute> AttributeFromProto(const onnx::AttributeProto& proto, const 
   return a;
 }
 
+void GraphBodyToProto(const Graph& g, onnx::GraphProto* gp, bool keep_value_info);
+
 void AttributeToProto(const Attribute& a, onnx::AttributeProto* proto) {
   using AP = onnx::AttributeProto;
+  if (a.kind == Attribute::Kind::kOpaque && a.raw.empty() && a.subgraph) {  // a subgraph built in memory
+    proto->set_name(a.name);
+    if (!a.doc_string.empty()) proto->set_doc_string(a.doc_string);
+    proto->set_type(AP::GRAPH);
+    onnx::GraphProto* gp = proto->mutable_g();
+    GraphBodyToProto(*a.subgraph, gp, /*keep_value_info=*/true);
+    for (const auto& [name, t] : a.subgraph->initializers) TensorToProto(name, t, gp->add_initializer());
+    return;
+  }
   if (a.kind == Attribute::Kind::kOpaque) {
     proto->ParseFromString(a.raw);
     return;
@@ -475,8 +486,12 @@ void GraphToProto(const Model& m, onnx::ModelProto* mp, bool keep_value_info) {
   }
   for (const auto& f : m.raw_functions) mp->add_functions()->ParseFromString(f);
 
-  const Graph& g = m.graph;
-  auto* gp = mp->mutable_graph();
+  GraphBodyToProto(m.graph, mp->mutable_graph(), keep_value_info);
+}
+
+// A graph's name, nodes and value infos (its initializers are the caller's:
+// external data for the main graph, inline for a subgraph).
+void GraphBodyToProto(const Graph& g, onnx::GraphProto* gp, bool keep_value_info) {
   gp->set_name(g.name.empty() ? "sparq" : g.name);
   if (!g.doc_string.empty()) gp->set_doc_string(g.doc_string);
   for (const Node& n : g.nodes) {

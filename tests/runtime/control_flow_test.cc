@@ -9,6 +9,7 @@
 #include "graph/graph_editor.h"
 #include "graph/value_index.h"
 #include "sparq/executor.h"
+#include "sparq/onnx_io.h"
 #include "test_util.h"
 
 namespace sparq {
@@ -77,6 +78,25 @@ TEST(ControlFlow, IfReadsOuterValues) {
   EXPECT_EQ(Values(out.at("y")), (std::vector<float>{10, 22, 33}));
   ASSERT_TRUE((*exec)->Run({{"x", x}, {"c", Tensor::Scalar<bool>(false)}}, &out).ok());
   EXPECT_EQ(Values(out.at("y")), (std::vector<float>{0, 4, 9}));
+}
+
+TEST(ControlFlow, SubgraphsBuiltInMemorySaveAndLoad) {
+  Model m = IfOverOuterValues();
+  ASSERT_TRUE(m.graph.TopoSort().ok());
+  StatusOr<std::string> bytes = SerializeModel(m);  // the branches have no raw bytes: written from the IR
+  ASSERT_TRUE(bytes.ok()) << bytes.status().ToString();
+  StatusOr<Model> loaded = LoadModelFromBytes(*bytes, "");
+  ASSERT_TRUE(loaded.ok()) << loaded.status().ToString();
+  const Attribute* then_branch = loaded->graph.nodes[1].attr("then_branch");
+  ASSERT_NE(then_branch, nullptr);
+  ASSERT_NE(then_branch->subgraph, nullptr);
+  EXPECT_FALSE(then_branch->raw.empty());
+  auto exec = Executor::Create(*loaded, ExecutorOptions{1});
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  TensorMap out;
+  ASSERT_TRUE((*exec)->Run({{"x", Tensor::FromVector<float>({3}, {-1, 2, 3})}, {"c", Tensor::Scalar<bool>(true)}}, &out)
+                  .ok());
+  EXPECT_EQ(Values(out.at("y")), (std::vector<float>{10, 22, 33}));
 }
 
 TEST(ControlFlow, SubgraphReadsCountAsReads) {
