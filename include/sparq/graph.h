@@ -25,7 +25,8 @@ struct Graph;
 // load -> save round trip preserves them. A graph attribute (If's branches,
 // Loop's and Scan's body) is also parsed, at load, into `subgraph`: what the
 // executor runs. Saving writes `raw`, so passes leave subgraph bodies as
-// they were loaded.
+// they were loaded; a subgraph built in memory (raw empty) is written from
+// `subgraph`.
 struct SPARQ_API Attribute {
   enum class Kind { kFloat, kInt, kString, kTensor, kFloats, kInts, kStrings, kOpaque };
   std::string name;
