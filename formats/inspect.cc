@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <functional>
 #include <map>
 #include <nlohmann/json.hpp>
 #include <set>
@@ -175,6 +176,14 @@ ModelSummary SummarizeModel(const Model& model) {
   s.inputs = g.inputs;
   s.outputs = g.outputs;
   s.num_nodes = static_cast<int64_t>(g.nodes.size());
+  std::function<int64_t(const Graph&)> inside = [&](const Graph& graph) {
+    int64_t n = 0;
+    for (const Node& node : graph.nodes)
+      for (const Attribute& a : node.attributes)
+        if (a.subgraph) n += static_cast<int64_t>(a.subgraph->nodes.size()) + inside(*a.subgraph);
+    return n;
+  };
+  s.subgraph_nodes = inside(g);
   s.num_initializers = static_cast<int64_t>(g.initializers.size());
 
   // Mark: DequantizeLinear nodes of constant weights (by output), and the
@@ -292,7 +301,10 @@ std::string ModelSummary::ToText() const {
   about.AddRow({"Producer", producer});
   about.AddRow({"Graph", (graph_name.empty() ? std::string("(unnamed)") : graph_name) + ": " +
                              std::to_string(num_nodes) + " nodes, " + std::to_string(num_initializers) +
-                             " initializers"});
+                             " initializers" +
+                             (subgraph_nodes > 0 ? "; " + std::to_string(subgraph_nodes) +
+                                                       " more nodes inside If/Loop/Scan subgraphs (not listed below)"
+                                                 : std::string())});
   // Drop the empty header row of the key/value table.
   std::string about_text = about.Render("");
   out += about_text.substr(about_text.find('\n') + 1);
@@ -339,6 +351,7 @@ std::string ModelSummary::ToJson() const {
   j["inputs"] = ins;
   j["outputs"] = outs;
   j["num_nodes"] = num_nodes;
+  j["subgraph_nodes"] = subgraph_nodes;
   j["num_initializers"] = num_initializers;
   json ops = json::array();  // an array keeps the most-frequent-first order
   for (const auto& [op, count] : op_histogram) ops.push_back({{"op", op}, {"count", count}});

@@ -252,6 +252,8 @@ StatusOr<Tensor> DenseFromSparseProto(const onnx::SparseTensorProto& sp, const s
 // ---------------------------------------------------------------------------
 // Attributes, value infos, nodes
 
+Status GraphFromProto(const onnx::GraphProto& gp, const std::string& base_dir, bool subgraph, Graph* g);
+
 StatusOr<Attribute> AttributeFromProto(const onnx::AttributeProto& proto, const std::string& base_dir) {
   Attribute a;
   a.name = proto.name();
@@ -293,6 +295,15 @@ StatusOr<Attribute> AttributeFromProto(const onnx::AttributeProto& proto, const 
       if (t.status().code() != StatusCode::kNotSupported) return t.status();
       [[fallthrough]];  // e.g. a string tensor: keep it opaque
     }
+    case AP::GRAPH: {  // kept as written (raw) and parsed for the executor (subgraph)
+      a.kind = Attribute::Kind::kOpaque;
+      a.raw = proto.SerializeAsString();
+      auto body = std::make_shared<Graph>();
+      SPARQ_RETURN_IF_ERROR(GraphFromProto(proto.g(), base_dir, /*subgraph=*/true, body.get())
+                                .WithContext("subgraph '" + proto.g().name() + "'"));
+      a.subgraph = std::move(body);
+      break;
+    }
     default:
       a.kind = Attribute::Kind::kOpaque;
       a.raw = proto.SerializeAsString();
@@ -301,8 +312,19 @@ StatusOr<Attribute> AttributeFromProto(const onnx::AttributeProto& proto, const 
   return a;
 }
 
+void GraphBodyToProto(const Graph& g, onnx::GraphProto* gp, bool keep_value_info);
+
 void AttributeToProto(const Attribute& a, onnx::AttributeProto* proto) {
   using AP = onnx::AttributeProto;
+  if (a.kind == Attribute::Kind::kOpaque && a.raw.empty() && a.subgraph) {  // a subgraph built in memory
+    proto->set_name(a.name);
+    if (!a.doc_string.empty()) proto->set_doc_string(a.doc_string);
+    proto->set_type(AP::GRAPH);
+    onnx::GraphProto* gp = proto->mutable_g();
+    GraphBodyToProto(*a.subgraph, gp, /*keep_value_info=*/true);
+    for (const auto& [name, t] : a.subgraph->initializers) TensorToProto(name, t, gp->add_initializer());
+    return;
+  }
   if (a.kind == Attribute::Kind::kOpaque) {
     proto->ParseFromString(a.raw);
     return;
@@ -393,22 +415,10 @@ StatusOr<Node> NodeFromProto(const onnx::NodeProto& proto, size_t index, const s
   return n;
 }
 
-StatusOr<Model> ModelFromProto(const onnx::ModelProto& mp, const std::string& base_dir) {
-  Model m;
-  m.ir_version = mp.ir_version();
-  for (const auto& op : mp.opset_import())
-    m.opset_imports.push_back({op.domain() == "ai.onnx" ? "" : op.domain(), op.version()});
-  m.producer_name = mp.producer_name();
-  m.producer_version = mp.producer_version();
-  m.domain = mp.domain();
-  m.model_version = mp.model_version();
-  m.doc_string = mp.doc_string();
-  for (const auto& kv : mp.metadata_props()) m.metadata_props.emplace_back(kv.key(), kv.value());
-  for (const auto& f : mp.functions()) m.raw_functions.push_back(f.SerializeAsString());
-  if (!mp.has_graph()) return Status::Corruption("model has no graph");
-
-  const onnx::GraphProto& gp = mp.graph();
-  Graph& g = m.graph;
+// A graph's fields; a subgraph (subgraph = true) may read values of the
+// graphs around it.
+Status GraphFromProto(const onnx::GraphProto& gp, const std::string& base_dir, bool subgraph, Graph* out) {
+  Graph& g = *out;
   g.name = gp.name();
   g.doc_string = gp.doc_string();
   for (const auto& tp : gp.initializer()) {
@@ -435,7 +445,24 @@ StatusOr<Model> ModelFromProto(const onnx::ModelProto& mp, const std::string& ba
     if (!n.ok()) return n.status();
     g.nodes.push_back(std::move(n).value());
   }
-  SPARQ_RETURN_IF_ERROR(g.TopoSort());
+  return g.TopoSort(subgraph);
+}
+
+StatusOr<Model> ModelFromProto(const onnx::ModelProto& mp, const std::string& base_dir) {
+  Model m;
+  m.ir_version = mp.ir_version();
+  for (const auto& op : mp.opset_import())
+    m.opset_imports.push_back({op.domain() == "ai.onnx" ? "" : op.domain(), op.version()});
+  m.producer_name = mp.producer_name();
+  m.producer_version = mp.producer_version();
+  m.domain = mp.domain();
+  m.model_version = mp.model_version();
+  m.doc_string = mp.doc_string();
+  for (const auto& kv : mp.metadata_props()) m.metadata_props.emplace_back(kv.key(), kv.value());
+  for (const auto& f : mp.functions()) m.raw_functions.push_back(f.SerializeAsString());
+  if (!mp.has_graph()) return Status::Corruption("model has no graph");
+
+  SPARQ_RETURN_IF_ERROR(GraphFromProto(mp.graph(), base_dir, /*subgraph=*/false, &m.graph));
   return m;
 }
 
@@ -459,8 +486,12 @@ void GraphToProto(const Model& m, onnx::ModelProto* mp, bool keep_value_info) {
   }
   for (const auto& f : m.raw_functions) mp->add_functions()->ParseFromString(f);
 
-  const Graph& g = m.graph;
-  auto* gp = mp->mutable_graph();
+  GraphBodyToProto(m.graph, mp->mutable_graph(), keep_value_info);
+}
+
+// A graph's name, nodes and value infos (its initializers are the caller's:
+// external data for the main graph, inline for a subgraph).
+void GraphBodyToProto(const Graph& g, onnx::GraphProto* gp, bool keep_value_info) {
   gp->set_name(g.name.empty() ? "sparq" : g.name);
   if (!g.doc_string.empty()) gp->set_doc_string(g.doc_string);
   for (const Node& n : g.nodes) {

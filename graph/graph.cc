@@ -153,7 +153,46 @@ const ValueInfo* Graph::FindValueInfo(const std::string& value) const {
   return nullptr;
 }
 
-Status Graph::TopoSort() {
+bool Node::HasSubgraphs() const {
+  for (const auto& a : attributes)
+    if (a.subgraph) return true;
+  return false;
+}
+
+std::vector<std::string> Node::ImplicitInputs() const {
+  std::vector<std::string> out;
+  std::set<std::string> seen;
+  for (const auto& a : attributes) {
+    if (!a.subgraph) continue;
+    for (auto& name : OuterScopeReads(*a.subgraph))
+      if (seen.insert(name).second) out.push_back(std::move(name));
+  }
+  return out;
+}
+
+std::vector<std::string> OuterScopeReads(const Graph& g) {
+  std::set<std::string> defined;
+  for (const auto& v : g.inputs) defined.insert(v.name);
+  for (const auto& v : g.initializer_inputs) defined.insert(v.name);
+  for (const auto& kv : g.initializers) defined.insert(kv.first);
+  for (const Node& n : g.nodes)
+    for (const auto& o : n.outputs)
+      if (!o.empty()) defined.insert(o);
+  std::vector<std::string> reads;
+  std::set<std::string> seen;
+  auto read = [&](const std::string& name) {
+    if (!name.empty() && !defined.count(name) && seen.insert(name).second) reads.push_back(name);
+  };
+  for (const Node& n : g.nodes) {
+    for (const auto& in : n.inputs) read(in);
+    if (n.HasSubgraphs())
+      for (const auto& in : n.ImplicitInputs()) read(in);
+  }
+  for (const auto& v : g.outputs) read(v.name);
+  return reads;
+}
+
+Status Graph::TopoSort(bool outer_scope) {
   // Kahn's algorithm, taking ready nodes in their original order so that an
   // already sorted graph keeps its order exactly.
   std::unordered_map<std::string, size_t> producer;
@@ -173,14 +212,19 @@ Status Graph::TopoSort() {
   std::vector<std::vector<size_t>> consumers(nodes.size());
   for (size_t i = 0; i < nodes.size(); ++i) {
     std::set<size_t> deps;
-    for (const auto& in : nodes[i].inputs) {
-      if (in.empty() || available.count(in)) continue;
-      auto it = producer.find(in);
-      if (it == producer.end()) {
-        return Status::InvalidArgument(nodes[i].Describe() + " reads '" + in +
-                                       "', which is neither a graph input, an initializer nor a node output");
+    std::vector<std::string> implicit;
+    if (nodes[i].HasSubgraphs()) implicit = nodes[i].ImplicitInputs();
+    for (const auto* list : {&nodes[i].inputs, &implicit}) {
+      for (const auto& in : *list) {
+        if (in.empty() || available.count(in)) continue;
+        auto it = producer.find(in);
+        if (it == producer.end() && outer_scope) continue;
+        if (it == producer.end()) {
+          return Status::InvalidArgument(nodes[i].Describe() + " reads '" + in +
+                                         "', which is neither a graph input, an initializer nor a node output");
+        }
+        deps.insert(it->second);
       }
-      deps.insert(it->second);
     }
     pending[i] = static_cast<int>(deps.size());
     for (size_t d : deps) consumers[d].push_back(i);

@@ -1,17 +1,29 @@
 #include "graph/graph_editor.h"
 
+#include "graph/value_index.h"
+
 namespace sparq {
 
-GraphEditor::GraphEditor(Graph& g) : g_(g) {
-  for (const auto& v : g.inputs) used_.insert(v.name);
-  for (const auto& v : g.outputs) used_.insert(v.name);
-  for (const auto& kv : g.initializers) used_.insert(kv.first);
+namespace {
+
+// Every name `g` and its subgraphs use: a fresh name must shadow none (ONNX
+// names are unique across a graph and the subgraphs below it).
+void CollectNames(const Graph& g, std::set<std::string>* used) {
+  for (const auto& v : g.inputs) used->insert(v.name);
+  for (const auto& v : g.outputs) used->insert(v.name);
+  for (const auto& kv : g.initializers) used->insert(kv.first);
   for (const Node& n : g.nodes) {
-    if (!n.name.empty()) used_.insert(n.name);
-    for (const auto& s : n.inputs) used_.insert(s);
-    for (const auto& s : n.outputs) used_.insert(s);
+    if (!n.name.empty()) used->insert(n.name);
+    for (const auto& s : n.inputs) used->insert(s);
+    for (const auto& s : n.outputs) used->insert(s);
+    for (const Attribute& a : n.attributes)
+      if (a.subgraph) CollectNames(*a.subgraph, used);
   }
 }
+
+}  // namespace
+
+GraphEditor::GraphEditor(Graph& g) : g_(g) { CollectNames(g, &used_); }
 
 std::string GraphEditor::FreshName(const std::string& base) {
   std::string name = base;
@@ -35,11 +47,7 @@ void GraphEditor::AddNode(Node n) {
 std::vector<size_t> GraphEditor::Consumers(const std::string& value) const {
   std::vector<size_t> out;
   for (size_t i = 0; i < g_.nodes.size(); ++i)
-    for (const auto& in : g_.nodes[i].inputs)
-      if (in == value) {
-        out.push_back(i);
-        break;
-      }
+    if (Reads(g_.nodes[i], value)) out.push_back(i);  // a subgraph's read included
   return out;
 }
 
@@ -61,9 +69,7 @@ int RemoveDeadNodes(Graph& g) {
   int removed = 0;
   for (bool changed = true; changed;) {
     changed = false;
-    std::set<std::string> read;
-    for (const Node& n : g.nodes) read.insert(n.inputs.begin(), n.inputs.end());
-    for (const auto& v : g.outputs) read.insert(v.name);
+    const std::set<std::string> read = ValuesRead(g);  // subgraphs' outer reads included
     std::vector<Node> kept;
     for (Node& n : g.nodes) {
       bool live = false;
@@ -73,9 +79,7 @@ int RemoveDeadNodes(Graph& g) {
     }
     g.nodes = std::move(kept);
   }
-  std::set<std::string> read;
-  for (const Node& n : g.nodes) read.insert(n.inputs.begin(), n.inputs.end());
-  for (const auto& v : g.outputs) read.insert(v.name);
+  std::set<std::string> read = ValuesRead(g);
   for (const auto& v : g.initializer_inputs) read.insert(v.name);
   for (auto it = g.initializers.begin(); it != g.initializers.end();)
     it = read.count(it->first) ? std::next(it) : g.initializers.erase(it);

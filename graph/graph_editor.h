@@ -28,13 +28,15 @@ class GraphEditor {
   std::string AddInitializer(const std::string& base, Tensor t);
   // Appends a node (TopoSort() restores the order later).
   void AddNode(Node n);
-  // Indices of the nodes reading `value` now (each node once; a scan, so it
-  // sees the edits made so far; ValueIndex is the snapshot for many queries).
+  // Indices of the nodes reading `value` now, inside their subgraphs too
+  // (each node once; a scan, so it sees the edits made so far; ValueIndex is
+  // the snapshot for many queries).
   std::vector<size_t> Consumers(const std::string& value) const;
   // True when `value` is a graph output.
   bool IsGraphOutput(const std::string& value) const;
   // Makes every consumer of `from` read `to` instead (graph outputs unchanged),
-  // except nodes whose index is in `skip`.
+  // except nodes whose index is in `skip`; subgraphs keep reading `from`
+  // (their bodies are not rewritten), so `from` must stay computed.
   void RewireConsumers(const std::string& from, const std::string& to, const std::set<size_t>& skip = {});
 
  private:

@@ -9,6 +9,8 @@ ValueIndex::ValueIndex(const Graph& g) : g_(g) {
       if (!out.empty()) producer_[out] = i;
     for (const auto& in : g.nodes[i].inputs)
       if (!in.empty()) readers_[in].push_back(i);
+    if (g.nodes[i].HasSubgraphs())  // a value read inside a subgraph is read by its node
+      for (const auto& in : g.nodes[i].ImplicitInputs()) readers_[in].push_back(i);
   }
 }
 
@@ -35,10 +37,33 @@ int ValueIndex::ReadCount(const std::string& value) const {
   return static_cast<int>(Readers(value).size()) + (IsGraphOutput(value) ? 1 : 0);
 }
 
+std::set<std::string> ValuesRead(const Graph& g) {
+  std::set<std::string> read;
+  for (const auto& o : g.outputs) read.insert(o.name);
+  for (const Node& n : g.nodes) {
+    read.insert(n.inputs.begin(), n.inputs.end());
+    if (n.HasSubgraphs())
+      for (auto& in : n.ImplicitInputs()) read.insert(std::move(in));
+  }
+  return read;
+}
+
+bool Reads(const Node& node, const std::string& value) {
+  for (const auto& in : node.inputs)
+    if (in == value) return true;
+  if (!node.HasSubgraphs()) return false;
+  for (const auto& in : node.ImplicitInputs())
+    if (in == value) return true;
+  return false;
+}
+
 int CountReaders(const Graph& g, const std::string& value) {
   int n = 0;
-  for (const Node& node : g.nodes)
+  for (const Node& node : g.nodes) {
     for (const auto& in : node.inputs) n += in == value;
+    if (node.HasSubgraphs())
+      for (const auto& in : node.ImplicitInputs()) n += in == value;
+  }
   for (const auto& o : g.outputs) n += o.name == value;
   return n;
 }

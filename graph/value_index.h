@@ -29,8 +29,9 @@ class ValueIndex {
   // The node producing `value`, or nullptr (as Producer).
   const Node* ProducerNode(const std::string& value) const;
   // Indices of the nodes reading `value`, in graph order, one entry per input
-  // slot (a node reading it twice is listed twice); empty for "" and values
-  // nobody reads.
+  // slot (a node reading it twice is listed twice), and once for a node whose
+  // subgraphs read it (Node::ImplicitInputs); empty for "" and values nobody
+  // reads.
   const std::vector<size_t>& Readers(const std::string& value) const;
   // True when `value` is one of the graph's outputs.
   bool IsGraphOutput(const std::string& value) const;
@@ -45,7 +46,16 @@ class ValueIndex {
   std::set<std::string> graph_outputs_;
 };
 
-// Number of node input slots (all nodes) that read `value`, plus 1 when it is
+// Every value some node reads (its inputs and, for a node with subgraphs,
+// its ImplicitInputs) or that is a graph output: what a rewrite that drops
+// unread nodes or initializers must keep.
+std::set<std::string> ValuesRead(const Graph& g);
+
+// Whether `node` reads `value` (an input, or inside one of its subgraphs).
+bool Reads(const Node& node, const std::string& value);
+
+// Number of node input slots (all nodes) that read `value`, plus 1 per node
+// whose subgraphs read it, plus 1 when it is
 // a graph output; a scan of `g` as it is now, for graphs being edited.
 int CountReaders(const Graph& g, const std::string& value);
 

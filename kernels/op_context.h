@@ -28,6 +28,20 @@ class OutputArena {
   virtual std::shared_ptr<uint8_t> Take(size_t index, size_t bytes) = 0;
 };
 
+// Runs the subgraphs of the node being run (If's branches, Loop's and
+// Scan's body): the executor gives one to OpContext for a node with graph
+// attributes (runtime/control_flow.h), with the values the subgraphs read
+// from the enclosing graphs already bound.
+class SubgraphRunner {
+ public:
+  virtual ~SubgraphRunner() = default;
+  // Runs the graph of attribute `attribute` with its graph inputs, in order,
+  // bound to `inputs`; `outputs` gets its graph outputs in order, on the
+  // host. Errors: the subgraph's (an input of the wrong type, a kernel's).
+  virtual Status Run(const std::string& attribute, const std::vector<Tensor>& inputs,
+                     std::vector<Tensor>* outputs) = 0;
+};
+
 class OpContext {
  public:
   OpContext(const Node& node, int64_t opset, std::vector<const Tensor*> inputs, ThreadPool* pool)
@@ -51,6 +65,9 @@ class OpContext {
   // without one); see PrepareFn in kernels/registry.h.
   const void* prepared() const { return prepared_; }
   void set_prepared(const void* state) { prepared_ = state; }
+  // The runner of the node's subgraphs (null outside an executor).
+  SubgraphRunner* subgraphs() const { return subgraphs_; }
+  void set_subgraphs(SubgraphRunner* runner) { subgraphs_ = runner; }
 
   // Number of input slots, trailing absent optional inputs included.
   size_t num_inputs() const { return inputs_.size(); }
@@ -118,6 +135,7 @@ class OpContext {
   ThreadPool* pool_;
   BackendContext* backend_ = nullptr;
   OutputArena* arena_ = nullptr;
+  SubgraphRunner* subgraphs_ = nullptr;
 };
 
 using KernelFn = Status (*)(OpContext& ctx);

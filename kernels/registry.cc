@@ -64,6 +64,7 @@ const KernelRegistry& KernelRegistry::Reference() {
     RegisterTensorOps(*r);
     RegisterQuantOps(*r);
     RegisterRecurrentOps(*r);
+    RegisterControlFlowOps(*r);
     return r;
   }();
   return *registry;

@@ -126,6 +126,7 @@ void RegisterNnOps(KernelRegistry& r);
 void RegisterTensorOps(KernelRegistry& r);
 void RegisterQuantOps(KernelRegistry& r);
 void RegisterRecurrentOps(KernelRegistry& r);  // RNN, GRU, LSTM: kernels/ref/recurrent.cc
+void RegisterControlFlowOps(KernelRegistry& r);  // If, Loop, Scan: kernels/ref/control_flow.cc
 // The fast CPU rows with a prepare step (kernels/cpu), called by Default().
 void RegisterPreparedCpuQuantOps(KernelRegistry& r);
 void RegisterPreparedCpuSparseOps(KernelRegistry& r);

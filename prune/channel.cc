@@ -386,10 +386,9 @@ StatusOr<ChannelRemovalReport> RemoveZeroChannels(Model* model) {
     SPARQ_RETURN_IF_ERROR(SetLayerBias(model, *it, bias));
   }
   // Initializers nobody reads any more (originals of copied shared constants).
-  std::set<std::string> read, listed;
-  for (const Node& n : g.nodes) read.insert(n.inputs.begin(), n.inputs.end());
+  const std::set<std::string> read = ValuesRead(g);
+  std::set<std::string> listed;
   for (const auto& v : g.initializer_inputs) listed.insert(v.name);
-  for (const auto& o : g.outputs) read.insert(o.name);
   for (auto it = g.initializers.begin(); it != g.initializers.end();) {
     if (!read.count(it->first) && !listed.count(it->first)) it = g.initializers.erase(it);
     else ++it;

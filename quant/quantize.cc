@@ -122,6 +122,20 @@ StatusOr<std::vector<Precision>> ResolvePrecisions(const Graph& g, const Quantiz
   return out;
 }
 
+// Conv / Gemm / MatMul nodes in the subgraphs of g's nodes, at any depth.
+int64_t WeightedNodesInSubgraphs(const Graph& g, bool inside = false) {
+  int64_t n = 0;
+  for (const Node& node : g.nodes) {
+    if (inside && node.domain.empty() &&
+        (node.op_type == "Conv" || node.op_type == "Gemm" || node.op_type == "MatMul")) {
+      ++n;
+    }
+    for (const Attribute& a : node.attributes)
+      if (a.subgraph) n += WeightedNodesInSubgraphs(*a.subgraph, true);
+  }
+  return n;
+}
+
 }  // namespace
 
 StatusOr<Model> QuantizeModel(const Model& input, const CalibrationTable& table, const QuantizeOptions& options,
@@ -138,6 +152,11 @@ StatusOr<Model> QuantizeModel(const Model& input, const CalibrationTable& table,
     SPARQ_ASSIGN_OR_RETURN(report->folded_batchnorms, FoldBatchNorm(model));
   }
   Graph& g = model.graph;
+  if (const int64_t inside = WeightedNodesInSubgraphs(g); inside > 0) {
+    report->warnings.push_back(std::to_string(inside) +
+                               " Conv/Gemm/MatMul nodes inside If/Loop/Scan subgraphs stay as written (float): "
+                               "sparq quantizes the outer graph only");
+  }
   SPARQ_ASSIGN_OR_RETURN(std::vector<Precision> precision, ResolvePrecisions(g, options, &table, report));
   if (!options.dynamic && !options.bias_correction.empty()) {
     SPARQ_ASSIGN_OR_RETURN(report->bias_corrected, ApplyBiasCorrection(g, precision, options.bias_correction));

@@ -10,6 +10,7 @@
 #include "kernels/backend.h"
 #include "kernels/parallel.h"
 #include "kernels/registry.h"
+#include "runtime/control_flow.h"
 #include "runtime/graph_capture.h"
 #include "runtime/memory_plan.h"
 #include "runtime/passes/fp16_lowering.h"
@@ -47,6 +48,9 @@ struct Step {
   std::vector<int> inputs;   // slot per input (-1 = absent); a copy reads inputs[0]
   std::vector<int> outputs;  // slot per output (-1 = unnamed); a copy writes outputs[0]
   bool to_host = false;      // a copy: device -> host (else host -> device)
+  // A node with subgraphs: their executors; its step reads the node's
+  // inputs, then the subgraphs' outer reads (implicit_inputs()).
+  std::shared_ptr<const NodeSubgraphs> subgraphs;
   std::string label;         // a copy: "<value> -> <device>"
 };
 
@@ -222,14 +226,20 @@ Status CheckSupported(const Model& model) {
   const KernelRegistry& reg = KernelRegistry::Reference();
   std::string missing;
   std::map<std::string, std::string> seen;
-  for (const Node& n : model.graph.nodes) {
-    int64_t opset = NodeOpset(model, n);
-    if (reg.Find(n.op_type, n.domain, opset) != nullptr) continue;
-    std::string key = (n.domain.empty() ? "" : n.domain + ".") + n.op_type + " (opset " + std::to_string(opset) + ")";
-    if (seen.count(key)) continue;
-    seen[key] = n.Describe();
-    missing += (missing.empty() ? "" : "; ") + std::string("operator ") + key + " used by " + n.Describe();
-  }
+  // The graph and, below its nodes, their subgraphs (`where` says which).
+  std::function<void(const Graph&, const std::string&)> check = [&](const Graph& g, const std::string& where) {
+    for (const Node& n : g.nodes) {
+      for (const Attribute& a : n.attributes)
+        if (a.subgraph) check(*a.subgraph, " in subgraph '" + a.name + "' of " + n.Describe());
+      int64_t opset = NodeOpset(model, n);
+      if (reg.Find(n.op_type, n.domain, opset) != nullptr) continue;
+      std::string key = (n.domain.empty() ? "" : n.domain + ".") + n.op_type + " (opset " + std::to_string(opset) + ")";
+      if (seen.count(key)) continue;
+      seen[key] = n.Describe();
+      missing += (missing.empty() ? "" : "; ") + std::string("operator ") + key + " used by " + n.Describe() + where;
+    }
+  };
+  check(model.graph, "");
   if (missing.empty()) return Status::OK();
   return Status::NotSupported("unsupported operator: " + missing);
 }
@@ -299,6 +309,12 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   if (float16 == Float16Execution::kDefault) {
     float16 = backend->name() == "reference" ? Float16Execution::kNative : Float16Execution::kRounded;
   }
+  bool has_subgraphs = false;
+  for (const Node& n : impl->model.graph.nodes) has_subgraphs = has_subgraphs || n.HasSubgraphs();
+  // The lowering would change the types of outer values that subgraphs
+  // (lowered or not on their own) read as written: graphs with subgraphs
+  // run float16 as written.
+  if (has_subgraphs) float16 = Float16Execution::kNative;
   std::set<std::string> half_values;  // values to round to float16 between operators
   const bool lowered = float16 != Float16Execution::kNative && LowerFloat16ToFloat32(&impl->model, &half_values);
   // Kept values are graph outputs while the rewrites run: every rewrite
@@ -394,6 +410,17 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
     if (step.kernel == nullptr) return Status::Internal(n.Describe() + ": no kernel row took the node");
     if (step.kernel_name.empty()) step.kernel_name = step.kernel->name;
     const Device device = impl->places[step.place].context->device();
+    std::vector<std::string> implicit;
+    if (n.HasSubgraphs()) {
+      if (!device.is_host()) {
+        return Status::NotSupported(n.Describe() + ": a node with subgraphs runs on the host, backend '" +
+                                    impl->places[step.place].backend->name() + "' took it");
+      }
+      ExecutorOptions sub = options;
+      sub.float16 = float16;
+      SPARQ_ASSIGN_OR_RETURN(step.subgraphs, NodeSubgraphs::Create(impl->model, n, sub));
+      implicit = step.subgraphs->implicit_inputs();
+    }
     for (size_t k = 0; k < n.inputs.size(); ++k) {
       if (n.inputs[k].empty()) {
         step.inputs.push_back(-1);
@@ -402,6 +429,15 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
       int s = impl->Slot(n.inputs[k]);
       const bool host = k < 32 && (step.kernel->host_inputs >> k) & 1u;
       SPARQ_ASSIGN_OR_RETURN(s, on_device(s, host ? Device{} : device));
+      step.inputs.push_back(s);
+    }
+    for (const std::string& name : implicit) {  // values the subgraphs read: on the host
+      auto it = impl->slot_of.find(name);
+      if (it == impl->slot_of.end()) {
+        return Status::InvalidArgument(n.Describe() + ": its subgraphs read '" + name +
+                                       "', which is no value of the graph around it");
+      }
+      SPARQ_ASSIGN_OR_RETURN(int s, on_device(it->second, Device{}));
       step.inputs.push_back(s);
     }
     for (const auto& out : n.outputs) {
@@ -590,13 +626,17 @@ Status Executor::Impl::RunSteps(std::vector<Tensor> values, TensorMap* outputs, 
           ins.push_back(nullptr);
           continue;
         }
-        if (!values[s].defined()) {
-          return Status::Internal(n.Describe() + ": input value '" + n.inputs[ins.size()] + "' was not computed");
-        }
+        if (!values[s].defined()) return Status::Internal(n.Describe() + ": input value '" + SlotName(s) + "' was not computed");
         ins.push_back(&values[s]);
+      }
+      std::unique_ptr<SubgraphRunner> runner;
+      if (step.subgraphs) {  // the outer values the subgraphs read follow the node's inputs
+        runner = step.subgraphs->Bind({ins.begin() + n.inputs.size(), ins.end()});
+        ins.resize(n.inputs.size());
       }
       OpContext ctx(n, step.opset, std::move(ins), context);
       ctx.set_prepared(step.prepared.get());
+      ctx.set_subgraphs(runner.get());
       const bool host = context.device() == Device{};
       if (host && planned) {
         planned->set_step(i);
@@ -690,13 +730,17 @@ Status Executor::Impl::RunNode(size_t i, std::vector<Tensor>& values) {
   std::vector<const Tensor*> ins;
   ins.reserve(step.inputs.size());
   for (int s : step.inputs) {
-    if (s >= 0 && !values[s].defined()) {
-      return Status::Internal(n.Describe() + ": input value '" + n.inputs[ins.size()] + "' was not computed");
-    }
+    if (s >= 0 && !values[s].defined()) return Status::Internal(n.Describe() + ": input value '" + SlotName(s) + "' was not computed");
     ins.push_back(s < 0 ? nullptr : &values[s]);
+  }
+  std::unique_ptr<SubgraphRunner> runner;
+  if (step.subgraphs) {
+    runner = step.subgraphs->Bind({ins.begin() + n.inputs.size(), ins.end()});
+    ins.resize(n.inputs.size());
   }
   OpContext ctx(n, step.opset, std::move(ins), context);
   ctx.set_prepared(step.prepared.get());
+  ctx.set_subgraphs(runner.get());
   SPARQ_RETURN_IF_ERROR(step.kernel->fn(ctx));
   for (size_t k = 0; k < step.outputs.size(); ++k) {
     const int s = step.outputs[k];

@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <map>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -17,9 +18,15 @@
 
 namespace sparq {
 
+struct Graph;
+
 // One node attribute. Kinds sparq does not interpret (graphs, sparse tensors,
 // type protos) are kept as the serialized AttributeProto in `raw` so that a
-// load -> save round trip preserves them.
+// load -> save round trip preserves them. A graph attribute (If's branches,
+// Loop's and Scan's body) is also parsed, at load, into `subgraph`: what the
+// executor runs. Saving writes `raw`, so passes leave subgraph bodies as
+// they were loaded; a subgraph built in memory (raw empty) is written from
+// `subgraph`.
 struct SPARQ_API Attribute {
   enum class Kind { kFloat, kInt, kString, kTensor, kFloats, kInts, kStrings, kOpaque };
   std::string name;
@@ -32,6 +39,7 @@ struct SPARQ_API Attribute {
   std::vector<int64_t> ints;
   std::vector<std::string> strings;
   std::string raw;  // kOpaque only: serialized onnx.AttributeProto
+  std::shared_ptr<const Graph> subgraph;  // kOpaque of type GRAPH: the parsed body; else null
   std::string doc_string;
 
   // Factories for the common kinds.
@@ -64,6 +72,12 @@ struct SPARQ_API Node {
   std::vector<float> attr_floats(const std::string& name, std::vector<float> dflt = {}) const;
   // "'conv1' (Conv)" or "#12 (Conv)" when unnamed; used in messages.
   std::string Describe() const;
+  // True when an attribute holds a subgraph (If, Loop, Scan).
+  bool HasSubgraphs() const;
+  // The values of the enclosing graphs that the node's subgraphs read
+  // (OuterScopeReads of each, in attribute order, without repeats): inputs of
+  // the node as much as `inputs` are, for ordering, liveness and rewrites.
+  std::vector<std::string> ImplicitInputs() const;
 };
 
 // One dimension of a value's shape: a number, or a symbol ("batch"), or unknown.
@@ -108,10 +122,17 @@ struct SPARQ_API Graph {
   const Node* Producer(const std::string& value) const;
   // Shape info of `value` from inputs, outputs or value_info; nullptr if unknown.
   const ValueInfo* FindValueInfo(const std::string& value) const;
-  // Reorders nodes topologically (stable for already-sorted graphs); fails on a
-  // cycle or on an input that nothing produces.
-  Status TopoSort();
+  // Reorders nodes topologically (stable for already-sorted graphs), a node
+  // with subgraphs after the producers of its ImplicitInputs; fails on a
+  // cycle or on an input that nothing produces. `outer_scope`: the graph is
+  // a subgraph, and names it does not define are values of an enclosing graph.
+  Status TopoSort(bool outer_scope = false);
 };
+
+// The values `g` (a subgraph) reads without defining them, the reads of its
+// own nested subgraphs included: names of the enclosing graphs' values, in
+// order of first use (node inputs, then graph outputs).
+SPARQ_API std::vector<std::string> OuterScopeReads(const Graph& g);
 
 struct SPARQ_API OperatorSetId {
   std::string domain;  // "" or "ai.onnx" is the default domain

@@ -49,6 +49,9 @@ struct SPARQ_API ModelSummary {
   std::vector<ValueInfo> inputs;   // graph inputs (without initializers)
   std::vector<ValueInfo> outputs;
   int64_t num_nodes = 0;
+  // Nodes inside If / Loop / Scan subgraphs, at any depth (not in num_nodes,
+  // op_histogram or layers, which describe the outer graph).
+  int64_t subgraph_nodes = 0;
   int64_t num_initializers = 0;
   // (op_type, count), most frequent first, ties by name.
   std::vector<std::pair<std::string, int64_t>> op_histogram;
@@ -69,7 +72,7 @@ struct SPARQ_API ModelSummary {
   // Human-readable report with aligned tables.
   std::string ToText() const;
   // One JSON object (keys: path, ir_version, opsets, producer, graph, inputs,
-  // outputs, num_nodes, num_initializers, operators [{op, count}], qdq,
+  // outputs, num_nodes, subgraph_nodes, num_initializers, operators [{op, count}], qdq,
   // layers (each with precision and qdq), totals). Dims are numbers, symbol names (strings) or null when unknown.
   std::string ToJson() const;
 };

@@ -319,7 +319,7 @@ void FuseGeluIntoDynamicMatMul(Graph& g, const ValueIndex& index, std::set<size_
     bool other_reader = false;  // the nodes as rewritten so far
     for (size_t j = 0; j < g.nodes.size() && !other_reader; ++j) {
       if (j == i || removed->count(j)) continue;
-      for (const std::string& in : g.nodes[j].inputs) other_reader |= in == x;
+      other_reader |= Reads(g.nodes[j], x);
     }
     if (other_reader) continue;
     mm.attributes.push_back(Attribute::String("activation", "GeluErfChain"));

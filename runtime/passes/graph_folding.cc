@@ -61,9 +61,12 @@ StatusOr<std::vector<std::string>> FoldConstants(Model* model) {
   // of the graph reads as outputs; run once on the reference kernels.
   std::set<size_t> folded_set(folded.begin(), folded.end());
   std::set<std::string> needed;  // folded values read by kept nodes or graph outputs
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!folded_set.count(i))
-      for (const std::string& in : g.nodes[i].inputs) needed.insert(in);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (folded_set.count(i)) continue;
+    for (const std::string& in : g.nodes[i].inputs) needed.insert(in);
+    if (g.nodes[i].HasSubgraphs())  // values a subgraph reads are read by its node
+      for (const std::string& in : g.nodes[i].ImplicitInputs()) needed.insert(in);
+  }
   for (const ValueInfo& v : g.outputs) needed.insert(v.name);
   Model sub;
   sub.ir_version = model->ir_version;
@@ -101,9 +104,7 @@ StatusOr<std::vector<std::string>> FoldConstants(Model* model) {
   }
   g.nodes = std::move(kept);
   // Initializers that only the folded nodes read are dropped.
-  std::set<std::string> read;
-  for (const Node& n : g.nodes) read.insert(n.inputs.begin(), n.inputs.end());
-  for (const ValueInfo& v : g.outputs) read.insert(v.name);
+  const std::set<std::string> read = ValuesRead(g);
   for (auto it = g.initializers.begin(); it != g.initializers.end();) {
     if (!read.count(it->first) && !overridable.count(it->first)) it = g.initializers.erase(it);
     else ++it;

@@ -605,9 +605,7 @@ std::vector<std::string> FoldTablesIntoConcats(Graph& g) {
     if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
   g.nodes = std::move(kept);
   // The Splits merged away keep the outputs still read; one with none goes.
-  std::set<std::string> read;
-  for (const auto& o : g.outputs) read.insert(o.name);
-  for (const Node& n : g.nodes) read.insert(n.inputs.begin(), n.inputs.end());
+  const std::set<std::string> read = ValuesRead(g);
   std::vector<Node> nodes;
   for (Node& n : g.nodes) {
     if (n.op_type == "Split" && n.domain.empty()) {

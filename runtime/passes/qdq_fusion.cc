@@ -140,9 +140,7 @@ namespace {
 // output), repeatedly, in graph order.
 void RemoveUnreadDequantizeNodes(Graph& g) {
   while (true) {
-    std::set<std::string> read;
-    for (const auto& o : g.outputs) read.insert(o.name);
-    for (const Node& n : g.nodes) read.insert(n.inputs.begin(), n.inputs.end());
+    const std::set<std::string> read = ValuesRead(g);
     const size_t before = g.nodes.size();
     std::vector<Node> kept;
     for (Node& n : g.nodes)

@@ -1,0 +1,301 @@
+"""sparq's If, Loop and Scan against onnxruntime.
+
+1. Models built with onnx.helper, one per case (branches reading outer
+   values, a nested If inside a Loop body, for / while / do-while loops,
+   zero trips, Scan axes and directions), written as ONNX node-test cases
+   with onnxruntime's outputs and run by `node_tests --data`.
+2. Silero VAD (pip package silero_vad, skipped without it), a real model
+   whose graph is 25 If nodes deep in places: sparq's outputs on random
+   audio chunks against onnxruntime's, at 16 kHz (512 samples) and 8 kHz
+   (256 samples), which take different branches.
+"""
+import importlib.util
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import SOURCE_DIR
+
+MAX_RELATIVE_ERROR = 1e-4
+
+
+def _node_tests():
+    build_dir = os.environ.get("SPARQ_BUILD_DIR") or os.path.join(SOURCE_DIR, "build")
+    path = os.path.join(build_dir, "bin", "node_tests")
+    if not os.access(path, os.X_OK):
+        pytest.skip(f"{path} is not built")
+    return path
+
+
+def _write_case(root, name, model, feeds):
+    """A node-test case folder: model.onnx, the feeds, onnxruntime's outputs."""
+    import onnx
+    import onnxruntime as ort
+    from onnx import numpy_helper
+
+    onnx.checker.check_model(model)
+    session = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    outs = session.run(None, feeds)
+    case_dir = os.path.join(root, f"test_{name}")
+    data_dir = os.path.join(case_dir, "test_data_set_0")
+    os.makedirs(data_dir)
+    onnx.save(model, os.path.join(case_dir, "model.onnx"))
+    for i, inp in enumerate(model.graph.input):
+        with open(os.path.join(data_dir, f"input_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(feeds[inp.name], inp.name).SerializeToString())
+    for i, (out, value) in enumerate(zip(model.graph.output, outs)):
+        with open(os.path.join(data_dir, f"output_{i}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(np.asarray(value), out.name).SerializeToString())
+
+
+def _cases(rng):
+    """(name, model, feeds) for each control-flow case."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    F, I64, B = TensorProto.FLOAT, TensorProto.INT64, TensorProto.BOOL
+
+    def vi(name, t, shape=None):
+        return helper.make_tensor_value_info(name, t, shape)
+
+    def model(nodes, inputs, outputs, inits=(), opset=17):
+        g = helper.make_graph(nodes, "g", inputs, outputs, initializer=list(inits))
+        return helper.make_model(g, opset_imports=[helper.make_opsetid("", opset)])
+
+    x = rng.standard_normal((3, 4)).astype(np.float32)
+    w = numpy_helper.from_array(rng.standard_normal((4,)).astype(np.float32), "w")
+
+    # If whose branches read outer values only: a node output and an initializer.
+    then_g = helper.make_graph([helper.make_node("Add", ["h", "w"], ["t"])], "then", [], [vi("t", F, [3, 4])])
+    else_g = helper.make_graph([helper.make_node("Mul", ["h", "h"], ["e"])], "else", [], [vi("e", F, [3, 4])])
+    if_nodes = [helper.make_node("Relu", ["x"], ["h"]),
+                helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)]
+    for opset in (11, 13, 17, 21):
+        for c in (True, False):
+            yield (f"if_outer_opset{opset}_{c}",
+                   model(if_nodes, [vi("x", F, [3, 4]), vi("c", B, [])], [vi("y", F, [3, 4])], [w], opset),
+                   {"x": x, "c": np.array(c)})
+
+    # Loop body: cond passes through (or i + 1 < limit), a carried sum, a scan
+    # output, and a nested If choosing + or - by the outer `flag`.
+    def loop_body(cond_rule):
+        plus = helper.make_graph([helper.make_node("Add", ["acc", "x"], ["p"])], "plus", [], [vi("p", F, [3, 4])])
+        minus = helper.make_graph([helper.make_node("Sub", ["acc", "x"], ["q"])], "minus", [], [vi("q", F, [3, 4])])
+        nodes = [helper.make_node("If", ["flag"], ["acc_next"], then_branch=plus, else_branch=minus),
+                 helper.make_node("Cast", ["i"], ["i_f"], to=F),
+                 helper.make_node("Mul", ["acc_next", "i_f"], ["scan_out"])]
+        if cond_rule == "limit":
+            nodes += [helper.make_node("Add", ["i", "one"], ["i1"]),
+                      helper.make_node("Less", ["i1", "limit"], ["cond_out"])]
+        else:
+            nodes += [helper.make_node("Identity", ["cond_in"], ["cond_out"])]
+        return helper.make_graph(nodes, "body", [vi("i", I64, []), vi("cond_in", B, []), vi("acc", F, [3, 4])],
+                                 [vi("cond_out", B, []), vi("acc_next", F, [3, 4]), vi("scan_out", F, [3, 4])])
+
+    one = numpy_helper.from_array(np.array(1, np.int64), "one")
+    limit = numpy_helper.from_array(np.array(3, np.int64), "limit")
+    acc0 = rng.standard_normal((3, 4)).astype(np.float32)
+    loop_inputs = [vi("M", I64, []), vi("c", B, []), vi("flag", B, []), vi("acc0", F, [3, 4]), vi("x", F, [3, 4])]
+    for name, m_in, c_in, rule, trips, c in [("for", "M", "", "pass", 4, True),
+                                             ("while", "", "c", "limit", 0, True),
+                                             ("for_and_while", "M", "c", "limit", 5, True),
+                                             ("cond_false_at_start", "M", "c", "limit", 5, False),
+                                             ("zero_trips", "M", "c", "pass", 0, True)]:
+        for flag in (True, False):
+            node = helper.make_node("Loop", [m_in, c_in, "acc0"], ["acc_final", "accs"], body=loop_body(rule))
+            yield (f"loop_{name}_{flag}",
+                   model([node], loop_inputs, [vi("acc_final", F, [3, 4]), vi("accs", F, [None, 3, 4])], [one, limit]),
+                   {"M": np.array(trips, np.int64), "c": np.array(c), "flag": np.array(flag), "acc0": acc0, "x": x})
+
+    # Scan: a running sum with a scan input along an axis and direction, its
+    # outputs along another axis and direction; the body reads outer `w2`.
+    w2 = numpy_helper.from_array(rng.standard_normal((1,)).astype(np.float32), "w2")
+    body = helper.make_graph(
+        [helper.make_node("Add", ["s", "xt"], ["s_next"]), helper.make_node("Mul", ["s_next", "w2"], ["yt"]),
+         helper.make_node("Sub", ["xt", "zt"], ["dt"])],
+        "body", [vi("s", F, [2, 3]), vi("xt", F, [2, 3]), vi("zt", F, [2, 3])],
+        [vi("s_next", F, [2, 3]), vi("yt", F, [2, 3]), vi("dt", F, [2, 3])])
+    xs = rng.standard_normal((2, 5, 3)).astype(np.float32)
+    zs = rng.standard_normal((5, 2, 3)).astype(np.float32)
+    s0 = rng.standard_normal((2, 3)).astype(np.float32)
+    for name, attrs, opset in [
+            ("defaults", dict(scan_input_axes=[1, 0]), 9),
+            ("reverse_in", dict(scan_input_axes=[1, 0], scan_input_directions=[1, 0]), 11),
+            ("negative_axes", dict(scan_input_axes=[-2, 0], scan_output_axes=[-1, 1]), 11),
+            ("reverse_out", dict(scan_input_axes=[1, 0], scan_input_directions=[0, 1], scan_output_axes=[2, 0],
+                                 scan_output_directions=[1, 1]), 16)]:
+        node = helper.make_node("Scan", ["s0", "xs", "zs"], ["s_final", "ys", "ds"], body=body, num_scan_inputs=2,
+                                **attrs)
+        yield (f"scan_{name}",
+               model([node], [vi("s0", F, [2, 3]), vi("xs", F, [2, 5, 3]), vi("zs", F, [5, 2, 3])],
+                     [vi("s_final", F, [2, 3]), vi("ys", F, [None] * 3), vi("ds", F, [None] * 3)], [w2], opset),
+               {"s0": s0, "xs": xs, "zs": zs})
+
+
+def test_control_flow_cases_match_onnxruntime(tmp_path):
+    pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    node_tests = _node_tests()
+    root = str(tmp_path / "cases")
+    n = 0
+    for name, model, feeds in _cases(np.random.default_rng(0)):
+        _write_case(root, name, model, feeds)
+        n += 1
+    proc = subprocess.run([node_tests, "--data", root, "--verbose"], capture_output=True, text=True, timeout=300)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-4000:]
+    assert f"{n} passed, 0 failed, 0 skipped" in text, text[-4000:]
+
+
+def _silero_model(name="silero_vad.onnx"):
+    spec = importlib.util.find_spec("silero_vad")
+    if spec is None or not spec.submodule_search_locations:
+        pytest.skip("silero_vad is not installed")
+    path = os.path.join(list(spec.submodule_search_locations)[0], "data", name)
+    if not os.path.isfile(path):
+        pytest.skip(f"{path} is missing")
+    return path
+
+
+def test_silero_vad_matches_onnxruntime(tmp_path):
+    """Three random chunks per sample rate, with a random state, through
+    node_tests --data (each tensor fed as given) against onnxruntime."""
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    node_tests = _node_tests()
+    model = onnx.load(_silero_model())
+    rng = np.random.default_rng(1)
+    root = str(tmp_path / "silero")
+    n = 0
+    for sr, samples in ((16000, 512), (8000, 256)):
+        for k in range(3):
+            feeds = {"input": rng.uniform(-0.5, 0.5, (1, samples)).astype(np.float32),
+                     "state": rng.uniform(-0.5, 0.5, (2, 1, 128)).astype(np.float32),
+                     "sr": np.array(sr, np.int64)}
+            _write_case(root, f"silero_{sr}_{k}", model, feeds)
+            n += 1
+    proc = subprocess.run([node_tests, "--data", root, "--verbose"], capture_output=True, text=True, timeout=300)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-4000:]
+    assert f"{n} passed, 0 failed, 0 skipped" in text, text[-4000:]
+
+
+@pytest.mark.parametrize("name", ["silero_vad.onnx", "silero_vad_16k_op15.onnx", "silero_vad_half.onnx"])
+def test_silero_vad_eval_runs(sparq_eval, tmp_path, name):
+    """`sparq eval` of Silero VAD (and its opset 15 and float16 exports) with
+    --constant sr=16000 over a few chunks (the file holds one state [2, 128]
+    per chunk: the model's batch axis is its axis 1), its outputs against
+    onnxruntime's, chunk by chunk."""
+    import find_divergence
+
+    path = _silero_model(name)
+    sr = [] if name == "silero_vad_half.onnx" else ["--constant", "sr=16000"]  # its sr is fixed inside
+    rng = np.random.default_rng(2)
+    chunks = rng.uniform(-0.5, 0.5, (4, 512)).astype(np.float32)
+    states = rng.uniform(-0.5, 0.5, (4, 2, 128)).astype(np.float32)
+    inputs_path = str(tmp_path / "inputs.npz")
+    out_path = str(tmp_path / "outputs.npz")
+    np.savez(inputs_path, input=chunks, state=states)
+    proc = sparq_eval.run("eval", path, "--inputs", inputs_path, *sr, "--save-outputs", out_path, "--threads", 2)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    with np.load(out_path) as f:
+        got = {k: f[k] for k in f.files}
+    assert len(got["output"]) == len(chunks)
+    for i in range(len(chunks)):
+        feeds = {"input": chunks[i:i + 1], "state": states[i][:, None]}
+        if sr:
+            feeds["sr"] = np.array(16000, np.int64)
+        want = find_divergence.run_onnxruntime(path, feeds)
+        err = find_divergence.relative_error(got["output"][i].reshape(want["output"].shape), want["output"])
+        assert err < MAX_RELATIVE_ERROR, f"chunk {i}: output relative error {err:.3g}"
+
+
+def _conv_then_if_model():
+    """x -> Conv -> h -> Relu -> r -> Conv -> h2, then If(c): Add(h2, h) or
+    Mul(h2, w3); the branches read outer node outputs and an initializer
+    that nothing else reads."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    F = TensorProto.FLOAT
+    rng = np.random.default_rng(4)
+    w1 = numpy_helper.from_array(rng.uniform(-0.5, 0.5, (4, 2, 3, 3)).astype(np.float32), "w1")
+    w2 = numpy_helper.from_array(rng.uniform(-0.5, 0.5, (4, 4, 3, 3)).astype(np.float32), "w2")
+    w3 = numpy_helper.from_array(rng.uniform(0.5, 1.5, (1, 4, 1, 1)).astype(np.float32), "w3")
+    shape = ["N", 4, 8, 8]
+    then_g = helper.make_graph([helper.make_node("Add", ["h2", "h"], ["t"])], "then", [],
+                               [helper.make_tensor_value_info("t", F, shape)])
+    else_g = helper.make_graph([helper.make_node("Mul", ["h2", "w3"], ["e"])], "else", [],
+                               [helper.make_tensor_value_info("e", F, shape)])
+    nodes = [helper.make_node("Conv", ["x", "w1"], ["h"], pads=[1, 1, 1, 1]),
+             helper.make_node("Relu", ["h"], ["r"]),
+             helper.make_node("Conv", ["r", "w2"], ["h2"], pads=[1, 1, 1, 1]),
+             helper.make_node("If", ["c"], ["y"], then_branch=then_g, else_branch=else_g)]
+    g = helper.make_graph(nodes, "conv_if",
+                          [helper.make_tensor_value_info("x", F, ["N", 2, 8, 8]),
+                           helper.make_tensor_value_info("c", TensorProto.BOOL, [])],
+                          [helper.make_tensor_value_info("y", F, shape)], initializer=[w1, w2, w3])
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+@pytest.mark.parametrize("precision", ["int8", "fp16"])
+def test_quantized_model_with_if_loads_in_onnxruntime(sparq, tmp_path, precision):
+    """sparq calibrate + quantize of a model with an If whose branches read
+    quantized layers' outputs: the outer Convs are quantized, the branches
+    stay as written, and the file passes onnx.checker and runs in
+    onnxruntime close to the float model."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    sparq.require_subcommand("quantize")
+    model_path = str(tmp_path / "conv_if.onnx")
+    onnx.save(_conv_then_if_model(), model_path)
+    rng = np.random.default_rng(5)
+    x = rng.uniform(-1, 1, (16, 2, 8, 8)).astype(np.float32)
+    calib = str(tmp_path / "calib.npz")
+    np.savez(calib, x=x, c=np.array(True))
+    scales = str(tmp_path / "scales.json")
+    out = str(tmp_path / f"conv_if.{precision}.onnx")
+    proc = sparq.run("calibrate", model_path, "--data", calib, "-o", scales, "--method", "max", "--threads", 2)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = sparq.run("quantize", model_path, "--scales", scales, "--precision", precision, "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    written = onnx.load(out)
+    onnx.checker.check_model(written)
+    ops = [n.op_type for n in written.graph.node]
+    assert "If" in ops
+    if precision == "int8":
+        assert ops.count("QuantizeLinear") >= 2, ops
+    session = ort.InferenceSession(out, providers=["CPUExecutionProvider"])
+    reference = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    for c in (True, False):
+        feeds = {"x": x[:4], "c": np.array(c)}
+        got = session.run(None, feeds)[0]
+        want = reference.run(None, feeds)[0]
+        err = float(np.abs(got - want).max() / np.abs(want).max())
+        assert err < 0.05, f"c={c}: relative error {err:.3g} of the {precision} model vs float"
+
+
+def test_quantized_silero_vad_loads_in_onnxruntime(sparq, tmp_path):
+    """Silero VAD's Convs all sit inside If branches: quantize says so, and
+    the written file passes onnx.checker and runs in onnxruntime."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    sparq.require_subcommand("quantize")
+    path = _silero_model()
+    rng = np.random.default_rng(6)
+    calib = str(tmp_path / "calib.npz")
+    np.savez(calib, input=rng.uniform(-0.5, 0.5, (8, 512)).astype(np.float32),
+             state=np.zeros((8, 2, 128), np.float32), sr=np.array(16000, np.int64))
+    scales = str(tmp_path / "scales.json")
+    out = str(tmp_path / "silero.int8.onnx")
+    proc = sparq.run("calibrate", path, "--data", calib, "-o", scales, "--method", "max", "--threads", 2)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    proc = sparq.run("quantize", path, "--scales", scales, "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "inside If/Loop/Scan subgraphs stay as written" in proc.stderr, proc.stderr
+    onnx.checker.check_model(onnx.load(out))
+    feeds = {"input": rng.uniform(-0.5, 0.5, (1, 512)).astype(np.float32), "state": np.zeros((2, 1, 128), np.float32),
+             "sr": np.array(16000, np.int64)}
+    got = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
+    assert np.allclose(got, want, atol=1e-5)
