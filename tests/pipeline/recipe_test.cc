@@ -301,6 +301,43 @@ TEST_F(RecipeTest, PruneAllocationAutoMeetsTheTargetUnlessABudgetIsWritten) {
   EXPECT_NE(r.status().message().find("allocation auto"), std::string::npos) << r.status().message();
 }
 
+TEST_F(RecipeTest, PruneRetrainCommandParsesChecksItsPlaceholdersAndRoundTrips) {
+  StatusOr<Recipe> r = Parse(kMinimal +
+                             "prune:\n  enabled: true\n  retrain:\n"
+                             "    command: python3 'my train.py' --in {model_in} --masks {masks} --out {model_out}\n"
+                             "    timeout: 90\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->prune.retrain.has_value());
+  EXPECT_EQ(r->prune.retrain->command,
+            (std::vector<std::string>{"python3", "my train.py", "--in", "{model_in}", "--masks", "{masks}", "--out",
+                                      "{model_out}"}));
+  EXPECT_FALSE(r->prune.retrain->shell);
+  EXPECT_DOUBLE_EQ(r->prune.retrain->timeout, 90);
+  StatusOr<Recipe> again = ParseRecipe(RecipeToYaml(*r), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->prune.retrain->command, r->prune.retrain->command);
+  EXPECT_DOUBLE_EQ(again->prune.retrain->timeout, 90);
+  // A list is the argument vector; with shell, one string kept whole.
+  r = Parse(kMinimal + "prune: {enabled: true, retrain: {command: [train, '{model_in}', '{model_out}']}}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->prune.retrain->command.size(), 3u);
+  r = Parse(kMinimal + "prune: {enabled: true, retrain: {shell: true, command: 'train {model_in} > log.txt'}}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->prune.retrain->command, (std::vector<std::string>{"train {model_in} > log.txt"}));
+  // Errors name the key.
+  r = Parse(kMinimal + "prune: {enabled: true, retrain: {command: 'train {model}'}}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("prune.retrain.command"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("unknown placeholder {model}"), std::string::npos) << r.status().message();
+  r = Parse(kMinimal + "prune: {enabled: true, retrain: {timeout: 10}}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("prune.retrain.command"), std::string::npos) << r.status().message();
+  r = Parse(kMinimal + "prune: {enabled: true, retrain: {command: \"train 'x\", timeout: 0}}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("unterminated"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("prune.retrain.timeout"), std::string::npos) << r.status().message();
+}
+
 TEST_F(RecipeTest, BoxMetricsEnableBoxDecodingWithTheirThresholds) {
   StatusOr<Recipe> r =
       Parse(kMinimal + "evaluate: {metric: box_recall, box_nms_iou: 0.45, gate: {max_drop: 5}}\n");
