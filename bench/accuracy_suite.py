@@ -219,8 +219,10 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None):
             text += "  structure: \"2:4\"\n"
         else:
             allocation = "auto" if prune.startswith("auto") else "uniform"
-            text += (f"  structure: unstructured\n  sparsity: {int(prune[len(allocation):]) / 100}\n"
-                     f"  allocation: {allocation}\n")
+            scan_recovery = prune.endswith("r")  # auto<P>r: the scan re-fits each layer (sensitivity.recovery)
+            text += (f"  structure: unstructured\n  sparsity: {int(prune[len(allocation):].rstrip('r')) / 100}\n"
+                     f"  allocation: {allocation}\n" +
+                     ("  sensitivity: {recovery: true}\n" if scan_recovery else ""))
     if quant == "fp16":
         text += "quantize:\n  precision: fp16\n  fallback:\n    enabled: false\n"
     elif quant == "dynamic":  # activations quantized at run time (MatMul/Gemm), as ORT's quantize_dynamic
@@ -383,7 +385,9 @@ def run_model(args, name, save):
     variants.append(("sparq int8 dynamic", "sparq", ("dynamic", False)))
     variants.append(("sparq fp16", "sparq", ("fp16", False)))
     for p in args.prune_variants:
-        label = "2:4" if p == "2:4" else (f"{p[4:]}% auto" if p.startswith("auto") else f"{p[7:]}% uniform")
+        label = "2:4" if p == "2:4" else (
+            f"{p[4:].rstrip('r')}% auto" + (", scan with recovery" if p.endswith("r") else "")
+            if p.startswith("auto") else f"{p[7:]}% uniform")
         variants.append((f"sparq {label} + int8 {args.prune_method}", "sparq", (args.prune_method, p)))
     pre = os.path.join(work, "model_pre.onnx")
     for method in ORT_METHODS:
@@ -574,7 +578,8 @@ def main(argv=None):
     ap.add_argument("--prune-method", default="percentile", help="calibration of the pruned INT8 variant")
     ap.add_argument("--prune-variants", default="2:4",
                     help="pruned variants (comma): 2:4, uniform<P> (unstructured, P%% in every pruned layer), "
-                         "auto<P> (unstructured, P%% of the pruned layers' weights, allocation: auto)")
+                         "auto<P> (unstructured, P%% of the pruned layers' weights, allocation: auto), "
+                         "auto<P>r (the same, the scan re-fitting each layer: sensitivity.recovery)")
     ap.add_argument("--only", default="", help="run only variants whose label contains one of these (comma)")
     ap.add_argument("--work", default=os.path.join(REPO, "build", "accuracy_suite"))
     ap.add_argument("--md", default=os.path.join(REPO, "bench", "ACCURACY.md"))

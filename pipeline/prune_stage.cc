@@ -67,6 +67,8 @@ StatusOr<PruneResult> RunPruneStage(const Recipe& recipe, const Model& model, co
     s.structure = options.structure;
     s.score = options.score;
     s.sparsities = recipe.prune.sensitivity->sparsities;
+    s.recovery = recipe.prune.sensitivity->recovery;
+    s.recovery_options = options.recovery_options;
     s.skip_first_last = options.skip_first_last;
     s.threads = options.threads;
     s.log = log;

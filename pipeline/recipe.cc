@@ -560,6 +560,7 @@ void RecipeParser::ParsePrune(MapReader m) {
   s.Read("budget", &sensitivity.budget, Bounds::AtLeast(0));
   if (s.Read("sparsities", &sensitivity.sparsities, Bounds::ClosedOpen(0, 1)) && sensitivity.sparsities.empty())
     diag_.Error(s.LineOf("sparsities"), s.PathOf("sparsities"), "must list at least one sparsity to try");
+  s.Read("recovery", &sensitivity.recovery);
   s.Finish();
   if (m.Has("retrain")) {
     RecipePrune::Retrain retrain;
@@ -769,6 +770,8 @@ void RecipeParser::CheckAcrossSections() {
     needs_calibration = std::string("quantize.precision is ") + EnumNameIn(kPrecisions, q.precision);
   else if (r.prune.enabled && r.prune.recovery)
     needs_calibration = "prune.recovery is true";
+  else if (r.prune.enabled && r.prune.sensitivity && r.prune.sensitivity->recovery)
+    needs_calibration = "prune.sensitivity.recovery is true";
   else if (r.prune.enabled && r.prune.score == Score::kActivation)
     needs_calibration = "prune.score is activation";
   if (!needs_calibration.empty() && !diag_.Written("data.calibration"))

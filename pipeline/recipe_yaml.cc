@@ -123,6 +123,7 @@ void EmitPrune(YAML::Emitter& e, const RecipePrune& p) {
     e << YAML::Key << "sensitivity" << YAML::Value << YAML::BeginMap;
     if (std::isfinite(p.sensitivity->budget)) Num(e << YAML::Key << "budget" << YAML::Value, p.sensitivity->budget);
     Numbers(e << YAML::Key << "sparsities" << YAML::Value, p.sensitivity->sparsities);
+    e << YAML::Key << "recovery" << YAML::Value << p.sensitivity->recovery;
     e << YAML::EndMap;
   }
   e << YAML::EndMap;

@@ -112,6 +112,9 @@ struct SPARQ_API RecipePrune {
     // DefaultMaxDrop(evaluate.metric) when only `sensitivity` is written.
     double budget = 1.0;
     std::vector<double> sparsities = {0.25, 0.5, 0.75, 0.9};  // tried per layer, each in [0, 1)
+    // Re-fit the scanned layer on calibration data before measuring it, as
+    // `recovery` will (slower: one least-squares fit per point).
+    bool recovery = false;
   };
 
   // The user's training between pruning steps (YAML `prune.retrain`, present

@@ -282,9 +282,15 @@ TEST_F(RecipeTest, PruneAllocationAutoMeetsTheTargetUnlessABudgetIsWritten) {
   EXPECT_EQ(again->prune.allocation, RecipePrune::Allocation::kAuto);
   EXPECT_TRUE(std::isinf(again->prune.sensitivity->budget));
   // A written budget limits it; `sensitivity` alone implies auto.
-  r = Parse(kMinimal + "prune: {enabled: true, allocation: auto, sensitivity: {budget: 2, sparsities: [0.5, 0.8]}}\n");
+  r = Parse(kMinimal + "prune: {enabled: true, allocation: auto, sensitivity: {budget: 2, sparsities: [0.5, 0.8], "
+                       "recovery: true}}\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_DOUBLE_EQ(r->prune.sensitivity->budget, 2.0);
+  EXPECT_TRUE(r->prune.sensitivity->recovery);
+  EXPECT_FALSE(RecipePrune::Sensitivity().recovery);
+  again = ParseRecipe(RecipeToYaml(*r), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->prune.sensitivity->recovery);
   r = Parse(kMinimal + "prune: {enabled: true, sensitivity: {sparsities: [0.5]}}\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
   EXPECT_EQ(r->prune.allocation, RecipePrune::Allocation::kAuto);
