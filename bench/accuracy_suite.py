@@ -17,6 +17,10 @@ and evaluation splits, meta.json with the task), on the same data:
   sparq fp16                          `sparq run`, precision fp16
   sparq 2:4 + int8 (<method>)         `sparq run`, prune 2:4 (50%) with
                                       recovery, then INT8 as above
+  sparq P% uniform / auto + int8      (--prune-variants uniform50,auto50)
+                                      unstructured, every layer at P% or
+                                      P% overall allocated by the
+                                      sensitivity scan (prune.allocation)
   ORT static MinMax / Entropy /       onnxruntime.quantization.quantize_static:
   Percentile [+ pre-process]          QDQ, per_channel=True, its default
                                       types (QInt8 activations with a zero
@@ -209,8 +213,16 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None):
             f"  calibration: {paths['calib']}\n"
             f"  evaluation: {paths['calib'] if gate else paths['eval_small']}\n"
             "  batch_size: 8\n")
-    if prune:
-        text += ("prune:\n  enabled: true\n  structure: \"2:4\"\n  recovery: true\n")
+    if prune:  # True / "2:4": 2:4; "uniform<P>" / "auto<P>": unstructured P% with that allocation
+        text += "prune:\n  enabled: true\n  recovery: true\n"
+        if prune is True or prune == "2:4":
+            text += "  structure: \"2:4\"\n"
+        else:
+            allocation = "auto" if prune.startswith("auto") else "uniform"
+            scan_recovery = prune.endswith("r")  # auto<P>r: the scan re-fits each layer (sensitivity.recovery)
+            text += (f"  structure: unstructured\n  sparsity: {int(prune[len(allocation):].rstrip('r')) / 100}\n"
+                     f"  allocation: {allocation}\n" +
+                     ("  sensitivity: {recovery: true}\n" if scan_recovery else ""))
     if quant == "fp16":
         text += "quantize:\n  precision: fp16\n  fallback:\n    enabled: false\n"
     elif quant == "default":  # no calibration keys: quantize.search chooses (sparq/search.h)
@@ -375,7 +387,11 @@ def run_model(args, name, save):
                      for m in args.bias_correction if m]
     variants.append(("sparq int8 dynamic", "sparq", ("dynamic", False)))
     variants.append(("sparq fp16", "sparq", ("fp16", False)))
-    variants.append((f"sparq 2:4 + int8 {args.prune_method}", "sparq", (args.prune_method, True)))
+    for p in args.prune_variants:
+        label = "2:4" if p == "2:4" else (
+            f"{p[4:].rstrip('r')}% auto" + (", scan with recovery" if p.endswith("r") else "")
+            if p.startswith("auto") else f"{p[7:]}% uniform")
+        variants.append((f"sparq {label} + int8 {args.prune_method}", "sparq", (args.prune_method, p)))
     pre = os.path.join(work, "model_pre.onnx")
     for method in ORT_METHODS:
         variants.append((f"ORT static {method}", "ort", ("static", method, model)))
@@ -563,6 +579,10 @@ def main(argv=None):
                     help="LABEL=METHOD+line;line: an extra INT8 variant 'sparq int8 LABEL', calibrated with METHOD "
                          "(METHOD/asym: uint8 activations), with these lines in its quantize block")
     ap.add_argument("--prune-method", default="percentile", help="calibration of the pruned INT8 variant")
+    ap.add_argument("--prune-variants", default="2:4",
+                    help="pruned variants (comma): 2:4, uniform<P> (unstructured, P%% in every pruned layer), "
+                         "auto<P> (unstructured, P%% of the pruned layers' weights, allocation: auto), "
+                         "auto<P>r (the same, the scan re-fitting each layer: sensitivity.recovery)")
     ap.add_argument("--only", default="", help="run only variants whose label contains one of these (comma)")
     ap.add_argument("--work", default=os.path.join(REPO, "build", "accuracy_suite"))
     ap.add_argument("--md", default=os.path.join(REPO, "bench", "ACCURACY.md"))
@@ -585,6 +605,7 @@ def main(argv=None):
     args.sparq_methods = args.sparq_methods.split(",")
     args.bias_correction = args.bias_correction.split(",")
     args.fallback_methods = args.fallback_methods.split(",")
+    args.prune_variants = [p for p in args.prune_variants.split(",") if p]
     missing = [m for m in args.models.split(",") if not os.path.isfile(os.path.join(args.suite, m, "meta.json"))]
     if missing:
         ap.error(f"not built in {args.suite}: {missing} (run tools/make_real_suite.py first)")

@@ -55,7 +55,7 @@ RunFn AddSensitivityCommand(CLI::App& app) {
                   "top1 (needs --labels) | agreement (top-1 agreement with the unpruned model, %) | sqnr "
                   "(dB of output 0 against the unpruned model). Default: top1 with labels, else agreement");
   sub->add_option("--structure", args->structure,
-                  "unstructured | block<R>x<C> (block4x4) | channel | auto (N:M has a fixed sparsity: not scanned)")
+                  "unstructured | block<R>x<C> (block4x4) | <N>:<M> (each layer at 1 - N/M only) | channel | auto")
       ->capture_default_str();
   sub->add_option("--sparsities", args->sparsities, "Comma-separated sparsities in [0, 1)")->capture_default_str();
   sub->add_option("--score", args->score, "magnitude | activation")->capture_default_str();

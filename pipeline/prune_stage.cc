@@ -42,6 +42,18 @@ StatusOr<PruneResult> RunPruneStage(const Recipe& recipe, const Model& model, co
   SPARQ_ASSIGN_OR_RETURN(PruneOptions options, ToPruneOptions(recipe));
   options.log = log;
   options.recovery_options.log = log;
+  if (recipe.prune.retrain) {
+    const RecipePrune::Retrain& t = *recipe.prune.retrain;
+    RetrainCommandOptions c;
+    c.command = t.command;
+    c.shell = t.shell;
+    c.timeout_seconds = t.timeout;
+    c.data = t.data.empty() ? recipe.data.calibration : t.data;
+    c.working_dir = recipe.base_dir;
+    c.log = log;
+    SPARQ_RETURN_IF_ERROR(CheckRetrainCommand(c).WithContext(recipe.source + ":" + std::to_string(t.line) + ": prune.retrain"));
+    options.retrain = MakeRetrainCommand(std::move(c));
+  }
   PruneMetricFn judge = [&](const Model& m) -> StatusOr<PruneEvaluation> {
     SPARQ_ASSIGN_OR_RETURN(PruneEvaluation e, metric(m));
     const double drop = dense_metric - e.metric;
@@ -55,6 +67,8 @@ StatusOr<PruneResult> RunPruneStage(const Recipe& recipe, const Model& model, co
     s.structure = options.structure;
     s.score = options.score;
     s.sparsities = recipe.prune.sensitivity->sparsities;
+    s.recovery = recipe.prune.sensitivity->recovery;
+    s.recovery_options = options.recovery_options;
     s.skip_first_last = options.skip_first_last;
     s.threads = options.threads;
     s.log = log;

@@ -9,11 +9,13 @@
 #include <exception>
 #include <filesystem>
 #include <fstream>
+#include <limits>
 #include <sstream>
 #include <yaml-cpp/eventhandler.h>
 
 #include "graph/name_pattern.h"
 #include "pipeline/gate.h"
+#include "core/process.h"
 #include "pipeline/yaml_fields.h"
 
 namespace sparq {
@@ -88,6 +90,8 @@ const EnumEntry<Score> kScores[] = {{Score::kMagnitude, PruneScoreName(Score::kM
                                     {Score::kL1, PruneScoreName(Score::kL1)},
                                     {Score::kL2, PruneScoreName(Score::kL2)},
                                     {Score::kActivation, PruneScoreName(Score::kActivation)}};
+constexpr EnumEntry<RecipePrune::Allocation> kAllocations[] = {{RecipePrune::Allocation::kUniform, "uniform"},
+                                                               {RecipePrune::Allocation::kAuto, "auto"}};
 constexpr EnumEntry<Precision> kPrecisions[] = {
     {Precision::kInt8, "int8"}, {Precision::kFp16, "fp16"}, {Precision::kMixed, "mixed"}};
 const EnumEntry<LayerPrecision> kLayerPrecisions[] = {{LayerPrecision::kINT8, PrecisionName(LayerPrecision::kINT8)},
@@ -541,16 +545,65 @@ void RecipeParser::ParsePrune(MapReader m) {
     ParsePruneLayer(layers[i], ItemPath(m.PathOf("layers"), i), line, &p.layers.back());
   }
 
-  // Written = on; read either way so its keys are known.
+  // `allocation: auto` or a written `sensitivity` = on; read either way so its keys are known.
+  const bool allocation_written = m.ReadEnum("allocation", kAllocations, &p.allocation);
   const bool sensitivity_written = m.Has("sensitivity");
+  if (sensitivity_written && !allocation_written) p.allocation = RecipePrune::Allocation::kAuto;
   MapReader s = m.Child("sensitivity");
   RecipePrune::Sensitivity sensitivity;
-  budget_written_ = s.Has("budget");  // else DefaultMaxDrop(evaluate.metric), set by ParseEvaluate
+  budget_written_ = s.Has("budget");
+  // Not written: no limit with `allocation: auto`, else (the older spelling,
+  // `sensitivity` alone) DefaultMaxDrop(evaluate.metric), set by ParseEvaluate.
+  if (!budget_written_ && allocation_written) {
+    budget_written_ = true;
+    sensitivity.budget = std::numeric_limits<double>::infinity();
+  }
   s.Read("budget", &sensitivity.budget, Bounds::AtLeast(0));
   if (s.Read("sparsities", &sensitivity.sparsities, Bounds::ClosedOpen(0, 1)) && sensitivity.sparsities.empty())
     diag_.Error(s.LineOf("sparsities"), s.PathOf("sparsities"), "must list at least one sparsity to try");
+  s.Read("recovery", &sensitivity.recovery);
   s.Finish();
-  if (sensitivity_written) p.sensitivity = sensitivity;
+  if (m.Has("retrain")) {
+    RecipePrune::Retrain retrain;
+    retrain.line = m.LineOf("retrain");
+    MapReader t = m.Child("retrain");
+    t.Read("shell", &retrain.shell);
+    t.Read("timeout", &retrain.timeout, Bounds::OpenClosed(0, 1e9));
+    ReadPath(t, "data", recipe_.base_dir, /*allow_empty=*/true, &retrain.data);
+    if (t.Require("command")) {
+      const YAML::Node c = t.Get("command");
+      const std::string path = t.PathOf("command");
+      if (c.IsSequence()) {
+        t.Read("command", &retrain.command);
+      } else {
+        std::string line;
+        if (t.Read("command", &line)) {
+          if (retrain.shell) {
+            retrain.command = {line};
+          } else if (auto words = SplitCommandLine(line); words.ok()) {
+            retrain.command = std::move(words).value();
+          } else {
+            diag_.Error(t.LineOf("command"), path, std::string(words.status().message()));
+          }
+        }
+      }
+      if (!diag_.FailedAt(path)) {
+        RetrainCommandOptions check;
+        check.command = retrain.command;
+        check.shell = retrain.shell;
+        if (Status st = CheckRetrainCommand(check); !st.ok()) diag_.Error(t.LineOf("command"), path, st.message());
+      }
+    }
+    t.Finish();
+    p.retrain = retrain;
+  }
+  if (p.allocation == RecipePrune::Allocation::kAuto) {
+    p.sensitivity = sensitivity;
+    if (allocation_written && p.scope == Scope::kGlobal && m.Has("scope"))
+      diag_.Error(m.LineOf("scope"), m.PathOf("scope"),
+                  "scope global ranks all layers by one threshold, and allocation auto sets each layer's sparsity "
+                  "from a sensitivity scan: use one of them");
+  }
   m.Finish();
 }
 
@@ -774,6 +827,8 @@ void RecipeParser::CheckAcrossSections() {
     needs_calibration = std::string("quantize.precision is ") + EnumNameIn(kPrecisions, q.precision);
   else if (r.prune.enabled && r.prune.recovery)
     needs_calibration = "prune.recovery is true";
+  else if (r.prune.enabled && r.prune.sensitivity && r.prune.sensitivity->recovery)
+    needs_calibration = "prune.sensitivity.recovery is true";
   else if (r.prune.enabled && r.prune.score == Score::kActivation)
     needs_calibration = "prune.score is activation";
   if (!needs_calibration.empty() && !diag_.Written("data.calibration"))
@@ -937,6 +992,7 @@ const char* RecipeEnumName(RecipeData::Layout v) { return EnumNameIn(kLayouts, v
 const char* RecipeEnumName(RecipePrune::Schedule v) { return EnumNameIn(kSchedules, v); }
 const char* RecipeEnumName(RecipePrune::Scope v) { return EnumNameIn(kScopes, v); }
 const char* RecipeEnumName(RecipePrune::Score v) { return EnumNameIn(kScores, v); }
+const char* RecipeEnumName(RecipePrune::Allocation v) { return EnumNameIn(kAllocations, v); }
 const char* RecipeEnumName(RecipeQuantize::Precision v) { return EnumNameIn(kPrecisions, v); }
 const char* RecipeEnumName(RecipeQuantize::LayerPrecision v) { return EnumNameIn(kLayerPrecisions, v); }
 const char* RecipeEnumName(RecipeQuantize::RankBy v) { return EnumNameIn(kRankBy, v); }

@@ -2,6 +2,7 @@
 // matching and the list of files a run writes (see include/sparq/recipe.h).
 #include <yaml-cpp/yaml.h>
 
+#include <cmath>
 #include <exception>
 #include <filesystem>
 
@@ -98,6 +99,7 @@ void EmitPrune(YAML::Emitter& e, const RecipePrune& p) {
   e << YAML::Key << "recovery" << YAML::Value << p.recovery;
   e << YAML::Key << "skip_first_last" << YAML::Value << p.skip_first_last;
   e << YAML::Key << "allow_partial" << YAML::Value << p.allow_partial;
+  e << YAML::Key << "allocation" << YAML::Value << RecipeEnumName(p.allocation);
   e << YAML::Key << "kernel_table" << YAML::Value << p.kernel_table;
   BeginList(e << YAML::Key << "layers" << YAML::Value, p.layers.empty());
   for (const auto& l : p.layers) {
@@ -107,10 +109,21 @@ void EmitPrune(YAML::Emitter& e, const RecipePrune& p) {
     e << YAML::EndMap;
   }
   e << YAML::EndSeq;
+  if (p.retrain) {
+    e << YAML::Key << "retrain" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "command" << YAML::Value << YAML::Flow << YAML::BeginSeq;
+    for (const auto& a : p.retrain->command) e << YAML::DoubleQuoted << a;
+    e << YAML::EndSeq;
+    e << YAML::Key << "shell" << YAML::Value << p.retrain->shell;
+    Num(e << YAML::Key << "timeout" << YAML::Value, p.retrain->timeout);
+    e << YAML::Key << "data" << YAML::Value << p.retrain->data;
+    e << YAML::EndMap;
+  }
   if (p.sensitivity) {
     e << YAML::Key << "sensitivity" << YAML::Value << YAML::BeginMap;
-    Num(e << YAML::Key << "budget" << YAML::Value, p.sensitivity->budget);
+    if (std::isfinite(p.sensitivity->budget)) Num(e << YAML::Key << "budget" << YAML::Value, p.sensitivity->budget);
     Numbers(e << YAML::Key << "sparsities" << YAML::Value, p.sensitivity->sparsities);
+    e << YAML::Key << "recovery" << YAML::Value << p.sensitivity->recovery;
     e << YAML::EndMap;
   }
   e << YAML::EndMap;

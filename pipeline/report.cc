@@ -163,7 +163,10 @@ std::string RunReport::ToJson() const {
                        {"sqnr_db", NumberOrNull(st.sqnr_db)},
                        {"agreement_without_recovery", Fraction(st.agreement_masked)},
                        {"agreement", Fraction(st.agreement)},
-                       {"accepted", st.acceptable}});
+                       {"accepted", st.acceptable},
+                       {"retrain", st.retrained ? json{{"rezeroed", st.retrain_rezeroed},
+                                                       {"seconds", st.retrain_seconds}}
+                                                : json(nullptr)}});
     j["prune"] = {{"steps", steps}, {"summary", prune_text}};
   }
   j["warnings"] = warnings;
@@ -245,7 +248,7 @@ std::string RunReport::ToMarkdown() const {
       os << "| " << st.step << " | " << Fixed(100 * st.target, 1) << "% | " << Fixed(100 * st.sparsity, 1) << "% | "
          << Fixed(st.metric_masked) << " | " << Fixed(st.metric) << " | " << Fixed(st.sqnr_masked_db, 1) << " dB | "
          << Fixed(st.sqnr_db, 1) << " dB | " << Fixed(st.agreement_masked) << "% | " << Fixed(st.agreement) << "% | "
-         << (st.acceptable ? "yes" : "no") << " |\n";
+         << (st.acceptable ? "yes" : "no") << (st.retrained ? ", retrained" : "") << " |\n";
     os << "\n```\n" << prune_text << "```\n\n";
   }
   for (const auto& w : warnings) os << "> warning: " << w << "\n\n";  // one quote each
@@ -283,6 +286,7 @@ std::string RunReport::ToText() const {
     } else {
       os << Fixed(st.metric) << " (no recovery); output SQNR vs dense " << Fixed(st.sqnr_db, 1) << " dB";
     }
+    if (st.retrained) os << "; retrained (" << st.retrain_rezeroed << " pruned weights set back to 0)";
     os << (st.acceptable ? "" : " (rejected)") << "\n";
   }
   for (const auto& r : search)

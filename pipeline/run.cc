@@ -228,7 +228,7 @@ Status Runner::PruneStage(double dense_metric) {
   for (const auto& st : result.report.steps) {
     report_.prune_steps.push_back({st.step, st.target, st.sparsity, st.metric_masked, st.metric, st.masked.sqnr_db,
                                    st.recovered.sqnr_db, st.masked.agreement, st.recovered.agreement, st.acceptable,
-                                   r_.prune.recovery});
+                                   r_.prune.recovery, st.retrained, st.retrain_rezeroed, st.retrain_seconds});
   }
   if (result.report.stopped_early) prune_stop_ = result.report.stop_message;
   fp32_ = std::move(result.model);

@@ -102,5 +102,14 @@ StatusOr<std::map<std::string, PruneMask>> ComputeChannelMasks(
 Status ChannelPlanReasons(const Model& model, const std::vector<LayerPlan>& plans,
                                          std::map<std::string, std::string>* dense);
 
+// --- retraining -----------------------------------------------------------------
+
+// InvalidArgument (prefixed by `where`) unless `after` has the graph of
+// `before` (inputs, outputs, nodes in order with their inputs and outputs)
+// and the same initializers by name, type and shape.
+Status CheckRetrainedModel(const Model& before, const Model& after, const std::string& where);
+// The mask in the layout of the layer's stored weight: uint8, 1 = kept.
+Tensor MaskAsWeight(const WeightedLayer& layer, const PruneMask& mask);
+
 }  // namespace prune_internal
 }  // namespace sparq

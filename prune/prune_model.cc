@@ -86,7 +86,8 @@ StatusOr<PruneResult> PruneModel(const Model& model, const PruneOptions& options
 
   // Scores, masks and their application for step t on `m`; fills the step's
   // sparsities when `step` is given.
-  auto mask_step = [&](Model& m, int t, bool log_skips, PruneStepReport* step) -> Status {
+  auto mask_step = [&](Model& m, int t, bool log_skips, PruneStepReport* step,
+                       std::vector<PruneMask>* masks_out) -> Status {
     // Scores.
     std::map<std::string, std::vector<double>> norms;
     if (options.score == PruneScore::kActivation) {
@@ -146,6 +147,40 @@ StatusOr<PruneResult> PruneModel(const Model& model, const PruneOptions& options
       total += static_cast<int64_t>(weights[l].values.size());
     }
     if (step) step->sparsity = total > 0 ? static_cast<double>(zeros) / static_cast<double>(total) : 0.0;
+    if (masks_out) *masks_out = std::move(masks);
+    return Status::OK();
+  };
+
+  // The retrain hook on `m` (masked and recovered): checks its model, masks
+  // it again, and counts the weights the training had moved off 0.
+  auto retrain_step = [&](int t, double target, const std::vector<PruneMask>& masks, Model* m,
+                          PruneStepReport* step) -> Status {
+    const auto begin = Clock::now();
+    const std::string where = "retrain step " + std::to_string(t) + "/" + std::to_string(options.steps);
+    NamedTensors mask_tensors;
+    for (size_t l = 0; l < active.size(); ++l) mask_tensors.emplace_back(active[l]->layer.weight, MaskAsWeight(active[l]->layer, masks[l]));
+    RetrainRequest request;
+    request.step = t;
+    request.steps = options.steps;
+    request.target = target;
+    request.model = m;
+    request.masks = &mask_tensors;
+    SPARQ_ASSIGN_OR_RETURN(Model retrained, options.retrain(request));
+    SPARQ_RETURN_IF_ERROR(CheckRetrainedModel(*m, retrained, where));
+    int64_t rezeroed = 0;
+    for (size_t l = 0; l < active.size(); ++l) {
+      auto w = ReadWeightMatrix(retrained, active[l]->layer);
+      if (!w.ok()) return w.status().WithContext(where);
+      for (size_t i = 0; i < w->values.size(); ++i) rezeroed += masks[l].keep[i] == 0 && w->values[i] != 0.0f;
+      SPARQ_RETURN_IF_ERROR(ApplyMask(masks[l], &*w));
+      SPARQ_RETURN_IF_ERROR(WriteWeightMatrix(&retrained, active[l]->layer, *w));
+    }
+    *m = std::move(retrained);
+    step->retrained = true;
+    step->retrain_rezeroed = rezeroed;
+    step->retrain_seconds = std::chrono::duration<double>(Clock::now() - begin).count();
+    log(where + ": masks applied again, " + WithThousands(rezeroed) +
+        " pruned weights the training had made non-zero set back to 0");
     return Status::OK();
   };
 
@@ -158,8 +193,9 @@ StatusOr<PruneResult> PruneModel(const Model& model, const PruneOptions& options
     PruneStepReport step;
     step.step = t;
     step.target = global[t - 1];
-    SPARQ_RETURN_IF_ERROR(mask_step(current, t, t == 1, &step));
-    if (compare_unrecovered) SPARQ_RETURN_IF_ERROR(mask_step(unrecovered, t, false, nullptr));
+    std::vector<PruneMask> masks;
+    SPARQ_RETURN_IF_ERROR(mask_step(current, t, t == 1, &step, &masks));
+    if (compare_unrecovered) SPARQ_RETURN_IF_ERROR(mask_step(unrecovered, t, false, nullptr, nullptr));
     // Evaluate, recover, evaluate.
     if (metric) {
       SPARQ_ASSIGN_OR_RETURN(PruneEvaluation e, metric(options.recovery ? unrecovered : current));
@@ -174,6 +210,11 @@ StatusOr<PruneResult> PruneModel(const Model& model, const PruneOptions& options
       if (ro.threads == 0) ro.threads = options.threads;
       if (!ro.log) ro.log = options.log;
       SPARQ_ASSIGN_OR_RETURN(step.recovery, RecoverModel(model, &current, names, data, ro));
+    }
+    if (options.retrain) {
+      SPARQ_RETURN_IF_ERROR(retrain_step(t, global[t - 1], masks, &current, &step));
+    }
+    if (options.recovery || options.retrain) {
       if (metric) {
         SPARQ_ASSIGN_OR_RETURN(PruneEvaluation e, metric(current));
         step.metric = e.metric;
@@ -187,10 +228,12 @@ StatusOr<PruneResult> PruneModel(const Model& model, const PruneOptions& options
                        Pct(step.sparsity) + " of the pruned layers";
     if (step.evaluated) {
       line += ", metric " + FormatNumber(step.metric, 6);
-      if (options.recovery) line += " (without recovery " + FormatNumber(step.metric_masked, 6) + ")";
+      if (options.recovery || options.retrain)
+        line += std::string(" (without ") + (options.retrain ? "recovery or retraining " : "recovery ") +
+                FormatNumber(step.metric_masked, 6) + ")";
       if (std::isfinite(step.recovered.sqnr_db)) {
         line += ", output SQNR vs dense " + FormatDouble("%.1f", step.recovered.sqnr_db) + " dB";
-        if (options.recovery) line += " (without recovery " + FormatDouble("%.1f", step.masked.sqnr_db) + " dB)";
+        if (options.recovery || options.retrain) line += " (without " + FormatDouble("%.1f", step.masked.sqnr_db) + " dB)";
       }
       if (!step.acceptable) line += ": gate broken" + (step.note.empty() ? "" : " (" + step.note + ")");
     }
@@ -247,15 +290,27 @@ std::string PruneReport::ToText() const {
   if (has_metric) out += "\nDense metric: " + FormatNumber(dense_metric, 6) + "\n";
   if (!steps.empty()) {
     out += "\nSteps:\n";
-    TextTable t({"step", "target", "sparsity", "metric (no recovery)", "metric", "SQNR dB (no recovery)", "SQNR dB", "gate",
-                 "seconds"},
-                {true, true, true, true, true, true, true, false, true});
+    const bool retrained = std::any_of(steps.begin(), steps.end(), [](const PruneStepReport& s) { return s.retrained; });
+    std::vector<std::string> header = {"step", "target", "sparsity", "metric (no recovery)", "metric",
+                                       "SQNR dB (no recovery)", "SQNR dB", "gate", "seconds"};
+    std::vector<bool> right = {true, true, true, true, true, true, true, false, true};
+    if (retrained) {
+      header.insert(header.end(), {"retrain s", "re-zeroed"});
+      right.insert(right.end(), {true, true});
+    }
+    TextTable t(header, right);
     auto db = [](double v) { return std::isfinite(v) ? FormatDouble("%.1f", v) : std::string("-"); };
     for (const auto& s : steps) {
-      t.AddRow({std::to_string(s.step), Pct(s.target), Pct(s.sparsity),
-                s.evaluated ? FormatNumber(s.metric_masked, 6) : "-", s.evaluated ? FormatNumber(s.metric, 6) : "-",
-                db(s.masked.sqnr_db), db(s.recovered.sqnr_db), s.evaluated ? (s.acceptable ? "pass" : "FAIL") : "-",
-                FormatDouble("%.2f", s.seconds)});
+      std::vector<std::string> row = {std::to_string(s.step), Pct(s.target), Pct(s.sparsity),
+                                      s.evaluated ? FormatNumber(s.metric_masked, 6) : "-",
+                                      s.evaluated ? FormatNumber(s.metric, 6) : "-", db(s.masked.sqnr_db),
+                                      db(s.recovered.sqnr_db), s.evaluated ? (s.acceptable ? "pass" : "FAIL") : "-",
+                                      FormatDouble("%.2f", s.seconds)};
+      if (retrained) {
+        row.push_back(s.retrained ? FormatDouble("%.2f", s.retrain_seconds) : "-");
+        row.push_back(s.retrained ? WithThousands(s.retrain_rezeroed) : "-");
+      }
+      t.AddRow(row);
     }
     out += t.Render();
   }

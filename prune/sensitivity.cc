@@ -25,11 +25,6 @@ StatusOr<SensitivityTable> SensitivityAnalysis(const Model& model, const Sensiti
       return Status::InvalidArgument("sensitivity sparsity " + FormatNumber(s) + " is out of range: must be in [0, 1)");
     }
   }
-  if (options.structure.kind == PruneStructure::Kind::kNM) {
-    return Status::InvalidArgument("structure " + options.structure.ToString() +
-                                   " fixes the sparsity at 1 - N/M: a sensitivity scan over sparsities needs "
-                                   "unstructured, block, channel or auto");
-  }
   if ((options.recovery || options.score == PruneScore::kActivation) && !data) {
     return Status::InvalidArgument("sensitivity analysis with recovery or activation scores needs calibration data");
   }
@@ -85,8 +80,9 @@ StatusOr<SensitivityTable> SensitivityAnalysis(const Model& model, const Sensiti
 
   SPARQ_ASSIGN_OR_RETURN(PruneEvaluation base, metric(model));
   table.baseline = base.metric;
-  log("sensitivity: baseline metric " + FormatNumber(base.metric, 6) + ", " + std::to_string(scan.size()) +
-      " layers x " + std::to_string(options.sparsities.size()) + " sparsities");
+  log("sensitivity: baseline metric " + FormatNumber(base.metric, 6) + ", " + std::to_string(scan.size()) + " layers x " +
+      (options.structure.kind == PruneStructure::Kind::kNM ? std::string("1 sparsity (") + options.structure.ToString() + ")"
+                                                           : std::to_string(options.sparsities.size()) + " sparsities"));
   std::map<std::string, std::vector<double>> norms;
   if (options.score == PruneScore::kActivation && !scan.empty()) {
     std::vector<std::string> names;
@@ -100,7 +96,12 @@ StatusOr<SensitivityTable> SensitivityAnalysis(const Model& model, const Sensiti
     const WeightedLayer& L = *scan[l];
     SPARQ_ASSIGN_OR_RETURN(Matrix w, ReadWeightMatrix(model, L));
     SPARQ_ASSIGN_OR_RETURN(Matrix scores, ElementScores(w, options.score, norms[L.node]));
-    for (double s : sparsities) {
+    // N:M fixes the sparsity: one point, all or nothing.
+    const bool nm = structures[l].kind == PruneStructure::Kind::kNM;
+    const std::vector<double> levels =
+        nm ? std::vector<double>{1.0 - static_cast<double>(structures[l].n) / static_cast<double>(structures[l].m)}
+           : sparsities;
+    for (double s : levels) {
       SPARQ_ASSIGN_OR_RETURN(PruneMask mask, ComputeMask(structures[l], scores, s, options.score));
       Matrix pruned = w;
       SPARQ_RETURN_IF_ERROR(ApplyMask(mask, &pruned));
@@ -112,7 +113,8 @@ StatusOr<SensitivityTable> SensitivityAnalysis(const Model& model, const Sensiti
         SPARQ_RETURN_IF_ERROR(RecoverModel(model, &candidate, {L.node}, data, ro).status());
       }
       SPARQ_ASSIGN_OR_RETURN(PruneEvaluation e, metric(candidate));
-      table.points.push_back({L.node, L.params(), mask.sparsity(), e.metric, table.baseline - e.metric});
+      table.points.push_back(
+          {L.node, L.params(), mask.sparsity(), e.metric, table.baseline - e.metric, e.sqnr_db, nm});
       log("sensitivity: " + L.node + " at " + FormatNumber(mask.sparsity(), 3) + ": metric " +
           FormatNumber(e.metric, 6) + " (drop " + FormatNumber(table.baseline - e.metric, 4) + ")");
     }
@@ -268,50 +270,74 @@ StatusOr<SparsityAllocation> AllocateSparsity(const SensitivityTable& table, dou
   if (!(budget >= 0.0)) return Status::InvalidArgument("budget " + FormatNumber(budget) + " must be >= 0");
   if (table.points.empty()) return Status::InvalidArgument("the sensitivity table has no points");
   const auto layers = ByLayer(table);
-  std::vector<int> level(layers.size(), -1);  // index of the chosen point; -1 = dense
+  const bool by_noise = std::all_of(table.points.begin(), table.points.end(),
+                                    [](const SensitivityPoint& p) { return std::isfinite(p.sqnr_db); });
+  // The cost the greedy ranks by: added output noise, or the metric drop.
+  auto cost_of = [&](const SensitivityPoint& p) { return by_noise ? std::pow(10.0, -p.sqnr_db / 10.0) : p.drop; };
+
+  // Each layer's state: between point level-1 (or dense) and point level,
+  // at fraction `frac` of the way (1 = at the point).
+  struct State {
+    int level = -1;  // the last point reached whole; -1 = dense
+    double sparsity = 0.0, drop = 0.0, cost = 0.0;
+  };
+  std::vector<State> state(layers.size());
   double total = 0.0;
   for (const auto& l : layers) total += static_cast<double>(l.second.front()->params);
+  double zeros = 0.0;
   SparsityAllocation a;
-  auto sparsity_of = [&](size_t l) { return level[l] < 0 ? 0.0 : layers[l].second[level[l]]->sparsity; };
-  auto drop_of = [&](size_t l) { return level[l] < 0 ? 0.0 : layers[l].second[level[l]]->drop; };
-  auto achieved = [&]() {
-    double z = 0.0;
-    for (size_t l = 0; l < layers.size(); ++l) z += sparsity_of(l) * static_cast<double>(layers[l].second.front()->params);
-    return total > 0 ? z / total : 0.0;
-  };
+  a.cost = by_noise ? "output noise" : "metric drop";
+  const double want = target_sparsity * total;
   bool budget_blocked = false;
-  while (achieved() < target_sparsity - 1e-12) {
-    int best = -1;
-    double best_cost = 0.0;
+  while (zeros < want - 1e-9) {
+    int best = -1, best_next = -1;
+    double best_rate = 0.0;
     budget_blocked = false;
     for (size_t l = 0; l < layers.size(); ++l) {
-      int next = level[l] + 1;
-      while (next < static_cast<int>(layers[l].second.size()) && layers[l].second[next]->sparsity <= sparsity_of(l)) ++next;
-      if (next >= static_cast<int>(layers[l].second.size())) continue;
-      const SensitivityPoint* p = layers[l].second[next];
-      const double removed = (p->sparsity - sparsity_of(l)) * static_cast<double>(p->params);
-      const double ddrop = p->drop - drop_of(l);
+      const auto& pts = layers[l].second;
+      int next = state[l].level + 1;
+      while (next < static_cast<int>(pts.size()) && pts[next]->sparsity <= state[l].sparsity) ++next;
+      if (next >= static_cast<int>(pts.size())) continue;
+      const SensitivityPoint& p = *pts[next];
+      const double removed = (p.sparsity - state[l].sparsity) * static_cast<double>(p.params);
+      // A layer that can stop part-way is charged only for what it takes.
+      const double share = p.all_or_nothing ? 1.0 : std::min(1.0, (want - zeros) / removed);
+      const double ddrop = share * (p.drop - state[l].drop);
       if (a.predicted_drop + ddrop > budget + 1e-12) {
         budget_blocked = true;
         continue;
       }
-      const double cost = ddrop / removed;
-      if (best < 0 || cost < best_cost) {
+      const double rate = (cost_of(p) - state[l].cost) / removed;
+      if (best < 0 || rate < best_rate) {
         best = static_cast<int>(l);
-        best_cost = cost;
+        best_next = next;
+        best_rate = rate;
       }
     }
     if (best < 0) break;
-    int next = level[best] + 1;
-    while (layers[best].second[next]->sparsity <= sparsity_of(best)) ++next;
-    a.predicted_drop += layers[best].second[next]->drop - drop_of(best);
-    level[best] = next;
+    State& st = state[best];
+    const SensitivityPoint& p = *layers[best].second[best_next];
+    const double removed = (p.sparsity - st.sparsity) * static_cast<double>(p.params);
+    if (!p.all_or_nothing && removed > want - zeros) {
+      // Stop part-way, exactly at the target.
+      const double f = (want - zeros) / removed;
+      st.sparsity += f * (p.sparsity - st.sparsity);
+      a.predicted_drop += f * (p.drop - st.drop);
+      st.drop += f * (p.drop - st.drop);
+      st.cost += f * (cost_of(p) - st.cost);
+      zeros = want;
+      break;
+    }
+    a.predicted_drop += p.drop - st.drop;
+    zeros += removed;
+    st = {best_next, p.sparsity, p.drop, cost_of(p)};
   }
-  for (size_t l = 0; l < layers.size(); ++l) a.sparsity[layers[l].first] = sparsity_of(l);
-  a.achieved_sparsity = achieved();
-  a.target_met = a.achieved_sparsity >= target_sparsity - 1e-12;
+  for (size_t l = 0; l < layers.size(); ++l) a.sparsity[layers[l].first] = state[l].sparsity;
+  a.achieved_sparsity = total > 0 ? zeros / total : 0.0;
+  a.target_met = a.achieved_sparsity >= target_sparsity - 1e-9;
   const std::string summary = Pct(a.achieved_sparsity) + " of " + WithThousands(static_cast<int64_t>(total)) +
-                              " weights zero, predicted drop " + FormatNumber(a.predicted_drop, 4);
+                              " weights zero, predicted drop " + FormatNumber(a.predicted_drop, 4) + " (ranked by " +
+                              a.cost + ")";
   if (a.target_met) a.message = "target " + Pct(target_sparsity) + " met: " + summary;
   else if (budget_blocked) a.message = "budget " + FormatNumber(budget, 4) + " spent before the target " + Pct(target_sparsity) + ": " + summary;
   else a.message = "every layer is at its highest scanned sparsity before the target " + Pct(target_sparsity) + ": " + summary;

@@ -49,6 +49,11 @@ struct SPARQ_API PruneStepLine {
   double agreement_masked = 0.0, agreement = 0.0;
   bool acceptable = true;
   bool recovery = true;  // false: the recipe turned recovery off (both columns are the pruned model)
+  // prune.retrain ran after the step's masks: pruned weights its model had
+  // made non-zero (set back to 0), and the hook's time.
+  bool retrained = false;
+  int64_t retrain_rezeroed = 0;
+  double retrain_seconds = 0.0;
 };
 
 // One limit of the gate and how the compressed model fared against it.

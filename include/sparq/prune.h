@@ -20,6 +20,7 @@
 //   prune_schedule.h     PruneSchedule, ScheduleSparsities
 //   prune_layers.h       weights in their GEMM view (WeightedLayer: weighted_layer.h)
 //   prune_recovery.h     RecoveryOptions, LayerStatistics, RecoverLayer, RecoverModel
+//   prune_retrain.h      the retrain hook (PruneRetrainFn), MakeRetrainCommand
 //   prune_options.h      PruneOptions, PruneLayerRule, PruneScope, LayerPlan, PlanPruning
 //   prune_channels.h     AnalyzeChannels, RemoveZeroChannels
 //   prune_model.h        PruneModel, PruneMetricFn, PruneReport
@@ -34,6 +35,7 @@
 #include "sparq/prune_model.h"
 #include "sparq/prune_options.h"
 #include "sparq/prune_recovery.h"
+#include "sparq/prune_retrain.h"
 #include "sparq/prune_schedule.h"
 #include "sparq/prune_sensitivity.h"
 #include "sparq/prune_structure.h"

@@ -48,6 +48,11 @@ struct SPARQ_API PruneStepReport {
   bool acceptable = true;
   std::string note;               // the callback's note
   ModelRecoveryReport recovery;   // empty without recovery
+  // PruneOptions::retrain ran: the weights its model had made non-zero at
+  // pruned positions (set back to 0), and its time.
+  bool retrained = false;
+  int64_t retrain_rezeroed = 0;
+  double retrain_seconds = 0.0;
   double seconds = 0.0;
 };
 
@@ -75,7 +80,10 @@ struct SPARQ_API PruneResult {
 // Prunes `model` progressively: for each step of the schedule, scores the
 // weights (with activation norms from `data` for kActivation), masks every
 // planned layer at the step's sparsity, evaluates the masked model, recovers
-// (options.recovery), evaluates again, and logs the step. When `metric`
+// (options.recovery), retrains (options.retrain: the model it returns must
+// keep the graph and the weights' names and shapes, InvalidArgument
+// otherwise; its pruned weights are set to 0 again and counted), evaluates
+// again, and logs the step. When `metric`
 // returns acceptable = false the loop stops and the model of the last
 // accepted step (the dense model when it is the first) is returned, with a
 // message saying which step broke the gate. `data` may be null when neither

@@ -14,6 +14,7 @@
 #include "sparq/prune_layers.h"
 #include "sparq/prune_masks.h"
 #include "sparq/prune_recovery.h"
+#include "sparq/prune_retrain.h"
 #include "sparq/prune_schedule.h"
 #include "sparq/prune_structure.h"
 #include "sparq/status.h"
@@ -72,6 +73,10 @@ struct SPARQ_API PruneOptions {
                                                  PruneStructure::Block(1, 4), PruneStructure::Unstructured()};
   std::shared_ptr<const KernelSpeedTable> kernel_table;  // optional
   std::string backend = "cpu";
+  // Optional: runs after each step's masks (and recovery); its model's masked
+  // weights are set back to 0 before the step is evaluated
+  // (sparq/prune_retrain.h; MakeRetrainCommand runs a user's command).
+  PruneRetrainFn retrain;
   // kChannel: remove the zeroed channels from the graph after the last step.
   bool remove_channels = true;
   int threads = 0;  // executor threads; 0 = one per hardware thread

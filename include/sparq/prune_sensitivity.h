@@ -3,6 +3,7 @@
 #pragma once
 
 #include <functional>
+#include <limits>
 #include <map>
 #include <string>
 #include <utility>
@@ -17,7 +18,11 @@
 namespace sparq {
 
 struct SPARQ_API SensitivityOptions {
-  PruneStructure structure;  // kAuto is resolved per layer as in PruneOptions
+  // kAuto is resolved per layer as in PruneOptions (among the candidates that
+  // are not N:M). An N:M structure fixes each layer's sparsity at 1 - n/m, so
+  // its layers are scanned at that one point (`sparsities` is not used for
+  // them) and marked all_or_nothing.
+  PruneStructure structure;
   PruneScore score = PruneScore::kMagnitude;
   std::vector<double> sparsities = {0.25, 0.5, 0.75, 0.9};  // each in [0, 1)
   bool recovery = false;  // recover the single pruned layer before measuring
@@ -35,6 +40,11 @@ struct SPARQ_API SensitivityPoint {
   double sparsity = 0.0;  // achieved
   double metric = 0.0;
   double drop = 0.0;      // baseline - metric
+  // The metric callback's output SQNR against the dense model (dB); NaN when
+  // it measures none.
+  double sqnr_db = std::numeric_limits<double>::quiet_NaN();
+  // N:M: the layer is either dense or at exactly this sparsity.
+  bool all_or_nothing = false;
 };
 
 struct SPARQ_API SensitivityTable {
@@ -68,16 +78,27 @@ struct SPARQ_API SparsityAllocation {
   double predicted_drop = 0.0;             // sum of the chosen points' drops
   bool target_met = false;
   std::string message;                     // how the allocation ended
+  // What the greedy ranked by: "output noise" (every point has an SQNR) or
+  // "metric drop".
+  std::string cost;
 
   // Exact-name rules for PruneOptions::layers.
   std::vector<PruneLayerRule> ToRules() const;
 };
 
 // Greedy allocation: every layer starts dense; repeatedly the layer whose next
-// scanned sparsity costs the least metric drop per removed parameter is raised
-// to it, until `target_sparsity` of the table's parameters are zero or the next
-// raise would push the summed drop above `budget`. Errors: InvalidArgument for
-// a target outside [0, 1), a negative budget or an empty table.
+// scanned sparsity costs the least per removed parameter is raised to it,
+// until `target_sparsity` of the table's parameters are zero or the next raise
+// would push the summed metric drop above `budget` (infinity: no limit).
+// The cost is the output noise the point adds (10^(-SQNR/10), relative to the
+// dense output's power; noise of independent layers adds up) when every point
+// has an SQNR, else the metric drop: a label metric on a small evaluation set
+// moves by whole samples and ties most points at 0. The last raise stops at
+// the target exactly (the layer's sparsity and drop interpolated between its
+// two scanned points, from dense below the first) unless the layer is
+// all_or_nothing (N:M), which goes to its point or stays. Errors:
+// InvalidArgument for a target outside [0, 1), a negative budget or an empty
+// table.
 SPARQ_API StatusOr<SparsityAllocation>
 AllocateSparsity(const SensitivityTable& table, double target_sparsity, double budget);
 

@@ -102,12 +102,33 @@ struct SPARQ_API RecipePrune {
     std::optional<Structure> structure;   // default: prune.structure
     int line = 0;                         // in the recipe file, for messages
   };
+  // How the target is shared among the layers: every layer at `sparsity`
+  // (or one global threshold, scope global), or per-layer sparsities from a
+  // sensitivity scan that zero `sparsity` of the pruned layers' weights where
+  // the scan says it costs least (AllocateSparsity).
+  enum class Allocation { kUniform, kAuto };
   // Per-layer sparsity chosen by a sensitivity scan instead of one target.
   struct Sensitivity {
-    // Max metric drop allowed (same units as evaluate.gate.max_drop), >= 0;
-    // a recipe that writes none gets DefaultMaxDrop(evaluate.metric).
+    // Max metric drop allowed (same units as evaluate.gate.max_drop), >= 0.
+    // Not written: no limit with `allocation: auto` (the target is met);
+    // DefaultMaxDrop(evaluate.metric) when only `sensitivity` is written.
     double budget = 1.0;
     std::vector<double> sparsities = {0.25, 0.5, 0.75, 0.9};  // tried per layer, each in [0, 1)
+    // Re-fit the scanned layer on calibration data before measuring it, as
+    // `recovery` will (slower: one least-squares fit per point).
+    bool recovery = false;
+  };
+
+  // The user's training between pruning steps (YAML `prune.retrain`, present
+  // = on): see RetrainCommandOptions (sparq/prune_retrain.h).
+  struct Retrain {
+    // argv with {placeholders}; a YAML string is split into words like a
+    // shell's (quotes, backslashes), nothing expanded. With `shell`: one string.
+    std::vector<std::string> command;
+    bool shell = false;      // run by /bin/sh -c
+    double timeout = 3600;   // seconds, > 0
+    std::string data;        // the value of {data}; "" = data.calibration
+    int line = 0;            // of `retrain` in the recipe, for messages
   };
 
   bool enabled = false;
@@ -123,7 +144,10 @@ struct SPARQ_API RecipePrune {
   // not allow the next step) fails the run (exit 1); true: a warning.
   bool allow_partial = false;
   std::vector<LayerRule> layers;
+  // kAuto whenever `sensitivity` is set; `sensitivity` written alone implies it.
+  Allocation allocation = Allocation::kUniform;
   std::optional<Sensitivity> sensitivity;  // default none: every layer gets `sparsity`
+  std::optional<Retrain> retrain;          // default none: only `recovery`
   // structure auto: the kernel benchmark's speed table (bench/kernel_speedups.csv
   // format); "" = none, auto then takes the first structure that fits.
   std::string kernel_table;
@@ -342,6 +366,7 @@ SPARQ_API const char* RecipeEnumName(RecipeData::Layout v);
 SPARQ_API const char* RecipeEnumName(RecipePrune::Schedule v);
 SPARQ_API const char* RecipeEnumName(RecipePrune::Scope v);
 SPARQ_API const char* RecipeEnumName(RecipePrune::Score v);
+SPARQ_API const char* RecipeEnumName(RecipePrune::Allocation v);
 SPARQ_API const char* RecipeEnumName(RecipeQuantize::Precision v);
 SPARQ_API const char* RecipeEnumName(RecipeQuantize::LayerPrecision v);
 SPARQ_API const char* RecipeEnumName(RecipeQuantize::RankBy v);

@@ -410,8 +410,13 @@ TEST_F(CliTest, SensitivityWritesCsvAndSvg) {
               "1.2");
   ExpectError("sensitivity " + digits + "digits_cnn.onnx --data " + digits + "calib.npz --sparsities 0.5,x",
               "'x' is not a number");
-  ExpectError("sensitivity " + digits + "digits_cnn.onnx --data " + digits + "calib.npz --structure 2:4",
-              "fixes the sparsity");
+  // N:M fixes each layer's sparsity: one point per layer, at 1 - N/M.
+  CliResult nm = Run("sensitivity " + digits + "digits_cnn.onnx --data " + digits +
+                     "calib.npz --structure 2:4 --samples 64 -o " + path("nm"));
+  ASSERT_EQ(nm.exit_code, 0) << nm.err;
+  const std::string nm_csv = Slurp(path("nm.csv"));
+  EXPECT_EQ(std::count(nm_csv.begin(), nm_csv.end(), '\n'), 1 + 2) << nm_csv;
+  EXPECT_NE(nm_csv.find("/8/Gemm,5120,0.5,"), std::string::npos) << nm_csv;
   ExpectError("sensitivity " + digits + "digits_cnn.onnx --data " + digits + "calib.npz --metric top1",
               "metric top1 needs labels");
 }

@@ -9,6 +9,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -321,6 +322,81 @@ TEST_F(RecipeTest, DefaultMaxDropIsChosenPerMetric) {
             "evaluate: {metric: mean_cosine}\n");
   ASSERT_TRUE(scan_written.ok()) << scan_written.status().ToString();
   EXPECT_DOUBLE_EQ(scan_written->prune.sensitivity->budget, 0.02);
+}
+
+TEST_F(RecipeTest, PruneAllocationAutoMeetsTheTargetUnlessABudgetIsWritten) {
+  StatusOr<Recipe> r = Parse(kMinimal + "prune: {enabled: true, sparsity: 0.5, allocation: auto}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->prune.allocation, RecipePrune::Allocation::kAuto);
+  ASSERT_TRUE(r->prune.sensitivity.has_value());
+  EXPECT_TRUE(std::isinf(r->prune.sensitivity->budget));
+  EXPECT_EQ(r->prune.sensitivity->sparsities, RecipePrune::Sensitivity().sparsities);
+  // The dump leaves the unlimited budget out and reads back the same.
+  StatusOr<Recipe> again = ParseRecipe(RecipeToYaml(*r), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->prune.allocation, RecipePrune::Allocation::kAuto);
+  EXPECT_TRUE(std::isinf(again->prune.sensitivity->budget));
+  // A written budget limits it; `sensitivity` alone implies auto.
+  r = Parse(kMinimal + "prune: {enabled: true, allocation: auto, sensitivity: {budget: 2, sparsities: [0.5, 0.8], "
+                       "recovery: true}}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_DOUBLE_EQ(r->prune.sensitivity->budget, 2.0);
+  EXPECT_TRUE(r->prune.sensitivity->recovery);
+  EXPECT_FALSE(RecipePrune::Sensitivity().recovery);
+  again = ParseRecipe(RecipeToYaml(*r), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_TRUE(again->prune.sensitivity->recovery);
+  r = Parse(kMinimal + "prune: {enabled: true, sensitivity: {sparsities: [0.5]}}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->prune.allocation, RecipePrune::Allocation::kAuto);
+  // Uniform is the default; a misspelling and a global scope are errors.
+  r = Parse(kMinimal + "prune: {enabled: true}\n");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->prune.allocation, RecipePrune::Allocation::kUniform);
+  EXPECT_FALSE(r->prune.sensitivity.has_value());
+  r = Parse(kMinimal + "prune: {enabled: true, allocation: sensitive}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("prune.allocation"), std::string::npos) << r.status().message();
+  r = Parse(kMinimal + "prune: {enabled: true, allocation: auto, scope: global}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("allocation auto"), std::string::npos) << r.status().message();
+}
+
+TEST_F(RecipeTest, PruneRetrainCommandParsesChecksItsPlaceholdersAndRoundTrips) {
+  StatusOr<Recipe> r = Parse(kMinimal +
+                             "prune:\n  enabled: true\n  retrain:\n"
+                             "    command: python3 'my train.py' --in {model_in} --masks {masks} --out {model_out}\n"
+                             "    timeout: 90\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  ASSERT_TRUE(r->prune.retrain.has_value());
+  EXPECT_EQ(r->prune.retrain->command,
+            (std::vector<std::string>{"python3", "my train.py", "--in", "{model_in}", "--masks", "{masks}", "--out",
+                                      "{model_out}"}));
+  EXPECT_FALSE(r->prune.retrain->shell);
+  EXPECT_DOUBLE_EQ(r->prune.retrain->timeout, 90);
+  StatusOr<Recipe> again = ParseRecipe(RecipeToYaml(*r), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->prune.retrain->command, r->prune.retrain->command);
+  EXPECT_DOUBLE_EQ(again->prune.retrain->timeout, 90);
+  // A list is the argument vector; with shell, one string kept whole.
+  r = Parse(kMinimal + "prune: {enabled: true, retrain: {command: [train, '{model_in}', '{model_out}']}}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->prune.retrain->command.size(), 3u);
+  r = Parse(kMinimal + "prune: {enabled: true, retrain: {shell: true, command: 'train {model_in} > log.txt'}}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->prune.retrain->command, (std::vector<std::string>{"train {model_in} > log.txt"}));
+  // Errors name the key.
+  r = Parse(kMinimal + "prune: {enabled: true, retrain: {command: 'train {model}'}}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("prune.retrain.command"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("unknown placeholder {model}"), std::string::npos) << r.status().message();
+  r = Parse(kMinimal + "prune: {enabled: true, retrain: {timeout: 10}}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("prune.retrain.command"), std::string::npos) << r.status().message();
+  r = Parse(kMinimal + "prune: {enabled: true, retrain: {command: \"train 'x\", timeout: 0}}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("unterminated"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("prune.retrain.timeout"), std::string::npos) << r.status().message();
 }
 
 TEST_F(RecipeTest, BoxMetricsEnableBoxDecodingWithTheirThresholds) {

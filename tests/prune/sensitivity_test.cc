@@ -1,6 +1,9 @@
 // Sensitivity analysis, its CSV and SVG, and the per-layer allocation.
 #include <gtest/gtest.h>
 
+#include <array>
+#include <limits>
+
 #include "prune/prune_test_util.h"
 #include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
@@ -85,6 +88,10 @@ TEST(PruneSensitivity, ScanCsvSvgAndAllocationFavourTheInsensitiveBranch) {
   EXPECT_GT(a->sparsity["fcD"], a->sparsity["fcB"]);
   EXPECT_LE(a->predicted_drop, 1.0);
 
+  // The target is met exactly: the last raise stops part-way.
+  EXPECT_NEAR(a->achieved_sparsity, 0.5, 1e-9) << a->message;
+  EXPECT_EQ(a->cost, "metric drop");
+
   // A tiny budget stops early and says so.
   auto tight = AllocateSparsity(*table, 0.8, 0.01);
   ASSERT_TRUE(tight.ok());
@@ -112,8 +119,6 @@ TEST(PruneSensitivity, Errors) {
   ASSERT_FALSE(bad.ok());
   EXPECT_NE(bad.status().message().find("must be in [0, 1)"), std::string::npos);
   o.sparsities = {0.5};
-  o.structure = PruneStructure::NM(2, 4);
-  EXPECT_FALSE(SensitivityAnalysis(m, o, nullptr, FidelityMetric(m, x)).ok());
   o.structure = PruneStructure::Unstructured();
   o.layers = {"conv.*"};
   auto none = SensitivityAnalysis(m, o, nullptr, FidelityMetric(m, x));
@@ -123,6 +128,84 @@ TEST(PruneSensitivity, Errors) {
   EXPECT_FALSE(SensitivityAnalysis(m, o, nullptr, nullptr).ok());
   SensitivityTable empty;
   EXPECT_FALSE(AllocateSparsity(empty, 0.5, 1.0).ok());
+}
+
+// A hand-made table: `layer` with `params` weights, (sparsity, drop, SQNR) points.
+void AddLayer(SensitivityTable* t, const std::string& layer, int64_t params,
+              const std::vector<std::array<double, 3>>& points, bool all_or_nothing = false) {
+  for (const auto& p : points) {
+    SensitivityPoint sp;
+    sp.layer = layer;
+    sp.params = params;
+    sp.sparsity = p[0];
+    sp.drop = p[1];
+    sp.metric = 100.0 - p[1];
+    sp.sqnr_db = p[2];
+    sp.all_or_nothing = all_or_nothing;
+    t->points.push_back(sp);
+  }
+}
+
+TEST(PruneSensitivity, AllocationRanksByOutputNoiseWhenEveryPointHasAnSqnr) {
+  // A label metric that does not move (drop 0 everywhere) says nothing; the
+  // output SQNR says layer "b" loses much more than "a" at the same sparsity.
+  SensitivityTable t;
+  t.baseline = 100.0;
+  AddLayer(&t, "a", 1000, {{0.25, 0.0, 40.0}, {0.5, 0.0, 30.0}, {0.75, 0.0, 20.0}});
+  AddLayer(&t, "b", 1000, {{0.25, 0.0, 20.0}, {0.5, 0.0, 10.0}, {0.75, 0.0, 5.0}});
+  auto a = AllocateSparsity(t, 0.5, std::numeric_limits<double>::infinity());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->cost, "output noise");
+  EXPECT_TRUE(a->target_met) << a->message;
+  EXPECT_NEAR(a->achieved_sparsity, 0.5, 1e-9);
+  // Noise per removed weight: a reaches 0.75 (1e-2 in all) before b takes
+  // anything, b takes the last 0.25 of its range.
+  EXPECT_DOUBLE_EQ(a->sparsity["a"], 0.75);
+  EXPECT_NEAR(a->sparsity["b"], 0.25, 1e-9);
+  EXPECT_NE(a->message.find("output noise"), std::string::npos) << a->message;
+
+  // One point without an SQNR: the metric drop ranks (ties: graph order).
+  t.points[0].sqnr_db = std::numeric_limits<double>::quiet_NaN();
+  auto d = AllocateSparsity(t, 0.5, 1.0);
+  ASSERT_TRUE(d.ok());
+  EXPECT_EQ(d->cost, "metric drop");
+  EXPECT_NEAR(d->achieved_sparsity, 0.5, 1e-9);
+}
+
+TEST(PruneSensitivity, AllocationTakesNmLayersWholeOrNotAtAll) {
+  SensitivityTable t;
+  t.baseline = 100.0;
+  // Two 2:4 layers (one point each, 50%) and an unstructured one.
+  AddLayer(&t, "nm_cheap", 1000, {{0.5, 0.1, 30.0}}, true);
+  AddLayer(&t, "nm_dear", 1000, {{0.5, 5.0, 8.0}}, true);
+  AddLayer(&t, "u", 2000, {{0.25, 0.2, 25.0}, {0.5, 1.0, 15.0}, {0.75, 3.0, 9.0}});
+  // 30% of 4000 = 1200 zeros: nm_cheap (500), then u (interpolated, 700 = 35%).
+  auto a = AllocateSparsity(t, 0.3, std::numeric_limits<double>::infinity());
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_DOUBLE_EQ(a->sparsity["nm_cheap"], 0.5);
+  EXPECT_DOUBLE_EQ(a->sparsity["nm_dear"], 0.0);
+  EXPECT_NEAR(a->sparsity["u"], 0.35, 1e-9);
+  EXPECT_NEAR(a->achieved_sparsity, 0.3, 1e-9);
+  // The rules keep the N:M layers at 0 or 1 - n/m, which PlanPruning accepts.
+  for (const PruneLayerRule& r : a->ToRules()) {
+    if (r.match.rfind("nm", 0) == 0) EXPECT_TRUE(*r.sparsity == 0.0 || *r.sparsity == 0.5) << r.match;
+  }
+}
+
+TEST(PruneSensitivity, NmStructureScansEachLayerAtItsOnePoint) {
+  Model m = TwoBranchMlp();
+  const Tensor x = Gaussian({32, 16}, 3);
+  SensitivityOptions o;
+  o.structure = PruneStructure::NM(2, 4);
+  o.sparsities = {0.25, 0.9};  // not used by N:M layers
+  o.threads = 1;
+  auto table = SensitivityAnalysis(m, o, nullptr, FidelityMetric(m, x));
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  ASSERT_EQ(table->points.size(), 4u);
+  for (const auto& p : table->points) {
+    EXPECT_NEAR(p.sparsity, 0.5, 1e-12) << p.layer;
+    EXPECT_TRUE(p.all_or_nothing) << p.layer;
+  }
 }
 
 }  // namespace

@@ -29,3 +29,15 @@ def test_plain_variant_recipe_has_no_gate_and_no_fallback():
     assert r["evaluate"] == {"metric": "sqnr", "gate": {"max_drop": 1000000}}
     assert r["quantize"]["fallback"] == {"enabled": False}
     assert r["data"]["evaluation"] == PATHS["eval_small"]
+
+
+@pytest.mark.parametrize("prune,structure,sparsity,allocation", [(True, "2:4", None, None),
+                                                                 ("uniform50", "unstructured", 0.5, "uniform"),
+                                                                 ("auto50", "unstructured", 0.5, "auto"),
+                                                                 ("auto50r", "unstructured", 0.5, "auto")])
+def test_pruned_variant_recipes(prune, structure, sparsity, allocation):
+    r = yaml.safe_load(S.sparq_recipe("/m.onnx", PATHS, "/out", "percentile", prune, "agreement"))
+    p = r["prune"]
+    assert p["enabled"] and p["recovery"] and p["structure"] == structure
+    assert p.get("sparsity") == sparsity and p.get("allocation") == allocation
+    assert p.get("sensitivity") == ({"recovery": True} if str(prune).endswith("r") else None)
