@@ -23,6 +23,7 @@
 #include <map>
 #include <set>
 
+#include "kernels/backend.h"  // SharedThreadPool
 #include "kernels/parallel.h"
 #include "kernels/ref/gemm.h"
 #include "prune/internal.h"
@@ -525,7 +526,7 @@ StatusOr<ModelRecoveryReport> RecoverModel(const Model& dense, Model* pruned, co
     if (std::none_of(work.begin(), work.end(), [&](const LayerWork& w) { return w.pruned.node == name; }))
       return Status::NotFound("recovery: no weighted layer named '" + name + "'");
   }
-  ThreadPool pool(options.threads);
+  ThreadPool* pool = SharedThreadPool(options.threads);  // the process's pool for this count
   SPARQ_ASSIGN_OR_RETURN(auto dense_exec, Executor::Create(dense, ExecutorOptions{options.threads}));
   auto init_stats = [](LayerWork& w) {
     w.stats.clear();
@@ -537,8 +538,8 @@ StatusOr<ModelRecoveryReport> RecoverModel(const Model& dense, Model* pruned, co
       init_stats(w);
       SPARQ_ASSIGN_OR_RETURN(auto pruned_exec, Executor::Create(*pruned, ExecutorOptions{options.threads}));
       std::vector<LayerWork*> one = {&w};
-      SPARQ_RETURN_IF_ERROR(CollectStatistics(*dense_exec, *pruned_exec, one, data, options, &pool, &report.samples));
-      SPARQ_ASSIGN_OR_RETURN(ModelRecoveryReport::Layer r, RecoverOne(dense, pruned, w, options, &pool));
+      SPARQ_RETURN_IF_ERROR(CollectStatistics(*dense_exec, *pruned_exec, one, data, options, pool, &report.samples));
+      SPARQ_ASSIGN_OR_RETURN(ModelRecoveryReport::Layer r, RecoverOne(dense, pruned, w, options, pool));
       w.stats.clear();
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       LogLayer(options, r);
@@ -551,10 +552,10 @@ StatusOr<ModelRecoveryReport> RecoverModel(const Model& dense, Model* pruned, co
       all.push_back(&w);
     }
     SPARQ_ASSIGN_OR_RETURN(auto pruned_exec, Executor::Create(*pruned, ExecutorOptions{options.threads}));
-    SPARQ_RETURN_IF_ERROR(CollectStatistics(*dense_exec, *pruned_exec, all, data, options, &pool, &report.samples));
+    SPARQ_RETURN_IF_ERROR(CollectStatistics(*dense_exec, *pruned_exec, all, data, options, pool, &report.samples));
     for (LayerWork& w : work) {
       const auto start = std::chrono::steady_clock::now();
-      SPARQ_ASSIGN_OR_RETURN(ModelRecoveryReport::Layer r, RecoverOne(dense, pruned, w, options, &pool));
+      SPARQ_ASSIGN_OR_RETURN(ModelRecoveryReport::Layer r, RecoverOne(dense, pruned, w, options, pool));
       r.seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
       LogLayer(options, r);
       report.layers.push_back(r);
