@@ -37,7 +37,8 @@ Timing: --rounds rounds; in each, every file runs in turn on every runtime
 with --warm, latency.mean_seconds: the N - 1 batches after the warm-up one,
 as ORT's warm-up run is left out). With --cpu-time (1 thread only) every
 time is CPU time instead of wall time, for a machine shared with other
-work: sparq's is `sparq eval`'s latency.cpu_mean_seconds (process CPU time
+work, and the wall-clock p50 of the same runs stands beside it (sparq:
+latency.p50_seconds; ORT: the median of its timed calls): sparq's is `sparq eval`'s latency.cpu_mean_seconds (process CPU time
 around each run, the N - 1 batches after the warm-up one; an older binary
 without it: the CPU time of `--limit N` minus that of `--limit 1` over
 N - 1), ORT's the process CPU time of its N runs over N;
@@ -221,10 +222,13 @@ def sparq_cpu_ms(sparq, model, inputs, samples, batch, extra=()):
         if proc.returncode != 0:
             raise RuntimeError(f"{' '.join(cmd)}: exit {proc.returncode}\n{proc.stderr[-2000:]}")
         run = json.loads(proc.stdout)
+        wall = 1000 * run["latency"]["p50_seconds"] if run["latency"].get("p50_seconds") else None
         if run["latency"].get("cpu_mean_seconds") is not None:
-            return 1000 * run["latency"]["cpu_mean_seconds"]
+            return 1000 * run["latency"]["cpu_mean_seconds"], wall
         batches[limit] = run["batches"]  # the data may hold fewer than N samples
-    return 1000 * (used[samples] - used[1]) / (batches[samples] - batches[1])
+        if limit == samples:
+            wall_n = wall
+    return 1000 * (used[samples] - used[1]) / (batches[samples] - batches[1]), wall_n
 
 
 class Ort:
@@ -246,10 +250,14 @@ class Ort:
         return 1000 * (time.perf_counter() - start) / len(self.feeds)
 
     def cpu_ms(self):
+        """CPU ms per run, and the median wall-clock ms of the same runs."""
         start = time.process_time()
+        walls = []
         for feed in self.feeds:
+            t0 = time.perf_counter()
             self.session.run(None, feed)
-        return 1000 * (time.process_time() - start) / len(self.feeds)
+            walls.append(time.perf_counter() - t0)
+        return 1000 * (time.process_time() - start) / len(self.feeds), 1000 * statistics.median(walls)
 
 
 def output_cosine(reference, other):
@@ -330,23 +338,39 @@ def main(argv=None):
     sessions = {key: Ort(path, feeds[key[0]], args.threads) for key, path in files.items()}
     cosine = {key: output_cosine(sessions[(key[0], "fp32")], sessions[key]) for key in files}
     times = {}  # (runtime, model, variant) -> [ms per round]
+    walls = {}  # with --cpu-time: the wall-clock p50 of the same runs
     for r in range(args.rounds):
         for key, path in files.items():
             # Alternate which sparq binary runs first (with --baseline): the first of two
             # back-to-back runs of one file pays for the page cache and the caches.
             for runtime, binary in (list(binaries.items()) if r % 2 == 0 else list(binaries.items())[::-1]):
                 extra = ["--fp16-as-fp32"] if key[1] == "fp16" else []
-                times.setdefault((runtime,) + key, []).append(
-                    (sparq_cpu_ms(binary, path, inputs[key[0]], args.samples, args.batch, extra) if args.cpu_time
-                     else sparq_ms(binary, path, inputs[key[0]], args.threads, args.samples, args.batch, extra,
-                                   args.warm)) / args.batch)
-            times.setdefault(("ort",) + key, []).append(
-                (sessions[key].cpu_ms() if args.cpu_time else sessions[key].ms()) / args.batch)
+                if args.cpu_time:
+                    cpu, wall = sparq_cpu_ms(binary, path, inputs[key[0]], args.samples, args.batch, extra)
+                    times.setdefault((runtime,) + key, []).append(cpu / args.batch)
+                    if wall is not None:
+                        walls.setdefault((runtime,) + key, []).append(wall / args.batch)
+                else:
+                    times.setdefault((runtime,) + key, []).append(
+                        sparq_ms(binary, path, inputs[key[0]], args.threads, args.samples, args.batch, extra,
+                                 args.warm) / args.batch)
+            if args.cpu_time:
+                cpu, wall = sessions[key].cpu_ms()
+                times.setdefault(("ort",) + key, []).append(cpu / args.batch)
+                walls.setdefault(("ort",) + key, []).append(wall / args.batch)
+            else:
+                times.setdefault(("ort",) + key, []).append(sessions[key].ms() / args.batch)
         print(f"round {r + 1}/{args.rounds} done", file=sys.stderr)
     med = {k: statistics.median(v) for k, v in times.items()}
+    wall_med = {k: statistics.median(v) for k, v in walls.items()}
 
     def t(runtime, model, variant):
         return med.get((runtime, model, variant))
+
+    def wall_text(r):
+        if r.get("sparq_wall_ms") is None or r.get("ort_wall_ms") is None:
+            return "-"
+        return f"{r['sparq_wall_ms']:.1f} / {r['ort_wall_ms']:.1f} ({r['ort_wall_ms'] / r['sparq_wall_ms']:.2f}x)"
 
     rows = []
     for name in args.models.split(","):
@@ -369,6 +393,8 @@ def main(argv=None):
                 theirs, against = t("ort", name, variant), "ORT, same file"
             before = t("main", name, variant)
             rows.append({"model": name, "variant": label, "sparq_ms": ours, "main_ms": before,
+                         "sparq_wall_ms": wall_med.get(("sparq", name, variant)),
+                         "ort_wall_ms": wall_med.get(("ort", name, variant)),
                          "ort_same_file_ms": t("ort", name, variant), "against": against, "against_ms": theirs,
                          "ratio": theirs / ours, "target": target, "cosine": cosine[(name, variant)]})
     section = SECTION if args.batch == 1 else SECTION.replace(" (issue 14)", f", batch {args.batch} (issue 14)")
@@ -380,14 +406,14 @@ def main(argv=None):
              f"{'; sparq: the batches after its warm-up batch' if args.warm or args.cpu_time else ''}).",
              "", "Command: `python3 bench/e2e_real_models.py " + " ".join(argv or sys.argv[1:]) + "`", "",
              "| model | file | cosine vs FP32 | sparq ms | main ms (before) | ORT ms (same file) | compared with | its ms "
-             "| ratio | target |",
-             "|---|---|---|---|---|---|---|---|---|---|"]
+             "| ratio | target | wall p50 ms: sparq / ORT (same file) |",
+             "|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in rows:
         main_ms = f"{r['main_ms']:.1f}" if r["main_ms"] is not None else "-"
         met = "met" if r["ratio"] >= r["target"] else "**missed**"
         lines.append(f"| {r['model']} | {r['variant']} | {r['cosine']:.4f} | {r['sparq_ms']:.1f} | {main_ms} | "
                      f"{r['ort_same_file_ms']:.1f} | {r['against']} | {r['against_ms']:.1f} | "
-                     f"{r['ratio']:.2f}x | >= {r['target']} {met} |")
+                     f"{r['ratio']:.2f}x | >= {r['target']} {met} | {wall_text(r)} |")
     lines.append("")
     text = "\n".join(lines) + "\n"
     print(text)
