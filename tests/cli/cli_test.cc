@@ -101,7 +101,7 @@ TEST_F(CliTest, HelpVersionAndBadArguments) {
   ExpectError("", "subcommand is required");
   ExpectError("frobnicate", "frobnicate");
   ExpectError("inspect", "model is required");
-  ExpectError("eval " + path("m.onnx"), "--inputs is required");
+  ExpectError("eval " + path("m.onnx"), "eval needs a model and --inputs");
   ExpectError("eval " + path("m.onnx") + " --inputs x.npz --batch many", "many");
   ExpectError("eval " + path("m.onnx") + " --inputs x.npz --batch 0", "--batch");
 }

@@ -757,7 +757,7 @@ TEST(QdqGlueFusion, NonQualifyingPatternsAreLeftAlone) {
     base(b);
     const std::string d = b.Dq("x", "pin");
     b.Output(b.Q(b.Add("Relu", {d}), "pout"));
-    b.Output(b.Add("Tanh", {d}));  // a float op on its reference kernel: the same bits
+    b.Output(b.Add("Sin", {d}));  // a float op on its reference kernel: the same bits
     const auto counts = FusedOpCounts(b.model());
     EXPECT_EQ(counts.at("QLinearLut"), 1);
     EXPECT_EQ(counts.count("Relu"), 0u);
@@ -790,13 +790,13 @@ TEST(QdqGlueFusion, NonQualifyingPatternsAreLeftAlone) {
     ExpectFusedBitExact(b.model(), {{"x", RandomBytes(u8, shape, 7)}});
   }
   {
-    // (Tanh, not Sigmoid, for the float output: Sigmoid's fast rows are not the reference's bits.)
-    SCOPED_TRACE("x * Tanh(x) whose Tanh is a graph output; Mul of a Sigmoid of another dequantized value");
+    // (Sin, not Sigmoid or Tanh, for the float output: their fast rows are not the reference's bits.)
+    SCOPED_TRACE("x * Sin(x) whose Sin is a graph output; Mul of a Sigmoid of another dequantized value");
     QdqGraphBuilder b;
     base(b);
     b.Input("z", u8, shape);
     const std::string d = b.Dq("x", "pin");
-    const std::string sig = b.Add("Tanh", {d});
+    const std::string sig = b.Add("Sin", {d});
     b.Output(b.Q(b.Add("Mul", {d, sig}), "pout"));
     b.Output(sig);
     b.Output(b.Q(b.Add("Mul", {b.Dq("z", "pin"), b.Add("Sigmoid", {b.Dq("x", "pin")})}), "pout"));
