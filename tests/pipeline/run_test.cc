@@ -13,6 +13,7 @@
 #include "sparq/executor.h"
 #include "sparq/pipeline.h"
 #include "test_util.h"
+#include "tests/pipeline/digits_recipe.h"
 #include "tests/kernels/isa_sweep.h"
 
 namespace sparq {
@@ -21,13 +22,7 @@ namespace {
 const std::string kDigits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
 
 Recipe MakeRecipe(const std::string& out_dir, const std::string& extra) {
-  std::string yaml = "version: 1\nname: t\nmodel: " + kDigits + "digits_cnn.onnx\n" +
-                     "data:\n  calibration: " + kDigits + "calib.npz\n  evaluation: " + kDigits + "eval.npz\n" +
-                     "  labels: " + kDigits + "eval_labels.npy\n  calibration_samples: 128\n" +
-                     "output:\n  dir: " + out_dir + "\n  overwrite: true\n" + extra;
-  auto r = ParseRecipe(yaml, out_dir, "test.yaml");
-  EXPECT_TRUE(r.ok()) << r.status().ToString() << "\n" << yaml;
-  return r.ok() ? *r : Recipe{};
+  return testing::DigitsRecipe(out_dir, extra);
 }
 
 // Issue 24: a model with a scalar input pinned by data.constants and a state

@@ -10,6 +10,7 @@
 #include "sparq/pipeline.h"
 #include "sparq/search.h"
 #include "test_util.h"
+#include "tests/pipeline/digits_recipe.h"
 
 namespace sparq {
 namespace {
@@ -18,13 +19,7 @@ const std::string kDigits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
 
 // 128 calibration samples in batches of 16: 8 batches, 6 fit and 2 held out.
 Recipe MakeRecipe(const std::string& out_dir, const std::string& extra) {
-  std::string yaml = "version: 1\nname: t\nmodel: " + kDigits + "digits_cnn.onnx\n" +
-                     "data:\n  calibration: " + kDigits + "calib.npz\n  evaluation: " + kDigits + "eval.npz\n" +
-                     "  labels: " + kDigits + "eval_labels.npy\n  calibration_samples: 128\n  batch_size: 16\n" +
-                     "output:\n  dir: " + out_dir + "\n  overwrite: true\n" + extra;
-  auto r = ParseRecipe(yaml, out_dir, "test.yaml");
-  EXPECT_TRUE(r.ok()) << r.status().ToString() << "\n" << yaml;
-  return r.ok() ? *r : Recipe{};
+  return testing::DigitsRecipe(out_dir, extra, "  batch_size: 16\n");
 }
 
 TEST(Search, DefaultRecipeSearchesAndReportsItsTable) {
