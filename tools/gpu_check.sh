@@ -60,7 +60,7 @@ bundle() {
   done
   strip --strip-unneeded "$dest"/bin/* "$dest"/lib/* 2>/dev/null || true
   cp "$ROOT/tools/gpu_run.sh" "$dest/run.sh"
-  cp "$ROOT/tools/make_test_models.py" "$dest/"
+  cp "$ROOT/tools/make_test_models.py" "$ROOT/tools/gpu_models.py" "$dest/"
   mkdir -p "$dest/models"
   cp "$ROOT/examples/digits/digits_cnn.onnx" "$dest/models/digits_cnn.onnx"
   cp "$ROOT/examples/digits/eval.npz" "$dest/models/digits_cnn.npz"

@@ -36,7 +36,14 @@ models_step() {
   cp "$HERE/models/digits_cnn.onnx" "$dir/digits_cnn.onnx"
   cp "$HERE/models/digits_cnn.npz" "$dir/digits_cnn.npz"
   if "$PY" -c 'import torch, torchvision, onnx, numpy' >/dev/null 2>&1; then
-    timeout 300 "$PY" "$HERE/make_test_models.py" "$dir" >>"$LOG" 2>&1 || say "make_test_models.py failed (see the log)"
+    # The targets' shapes (ResNet-50, EfficientNet-Lite0 with timm, MiniLM-L6 and BERT-base with
+    # transformers; random weights) and PyTorch's FP16 times on this GPU; the small test models
+    # where those packages are missing.
+    local torch_times=()
+    [ "$GPU" = 1 ] && torch_times=(--torch-times "$OUT/torch_times.json")
+    timeout 420 "$PY" "$HERE/gpu_models.py" "$dir" "${torch_times[@]}" >>"$LOG" 2>&1 ||
+      { say "gpu_models.py failed (see the log): the small test models instead"
+        timeout 300 "$PY" "$HERE/make_test_models.py" "$dir" >>"$LOG" 2>&1 || say "make_test_models.py failed (see the log)"; }
   else
     say "models: no python3 with torch, torchvision, onnx and numpy: digits_cnn only"
   fi
@@ -72,8 +79,8 @@ except ImportError:
     print("(no numpy: outputs not compared)")
     sys.exit(0)
 cmp, backend = sys.argv[1], sys.argv[2]
-print("| model | precision | output | max abs diff | max rel diff | identical | nodes left to the CPU | throughput (samples/s) |")
-print("|---|---|---|---:|---:|---|---:|---:|")
+print("| model | precision | output | max abs diff | max rel diff | identical | nodes left to the CPU | throughput (samples/s) | p50 ms (batch 1) |")
+print("|---|---|---|---:|---:|---|---:|---:|---:|")
 for cpu in sorted(glob.glob(os.path.join(cmp, "*.cpu.npz"))):
     stem = cpu[: -len(".cpu.npz")]
     name, variant = os.path.basename(stem).rsplit(".", 1)
@@ -83,20 +90,33 @@ for cpu in sorted(glob.glob(os.path.join(cmp, "*.cpu.npz"))):
     on_cpu = sum(1 for line in text.splitlines() if re.match(r"^\s+\S+\s+\S+\s+\S+\s+cpu\s*$", line))
     thr = re.search(r"Throughput\s+([0-9.]+)", text)
     thr = thr.group(1) if thr else "-"
+    p50 = re.search(r"Latency per batch\s+p50 ([0-9.]+) ms", text)
+    p50 = p50.group(1) if p50 else "-"
     if not os.path.exists(other):
         err = [l for l in text.splitlines() if "error" in l][:1]
-        print(f"| {name} | {variant} | - | - | - | FAILED: {err[0] if err else 'no outputs'} | - | - |")
+        print(f"| {name} | {variant} | - | - | - | FAILED: {err[0] if err else 'no outputs'} | - | - | - |")
         continue
     a, b = np.load(cpu), np.load(other)
     for key in a.files:
         x, y = a[key], b[key] if key in b.files else None
         if y is None or x.shape != y.shape:
-            print(f"| {name} | {variant} | {key} | - | - | FAILED: missing or shape differs | {on_cpu} | {thr} |")
+            print(f"| {name} | {variant} | {key} | - | - | FAILED: missing or shape differs | {on_cpu} | {thr} | {p50} |")
             continue
         d = np.abs(x.astype(np.float64) - y.astype(np.float64))
         rel = d / np.maximum(1.0, np.abs(x.astype(np.float64)))
         same = bool(np.array_equal(x, y, equal_nan=True)) if x.dtype.kind == "f" else bool(np.array_equal(x, y))
-        print(f"| {name} | {variant} | {key} | {np.nanmax(d):.3g} | {np.nanmax(rel):.3g} | {'yes' if same else 'no'} | {on_cpu} | {thr} |")
+        print(f"| {name} | {variant} | {key} | {np.nanmax(d):.3g} | {np.nanmax(rel):.3g} | {'yes' if same else 'no'} | {on_cpu} | {thr} | {p50} |")
+times = os.path.join(os.path.dirname(cmp), "torch_times.json")
+if os.path.exists(times):
+    import json
+    print()
+    print("PyTorch FP16 on this GPU, the same random-weight models (ms per batch; tools/gpu_models.py):")
+    print()
+    print("| model | b1 eager | b1 CUDA graph | b32 eager | b32 CUDA graph |")
+    print("|---|---:|---:|---:|---:|")
+    for name, t in json.load(open(times)).items():
+        cells = [f"{t[b][k]:.2f}" for b in ("b1", "b32") for k in ("eager_ms", "graph_ms")]
+        print(f"| {name} | " + " | ".join(cells) + " |")
 PYEOF
     echo
   } >>"$RESULTS"
@@ -112,9 +132,11 @@ steps=(
   "sparq --version"
   "sparq_cuda_tests (host arithmetic and layouts; every CUDA row against the reference kernels)"
   "gpu_bench (cuBLASLt GEMM f32/tf32/f16/s8 and cuSPARSE Blocked-ELL f16/s8 at BERT-base shapes)"
-  "models: digits_cnn (bundled) and, with python3 + torch + torchvision + onnx, resnet18, mobilenet_v2 and"
-  "        tiny_encoder (make_test_models.py, random weights); each FP32 and INT8 (sparq calibrate --method max"
-  "        + sparq quantize), run by sparq eval --backend cpu and --backend cuda, outputs compared"
+  "models: digits_cnn (bundled) and, with python3 + torch + torchvision + onnx, ResNet-50, EfficientNet-Lite0"
+  "        (with timm), MiniLM-L6 and BERT-base shapes (with transformers; gpu_models.py, random weights; else"
+  "        make_test_models.py's small ones); each FP32 and INT8 (sparq calibrate --method max + sparq"
+  "        quantize), run by sparq eval --backend cpu and --backend cuda, outputs compared; PyTorch FP16"
+  "        eager and CUDA-graph times of the same models beside them"
 )
 say "sparq GPU check ($(cat "$HERE/COMMIT" 2>/dev/null || echo unknown)) -> $RESULTS"
 for s in "${steps[@]}"; do say "  step: $s"; done

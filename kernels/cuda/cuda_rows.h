@@ -3,10 +3,12 @@
 // and constants whether it can implement the node (NotSupported with a reason
 // otherwise, so the executor runs the node elsewhere); its fn runs on device
 // tensors, queued on the CudaContext's stream, and allocates its outputs
-// through OpContext::AllocateOutput. Input types are only known when the
-// node runs: every row is registered through WithHostFallback, so a type or
-// layout it does not take then runs the node's reference kernel on the host
-// (HostFallback: inputs copied down, outputs up) instead of failing.
+// through OpContext::AllocateOutput. Input types are known at prepare where
+// the graph says them (PrepareContext::input_types: Float32Only declines
+// others, so the executor partitions the node to the CPU); the rest only when
+// the node runs: every row is registered through WithHostFallback, so a type
+// or layout it does not take then runs the node's reference kernel on the
+// host (HostFallback: inputs copied down, outputs up) instead of failing.
 //
 // Rows (name: what runs), by file:
 //   rows_elementwise.cc  add / sub / mul / div _cuda (float32, int32, int64, numpy
@@ -83,7 +85,7 @@ StatusOr<std::vector<int32_t>> HostInts(const OpContext& ctx, size_t i, const ch
 // Runs ctx's node on the reference kernel on the host: its device inputs
 // copied down, its outputs copied up (synchronous; slow, but right). What a
 // row does with inputs it finds it cannot take when the node runs (a type or
-// layout its prepare step could not see): input types are only known then.
+// layout its prepare step could not see: a value the graph gives no type).
 Status HostFallback(OpContext& ctx);
 
 // A row function that falls back to HostFallback when it returns
