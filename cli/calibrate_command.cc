@@ -20,6 +20,7 @@ RunFn AddCalibrateCommand(CLI::App& app) {
     bool progress = false;
     std::string shard;                // "i/n"
     std::vector<std::string> merge;   // partial statistics files
+    std::vector<std::string> constants;  // --constant name=value, parsed when run
     CalibrateFilesOptions options;
   };
   auto args = std::make_shared<Args>();
@@ -47,6 +48,7 @@ RunFn AddCalibrateCommand(CLI::App& app) {
   sub->add_flag("!--asymmetric", args->options.calibration.symmetric, "uint8 ranges with a zero point instead of symmetric int8");
   sub->add_option("--batch", args->options.batch_size, "Samples per batch")->capture_default_str();
   sub->add_option("--samples", args->options.samples, "Use at most this many samples (0 = all)")->capture_default_str();
+  AddConstantOption(sub, &args->constants);
   sub->add_option("--threads", args->options.calibration.threads, "Threads (0 = all)")->capture_default_str();
   sub->add_option("--backend", args->options.calibration.backend,
                   "Where the forward passes run: cpu (default), cuda (an error without a GPU), auto")
@@ -67,6 +69,9 @@ RunFn AddCalibrateCommand(CLI::App& app) {
   sparq calibrate model.onnx --data calib.npz --method kl --shard 0/3 -o part-0.hist   # ... 1/3, 2/3 elsewhere
   sparq calibrate --merge part-0.hist part-1.hist part-2.hist -o scales.json --trt-cache calib.cache)");
   return [args]() {
+    StatusOr<std::map<std::string, std::vector<double>>> constants = ParseConstants(args->constants);
+    if (!constants.ok()) return ReportError(constants.status());
+    args->options.constants = std::move(*constants);
     if (!args->merge.empty()) {
       if (!args->options.model.empty() || !args->options.data.empty() || !args->shard.empty()) {
         return ReportError(Status::InvalidArgument(

@@ -7,7 +7,9 @@
 #include <CLI/CLI.hpp>
 #include <functional>
 #include <iostream>
+#include <map>
 #include <string>
+#include <vector>
 
 #include "sparq/status.h"
 
@@ -30,6 +32,12 @@ RunFn AddQuantizeCommand(CLI::App& app);
 RunFn AddConvertCommand(CLI::App& app);
 RunFn AddSensitivityCommand(CLI::App& app);
 RunFn AddCompareCommand(CLI::App& app);
+
+// --constant name=value[,v2,...] (repeatable) on `sub`, into `specs`; the
+// parsed map for DatasetOptions::constants (InvalidArgument naming a bad spec
+// or an input pinned twice). cli/constants.cc.
+void AddConstantOption(CLI::App* sub, std::vector<std::string>* specs);
+StatusOr<std::map<std::string, std::vector<double>>> ParseConstants(const std::vector<std::string>& specs);
 
 // Prints "sparq: error: <message>" to stderr and returns kExitError.
 inline int ReportError(const std::string& message) {

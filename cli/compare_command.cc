@@ -15,6 +15,7 @@ namespace cli {
 RunFn AddCompareCommand(CLI::App& app) {
   struct Args {
     std::string reference, candidate;
+    std::vector<std::string> constants;  // --constant name=value, parsed when run
     CompareOptions options;
     size_t top = 0;
     bool json = false;
@@ -29,6 +30,7 @@ RunFn AddCompareCommand(CLI::App& app) {
                   "Dataset: .npz keyed by input name, .npy (single-input model), or a folder of them")
       ->required();
   sub->add_option("--limit", args->options.limit, "Compare on at most N samples")->check(CLI::PositiveNumber);
+  AddConstantOption(sub, &args->constants);
   sub->add_option("--batch", args->options.batch,
                   "Samples per run (default: the models' fixed batch dim, else 1); memory holds one batch of "
                   "the reference's values")
@@ -53,6 +55,9 @@ same output of the candidate node with the same name (an FP16 model's h_fp16). B
 models run without fusions, QDQ models as their float graph. SQNR = 10 log10(sum ref^2 /
 sum (ref - candidate)^2), over all samples; 'identical' when the error is 0.)");
   return [args]() {
+    StatusOr<std::map<std::string, std::vector<double>>> constants = ParseConstants(args->constants);
+    if (!constants.ok()) return ReportError(constants.status(), args->json);
+    args->options.constants = std::move(*constants);
     const bool show_progress = args->progress || isatty(STDERR_FILENO);
     ProgressBar bar;
     if (show_progress) {

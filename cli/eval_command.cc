@@ -58,11 +58,7 @@ RunFn AddEvalCommand(CLI::App& app) {
   sub->add_flag("--no-memory-plan", [args](int64_t) { args->options.plan_memory = false; },
                 "Give every node output a buffer of its own instead of one arena per run planned per input shapes "
                 "(same results; for comparing speed and memory)");
-  sub->add_option("--constant", args->constants,
-                  "Pin an input to one value for every batch: name=value, or name=v1,v2,... for a 1-D input "
-                  "(repeatable; the input's element type; e.g. a sample rate --constant sr=16000). A pinned input "
-                  "must not also be in the data")
-      ->allow_extra_args(false);
+  AddConstantOption(sub, &args->constants);
   sub->add_option("--limit", args->options.limit, "Evaluate at most N samples")->check(CLI::PositiveNumber);
   sub->add_flag("--json", args->json, "Print one JSON object instead of text");
   sub->add_flag("--verbose", args->options.list_kernels, "Also list the kernel that ran each node");
@@ -156,14 +152,9 @@ an error naming the input. Labels are int64/int32 class ids, scored against outp
     if (show_progress) {
       args->options.on_progress = [&bar](const EvalProgress& p) { bar.Update("evaluate", p.done, p.total, "samples", p.seconds); };
     }
-    for (const std::string& spec : args->constants) {
-      StatusOr<std::pair<std::string, std::vector<double>>> c = ParseConstant(spec);
-      if (!c.ok()) return ReportError(c.status().WithContext("--constant"), args->json);
-      if (!args->options.constants.emplace(c->first, c->second).second) {
-        return ReportError(Status::InvalidArgument("--constant: input '" + c->first + "' is pinned twice"),
-                           args->json);
-      }
-    }
+    StatusOr<std::map<std::string, std::vector<double>>> constants = ParseConstants(args->constants);
+    if (!constants.ok()) return ReportError(constants.status(), args->json);
+    args->options.constants = std::move(*constants);
     auto report = Evaluate(args->model, args->options);
     bar.End();
     if (!report.ok()) return ReportError(report.status(), args->json);

@@ -419,6 +419,7 @@ StatusOr<CompareReport> Compare(const std::string& reference_path, const std::st
   DatasetOptions d;
   d.batch_size = *fixed > 0 ? *fixed : options.batch;
   d.limit = options.limit;
+  d.constants = options.constants;
   SPARQ_ASSIGN_OR_RETURN(BatchSource data, OpenDataset(options.inputs, reference.graph, d));
   SPARQ_ASSIGN_OR_RETURN(CompareReport report, CompareModels(reference, candidate, data, options));
   report.reference = reference_path;

@@ -41,6 +41,7 @@ StatusOr<CalibrationInputs> OpenCalibration(const CalibrateFilesOptions& options
   DatasetOptions d;
   CalibrationInputs in;
   SPARQ_ASSIGN_OR_RETURN(in.model, LoadModelForData(options.model, options.batch_size, options.samples, &d));
+  d.constants = options.constants;
   SPARQ_ASSIGN_OR_RETURN(in.data, OpenDataset(options.data, in.model.graph, d));
   CalibrationOptions& c = in.calibration;
   c = options.calibration;

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,9 @@ struct SPARQ_API CalibrateFilesOptions {
   std::string trt_version = "8601";  // TensorRT version in the cache header (8601 = 8.6.1)
   int64_t batch_size = 32;  // >= 1; a model with a fixed batch dim uses it (BatchSizeFor)
   int64_t samples = 0;      // at most this many samples; 0 = all
+  // Inputs pinned to one value for every batch (DatasetOptions::constants:
+  // a scalar sample rate), name -> values.
+  std::map<std::string, std::vector<double>> constants;
   // Observe only the tensors INT8 quantization with default options needs
   // (CalibrationTensorsNeeded: the inputs and outputs of its Conv / Gemm /
   // MatMul layers), the rest of the graph fused as in deployment: faster,

@@ -31,6 +31,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -79,6 +80,8 @@ struct SPARQ_API CompareOptions {
   int64_t batch = 0;
   int64_t limit = 0;  // compare on at most this many samples; 0 = all
   int threads = 0;    // executor threads; 0 = one per hardware thread
+  // Compare only: inputs pinned to one value for every batch (DatasetOptions::constants).
+  std::map<std::string, std::vector<double>> constants;
   std::string plot;   // Compare only: write CompareReport::ToSvg() here (.svg); "" = none
   // Optional; called after each batch (both models run on it). Setting
   // `cancel` stops with StatusCode::kCancelled and writes nothing.

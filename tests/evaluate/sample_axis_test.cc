@@ -5,6 +5,8 @@
 
 #include "evaluate/dataset.h"
 #include "sparq/dataset.h"
+#include "sparq/commands.h"
+#include "sparq/compare.h"
 #include "sparq/evaluate.h"
 #include "sparq/npy.h"
 #include "sparq/onnx_io.h"
@@ -192,6 +194,30 @@ TEST_F(SampleAxisEval, ConstantPinsTheScalar) {
   EXPECT_TRUE(Contains(Error(o), "constant for input 'rate': the model has no such input (inputs: x, sr, state)"));
   o.constants = {{"sr", {1, 2}}};
   EXPECT_TRUE(Contains(Error(o), "constant for input 'sr': 2 values given, the input float32[] holds 1"));
+}
+
+// `sparq calibrate --constant` and `sparq compare --constant`: the same pin
+// as eval's, through CalibrateFilesOptions / CompareOptions::constants.
+TEST_F(SampleAxisEval, CalibrateAndCompareTakeConstantsToo) {
+  CalibrateFilesOptions c;
+  c.model = path("model.onnx");
+  c.data = path("no_sr.npz");
+  c.output = path("scales.json");
+  c.batch_size = 3;
+  c.calibration.method = CalibrationMethod::kMax;
+  auto missing = CalibrateFiles(c);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_TRUE(Contains(missing.status().message(), "missing input 'sr'")) << missing.status().message();
+  c.constants["sr"] = {2};
+  auto table = CalibrateFiles(c);
+  ASSERT_TRUE(table.ok()) << table.status().message();
+  CompareOptions o;
+  o.inputs = path("no_sr.npz");
+  o.constants["sr"] = {2};
+  auto report = Compare(path("model.onnx"), path("model.onnx"), o);
+  ASSERT_TRUE(report.ok()) << report.status().message();
+  o.constants.clear();
+  EXPECT_FALSE(Compare(path("model.onnx"), path("model.onnx"), o).ok());
 }
 
 TEST_F(SampleAxisEval, DataThatDoesNotFitTheStateIsAnErrorNamingTheInput) {
