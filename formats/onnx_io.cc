@@ -10,6 +10,9 @@
 #include <onnx/shape_inference/implementation.h>
 
 #include <algorithm>
+#include <climits>
+#include <cstdint>
+#include <memory>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -86,6 +89,24 @@ Status ReadExternalData(const ExternalRef& ref, const std::string& where, Tensor
   return Status::OK();
 }
 
+// External data of at least this many bytes is mapped, not read: the weights
+// of a model over 2 GB are then paged in from the file as they are used (and
+// can be paged out again under memory pressure) instead of being copied into
+// memory. Smaller tensors, and data at an offset not 64-byte aligned (what
+// sparq's own buffers guarantee the kernels), are read into a buffer.
+constexpr int64_t kMapExternalDataBytes = int64_t{1} << 20;
+
+// A tensor over the mapped bytes of `ref` (see MapFileRegion: private, the
+// file is never written); the mapping lives as long as the tensor's copies.
+StatusOr<Tensor> MapExternalData(const ExternalRef& ref, const std::string& where, DataType dtype, const Shape& shape,
+                                 int64_t nbytes) {
+  auto region = MapFileRegion(ref.file.string(), static_cast<uint64_t>(ref.offset), static_cast<uint64_t>(nbytes));
+  if (!region.ok()) return region.status().WithContext(where + ": external data");
+  auto t = Tensor::View(dtype, shape, region->data, region->owner);
+  if (!t.ok()) return t.status().WithContext(where);
+  return t;
+}
+
 // The number of values a typed field (float_data, int32_data, ...) holds.
 int64_t TypedValueCount(const onnx::TensorProto& proto, DataType dtype) {
   switch (dtype) {
@@ -111,6 +132,7 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
   const int64_t nbytes = n * static_cast<int64_t>(DataTypeSize(*dtype));
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
     SPARQ_ASSIGN_OR_RETURN(ExternalRef ref, LocateExternalData(proto, base_dir, nbytes, shape));
+    if (nbytes >= kMapExternalDataBytes && ref.offset % 64 == 0) return MapExternalData(ref, where, *dtype, shape, nbytes);
     Tensor t(*dtype, shape);
     SPARQ_RETURN_IF_ERROR(ReadExternalData(ref, where, t));
     return t;
@@ -555,6 +577,10 @@ StatusOr<std::string> SerializeModel(const Model& model) {
   return bytes;
 }
 
+// With external data, each weight goes from its buffer to the data file as
+// the proto is built (AtomicFileWriter): neither the proto nor a string ever
+// holds the weights, so a model over 2 GB is written with no copy of them.
+// Both files are complete in their temporary files before either is renamed.
 Status SaveModel(const Model& model, const std::string& path, const SaveOptions& options) {
   std::error_code ec;
   if (!options.overwrite && fs::exists(path, ec)) {
@@ -566,7 +592,13 @@ Status SaveModel(const Model& model, const std::string& path, const SaveOptions&
   std::string data_file = options.external_data_file.empty()
                               ? fs::path(path).filename().string() + ".data"
                               : options.external_data_file;
-  std::string external;
+  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  std::unique_ptr<AtomicFileWriter> external;
+  if (options.external_data) {
+    SPARQ_ASSIGN_OR_RETURN(external, AtomicFileWriter::Open((dir / data_file).string()));
+  }
+  const std::string too_big = "model does not fit in one protobuf (2 GiB): save with external data";
+  uint64_t inline_bytes = 0;
   std::set<std::string> graph_inputs;
   for (const auto& v : model.graph.initializer_inputs) graph_inputs.insert(v.name);
   for (const auto& [name, t] : model.graph.initializers) {
@@ -578,11 +610,14 @@ Status SaveModel(const Model& model, const std::string& path, const SaveOptions&
     }
     auto* tp = gp->add_initializer();
     if (!options.external_data || t.nbytes() < options.external_data_threshold) {
+      // Refused before the proto copies more than protobuf can serialize.
+      inline_bytes += t.nbytes();
+      if (inline_bytes > static_cast<uint64_t>(INT32_MAX)) return Status::InvalidArgument(too_big);
       TensorToProto(name, t, tp);
       continue;
     }
     // Same fields as onnx.external_data_helper; offsets aligned to 64 bytes.
-    while (external.size() % 64 != 0) external.push_back('\0');
+    SPARQ_RETURN_IF_ERROR(external->AppendZeros(static_cast<size_t>((64 - external->size() % 64) % 64)));
     tp->set_name(name);
     tp->set_data_type(static_cast<int32_t>(t.dtype()));
     for (int64_t d : t.shape()) tp->add_dims(d);
@@ -593,19 +628,18 @@ Status SaveModel(const Model& model, const std::string& path, const SaveOptions&
       kv->set_value(v);
     };
     add_kv("location", data_file);
-    add_kv("offset", std::to_string(external.size()));
+    add_kv("offset", std::to_string(external->size()));
     add_kv("length", std::to_string(t.nbytes()));
-    external.append(static_cast<const char*>(t.raw_data()), t.nbytes());
+    SPARQ_RETURN_IF_ERROR(external->Append(t.raw_data(), t.nbytes()));
   }
   std::string bytes;
-  if (!mp.SerializeToString(&bytes)) {
-    return Status::InvalidArgument("model does not fit in one protobuf (2 GiB): save with external data");
-  }
-  if (options.external_data) {
-    fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
-    SPARQ_RETURN_IF_ERROR(WriteFileAtomically((dir / data_file).string(), external));
-  }
-  return WriteFileAtomically(path, bytes);
+  if (!mp.SerializeToString(&bytes)) return Status::InvalidArgument(too_big);
+  mp.Clear();
+  SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> out, AtomicFileWriter::Open(path));
+  SPARQ_RETURN_IF_ERROR(out->Append(bytes.data(), bytes.size()));
+  SPARQ_RETURN_IF_ERROR(out->Close());
+  if (external) SPARQ_RETURN_IF_ERROR(external->Commit());
+  return out->Commit();
 }
 
 StatusOr<std::pair<std::string, Tensor>> ParseTensorProto(const std::string& bytes) {

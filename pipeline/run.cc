@@ -18,6 +18,7 @@
 #include "sparq/evaluate.h"
 #include "sparq/fallback.h"
 #include "sparq/file_io.h"
+#include "sparq/memory.h"
 #include "sparq/onnx_io.h"
 #include "sparq/pipeline.h"
 #include "sparq/search.h"
@@ -482,6 +483,7 @@ Status Runner::CheckFinite(const Model& m, const EvalReport& e) {
 }
 
 Status Runner::WriteReports() {
+  report_.peak_rss_mib = PeakRssMiB();
   // List every report first, so that report.json names all files written.
   for (const std::string* path : {&r_.report.json, &r_.report.junit, &r_.report.markdown})
     if (!path->empty()) report_.files.push_back(*path);

@@ -101,6 +101,9 @@ struct SPARQ_API RunReport {
   std::vector<PruneStepLine> prune_steps;
   std::vector<std::string> warnings;
   std::vector<std::pair<std::string, double>> stage_seconds;
+  // The run's peak resident memory in MiB (PeakRssMiB, sparq/memory.h), read
+  // as the reports are written; 0 when unknown. docs/scale.md: its bound.
+  double peak_rss_mib = 0.0;
 
   std::string ToJson() const;
   std::string ToJUnit() const;     // one test case for the gate

@@ -1,0 +1,85 @@
+"""Models with external data end to end, at CI size: the path of a model over
+2 GB (bench/big_model.py builds the same model at 2.7 GB) through `sparq run`
+(calibrate max -> INT8 QDQ, per-channel weights -> eval vs FP32 -> write with
+external data), its peak RSS held to the bound docs/scale.md states, and the
+written model checked by onnx.checker and run by onnxruntime, matching sparq.
+"""
+import json
+import os
+import sys
+
+import numpy as np
+import pytest
+
+from conftest import SOURCE_DIR
+
+sys.path.insert(0, os.path.join(SOURCE_DIR, "bench"))
+import big_model  # noqa: E402
+
+# docs/scale.md: peak RSS <= 2.25 x the FP32 weight bytes + 512 MiB (the mapped
+# weights, the executor's packed copy of them, the INT8 weights, activations).
+RSS_FACTOR = 2.25
+RSS_ALLOWANCE_MIB = 512
+
+LAYERS, WIDTH, SAMPLES, BATCH = 4, 2560, 16, 8  # 105 MB of weights
+
+
+@pytest.fixture(scope="module")
+def big(tmp_path_factory, sparq):
+    d = str(tmp_path_factory.mktemp("big_model"))
+    weight_bytes = big_model.build_model(d, LAYERS, WIDTH, SAMPLES, seed=0)
+    with open(os.path.join(d, "recipe.yaml"), "w") as f:
+        f.write(big_model.RECIPE.format(batch=BATCH, threads=2))
+    rc, secs, rss, out, err = big_model.run_measured([sparq.path, "run", "recipe.yaml"], d)
+    assert rc == 0, err + out
+    return d, weight_bytes, rss
+
+
+def test_run_peak_rss_is_bounded_and_reported(big):
+    d, weight_bytes, rss = big
+    assert weight_bytes > 100e6
+    bound = RSS_FACTOR * weight_bytes / 2**20 + RSS_ALLOWANCE_MIB
+    assert rss < bound, f"peak RSS {rss:.0f} MiB over the bound {bound:.0f} MiB ({weight_bytes / 2**20:.0f} MiB of weights)"
+    with open(os.path.join(d, "out", "report.json")) as f:
+        report = json.load(f)
+    # The report's own figure is the process's peak as the report was written.
+    assert 0 < report["peak_rss_mib"] <= rss + 1
+    assert report["gate"]["passed"]
+
+
+def test_written_model_has_external_data_and_passes_the_checker(big):
+    import onnx
+    d, weight_bytes, _ = big
+    model = os.path.join(d, "out", "big.int8.onnx")
+    assert os.path.getsize(model) < 1 << 20  # the weights are beside it
+    assert os.path.getsize(model + ".data") > weight_bytes / 4 * 0.99  # INT8
+    onnx.checker.check_model(model, full_check=True)
+
+
+def test_onnxruntime_matches_sparq_on_the_written_model(big, sparq):
+    ort = pytest.importorskip("onnxruntime")
+    d, _, _ = big
+    model = os.path.join(d, "out", "big.int8.onnx")
+    rc, _, rss, out, err = big_model.run_measured(
+        [sparq.path, "eval", model, "--inputs", "eval.npz", "--reference", "big.onnx", "--batch", str(BATCH),
+         "--save-outputs", "sparq_out.npz", "--json"], d)
+    assert rc == 0, err + out
+    report = json.loads(out)
+    assert 0 < report["peak_rss_mib"] <= rss + 1
+    x = np.load(os.path.join(d, "eval.npz"))["x"]
+    s = ort.InferenceSession(model, providers=["CPUExecutionProvider"])
+    y_ort = np.concatenate([s.run(None, {"x": x[i:i + BATCH]})[0] for i in range(0, len(x), BATCH)])
+    y_sparq = np.load(os.path.join(d, "sparq_out.npz"))["y"]
+    # The same integer arithmetic: equal up to float rounding of the rescale.
+    np.testing.assert_allclose(y_sparq, y_ort, rtol=1e-4, atol=1e-4 * np.abs(y_ort).max())
+
+
+def test_calibrate_json_reports_peak_rss(big, sparq):
+    d, _, _ = big
+    rc, _, rss, out, err = big_model.run_measured(
+        [sparq.path, "calibrate", "big.onnx", "--data", "calib.npz", "--method", "max", "--batch", str(BATCH),
+         "-o", "scales.json", "--json"], d)
+    assert rc == 0, err + out
+    j = json.loads(out)
+    assert j["samples"] == SAMPLES and j["output"] == "scales.json"
+    assert 0 < j["peak_rss_mib"] <= rss + 1
