@@ -92,8 +92,10 @@ Status ReadExternalData(const ExternalRef& ref, const std::string& where, Tensor
 // External data of at least this many bytes is mapped, not read: the weights
 // of a model over 2 GB are then paged in from the file as they are used (and
 // can be paged out again under memory pressure) instead of being copied into
-// memory. Smaller tensors, and data at an offset not 64-byte aligned (what
-// sparq's own buffers guarantee the kernels), are read into a buffer.
+// memory. The mapped tensor is a view (Tensor::View), aligned to its element
+// size as every view: onnx's own writer packs tensors without padding, sparq's
+// pads to 64 bytes. Smaller tensors, and data at an offset that is not a
+// multiple of the element size, are read into a buffer.
 constexpr int64_t kMapExternalDataBytes = int64_t{1} << 20;
 
 // A tensor over the mapped bytes of `ref` (see MapFileRegion: private, the
@@ -132,7 +134,9 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
   const int64_t nbytes = n * static_cast<int64_t>(DataTypeSize(*dtype));
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
     SPARQ_ASSIGN_OR_RETURN(ExternalRef ref, LocateExternalData(proto, base_dir, nbytes, shape));
-    if (nbytes >= kMapExternalDataBytes && ref.offset % 64 == 0) return MapExternalData(ref, where, *dtype, shape, nbytes);
+    if (nbytes >= kMapExternalDataBytes && ref.offset % static_cast<int64_t>(DataTypeSize(*dtype)) == 0) {
+      return MapExternalData(ref, where, *dtype, shape, nbytes);
+    }
     Tensor t(*dtype, shape);
     SPARQ_RETURN_IF_ERROR(ReadExternalData(ref, where, t));
     return t;

@@ -83,3 +83,33 @@ def test_calibrate_json_reports_peak_rss(big, sparq):
     j = json.loads(out)
     assert j["samples"] == SAMPLES and j["output"] == "scales.json"
     assert 0 < j["peak_rss_mib"] <= rss + 1
+
+
+def test_onnx_packed_external_data_loads_and_matches_onnxruntime(tmp_path, sparq):
+    """onnx's own writer packs external tensors end to end (offsets 4-byte, not
+    64-byte, aligned): sparq maps them as views and computes what onnxruntime does."""
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    ort = pytest.importorskip("onnxruntime")
+    rng = np.random.default_rng(1)
+    w0 = (rng.standard_normal((1023, 1025)) / 32).astype(np.float32)  # 4,194,300 bytes: W1's offset is not 64-aligned
+    w1 = (rng.standard_normal((1025, 1023)) / 32).astype(np.float32)
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w0"], ["h"]), helper.make_node("Relu", ["h"], ["r"]),
+         helper.make_node("MatMul", ["r", "w1"], ["y"])], "packed",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["n", 1023])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["n", 1023])],
+        initializer=[numpy_helper.from_array(w0, "w0"), numpy_helper.from_array(w1, "w1")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    model.ir_version = 8
+    path = str(tmp_path / "packed.onnx")
+    onnx.save_model(model, path, save_as_external_data=True, location="packed.onnx.data")
+    offsets = {t.name: int(next(e.value for e in t.external_data if e.key == "offset"))
+               for t in onnx.load(path, load_external_data=False).graph.initializer}
+    assert offsets["w1"] % 64 != 0 or offsets["w0"] % 64 != 0, offsets
+    x = rng.standard_normal((4, 1023)).astype(np.float32)
+    np.savez(tmp_path / "x.npz", x=x)
+    proc = sparq.run("eval", path, "--inputs", tmp_path / "x.npz", "--save-outputs", tmp_path / "y.npz", "--json")
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    y_ort = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    np.testing.assert_allclose(np.load(tmp_path / "y.npz")["y"], y_ort, rtol=1e-4, atol=1e-4)
