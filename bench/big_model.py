@@ -181,14 +181,20 @@ def main():
             if os.path.exists(rep):
                 with open(rep) as f:
                     r = json.load(f)
-                res["steps"]["run"]["report"] = {k: r.get(k) for k in (
-                    "output_metric", "stage_seconds", "output_bytes", "peak_rss_mib", "gate") if k in r}
+                res["steps"]["run"]["report"] = {"cosine": r["gate"]["output"], "passed": r["gate"]["passed"],
+                                                 "size": r["size"], "seconds": r["seconds"],
+                                                 "peak_rss_mib": r.get("peak_rss_mib")}
             out_dir = os.path.join(a.dir, "out")
             res["written_bytes"] = sum(os.path.getsize(os.path.join(out_dir, n)) for n in os.listdir(out_dir)
                                        if n.startswith("big.int8.onnx"))
         if "calibrate" in steps:
-            step("calibrate", [sparq, "calibrate", "big.onnx", "--data", "calib.npz", "--method", "max",
-                               "--batch", str(a.batch), "-o", "scales.json"])
+            rc, out = step("calibrate", [sparq, "calibrate", "big.onnx", "--data", "calib.npz", "--method", "max",
+                                         "--batch", str(a.batch), "-o", "scales.json", "--json"])
+            if rc == 0:
+                try:
+                    res["steps"]["calibrate"]["report"] = {"peak_rss_mib": json.loads(out).get("peak_rss_mib")}
+                except ValueError:
+                    pass
         int8 = os.path.join("out", "big.int8.onnx")
         have_int8 = os.path.exists(os.path.join(a.dir, int8))
         if "eval" in steps and have_int8:
@@ -196,8 +202,11 @@ def main():
                                     "--batch", str(a.batch), "--save-outputs", "sparq_out.npz", "--json"])
             if rc == 0:
                 try:
-                    res["steps"]["eval"]["report"] = json.loads(out)
-                except ValueError:
+                    e = json.loads(out)
+                    res["steps"]["eval"]["report"] = {"cosine": e["reference"]["outputs"][0]["cosine"],
+                                                      "sqnr_db": e["reference"]["outputs"][0]["sqnr_db"],
+                                                      "peak_rss_mib": e.get("peak_rss_mib")}
+                except (ValueError, KeyError, IndexError):
                     pass
         if "ort" in steps and have_int8:
             py = sys.executable

@@ -16,9 +16,10 @@ from conftest import SOURCE_DIR
 sys.path.insert(0, os.path.join(SOURCE_DIR, "bench"))
 import big_model  # noqa: E402
 
-# docs/scale.md: peak RSS <= 2.25 x the FP32 weight bytes + 512 MiB (the mapped
-# weights, the executor's packed copy of them, the INT8 weights, activations).
-RSS_FACTOR = 2.25
+# docs/scale.md: peak RSS <= 1.5 x the FP32 weight bytes + 512 MiB (the packed
+# float weights, one layer's mapped ones, the INT8 weights and their packed
+# copy, a batch of activations; the 512 MiB hold the binary and its libraries).
+RSS_FACTOR = 1.5
 RSS_ALLOWANCE_MIB = 512
 
 LAYERS, WIDTH, SAMPLES, BATCH = 4, 2560, 16, 8  # 105 MB of weights
@@ -45,6 +46,8 @@ def test_run_peak_rss_is_bounded_and_reported(big):
     # The report's own figure is the process's peak as the report was written.
     assert 0 < report["peak_rss_mib"] <= rss + 1
     assert report["gate"]["passed"]
+    with open(os.path.join(d, "out", "report.md")) as f:
+        assert "peak memory (RSS)" in f.read()
 
 
 def test_written_model_has_external_data_and_passes_the_checker(big):
