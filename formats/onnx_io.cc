@@ -9,7 +9,11 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
 #include <climits>
 #include <cstdint>
 #include <memory>
@@ -278,7 +282,8 @@ StatusOr<Tensor> DenseFromSparseProto(const onnx::SparseTensorProto& sp, const s
 // ---------------------------------------------------------------------------
 // Attributes, value infos, nodes
 
-Status GraphFromProto(const onnx::GraphProto& gp, const std::string& base_dir, bool subgraph, Graph* g);
+Status GraphFromProto(const onnx::GraphProto& gp, const std::string& base_dir, bool subgraph, Graph* g,
+                      onnx::GraphProto* release = nullptr);
 
 StatusOr<Attribute> AttributeFromProto(const onnx::AttributeProto& proto, const std::string& base_dir) {
   Attribute a;
@@ -442,16 +447,21 @@ StatusOr<Node> NodeFromProto(const onnx::NodeProto& proto, size_t index, const s
 }
 
 // A graph's fields; a subgraph (subgraph = true) may read values of the
-// graphs around it.
-Status GraphFromProto(const onnx::GraphProto& gp, const std::string& base_dir, bool subgraph, Graph* out) {
+// graphs around it. With `release` (the same proto, writable), each
+// initializer's raw_data is freed once its tensor holds it: a model with
+// inline weights is then never held twice.
+Status GraphFromProto(const onnx::GraphProto& gp, const std::string& base_dir, bool subgraph, Graph* out,
+                      onnx::GraphProto* release) {
   Graph& g = *out;
   g.name = gp.name();
   g.doc_string = gp.doc_string();
-  for (const auto& tp : gp.initializer()) {
+  for (int i = 0; i < gp.initializer_size(); ++i) {
+    const onnx::TensorProto& tp = gp.initializer(i);
     if (tp.name().empty()) return Status::Corruption("an initializer has no name");
     auto t = TensorFromProto(tp, base_dir);
     if (!t.ok()) return t.status().WithContext("initializer");
     g.initializers[tp.name()] = std::move(t).value();
+    if (release != nullptr && tp.has_raw_data()) std::string().swap(*release->mutable_initializer(i)->mutable_raw_data());
   }
   for (const auto& sp : gp.sparse_initializer()) {
     auto t = DenseFromSparseProto(sp, base_dir);
@@ -474,7 +484,8 @@ Status GraphFromProto(const onnx::GraphProto& gp, const std::string& base_dir, b
   return g.TopoSort(subgraph);
 }
 
-StatusOr<Model> ModelFromProto(const onnx::ModelProto& mp, const std::string& base_dir) {
+StatusOr<Model> ModelFromProto(const onnx::ModelProto& mp, const std::string& base_dir,
+                               onnx::ModelProto* release = nullptr) {
   Model m;
   m.ir_version = mp.ir_version();
   for (const auto& op : mp.opset_import())
@@ -488,7 +499,8 @@ StatusOr<Model> ModelFromProto(const onnx::ModelProto& mp, const std::string& ba
   for (const auto& f : mp.functions()) m.raw_functions.push_back(f.SerializeAsString());
   if (!mp.has_graph()) return Status::Corruption("model has no graph");
 
-  SPARQ_RETURN_IF_ERROR(GraphFromProto(mp.graph(), base_dir, /*subgraph=*/false, &m.graph));
+  SPARQ_RETURN_IF_ERROR(GraphFromProto(mp.graph(), base_dir, /*subgraph=*/false, &m.graph,
+                                       release != nullptr ? release->mutable_graph() : nullptr));
   return m;
 }
 
@@ -549,21 +561,46 @@ StatusOr<onnx::ModelProto> ParseModelProto(const std::string& bytes, const std::
   return mp;
 }
 
+// The model file parsed straight from its descriptor, without a copy of its
+// bytes beside the proto; files without a size (pipes) and files over 2 GiB
+// (which protobuf refuses either way) go through ReadFile.
+StatusOr<onnx::ModelProto> ParseModelFile(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return Status::NotFound("file not found: " + path);
+  if (fs::is_directory(path, ec)) return Status::InvalidArgument(path + " is a folder, not a file");
+  const uintmax_t size = fs::is_regular_file(path, ec) ? fs::file_size(path, ec) : 0;
+  if (ec || size == 0 || size > static_cast<uintmax_t>(INT32_MAX)) {
+    SPARQ_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+    return ParseModelProto(bytes, path);
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
+  onnx::ModelProto mp;
+  const bool parsed = mp.ParseFromFileDescriptor(fd);
+  ::close(fd);
+  if (!parsed) {
+    return Status::Corruption(path + " is not a valid ONNX model (protobuf parse failed: truncated or corrupt file)");
+  }
+  if (!mp.has_graph() && mp.opset_import_size() == 0) {
+    return Status::Corruption(path + " parsed as protobuf but holds no ONNX graph");
+  }
+  return mp;
+}
+
 }  // namespace
 
 StatusOr<Model> LoadModelFromBytes(const std::string& bytes, const std::string& base_dir,
                                    const LoadOptions& options) {
   SPARQ_ASSIGN_OR_RETURN(onnx::ModelProto mp, ParseModelProto(bytes, "input"));
-  SPARQ_ASSIGN_OR_RETURN(Model m, ModelFromProto(mp, base_dir));
+  SPARQ_ASSIGN_OR_RETURN(Model m, ModelFromProto(mp, base_dir, &mp));
   if (options.infer_shapes) InferShapes(m).ok();  // best effort: see LoadOptions
   return m;
 }
 
 StatusOr<Model> LoadModel(const std::string& path, const LoadOptions& options) {
-  SPARQ_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
   std::string base_dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path().string() : ".";
-  SPARQ_ASSIGN_OR_RETURN(onnx::ModelProto mp, ParseModelProto(bytes, path));
-  auto m = ModelFromProto(mp, base_dir);
+  SPARQ_ASSIGN_OR_RETURN(onnx::ModelProto mp, ParseModelFile(path));
+  auto m = ModelFromProto(mp, base_dir, &mp);
   if (!m.ok()) return m.status().WithContext(path);
   if (options.infer_shapes) InferShapes(*m).ok();
   return m;
