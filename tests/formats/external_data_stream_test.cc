@@ -197,6 +197,24 @@ TEST(ExternalDataStream, FailedSaveLeavesNeitherFileNorTemporary) {
   EXPECT_EQ(left, std::set<std::string>{"m.onnx.data"});
 }
 
+// The opset converter sees large weights as typed graph inputs, not data: the
+// converted model shares them with the input (no copy, no 2 GiB protobuf).
+TEST(ExternalDataStream, OpsetConversionSharesLargeWeights) {
+  Model m = TwoLayer();
+  m.ir_version = 4;
+  m.opset_imports = {{"", 9}};
+  m.graph.nodes.push_back({"clip", "Clip", "", {"y"}, {"y_clipped"}, {Attribute::Float("min", 0.0f), Attribute::Float("max", 6.0f)}, ""});
+  m.graph.outputs[0].name = "y_clipped";
+  auto converted = ConvertOpset(m, 13);
+  ASSERT_TRUE(converted.ok()) << converted.status().ToString();
+  EXPECT_EQ(converted->opset(), 13);
+  EXPECT_EQ(converted->graph.initializers.at("W0").raw_data(), m.graph.initializers.at("W0").raw_data());  // shared
+  EXPECT_TRUE(converted->graph.initializers.at("W1").Equals(m.graph.initializers.at("W1")));
+  ASSERT_EQ(converted->graph.inputs.size(), 1u);
+  EXPECT_EQ(converted->graph.inputs[0].name, "x");
+  EXPECT_TRUE(CheckModel(*converted).ok()) << CheckModel(*converted).ToString();
+}
+
 TEST(PeakRss, IsReported) { EXPECT_GT(PeakRssMiB(), 1.0); }
 
 }  // namespace
