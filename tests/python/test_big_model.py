@@ -86,6 +86,16 @@ def test_calibrate_json_reports_peak_rss(big, sparq):
     j = json.loads(out)
     assert j["samples"] == SAMPLES and j["output"] == "scales.json"
     assert 0 < j["peak_rss_mib"] <= rss + 1
+    # Calibrate once, quantize with external data: onnxruntime runs the file.
+    ort = pytest.importorskip("onnxruntime")
+    proc = sparq.run("quantize", os.path.join(d, "big.onnx"), "--scales", os.path.join(d, "scales.json"),
+                     "--external-data", "-o", os.path.join(d, "q.onnx"))
+    assert proc.returncode == 0, proc.stderr + proc.stdout
+    assert os.path.getsize(os.path.join(d, "q.onnx")) < 1 << 20
+    assert os.path.exists(os.path.join(d, "q.onnx.data"))
+    x = np.load(os.path.join(d, "eval.npz"))["x"][:BATCH]
+    y = ort.InferenceSession(os.path.join(d, "q.onnx"), providers=["CPUExecutionProvider"]).run(None, {"x": x})[0]
+    assert y.shape == (BATCH, WIDTH) and np.isfinite(y).all()
 
 
 def test_onnx_packed_external_data_loads_and_matches_onnxruntime(tmp_path, sparq):
