@@ -322,6 +322,13 @@ StatusOr<RunReport> Runner::Run() {
   if (fp32_.graph.inputs.empty()) return Status::InvalidArgument(r_.model + ": the model has no inputs");
   SPARQ_RETURN_IF_ERROR(CheckRecipeAgainstModel(r_, fp32_));
   report_.fp32_bytes = static_cast<int64_t>(fs::file_size(r_.model, ec));
+  {
+    // Weights in external data are not in the file (a few KB for a model over
+    // 2 GB): count them too. (Their tensors' bytes; the data file adds padding.)
+    int64_t weights = 0;
+    for (const auto& kv : fp32_.graph.initializers) weights += static_cast<int64_t>(kv.second.nbytes());
+    if (weights > report_.fp32_bytes) report_.fp32_bytes += weights;
+  }
   SPARQ_RETURN_IF_ERROR(UpgradeOpsetForInt8());
   QuantizeOptions qopt = ToQuantizeOptions(r_);
   if (!r_.quantize.enabled) {

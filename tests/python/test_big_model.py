@@ -46,6 +46,9 @@ def test_run_peak_rss_is_bounded_and_reported(big):
     # The report's own figure is the process's peak as the report was written.
     assert 0 < report["peak_rss_mib"] <= rss + 1
     assert report["gate"]["passed"]
+    # Sizes count the weights beside the files: FP32 with them, INT8 a quarter.
+    assert report["size"]["fp32_bytes"] >= 0.99 * weight_bytes  # weight_bytes counts the data file's padding
+    assert 0.24 * weight_bytes < report["size"]["output_bytes"] < 0.3 * weight_bytes
     with open(os.path.join(d, "out", "report.md")) as f:
         assert "peak memory (RSS)" in f.read()
 
