@@ -273,6 +273,35 @@ InputStatistics ScaledStatistics(const InputStatistics& x, const std::vector<flo
   return y;
 }
 
+StatusOr<std::map<std::string, BlockwiseInt4>> GptqModelWeights(const Model& model,
+                                                                const std::map<std::string, InputStatistics>& stats,
+                                                                const GptqOptions& options, int threads) {
+  struct Job {
+    std::string key;
+    Tensor w;  // [K, N]
+    const InputStatistics* x;
+  };
+  std::vector<Job> jobs;
+  for (const InputGroup& group : LayerInputGroups(model.graph)) {
+    auto x = stats.find(group.first);
+    if (x == stats.end()) continue;
+    for (const InputLayer& l : group.second)
+      jobs.push_back({NodeKey(model.graph.nodes[l.index]), InputLayerWeightKN(model.graph, l), &x->second});
+  }
+  std::vector<StatusOr<BlockwiseInt4>> done(jobs.size(), Status::Internal("gptq: not run"));
+  ParallelFor(SharedThreadPool(threads), static_cast<int64_t>(jobs.size()), 1, [&](int64_t b, int64_t e) {
+    for (int64_t i = b; i < e; ++i)
+      done[i] = QuantizeInt4Gptq(jobs[i].w.data<float>(), jobs[i].w.dim(0), jobs[i].w.dim(1), *jobs[i].x, options,
+                                 nullptr);
+  });
+  std::map<std::string, BlockwiseInt4> out;
+  for (size_t i = 0; i < jobs.size(); ++i) {
+    if (!done[i].ok()) return done[i].status().WithContext("gptq: layer '" + jobs[i].key + "'");
+    out.emplace(jobs[i].key, std::move(*done[i]));
+  }
+  return out;
+}
+
 StatusOr<Model> AwqModel(const Model& model, const std::map<std::string, InputStatistics>& stats,
                          const AwqOptions& options, int threads, std::vector<AwqInput>* report) {
   ThreadPool* pool = SharedThreadPool(threads);

@@ -117,6 +117,13 @@ struct AwqInput {
 StatusOr<Model> AwqModel(const Model& model, const std::map<std::string, InputStatistics>& stats,
                          const AwqOptions& options, int threads, std::vector<AwqInput>* report);
 
+// GPTQ of the weight of every MatMul / Gemm of `model` whose input has
+// statistics, as W [K, N], keyed by NodeKey. Layers run in parallel on
+// `threads` (each one's arithmetic is the same for any thread count).
+StatusOr<std::map<std::string, BlockwiseInt4>> GptqModelWeights(const Model& model,
+                                                                const std::map<std::string, InputStatistics>& stats,
+                                                                const GptqOptions& options, int threads);
+
 // The statistics of x / s from those of x.
 InputStatistics ScaledStatistics(const InputStatistics& x, const std::vector<float>& s);
 

@@ -261,3 +261,27 @@ TEST(Int4Awq, MeasuresAndRescalesAModelWithoutChangingWhatItComputes) {
 
 }  // namespace
 }  // namespace sparq
+
+namespace sparq {
+namespace {
+
+TEST(Int4Gptq, ModelWeightsForEveryLayerAnyThreadCount) {
+  const Model model = Block();
+  auto stats = MeasureInputStatistics(model, Source(), 1);
+  ASSERT_TRUE(stats.ok()) << stats.status().ToString();
+  GptqOptions o;
+  o.block_size = 16;
+  auto one = GptqModelWeights(model, *stats, o, 1);
+  auto two = GptqModelWeights(model, *stats, o, 2);
+  ASSERT_TRUE(one.ok() && two.ok()) << one.status().ToString();
+  ASSERT_EQ(one->size(), 3u);
+  for (const char* key : {"fc1", "fc2", "proj"}) {
+    ASSERT_TRUE(one->count(key)) << key;
+    EXPECT_EQ(one->at(key).codes, two->at(key).codes) << key;
+  }
+  EXPECT_EQ(one->at("fc2").k, 32);
+  EXPECT_EQ(one->at("fc2").n, 16);
+}
+
+}  // namespace
+}  // namespace sparq
