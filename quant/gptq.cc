@@ -6,6 +6,7 @@
 #include <set>
 
 #include "kernels/backend.h"  // SharedThreadPool
+#include "kernels/cpu/dispatch.h"
 #include "kernels/ref/gemm.h"
 #include "kernels/ref/linalg.h"
 #include "quant/layer_inputs.h"
@@ -63,6 +64,9 @@ std::vector<float> DequantizeInt4(const BlockwiseInt4& q) {
 
 namespace {
 
+// Rows of an activation per float GEMM of its Gram statistics.
+constexpr int64_t kGramChunkRows = 1024;
+
 BlockwiseInt4 Empty(int64_t k, int64_t n, int64_t block_size, bool symmetric) {
   BlockwiseInt4 q;
   q.k = k;
@@ -113,7 +117,7 @@ StatusOr<std::map<std::string, InputStatistics>> MeasureInputStatistics(const Mo
                                                                        int threads) {
   std::map<std::string, InputStatistics> stats;
   ThreadPool* pool = SharedThreadPool(threads);
-  std::vector<double> xd;
+  std::vector<float> xt, chunk;
   SPARQ_RETURN_IF_ERROR(ObserveLayerInputs(
       model, batches, threads, "int4", [&](const std::string& name, const Tensor& t, int64_t k) -> Status {
         InputStatistics& s = stats[name];
@@ -124,19 +128,34 @@ StatusOr<std::map<std::string, InputStatistics>> MeasureInputStatistics(const Mo
         }
         const float* p = t.data<float>();
         const int64_t rows = t.numel() / k;
-        // Chunks of rows bound the double copy; the chunking depends on shapes only.
-        const int64_t chunk = std::max<int64_t>(1, std::min<int64_t>(rows, (int64_t{1} << 21) / k));
-        for (int64_t b = 0; b < rows; b += chunk) {
-          const int64_t m = std::min(chunk, rows - b);
-          xd.assign(p + b * k, p + (b + m) * k);
-          for (int64_t i = 0; i < m * k; ++i) {
-            if (!std::isfinite(xd[i])) {
-              return Status::InvalidArgument("int4: activation '" + name + "' holds NaN or Inf (row " +
-                                             std::to_string(b + i / k) + ")");
+        // X^T X on the FP32 GEMM, kGramChunkRows rows at a time, each chunk's
+        // float sums added into the double total.
+        for (int64_t b = 0; b < rows; b += kGramChunkRows) {
+          const int64_t m = std::min(kGramChunkRows, rows - b);
+          xt.resize(static_cast<size_t>(k * m));
+          for (int64_t r = 0; r < m; ++r)
+            for (int64_t j = 0; j < k; ++j) {
+              const float v = p[(b + r) * k + j];
+              if (!std::isfinite(v)) {
+                return Status::InvalidArgument("int4: activation '" + name + "' holds NaN or Inf (row " +
+                                               std::to_string(b + r) + ")");
+              }
+              s.abs_sum[static_cast<size_t>(j)] += std::fabs(v);
+              xt[j * m + r] = v;
             }
-            s.abs_sum[static_cast<size_t>(i % k)] += std::fabs(xd[i]);
-          }
-          GemmF64Ref(true, false, k, k, m, 1.0, xd.data(), k, xd.data(), k, 1.0, s.gram.data(), k, pool);
+          SPARQ_ASSIGN_OR_RETURN(PackedGemmF32 packed,
+                                 PackGemmF32(xt.data(), k, m, PreferredGemmF32Format(ActiveIsa()), /*strips=*/true));
+          chunk.resize(static_cast<size_t>(k * k));
+          GemmF32Args args;
+          args.w = &packed;
+          args.m = k;
+          args.x = xt.data();
+          args.ld_x = m;
+          args.y = chunk.data();
+          args.ld_y = k;
+          args.pool = pool;
+          SPARQ_RETURN_IF_ERROR(RunGemmF32(args));
+          for (int64_t i = 0; i < k * k; ++i) s.gram[i] += chunk[i];
         }
         s.rows += rows;
         return Status::OK();
@@ -159,21 +178,16 @@ StatusOr<BlockwiseInt4> QuantizeInt4Gptq(const float* w, int64_t k, int64_t n, c
     mean_diag += h[i * k + i];
   }
   mean_diag /= static_cast<double>(k);
-  // U: upper Cholesky factor of H^-1 (H^-1 = U^T U), row-major.
+  // U: H^-1 = U^T U, upper triangular, row-major.
   std::vector<double> u;
   bool ok = false;
   for (int attempt = 0; attempt < 4 && !ok; ++attempt) {
     u = h;
     const double damp = options.damp * std::pow(10.0, attempt) * mean_diag;
     for (int64_t i = 0; i < k; ++i) u[i * k + i] += damp;
-    ok = InvertSpd(u, k, pool) && Cholesky(u, k);
+    ok = UpperCholeskyOfInverse(u, k);
   }
   if (!ok) return Status::InvalidArgument("gptq: the input's Hessian stays singular after damping");
-  for (int64_t i = 0; i < k; ++i)
-    for (int64_t j = i + 1; j < k; ++j) {
-      u[i * k + j] = u[j * k + i];
-      u[j * k + i] = 0.0;
-    }
 
   BlockwiseInt4 q = Empty(k, n, bs, options.symmetric);
   const int64_t lazy = std::max<int64_t>(1, (std::max<int64_t>(options.lazy_rows, bs) + bs - 1) / bs) * bs;
@@ -226,6 +240,29 @@ StatusOr<AwqChoice> ChooseAwqScales(const std::vector<Tensor>& weights, const In
     if (w.dtype() != DataType::kFloat32 || w.rank() != 2) return Status::InvalidArgument("awq: weights must be 2-D float32");
     SPARQ_RETURN_IF_ERROR(CheckShape("awq", w.dim(0), w.dim(1), options.block_size, x));
   }
+  // tr(E^T H E) on the FP32 GEMM: H packed once, Y = E^T H per layer and alpha.
+  std::vector<float> hf(x.gram.begin(), x.gram.end());
+  SPARQ_ASSIGN_OR_RETURN(PackedGemmF32 h,
+                         PackGemmF32(hf.data(), k, k, PreferredGemmF32Format(ActiveIsa()), /*strips=*/true));
+  std::vector<float> et, y;
+  auto output_error = [&](const float* w, const float* wq, int64_t n) -> StatusOr<double> {
+    et.resize(static_cast<size_t>(n * k));
+    y.resize(static_cast<size_t>(n * k));
+    for (int64_t j = 0; j < k; ++j)
+      for (int64_t c = 0; c < n; ++c) et[c * k + j] = w[j * n + c] - wq[j * n + c];
+    GemmF32Args args;
+    args.w = &h;  // H is symmetric: H^T = H
+    args.m = n;
+    args.x = et.data();
+    args.ld_x = k;
+    args.y = y.data();
+    args.ld_y = k;
+    args.pool = pool;
+    SPARQ_RETURN_IF_ERROR(RunGemmF32(args));
+    double e = 0.0;
+    for (int64_t i = 0; i < n * k; ++i) e += static_cast<double>(et[i]) * y[i];
+    return e;
+  };
   std::vector<double> mean_abs(static_cast<size_t>(k));
   for (int64_t j = 0; j < k; ++j) mean_abs[j] = std::max(x.abs_sum[j] / static_cast<double>(x.rows), 1e-4);
   AwqChoice best;
@@ -252,7 +289,8 @@ StatusOr<AwqChoice> ChooseAwqScales(const std::vector<Tensor>& weights, const In
       wq = DequantizeInt4(q);
       for (int64_t j = 0; j < k; ++j)
         for (int64_t c = 0; c < n; ++c) wq[j * n + c] /= s[j];
-      error += Int4OutputError(w, wq.data(), k, n, x.gram, pool);
+      SPARQ_ASSIGN_OR_RETURN(double e, output_error(w, wq.data(), n));
+      error += e;
     }
     if (g == 0) best.error_rtn = error;
     if (g == 0 || error < best.error) {

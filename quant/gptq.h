@@ -88,7 +88,7 @@ struct AwqOptions {
 struct AwqChoice {
   std::vector<float> scales;  // s [K]; all 1 when alpha = 0 won
   double alpha = 0;
-  double error = 0;      // tr(E^T H E) summed over the group's layers, at alpha
+  double error = 0;      // tr(E^T H E) summed over the group's layers, at alpha (FP32 GEMM, double sums)
   double error_rtn = 0;  // the same at alpha = 0
 };
 

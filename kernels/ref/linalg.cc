@@ -2,8 +2,6 @@
 
 #include <cmath>
 
-#include "kernels/ref/gemm.h"
-
 namespace sparq {
 
 double DotF64(const double* a, const double* b, int64_t n) {
@@ -48,12 +46,14 @@ void CholeskySolve(const std::vector<double>& l, int64_t k, std::vector<double>&
   }
 }
 
-bool InvertSpd(std::vector<double>& a, int64_t k, ThreadPool* pool) {
-  if (!Cholesky(a, k)) return false;
-  // M = L^-1, lower triangular, row by row: m_i = (e_i - sum_{p<i} L[i][p] m_p) / L[i][i].
+namespace {
+
+// M = L^-1 of a lower triangular L (row-major k x k, upper triangle ignored),
+// row by row: m_i = (e_i - sum_{p<i} L[i][p] m_p) / L[i][i].
+std::vector<double> InvertLower(const std::vector<double>& l, int64_t k) {
   std::vector<double> m(static_cast<size_t>(k * k), 0.0);
   for (int64_t i = 0; i < k; ++i) {
-    const double* li = a.data() + i * k;
+    const double* li = l.data() + i * k;
     double* mi = m.data() + i * k;
     for (int64_t p = 0; p < i; ++p) {
       const double f = li[p];
@@ -64,8 +64,21 @@ bool InvertSpd(std::vector<double>& a, int64_t k, ThreadPool* pool) {
     const double inv = 1.0 / li[i];
     for (int64_t j = 0; j <= i; ++j) mi[j] *= inv;
   }
-  // A^-1 = L^-T L^-1 = M^T M.
-  GemmF64Ref(true, false, k, k, k, 1.0, m.data(), k, m.data(), k, 0.0, a.data(), k, pool);
+  return m;
+}
+
+}  // namespace
+
+bool UpperCholeskyOfInverse(std::vector<double>& a, int64_t k) {
+  // With J the order reversal: J A J = L L^T gives A^-1 = U^T U for
+  // U = J L^-1 J, upper triangular with a positive diagonal.
+  std::vector<double> r(static_cast<size_t>(k * k));
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < k; ++j) r[i * k + j] = a[(k - 1 - i) * k + (k - 1 - j)];
+  if (!Cholesky(r, k)) return false;
+  const std::vector<double> m = InvertLower(r, k);
+  for (int64_t i = 0; i < k; ++i)
+    for (int64_t j = 0; j < k; ++j) a[i * k + j] = j >= i ? m[(k - 1 - i) * k + (k - 1 - j)] : 0.0;
   return true;
 }
 

@@ -7,8 +7,6 @@
 #include <cstdint>
 #include <vector>
 
-#include "kernels/parallel.h"
-
 namespace sparq {
 
 // a . b over n elements, four interleaved accumulators combined as
@@ -23,9 +21,10 @@ bool Cholesky(std::vector<double>& a, int64_t k);
 // Solves L L^T x = b in place (b becomes x), L from Cholesky.
 void CholeskySolve(const std::vector<double>& l, int64_t k, std::vector<double>& b);
 
-// A^-1 of a k x k SPD matrix, in place, the full symmetric matrix written
-// (its last step a GEMM on `pool`; null: this thread). False when A is not
-// SPD; a's contents are then unspecified.
-bool InvertSpd(std::vector<double>& a, int64_t k, ThreadPool* pool);
+// The upper triangular U with U^T U = A^-1 (the Cholesky factor of A's
+// inverse, in upper form: GPTQ's update rows), for a k x k SPD A, in place
+// (the lower triangle becomes 0). False when A is not SPD; a's contents are
+// then unchanged.
+bool UpperCholeskyOfInverse(std::vector<double>& a, int64_t k);
 
 }  // namespace sparq

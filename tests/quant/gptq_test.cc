@@ -59,19 +59,28 @@ double RtnError(const std::vector<float>& w, int64_t k, int64_t n, int64_t block
   return Int4OutputError(w.data(), wq.data(), k, n, x.gram, nullptr);
 }
 
-TEST(Linalg, InvertSpdGivesTheInverse) {
+TEST(Linalg, UpperCholeskyOfInverse) {
   const int64_t k = 37;
   const InputStatistics s = Statistics(200, k, 3);
-  std::vector<double> inv = s.gram;
-  ASSERT_TRUE(InvertSpd(inv, k, nullptr));
+  std::vector<double> u = s.gram;
+  ASSERT_TRUE(UpperCholeskyOfInverse(u, k));
+  // U^T U A = I, U upper with a positive diagonal.
+  std::vector<double> inv(static_cast<size_t>(k * k), 0.0);
   for (int64_t i = 0; i < k; ++i)
     for (int64_t j = 0; j < k; ++j) {
+      if (j < i) EXPECT_EQ(u[i * k + j], 0.0);
+      for (int64_t p = 0; p < k; ++p) inv[i * k + j] += u[p * k + i] * u[p * k + j];
+    }
+  for (int64_t i = 0; i < k; ++i) {
+    EXPECT_GT(u[i * k + i], 0.0);
+    for (int64_t j = 0; j < k; ++j) {
       double v = 0.0;
-      for (int64_t p = 0; p < k; ++p) v += s.gram[i * k + p] * inv[p * k + j];
+      for (int64_t p = 0; p < k; ++p) v += inv[i * k + p] * s.gram[p * k + j];
       EXPECT_NEAR(v, i == j ? 1.0 : 0.0, 1e-9) << i << "," << j;
     }
+  }
   std::vector<double> singular(static_cast<size_t>(k * k), 0.0);
-  EXPECT_FALSE(InvertSpd(singular, k, nullptr));
+  EXPECT_FALSE(UpperCholeskyOfInverse(singular, k));
 }
 
 TEST(Int4Gptq, DiagonalHessianIsRoundToNearest) {
@@ -160,7 +169,7 @@ TEST(Int4Awq, NeverWorseThanRoundToNearestAndHelpsAnOutlierChannel) {
   auto c = ChooseAwqScales({w1, w2}, x, o, nullptr);
   ASSERT_TRUE(c.ok()) << c.status().ToString();
   const std::vector<float> v1(w1.data<float>(), w1.data<float>() + k * n), v2(w2.data<float>(), w2.data<float>() + k * 8);
-  EXPECT_NEAR(c->error_rtn, RtnError(v1, k, n, 32, false, x) + RtnError(v2, k, 8, 32, false, x), 1e-9 * c->error_rtn);
+  EXPECT_NEAR(c->error_rtn, RtnError(v1, k, n, 32, false, x) + RtnError(v2, k, 8, 32, false, x), 1e-4 * c->error_rtn);
   EXPECT_GT(c->alpha, 0.0);
   EXPECT_LT(c->error, 0.9 * c->error_rtn);
   ASSERT_EQ(c->scales.size(), static_cast<size_t>(k));
