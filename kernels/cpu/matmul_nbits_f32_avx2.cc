@@ -29,14 +29,20 @@ struct Isa {
     s = _mm_add_ss(s, _mm_movehdup_ps(s));
     return _mm_cvtss_f32(s);
   }
-  static Vec Decode(const uint8_t* bytes, int32_t zp, float scale) {
+  static Vec Add(Vec a, Vec b) { return _mm256_add_ps(a, b); }
+  struct Table {
+    __m256i zp;
+    __m256 scale;
+  };
+  static Table MakeTable(int32_t zp, float scale) { return {_mm256_set1_epi32(zp), _mm256_set1_ps(scale)}; }
+  static Vec Decode(const uint8_t* bytes, const Table& t) {
     int32_t four;
     std::memcpy(&four, bytes, 4);
     const __m128i v = _mm_cvtsi32_si128(four);
     const __m128i mask = _mm_set1_epi8(0x0f);
     const __m128i codes = _mm_unpacklo_epi8(_mm_and_si128(v, mask), _mm_and_si128(_mm_srli_epi16(v, 4), mask));
-    const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(codes), _mm256_set1_epi32(zp));
-    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), _mm256_set1_ps(scale));
+    const __m256i q = _mm256_sub_epi32(_mm256_cvtepu8_epi32(codes), t.zp);
+    return _mm256_mul_ps(_mm256_cvtepi32_ps(q), t.scale);
   }
 };
 

@@ -24,12 +24,19 @@ struct Isa {
   static Vec Load(const float* p) { return _mm512_loadu_ps(p); }
   static Vec Fma(Vec a, Vec b, Vec acc) { return _mm512_fmadd_ps(a, b, acc); }
   static float Sum(Vec v) { return _mm512_reduce_add_ps(v); }
-  static Vec Decode(const uint8_t* bytes, int32_t zp, float scale) {
+  static Vec Add(Vec a, Vec b) { return _mm512_add_ps(a, b); }
+  // The block's 16 possible weights, (code - zp) * scale for code 0..15: one
+  // permute per 16 codes then replaces the subtraction, conversion and product.
+  using Table = __m512;
+  static Table MakeTable(int32_t zp, float scale) {
+    const __m512i codes = _mm512_setr_epi32(0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15);
+    return _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_sub_epi32(codes, _mm512_set1_epi32(zp))), _mm512_set1_ps(scale));
+  }
+  static Vec Decode(const uint8_t* bytes, const Table& table) {
     const __m128i v = _mm_loadl_epi64(reinterpret_cast<const __m128i*>(bytes));
     const __m128i mask = _mm_set1_epi8(0x0f);
     const __m128i codes = _mm_unpacklo_epi8(_mm_and_si128(v, mask), _mm_and_si128(_mm_srli_epi16(v, 4), mask));
-    const __m512i q = _mm512_sub_epi32(_mm512_cvtepu8_epi32(codes), _mm512_set1_epi32(zp));
-    return _mm512_mul_ps(_mm512_cvtepi32_ps(q), _mm512_set1_ps(scale));
+    return _mm512_permutexvar_ps(_mm512_cvtepu8_epi32(codes), table);
   }
 };
 
