@@ -349,7 +349,11 @@ def ort_worker(mode, method, model, calib_path, out, result_path):
 # One model.
 
 def sparq_metric_for(task):
-    return {"classifier": "agreement", "text_embedding": "cosine"}.get(task, "sqnr")
+    """sparq's label-free metric for the task: what the search scores
+    candidates by on held-out calibration batches, and what a user's recipe
+    would name (recipes/README.md)."""
+    return {"classifier": "agreement", "text_embedding": "cosine", "detector": "box_recall",
+            "ctc_recognizer": "ctc_accuracy"}.get(task, "sqnr")
 
 
 def run_model(args, name, save):

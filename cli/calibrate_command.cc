@@ -5,11 +5,15 @@
 // into the table (MergeCalibrationFiles).
 #include <unistd.h>
 
+#include <chrono>
+#include <cmath>
 #include <memory>
+#include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "sparq/commands.h"
+#include "sparq/memory.h"
 
 namespace sparq {
 namespace cli {
@@ -18,6 +22,7 @@ RunFn AddCalibrateCommand(CLI::App& app) {
   struct Args {
     std::string method = "kl";
     bool progress = false;
+    bool json = false;
     std::string shard;                // "i/n"
     std::vector<std::string> merge;   // partial statistics files
     std::vector<std::string> constants;  // --constant name=value, parsed when run
@@ -60,6 +65,8 @@ RunFn AddCalibrateCommand(CLI::App& app) {
   sub->add_flag("--int8-only", args->options.int8_only,
                 "Observe only the tensors INT8 quantization needs (inputs and outputs of Conv/Gemm/MatMul), the rest "
                 "fused: faster, less memory; the table then serves INT8 quantization only (no FP16, no --trt-cache)");
+  sub->add_flag("--json", args->json,
+                "Print one JSON object (tensors, samples, method, output, seconds, peak_rss_mib) instead of text");
   sub->add_flag("--progress", args->progress, "Show a progress bar even when stderr is not a terminal");
   sub->footer(R"(Examples:
   sparq calibrate model.onnx --data calib.npz --method kl -o scales.json
@@ -114,9 +121,21 @@ RunFn AddCalibrateCommand(CLI::App& app) {
                 << partial->samples << " samples -> " << args->options.output << "\n";
       return kExitOk;
     }
+    const auto start = std::chrono::steady_clock::now();
     auto table = CalibrateFiles(args->options);
     bar.End();
-    if (!table.ok()) return ReportError(table.status());
+    if (!table.ok()) return ReportError(table.status(), args->json);
+    if (args->json) {
+      nlohmann::json j;
+      j["tensors"] = table->tensors.size();
+      j["samples"] = table->samples;
+      j["method"] = args->method;
+      j["output"] = args->options.output;
+      j["seconds"] = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+      j["peak_rss_mib"] = std::round(PeakRssMiB());
+      std::cout << j.dump(2, ' ', false, nlohmann::json::error_handler_t::replace) << std::endl;
+      return kExitOk;
+    }
     std::cout << "calibrated " << table->tensors.size() << " tensors on " << table->samples << " samples ("
               << args->method << ") -> " << args->options.output << "\n";
     return kExitOk;

@@ -29,6 +29,8 @@ RunFn AddQuantizeCommand(CLI::App& app) {
   sub->add_flag("--per-tensor,!--per-channel", args->per_tensor,
                 "One scale per weight tensor instead of one per output channel (default: per channel)");
   sub->add_flag("--json", args->json, "Print each layer's precision as JSON on stdout");
+  sub->add_flag("--external-data", args->options.external_data,
+                "Store the weights in <output>.data beside the model (for models over 2 GB)");
   sub->footer(R"(Examples:
   sparq calibrate model.onnx --data calib.npz --method kl -o scales.json
   sparq quantize model.onnx --scales scales.json -o model.int8.onnx

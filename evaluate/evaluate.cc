@@ -15,6 +15,7 @@
 #include "evaluate/progress.h"
 #include "sparq/executor.h"
 #include "sparq/file_io.h"
+#include "sparq/memory.h"
 #include "sparq/metrics.h"
 #include "sparq/npy.h"
 #include "sparq/onnx_io.h"
@@ -306,16 +307,23 @@ struct Evaluator::Impl {
   EvaluatorOptions options;
   BatchSource data;
   ExecutorOptions exec_options;
-  std::unique_ptr<Executor> ref;  // null without a reference
+  // The reference's executor: null without a reference, and freed once every
+  // batch's outputs are cached (its prepared weights are a copy of the model's,
+  // 2.7 GB for a 2.7 GB model: docs/scale.md).
+  std::unique_ptr<Executor> ref;
+  bool has_ref = false;
+  std::vector<std::string> ref_outputs;  // the reference's graph output names
   int64_t ref_fixed = 0;
   Tensor labels;
   EvalReport ref_report;
   std::vector<std::vector<Tensor>> cache;  // per batch: the reference's graph outputs
   int64_t ref_batches = 0;
+  bool cached_all = false;  // the cache holds every batch (ReferencePass)
 
   StatusOr<std::vector<Tensor>> RunReference(const TensorMap& batch, int64_t rows, int64_t done) {
     ++ref_batches;
-    auto out = RunBatch(*ref, ref_fixed, batch, rows, data.sample_axes(), ref->output_names(), nullptr, nullptr);
+    if (!ref) return Status::Internal("reference model, " + SampleRange(done, rows) + ": not cached and freed");
+    auto out = RunBatch(*ref, ref_fixed, batch, rows, data.sample_axes(), ref_outputs, nullptr, nullptr);
     if (!out.ok()) return out.status().WithContext("reference model, " + SampleRange(done, rows));
     return out;
   }
@@ -326,7 +334,7 @@ Evaluator::Evaluator(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
 Evaluator::~Evaluator() = default;
 
 const EvalReport& Evaluator::reference_report() const { return impl_->ref_report; }
-bool Evaluator::has_reference() const { return impl_->ref != nullptr; }
+bool Evaluator::has_reference() const { return impl_->has_ref; }
 const BatchSource& Evaluator::data() const { return impl_->data; }
 int64_t Evaluator::reference_batches_run() const { return impl_->ref_batches; }
 int64_t Evaluator::cached_batches() const { return static_cast<int64_t>(impl_->cache.size()); }
@@ -379,6 +387,7 @@ Status Evaluator::Impl::ReferencePass() {
         ReportProgress(options.on_progress, done, data.samples(), SecondsSince(start), "reference run"));
   }
   if (done == 0) return Status::InvalidArgument("dataset " + data.name() + " has no samples");
+  cached_all = caching;
   r.samples = done;
   r.wall_seconds = SecondsSince(start);
   return Status::OK();
@@ -417,8 +426,11 @@ StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const Model& reference, B
   auto created = Executor::Create(reference, impl.exec_options);
   if (!created.ok()) return created.status().WithContext("reference model");
   impl.ref = std::move(created).value();
+  impl.has_ref = true;
+  impl.ref_outputs = impl.ref->output_names();
   impl.ref_fixed = FixedBatchOf(reference.graph, impl.data);
   SPARQ_RETURN_IF_ERROR(impl.ReferencePass());
+  if (impl.cached_all) impl.ref.reset();  // never run again
   return ev;
 }
 
@@ -433,8 +445,8 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
   const std::vector<std::string>& outputs = exec.output_names();
   if (outputs.empty()) return Status::InvalidArgument(name + ": the model has no outputs");
   std::vector<size_t> ref_index;  // for each output, the reference output it pairs with
-  if (impl.ref) {
-    const std::vector<std::string>& ref_names = impl.ref->output_names();
+  if (impl.has_ref) {
+    const std::vector<std::string>& ref_names = impl.ref_outputs;
     SPARQ_ASSIGN_OR_RETURN(std::vector<std::string> paired, PairNames(outputs, ref_names, "reference model outputs"));
     for (const std::string& p : paired)
       ref_index.push_back(static_cast<size_t>(std::find(ref_names.begin(), ref_names.end(), p) - ref_names.begin()));
@@ -448,7 +460,7 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
   report.backend = exec.backend();
   report.allow_tf32 = impl.exec_options.allow_tf32;
   report.has_labels = impl.labels.defined();
-  report.has_reference = impl.ref != nullptr;
+  report.has_reference = impl.has_ref;
   report.task = ReferenceMetrics(impl.options.boxes);
   std::vector<ErrorStats> stats(outputs.size());
   std::vector<std::vector<Tensor>> saved(call.save_outputs.empty() ? 0 : outputs.size());
@@ -498,7 +510,7 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
                                            &report));
     }
 
-    if (impl.ref) {
+    if (impl.has_ref) {
       std::vector<Tensor> streamed;
       const std::vector<Tensor>* ref_results = nullptr;
       if (index < impl.cache.size()) {
@@ -539,13 +551,13 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
     report.latency.cpu_mean_seconds = cpu / static_cast<double>(report.latency.timed_batches);
   }
 
-  if (impl.ref) {
+  if (impl.has_ref) {
     for (size_t i = 0; i < outputs.size(); ++i) {
       report.comparisons.push_back(
           {outputs[i], stats[i].count(), stats[i].sqnr_db(), stats[i].cosine(), stats[i].max_abs_error()});
     }
   }
-  if (impl.ref) report.output_stats = stats;
+  if (impl.has_ref) report.output_stats = stats;
   report.batch_seconds = batch_seconds;
   if (!saved.empty()) {
     NamedTensors arrays;
@@ -783,6 +795,7 @@ std::string EvalReport::ToJson() const {
   j["model_seconds"] = model_seconds;
   j["wall_seconds"] = wall_seconds;
   j["samples_per_second"] = samples_per_second();
+  j["peak_rss_mib"] = std::round(PeakRssMiB());  // of the process writing the report
   // Seconds per batch; the percentiles are null when every batch was warm-up.
   auto timed = [&](double v) { return latency.timed_batches > 0 ? json(v) : json(nullptr); };
   j["latency"] = {{"warmup_batches", latency.warmup_batches},

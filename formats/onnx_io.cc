@@ -9,7 +9,14 @@
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
+#include <fcntl.h>
+#include <unistd.h>
+
 #include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstdint>
+#include <memory>
 #include <cstdio>
 #include <cstring>
 #include <exception>
@@ -119,6 +126,26 @@ Status ReadExternalData(const ExternalRef& ref, const std::string& where, Tensor
   return Status::OK();
 }
 
+// External data of at least this many bytes is mapped, not read: the weights
+// of a model over 2 GB are then paged in from the file as they are used (and
+// can be paged out again under memory pressure) instead of being copied into
+// memory. The mapped tensor is a view (Tensor::View), aligned to its element
+// size as every view: onnx's own writer packs tensors without padding, sparq's
+// pads to 64 bytes. Smaller tensors, and data at an offset that is not a
+// multiple of the element size, are read into a buffer.
+constexpr int64_t kMapExternalDataBytes = int64_t{1} << 20;
+
+// A tensor over the mapped bytes of `ref` (see MapFileRegion: private, the
+// file is never written); the mapping lives as long as the tensor's copies.
+StatusOr<Tensor> MapExternalData(const ExternalRef& ref, const std::string& where, DataType dtype, const Shape& shape,
+                                 int64_t nbytes) {
+  auto region = MapFileRegion(ref.file.string(), static_cast<uint64_t>(ref.offset), static_cast<uint64_t>(nbytes));
+  if (!region.ok()) return region.status().WithContext(where + ": external data");
+  auto t = Tensor::View(dtype, shape, region->data, region->owner);
+  if (!t.ok()) return t.status().WithContext(where);
+  return t;
+}
+
 // The number of values a typed field (float_data, int32_data, ...) holds.
 int64_t TypedValueCount(const onnx::TensorProto& proto, DataType dtype) {
   switch (dtype) {
@@ -144,6 +171,10 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
   const int64_t nbytes = FileBytes(*dtype, n);
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
     SPARQ_ASSIGN_OR_RETURN(ExternalRef ref, LocateExternalData(proto, base_dir, nbytes, shape));
+    if (!IsPacked4Bit(*dtype) && nbytes >= kMapExternalDataBytes &&
+        ref.offset % static_cast<int64_t>(DataTypeSize(*dtype)) == 0) {
+      return MapExternalData(ref, where, *dtype, shape, nbytes);
+    }
     Tensor t(*dtype, shape);
     SPARQ_RETURN_IF_ERROR(ReadExternalData(ref, where, t));
     return t;
@@ -298,7 +329,8 @@ StatusOr<Tensor> DenseFromSparseProto(const onnx::SparseTensorProto& sp, const s
 // ---------------------------------------------------------------------------
 // Attributes, value infos, nodes
 
-Status GraphFromProto(const onnx::GraphProto& gp, const std::string& base_dir, bool subgraph, Graph* g);
+Status GraphFromProto(const onnx::GraphProto& gp, const std::string& base_dir, bool subgraph, Graph* g,
+                      onnx::GraphProto* release = nullptr);
 
 StatusOr<Attribute> AttributeFromProto(const onnx::AttributeProto& proto, const std::string& base_dir) {
   Attribute a;
@@ -462,16 +494,21 @@ StatusOr<Node> NodeFromProto(const onnx::NodeProto& proto, size_t index, const s
 }
 
 // A graph's fields; a subgraph (subgraph = true) may read values of the
-// graphs around it.
-Status GraphFromProto(const onnx::GraphProto& gp, const std::string& base_dir, bool subgraph, Graph* out) {
+// graphs around it. With `release` (the same proto, writable), each
+// initializer's raw_data is freed once its tensor holds it: a model with
+// inline weights is then never held twice.
+Status GraphFromProto(const onnx::GraphProto& gp, const std::string& base_dir, bool subgraph, Graph* out,
+                      onnx::GraphProto* release) {
   Graph& g = *out;
   g.name = gp.name();
   g.doc_string = gp.doc_string();
-  for (const auto& tp : gp.initializer()) {
+  for (int i = 0; i < gp.initializer_size(); ++i) {
+    const onnx::TensorProto& tp = gp.initializer(i);
     if (tp.name().empty()) return Status::Corruption("an initializer has no name");
     auto t = TensorFromProto(tp, base_dir);
     if (!t.ok()) return t.status().WithContext("initializer");
     g.initializers[tp.name()] = std::move(t).value();
+    if (release != nullptr && tp.has_raw_data()) std::string().swap(*release->mutable_initializer(i)->mutable_raw_data());
   }
   for (const auto& sp : gp.sparse_initializer()) {
     auto t = DenseFromSparseProto(sp, base_dir);
@@ -494,7 +531,8 @@ Status GraphFromProto(const onnx::GraphProto& gp, const std::string& base_dir, b
   return g.TopoSort(subgraph);
 }
 
-StatusOr<Model> ModelFromProto(const onnx::ModelProto& mp, const std::string& base_dir) {
+StatusOr<Model> ModelFromProto(const onnx::ModelProto& mp, const std::string& base_dir,
+                               onnx::ModelProto* release = nullptr) {
   Model m;
   m.ir_version = mp.ir_version();
   for (const auto& op : mp.opset_import())
@@ -508,7 +546,8 @@ StatusOr<Model> ModelFromProto(const onnx::ModelProto& mp, const std::string& ba
   for (const auto& f : mp.functions()) m.raw_functions.push_back(f.SerializeAsString());
   if (!mp.has_graph()) return Status::Corruption("model has no graph");
 
-  SPARQ_RETURN_IF_ERROR(GraphFromProto(mp.graph(), base_dir, /*subgraph=*/false, &m.graph));
+  SPARQ_RETURN_IF_ERROR(GraphFromProto(mp.graph(), base_dir, /*subgraph=*/false, &m.graph,
+                                       release != nullptr ? release->mutable_graph() : nullptr));
   return m;
 }
 
@@ -569,21 +608,46 @@ StatusOr<onnx::ModelProto> ParseModelProto(const std::string& bytes, const std::
   return mp;
 }
 
+// The model file parsed straight from its descriptor, without a copy of its
+// bytes beside the proto; files without a size (pipes) and files over 2 GiB
+// (which protobuf refuses either way) go through ReadFile.
+StatusOr<onnx::ModelProto> ParseModelFile(const std::string& path) {
+  std::error_code ec;
+  if (!fs::exists(path, ec)) return Status::NotFound("file not found: " + path);
+  if (fs::is_directory(path, ec)) return Status::InvalidArgument(path + " is a folder, not a file");
+  const uintmax_t size = fs::is_regular_file(path, ec) ? fs::file_size(path, ec) : 0;
+  if (ec || size == 0 || size > static_cast<uintmax_t>(INT32_MAX)) {
+    SPARQ_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
+    return ParseModelProto(bytes, path);
+  }
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  if (fd < 0) return Status::IOError("cannot open " + path + ": " + std::strerror(errno));
+  onnx::ModelProto mp;
+  const bool parsed = mp.ParseFromFileDescriptor(fd);
+  ::close(fd);
+  if (!parsed) {
+    return Status::Corruption(path + " is not a valid ONNX model (protobuf parse failed: truncated or corrupt file)");
+  }
+  if (!mp.has_graph() && mp.opset_import_size() == 0) {
+    return Status::Corruption(path + " parsed as protobuf but holds no ONNX graph");
+  }
+  return mp;
+}
+
 }  // namespace
 
 StatusOr<Model> LoadModelFromBytes(const std::string& bytes, const std::string& base_dir,
                                    const LoadOptions& options) {
   SPARQ_ASSIGN_OR_RETURN(onnx::ModelProto mp, ParseModelProto(bytes, "input"));
-  SPARQ_ASSIGN_OR_RETURN(Model m, ModelFromProto(mp, base_dir));
+  SPARQ_ASSIGN_OR_RETURN(Model m, ModelFromProto(mp, base_dir, &mp));
   if (options.infer_shapes) InferShapes(m).ok();  // best effort: see LoadOptions
   return m;
 }
 
 StatusOr<Model> LoadModel(const std::string& path, const LoadOptions& options) {
-  SPARQ_ASSIGN_OR_RETURN(std::string bytes, ReadFile(path));
   std::string base_dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path().string() : ".";
-  SPARQ_ASSIGN_OR_RETURN(onnx::ModelProto mp, ParseModelProto(bytes, path));
-  auto m = ModelFromProto(mp, base_dir);
+  SPARQ_ASSIGN_OR_RETURN(onnx::ModelProto mp, ParseModelFile(path));
+  auto m = ModelFromProto(mp, base_dir, &mp);
   if (!m.ok()) return m.status().WithContext(path);
   if (options.infer_shapes) InferShapes(*m).ok();
   return m;
@@ -601,6 +665,10 @@ StatusOr<std::string> SerializeModel(const Model& model) {
   return bytes;
 }
 
+// With external data, each weight goes from its buffer to the data file as
+// the proto is built (AtomicFileWriter): neither the proto nor a string ever
+// holds the weights, so a model over 2 GB is written with no copy of them.
+// Both files are complete in their temporary files before either is renamed.
 Status SaveModel(const Model& model, const std::string& path, const SaveOptions& options) {
   std::error_code ec;
   if (!options.overwrite && fs::exists(path, ec)) {
@@ -612,7 +680,13 @@ Status SaveModel(const Model& model, const std::string& path, const SaveOptions&
   std::string data_file = options.external_data_file.empty()
                               ? fs::path(path).filename().string() + ".data"
                               : options.external_data_file;
-  std::string external;
+  const fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
+  std::unique_ptr<AtomicFileWriter> external;
+  if (options.external_data) {
+    SPARQ_ASSIGN_OR_RETURN(external, AtomicFileWriter::Open((dir / data_file).string()));
+  }
+  const std::string too_big = "model does not fit in one protobuf (2 GiB): save with external data";
+  uint64_t inline_bytes = 0;
   std::set<std::string> graph_inputs;
   for (const auto& v : model.graph.initializer_inputs) graph_inputs.insert(v.name);
   for (const auto& [name, t] : model.graph.initializers) {
@@ -624,11 +698,14 @@ Status SaveModel(const Model& model, const std::string& path, const SaveOptions&
     }
     auto* tp = gp->add_initializer();
     if (!options.external_data || t.nbytes() < options.external_data_threshold) {
+      // Refused before the proto copies more than protobuf can serialize.
+      inline_bytes += t.nbytes();
+      if (inline_bytes > static_cast<uint64_t>(INT32_MAX)) return Status::InvalidArgument(too_big);
       TensorToProto(name, t, tp);
       continue;
     }
     // Same fields as onnx.external_data_helper; offsets aligned to 64 bytes.
-    while (external.size() % 64 != 0) external.push_back('\0');
+    SPARQ_RETURN_IF_ERROR(external->AppendZeros(static_cast<size_t>((64 - external->size() % 64) % 64)));
     tp->set_name(name);
     tp->set_data_type(static_cast<int32_t>(t.dtype()));
     for (int64_t d : t.shape()) tp->add_dims(d);
@@ -639,20 +716,23 @@ Status SaveModel(const Model& model, const std::string& path, const SaveOptions&
       kv->set_value(v);
     };
     add_kv("location", data_file);
-    add_kv("offset", std::to_string(external.size()));
+    add_kv("offset", std::to_string(external->size()));
     add_kv("length", std::to_string(FileBytes(t.dtype(), t.numel())));
-    if (IsPacked4Bit(t.dtype())) external.append(PackNibbles(t));
-    else external.append(static_cast<const char*>(t.raw_data()), t.nbytes());
+    if (IsPacked4Bit(t.dtype())) {
+      const std::string packed = PackNibbles(t);
+      SPARQ_RETURN_IF_ERROR(external->Append(packed.data(), packed.size()));
+    } else {
+      SPARQ_RETURN_IF_ERROR(external->Append(t.raw_data(), t.nbytes()));
+    }
   }
   std::string bytes;
-  if (!mp.SerializeToString(&bytes)) {
-    return Status::InvalidArgument("model does not fit in one protobuf (2 GiB): save with external data");
-  }
-  if (options.external_data) {
-    fs::path dir = fs::path(path).has_parent_path() ? fs::path(path).parent_path() : fs::path(".");
-    SPARQ_RETURN_IF_ERROR(WriteFileAtomically((dir / data_file).string(), external));
-  }
-  return WriteFileAtomically(path, bytes);
+  if (!mp.SerializeToString(&bytes)) return Status::InvalidArgument(too_big);
+  mp.Clear();
+  SPARQ_ASSIGN_OR_RETURN(std::unique_ptr<AtomicFileWriter> out, AtomicFileWriter::Open(path));
+  SPARQ_RETURN_IF_ERROR(out->Append(bytes.data(), bytes.size()));
+  SPARQ_RETURN_IF_ERROR(out->Close());
+  if (external) SPARQ_RETURN_IF_ERROR(external->Commit());
+  return out->Commit();
 }
 
 StatusOr<std::pair<std::string, Tensor>> ParseTensorProto(const std::string& bytes) {

@@ -3,6 +3,7 @@
 #include <onnx/shape_inference/implementation.h>
 #include <onnx/version_converter/convert.h>
 
+#include <algorithm>
 #include <exception>
 #include <set>
 #include <string>
@@ -113,10 +114,37 @@ int CoerceSoftmaxOfUnknownRank(onnx::ModelProto& m) {
 
 }  // namespace
 
+// Weights of at least this many bytes go to the converter as graph inputs of
+// their type and shape, not as data: adapters read the values of small
+// constants only (Reshape shapes, Resize scales), so a model over 2 GB converts
+// without one protobuf of its weights, and the result shares them with the input.
+constexpr size_t kConvertWithoutDataBytes = size_t{1} << 20;
+
 StatusOr<Model> ConvertOpset(const Model& model, int64_t target) {
   const int64_t from = model.opset();
   if (from == target) return model;
-  SPARQ_ASSIGN_OR_RETURN(std::string bytes, SerializeModel(model));
+  Model light = model;  // shares the tensors
+  std::set<std::string> held;
+  {
+    std::set<std::string> listed;  // initializers that are graph inputs already stay as they are
+    for (const ValueInfo& v : model.graph.initializer_inputs) listed.insert(v.name);
+    for (const auto& [name, t] : model.graph.initializers) {
+      if (t.nbytes() < kConvertWithoutDataBytes || listed.count(name) || t.dtype() == DataType::kInt64 ||
+          t.dtype() == DataType::kInt32) {
+        continue;
+      }
+      ValueInfo v;
+      v.name = name;
+      v.dtype = t.dtype();
+      v.has_shape = true;
+      for (int64_t d : t.shape()) v.dims.push_back(Dim{d, ""});
+      light.graph.inputs.push_back(std::move(v));
+      light.graph.initializers.erase(name);
+      held.insert(name);
+    }
+  }
+  SPARQ_ASSIGN_OR_RETURN(std::string bytes, SerializeModel(light));
+  light = Model();
   onnx::ModelProto in;
   if (!in.ParseFromString(bytes)) return Status::Internal("opset conversion: cannot re-read the serialized model");
   // Adapters read the shapes of the values they touch: infer them first (as
@@ -140,6 +168,11 @@ StatusOr<Model> ConvertOpset(const Model& model, int64_t target) {
   }
   auto result = LoadModelFromBytes(converted);
   if (!result.ok()) return result.status().WithContext("opset conversion " + std::to_string(from) + " -> " + std::to_string(target));
+  // The held weights become initializers again, in place of the inputs that stood for them.
+  std::vector<ValueInfo>& inputs = result->graph.inputs;
+  inputs.erase(std::remove_if(inputs.begin(), inputs.end(), [&](const ValueInfo& v) { return held.count(v.name) > 0; }),
+               inputs.end());
+  for (const std::string& name : held) result->graph.initializers[name] = model.graph.initializers.at(name);
   return result;
 }
 

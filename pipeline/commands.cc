@@ -161,7 +161,9 @@ StatusOr<QuantizeFilesResult> QuantizeFiles(const QuantizeFilesOptions& options)
   quantized.producer_name = "sparq";
   quantized.producer_version = Version();
   SetMetadataProp("sparq.calibration_method", int8 && !q.dynamic ? table->method : "none", &quantized);
-  SPARQ_RETURN_IF_ERROR(SaveModel(quantized, options.output));
+  SaveOptions save;
+  save.external_data = options.external_data;
+  SPARQ_RETURN_IF_ERROR(SaveModel(quantized, options.output, save));
   return result;
 }
 

@@ -173,6 +173,7 @@ std::string RunReport::ToJson() const {
   json stages = json::object();
   for (const auto& [s, sec] : stage_seconds) stages[s] = sec;
   j["seconds"] = stages;
+  j["peak_rss_mib"] = std::round(peak_rss_mib);
   return j.dump(2) + "\n";
 }
 
@@ -206,7 +207,8 @@ std::string RunReport::ToMarkdown() const {
      << "| size | " << Bytes(fp32_bytes) << " | " << Bytes(output_bytes) << " |\n"
      << "| " << metric << " | " << Fixed(fp32_metric, GateDigits(metric, false)) << " | "
      << Fixed(output_metric, GateDigits(metric, false)) << " |\n"
-     << "| weight sparsity | | " << Fixed(100 * weight_sparsity, 1) << "% |\n\n";
+     << "| weight sparsity | | " << Fixed(100 * weight_sparsity, 1) << "% |\n"
+     << "| peak memory (RSS) | | " << Fixed(peak_rss_mib, 0) << " MiB |\n\n";
   if (!output_model.empty()) os << "Model: `" << output_model << "`\n\n";
   if (!layers.empty()) {
     int counts[3] = {0, 0, 0};

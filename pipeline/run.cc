@@ -18,6 +18,7 @@
 #include "sparq/evaluate.h"
 #include "sparq/fallback.h"
 #include "sparq/file_io.h"
+#include "sparq/memory.h"
 #include "sparq/onnx_io.h"
 #include "sparq/pipeline.h"
 #include "sparq/search.h"
@@ -325,6 +326,13 @@ StatusOr<RunReport> Runner::Run() {
   if (fp32_.graph.inputs.empty()) return Status::InvalidArgument(r_.model + ": the model has no inputs");
   SPARQ_RETURN_IF_ERROR(CheckRecipeAgainstModel(r_, fp32_));
   report_.fp32_bytes = static_cast<int64_t>(fs::file_size(r_.model, ec));
+  {
+    // Weights in external data are not in the file (a few KB for a model over
+    // 2 GB): count them too. (Their tensors' bytes; the data file adds padding.)
+    int64_t weights = 0;
+    for (const auto& kv : fp32_.graph.initializers) weights += static_cast<int64_t>(kv.second.nbytes());
+    if (weights > report_.fp32_bytes) report_.fp32_bytes += weights;
+  }
   SPARQ_RETURN_IF_ERROR(UpgradeOpsetForInt8());
   QuantizeOptions qopt = ToQuantizeOptions(r_);
   if (!r_.quantize.enabled) {
@@ -499,6 +507,7 @@ Status Runner::CheckFinite(const Model& m, const EvalReport& e) {
 }
 
 Status Runner::WriteReports() {
+  report_.peak_rss_mib = PeakRssMiB();
   // List every report first, so that report.json names all files written.
   for (const std::string* path : {&r_.report.json, &r_.report.junit, &r_.report.markdown})
     if (!path->empty()) report_.files.push_back(*path);

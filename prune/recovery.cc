@@ -26,6 +26,7 @@
 #include "kernels/backend.h"  // SharedThreadPool
 #include "kernels/parallel.h"
 #include "kernels/ref/gemm.h"
+#include "kernels/ref/linalg.h"
 #include "prune/internal.h"
 
 namespace sparq {
@@ -91,54 +92,6 @@ std::vector<double> LayerStatistics::SquaredError(const Matrix& w, ThreadPool* p
 // RecoverLayer
 
 namespace {
-
-// Dot product with four independent accumulators (the compiler may not
-// reorder a single floating-point sum; four chains run in parallel). The
-// order is fixed, so results are deterministic.
-inline double Dot(const double* a, const double* b, int64_t n) {
-  double s0 = 0.0, s1 = 0.0, s2 = 0.0, s3 = 0.0;
-  int64_t i = 0;
-  for (; i + 4 <= n; i += 4) {
-    s0 += a[i] * b[i];
-    s1 += a[i + 1] * b[i + 1];
-    s2 += a[i + 2] * b[i + 2];
-    s3 += a[i + 3] * b[i + 3];
-  }
-  for (; i < n; ++i) s0 += a[i] * b[i];
-  return (s0 + s1) + (s2 + s3);
-}
-
-// In-place Cholesky A = L L^T of a k x k row-major SPD matrix (lower triangle
-// written). False when a pivot is not positive.
-bool Cholesky(std::vector<double>& a, int64_t k) {
-  for (int64_t i = 0; i < k; ++i) {
-    double* ai = a.data() + i * k;
-    for (int64_t j = 0; j <= i; ++j) {
-      const double* aj = a.data() + j * k;
-      const double s = ai[j] - Dot(ai, aj, j);
-      if (j == i) {
-        if (!(s > 0.0)) return false;
-        ai[i] = std::sqrt(s);
-      } else {
-        ai[j] = s / aj[j];
-      }
-    }
-  }
-  return true;
-}
-
-// Solves L L^T x = b in place (b becomes x).
-void CholeskySolve(const std::vector<double>& l, int64_t k, std::vector<double>& b) {
-  for (int64_t i = 0; i < k; ++i) {
-    const double* li = l.data() + i * k;
-    b[i] = (b[i] - Dot(li, b.data(), i)) / li[i];
-  }
-  for (int64_t i = k; i-- > 0;) {
-    const double* li = l.data() + i * k;
-    b[i] /= li[i];
-    for (int64_t p = 0; p < i; ++p) b[p] -= li[p] * b[i];
-  }
-}
 
 // Rows solved per block by conjugate gradients: the block's search
 // directions are multiplied with H in one GEMM, so H streams through the

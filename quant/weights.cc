@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <cmath>
 
+#include "core/mapped_pages.h"
 #include "graph/graph_editor.h"
 #include "quant/passes.h"
 #include "sparq/quantize.h"
@@ -55,6 +56,9 @@ QuantizedWeight QuantizeWeightSymmetric(const Tensor& w, int axis, bool per_chan
         out[k] = static_cast<int8_t>(std::clamp(v, -127.0f, 127.0f));
       }
   q.scales = per_channel ? Tensor::FromVector<float>({channels}, scales) : Tensor::Scalar<float>(scales[0]);
+  // A weight mapped from a model over 2 GB goes back to the file's pages as
+  // soon as its INT8 copy exists: one layer's float weights resident at a time.
+  if (w.dtype() == DataType::kFloat32) ReclaimMappedPages(w.raw_data(), w.nbytes());
   return q;
 }
 

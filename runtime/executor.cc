@@ -7,6 +7,7 @@
 #include <set>
 #include <unordered_map>
 
+#include "core/mapped_pages.h"
 #include "kernels/backend.h"
 #include "kernels/parallel.h"
 #include "kernels/registry.h"
@@ -409,6 +410,17 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
     }
     if (step.kernel == nullptr) return Status::Internal(n.Describe() + ": no kernel row took the node");
     if (step.kernel_name.empty()) step.kernel_name = step.kernel->name;
+    // A prepare step that kept state has (in practice) packed the node's
+    // constant weights: the pages of weights mapped from a file go back to
+    // the kernel, so a model's weights and their packed copy are not both
+    // resident (docs/scale.md). Read again, they page in from the file.
+    if (step.prepared) {
+      for (const std::string& in : n.inputs) {
+        auto w = g.initializers.find(in);
+        if (w != g.initializers.end() && w->second.device().is_host() && w->second.nbytes() >= (1u << 20))
+          ReclaimMappedPages(w->second.raw_data(), w->second.nbytes());
+      }
+    }
     const Device device = impl->places[step.place].context->device();
     std::vector<std::string> implicit;
     if (n.HasSubgraphs()) {

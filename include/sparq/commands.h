@@ -77,6 +77,9 @@ struct SPARQ_API QuantizeFilesOptions {
   std::string scales;  // calibration table (`sparq calibrate`, output.scales) (required)
   std::string output;  // quantized model to write (required; never the input model)
   QuantizeOptions quantize;
+  // Store the weights in `<output>.data` beside the model (SaveOptions::
+  // external_data): for outputs over 2 GB (docs/scale.md).
+  bool external_data = false;
 };
 
 struct SPARQ_API QuantizeFilesResult {

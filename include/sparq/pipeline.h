@@ -72,6 +72,8 @@ struct SPARQ_API RunReport {
   std::string model;          // input model
   std::string output_model;   // written model
   std::vector<std::string> files;  // every file written
+  // Bytes of the input model file (plus its weights when they are in external
+  // data beside it) and of the written model (plus its .data file).
   int64_t fp32_bytes = 0, output_bytes = 0;
   double weight_sparsity = 0.0;      // fraction of exact zeros in the weights before quantization (pruned ones)
   std::string metric;                // "top1", ...
@@ -101,6 +103,9 @@ struct SPARQ_API RunReport {
   std::vector<PruneStepLine> prune_steps;
   std::vector<std::string> warnings;
   std::vector<std::pair<std::string, double>> stage_seconds;
+  // The run's peak resident memory in MiB (PeakRssMiB, sparq/memory.h), read
+  // as the reports are written; 0 when unknown. docs/scale.md: its bound.
+  double peak_rss_mib = 0.0;
 
   std::string ToJson() const;
   std::string ToJUnit() const;     // one test case for the gate

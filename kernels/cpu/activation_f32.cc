@@ -403,40 +403,39 @@ Status RunPow2F32(OpContext& ctx) {
   return Status::OK();
 }
 
-// Sigmoid of float32 (sigmoid_f32, times_x off); the fused SiLU of
-// runtime/passes/float_fusion.cc runs the same row with times_x on.
-template <bool kTimesX>
-Status RunSigmoidF32(OpContext& ctx) {
-  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
+// Runs row(x, y, n) over input 0 (float32) into output 0 of its shape, in
+// chunks that start at multiples of kChunk (a multiple of 16): every value
+// rounds as in a one-thread run.
+template <typename Row>
+Status RunAlignedChunksF32(OpContext& ctx, const Row& row) {
   const Tensor& x = ctx.input(0);
   Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
   const float* src = x.data<float>();
   float* dst = out.data<float>();
-  const SigmoidF32Fn row = PreparedRow<SigmoidF32Fn>(ctx);
-  // Chunks start at multiples of kChunk (a multiple of 16): every value
-  // rounds as in a one-thread run.
-  ParallelFor(ctx.pool(), (x.numel() + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
-    const int64_t begin = c0 * kChunk, end = std::min(x.numel(), c1 * kChunk);
-    row(src + begin, dst + begin, end - begin, kTimesX);
-  });
-  ctx.set_output(0, std::move(out));
-  return Status::OK();
-}
-
-// Tanh of float32 (tanh_f32), in chunks that start at multiples of kChunk.
-Status RunTanhF32(OpContext& ctx) {
-  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
-  const Tensor& x = ctx.input(0);
-  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
-  const float* src = x.data<float>();
-  float* dst = out.data<float>();
-  const TanhF32Fn row = PreparedRow<TanhF32Fn>(ctx);
   ParallelFor(ctx.pool(), (x.numel() + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
     const int64_t begin = c0 * kChunk, end = std::min(x.numel(), c1 * kChunk);
     row(src + begin, dst + begin, end - begin);
   });
   ctx.set_output(0, std::move(out));
   return Status::OK();
+}
+
+bool HasFloat32Input(const OpContext& ctx) { return ctx.has_input(0) && ctx.input(0).dtype() == DataType::kFloat32; }
+
+// Sigmoid of float32 (sigmoid_f32, times_x off); the fused SiLU of
+// runtime/passes/float_fusion.cc runs the same row with times_x on.
+template <bool kTimesX>
+Status RunSigmoidF32(OpContext& ctx) {
+  if (!HasFloat32Input(ctx)) return RunReferenceKernel(ctx);
+  const SigmoidF32Fn row = PreparedRow<SigmoidF32Fn>(ctx);
+  return RunAlignedChunksF32(ctx, [row](const float* x, float* y, int64_t n) { row(x, y, n, kTimesX); });
+}
+
+// Tanh of float32 (tanh_f32).
+Status RunTanhF32(OpContext& ctx) {
+  if (!HasFloat32Input(ctx)) return RunReferenceKernel(ctx);
+  const TanhF32Fn row = PreparedRow<TanhF32Fn>(ctx);
+  return RunAlignedChunksF32(ctx, [row](const float* x, float* y, int64_t n) { row(x, y, n); });
 }
 
 // Clip of float32, the bounds read at each run: the min / max

@@ -19,13 +19,13 @@
 // how the GEMM splits its work among threads, so every thread count gives the
 // same bits.
 #include <algorithm>
-#include <cctype>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
 #include "kernels/packed_formats.h"
+#include "kernels/ref/recurrent.h"
 #include "kernels/registry.h"
 
 namespace sparq {
@@ -48,14 +48,6 @@ struct PreparedLstm {
   SigmoidF32Fn sigmoid = nullptr;
   TanhF32Fn tanh{nullptr};
 };
-
-bool NameIs(const std::string& a, const char* b) {
-  const std::string bs(b);
-  if (a.size() != bs.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(bs[i]))) return false;
-  return true;
-}
 
 // NotSupported for what this path does not take; the state otherwise.
 StatusOr<std::shared_ptr<const void>> PrepareLstm(const Node& node, const std::vector<const Tensor*>& constants) {
@@ -86,7 +78,7 @@ StatusOr<std::shared_ptr<const void>> PrepareLstm(const Node& node, const std::v
     if (a->strings.size() != 3 && a->strings.size() != static_cast<size_t>(3 * dirs))
       return Status::NotSupported("lstm_f32: activations");
     for (size_t i = 0; i < a->strings.size(); ++i)
-      if (!NameIs(a->strings[i], defaults[i % 3])) return Status::NotSupported("lstm_f32: activations other than the defaults");
+      if (!SameNameIgnoringCase(a->strings[i], defaults[i % 3])) return Status::NotSupported("lstm_f32: activations other than the defaults");
   }
   const int64_t hidden = r->dim(2), input = w->dim(2), rows = kGates * hidden;
   if (hidden <= 0 || input <= 0 || w->shape() != Shape{dirs, rows, input} || r->shape() != Shape{dirs, rows, hidden})

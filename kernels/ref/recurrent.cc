@@ -28,6 +28,8 @@
 // operator's default, as the spec says (ThresholdedRelu alpha 1, Affine 1 and
 // 0, ScaledTanh 1 and 1, where onnxruntime takes 0). Activation names match
 // without regard to case. sequence_lens may be int64 as well as int32.
+#include "kernels/ref/recurrent.h"
+
 #include <algorithm>
 #include <cctype>
 #include <cmath>
@@ -39,6 +41,15 @@
 #include "kernels/registry.h"
 
 namespace sparq {
+
+bool SameNameIgnoringCase(const std::string& a, const char* b) {
+  const std::string bs(b);
+  if (a.size() != bs.size()) return false;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(bs[i]))) return false;
+  return true;
+}
+
 namespace {
 
 enum class CellKind { kRnn, kGru, kLstm };
@@ -127,14 +138,6 @@ struct Activation {
     return x;
   }
 };
-
-bool SameNameIgnoringCase(const std::string& a, const char* b) {
-  const std::string bs(b);
-  if (a.size() != bs.size()) return false;
-  for (size_t i = 0; i < a.size(); ++i)
-    if (std::tolower(static_cast<unsigned char>(a[i])) != std::tolower(static_cast<unsigned char>(bs[i]))) return false;
-  return true;
-}
 
 // The activations of every direction (acts_per_direction each), from the
 // `activations`, `activation_alpha` and `activation_beta` attributes.

@@ -12,7 +12,9 @@
 #include <atomic>
 #include <cstring>
 #include <functional>
+#include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 #include <string>
 
@@ -252,6 +254,23 @@ ReplayingBackend* RegisterReplayingOnce(const Model&) {
   return registered;
 }
 
+// The same model on the CPU and on the replaying backend, one thread each.
+struct ExecutorPair {
+  std::unique_ptr<Executor> cpu, replaying;
+  ExecutorOptions options;  // the replaying one's
+};
+
+StatusOr<ExecutorPair> MakePair(const Model& model, std::optional<GraphProfile> profile = std::nullopt) {
+  ExecutorPair pair;
+  ExecutorOptions cpu_options;
+  cpu_options.threads = 1;
+  if (profile) cpu_options.profile = *profile;
+  pair.options = cpu_options;
+  pair.options.backend = "replaying";
+  SPARQ_ASSIGN_OR_RETURN(pair.cpu, Executor::Create(model, cpu_options));
+  SPARQ_ASSIGN_OR_RETURN(pair.replaying, Executor::Create(model, pair.options));
+  return pair;
+}
 
 void ExpectEqualMaps(const TensorMap& want, const TensorMap& got, const std::string& what) {
   ASSERT_EQ(want.size(), got.size()) << what;
@@ -266,17 +285,14 @@ TEST(GraphCapture, ReplaysGiveThePlainRunsBits) {
   auto model = LoadModel(kDigits + "digits_cnn.onnx");
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ReplayingBackend* backend = RegisterReplayingOnce(*model);
-  ExecutorOptions cpu_options;
-  cpu_options.threads = 1;
-  ExecutorOptions options = cpu_options;
-  options.backend = "replaying";
-  auto cpu = Executor::Create(*model, cpu_options);
-  auto exec = Executor::Create(*model, options);
-  ASSERT_TRUE(cpu.ok() && exec.ok());
+  auto pair = MakePair(*model);
+  ASSERT_TRUE(pair.ok()) << pair.status().ToString();
+  Executor* cpu = pair->cpu.get();
+  Executor* exec = pair->replaying.get();
   std::shared_ptr<ReplayingContext> context = backend->last_context;
-  EXPECT_EQ((*exec)->GraphCapture().why_not, "");
-  EXPECT_NE((*cpu)->GraphCapture().why_not, "");
-  for (const NodeKernel& k : (*exec)->NodeKernels())
+  EXPECT_EQ(exec->GraphCapture().why_not, "");
+  EXPECT_NE(cpu->GraphCapture().why_not, "");
+  for (const NodeKernel& k : exec->NodeKernels())
     if (k.kernel != "copy") {
       EXPECT_EQ(k.backend, "replaying") << k.node;
     }
@@ -287,12 +303,12 @@ TEST(GraphCapture, ReplaysGiveThePlainRunsBits) {
   for (const TensorMap& f : testing::DigitsBatches(*model, 3, 3)) feeds.push_back(f);
   for (size_t i = 0; i < feeds.size(); ++i) {
     TensorMap want, got;
-    ASSERT_TRUE((*cpu)->Run(feeds[i], &want).ok());
-    Status st = (*exec)->Run(feeds[i], &got);
+    ASSERT_TRUE(cpu->Run(feeds[i], &want).ok());
+    Status st = exec->Run(feeds[i], &got);
     ASSERT_TRUE(st.ok()) << st.ToString();
     ExpectEqualMaps(want, got, "run " + std::to_string(i));
   }
-  const GraphCaptureInfo info = (*exec)->GraphCapture();
+  const GraphCaptureInfo info = exec->GraphCapture();
   EXPECT_EQ(info.captured, 2);
   EXPECT_EQ(info.replays, 4 + 2);
   EXPECT_TRUE(info.declined.empty());
@@ -301,9 +317,9 @@ TEST(GraphCapture, ReplaysGiveThePlainRunsBits) {
 
   // A profiled run, or one with extra outputs, runs node by node, with the same bits.
   TensorMap want, got;
-  ASSERT_TRUE((*cpu)->Run(feeds[0], &want).ok());
+  ASSERT_TRUE(cpu->Run(feeds[0], &want).ok());
   std::vector<NodeProfile> profile;
-  ASSERT_TRUE((*exec)->Run(feeds[0], &got, {}, &profile).ok());
+  ASSERT_TRUE(exec->Run(feeds[0], &got, {}, &profile).ok());
   ExpectEqualMaps(want, got, "profiled");
   EXPECT_FALSE(profile.empty());
   EXPECT_EQ(context->replays, 6);
@@ -326,48 +342,42 @@ TEST(GraphCapture, Int8DeploymentReplaysGiveTheCpusBits) {
   ASSERT_TRUE(table.ok()) << table.status().ToString();
   auto qdq = QuantizeModel(*model, *table, QuantizeOptions{}, nullptr);
   ASSERT_TRUE(qdq.ok()) << qdq.status().ToString();
-  ExecutorOptions cpu_options;
-  cpu_options.threads = 1;
-  cpu_options.profile = GraphProfile::kDeployment;
-  ExecutorOptions options = cpu_options;
-  options.backend = "replaying";
-  auto cpu = Executor::Create(*qdq, cpu_options);
-  auto exec = Executor::Create(*qdq, options);
-  ASSERT_TRUE(cpu.ok() && exec.ok());
-  ASSERT_EQ((*exec)->GraphCapture().why_not, "");
+  auto pair = MakePair(*qdq, GraphProfile::kDeployment);
+  ASSERT_TRUE(pair.ok()) << pair.status().ToString();
+  Executor* cpu = pair->cpu.get();
+  Executor* exec = pair->replaying.get();
+  ASSERT_EQ(exec->GraphCapture().why_not, "");
   int i = 0;
   for (const TensorMap& feed : testing::DigitsBatches(*qdq, 4, 5)) {
     TensorMap want, got;
-    ASSERT_TRUE((*cpu)->Run(feed, &want).ok());
-    Status st = (*exec)->Run(feed, &got);
+    ASSERT_TRUE(cpu->Run(feed, &want).ok());
+    Status st = exec->Run(feed, &got);
     ASSERT_TRUE(st.ok()) << st.ToString();
     ExpectEqualMaps(want, got, "int8 run " + std::to_string(i++));
   }
-  EXPECT_EQ((*exec)->GraphCapture().captured, 1);
-  EXPECT_EQ((*exec)->GraphCapture().replays, 3);
+  EXPECT_EQ(exec->GraphCapture().captured, 1);
+  EXPECT_EQ(exec->GraphCapture().replays, 3);
 }
 
 TEST(GraphCapture, FailedCaptureRunsPlainlyWithAReason) {
   auto model = LoadModel(kDigits + "digits_cnn.onnx");
   ASSERT_TRUE(model.ok()) << model.status().ToString();
   ReplayingBackend* backend = RegisterReplayingOnce(*model);
-  ExecutorOptions cpu_options;
-  cpu_options.threads = 1;
-  ExecutorOptions options = cpu_options;
-  options.backend = "replaying";
-  auto cpu = Executor::Create(*model, cpu_options);
-  auto exec = Executor::Create(*model, options);
-  ASSERT_TRUE(cpu.ok() && exec.ok());
+  auto pair = MakePair(*model);
+  ASSERT_TRUE(pair.ok()) << pair.status().ToString();
+  Executor* cpu = pair->cpu.get();
+  Executor* exec = pair->replaying.get();
+  ExecutorOptions options = pair->options;
   std::shared_ptr<ReplayingContext> context = backend->last_context;
   context->fail_capture_of = model->graph.nodes.back().op_type;
   for (const TensorMap& feed : testing::DigitsBatches(*model, 4, 8)) {
     TensorMap want, got;
-    ASSERT_TRUE((*cpu)->Run(feed, &want).ok());
-    Status st = (*exec)->Run(feed, &got);
+    ASSERT_TRUE(cpu->Run(feed, &want).ok());
+    Status st = exec->Run(feed, &got);
     ASSERT_TRUE(st.ok()) << st.ToString();
     ExpectEqualMaps(want, got, "after a failed capture");
   }
-  const GraphCaptureInfo info = (*exec)->GraphCapture();
+  const GraphCaptureInfo info = exec->GraphCapture();
   EXPECT_EQ(info.captured, 0);
   EXPECT_EQ(info.replays, 0);
   ASSERT_EQ(info.declined.size(), 1u);
