@@ -2,12 +2,14 @@
 // MatMulNBits, 4-bit weights; layout: kernels/ref/matmul_nbits.h) and the
 // op's fast CPU kernel (matmul_nbits_f32.cc).
 //
-// The rows work per output column c: the packed codes of each block are read
-// once, widened to float32 in registers as the reference dequantizes them
-// ((code - zero_point) * scale, exact), and FMA'd into one vector
-// accumulator per row of A (8 rows at a time), so a batch-1 call (GEMV)
-// streams the 4-bit weights once and nothing else from memory. The last
-// partial vector of K is summed in scalar code after the vectors.
+// The rows work on output columns in pairs: the packed codes of each block
+// are read once, widened to float32 in registers as the reference
+// dequantizes them ((code - zero_point) * scale, exact; AVX-512: one permute
+// of the block's 16 possible weights), and FMA'd into one vector accumulator
+// per row of A and column (8 rows x 2 columns per pass; a single row keeps
+// four accumulators per column), so a batch-1 call (GEMV) streams the 4-bit
+// weights once and nothing else but A's row. The last partial vector of K is
+// summed in scalar code after the vectors.
 #pragma once
 
 #include "kernels/cpu/kernel_args.h"
