@@ -1,5 +1,6 @@
 #include "sparq/tensor.h"
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
@@ -58,6 +59,8 @@ constexpr DataTypeInfo kDataTypes[] = {
     {DataType::kUInt32, "uint32", 4, false, false},
     {DataType::kUInt64, "uint64", 8, false, false},
     {DataType::kBFloat16, "bfloat16", 2, true, true},
+    {DataType::kUInt4, "uint4", 1, false, false},  // one element per byte in memory
+    {DataType::kInt4, "int4", 1, false, true},
 };
 
 // Freed tensor buffers of at least kMinCachedBytes are kept, up to
@@ -371,6 +374,8 @@ double Tensor::GetAsDouble(int64_t i) const {
     case DataType::kBool: return static_cast<const bool*>(p)[i] ? 1.0 : 0.0;
     case DataType::kFloat16: return HalfToFloat(static_cast<const uint16_t*>(p)[i]);
     case DataType::kBFloat16: return BFloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
+    case DataType::kInt4: return LoadAsDouble<int8_t>(p, i);
+    case DataType::kUInt4: return LoadAsDouble<uint8_t>(p, i);
     case DataType::kUndefined: break;
   }
   return 0.0;
@@ -432,6 +437,9 @@ Tensor Tensor::CastTo(DataType type) const {
         case DataType::kUInt32: static_cast<uint32_t*>(dst)[i] = static_cast<uint32_t>(v); break;
         case DataType::kInt64: static_cast<int64_t*>(dst)[i] = v; break;
         case DataType::kUInt64: static_cast<uint64_t*>(dst)[i] = static_cast<uint64_t>(v); break;
+        // 4-bit: the low nibble, as ONNX's Cast wraps integers (int4 sign-extended).
+        case DataType::kInt4: static_cast<int8_t*>(dst)[i] = static_cast<int8_t>(((v & 0xf) ^ 8) - 8); break;
+        case DataType::kUInt4: static_cast<uint8_t*>(dst)[i] = static_cast<uint8_t>(v & 0xf); break;
         default: break;
       }
     }
@@ -456,6 +464,12 @@ Tensor Tensor::CastTo(DataType type) const {
         break;
       case DataType::kBFloat16:
         static_cast<uint16_t*>(dst)[i] = FloatToBFloat16(static_cast<float>(v));
+        break;
+      case DataType::kInt4:  // float to 4-bit: truncate, saturate to the type's range
+        static_cast<int8_t*>(dst)[i] = static_cast<int8_t>(std::isnan(v) ? 0 : std::clamp(std::trunc(v), -8.0, 7.0));
+        break;
+      case DataType::kUInt4:
+        static_cast<uint8_t*>(dst)[i] = static_cast<uint8_t>(std::isnan(v) ? 0 : std::clamp(std::trunc(v), 0.0, 15.0));
         break;
       case DataType::kUndefined: break;
     }

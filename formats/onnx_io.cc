@@ -40,6 +40,36 @@ void CopyConvert(const Src* src, Dst* dst, int64_t n) {
   for (int64_t i = 0; i < n; ++i) dst[i] = static_cast<Dst>(src[i]);
 }
 
+// 4-bit types: one element per byte in memory, two per byte in files (low
+// nibble first; an odd count leaves the last high nibble zero), ONNX's rule for
+// raw_data, int32_data (one packed byte per entry) and external data.
+bool IsPacked4Bit(DataType t) { return t == DataType::kInt4 || t == DataType::kUInt4; }
+
+// Bytes `n` elements of `t` take in a file.
+int64_t FileBytes(DataType t, int64_t n) {
+  return IsPacked4Bit(t) ? (n + 1) / 2 : n * static_cast<int64_t>(DataTypeSize(t));
+}
+
+std::string PackNibbles(const Tensor& t) {
+  const auto* p = static_cast<const uint8_t*>(t.raw_data());
+  const int64_t n = t.numel();
+  std::string out(static_cast<size_t>((n + 1) / 2), '\0');
+  for (int64_t i = 0; i < n; ++i) {
+    out[i / 2] = static_cast<char>(static_cast<uint8_t>(out[i / 2]) | ((p[i] & 0xf) << (4 * (i & 1))));
+  }
+  return out;
+}
+
+// Byte `i / 2`'s nibble of `packed` for element i, sign-extended for int4.
+void UnpackNibbles(const uint8_t* packed, int64_t n, Tensor& t) {
+  auto* dst = static_cast<uint8_t*>(t.raw_data());
+  const bool is_signed = t.dtype() == DataType::kInt4;
+  for (int64_t i = 0; i < n; ++i) {
+    const uint8_t v = (packed[i / 2] >> (4 * (i & 1))) & 0xf;
+    dst[i] = is_signed ? static_cast<uint8_t>(static_cast<int8_t>((v ^ 8) - 8)) : v;
+  }
+}
+
 // Where a tensor's external data lives, checked against the file before
 // anything is allocated.
 struct ExternalRef {
@@ -83,9 +113,12 @@ StatusOr<ExternalRef> LocateExternalData(const onnx::TensorProto& proto, const s
 Status ReadExternalData(const ExternalRef& ref, const std::string& where, Tensor& out) {
   std::ifstream in(ref.file, std::ios::binary);
   if (!in) return Status::IOError(where + ": cannot open external data file " + ref.file.string());
-  const auto need = static_cast<std::streamsize>(out.nbytes());
+  const bool packed = IsPacked4Bit(out.dtype());
+  const auto need = static_cast<std::streamsize>(FileBytes(out.dtype(), out.numel()));
+  std::string buffer(packed ? static_cast<size_t>(need) : 0, '\0');
   in.seekg(ref.offset);
-  in.read(static_cast<char*>(out.raw_data()), need);
+  in.read(packed ? buffer.data() : static_cast<char*>(out.raw_data()), need);
+  if (packed && in.gcount() == need) UnpackNibbles(reinterpret_cast<const uint8_t*>(buffer.data()), out.numel(), out);
   if (in.gcount() != need) {
     return Status::Corruption(where + ": external data file " + ref.file.string() + " is truncated (wanted " +
                               std::to_string(need) + " bytes at offset " + std::to_string(ref.offset) + ")");
@@ -135,10 +168,11 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
   auto count = CheckedNumElements(shape, *dtype);
   if (!count.ok()) return Status::Corruption(where + ": " + count.status().message());
   const int64_t n = *count;
-  const int64_t nbytes = n * static_cast<int64_t>(DataTypeSize(*dtype));
+  const int64_t nbytes = FileBytes(*dtype, n);
   if (proto.data_location() == onnx::TensorProto::EXTERNAL) {
     SPARQ_ASSIGN_OR_RETURN(ExternalRef ref, LocateExternalData(proto, base_dir, nbytes, shape));
-    if (nbytes >= kMapExternalDataBytes && ref.offset % static_cast<int64_t>(DataTypeSize(*dtype)) == 0) {
+    if (!IsPacked4Bit(*dtype) && nbytes >= kMapExternalDataBytes &&
+        ref.offset % static_cast<int64_t>(DataTypeSize(*dtype)) == 0) {
       return MapExternalData(ref, where, *dtype, shape, nbytes);
     }
     Tensor t(*dtype, shape);
@@ -152,7 +186,19 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
                                 " needs " + std::to_string(nbytes));
     }
     Tensor t(*dtype, shape);
-    if (nbytes > 0) std::memcpy(t.raw_data(), proto.raw_data().data(), nbytes);
+    if (IsPacked4Bit(*dtype)) UnpackNibbles(reinterpret_cast<const uint8_t*>(proto.raw_data().data()), n, t);
+    else if (nbytes > 0) std::memcpy(t.raw_data(), proto.raw_data().data(), nbytes);
+    return t;
+  }
+  if (IsPacked4Bit(*dtype)) {  // int32_data: one packed byte per entry
+    if (proto.int32_data_size() != nbytes) {
+      return Status::Corruption(where + ": holds " + std::to_string(proto.int32_data_size()) +
+                                " packed 4-bit pairs but shape " + ShapeToString(shape) + " needs " +
+                                std::to_string(nbytes));
+    }
+    std::vector<uint8_t> packed(proto.int32_data().begin(), proto.int32_data().end());
+    Tensor t(*dtype, shape);
+    UnpackNibbles(packed.data(), n, t);
     return t;
   }
   if (const int64_t have = TypedValueCount(proto, *dtype); have != n) {
@@ -200,14 +246,15 @@ void TensorToProto(const std::string& name, const Tensor& t, onnx::TensorProto* 
   proto->set_name(name);
   proto->set_data_type(static_cast<int32_t>(t.dtype()));
   for (int64_t d : t.shape()) proto->add_dims(d);
-  proto->set_raw_data(std::string(static_cast<const char*>(t.raw_data()), t.nbytes()));
+  if (IsPacked4Bit(t.dtype())) proto->set_raw_data(PackNibbles(t));
+  else proto->set_raw_data(std::string(static_cast<const char*>(t.raw_data()), t.nbytes()));
 }
 
 // The nonzero count of `t` when storing it sparse (values + int64 linear
 // indices) is smaller than dense; -1 otherwise.
 int64_t SparseWorthIt(const Tensor& t) {
   const size_t esize = DataTypeSize(t.dtype());
-  if (t.numel() < 64 || esize == 0) return -1;
+  if (t.numel() < 64 || esize == 0 || IsPacked4Bit(t.dtype())) return -1;  // 4-bit: dense is small already
   const uint8_t* p = static_cast<const uint8_t*>(t.raw_data());
   int64_t nnz = 0;
   for (int64_t i = 0; i < t.numel(); ++i) {
@@ -670,8 +717,13 @@ Status SaveModel(const Model& model, const std::string& path, const SaveOptions&
     };
     add_kv("location", data_file);
     add_kv("offset", std::to_string(external->size()));
-    add_kv("length", std::to_string(t.nbytes()));
-    SPARQ_RETURN_IF_ERROR(external->Append(t.raw_data(), t.nbytes()));
+    add_kv("length", std::to_string(FileBytes(t.dtype(), t.numel())));
+    if (IsPacked4Bit(t.dtype())) {
+      const std::string packed = PackNibbles(t);
+      SPARQ_RETURN_IF_ERROR(external->Append(packed.data(), packed.size()));
+    } else {
+      SPARQ_RETURN_IF_ERROR(external->Append(t.raw_data(), t.nbytes()));
+    }
   }
   std::string bytes;
   if (!mp.SerializeToString(&bytes)) return Status::InvalidArgument(too_big);

@@ -112,6 +112,7 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterCpuTensorCopyOps(*r);
     RegisterCpuAttentionF32Ops(*r);
     RegisterCpuRecurrentF32Ops(*r);
+    RegisterCpuMatMulNBitsOps(*r);
     // The reference kernels take every node no fast row takes.
     for (KernelDef def : Reference().defs_) {
       def.priority = kPriorityReference;

@@ -42,7 +42,8 @@ void SetMetadataProp(const std::string& key, const std::string& value, Model* mo
 void StampProvenance(const Recipe& recipe, Model* model) {
   model->producer_name = "sparq";
   model->producer_version = Version();
-  const bool int8 = recipe.quantize.enabled && recipe.quantize.precision != RecipeQuantize::Precision::kFp16;
+  const bool int8 = recipe.quantize.enabled && recipe.quantize.precision != RecipeQuantize::Precision::kFp16 &&
+                    recipe.quantize.precision != RecipeQuantize::Precision::kInt4;
   const std::vector<std::pair<std::string, std::string>> props = {
       {"sparq.recipe_fnv1a64", ModelRecipeHash(recipe)},
       {"sparq.recipe_name", recipe.name},

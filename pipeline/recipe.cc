@@ -93,7 +93,8 @@ const EnumEntry<Score> kScores[] = {{Score::kMagnitude, PruneScoreName(Score::kM
 constexpr EnumEntry<RecipePrune::Allocation> kAllocations[] = {{RecipePrune::Allocation::kUniform, "uniform"},
                                                                {RecipePrune::Allocation::kAuto, "auto"}};
 constexpr EnumEntry<Precision> kPrecisions[] = {
-    {Precision::kInt8, "int8"}, {Precision::kFp16, "fp16"}, {Precision::kMixed, "mixed"}};
+    {Precision::kInt8, "int8"}, {Precision::kFp16, "fp16"}, {Precision::kMixed, "mixed"}, {Precision::kInt4, "int4"}};
+constexpr EnumEntry<Int4Format> kInt4Formats[] = {{Int4Format::kMatMulNBits, "matmulnbits"}, {Int4Format::kQdq, "qdq"}};
 const EnumEntry<LayerPrecision> kLayerPrecisions[] = {{LayerPrecision::kINT8, PrecisionName(LayerPrecision::kINT8)},
                                                      {LayerPrecision::kFP16, PrecisionName(LayerPrecision::kFP16)},
                                                      {LayerPrecision::kFP32, PrecisionName(LayerPrecision::kFP32)}};
@@ -136,6 +137,8 @@ bool HasDataExtension(const fs::path& p) {
   for (char& c : ext) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return ext == ".npz" || ext == ".npy";
 }
+
+bool CheckInt4BlockSizeValue(int64_t b) { return b == 16 || b == 32 || b == 64 || b == 128 || b == 256; }
 
 bool SamePath(const std::string& a, const std::string& b) {
   if (a == b) return true;
@@ -613,6 +616,22 @@ void RecipeParser::ParseQuantize(MapReader m) {
   m.ReadEnum("precision", kPrecisions, &q.precision);
   m.ReadEnum("mode", kModes, &q.mode);
 
+  MapReader i4 = m.Child("int4");
+  if (i4.Read("block_size", &q.int4.block_size) && !CheckInt4BlockSizeValue(q.int4.block_size))
+    diag_.Error(i4.LineOf("block_size"), i4.PathOf("block_size"),
+                "must be 16, 32, 64, 128 or 256, got " + std::to_string(q.int4.block_size));
+  i4.Read("symmetric", &q.int4.symmetric);
+  if (YAML::Node method = i4.Get("method"); method.IsDefined()) {
+    const std::string name = method.IsScalar() ? method.Scalar() : "";
+    if (name == "gptq" || name == "awq")
+      diag_.Error(i4.LineOf("method"), i4.PathOf("method"), name + " is not yet supported (rtn is)");
+    else if (name != "rtn")
+      diag_.Error(i4.LineOf("method"), i4.PathOf("method"), "expected rtn (gptq and awq are not yet supported), got " +
+                                                               yaml_fields::DescribeNode(method));
+  }
+  i4.ReadEnum("format", kInt4Formats, &q.int4.format);
+  i4.Finish();
+
   MapReader c = m.Child("calibration");
   c.ReadEnum("method", Methods(), &q.calibration.method);
   c.Read("percentile", &q.calibration.percentile, Bounds::OpenClosed(0, 100));
@@ -823,7 +842,7 @@ void RecipeParser::CheckAcrossSections() {
   // Calibration data: INT8 needs activation ranges; pruning recovery and
   // activation scores need activations.
   std::string needs_calibration;
-  if (q.enabled && precision_ok && q.precision != Precision::kFp16)
+  if (q.enabled && precision_ok && q.precision != Precision::kFp16 && q.precision != Precision::kInt4)
     needs_calibration = std::string("quantize.precision is ") + EnumNameIn(kPrecisions, q.precision);
   else if (r.prune.enabled && r.prune.recovery)
     needs_calibration = "prune.recovery is true";
@@ -845,8 +864,28 @@ void RecipeParser::CheckAcrossSections() {
                   "fp16 is the model's precision already; fall back to fp32");
   }
 
+  // int4: weights only, written as quantize.int4.format; nothing calibrates.
+  const bool int4 = q.enabled && precision_ok && q.precision == Precision::kInt4;
+  if (int4) {
+    for (size_t i = 0; i < q.layers.size(); ++i) {
+      const std::string path = "quantize.layers[" + std::to_string(i) + "].precision";
+      if (q.layers[i].precision != LayerPrecision::kFP32 && !diag_.FailedAt(path))
+        diag_.Error(diag_.LineFor(path), path, "quantize.precision int4 takes fp32 rules only (the layer stays float32)");
+    }
+    if (q.mode == RecipeQuantize::Mode::kDynamic && diag_.Written("quantize.mode"))
+      diag_.Error(diag_.LineFor("quantize.mode"), "quantize.mode",
+                  "dynamic quantizes activations to int8; quantize.precision int4 quantizes weights only");
+    if (!q.scales.empty())
+      diag_.Error(diag_.LineFor("quantize.scales"), "quantize.scales", "is not used by quantize.precision int4 (no calibration)");
+    if (diag_.Written("output.format") && r.output.format != Format::kQdq && !diag_.FailedAt("output.format"))
+      diag_.Error(diag_.LineFor("output.format"), "output.format",
+                  "quantize.precision int4 is written as quantize.int4.format (matmulnbits or qdq); leave output.format out");
+  } else if (diag_.Written("quantize.int4")) {
+    diag_.Warning(diag_.LineFor("quantize.int4"), "quantize.int4", "is not used: quantize.precision is not int4");
+  }
+
   if (q.enabled && q.smooth.enabled && diag_.Written("quantize.smooth")) {
-    if (q.mode == RecipeQuantize::Mode::kDynamic || (precision_ok && q.precision == Precision::kFp16))
+    if (q.mode == RecipeQuantize::Mode::kDynamic || (precision_ok && (q.precision == Precision::kFp16 || int4)))
       diag_.Warning(diag_.LineFor("quantize.smooth"), "quantize.smooth",
                     "is not used: it smooths activations for static INT8 (quantize.mode static, precision int8 or mixed)");
     else if (!q.scales.empty())
@@ -860,6 +899,7 @@ void RecipeParser::CheckAcrossSections() {
   if (q.search.enabled) {
     const char* why = !q.enabled                                         ? "quantize.enabled is false"
                       : precision_ok && q.precision == Precision::kFp16 ? "quantize.precision fp16 does not calibrate"
+                      : int4                                             ? "quantize.precision int4 does not calibrate"
                       : q.mode == RecipeQuantize::Mode::kDynamic         ? "quantize.mode dynamic does not calibrate"
                       : !q.scales.empty()                                ? "quantize.scales gives the ranges"
                                                                          : nullptr;

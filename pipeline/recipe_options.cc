@@ -9,6 +9,7 @@ QuantizeOptions ToQuantizeOptions(const Recipe& r) {
   switch (r.quantize.precision) {
     case RecipeQuantize::Precision::kInt8: q.precision = Precision::kINT8; break;
     case RecipeQuantize::Precision::kFp16: q.precision = Precision::kFP16; break;
+    case RecipeQuantize::Precision::kInt4: q.precision = Precision::kFP32; break;  // weights only: QuantizeWeightsInt4
     case RecipeQuantize::Precision::kMixed:
       q.precision = Precision::kINT8;
       q.other_precision = Precision::kFP16;

@@ -134,6 +134,15 @@ void EmitQuantize(YAML::Emitter& e, const RecipeQuantize& q) {
   e << YAML::Key << "enabled" << YAML::Value << q.enabled;
   e << YAML::Key << "precision" << YAML::Value << RecipeEnumName(q.precision);
   e << YAML::Key << "mode" << YAML::Value << RecipeEnumName(q.mode);
+  if (q.precision == RecipeQuantize::Precision::kInt4) {
+    e << YAML::Key << "int4" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "block_size" << YAML::Value << q.int4.block_size;
+    e << YAML::Key << "symmetric" << YAML::Value << q.int4.symmetric;
+    e << YAML::Key << "method" << YAML::Value << "rtn";
+    e << YAML::Key << "format" << YAML::Value
+      << (q.int4.format == Int4Format::kQdq ? "qdq" : "matmulnbits");
+    e << YAML::EndMap;
+  }
   if (!q.scales.empty()) {
     e << YAML::Key << "scales" << YAML::Value << q.scales;  // instead of calibrating: no calibration keys
   } else {
@@ -237,7 +246,8 @@ bool LayerMatches(const std::string& pattern, const std::string& node_name) { re
 std::vector<std::string> RecipeOutputFiles(const Recipe& r) {
   std::vector<std::string> files = {r.output.model};
   if (r.output.external_data) files.push_back(r.output.model + ".data");
-  const bool calibrated = r.quantize.enabled && r.quantize.precision != RecipeQuantize::Precision::kFp16;
+  const bool calibrated = r.quantize.enabled && r.quantize.precision != RecipeQuantize::Precision::kFp16 &&
+                          r.quantize.precision != RecipeQuantize::Precision::kInt4;
   if (calibrated) {
     // A table given in quantize.scales is not written again.
     if (!r.output.scales.empty() && r.quantize.scales.empty()) files.push_back(r.output.scales);

@@ -199,7 +199,8 @@ Status Runner::WriteOutputModel(const Model& m) {
   s.sparse_initializers = r_.output.sparse_initializers;
   Model stamped = m;  // shares the weights
   StampProvenance(r_, &stamped);
-  const bool int8 = r_.quantize.enabled && r_.quantize.precision != RecipeQuantize::Precision::kFp16;
+  const bool int8 = r_.quantize.enabled && r_.quantize.precision != RecipeQuantize::Precision::kFp16 &&
+                    r_.quantize.precision != RecipeQuantize::Precision::kInt4;
   if (int8 && !scales_method_.empty()) SetMetadataProp("sparq.calibration_method", scales_method_, &stamped);
   SPARQ_RETURN_IF_ERROR(SaveModel(stamped, r_.output.model, s));
   model_written_ = true;
@@ -283,7 +284,10 @@ Status Runner::SearchStage(QuantizeOptions* qopt) {
 // Older models are converted before any evaluation or calibration; the FP32
 // reference stays the original file.
 Status Runner::UpgradeOpsetForInt8() {
-  if (!r_.quantize.enabled || r_.quantize.precision == RecipeQuantize::Precision::kFp16) return Status::OK();
+  // int4 converts in QuantizeWeightsInt4 when its format needs it (qdq: opset 21).
+  if (!r_.quantize.enabled || r_.quantize.precision == RecipeQuantize::Precision::kFp16 ||
+      r_.quantize.precision == RecipeQuantize::Precision::kInt4)
+    return Status::OK();
   SPARQ_ASSIGN_OR_RETURN(std::string line, sparq::UpgradeOpsetForInt8(fp32_, ToQuantizeOptions(r_)));
   if (!line.empty()) {
     Log(line);
@@ -357,7 +361,9 @@ StatusOr<RunReport> Runner::Run() {
   // quantize.smooth: the float model with its activation outliers moved into
   // the weights (equal outputs); calibration, quantization and the fallback
   // start from it. The evaluation's reference stays the model as loaded.
-  const bool static_int8 = r_.quantize.enabled && r_.quantize.precision != RecipeQuantize::Precision::kFp16 &&
+  // precision int4: weights only, round to nearest: no search, smoothing or calibration.
+  const bool int4 = r_.quantize.enabled && r_.quantize.precision == RecipeQuantize::Precision::kInt4;
+  const bool static_int8 = r_.quantize.enabled && r_.quantize.precision != RecipeQuantize::Precision::kFp16 && !int4 &&
                            r_.quantize.mode == RecipeQuantize::Mode::kStatic;
   if (static_int8 && r_.quantize.search.enabled && r_.quantize.scales.empty())
     SPARQ_RETURN_IF_ERROR(Timed("search", [&] { return SearchStage(&qopt); }));
@@ -383,11 +389,11 @@ StatusOr<RunReport> Runner::Run() {
 
   // Calibrate (also for FP16: the table tells which values are float32), or
   // reuse quantize.scales (loaded and checked above).
-  if (r_.quantize.scales.empty()) {
+  if (r_.quantize.scales.empty() && !int4) {
     Log("calibrate (" + std::string(CalibrationMethodName(q_.calibration.method)) + ") on " + r_.data.calibration);
     SPARQ_ASSIGN_OR_RETURN(table, Timed("calibrate", [&] { return CalibrateModel(qopt); }));
   }
-  const bool int8 = r_.quantize.enabled && r_.quantize.precision != RecipeQuantize::Precision::kFp16;
+  const bool int8 = r_.quantize.enabled && r_.quantize.precision != RecipeQuantize::Precision::kFp16 && !int4;
   if (int8 && !r_.output.scales.empty() && r_.quantize.scales.empty()) {
     SPARQ_RETURN_IF_ERROR(table.Save(r_.output.scales));
     report_.files.push_back(r_.output.scales);
@@ -412,8 +418,19 @@ StatusOr<RunReport> Runner::Run() {
     SPARQ_ASSIGN_OR_RETURN(qopt.bias_correction, Timed("bias correction", [&] { return MeasureBiasCorrection(); }));
   }
   QuantizedCandidate quantized;
-  SPARQ_ASSIGN_OR_RETURN(quantized.model,
-                         Timed("quantize", [&] { return QuantizeModel(fp32_, table, qopt, &quantized.report); }));
+  if (int4) {
+    Int4Options o = r_.quantize.int4;
+    o.layers = r_.quantize.layers;
+    o.exclude_ops = r_.quantize.exclude_ops;
+    Log(std::string("quantize int4 weights (rtn, block ") + std::to_string(o.block_size) +
+        (o.symmetric ? ", symmetric, " : ", zero points, ") +
+        (o.format == Int4Format::kQdq ? "DequantizeLinear" : "MatMulNBits") + ")");
+    SPARQ_ASSIGN_OR_RETURN(quantized.model,
+                           Timed("quantize", [&] { return QuantizeWeightsInt4(fp32_, o, &quantized.report); }));
+  } else {
+    SPARQ_ASSIGN_OR_RETURN(quantized.model,
+                           Timed("quantize", [&] { return QuantizeModel(fp32_, table, qopt, &quantized.report); }));
+  }
 
   for (const auto& w : quantized.report.warnings) report_.warnings.push_back(w);
   if (!qopt.bias_correction.empty()) {

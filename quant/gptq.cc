@@ -14,16 +14,18 @@
 
 namespace sparq {
 
+// The rule of QuantizeInt4Rtn (quant/int4.h: onnxruntime's RTN arithmetic,
+// so RTN, GPTQ on uncorrelated inputs and onnxruntime give the same codes).
 Int4Params Int4BlockParams(const float* values, int64_t count, int64_t stride, bool symmetric) {
   Int4Params p;
   if (symmetric) {
-    // The value of largest magnitude maps to -8 exactly: scale = v / -8.
+    // The value of largest magnitude maps to -8 exactly: scale = v / -8 (0 for an all-zero block).
     float extreme = 0.0f;
     for (int64_t i = 0; i < count; ++i) {
       const float v = values[i * stride];
       if (std::fabs(v) > std::fabs(extreme)) extreme = v;
     }
-    p.scale = extreme != 0.0f ? extreme / -8.0f : 1.0f;
+    p.scale = extreme / -8.0f;
     return p;
   }
   float lo = 0.0f, hi = 0.0f;  // the range always holds zero, so zero is exact
@@ -31,17 +33,17 @@ Int4Params Int4BlockParams(const float* values, int64_t count, int64_t stride, b
     lo = std::min(lo, values[i * stride]);
     hi = std::max(hi, values[i * stride]);
   }
-  const float scale = (hi - lo) / 15.0f;
-  if (!(scale > 0.0f)) return p;
-  p.scale = scale;
-  p.zero_point = static_cast<uint8_t>(std::clamp(std::nearbyint(-lo / scale), 0.0f, 15.0f));
+  p.scale = (hi - lo) / 15.0f;
+  const float zp = p.scale != 0.0f ? -lo / p.scale : lo;
+  p.zero_point = static_cast<uint8_t>(zp < 0.0f ? 0 : zp > 15.0f ? 15 : static_cast<int>(std::roundf(zp)));
   return p;
 }
 
 int8_t Int4Code(float v, const Int4Params& p, bool symmetric) {
-  const float q = std::nearbyint(v / p.scale);
-  if (symmetric) return static_cast<int8_t>(std::clamp(q, -8.0f, 7.0f));
-  return static_cast<int8_t>(std::clamp(q + static_cast<float>(p.zero_point), 0.0f, 15.0f));
+  const float inv = p.scale != 0.0f ? 1.0f / p.scale : 0.0f;
+  const float zp = symmetric ? 8.0f : static_cast<float>(p.zero_point);
+  const int code = static_cast<int>(std::clamp(std::roundf(v * inv + zp), 0.0f, 15.0f));
+  return static_cast<int8_t>(symmetric ? code - 8 : code);
 }
 
 float Int4Value(int8_t code, const Int4Params& p, bool symmetric) {

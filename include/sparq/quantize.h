@@ -139,6 +139,37 @@ struct SPARQ_API QuantizedWeight {
 };
 SPARQ_API QuantizedWeight QuantizeWeightSymmetric(const Tensor& w, int axis, bool per_channel);
 
+// INT4 weight-only quantization: the MatMul (and Gemm) weights that are
+// constant 2-D float32 initializers, block-wise along K per output column;
+// activations stay float32 and no calibration is needed (RTN).
+enum class Int4Method { kRtn };  // round to nearest
+enum class Int4Format {
+  kMatMulNBits,  // one com.microsoft MatMulNBits node per layer (onnxruntime's contrib op)
+  kQdq,          // opset-21 DequantizeLinear(int4/uint4 weight, block_size) -> MatMul / Gemm
+};
+struct SPARQ_API Int4Options {
+  int64_t block_size = 32;  // along K: 16, 32, 64, 128 or 256
+  // true: int4 codes, no zero points; false: uint4 codes with a zero point per
+  // block (onnxruntime's MatMulNBitsQuantizer default, is_symmetric=False).
+  bool symmetric = false;
+  Int4Method method = Int4Method::kRtn;
+  Int4Format format = Int4Format::kMatMulNBits;
+  // First matching rule wins; only precision fp32 applies (the layer stays
+  // float32). Op types listed in exclude_ops stay float32 too.
+  std::vector<LayerRule> layers;
+  std::vector<std::string> exclude_ops;
+};
+
+// The INT4 weight-only model (QuantizeReport::layers says, per MatMul/Gemm,
+// whether it became INT4 and why not; its precision field reads kFP32 for a
+// layer kept float, kINT8 never). The QDQ form converts the model to opset
+// 21 with ONNX's version converter and sets ir_version >= 10 (int4 types);
+// the MatMulNBits form imports com.microsoft version 1.
+// Errors: InvalidArgument for a bad block size or a rule that is not fp32;
+// NotSupported when the opset conversion fails (naming it); NotFound when a
+// rule matches no node.
+SPARQ_API StatusOr<Model> QuantizeWeightsInt4(const Model& model, const Int4Options& options, QuantizeReport* report);
+
 // INT8 QDQ needs QuantizeLinear (opset 10) and, for per-channel weights,
 // per-axis DequantizeLinear (opset 13). When `model` is older, converts it in
 // place to opset 13 with ONNX's version converter (ConvertOpset) and returns

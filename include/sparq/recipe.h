@@ -159,6 +159,7 @@ struct SPARQ_API RecipeQuantize {
     kInt8,   // quantizable ops in INT8, the rest FP32
     kFp16,   // the whole model in FP16 except fp16.block_ops; no calibration
     kMixed,  // quantizable ops in INT8, the rest FP16 (except fp16.block_ops)
+    kInt4,   // MatMul/Gemm weights in INT4 blocks (quantize.int4), activations float; no calibration
   };
   using LayerPrecision = ::sparq::Precision;  // int8 | fp16 | fp32: the quantizer's own enum
   enum class Mode {
@@ -203,9 +204,16 @@ struct SPARQ_API RecipeQuantize {
     std::vector<std::string> candidates = DefaultSearchCandidates();  // SearchCandidate spellings
   };
 
+  // precision int4 (YAML `quantize.int4`): block_size (32; 16/32/64/128/256),
+  // symmetric (false, onnxruntime's default), method (rtn), format
+  // (matmulnbits | qdq): the quantizer's own struct (sparq/quantize.h);
+  // `layers` rules with precision fp32 keep a layer float.
+  using Int4 = Int4Options;
+
   bool enabled = true;
   Precision precision = Precision::kInt8;
   Mode mode = Mode::kStatic;  // int8/mixed only
+  Int4 int4;                  // precision int4 only
   Calibration calibration;
   Search search;
   // A calibration table written earlier (`sparq calibrate`, a run's

@@ -33,6 +33,10 @@ enum class DataType : int32_t {
   kUInt32 = 12,
   kUInt64 = 13,
   kBFloat16 = 16,
+  // 4-bit integers: one element per byte in memory (int4 sign-extended in an
+  // int8, uint4 in 0..15); in ONNX files packed two per byte, low nibble first.
+  kUInt4 = 21,
+  kInt4 = 22,
 };
 
 // One row of the data type traits table.
@@ -50,7 +54,7 @@ SPARQ_API const DataTypeInfo* GetDataTypeInfo(DataType type);
 SPARQ_API std::string DataTypeName(DataType type);
 // Element size in bytes; 0 for unknown types.
 SPARQ_API size_t DataTypeSize(DataType type);
-// Maps an ONNX TensorProto.DataType number; NotSupported for string, complex, float8, int4.
+// Maps an ONNX TensorProto.DataType number; NotSupported for string, complex, float8.
 SPARQ_API StatusOr<DataType> DataTypeFromOnnx(int32_t onnx_type);
 // Parses numpy's names ("float32", "int64", "bool", ...).
 SPARQ_API StatusOr<DataType> DataTypeFromName(const std::string& name);

@@ -8,6 +8,7 @@
 #include "kernels/cpu/attention_f32.h"
 #include "kernels/cpu/convert_f16.h"
 #include "kernels/cpu/internal.h"
+#include "kernels/cpu/matmul_nbits_f32.h"
 #include "kernels/cpu/norm_f32.h"
 
 #if SPARQ_CPU_X86
@@ -273,6 +274,12 @@ const std::vector<CpuKernelDef>& Table() {
 #if SPARQ_CPU_X86
       {"max_rows_f32_avx512", AVX512, 20, NONE, MaxRowsF32Fn(cpu::MaxRowsAvx512)},
 #endif
+      // com.microsoft MatMulNBits, 4-bit weights decoded per block (matmul_nbits_f32.cc runs them).
+      {"matmul_nbits_f32_portable", P, 0, NONE, MatMulNBitsF32Fn(cpu::MatMulNBitsF32Portable)},
+#if SPARQ_CPU_X86
+      {"matmul_nbits_f32_avx2", AVX2, 10, NONE, MatMulNBitsF32Fn(cpu::MatMulNBitsF32Avx2)},
+      {"matmul_nbits_f32_avx512", AVX512, 20, NONE, MatMulNBitsF32Fn(cpu::MatMulNBitsF32Avx512)},
+#endif
       // Clip of float rows (activation_f32.cc runs them).
       {"clip_f32_portable", P, 0, NONE, ClipF32Fn(cpu::ClipRowPortable)},
 #if SPARQ_CPU_X86
@@ -514,6 +521,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kXLogYSumF64: return "xlogy_sum_f64";
     case CpuOp::kTanhF32: return "tanh_f32";
     case CpuOp::kMaxRowsF32: return "max_rows_f32";
+    case CpuOp::kMatMulNBitsF32: return "matmul_nbits_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

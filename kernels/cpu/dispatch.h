@@ -130,6 +130,7 @@ enum class CpuOp : uint8_t {
   kXLogYSumF64,            // sum of x log y over double rows (calibration's KL threshold search)
   kTanhF32,                // Tanh of a float row
   kMaxRowsF32,             // the maximum of each float row (GlobalMaxPool), NaN first
+  kMatMulNBitsF32,         // com.microsoft MatMulNBits: float rows times block-wise 4-bit weights
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -279,6 +280,12 @@ using TanhF32Fn = CpuOpFn<CpuOp::kTanhF32, void(const float* x, float* y, int64_
 // NaN counting as greater than any number (so the row's first NaN wins, and of
 // equal values, such as -0 and +0, the first). The reference's bits on every row.
 using MaxRowsF32Fn = CpuOpFn<CpuOp::kMaxRowsF32, void(const float* x, int64_t rows, int64_t n, float* y)>;
+// MatMulNBitsF32Args (kernel_args.h): the weights decoded per block as
+// kernels/ref/matmul_nbits.h's reference does ((code - zp) * scale, exact),
+// the sums in another order: within testing::kF32RelTol of the reference
+// (relative to the largest |y| of the call). Each column's result does not
+// depend on [n0, n1), so any split over threads gives the same bits.
+using MatMulNBitsF32Fn = void (*)(const MatMulNBitsF32Args&);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
@@ -287,7 +294,8 @@ using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32F
                                  MeanRowsF32Fn, ConvS8Fn, SigmoidF32Fn, ClipF32Fn, ScaleShiftF32Fn, LayerNormF32Fn,
                                  ConvTransposeF32Fn, ResizeNearestFn, HardSwishChainF32Fn,
                                  AbsHistogramF32Fn, GeluErfChainF32Fn, SoftmaxColumnsF32Fn, AttentionF32Fn,
-                                 PointwiseDepthwiseF32Fn, XLogYSumF64Fn, TanhF32Fn, MaxRowsF32Fn>;
+                                 PointwiseDepthwiseF32Fn, XLogYSumF64Fn, TanhF32Fn, MaxRowsF32Fn,
+                                 MatMulNBitsF32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 // CpuKernelDef::op() reads the op from the alternative's index: each
@@ -335,6 +343,7 @@ static_assert(internal::AltIs<CpuOp::kPointwiseDepthwiseF32, PointwiseDepthwiseF
 static_assert(internal::AltIs<CpuOp::kXLogYSumF64, XLogYSumF64Fn>, "CpuKernelFn: XLogYSumF64Fn must be alternative CpuOp::kXLogYSumF64");
 static_assert(internal::AltIs<CpuOp::kTanhF32, TanhF32Fn>, "CpuKernelFn: TanhF32Fn must be alternative CpuOp::kTanhF32");
 static_assert(internal::AltIs<CpuOp::kMaxRowsF32, MaxRowsF32Fn>, "CpuKernelFn: MaxRowsF32Fn must be alternative CpuOp::kMaxRowsF32");
+static_assert(internal::AltIs<CpuOp::kMatMulNBitsF32, MatMulNBitsF32Fn>, "CpuKernelFn: MatMulNBitsF32Fn must be alternative CpuOp::kMatMulNBitsF32");
 
 // The format column of rows whose op reads no packed weights.
 inline constexpr PackedFormat kNoPackedFormat = static_cast<PackedFormat>(0xff);

@@ -498,4 +498,20 @@ struct AttentionF32Args {
   float* scratch = nullptr;     // 4 * n floats, the kernel's
 };
 
+// Columns [n0, n1) of com.microsoft MatMulNBits with 4-bit weights (layout:
+// kernels/ref/matmul_nbits.h): y[i, c] = sum_k a[i, k] * w(c, k) + bias[c]
+// for i < m, w(c, k) = (code - zero_point) * scale in float32.
+struct MatMulNBitsF32Args {
+  int64_t m = 0, k = 0;
+  const float* a = nullptr;              // [m, k]
+  const uint8_t* b = nullptr;            // [n, k_blocks, block_size / 2]
+  const float* scales = nullptr;         // [n, k_blocks]
+  const uint8_t* zero_points = nullptr;  // [n, ceil(k_blocks / 2)] packed, or nullptr (8)
+  const float* bias = nullptr;           // [n] or nullptr
+  int64_t block_size = 32, k_blocks = 0;
+  int64_t n0 = 0, n1 = 0;
+  float* y = nullptr;  // [m, ld_y]
+  int64_t ld_y = 0;
+};
+
 }  // namespace sparq

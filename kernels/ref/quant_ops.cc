@@ -38,6 +38,8 @@ StatusOr<std::vector<int32_t>> ReadZeroPoints(const OpContext& ctx, const Tensor
   switch (t.dtype()) {
     case DataType::kInt8:
     case DataType::kUInt8:
+    case DataType::kInt4:
+    case DataType::kUInt4:
     case DataType::kInt16:
     case DataType::kUInt16:
     case DataType::kInt32: {
@@ -47,7 +49,7 @@ StatusOr<std::vector<int32_t>> ReadZeroPoints(const OpContext& ctx, const Tensor
     }
     default:
       return ctx.InvalidArgument(what + " has type " + DataTypeName(t.dtype()) +
-                                 "; expected int8, uint8, int16, uint16 or int32");
+                                 "; expected int4, uint4, int8, uint8, int16, uint16 or int32");
   }
 }
 
@@ -135,8 +137,10 @@ StatusOr<QuantParamLayout> ResolveQuantLayout(const OpContext& ctx, const Shape&
 template <typename Fn>
 Status VisitQuantizedType(const OpContext& ctx, DataType type, const std::string& what, bool allow_int32, Fn&& fn) {
   switch (type) {
-    case DataType::kUInt8: return fn(uint8_t{});
-    case DataType::kInt8: return fn(int8_t{});
+    case DataType::kUInt8:
+    case DataType::kUInt4: return fn(uint8_t{});  // 4-bit: one element per byte in memory
+    case DataType::kInt8:
+    case DataType::kInt4: return fn(int8_t{});
     case DataType::kUInt16: return fn(uint16_t{});
     case DataType::kInt16: return fn(int16_t{});
     case DataType::kInt32:
@@ -144,7 +148,7 @@ Status VisitQuantizedType(const OpContext& ctx, DataType type, const std::string
       break;
     default: break;
   }
-  return ctx.NotSupported(what + " of type " + DataTypeName(type) + " is not supported (uint8, int8, uint16, int16" +
+  return ctx.NotSupported(what + " of type " + DataTypeName(type) + " is not supported (uint4, int4, uint8, int8, uint16, int16" +
                           (allow_int32 ? ", int32)" : ")"));
 }
 
@@ -186,8 +190,14 @@ Status QuantizeLinear(OpContext& ctx) {
   return VisitQuantizedType(ctx, out_type, "output", /*allow_int32=*/false, [&](auto tag) {
     using T = decltype(tag);
     Tensor y(out_type, x.shape());
-    QuantizeLinearRef<T>(xf.data<float>(), layout, scale.data(), zero_point.empty() ? nullptr : zero_point.data(),
-                         y.data<T>());
+    T* yp = static_cast<T*>(y.raw_data());
+    QuantizeLinearRef<T>(xf.data<float>(), layout, scale.data(), zero_point.empty() ? nullptr : zero_point.data(), yp);
+    // 4-bit outputs: saturated to [-8, 7] / [0, 15]. Clamping the 8-bit result
+    // equals clamping round(x / scale) + zero_point once (nested ranges).
+    if (out_type == DataType::kInt4 || out_type == DataType::kUInt4) {
+      const int lo = out_type == DataType::kInt4 ? -8 : 0, hi = out_type == DataType::kInt4 ? 7 : 15;
+      for (int64_t i = 0; i < y.numel(); ++i) yp[i] = static_cast<T>(std::clamp<int>(yp[i], lo, hi));
+    }
     ctx.set_output(0, std::move(y));
     return Status::OK();
   });
@@ -222,7 +232,7 @@ Status DequantizeLinear(OpContext& ctx) {
   return VisitQuantizedType(ctx, x.dtype(), "x", /*allow_int32=*/true, [&](auto tag) {
     using T = decltype(tag);
     Tensor y(DataType::kFloat32, x.shape());
-    DequantizeLinearRef<T>(x.data<T>(), layout, scale.data(), zero_point.empty() ? nullptr : zero_point.data(),
+    DequantizeLinearRef<T>(static_cast<const T*>(x.raw_data()), layout, scale.data(), zero_point.empty() ? nullptr : zero_point.data(),
                            y.data<float>());
     // float16/bfloat16 outputs: the float32 product of an integer below 2^11
     // and a 16-bit scale is exact, so one rounding gives the 16-bit product.
@@ -461,6 +471,7 @@ void RegisterQuantOps(KernelRegistry& r) {
   r.Add({"QLinearMatMul", "", 10, 99, QLinearMatMul, "ref"});
   RegisterQuantConvOps(r);
   RegisterQdqFusedOps(r);
+  RegisterMatMulNBitsOps(r);
 }
 
 }  // namespace sparq

@@ -20,6 +20,8 @@ void RegisterQuantConvOps(KernelRegistry& r);
 // Registration hook of qdq_fused_ops.cc (the internal sparq.QLinearLut and
 // sparq.QLinearAdd that runtime/passes/qdq_fusion.cc writes), called by RegisterQuantOps.
 void RegisterQdqFusedOps(KernelRegistry& r);
+// Registration hook of matmul_nbits.cc (com.microsoft MatMulNBits), called by RegisterQuantOps.
+void RegisterMatMulNBitsOps(KernelRegistry& r);
 
 // The epilogue of sparq.MatMulIntegerToFloat (qdq_fused_ops.cc), shared by its
 // reference and fast kernels: Y = float(acc) * (A_scale * B_scale[column])

@@ -20,8 +20,11 @@ bool HasSubgraph(const Node& n) {
 // QuantizeLinear of constants is folded (a weight that an exporter wrote in
 // float, Constant -> QuantizeLinear -> DequantizeLinear: the folded integers
 // are exactly the bytes QuantizeLinear computes, and QDQ fusion then sees a
-// constant int8 weight); DequantizeLinear is not, QDQ fusion reads it.
+// constant int8 weight); DequantizeLinear is not, QDQ fusion reads it, but
+// a blocked one (opset 21's block_size: INT4 weight-only models) is, since no
+// fusion takes it: its constant weight becomes float32 once, at prepare.
 bool Foldable(const Node& n) {
+  if (n.op_type == "DequantizeLinear" && n.domain.empty() && n.attr_int("block_size", 0) != 0) return true;
   static const std::set<std::string> kNever = {
       "DequantizeLinear", "DynamicQuantizeLinear", "RandomNormal", "RandomUniform", "RandomNormalLike",
       "RandomUniformLike", "Multinomial",          "Bernoulli",    "If",            "Loop",

@@ -19,5 +19,9 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def);
 // with the spec (cpu_conv_s8_test.cc); false for other ops.
 bool CheckConvS8Row(std::mt19937& rng, const CpuKernelDef& def);
 
+// Runs a matmul_nbits_f32 row's function directly on odd shapes and compares
+// with kernels/ref/matmul_nbits.h (cpu_matmul_nbits_test.cc); false for other ops.
+bool CheckMatMulNBitsRow(std::mt19937& rng, const CpuKernelDef& def);
+
 }  // namespace testing
 }  // namespace sparq

@@ -1199,6 +1199,7 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
       CheckXLogYSumF64(rng, def.get<XLogYSumF64Fn>(), def.isa == CpuIsa::kPortable);
       return true;
     case CpuOp::kBinaryF32: CheckBinaryF32(rng, def.get<BinaryF32Fn>()); return true;
+    case CpuOp::kMatMulNBitsF32: return CheckMatMulNBitsRow(rng, def);
     default: return false;  // ops with packed weights: cpu_kernels_test.cc
   }
 }
