@@ -148,6 +148,15 @@ StatusOr<Model> QuantizeModel(const Model& input, const CalibrationTable& table,
     return Status::NotSupported("quantization needs opset >= 10 (QuantizeLinear); the model imports opset " +
                                 std::to_string(model.opset()));
   }
+  if (options.fp8) {
+    if (options.dynamic || options.format != QuantFormat::kQDQ) {
+      return Status::InvalidArgument("FP8 quantization is static QDQ only (not dynamic, not QOperator)");
+    }
+    if (model.opset() < 19) {
+      return Status::NotSupported("FP8 quantization needs opset >= 19 (float8e4m3fn QuantizeLinear); the model imports "
+                                  "opset " + std::to_string(model.opset()) + " (UpgradeOpsetForInt8 converts it)");
+    }
+  }
   if (options.fold_batchnorm) {
     SPARQ_ASSIGN_OR_RETURN(report->folded_batchnorms, FoldBatchNorm(model));
   }
@@ -199,7 +208,7 @@ StatusOr<Model> QuantizeModel(const Model& input, const CalibrationTable& table,
       SPARQ_RETURN_IF_ERROR(RewriteQOperator(model, table, precision, options, float_values, report));
     }
   }
-  if (options.precision == Precision::kINT8 && options.gather_int8) QuantizeGatherTables(model, report);
+  if (options.precision == Precision::kINT8 && options.gather_int8 && !options.fp8) QuantizeGatherTables(model, report);
   if (!fp16_nodes.empty()) {
     SPARQ_RETURN_IF_ERROR(ConvertToFloat16(model, fp16_nodes, float_values, table, options, report));
   }
