@@ -17,6 +17,7 @@
 #include "kernels/op_test_util.h"
 #include "kernels/ref/quantize_fp8.h"
 #include "runtime/passes/fp8_fusion.h"
+#include "sparq/onnx_io.h"
 #include "sparq/executor.h"
 #include "test_util.h"
 
@@ -144,6 +145,26 @@ TEST(Float8E4M3, TensorCastAndGetAsDouble) {
   EXPECT_EQ(q.GetAsDouble(2), 448.0);
   Tensor back = q.ToFloat32();
   EXPECT_EQ(back.data<float>()[2], 448.0f);
+}
+
+// TensorProto of float8e4m3fn: raw_data (what sparq writes) and int32_data
+// (one code per int32, as ONNX allows), hand-encoded.
+TEST(Float8E4M3, TensorProtoRawAndInt32Data) {
+  // dims [3], data_type 17, int32_data packed {0x38, 0x7e, 0xfe}, name "w".
+  const std::string int32_form = {'\x08', '\x03', '\x10', '\x11', '\x2a', '\x04', '\x38',
+                                  '\x7e', '\xfe', '\x01', '\x42', '\x01', 'w'};
+  auto parsed = ParseTensorProto(int32_form);
+  ASSERT_TRUE(parsed.ok()) << parsed.status().ToString();
+  const Tensor& t = parsed->second;
+  ASSERT_EQ(t.dtype(), DataType::kFloat8E4M3FN);
+  ASSERT_EQ(t.numel(), 3);
+  EXPECT_EQ(t.GetAsDouble(0), 1.0);
+  EXPECT_EQ(t.GetAsDouble(1), 448.0);
+  EXPECT_EQ(t.GetAsDouble(2), -448.0);
+  auto again = ParseTensorProto(SerializeTensorProto("w", t));  // raw_data
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  ASSERT_EQ(again->second.dtype(), DataType::kFloat8E4M3FN);
+  EXPECT_EQ(std::memcmp(again->second.raw_data(), t.raw_data(), 3), 0);
 }
 
 // ---------------------------------------------------------------------------
