@@ -167,6 +167,10 @@ StatusOr<Model> QuantizeModel(const Model& input, const CalibrationTable& table,
                                "sparq quantizes the outer graph only");
   }
   SPARQ_ASSIGN_OR_RETURN(std::vector<Precision> precision, ResolvePrecisions(g, options, &table, report));
+  if (options.fp8) {  // the layer decisions say INT8 ("quantized"); the reason says in what
+    for (LayerDecision& d : report->layers)
+      if (d.precision == Precision::kINT8) d.reason += " (fp8 e4m3)";
+  }
   if (!options.dynamic && !options.bias_correction.empty()) {
     SPARQ_ASSIGN_OR_RETURN(report->bias_corrected, ApplyBiasCorrection(g, precision, options.bias_correction));
   }
