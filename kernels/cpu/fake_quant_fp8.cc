@@ -20,21 +20,25 @@ namespace sparq {
 namespace cpu {
 
 void FakeQuantFp8Row(int64_t n, const float* x, float scale, float* y) {
+  // Selections as masks (no branches, no ternaries), so the loop vectorizes.
   for (int64_t i = 0; i < n; ++i) {
     const float v = x[i] / scale;  // a division, as QuantizeLinear computes it
-    uint32_t bits;
+    int32_t bits;
     std::memcpy(&bits, &v, 4);
-    const uint32_t sign = bits & 0x80000000u;
-    const uint32_t abs = bits & 0x7fffffffu;
+    const int32_t sign = bits & static_cast<int32_t>(0x80000000u);
+    const int32_t abs = bits & 0x7fffffff;  // >= 0, so signed comparisons order it
     float a;
     std::memcpy(&a, &abs, 4);
-    const uint32_t normal = (abs + 0x7ffffu + ((abs >> 20) & 1u)) & 0xfff00000u;
+    const int32_t normal = (abs + 0x7ffff + ((abs >> 20) & 1)) & static_cast<int32_t>(0xfff00000u);
     const float sub = (a + 16384.0f) - 16384.0f;
-    uint32_t sub_bits;
+    int32_t sub_bits;
     std::memcpy(&sub_bits, &sub, 4);
-    uint32_t r = abs < 0x3c800000u ? sub_bits : normal;
-    r = r > 0x43e00000u ? 0x43e00000u : r;  // 448 (also for infinities)
-    r = abs > 0x7f800000u ? 0x7fc00000u : r;  // NaN
+    const int32_t is_sub = -static_cast<int32_t>(abs < 0x3c800000);
+    int32_t r = (sub_bits & is_sub) | (normal & ~is_sub);
+    const int32_t over = -static_cast<int32_t>(r > 0x43e00000);  // beyond 448 (also infinities)
+    r = (0x43e00000 & over) | (r & ~over);
+    const int32_t nan = -static_cast<int32_t>(abs > 0x7f800000);
+    r = (0x7fc00000 & nan) | (r & ~nan);
     r |= sign;
     float q;
     std::memcpy(&q, &r, 4);
