@@ -146,11 +146,26 @@ def write_splits(model_dir, work, n_calib, n_eval):
 # ---------------------------------------------------------------------------
 # Running onnxruntime on a written model.
 
-def ort_run(path, feeds, output, batch=16):
+def has_float8(path):
+    """True when the model holds float8e4m3fn initializers (an FP8 Q/DQ file)."""
+    import onnx
+
+    return any(t.data_type == onnx.TensorProto.FLOAT8E4M3FN for t in onnx.load(path).graph.initializer)
+
+
+def ort_run(path, feeds, output, batch=16, level=None):
+    """`level`: an onnxruntime GraphOptimizationLevel name; default ORT_ENABLE_ALL,
+    but ORT_DISABLE_ALL for FP8 files: onnxruntime 1.32's optimizers mishandle
+    float8 Q/DQ (its Clip -> QuantizeLinear fusion throws on a float8 zero
+    point; with ORT_ENABLE_ALL the outputs of PP-OCR's files drift far from
+    ONNX's semantics, bench/ACCURACY.md "FP8 E4M3")."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
     opts.log_severity_level = 3
+    if level is None:
+        level = "ORT_DISABLE_ALL" if has_float8(path) else "ORT_ENABLE_ALL"
+    opts.graph_optimization_level = getattr(ort.GraphOptimizationLevel, level)
     sess = ort.InferenceSession(path, opts, providers=["CPUExecutionProvider"])
     names = [i.name for i in sess.get_inputs()]
     n = len(next(iter(feeds.values())))
@@ -234,7 +249,9 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None):
         lines = ["bias_correction: true"] if extra == "bc" else [l for l in extra.split(";") if l]
         method, _, asym = method.partition("/")  # "max/asym": uint8 activations with a zero point
         method, _, pct = method.partition(":")  # "percentile:99.9999": that percentile
-        text += ("quantize:\n  precision: int8\n  per_channel: true\n" + "".join("  " + l + "\n" for l in lines) +
+        precision = next((l for l in lines if l.startswith("precision:")), "precision: int8")  # "precision: fp8"
+        lines = [l for l in lines if l != precision]
+        text += ("quantize:\n  " + precision + "\n  per_channel: true\n" + "".join("  " + l + "\n" for l in lines) +
                  f"  calibration:\n    method: {method}\n" + (f"    percentile: {pct}\n" if pct else "") +
                  f"    symmetric: {'false' if asym == 'asym' else 'true'}\n"
                  f"  fallback:\n    enabled: {'true' if gate else 'false'}\n")
@@ -389,6 +406,7 @@ def run_model(args, name, save):
                      for m in args.fallback_methods if m]
         variants += [(f"sparq int8 {m} + bias correction + fallback", "sparq", (m + "+bc", False, FALLBACK_GATES[meta["task"]]))
                      for m in args.bias_correction if m]
+    variants += [(f"sparq fp8 {m}", "sparq", (m + "+precision: fp8", False)) for m in args.fp8_methods if m]
     variants.append(("sparq int8 dynamic", "sparq", ("dynamic", False)))
     variants.append(("sparq fp16", "sparq", ("fp16", False)))
     for p in args.prune_variants:
@@ -582,6 +600,8 @@ def main(argv=None):
     ap.add_argument("--variant", action="append", default=[],
                     help="LABEL=METHOD+line;line: an extra INT8 variant 'sparq int8 LABEL', calibrated with METHOD "
                          "(METHOD/asym: uint8 activations), with these lines in its quantize block")
+    ap.add_argument("--fp8-methods", default="",
+                    help="calibration methods (comma) of FP8 E4M3 variants 'sparq fp8 METHOD' (quantize.precision fp8)")
     ap.add_argument("--prune-method", default="percentile", help="calibration of the pruned INT8 variant")
     ap.add_argument("--prune-variants", default="2:4",
                     help="pruned variants (comma): 2:4, uniform<P> (unstructured, P%% in every pruned layer), "
@@ -609,6 +629,7 @@ def main(argv=None):
     args.sparq_methods = args.sparq_methods.split(",")
     args.bias_correction = args.bias_correction.split(",")
     args.fallback_methods = args.fallback_methods.split(",")
+    args.fp8_methods = [m for m in args.fp8_methods.split(",") if m]
     args.prune_variants = [p for p in args.prune_variants.split(",") if p]
     missing = [m for m in args.models.split(",") if not os.path.isfile(os.path.join(args.suite, m, "meta.json"))]
     if missing:

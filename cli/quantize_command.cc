@@ -23,7 +23,7 @@ RunFn AddQuantizeCommand(CLI::App& app) {
   sub->add_option("model", args->options.model, "FP32 ONNX model (the one the table was calibrated on)")->required();
   sub->add_option("--scales", args->options.scales, "Calibration table (JSON) to quantize with")->required();
   sub->add_option("-o,--output", args->options.output, "Quantized model to write (never the input model)")->required();
-  sub->add_option("--precision", args->precision, "int8 | fp16 | mixed (INT8 layers, FP16 elsewhere)")
+  sub->add_option("--precision", args->precision, "int8 | fp16 | mixed (INT8 layers, FP16 elsewhere) | fp8 (FP8 E4M3 Q/DQ, opset 19)")
       ->capture_default_str();
   sub->add_option("--format", args->format, "qdq | qoperator")->capture_default_str();
   sub->add_flag("--per-tensor,!--per-channel", args->per_tensor,
@@ -36,6 +36,7 @@ RunFn AddQuantizeCommand(CLI::App& app) {
   sparq quantize model.onnx --scales scales.json -o model.int8.onnx
   sparq quantize model.onnx --scales scales.json --per-tensor --format qoperator -o model.qop.onnx
   sparq quantize model.onnx --scales scales.json --precision mixed -o model.mixed.onnx
+  sparq quantize model.onnx --scales scales.json --precision fp8 -o model.fp8.onnx
 
 The table must hold a range for every tensor the quantizer needs (each INT8
 layer's input and output): else exit 2 naming the first missing tensor.
@@ -50,8 +51,11 @@ Exit status: 0 written, 2 error.)");
     } else if (args->precision == "mixed") {
       q.precision = Precision::kINT8;
       q.other_precision = Precision::kFP16;
+    } else if (args->precision == "fp8") {
+      q.precision = Precision::kINT8;
+      q.fp8 = true;
     } else {
-      return ReportError(Status::InvalidArgument("--precision must be int8, fp16 or mixed, got '" + args->precision + "'"),
+      return ReportError(Status::InvalidArgument("--precision must be int8, fp16, mixed or fp8, got '" + args->precision + "'"),
                          args->json);
     }
     if (args->format == "qdq") {
@@ -73,7 +77,7 @@ Exit status: 0 written, 2 error.)");
     if (args->json) {
       std::cout << result->ToJson() << std::flush;
     } else {
-      std::cout << "weighted layers: " << count[0] << " int8, " << count[1] << " fp16, " << count[2] << " fp32 (table "
+      std::cout << "weighted layers: " << count[0] << (q.fp8 ? " fp8, " : " int8, ") << count[1] << " fp16, " << count[2] << " fp32 (table "
                 << args->options.scales << ", " << result->calibration << ") -> " << args->options.output << "\n";
     }
     return kExitOk;

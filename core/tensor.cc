@@ -61,6 +61,7 @@ constexpr DataTypeInfo kDataTypes[] = {
     {DataType::kBFloat16, "bfloat16", 2, true, true},
     {DataType::kUInt4, "uint4", 1, false, false},  // one element per byte in memory
     {DataType::kInt4, "int4", 1, false, true},
+    {DataType::kFloat8E4M3FN, "float8e4m3fn", 1, true, true},
 };
 
 // Freed tensor buffers of at least kMinCachedBytes are kept, up to
@@ -251,6 +252,50 @@ float BFloat16ToFloat(uint16_t b) {
   return f;
 }
 
+uint8_t FloatToFloat8E4M3(float f, bool saturate) {
+  uint32_t x;
+  std::memcpy(&x, &f, 4);
+  const auto sign = static_cast<uint8_t>((x >> 24) & 0x80u);
+  const uint32_t abs = x & 0x7fffffffu;
+  if (abs > 0x7f800000u) return sign | 0x7f;                            // NaN
+  if (abs == 0x7f800000u) return sign | (saturate ? 0x7e : 0x7f);       // infinity
+  if (abs < 0x3c800000u) {  // below 2^-6, the smallest normal: value = round(f / 2^-9)
+    if (abs <= 0x3a800000u) return sign;  // at most half the smallest subnormal (2^-10): ties to 0
+    const uint32_t exp = abs >> 23;                  // in [117, 120]
+    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
+    const uint32_t shift = 141 - exp;                // in [21, 24]
+    uint32_t result = mant >> shift;
+    const uint32_t rem = mant & ((1u << shift) - 1u);
+    const uint32_t halfway = 1u << (shift - 1);
+    if (rem > halfway || (rem == halfway && (result & 1u))) ++result;  // may carry into 0x08, the smallest normal
+    return static_cast<uint8_t>(sign | result);
+  }
+  // Normal: round the mantissa from 23 to 3 bits (nearest even), rebias 127 -> 7.
+  const uint32_t rounded = abs + 0x7ffffu + ((abs >> 20) & 1u);
+  const uint32_t code = (rounded - (120u << 23)) >> 20;
+  if (code > 0x7e) return sign | (saturate ? 0x7e : 0x7f);  // beyond 448 once rounded
+  return static_cast<uint8_t>(sign | code);
+}
+
+float Float8E4M3ToFloat(uint8_t b) {
+  const uint32_t sign = (static_cast<uint32_t>(b) & 0x80u) << 24;
+  const uint32_t exp = (b >> 3) & 0xfu;
+  const uint32_t mant = b & 0x7u;
+  uint32_t bits;
+  if (exp == 0xf && mant == 0x7) {
+    bits = sign | 0x7fc00000u;  // NaN
+  } else if (exp == 0) {
+    const float v = static_cast<float>(mant) * 0.001953125f;  // mant * 2^-9, exact
+    std::memcpy(&bits, &v, 4);
+    bits |= sign;
+  } else {
+    bits = sign | ((exp + 120u) << 23) | (mant << 20);
+  }
+  float f;
+  std::memcpy(&f, &bits, 4);
+  return f;
+}
+
 int64_t NumElements(const Shape& shape) {
   int64_t n = 1;
   for (int64_t d : shape) n *= d;
@@ -376,6 +421,7 @@ double Tensor::GetAsDouble(int64_t i) const {
     case DataType::kBFloat16: return BFloat16ToFloat(static_cast<const uint16_t*>(p)[i]);
     case DataType::kInt4: return LoadAsDouble<int8_t>(p, i);
     case DataType::kUInt4: return LoadAsDouble<uint8_t>(p, i);
+    case DataType::kFloat8E4M3FN: return Float8E4M3ToFloat(static_cast<const uint8_t*>(p)[i]);
     case DataType::kUndefined: break;
   }
   return 0.0;
@@ -470,6 +516,9 @@ Tensor Tensor::CastTo(DataType type) const {
         break;
       case DataType::kUInt4:
         static_cast<uint8_t*>(dst)[i] = static_cast<uint8_t>(std::isnan(v) ? 0 : std::clamp(std::trunc(v), 0.0, 15.0));
+        break;
+      case DataType::kFloat8E4M3FN:  // ONNX Cast's default: saturate=1
+        static_cast<uint8_t*>(dst)[i] = FloatToFloat8E4M3(static_cast<float>(v), /*saturate=*/true);
         break;
       case DataType::kUndefined: break;
     }

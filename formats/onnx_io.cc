@@ -231,6 +231,7 @@ StatusOr<Tensor> TensorFromProto(const onnx::TensorProto& proto, const std::stri
         case DataType::kUInt16:
         case DataType::kFloat16:
         case DataType::kBFloat16: CopyConvert(src, static_cast<uint16_t*>(dst), n); break;
+        case DataType::kFloat8E4M3FN:  // int32_data holds its bits
         case DataType::kUInt8: CopyConvert(src, static_cast<uint8_t*>(dst), n); break;
         case DataType::kBool:
           for (int64_t i = 0; i < n; ++i) static_cast<bool*>(dst)[i] = src[i] != 0;

@@ -104,6 +104,7 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterPreparedCpuDenseF32Ops(*r);
     RegisterPreparedCpuDepthwiseConvOps(*r);
     RegisterCpuQdqGlueOps(*r);
+    RegisterCpuFakeQuantFp8Ops(*r);
     RegisterCpuBinaryF32Ops(*r);
     RegisterCpuActivationF32Ops(*r);
     RegisterCpuNormF32Ops(*r);

@@ -134,6 +134,7 @@ void RegisterPreparedCpuQuantConvOps(KernelRegistry& r);
 void RegisterPreparedCpuDenseF32Ops(KernelRegistry& r);  // after the sparse rows: they take pruned weights first
 void RegisterPreparedCpuDepthwiseConvOps(KernelRegistry& r);
 void RegisterCpuQdqGlueOps(KernelRegistry& r);
+void RegisterCpuFakeQuantFp8Ops(KernelRegistry& r);  // sparq.FakeQuantFp8: kernels/cpu/fake_quant_fp8.cc
 void RegisterCpuBinaryF32Ops(KernelRegistry& r);
 void RegisterCpuActivationF32Ops(KernelRegistry& r);  // Erf, Softmax, Pow(x, 2): kernels/cpu/activation_f32.h
 void RegisterCpuNormF32Ops(KernelRegistry& r);        // BatchNormalization, LayerNormalization: kernels/cpu/norm_f32.h

@@ -93,7 +93,8 @@ const EnumEntry<Score> kScores[] = {{Score::kMagnitude, PruneScoreName(Score::kM
 constexpr EnumEntry<RecipePrune::Allocation> kAllocations[] = {{RecipePrune::Allocation::kUniform, "uniform"},
                                                                {RecipePrune::Allocation::kAuto, "auto"}};
 constexpr EnumEntry<Precision> kPrecisions[] = {
-    {Precision::kInt8, "int8"}, {Precision::kFp16, "fp16"}, {Precision::kMixed, "mixed"}, {Precision::kInt4, "int4"}};
+    {Precision::kInt8, "int8"}, {Precision::kFp16, "fp16"}, {Precision::kMixed, "mixed"}, {Precision::kInt4, "int4"},
+    {Precision::kFp8, "fp8"}};
 constexpr EnumEntry<Int4Format> kInt4Formats[] = {{Int4Format::kMatMulNBits, "matmulnbits"}, {Int4Format::kQdq, "qdq"}};
 const EnumEntry<LayerPrecision> kLayerPrecisions[] = {{LayerPrecision::kINT8, PrecisionName(LayerPrecision::kINT8)},
                                                      {LayerPrecision::kFP16, PrecisionName(LayerPrecision::kFP16)},
@@ -633,6 +634,8 @@ void RecipeParser::ParseQuantize(MapReader m) {
   i4.Finish();
 
   MapReader c = m.Child("calibration");
+  // FP8 scales are max|x| / 448 by default (NVIDIA ModelOpt's FP8 calibration).
+  if (q.precision == Precision::kFp8) q.calibration.method = CalibrationMethod::kMax;
   c.ReadEnum("method", Methods(), &q.calibration.method);
   c.Read("percentile", &q.calibration.percentile, Bounds::OpenClosed(0, 100));
   c.Read("bins", &q.calibration.bins, Bounds::Closed(128, 1 << 20));
@@ -835,6 +838,8 @@ void RecipeParser::CheckAcrossSections() {
     else if (q.mode == RecipeQuantize::Mode::kDynamic)
       why = "quantize.mode is dynamic: the written model quantizes activations at run time, and a TensorRT cache "
             "would describe a different (static) INT8 model";
+    else if (q.precision == Precision::kFp8)
+      why = "quantize.precision is fp8: a TensorRT calibration cache holds INT8 scales (threshold / 127)";
     if (!why.empty() && trt_cache_line_ > 0) diag_.Error(trt_cache_line_, "output.trt_cache", why);
     else if (!why.empty()) recipe_.output.trt_cache.clear();
   }
@@ -894,12 +899,29 @@ void RecipeParser::CheckAcrossSections() {
                   "after it");
   }
 
+  // FP8: static QDQ with symmetric scales (zero point 0); weights' int8
+  // error is what bias correction measures.
+  if (q.enabled && precision_ok && q.precision == Precision::kFp8) {
+    auto fp8_error = [&](const std::string& path, const std::string& what) {
+      if (diag_.Written(path) && !diag_.FailedAt(path)) diag_.Error(diag_.LineFor(path), path, what);
+    };
+    if (q.mode == RecipeQuantize::Mode::kDynamic)
+      fp8_error("quantize.mode", "dynamic quantizes to int8; quantize.precision fp8 is static");
+    if (r.output.format == Format::kQOperator)
+      fp8_error("output.format", "qoperator has no FP8 operators; quantize.precision fp8 writes qdq");
+    if (!q.calibration.symmetric)
+      fp8_error("quantize.calibration.symmetric", "must be true for quantize.precision fp8 (float8 zero points are 0)");
+    if (q.bias_correction)
+      fp8_error("quantize.bias_correction", "measures the error of int8 weights; not available with precision fp8");
+  }
+
   // The search chooses a static INT8 calibration: written where none runs,
   // an error; left out there, off.
   if (q.search.enabled) {
     const char* why = !q.enabled                                         ? "quantize.enabled is false"
                       : precision_ok && q.precision == Precision::kFp16 ? "quantize.precision fp16 does not calibrate"
                       : int4                                             ? "quantize.precision int4 does not calibrate"
+                      : precision_ok && q.precision == Precision::kFp8  ? "quantize.precision is fp8"
                       : q.mode == RecipeQuantize::Mode::kDynamic         ? "quantize.mode dynamic does not calibrate"
                       : !q.scales.empty()                                ? "quantize.scales gives the ranges"
                                                                          : nullptr;

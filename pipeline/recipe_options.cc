@@ -14,6 +14,10 @@ QuantizeOptions ToQuantizeOptions(const Recipe& r) {
       q.precision = Precision::kINT8;
       q.other_precision = Precision::kFP16;
       break;
+    case RecipeQuantize::Precision::kFp8:
+      q.precision = Precision::kINT8;
+      q.fp8 = true;
+      break;
   }
   q.per_channel = r.quantize.per_channel;
   q.fold_batchnorm = r.quantize.fold_batchnorm;

@@ -1,8 +1,11 @@
 // The INT8 rewrites: QDQ and QOperator forms.
+#include <algorithm>
 #include <cmath>
 #include <map>
+#include <vector>
 
 #include "graph/graph_editor.h"
+#include "kernels/ref/quantize_fp8.h"
 #include "quant/passes.h"
 
 namespace sparq {
@@ -34,10 +37,46 @@ QuantizedBias QuantizeBias(const Tensor& bias, float input_scale, const Tensor& 
   return q;
 }
 
+// FP8 (float8e4m3fn) parameters: the activation scale maps the range's
+// threshold (max |x| for the max method) onto 448; the zero point is 0.
+float Fp8Scale(const TensorRange& r) {
+  const float t = r.threshold > 0.0f ? r.threshold : r.abs_max;
+  return t > 0.0f ? t / kFloat8E4M3Max : 1.0f;
+}
+
+// Symmetric float8e4m3fn weights: w_q = Float8E4M3(w / s_c) with
+// s_c = max|w[c]| / 448 along `axis` (one scale when !per_channel).
+QuantizedWeight QuantizeWeightFp8(const Tensor& w, int axis, bool per_channel) {
+  const Tensor wf = w.ToFloat32();
+  const float* x = wf.data<float>();
+  QuantizedWeight q;
+  q.axis = axis;
+  q.values = Tensor(DataType::kFloat8E4M3FN, w.shape());
+  auto* out = static_cast<uint8_t*>(q.values.raw_data());
+  const int64_t channels = per_channel ? w.dim(static_cast<size_t>(axis)) : 1;
+  int64_t inner = 1, outer = 1;
+  if (per_channel) {
+    for (size_t d = static_cast<size_t>(axis) + 1; d < w.rank(); ++d) inner *= w.dim(d);
+    for (size_t d = 0; d < static_cast<size_t>(axis); ++d) outer *= w.dim(d);
+  } else {
+    inner = w.numel();
+  }
+  std::vector<float> scales(static_cast<size_t>(channels), 0.0f);
+  for (int64_t o = 0; o < outer; ++o)
+    for (int64_t c = 0; c < channels; ++c)
+      for (int64_t i = 0; i < inner; ++i)
+        scales[c] = std::max(scales[c], std::fabs(x[(o * channels + c) * inner + i]));
+  for (float& s : scales) s = s > 0.0f ? s / kFloat8E4M3Max : 1.0f;  // an all-zero channel keeps scale 1
+  const QuantParamLayout layout{outer, channels, inner, 0};
+  QuantizeLinearFp8Ref(x, layout, scales.data(), /*saturate=*/true, out);
+  q.scales = per_channel ? Tensor::FromVector<float>({channels}, scales) : Tensor::Scalar<float>(scales[0]);
+  return q;
+}
+
 class QdqBuilder {
  public:
-  QdqBuilder(Graph& g, const CalibrationTable& table, std::set<std::string>& float_values)
-      : ed_(g), table_(table), float_values_(float_values) {}
+  QdqBuilder(Graph& g, const CalibrationTable& table, std::set<std::string>& float_values, bool fp8)
+      : ed_(g), table_(table), float_values_(float_values), fp8_(fp8) {}
   GraphEditor& editor() { return ed_; }
 
   bool IsDequantized(const std::string& v) const { return dequantized_.count(v) > 0; }
@@ -54,8 +93,9 @@ class QdqBuilder {
     if (it != dq_of_.end()) return it->second;
     const TensorRange* r = table_.Find(value);
     if (r == nullptr) return Status::NotFound("no calibration range for '" + value + "'");
-    std::string scale = ed_.AddInitializer(value + "_scale", Tensor::Scalar<float>(r->scale));
-    std::string zp = ed_.AddInitializer(value + "_zero_point", ZeroPoint(*r));
+    std::string scale = ed_.AddInitializer(value + "_scale", Tensor::Scalar<float>(fp8_ ? Fp8Scale(*r) : r->scale));
+    std::string zp = ed_.AddInitializer(value + "_zero_point",
+                                        fp8_ ? Tensor(DataType::kFloat8E4M3FN, {}) : ZeroPoint(*r));
     std::string q = ed_.FreshName(value + "_quantized");
     std::string dq = ed_.FreshName(value + "_dequantized");
     ed_.AddNode({ed_.FreshName(value + "_QuantizeLinear"), "QuantizeLinear", "", {value, scale, zp}, {q}, {}, ""});
@@ -84,7 +124,7 @@ class QdqBuilder {
   std::string Weight(const std::string& name, const QuantizedWeight& q, bool per_axis) {
     std::string wq = ed_.AddInitializer(name + "_quantized", q.values);
     std::string scale = ed_.AddInitializer(name + "_scale", q.scales);
-    Tensor zeros(DataType::kInt8, q.scales.shape());
+    Tensor zeros(q.values.dtype(), q.scales.shape());
     std::string zp = ed_.AddInitializer(name + "_zero_point", zeros);
     std::string dq = ed_.FreshName(name + "_dequantized");
     Node n{ed_.FreshName(name + "_DequantizeLinear"), "DequantizeLinear", "", {wq, scale, zp}, {dq}, {}, ""};
@@ -111,6 +151,7 @@ class QdqBuilder {
   GraphEditor ed_;
   const CalibrationTable& table_;
   std::set<std::string>& float_values_;
+  const bool fp8_;
   std::map<std::string, std::string> dq_of_;      // activation -> dequantized name
   std::map<std::string, std::string> source_of_;  // dequantized name -> activation
   std::set<std::string> dequantized_;
@@ -134,7 +175,7 @@ Status InsertQdq(Model& model, const CalibrationTable& table, const std::vector<
     report->warnings.push_back("opset " + std::to_string(model.opset()) +
                                " has no per-axis DequantizeLinear (opset 13): weights quantized per tensor");
   }
-  QdqBuilder qdq(g, table, float_values);
+  QdqBuilder qdq(g, table, float_values, options.fp8);
   const size_t original = g.nodes.size();  // new Q/DQ nodes are appended after these
   for (size_t i = 0; i < original; ++i) {
     const Node n = g.nodes[i];  // a copy: AddNode may reallocate
@@ -142,8 +183,10 @@ Status InsertQdq(Model& model, const CalibrationTable& table, const std::vector<
       auto layer = QuantizableLayer(g, n);
       const Tensor w = *g.FindWeight(n.inputs[1]);
       SPARQ_ASSIGN_OR_RETURN(std::string x_dq, qdq.Activation(n.inputs[0]));
-      QuantizedWeight qw = QuantizeWeightSymmetric(w, layer->weight_axis(), per_axis);
-      const bool int32_bias = HasQuantizableBias(g, n, *layer);
+      QuantizedWeight qw = options.fp8 ? QuantizeWeightFp8(w, layer->weight_axis(), per_axis)
+                                       : QuantizeWeightSymmetric(w, layer->weight_axis(), per_axis);
+      // FP8 keeps the bias in float32 (FP8 GEMMs accumulate in float).
+      const bool int32_bias = !options.fp8 && HasQuantizableBias(g, n, *layer);
       if (int32_bias) WidenScalesForInt32Bias(w, *g.FindWeight(n.inputs[2]), qdq.RangeOf(n.inputs[0])->scale, &qw);
       std::string w_dq = qdq.Weight(n.inputs[1], qw, per_axis);
       std::string b_dq;

@@ -148,6 +148,15 @@ StatusOr<Model> QuantizeModel(const Model& input, const CalibrationTable& table,
     return Status::NotSupported("quantization needs opset >= 10 (QuantizeLinear); the model imports opset " +
                                 std::to_string(model.opset()));
   }
+  if (options.fp8) {
+    if (options.dynamic || options.format != QuantFormat::kQDQ) {
+      return Status::InvalidArgument("FP8 quantization is static QDQ only (not dynamic, not QOperator)");
+    }
+    if (model.opset() < 19) {
+      return Status::NotSupported("FP8 quantization needs opset >= 19 (float8e4m3fn QuantizeLinear); the model imports "
+                                  "opset " + std::to_string(model.opset()) + " (UpgradeOpsetForInt8 converts it)");
+    }
+  }
   if (options.fold_batchnorm) {
     SPARQ_ASSIGN_OR_RETURN(report->folded_batchnorms, FoldBatchNorm(model));
   }
@@ -158,6 +167,10 @@ StatusOr<Model> QuantizeModel(const Model& input, const CalibrationTable& table,
                                "sparq quantizes the outer graph only");
   }
   SPARQ_ASSIGN_OR_RETURN(std::vector<Precision> precision, ResolvePrecisions(g, options, &table, report));
+  if (options.fp8) {  // the layer decisions say INT8 ("quantized"); the reason says in what
+    for (LayerDecision& d : report->layers)
+      if (d.precision == Precision::kINT8) d.reason += " (fp8 e4m3)";
+  }
   if (!options.dynamic && !options.bias_correction.empty()) {
     SPARQ_ASSIGN_OR_RETURN(report->bias_corrected, ApplyBiasCorrection(g, precision, options.bias_correction));
   }
@@ -199,7 +212,7 @@ StatusOr<Model> QuantizeModel(const Model& input, const CalibrationTable& table,
       SPARQ_RETURN_IF_ERROR(RewriteQOperator(model, table, precision, options, float_values, report));
     }
   }
-  if (options.precision == Precision::kINT8 && options.gather_int8) QuantizeGatherTables(model, report);
+  if (options.precision == Precision::kINT8 && options.gather_int8 && !options.fp8) QuantizeGatherTables(model, report);
   if (!fp16_nodes.empty()) {
     SPARQ_RETURN_IF_ERROR(ConvertToFloat16(model, fp16_nodes, float_values, table, options, report));
   }

@@ -62,6 +62,14 @@ struct SPARQ_API QuantizeOptions {
   // explicit-quantization placement). Transformers keep their accuracy this
   // way (bench/TRANSFORMER_ACCURACY.md). QOperator form always quantizes outputs.
   bool quantize_outputs = true;
+  // FP8 instead of INT8 for the quantized (kINT8) layers: static QDQ form only
+  // (InvalidArgument with dynamic or QOperator). QuantizeLinear /
+  // DequantizeLinear pairs with float8e4m3fn zero points (0); activations per
+  // tensor, scale = the range's threshold / 448 (the largest float8e4m3fn);
+  // weights per output channel, max|w| / 448, stored as float8e4m3fn; biases
+  // stay float32; no int8 Gather tables. Needs opset >= 19
+  // (UpgradeOpsetForInt8 converts). The report still lists such layers as INT8.
+  bool fp8 = false;
   std::vector<LayerRule> layers;            // first matching rule wins
   // Op types (e.g. "Softmax", "MatMul") kept in float32 whatever the default
   // precision; a `layers` rule naming the node still wins. An op type the

@@ -160,6 +160,7 @@ struct SPARQ_API RecipeQuantize {
     kFp16,   // the whole model in FP16 except fp16.block_ops; no calibration
     kMixed,  // quantizable ops in INT8, the rest FP16 (except fp16.block_ops)
     kInt4,   // MatMul/Gemm weights in INT4 blocks (quantize.int4), activations float; no calibration
+    kFp8,    // quantizable ops in FP8 E4M3 Q/DQ (static, QDQ, opset 19; QuantizeOptions::fp8), the rest FP32
   };
   using LayerPrecision = ::sparq::Precision;  // int8 | fp16 | fp32: the quantizer's own enum
   enum class Mode {

@@ -33,6 +33,7 @@ enum class DataType : int32_t {
   kUInt32 = 12,
   kUInt64 = 13,
   kBFloat16 = 16,
+  kFloat8E4M3FN = 17,  // storage only: Q/DQ and Cast read and write it; no arithmetic kernel takes it
   // 4-bit integers: one element per byte in memory (int4 sign-extended in an
   // int8, uint4 in 0..15); in ONNX files packed two per byte, low nibble first.
   kUInt4 = 21,
@@ -44,7 +45,7 @@ struct SPARQ_API DataTypeInfo {
   DataType type;
   const char* name;    // "float32", "int8", ... (numpy's spelling)
   size_t size;         // bytes per element
-  bool is_float;       // float16, bfloat16, float32, float64
+  bool is_float;       // float16, bfloat16, float32, float64, float8e4m3fn
   bool is_signed;      // signed integers and floats
 };
 
@@ -54,7 +55,8 @@ SPARQ_API const DataTypeInfo* GetDataTypeInfo(DataType type);
 SPARQ_API std::string DataTypeName(DataType type);
 // Element size in bytes; 0 for unknown types.
 SPARQ_API size_t DataTypeSize(DataType type);
-// Maps an ONNX TensorProto.DataType number; NotSupported for string, complex, float8.
+// Maps an ONNX TensorProto.DataType number; NotSupported for string, complex and
+// the float8 types other than float8e4m3fn.
 SPARQ_API StatusOr<DataType> DataTypeFromOnnx(int32_t onnx_type);
 // Parses numpy's names ("float32", "int64", "bool", ...).
 SPARQ_API StatusOr<DataType> DataTypeFromName(const std::string& name);
@@ -64,6 +66,13 @@ SPARQ_API uint16_t FloatToHalf(float f);
 SPARQ_API float HalfToFloat(uint16_t h);
 SPARQ_API uint16_t FloatToBFloat16(float f);
 SPARQ_API float BFloat16ToFloat(uint16_t b);
+// float8e4m3fn (ONNX's FLOAT8E4M3FN: 1 sign, 4 exponent (bias 7), 3 mantissa
+// bits; no infinities; NaN = 0x7F / 0xFF; largest finite 448; subnormals down
+// to 2^-9), as ONNX's Cast and QuantizeLinear define it: round to nearest even;
+// saturate clamps out-of-range values and infinities to +-448, else they become
+// NaN; NaN stays NaN (sign kept).
+SPARQ_API uint8_t FloatToFloat8E4M3(float f, bool saturate);
+SPARQ_API float Float8E4M3ToFloat(uint8_t b);
 
 // Storage types for 16-bit floats, so templates can tell them from uint16_t.
 struct SPARQ_API Float16 {
@@ -71,6 +80,10 @@ struct SPARQ_API Float16 {
 };
 struct SPARQ_API BFloat16 {
   uint16_t bits;
+};
+// Storage type for float8e4m3fn, so templates can tell it from uint8_t.
+struct SPARQ_API Float8E4M3 {
+  uint8_t bits;
 };
 
 // Maps a C++ type to its DataType (static check in Tensor::data<T>()).
@@ -88,6 +101,7 @@ template <> struct DataTypeOf<uint64_t> { static constexpr DataType value = Data
 template <> struct DataTypeOf<bool> { static constexpr DataType value = DataType::kBool; };
 template <> struct DataTypeOf<Float16> { static constexpr DataType value = DataType::kFloat16; };
 template <> struct DataTypeOf<BFloat16> { static constexpr DataType value = DataType::kBFloat16; };
+template <> struct DataTypeOf<Float8E4M3> { static constexpr DataType value = DataType::kFloat8E4M3FN; };
 
 using Shape = std::vector<int64_t>;
 

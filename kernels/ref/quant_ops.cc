@@ -14,6 +14,7 @@
 #include "kernels/parallel.h"
 #include "kernels/ref/broadcast.h"
 #include "kernels/ref/gemm_int.h"
+#include "kernels/ref/quant_fp8_ops.h"
 #include "kernels/ref/quant_util.h"
 #include "kernels/ref/quantize.h"
 #include "kernels/registry.h"
@@ -181,6 +182,7 @@ Status QuantizeLinear(OpContext& ctx) {
   }
   SPARQ_RETURN_IF_ERROR(CheckZeroPoint(ctx, 2, out_type, scale_t.numel(), "y_zero_point"));
   SPARQ_ASSIGN_OR_RETURN(const QuantParamLayout layout, ResolveQuantLayout(ctx, x.shape(), scale_t, "y_scale"));
+  if (out_type == DataType::kFloat8E4M3FN) return QuantizeLinearToFp8(ctx, layout, scale);
   std::vector<int32_t> zero_point;
   if (ctx.has_input(2)) {
     SPARQ_ASSIGN_OR_RETURN(zero_point, ReadZeroPoints(ctx, ctx.input(2), "y_zero_point"));
@@ -214,7 +216,7 @@ Status DequantizeLinear(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(CheckZeroPoint(ctx, 2, x.dtype(), scale_t.numel(), "x_zero_point"));
   SPARQ_ASSIGN_OR_RETURN(const QuantParamLayout layout, ResolveQuantLayout(ctx, x.shape(), scale_t, "x_scale"));
   std::vector<int32_t> zero_point;
-  if (ctx.has_input(2)) {
+  if (ctx.has_input(2) && x.dtype() != DataType::kFloat8E4M3FN) {
     SPARQ_ASSIGN_OR_RETURN(zero_point, ReadZeroPoints(ctx, ctx.input(2), "x_zero_point"));
   }
 
@@ -228,6 +230,7 @@ Status DequantizeLinear(OpContext& ctx) {
   if (out_info == nullptr || !out_info->is_float) {
     return ctx.InvalidArgument("output type " + DataTypeName(out_type) + " is not a float type");
   }
+  if (x.dtype() == DataType::kFloat8E4M3FN) return DequantizeLinearFromFp8(ctx, layout, scale, out_type);
 
   return VisitQuantizedType(ctx, x.dtype(), "x", /*allow_int32=*/true, [&](auto tag) {
     using T = decltype(tag);
@@ -472,6 +475,7 @@ void RegisterQuantOps(KernelRegistry& r) {
   RegisterQuantConvOps(r);
   RegisterQdqFusedOps(r);
   RegisterMatMulNBitsOps(r);
+  RegisterQuantFp8Ops(r);
 }
 
 }  // namespace sparq

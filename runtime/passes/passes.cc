@@ -1,6 +1,7 @@
 #include "runtime/passes/passes.h"
 
 #include "runtime/passes/float_fusion.h"
+#include "runtime/passes/fp8_fusion.h"
 #include "runtime/passes/graph_folding.h"
 #include "runtime/passes/qdq_fusion.h"
 
@@ -16,7 +17,7 @@ struct GraphPass {
 constexpr GraphPass kPasses[] = {
     {"fold-constant-subgraphs", [](Model* m) { return FoldConstants(m).status(); }},
     {"fold-pads", [](Model* m) { FoldPadsIntoConvs(m); return Status::OK(); }},
-    {"fuse-qdq", [](Model* m) { FuseQdqToIntegerOps(m); return Status::OK(); }},
+    {"fuse-qdq", [](Model* m) { FuseFp8QdqPairs(m); FuseQdqToIntegerOps(m); return Status::OK(); }},
     {"fuse-conv-activation", [](Model* m) { FuseConvActivations(m); return Status::OK(); }},
     {"fuse-pointwise-depthwise", [](Model* m) { FusePointwiseDepthwise(m); return Status::OK(); }},
 };

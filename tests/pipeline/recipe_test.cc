@@ -704,7 +704,7 @@ TEST_F(RecipeTest, UnknownEnumValueListsAllowedAndClosest) {
                          "'kl'?)"),
             std::string::npos)
       << message;
-  EXPECT_NE(message.find("quantize.precision: 'INT8' is not one of int8, fp16, mixed, int4 (did you mean 'int8'?)"),
+  EXPECT_NE(message.find("quantize.precision: 'INT8' is not one of int8, fp16, mixed, int4, fp8 (did you mean 'int8'?)"),
             std::string::npos)
       << message;
 }
