@@ -4,8 +4,9 @@
 On one model and its evaluation data (a real-suite folder: model.onnx,
 eval.npz, meta.json naming the output), for each block size:
   * sparq: `sparq run` with `quantize: {precision: int4, int4: {block_size: B,
-    format: F}}` (RTN, zero points: the defaults), metric mean_cosine; the
-    written file is also run by onnxruntime;
+    format: F, method: M}}` (zero points: the default; M rtn, gptq or awq,
+    the last two on the first --calib samples of calib.npz), metric
+    mean_cosine; the written file is also run by onnxruntime;
   * onnxruntime: MatMulNBitsQuantizer(block_size=B) with its defaults (RTN,
     is_symmetric=False, QOperator = MatMulNBits).
 Every file runs in onnxruntime (CPU, all optimizations) on the evaluation
@@ -14,7 +15,7 @@ onnxruntime), mean and min, the output SQNR, and the file size. sparq's own
 executor's mean cosine (from its report) is printed beside its rows.
 
   python3 bench/int4_accuracy.py --sparq build/bin/sparq --model-dir /work/models/real/minilm_l6 \
-      --blocks 32,128 [--work /tmp/int4_acc]
+      --blocks 32,128 [--methods rtn,gptq,awq] [--calib 64] [--work /tmp/int4_acc]
 """
 import argparse
 import json
@@ -62,8 +63,13 @@ def main():
     ap.add_argument("--formats", default="matmulnbits,qdq")
     ap.add_argument("--work", default="/tmp/int4_acc")
     ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--methods", default="rtn")
+    ap.add_argument("--calib", type=int, default=64, help="calibration samples of calib.npz for gptq / awq")
     args = ap.parse_args()
     os.makedirs(args.work, exist_ok=True)
+    calib = os.path.join(args.work, "calib.npz")
+    with np.load(os.path.join(args.model_dir, "calib.npz")) as f:
+        np.savez(calib, **{k: f[k][:args.calib] for k in f.files})
     model = os.path.join(args.model_dir, "model.onnx")
     meta = json.load(open(os.path.join(args.model_dir, "meta.json")))
     output = meta.get("output") or onnx.load(model, load_external_data=False).graph.output[0].name
@@ -72,12 +78,15 @@ def main():
     ref = ort_outputs(model, feeds, output)
     rows = [("FP32 (onnxruntime)", 1.0, 1.0, float("inf"), size_mib(model), "", "")]
     for block in [int(b) for b in args.blocks.split(",")]:
-        for fmt in args.formats.split(","):
-            out = os.path.join(args.work, f"sparq_{fmt}_{block}")
-            recipe = os.path.join(args.work, f"r_{fmt}_{block}.yaml")
+        for fmt, method in [(f, m) for m in args.methods.split(",") for f in args.formats.split(",")]:
+            out = os.path.join(args.work, f"sparq_{method}_{fmt}_{block}")
+            recipe = os.path.join(args.work, f"r_{method}_{fmt}_{block}.yaml")
+            data = f"evaluation: {os.path.join(args.model_dir, 'eval.npz')}"
+            if method != "rtn":
+                data = f"calibration: {calib}, " + data
             with open(recipe, "w") as f:
-                f.write(f"version: 1\nmodel: {model}\ndata: {{evaluation: {os.path.join(args.model_dir, 'eval.npz')}, "
-                        f"batch_size: 16}}\nquantize:\n  precision: int4\n  int4: {{block_size: {block}, format: {fmt}}}\n"
+                f.write(f"version: 1\nmodel: {model}\ndata: {{{data}, batch_size: 16}}\n"
+                        f"quantize:\n  precision: int4\n  int4: {{block_size: {block}, format: {fmt}, method: {method}}}\n"
                         f"evaluate: {{metric: mean_cosine, threads: {args.threads}, gate: {{max_drop: 1}}}}\n"
                         f"output: {{dir: {out}, overwrite: true}}\nreport: {{markdown: '', junit: ''}}\n")
             t = time.time()
@@ -89,7 +98,7 @@ def main():
             path = next(os.path.join(out, p) for p in os.listdir(out) if p.endswith(".onnx"))
             mean, mn, sqnr = compare(ref, ort_outputs(path, feeds, output))
             own = rep.get("gate", {}).get("output")
-            rows.append((f"sparq int4 rtn block {block}, {fmt}", mean, mn, sqnr, size_mib(path),
+            rows.append((f"sparq int4 {method} block {block}, {fmt}", mean, mn, sqnr, size_mib(path),
                          f"{secs:.1f}", f"sparq's executor: mean cosine {own:.4f}"))
             print(rows[-1], flush=True)
         from onnxruntime.quantization.matmul_nbits_quantizer import MatMulNBitsQuantizer

@@ -1,6 +1,6 @@
 // `sparq quantize MODEL --scales scales.json -o out.onnx`: quantizes with a
 // calibration table written earlier (calibrate once, quantize many times;
-// sparq::QuantizeFiles).
+// sparq::QuantizeFiles); `--precision int4`: weight-only INT4, no table.
 #include <memory>
 
 #include "cli/commands.h"
@@ -13,7 +13,8 @@ RunFn AddQuantizeCommand(CLI::App& app) {
   struct Args {
     QuantizeFilesOptions options;
     std::string precision = "int8";
-    std::string format = "qdq";
+    std::string format;  // qdq (int8) / matmulnbits (int4) when not given
+    std::string method = "rtn";
     bool per_tensor = false;
     bool json = false;
   };
@@ -21,11 +22,22 @@ RunFn AddQuantizeCommand(CLI::App& app) {
   CLI::App* sub = app.add_subcommand("quantize", "Quantize a model with a calibration table written earlier "
                                                  "(by `sparq calibrate` or a recipe's output.scales)");
   sub->add_option("model", args->options.model, "FP32 ONNX model (the one the table was calibrated on)")->required();
-  sub->add_option("--scales", args->options.scales, "Calibration table (JSON) to quantize with")->required();
+  sub->add_option("--scales", args->options.scales, "Calibration table (JSON) to quantize with (not with int4)");
   sub->add_option("-o,--output", args->options.output, "Quantized model to write (never the input model)")->required();
-  sub->add_option("--precision", args->precision, "int8 | fp16 | mixed (INT8 layers, FP16 elsewhere) | fp8 (FP8 E4M3 Q/DQ, opset 19)")
+  sub->add_option("--precision", args->precision,
+                  "int8 | fp16 | mixed (INT8 layers, FP16 elsewhere) | fp8 (FP8 E4M3 Q/DQ, opset 19) | int4 (weight-only "
+                  "MatMul/Gemm blocks, no table)")
       ->capture_default_str();
-  sub->add_option("--format", args->format, "qdq | qoperator")->capture_default_str();
+  sub->add_option("--format", args->format,
+                  "qdq | qoperator (int8; default qdq); matmulnbits | qdq (int4: com.microsoft.MatMulNBits, default, or "
+                  "opset-21 blocked DequantizeLinear)");
+  sub->add_option("--block-size", args->options.int4_options.block_size, "int4: weights per scale along K (16..256)")
+      ->capture_default_str();
+  sub->add_flag("--symmetric", args->options.int4_options.symmetric, "int4: int4 codes without zero points");
+  sub->add_option("--method", args->method, "int4: rtn | gptq | awq (gptq and awq read --data)")->capture_default_str();
+  sub->add_option("--data", args->options.data, "int4 gptq / awq: calibration inputs (.npz or a folder of .npy)");
+  sub->add_option("--batch-size", args->options.batch_size, "int4 gptq / awq: samples per batch")->capture_default_str();
+  sub->add_option("--samples", args->options.samples, "int4 gptq / awq: the first N samples of --data (0 = all)");
   sub->add_flag("--per-tensor,!--per-channel", args->per_tensor,
                 "One scale per weight tensor instead of one per output channel (default: per channel)");
   sub->add_flag("--json", args->json, "Print each layer's precision as JSON on stdout");
@@ -37,13 +49,41 @@ RunFn AddQuantizeCommand(CLI::App& app) {
   sparq quantize model.onnx --scales scales.json --per-tensor --format qoperator -o model.qop.onnx
   sparq quantize model.onnx --scales scales.json --precision mixed -o model.mixed.onnx
   sparq quantize model.onnx --scales scales.json --precision fp8 -o model.fp8.onnx
+  sparq quantize model.onnx --precision int4 -o model.q4.onnx
+  sparq quantize model.onnx --precision int4 --method gptq --data calib.npz --block-size 128 -o model.q4.onnx
 
+INT4 needs no table; every other precision needs --scales.
 The table must hold a range for every tensor the quantizer needs (each INT8
 layer's input and output): else exit 2 naming the first missing tensor.
 Tensors of the table the model does not have are a warning.
 Exit status: 0 written, 2 error.)");
   return [args]() {
     QuantizeOptions& q = args->options.quantize;
+    if (args->precision == "int4") {
+      Int4Options& o = args->options.int4_options;
+      args->options.int4 = true;
+      if (args->method == "rtn") o.method = Int4Method::kRtn;
+      else if (args->method == "gptq") o.method = Int4Method::kGptq;
+      else if (args->method == "awq") o.method = Int4Method::kAwq;
+      else return ReportError(Status::InvalidArgument("--method must be rtn, gptq or awq, got '" + args->method + "'"), args->json);
+      if (args->format.empty() || args->format == "matmulnbits") o.format = Int4Format::kMatMulNBits;
+      else if (args->format == "qdq") o.format = Int4Format::kQdq;
+      else return ReportError(Status::InvalidArgument("--format must be matmulnbits or qdq with int4, got '" + args->format + "'"), args->json);
+      auto result = QuantizeFiles(args->options);
+      if (!result.ok()) return ReportError(result.status(), args->json);
+      for (const auto& w : result->report.warnings) std::cerr << "sparq: warning: " << w << "\n";
+      int quantized = 0;
+      for (const auto& l : result->report.layers) quantized += l.reason.rfind("int4", 0) == 0;
+      if (args->json) {
+        std::cout << result->ToJson() << std::flush;
+      } else {
+        std::cout << "weighted layers: " << quantized << " int4 (" << args->method << ", block " << o.block_size << "), "
+                  << result->report.layers.size() - quantized << " float -> " << args->options.output << "\n";
+      }
+      return kExitOk;
+    }
+    if (args->options.scales.empty())
+      return ReportError(Status::InvalidArgument("--scales is required with --precision " + args->precision), args->json);
     if (args->precision == "int8") {
       q.precision = Precision::kINT8;
     } else if (args->precision == "fp16") {
@@ -55,10 +95,10 @@ Exit status: 0 written, 2 error.)");
       q.precision = Precision::kINT8;
       q.fp8 = true;
     } else {
-      return ReportError(Status::InvalidArgument("--precision must be int8, fp16, mixed or fp8, got '" + args->precision + "'"),
+      return ReportError(Status::InvalidArgument("--precision must be int8, fp16, mixed, fp8 or int4, got '" + args->precision + "'"),
                          args->json);
     }
-    if (args->format == "qdq") {
+    if (args->format.empty() || args->format == "qdq") {
       q.format = QuantFormat::kQDQ;
     } else if (args->format == "qoperator") {
       q.format = QuantFormat::kQOperator;

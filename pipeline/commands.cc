@@ -125,10 +125,45 @@ StatusOr<CalibrationTable> MergeCalibrationFiles(const MergeCalibrationFilesOpti
   return table;
 }
 
+namespace {
+
+// QuantizeFiles with int4: the weights only, no table.
+StatusOr<QuantizeFilesResult> QuantizeInt4Files(const QuantizeFilesOptions& options) {
+  if (!options.scales.empty()) return Status::InvalidArgument("int4 quantizes weights only: no scales (calibration table)");
+  const bool needs_data = options.int4_options.method != Int4Method::kRtn;
+  if (needs_data && options.data.empty())
+    return Status::InvalidArgument("int4 method gptq / awq needs data (the layers' inputs; --data)");
+  if (!needs_data && !options.data.empty())
+    return Status::InvalidArgument("int4 method rtn reads no data: leave data (--data) out");
+  DatasetOptions d;
+  SPARQ_ASSIGN_OR_RETURN(Model model, LoadModelForData(options.model, options.batch_size, options.samples, &d));
+  SPARQ_RETURN_IF_ERROR(CheckSupported(model));
+  QuantizeFilesResult result;
+  result.output = options.output;
+  result.calibration = "none";
+  Model quantized;
+  if (needs_data) {
+    SPARQ_ASSIGN_OR_RETURN(BatchSource data, OpenDataset(options.data, model.graph, d));
+    SPARQ_ASSIGN_OR_RETURN(quantized, QuantizeWeightsInt4(model, options.int4_options, data(), &result.report));
+  } else {
+    SPARQ_ASSIGN_OR_RETURN(quantized, QuantizeWeightsInt4(model, options.int4_options, &result.report));
+  }
+  quantized.producer_name = "sparq";
+  quantized.producer_version = Version();
+  SetMetadataProp("sparq.calibration_method", "none", &quantized);
+  SaveOptions save;
+  save.external_data = options.external_data;
+  SPARQ_RETURN_IF_ERROR(SaveModel(quantized, options.output, save));
+  return result;
+}
+
+}  // namespace
+
 StatusOr<QuantizeFilesResult> QuantizeFiles(const QuantizeFilesOptions& options) {
   for (const auto& [name, path] : {std::pair<const char*, const std::string&>{"model", options.model},
                                    {"scales", options.scales}, {"output", options.output}}) {
-    if (path.empty()) return Status::InvalidArgument(std::string(name) + " path is empty");
+    if (path.empty() && !(options.int4 && std::string(name) == "scales"))
+      return Status::InvalidArgument(std::string(name) + " path is empty");
   }
   std::error_code ec;
   if (options.output == options.model ||
@@ -139,6 +174,7 @@ StatusOr<QuantizeFilesResult> QuantizeFiles(const QuantizeFilesOptions& options)
       (std::filesystem::exists(options.output, ec) && std::filesystem::equivalent(options.output, options.scales, ec))) {
     return Status::InvalidArgument("output " + options.output + " is the calibration table: sparq never overwrites it");
   }
+  if (options.int4) return QuantizeInt4Files(options);
   SPARQ_ASSIGN_OR_RETURN(Model model, LoadModel(options.model));
   SPARQ_RETURN_IF_ERROR(CheckSupported(model));
   auto table = CalibrationTable::Load(options.scales);

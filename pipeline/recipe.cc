@@ -95,6 +95,8 @@ constexpr EnumEntry<RecipePrune::Allocation> kAllocations[] = {{RecipePrune::All
 constexpr EnumEntry<Precision> kPrecisions[] = {
     {Precision::kInt8, "int8"}, {Precision::kFp16, "fp16"}, {Precision::kMixed, "mixed"}, {Precision::kInt4, "int4"},
     {Precision::kFp8, "fp8"}};
+constexpr EnumEntry<Int4Method> kInt4Methods[] = {
+    {Int4Method::kRtn, "rtn"}, {Int4Method::kGptq, "gptq"}, {Int4Method::kAwq, "awq"}};
 constexpr EnumEntry<Int4Format> kInt4Formats[] = {{Int4Format::kMatMulNBits, "matmulnbits"}, {Int4Format::kQdq, "qdq"}};
 const EnumEntry<LayerPrecision> kLayerPrecisions[] = {{LayerPrecision::kINT8, PrecisionName(LayerPrecision::kINT8)},
                                                      {LayerPrecision::kFP16, PrecisionName(LayerPrecision::kFP16)},
@@ -622,14 +624,7 @@ void RecipeParser::ParseQuantize(MapReader m) {
     diag_.Error(i4.LineOf("block_size"), i4.PathOf("block_size"),
                 "must be 16, 32, 64, 128 or 256, got " + std::to_string(q.int4.block_size));
   i4.Read("symmetric", &q.int4.symmetric);
-  if (YAML::Node method = i4.Get("method"); method.IsDefined()) {
-    const std::string name = method.IsScalar() ? method.Scalar() : "";
-    if (name == "gptq" || name == "awq")
-      diag_.Error(i4.LineOf("method"), i4.PathOf("method"), name + " is not yet supported (rtn is)");
-    else if (name != "rtn")
-      diag_.Error(i4.LineOf("method"), i4.PathOf("method"), "expected rtn (gptq and awq are not yet supported), got " +
-                                                               yaml_fields::DescribeNode(method));
-  }
+  i4.ReadEnum("method", kInt4Methods, &q.int4.method);
   i4.ReadEnum("format", kInt4Formats, &q.int4.format);
   i4.Finish();
 
@@ -849,6 +844,8 @@ void RecipeParser::CheckAcrossSections() {
   std::string needs_calibration;
   if (q.enabled && precision_ok && q.precision != Precision::kFp16 && q.precision != Precision::kInt4)
     needs_calibration = std::string("quantize.precision is ") + EnumNameIn(kPrecisions, q.precision);
+  else if (q.enabled && precision_ok && q.precision == Precision::kInt4 && q.int4.method != Int4Method::kRtn)
+    needs_calibration = std::string("quantize.int4.method is ") + EnumNameIn(kInt4Methods, q.int4.method);
   else if (r.prune.enabled && r.prune.recovery)
     needs_calibration = "prune.recovery is true";
   else if (r.prune.enabled && r.prune.sensitivity && r.prune.sensitivity->recovery)
@@ -869,7 +866,8 @@ void RecipeParser::CheckAcrossSections() {
                   "fp16 is the model's precision already; fall back to fp32");
   }
 
-  // int4: weights only, written as quantize.int4.format; nothing calibrates.
+  // int4: weights only, written as quantize.int4.format; nothing calibrates
+  // (GPTQ / AWQ read the layers' inputs on data.calibration).
   const bool int4 = q.enabled && precision_ok && q.precision == Precision::kInt4;
   if (int4) {
     for (size_t i = 0; i < q.layers.size(); ++i) {

@@ -138,7 +138,8 @@ void EmitQuantize(YAML::Emitter& e, const RecipeQuantize& q) {
     e << YAML::Key << "int4" << YAML::Value << YAML::BeginMap;
     e << YAML::Key << "block_size" << YAML::Value << q.int4.block_size;
     e << YAML::Key << "symmetric" << YAML::Value << q.int4.symmetric;
-    e << YAML::Key << "method" << YAML::Value << "rtn";
+    e << YAML::Key << "method" << YAML::Value
+      << (q.int4.method == Int4Method::kGptq ? "gptq" : q.int4.method == Int4Method::kAwq ? "awq" : "rtn");
     e << YAML::Key << "format" << YAML::Value
       << (q.int4.format == Int4Format::kQdq ? "qdq" : "matmulnbits");
     e << YAML::EndMap;

@@ -422,11 +422,17 @@ StatusOr<RunReport> Runner::Run() {
     Int4Options o = r_.quantize.int4;
     o.layers = r_.quantize.layers;
     o.exclude_ops = r_.quantize.exclude_ops;
-    Log(std::string("quantize int4 weights (rtn, block ") + std::to_string(o.block_size) +
+    o.threads = r_.evaluate.threads;
+    const char* method = o.method == Int4Method::kGptq ? "gptq" : o.method == Int4Method::kAwq ? "awq" : "rtn";
+    Log(std::string("quantize int4 weights (") + method + ", block " + std::to_string(o.block_size) +
         (o.symmetric ? ", symmetric, " : ", zero points, ") +
-        (o.format == Int4Format::kQdq ? "DequantizeLinear" : "MatMulNBits") + ")");
-    SPARQ_ASSIGN_OR_RETURN(quantized.model,
-                           Timed("quantize", [&] { return QuantizeWeightsInt4(fp32_, o, &quantized.report); }));
+        (o.format == Int4Format::kQdq ? "DequantizeLinear" : "MatMulNBits") + ")" +
+        (o.method == Int4Method::kRtn ? "" : " from the layers' inputs on " + r_.data.calibration));
+    SPARQ_ASSIGN_OR_RETURN(quantized.model, Timed("quantize", [&] {
+                             return o.method == Int4Method::kRtn
+                                        ? QuantizeWeightsInt4(fp32_, o, &quantized.report)
+                                        : QuantizeWeightsInt4(fp32_, o, calibration_(), &quantized.report);
+                           }));
   } else {
     SPARQ_ASSIGN_OR_RETURN(quantized.model,
                            Timed("quantize", [&] { return QuantizeModel(fp32_, table, qopt, &quantized.report); }));

@@ -12,11 +12,14 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
+#include <map>
 #include <set>
 #include <string>
 
 #include "graph/graph_editor.h"
 #include "graph/name_pattern.h"
+#include "quant/gptq.h"
 #include "sparq/onnx_io.h"
 
 namespace sparq {
@@ -198,11 +201,15 @@ Int4Layer ReadLayer(const Graph& g, const Node& n) {
   return l;
 }
 
-}  // namespace
+// What GPTQ / AWQ fitted, by layer (NodeKey).
+struct Int4Fits {
+  std::map<std::string, BlockwiseInt4> weights;  // GPTQ's codes ([K, N], as ReadLayer's weight)
+  std::map<std::string, std::string> notes;      // appended to the layer's reason
+};
 
-StatusOr<Model> QuantizeWeightsInt4(const Model& model, const Int4Options& options, QuantizeReport* report) {
+StatusOr<Model> RewriteInt4(const Model& model, const Int4Options& options, const Int4Fits& fits,
+                            QuantizeReport* report) {
   SPARQ_RETURN_IF_ERROR(CheckInt4BlockSize(options.block_size));
-  if (options.method != Int4Method::kRtn) return Status::NotSupported("int4 method: only rtn is supported");
   std::vector<NamePattern> rules;
   for (const auto& r : options.layers) {
     rules.emplace_back(r.match);
@@ -262,7 +269,12 @@ StatusOr<Model> QuantizeWeightsInt4(const Model& model, const Int4Options& optio
       rep.layers.push_back(d);
       continue;
     }
-    auto q = QuantizeInt4Rtn(l.w.data(), l.k, l.n, options.block_size, options.symmetric);
+    // GPTQ's codes fit W as the layer reads it; a Gemm's alpha is not in them.
+    auto fitted = fits.weights.find(d.node);
+    const bool use_fit = fitted != fits.weights.end() && fitted->second.k == l.k && fitted->second.n == l.n &&
+                         (n.op_type == "MatMul" || n.attr_float("alpha", 1.0f) == 1.0f);
+    auto q = use_fit ? StatusOr<BlockwiseInt4>(fitted->second)
+                     : QuantizeInt4Rtn(l.w.data(), l.k, l.n, options.block_size, options.symmetric);
     if (!q.ok()) return q.status().WithContext(n.Describe());
     replaced.insert(n.inputs[1]);
     if (!qdq) {
@@ -305,6 +317,8 @@ StatusOr<Model> QuantizeWeightsInt4(const Model& model, const Int4Options& optio
       added.push_back(std::move(dq));
     }
     d.reason = "int4 (" + form + ")";
+    if (use_fit) d.reason += ", gptq";
+    if (auto note = fits.notes.find(d.node); note != fits.notes.end()) d.reason += ", " + note->second;
     rep.layers.push_back(d);
     ++quantized;
   }
@@ -329,6 +343,47 @@ StatusOr<Model> QuantizeWeightsInt4(const Model& model, const Int4Options& optio
   }
   SPARQ_RETURN_IF_ERROR(g.TopoSort());
   return out;
+}
+
+}  // namespace
+
+StatusOr<Model> QuantizeWeightsInt4(const Model& model, const Int4Options& options, QuantizeReport* report) {
+  if (options.method != Int4Method::kRtn) {
+    return Status::InvalidArgument(std::string("int4 method ") + (options.method == Int4Method::kGptq ? "gptq" : "awq") +
+                                   " needs calibration data (the layers' inputs)");
+  }
+  return RewriteInt4(model, options, Int4Fits{}, report);
+}
+
+StatusOr<Model> QuantizeWeightsInt4(const Model& model, const Int4Options& options, const BatchFn& calibration,
+                                    QuantizeReport* report) {
+  if (options.method == Int4Method::kRtn) return RewriteInt4(model, options, Int4Fits{}, report);
+  SPARQ_RETURN_IF_ERROR(CheckInt4BlockSize(options.block_size));
+  if (!(options.gptq_damp > 0.0)) return Status::InvalidArgument("int4 gptq damp must be > 0");
+  if (options.awq_grid < 1) return Status::InvalidArgument("int4 awq grid must be >= 1");
+  SPARQ_ASSIGN_OR_RETURN(auto stats, MeasureInputStatistics(model, calibration, options.threads));
+  Int4Fits fits;
+  if (options.method == Int4Method::kGptq) {
+    GptqOptions o;
+    o.block_size = options.block_size;
+    o.symmetric = options.symmetric;
+    o.damp = options.gptq_damp;
+    SPARQ_ASSIGN_OR_RETURN(fits.weights, GptqModelWeights(model, stats, o, options.threads));
+    return RewriteInt4(model, options, fits, report);
+  }
+  AwqOptions o;
+  o.block_size = options.block_size;
+  o.symmetric = options.symmetric;
+  o.grid = options.awq_grid;
+  std::vector<AwqInput> chosen;
+  SPARQ_ASSIGN_OR_RETURN(Model scaled, AwqModel(model, stats, o, options.threads, &chosen));
+  for (const AwqInput& in : chosen) {
+    char note[96];
+    std::snprintf(note, sizeof note, "awq alpha %.2f, output error %.3g x rtn's", in.alpha,
+                  in.error_rtn > 0 ? in.error / in.error_rtn : 1.0);
+    for (const std::string& layer : in.layers) fits.notes[layer] = note;
+  }
+  return RewriteInt4(scaled, options, fits, report);
 }
 
 }  // namespace sparq

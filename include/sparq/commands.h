@@ -74,9 +74,17 @@ SPARQ_API StatusOr<CalibrationTable> MergeCalibrationFiles(const MergeCalibratio
 
 struct SPARQ_API QuantizeFilesOptions {
   std::string model;   // FP32 ONNX model (required)
-  std::string scales;  // calibration table (`sparq calibrate`, output.scales) (required)
+  std::string scales;  // calibration table (`sparq calibrate`, output.scales) (required but with int4)
   std::string output;  // quantized model to write (required; never the input model)
   QuantizeOptions quantize;
+  // Weight-only INT4 (QuantizeWeightsInt4) instead of `quantize` and a table:
+  // no scales. GPTQ / AWQ read the layers' inputs on `data` (.npz or .npy
+  // folder, `batch_size` samples a batch, the first `samples`, 0 = all).
+  bool int4 = false;
+  Int4Options int4_options;
+  std::string data;
+  int64_t batch_size = 8;
+  int64_t samples = 0;
   // Store the weights in `<output>.data` beside the model (SaveOptions::
   // external_data): for outputs over 2 GB (docs/scale.md).
   bool external_data = false;

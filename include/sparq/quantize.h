@@ -149,8 +149,14 @@ SPARQ_API QuantizedWeight QuantizeWeightSymmetric(const Tensor& w, int axis, boo
 
 // INT4 weight-only quantization: the MatMul (and Gemm) weights that are
 // constant 2-D float32 initializers, block-wise along K per output column;
-// activations stay float32 and no calibration is needed (RTN).
-enum class Int4Method { kRtn };  // round to nearest
+// activations stay float32. RTN needs no data; GPTQ and AWQ read each layer's
+// input on calibration data (its Gram matrix X^T X, quant/gptq.h).
+enum class Int4Method {
+  kRtn,   // round to nearest (onnxruntime's RTN arithmetic)
+  kGptq,  // GPTQ: rows rounded in turn, each one's error spread over the rest through H^-1
+  kAwq,   // AWQ: per input channel scales from the activations (alpha searched), folded
+          // into the producer or a Mul, then RTN
+};
 enum class Int4Format {
   kMatMulNBits,  // one com.microsoft MatMulNBits node per layer (onnxruntime's contrib op)
   kQdq,          // opset-21 DequantizeLinear(int4/uint4 weight, block_size) -> MatMul / Gemm
@@ -166,6 +172,9 @@ struct SPARQ_API Int4Options {
   // float32). Op types listed in exclude_ops stay float32 too.
   std::vector<LayerRule> layers;
   std::vector<std::string> exclude_ops;
+  double gptq_damp = 0.01;  // GPTQ: H's diagonal += damp x its mean; > 0
+  int awq_grid = 20;        // AWQ: alpha in {0, 1/grid, ..., (grid-1)/grid}; >= 1
+  int threads = 0;          // GPTQ / AWQ statistics and fits; 0 = one per hardware thread
 };
 
 // The INT4 weight-only model (QuantizeReport::layers says, per MatMul/Gemm,
@@ -175,8 +184,11 @@ struct SPARQ_API Int4Options {
 // the MatMulNBits form imports com.microsoft version 1.
 // Errors: InvalidArgument for a bad block size or a rule that is not fp32;
 // NotSupported when the opset conversion fails (naming it); NotFound when a
-// rule matches no node.
+// rule matches no node; InvalidArgument for GPTQ / AWQ without calibration.
 SPARQ_API StatusOr<Model> QuantizeWeightsInt4(const Model& model, const Int4Options& options, QuantizeReport* report);
+// The same with calibration batches (one pass), which GPTQ and AWQ need.
+SPARQ_API StatusOr<Model> QuantizeWeightsInt4(const Model& model, const Int4Options& options, const BatchFn& calibration,
+                                              QuantizeReport* report);
 
 // INT8 QDQ needs QuantizeLinear (opset 10) and, for per-channel weights,
 // per-axis DequantizeLinear (opset 13). When `model` is older, converts it in

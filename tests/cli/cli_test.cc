@@ -520,6 +520,28 @@ TEST_F(CliTest, QuantizeReusesACalibrationTable) {
   ExpectError("quantize " + model + " -o " + path("x.onnx"), "--scales is required");
 }
 
+// --precision int4: weights only, no table; gptq / awq read --data.
+TEST_F(CliTest, QuantizeInt4WithoutATable) {
+  ASSERT_TRUE(SaveModel(Mlp(), path("mlp.onnx")).ok());
+  ASSERT_TRUE(WriteNpz(path("x.npz"), {{"x", testing::RandomFloats({32, 64}, 9)}}).ok());
+  CliResult rtn = Run("quantize " + path("mlp.onnx") + " --precision int4 --block-size 16 -o " + path("q4.onnx"));
+  EXPECT_EQ(rtn.exit_code, 0) << rtn.err;
+  EXPECT_NE(rtn.out.find("1 int4 (rtn, block 16)"), std::string::npos) << rtn.out;
+  auto written = LoadModel(path("q4.onnx"));
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_EQ(written->graph.nodes.front().op_type, "MatMulNBits");
+  CliResult gptq = Run("quantize " + path("mlp.onnx") + " --precision int4 --method gptq --data " + path("x.npz") +
+                       " --block-size 16 --json -o " + path("gptq.onnx"));
+  EXPECT_EQ(gptq.exit_code, 0) << gptq.err;
+  EXPECT_NE(gptq.out.find("gptq"), std::string::npos) << gptq.out;
+  ExpectError("quantize " + path("mlp.onnx") + " --precision int4 --method awq -o " + path("x.onnx"), "needs data");
+  ExpectError("quantize " + path("mlp.onnx") + " --precision int4 --method best -o " + path("x.onnx"),
+              "--method must be rtn, gptq or awq");
+  ExpectError("quantize " + path("mlp.onnx") + " --precision int4 --format qoperator -o " + path("x.onnx"),
+              "matmulnbits or qdq");
+  EXPECT_FALSE(fs::exists(path("x.onnx")));
+}
+
 // --int8-only observes what INT8 quantization reads, the rest fused: the same
 // quantized model, byte for byte, as from a table of every tensor.
 TEST_F(CliTest, Int8OnlyCalibrationGivesTheSameModel) {

@@ -66,8 +66,8 @@ TEST(Int4Recipe, ErrorsNameTheKey) {
     const char* expect;
   } cases[] = {
       {"  int4: {block_size: 48}\n", "quantize.int4.block_size: must be 16, 32, 64, 128 or 256"},
-      {"  int4: {method: gptq}\n", "quantize.int4.method: gptq is not yet supported"},
-      {"  int4: {method: magic}\n", "quantize.int4.method: expected rtn"},
+      {"  int4: {method: gptq}\n", "data.calibration: required key is missing (quantize.int4.method is gptq)"},
+      {"  int4: {method: magic}\n", "quantize.int4.method: 'magic' is not one of rtn, gptq, awq"},
       {"  int4: {format: qoperator}\n", "quantize.int4.format"},
       {"  int4: {blocksize: 32}\n", "quantize.int4.blocksize"},
       {"  layers: [{match: x, precision: int8}]\n", "takes fp32 rules only"},
@@ -125,6 +125,38 @@ TEST(Int4Recipe, RunWritesBothFormsAndGates) {
     EXPECT_EQ(int4_nodes, 2) << format;
     for (const auto& [key, value] : written->metadata_props)
       if (key == "sparq.calibration_method") EXPECT_EQ(value, "none");
+  }
+}
+
+TEST(Int4Recipe, GptqAndAwqRunOnCalibrationData) {
+  testing::TempDir dir;
+  ASSERT_TRUE(SaveModel(TwoLayerMlp(), dir.path("model.onnx")).ok());
+  for (const char* name : {"calib.npz", "eval.npz"}) {
+    auto npz = SerializeNpz({{"x", testing::RandomFloats({16, 64}, name[0] == 'c' ? 6 : 5)}});
+    ASSERT_TRUE(npz.ok());
+    ASSERT_TRUE(WriteFileAtomically(dir.path(name), *npz).ok());
+  }
+  for (const char* method : {"gptq", "awq"}) {
+    const std::string yaml = std::string("model: model.onnx\ndata: {calibration: calib.npz, evaluation: eval.npz}\n") +
+                             "quantize:\n  precision: int4\n  int4: {block_size: 16, method: " + method + "}\n" +
+                             "evaluate: {metric: cosine, threads: 1, gate: {min_cosine: 0.99}}\n"
+                             "output: {dir: out_" + method + ", overwrite: true}\n";
+    auto r = ParseRecipe(yaml, dir.root(), "r.yaml");
+    ASSERT_TRUE(r.ok()) << r.status().ToString();
+    EXPECT_EQ(r->quantize.int4.method, std::string(method) == "gptq" ? Int4Method::kGptq : Int4Method::kAwq);
+    auto again = ParseRecipe(RecipeToYaml(*r), dir.root(), "effective.yaml");
+    ASSERT_TRUE(again.ok()) << again.status().ToString();
+    EXPECT_EQ(again->quantize.int4.method, r->quantize.int4.method);
+    auto report = RunRecipe(*r);
+    ASSERT_TRUE(report.ok()) << method << ": " << report.status().ToString();
+    EXPECT_TRUE(report->passed) << method << " cosine " << report->cosine;
+    int int4_layers = 0;
+    for (const LayerDecision& d : report->layers) {
+      if (d.reason.rfind("int4", 0) != 0) continue;
+      ++int4_layers;
+      EXPECT_NE(d.reason.find(method), std::string::npos) << d.reason;
+    }
+    EXPECT_EQ(int4_layers, 2) << method;
   }
 }
 

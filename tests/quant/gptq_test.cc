@@ -10,6 +10,7 @@
 #include "kernels/ref/linalg.h"
 #include "quant/gptq.h"
 #include "sparq/executor.h"
+#include "sparq/quantize.h"
 #include "test_util.h"
 
 namespace sparq {
@@ -290,6 +291,57 @@ TEST(Int4Gptq, ModelWeightsForEveryLayerAnyThreadCount) {
   }
   EXPECT_EQ(one->at("fc2").k, 32);
   EXPECT_EQ(one->at("fc2").n, 16);
+}
+
+}  // namespace
+}  // namespace sparq
+
+namespace sparq {
+namespace {
+
+// Output error (sum of squares against the float model) on the calibration batches.
+double ModelError(const Model& reference, const Model& quantized) {
+  auto a = Executor::Create(reference, ExecutorOptions{1});
+  auto b = Executor::Create(quantized, ExecutorOptions{1});
+  EXPECT_TRUE(a.ok() && b.ok());
+  double e = 0.0;
+  BatchFn next = Source();
+  for (;;) {
+    TensorMap in, ya, yb;
+    auto more = next(&in);
+    if (!more.ok() || !*more) break;
+    EXPECT_TRUE((*a)->Run(in, &ya).ok());
+    EXPECT_TRUE((*b)->Run(in, &yb).ok());
+    for (const auto& [name, t] : ya)
+      for (int64_t i = 0; i < t.numel(); ++i) {
+        const double d = t.data<float>()[i] - yb.at(name).data<float>()[i];
+        e += d * d;
+      }
+  }
+  return e;
+}
+
+TEST(QuantizeWeightsInt4, GptqAndAwqBeatRoundToNearestOnTheirData) {
+  const Model model = Block();
+  Int4Options o;
+  o.block_size = 16;
+  o.threads = 1;
+  auto rtn = QuantizeWeightsInt4(model, o, nullptr);
+  ASSERT_TRUE(rtn.ok()) << rtn.status().ToString();
+  const double e_rtn = ModelError(model, *rtn);
+  o.method = Int4Method::kGptq;
+  EXPECT_FALSE(QuantizeWeightsInt4(model, o, nullptr).ok());  // needs data
+  QuantizeReport report;
+  auto gptq = QuantizeWeightsInt4(model, o, Source(), &report);
+  ASSERT_TRUE(gptq.ok()) << gptq.status().ToString();
+  EXPECT_LT(ModelError(model, *gptq), e_rtn);
+  int fitted = 0;
+  for (const LayerDecision& d : report.layers) fitted += d.reason.find("gptq") != std::string::npos;
+  EXPECT_EQ(fitted, 3);
+  o.method = Int4Method::kAwq;
+  auto awq = QuantizeWeightsInt4(model, o, Source(), nullptr);
+  ASSERT_TRUE(awq.ok()) << awq.status().ToString();
+  EXPECT_LE(ModelError(model, *awq), e_rtn * 1.0001);
 }
 
 }  // namespace
