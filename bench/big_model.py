@@ -93,15 +93,10 @@ data:
   evaluation: eval.npz
   batch_size: {batch}
 quantize:
-  precision: int8
-  per_channel: true
-  calibration:
-    method: max
-  fallback:
-    enabled: false
+{quantize}
 output:
   dir: out
-  model: big.int8.onnx
+  model: big.{precision}.onnx
   external_data: true
   overwrite: true
 evaluate:
@@ -154,17 +149,21 @@ def main():
     ap.add_argument("--steps", default="run,calibrate,eval,ort", help="comma-separated subset")
     ap.add_argument("--keep", action="store_true", help="keep the files in --dir")
     ap.add_argument("--markdown", action="store_true")
+    ap.add_argument("--precision", default="int8", choices=["int8", "int4"],
+                    help="int8 (max calibration, per channel) or int4 (weight-only RTN, MatMulNBits, block 32)")
     a = ap.parse_args()
 
     os.makedirs(a.dir, exist_ok=True)
     sparq = os.path.abspath(a.sparq)
     steps = set(a.steps.split(","))
-    res = {"layers": a.layers, "width": a.width, "samples": a.samples, "batch": a.batch, "steps": {}}
+    res = {"precision": a.precision, "layers": a.layers, "width": a.width, "samples": a.samples, "batch": a.batch, "steps": {}}
     t0 = time.monotonic()
     res["weight_bytes"] = build_model(a.dir, a.layers, a.width, a.samples, a.seed)
     res["build_seconds"] = round(time.monotonic() - t0, 1)
     with open(os.path.join(a.dir, "recipe.yaml"), "w") as f:
-        f.write(RECIPE.format(batch=a.batch, threads=a.threads))
+        quantize = ("  precision: int8\n  per_channel: true\n  calibration:\n    method: max\n  fallback:\n    enabled: false"
+                    if a.precision == "int8" else "  precision: int4\n  int4: {block_size: 32, method: rtn}")
+        f.write(RECIPE.format(batch=a.batch, threads=a.threads, quantize=quantize, precision=a.precision))
 
     def step(name, argv):
         rc, secs, rss, out, err = run_measured(argv, a.dir)
@@ -186,7 +185,7 @@ def main():
                                                  "peak_rss_mib": r.get("peak_rss_mib")}
             out_dir = os.path.join(a.dir, "out")
             res["written_bytes"] = sum(os.path.getsize(os.path.join(out_dir, n)) for n in os.listdir(out_dir)
-                                       if n.startswith("big.int8.onnx"))
+                                       if n.startswith(f"big.{a.precision}.onnx"))
         if "calibrate" in steps:
             rc, out = step("calibrate", [sparq, "calibrate", "big.onnx", "--data", "calib.npz", "--method", "max",
                                          "--batch", str(a.batch), "-o", "scales.json", "--json"])
@@ -195,7 +194,7 @@ def main():
                     res["steps"]["calibrate"]["report"] = {"peak_rss_mib": json.loads(out).get("peak_rss_mib")}
                 except ValueError:
                     pass
-        int8 = os.path.join("out", "big.int8.onnx")
+        int8 = os.path.join("out", f"big.{a.precision}.onnx")  # the quantized model
         have_int8 = os.path.exists(os.path.join(a.dir, int8))
         if "eval" in steps and have_int8:
             rc, out = step("eval", [sparq, "eval", int8, "--inputs", "eval.npz", "--reference", "big.onnx",
