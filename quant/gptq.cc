@@ -69,6 +69,19 @@ namespace {
 // Rows of an activation per float GEMM of its Gram statistics.
 constexpr int64_t kGramChunkRows = 1024;
 
+// y [m, w.rows] = x [m, w.k] (row stride ld_x) w^T, on the FP32 GEMM rows.
+Status GemmRows(const PackedGemmF32& w, const float* x, int64_t m, int64_t ld_x, float* y, ThreadPool* pool) {
+  GemmF32Args args;
+  args.w = &w;
+  args.m = m;
+  args.x = x;
+  args.ld_x = ld_x;
+  args.y = y;
+  args.ld_y = w.rows;
+  args.pool = pool;
+  return RunGemmF32(args);
+}
+
 BlockwiseInt4 Empty(int64_t k, int64_t n, int64_t block_size, bool symmetric) {
   BlockwiseInt4 q;
   q.k = k;
@@ -148,15 +161,7 @@ StatusOr<std::map<std::string, InputStatistics>> MeasureInputStatistics(const Mo
           SPARQ_ASSIGN_OR_RETURN(PackedGemmF32 packed,
                                  PackGemmF32(xt.data(), k, m, PreferredGemmF32Format(ActiveIsa()), /*strips=*/true));
           chunk.resize(static_cast<size_t>(k * k));
-          GemmF32Args args;
-          args.w = &packed;
-          args.m = k;
-          args.x = xt.data();
-          args.ld_x = m;
-          args.y = chunk.data();
-          args.ld_y = k;
-          args.pool = pool;
-          SPARQ_RETURN_IF_ERROR(RunGemmF32(args));
+          SPARQ_RETURN_IF_ERROR(GemmRows(packed, xt.data(), k, m, chunk.data(), pool));
           for (int64_t i = 0; i < k * k; ++i) s.gram[i] += chunk[i];
         }
         s.rows += rows;
@@ -252,15 +257,7 @@ StatusOr<AwqChoice> ChooseAwqScales(const std::vector<Tensor>& weights, const In
     y.resize(static_cast<size_t>(n * k));
     for (int64_t j = 0; j < k; ++j)
       for (int64_t c = 0; c < n; ++c) et[c * k + j] = w[j * n + c] - wq[j * n + c];
-    GemmF32Args args;
-    args.w = &h;  // H is symmetric: H^T = H
-    args.m = n;
-    args.x = et.data();
-    args.ld_x = k;
-    args.y = y.data();
-    args.ld_y = k;
-    args.pool = pool;
-    SPARQ_RETURN_IF_ERROR(RunGemmF32(args));
+    SPARQ_RETURN_IF_ERROR(GemmRows(h, et.data(), n, k, y.data(), pool));  // H is symmetric: H^T = H
     double e = 0.0;
     for (int64_t i = 0; i < n * k; ++i) e += static_cast<double>(et[i]) * y[i];
     return e;

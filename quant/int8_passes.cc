@@ -53,19 +53,9 @@ QuantizedWeight QuantizeWeightFp8(const Tensor& w, int axis, bool per_channel) {
   q.axis = axis;
   q.values = Tensor(DataType::kFloat8E4M3FN, w.shape());
   auto* out = static_cast<uint8_t*>(q.values.raw_data());
-  const int64_t channels = per_channel ? w.dim(static_cast<size_t>(axis)) : 1;
-  int64_t inner = 1, outer = 1;
-  if (per_channel) {
-    for (size_t d = static_cast<size_t>(axis) + 1; d < w.rank(); ++d) inner *= w.dim(d);
-    for (size_t d = 0; d < static_cast<size_t>(axis); ++d) outer *= w.dim(d);
-  } else {
-    inner = w.numel();
-  }
-  std::vector<float> scales(static_cast<size_t>(channels), 0.0f);
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t c = 0; c < channels; ++c)
-      for (int64_t i = 0; i < inner; ++i)
-        scales[c] = std::max(scales[c], std::fabs(x[(o * channels + c) * inner + i]));
+  const ChannelMaxAbs view = MaxAbsPerChannel(wf, axis, per_channel);
+  const int64_t outer = view.outer, channels = view.channels, inner = view.inner;
+  std::vector<float> scales = view.max_abs;
   for (float& s : scales) s = s > 0.0f ? s / kFloat8E4M3Max : 1.0f;  // an all-zero channel keeps scale 1
   const QuantParamLayout layout{outer, channels, inner, 0};
   QuantizeLinearFp8Ref(x, layout, scales.data(), /*saturate=*/true, out);

@@ -34,6 +34,14 @@ std::optional<size_t> FusedActivation(const Graph& g, size_t index);
 // Add, Concat, pooling; ONNX Runtime: the same ops as QDQ node units).
 bool IsFlowOp(const Node& n);
 
+// A float32 weight viewed as [outer, channels, inner] around `axis` (one
+// channel, the whole tensor, when !per_channel), and max |w| per channel.
+struct ChannelMaxAbs {
+  int64_t outer = 1, channels = 1, inner = 1;
+  std::vector<float> max_abs;
+};
+ChannelMaxAbs MaxAbsPerChannel(const Tensor& w, int axis, bool per_channel);
+
 // Whether INT8 weights get one scale per output channel: asked for, and
 // expressible (QOperator form, or QDQ at opset >= 13: per-axis DequantizeLinear).
 bool PerAxisWeights(const Model& model, const QuantizeOptions& options);

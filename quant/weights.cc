@@ -26,6 +26,24 @@ StatusOr<Precision> ParsePrecision(const std::string& name) {
   return Status::InvalidArgument("unknown precision '" + name + "' (expected int8, fp16 or fp32)");
 }
 
+ChannelMaxAbs MaxAbsPerChannel(const Tensor& w, int axis, bool per_channel) {
+  ChannelMaxAbs v;
+  v.channels = per_channel ? w.dim(static_cast<size_t>(axis)) : 1;
+  if (per_channel) {
+    for (size_t d = static_cast<size_t>(axis) + 1; d < w.rank(); ++d) v.inner *= w.dim(d);
+    for (size_t d = 0; d < static_cast<size_t>(axis); ++d) v.outer *= w.dim(d);
+  } else {
+    v.inner = w.numel();
+  }
+  const float* x = w.data<float>();
+  v.max_abs.assign(static_cast<size_t>(v.channels), 0.0f);
+  for (int64_t o = 0; o < v.outer; ++o)
+    for (int64_t c = 0; c < v.channels; ++c)
+      for (int64_t i = 0; i < v.inner; ++i)
+        v.max_abs[c] = std::max(v.max_abs[c], std::fabs(x[(o * v.channels + c) * v.inner + i]));
+  return v;
+}
+
 QuantizedWeight QuantizeWeightSymmetric(const Tensor& w, int axis, bool per_channel) {
   Tensor wf = w.ToFloat32();
   const float* x = wf.data<float>();
@@ -33,20 +51,9 @@ QuantizedWeight QuantizeWeightSymmetric(const Tensor& w, int axis, bool per_chan
   q.axis = axis;
   q.values = Tensor(DataType::kInt8, w.shape());
   int8_t* out = q.values.data<int8_t>();
-  // View the weight as [outer, channels, inner] around `axis`.
-  int64_t channels = per_channel ? w.dim(static_cast<size_t>(axis)) : 1;
-  int64_t inner = 1, outer = 1;
-  if (per_channel) {
-    for (size_t d = static_cast<size_t>(axis) + 1; d < w.rank(); ++d) inner *= w.dim(d);
-    for (size_t d = 0; d < static_cast<size_t>(axis); ++d) outer *= w.dim(d);
-  } else {
-    inner = w.numel();
-  }
-  std::vector<float> scales(static_cast<size_t>(channels), 0.0f);
-  for (int64_t o = 0; o < outer; ++o)
-    for (int64_t c = 0; c < channels; ++c)
-      for (int64_t i = 0; i < inner; ++i)
-        scales[c] = std::max(scales[c], std::fabs(x[(o * channels + c) * inner + i]));
+  const ChannelMaxAbs view = MaxAbsPerChannel(wf, axis, per_channel);
+  const int64_t outer = view.outer, channels = view.channels, inner = view.inner;
+  std::vector<float> scales = view.max_abs;
   for (float& s : scales) s = s > 0.0f ? s / 127.0f : 1.0f;  // an all-zero channel keeps scale 1
   for (int64_t o = 0; o < outer; ++o)
     for (int64_t c = 0; c < channels; ++c)

@@ -4,6 +4,7 @@
 
 #include "graph/value_index.h"
 #include "kernels/registry.h"
+#include "runtime/passes/rewrite_util.h"
 
 namespace sparq {
 namespace {
@@ -70,13 +71,8 @@ std::vector<std::string> FuseFp8QdqPairs(Model* model) {
     removed.insert(i);
   }
   if (fused.empty()) return fused;
-  std::vector<Node> kept;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
-  bool imported = false;
-  for (const auto& o : model->opset_imports) imported |= o.domain == kSparqDomain;
-  if (!imported) model->opset_imports.push_back({kSparqDomain, 1});
+  EraseNodes(g, removed);
+  ImportSparqDomain(model);
   return fused;
 }
 

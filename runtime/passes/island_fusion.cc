@@ -68,6 +68,7 @@
 #include "kernels/op_context.h"
 #include "kernels/registry.h"
 #include "runtime/passes/qdq_patterns.h"
+#include "runtime/passes/rewrite_util.h"
 
 namespace sparq {
 namespace {
@@ -209,9 +210,7 @@ class IslandFuser {
       for (const auto& kv : plan.initializers) g_.initializers.erase(kv.first);
       return {};
     }
-    bool imported = false;
-    for (const auto& o : model_.opset_imports) imported |= o.domain == kSparqDomain;
-    if (!imported) model_.opset_imports.push_back({kSparqDomain, 1});
+    ImportSparqDomain(&model_);
     return fused;
   }
 
@@ -704,13 +703,8 @@ std::vector<std::string> FoldDequantizeIntoConcats(Model* model) {
     folded.push_back(fused.name);
   }
   if (folded.empty()) return folded;
-  std::vector<Node> kept;
-  for (size_t i = 0; i < g.nodes.size(); ++i)
-    if (!removed.count(i)) kept.push_back(std::move(g.nodes[i]));
-  g.nodes = std::move(kept);
-  bool imported = false;
-  for (const auto& o : model->opset_imports) imported |= o.domain == kSparqDomain;
-  if (!imported) model->opset_imports.push_back({kSparqDomain, 1});
+  EraseNodes(g, removed);
+  ImportSparqDomain(model);
   return folded;
 }
 

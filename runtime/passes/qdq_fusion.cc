@@ -132,6 +132,7 @@
 #include "runtime/passes/island_fusion.h"
 #include "runtime/passes/qdq_fusion.h"
 #include "runtime/passes/qdq_patterns.h"
+#include "runtime/passes/rewrite_util.h"
 
 namespace sparq {
 namespace {
@@ -1092,9 +1093,7 @@ std::vector<std::string> FoldConstantDequantize(Model& model) {
 std::vector<std::string> FuseQdqToIntegerOps(Model* model) {
   if (model->opset() < 10) return {};  // QLinearConv / QLinearMatMul arrive in opset 10
   std::vector<std::string> fused = Fuser(model->graph).Run();
-  bool sparq_imported = false;  // for the Gemms that became sparq.MatMulIntegerToFloat
-  for (const auto& o : model->opset_imports) sparq_imported |= o.domain == kSparqDomain;
-  if (!sparq_imported && !fused.empty()) model->opset_imports.push_back({kSparqDomain, 1});
+  if (!fused.empty()) ImportSparqDomain(model);  // for the Gemms that became sparq.MatMulIntegerToFloat
   for (std::string& name : GlueFuser(*model).Run()) fused.push_back(std::move(name));
   for (std::string& name : FuseFloatIslands(model)) fused.push_back(std::move(name));
   RemoveUnreadDequantizeNodes(model->graph);
