@@ -1,6 +1,7 @@
 // Small helpers shared by sparq's tests.
 #pragma once
 
+#include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <random>
@@ -43,6 +44,17 @@ inline ValueInfo FloatInput(const std::string& name, std::vector<Dim> dims) {
   v.has_shape = true;
   v.dims = std::move(dims);
   return v;
+}
+
+// 10 log10(|ref|^2 / |ref - got|^2) over float32 tensors of one size; 200 when equal.
+inline double SqnrDb(const Tensor& ref, const Tensor& got) {
+  double s = 0, n = 0;
+  for (int64_t i = 0; i < ref.numel(); ++i) {
+    const double r = ref.data<float>()[i], d = r - got.data<float>()[i];
+    s += r * r;
+    n += d * d;
+  }
+  return n == 0 ? 200.0 : 10.0 * std::log10(s / n);
 }
 
 // Random float32 values in [lo, hi] with |x| >= min_abs (no zeros), fixed seed.

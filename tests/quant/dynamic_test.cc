@@ -40,15 +40,7 @@ Tensor RunOne(const Model& m, const std::string& input, const Tensor& x, int thr
   return out["y"].ToFloat32();
 }
 
-double Sqnr(const Tensor& ref, const Tensor& got) {
-  double s = 0, n = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    const double r = ref.data<float>()[i], d = r - got.data<float>()[i];
-    s += r * r;
-    n += d * d;
-  }
-  return n == 0 ? 200.0 : 10.0 * std::log10(s / n);
-}
+double Sqnr(const Tensor& ref, const Tensor& got) { return testing::SqnrDb(ref, got); }
 
 int CountOps(const Model& m, const std::string& op) {
   int c = 0;

@@ -52,15 +52,7 @@ Tensor RunModel(const Model& m, const Tensor& x) {
   return out["y"].ToFloat32();
 }
 
-double Sqnr(const Tensor& ref, const Tensor& got) {
-  double s = 0, n = 0;
-  for (int64_t i = 0; i < ref.numel(); ++i) {
-    double r = ref.data<float>()[i], d = r - got.data<float>()[i];
-    s += r * r;
-    n += d * d;
-  }
-  return n == 0 ? 200.0 : 10.0 * std::log10(s / n);
-}
+double Sqnr(const Tensor& ref, const Tensor& got) { return testing::SqnrDb(ref, got); }
 
 CalibrationTable CalibrateMax(const Model& m) {
   std::vector<Tensor> batches = {Input(11, 8), Input(12, 8)};
