@@ -30,7 +30,7 @@ def big(tmp_path_factory, sparq):
     d = str(tmp_path_factory.mktemp("big_model"))
     weight_bytes = big_model.build_model(d, LAYERS, WIDTH, SAMPLES, seed=0)
     with open(os.path.join(d, "recipe.yaml"), "w") as f:
-        f.write(big_model.RECIPE.format(batch=BATCH, threads=2))
+        f.write(big_model.recipe_text(BATCH, threads=2))
     rc, secs, rss, out, err = big_model.run_measured([sparq.path, "run", "recipe.yaml"], d)
     assert rc == 0, err + out
     return d, weight_bytes, rss
