@@ -9,6 +9,7 @@
 //   beyond 448 once rounded (and infinities): 448; NaN: NaN; the sign is kept.
 #include "kernels/cpu/fake_quant_fp8.h"
 
+#include <cstdint>
 #include <cstring>
 
 #include "kernels/op_context.h"
@@ -29,7 +30,10 @@ void FakeQuantFp8Row(int64_t n, const float* x, float scale, float* y) {
     const int32_t abs = bits & 0x7fffffff;  // >= 0, so signed comparisons order it
     float a;
     std::memcpy(&a, &abs, 4);
-    const int32_t normal = (abs + 0x7ffff + ((abs >> 20) & 1)) & static_cast<int32_t>(0xfff00000u);
+    // In unsigned arithmetic: NaN payloads near 0x7fffffff carry past the sign
+    // (their result is replaced below).
+    const int32_t normal = static_cast<int32_t>(
+        (static_cast<uint32_t>(abs) + 0x7ffffu + ((static_cast<uint32_t>(abs) >> 20) & 1u)) & 0xfff00000u);
     const float sub = (a + 16384.0f) - 16384.0f;
     int32_t sub_bits;
     std::memcpy(&sub_bits, &sub, 4);
