@@ -113,7 +113,7 @@ TEST(Int4Io, FilesWrittenByPythonOnnxLoad) {
   if (!HavePythonOnnx()) GTEST_SKIP() << "python3 with onnx and ml_dtypes is not available";
   testing::TempDir dir;
   const std::string script = dir.path("make.py");
-  WriteFileAtomically(script, R"(
+  ASSERT_TRUE(WriteFileAtomically(script, R"(
 import sys, numpy as np, onnx, ml_dtypes
 from onnx import helper, numpy_helper, TensorProto
 d = sys.argv[1]
@@ -143,7 +143,7 @@ if len(sys.argv) > 2:  # check a model sparq wrote
         got = numpy_helper.to_array(t).astype(np.int32).reshape(-1).tolist()
         want = vals if t.name in ('a', 'b') else uvals
         assert got == want, (t.name, got, want)
-)");
+)").ok());
   ASSERT_EQ(std::system(("python3 " + script + " " + dir.root()).c_str()), 0);
   const std::vector<int8_t> vals = {-8, 7, -1, 0, 3, -5, 6};
   const std::vector<int8_t> uvals = {0, 15, 1, 14, 8};
