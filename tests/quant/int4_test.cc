@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <memory>
 
 #include "kernels/op_test_util.h"
 #include "quant/int4.h"
@@ -119,6 +120,16 @@ Model ThreeLayers() {
   return m;
 }
 
+// Two calibration batches of ThreeLayers' input.
+BatchFn Batches() {
+  auto next = std::make_shared<int>(0);
+  return [next](TensorMap* b) -> StatusOr<bool> {
+    if (*next == 2) return false;
+    (*b)["x"] = testing::RandomFloats({8, kK}, 40 + (*next)++);
+    return true;
+  };
+}
+
 Tensor RunY(const Model& m, const Tensor& x, int threads = 1) {
   auto exec = Executor::Create(m, ExecutorOptions{threads});
   EXPECT_TRUE(exec.ok()) << exec.status().ToString();
@@ -200,6 +211,75 @@ TEST(QuantizeWeightsInt4, BadOptionsAreErrors) {
   EXPECT_EQ(QuantizeWeightsInt4(m, opt, nullptr).status().code(), StatusCode::kNotFound);
   opt.layers = {{"mm1", Precision::kINT8}};
   EXPECT_EQ(QuantizeWeightsInt4(m, opt, nullptr).status().code(), StatusCode::kInvalidArgument);
+
+  // GPTQ / AWQ: data needed, and their own knobs checked.
+  opt = Int4Options();
+  opt.method = Int4Method::kGptq;
+  auto no_data = QuantizeWeightsInt4(m, opt, nullptr);
+  ASSERT_FALSE(no_data.ok());
+  EXPECT_NE(no_data.status().message().find("int4 method gptq needs calibration data"), std::string::npos)
+      << no_data.status().ToString();
+  opt.gptq_damp = 0.0;
+  auto damp = QuantizeWeightsInt4(m, opt, Batches(), nullptr);
+  ASSERT_FALSE(damp.ok());
+  EXPECT_NE(damp.status().message().find("damp must be > 0"), std::string::npos) << damp.status().ToString();
+  opt = Int4Options();
+  opt.method = Int4Method::kAwq;
+  opt.awq_grid = 0;
+  auto grid = QuantizeWeightsInt4(m, opt, Batches(), nullptr);
+  ASSERT_FALSE(grid.ok());
+  EXPECT_NE(grid.status().message().find("grid must be >= 1"), std::string::npos) << grid.status().ToString();
+}
+
+// GPTQ's codes fit W as the layer reads it; a Gemm with alpha != 1 takes RTN's.
+TEST(QuantizeWeightsInt4, GptqLeavesAScaledGemmToRoundToNearest) {
+  const Model m = ThreeLayers();
+  Int4Options opt;
+  opt.block_size = 16;
+  opt.method = Int4Method::kGptq;
+  opt.threads = 1;
+  QuantizeReport report;
+  auto q = QuantizeWeightsInt4(m, opt, Batches(), &report);
+  ASSERT_TRUE(q.ok()) << q.status().ToString();
+  ASSERT_EQ(report.layers.size(), 3u);
+  for (const LayerDecision& d : report.layers) {
+    const bool gptq = d.reason.find("gptq") != std::string::npos;
+    EXPECT_EQ(gptq, d.node != "fc2") << d.node << ": " << d.reason;
+  }
+}
+
+// Past opset 17 sparq converts by hand, and refuses what that cannot carry.
+TEST(UpgradeOpsetTo21, RefusesChangedOperatorsAndSubgraphsItCannotRewrite) {
+  Model grid;
+  grid.ir_version = 8;
+  grid.opset_imports = {{"", 17}};
+  grid.graph.inputs.push_back(testing::FloatInput("x", {{1, ""}, {1, ""}, {4, ""}, {4, ""}}));
+  grid.graph.inputs.push_back(testing::FloatInput("g", {{1, ""}, {4, ""}, {4, ""}, {2, ""}}));
+  grid.graph.outputs.push_back(testing::FloatInput("y", {{1, ""}, {1, ""}, {4, ""}, {4, ""}}));
+  grid.graph.nodes.push_back({"sample", "GridSample", "", {"x", "g"}, {"y"}, {}, ""});
+  auto refused = UpgradeOpsetTo21(grid);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_EQ(refused.status().code(), StatusCode::kNotSupported);
+  EXPECT_NE(refused.status().message().find("its definition changed by opset 21"), std::string::npos)
+      << refused.status().ToString();
+  EXPECT_EQ(grid.opset(), 17);  // unchanged
+
+  Model branch = grid;
+  branch.graph.nodes.clear();
+  Graph body;
+  body.outputs.push_back(testing::FloatInput("r", {}));
+  body.nodes.push_back({"mean", "ReduceMean", "", {"x"}, {"r"}, {Attribute::Ints("axes", {1})}, ""});
+  Attribute then_branch;
+  then_branch.name = "then_branch";
+  then_branch.kind = Attribute::Kind::kOpaque;
+  then_branch.subgraph = std::make_shared<const Graph>(body);
+  Attribute else_branch = then_branch;
+  else_branch.name = "else_branch";
+  branch.graph.initializers["c"] = Tensor::Scalar<bool>(true);
+  branch.graph.nodes.push_back({"if", "If", "", {"c"}, {"y"}, {then_branch, else_branch}, ""});
+  auto sub = UpgradeOpsetTo21(branch);
+  ASSERT_FALSE(sub.ok());
+  EXPECT_NE(sub.status().message().find("has a ReduceMean in a subgraph"), std::string::npos) << sub.status().ToString();
 }
 
 }  // namespace
