@@ -5,27 +5,6 @@
 
 namespace sparq {
 
-namespace {
-
-// Calls fn(element_index, param_index) for every element of `layout`, in order.
-template <typename Fn>
-void ForEachQuantElement(const QuantParamLayout& layout, Fn&& fn) {
-  const int64_t num_blocks = layout.num_blocks();
-  int64_t e = 0;
-  for (int64_t o = 0; o < layout.outer; ++o) {
-    for (int64_t a = 0; a < layout.axis_dim; ++a) {
-      if (layout.block_size > 0) {
-        const int64_t row = (o * num_blocks + a / layout.block_size) * layout.inner;
-        for (int64_t i = 0; i < layout.inner; ++i) fn(e++, row + i);
-      } else {
-        for (int64_t i = 0; i < layout.inner; ++i) fn(e++, a);
-      }
-    }
-  }
-}
-
-}  // namespace
-
 template <typename T>
 void QuantizeLinearRef(const float* x, const QuantParamLayout& layout, const float* scale, const int32_t* zero_point,
                        T* y) {

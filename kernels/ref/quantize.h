@@ -87,6 +87,24 @@ struct QuantParamLayout {
   int64_t numel() const { return outer * axis_dim * inner; }
 };
 
+// Calls fn(element_index, param_index) for every element of `layout`, in
+// order: the one indexing rule of every Q/DQ reference (int and float8).
+template <typename Fn>
+void ForEachQuantElement(const QuantParamLayout& layout, Fn&& fn) {
+  const int64_t num_blocks = layout.num_blocks();
+  int64_t e = 0;
+  for (int64_t o = 0; o < layout.outer; ++o) {
+    for (int64_t a = 0; a < layout.axis_dim; ++a) {
+      if (layout.block_size > 0) {
+        const int64_t row = (o * num_blocks + a / layout.block_size) * layout.inner;
+        for (int64_t i = 0; i < layout.inner; ++i) fn(e++, row + i);
+      } else {
+        for (int64_t i = 0; i < layout.inner; ++i) fn(e++, a);
+      }
+    }
+  }
+}
+
 // QuantizeLinear of a whole tensor laid out as `layout` says. `scale` holds
 // layout.num_params() values; `zero_point` as many, or nullptr for all zero.
 // T is int8_t, uint8_t, int16_t or uint16_t.
