@@ -704,7 +704,11 @@ void RecipeParser::ParseQuantize(MapReader m) {
   MapReader fb = m.Child("fallback");
   fb.Read("enabled", &q.fallback.enabled);
   fb.ReadEnum("to", kFallbackTargets, &q.fallback.to);
-  fb.Read("max_layers", &q.fallback.max_layers, Bounds::AtLeast(1));
+  if (YAML::Node ml = fb.Get("max_layers"); ml.IsDefined() && ml.IsScalar() && ml.Scalar() == "auto") {
+    q.fallback.max_layers = 0;
+  } else {
+    fb.Read("max_layers", &q.fallback.max_layers, Bounds::AtLeast(1));
+  }
   fb.ReadEnum("rank_by", kRankBy, &q.fallback.rank_by);
   fb.Finish();
   m.Finish();

@@ -188,7 +188,11 @@ void EmitQuantize(YAML::Emitter& e, const RecipeQuantize& q) {
   e << YAML::Key << "fallback" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "enabled" << YAML::Value << q.fallback.enabled;
   e << YAML::Key << "to" << YAML::Value << RecipeEnumName(q.fallback.to);
-  e << YAML::Key << "max_layers" << YAML::Value << q.fallback.max_layers;
+  if (q.fallback.max_layers >= 1) {
+    e << YAML::Key << "max_layers" << YAML::Value << q.fallback.max_layers;
+  } else {
+    e << YAML::Key << "max_layers" << YAML::Value << "auto";
+  }
   e << YAML::Key << "rank_by" << YAML::Value << RecipeEnumName(q.fallback.rank_by);
   e << YAML::EndMap << YAML::EndMap;
 }

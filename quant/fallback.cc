@@ -149,6 +149,11 @@ StatusOr<std::vector<LayerSqnr>> LayerAloneMetric(const Model& float_model, cons
 
 }  // namespace
 
+int FallbackLayerLimit(int max_layers, int int8_layers) {
+  if (max_layers >= 1) return max_layers;
+  return std::max(8, (int8_layers + 1) / 2);
+}
+
 StatusOr<FallbackResult> QuantizeWithFallback(const Model& float_model, const CalibrationTable& table,
                                               const QuantizeOptions& options, QuantizedCandidate start,
                                               Evaluator& evaluator,
@@ -186,7 +191,9 @@ StatusOr<FallbackResult> QuantizeWithFallback(const Model& float_model, const Ca
   auto moved = [&](const std::string& node) {
     return std::any_of(result.steps.begin(), result.steps.end(), [&](const FallbackStep& s) { return s.node == node; });
   };
-  while (static_cast<int>(result.steps.size()) < fallback.max_layers) {
+  const int limit = FallbackLayerLimit(fallback.max_layers,
+                                       static_cast<int>(Int8Layers(result.final.report.layers).size()));
+  while (static_cast<int>(result.steps.size()) < limit) {
     if (fallback.ranking == FallbackRanking::kLayerSqnr) {
       SPARQ_ASSIGN_OR_RETURN(ranked, LayerOutputSqnr(float_model, latest->model, latest->report.layers, batch,
                                                      fallback.threads));

@@ -71,13 +71,21 @@ SPARQ_API const char* FallbackRankingName(FallbackRanking r);  // "sqnr", "outpu
 struct SPARQ_API FallbackOptions {
   FallbackRanking ranking = FallbackRanking::kOutputSqnrAlone;
   Precision to = Precision::kFP32;  // where a layer goes: kFP16 or kFP32
-  int max_layers = 8;               // layers moved at most, >= 1
+  // Layers moved at most, >= 1; 0 (the default) = kAutoMaxLayers: half the
+  // model's INT8 layers, at least 8 (FallbackLayerLimit).
+  int max_layers = 0;
   int threads = 0;                  // executor threads of the layer SQNR runs; 0 = all
   // The value recorded in FallbackStep::metric_after, and what picks the kept
   // attempt when none passes (higher is better).
   Metric metric = Metric::kTop1;
   std::function<void(const std::string&)> log;  // optional: one line per layer moved
 };
+
+// The fallback's limit for a model of `int8_layers` INT8 layers:
+// `max_layers` when >= 1, else max(8, ceil(int8_layers / 2)): past half its
+// layers a model is no longer an INT8 model, and a gate that fails there
+// says so rather than returning a float model.
+SPARQ_API int FallbackLayerLimit(int max_layers, int int8_layers);
 
 // One layer moved off INT8.
 struct SPARQ_API FallbackStep {

@@ -185,7 +185,7 @@ struct SPARQ_API RecipeQuantize {
   struct Fallback {
     bool enabled = true;
     LayerPrecision to = LayerPrecision::kFP32;  // fp16 or fp32
-    int max_layers = 8;                         // >= 1
+    int max_layers = 0;                         // >= 1; 0 = auto (FallbackLayerLimit)
     // output_sqnr: the model output's SQNR with each layer alone in INT8;
     // metric: the gate's metric with each layer alone in INT8; sqnr: each
     // layer's own output SQNR (sparq/fallback.h, FallbackRanking).

@@ -182,7 +182,7 @@ TEST_F(RecipeTest, DefaultsAreFilled) {
   EXPECT_TRUE(r->quantize.fp16.keep_io_types);
   EXPECT_TRUE(r->quantize.fallback.enabled);
   EXPECT_EQ(r->quantize.fallback.to, RecipeQuantize::LayerPrecision::kFP32);
-  EXPECT_EQ(r->quantize.fallback.max_layers, 8);
+  EXPECT_EQ(r->quantize.fallback.max_layers, 0);  // auto
   EXPECT_EQ(r->quantize.fallback.rank_by, RecipeQuantize::RankBy::kOutputSqnr);
   EXPECT_EQ(r->evaluate.backend, RecipeEvaluate::Backend::kCpu);
   EXPECT_EQ(r->evaluate.metric, RecipeEvaluate::Metric::kAgreement);  // no labels
@@ -202,6 +202,21 @@ TEST_F(RecipeTest, DefaultsAreFilled) {
 // turns into the quantizer's defaults.
 // quantize.search: on by default when the quantize section names no way to
 // calibrate; off as soon as it names one; written, it parses and round-trips.
+// fallback.max_layers: auto (the default, 0) or a count >= 1.
+TEST_F(RecipeTest, FallbackMaxLayersIsAutoOrACount) {
+  StatusOr<Recipe> a = Parse(kMinimal + "quantize: {fallback: {max_layers: auto}}\n");
+  ASSERT_TRUE(a.ok()) << a.status().ToString();
+  EXPECT_EQ(a->quantize.fallback.max_layers, 0);
+  StatusOr<Recipe> n = Parse(kMinimal + "quantize: {fallback: {max_layers: 3}}\n");
+  ASSERT_TRUE(n.ok()) << n.status().ToString();
+  EXPECT_EQ(n->quantize.fallback.max_layers, 3);
+  for (const std::string bad : {"0", "-1", "half"}) {
+    StatusOr<Recipe> r = Parse(kMinimal + "quantize: {fallback: {max_layers: " + bad + "}}\n");
+    ASSERT_FALSE(r.ok()) << bad;
+    EXPECT_NE(r.status().ToString().find("max_layers"), std::string::npos) << r.status().ToString();
+  }
+}
+
 TEST_F(RecipeTest, SearchIsTheDefaultUnlessTheRecipeChoosesACalibration) {
   StatusOr<Recipe> plain = Parse(kMinimal);
   ASSERT_TRUE(plain.ok()) << plain.status().ToString();

@@ -134,6 +134,16 @@ TEST_F(FallbackTest, StopsAtTheFirstAttemptThatPasses) {
   EXPECT_EQ(result->options.layers.size(), 3u);
 }
 
+// The default limit is half the INT8 layers, at least 8; a count is kept.
+TEST(FallbackLayerLimitTest, AutoIsHalfTheInt8LayersAtLeastEight) {
+  EXPECT_EQ(FallbackLayerLimit(0, 3), 8);
+  EXPECT_EQ(FallbackLayerLimit(0, 16), 8);
+  EXPECT_EQ(FallbackLayerLimit(0, 47), 24);
+  EXPECT_EQ(FallbackLayerLimit(0, 64), 32);
+  EXPECT_EQ(FallbackLayerLimit(3, 64), 3);
+  EXPECT_EQ(FallbackLayerLimit(100, 4), 100);
+}
+
 // The metric ranking scores each layer alone by the evaluator's metric.
 TEST_F(FallbackTest, MetricRankingScoresByTheMetric) {
   QuantizedCandidate start = Start();
