@@ -64,7 +64,9 @@ Status NonFinite(const std::string& name, const float* x) {
 // an infinity shows in the range, a NaN in the histogram pass's count, so
 // the data is read twice, not three times. `zeros` more values 0 are counted
 // besides t's (a zero Pad folded away: its output is its input and zeros).
-Status Observe(const std::string& name, const Tensor& t, Observer& obs, ThreadPool* pool, int64_t zeros = 0) {
+// `*non_finite` (optional) is set when the error is a NaN or an infinity.
+Status Observe(const std::string& name, const Tensor& t, Observer& obs, ThreadPool* pool, int64_t zeros = 0,
+               bool* non_finite = nullptr) {
   const float* x = t.data<float>();
   const int64_t n = t.numel();
   if (n == 0) return Status::OK();
@@ -84,7 +86,10 @@ Status Observe(const std::string& name, const Tensor& t, Observer& obs, ThreadPo
   float lo = std::numeric_limits<float>::infinity(), hi = -lo;
   for (int64_t c = 0; c < chunks; ++c) lo = std::min(lo, cmin[c]), hi = std::max(hi, cmax[c]);
   // All NaN leaves the bounds at +-inf as well: the scan below names the first NaN or infinity.
-  if (!std::isfinite(lo) || !std::isfinite(hi)) return NonFinite(name, x);
+  if (!std::isfinite(lo) || !std::isfinite(hi)) {
+    if (non_finite) *non_finite = true;
+    return NonFinite(name, x);
+  }
   if (zeros > 0) lo = 0.0f < lo ? 0.0f : lo, hi = 0.0f > hi ? 0.0f : hi;
   obs.hist.Cover(std::max(std::fabs(lo), std::fabs(hi)));
   std::vector<int64_t> counts(obs.hist.counts().size(), 0);
@@ -105,7 +110,10 @@ Status Observe(const std::string& name, const Tensor& t, Observer& obs, ThreadPo
       nans += local_nans;
     });
   }
-  if (nans > 0) return NonFinite(name, x);
+  if (nans > 0) {
+    if (non_finite) *non_finite = true;
+    return NonFinite(name, x);
+  }
   counts[0] += zeros;
   obs.min = std::min(obs.min, lo);
   obs.max = std::max(obs.max, hi);
@@ -223,9 +231,12 @@ Status ChooseAuto(const Model& model, const TensorMap& batch, const std::vector<
 }
 
 // Runs `model` over every batch into one observer per tensor; keeps the
-// first batch in `first_batch` when it is not null (method auto).
+// first batch in `first_batch` when it is not null (method auto). With
+// options.skip_non_finite, a tensor holding NaN or an infinity is dropped
+// and named in `skipped` (sorted).
 StatusOr<PartialCalibration> ObserveBatches(const Model& model, const BatchFn& next_batch,
-                                            const CalibrationOptions& options, TensorMap* first_batch) {
+                                            const CalibrationOptions& options, TensorMap* first_batch,
+                                            std::vector<std::string>* skipped = nullptr) {
   if (options.bins < 128 || options.bins % 2 != 0) {
     return Status::InvalidArgument("calibration bins must be an even number >= 128, got " + std::to_string(options.bins));
   }
@@ -286,10 +297,21 @@ StatusOr<PartialCalibration> ObserveBatches(const Model& model, const BatchFn& n
     if (added) it->second.name = name, it->second.hist = AbsHistogram(options.bins);
     return it->second;
   };
+  std::set<std::string> non_finite;  // skipped tensors (options.skip_non_finite)
+  // Observe, or with skip_non_finite drop a tensor at its first NaN / infinity.
+  auto observe_one = [&](const std::string& name, const Tensor& t, int64_t zeros) -> Status {
+    if (non_finite.count(name)) return Status::OK();
+    bool bad = false;
+    Status s = Observe(name, t, observer(name), &pool, zeros, &bad);
+    if (s.ok() || !bad || !options.skip_non_finite) return s;
+    non_finite.insert(name);
+    observers.erase(name);
+    return Status::OK();
+  };
   auto observe = [&](const std::string& name, const Tensor& t) -> Status {
     if (t.dtype() != DataType::kFloat32) return Status::OK();
     if (wanted.count(name)) {
-      SPARQ_RETURN_IF_ERROR(Observe(name, t, observer(name), &pool));
+      SPARQ_RETURN_IF_ERROR(observe_one(name, t, 0));
     }
     if (auto read_by = zero_pads.find(name); read_by != zero_pads.end()) {
       for (const ZeroPad& pad : read_by->second) {
@@ -297,7 +319,7 @@ StatusOr<PartialCalibration> ObserveBatches(const Model& model, const BatchFn& n
           return Status::InvalidArgument("Pad output '" + pad.output + "': " + std::to_string(pad.pads.size()) +
                                          " pads for a rank-" + std::to_string(t.rank()) + " input");
         }
-        SPARQ_RETURN_IF_ERROR(Observe(pad.output, t, observer(pad.output), &pool, pad.Zeros(t)));
+        SPARQ_RETURN_IF_ERROR(observe_one(pad.output, t, pad.Zeros(t)));
       }
     }
     return Status::OK();
@@ -335,6 +357,7 @@ StatusOr<PartialCalibration> ObserveBatches(const Model& model, const BatchFn& n
     }
   }
   for (auto& [name, obs] : observers) partial.tensors.push_back(std::move(obs));  // sorted by name
+  if (skipped != nullptr) skipped->assign(non_finite.begin(), non_finite.end());
   return partial;
 }
 
@@ -381,6 +404,10 @@ Status RefuseAuto(const CalibrationMethodOptions& options, const char* what) {
 StatusOr<PartialCalibration> CalibrateShard(const Model& model, const BatchFn& next_batch,
                                             const CalibrationOptions& options) {
   SPARQ_RETURN_IF_ERROR(RefuseAuto(options, "CalibrateShard"));
+  if (options.skip_non_finite) {
+    return Status::InvalidArgument("CalibrateShard: skip_non_finite is for Calibrate only (a partial calibration "
+                                   "file has no list of skipped tensors)");
+  }
   return ObserveBatches(model, next_batch, options, nullptr);
 }
 
@@ -393,11 +420,13 @@ StatusOr<CalibrationTable> FinishCalibration(const PartialCalibration& partial, 
 StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_batch, const CalibrationOptions& options) {
   TensorMap first_batch;  // method auto compares candidates on it
   const bool is_auto = options.method == CalibrationMethod::kAuto;
+  std::vector<std::string> skipped;
   SPARQ_ASSIGN_OR_RETURN(PartialCalibration partial,
-                         ObserveBatches(model, next_batch, options, is_auto ? &first_batch : nullptr));
+                         ObserveBatches(model, next_batch, options, is_auto ? &first_batch : nullptr, &skipped));
   if (partial.batches == 0) return Status::InvalidArgument("calibration got no data batches");
   ThreadPool& pool = *SharedThreadPool(options.threads);
   SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, Thresholds(partial, &pool));
+  table.skipped = std::move(skipped);
   if (is_auto) SPARQ_RETURN_IF_ERROR(ChooseAuto(model, first_batch, partial.tensors, options, &table, &pool));
   return table;
 }

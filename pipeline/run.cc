@@ -165,7 +165,30 @@ StatusOr<CalibrationTable> Runner::CalibrateModel(const QuantizeOptions& q) {
       p.cancel = s.cancel;
     };
   }
-  return Calibrate(fp32_, next, c);
+  // Side files list every tensor, INT8 reads only some: a tensor holding
+  // NaN or an infinity that INT8 does not read (an SDPA export's -inf
+  // attention mask) is left out of them rather than failing the run.
+  c.skip_non_finite = c.tensors.empty();
+  SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, Calibrate(fp32_, next, c));
+  if (table.skipped.empty()) return table;
+  if (q.precision == Precision::kINT8 && !q.dynamic) {
+    SPARQ_ASSIGN_OR_RETURN(std::vector<CalibrationNeed> needs, CalibrationTensorsNeeded(fp32_, q));
+    for (const CalibrationNeed& need : needs) {
+      if (std::binary_search(table.skipped.begin(), table.skipped.end(), need.tensor)) {
+        return Status::InvalidArgument("calibration: activation '" + need.tensor +
+                                       "' holds NaN or an infinity on the calibration data, and INT8 reads it: "
+                                       "check the data and preprocessing, or keep the layers reading it in float "
+                                       "(quantize.layers)");
+      }
+    }
+  }
+  std::string names;
+  for (size_t i = 0; i < table.skipped.size() && i < 4; ++i) names += (i ? ", " : "") + table.skipped[i];
+  if (table.skipped.size() > 4) names += ", ...";
+  report_.warnings.push_back("calibration: " + std::to_string(table.skipped.size()) +
+                             " tensor(s) hold NaN or an infinity (" + names +
+                             "): left out of the calibration table and its side files; INT8 does not read them");
+  return table;
 }
 
 // quantize.bias_correction: measured on the calibration data, for the layers

@@ -128,6 +128,14 @@ struct SPARQ_API CalibrationOptions : CalibrationMethodOptions {
   // observed values. The table does not depend on it beyond float rounding
   // of the forward passes.
   std::string backend = "cpu";
+  // A tensor that holds NaN or an infinity fails calibration (naming it),
+  // unless this is set: then it is left out of the table and named in
+  // CalibrationTable::skipped. For tables that list every tensor (side
+  // files) while INT8 reads only some: an attention mask made by
+  // Where(mask, 0, -inf) (PyTorch's SDPA export) holds -inf, which no INT8
+  // scale represents and no Q/DQ placement reads. Calibrate only, not
+  // CalibrateShard (InvalidArgument: the partial file has no such list).
+  bool skip_non_finite = false;
   // Optional; called on the calibrating thread after each batch. Setting
   // `cancel` stops calibration: Calibrate returns StatusCode::kCancelled.
   std::function<void(CalibrationProgress&)> progress;
@@ -154,6 +162,9 @@ struct SPARQ_API CalibrationTable {
   bool symmetric = true;
   int64_t samples = 0;
   std::vector<TensorRange> tensors;  // sorted by name
+  // Tensors left out because they hold NaN or an infinity
+  // (CalibrationOptions::skip_non_finite), sorted; not saved.
+  std::vector<std::string> skipped;
 
   const TensorRange* Find(const std::string& name) const;
   // JSON ({"format": "sparq-calibration", "version": 1, ...}); written atomically.

@@ -382,6 +382,33 @@ TEST(Calibrate, InfActivationIsNamed) {
   EXPECT_NE(table.status().message().find("flat index 20"), std::string::npos) << table.status().message();
 }
 
+// skip_non_finite leaves a tensor that holds an infinity (in any batch, here
+// the second) out of the table and names it; the others keep their ranges.
+TEST(Calibrate, SkipNonFiniteLeavesTheTensorOutAndNamesIt) {
+  Tensor a = testing::RandomFloats({2, 16}, 3);
+  Tensor b = testing::RandomFloats({2, 16}, 4);
+  b.data<float>()[20] = -INFINITY;  // Relu(-inf) = 0: y stays finite
+  CalibrationOptions opt;
+  opt.method = CalibrationMethod::kMax;
+  opt.skip_non_finite = true;
+  auto table = Calibrate(ReluModel(), Batches({a, b}), opt);
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  EXPECT_EQ(table->skipped, std::vector<std::string>{"x"});
+  EXPECT_EQ(table->Find("x"), nullptr);
+  const TensorRange* y = table->Find("y");
+  ASSERT_NE(y, nullptr);
+  float hi = 0;
+  for (const Tensor* t : {&a, &b})
+    for (int64_t i = 0; i < t->numel(); ++i) hi = std::max(hi, t->data<float>()[i]);
+  EXPECT_EQ(y->max, hi);
+  EXPECT_EQ(y->threshold, hi);
+  // Without it the run fails, naming the tensor; shards refuse the option.
+  EXPECT_FALSE(Calibrate(ReluModel(), Batches({a, b}), CalibrationOptions{}).ok());
+  auto shard = CalibrateShard(ReluModel(), Batches({a, b}), opt);
+  ASSERT_FALSE(shard.ok());
+  EXPECT_NE(shard.status().message().find("skip_non_finite"), std::string::npos) << shard.status().message();
+}
+
 // Weights as a Constant node (PP-OCR's export) are folded before the
 // batches run: the table holds the same activations, with the same ranges,
 // as with the weights as an initializer.
