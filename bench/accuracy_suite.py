@@ -14,6 +14,18 @@ and evaluation splits, meta.json with the task), on the same data:
                                       split (not the evaluation split) by the
                                       task's gate (FALLBACK_GATES); only for
                                       tasks that have one
+  sparq int8 default recipe (search)  `sparq run`, a quantize section with no
+                                      calibration keys (quantize.search
+                                      chooses, scored by the task's
+                                      evaluate.metric), fallback off
+  sparq default recipe, whole         `sparq run` of what a new user writes:
+                                      model, data (calibration, the
+                                      evaluation split, meta.json's pinned
+                                      constants), evaluate.metric of the
+                                      task (sqnr: min_sqnr_db 30, the floor
+                                      sparq's error message suggests); no
+                                      quantize section: search, gate and
+                                      fallback with sparq's defaults
   sparq fp16                          `sparq run`, precision fp16
   sparq 2:4 + int8 (<method>)         `sparq run`, prune 2:4 (50%) with
                                       recovery, then INT8 as above
@@ -35,7 +47,12 @@ meta.json (tools/real_suite_metrics.py): top-1 agreement and top-5 overlap
 similarities against the graded pair scores (text), FP32 boxes matched at
 IoU 0.5 after NMS and score drift (detector), character error rate of CTC
 greedy decoding against FP32's reading (recognizer), IoU of the binarized
-probability maps (dense map); plus the output SQNR. One runtime for all
+probability maps (dense map), speech decisions at meta.json's threshold
+agreeing with FP32's and the mean / max probability change (vad); plus the
+output SQNR. Inputs stored samples-first but declared with the batch on
+another axis (meta.json "batch_axis", a recurrent state [2, batch, 128]) are
+moved there for onnxruntime, and pinned inputs ("constants", a sample rate)
+are fed to it and written as data.constants in sparq's recipes. One runtime for all
 variants, so the numbers compare the quantized files, not the executors.
 
 Timed: sparq = the `sparq run` process wall time minus its evaluation stages
@@ -68,6 +85,7 @@ sys.path.insert(0, os.path.join(REPO, "tools"))
 
 from quant_vs_ort import git_head, machine, measure, tail  # noqa: E402
 import real_suite_metrics as M  # noqa: E402
+from make_real_suite import ort_feed  # noqa: E402
 
 SPARQ_METHODS = ("max", "kl", "percentile", "mse")
 # The gate of the "+ fallback" variants per task: (evaluate.metric, evaluate.gate key, its value).
@@ -153,12 +171,15 @@ def has_float8(path):
     return any(t.data_type == onnx.TensorProto.FLOAT8E4M3FN for t in onnx.load(path).graph.initializer)
 
 
-def ort_run(path, feeds, output, batch=16, level=None):
+def ort_run(path, feeds, output, batch=16, level=None, layout=None):
     """`level`: an onnxruntime GraphOptimizationLevel name; default ORT_ENABLE_ALL,
     but ORT_DISABLE_ALL for FP8 files: onnxruntime 1.32's optimizers mishandle
     float8 Q/DQ (its Clip -> QuantizeLinear fusion throws on a float8 zero
     point; with ORT_ENABLE_ALL the outputs of PP-OCR's files drift far from
-    ONNX's semantics, bench/ACCURACY.md "FP8 E4M3")."""
+    ONNX's semantics, bench/ACCURACY.md "FP8 E4M3"). `layout`: meta.json's
+    "batch_axis" and "constants" (make_real_suite.ort_feed): inputs whose
+    samples are stored first but live on another axis, inputs pinned to a
+    value."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -171,7 +192,8 @@ def ort_run(path, feeds, output, batch=16, level=None):
     n = len(next(iter(feeds.values())))
     outs = []
     for i in range(0, n, batch):
-        outs.append(sess.run([output], {k: feeds[k][i:i + batch] for k in names})[0])
+        feed = ort_feed({k: v for k, v in feeds.items() if k in names}, i, i + batch, layout)
+        outs.append(sess.run([output], feed)[0])
     return np.concatenate(outs)
 
 
@@ -212,6 +234,10 @@ def task_metrics(meta, ref, out):
                                                           M.ctc_greedy_decode(out, meta["blank"]))
     elif task == "dense_map":
         r["map IoU %"] = 100 * M.binary_map_iou(ref, out, meta["threshold"])
+    elif task == "vad":
+        r["decisions agree %"] = 100 * M.decision_agreement(ref, out, meta["threshold"])
+        r["mean |p - p32|"] = float(np.mean(np.abs(ref.astype(np.float64) - out)))
+        r["max |p - p32|"] = float(np.max(np.abs(ref.astype(np.float64) - out)))
     r["SQNR dB"] = sqnr_db(ref, out)
     return r
 
@@ -219,15 +245,43 @@ def task_metrics(meta, ref, out):
 # ---------------------------------------------------------------------------
 # Variants.
 
-def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None):
+def recipe_constants(constants):
+    """data.constants lines for meta.json's {"name": [value, dtype]}."""
+    if not constants:
+        return ""
+    return "  constants:\n" + "".join(f"    {k}: {v[0]}\n" for k, v in constants.items())
+
+
+def whole_default_recipe(model, paths, out_dir, metric, constants=None):
+    """What a new user writes: the model, the data (calibration and the
+    evaluation split, which the gate and fallback then read), and the
+    task's metric; no quantize section, so sparq searches, gates and falls
+    back with its defaults. A value metric (sqnr) needs a floor: the one
+    sparq's error message suggests (min_sqnr_db: 30)."""
+    gate = "  gate:\n    min_sqnr_db: 30\n" if metric in ("sqnr", "cosine") else ""
+    return ("version: 1\n"
+            f"model: {model}\n"
+            "data:\n"
+            f"  calibration: {paths['calib']}\n"
+            f"  evaluation: {paths['eval']}\n"
+            "  batch_size: 8\n" + recipe_constants(constants) +
+            f"output:\n  dir: {out_dir}\n  overwrite: true\n"
+            f"evaluate:\n  metric: {metric}\n" + gate +
+            "report:\n  markdown: ''\n  junit: ''\n")
+
+
+def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constants=None):
     """`gate`: (metric, gate key, value) of the fallback variant, gated on
-    the calibration split; None: fallback off, no gate, 2 evaluation samples."""
+    the calibration split; None: fallback off, no gate, 2 evaluation samples.
+    `constants`: meta.json's pinned inputs (data.constants)."""
+    if quant == "whole":
+        return whole_default_recipe(model, paths, out_dir, metric, constants)
     text = ("version: 1\n"
             f"model: {model}\n"
             "data:\n"
             f"  calibration: {paths['calib']}\n"
             f"  evaluation: {paths['calib'] if gate else paths['eval_small']}\n"
-            "  batch_size: 8\n")
+            "  batch_size: 8\n" + recipe_constants(constants))
     if prune:  # True / "2:4": 2:4; "uniform<P>" / "auto<P>": unstructured P% with that allocation
         text += "prune:\n  enabled: true\n  recovery: true\n"
         if prune is True or prune == "2:4":
@@ -262,11 +316,11 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None):
     return text
 
 
-def run_sparq(sparq, model, paths, work, label, quant, prune, metric, gate=None):
-    out_dir = os.path.join(work, label.replace(" ", "_").replace(":", "").replace("+", ""))
+def run_sparq(sparq, model, paths, work, label, quant, prune, metric, gate=None, constants=None):
+    out_dir = os.path.join(work, re.sub(r"[^\w.-]", "", label.replace(" ", "_")))
     recipe_path = out_dir + ".yaml"
     with open(recipe_path, "w") as f:
-        f.write(sparq_recipe(model, paths, out_dir, quant, prune, metric, gate))
+        f.write(sparq_recipe(model, paths, out_dir, quant, prune, metric, gate, constants))
     m = measure([sparq, "run", recipe_path], out_dir + ".log")
     m["command"] = f"sparq run {os.path.basename(recipe_path)}"
     written = [f for f in os.listdir(out_dir) if f.endswith(".onnx")] if os.path.isdir(out_dir) else []
@@ -280,7 +334,30 @@ def run_sparq(sparq, model, paths, work, label, quant, prune, metric, gate=None)
     m["model"] = os.path.join(out_dir, written[0])
     if prune:
         m["note"] = sparsity_note(m["model"])
+    elif quant in ("default", "whole"):
+        m["note"] = search_note(report, quant == "whole")
     return m
+
+
+def search_note(report, whole):
+    """What a default recipe chose (report.json): the search's candidate;
+    with `whole` (fallback and gate on) also the layers the fallback moved
+    and the gate's verdict on the evaluation split."""
+    parts = []
+    chosen = [c for c in report.get("search") or [] if c.get("chosen")]
+    if chosen:
+        c = chosen[0]
+        parts.append(f"search chose {c['candidate']} (held-out {c['metric']} {fmt(c.get('held_out_score'))}, "
+                     f"{sum(1 for x in report['search'] if x.get('tried'))} candidates tried)")
+    if whole:
+        moved = [f for f in report.get("fallback") or [] if f.get("kept")]
+        to = "/".join(sorted({f["to"] for f in moved}))
+        parts.append(f"fallback moved {len(moved)} layer(s)" + (f" to {to}" if to else ""))
+        gate = report.get("gate") or {}
+        if gate.get("checks"):
+            parts.append(("sparq's gate PASS: " if gate.get("passed") else "sparq's gate FAIL (exit 1): ") +
+                         "; ".join(c["text"] for c in gate["checks"]))
+    return "; ".join(parts)
 
 
 def sparsity_note(path):
@@ -336,6 +413,11 @@ def ort_worker(mode, method, model, calib_path, out, result_path):
     with np.load(calib_path) as f:
         data = {k: f[k] for k in f.files}
     n = len(next(iter(data.values())))
+    layout_path = os.path.join(os.path.dirname(os.path.abspath(calib_path)), "layout.json")
+    layout = {}
+    if os.path.isfile(layout_path):
+        with open(layout_path) as f:
+            layout = json.load(f)
 
     class Reader(CalibrationDataReader):
         def __init__(self):
@@ -344,7 +426,7 @@ def ort_worker(mode, method, model, calib_path, out, result_path):
         def get_next(self):
             if self.start >= n:
                 return None
-            feed = {k: v[self.start:self.start + 8] for k, v in data.items()}
+            feed = ort_feed(data, self.start, self.start + 8, layout)
             self.start += 8
             return feed
 
@@ -370,7 +452,7 @@ def sparq_metric_for(task):
     candidates by on held-out calibration batches, and what a user's recipe
     would name (recipes/README.md)."""
     return {"classifier": "agreement", "text_embedding": "cosine", "detector": "box_recall",
-            "ctc_recognizer": "ctc_accuracy"}.get(task, "sqnr")
+            "ctc_recognizer": "ctc_accuracy"}.get(task, "sqnr")  # vad, dense_map: sqnr
 
 
 def run_model(args, name, save):
@@ -387,7 +469,10 @@ def run_model(args, name, save):
     n_calib = len(next(iter(calib.values())))
     n_eval = len(next(iter(evals.values())))
     print(f"== {name}: {n_calib} calibration, {n_eval} evaluation samples", flush=True)
-    ref = ort_run(model, evals, meta["output"])
+    layout = {k: meta[k] for k in ("batch_axis", "constants") if k in meta}
+    with open(os.path.join(work, "layout.json"), "w") as f:  # read by the ORT worker's calibration reader
+        json.dump(layout, f)
+    ref = ort_run(model, evals, meta["output"], layout=layout)
     rows = [{"variant": "FP32", "size_mib": os.path.getsize(model) / 2 ** 20,
              "metrics": task_metrics(meta, ref, ref)}]
     result = {"name": name, "meta": {k: meta[k] for k in ("task", "source", "preprocess", "data", "metric")},
@@ -398,6 +483,7 @@ def run_model(args, name, save):
     variants += [(f"sparq int8 {m} + bias correction", "sparq", (m + "+bc", False)) for m in args.bias_correction if m]
     variants += [("sparq int8 " + label, "sparq", (spec, False)) for label, spec in TASK_VARIANTS.get(meta["task"], ())]
     variants.append(("sparq int8 default recipe (search)", "sparq", ("default", False)))
+    variants.append(("sparq default recipe, whole (search, gate, fallback)", "sparq", ("whole", False)))
     for v in args.variant:  # LABEL=METHOD+line;line
         label, spec = v.split("=", 1)
         variants.append(("sparq int8 " + label, "sparq", (spec, False)))
@@ -443,7 +529,7 @@ def run_model(args, name, save):
         print(f"   {label} ...", flush=True)
         if tool == "sparq":
             r = run_sparq(args.sparq, model, paths, work, label, spec[0], spec[1], sparq_metric_for(meta["task"]),
-                          spec[2] if len(spec) > 2 else None)
+                          spec[2] if len(spec) > 2 else None, meta.get("constants"))
         else:
             if spec[2] == pre and pre_error:
                 rows.append({"variant": label, "error": "quant_pre_process failed: " + pre_error})
@@ -456,7 +542,7 @@ def run_model(args, name, save):
         else:
             row["size_mib"] = os.path.getsize(r["model"]) / 2 ** 20
             try:
-                out = ort_run(r["model"], evals, meta["output"])
+                out = ort_run(r["model"], evals, meta["output"], layout=layout)
                 mets = task_metrics(meta, ref, out)
                 if "error" in mets:
                     row["error"] = mets["error"]
@@ -505,7 +591,8 @@ def markdown(results, info):
              "change from FP32. Detector: YOLOv8 decoding (score >= 0.25, class-agnostic NMS at 0.45), FP32 boxes "
              "matched at IoU 0.5 by the same class, precision, mean |score drift| of the matches. Recognizer: "
              "character error rate of CTC greedy decoding against FP32's reading. Dense map: IoU of the maps "
-             "binarized at 0.3. SQNR: of the output against FP32.",
+             "binarized at meta.json's threshold (0.3). VAD: share of speech / no-speech decisions (probability "
+             ">= 0.5) equal to FP32's, mean and max |probability change|. SQNR: of the output against FP32.",
              "- Time: sparq = `sparq run` wall time minus its evaluation stages (load, prune, calibrate, quantize, "
              "write); ORT = the quantize_static / quantize_dynamic call in a worker process. Peak RSS: of the "
              "process (GNU time %M; the ORT worker includes Python and onnxruntime). Size: the .onnx file.",
