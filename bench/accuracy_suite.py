@@ -252,13 +252,16 @@ def recipe_constants(constants):
     return "  constants:\n" + "".join(f"    {k}: {v[0]}\n" for k, v in constants.items())
 
 
-def whole_default_recipe(model, paths, out_dir, metric, constants=None):
+def whole_default_recipe(model, paths, out_dir, metric, constants=None, evaluate_lines=""):
     """What a new user writes: the model, the data (calibration and the
     evaluation split, which the gate and fallback then read), and the
     task's metric; no quantize section, so sparq searches, gates and falls
-    back with its defaults. A value metric (sqnr) needs a floor: the one
-    sparq's error message suggests (min_sqnr_db: 30)."""
-    gate = "  gate:\n    min_sqnr_db: 30\n" if metric in ("sqnr", "cosine") else ""
+    back with its defaults. Embeddings take mean_cosine (its default gate:
+    0.99). A value metric (sqnr) needs a floor: the one sparq's error
+    message suggests (min_sqnr_db: 30). `evaluate_lines`: more evaluate
+    keys (the detector's NMS IoU as the suite decodes)."""
+    metric = "mean_cosine" if metric == "cosine" else metric
+    gate = "  gate:\n    min_sqnr_db: 30\n" if metric == "sqnr" else ""
     return ("version: 1\n"
             f"model: {model}\n"
             "data:\n"
@@ -266,16 +269,16 @@ def whole_default_recipe(model, paths, out_dir, metric, constants=None):
             f"  evaluation: {paths['eval']}\n"
             "  batch_size: 8\n" + recipe_constants(constants) +
             f"output:\n  dir: {out_dir}\n  overwrite: true\n"
-            f"evaluate:\n  metric: {metric}\n" + gate +
+            f"evaluate:\n  metric: {metric}\n" + evaluate_lines + gate +
             "report:\n  markdown: ''\n  junit: ''\n")
 
 
-def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constants=None):
+def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constants=None, evaluate_lines=""):
     """`gate`: (metric, gate key, value) of the fallback variant, gated on
     the calibration split; None: fallback off, no gate, 2 evaluation samples.
     `constants`: meta.json's pinned inputs (data.constants)."""
     if quant == "whole":
-        return whole_default_recipe(model, paths, out_dir, metric, constants)
+        return whole_default_recipe(model, paths, out_dir, metric, constants, evaluate_lines)
     text = ("version: 1\n"
             f"model: {model}\n"
             "data:\n"
@@ -316,11 +319,11 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constan
     return text
 
 
-def run_sparq(sparq, model, paths, work, label, quant, prune, metric, gate=None, constants=None):
+def run_sparq(sparq, model, paths, work, label, quant, prune, metric, gate=None, constants=None, evaluate_lines=""):
     out_dir = os.path.join(work, re.sub(r"[^\w.-]", "", label.replace(" ", "_")))
     recipe_path = out_dir + ".yaml"
     with open(recipe_path, "w") as f:
-        f.write(sparq_recipe(model, paths, out_dir, quant, prune, metric, gate, constants))
+        f.write(sparq_recipe(model, paths, out_dir, quant, prune, metric, gate, constants, evaluate_lines))
     m = measure([sparq, "run", recipe_path], out_dir + ".log")
     m["command"] = f"sparq run {os.path.basename(recipe_path)}"
     written = [f for f in os.listdir(out_dir) if f.endswith(".onnx")] if os.path.isdir(out_dir) else []
@@ -529,7 +532,8 @@ def run_model(args, name, save):
         print(f"   {label} ...", flush=True)
         if tool == "sparq":
             r = run_sparq(args.sparq, model, paths, work, label, spec[0], spec[1], sparq_metric_for(meta["task"]),
-                          spec[2] if len(spec) > 2 else None, meta.get("constants"))
+                          spec[2] if len(spec) > 2 else None, meta.get("constants"),
+                          f"  box_nms_iou: {meta['decode']['nms_iou']}\n" if "decode" in meta else "")
         else:
             if spec[2] == pre and pre_error:
                 rows.append({"variant": label, "error": "quant_pre_process failed: " + pre_error})

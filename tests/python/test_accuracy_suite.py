@@ -51,12 +51,14 @@ def test_constants_are_pinned_in_every_recipe():
         assert r["data"]["constants"] == {"sr": 16000}
 
 
-@pytest.mark.parametrize("metric,gate", [("agreement", None), ("sqnr", {"min_sqnr_db": 30})])
-def test_whole_default_recipe_has_no_quantize_section(metric, gate):
+@pytest.mark.parametrize("metric,written,gate", [("agreement", "agreement", None),
+                                                 ("cosine", "mean_cosine", None),
+                                                 ("sqnr", "sqnr", {"min_sqnr_db": 30})])
+def test_whole_default_recipe_has_no_quantize_section(metric, written, gate):
     r = yaml.safe_load(S.sparq_recipe("/m.onnx", PATHS, "/out", "whole", False, metric))
     assert "quantize" not in r
     assert r["data"]["evaluation"] == PATHS["eval"]  # what a user gives: the gate reads the evaluation split
-    assert r["evaluate"].get("gate") == gate and r["evaluate"]["metric"] == metric
+    assert r["evaluate"].get("gate") == gate and r["evaluate"]["metric"] == written
 
 
 def test_ort_feed_moves_the_batch_axis_and_adds_constants():
