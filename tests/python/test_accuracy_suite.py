@@ -67,3 +67,22 @@ def test_ort_feed_moves_the_batch_axis_and_adds_constants():
     assert f["input"].shape == (3, 576) and f["state"].shape == (2, 3, 3)
     np.testing.assert_array_equal(f["state"][:, 0], feeds["state"][1])
     assert f["sr"].shape == () and f["sr"].dtype == np.int64 and int(f["sr"]) == 16000
+
+
+def test_int8_op_count_sees_a_float_file(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    def save(nodes, name):
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor("s", TensorProto.FLOAT, [], [0.1])])
+        path = str(tmp_path / name)
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+        return path
+
+    float_file = save([helper.make_node("Relu", ["x"], ["y"])], "f.onnx")
+    qdq_file = save([helper.make_node("QuantizeLinear", ["x", "s"], ["q"]),
+                     helper.make_node("DequantizeLinear", ["q", "s"], ["y"])], "q.onnx")
+    assert S.int8_op_count(float_file) == 0
+    assert S.int8_op_count(qdq_file) == 1
