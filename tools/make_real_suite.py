@@ -42,8 +42,8 @@ Models (--models, comma separated; default all):
                       1024 bytes of a file, whitespace stripped, padded with
                       256, as magika featurizes; metric: top-1 agreement
   silero_vad          Silero VAD v6 (silero-vad, silero_vad.onnx as shipped,
-                      opset 16): an If on the sample rate around STFT convs
-                      and an LSTM cell; inputs input [N,576] (64 samples of
+                      opset 16): an If on the sample rate whose branches
+                      hold the network (STFT and encoder convs, an LSTM); inputs input [N,576] (64 samples of
                       context + a 512-sample chunk at 16 kHz), state
                       [2,N,128] (stored [N,2,128]: sparq moves it), sr pinned
                       to 16000 (meta.json "constants"); output the speech
@@ -721,7 +721,7 @@ def make_silero_vad(out_dir, n_calib, n_eval):
     return {
         "task": "vad",
         "source": {"weights": "silero-vad " + package_version("silero-vad") + " (data/silero_vad.onnx)",
-                   "export": "as shipped (opset 16): If on sr, STFT convs, LSTM cell"},
+                   "export": "as shipped (opset 16): an If on sr, each branch STFT/encoder convs and an LSTM"},
         "inputs": {"input": [576], "state": [2, 128]},
         "batch_axis": {"state": 1},
         "constants": {"sr": [sr, "int64"]},
