@@ -14,6 +14,18 @@ and evaluation splits, meta.json with the task), on the same data:
                                       split (not the evaluation split) by the
                                       task's gate (FALLBACK_GATES); only for
                                       tasks that have one
+  sparq int8 default recipe (search)  `sparq run`, a quantize section with no
+                                      calibration keys (quantize.search
+                                      chooses, scored by the task's
+                                      evaluate.metric), fallback off
+  sparq default recipe, whole         `sparq run` of what a new user writes:
+                                      model, data (calibration, the
+                                      evaluation split, meta.json's pinned
+                                      constants), evaluate.metric of the
+                                      task (sqnr: min_sqnr_db 30, the floor
+                                      sparq's error message suggests); no
+                                      quantize section: search, gate and
+                                      fallback with sparq's defaults
   sparq fp16                          `sparq run`, precision fp16
   sparq 2:4 + int8 (<method>)         `sparq run`, prune 2:4 (50%) with
                                       recovery, then INT8 as above
@@ -35,7 +47,12 @@ meta.json (tools/real_suite_metrics.py): top-1 agreement and top-5 overlap
 similarities against the graded pair scores (text), FP32 boxes matched at
 IoU 0.5 after NMS and score drift (detector), character error rate of CTC
 greedy decoding against FP32's reading (recognizer), IoU of the binarized
-probability maps (dense map); plus the output SQNR. One runtime for all
+probability maps (dense map), speech decisions at meta.json's threshold
+agreeing with FP32's and the mean / max probability change (vad); plus the
+output SQNR. Inputs stored samples-first but declared with the batch on
+another axis (meta.json "batch_axis", a recurrent state [2, batch, 128]) are
+moved there for onnxruntime, and pinned inputs ("constants", a sample rate)
+are fed to it and written as data.constants in sparq's recipes. One runtime for all
 variants, so the numbers compare the quantized files, not the executors.
 
 Timed: sparq = the `sparq run` process wall time minus its evaluation stages
@@ -68,6 +85,7 @@ sys.path.insert(0, os.path.join(REPO, "tools"))
 
 from quant_vs_ort import git_head, machine, measure, tail  # noqa: E402
 import real_suite_metrics as M  # noqa: E402
+from make_real_suite import ort_feed  # noqa: E402
 
 SPARQ_METHODS = ("max", "kl", "percentile", "mse")
 # The gate of the "+ fallback" variants per task: (evaluate.metric, evaluate.gate key, its value).
@@ -153,12 +171,15 @@ def has_float8(path):
     return any(t.data_type == onnx.TensorProto.FLOAT8E4M3FN for t in onnx.load(path).graph.initializer)
 
 
-def ort_run(path, feeds, output, batch=16, level=None):
+def ort_run(path, feeds, output, batch=16, level=None, layout=None):
     """`level`: an onnxruntime GraphOptimizationLevel name; default ORT_ENABLE_ALL,
     but ORT_DISABLE_ALL for FP8 files: onnxruntime 1.32's optimizers mishandle
     float8 Q/DQ (its Clip -> QuantizeLinear fusion throws on a float8 zero
     point; with ORT_ENABLE_ALL the outputs of PP-OCR's files drift far from
-    ONNX's semantics, bench/ACCURACY.md "FP8 E4M3")."""
+    ONNX's semantics, bench/ACCURACY.md "FP8 E4M3"). `layout`: meta.json's
+    "batch_axis" and "constants" (make_real_suite.ort_feed): inputs whose
+    samples are stored first but live on another axis, inputs pinned to a
+    value."""
     import onnxruntime as ort
 
     opts = ort.SessionOptions()
@@ -171,7 +192,8 @@ def ort_run(path, feeds, output, batch=16, level=None):
     n = len(next(iter(feeds.values())))
     outs = []
     for i in range(0, n, batch):
-        outs.append(sess.run([output], {k: feeds[k][i:i + batch] for k in names})[0])
+        feed = ort_feed({k: v for k, v in feeds.items() if k in names}, i, i + batch, layout)
+        outs.append(sess.run([output], feed)[0])
     return np.concatenate(outs)
 
 
@@ -212,6 +234,10 @@ def task_metrics(meta, ref, out):
                                                           M.ctc_greedy_decode(out, meta["blank"]))
     elif task == "dense_map":
         r["map IoU %"] = 100 * M.binary_map_iou(ref, out, meta["threshold"])
+    elif task == "vad":
+        r["decisions agree %"] = 100 * M.decision_agreement(ref, out, meta["threshold"])
+        r["mean abs change of p"] = float(np.mean(np.abs(ref.astype(np.float64) - out)))
+        r["max abs change of p"] = float(np.max(np.abs(ref.astype(np.float64) - out)))
     r["SQNR dB"] = sqnr_db(ref, out)
     return r
 
@@ -219,15 +245,46 @@ def task_metrics(meta, ref, out):
 # ---------------------------------------------------------------------------
 # Variants.
 
-def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None):
+def recipe_constants(constants):
+    """data.constants lines for meta.json's {"name": [value, dtype]}."""
+    if not constants:
+        return ""
+    return "  constants:\n" + "".join(f"    {k}: {v[0]}\n" for k, v in constants.items())
+
+
+def whole_default_recipe(model, paths, out_dir, metric, constants=None, evaluate_lines=""):
+    """What a new user writes: the model, the data (calibration and the
+    evaluation split, which the gate and fallback then read), and the
+    task's metric; no quantize section, so sparq searches, gates and falls
+    back with its defaults. Embeddings take mean_cosine (its default gate:
+    0.99). A value metric (sqnr) needs a floor: the one sparq's error
+    message suggests (min_sqnr_db: 30). `evaluate_lines`: more evaluate
+    keys (the detector's NMS IoU as the suite decodes)."""
+    metric = "mean_cosine" if metric == "cosine" else metric
+    gate = "  gate:\n    min_sqnr_db: 30\n" if metric == "sqnr" else ""
+    return ("version: 1\n"
+            f"model: {model}\n"
+            "data:\n"
+            f"  calibration: {paths['calib']}\n"
+            f"  evaluation: {paths['eval']}\n"
+            "  batch_size: 8\n" + recipe_constants(constants) +
+            f"output:\n  dir: {out_dir}\n  overwrite: true\n"
+            f"evaluate:\n  metric: {metric}\n" + evaluate_lines + gate +
+            "report:\n  markdown: ''\n  junit: ''\n")
+
+
+def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constants=None, evaluate_lines=""):
     """`gate`: (metric, gate key, value) of the fallback variant, gated on
-    the calibration split; None: fallback off, no gate, 2 evaluation samples."""
+    the calibration split; None: fallback off, no gate, 2 evaluation samples.
+    `constants`: meta.json's pinned inputs (data.constants)."""
+    if quant == "whole":
+        return whole_default_recipe(model, paths, out_dir, metric, constants, evaluate_lines)
     text = ("version: 1\n"
             f"model: {model}\n"
             "data:\n"
             f"  calibration: {paths['calib']}\n"
             f"  evaluation: {paths['calib'] if gate else paths['eval_small']}\n"
-            "  batch_size: 8\n")
+            "  batch_size: 8\n" + recipe_constants(constants))
     if prune:  # True / "2:4": 2:4; "uniform<P>" / "auto<P>": unstructured P% with that allocation
         text += "prune:\n  enabled: true\n  recovery: true\n"
         if prune is True or prune == "2:4":
@@ -262,11 +319,11 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None):
     return text
 
 
-def run_sparq(sparq, model, paths, work, label, quant, prune, metric, gate=None):
-    out_dir = os.path.join(work, label.replace(" ", "_").replace(":", "").replace("+", ""))
+def run_sparq(sparq, model, paths, work, label, quant, prune, metric, gate=None, constants=None, evaluate_lines=""):
+    out_dir = os.path.join(work, re.sub(r"[^\w.-]", "", label.replace(" ", "_")))
     recipe_path = out_dir + ".yaml"
     with open(recipe_path, "w") as f:
-        f.write(sparq_recipe(model, paths, out_dir, quant, prune, metric, gate))
+        f.write(sparq_recipe(model, paths, out_dir, quant, prune, metric, gate, constants, evaluate_lines))
     m = measure([sparq, "run", recipe_path], out_dir + ".log")
     m["command"] = f"sparq run {os.path.basename(recipe_path)}"
     written = [f for f in os.listdir(out_dir) if f.endswith(".onnx")] if os.path.isdir(out_dir) else []
@@ -280,7 +337,43 @@ def run_sparq(sparq, model, paths, work, label, quant, prune, metric, gate=None)
     m["model"] = os.path.join(out_dir, written[0])
     if prune:
         m["note"] = sparsity_note(m["model"])
+    elif quant in ("default", "whole"):
+        m["note"] = search_note(report, quant == "whole")
     return m
+
+
+def search_note(report, whole):
+    """What a default recipe chose (report.json): the search's candidate;
+    with `whole` (fallback and gate on) also the layers the fallback moved
+    and the gate's verdict on the evaluation split."""
+    parts = []
+    chosen = [c for c in report.get("search") or [] if c.get("chosen")]
+    if chosen:
+        c = chosen[0]
+        parts.append(f"search chose {c['candidate']} (held-out {c['metric']} {fmt(c.get('held_out_score'))}, "
+                     f"{sum(1 for x in report['search'] if x.get('tried'))} candidates tried)")
+    if whole:
+        moved = [f for f in report.get("fallback") or [] if f.get("kept")]
+        to = "/".join(sorted({f["to"] for f in moved}))
+        parts.append(f"fallback moved {len(moved)} layer(s)" + (f" to {to}" if to else ""))
+        gate = report.get("gate") or {}
+        if gate.get("checks"):
+            parts.append(("sparq's gate PASS: " if gate.get("passed") else "sparq's gate FAIL (exit 1): ") +
+                         "; ".join(c["text"] for c in gate["checks"]))
+    return "; ".join(parts)
+
+
+INTEGER_OPS = ("QuantizeLinear", "DynamicQuantizeLinear", "MatMulInteger", "ConvInteger", "QLinearConv",
+               "QLinearMatMul", "MatMulNBits")
+
+
+def int8_op_count(path):
+    """Nodes of the main graph that compute in integers (activation Q/DQ,
+    integer MatMul/Conv): 0 means the file is still a float model (every
+    quantizable op inside an If branch, or none that the mode quantizes)."""
+    import onnx
+
+    return sum(1 for n in onnx.load(path).graph.node if n.op_type in INTEGER_OPS)
 
 
 def sparsity_note(path):
@@ -336,6 +429,11 @@ def ort_worker(mode, method, model, calib_path, out, result_path):
     with np.load(calib_path) as f:
         data = {k: f[k] for k in f.files}
     n = len(next(iter(data.values())))
+    layout_path = os.path.join(os.path.dirname(os.path.abspath(calib_path)), "layout.json")
+    layout = {}
+    if os.path.isfile(layout_path):
+        with open(layout_path) as f:
+            layout = json.load(f)
 
     class Reader(CalibrationDataReader):
         def __init__(self):
@@ -344,7 +442,7 @@ def ort_worker(mode, method, model, calib_path, out, result_path):
         def get_next(self):
             if self.start >= n:
                 return None
-            feed = {k: v[self.start:self.start + 8] for k, v in data.items()}
+            feed = ort_feed(data, self.start, self.start + 8, layout)
             self.start += 8
             return feed
 
@@ -370,7 +468,7 @@ def sparq_metric_for(task):
     candidates by on held-out calibration batches, and what a user's recipe
     would name (recipes/README.md)."""
     return {"classifier": "agreement", "text_embedding": "cosine", "detector": "box_recall",
-            "ctc_recognizer": "ctc_accuracy"}.get(task, "sqnr")
+            "ctc_recognizer": "ctc_accuracy"}.get(task, "sqnr")  # vad, dense_map: sqnr
 
 
 def run_model(args, name, save):
@@ -387,7 +485,10 @@ def run_model(args, name, save):
     n_calib = len(next(iter(calib.values())))
     n_eval = len(next(iter(evals.values())))
     print(f"== {name}: {n_calib} calibration, {n_eval} evaluation samples", flush=True)
-    ref = ort_run(model, evals, meta["output"])
+    layout = {k: meta[k] for k in ("batch_axis", "constants") if k in meta}
+    with open(os.path.join(work, "layout.json"), "w") as f:  # read by the ORT worker's calibration reader
+        json.dump(layout, f)
+    ref = ort_run(model, evals, meta["output"], layout=layout)
     rows = [{"variant": "FP32", "size_mib": os.path.getsize(model) / 2 ** 20,
              "metrics": task_metrics(meta, ref, ref)}]
     result = {"name": name, "meta": {k: meta[k] for k in ("task", "source", "preprocess", "data", "metric")},
@@ -398,6 +499,7 @@ def run_model(args, name, save):
     variants += [(f"sparq int8 {m} + bias correction", "sparq", (m + "+bc", False)) for m in args.bias_correction if m]
     variants += [("sparq int8 " + label, "sparq", (spec, False)) for label, spec in TASK_VARIANTS.get(meta["task"], ())]
     variants.append(("sparq int8 default recipe (search)", "sparq", ("default", False)))
+    variants.append(("sparq default recipe, whole (search, gate, fallback)", "sparq", ("whole", False)))
     for v in args.variant:  # LABEL=METHOD+line;line
         label, spec = v.split("=", 1)
         variants.append(("sparq int8 " + label, "sparq", (spec, False)))
@@ -443,7 +545,8 @@ def run_model(args, name, save):
         print(f"   {label} ...", flush=True)
         if tool == "sparq":
             r = run_sparq(args.sparq, model, paths, work, label, spec[0], spec[1], sparq_metric_for(meta["task"]),
-                          spec[2] if len(spec) > 2 else None)
+                          spec[2] if len(spec) > 2 else None, meta.get("constants"),
+                          f"  box_nms_iou: {meta['decode']['nms_iou']}\n" if "decode" in meta else "")
         else:
             if spec[2] == pre and pre_error:
                 rows.append({"variant": label, "error": "quant_pre_process failed: " + pre_error})
@@ -455,8 +558,11 @@ def run_model(args, name, save):
             row["error"] = r["error"]
         else:
             row["size_mib"] = os.path.getsize(r["model"]) / 2 ** 20
+            row["int8_ops"] = int8_op_count(r["model"])
+            if row["int8_ops"] == 0 and label != "sparq fp16":
+                row["note"] = "; ".join(x for x in ("nothing quantized: no integer op in the file", row["note"]) if x)
             try:
-                out = ort_run(r["model"], evals, meta["output"])
+                out = ort_run(r["model"], evals, meta["output"], layout=layout)
                 mets = task_metrics(meta, ref, out)
                 if "error" in mets:
                     row["error"] = mets["error"]
@@ -505,7 +611,8 @@ def markdown(results, info):
              "change from FP32. Detector: YOLOv8 decoding (score >= 0.25, class-agnostic NMS at 0.45), FP32 boxes "
              "matched at IoU 0.5 by the same class, precision, mean |score drift| of the matches. Recognizer: "
              "character error rate of CTC greedy decoding against FP32's reading. Dense map: IoU of the maps "
-             "binarized at 0.3. SQNR: of the output against FP32.",
+             "binarized at meta.json's threshold (0.3). VAD: share of speech / no-speech decisions (probability "
+             ">= 0.5) equal to FP32's, mean and max |probability change|. SQNR: of the output against FP32.",
              "- Time: sparq = `sparq run` wall time minus its evaluation stages (load, prune, calibrate, quantize, "
              "write); ORT = the quantize_static / quantize_dynamic call in a worker process. Peak RSS: of the "
              "process (GNU time %M; the ORT worker includes Python and onnxruntime). Size: the .onnx file.",
@@ -567,9 +674,9 @@ def short_error(text):
 
 def best_of(res):
     """One line: the best sparq INT8 variant against the best ORT variant on the primary metric."""
-    rows = [r for r in res["rows"] if "metrics" in r and r["variant"] != "FP32"]
+    rows = [r for r in res["rows"] if "metrics" in r and r["variant"] != "FP32" and r.get("int8_ops") != 0]
     if not rows:
-        return ""
+        return "No variant quantized anything (no integer op in any written file)."
     key = next(iter(rows[0]["metrics"]))
     lower_better = key.startswith("CER")
     sign = -1 if lower_better else 1
@@ -580,8 +687,17 @@ def best_of(res):
     bs = max(sparq, key=lambda r: sign * r["metrics"][key])
     bo = max(ort, key=lambda r: sign * r["metrics"][key])
     verdict = "at least as accurate" if sign * bs["metrics"][key] >= sign * bo["metrics"][key] else "BEHIND"
-    return (f"Best sparq INT8: {bs['variant']} ({key} {fmt(bs['metrics'][key])}); best ORT: {bo['variant']} "
+    line = (f"Best sparq INT8: {bs['variant']} ({key} {fmt(bs['metrics'][key])}); best ORT: {bo['variant']} "
             f"({fmt(bo['metrics'][key])}): sparq is {verdict}.")
+    whole = [r for r in rows if r["variant"].startswith("sparq default recipe, whole")]
+    if whole:
+        w = whole[0]["metrics"][key]
+        default = next((r for r in res["rows"] if r["variant"] == "ORT static MinMax"), {})
+        d = fmt(default["metrics"][key]) if "metrics" in default else "failed"
+        ahead = "at least as accurate as" if sign * w >= sign * bo["metrics"][key] else "BEHIND"
+        line += (f" Default recipe (whole): {key} {fmt(w)}; onnxruntime's default (quantize_static, MinMax): {d}; "
+                 f"the default recipe is {ahead} onnxruntime's best.")
+    return line
 
 
 def main(argv=None):

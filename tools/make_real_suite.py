@@ -36,12 +36,44 @@ Models (--models, comma separated; default all):
   ppocr_det           PP-OCRv4 text detector (DB) from the same wheel, a
                       dense probability map; input [N,3,320,320] of rendered
                       text blocks; metric: IoU of the maps binarized at 0.3
+  magika              magika's file-type classifier (ONNX as shipped, opset
+                      15; 1-D convolution over byte embeddings, 214 content
+                      types): input bytes [N,2048] int32, the first and last
+                      1024 bytes of a file, whitespace stripped, padded with
+                      256, as magika featurizes; metric: top-1 agreement
+  silero_vad          Silero VAD v6 (silero-vad, silero_vad.onnx as shipped,
+                      opset 16): an If on the sample rate whose branches
+                      hold the network (STFT and encoder convs, an LSTM); inputs input [N,576] (64 samples of
+                      context + a 512-sample chunk at 16 kHz), state
+                      [2,N,128] (stored [N,2,128]: sparq moves it), sr pinned
+                      to 16000 (meta.json "constants"); output the speech
+                      probability [N,1]; metric: speech decisions at 0.5
+                      agreeing with FP32, mean |probability change|
+  basic_pitch         Spotify's basic-pitch (nmp.onnx as shipped, opset 15;
+                      CQT front end + CNN): input [N,43844,1] (2 s at
+                      22050 Hz); output the note posteriorgram [N,172,88]
+                      (frames x piano keys); metric: IoU of the note maps
+                      binarized at basic-pitch's frame threshold 0.3
+
+A model whose wheel is not installed is skipped with a message (the others
+are still built).
 
 Data: natural photos from scikit-image's and scikit-learn's sample images
 (random crops, scales and flips; calibration and evaluation use different
 seeds), sentences from tools/real_suite_data/ (calibration sentences and
 paraphrase pairs are disjoint), and text lines rendered with Pillow's bundled
-font from those sentences. Everything is deterministic.
+font from those sentences. The file classifier reads real files of this
+machine (the Python environment's packages, /usr/include, /usr/share:
+sources, libraries, images, archives, documents; different files for the
+two splits), so its data depend on what is installed. Audio: the recordings
+audioflux's wheel ships (a sung scale, guitar chords, a metronome over
+chords, two notes) and the 30 s two-speaker conversation pyannote.audio's
+wheel ships (its sample/sample.wav); neither package is imported, only
+these files read (tools/requirements-suite-data.txt, installed with
+--no-deps). Calibration and evaluation take different
+recordings (the conversation and the singing: their first and second
+halves).
+Everything else is deterministic.
 
 A model whose meta.json carries this script's hash is skipped unless --force.
 
@@ -66,7 +98,8 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 DATA_DIR = os.path.join(HERE, "real_suite_data")
 OPSET = 17
-ALL_MODELS = ("efficientnet_lite0", "minilm_l6", "yolov8n_det", "ppocr_rec", "ppocr_det")
+ALL_MODELS = ("efficientnet_lite0", "minilm_l6", "yolov8n_det", "ppocr_rec", "ppocr_det", "magika", "silero_vad",
+              "basic_pitch")
 CALIB_SEED = 1001
 EVAL_SEED = 2002
 SEQ_LEN = 64
@@ -81,12 +114,15 @@ def script_hash() -> str:
     return h.hexdigest()[:16]
 
 
+class MissingWheel(Exception):
+    """A model's Python package is not installed: the model is skipped."""
+
+
 def package_dir(module: str, dist: str) -> str:
     """Folder of an installed package, found without importing it."""
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
-        raise SystemExit(f"make_real_suite: Python package {dist!r} is missing: "
-                         f"pip install -r tools/requirements-suite.txt")
+        raise MissingWheel(f"Python package {dist!r} is missing: pip install -r tools/requirements-suite.txt")
     return os.path.dirname(spec.origin)
 
 
@@ -294,14 +330,30 @@ def fix_input_shape(src, dst, input_name, dims):
     onnx.save(model, dst)
 
 
-def ort_outputs(path, feeds, batch=32):
+def ort_feed(feeds, i, j, meta=None):
+    """Samples i..j of the data files as onnxruntime's feed: an input of
+    meta["batch_axis"] (stored samples first, as sparq reads data) has its
+    samples moved to that axis, and meta["constants"] ({name: [value,
+    dtype]}) are added as arrays of the input's declared shape."""
+    meta = meta or {}
+    feed = {}
+    for k, v in feeds.items():
+        part = v[i:j]
+        axis = meta.get("batch_axis", {}).get(k)
+        feed[k] = np.ascontiguousarray(np.moveaxis(part, 0, axis)) if axis else part
+    for k, (value, dtype) in meta.get("constants", {}).items():
+        feed[k] = np.array(value, dtype)
+    return feed
+
+
+def ort_outputs(path, feeds, batch=32, meta=None, output=None):
     import onnxruntime as ort
 
     sess = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
     n = len(next(iter(feeds.values())))
     outs = []
     for i in range(0, n, batch):
-        outs.append(sess.run(None, {k: v[i:i + batch] for k, v in feeds.items()})[0])
+        outs.append(sess.run([output] if output else None, ort_feed(feeds, i, i + batch, meta))[0])
     return np.concatenate(outs)
 
 
@@ -493,12 +545,244 @@ def make_ppocr_det(out_dir, n_calib, n_eval):
     }
 
 
+# --------------------------------------------------------------------------
+# Data: files of this machine, audio recordings
+
+
+def machine_files(seed, per_kind=8):
+    """Real files of this machine, two disjoint lists (calibration,
+    evaluation) of (path, kind): per kind (the lower-cased extension, or the
+    name of extension-less files such as LICENSE), up to per_kind files
+    drawn at random, alternately given to each split; kinds with fewer than
+    2 files are left out. The lists interleave the kinds (one of each in
+    turn), so a prefix of either covers many kinds. Roots: the Python
+    environment's packages, /usr/include and /usr/share; files of fewer
+    than 8 bytes are left out (magika decides those without its model)."""
+    import sysconfig
+
+    roots = [sysconfig.get_paths()["purelib"], "/usr/include", "/usr/share"]
+    by_kind = {}
+    for root in roots:
+        for dirpath, dirnames, filenames in os.walk(root):
+            dirnames.sort()
+            for fname in sorted(filenames):
+                path = os.path.join(dirpath, fname)
+                if os.path.islink(path) or "__pycache__" in dirpath and not fname.endswith(".pyc"):
+                    continue
+                ext = os.path.splitext(fname)[1].lower()
+                kind = ext if ext and len(ext) <= 8 and ext[1:].isalnum() and not ext[1:].isdigit() else fname.upper()
+                by_kind.setdefault(kind, []).append(path)
+    rng = np.random.default_rng(seed)
+    splits = ([], [])
+    kinds = sorted(k for k, v in by_kind.items() if len(v) >= 2)
+    for kind in kinds:
+        paths = by_kind[kind]
+        chosen = []
+        for i in rng.permutation(len(paths)):
+            try:
+                if os.path.getsize(paths[i]) >= 8:
+                    chosen.append(paths[i])
+            except OSError:
+                continue
+            if len(chosen) == per_kind:
+                break
+        for j, path in enumerate(chosen[:len(chosen) // 2 * 2]):
+            splits[j % 2].append((j // 2, path, kind))
+    return tuple([(p, k) for _, p, k in sorted(split, key=lambda t: (t[0], t[2]))] for split in splits)
+
+
+def magika_features(path, beg_size=1024, end_size=1024, block_size=4096, padding_token=256):
+    """magika's features v2 (magika.Magika._extract_features_from_seekable):
+    at most block_size bytes from the start, lstrip()ed, the first beg_size
+    of them padded at the end with padding_token; at most block_size bytes
+    from the end, rstrip()ed, the last end_size padded at the start; the
+    model reads them concatenated, int32."""
+    size = os.path.getsize(path)
+    n = min(block_size, size)
+    with open(path, "rb") as f:
+        beg = f.read(n).lstrip()[:beg_size]
+        f.seek(size - n)
+        end = f.read(n).rstrip()
+        end = end[max(0, len(end) - end_size):]
+    beg_ints = list(beg) + [padding_token] * (beg_size - len(beg))
+    end_ints = [padding_token] * (end_size - len(end)) + list(end)
+    return np.array(beg_ints + end_ints, np.int32)
+
+
+AUDIO_CALIB = ("guitar_chord1.wav", "chord_metronome1.wav", "220.wav")
+AUDIO_EVAL = ("guitar_chord2.wav", "chord_metronome2.wav", "880.wav")
+
+
+def audio_recordings(rate):
+    """(calibration, evaluation) lists of (name, mono float32 in [-1, 1]
+    at `rate` Hz): speech = the 30 s two-speaker conversation pyannote.audio
+    ships (sample/sample.wav, 16 kHz; its sample.rttm: speech from 6.7 s
+    on), its first / second 15 s; singing = audioflux's voice.wav (a sung
+    scale), its first / second half; then audioflux's AUDIO_CALIB /
+    AUDIO_EVAL recordings; and the speech half mixed with the split's first
+    guitar recording at half its level (speech over music)."""
+    from math import gcd
+
+    import scipy.io.wavfile
+    import scipy.signal
+
+    folder = os.path.join(package_dir("audioflux", "audioflux"), "utils", "sample_data")
+    conversation = os.path.join(package_dir("pyannote.audio", "pyannote.audio"), "sample", "sample.wav")
+
+    def load(path):
+        sr, x = scipy.io.wavfile.read(path)
+        x = x.astype(np.float64)
+        if x.ndim == 2:
+            x = x.mean(1)
+        x /= max(np.max(np.abs(x)), 1e-9)
+        g = gcd(sr, rate)
+        return (0.9 * scipy.signal.resample_poly(x, rate // g, sr // g)).astype(np.float32)
+
+    def halves(x):
+        return x[:len(x) // 2], x[len(x) // 2:]
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # audioflux's files carry chunks scipy skips
+        speech = halves(load(conversation))
+        singing = halves(load(os.path.join(folder, "voice.wav")))
+        out = []
+        for k, names in enumerate((AUDIO_CALIB, AUDIO_EVAL)):
+            recs = [("speech", speech[k]), ("singing", singing[k])]
+            recs += [(n[:-4], load(os.path.join(folder, n))) for n in names]
+            guitar = recs[2][1]
+            n = min(len(speech[k]), len(guitar))
+            recs.append(("speech over " + names[0][:-4], (speech[k][:n] + 0.5 * guitar[:n]) / 1.5))
+            out.append(recs)
+    return out
+
+
+def spread(n_have, n_want, seed):
+    """Sorted indices of min(n_want, n_have) samples spread over n_have."""
+    if n_want >= n_have:
+        return np.arange(n_have)
+    return np.sort(np.random.default_rng(seed).choice(n_have, n_want, replace=False))
+
+
+def make_magika(out_dir, n_calib, n_eval):
+    import shutil
+
+    src = os.path.join(package_dir("magika", "magika"), "models", "standard_v3_3", "model.onnx")
+    shutil.copyfile(src, os.path.join(out_dir, "model.onnx"))
+    calib_files, eval_files = machine_files(CALIB_SEED)
+    calib_files, eval_files = calib_files[:n_calib], eval_files[:n_eval]
+    for name, files in (("calib", calib_files), ("eval", eval_files)):
+        np.savez(os.path.join(out_dir, name + ".npz"), bytes=np.stack([magika_features(p) for p, _ in files]))
+    return {
+        "task": "classifier",
+        "source": {"weights": "magika " + package_version("magika") + " (models/standard_v3_3/model.onnx)",
+                   "export": "as shipped (opset 15)"},
+        "inputs": {"bytes": [2048]},
+        "output": "target_label",
+        "preprocess": "the first 1024 bytes (lstrip) and last 1024 bytes (rstrip) of the first/last 4096, "
+                      "padded with 256, int32 (magika's features v2)",
+        "data": f"real files of this machine (Python packages, /usr/include, /usr/share), up to 4 per file "
+                f"kind per split, kinds interleaved; {len(calib_files)} / {len(eval_files)} files, "
+                f"{len({k for _, k in eval_files})} kinds in the evaluation split",
+        "eval_sources": [k for _, k in eval_files],
+        "metric": {"primary": "top1_agreement", "also": ["top5_overlap"]},
+    }
+
+
+def make_silero_vad(out_dir, n_calib, n_eval):
+    import shutil
+
+    import onnxruntime as ort
+
+    src = os.path.join(package_dir("silero_vad", "silero-vad"), "data", "silero_vad.onnx")
+    shutil.copyfile(src, os.path.join(out_dir, "model.onnx"))
+    sess = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+    sr, chunk, context = 16000, 512, 64
+    counts = {}
+    for split, recs, n, seed in zip(("calib", "eval"), audio_recordings(sr), (n_calib, n_eval),
+                                    (CALIB_SEED, EVAL_SEED)):
+        xs, states, probs, names = [], [], [], []
+        for name, audio in recs:
+            # silero-vad's OnnxWrapper: 64 samples of the previous chunk before
+            # each 512-sample chunk, the state carried over (FP32's own).
+            state = np.zeros((2, 1, 128), np.float32)
+            prev = np.zeros(context, np.float32)
+            for i in range(0, len(audio) - chunk + 1, chunk):
+                x = np.concatenate([prev, audio[i:i + chunk]])[None]
+                xs.append(x[0])
+                states.append(state[:, 0])
+                out, state = sess.run(None, {"input": x, "state": state, "sr": np.array(sr, np.int64)})
+                probs.append(float(out[0, 0]))
+                names.append(name)
+                prev = audio[i + chunk - context:i + chunk]
+        keep = spread(len(xs), n, seed)
+        np.savez(os.path.join(out_dir, split + ".npz"), input=np.stack(xs)[keep], state=np.stack(states)[keep])
+        p = np.array(probs)[keep]
+        counts[split] = (len(keep), int(np.sum(p > 0.5)), sorted(set(names)))
+    return {
+        "task": "vad",
+        "source": {"weights": "silero-vad " + package_version("silero-vad") + " (data/silero_vad.onnx)",
+                   "export": "as shipped (opset 16): an If on sr, each branch STFT/encoder convs and an LSTM"},
+        "inputs": {"input": [576], "state": [2, 128]},
+        "batch_axis": {"state": 1},
+        "constants": {"sr": [sr, "int64"]},
+        "output": "output",
+        "preprocess": "16 kHz mono; 64 samples of context + a 512-sample chunk; the state is FP32's own after "
+                      "the previous chunks of the recording (sr pinned to 16000)",
+        "data": "real recordings from wheels: pyannote.audio's two-speaker conversation, audioflux's sung scale, "
+                "guitar chords, metronome and notes (evaluation: " + ", ".join(counts["eval"][2]) + "; calibration: "
+                f"the other halves of the conversation and the singing, {', '.join(n[:-4] for n in AUDIO_CALIB)}), "
+                "every 512-sample chunk; "
+                f"{counts['calib'][0]} / {counts['eval'][0]} chunks drawn, of which FP32 calls "
+                f"{counts['calib'][1]} / {counts['eval'][1]} speech",
+        "threshold": 0.5,
+        "metric": {"primary": "decision_agreement", "also": ["mean_abs_change"]},
+    }
+
+
+def make_basic_pitch(out_dir, n_calib, n_eval):
+    import shutil
+
+    src = os.path.join(package_dir("basic_pitch", "basic-pitch"), "saved_models", "icassp_2022", "nmp.onnx")
+    shutil.copyfile(src, os.path.join(out_dir, "model.onnx"))
+    rate, window, hop = 22050, 43844, 11025  # basic-pitch's window (2 s); a 0.5 s hop for more windows
+    names = {}
+    for split, recs, n, seed in zip(("calib", "eval"), audio_recordings(rate), (n_calib, n_eval),
+                                    (CALIB_SEED, EVAL_SEED)):
+        windows = []
+        for name, audio in recs:
+            # basic-pitch pads half its overlap (15 frames of 256) in front.
+            audio = np.concatenate([np.zeros(15 * 256, np.float32), audio])
+            for i in range(0, max(1, len(audio) - window // 2), hop):
+                w = audio[i:i + window]
+                windows.append(np.pad(w, (0, window - len(w))))
+        keep = spread(len(windows), n, seed)
+        np.savez(os.path.join(out_dir, split + ".npz"),
+                 **{"serving_default_input_2:0": np.stack(windows)[keep][..., None].astype(np.float32)})
+        names[split] = (len(keep), [r[0] for r in recs])
+    return {
+        "task": "dense_map",
+        "source": {"weights": "basic-pitch " + package_version("basic-pitch") + " (saved_models/icassp_2022/nmp.onnx)",
+                   "export": "as shipped (opset 15)"},
+        "inputs": {"serving_default_input_2:0": [window, 1]},
+        "output": "StatefulPartitionedCall:1",
+        "preprocess": "22050 Hz mono, 7.5 frames of zeros in front, windows of 43844 samples every 0.5 s",
+        "data": "the silero_vad recordings (evaluation: " + ", ".join(names["eval"][1]) + "; calibration: "
+                f"the other halves of the conversation and the singing, {', '.join(n[:-4] for n in AUDIO_CALIB)}); "
+                f"{names['calib'][0]} / {names['eval'][0]} windows",
+        "threshold": 0.3,
+        "metric": {"primary": "map_iou", "also": []},
+    }
+
+
 MAKERS = {
     "efficientnet_lite0": make_efficientnet_lite0,
     "minilm_l6": make_minilm_l6,
     "yolov8n_det": make_yolov8n_det,
     "ppocr_rec": make_ppocr_rec,
     "ppocr_det": make_ppocr_det,
+    "magika": make_magika,
+    "silero_vad": make_silero_vad,
+    "basic_pitch": make_basic_pitch,
 }
 
 
@@ -514,11 +798,18 @@ def build(name, out_root, n_calib, n_eval, force):
     tmp_dir = out_dir + ".tmp"
     os.makedirs(tmp_dir, exist_ok=True)
     start = time.time()
-    meta = MAKERS[name](tmp_dir, n_calib, n_eval)
+    try:
+        meta = MAKERS[name](tmp_dir, n_calib, n_eval)
+    except MissingWheel as e:
+        for fname in os.listdir(tmp_dir):
+            os.remove(os.path.join(tmp_dir, fname))
+        os.rmdir(tmp_dir)
+        print(f"{name}: skipped: {e}")
+        return
     # The FP32 outputs on the evaluation split, from onnxruntime, for a check.
     with np.load(os.path.join(tmp_dir, "eval.npz")) as f:
         feeds = {k: f[k] for k in f.files}
-    ref = ort_outputs(os.path.join(tmp_dir, "model.onnx"), feeds)
+    ref = ort_outputs(os.path.join(tmp_dir, "model.onnx"), feeds, meta=meta, output=meta["output"])
     if not np.all(np.isfinite(ref)):
         raise SystemExit(f"{name}: the FP32 model's outputs are not finite")
     meta.update({"name": name, "stamp": stamp, "calib_samples": n_calib,

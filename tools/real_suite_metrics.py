@@ -178,6 +178,15 @@ def character_error_rate(ref_seqs, out_seqs):
     return edits / total if total else float(edits > 0)
 
 
+# ---------------------------------------------------------------- detectors of events (VAD)
+
+def decision_agreement(ref, out, threshold=0.5):
+    """Fraction of values on the same side of threshold as the reference's
+    (a value equal to it counts as above): a voice-activity detector's
+    speech / no-speech decisions."""
+    return float(np.mean((np.asarray(ref) >= threshold) == (np.asarray(out) >= threshold)))
+
+
 # ---------------------------------------------------------------- dense maps
 
 def binary_map_iou(ref, out, threshold=0.3):

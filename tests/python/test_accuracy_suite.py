@@ -4,6 +4,7 @@ floor for the detector (sqnr has no FP32 value to drop from)."""
 import os
 import sys
 
+import numpy as np
 import pytest
 
 yaml = pytest.importorskip("yaml")
@@ -11,7 +12,7 @@ yaml = pytest.importorskip("yaml")
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "bench"))
 import accuracy_suite as S  # noqa: E402
 
-PATHS = {"calib": "/d/calib.npz", "eval_small": "/d/eval_small.npz"}
+PATHS = {"calib": "/d/calib.npz", "eval": "/d/eval.npz", "eval_small": "/d/eval_small.npz"}
 
 
 @pytest.mark.parametrize("task,metric,key,value", [("classifier", "agreement", "max_drop", 5),
@@ -41,3 +42,47 @@ def test_pruned_variant_recipes(prune, structure, sparsity, allocation):
     assert p["enabled"] and p["recovery"] and p["structure"] == structure
     assert p.get("sparsity") == sparsity and p.get("allocation") == allocation
     assert p.get("sensitivity") == ({"recovery": True} if str(prune).endswith("r") else None)
+
+
+def test_constants_are_pinned_in_every_recipe():
+    sr = {"sr": [16000, "int64"]}
+    for quant in ("max", "whole"):
+        r = yaml.safe_load(S.sparq_recipe("/m.onnx", PATHS, "/out", quant, False, "sqnr", constants=sr))
+        assert r["data"]["constants"] == {"sr": 16000}
+
+
+@pytest.mark.parametrize("metric,written,gate", [("agreement", "agreement", None),
+                                                 ("cosine", "mean_cosine", None),
+                                                 ("sqnr", "sqnr", {"min_sqnr_db": 30})])
+def test_whole_default_recipe_has_no_quantize_section(metric, written, gate):
+    r = yaml.safe_load(S.sparq_recipe("/m.onnx", PATHS, "/out", "whole", False, metric))
+    assert "quantize" not in r
+    assert r["data"]["evaluation"] == PATHS["eval"]  # what a user gives: the gate reads the evaluation split
+    assert r["evaluate"].get("gate") == gate and r["evaluate"]["metric"] == written
+
+
+def test_ort_feed_moves_the_batch_axis_and_adds_constants():
+    feeds = {"input": np.zeros((5, 576), np.float32), "state": np.arange(5 * 2 * 3, dtype=np.float32).reshape(5, 2, 3)}
+    f = S.ort_feed(feeds, 1, 4, {"batch_axis": {"state": 1}, "constants": {"sr": [16000, "int64"]}})
+    assert f["input"].shape == (3, 576) and f["state"].shape == (2, 3, 3)
+    np.testing.assert_array_equal(f["state"][:, 0], feeds["state"][1])
+    assert f["sr"].shape == () and f["sr"].dtype == np.int64 and int(f["sr"]) == 16000
+
+
+def test_int8_op_count_sees_a_float_file(tmp_path):
+    onnx = pytest.importorskip("onnx")
+    from onnx import TensorProto, helper
+
+    def save(nodes, name):
+        g = helper.make_graph(nodes, "g", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1])],
+                              [helper.make_tensor("s", TensorProto.FLOAT, [], [0.1])])
+        path = str(tmp_path / name)
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), path)
+        return path
+
+    float_file = save([helper.make_node("Relu", ["x"], ["y"])], "f.onnx")
+    qdq_file = save([helper.make_node("QuantizeLinear", ["x", "s"], ["q"]),
+                     helper.make_node("DequantizeLinear", ["q", "s"], ["y"])], "q.onnx")
+    assert S.int8_op_count(float_file) == 0
+    assert S.int8_op_count(qdq_file) == 1

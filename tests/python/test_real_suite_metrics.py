@@ -82,3 +82,10 @@ def test_box_metrics_match_the_cpp_cases():
     assert m["box_recall"] == pytest.approx(0.75)
     assert m["box_precision"] == pytest.approx(1.0)
     assert m["score_drift"] == pytest.approx(0.05 / 3, abs=1e-7)
+
+
+def test_decision_agreement_counts_the_threshold_as_above():
+    ref = np.array([[0.1], [0.5], [0.9], [0.49]], np.float32)
+    out = np.array([[0.2], [0.49], [0.5], [0.51]], np.float32)
+    assert M.decision_agreement(ref, out, 0.5) == pytest.approx(0.5)
+    assert M.decision_agreement(ref, ref) == 1.0
