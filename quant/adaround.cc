@@ -100,35 +100,58 @@ std::vector<float> AdaRoundProblem::InitialV() const {
 
 StatusOr<double> AdaRoundProblem::Loss(const std::vector<float>& v, double beta, double lambda,
                                        std::vector<float>* grad) const {
+  double loss = 0.0;
+  SPARQ_RETURN_IF_ERROR(Evaluate(v, beta, lambda, grad, &loss));
+  return loss;
+}
+
+Status AdaRoundProblem::Evaluate(const std::vector<float>& v, double beta, double lambda, std::vector<float>* grad,
+                                 double* value) const {
   const int64_t n = rows_ * cols_;
   if (v.size() != static_cast<size_t>(n)) return Status::InvalidArgument("adaround: V of another size");
-  std::vector<float> e(static_cast<size_t>(n)), y(static_cast<size_t>(n));
+  std::vector<float>& e = scratch_e_;
+  std::vector<float>& y = scratch_y_;
+  std::vector<float>& sig = scratch_sig_;
+  e.resize(static_cast<size_t>(n));
+  y.resize(static_cast<size_t>(n));
+  sig.resize(static_cast<size_t>(n));
   for (int64_t i = 0; i < n; ++i) {
-    const float q = std::clamp(floor_[i] + AdaRoundH(v[i]), kQmin, kQmax);
-    e[i] = scales_[i / cols_] * q - w_[i];
+    sig[i] = Sigmoid(v[i]);
+    const float h = std::clamp(sig[i] * (kAdaRoundZeta - kAdaRoundGamma) + kAdaRoundGamma, 0.0f, 1.0f);
+    e[i] = scales_[i / cols_] * std::clamp(floor_[i] + h, kQmin, kQmax) - w_[i];
   }
   SPARQ_RETURN_IF_ERROR(TimesH(e.data(), y.data()));
-  double loss = 0.0;
-  for (int64_t i = 0; i < n; ++i) loss += static_cast<double>(e[i]) * y[i];
+  if (value) {
+    double loss = 0.0;
+    for (int64_t i = 0; i < n; ++i) loss += static_cast<double>(e[i]) * y[i];
+    if (lambda > 0.0) {
+      for (int64_t i = 0; i < n; ++i) {
+        const float h = std::clamp(sig[i] * (kAdaRoundZeta - kAdaRoundGamma) + kAdaRoundGamma, 0.0f, 1.0f);
+        loss += lambda * (1.0 - std::pow(static_cast<double>(std::fabs(2.0f * h - 1.0f)), beta));
+      }
+    }
+    *value = loss;
+  }
+  if (!grad) return Status::OK();
+  grad->resize(static_cast<size_t>(n));
   const float b = static_cast<float>(beta), lam = static_cast<float>(lambda);
-  if (grad) grad->assign(static_cast<size_t>(n), 0.0f);
   for (int64_t i = 0; i < n; ++i) {
-    const float sig = Sigmoid(v[i]);
-    const float raw = sig * (kAdaRoundZeta - kAdaRoundGamma) + kAdaRoundGamma;
-    const float h = std::clamp(raw, 0.0f, 1.0f);
-    const float a = std::fabs(2.0f * h - 1.0f);
-    if (lambda > 0.0) loss += lambda * (1.0 - std::pow(static_cast<double>(a), beta));
-    if (!grad || raw <= 0.0f || raw >= 1.0f) continue;  // h clipped: no gradient through it
-    const float q = floor_[i] + h;
+    const float raw = sig[i] * (kAdaRoundZeta - kAdaRoundGamma) + kAdaRoundGamma;
+    if (raw <= 0.0f || raw >= 1.0f) {  // h clipped: no gradient through it
+      (*grad)[i] = 0.0f;
+      continue;
+    }
+    const float q = floor_[i] + raw;
     float dh = (q >= kQmin && q <= kQmax) ? 2.0f * y[i] * scales_[i / cols_] : 0.0f;
-    if (lambda > 0.0 && a > 0.0f) {
+    const float a = std::fabs(2.0f * raw - 1.0f);
+    if (lam > 0.0f && a > 0.0f) {
       // d/dh (1 - |2h - 1|^beta) = -2 beta |2h - 1|^(beta - 1) sign(2h - 1)
       const float d = 2.0f * b * std::pow(a, b - 1.0f);
-      dh += lam * (2.0f * h - 1.0f > 0.0f ? -d : d);
+      dh += lam * (2.0f * raw - 1.0f > 0.0f ? -d : d);
     }
-    (*grad)[i] = dh * sig * (1.0f - sig) * (kAdaRoundZeta - kAdaRoundGamma);
+    (*grad)[i] = dh * sig[i] * (1.0f - sig[i]) * (kAdaRoundZeta - kAdaRoundGamma);
   }
-  return loss;
+  return Status::OK();
 }
 
 StatusOr<double> AdaRoundProblem::OutputError(const std::vector<int8_t>& codes) const {
@@ -174,7 +197,7 @@ StatusOr<std::vector<int8_t>> AdaRoundProblem::Solve(const AdaRoundOptions& opti
       beta = options.beta_end + (options.beta_start - options.beta_end) * std::max(0.0, 1.0 - rel);
       lambda = options.regularization;
     }
-    SPARQ_RETURN_IF_ERROR(Loss(v, beta, lambda, &grad).status());
+    SPARQ_RETURN_IF_ERROR(Evaluate(v, beta, lambda, &grad, nullptr));
     state.Step(v.data(), grad.data(), free.data());
   }
   return CodesOf(v);

@@ -44,11 +44,15 @@ class AdaRoundProblem {
  private:
   // y [rows, cols] = e [rows, cols] H.
   Status TimesH(const float* e, float* y) const;
+  // The gradient into grad (may be null) and the loss into value (may be null).
+  Status Evaluate(const std::vector<float>& v, double beta, double lambda, std::vector<float>* grad,
+                  double* value) const;
 
   int64_t rows_ = 0, cols_ = 0;
   std::vector<float> w_, scales_, h_, floor_;  // floor_: floor(W / s)
   PackedGemmF32 packed_h_;
   bool use_gemm_ = false;
+  mutable std::vector<float> scratch_e_, scratch_y_, scratch_sig_;  // per call; a problem is used by one thread
 };
 
 // The rectified sigmoid and its constants.

@@ -32,7 +32,7 @@
 namespace sparq {
 
 struct SPARQ_API AdaRoundOptions {
-  int iterations = 1000;        // Adam steps per layer (the paper: 10,000); >= 1
+  int iterations = 500;         // Adam steps per layer (the paper: 10,000); >= 1
   double regularization = 0.01; // lambda; >= 0
   double warmup = 0.2;          // fraction of the iterations without the regularizer; [0, 1)
   double beta_start = 20.0;     // the regularizer's exponent, decayed linearly after warm-up
