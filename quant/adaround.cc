@@ -29,6 +29,9 @@ namespace {
 constexpr float kQmin = -127.0f, kQmax = 127.0f;
 // Below this many columns H is applied by a plain loop (depthwise Conv: 9 or 25).
 constexpr int64_t kGemmMinCols = 32;
+// MatMul / Gemm inputs of at most cols / 4 rows in all: H applied as X^T X
+// from the rows (2 n cols multiply-adds per weight row instead of cols^2).
+constexpr int64_t kFactorRowsDivisor = 4;
 
 float Sigmoid(float v) { return 1.0f / (1.0f + std::exp(-v)); }
 
@@ -67,7 +70,55 @@ StatusOr<AdaRoundProblem> AdaRoundProblem::Create(std::vector<float> w, std::vec
   return p;
 }
 
+StatusOr<AdaRoundProblem> AdaRoundProblem::CreateFromRows(std::vector<float> w, std::vector<float> scales,
+                                                          const std::vector<float>& x, int64_t n, int64_t rows,
+                                                          int64_t cols) {
+  if (n <= 0 || x.size() != static_cast<size_t>(n * cols)) {
+    return Status::InvalidArgument("adaround: " + std::to_string(x.size()) + " input values for " +
+                                   std::to_string(n) + " rows of " + std::to_string(cols));
+  }
+  for (float v : x)
+    if (!std::isfinite(v)) return Status::InvalidArgument("adaround: input rows hold NaN or Inf");
+  // A 1x1 stand-in H passes Create's checks; TimesH uses the factors.
+  SPARQ_ASSIGN_OR_RETURN(AdaRoundProblem p,
+                         Create(std::move(w), std::move(scales), std::vector<float>(static_cast<size_t>(cols * cols)),
+                                rows, cols));
+  p.use_gemm_ = false;
+  p.h_.clear();
+  p.packed_h_ = PackedGemmF32{};
+  p.factor_rows_ = n;
+  std::vector<float> xt(static_cast<size_t>(cols * n));
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t c = 0; c < cols; ++c) xt[c * n + r] = x[r * cols + c];
+  const PackedFormat format = PreferredGemmF32Format(ActiveIsa());
+  SPARQ_ASSIGN_OR_RETURN(p.packed_x_, PackGemmF32(x.data(), n, cols, format, /*strips=*/true));
+  SPARQ_ASSIGN_OR_RETURN(p.packed_xt_, PackGemmF32(xt.data(), cols, n, format, /*strips=*/true));
+  return p;
+}
+
+namespace {
+
+// y [m, w.rows] = x [m, w.k] w^T on the FP32 GEMM, one thread.
+Status Gemm(const PackedGemmF32& w, const float* x, int64_t m, float* y) {
+  GemmF32Args args;
+  args.w = &w;
+  args.m = m;
+  args.x = x;
+  args.ld_x = w.k;
+  args.y = y;
+  args.ld_y = w.rows;
+  args.pool = nullptr;  // one thread per problem: the same bits for any thread count
+  return RunGemmF32(args);
+}
+
+}  // namespace
+
 Status AdaRoundProblem::TimesH(const float* e, float* y) const {
+  if (factor_rows_ > 0) {  // e H = (e X^T) X
+    scratch_t_.resize(static_cast<size_t>(rows_ * factor_rows_));
+    SPARQ_RETURN_IF_ERROR(Gemm(packed_x_, e, rows_, scratch_t_.data()));
+    return Gemm(packed_xt_, scratch_t_.data(), rows_, y);
+  }
   if (!use_gemm_) {
     for (int64_t r = 0; r < rows_; ++r)
       for (int64_t j = 0; j < cols_; ++j) {
@@ -77,15 +128,7 @@ Status AdaRoundProblem::TimesH(const float* e, float* y) const {
       }
     return Status::OK();
   }
-  GemmF32Args args;
-  args.w = &packed_h_;
-  args.m = rows_;
-  args.x = e;
-  args.ld_x = cols_;
-  args.y = y;
-  args.ld_y = cols_;
-  args.pool = nullptr;  // one thread per problem: the same bits for any thread count
-  return RunGemmF32(args);
+  return Gemm(packed_h_, e, rows_, y);  // H is symmetric: e H^T = e H
 }
 
 std::vector<float> AdaRoundProblem::InitialV() const {
@@ -327,6 +370,7 @@ struct Job {
   size_t target;
   int64_t group;
   const InputStatistics* x;
+  const std::vector<float>* rows = nullptr;  // X itself when kept (few rows)
 };
 
 }  // namespace
@@ -360,6 +404,7 @@ StatusOr<AdaRoundResult> MeasureAdaRound(const Model& input, const BatchFn& batc
   const int threads = adaround.threads;
   ThreadPool* pool = SharedThreadPool(threads);
   std::map<std::string, InputStatistics> shared;
+  std::map<std::string, std::vector<float>> kept_rows;  // MatMul / Gemm inputs of few rows
   auto observe = [&](const std::string& name, const Tensor& x) -> Status {
     auto it = readers.find(name);
     if (it == readers.end() || x.dtype() != DataType::kFloat32) return Status::OK();
@@ -379,6 +424,13 @@ StatusOr<AdaRoundResult> MeasureAdaRound(const Model& input, const BatchFn& batc
         if (s.k == 0) s.k = k, s.gram.assign(static_cast<size_t>(k * k), 0.0);
         st = AddToGram(x.data<float>(), rows, k, &s.gram, nullptr, pool);
         s.rows += rows;
+        // Few rows (a classifier head): kept, so the fit multiplies by X^T X without forming it.
+        std::vector<float>& kept = kept_rows[name];
+        if (s.rows <= k / kFactorRowsDivisor) {
+          kept.insert(kept.end(), x.data<float>(), x.data<float>() + rows * k);
+        } else {
+          std::vector<float>().swap(kept);
+        }
       }
       if (!st.ok()) return Status::InvalidArgument("adaround: " + t.node.Describe() + ", input '" + name + "': " + st.message());
     }
@@ -412,7 +464,8 @@ StatusOr<AdaRoundResult> MeasureAdaRound(const Model& input, const BatchFn& batc
       for (size_t gi = 0; gi < t.conv.size(); ++gi)
         if (t.conv[gi].rows > 0) jobs.push_back({i, static_cast<int64_t>(gi), &t.conv[gi]});
     } else if (auto s = shared.find(t.node.inputs[0]); s != shared.end() && s->second.rows > 0) {
-      jobs.push_back({i, 0, &s->second});
+      auto kept = kept_rows.find(t.node.inputs[0]);
+      jobs.push_back({i, 0, &s->second, kept != kept_rows.end() && !kept->second.empty() ? &kept->second : nullptr});
     }
   }
   struct Fit {
@@ -434,10 +487,18 @@ StatusOr<AdaRoundResult> MeasureAdaRound(const Model& input, const BatchFn& batc
       std::vector<float> s(static_cast<size_t>(group_rows));
       for (int64_t r = 0; r < group_rows; ++r)
         s[r] = t.nearest.scales.numel() == 1 ? t.nearest.scales.data<float>()[0] : t.nearest.scales.data<float>()[r0 + r];
-      std::vector<float> h(static_cast<size_t>(cols * cols));
       const double inv_n = 1.0 / static_cast<double>(j.x->rows);
-      for (size_t q = 0; q < h.size(); ++q) h[q] = static_cast<float>(j.x->gram[q] * inv_n);
-      auto problem = AdaRoundProblem::Create(std::move(w), std::move(s), std::move(h), group_rows, cols);
+      StatusOr<AdaRoundProblem> problem = Status::Internal("adaround: no problem");
+      if (j.rows != nullptr) {
+        std::vector<float> x(*j.rows);
+        const float f = static_cast<float>(std::sqrt(inv_n));
+        for (float& v : x) v *= f;
+        problem = AdaRoundProblem::CreateFromRows(std::move(w), std::move(s), x, j.x->rows, group_rows, cols);
+      } else {
+        std::vector<float> h(static_cast<size_t>(cols * cols));
+        for (size_t q = 0; q < h.size(); ++q) h[q] = static_cast<float>(j.x->gram[q] * inv_n);
+        problem = AdaRoundProblem::Create(std::move(w), std::move(s), std::move(h), group_rows, cols);
+      }
       if (!problem.ok()) {
         fits[ji] = problem.status();
         continue;

@@ -19,6 +19,12 @@ class AdaRoundProblem {
   static StatusOr<AdaRoundProblem> Create(std::vector<float> w, std::vector<float> scales, std::vector<float> h,
                                           int64_t rows, int64_t cols);
 
+  // The same with H = X^T X given by its rows X [n, cols] (already scaled by
+  // 1/sqrt(N)): cheaper when n < cols / 2 (a classifier head sees one row per
+  // sample): each step is 2 rows * cols * n multiply-adds instead of rows * cols^2.
+  static StatusOr<AdaRoundProblem> CreateFromRows(std::vector<float> w, std::vector<float> scales,
+                                                  const std::vector<float>& x, int64_t n, int64_t rows, int64_t cols);
+
   int64_t rows() const { return rows_; }
   int64_t cols() const { return cols_; }
 
@@ -52,7 +58,10 @@ class AdaRoundProblem {
   std::vector<float> w_, scales_, h_, floor_;  // floor_: floor(W / s)
   PackedGemmF32 packed_h_;
   bool use_gemm_ = false;
-  mutable std::vector<float> scratch_e_, scratch_y_, scratch_sig_;  // per call; a problem is used by one thread
+  // CreateFromRows: X [n, cols] and X^T [cols, n] packed; H is not formed.
+  int64_t factor_rows_ = 0;
+  PackedGemmF32 packed_x_, packed_xt_;
+  mutable std::vector<float> scratch_e_, scratch_y_, scratch_sig_, scratch_t_;  // per call; a problem is used by one thread
 };
 
 // The rectified sigmoid and its constants.

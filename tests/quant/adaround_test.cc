@@ -166,6 +166,32 @@ TEST(AdaRound, IdentityHessianStaysAtNearest) {
   }
 }
 
+// H given by its rows (few rows: a classifier head) is the same problem as H formed.
+TEST(AdaRound, RowsFormMatchesTheGramForm) {
+  const int64_t rows = 5, cols = 48, n = 10;
+  std::vector<float> w, s;
+  RandomWeights(rows, cols, 41, &w, &s);
+  Tensor xt = testing::RandomFloats({n, cols}, 42);
+  std::vector<float> x(xt.data<float>(), xt.data<float>() + n * cols);
+  std::vector<float> h(static_cast<size_t>(cols * cols), 0.0f);
+  for (int64_t r = 0; r < n; ++r)
+    for (int64_t i = 0; i < cols; ++i)
+      for (int64_t j = 0; j < cols; ++j) h[i * cols + j] += x[r * cols + i] * x[r * cols + j];
+  auto gram = AdaRoundProblem::Create(w, s, h, rows, cols);
+  auto factor = AdaRoundProblem::CreateFromRows(w, s, x, n, rows, cols);
+  ASSERT_TRUE(gram.ok() && factor.ok()) << factor.status().ToString();
+  const std::vector<float> v = gram->InitialV();
+  std::vector<float> v2 = v;
+  for (size_t i = 0; i < v2.size(); ++i) v2[i] += 0.3f * std::sin(static_cast<float>(i));
+  std::vector<float> g1, g2;
+  const double l1 = *gram->Loss(v2, 3.0, 0.01, &g1), l2 = *factor->Loss(v2, 3.0, 0.01, &g2);
+  EXPECT_NEAR(l1, l2, 1e-4 * std::fabs(l1));
+  float max_g = 0.0f;
+  for (float g : g1) max_g = std::max(max_g, std::fabs(g));
+  for (size_t i = 0; i < g1.size(); ++i) EXPECT_NEAR(g1[i], g2[i], 1e-4f * max_g) << i;
+  EXPECT_FALSE(AdaRoundProblem::CreateFromRows(w, s, x, n + 1, rows, cols).ok());
+}
+
 TEST(AdaRound, BadProblemsAreNamed) {
   EXPECT_FALSE(AdaRoundProblem::Create({1, 2}, {0.1f}, {1}, 1, 2).ok());       // H of 1 value for 2 columns
   EXPECT_FALSE(AdaRoundProblem::Create({1, 2}, {0.0f}, {1, 0, 0, 1}, 1, 2).ok());  // scale 0
