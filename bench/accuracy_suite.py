@@ -497,6 +497,10 @@ def run_model(args, name, save):
 
     variants = [(f"sparq int8 {m}", "sparq", (m, False)) for m in SPARQ_METHODS if m in args.sparq_methods]
     variants += [(f"sparq int8 {m} + bias correction", "sparq", (m + "+bc", False)) for m in args.bias_correction if m]
+    # quantize.rounding adaround (sparq/adaround.h), alone and with bias correction
+    variants += [(f"sparq int8 {m} + adaround", "sparq", (m + "+rounding: adaround", False)) for m in args.adaround if m]
+    variants += [(f"sparq int8 {m} + adaround + bias correction", "sparq",
+                  (m + "+rounding: adaround;bias_correction: true", False)) for m in args.adaround if m]
     variants += [("sparq int8 " + label, "sparq", (spec, False)) for label, spec in TASK_VARIANTS.get(meta["task"], ())]
     variants.append(("sparq int8 default recipe (search)", "sparq", ("default", False)))
     variants.append(("sparq default recipe, whole (search, gate, fallback)", "sparq", ("whole", False)))
@@ -711,6 +715,9 @@ def main(argv=None):
     ap.add_argument("--sparq-methods", default=",".join(SPARQ_METHODS))
     ap.add_argument("--bias-correction", default="max",
                     help="calibration methods (comma) of extra INT8 variants with quantize.bias_correction on")
+    ap.add_argument("--adaround", default="",
+                    help="calibration methods (comma) of extra INT8 variants with quantize.rounding adaround "
+                         "(alone and with bias correction)")
     ap.add_argument("--fallback-methods", default="kl",
                     help="calibration methods (comma) of the '+ fallback' variants (tasks with a fallback gate)")
     ap.add_argument("--variant", action="append", default=[],
@@ -744,6 +751,7 @@ def main(argv=None):
     args.work = os.path.abspath(args.work)
     args.sparq_methods = args.sparq_methods.split(",")
     args.bias_correction = args.bias_correction.split(",")
+    args.adaround = args.adaround.split(",")
     args.fallback_methods = args.fallback_methods.split(",")
     args.fp8_methods = [m for m in args.fp8_methods.split(",") if m]
     args.prune_variants = [p for p in args.prune_variants.split(",") if p]

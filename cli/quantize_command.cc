@@ -15,6 +15,7 @@ RunFn AddQuantizeCommand(CLI::App& app) {
     std::string precision = "int8";
     std::string format;  // qdq (int8) / matmulnbits (int4) when not given
     std::string method = "rtn";
+    std::string rounding = "nearest";
     bool per_tensor = false;
     bool json = false;
   };
@@ -35,9 +36,14 @@ RunFn AddQuantizeCommand(CLI::App& app) {
       ->capture_default_str();
   sub->add_flag("--symmetric", args->options.int4_options.symmetric, "int4: int4 codes without zero points");
   sub->add_option("--method", args->method, "int4: rtn | gptq | awq (gptq and awq read --data)")->capture_default_str();
-  sub->add_option("--data", args->options.data, "int4 gptq / awq: calibration inputs (.npz or a folder of .npy)");
-  sub->add_option("--batch-size", args->options.batch_size, "int4 gptq / awq: samples per batch")->capture_default_str();
-  sub->add_option("--samples", args->options.samples, "int4 gptq / awq: the first N samples of --data (0 = all)");
+  sub->add_option("--data", args->options.data,
+                  "int4 gptq / awq, int8 --rounding adaround: calibration inputs (.npz or a folder of .npy)");
+  sub->add_option("--batch-size", args->options.batch_size, "with --data: samples per batch")->capture_default_str();
+  sub->add_option("--samples", args->options.samples, "with --data: the first N samples of --data (0 = all)");
+  sub->add_option("--rounding", args->rounding,
+                  "int8 weights: nearest | adaround (AdaRound fitted on --data, QDQ only)")->capture_default_str();
+  sub->add_option("--adaround-iterations", args->options.adaround_options.iterations,
+                  "--rounding adaround: Adam steps per layer")->capture_default_str();
   sub->add_flag("--per-tensor,!--per-channel", args->per_tensor,
                 "One scale per weight tensor instead of one per output channel (default: per channel)");
   sub->add_flag("--json", args->json, "Print each layer's precision as JSON on stdout");
@@ -107,6 +113,10 @@ Exit status: 0 written, 2 error.)");
                          args->json);
     }
     q.per_channel = !args->per_tensor;
+    if (args->rounding == "adaround") args->options.adaround = true;
+    else if (args->rounding != "nearest")
+      return ReportError(Status::InvalidArgument("--rounding must be nearest or adaround, got '" + args->rounding + "'"),
+                         args->json);
     auto result = QuantizeFiles(args->options);
     if (!result.ok()) return ReportError(result.status(), args->json);
     if (!result->opset_upgrade.empty()) std::cerr << "sparq: " << result->opset_upgrade << "\n";

@@ -175,7 +175,12 @@ StatusOr<QuantizeFilesResult> QuantizeFiles(const QuantizeFilesOptions& options)
     return Status::InvalidArgument("output " + options.output + " is the calibration table: sparq never overwrites it");
   }
   if (options.int4) return QuantizeInt4Files(options);
-  SPARQ_ASSIGN_OR_RETURN(Model model, LoadModel(options.model));
+  if (options.adaround && options.data.empty())
+    return Status::InvalidArgument("adaround rounding needs data (the layers' inputs; --data)");
+  DatasetOptions d;
+  SPARQ_ASSIGN_OR_RETURN(Model model, options.adaround
+                                          ? LoadModelForData(options.model, options.batch_size, options.samples, &d)
+                                          : LoadModel(options.model));
   SPARQ_RETURN_IF_ERROR(CheckSupported(model));
   auto table = CalibrationTable::Load(options.scales);
   if (!table.ok()) return table.status().WithContext("scales " + options.scales);
@@ -192,7 +197,14 @@ StatusOr<QuantizeFilesResult> QuantizeFiles(const QuantizeFilesOptions& options)
   SPARQ_RETURN_IF_ERROR(
       CheckCalibrationTable(model, *table, q, &result.report.warnings).WithContext("scales " + options.scales));
   std::vector<std::string> check_warnings = std::move(result.report.warnings);
-  SPARQ_ASSIGN_OR_RETURN(Model quantized, QuantizeModel(model, *table, q, &result.report));
+  QuantizeOptions rounded = q;
+  if (options.adaround) {
+    SPARQ_ASSIGN_OR_RETURN(BatchSource data, OpenDataset(options.data, model.graph, d));
+    auto measured = MeasureAdaRound(model, data(), q, options.adaround_options);
+    if (!measured.ok()) return measured.status().WithContext("adaround on " + options.data);
+    rounded.rounded_weights = std::move(measured->weights);
+  }
+  SPARQ_ASSIGN_OR_RETURN(Model quantized, QuantizeModel(model, *table, rounded, &result.report));
   result.report.warnings.insert(result.report.warnings.begin(), check_warnings.begin(), check_warnings.end());
   quantized.producer_name = "sparq";
   quantized.producer_version = Version();

@@ -97,6 +97,8 @@ constexpr EnumEntry<Precision> kPrecisions[] = {
     {Precision::kFp8, "fp8"}};
 constexpr EnumEntry<Int4Method> kInt4Methods[] = {
     {Int4Method::kRtn, "rtn"}, {Int4Method::kGptq, "gptq"}, {Int4Method::kAwq, "awq"}};
+constexpr EnumEntry<RecipeQuantize::Rounding> kRoundings[] = {{RecipeQuantize::Rounding::kNearest, "nearest"},
+                                                              {RecipeQuantize::Rounding::kAdaRound, "adaround"}};
 constexpr EnumEntry<Int4Format> kInt4Formats[] = {{Int4Format::kMatMulNBits, "matmulnbits"}, {Int4Format::kQdq, "qdq"}};
 const EnumEntry<LayerPrecision> kLayerPrecisions[] = {{LayerPrecision::kINT8, PrecisionName(LayerPrecision::kINT8)},
                                                      {LayerPrecision::kFP16, PrecisionName(LayerPrecision::kFP16)},
@@ -649,6 +651,12 @@ void RecipeParser::ParseQuantize(MapReader m) {
   m.Read("fold_batchnorm", &q.fold_batchnorm);
   m.Read("gather_int8", &q.gather_int8);
   m.Read("bias_correction", &q.bias_correction);
+  m.ReadEnum("rounding", kRoundings, &q.rounding);
+  MapReader ar = m.Child("adaround");
+  ar.Read("iterations", &q.adaround.iterations, Bounds::AtLeast(1));
+  ar.Finish();
+  if (m.Has("adaround") && q.rounding != RecipeQuantize::Rounding::kAdaRound && !diag_.FailedAt(m.PathOf("rounding")))
+    diag_.Warning(m.LineOf("adaround"), m.PathOf("adaround"), "is not used: quantize.rounding is not adaround");
   m.Read("quantize_outputs", &q.quantize_outputs);
 
   diag_.AddKnownKeys("quantize.layers[]", {"match", "precision"});
@@ -915,6 +923,8 @@ void RecipeParser::CheckAcrossSections() {
       fp8_error("quantize.calibration.symmetric", "must be true for quantize.precision fp8 (float8 zero points are 0)");
     if (q.bias_correction)
       fp8_error("quantize.bias_correction", "measures the error of int8 weights; not available with precision fp8");
+    if (q.rounding == RecipeQuantize::Rounding::kAdaRound)
+      fp8_error("quantize.rounding", "adaround rounds int8 weights; not available with precision fp8");
   }
 
   // The search chooses a static INT8 calibration: written where none runs,
@@ -933,6 +943,17 @@ void RecipeParser::CheckAcrossSections() {
         diag_.Error(diag_.LineFor("quantize.search"), "quantize.search",
                     std::string("cannot search: ") + why + " (it chooses a static INT8 calibration)");
     }
+  }
+
+  // AdaRound: static INT8 weights in QDQ form.
+  if (q.enabled && q.rounding == RecipeQuantize::Rounding::kAdaRound && diag_.Written("quantize.rounding") &&
+      !diag_.FailedAt("quantize.rounding")) {
+    const char* why = precision_ok && (q.precision == Precision::kFp16 || q.precision == Precision::kInt4)
+                          ? "rounds int8 weights; quantize.precision must be int8 or mixed"
+                      : q.mode == RecipeQuantize::Mode::kDynamic ? "rounds static INT8 weights, not quantize.mode dynamic"
+                      : r.output.format == Format::kQOperator    ? "is written in QDQ form only, not output.format qoperator"
+                                                                 : nullptr;
+    if (why != nullptr) diag_.Error(diag_.LineFor("quantize.rounding"), "quantize.rounding", std::string("adaround ") + why);
   }
 
   if (q.enabled && q.mode == RecipeQuantize::Mode::kDynamic && !diag_.FailedAt("quantize.mode")) {

@@ -163,6 +163,13 @@ void EmitQuantize(YAML::Emitter& e, const RecipeQuantize& q) {
   e << YAML::Key << "fold_batchnorm" << YAML::Value << q.fold_batchnorm;
   e << YAML::Key << "gather_int8" << YAML::Value << q.gather_int8;
   e << YAML::Key << "bias_correction" << YAML::Value << q.bias_correction;
+  e << YAML::Key << "rounding" << YAML::Value
+    << (q.rounding == RecipeQuantize::Rounding::kAdaRound ? "adaround" : "nearest");
+  if (q.rounding == RecipeQuantize::Rounding::kAdaRound) {
+    e << YAML::Key << "adaround" << YAML::Value << YAML::BeginMap;
+    e << YAML::Key << "iterations" << YAML::Value << q.adaround.iterations;
+    e << YAML::EndMap;
+  }
   e << YAML::Key << "quantize_outputs" << YAML::Value << q.quantize_outputs;
   e << YAML::Key << "smooth" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "enabled" << YAML::Value << q.smooth.enabled;

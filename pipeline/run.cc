@@ -13,6 +13,7 @@
 #include "pipeline/report.h"
 #include "pipeline/prune_stage.h"
 #include "runtime/nonfinite.h"
+#include "sparq/adaround.h"
 #include "sparq/bias_correction.h"
 #include "sparq/calibrate.h"
 #include "sparq/evaluate.h"
@@ -51,7 +52,8 @@ class Runner {
   Status OpenData();
   StatusOr<CalibrationTable> CalibrateModel(const QuantizeOptions& q);
   StatusOr<CalibrationTable> LoadTable(const QuantizeOptions& q);
-  StatusOr<std::map<std::string, std::vector<float>>> MeasureBiasCorrection();
+  StatusOr<std::map<std::string, std::vector<float>>> MeasureBiasCorrection(const QuantizeOptions& q);
+  StatusOr<std::map<std::string, QuantizedWeight>> MeasureAdaRound(const QuantizeOptions& q);
   Status UpgradeOpsetForInt8();
   Status PruneStage(double dense_metric);
   StatusOr<EvalReport> EvaluateModel(const Model& m, const std::string& stage);
@@ -193,12 +195,39 @@ StatusOr<CalibrationTable> Runner::CalibrateModel(const QuantizeOptions& q) {
 
 // quantize.bias_correction: measured on the calibration data, for the layers
 // as QuantizeModel will quantize them.
-StatusOr<std::map<std::string, std::vector<float>>> Runner::MeasureBiasCorrection() {
+StatusOr<std::map<std::string, std::vector<float>>> Runner::MeasureBiasCorrection(const QuantizeOptions& q) {
   BiasCorrectionOptions b;
   b.threads = r_.evaluate.threads;
-  auto measured = sparq::MeasureBiasCorrection(fp32_, calibration_(), ToQuantizeOptions(r_), b);
+  auto measured = sparq::MeasureBiasCorrection(fp32_, calibration_(), q, b);
   if (!measured.ok()) return measured.status().WithContext("quantize.bias_correction");
   return measured;
+}
+
+// quantize.rounding adaround: each layer's rounding fitted on the calibration
+// data (sparq/adaround.h), for the layers as QuantizeModel will quantize them.
+StatusOr<std::map<std::string, QuantizedWeight>> Runner::MeasureAdaRound(const QuantizeOptions& q) {
+  AdaRoundOptions a = r_.quantize.adaround;
+  a.threads = r_.evaluate.threads;
+  auto measured = sparq::MeasureAdaRound(fp32_, calibration_(), q, a);
+  if (!measured.ok()) return measured.status().WithContext("quantize.rounding adaround");
+  int64_t weights = 0, changed = 0, kept = 0;
+  double before = 0.0, after = 0.0;
+  for (const AdaRoundLayer& l : measured->layers) {
+    weights += l.weights;
+    changed += l.changed;
+    kept += l.kept_nearest;
+    before += l.error_nearest;
+    after += l.error_adaround;
+  }
+  char line[256];
+  std::snprintf(line, sizeof line,
+                "adaround: %zu layers, %lld of %lld weights rounded the other way (%.1f%%), layer output error "
+                "%.4g -> %.4g (summed), %lld layer(s) kept nearest",
+                measured->layers.size(), static_cast<long long>(changed), static_cast<long long>(weights),
+                weights > 0 ? 100.0 * static_cast<double>(changed) / static_cast<double>(weights) : 0.0, before, after,
+                static_cast<long long>(kept));
+  Log(line);
+  return std::move(measured->weights);
 }
 
 // quantize.scales: a table calibrated earlier, checked against the model.
@@ -436,9 +465,14 @@ StatusOr<RunReport> Runner::Run() {
     report_.files.push_back(r_.output.trt_cache);
   }
 
+  if (int8 && !qopt.dynamic && !qopt.fp8 && r_.quantize.rounding == RecipeQuantize::Rounding::kAdaRound) {
+    Log("adaround (" + std::to_string(r_.quantize.adaround.iterations) + " iterations per layer) on " +
+        (r_.data.calibration.empty() ? r_.data.evaluation : r_.data.calibration));
+    SPARQ_ASSIGN_OR_RETURN(qopt.rounded_weights, Timed("adaround", [&] { return MeasureAdaRound(qopt); }));
+  }
   if (int8 && !qopt.dynamic && q_.bias_correction) {
     Log("bias correction on " + (r_.data.calibration.empty() ? r_.data.evaluation : r_.data.calibration));
-    SPARQ_ASSIGN_OR_RETURN(qopt.bias_correction, Timed("bias correction", [&] { return MeasureBiasCorrection(); }));
+    SPARQ_ASSIGN_OR_RETURN(qopt.bias_correction, Timed("bias correction", [&] { return MeasureBiasCorrection(qopt); }));
   }
   QuantizedCandidate quantized;
   if (int4) {

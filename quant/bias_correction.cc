@@ -25,8 +25,11 @@ std::optional<WeightedLayer> CorrectableLayer(const Graph& g, const Node& n) {
 }
 
 // W_q - W for the int8 weights QuantizeModel writes; all zeros when exact.
-Tensor WeightError(const Tensor& w, int axis, bool per_channel, bool* any) {
-  const QuantizedWeight q = QuantizeWeightSymmetric(w, axis, per_channel);
+// `rounded`: QuantizeOptions::rounded_weights' entry for the layer, or null.
+Tensor WeightError(const Tensor& w, int axis, bool per_channel, const QuantizedWeight* rounded, bool* any) {
+  QuantizedWeight q = QuantizeWeightSymmetric(w, axis, per_channel);
+  if (rounded && rounded->values.shape() == q.values.shape() && rounded->scales.shape() == q.scales.shape())
+    q.values = rounded->values;
   Tensor wf = w.ToFloat32();
   Tensor err(DataType::kFloat32, w.shape());
   const int64_t channels = per_channel ? w.dim(static_cast<size_t>(axis)) : 1;
@@ -74,7 +77,9 @@ StatusOr<std::map<std::string, std::vector<float>>> MeasureBiasCorrection(const 
     const std::optional<WeightedLayer> layer = CorrectableLayer(g, n);
     if (!layer) continue;
     bool any = false;
-    Tensor err = WeightError(*g.FindWeight(n.inputs[1]), layer->weight_axis(), per_axis, &any);
+    auto rounded = options.rounded_weights.find(NodeKey(n));
+    Tensor err = WeightError(*g.FindWeight(n.inputs[1]), layer->weight_axis(), per_axis,
+                             rounded == options.rounded_weights.end() ? nullptr : &rounded->second, &any);
     if (!any) continue;
     //   x ── Conv/Gemm(x, W_q - W), no bias ── ReduceMean(all axes but the channel's) ──> [C]
     const std::string key = NodeKey(n);

@@ -128,11 +128,35 @@ Status CheckShape(const char* what, int64_t k, int64_t n, int64_t block_size, co
 
 }  // namespace
 
+Status AddToGram(const float* x, int64_t rows, int64_t k, std::vector<double>* gram, std::vector<double>* abs_sum,
+                 ThreadPool* pool) {
+  if (gram->size() != static_cast<size_t>(k * k)) return Status::Internal("gram: size mismatch");
+  std::vector<float> xt, chunk;
+  // X^T X on the FP32 GEMM, kGramChunkRows rows at a time, each chunk's
+  // float sums added into the double total.
+  for (int64_t b = 0; b < rows; b += kGramChunkRows) {
+    const int64_t m = std::min(kGramChunkRows, rows - b);
+    xt.resize(static_cast<size_t>(k * m));
+    for (int64_t r = 0; r < m; ++r)
+      for (int64_t j = 0; j < k; ++j) {
+        const float v = x[(b + r) * k + j];
+        if (!std::isfinite(v)) return Status::InvalidArgument("holds NaN or Inf (row " + std::to_string(b + r) + ")");
+        if (abs_sum) (*abs_sum)[static_cast<size_t>(j)] += std::fabs(v);
+        xt[j * m + r] = v;
+      }
+    SPARQ_ASSIGN_OR_RETURN(PackedGemmF32 packed,
+                           PackGemmF32(xt.data(), k, m, PreferredGemmF32Format(ActiveIsa()), /*strips=*/true));
+    chunk.resize(static_cast<size_t>(k * k));
+    SPARQ_RETURN_IF_ERROR(GemmRows(packed, xt.data(), k, m, chunk.data(), pool));
+    for (int64_t i = 0; i < k * k; ++i) (*gram)[i] += chunk[i];
+  }
+  return Status::OK();
+}
+
 StatusOr<std::map<std::string, InputStatistics>> MeasureInputStatistics(const Model& model, const BatchFn& batches,
                                                                        int threads) {
   std::map<std::string, InputStatistics> stats;
   ThreadPool* pool = SharedThreadPool(threads);
-  std::vector<float> xt, chunk;
   SPARQ_RETURN_IF_ERROR(ObserveLayerInputs(
       model, batches, threads, "int4", [&](const std::string& name, const Tensor& t, int64_t k) -> Status {
         InputStatistics& s = stats[name];
@@ -141,29 +165,9 @@ StatusOr<std::map<std::string, InputStatistics>> MeasureInputStatistics(const Mo
           s.gram.assign(static_cast<size_t>(k * k), 0.0);
           s.abs_sum.assign(static_cast<size_t>(k), 0.0);
         }
-        const float* p = t.data<float>();
         const int64_t rows = t.numel() / k;
-        // X^T X on the FP32 GEMM, kGramChunkRows rows at a time, each chunk's
-        // float sums added into the double total.
-        for (int64_t b = 0; b < rows; b += kGramChunkRows) {
-          const int64_t m = std::min(kGramChunkRows, rows - b);
-          xt.resize(static_cast<size_t>(k * m));
-          for (int64_t r = 0; r < m; ++r)
-            for (int64_t j = 0; j < k; ++j) {
-              const float v = p[(b + r) * k + j];
-              if (!std::isfinite(v)) {
-                return Status::InvalidArgument("int4: activation '" + name + "' holds NaN or Inf (row " +
-                                               std::to_string(b + r) + ")");
-              }
-              s.abs_sum[static_cast<size_t>(j)] += std::fabs(v);
-              xt[j * m + r] = v;
-            }
-          SPARQ_ASSIGN_OR_RETURN(PackedGemmF32 packed,
-                                 PackGemmF32(xt.data(), k, m, PreferredGemmF32Format(ActiveIsa()), /*strips=*/true));
-          chunk.resize(static_cast<size_t>(k * k));
-          SPARQ_RETURN_IF_ERROR(GemmRows(packed, xt.data(), k, m, chunk.data(), pool));
-          for (int64_t i = 0; i < k * k; ++i) s.gram[i] += chunk[i];
-        }
+        Status st = AddToGram(t.data<float>(), rows, k, &s.gram, &s.abs_sum, pool);
+        if (!st.ok()) return Status::InvalidArgument("int4: activation '" + name + "' " + st.message());
         s.rows += rows;
         return Status::OK();
       }));

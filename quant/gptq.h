@@ -41,6 +41,13 @@ struct InputStatistics {
   std::vector<double> abs_sum;  // [K]: sum |x_j|
 };
 
+// Adds x^T x of `rows` rows x [rows, k] (row-major) to gram [k, k], and
+// |x_j| to abs_sum [k] when not null: float GEMMs of 1024 rows, summed in
+// double, so the result is the same for any pool. InvalidArgument "holds NaN
+// or Inf (row r)" (the caller names the tensor).
+Status AddToGram(const float* x, int64_t rows, int64_t k, std::vector<double>* gram, std::vector<double>* abs_sum,
+                 ThreadPool* pool);
+
 // The statistics of every activation that a MatMul / Gemm with a constant
 // weight reads (quant/layer_inputs.h), keyed by tensor name, over `batches`.
 // Memory: K^2 doubles per activation. Errors: the Executor's (named);

@@ -147,6 +147,23 @@ class QdqBuilder {
   std::set<std::string> dequantized_;
 };
 
+// Replaces nearest rounding's codes by `rounded` (QuantizeOptions::rounded_weights)
+// when it is the same weight at the same scales.
+Status UseRoundedWeight(const Node& n, const QuantizedWeight& rounded, QuantizedWeight* qw) {
+  const Tensor& a = rounded.scales;
+  const Tensor& b = qw->scales;
+  bool same = rounded.values.dtype() == DataType::kInt8 && rounded.values.shape() == qw->values.shape() &&
+              a.dtype() == DataType::kFloat32 && a.shape() == b.shape() && rounded.axis == qw->axis;
+  for (int64_t i = 0; same && i < a.numel(); ++i) same = a.data<float>()[i] == b.data<float>()[i];
+  if (!same) {
+    return Status::InvalidArgument("quantize rounded_weights: the weights given for " + n.Describe() +
+                                   " do not match its weight and scales (measured on another model, or with other "
+                                   "per_channel / fold_batchnorm options?)");
+  }
+  qw->values = rounded.values.Clone();  // WidenScalesForInt32Bias may rewrite some channels
+  return Status::OK();
+}
+
 }  // namespace
 
 bool IsFlowOp(const Node& n) {
@@ -175,6 +192,9 @@ Status InsertQdq(Model& model, const CalibrationTable& table, const std::vector<
       SPARQ_ASSIGN_OR_RETURN(std::string x_dq, qdq.Activation(n.inputs[0]));
       QuantizedWeight qw = options.fp8 ? QuantizeWeightFp8(w, layer->weight_axis(), per_axis)
                                        : QuantizeWeightSymmetric(w, layer->weight_axis(), per_axis);
+      if (auto r = options.rounded_weights.find(NodeKey(n)); r != options.rounded_weights.end() && !options.fp8) {
+        SPARQ_RETURN_IF_ERROR(UseRoundedWeight(n, r->second, &qw));
+      }
       // FP8 keeps the bias in float32 (FP8 GEMMs accumulate in float).
       const bool int32_bias = !options.fp8 && HasQuantizableBias(g, n, *layer);
       if (int32_bias) WidenScalesForInt32Bias(w, *g.FindWeight(n.inputs[2]), qdq.RangeOf(n.inputs[0])->scale, &qw);

@@ -157,6 +157,12 @@ StatusOr<Model> QuantizeModel(const Model& input, const CalibrationTable& table,
                                   "opset " + std::to_string(model.opset()) + " (UpgradeOpsetForInt8 converts it)");
     }
   }
+  if (!options.rounded_weights.empty() &&
+      (options.fp8 || options.dynamic || options.format != QuantFormat::kQDQ || options.precision != Precision::kINT8)) {
+    return Status::InvalidArgument(
+        "quantize rounded_weights (AdaRound) apply to static INT8 in QDQ form only (not fp8, dynamic, QOperator or a "
+        "default precision other than int8)");
+  }
   if (options.fold_batchnorm) {
     SPARQ_ASSIGN_OR_RETURN(report->folded_batchnorms, FoldBatchNorm(model));
   }

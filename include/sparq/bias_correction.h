@@ -31,7 +31,8 @@ struct SPARQ_API BiasCorrectionOptions {
 // that QuantizeModel(model, _, options) may make INT8: the mean, over
 // `batches` (the float model's own activations), of what its int8 weights
 // (quantized as QuantizeModel quantizes them: per channel or not, after
-// BatchNorm folding when options.fold_batchnorm) add to each output channel.
+// BatchNorm folding when options.fold_batchnorm; options.rounded_weights' codes
+// where given, e.g. AdaRound's) add to each output channel.
 // Keyed by NodeKey (node name, or "@<first output>" after folding); the
 // value for QuantizeOptions::bias_correction. Layers whose weights quantize
 // exactly get no entry. Deterministic for the same data and batch size.

@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "sparq/adaround.h"
 #include "sparq/calibrate.h"
 #include "sparq/evaluate.h"
 #include "sparq/export.h"
@@ -85,6 +86,10 @@ struct SPARQ_API QuantizeFilesOptions {
   std::string data;
   int64_t batch_size = 8;
   int64_t samples = 0;
+  // Static INT8 (QDQ): weights rounded by AdaRound (sparq/adaround.h) fitted
+  // on `data` (batch_size, samples as above) instead of to nearest.
+  bool adaround = false;
+  AdaRoundOptions adaround_options;
   // Store the weights in `<output>.data` beside the model (SaveOptions::
   // external_data): for outputs over 2 GB (docs/scale.md).
   bool external_data = false;

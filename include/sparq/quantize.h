@@ -42,6 +42,13 @@ struct SPARQ_API Fp16Options {
   bool keep_io_types = true;  // graph inputs/outputs stay float32 (Casts at the edges)
 };
 
+// An int8 weight and its scales (QuantizeWeightSymmetric below).
+struct SPARQ_API QuantizedWeight {
+  Tensor values;  // int8, same shape as the weight
+  Tensor scales;  // float32 [channels] (per channel) or [] (per tensor)
+  int axis = 0;
+};
+
 struct SPARQ_API QuantizeOptions {
   QuantFormat format = QuantFormat::kQDQ;
   Precision precision = Precision::kINT8;  // default for layers no rule names
@@ -80,6 +87,12 @@ struct SPARQ_API QuantizeOptions {
   // is INT8, before the bias is quantized: the mean error its int8 weights
   // add (MeasureBiasCorrection, sparq/bias_correction.h). Empty: none.
   std::map<std::string, std::vector<float>> bias_correction;
+  // Static INT8, QDQ form: per layer (NodeKey), int8 weights that replace
+  // nearest rounding (AdaRound's, sparq/adaround.h). Their scales must be
+  // the ones nearest rounding gives (else InvalidArgument: measured on another
+  // model or with other options); a channel whose scale is widened for an
+  // int32 bias is rounded to nearest again. Not with fp8, dynamic or QOperator.
+  std::map<std::string, QuantizedWeight> rounded_weights;
   Fp16Options fp16;  // FP16 layers: which op types stay float32, and the graph's I/O types
 };
 
@@ -140,11 +153,6 @@ SPARQ_API Status CheckCalibrationTable(const Model& model, const CalibrationTabl
 
 // Symmetric per-channel int8 weights: w_q = clamp(round(w / s_c), -127, 127)
 // with s_c = max|w[c]| / 127 along `axis`. Exact zeros stay exactly zero.
-struct SPARQ_API QuantizedWeight {
-  Tensor values;  // int8, same shape as the weight
-  Tensor scales;  // float32 [channels] (per channel) or [] (per tensor)
-  int axis = 0;
-};
 SPARQ_API QuantizedWeight QuantizeWeightSymmetric(const Tensor& w, int axis, bool per_channel);
 
 // INT4 weight-only quantization: the MatMul (and Gemm) weights that are

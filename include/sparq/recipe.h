@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "sparq/adaround.h"
 #include "sparq/calibrate.h"  // CalibrationMethod
 #include "sparq/dataset.h"    // Preprocess
 #include "sparq/evaluate.h"   // Metric
@@ -227,6 +228,13 @@ struct SPARQ_API RecipeQuantize {
   // int8/mixed, static: subtract from each INT8 Conv/Gemm bias the mean error
   // its int8 weights add, measured on data.calibration (sparq/bias_correction.h).
   bool bias_correction = false;
+  // int8/mixed, static, QDQ: how weights round to int8: nearest, or AdaRound
+  // (per layer, up or down as best keeps the layer's output on
+  // data.calibration; sparq/adaround.h). `quantize.adaround` sets its
+  // iterations (AdaRoundOptions' other fields keep their defaults).
+  enum class Rounding { kNearest, kAdaRound };
+  Rounding rounding = Rounding::kNearest;
+  AdaRoundOptions adaround;
   // int8/mixed, static: SmoothQuant-style migration of activation outlier
   // channels into the MatMul/Gemm weights before calibrating, alpha fixed or
   // searched on held-out calibration batches (sparq/smooth.h). Off by default.

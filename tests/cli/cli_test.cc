@@ -542,6 +542,30 @@ TEST_F(CliTest, QuantizeInt4WithoutATable) {
   EXPECT_FALSE(fs::exists(path("x.onnx")));
 }
 
+// --rounding adaround: int8 weights fitted on --data; a valid model whose
+// weights differ from nearest rounding's; without --data a named error.
+TEST_F(CliTest, QuantizeInt8WithAdaRound) {
+  const std::string digits = std::string(SPARQ_SOURCE_DIR) + "/examples/digits/";
+  const std::string model = digits + "digits_cnn.onnx";
+  CliResult cal = Run("calibrate " + model + " --data " + digits + "calib.npz --method max --samples 64 -o " +
+                      path("t.json"));
+  ASSERT_EQ(cal.exit_code, 0) << cal.err;
+  CliResult nearest = Run("quantize " + model + " --scales " + path("t.json") + " -o " + path("n.onnx"));
+  ASSERT_EQ(nearest.exit_code, 0) << nearest.err;
+  CliResult ada = Run("quantize " + model + " --scales " + path("t.json") + " --rounding adaround --data " + digits +
+                      "calib.npz --samples 64 --adaround-iterations 50 -o " + path("a.onnx"));
+  ASSERT_EQ(ada.exit_code, 0) << ada.err;
+  auto written = LoadModel(path("a.onnx"));
+  ASSERT_TRUE(written.ok()) << written.status().ToString();
+  EXPECT_TRUE(CheckModel(*written).ok());
+  EXPECT_NE(*ReadFile(path("n.onnx")), *ReadFile(path("a.onnx")));
+  ExpectError("quantize " + model + " --scales " + path("t.json") + " --rounding adaround -o " + path("x.onnx"),
+              "needs data");
+  ExpectError("quantize " + model + " --scales " + path("t.json") + " --rounding up -o " + path("x.onnx"),
+              "--rounding must be nearest or adaround");
+  EXPECT_FALSE(fs::exists(path("x.onnx")));
+}
+
 // --int8-only observes what INT8 quantization reads, the rest fused: the same
 // quantized model, byte for byte, as from a table of every tensor.
 TEST_F(CliTest, Int8OnlyCalibrationGivesTheSameModel) {
