@@ -19,8 +19,8 @@
 #include "kernels/ref/conv.h"
 #include "quant/adam.h"
 #include "quant/gptq.h"    // AddToGram, InputStatistics
+#include "quant/layer_inputs.h"  // ForEachActivation
 #include "quant/passes.h"  // QuantizableLayer, NodeKey, PerAxisWeights
-#include "sparq/executor.h"
 
 namespace sparq {
 
@@ -436,25 +436,7 @@ StatusOr<AdaRoundResult> MeasureAdaRound(const Model& input, const BatchFn& batc
     }
     return Status::OK();
   };
-  ExecutorOptions eo;
-  eo.threads = threads;
-  SPARQ_ASSIGN_OR_RETURN(auto exec, Executor::Create(probe, eo));
-  RunOptions ro;
-  ro.on_node_outputs = [&](const Node& n, const std::vector<Tensor>& outs) -> Status {
-    for (size_t i = 0; i < outs.size() && i < n.outputs.size(); ++i)
-      if (outs[i].defined()) SPARQ_RETURN_IF_ERROR(observe(n.outputs[i], outs[i]));
-    return Status::OK();
-  };
-  int64_t index = 0;
-  for (;; ++index) {
-    TensorMap batch;
-    SPARQ_ASSIGN_OR_RETURN(bool more, batches(&batch));
-    if (!more) break;
-    for (const auto& [name, x] : batch) SPARQ_RETURN_IF_ERROR(observe(name, x));
-    TensorMap outputs;
-    SPARQ_RETURN_IF_ERROR(exec->Run(batch, &outputs, ro).WithContext("adaround: batch " + std::to_string(index)));
-  }
-  if (index == 0) return Status::InvalidArgument("adaround: no calibration batch");
+  SPARQ_RETURN_IF_ERROR(ForEachActivation(probe, batches, threads, "adaround", observe));
 
   // The fits: one job per (layer, group), each on one thread.
   std::vector<Job> jobs;

@@ -152,13 +152,18 @@ Status ObserveLayerInputs(const Model& model, const BatchFn& batches, int thread
     return observe(name, t, k);
   };
   if (channels.empty()) return Status::OK();
+  return ForEachActivation(model, batches, threads, what, check);
+}
+
+Status ForEachActivation(const Model& model, const BatchFn& batches, int threads, const std::string& what,
+                         const ObserveValueFn& observe) {
   ExecutorOptions eo;
   eo.threads = threads;
   SPARQ_ASSIGN_OR_RETURN(auto exec, Executor::Create(model, eo));
   RunOptions ro;
   ro.on_node_outputs = [&](const Node& n, const std::vector<Tensor>& outs) -> Status {
     for (size_t i = 0; i < outs.size() && i < n.outputs.size(); ++i)
-      if (outs[i].defined()) SPARQ_RETURN_IF_ERROR(check(n.outputs[i], outs[i]));
+      if (outs[i].defined()) SPARQ_RETURN_IF_ERROR(observe(n.outputs[i], outs[i]));
     return Status::OK();
   };
   int64_t index = 0;
@@ -166,7 +171,7 @@ Status ObserveLayerInputs(const Model& model, const BatchFn& batches, int thread
     TensorMap batch;
     SPARQ_ASSIGN_OR_RETURN(bool more, batches(&batch));
     if (!more) break;
-    for (const auto& [name, t] : batch) SPARQ_RETURN_IF_ERROR(check(name, t));
+    for (const auto& [name, t] : batch) SPARQ_RETURN_IF_ERROR(observe(name, t));
     TensorMap outputs;
     SPARQ_RETURN_IF_ERROR(exec->Run(batch, &outputs, ro).WithContext(what + ": batch " + std::to_string(index)));
   }

@@ -38,6 +38,13 @@ std::optional<InputLayer> AsInputLayer(const Graph& g, size_t index);
 using InputGroup = std::pair<std::string, std::vector<InputLayer>>;
 std::vector<InputGroup> LayerInputGroups(const Graph& g);
 
+// Runs `model` over `batches` and calls observe(name, value) for each
+// batch's inputs and every node output; `what` prefixes errors ("adaround:
+// batch 3"). InvalidArgument when no batch came; observe's errors end the pass.
+using ObserveValueFn = std::function<Status(const std::string& name, const Tensor& value)>;
+Status ForEachActivation(const Model& model, const BatchFn& batches, int threads, const std::string& what,
+                         const ObserveValueFn& observe);
+
 // Runs `model` over `batches` and calls observe(name, value, k) for every
 // float32 activation of LayerInputGroups (graph inputs included), after
 // checking its last axis is the layers' K. `what` prefixes errors
