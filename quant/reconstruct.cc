@@ -10,7 +10,10 @@
 #include <set>
 
 #include "kernels/backend.h"  // SharedThreadPool
+#include "kernels/cpu/dispatch.h"
+#include "kernels/packed_formats.h"
 #include "kernels/ref/conv.h"
+#include "kernels/ref/gemm.h"
 #include "kernels/ref/grad.h"
 #include "quant/adam.h"
 #include "runtime/passes/graph_folding.h"
@@ -190,6 +193,53 @@ Status Tap(Executor& exec, const TensorMap& batch, const std::vector<std::string
   return Status::OK();
 }
 
+// GemmF32Ref's contract on the CPU's packed GEMM (RunGemmF32: op(B)^T packed
+// per call, deterministic for any thread count); small products and any
+// refusal take GemmF32Ref.
+void FastGemmF32(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64_t lda,
+                 const float* B, int64_t ldb, float beta, float* C, int64_t ldc, ThreadPool* pool) {
+  auto reference = [&] { GemmF32Ref(ta, tb, M, N, K, alpha, A, lda, B, ldb, beta, C, ldc, pool); };
+  if (M == 0 || N == 0 || K == 0 || M * N * K < (int64_t{1} << 15)) return reference();
+  std::vector<float> wt;  // op(B)^T [N, K]
+  const float* w = B;
+  if (!tb || ldb != K) {
+    wt.resize(static_cast<size_t>(N * K));
+    for (int64_t n = 0; n < N; ++n)
+      for (int64_t k = 0; k < K; ++k) wt[n * K + k] = tb ? B[n * ldb + k] : B[k * ldb + n];
+    w = wt.data();
+  }
+  StatusOr<PackedGemmF32> packed = PackGemmF32(w, N, K, PreferredGemmF32Format(ActiveIsa()), /*strips=*/true);
+  if (!packed.ok()) return reference();
+  std::vector<float> xt;  // op(A) [M, K]
+  const float* x = A;
+  int64_t ldx = lda;
+  if (ta) {
+    xt.resize(static_cast<size_t>(M * K));
+    for (int64_t k = 0; k < K; ++k)
+      for (int64_t m = 0; m < M; ++m) xt[m * K + k] = A[k * lda + m];
+    x = xt.data();
+    ldx = K;
+  }
+  const bool direct = alpha == 1.0f && beta == 0.0f;
+  std::vector<float> yt;
+  if (!direct) yt.resize(static_cast<size_t>(M * N));
+  GemmF32Args args;
+  args.w = &*packed;
+  args.m = M;
+  args.x = x;
+  args.ld_x = ldx;
+  args.y = direct ? C : yt.data();
+  args.ld_y = direct ? ldc : N;
+  args.pool = pool;
+  if (!RunGemmF32(args).ok()) return reference();
+  if (direct) return;
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      float& c = C[i * ldc + j];
+      c = beta == 0.0f ? alpha * yt[i * N + j] : alpha * yt[i * N + j] + beta * c;
+    }
+}
+
 double Scalar(const Tensor* t, double dflt) { return t && t->numel() > 0 ? t->GetAsDouble(0) : dflt; }
 
 // One block's forward and backward on the executor and kernels/ref/grad.h.
@@ -199,7 +249,8 @@ class BlockFitter {
       : model_(model), g_(model.graph), block_(block), pool_(pool) {}
 
   Status Init(const TensorMap& example_inputs, const TensorMap& example_targets, int threads) {
-    Model sub;
+    threads_ = threads;
+    Model& sub = sub_;
     sub.ir_version = model_.ir_version;
     sub.opset_imports = model_.opset_imports;
     Graph& sg = sub.graph;
@@ -223,16 +274,7 @@ class BlockFitter {
       vi.dtype = it->second.dtype();
       sg.inputs.push_back(vi);
     }
-    for (size_t p = 0; p < block_.params.size(); ++p) {
-      const Tensor& w = g_.initializers.at(block_.params[p]);
-      ValueInfo vi;
-      vi.name = block_.params[p];
-      vi.dtype = DataType::kFloat32;
-      vi.has_shape = true;
-      for (int64_t d : w.shape()) vi.dims.push_back(Dim{d, ""});
-      sg.inputs.push_back(vi);
-      params_.push_back(w.Clone());
-    }
+    for (size_t p = 0; p < block_.params.size(); ++p) params_.push_back(g_.initializers.at(block_.params[p]).Clone());
     for (const auto& out : block_.outputs) {
       ValueInfo vi;
       vi.name = out;
@@ -241,22 +283,23 @@ class BlockFitter {
       vi.dtype = it->second.dtype();
       sg.outputs.push_back(vi);
     }
-    SPARQ_ASSIGN_OR_RETURN(exec_, Executor::Create(sub, ExecutorOptions{threads}));
-    return Status::OK();
+    return Rebuild();
   }
 
   std::vector<Tensor>& params() { return params_; }
+  // After the params changed: the next Forward runs them.
+  void ParamsChanged() { stale_ = true; }
 
   // Forward on one batch; fills values_ (every value of the block) and
   // returns sum |y - t|^2 and sum |t|^2 over the outputs.
   Status Forward(const TensorMap& inputs, const TensorMap& targets, bool keep_values, double* err, double* ref) {
-    TensorMap feed = inputs;
-    for (size_t p = 0; p < params_.size(); ++p) feed[block_.params[p]] = params_[p];
+    if (stale_) SPARQ_RETURN_IF_ERROR(Rebuild());
     RunOptions ro;
     if (keep_values) ro.extra_outputs = extra_;
     values_.clear();
-    SPARQ_RETURN_IF_ERROR(exec_->Run(feed, &values_, ro));
-    for (auto& kv : feed) values_.emplace(kv.first, kv.second);
+    SPARQ_RETURN_IF_ERROR(exec_->Run(inputs, &values_, ro));
+    for (auto& kv : inputs) values_.emplace(kv.first, kv.second);
+    for (size_t p = 0; p < params_.size(); ++p) values_.emplace(block_.params[p], params_[p]);
     *err = 0.0, *ref = 0.0;
     for (const auto& out : block_.outputs) {
       const Tensor& y = values_.at(out);
@@ -316,6 +359,16 @@ class BlockFitter {
   }
 
  private:
+  // The block's executor with the current params as its initializers (so the
+  // CPU's prepacked Conv / MatMul rows take them, as in the model).
+  Status Rebuild() {
+    for (size_t p = 0; p < params_.size(); ++p) sub_.graph.initializers[block_.params[p]] = params_[p].Clone();
+    exec_.reset();
+    SPARQ_ASSIGN_OR_RETURN(exec_, Executor::Create(sub_, ExecutorOptions{threads_}));
+    stale_ = false;
+    return Status::OK();
+  }
+
   const Tensor* Value(const std::string& name) const {
     if (name.empty()) return nullptr;
     auto it = values_.find(name);
@@ -365,7 +418,7 @@ class BlockFitter {
                          db = want(2) ? buffer(2) : std::vector<float>{};
       SPARQ_RETURN_IF_ERROR(ConvBackwardRef<float>(p, x->shape(), x->data<float>(), w->shape(), w->data<float>(), ys, dy,
                                                    want(0) ? dx.data() : nullptr, want(1) ? dw.data() : nullptr,
-                                                   want(2) ? db.data() : nullptr, pool_));
+                                                   want(2) ? db.data() : nullptr, pool_, FastGemmF32));
       if (want(0)) AddGrad(n.inputs[0], std::move(dx));
       if (want(1)) AddGrad(n.inputs[1], std::move(dw));
       if (want(2)) AddGrad(n.inputs[2], std::move(db));
@@ -378,7 +431,7 @@ class BlockFitter {
       if (op == "MatMul") {
         SPARQ_RETURN_IF_ERROR(MatMulBackwardRef<float>(a->shape(), a->data<float>(), b->shape(), b->data<float>(), dy,
                                                        want(0) ? da.data() : nullptr, want(1) ? db.data() : nullptr,
-                                                       pool_));
+                                                       pool_, FastGemmF32));
       } else {
         const Tensor* c = n.inputs.size() > 2 ? Value(n.inputs[2]) : nullptr;
         std::vector<float> dc = want(2) ? buffer(2) : std::vector<float>{};
@@ -387,7 +440,8 @@ class BlockFitter {
         SPARQ_RETURN_IF_ERROR(GemmBackwardRef<float>(
             a->shape(), a->data<float>(), b->shape(), b->data<float>(), cs, n.attr_int("transA", 0) != 0,
             n.attr_int("transB", 0) != 0, n.attr_float("alpha", 1.0f), n.attr_float("beta", 1.0f), dy,
-            want(0) ? da.data() : nullptr, want(1) ? db.data() : nullptr, want(2) ? dc.data() : nullptr, pool_));
+            want(0) ? da.data() : nullptr, want(1) ? db.data() : nullptr, want(2) ? dc.data() : nullptr, pool_,
+            FastGemmF32));
         if (want(2)) AddGrad(n.inputs[2], std::move(dc));
       }
       if (want(0)) AddGrad(n.inputs[0], std::move(da));
@@ -532,6 +586,9 @@ class BlockFitter {
   const Graph& g_;
   const ReconstructionBlock& block_;
   ThreadPool* pool_;
+  Model sub_;
+  int threads_ = 0;
+  bool stale_ = false;
   std::unique_ptr<Executor> exec_;
   std::vector<std::string> extra_;
   std::vector<Tensor> params_;
@@ -651,11 +708,13 @@ StatusOr<BlockReconstructionReport> ReconstructBlocks(const Model& dense, Model*
         adam[p].set_learning_rate(lr);
         adam[p].Step(fit.params()[p].data<float>(), grads[p].data(), masks[p].empty() ? nullptr : masks[p].data());
       }
+      fit.ParamsChanged();
     }
     SPARQ_RETURN_IF_ERROR(total_error(&r.error_after));
     r.kept = r.error_after < r.error_before;
     if (!r.kept) {
       for (size_t p = 0; p < block.params.size(); ++p) fit.params()[p] = start_params[p];
+      fit.ParamsChanged();
       r.error_after = r.error_before;
     }
     for (size_t p = 0; p < block.params.size(); ++p) {

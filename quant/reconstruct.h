@@ -29,7 +29,7 @@ namespace sparq {
 
 struct BlockReconstructionOptions {
   int iterations = 200;          // Adam steps per block, one calibration batch each, batches in order
-  double learning_rate = 1e-4;   // Adam's step at the start, decayed by a cosine to 0 at the last step
+  double learning_rate = 1e-3;   // Adam's step at the start, decayed by a cosine to 0 at the last step
   int block_layers = 2;          // a block closes at the first cut once it holds this many weighted layers
   int threads = 0;               // 0 = one per hardware thread
   std::function<void(const std::string&)> log;  // one line per block; optional

@@ -58,7 +58,7 @@ struct SPARQ_API PruneReconstruction {
   };
   Method method = Method::kNone;
   int iterations = 200;          // Adam steps per block (one calibration batch each, in order), >= 1
-  double learning_rate = 1e-4;   // Adam's first step size, cosine-decayed to 0, in (0, 1]
+  double learning_rate = 1e-3;   // Adam's first step size, cosine-decayed to 0, in (0, 1]
   int block_layers = 2;          // weighted layers a block gathers before it closes at a cut, >= 1
 };
 SPARQ_API const char* PruneReconstructionName(PruneReconstruction::Method m);  // "none", "block"

@@ -112,17 +112,26 @@ void DepthwiseBackward(const Conv2d& g, const T* x, const T* w, const T* dy, T* 
           for (int64_t j = 0; j < g.kw; ++j) {
             const T wv = w[c * K + i * g.kw + j];
             T acc = 0;
+            // Output columns whose tap lands inside the row: ow in [lo, hi).
+            const int64_t off = j * g.dw - g.pw;
+            int64_t lo = off >= 0 ? 0 : (-off + g.sw - 1) / g.sw;
+            int64_t hi = g.W - 1 - off < 0 ? 0 : (g.W - 1 - off) / g.sw + 1;
+            hi = std::min(hi, g.OW);
+            lo = std::min(lo, hi);
             for (int64_t oh = 0; oh < g.OH; ++oh) {
               const int64_t h = oh * g.sh - g.ph + i * g.dh;
               if (h < 0 || h >= g.H) continue;
               const T* dyr = dyc + oh * g.OW;
-              const T* xr = xc + h * g.W;
-              T* dxr = dxc ? dxc + h * g.W : nullptr;
-              for (int64_t ow = 0; ow < g.OW; ++ow) {
-                const int64_t ww = ow * g.sw - g.pw + j * g.dw;
-                if (ww < 0 || ww >= g.W) continue;
-                acc += dyr[ow] * xr[ww];
-                if (dxr) dxr[ww] += dyr[ow] * wv;
+              const T* xr = xc + h * g.W + off;
+              T* dxr = dxc ? dxc + h * g.W + off : nullptr;
+              if (g.sw == 1) {
+                for (int64_t ow = lo; ow < hi; ++ow) acc += dyr[ow] * xr[ow];
+                if (dxr)
+                  for (int64_t ow = lo; ow < hi; ++ow) dxr[ow] += dyr[ow] * wv;
+              } else {
+                for (int64_t ow = lo; ow < hi; ++ow) acc += dyr[ow] * xr[ow * g.sw];
+                if (dxr)
+                  for (int64_t ow = lo; ow < hi; ++ow) dxr[ow * g.sw] += dyr[ow] * wv;
               }
             }
             if (dw) dw[c * K + i * g.kw + j] += acc;
@@ -136,7 +145,9 @@ void DepthwiseBackward(const Conv2d& g, const T* x, const T* w, const T* dy, T* 
 
 template <typename T>
 Status ConvBackwardRef(const ConvParams& p, const Shape& x_shape, const T* x, const Shape& w_shape, const T* w,
-                       const Shape& y_shape, const T* dy, T* dx, T* dw, T* db, ThreadPool* pool) {
+                       const Shape& y_shape, const T* dy, T* dx, T* dw, T* db, ThreadPool* pool,
+                       GradGemmFn<T> gemm) {
+  if (!gemm) gemm = GemmRef;
   SPARQ_ASSIGN_OR_RETURN(Conv2d g, Geometry2d(p, x_shape, w_shape, y_shape));
   const int64_t P = g.OH * g.OW, Cg = g.C / g.group, Mg = g.M / g.group, K = Cg * g.kh * g.kw;
   if (db) {
@@ -156,19 +167,29 @@ Status ConvBackwardRef(const ConvParams& p, const Shape& x_shape, const T* x, co
   }
   if (dx) std::fill(dx, dx + g.N * g.C * g.H * g.W, T(0));
   if (dw) std::fill(dw, dw + g.M * K, T(0));
-  std::vector<T> col(static_cast<size_t>(K * P));
+  // A 1x1 convolution of stride 1 without padding reads x as its im2col matrix.
+  const bool pointwise = g.kh == 1 && g.kw == 1 && g.sh == 1 && g.sw == 1 && g.ph == 0 && g.pw == 0 && g.OH == g.H &&
+                         g.OW == g.W;
+  std::vector<T> col(pointwise ? 0 : static_cast<size_t>(K * P));
   for (int64_t n = 0; n < g.N; ++n) {
     for (int64_t grp = 0; grp < g.group; ++grp) {
       const T* dyg = dy + (n * g.M + grp * Mg) * P;
+      const T* xg = x + (n * g.C + grp * Cg) * g.H * g.W;
+      T* dxg = dx ? dx + (n * g.C + grp * Cg) * g.H * g.W : nullptr;
+      if (pointwise) {
+        if (dw) gemm(false, true, Mg, K, P, T(1), dyg, P, xg, P, T(1), dw + grp * Mg * K, K, pool);
+        if (dx) gemm(true, false, K, P, Mg, T(1), w + grp * Mg * K, K, dyg, P, T(0), dxg, P, pool);
+        continue;
+      }
       if (dw) {
-        Im2Col2d(g, x + (n * g.C + grp * Cg) * g.H * g.W, Cg, col.data());
+        Im2Col2d(g, xg, Cg, col.data());
         // dw_g[Mg, K] += dy_g[Mg, P] col[K, P]^T
-        GemmRef(false, true, Mg, K, P, T(1), dyg, P, col.data(), P, T(1), dw + grp * Mg * K, K, pool);
+        gemm(false, true, Mg, K, P, T(1), dyg, P, col.data(), P, T(1), dw + grp * Mg * K, K, pool);
       }
       if (dx) {
         // dcol[K, P] = w_g[Mg, K]^T dy_g[Mg, P]
-        GemmRef(true, false, K, P, Mg, T(1), w + grp * Mg * K, K, dyg, P, T(0), col.data(), P, pool);
-        Col2Im2d(g, col.data(), Cg, dx + (n * g.C + grp * Cg) * g.H * g.W);
+        gemm(true, false, K, P, Mg, T(1), w + grp * Mg * K, K, dyg, P, T(0), col.data(), P, pool);
+        Col2Im2d(g, col.data(), Cg, dxg);
       }
     }
   }
@@ -180,7 +201,8 @@ Status ConvBackwardRef(const ConvParams& p, const Shape& x_shape, const T* x, co
 
 template <typename T>
 Status MatMulBackwardRef(const Shape& a_shape_in, const T* a, const Shape& b_shape_in, const T* b, const T* dy, T* da,
-                         T* db, ThreadPool* pool) {
+                         T* db, ThreadPool* pool, GradGemmFn<T> gemm) {
+  if (!gemm) gemm = GemmRef;
   if (a_shape_in.empty() || b_shape_in.empty())
     return Status::InvalidArgument("MatMulBackwardRef: scalar operands");
   Shape as = a_shape_in, bs = b_shape_in;
@@ -195,8 +217,8 @@ Status MatMulBackwardRef(const Shape& a_shape_in, const T* a, const Shape& b_sha
   const int64_t B = NumElements(batch), a_count = NumElements(a_batch), b_count = NumElements(b_batch);
   // A 2-D b shared by every batch of a: one GEMM over all of a's rows.
   if (b_batch.empty() && a_count == B) {
-    if (da) GemmRef(false, true, B * M, K, N, T(1), dy, N, b, N, T(0), da, K, pool);
-    if (db) GemmRef(true, false, K, N, B * M, T(1), a, K, dy, N, T(0), db, N, pool);
+    if (da) gemm(false, true, B * M, K, N, T(1), dy, N, b, N, T(0), da, K, pool);
+    if (db) gemm(true, false, K, N, B * M, T(1), a, K, dy, N, T(0), db, N, pool);
     return Status::OK();
   }
   // Offsets of a's and b's matrices for each output batch (broadcast strides).
@@ -225,8 +247,8 @@ Status MatMulBackwardRef(const Shape& a_shape_in, const T* a, const Shape& b_sha
   if (db) std::fill(db, db + b_count * K * N, T(0));
   for (int64_t i = 0; i < B; ++i) {
     const T* dyi = dy + i * M * N;
-    if (da) GemmRef(false, true, M, K, N, T(1), dyi, N, b + bo[i] * K * N, N, T(1), da + ao[i] * M * K, K, pool);
-    if (db) GemmRef(true, false, K, N, M, T(1), a + ao[i] * M * K, K, dyi, N, T(1), db + bo[i] * K * N, N, pool);
+    if (da) gemm(false, true, M, K, N, T(1), dyi, N, b + bo[i] * K * N, N, T(1), da + ao[i] * M * K, K, pool);
+    if (db) gemm(true, false, K, N, M, T(1), a + ao[i] * M * K, K, dyi, N, T(1), db + bo[i] * K * N, N, pool);
   }
   return Status::OK();
 }
@@ -234,7 +256,8 @@ Status MatMulBackwardRef(const Shape& a_shape_in, const T* a, const Shape& b_sha
 template <typename T>
 Status GemmBackwardRef(const Shape& a_shape, const T* a, const Shape& b_shape, const T* b, const Shape& c_shape,
                        bool trans_a, bool trans_b, double alpha, double beta, const T* dy, T* da, T* db, T* dc,
-                       ThreadPool* pool) {
+                       ThreadPool* pool, GradGemmFn<T> gemm) {
+  if (!gemm) gemm = GemmRef;
   if (a_shape.size() != 2 || b_shape.size() != 2 || c_shape.size() > 2)
     return Status::InvalidArgument("GemmBackwardRef: A and B must be 2-D, C at most 2-D");
   const int64_t M = trans_a ? a_shape[1] : a_shape[0], K = trans_a ? a_shape[0] : a_shape[1];
@@ -246,15 +269,15 @@ Status GemmBackwardRef(const Shape& a_shape, const T* a, const Shape& b_shape, c
   // d op(A) = alpha dy B'^T, d op(B) = alpha A'^T dy, with A' = op(A), B' = op(B).
   if (da) {
     if (!trans_a)  // da[M, K] = dy[M, N] op(B)^T
-      GemmRef(false, !trans_b, M, K, N, al, dy, N, b, trans_b ? K : N, T(0), da, K, pool);
+      gemm(false, !trans_b, M, K, N, al, dy, N, b, trans_b ? K : N, T(0), da, K, pool);
     else  // da[K, M] = op(B)[K, N] dy^T
-      GemmRef(trans_b, true, K, M, N, al, b, trans_b ? K : N, dy, N, T(0), da, M, pool);
+      gemm(trans_b, true, K, M, N, al, b, trans_b ? K : N, dy, N, T(0), da, M, pool);
   }
   if (db) {
     if (!trans_b)  // db[K, N] = op(A)^T dy
-      GemmRef(!trans_a, false, K, N, M, al, a, trans_a ? M : K, dy, N, T(0), db, N, pool);
+      gemm(!trans_a, false, K, N, M, al, a, trans_a ? M : K, dy, N, T(0), db, N, pool);
     else  // db[N, K] = dy^T op(A)
-      GemmRef(true, trans_a, N, K, M, al, dy, N, a, trans_a ? M : K, T(0), db, K, pool);
+      gemm(true, trans_a, N, K, M, al, dy, N, a, trans_a ? M : K, T(0), db, K, pool);
   }
   if (dc && !c_shape.empty()) {
     Shape cs = c_shape;
@@ -341,36 +364,43 @@ template <typename T>
 void UnaryBackwardRef(UnaryGradOp op, double pa, double pb, int64_t n, const T* x, const T* dy, T* dx) {
   const T a = static_cast<T>(pa), b = static_cast<T>(pb);
   const T two_over_sqrt_pi = static_cast<T>(1.1283791670955126);
-  for (int64_t i = 0; i < n; ++i) {
-    const T v = x ? x[i] : T(0), g = dy[i];
-    T d = 0;
-    switch (op) {
-      case UnaryGradOp::kRelu: d = v > T(0) ? g : T(0); break;
-      case UnaryGradOp::kClip: d = (v >= a && v <= b) ? g : T(0); break;
-      case UnaryGradOp::kSigmoid: {
-        const T s = T(1) / (T(1) + std::exp(-v));
-        d = g * s * (T(1) - s);
-        break;
+  switch (op) {  // one loop per op, so each vectorizes
+    case UnaryGradOp::kRelu:
+      for (int64_t i = 0; i < n; ++i) dx[i] = x[i] > T(0) ? dy[i] : T(0);
+      return;
+    case UnaryGradOp::kClip:
+      for (int64_t i = 0; i < n; ++i) dx[i] = (x[i] >= a && x[i] <= b) ? dy[i] : T(0);
+      return;
+    case UnaryGradOp::kSigmoid:
+      for (int64_t i = 0; i < n; ++i) {
+        const T s = T(1) / (T(1) + std::exp(-x[i]));
+        dx[i] = dy[i] * s * (T(1) - s);
       }
-      case UnaryGradOp::kHardSigmoid: {
-        const T t = a * v + b;
-        d = (t > T(0) && t < T(1)) ? g * a : T(0);
-        break;
+      return;
+    case UnaryGradOp::kHardSigmoid:
+      for (int64_t i = 0; i < n; ++i) {
+        const T t = a * x[i] + b;
+        dx[i] = (t > T(0) && t < T(1)) ? dy[i] * a : T(0);
       }
-      case UnaryGradOp::kHardSwish: {
-        const T t = v / T(6) + T(0.5);
-        d = t <= T(0) ? T(0) : (t >= T(1) ? g : g * (t + v / T(6)));
-        break;
+      return;
+    case UnaryGradOp::kHardSwish:
+      for (int64_t i = 0; i < n; ++i) {
+        const T v = x[i], t = v / T(6) + T(0.5);
+        dx[i] = t <= T(0) ? T(0) : (t >= T(1) ? dy[i] : dy[i] * (t + v / T(6)));
       }
-      case UnaryGradOp::kTanh: {
-        const T t = std::tanh(v);
-        d = g * (T(1) - t * t);
-        break;
+      return;
+    case UnaryGradOp::kTanh:
+      for (int64_t i = 0; i < n; ++i) {
+        const T t = std::tanh(x[i]);
+        dx[i] = dy[i] * (T(1) - t * t);
       }
-      case UnaryGradOp::kErf: d = g * two_over_sqrt_pi * std::exp(-v * v); break;
-      case UnaryGradOp::kIdentity: d = g; break;
-    }
-    dx[i] = d;
+      return;
+    case UnaryGradOp::kErf:
+      for (int64_t i = 0; i < n; ++i) dx[i] = dy[i] * two_over_sqrt_pi * std::exp(-x[i] * x[i]);
+      return;
+    case UnaryGradOp::kIdentity:
+      std::copy_n(dy, n, dx);
+      return;
   }
 }
 
@@ -486,22 +516,32 @@ template <typename T>
 Status PadBackwardRef(const Shape& x_shape, const std::vector<int64_t>& pads, const T* dy, T* dx) {
   const size_t r = x_shape.size();
   if (pads.size() != 2 * r) return Status::InvalidArgument("PadBackwardRef: pads must hold 2 * rank values");
+  if (r == 0) {
+    dx[0] = dy[0];
+    return Status::OK();
+  }
   Shape y_shape(r);
   for (size_t d = 0; d < r; ++d) y_shape[d] = x_shape[d] + pads[d] + pads[d + r];
   std::vector<int64_t> y_stride(r, 1);
   for (size_t d = r; d-- > 1;) y_stride[d - 1] = y_stride[d] * y_shape[d];
-  const int64_t n = NumElements(x_shape);
+  // Row by row along the last axis: x[.., k] came from y[.., k + pad_begin].
+  const int64_t W = x_shape[r - 1], pb = pads[r - 1], YW = y_shape[r - 1];
+  const int64_t lo = std::max<int64_t>(0, -pb), hi = std::min<int64_t>(W, YW - pb);  // x columns kept
+  const int64_t rows = W > 0 ? NumElements(x_shape) / W : 0;
   std::vector<int64_t> idx(r, 0);
-  for (int64_t i = 0; i < n; ++i) {
+  for (int64_t row = 0; row < rows; ++row) {
     int64_t off = 0;
     bool inside = true;
-    for (size_t d = 0; d < r; ++d) {
+    for (size_t d = 0; d + 1 < r; ++d) {
       const int64_t yd = idx[d] + pads[d];
       if (yd < 0 || yd >= y_shape[d]) inside = false;
       off += yd * y_stride[d];
     }
-    dx[i] = inside ? dy[off] : T(0);  // cropped-away (negative pad) entries get no gradient
-    for (size_t d = r; d-- > 0;) {
+    T* out = dx + row * W;
+    std::fill(out, out + W, T(0));  // cropped-away (negative pad) entries get no gradient
+    if (inside)
+      for (int64_t k = lo; k < hi; ++k) out[k] = dy[off + k + pb];
+    for (size_t d = r - 1; d-- > 0;) {
       if (++idx[d] < x_shape[d]) break;
       idx[d] = 0;
     }
@@ -568,11 +608,11 @@ Status ReduceBackwardRef(const Shape& x_shape, const Shape& dy_shape, double sca
 
 #define SPARQ_GRAD_INSTANTIATE(T)                                                                                  \
   template Status ConvBackwardRef<T>(const ConvParams&, const Shape&, const T*, const Shape&, const T*,           \
-                                     const Shape&, const T*, T*, T*, T*, ThreadPool*);                            \
+                                     const Shape&, const T*, T*, T*, T*, ThreadPool*, GradGemmFn<T>);             \
   template Status MatMulBackwardRef<T>(const Shape&, const T*, const Shape&, const T*, const T*, T*, T*,          \
-                                       ThreadPool*);                                                              \
+                                       ThreadPool*, GradGemmFn<T>);                                               \
   template Status GemmBackwardRef<T>(const Shape&, const T*, const Shape&, const T*, const Shape&, bool, bool,    \
-                                     double, double, const T*, T*, T*, T*, ThreadPool*);                          \
+                                     double, double, const T*, T*, T*, T*, ThreadPool*, GradGemmFn<T>);           \
   template Status BinaryBackwardRef<T>(BinaryGradOp, const Shape&, const T*, const Shape&, const T*,              \
                                        const Shape&, const T*, T*, T*);                                           \
   template void UnaryBackwardRef<T>(UnaryGradOp, double, double, int64_t, const T*, const T*, T*);                \

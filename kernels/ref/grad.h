@@ -21,26 +21,35 @@
 
 namespace sparq {
 
+// The matrix product the Conv / MatMul / Gemm backwards run, with GemmRef's
+// contract (kernels/ref/gemm.h); null: GemmRef. A caller above the kernels
+// layer may pass a faster one (quant/reconstruct.cc passes the CPU's packed
+// GEMM); it must be deterministic for the results to be.
+template <typename T>
+using GradGemmFn = void (*)(bool trans_a, bool trans_b, int64_t M, int64_t N, int64_t K, T alpha, const T* A,
+                            int64_t lda, const T* B, int64_t ldb, T beta, T* C, int64_t ldc, ThreadPool* pool);
+
 // Conv (1-D or 2-D spatial, any group, strides, pads, dilations; p resolved by
 // PrepareConv): y = conv(x, w) + b. dx [N, C, ...], dw [M, C/group, k...],
 // db [M]. Computed per image and group by im2col and GemmRef (depthwise
 // convolutions by direct loops).
 template <typename T>
 Status ConvBackwardRef(const ConvParams& p, const Shape& x_shape, const T* x, const Shape& w_shape, const T* w,
-                       const Shape& y_shape, const T* dy, T* dx, T* dw, T* db, ThreadPool* pool);
+                       const Shape& y_shape, const T* dy, T* dx, T* dw, T* db, ThreadPool* pool,
+                       GradGemmFn<T> gemm = nullptr);
 
 // MatMul with numpy semantics (rank-1 operands promoted and the added axis
 // dropped; batch axes broadcast): y = a @ b. da has a's shape, db b's.
 template <typename T>
 Status MatMulBackwardRef(const Shape& a_shape, const T* a, const Shape& b_shape, const T* b, const T* dy, T* da,
-                         T* db, ThreadPool* pool);
+                         T* db, ThreadPool* pool, GradGemmFn<T> gemm = nullptr);
 
 // Gemm: y = alpha * op(A) op(B) + beta * C, A/B 2-D, C unidirectionally
 // broadcast to [M, N] (c_shape empty: no C).
 template <typename T>
 Status GemmBackwardRef(const Shape& a_shape, const T* a, const Shape& b_shape, const T* b, const Shape& c_shape,
                        bool trans_a, bool trans_b, double alpha, double beta, const T* dy, T* da, T* db, T* dc,
-                       ThreadPool* pool);
+                       ThreadPool* pool, GradGemmFn<T> gemm = nullptr);
 
 // Add, Sub, Mul, Div with numpy broadcasting to y_shape.
 enum class BinaryGradOp { kAdd, kSub, kMul, kDiv };
