@@ -16,6 +16,7 @@
 #include "kernels/ref/gemm.h"
 #include "kernels/ref/grad.h"
 #include "quant/adam.h"
+#include "quant/holdout.h"
 #include "runtime/passes/graph_folding.h"
 #include "sparq/executor.h"
 #include "sparq/weighted_layer.h"
@@ -642,6 +643,14 @@ StatusOr<BlockReconstructionReport> ReconstructBlocks(const Model& dense, Model*
   }
   if (batches.empty()) return Status::InvalidArgument("reconstruction: the calibration data holds no batch");
   report.batches = static_cast<int64_t>(batches.size());
+  // Fit on 3 of every 4 batches, judge the checkpoints on the 4th (the
+  // held-out split of quant/holdout.h); with fewer batches all do both.
+  const HoldoutSplit split{4, report.batches, report.batches >= 4};
+  std::vector<size_t> fit_batches, held_batches;
+  for (size_t b = 0; b < batches.size(); ++b) {
+    if (split.IsFit(static_cast<int64_t>(b))) fit_batches.push_back(b);
+    if (split.IsHeld(static_cast<int64_t>(b))) held_batches.push_back(b);
+  }
 
   for (const ReconstructionBlock& block : blocks) {
     const auto start = Clock::now();
@@ -672,7 +681,7 @@ StatusOr<BlockReconstructionReport> ReconstructBlocks(const Model& dense, Model*
     SPARQ_RETURN_IF_ERROR(fit.Init(inputs[0], targets[0], options.threads).WithContext("block " + r.first_node));
     auto total_error = [&](double* rel) -> Status {
       double err = 0, ref = 0;
-      for (size_t b = 0; b < batches.size(); ++b) {
+      for (size_t b : held_batches) {
         double e, t;
         SPARQ_RETURN_IF_ERROR(fit.Forward(inputs[b], targets[b], false, &e, &t));
         err += e, ref += t;
@@ -681,6 +690,15 @@ StatusOr<BlockReconstructionReport> ReconstructBlocks(const Model& dense, Model*
       return Status::OK();
     };
     SPARQ_RETURN_IF_ERROR(total_error(&r.error_before));
+    if (r.error_before < 1e-10) {  // nothing pruned here (or nothing lost): no fit
+      r.error_after = r.error_before;
+      r.skipped = "already exact";
+      r.seconds = std::chrono::duration<double>(Clock::now() - start).count();
+      log("block " + r.first_node + " .. " + r.last_node + ": relative output error " + std::to_string(r.error_before) +
+          ", nothing to fit");
+      report.blocks.push_back(r);
+      continue;
+    }
     std::vector<Tensor> start_params;
     std::vector<AdamState> adam;
     std::vector<std::vector<uint8_t>> masks(block.params.size());
@@ -698,8 +716,13 @@ StatusOr<BlockReconstructionReport> ReconstructBlocks(const Model& dense, Model*
     }
     std::vector<std::vector<float>> grads;
     const double pi = 3.14159265358979323846;
+    // Checkpoints: the error on all batches every quarter of the iterations;
+    // the best weights seen (the start included) are kept.
+    std::vector<Tensor> best_params = start_params;
+    double best_error = r.error_before;
+    const int check_every = std::max(1, options.iterations / 4);
     for (int it = 0; it < options.iterations; ++it) {
-      const size_t b = static_cast<size_t>(it) % batches.size();
+      const size_t b = fit_batches[static_cast<size_t>(it) % fit_batches.size()];
       double e, t;
       SPARQ_RETURN_IF_ERROR(fit.Forward(inputs[b], targets[b], true, &e, &t));
       SPARQ_RETURN_IF_ERROR(fit.Backward(targets[b], &grads));
@@ -709,14 +732,19 @@ StatusOr<BlockReconstructionReport> ReconstructBlocks(const Model& dense, Model*
         adam[p].Step(fit.params()[p].data<float>(), grads[p].data(), masks[p].empty() ? nullptr : masks[p].data());
       }
       fit.ParamsChanged();
+      if ((it + 1) % check_every == 0 || it + 1 == options.iterations) {
+        double e_now;
+        SPARQ_RETURN_IF_ERROR(total_error(&e_now));
+        if (e_now < best_error) {
+          best_error = e_now;
+          for (size_t p = 0; p < block.params.size(); ++p) best_params[p] = fit.params()[p].Clone();
+        }
+      }
     }
-    SPARQ_RETURN_IF_ERROR(total_error(&r.error_after));
-    r.kept = r.error_after < r.error_before;
-    if (!r.kept) {
-      for (size_t p = 0; p < block.params.size(); ++p) fit.params()[p] = start_params[p];
-      fit.ParamsChanged();
-      r.error_after = r.error_before;
-    }
+    r.error_after = best_error;
+    r.kept = best_error < r.error_before;
+    for (size_t p = 0; p < block.params.size(); ++p) fit.params()[p] = best_params[p];
+    fit.ParamsChanged();
     for (size_t p = 0; p < block.params.size(); ++p) {
       SPARQ_RETURN_IF_ERROR(SetWeight(&folded, block.params[p], fit.params()[p]));
       SPARQ_RETURN_IF_ERROR(SetWeight(compressed, block.params[p], fit.params()[p]));

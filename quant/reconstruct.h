@@ -62,10 +62,11 @@ struct BlockReconstructionReport {
   struct Block {
     std::string first_node, last_node;
     int64_t weighted_layers = 0;
-    // Relative error sum |y - t|^2 / sum |t|^2 of the block output on all
-    // calibration batches, before and after the fit (after = before when kept).
+    // Relative error sum |y - t|^2 / sum |t|^2 of the block output on the
+    // held-out calibration batches (every 4th; all of them when there are
+    // fewer than 4), before and after the fit.
     double error_before = 0.0, error_after = 0.0;
-    bool kept = false;     // the fit lowered the error and was kept
+    bool kept = false;     // the fit lowered the error: the best checkpoint (every quarter of the iterations) was kept
     std::string skipped;   // why the block was not fitted ("" when it was)
     double seconds = 0.0;
   };
@@ -76,8 +77,12 @@ struct BlockReconstructionReport {
 // Fits every block of `compressed` (a copy of `dense` with changed weights, the
 // same graph) as described above and writes the fitted weights and biases into
 // it. Errors: InvalidArgument when the models' graphs differ or no batch
-// comes, or the data is not finite; the executor's errors. A block whose error
-// would grow keeps its weights (never worse than the start).
+// comes, or the data is not finite; the executor's errors. The fit steps
+// through the fit batches of quant/holdout.h's split (3 of every 4); the
+// error on the held-out batches is measured every quarter of the iterations
+// and the best weights seen are kept, the start included, so a block is never
+// worse than its start on data it was not fitted on (with fewer than 4
+// batches every batch does both).
 StatusOr<BlockReconstructionReport> ReconstructBlocks(const Model& dense, Model* compressed, const BatchSource& data,
                                                       const BlockReconstructionOptions& options);
 

@@ -4,6 +4,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
+#include <memory>
 #include <cstring>
 
 #include "prune/prune_test_util.h"
@@ -128,6 +130,108 @@ TEST(BlockReconstruction, PruneModelRunsItAfterTheLeastSquares) {
   // Block reconstruction needs the least squares to start from.
   o.recovery = false;
   EXPECT_FALSE(ValidatePruneOptions(o).ok());
+}
+
+// A one-head transformer layer as BERT exports it: attention (MatMul + Add
+// bias, Transpose, scaled MatMul, Softmax, MatMul), residual Add and
+// LayerNormalization, then the GELU (Div, Erf, Add, Mul, Mul) feed-forward
+// with its residual and LayerNormalization; x [n, 6, 8].
+Model TinyTransformer() {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  m.graph.inputs.push_back(testing::FloatInput("x", {{-1, "n"}, {6, ""}, {8, ""}}));
+  m.graph.outputs.push_back(testing::FloatInput("y", {{-1, "n"}, {6, ""}, {8, ""}}));
+  auto& init = m.graph.initializers;
+  auto& nodes = m.graph.nodes;
+  auto linear = [&](const std::string& name, const std::string& in, const std::string& out, int64_t k, int64_t n,
+                    uint32_t seed) {
+    init[name + ".w"] = Gaussian({k, n}, seed, 1.0f / std::sqrt(static_cast<float>(k)));
+    init[name + ".b"] = Gaussian({n}, seed + 1, 0.1f);
+    nodes.push_back(MakeNode(name, "MatMul", {in, name + ".w"}, {name + ".mm"}));
+    nodes.push_back(MakeNode(name + "/add", "Add", {name + ".b", name + ".mm"}, {out}));
+  };
+  auto scalar = [&](const std::string& name, float v) { init[name] = Tensor::FromVector<float>({}, {v}); };
+  auto layer_norm = [&](const std::string& name, const std::string& in, const std::string& out, uint32_t seed) {
+    Tensor scale = Gaussian({8}, seed, 0.1f);
+    for (int64_t i = 0; i < 8; ++i) scale.data<float>()[i] += 1.0f;
+    init[name + ".scale"] = scale;
+    init[name + ".bias"] = Gaussian({8}, seed + 1, 0.1f);
+    nodes.push_back(MakeNode(name, "LayerNormalization", {in, name + ".scale", name + ".bias"}, {out},
+                             {IntAttr("axis", -1)}));
+  };
+  linear("q", "x", "q.out", 8, 8, 10);
+  linear("k", "x", "k.out", 8, 8, 20);
+  linear("v", "x", "v.out", 8, 8, 30);
+  nodes.push_back(MakeNode("kt", "Transpose", {"k.out"}, {"kt.out"}, {IntsAttr("perm", {0, 2, 1})}));
+  nodes.push_back(MakeNode("scores", "MatMul", {"q.out", "kt.out"}, {"scores.out"}));
+  scalar("scale", 0.35f);
+  nodes.push_back(MakeNode("scaled", "Mul", {"scores.out", "scale"}, {"scaled.out"}));
+  nodes.push_back(MakeNode("softmax", "Softmax", {"scaled.out"}, {"probs"}, {IntAttr("axis", -1)}));
+  nodes.push_back(MakeNode("context", "MatMul", {"probs", "v.out"}, {"context.out"}));
+  linear("o", "context.out", "o.out", 8, 8, 40);
+  nodes.push_back(MakeNode("res1", "Add", {"o.out", "x"}, {"res1.out"}));
+  layer_norm("ln1", "res1.out", "h", 50);
+  linear("up", "h", "up.out", 8, 16, 60);
+  scalar("sqrt2", 1.4142135f);
+  scalar("one", 1.0f);
+  scalar("half", 0.5f);
+  nodes.push_back(MakeNode("gelu/div", "Div", {"up.out", "sqrt2"}, {"gelu.div"}));
+  nodes.push_back(MakeNode("gelu/erf", "Erf", {"gelu.div"}, {"gelu.erf"}));
+  nodes.push_back(MakeNode("gelu/add", "Add", {"gelu.erf", "one"}, {"gelu.add"}));
+  nodes.push_back(MakeNode("gelu/mul", "Mul", {"up.out", "gelu.add"}, {"gelu.mul"}));
+  nodes.push_back(MakeNode("gelu/mul2", "Mul", {"gelu.mul", "half"}, {"gelu.out"}));
+  linear("down", "gelu.out", "down.out", 16, 8, 70);
+  nodes.push_back(MakeNode("res2", "Add", {"down.out", "h"}, {"res2.out"}));
+  layer_norm("ln2", "res2.out", "y", 80);
+  return m;
+}
+
+BatchSource TokenBatches(int count, int64_t batch, uint32_t seed) {
+  return [=]() -> BatchFn {
+    auto next = std::make_shared<int>(0);
+    return [=](TensorMap* b) -> StatusOr<bool> {
+      if (*next == count) return false;
+      (*b)["x"] = Gaussian({batch, 6, 8}, seed + static_cast<uint32_t>(*next));
+      ++*next;
+      return true;
+    };
+  };
+}
+
+TEST(BlockReconstruction, TransformerSubLayersAreBlocksAndTheirFitLowersTheError) {
+  const Model dense = TinyTransformer();
+  auto blocks = FindReconstructionBlocks(dense, 2);
+  ASSERT_TRUE(blocks.ok()) << blocks.status().ToString();
+  ASSERT_EQ(blocks->size(), 2u);  // attention (q, k, v, o) | feed-forward (up, down)
+  EXPECT_EQ((*blocks)[0].weighted_layers, 4);
+  EXPECT_EQ((*blocks)[0].outputs, std::vector<std::string>{"h"});
+  EXPECT_EQ((*blocks)[1].weighted_layers, 2);
+  EXPECT_EQ((*blocks)[1].inputs, std::vector<std::string>{"h"});
+  for (const auto& b : *blocks) EXPECT_EQ(b.unsupported, "");
+  EXPECT_EQ((*blocks)[0].params.size(), 8u);  // 4 weights and their bias Adds' constants
+
+  const Model pruned = Pruned(dense, {"q", "k", "v", "o", "up", "down"});
+  Model fitted = pruned;
+  BlockReconstructionOptions o;
+  o.iterations = 200;
+  o.learning_rate = 1e-2;
+  o.threads = 1;
+  auto report = ReconstructBlocks(dense, &fitted, TokenBatches(4, 16, 5), o);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  ASSERT_EQ(report->blocks.size(), 2u);
+  for (const auto& b : report->blocks) {
+    EXPECT_TRUE(b.kept) << b.first_node;
+    EXPECT_LT(b.error_after, 0.7 * b.error_before) << b.first_node;
+  }
+  // On other samples too.
+  const Tensor x = Gaussian({16, 6, 8}, 1234);
+  auto run = [&](const Model& m) {
+    auto exec = Executor::Create(m, ExecutorOptions{1});
+    TensorMap out;
+    EXPECT_TRUE(exec.ok() && (*exec)->Run({{"x", x}}, &out).ok());
+    return out["y"];
+  };
+  EXPECT_LT(RelativeError(run(fitted), run(dense)), RelativeError(run(pruned), run(dense)));
 }
 
 TEST(BlockReconstruction, BadOptionsAndMissingDataAreErrors) {
