@@ -79,19 +79,26 @@ StatusOr<std::vector<ReconstructionBlock>> FindReconstructionBlocks(const Model&
       if (!in.empty()) last_use[in] = i;
   for (const auto& o : g.outputs) last_use[o.name] = n;
 
-  // Sweep in graph order counting the live weight-dependent values; a cut
-  // follows a node after which exactly one is live.
+  // Sweep in graph order counting the live activations: the weight-dependent
+  // values and the inputs that weighted layers multiply (the embeddings a
+  // first attention block reads with its q, k, v and its residual); a cut
+  // follows a node of a block after which exactly one is live.
+  std::set<std::string> tracked = wdep_values;
+  for (size_t i = 0; i < n; ++i)
+    if (weighted[i]) tracked.insert(g.nodes[i].inputs[0]);
   std::vector<std::vector<size_t>> segments(1);
   std::map<std::string, size_t> live;  // value -> last use
+  auto add_live = [&](const std::string& v, size_t after) {
+    auto u = last_use.find(v);
+    if (!v.empty() && tracked.count(v) && u != last_use.end() && u->second > after) live[v] = u->second;
+  };
+  for (const auto& in : g.inputs) add_live(in.name, 0);
   for (size_t i = 0; i < n; ++i) {
     const Node& node = g.nodes[i];
     for (auto it = live.begin(); it != live.end();) it = it->second <= i ? live.erase(it) : std::next(it);
+    for (const auto& out : node.outputs) add_live(out, i);
     if (!wdep[i]) continue;
     segments.back().push_back(i);
-    for (const auto& out : node.outputs) {
-      auto u = last_use.find(out);
-      if (!out.empty() && u != last_use.end() && u->second > i) live[out] = u->second;
-    }
     if (live.size() == 1) segments.emplace_back();
   }
   if (segments.back().empty()) segments.pop_back();

@@ -49,10 +49,11 @@ struct ReconstructionBlock {
 };
 
 // Cuts `model` (constants folded, topologically sorted) into blocks. A cut is a
-// point in graph order where exactly one value that depends on a weighted
-// layer's output is live (computed and read later); values that depend on no
-// weighted layer (the graph inputs, attention masks, shapes) are block inputs
-// wherever they are read. Consecutive segments between cuts are joined until a
+// point in graph order where exactly one activation is live (computed and read
+// later): activations are the values that depend on a weighted layer's output
+// and the inputs weighted layers multiply. Values that depend on no weighted
+// layer (the graph inputs, attention masks, shapes) are block inputs wherever
+// they are read. Consecutive segments between cuts are joined until a
 // block holds options.block_layers weighted layers; segments without weighted
 // layers join the block before them. Nodes that depend on no weighted layer
 // belong to no block (the first block starts at the first weighted layer).
