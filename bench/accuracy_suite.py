@@ -29,6 +29,9 @@ and evaluation splits, meta.json with the task), on the same data:
   sparq fp16                          `sparq run`, precision fp16
   sparq 2:4 + int8 (<method>)         `sparq run`, prune 2:4 (50%) with
                                       recovery, then INT8 as above
+  sparq 2:4, block reconstruction     (--prune-variants 2:4,2:4b) the same
+    + int8 (<method>)                 with prune.reconstruction block after
+                                      the least squares
   sparq P% uniform / auto + int8      (--prune-variants uniform50,auto50)
                                       unstructured, every layer at P% or
                                       P% overall allocated by the
@@ -287,8 +290,10 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constan
             "  batch_size: 8\n" + recipe_constants(constants))
     if prune:  # True / "2:4": 2:4; "uniform<P>" / "auto<P>": unstructured P% with that allocation
         text += "prune:\n  enabled: true\n  recovery: true\n"
-        if prune is True or prune == "2:4":
+        if prune is True or prune in ("2:4", "2:4b"):
             text += "  structure: \"2:4\"\n"
+            if prune == "2:4b":  # then block reconstruction, the defaults (prune.reconstruction)
+                text += "  reconstruction: {method: block}\n"
         else:
             allocation = "auto" if prune.startswith("auto") else "uniform"
             scan_recovery = prune.endswith("r")  # auto<P>r: the scan re-fits each layer (sensitivity.recovery)
@@ -516,7 +521,7 @@ def run_model(args, name, save):
     variants.append(("sparq int8 dynamic", "sparq", ("dynamic", False)))
     variants.append(("sparq fp16", "sparq", ("fp16", False)))
     for p in args.prune_variants:
-        label = "2:4" if p == "2:4" else (
+        label = "2:4" if p == "2:4" else "2:4, block reconstruction" if p == "2:4b" else (
             f"{p[4:].rstrip('r')}% auto" + (", scan with recovery" if p.endswith("r") else "")
             if p.startswith("auto") else f"{p[7:]}% uniform")
         variants.append((f"sparq {label} + int8 {args.prune_method}", "sparq", (args.prune_method, p)))
@@ -727,7 +732,8 @@ def main(argv=None):
                     help="calibration methods (comma) of FP8 E4M3 variants 'sparq fp8 METHOD' (quantize.precision fp8)")
     ap.add_argument("--prune-method", default="percentile", help="calibration of the pruned INT8 variant")
     ap.add_argument("--prune-variants", default="2:4",
-                    help="pruned variants (comma): 2:4, uniform<P> (unstructured, P%% in every pruned layer), "
+                    help="pruned variants (comma): 2:4, 2:4b (2:4 with block reconstruction after the least "
+                         "squares: prune.reconstruction), uniform<P> (unstructured, P%% in every pruned layer), "
                          "auto<P> (unstructured, P%% of the pruned layers' weights, allocation: auto), "
                          "auto<P>r (the same, the scan re-fitting each layer: sensitivity.recovery)")
     ap.add_argument("--only", default="", help="run only variants whose label contains one of these (comma)")

@@ -90,6 +90,8 @@ const EnumEntry<Score> kScores[] = {{Score::kMagnitude, PruneScoreName(Score::kM
                                     {Score::kL1, PruneScoreName(Score::kL1)},
                                     {Score::kL2, PruneScoreName(Score::kL2)},
                                     {Score::kActivation, PruneScoreName(Score::kActivation)}};
+constexpr EnumEntry<PruneReconstruction::Method> kReconstructions[] = {
+    {PruneReconstruction::Method::kNone, "none"}, {PruneReconstruction::Method::kBlock, "block"}};
 constexpr EnumEntry<RecipePrune::Allocation> kAllocations[] = {{RecipePrune::Allocation::kUniform, "uniform"},
                                                                {RecipePrune::Allocation::kAuto, "auto"}};
 constexpr EnumEntry<Precision> kPrecisions[] = {
@@ -541,6 +543,17 @@ void RecipeParser::ParsePrune(MapReader m) {
   m.ReadEnum("scope", kScopes, &p.scope);
   m.ReadEnum("score", kScores, &p.score);
   m.Read("recovery", &p.recovery);
+  {
+    MapReader c = m.Child("reconstruction");
+    c.ReadEnum("method", kReconstructions, &p.reconstruction.method);
+    c.Read("iterations", &p.reconstruction.iterations, Bounds::AtLeast(1));
+    c.Read("learning_rate", &p.reconstruction.learning_rate, Bounds::OpenClosed(0, 1));
+    c.Read("block_layers", &p.reconstruction.block_layers, Bounds::AtLeast(1));
+    if (p.reconstruction.method == PruneReconstruction::Method::kBlock && !p.recovery)
+      diag_.Error(c.LineOf("method"), c.PathOf("method"),
+                  "block reconstruction starts from the least-squares fit: it needs prune.recovery: true");
+    c.Finish();
+  }
   m.Read("skip_first_last", &p.skip_first_last);
   m.Read("allow_partial", &p.allow_partial);
 

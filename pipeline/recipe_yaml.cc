@@ -97,6 +97,12 @@ void EmitPrune(YAML::Emitter& e, const RecipePrune& p) {
   e << YAML::Key << "scope" << YAML::Value << RecipeEnumName(p.scope);
   e << YAML::Key << "score" << YAML::Value << RecipeEnumName(p.score);
   e << YAML::Key << "recovery" << YAML::Value << p.recovery;
+  e << YAML::Key << "reconstruction" << YAML::Value << YAML::BeginMap;
+  e << YAML::Key << "method" << YAML::Value << PruneReconstructionName(p.reconstruction.method);
+  e << YAML::Key << "iterations" << YAML::Value << p.reconstruction.iterations;
+  Num(e << YAML::Key << "learning_rate" << YAML::Value, p.reconstruction.learning_rate);
+  e << YAML::Key << "block_layers" << YAML::Value << p.reconstruction.block_layers;
+  e << YAML::EndMap;
   e << YAML::Key << "skip_first_last" << YAML::Value << p.skip_first_last;
   e << YAML::Key << "allow_partial" << YAML::Value << p.allow_partial;
   e << YAML::Key << "allocation" << YAML::Value << RecipeEnumName(p.allocation);

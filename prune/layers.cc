@@ -164,6 +164,13 @@ Status ValidatePruneOptions(const PruneOptions& o) {
   if (!(o.recovery_options.damping >= 0.0)) fail("recovery damping must be >= 0");
   if (o.recovery_options.max_rows_per_sample < 1) fail("recovery max_rows_per_sample must be >= 1");
   if (o.recovery_options.cg_iterations < 1) fail("recovery cg_iterations must be >= 1");
+  if (o.reconstruction.method == PruneReconstruction::Method::kBlock) {
+    if (!o.recovery) fail("reconstruction block starts from the least-squares fit: it needs recovery on");
+    if (o.reconstruction.iterations < 1) fail("reconstruction iterations must be >= 1");
+    if (!(o.reconstruction.learning_rate > 0.0 && o.reconstruction.learning_rate <= 1.0))
+      fail("reconstruction learning_rate must be in (0, 1]");
+    if (o.reconstruction.block_layers < 1) fail("reconstruction block_layers must be >= 1");
+  }
   if (o.structure.kind == PruneStructure::Kind::kAuto && o.auto_candidates.empty())
     fail("structure auto needs at least one auto candidate");
   for (const auto& c : o.auto_candidates) {

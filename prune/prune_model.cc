@@ -6,6 +6,7 @@
 
 #include "formats/text_table.h"
 #include "prune/internal.h"
+#include "quant/reconstruct.h"
 
 namespace sparq {
 
@@ -210,6 +211,22 @@ StatusOr<PruneResult> PruneModel(const Model& model, const PruneOptions& options
       if (ro.threads == 0) ro.threads = options.threads;
       if (!ro.log) ro.log = options.log;
       SPARQ_ASSIGN_OR_RETURN(step.recovery, RecoverModel(model, &current, names, data, ro));
+      if (options.reconstruction.method == PruneReconstruction::Method::kBlock) {
+        const auto rstart = Clock::now();
+        BlockReconstructionOptions bo;
+        bo.iterations = options.reconstruction.iterations;
+        bo.learning_rate = options.reconstruction.learning_rate;
+        bo.block_layers = options.reconstruction.block_layers;
+        bo.threads = options.threads;
+        bo.log = ro.log;
+        SPARQ_ASSIGN_OR_RETURN(BlockReconstructionReport br, ReconstructBlocks(model, &current, data, bo));
+        for (const auto& b : br.blocks) (b.skipped.empty() ? step.reconstructed_blocks : step.reconstruction_skipped)++;
+        step.reconstruction_seconds = std::chrono::duration<double>(Clock::now() - rstart).count();
+        if (options.log)
+          options.log("block reconstruction: " + std::to_string(step.reconstructed_blocks) + " blocks fitted, " +
+                      std::to_string(step.reconstruction_skipped) + " left to least squares (" +
+                      FormatDouble("%.1f", step.reconstruction_seconds) + " s)");
+      }
     }
     if (options.retrain) {
       SPARQ_RETURN_IF_ERROR(retrain_step(t, global[t - 1], masks, &current, &step));

@@ -30,6 +30,9 @@ StatusOr<PruneSchedule> ParsePruneSchedule(const std::string& name) {
 }
 
 const char* PruneScopeName(PruneScope s) { return s == PruneScope::kGlobal ? "global" : "layer"; }
+const char* PruneReconstructionName(PruneReconstruction::Method m) {
+  return m == PruneReconstruction::Method::kBlock ? "block" : "none";
+}
 
 StatusOr<std::vector<double>> ScheduleSparsities(PruneSchedule schedule, double final_sparsity, int steps,
                                                  double initial_sparsity) {

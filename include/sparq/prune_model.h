@@ -48,6 +48,11 @@ struct SPARQ_API PruneStepReport {
   bool acceptable = true;
   std::string note;               // the callback's note
   ModelRecoveryReport recovery;   // empty without recovery
+  // Block reconstruction (PruneOptions::reconstruction): blocks fitted (the
+  // fit kept), blocks left to least squares, and its time.
+  int reconstructed_blocks = 0;
+  int reconstruction_skipped = 0;
+  double reconstruction_seconds = 0.0;
   // PruneOptions::retrain ran: the weights its model had made non-zero at
   // pruned positions (set back to 0), and its time.
   bool retrained = false;

@@ -42,6 +42,27 @@ enum class PruneScope {
 };
 SPARQ_API const char* PruneScopeName(PruneScope s);  // "layer", "global"
 
+// Block reconstruction after each step's least-squares recovery (BRECQ
+// family, quant/reconstruct.h): the model is cut into blocks of a few
+// weighted layers at tensors where one activation is live (a residual block,
+// a transformer sub-layer), and each block's weights and biases are fitted by
+// Adam so the block reproduces the DENSE model's block output on the
+// calibration data, its input coming from the pruned model fitted so far;
+// pruned weights stay 0. A block whose error would grow keeps its weights.
+// Cost: about 3x the forward FLOPs of the model per calibration batch and
+// iteration (iterations x batches of forward + backward over all blocks).
+struct SPARQ_API PruneReconstruction {
+  enum class Method {
+    kNone,   // least squares alone (`recovery`)
+    kBlock,  // then block reconstruction
+  };
+  Method method = Method::kNone;
+  int iterations = 200;          // Adam steps per block (one calibration batch each, in order), >= 1
+  double learning_rate = 1e-3;   // Adam's first step size, cosine-decayed to 0, in (0, 1]
+  int block_layers = 2;          // weighted layers a block gathers before it closes at a cut, >= 1
+};
+SPARQ_API const char* PruneReconstructionName(PruneReconstruction::Method m);  // "none", "block"
+
 struct SPARQ_API PruneOptions {
   PruneStructure structure;  // default unstructured
   // Target fraction of zero weights per layer, in [0, 1). With N:M it must be
@@ -61,6 +82,8 @@ struct SPARQ_API PruneOptions {
   PruneScore score = PruneScore::kMagnitude;
   bool recovery = true;  // re-fit kept weights after each step (needs data)
   RecoveryOptions recovery_options;
+  // After the least squares of each step (needs `recovery`); see PruneReconstruction.
+  PruneReconstruction reconstruction;
   // Leave the first and the last weighted layer dense (a rule naming one
   // of them by its exact name still applies).
   bool skip_first_last = true;

@@ -140,6 +140,8 @@ struct SPARQ_API RecipePrune {
   Scope scope = Scope::kLayer;
   Score score = Score::kMagnitude;
   bool recovery = true;         // re-fit kept weights on calibration data after pruning
+  // Block reconstruction after `recovery` (YAML `prune.reconstruction`); default none.
+  PruneReconstruction reconstruction;
   bool skip_first_last = true;  // leave the first and last weighted layers dense
   // false: pruning that stops before the requested sparsity (the gate would
   // not allow the next step) fails the run (exit 1); true: a warning.

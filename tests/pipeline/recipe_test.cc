@@ -339,6 +339,36 @@ TEST_F(RecipeTest, DefaultMaxDropIsChosenPerMetric) {
   EXPECT_DOUBLE_EQ(scan_written->prune.sensitivity->budget, 0.02);
 }
 
+TEST_F(RecipeTest, PruneReconstructionBlockParsesDumpsAndNeedsRecovery) {
+  StatusOr<Recipe> r = Parse(kMinimal + "prune: {enabled: true, structure: \"2:4\", reconstruction: {method: block, "
+                                        "iterations: 50, learning_rate: 0.001, block_layers: 3}}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->prune.reconstruction.method, PruneReconstruction::Method::kBlock);
+  EXPECT_EQ(r->prune.reconstruction.iterations, 50);
+  EXPECT_DOUBLE_EQ(r->prune.reconstruction.learning_rate, 0.001);
+  EXPECT_EQ(r->prune.reconstruction.block_layers, 3);
+  StatusOr<Recipe> again = ParseRecipe(RecipeToYaml(*r), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->prune.reconstruction.method, PruneReconstruction::Method::kBlock);
+  EXPECT_EQ(again->prune.reconstruction.iterations, 50);
+  EXPECT_DOUBLE_EQ(again->prune.reconstruction.learning_rate, 0.001);
+  // Default: none. Errors: block without recovery, a misspelled method, bounds.
+  r = Parse(kMinimal + "prune: {enabled: true}\n");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->prune.reconstruction.method, PruneReconstruction::Method::kNone);
+  r = Parse(kMinimal + "prune: {enabled: true, recovery: false, reconstruction: {method: block}}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("prune.reconstruction.method: block reconstruction starts from the least-squares"),
+            std::string::npos) << r.status().message();
+  r = Parse(kMinimal + "prune: {enabled: true, reconstruction: {method: blocks}}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("prune.reconstruction.method"), std::string::npos) << r.status().message();
+  r = Parse(kMinimal + "prune: {enabled: true, reconstruction: {method: block, iterations: 0, learning_rate: 2}}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("prune.reconstruction.iterations"), std::string::npos) << r.status().message();
+  EXPECT_NE(r.status().message().find("prune.reconstruction.learning_rate"), std::string::npos) << r.status().message();
+}
+
 TEST_F(RecipeTest, PruneAllocationAutoMeetsTheTargetUnlessABudgetIsWritten) {
   StatusOr<Recipe> r = Parse(kMinimal + "prune: {enabled: true, sparsity: 0.5, allocation: auto}\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
