@@ -12,6 +12,7 @@
 #include <cmath>
 
 #include "kernels/ref/conv.h"
+#include "kernels/ref/nn_common.h"  // ReadWindowAttributes
 #include "prune/internal.h"
 
 namespace sparq {
@@ -37,12 +38,9 @@ std::vector<int64_t> SamplePositions(int64_t total, int64_t count) {
 Status ConvRows(const Node& node, const WeightedLayer& layer, const Tensor& x, int64_t group,
                 int64_t max_rows_per_sample, Matrix* rows) {
   ConvParams p;
-  p.window.kernel = node.attr_ints("kernel_shape");
-  p.window.strides = node.attr_ints("strides");
-  p.window.dilations = node.attr_ints("dilations");
-  p.window.pads = node.attr_ints("pads");
   p.group = node.attr_int("group", 1);
-  SPARQ_ASSIGN_OR_RETURN(AutoPad auto_pad, ParseAutoPad(node.attr_string("auto_pad", "NOTSET")));
+  AutoPad auto_pad;
+  SPARQ_RETURN_IF_ERROR(ReadWindowAttributes(node, &p.window, &auto_pad));
   Shape y_shape;
   Status st = PrepareConv(x.shape(), layer.weight_shape, auto_pad, &p, &y_shape);
   if (!st.ok()) return st.WithContext(node.Describe());

@@ -17,6 +17,7 @@
 #include "kernels/backend.h"  // SharedThreadPool
 #include "kernels/cpu/dispatch.h"
 #include "kernels/ref/conv.h"
+#include "kernels/ref/nn_common.h"  // ReadWindowAttributes
 #include "quant/adam.h"
 #include "quant/gptq.h"    // AddToGram, InputStatistics
 #include "quant/layer_inputs.h"  // ForEachActivation
@@ -293,12 +294,9 @@ struct Target {
 Status AddConvRows(Target& t, const Tensor& x, int64_t max_positions, ThreadPool* pool) {
   const Node& node = t.node;
   ConvParams p;
-  p.window.kernel = node.attr_ints("kernel_shape");
-  p.window.strides = node.attr_ints("strides");
-  p.window.dilations = node.attr_ints("dilations");
-  p.window.pads = node.attr_ints("pads");
   p.group = node.attr_int("group", 1);
-  SPARQ_ASSIGN_OR_RETURN(AutoPad auto_pad, ParseAutoPad(node.attr_string("auto_pad", "NOTSET")));
+  AutoPad auto_pad;
+  SPARQ_RETURN_IF_ERROR(ReadWindowAttributes(node, &p.window, &auto_pad));
   Shape y_shape;
   SPARQ_RETURN_IF_ERROR(PrepareConv(x.shape(), t.layer.weight_shape, auto_pad, &p, &y_shape));
   const size_t R = x.rank() - 2;

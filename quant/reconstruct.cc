@@ -13,6 +13,7 @@
 #include "kernels/cpu/dispatch.h"
 #include "kernels/packed_formats.h"
 #include "kernels/ref/conv.h"
+#include "kernels/ref/nn_common.h"  // ReadWindowAttributes
 #include "kernels/ref/gemm.h"
 #include "kernels/ref/grad.h"
 #include "quant/adam.h"
@@ -415,11 +416,8 @@ class BlockFitter {
       SPARQ_ASSIGN_OR_RETURN(const Tensor* w, FloatValue(n.inputs[1]));
       ConvParams p;
       p.group = n.attr_int("group", 1);
-      p.window.kernel = n.attr_ints("kernel_shape");
-      p.window.strides = n.attr_ints("strides");
-      p.window.pads = n.attr_ints("pads");
-      p.window.dilations = n.attr_ints("dilations");
-      SPARQ_ASSIGN_OR_RETURN(AutoPad ap, ParseAutoPad(n.attr_string("auto_pad", "NOTSET")));
+      AutoPad ap;
+      SPARQ_RETURN_IF_ERROR(ReadWindowAttributes(n, &p.window, &ap));
       Shape ys;
       SPARQ_RETURN_IF_ERROR(PrepareConv(x->shape(), w->shape(), ap, &p, &ys));
       std::vector<float> dx = want(0) ? buffer(0) : std::vector<float>{}, dw = want(1) ? buffer(1) : std::vector<float>{},

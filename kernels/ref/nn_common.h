@@ -62,9 +62,9 @@ inline Status RequireSameType(const OpContext& ctx, const char* first,
   return Status::OK();
 }
 
-// Reads kernel_shape, strides, dilations, pads and auto_pad of a windowed op.
-inline Status ReadWindowAttributes(const OpContext& ctx, WindowGeometry* g, AutoPad* auto_pad) {
-  const Node& node = ctx.node();
+// Reads kernel_shape, strides, dilations, pads and auto_pad of a windowed op
+// (a Conv's, a pool's; also for passes that re-run a Conv's geometry).
+inline Status ReadWindowAttributes(const Node& node, WindowGeometry* g, AutoPad* auto_pad) {
   g->kernel = node.attr_ints("kernel_shape");
   g->strides = node.attr_ints("strides");
   g->dilations = node.attr_ints("dilations");
@@ -73,6 +73,9 @@ inline Status ReadWindowAttributes(const OpContext& ctx, WindowGeometry* g, Auto
   if (!ap.ok()) return ap.status().WithContext(node.Describe());
   *auto_pad = *ap;
   return Status::OK();
+}
+inline Status ReadWindowAttributes(const OpContext& ctx, WindowGeometry* g, AutoPad* auto_pad) {
+  return ReadWindowAttributes(ctx.node(), g, auto_pad);
 }
 
 }  // namespace sparq
