@@ -10,6 +10,7 @@
 #include "sparq/onnx_io.h"
 #include "sparq/npy.h"
 #include "sparq/metrics.h"
+#include "sparq/calibrate.h"
 #include "sparq/executor.h"
 #include "sparq/pipeline.h"
 #include "test_util.h"
@@ -516,6 +517,75 @@ TEST(RunRecipe, ModelComputingInfFailsTheGateNamingTheTensor) {
   EXPECT_NE(report->nonfinite.find("(output of Mul node 'square'): Inf"), std::string::npos) << report->nonfinite;
   EXPECT_NE(report->ToText().find("computes NaN/Inf"), std::string::npos) << report->ToText();
   EXPECT_NE(report->ToJson().find("\"nonfinite\""), std::string::npos);
+}
+
+}  // namespace
+}  // namespace sparq
+
+namespace sparq {
+namespace {
+
+// Side-file calibration (scales.json) observes every tensor. An infinity in
+// one that no INT8 layer reads (Log -> Exp, as an SDPA export's -inf mask
+// before Softmax) is left out with a warning naming it; in one that a MatMul
+// reads, the run fails naming it and writes nothing.
+Model LogModel(bool exp_before_matmul) {
+  Model m;
+  m.ir_version = 8;
+  m.opset_imports = {{"", 17}};
+  Graph& g = m.graph;
+  g.name = "log";
+  const Dim n{-1, "N"};
+  g.inputs.push_back(testing::FloatInput("x", {n, {4, ""}}));
+  g.outputs.push_back(testing::FloatInput("y", {n, {3, ""}}));
+  g.initializers["w"] = testing::RandomFloats({4, 3}, 7);
+  g.nodes.push_back({"log", "Log", "", {"x"}, {"lx"}, {}, ""});
+  std::string read = "lx";
+  if (exp_before_matmul) {
+    g.nodes.push_back({"exp", "Exp", "", {"lx"}, {"ex"}, {}, ""});
+    read = "ex";
+  }
+  g.nodes.push_back({"mm", "MatMul", "", {read, "w"}, {"y"}, {}, ""});
+  return m;
+}
+
+StatusOr<RunReport> RunLogModel(const testing::TempDir& dir, bool exp_before_matmul) {
+  Status saved = SaveModel(LogModel(exp_before_matmul), dir.path("model.onnx"));
+  if (!saved.ok()) return saved;
+  Tensor x = testing::RandomFloats({16, 4}, 3, 0.5f, 2.0f);
+  x.data<float>()[5] = 0.0f;  // Log(0) = -inf
+  saved = WriteNpz(dir.path("x.npz"), {{"x", x}});
+  if (!saved.ok()) return saved;
+  auto r = ParseRecipe("version: 1\nmodel: model.onnx\ndata: {calibration: x.npz, evaluation: x.npz, batch_size: 8}\n"
+                       "quantize: {precision: int8, calibration: {method: max}, fallback: {enabled: false}}\n"
+                       "output: {dir: out, overwrite: true}\n"
+                       "evaluate: {metric: cosine, gate: {max_drop: 1}}\n",
+                       dir.root(), "r.yaml");
+  if (!r.ok()) return r.status();
+  return RunRecipe(*r, PipelineOptions{});
+}
+
+TEST(RunNonFinite, TensorNoInt8LayerReadsIsLeftOutWithAWarning) {
+  testing::TempDir dir;
+  auto report = RunLogModel(dir, /*exp_before_matmul=*/true);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  bool warned = false;
+  for (const std::string& w : report->warnings) warned |= w.find("hold NaN or an infinity (lx)") != std::string::npos;
+  EXPECT_TRUE(warned) << report->ToText();
+  auto table = CalibrationTable::Load(dir.path("out/scales.json"));
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  EXPECT_EQ(table->Find("lx"), nullptr);
+  EXPECT_NE(table->Find("ex"), nullptr);
+}
+
+TEST(RunNonFinite, Int8ReadTensorHoldingAnInfinityIsNamed) {
+  testing::TempDir dir;
+  auto report = RunLogModel(dir, /*exp_before_matmul=*/false);
+  ASSERT_FALSE(report.ok());
+  const std::string& message = report.status().message();
+  EXPECT_NE(message.find("activation 'lx'"), std::string::npos) << message;
+  EXPECT_NE(message.find("INT8 reads it"), std::string::npos) << message;
+  EXPECT_FALSE(std::filesystem::exists(dir.path("out/model.sparq.onnx")));
 }
 
 }  // namespace
