@@ -14,8 +14,9 @@
 
 namespace sparq {
 
-// Registration hook of pool.cc, called by RegisterNnOps.
+// Registration hooks of pool.cc and einsum.cc, called by RegisterNnOps.
 void RegisterPoolOps(KernelRegistry& r);
+void RegisterEinsumOps(KernelRegistry& r);
 
 // Runs `fn` on a context whose float16/bfloat16 inputs are converted to
 // float32, then converts its float32 outputs back to that 16-bit type (other

@@ -1,6 +1,6 @@
 // Reference kernels of the dense NN operators: Gemm, MatMul, Conv,
 // ConvTranspose (the math is in gemm.h / conv.h), and the registration of the
-// pooling operators (pool.cc).
+// pooling operators (pool.cc) and Einsum (einsum.cc).
 //
 // Floating point computes in the input type (float16/bfloat16 via float32);
 // integer Gemm/MatMul accumulate in 64 bits and wrap to the output type.
@@ -322,6 +322,7 @@ void RegisterNnOps(KernelRegistry& r) {
   r.Add({"Conv", "", 1, 99, ConvKernel<false>, "ref"});
   r.Add({"ConvTranspose", "", 1, 99, ConvKernel<true>, "ref"});
   RegisterPoolOps(r);
+  RegisterEinsumOps(r);
 }
 
 }  // namespace sparq
