@@ -37,7 +37,8 @@ enum class GraphProfile {
   // calibration of chosen tensors runs (same bits as kAsWritten for the kept
   // values).
   kObserveKept,
-  // What deployment runtimes run: kObserveKept's rewrites plus
+  // What deployment runtimes run: two-operand Einsums lowered to MatMul
+  // (float32 sums: within rounding of the reference's), kObserveKept's rewrites plus
   // DequantizeLinear -> Conv/MatMul -> QuantizeLinear fused into integer
   // operators (integer sums, one rounding; outputs may differ from the QDQ
   // graph's float path by one quantization step) and the float glue between

@@ -1,5 +1,6 @@
 #include "runtime/passes/passes.h"
 
+#include "runtime/passes/einsum_lowering.h"
 #include "runtime/passes/float_fusion.h"
 #include "runtime/passes/fp8_fusion.h"
 #include "runtime/passes/graph_folding.h"
@@ -15,6 +16,7 @@ struct GraphPass {
 };
 
 constexpr GraphPass kPasses[] = {
+    {"lower-einsum", [](Model* m) { LowerEinsumToMatMul(m); return Status::OK(); }},
     {"fold-constant-subgraphs", [](Model* m) { return FoldConstants(m).status(); }},
     {"fold-pads", [](Model* m) { FoldPadsIntoConvs(m); return Status::OK(); }},
     {"fuse-qdq", [](Model* m) { FuseFp8QdqPairs(m); FuseQdqToIntegerOps(m); return Status::OK(); }},

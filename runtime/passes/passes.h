@@ -2,6 +2,7 @@
 // (Backend::Passes, kernels/backend.h) is run from this one table.
 //
 //   name                       rewrite (file)
+//   lower-einsum               two-operand Einsum -> Transpose/Reshape/MatMul (einsum_lowering.h)
 //   fold-constant-subgraphs    constant subgraphs -> initializers (graph_folding.h)
 //   fold-pads                  zero Pad (also DQ -> Pad -> Q) into the next Conv (graph_folding.h)
 //   fuse-qdq                   DQ -> op -> Q into integer operators (qdq_fusion.h)
