@@ -225,6 +225,10 @@ def task_metrics(meta, ref, out):
         r["cosine (min)"] = float(np.min(cos))
         r["Spearman"] = M.spearman(M.pair_similarities(out, pairs), scores)
         r["Spearman - FP32"] = r["Spearman"] - M.spearman(M.pair_similarities(ref, pairs), scores)
+    elif task == "embedding":  # a feature map that later layers read (DeepFilterNet's encoder)
+        cos = M.row_cosines(ref, out)
+        r["cosine (mean)"] = float(np.mean(cos))
+        r["cosine (min)"] = float(np.min(cos))
     elif task == "detector":
         d = meta["decode"]
         m = M.detection_metrics(ref, out, d["score_threshold"], d["nms_iou"])
@@ -472,7 +476,7 @@ def sparq_metric_for(task):
     """sparq's label-free metric for the task: what the search scores
     candidates by on held-out calibration batches, and what a user's recipe
     would name (recipes/README.md)."""
-    return {"classifier": "agreement", "text_embedding": "cosine", "detector": "box_recall",
+    return {"classifier": "agreement", "text_embedding": "cosine", "embedding": "cosine", "detector": "box_recall",
             "ctc_recognizer": "ctc_accuracy"}.get(task, "sqnr")  # vad, dense_map: sqnr
 
 

