@@ -409,7 +409,7 @@ void Runner::NoteQuantizedLayers() {
                                 "data.constants pins that input)";
   std::string why;
   if (report_.layers.empty()) {
-    why = inside > 0 ? "the model's layers are all inside subgraphs: " + subgraphs
+    why = inside > 0 ? "the model's only layers are " + subgraphs
                      : "the model has no Conv, Gemm or MatMul layer with a constant weight";
   } else {
     std::map<std::string, int> reasons;
