@@ -404,6 +404,8 @@ def test_silero_vad_default_recipe_folds_and_quantizes(sparq, tmp_path):
     assert "the written model has no input 'sr'" in log, log
     int8_path, log = _run_recipe(sparq, tmp_path, "int8", path, data, 16000, quantize=True)
     assert "nothing was quantized" not in log, log
+    for written in (float_path, int8_path):
+        onnx.checker.check_model(onnx.load(written), full_check=True)
     ops = [n.op_type for n in onnx.load(int8_path).graph.node]
     assert ops.count("QuantizeLinear") >= 2, ops
     original = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
