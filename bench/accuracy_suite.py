@@ -196,6 +196,8 @@ def ort_run(path, feeds, output, batch=16, level=None, layout=None):
     outs = []
     for i in range(0, n, batch):
         feed = ort_feed({k: v for k, v in feeds.items() if k in names}, i, i + batch, layout)
+        # A pinned input that decided an If is no longer an input of sparq's files (folded).
+        feed = {k: v for k, v in feed.items() if k in names}
         outs.append(sess.run([output], feed)[0])
     return np.concatenate(outs)
 

@@ -182,6 +182,8 @@ std::set<std::string> ActivationNames(const Model& model) {
   for (const Node& n : g.nodes) {
     bool depends = false;
     for (const auto& in : n.inputs) depends |= dynamic.count(in) > 0;
+    if (n.HasSubgraphs())  // an If on a shape whose branches read the run's inputs
+      for (const auto& in : n.ImplicitInputs()) depends |= dynamic.count(in) > 0;
     if (!depends || n.op_type == "Shape" || n.op_type == "Size") continue;
     for (const auto& o : n.outputs)
       if (!o.empty()) {

@@ -1,5 +1,6 @@
 #include "sparq/commands.h"
 
+#include <algorithm>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
@@ -206,6 +207,15 @@ StatusOr<QuantizeFilesResult> QuantizeFiles(const QuantizeFilesOptions& options)
   }
   SPARQ_ASSIGN_OR_RETURN(Model quantized, QuantizeModel(model, *table, rounded, &result.report));
   result.report.warnings.insert(result.report.warnings.begin(), check_warnings.begin(), check_warnings.end());
+  // A file that is the float model again says so (as sparq run's reports do).
+  if (std::none_of(result.report.layers.begin(), result.report.layers.end(),
+                   [](const LayerDecision& l) { return l.precision != Precision::kFP32; })) {
+    result.report.warnings.push_back(
+        std::string("nothing was quantized (int8 layers: 0): ") +
+        (result.report.layers.empty() ? "the outer graph has no Conv, Gemm or MatMul layer with a constant weight"
+                                      : "every layer stayed float (their reasons in the layer list)") +
+        "; the written model is float");
+  }
   quantized.producer_name = "sparq";
   quantized.producer_version = Version();
   SetMetadataProp("sparq.calibration_method", int8 && !q.dynamic ? table->method : "none", &quantized);

@@ -128,6 +128,9 @@ std::string RunReport::ToJson() const {
   for (const auto& l : this->layers)
     layers.push_back({{"node", l.node}, {"op", l.op_type}, {"precision", PrecisionName(l.precision)}, {"reason", l.reason}});
   j["layers"] = layers;
+  j["quantized_layers"] = quantized_layers;
+  if (!nothing_quantized.empty()) j["nothing_quantized"] = nothing_quantized;
+  if (!folded_ifs.empty()) j["folded_ifs"] = {{"ifs", folded_ifs}, {"inputs_removed", inputs_removed}};
   json fb = json::array();
   for (const auto& f : fallback)
     fb.push_back({{"node", f.node},
@@ -209,7 +212,10 @@ std::string RunReport::ToMarkdown() const {
      << Fixed(output_metric, GateDigits(metric, false)) << " |\n"
      << "| weight sparsity | | " << Fixed(100 * weight_sparsity, 1) << "% |\n"
      << "| peak memory (RSS) | | " << Fixed(peak_rss_mib, 0) << " MiB |\n\n";
+  if (!nothing_quantized.empty()) os << "**Nothing was quantized** (int8 layers: 0): " << nothing_quantized << ".\n\n";
   if (!output_model.empty()) os << "Model: `" << output_model << "`\n\n";
+  for (const auto& f : folded_ifs) os << "- folded: " << f << "\n";
+  if (!folded_ifs.empty()) os << "\n";
   if (!layers.empty()) {
     int counts[3] = {0, 0, 0};
     for (const auto& l : layers) ++counts[static_cast<int>(l.precision)];
@@ -291,6 +297,8 @@ std::string RunReport::ToText() const {
     if (st.retrained) os << "; retrained (" << st.retrain_rezeroed << " pruned weights set back to 0)";
     os << (st.acceptable ? "" : " (rejected)") << "\n";
   }
+  if (!nothing_quantized.empty()) os << "  quantized   NOTHING (int8 layers: 0): " << nothing_quantized << "\n";
+  for (const auto& f : folded_ifs) os << "  folded      " << f << "\n";
   for (const auto& r : search)
     if (r.chosen) os << "  search      " << r.candidate << " (of " << search.size() << ", held-out " << r.metric << " "
                      << Fixed(r.score, 4) << ")\n";

@@ -6,6 +6,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <sstream>
 
 #include "pipeline/data_prep.h"
 #include "pipeline/gate.h"
@@ -13,6 +14,7 @@
 #include "pipeline/report.h"
 #include "pipeline/prune_stage.h"
 #include "runtime/nonfinite.h"
+#include "runtime/passes/if_folding.h"
 #include "sparq/adaround.h"
 #include "sparq/bias_correction.h"
 #include "sparq/calibrate.h"
@@ -55,6 +57,8 @@ class Runner {
   StatusOr<std::map<std::string, std::vector<float>>> MeasureBiasCorrection(const QuantizeOptions& q);
   StatusOr<std::map<std::string, QuantizedWeight>> MeasureAdaRound(const QuantizeOptions& q);
   Status UpgradeOpsetForInt8();
+  Status FoldPinnedIfs();
+  void NoteQuantizedLayers();
   Status PruneStage(double dense_metric);
   StatusOr<EvalReport> EvaluateModel(const Model& m, const std::string& stage);
   double MetricOf(const EvalReport& e) const { return MetricValue(r_.evaluate.metric, e); }
@@ -67,7 +71,8 @@ class Runner {
   const Recipe& r_;
   const PipelineOptions& o_;
   RunReport report_;
-  Model fp32_;               // the float model: as loaded, then pruned
+  Model fp32_;               // the float model: as loaded (Ifs decided by data.constants folded), then pruned
+  RecipeData data_;          // the data section as fed: less the constants of inputs folding removed
   BatchSource calibration_;  // data.calibration (else data.evaluation), preprocessed per batch
   std::unique_ptr<Evaluator> evaluator_;  // data.evaluation against the model as loaded
   std::string prune_stop_;                // why pruning stopped below its target ("" = it did not)
@@ -96,7 +101,7 @@ EvaluateCallOptions Runner::CallOptions(const std::string& stage) const {
 // The data, opened once for the whole run, and the evaluator: the model as
 // loaded is the reference that every later model is compared with, run once.
 Status Runner::OpenData() {
-  const RecipeData& d = r_.data;
+  const RecipeData& d = data_;
   SPARQ_ASSIGN_OR_RETURN(calibration_, RecipeBatches(d.calibration.empty() ? d.evaluation : d.calibration, d, fp32_,
                                                      d.calibration_samples));
   SPARQ_ASSIGN_OR_RETURN(BatchSource evaluation, RecipeBatches(d.evaluation, d, fp32_, d.evaluation_samples));
@@ -333,6 +338,100 @@ Status Runner::SearchStage(QuantizeOptions* qopt) {
   return Status::OK();
 }
 
+// data.constants that decide an If (Silero VAD's sample rate): the taken
+// branch is inlined before any stage (runtime/passes/if_folding.h), so that
+// calibration and quantization see the layers inside it. The pinned value is
+// what every batch feeds, so the folded model is the model for that value;
+// the written model has no such input (feeding it fails loudly), and the FP32
+// reference is the folded model (the same arithmetic, no If).
+Status Runner::FoldPinnedIfs() {
+  data_ = r_.data;
+  if (r_.data.constants.empty()) return Status::OK();
+  TensorMap pinned;
+  for (const auto& [name, values] : r_.data.constants) {
+    for (const ValueInfo& v : fp32_.graph.inputs) {
+      if (v.name != name) continue;
+      StatusOr<Tensor> t = ConstantInput(v, values);
+      if (!t.ok()) return t.status().WithContext("data.constants");
+      pinned[name] = std::move(*t);
+    }
+  }
+  StatusOr<IfFoldReport> folded = FoldDecidedIfs(&fp32_, pinned);
+  if (!folded.ok()) return folded.status().WithContext("data.constants");
+  for (const FoldedIf& f : folded->folded) {
+    const std::string line = f.node + ": condition '" + f.condition + "' is " + (f.taken ? "true" : "false") +
+                             " for the pinned inputs, so its " + (f.taken ? "then" : "else") + "_branch (" +
+                             std::to_string(f.nodes) + " nodes) is inlined and the other branch dropped";
+    Log("fold If " + line);
+    report_.folded_ifs.push_back(line);
+  }
+  for (const std::string& name : folded->inputs_removed) {
+    std::ostringstream value;
+    const std::vector<double>& values = r_.data.constants.at(name);
+    for (size_t i = 0; i < values.size(); ++i) value << (i ? "," : "") << values[i];
+    const std::string line = "the written model has no input '" + name + "': data.constants pinned it to " +
+                             value.str() + " and the If it decides was folded, so the model computes " + name + " = " +
+                             value.str() + " only (a program feeding '" + name + "' gets 'not an input')";
+    Log(line);
+    report_.warnings.push_back(line);
+    report_.inputs_removed.push_back(name);
+    data_.constants.erase(name);
+  }
+  return Status::OK();
+}
+
+// Conv / Gemm / MatMul nodes in the subgraphs of g's nodes, at any depth.
+int64_t LayersInSubgraphs(const Graph& g, bool inside = false) {
+  int64_t n = 0;
+  for (const Node& node : g.nodes) {
+    n += inside && node.domain.empty() &&
+         (node.op_type == "Conv" || node.op_type == "Gemm" || node.op_type == "MatMul");
+    for (const Attribute& a : node.attributes)
+      if (a.subgraph) n += LayersInSubgraphs(*a.subgraph, true);
+  }
+  return n;
+}
+
+// A run that asked for quantization and quantized no layer says so, with
+// why, in the log, the warnings and the reports. The gate still passes on
+// accuracy alone: the model written is right (it is the float model), and a
+// gate failing on it would read as an accuracy regression; the reports carry
+// "nothing_quantized" for a CI that wants to fail on it.
+void Runner::NoteQuantizedLayers() {
+  report_.quantized_layers = 0;
+  for (const LayerDecision& l : report_.layers)
+    report_.quantized_layers += l.precision != Precision::kFP32 || l.reason.rfind("int4", 0) == 0;
+  if (!r_.quantize.enabled || report_.quantized_layers > 0) return;
+  const int64_t inside = LayersInSubgraphs(fp32_.graph);
+  const std::string subgraphs = std::to_string(inside) +
+                                " Conv/Gemm/MatMul layer(s) inside If/Loop/Scan subgraphs, which sparq leaves float "
+                                "(an If decided by an input that every run feeds the same value is folded when "
+                                "data.constants pins that input)";
+  std::string why;
+  if (report_.layers.empty()) {
+    why = inside > 0 ? "the model's only layers are " + subgraphs
+                     : "the model has no Conv, Gemm or MatMul layer with a constant weight";
+  } else {
+    std::map<std::string, int> reasons;
+    for (const LayerDecision& l : report_.layers) ++reasons[l.reason.empty() ? "no reason given" : l.reason];
+    why = "every one of its " + std::to_string(report_.layers.size()) + " layer(s) stayed float (";
+    int listed = 0;
+    for (const auto& [reason, count] : reasons) {
+      if (listed++ == 3) {
+        why += "; ...";
+        break;
+      }
+      why += (listed > 1 ? "; " : "") + std::to_string(count) + ": " + reason;
+    }
+    why += ")";
+    if (inside > 0) why += ", and the model has " + subgraphs;
+  }
+  report_.nothing_quantized = why;
+  const std::string line = "nothing was quantized (int8 layers: 0): " + why + "; the written model is float";
+  Log("warning: " + line);
+  report_.warnings.push_back(line);
+}
+
 // Older models are converted before any evaluation or calibration; the FP32
 // reference stays the original file.
 Status Runner::UpgradeOpsetForInt8() {
@@ -376,6 +475,7 @@ StatusOr<RunReport> Runner::Run() {
   SPARQ_ASSIGN_OR_RETURN(fp32_, LoadModel(r_.model));
   SPARQ_RETURN_IF_ERROR(CheckSupported(fp32_));
   if (fp32_.graph.inputs.empty()) return Status::InvalidArgument(r_.model + ": the model has no inputs");
+  SPARQ_RETURN_IF_ERROR(FoldPinnedIfs());
   SPARQ_RETURN_IF_ERROR(CheckRecipeAgainstModel(r_, fp32_));
   report_.fp32_bytes = static_cast<int64_t>(fs::file_size(r_.model, ec));
   {
@@ -530,6 +630,7 @@ StatusOr<RunReport> Runner::Run() {
   }
   const Model& compressed = quantized.model;
   report_.layers = quantized.report.layers;
+  NoteQuantizedLayers();
   SPARQ_RETURN_IF_ERROR(CheckFinite(compressed, quantized.eval));
   // The run's one model file.
   SPARQ_RETURN_IF_ERROR(WriteOutputModel(compressed));

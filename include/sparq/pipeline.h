@@ -94,6 +94,18 @@ struct SPARQ_API RunReport {
   std::string backend;               // evaluate.backend as resolved ("cpu", "cuda")
   int64_t eval_samples = 0;
   std::vector<LayerDecision> layers;  // final precision of each weighted layer
+  // Layers the written model computes below FP32 (INT8, FP8, INT4 or FP16).
+  int64_t quantized_layers = 0;
+  // Set when the recipe asked for quantization and no layer was quantized:
+  // why ("the model's 12 Conv/Gemm/MatMul layers are inside If/Loop/Scan
+  // subgraphs ..."). Also a warning. The gate still judges accuracy only: the
+  // written model is correct, merely not compressed (recipes/README.md).
+  std::string nothing_quantized;
+  // If nodes folded before any stage because data.constants decided their
+  // condition (runtime/passes/if_folding.h), one line each, and the pinned
+  // inputs the written model therefore no longer has.
+  std::vector<std::string> folded_ifs;
+  std::vector<std::string> inputs_removed;
   std::vector<FallbackStep> fallback;
   // quantize.search: every candidate, its held-out score and time; the one
   // chosen is marked. Empty when the run did not search.

@@ -276,8 +276,9 @@ def test_quantized_model_with_if_loads_in_onnxruntime(sparq, tmp_path, precision
 
 
 def test_quantized_silero_vad_loads_in_onnxruntime(sparq, tmp_path):
-    """Silero VAD's Convs all sit inside If branches: quantize says so, and
-    the written file passes onnx.checker and runs in onnxruntime."""
+    """Silero VAD's Convs all sit inside If branches: `sparq quantize` (which
+    pins no input) says so and that nothing was quantized, and the written
+    file passes onnx.checker and runs in onnxruntime."""
     onnx = pytest.importorskip("onnx")
     ort = pytest.importorskip("onnxruntime")
     sparq.require_subcommand("quantize")
@@ -293,9 +294,127 @@ def test_quantized_silero_vad_loads_in_onnxruntime(sparq, tmp_path):
     proc = sparq.run("quantize", path, "--scales", scales, "-o", out)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "inside If/Loop/Scan subgraphs stay as written" in proc.stderr, proc.stderr
+    assert "nothing was quantized (int8 layers: 0)" in proc.stderr, proc.stderr
     onnx.checker.check_model(onnx.load(out))
     feeds = {"input": rng.uniform(-0.5, 0.5, (1, 512)).astype(np.float32), "state": np.zeros((2, 1, 128), np.float32),
              "sr": np.array(16000, np.int64)}
     got = ort.InferenceSession(out, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     want = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, feeds)[0]
     assert np.allclose(got, want, atol=1e-5)
+
+
+def _rate_if_model():
+    """y = If(sr == 16000) then Relu(x @ w) -> nested If(N == 1) reading the
+    branch's value and the outer x, else x @ w8; z = y + 1. The nested If's
+    condition is the batch size: it is left in place."""
+    from onnx import TensorProto, helper, numpy_helper
+
+    F, I64 = TensorProto.FLOAT, TensorProto.INT64
+    rng = np.random.default_rng(8)
+    w = numpy_helper.from_array(rng.uniform(-1, 1, (4, 4)).astype(np.float32), "w")
+    w8 = numpy_helper.from_array(rng.uniform(-1, 1, (4, 4)).astype(np.float32), "w8")
+    shape = ["N", 4]
+
+    def vi(name, t=F, s=shape):
+        return helper.make_tensor_value_info(name, t, s)
+
+    inner_then = helper.make_graph([helper.make_node("Add", ["t_r", "x"], ["it"])], "inner_then", [], [vi("it")])
+    inner_else = helper.make_graph([helper.make_node("Sub", ["t_r", "x"], ["ie"])], "inner_else", [], [vi("ie")])
+    then_g = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["t_m"]), helper.make_node("Relu", ["t_m"], ["t_r"]),
+         helper.make_node("Shape", ["x"], ["t_s"]),
+         helper.make_node("Gather", ["t_s", "zero"], ["t_n"], axis=0),
+         helper.make_node("Equal", ["t_n", "one"], ["t_c"]),
+         helper.make_node("If", ["t_c"], ["t_y"], then_branch=inner_then, else_branch=inner_else)],
+        "then", [], [vi("t_y")])
+    else_g = helper.make_graph([helper.make_node("MatMul", ["x", "w8"], ["e_y"])], "else", [], [vi("e_y")])
+    nodes = [helper.make_node("Constant", [], ["k16"], value=numpy_helper.from_array(np.array(16000, np.int64))),
+             helper.make_node("Equal", ["sr", "k16"], ["is16"]),
+             helper.make_node("If", ["is16"], ["y"], then_branch=then_g, else_branch=else_g),
+             helper.make_node("Add", ["y", "onef"], ["z"])]
+    inits = [w, w8, numpy_helper.from_array(np.array(0, np.int64), "zero"),
+             numpy_helper.from_array(np.array(1, np.int64), "one"),
+             numpy_helper.from_array(np.array(1.0, np.float32), "onef")]
+    g = helper.make_graph(nodes, "rate_if", [vi("x"), helper.make_tensor_value_info("sr", I64, [])], [vi("z")],
+                          initializer=inits)
+    return helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)])
+
+
+def _run_recipe(sparq, tmp_path, name, model_path, data, sr, quantize):
+    out_dir = tmp_path / name
+    recipe = tmp_path / f"{name}.yaml"
+    recipe.write_text(
+        f"version: 1\nmodel: {model_path}\n"
+        f"data:\n  calibration: {data}\n  evaluation: {data}\n  batch_size: 4\n  constants: {{sr: {sr}}}\n"
+        f"output: {{dir: {out_dir}, overwrite: true}}\n"
+        + ("" if quantize else "quantize: {enabled: false}\n")
+        + "evaluate: {metric: sqnr, gate: {min_sqnr_db: 20}}\n")
+    proc = sparq.run("run", str(recipe))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    stem = os.path.splitext(os.path.basename(model_path))[0]
+    return str(out_dir / f"{stem}.sparq.onnx"), proc.stdout + proc.stderr
+
+
+@pytest.mark.parametrize("sr", [16000, 8000])
+def test_if_folded_by_pinned_input_matches_onnxruntime(sparq, tmp_path, sr):
+    """`sparq run` with data.constants {sr: ...} folds the If on sr (either
+    branch) and writes a model without the input sr; onnxruntime running it
+    agrees with onnxruntime running the original fed that sr, at batch 1
+    and 3 (the nested If on the batch size takes each branch)."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    model_path = str(tmp_path / "rate_if.onnx")
+    model = _rate_if_model()
+    onnx.checker.check_model(model)
+    onnx.save(model, model_path)
+    rng = np.random.default_rng(9)
+    x = rng.uniform(-1, 1, (16, 4)).astype(np.float32)
+    data = str(tmp_path / "x.npz")
+    np.savez(data, x=x)
+    out, log = _run_recipe(sparq, tmp_path, f"float_{sr}", model_path, data, sr, quantize=False)
+    assert "fold If" in log, log
+    written = onnx.load(out)
+    onnx.checker.check_model(written)
+    assert [i.name for i in written.graph.input] == ["x"]
+    ops = [n.op_type for n in written.graph.node]
+    assert ops.count("If") == (1 if sr == 16000 else 0), ops
+    folded = ort.InferenceSession(out, providers=["CPUExecutionProvider"])
+    original = ort.InferenceSession(model_path, providers=["CPUExecutionProvider"])
+    for n in (1, 3):
+        got = folded.run(None, {"x": x[:n]})[0]
+        want = original.run(None, {"x": x[:n], "sr": np.array(sr, np.int64)})[0]
+        np.testing.assert_allclose(got, want, rtol=1e-6, atol=1e-6)
+    with pytest.raises(Exception, match="sr"):  # the pinned input is gone: feeding it is an error
+        folded.run(None, {"x": x[:1], "sr": np.array(sr, np.int64)})
+
+
+def test_silero_vad_default_recipe_folds_and_quantizes(sparq, tmp_path):
+    """Silero VAD with sr pinned: the If on sr folds, the float file matches
+    onnxruntime on the original at 16 kHz, and the default recipe writes
+    integer convolutions that onnxruntime runs close to the float model."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    path = _silero_model()
+    rng = np.random.default_rng(10)
+    chunks = rng.uniform(-0.3, 0.3, (16, 512)).astype(np.float32)
+    states = np.zeros((16, 2, 128), np.float32)
+    data = str(tmp_path / "chunks.npz")
+    np.savez(data, input=chunks, state=states)
+    float_path, log = _run_recipe(sparq, tmp_path, "float", path, data, 16000, quantize=False)
+    assert "the written model has no input 'sr'" in log, log
+    int8_path, log = _run_recipe(sparq, tmp_path, "int8", path, data, 16000, quantize=True)
+    assert "nothing was quantized" not in log, log
+    for written in (float_path, int8_path):
+        onnx.checker.check_model(onnx.load(written), full_check=True)
+    ops = [n.op_type for n in onnx.load(int8_path).graph.node]
+    assert ops.count("QuantizeLinear") >= 2, ops
+    original = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    folded = ort.InferenceSession(float_path, providers=["CPUExecutionProvider"])
+    quantized = ort.InferenceSession(int8_path, providers=["CPUExecutionProvider"])
+    for i in range(4):
+        feeds = {"input": chunks[i:i + 1], "state": states[i][:, None]}
+        want = original.run(None, {**feeds, "sr": np.array(16000, np.int64)})
+        for got, ref in zip(folded.run(None, feeds), want):
+            np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
+        p = quantized.run(None, feeds)[0]
+        assert np.abs(p - want[0]).max() < 0.05, (p, want[0])
