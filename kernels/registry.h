@@ -142,7 +142,7 @@ void RegisterCpuConvTransposeF32Ops(KernelRegistry& r);  // ConvTranspose, strid
 void RegisterCpuResizeOps(KernelRegistry& r);            // Resize, nearest by whole factors: kernels/cpu/resize_nearest.cc
 void RegisterCpuTensorCopyOps(KernelRegistry& r);        // Concat, Split as block copies: kernels/cpu/tensor_copy.cc
 void RegisterCpuAttentionF32Ops(KernelRegistry& r);      // sparq.Attention: kernels/cpu/attention_f32.h
-void RegisterCpuRecurrentF32Ops(KernelRegistry& r);      // LSTM on the FP32 GEMM: kernels/cpu/recurrent_f32.cc
+void RegisterCpuRecurrentF32Ops(KernelRegistry& r);      // LSTM, GRU on the FP32 GEMM: kernels/cpu/recurrent_f32.cc
 void RegisterCpuMatMulNBitsOps(KernelRegistry& r);       // com.microsoft MatMulNBits: kernels/cpu/matmul_nbits_f32.cc
 
 }  // namespace sparq

@@ -1,23 +1,37 @@
-// Float32 LSTM with constant weights (lstm_f32): the input projection of every
-// step at once on the FP32 GEMM (gemm_f32, W packed once when the executor
-// prepares the node, the two biases summed into its epilogue), then per step
-// the recurrent projection R h on the same GEMM (one row per batch entry)
-// and the cell's arithmetic on float rows: the gates' Sigmoid and the Tanh of
-// the candidate and of the cell state on the sigmoid_f32 and tanh_f32 rows of
-// the dispatch table.
+// Float32 LSTM and GRU with constant weights (lstm_f32, gru_f32): the input
+// projection of every step at once on the FP32 GEMM (gemm_f32, W packed once
+// when the executor prepares the node, the biases that add linearly summed
+// into its epilogue), then per step the recurrent projection R h on the same
+// GEMM (one row per batch entry) and the cell's arithmetic on float rows: the
+// gates' Sigmoid and the Tanh of the candidate (and of LSTM's cell state) on
+// the sigmoid_f32 and tanh_f32 rows of the dispatch table.
 //
-// It takes what exported models use: the default activations (Sigmoid, Tanh,
-// Tanh), no clip, input_forget 0, any direction (forward, reverse,
-// bidirectional), layout 0 or 1, sequence_lens, initial_h / initial_c and
-// peepholes; W, R, B (and P) initializers. Anything else runs the reference
-// (kernels/ref/recurrent.cc), as do GRU and RNN.
+// The two rows share the preparation (checks, packing), the run's skeleton
+// (inputs, sequence_lens, states, the input projection, Y / Y_h) and differ
+// only in one step of the recurrence (LstmStep, GruStep).
 //
-// The reference sums each gate's dot products in double; this path sums in
-// float in the GEMM's order and adds the biases in float, so its results are
-// within the tolerance of tests/kernels/recurrent_f32_test.cc
-// (kLstmF32AbsTol), not the same bits. Each batch entry's rows never depend on
-// how the GEMM splits its work among threads, so every thread count gives the
-// same bits.
+// They take what exported models use: the default activations (LSTM Sigmoid,
+// Tanh, Tanh; GRU Sigmoid, Tanh), no clip, any direction (forward, reverse,
+// bidirectional), layout 0 or 1, sequence_lens, initial states; W, R, B
+// initializers. LSTM: input_forget 0, peepholes (P an initializer). GRU:
+// linear_before_reset 0 or 1. Anything else runs the reference
+// (kernels/ref/recurrent.cc), as does RNN.
+//
+// GRU's step, by linear_before_reset (rows z, r, h; Wb / Rb W's / R's bias):
+//   1: G = H R^T + [0, 0, Rbh]                       one GEMM, R [3H, H]
+//      z, r = sigmoid(XW + Wb + Rb + G)   (z, r rows)
+//      h~   = tanh(XW_h + Wbh + r * G_h)
+//   0: G = H R_zr^T                                  R's z, r rows [2H, H]
+//      z, r = sigmoid(XW + Wb + Rb + G)
+//      h~   = tanh(XW_h + Wbh + Rbh + (r * H) R_h^T) a second GEMM, R_h [H, H]
+//   H' = (1 - z) * h~ + z * H
+//
+// The reference sums each gate's dot products in double; these rows sum in
+// float in the GEMM's order and add the biases in float, so their results are
+// within the tolerances of tests/kernels/recurrent_f32_test.cc
+// (kLstmF32AbsTol, kGruF32AbsTol), not the same bits. Each batch entry's rows
+// never depend on how the GEMM splits its work among threads, so every thread
+// count gives the same bits.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -31,78 +45,124 @@
 namespace sparq {
 namespace {
 
-constexpr int kGates = 4;  // ONNX's order: i, o, f, c
+enum class Cell { kLstm, kGru };
 
-struct LstmDirection {
-  PackedGemmF32 w;          // [4H, I]
-  PackedGemmF32 r;          // [4H, H]
-  std::vector<float> bias;  // [4H]: W's bias + R's, or zeros
-  std::vector<float> peep;  // [3H] (i, o, f) or empty
+// What a row takes of its ONNX op.
+struct CellTraits {
+  const char* row;  // "lstm_f32": the prefix of its messages and of its kernel name
+  int gates;        // weight rows per hidden unit, ONNX's order (LSTM i, o, f, c; GRU z, r, h)
+  std::vector<const char*> activations;  // the defaults, the only ones taken
+  size_t max_inputs, max_outputs;
 };
 
-struct PreparedLstm {
+const CellTraits& Traits(Cell cell) {
+  static const CellTraits kLstm{"lstm_f32", 4, {"Sigmoid", "Tanh", "Tanh"}, 8, 3};
+  static const CellTraits kGru{"gru_f32", 3, {"Sigmoid", "Tanh"}, 6, 2};
+  return cell == Cell::kLstm ? kLstm : kGru;
+}
+
+struct RecurrentDirection {
+  PackedGemmF32 w;            // [gates*H, I]
+  PackedGemmF32 r;            // LSTM [4H, H]; GRU [3H, H], or its z, r rows [2H, H] (linear_before_reset 0)
+  PackedGemmF32 r_h;          // GRU with linear_before_reset 0: R's h rows [H, H]; else empty
+  std::vector<float> bias;    // [gates*H]: added to the input projection (the biases that add linearly)
+  std::vector<float> r_bias;  // [rows of r]: added to R's GEMM (GRU with linear_before_reset 1), or empty
+  std::vector<float> peep;    // LSTM: [3H] (i, o, f) or empty
+};
+
+struct PreparedRecurrent {
+  Cell cell = Cell::kLstm;
   int64_t input = 0, hidden = 0;
   bool reverse = false;  // direction "reverse"
   int64_t layout = 0;
-  std::vector<LstmDirection> dirs;
+  bool linear_before_reset = false;  // GRU
+  std::vector<RecurrentDirection> dirs;
   SigmoidF32Fn sigmoid = nullptr;
   TanhF32Fn tanh{nullptr};
 };
 
-// NotSupported for what this path does not take; the state otherwise.
-StatusOr<std::shared_ptr<const void>> PrepareLstm(const Node& node, const std::vector<const Tensor*>& constants) {
+StatusOr<PackedGemmF32> Pack(const float* w, int64_t rows, int64_t k) {
+  return PackGemmF32(w, rows, k, PreferredGemmF32Format(ActiveIsa()), true);
+}
+
+// NotSupported for what the row of `cell` does not take; the state otherwise.
+StatusOr<std::shared_ptr<const void>> PrepareRecurrent(Cell cell, const Node& node,
+                                                       const std::vector<const Tensor*>& constants) {
+  const CellTraits& traits = Traits(cell);
+  const std::string row = traits.row;
   const auto constant = [&](size_t i) { return i < constants.size() ? constants[i] : nullptr; };
   const auto has_input = [&](size_t i) { return i < node.inputs.size() && !node.inputs[i].empty(); };
+  if (node.inputs.size() > traits.max_inputs || node.outputs.size() > traits.max_outputs)
+    return Status::NotSupported(row + ": too many inputs or outputs (the reference names the error)");
   const Tensor* w = constant(1);
   const Tensor* r = constant(2);
-  if (w == nullptr || r == nullptr) return Status::NotSupported("lstm_f32: W and R must be initializers");
+  if (w == nullptr || r == nullptr) return Status::NotSupported(row + ": W and R must be initializers");
   if (w->dtype() != DataType::kFloat32 || r->dtype() != DataType::kFloat32 || w->rank() != 3 || r->rank() != 3)
-    return Status::NotSupported("lstm_f32: W and R must be 3-D float32");
-  if (has_input(3) && constant(3) == nullptr) return Status::NotSupported("lstm_f32: B must be an initializer");
-  if (has_input(7) && constant(7) == nullptr) return Status::NotSupported("lstm_f32: P must be an initializer");
-  if (node.attr("clip") != nullptr) return Status::NotSupported("lstm_f32: clip is not taken");
-  if (node.attr_int("input_forget", 0) != 0) return Status::NotSupported("lstm_f32: input_forget is not taken");
+    return Status::NotSupported(row + ": W and R must be 3-D float32");
+  if (has_input(3) && constant(3) == nullptr) return Status::NotSupported(row + ": B must be an initializer");
+  if (node.attr("clip") != nullptr) return Status::NotSupported(row + ": clip is not taken");
   if (!node.attr_floats("activation_alpha").empty() || !node.attr_floats("activation_beta").empty())
-    return Status::NotSupported("lstm_f32: activation_alpha / beta are not taken");
-  auto p = std::make_shared<PreparedLstm>();
+    return Status::NotSupported(row + ": activation_alpha / beta are not taken");
+  auto p = std::make_shared<PreparedRecurrent>();
+  p->cell = cell;
+  if (cell == Cell::kLstm) {
+    if (has_input(7) && constant(7) == nullptr) return Status::NotSupported(row + ": P must be an initializer");
+    if (node.attr_int("input_forget", 0) != 0) return Status::NotSupported(row + ": input_forget is not taken");
+  } else {
+    const int64_t lbr = node.attr_int("linear_before_reset", 0);
+    if (lbr != 0 && lbr != 1)
+      return Status::NotSupported(row + ": linear_before_reset (the reference names the error)");
+    p->linear_before_reset = lbr == 1;
+  }
   const std::string direction = node.attr_string("direction", "forward");
   const int64_t dirs = direction == "bidirectional" ? 2 : 1;
   if (direction != "forward" && direction != "reverse" && direction != "bidirectional")
-    return Status::NotSupported("lstm_f32: direction '" + direction + "'");
+    return Status::NotSupported(row + ": direction '" + direction + "'");
   p->reverse = direction == "reverse";
   p->layout = node.attr_int("layout", 0);
-  if (p->layout != 0 && p->layout != 1) return Status::NotSupported("lstm_f32: layout");
+  if (p->layout != 0 && p->layout != 1) return Status::NotSupported(row + ": layout");
   if (const Attribute* a = node.attr("activations"); a != nullptr) {
-    if (a->kind != Attribute::Kind::kStrings) return Status::NotSupported("lstm_f32: activations");
-    const char* defaults[] = {"Sigmoid", "Tanh", "Tanh"};
-    if (a->strings.size() != 3 && a->strings.size() != static_cast<size_t>(3 * dirs))
-      return Status::NotSupported("lstm_f32: activations");
+    const size_t per_dir = traits.activations.size();
+    if (a->kind != Attribute::Kind::kStrings ||
+        (a->strings.size() != per_dir && a->strings.size() != per_dir * static_cast<size_t>(dirs)))
+      return Status::NotSupported(row + ": activations (the reference names the error)");
     for (size_t i = 0; i < a->strings.size(); ++i)
-      if (!SameNameIgnoringCase(a->strings[i], defaults[i % 3])) return Status::NotSupported("lstm_f32: activations other than the defaults");
+      if (!SameNameIgnoringCase(a->strings[i], traits.activations[i % per_dir]))
+        return Status::NotSupported(row + ": activations other than the defaults");
   }
-  const int64_t hidden = r->dim(2), input = w->dim(2), rows = kGates * hidden;
+  const int64_t hidden = r->dim(2), input = w->dim(2), rows = traits.gates * hidden;
   if (hidden <= 0 || input <= 0 || w->shape() != Shape{dirs, rows, input} || r->shape() != Shape{dirs, rows, hidden})
-    return Status::NotSupported("lstm_f32: W / R shapes (the reference names the error)");
+    return Status::NotSupported(row + ": W / R shapes (the reference names the error)");
   if (node.attr("hidden_size") != nullptr && node.attr_int("hidden_size", 0) != hidden)
-    return Status::NotSupported("lstm_f32: hidden_size disagrees with R");
+    return Status::NotSupported(row + ": hidden_size disagrees with R");
   const Tensor* b = constant(3);
-  const Tensor* peep = constant(7);
+  const Tensor* peep = cell == Cell::kLstm ? constant(7) : nullptr;
   if ((b != nullptr && (b->dtype() != DataType::kFloat32 || b->shape() != Shape{dirs, 2 * rows})) ||
       (peep != nullptr && (peep->dtype() != DataType::kFloat32 || peep->shape() != Shape{dirs, 3 * hidden})))
-    return Status::NotSupported("lstm_f32: B / P shapes (the reference names the error)");
+    return Status::NotSupported(row + ": B / P shapes (the reference names the error)");
   p->input = input;
   p->hidden = hidden;
-  const PackedFormat format = PreferredGemmF32Format(ActiveIsa());
+  const int64_t H = hidden;
   for (int64_t d = 0; d < dirs; ++d) {
-    LstmDirection dir;
-    SPARQ_ASSIGN_OR_RETURN(dir.w, PackGemmF32(w->data<float>() + d * rows * input, rows, input, format, true));
-    SPARQ_ASSIGN_OR_RETURN(dir.r, PackGemmF32(r->data<float>() + d * rows * hidden, rows, hidden, format, true));
+    RecurrentDirection dir;
+    const float* rd = r->data<float>() + d * rows * H;
+    SPARQ_ASSIGN_OR_RETURN(dir.w, Pack(w->data<float>() + d * rows * input, rows, input));
+    const bool split_r = cell == Cell::kGru && !p->linear_before_reset;
+    SPARQ_ASSIGN_OR_RETURN(dir.r, Pack(rd, split_r ? 2 * H : rows, H));
+    if (split_r) {
+      SPARQ_ASSIGN_OR_RETURN(dir.r_h, Pack(rd + 2 * H * H, H, H));
+    }
     dir.bias.assign(static_cast<size_t>(rows), 0.0f);
     if (b != nullptr) {
-      const float* bd = b->data<float>() + d * 2 * rows;
-      for (int64_t k = 0; k < rows; ++k) dir.bias[k] = bd[k] + bd[rows + k];
+      const float* wb = b->data<float>() + d * 2 * rows;
+      const float* rb = wb + rows;
+      for (int64_t k = 0; k < rows; ++k) dir.bias[k] = wb[k] + rb[k];
+      if (cell == Cell::kGru && p->linear_before_reset) {  // R's h bias is inside r * (...)
+        dir.r_bias.assign(static_cast<size_t>(rows), 0.0f);
+        for (int64_t k = 2 * H; k < rows; ++k) dir.bias[k] = wb[k], dir.r_bias[k] = rb[k];
+      }
     }
-    if (peep != nullptr) dir.peep.assign(peep->data<float>() + d * 3 * hidden, peep->data<float>() + (d + 1) * 3 * hidden);
+    if (peep != nullptr) dir.peep.assign(peep->data<float>() + d * 3 * H, peep->data<float>() + (d + 1) * 3 * H);
     p->dirs.push_back(std::move(dir));
   }
   p->sigmoid = SelectCpuKernel(CpuOp::kSigmoidF32).get<SigmoidF32Fn>();
@@ -110,16 +170,144 @@ StatusOr<std::shared_ptr<const void>> PrepareLstm(const Node& node, const std::v
   return std::shared_ptr<const void>(std::move(p));
 }
 
-Status RunLstmF32(OpContext& ctx) {
-  const PreparedLstm& p = *static_cast<const PreparedLstm*>(ctx.prepared());
+StatusOr<std::shared_ptr<const void>> PrepareLstm(const Node& node, const std::vector<const Tensor*>& constants) {
+  return PrepareRecurrent(Cell::kLstm, node, constants);
+}
+
+StatusOr<std::shared_ptr<const void>> PrepareGru(const Node& node, const std::vector<const Tensor*>& constants) {
+  return PrepareRecurrent(Cell::kGru, node, constants);
+}
+
+// y [m, rows of w] = x [m, K] w^T (+ bias) on gemm_f32.
+Status Project(OpContext& ctx, const PackedGemmF32& w, const float* bias, int64_t m, const float* x, int64_t ld_x,
+               float* y) {
+  if (m == 0) return Status::OK();
+  GemmF32Args args;
+  args.w = &w, args.bias = bias;
+  args.m = m, args.x = x, args.ld_x = ld_x, args.y = y, args.ld_y = w.rows;
+  args.pool = ctx.pool();
+  Status st = RunGemmF32(args);
+  return st.ok() ? st : ctx.Error(st.code(), st.message());
+}
+
+// One direction's recurrence in flight, as a step sees it: the states h and
+// c [B, H] (c: LSTM only) hold the state before the step and after it; the
+// entries past their length are left as they are.
+struct Sequence {
+  int64_t B = 0, S = 0, layout = 0;
+  bool backward = false;
+  const std::vector<int64_t>* lens = nullptr;
+  const float* xw = nullptr;  // the input projection [S*B, gates*H], rows in X's order
+  float* h = nullptr;
+  float* c = nullptr;
+
+  // Step s's time of batch entry b, or -1 past its length.
+  int64_t Time(int64_t s, int64_t b) const {
+    const int64_t len = (*lens)[static_cast<size_t>(b)];
+    return s >= len ? -1 : backward ? len - 1 - s : s;
+  }
+  // Batch entry b's input projection at time t (layout 0: X [S, B, I], 1: [B, S, I]).
+  const float* Xw(int64_t t, int64_t b, int64_t rows) const {
+    return xw + (layout == 0 ? t * B + b : b * S + t) * rows;
+  }
+};
+
+// Scratch a step reuses from one step to the next.
+struct StepScratch {
+  std::vector<float> g;    // [B, rows of R]: the recurrent projection, then the gates
+  std::vector<float> rh;   // GRU, linear_before_reset 0: [B, H] r * H, then the candidate
+  std::vector<float> tmp;  // LSTM: [H] tanh(c); GRU, linear_before_reset 0: [B, H] (r * H) R_h^T
+};
+
+Status LstmStep(OpContext& ctx, const PreparedRecurrent& p, const RecurrentDirection& dir, const Sequence& seq,
+                int64_t s, StepScratch& scratch) {
+  const int64_t H = p.hidden, rows = 4 * H;
+  SPARQ_RETURN_IF_ERROR(Project(ctx, dir.r, nullptr, seq.B, seq.h, H, scratch.g.data()));
+  const float* pi = dir.peep.empty() ? nullptr : dir.peep.data();
+  for (int64_t b = 0; b < seq.B; ++b) {
+    const int64_t t = seq.Time(s, b);
+    if (t < 0) continue;
+    float* g = scratch.g.data() + b * rows;  // i, o, f, c pre-activations
+    const float* xg = seq.Xw(t, b, rows);
+    for (int64_t k = 0; k < rows; ++k) g[k] += xg[k];
+    float* cb = seq.c + b * H;
+    float* hb = seq.h + b * H;
+    if (pi != nullptr) {
+      for (int64_t k = 0; k < H; ++k) g[k] += pi[k] * cb[k], g[2 * H + k] += pi[2 * H + k] * cb[k];
+    }
+    p.sigmoid(g, g, H, false);                  // i
+    p.sigmoid(g + 2 * H, g + 2 * H, H, false);  // f
+    p.tanh(g + 3 * H, g + 3 * H, H);            // candidate
+    for (int64_t k = 0; k < H; ++k) cb[k] = g[2 * H + k] * cb[k] + g[k] * g[3 * H + k];
+    if (pi != nullptr)
+      for (int64_t k = 0; k < H; ++k) g[H + k] += pi[H + k] * cb[k];
+    p.sigmoid(g + H, g + H, H, false);  // o
+    p.tanh(cb, scratch.tmp.data(), H);
+    for (int64_t k = 0; k < H; ++k) hb[k] = g[H + k] * scratch.tmp[k];
+  }
+  return Status::OK();
+}
+
+Status GruStep(OpContext& ctx, const PreparedRecurrent& p, const RecurrentDirection& dir, const Sequence& seq,
+               int64_t s, StepScratch& scratch) {
+  const int64_t H = p.hidden, rows = 3 * H, g_rows = dir.r.rows;
+  const float* r_bias = dir.r_bias.empty() ? nullptr : dir.r_bias.data();
+  SPARQ_RETURN_IF_ERROR(Project(ctx, dir.r, r_bias, seq.B, seq.h, H, scratch.g.data()));
+  for (int64_t b = 0; b < seq.B; ++b) {
+    const int64_t t = seq.Time(s, b);
+    if (t < 0) continue;
+    float* g = scratch.g.data() + b * g_rows;  // z, r (and with linear_before_reset h) of H R^T
+    const float* xg = seq.Xw(t, b, rows);
+    for (int64_t k = 0; k < 2 * H; ++k) g[k] += xg[k];
+    p.sigmoid(g, g, 2 * H, false);  // z, r
+    const float* hb = seq.h + b * H;
+    if (p.linear_before_reset) {
+      for (int64_t k = 0; k < H; ++k) g[2 * H + k] = xg[2 * H + k] + g[H + k] * g[2 * H + k];
+    } else {
+      float* rh = scratch.rh.data() + b * H;
+      for (int64_t k = 0; k < H; ++k) rh[k] = g[H + k] * hb[k];
+    }
+  }
+  float* candidate_of = scratch.g.data() + 2 * H;  // entry b's candidate: + b * g_rows (linear_before_reset 1)
+  int64_t candidate_stride = g_rows;
+  if (!p.linear_before_reset) {  // (r * H) R_h^T, then the candidate in place of r * H
+    std::vector<float>& rh = scratch.rh;
+    SPARQ_RETURN_IF_ERROR(Project(ctx, dir.r_h, nullptr, seq.B, rh.data(), H, scratch.tmp.data()));
+    for (int64_t b = 0; b < seq.B; ++b) {
+      const int64_t t = seq.Time(s, b);
+      if (t < 0) continue;
+      const float* xg = seq.Xw(t, b, rows) + 2 * H;
+      const float* hr = scratch.tmp.data() + b * H;
+      for (int64_t k = 0; k < H; ++k) rh[b * H + k] = xg[k] + hr[k];
+    }
+    candidate_of = rh.data(), candidate_stride = H;
+  }
+  for (int64_t b = 0; b < seq.B; ++b) {
+    if (seq.Time(s, b) < 0) continue;
+    const float* z = scratch.g.data() + b * g_rows;
+    float* candidate = candidate_of + b * candidate_stride;
+    p.tanh(candidate, candidate, H);
+    float* hb = seq.h + b * H;
+    for (int64_t k = 0; k < H; ++k) hb[k] = (1.0f - z[k]) * candidate[k] + z[k] * hb[k];
+  }
+  return Status::OK();
+}
+
+// The skeleton both rows run: inputs checked (the reference runs, and names
+// the error, for anything unexpected), per direction the input projection,
+// the initial state, the steps, and Y, Y_h (and LSTM's Y_c).
+Status RunRecurrentF32(OpContext& ctx) {
+  const PreparedRecurrent& p = *static_cast<const PreparedRecurrent*>(ctx.prepared());
+  const bool lstm = p.cell == Cell::kLstm;
   if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 || ctx.input(0).rank() != 3 ||
       ctx.input(0).dim(2) != p.input)
     return RunReferenceKernel(ctx);
   const Tensor& x = ctx.input(0);
-  const int64_t D = static_cast<int64_t>(p.dirs.size()), H = p.hidden, rows = kGates * H;
+  const int64_t D = static_cast<int64_t>(p.dirs.size()), H = p.hidden, rows = Traits(p.cell).gates * H;
   const int64_t S = p.layout == 0 ? x.dim(0) : x.dim(1), B = p.layout == 0 ? x.dim(1) : x.dim(0);
   const Shape state_shape = p.layout == 0 ? Shape{D, B, H} : Shape{B, D, H};
-  for (size_t slot : {5, 6})
+  const std::vector<size_t> state_slots = lstm ? std::vector<size_t>{5, 6} : std::vector<size_t>{5};
+  for (size_t slot : state_slots)
     if (ctx.has_input(slot) && (ctx.input(slot).dtype() != DataType::kFloat32 || ctx.input(slot).shape() != state_shape))
       return RunReferenceKernel(ctx);  // it names the error
   std::vector<int64_t> lens(static_cast<size_t>(B), S);
@@ -134,86 +322,60 @@ Status RunLstmF32(OpContext& ctx) {
   Tensor y(DataType::kFloat32, ctx.wants_output(0) ? (p.layout == 0 ? Shape{S, D, B, H} : Shape{B, S, D, H}) : Shape{0});
   Tensor y_h(DataType::kFloat32, state_shape), y_c(DataType::kFloat32, state_shape);  // zeros
   const auto state_offset = [&](int64_t d, int64_t b) { return (p.layout == 0 ? d * B + b : b * D + d) * H; };
-  // Rows of X and of its projection: layout 0 [S, B, I], layout 1 [B, S, I].
-  const auto x_row = [&](int64_t t, int64_t b) { return p.layout == 0 ? t * B + b : b * S + t; };
-  std::vector<float> xw(static_cast<size_t>(S * B * rows)), hr(static_cast<size_t>(B * rows));
-  std::vector<float> h(static_cast<size_t>(B * H)), c(static_cast<size_t>(B * H)), tmp(static_cast<size_t>(H));
+  std::vector<float> xw(static_cast<size_t>(S * B * rows));
+  std::vector<float> h(static_cast<size_t>(B * H)), c(lstm ? static_cast<size_t>(B * H) : 0);
+  StepScratch scratch;
+  scratch.g.resize(static_cast<size_t>(B * p.dirs[0].r.rows));
+  scratch.rh.resize(p.dirs[0].r_h.rows > 0 ? static_cast<size_t>(B * H) : 0);
+  scratch.tmp.resize(static_cast<size_t>(p.dirs[0].r_h.rows > 0 ? B * H : H));
+  Sequence seq;
+  seq.B = B, seq.S = S, seq.layout = p.layout, seq.lens = &lens;
+  seq.xw = xw.data(), seq.h = h.data(), seq.c = c.data();
   for (int64_t d = 0; d < D; ++d) {
-    const LstmDirection& dir = p.dirs[static_cast<size_t>(d)];
-    GemmF32Args in;
-    in.w = &dir.w, in.bias = dir.bias.data();
-    in.m = S * B, in.x = x.data<float>(), in.ld_x = p.input, in.y = xw.data(), in.ld_y = rows;
-    in.pool = ctx.pool();
-    if (in.m > 0) {
-      Status st = RunGemmF32(in);
-      if (!st.ok()) return ctx.Error(st.code(), st.message());
-    }
+    const RecurrentDirection& dir = p.dirs[static_cast<size_t>(d)];
+    SPARQ_RETURN_IF_ERROR(Project(ctx, dir.w, dir.bias.data(), S * B, x.data<float>(), p.input, xw.data()));
     for (int64_t b = 0; b < B; ++b) {
       const int64_t so = state_offset(d, b);
       for (int64_t k = 0; k < H; ++k) {
         h[b * H + k] = ctx.has_input(5) ? ctx.input(5).data<float>()[so + k] : 0.0f;
-        c[b * H + k] = ctx.has_input(6) ? ctx.input(6).data<float>()[so + k] : 0.0f;
+        if (lstm) c[b * H + k] = ctx.has_input(6) ? ctx.input(6).data<float>()[so + k] : 0.0f;
       }
     }
-    const bool backward = p.reverse || d == 1;
-    const float* pi = dir.peep.empty() ? nullptr : dir.peep.data();
+    seq.backward = p.reverse || d == 1;
     for (int64_t s = 0; s < S; ++s) {
-      GemmF32Args rec;
-      rec.w = &dir.r;
-      rec.m = B, rec.x = h.data(), rec.ld_x = H, rec.y = hr.data(), rec.ld_y = rows;
-      rec.pool = ctx.pool();
-      Status st = RunGemmF32(rec);
-      if (!st.ok()) return ctx.Error(st.code(), st.message());
+      SPARQ_RETURN_IF_ERROR(lstm ? LstmStep(ctx, p, dir, seq, s, scratch) : GruStep(ctx, p, dir, seq, s, scratch));
+      if (!ctx.wants_output(0)) continue;
       for (int64_t b = 0; b < B; ++b) {
-        const int64_t len = lens[static_cast<size_t>(b)];
-        if (s >= len) continue;
-        const int64_t t = backward ? len - 1 - s : s;
-        float* g = hr.data() + b * rows;  // i, o, f, c pre-activations
-        const float* xg = xw.data() + x_row(t, b) * rows;
-        for (int64_t k = 0; k < rows; ++k) g[k] += xg[k];
-        float* cb = c.data() + b * H;
-        float* hb = h.data() + b * H;
-        if (pi != nullptr) {
-          for (int64_t k = 0; k < H; ++k) g[k] += pi[k] * cb[k], g[2 * H + k] += pi[2 * H + k] * cb[k];
-        }
-        p.sigmoid(g, g, H, false);                  // i
-        p.sigmoid(g + 2 * H, g + 2 * H, H, false);  // f
-        p.tanh(g + 3 * H, g + 3 * H, H);            // candidate
-        for (int64_t k = 0; k < H; ++k) cb[k] = g[2 * H + k] * cb[k] + g[k] * g[3 * H + k];
-        if (pi != nullptr)
-          for (int64_t k = 0; k < H; ++k) g[H + k] += pi[H + k] * cb[k];
-        p.sigmoid(g + H, g + H, H, false);  // o
-        p.tanh(cb, tmp.data(), H);
-        for (int64_t k = 0; k < H; ++k) hb[k] = g[H + k] * tmp[k];
-        if (ctx.wants_output(0)) {
-          float* yt = y.data<float>() + (p.layout == 0 ? (t * D + d) * B + b : (b * S + t) * D + d) * H;
-          std::copy(hb, hb + H, yt);
-        }
+        const int64_t t = seq.Time(s, b);
+        if (t < 0) continue;
+        float* yt = y.data<float>() + (p.layout == 0 ? (t * D + d) * B + b : (b * S + t) * D + d) * H;
+        std::copy(h.begin() + b * H, h.begin() + (b + 1) * H, yt);
       }
     }
     for (int64_t b = 0; b < B; ++b) {
       if (lens[static_cast<size_t>(b)] == 0) continue;  // Y_h and Y_c stay zero, as the reference's
       const int64_t so = state_offset(d, b);
       std::copy(h.begin() + b * H, h.begin() + (b + 1) * H, y_h.data<float>() + so);
-      std::copy(c.begin() + b * H, c.begin() + (b + 1) * H, y_c.data<float>() + so);
+      if (lstm) std::copy(c.begin() + b * H, c.begin() + (b + 1) * H, y_c.data<float>() + so);
     }
   }
   if (ctx.wants_output(0)) ctx.set_output(0, std::move(y));
   if (ctx.wants_output(1)) ctx.set_output(1, std::move(y_h));
-  if (ctx.wants_output(2)) ctx.set_output(2, std::move(y_c));
+  if (lstm && ctx.wants_output(2)) ctx.set_output(2, std::move(y_c));
   return Status::OK();
 }
 
-std::string LstmKernel(const void* state) {
-  const auto& p = *static_cast<const PreparedLstm*>(state);
+std::string RecurrentKernel(const void* state) {
+  const auto& p = *static_cast<const PreparedRecurrent*>(state);
   const CpuKernelDef* def = SelectCpuKernel(CpuOp::kGemmF32, p.dirs.at(0).w.format);
-  return std::string("lstm_f32+") + (def != nullptr ? def->name : "?");
+  return std::string(Traits(p.cell).row) + "+" + (def != nullptr ? def->name : "?");
 }
 
 }  // namespace
 
 void RegisterCpuRecurrentF32Ops(KernelRegistry& r) {
-  r.Add({"LSTM", "", 7, 99, RunLstmF32, "lstm_f32", WithoutContext(PrepareLstm, LstmKernel)});
+  r.Add({"LSTM", "", 7, 99, RunRecurrentF32, "lstm_f32", WithoutContext(PrepareLstm, RecurrentKernel)});
+  r.Add({"GRU", "", 7, 99, RunRecurrentF32, "gru_f32", WithoutContext(PrepareGru, RecurrentKernel)});
 }
 
 }  // namespace sparq
