@@ -449,6 +449,26 @@ TEST(DenseF32Rows, OneDimensionalConvsRunTheFastRows) {
   });
 }
 
+// A grouped convolution with few multiply-adds per output but many output
+// channels per group (DeepFilterNet3's first df conv: 2 groups of one input
+// channel, 32 filters of 3x3 each) fills the GEMM tile and runs gemm_f32; with
+// few of both (4 groups of 2 filters of 3x3) the reference stays.
+TEST(DenseF32Rows, ShallowGroupedConvRunsTheGemmWhenItsGroupsAreTall) {
+  std::mt19937 rng(33);
+  testing::ForEachIsa([&](CpuIsa) {
+    Model m = OneGraph({FloatInput("x", {2, 2, 20, 24}), FloatInput("u", {2, 4, 9, 10})},
+                       {Node{"tall", "Conv", "", {"x", "w1", "b1"}, {"y"},
+                             {Attribute::Int("group", 2), Attribute::Ints("pads", {0, 1, 0, 1})}, ""},
+                        Node{"short", "Conv", "", {"u", "w2"}, {"z"}, {Attribute::Int("group", 4)}, ""}},
+                       {"y", "z"});
+    m.graph.initializers["w1"] = RandomTensor(rng, {64, 1, 3, 3});
+    m.graph.initializers["b1"] = RandomTensor(rng, {64});
+    m.graph.initializers["w2"] = RandomTensor(rng, {8, 1, 3, 3});
+    TensorMap feed{{"x", RandomTensor(rng, {2, 2, 20, 24})}, {"u", RandomTensor(rng, {2, 4, 9, 10})}};
+    EXPECT_EQ(ExpectFastMatchesReference(m, feed), (std::vector<std::string>{"Conv:gemm_f32", "Conv:ref"}));
+  });
+}
+
 // A block-pruned FP32 convolution (87.5% zero 4x4 blocks of the [M, C*kh*kw]
 // view) runs spmm_bsr4x4_f32 where the kernel table says it beats dense, the
 // dense GEMM where it does not.
