@@ -83,6 +83,9 @@ RunFn AddEvalCommand(CLI::App& app) {
   sub->add_option("--kernel-table", args->options.kernel_table,
                   "Kernel speed table CSV (bench/kernel_speedups.csv format): pruned INT8 layers run a sparse "
                   "kernel only where it says the structure beats dense (default: the table built into sparq)");
+  sub->add_option("--output", args->options.output,
+                  "The graph output the metrics read (agreement, top-1/top-5, SQNR and cosine lines, task metrics); "
+                  "listed first (default: the model's first output)");
   CLI::Option* boxes = sub->add_flag(
       "--boxes", args->options.boxes.enabled,
       "With --reference: read output 0 as a YOLO-style detector's [N, 4 + classes, anchors] (cx, cy, w, h, class "

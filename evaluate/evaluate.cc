@@ -297,6 +297,22 @@ Status AddLabelCounts(const Tensor& output, const Tensor& labels, const std::str
   return Status::OK();
 }
 
+// `names` with `primary` moved to the front (the output the metrics read);
+// unchanged for "". InvalidArgument listing the names when it is none of them.
+StatusOr<std::vector<std::string>> PrimaryFirst(std::vector<std::string> names, const std::string& primary,
+                                                const std::string& whose) {
+  if (primary.empty()) return names;
+  auto it = std::find(names.begin(), names.end(), primary);
+  if (it == names.end()) {
+    std::string all;
+    for (const std::string& n : names) all += (all.empty() ? "" : ", ") + n;
+    return Status::InvalidArgument("output '" + primary + "' is not an output of the " + whose + " (its outputs: " +
+                                   all + ")");
+  }
+  std::rotate(names.begin(), it, it + 1);
+  return names;
+}
+
 std::string SampleRange(int64_t done, int64_t rows) {
   return "samples [" + std::to_string(done) + ", " + std::to_string(done + rows) + ")";
 }
@@ -355,7 +371,7 @@ Status Evaluator::Impl::ReferencePass() {
   r.batch_size = ref_fixed > 0 ? ref_fixed : data.batch_size();
   r.threads = ref->num_threads();
   r.has_labels = labels.defined();
-  const std::vector<std::string>& outputs = ref->output_names();
+  const std::vector<std::string>& outputs = ref_outputs;
   if (outputs.empty()) return Status::InvalidArgument("reference model: the model has no outputs");
   int64_t cached_bytes = 0;
   bool caching = true;
@@ -427,7 +443,7 @@ StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const Model& reference, B
   if (!created.ok()) return created.status().WithContext("reference model");
   impl.ref = std::move(created).value();
   impl.has_ref = true;
-  impl.ref_outputs = impl.ref->output_names();
+  SPARQ_ASSIGN_OR_RETURN(impl.ref_outputs, PrimaryFirst(impl.ref->output_names(), impl.options.output, "reference model"));
   impl.ref_fixed = FixedBatchOf(reference.graph, impl.data);
   SPARQ_RETURN_IF_ERROR(impl.ReferencePass());
   if (impl.cached_all) impl.ref.reset();  // never run again
@@ -442,7 +458,9 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
   if (!created.ok()) return created.status().WithContext(name);
   Executor& exec = **created;
   const int64_t fixed = FixedBatchOf(candidate.graph, impl.data);
-  const std::vector<std::string>& outputs = exec.output_names();
+  StatusOr<std::vector<std::string>> ordered = PrimaryFirst(exec.output_names(), impl.options.output, "model");
+  if (!ordered.ok()) return ordered.status().WithContext(name);
+  const std::vector<std::string>& outputs = *ordered;
   if (outputs.empty()) return Status::InvalidArgument(name + ": the model has no outputs");
   std::vector<size_t> ref_index;  // for each output, the reference output it pairs with
   if (impl.has_ref) {
@@ -629,6 +647,7 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
   eo.fused_graph = options.fused_graph;
   eo.fp16_as_fp32 = options.fp16_as_fp32;
   eo.boxes = options.boxes;
+  eo.output = options.output;
   if (!options.kernel_table.empty()) {
     StatusOr<KernelSpeedTable> table = KernelSpeedTable::Load(options.kernel_table);
     if (!table.ok()) return table.status().WithContext("kernel_table");

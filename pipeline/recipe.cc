@@ -779,6 +779,8 @@ void RecipeParser::ParseEvaluate(MapReader m) {
   if (!m.Has("metric")) e.metric = recipe_.data.labels.empty() ? Metric::kAgreement : Metric::kTop1;
   m.ReadEnum("metric", kMetrics, &e.metric);
   m.Read("threads", &e.threads, Bounds::AtLeast(0));
+  if (m.Read("output", &e.output) && e.output.empty())
+    diag_.Error(m.LineOf("output"), m.PathOf("output"), "must name one of the model's outputs");
   e.boxes.enabled = MetricNeedsBoxes(e.metric);
   for (const auto& [key, field] : {std::pair<const char*, double*>{"box_score_threshold", &e.boxes.score_threshold},
                                    {"box_nms_iou", &e.boxes.nms_iou},

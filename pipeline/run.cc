@@ -105,11 +105,22 @@ Status Runner::OpenData() {
   SPARQ_ASSIGN_OR_RETURN(calibration_, RecipeBatches(d.calibration.empty() ? d.evaluation : d.calibration, d, fp32_,
                                                      d.calibration_samples));
   SPARQ_ASSIGN_OR_RETURN(BatchSource evaluation, RecipeBatches(d.evaluation, d, fp32_, d.evaluation_samples));
+  const std::vector<ValueInfo>& outs = fp32_.graph.outputs;
+  if (outs.size() > 1 && r_.evaluate.output.empty()) {
+    std::string names;
+    for (const ValueInfo& v : outs) names += (names.empty() ? "" : ", ") + v.name;
+    const std::string w = "evaluate: metric " + std::string(MetricName(r_.evaluate.metric)) + " reads output '" +
+                          outs[0].name + "', the first of the model's " + std::to_string(outs.size()) +
+                          " outputs (" + names + "); name the one that matters with evaluate.output";
+    Log("warning: " + w);
+    report_.warnings.push_back(w);
+  }
   EvaluatorOptions e;
   e.labels = d.labels;
   e.threads = r_.evaluate.threads;
   e.backend = report_.backend;  // resolved in Run: what the report names is what runs
   e.boxes = r_.evaluate.boxes;
+  e.output = r_.evaluate.output;
   e.on_progress = CallOptions("evaluate fp32").on_progress;
   auto created = Evaluator::Create(fp32_, std::move(evaluation), e);
   if (!created.ok()) return created.status().WithContext("evaluate fp32");
@@ -308,6 +319,7 @@ Status Runner::SearchStage(QuantizeOptions* qopt) {
   so.holdout_every = r_.quantize.smooth.holdout_every;
   so.metric = r_.evaluate.metric;
   so.boxes = r_.evaluate.boxes;
+  so.output = r_.evaluate.output;
   so.smooth = r_.quantize.smooth;
   so.threads = r_.evaluate.threads;
   so.log = [this](const std::string& line) { Log(line); };

@@ -100,6 +100,11 @@ struct SPARQ_API EvalOptions {
   // With a reference: decode output 0 as a YOLO-style detector's and match
   // its boxes with the reference's (EvalReport::task; `sparq eval --boxes`).
   BoxOptions boxes;
+  // The graph output the metrics read ("output 0" everywhere below: labels,
+  // agreement, task metrics, sqnr and cosine); it is listed first in the
+  // report. "" = the model's first output. An error names the outputs when
+  // the model has none of that name (`sparq eval --output`).
+  std::string output;
   // Evaluate only shard `shard` of `shards` of the data (ShardOf: contiguous
   // whole batches; `sparq eval --shard i/n`); the report then carries the
   // sums MergeEvalReports needs (EvalReport::shards). shards 0: all the data.
@@ -288,6 +293,7 @@ struct SPARQ_API EvaluatorOptions {
   std::shared_ptr<const KernelSpeedTable> kernel_table;  // nullptr: KernelSpeedTable::Default()
   // Detector box metrics of output 0 (EvalReport::task); off by default.
   BoxOptions boxes;
+  std::string output;  // as EvalOptions::output: the output the metrics read
   // Reference outputs kept in memory, in bytes. Batches past the cap are not
   // kept: each Evaluate runs the reference again on them.
   int64_t cache_bytes = int64_t{256} << 20;

@@ -299,6 +299,10 @@ struct SPARQ_API RecipeEvaluate {
   // Box decoding for metric box_recall / class_score_sqnr (enabled by those
   // metrics; keys box_score_threshold, box_nms_iou, box_match_iou).
   BoxOptions boxes;
+  // The model output that `metric`, the gate, the search and the fallback's
+  // metric read (EvaluatorOptions::output); "" = the model's first output (a
+  // model with several outputs then gets a warning naming them).
+  std::string output;
   Gate gate;
 };
 

@@ -488,6 +488,43 @@ TEST_F(EvaluateTest, EvaluatorRunsTheReferenceOnceAndStreamsPastTheCache) {
   EXPECT_EQ((*capped)->reference_batches_run(), 3 + 2);
 }
 
+// Two outputs: y (the classifier) and z = y * z_scale. The metrics read
+// output 0 unless `output` names another, which is then listed first.
+Model TwoOutputs(float z_scale) {
+  Model m = Classifier();
+  Graph& g = m.graph;
+  g.outputs.push_back(testing::FloatInput("z", {{-1, "batch"}, {3, ""}}));
+  g.initializers["s"] = Tensor::FromVector<float>({1}, {z_scale});
+  g.nodes.push_back({"scale", "Mul", "", {"y", "s"}, {"z"}, {}, ""});
+  return m;
+}
+
+TEST_F(EvaluateTest, OutputNamesWhatTheMetricsRead) {
+  ASSERT_TRUE(SaveModel(TwoOutputs(1.0f), path("two.onnx")).ok());
+  ASSERT_TRUE(SaveModel(TwoOutputs(1.01f), path("two_scaled.onnx")).ok());
+  EvalOptions o;
+  o.inputs = path("data.npz");
+  o.reference = path("two.onnx");
+  o.batch = 4;
+  auto first = Evaluate(path("two_scaled.onnx"), o);
+  ASSERT_TRUE(first.ok()) << first.status().ToString();
+  ASSERT_EQ(first->comparisons.size(), 2u);
+  EXPECT_EQ(first->comparisons[0].name, "y");
+  EXPECT_EQ(MetricValue(Metric::kSqnr, *first), kSqnrCeilingDb);  // y is untouched
+  o.output = "z";
+  auto z = Evaluate(path("two_scaled.onnx"), o);
+  ASSERT_TRUE(z.ok()) << z.status().ToString();
+  EXPECT_EQ(z->comparisons[0].name, "z");
+  EXPECT_NEAR(MetricValue(Metric::kSqnr, *z), 40.0, 1e-3);
+  EXPECT_NEAR(z->task.mean_cosine(), 1.0, 1e-9);
+  o.output = "w";
+  auto missing = Evaluate(path("two_scaled.onnx"), o);
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.status().message().find("output 'w' is not an output of the reference model (its outputs: y, z)"),
+            std::string::npos)
+      << missing.status().message();
+}
+
 TEST(MetricNames, OneTableParsesAndNames) {
   for (const auto& [metric, name] : kMetricNames) {
     EXPECT_STREQ(MetricName(metric), name);

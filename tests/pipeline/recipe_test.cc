@@ -469,6 +469,18 @@ TEST_F(RecipeTest, BoxMetricsEnableBoxDecodingWithTheirThresholds) {
       << other;
 }
 
+TEST_F(RecipeTest, EvaluateOutputNamesTheOutputTheMetricReadsAndRoundTrips) {
+  StatusOr<Recipe> r = Parse(kMinimal + "evaluate: {metric: mean_cosine, output: emb}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->evaluate.output, "emb");
+  StatusOr<Recipe> again = ParseRecipe(RecipeToYaml(*r), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->evaluate.output, "emb");
+  EXPECT_EQ(Parse(kMinimal)->evaluate.output, "");
+  EXPECT_NE(ErrorOf(kMinimal + "evaluate: {output: ''}\n").find("evaluate.output: must name one of the model's outputs"),
+            std::string::npos);
+}
+
 TEST_F(RecipeTest, ExcludeOpsReachTheQuantizerAndRoundTrip) {
   StatusOr<Recipe> r = Parse(kMinimal + "quantize: {exclude_ops: [Softmax, LayerNormalization]}\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -644,7 +656,7 @@ TEST_F(RecipeTest, KeyInTheWrongSectionNamesItsSection) {
       << message;
   // Nothing close: the valid keys are listed.
   const std::string listed = ErrorOf(kMinimal + "evaluate:\n  zzzzzz: 1\n");
-  EXPECT_NE(listed.find("valid keys here: backend, metric, threads, box_score_threshold, box_nms_iou, box_match_iou, gate"),
+  EXPECT_NE(listed.find("valid keys here: backend, metric, threads, output, box_score_threshold, box_nms_iou, box_match_iou, gate"),
             std::string::npos)
       << listed;
 }
