@@ -282,12 +282,14 @@ def whole_default_recipe(model, paths, out_dir, metric, constants=None, evaluate
             "report:\n  markdown: ''\n  junit: ''\n")
 
 
-def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constants=None, evaluate_lines=""):
+def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constants=None, evaluate_lines="",
+                 output=None):
     """`gate`: (metric, gate key, value) of the fallback variant, gated on
     the calibration split; None: fallback off, no gate, 2 evaluation samples.
     `constants`: meta.json's pinned inputs (data.constants)."""
     if quant == "whole":
-        return whole_default_recipe(model, paths, out_dir, metric, constants, evaluate_lines)
+        return whole_default_recipe(model, paths, out_dir, metric, constants,
+                                    evaluate_lines + (f"  output: {output}\n" if output else ""))
     text = ("version: 1\n"
             f"model: {model}\n"
             "data:\n"
@@ -325,16 +327,18 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constan
                  f"  fallback:\n    enabled: {'true' if gate else 'false'}\n")
     metric, gate_key, gate_value = gate or (metric, "max_drop", 1000000)
     text += (f"output:\n  dir: {out_dir}\n  format: {'fp16' if quant == 'fp16' else 'qdq'}\n  overwrite: true\n"
-             f"evaluate:\n  metric: {metric}\n  gate:\n    {gate_key}: {gate_value}\n"
+             f"evaluate:\n  metric: {metric}\n" + (f"  output: {output}\n" if output else "") +
+             f"  gate:\n    {gate_key}: {gate_value}\n"
              "report:\n  markdown: ''\n  junit: ''\n")
     return text
 
 
-def run_sparq(sparq, model, paths, work, label, quant, prune, metric, gate=None, constants=None, evaluate_lines=""):
+def run_sparq(sparq, model, paths, work, label, quant, prune, metric, gate=None, constants=None, evaluate_lines="",
+              output=None):
     out_dir = os.path.join(work, re.sub(r"[^\w.-]", "", label.replace(" ", "_")))
     recipe_path = out_dir + ".yaml"
     with open(recipe_path, "w") as f:
-        f.write(sparq_recipe(model, paths, out_dir, quant, prune, metric, gate, constants, evaluate_lines))
+        f.write(sparq_recipe(model, paths, out_dir, quant, prune, metric, gate, constants, evaluate_lines, output))
     m = measure([sparq, "run", recipe_path], out_dir + ".log")
     m["command"] = f"sparq run {os.path.basename(recipe_path)}"
     written = [f for f in os.listdir(out_dir) if f.endswith(".onnx")] if os.path.isdir(out_dir) else []
@@ -491,6 +495,11 @@ def run_model(args, name, save):
     work = os.path.join(args.work, name)
     os.makedirs(work, exist_ok=True)
     model = os.path.join(model_dir, "model.onnx")
+    # The output the suite measures, named to sparq (evaluate.output) when the
+    # model has several: what a user of such a model would write.
+    import onnx
+    graph_outputs = [o.name for o in onnx.load(model, load_external_data=False).graph.output]
+    primary_output = meta["output"] if len(graph_outputs) > 1 and meta.get("output") in graph_outputs else None
     n_eval = args.eval if meta["task"] != "text_embedding" else max(args.eval, len(meta["sentences"]))
     paths, calib, evals = write_splits(model_dir, work, args.calib, n_eval)
     n_calib = len(next(iter(calib.values())))
@@ -561,7 +570,8 @@ def run_model(args, name, save):
         if tool == "sparq":
             r = run_sparq(args.sparq, model, paths, work, label, spec[0], spec[1], sparq_metric_for(meta["task"]),
                           spec[2] if len(spec) > 2 else None, meta.get("constants"),
-                          f"  box_nms_iou: {meta['decode']['nms_iou']}\n" if "decode" in meta else "")
+                          f"  box_nms_iou: {meta['decode']['nms_iou']}\n" if "decode" in meta else "",
+                          primary_output)
         else:
             if spec[2] == pre and pre_error:
                 rows.append({"variant": label, "error": "quant_pre_process failed: " + pre_error})
