@@ -10,7 +10,6 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/dispatch.h"
 #include "kernels/parallel.h"
-#include "runtime/passes/graph_folding.h"
 #include "sparq/calibrate.h"
 #include "sparq/dataset.h"
 
@@ -121,55 +120,6 @@ Status Observe(const std::string& name, const Tensor& t, Observer& obs, ThreadPo
   return Status::OK();
 }
 
-// A constant-zero Pad whose output is observed and whose input is an
-// activation: when the executor folds it into the Conv that reads it, its
-// output is observed as its input plus the padding's zeros (the same
-// histogram and range; a min of exactly 0 is +0).
-struct ZeroPad {
-  std::string output;
-  std::vector<int64_t> pads;  // begins, then ends, per axis
-  // Values of the padded tensor besides the input's.
-  int64_t Zeros(const Tensor& in) const {
-    const size_t rank = static_cast<size_t>(in.rank());
-    int64_t padded = 1;
-    for (size_t d = 0; d < rank; ++d) padded *= in.dim(static_cast<int64_t>(d)) + pads[d] + pads[d + rank];
-    return padded - in.numel();
-  }
-};
-
-std::map<std::string, std::vector<ZeroPad>> ZeroPadsRead(const Model& model, const std::set<std::string>& wanted,
-                                                          const std::set<std::string>& activations) {
-  const Graph& g = model.graph;
-  std::map<std::string, std::vector<ZeroPad>> by_input;
-  const bool attributes = model.opset() < 11;  // pads and value as attributes before opset 11
-  for (const Node& n : g.nodes) {
-    if (n.op_type != "Pad" || !n.domain.empty() || n.outputs.size() != 1 || n.inputs.empty() ||
-        !wanted.count(n.outputs[0]) || !activations.count(n.inputs[0]) || n.attr_string("mode", "constant") != "constant") {
-      continue;
-    }
-    ZeroPad pad{n.outputs[0], {}};
-    if (attributes) {
-      if (n.attr_float("value", 0.0f) != 0.0f) continue;
-      pad.pads = n.attr_ints("pads");
-    } else {
-      const Tensor* pads = n.inputs.size() > 1 ? g.FindWeight(n.inputs[1]) : nullptr;
-      const Tensor* value = n.inputs.size() > 2 && !n.inputs[2].empty() ? g.FindWeight(n.inputs[2]) : nullptr;
-      if (pads == nullptr || pads->dtype() != DataType::kInt64 || n.inputs.size() > 3) continue;
-      if (n.inputs.size() > 2 && !n.inputs[2].empty() &&
-          (value == nullptr || value->numel() != 1 || value->ToFloat32().data<float>()[0] != 0.0f)) {
-        continue;
-      }
-      pad.pads.assign(pads->data<int64_t>(), pads->data<int64_t>() + pads->numel());
-    }
-    if (pad.pads.empty() || pad.pads.size() % 2 != 0 ||
-        std::any_of(pad.pads.begin(), pad.pads.end(), [](int64_t p) { return p < 0; })) {
-      continue;
-    }
-    by_input[n.inputs[0]].push_back(std::move(pad));
-  }
-  return by_input;
-}
-
 // Values computed from weights alone (Constant, Shape chains) are not activations.
 std::set<std::string> ActivationNames(const Model& model) {
   const Graph& g = model.graph;
@@ -259,39 +209,17 @@ StatusOr<PartialCalibration> ObserveBatches(const Model& model, const BatchFn& n
     // Only these are observed: everything else fuses and folds as in
     // deployment (Conv + Clip one node, Pads into Convs), with the same bits
     // for the kept values, fewer passes over memory and fewer live tensors.
+    // An observed zero Pad's output may fold into its Conv too: the executor
+    // then keeps the Pad's input and says so (Executor::ValueAliases), and
+    // the output is observed as that input and the padding's zeros.
     exec_options.profile = GraphProfile::kObserveKept;
+    exec_options.keep_values.assign(wanted.begin(), wanted.end());
+    exec_options.keep_values_as_aliases = true;
   }
-  // Zero Pads between observed values may fold too: their inputs are kept
-  // instead. Their pads are often computed from constants (torch's
-  // ZeroPad2d: Constant -> Cast), so they are read after constant folding.
-  std::map<std::string, std::vector<ZeroPad>> zero_pads;
-  Model folded;
-  const Model* run_model = &model;
-  if (exec_options.profile == GraphProfile::kObserveKept) {
-    folded = model;
-    SPARQ_RETURN_IF_ERROR(FoldConstants(&folded).status());
-    zero_pads = ZeroPadsRead(folded, wanted, activations);
-    run_model = &folded;
-  }
-  if (!options.tensors.empty()) {
-    std::set<std::string> keep = wanted;
-    for (const auto& [input, pads] : zero_pads) {
-      keep.insert(input);
-      for (const ZeroPad& pad : pads) keep.erase(pad.output);
-    }
-    exec_options.keep_values.assign(keep.begin(), keep.end());
-  }
-  SPARQ_ASSIGN_OR_RETURN(auto exec, Executor::Create(*run_model, exec_options));
-  {  // A Pad the executor did not fold is observed itself.
-    std::set<std::string> produced;
-    for (const Node& n : exec->model().graph.nodes) produced.insert(n.outputs.begin(), n.outputs.end());
-    for (auto it = zero_pads.begin(); it != zero_pads.end();) {
-      auto& pads = it->second;
-      pads.erase(std::remove_if(pads.begin(), pads.end(), [&](const ZeroPad& p) { return produced.count(p.output) > 0; }),
-                 pads.end());
-      it = pads.empty() ? zero_pads.erase(it) : std::next(it);
-    }
-  }
+  SPARQ_ASSIGN_OR_RETURN(auto exec, Executor::Create(model, exec_options));
+  std::map<std::string, std::vector<ValueAlias>> zero_pads;  // by source
+  for (const ValueAlias& alias : exec->ValueAliases())
+    if (wanted.count(alias.value)) zero_pads[alias.source].push_back(alias);
   ThreadPool& pool = *SharedThreadPool(options.threads);  // the process's pool for this thread count
   std::map<std::string, Observer> observers;
   auto observer = [&](const std::string& name) -> Observer& {
@@ -316,12 +244,13 @@ StatusOr<PartialCalibration> ObserveBatches(const Model& model, const BatchFn& n
       SPARQ_RETURN_IF_ERROR(observe_one(name, t, 0));
     }
     if (auto read_by = zero_pads.find(name); read_by != zero_pads.end()) {
-      for (const ZeroPad& pad : read_by->second) {
-        if (pad.pads.size() != 2 * static_cast<size_t>(t.rank())) {
-          return Status::InvalidArgument("Pad output '" + pad.output + "': " + std::to_string(pad.pads.size()) +
+      for (const ValueAlias& pad : read_by->second) {
+        const int64_t zeros = pad.ZerosAround(t.shape());
+        if (zeros < 0) {
+          return Status::InvalidArgument("Pad output '" + pad.value + "': " + std::to_string(pad.zero_pads.size()) +
                                          " pads for a rank-" + std::to_string(t.rank()) + " input");
         }
-        SPARQ_RETURN_IF_ERROR(observe_one(pad.output, t, pad.Zeros(t)));
+        SPARQ_RETURN_IF_ERROR(observe_one(pad.value, t, zeros));
       }
     }
     return Status::OK();

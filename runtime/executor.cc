@@ -167,6 +167,7 @@ struct Executor::Impl {
   std::map<GraphKey, GraphState> graphs;
   int64_t graph_replays = 0;
   std::vector<std::string> graph_declined;
+  std::vector<ValueAlias> aliases;  // kept values folded away (Executor::ValueAliases)
 
   Status RunSteps(std::vector<Tensor> values, TensorMap* outputs, const RunOptions& options,
                   std::vector<NodeProfile>* profile);
@@ -202,6 +203,18 @@ const Model& Executor::model() const { return impl_->model; }
 const std::vector<std::string>& Executor::input_names() const { return impl_->input_names; }
 const std::vector<std::string>& Executor::output_names() const { return impl_->output_names; }
 const std::string& Executor::backend() const { return impl_->backend_name; }
+const std::vector<ValueAlias>& Executor::ValueAliases() const { return impl_->aliases; }
+
+int64_t ValueAlias::ZerosAround(const Shape& shape) const {
+  const size_t rank = shape.size();
+  if (zero_pads.size() != 2 * rank) return -1;
+  int64_t padded = 1, numel = 1;
+  for (size_t d = 0; d < rank; ++d) {
+    padded *= shape[d] + zero_pads[d] + zero_pads[d + rank];
+    numel *= shape[d];
+  }
+  return padded - numel;
+}
 int Executor::num_threads() const {
   for (const Place& p : impl_->places)
     if (p.context->pool() != nullptr) return p.context->pool()->num_threads();
@@ -332,8 +345,13 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
         outputs.push_back(std::move(kept));
       }
   }
+  // Kept values that may be folded as aliases: not the real graph outputs.
+  FoldableOutputs foldable;
+  if (options.keep_values_as_aliases)
+    for (size_t i = real_outputs; i < outputs.size(); ++i) foldable.names.insert(outputs[i].name);
   for (const std::string& pass : backend->Passes(options.profile))
-    SPARQ_RETURN_IF_ERROR(RunGraphPass(pass, &impl->model).WithContext("graph pass " + pass));
+    SPARQ_RETURN_IF_ERROR(RunGraphPass(pass, &impl->model, &foldable).WithContext("graph pass " + pass));
+  impl->aliases = std::move(foldable.made);
   outputs.resize(real_outputs);
   if (lowered && float16 == Float16Execution::kRounded) RoundFloat16Values(&impl->model, half_values);
   const Graph& g = impl->model.graph;

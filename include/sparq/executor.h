@@ -115,12 +115,32 @@ struct SPARQ_API ExecutorOptions {
   // fuses: a Conv + Clip whose Clip output alone is observed runs as one
   // node, with the same bits.
   std::vector<std::string> keep_values = {};
+  // With it, a kept value may still be folded away where the rewrite says
+  // how to rebuild it from a value the run still computes (a zero Pad folded
+  // into the Conv that reads it: its output is its input with zeros around
+  // it); that source is kept instead and Executor::ValueAliases lists the
+  // pair. Graph outputs are never folded. Calibration sets it: the Pad's
+  // output is observed as its input and the padding's zeros.
+  bool keep_values_as_aliases = false;
   // Speed of the sparse kernels vs dense (sparq/kernel_table.h): a QLinearConv /
   // QLinearMatMul with pruned int8 weights runs a sparse kernel only when this
   // table says its structure beats dense at the weights' sparsity (the row
   // measured at the highest sparsity at or below it; none: dense). nullptr:
   // KernelSpeedTable::Default(), compiled in from bench/kernel_speedups.csv.
   std::shared_ptr<const KernelSpeedTable> kernel_table = nullptr;
+};
+
+// A value that the executor's rewrites folded away, and how it is rebuilt
+// from a value the run still computes (Executor::ValueAliases).
+struct SPARQ_API ValueAlias {
+  std::string value;   // the folded value (e.g. a zero Pad's output)
+  std::string source;  // what it is made of: a node output or a graph input
+  // `value` is `source` with this many zeros before, then after, each axis
+  // (begins, then ends; 2 * rank entries): a constant-mode zero Pad.
+  std::vector<int64_t> zero_pads;
+  // The number of values of `value` besides the source's, for a source of
+  // `shape`; -1 when the pads do not fit its rank.
+  int64_t ZerosAround(const Shape& shape) const;
 };
 
 // Which kernel runs one node (Executor::NodeKernels, `sparq eval --verbose`).
@@ -191,6 +211,11 @@ class SPARQ_API Executor {
   const std::string& backend() const;
   // The kernel chosen for each node, in execution order.
   std::vector<NodeKernel> NodeKernels() const;
+  // The kept values (ExecutorOptions::keep_values) that the rewrites folded
+  // away as aliases of another value (ExecutorOptions::keep_values_as_aliases),
+  // in graph order; empty without that option. Such a value is never an
+  // on_node_outputs output: a caller observing it observes its source.
+  const std::vector<ValueAlias>& ValueAliases() const;
   // Whether runs replay device graphs, and how often they did (thread-safe).
   GraphCaptureInfo GraphCapture() const;
 

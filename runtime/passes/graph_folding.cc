@@ -1,5 +1,6 @@
 #include "runtime/passes/graph_folding.h"
 
+#include <algorithm>
 #include <cstring>
 #include <optional>
 #include <set>
@@ -155,7 +156,7 @@ bool SameZeroPoint(const Graph& g, const std::set<std::string>& overridable, con
 
 }  // namespace
 
-std::vector<std::string> FoldPadsIntoConvs(Model* model) {
+std::vector<std::string> FoldPadsIntoConvs(Model* model, FoldableOutputs* foldable) {
   Graph& g = model->graph;
   const std::set<std::string> overridable = Overridable(g);
   const ValueIndex index(g);  // of the graph as it came: folded nodes are only marked until the end
@@ -187,8 +188,13 @@ std::vector<std::string> FoldPadsIntoConvs(Model* model) {
     for (int64_t p : *pads) ok = ok && p >= 0;
     if (!ok) continue;
 
-    // Pad -> Conv, or Pad -> Q -> DQ -> Conv.
-    Node* next = only_reader(pad.outputs[0]);
+    // Pad -> Conv, or Pad -> Q -> DQ -> Conv. A foldable output (a kept value)
+    // is rebuilt from the Pad's input, which must be computed or fed.
+    const std::string& padded = pad.outputs[0];
+    const bool aliased = foldable != nullptr && foldable->names.count(padded) > 0 && !pad.inputs[0].empty() &&
+                         !g.initializers.count(pad.inputs[0]);
+    Node* next = only_reader(padded);
+    if (aliased && index.Readers(padded).size() == 1) next = &g.nodes[index.Readers(padded)[0]];
     Node* q = nullptr;
     if (next != nullptr && next->op_type == "QuantizeLinear" && next->domain.empty() && next->inputs[0] == pad.outputs[0]) {
       q = next;
@@ -223,6 +229,22 @@ std::vector<std::string> FoldPadsIntoConvs(Model* model) {
     reader.inputs[0] = pad.inputs[0];
     removed.insert(&pad);
     folded.push_back(pad.name);
+    if (index.IsGraphOutput(padded)) {  // foldable: the input is kept in its place
+      foldable->made.push_back(ValueAlias{padded, pad.inputs[0], *pads});
+      std::vector<ValueInfo>& outputs = g.outputs;
+      const bool input_kept = std::any_of(outputs.begin(), outputs.end(),
+                                          [&](const ValueInfo& v) { return v.name == pad.inputs[0]; });
+      for (auto it = outputs.begin(); it != outputs.end(); ++it) {
+        if (it->name != padded) continue;
+        if (input_kept) {
+          outputs.erase(it);
+        } else {
+          *it = ValueInfo{};
+          it->name = pad.inputs[0];
+        }
+        break;
+      }
+    }
   }
   if (removed.empty()) return folded;
   std::vector<Node> kept;

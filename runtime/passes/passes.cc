@@ -12,23 +12,23 @@ namespace {
 
 struct GraphPass {
   const char* name;
-  Status (*run)(Model* model);
+  Status (*run)(Model* model, FoldableOutputs* foldable);
 };
 
 constexpr GraphPass kPasses[] = {
-    {"lower-einsum", [](Model* m) { LowerEinsumToMatMul(m); return Status::OK(); }},
-    {"fold-constant-subgraphs", [](Model* m) { return FoldConstants(m).status(); }},
-    {"fold-pads", [](Model* m) { FoldPadsIntoConvs(m); return Status::OK(); }},
-    {"fuse-qdq", [](Model* m) { FuseFp8QdqPairs(m); FuseQdqToIntegerOps(m); return Status::OK(); }},
-    {"fuse-conv-activation", [](Model* m) { FuseConvActivations(m); return Status::OK(); }},
-    {"fuse-pointwise-depthwise", [](Model* m) { FusePointwiseDepthwise(m); return Status::OK(); }},
+    {"lower-einsum", [](Model* m, FoldableOutputs*) { LowerEinsumToMatMul(m); return Status::OK(); }},
+    {"fold-constant-subgraphs", [](Model* m, FoldableOutputs*) { return FoldConstants(m).status(); }},
+    {"fold-pads", [](Model* m, FoldableOutputs* f) { FoldPadsIntoConvs(m, f); return Status::OK(); }},
+    {"fuse-qdq", [](Model* m, FoldableOutputs*) { FuseFp8QdqPairs(m); FuseQdqToIntegerOps(m); return Status::OK(); }},
+    {"fuse-conv-activation", [](Model* m, FoldableOutputs*) { FuseConvActivations(m); return Status::OK(); }},
+    {"fuse-pointwise-depthwise", [](Model* m, FoldableOutputs*) { FusePointwiseDepthwise(m); return Status::OK(); }},
 };
 
 }  // namespace
 
-Status RunGraphPass(const std::string& name, Model* model) {
+Status RunGraphPass(const std::string& name, Model* model, FoldableOutputs* foldable) {
   for (const GraphPass& pass : kPasses)
-    if (name == pass.name) return pass.run(model);
+    if (name == pass.name) return pass.run(model, foldable);
   std::string known;
   for (const GraphPass& pass : kPasses) known += (known.empty() ? "" : ", ") + std::string(pass.name);
   return Status::InvalidArgument("unknown graph pass '" + name + "' (known: " + known + ")");

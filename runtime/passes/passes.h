@@ -13,14 +13,17 @@
 #include <string>
 #include <vector>
 
+#include "runtime/passes/graph_folding.h"
 #include "sparq/graph.h"
 #include "sparq/status.h"
 
 namespace sparq {
 
-// Runs the rewrite `name` on `model`. Errors: InvalidArgument for an unknown
-// name (listing the known ones); the rewrite's own errors.
-Status RunGraphPass(const std::string& name, Model* model);
+// Runs the rewrite `name` on `model`. With `foldable`, the rewrites that can
+// fold a value away as an alias of another (fold-pads) may fold those graph
+// outputs and note them there. Errors: InvalidArgument for an unknown name
+// (listing the known ones); the rewrite's own errors.
+Status RunGraphPass(const std::string& name, Model* model, FoldableOutputs* foldable = nullptr);
 // Every name RunGraphPass knows, in table order.
 std::vector<std::string> GraphPassNames();
 

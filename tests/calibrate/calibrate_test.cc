@@ -8,6 +8,7 @@
 #include <random>
 
 #include "sparq/calibrate.h"
+#include "sparq/executor.h"
 #include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
 #include "test_util.h"
@@ -362,6 +363,58 @@ TEST(Calibrate, ChosenTensorsGetTheRangesOfAFullCalibration) {
         EXPECT_EQ(r.threshold, full->threshold) << CalibrationMethodName(method) << " " << r.name;
       }
     }
+  }
+}
+
+// x -> Sigmoid -> Pad(0) -> Conv: the Pad's output holds the zeros its input
+// (all > 0) lacks. Observed alone, the Pad folds into the Conv and the
+// calibrator reads it from the executor's aliases (Executor::ValueAliases)
+// as the Sigmoid's output and the padding's zeros: the table is the full
+// calibration's. A calibrator that ignored the aliases would miss the Pad's
+// output (it is never computed) or, observing the Sigmoid alone, give a
+// minimum above 0 and other bins.
+TEST(Calibrate, FoldedPadIsObservedThroughTheExecutorsAlias) {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  Graph& g = m.graph;
+  g.inputs.push_back(testing::FloatInput("x", {{-1, "n"}, {4, ""}, {6, ""}, {6, ""}}));
+  g.outputs.push_back(testing::FloatInput("y", {}));
+  g.initializers["w"] = testing::RandomFloats({4, 4, 3, 3}, 51, -0.5f, 0.5f);
+  g.initializers["pads"] = Tensor::FromVector<int64_t>({8}, {0, 0, 2, 1, 0, 0, 1, 2});
+  g.nodes.push_back({"sigmoid", "Sigmoid", "", {"x"}, {"s"}, {}, ""});
+  g.nodes.push_back({"pad", "Pad", "", {"s", "pads"}, {"p"}, {}, ""});
+  g.nodes.push_back({"conv", "Conv", "", {"p", "w"}, {"y"}, {}, ""});
+  {  // the premise: the executor folds the Pad and says so
+    ExecutorOptions o;
+    o.profile = GraphProfile::kObserveKept;
+    o.keep_values = {"p"};
+    o.keep_values_as_aliases = true;
+    auto exec = Executor::Create(m, o);
+    ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+    ASSERT_EQ((*exec)->ValueAliases().size(), 1u);
+    EXPECT_EQ((*exec)->ValueAliases()[0].source, "s");
+  }
+  std::vector<Tensor> batches;
+  for (uint32_t b = 0; b < 2; ++b) batches.push_back(testing::RandomFloats({3, 4, 6, 6}, 60 + b, -3.0f, 3.0f));
+  for (CalibrationMethod method : {CalibrationMethod::kMax, CalibrationMethod::kPercentile}) {
+    CalibrationOptions opt;
+    opt.method = method;
+    opt.percentile = 75.0;  // 45 of the 81 padded values are zeros: they move it
+    opt.threads = 2;
+    auto all = Calibrate(m, Batches(batches), opt);
+    ASSERT_TRUE(all.ok()) << all.status().ToString();
+    opt.tensors = {"p"};
+    auto chosen = Calibrate(m, Batches(batches), opt);
+    ASSERT_TRUE(chosen.ok()) << chosen.status().ToString();
+    const TensorRange* p = chosen->Find("p");
+    const TensorRange* full = all->Find("p");
+    ASSERT_NE(p, nullptr) << "the folded Pad's output was not observed";
+    ASSERT_NE(full, nullptr);
+    EXPECT_GT(all->Find("s")->min, 0.0f);
+    EXPECT_EQ(p->min, 0.0f);
+    EXPECT_EQ(p->max, full->max);
+    EXPECT_EQ(p->threshold, full->threshold) << CalibrationMethodName(method);
+    EXPECT_EQ(p->scale, full->scale) << CalibrationMethodName(method);
   }
 }
 

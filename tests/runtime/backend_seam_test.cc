@@ -5,16 +5,24 @@
 // two devices. Nothing in runtime/ or kernels/cpu knows about it.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
 #include <map>
 #include <mutex>
 #include <set>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 #include "kernels/backend.h"
 #include "kernels/registry.h"
 #include "sparq/calibrate.h"
+#include "sparq/dataset.h"
 #include "sparq/executor.h"
 #include "tests/runtime/digits_batches.h"
 #include "sparq/npy.h"
@@ -147,9 +155,12 @@ Model Int8Digits(const Model& model) {
   return qdq.ok() ? *qdq : model;
 }
 
-// Runs `model` on the CPU and on "counting" with `profile` and expects the
-// same bytes from both, copies between the devices and counted calls.
-void ExpectSameAsCpu(const Model& model, GraphProfile profile) {
+// Runs `model` on the CPU and on "counting" with `profile` over `feeds` and
+// expects the same bytes from both and counted calls; with `partitioned`,
+// copies between the devices in the outer graph too (a graph whose counted
+// nodes all sit in subgraphs has them there).
+void ExpectSameAsCpu(const Model& model, GraphProfile profile, const std::vector<TensorMap>& feeds,
+                     bool partitioned = true) {
   RegisterCountingOnce();
   ExecutorOptions cpu_options;
   cpu_options.threads = 2;
@@ -168,11 +179,13 @@ void ExpectSameAsCpu(const Model& model, GraphProfile profile) {
     backends.insert(k.backend);
     if (k.kernel == "copy") ++copies;
   }
-  EXPECT_EQ(backends, (std::set<std::string>{"counting", "cpu"}));
-  EXPECT_GT(copies, 0) << "the graph was not partitioned";
+  if (partitioned) {
+    EXPECT_EQ(backends, (std::set<std::string>{"counting", "cpu"}));
+    EXPECT_GT(copies, 0) << "the graph was not partitioned";
+  }
 
   const int64_t calls_before = g_counted_calls.load();
-  for (const TensorMap& feed : testing::DigitsBatches(model, 3, 8)) {
+  for (const TensorMap& feed : feeds) {
     TensorMap want, got;
     ASSERT_TRUE((*cpu)->Run(feed, &want).ok());
     Status st = (*counting)->Run(feed, &got);
@@ -190,14 +203,110 @@ void ExpectSameAsCpu(const Model& model, GraphProfile profile) {
 TEST(BackendSeam, TestBackendRunsFloatModelWithCopies) {
   auto model = LoadModel(kDigits + "digits_cnn.onnx");
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  ExpectSameAsCpu(*model, GraphProfile::kAsWritten);
-  ExpectSameAsCpu(*model, GraphProfile::kDeployment);
+  ExpectSameAsCpu(*model, GraphProfile::kAsWritten, testing::DigitsBatches(*model, 3, 8));
+  ExpectSameAsCpu(*model, GraphProfile::kDeployment, testing::DigitsBatches(*model, 3, 8));
 }
 
 TEST(BackendSeam, TestBackendRunsInt8ModelWithCopies) {
   auto model = LoadModel(kDigits + "digits_cnn.onnx");
   ASSERT_TRUE(model.ok()) << model.status().ToString();
-  ExpectSameAsCpu(Int8Digits(*model), GraphProfile::kDeployment);
+  const Model int8 = Int8Digits(*model);
+  ExpectSameAsCpu(int8, GraphProfile::kDeployment, testing::DigitsBatches(int8, 3, 8));
+}
+
+// The real-model suite (tools/make_real_suite.py: <name>/model.onnx,
+// calib.npz, meta.json): $SPARQ_REAL_SUITE_DIR, else the build's
+// models/real, else the CI slice that tests/python/test_real_suite.py makes
+// (models/real_ci). "" when none holds a model.
+std::string RealSuiteDir(std::string* looked) {
+  std::vector<std::string> candidates;
+  if (const char* env = std::getenv("SPARQ_REAL_SUITE_DIR"); env != nullptr && env[0] != '\0') {
+    candidates.push_back(env);
+  }
+  candidates.push_back(std::string(SPARQ_BINARY_DIR) + "/models/real");
+  candidates.push_back(std::string(SPARQ_BINARY_DIR) + "/models/real_ci");
+  for (const std::string& dir : candidates) {
+    *looked += (looked->empty() ? "" : ", ") + dir;
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(dir, ec))
+      if (std::filesystem::exists(entry.path() / "model.onnx")) return dir;
+  }
+  return "";
+}
+
+// The first `batches` batches of 2 samples of a suite model's calibration
+// data, with the inputs its meta.json pins (Silero VAD's sample rate).
+std::vector<TensorMap> SuiteBatches(const std::string& dir, const Model& model, int batches) {
+  DatasetOptions options;
+  options.batch_size = 2;
+  options.limit = 2 * batches;
+  std::ifstream meta_file(dir + "/meta.json");
+  if (meta_file) {
+    nlohmann::json meta = nlohmann::json::parse(meta_file, nullptr, false);
+    if (meta.is_object() && meta.contains("constants"))
+      for (const auto& [name, value] : meta["constants"].items())
+        options.constants[name] = {value.is_array() ? value[0].get<double>() : value.get<double>()};
+  }
+  std::vector<TensorMap> feeds;
+  auto data = OpenDataset(dir + "/calib.npz", model.graph, options);
+  EXPECT_TRUE(data.ok()) << dir << ": " << data.status().ToString();
+  if (!data.ok()) return feeds;
+  BatchFn next = (*data)();
+  for (;;) {
+    TensorMap batch;
+    StatusOr<bool> more = next(&batch);
+    EXPECT_TRUE(more.ok()) << dir << ": " << more.status().ToString();
+    if (!more.ok() || !*more) break;
+    feeds.push_back(std::move(batch));
+  }
+  return feeds;
+}
+
+// Done-when 1 of issue 22 on the real models: every model of the suite, FP32
+// (as written and as deployed) and INT8 (QDQ from a max calibration on two
+// batches, as deployed), runs through the test backend, partitioned with
+// copies, with the CPU's outputs bit for bit.
+TEST(BackendSeam, TestBackendRunsTheRealSuiteWithCopies) {
+  std::string looked;
+  const std::string suite = RealSuiteDir(&looked);
+  if (suite.empty()) GTEST_SKIP() << "no real-model suite (tools/make_real_suite.py) in " << looked;
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(suite))
+    if (std::filesystem::exists(entry.path() / "model.onnx")) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    SCOPED_TRACE(name);
+    const std::string dir = suite + "/" + name;
+    auto model = LoadModel(dir + "/model.onnx");
+    ASSERT_TRUE(model.ok()) << model.status().ToString();
+    if (Status supported = CheckSupported(*model); !supported.ok()) {  // the CPU cannot run it either
+      std::cout << "[ SKIPPED  ] " << name << ": " << supported.ToString().substr(0, 200) << "\n";
+      continue;
+    }
+    const std::vector<TensorMap> feeds = SuiteBatches(dir, *model, 2);
+    ASSERT_FALSE(feeds.empty());
+    // Silero VAD's convolutions are all inside its If's branches: the outer
+    // graph runs on the CPU, the branches' executors partition.
+    bool outer_counted = false;
+    for (const Node& n : model->graph.nodes)
+      outer_counted |= n.op_type == "Conv" || n.op_type == "MatMul" || n.op_type == "Gemm" || n.op_type == "Add";
+    ExpectSameAsCpu(*model, GraphProfile::kAsWritten, {feeds[0]}, outer_counted);
+    ExpectSameAsCpu(*model, GraphProfile::kDeployment, feeds, outer_counted);
+    size_t next = 0;
+    CalibrationOptions copt;
+    copt.method = CalibrationMethod::kMax;
+    copt.threads = 2;
+    auto table = Calibrate(*model, [&](TensorMap* batch) -> StatusOr<bool> {
+      if (next == feeds.size()) return false;
+      *batch = feeds[next++];
+      return true;
+    }, copt);
+    ASSERT_TRUE(table.ok()) << table.status().ToString();
+    auto int8 = QuantizeModel(*model, *table, QuantizeOptions{}, nullptr);
+    ASSERT_TRUE(int8.ok()) << int8.status().ToString();
+    ExpectSameAsCpu(*int8, GraphProfile::kDeployment, feeds, outer_counted);
+    std::cout << "[       OK ] " << name << ": FP32 (as written, deployed) and INT8 as the CPU's\n";
+  }
 }
 
 // Prepare steps see each input's type where the graph says it: a backend

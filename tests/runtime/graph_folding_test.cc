@@ -148,5 +148,49 @@ TEST(GraphFolding, ConstantSubgraphsOnlyKeepEveryActivation) {
   ExpectSameBits(out, RunModel(m, false, 1));
 }
 
+// A kept value folds all the same with keep_values_as_aliases: the executor
+// keeps the Pad's input instead and says what the Pad's output was (its
+// input with the pads' zeros around it). Without the option it stays.
+TEST(GraphFolding, KeptPadOutputFoldsAsAnAliasOfItsInput) {
+  const Model m = PadConvClip(false);
+  ExecutorOptions options;
+  options.profile = GraphProfile::kObserveKept;
+  options.keep_values = {"padded"};
+  auto strict = Executor::Create(m, options);
+  ASSERT_TRUE(strict.ok()) << strict.status().ToString();
+  EXPECT_TRUE((*strict)->ValueAliases().empty());
+  EXPECT_EQ((*strict)->model().graph.nodes.size(), 2u);  // the Pad, the Conv with the Clip folded in
+
+  options.keep_values_as_aliases = true;
+  auto exec = Executor::Create(m, options);
+  ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+  ASSERT_EQ((*exec)->ValueAliases().size(), 1u);
+  const ValueAlias& alias = (*exec)->ValueAliases()[0];
+  EXPECT_EQ(alias.value, "padded");
+  EXPECT_EQ(alias.source, "x");
+  EXPECT_EQ(alias.zero_pads, (std::vector<int64_t>{0, 0, 0, 1, 0, 0, 1, 2}));
+  EXPECT_EQ(alias.ZerosAround({1, 3, 9, 9}), 1 * 3 * 10 * 12 - 1 * 3 * 9 * 9);
+  EXPECT_EQ(alias.ZerosAround({3, 9, 9}), -1);  // the pads do not fit
+  ASSERT_EQ((*exec)->model().graph.nodes.size(), 1u);  // the Conv with the Pad and the Clip folded in
+  EXPECT_EQ((*exec)->model().graph.nodes[0].inputs[0], "x");
+  EXPECT_EQ((*exec)->output_names(), std::vector<std::string>{"y"});  // kept values are not outputs
+  TensorMap out;
+  ASSERT_TRUE((*exec)->Run({{"x", testing::RandomFloats({1, 3, 9, 9}, 3)}}, &out).ok());
+  ExpectSameBits(out, RunModel(m, false, 1));
+
+  // A graph output is never folded, nor a Pad whose output another node reads.
+  Model output = PadConvClip(false);
+  output.graph.outputs.push_back(testing::FloatInput("padded", {}));
+  auto kept = Executor::Create(output, options);
+  ASSERT_TRUE(kept.ok()) << kept.status().ToString();
+  EXPECT_TRUE((*kept)->ValueAliases().empty());
+  Model two = PadConvClip(false);
+  two.graph.nodes.push_back(MakeNode("also", "Relu", {"padded"}, {"r"}));
+  two.graph.outputs.push_back(testing::FloatInput("r", {}));
+  auto read_twice = Executor::Create(two, options);
+  ASSERT_TRUE(read_twice.ok()) << read_twice.status().ToString();
+  EXPECT_TRUE((*read_twice)->ValueAliases().empty());
+}
+
 }  // namespace
 }  // namespace sparq
