@@ -59,6 +59,13 @@ const std::vector<ConvS8Case>& Cases() {
       {"1x1 14x14 s8, 24 channels",             1, 72, 14, 14, 24, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  true,  true,  false},
       {"3x3 on 2x2: one block of 4 positions",  1, 10,  2,  2, 37, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true,  false, false},
       {"1x1, 17 positions",                     1, 12,  1, 17, 20, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  false, true,  false},
+      // Position tasks that unfold their own positions (runs that start and end inside output rows):
+      {"3x39 same, 8 -> 8 (basic-pitch), K slices", 1, 8, 9, 70,  8, 3, 39, 1, 1, 1, 1, 1, 19, 1, 19, false, false, true, true},
+      {"5x5 stride (1, 3), 8 -> 32",            2,  8, 11, 100, 32, 5, 5, 1, 3, 1, 1, 2, 1, 2, 1, true,  false, true,  false},
+      {"5x5 same, one output channel",          1,  8, 10, 40,  1, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2, false, true,  true,  false},
+      {"7x3 same, 32 -> 1",                     1, 32,  9, 50,  1, 7, 3, 1, 1, 1, 1, 3, 1, 3, 1, true,  false, false, false},
+      {"3x3 stride 2 pad 1, 525 positions",     1,  4, 30, 70,  9, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, false, true,  false},
+      {"3x3 stride 2, no padding, wide, s8",    1,  3, 11, 121, 12, 3, 3, 2, 2, 1, 1, 0, 0, 0, 0, true,  true,  true,  false, true},
       {"1x1, multipliers just below 1",         1, 40,  6,  7, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, false, true,  false, false, false, 0.99999994f},
       {"1x1 s8, multipliers just below 1",      1, 40,  6,  7, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  true,  true,  false, false, false, 0.99999994f},
       {"3x3, multipliers of 1 and more",        1,  6,  7,  9, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true,  false, true,  false, false, false, 1.0f},
