@@ -60,27 +60,41 @@ int64_t InsideEnd(const ConvGeometry& g, int64_t dx, int64_t inside_begin) {
   return std::max(inside_begin, std::min(g.out_w, g.width - dx <= 0 ? 0 : (g.width - dx - 1) / g.stride_w + 1));
 }
 
-// Output columns [a, b) of output row oy of one tap into dst[0, b - a): the
-// input row iy = oy * stride_h + dy of the plane, columns ox * stride_w + dx,
-// `pad` outside the image ([ox_begin, ox_end): the columns inside it).
+// Output columns [a, b) of one tap's output row into dst[0, b - a): input
+// row iy of the plane, columns ox * stride_w + dx, `pad` outside the image
+// ([ox_begin, ox_end): the columns inside it). Runs of 16 bytes or more with
+// padding of at most 16 on either side store the padding as one vector each
+// before the copy writes the inside over it (no memset calls for the few
+// bytes of a window's edge).
 void UnfoldRun(const ConvGeometry& g, const uint8_t* src_plane, uint8_t pad, int64_t iy, int64_t dx, int64_t a,
                int64_t b, int64_t ox_begin, int64_t ox_end, uint8_t* dst) {
+  const int64_t n = b - a;
   if (iy < 0 || iy >= g.height) {
-    std::memset(dst, pad, static_cast<size_t>(b - a));
+    std::memset(dst, pad, static_cast<size_t>(n));
     return;
   }
   const int64_t in0 = std::clamp(ox_begin, a, b), in1 = std::clamp(ox_end, in0, b);
-  std::memset(dst, pad, static_cast<size_t>(in0 - a));
+#if defined(__SSE2__)
+  if (n >= 16 && in0 - a <= 16 && b - in1 <= 16) {
+    const __m128i fill = _mm_set1_epi8(static_cast<char>(pad));
+    if (in0 > a) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), fill);
+    if (b > in1) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + n - 16), fill);
+  } else
+#endif
+  {
+    std::memset(dst, pad, static_cast<size_t>(in0 - a));
+    std::memset(dst + (in1 - a), pad, static_cast<size_t>(b - in1));
+  }
   dst += in0 - a;
   const uint8_t* src = src_plane + iy * g.width + dx;
+  const int64_t stride = g.stride_w;
   int64_t ox = in0;
-  if (g.stride_w == 1) {
+  if (stride == 1) {
     std::memcpy(dst, src + in0, static_cast<size_t>(in1 - in0));
-    dst += in1 - in0;
-    ox = in1;
+    return;
   }
 #if defined(__SSE2__)
-  if (g.stride_w == 2) {  // 16 outputs from 32 bytes: the even bytes, while the load stays in the row
+  if (stride == 2) {  // 16 outputs from 32 bytes: the even bytes, while the load stays in the row
     const __m128i even = _mm_set1_epi16(0x00FF);
     for (; ox + 16 <= in1 && dx + 2 * ox + 32 <= g.width; ox += 16, dst += 16) {
       const __m128i lo = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * ox)), even);
@@ -89,8 +103,7 @@ void UnfoldRun(const ConvGeometry& g, const uint8_t* src_plane, uint8_t pad, int
     }
   }
 #endif
-  for (; ox < in1; ++ox) *dst++ = src[ox * g.stride_w];
-  std::memset(dst, pad, static_cast<size_t>(b - in1));
+  for (; ox < in1; ++ox) *dst++ = src[ox * stride];
 }
 
 // Rows [r0, r1) of col [K, P] (row r = (ch, ky, kx)) from the image xi; taps
@@ -145,17 +158,20 @@ void Unfold(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t r0, i
 // positions, is 42 MB that the packing then read back across K rows far apart).
 void UnfoldPositions(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t p0, int64_t p1,
                      uint8_t* col_part) {
-  const int64_t taps = g.kernel_h * g.kernel_w, plane = g.height * g.width, ld = p1 - p0;
+  const int64_t plane = g.height * g.width, ld = p1 - p0;
   const int64_t oy_first = p0 / g.out_w, oy_last = (p1 - 1) / g.out_w;
-  for (int64_t r = 0; r < g.k(); ++r) {
-    const int64_t ch = r / taps, ky = r % taps / g.kernel_w, kx = r % g.kernel_w;
-    const int64_t dy = ky * g.dilation_h - g.pad_top, dx = kx * g.dilation_w - g.pad_left;
-    const int64_t ox_begin = InsideBegin(g, dx), ox_end = InsideEnd(g, dx, ox_begin);
-    for (int64_t oy = oy_first; oy <= oy_last; ++oy) {
-      const int64_t first = oy * g.out_w;
-      const int64_t a = std::max(p0, first) - first, b = std::min(p1, first + g.out_w) - first;
-      UnfoldRun(g, xi + ch * plane, pad, oy * g.stride_h + dy, dx, a, b, ox_begin, ox_end,
-                col_part + r * ld + first + a - p0);
+  uint8_t* row = col_part;
+  for (int64_t ch = 0; ch < g.channels; ++ch) {
+    for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
+      for (int64_t kx = 0; kx < g.kernel_w; ++kx, row += ld) {  // row (ch, ky, kx)
+        const int64_t dy = ky * g.dilation_h - g.pad_top, dx = kx * g.dilation_w - g.pad_left;
+        const int64_t ox_begin = InsideBegin(g, dx), ox_end = InsideEnd(g, dx, ox_begin);
+        for (int64_t oy = oy_first; oy <= oy_last; ++oy) {
+          const int64_t first = oy * g.out_w;
+          const int64_t a = std::max(p0, first) - first, b = std::min(p1, first + g.out_w) - first;
+          UnfoldRun(g, xi + ch * plane, pad, oy * g.stride_h + dy, dx, a, b, ox_begin, ox_end, row + first + a - p0);
+        }
+      }
     }
   }
 }
