@@ -90,7 +90,19 @@ void UnfoldRun(const ConvGeometry& g, const uint8_t* src_plane, uint8_t pad, int
   const int64_t stride = g.stride_w;
   int64_t ox = in0;
   if (stride == 1) {
-    std::memcpy(dst, src + in0, static_cast<size_t>(in1 - in0));
+    const int64_t m = in1 - in0;
+#if defined(__SSE2__)
+    if (m >= 16) {  // 16-byte copies, the last one overlapping: no call for a row's few dozen bytes
+      const uint8_t* from = src + in0;
+      for (int64_t i = 0; i + 16 < m; i += 16)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + m - 16),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + m - 16)));
+      return;
+    }
+#endif
+    std::memcpy(dst, src + in0, static_cast<size_t>(m));
     return;
   }
 #if defined(__SSE2__)
@@ -160,16 +172,22 @@ void UnfoldPositions(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int6
                      uint8_t* col_part) {
   const int64_t plane = g.height * g.width, ld = p1 - p0;
   const int64_t oy_first = p0 / g.out_w, oy_last = (p1 - 1) / g.out_w;
+  thread_local std::vector<int64_t> inside;  // per kx: the columns inside the image, [begin, end)
+  int64_t* const range = Reserve(inside, 2 * g.kernel_w);
+  for (int64_t kx = 0; kx < g.kernel_w; ++kx) {
+    const int64_t dx = kx * g.dilation_w - g.pad_left;
+    range[2 * kx] = InsideBegin(g, dx), range[2 * kx + 1] = InsideEnd(g, dx, range[2 * kx]);
+  }
   uint8_t* row = col_part;
   for (int64_t ch = 0; ch < g.channels; ++ch) {
     for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
       for (int64_t kx = 0; kx < g.kernel_w; ++kx, row += ld) {  // row (ch, ky, kx)
         const int64_t dy = ky * g.dilation_h - g.pad_top, dx = kx * g.dilation_w - g.pad_left;
-        const int64_t ox_begin = InsideBegin(g, dx), ox_end = InsideEnd(g, dx, ox_begin);
         for (int64_t oy = oy_first; oy <= oy_last; ++oy) {
           const int64_t first = oy * g.out_w;
           const int64_t a = std::max(p0, first) - first, b = std::min(p1, first + g.out_w) - first;
-          UnfoldRun(g, xi + ch * plane, pad, oy * g.stride_h + dy, dx, a, b, ox_begin, ox_end, row + first + a - p0);
+          UnfoldRun(g, xi + ch * plane, pad, oy * g.stride_h + dy, dx, a, b, range[2 * kx], range[2 * kx + 1],
+                    row + first + a - p0);
         }
       }
     }
