@@ -657,7 +657,7 @@ TEST(DenseF32Rows, DepthwiseConvWithClipAndGroupedConvFewTaps) {
 }
 
 // Long windows (basic-pitch's CQT: one 1 x 256 filter, stride 2): the
-// interior columns as lane-wise dot products (LongWindowDot), the edges tap by
+// interior columns 16 at a time (LongWindowColumns), the edges tap by
 // tap, on every ISA; within the float tolerance of the reference, and the
 // same bits for 1 and 2 threads.
 TEST(DenseF32Rows, LongDepthwiseWindowsMatchTheReference) {
