@@ -168,9 +168,45 @@ void Unfold(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t r0, i
 // the positions of one task, unfolded where that task packs them (the
 // whole col of a large plane, e.g. basic-pitch's 3 x 39 window over 172 x 264
 // positions, is 42 MB that the packing then read back across K rows far apart).
+// UnfoldPositions for out_w == 1: position p is output row p; tap (ky, kx)
+// reads input rows p * stride_h + dy of column kx * dilation_w - pad_left,
+// inside the image for p in [oy_a, oy_b): one copy per tap (a memcpy when the
+// rows are neighbours), not one run per position.
+void UnfoldOneColumn(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t p0, int64_t p1,
+                     uint8_t* col_part) {
+  const int64_t plane = g.height * g.width, ld = p1 - p0, sh = g.stride_h;
+  uint8_t* row = col_part;
+  for (int64_t ch = 0; ch < g.channels; ++ch) {
+    for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
+      for (int64_t kx = 0; kx < g.kernel_w; ++kx, row += ld) {
+        const int64_t dy = ky * g.dilation_h - g.pad_top, ix = kx * g.dilation_w - g.pad_left;
+        if (ix < 0 || ix >= g.width) {
+          std::memset(row, pad, static_cast<size_t>(ld));
+          continue;
+        }
+        const int64_t first = dy >= 0 ? 0 : (-dy + sh - 1) / sh;           // oy * sh + dy >= 0
+        const int64_t end = g.height - dy <= 0 ? 0 : (g.height - 1 - dy) / sh + 1;  // oy * sh + dy < height
+        const int64_t oy_a = std::clamp(first, p0, p1), oy_b = std::clamp(end, oy_a, p1);
+        std::memset(row, pad, static_cast<size_t>(oy_a - p0));
+        std::memset(row + (oy_b - p0), pad, static_cast<size_t>(p1 - oy_b));
+        const uint8_t* src = xi + ch * plane + ix;  // input row iy at src + iy * width
+        if (sh == 1 && g.width == 1) {
+          std::memcpy(row + (oy_a - p0), src + oy_a + dy, static_cast<size_t>(oy_b - oy_a));
+        } else {
+          for (int64_t oy = oy_a; oy < oy_b; ++oy) row[oy - p0] = src[(oy * sh + dy) * g.width];
+        }
+      }
+    }
+  }
+}
+
 void UnfoldPositions(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t p0, int64_t p1,
                      uint8_t* col_part) {
   const int64_t plane = g.height * g.width, ld = p1 - p0;
+  if (g.out_w == 1) {  // one output column (a 1-D convolution as [H, 1]: magika): a tap's run spans output rows
+    UnfoldOneColumn(g, xi, pad, p0, p1, col_part);
+    return;
+  }
   const int64_t oy_first = p0 / g.out_w, oy_last = (p1 - 1) / g.out_w;
   thread_local std::vector<int64_t> inside;  // per kx: the columns inside the image, [begin, end)
   int64_t* const range = Reserve(inside, 2 * g.kernel_w);

@@ -81,6 +81,11 @@ const std::vector<ConvS8Case>& Cases() {
       {"3x5 stride (2, 3), 4 ch, x s8",         2,  3, 11, 50,  4, 3, 5, 2, 3, 1, 1, 1, 2, 1, 2, true,  false, true,  false},
       {"2x6 stride 4, 8 ch, table",             1,  2,  6, 83,  8, 2, 6, 1, 4, 1, 1, 0, 1, 1, 3, false, false, false, true},
       {"1x3 stride 5 (the VNNI tiles)",         1,  2,  4, 60,  3, 1, 3, 1, 5, 1, 1, 0, 0, 0, 0, false, false, true,  false},
+      // One output column (magika's 1-D convolution as [H, 1]): a tap's run spans output rows.
+      {"5x1 on [600, 1], 16 -> 24",            1, 16, 600, 1, 24, 5, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, false, true,  false},
+      {"3x1 stride 2 pad 1 on [700, 1], batch 2", 2, 3, 700, 1, 16, 3, 1, 2, 1, 1, 1, 1, 0, 1, 0, true,  true,  true,  false},
+      {"3x3 on [300, 3]: one output column",   1,  2, 300, 3, 12, 3, 3, 1, 1, 1, 1, 0, 0, 0, 0, false, false, true,  false},
+      {"3x3 dilation 2 on [400, 5], column 1 of 1", 1, 2, 400, 5, 10, 3, 3, 1, 2, 2, 2, 2, 0, 2, 0, true, false, true, false},
       {"1x1, multipliers just below 1",         1, 40,  6,  7, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, false, true,  false, false, false, 0.99999994f},
       {"1x1 s8, multipliers just below 1",      1, 40,  6,  7, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  true,  true,  false, false, false, 0.99999994f},
       {"3x3, multipliers of 1 and more",        1,  6,  7,  9, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true,  false, true,  false, false, false, 1.0f},
