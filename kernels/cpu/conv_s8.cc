@@ -11,8 +11,9 @@
 //                                             the row has them (ConvS8ColumnFn)
 //
 // The output is the NCHW image itself: no transposition and no int32
-// round trip through memory. Threads split the positions (each task packing
-// its own) or, for few positions, the channels; every output byte comes from
+// round trip through memory. Threads split the positions (each task
+// unfolding and packing its own: the col of a large plane never goes to
+// memory whole) or, for few positions, the channels; every output byte comes from
 // one task with the whole K summed in a fixed order, so every thread count
 // gives the same bytes.
 #include <algorithm>
@@ -48,6 +49,73 @@ template <typename T>
 T* Reserve(std::vector<T>& v, int64_t size) {
   if (v.size() < static_cast<size_t>(size)) v.resize(static_cast<size_t>(size));
   return v.data();
+}
+
+// The output columns whose tap at column offset dx (input = ox * stride + dx)
+// lies inside the image row: [InsideBegin, InsideEnd).
+int64_t InsideBegin(const ConvGeometry& g, int64_t dx) {
+  return std::min(g.out_w, dx >= 0 ? 0 : (-dx + g.stride_w - 1) / g.stride_w);
+}
+int64_t InsideEnd(const ConvGeometry& g, int64_t dx, int64_t inside_begin) {
+  return std::max(inside_begin, std::min(g.out_w, g.width - dx <= 0 ? 0 : (g.width - dx - 1) / g.stride_w + 1));
+}
+
+// Output columns [a, b) of one tap's output row into dst[0, b - a): input
+// row iy of the plane, columns ox * stride_w + dx, `pad` outside the image
+// ([ox_begin, ox_end): the columns inside it). Runs of 16 bytes or more with
+// padding of at most 16 on either side store the padding as one vector each
+// before the copy writes the inside over it (no memset calls for the few
+// bytes of a window's edge).
+void UnfoldRun(const ConvGeometry& g, const uint8_t* src_plane, uint8_t pad, int64_t iy, int64_t dx, int64_t a,
+               int64_t b, int64_t ox_begin, int64_t ox_end, uint8_t* dst) {
+  const int64_t n = b - a;
+  if (iy < 0 || iy >= g.height) {
+    std::memset(dst, pad, static_cast<size_t>(n));
+    return;
+  }
+  const int64_t in0 = std::clamp(ox_begin, a, b), in1 = std::clamp(ox_end, in0, b);
+#if defined(__SSE2__)
+  if (n >= 16 && in0 - a <= 16 && b - in1 <= 16) {
+    const __m128i fill = _mm_set1_epi8(static_cast<char>(pad));
+    if (in0 > a) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), fill);
+    if (b > in1) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + n - 16), fill);
+  } else
+#endif
+  {
+    std::memset(dst, pad, static_cast<size_t>(in0 - a));
+    std::memset(dst + (in1 - a), pad, static_cast<size_t>(b - in1));
+  }
+  dst += in0 - a;
+  const uint8_t* src = src_plane + iy * g.width + dx;
+  const int64_t stride = g.stride_w;
+  int64_t ox = in0;
+  if (stride == 1) {
+    const int64_t m = in1 - in0;
+#if defined(__SSE2__)
+    if (m >= 16) {  // 16-byte copies, the last one overlapping: no call for a row's few dozen bytes
+      const uint8_t* from = src + in0;
+      for (int64_t i = 0; i + 16 < m; i += 16)
+        _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i),
+                         _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + i)));
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + m - 16),
+                       _mm_loadu_si128(reinterpret_cast<const __m128i*>(from + m - 16)));
+      return;
+    }
+#endif
+    std::memcpy(dst, src + in0, static_cast<size_t>(m));
+    return;
+  }
+#if defined(__SSE2__)
+  if (stride == 2) {  // 16 outputs from 32 bytes: the even bytes, while the load stays in the row
+    const __m128i even = _mm_set1_epi16(0x00FF);
+    for (; ox + 16 <= in1 && dx + 2 * ox + 32 <= g.width; ox += 16, dst += 16) {
+      const __m128i lo = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * ox)), even);
+      const __m128i hi = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * ox + 16)), even);
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst), _mm_packus_epi16(lo, hi));
+    }
+  }
+#endif
+  for (; ox < in1; ++ox) *dst++ = src[ox * stride];
 }
 
 // Rows [r0, r1) of col [K, P] (row r = (ch, ky, kx)) from the image xi; taps
@@ -90,37 +158,74 @@ void Unfold(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t r0, i
       }
       continue;
     }
-    // Output columns [ox_begin, ox_end) read inside the image row; the others are padding.
-    const int64_t ox_begin = std::min(g.out_w, dx >= 0 ? 0 : (-dx + g.stride_w - 1) / g.stride_w);
-    const int64_t ox_end =
-        std::max(ox_begin, std::min(g.out_w, g.width - dx <= 0 ? 0 : (g.width - dx - 1) / g.stride_w + 1));
-    for (int64_t oy = 0; oy < g.out_h; ++oy) {
-      const int64_t iy = oy * g.stride_h + dy;
-      if (iy < 0 || iy >= g.height) {
-        std::memset(row, pad, static_cast<size_t>(g.out_w));
-        row += g.out_w;
-        continue;
-      }
-      const uint8_t* src = src_plane + iy * g.width + dx;
-      for (int64_t ox = 0; ox < ox_begin; ++ox) *row++ = pad;
-      int64_t ox = ox_begin;
-      if (g.stride_w == 1) {
-        std::memcpy(row, src + ox_begin, static_cast<size_t>(ox_end - ox_begin));
-        row += ox_end - ox_begin;
-        ox = ox_end;
-      }
-#if defined(__SSE2__)
-      if (g.stride_w == 2) {  // 16 outputs from 32 bytes: the even bytes, while the load stays in the row
-        const __m128i even = _mm_set1_epi16(0x00FF);
-        for (; ox + 16 <= ox_end && dx + 2 * ox + 32 <= g.width; ox += 16, row += 16) {
-          const __m128i a = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * ox)), even);
-          const __m128i b = _mm_and_si128(_mm_loadu_si128(reinterpret_cast<const __m128i*>(src + 2 * ox + 16)), even);
-          _mm_storeu_si128(reinterpret_cast<__m128i*>(row), _mm_packus_epi16(a, b));
+    const int64_t ox_begin = InsideBegin(g, dx), ox_end = InsideEnd(g, dx, ox_begin);
+    for (int64_t oy = 0; oy < g.out_h; ++oy, row += g.out_w)
+      UnfoldRun(g, src_plane, pad, oy * g.stride_h + dy, dx, 0, g.out_w, ox_begin, ox_end, row);
+  }
+}
+
+// Columns [p0, p1) of col [K, P] (every row) into col_part [K, p1 - p0]:
+// the positions of one task, unfolded where that task packs them (the
+// whole col of a large plane, e.g. basic-pitch's 3 x 39 window over 172 x 264
+// positions, is 42 MB that the packing then read back across K rows far apart).
+// UnfoldPositions for out_w == 1: position p is output row p; tap (ky, kx)
+// reads input rows p * stride_h + dy of column kx * dilation_w - pad_left,
+// inside the image for p in [oy_a, oy_b): one copy per tap (a memcpy when the
+// rows are neighbours), not one run per position.
+void UnfoldOneColumn(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t p0, int64_t p1,
+                     uint8_t* col_part) {
+  const int64_t plane = g.height * g.width, ld = p1 - p0, sh = g.stride_h;
+  uint8_t* row = col_part;
+  for (int64_t ch = 0; ch < g.channels; ++ch) {
+    for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
+      for (int64_t kx = 0; kx < g.kernel_w; ++kx, row += ld) {
+        const int64_t dy = ky * g.dilation_h - g.pad_top, ix = kx * g.dilation_w - g.pad_left;
+        if (ix < 0 || ix >= g.width) {
+          std::memset(row, pad, static_cast<size_t>(ld));
+          continue;
+        }
+        const int64_t first = dy >= 0 ? 0 : (-dy + sh - 1) / sh;           // oy * sh + dy >= 0
+        const int64_t end = g.height - dy <= 0 ? 0 : (g.height - 1 - dy) / sh + 1;  // oy * sh + dy < height
+        const int64_t oy_a = std::clamp(first, p0, p1), oy_b = std::clamp(end, oy_a, p1);
+        std::memset(row, pad, static_cast<size_t>(oy_a - p0));
+        std::memset(row + (oy_b - p0), pad, static_cast<size_t>(p1 - oy_b));
+        const uint8_t* src = xi + ch * plane + ix;  // input row iy at src + iy * width
+        if (sh == 1 && g.width == 1) {
+          std::memcpy(row + (oy_a - p0), src + oy_a + dy, static_cast<size_t>(oy_b - oy_a));
+        } else {
+          for (int64_t oy = oy_a; oy < oy_b; ++oy) row[oy - p0] = src[(oy * sh + dy) * g.width];
         }
       }
-#endif
-      for (; ox < ox_end; ++ox) *row++ = src[ox * g.stride_w];
-      for (int64_t ox = ox_end; ox < g.out_w; ++ox) *row++ = pad;
+    }
+  }
+}
+
+void UnfoldPositions(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t p0, int64_t p1,
+                     uint8_t* col_part) {
+  const int64_t plane = g.height * g.width, ld = p1 - p0;
+  if (g.out_w == 1) {  // one output column (a 1-D convolution as [H, 1]: magika): a tap's run spans output rows
+    UnfoldOneColumn(g, xi, pad, p0, p1, col_part);
+    return;
+  }
+  const int64_t oy_first = p0 / g.out_w, oy_last = (p1 - 1) / g.out_w;
+  thread_local std::vector<int64_t> inside;  // per kx: the columns inside the image, [begin, end)
+  int64_t* const range = Reserve(inside, 2 * g.kernel_w);
+  for (int64_t kx = 0; kx < g.kernel_w; ++kx) {
+    const int64_t dx = kx * g.dilation_w - g.pad_left;
+    range[2 * kx] = InsideBegin(g, dx), range[2 * kx + 1] = InsideEnd(g, dx, range[2 * kx]);
+  }
+  uint8_t* row = col_part;
+  for (int64_t ch = 0; ch < g.channels; ++ch) {
+    for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
+      for (int64_t kx = 0; kx < g.kernel_w; ++kx, row += ld) {  // row (ch, ky, kx)
+        const int64_t dy = ky * g.dilation_h - g.pad_top, dx = kx * g.dilation_w - g.pad_left;
+        for (int64_t oy = oy_first; oy <= oy_last; ++oy) {
+          const int64_t first = oy * g.out_w;
+          const int64_t a = std::max(p0, first) - first, b = std::min(p1, first + g.out_w) - first;
+          UnfoldRun(g, xi + ch * plane, pad, oy * g.stride_h + dy, dx, a, b, range[2 * kx], range[2 * kx + 1],
+                    row + first + a - p0);
+        }
+      }
     }
   }
 }
@@ -257,7 +362,6 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
     multipliers_finite = multipliers_finite && std::isfinite(args.multiplier[o]);
     multipliers_below_one = multipliers_below_one && std::fabs(args.multiplier[o]) < 1.0f;  // false for NaN
   }
-  uint8_t* const col = direct ? nullptr : Reserve(col_buffer, k * p);
   const auto* w_data = s16 ? reinterpret_cast<const uint8_t*>(w.data_s16.data())
                            : reinterpret_cast<const uint8_t*>(w.data_s8.data());
   const int64_t panel_bytes = steps * kStepBytes;
@@ -349,33 +453,43 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
   // Position tasks of up to kTaskPositionTiles tiles, at least about four per
   // thread (balance); the results do not depend on the split.
   const bool split_positions = position_tiles > kTaskPositionTiles;
+  uint8_t* const col = direct || split_positions ? nullptr : Reserve(col_buffer, k * p);  // the whole col: few positions
   const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
   const int64_t task_tiles = std::clamp<int64_t>(position_tiles / (4 * threads), 1, kTaskPositionTiles);
   const int64_t position_tasks = (position_tiles + task_tiles - 1) / task_tiles;
   for (int64_t img = 0; img < args.batch; ++img) {
     const uint8_t* xi = static_cast<const uint8_t*>(args.x) + img * image_in;
     uint8_t* yi = static_cast<uint8_t*>(args.y) + img * image_out;
-    const uint8_t* rows = xi;
-    if (!direct) {
-      ParallelFor(args.pool, k, 4, [&](int64_t r0, int64_t r1) {
-        Unfold(g, xi, static_cast<uint8_t>(args.x_zero_point), r0, r1, col);
-      });
-      rows = col;
-    }
     if (split_positions) {
+      // Each task unfolds its own positions (col_part, in its cache) and packs them.
       ParallelFor(args.pool, position_tasks, 1, [&](int64_t t0, int64_t t1) {
         thread_local std::vector<uint8_t> task_packed_buffer;
+        thread_local std::vector<uint8_t> task_col_buffer;
         thread_local std::vector<int32_t> partial_buffer;
         uint8_t* const packed = Reserve(task_packed_buffer, task_tiles * kTileBlocks * steps * kStepBytes);
+        uint8_t* const col_part = direct ? nullptr : Reserve(task_col_buffer, k * task_tiles * kTileBlocks * kBlock);
         int32_t* const partial = slices > 1 ? Reserve(partial_buffer, channel_tiles * kTileSums) : nullptr;
         for (int64_t task = t0; task < t1; ++task) {
           const int64_t pt0 = task * task_tiles, pt1 = std::min(position_tiles, pt0 + task_tiles);
           const int64_t b0 = pt0 * kTileBlocks, b1 = std::min(blocks, pt1 * kTileBlocks);
-          PackBlocks(rows, k, p, steps, s16, flip, za_u, b0, b1, pack4, packed);
+          if (direct) {
+            PackBlocks(xi, k, p, steps, s16, flip, za_u, b0, b1, pack4, packed);
+          } else {  // the same bytes as from the whole col: blocks [0, b1 - b0) of the part
+            const int64_t p0 = b0 * kBlock, p1 = std::min(p, b1 * kBlock);
+            UnfoldPositions(g, xi, static_cast<uint8_t>(args.x_zero_point), p0, p1, col_part);
+            PackBlocks(col_part, k, p1 - p0, steps, s16, flip, za_u, 0, b1 - b0, pack4, packed);
+          }
           run_tiles(0, channel_tiles, pt0, pt1, packed, partial, yi);
         }
       });
     } else {
+      const uint8_t* rows = xi;
+      if (!direct) {
+        ParallelFor(args.pool, k, 4, [&](int64_t r0, int64_t r1) {
+          Unfold(g, xi, static_cast<uint8_t>(args.x_zero_point), r0, r1, col);
+        });
+        rows = col;
+      }
       thread_local std::vector<uint8_t> packed_buffer;
       uint8_t* const packed = Reserve(packed_buffer, blocks * steps * kStepBytes);
       PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, pack4, packed);

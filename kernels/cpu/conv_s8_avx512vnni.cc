@@ -2,7 +2,8 @@
 // (driver and layouts: conv_s8.cc, internal.h ConvS8Tile) on vpdpbusd, with
 // the requantization in registers.
 //
-// Tile: 8 channels x 2 blocks (32 positions) = 16 zmm accumulators. Per step
+// Tile: 8 channels x 2 blocks (32 positions) = 16 zmm accumulators (a tile
+// of one channel: TileOneChannel). Per step
 // of 4 k: 2 loads of activations (64 bytes each: 16 positions x 4 u8), 8
 // broadcasts of weights (4 int8 of one channel), 16 vpdpbusd. The output
 // stage adds the channel's offset, scales, rounds (ties to even), clamps and
@@ -123,7 +124,52 @@ struct PackedRequant {
 
 #define SPARQ_CONV_INIT(c) a##c##0 = a##c##1 = _mm512_set1_epi32(t.offset[c]);
 
+// A tile of one channel (a convolution with one output channel, basic-pitch's
+// last layers): per step 2 loads, 1 broadcast and 2 vpdpbusd instead of the
+// 16 of which 14 would sum the panel's zero channels. Even and odd steps in
+// separate sums (int32 sums wrap mod 2^32: the split changes no bit).
+void TileOneChannel(const ConvS8Tile& t) {
+  const __m512i zero = _mm512_setzero_si512();
+  __m512i e0, e1, o0 = zero, o1 = zero;
+  if (t.first_slice) {
+    e0 = e1 = _mm512_set1_epi32(t.offset[0]);
+  } else {
+    e0 = _mm512_loadu_si512(t.partial), e1 = _mm512_loadu_si512(t.partial + 16);
+  }
+  const uint8_t* x0 = t.col;
+  const uint8_t* x1 = t.col + t.block_stride;  // read only with 2 blocks
+  const bool two = t.blocks == 2;
+  int64_t s = 0;
+  for (; s + 2 <= t.steps; s += 2) {
+    const __m512i we = _mm512_set1_epi32(LoadS32(t.w + s * 64)), wo = _mm512_set1_epi32(LoadS32(t.w + s * 64 + 64));
+    e0 = _mm512_dpbusd_epi32(e0, _mm512_loadu_si512(x0 + s * 64), we);
+    o0 = _mm512_dpbusd_epi32(o0, _mm512_loadu_si512(x0 + s * 64 + 64), wo);
+    if (two) {
+      e1 = _mm512_dpbusd_epi32(e1, _mm512_loadu_si512(x1 + s * 64), we);
+      o1 = _mm512_dpbusd_epi32(o1, _mm512_loadu_si512(x1 + s * 64 + 64), wo);
+    }
+  }
+  if (s < t.steps) {
+    const __m512i we = _mm512_set1_epi32(LoadS32(t.w + s * 64));
+    e0 = _mm512_dpbusd_epi32(e0, _mm512_loadu_si512(x0 + s * 64), we);
+    if (two) e1 = _mm512_dpbusd_epi32(e1, _mm512_loadu_si512(x1 + s * 64), we);
+  }
+  const __m512i a0 = _mm512_add_epi32(e0, o0), a1 = _mm512_add_epi32(e1, o1);
+  if (!t.last_slice) {
+    _mm512_storeu_si512(t.partial, a0), _mm512_storeu_si512(t.partial + 16, a1);
+    return;
+  }
+  if (two && t.multipliers_below_one) {
+    PackedRequant(t.zero_point, t.out_signed).Store(a0, a1, t.multiplier[0], t.y, t.positions);
+    return;
+  }
+  const Requant rq(t.zero_point, t.out_signed, t.multipliers_finite);
+  rq.Store(a0, t.multiplier[0], t.y, t.positions);
+  if (two) rq.Store(a1, t.multiplier[0], t.y + 16, t.positions - 16);
+}
+
 void Tile(const ConvS8Tile& t) {
+  if (t.channels == 1) return TileOneChannel(t);
   // The sums start at the channel's offset (added once, in the first slice).
   __m512i a00, a01, a10, a11, a20, a21, a30, a31, a40, a41, a50, a51, a60, a61, a70, a71;
   if (t.first_slice) {

@@ -289,6 +289,10 @@ Status RunDenseConv(OpContext& ctx) {
   return SetConvOutput(ctx, std::move(y), node_y_shape);
 }
 
+// RunDepthwiseConv's chunks of output columns for one long-window row.
+constexpr int64_t kMinSplitWindow = 32;
+constexpr int64_t kSplitColumns = 1024;
+
 StatusOr<std::shared_ptr<const void>> PrepareDepthwiseConv(const Node& node,
                                                            const std::vector<const Tensor*>& constants) {
   auto decline = [&](const std::string& why) -> Status {
@@ -339,6 +343,39 @@ Status RunDepthwiseConv(OpContext& ctx) {
   const float* xd = x.data<float>();
   float* yd = y.data<float>();
   const DepthwiseF32Fn channels_fn = conv.plane->get<DepthwiseF32Fn>();
+  // One channel of one input row and a long window (basic-pitch's CQT filter,
+  // 1 x 256 at stride 2 over 44,098 samples): the images alone would leave
+  // threads idle, so the output row is cut into chunks of columns too. A chunk
+  // past the columns whose windows start left of the image reads x from its
+  // first window's column, without left padding: every output sums the same
+  // taps in the same order, so any split gives the same bits.
+  const int64_t threads = ctx.pool() != nullptr ? ctx.pool()->num_threads() : 1;
+  if (channels == 1 && base.height == 1 && base.out_h == 1 && base.kernel_w >= kMinSplitWindow &&
+      x.dim(0) < threads && base.out_w >= 2 * kSplitColumns) {
+    const int64_t sw = base.stride_w;
+    const int64_t first = std::min(base.out_w, std::max<int64_t>(kSplitColumns, (base.pad_left + sw - 1) / sw));
+    const int64_t chunks = 1 + (base.out_w - first + kSplitColumns - 1) / kSplitColumns;
+    ParallelFor(ctx.pool(), x.dim(0) * chunks, 1, [&](int64_t t0, int64_t t1) {
+      float* scratch = cpu::DepthwiseThreadScratch(base.ScratchFloats());
+      for (int64_t t = t0; t < t1; ++t) {
+        DepthwiseF32Channels a = base;
+        const int64_t image = t / chunks, chunk = t % chunks;
+        const int64_t c0 = chunk == 0 ? 0 : first + (chunk - 1) * kSplitColumns;
+        const int64_t c1 = chunk == 0 ? first : std::min(base.out_w, c0 + kSplitColumns);
+        const int64_t shift = chunk == 0 ? 0 : c0 * sw - base.pad_left;  // >= 0: c0 >= first
+        a.channels = 1;
+        a.x = xd + image * in_plane + shift, a.width = base.width - shift;
+        a.pad_left = chunk == 0 ? base.pad_left : 0;
+        a.out_w = c1 - c0;
+        a.y = yd + image * out_plane + c0;
+        a.w = conv.w.data(), a.w_lanes = conv.w_lanes.data(), a.bias = conv.bias.data();
+        a.scratch = scratch;
+        channels_fn(a);
+        if (conv.silu != nullptr) conv.silu(a.y, a.y, a.out_w, true);
+      }
+    });
+    return SetConvOutput(ctx, std::move(y), node_y_shape);
+  }
   ParallelFor(ctx.pool(), x.dim(0) * blocks, 1, [&](int64_t b0, int64_t b1) {
     float* scratch = cpu::DepthwiseThreadScratch(base.ScratchFloats());
     for (int64_t b = b0; b < b1; ++b) {

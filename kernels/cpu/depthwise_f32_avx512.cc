@@ -22,7 +22,9 @@ namespace cpu {
 SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX512_FEATURES)
 
 namespace {
+#define SPARQ_DEPTHWISE_PLANE_FMA 1  // this target has FMA: LongWindowColumns fuses as the tap loop does
 #include "kernels/cpu/depthwise_f32_plane.inc"
+#undef SPARQ_DEPTHWISE_PLANE_FMA
 
 void InteriorRowAvx512(const float* const* rows, const float* const* weights, int valid_rows, int64_t lo, int64_t hi,
                        int64_t pad_left, int64_t stride, float* yr) {

@@ -244,6 +244,8 @@ const std::vector<CpuKernelDef>& Table() {
 #if SPARQ_CPU_X86
       {"conv_s8_nchw_avx2", AVX2, 10, F::kPanel16x2S16, ConvS8Fn(cpu::ConvS8Avx2)},
       {"conv_s8_nchw_avx512vnni", VNNI, 30, F::kPanel16x4S8, ConvS8Fn(cpu::ConvS8Avx512Vnni)},
+      // At most 8 output channels, rows of stride 1 to 4: vpermb windows of the padded image, no unfolding.
+      {"conv_s8_nchw_avx512vbmi", VBMI, 40, F::kPanel16x4S8, ConvS8Fn(cpu::ConvS8Avx512Vbmi)},
 #endif
       // Sigmoid and SiLU of float rows (activation_f32.cc runs them).
       {"sigmoid_f32_portable", P, 0, NONE, SigmoidF32Fn(cpu::SigmoidRowPortable)},

@@ -442,6 +442,9 @@ void SpmmNmS8Avx512Vnni(const SpmmNmS8Args& args);
 void ConvS8Portable(const ConvS8Args& args);
 void ConvS8Avx2(const ConvS8Args& args);
 void ConvS8Avx512Vnni(const ConvS8Args& args);
+// At most 8 channels, undilated rows of stride 1 to 4: the window without unfolding
+// (conv_s8_window_avx512vbmi.cc); else ConvS8Avx512Vnni.
+void ConvS8Avx512Vbmi(const ConvS8Args& args);
 
 // True when this build has the x86 ISA files (x86-64 with GCC or clang).
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))

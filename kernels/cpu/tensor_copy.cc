@@ -11,6 +11,10 @@
 //   Concat(axis 1) of a [2, 3, 4] and b [2, 1, 4]:
 //     y[0] = a[0] (12 elements) | b[0] (4)     y[1] = a[1] | b[1]
 //
+// Many small blocks (at most 256 output bytes per outer index) go without the
+// list of copies: the threads split the outer indices, each input's blocks
+// copied in one strided loop (ConcatInterleaved).
+//
 // Transpose (kernel "transpose_blocks"): the output without its zero fill; when
 // the permutation ends in a 2-D transpose (the output's last dimension strided
 // in the input, the one before it contiguous, e.g. BERT's K^T [0, 2, 3, 1]),
@@ -66,6 +70,49 @@ void RunCopies(const std::vector<BlockCopy>& copies, ThreadPool* pool) {
   });
 }
 
+// Concat of many small blocks (basic-pitch's harmonic stacking: 8 inputs
+// [1, T, F, 1] along the last axis, one float each per outer index):
+// a copy list would hold outer x inputs entries of a few bytes. Instead the
+// threads split the outer indices, and per input the blocks go out as one
+// strided loop (input-major: each input is read in order), with the copy's
+// size fixed at compile time for blocks of 1, 2, 4, 8 or 16 bytes.
+constexpr int64_t kMinInterleaveOuter = 64;
+constexpr size_t kMaxInterleaveBlock = 256;  // output bytes per outer index
+
+template <size_t kBytes>
+void StridedBlocks(const uint8_t* src, uint8_t* dst, size_t dst_stride, int64_t n) {
+  for (int64_t o = 0; o < n; ++o) std::memcpy(dst + o * dst_stride, src + o * kBytes, kBytes);
+}
+
+void StridedBlocksAnySize(const uint8_t* src, size_t bytes, uint8_t* dst, size_t dst_stride, int64_t n) {
+  switch (bytes) {
+    case 1: StridedBlocks<1>(src, dst, dst_stride, n); return;
+    case 2: StridedBlocks<2>(src, dst, dst_stride, n); return;
+    case 4: StridedBlocks<4>(src, dst, dst_stride, n); return;
+    case 8: StridedBlocks<8>(src, dst, dst_stride, n); return;
+    case 16: StridedBlocks<16>(src, dst, dst_stride, n); return;
+    default:
+      for (int64_t o = 0; o < n; ++o) std::memcpy(dst + o * dst_stride, src + o * bytes, bytes);
+  }
+}
+
+void ConcatInterleaved(OpContext& ctx, int64_t axis, int64_t inner, size_t esize, int64_t outer, size_t out_block,
+                       uint8_t* out) {
+  const int64_t grain = std::max<int64_t>(1, kBytesPerTask / static_cast<int64_t>(std::max<size_t>(1, out_block)));
+  ParallelFor(ctx.pool(), outer, grain, [&](int64_t o0, int64_t o1) {
+    size_t offset = 0;  // of input i's block in an output block
+    for (size_t i = 0; i < ctx.num_inputs(); ++i) {
+      const Tensor& t = ctx.input(i);
+      const size_t block = static_cast<size_t>(t.dim(axis) * inner) * esize;
+      if (block > 0) {
+        StridedBlocksAnySize(static_cast<const uint8_t*>(t.raw_data()) + o0 * block, block,
+                             out + o0 * out_block + offset, out_block, o1 - o0);
+      }
+      offset += block;
+    }
+  });
+}
+
 Status ConcatBlocks(OpContext& ctx) {
   if (ctx.num_inputs() == 0 || ctx.node().attr("axis") == nullptr) return RunReferenceKernel(ctx);
   for (size_t i = 0; i < ctx.num_inputs(); ++i)
@@ -89,9 +136,14 @@ Status ConcatBlocks(OpContext& ctx) {
   int64_t outer = 0, inner = 0;
   OuterInner(out_shape, axis, &outer, &inner);
   const size_t out_block = static_cast<size_t>(out_shape[axis] * inner) * esize;
+  auto* out = static_cast<uint8_t*>(y.raw_data());
+  if (outer >= kMinInterleaveOuter && out_block <= kMaxInterleaveBlock) {
+    ConcatInterleaved(ctx, axis, inner, esize, outer, out_block, out);
+    ctx.set_output(0, std::move(y));
+    return Status::OK();
+  }
   std::vector<BlockCopy> copies;
   copies.reserve(static_cast<size_t>(outer) * ctx.num_inputs());
-  auto* out = static_cast<uint8_t*>(y.raw_data());
   for (int64_t o = 0; o < outer; ++o) {
     uint8_t* dst = out + o * out_block;
     for (size_t i = 0; i < ctx.num_inputs(); ++i) {

@@ -656,6 +656,44 @@ TEST(DenseF32Rows, DepthwiseConvWithClipAndGroupedConvFewTaps) {
   });
 }
 
+// Long windows (basic-pitch's CQT: one 1 x 256 filter, stride 2): the
+// interior columns 16 at a time (LongWindowColumns), the edges tap by
+// tap, on every ISA; within the float tolerance of the reference, and the
+// same bits for 1, 2 and 3 threads (a long single row: chunks of columns).
+TEST(DenseF32Rows, LongDepthwiseWindowsMatchTheReference) {
+  std::mt19937 rng(31);
+  testing::ForEachIsa([&](CpuIsa isa) {
+    Model m = OneGraph({FloatInput("x", {2, 1, 1, 700}), FloatInput("x3", {1, 3, 6, 150}),
+                        FloatInput("xl", {1, 1, 1, 9000})},
+                       {Node{"cqt", "Conv", "", {"x", "w", "b"}, {"y"},
+                             {Attribute::Int("group", 1), Attribute::Ints("pads", {0, 10, 0, 13}),
+                              Attribute::Ints("strides", {1, 2})},
+                             ""},
+                        Node{"rows", "Conv", "", {"x3", "w3"}, {"z"},
+                             {Attribute::Int("group", 3), Attribute::Ints("pads", {1, 20, 0, 3}),
+                              Attribute::Ints("strides", {1, 3})},
+                             ""},
+                        // One image, one channel, 5,529 columns: chunks of columns among the threads.
+                        Node{"cqt_long", "Conv", "", {"xl", "w", "b"}, {"u"},
+                             {Attribute::Int("group", 1), Attribute::Ints("pads", {0, 2100, 0, 40}),
+                              Attribute::Ints("strides", {1, 2})},
+                             ""}},
+                       {"y", "z", "u"});
+    m.graph.initializers["w"] = RandomTensor(rng, {1, 1, 1, 83});   // 5 lanes of 16 and a tail of 3
+    m.graph.initializers["b"] = RandomTensor(rng, {1});
+    m.graph.initializers["w3"] = RandomTensor(rng, {3, 1, 2, 40});  // two rows per window
+    TensorMap feed{{"x", RandomTensor(rng, {2, 1, 1, 700})}, {"x3", RandomTensor(rng, {1, 3, 6, 150})},
+                   {"xl", RandomTensor(rng, {1, 1, 1, 9000})}};
+    EXPECT_EQ(ExpectFastMatchesReference(m, feed),
+              (std::vector<std::string>{"Conv:depthwise_f32", "Conv:depthwise_f32", "Conv:depthwise_f32"}));
+    const TensorMap by_threads[3] = {RunFused(m, feed, 1), RunFused(m, feed, 2), RunFused(m, feed, 3)};
+    for (const char* out : {"y", "z", "u"}) {
+      EXPECT_TRUE(by_threads[0].at(out).Equals(by_threads[1].at(out))) << CpuIsaName(isa) << " " << out;
+      EXPECT_TRUE(by_threads[0].at(out).Equals(by_threads[2].at(out))) << CpuIsaName(isa) << " " << out;
+    }
+  });
+}
+
 // EfficientNet-Lite0's depthwise shapes (5x5 stride 2 with TensorFlow "same"
 // padding, 5x5 and 3x3 stride 1, ReLU6 fused; the stride-1 planes 20 wide,
 // on AVX-512's shifted rows): the fast rows on every ISA match the

@@ -100,6 +100,17 @@ TEST(CpuTensorCopy, ConcatIsTheReferencesBytes) {
       EXPECT_EQ(ExpectBlocksMatchReference(m, feed), std::vector<std::string>{"Concat:copy_blocks"});
     }
   }
+  // Many small blocks (basic-pitch's harmonic stacking: [1, T, F, 1] inputs
+  // on the last axis), blocks of 1, 2, 3, 4, 8 and 16 bytes, an empty part:
+  // the strided path, its outer indices split among the threads.
+  for (DataType type : {DataType::kFloat32, DataType::kUInt8, DataType::kInt64}) {
+    SCOPED_TRACE(std::string("interleaved ") + DataTypeName(type));
+    const Model m = OneNode("Concat", 13, {"a", "b", "c", "d", "e"}, {"y"}, {Attribute::Int("axis", -1)}, type);
+    const TensorMap feed = {{"a", Bytes(type, {1, 67, 131, 1}, 1)}, {"b", Bytes(type, {1, 67, 131, 2}, 2)},
+                            {"c", Bytes(type, {1, 67, 131, 3}, 3)}, {"d", Bytes(type, {1, 67, 131, 0}, 4)},
+                            {"e", Bytes(type, {1, 67, 131, 4}, 5)}};
+    EXPECT_EQ(ExpectBlocksMatchReference(m, feed), std::vector<std::string>{"Concat:copy_blocks"});
+  }
   // A large channel concat (YOLO's C2f): one copy per input, split among the threads.
   const Model m = OneNode("Concat", 13, {"a", "b"}, {"y"}, {Attribute::Int("axis", 1)});
   ExpectBlocksMatchReference(m, {{"a", Bytes(DataType::kFloat32, {1, 64, 80, 80}, 4)},
