@@ -4,6 +4,7 @@
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 #include <random>
 #include <string>
 #include <vector>
@@ -35,6 +36,35 @@ class TempDir {
  private:
   std::filesystem::path root_;
 };
+
+// A node; the default ONNX domain.
+inline Node MakeNode(std::string name, std::string op, std::vector<std::string> in, std::vector<std::string> out,
+                     std::vector<Attribute> attrs = {}) {
+  Node n;
+  n.name = std::move(name);
+  n.op_type = std::move(op);
+  n.inputs = std::move(in);
+  n.outputs = std::move(out);
+  n.attributes = std::move(attrs);
+  return n;
+}
+
+// A graph attribute (the branches of If, the body of Loop / Scan).
+inline Attribute GraphAttr(const std::string& name, Graph g) {
+  Attribute a;
+  a.name = name;
+  a.kind = Attribute::Kind::kOpaque;
+  a.subgraph = std::make_shared<const Graph>(std::move(g));
+  return a;
+}
+
+// A value of `type` with no shape (subgraph inputs and outputs).
+inline ValueInfo Typed(const std::string& name, DataType type) {
+  ValueInfo v;
+  v.name = name;
+  v.dtype = type;
+  return v;
+}
 
 // A float32 graph input/output declaration; dims as {value, param}.
 inline ValueInfo FloatInput(const std::string& name, std::vector<Dim> dims) {

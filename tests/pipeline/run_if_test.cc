@@ -16,22 +16,8 @@
 namespace sparq {
 namespace {
 
-Node MakeNode(std::string name, std::string op, std::vector<std::string> in, std::vector<std::string> out) {
-  Node n;
-  n.name = std::move(name);
-  n.op_type = std::move(op);
-  n.inputs = std::move(in);
-  n.outputs = std::move(out);
-  return n;
-}
-
-Attribute GraphAttr(const std::string& name, Graph g) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kOpaque;
-  a.subgraph = std::make_shared<const Graph>(std::move(g));
-  return a;
-}
+using testing::GraphAttr;
+using testing::MakeNode;
 
 // y = If(sr == 16000) then MatMul(x, w16) else MatMul(x, w8); x [N, 4].
 Model RateModel() {

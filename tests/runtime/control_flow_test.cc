@@ -15,31 +15,9 @@
 namespace sparq {
 namespace {
 
-ValueInfo Typed(const std::string& name, DataType type) {
-  ValueInfo v;
-  v.name = name;
-  v.dtype = type;
-  return v;
-}
-
-Attribute GraphAttr(const std::string& name, Graph g) {
-  Attribute a;
-  a.name = name;
-  a.kind = Attribute::Kind::kOpaque;
-  a.subgraph = std::make_shared<const Graph>(std::move(g));
-  return a;
-}
-
-Node MakeNode(std::string name, std::string op, std::vector<std::string> in, std::vector<std::string> out,
-              std::vector<Attribute> attrs = {}) {
-  Node n;
-  n.name = std::move(name);
-  n.op_type = std::move(op);
-  n.inputs = std::move(in);
-  n.outputs = std::move(out);
-  n.attributes = std::move(attrs);
-  return n;
-}
+using testing::GraphAttr;
+using testing::MakeNode;
+using testing::Typed;
 
 std::vector<float> Values(const Tensor& t) { return {t.data<float>(), t.data<float>() + t.numel()}; }
 

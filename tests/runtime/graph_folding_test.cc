@@ -13,10 +13,7 @@
 namespace sparq {
 namespace {
 
-Node MakeNode(std::string name, std::string op, std::vector<std::string> in, std::vector<std::string> out,
-              std::vector<Attribute> attrs = {}) {
-  return {std::move(name), std::move(op), "", std::move(in), std::move(out), std::move(attrs), ""};
-}
+using testing::MakeNode;
 
 // x[1,3,9,9] ── Pad(pads from Constant -> Concat) ── Conv(3x3, stride 2) ── Clip(bounds: Constant -> Cast) ── y
 Model PadConvClip(bool quantized) {
