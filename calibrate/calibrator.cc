@@ -345,7 +345,9 @@ StatusOr<PartialCalibration> CalibrateShard(const Model& model, const BatchFn& n
 StatusOr<CalibrationTable> FinishCalibration(const PartialCalibration& partial, int threads) {
   SPARQ_RETURN_IF_ERROR(RefuseAuto(partial.method, "FinishCalibration"));
   if (partial.batches == 0) return Status::InvalidArgument("calibration got no data batches");
-  return Thresholds(partial, SharedThreadPool(threads));
+  SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, Thresholds(partial, SharedThreadPool(threads)));
+  table.folded_inputs = partial.folded_inputs;
+  return table;
 }
 
 StatusOr<CalibrationTable> Calibrate(const Model& model, const BatchFn& next_batch, const CalibrationOptions& options) {

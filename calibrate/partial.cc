@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 #include <set>
 
+#include "calibrate/folded_inputs.h"
 #include "sparq/calibrate.h"
 #include "sparq/file_io.h"
 
@@ -79,6 +80,7 @@ Status PartialCalibration::Save(const std::string& path) const {
   j["shard_ids"] = shard_ids;
   j["samples"] = samples;
   j["batches"] = batches;
+  WriteFoldedInputs(folded_inputs, &j);
   json& t = j["tensors"] = json::object();
   for (const TensorObservation& o : tensors) {
     t[o.name] = {{"min", FloatOrNull(o.min)},
@@ -126,6 +128,7 @@ StatusOr<PartialCalibration> PartialCalibration::Load(const std::string& path) {
   SPARQ_RETURN_IF_ERROR(Read(j, "shards", path, &p.shards));
   SPARQ_RETURN_IF_ERROR(Read(j, "samples", path, &p.samples));
   SPARQ_RETURN_IF_ERROR(Read(j, "batches", path, &p.batches));
+  SPARQ_RETURN_IF_ERROR(ReadFoldedInputs(j, path, &p.folded_inputs));
   if (p.method.bins < 128 || p.method.bins % 2 != 0) return Status::Corruption(path + ": bins must be even and >= 128");
   if (p.shards < 1) return Status::Corruption(path + ": shards must be >= 1");
   const json& req = j.value("requested", json());
@@ -187,6 +190,7 @@ StatusOr<PartialCalibration> MergePartials(const std::vector<PartialCalibration>
   merged.data_samples = first.data_samples;
   merged.batch_size = first.batch_size;
   merged.shards = first.shards;
+  merged.folded_inputs = first.folded_inputs;
   std::map<int, std::string> seen;  // shard -> the part that holds it
   std::map<std::string, TensorObservation> tensors;
   for (const PartialCalibration& p : parts) {
@@ -201,6 +205,10 @@ StatusOr<PartialCalibration> MergePartials(const std::vector<PartialCalibration>
       return Status::InvalidArgument(differs + "method options (method, bins, percentile or symmetric)");
     }
     if (p.backend != first.backend) return Status::InvalidArgument(differs + "backend");
+    if (p.folded_inputs != first.folded_inputs) {
+      return Status::InvalidArgument(differs + "the pinned inputs whose Ifs were folded (--constant): parts of "
+                                     "differently folded models do not merge");
+    }
     if (p.requested != first.requested) return Status::InvalidArgument(differs + "the tensors observed (int8_only / tensors)");
     if (p.data_samples != first.data_samples || p.batch_size != first.batch_size) {
       return Status::InvalidArgument(differs + "data (samples " + std::to_string(p.data_samples) + " vs " +

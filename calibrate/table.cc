@@ -6,6 +6,7 @@
 #include <cstring>
 #include <nlohmann/json.hpp>
 
+#include "calibrate/folded_inputs.h"
 #include "sparq/calibrate.h"
 #include "sparq/file_io.h"
 #include "sparq/onnx_io.h"
@@ -29,6 +30,7 @@ Status CalibrationTable::Save(const std::string& path) const {
   j["percentile"] = percentile;
   j["symmetric"] = symmetric;
   j["samples"] = samples;
+  WriteFoldedInputs(folded_inputs, &j);
   json& t = j["tensors"] = json::object();
   for (const auto& r : tensors) {
     t[r.name] = {{"min", r.min},         {"max", r.max},     {"abs_max", r.abs_max},
@@ -56,6 +58,7 @@ StatusOr<CalibrationTable> CalibrationTable::Load(const std::string& path) {
   table.percentile = j.value("percentile", 99.99);
   table.symmetric = j.value("symmetric", true);
   table.samples = j.value("samples", int64_t{0});
+  SPARQ_RETURN_IF_ERROR(ReadFoldedInputs(j, path, &table.folded_inputs));
   if (!j.contains("tensors") || !j["tensors"].is_object()) return Status::Corruption(path + ": no \"tensors\" object");
   for (const auto& [name, r] : j["tensors"].items()) {
     if (!r.is_object() || !r.contains("scale") || !r["scale"].is_number()) {

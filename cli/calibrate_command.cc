@@ -8,6 +8,7 @@
 #include <chrono>
 #include <cmath>
 #include <memory>
+#include <sstream>
 #include <nlohmann/json.hpp>
 
 #include "cli/commands.h"
@@ -125,6 +126,15 @@ RunFn AddCalibrateCommand(CLI::App& app) {
     auto table = CalibrateFiles(args->options);
     bar.End();
     if (!table.ok()) return ReportError(table.status(), args->json);
+    for (const auto& [name, values] : table->folded_inputs) {
+      std::ostringstream os;
+      os << name << "=";
+      for (size_t i = 0; i < values.size(); ++i) os << (i ? "," : "") << values[i];
+      const std::string spec = os.str();
+      std::cerr << "sparq: --constant " << spec << " decided an If, which was folded before calibrating: the table is "
+                << "for the model with " << spec << " only; quantize with it by `sparq quantize --constant " << spec
+                << "` (or a recipe's data.constants)\n";
+    }
     if (args->json) {
       nlohmann::json j;
       j["tensors"] = table->tensors.size();

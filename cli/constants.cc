@@ -1,6 +1,7 @@
 // --constant, shared by the subcommands that read a dataset (eval,
-// calibrate, compare): inputs pinned to one value for every batch
-// (DatasetOptions::constants).
+// calibrate, compare) and by quantize: inputs pinned to one value for every
+// batch (DatasetOptions::constants); calibrate and quantize also fold the Ifs
+// they decide, as `sparq run` folds data.constants.
 #include "cli/commands.h"
 #include "sparq/dataset.h"
 
@@ -11,7 +12,8 @@ void AddConstantOption(CLI::App* sub, std::vector<std::string>* specs) {
   sub->add_option("--constant", *specs,
                   "Pin an input to one value for every batch: name=value, or name=v1,v2,... for a 1-D input "
                   "(repeatable; the input's element type; e.g. a sample rate --constant sr=16000). A pinned input "
-                  "must not also be in the data")
+                  "must not also be in the data. calibrate and quantize fold an If the pins decide (its taken "
+                  "branch inlined, the input removed), as sparq run folds data.constants")
       ->allow_extra_args(false);
 }
 

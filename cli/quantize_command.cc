@@ -18,6 +18,7 @@ RunFn AddQuantizeCommand(CLI::App& app) {
     std::string rounding = "nearest";
     bool per_tensor = false;
     bool json = false;
+    std::vector<std::string> constants;  // --constant name=value, parsed when run
   };
   auto args = std::make_shared<Args>();
   CLI::App* sub = app.add_subcommand("quantize", "Quantize a model with a calibration table written earlier "
@@ -46,6 +47,7 @@ RunFn AddQuantizeCommand(CLI::App& app) {
                   "--rounding adaround: Adam steps per layer")->capture_default_str();
   sub->add_flag("--per-tensor,!--per-channel", args->per_tensor,
                 "One scale per weight tensor instead of one per output channel (default: per channel)");
+  AddConstantOption(sub, &args->constants);
   sub->add_flag("--json", args->json, "Print each layer's precision as JSON on stdout");
   sub->add_flag("--external-data", args->options.external_data,
                 "Store the weights in <output>.data beside the model (for models over 2 GB)");
@@ -57,6 +59,13 @@ RunFn AddQuantizeCommand(CLI::App& app) {
   sparq quantize model.onnx --scales scales.json --precision fp8 -o model.fp8.onnx
   sparq quantize model.onnx --precision int4 -o model.q4.onnx
   sparq quantize model.onnx --precision int4 --method gptq --data calib.npz --block-size 128 -o model.q4.onnx
+  sparq calibrate vad.onnx --data chunks.npz --constant sr=16000 -o scales.json
+  sparq quantize vad.onnx --scales scales.json --constant sr=16000 -o vad.int8.onnx
+
+--constant pins an input as `sparq calibrate --constant` and a recipe's
+data.constants do: an If it decides is folded (its taken branch inlined) and
+the input leaves the written model. The pins must be those the table was
+calibrated with (it records them); a pin that folds no If is an error.
 
 INT4 needs no table; every other precision needs --scales.
 The table must hold a range for every tensor the quantizer needs (each INT8
@@ -64,6 +73,9 @@ layer's input and output): else exit 2 naming the first missing tensor.
 Tensors of the table the model does not have are a warning.
 Exit status: 0 written, 2 error.)");
   return [args]() {
+    StatusOr<std::map<std::string, std::vector<double>>> constants = ParseConstants(args->constants);
+    if (!constants.ok()) return ReportError(constants.status(), args->json);
+    args->options.constants = std::move(*constants);
     QuantizeOptions& q = args->options.quantize;
     if (args->precision == "int4") {
       Int4Options& o = args->options.int4_options;
@@ -77,6 +89,7 @@ Exit status: 0 written, 2 error.)");
       else return ReportError(Status::InvalidArgument("--format must be matmulnbits or qdq with int4, got '" + args->format + "'"), args->json);
       auto result = QuantizeFiles(args->options);
       if (!result.ok()) return ReportError(result.status(), args->json);
+      for (const auto& f : result->folded_ifs) std::cerr << "sparq: fold If " << f << "\n";
       for (const auto& w : result->report.warnings) std::cerr << "sparq: warning: " << w << "\n";
       int quantized = 0;
       for (const auto& l : result->report.layers) quantized += l.reason.rfind("int4", 0) == 0;
@@ -119,6 +132,7 @@ Exit status: 0 written, 2 error.)");
                          args->json);
     auto result = QuantizeFiles(args->options);
     if (!result.ok()) return ReportError(result.status(), args->json);
+    for (const auto& f : result->folded_ifs) std::cerr << "sparq: fold If " << f << "\n";
     if (!result->opset_upgrade.empty()) std::cerr << "sparq: " << result->opset_upgrade << "\n";
     for (const auto& w : result->report.warnings) std::cerr << "sparq: warning: " << w << "\n";
     int count[3] = {0, 0, 0};  // int8, fp16, fp32 weighted layers

@@ -4,6 +4,7 @@
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
+#include "pipeline/pinned_ifs.h"
 #include "pipeline/provenance.h"
 #include "sparq/executor.h"
 #include "sparq/file_io.h"
@@ -33,7 +34,8 @@ namespace {
 // What CalibrateFiles and CalibrateShardFiles share: the model, its data and
 // the calibration options (int8_only's tensors, the progress total).
 struct CalibrationInputs {
-  Model model;
+  Model model;  // as loaded, with the Ifs the constants decide folded (as `sparq run` folds them)
+  PinnedValues folded_inputs;  // the constants that folded an If: recorded in the table
   BatchSource data;
   CalibrationOptions calibration;
 };
@@ -42,7 +44,10 @@ StatusOr<CalibrationInputs> OpenCalibration(const CalibrateFilesOptions& options
   DatasetOptions d;
   CalibrationInputs in;
   SPARQ_ASSIGN_OR_RETURN(in.model, LoadModelForData(options.model, options.batch_size, options.samples, &d));
+  SPARQ_ASSIGN_OR_RETURN(PinnedFold fold, FoldPinnedIfs(&in.model, options.constants, "--constant"));
   d.constants = options.constants;
+  for (const auto& [name, values] : fold.inputs_removed) d.constants.erase(name);
+  in.folded_inputs = std::move(fold.inputs_removed);
   SPARQ_ASSIGN_OR_RETURN(in.data, OpenDataset(options.data, in.model.graph, d));
   CalibrationOptions& c = in.calibration;
   c = options.calibration;
@@ -82,6 +87,7 @@ StatusOr<CalibrationTable> CalibrateFiles(const CalibrateFilesOptions& options) 
   SPARQ_ASSIGN_OR_RETURN(CalibrationInputs in, OpenCalibration(options));
   ReportTotal(&in.calibration, in.data.samples());
   SPARQ_ASSIGN_OR_RETURN(CalibrationTable table, Calibrate(in.model, in.data(), in.calibration));
+  table.folded_inputs = in.folded_inputs;
   SPARQ_RETURN_IF_ERROR(WriteTable(table, options.output, options.trt_cache, options.trt_version));
   return table;
 }
@@ -106,6 +112,7 @@ StatusOr<PartialCalibration> CalibrateShardFiles(const CalibrateFilesOptions& op
   partial.batch_size = in.data.batch_size();
   partial.shards = options.shards;
   partial.shard_ids = {options.shard};
+  partial.folded_inputs = in.folded_inputs;
   SPARQ_RETURN_IF_ERROR(partial.Save(options.output));
   return partial;
 }
@@ -128,6 +135,33 @@ StatusOr<CalibrationTable> MergeCalibrationFiles(const MergeCalibrationFilesOpti
 
 namespace {
 
+// QuantizeFiles' model: loaded, checked, and folded by the pinned inputs
+// (options.constants) as CalibrateFiles and `sparq run` fold it. Quantizing
+// reads no data (but for GPTQ / AWQ / AdaRound), so a constant that folds no
+// If would change nothing: an error rather than a flag silently ignored. The
+// rest pin the data's inputs (`d`).
+StatusOr<Model> LoadQuantizeModel(const QuantizeFilesOptions& options, bool reads_data, DatasetOptions* d,
+                                  QuantizeFilesResult* result) {
+  SPARQ_ASSIGN_OR_RETURN(Model model, reads_data
+                                          ? LoadModelForData(options.model, options.batch_size, options.samples, d)
+                                          : LoadModel(options.model));
+  SPARQ_RETURN_IF_ERROR(CheckSupported(model));
+  SPARQ_ASSIGN_OR_RETURN(PinnedFold fold, FoldPinnedIfs(&model, options.constants, "--constant"));
+  d->constants = options.constants;
+  for (const auto& [name, values] : fold.inputs_removed) d->constants.erase(name);
+  if (!reads_data && !d->constants.empty()) {
+    const auto& [name, values] = *d->constants.begin();
+    return Status::InvalidArgument(
+        "--constant " + PinnedSpec(name, values) + ": no If of the model is decided by input '" + name +
+        "' (its condition also reads a run input or a shape, or no If reads it), and quantizing reads no data, so "
+        "pinning it changes nothing: leave it out");
+  }
+  result->folded_ifs = std::move(fold.folded);
+  result->folded_inputs = std::move(fold.inputs_removed);
+  result->report.warnings = std::move(fold.removed_lines);
+  return model;
+}
+
 // QuantizeFiles with int4: the weights only, no table.
 StatusOr<QuantizeFilesResult> QuantizeInt4Files(const QuantizeFilesOptions& options) {
   if (!options.scales.empty()) return Status::InvalidArgument("int4 quantizes weights only: no scales (calibration table)");
@@ -137,11 +171,11 @@ StatusOr<QuantizeFilesResult> QuantizeInt4Files(const QuantizeFilesOptions& opti
   if (!needs_data && !options.data.empty())
     return Status::InvalidArgument("int4 method rtn reads no data: leave data (--data) out");
   DatasetOptions d;
-  SPARQ_ASSIGN_OR_RETURN(Model model, LoadModelForData(options.model, options.batch_size, options.samples, &d));
-  SPARQ_RETURN_IF_ERROR(CheckSupported(model));
   QuantizeFilesResult result;
+  SPARQ_ASSIGN_OR_RETURN(Model model, LoadQuantizeModel(options, needs_data, &d, &result));
   result.output = options.output;
   result.calibration = "none";
+  const std::vector<std::string> fold_warnings = std::move(result.report.warnings);
   Model quantized;
   if (needs_data) {
     SPARQ_ASSIGN_OR_RETURN(BatchSource data, OpenDataset(options.data, model.graph, d));
@@ -149,6 +183,7 @@ StatusOr<QuantizeFilesResult> QuantizeInt4Files(const QuantizeFilesOptions& opti
   } else {
     SPARQ_ASSIGN_OR_RETURN(quantized, QuantizeWeightsInt4(model, options.int4_options, &result.report));
   }
+  result.report.warnings.insert(result.report.warnings.begin(), fold_warnings.begin(), fold_warnings.end());
   quantized.producer_name = "sparq";
   quantized.producer_version = Version();
   SetMetadataProp("sparq.calibration_method", "none", &quantized);
@@ -179,13 +214,11 @@ StatusOr<QuantizeFilesResult> QuantizeFiles(const QuantizeFilesOptions& options)
   if (options.adaround && options.data.empty())
     return Status::InvalidArgument("adaround rounding needs data (the layers' inputs; --data)");
   DatasetOptions d;
-  SPARQ_ASSIGN_OR_RETURN(Model model, options.adaround
-                                          ? LoadModelForData(options.model, options.batch_size, options.samples, &d)
-                                          : LoadModel(options.model));
-  SPARQ_RETURN_IF_ERROR(CheckSupported(model));
+  QuantizeFilesResult result;
+  SPARQ_ASSIGN_OR_RETURN(Model model, LoadQuantizeModel(options, options.adaround, &d, &result));
   auto table = CalibrationTable::Load(options.scales);
   if (!table.ok()) return table.status().WithContext("scales " + options.scales);
-  QuantizeFilesResult result;
+  SPARQ_RETURN_IF_ERROR(CheckFoldedInputs(*table, result.folded_inputs, "scales " + options.scales, "--constant"));
   result.output = options.output;
   result.scales = options.scales;
   result.calibration = table->method;
@@ -195,9 +228,10 @@ StatusOr<QuantizeFilesResult> QuantizeFiles(const QuantizeFilesOptions& options)
   if (int8) {
     SPARQ_ASSIGN_OR_RETURN(result.opset_upgrade, UpgradeOpsetForInt8(model, q));
   }
+  std::vector<std::string> check_warnings = std::move(result.report.warnings);  // the fold's, then the check's
   SPARQ_RETURN_IF_ERROR(
-      CheckCalibrationTable(model, *table, q, &result.report.warnings).WithContext("scales " + options.scales));
-  std::vector<std::string> check_warnings = std::move(result.report.warnings);
+      CheckCalibrationTable(model, *table, q, &check_warnings).WithContext("scales " + options.scales));
+  result.report.warnings.clear();
   QuantizeOptions rounded = q;
   if (options.adaround) {
     SPARQ_ASSIGN_OR_RETURN(BatchSource data, OpenDataset(options.data, model.graph, d));
@@ -233,6 +267,7 @@ std::string QuantizeFilesResult::ToJson() const {
   j["scales"] = scales;
   j["calibration_method"] = calibration;
   j["opset_upgrade"] = opset_upgrade;
+  if (!folded_ifs.empty()) j["folded_ifs"] = folded_ifs;
   j["warnings"] = report.warnings;
   j["layers"] = nlohmann::json::array();
   for (const auto& l : report.layers) {

@@ -10,11 +10,11 @@
 
 #include "pipeline/data_prep.h"
 #include "pipeline/gate.h"
+#include "pipeline/pinned_ifs.h"
 #include "pipeline/provenance.h"
 #include "pipeline/report.h"
 #include "pipeline/prune_stage.h"
 #include "runtime/nonfinite.h"
-#include "runtime/passes/if_folding.h"
 #include "sparq/adaround.h"
 #include "sparq/bias_correction.h"
 #include "sparq/calibrate.h"
@@ -73,6 +73,7 @@ class Runner {
   RunReport report_;
   Model fp32_;               // the float model: as loaded (Ifs decided by data.constants folded), then pruned
   RecipeData data_;          // the data section as fed: less the constants of inputs folding removed
+  PinnedValues folded_inputs_;  // data.constants whose Ifs were folded (CalibrationTable::folded_inputs)
   BatchSource calibration_;  // data.calibration (else data.evaluation), preprocessed per batch
   std::unique_ptr<Evaluator> evaluator_;  // data.evaluation against the model as loaded
   std::string prune_stop_;                // why pruning stopped below its target ("" = it did not)
@@ -253,6 +254,7 @@ StatusOr<CalibrationTable> Runner::LoadTable(const QuantizeOptions& q) {
   if (!table.ok()) return table.status().WithContext(where);
   scales_method_ = table->method;
   std::vector<std::string> warnings;
+  SPARQ_RETURN_IF_ERROR(CheckFoldedInputs(*table, folded_inputs_, where, "data.constants"));
   SPARQ_RETURN_IF_ERROR(CheckCalibrationTable(fp32_, *table, q, &warnings).WithContext(where));
   for (const auto& w : warnings) {
     Log(where + ": " + w);
@@ -358,37 +360,20 @@ Status Runner::SearchStage(QuantizeOptions* qopt) {
 // reference is the folded model (the same arithmetic, no If).
 Status Runner::FoldPinnedIfs() {
   data_ = r_.data;
-  if (r_.data.constants.empty()) return Status::OK();
-  TensorMap pinned;
-  for (const auto& [name, values] : r_.data.constants) {
-    for (const ValueInfo& v : fp32_.graph.inputs) {
-      if (v.name != name) continue;
-      StatusOr<Tensor> t = ConstantInput(v, values);
-      if (!t.ok()) return t.status().WithContext("data.constants");
-      pinned[name] = std::move(*t);
-    }
-  }
-  StatusOr<IfFoldReport> folded = FoldDecidedIfs(&fp32_, pinned);
-  if (!folded.ok()) return folded.status().WithContext("data.constants");
-  for (const FoldedIf& f : folded->folded) {
-    const std::string line = f.node + ": condition '" + f.condition + "' is " + (f.taken ? "true" : "false") +
-                             " for the pinned inputs, so its " + (f.taken ? "then" : "else") + "_branch (" +
-                             std::to_string(f.nodes) + " nodes) is inlined and the other branch dropped";
+  SPARQ_ASSIGN_OR_RETURN(PinnedFold fold, sparq::FoldPinnedIfs(&fp32_, r_.data.constants, "data.constants"));
+  for (const std::string& line : fold.folded) {
     Log("fold If " + line);
     report_.folded_ifs.push_back(line);
   }
-  for (const std::string& name : folded->inputs_removed) {
-    std::ostringstream value;
-    const std::vector<double>& values = r_.data.constants.at(name);
-    for (size_t i = 0; i < values.size(); ++i) value << (i ? "," : "") << values[i];
-    const std::string line = "the written model has no input '" + name + "': data.constants pinned it to " +
-                             value.str() + " and the If it decides was folded, so the model computes " + name + " = " +
-                             value.str() + " only (a program feeding '" + name + "' gets 'not an input')";
+  for (const std::string& line : fold.removed_lines) {
     Log(line);
     report_.warnings.push_back(line);
+  }
+  for (const auto& [name, values] : fold.inputs_removed) {
     report_.inputs_removed.push_back(name);
     data_.constants.erase(name);
   }
+  folded_inputs_ = std::move(fold.inputs_removed);
   return Status::OK();
 }
 
@@ -556,6 +541,7 @@ StatusOr<RunReport> Runner::Run() {
   if (r_.quantize.scales.empty() && !int4) {
     Log("calibrate (" + std::string(CalibrationMethodName(q_.calibration.method)) + ") on " + r_.data.calibration);
     SPARQ_ASSIGN_OR_RETURN(table, Timed("calibrate", [&] { return CalibrateModel(qopt); }));
+    table.folded_inputs = folded_inputs_;  // output.scales: quantizing with it must fold the same way
   }
   const bool int8 = r_.quantize.enabled && r_.quantize.precision != RecipeQuantize::Precision::kFp16 && !int4;
   if (int8 && !r_.output.scales.empty() && r_.quantize.scales.empty()) {

@@ -14,6 +14,7 @@
 #include <cstdint>
 #include <functional>
 #include <limits>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -162,6 +163,11 @@ struct SPARQ_API CalibrationTable {
   bool symmetric = true;
   int64_t samples = 0;
   std::vector<TensorRange> tensors;  // sorted by name
+  // Inputs pinned to a value (--constant, data.constants) that decided an If
+  // folded before calibrating (input name -> its values): the tensors are
+  // those of the model folded for these values, which quantizing with the
+  // table must fold the same way. Saved as "folded_inputs" when not empty.
+  std::map<std::string, std::vector<double>> folded_inputs;
   // Tensors left out because they hold NaN or an infinity
   // (CalibrationOptions::skip_non_finite), sorted; not saved.
   std::vector<std::string> skipped;
@@ -234,6 +240,9 @@ struct SPARQ_API PartialCalibration {
   std::vector<int> shard_ids;  // the shards this holds (one before merging; 0..n-1 after)
   int64_t samples = 0;         // samples observed
   int64_t batches = 0;         // batches observed
+  // CalibrationTable::folded_inputs of the run (every part has the same);
+  // saved as "folded_inputs" when not empty.
+  std::map<std::string, std::vector<double>> folded_inputs;
   std::vector<TensorObservation> tensors;  // sorted by name
   std::string source;  // the file it was loaded from (messages only; not saved)
 

@@ -26,7 +26,10 @@ struct SPARQ_API CalibrateFilesOptions {
   int64_t batch_size = 32;  // >= 1; a model with a fixed batch dim uses it (BatchSizeFor)
   int64_t samples = 0;      // at most this many samples; 0 = all
   // Inputs pinned to one value for every batch (DatasetOptions::constants:
-  // a scalar sample rate), name -> values.
+  // a scalar sample rate), name -> values. An If they decide is folded first,
+  // as `sparq run` folds it (its taken branch inlined, the input removed), and
+  // the table records them (CalibrationTable::folded_inputs): quantizing with
+  // it needs the same pins (QuantizeFilesOptions::constants).
   std::map<std::string, std::vector<double>> constants;
   // Observe only the tensors INT8 quantization with default options needs
   // (CalibrationTensorsNeeded: the inputs and outputs of its Conv / Gemm /
@@ -43,10 +46,12 @@ struct SPARQ_API CalibrateFilesOptions {
   int shards = 1;
 };
 
-// Loads the model, calibrates it on the data, writes the table (and the
-// TensorRT cache) and returns the table. calibration.progress, when set, is
-// told the data's total_samples. Errors: those of LoadModel,
-// OpenDataset, Calibrate and the writes; InvalidArgument for bad options.
+// Loads the model, folds the Ifs `constants` decide, calibrates it on the
+// data, writes the table (and the TensorRT cache) and returns the table.
+// calibration.progress, when set, is told the data's total_samples. Errors:
+// those of LoadModel, OpenDataset, Calibrate and the writes; those of the
+// folding, naming the If; InvalidArgument for bad options and for a
+// constant naming no input of the model.
 SPARQ_API StatusOr<CalibrationTable> CalibrateFiles(const CalibrateFilesOptions& options);
 
 // `sparq calibrate --shard i/n`: loads the model, observes shard `shard` of
@@ -77,6 +82,14 @@ struct SPARQ_API QuantizeFilesOptions {
   std::string model;   // FP32 ONNX model (required)
   std::string scales;  // calibration table (`sparq calibrate`, output.scales) (required but with int4)
   std::string output;  // quantized model to write (required; never the input model)
+  // Inputs pinned to one value (--constant, a recipe's data.constants), name
+  // -> values: the Ifs they decide are folded before quantizing, as
+  // CalibrateFiles and `sparq run` fold them, and the written model has no
+  // such input. Each must name an input and fold an If (else
+  // InvalidArgument: quantizing reads no data), but for the inputs of `data`
+  // (GPTQ / AWQ / AdaRound), which it pins. They must equal the table's
+  // folded_inputs when it records any. Default none.
+  std::map<std::string, std::vector<double>> constants;
   QuantizeOptions quantize;
   // Weight-only INT4 (QuantizeWeightsInt4) instead of `quantize` and a table:
   // no scales. GPTQ / AWQ read the layers' inputs on `data` (.npz or .npy
@@ -101,6 +114,8 @@ struct SPARQ_API QuantizeFilesResult {
   QuantizeReport report;      // each weighted layer's precision; warnings (the table check's included)
   std::string calibration;    // the table's method
   std::string opset_upgrade;  // UpgradeOpsetForInt8's line; "" when none was needed
+  std::vector<std::string> folded_ifs;  // each If `constants` folded: its condition, the branch inlined
+  std::map<std::string, std::vector<double>> folded_inputs;  // the constants that folded one (inputs removed)
 
   // `sparq quantize --json` (docs/sparq-json.schema.json, quantize_report).
   std::string ToJson() const;
@@ -110,7 +125,9 @@ struct SPARQ_API QuantizeFilesResult {
 // the table against the model (CheckCalibrationTable), quantizes and writes
 // the model atomically with its provenance (producer sparq, the table's
 // calibration method). Errors: InvalidArgument when the output is the input
-// model or a path is empty; NotFound when the table lacks a tensor the
+// model or a path is empty, for a constant naming no input or folding no If
+// (without data), or pins differing from the table's folded_inputs (naming
+// the input and both values); NotFound when the table lacks a tensor the
 // quantizer needs (naming the tensor and the table file); those of LoadModel,
 // CalibrationTable::Load, QuantizeModel and SaveModel. Nothing is written on
 // error.

@@ -11,44 +11,14 @@
 #include "sparq/npy.h"
 #include "sparq/onnx_io.h"
 #include "sparq/pipeline.h"
+#include "pipeline/rate_model.h"
 #include "test_util.h"
 
 namespace sparq {
 namespace {
 
-using testing::GraphAttr;
 using testing::MakeNode;
-
-// y = If(sr == 16000) then MatMul(x, w16) else MatMul(x, w8); x [N, 4].
-Model RateModel() {
-  Model m;
-  m.ir_version = 8;
-  m.opset_imports = {{"", 17}};
-  const Dim n{-1, "N"};
-  auto branch = [&](const std::string& tag) {
-    Graph b;
-    b.name = tag;
-    b.initializers["w" + tag] = testing::RandomFloats({4, 3}, tag == "16" ? 5 : 6);
-    b.nodes.push_back(MakeNode("mm" + tag, "MatMul", {"x", "w" + tag}, {"y" + tag}));
-    b.outputs.push_back(testing::FloatInput("y" + tag, {n, {3, ""}}));
-    return b;
-  };
-  Graph& g = m.graph;
-  g.name = "rate";
-  g.inputs.push_back(testing::FloatInput("x", {n, {4, ""}}));
-  ValueInfo sr;
-  sr.name = "sr";
-  sr.dtype = DataType::kInt64;
-  sr.has_shape = true;
-  g.inputs.push_back(sr);
-  g.outputs.push_back(testing::FloatInput("y", {n, {3, ""}}));
-  g.initializers["k16"] = Tensor::Scalar<int64_t>(16000);
-  g.nodes.push_back(MakeNode("eq", "Equal", {"sr", "k16"}, {"is16"}));
-  Node node = MakeNode("if", "If", {"is16"}, {"y"});
-  node.attributes = {GraphAttr("then_branch", branch("16")), GraphAttr("else_branch", branch("8"))};
-  g.nodes.push_back(std::move(node));
-  return m;
-}
+using testing::RateModel;
 
 StatusOr<RunReport> RunRate(const testing::TempDir& dir, const std::string& constants, const Model& model) {
   Status saved = SaveModel(model, dir.path("model.onnx"));

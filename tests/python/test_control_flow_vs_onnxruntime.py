@@ -8,6 +8,9 @@
    whose graph is 25 If nodes deep in places: sparq's outputs on random
    audio chunks against onnxruntime's, at 16 kHz (512 samples) and 8 kHz
    (256 samples), which take different branches.
+3. `sparq calibrate --constant sr=16000` then `sparq quantize --constant
+   sr=16000` on Silero VAD writes the model `sparq run` writes with the
+   same table (issue 24), and onnxruntime runs it.
 """
 import importlib.util
 import os
@@ -418,3 +421,62 @@ def test_silero_vad_default_recipe_folds_and_quantizes(sparq, tmp_path):
             np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
         p = quantized.run(None, feeds)[0]
         assert np.abs(p - want[0]).max() < 0.05, (p, want[0])
+
+
+def test_silero_calibrate_then_quantize_by_table_equals_run(sparq, tmp_path):
+    """calibrate --constant sr=16000 folds the If as `sparq run` does, and the
+    table records the pin: quantize with the same --constant writes the graph
+    `sparq run` writes with that table as quantize.scales (provenance aside);
+    without the pin, or with another, exit 2 naming it."""
+    onnx = pytest.importorskip("onnx")
+    ort = pytest.importorskip("onnxruntime")
+    sparq.require_subcommand("quantize")
+    path = _silero_model()
+    rng = np.random.default_rng(13)
+    chunks = rng.uniform(-0.3, 0.3, (16, 576)).astype(np.float32)
+    states = np.zeros((16, 2, 128), np.float32)
+    data = str(tmp_path / "chunks.npz")
+    np.savez(data, input=chunks, state=states)
+    scales = str(tmp_path / "scales.json")
+    proc = sparq.run("calibrate", path, "--data", data, "--constant", "sr=16000", "--method", "max", "--batch", 4,
+                     "-o", scales, "--threads", 2)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "--constant sr=16000 decided an If" in proc.stderr, proc.stderr
+    import json
+
+    with open(scales) as f:
+        table = json.load(f)
+    assert table["folded_inputs"] == {"sr": [16000.0]}
+    out = str(tmp_path / "by_table.onnx")
+    proc = sparq.run("quantize", path, "--scales", scales, "--constant", "sr=16000", "-o", out)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "fold If" in proc.stderr and "nothing was quantized" not in proc.stderr, proc.stderr
+    for bad, says in ((["--constant", "sr=8000"], "pins sr=8000"), ([], "--constant sr=16000"),
+                      (["--constant", "rate=1"], "no such input")):
+        proc = sparq.run("quantize", path, "--scales", scales, *bad, "-o", str(tmp_path / "bad.onnx"))
+        assert proc.returncode == 2 and says in proc.stderr, (bad, proc.stdout + proc.stderr)
+
+    out_dir = tmp_path / "run"
+    recipe = tmp_path / "run.yaml"
+    recipe.write_text(
+        f"version: 1\nmodel: {path}\n"
+        f"data:\n  calibration: {data}\n  evaluation: {data}\n  batch_size: 4\n  constants: {{sr: 16000}}\n"
+        f"output: {{dir: {out_dir}, overwrite: true}}\n"
+        f"quantize: {{scales: {scales}, fallback: {{enabled: false}}}}\n"
+        "evaluate: {metric: sqnr, gate: {min_sqnr_db: 0}}\n")
+    proc = sparq.run("run", str(recipe))
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    by_run = onnx.load(str(out_dir / "silero_vad.sparq.onnx"))
+    by_table = onnx.load(out)
+    for m in (by_run, by_table):
+        del m.metadata_props[:]
+    assert by_run.SerializeToString() == by_table.SerializeToString()
+    ops = [n.op_type for n in by_table.graph.node]
+    assert ops.count("QuantizeLinear") >= 2, ops  # the Convs of the folded branch (Ifs on shapes stay)
+    assert [i.name for i in by_table.graph.input] == ["input", "state"]
+    session = ort.InferenceSession(out, providers=["CPUExecutionProvider"])
+    original = ort.InferenceSession(path, providers=["CPUExecutionProvider"])
+    for i in range(4):
+        feeds = {"input": chunks[i:i + 1], "state": states[i][:, None]}
+        want = original.run(None, {**feeds, "sr": np.array(16000, np.int64)})[0]
+        assert np.abs(session.run(None, feeds)[0] - want).max() < 0.05
