@@ -8,7 +8,13 @@
    whose graph is 25 If nodes deep in places: sparq's outputs on random
    audio chunks against onnxruntime's, at 16 kHz (512 samples) and 8 kHz
    (256 samples), which take different branches.
-3. `sparq calibrate --constant sr=16000` then `sparq quantize --constant
+3. Silero VAD's pretrained network streamed over real speech (pyannote's
+   sample conversation when installed, else noise) as a Loop (its JIT file's
+   network in a scripted loop, TorchScript exporter) and as a Scan (the
+   network rebuilt from the JIT's weights, torch.export's scan):
+   tools/silero_streaming.py. sparq against onnxruntime, and both against
+   the shipped silero_vad.onnx run window by window.
+4. `sparq calibrate --constant sr=16000` then `sparq quantize --constant
    sr=16000` on Silero VAD writes the model `sparq run` writes with the
    same table (issue 24), and onnxruntime runs it.
 """
@@ -421,6 +427,93 @@ def test_silero_vad_default_recipe_folds_and_quantizes(sparq, tmp_path):
             np.testing.assert_allclose(got, ref, rtol=1e-5, atol=1e-6)
         p = quantized.run(None, feeds)[0]
         assert np.abs(p - want[0]).max() < 0.05, (p, want[0])
+
+
+def _streaming_audio(n_windows):
+    """[1, n_windows * 512] of 16 kHz audio: pyannote.audio's sample
+    conversation from 7 s (speech: its RTTM starts the first turn at 6.7 s) when installed, else uniform noise."""
+    import importlib.util
+
+    spec = importlib.util.find_spec("pyannote.audio")
+    if spec is not None and spec.submodule_search_locations:
+        import scipy.io.wavfile
+
+        path = os.path.join(list(spec.submodule_search_locations)[0], "sample", "sample.wav")
+        if os.path.isfile(path):
+            rate, x = scipy.io.wavfile.read(path)
+            if rate == 16000:
+                x = x.astype(np.float32)
+                x = 0.9 * x / max(float(np.abs(x).max()), 1e-9)
+                return x[None, 7 * 16000:7 * 16000 + n_windows * 512].copy()
+    return np.random.default_rng(11).uniform(-0.3, 0.3, (1, n_windows * 512)).astype(np.float32)
+
+
+def _ops_by_depth(graph, depth=0, found=None):
+    """{(op_type, subgraph depth): count}."""
+    found = {} if found is None else found
+    for node in graph.node:
+        found[(node.op_type, depth)] = found.get((node.op_type, depth), 0) + 1
+        for a in node.attribute:
+            if a.g is not None and len(a.g.node):
+                _ops_by_depth(a.g, depth + 1, found)
+    return found
+
+
+def _shipped_probabilities(windows):
+    """silero_vad.onnx as shipped, run window by window at 16 kHz."""
+    import onnxruntime as ort
+
+    session = ort.InferenceSession(_silero_model(), providers=["CPUExecutionProvider"])
+    state = np.zeros((2, 1, 128), np.float32)
+    probs = []
+    for w in windows[0]:
+        p, state = session.run(None, {"input": w[None], "state": state, "sr": np.array(16000, np.int64)})
+        probs.append(p[0, 0])
+    return np.array(probs, np.float32)[None], state
+
+
+@pytest.mark.parametrize("kind", ["loop", "scan"])
+def test_silero_streaming_loop_and_scan_match_onnxruntime(tmp_path, kind):
+    """A real model using Loop and one using Scan (issue 24, point 4): Silero
+    VAD streamed over 8 windows of speech (the Loop also over 3 windows at
+    batch 2: its trip count and batch are the input's). Its body holds the
+    pretrained Convs and the LSTM (Loop) or its Gemms (Scan). sparq matches
+    onnxruntime, which matches the shipped single-window model."""
+    onnx = pytest.importorskip("onnx")
+    pytest.importorskip("onnxruntime")
+    pytest.importorskip("torch")
+    _silero_model()  # skips without silero_vad
+    import silero_streaming
+
+    node_tests = _node_tests()
+    path = str(tmp_path / f"silero_{kind}.onnx")
+    (silero_streaming.export_loop if kind == "loop" else silero_streaming.export_scan)(path)
+    model = onnx.load(path)
+    ops = _ops_by_depth(model.graph)
+    top = "Loop" if kind == "loop" else "Scan"
+    assert ops.get((top, 0)) == 1, ops
+    assert ops.get(("Conv", 1)) == 6, ops
+    assert ops.get(("LSTM", 2) if kind == "loop" else ("Gemm", 1), 0) >= 1, ops
+    audio = _streaming_audio(8)
+    windows = silero_streaming.windows(audio)
+    state = np.zeros((2, 1, 128), np.float32)
+    want_probs, want_state = _shipped_probabilities(windows)
+    cases = [("speech_8", {"audio": audio, "state": state} if kind == "loop" else {"windows": windows, "state": state})]
+    if kind == "loop":
+        noise = np.random.default_rng(12).uniform(-0.3, 0.3, (2, 3 * 512)).astype(np.float32)
+        cases.append(("noise_batch2_3", {"audio": noise, "state": np.zeros((2, 2, 128), np.float32)}))
+    import onnxruntime as ort
+
+    got = ort.InferenceSession(path, providers=["CPUExecutionProvider"]).run(None, cases[0][1])
+    np.testing.assert_allclose(got[0], want_probs, atol=1e-5)
+    np.testing.assert_allclose(got[1], want_state, atol=1e-4)
+    root = str(tmp_path / "cases")
+    for name, feeds in cases:
+        _write_case(root, f"silero_{kind}_{name}", model, feeds)
+    proc = subprocess.run([node_tests, "--data", root, "--verbose"], capture_output=True, text=True, timeout=300)
+    text = proc.stdout + proc.stderr
+    assert proc.returncode == 0, text[-4000:]
+    assert f"{len(cases)} passed, 0 failed, 0 skipped" in text, text[-4000:]
 
 
 def test_silero_calibrate_then_quantize_by_table_equals_run(sparq, tmp_path):
