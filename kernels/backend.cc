@@ -25,8 +25,8 @@ std::vector<std::string> Backend::Passes(GraphProfile profile) const {
     case GraphProfile::kObserveKept:
       return {"fold-constant-subgraphs", "fold-pads", "fuse-conv-activation", "fuse-pointwise-depthwise"};
     case GraphProfile::kDeployment:
-      return {"lower-einsum", "fold-constant-subgraphs", "fold-pads", "fuse-qdq", "fuse-conv-activation",
-              "fuse-pointwise-depthwise"};
+      return {"lower-einsum", "fold-constant-subgraphs", "fold-pads", "fuse-qdq", "fuse-one-hot",
+              "fuse-conv-activation", "fuse-pointwise-depthwise"};
   }
   return {};
 }

@@ -514,6 +514,50 @@ Status RunGeluErfChainF32(OpContext& ctx) {
   return Status::OK();
 }
 
+// sparq.GeluTanhChain (JAX's tanh GELU, fused by runtime/passes/float_fusion.h):
+// the nine nodes' operations on the rows those nodes run, a block of
+// kGeluTanhBlock values at a time while it is in L1: each product and sum on
+// the binary_f32 row (one IEEE operation per value), the tanh on the tanh_f32
+// row, so every value gets the unfused nodes' bits (both rows compute each
+// value on its own, wherever a block or chunk starts). One pass over memory
+// instead of nine: magika's [512, 508] activation, 16 images at a time, no
+// longer streams 33 MB through L3 per node.
+constexpr int64_t kGeluTanhBlock = 1024;  // two 4 KiB blocks of intermediates
+
+Status RunGeluTanhChainF32(OpContext& ctx) {
+  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 ||
+      static_cast<int64_t>(ctx.input(0).rank()) < ctx.node().attr_int("min_rank", 0)) {
+    return RunReferenceKernel(ctx);
+  }
+  const float cube = ctx.node().attr_float("cube", 0.044715f), inner = ctx.node().attr_float("inner", 0.7978846f);
+  const float offset = ctx.node().attr_float("offset", 1.0f), half = ctx.node().attr_float("half", 0.5f);
+  const Tensor& x = ctx.input(0);
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const TanhF32Fn tanh_row = PreparedRow<TanhF32Fn>(ctx);
+  const BinaryF32Fn binary = SelectCpuKernel(CpuOp::kBinaryF32).get<BinaryF32Fn>();
+  using Op = BinaryF32Op;
+  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) {
+    float m[kGeluTanhBlock], t[kGeluTanhBlock];
+    for (int64_t b = i0; b < i1; b += kGeluTanhBlock) {
+      const int64_t n = std::min(kGeluTanhBlock, i1 - b);
+      const float* v = src + b;
+      binary(Op::kMul, n, &cube, 0, v, 1, m);  // cube * x
+      binary(Op::kMul, n, v, 1, m, 1, m);      // x * that
+      binary(Op::kMul, n, v, 1, m, 1, m);      // x * that: cube * x^3
+      binary(Op::kAdd, n, v, 1, m, 1, m);      // x + that
+      binary(Op::kMul, n, &inner, 0, m, 1, m);
+      tanh_row(m, t, n);
+      binary(Op::kAdd, n, &offset, 0, t, 1, t);
+      binary(Op::kMul, n, &half, 0, t, 1, t);
+      binary(Op::kMul, n, v, 1, t, 1, dst + b);
+    }
+  });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
 // Relu of float32: Clip to [0, inf) on the clip_f32 row, the reference's
 // x < 0 ? 0 : x bit for bit.
 Status RunReluF32(OpContext& ctx) {
@@ -644,6 +688,8 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r) {
          WithoutContext(PrepareRow<CpuOp::kHardSwishChainF32>, RowKernel)});
   r.Add({"GeluErfChain", kSparqDomain, 1, 99, RunGeluErfChainF32, "gelu_erf_chain_f32",
          WithoutContext(PrepareRow<CpuOp::kGeluErfChainF32>, RowKernel)});
+  r.Add({"GeluTanhChain", kSparqDomain, 1, 99, RunGeluTanhChainF32, "tanh_f32",
+         WithoutContext(PrepareRow<CpuOp::kTanhF32>, RowKernel)});
 }
 
 }  // namespace sparq

@@ -76,6 +76,37 @@ Status GeluErfChain(OpContext& ctx) {
   return Status::OK();
 }
 
+// sparq.GeluTanhChain (runtime/passes/float_fusion.h): JAX's tanh GELU as
+// jax2tf writes it, x * (half * (offset + tanh(inner * (x + x * (x * (cube *
+// x)))))), as the nine nodes it replaces compute it: each product and sum
+// rounded to float32, std::tanh. The output has at least min_rank dimensions.
+Status GeluTanhChain(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() != DataType::kFloat32) return ctx.NotSupported("GeluTanhChain runs float32 only");
+  const float cube = Attr(ctx, "cube", 0.044715f), inner = Attr(ctx, "inner", 0.7978846f);
+  const float offset = Attr(ctx, "offset", 1.0f), half = Attr(ctx, "half", 0.5f);
+  Shape shape = x.shape();
+  while (static_cast<int64_t>(shape.size()) < ctx.node().attr_int("min_rank", 0)) shape.insert(shape.begin(), 1);
+  Tensor y(DataType::kFloat32, shape);
+  const float* src = x.data<float>();
+  float* dst = y.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float v = src[i];
+    float m = cube * v;
+    m = v * m;
+    m = v * m;
+    m = v + m;
+    m = inner * m;
+    float t = std::tanh(m);
+    t = offset + t;
+    t = half * t;
+    dst[i] = v * t;
+  }
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
 Status LeakyRelu(OpContext& ctx) {
   const float alpha = Attr(ctx, "alpha", 0.01f);
   return RunSameTypeUnary<kFloats>(ctx, [alpha](auto x) {
@@ -292,6 +323,7 @@ void RegisterActivationOps(KernelRegistry& r) {
   r.Add({"Silu", kSparqDomain, 1, 99, Silu, "ref"});
   r.Add({"HardSwishChain", kSparqDomain, 1, 99, HardSwishChain, "ref"});
   r.Add({"GeluErfChain", kSparqDomain, 1, 99, GeluErfChain, "ref"});
+  r.Add({"GeluTanhChain", kSparqDomain, 1, 99, GeluTanhChain, "ref"});
   r.Add({"LeakyRelu", "", 1, 99, LeakyRelu, "ref"});
   r.Add({"ThresholdedRelu", "", 10, 99, ThresholdedRelu, "ref"});
   r.Add({"Elu", "", 1, 99, Elu, "ref"});

@@ -108,6 +108,22 @@ T ReduceOne(const T* x, const int64_t* off, int64_t n) {
   }
 }
 
+// Sums and means of floats over an axis that is not the last ([outer, n,
+// inner] reduced over n: a LayerNorm's statistics over channels, magika's over
+// 512 rows of 256): up to kColumns neighbouring outputs at once, each still
+// summed in double in input order (ReduceOne's bits), reading whole rows of
+// the input instead of one value every `inner` floats per output.
+constexpr int64_t kColumns = 64;
+
+// The outputs [o, o + count) when they are neighbouring columns of one strided
+// reduction (base[o + k] = base[o] + k, offsets r * stride): how many; 0 otherwise.
+int64_t NeighbourColumns(const int64_t* base, const int64_t* off, int64_t n, int64_t o, int64_t end) {
+  if (n < 2 || off[0] != 0 || off[1] < 2) return 0;
+  int64_t count = 1;
+  while (count < kColumns && o + count < end && base[o + count] == base[o] + count && count < off[1]) ++count;
+  return count;
+}
+
 template <typename T, ReduceOp kOp>
 Tensor ReduceTyped(const Tensor& x, const ReductionLayout& layout, const Shape& out_shape, ThreadPool* pool) {
   Tensor out(x.dtype(), out_shape);
@@ -116,8 +132,32 @@ Tensor ReduceTyped(const Tensor& x, const ReductionLayout& layout, const Shape& 
   const int64_t n = static_cast<int64_t>(layout.offsets.size());
   const int64_t* off = layout.offsets.data();
   const int64_t* base = layout.base.data();
+  constexpr bool kColumnSums = std::is_floating_point_v<T> && (kOp == ReduceOp::kSum || kOp == ReduceOp::kMean);
+  bool strided = kColumnSums && n >= 2 && off[0] == 0 && off[1] >= 2;
+  for (int64_t r = 2; r < n && strided; ++r) strided = off[r] == r * off[1];
   ParallelFor(pool, static_cast<int64_t>(layout.base.size()), GrainFor(n), [&](int64_t begin, int64_t end) {
-    for (int64_t o = begin; o < end; ++o) dst[o] = ReduceOne<T, kOp>(in + base[o], off, n);
+    for (int64_t o = begin; o < end;) {
+      const int64_t count = strided ? NeighbourColumns(base, off, n, o, end) : 0;
+      if (count < 2) {
+        dst[o] = ReduceOne<T, kOp>(in + base[o], off, n);
+        ++o;
+        continue;
+      }
+      double s[kColumns] = {};
+      const T* first = in + base[o];
+      for (int64_t r = 0; r < n; ++r) {
+        const T* row = first + r * off[1];
+        for (int64_t k = 0; k < count; ++k) s[k] += static_cast<double>(row[k]);
+      }
+      for (int64_t k = 0; k < count; ++k) {
+        if constexpr (kOp == ReduceOp::kMean) {
+          dst[o + k] = static_cast<T>(s[k] / static_cast<double>(n));
+        } else {
+          dst[o + k] = static_cast<T>(s[k]);
+        }
+      }
+      o += count;
+    }
   });
   return out;
 }

@@ -1,6 +1,7 @@
 // Reference kernels driven by index or position: Gather, GatherElements,
 // GatherND, Scatter/ScatterElements, ScatterND, OneHot, NonZero, TopK,
-// Trilu, CumSum.
+// Trilu, CumSum, and sparq.OneHotLookup (a one-hot MatMul's rows read from a
+// table, runtime/passes/one_hot_fusion.h).
 //
 // Index values are checked against the dimension they index before any
 // memory is touched: an out-of-range index is InvalidArgument naming it.
@@ -8,6 +9,7 @@
 #include <cmath>
 #include <numeric>
 
+#include "kernels/ref/broadcast.h"
 #include "kernels/ref/tensor_util.h"
 
 namespace sparq {
@@ -498,6 +500,79 @@ Status CumSum(OpContext& ctx) {
   return Status::OK();
 }
 
+
+// sparq.OneHotLookup(a, classes, table[, shape]) (runtime/passes/one_hot_fusion.h):
+//   e = Equal(Expand(a, shape), classes)            (no shape: Equal(a, classes))
+//   y[r, :] = table[v, :] where e[r, v] holds, table[V, :] where no v does
+// with classes' V values distinct and along the last axis (shape [1, ..., 1,
+// V]) and a's last dimension 1, so that each row r compares one value of a:
+// the rows of MatMul(Cast(e), W) when table[v] holds that product for the
+// one-hot row v (and table[V] for the zero row). a and classes: int32 or
+// int64; table [V + 1, D], any type; y: e's shape with its last axis D.
+Status OneHotLookup(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(3));
+  const Tensor& a = ctx.input(0);
+  const Tensor& classes = ctx.input(1);
+  const Tensor& table = ctx.input(2);
+  if (a.dtype() != classes.dtype() || (a.dtype() != DataType::kInt32 && a.dtype() != DataType::kInt64))
+    return ctx.NotSupported("a and classes must both be int32 or both int64");
+  const int64_t V = classes.numel();
+  if (V == 0 || classes.rank() == 0 || classes.dim(classes.rank() - 1) != V)
+    return ctx.InvalidArgument("classes must hold its values along its last axis, shape [1, ..., 1, V]");
+  if (table.rank() != 2 || table.dim(0) != V + 1)
+    return ctx.InvalidArgument("table must be [" + std::to_string(V + 1) + ", D] for " + std::to_string(V) +
+                               " classes, not " + ShapeToString(table.shape()));
+  if (a.rank() == 0 || a.dim(a.rank() - 1) != 1)
+    return ctx.InvalidArgument("a's last dimension must be 1 (one value per row), not " + ShapeToString(a.shape()));
+  Shape full = a.shape();
+  if (ctx.has_input(3)) {
+    SPARQ_ASSIGN_OR_RETURN(std::vector<int64_t> target, ReadIntInput(ctx, 3, "shape"));
+    auto expanded = BroadcastShapes({full, Shape(target.begin(), target.end())});
+    if (!expanded.ok()) return ctx.InvalidArgument(expanded.status().message());
+    full = *expanded;
+  }
+  auto compared = BroadcastShapes({full, classes.shape()});
+  if (!compared.ok()) return ctx.InvalidArgument(compared.status().message());
+  full = *compared;
+  if (full.back() != V) return ctx.InvalidArgument("a broadcast along the last axis must meet V classes");
+  // Class value -> its row of the table: sorted (value, v) pairs.
+  std::vector<std::pair<int64_t, int64_t>> sorted(static_cast<size_t>(V));
+  for (int64_t v = 0; v < V; ++v) {
+    const int64_t c = a.dtype() == DataType::kInt32 ? classes.data<int32_t>()[v] : classes.data<int64_t>()[v];
+    sorted[v] = {c, v};
+  }
+  std::sort(sorted.begin(), sorted.end());
+  for (int64_t v = 1; v < V; ++v)
+    if (sorted[v].first == sorted[v - 1].first)
+      return ctx.InvalidArgument("classes must be distinct (" + std::to_string(sorted[v].first) + " twice)");
+  // classes 0, 1, ..., V - 1 in order (one_hot's): the row is the value itself.
+  bool iota = true;
+  for (int64_t v = 0; v < V && iota; ++v) iota = sorted[v].first == sorted[0].first + v && sorted[v].second == v;
+  const int64_t first = sorted[0].first;
+  auto row_of = [&](int64_t value) -> int64_t {
+    if (iota) return value >= first && value - first < V ? value - first : V;
+    auto it = std::lower_bound(sorted.begin(), sorted.end(), std::make_pair(value, int64_t{0}));
+    return it != sorted.end() && it->first == value ? it->second : V;
+  };
+  const Shape rows(full.begin(), full.end() - 1);
+  const int64_t D = table.dim(1);
+  Shape y_shape = rows;
+  y_shape.push_back(D);
+  SPARQ_RETURN_IF_ERROR(CheckOutputShape(ctx, y_shape, table.dtype(), "output shape"));
+  Tensor y = ctx.OutputBuffer(0, table.dtype(), y_shape);
+  const Shape a_rows(a.shape().begin(), a.shape().end() - 1);
+  const size_t row_bytes = static_cast<size_t>(D) * DataTypeSize(table.dtype());
+  const auto* src = static_cast<const uint8_t*>(table.raw_data());
+  auto* dst = static_cast<uint8_t*>(y.raw_data());
+  const std::array<std::vector<int64_t>, 1> strides = {BroadcastStrides(a_rows, rows)};
+  ForEachBroadcast(rows, strides, [&](int64_t r, const std::array<int64_t, 1>& off) {
+    const int64_t value = a.dtype() == DataType::kInt32 ? a.data<int32_t>()[off[0]] : a.data<int64_t>()[off[0]];
+    if (row_bytes > 0) std::memcpy(dst + r * row_bytes, src + row_of(value) * row_bytes, row_bytes);
+  });
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
 }  // namespace
 
 void RegisterTensorIndexOps(KernelRegistry& r) {
@@ -512,6 +587,7 @@ void RegisterTensorIndexOps(KernelRegistry& r) {
   r.Add({"TopK", "", 1, 99, TopK, "ref"});
   r.Add({"Trilu", "", 14, 99, Trilu, "ref"});
   r.Add({"CumSum", "", 11, 99, CumSum, "ref"});
+  r.Add({"OneHotLookup", kSparqDomain, 1, 99, OneHotLookup, "ref"});
 }
 
 }  // namespace sparq

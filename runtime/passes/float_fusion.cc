@@ -33,6 +33,20 @@
 // output, in models without 16-bit floats; the node computes the five float
 // operations in that order (the same bits; min_rank as HardSwishChain's).
 //
+// GELU as JAX writes it (approximate=True, jax2tf: magika), one pass:
+//
+//   x ─┬─ Mul(c) ── Mul ── Mul ── Add ── Mul(s) ── Tanh ── Add(a) ── Mul(h) ── Mul ── y
+//      ├───────────┘      │      │                                         │
+//      ├──────────────────┘      │          =>   x ── sparq.GeluTanhChain(c, s, a, h) ── y
+//      ├─────────────────────────┘                    (x * (h * (a + tanh(s * (x + x * (x * (c * x))))))
+//      └───────────────────────────────────────────────────────────────────┘
+//
+// with c, s, a, h float32 scalar constants, every operand pair in either
+// order, each intermediate read only by the next node and not a graph output,
+// in models without 16-bit floats; the CPU kernel runs the nine operations on
+// the unfused nodes' rows, a block at a time (the same bits; min_rank as
+// HardSwishChain's).
+//
 // Attention (BERT's self-attention as exported), one kernel per head:
 //
 //   Q ── MatMul ── [Mul(s) | Div(s)] ── [Add(mask)] ── Softmax(-1) ── MatMul ── y
@@ -296,6 +310,79 @@ void FuseGeluErfChain(const Model& model, Graph& g, const ValueIndex& index, std
   }
 }
 
+// Mul(x, Mul(h, Add(a, Tanh(Mul(s, Add(x, Mul(x, Mul(x, Mul(c, x))))))))) ->
+// sparq.GeluTanhChain(x) (see the top); the outer Mul keeps its name and
+// output, the eight nodes before it go into *removed.
+void FuseGeluTanhChain(const Model& model, Graph& g, const ValueIndex& index, std::set<size_t>* removed,
+                       std::vector<std::string>* fused) {
+  // The node of `op` producing `value` (read by nothing else) whose operands
+  // are `operand` and another value, returned in *other; nullptr otherwise.
+  auto with_operand = [&](const std::string& value, const char* op, const std::string& operand, std::string* other,
+                          size_t* at) -> const Node* {
+    const Node* n = OnlyReaderProduct(g, index, *removed, value, op, at);
+    if (n == nullptr || n->inputs.size() != 2) return nullptr;
+    const int k = n->inputs[0] == operand ? 0 : n->inputs[1] == operand ? 1 : -1;
+    if (k < 0) return nullptr;
+    *other = n->inputs[1 - k];
+    return n;
+  };
+  // The node of `op` producing `value` with one operand a float32 scalar
+  // constant (*constant, its rank into *rank) and the other returned in *other.
+  auto with_constant = [&](const std::string& value, const char* op, float* constant, int64_t* rank,
+                           std::string* other, size_t* at) -> const Node* {
+    const Node* n = OnlyReaderProduct(g, index, *removed, value, op, at);
+    if (n == nullptr || n->inputs.size() != 2) return nullptr;
+    for (int k = 0; k < 2; ++k) {
+      const std::optional<float> c = ConstantScalar(model, index, n->inputs[k], rank);
+      if (c) {
+        *constant = *c;
+        *other = n->inputs[1 - k];
+        return n;
+      }
+    }
+    return nullptr;
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& outer = g.nodes[i];
+    if (removed->count(i) || outer.op_type != "Mul" || !outer.domain.empty() || outer.inputs.size() != 2 ||
+        outer.outputs.size() != 1)
+      continue;
+    for (int k = 0; k < 2; ++k) {
+      const std::string& x = outer.inputs[1 - k];
+      float half = 0, offset = 0, inner = 0, cube = 0;
+      int64_t rank = 0, r = 0;
+      size_t at[8];
+      std::string a1, t, m3, sum, m2, m1, m0, x0;
+      const Node* n4 = with_constant(outer.inputs[k], "Mul", &half, &r, &a1, &at[0]);
+      if (n4 == nullptr) continue;
+      rank = std::max(rank, r);
+      const Node* add1 = with_constant(a1, "Add", &offset, &r, &t, &at[1]);
+      if (add1 == nullptr) continue;
+      rank = std::max(rank, r);
+      const Node* tanh = OnlyReaderProduct(g, index, *removed, t, "Tanh", &at[2]);
+      if (tanh == nullptr || tanh->inputs.size() != 1) continue;
+      const Node* n3 = with_constant(tanh->inputs[0], "Mul", &inner, &r, &sum, &at[3]);
+      if (n3 == nullptr) continue;
+      rank = std::max(rank, r);
+      if (with_operand(sum, "Add", x, &m2, &at[4]) == nullptr || with_operand(m2, "Mul", x, &m1, &at[5]) == nullptr ||
+          with_operand(m1, "Mul", x, &m0, &at[6]) == nullptr)
+        continue;
+      const Node* n0 = with_constant(m0, "Mul", &cube, &r, &x0, &at[7]);
+      if (n0 == nullptr || x0 != x) continue;
+      rank = std::max(rank, r);
+      for (size_t j : at) removed->insert(j);
+      outer.op_type = "GeluTanhChain";
+      outer.domain = kSparqDomain;
+      outer.inputs = {x};
+      outer.attributes = {Attribute::Float("cube", cube), Attribute::Float("inner", inner),
+                          Attribute::Float("offset", offset), Attribute::Float("half", half),
+                          Attribute::Int("min_rank", rank)};
+      fused->push_back(outer.name);
+      break;
+    }
+  }
+}
+
 // sparq.MatMulIntegerToFloat -> sparq.GeluErfChain (just fused) -> one
 // MatMulIntegerToFloat with activation "GeluErfChain": the GEMM applies the
 // GELU to each row of its output while it is in the cache. x (the product)
@@ -541,6 +628,7 @@ std::vector<std::string> FuseConvActivations(Model* model) {
   FuseHardSwishChain(*model, g, index, &removed, &fused);
   if (!may_hold_16_bit_floats) {
     FuseGeluErfChain(*model, g, index, &removed, &fused);
+    FuseGeluTanhChain(*model, g, index, &removed, &fused);
     FuseGeluIntoDynamicMatMul(g, index, &removed, &fused);
     FuseAttention(*model, g, index, &removed, &fused);
   }

@@ -20,8 +20,9 @@ namespace sparq {
 // its SiLU applied to each GEMM tile as it is stored. Also rewrites
 // Mul(x, Sigmoid(x)) into one sparq.Silu node (float_fusion.cc says when),
 // computed in one pass by the sigmoid_f32 rows, Paddle's HardSwish chain
-// into sparq.HardSwishChain and BERT's erf GELU chain (Div, Erf, Add, Mul,
-// Mul) into sparq.GeluErfChain, each one pass with the unfused nodes' bits.
+// into sparq.HardSwishChain, BERT's erf GELU chain (Div, Erf, Add, Mul,
+// Mul) into sparq.GeluErfChain and JAX's tanh GELU chain (six Mul, two Add,
+// Tanh) into sparq.GeluTanhChain, each one pass with the unfused nodes' bits.
 std::vector<std::string> FuseConvActivations(Model* model);
 
 // Rewrites a 1x1 Conv / FusedConv read only by a depthwise Conv / FusedConv

@@ -4,6 +4,7 @@
 #include "runtime/passes/float_fusion.h"
 #include "runtime/passes/fp8_fusion.h"
 #include "runtime/passes/graph_folding.h"
+#include "runtime/passes/one_hot_fusion.h"
 #include "runtime/passes/qdq_fusion.h"
 
 namespace sparq {
@@ -20,6 +21,7 @@ constexpr GraphPass kPasses[] = {
     {"fold-constant-subgraphs", [](Model* m, FoldableOutputs*) { return FoldConstants(m).status(); }},
     {"fold-pads", [](Model* m, FoldableOutputs* f) { FoldPadsIntoConvs(m, f); return Status::OK(); }},
     {"fuse-qdq", [](Model* m, FoldableOutputs*) { FuseFp8QdqPairs(m); FuseQdqToIntegerOps(m); return Status::OK(); }},
+    {"fuse-one-hot", [](Model* m, FoldableOutputs*) { FuseOneHotMatMul(m); return Status::OK(); }},
     {"fuse-conv-activation", [](Model* m, FoldableOutputs*) { FuseConvActivations(m); return Status::OK(); }},
     {"fuse-pointwise-depthwise", [](Model* m, FoldableOutputs*) { FusePointwiseDepthwise(m); return Status::OK(); }},
 };

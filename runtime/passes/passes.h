@@ -6,6 +6,8 @@
 //   fold-constant-subgraphs    constant subgraphs -> initializers (graph_folding.h)
 //   fold-pads                  zero Pad (also DQ -> Pad -> Q) into the next Conv (graph_folding.h)
 //   fuse-qdq                   DQ -> op -> Q into integer operators (qdq_fusion.h)
+//   fuse-one-hot               Equal -> Cast -> MatMul (or -> Q -> QLinearMatMul) into a table lookup
+//                              (one_hot_fusion.h)
 //   fuse-conv-activation       Conv + Relu / Clip / SiLU into one node (float_fusion.h)
 //   fuse-pointwise-depthwise   1x1 Conv + the depthwise Conv reading it (float_fusion.h)
 #pragma once

@@ -396,6 +396,59 @@ TEST_P(ActivationF32Test, GeluErfChainFusesIntoOneNode) {
   }
 }
 
+// JAX's tanh GELU as jax2tf writes it (magika), x * (0.5 * (1 + tanh(s * (x
+// + x * (x * (c * x)))))) in nine nodes with the operands in either order,
+// fuses into one sparq.GeluTanhChain node: the nine nodes' bits on the
+// reference kernels and on the fast ones (the same binary_f32 and tanh_f32
+// rows, a block at a time), NaN and infinities included; the same bits for 1
+// and 3 threads; an intermediate that is a graph output keeps the nine nodes.
+TEST_P(ActivationF32Test, GeluTanhChainFusesIntoOneNode) {
+  Tensor x = testing::RandomFloats({2, 5, 37, 41}, 23, -9.0f, 9.0f, 0.0f);
+  const float special[] = {0.0f, -0.0f, 1e-30f, -12.0f, 12.0f, 3e12f, std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  std::copy(std::begin(special), std::end(special), x.data<float>());
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    Model m;
+    m.opset_imports = {{"", 13}};
+    m.graph.inputs.push_back(testing::FloatInput("x", {{2, ""}, {5, ""}, {37, ""}, {41, ""}}));
+    m.graph.outputs.push_back(testing::FloatInput("y", {}));
+    m.graph.initializers["cube"] = Tensor::Scalar<float>(0.044715f);
+    m.graph.initializers["inner"] = Tensor::Scalar<float>(0.7978846f);
+    m.graph.initializers["one"] = Tensor::FromVector<float>({1, 1, 1}, {1.0f});
+    m.graph.initializers["half"] = Tensor::Scalar<float>(0.5f);
+    const bool swap = variant == 1;
+    auto ordered = [&](const char* a, const char* b) {
+      return swap ? std::vector<std::string>{b, a} : std::vector<std::string>{a, b};
+    };
+    m.graph.nodes.push_back({"m0", "Mul", "", ordered("cube", "x"), {"v0"}, {}, ""});
+    m.graph.nodes.push_back({"m1", "Mul", "", ordered("x", "v0"), {"v1"}, {}, ""});
+    m.graph.nodes.push_back({"m2", "Mul", "", ordered("x", "v1"), {"v2"}, {}, ""});
+    m.graph.nodes.push_back({"a0", "Add", "", ordered("x", "v2"), {"v3"}, {}, ""});
+    m.graph.nodes.push_back({"m3", "Mul", "", ordered("inner", "v3"), {"v4"}, {}, ""});
+    m.graph.nodes.push_back({"tanh", "Tanh", "", {"v4"}, {"v5"}, {}, ""});
+    m.graph.nodes.push_back({"a1", "Add", "", ordered("one", "v5"), {"v6"}, {}, ""});
+    m.graph.nodes.push_back({"m4", "Mul", "", ordered("half", "v6"), {"v7"}, {}, ""});
+    m.graph.nodes.push_back({"m5", "Mul", "", ordered("x", "v7"), {"y"}, {}, ""});
+    if (variant == 2) m.graph.outputs.push_back(testing::FloatInput("v3", {}));
+    auto run = [&](bool reference, bool fuse, int threads, std::vector<std::string>* kernels) {
+      return RunFusedModel(m, x, reference, fuse, threads, kernels, /*kernel_ops=*/false);
+    };
+    const Tensor want = run(true, false, 1, nullptr);
+    ExpectClose(run(true, true, 1, nullptr), want, 0.0f);
+    std::vector<std::string> kernels;
+    const Tensor got = run(false, true, 1, &kernels);
+    ExpectClose(got, run(false, false, 1, nullptr), 0.0f);  // the unfused fast nodes' bits
+    ExpectClose(run(false, true, 3, nullptr), got, 0.0f);
+    if (variant == 2) {
+      EXPECT_EQ(kernels.size(), 9u);
+    } else {
+      EXPECT_EQ(kernels, std::vector<std::string>{std::string("GeluTanhChain:") +
+                                                  SelectCpuKernel(CpuOp::kTanhF32).name});
+    }
+  }
+}
+
 TEST_P(ActivationF32Test, SoftmaxMatchesReference) {
   for (Shape shape : {Shape{1, 1}, Shape{3, 7}, Shape{2, 12, 64, 64}, Shape{5, 1000}, Shape{4, 9}, Shape{1, 4, 16, 1000}}) {
     Tensor x = testing::RandomFloats(shape, 11, -20.0f, 20.0f, 0.0f);

@@ -59,6 +59,51 @@ TEST(ReduceKernels, AxesInputWithNegativeAxesAndNoKeepdims) {
   EXPECT_EQ(Values(*out), (std::vector<float>{60, 92, 124}));
 }
 
+// Sums and means over a middle axis ([outer, n, inner] over n: LayerNorm
+// statistics over channels) run neighbouring outputs together; each is still
+// the double sum in input order, bit for bit, for inner wider than one group
+// of columns, one column, and 1 or 3 threads; NaN and infinities propagate.
+TEST(ReduceKernels, MiddleAxisSumsAreSummedInInputOrder) {
+  std::mt19937 rng(7);
+  std::uniform_real_distribution<float> dist(-1e4f, 1e4f);
+  ThreadPool pool(3);
+  for (const Shape& shape : {Shape{3, 37, 70}, Shape{2, 5, 1}, Shape{1, 512, 256}}) {
+    std::vector<float> v(static_cast<size_t>(NumElements(shape)));
+    for (float& f : v) f = dist(rng) * (rng() % 7 == 0 ? 1e-6f : 1.0f);
+    v[5] = std::numeric_limits<float>::infinity();
+    v[v.size() - 3] = std::numeric_limits<float>::quiet_NaN();
+    const Tensor x = Tensor::FromVector<float>(shape, v);
+    for (const char* op : {"ReduceSum", "ReduceMean"}) {
+      SCOPED_TRACE(std::string(op) + " " + ShapeToString(shape));
+      std::vector<Tensor> inputs = {x};
+      std::vector<Attribute> attrs = {Attribute::Int("keepdims", 0)};
+      if (std::string(op) == "ReduceSum") {
+        inputs.push_back(Tensor::FromVector<int64_t>({1}, {1}));
+      } else {
+        attrs.push_back(Attribute::Ints("axes", {1}));
+      }
+      for (ThreadPool* p : {static_cast<ThreadPool*>(nullptr), &pool}) {
+        auto out = RunOp(op, 13, inputs, attrs, p);
+        ASSERT_TRUE(out.ok()) << out.status().ToString();
+        ASSERT_EQ(out->shape(), (Shape{shape[0], shape[2]}));
+        for (int64_t o = 0; o < shape[0]; ++o)
+          for (int64_t j = 0; j < shape[2]; ++j) {
+            double sum = 0.0;
+            for (int64_t r = 0; r < shape[1]; ++r) sum += static_cast<double>(v[(o * shape[1] + r) * shape[2] + j]);
+            const float want = std::string(op) == "ReduceSum" ? static_cast<float>(sum)
+                                                                : static_cast<float>(sum / static_cast<double>(shape[1]));
+            const float got = out->data<float>()[o * shape[2] + j];
+            if (std::isnan(want)) {
+              EXPECT_TRUE(std::isnan(got));
+            } else {
+              EXPECT_EQ(got, want) << "output " << o << ", " << j;
+            }
+          }
+      }
+    }
+  }
+}
+
 TEST(ReduceKernels, AxesAttributeBeforeOpset18) {
   auto out = RunOp("ReduceMax", 13, {Iota234()}, {Attribute::Ints("axes", {1})});
   ASSERT_TRUE(out.ok()) << out.status().ToString();

@@ -91,6 +91,21 @@ TEST(TensorOpsTest, SliceNegativeStepWithClampedEnds) {
   EXPECT_EQ(Floats((*out)[0]), (std::vector<float>{7, 8, 4, 5, 1, 2}));
 }
 
+// jax2tf's strided_slice: every axis from 0 to past its end, step 1. The
+// output is the input's buffer (as Identity's); a slice that drops anything
+// is a copy.
+TEST(TensorOpsTest, SliceOfTheWholeInputIsAViewOfIt) {
+  Tensor x = Iota({2, 3, 1});
+  auto out = RunOp("Slice", 13, {x, Ints({0, 0, 0}), Ints({2147483647, 1000000000, 1}), Ints({0, 1, 2}), Ints({1, 1, 1})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_EQ((*out)[0].shape(), (Shape{2, 3, 1}));
+  EXPECT_EQ((*out)[0].raw_data(), x.raw_data());
+  out = RunOp("Slice", 13, {x, Ints({0}), Ints({2}), Ints({1})});
+  ASSERT_TRUE(out.ok()) << out.status().ToString();
+  EXPECT_NE((*out)[0].raw_data(), x.raw_data());
+  EXPECT_EQ(Floats((*out)[0]), (std::vector<float>{0, 1, 3, 4}));
+}
+
 TEST(TensorOpsTest, SliceOpset1UsesAttributes) {
   auto out = RunOp("Slice", 9, {Iota({2, 4})},
                    {Attribute::Ints("starts", {1}), Attribute::Ints("ends", {1000}), Attribute::Ints("axes", {1})});
