@@ -225,6 +225,27 @@ struct GemmF32Args {
   ThreadPool* pool = nullptr;
 };
 
+// Rows of a matrix-vector product on GEMM weights packed as strips
+// (PackedGemmF32 with strips = true, the layout MatMul's W^T takes): for the
+// recurrent products of LSTM / GRU, a few rows of X at a time, where the GEMM
+// tile would spend most of its multiply-adds on padding rows.
+//   y[i * ld_y + j] = sum_k x[i * ld_x + k] * W[j, k]  (+ bias[j])
+// for i < m and the rows j of strips [s0, s1) of W (w->panel(s): rows
+// [s * height, (s + 1) * height), the last one cut at w->rows). Each output
+// sums its k products in order from 0 in one float accumulator (a fused
+// multiply-add per product on SIMD rows), then adds its bias: the bits of
+// gemm_f32's tile on the same format, whatever m and [s0, s1).
+struct GemvF32Args {
+  const PackedGemmF32* w = nullptr;  // [R, K] as strips
+  int64_t m = 0;
+  const float* x = nullptr;  // [m, K]
+  int64_t ld_x = 0;
+  const float* bias = nullptr;  // [R] or nullptr
+  float* y = nullptr;           // [m, ld_y], ld_y >= R; must not alias x
+  int64_t ld_y = 0;
+  int64_t s0 = 0, s1 = 0;  // strips of W
+};
+
 // The weights of an N:M INT8 matrix re-packed into the per-step panels of one
 // spmm_nm_s8 kernel (layout: kernels/cpu/internal.h, SpmmNmS8Isa). The kernel
 // builds them on every call unless it gets them prepacked (PrepackSpmmNmS8 in
