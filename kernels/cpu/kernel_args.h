@@ -472,19 +472,29 @@ struct MaxPool2dArgs {
 };
 
 // Output channels [m_begin, m_end) of one (batch item, group) of a 2-D
-// ConvTranspose whose stride equals its kernel (no dilation, no pads, no
-// output padding): the windows do not overlap, so
-//   y[m, i * kh + a, j * kw + b] = bias[m] + sum over c = 0, 1, ... of x[c, i, j] * w[c, m, a, b]
-// with the sum accumulated left to right in float from 0 and the bias added
-// last, as kernels/ref's ConvTranspose computes it (col = w^T x, then the
-// scatter-add onto the bias): its bits.
+// ConvTranspose, in one of two cases, each with kernels/ref's bits (its
+// ConvTranspose computes col = w^T x, each value summed left to right in
+// float from 0, then scatter-adds col onto the bias tap by tap):
+//  - its stride equals its kernel (no dilation, no pads, no output padding):
+//    the windows do not overlap, so
+//      y[m, i * kh + a, j * kw + b] = bias[m] + sum over c = 0, 1, ... of x[c, i, j] * w[c, m, a, b]
+//    with the bias added last;
+//  - `windowed`: one input channel (channels 1: a depthwise ConvTranspose,
+//    group = channels), any strides, dilations, pads and output size (output
+//    padding): each output starts at its bias and adds, tap after tap in
+//    (a, b) order, the (0 + x * w) of the input its window places there:
+//      y[m, i * sh - pt + a * dh, j * sw - pl + b * dw] += 0 + x[0, i, j] * w[0, m, a, b]
+//    (DeepFilterNet3's ERB decoder: 1 x 3 windows at stride 1 x 2 over 100 x 8 planes).
 struct ConvTransposeF32Args {
   const float* x = nullptr;     // [channels, height, width]
   const float* w = nullptr;     // [channels, out_channels, kernel_h, kernel_w]
   const float* bias = nullptr;  // [out_channels], or null (0)
-  float* y = nullptr;           // [out_channels, height * kernel_h, width * kernel_w]
+  float* y = nullptr;           // [out_channels, out_h, out_w]; out = in * kernel unless windowed
   int64_t channels = 0, out_channels = 0, height = 0, width = 0, kernel_h = 1, kernel_w = 1;
   int64_t m_begin = 0, m_end = 0;
+  bool windowed = false;  // the second case: the fields below; channels must be 1
+  int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1, pad_top = 0, pad_left = 0;
+  int64_t out_h = 0, out_w = 0;
 };
 
 // Nearest-neighbour upsampling of planes by whole factors (Resize with mode
