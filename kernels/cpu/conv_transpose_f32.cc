@@ -1,6 +1,8 @@
-// Float32 ConvTranspose whose stride equals its kernel (conv_transpose_f32
-// rows, norm_f32.h) and its registry row. Other ConvTransposes (overlapping
-// windows, pads, dilations, output padding, 1-D / 3-D, other types) run the
+// Float32 2-D ConvTranspose whose stride equals its kernel, or of one input
+// channel per group (depthwise: any stride, dilation, pads, output padding):
+// the conv_transpose_f32 rows (ConvTransposeF32Args, kernel_args.h) and their
+// registry row. Other ConvTransposes (several input channels per group with
+// overlapping windows, pads or dilations, 1-D / 3-D, other types) run the
 // reference kernel, which also names every error.
 #include <algorithm>
 #include <cstdint>
@@ -68,8 +70,9 @@ Status RunConvTransposeF32(OpContext& ctx) {
   const bool strided = g.strides == std::vector<int64_t>{kh, kw} && g.dilations == std::vector<int64_t>{1, 1} &&
                        std::all_of(g.pads.begin(), g.pads.end(), [](int64_t p) { return p == 0; }) &&
                        y_shape[2] == x.dim(2) * kh && y_shape[3] == x.dim(3) * kw;
-  if (!strided) return RunReferenceKernel(ctx);
   const int64_t n = x.dim(0), c = x.dim(1), groups = params.group, cg = c / groups, mg = w.dim(1);
+  const bool windowed = !strided && cg == 1;  // one input channel per group: any window
+  if (!strided && !windowed) return RunReferenceKernel(ctx);
   if (ctx.has_input(2) && ctx.input(2).numel() != mg * groups) return RunReferenceKernel(ctx);
   Tensor y = ctx.OutputBuffer(0, DataType::kFloat32, y_shape);
   const int64_t in_plane = x.dim(2) * x.dim(3), out_plane = y_shape[2] * y_shape[3];
@@ -87,6 +90,11 @@ Status RunConvTransposeF32(OpContext& ctx) {
       a.y = y.data<float>() + (b * mg * groups + grp * mg) * out_plane;
       a.channels = cg, a.out_channels = mg, a.height = x.dim(2), a.width = x.dim(3), a.kernel_h = kh, a.kernel_w = kw;
       a.m_begin = m, a.m_end = m + 1;
+      if (windowed) {
+        a.windowed = true;
+        a.stride_h = g.strides[0], a.stride_w = g.strides[1], a.dilation_h = g.dilations[0], a.dilation_w = g.dilations[1];
+        a.pad_top = g.pads[0], a.pad_left = g.pads[1], a.out_h = y_shape[2], a.out_w = y_shape[3];
+      }
       row(a);
     }
   });

@@ -69,6 +69,14 @@ const std::vector<CpuKernelDef>& Table() {
       {"gemm_f32_avx2", AVX2, 10, F::kPanel6x16F32, GemmF32Fn(GemmF32Avx2)},
       {"gemm_f32_avx512", AVX512, 20, F::kPanel8x32F32, GemmF32Fn(GemmF32Avx512)},
 #endif
+      // FP32 GEMV on the GEMM's strips (recurrent_f32.cc runs them). The portable kernel reads every f32 format.
+      {"gemv_f32_panel4x8_portable", P, 0, F::kPanel4x8F32, GemvF32Fn(cpu::GemvF32Portable)},
+      {"gemv_f32_panel6x16_portable", P, 0, F::kPanel6x16F32, GemvF32Fn(cpu::GemvF32Portable)},
+      {"gemv_f32_panel8x32_portable", P, 0, F::kPanel8x32F32, GemvF32Fn(cpu::GemvF32Portable)},
+#if SPARQ_CPU_X86
+      {"gemv_f32_avx2", AVX2, 10, F::kPanel6x16F32, GemvF32Fn(cpu::GemvF32Avx2)},
+      {"gemv_f32_avx512", AVX512, 20, F::kPanel8x32F32, GemvF32Fn(cpu::GemvF32Avx512)},
+#endif
       // FP32 BSR: one function per ISA handles every block shape; one row per shape.
       {"spmm_bsr1x4_f32_portable", P, 0, F::kBsr1x4F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
       {"spmm_bsr4x1_f32_portable", P, 0, F::kBsr4x1F32, SpmmBsrF32Fn(SpmmBsrF32Portable)},
@@ -524,6 +532,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kTanhF32: return "tanh_f32";
     case CpuOp::kMaxRowsF32: return "max_rows_f32";
     case CpuOp::kMatMulNBitsF32: return "matmul_nbits_f32";
+    case CpuOp::kGemvF32: return "gemv_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

@@ -131,6 +131,7 @@ enum class CpuOp : uint8_t {
   kTanhF32,                // Tanh of a float row
   kMaxRowsF32,             // the maximum of each float row (GlobalMaxPool), NaN first
   kMatMulNBitsF32,         // com.microsoft MatMulNBits: float rows times block-wise 4-bit weights
+  kGemvF32,                // a few float rows times FP32 GEMM weights packed as strips (LSTM / GRU steps)
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -286,6 +287,10 @@ using MaxRowsF32Fn = CpuOpFn<CpuOp::kMaxRowsF32, void(const float* x, int64_t ro
 // (relative to the largest |y| of the call). Each column's result does not
 // depend on [n0, n1), so any split over threads gives the same bits.
 using MatMulNBitsF32Fn = void (*)(const MatMulNBitsF32Args&);
+// GemvF32Args (kernel_args.h) on the strips of a PackedGemmF32 in the row's
+// format: gemm_f32's bits on the same ISA (each output summed in k order,
+// then its bias), so any m, strip range and thread count give the same bits.
+using GemvF32Fn = void (*)(const GemvF32Args&);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
@@ -295,7 +300,7 @@ using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32F
                                  ConvTransposeF32Fn, ResizeNearestFn, HardSwishChainF32Fn,
                                  AbsHistogramF32Fn, GeluErfChainF32Fn, SoftmaxColumnsF32Fn, AttentionF32Fn,
                                  PointwiseDepthwiseF32Fn, XLogYSumF64Fn, TanhF32Fn, MaxRowsF32Fn,
-                                 MatMulNBitsF32Fn>;
+                                 MatMulNBitsF32Fn, GemvF32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 // CpuKernelDef::op() reads the op from the alternative's index: each
@@ -344,6 +349,7 @@ static_assert(internal::AltIs<CpuOp::kXLogYSumF64, XLogYSumF64Fn>, "CpuKernelFn:
 static_assert(internal::AltIs<CpuOp::kTanhF32, TanhF32Fn>, "CpuKernelFn: TanhF32Fn must be alternative CpuOp::kTanhF32");
 static_assert(internal::AltIs<CpuOp::kMaxRowsF32, MaxRowsF32Fn>, "CpuKernelFn: MaxRowsF32Fn must be alternative CpuOp::kMaxRowsF32");
 static_assert(internal::AltIs<CpuOp::kMatMulNBitsF32, MatMulNBitsF32Fn>, "CpuKernelFn: MatMulNBitsF32Fn must be alternative CpuOp::kMatMulNBitsF32");
+static_assert(internal::AltIs<CpuOp::kGemvF32, GemvF32Fn>, "CpuKernelFn: GemvF32Fn must be alternative CpuOp::kGemvF32");
 
 // The format column of rows whose op reads no packed weights.
 inline constexpr PackedFormat kNoPackedFormat = static_cast<PackedFormat>(0xff);

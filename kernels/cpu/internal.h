@@ -419,6 +419,12 @@ void GemmF32Portable(const GemmF32Args& args);
 void GemmF32Avx2(const GemmF32Args& args);
 void GemmF32Avx512(const GemmF32Args& args);
 
+// gemv_f32*.cc: GemvF32Args on strips of tile_cols rows (portable: any f32
+// panel format; AVX2: panel6x16_f32; AVX-512: panel8x32_f32).
+void GemvF32Portable(const GemvF32Args& args);
+void GemvF32Avx2(const GemvF32Args& args);
+void GemvF32Avx512(const GemvF32Args& args);
+
 void GemmS8Portable(const GemmS8Args& args);
 void GemmS8Avx2(const GemmS8Args& args);
 void GemmS8Avx512Vnni(const GemmS8Args& args);

@@ -225,6 +225,27 @@ struct GemmF32Args {
   ThreadPool* pool = nullptr;
 };
 
+// Rows of a matrix-vector product on GEMM weights packed as strips
+// (PackedGemmF32 with strips = true, the layout MatMul's W^T takes): for the
+// recurrent products of LSTM / GRU, a few rows of X at a time, where the GEMM
+// tile would spend most of its multiply-adds on padding rows.
+//   y[i * ld_y + j] = sum_k x[i * ld_x + k] * W[j, k]  (+ bias[j])
+// for i < m and the rows j of strips [s0, s1) of W (w->panel(s): rows
+// [s * height, (s + 1) * height), the last one cut at w->rows). Each output
+// sums its k products in order from 0 in one float accumulator (a fused
+// multiply-add per product on SIMD rows), then adds its bias: the bits of
+// gemm_f32's tile on the same format, whatever m and [s0, s1).
+struct GemvF32Args {
+  const PackedGemmF32* w = nullptr;  // [R, K] as strips
+  int64_t m = 0;
+  const float* x = nullptr;  // [m, K]
+  int64_t ld_x = 0;
+  const float* bias = nullptr;  // [R] or nullptr
+  float* y = nullptr;           // [m, ld_y], ld_y >= R; must not alias x
+  int64_t ld_y = 0;
+  int64_t s0 = 0, s1 = 0;  // strips of W
+};
+
 // The weights of an N:M INT8 matrix re-packed into the per-step panels of one
 // spmm_nm_s8 kernel (layout: kernels/cpu/internal.h, SpmmNmS8Isa). The kernel
 // builds them on every call unless it gets them prepacked (PrepackSpmmNmS8 in
@@ -451,19 +472,29 @@ struct MaxPool2dArgs {
 };
 
 // Output channels [m_begin, m_end) of one (batch item, group) of a 2-D
-// ConvTranspose whose stride equals its kernel (no dilation, no pads, no
-// output padding): the windows do not overlap, so
-//   y[m, i * kh + a, j * kw + b] = bias[m] + sum over c = 0, 1, ... of x[c, i, j] * w[c, m, a, b]
-// with the sum accumulated left to right in float from 0 and the bias added
-// last, as kernels/ref's ConvTranspose computes it (col = w^T x, then the
-// scatter-add onto the bias): its bits.
+// ConvTranspose, in one of two cases, each with kernels/ref's bits (its
+// ConvTranspose computes col = w^T x, each value summed left to right in
+// float from 0, then scatter-adds col onto the bias tap by tap):
+//  - its stride equals its kernel (no dilation, no pads, no output padding):
+//    the windows do not overlap, so
+//      y[m, i * kh + a, j * kw + b] = bias[m] + sum over c = 0, 1, ... of x[c, i, j] * w[c, m, a, b]
+//    with the bias added last;
+//  - `windowed`: one input channel (channels 1: a depthwise ConvTranspose,
+//    group = channels), any strides, dilations, pads and output size (output
+//    padding): each output starts at its bias and adds, tap after tap in
+//    (a, b) order, the (0 + x * w) of the input its window places there:
+//      y[m, i * sh - pt + a * dh, j * sw - pl + b * dw] += 0 + x[0, i, j] * w[0, m, a, b]
+//    (DeepFilterNet3's ERB decoder: 1 x 3 windows at stride 1 x 2 over 100 x 8 planes).
 struct ConvTransposeF32Args {
   const float* x = nullptr;     // [channels, height, width]
   const float* w = nullptr;     // [channels, out_channels, kernel_h, kernel_w]
   const float* bias = nullptr;  // [out_channels], or null (0)
-  float* y = nullptr;           // [out_channels, height * kernel_h, width * kernel_w]
+  float* y = nullptr;           // [out_channels, out_h, out_w]; out = in * kernel unless windowed
   int64_t channels = 0, out_channels = 0, height = 0, width = 0, kernel_h = 1, kernel_w = 1;
   int64_t m_begin = 0, m_end = 0;
+  bool windowed = false;  // the second case: the fields below; channels must be 1
+  int64_t stride_h = 1, stride_w = 1, dilation_h = 1, dilation_w = 1, pad_top = 0, pad_left = 0;
+  int64_t out_h = 0, out_w = 0;
 };
 
 // Nearest-neighbour upsampling of planes by whole factors (Resize with mode

@@ -1,10 +1,13 @@
 // Float32 LSTM and GRU with constant weights (lstm_f32, gru_f32): the input
 // projection of every step at once on the FP32 GEMM (gemm_f32, W packed once
-// when the executor prepares the node, the biases that add linearly summed
-// into its epilogue), then per step the recurrent projection R h on the same
-// GEMM (one row per batch entry) and the cell's arithmetic on float rows: the
-// gates' Sigmoid and the Tanh of the candidate (and of LSTM's cell state) on
-// the sigmoid_f32 and tanh_f32 rows of the dispatch table.
+// when the executor prepares the node as strips, the biases that add linearly
+// summed into its epilogue), then per step the recurrent projection R h (one
+// row per batch entry) and the cell's arithmetic on float rows: the gates'
+// Sigmoid and the Tanh of the candidate (and of LSTM's cell state) on the
+// sigmoid_f32 and tanh_f32 rows of the dispatch table. Products of up to 4
+// rows (R h up to batch 4, the input projection of a one-step call) run on
+// the FP32 GEMV (gemv_f32) over the same packed strips, where gemm_f32's tile
+// would run one chain of multiply-adds per strip; larger ones on gemm_f32.
 //
 // The two rows share the preparation (checks, packing), the run's skeleton
 // (inputs, sequence_lens, states, the input projection, Y / Y_h) and differ
@@ -18,20 +21,21 @@
 // (kernels/ref/recurrent.cc), as does RNN.
 //
 // GRU's step, by linear_before_reset (rows z, r, h; Wb / Rb W's / R's bias):
-//   1: G = H R^T + [0, 0, Rbh]                       one GEMM, R [3H, H]
+//   1: G = H R^T + [0, 0, Rbh]                       one GEMV, R [3H, H]
 //      z, r = sigmoid(XW + Wb + Rb + G)   (z, r rows)
 //      h~   = tanh(XW_h + Wbh + r * G_h)
 //   0: G = H R_zr^T                                  R's z, r rows [2H, H]
 //      z, r = sigmoid(XW + Wb + Rb + G)
-//      h~   = tanh(XW_h + Wbh + Rbh + (r * H) R_h^T) a second GEMM, R_h [H, H]
+//      h~   = tanh(XW_h + Wbh + Rbh + (r * H) R_h^T) a second GEMV, R_h [H, H]
 //   H' = (1 - z) * h~ + z * H
 //
 // The reference sums each gate's dot products in double; these rows sum in
-// float in the GEMM's order and add the biases in float, so their results are
-// within the tolerances of tests/kernels/recurrent_f32_test.cc
-// (kLstmF32AbsTol, kGruF32AbsTol), not the same bits. Each batch entry's rows
-// never depend on how the GEMM splits its work among threads, so every thread
-// count gives the same bits.
+// float in k order and add the biases in float, so their results are within
+// the tolerances of tests/kernels/recurrent_f32_test.cc (kLstmF32AbsTol,
+// kGruF32AbsTol), not the same bits. The GEMV gives the GEMM's bits on the
+// same ISA (so these rows computed what they computed on gemm_f32 before),
+// and each output's sum never depends on how the strips are split among
+// threads, so every thread count gives the same bits.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -39,6 +43,8 @@
 
 #include "kernels/cpu/dispatch.h"
 #include "kernels/packed_formats.h"
+#include "kernels/op_context.h"
+#include "kernels/parallel.h"
 #include "kernels/ref/recurrent.h"
 #include "kernels/registry.h"
 
@@ -79,6 +85,7 @@ struct PreparedRecurrent {
   std::vector<RecurrentDirection> dirs;
   SigmoidF32Fn sigmoid = nullptr;
   TanhF32Fn tanh{nullptr};
+  const CpuKernelDef* gemv = nullptr;  // the gemv_f32 row of R's format
 };
 
 StatusOr<PackedGemmF32> Pack(const float* w, int64_t rows, int64_t k) {
@@ -165,6 +172,8 @@ StatusOr<std::shared_ptr<const void>> PrepareRecurrent(Cell cell, const Node& no
     if (peep != nullptr) dir.peep.assign(peep->data<float>() + d * 3 * H, peep->data<float>() + (d + 1) * 3 * H);
     p->dirs.push_back(std::move(dir));
   }
+  p->gemv = SelectCpuKernel(CpuOp::kGemvF32, p->dirs.at(0).r.format);
+  if (p->gemv == nullptr) return Status::NotSupported(row + ": no gemv_f32 row for R's format");
   p->sigmoid = SelectCpuKernel(CpuOp::kSigmoidF32).get<SigmoidF32Fn>();
   p->tanh = SelectCpuKernel(CpuOp::kTanhF32).get<TanhF32Fn>();
   return std::shared_ptr<const void>(std::move(p));
@@ -178,16 +187,51 @@ StatusOr<std::shared_ptr<const void>> PrepareGru(const Node& node, const std::ve
   return PrepareRecurrent(Cell::kGru, node, constants);
 }
 
-// y [m, rows of w] = x [m, K] w^T (+ bias) on gemm_f32.
-Status Project(OpContext& ctx, const PackedGemmF32& w, const float* bias, int64_t m, const float* x, int64_t ld_x,
-               float* y) {
+// Rows of X up to which a product runs on the GEMV (gemv_f32) rather than the
+// GEMM: from 8 rows on gemm_f32's tile is faster (16 accumulators per 2 loads
+// of a strip against the GEMV's 8 per 2).
+constexpr int64_t kGemvMaxRows = 4;
+// Multiply-adds below which a GEMV runs on the calling thread alone: waking
+// a second thread costs about a microsecond, about what 64K multiply-adds
+// (256 KiB of weights) from L2 take.
+constexpr int64_t kGemvMinParallelMacs = 65536;
+
+// y [m, rows of w] = x [m, K] w^T (+ bias): on the gemv_f32 row up to
+// kGemvMaxRows rows (each step's R h at batch 1, the input projection of a
+// one-step call), on gemm_f32 above; the same bits either way. With more than
+// one thread, the GEMV gives each thread one contiguous range of strips, so
+// that from step to step the same part of R stays in each core's cache.
+Status Product(OpContext& ctx, const PreparedRecurrent& p, const PackedGemmF32& w, const float* bias, int64_t m,
+               const float* x, int64_t ld_x, float* y) {
   if (m == 0) return Status::OK();
-  GemmF32Args args;
-  args.w = &w, args.bias = bias;
-  args.m = m, args.x = x, args.ld_x = ld_x, args.y = y, args.ld_y = w.rows;
-  args.pool = ctx.pool();
-  Status st = RunGemmF32(args);
-  return st.ok() ? st : ctx.Error(st.code(), st.message());
+  if (m > kGemvMaxRows) {
+    GemmF32Args args;
+    args.w = &w, args.bias = bias;
+    args.m = m, args.x = x, args.ld_x = ld_x, args.y = y, args.ld_y = w.rows;
+    args.pool = ctx.pool();
+    Status st = RunGemmF32(args);
+    return st.ok() ? st : ctx.Error(st.code(), st.message());
+  }
+  GemvF32Args args;
+  args.w = &w, args.m = m, args.x = x, args.ld_x = ld_x, args.bias = bias, args.y = y, args.ld_y = w.rows;
+  const GemvF32Fn gemv = p.gemv->get<GemvF32Fn>();
+  ThreadPool* pool = ctx.pool();
+  const int64_t threads = pool != nullptr ? pool->num_threads() : 1;
+  const int64_t parts =
+      std::min<int64_t>({threads, w.panels, std::max<int64_t>(1, m * w.rows * w.k / kGemvMinParallelMacs)});
+  if (parts <= 1) {
+    args.s0 = 0, args.s1 = w.panels;
+    gemv(args);
+    return Status::OK();
+  }
+  ParallelFor(pool, parts, 1, [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      GemvF32Args part = args;
+      part.s0 = w.panels * t / parts, part.s1 = w.panels * (t + 1) / parts;
+      gemv(part);
+    }
+  });
+  return Status::OK();
 }
 
 // One direction's recurrence in flight, as a step sees it: the states h and
@@ -222,7 +266,7 @@ struct StepScratch {
 Status LstmStep(OpContext& ctx, const PreparedRecurrent& p, const RecurrentDirection& dir, const Sequence& seq,
                 int64_t s, StepScratch& scratch) {
   const int64_t H = p.hidden, rows = 4 * H;
-  SPARQ_RETURN_IF_ERROR(Project(ctx, dir.r, nullptr, seq.B, seq.h, H, scratch.g.data()));
+  SPARQ_RETURN_IF_ERROR(Product(ctx, p, dir.r, nullptr, seq.B, seq.h, H, scratch.g.data()));
   const float* pi = dir.peep.empty() ? nullptr : dir.peep.data();
   for (int64_t b = 0; b < seq.B; ++b) {
     const int64_t t = seq.Time(s, b);
@@ -252,7 +296,7 @@ Status GruStep(OpContext& ctx, const PreparedRecurrent& p, const RecurrentDirect
                int64_t s, StepScratch& scratch) {
   const int64_t H = p.hidden, rows = 3 * H, g_rows = dir.r.rows;
   const float* r_bias = dir.r_bias.empty() ? nullptr : dir.r_bias.data();
-  SPARQ_RETURN_IF_ERROR(Project(ctx, dir.r, r_bias, seq.B, seq.h, H, scratch.g.data()));
+  SPARQ_RETURN_IF_ERROR(Product(ctx, p, dir.r, r_bias, seq.B, seq.h, H, scratch.g.data()));
   for (int64_t b = 0; b < seq.B; ++b) {
     const int64_t t = seq.Time(s, b);
     if (t < 0) continue;
@@ -272,7 +316,7 @@ Status GruStep(OpContext& ctx, const PreparedRecurrent& p, const RecurrentDirect
   int64_t candidate_stride = g_rows;
   if (!p.linear_before_reset) {  // (r * H) R_h^T, then the candidate in place of r * H
     std::vector<float>& rh = scratch.rh;
-    SPARQ_RETURN_IF_ERROR(Project(ctx, dir.r_h, nullptr, seq.B, rh.data(), H, scratch.tmp.data()));
+    SPARQ_RETURN_IF_ERROR(Product(ctx, p, dir.r_h, nullptr, seq.B, rh.data(), H, scratch.tmp.data()));
     for (int64_t b = 0; b < seq.B; ++b) {
       const int64_t t = seq.Time(s, b);
       if (t < 0) continue;
@@ -333,7 +377,7 @@ Status RunRecurrentF32(OpContext& ctx) {
   seq.xw = xw.data(), seq.h = h.data(), seq.c = c.data();
   for (int64_t d = 0; d < D; ++d) {
     const RecurrentDirection& dir = p.dirs[static_cast<size_t>(d)];
-    SPARQ_RETURN_IF_ERROR(Project(ctx, dir.w, dir.bias.data(), S * B, x.data<float>(), p.input, xw.data()));
+    SPARQ_RETURN_IF_ERROR(Product(ctx, p, dir.w, dir.bias.data(), S * B, x.data<float>(), p.input, xw.data()));
     for (int64_t b = 0; b < B; ++b) {
       const int64_t so = state_offset(d, b);
       for (int64_t k = 0; k < H; ++k) {
@@ -368,7 +412,7 @@ Status RunRecurrentF32(OpContext& ctx) {
 std::string RecurrentKernel(const void* state) {
   const auto& p = *static_cast<const PreparedRecurrent*>(state);
   const CpuKernelDef* def = SelectCpuKernel(CpuOp::kGemmF32, p.dirs.at(0).w.format);
-  return std::string(Traits(p.cell).row) + "+" + (def != nullptr ? def->name : "?");
+  return std::string(Traits(p.cell).row) + "+" + (def != nullptr ? def->name : "?") + "+" + p.gemv->name;
 }
 
 }  // namespace

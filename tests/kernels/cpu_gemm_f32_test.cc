@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
@@ -99,6 +100,64 @@ TEST_P(GemmF32IsaTest, RowsMatchReferenceGemm) {
       if (first.empty()) first = y;
       EXPECT_EQ(y, first) << what << ": " << threads << " threads changed the bits";
     }
+  }
+}
+
+// gemv_f32 (the recurrent steps' products, kernels/cpu/recurrent_f32.cc) on
+// the GEMM's strips: within kF32RelTol of the reference, gemm_f32's bits on
+// the same ISA, the same bits whatever strips a call gets (as threads split
+// them), and nothing written past W's rows. Cases: one row of DeepFilterNet3's
+// GRU (768 x 256), the 4-strip blocks' tails, 2-5 and 9 rows (the 4-row
+// blocks' tails), strip tails, k = 0.
+TEST_P(GemmF32IsaTest, GemvMatchesReferenceAndGemmBits) {
+  struct GemvCase {
+    int64_t m, n, k;
+    bool bias;
+  };
+  std::mt19937 rng(13);
+  const PackedFormat format = PreferredGemmF32Format(GetParam());
+  const CpuKernelDef* row = SelectCpuKernel(CpuOp::kGemvF32, format);
+  ASSERT_NE(row, nullptr) << Traits(format).name;
+  EXPECT_NE(std::string(row->name).find(GetParam() < CpuIsa::kAvx2 ? "portable" : "avx"), std::string::npos)
+      << row->name;
+  for (const GemvCase& c : {GemvCase{1, 768, 256, true}, GemvCase{1, 1, 1, false}, GemvCase{1, 70, 31, true},
+                            GemvCase{1, 161, 300, false}, GemvCase{2, 37, 40, true}, GemvCase{3, 100, 17, false},
+                            GemvCase{4, 33, 9, true}, GemvCase{5, 512, 128, true}, GemvCase{9, 37, 40, false},
+                            GemvCase{1, 5, 0, true}}) {
+    const std::string what = "M=" + std::to_string(c.m) + " N=" + std::to_string(c.n) + " K=" + std::to_string(c.k);
+    const std::vector<float> x = RandomNonzero(rng, c.m * c.k), w = RandomNonzero(rng, c.n * c.k),
+                             bias = RandomNonzero(rng, c.n);
+    std::vector<float> want(c.m * c.n);
+    GemmF32Ref(false, true, c.m, c.n, c.k, 1.0f, x.data(), c.k, w.data(), c.k, 0.0f, want.data(), c.n, nullptr);
+    if (c.bias)
+      for (int64_t i = 0; i < c.m; ++i)
+        for (int64_t j = 0; j < c.n; ++j) want[i * c.n + j] += bias[j];
+    StatusOr<PackedGemmF32> packed = PackGemmF32(w.data(), c.n, c.k, format, true);
+    ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+    const int64_t ld_y = c.n + 3;  // 3 columns past W's rows that must stay untouched
+    std::vector<float> y(c.m * ld_y, -7.0f), split(y), gemm(y);
+    GemvF32Args args;
+    args.w = &*packed, args.m = c.m, args.x = x.data(), args.ld_x = c.k;
+    args.bias = c.bias ? bias.data() : nullptr;
+    args.y = y.data(), args.ld_y = ld_y, args.s0 = 0, args.s1 = packed->panels;
+    row->get<GemvF32Fn>()(args);
+    std::vector<float> got;
+    for (int64_t i = 0; i < c.m; ++i) {
+      got.insert(got.end(), y.begin() + i * ld_y, y.begin() + i * ld_y + c.n);
+      for (int64_t j = c.n; j < ld_y; ++j) EXPECT_EQ(y[i * ld_y + j], -7.0f) << what << ": wrote past W's rows";
+    }
+    ExpectClose(got, want, what);
+    args.y = split.data();  // in two calls, as two threads would
+    args.s0 = 0, args.s1 = packed->panels / 2;
+    row->get<GemvF32Fn>()(args);
+    args.s0 = packed->panels / 2, args.s1 = packed->panels;
+    row->get<GemvF32Fn>()(args);
+    EXPECT_EQ(std::memcmp(split.data(), y.data(), sizeof(float) * y.size()), 0) << what << ": a split changed the bits";
+    GemmF32Args gemm_args;
+    gemm_args.w = &*packed, gemm_args.bias = args.bias;
+    gemm_args.m = c.m, gemm_args.x = x.data(), gemm_args.ld_x = c.k, gemm_args.y = gemm.data(), gemm_args.ld_y = ld_y;
+    ASSERT_TRUE(RunGemmF32(gemm_args).ok()) << what;
+    EXPECT_EQ(std::memcmp(gemm.data(), y.data(), sizeof(float) * y.size()), 0) << what << ": not gemm_f32's bits";
   }
 }
 

@@ -677,6 +677,23 @@ TEST(CpuKernelTable, EveryTableRowIsExercised) {
         for (size_t i = 0; i < y.size(); ++i) ASSERT_NEAR(y[i], want[i], 1e-4f) << name;
         break;
       }
+      case CpuOp::kGemvF32: {  // the full checks are in cpu_gemm_f32_test.cc
+        std::vector<float> x(s.m * s.k), w(s.n * s.k), want(s.m * s.n), y(s.m * s.n);
+        for (float& v : x) v = RandomNonzero(rng);
+        for (float& v : w) v = RandomNonzero(rng);
+        GemmF32Ref(false, true, s.m, s.n, s.k, 1.0f, x.data(), s.k, w.data(), s.k, 0.0f, want.data(), s.n, nullptr);
+        StatusOr<PackedGemmF32> packed = PackGemmF32(w.data(), s.n, s.k, def.format, /*strips=*/true);
+        ASSERT_TRUE(packed.ok());
+        for (int64_t m : {int64_t{1}, s.m}) {  // one row, and several
+          GemvF32Args args;
+          args.w = &*packed, args.m = m, args.x = x.data(), args.ld_x = s.k, args.y = y.data(), args.ld_y = s.n;
+          args.s0 = 0, args.s1 = packed->panels;
+          def.get<GemvF32Fn>()(args);
+          for (int64_t i = 0; i < m * s.n; ++i) ASSERT_NEAR(y[i], want[i], 1e-4f) << def.name;
+        }
+        ran.insert(def.name);
+        break;
+      }
       case CpuOp::kConvS8:  // the full checks are in cpu_conv_s8_test.cc
         if (testing::CheckConvS8Row(rng, def)) ran.insert(def.name);
         break;

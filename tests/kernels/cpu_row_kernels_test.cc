@@ -66,7 +66,10 @@ constexpr DepthwiseCase kDepthwiseCases[] = {
     // exactly 7 blocks of 16, of 3.5 blocks (a tail), of 40 and 16 columns,
     // windows taller than wide, output rows not a multiple of 4.
     {6, 112, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1}, {11, 56, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}, {7, 40, 5, 3, 1, 1, 1, 1, 2, 1, 2, 1},
-    {5, 16, 3, 5, 1, 1, 1, 1, 0, 2, 2, 2}, {30, 28, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2}};
+    {5, 16, 3, 5, 1, 1, 1, 1, 0, 2, 2, 2}, {30, 28, 5, 5, 1, 1, 1, 1, 2, 2, 2, 2},
+    // 1x1 windows (a scale per channel): DeepFilterNet3's ERB decoder's 100 x 32
+    // planes (the whole plane as one row), and strided (tap by tap).
+    {100, 32, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0}, {9, 20, 1, 1, 2, 2, 1, 1, 0, 0, 0, 0}};
 
 // got[i] within testing::kF32RelTol of want[i] clamped to [lo, hi] (relative
 // to the largest |want|, at least 1), and got's one extra value (42) untouched.
@@ -923,6 +926,49 @@ void CheckConvTransposeF32(std::mt19937& rng, ConvTransposeF32Fn fn) {
       a.m_begin = 0, a.m_end = 1;
       fn(a);
       ExpectFloatRow(std::vector<float>(got.begin(), got.end() - 1), want, 0.0f);
+      EXPECT_EQ(got.back(), 99.0f) << "wrote past y";
+    }
+  }
+  // Windowed: one input channel, overlapping windows, pads, dilations, output
+  // padding (DeepFilterNet3's ERB decoder: 1 x 3 at stride 1 x 2, pads 1 on
+  // the width, output padding 1), zero and negative-zero inputs and weights.
+  struct Windowed {
+    int64_t m, h, w, kh, kw, sh, sw, dh, dw, pt, pl, pb, pr, oph, opw;
+  };
+  for (const Windowed& k : {Windowed{1, 6, 8, 1, 3, 1, 2, 1, 1, 0, 1, 0, 1, 0, 1},
+                            Windowed{3, 4, 5, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, 1, 1},
+                            Windowed{2, 3, 6, 2, 3, 1, 3, 2, 1, 1, 0, 0, 2, 0, 0},
+                            Windowed{1, 5, 7, 3, 2, 1, 1, 1, 3, 2, 0, 2, 3, 0, 0}}) {
+    for (bool with_bias : {true, false}) {
+      SCOPED_TRACE("windowed m " + std::to_string(k.m) + " " + std::to_string(k.h) + "x" + std::to_string(k.w) +
+                   " kernel " + std::to_string(k.kh) + "x" + std::to_string(k.kw) + " stride " + std::to_string(k.sh) +
+                   "x" + std::to_string(k.sw));
+      std::vector<float> x(static_cast<size_t>(k.h * k.w)), w(static_cast<size_t>(k.m * k.kh * k.kw));
+      std::vector<float> bias(static_cast<size_t>(k.m));
+      for (float& v : x) v = value(rng);
+      for (float& v : w) v = value(rng);
+      for (float& v : bias) v = value(rng);
+      x[0] = -0.0f, x[1] = 0.0f, w[0] = -0.0f;
+      ConvParams p;
+      const Shape xs = {1, 1, k.h, k.w}, ws = {1, k.m, k.kh, k.kw};
+      p.window.kernel = {k.kh, k.kw};
+      p.window.strides = {k.sh, k.sw};
+      p.window.dilations = {k.dh, k.dw};
+      p.window.pads = {k.pt, k.pl, k.pb, k.pr};
+      Shape ys;
+      ASSERT_TRUE(PrepareConvTranspose(xs, ws, AutoPad::kNotSet, {k.oph, k.opw}, {}, &p, &ys).ok());
+      std::vector<float> want(static_cast<size_t>(k.m * ys[2] * ys[3]));
+      ConvTransposeF32Ref(p, xs, x.data(), ws, w.data(), with_bias ? bias.data() : nullptr, ys, want.data(), nullptr);
+      std::vector<float> got(want.size() + 1, 99.0f);
+      ConvTransposeF32Args a;
+      a.x = x.data(), a.w = w.data(), a.bias = with_bias ? bias.data() : nullptr, a.y = got.data();
+      a.channels = 1, a.out_channels = k.m, a.height = k.h, a.width = k.w, a.kernel_h = k.kh, a.kernel_w = k.kw;
+      a.windowed = true;
+      a.stride_h = k.sh, a.stride_w = k.sw, a.dilation_h = k.dh, a.dilation_w = k.dw, a.pad_top = k.pt, a.pad_left = k.pl;
+      a.out_h = ys[2], a.out_w = ys[3];
+      a.m_begin = 0, a.m_end = k.m;
+      fn(a);
+      ExpectFloatRow(std::vector<float>(got.begin(), got.end() - 1), want, 0.0f);  // the reference's bits
       EXPECT_EQ(got.back(), 99.0f) << "wrote past y";
     }
   }

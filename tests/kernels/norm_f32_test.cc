@@ -104,9 +104,11 @@ TEST_P(NormF32Test, LayerNormalizationIsExact) {
   }
 }
 
-// ConvTranspose of float32 with stride = kernel (conv_transpose_f32): the
-// reference's bits, with groups, without bias, batch 2; overlapping windows,
-// pads and output padding run the reference kernel.
+// ConvTranspose of float32 with stride = kernel, or of one input channel per
+// group (conv_transpose_f32): the reference's bits, with groups, without
+// bias, batch 2, overlapping windows, pads, dilations and output padding of
+// depthwise ones; overlapping windows, pads and output padding with several
+// input channels per group run the reference kernel.
 TEST_P(NormF32Test, StridedConvTransposeIsExact) {
   struct Case {
     Shape x, w;
@@ -116,6 +118,17 @@ TEST_P(NormF32Test, StridedConvTransposeIsExact) {
   const Case cases[] = {
       {{1, 24, 40, 40}, {24, 24, 2, 2}, {Attribute::Ints("strides", {2, 2})}, true},
       {{2, 6, 9, 7}, {6, 2, 3, 3}, {Attribute::Ints("strides", {3, 3}), Attribute::Int("group", 2)}, false},
+      // one input channel per group: DeepFilterNet3's ERB decoder's 1 x 3 at stride 1 x 2, and others
+      {{1, 64, 10, 8},
+       {64, 1, 1, 3},
+       {Attribute::Ints("strides", {1, 2}), Attribute::Int("group", 64), Attribute::Ints("pads", {0, 1, 0, 1}),
+        Attribute::Ints("output_padding", {0, 1})},
+       true},
+      {{2, 6, 5, 7},
+       {6, 2, 3, 3},
+       {Attribute::Ints("strides", {2, 2}), Attribute::Int("group", 6), Attribute::Ints("pads", {1, 0, 1, 2}),
+        Attribute::Ints("dilations", {1, 2})},
+       false},
       // the reference kernel: overlapping windows, pads, output padding
       {{1, 4, 6, 6}, {4, 3, 3, 3}, {Attribute::Ints("strides", {2, 2})}, true},
       {{1, 4, 6, 6}, {4, 3, 2, 2}, {Attribute::Ints("strides", {2, 2}), Attribute::Ints("pads", {1, 1, 0, 0})}, true},

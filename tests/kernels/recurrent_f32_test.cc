@@ -3,7 +3,8 @@
 // both layouts, sequence_lens shorter than the sequence (and 0), initial
 // states, with and without B; LSTM's peepholes, GRU's linear_before_reset 0
 // and 1; within kLstmF32AbsTol / kGruF32AbsTol (the fast rows sum in float),
-// the same bits for 1 and 2 threads, on every ISA this CPU has; nodes they do
+// the same bits for 1 and 2 threads (hidden sizes where two threads split a
+// step's GEMV among them too), on every ISA this CPU has; nodes they do
 // not take (clip, other activations, W fed at run time) run the reference.
 #include <gtest/gtest.h>
 
@@ -153,6 +154,9 @@ std::vector<RecurrentCase> LstmCases() {
   RecurrentCase wide;  // more than one GEMM tile of gates and of batch rows
   wide.seq = 3, wide.batch = 9, wide.input = 40, wide.hidden = 37;
   cases.push_back(wide);
+  RecurrentCase large;  // R h large enough that two threads split each step's GEMV
+  large.seq = 4, large.batch = 2, large.input = 16, large.hidden = 150, large.lens = true;
+  cases.push_back(large);
   return cases;
 }
 
@@ -163,6 +167,7 @@ TEST_P(LstmF32Test, MatchesTheReference) {
                  std::to_string(c.hidden));
     const RecurrentRun fast = RunRecurrent(c, false, 1);
     EXPECT_EQ(fast.kernel.rfind("lstm_f32+gemm_f32", 0), 0u) << fast.kernel;
+    EXPECT_NE(fast.kernel.find("+gemv_f32"), std::string::npos) << fast.kernel;
     ExpectNear(fast.outputs, RunRecurrent(c, true, 1).outputs, kLstmF32AbsTol);
     ExpectNear(RunRecurrent(c, false, 2).outputs, fast.outputs, 0.0f);  // any thread count: the same bits
   }
@@ -207,6 +212,9 @@ std::vector<RecurrentCase> GruCases() {
     one.op = "GRU", one.linear_before_reset = linear_before_reset;
     one.seq = 12, one.batch = 1, one.input = 96, one.hidden = 64, one.layout = 0, one.initial = true;
     cases.push_back(one);
+    RecurrentCase large = one;  // R h large enough that two threads split each step's GEMV
+    large.seq = 4, large.batch = 2, large.input = 16, large.hidden = 200, large.lens = true;
+    cases.push_back(large);
   }
   return cases;
 }
@@ -218,6 +226,7 @@ TEST_P(GruF32Test, MatchesTheReference) {
                  (c.bias ? "" : " no B") + " batch " + std::to_string(c.batch) + " hidden " + std::to_string(c.hidden));
     const RecurrentRun fast = RunRecurrent(c, false, 1);
     EXPECT_EQ(fast.kernel.rfind("gru_f32+gemm_f32", 0), 0u) << fast.kernel;
+    EXPECT_NE(fast.kernel.find("+gemv_f32"), std::string::npos) << fast.kernel;
     ExpectNear(fast.outputs, RunRecurrent(c, true, 1).outputs, kGruF32AbsTol);
     ExpectNear(RunRecurrent(c, false, 2).outputs, fast.outputs, 0.0f);  // any thread count: the same bits
   }
