@@ -23,9 +23,12 @@ and evaluation splits, meta.json with the task), on the same data:
                                       evaluation split, meta.json's pinned
                                       constants), evaluate.metric of the
                                       task (sqnr: min_sqnr_db 30, the floor
-                                      sparq's error message suggests); no
-                                      quantize section: search, gate and
-                                      fallback with sparq's defaults
+                                      sparq's error message suggests; dense
+                                      maps with --dense-map-metric map_iou:
+                                      map_iou at meta.json's threshold, its
+                                      default gate); no quantize section:
+                                      search, gate and fallback with
+                                      sparq's defaults
   sparq fp16                          `sparq run`, precision fp16
   sparq 2:4 + int8 (<method>)         `sparq run`, prune 2:4 (50%) with
                                       recovery, then INT8 as above
@@ -261,7 +264,12 @@ def recipe_constants(constants):
     return "  constants:\n" + "".join(f"    {k}: {v[0]}\n" for k, v in constants.items())
 
 
-def whole_default_recipe(model, paths, out_dir, metric, constants=None, evaluate_lines=""):
+def map_threshold_line(metric, map_threshold):
+    """evaluate.threshold of metric map_iou: meta.json's threshold (the one the suite measures at)."""
+    return f"  threshold: {map_threshold}\n" if metric == "map_iou" and map_threshold is not None else ""
+
+
+def whole_default_recipe(model, paths, out_dir, metric, constants=None, evaluate_lines="", map_threshold=None):
     """What a new user writes: the model, the data (calibration and the
     evaluation split, which the gate and fallback then read), and the
     task's metric; no quantize section, so sparq searches, gates and falls
@@ -278,18 +286,18 @@ def whole_default_recipe(model, paths, out_dir, metric, constants=None, evaluate
             f"  evaluation: {paths['eval']}\n"
             "  batch_size: 8\n" + recipe_constants(constants) +
             f"output:\n  dir: {out_dir}\n  overwrite: true\n"
-            f"evaluate:\n  metric: {metric}\n" + evaluate_lines + gate +
+            f"evaluate:\n  metric: {metric}\n" + map_threshold_line(metric, map_threshold) + evaluate_lines + gate +
             "report:\n  markdown: ''\n  junit: ''\n")
 
 
 def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constants=None, evaluate_lines="",
-                 output=None):
+                 output=None, map_threshold=None):
     """`gate`: (metric, gate key, value) of the fallback variant, gated on
     the calibration split; None: fallback off, no gate, 2 evaluation samples.
     `constants`: meta.json's pinned inputs (data.constants)."""
     if quant == "whole":
         return whole_default_recipe(model, paths, out_dir, metric, constants,
-                                    evaluate_lines + (f"  output: {output}\n" if output else ""))
+                                    evaluate_lines + (f"  output: {output}\n" if output else ""), map_threshold)
     text = ("version: 1\n"
             f"model: {model}\n"
             "data:\n"
@@ -327,18 +335,20 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constan
                  f"  fallback:\n    enabled: {'true' if gate else 'false'}\n")
     metric, gate_key, gate_value = gate or (metric, "max_drop", 1000000)
     text += (f"output:\n  dir: {out_dir}\n  format: {'fp16' if quant == 'fp16' else 'qdq'}\n  overwrite: true\n"
-             f"evaluate:\n  metric: {metric}\n" + (f"  output: {output}\n" if output else "") +
+             f"evaluate:\n  metric: {metric}\n" + map_threshold_line(metric, map_threshold) +
+             (f"  output: {output}\n" if output else "") +
              f"  gate:\n    {gate_key}: {gate_value}\n"
              "report:\n  markdown: ''\n  junit: ''\n")
     return text
 
 
 def run_sparq(sparq, model, paths, work, label, quant, prune, metric, gate=None, constants=None, evaluate_lines="",
-              output=None):
+              output=None, map_threshold=None):
     out_dir = os.path.join(work, re.sub(r"[^\w.-]", "", label.replace(" ", "_")))
     recipe_path = out_dir + ".yaml"
     with open(recipe_path, "w") as f:
-        f.write(sparq_recipe(model, paths, out_dir, quant, prune, metric, gate, constants, evaluate_lines, output))
+        f.write(sparq_recipe(model, paths, out_dir, quant, prune, metric, gate, constants, evaluate_lines, output,
+                             map_threshold))
     m = measure([sparq, "run", recipe_path], out_dir + ".log")
     m["command"] = f"sparq run {os.path.basename(recipe_path)}"
     written = [f for f in os.listdir(out_dir) if f.endswith(".onnx")] if os.path.isdir(out_dir) else []
@@ -486,6 +496,14 @@ def sparq_metric_for(task):
             "ctc_recognizer": "ctc_accuracy"}.get(task, "sqnr")  # vad, dense_map: sqnr
 
 
+def sparq_metric_of(args, meta):
+    """sparq_metric_for(task), but a dense map's with --dense-map-metric map_iou:
+    the thresholded map IoU at meta.json's threshold (evaluate.threshold)."""
+    if meta["task"] == "dense_map" and args.dense_map_metric == "map_iou":
+        return "map_iou"
+    return sparq_metric_for(meta["task"])
+
+
 def run_model(args, name, save):
     """Runs every variant on one model; `save(result)` is called after each
     variant with the rows so far (marked partial until the last)."""
@@ -568,10 +586,10 @@ def run_model(args, name, save):
             continue
         print(f"   {label} ...", flush=True)
         if tool == "sparq":
-            r = run_sparq(args.sparq, model, paths, work, label, spec[0], spec[1], sparq_metric_for(meta["task"]),
+            r = run_sparq(args.sparq, model, paths, work, label, spec[0], spec[1], sparq_metric_of(args, meta),
                           spec[2] if len(spec) > 2 else None, meta.get("constants"),
                           f"  box_nms_iou: {meta['decode']['nms_iou']}\n" if "decode" in meta else "",
-                          primary_output)
+                          primary_output, meta.get("threshold"))
         else:
             if spec[2] == pre and pre_error:
                 rows.append({"variant": label, "error": "quant_pre_process failed: " + pre_error})
@@ -752,6 +770,9 @@ def main(argv=None):
                          "squares: prune.reconstruction), uniform<P> (unstructured, P%% in every pruned layer), "
                          "auto<P> (unstructured, P%% of the pruned layers' weights, allocation: auto), "
                          "auto<P>r (the same, the scan re-fitting each layer: sensitivity.recovery)")
+    ap.add_argument("--dense-map-metric", default="sqnr", choices=("sqnr", "map_iou"),
+                    help="sparq's evaluate.metric for dense maps (search, gate, fallback): sqnr (min_sqnr_db 30 in the "
+                         "whole default recipe) or map_iou at meta.json's threshold (evaluate.threshold)")
     ap.add_argument("--only", default="", help="run only variants whose label contains one of these (comma)")
     ap.add_argument("--work", default=os.path.join(REPO, "build", "accuracy_suite"))
     ap.add_argument("--md", default=os.path.join(REPO, "bench", "ACCURACY.md"))

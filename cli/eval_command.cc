@@ -99,6 +99,14 @@ RunFn AddEvalCommand(CLI::App& app) {
                   "With --boxes: NMS drops a box overlapping a higher-scoring one by IoU > this (default 0.7, "
                   "Ultralytics' iou)")
       ->needs(boxes);
+  sub->add_option_function<double>(
+      "--map-threshold",
+      [args](double t) {
+        args->options.map.enabled = true;
+        args->options.map.threshold = t;
+      },
+      "With --reference: read output 0 as a probability map and report the IoU of {reference > T} and "
+      "{model > T} over every element (T in (0, 1); the recipe metric map_iou)");
   sub->add_flag("--progress", args->progress, "Show a progress bar even when stderr is not a terminal");
   sub->footer(R"(Examples:
   sparq eval resnet18.onnx --inputs val.npz --labels val_labels.npy --batch 32
@@ -108,6 +116,7 @@ RunFn AddEvalCommand(CLI::App& app) {
   sparq eval model.onnx --inputs x.npy --save-outputs outputs.npz --limit 100
   sparq eval int8.onnx --inputs x.npz --batch 1 --warmup 10 --profile --trace int8_trace.json
   sparq eval yolov8n_int8.onnx --inputs photos.npz --reference yolov8n.onnx --boxes --box-nms-iou 0.45
+  sparq eval pitch_int8.onnx --inputs audio.npz --reference pitch.onnx --output notes --map-threshold 0.3
 
   sparq eval vad.onnx --inputs audio.npz --constant sr=16000 --batch 8
   sparq eval int8.onnx --inputs val.npz --reference fp32.onnx --batch 32 --shard 0/4 --json > part-0.json

@@ -102,6 +102,12 @@ std::string ShardSumsJson(const EvalReport& r) {
                {"score_err_sq", Num(t.score_err_sq)}, {"boxes", b.enabled},
                {"box_score_threshold", b.score_threshold}, {"box_nms_iou", b.nms_iou},
                {"box_match_iou", b.match_iou}};
+  const MapOptions& mo = r.task.map_options();
+  p["task"]["map"] = mo.enabled;
+  p["task"]["map_threshold"] = mo.threshold;
+  p["task"]["map_elements"] = t.map_elements;
+  p["task"]["map_intersection"] = t.map_intersection;
+  p["task"]["map_union"] = t.map_union;
   return p.dump();
 }
 
@@ -172,9 +178,17 @@ StatusOr<EvalReport> EvalReport::FromShardJson(const std::string& text, const st
   b.score_threshold = rt.Double("box_score_threshold");
   b.nms_iou = rt.Double("box_nms_iou");
   b.match_iou = rt.Double("box_match_iou");
+  MapOptions mo;
+  if (rt.j.contains("map")) {  // shard reports written before map_iou have none
+    mo.enabled = rt.Bool("map");
+    mo.threshold = rt.Double("map_threshold");
+    t.map_elements = rt.Int("map_elements");
+    t.map_intersection = rt.Int("map_intersection");
+    t.map_union = rt.Int("map_union");
+  }
   SPARQ_RETURN_IF_ERROR(rd.status);
   SPARQ_RETURN_IF_ERROR(rt.status);
-  r.task = ReferenceMetrics::FromSums(b, t);
+  r.task = ReferenceMetrics::FromSums(b, t, mo);
   if (r.shards < 1 || r.shard_ids.empty()) return Status::Corruption(where + ": no shard ids");
   for (int id : r.shard_ids)
     if (id < 0 || id >= r.shards) return Status::Corruption(where + ": shard id outside [0, shards)");
@@ -195,7 +209,7 @@ StatusOr<EvalReport> MergeEvalReports(const std::vector<EvalReport>& parts) {
   m.num_classes = first.num_classes, m.batch_size = first.batch_size, m.threads = first.threads;
   m.backend = first.backend;
   m.data_samples = first.data_samples;
-  m.task = ReferenceMetrics(first.task.box_options());
+  m.task = ReferenceMetrics(first.task.box_options(), first.task.map_options());
   m.output_stats.resize(first.output_stats.size());
   std::map<int, bool> seen;
   std::vector<double> timed;
@@ -218,6 +232,10 @@ StatusOr<EvalReport> MergeEvalReports(const std::vector<EvalReport>& parts) {
     if (a.enabled != b.enabled || a.score_threshold != b.score_threshold || a.nms_iou != b.nms_iou ||
         a.match_iou != b.match_iou) {
       return Status::InvalidArgument(differs + "box options");
+    }
+    if (p->task.map_options().enabled != first.task.map_options().enabled ||
+        p->task.map_options().threshold != first.task.map_options().threshold) {
+      return Status::InvalidArgument(differs + "map options (map_iou threshold)");
     }
     if (p->output_stats.size() != first.output_stats.size()) return Status::InvalidArgument(differs + "outputs");
     for (int id : p->shard_ids) {

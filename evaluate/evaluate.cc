@@ -219,6 +219,7 @@ double MetricValue(Metric metric, const EvalReport& e) {
     case Metric::kMeanCosine: return reference ? 1.0 : e.task.mean_cosine();
     case Metric::kCtcAccuracy: return reference ? 100.0 : 100.0 * (1.0 - e.task.ctc_cer());
     case Metric::kBoxRecall: return reference ? 100.0 : 100.0 * e.task.box_recall();
+    case Metric::kMapIou: return reference ? 100.0 : 100.0 * e.task.map_iou();
     case Metric::kClassScoreSqnr: {
       if (reference) return kSqnrCeilingDb;
       const double db = e.task.class_score_sqnr_db();
@@ -413,6 +414,7 @@ StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(BatchSource data, Evaluat
   if (!data) return Status::InvalidArgument("Evaluator: no data");
   if (options.threads < 0) return Status::InvalidArgument("threads must be >= 0, got " + std::to_string(options.threads));
   if (options.boxes.enabled) SPARQ_RETURN_IF_ERROR(CheckBoxOptions(options.boxes));
+  if (options.map.enabled) SPARQ_RETURN_IF_ERROR(CheckMapOptions(options.map));
   auto impl = std::make_unique<Impl>();
   impl->exec_options.threads = options.threads;
   impl->exec_options.backend = options.reference_kernels ? "reference" : options.backend;
@@ -444,6 +446,18 @@ StatusOr<std::unique_ptr<Evaluator>> Evaluator::Create(const Model& reference, B
   impl.ref = std::move(created).value();
   impl.has_ref = true;
   SPARQ_ASSIGN_OR_RETURN(impl.ref_outputs, PrimaryFirst(impl.ref->output_names(), impl.options.output, "reference model"));
+  if (impl.options.map.enabled && !impl.ref_outputs.empty()) {
+    // A map of class ids or counts has no probability to threshold: say so
+    // before the reference pass, naming the output.
+    for (const ValueInfo& v : reference.graph.outputs) {
+      const DataTypeInfo* info = GetDataTypeInfo(v.dtype);
+      if (v.name != impl.ref_outputs[0] || v.dtype == DataType::kUndefined || (info != nullptr && info->is_float))
+        continue;
+      return Status::InvalidArgument("map_iou thresholds a probability map, but output '" + v.name + "' is " +
+                                     DataTypeName(v.dtype) + ", not floating point (name a float output with "
+                                     "evaluate.output / --output)");
+    }
+  }
   impl.ref_fixed = FixedBatchOf(reference.graph, impl.data);
   SPARQ_RETURN_IF_ERROR(impl.ReferencePass());
   if (impl.cached_all) impl.ref.reset();  // never run again
@@ -479,7 +493,7 @@ StatusOr<EvalReport> Evaluator::Evaluate(const Model& candidate, const EvaluateC
   report.allow_tf32 = impl.exec_options.allow_tf32;
   report.has_labels = impl.labels.defined();
   report.has_reference = impl.has_ref;
-  report.task = ReferenceMetrics(impl.options.boxes);
+  report.task = ReferenceMetrics(impl.options.boxes, impl.options.map);
   std::vector<ErrorStats> stats(outputs.size());
   std::vector<std::vector<Tensor>> saved(call.save_outputs.empty() ? 0 : outputs.size());
   std::map<std::pair<std::string, std::string>, OpProfile> op_times;
@@ -634,6 +648,13 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
     }
     SPARQ_RETURN_IF_ERROR(CheckBoxOptions(options.boxes));
   }
+  if (options.map.enabled) {
+    if (options.reference.empty()) {
+      return Status::InvalidArgument("map: the map IoU compares output 0's thresholded map with a reference "
+                                     "model's; give the reference");
+    }
+    SPARQ_RETURN_IF_ERROR(CheckMapOptions(options.map));
+  }
   LoadOptions load_options;
   load_options.infer_shapes = false;  // the executor infers shapes as it runs
   SPARQ_ASSIGN_OR_RETURN(Model model, LoadModel(model_path, load_options));
@@ -647,6 +668,7 @@ StatusOr<EvalReport> Evaluate(const std::string& model_path, const EvalOptions& 
   eo.fused_graph = options.fused_graph;
   eo.fp16_as_fp32 = options.fp16_as_fp32;
   eo.boxes = options.boxes;
+  eo.map = options.map;
   eo.output = options.output;
   if (!options.kernel_table.empty()) {
     StatusOr<KernelSpeedTable> table = KernelSpeedTable::Load(options.kernel_table);
@@ -763,6 +785,14 @@ std::string EvalReport::ToText() const {
                                    FormatDouble(", class-score SQNR %.2f dB", task.class_score_sqnr_db())});
     }
   }
+  if (has_reference && task.map_options().enabled) {
+    t.AddRow({"Map IoU", task.map_elements() == 0
+                             ? std::string("n/a (no elements compared)")
+                             : FormatDouble("%.2f%%", 100.0 * task.map_iou()) + " at threshold " +
+                                   FormatDouble("%g", task.map_options().threshold) + " (" +
+                                   std::to_string(task.map_intersection()) + " of " +
+                                   std::to_string(task.map_union()) + " elements above in either map are above in both)"});
+  }
   if (!saved_outputs.empty()) t.AddRow({"Saved outputs", saved_outputs});
   if (!trace.empty()) t.AddRow({"Trace", trace});
   std::string text = t.Render("");
@@ -864,6 +894,13 @@ std::string EvalReport::ToJson() const {
                                  {"box_precision", NumberOrNull(task.box_precision())},
                                  {"score_drift", NumberOrNull(task.score_drift())},
                                  {"class_score_sqnr_db", NumberOrNull(task.class_score_sqnr_db())}};
+    }
+    if (task.map_options().enabled) {
+      j["reference"]["map"] = {{"threshold", task.map_options().threshold},
+                               {"elements", task.map_elements()},
+                               {"intersection", task.map_intersection()},
+                               {"union", task.map_union()},
+                               {"map_iou", NumberOrNull(task.map_iou())}};
     }
   } else {
     j["reference"] = nullptr;

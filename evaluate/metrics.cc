@@ -278,6 +278,33 @@ Status CheckBoxOptions(const BoxOptions& options) {
   return Status::OK();
 }
 
+Status CheckMapOptions(const MapOptions& options) {
+  if (!(options.threshold > 0.0 && options.threshold < 1.0)) {
+    return Status::InvalidArgument("map threshold must be in (0, 1) (a probability map's), got " +
+                                   std::to_string(options.threshold));
+  }
+  return Status::OK();
+}
+
+StatusOr<MapOverlap> ThresholdedMapOverlap(const Tensor& reference, const Tensor& output, double threshold) {
+  for (const Tensor* t : {&reference, &output}) {
+    const DataTypeInfo* info = GetDataTypeInfo(t->dtype());
+    if (info == nullptr || !info->is_float) {
+      return Status::InvalidArgument("map_iou thresholds a probability map; the output is " +
+                                     DataTypeName(t->dtype()) + ", not floating point");
+    }
+  }
+  SPARQ_RETURN_IF_ERROR(SameShape(reference, output));
+  DoubleReader r(reference), o(output);
+  MapOverlap m;
+  for (int64_t i = 0; i < reference.numel(); ++i) {
+    const bool a = r[i] > threshold, b = o[i] > threshold;  // NaN is never above
+    m.intersection += (a && b) ? 1 : 0;
+    m.union_count += (a || b) ? 1 : 0;
+  }
+  return m;
+}
+
 StatusOr<std::vector<std::vector<DetectedBox>>> DecodeYoloBoxes(const Tensor& pred, double score_threshold,
                                                                 double nms_iou) {
   if (!IsNumeric(pred.dtype())) {
@@ -371,11 +398,13 @@ ReferenceMetrics::Sums ReferenceMetrics::sums() const {
   s.box_samples = box_samples_, s.reference_boxes = reference_boxes_, s.candidate_boxes = candidate_boxes_;
   s.matched_boxes = matched_boxes_, s.drift_sum = drift_sum_;
   s.score_ref_sq = score_ref_sq_, s.score_err_sq = score_err_sq_;
+  s.map_elements = map_elements_, s.map_intersection = map_intersection_, s.map_union = map_union_;
   return s;
 }
 
-ReferenceMetrics ReferenceMetrics::FromSums(const BoxOptions& boxes, const Sums& s) {
-  ReferenceMetrics m(boxes);
+ReferenceMetrics ReferenceMetrics::FromSums(const BoxOptions& boxes, const Sums& s, const MapOptions& map) {
+  ReferenceMetrics m(boxes, map);
+  m.map_elements_ = s.map_elements, m.map_intersection_ = s.map_intersection, m.map_union_ = s.map_union;
   m.top5_sum_ = s.top5_sum, m.top5_rows_ = s.top5_rows;
   m.cosine_sum_ = s.cosine_sum, m.cosine_min_ = s.cosine_min, m.cosine_samples_ = s.cosine_samples;
   m.ctc_samples_ = s.ctc_samples, m.ctc_chars_ = s.ctc_chars, m.ctc_edits_ = s.ctc_edits;
@@ -394,6 +423,7 @@ void ReferenceMetrics::Merge(const ReferenceMetrics& other) {
   candidate_boxes_ += other.candidate_boxes_, matched_boxes_ += other.matched_boxes_;
   drift_sum_ += other.drift_sum_;
   score_ref_sq_ += other.score_ref_sq_, score_err_sq_ += other.score_err_sq_;
+  map_elements_ += other.map_elements_, map_intersection_ += other.map_intersection_, map_union_ += other.map_union_;
 }
 
 double ReferenceMetrics::class_score_sqnr_db() const {
@@ -404,6 +434,12 @@ double ReferenceMetrics::class_score_sqnr_db() const {
 
 Status ReferenceMetrics::Add(const Tensor& reference, const Tensor& output) {
   SPARQ_RETURN_IF_ERROR(SameShape(reference, output));
+  if (map_.enabled) {
+    SPARQ_ASSIGN_OR_RETURN(MapOverlap m, ThresholdedMapOverlap(reference, output, map_.threshold));
+    map_elements_ += reference.numel();
+    map_intersection_ += m.intersection;
+    map_union_ += m.union_count;
+  }
   if (reference.rank() == 0 || reference.numel() == 0) return Status::OK();  // nothing to rank or compare
   if (reference.shape().back() > 0) {
     SPARQ_ASSIGN_OR_RETURN(double overlap, SumTopKOverlap(reference, output, 5));

@@ -125,7 +125,8 @@ constexpr EnumEntry<Metric> kMetrics[] = {{Metric::kTop1, MetricName(Metric::kTo
                                           {Metric::kMeanCosine, MetricName(Metric::kMeanCosine)},
                                           {Metric::kCtcAccuracy, MetricName(Metric::kCtcAccuracy)},
                                           {Metric::kBoxRecall, MetricName(Metric::kBoxRecall)},
-                                          {Metric::kClassScoreSqnr, MetricName(Metric::kClassScoreSqnr)}};
+                                          {Metric::kClassScoreSqnr, MetricName(Metric::kClassScoreSqnr)},
+                                          {Metric::kMapIou, MetricName(Metric::kMapIou)}};
 // The calibrator's own name table (CalibrationMethods): canonical names,
 // then the aliases, so a recipe is written back with the canonical name.
 const std::vector<EnumEntry<CalibrationMethod>>& Methods() {
@@ -790,6 +791,11 @@ void RecipeParser::ParseEvaluate(MapReader m) {
                                                     std::string(MetricName(e.metric)));
     }
   }
+  e.map.enabled = MetricNeedsMap(e.metric);
+  if (m.Read("threshold", &e.map.threshold, Bounds::Open(0, 1)) && !e.map.enabled) {
+    diag_.Error(m.LineOf("threshold"), m.PathOf("threshold"),
+                "applies to metric map_iou only, not " + std::string(MetricName(e.metric)));
+  }
   MapReader g = m.Child("gate");
   // Per-metric defaults in metric units (a mean cosine may drop 0.01, not a whole unit).
   if (!g.Has("max_drop")) e.gate.max_drop = DefaultMaxDrop(e.metric);
@@ -841,6 +847,11 @@ void RecipeParser::ParseReport(MapReader m) {
 }
 
 void RecipeParser::CheckAcrossSections() {
+  // map_iou: the output SQNR of a mostly-zero probability map says little
+  // about its IoU at the threshold (basic-pitch: bench/ACCURACY.md), so the
+  // fallback ranks layers by the metric itself unless rank_by is written.
+  if (recipe_.evaluate.metric == Metric::kMapIou && !diag_.Written("quantize.fallback.rank_by"))
+    recipe_.quantize.fallback.rank_by = RankBy::kMetric;
   const Recipe& r = recipe_;
   const RecipeQuantize& q = r.quantize;
   const bool precision_ok = !diag_.FailedAt("quantize.precision");

@@ -216,6 +216,7 @@ void EmitEvaluate(YAML::Emitter& e, const RecipeEvaluate& ev) {
   e << YAML::Key << "metric" << YAML::Value << RecipeEnumName(ev.metric);
   e << YAML::Key << "threads" << YAML::Value << ev.threads;
   if (!ev.output.empty()) e << YAML::Key << "output" << YAML::Value << ev.output;
+  if (ev.map.enabled) Num(e << YAML::Key << "threshold" << YAML::Value, ev.map.threshold);
   if (ev.boxes.enabled) {
     Num(e << YAML::Key << "box_score_threshold" << YAML::Value, ev.boxes.score_threshold);
     Num(e << YAML::Key << "box_nms_iou" << YAML::Value, ev.boxes.nms_iou);

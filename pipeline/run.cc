@@ -121,6 +121,7 @@ Status Runner::OpenData() {
   e.threads = r_.evaluate.threads;
   e.backend = report_.backend;  // resolved in Run: what the report names is what runs
   e.boxes = r_.evaluate.boxes;
+  e.map = r_.evaluate.map;
   e.output = r_.evaluate.output;
   e.on_progress = CallOptions("evaluate fp32").on_progress;
   auto created = Evaluator::Create(fp32_, std::move(evaluation), e);
@@ -321,6 +322,7 @@ Status Runner::SearchStage(QuantizeOptions* qopt) {
   so.holdout_every = r_.quantize.smooth.holdout_every;
   so.metric = r_.evaluate.metric;
   so.boxes = r_.evaluate.boxes;
+  so.map = r_.evaluate.map;
   so.output = r_.evaluate.output;
   so.smooth = r_.quantize.smooth;
   so.threads = r_.evaluate.threads;

@@ -41,6 +41,7 @@ struct Bounds {
   static Bounds Closed(double lo, double hi) { return {lo, hi, true, true}; }
   static Bounds ClosedOpen(double lo, double hi) { return {lo, hi, true, false}; }  // [lo, hi)
   static Bounds OpenClosed(double lo, double hi) { return {lo, hi, false, true}; }  // (lo, hi]
+  static Bounds Open(double lo, double hi) { return {lo, hi, false, false}; }        // (lo, hi)
 
   bool Contains(double v) const;
   std::string Describe() const;

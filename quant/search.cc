@@ -241,6 +241,7 @@ StatusOr<SearchResult> Search::Run() {
   EvaluatorOptions eo;
   eo.threads = o_.threads;
   eo.boxes = o_.boxes;
+  eo.map = o_.map;
   eo.output = o_.output;
   auto created = Evaluator::Create(model_, HeldOutSource(calibration_, split_), eo);
   if (!created.ok()) return created.status().WithContext("search: held-out batches");

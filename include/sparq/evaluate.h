@@ -100,6 +100,9 @@ struct SPARQ_API EvalOptions {
   // With a reference: decode output 0 as a YOLO-style detector's and match
   // its boxes with the reference's (EvalReport::task; `sparq eval --boxes`).
   BoxOptions boxes;
+  // With a reference: count output 0's thresholded-map overlap with the
+  // reference's (ReferenceMetrics::map_iou; `sparq eval --map-threshold`).
+  MapOptions map;
   // The graph output the metrics read ("output 0" everywhere below: labels,
   // agreement, task metrics, sqnr and cosine); it is listed first in the
   // report. "" = the model's first output. An error names the outputs when
@@ -234,6 +237,7 @@ enum class Metric {
   kCtcAccuracy,  // 100 - character error rate (%) of CTC greedy decoding vs the reference's reading
   kBoxRecall,    // % of the reference's detector boxes (after NMS) matched at IoU >= 0.5, same class (BoxOptions)
   kClassScoreSqnr,  // SQNR of a detector output's class-score rows (4 onwards) against the reference, in dB
+  kMapIou,  // % IoU of {reference > t} and {output > t} over every element of output 0 (MapOptions::threshold)
 };
 // The one name table of Metric, in enum order (recipes, CLI flags and
 // reports spell metrics with it). constexpr, so other tables may be built
@@ -247,16 +251,19 @@ inline constexpr std::pair<Metric, const char*> kMetricNames[] = {{Metric::kTop1
                                                                   {Metric::kMeanCosine, "mean_cosine"},
                                                                   {Metric::kCtcAccuracy, "ctc_accuracy"},
                                                                   {Metric::kBoxRecall, "box_recall"},
-                                                                  {Metric::kClassScoreSqnr, "class_score_sqnr"}};
+                                                                  {Metric::kClassScoreSqnr, "class_score_sqnr"},
+                                                                  {Metric::kMapIou, "map_iou"}};
 // The metrics measured in percent (the rest: dB, cosine). Recipes, the
 // structs and the text reports use percent; every JSON output gives these as
 // fractions in [0, 1] (docs/sparq-json.schema.json).
 constexpr bool MetricIsPercent(Metric m) {
   return m == Metric::kTop1 || m == Metric::kTop5 || m == Metric::kAgreement || m == Metric::kTop5Overlap ||
-         m == Metric::kCtcAccuracy || m == Metric::kBoxRecall;
+         m == Metric::kCtcAccuracy || m == Metric::kBoxRecall || m == Metric::kMapIou;
 }
 // The metrics that need detector boxes decoded (BoxOptions::enabled).
 constexpr bool MetricNeedsBoxes(Metric m) { return m == Metric::kBoxRecall || m == Metric::kClassScoreSqnr; }
+// The metrics that need the thresholded-map counts (MapOptions::enabled).
+constexpr bool MetricNeedsMap(Metric m) { return m == Metric::kMapIou; }
 // The name of `m` in kMetricNames; "?" for a value outside the enum.
 constexpr const char* MetricName(Metric m) {
   for (const auto& entry : kMetricNames)
@@ -273,7 +280,8 @@ constexpr double kSqnrCeilingDb = 100.0;
 // and agreement; dB capped at kSqnrCeilingDb for sqnr; cosine of output 0. A
 // report without a reference (the reference's own) scores the best value of
 // the comparison metrics: 100 %, kSqnrCeilingDb, 1. A task metric that was
-// not measured (box_recall without BoxOptions::enabled) is NaN.
+// not measured (box_recall without BoxOptions::enabled, map_iou without
+// MapOptions::enabled) is NaN.
 SPARQ_API double MetricValue(Metric metric, const EvalReport& report);
 
 // ===========================================================================
@@ -293,6 +301,10 @@ struct SPARQ_API EvaluatorOptions {
   std::shared_ptr<const KernelSpeedTable> kernel_table;  // nullptr: KernelSpeedTable::Default()
   // Detector box metrics of output 0 (EvalReport::task); off by default.
   BoxOptions boxes;
+  // Thresholded-map IoU of output 0 (EvalReport::task); off by default. With
+  // it on, Create with a reference fails (InvalidArgument naming the output)
+  // when the reference model declares that output as not floating point.
+  MapOptions map;
   std::string output;  // as EvalOptions::output: the output the metrics read
   // Reference outputs kept in memory, in bytes. Batches past the cap are not
   // kept: each Evaluate runs the reference again on them.

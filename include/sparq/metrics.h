@@ -140,18 +140,47 @@ struct SPARQ_API BoxMatch {
 SPARQ_API BoxMatch MatchBoxes(const std::vector<DetectedBox>& reference, const std::vector<DetectedBox>& candidate,
                               double match_iou);
 
+// ---------------------------------------------------------------------------
+// Thresholded maps: a dense probability map (a note posteriorgram, a text
+// detector's probability map) is read through a threshold, so what matters is
+// which elements are above it, not the SQNR of mostly-zero values.
+
+struct SPARQ_API MapOptions {
+  // Count the thresholded-map overlap in ReferenceMetrics (metric map_iou);
+  // off: map_iou reads NaN.
+  bool enabled = false;
+  // An element is "on" when its value is > this. In (0, 1): the map is a
+  // probability (a sigmoid's output).
+  double threshold = 0.5;
+};
+
+// InvalidArgument naming the threshold when it is outside (0, 1) (or NaN).
+SPARQ_API Status CheckMapOptions(const MapOptions& options);
+
+// The overlap of the sets {reference > threshold} and {output > threshold}
+// (NaN is never above), in elements, so that batches and shards add exactly.
+struct SPARQ_API MapOverlap {
+  int64_t intersection = 0;  // elements above in both
+  int64_t union_count = 0;   // elements above in either
+};
+// Errors: InvalidArgument on a shape mismatch, or when either tensor is not
+// floating point (a map of class ids or counts is not a probability map).
+SPARQ_API StatusOr<MapOverlap> ThresholdedMapOverlap(const Tensor& reference, const Tensor& output, double threshold);
+
 // Accumulates the task metrics of one output against the reference over
 // batches: top-5 overlap (classifiers), per-sample cosine (embeddings) and
 // the character error rate of CTC greedy decoding with blank 0 (text
 // recognizers; FP32's reading is the ground truth), and with
-// BoxOptions::enabled the detector metrics (boxes of outputs [N, 4 + C, A]).
+// BoxOptions::enabled the detector metrics (boxes of outputs [N, 4 + C, A]),
+// with MapOptions::enabled the thresholded-map IoU pooled over every element.
 // A metric that does not apply to the output's shape is not counted and
 // reads NaN, so that a gate on it fails rather than passing on nothing.
 class SPARQ_API ReferenceMetrics {
  public:
   ReferenceMetrics() = default;
-  explicit ReferenceMetrics(const BoxOptions& boxes) : boxes_(boxes) {}
-  // Errors: InvalidArgument on a shape mismatch or a non-numeric type.
+  explicit ReferenceMetrics(const BoxOptions& boxes, const MapOptions& map = {}) : boxes_(boxes), map_(map) {}
+  // Errors: InvalidArgument on a shape mismatch or a non-numeric type; with
+  // MapOptions::enabled, a tensor that is not floating point.
   Status Add(const Tensor& reference, const Tensor& output);
 
   int64_t top5_rows() const { return top5_rows_; }
@@ -195,6 +224,20 @@ class SPARQ_API ReferenceMetrics {
   // errors. +inf when identical; NaN as box_recall.
   double class_score_sqnr_db() const;
   const BoxOptions& box_options() const { return boxes_; }
+  // Thresholded map (MapOptions::enabled): elements compared, and those above
+  // the threshold in both / in either of the two outputs, over all batches.
+  int64_t map_elements() const { return map_elements_; }
+  int64_t map_intersection() const { return map_intersection_; }
+  int64_t map_union() const { return map_union_; }
+  // Intersection / union of the two thresholded maps, pooled over every
+  // element of the data (not a mean of per-sample IoUs), in [0, 1]; 1 when
+  // neither map has an element above the threshold; NaN when no element was
+  // compared (MapOptions off, or no data).
+  double map_iou() const {
+    if (map_elements_ == 0) return kNaN;
+    return map_union_ > 0 ? static_cast<double>(map_intersection_) / static_cast<double>(map_union_) : 1.0;
+  }
+  const MapOptions& map_options() const { return map_; }
 
   // The sums and counts behind the metrics, so that parts of the data
   // (shards) combine exactly (counts) or up to double rounding (sums).
@@ -206,10 +249,12 @@ class SPARQ_API ReferenceMetrics {
     int64_t ctc_samples = 0, ctc_chars = 0, ctc_edits = 0;
     int64_t box_samples = 0, reference_boxes = 0, candidate_boxes = 0, matched_boxes = 0;
     double drift_sum = 0.0, score_ref_sq = 0.0, score_err_sq = 0.0;
+    int64_t map_elements = 0, map_intersection = 0, map_union = 0;
   };
   Sums sums() const;
-  static ReferenceMetrics FromSums(const BoxOptions& boxes, const Sums& s);
-  // Adds `other`'s rows and samples (its box options must be the same).
+  static ReferenceMetrics FromSums(const BoxOptions& boxes, const Sums& s, const MapOptions& map = {});
+  // Adds `other`'s rows and samples (its box and map options must be the
+  // same): the map counts add, so the merged map_iou is exactly one run's.
   void Merge(const ReferenceMetrics& other);
 
  private:
@@ -234,6 +279,10 @@ class SPARQ_API ReferenceMetrics {
   double drift_sum_ = 0.0;
   double score_ref_sq_ = 0.0;  // sum ref^2 over the class-score rows
   double score_err_sq_ = 0.0;  // sum (ref - out)^2 over them
+  MapOptions map_;
+  int64_t map_elements_ = 0;
+  int64_t map_intersection_ = 0;
+  int64_t map_union_ = 0;
 };
 
 }  // namespace sparq

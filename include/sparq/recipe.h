@@ -258,7 +258,7 @@ struct SPARQ_API RecipeQuantize {
 // The evaluate.gate.max_drop (and prune.sensitivity.budget) a recipe gets
 // when it writes none, chosen per metric as a user of that kind of model
 // would accept: 1 point of the percent metrics (top1, top5, agreement,
-// top5_overlap, ctc_accuracy, box_recall); 0.01 of mean_cosine (an embedding
+// top5_overlap, ctc_accuracy, box_recall, map_iou); 0.01 of mean_cosine (an embedding
 // model's mean cosine with FP32 >= 0.99: a whole unit would pass a collapse
 // to 0.56); 1 for sqnr, cosine and class_score_sqnr, which are gated by their
 // floors unless max_drop is written.
@@ -268,7 +268,7 @@ constexpr double DefaultMaxDrop(Metric metric) { return metric == Metric::kMeanC
 struct SPARQ_API RecipeEvaluate {
   enum class Backend { kCpu, kCuda, kAuto };
   // top1 | top5 (need data.labels) | agreement | sqnr | cosine | top5_overlap |
-  // mean_cosine | ctc_accuracy | box_recall | class_score_sqnr (against the FP32
+  // mean_cosine | ctc_accuracy | box_recall | class_score_sqnr | map_iou (against the FP32
   // model): the library's own type and names (sparq/evaluate.h).
   using Metric = sparq::Metric;
   struct Gate {
@@ -299,6 +299,9 @@ struct SPARQ_API RecipeEvaluate {
   // Box decoding for metric box_recall / class_score_sqnr (enabled by those
   // metrics; keys box_score_threshold, box_nms_iou, box_match_iou).
   BoxOptions boxes;
+  // The thresholded map of metric map_iou (enabled by that metric; key
+  // threshold, in (0, 1), default 0.5).
+  MapOptions map;
   // The model output that `metric`, the gate, the search and the fallback's
   // metric read (EvaluatorOptions::output); "" = the model's first output (a
   // model with several outputs then gets a warning naming them).

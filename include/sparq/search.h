@@ -70,6 +70,7 @@ struct SPARQ_API SearchOptions {
   // SQNR, then to the earlier candidate.
   Metric metric = Metric::kAgreement;
   BoxOptions boxes;         // for the detector metrics
+  MapOptions map;           // for map_iou (its threshold)
   std::string output;       // the graph output `metric` reads (EvaluatorOptions::output); "" = the first
   SmoothOptions smooth;     // min_outlier_ratio and alphas of the smooth candidates
   int threads = 0;          // executor threads; 0 = one per hardware thread

@@ -283,6 +283,30 @@ TEST_F(CliTest, EvalMatchesDetectorBoxes) {
               "score_threshold must be in (0, 1]");
 }
 
+TEST_F(CliTest, EvalScoresAThresholdedMap) {
+  Model map;
+  map.ir_version = 8;
+  map.opset_imports = {{"", 17}};
+  map.graph.inputs.push_back(testing::FloatInput("x", {{-1, "n"}, {4, ""}}));
+  map.graph.outputs.push_back(testing::FloatInput("p", {{-1, "n"}, {4, ""}}));
+  map.graph.nodes.push_back({"sigmoid", "Sigmoid", "", {"x"}, {"p"}, {}, ""});
+  ASSERT_TRUE(SaveModel(map, path("map.onnx")).ok());
+  NamedTensors data;  // sigmoid above 0.3 where x > -0.847: 5 of the 8 elements
+  data.emplace_back("x", Tensor::FromVector<float>({2, 4}, {-3, -2, 0, 1, 2, -1, 3, 0.5f}));
+  ASSERT_TRUE(WriteNpz(path("map.npz"), data).ok());
+  const std::string eval = "eval " + path("map.onnx") + " --inputs " + path("map.npz");
+  CliResult r = Run(eval + " --reference " + path("map.onnx") + " --map-threshold 0.3 --json");
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  EXPECT_NE(r.out.find("\"union\": 5"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"map_iou\": 1.0"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"threshold\": 0.3"), std::string::npos) << r.out;
+  CliResult text = Run(eval + " --reference " + path("map.onnx") + " --map-threshold 0.3");
+  ASSERT_EQ(text.exit_code, 0) << text.err;
+  EXPECT_NE(text.out.find("100.00% at threshold 0.3 (5 of 5 elements"), std::string::npos) << text.out;
+  ExpectError(eval + " --map-threshold 0.3", "give the reference");
+  ExpectError(eval + " --reference " + path("map.onnx") + " --map-threshold 1.5", "map threshold must be in (0, 1)");
+}
+
 TEST_F(CliTest, EvalBadInputs) {
   ASSERT_TRUE(SaveModel(Mlp(), path("mlp.onnx")).ok());
   const std::string eval = "eval " + path("mlp.onnx") + " --inputs ";

@@ -488,6 +488,64 @@ TEST_F(EvaluateTest, EvaluatorRunsTheReferenceOnceAndStreamsPastTheCache) {
   EXPECT_EQ((*capped)->reference_batches_run(), 3 + 2);
 }
 
+// Issue 24: map_iou thresholds output 0 and pools the overlap over every
+// element of the data.
+TEST_F(EvaluateTest, EvaluatorScoresTheThresholdedMapAndRefusesIntegerOutputs) {
+  const Model reference = Classifier();
+  auto data = OpenDataset(path("data.npz"), reference.graph, DatasetOptions{4, 0, {}});
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  EvaluatorOptions options;
+  options.threads = 1;
+  options.map.enabled = true;
+  options.map.threshold = 0.5;
+  auto evaluator = Evaluator::Create(reference, *data, options);
+  ASSERT_TRUE(evaluator.ok()) << evaluator.status().ToString();
+  // The reference is above 0.5 at each sample's class score (2 + i): 10 of the
+  // 30 elements. Scaled by 0.2, sample 0's (0.4) drops below: 9 of those 10.
+  auto r = (*evaluator)->Evaluate(Classifier(-1, 0.2f));
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->task.map_elements(), 30);
+  EXPECT_EQ(r->task.map_intersection(), 9);
+  EXPECT_EQ(r->task.map_union(), 10);
+  EXPECT_DOUBLE_EQ(MetricValue(Metric::kMapIou, *r), 90.0);
+  EXPECT_NE(r->ToText().find("90.00% at threshold 0.5 (9 of 10 elements"), std::string::npos) << r->ToText();
+  EXPECT_NE(r->ToJson().find("\"map_iou\": 0.9"), std::string::npos) << r->ToJson();
+  // Without map options the metric is not measured: NaN, and no "map" in the JSON.
+  EvaluatorOptions plain = options;
+  plain.map = MapOptions{};
+  auto unmeasured = Evaluator::Create(reference, *data, plain);
+  ASSERT_TRUE(unmeasured.ok());
+  auto u = (*unmeasured)->Evaluate(Classifier(-1, 0.2f));
+  ASSERT_TRUE(u.ok());
+  EXPECT_TRUE(std::isnan(MetricValue(Metric::kMapIou, *u)));
+  EXPECT_EQ(u->ToJson().find("\"map\""), std::string::npos);
+
+  // A threshold outside (0, 1).
+  EvaluatorOptions bad = options;
+  bad.map.threshold = 1.0;
+  auto refused = Evaluator::Create(reference, *data, bad);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.status().message().find("map threshold must be in (0, 1)"), std::string::npos);
+
+  // An integer output (class ids) has no probability to threshold: an error naming it, before any run.
+  Model ids = Classifier();
+  ids.graph.outputs = {testing::Typed("cls", DataType::kInt64)};
+  ids.graph.nodes.push_back({"argmax", "ArgMax", "", {"y"}, {"cls"}, {}, ""});
+  auto int_output = Evaluator::Create(ids, *data, options);
+  ASSERT_FALSE(int_output.ok());
+  EXPECT_EQ(int_output.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(int_output.status().message().find("output 'cls' is int64, not floating point"), std::string::npos)
+      << int_output.status().message();
+
+  // The path-based Evaluate (sparq eval) needs a reference to compare maps with.
+  EvalOptions o;
+  o.inputs = path("data.npz");
+  o.map.enabled = true;
+  auto no_reference = Evaluate(path("model.onnx"), o);
+  ASSERT_FALSE(no_reference.ok());
+  EXPECT_NE(no_reference.status().message().find("give the reference"), std::string::npos);
+}
+
 // Two outputs: y (the classifier) and z = y * z_scale. The metrics read
 // output 0 unless `output` names another, which is then listed first.
 Model TwoOutputs(float z_scale) {

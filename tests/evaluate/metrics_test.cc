@@ -227,10 +227,102 @@ TEST(TaskMetrics, BoxMetricValues) {
   EXPECT_EQ(*ParseMetric("class_score_sqnr"), Metric::kClassScoreSqnr);
 }
 
+// Issue 24: a probability map read through a threshold (basic-pitch's note
+// posteriorgram) is scored by the IoU of the thresholded maps, pooled over
+// every element, as tools/real_suite_metrics.py's binary_map_iou.
+TEST(TaskMetrics, ThresholdedMapIouByHand) {
+  const float nan = std::nanf("");
+  // At 0.5: the reference is above at {1, 2, 4} (NaN never is), the output at
+  // {2, 3, 4, 5}: both at {2, 4}, either at {1, 2, 3, 4, 5}: 2 / 5.
+  const Tensor ref = Tensor::FromVector<float>({1, 6}, {0.1f, 0.6f, 0.7f, 0.2f, 0.9f, nan});
+  const Tensor out = Tensor::FromVector<float>({1, 6}, {0.4f, 0.2f, 0.8f, 0.6f, 0.9f, 0.7f});
+  auto overlap = ThresholdedMapOverlap(ref, out, 0.5);
+  ASSERT_TRUE(overlap.ok()) << overlap.status().ToString();
+  EXPECT_EQ(overlap->intersection, 2);
+  EXPECT_EQ(overlap->union_count, 5);
+  // Strictly above: a value equal to the threshold is off.
+  auto at = ThresholdedMapOverlap(Tensor::FromVector<float>({2}, {0.5f, 0.6f}),
+                                  Tensor::FromVector<float>({2}, {0.5f, 0.4f}), 0.5);
+  ASSERT_TRUE(at.ok());
+  EXPECT_EQ(at->intersection, 0);
+  EXPECT_EQ(at->union_count, 1);
+
+  MapOptions options;
+  options.enabled = true;
+  options.threshold = 0.5;
+  ReferenceMetrics m(BoxOptions{}, options);
+  ASSERT_TRUE(m.Add(ref, out).ok());
+  const Tensor quiet = Tensor::FromVector<float>({1, 6}, {0, 0.1f, 0.2f, 0.3f, 0.4f, 0.5f});  // nothing above
+  ASSERT_TRUE(m.Add(quiet, quiet).ok());
+  EXPECT_EQ(m.map_elements(), 12);
+  EXPECT_EQ(m.map_intersection(), 2);
+  EXPECT_EQ(m.map_union(), 5);
+  EXPECT_DOUBLE_EQ(m.map_iou(), 0.4);  // pooled: the quiet batch adds nothing, not a per-batch 1.0
+
+  // Shards: two halves merged (and through their sums) give the one run's counts exactly.
+  ReferenceMetrics a(BoxOptions{}, options), b(BoxOptions{}, options);
+  ASSERT_TRUE(a.Add(ref, out).ok());
+  ASSERT_TRUE(b.Add(quiet, quiet).ok());
+  ReferenceMetrics merged = ReferenceMetrics::FromSums(BoxOptions{}, a.sums(), options);
+  merged.Merge(ReferenceMetrics::FromSums(BoxOptions{}, b.sums(), options));
+  EXPECT_EQ(merged.map_elements(), m.map_elements());
+  EXPECT_EQ(merged.map_intersection(), m.map_intersection());
+  EXPECT_EQ(merged.map_union(), m.map_union());
+  EXPECT_DOUBLE_EQ(merged.map_iou(), m.map_iou());
+  EXPECT_DOUBLE_EQ(merged.map_options().threshold, 0.5);
+
+  // Both maps empty: 1; the metric off (or no data): NaN, so a gate on it fails.
+  ReferenceMetrics empty(BoxOptions{}, options);
+  ASSERT_TRUE(empty.Add(quiet, quiet).ok());
+  EXPECT_DOUBLE_EQ(empty.map_iou(), 1.0);
+  ReferenceMetrics off;
+  ASSERT_TRUE(off.Add(ref, out).ok());
+  EXPECT_EQ(off.map_elements(), 0);
+  EXPECT_TRUE(std::isnan(off.map_iou()));
+
+  // MetricValue: percent; the reference's own report the best value.
+  EXPECT_TRUE(MetricIsPercent(Metric::kMapIou));
+  EXPECT_TRUE(MetricNeedsMap(Metric::kMapIou));
+  EXPECT_FALSE(MetricNeedsMap(Metric::kSqnr));
+  EXPECT_EQ(*ParseMetric("map_iou"), Metric::kMapIou);
+  EvalReport fp32;
+  EXPECT_DOUBLE_EQ(MetricValue(Metric::kMapIou, fp32), 100.0);
+  EvalReport candidate;
+  candidate.has_reference = true;
+  EXPECT_TRUE(std::isnan(MetricValue(Metric::kMapIou, candidate)));
+  candidate.task = m;
+  EXPECT_DOUBLE_EQ(MetricValue(Metric::kMapIou, candidate), 40.0);
+}
+
+TEST(TaskMetrics, ThresholdedMapIouErrors) {
+  // Not a probability map: integer outputs (class ids, counts) are refused, naming the type.
+  const Tensor ids = Tensor::FromVector<int64_t>({3}, {0, 1, 2});
+  auto ints = ThresholdedMapOverlap(ids, ids, 0.5);
+  ASSERT_FALSE(ints.ok());
+  EXPECT_NE(ints.status().message().find("int64, not floating point"), std::string::npos) << ints.status().message();
+  MapOptions options;
+  options.enabled = true;
+  ReferenceMetrics m(BoxOptions{}, options);
+  EXPECT_EQ(m.Add(ids, ids).code(), StatusCode::kInvalidArgument);
+  ReferenceMetrics off;  // map off: integer outputs are fine for the other metrics
+  EXPECT_TRUE(off.Add(ids, ids).ok());
+  EXPECT_FALSE(ThresholdedMapOverlap(Tensor::FromVector<float>({2}, {0, 1}), Tensor::FromVector<float>({1}, {0}), 0.5)
+                   .ok());  // shapes differ
+  // The threshold lies in (0, 1).
+  for (double t : {0.0, 1.0, -0.5, 2.0, std::nan("")}) {
+    options.threshold = t;
+    const Status s = CheckMapOptions(options);
+    EXPECT_EQ(s.code(), StatusCode::kInvalidArgument) << t;
+    EXPECT_NE(s.message().find("map threshold must be in (0, 1)"), std::string::npos) << s.message();
+  }
+  options.threshold = 0.3;
+  EXPECT_TRUE(CheckMapOptions(options).ok());
+}
+
 TEST(TaskMetrics, RecipeNamesTheTaskMetrics) {
   RecipeParseOptions options;
   options.check_files = false;
-  for (const char* name : {"top5_overlap", "mean_cosine", "ctc_accuracy", "box_recall"}) {
+  for (const char* name : {"top5_overlap", "mean_cosine", "ctc_accuracy", "box_recall", "map_iou"}) {
     const std::string yaml = std::string("version: 1\nmodel: m.onnx\ndata:\n  calibration: c.npz\n"
                                          "  evaluation: e.npz\nevaluate:\n  metric: ") + name + "\n";
     StatusOr<Recipe> r = ParseRecipe(yaml, "/project", "r.yaml", options);

@@ -99,5 +99,60 @@ TEST(EvalShards, MergedShardReportsGiveOneRunsMetrics) {
   EXPECT_EQ(EvalReport::FromShardJson("{\"partial\": ", "cut").status().code(), StatusCode::kCorruption);
 }
 
+// map_iou's counts add exactly: the merged shards give the one run's IoU,
+// not a mean of the shards' IoUs; shards of another threshold do not merge.
+TEST(EvalShards, MergedMapIouIsTheOneRunsExactly) {
+  testing::TempDir dir;
+  auto model = LoadModel(kDigits + "digits_cnn.onnx");
+  ASSERT_TRUE(model.ok());
+  for (auto& [name, w] : model->graph.initializers) {  // a candidate that differs: one conv weight scaled
+    if (w.dtype() != DataType::kFloat32 || w.numel() < 16) continue;
+    for (int64_t i = 0; i < w.numel(); i += 2) w.data<float>()[i] *= 1.3f;
+    break;
+  }
+  const std::string candidate = dir.path("candidate.onnx");
+  ASSERT_TRUE(SaveModel(*model, candidate).ok());
+  EvalOptions o;
+  o.inputs = kDigits + "eval.npz";
+  o.reference = kDigits + "digits_cnn.onnx";
+  o.batch = 16;
+  o.limit = 100;
+  o.threads = 2;
+  o.map.enabled = true;
+  o.map.threshold = 0.5;  // logits above 0.5
+  auto one = Evaluate(candidate, o);
+  ASSERT_TRUE(one.ok()) << one.status().ToString();
+  ASSERT_GT(one->task.map_union(), 0);
+  ASSERT_LT(one->task.map_intersection(), one->task.map_union());  // not trivially 1
+  std::vector<EvalReport> parts;
+  for (int i : {1, 0, 2}) {
+    EvalOptions s = o;
+    s.shard = i;
+    s.shards = 3;
+    auto part = Evaluate(candidate, s);
+    ASSERT_TRUE(part.ok()) << part.status().ToString();
+    auto read = EvalReport::FromShardJson(part->ToJson(), "part " + std::to_string(i));
+    ASSERT_TRUE(read.ok()) << read.status().ToString();
+    parts.push_back(std::move(read).value());
+  }
+  auto merged = MergeEvalReports(parts);
+  ASSERT_TRUE(merged.ok()) << merged.status().ToString();
+  EXPECT_EQ(merged->task.map_elements(), one->task.map_elements());
+  EXPECT_EQ(merged->task.map_intersection(), one->task.map_intersection());
+  EXPECT_EQ(merged->task.map_union(), one->task.map_union());
+  EXPECT_EQ(MetricValue(Metric::kMapIou, *merged), MetricValue(Metric::kMapIou, *one));
+  EXPECT_DOUBLE_EQ(merged->task.map_options().threshold, 0.5);
+
+  EvalOptions other = o;
+  other.map.threshold = 0.3;
+  other.shard = 0;
+  other.shards = 3;
+  auto at_03 = Evaluate(candidate, other);
+  ASSERT_TRUE(at_03.ok());
+  auto mixed = MergeEvalReports({*at_03, parts[0], parts[2]});  // parts[0] is shard 1, parts[2] shard 2
+  ASSERT_FALSE(mixed.ok());
+  EXPECT_NE(mixed.status().message().find("map options"), std::string::npos) << mixed.status().message();
+}
+
 }  // namespace
 }  // namespace sparq

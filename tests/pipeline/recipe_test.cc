@@ -469,6 +469,40 @@ TEST_F(RecipeTest, BoxMetricsEnableBoxDecodingWithTheirThresholds) {
       << other;
 }
 
+// Issue 24: map_iou and its threshold, and the fallback ranked by the metric.
+TEST_F(RecipeTest, MapIouTakesItsThresholdAndRanksTheFallbackByTheMetric) {
+  StatusOr<Recipe> r = Parse(kMinimal + "evaluate: {metric: map_iou, threshold: 0.3, output: notes}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->evaluate.metric, Metric::kMapIou);
+  EXPECT_TRUE(r->evaluate.map.enabled);
+  EXPECT_DOUBLE_EQ(r->evaluate.map.threshold, 0.3);
+  EXPECT_DOUBLE_EQ(r->evaluate.gate.max_drop, 1.0);  // one IoU point
+  EXPECT_TRUE(r->evaluate.gate.check_drop);
+  EXPECT_EQ(r->quantize.fallback.rank_by, RecipeQuantize::RankBy::kMetric);
+  StatusOr<Recipe> again = ParseRecipe(RecipeToYaml(*r), "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_DOUBLE_EQ(again->evaluate.map.threshold, 0.3);
+  EXPECT_EQ(again->quantize.fallback.rank_by, RecipeQuantize::RankBy::kMetric);
+  // Default threshold 0.5; a written rank_by is kept; other metrics keep output_sqnr and have no map.
+  StatusOr<Recipe> d = Parse(kMinimal + "quantize: {fallback: {rank_by: output_sqnr}}\nevaluate: {metric: map_iou}\n");
+  ASSERT_TRUE(d.ok()) << d.status().ToString();
+  EXPECT_DOUBLE_EQ(d->evaluate.map.threshold, 0.5);
+  EXPECT_EQ(d->quantize.fallback.rank_by, RecipeQuantize::RankBy::kOutputSqnr);
+  StatusOr<Recipe> plain = Parse(kMinimal);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_FALSE(plain->evaluate.map.enabled);
+  EXPECT_EQ(plain->quantize.fallback.rank_by, RecipeQuantize::RankBy::kOutputSqnr);
+  EXPECT_EQ(RecipeToYaml(*plain).find("threshold"), std::string::npos);
+  // The threshold lies in (0, 1), and goes with map_iou only.
+  for (const char* t : {"0", "1", "1.5", "-0.2"}) {
+    const std::string message = ErrorOf(kMinimal + "evaluate: {metric: map_iou, threshold: " + t + "}\n");
+    EXPECT_NE(message.find("evaluate.threshold"), std::string::npos) << message;
+    EXPECT_NE(message.find("in (0, 1)"), std::string::npos) << message;
+  }
+  const std::string other = ErrorOf(kMinimal + "evaluate: {metric: sqnr, threshold: 0.3, gate: {min_sqnr_db: 30}}\n");
+  EXPECT_NE(other.find("evaluate.threshold: applies to metric map_iou only, not sqnr"), std::string::npos) << other;
+}
+
 TEST_F(RecipeTest, EvaluateOutputNamesTheOutputTheMetricReadsAndRoundTrips) {
   StatusOr<Recipe> r = Parse(kMinimal + "evaluate: {metric: mean_cosine, output: emb}\n");
   ASSERT_TRUE(r.ok()) << r.status().ToString();
@@ -656,7 +690,7 @@ TEST_F(RecipeTest, KeyInTheWrongSectionNamesItsSection) {
       << message;
   // Nothing close: the valid keys are listed.
   const std::string listed = ErrorOf(kMinimal + "evaluate:\n  zzzzzz: 1\n");
-  EXPECT_NE(listed.find("valid keys here: backend, metric, threads, output, box_score_threshold, box_nms_iou, box_match_iou, gate"),
+  EXPECT_NE(listed.find("valid keys here: backend, metric, threads, output, box_score_threshold, box_nms_iou, box_match_iou, threshold, gate"),
             std::string::npos)
       << listed;
 }

@@ -237,6 +237,27 @@ TEST(RunRecipe, FailingGateIsReportedNotAnError) {
   EXPECT_NE(report->ToMarkdown().find("FAILED"), std::string::npos);
 }
 
+// Issue 24: evaluate.metric map_iou is what the search scores candidates by
+// (held-out calibration batches), what the gate judges and what the fallback
+// ranks layers by.
+TEST(RunRecipe, MapIouDrivesTheSearchTheGateAndTheFallback) {
+  testing::TempDir dir;
+  Recipe r = MakeRecipe(dir.root(), "quantize:\n  fallback: {max_layers: 1}\n"
+                                    "evaluate:\n  metric: map_iou\n  threshold: 0.5\n  gate: {max_drop: 0}\n");
+  ASSERT_TRUE(r.evaluate.map.enabled);
+  auto report = RunRecipe(r);
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_EQ(report->metric, "map_iou");
+  EXPECT_DOUBLE_EQ(report->fp32_metric, 100.0);
+  EXPECT_GT(report->output_metric, 80.0);
+  EXPECT_LE(report->output_metric, 100.0);
+  ASSERT_FALSE(report->search.empty());
+  for (const SearchRow& row : report->search) EXPECT_EQ(row.metric, "map_iou");
+  ASSERT_EQ(report->fallback.size(), 1u) << report->ToText();  // INT8 logits cross 0.5 somewhere: below 100
+  EXPECT_EQ(report->fallback[0].ranked_by, "metric");
+  EXPECT_NE(report->ToJson().find("\"metric\": \"map_iou\""), std::string::npos);
+}
+
 TEST(RunRecipe, FallbackMovesTheWorstLayersAndSaysWhy) {
   testing::TempDir dir;
   Recipe r = MakeRecipe(dir.root(), "quantize:\n  fallback: {enabled: true, to: fp16, max_layers: 3}\n"

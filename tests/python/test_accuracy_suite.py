@@ -61,6 +61,25 @@ def test_whole_default_recipe_has_no_quantize_section(metric, written, gate):
     assert r["evaluate"].get("gate") == gate and r["evaluate"]["metric"] == written
 
 
+@pytest.mark.parametrize("quant", ["whole", "default", "max"])
+def test_map_iou_recipes_carry_the_suites_threshold(quant):
+    r = yaml.safe_load(S.sparq_recipe("/m.onnx", PATHS, "/out", quant, False, "map_iou", output="notes",
+                                      map_threshold=0.3))
+    assert r["evaluate"]["metric"] == "map_iou" and r["evaluate"]["threshold"] == 0.3
+    assert r["evaluate"]["output"] == "notes"
+    assert "threshold" not in yaml.safe_load(S.sparq_recipe("/m.onnx", PATHS, "/out", quant, False, "sqnr",
+                                                            map_threshold=0.3))["evaluate"]
+
+
+def test_dense_map_metric_option_picks_map_iou_for_dense_maps_only():
+    class Args:
+        dense_map_metric = "map_iou"
+    assert S.sparq_metric_of(Args, {"task": "dense_map"}) == "map_iou"
+    assert S.sparq_metric_of(Args, {"task": "classifier"}) == "agreement"
+    Args.dense_map_metric = "sqnr"
+    assert S.sparq_metric_of(Args, {"task": "dense_map"}) == "sqnr"
+
+
 def test_ort_feed_moves_the_batch_axis_and_adds_constants():
     feeds = {"input": np.zeros((5, 576), np.float32), "state": np.arange(5 * 2 * 3, dtype=np.float32).reshape(5, 2, 3)}
     f = S.ort_feed(feeds, 1, 4, {"batch_axis": {"state": 1}, "constants": {"sr": [16000, "int64"]}})

@@ -53,6 +53,14 @@ def test_inspect_and_eval_json(sparq, schema):
     assert lat["warmup_batches"] == 1 and lat["timed_batches"] == j["batches"] - 1
     assert 0 <= lat["p50_seconds"] <= lat["p90_seconds"] <= lat["p99_seconds"] <= lat["max_seconds"]
 
+    # --map-threshold adds reference.map (the thresholded-map IoU; metric map_iou).
+    ev = sparq.run("eval", model, "--inputs", os.path.join(DIGITS, "eval.npz"), "--limit", "16", "--reference", model,
+                   "--map-threshold", "0.5", "--json")
+    assert ev.returncode == 0, ev.stderr
+    j = json.loads(ev.stdout)
+    validate(schema, j, "eval_report")
+    assert j["reference"]["map"]["threshold"] == 0.5 and j["reference"]["map"]["map_iou"] == 1.0
+
 
 def test_eval_chrome_trace(sparq, schema, tmp_path):
     """--trace writes the Chrome trace format: one complete event per node run."""
