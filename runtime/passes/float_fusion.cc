@@ -45,6 +45,17 @@
 // fast rows keep the scores of a few rows in the cache
 // (kernels/cpu/attention_f32.h).
 //
+// torch's scaled_dot_product_attention as its exporter decomposes it (opset
+// 14 / 17, TorchScript) scales Q and K^T before the product and guards the
+// probabilities of fully masked rows:
+//
+//   Q ── Mul(a) ── MatMul ── Add(mask) ── Softmax(-1) ─┬─ IsNaN ── Where(., c, p) ── MatMul ── y
+//   K^T ── Mul(b) ──┘                                  └───────────────┘        V ──┘
+//     =>   (Q, K^T, V, mask, s, a, b, c) ── sparq.Attention ── y
+//
+// each Mul optional (a, b float32 scalar constants, either operand order),
+// c a float32 scalar constant, p read only by the IsNaN and the Where.
+//
 // A GELU chain whose x is a sparq.MatMulIntegerToFloat read by nothing else
 // (quantize.mode dynamic, onnxruntime's quantize_dynamic) goes into it as its
 // activation attribute: the GEMM's epilogue runs the same row on each row of
@@ -332,9 +343,10 @@ void FuseGeluIntoDynamicMatMul(Graph& g, const ValueIndex& index, std::set<size_
   }
 }
 
-// MatMul -> [Mul | Div by a scalar] -> [Add(mask)] -> Softmax(-1) -> MatMul
-// -> sparq.Attention (see the top); the second MatMul keeps its name and
-// output, the other nodes go into *removed.
+// MatMul -> [Mul | Div by a scalar] -> [Add(mask)] -> Softmax(-1) -> [NaN
+// guard] -> MatMul -> sparq.Attention, Q and K^T each through an optional
+// Mul by a scalar (see the top); the second MatMul keeps its name and output,
+// the other nodes go into *removed.
 void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::set<size_t>* removed,
                    std::vector<std::string>* fused) {
   const int64_t default_axis = model.opset("") < 13 ? 1 : -1;
@@ -345,8 +357,36 @@ void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::s
       continue;
     }
     size_t softmax_at = 0, add_at = 0;
-    const Node* softmax = OnlyReaderProduct(g, index, *removed, mm2.inputs[0], "Softmax", &softmax_at);
-    if (softmax == nullptr || softmax->inputs.size() != 1 || softmax->attr_int("axis", default_axis) != -1) continue;
+    std::vector<size_t> chain;
+    // torch's scaled_dot_product_attention guard: Where(IsNaN(p), c, p) between
+    // the Softmax and the MatMul, p read by nothing else.
+    std::string probs = mm2.inputs[0], nan_fill;
+    if (size_t where_at = 0, isnan_at = 0;
+        const Node* where = OnlyReaderProduct(g, index, *removed, probs, "Where", &where_at)) {
+      const std::optional<size_t> isnan_p = where->inputs.size() == 3 ? index.Producer(where->inputs[0]) : std::nullopt;
+      if (!isnan_p) continue;
+      isnan_at = *isnan_p;
+      const Node& isnan = g.nodes[isnan_at];
+      const std::string& p = where->inputs[2];
+      if (removed->count(isnan_at) || isnan.op_type != "IsNaN" || !isnan.domain.empty() || isnan.inputs.size() != 1 ||
+          isnan.inputs[0] != p || index.IsGraphOutput(where->inputs[0]) || index.Readers(where->inputs[0]).size() != 1 ||
+          index.IsGraphOutput(p) || index.Readers(p).size() != 2 || !ConstantScalar(model, index, where->inputs[1])) {
+        continue;
+      }
+      const std::optional<size_t> sm = index.Producer(p);
+      if (!sm || removed->count(*sm) || g.nodes[*sm].op_type != "Softmax" || !g.nodes[*sm].domain.empty() ||
+          g.nodes[*sm].outputs.size() != 1) {
+        continue;
+      }
+      nan_fill = where->inputs[1];
+      chain = {where_at, isnan_at};
+      softmax_at = *sm;
+    } else if (!OnlyReaderProduct(g, index, *removed, probs, "Softmax", &softmax_at)) {
+      continue;
+    }
+    const Node* softmax = &g.nodes[softmax_at];
+    if (softmax->inputs.size() != 1 || softmax->attr_int("axis", default_axis) != -1) continue;
+    chain.push_back(softmax_at);
     // The chain up from `value` to the first MatMul: [Mul | Div by a scalar], MatMul.
     struct Head {
       std::string scale_op = "none", scale;
@@ -376,7 +416,6 @@ void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::s
     };
     std::string mask;
     std::optional<Head> head = head_of(softmax->inputs[0]);
-    std::vector<size_t> chain = {softmax_at};
     if (const Node* add = OnlyReaderProduct(g, index, *removed, softmax->inputs[0], "Add", &add_at);
         !head && add != nullptr && add->inputs.size() == 2) {
       for (int k = 0; k < 2 && !head; ++k) {  // either side may be the scores
@@ -388,6 +427,21 @@ void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::s
     if (!head) continue;
     const Node* mm1 = head->mm1;
     chain.insert(chain.end(), head->nodes.begin(), head->nodes.end());
+    // torch's SDPA scales Q and K^T each by sqrt(scale) before the product:
+    // operand -> Mul(c) -> MatMul, c a float32 scalar constant, either order.
+    std::string operand[2] = {mm1->inputs[0], mm1->inputs[1]}, operand_scale[2];
+    for (int side = 0; side < 2; ++side) {
+      size_t at = 0;
+      const Node* mul = OnlyReaderProduct(g, index, *removed, operand[side], "Mul", &at);
+      if (mul == nullptr || mul->inputs.size() != 2) continue;
+      for (int k = 0; k < 2; ++k) {
+        if (!ConstantScalar(model, index, mul->inputs[k]) || ConstantScalar(model, index, mul->inputs[1 - k])) continue;
+        operand_scale[side] = mul->inputs[k];
+        operand[side] = mul->inputs[1 - k];
+        chain.push_back(at);
+        break;
+      }
+    }
     // BERT's Transposes around it (Q, V: [b, s, h, d] -> [b, h, s, d], K: -> [b, h, d, s],
     // the output back): all four go into the node (layout "bshd"), or none.
     auto transpose_of = [&](const std::string& value, std::vector<int64_t> perm, size_t* at) -> const Node* {
@@ -395,8 +449,8 @@ void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::s
       return t != nullptr && t->inputs.size() == 1 && t->attr_ints("perm") == perm ? t : nullptr;
     };
     size_t tq = 0, tk = 0, tv = 0;
-    const Node* q_t = transpose_of(mm1->inputs[0], {0, 2, 1, 3}, &tq);
-    const Node* k_t = transpose_of(mm1->inputs[1], {0, 2, 3, 1}, &tk);
+    const Node* q_t = transpose_of(operand[0], {0, 2, 1, 3}, &tq);
+    const Node* k_t = transpose_of(operand[1], {0, 2, 3, 1}, &tk);
     const Node* v_t = transpose_of(mm2.inputs[1], {0, 2, 1, 3}, &tv);
     const std::vector<size_t>& y_readers = index.Readers(mm2.outputs[0]);
     const Node* y_t = y_readers.size() == 1 && !index.IsGraphOutput(mm2.outputs[0]) ? &g.nodes[y_readers[0]] : nullptr;
@@ -406,7 +460,9 @@ void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::s
     for (size_t at : chain) removed->insert(at);
     mm2.op_type = "Attention";
     mm2.domain = kSparqDomain;
-    mm2.inputs = {mm1->inputs[0], mm1->inputs[1], mm2.inputs[1], mask, head->scale};
+    mm2.inputs = {operand[0], operand[1], mm2.inputs[1], mask, head->scale};
+    if (!operand_scale[0].empty() || !operand_scale[1].empty() || !nan_fill.empty())
+      mm2.inputs.insert(mm2.inputs.end(), {operand_scale[0], operand_scale[1], nan_fill});
     mm2.attributes = {Attribute::String("scale_op", head->scale_op)};
     if (bshd) {
       mm2.inputs[0] = q_t->inputs[0], mm2.inputs[1] = k_t->inputs[0], mm2.inputs[2] = v_t->inputs[0];

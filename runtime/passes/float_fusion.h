@@ -22,6 +22,9 @@ namespace sparq {
 // computed in one pass by the sigmoid_f32 rows, Paddle's HardSwish chain
 // into sparq.HardSwishChain and BERT's erf GELU chain (Div, Erf, Add, Mul,
 // Mul) into sparq.GeluErfChain, each one pass with the unfused nodes' bits.
+// Attention (BERT's MatMul -> scale -> mask -> Softmax -> MatMul, and
+// torch's SDPA export with its Q / K^T scales and NaN guard) becomes one
+// sparq.Attention node (float_fusion.cc says when).
 std::vector<std::string> FuseConvActivations(Model* model);
 
 // Rewrites a 1x1 Conv / FusedConv read only by a depthwise Conv / FusedConv
