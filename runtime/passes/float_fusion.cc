@@ -56,6 +56,20 @@
 // each Mul optional (a, b float32 scalar constants, either operand order),
 // c a float32 scalar constant, p read only by the IsNaN and the Where.
 //
+// LayerNorm as exported below opset 17 (torch's TorchScript exporter at
+// opset 14, paddle2onnx), one node with the unfused nodes' bits:
+//
+//   x ─┬─ ReduceMean(-1) ── Sub ── d ─┬─ Pow(2) ── ReduceMean(-1) ── Add(eps) ── Sqrt ─┐
+//      └──────────────────────┘       └───────────────────────────────────────── Div ── Mul(gamma) ── [Add(beta)] ── y
+//     =>   (x, 2, eps, gamma, beta) ── sparq.LayerNormChain ── y
+//
+// with the ReduceMeans over axes [-1] keeping it, 2 and eps float32 scalar
+// constants (eps, gamma and beta on either side of their ops), d read by the
+// Pow and the Div alone, every other intermediate by its next node alone, none
+// a graph output, in models without 16-bit floats. Its reference runs the
+// replaced nodes' reference kernels; layer_norm_chain_f32 (kernels/cpu/norm_f32.h)
+// computes the same float operations in three passes over each row.
+//
 // A GELU chain whose x is a sparq.MatMulIntegerToFloat read by nothing else
 // (quantize.mode dynamic, onnxruntime's quantize_dynamic) goes into it as its
 // activation attribute: the GEMM's epilogue runs the same row on each row of
@@ -474,6 +488,102 @@ void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::s
   }
 }
 
+// Whether `n` is a ReduceMean over the last axis only (axes [-1], the
+// attribute before opset 18, a constant input from 18) keeping it.
+bool LastAxisMean(const Model& model, const ValueIndex& index, const Node& n) {
+  if (n.op_type != "ReduceMean" || !n.domain.empty() || n.outputs.size() != 1 || n.attr_int("keepdims", 1) != 1)
+    return false;
+  if (model.opset("") < 18) return n.inputs.size() == 1 && n.attr_ints("axes") == std::vector<int64_t>{-1};
+  if (n.inputs.size() != 2) return false;
+  for (const ValueInfo& v : model.graph.initializer_inputs)
+    if (v.name == n.inputs[1]) return false;
+  auto init = model.graph.initializers.find(n.inputs[1]);
+  const Tensor* axes = init != model.graph.initializers.end() ? &init->second : nullptr;
+  if (axes == nullptr) {
+    const Node* p = index.ProducerNode(n.inputs[1]);
+    const Attribute* value = p != nullptr && p->op_type == "Constant" && p->domain.empty() ? p->attr("value") : nullptr;
+    if (value != nullptr && value->kind == Attribute::Kind::kTensor) axes = &value->t;
+  }
+  return axes != nullptr && axes->dtype() == DataType::kInt64 && axes->numel() == 1 && axes->data<int64_t>()[0] == -1;
+}
+
+// The other operand of a two-input `n` that reads `value`, in either order
+// (commutative ops).
+std::optional<std::string> OtherOperand(const Node& n, const std::string& value) {
+  if (n.inputs.size() != 2) return std::nullopt;
+  if (n.inputs[0] == value) return n.inputs[1];
+  if (n.inputs[1] == value) return n.inputs[0];
+  return std::nullopt;
+}
+
+// LayerNorm as exported below opset 17 -> sparq.LayerNormChain (see the top);
+// the last node (the Add of beta, else the Mul of gamma) keeps its name and
+// output, the others go into *removed.
+void FuseLayerNormChain(const Model& model, Graph& g, const ValueIndex& index, std::set<size_t>* removed,
+                        std::vector<std::string>* fused) {
+  // The one reader of `value` (not a graph output), of type op, or nullptr.
+  auto only_reader = [&](const std::string& value, const char* op, size_t* at) -> Node* {
+    const std::vector<size_t>& readers = index.Readers(value);
+    if (index.IsGraphOutput(value) || readers.size() != 1 || removed->count(readers[0])) return nullptr;
+    Node& n = g.nodes[readers[0]];
+    if (n.op_type != op || !n.domain.empty() || n.outputs.size() != 1) return nullptr;
+    *at = readers[0];
+    return &n;
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& mean = g.nodes[i];
+    if (removed->count(i) || !LastAxisMean(model, index, mean)) continue;
+    const std::string& x = mean.inputs[0];
+    size_t sub_at = 0, pow_at = 0, mean2_at = 0, add_at = 0, sqrt_at = 0, div_at = 0, mul_at = 0, beta_at = 0;
+    const Node* sub = only_reader(mean.outputs[0], "Sub", &sub_at);
+    if (sub == nullptr || sub->inputs.size() != 2 || sub->inputs[0] != x || sub->inputs[1] != mean.outputs[0]) continue;
+    // d = x - mean, read by the Pow and the Div alone.
+    const std::string& d = sub->outputs[0];
+    const std::vector<size_t>& d_readers = index.Readers(d);
+    if (index.IsGraphOutput(d) || d_readers.size() != 2) continue;
+    const Node* pow = nullptr;
+    const Node* div = nullptr;
+    for (size_t r : d_readers) {
+      const Node& n = g.nodes[r];
+      if (removed->count(r) || !n.domain.empty() || n.outputs.size() != 1 || n.inputs.size() != 2 || n.inputs[0] != d)
+        continue;
+      if (n.op_type == "Pow") pow = &n, pow_at = r;
+      if (n.op_type == "Div") div = &n, div_at = r;
+    }
+    if (pow == nullptr || div == nullptr) continue;
+    const std::optional<float> exponent = ConstantScalar(model, index, pow->inputs[1]);
+    if (!exponent || *exponent != 2.0f) continue;
+    const Node* mean2 = only_reader(pow->outputs[0], "ReduceMean", &mean2_at);
+    if (mean2 == nullptr || !LastAxisMean(model, index, *mean2)) continue;
+    const Node* add = only_reader(mean2->outputs[0], "Add", &add_at);
+    const std::optional<std::string> eps = add != nullptr ? OtherOperand(*add, mean2->outputs[0]) : std::nullopt;
+    if (!eps || !ConstantScalar(model, index, *eps)) continue;
+    const Node* sqrt = only_reader(add->outputs[0], "Sqrt", &sqrt_at);
+    if (sqrt == nullptr || sqrt->inputs.size() != 1 || div->inputs[1] != sqrt->outputs[0] ||
+        index.IsGraphOutput(sqrt->outputs[0]) || index.Readers(sqrt->outputs[0]).size() != 1) {
+      continue;
+    }
+    Node* mul = only_reader(div->outputs[0], "Mul", &mul_at);
+    const std::optional<std::string> gamma = mul != nullptr ? OtherOperand(*mul, div->outputs[0]) : std::nullopt;
+    if (!gamma || *gamma == div->outputs[0]) continue;
+    Node* last = mul;
+    std::string beta;
+    if (Node* b = only_reader(mul->outputs[0], "Add", &beta_at)) {
+      const std::optional<std::string> other = OtherOperand(*b, mul->outputs[0]);
+      if (other && *other != mul->outputs[0]) last = b, beta = *other;
+    }
+    const std::vector<std::string> inputs = {x, pow->inputs[1], *eps, *gamma, beta};
+    for (size_t at : {i, sub_at, pow_at, mean2_at, add_at, sqrt_at, div_at}) removed->insert(at);
+    if (last != mul) removed->insert(mul_at);
+    last->op_type = "LayerNormChain";
+    last->domain = kSparqDomain;
+    last->inputs = inputs;
+    if (beta.empty()) last->inputs.pop_back();
+    last->attributes.clear();
+    fused->push_back(last->name);
+  }
+}
+
 // A float32 initializer that run inputs cannot override, or nullptr.
 const Tensor* FixedFloatInitializer(const Graph& g, const std::string& name) {
   for (const ValueInfo& v : g.initializer_inputs)
@@ -599,6 +709,7 @@ std::vector<std::string> FuseConvActivations(Model* model) {
     FuseGeluErfChain(*model, g, index, &removed, &fused);
     FuseGeluIntoDynamicMatMul(g, index, &removed, &fused);
     FuseAttention(*model, g, index, &removed, &fused);
+    FuseLayerNormChain(*model, g, index, &removed, &fused);
   }
   if (!fused.empty()) DropNodes(model, removed);
   return fused;
