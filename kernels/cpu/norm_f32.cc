@@ -184,6 +184,9 @@ Status RunLayerNormChainF32(OpContext& ctx) {
   float* dst = out.data<float>();
   ParallelFor(ctx.pool(), rows, std::max<int64_t>(1, kChunk / n), [&](int64_t r0, int64_t r1) {
     constexpr int64_t kRows = 8;  // independent in-order sums in flight
+    thread_local std::vector<float> squares;
+    if (squares.size() < static_cast<size_t>(kRows * n)) squares.resize(static_cast<size_t>(kRows * n));
+    float* sq = squares.data();
     for (int64_t r = r0; r < r1; r += kRows) {
       const int64_t k = std::min(kRows, r1 - r);
       const float* xr = src + r * n;
@@ -191,15 +194,16 @@ Status RunLayerNormChainF32(OpContext& ctx) {
       double s[kRows] = {}, q[kRows] = {};
       for (int64_t i = 0; i < n; ++i)
         for (int64_t j = 0; j < k; ++j) s[j] += static_cast<double>(xr[j * n + i]);
-      float mean[kRows];
-      for (int64_t j = 0; j < k; ++j) mean[j] = static_cast<float>(s[j] / static_cast<double>(n));
-      for (int64_t i = 0; i < n; ++i) {
-        for (int64_t j = 0; j < k; ++j) {
-          const float d = xr[j * n + i] - mean[j];  // Sub
-          yr[j * n + i] = d;
-          q[j] += static_cast<double>(d * d);  // Pow(d, 2), then ReduceMean's sum
-        }
+      for (int64_t j = 0; j < k; ++j) {  // per row, so that the loops vectorize
+        const float mean = static_cast<float>(s[j] / static_cast<double>(n));
+        const float* x_row = xr + j * n;
+        float* d = yr + j * n;
+        float* d2 = sq + j * n;
+        for (int64_t i = 0; i < n; ++i) d[i] = x_row[i] - mean;  // Sub
+        for (int64_t i = 0; i < n; ++i) d2[i] = d[i] * d[i];     // Pow(d, 2)
       }
+      for (int64_t i = 0; i < n; ++i)  // ReduceMean's in-order sums
+        for (int64_t j = 0; j < k; ++j) q[j] += static_cast<double>(sq[j * n + i]);
       for (int64_t j = 0; j < k; ++j) {
         const float sd = std::sqrt(static_cast<float>(q[j] / static_cast<double>(n)) + eps);  // Add, Sqrt
         float* y = yr + j * n;

@@ -6,7 +6,9 @@
 //   fold-constant-subgraphs    constant subgraphs -> initializers (graph_folding.h)
 //   fold-pads                  zero Pad (also DQ -> Pad -> Q) into the next Conv (graph_folding.h)
 //   fuse-qdq                   DQ -> op -> Q into integer operators (qdq_fusion.h)
-//   fuse-conv-activation       Conv + Relu / Clip / SiLU into one node (float_fusion.h)
+//   fuse-conv-activation       Conv + Relu / Clip / SiLU into one node; SiLU, HardSwish, GELU,
+//                              attention (BERT's, torch SDPA's) and LayerNorm chains
+//                              (below opset 17) each one node (float_fusion.h)
 //   fuse-pointwise-depthwise   1x1 Conv + the depthwise Conv reading it (float_fusion.h)
 #pragma once
 
