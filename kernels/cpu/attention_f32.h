@@ -5,7 +5,7 @@
 //   for each row i of Q (four at a time):
 //     s = Q[i] K^T  (x or / scale) (+ mask row)      scores of one row, n floats
 //     s = softmax(s)                                 the softmax_f32 row's computation
-//     [s = fill where the reference's softmax is NaN: SoftmaxRowIsNaN]
+//     [s = fill where the reference's softmax is NaN: SoftmaxRowIsNaN, activation_f32.h]
 //     y[i] = s V                                     dv floats
 //
 // nothing of the [heads, m, n] scores leaves the cache. Q and K^T scaled
@@ -21,8 +21,8 @@
 #pragma once
 
 #include <cstdint>
-#include <limits>
 
+#include "kernels/cpu/activation_f32.h"  // SoftmaxRowIsNaN
 #include "kernels/cpu/internal.h"  // SPARQ_CPU_X86
 #include "kernels/cpu/kernel_args.h"
 
@@ -30,22 +30,6 @@ namespace sparq {
 namespace cpu {
 
 constexpr float kAttentionF32RelTol = 1e-5f;
-
-// Whether the reference's Softmax of this row of scores is NaN throughout: the
-// row holds a NaN, or its maximum is infinite (+inf - +inf; every score -inf,
-// a fully masked row). Otherwise none of its values is NaN. torch's SDPA
-// export replaces those NaNs (Where(IsNaN(p), c, p)): AttentionF32Args::nan_fill.
-// Counted with compares only (NaN or +inf: not below +inf), so that the loop
-// vectorizes.
-inline bool SoftmaxRowIsNaN(const float* s, int64_t n) {
-  constexpr float kInf = std::numeric_limits<float>::infinity();
-  int32_t nan_or_inf = 0, minus_inf = 0;
-  for (int64_t j = 0; j < n; ++j) {
-    nan_or_inf += !(s[j] < kInf);
-    minus_inf += s[j] == -kInf;
-  }
-  return nan_or_inf != 0 || minus_inf == n;
-}
 
 // The rows r < R of the probabilities p (n apart) that were NaN rows of scores
 // (nan_row[r]) set to args.fill, after the softmax; nothing without nan_fill.

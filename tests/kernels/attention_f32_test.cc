@@ -259,17 +259,11 @@ TEST_P(AttentionF32Test, FusesTorchSdpaExport) {
     EXPECT_EQ(std::memcmp(fused_ref.y.raw_data(), want.y.raw_data(), want.y.nbytes()), 0);
     const RunResult got = RunModel(m, feed, false, true, 1);
     ASSERT_EQ(got.y.shape(), want.y.shape());
-    // The fully masked row (batch 1, row 5, every head): unfused, the
-    // softmax_f32 avx2 / avx512 rows give it 1/n where the reference's Softmax
-    // gives NaN (not this fusion's concern); fused and guarded it is zeros.
-    auto masked = [&](int64_t i) {
-      const int64_t at = i / 19;  // [b, h, s] or [b, s, h]
-      const int64_t s_index = c.transposes ? at / 3 % 37 : at % 37, b = at / (3 * 37);
-      return b == 1 && s_index == 5;
-    };
+    // The fully masked row (batch 1, row 5, head 0) is zeros when guarded:
+    // fused, the guard's fill; unfused, the softmax_f32 rows make it NaN as
+    // the reference does and the Where replaces it.
     const int64_t row = c.transposes ? (37 + 5) * 3 * 19 : (3 * 37 + 5) * 19;
     for (int64_t i = 0; i < want.y.numel(); ++i) {
-      if (!c.fuses && masked(i)) continue;
       const float w = want.y.data<float>()[i], v = got.y.data<float>()[i];
       if (std::isnan(w)) {  // unguarded fully masked rows (every head): NaN in the reference
         ASSERT_TRUE(!c.guard || c.swapped) << i;
@@ -277,7 +271,7 @@ TEST_P(AttentionF32Test, FusesTorchSdpaExport) {
       }
       ASSERT_NEAR(v, w, cpu::kAttentionF32RelTol * 3.0f) << i;
     }
-    if (c.guard && c.fuses)
+    if (c.guard && !c.swapped)
       for (int64_t j = 0; j < 19; ++j) EXPECT_EQ(got.y.data<float>()[row + j], 0.0f) << j;
     const RunResult three = RunModel(m, feed, false, true, 3);
     EXPECT_EQ(std::memcmp(three.y.raw_data(), got.y.raw_data(), got.y.nbytes()), 0);
@@ -289,7 +283,8 @@ TEST_P(AttentionF32Test, FusesTorchSdpaExport) {
 }
 
 // SoftmaxRowIsNaN says which rows of scores the reference's Softmax turns into
-// NaNs: a NaN or +inf in the row, or every score -inf.
+// NaNs: a NaN or +inf in the row, or every score -inf; the softmax_f32 row
+// gives those rows NaN too.
 TEST(AttentionF32, SoftmaxRowIsNaN) {
   const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
   const std::vector<std::pair<std::vector<float>, bool>> rows = {
@@ -305,13 +300,16 @@ TEST(AttentionF32, SoftmaxRowIsNaN) {
     m.graph.inputs.back().has_shape = false;
     m.graph.outputs.push_back(testing::FloatInput("p", {}));
     m.graph.nodes.push_back({"softmax", "Softmax", "", {"x"}, {"p"}, {Attribute::Int("axis", -1)}, ""});
-    ExecutorOptions options;
-    options.backend = "reference";
-    auto exec = Executor::Create(m, options);
-    ASSERT_TRUE(exec.ok());
-    TensorMap out;
-    ASSERT_TRUE((*exec)->Run({{"x", t}}, &out).ok());
-    for (int64_t j = 0; j < out["p"].numel(); ++j) EXPECT_EQ(std::isnan(out["p"].data<float>()[j]), want) << j;
+    for (const char* backend : {"reference", "cpu"}) {  // the softmax_f32 row agrees
+      ExecutorOptions options;
+      options.backend = backend;
+      auto exec = Executor::Create(m, options);
+      ASSERT_TRUE(exec.ok());
+      TensorMap out;
+      ASSERT_TRUE((*exec)->Run({{"x", t}}, &out).ok());
+      for (int64_t j = 0; j < out["p"].numel(); ++j)
+        EXPECT_EQ(std::isnan(out["p"].data<float>()[j]), want) << backend << " " << j;
+    }
   }
 }
 
