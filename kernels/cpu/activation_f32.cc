@@ -323,7 +323,8 @@ Status RunErfF32(OpContext& ctx) {
 
 // Softmax of float32. Over the last axis (opset 13's default axis -1, or
 // before opset 13 the dimensions from `axis` on, flattened) on the
-// softmax_f32 row per row; over another axis (opset 13) on the
+// softmax_f32 row per row (a row the reference makes NaN throughout, NaN:
+// SoftmaxRowIsNaN); over another axis (opset 13) on the
 // softmax_columns_f32 row, the columns after the axis side by side.
 Status RunSoftmaxF32(OpContext& ctx) {
   if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 || ctx.input(0).rank() == 0)
@@ -349,7 +350,11 @@ Status RunSoftmaxF32(OpContext& ctx) {
   if (inner == 1) {
     const SoftmaxF32Fn row = row_of(CpuOp::kSoftmaxF32).get<SoftmaxF32Fn>();
     ParallelFor(ctx.pool(), outer, std::max<int64_t>(1, kChunk / n), [&](int64_t r0, int64_t r1) {
-      for (int64_t r = r0; r < r1; ++r) row(src + r * n, dst + r * n, n);
+      for (int64_t r = r0; r < r1; ++r) {
+        row(src + r * n, dst + r * n, n);
+        if (cpu::SoftmaxRowIsNaN(src + r * n, n))  // the fast exp turns -inf - -inf into a number
+          std::fill(dst + r * n, dst + (r + 1) * n, std::numeric_limits<float>::quiet_NaN());
+      }
     });
   } else {
     // Tasks of (outer index, block of columns); every column on its own.

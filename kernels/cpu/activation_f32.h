@@ -45,6 +45,7 @@
 #pragma once
 
 #include <cstdint>
+#include <limits>
 
 #include "kernels/cpu/dispatch.h"
 #include "kernels/cpu/internal.h"  // SPARQ_CPU_X86
@@ -59,6 +60,23 @@ namespace cpu {
 // nullptr for any other node. For the conv rows (gemm_f32, depthwise_f32,
 // spmm_bsr4x4_f32) when they prepare.
 SigmoidF32Fn FusedSiluRow(const Node& node);
+
+// Whether the reference's Softmax of this row of scores is NaN throughout: the
+// row holds a NaN, or its maximum is infinite (+inf - +inf; every score -inf,
+// a fully masked row). Otherwise none of its values is NaN. The softmax_f32
+// rows give such rows NaN as the reference does (RunSoftmaxF32); torch's SDPA
+// export replaces those NaNs (Where(IsNaN(p), c, p)): AttentionF32Args::nan_fill.
+// Counted with compares only (NaN or +inf: not below +inf), so that the loop
+// vectorizes.
+inline bool SoftmaxRowIsNaN(const float* s, int64_t n) {
+  constexpr float kInf = std::numeric_limits<float>::infinity();
+  int32_t nan_or_inf = 0, minus_inf = 0;
+  for (int64_t j = 0; j < n; ++j) {
+    nan_or_inf += !(s[j] < kInf);
+    minus_inf += s[j] == -kInf;
+  }
+  return nan_or_inf != 0 || minus_inf == n;
+}
 
 constexpr float kErfF32AbsTol = 1e-6f;
 constexpr float kSoftmaxF32AbsTol = 1e-6f;

@@ -26,7 +26,9 @@ void AttentionHeadPortable(const AttentionF32Args& a) {
       s[j] = a.divide ? s[j] / a.scale : s[j] * a.scale;
       if (a.mask != nullptr) s[j] += a.mask[i * a.mask_row_stride + j * a.mask_col_stride];
     }
+    const NaNRowGuard<1> guard(a, s);
     SoftmaxRowPortable(s, s, a.n);
+    guard.Fill(a, s);
     float* y = a.y + i * a.y_ld;
     std::fill(y, y + a.dv, 0.0f);
     for (int64_t j = 0; j < a.n; ++j)
@@ -46,8 +48,9 @@ using cpu::RowKernel;
 // the same leading dimensions (layout "bshd": Q [b, m, h, d], K [b, n, h, d],
 // V [b, n, h, dv] and y [b, m, h, dv], the Transposes around BERT's attention
 // folded in), a one-value scale of rank <= Q's, a float32 mask that
-// broadcasts to the scores [..., m, n] without adding dimensions; anything
-// else runs the reference (the unfused nodes), which names errors.
+// broadcasts to the scores [..., m, n] without adding dimensions, one-value
+// q_scale / k_scale / nan_fill as the scale; anything else runs the reference
+// (the unfused nodes), which names errors.
 Status RunAttentionF32(OpContext& ctx) {
   const std::string scale_op = ctx.node().attr_string("scale_op", "none");
   const bool bshd = ctx.node().attr_string("layout", "bhsd") == "bshd";
@@ -84,8 +87,20 @@ Status RunAttentionF32(OpContext& ctx) {
     args.scale = c.data<float>()[0];
     args.divide = scale_op == "Div";
   }
-  // The mask's strides over the scores' dimensions [lead..., m, n] (0 where it broadcasts).
   const size_t srank = lead.size() + 2;
+  // q_scale, k_scale, nan_fill (torch's SDPA export): one float32 value each,
+  // of a rank that does not widen what it applies to.
+  float q_scale = 1.0f, k_scale = 1.0f;
+  const bool scale_q = ctx.has_input(5), scale_k = ctx.has_input(6);
+  for (size_t i = 5; i < 8; ++i) {
+    if (!ctx.has_input(i)) continue;
+    const Tensor& c = ctx.input(i);
+    if (c.dtype() != DataType::kFloat32 || c.numel() != 1 || c.rank() > (i == 7 ? srank : rank))
+      return RunReferenceKernel(ctx);
+    (i == 5 ? q_scale : i == 6 ? k_scale : args.fill) = c.data<float>()[0];
+  }
+  args.nan_fill = ctx.has_input(7);
+  // The mask's strides over the scores' dimensions [lead..., m, n] (0 where it broadcasts).
   std::vector<int64_t> mask_strides(srank, 0);
   if (ctx.has_input(3)) {
     const Tensor& mask = ctx.input(3);
@@ -113,9 +128,10 @@ Status RunAttentionF32(OpContext& ctx) {
   }
   const AttentionF32Fn head_fn = PreparedRow<AttentionF32Fn>(ctx);
   ParallelFor(ctx.pool(), heads, 1, [&](int64_t h0, int64_t h1) {
-    thread_local std::vector<float> scratch, kt_packed;
+    thread_local std::vector<float> scratch, kt_packed, q_packed;
     if (scratch.size() < static_cast<size_t>(4 * args.n)) scratch.resize(static_cast<size_t>(4 * args.n));
-    if (bshd && kt_packed.size() < static_cast<size_t>(args.d * args.n)) kt_packed.resize(args.d * args.n);
+    if ((bshd || scale_k) && kt_packed.size() < static_cast<size_t>(args.d * args.n)) kt_packed.resize(args.d * args.n);
+    if (scale_q && q_packed.size() < static_cast<size_t>(args.m * args.d)) q_packed.resize(args.m * args.d);
     for (int64_t h = h0; h < h1; ++h) {
       AttentionF32Args head = args;
       if (bshd) {  // batch b, head e: Q[b, :, e, :] and so on; K^T of the head packed
@@ -126,13 +142,22 @@ Status RunAttentionF32(OpContext& ctx) {
         const float* kh = k.data<float>() + (b * args.n * lead[1] + e) * args.d;
         const int64_t k_ld = args.d * lead[1];
         for (int64_t t = 0; t < args.d; ++t)  // K's rows of the head stay in L1 (n * d floats)
-          for (int64_t j = 0; j < args.n; ++j) kt_packed[t * args.n + j] = kh[j * k_ld + t];
+          for (int64_t j = 0; j < args.n; ++j) kt_packed[t * args.n + j] = kh[j * k_ld + t] * k_scale;  // x 1: exact
         head.kt = kt_packed.data();
       } else {
         head.q = q.data<float>() + h * args.m * args.d;
         head.kt = k.data<float>() + h * args.d * args.n;
         head.v = v.data<float>() + h * args.n * args.dv;
         head.y = y.data<float>() + h * args.m * args.dv;
+        if (scale_k) {  // the unfused Mul's products
+          for (int64_t e = 0; e < args.d * args.n; ++e) kt_packed[e] = head.kt[e] * k_scale;
+          head.kt = kt_packed.data();
+        }
+      }
+      if (scale_q) {
+        for (int64_t r = 0; r < args.m; ++r)
+          for (int64_t t = 0; t < args.d; ++t) q_packed[r * args.d + t] = head.q[r * head.q_ld + t] * q_scale;
+        head.q = q_packed.data(), head.q_ld = args.d;
       }
       if (head.mask != nullptr) {
         int64_t offset = 0, rest = h;

@@ -44,7 +44,9 @@ void Rows(const AttentionF32Args& a, int64_t i0, float* s) {
       _mm256_maskstore_ps(s + r * a.n + j, k, x);
     }
   }
+  const NaNRowGuard<R> guard(a, s);
   for (int r = 0; r < R; ++r) SoftmaxRowAvx2(s + r * a.n, s + r * a.n, a.n);
+  guard.Fill(a, s);
   for (int64_t c = 0; c < a.dv; c += 8) {
     const __m256i k = TailMask8(a.dv - c);
     __m256 acc[R];

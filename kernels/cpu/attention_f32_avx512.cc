@@ -46,7 +46,9 @@ void Rows(const AttentionF32Args& a, int64_t i0, float* s) {
       _mm512_mask_storeu_ps(s + r * a.n + j, k, x);
     }
   }
+  const NaNRowGuard<R> guard(a, s);
   SoftmaxRowsAvx512(s, s, R, a.n, a.n);
+  guard.Fill(a, s);
   for (int64_t c = 0; c < a.dv; c += 16) {
     const __mmask16 k = TailMask(a.dv - c);
     __m512 acc[R];

@@ -526,6 +526,8 @@ struct AttentionF32Args {
   const float* mask = nullptr;  // nullptr: none
   int64_t mask_row_stride = 0;  // 0: one mask row for every i
   int64_t mask_col_stride = 1;  // 0: one value for every j
+  bool nan_fill = false;        // rows whose softmax is NaN (SoftmaxRowIsNaN) become `fill`
+  float fill = 0.0f;
   float* scratch = nullptr;     // 4 * n floats, the kernel's
 };
 

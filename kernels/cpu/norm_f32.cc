@@ -152,9 +152,75 @@ Status RunLayerNormF32(OpContext& ctx) {
   return Status::OK();
 }
 
+// Whether `t` is float32 with one value per element of the last axis (n of
+// them, every other dimension 1) and a rank that does not widen x's.
+bool LastAxisVector(const Tensor& t, int64_t n, size_t x_rank) {
+  if (t.dtype() != DataType::kFloat32 || t.numel() != n || t.rank() > x_rank) return false;
+  return t.rank() == 0 ? n == 1 : t.dim(t.rank() - 1) == n;
+}
+
+// sparq.LayerNormChain of float32 (norm_f32.h): rows of the last axis, each
+// step the unfused node's float operation (the mean and the mean of squares
+// summed in order in double and rounded as ReduceMean rounds them), kRows
+// rows' sums interleaved. Other shapes and types run the reference.
+Status RunLayerNormChainF32(OpContext& ctx) {
+  for (size_t i = 0; i < 4; ++i)
+    if (!ctx.has_input(i) || ctx.input(i).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  if (x.rank() == 0 || x.dim(x.rank() - 1) == 0) return RunReferenceKernel(ctx);
+  const int64_t n = x.dim(x.rank() - 1);
+  const int64_t rows = x.numel() / n;
+  const Tensor &exponent = ctx.input(1), &eps_t = ctx.input(2), &gamma_t = ctx.input(3);
+  if (exponent.numel() != 1 || exponent.rank() > x.rank() || exponent.data<float>()[0] != 2.0f ||
+      eps_t.numel() != 1 || eps_t.rank() > x.rank() || !LastAxisVector(gamma_t, n, x.rank()) ||
+      (ctx.has_input(4) && (ctx.input(4).dtype() != DataType::kFloat32 || !LastAxisVector(ctx.input(4), n, x.rank())))) {
+    return RunReferenceKernel(ctx);
+  }
+  const float eps = eps_t.data<float>()[0];
+  const float* gamma = gamma_t.data<float>();
+  const float* beta = ctx.has_input(4) ? ctx.input(4).data<float>() : nullptr;
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  ParallelFor(ctx.pool(), rows, std::max<int64_t>(1, kChunk / n), [&](int64_t r0, int64_t r1) {
+    constexpr int64_t kRows = 8;  // independent in-order sums in flight
+    thread_local std::vector<float> squares;
+    if (squares.size() < static_cast<size_t>(kRows * n)) squares.resize(static_cast<size_t>(kRows * n));
+    float* sq = squares.data();
+    for (int64_t r = r0; r < r1; r += kRows) {
+      const int64_t k = std::min(kRows, r1 - r);
+      const float* xr = src + r * n;
+      float* yr = dst + r * n;
+      double s[kRows] = {}, q[kRows] = {};
+      for (int64_t i = 0; i < n; ++i)
+        for (int64_t j = 0; j < k; ++j) s[j] += static_cast<double>(xr[j * n + i]);
+      for (int64_t j = 0; j < k; ++j) {  // per row, so that the loops vectorize
+        const float mean = static_cast<float>(s[j] / static_cast<double>(n));
+        const float* x_row = xr + j * n;
+        float* d = yr + j * n;
+        float* d2 = sq + j * n;
+        for (int64_t i = 0; i < n; ++i) d[i] = x_row[i] - mean;  // Sub
+        for (int64_t i = 0; i < n; ++i) d2[i] = d[i] * d[i];     // Pow(d, 2)
+      }
+      for (int64_t i = 0; i < n; ++i)  // ReduceMean's in-order sums
+        for (int64_t j = 0; j < k; ++j) q[j] += static_cast<double>(sq[j * n + i]);
+      for (int64_t j = 0; j < k; ++j) {
+        const float sd = std::sqrt(static_cast<float>(q[j] / static_cast<double>(n)) + eps);  // Add, Sqrt
+        float* y = yr + j * n;
+        for (int64_t i = 0; i < n; ++i) y[i] = (y[i] / sd) * gamma[i];  // Div, Mul
+        if (beta != nullptr)
+          for (int64_t i = 0; i < n; ++i) y[i] = y[i] + beta[i];  // Add
+      }
+    }
+  });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
 }  // namespace
 
 void RegisterCpuNormF32Ops(KernelRegistry& r) {
+  r.Add({"LayerNormChain", kSparqDomain, 1, 99, RunLayerNormChainF32, "layer_norm_chain_f32"});
   r.Add({"BatchNormalization", "", 1, 99, RunBatchNormF32, "scale_shift_f32",
          WithoutContext(PrepareRow<CpuOp::kScaleShiftF32>, RowKernel)});
   r.Add({"LayerNormalization", "", 1, 99, RunLayerNormF32, "layer_norm_f32",

@@ -11,6 +11,13 @@
 //                    interleaved so that the sums overlap; avx512: eight
 //                    rows in the lanes of a register), each value computed
 //                    in double and rounded once.
+//   layer_norm_chain_f32  sparq.LayerNormChain (LayerNorm as exported below
+//                    opset 17: ReduceMean, Sub, Pow 2, ReduceMean, Add, Sqrt,
+//                    Div, Mul, Add, fused by runtime/passes/float_fusion.h):
+//                    one pass per row for the mean, one for the squares, one
+//                    for the output, each value through the unfused nodes'
+//                    float operations (a registry row of norm_f32.cc; no ISA
+//                    variants).
 //   conv_transpose_f32  a ConvTranspose whose stride equals its kernel
 //                    (ConvTransposeF32Args), e.g. the 2x2 / stride 2
 //                    upsampling of PP-OCR's detector head.

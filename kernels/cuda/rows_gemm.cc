@@ -404,6 +404,8 @@ Status BinaryInPlace(const OpContext& ctx, CudaContext& cuda, BinaryOp op, Tenso
 
 Status AttentionF32(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(3));
+  for (size_t i = 5; i < ctx.num_inputs(); ++i)  // torch's SDPA form: the host's rows
+    if (ctx.has_input(i)) return ctx.NotSupported("attention_f32_cuda takes no q_scale, k_scale or nan_fill");
   for (size_t i = 0; i < 5; ++i) {
     if (!ctx.has_input(i)) continue;
     SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, i));

@@ -410,7 +410,45 @@ Status MvnKernel(OpContext& ctx) {
 
 }  // namespace
 
+// sparq.LayerNormChain (runtime/passes/float_fusion.h): LayerNorm as exported
+// below opset 17, inputs x, exponent (2), epsilon, gamma and an optional beta.
+// The nodes it replaces, on their reference kernels, in their order:
+//   d = Sub(x, ReduceMean(x, axes [-1]))
+//   y = Mul(Div(d, Sqrt(Add(ReduceMean(Pow(d, exponent), axes [-1]), epsilon))), gamma) [Add(., beta)]
+// so the fused graph's reference gives the unfused graph's bits.
+namespace {
+Status LayerNormChainKernel(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(4));
+  const KernelRegistry& ref = KernelRegistry::Reference();
+  // Runs the reference kernel of `op` (opset 13) on `inputs` into *out.
+  auto run = [&](const char* op, std::vector<const Tensor*> inputs, std::vector<Attribute> attrs, Tensor* out) {
+    const KernelDef* def = ref.Find(op, "", 13);
+    if (def == nullptr) return ctx.NotSupported(std::string("no reference kernel for ") + op);
+    const Node step{ctx.node().name + "/" + op, op, "", {}, {"y"}, std::move(attrs), ""};
+    OpContext step_ctx(step, 13, std::move(inputs), ctx.pool());
+    Status st = def->fn(step_ctx);
+    if (!st.ok()) return ctx.Error(st.code(), st.message());
+    *out = std::move(step_ctx.outputs()[0]);
+    return Status::OK();
+  };
+  const std::vector<Attribute> last_axis = {Attribute::Ints("axes", {-1})};
+  Tensor mean, d, sq, var, y;
+  SPARQ_RETURN_IF_ERROR(run("ReduceMean", {&ctx.input(0)}, last_axis, &mean));
+  SPARQ_RETURN_IF_ERROR(run("Sub", {&ctx.input(0), &mean}, {}, &d));
+  SPARQ_RETURN_IF_ERROR(run("Pow", {&d, &ctx.input(1)}, {}, &sq));
+  SPARQ_RETURN_IF_ERROR(run("ReduceMean", {&sq}, last_axis, &var));
+  SPARQ_RETURN_IF_ERROR(run("Add", {&var, &ctx.input(2)}, {}, &var));
+  SPARQ_RETURN_IF_ERROR(run("Sqrt", {&var}, {}, &var));
+  SPARQ_RETURN_IF_ERROR(run("Div", {&d, &var}, {}, &y));
+  SPARQ_RETURN_IF_ERROR(run("Mul", {&y, &ctx.input(3)}, {}, &y));
+  if (ctx.has_input(4)) SPARQ_RETURN_IF_ERROR(run("Add", {&y, &ctx.input(4)}, {}, &y));
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+}  // namespace
+
 void RegisterNormOps(KernelRegistry& r) {
+  r.Add({"LayerNormChain", kSparqDomain, 1, 99, LayerNormChainKernel, "ref"});
   r.Add({"BatchNormalization", "", 1, 99, BatchNormKernel, "ref"});
   r.Add({"LayerNormalization", "", 1, 99, LayerNormKernel, "ref"});
   r.Add({"InstanceNormalization", "", 1, 99, InstanceNormKernel, "ref"});

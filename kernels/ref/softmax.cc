@@ -126,12 +126,16 @@ Status SoftmaxKernel(OpContext& ctx) {
 }  // namespace
 
 // sparq.Attention (runtime/passes/float_fusion.h): Q, K^T, V, an optional mask and
-// an optional scale constant; attribute scale_op "Mul", "Div" or "none";
+// an optional scale constant; then, each optional, q_scale and k_scale (Q and
+// K^T multiplied by them first, torch's SDPA export) and nan_fill (the
+// probabilities' NaNs replaced by it: Where(IsNaN(p), nan_fill, p));
+// attribute scale_op "Mul", "Div" or "none";
 // layout "bhsd" (the default) or "bshd" (then Q, K, V and y are the
 // Transposes' other sides, transposed here). The nodes it replaces, on their
 // reference kernels, in their order:
-//   scores = MatMul(Q, K^T) [Mul(., scale) | Div(., scale)] [Add(., mask)]
-//   y = MatMul(Softmax(scores, axis -1), V)
+//   scores = MatMul([Mul(Q, q_scale)], [Mul(K^T, k_scale)]) [Mul(., scale) | Div(., scale)] [Add(., mask)]
+//   p = Softmax(scores, axis -1) [Where(IsNaN(p), nan_fill, p)]
+//   y = MatMul(p, V)
 // so the fused graph's reference gives the unfused graph's bits.
 Status Attention(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(3));
@@ -163,11 +167,19 @@ Status Attention(OpContext& ctx) {
     SPARQ_RETURN_IF_ERROR(run("Transpose", {&ctx.input(1)}, {Attribute::Ints("perm", {0, 2, 3, 1})}, &kt));
     SPARQ_RETURN_IF_ERROR(run("Transpose", {&ctx.input(2)}, {Attribute::Ints("perm", {0, 2, 1, 3})}, &v));
   }
+  if (!bshd) q = ctx.input(0), kt = ctx.input(1);
+  if (ctx.has_input(5)) SPARQ_RETURN_IF_ERROR(run("Mul", {&q, &ctx.input(5)}, {}, &q));
+  if (ctx.has_input(6)) SPARQ_RETURN_IF_ERROR(run("Mul", {&kt, &ctx.input(6)}, {}, &kt));
   Tensor scores, p, y;
-  SPARQ_RETURN_IF_ERROR(run("MatMul", {bshd ? &q : &ctx.input(0), bshd ? &kt : &ctx.input(1)}, {}, &scores));
+  SPARQ_RETURN_IF_ERROR(run("MatMul", {&q, &kt}, {}, &scores));
   if (scale_op != "none") SPARQ_RETURN_IF_ERROR(run(scale_op.c_str(), {&scores, &ctx.input(4)}, {}, &scores));
   if (ctx.has_input(3)) SPARQ_RETURN_IF_ERROR(run("Add", {&scores, &ctx.input(3)}, {}, &scores));
   SPARQ_RETURN_IF_ERROR(run("Softmax", {&scores}, {Attribute::Int("axis", -1)}, &p));
+  if (ctx.has_input(7)) {
+    Tensor nan;
+    SPARQ_RETURN_IF_ERROR(run("IsNaN", {&p}, {}, &nan));
+    SPARQ_RETURN_IF_ERROR(run("Where", {&nan, &ctx.input(7), &p}, {}, &p));
+  }
   SPARQ_RETURN_IF_ERROR(run("MatMul", {&p, bshd ? &v : &ctx.input(2)}, {}, &y));
   if (bshd) SPARQ_RETURN_IF_ERROR(run("Transpose", {&y}, {Attribute::Ints("perm", {0, 2, 1, 3})}, &y));
   ctx.set_output(0, std::move(y));

@@ -59,6 +59,31 @@
 // fast rows keep the scores of a few rows in the cache
 // (kernels/cpu/attention_f32.h).
 //
+// torch's scaled_dot_product_attention as its exporter decomposes it (opset
+// 14 / 17, TorchScript) scales Q and K^T before the product and guards the
+// probabilities of fully masked rows:
+//
+//   Q ── Mul(a) ── MatMul ── Add(mask) ── Softmax(-1) ─┬─ IsNaN ── Where(., c, p) ── MatMul ── y
+//   K^T ── Mul(b) ──┘                                  └───────────────┘        V ──┘
+//     =>   (Q, K^T, V, mask, s, a, b, c) ── sparq.Attention ── y
+//
+// each Mul optional (a, b float32 scalar constants, either operand order),
+// c a float32 scalar constant, p read only by the IsNaN and the Where.
+//
+// LayerNorm as exported below opset 17 (torch's TorchScript exporter at
+// opset 14, paddle2onnx), one node with the unfused nodes' bits:
+//
+//   x ─┬─ ReduceMean(-1) ── Sub ── d ─┬─ Pow(2) ── ReduceMean(-1) ── Add(eps) ── Sqrt ─┐
+//      └──────────────────────┘       └───────────────────────────────────────── Div ── Mul(gamma) ── [Add(beta)] ── y
+//     =>   (x, 2, eps, gamma, beta) ── sparq.LayerNormChain ── y
+//
+// with the ReduceMeans over axes [-1] keeping it, 2 and eps float32 scalar
+// constants (eps, gamma and beta on either side of their ops), d read by the
+// Pow and the Div alone, every other intermediate by its next node alone, none
+// a graph output, in models without 16-bit floats. Its reference runs the
+// replaced nodes' reference kernels; layer_norm_chain_f32 (kernels/cpu/norm_f32.h)
+// computes the same float operations in three passes over each row.
+//
 // A GELU chain whose x is a sparq.MatMulIntegerToFloat read by nothing else
 // (quantize.mode dynamic, onnxruntime's quantize_dynamic) goes into it as its
 // activation attribute: the GEMM's epilogue runs the same row on each row of
@@ -419,9 +444,10 @@ void FuseGeluIntoDynamicMatMul(Graph& g, const ValueIndex& index, std::set<size_
   }
 }
 
-// MatMul -> [Mul | Div by a scalar] -> [Add(mask)] -> Softmax(-1) -> MatMul
-// -> sparq.Attention (see the top); the second MatMul keeps its name and
-// output, the other nodes go into *removed.
+// MatMul -> [Mul | Div by a scalar] -> [Add(mask)] -> Softmax(-1) -> [NaN
+// guard] -> MatMul -> sparq.Attention, Q and K^T each through an optional
+// Mul by a scalar (see the top); the second MatMul keeps its name and output,
+// the other nodes go into *removed.
 void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::set<size_t>* removed,
                    std::vector<std::string>* fused) {
   const int64_t default_axis = model.opset("") < 13 ? 1 : -1;
@@ -432,8 +458,36 @@ void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::s
       continue;
     }
     size_t softmax_at = 0, add_at = 0;
-    const Node* softmax = OnlyReaderProduct(g, index, *removed, mm2.inputs[0], "Softmax", &softmax_at);
-    if (softmax == nullptr || softmax->inputs.size() != 1 || softmax->attr_int("axis", default_axis) != -1) continue;
+    std::vector<size_t> chain;
+    // torch's scaled_dot_product_attention guard: Where(IsNaN(p), c, p) between
+    // the Softmax and the MatMul, p read by nothing else.
+    std::string probs = mm2.inputs[0], nan_fill;
+    if (size_t where_at = 0, isnan_at = 0;
+        const Node* where = OnlyReaderProduct(g, index, *removed, probs, "Where", &where_at)) {
+      const std::optional<size_t> isnan_p = where->inputs.size() == 3 ? index.Producer(where->inputs[0]) : std::nullopt;
+      if (!isnan_p) continue;
+      isnan_at = *isnan_p;
+      const Node& isnan = g.nodes[isnan_at];
+      const std::string& p = where->inputs[2];
+      if (removed->count(isnan_at) || isnan.op_type != "IsNaN" || !isnan.domain.empty() || isnan.inputs.size() != 1 ||
+          isnan.inputs[0] != p || index.IsGraphOutput(where->inputs[0]) || index.Readers(where->inputs[0]).size() != 1 ||
+          index.IsGraphOutput(p) || index.Readers(p).size() != 2 || !ConstantScalar(model, index, where->inputs[1])) {
+        continue;
+      }
+      const std::optional<size_t> sm = index.Producer(p);
+      if (!sm || removed->count(*sm) || g.nodes[*sm].op_type != "Softmax" || !g.nodes[*sm].domain.empty() ||
+          g.nodes[*sm].outputs.size() != 1) {
+        continue;
+      }
+      nan_fill = where->inputs[1];
+      chain = {where_at, isnan_at};
+      softmax_at = *sm;
+    } else if (!OnlyReaderProduct(g, index, *removed, probs, "Softmax", &softmax_at)) {
+      continue;
+    }
+    const Node* softmax = &g.nodes[softmax_at];
+    if (softmax->inputs.size() != 1 || softmax->attr_int("axis", default_axis) != -1) continue;
+    chain.push_back(softmax_at);
     // The chain up from `value` to the first MatMul: [Mul | Div by a scalar], MatMul.
     struct Head {
       std::string scale_op = "none", scale;
@@ -463,7 +517,6 @@ void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::s
     };
     std::string mask;
     std::optional<Head> head = head_of(softmax->inputs[0]);
-    std::vector<size_t> chain = {softmax_at};
     if (const Node* add = OnlyReaderProduct(g, index, *removed, softmax->inputs[0], "Add", &add_at);
         !head && add != nullptr && add->inputs.size() == 2) {
       for (int k = 0; k < 2 && !head; ++k) {  // either side may be the scores
@@ -475,6 +528,21 @@ void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::s
     if (!head) continue;
     const Node* mm1 = head->mm1;
     chain.insert(chain.end(), head->nodes.begin(), head->nodes.end());
+    // torch's SDPA scales Q and K^T each by sqrt(scale) before the product:
+    // operand -> Mul(c) -> MatMul, c a float32 scalar constant, either order.
+    std::string operand[2] = {mm1->inputs[0], mm1->inputs[1]}, operand_scale[2];
+    for (int side = 0; side < 2; ++side) {
+      size_t at = 0;
+      const Node* mul = OnlyReaderProduct(g, index, *removed, operand[side], "Mul", &at);
+      if (mul == nullptr || mul->inputs.size() != 2) continue;
+      for (int k = 0; k < 2; ++k) {
+        if (!ConstantScalar(model, index, mul->inputs[k]) || ConstantScalar(model, index, mul->inputs[1 - k])) continue;
+        operand_scale[side] = mul->inputs[k];
+        operand[side] = mul->inputs[1 - k];
+        chain.push_back(at);
+        break;
+      }
+    }
     // BERT's Transposes around it (Q, V: [b, s, h, d] -> [b, h, s, d], K: -> [b, h, d, s],
     // the output back): all four go into the node (layout "bshd"), or none.
     auto transpose_of = [&](const std::string& value, std::vector<int64_t> perm, size_t* at) -> const Node* {
@@ -482,8 +550,8 @@ void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::s
       return t != nullptr && t->inputs.size() == 1 && t->attr_ints("perm") == perm ? t : nullptr;
     };
     size_t tq = 0, tk = 0, tv = 0;
-    const Node* q_t = transpose_of(mm1->inputs[0], {0, 2, 1, 3}, &tq);
-    const Node* k_t = transpose_of(mm1->inputs[1], {0, 2, 3, 1}, &tk);
+    const Node* q_t = transpose_of(operand[0], {0, 2, 1, 3}, &tq);
+    const Node* k_t = transpose_of(operand[1], {0, 2, 3, 1}, &tk);
     const Node* v_t = transpose_of(mm2.inputs[1], {0, 2, 1, 3}, &tv);
     const std::vector<size_t>& y_readers = index.Readers(mm2.outputs[0]);
     const Node* y_t = y_readers.size() == 1 && !index.IsGraphOutput(mm2.outputs[0]) ? &g.nodes[y_readers[0]] : nullptr;
@@ -493,7 +561,9 @@ void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::s
     for (size_t at : chain) removed->insert(at);
     mm2.op_type = "Attention";
     mm2.domain = kSparqDomain;
-    mm2.inputs = {mm1->inputs[0], mm1->inputs[1], mm2.inputs[1], mask, head->scale};
+    mm2.inputs = {operand[0], operand[1], mm2.inputs[1], mask, head->scale};
+    if (!operand_scale[0].empty() || !operand_scale[1].empty() || !nan_fill.empty())
+      mm2.inputs.insert(mm2.inputs.end(), {operand_scale[0], operand_scale[1], nan_fill});
     mm2.attributes = {Attribute::String("scale_op", head->scale_op)};
     if (bshd) {
       mm2.inputs[0] = q_t->inputs[0], mm2.inputs[1] = k_t->inputs[0], mm2.inputs[2] = v_t->inputs[0];
@@ -502,6 +572,102 @@ void FuseAttention(const Model& model, Graph& g, const ValueIndex& index, std::s
       mm2.attributes.push_back(Attribute::String("layout", "bshd"));
     }
     fused->push_back(mm2.name);
+  }
+}
+
+// Whether `n` is a ReduceMean over the last axis only (axes [-1], the
+// attribute before opset 18, a constant input from 18) keeping it.
+bool LastAxisMean(const Model& model, const ValueIndex& index, const Node& n) {
+  if (n.op_type != "ReduceMean" || !n.domain.empty() || n.outputs.size() != 1 || n.attr_int("keepdims", 1) != 1)
+    return false;
+  if (model.opset("") < 18) return n.inputs.size() == 1 && n.attr_ints("axes") == std::vector<int64_t>{-1};
+  if (n.inputs.size() != 2) return false;
+  for (const ValueInfo& v : model.graph.initializer_inputs)
+    if (v.name == n.inputs[1]) return false;
+  auto init = model.graph.initializers.find(n.inputs[1]);
+  const Tensor* axes = init != model.graph.initializers.end() ? &init->second : nullptr;
+  if (axes == nullptr) {
+    const Node* p = index.ProducerNode(n.inputs[1]);
+    const Attribute* value = p != nullptr && p->op_type == "Constant" && p->domain.empty() ? p->attr("value") : nullptr;
+    if (value != nullptr && value->kind == Attribute::Kind::kTensor) axes = &value->t;
+  }
+  return axes != nullptr && axes->dtype() == DataType::kInt64 && axes->numel() == 1 && axes->data<int64_t>()[0] == -1;
+}
+
+// The other operand of a two-input `n` that reads `value`, in either order
+// (commutative ops).
+std::optional<std::string> OtherOperand(const Node& n, const std::string& value) {
+  if (n.inputs.size() != 2) return std::nullopt;
+  if (n.inputs[0] == value) return n.inputs[1];
+  if (n.inputs[1] == value) return n.inputs[0];
+  return std::nullopt;
+}
+
+// LayerNorm as exported below opset 17 -> sparq.LayerNormChain (see the top);
+// the last node (the Add of beta, else the Mul of gamma) keeps its name and
+// output, the others go into *removed.
+void FuseLayerNormChain(const Model& model, Graph& g, const ValueIndex& index, std::set<size_t>* removed,
+                        std::vector<std::string>* fused) {
+  // The one reader of `value` (not a graph output), of type op, or nullptr.
+  auto only_reader = [&](const std::string& value, const char* op, size_t* at) -> Node* {
+    const std::vector<size_t>& readers = index.Readers(value);
+    if (index.IsGraphOutput(value) || readers.size() != 1 || removed->count(readers[0])) return nullptr;
+    Node& n = g.nodes[readers[0]];
+    if (n.op_type != op || !n.domain.empty() || n.outputs.size() != 1) return nullptr;
+    *at = readers[0];
+    return &n;
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& mean = g.nodes[i];
+    if (removed->count(i) || !LastAxisMean(model, index, mean)) continue;
+    const std::string& x = mean.inputs[0];
+    size_t sub_at = 0, pow_at = 0, mean2_at = 0, add_at = 0, sqrt_at = 0, div_at = 0, mul_at = 0, beta_at = 0;
+    const Node* sub = only_reader(mean.outputs[0], "Sub", &sub_at);
+    if (sub == nullptr || sub->inputs.size() != 2 || sub->inputs[0] != x || sub->inputs[1] != mean.outputs[0]) continue;
+    // d = x - mean, read by the Pow and the Div alone.
+    const std::string& d = sub->outputs[0];
+    const std::vector<size_t>& d_readers = index.Readers(d);
+    if (index.IsGraphOutput(d) || d_readers.size() != 2) continue;
+    const Node* pow = nullptr;
+    const Node* div = nullptr;
+    for (size_t r : d_readers) {
+      const Node& n = g.nodes[r];
+      if (removed->count(r) || !n.domain.empty() || n.outputs.size() != 1 || n.inputs.size() != 2 || n.inputs[0] != d)
+        continue;
+      if (n.op_type == "Pow") pow = &n, pow_at = r;
+      if (n.op_type == "Div") div = &n, div_at = r;
+    }
+    if (pow == nullptr || div == nullptr) continue;
+    const std::optional<float> exponent = ConstantScalar(model, index, pow->inputs[1]);
+    if (!exponent || *exponent != 2.0f) continue;
+    const Node* mean2 = only_reader(pow->outputs[0], "ReduceMean", &mean2_at);
+    if (mean2 == nullptr || !LastAxisMean(model, index, *mean2)) continue;
+    const Node* add = only_reader(mean2->outputs[0], "Add", &add_at);
+    const std::optional<std::string> eps = add != nullptr ? OtherOperand(*add, mean2->outputs[0]) : std::nullopt;
+    if (!eps || !ConstantScalar(model, index, *eps)) continue;
+    const Node* sqrt = only_reader(add->outputs[0], "Sqrt", &sqrt_at);
+    if (sqrt == nullptr || sqrt->inputs.size() != 1 || div->inputs[1] != sqrt->outputs[0] ||
+        index.IsGraphOutput(sqrt->outputs[0]) || index.Readers(sqrt->outputs[0]).size() != 1) {
+      continue;
+    }
+    Node* mul = only_reader(div->outputs[0], "Mul", &mul_at);
+    const std::optional<std::string> gamma = mul != nullptr ? OtherOperand(*mul, div->outputs[0]) : std::nullopt;
+    if (!gamma || *gamma == div->outputs[0]) continue;
+    Node* last = mul;
+    std::string beta;
+    if (Node* b = only_reader(mul->outputs[0], "Add", &beta_at)) {
+      const std::optional<std::string> other = OtherOperand(*b, mul->outputs[0]);
+      if (other && *other != mul->outputs[0]) last = b, beta = *other;
+    }
+    const std::vector<std::string> inputs = {x, pow->inputs[1], *eps, *gamma, beta};
+    for (size_t at : {i, sub_at, pow_at, mean2_at, add_at, sqrt_at, div_at}) removed->insert(at);
+    if (last != mul) removed->insert(mul_at);
+    last->op_type = "LayerNormChain";
+    last->domain = kSparqDomain;
+    last->inputs = inputs;
+    if (beta.empty()) last->inputs.pop_back();
+    last->attributes.clear();
+    fused->push_back(last->name);
   }
 }
 
@@ -631,6 +797,7 @@ std::vector<std::string> FuseConvActivations(Model* model) {
     FuseGeluTanhChain(*model, g, index, &removed, &fused);
     FuseGeluIntoDynamicMatMul(g, index, &removed, &fused);
     FuseAttention(*model, g, index, &removed, &fused);
+    FuseLayerNormChain(*model, g, index, &removed, &fused);
   }
   if (!fused.empty()) DropNodes(model, removed);
   return fused;

@@ -23,6 +23,11 @@ namespace sparq {
 // into sparq.HardSwishChain, BERT's erf GELU chain (Div, Erf, Add, Mul,
 // Mul) into sparq.GeluErfChain and JAX's tanh GELU chain (six Mul, two Add,
 // Tanh) into sparq.GeluTanhChain, each one pass with the unfused nodes' bits.
+// Attention (BERT's MatMul -> scale -> mask -> Softmax -> MatMul, and
+// torch's SDPA export with its Q / K^T scales and NaN guard) becomes one
+// sparq.Attention node (float_fusion.cc says when), and LayerNorm written as
+// ReduceMean / Sub / Pow / ReduceMean / Add / Sqrt / Div / Mul / Add (exports
+// below opset 17) one sparq.LayerNormChain node with the same bits.
 std::vector<std::string> FuseConvActivations(Model* model);
 
 // Rewrites a 1x1 Conv / FusedConv read only by a depthwise Conv / FusedConv

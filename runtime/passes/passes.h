@@ -8,7 +8,9 @@
 //   fuse-qdq                   DQ -> op -> Q into integer operators (qdq_fusion.h)
 //   fuse-one-hot               Equal -> Cast -> MatMul (or -> Q -> QLinearMatMul) into a table lookup
 //                              (one_hot_fusion.h)
-//   fuse-conv-activation       Conv + Relu / Clip / SiLU into one node (float_fusion.h)
+//   fuse-conv-activation       Conv + Relu / Clip / SiLU into one node; SiLU, HardSwish, GELU,
+//                              attention (BERT's, torch SDPA's) and LayerNorm chains
+//                              (below opset 17) each one node (float_fusion.h)
 //   fuse-pointwise-depthwise   1x1 Conv + the depthwise Conv reading it (float_fusion.h)
 #pragma once
 

@@ -244,7 +244,7 @@ ReplayingBackend* RegisterReplayingOnce(const Model&) {
     std::set<std::string> ops;
     for (const std::string& op : KernelRegistry::Default().OpTypes()) ops.insert(op);
     for (const char* op : {"Attention", "ConcatLut", "DequantizeConcat", "FusedConv", "GeluErfChain", "HardSwishChain",
-                           "MatMulIntegerToFloat", "PointwiseDepthwise", "QLinearAdd", "QLinearConvLut", "QLinearLut",
+                           "LayerNormChain", "MatMulIntegerToFloat", "PointwiseDepthwise", "QLinearAdd", "QLinearConvLut", "QLinearLut",
                            "QLinearMul", "Silu"})
       ops.insert(op);  // sparq's fused operators
     auto backend = std::make_shared<ReplayingBackend>(ops);
