@@ -41,6 +41,11 @@ struct CudaBackendOptions {
   // products, float32 sums): about 6x faster than exact FP32 on an H200, and
   // within kTf32Tolerance of the reference instead of kFp32Tolerance.
   bool allow_tf32 = false;
+  // The INT8 rows (QLinearMatMul, QLinearConv, sparq.MatMulIntegerToFloat)
+  // on the fused INT8 GEMM (gemm_s8_fused.cu: the requantize epilogue applied
+  // on chip, the int32 sums never written); false: cuBLASLt's IMMA GEMM into
+  // an int32 matrix, then the epilogue kernel. Identical bits either way.
+  bool fused_int8_gemm = true;
   // Bytes of device workspace cuBLASLt may use per GEMM.
   size_t gemm_workspace_bytes = size_t{32} << 20;
 };

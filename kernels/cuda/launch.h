@@ -122,6 +122,17 @@ Status LaunchAveragePool2dF32(const float* x, float* y, const Pool2dGeometry& g,
 // y[p] = mean of x[p * hw, (p + 1) * hw), in double.
 Status LaunchGlobalAveragePoolF32(const float* x, float* y, int64_t planes, int64_t hw, cudaStream_t stream);
 
+// The fused INT8 GEMM (gemm_s8_fused.cu; tiling in device_kernels.h):
+// r.out [m, n] = RequantizeAccValue(sum over k of a[m, k] * b[n, k], ...) as
+// int8 (r.out_signed) or uint8, the int32 sums never written (r.acc unused;
+// r.rows = m, r.cols = n). Int8 tensor cores (WMMA, sm_72+); NotSupported when
+// the grid would exceed CUDA's limits (m > 65535 * 64).
+Status LaunchGemmS8Requantize(const int8_t* a, const int8_t* b, int64_t m, int64_t n, int64_t k, const RequantArgs& r,
+                              cudaStream_t stream);
+// The same with sparq.MatMulIntegerToFloat's float epilogue (AccToFloatValue) into y [m, n].
+Status LaunchGemmS8ToFloat(const int8_t* a, const int8_t* b, int64_t m, int64_t n, int64_t k, const RequantArgs& r,
+                           const FloatEpilogue& e, float* y, cudaStream_t stream);
+
 // acc[m, n] = sum over k of a[m, k] * b[n, k] (int8, int32 sums): the
 // fallback of the INT8 GEMM for shapes cuBLASLt's IMMA kernels refuse.
 Status LaunchGemmS8S32Naive(const int8_t* a, const int8_t* b, int32_t* acc, int64_t m, int64_t n, int64_t k,
