@@ -79,6 +79,11 @@ class CudaContext : public BackendContext {
   Status CopyFromHost(const void* host, void* device, size_t bytes) override;
   Status CopyToHost(const void* device, void* host, size_t bytes) override;
   Status Synchronize() override;
+  // Calibration's statistics reduced on the device (LaunchMinMaxF32,
+  // LaunchAbsHistogramF32): two floats / the bins' counts come back.
+  bool HasCalibrationStats() const override { return true; }
+  Status MinMaxF32(const Tensor& t, float* lo, float* hi) override;
+  StatusOr<int64_t> AbsHistogramF32(const Tensor& t, double scale, int64_t last, int64_t* counts) override;
 
   // CUDA graphs (BackendContext's capture hooks): stream capture in
   // cudaStreamCaptureModeThreadLocal on stream(), cudaGraphInstantiate,

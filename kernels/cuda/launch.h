@@ -94,9 +94,17 @@ Status LaunchGather(const void* x, const int64_t* indices, void* y, int elem_siz
                     int64_t inner, int64_t n_indices, cudaStream_t stream);
 
 // Calibration: counts[AbsHistogramBin(x[i], scale, last)] += 1 (device_math.h),
-// NaNs counted into *nans; counts has last + 1 bins.
+// NaNs counted into *nans; counts has last + 1 bins (added to). Up to 4096
+// bins each block counts in shared memory first.
 Status LaunchAbsHistogramF32(const float* x, int64_t n, double scale, int64_t last, unsigned long long* counts,
                              unsigned long long* nans, cudaStream_t stream);
+
+// Calibration: the least and greatest non-NaN values of x (a bound moves
+// only for a value strictly beyond it, MinMaxRef's rule; +inf / -inf when
+// there are none) into scratch's floats [2 * 256, +2): scratch holds
+// MinMaxScratchBytes(). (The sign of a zero bound depends on the order.)
+size_t MinMaxScratchBytes();
+Status LaunchMinMaxF32(const float* x, int64_t n, void* scratch, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------
 // Convolution and pooling (nn.cu), NCHW, 2-D
