@@ -6,7 +6,14 @@
 // spmm_blocked_ell.h, layouts.h). Times are cudaEvent medians of 20 runs after
 // 3 warm-ups. Prints a markdown table on stdout.
 //
-//   gpu_bench [--quick]      --quick: 5 runs, two shapes
+//   gpu_bench [--quick] [--speedups FILE]
+//     --quick      5 runs, two shapes
+//     --speedups   also write the GPU rows of the kernel speed table
+//                  (sparq/kernel_table.h, bench/kernel_speedups.csv's format):
+//                  cuda,block<B>x<B>,s8,<sparsity>,<dense INT8 ms / Blocked-ELL INT8 ms>,any
+//                  the median over the shapes, for `structure: auto` with a GPU
+//                  target (prune.kernel_table). INT8 only: the table's
+//                  precisions are f32 and s8, and sparq prunes, then quantizes.
 // Exit status: 0 when it ran, 77 without a CUDA device (skipped), 1 on an error.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -14,7 +21,9 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <random>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -243,7 +252,20 @@ Status BenchBlockedEll(const Shape3& s, SpmmType type, int64_t block, double spa
 }
 
 int Main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  const char* speedups_path = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--speedups") == 0 && i + 1 < argc) {
+      speedups_path = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: gpu_bench [--quick] [--speedups FILE]\n");
+      return 2;
+    }
+  }
+  // (block, sparsity) -> INT8 Blocked-ELL speed-ups over dense INT8, one per shape.
+  std::map<std::pair<int64_t, double>, std::vector<double>> s8_speedups;
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     (void)cudaGetLastError();
@@ -279,7 +301,7 @@ int Main(int argc, char** argv) {
   for (const Shape3& s : shapes) {
     const double flops = 2.0 * static_cast<double>(s.m) * s.n * s.k;
     const std::string dims = std::to_string(s.m) + " x " + std::to_string(s.n) + " x " + std::to_string(s.k);
-    double f16_ms = 0.0;
+    double f16_ms = 0.0, s8_ms = 0.0;
     for (LtGemmType t : {LtGemmType::kF16, LtGemmType::kF32, LtGemmType::kTF32, LtGemmType::kS8S32}) {
       double ms = 0.0;
       Status r = BenchDense(s, t, lt, stream, iters, &workspace, ws_bytes, &ms);
@@ -290,6 +312,7 @@ int Main(int argc, char** argv) {
         continue;
       }
       if (t == LtGemmType::kF16) f16_ms = ms;
+      if (t == LtGemmType::kS8S32) s8_ms = ms;
       std::printf("| gemm_%s_cublaslt | %s %s | %s | %.4f | %.1f | %.2fx | |\n", LtGemmTypeName(t), s.name, dims.c_str(),
                   LtGemmTypeName(t), ms, flops / ms / 1e9, f16_ms > 0 ? f16_ms / ms : 0.0);
     }
@@ -317,6 +340,7 @@ int Main(int argc, char** argv) {
                         static_cast<long long>(block), tname, s.name, dims.c_str(), tname, r.ToString().c_str());
             continue;
           }
+          if (t == SpmmType::kS8 && s8_ms > 0) s8_speedups[{block, sparsity}].push_back(s8_ms / ms);
           std::printf("| spmm_bell%lld_%s_cusparse | %s %s | %s | %.4f | %.1f (dense-equivalent) | %.2fx | %.0f%% block sparsity |\n",
                       static_cast<long long>(block), tname, s.name, dims.c_str(), tname, ms, flops / ms / 1e9,
                       f16_ms > 0 ? f16_ms / ms : 0.0, measured * 100.0);
@@ -327,6 +351,24 @@ int Main(int argc, char** argv) {
   (void)cusparseDestroy(sp);
   (void)cublasLtDestroy(lt);
   (void)cudaStreamDestroy(stream);
+  if (speedups_path != nullptr) {
+    FILE* f = std::fopen(speedups_path, "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "gpu_bench: cannot write %s\n", speedups_path);
+      return 1;
+    }
+    std::fprintf(f, "# Written by gpu_bench --speedups on %s (sm_%d%d): cuSPARSE Blocked-ELL INT8 vs dense cuBLASLt\n"
+                    "# INT8 (int32 out), median over %zu shapes (bench/gpu_bench.cu); %d runs each.\n",
+                 prop.name, prop.major, prop.minor, shapes.size(), iters);
+    std::fprintf(f, "backend,structure,precision,sparsity,speedup,shape\n");
+    for (auto& [key, v] : s8_speedups) {
+      std::sort(v.begin(), v.end());
+      std::fprintf(f, "cuda,block%lldx%lld,s8,%.2f,%.2f,any\n", static_cast<long long>(key.first),
+                   static_cast<long long>(key.first), key.second, v[v.size() / 2]);
+    }
+    std::fclose(f);
+    std::printf("\nkernel speed table rows (cuda) -> %s\n", speedups_path);
+  }
   std::printf("\n%d failure(s)\n", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -162,7 +162,8 @@ steps=(
   "sparq --version"
   "sparq_cuda_tests (host arithmetic and layouts; every CUDA row against the reference kernels)"
   "gpu_bench (cuBLASLt GEMM f32/tf32/f16/s8, INT8 with int8 out: cuBLASLt + requantize vs the fused kernel,"
-  "        and cuSPARSE Blocked-ELL f16/s8 at BERT-base shapes)"
+  "        and cuSPARSE Blocked-ELL f16/s8 at BERT-base shapes; the GPU rows of the kernel speed table"
+  "        -> \$OUT/kernel_speedups_gpu.csv)"
   "models: digits_cnn (bundled) and, with python3 + torch + torchvision + onnx, ResNet-50, EfficientNet-Lite0"
   "        (with timm), MiniLM-L6 and BERT-base shapes (with transformers; gpu_models.py, random weights; else"
   "        make_test_models.py's small ones); each FP32 and INT8 (sparq calibrate --method max + sparq"
@@ -230,13 +231,22 @@ cat "$OUT/sparq_cuda_tests.log" >>"$LOG"
 } >>"$RESULTS"
 say "sparq_cuda_tests: $(status_of $rc)"
 
-timeout 300 "$HERE/bin/gpu_bench" >"$OUT/gpu_bench.md" 2>>"$LOG"
+timeout 300 "$HERE/bin/gpu_bench" --speedups "$OUT/kernel_speedups_gpu.csv" >"$OUT/gpu_bench.md" 2>>"$LOG"
 rc=$?
 {
   echo "## gpu_bench: $(status_of $rc)"
   echo
   cat "$OUT/gpu_bench.md"
   echo
+  if [ -f "$OUT/kernel_speedups_gpu.csv" ]; then
+    echo "GPU rows of the kernel speed table (\$OUT/kernel_speedups_gpu.csv; append them to"
+    echo "bench/kernel_speedups.csv, or name the file as prune.kernel_table, for structure: auto on cuda):"
+    echo
+    echo '```'
+    cat "$OUT/kernel_speedups_gpu.csv"
+    echo '```'
+    echo
+  fi
 } >>"$RESULTS"
 say "gpu_bench: $(status_of $rc)"
 
