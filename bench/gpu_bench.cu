@@ -1,11 +1,19 @@
 // GPU micro-benchmark: dense GEMMs through cuBLASLt (FP32, TF32, FP16,
-// INT8 -> INT32) and cuSPARSE Blocked-ELL SpMM (FP16, INT8) against dense
+// INT8 -> INT32), INT8 with an int8 output (cuBLASLt + the requantize kernel
+// vs the fused kernel of gemm_s8_fused.cu), and cuSPARSE Blocked-ELL SpMM (FP16, INT8) against dense
 // FP16, at BERT-base linear-layer shapes (batch 32 x seq 128 = 4096 tokens),
 // through the CUDA backend's own wrappers (kernels/cuda/gemm_cublaslt.h,
 // spmm_blocked_ell.h, layouts.h). Times are cudaEvent medians of 20 runs after
 // 3 warm-ups. Prints a markdown table on stdout.
 //
-//   gpu_bench [--quick]      --quick: 5 runs, two shapes
+//   gpu_bench [--quick] [--speedups FILE]
+//     --quick      5 runs, two shapes
+//     --speedups   also write the GPU rows of the kernel speed table
+//                  (sparq/kernel_table.h, bench/kernel_speedups.csv's format):
+//                  cuda,block<B>x<B>,s8,<sparsity>,<dense INT8 ms / Blocked-ELL INT8 ms>,any
+//                  the median over the shapes, for `structure: auto` with a GPU
+//                  target (prune.kernel_table). INT8 only: the table's
+//                  precisions are f32 and s8, and sparq prunes, then quantizes.
 // Exit status: 0 when it ran, 77 without a CUDA device (skipped), 1 on an error.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -13,12 +21,15 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <map>
 #include <random>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/layouts.h"
 #include "kernels/cuda/spmm_blocked_ell.h"
 
@@ -141,6 +152,59 @@ Status BenchDense(const Shape3& s, LtGemmType type, cublasLtHandle_t lt, cudaStr
   return Status::OK();
 }
 
+// INT8 GEMM with an int8 output, requantized per column with zero-point
+// corrections (what a QLinearMatMul row runs): `fused` the own fused kernel
+// (LaunchGemmS8Requantize), else cuBLASLt INT8 -> INT32 then the requantize kernel.
+Status BenchInt8Out(const Shape3& s, bool fused, cublasLtHandle_t lt, cudaStream_t stream, int iters,
+                    DeviceBuffer* workspace, size_t ws_bytes, double* ms_out) {
+  DeviceBuffer a, b, acc, y, a_sum, b_sum, mult;
+  SPARQ_RETURN_IF_ERROR(Upload(&a, RandomS8(static_cast<size_t>(s.m * s.k), 11)));
+  SPARQ_RETURN_IF_ERROR(Upload(&b, RandomS8(static_cast<size_t>(s.n * s.k), 12)));
+  SPARQ_RETURN_IF_ERROR(Upload(&a_sum, std::vector<int32_t>(static_cast<size_t>(s.m), 3)));
+  SPARQ_RETURN_IF_ERROR(Upload(&b_sum, std::vector<int32_t>(static_cast<size_t>(s.n), 5)));
+  SPARQ_RETURN_IF_ERROR(Upload(&mult, std::vector<float>(static_cast<size_t>(s.n), 0.001f)));
+  SPARQ_RETURN_IF_ERROR(Alloc(&y, static_cast<size_t>(s.m * s.n)));
+  RequantArgs r;
+  r.rows = s.m;
+  r.cols = s.n;
+  r.k = static_cast<int32_t>(s.k);
+  r.a_sum = static_cast<const int32_t*>(a_sum.p);
+  r.b_sum = static_cast<const int32_t*>(b_sum.p);
+  r.a_zp_scalar = 2;
+  r.b_zp_scalar = 1;
+  r.multiplier = static_cast<const float*>(mult.p);
+  r.multiplier_per_col = true;
+  r.out = y.p;
+  const int8_t* pa = static_cast<const int8_t*>(a.p);
+  const int8_t* pb = static_cast<const int8_t*>(b.p);
+  if (fused) {
+    SPARQ_ASSIGN_OR_RETURN(*ms_out, TimeMs(stream, iters, [&] { return LaunchGemmS8Requantize(pa, pb, s.m, s.n, s.k, r, stream); }));
+    return Status::OK();
+  }
+  SPARQ_RETURN_IF_ERROR(Alloc(&acc, static_cast<size_t>(s.m * s.n) * 4));
+  r.acc = static_cast<const int32_t*>(acc.p);
+  LtGemmArgs args;
+  args.type = LtGemmType::kS8S32;
+  args.m = s.m;
+  args.n = s.n;
+  args.k = s.k;
+  args.a = a.p;
+  args.lda = s.k;
+  args.b = b.p;
+  args.ldb = s.k;
+  args.trans_b = true;
+  args.c = acc.p;
+  args.ldc = s.n;
+  SPARQ_RETURN_IF_ERROR(LtGemm::CanImplement(args));
+  LtGemm gemm;
+  SPARQ_RETURN_IF_ERROR(gemm.Init(lt, args, ws_bytes));
+  SPARQ_ASSIGN_OR_RETURN(*ms_out, TimeMs(stream, iters, [&]() -> Status {
+    SPARQ_RETURN_IF_ERROR(gemm.Run(lt, args, workspace->p, stream));
+    return LaunchRequantize(r, stream);
+  }));
+  return Status::OK();
+}
+
 // Y [m, n] = X [m, k] * W [k, n], W block-sparse: Y^T = W^T (Blocked-ELL [n, k]) * X^T, column-major.
 Status BenchBlockedEll(const Shape3& s, SpmmType type, int64_t block, double sparsity, cusparseHandle_t sp,
                        cudaStream_t stream, int iters, double* ms_out, double* measured_sparsity) {
@@ -188,7 +252,20 @@ Status BenchBlockedEll(const Shape3& s, SpmmType type, int64_t block, double spa
 }
 
 int Main(int argc, char** argv) {
-  const bool quick = argc > 1 && std::strcmp(argv[1], "--quick") == 0;
+  bool quick = false;
+  const char* speedups_path = nullptr;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strcmp(argv[i], "--quick") == 0) {
+      quick = true;
+    } else if (std::strcmp(argv[i], "--speedups") == 0 && i + 1 < argc) {
+      speedups_path = argv[++i];
+    } else {
+      std::fprintf(stderr, "usage: gpu_bench [--quick] [--speedups FILE]\n");
+      return 2;
+    }
+  }
+  // (block, sparsity) -> INT8 Blocked-ELL speed-ups over dense INT8, one per shape.
+  std::map<std::pair<int64_t, double>, std::vector<double>> s8_speedups;
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     (void)cudaGetLastError();
@@ -224,7 +301,7 @@ int Main(int argc, char** argv) {
   for (const Shape3& s : shapes) {
     const double flops = 2.0 * static_cast<double>(s.m) * s.n * s.k;
     const std::string dims = std::to_string(s.m) + " x " + std::to_string(s.n) + " x " + std::to_string(s.k);
-    double f16_ms = 0.0;
+    double f16_ms = 0.0, s8_ms = 0.0;
     for (LtGemmType t : {LtGemmType::kF16, LtGemmType::kF32, LtGemmType::kTF32, LtGemmType::kS8S32}) {
       double ms = 0.0;
       Status r = BenchDense(s, t, lt, stream, iters, &workspace, ws_bytes, &ms);
@@ -235,8 +312,21 @@ int Main(int argc, char** argv) {
         continue;
       }
       if (t == LtGemmType::kF16) f16_ms = ms;
+      if (t == LtGemmType::kS8S32) s8_ms = ms;
       std::printf("| gemm_%s_cublaslt | %s %s | %s | %.4f | %.1f | %.2fx | |\n", LtGemmTypeName(t), s.name, dims.c_str(),
                   LtGemmTypeName(t), ms, flops / ms / 1e9, f16_ms > 0 ? f16_ms / ms : 0.0);
+    }
+    for (bool fused : {false, true}) {
+      double ms = 0.0;
+      const char* name = fused ? "gemm_s8s8_requant_fused" : "gemm_s8s32_cublaslt+requantize";
+      Status r = BenchInt8Out(s, fused, lt, stream, iters, &workspace, ws_bytes, &ms);
+      if (!r.ok()) {
+        ++failures;
+        std::printf("| %s | %s %s | s8 -> s8 | - | - | - | FAILED: %s |\n", name, s.name, dims.c_str(), r.ToString().c_str());
+        continue;
+      }
+      std::printf("| %s | %s %s | s8 -> s8 | %.4f | %.1f | %.2fx | int8 out, zero points, per-column requantize |\n", name,
+                  s.name, dims.c_str(), ms, flops / ms / 1e9, f16_ms > 0 ? f16_ms / ms : 0.0);
     }
     for (SpmmType t : {SpmmType::kF16, SpmmType::kS8}) {
       for (int64_t block : {32, 64}) {
@@ -250,6 +340,7 @@ int Main(int argc, char** argv) {
                         static_cast<long long>(block), tname, s.name, dims.c_str(), tname, r.ToString().c_str());
             continue;
           }
+          if (t == SpmmType::kS8 && s8_ms > 0) s8_speedups[{block, sparsity}].push_back(s8_ms / ms);
           std::printf("| spmm_bell%lld_%s_cusparse | %s %s | %s | %.4f | %.1f (dense-equivalent) | %.2fx | %.0f%% block sparsity |\n",
                       static_cast<long long>(block), tname, s.name, dims.c_str(), tname, ms, flops / ms / 1e9,
                       f16_ms > 0 ? f16_ms / ms : 0.0, measured * 100.0);
@@ -260,6 +351,24 @@ int Main(int argc, char** argv) {
   (void)cusparseDestroy(sp);
   (void)cublasLtDestroy(lt);
   (void)cudaStreamDestroy(stream);
+  if (speedups_path != nullptr) {
+    FILE* f = std::fopen(speedups_path, "w");
+    if (f == nullptr) {
+      std::fprintf(stderr, "gpu_bench: cannot write %s\n", speedups_path);
+      return 1;
+    }
+    std::fprintf(f, "# Written by gpu_bench --speedups on %s (sm_%d%d): cuSPARSE Blocked-ELL INT8 vs dense cuBLASLt\n"
+                    "# INT8 (int32 out), median over %zu shapes (bench/gpu_bench.cu); %d runs each.\n",
+                 prop.name, prop.major, prop.minor, shapes.size(), iters);
+    std::fprintf(f, "backend,structure,precision,sparsity,speedup,shape\n");
+    for (auto& [key, v] : s8_speedups) {
+      std::sort(v.begin(), v.end());
+      std::fprintf(f, "cuda,block%lldx%lld,s8,%.2f,%.2f,any\n", static_cast<long long>(key.first),
+                   static_cast<long long>(key.first), key.second, v[v.size() / 2]);
+    }
+    std::fclose(f);
+    std::printf("\nkernel speed table rows (cuda) -> %s\n", speedups_path);
+  }
   std::printf("\n%d failure(s)\n", failures);
   return failures == 0 ? 0 : 1;
 }

@@ -56,6 +56,15 @@ Status NonFinite(const std::string& name, const float* x) {
                                  std::to_string(i) + " (NaN/Inf: check the calibration data and preprocessing)");
 }
 
+// NonFinite for a tensor that may live on `device`'s device (copied to the
+// host to find the first NaN / infinity: an error path only).
+Status NonFiniteOf(const std::string& name, const Tensor& t, BackendContext* device) {
+  if (t.device() == Device{}) return NonFinite(name, t.data<float>());
+  if (device == nullptr) return Status::Internal("activation '" + name + "' is on " + t.device().ToString());
+  SPARQ_ASSIGN_OR_RETURN(Tensor host, CopyTensorToHost(*device, t));
+  return NonFinite(name, host.data<float>());
+}
+
 // Folds `t` into `obs`. The batch max sets the histogram range first, then
 // chunks are binned in parallel into private histograms that are summed
 // (integer counts: the result does not depend on the thread count). Both
@@ -64,42 +73,57 @@ Status NonFinite(const std::string& name, const float* x) {
 // the data is read twice, not three times. `zeros` more values 0 are counted
 // besides t's (a zero Pad folded away: its output is its input and zeros).
 // `*non_finite` (optional) is set when the error is a NaN or an infinity.
+// A tensor on a device (not the host) is reduced there by `device`'s
+// MinMaxF32 / AbsHistogramF32 (BackendContext: the same results as the two
+// host passes below), so only the bounds and the counts come back.
 Status Observe(const std::string& name, const Tensor& t, Observer& obs, ThreadPool* pool, int64_t zeros = 0,
-               bool* non_finite = nullptr) {
-  const float* x = t.data<float>();
+               bool* non_finite = nullptr, BackendContext* device = nullptr) {
   const int64_t n = t.numel();
   if (n == 0) return Status::OK();
-  const MinMaxF32Fn minmax = SelectCpuKernel(CpuOp::kMinMaxF32).get<MinMaxF32Fn>();
-  const AbsHistogramF32Fn histogram = SelectCpuKernel(CpuOp::kAbsHistogramF32).get<AbsHistogramF32Fn>();
-  const int64_t chunks = (n + kChunk - 1) / kChunk;
-  std::vector<float> cmin(chunks), cmax(chunks);
-  ParallelFor(pool, chunks, 1, [&](int64_t b, int64_t e) {
-    for (int64_t c = b; c < e; ++c) {
-      const int64_t begin = c * kChunk, len = std::min(n, begin + kChunk) - begin;
-      float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-      minmax(x + begin, len, &lo, &hi);  // NaN ignored
-      cmin[c] = lo;
-      cmax[c] = hi;
-    }
-  });
+  const bool on_device = t.device() != Device{};
+  if (on_device && device == nullptr) return Status::Internal("activation '" + name + "' is on " + t.device().ToString());
+  const float* x = on_device ? nullptr : t.data<float>();
   float lo = std::numeric_limits<float>::infinity(), hi = -lo;
-  for (int64_t c = 0; c < chunks; ++c) lo = std::min(lo, cmin[c]), hi = std::max(hi, cmax[c]);
+  if (on_device) {
+    SPARQ_RETURN_IF_ERROR(device->MinMaxF32(t, &lo, &hi).WithContext("activation '" + name + "'"));
+  } else {
+    const MinMaxF32Fn minmax = SelectCpuKernel(CpuOp::kMinMaxF32).get<MinMaxF32Fn>();
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
+    std::vector<float> cmin(chunks), cmax(chunks);
+    ParallelFor(pool, chunks, 1, [&](int64_t b, int64_t e) {
+      for (int64_t c = b; c < e; ++c) {
+        const int64_t begin = c * kChunk, len = std::min(n, begin + kChunk) - begin;
+        float clo = std::numeric_limits<float>::infinity(), chi = -clo;
+        minmax(x + begin, len, &clo, &chi);  // NaN ignored
+        cmin[c] = clo;
+        cmax[c] = chi;
+      }
+    });
+    for (int64_t c = 0; c < chunks; ++c) lo = std::min(lo, cmin[c]), hi = std::max(hi, cmax[c]);
+  }
   // All NaN leaves the bounds at +-inf as well: the scan below names the first NaN or infinity.
   if (!std::isfinite(lo) || !std::isfinite(hi)) {
     if (non_finite) *non_finite = true;
-    return NonFinite(name, x);
+    return NonFiniteOf(name, t, device);
   }
   if (zeros > 0) lo = 0.0f < lo ? 0.0f : lo, hi = 0.0f > hi ? 0.0f : hi;
   obs.hist.Cover(std::max(std::fabs(lo), std::fabs(hi)));
   std::vector<int64_t> counts(obs.hist.counts().size(), 0);
   int64_t nans = 0;
-  if (obs.hist.range() == 0.0) {  // all zeros so far: only the NaNs to count
+  if (on_device) {
+    // Range 0 (all zeros so far): scale 0 puts every non-NaN value in bin 0,
+    // as the host's count below does.
+    const double scale = obs.hist.range() == 0.0 ? 0.0 : obs.hist.bins() / obs.hist.range();
+    SPARQ_ASSIGN_OR_RETURN(nans, device->AbsHistogramF32(t, scale, obs.hist.bins() - 1, counts.data()));
+  } else if (obs.hist.range() == 0.0) {  // all zeros so far: only the NaNs to count
     for (int64_t i = 0; i < n; ++i) nans += std::isnan(x[i]);
     counts[0] = n - nans;
   } else {
     std::mutex mu;
     const double scale = obs.hist.bins() / obs.hist.range();
     const int64_t last = obs.hist.bins() - 1;
+    const AbsHistogramF32Fn histogram = SelectCpuKernel(CpuOp::kAbsHistogramF32).get<AbsHistogramF32Fn>();
+    const int64_t chunks = (n + kChunk - 1) / kChunk;
     ParallelFor(pool, chunks, 1, [&](int64_t b, int64_t e) {
       std::vector<int64_t> local(counts.size(), 0);
       const int64_t begin = b * kChunk, end = std::min(n, e * kChunk);
@@ -111,7 +135,7 @@ Status Observe(const std::string& name, const Tensor& t, Observer& obs, ThreadPo
   }
   if (nans > 0) {
     if (non_finite) *non_finite = true;
-    return NonFinite(name, x);
+    return NonFiniteOf(name, t, device);
   }
   counts[0] += zeros;
   obs.min = std::min(obs.min, lo);
@@ -229,19 +253,19 @@ StatusOr<PartialCalibration> ObserveBatches(const Model& model, const BatchFn& n
   };
   std::set<std::string> non_finite;  // skipped tensors (options.skip_non_finite)
   // Observe, or with skip_non_finite drop a tensor at its first NaN / infinity.
-  auto observe_one = [&](const std::string& name, const Tensor& t, int64_t zeros) -> Status {
+  auto observe_one = [&](const std::string& name, const Tensor& t, int64_t zeros, BackendContext* device) -> Status {
     if (non_finite.count(name)) return Status::OK();
     bool bad = false;
-    Status s = Observe(name, t, observer(name), &pool, zeros, &bad);
+    Status s = Observe(name, t, observer(name), &pool, zeros, &bad, device);
     if (s.ok() || !bad || !options.skip_non_finite) return s;
     non_finite.insert(name);
     observers.erase(name);
     return Status::OK();
   };
-  auto observe = [&](const std::string& name, const Tensor& t) -> Status {
+  auto observe = [&](const std::string& name, const Tensor& t, BackendContext* device = nullptr) -> Status {
     if (t.dtype() != DataType::kFloat32) return Status::OK();
     if (wanted.count(name)) {
-      SPARQ_RETURN_IF_ERROR(observe_one(name, t, 0));
+      SPARQ_RETURN_IF_ERROR(observe_one(name, t, 0, device));
     }
     if (auto read_by = zero_pads.find(name); read_by != zero_pads.end()) {
       for (const ValueAlias& pad : read_by->second) {
@@ -250,12 +274,25 @@ StatusOr<PartialCalibration> ObserveBatches(const Model& model, const BatchFn& n
           return Status::InvalidArgument("Pad output '" + pad.value + "': " + std::to_string(pad.zero_pads.size()) +
                                          " pads for a rank-" + std::to_string(t.rank()) + " input");
         }
-        SPARQ_RETURN_IF_ERROR(observe_one(pad.value, t, zeros));
+        SPARQ_RETURN_IF_ERROR(observe_one(pad.value, t, zeros, device));
       }
     }
     return Status::OK();
   };
   RunOptions run_options;
+  // Outputs of nodes run on a device whose context reduces them there (the
+  // CUDA backend): observed in place, only bounds and counts copied back;
+  // the rest reach on_node_outputs below as host copies.
+  run_options.on_device_node_outputs = [&](const Node& n, const std::vector<Tensor>& outs, BackendContext& device,
+                                           std::vector<bool>* consumed) -> Status {
+    if (!device.HasCalibrationStats()) return Status::OK();
+    for (size_t i = 0; i < outs.size() && i < n.outputs.size(); ++i) {
+      if (!outs[i].defined() || outs[i].device() != device.device()) continue;  // on the host: on_node_outputs
+      if (!n.outputs[i].empty()) SPARQ_RETURN_IF_ERROR(observe(n.outputs[i], outs[i], &device));
+      (*consumed)[i] = true;  // observed (or not wanted): no copy
+    }
+    return Status::OK();
+  };
   run_options.on_node_outputs = [&](const Node& n, const std::vector<Tensor>& outs) -> Status {
     for (size_t i = 0; i < outs.size() && i < n.outputs.size(); ++i)
       if (!n.outputs[i].empty() && outs[i].defined()) SPARQ_RETURN_IF_ERROR(observe(n.outputs[i], outs[i]));

@@ -14,6 +14,7 @@
 #include "cli/commands.h"
 #include "cli/progress.h"
 #include "sparq/commands.h"
+#include "sparq/device.h"
 #include "sparq/memory.h"
 
 namespace sparq {
@@ -109,6 +110,10 @@ RunFn AddCalibrateCommand(CLI::App& app) {
       args->options.calibration.progress = [&bar](CalibrationProgress& p) {
         bar.Update("calibrate", p.samples, p.total_samples, "samples");
       };
+    }
+    if (args->options.calibration.backend == "auto") {  // say where it runs (cuda, or why the CPU)
+      std::string note;
+      if (ResolveBackendName("auto", &note).ok()) std::cerr << "sparq: " << note << "\n";
     }
     if (!args->shard.empty()) {
       auto shard = ParseShard(args->shard);

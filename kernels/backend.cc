@@ -18,6 +18,16 @@ StatusOr<Tensor> BackendContext::AllocateTensor(DataType type, Shape shape) {
   return Tensor::OnDevice(type, std::move(shape), std::move(buffer), device());
 }
 
+Status BackendContext::MinMaxF32(const Tensor& t, float* lo, float* hi) {
+  (void)t, (void)lo, (void)hi;
+  return Status::NotSupported(device().ToString() + " computes no calibration statistics");
+}
+
+StatusOr<int64_t> BackendContext::AbsHistogramF32(const Tensor& t, double scale, int64_t last, int64_t* counts) {
+  (void)t, (void)scale, (void)last, (void)counts;
+  return Status::NotSupported(device().ToString() + " computes no calibration statistics");
+}
+
 std::vector<std::string> Backend::Passes(GraphProfile profile) const {
   switch (profile) {
     case GraphProfile::kAsWritten: return {};
@@ -160,6 +170,11 @@ StatusOr<const Backend*> ResolveBackend(const std::string& name, std::string* no
   if (!available.ok()) return available.WithContext("backend '" + name + "' cannot run here");
   if (note) *note = "backend " + name;
   return backend;
+}
+
+StatusOr<std::string> ResolveBackendName(const std::string& name, std::string* note) {
+  SPARQ_ASSIGN_OR_RETURN(const Backend* backend, ResolveBackend(name, note));
+  return backend->name();
 }
 
 StatusOr<Tensor> CopyTensorToDevice(BackendContext& context, const Tensor& host) {

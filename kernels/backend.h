@@ -91,6 +91,22 @@ class BackendContext {
     return Status::NotSupported(device().ToString() + " does not capture graphs");
   }
 
+  // Calibration's statistics of a float32 tensor on device(), reduced where
+  // it lives so only the results cross to the host (optional; without them
+  // calibration copies each observed value to the host and bins it there).
+  // Both give exactly the host's results (kernels/ref/quantize.h), up to the
+  // sign of a zero bound (MinMaxRef keeps the first of -0 / +0 it meets; the
+  // CPU's SIMD rows already differ there by ISA):
+  //   MinMaxF32        *lo / *hi widened by every non-NaN value (MinMaxRef)
+  //   AbsHistogramF32  counts[min(int64(|x| * scale), last)] += 1 for each
+  //                    non-NaN x (AbsHistogramRef; counts holds last + 1 bins
+  //                    and is added to); returns the number of NaNs
+  // Synchronous: the results are on the host when they return. The defaults
+  // return NotSupported; HasCalibrationStats says whether they do.
+  virtual bool HasCalibrationStats() const { return false; }
+  virtual Status MinMaxF32(const Tensor& t, float* lo, float* hi);
+  virtual StatusOr<int64_t> AbsHistogramF32(const Tensor& t, double scale, int64_t last, int64_t* counts);
+
   // A tensor of `type` and `shape` on device(), contents unspecified.
   StatusOr<Tensor> AllocateTensor(DataType type, Shape shape);
 };

@@ -33,8 +33,17 @@ StatusOr<PruneOptions> ToPruneOptions(const Recipe& recipe) {
   }
   auto backend = ResolveBackend(recipe.evaluate.backend);
   o.backend = backend.ok() ? backend->name : "cpu";
+  o.auto_candidates = AutoCandidatesFor(o.backend, o.kernel_table != nullptr);
   SPARQ_RETURN_IF_ERROR(ValidatePruneOptions(o).WithContext("prune"));
   return o;
+}
+
+std::vector<PruneStructure> AutoCandidatesFor(const std::string& backend, bool have_kernel_table) {
+  std::vector<PruneStructure> candidates = PruneOptions().auto_candidates;
+  if (backend == "cuda" && have_kernel_table) {
+    candidates.insert(candidates.begin(), {PruneStructure::Block(64, 64), PruneStructure::Block(32, 32)});
+  }
+  return candidates;
 }
 
 StatusOr<PruneResult> RunPruneStage(const Recipe& recipe, const Model& model, const BatchSource& calibration,

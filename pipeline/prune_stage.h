@@ -10,6 +10,14 @@
 
 namespace sparq {
 
+// structure auto's candidates for a target backend. The CPU's (PruneOptions'
+// default) everywhere; on "cuda" with a kernel table, Blocked-ELL's blocks of
+// 64 x 64 and 32 x 32 first (cuSPARSE's Blocked-ELL pays from about 80% block
+// sparsity on an H200, issue 23), chosen only where the table's cuda rows
+// (gpu_bench --speedups) measure them faster than dense. Without a table the
+// candidates stay the CPU's: no data, no 64 x 64 blocks.
+std::vector<PruneStructure> AutoCandidatesFor(const std::string& backend, bool have_kernel_table);
+
 // Maps the recipe's prune section (validated by the parser) to options.
 StatusOr<PruneOptions> ToPruneOptions(const Recipe& recipe);
 

@@ -169,6 +169,9 @@ StatusOr<CalibrationTable> Runner::CalibrateModel(const QuantizeOptions& q) {
   CalibrationOptions c;
   static_cast<CalibrationMethodOptions&>(c) = q_.calibration;
   c.threads = r_.evaluate.threads;
+  // The forward passes (and, on a GPU, the histogram binning) on the backend
+  // evaluate.backend resolved to (Run): cpu unless a GPU was asked for.
+  c.backend = report_.backend.empty() ? "cpu" : report_.backend;
   SPARQ_ASSIGN_OR_RETURN(c.tensors, CalibrationScope(fp32_, q, r_));
   if (!c.tensors.empty()) {
     Log("calibrate: only the " + std::to_string(c.tensors.size()) +

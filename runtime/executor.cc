@@ -584,7 +584,7 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
 
   if (!im.capture_rule.ok()) return im.RunSteps(std::move(values), outputs, options, profile);
   std::lock_guard<std::mutex> lock(im.graph_mu);  // runs that may capture share one stream: one at a time
-  if (!options.extra_outputs.empty() || options.on_node_outputs || profile != nullptr) {
+  if (!options.extra_outputs.empty() || options.on_node_outputs || options.on_device_node_outputs || profile != nullptr) {
     return im.RunSteps(std::move(values), outputs, options, profile);
   }
   return im.RunGraph(std::move(values), outputs);
@@ -607,7 +607,8 @@ Status Executor::Impl::RunSteps(std::vector<Tensor> values, TensorMap* outputs, 
   std::shared_ptr<const MemoryPlan> plan;
   std::unique_ptr<MemoryRecord> record;
   std::vector<Shape> signature;
-  const bool plannable = im.plan_memory && options.extra_outputs.empty() && !options.on_node_outputs;
+  const bool plannable =
+      im.plan_memory && options.extra_outputs.empty() && !options.on_node_outputs && !options.on_device_node_outputs;
   if (plannable) {
     for (const ValueInfo& v : g.inputs) signature.push_back(values[im.slot_of.at(v.name)].shape());
     for (const ValueInfo& v : g.initializer_inputs) signature.push_back(values[im.slot_of.at(v.name)].shape());
@@ -709,13 +710,17 @@ Status Executor::Impl::RunSteps(std::vector<Tensor> values, TensorMap* outputs, 
           values[s] = values[s].Clone();  // a view the plan did not foresee would outlive its region
         }
       }
-      if (options.on_node_outputs) {
-        if (context.device() == Device{}) {
-          SPARQ_RETURN_IF_ERROR(options.on_node_outputs(n, ctx.outputs()));
-        } else {  // callbacks read host tensors
+      if (context.device() == Device{}) {
+        if (options.on_node_outputs) SPARQ_RETURN_IF_ERROR(options.on_node_outputs(n, ctx.outputs()));
+      } else if (options.on_node_outputs || options.on_device_node_outputs) {
+        std::vector<bool> consumed(ctx.outputs().size(), false);  // reduced on the device: no copy
+        if (options.on_device_node_outputs) {
+          SPARQ_RETURN_IF_ERROR(options.on_device_node_outputs(n, ctx.outputs(), context, &consumed));
+        }
+        if (options.on_node_outputs) {  // callbacks read host tensors
           std::vector<Tensor> host(ctx.outputs().size());
           for (size_t k = 0; k < host.size(); ++k) {
-            if (!ctx.outputs()[k].defined()) continue;
+            if (!ctx.outputs()[k].defined() || (k < consumed.size() && consumed[k])) continue;
             SPARQ_ASSIGN_OR_RETURN(host[k], CopyTensorToHost(context, ctx.outputs()[k]));
           }
           SPARQ_RETURN_IF_ERROR(options.on_node_outputs(n, host));

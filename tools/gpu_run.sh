@@ -56,6 +56,16 @@ models_step() {
     timeout 120 "$sparq" calibrate "$m" --data "$data" --method max --samples 8 -o "$dir/$name.scales.json" >>"$LOG" 2>&1 &&
       timeout 120 "$sparq" quantize "$m" --scales "$dir/$name.scales.json" -o "$dir/$name.int8.onnx" >>"$LOG" 2>&1 ||
       say "models: $name: INT8 quantization failed (see the log)"
+    # Calibration on both backends (KL, the histograms binned on the device
+    # on cuda): the tables compared below, with the wall times.
+    local b t0 t1
+    [ "$CHECK_BACKEND" = cuda ] && for b in cpu cuda; do
+      t0=$(date +%s.%N)
+      timeout 180 "$sparq" calibrate "$m" --data "$data" --method kl --samples 64 --backend "$b" \
+        -o "$cmp/$name.calib.$b.json" >>"$LOG" 2>&1 || say "models: $name: calibrate --backend $b failed (see the log)"
+      t1=$(date +%s.%N)
+      echo "$t0 $t1" | awk '{printf "%.3f\n", $2 - $1}' >"$cmp/$name.calib.$b.seconds"
+    done
     local variant model
     for variant in fp32 int8; do
       model="$m"
@@ -106,6 +116,26 @@ for cpu in sorted(glob.glob(os.path.join(cmp, "*.cpu.npz"))):
         rel = d / np.maximum(1.0, np.abs(x.astype(np.float64)))
         same = bool(np.array_equal(x, y, equal_nan=True)) if x.dtype.kind == "f" else bool(np.array_equal(x, y))
         print(f"| {name} | {variant} | {key} | {np.nanmax(d):.3g} | {np.nanmax(rel):.3g} | {'yes' if same else 'no'} | {on_cpu} | {thr} | {p50} |")
+import json
+print()
+print(f"Calibration (KL, the model's .npz samples, up to 64): --backend {backend} vs --backend cpu")
+print()
+print("| model | tensors | identical thresholds | max rel threshold diff | cpu s | " + backend + " s |")
+print("|---|---:|---:|---:|---:|---:|")
+for cpu in sorted(glob.glob(os.path.join(cmp, "*.calib.cpu.json"))):
+    name = os.path.basename(cpu)[: -len(".calib.cpu.json")]
+    other = os.path.join(cmp, f"{name}.calib.{backend}.json")
+    secs = lambda b: (open(os.path.join(cmp, f"{name}.calib.{b}.seconds")).read().strip()
+                      if os.path.exists(os.path.join(cmp, f"{name}.calib.{b}.seconds")) else "-")
+    if not os.path.exists(other):
+        print(f"| {name} | - | FAILED: no table | - | {secs('cpu')} | {secs(backend)} |")
+        continue
+    ta = {t["name"]: t for t in json.load(open(cpu)).get("tensors", [])}
+    tb = {t["name"]: t for t in json.load(open(other)).get("tensors", [])}
+    same = sum(1 for k in ta if k in tb and ta[k].get("threshold") == tb[k].get("threshold"))
+    rel = max([abs(ta[k]["threshold"] - tb[k]["threshold"]) / max(1e-12, abs(ta[k]["threshold"]))
+               for k in ta if k in tb] or [0.0])
+    print(f"| {name} | {len(ta)} | {same} | {rel:.3g} | {secs('cpu')} | {secs(backend)} |")
 times = os.path.join(os.path.dirname(cmp), "torch_times.json")
 if os.path.exists(times):
     import json
@@ -131,12 +161,15 @@ have_gpu() {
 steps=(
   "sparq --version"
   "sparq_cuda_tests (host arithmetic and layouts; every CUDA row against the reference kernels)"
-  "gpu_bench (cuBLASLt GEMM f32/tf32/f16/s8 and cuSPARSE Blocked-ELL f16/s8 at BERT-base shapes)"
+  "gpu_bench (cuBLASLt GEMM f32/tf32/f16/s8, INT8 with int8 out: cuBLASLt + requantize vs the fused kernel,"
+  "        and cuSPARSE Blocked-ELL f16/s8 at BERT-base shapes; the GPU rows of the kernel speed table"
+  "        -> \$OUT/kernel_speedups_gpu.csv)"
   "models: digits_cnn (bundled) and, with python3 + torch + torchvision + onnx, ResNet-50, EfficientNet-Lite0"
   "        (with timm), MiniLM-L6 and BERT-base shapes (with transformers; gpu_models.py, random weights; else"
   "        make_test_models.py's small ones); each FP32 and INT8 (sparq calibrate --method max + sparq"
   "        quantize), run by sparq eval --backend cpu and --backend cuda, outputs compared; PyTorch FP16"
-  "        eager and CUDA-graph times of the same models beside them"
+  "        eager and CUDA-graph times of the same models beside them; sparq calibrate --method kl"
+  "        --backend cpu and --backend cuda (histograms binned on the GPU), tables and times compared"
 )
 say "sparq GPU check ($(cat "$HERE/COMMIT" 2>/dev/null || echo unknown)) -> $RESULTS"
 for s in "${steps[@]}"; do say "  step: $s"; done
@@ -198,13 +231,22 @@ cat "$OUT/sparq_cuda_tests.log" >>"$LOG"
 } >>"$RESULTS"
 say "sparq_cuda_tests: $(status_of $rc)"
 
-timeout 300 "$HERE/bin/gpu_bench" >"$OUT/gpu_bench.md" 2>>"$LOG"
+timeout 300 "$HERE/bin/gpu_bench" --speedups "$OUT/kernel_speedups_gpu.csv" >"$OUT/gpu_bench.md" 2>>"$LOG"
 rc=$?
 {
   echo "## gpu_bench: $(status_of $rc)"
   echo
   cat "$OUT/gpu_bench.md"
   echo
+  if [ -f "$OUT/kernel_speedups_gpu.csv" ]; then
+    echo "GPU rows of the kernel speed table (\$OUT/kernel_speedups_gpu.csv; append them to"
+    echo "bench/kernel_speedups.csv, or name the file as prune.kernel_table, for structure: auto on cuda):"
+    echo
+    echo '```'
+    cat "$OUT/kernel_speedups_gpu.csv"
+    echo '```'
+    echo
+  fi
 } >>"$RESULTS"
 say "gpu_bench: $(status_of $rc)"
 

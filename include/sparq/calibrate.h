@@ -125,9 +125,12 @@ struct SPARQ_API CalibrationOptions : CalibrationMethodOptions {
   std::vector<std::string> tensors;
   int threads = 0;  // executor threads, 0 = all
   // Where the forward passes run (ExecutorOptions::backend: "cpu", "cuda",
-  // "auto", ...); the histograms are binned on the host from copies of the
-  // observed values. The table does not depend on it beyond float rounding
-  // of the forward passes.
+  // "auto", ...). On the CUDA backend the observed values are reduced on the
+  // GPU (bounds and histogram counts, BackendContext::MinMaxF32 /
+  // AbsHistogramF32) and only those come back; on backends without that,
+  // they are binned on the host from copies. The binning is the same either
+  // way: the table does not depend on the backend beyond float rounding of
+  // the forward passes (and the sign of a zero bound).
   std::string backend = "cpu";
   // A tensor that holds NaN or an infinity fails calibration (naming it),
   // unless this is set: then it is left out of the table and named in

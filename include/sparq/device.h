@@ -15,5 +15,11 @@ SPARQ_API int CudaDeviceCount();
 // "NVIDIA H100 80GB HBM3 (sm_90, 79.1 GiB)" for device `index`. Errors:
 // NotSupported without the CUDA build, NotFound for a bad index.
 SPARQ_API StatusOr<std::string> CudaDeviceName(int index);
+// The backend `--backend name` (ExecutorOptions::backend) runs on here: its
+// name ("cpu", "cuda", ...); for "auto", `note` (optional) says which and why
+// ("backend auto: cpu (cuda: no CUDA device ...)"). Errors as the executor's:
+// InvalidArgument for an unknown name, the backend's reason when it cannot run
+// here (cuda without a GPU).
+SPARQ_API StatusOr<std::string> ResolveBackendName(const std::string& name, std::string* note = nullptr);
 
 }  // namespace sparq

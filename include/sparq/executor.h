@@ -17,6 +17,8 @@
 
 namespace sparq {
 
+class BackendContext;  // kernels/backend.h (RunOptions::on_device_node_outputs)
+
 using TensorMap = std::map<std::string, Tensor>;
 
 // The graph rewrites an executor applies to its private copy of a model
@@ -156,6 +158,15 @@ struct SPARQ_API RunOptions {
   // debugging), as host tensors: copies when the node ran on a device. A
   // non-OK return stops the run with that Status.
   std::function<Status(const Node&, const std::vector<Tensor>&)> on_node_outputs;
+  // Optional: called before on_node_outputs for each node that ran on a
+  // device (not the host), with its outputs where they live and the context
+  // that made them (BackendContext, kernels/backend.h: internal to sparq's
+  // layers). Outputs it marks in `consumed` (sized to the outputs, all false)
+  // are not copied to the host: on_node_outputs gets an undefined Tensor in
+  // their place. Calibration bins its histograms this way on a GPU, so only
+  // counts come back. A non-OK return stops the run with that Status.
+  std::function<Status(const Node&, const std::vector<Tensor>&, BackendContext&, std::vector<bool>* consumed)>
+      on_device_node_outputs;
   // Intermediate values to return besides the graph outputs.
   std::vector<std::string> extra_outputs;
 };

@@ -7,6 +7,7 @@
 #include "kernels/cuda/cuda_context.h"
 #include "kernels/cuda/cuda_rows.h"
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/registry.h"
 
 namespace sparq {
@@ -198,6 +199,52 @@ Status CudaContext::Synchronize() {
   if (capturing_.load()) return NotWhileCapturing("Synchronize");
   SPARQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
   return Status::OK();
+}
+
+namespace {
+Status RequireF32OnContext(const Tensor& t, const Device& device, const char* what) {
+  if (t.dtype() != DataType::kFloat32) {
+    return Status::InvalidArgument(std::string(what) + ": float32 expected, got " + DataTypeName(t.dtype()));
+  }
+  if (t.device() != device) {
+    return Status::InvalidArgument(std::string(what) + ": the tensor is on " + t.device().ToString() + ", not " +
+                                   device.ToString());
+  }
+  return Status::OK();
+}
+}  // namespace
+
+Status CudaContext::MinMaxF32(const Tensor& t, float* lo, float* hi) {
+  if (capturing_.load()) return NotWhileCapturing("MinMaxF32");
+  SPARQ_RETURN_IF_ERROR(RequireF32OnContext(t, device(), "MinMaxF32"));
+  if (t.numel() == 0) return Status::OK();
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> scratch, Allocate(MinMaxScratchBytes()));
+  SPARQ_RETURN_IF_ERROR(LaunchMinMaxF32(static_cast<const float*>(t.raw_data()), t.numel(), scratch.get(), stream_));
+  float bounds[2];
+  const size_t at = MinMaxScratchBytes() - sizeof(bounds);
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(bounds, scratch.get() + at, sizeof(bounds), cudaMemcpyDeviceToHost, stream_));
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  if (bounds[0] < *lo) *lo = bounds[0];  // MinMaxRef's rule: NaN (none here) and ties keep the bound
+  if (bounds[1] > *hi) *hi = bounds[1];
+  return Status::OK();
+}
+
+StatusOr<int64_t> CudaContext::AbsHistogramF32(const Tensor& t, double scale, int64_t last, int64_t* counts) {
+  if (capturing_.load()) return NotWhileCapturing("AbsHistogramF32");
+  SPARQ_RETURN_IF_ERROR(RequireF32OnContext(t, device(), "AbsHistogramF32"));
+  if (last < 0) return Status::InvalidArgument("AbsHistogramF32: no bins");
+  if (t.numel() == 0) return int64_t{0};
+  const size_t bytes = static_cast<size_t>(last + 2) * sizeof(unsigned long long);  // the bins, then the NaNs
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> scratch, Allocate(bytes));
+  auto* dev = reinterpret_cast<unsigned long long*>(scratch.get());
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaMemsetAsync(dev, 0, bytes, stream_));
+  SPARQ_RETURN_IF_ERROR(
+      LaunchAbsHistogramF32(static_cast<const float*>(t.raw_data()), t.numel(), scale, last, dev, dev + last + 1, stream_));
+  std::vector<unsigned long long> host(static_cast<size_t>(last + 2));
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaMemcpyAsync(host.data(), dev, bytes, cudaMemcpyDeviceToHost, stream_));
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream_));
+  for (int64_t b = 0; b <= last; ++b) counts[b] += static_cast<int64_t>(host[static_cast<size_t>(b)]);
+  return static_cast<int64_t>(host[static_cast<size_t>(last + 1)]);
 }
 
 Status CudaContext::BeginCapture() {

@@ -41,6 +41,11 @@ struct CudaBackendOptions {
   // products, float32 sums): about 6x faster than exact FP32 on an H200, and
   // within kTf32Tolerance of the reference instead of kFp32Tolerance.
   bool allow_tf32 = false;
+  // The INT8 rows (QLinearMatMul, QLinearConv, sparq.MatMulIntegerToFloat)
+  // on the fused INT8 GEMM (gemm_s8_fused.cu: the requantize epilogue applied
+  // on chip, the int32 sums never written); false: cuBLASLt's IMMA GEMM into
+  // an int32 matrix, then the epilogue kernel. Identical bits either way.
+  bool fused_int8_gemm = true;
   // Bytes of device workspace cuBLASLt may use per GEMM.
   size_t gemm_workspace_bytes = size_t{32} << 20;
 };
@@ -74,6 +79,11 @@ class CudaContext : public BackendContext {
   Status CopyFromHost(const void* host, void* device, size_t bytes) override;
   Status CopyToHost(const void* device, void* host, size_t bytes) override;
   Status Synchronize() override;
+  // Calibration's statistics reduced on the device (LaunchMinMaxF32,
+  // LaunchAbsHistogramF32): two floats / the bins' counts come back.
+  bool HasCalibrationStats() const override { return true; }
+  Status MinMaxF32(const Tensor& t, float* lo, float* hi) override;
+  StatusOr<int64_t> AbsHistogramF32(const Tensor& t, double scale, int64_t last, int64_t* counts) override;
 
   // CUDA graphs (BackendContext's capture hooks): stream capture in
   // cudaStreamCaptureModeThreadLocal on stream(), cudaGraphInstantiate,

@@ -34,8 +34,11 @@
 //                        pointwise_depthwise_f32_cuda, attention_f32_cuda (sparq's
 //                        float fusions), spmm_bell_f16_cusparse (MatMul with a
 //                        block-sparse constant float16 weight, Blocked-ELL)
-//   rows_int8.cc         qlinear_matmul_s8_cublaslt, qlinear_conv_s8_cublaslt (INT8
-//                        GEMM, int32 sums, requantized by device_math.h's arithmetic),
+//   rows_int8.cc         qlinear_matmul_s8_cublaslt, qlinear_conv_s8_cublaslt (the fused
+//                        INT8 GEMM of gemm_s8_fused.cu, requantized on chip by
+//                        device_kernels.h's epilogue; or, with
+//                        CudaBackendOptions::fused_int8_gemm off, cuBLASLt's INT8
+//                        GEMM into int32 and the epilogue kernel),
 //                        qlinear_conv_dw_s8_cuda, qlinear_conv_lut_s8_cuda,
 //                        matmul_s8_f32_cublaslt (sparq.MatMulIntegerToFloat)
 //   rows_common.cc       the helpers below, HostFallback

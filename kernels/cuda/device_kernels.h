@@ -261,17 +261,22 @@ SPARQ_HD uint8_t QLinearBinaryElement(int64_t i, const void* a, const void* b, c
   return static_cast<uint8_t>(y);
 }
 
-// Element i of an int32 GEMM result with the zero-point corrections of
-// RequantArgs applied (modulo 2^32, as the reference's int32 sums).
-SPARQ_HD int32_t CorrectedAcc(int64_t i, const RequantArgs& a) {
-  const int64_t r = i / a.cols, c = i % a.cols;
+// The int32 GEMM sum `raw` of element (r, c) with the zero-point corrections
+// of RequantArgs applied (modulo 2^32, as the reference's int32 sums). a.acc
+// is not read: the fused GEMM (gemm_s8_fused.cu) passes sums from registers.
+SPARQ_HD int32_t CorrectedAccValue(int32_t raw, int64_t r, int64_t c, const RequantArgs& a) {
   const uint32_t zr = static_cast<uint32_t>(a.a_zp != nullptr ? a.a_zp[r] : a.a_zp_scalar);
   const uint32_t zc = static_cast<uint32_t>(a.b_zp != nullptr ? a.b_zp[c] : a.b_zp_scalar);
-  uint32_t acc = static_cast<uint32_t>(a.acc[i]);  // wrapping int32 arithmetic
+  uint32_t acc = static_cast<uint32_t>(raw);  // wrapping int32 arithmetic
   if (a.a_sum != nullptr) acc -= zc * static_cast<uint32_t>(a.a_sum[r]);
   if (a.b_sum != nullptr) acc -= zr * static_cast<uint32_t>(a.b_sum[c]);
   acc += static_cast<uint32_t>(a.k) * zr * zc;
   return static_cast<int32_t>(acc);
+}
+
+// Element i of the int32 GEMM result a.acc, corrected.
+SPARQ_HD int32_t CorrectedAcc(int64_t i, const RequantArgs& a) {
+  return CorrectedAccValue(a.acc[i], i / a.cols, i % a.cols, a);
 }
 
 // Cast between float32, int32, int64, int8, uint8 and bool as Tensor::CastTo
@@ -347,13 +352,20 @@ SPARQ_HD int64_t ResizeNearestSource(int64_t i, int64_t height, int64_t width, i
   return (p * height + r / sh) * width + c / sw;
 }
 
-// Element i of the requantized GEMM result (RequantArgs above).
+// The requantize epilogue of element (r, c) from its raw int32 GEMM sum
+// (RequantArgs above; a.acc is not read): the one function both the separate
+// requantize kernel and the fused INT8 GEMM apply.
 template <typename T>
-SPARQ_HD T RequantizeElement(int64_t i, const RequantArgs& a) {
-  const int64_t r = i / a.cols, c = i % a.cols;
+SPARQ_HD T RequantizeAccValue(int32_t raw, int64_t r, int64_t c, const RequantArgs& a) {
   const int32_t bias = a.bias != nullptr ? a.bias[a.bias_per_row ? r : c] : 0;
   const float mult = a.multiplier[a.multiplier_per_row ? r : (a.multiplier_per_col ? c : 0)];
-  return RequantizeValue<T>(CorrectedAcc(i, a), bias, mult, a.y_zp, a.relu);
+  return RequantizeValue<T>(CorrectedAccValue(raw, r, c, a), bias, mult, a.y_zp, a.relu);
+}
+
+// Element i of the requantized GEMM result a.acc.
+template <typename T>
+SPARQ_HD T RequantizeElement(int64_t i, const RequantArgs& a) {
+  return RequantizeAccValue<T>(a.acc[i], i / a.cols, i % a.cols, a);
 }
 
 // sparq.MatMulIntegerToFloat's epilogue (kernels/ref/qdq_fused_ops.cc): the
@@ -367,12 +379,59 @@ struct FloatEpilogue {
   float gelu_divisor = 1.41421356f, gelu_offset = 1.0f, gelu_scale = 0.5f;
 };
 
-SPARQ_HD float AccToFloatElement(int64_t i, const RequantArgs& a, const FloatEpilogue& e) {
-  const int64_t c = i % a.cols;
-  float y = MulRn(static_cast<float>(CorrectedAcc(i, a)), e.scale[e.scale_per_col ? c : 0]);
+SPARQ_HD float AccToFloatValue(int32_t raw, int64_t r, int64_t c, const RequantArgs& a, const FloatEpilogue& e) {
+  float y = MulRn(static_cast<float>(CorrectedAccValue(raw, r, c, a)), e.scale[e.scale_per_col ? c : 0]);
   if (e.bias != nullptr) y = AddRn(y, e.bias[c]);
   if (e.gelu) y = GeluErfChain(y, e.gelu_divisor, e.gelu_offset, e.gelu_scale);
   return y;
+}
+
+SPARQ_HD float AccToFloatElement(int64_t i, const RequantArgs& a, const FloatEpilogue& e) {
+  return AccToFloatValue(a.acc[i], i / a.cols, i % a.cols, a, e);
+}
+
+// ---------------------------------------------------------------------------
+// The fused INT8 GEMM (gemm_s8_fused.cu): out [m, n] = epilogue(a [m, k] * b [n, k]^T)
+//
+// One block of kFusedThreads computes a kFusedBlockM x kFusedBlockN tile of
+// out; its warps (kFusedWarpsM x kFusedWarpsN) each own 32 x 32 of it as 2 x 2
+// 16x16x16 int8 tensor-core fragments (WMMA, int32 sums). Per step of
+// kFusedBlockK along k, both operands' tiles are staged in shared memory as
+// k-chunks of 16 bytes, so every fragment starts 256-bit aligned:
+//
+//   tile[chunk][row][16]      chunk = kk / 16, row < kFusedBlockM (or N)
+//   element (row, kk) at      (chunk * rows + row) * 16 + kk % 16
+//
+// Rows past m (n) and columns past k read as 0, which adds nothing to a sum.
+// After the last step each warp stores its int32 fragments to a shared
+// [kFusedBlockM][kFusedCLd] tile, and every thread applies the epilogue
+// (RequantizeAccValue / AccToFloatValue) to its elements and writes them:
+// the int32 sums never reach global memory.
+inline constexpr int kFusedBlockM = 64, kFusedBlockN = 64, kFusedBlockK = 64;
+inline constexpr int kFusedWarpsM = 2, kFusedWarpsN = 2, kFusedThreads = 32 * kFusedWarpsM * kFusedWarpsN;
+inline constexpr int kFusedCLd = kFusedBlockN + 4;  // int32 elements per row of the shared result tile
+static_assert(kFusedBlockM == 32 * kFusedWarpsM && kFusedBlockN == 32 * kFusedWarpsN, "each warp owns 32 x 32");
+static_assert(kFusedBlockK % 16 == 0, "k steps of whole 16-byte chunks");
+static_assert(kFusedBlockM * kFusedBlockK == 16 * 2 * kFusedThreads && kFusedBlockN == kFusedBlockM,
+              "each thread stages two 16-byte chunks of each operand per step");
+static_assert(kFusedCLd % 4 == 0 && (16 * kFusedCLd * 4) % 32 == 0, "WMMA stores need ldm % 4 == 0, 256-bit aligned rows");
+
+// Which 16 bytes thread t stages per operand per k step: its slot s < 2 is
+// entry 2t + s of the row-major grid [tile rows][kFusedBlockK / 16 chunks].
+SPARQ_HD void FusedStageSlot(int t, int s, int* row, int* chunk) {
+  constexpr int kChunks = kFusedBlockK / 16;
+  const int slot = t * 2 + s;
+  *row = slot / kChunks;
+  *chunk = slot % kChunks;
+}
+
+// Stages bytes [k0 + 16 chunk, +16) of row row0 + row of src [rows, k] into
+// tile (the layout above; `tile_rows` rows per chunk), zeros outside src.
+SPARQ_HD void FusedStageBytes(const int8_t* src, int64_t rows, int64_t k, int64_t row0, int64_t k0, int row, int chunk,
+                              int tile_rows, int8_t* tile) {
+  int8_t* dst = tile + (static_cast<int64_t>(chunk) * tile_rows + row) * 16;
+  const int64_t gr = row0 + row, gk = k0 + 16 * chunk;
+  for (int j = 0; j < 16; ++j) dst[j] = (gr < rows && gk + j < k) ? src[gr * k + gk + j] : static_cast<int8_t>(0);
 }
 
 }  // namespace cuda

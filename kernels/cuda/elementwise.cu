@@ -1,7 +1,10 @@
 // Elementwise, normalization, quantization and layout kernels of the CUDA
 // backend (launch.h). Per-element arithmetic comes from device_math.h.
 #include <cuda_fp16.h>
+#include <math_constants.h>
 
+#include <algorithm>
+#include <limits>
 #include <string>
 
 #include "kernels/cuda/cuda_status.h"
@@ -201,9 +204,12 @@ __device__ void FoldRange(float* slo, float* shi, float lo, float hi) {
   }
 }
 
-__global__ void RangePartialKernel(const float* __restrict__ x, int64_t n, float* __restrict__ partial) {
+// Per-block ranges of x, each starting from [init_lo, init_hi] ([0, 0] for
+// DynamicQuantizeLinear, which always includes 0; [+inf, -inf] for calibration).
+__global__ void RangePartialKernel(const float* __restrict__ x, int64_t n, float* __restrict__ partial, float init_lo,
+                                   float init_hi) {
   __shared__ float slo[kThreads], shi[kThreads];
-  float lo = 0.0f, hi = 0.0f;
+  float lo = init_lo, hi = init_hi;
   SPARQ_GRID_STRIDE(i, n) { Widen(x[i], &lo, &hi); }
   FoldRange(slo, shi, lo, hi);
   if (threadIdx.x == 0) {
@@ -226,6 +232,21 @@ __global__ void DynamicParamsKernel(const float* __restrict__ partial, int block
     DynamicQuantParamsU8(slo[0], shi[0], &s, &z);
     *scale = s;
     *zero_point = static_cast<uint8_t>(z);
+  }
+}
+
+// Calibration: the per-block ranges folded into out[0] (least), out[1] (greatest).
+__global__ void MinMaxFoldKernel(const float* __restrict__ partial, int blocks, float* __restrict__ out) {
+  __shared__ float slo[kThreads], shi[kThreads];
+  float lo = CUDART_INF_F, hi = -CUDART_INF_F;
+  for (int b = threadIdx.x; b < blocks; b += blockDim.x) {
+    Widen(partial[2 * b], &lo, &hi);
+    Widen(partial[2 * b + 1], &lo, &hi);
+  }
+  FoldRange(slo, shi, lo, hi);
+  if (threadIdx.x == 0) {
+    out[0] = slo[0];
+    out[1] = shi[0];
   }
 }
 
@@ -292,6 +313,29 @@ __global__ void AbsHistogramKernel(const float* __restrict__ x, int64_t n, doubl
     if (b < 0) atomicAdd(nans, 1ull);
     else atomicAdd(counts + b, 1ull);
   }
+}
+
+// The same with a private histogram per block in shared memory (bins, then
+// the NaN count), added to the global one once per block: activations crowd
+// into few bins (a ReLU's zeros), which global atomics would serialize on.
+// Integer counts: the result does not depend on the order.
+constexpr int kMaxSharedHistogramBins = 4096;
+constexpr int kHistogramBlocks = 512;
+static_assert((kMaxSharedHistogramBins + 1) * sizeof(unsigned long long) <= 48 * 1024,
+              "the private histogram fits the default shared memory of a block");
+__global__ void AbsHistogramSharedKernel(const float* __restrict__ x, int64_t n, double scale, int64_t last,
+                                         unsigned long long* __restrict__ counts, unsigned long long* __restrict__ nans) {
+  extern __shared__ unsigned long long local[];
+  const int bins = static_cast<int>(last) + 1;
+  for (int i = threadIdx.x; i <= bins; i += blockDim.x) local[i] = 0;
+  __syncthreads();
+  SPARQ_GRID_STRIDE(i, n) {
+    const int64_t b = AbsHistogramBin(x[i], scale, last);
+    atomicAdd(&local[b < 0 ? bins : b], 1ull);
+  }
+  __syncthreads();
+  for (int i = threadIdx.x; i <= bins; i += blockDim.x)
+    if (local[i] != 0) atomicAdd(i < bins ? counts + i : nans, local[i]);
 }
 
 }  // namespace
@@ -415,7 +459,7 @@ size_t DynamicQuantizeScratchBytes() { return 2 * kRangeBlocks * sizeof(float); 
 Status LaunchDynamicQuantizeU8(const float* x, int64_t n, uint8_t* y, float* scale, uint8_t* zero_point, void* scratch,
                                cudaStream_t stream) {
   float* partial = static_cast<float*>(scratch);
-  RangePartialKernel<<<kRangeBlocks, kThreads, 0, stream>>>(x, n, partial);
+  RangePartialKernel<<<kRangeBlocks, kThreads, 0, stream>>>(x, n, partial, 0.0f, 0.0f);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("RangePartialKernel");
   DynamicParamsKernel<<<1, kThreads, 0, stream>>>(partial, kRangeBlocks, scale, zero_point);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("DynamicParamsKernel");
@@ -521,8 +565,27 @@ Status LaunchAbsHistogramF32(const float* x, int64_t n, double scale, int64_t la
                              unsigned long long* nans, cudaStream_t stream) {
   if (n <= 0) return Status::OK();
   if (last < 0) return Status::InvalidArgument("histogram with no bins");
+  if (last + 1 <= kMaxSharedHistogramBins) {
+    const unsigned blocks = std::min<unsigned>(BlocksFor(n), kHistogramBlocks);
+    const size_t shared = static_cast<size_t>(last + 2) * sizeof(unsigned long long);
+    AbsHistogramSharedKernel<<<blocks, kThreads, shared, stream>>>(x, n, scale, last, counts, nans);
+    SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("AbsHistogramSharedKernel");
+    return Status::OK();
+  }
   AbsHistogramKernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, n, scale, last, counts, nans);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("AbsHistogramKernel");
+  return Status::OK();
+}
+
+size_t MinMaxScratchBytes() { return (2 * kRangeBlocks + 2) * sizeof(float); }
+
+Status LaunchMinMaxF32(const float* x, int64_t n, void* scratch, cudaStream_t stream) {
+  float* partial = static_cast<float*>(scratch);
+  const float inf = std::numeric_limits<float>::infinity();
+  RangePartialKernel<<<kRangeBlocks, kThreads, 0, stream>>>(x, n, partial, inf, -inf);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("RangePartialKernel");
+  MinMaxFoldKernel<<<1, kThreads, 0, stream>>>(partial, kRangeBlocks, partial + 2 * kRangeBlocks);
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("MinMaxFoldKernel");
   return Status::OK();
 }
 

@@ -94,9 +94,17 @@ Status LaunchGather(const void* x, const int64_t* indices, void* y, int elem_siz
                     int64_t inner, int64_t n_indices, cudaStream_t stream);
 
 // Calibration: counts[AbsHistogramBin(x[i], scale, last)] += 1 (device_math.h),
-// NaNs counted into *nans; counts has last + 1 bins.
+// NaNs counted into *nans; counts has last + 1 bins (added to). Up to 4096
+// bins each block counts in shared memory first.
 Status LaunchAbsHistogramF32(const float* x, int64_t n, double scale, int64_t last, unsigned long long* counts,
                              unsigned long long* nans, cudaStream_t stream);
+
+// Calibration: the least and greatest non-NaN values of x (a bound moves
+// only for a value strictly beyond it, MinMaxRef's rule; +inf / -inf when
+// there are none) into scratch's floats [2 * 256, +2): scratch holds
+// MinMaxScratchBytes(). (The sign of a zero bound depends on the order.)
+size_t MinMaxScratchBytes();
+Status LaunchMinMaxF32(const float* x, int64_t n, void* scratch, cudaStream_t stream);
 
 // ---------------------------------------------------------------------------
 // Convolution and pooling (nn.cu), NCHW, 2-D
@@ -121,6 +129,17 @@ Status LaunchMaxPool2dS8(const void* x, bool is_signed, void* y, const Pool2dGeo
 Status LaunchAveragePool2dF32(const float* x, float* y, const Pool2dGeometry& g, cudaStream_t stream);
 // y[p] = mean of x[p * hw, (p + 1) * hw), in double.
 Status LaunchGlobalAveragePoolF32(const float* x, float* y, int64_t planes, int64_t hw, cudaStream_t stream);
+
+// The fused INT8 GEMM (gemm_s8_fused.cu; tiling in device_kernels.h):
+// r.out [m, n] = RequantizeAccValue(sum over k of a[m, k] * b[n, k], ...) as
+// int8 (r.out_signed) or uint8, the int32 sums never written (r.acc unused;
+// r.rows = m, r.cols = n). Int8 tensor cores (WMMA, sm_72+); NotSupported when
+// the grid would exceed CUDA's limits (m > 65535 * 64).
+Status LaunchGemmS8Requantize(const int8_t* a, const int8_t* b, int64_t m, int64_t n, int64_t k, const RequantArgs& r,
+                              cudaStream_t stream);
+// The same with sparq.MatMulIntegerToFloat's float epilogue (AccToFloatValue) into y [m, n].
+Status LaunchGemmS8ToFloat(const int8_t* a, const int8_t* b, int64_t m, int64_t n, int64_t k, const RequantArgs& r,
+                           const FloatEpilogue& e, float* y, cudaStream_t stream);
 
 // acc[m, n] = sum over k of a[m, k] * b[n, k] (int8, int32 sums): the
 // fallback of the INT8 GEMM for shapes cuBLASLt's IMMA kernels refuse.

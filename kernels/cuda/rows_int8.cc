@@ -1,8 +1,11 @@
 // CUDA rows of the INT8 GEMM-shaped operators (cuda_rows.h lists them):
 // QLinearMatMul, sparq.MatMulIntegerToFloat and QLinearConv (+ sparq.QLinearConvLut)
-// on cuBLASLt's IMMA GEMM (int32 sums, the own kernel for shapes it refuses)
-// and the requantize / float epilogue kernels, and depthwise QLinearConv on
-// its own kernel. Integer results bit for bit with kernels/ref.
+// on the fused INT8 GEMM (gemm_s8_fused.cu: int8 tensor cores, the requantize
+// / float epilogue applied on chip, int8 written; CudaBackendOptions::
+// fused_int8_gemm, on by default) or cuBLASLt's IMMA GEMM into int32 (the own
+// kernel for shapes it refuses) and the epilogue as a second kernel, and
+// depthwise QLinearConv on its own kernel. Integer results bit for bit with
+// kernels/ref either way (one epilogue function, device_kernels.h).
 //
 // INT8 operands are made signed (uint8 x -> x ^ 0x80 = x - 128, zero points
 // shifted alike, so every difference x - zero_point is unchanged), and the
@@ -103,20 +106,52 @@ Status GemmS8(CudaContext& cuda, const int8_t* a, const int8_t* b, int32_t* acc,
   return LaunchGemmS8S32Naive(a, b, acc, m, n, k, cuda.stream());
 }
 
+// out [m, n] = RequantizeAccValue(a [m, k] * b [n, k]^T) with r's corrections
+// (r.out, r.rows = m, r.cols = n): the fused INT8 GEMM (gemm_s8_fused.cu) when
+// the context asks for it and it takes the shape, else GemmS8 into an int32
+// scratch matrix and the requantize kernel over it. The same bits either way.
+Status GemmS8Requantize(CudaContext& cuda, const int8_t* a, const int8_t* b, int64_t k, RequantArgs r) {
+  if (cuda.options().fused_int8_gemm) {
+    Status st = LaunchGemmS8Requantize(a, b, r.rows, r.cols, k, r, cuda.stream());
+    if (st.code() != StatusCode::kNotSupported) return st;
+  }
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> acc, Scratch(cuda, static_cast<size_t>(r.rows * r.cols) * sizeof(int32_t)));
+  r.acc = reinterpret_cast<const int32_t*>(acc.get());
+  SPARQ_RETURN_IF_ERROR(GemmS8(cuda, a, b, reinterpret_cast<int32_t*>(acc.get()), r.rows, r.cols, k));
+  return LaunchRequantize(r, cuda.stream());
+}
+
+// The same with sparq.MatMulIntegerToFloat's float epilogue into y.
+Status GemmS8ToFloat(CudaContext& cuda, const int8_t* a, const int8_t* b, int64_t k, RequantArgs r,
+                     const FloatEpilogue& e, float* y) {
+  if (cuda.options().fused_int8_gemm) {
+    Status st = LaunchGemmS8ToFloat(a, b, r.rows, r.cols, k, r, e, y, cuda.stream());
+    if (st.code() != StatusCode::kNotSupported) return st;
+  }
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> acc, Scratch(cuda, static_cast<size_t>(r.rows * r.cols) * sizeof(int32_t)));
+  r.acc = reinterpret_cast<const int32_t*>(acc.get());
+  SPARQ_RETURN_IF_ERROR(GemmS8(cuda, a, b, reinterpret_cast<int32_t*>(acc.get()), r.rows, r.cols, k));
+  return LaunchAccToFloat(r, e, y, cuda.stream());
+}
+
 DataType OutputType(const OpContext& ctx, size_t zp_input) {
   return ctx.has_input(zp_input) ? ctx.input(zp_input).dtype() : ctx.input(0).dtype();
 }
 
-// The int32 product of A [..., M, K] and B [K, N] (int8 / uint8, zero points
-// per tensor for A, per tensor or per column for B) with its zero-point
-// corrections in `r`, ready for RequantizeElement or AccToFloatElement.
+// The operands of the int32 product of A [..., M, K] and B [K, N] (int8 /
+// uint8, zero points per tensor for A, per tensor or per column for B) as
+// signed A [rows, K] and Bt [N, K], with the zero-point corrections in `r`,
+// ready for GemmS8Requantize or GemmS8ToFloat.
 struct IntMatMul {
   RequantArgs r;
+  const int8_t* a = nullptr;   // [rows, K]
+  const int8_t* bt = nullptr;  // [N, K]
+  int64_t k = 0;
   Shape out;  // A's shape with K replaced by N
-  std::vector<std::shared_ptr<uint8_t>> buffers;  // what r points into
+  std::vector<std::shared_ptr<uint8_t>> buffers;  // what r, a and bt point into
 };
 
-StatusOr<IntMatMul> RunIntMatMul(OpContext& ctx, CudaContext& cuda, size_t a_in, size_t a_zp_in, size_t b_in,
+StatusOr<IntMatMul> PrepareIntMatMul(OpContext& ctx, CudaContext& cuda, size_t a_in, size_t a_zp_in, size_t b_in,
                                  size_t b_zp_in) {
   SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, a_in));
   SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, b_in));
@@ -147,13 +182,11 @@ StatusOr<IntMatMul> RunIntMatMul(OpContext& ctx, CudaContext& cuda, size_t a_in,
   plan.in_strides[1] = N;
   SPARQ_RETURN_IF_ERROR(LaunchPermute(b8.data, bt.get(), 1, plan, cuda.stream()));
   const int8_t* btp = reinterpret_cast<const int8_t*>(bt.get());
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> acc, Scratch(cuda, static_cast<size_t>(rows * N) * sizeof(int32_t)));
-  int32_t* accp = reinterpret_cast<int32_t*>(acc.get());
-  if (rows > 0 && N > 0) SPARQ_RETURN_IF_ERROR(GemmS8(cuda, a8.data, btp, accp, rows, N, K).WithContext(ctx.node().Describe()));
   m.buffers.push_back(bt);
-  m.buffers.push_back(acc);
+  m.a = a8.data;
+  m.bt = btp;
+  m.k = K;
   RequantArgs& r = m.r;
-  r.acc = accp;
   r.rows = rows;
   r.cols = N;
   r.k = static_cast<int32_t>(K);
@@ -194,7 +227,7 @@ Status QLinearMatMulS8(OpContext& ctx) {
     if (v.size() != 1) return ctx.NotSupported("y_zero_point per tensor only");
     y_zp = v[0];
   }
-  SPARQ_ASSIGN_OR_RETURN(IntMatMul m, RunIntMatMul(ctx, *cuda, 0, 2, 3, 5));
+  SPARQ_ASSIGN_OR_RETURN(IntMatMul m, PrepareIntMatMul(ctx, *cuda, 0, 2, 3, 5));
   if (b_scale.size() != 1 && static_cast<int64_t>(b_scale.size()) != m.r.cols) {
     return ctx.NotSupported("b_scale per tensor or per column only");
   }
@@ -207,7 +240,8 @@ Status QLinearMatMulS8(OpContext& ctx) {
   m.r.y_zp = y_zp;
   m.r.out_signed = y_type == DataType::kInt8;
   m.r.out = y->raw_data();
-  return LaunchRequantize(m.r, cuda->stream());
+  if (m.r.rows == 0 || m.r.cols == 0) return Status::OK();
+  return GemmS8Requantize(*cuda, m.a, m.bt, m.k, m.r).WithContext(ctx.node().Describe());
 }
 
 // sparq.MatMulIntegerToFloat(A, B, A_zero_point, B_zero_point, A_scale, B_scale[, Bias]):
@@ -225,7 +259,7 @@ Status MatMulIntegerToFloatS8(OpContext& ctx) {
   SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
   SPARQ_ASSIGN_OR_RETURN(const float a_scale, SingleFloat(ctx, 4, "A_scale"));
   SPARQ_ASSIGN_OR_RETURN(const std::vector<float> b_scale, HostFloats(ctx, 5, "B_scale"));
-  SPARQ_ASSIGN_OR_RETURN(IntMatMul m, RunIntMatMul(ctx, *cuda, 0, 2, 1, 3));
+  SPARQ_ASSIGN_OR_RETURN(IntMatMul m, PrepareIntMatMul(ctx, *cuda, 0, 2, 1, 3));
   const int64_t N = m.r.cols;
   if (b_scale.size() != 1 && static_cast<int64_t>(b_scale.size()) != N) {
     return ctx.InvalidArgument("B_scale must have one value or one per column");
@@ -251,7 +285,8 @@ Status MatMulIntegerToFloatS8(OpContext& ctx) {
     e.gelu_scale = ctx.node().attr_float("gelu_scale", 0.5f);
   }
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, m.out));
-  return LaunchAccToFloat(m.r, e, static_cast<float*>(y->raw_data()), cuda->stream());
+  if (m.r.rows == 0 || m.r.cols == 0) return Status::OK();
+  return GemmS8ToFloat(*cuda, m.a, m.bt, m.k, m.r, e, static_cast<float*>(y->raw_data())).WithContext(ctx.node().Describe());
 }
 
 Status CheckQLinearConv(const Node& node, const std::vector<const Tensor*>& constants) {
@@ -316,17 +351,13 @@ Status QLinearConvS8(OpContext& ctx) {
     SPARQ_ASSIGN_OR_RETURN(col_sum, Scratch(*cuda, static_cast<size_t>(P) * sizeof(int32_t)));
   }
   SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> col, Scratch(*cuda, static_cast<size_t>(P * K)));
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> acc, Scratch(*cuda, static_cast<size_t>(M * P) * sizeof(int32_t)));
   const int8_t* colp = reinterpret_cast<const int8_t*>(col.get());
-  int32_t* accp = reinterpret_cast<int32_t*>(acc.get());
   const size_t elem = 1;
   for (int64_t n = 0; n < g.batch; ++n) {
     SPARQ_RETURN_IF_ERROR(LaunchIm2Col(x8.data + n * x.dim(1) * g.height * g.width, col.get(), 1,
                                        static_cast<uint32_t>(static_cast<uint8_t>(static_cast<int8_t>(zx[0]))), g,
                                        cuda->stream()));
-    SPARQ_RETURN_IF_ERROR(GemmS8(*cuda, w8.data, colp, accp, M, P, K).WithContext(ctx.node().Describe()));
     RequantArgs r;
-    r.acc = accp;
     r.rows = M;
     r.cols = P;
     r.k = static_cast<int32_t>(K);
@@ -345,7 +376,7 @@ Status QLinearConvS8(OpContext& ctx) {
     r.y_zp = y_zp;
     r.out_signed = y_type == DataType::kInt8;
     r.out = static_cast<uint8_t*>(y->raw_data()) + static_cast<size_t>(n * M * P) * elem;
-    SPARQ_RETURN_IF_ERROR(LaunchRequantize(r, cuda->stream()));
+    SPARQ_RETURN_IF_ERROR(GemmS8Requantize(*cuda, w8.data, colp, K, r).WithContext(ctx.node().Describe()));
   }
   return Status::OK();
 }

@@ -16,6 +16,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/op_test_util.h"
+#include "kernels/ref/quantize.h"
 #include "kernels/registry.h"
 #include "sparq/device.h"
 
@@ -167,6 +168,32 @@ class CudaRows : public ::testing::Test {
 
   std::shared_ptr<BackendContext> context_;
 };
+
+// Calibration's statistics reduced on the GPU (CudaContext::MinMaxF32 /
+// AbsHistogramF32) against the host's MinMaxRef / AbsHistogramRef: the same
+// bounds and every bin's count, through the shared-memory histogram (2,048
+// bins) and the global one (8,192), NaNs counted, an all-zero range.
+TEST_F(CudaRows, CalibrationStatisticsMatchTheHostsExactly) {
+  ASSERT_TRUE(context_->HasCalibrationStats());
+  Tensor x = RandomF32({300001}, 70, -40.0f, 25.0f);
+  for (int64_t i = 0; i < x.numel(); i += 997) x.data<float>()[i] = 0.0f;    // crowded bin 0
+  for (int64_t i = 5; i < x.numel(); i += 50021) x.data<float>()[i] = NAN;  // counted, not binned
+  auto dev = CopyTensorToDevice(*context_, x);
+  ASSERT_TRUE(dev.ok()) << dev.status().ToString();
+  float lo = INFINITY, hi = -INFINITY, want_lo = INFINITY, want_hi = -INFINITY;
+  ASSERT_TRUE(context_->MinMaxF32(*dev, &lo, &hi).ok());
+  MinMaxRef(x.data<float>(), x.numel(), &want_lo, &want_hi);
+  EXPECT_EQ(lo, want_lo);
+  EXPECT_EQ(hi, want_hi);
+  for (int64_t bins : {2048, 8192, 1}) {
+    const double scale = bins == 1 ? 0.0 : bins / 40.0;
+    std::vector<int64_t> got(bins, 7), want(bins, 7);  // added to
+    auto nans = context_->AbsHistogramF32(*dev, scale, bins - 1, got.data());
+    ASSERT_TRUE(nans.ok()) << nans.status().ToString();
+    EXPECT_EQ(*nans, AbsHistogramRef(x.data<float>(), x.numel(), scale, bins - 1, want.data())) << bins;
+    EXPECT_EQ(got, want) << bins << " bins";
+  }
+}
 
 TEST(CudaBackend, NamesItselfOrSaysWhyNot) {
   auto backend = CudaBackendOrNull();

@@ -77,6 +77,65 @@ std::vector<int32_t> RowSums(const std::vector<int8_t>& x, int64_t rows, int64_t
   return s;
 }
 
+// The fused INT8 GEMM (gemm_s8_fused.cu) as its grid computes it, one block
+// and one thread at a time: operands staged by FusedStageSlot /
+// FusedStageBytes into the chunked shared tiles, each warp's 2 x 2 16x16x16
+// fragments summed from those tiles in the layout WMMA reads (A row-major,
+// B column-major, ldm 16), stored to the shared result tile at the warp's
+// offsets, then `epilogue(raw, row, col)` written by the kernel's index walk.
+// Pins the tiling, padding and index arithmetic the device kernel shares.
+template <typename TOut, typename Epilogue>
+std::vector<TOut> FusedGemmOnHost(const std::vector<int8_t>& a, const std::vector<int8_t>& b, int64_t m, int64_t n,
+                                  int64_t k, Epilogue epilogue) {
+  using namespace cuda;
+  constexpr int kChunks = kFusedBlockK / 16;
+  std::vector<TOut> out(static_cast<size_t>(m * n), TOut{});
+  std::vector<uint8_t> written(out.size(), 0);
+  std::vector<int8_t> sa(kChunks * kFusedBlockM * 16), sb(kChunks * kFusedBlockN * 16);
+  std::vector<int32_t> sc(kFusedBlockM * kFusedCLd);
+  for (int64_t by = 0; by * kFusedBlockM < m; ++by)
+    for (int64_t bx = 0; bx * kFusedBlockN < n; ++bx) {
+      const int64_t row0 = by * kFusedBlockM, col0 = bx * kFusedBlockN;
+      std::vector<int32_t> acc(kFusedWarpsM * kFusedWarpsN * 32 * 32, 0);  // [warp][32][32]
+      for (int64_t k0 = 0; k0 < k; k0 += kFusedBlockK) {
+        for (int t = 0; t < kFusedThreads; ++t)
+          for (int s = 0; s < 2; ++s) {
+            int row, chunk;
+            FusedStageSlot(t, s, &row, &chunk);
+            FusedStageBytes(a.data(), m, k, row0, k0, row, chunk, kFusedBlockM, sa.data());
+            FusedStageBytes(b.data(), n, k, col0, k0, row, chunk, kFusedBlockN, sb.data());
+          }
+        for (int w = 0; w < kFusedWarpsM * kFusedWarpsN; ++w) {
+          const int wm = w / kFusedWarpsN, wn = w % kFusedWarpsN;
+          for (int c = 0; c < kChunks; ++c)
+            for (int i = 0; i < 32; ++i)
+              for (int j = 0; j < 32; ++j) {
+                const int8_t* pa = sa.data() + (c * kFusedBlockM + wm * 32 + i) * 16;  // A fragment row i
+                const int8_t* pb = sb.data() + (c * kFusedBlockN + wn * 32 + j) * 16;  // B fragment column j
+                int32_t s = 0;
+                for (int kk = 0; kk < 16; ++kk) s += pa[kk] * pb[kk];
+                acc[(w * 32 + i) * 32 + j] += s;
+              }
+        }
+      }
+      for (int w = 0; w < kFusedWarpsM * kFusedWarpsN; ++w) {
+        const int wm = w / kFusedWarpsN, wn = w % kFusedWarpsN;
+        for (int i = 0; i < 32; ++i)
+          for (int j = 0; j < 32; ++j) sc[(wm * 32 + i) * kFusedCLd + wn * 32 + j] = acc[(w * 32 + i) * 32 + j];
+      }
+      for (int t = 0; t < kFusedThreads; ++t)
+        for (int idx = t; idx < kFusedBlockM * kFusedBlockN; idx += kFusedThreads) {
+          const int rr = idx / kFusedBlockN, cc = idx % kFusedBlockN;
+          const int64_t gr = row0 + rr, gc = col0 + cc;
+          if (gr >= m || gc >= n) continue;
+          out[static_cast<size_t>(gr * n + gc)] = epilogue(sc[rr * kFusedCLd + cc], gr, gc);
+          ++written[static_cast<size_t>(gr * n + gc)];
+        }
+    }
+  for (size_t i = 0; i < written.size(); ++i) EXPECT_EQ(written[i], 1) << "output " << i << " written " << int(written[i]) << " times";
+  return out;
+}
+
 template <typename T>
 void ExpectBytesEqual(const Tensor& want, const std::vector<T>& got) {
   ASSERT_EQ(static_cast<size_t>(want.numel()), got.size());
@@ -117,6 +176,11 @@ void CheckQLinearMatMul(const Tensor& a, const Tensor& a_zp, const Tensor& b, co
   std::vector<TY> got(static_cast<size_t>(M * N));
   for (int64_t i = 0; i < M * N; ++i) got[static_cast<size_t>(i)] = cuda::RequantizeElement<TY>(i, r);
   ExpectBytesEqual((*want)[0], got);
+  // The fused GEMM: the same epilogue on sums that never left the block.
+  r.acc = nullptr;
+  ExpectBytesEqual((*want)[0], FusedGemmOnHost<TY>(a8, bt, M, N, K, [&](int32_t raw, int64_t row, int64_t col) {
+                     return cuda::RequantizeAccValue<TY>(raw, row, col, r);
+                   }));
 }
 
 TEST(CudaKernelBodies, QLinearMatMulPipelineMatchesReferenceBitForBit) {
@@ -136,6 +200,82 @@ TEST(CudaKernelBodies, QLinearMatMulPipelineMatchesReferenceBitForBit) {
   CheckQLinearMatMul<int8_t>(RandomInt<int8_t>({M, K}, 4, -128, 127), Tensor::Scalar<int8_t>(-7),
                              RandomInt<uint8_t>({K, N}, 5, 0, 255), Tensor::Scalar(0.004f), Tensor::Scalar<uint8_t>(140),
                              Tensor::Scalar<int8_t>(3));
+}
+
+// Shapes across the fused GEMM's block and k-step edges (64 x 64 tiles, k
+// steps of 64): partial tiles in m, n and k, k not a multiple of 16, several
+// blocks each way.
+TEST(CudaKernelBodies, FusedGemmTilesMatchReferenceAcrossBlockEdges) {
+  const int64_t shapes[][3] = {{1, 1, 1}, {64, 64, 64}, {65, 129, 130}, {130, 70, 17}, {7, 200, 192}};
+  uint32_t seed = 50;
+  for (const auto& s : shapes) {
+    const int64_t M = s[0], N = s[1], K = s[2];
+    SCOPED_TRACE("m " + std::to_string(M) + " n " + std::to_string(N) + " k " + std::to_string(K));
+    CheckQLinearMatMul<uint8_t>(RandomInt<uint8_t>({M, K}, seed++, 0, 255), Tensor::Scalar<uint8_t>(129),
+                                RandomInt<int8_t>({K, N}, seed++, -128, 127), Tensor::Scalar(0.003f),
+                                Tensor::Scalar<int8_t>(0), Tensor::Scalar<uint8_t>(120));
+  }
+}
+
+// The epilogue function the fused GEMM and the requantize kernel share
+// (RequantizeAccValue: zero-point corrections, bias per row or column,
+// multiplier per row, column or tensor, ReLU) against the CPU's requantize
+// (RequantizeS32Ref) of the same corrected sums, over a sweep.
+template <typename T>
+void CheckEpilogueSweep(uint32_t seed) {
+  std::mt19937 rng(seed);
+  std::uniform_int_distribution<int32_t> acc_dist(-(1 << 22), 1 << 22), small(-300, 300);
+  std::uniform_int_distribution<int32_t> wide(std::numeric_limits<int32_t>::min(), std::numeric_limits<int32_t>::max());
+  std::uniform_real_distribution<float> mult_dist(1e-6f, 1e-2f);
+  const int64_t rows = 9, cols = 37;
+  for (int round = 0; round < 48; ++round) {
+    std::vector<int32_t> raw(rows * cols), a_sum(rows), b_sum(cols), a_zp(rows), b_zp(cols), bias(std::max(rows, cols));
+    for (auto& v : raw) v = (rng() % 61 == 0) ? wide(rng) : acc_dist(rng);
+    for (auto& v : a_sum) v = small(rng) * 100;
+    for (auto& v : b_sum) v = small(rng) * 100;
+    for (auto& v : a_zp) v = small(rng) % 128;
+    for (auto& v : b_zp) v = small(rng) % 128;
+    for (auto& v : bias) v = (rng() % 13 == 0) ? wide(rng) : acc_dist(rng) / 8;
+    std::vector<float> mult(std::max(rows, cols));
+    for (size_t j = 0; j < mult.size(); ++j) mult[j] = (j % 3 == 0) ? 0.5f : mult_dist(rng);  // 0.5: ties
+    RequantArgs r;
+    r.rows = rows;
+    r.cols = cols;
+    r.k = 1 + static_cast<int32_t>(rng() % 5000);
+    const int mode = round % 4;
+    r.a_sum = (mode & 1) ? a_sum.data() : nullptr;
+    r.b_sum = (mode & 2) ? b_sum.data() : nullptr;
+    if (round % 3 == 0) r.a_zp = a_zp.data(); else r.a_zp_scalar = a_zp[0];
+    if (round % 5 == 0) r.b_zp = b_zp.data(); else r.b_zp_scalar = b_zp[0];
+    r.bias = (round % 7 == 6) ? nullptr : bias.data();
+    r.bias_per_row = round % 2 == 0;
+    r.multiplier = mult.data();
+    r.multiplier_per_row = round % 3 == 1;
+    r.multiplier_per_col = round % 3 == 2;
+    r.y_zp = static_cast<int32_t>(rng() % 256) + QuantRange<T>::kMin;
+    r.relu = round % 4 >= 2;
+    for (int64_t i = 0; i < rows; ++i)
+      for (int64_t j = 0; j < cols; ++j) {
+        // The corrected sum in int64, wrapped to int32 as the reference's int32 sums wrap.
+        const int64_t zr = r.a_zp ? r.a_zp[i] : r.a_zp_scalar, zc = r.b_zp ? r.b_zp[j] : r.b_zp_scalar;
+        int64_t v = raw[i * cols + j] + static_cast<int64_t>(r.k) * zr * zc;
+        if (r.a_sum) v -= zc * r.a_sum[i];
+        if (r.b_sum) v -= zr * r.b_sum[j];
+        const int32_t corrected = static_cast<int32_t>(static_cast<uint32_t>(static_cast<uint64_t>(v)));
+        const int64_t bias_at = r.bias_per_row ? i : j;
+        const int64_t mult_at = r.multiplier_per_row ? i : (r.multiplier_per_col ? j : 0);
+        T want;
+        RequantizeS32Ref<T>(1, &corrected, r.bias ? r.bias + bias_at : nullptr, 0, r.multiplier + mult_at, 0, r.y_zp,
+                            r.relu, &want);
+        ASSERT_EQ(cuda::RequantizeAccValue<T>(raw[i * cols + j], i, j, r), want)
+            << "round " << round << " at (" << i << ", " << j << ")";
+      }
+  }
+}
+
+TEST(CudaKernelBodies, RequantizeEpilogueMatchesCpuRequantizeOverASweep) {
+  CheckEpilogueSweep<int8_t>(60);
+  CheckEpilogueSweep<uint8_t>(61);
 }
 
 // sparq.MatMulIntegerToFloat the way matmul_s8_f32_cublaslt computes it.
@@ -178,6 +318,10 @@ void CheckMatMulIntegerToFloat(bool with_bias, bool gelu) {
   std::vector<float> got(static_cast<size_t>(M * N));
   for (int64_t i = 0; i < M * N; ++i) got[static_cast<size_t>(i)] = cuda::AccToFloatElement(i, r, e);
   ExpectBytesEqual((*want)[0], got);
+  r.acc = nullptr;
+  ExpectBytesEqual((*want)[0], FusedGemmOnHost<float>(a8, bt, M, N, K, [&](int32_t raw, int64_t row, int64_t col) {
+                     return cuda::AccToFloatValue(raw, row, col, r, e);
+                   }));
 }
 
 TEST(CudaKernelBodies, MatMulIntegerToFloatPipelineMatchesReferenceBitForBit) {
@@ -213,7 +357,7 @@ TEST(CudaKernelBodies, QLinearConvPipelineMatchesReferenceBitForBit) {
   std::vector<float> mult(w_scale.size());
   for (size_t j = 0; j < mult.size(); ++j) mult[j] = RequantMultiplier(x_scale, w_scale[j], y_scale);
   const std::vector<int32_t> w_sum = RowSums(w8, M, K);
-  std::vector<uint8_t> got;
+  std::vector<uint8_t> got, fused;
   for (int64_t n = 0; n < g.batch; ++n) {
     std::vector<int8_t> col(static_cast<size_t>(P * K));
     for (int64_t i = 0; i < P * K; ++i) {
@@ -236,8 +380,13 @@ TEST(CudaKernelBodies, QLinearConvPipelineMatchesReferenceBitForBit) {
     r.multiplier_per_row = true;
     r.y_zp = 125;
     for (int64_t i = 0; i < M * P; ++i) got.push_back(cuda::RequantizeElement<uint8_t>(i, r));
+    r.acc = nullptr;
+    const std::vector<uint8_t> image = FusedGemmOnHost<uint8_t>(
+        w8, col, M, P, K, [&](int32_t raw, int64_t row, int64_t c) { return cuda::RequantizeAccValue<uint8_t>(raw, row, c, r); });
+    fused.insert(fused.end(), image.begin(), image.end());
   }
   ExpectBytesEqual((*want)[0], got);
+  ExpectBytesEqual((*want)[0], fused);
 }
 
 TEST(CudaKernelBodies, DepthwiseQLinearConvMatchesReferenceBitForBit) {

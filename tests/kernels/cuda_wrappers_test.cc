@@ -14,6 +14,7 @@
 
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/gemm_cublaslt.h"
+#include "kernels/cuda/launch.h"
 #include "kernels/cuda/layouts.h"
 #include "kernels/cuda/spmm_blocked_ell.h"
 #include "sparq/device.h"
@@ -137,6 +138,66 @@ TEST(CudaWrappers, Int8GemmIsExact) {
       ASSERT_EQ(c[i * n + j], want) << i << ", " << j;
     }
   (void)cublasLtDestroy(lt);
+}
+
+// The fused INT8 GEMM (LaunchGemmS8Requantize, gemm_s8_fused.cu) against the
+// host's exact sums and the shared epilogue, at shapes across its 64 x 64
+// tiles and 64-byte k steps, with the 128-bit staging (k % 16 == 0) and the
+// byte staging (k odd), int8 and uint8 outputs, zero-point corrections on.
+TEST(CudaWrappers, FusedInt8GemmIsExact) {
+  SKIP_WITHOUT_GPU();
+  const int64_t shapes[][3] = {{1, 1, 1}, {70, 48, 96}, {129, 65, 768}, {64, 200, 17}, {300, 130, 130}};
+  uint32_t seed = 10;
+  for (const auto& shape : shapes) {
+    const int64_t m = shape[0], n = shape[1], k = shape[2];
+    SCOPED_TRACE(std::to_string(m) + " x " + std::to_string(n) + " x " + std::to_string(k));
+    const std::vector<int8_t> a = RandomS8(m * k, seed++), b = RandomS8(n * k, seed++);
+    std::vector<int32_t> a_sum(m, 0), b_sum(n, 0);
+    for (int64_t i = 0; i < m; ++i)
+      for (int64_t p = 0; p < k; ++p) a_sum[i] += a[i * k + p];
+    for (int64_t j = 0; j < n; ++j)
+      for (int64_t p = 0; p < k; ++p) b_sum[j] += b[j * k + p];
+    std::vector<float> mult(n);
+    for (int64_t j = 0; j < n; ++j) mult[j] = 0.0004f + 0.00001f * static_cast<float>(j % 7);
+    for (bool out_signed : {true, false}) {
+      DeviceVector<int8_t> da, db;
+      DeviceVector<int32_t> da_sum, db_sum;
+      DeviceVector<float> dmult;
+      DeviceVector<uint8_t> dy;
+      ASSERT_TRUE(da.Init(a).ok() && db.Init(b).ok() && da_sum.Init(a_sum).ok() && db_sum.Init(b_sum).ok());
+      ASSERT_TRUE(dmult.Init(mult).ok() && dy.Init(std::vector<uint8_t>(m * n, 0)).ok());
+      RequantArgs r;
+      r.rows = m;
+      r.cols = n;
+      r.k = static_cast<int32_t>(k);
+      r.a_sum = da_sum.p;
+      r.b_sum = db_sum.p;
+      r.a_zp_scalar = -3;
+      r.b_zp_scalar = 5;
+      r.multiplier = dmult.p;
+      r.multiplier_per_col = true;
+      r.y_zp = out_signed ? 4 : 131;
+      r.out_signed = out_signed;
+      r.out = dy.p;
+      Status st = LaunchGemmS8Requantize(da.p, db.p, m, n, k, r, nullptr);
+      ASSERT_TRUE(st.ok()) << st.ToString();
+      ASSERT_TRUE(ToStatus(cudaDeviceSynchronize(), "cudaDeviceSynchronize").ok());
+      std::vector<uint8_t> got(m * n);
+      ASSERT_TRUE(dy.Get(&got).ok());
+      RequantArgs host = r;  // the same epilogue on the host's sums
+      host.a_sum = a_sum.data();
+      host.b_sum = b_sum.data();
+      host.multiplier = mult.data();
+      for (int64_t i = 0; i < m; ++i)
+        for (int64_t j = 0; j < n; ++j) {
+          int32_t raw = 0;
+          for (int64_t p = 0; p < k; ++p) raw += a[i * k + p] * b[j * k + p];
+          const uint8_t want = out_signed ? static_cast<uint8_t>(RequantizeAccValue<int8_t>(raw, i, j, host))
+                                          : RequantizeAccValue<uint8_t>(raw, i, j, host);
+          ASSERT_EQ(got[i * n + j], want) << i << ", " << j;
+        }
+    }
+  }
 }
 
 TEST(CudaWrappers, BlockedEllSpmmMatchesHost) {

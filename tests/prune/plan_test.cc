@@ -2,6 +2,7 @@
 // layers that a structure does not fit, and the errors users see.
 #include <gtest/gtest.h>
 
+#include "pipeline/prune_stage.h"
 #include "prune/prune_test_util.h"
 
 namespace sparq {
@@ -198,6 +199,53 @@ TEST(PrunePlan, AutoWithAKernelTablePicksTheFastestAndLeavesSlowLayersDense) {
   plans = PlanPruning(m, o);
   ASSERT_TRUE(plans.ok());
   EXPECT_EQ(FindPlan(*plans, "conv2")->structure.ToString(), "2:4");
+}
+
+// structure auto for a GPU target: Blocked-ELL's 64 x 64 and 32 x 32 blocks
+// join the candidates when there is a kernel table, and win only where its
+// cuda rows (gpu_bench --speedups) measure them faster than dense.
+TEST(PrunePlan, AutoForTheGpuPicksLargeBlocksWhereTheTableSaysTheyPay) {
+  EXPECT_EQ(AutoCandidatesFor("cpu", true).size(), PruneOptions().auto_candidates.size());
+  EXPECT_EQ(AutoCandidatesFor("cuda", false).size(), PruneOptions().auto_candidates.size());  // no data: as the CPU
+  const std::vector<PruneStructure> gpu = AutoCandidatesFor("cuda", true);
+  ASSERT_EQ(gpu.size(), PruneOptions().auto_candidates.size() + 2);
+  EXPECT_EQ(gpu[0].ToString(), "block64x64");
+  EXPECT_EQ(gpu[1].ToString(), "block32x32");
+
+  // x [2, 128] -> mm0 (w [128, 128]) -> mm1 (w [128, 128]) -> y
+  Model m;
+  m.opset_imports = {{"", 17}};
+  m.graph.inputs.push_back(testing::FloatInput("x", {{2, ""}, {128, ""}}));
+  m.graph.outputs.push_back(testing::FloatInput("y", {{2, ""}, {128, ""}}));
+  m.graph.initializers["w0"] = Gaussian({128, 128}, 1);
+  m.graph.initializers["w1"] = Gaussian({128, 128}, 2);
+  m.graph.nodes.push_back(MakeNode("mm0", "MatMul", {"x", "w0"}, {"h"}));
+  m.graph.nodes.push_back(MakeNode("mm1", "MatMul", {"h", "w1"}, {"y"}));
+  auto table = KernelSpeedTable::Parse(
+      "backend,structure,precision,sparsity,speedup\n"
+      "cuda,block64x64,s8,0.8,0.95\ncuda,block64x64,s8,0.9,1.8\ncuda,block32x32,s8,0.9,1.5\n"
+      "cpu,block4x4,s8,0.8,2.2\n",
+      "gpu.csv");
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  PruneOptions o;
+  o.skip_first_last = false;
+  o.structure = PruneStructure::Auto();
+  o.kernel_table = std::make_shared<const KernelSpeedTable>(*table);
+  o.backend = "cuda";
+  o.auto_candidates = gpu;
+  o.sparsity = 0.9;
+  auto plans = PlanPruning(m, o);
+  ASSERT_TRUE(plans.ok()) << plans.status().ToString();
+  EXPECT_EQ(FindPlan(*plans, "mm0")->structure.ToString(), "block64x64");  // 1.8x beats 32 x 32's 1.5x
+  EXPECT_NEAR(FindPlan(*plans, "mm0")->kernel_speedup, 1.8, 1e-12);
+  // At 80% no block pays on the GPU (0.95x; 32 x 32 not measured there): dense, and why.
+  o.sparsity = 0.8;
+  plans = PlanPruning(m, o);
+  ASSERT_TRUE(plans.ok());
+  const LayerPlan* mm1 = FindPlan(*plans, "mm1");
+  EXPECT_FALSE(mm1->prune);
+  EXPECT_NE(mm1->reason.find("no sparse kernel on cuda beats dense at 80% (block64x64 0.95x"), std::string::npos)
+      << mm1->reason;
 }
 
 TEST(PrunePlan, KernelTableErrorsNameTheLine) {

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "kernels/backend.h"
+#include "kernels/ref/quantize.h"
 #include "kernels/registry.h"
 #include "sparq/calibrate.h"
 #include "sparq/dataset.h"
@@ -59,6 +60,26 @@ class CountingContext : public BackendContext {
   std::atomic<int64_t> copies{0};
 };
 
+// A CountingContext that also reduces calibration's statistics where its
+// values live (BackendContext::MinMaxF32 / AbsHistogramF32, by the reference
+// functions on its cpu:1 memory), as the CUDA context does on the GPU.
+std::atomic<int64_t> g_stats_calls{0};
+class BinningContext : public CountingContext {
+ public:
+  bool HasCalibrationStats() const override { return true; }
+  Status MinMaxF32(const Tensor& t, float* lo, float* hi) override {
+    if (t.device() != device()) return Status::InvalidArgument("MinMaxF32: not on cpu:1");
+    MinMaxRef(static_cast<const float*>(t.raw_data()), t.numel(), lo, hi);
+    ++g_stats_calls;
+    return Status::OK();
+  }
+  StatusOr<int64_t> AbsHistogramF32(const Tensor& t, double scale, int64_t last, int64_t* counts) override {
+    if (t.device() != device()) return Status::InvalidArgument("AbsHistogramF32: not on cpu:1");
+    ++g_stats_calls;
+    return AbsHistogramRef(static_cast<const float*>(t.raw_data()), t.numel(), scale, last, counts);
+  }
+};
+
 // A CPU row run on cpu:1: the row's own state, and the row.
 struct Wrapped {
   const KernelDef* row;
@@ -90,8 +111,9 @@ using TypeRule = bool (*)(const std::vector<DataType>& input_types);
 
 class CountingBackend : public Backend {
  public:
-  explicit CountingBackend(std::set<std::string> ops, std::string name = "counting", TypeRule rule = nullptr)
-      : name_(std::move(name)) {
+  explicit CountingBackend(std::set<std::string> ops, std::string name = "counting", TypeRule rule = nullptr,
+                           bool calibration_stats = false)
+      : name_(std::move(name)), calibration_stats_(calibration_stats) {
     // Every CPU row of the chosen ops, wrapped, at its own priority.
     for (const std::string& op : ops)
       for (const std::string domain : {"", kSparqDomain})
@@ -117,11 +139,13 @@ class CountingBackend : public Backend {
   Device device() const override { return kSecondHost; }
   const KernelRegistry& rows() const override { return rows_; }
   StatusOr<std::shared_ptr<BackendContext>> CreateContext(const BackendOptions&) const override {
+    if (calibration_stats_) return std::shared_ptr<BackendContext>(std::make_shared<BinningContext>());
     return std::shared_ptr<BackendContext>(std::make_shared<CountingContext>());
   }
 
  private:
   std::string name_;
+  bool calibration_stats_ = false;
   KernelRegistry rows_;
 };
 
@@ -524,6 +548,75 @@ TEST(BackendSeam, CalibrationRunsOnTheChosenBackend) {
     EXPECT_EQ(cpu->tensors[i].name, counting->tensors[i].name);
     EXPECT_EQ(cpu->tensors[i].threshold, counting->tensors[i].threshold) << cpu->tensors[i].name;
     EXPECT_EQ(cpu->tensors[i].scale, counting->tensors[i].scale) << cpu->tensors[i].name;
+  }
+}
+
+// Calibration binned where the values live (the seam CUDA's device-side
+// histograms use): a backend whose context computes MinMaxF32 /
+// AbsHistogramF32 gets them called for the outputs of its nodes, whose values
+// are then not copied to the host; the partial statistics (every bin's count,
+// min, max) and the finished tables are the CPU's exactly, for every method
+// and for the int8-only scope (zero Pads folded, their zeros counted).
+TEST(BackendSeam, CalibrationBinsOnTheDeviceWithTheCpusCounts) {
+  static bool registered = [] {
+    auto backend = std::make_shared<CountingBackend>(
+        std::set<std::string>{"Conv", "FusedConv", "Gemm", "MatMul", "Relu", "MaxPool", "Add"}, "binning", nullptr, true);
+    EXPECT_TRUE(RegisterBackend(backend).ok());
+    return true;
+  }();
+  (void)registered;
+  auto model = LoadModel(kDigits + "digits_cnn.onnx");
+  ASSERT_TRUE(model.ok()) << model.status().ToString();
+  const std::vector<TensorMap> feeds = testing::DigitsBatches(*model, 3, 8);
+  auto shard = [&](const std::string& backend, const std::vector<std::string>& tensors) {
+    size_t next = 0;
+    CalibrationOptions o;
+    o.method = CalibrationMethod::kKL;
+    o.threads = 2;
+    o.backend = backend;
+    o.tensors = tensors;
+    return CalibrateShard(*model, [&](TensorMap* batch) -> StatusOr<bool> {
+      if (next == feeds.size()) return false;
+      *batch = feeds[next++];
+      return true;
+    }, o);
+  };
+  auto int8_scope = CalibrationTensorsNeeded(*model, QuantizeOptions{});
+  ASSERT_TRUE(int8_scope.ok()) << int8_scope.status().ToString();
+  std::vector<std::string> int8_tensors;
+  for (const auto& need : *int8_scope) int8_tensors.push_back(need.tensor);
+  for (const std::vector<std::string>& scope : {std::vector<std::string>{}, int8_tensors}) {
+    SCOPED_TRACE(scope.empty() ? "every tensor" : "int8 scope");
+    const int64_t stats = g_stats_calls.load();
+    auto cpu = shard("cpu", scope);
+    auto binning = shard("binning", scope);
+    ASSERT_TRUE(cpu.ok()) << cpu.status().ToString();
+    ASSERT_TRUE(binning.ok()) << binning.status().ToString();
+    EXPECT_GT(g_stats_calls.load(), stats) << "no statistics were reduced on the backend's device";
+    ASSERT_EQ(cpu->tensors.size(), binning->tensors.size());
+    for (size_t i = 0; i < cpu->tensors.size(); ++i) {
+      const TensorObservation &a = cpu->tensors[i], &b = binning->tensors[i];
+      EXPECT_EQ(a.name, b.name);
+      EXPECT_EQ(a.min, b.min) << a.name;
+      EXPECT_EQ(a.max, b.max) << a.name;
+      EXPECT_EQ(a.hist.range(), b.hist.range()) << a.name;
+      EXPECT_EQ(a.hist.counts(), b.hist.counts()) << a.name;
+    }
+    for (CalibrationMethod method : {CalibrationMethod::kMax, CalibrationMethod::kKL, CalibrationMethod::kPercentile,
+                                     CalibrationMethod::kMSE}) {
+      PartialCalibration pc = *cpu, pb = *binning;
+      pc.method.method = pb.method.method = method;
+      pb.backend = pc.backend;
+      auto tc = FinishCalibration(pc, 2), tb = FinishCalibration(pb, 2);
+      ASSERT_TRUE(tc.ok() && tb.ok());
+      ASSERT_EQ(tc->tensors.size(), tb->tensors.size());
+      for (size_t i = 0; i < tc->tensors.size(); ++i) {
+        const TensorRange &x = tc->tensors[i], &y = tb->tensors[i];
+        EXPECT_TRUE(x.name == y.name && x.min == y.min && x.max == y.max && x.threshold == y.threshold &&
+                    x.scale == y.scale && x.zero_point == y.zero_point && x.is_signed == y.is_signed)
+            << CalibrationMethodName(method) << " " << x.name;
+      }
+    }
   }
 }
 
