@@ -8,11 +8,13 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kernels/parallel.h"
 #include "kernels/ref/broadcast.h"
 #include "kernels/ref/reduce_common.h"
+#include "kernels/ref/reference_steps.h"
 #include "kernels/registry.h"
 
 namespace sparq {
@@ -419,17 +421,8 @@ Status MvnKernel(OpContext& ctx) {
 namespace {
 Status LayerNormChainKernel(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(4));
-  const KernelRegistry& ref = KernelRegistry::Reference();
-  // Runs the reference kernel of `op` (opset 13) on `inputs` into *out.
   auto run = [&](const char* op, std::vector<const Tensor*> inputs, std::vector<Attribute> attrs, Tensor* out) {
-    const KernelDef* def = ref.Find(op, "", 13);
-    if (def == nullptr) return ctx.NotSupported(std::string("no reference kernel for ") + op);
-    const Node step{ctx.node().name + "/" + op, op, "", {}, {"y"}, std::move(attrs), ""};
-    OpContext step_ctx(step, 13, std::move(inputs), ctx.pool());
-    Status st = def->fn(step_ctx);
-    if (!st.ok()) return ctx.Error(st.code(), st.message());
-    *out = std::move(step_ctx.outputs()[0]);
-    return Status::OK();
+    return RunReferenceStep(ctx, op, std::move(inputs), std::move(attrs), out);
   };
   const std::vector<Attribute> last_axis = {Attribute::Ints("axes", {-1})};
   Tensor mean, d, sq, var, y;

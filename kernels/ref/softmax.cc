@@ -12,10 +12,12 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
+#include <utility>
 #include <vector>
 
 #include "kernels/parallel.h"
 #include "kernels/ref/reduce_common.h"
+#include "kernels/ref/reference_steps.h"
 #include "kernels/registry.h"
 
 namespace sparq {
@@ -144,17 +146,8 @@ Status Attention(OpContext& ctx) {
     return ctx.InvalidArgument("scale_op must be Mul, Div or none, got '" + scale_op + "'");
   }
   if (scale_op != "none" && !ctx.has_input(4)) return ctx.InvalidArgument("scale_op " + scale_op + " needs input 4");
-  const KernelRegistry& ref = KernelRegistry::Reference();
-  // Runs the reference kernel of `op` (opset 13) on `inputs`, its output 0 into *out.
   auto run = [&](const char* op, std::vector<const Tensor*> inputs, std::vector<Attribute> attrs, Tensor* out) {
-    const KernelDef* def = ref.Find(op, "", 13);
-    if (def == nullptr) return ctx.NotSupported(std::string("no reference kernel for ") + op);
-    const Node step{ctx.node().name + "/" + op, op, "", {}, {"y"}, std::move(attrs), ""};
-    OpContext step_ctx(step, 13, std::move(inputs), ctx.pool());
-    Status st = def->fn(step_ctx);
-    if (!st.ok()) return ctx.Error(st.code(), st.message());
-    *out = std::move(step_ctx.outputs()[0]);
-    return Status::OK();
+    return RunReferenceStep(ctx, op, std::move(inputs), std::move(attrs), out);
   };
   // Layout "bshd": Q [b, m, h, d], K [b, n, h, d], V [b, n, h, dv], y [b, m, h, dv],
   // the Transposes that BERT's export puts around its attention.

@@ -206,6 +206,31 @@ Tensor RunFusedModel(const Model& m, const Tensor& x, bool reference, bool fuse,
   return out.count("y") ? out.at("y") : Tensor();
 }
 
+// The checks shared by the bit-exact chain fusions (HardSwish, GELU erf /
+// tanh): the fused node's reference gives the unfused reference's bits and
+// the fast fused node the unfused fast nodes' bits (with `as_reference`, the
+// reference's bits too), the same for 1 and 3 threads; `kept` (an
+// intermediate is a graph output) leaves the `chain_nodes` nodes, else one
+// node runs, `fused` ("op:kernel").
+void ExpectChainFusesWithItsBits(const Model& m, const Tensor& x, bool kept, size_t chain_nodes,
+                                 const std::string& fused, bool as_reference) {
+  auto run = [&](bool reference, bool fuse, int threads, std::vector<std::string>* kernels) {
+    return RunFusedModel(m, x, reference, fuse, threads, kernels, /*kernel_ops=*/false);
+  };
+  const Tensor want = run(true, false, 1, nullptr);
+  ExpectClose(run(true, true, 1, nullptr), want, 0.0f);
+  std::vector<std::string> kernels;
+  const Tensor got = run(false, true, 1, &kernels);
+  ExpectClose(got, run(false, false, 1, nullptr), 0.0f);  // the unfused fast nodes' bits
+  if (as_reference) ExpectClose(got, want, 0.0f);
+  ExpectClose(run(false, true, 3, nullptr), got, 0.0f);
+  if (kept) {
+    EXPECT_EQ(kernels.size(), chain_nodes);
+  } else {
+    EXPECT_EQ(kernels, std::vector<std::string>{fused});
+  }
+}
+
 // Mul(x, Sigmoid(x)) in either order fuses into one sparq.Silu node
 // (runtime/passes/float_fusion.h) on the sigmoid_f32 row: on the reference kernels
 // the fused graph gives the two nodes' bits; on the fast ones within
@@ -330,21 +355,9 @@ TEST_P(ActivationF32Test, HardSwishChainFusesIntoOneNode) {
                                                      : std::vector<std::string>{"x", "c"}, {"m"}, {}, ""});
     m.graph.nodes.push_back({"div", "Div", "", {"m", "six"}, {"y"}, {}, ""});
     if (variant == 2) m.graph.outputs.push_back(testing::FloatInput("c", {}));
-    auto run = [&](bool reference, bool fuse, int threads, std::vector<std::string>* kernels) {
-      return RunFusedModel(m, x, reference, fuse, threads, kernels, /*kernel_ops=*/false);
-    };
-    const Tensor want = run(true, false, 1, nullptr);
-    ExpectClose(run(true, true, 1, nullptr), want, 0.0f);
-    std::vector<std::string> kernels;
-    const Tensor got = run(false, true, 1, &kernels);
-    ExpectClose(got, want, 0.0f);
-    ExpectClose(run(false, true, 3, nullptr), got, 0.0f);
-    if (variant == 2) {
-      EXPECT_EQ(kernels.size(), 4u);
-    } else {
-      EXPECT_EQ(kernels, std::vector<std::string>{std::string("HardSwishChain:") +
-                                                  SelectCpuKernel(CpuOp::kHardSwishChainF32).name});
-    }
+    ExpectChainFusesWithItsBits(m, x, variant == 2, 4,
+                                std::string("HardSwishChain:") + SelectCpuKernel(CpuOp::kHardSwishChainF32).name,
+                                /*as_reference=*/true);
   }
 }
 
@@ -378,21 +391,9 @@ TEST_P(ActivationF32Test, GeluErfChainFusesIntoOneNode) {
     m.graph.nodes.push_back({"mul", "Mul", "", ordered("x", "a"), {"m"}, {}, ""});
     m.graph.nodes.push_back({"mul_half", "Mul", "", ordered("m", "half"), {"y"}, {}, ""});
     if (variant == 2) m.graph.outputs.push_back(testing::FloatInput("e", {}));
-    auto run = [&](bool reference, bool fuse, int threads, std::vector<std::string>* kernels) {
-      return RunFusedModel(m, x, reference, fuse, threads, kernels, /*kernel_ops=*/false);
-    };
-    const Tensor want = run(true, false, 1, nullptr);
-    ExpectClose(run(true, true, 1, nullptr), want, 0.0f);
-    std::vector<std::string> kernels;
-    const Tensor got = run(false, true, 1, &kernels);
-    ExpectClose(got, run(false, false, 1, nullptr), 0.0f);  // the unfused fast nodes' bits
-    ExpectClose(run(false, true, 3, nullptr), got, 0.0f);
-    if (variant == 2) {
-      EXPECT_EQ(kernels.size(), 5u);
-    } else {
-      EXPECT_EQ(kernels, std::vector<std::string>{std::string("GeluErfChain:") +
-                                                  SelectCpuKernel(CpuOp::kGeluErfChainF32).name});
-    }
+    ExpectChainFusesWithItsBits(m, x, variant == 2, 5,
+                                std::string("GeluErfChain:") + SelectCpuKernel(CpuOp::kGeluErfChainF32).name,
+                                /*as_reference=*/false);
   }
 }
 
@@ -431,21 +432,9 @@ TEST_P(ActivationF32Test, GeluTanhChainFusesIntoOneNode) {
     m.graph.nodes.push_back({"m4", "Mul", "", ordered("half", "v6"), {"v7"}, {}, ""});
     m.graph.nodes.push_back({"m5", "Mul", "", ordered("x", "v7"), {"y"}, {}, ""});
     if (variant == 2) m.graph.outputs.push_back(testing::FloatInput("v3", {}));
-    auto run = [&](bool reference, bool fuse, int threads, std::vector<std::string>* kernels) {
-      return RunFusedModel(m, x, reference, fuse, threads, kernels, /*kernel_ops=*/false);
-    };
-    const Tensor want = run(true, false, 1, nullptr);
-    ExpectClose(run(true, true, 1, nullptr), want, 0.0f);
-    std::vector<std::string> kernels;
-    const Tensor got = run(false, true, 1, &kernels);
-    ExpectClose(got, run(false, false, 1, nullptr), 0.0f);  // the unfused fast nodes' bits
-    ExpectClose(run(false, true, 3, nullptr), got, 0.0f);
-    if (variant == 2) {
-      EXPECT_EQ(kernels.size(), 9u);
-    } else {
-      EXPECT_EQ(kernels, std::vector<std::string>{std::string("GeluTanhChain:") +
-                                                  SelectCpuKernel(CpuOp::kTanhF32).name});
-    }
+    ExpectChainFusesWithItsBits(m, x, variant == 2, 9,
+                                std::string("GeluTanhChain:") + SelectCpuKernel(CpuOp::kTanhF32).name,
+                                /*as_reference=*/false);
   }
 }
 
