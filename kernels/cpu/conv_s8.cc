@@ -457,6 +457,36 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
   const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
   const int64_t task_tiles = std::clamp<int64_t>(position_tiles / (4 * threads), 1, kTaskPositionTiles);
   const int64_t position_tasks = (position_tiles + task_tiles - 1) / task_tiles;
+  // Few positions and a batch that the threads share evenly (YOLOv8n's
+  // 20 x 20 and 10 x 10 layers at batch 16): one task per image, which
+  // unfolds and packs its image on its own thread and runs every channel on
+  // it, in one ParallelFor. Image by image, the calling thread packed each
+  // image alone and the others waited, then a few channel tiles were shared
+  // out: 2 threads ran these layers 1.05-1.4x faster than 1 (bench/RESULTS.md,
+  // scale22). The same bytes are packed and summed either way.
+  if (!split_positions && threads > 1 &&
+      (args.batch >= 4 * threads || (args.batch >= threads && args.batch % threads == 0))) {
+    ParallelFor(args.pool, args.batch, 1, [&](int64_t i0, int64_t i1) {
+      thread_local std::vector<uint8_t> image_col_buffer;
+      thread_local std::vector<uint8_t> image_packed_buffer;
+      thread_local std::vector<int32_t> image_partial_buffer;
+      uint8_t* const image_col = direct ? nullptr : Reserve(image_col_buffer, k * p);
+      uint8_t* const packed = Reserve(image_packed_buffer, blocks * steps * kStepBytes);
+      int32_t* const partial = slices > 1 ? Reserve(image_partial_buffer, channel_tiles * kTileSums) : nullptr;
+      for (int64_t img = i0; img < i1; ++img) {
+        const uint8_t* xi = static_cast<const uint8_t*>(args.x) + img * image_in;
+        uint8_t* yi = static_cast<uint8_t*>(args.y) + img * image_out;
+        const uint8_t* rows = xi;
+        if (!direct) {
+          Unfold(g, xi, static_cast<uint8_t>(args.x_zero_point), 0, k, image_col);
+          rows = image_col;
+        }
+        PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, pack4, packed);
+        run_tiles(0, channel_tiles, 0, position_tiles, packed, partial, yi);
+      }
+    });
+    return;
+  }
   for (int64_t img = 0; img < args.batch; ++img) {
     const uint8_t* xi = static_cast<const uint8_t*>(args.x) + img * image_in;
     uint8_t* yi = static_cast<uint8_t*>(args.y) + img * image_out;

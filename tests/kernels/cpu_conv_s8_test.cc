@@ -90,6 +90,9 @@ const std::vector<ConvS8Case>& Cases() {
       {"1x1 s8, multipliers just below 1",      1, 40,  6,  7, 11, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  true,  true,  false, false, false, 0.99999994f},
       {"3x3, multipliers of 1 and more",        1,  6,  7,  9, 13, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true,  false, true,  false, false, false, 1.0f},
       {"1x1, small multipliers, 0.01",          1, 20,  8,  9, 10, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, false, true,  true,  false, false, false, 0.01f},
+      // A batch of small planes that 2 and 3 threads share out image by image (one task per image).
+      {"3x3 pad 1, batch 6, table",             6, 70,  5,  6, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false, true,  true},
+      {"1x1 direct s8, batch 6",                6, 33,  4,  5, 19, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  true,  true,  false},
   };
   return cases;
 }

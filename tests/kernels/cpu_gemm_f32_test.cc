@@ -171,7 +171,9 @@ const std::vector<ConvCase> kConvCases = {
     {1, 16, 15, 13, 33, 3, 3, 2, 1, 1}, {2, 4, 12, 12, 7, 3, 3, 1, 2, 2}, {1, 40, 6, 5, 17, 1, 1, 2, 0, 1},
     {1, 30, 5, 5, 8, 3, 3, 1, 0, 1}, {1, 300, 7, 7, 40, 1, 1, 1, 0, 1}, {3, 17, 4, 3, 70, 1, 1, 1, 0, 1},
     // kDirectConv's channel slices (> 64 channels) and strip tails (> 32 outputs), strided and not.
-    {1, 70, 9, 10, 40, 3, 3, 2, 1, 1}, {2, 130, 5, 6, 33, 3, 3, 1, 1, 1}, {1, 9, 11, 9, 17, 5, 5, 3, 2, 1}};
+    {1, 70, 9, 10, 40, 3, 3, 2, 1, 1}, {2, 130, 5, 6, 33, 3, 3, 1, 1, 1}, {1, 9, 11, 9, 17, 5, 5, 3, 2, 1},
+    // kDirectConv's groups of images (padded planes of 900 KiB: groups of 2, 2 and 1 on 2+ threads).
+    {5, 64, 58, 58, 9, 3, 3, 1, 1, 1}};
 
 TEST_P(GemmF32IsaTest, ConvMatchesReferenceConv) {
   std::mt19937 rng(12);
