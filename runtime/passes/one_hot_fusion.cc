@@ -156,12 +156,13 @@ Tensor QuantizedTable(const Model& model, const ValueIndex& index, const Node& q
   Tensor t(y_type, {V + 1, D});
   std::vector<int32_t> acc(static_cast<size_t>(D));
   for (int64_t v = 0; v <= V; ++v) {
-    for (int64_t j = 0; j < D; ++j) {
+    for (int64_t j = 0; j < D && v < V; ++j) {  // row V (no class matched) stays 0: W has no row there
       const int64_t zj = b_zp->numel() == 1 ? 0 : j;
       const int32_t w = b->dtype() == DataType::kInt8 ? b->data<int8_t>()[v * D + j] - b_zp->data<int8_t>()[zj]
                                                       : b->data<uint8_t>()[v * D + j] - b_zp->data<uint8_t>()[zj];
-      acc[j] = v < V ? one * w : 0;
+      acc[j] = one * w;
     }
+    if (v == V) std::fill(acc.begin(), acc.end(), 0);
     if (y_type == DataType::kInt8) {
       RequantizeS32Ref<int8_t>(D, acc.data(), nullptr, 0, multiplier.data(), 1, y_zp, false, t.data<int8_t>() + v * D);
     } else {
