@@ -29,6 +29,15 @@ Status Silu(OpContext& ctx) {
   });
 }
 
+// The float32 output of a fused chain node over x: x's shape widened with
+// leading 1s to the node's min_rank (the broadcast of a scalar x with the
+// chain's constants).
+Tensor ChainOutput(const OpContext& ctx, const Tensor& x) {
+  Shape shape = x.shape();
+  while (static_cast<int64_t>(shape.size()) < ctx.node().attr_int("min_rank", 0)) shape.insert(shape.begin(), 1);
+  return Tensor(DataType::kFloat32, shape);
+}
+
 // sparq.HardSwishChain (runtime/passes/float_fusion.h): Div(Mul(x, Clip(Add(x,
 // offset), lo, hi)), divisor) as the four nodes it replaces compute it, each
 // step rounded to float32. The output has at least min_rank dimensions (the
@@ -39,9 +48,7 @@ Status HardSwishChain(OpContext& ctx) {
   if (x.dtype() != DataType::kFloat32) return ctx.NotSupported("HardSwishChain runs float32 only");
   const float offset = Attr(ctx, "offset", 3.0f), lo = Attr(ctx, "lo", 0.0f), hi = Attr(ctx, "hi", 6.0f);
   const float divisor = Attr(ctx, "divisor", 6.0f);
-  Shape shape = x.shape();
-  while (static_cast<int64_t>(shape.size()) < ctx.node().attr_int("min_rank", 0)) shape.insert(shape.begin(), 1);
-  Tensor y(DataType::kFloat32, shape);
+  Tensor y = ChainOutput(ctx, x);
   const float* src = x.data<float>();
   float* dst = y.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) {
@@ -63,9 +70,7 @@ Status GeluErfChain(OpContext& ctx) {
   if (x.dtype() != DataType::kFloat32) return ctx.NotSupported("GeluErfChain runs float32 only");
   const float divisor = Attr(ctx, "divisor", 1.41421356f), offset = Attr(ctx, "offset", 1.0f);
   const float scale = Attr(ctx, "scale", 0.5f);
-  Shape shape = x.shape();
-  while (static_cast<int64_t>(shape.size()) < ctx.node().attr_int("min_rank", 0)) shape.insert(shape.begin(), 1);
-  Tensor y(DataType::kFloat32, shape);
+  Tensor y = ChainOutput(ctx, x);
   const float* src = x.data<float>();
   float* dst = y.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) {
@@ -86,9 +91,7 @@ Status GeluTanhChain(OpContext& ctx) {
   if (x.dtype() != DataType::kFloat32) return ctx.NotSupported("GeluTanhChain runs float32 only");
   const float cube = Attr(ctx, "cube", 0.044715f), inner = Attr(ctx, "inner", 0.7978846f);
   const float offset = Attr(ctx, "offset", 1.0f), half = Attr(ctx, "half", 0.5f);
-  Shape shape = x.shape();
-  while (static_cast<int64_t>(shape.size()) < ctx.node().attr_int("min_rank", 0)) shape.insert(shape.begin(), 1);
-  Tensor y(DataType::kFloat32, shape);
+  Tensor y = ChainOutput(ctx, x);
   const float* src = x.data<float>();
   float* dst = y.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) {
