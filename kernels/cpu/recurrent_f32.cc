@@ -1,24 +1,27 @@
-// Float32 LSTM and GRU with constant weights (lstm_f32, gru_f32): the input
-// projection of every step at once on the FP32 GEMM (gemm_f32, W packed once
-// when the executor prepares the node as strips, the biases that add linearly
-// summed into its epilogue), then per step the recurrent projection R h (one
-// row per batch entry) and the cell's arithmetic on float rows: the gates'
-// Sigmoid and the Tanh of the candidate (and of LSTM's cell state) on the
-// sigmoid_f32 and tanh_f32 rows of the dispatch table. Products of up to 4
+// Float32 LSTM, GRU and RNN with constant weights (lstm_f32, gru_f32,
+// rnn_f32): the input projection of every step at once on the FP32 GEMM
+// (gemm_f32, W packed once when the executor prepares the node as strips,
+// the biases that add linearly summed into its epilogue), then per step the
+// recurrent projection R h (one row per batch entry) and the cell's
+// arithmetic on float rows: the gates' Sigmoid and the Tanh of the candidate
+// (and of LSTM's cell state; RNN's state itself) on the sigmoid_f32 and
+// tanh_f32 rows of the dispatch table. Products of up to 4
 // rows (R h up to batch 4, the input projection of a one-step call) run on
 // the FP32 GEMV (gemv_f32) over the same packed strips, where gemm_f32's tile
 // would run one chain of multiply-adds per strip; larger ones on gemm_f32.
 //
-// The two rows share the preparation (checks, packing), the run's skeleton
+// The three rows share the preparation (checks, packing), the run's skeleton
 // (inputs, sequence_lens, states, the input projection, Y / Y_h) and differ
-// only in one step of the recurrence (LstmStep, GruStep).
+// only in one step of the recurrence (LstmStep, GruStep, RnnStep).
 //
 // They take what exported models use: the default activations (LSTM Sigmoid,
-// Tanh, Tanh; GRU Sigmoid, Tanh), no clip, any direction (forward, reverse,
-// bidirectional), layout 0 or 1, sequence_lens, initial states; W, R, B
-// initializers. LSTM: input_forget 0, peepholes (P an initializer). GRU:
-// linear_before_reset 0 or 1. Anything else runs the reference
-// (kernels/ref/recurrent.cc), as does RNN.
+// Tanh, Tanh; GRU Sigmoid, Tanh; RNN Tanh), no clip, any direction (forward,
+// reverse, bidirectional), layout 0 or 1, sequence_lens, initial states; W,
+// R, B initializers. LSTM: input_forget 0, peepholes (P an initializer).
+// GRU: linear_before_reset 0 or 1. Anything else (an RNN of Relu, say) runs
+// the reference (kernels/ref/recurrent.cc).
+//
+// RNN's step: H' = tanh(XW + Wb + Rb + H R^T), one GEMV of R [H, H].
 //
 // GRU's step, by linear_before_reset (rows z, r, h; Wb / Rb W's / R's bias):
 //   1: G = H R^T + [0, 0, Rbh]                       one GEMV, R [3H, H]
@@ -32,10 +35,10 @@
 // The reference sums each gate's dot products in double; these rows sum in
 // float in k order and add the biases in float, so their results are within
 // the tolerances of tests/kernels/recurrent_f32_test.cc (kLstmF32AbsTol,
-// kGruF32AbsTol), not the same bits. The GEMV gives the GEMM's bits on the
-// same ISA (so these rows computed what they computed on gemm_f32 before),
-// and each output's sum never depends on how the strips are split among
-// threads, so every thread count gives the same bits.
+// kGruF32AbsTol, kRnnF32AbsTol), not the same bits. The GEMV gives the
+// GEMM's bits on the same ISA (so these rows computed what they computed on
+// gemm_f32 before), and each output's sum never depends on how the strips
+// are split among threads, so every thread count gives the same bits.
 #include <algorithm>
 #include <memory>
 #include <string>
@@ -51,12 +54,12 @@
 namespace sparq {
 namespace {
 
-enum class Cell { kLstm, kGru };
+enum class Cell { kLstm, kGru, kRnn };
 
 // What a row takes of its ONNX op.
 struct CellTraits {
   const char* row;  // "lstm_f32": the prefix of its messages and of its kernel name
-  int gates;        // weight rows per hidden unit, ONNX's order (LSTM i, o, f, c; GRU z, r, h)
+  int gates;        // weight rows per hidden unit, ONNX's order (LSTM i, o, f, c; GRU z, r, h; RNN one)
   std::vector<const char*> activations;  // the defaults, the only ones taken
   size_t max_inputs, max_outputs;
 };
@@ -64,12 +67,18 @@ struct CellTraits {
 const CellTraits& Traits(Cell cell) {
   static const CellTraits kLstm{"lstm_f32", 4, {"Sigmoid", "Tanh", "Tanh"}, 8, 3};
   static const CellTraits kGru{"gru_f32", 3, {"Sigmoid", "Tanh"}, 6, 2};
-  return cell == Cell::kLstm ? kLstm : kGru;
+  static const CellTraits kRnn{"rnn_f32", 1, {"Tanh"}, 6, 2};
+  switch (cell) {
+    case Cell::kLstm: return kLstm;
+    case Cell::kGru: return kGru;
+    case Cell::kRnn: return kRnn;
+  }
+  return kRnn;
 }
 
 struct RecurrentDirection {
   PackedGemmF32 w;            // [gates*H, I]
-  PackedGemmF32 r;            // LSTM [4H, H]; GRU [3H, H], or its z, r rows [2H, H] (linear_before_reset 0)
+  PackedGemmF32 r;            // LSTM [4H, H]; GRU [3H, H], or its z, r rows [2H, H] (linear_before_reset 0); RNN [H, H]
   PackedGemmF32 r_h;          // GRU with linear_before_reset 0: R's h rows [H, H]; else empty
   std::vector<float> bias;    // [gates*H]: added to the input projection (the biases that add linearly)
   std::vector<float> r_bias;  // [rows of r]: added to R's GEMM (GRU with linear_before_reset 1), or empty
@@ -115,7 +124,7 @@ StatusOr<std::shared_ptr<const void>> PrepareRecurrent(Cell cell, const Node& no
   if (cell == Cell::kLstm) {
     if (has_input(7) && constant(7) == nullptr) return Status::NotSupported(row + ": P must be an initializer");
     if (node.attr_int("input_forget", 0) != 0) return Status::NotSupported(row + ": input_forget is not taken");
-  } else {
+  } else if (cell == Cell::kGru) {
     const int64_t lbr = node.attr_int("linear_before_reset", 0);
     if (lbr != 0 && lbr != 1)
       return Status::NotSupported(row + ": linear_before_reset (the reference names the error)");
@@ -185,6 +194,10 @@ StatusOr<std::shared_ptr<const void>> PrepareLstm(const Node& node, const std::v
 
 StatusOr<std::shared_ptr<const void>> PrepareGru(const Node& node, const std::vector<const Tensor*>& constants) {
   return PrepareRecurrent(Cell::kGru, node, constants);
+}
+
+StatusOr<std::shared_ptr<const void>> PrepareRnn(const Node& node, const std::vector<const Tensor*>& constants) {
+  return PrepareRecurrent(Cell::kRnn, node, constants);
 }
 
 // Rows of X up to which a product runs on the GEMV (gemv_f32) rather than the
@@ -337,7 +350,22 @@ Status GruStep(OpContext& ctx, const PreparedRecurrent& p, const RecurrentDirect
   return Status::OK();
 }
 
-// The skeleton both rows run: inputs checked (the reference runs, and names
+Status RnnStep(OpContext& ctx, const PreparedRecurrent& p, const RecurrentDirection& dir, const Sequence& seq,
+               int64_t s, StepScratch& scratch) {
+  const int64_t H = p.hidden;
+  SPARQ_RETURN_IF_ERROR(Product(ctx, p, dir.r, nullptr, seq.B, seq.h, H, scratch.g.data()));
+  for (int64_t b = 0; b < seq.B; ++b) {
+    const int64_t t = seq.Time(s, b);
+    if (t < 0) continue;
+    float* g = scratch.g.data() + b * H;
+    const float* xg = seq.Xw(t, b, H);
+    for (int64_t k = 0; k < H; ++k) g[k] += xg[k];
+    p.tanh(g, seq.h + b * H, H);
+  }
+  return Status::OK();
+}
+
+// The skeleton the three rows run: inputs checked (the reference runs, and names
 // the error, for anything unexpected), per direction the input projection,
 // the initial state, the steps, and Y, Y_h (and LSTM's Y_c).
 Status RunRecurrentF32(OpContext& ctx) {
@@ -387,7 +415,11 @@ Status RunRecurrentF32(OpContext& ctx) {
     }
     seq.backward = p.reverse || d == 1;
     for (int64_t s = 0; s < S; ++s) {
-      SPARQ_RETURN_IF_ERROR(lstm ? LstmStep(ctx, p, dir, seq, s, scratch) : GruStep(ctx, p, dir, seq, s, scratch));
+      switch (p.cell) {
+        case Cell::kLstm: SPARQ_RETURN_IF_ERROR(LstmStep(ctx, p, dir, seq, s, scratch)); break;
+        case Cell::kGru: SPARQ_RETURN_IF_ERROR(GruStep(ctx, p, dir, seq, s, scratch)); break;
+        case Cell::kRnn: SPARQ_RETURN_IF_ERROR(RnnStep(ctx, p, dir, seq, s, scratch)); break;
+      }
       if (!ctx.wants_output(0)) continue;
       for (int64_t b = 0; b < B; ++b) {
         const int64_t t = seq.Time(s, b);
@@ -420,6 +452,7 @@ std::string RecurrentKernel(const void* state) {
 void RegisterCpuRecurrentF32Ops(KernelRegistry& r) {
   r.Add({"LSTM", "", 7, 99, RunRecurrentF32, "lstm_f32", WithoutContext(PrepareLstm, RecurrentKernel)});
   r.Add({"GRU", "", 7, 99, RunRecurrentF32, "gru_f32", WithoutContext(PrepareGru, RecurrentKernel)});
+  r.Add({"RNN", "", 7, 99, RunRecurrentF32, "rnn_f32", WithoutContext(PrepareRnn, RecurrentKernel)});
 }
 
 }  // namespace sparq

@@ -1,8 +1,8 @@
-// The float32 LSTM and GRU rows (kernels/cpu/recurrent_f32.cc) through the
+// The float32 LSTM, GRU and RNN rows (kernels/cpu/recurrent_f32.cc) through the
 // executor against the reference (kernels/ref/recurrent.cc): every direction,
 // both layouts, sequence_lens shorter than the sequence (and 0), initial
 // states, with and without B; LSTM's peepholes, GRU's linear_before_reset 0
-// and 1; within kLstmF32AbsTol / kGruF32AbsTol (the fast rows sum in float),
+// and 1; within kLstmF32AbsTol / kGruF32AbsTol / kRnnF32AbsTol (the fast rows sum in float),
 // the same bits for 1 and 2 threads (hidden sizes where two threads split a
 // step's GEMV among them too), on every ISA this CPU has; nodes they do
 // not take (clip, other activations, W fed at run time) run the reference.
@@ -25,16 +25,20 @@ constexpr float kLstmF32AbsTol = 2e-5f;
 // The same for GRU's gates (sums of up to 96 products here; the largest
 // difference seen on an AVX-512 machine was 1.2e-6).
 constexpr float kGruF32AbsTol = 2e-5f;
+// The same for RNN's Tanh (sums of up to 300 products here, as madmom's
+// onset networks: 266 inputs and 25 units).
+constexpr float kRnnF32AbsTol = 2e-5f;
 
 class LstmF32Test : public testing::IsaSweepTest {};
 class GruF32Test : public testing::IsaSweepTest {};
+class RnnF32Test : public testing::IsaSweepTest {};
 
 Tensor Random(Shape shape, uint32_t seed, float scale = 0.5f) {
   return testing::RandomFloats(std::move(shape), seed, -scale, scale, 0.0f);
 }
 
 struct RecurrentCase {
-  std::string op = "LSTM";  // or "GRU"
+  std::string op = "LSTM";  // or "GRU", "RNN"
   std::string direction = "forward";
   int64_t layout = 0;
   int64_t seq = 5, batch = 3, input = 7, hidden = 6;
@@ -57,7 +61,8 @@ struct RecurrentRun {
 
 RecurrentRun RunRecurrent(const RecurrentCase& c, bool reference, int threads) {
   const bool lstm = c.op == "LSTM";
-  const int64_t dirs = c.direction == "bidirectional" ? 2 : 1, rows = (lstm ? 4 : 3) * c.hidden;
+  const int64_t dirs = c.direction == "bidirectional" ? 2 : 1;
+  const int64_t rows = (lstm ? 4 : c.op == "GRU" ? 3 : 1) * c.hidden;
   Model m;
   m.opset_imports = {{"", 14}};
   const Shape x_shape = c.layout == 0 ? Shape{c.seq, c.batch, c.input} : Shape{c.batch, c.seq, c.input};
@@ -105,7 +110,7 @@ RecurrentRun RunRecurrent(const RecurrentCase& c, bool reference, int threads) {
   Attribute layout;
   layout.name = "layout", layout.kind = Attribute::Kind::kInt, layout.i = c.layout;
   attrs.push_back(dir), attrs.push_back(hidden), attrs.push_back(layout);
-  if (!lstm) {
+  if (c.op == "GRU") {
     Attribute lbr;
     lbr.name = "linear_before_reset", lbr.kind = Attribute::Kind::kInt, lbr.i = c.linear_before_reset;
     attrs.push_back(lbr);
@@ -252,8 +257,65 @@ TEST_P(GruF32Test, NodesOutsideItsPathRunTheReference) {
   }
 }
 
+std::vector<RecurrentCase> RnnCases() {
+  std::vector<RecurrentCase> cases;
+  for (const char* direction : {"forward", "reverse", "bidirectional"}) {
+    for (int64_t layout : {0, 1}) {
+      RecurrentCase c;
+      c.op = "RNN", c.direction = direction, c.layout = layout;
+      cases.push_back(c);
+      c.lens = true, c.initial = true;
+      cases.push_back(c);
+      c.bias = false;
+      cases.push_back(c);
+    }
+  }
+  RecurrentCase madmom;  // madmom's bidirectional onset layer: 266 inputs, 25 units, batch 8
+  madmom.op = "RNN", madmom.direction = "bidirectional";
+  madmom.seq = 20, madmom.batch = 8, madmom.input = 266, madmom.hidden = 25;
+  cases.push_back(madmom);
+  RecurrentCase one = madmom;  // one sequence (the shipped files), R h on the GEMV
+  one.direction = "forward", one.batch = 1, one.initial = true;
+  cases.push_back(one);
+  RecurrentCase large;  // R h large enough that two threads split each step's GEMV
+  large.op = "RNN", large.seq = 4, large.batch = 2, large.input = 16, large.hidden = 300, large.lens = true;
+  cases.push_back(large);
+  return cases;
+}
+
+TEST_P(RnnF32Test, MatchesTheReference) {
+  for (const RecurrentCase& c : RnnCases()) {
+    SCOPED_TRACE(c.direction + " layout " + std::to_string(c.layout) + (c.lens ? " lens" : "") +
+                 (c.initial ? " initial" : "") + (c.bias ? "" : " no B") + " batch " + std::to_string(c.batch) +
+                 " input " + std::to_string(c.input) + " hidden " + std::to_string(c.hidden));
+    const RecurrentRun fast = RunRecurrent(c, false, 1);
+    EXPECT_EQ(fast.kernel.rfind("rnn_f32+gemm_f32", 0), 0u) << fast.kernel;
+    EXPECT_NE(fast.kernel.find("+gemv_f32"), std::string::npos) << fast.kernel;
+    ExpectNear(fast.outputs, RunRecurrent(c, true, 1).outputs, kRnnF32AbsTol);
+    ExpectNear(RunRecurrent(c, false, 2).outputs, fast.outputs, 0.0f);  // any thread count: the same bits
+  }
+}
+
+TEST_P(RnnF32Test, NodesOutsideItsPathRunTheReference) {
+  Attribute clip;
+  clip.name = "clip", clip.kind = Attribute::Kind::kFloat, clip.f = 0.5f;
+  Attribute relu;
+  relu.name = "activations", relu.kind = Attribute::Kind::kStrings, relu.strings = {"Relu"};
+  RecurrentCase clipped, relu_cell, fed;
+  for (RecurrentCase* c : {&clipped, &relu_cell, &fed}) c->op = "RNN";
+  clipped.extra = {clip};
+  relu_cell.extra = {relu};
+  fed.weights_as_inputs = true;
+  for (const RecurrentCase& c : {clipped, relu_cell, fed}) {
+    const RecurrentRun run = RunRecurrent(c, false, 1);
+    EXPECT_EQ(run.kernel, "ref");
+    ExpectNear(run.outputs, RunRecurrent(c, true, 1).outputs, 0.0f);
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(CpuKernels, LstmF32Test, ::testing::ValuesIn(kAllCpuIsas), testing::IsaParamName);
 INSTANTIATE_TEST_SUITE_P(CpuKernels, GruF32Test, ::testing::ValuesIn(kAllCpuIsas), testing::IsaParamName);
+INSTANTIATE_TEST_SUITE_P(CpuKernels, RnnF32Test, ::testing::ValuesIn(kAllCpuIsas), testing::IsaParamName);
 
 }  // namespace
 }  // namespace sparq
