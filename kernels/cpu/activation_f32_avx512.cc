@@ -205,6 +205,9 @@ void SoftmaxRowsAvx512(const float* x, float* y, int64_t rows, int64_t ld, int64
 
 // SoftmaxRowAvx512's arithmetic with one column per lane: sixteen columns a
 // step (the last ones under a mask), the n values of each `stride` apart.
+// x - max is NaN where the reference's is (a column of -inf: -inf - -inf; a
+// NaN value), and its e^ is that NaN, not Exp16's clamped e^-87, so that
+// the column's sum and every value of it are NaN as in the reference.
 void SoftmaxColumnsAvx512(const float* x, float* y, int64_t n, int64_t stride, int64_t width) {
   if (n == 0) return;
   for (int64_t c = 0; c < width; c += 16) {
@@ -214,7 +217,8 @@ void SoftmaxColumnsAvx512(const float* x, float* y, int64_t n, int64_t stride, i
     for (int64_t j = 1; j < n; ++j) m = _mm512_max_ps(m, _mm512_maskz_loadu_ps(k, x + c + j * stride));
     __m512 sum = _mm512_setzero_ps();
     for (int64_t j = 0; j < n; ++j) {
-      const __m512 e = Exp16(_mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + c + j * stride), m));
+      const __m512 d = _mm512_sub_ps(_mm512_maskz_loadu_ps(k, x + c + j * stride), m);
+      const __m512 e = _mm512_mask_mov_ps(Exp16(d), _mm512_cmp_ps_mask(d, d, _CMP_UNORD_Q), d);
       _mm512_mask_storeu_ps(y + c + j * stride, k, e);
       sum = _mm512_add_ps(sum, e);
     }

@@ -304,6 +304,11 @@ const std::vector<CpuKernelDef>& Table() {
       {"layer_norm_f32_avx2", AVX2, 10, NONE, LayerNormF32Fn(cpu::LayerNormRowsAvx2)},
       {"layer_norm_f32_avx512", AVX512, 20, NONE, LayerNormF32Fn(cpu::LayerNormRowsAvx512)},
 #endif
+      // sparq.LayerNormChain of float32 (norm_f32.cc runs it): the unfused nodes' bits.
+      {"layer_norm_chain_f32_portable", P, 0, NONE, LayerNormChainF32Fn(cpu::LayerNormChainRowsPortable)},
+#if SPARQ_CPU_X86
+      {"layer_norm_chain_f32_avx512", AVX512, 20, NONE, LayerNormChainF32Fn(cpu::LayerNormChainRowsAvx512)},
+#endif
       // ConvTranspose with stride = kernel (conv_transpose_f32.cc): the
       // same loops compiled for each ISA, the reference's bits.
       {"conv_transpose_f32_portable", P, 0, NONE, ConvTransposeF32Fn(cpu::ConvTransposeF32Portable)},
@@ -533,6 +538,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kMaxRowsF32: return "max_rows_f32";
     case CpuOp::kMatMulNBitsF32: return "matmul_nbits_f32";
     case CpuOp::kGemvF32: return "gemv_f32";
+    case CpuOp::kLayerNormChainF32: return "layer_norm_chain_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

@@ -132,6 +132,7 @@ enum class CpuOp : uint8_t {
   kMaxRowsF32,             // the maximum of each float row (GlobalMaxPool), NaN first
   kMatMulNBitsF32,         // com.microsoft MatMulNBits: float rows times block-wise 4-bit weights
   kGemvF32,                // a few float rows times FP32 GEMM weights packed as strips (LSTM / GRU steps)
+  kLayerNormChainF32,      // sparq.LayerNormChain of float rows (LayerNorm as exported below opset 17)
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -291,6 +292,14 @@ using MatMulNBitsF32Fn = void (*)(const MatMulNBitsF32Args&);
 // format: gemm_f32's bits on the same ISA (each output summed in k order,
 // then its bias), so any m, strip range and thread count give the same bits.
 using GemvF32Fn = void (*)(const GemvF32Args&);
+// Each of `rows` rows of n values (n > 0) through sparq.LayerNormChain's
+// unfused nodes on the reference kernels: mean = float(in-order double sum /
+// n) (ReduceMean), d = x - mean, the float square d * d, var = float(in-order
+// double sum of the squares / n), sd = sqrt(var + epsilon) in float,
+// y = (d / sd) * gamma[i] (+ beta[i] when beta is not null), each a float
+// operation. The reference's bits on every row.
+using LayerNormChainF32Fn = void (*)(const float* x, int64_t rows, int64_t n, float epsilon, const float* gamma,
+                                     const float* beta, float* y);
 // The variant's alternative index is the CpuOp.
 using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32Fn, SpmmNmS8Fn, GemmF32Fn,
                                  DepthwiseF32Fn, DepthwiseS8Fn, RequantS32Fn, Lut256Fn, QuantizeF32Fn,
@@ -300,7 +309,7 @@ using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32F
                                  ConvTransposeF32Fn, ResizeNearestFn, HardSwishChainF32Fn,
                                  AbsHistogramF32Fn, GeluErfChainF32Fn, SoftmaxColumnsF32Fn, AttentionF32Fn,
                                  PointwiseDepthwiseF32Fn, XLogYSumF64Fn, TanhF32Fn, MaxRowsF32Fn,
-                                 MatMulNBitsF32Fn, GemvF32Fn>;
+                                 MatMulNBitsF32Fn, GemvF32Fn, LayerNormChainF32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 // CpuKernelDef::op() reads the op from the alternative's index: each
@@ -348,6 +357,7 @@ static_assert(internal::AltIs<CpuOp::kPointwiseDepthwiseF32, PointwiseDepthwiseF
 static_assert(internal::AltIs<CpuOp::kXLogYSumF64, XLogYSumF64Fn>, "CpuKernelFn: XLogYSumF64Fn must be alternative CpuOp::kXLogYSumF64");
 static_assert(internal::AltIs<CpuOp::kTanhF32, TanhF32Fn>, "CpuKernelFn: TanhF32Fn must be alternative CpuOp::kTanhF32");
 static_assert(internal::AltIs<CpuOp::kMaxRowsF32, MaxRowsF32Fn>, "CpuKernelFn: MaxRowsF32Fn must be alternative CpuOp::kMaxRowsF32");
+static_assert(internal::AltIs<CpuOp::kLayerNormChainF32, LayerNormChainF32Fn>, "CpuKernelFn: LayerNormChainF32Fn must be alternative CpuOp::kLayerNormChainF32");
 static_assert(internal::AltIs<CpuOp::kMatMulNBitsF32, MatMulNBitsF32Fn>, "CpuKernelFn: MatMulNBitsF32Fn must be alternative CpuOp::kMatMulNBitsF32");
 static_assert(internal::AltIs<CpuOp::kGemvF32, GemvF32Fn>, "CpuKernelFn: GemvF32Fn must be alternative CpuOp::kGemvF32");
 

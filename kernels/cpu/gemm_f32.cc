@@ -614,6 +614,7 @@ void ShiftedConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
 // a tap.
 constexpr int64_t kDirectKc = 64;  // channels per slice: a strip's slice of 9 taps is 72 KiB, in L2
 constexpr int64_t kDirectGroupBytes = int64_t{2} << 20;  // padded planes per group of images: both cores' L2
+constexpr int64_t kDirectImageTaskBytes = int64_t{4} << 20;  // largest padded image of a per-image task's own buffer
 
 void DirectConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   const PackedGemmF32& w = *args.w;  // strips: output channels [s * tc, (s + 1) * tc), K in (ky, kx, c) order
@@ -648,22 +649,121 @@ void DirectConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
   // (bench/RESULTS.md, scale22).
   const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
   const int64_t image_bytes = static_cast<int64_t>(sizeof(float)) * channels * plane;
+  // A batch that splits evenly over the threads runs one task per image
+  // instead (a padded image up to kDirectImageTaskBytes): the task pads its
+  // image into its own thread's buffer and computes every output of it, so
+  // the image is padded and read on one core, and a layer is one ParallelFor
+  // of equal tasks. Measured, YOLOv8n at batch 16 on 2 threads: the groups'
+  // parallel padding took 6x its 1-thread CPU time (about 45 ms of a 260 ms
+  // batch); per image it is part of the tasks' time (bench/RESULTS.md, yolo22).
+  const bool per_image = threads > 1 && image_bytes <= kDirectImageTaskBytes && args.batch >= threads &&
+                         (args.batch % threads == 0 || args.batch >= 4 * threads);
   const int64_t group_images =
-      threads == 1 ? 1
-                   : std::min<int64_t>(std::max<int64_t>(1, args.batch),
-                                       std::max<int64_t>(1, kDirectGroupBytes / std::max<int64_t>(1, image_bytes)));
+      threads == 1 || per_image
+          ? 1
+          : std::min<int64_t>(std::max<int64_t>(1, args.batch),
+                              std::max<int64_t>(1, kDirectGroupBytes / std::max<int64_t>(1, image_bytes)));
   const int64_t group_tasks = group_images * panel_groups;
   const int64_t strip_chunks =
-      std::min<int64_t>(w.panels, std::max<int64_t>(1, (kTasksPerThread * threads + group_tasks - 1) / group_tasks));
+      per_image ? 1
+                : std::min<int64_t>(w.panels,
+                                    std::max<int64_t>(1, (kTasksPerThread * threads + group_tasks - 1) / group_tasks));
   const int64_t strips_per_chunk = (w.panels + strip_chunks - 1) / strip_chunks;
   const int64_t chunks = (w.panels + strips_per_chunk - 1) / strips_per_chunk;
   const int64_t ld_block = strips_per_chunk * tc;  // the task's block: [kPanelsPerTask * tr, ld_block]
   const TileEpilogue epilogue = BaseEpilogue(args);
-  // Only the border is zeroed: a zeroed tensor wrote the whole plane twice
-  // (YOLOv8n's 16 x 160 x 160 input: 1.6 MiB more per call).
-  Tensor padded = in_place ? Tensor() : Tensor::Uninitialized(DataType::kFloat32, {group_images * channels * plane});
   const int64_t pad_right = wp - g.pad_left - g.width, pad_bottom = hp - g.pad_top - g.height;
 
+  // Image `image` of x (batch image stride x_image_stride) into xp, zero padded;
+  // only the border is zeroed (a zeroed tensor wrote the whole plane twice:
+  // YOLOv8n's 16 x 160 x 160 input, 1.6 MiB more per call). Channels [c0, c1).
+  auto pad_channels = [&](const float* x, int64_t c0, int64_t c1, float* xp) {
+    for (int64_t c = c0; c < c1; ++c) {
+      float* dst = xp + c * plane;
+      const float* src = x + c * g.height * g.width;
+      std::fill(dst, dst + g.pad_top * wp, 0.0f);
+      for (int64_t iy = 0; iy < g.height; ++iy) {
+        float* row = dst + (g.pad_top + iy) * wp;
+        std::fill(row, row + g.pad_left, 0.0f);
+        std::memcpy(row + g.pad_left, src + iy * g.width, sizeof(float) * g.width);
+        std::fill(row + g.pad_left + g.width, row + g.pad_left + g.width + pad_right, 0.0f);
+      }
+      std::fill(dst + (g.pad_top + g.height) * wp, dst + (g.pad_top + g.height + pad_bottom) * wp, 0.0f);
+    }
+  };
+  // One task: panel group `group`, strip chunk `chunk` of the (padded) image
+  // x_img into output image y, through the thread's block.
+  auto run_task = [&](const float* x_img, float* y, int64_t group, int64_t chunk, float* block) {
+    const int64_t q0 = group * kPanelsPerTask, q1 = std::min(x_panels, q0 + kPanelsPerTask);
+    const int64_t s0 = chunk * strips_per_chunk, s1 = std::min(w.panels, s0 + strips_per_chunk);
+    const float* base[kPanelsPerTask][8];  // each panel's pixels at channel 0, tap (0, 0)
+    for (int64_t q = q0; q < q1; ++q) {
+      for (int i = 0; i < tr; ++i) {
+        const int64_t p = std::min(pixels - 1, q * tr + i), oy = p / g.out_w, ox = p % g.out_w;
+        base[q - q0][i] = x_img + oy * g.stride_h * wp + ox * g.stride_w;
+      }
+    }
+    int64_t c0 = 0;
+    do {  // at least once: no channels gives C = clamp(bias)
+      const int64_t kc = std::min(kDirectKc, channels - c0);
+      const bool last = c0 + kc >= channels;
+      for (int64_t s = s0; s < s1; ++s) {
+        const int cols = static_cast<int>(std::min<int64_t>(tc, w.rows - s * tc));
+        float pad[64];
+        TileEpilogue ep = epilogue;
+        ep.col_bias = PaddedBias(args.bias, s * tc, cols, tc, pad);
+        for (int64_t q = q0; q < q1; ++q) {
+          const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
+          const float* at[8];
+          for (int i = 0; i < tr; ++i) at[i] = base[q - q0][i] + c0 * plane;
+          float* c = block + (q - q0) * tr * ld_block + (s - s0) * tc;
+          direct_tile(at, taps.data(), num_taps, kc, plane, w.panel(s) + c0 * tc, b_tap, c, ld_block, rows, tc,
+                      c0 > 0, last ? &ep : nullptr);
+        }
+      }
+      c0 += kc;
+    } while (c0 < channels);
+    // The fused SiLU on each panel's rows at once (the block's columns
+    // past the last strip hold the tiles' zero-weight sums: harmless).
+    const int64_t used = (s1 - s0) * tc;
+    for (int64_t q = q0; q < q1; ++q) {
+      const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
+      float* c = block + (q - q0) * tr * ld_block;
+      if (used == ld_block) {
+        ApplySilu(args, c, ld_block * rows, 1, ld_block * rows);
+      } else {
+        ApplySilu(args, c, ld_block, rows, used);
+      }
+    }
+    for (int64_t s = s0; s < s1; ++s) {
+      const int cols = static_cast<int>(std::min<int64_t>(tc, w.rows - s * tc));
+      for (int64_t q = q0; q < q1; ++q) {
+        const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
+        isa.store_transposed(block + (q - q0) * tr * ld_block + (s - s0) * tc, ld_block, rows, cols,
+                             y + (s * tc) * pixels + q * tr, pixels);
+      }
+    }
+  };
+  const size_t block_floats = static_cast<size_t>(kPanelsPerTask * tr * ld_block);
+
+  if (per_image) {
+    ParallelFor(args.pool, args.batch, 1, [&](int64_t i0, int64_t i1) {
+      float* block = ThreadScratch(block_floats + (in_place ? 0 : static_cast<size_t>(channels * plane)));
+      float* xp = block + block_floats;
+      for (int64_t image = i0; image < i1; ++image) {
+        const float* x_img = args.x + image * args.x_image_stride;
+        if (!in_place) {
+          pad_channels(x_img, 0, channels, xp);
+          x_img = xp;
+        }
+        for (int64_t group = 0; group < panel_groups; ++group)
+          run_task(x_img, args.y + image * args.y_image_stride, group, 0, block);
+      }
+    });
+    return;
+  }
+
+  Tensor padded = in_place ? Tensor() : Tensor::Uninitialized(DataType::kFloat32, {group_images * channels * plane});
   for (int64_t img0 = 0; img0 < args.batch; img0 += group_images) {
     const int64_t images = std::min(group_images, args.batch - img0);
     // Image i of the group (padded or in place) at x + i * x_stride.
@@ -673,78 +773,20 @@ void DirectConvDriver(const GemmF32Args& args, const GemmF32Isa& isa) {
       float* xp = padded.data<float>();
       const float* group_x = x;
       ParallelFor(args.pool, images * channels, 4, [&](int64_t c0, int64_t c1) {
-        for (int64_t ic = c0; ic < c1; ++ic) {
-          const int64_t i = ic / channels, c = ic % channels;
-          float* dst = xp + ic * plane;
-          const float* src = group_x + i * args.x_image_stride + c * g.height * g.width;
-          std::fill(dst, dst + g.pad_top * wp, 0.0f);
-          for (int64_t iy = 0; iy < g.height; ++iy) {
-            float* row = dst + (g.pad_top + iy) * wp;
-            std::fill(row, row + g.pad_left, 0.0f);
-            std::memcpy(row + g.pad_left, src + iy * g.width, sizeof(float) * g.width);
-            std::fill(row + g.pad_left + g.width, row + g.pad_left + g.width + pad_right, 0.0f);
-          }
-          std::fill(dst + (g.pad_top + g.height) * wp, dst + (g.pad_top + g.height + pad_bottom) * wp, 0.0f);
+        for (int64_t ic = c0; ic < c1;) {  // runs of channels of one image
+          const int64_t i = ic / channels, c = ic % channels, end = std::min(c1, (i + 1) * channels);
+          pad_channels(group_x + i * args.x_image_stride, c, c + (end - ic), xp + i * channels * plane);
+          ic = end;
         }
       });
       x = xp;
       x_stride = channels * plane;
     }
     ParallelFor(args.pool, images * panel_groups * chunks, 1, [&](int64_t t0, int64_t t1) {
-      float* block = ThreadScratch(static_cast<size_t>(kPanelsPerTask * tr * ld_block));
+      float* block = ThreadScratch(block_floats);
       for (int64_t t = t0; t < t1; ++t) {
         const int64_t chunk = t % chunks, group = (t / chunks) % panel_groups, image = t / (chunks * panel_groups);
-        const float* x_img = x + image * x_stride;
-        float* y = args.y + (img0 + image) * args.y_image_stride;
-        const int64_t q0 = group * kPanelsPerTask, q1 = std::min(x_panels, q0 + kPanelsPerTask);
-        const int64_t s0 = chunk * strips_per_chunk, s1 = std::min(w.panels, s0 + strips_per_chunk);
-        const float* base[kPanelsPerTask][8];  // each panel's pixels at channel 0, tap (0, 0)
-        for (int64_t q = q0; q < q1; ++q) {
-          for (int i = 0; i < tr; ++i) {
-            const int64_t p = std::min(pixels - 1, q * tr + i), oy = p / g.out_w, ox = p % g.out_w;
-            base[q - q0][i] = x_img + oy * g.stride_h * wp + ox * g.stride_w;
-          }
-        }
-        int64_t c0 = 0;
-        do {  // at least once: no channels gives C = clamp(bias)
-          const int64_t kc = std::min(kDirectKc, channels - c0);
-          const bool last = c0 + kc >= channels;
-          for (int64_t s = s0; s < s1; ++s) {
-            const int cols = static_cast<int>(std::min<int64_t>(tc, w.rows - s * tc));
-            float pad[64];
-            TileEpilogue ep = epilogue;
-            ep.col_bias = PaddedBias(args.bias, s * tc, cols, tc, pad);
-            for (int64_t q = q0; q < q1; ++q) {
-              const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
-              const float* at[8];
-              for (int i = 0; i < tr; ++i) at[i] = base[q - q0][i] + c0 * plane;
-              float* c = block + (q - q0) * tr * ld_block + (s - s0) * tc;
-              direct_tile(at, taps.data(), num_taps, kc, plane, w.panel(s) + c0 * tc, b_tap, c, ld_block, rows, tc,
-                          c0 > 0, last ? &ep : nullptr);
-            }
-          }
-          c0 += kc;
-        } while (c0 < channels);
-        // The fused SiLU on each panel's rows at once (the block's columns
-        // past the last strip hold the tiles' zero-weight sums: harmless).
-        const int64_t used = (s1 - s0) * tc;
-        for (int64_t q = q0; q < q1; ++q) {
-          const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
-          float* c = block + (q - q0) * tr * ld_block;
-          if (used == ld_block) {
-            ApplySilu(args, c, ld_block * rows, 1, ld_block * rows);
-          } else {
-            ApplySilu(args, c, ld_block, rows, used);
-          }
-        }
-        for (int64_t s = s0; s < s1; ++s) {
-          const int cols = static_cast<int>(std::min<int64_t>(tc, w.rows - s * tc));
-          for (int64_t q = q0; q < q1; ++q) {
-            const int rows = static_cast<int>(std::min<int64_t>(tr, pixels - q * tr));
-            isa.store_transposed(block + (q - q0) * tr * ld_block + (s - s0) * tc, ld_block, rows, cols,
-                                 y + (s * tc) * pixels + q * tr, pixels);
-          }
-        }
+        run_task(x + image * x_stride, args.y + (img0 + image) * args.y_image_stride, group, chunk, block);
       }
     });
   }

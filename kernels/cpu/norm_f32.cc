@@ -50,6 +50,42 @@ void LayerNormGroup(const float* x, int64_t n, const double* scale, const double
 
 }  // namespace
 
+// Each step the unfused node's float operation (the mean and the mean of
+// squares summed in order in double and rounded as ReduceMean rounds them),
+// kRows rows' sums interleaved.
+void LayerNormChainRowsPortable(const float* x, int64_t rows, int64_t n, float eps, const float* gamma,
+                                const float* beta, float* y) {
+  constexpr int64_t kRows = 8;  // independent in-order sums in flight
+  thread_local std::vector<float> squares;
+  if (squares.size() < static_cast<size_t>(kRows * n)) squares.resize(static_cast<size_t>(kRows * n));
+  float* sq = squares.data();
+  for (int64_t r = 0; r < rows; r += kRows) {
+    const int64_t k = std::min(kRows, rows - r);
+    const float* xr = x + r * n;
+    float* yr = y + r * n;
+    double s[kRows] = {}, q[kRows] = {};
+    for (int64_t i = 0; i < n; ++i)
+      for (int64_t j = 0; j < k; ++j) s[j] += static_cast<double>(xr[j * n + i]);
+    for (int64_t j = 0; j < k; ++j) {  // per row, so that the loops vectorize
+      const float mean = static_cast<float>(s[j] / static_cast<double>(n));
+      const float* x_row = xr + j * n;
+      float* d = yr + j * n;
+      float* d2 = sq + j * n;
+      for (int64_t i = 0; i < n; ++i) d[i] = x_row[i] - mean;  // Sub
+      for (int64_t i = 0; i < n; ++i) d2[i] = d[i] * d[i];     // Pow(d, 2)
+    }
+    for (int64_t i = 0; i < n; ++i)  // ReduceMean's in-order sums
+      for (int64_t j = 0; j < k; ++j) q[j] += static_cast<double>(sq[j * n + i]);
+    for (int64_t j = 0; j < k; ++j) {
+      const float sd = std::sqrt(static_cast<float>(q[j] / static_cast<double>(n)) + eps);  // Add, Sqrt
+      float* yj = yr + j * n;
+      for (int64_t i = 0; i < n; ++i) yj[i] = (yj[i] / sd) * gamma[i];  // Div, Mul
+      if (beta != nullptr)
+        for (int64_t i = 0; i < n; ++i) yj[i] = yj[i] + beta[i];  // Add
+    }
+  }
+}
+
 void LayerNormRowsPortable(const float* x, int64_t rows, int64_t n, const double* scale, const double* bias,
                            double epsilon, float* y) {
   constexpr int kRows = 4;
@@ -161,8 +197,9 @@ bool LastAxisVector(const Tensor& t, int64_t n, size_t x_rank) {
 
 // sparq.LayerNormChain of float32 (norm_f32.h): rows of the last axis, each
 // step the unfused node's float operation (the mean and the mean of squares
-// summed in order in double and rounded as ReduceMean rounds them), kRows
-// rows' sums interleaved. Other shapes and types run the reference.
+// summed in order in double and rounded as ReduceMean rounds them), on the
+// layer_norm_chain_f32 row prepared for the node (dispatch.h). Other shapes
+// and types run the reference.
 Status RunLayerNormChainF32(OpContext& ctx) {
   for (size_t i = 0; i < 4; ++i)
     if (!ctx.has_input(i) || ctx.input(i).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
@@ -182,36 +219,9 @@ Status RunLayerNormChainF32(OpContext& ctx) {
   Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
   const float* src = x.data<float>();
   float* dst = out.data<float>();
+  const LayerNormChainF32Fn row = PreparedRow<LayerNormChainF32Fn>(ctx);
   ParallelFor(ctx.pool(), rows, std::max<int64_t>(1, kChunk / n), [&](int64_t r0, int64_t r1) {
-    constexpr int64_t kRows = 8;  // independent in-order sums in flight
-    thread_local std::vector<float> squares;
-    if (squares.size() < static_cast<size_t>(kRows * n)) squares.resize(static_cast<size_t>(kRows * n));
-    float* sq = squares.data();
-    for (int64_t r = r0; r < r1; r += kRows) {
-      const int64_t k = std::min(kRows, r1 - r);
-      const float* xr = src + r * n;
-      float* yr = dst + r * n;
-      double s[kRows] = {}, q[kRows] = {};
-      for (int64_t i = 0; i < n; ++i)
-        for (int64_t j = 0; j < k; ++j) s[j] += static_cast<double>(xr[j * n + i]);
-      for (int64_t j = 0; j < k; ++j) {  // per row, so that the loops vectorize
-        const float mean = static_cast<float>(s[j] / static_cast<double>(n));
-        const float* x_row = xr + j * n;
-        float* d = yr + j * n;
-        float* d2 = sq + j * n;
-        for (int64_t i = 0; i < n; ++i) d[i] = x_row[i] - mean;  // Sub
-        for (int64_t i = 0; i < n; ++i) d2[i] = d[i] * d[i];     // Pow(d, 2)
-      }
-      for (int64_t i = 0; i < n; ++i)  // ReduceMean's in-order sums
-        for (int64_t j = 0; j < k; ++j) q[j] += static_cast<double>(sq[j * n + i]);
-      for (int64_t j = 0; j < k; ++j) {
-        const float sd = std::sqrt(static_cast<float>(q[j] / static_cast<double>(n)) + eps);  // Add, Sqrt
-        float* y = yr + j * n;
-        for (int64_t i = 0; i < n; ++i) y[i] = (y[i] / sd) * gamma[i];  // Div, Mul
-        if (beta != nullptr)
-          for (int64_t i = 0; i < n; ++i) y[i] = y[i] + beta[i];  // Add
-      }
-    }
+    row(src + r0 * n, r1 - r0, n, eps, gamma, beta, dst + r0 * n);
   });
   ctx.set_output(0, std::move(out));
   return Status::OK();
@@ -220,7 +230,8 @@ Status RunLayerNormChainF32(OpContext& ctx) {
 }  // namespace
 
 void RegisterCpuNormF32Ops(KernelRegistry& r) {
-  r.Add({"LayerNormChain", kSparqDomain, 1, 99, RunLayerNormChainF32, "layer_norm_chain_f32"});
+  r.Add({"LayerNormChain", kSparqDomain, 1, 99, RunLayerNormChainF32, "layer_norm_chain_f32",
+         WithoutContext(PrepareRow<CpuOp::kLayerNormChainF32>, RowKernel)});
   r.Add({"BatchNormalization", "", 1, 99, RunBatchNormF32, "scale_shift_f32",
          WithoutContext(PrepareRow<CpuOp::kScaleShiftF32>, RowKernel)});
   r.Add({"LayerNormalization", "", 1, 99, RunLayerNormF32, "layer_norm_f32",

@@ -16,8 +16,8 @@
 //                    Div, Mul, Add, fused by runtime/passes/float_fusion.h):
 //                    one pass per row for the mean, one for the squares, one
 //                    for the output, each value through the unfused nodes'
-//                    float operations (a registry row of norm_f32.cc; no ISA
-//                    variants).
+//                    float operations (avx512: the sums of eight rows in the
+//                    double lanes of a register, as layer_norm_f32's).
 //   conv_transpose_f32  a ConvTranspose whose stride equals its kernel
 //                    (ConvTransposeF32Args), e.g. the 2x2 / stride 2
 //                    upsampling of PP-OCR's detector head.
@@ -45,7 +45,14 @@ void ConvTransposeF32Avx512(const ConvTransposeF32Args& args);
 void ResizeNearestPortable(const ResizeNearestArgs& args);
 void LayerNormRowsPortable(const float* x, int64_t rows, int64_t n, const double* scale, const double* bias,
                            double epsilon, float* y);  // LayerNormF32Fn
+// LayerNormChainF32Fn: eight rows' in-order double sums interleaved.
+void LayerNormChainRowsPortable(const float* x, int64_t rows, int64_t n, float epsilon, const float* gamma,
+                                const float* beta, float* y);
 #if SPARQ_CPU_X86
+// LayerNormChainF32Fn: blocks of eight rows as layer_norm_f32_avx512 sums
+// them (the squares rounded to float first), the per-value steps 16 lanes a step.
+void LayerNormChainRowsAvx512(const float* x, int64_t rows, int64_t n, float epsilon, const float* gamma,
+                              const float* beta, float* y);
 // norm_f32_avx512.cc: eight rows in the double lanes, the same in-order sums.
 void LayerNormRowsAvx512(const float* x, int64_t rows, int64_t n, const double* scale, const double* bias,
                          double epsilon, float* y);

@@ -15,6 +15,9 @@
 // Two groups of eight rows go side by side, so that two chains of adds
 // overlap. The output pass is per value and needs no order: eight values of
 // one row a step, each computed in double and rounded once, as the reference.
+// layer_norm_chain_f32_avx512 sums eight rows the same way (the values, then
+// the float squares of x - mean) and does each per-value float step sixteen
+// lanes at a time: the unfused nodes' operations in their order.
 // Built with -ffp-contract=off: no product and sum fused into one rounding.
 #include <cmath>
 #include <cstdint>
@@ -131,7 +134,70 @@ void LayerNormBlock(const float* x, int64_t n, const double* scale, const double
   }
 }
 
+// In-order double sums of eight rows (row j at x + j * n) in the lanes of
+// one register, as SumRows<1>: of the values, or with `square` of their
+// float squares v * v (each rounded to float, as Pow(d, 2) writes them).
+template <bool kSquare>
+void SumRowsChain(const float* x, int64_t n, double* sums) {
+  __m512d acc = _mm512_setzero_pd();
+  const int64_t n8 = n / kLanes * kLanes;
+  for (int64_t i = 0; i < n8; i += kLanes) {
+    __m256 cols[kLanes];
+    for (int j = 0; j < kLanes; ++j) cols[j] = _mm256_loadu_ps(x + j * n + i);
+    Transpose8x8(cols);
+    for (int c = 0; c < kLanes; ++c) {
+      const __m256 v = kSquare ? _mm256_mul_ps(cols[c], cols[c]) : cols[c];
+      acc = _mm512_add_pd(acc, _mm512_cvtps_pd(v));
+    }
+  }
+  _mm512_storeu_pd(sums, acc);
+  for (int r = 0; r < kLanes; ++r) {  // the last n % 8 columns, still in order
+    const float* row = x + r * n;
+    for (int64_t i = n8; i < n; ++i) {
+      const float v = kSquare ? row[i] * row[i] : row[i];
+      sums[r] += static_cast<double>(v);
+    }
+  }
+}
+
+// Eight rows of sparq.LayerNormChain (LayerNormChainF32Fn): d = x - mean
+// written to y, the squares summed from y, then y = (d / sd) * gamma (+ beta),
+// sixteen values a step (the tail under a mask), each a float operation.
+void LayerNormChainBlock(const float* x, int64_t n, float epsilon, const float* gamma, const float* beta, float* y) {
+  double s[kLanes], q[kLanes];
+  SumRowsChain<false>(x, n, s);
+  for (int r = 0; r < kLanes; ++r) {
+    const __m512 mean = _mm512_set1_ps(static_cast<float>(s[r] / static_cast<double>(n)));  // ReduceMean
+    const float* src = x + r * n;
+    float* dst = y + r * n;
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+      _mm512_mask_storeu_ps(dst + i, k, _mm512_sub_ps(_mm512_maskz_loadu_ps(k, src + i), mean));  // Sub
+    }
+  }
+  SumRowsChain<true>(y, n, q);  // Pow(d, 2), ReduceMean's sums
+  for (int r = 0; r < kLanes; ++r) {
+    const float sd = std::sqrt(static_cast<float>(q[r] / static_cast<double>(n)) + epsilon);  // Add, Sqrt
+    const __m512 vsd = _mm512_set1_ps(sd);
+    float* dst = y + r * n;
+    for (int64_t i = 0; i < n; i += 16) {
+      const __mmask16 k = n - i >= 16 ? static_cast<__mmask16>(0xFFFF) : static_cast<__mmask16>((1u << (n - i)) - 1);
+      __m512 t = _mm512_mul_ps(_mm512_div_ps(_mm512_maskz_loadu_ps(k, dst + i), vsd), _mm512_maskz_loadu_ps(k, gamma + i));
+      if (beta != nullptr) t = _mm512_add_ps(t, _mm512_maskz_loadu_ps(k, beta + i));  // Div, Mul, Add
+      _mm512_mask_storeu_ps(dst + i, k, t);
+    }
+  }
+}
+
 }  // namespace
+
+void LayerNormChainRowsAvx512(const float* x, int64_t rows, int64_t n, float epsilon, const float* gamma,
+                              const float* beta, float* y) {
+  int64_t r = 0;
+  for (; r + kLanes <= rows; r += kLanes) LayerNormChainBlock(x + r * n, n, epsilon, gamma, beta, y + r * n);
+  if (r < rows) LayerNormChainRowsPortable(x + r * n, rows - r, n, epsilon, gamma, beta, y + r * n);
+}
+
 
 void LayerNormRowsAvx512(const float* x, int64_t rows, int64_t n, const double* scale, const double* bias,
                          double epsilon, float* y) {

@@ -455,6 +455,31 @@ TEST_P(ActivationF32Test, SoftmaxMatchesReference) {
   }
 }
 
+// A column of -inf has no maximum to subtract: the reference's e^(-inf - -inf)
+// is NaN, and so is every value of that column (onnxruntime's too), where the
+// AVX-512 row's clamped exponential gave 1/n. A NaN anywhere in a column
+// makes the column NaN; the other columns keep their values.
+TEST_P(ActivationF32Test, SoftmaxColumnOfMinusInfinityIsNan) {
+  const float ninf = -std::numeric_limits<float>::infinity();
+  Tensor x = testing::RandomFloats({4, 3, 21}, 17, -5.0f, 5.0f, 0.0f);
+  float* v = x.data<float>();
+  for (int64_t k = 0; k < 3; ++k) {
+    v[k * 21 + 2] = ninf;                              // column 2 of image 0: all -inf
+    v[2 * 63 + k * 21 + 18] = ninf;                    // column 18 of image 2 (past the first 16 lanes)
+  }
+  v[3 * 63 + 1 * 21 + 7] = std::numeric_limits<float>::quiet_NaN();  // a NaN in column 7 of image 3
+  v[1 * 63 + 5] = ninf;                                // one -inf of three: an ordinary column
+  const std::vector<Attribute> axis1 = {Attribute::Int("axis", 1)};
+  const Tensor want = RunOne("Softmax", x, axis1, true);
+  ASSERT_TRUE(std::isnan(want.data<float>()[2]) && std::isnan(want.data<float>()[2 * 63 + 18]));
+  std::string kernel;
+  const Tensor got = RunOne("Softmax", x, axis1, false, 1, nullptr, &kernel);
+  EXPECT_EQ(kernel, SelectCpuKernel(CpuOp::kSoftmaxColumnsF32).name);
+  ExpectClose(got, want, Tolerance(CpuOp::kSoftmaxColumnsF32, cpu::kSoftmaxF32AbsTol));
+  for (int64_t i = 0; i < want.numel(); ++i)
+    EXPECT_EQ(std::isnan(got.data<float>()[i]), std::isnan(want.data<float>()[i])) << i;
+}
+
 TEST_P(ActivationF32Test, PowOfTwoIsExact) {
   Tensor x = testing::RandomFloats({1000}, 5, -1e20f, 1e20f, 0.0f);
   x.data<float>()[0] = 3e30f;  // overflows to inf, as the reference does

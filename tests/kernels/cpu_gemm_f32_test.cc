@@ -173,7 +173,10 @@ const std::vector<ConvCase> kConvCases = {
     // kDirectConv's channel slices (> 64 channels) and strip tails (> 32 outputs), strided and not.
     {1, 70, 9, 10, 40, 3, 3, 2, 1, 1}, {2, 130, 5, 6, 33, 3, 3, 1, 1, 1}, {1, 9, 11, 9, 17, 5, 5, 3, 2, 1},
     // kDirectConv's groups of images (padded planes of 900 KiB: groups of 2, 2 and 1 on 2+ threads).
-    {5, 64, 58, 58, 9, 3, 3, 1, 1, 1}};
+    {5, 64, 58, 58, 9, 3, 3, 1, 1, 1},
+    // kDirectConv's tasks of one image each (batch 8 over 2 threads, 10 over 5; 4 on 1 and 5 threads: groups),
+    // padded and in place, strided, the strips in one task.
+    {8, 20, 13, 11, 40, 3, 3, 2, 1, 1}, {10, 70, 6, 7, 33, 3, 3, 1, 1, 1}, {4, 12, 9, 9, 17, 3, 3, 1, 0, 1}};
 
 TEST_P(GemmF32IsaTest, ConvMatchesReferenceConv) {
   std::mt19937 rng(12);

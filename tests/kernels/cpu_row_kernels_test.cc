@@ -886,6 +886,51 @@ void CheckLayerNormF32(std::mt19937& rng, LayerNormF32Fn fn) {
   }
 }
 
+// sparq.LayerNormChain's rows against its unfused nodes computed one float
+// operation at a time (ReduceMean as an in-order double sum over n, rounded
+// to float): bit for bit, for row counts around the AVX-512 row's block of 8,
+// lengths from 1 (masked tails of 16, sums' tails of 8), with and without beta.
+void CheckLayerNormChainF32(std::mt19937& rng, LayerNormChainF32Fn fn) {
+  std::uniform_real_distribution<float> value(-3.0f, 5.0f);
+  for (int64_t rows : {1, 7, 8, 9, 16, 21}) {
+    for (int64_t n : {1, 7, 17, 64, 385}) {
+      for (bool with_beta : {true, false}) {
+        SCOPED_TRACE("rows " + std::to_string(rows) + " n " + std::to_string(n) + (with_beta ? " beta" : ""));
+        std::vector<float> x(static_cast<size_t>(rows * n)), want(x.size()), got(x.size() + 1, 99.0f);
+        for (float& v : x) v = value(rng);
+        x[0] = 1e4f;  // a row whose mean is far from most of its values
+        std::vector<float> gamma(static_cast<size_t>(n)), beta(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) gamma[j] = value(rng), beta[j] = value(rng);
+        const float eps = 1e-5f;
+        for (int64_t r = 0; r < rows; ++r) {
+          const float* p = x.data() + r * n;
+          double s = 0.0, q = 0.0;
+          for (int64_t i = 0; i < n; ++i) s += static_cast<double>(p[i]);
+          const float mean = static_cast<float>(s / static_cast<double>(n));
+          std::vector<float> d(static_cast<size_t>(n));
+          for (int64_t i = 0; i < n; ++i) {
+            volatile float di = p[i] - mean;
+            volatile float sq = di * di;
+            d[i] = di;
+            q += static_cast<double>(sq);
+          }
+          volatile float var = static_cast<float>(q / static_cast<double>(n));
+          volatile float var_eps = var + eps;
+          const float sd = std::sqrt(static_cast<float>(var_eps));
+          for (int64_t i = 0; i < n; ++i) {
+            volatile float t = d[i] / sd;
+            volatile float u = t * gamma[i];
+            want[r * n + i] = with_beta ? u + beta[i] : u;
+          }
+        }
+        fn(x.data(), rows, n, eps, gamma.data(), with_beta ? beta.data() : nullptr, got.data());
+        ExpectFloatRow(std::vector<float>(got.begin(), got.begin() + rows * n), want, 0.0f);
+        EXPECT_EQ(got[rows * n], 99.0f) << "wrote past the rows";
+      }
+    }
+  }
+}
+
 // A ConvTranspose with stride = kernel against ConvTransposeF32Ref, bit for
 // bit: kernels 1x1, 2x2 and 3x2, positions across the row's block of 256, a
 // bias or none, and an output-channel range in the middle (the rest of y is
@@ -1232,6 +1277,7 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
       return true;
     case CpuOp::kScaleShiftF32: CheckScaleShiftF32(rng, def.get<ScaleShiftF32Fn>()); return true;
     case CpuOp::kLayerNormF32: CheckLayerNormF32(rng, def.get<LayerNormF32Fn>()); return true;
+    case CpuOp::kLayerNormChainF32: CheckLayerNormChainF32(rng, def.get<LayerNormChainF32Fn>()); return true;
     case CpuOp::kConvTransposeF32: CheckConvTransposeF32(rng, def.get<ConvTransposeF32Fn>()); return true;
     case CpuOp::kResizeNearest: CheckResizeNearest(rng, def.get<ResizeNearestFn>()); return true;
     case CpuOp::kSigmoidF32:
