@@ -1,41 +1,58 @@
 // GPU micro-benchmark: dense GEMMs through cuBLASLt (FP32, TF32, FP16,
 // INT8 -> INT32), INT8 with an int8 output (cuBLASLt + the requantize kernel
-// vs the fused kernel of gemm_s8_fused.cu), and cuSPARSE Blocked-ELL SpMM (FP16, INT8) against dense
-// FP16, at BERT-base linear-layer shapes (batch 32 x seq 128 = 4096 tokens),
-// through the CUDA backend's own wrappers (kernels/cuda/gemm_cublaslt.h,
-// spmm_blocked_ell.h, layouts.h). Times are cudaEvent medians of 20 runs after
-// 3 warm-ups. Prints a markdown table on stdout.
+// vs the fused kernel of gemm_s8_fused.cu), and block-sparse SpMM at 80, 90
+// and 95% zero blocks of 32 and 64: cuSPARSE Blocked-ELL (FP16, INT8) and
+// sparq's own kernels (spmm_bell_wmma.cu: FP16, and INT8 with the requantize
+// epilogue fused; on the same arrays, their output checked against
+// cuSPARSE's), against dense FP16 / INT8, at BERT-base linear-layer
+// shapes (batch 32 x seq 128 = 4096 tokens), through the CUDA backend's own
+// wrappers (kernels/cuda/gemm_cublaslt.h, spmm_blocked_ell.h,
+// spmm_bell_wmma.h, layouts.h). Times are cudaEvent medians of 20 runs after
+// 3 warm-ups. Prints a markdown table on stdout, then the own kernel vs
+// cuSPARSE and dense at BERT-base FFN2 batch 32 (issue 23's target: 1.5x
+// cuSPARSE at 90%).
 //
 //   gpu_bench [--quick] [--speedups FILE]
 //     --quick      5 runs, two shapes
 //     --speedups   also write the GPU rows of the kernel speed table
-//                  (sparq/kernel_table.h, bench/kernel_speedups.csv's format):
-//                  cuda,block<B>x<B>,s8,<sparsity>,<dense INT8 ms / Blocked-ELL INT8 ms>,any
-//                  the median over the shapes, for `structure: auto` with a GPU
-//                  target (prune.kernel_table). INT8 only: the table's
-//                  precisions are f32 and s8, and sparq prunes, then quantizes.
+//                  (sparq/kernel_table.h, bench/kernel_speedups.csv's format),
+//                  the median over the shapes of dense / sparse time:
+//                    cuda,block<B>x<B>,s8,<sparsity>,<cuBLASLt INT8 / cuSPARSE INT8>,any
+//                    cuda,block<B>x<B>,f16,<sparsity>,<cuBLASLt FP16 / cuSPARSE FP16>,any
+//                    cuda.wmma,block<B>x<B>,f16,<sparsity>,<cuBLASLt FP16 / own FP16>,any
+//                    cuda.wmma,block<B>x<B>,s8,<sparsity>,<cuBLASLt INT8 / own INT8 (+ requantize)>,any
+//                  read by `structure: auto` with a GPU target (the pruner:
+//                  the cuda rows) and by the CUDA rows (block_sparse_choice.h:
+//                  whether a layer runs sparse, and on which kernel).
 // Exit status: 0 when it ran, 77 without a CUDA device (skipped), 1 on an error.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <map>
 #include <random>
 #include <utility>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/launch.h"
 #include "kernels/cuda/layouts.h"
+#include "kernels/cuda/spmm_bell_wmma.h"
 #include "kernels/cuda/spmm_blocked_ell.h"
 
 namespace sparq {
 namespace cuda {
 namespace {
+
+// Largest |own - cuSPARSE| / max(1, |cuSPARSE|) of the float16 outputs: both
+// sum in float32 (in other orders) and round once to float16.
+constexpr double kOwnVsCusparseTolerance = 1e-2;
 
 struct Shape3 {
   const char* name;
@@ -206,9 +223,73 @@ Status BenchInt8Out(const Shape3& s, bool fused, cublasLtHandle_t lt, cudaStream
 }
 
 // Y [m, n] = X [m, k] * W [k, n], W block-sparse: Y^T = W^T (Blocked-ELL [n, k]) * X^T, column-major.
+// For float16 also sparq's own kernel (spmm_bell_wmma.cu) on the same arrays,
+// its output compared with cuSPARSE's (largest |own - cuSPARSE| / max(1, |cuSPARSE|)).
+struct SparseTimes {
+  double cusparse_ms = 0.0, wmma_ms = 0.0;  // wmma: float16 only
+  double measured_sparsity = 0.0;
+  double wmma_vs_cusparse_diff = 0.0;
+  std::string wmma_error;  // why the own kernel did not run
+};
+
+double HalfBitsToFloat(uint16_t h) {
+  __half v;
+  std::memcpy(&v, &h, sizeof(h));
+  return static_cast<double>(__half2float(v));
+}
+
+// The own INT8 kernel with the requantize epilogue fused (int8 out, per-column
+// multipliers, an activation zero point: what qlinear_matmul_s8_bell<B>_wmma
+// runs) on the arrays of `args`, against cuSPARSE's int32 sums `acc` through
+// the requantize kernel: the bytes must be equal.
+Status BenchOwnS8(const Shape3& s, int64_t block, const SpmmBlockedEllArgs& args, cudaStream_t stream, int iters,
+                  void* acc, SparseTimes* out) {
+  DeviceBuffer b_sum, mult, y_own, y_ref;
+  SPARQ_RETURN_IF_ERROR(Upload(&b_sum, std::vector<int32_t>(static_cast<size_t>(s.n), 5)));
+  SPARQ_RETURN_IF_ERROR(Upload(&mult, std::vector<float>(static_cast<size_t>(s.n), 0.001f)));
+  SPARQ_RETURN_IF_ERROR(Alloc(&y_own, static_cast<size_t>(s.m * s.n)));
+  SPARQ_RETURN_IF_ERROR(Alloc(&y_ref, static_cast<size_t>(s.m * s.n)));
+  RequantArgs r;
+  r.rows = s.m;
+  r.cols = s.n;
+  r.k = static_cast<int32_t>(s.k);
+  r.b_sum = static_cast<const int32_t*>(b_sum.p);
+  r.a_zp_scalar = 3;
+  r.multiplier = static_cast<const float*>(mult.p);
+  r.multiplier_per_col = true;
+  BellWmmaArgs own;
+  own.block = block;
+  own.n = s.n;
+  own.k = s.k;
+  own.ell_cols = args.ell_cols;
+  own.col_ind = args.col_ind;
+  own.values = args.values;
+  own.m = s.m;
+  own.x = args.b;
+  own.y = y_own.p;
+  r.out = y_own.p;
+  StatusOr<double> ms = TimeMs(stream, iters, [&] { return LaunchSpmmBellS8Requantize(own, r, stream); });
+  if (!ms.ok()) {
+    out->wmma_error = ms.status().ToString();
+    return Status::OK();
+  }
+  out->wmma_ms = *ms;
+  RequantArgs ref = r;
+  ref.acc = static_cast<const int32_t*>(acc);
+  ref.out = y_ref.p;
+  SPARQ_RETURN_IF_ERROR(LaunchRequantize(ref, stream));
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  std::vector<int8_t> a(static_cast<size_t>(s.m * s.n)), b(a.size());
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaMemcpy(a.data(), y_own.p, a.size(), cudaMemcpyDeviceToHost));
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.data(), y_ref.p, b.size(), cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < a.size(); ++i)
+    out->wmma_vs_cusparse_diff = std::max(out->wmma_vs_cusparse_diff, std::fabs(double(a[i]) - double(b[i])));
+  return Status::OK();
+}
+
 Status BenchBlockedEll(const Shape3& s, SpmmType type, int64_t block, double sparsity, cusparseHandle_t sp,
-                       cudaStream_t stream, int iters, double* ms_out, double* measured_sparsity) {
-  DeviceBuffer col_ind, values, x, y, ws;
+                       cudaStream_t stream, int iters, SparseTimes* out) {
+  DeviceBuffer col_ind, values, x, y, y_own, ws;
   SpmmBlockedEllArgs args;
   args.type = type;
   args.rows = s.n;
@@ -222,7 +303,7 @@ Status BenchBlockedEll(const Shape3& s, SpmmType type, int64_t block, double spa
     std::vector<int8_t> wt = RandomS8(static_cast<size_t>(s.n * s.k), 7);
     BlockSparsify(&wt, s.n, s.k, block, sparsity, 8);
     SPARQ_ASSIGN_OR_RETURN(BlockedEll<int8_t> ell, DenseToBlockedEll(wt.data(), s.n, s.k, s.k, block));
-    *measured_sparsity = BlockSparsity(wt.data(), s.n, s.k, s.k, block);
+    out->measured_sparsity = BlockSparsity(wt.data(), s.n, s.k, s.k, block);
     args.ell_cols = ell.ell_cols;
     SPARQ_RETURN_IF_ERROR(Upload(&col_ind, ell.col_ind));
     SPARQ_RETURN_IF_ERROR(Upload(&values, ell.values));
@@ -232,7 +313,7 @@ Status BenchBlockedEll(const Shape3& s, SpmmType type, int64_t block, double spa
     std::vector<uint16_t> wt = RandomHalf(static_cast<size_t>(s.n * s.k), 7);
     BlockSparsify(&wt, s.n, s.k, block, sparsity, 8);
     SPARQ_ASSIGN_OR_RETURN(BlockedEll<uint16_t> ell, DenseToBlockedEll(wt.data(), s.n, s.k, s.k, block));
-    *measured_sparsity = BlockSparsity(wt.data(), s.n, s.k, s.k, block);
+    out->measured_sparsity = BlockSparsity(wt.data(), s.n, s.k, s.k, block);
     args.ell_cols = ell.ell_cols;
     SPARQ_RETURN_IF_ERROR(Upload(&col_ind, ell.col_ind));
     SPARQ_RETURN_IF_ERROR(Upload(&values, ell.values));
@@ -247,9 +328,38 @@ Status BenchBlockedEll(const Shape3& s, SpmmType type, int64_t block, double spa
   SpmmBlockedEll spmm;
   SPARQ_RETURN_IF_ERROR(spmm.Init(sp, args));
   SPARQ_RETURN_IF_ERROR(Alloc(&ws, spmm.workspace_size()));
-  SPARQ_ASSIGN_OR_RETURN(*ms_out, TimeMs(stream, iters, [&] { return spmm.Run(sp, args, ws.p, stream); }));
+  SPARQ_ASSIGN_OR_RETURN(out->cusparse_ms, TimeMs(stream, iters, [&] { return spmm.Run(sp, args, ws.p, stream); }));
+  if (type == SpmmType::kS8) return BenchOwnS8(s, block, args, stream, iters, y.p, out);
+  BellWmmaArgs own;
+  own.block = block;
+  own.n = s.n;
+  own.k = s.k;
+  own.ell_cols = args.ell_cols;
+  own.col_ind = args.col_ind;
+  own.values = values.p;
+  own.m = s.m;
+  own.x = x.p;
+  SPARQ_RETURN_IF_ERROR(Alloc(&y_own, static_cast<size_t>(s.m * s.n) * 2));
+  own.y = y_own.p;
+  StatusOr<double> ms = TimeMs(stream, iters, [&] { return LaunchSpmmBellF16Wmma(own, stream); });
+  if (!ms.ok()) {
+    out->wmma_error = ms.status().ToString();
+    return Status::OK();
+  }
+  out->wmma_ms = *ms;
+  std::vector<uint16_t> a(static_cast<size_t>(s.m * s.n)), b(a.size());
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaMemcpy(a.data(), y_own.p, a.size() * 2, cudaMemcpyDeviceToHost));
+  SPARQ_CUDA_RETURN_IF_ERROR(cudaMemcpy(b.data(), y.p, b.size() * 2, cudaMemcpyDeviceToHost));
+  for (size_t i = 0; i < a.size(); ++i) {
+    const double va = HalfBitsToFloat(a[i]), vb = HalfBitsToFloat(b[i]);
+    out->wmma_vs_cusparse_diff = std::max(out->wmma_vs_cusparse_diff, std::fabs(va - vb) / std::max(1.0, std::fabs(vb)));
+  }
   return Status::OK();
 }
+
+// The kernel speed table's GPU rows: (backend, block, precision, sparsity) -> speed-ups over dense, one per shape.
+using SpeedupKey = std::tuple<std::string, int64_t, std::string, double>;
 
 int Main(int argc, char** argv) {
   bool quick = false;
@@ -264,8 +374,12 @@ int Main(int argc, char** argv) {
       return 2;
     }
   }
-  // (block, sparsity) -> INT8 Blocked-ELL speed-ups over dense INT8, one per shape.
-  std::map<std::pair<int64_t, double>, std::vector<double>> s8_speedups;
+  std::map<SpeedupKey, std::vector<double>> speedups;
+  struct TargetRow {
+    int64_t block;
+    double sparsity, cusparse_ms, wmma_ms, dense_ms;
+  };
+  std::vector<TargetRow> target;
   int count = 0;
   if (cudaGetDeviceCount(&count) != cudaSuccess || count == 0) {
     (void)cudaGetLastError();
@@ -330,22 +444,56 @@ int Main(int argc, char** argv) {
     }
     for (SpmmType t : {SpmmType::kF16, SpmmType::kS8}) {
       for (int64_t block : {32, 64}) {
-        for (double sparsity : {0.8, 0.9}) {
-          double ms = 0.0, measured = 0.0;
+        for (double sparsity : {0.8, 0.9, 0.95}) {
+          SparseTimes r;
           const char* tname = t == SpmmType::kF16 ? "f16" : "s8";
-          Status r = BenchBlockedEll(s, t, block, sparsity, sp, stream, iters, &ms, &measured);
-          if (!r.ok()) {
+          Status st = BenchBlockedEll(s, t, block, sparsity, sp, stream, iters, &r);
+          if (!st.ok()) {
             ++failures;
             std::printf("| spmm_bell%lld_%s_cusparse | %s %s | %s | - | - | - | FAILED: %s |\n",
-                        static_cast<long long>(block), tname, s.name, dims.c_str(), tname, r.ToString().c_str());
+                        static_cast<long long>(block), tname, s.name, dims.c_str(), tname, st.ToString().c_str());
             continue;
           }
-          if (t == SpmmType::kS8 && s8_ms > 0) s8_speedups[{block, sparsity}].push_back(s8_ms / ms);
+          const double dense_ms = t == SpmmType::kS8 ? s8_ms : f16_ms;
+          if (dense_ms > 0) speedups[{"cuda", block, tname, sparsity}].push_back(dense_ms / r.cusparse_ms);
           std::printf("| spmm_bell%lld_%s_cusparse | %s %s | %s | %.4f | %.1f (dense-equivalent) | %.2fx | %.0f%% block sparsity |\n",
-                      static_cast<long long>(block), tname, s.name, dims.c_str(), tname, ms, flops / ms / 1e9,
-                      f16_ms > 0 ? f16_ms / ms : 0.0, measured * 100.0);
+                      static_cast<long long>(block), tname, s.name, dims.c_str(), tname, r.cusparse_ms,
+                      flops / r.cusparse_ms / 1e9, f16_ms > 0 ? f16_ms / r.cusparse_ms : 0.0, r.measured_sparsity * 100.0);
+          const bool f16 = t == SpmmType::kF16;
+          const char* own_name = f16 ? "f16_wmma" : "s8_wmma (requantize fused, s8 out)";
+          if (!r.wmma_error.empty()) {
+            ++failures;
+            std::printf("| spmm_bell%lld_%s | %s %s | %s | - | - | - | FAILED: %s |\n", static_cast<long long>(block),
+                        own_name, s.name, dims.c_str(), tname, r.wmma_error.c_str());
+            continue;
+          }
+          // float16: within a rounding of cuSPARSE's output; int8: the same bytes.
+          const bool agrees = r.wmma_vs_cusparse_diff <= (f16 ? kOwnVsCusparseTolerance : 0.0);
+          if (!agrees) ++failures;
+          if (dense_ms > 0) speedups[{"cuda.wmma", block, tname, sparsity}].push_back(dense_ms / r.wmma_ms);
+          std::printf("| spmm_bell%lld_%s | %s %s | %s | %.4f | %.1f (dense-equivalent) | %.2fx | %.0f%% block "
+                      "sparsity; %.2fx cuSPARSE; vs cuSPARSE's output %.1e%s |\n",
+                      static_cast<long long>(block), own_name, s.name, dims.c_str(), tname, r.wmma_ms,
+                      flops / r.wmma_ms / 1e9, f16_ms > 0 ? f16_ms / r.wmma_ms : 0.0, r.measured_sparsity * 100.0,
+                      r.cusparse_ms / r.wmma_ms, r.wmma_vs_cusparse_diff, agrees ? "" : " MISMATCH");
+          if (f16 && std::strncmp(s.name, "BERT-base FFN2 b32", 18) == 0) {
+            target.push_back({block, sparsity, r.cusparse_ms, r.wmma_ms, f16_ms});
+          }
         }
       }
+    }
+  }
+  if (!target.empty()) {
+    // Issue 23's target: an own block-sparse kernel 1.5x cuSPARSE at 90% (BERT-base FFN2, batch 32).
+    std::printf("\n### Own block-sparse kernel vs cuSPARSE Blocked-ELL and dense cuBLASLt, FP16, BERT-base FFN2 b32\n\n");
+    std::printf("| block | sparsity | cuSPARSE ms | own (wmma) ms | dense f16 ms | own / cuSPARSE | own / dense |\n");
+    std::printf("|---:|---:|---:|---:|---:|---:|---:|\n");
+    for (const TargetRow& t : target) {
+      std::printf("| %lld | %.0f%% | %.4f | %.4f | %.4f | %.2fx%s | %.2fx |\n", static_cast<long long>(t.block),
+                  t.sparsity * 100.0, t.cusparse_ms, t.wmma_ms, t.dense_ms, t.cusparse_ms / t.wmma_ms,
+                  t.sparsity == 0.9 ? (t.cusparse_ms / t.wmma_ms >= 1.5 ? " (target 1.5x: met)" : " (target 1.5x: missed)")
+                                    : "",
+                  t.dense_ms > 0 ? t.dense_ms / t.wmma_ms : 0.0);
     }
   }
   (void)cusparseDestroy(sp);
@@ -357,14 +505,17 @@ int Main(int argc, char** argv) {
       std::fprintf(stderr, "gpu_bench: cannot write %s\n", speedups_path);
       return 1;
     }
-    std::fprintf(f, "# Written by gpu_bench --speedups on %s (sm_%d%d): cuSPARSE Blocked-ELL INT8 vs dense cuBLASLt\n"
-                    "# INT8 (int32 out), median over %zu shapes (bench/gpu_bench.cu); %d runs each.\n",
+    std::fprintf(f, "# Written by gpu_bench --speedups on %s (sm_%d%d): dense time / block-sparse time, median over\n"
+                    "# %zu shapes (bench/gpu_bench.cu), %d runs each. cuda: cuSPARSE Blocked-ELL (s8: INT8 -> INT32 vs\n"
+                    "# cuBLASLt INT8 -> INT32; f16 vs cuBLASLt FP16); cuda.wmma: sparq's own kernels\n"
+                    "# (spmm_bell_wmma.cu; s8 with the requantize epilogue fused, int8 out) vs the same dense GEMMs.\n",
                  prop.name, prop.major, prop.minor, shapes.size(), iters);
     std::fprintf(f, "backend,structure,precision,sparsity,speedup,shape\n");
-    for (auto& [key, v] : s8_speedups) {
+    for (auto& [key, v] : speedups) {
       std::sort(v.begin(), v.end());
-      std::fprintf(f, "cuda,block%lldx%lld,s8,%.2f,%.2f,any\n", static_cast<long long>(key.first),
-                   static_cast<long long>(key.first), key.second, v[v.size() / 2]);
+      const auto& [backend, block, precision, sparsity] = key;
+      std::fprintf(f, "%s,block%lldx%lld,%s,%.2f,%.2f,any\n", backend.c_str(), static_cast<long long>(block),
+                   static_cast<long long>(block), precision.c_str(), sparsity, v[v.size() / 2]);
     }
     std::fclose(f);
     std::printf("\nkernel speed table rows (cuda) -> %s\n", speedups_path);

@@ -367,6 +367,7 @@ const KernelRegistry& CudaRows() {
     RegisterCudaQuantRows(*r);
     RegisterCudaGemmRows(*r);
     RegisterCudaInt8Rows(*r);
+    RegisterCudaSparseRows(*r);
     return r;
   }();
   return *rows;

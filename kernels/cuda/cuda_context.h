@@ -46,6 +46,14 @@ struct CudaBackendOptions {
   // on chip, the int32 sums never written); false: cuBLASLt's IMMA GEMM into
   // an int32 matrix, then the epilogue kernel. Identical bits either way.
   bool fused_int8_gemm = true;
+  // The kernel of a layer whose constant weight runs block-sparse
+  // (rows_sparse.cc: float16 MatMul, QLinearMatMul, MatMulIntegerToFloat;
+  // whether it does: block_sparse_choice.h): kTable what the kernel speed
+  // table's GPU rows say (cuSPARSE when they say nothing), kCusparse
+  // cuSPARSE's Blocked-ELL SpMM, kWmma sparq's own kernel (spmm_bell_wmma.cu;
+  // cuSPARSE where it cannot run: unaligned operands, below sm_80).
+  enum class SparseKernel { kTable, kCusparse, kWmma };
+  SparseKernel block_sparse_kernel = SparseKernel::kTable;
   // Bytes of device workspace cuBLASLt may use per GEMM.
   size_t gemm_workspace_bytes = size_t{32} << 20;
 };

@@ -32,8 +32,7 @@
 //                        CudaBackendOptions), conv_f32_im2col_cublaslt, conv_dw_f32_cuda,
 //                        fused_conv_dw_f32_cuda / fused_conv_f32_im2col_cublaslt,
 //                        pointwise_depthwise_f32_cuda, attention_f32_cuda (sparq's
-//                        float fusions), spmm_bell_f16_cusparse (MatMul with a
-//                        block-sparse constant float16 weight, Blocked-ELL)
+//                        float fusions)
 //   rows_int8.cc         qlinear_matmul_s8_cublaslt, qlinear_conv_s8_cublaslt (the fused
 //                        INT8 GEMM of gemm_s8_fused.cu, requantized on chip by
 //                        device_kernels.h's epilogue; or, with
@@ -41,6 +40,17 @@
 //                        GEMM into int32 and the epilogue kernel),
 //                        qlinear_conv_dw_s8_cuda, qlinear_conv_lut_s8_cuda,
 //                        matmul_s8_f32_cublaslt (sparq.MatMulIntegerToFloat)
+//   rows_sparse.cc       layers with a block-sparse constant weight (Blocked-ELL,
+//                        blocks 64 / 32; when: block_sparse_choice.h):
+//                        spmm_bell_f16 (MatMul, float16: named spmm_bell<B>_f16_cusparse
+//                        or spmm_bell<B>_f16_wmma, the own kernel of spmm_bell_wmma.cu,
+//                        by the kernel speed table or CudaBackendOptions::
+//                        block_sparse_kernel), qlinear_matmul_s8_bell,
+//                        matmul_s8_f32_bell (QLinearMatMul / sparq.MatMulIntegerToFloat
+//                        with a symmetric int8 weight, named <row><B>_cusparse:
+//                        cuSPARSE's INT8 SpMM into int32, then the requantize /
+//                        float epilogue kernel, or <row><B>_wmma: the own INT8
+//                        kernel with the epilogue fused)
 //   rows_common.cc       the helpers below, HostFallback
 #pragma once
 
@@ -62,6 +72,7 @@ void RegisterCudaLayoutRows(KernelRegistry& r);       // rows_layout.cc
 void RegisterCudaQuantRows(KernelRegistry& r);        // rows_quant.cc
 void RegisterCudaGemmRows(KernelRegistry& r);         // rows_gemm.cc
 void RegisterCudaInt8Rows(KernelRegistry& r);         // rows_int8.cc
+void RegisterCudaSparseRows(KernelRegistry& r);       // rows_sparse.cc
 
 // Row priorities within the CUDA registry: a specialised row ahead of the
 // general row of the same op.

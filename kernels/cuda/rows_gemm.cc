@@ -1,10 +1,9 @@
 // CUDA rows of the float GEMM-shaped operators (cuda_rows.h lists them):
 // MatMul and Gemm on cuBLASLt, Conv as im2col + cuBLASLt (one image at a
 // time, the column buffer reused in stream order) or the own depthwise
-// kernel, sparq's float fusions (FusedConv, PointwiseDepthwise, Attention),
-// and MatMul with a block-sparse float16 weight on cuSPARSE's Blocked-ELL SpMM.
+// kernel, and sparq's float fusions (FusedConv, PointwiseDepthwise, Attention).
+// (MatMul with a block-sparse float16 weight: rows_sparse.cc.)
 #include <limits>
-#include <mutex>
 #include <string>
 #include <vector>
 
@@ -13,18 +12,11 @@
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/geometry.h"
 #include "kernels/cuda/launch.h"
-#include "kernels/cuda/layouts.h"
-#include "kernels/cuda/spmm_blocked_ell.h"
 #include "kernels/ref/fused_conv.h"
 
 namespace sparq {
 namespace cuda {
 namespace {
-
-// A float16 weight runs on Blocked-ELL only at or above this block sparsity
-// (issue 23's H200 measurements: break-even near 80% with blocks of 32 / 64).
-constexpr double kBlockedEllMinSparsity = 0.8;
-constexpr int64_t kBlockedEllBlocks[] = {64, 32};
 
 StatusOr<LtGemmType> FloatGemmType(const OpContext& ctx, const CudaContext& cuda, DataType type) {
   switch (type) {
@@ -443,96 +435,9 @@ Status AttentionF32(OpContext& ctx) {
   return Status::OK();
 }
 
-// ---------------------------------------------------------------------------
-// MatMul with a block-sparse constant float16 weight: cuSPARSE Blocked-ELL
-
-struct BlockedEllWeight {
-  BlockedEll<uint16_t> ell;  // W^T [N, K]
-  // Device copies, made by the first run (the prepare step has no device).
-  mutable std::mutex mu;
-  mutable const CudaContext* uploaded_for = nullptr;
-  mutable std::shared_ptr<uint8_t> col_ind, values;
-};
-
-StatusOr<PreparedKernel> PrepareBlockedEll(const Node& node, const std::vector<const Tensor*>& constants,
-                                           const PrepareContext&) {
-  const Tensor* w = constants.size() > 1 ? constants[1] : nullptr;
-  if (w == nullptr) return Status::NotSupported(node.Describe() + ": spmm_bell_f16_cusparse needs a constant weight");
-  if (w->dtype() != DataType::kFloat16 || w->rank() != 2 || !w->device().is_host()) {
-    return Status::NotSupported(node.Describe() + ": spmm_bell_f16_cusparse takes a 2-D float16 weight");
-  }
-  const int64_t K = w->dim(0), N = w->dim(1);
-  std::vector<uint16_t> wt(static_cast<size_t>(K * N));  // W^T [N, K]
-  const uint16_t* src = static_cast<const uint16_t*>(w->raw_data());
-  for (int64_t k = 0; k < K; ++k)
-    for (int64_t n = 0; n < N; ++n) wt[static_cast<size_t>(n * K + k)] = src[k * N + n];
-  std::string why;
-  for (int64_t b : kBlockedEllBlocks) {
-    if (K % b != 0 || N % b != 0) continue;
-    const double sparsity = BlockSparsity(wt.data(), N, K, K, b);
-    if (sparsity < kBlockedEllMinSparsity) {
-      why += (why.empty() ? "" : ", ") + std::to_string(static_cast<int>(sparsity * 100)) + "% at block " + std::to_string(b);
-      continue;
-    }
-    SPARQ_ASSIGN_OR_RETURN(BlockedEll<uint16_t> ell, DenseToBlockedEll(wt.data(), N, K, K, b));
-    auto state = std::make_shared<BlockedEllWeight>();
-    state->ell = std::move(ell);
-    return PreparedKernel{state, "spmm_bell" + std::to_string(b) + "_f16_cusparse"};
-  }
-  return Status::NotSupported(node.Describe() + ": weight block sparsity below " +
-                              std::to_string(static_cast<int>(kBlockedEllMinSparsity * 100)) + "% (" +
-                              (why.empty() ? "K, N not multiples of 32" : why) + ")");
-}
-
-Status MatMulBlockedEllF16(OpContext& ctx) {
-  const auto* state = static_cast<const BlockedEllWeight*>(ctx.prepared());
-  if (state == nullptr) return ctx.Internal("spmm_bell_f16_cusparse ran without its prepared weight");
-  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
-  SPARQ_RETURN_IF_ERROR(RequireInputType(ctx, 0, DataType::kFloat16, "spmm_bell_f16_cusparse"));
-  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
-  const BlockedEll<uint16_t>& ell = state->ell;
-  const Tensor& x = ctx.input(0);
-  const int64_t K = ell.cols, N = ell.rows;
-  if (x.rank() < 1 || x.shape().back() != K) return ctx.InvalidArgument("A's last dimension differs from the weight's K");
-  const int64_t M = x.numel() / K;
-  Shape out(x.shape().begin(), x.shape().end() - 1);
-  out.push_back(N);
-  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat16, out));
-  if (y->numel() == 0) return Status::OK();
-  {
-    std::lock_guard<std::mutex> lock(state->mu);
-    if (state->uploaded_for != cuda) {
-      SPARQ_ASSIGN_OR_RETURN(state->col_ind, UploadVector(*cuda, ell.col_ind));
-      SPARQ_ASSIGN_OR_RETURN(state->values, UploadVector(*cuda, ell.values));
-      state->uploaded_for = cuda;
-    }
-  }
-  SpmmBlockedEllArgs args;  // Y^T [N, M] (column-major = Y row-major) = W^T [N, K] * X^T (X read column-major)
-  args.type = SpmmType::kF16;
-  args.rows = N;
-  args.cols = K;
-  args.block_size = ell.block_size;
-  args.ell_cols = ell.ell_cols;
-  args.col_ind = reinterpret_cast<const int32_t*>(state->col_ind.get());
-  args.values = state->values.get();
-  args.n = M;
-  args.b = x.raw_data();
-  args.ldb = K;
-  args.c = y->raw_data();
-  args.ldc = N;
-  args.col_major = true;
-  SPARQ_RETURN_IF_ERROR(SpmmBlockedEll::CanImplement(args).WithContext(ctx.node().Describe()));
-  SpmmBlockedEll spmm;
-  SPARQ_RETURN_IF_ERROR(spmm.Init(cuda->sparse(), args).WithContext(ctx.node().Describe()));
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> workspace, Scratch(*cuda, spmm.workspace_size()));
-  return spmm.Run(cuda->sparse(), args, workspace.get(), cuda->stream()).WithContext(ctx.node().Describe());
-}
-
 }  // namespace
 
 void RegisterCudaGemmRows(KernelRegistry& r) {
-  r.Add(CudaRow("MatMul", "", 1, WithHostFallback<MatMulBlockedEllF16>, "spmm_bell_f16_cusparse", PrepareBlockedEll, 0,
-                kCudaPrioritySpecial));
   r.Add(CudaRow("MatMul", "", 1, WithHostFallback<MatMulDense>, "gemm_cublaslt", NameByWeight(nullptr)));
   r.Add(CudaRow("Gemm", "", 1, WithHostFallback<Gemm>, "gemm_cublaslt", NameByWeight(CheckGemm)));
   r.Add(CudaRow("Conv", "", 1, WithHostFallback<ConvDepthwiseF32>, "conv_dw_f32_cuda", CheckOnly(CheckConvDepthwise), 0,

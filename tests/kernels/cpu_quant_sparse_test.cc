@@ -285,13 +285,29 @@ TEST(KernelSpeedTable, ShapeColumnParsesAndKeysLookups) {
   EXPECT_NE(bad.status().message().find("bad.csv:4:"), std::string::npos) << bad.status().message();
 }
 
+// The GPU rows of gpu_bench --speedups: float16, and the own kernel's backend tag.
+TEST(KernelSpeedTable, AcceptsFloat16GpuRows) {
+  auto t = KernelSpeedTable::Parse(
+      "backend,structure,precision,sparsity,speedup,shape\n"
+      "cuda,block32x32,f16,0.8,0.9,any\ncuda,block32x32,f16,0.9,1.4,any\ncuda.wmma,block32x32,f16,0.9,2.1,any\n"
+      "cuda,block32x32,s8,0.9,1.8,any\n",
+      "gpu.csv");
+  ASSERT_TRUE(t.ok()) << t.status().ToString();
+  EXPECT_DOUBLE_EQ(*t->MeasuredAtOrBelow("cuda", "block32x32", "f16", 0.85), 0.9);
+  EXPECT_DOUBLE_EQ(*t->MeasuredAtOrBelow("cuda", "block32x32", "f16", 0.95), 1.4);
+  EXPECT_DOUBLE_EQ(*t->MeasuredAtOrBelow("cuda.wmma", "block32x32", "f16", 0.9), 2.1);
+  EXPECT_DOUBLE_EQ(*t->MeasuredAtOrBelow("cuda", "block32x32", "s8", 0.9), 1.8);
+  EXPECT_DOUBLE_EQ(*t->SpeedupAt("cuda", "block32x32", 0.9), 1.8);  // the pruner: s8 first, as before
+  EXPECT_DOUBLE_EQ(*t->SpeedupAt("cuda", "block32x32", 0.9, "f16"), 1.4);
+}
+
 TEST(KernelSpeedTable, ErrorsNameTheLine) {
   auto bad = KernelSpeedTable::Parse(
       "backend,structure,precision,sparsity,speedup\ncpu,block4x4,s4,0.5,2\ncpu,4:2,s8,0.5,2\ncpu,2:4,s8,0.5\n",
       "t.csv");
   ASSERT_FALSE(bad.ok());
   const std::string msg = bad.status().message();
-  EXPECT_NE(msg.find("t.csv:2: precision 's4' must be f32 or s8"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("t.csv:2: precision 's4' must be f32, f16 or s8"), std::string::npos) << msg;
   EXPECT_NE(msg.find("t.csv:3: '4:2' is not valid"), std::string::npos) << msg;
   EXPECT_NE(msg.find("t.csv:4: expected 5 cells, got 4"), std::string::npos) << msg;
   EXPECT_FALSE(KernelSpeedTable::Parse("backend,structure\n", "t.csv").ok());

@@ -15,6 +15,9 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#if defined(SPARQ_HAVE_CUDA)
+#include "kernels/cuda/cuda_context.h"
+#endif
 #include "kernels/op_test_util.h"
 #include "kernels/ref/quantize.h"
 #include "kernels/registry.h"
@@ -431,6 +434,94 @@ TEST_F(CudaRows, BlockSparseF16MatMulRunsBlockedEll) {
   ASSERT_TRUE(got.ok()) << got.status().ToString();
   EXPECT_EQ(row, "spmm_bell32_f16_cusparse");
   ExpectRowMatchesReference("MatMul", "", 13, {}, {x16, w16}, kGemmF16);
+}
+
+// W [k, n] float32 with only the b x b blocks (r / b + 3 * (c / b)) % 8 == 0 kept (87.5% zero).
+Tensor BlockSparseF32(int64_t k, int64_t n, int64_t b, uint32_t seed) {
+  Tensor w = RandomF32({k, n}, seed);
+  float* wp = w.data<float>();
+  for (int64_t r = 0; r < k; ++r)
+    for (int64_t c = 0; c < n; ++c)
+      if ((r / b + 3 * (c / b)) % 8 != 0) wp[r * n + c] = 0.0f;
+  return w;
+}
+
+#if defined(SPARQ_HAVE_CUDA)
+// The own WMMA kernel (spmm_bell_wmma.cu), forced by CudaBackendOptions (the
+// prepared name stays the table's pick), at blocks of 32 and 64 (87.5% zero
+// at each), token counts across its tiles (128 / 64 per block).
+TEST_F(CudaRows, BlockSparseF16MatMulOwnKernelMatchesReference) {
+  cuda::CudaBackendOptions options;
+  options.block_sparse_kernel = cuda::CudaBackendOptions::SparseKernel::kWmma;
+  auto ctx = cuda::MakeCudaBackendWithOptions(options)->CreateContext(BackendOptions{});
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  context_ = *ctx;
+  for (int64_t b : {32, 64}) {
+    for (int64_t tokens : {1, 200, 256}) {
+      SCOPED_TRACE("block " + std::to_string(b) + ", " + std::to_string(tokens) + " tokens");
+      const int64_t k = 8 * b, n = 4 * b;
+      Tensor w = BlockSparseF32(k, n, b, 40 + static_cast<uint32_t>(b));
+      const Tensor w16 = w.CastTo(DataType::kFloat16), x16 = RandomF32({tokens, k}, 41).CastTo(DataType::kFloat16);
+      Node node = testing::OpNode("MatMul");
+      node.inputs = {"x", "w"};
+      node.outputs = {"y"};
+      std::string row;
+      auto got = RunCuda(node, 13, {x16, w16}, &row);
+      ASSERT_TRUE(got.ok()) << got.status().ToString();
+      ExpectRowMatchesReference("MatMul", "", 13, {}, {x16, w16}, kGemmF16);
+    }
+  }
+}
+
+// The own INT8 kernel with the requantize / float epilogue fused, forced:
+// the reference's bits, blocks 32 and 64, token tiles partly filled.
+TEST_F(CudaRows, BlockSparseInt8OwnKernelIsExact) {
+  cuda::CudaBackendOptions options;
+  options.block_sparse_kernel = cuda::CudaBackendOptions::SparseKernel::kWmma;
+  auto ctx = cuda::MakeCudaBackendWithOptions(options)->CreateContext(BackendOptions{});
+  ASSERT_TRUE(ctx.ok()) << ctx.status().ToString();
+  context_ = *ctx;
+  for (int64_t b : {32, 64}) {
+    const int64_t k = 8 * b, n = 4 * b;
+    const Tensor w = BlockSparseF32(k, n, b, 50 + static_cast<uint32_t>(b));
+    Tensor w8(DataType::kInt8, {k, n});
+    for (int64_t i = 0; i < w8.numel(); ++i) w8.data<int8_t>()[i] = static_cast<int8_t>(std::lround(w.data<float>()[i] * 60.0f));
+    const Tensor x = RandomInt<uint8_t>({2, 101, k}, 51, 0, 255);
+    ExpectRowMatchesReference("QLinearMatMul", "", 10, {},
+                              {x, Tensor::Scalar(0.02f), Tensor::Scalar<uint8_t>(129), w8, Tensor::Scalar(0.003f),
+                               Tensor::Scalar<int8_t>(0), Tensor::Scalar(0.25f), Tensor::Scalar<uint8_t>(125)},
+                              kExact);
+    ExpectRowMatchesReference("MatMulIntegerToFloat", kSparqDomain, 1, {},
+                              {x, w8, Tensor::Scalar<uint8_t>(129), Tensor::Scalar<int8_t>(0), Tensor::Scalar(0.02f),
+                               RandomF32({n}, 52, 0.001f, 0.01f), RandomF32({n}, 53)},
+                              kExact);
+  }
+}
+#endif
+
+// QLinearMatMul / sparq.MatMulIntegerToFloat with a block-sparse symmetric
+// int8 weight: cuSPARSE's INT8 SpMM and the requantize epilogue, bit for bit.
+TEST_F(CudaRows, BlockSparseInt8MatMulsRunBlockedEllExactly) {
+  const Tensor w = BlockSparseF32(256, 128, 32, 43);
+  Tensor w8(DataType::kInt8, {256, 128});
+  for (int64_t i = 0; i < w8.numel(); ++i) w8.data<int8_t>()[i] = static_cast<int8_t>(std::lround(w.data<float>()[i] * 60.0f));
+  const Tensor x = RandomInt<uint8_t>({77, 256}, 44, 0, 255);
+  std::vector<float> scales(128);
+  for (size_t i = 0; i < scales.size(); ++i) scales[i] = 0.002f + 0.0001f * static_cast<float>(i % 13);
+  const std::vector<Tensor> q = {x, Tensor::Scalar(0.02f), Tensor::Scalar<uint8_t>(131), w8,
+                                 Tensor::FromVector<float>({128}, scales), Tensor::Scalar<int8_t>(0),
+                                 Tensor::Scalar(0.3f), Tensor::Scalar<uint8_t>(118)};
+  Node node = testing::OpNode("QLinearMatMul");
+  for (size_t i = 0; i < q.size(); ++i) node.inputs.push_back("in" + std::to_string(i));
+  node.outputs = {"y"};
+  std::string row;
+  auto got = RunCuda(node, 10, q, &row);
+  ASSERT_TRUE(got.ok()) << got.status().ToString();
+  EXPECT_EQ(row, "qlinear_matmul_s8_bell32_cusparse");
+  ExpectRowMatchesReference("QLinearMatMul", "", 10, {}, q, kExact);
+  const std::vector<Tensor> mm = {x, w8, Tensor::Scalar<uint8_t>(131), Tensor::Scalar<int8_t>(0), Tensor::Scalar(0.02f),
+                                  Tensor::FromVector<float>({128}, scales), RandomF32({128}, 45)};
+  ExpectRowMatchesReference("MatMulIntegerToFloat", kSparqDomain, 1, {}, mm, kExact);
 }
 
 }  // namespace

@@ -248,6 +248,33 @@ TEST(PrunePlan, AutoForTheGpuPicksLargeBlocksWhereTheTableSaysTheyPay) {
       << mm1->reason;
 }
 
+// The own kernels' rows (backend cuda.wmma) count beside cuSPARSE's: the
+// CUDA rows run whichever is faster (kernels/cuda/block_sparse_choice.h).
+TEST(PrunePlan, AutoForTheGpuCountsTheOwnKernelsRows) {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  m.graph.inputs.push_back(testing::FloatInput("x", {{2, ""}, {128, ""}}));
+  m.graph.outputs.push_back(testing::FloatInput("y", {{2, ""}, {128, ""}}));
+  m.graph.initializers["w0"] = Gaussian({128, 128}, 1);
+  m.graph.nodes.push_back(MakeNode("mm0", "MatMul", {"x", "w0"}, {"y"}));
+  auto table = KernelSpeedTable::Parse(
+      "backend,structure,precision,sparsity,speedup\n"
+      "cuda,block64x64,s8,0.9,1.8\ncuda,block32x32,s8,0.9,1.5\ncuda.wmma,block32x32,s8,0.9,2.4\n",
+      "gpu.csv");
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  PruneOptions o;
+  o.skip_first_last = false;
+  o.structure = PruneStructure::Auto();
+  o.kernel_table = std::make_shared<const KernelSpeedTable>(*table);
+  o.backend = "cuda";
+  o.auto_candidates = AutoCandidatesFor("cuda", true);
+  o.sparsity = 0.9;
+  auto plans = PlanPruning(m, o);
+  ASSERT_TRUE(plans.ok()) << plans.status().ToString();
+  EXPECT_EQ(FindPlan(*plans, "mm0")->structure.ToString(), "block32x32");  // the own kernel's 2.4x
+  EXPECT_NEAR(FindPlan(*plans, "mm0")->kernel_speedup, 2.4, 1e-12);
+}
+
 TEST(PrunePlan, KernelTableErrorsNameTheLine) {
   auto bad = KernelSpeedTable::Parse("backend,structure,sparsity,speedup\ncpu,block4x4,1.5,2\ncpu,blok4x4,0.5,2\n"
                                      "cpu,2:4,0.5\n", "t.csv");
