@@ -34,13 +34,14 @@
 //                        pointwise_depthwise_f32_cuda, attention_f32_cuda (sparq's
 //                        float fusions), spmm_bell_f16_cusparse (MatMul with a
 //                        block-sparse constant float16 weight, Blocked-ELL)
-//   rows_int8.cc         qlinear_matmul_s8_cublaslt, qlinear_conv_s8_cublaslt (the fused
-//                        INT8 GEMM of gemm_s8_fused.cu, requantized on chip by
-//                        device_kernels.h's epilogue; or, with
-//                        CudaBackendOptions::fused_int8_gemm off, cuBLASLt's INT8
-//                        GEMM into int32 and the epilogue kernel),
-//                        qlinear_conv_dw_s8_cuda, qlinear_conv_lut_s8_cuda,
-//                        matmul_s8_f32_cublaslt (sparq.MatMulIntegerToFloat)
+//   rows_int8.cc         qlinear_matmul_s8_wmma, qlinear_conv_s8_wmma, matmul_s8_f32_wmma
+//                        (sparq.MatMulIntegerToFloat): the fused INT8 GEMM of
+//                        gemm_s8_fused.cu, requantized on chip by device_kernels.h's
+//                        epilogue. A context with CudaBackendOptions::fused_int8_gemm
+//                        off runs the same rows as cuBLASLt's INT8 GEMM into int32 and
+//                        the epilogue kernel: Int8GemmKernelName says `_cublaslt` then
+//                        (the executor's contexts keep the default, on);
+//                        qlinear_conv_dw_s8_cuda, qlinear_conv_lut_s8_cuda
 //   rows_common.cc       the helpers below, HostFallback
 #pragma once
 
@@ -62,6 +63,11 @@ void RegisterCudaLayoutRows(KernelRegistry& r);       // rows_layout.cc
 void RegisterCudaQuantRows(KernelRegistry& r);        // rows_quant.cc
 void RegisterCudaGemmRows(KernelRegistry& r);         // rows_gemm.cc
 void RegisterCudaInt8Rows(KernelRegistry& r);         // rows_int8.cc
+
+// The kernel an INT8 GEMM row (named `..._wmma`, the fused kernel) runs on a
+// context with `options`: its name, or `..._cublaslt` with fused_int8_gemm off.
+// Other names are returned as they are. (rows_int8.cc)
+std::string Int8GemmKernelName(const std::string& row_name, const CudaBackendOptions& options);
 
 // Row priorities within the CUDA registry: a specialised row ahead of the
 // general row of the same op.
