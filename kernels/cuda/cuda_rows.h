@@ -42,6 +42,22 @@
 //                        the epilogue kernel: Int8GemmKernelName says `_cublaslt` then
 //                        (the executor's contexts keep the default, on);
 //                        qlinear_conv_dw_s8_cuda, qlinear_conv_lut_s8_cuda
+//   rows_f16.cc          float16 models as written (Backend::RunsFloat16AsWritten):
+//                        add / sub / mul / div _f16_cuda (numpy broadcasting), relu /
+//                        sigmoid / tanh / erf / sqrt / exp / neg / abs / reciprocal /
+//                        clip / gelu _f16_cuda, softmax_f16_cuda (last axis),
+//                        layernorm_f16_cuda, reduce_sum / reduce_mean _f16_cuda,
+//                        maxpool2d / avgpool2d / global_avgpool
+//                        _f16_cuda, cast_f16_cuda (float16 <-> float32 / int32 / int64 /
+//                        int8 / uint8 / bool), conv_f16_im2col_cublaslt, conv_dw_f16_cuda,
+//                        gemm_f16_cublaslt (Gemm; C as the GEMM's C, beta 1): float32
+//                        inside each thread, one rounding (device_f16.h); and
+//                        round_f16_f32_cuda (sparq.RoundToFloat16, for lowered executors)
+//   rows_mask.cc         compare_cuda (Equal, Greater, GreaterOrEqual, Less, LessOrEqual of
+//                        float32 / float16 / int32 / int64 / bool), logic_cuda (And, Or,
+//                        Xor), where_cuda, expand_cuda, constant_of_shape_cuda, range_cuda
+//                        (host scalars, computed on the host and uploaded): an attention
+//                        mask's arithmetic
 //   rows_common.cc       the helpers below, HostFallback
 #pragma once
 
@@ -63,6 +79,8 @@ void RegisterCudaLayoutRows(KernelRegistry& r);       // rows_layout.cc
 void RegisterCudaQuantRows(KernelRegistry& r);        // rows_quant.cc
 void RegisterCudaGemmRows(KernelRegistry& r);         // rows_gemm.cc
 void RegisterCudaInt8Rows(KernelRegistry& r);         // rows_int8.cc
+void RegisterCudaF16Rows(KernelRegistry& r);          // rows_f16.cc
+void RegisterCudaMaskRows(KernelRegistry& r);         // rows_mask.cc
 
 // The kernel an INT8 GEMM row (named `..._wmma`, the fused kernel) runs on a
 // context with `options`: its name, or `..._cublaslt` with fused_int8_gemm off.
