@@ -142,8 +142,8 @@ StatusOr<KernelSpeedTable> KernelSpeedTable::Parse(const std::string& csv, const
     }
     if (columns >= 5) {
       row.precision = cells[2];
-      if (row.precision != "f32" && row.precision != "s8") {
-        errors.push_back(where + "precision '" + cells[2] + "' must be f32 or s8");
+      if (row.precision != "f32" && row.precision != "f16" && row.precision != "s8") {
+        errors.push_back(where + "precision '" + cells[2] + "' must be f32, f16 or s8");
         continue;
       }
     }

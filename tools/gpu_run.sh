@@ -6,9 +6,11 @@
 #   ./run.sh             run everything (about 2 minutes on an H200)
 #   ./run.sh --dry-run   list the steps; run only what needs no GPU
 #
-# The CUDA libraries (cuBLASLt, cuSPARSE and its nvJitLink) are those of this
-# machine: every directory holding one (e.g. inside a Python environment's
-# nvidia packages) joins LD_LIBRARY_PATH after the bundle's lib/.
+# The CUDA libraries (cuBLASLt, cuSPARSE and its nvJitLink, and cuSPARSELt for
+# the 2:4 rows, opened at run time when present) are those of this machine:
+# every directory holding one (e.g. inside a Python environment's nvidia
+# packages) joins LD_LIBRARY_PATH after the bundle's lib/. The bundle carries
+# none of them.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -179,10 +181,12 @@ if ! have_gpu; then
   GPU=0
   say "no NVIDIA GPU here (/dev/nvidia0 or nvidia-smi missing): skipping the GPU parts"
 fi
-libdirs="$(timeout 60 find / \( -name 'libcublasLt.so*' -o -name 'libcusparse.so*' -o -name 'libnvJitLink.so*' \) -not -path '/proc/*' 2>/dev/null |
-  xargs -r -n1 dirname | sort -u | paste -sd: -)"
+libdirs="$(timeout 60 find / \( -name 'libcublasLt.so*' -o -name 'libcusparse.so*' -o -name 'libnvJitLink.so*' \
+  -o -name 'libcusparseLt.so*' \) -not -path '/proc/*' 2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd: -)"
 export LD_LIBRARY_PATH="$HERE/lib${libdirs:+:$libdirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+lt="$(IFS=:; for d in $libdirs; do ls "$d"/libcusparseLt.so* 2>/dev/null; done | head -1)"
+say "cuSPARSELt (2:4 rows, gpu_bench's 2:4 rows): ${lt:-not found on this machine (the 2:4 steps skip)}"
 if [ "$DRY" = 1 ] || [ "$GPU" = 0 ]; then
   # What needs no GPU: the host tests of the CUDA backend (the GPU tests skip).
   timeout 120 "$HERE/bin/sparq_cuda_tests" >>"$LOG" 2>&1

@@ -12,7 +12,7 @@
 //   cpu,2:4,f32,0.5,0.90
 //
 // structure: "unstructured", "block<R>x<C>" (R, C >= 1), "<N>:<M>" (1 <= N < M).
-// precision: "f32" or "s8"; a file without the column (header
+// precision: "f32", "f16" (the CUDA rows' float16 kernels) or "s8"; a file without the column (header
 // backend,structure,sparsity,speedup) has rows for any precision.
 // speedup = dense time / sparse time (> 1: the sparse kernel is faster).
 //
@@ -49,7 +49,7 @@ struct SPARQ_API KernelSpeedTable {
   struct Row {
     std::string backend;    // "cpu", "cuda"
     std::string structure;  // "block4x4", "2:4", "unstructured"
-    std::string precision;  // "f32", "s8", or "" (any)
+    std::string precision;  // "f32", "f16", "s8", or "" (any)
     double sparsity = 0.0;  // in [0, 1)
     double speedup = 0.0;   // > 0
     std::string shape;      // "" (any layer), or "conv" / "matmul" with an optional ":k<N" / ":k>=N"

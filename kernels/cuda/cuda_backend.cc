@@ -371,6 +371,7 @@ const KernelRegistry& CudaRows() {
     RegisterCudaGemmRows(*r);
     RegisterCudaInt8Rows(*r);
     RegisterCudaF16Rows(*r);
+    RegisterCudaSparse24Rows(*r);
     RegisterCudaMaskRows(*r);
     return r;
   }();

@@ -53,6 +53,9 @@
 //                        gemm_f16_cublaslt (Gemm; C as the GEMM's C, beta 1): float32
 //                        inside each thread, one rounding (device_f16.h); and
 //                        round_f16_f32_cuda (sparq.RoundToFloat16, for lowered executors)
+//   rows_cusparselt.cc   spmm_24_f16_cusparselt (MatMul with a constant 2:4 float16 weight on
+//                        cuSPARSELt, only where the kernel speed table has a winning
+//                        `cuda,2:4,f16` row; none by default: measured slower than dense)
 //   rows_mask.cc         compare_cuda (Equal, Greater, GreaterOrEqual, Less, LessOrEqual of
 //                        float32 / float16 / int32 / int64 / bool), logic_cuda (And, Or,
 //                        Xor), where_cuda, expand_cuda, constant_of_shape_cuda, range_cuda
@@ -80,6 +83,7 @@ void RegisterCudaQuantRows(KernelRegistry& r);        // rows_quant.cc
 void RegisterCudaGemmRows(KernelRegistry& r);         // rows_gemm.cc
 void RegisterCudaInt8Rows(KernelRegistry& r);         // rows_int8.cc
 void RegisterCudaF16Rows(KernelRegistry& r);          // rows_f16.cc
+void RegisterCudaSparse24Rows(KernelRegistry& r);     // rows_cusparselt.cc
 void RegisterCudaMaskRows(KernelRegistry& r);         // rows_mask.cc
 
 // The kernel an INT8 GEMM row (named `..._wmma`, the fused kernel) runs on a

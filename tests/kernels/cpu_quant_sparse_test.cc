@@ -291,7 +291,7 @@ TEST(KernelSpeedTable, ErrorsNameTheLine) {
       "t.csv");
   ASSERT_FALSE(bad.ok());
   const std::string msg = bad.status().message();
-  EXPECT_NE(msg.find("t.csv:2: precision 's4' must be f32 or s8"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("t.csv:2: precision 's4' must be f32, f16 or s8"), std::string::npos) << msg;
   EXPECT_NE(msg.find("t.csv:3: '4:2' is not valid"), std::string::npos) << msg;
   EXPECT_NE(msg.find("t.csv:4: expected 5 cells, got 4"), std::string::npos) << msg;
   EXPECT_FALSE(KernelSpeedTable::Parse("backend,structure\n", "t.csv").ok());
