@@ -14,6 +14,7 @@
 #include <gtest/gtest.h>
 
 #ifdef SPARQ_HAVE_CUDA
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
@@ -175,6 +176,35 @@ TEST(CudaFp16Rows, RealFp16ModelsStayOnTheGpu) {
     std::string summary;
     for (const auto& [kernel, count] : taken) summary += " " + kernel + " x" + std::to_string(count);
     std::cout << "[ INFO     ] FP16 " << name << " on the CUDA rows:" << summary << "\n";
+  }
+}
+
+// The same census for the suite's other models, reported, not asserted
+// (issue 23 asks for the two above): which FP16 nodes the CUDA rows leave to
+// the CPU today. SPARQ_FP16_CENSUS=1 runs it (it calibrates and converts each).
+TEST(CudaFp16Rows, CensusOfTheOtherSuiteModels) {
+  const char* on = std::getenv("SPARQ_FP16_CENSUS");
+  if (on == nullptr || std::string(on) != "1") GTEST_SKIP() << "set SPARQ_FP16_CENSUS=1 to run it";
+  const std::string suite = SuiteDir();
+  if (suite.empty()) GTEST_SKIP() << "no real-model suite";
+  std::vector<std::string> names;
+  for (const auto& entry : std::filesystem::directory_iterator(suite))
+    if (std::filesystem::exists(entry.path() / "model.onnx")) names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  for (const std::string& name : names) {
+    auto fp16 = Fp16Of(suite + "/" + name);
+    if (!fp16.ok()) {
+      std::cout << "[ INFO     ] " << name << ": no FP16 file: " << fp16.status().ToString().substr(0, 160) << "\n";
+      continue;
+    }
+    std::map<std::string, int> taken;
+    const std::vector<std::string> left = NodesLeftToTheCpu(*fp16, &taken);
+    std::map<std::string, int> by_op;
+    for (const std::string& l : left) ++by_op[l.substr(0, l.find(' '))];
+    std::string ops;
+    for (const auto& [op, count] : by_op) ops += " " + op + " x" + std::to_string(count);
+    std::cout << "[ INFO     ] FP16 " << name << ": " << left.size() << " nodes left to the CPU" << (ops.empty() ? "" : ":") << ops
+              << "\n";
   }
 }
 
