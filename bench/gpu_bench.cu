@@ -12,6 +12,10 @@
 // cuSPARSE and dense at BERT-base FFN2 batch 32 (issue 23's target: 1.5x
 // cuSPARSE at 90%).
 //
+// 2:4 through cuSPARSELt (spmm_cusparselt.h, when the build has it and the
+// library opens) against dense cuBLASLt FP16 at BERT-base and ResNet-50
+// batch-32 GEMM shapes.
+//
 //   gpu_bench [--quick] [--speedups FILE]
 //     --quick      5 runs, two shapes
 //     --speedups   also write the GPU rows of the kernel speed table
@@ -24,6 +28,9 @@
 //                  read by `structure: auto` with a GPU target (the pruner:
 //                  the cuda rows) and by the CUDA rows (block_sparse_choice.h:
 //                  whether a layer runs sparse, and on which kernel).
+//                    cuda,2:4,f16,0.50,<dense FP16 ms / 2:4 FP16 ms (cuSPARSELt)>,any
+//                  (the median over the 2:4 shapes; spmm_24_f16_cusparselt runs
+//                  only where that row is above 1).
 // Exit status: 0 when it ran, 77 without a CUDA device (skipped), 1 on an error.
 #include <cuda_fp16.h>
 #include <cuda_runtime.h>
@@ -45,6 +52,7 @@
 #include "kernels/cuda/layouts.h"
 #include "kernels/cuda/spmm_bell_wmma.h"
 #include "kernels/cuda/spmm_blocked_ell.h"
+#include "kernels/cuda/spmm_cusparselt.h"
 
 namespace sparq {
 namespace cuda {
@@ -358,6 +366,42 @@ Status BenchBlockedEll(const Shape3& s, SpmmType type, int64_t block, double spa
   return Status::OK();
 }
 
+// Y [m, n] = X [m, k] * W [k, n] with W 2:4 sparse along k (two of every four
+// k of a column kept), float16, through cuSPARSELt: the weight compressed
+// once, the plan searched once, then the GEMM timed.
+Status BenchSparse24(const Shape3& s, cudaStream_t stream, int iters, double* ms_out) {
+  SPARQ_RETURN_IF_ERROR(CusparseLtAvailable());
+  std::mt19937 rng(24);
+  std::uniform_real_distribution<float> d(-1.0f, 1.0f);
+  std::vector<__half> w(static_cast<size_t>(s.k * s.n)), x(static_cast<size_t>(s.m * s.k));
+  for (int64_t r = 0; r < s.k; ++r)
+    for (int64_t c = 0; c < s.n; ++c) w[r * s.n + c] = __float2half((r + c) % 4 < 2 ? d(rng) : 0.0f);
+  for (auto& v : x) v = __float2half(d(rng));
+  DeviceBuffer dw, dx, dy, compressed, buffer, ws;
+  SPARQ_RETURN_IF_ERROR(Upload(&dw, w));
+  SPARQ_RETURN_IF_ERROR(Upload(&dx, x));
+  SPARQ_RETURN_IF_ERROR(Alloc(&dy, static_cast<size_t>(s.m * s.n) * 2));
+  SpmmLtArgs args;
+  args.m = s.m;
+  args.n = s.n;
+  args.k = s.k;
+  args.x = dx.p;
+  args.y = dy.p;
+  SPARQ_RETURN_IF_ERROR(SpmmLt::CanImplement(args));
+  SparseWeight24 weight;
+  SPARQ_RETURN_IF_ERROR(weight.Init(args));
+  SPARQ_RETURN_IF_ERROR(Alloc(&compressed, weight.compressed_size()));
+  SPARQ_RETURN_IF_ERROR(Alloc(&buffer, weight.compress_buffer_size()));
+  SPARQ_RETURN_IF_ERROR(weight.Compress(dw.p, compressed.p, buffer.p, stream));
+  SpmmLt plan;
+  SPARQ_RETURN_IF_ERROR(plan.Init(weight, args));
+  SPARQ_RETURN_IF_ERROR(Alloc(&ws, std::max<size_t>(plan.workspace_size(), size_t{32} << 20)));
+  SPARQ_RETURN_IF_ERROR(plan.Search(args, compressed.p, ws.p, stream));
+  if (plan.workspace_size() > (size_t{32} << 20)) return Status::Internal("2:4 plan wants more than 32 MiB of workspace");
+  SPARQ_ASSIGN_OR_RETURN(*ms_out, TimeMs(stream, iters, [&] { return plan.Run(args, compressed.p, ws.p, stream); }));
+  return Status::OK();
+}
+
 // The kernel speed table's GPU rows: (backend, block, precision, sparsity) -> speed-ups over dense, one per shape.
 using SpeedupKey = std::tuple<std::string, int64_t, std::string, double>;
 
@@ -496,6 +540,35 @@ int Main(int argc, char** argv) {
                   t.dense_ms > 0 ? t.dense_ms / t.wmma_ms : 0.0);
     }
   }
+  // 2:4 (cuSPARSELt) vs dense cuBLASLt FP16, BERT-base and ResNet-50 batch 32
+  // (a convolution as its im2col GEMM: m = 32 x output pixels, k = C x kh x kw).
+  std::vector<double> sparse24_speedups;
+  std::vector<Shape3> shapes24 = {{"BERT-base FFN1 b32", 4096, 3072, 768},
+                                  {"BERT-base FFN2 b32", 4096, 768, 3072},
+                                  {"ResNet-50 layer3 3x3 b32", 6272, 256, 2304},
+                                  {"ResNet-50 layer4 1x1 b32", 1568, 2048, 512}};
+  if (quick) shapes24.resize(2);
+  std::printf("\n### 2:4 float16 (cuSPARSELt) vs dense cuBLASLt FP16\n\n");
+  std::printf("| op | shape (m x n x k) | type | ms | TFLOP/s (TOP/s) | vs dense f16 | note |\n");
+  std::printf("|---|---|---|---:|---:|---:|---|\n");
+  for (const Shape3& s : shapes24) {
+    const double flops = 2.0 * static_cast<double>(s.m) * s.n * s.k;
+    const std::string dims = std::to_string(s.m) + " x " + std::to_string(s.n) + " x " + std::to_string(s.k);
+    double f16_ms = 0.0, ms = 0.0;
+    Status r = BenchDense(s, LtGemmType::kF16, lt, stream, iters, &workspace, ws_bytes, &f16_ms);
+    if (r.ok()) r = BenchSparse24(s, stream, iters, &ms);
+    if (!r.ok()) {
+      // Without the library (or a build without its header) the row says so; not a failure of sparq.
+      const bool absent = r.code() == StatusCode::kNotSupported && !CusparseLtAvailable().ok();
+      failures += absent ? 0 : 1;
+      std::printf("| spmm_24_f16_cusparselt | %s %s | f16 | - | - | - | %s: %s |\n", s.name, dims.c_str(),
+                  absent ? "skipped" : "FAILED", r.ToString().c_str());
+      continue;
+    }
+    sparse24_speedups.push_back(f16_ms / ms);
+    std::printf("| spmm_24_f16_cusparselt | %s %s | f16 | %.4f | %.1f (dense-equivalent) | %.2fx | 2:4 along k, cuSPARSELt %s, dense f16 %.4f ms |\n",
+                s.name, dims.c_str(), ms, flops / ms / 1e9, f16_ms / ms, CusparseLtVersion().c_str(), f16_ms);
+  }
   (void)cusparseDestroy(sp);
   (void)cublasLtDestroy(lt);
   (void)cudaStreamDestroy(stream);
@@ -516,6 +589,12 @@ int Main(int argc, char** argv) {
       const auto& [backend, block, precision, sparsity] = key;
       std::fprintf(f, "%s,block%lldx%lld,%s,%.2f,%.2f,any\n", backend.c_str(), static_cast<long long>(block),
                    static_cast<long long>(block), precision.c_str(), sparsity, v[v.size() / 2]);
+    }
+    if (!sparse24_speedups.empty()) {
+      std::sort(sparse24_speedups.begin(), sparse24_speedups.end());
+      std::fprintf(f, "# 2:4 float16 (cuSPARSELt %s) vs dense cuBLASLt FP16, median over %zu BERT-base / ResNet-50 b32 shapes\n",
+                   CusparseLtVersion().c_str(), sparse24_speedups.size());
+      std::fprintf(f, "cuda,2:4,f16,0.50,%.2f,any\n", sparse24_speedups[sparse24_speedups.size() / 2]);
     }
     std::fclose(f);
     std::printf("\nkernel speed table rows (cuda) -> %s\n", speedups_path);

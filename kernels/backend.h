@@ -127,6 +127,11 @@ class Backend {
   // order. The default: none for kAsWritten, FoldConstantSubgraphs for
   // kFoldedConstants, every CPU deployment rewrite for kDeployment.
   virtual std::vector<std::string> Passes(GraphProfile profile) const;
+  // Whether ExecutorOptions::float16 kDefault runs float16 models as written
+  // here (its rows compute float16: the reference's, and the CUDA rows of
+  // rows_f16.cc) rather than lowered to float32 with a rounding after every
+  // value (the CPU's fast rows are float32). The default: false.
+  virtual bool RunsFloat16AsWritten() const { return false; }
   // A context for one executor.
   virtual StatusOr<std::shared_ptr<BackendContext>> CreateContext(const BackendOptions& options) const = 0;
 };

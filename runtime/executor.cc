@@ -321,7 +321,8 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   SPARQ_RETURN_IF_ERROR(impl->model.graph.TopoSort());
   Float16Execution float16 = options.float16;
   if (float16 == Float16Execution::kDefault) {
-    float16 = backend->name() == "reference" ? Float16Execution::kNative : Float16Execution::kRounded;
+    float16 = backend->name() == "reference" || backend->RunsFloat16AsWritten() ? Float16Execution::kNative
+                                                                                  : Float16Execution::kRounded;
   }
   bool has_subgraphs = false;
   for (const Node& n : impl->model.graph.nodes) has_subgraphs = has_subgraphs || n.HasSubgraphs();

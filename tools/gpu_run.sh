@@ -6,9 +6,11 @@
 #   ./run.sh             run everything (about 2 minutes on an H200)
 #   ./run.sh --dry-run   list the steps; run only what needs no GPU
 #
-# The CUDA libraries (cuBLASLt, cuSPARSE and its nvJitLink) are those of this
-# machine: every directory holding one (e.g. inside a Python environment's
-# nvidia packages) joins LD_LIBRARY_PATH after the bundle's lib/.
+# The CUDA libraries (cuBLASLt, cuSPARSE and its nvJitLink, and cuSPARSELt for
+# the 2:4 rows, opened at run time when present) are those of this machine:
+# every directory holding one (e.g. inside a Python environment's nvidia
+# packages) joins LD_LIBRARY_PATH after the bundle's lib/. The bundle carries
+# none of them.
 set -uo pipefail
 
 HERE="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -27,7 +29,7 @@ PY="${PYTHON:-python3}"
 # the step on a machine without a GPU).
 CHECK_BACKEND="${SPARQ_CHECK_BACKEND:-cuda}"
 
-# Whole models: each FP32 and INT8, run on the CPU and on $CHECK_BACKEND, the
+# Whole models: each FP32, INT8 and FP16, run on the CPU and on $CHECK_BACKEND, the
 # outputs compared (a table in $RESULTS); nodes the backend left to the CPU
 # are counted from --verbose.
 models_step() {
@@ -50,12 +52,16 @@ models_step() {
   local sparq="$HERE/bin/sparq" m name data
   for m in "$dir"/*.onnx; do
     name="$(basename "$m" .onnx)"
-    case "$name" in *.int8) continue ;; esac
+    case "$name" in *.int8 | *.fp16) continue ;; esac
     data="$dir/$name.npz"
     [ -f "$data" ] || continue
     timeout 120 "$sparq" calibrate "$m" --data "$data" --method max --samples 8 -o "$dir/$name.scales.json" >>"$LOG" 2>&1 &&
       timeout 120 "$sparq" quantize "$m" --scales "$dir/$name.scales.json" -o "$dir/$name.int8.onnx" >>"$LOG" 2>&1 ||
       say "models: $name: INT8 quantization failed (see the log)"
+    # FP16 (float16 rows on the GPU, as written; the CPU lowers it to float32 with float16 roundings).
+    [ -f "$dir/$name.scales.json" ] &&
+      { timeout 120 "$sparq" quantize "$m" --scales "$dir/$name.scales.json" --precision fp16 -o "$dir/$name.fp16.onnx" \
+          >>"$LOG" 2>&1 || say "models: $name: FP16 conversion failed (see the log)"; }
     # Calibration on both backends (KL, the histograms binned on the device
     # on cuda): the tables compared below, with the wall times.
     local b t0 t1
@@ -67,9 +73,10 @@ models_step() {
       echo "$t0 $t1" | awk '{printf "%.3f\n", $2 - $1}' >"$cmp/$name.calib.$b.seconds"
     done
     local variant model
-    for variant in fp32 int8; do
+    for variant in fp32 int8 fp16; do
       model="$m"
       [ "$variant" = int8 ] && model="$dir/$name.int8.onnx"
+      [ "$variant" = fp16 ] && model="$dir/$name.fp16.onnx"
       [ -f "$model" ] || continue
       timeout 120 "$sparq" eval "$model" --inputs "$data" --backend cpu --save-outputs "$cmp/$name.$variant.cpu.npz" \
         >"$cmp/$name.$variant.cpu.txt" 2>&1
@@ -163,12 +170,13 @@ steps=(
   "sparq_cuda_tests (host arithmetic and layouts; every CUDA row against the reference kernels)"
   "gpu_bench (cuBLASLt GEMM f32/tf32/f16/s8, INT8 with int8 out: cuBLASLt + requantize vs the fused kernel,"
   "        cuSPARSE Blocked-ELL f16/s8 and the own f16/s8 WMMA block-sparse kernels (vs cuSPARSE, at 80/90/95%)"
-  "        at BERT-base shapes; the GPU rows of the kernel speed table (cuda s8/f16, cuda.wmma f16/s8)"
+  "        at BERT-base shapes, 2:4 cuSPARSELt vs dense f16 at BERT-base and ResNet-50 b32 shapes (when this"
+  "        machine has libcusparseLt); the GPU rows of the kernel speed table (cuda s8/f16, cuda.wmma f16/s8)"
   "        -> \$OUT/kernel_speedups_gpu.csv)"
   "models: digits_cnn (bundled) and, with python3 + torch + torchvision + onnx, ResNet-50, EfficientNet-Lite0"
   "        (with timm), MiniLM-L6 and BERT-base shapes (with transformers; gpu_models.py, random weights; else"
-  "        make_test_models.py's small ones); each FP32 and INT8 (sparq calibrate --method max + sparq"
-  "        quantize), run by sparq eval --backend cpu and --backend cuda, outputs compared; PyTorch FP16"
+  "        make_test_models.py's small ones); each FP32, INT8 and FP16 (sparq calibrate --method max + sparq"
+  "        quantize [--precision fp16]), run by sparq eval --backend cpu and --backend cuda, outputs compared; PyTorch FP16"
   "        eager and CUDA-graph times of the same models beside them; sparq calibrate --method kl"
   "        --backend cpu and --backend cuda (histograms binned on the GPU), tables and times compared"
 )
@@ -180,10 +188,12 @@ if ! have_gpu; then
   GPU=0
   say "no NVIDIA GPU here (/dev/nvidia0 or nvidia-smi missing): skipping the GPU parts"
 fi
-libdirs="$(timeout 60 find / \( -name 'libcublasLt.so*' -o -name 'libcusparse.so*' -o -name 'libnvJitLink.so*' \) -not -path '/proc/*' 2>/dev/null |
-  xargs -r -n1 dirname | sort -u | paste -sd: -)"
+libdirs="$(timeout 60 find / \( -name 'libcublasLt.so*' -o -name 'libcusparse.so*' -o -name 'libnvJitLink.so*' \
+  -o -name 'libcusparseLt.so*' \) -not -path '/proc/*' 2>/dev/null | xargs -r -n1 dirname | sort -u | paste -sd: -)"
 export LD_LIBRARY_PATH="$HERE/lib${libdirs:+:$libdirs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
 say "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+lt="$(IFS=:; for d in $libdirs; do ls "$d"/libcusparseLt.so* 2>/dev/null; done | head -1)"
+say "cuSPARSELt (2:4 rows, gpu_bench's 2:4 rows): ${lt:-not found on this machine (the 2:4 steps skip)}"
 if [ "$DRY" = 1 ] || [ "$GPU" = 0 ]; then
   # What needs no GPU: the host tests of the CUDA backend (the GPU tests skip).
   timeout 120 "$HERE/bin/sparq_cuda_tests" >>"$LOG" 2>&1

@@ -54,10 +54,12 @@ SPARQ_API const char* GraphProfileName(GraphProfile profile);
 
 // How an executor runs float16 tensors (runtime/passes/fp16_lowering.h).
 enum class Float16Execution {
-  // kNative on the "reference" backend, kRounded on the others.
+  // kNative on the "reference" and "cuda" backends (Backend::RunsFloat16AsWritten),
+  // kRounded on the others.
   kDefault,
-  // As written: float16 ops on the reference kernels, which compute each op
-  // in float32 and round its output to float16 (the spec; slow).
+  // As written: float16 ops on float16 rows (the reference kernels, the CUDA
+  // backend's float16 rows), which compute each op in float32 and round its
+  // output to float16 (on the CPU: the spec; slow).
   kNative,
   // Lowered to float32 once (weights converted at Create) so the fast
   // kernels and fusions take every node, with each value that was float16

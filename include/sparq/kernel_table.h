@@ -12,7 +12,7 @@
 //   cpu,2:4,f32,0.5,0.90
 //
 // structure: "unstructured", "block<R>x<C>" (R, C >= 1), "<N>:<M>" (1 <= N < M).
-// precision: "f32", "f16" or "s8"; a file without the column (header
+// precision: "f32", "f16" (the CUDA rows' float16 kernels) or "s8"; a file without the column (header
 // backend,structure,sparsity,speedup) has rows for any precision.
 // backend: "cpu", "cuda" (on the GPU: cuSPARSE's Blocked-ELL SpMM against
 // dense cuBLASLt), or "cuda.wmma" (sparq's own tensor-core kernel over the

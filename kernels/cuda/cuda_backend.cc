@@ -340,6 +340,9 @@ class CudaBackend : public Backend {
     return Status::OK();
   }
   const KernelRegistry& rows() const override { return CudaRows(); }
+  // float16 stays float16 on the GPU (rows_f16.cc), not lowered to float32
+  // with a rounding node after every value.
+  bool RunsFloat16AsWritten() const override { return true; }
   // Passes: the CPU's (Backend::Passes): every fused node they write has a
   // CUDA row (FusedConv, PointwiseDepthwise, Silu, HardSwishChain,
   // GeluErfChain, Attention, the QDQ-fused integer operators).
@@ -368,6 +371,9 @@ const KernelRegistry& CudaRows() {
     RegisterCudaGemmRows(*r);
     RegisterCudaInt8Rows(*r);
     RegisterCudaSparseRows(*r);
+    RegisterCudaF16Rows(*r);
+    RegisterCudaSparse24Rows(*r);
+    RegisterCudaMaskRows(*r);
     return r;
   }();
   return *rows;

@@ -33,13 +33,14 @@
 //                        fused_conv_dw_f32_cuda / fused_conv_f32_im2col_cublaslt,
 //                        pointwise_depthwise_f32_cuda, attention_f32_cuda (sparq's
 //                        float fusions)
-//   rows_int8.cc         qlinear_matmul_s8_cublaslt, qlinear_conv_s8_cublaslt (the fused
-//                        INT8 GEMM of gemm_s8_fused.cu, requantized on chip by
-//                        device_kernels.h's epilogue; or, with
-//                        CudaBackendOptions::fused_int8_gemm off, cuBLASLt's INT8
-//                        GEMM into int32 and the epilogue kernel),
-//                        qlinear_conv_dw_s8_cuda, qlinear_conv_lut_s8_cuda,
-//                        matmul_s8_f32_cublaslt (sparq.MatMulIntegerToFloat)
+//   rows_int8.cc         qlinear_matmul_s8_wmma, qlinear_conv_s8_wmma, matmul_s8_f32_wmma
+//                        (sparq.MatMulIntegerToFloat): the fused INT8 GEMM of
+//                        gemm_s8_fused.cu, requantized on chip by device_kernels.h's
+//                        epilogue. A context with CudaBackendOptions::fused_int8_gemm
+//                        off runs the same rows as cuBLASLt's INT8 GEMM into int32 and
+//                        the epilogue kernel: Int8GemmKernelName says `_cublaslt` then
+//                        (the executor's contexts keep the default, on);
+//                        qlinear_conv_dw_s8_cuda, qlinear_conv_lut_s8_cuda
 //   rows_sparse.cc       layers with a block-sparse constant weight (Blocked-ELL,
 //                        blocks 64 / 32; when: block_sparse_choice.h):
 //                        spmm_bell_f16 (MatMul, float16: named spmm_bell<B>_f16_cusparse
@@ -51,6 +52,25 @@
 //                        cuSPARSE's INT8 SpMM into int32, then the requantize /
 //                        float epilogue kernel, or <row><B>_wmma: the own INT8
 //                        kernel with the epilogue fused)
+//   rows_f16.cc          float16 models as written (Backend::RunsFloat16AsWritten):
+//                        add / sub / mul / div _f16_cuda (numpy broadcasting), relu /
+//                        sigmoid / tanh / erf / sqrt / exp / neg / abs / reciprocal /
+//                        clip / gelu _f16_cuda, softmax_f16_cuda (last axis),
+//                        layernorm_f16_cuda, reduce_sum / reduce_mean _f16_cuda,
+//                        maxpool2d / avgpool2d / global_avgpool
+//                        _f16_cuda, cast_f16_cuda (float16 <-> float32 / int32 / int64 /
+//                        int8 / uint8 / bool), conv_f16_im2col_cublaslt, conv_dw_f16_cuda,
+//                        gemm_f16_cublaslt (Gemm; C as the GEMM's C, beta 1): float32
+//                        inside each thread, one rounding (device_f16.h); and
+//                        round_f16_f32_cuda (sparq.RoundToFloat16, for lowered executors)
+//   rows_cusparselt.cc   spmm_24_f16_cusparselt (MatMul with a constant 2:4 float16 weight on
+//                        cuSPARSELt, only where the kernel speed table has a winning
+//                        `cuda,2:4,f16` row; none by default: measured slower than dense)
+//   rows_mask.cc         compare_cuda (Equal, Greater, GreaterOrEqual, Less, LessOrEqual of
+//                        float32 / float16 / int32 / int64 / bool), logic_cuda (And, Or,
+//                        Xor), where_cuda, expand_cuda, constant_of_shape_cuda, range_cuda
+//                        (host scalars, computed on the host and uploaded): an attention
+//                        mask's arithmetic
 //   rows_common.cc       the helpers below, HostFallback
 #pragma once
 
@@ -73,6 +93,14 @@ void RegisterCudaQuantRows(KernelRegistry& r);        // rows_quant.cc
 void RegisterCudaGemmRows(KernelRegistry& r);         // rows_gemm.cc
 void RegisterCudaInt8Rows(KernelRegistry& r);         // rows_int8.cc
 void RegisterCudaSparseRows(KernelRegistry& r);       // rows_sparse.cc
+void RegisterCudaF16Rows(KernelRegistry& r);          // rows_f16.cc
+void RegisterCudaSparse24Rows(KernelRegistry& r);     // rows_cusparselt.cc
+void RegisterCudaMaskRows(KernelRegistry& r);         // rows_mask.cc
+
+// The kernel an INT8 GEMM row (named `..._wmma`, the fused kernel) runs on a
+// context with `options`: its name, or `..._cublaslt` with fused_int8_gemm off.
+// Other names are returned as they are. (rows_int8.cc)
+std::string Int8GemmKernelName(const std::string& row_name, const CudaBackendOptions& options);
 
 // Row priorities within the CUDA registry: a specialised row ahead of the
 // general row of the same op.

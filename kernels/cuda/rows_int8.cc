@@ -290,7 +290,7 @@ Status MatMulIntegerToFloatS8(OpContext& ctx) {
 }
 
 Status CheckQLinearConv(const Node& node, const std::vector<const Tensor*>& constants) {
-  if (node.attr_int("group", 1) != 1) return Status::NotSupported(node.Describe() + ": qlinear_conv_s8_cublaslt takes group 1");
+  if (node.attr_int("group", 1) != 1) return Status::NotSupported(node.Describe() + ": qlinear_conv_s8_wmma takes group 1");
   if (constants.size() > 3 && constants[3] != nullptr && constants[3]->rank() != 4) {
     return Status::NotSupported(node.Describe() + ": the CUDA QLinearConv row is 2-D only");
   }
@@ -301,7 +301,7 @@ Status QLinearConvS8(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(7));
   SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
   SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 3));
-  if (ctx.node().attr_int("group", 1) != 1) return ctx.NotSupported("qlinear_conv_s8_cublaslt takes group 1");
+  if (ctx.node().attr_int("group", 1) != 1) return ctx.NotSupported("qlinear_conv_s8_wmma takes group 1");
   SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(3);
@@ -484,17 +484,26 @@ Status QLinearConvLutS8(OpContext& ctx) {
 
 }  // namespace
 
+std::string Int8GemmKernelName(const std::string& row_name, const CudaBackendOptions& options) {
+  const std::string suffix = "_wmma";
+  if (options.fused_int8_gemm || row_name.size() < suffix.size() ||
+      row_name.compare(row_name.size() - suffix.size(), suffix.size(), suffix) != 0) {
+    return row_name;
+  }
+  return row_name.substr(0, row_name.size() - suffix.size()) + "_cublaslt";
+}
+
 void RegisterCudaInt8Rows(KernelRegistry& r) {
   const uint32_t qlinear_params = HostInput(1) | HostInput(2) | HostInput(4) | HostInput(5) | HostInput(6) | HostInput(7);
-  r.Add(CudaRow("QLinearMatMul", "", 10, WithHostFallback<QLinearMatMulS8>, "qlinear_matmul_s8_cublaslt", nullptr,
+  r.Add(CudaRow("QLinearMatMul", "", 10, WithHostFallback<QLinearMatMulS8>, "qlinear_matmul_s8_wmma", nullptr,
                 qlinear_params));
-  r.Add(CudaRow("QLinearConv", "", 10, WithHostFallback<QLinearConvS8>, "qlinear_conv_s8_cublaslt",
+  r.Add(CudaRow("QLinearConv", "", 10, WithHostFallback<QLinearConvS8>, "qlinear_conv_s8_wmma",
                 CheckOnly(CheckQLinearConv), qlinear_params));
   r.Add(CudaRow("QLinearConv", "", 10, WithHostFallback<QLinearConvDepthwiseS8>, "qlinear_conv_dw_s8_cuda",
                 CheckOnly(CheckQLinearConvDepthwise), qlinear_params, kCudaPrioritySpecial));
   r.Add(CudaRow("QLinearConvLut", kSparqDomain, 1, WithHostFallback<QLinearConvLutS8>, "qlinear_conv_lut_s8_cuda",
                 CheckOnly(CheckQLinearConvAny), qlinear_params | HostInput(9)));
-  r.Add(CudaRow("MatMulIntegerToFloat", kSparqDomain, 1, WithHostFallback<MatMulIntegerToFloatS8>, "matmul_s8_f32_cublaslt",
+  r.Add(CudaRow("MatMulIntegerToFloat", kSparqDomain, 1, WithHostFallback<MatMulIntegerToFloatS8>, "matmul_s8_f32_wmma",
                 CheckOnly(CheckMatMulIntegerToFloat), HostInput(2) | HostInput(3) | HostInput(4) | HostInput(5)));
 }
 

@@ -32,6 +32,8 @@ constexpr double kElementwiseF32 = 2e-6;   // device expf / erff / tanhf vs glib
 constexpr double kReductionF32 = 1e-5;     // softmax, layer norm, averages: sums in another order
 constexpr double kGemmF32 = 1e-4;          // cuBLASLt's FP32 sums in another order (K up to a few hundred)
 constexpr double kGemmF16 = 2e-2;          // float16 inputs and outputs
+constexpr double kElementwiseF16 = 2e-3;   // float16 rows: one float16 ulp (2^-10) after device expf / erff
+constexpr double kReductionF16 = 2e-3;     // float16 softmax, layer norm, averages: one rounding of a float32 result
 
 std::shared_ptr<const Backend> CudaBackendOrNull() {
   static std::shared_ptr<const Backend> backend = MakeCudaBackend();
@@ -356,6 +358,63 @@ TEST_F(CudaRows, Convolutions) {
   ExpectRowMatchesReference("Conv", "", 11, {Attribute::Int("group", 3), Attribute::Ints("pads", {2, 2, 2, 2}),
                                              Attribute::Ints("dilations", {2, 2})},
                             {x, RandomF32({3, 1, 3, 3}, 30), RandomF32({3}, 31)}, kGemmF32);
+}
+
+// The float16 rows (rows_f16.cc) against the reference's float16 kernels,
+// which compute in float32 and round once, as the rows do.
+TEST_F(CudaRows, Float16Rows) {
+  auto half = [](Shape shape, uint32_t seed, float lo = -2.0f, float hi = 2.0f) {
+    return RandomF32(std::move(shape), seed, lo, hi).CastTo(DataType::kFloat16);
+  };
+  const Tensor a = half({2, 3, 64}, 80), b = half({3, 1}, 81, 0.5f, 2.0f);
+  for (const char* op : {"Add", "Sub", "Mul", "Div"}) ExpectRowMatchesReference(op, "", 14, {}, {a, b}, kExact);
+  const Tensor x = half({4, 500}, 82, -8.0f, 8.0f);
+  for (const char* op : {"Relu", "Neg", "Abs"}) ExpectRowMatchesReference(op, "", 14, {}, {x}, kExact);
+  for (const char* op : {"Sigmoid", "Tanh", "Erf", "Exp"}) ExpectRowMatchesReference(op, "", 13, {}, {x}, kElementwiseF16);
+  ExpectRowMatchesReference("Gelu", "", 20, {}, {x}, kElementwiseF16);
+  ExpectRowMatchesReference("Clip", "", 13, {}, {x, Tensor::Scalar(0.0f).CastTo(DataType::kFloat16),
+                                                 Tensor::Scalar(6.0f).CastTo(DataType::kFloat16)}, kExact);
+  ExpectRowMatchesReference("Softmax", "", 13, {}, {half({3, 5, 128}, 83, -8.0f, 8.0f)}, kReductionF16);
+  ExpectRowMatchesReference("LayerNormalization", "", 17, {Attribute::Float("epsilon", 1e-5f)},
+                            {half({2, 16, 384}, 84), half({384}, 85), half({384}, 86)}, kReductionF16);
+  const Tensor img = half({2, 8, 13, 11}, 87);
+  ExpectRowMatchesReference("MaxPool", "", 12, {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("strides", {2, 2}),
+                                                Attribute::Ints("pads", {1, 1, 1, 1})}, {img}, kExact);
+  ExpectRowMatchesReference("AveragePool", "", 19, {Attribute::Ints("kernel_shape", {3, 2}), Attribute::Ints("pads", {1, 0, 1, 1})},
+                            {img}, kReductionF16);
+  ExpectRowMatchesReference("GlobalAveragePool", "", 1, {}, {img}, kReductionF16);
+  ExpectRowMatchesReference("Cast", "", 19, {Attribute::Int("to", 1)}, {x}, kExact);
+  ExpectRowMatchesReference("Cast", "", 19, {Attribute::Int("to", 10)}, {RandomF32({300}, 88, -7e4f, 7e4f)}, kExact);
+  ExpectRowMatchesReference("Cast", "", 19, {Attribute::Int("to", 7)}, {half({300}, 89, -300.0f, 300.0f)}, kExact);
+  ExpectRowMatchesReference("Conv", "", 11, {Attribute::Ints("pads", {1, 1, 1, 1}), Attribute::Ints("strides", {2, 1})},
+                            {img, half({16, 8, 3, 3}, 90), half({16}, 91)}, kGemmF16);
+  ExpectRowMatchesReference("Conv", "", 11, {}, {img, half({16, 8, 1, 1}, 92), half({16}, 93)}, kGemmF16);  // pointwise
+  ExpectRowMatchesReference("Conv", "", 11, {Attribute::Int("group", 8), Attribute::Ints("pads", {1, 1, 1, 1})},
+                            {img, half({8, 1, 3, 3}, 94), half({8}, 95)}, kGemmF16);
+  ExpectRowMatchesReference("Gemm", "", 13, {Attribute::Int("transB", 1)}, {half({7, 32}, 96), half({16, 32}, 97), half({16}, 98)},
+                            kGemmF16);
+  ExpectRowMatchesReference("RoundToFloat16", kSparqDomain, 1, {}, {RandomF32({1000}, 99, -7e4f, 7e4f)}, kExact);
+}
+
+// The attention-mask rows (rows_mask.cc): exact.
+TEST_F(CudaRows, MaskRows) {
+  const Tensor a = RandomF32({2, 3, 4}, 110), b = RandomF32({3, 1}, 111);
+  for (const char* op : {"Equal", "Greater", "GreaterOrEqual", "Less", "LessOrEqual"}) {
+    ExpectRowMatchesReference(op, "", 16, {}, {a, b}, kExact);
+    ExpectRowMatchesReference(op, "", 16, {}, {RandomInt<int64_t>({4, 5}, 112, -3, 3), RandomInt<int64_t>({5}, 113, -3, 3)}, kExact);
+  }
+  const Tensor p = RandomInt<int32_t>({3, 4}, 114, 0, 1).CastTo(DataType::kBool);
+  const Tensor q = RandomInt<int32_t>({4}, 115, 0, 1).CastTo(DataType::kBool);
+  for (const char* op : {"And", "Or", "Xor"}) ExpectRowMatchesReference(op, "", 7, {}, {p, q}, kExact);
+  ExpectRowMatchesReference("Where", "", 16, {}, {RandomInt<int32_t>({2, 1, 4}, 116, 0, 1).CastTo(DataType::kBool),
+                                                  RandomF32({3, 1}, 117), RandomF32({2, 3, 4}, 118)}, kExact);
+  ExpectRowMatchesReference("Expand", "", 13, {}, {RandomF32({3, 1}, 119), Tensor::FromVector<int64_t>({3}, {2, 3, 5})}, kExact);
+  ExpectRowMatchesReference("ConstantOfShape", "", 20, {Attribute::FromTensor("value", Tensor::FromVector<int64_t>({1}, {7}))},
+                            {Tensor::FromVector<int64_t>({2}, {3, 4})}, kExact);
+  ExpectRowMatchesReference("Range", "", 11, {}, {Tensor::Scalar<int64_t>(2), Tensor::Scalar<int64_t>(17), Tensor::Scalar<int64_t>(3)},
+                            kExact);
+  const Tensor h = RandomF32({2, 64, 24}, 120).CastTo(DataType::kFloat16);
+  ExpectRowMatchesReference("ReduceSum", "", 13, {}, {h, Tensor::FromVector<int64_t>({1}, {1})}, kReductionF16);
 }
 
 TEST_F(CudaRows, FloatFusions) {

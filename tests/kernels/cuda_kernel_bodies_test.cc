@@ -142,7 +142,7 @@ void ExpectBytesEqual(const Tensor& want, const std::vector<T>& got) {
   for (int64_t i = 0; i < want.numel(); ++i) ASSERT_EQ(want.data<T>()[i], got[static_cast<size_t>(i)]) << "at " << i;
 }
 
-// QLinearMatMul the way qlinear_matmul_s8_cublaslt computes it.
+// QLinearMatMul the way qlinear_matmul_s8_wmma (and, fused_int8_gemm off, _cublaslt) computes it.
 template <typename TY>
 void CheckQLinearMatMul(const Tensor& a, const Tensor& a_zp, const Tensor& b, const Tensor& b_scale, const Tensor& b_zp,
                         const Tensor& y_zp) {
@@ -278,7 +278,7 @@ TEST(CudaKernelBodies, RequantizeEpilogueMatchesCpuRequantizeOverASweep) {
   CheckEpilogueSweep<uint8_t>(61);
 }
 
-// sparq.MatMulIntegerToFloat the way matmul_s8_f32_cublaslt computes it.
+// sparq.MatMulIntegerToFloat the way matmul_s8_f32_wmma computes it.
 void CheckMatMulIntegerToFloat(bool with_bias, bool gelu) {
   const int64_t M = 13, K = 40, N = 24;
   const Tensor a = RandomInt<uint8_t>({M, K}, 21, 0, 255), b = RandomInt<int8_t>({K, N}, 22, -128, 127);
