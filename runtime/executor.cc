@@ -157,6 +157,7 @@ struct Executor::Impl {
   std::mutex plans_mu;
   std::map<std::vector<Shape>, std::shared_ptr<const MemoryPlan>> plans;
   std::vector<std::vector<int>> step_outputs;  // per step: the slots it writes
+  std::vector<std::vector<int>> step_in_place; // per step: the input slots its output 0 may overwrite
   bool plan_memory = true;                     // ExecutorOptions::plan_memory
   // Device graphs (graph_capture.h): whether the steps can be captured, and
   // the graphs by input types and shapes. Declared after `places`, so graphs
@@ -498,7 +499,14 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   for (const auto& kv : g.initializers) impl->keep[impl->slot_of[kv.first]] = true;
   for (const auto& kv : impl->device_constants) impl->keep[kv.first] = true;
   for (const auto& kv : impl->output_slot) impl->keep[kv.second] = true;
-  for (const Step& step : impl->steps) impl->step_outputs.push_back(step.outputs);
+  for (const Step& step : impl->steps) {
+    impl->step_outputs.push_back(step.outputs);
+    std::vector<int> overwritable;  // the input slots output 0 may go over (KernelDef::overwritable_inputs)
+    if (step.node >= 0 && step.kernel != nullptr)
+      for (size_t k = 0; k < step.inputs.size() && k < 32; ++k)
+        if ((step.kernel->overwritable_inputs >> k & 1u) && step.inputs[k] >= 0) overwritable.push_back(step.inputs[k]);
+    impl->step_in_place.push_back(std::move(overwritable));
+  }
 
   // Can the steps run as one device graph?
   if (!options.cuda_graphs) {
@@ -732,7 +740,7 @@ Status Executor::Impl::RunSteps(std::vector<Tensor> values, TensorMap* outputs, 
   }
 
   if (record) {
-    MemoryPlan made = PlanMemory(*record, im.step_outputs, im.last_use, keep);
+    MemoryPlan made = PlanMemory(*record, im.step_outputs, im.last_use, keep, im.step_in_place);
     // Large arenas are not used: beyond kMaxArenaBytes the buffer cache's
     // reuse of just-freed buffers ran as fast on the real-model suite at
     // batch 16 without holding the recording run's buffers and the arena at

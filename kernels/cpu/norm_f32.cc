@@ -221,8 +221,10 @@ Status RunLayerNormChainF32(OpContext& ctx) {
 
 void RegisterCpuNormF32Ops(KernelRegistry& r) {
   r.Add({"LayerNormChain", kSparqDomain, 1, 99, RunLayerNormChainF32, "layer_norm_chain_f32"});
+  // scale_shift_f32 reads x[i] before it stores y[i]: output 0 may go over
+  // input 0 (KernelDef::overwritable_inputs).
   r.Add({"BatchNormalization", "", 1, 99, RunBatchNormF32, "scale_shift_f32",
-         WithoutContext(PrepareRow<CpuOp::kScaleShiftF32>, RowKernel)});
+         WithoutContext(PrepareRow<CpuOp::kScaleShiftF32>, RowKernel), kPriorityFast, 0, 0b1});
   r.Add({"LayerNormalization", "", 1, 99, RunLayerNormF32, "layer_norm_f32",
          WithoutContext(PrepareRow<CpuOp::kLayerNormF32>, RowKernel)});
 }
