@@ -1,7 +1,6 @@
 #include "runtime/memory_plan.h"
 
 #include <algorithm>
-#include <limits>
 #include <map>
 
 namespace sparq {
@@ -20,98 +19,6 @@ struct Region {
   int step = 0;
   size_t output = 0;
 };
-
-// Step order: each region, when its producer runs, goes where the arena's
-// bytes were touched most recently among the places free for its whole life.
-//
-// `touched` is the arena as runs of bytes, each with the last step that used
-// it (the end of the region placed there last; kUntouched: never used). A
-// region starting at step s may take bytes whose last use is before s: every
-// region placed before it that is still live at s holds bytes used at s or
-// later, and the regions placed after it start at s or later and see it as
-// live. Its cost at an offset is the sum over its bytes of their age,
-// s - 1 - last use (0: freed by the step before, still in cache), bytes
-// never used costing as much as the oldest; the cheapest offset wins, the
-// lowest on ties. Largest-first first fit (the layout before) packed the
-// arena as tight but put outputs over bytes no step had touched for a long
-// time: memory-bound rows then wrote to lines out of cache (bench/RESULTS.md,
-// "Fast rows vs the reference, node by node").
-
-// One run of arena bytes [lo, hi) and the last step that used them.
-struct Touched {
-  int64_t lo = 0, hi = 0;
-  int last = 0;
-};
-
-constexpr int kUntouched = -2;  // bytes no region has used yet
-
-void PlaceByRecency(size_t steps, std::vector<Region>* regions, int64_t* total) {
-  std::vector<Touched> touched;  // consecutive runs covering [0, top)
-  int64_t top = 0;
-  const int64_t oldest = static_cast<int64_t>(steps) + 1;  // the age of bytes never used
-  std::vector<int64_t> prefix;                             // prefix[i]: cost of touched[0, i)
-  for (Region& r : *regions) {  // built in step order
-    const int s = r.start;
-    auto age = [&](const Touched& t) -> int64_t { return t.last == kUntouched ? oldest : s - 1 - t.last; };
-    prefix.assign(touched.size() + 1, 0);
-    for (size_t i = 0; i < touched.size(); ++i) prefix[i + 1] = prefix[i] + (touched[i].hi - touched[i].lo) * age(touched[i]);
-    // The cost of the bytes [0, x): runs before x, then the untouched bytes past top.
-    auto cost_to = [&](int64_t x) -> int64_t {
-      if (x >= top) return prefix.back() + (x - top) * oldest;
-      const auto it = std::upper_bound(touched.begin(), touched.end(), x,
-                                       [](int64_t v, const Touched& t) { return v < t.hi; });
-      const size_t i = static_cast<size_t>(it - touched.begin());
-      return prefix[i] + (x - touched[i].lo) * age(touched[i]);
-    };
-    int64_t best = -1, best_cost = 0;
-    auto consider = [&](int64_t o, int64_t lo, int64_t hi) {  // o within the free run [lo, hi)
-      if (o < lo || o + r.bytes > hi) return;
-      const int64_t c = cost_to(o + r.bytes) - cost_to(o);
-      if (best < 0 || c < best_cost || (c == best_cost && o < best)) best = o, best_cost = c;
-    };
-    constexpr int64_t kOpen = std::numeric_limits<int64_t>::max() / 4;  // the free run past top
-    for (size_t i = 0; i <= touched.size();) {
-      if (i < touched.size() && touched[i].last >= s) {  // live
-        ++i;
-        continue;
-      }
-      const size_t first = i;
-      while (i < touched.size() && touched[i].last < s) ++i;
-      const int64_t lo = first < touched.size() ? touched[first].lo : top;
-      const int64_t hi = i == touched.size() ? kOpen : touched[i].lo;
-      consider(lo, lo, hi);
-      if (hi != kOpen) consider(hi - r.bytes, lo, hi);
-      for (size_t j = first + 1; j < i; ++j) {  // run boundaries: align the region's start or end to one
-        consider(touched[j].lo, lo, hi);
-        consider(touched[j].lo - r.bytes, lo, hi);
-      }
-      if (i == touched.size()) {
-        if (first < touched.size()) consider(top - r.bytes, lo, hi);
-        break;
-      }
-    }
-    r.offset = best;
-    const int64_t end = best + r.bytes;
-    if (end > top) {
-      touched.push_back({top, end, kUntouched});
-      top = end;
-    }
-    // touched[...] over [best, end) becomes one run used until r.end.
-    std::vector<Touched> next;
-    next.reserve(touched.size() + 2);
-    for (const Touched& t : touched) {
-      if (t.hi <= best || t.lo >= end) {
-        next.push_back(t);
-        continue;
-      }
-      if (t.lo < best) next.push_back({t.lo, best, t.last});
-      if (t.lo <= best) next.push_back({best, end, r.end});
-      if (t.hi > end) next.push_back({end, t.hi, t.last});
-    }
-    touched.swap(next);
-  }
-  *total = top;
-}
 
 }  // namespace
 
@@ -185,7 +92,28 @@ MemoryPlan PlanMemory(const MemoryRecord& record, const std::vector<std::vector<
       r.output = k;
       regions.push_back(r);
     }
-  PlaceByRecency(steps, &regions, &plan.total);
+  // Largest first (ties: earlier first), each at the lowest offset where it
+  // overlaps no placed region that is live at the same time.
+  std::vector<size_t> order(regions.size());
+  for (size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_sort(order.begin(), order.end(),
+                   [&](size_t a, size_t b) { return regions[a].bytes > regions[b].bytes; });
+  std::vector<const Region*> placed;
+  for (size_t idx : order) {
+    Region& r = regions[idx];
+    std::vector<const Region*> live;
+    for (const Region* p : placed)
+      if (p->start <= r.end && r.start <= p->end) live.push_back(p);
+    std::sort(live.begin(), live.end(), [](const Region* a, const Region* b) { return a->offset < b->offset; });
+    int64_t offset = 0;
+    for (const Region* p : live) {
+      if (offset + r.bytes <= p->offset) break;
+      offset = std::max(offset, p->offset + p->bytes);
+    }
+    r.offset = offset;
+    plan.total = std::max(plan.total, offset + r.bytes);
+    placed.push_back(&r);
+  }
   std::vector<const Region*> region_of(slots, nullptr);  // by group root
   for (const Region& r : regions) region_of[r.root] = &r;
   for (size_t i = 0; i < steps; ++i)

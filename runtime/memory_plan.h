@@ -11,8 +11,8 @@
 //                              them; an output its kernel row may write over
 //                              an input (KernelDef::overwritable_inputs) shares
 //                              that input's region when the input dies there
-//                              and has its bytes; regions placed in step order,
-//                              each over the free bytes used most recently
+//                              and has its bytes; regions first-fit by
+//                              decreasing size
 //            │
 //   later runs at S            one arena buffer (from the buffer cache) and
 //                              each output at its offset
