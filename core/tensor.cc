@@ -83,15 +83,12 @@ class BufferCache {
   }
 
   // A cached block of capacity in [bytes, 2 * bytes] (its capacity in
-  // *capacity), or nullptr: the smallest such capacity, and of the blocks of
-  // that capacity the one given back last (the likeliest still in cache;
-  // the oldest made memory-bound kernels write to lines out of cache).
+  // *capacity), or nullptr.
   uint8_t* Take(size_t bytes, size_t* capacity) {
     if (bytes < kMinCachedBytes) return nullptr;
     std::lock_guard<std::mutex> lock(mu_);
-    auto first = free_.lower_bound(bytes);
-    if (first == free_.end() || first->first > 2 * bytes) return nullptr;
-    auto it = std::prev(free_.upper_bound(first->first));  // equal keys keep their order of insertion
+    auto it = free_.lower_bound(bytes);
+    if (it == free_.end() || it->first > 2 * bytes) return nullptr;
     uint8_t* p = it->second;
     *capacity = it->first;
     free_.erase(it);
