@@ -78,14 +78,31 @@ class RecordingArena : public OutputArena {
 class PlannedArena : public OutputArena {
  public:
   PlannedArena(const MemoryPlan& plan, std::shared_ptr<uint8_t> base) : plan_(plan), base_(std::move(base)) {}
-  void set_step(size_t step) {
+  // `in_place_input`: the value the plan writes this step's output 0 over
+  // (MemoryPlan::in_place_of), or null. Output 0 goes there only when that
+  // value is still where the plan put it with the bytes it had when planned,
+  // and the output asks for the same bytes: then the row's elementwise
+  // contract holds (KernelDef::overwritable_inputs); a shape that changed
+  // with the data gives the output a buffer of its own.
+  void set_step(size_t step, const Tensor* in_place_input) {
     step_ = step;
     taken_.assign(plan_.offset[step].size(), false);
+    in_place_ok_ = false;
+    const int64_t want = plan_.in_place_bytes[step];
+    if (in_place_input != nullptr && in_place_input->defined() && !plan_.offset[step].empty() &&
+        plan_.offset[step][0] >= 0 && static_cast<int64_t>(in_place_input->nbytes()) == want &&
+        in_place_input->raw_data() == base_.get() + plan_.offset[step][0]) {
+      in_place_ok_ = true;
+    }
   }
   std::shared_ptr<uint8_t> Take(size_t index, size_t bytes) override {
     if (index >= plan_.offset[step_].size()) return nullptr;
     const int64_t offset = plan_.offset[step_][index];
     if (offset < 0 || static_cast<int64_t>(bytes) > plan_.bytes[step_][index]) return nullptr;
+    if (index == 0 && plan_.in_place_of[step_] >= 0 &&
+        (!in_place_ok_ || static_cast<int64_t>(bytes) != plan_.in_place_bytes[step_])) {
+      return nullptr;
+    }
     taken_[index] = true;
     return std::shared_ptr<uint8_t>(base_, base_.get() + offset);
   }
@@ -100,6 +117,7 @@ class PlannedArena : public OutputArena {
   std::shared_ptr<uint8_t> base_;
   size_t step_ = 0;
   std::vector<bool> taken_;
+  bool in_place_ok_ = false;
 };
 
 // Whether `out` points into the buffer of `in`.
@@ -678,7 +696,8 @@ Status Executor::Impl::RunSteps(std::vector<Tensor> values, TensorMap* outputs, 
       ctx.set_subgraphs(runner.get());
       const bool host = context.device() == Device{};
       if (host && planned) {
-        planned->set_step(i);
+        const int over = plan->in_place_of[i];
+        planned->set_step(i, over >= 0 ? &values[over] : nullptr);
         ctx.set_arena(planned.get());
       } else if (host && recording) {
         recording->set_step(i);

@@ -31,6 +31,8 @@ MemoryPlan PlanMemory(const MemoryRecord& record, const std::vector<std::vector<
   plan.offset.resize(steps);
   plan.bytes.resize(steps);
   plan.in_arena.assign(slots, 0);
+  plan.in_place_of.assign(steps, -1);
+  plan.in_place_bytes.assign(steps, -1);
   for (size_t i = 0; i < steps; ++i) {
     plan.offset[i].assign(step_outputs[i].size(), -1);
     plan.bytes[i].assign(step_outputs[i].size(), -1);
@@ -75,6 +77,8 @@ MemoryPlan PlanMemory(const MemoryRecord& record, const std::vector<std::vector<
       }
       group[s] = g;
       last_of_group[g] = std::max(last_of_group[g], last_of_group[s]);
+      plan.in_place_of[i] = t;
+      plan.in_place_bytes[i] = requested(i, 0);
       break;
     }
   }

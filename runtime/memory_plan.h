@@ -37,6 +37,8 @@ struct MemoryPlan {
   std::vector<std::vector<int64_t>> offset;  // [step][output]: byte offset in the arena; -1: its own buffer
   std::vector<std::vector<int64_t>> bytes;   // [step][output]: the planned bytes
   std::vector<char> in_arena;                // [slot]: its buffer is (a view into) the arena
+  std::vector<int> in_place_of;              // [step]: the input slot output 0 is written over; -1: none
+  std::vector<int64_t> in_place_bytes;       // [step]: then output 0's bytes and the input's, as recorded
   int64_t total = 0;                         // arena bytes
   int64_t values = 0;                        // outputs placed
 };

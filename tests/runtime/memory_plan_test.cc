@@ -146,5 +146,43 @@ TEST(MemoryPlan, InPlaceRunsGiveTheUnplannedBits) {
   }
 }
 
+// A shape that changes with the data under one plan (NonZero): the planned
+// in-place Add, recorded with r of 65536 values, later sees r of 1 value that
+// it broadcasts. Its output then gets a buffer of its own (written over r, a
+// second thread would read the broadcast value after the first overwrote
+// it): the unplanned bits.
+TEST(MemoryPlan, InPlaceNeedsTheRecordedBytes) {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  Graph& g = m.graph;
+  g.inputs.push_back(testing::FloatInput("x", {{65536, ""}}));
+  g.inputs.push_back(testing::FloatInput("y", {{65536, ""}}));
+  g.outputs.push_back(testing::FloatInput("z", {{1, ""}, {65536, ""}}));
+  g.nodes.push_back({"nz", "NonZero", "", {"x"}, {"idx"}, {}, ""});
+  g.nodes.push_back({"gather", "Gather", "", {"x", "idx"}, {"gx"}, {Attribute::Int("axis", 0)}, ""});
+  g.nodes.push_back({"relu", "Relu", "", {"gx"}, {"r"}, {}, ""});
+  g.nodes.push_back({"add", "Add", "", {"r", "y"}, {"a"}, {}, ""});
+  g.nodes.push_back({"relu_out", "Relu", "", {"a"}, {"z"}, {}, ""});  // a is not kept: it may go over r
+  Tensor all = testing::RandomFloats({65536}, 3, 1.0f, 2.0f);  // every value nonzero
+  Tensor one(DataType::kFloat32, {65536});
+  one.data<float>()[100] = 3.0f;  // one nonzero value
+  const Tensor y = testing::RandomFloats({65536}, 4);
+  for (int threads : {1, 2}) {
+    ExecutorOptions planned_options;
+    planned_options.threads = threads;
+    ExecutorOptions plain_options = planned_options;
+    plain_options.plan_memory = false;
+    auto planned = Executor::Create(m, planned_options);
+    auto plain = Executor::Create(m, plain_options);
+    ASSERT_TRUE(planned.ok() && plain.ok());
+    for (const Tensor* x : {&all, &all, &one, &all, &one}) {
+      TensorMap want, got;
+      ASSERT_TRUE((*plain)->Run({{"x", *x}, {"y", y}}, &want).ok());
+      ASSERT_TRUE((*planned)->Run({{"x", *x}, {"y", y}}, &got).ok());
+      EXPECT_TRUE(got.at("z").Equals(want.at("z"))) << threads << " threads";
+    }
+  }
+}
+
 }  // namespace
 }  // namespace sparq
