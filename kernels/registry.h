@@ -76,6 +76,14 @@ struct KernelDef {
   // Inputs this row reads on the host even on a device backend (shape,
   // axes and index inputs that decide output shapes): bit i = input i.
   uint32_t host_inputs = 0;
+  // Inputs output 0 may be written over (bit i = input i), for the
+  // executor's memory plan (runtime/memory_plan.h): when input i dies at this
+  // node and has output 0's bytes, the plan may give output 0 input i's
+  // buffer. A row sets a bit only if it reads each element of that input
+  // before it writes the output element at the same index, and no other (an
+  // elementwise loop with the input's layout; shapes it handles otherwise,
+  // e.g. by the reference kernel, allocate their own output).
+  uint32_t overwritable_inputs = 0;
 };
 
 // The scale of priorities: the reference kernels at the bottom, fast rows

@@ -78,14 +78,31 @@ class RecordingArena : public OutputArena {
 class PlannedArena : public OutputArena {
  public:
   PlannedArena(const MemoryPlan& plan, std::shared_ptr<uint8_t> base) : plan_(plan), base_(std::move(base)) {}
-  void set_step(size_t step) {
+  // `in_place_input`: the value the plan writes this step's output 0 over
+  // (MemoryPlan::in_place_of), or null. Output 0 goes there only when that
+  // value is still where the plan put it with the bytes it had when planned,
+  // and the output asks for the same bytes: then the row's elementwise
+  // contract holds (KernelDef::overwritable_inputs); a shape that changed
+  // with the data gives the output a buffer of its own.
+  void set_step(size_t step, const Tensor* in_place_input) {
     step_ = step;
     taken_.assign(plan_.offset[step].size(), false);
+    in_place_ok_ = false;
+    const int64_t want = plan_.in_place_bytes[step];
+    if (in_place_input != nullptr && in_place_input->defined() && !plan_.offset[step].empty() &&
+        plan_.offset[step][0] >= 0 && static_cast<int64_t>(in_place_input->nbytes()) == want &&
+        in_place_input->raw_data() == base_.get() + plan_.offset[step][0]) {
+      in_place_ok_ = true;
+    }
   }
   std::shared_ptr<uint8_t> Take(size_t index, size_t bytes) override {
     if (index >= plan_.offset[step_].size()) return nullptr;
     const int64_t offset = plan_.offset[step_][index];
     if (offset < 0 || static_cast<int64_t>(bytes) > plan_.bytes[step_][index]) return nullptr;
+    if (index == 0 && plan_.in_place_of[step_] >= 0 &&
+        (!in_place_ok_ || static_cast<int64_t>(bytes) != plan_.in_place_bytes[step_])) {
+      return nullptr;
+    }
     taken_[index] = true;
     return std::shared_ptr<uint8_t>(base_, base_.get() + offset);
   }
@@ -100,6 +117,7 @@ class PlannedArena : public OutputArena {
   std::shared_ptr<uint8_t> base_;
   size_t step_ = 0;
   std::vector<bool> taken_;
+  bool in_place_ok_ = false;
 };
 
 // Whether `out` points into the buffer of `in`.
@@ -157,6 +175,7 @@ struct Executor::Impl {
   std::mutex plans_mu;
   std::map<std::vector<Shape>, std::shared_ptr<const MemoryPlan>> plans;
   std::vector<std::vector<int>> step_outputs;  // per step: the slots it writes
+  std::vector<std::vector<int>> step_in_place; // per step: the input slots its output 0 may overwrite
   bool plan_memory = true;                     // ExecutorOptions::plan_memory
   // Device graphs (graph_capture.h): whether the steps can be captured, and
   // the graphs by input types and shapes. Declared after `places`, so graphs
@@ -499,7 +518,14 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   for (const auto& kv : g.initializers) impl->keep[impl->slot_of[kv.first]] = true;
   for (const auto& kv : impl->device_constants) impl->keep[kv.first] = true;
   for (const auto& kv : impl->output_slot) impl->keep[kv.second] = true;
-  for (const Step& step : impl->steps) impl->step_outputs.push_back(step.outputs);
+  for (const Step& step : impl->steps) {
+    impl->step_outputs.push_back(step.outputs);
+    std::vector<int> overwritable;  // the input slots output 0 may go over (KernelDef::overwritable_inputs)
+    if (step.node >= 0 && step.kernel != nullptr)
+      for (size_t k = 0; k < step.inputs.size() && k < 32; ++k)
+        if ((step.kernel->overwritable_inputs >> k & 1u) && step.inputs[k] >= 0) overwritable.push_back(step.inputs[k]);
+    impl->step_in_place.push_back(std::move(overwritable));
+  }
 
   // Can the steps run as one device graph?
   if (!options.cuda_graphs) {
@@ -671,7 +697,8 @@ Status Executor::Impl::RunSteps(std::vector<Tensor> values, TensorMap* outputs, 
       ctx.set_subgraphs(runner.get());
       const bool host = context.device() == Device{};
       if (host && planned) {
-        planned->set_step(i);
+        const int over = plan->in_place_of[i];
+        planned->set_step(i, over >= 0 ? &values[over] : nullptr);
         ctx.set_arena(planned.get());
       } else if (host && recording) {
         recording->set_step(i);
@@ -733,7 +760,7 @@ Status Executor::Impl::RunSteps(std::vector<Tensor> values, TensorMap* outputs, 
   }
 
   if (record) {
-    MemoryPlan made = PlanMemory(*record, im.step_outputs, im.last_use, keep);
+    MemoryPlan made = PlanMemory(*record, im.step_outputs, im.last_use, keep, im.step_in_place);
     // Large arenas are not used: beyond kMaxArenaBytes the buffer cache's
     // reuse of just-freed buffers ran as fast on the real-model suite at
     // batch 16 without holding the recording run's buffers and the arena at

@@ -23,17 +23,23 @@ struct Region {
 }  // namespace
 
 MemoryPlan PlanMemory(const MemoryRecord& record, const std::vector<std::vector<int>>& step_outputs,
-                      const std::vector<int>& last_use, const std::vector<bool>& kept) {
+                      const std::vector<int>& last_use, const std::vector<bool>& kept,
+                      const std::vector<std::vector<int>>& in_place) {
   MemoryPlan plan;
   const size_t steps = step_outputs.size();
   const size_t slots = record.root.size();
   plan.offset.resize(steps);
   plan.bytes.resize(steps);
   plan.in_arena.assign(slots, 0);
+  plan.in_place_of.assign(steps, -1);
+  plan.in_place_bytes.assign(steps, -1);
   for (size_t i = 0; i < steps; ++i) {
     plan.offset[i].assign(step_outputs[i].size(), -1);
     plan.bytes[i].assign(step_outputs[i].size(), -1);
   }
+  auto requested = [&](size_t i, size_t k) -> int64_t {
+    return i < record.requested.size() && k < record.requested[i].size() ? record.requested[i][k] : -1;
+  };
   // Each root's group: its views. A group with a kept member is not placed.
   std::map<int, int> last_of_group;
   std::map<int, bool> kept_group;
@@ -44,15 +50,46 @@ MemoryPlan PlanMemory(const MemoryRecord& record, const std::vector<std::vector<
     last_of_group[r] = std::max(last_of_group.count(r) ? last_of_group[r] : end, end);
     if (kept[s]) kept_group[r] = true;
   }
+  // In place: output 0 of step i joins the group of an input that row may
+  // overwrite when that group dies at step i and has the output's bytes; the
+  // two groups are then one region, live to the later of their last uses.
+  std::vector<int> group(slots);  // a root's group after the merges (a union-find parent)
+  for (size_t s = 0; s < slots; ++s) group[s] = static_cast<int>(s);
+  auto find = [&](int s) {
+    while (group[s] != s) s = group[s] = group[group[s]];
+    return s;
+  };
+  std::vector<int64_t> group_bytes(slots, -1);  // a placed group's bytes, by its root
+  for (size_t i = 0; i < steps; ++i)
+    for (size_t k = 0; k < step_outputs[i].size(); ++k) {
+      const int s = step_outputs[i][k];
+      if (s >= 0 && record.root[s] == s && !kept_group.count(s) && requested(i, k) > 0) group_bytes[s] = AlignUp(requested(i, k));
+    }
+  for (size_t i = 0; i < steps && i < in_place.size(); ++i) {
+    if (step_outputs[i].empty() || in_place[i].empty()) continue;
+    const int s = step_outputs[i][0];
+    if (s < 0 || record.root[s] != s || kept_group.count(s) || requested(i, 0) <= 0) continue;
+    for (int t : in_place[i]) {
+      if (t < 0 || record.root[t] < 0) continue;
+      const int g = find(record.root[t]);
+      if (g == s || group_bytes[g] < 0 || group_bytes[g] != group_bytes[s] || last_of_group[g] != static_cast<int>(i)) {
+        continue;
+      }
+      group[s] = g;
+      last_of_group[g] = std::max(last_of_group[g], last_of_group[s]);
+      plan.in_place_of[i] = t;
+      plan.in_place_bytes[i] = requested(i, 0);
+      break;
+    }
+  }
   std::vector<Region> regions;
   for (size_t i = 0; i < steps; ++i)
     for (size_t k = 0; k < step_outputs[i].size(); ++k) {
       const int s = step_outputs[i][k];
-      const int64_t bytes = i < record.requested.size() && k < record.requested[i].size() ? record.requested[i][k] : -1;
-      if (s < 0 || bytes <= 0 || record.root[s] != s || kept_group.count(s)) continue;
+      if (s < 0 || requested(i, k) <= 0 || record.root[s] != s || kept_group.count(s) || find(s) != s) continue;
       Region r;
       r.root = s;
-      r.bytes = AlignUp(bytes);
+      r.bytes = AlignUp(requested(i, k));
       r.start = static_cast<int>(i);
       r.end = std::max(last_of_group[s], r.start);
       r.step = static_cast<int>(i);
@@ -81,18 +118,21 @@ MemoryPlan PlanMemory(const MemoryRecord& record, const std::vector<std::vector<
     plan.total = std::max(plan.total, offset + r.bytes);
     placed.push_back(&r);
   }
-  for (const Region& r : regions) {
-    plan.offset[r.step][r.output] = r.offset;
-    plan.bytes[r.step][r.output] = r.bytes;
-    ++plan.values;
-  }
+  std::vector<const Region*> region_of(slots, nullptr);  // by group root
+  for (const Region& r : regions) region_of[r.root] = &r;
+  for (size_t i = 0; i < steps; ++i)
+    for (size_t k = 0; k < step_outputs[i].size(); ++k) {
+      const int s = step_outputs[i][k];
+      if (s < 0 || requested(i, k) <= 0 || record.root[s] != s || kept_group.count(s)) continue;
+      const Region* r = region_of[find(s)];
+      if (r == nullptr) continue;
+      plan.offset[i][k] = r->offset;
+      plan.bytes[i][k] = r->bytes;
+      ++plan.values;
+    }
   for (size_t s = 0; s < slots; ++s) {
     const int r = record.root[s];
-    if (r >= 0 && !kept_group.count(r) && record.produced_at[r] >= 0) {
-      const int step = record.produced_at[r];
-      for (size_t k = 0; k < step_outputs[step].size(); ++k)
-        if (step_outputs[step][k] == r && plan.offset[step][k] >= 0) plan.in_arena[s] = 1;
-    }
+    if (r >= 0 && !kept_group.count(r) && region_of[find(r)] != nullptr) plan.in_arena[s] = 1;
   }
   return plan;
 }

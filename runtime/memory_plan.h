@@ -8,7 +8,11 @@
 //            │
 //   PlanMemory                 a value and its views share one region, live
 //                              from its producer to the last reader of any of
-//                              them; regions first-fit by decreasing size
+//                              them; an output its kernel row may write over
+//                              an input (KernelDef::overwritable_inputs) shares
+//                              that input's region when the input dies there
+//                              and has its bytes; regions first-fit by
+//                              decreasing size
 //            │
 //   later runs at S            one arena buffer (from the buffer cache) and
 //                              each output at its offset
@@ -33,14 +37,18 @@ struct MemoryPlan {
   std::vector<std::vector<int64_t>> offset;  // [step][output]: byte offset in the arena; -1: its own buffer
   std::vector<std::vector<int64_t>> bytes;   // [step][output]: the planned bytes
   std::vector<char> in_arena;                // [slot]: its buffer is (a view into) the arena
+  std::vector<int> in_place_of;              // [step]: the input slot output 0 is written over; -1: none
+  std::vector<int64_t> in_place_bytes;       // [step]: then output 0's bytes and the input's, as recorded
   int64_t total = 0;                         // arena bytes
-  int64_t values = 0;                        // values placed
+  int64_t values = 0;                        // outputs placed
 };
 
 // Places the outputs `record` saw. step_outputs[i]: the slots step i writes
 // (-1: unnamed); last_use[s]: the last step reading slot s (-1: none);
-// kept[s]: a value that outlives the run (never in the arena).
+// kept[s]: a value that outlives the run (never in the arena); in_place[i]:
+// the input slots step i's kernel may write output 0 over (empty: none).
 MemoryPlan PlanMemory(const MemoryRecord& record, const std::vector<std::vector<int>>& step_outputs,
-                      const std::vector<int>& last_use, const std::vector<bool>& kept);
+                      const std::vector<int>& last_use, const std::vector<bool>& kept,
+                      const std::vector<std::vector<int>>& in_place = {});
 
 }  // namespace sparq

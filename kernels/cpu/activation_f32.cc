@@ -683,8 +683,12 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r) {
   r.Add({"GlobalMaxPool", "", 1, 99, RunGlobalPoolF32<MaxRowsF32Fn>, "max_rows_f32",
          WithoutContext(PrepareRow<CpuOp::kMaxRowsF32>, RowKernel)});
   r.Add({"Tanh", "", 6, 99, RunTanhF32, "tanh_f32", WithoutContext(PrepareRow<CpuOp::kTanhF32>, RowKernel)});
-  r.Add({"Relu", "", 6, 99, RunReluF32, "clip_f32", WithoutContext(PrepareRow<CpuOp::kClipF32>, RowKernel)});
-  r.Add({"Clip", "", 6, 99, RunClipF32, "clip_f32", WithoutContext(PrepareRow<CpuOp::kClipF32>, RowKernel)});
+  // The clip_f32 rows read x[i] (a vector at a time, or one) before they
+  // store y[i]: output 0 may go over input 0 (KernelDef::overwritable_inputs).
+  r.Add({"Relu", "", 6, 99, RunReluF32, "clip_f32", WithoutContext(PrepareRow<CpuOp::kClipF32>, RowKernel),
+         kPriorityFast, 0, 0b1});
+  r.Add({"Clip", "", 6, 99, RunClipF32, "clip_f32", WithoutContext(PrepareRow<CpuOp::kClipF32>, RowKernel),
+         kPriorityFast, 0, 0b1});
   r.Add({"Sigmoid", "", 6, 99, RunSigmoidF32<false>, "sigmoid_f32",
          WithoutContext(PrepareRow<CpuOp::kSigmoidF32>, RowKernel)});
   r.Add({"Silu", kSparqDomain, 1, 99, RunSigmoidF32<true>, "sigmoid_f32",

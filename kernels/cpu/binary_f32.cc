@@ -87,10 +87,14 @@ Status RunBinaryF32(OpContext& ctx) {
 
 void RegisterCpuBinaryF32Ops(KernelRegistry& r) {
   const PrepareFn prepare = WithoutContext(cpu::PrepareRow<CpuOp::kBinaryF32>, cpu::RowKernel);
-  r.Add({"Add", "", 7, 99, RunBinaryF32<BinaryF32Op::kAdd>, "binary_f32", prepare});
-  r.Add({"Sub", "", 7, 99, RunBinaryF32<BinaryF32Op::kSub>, "binary_f32", prepare});
-  r.Add({"Mul", "", 7, 99, RunBinaryF32<BinaryF32Op::kMul>, "binary_f32", prepare});
-  r.Add({"Div", "", 7, 99, RunBinaryF32<BinaryF32Op::kDiv>, "binary_f32", prepare});
+  // Either input may be written over (KernelDef::overwritable_inputs): one
+  // with the output's bytes has its layout, and every row function reads
+  // a[i], b[i] before it stores y[i] (a vector at a time, or one float).
+  constexpr uint32_t kBoth = 0b11;
+  r.Add({"Add", "", 7, 99, RunBinaryF32<BinaryF32Op::kAdd>, "binary_f32", prepare, kPriorityFast, 0, kBoth});
+  r.Add({"Sub", "", 7, 99, RunBinaryF32<BinaryF32Op::kSub>, "binary_f32", prepare, kPriorityFast, 0, kBoth});
+  r.Add({"Mul", "", 7, 99, RunBinaryF32<BinaryF32Op::kMul>, "binary_f32", prepare, kPriorityFast, 0, kBoth});
+  r.Add({"Div", "", 7, 99, RunBinaryF32<BinaryF32Op::kDiv>, "binary_f32", prepare, kPriorityFast, 0, kBoth});
 }
 
 }  // namespace sparq

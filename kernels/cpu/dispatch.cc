@@ -299,6 +299,9 @@ const std::vector<CpuKernelDef>& Table() {
       // BatchNormalization and LayerNormalization of float32 (norm_f32.cc):
       // plain C++, the reference's bits.
       {"scale_shift_f32_portable", P, 0, NONE, ScaleShiftF32Fn(cpu::ScaleShiftRowPortable)},
+#if SPARQ_CPU_X86
+      {"scale_shift_f32_avx512", AVX512, 20, NONE, ScaleShiftF32Fn(cpu::ScaleShiftRowAvx512)},
+#endif
       {"layer_norm_f32_portable", P, 0, NONE, LayerNormF32Fn(cpu::LayerNormRowsPortable)},
 #if SPARQ_CPU_X86
       {"layer_norm_f32_avx2", AVX2, 10, NONE, LayerNormF32Fn(cpu::LayerNormRowsAvx2)},

@@ -18,7 +18,15 @@
 namespace sparq {
 namespace cpu {
 
+// y may be x itself (the memory plan writes BatchNormalization over its
+// input): element i is read before it is written, so the loop vectorizes
+// without the compiler's overlap check, which ran y == x scalar.
 void ScaleShiftRowPortable(const float* x, float* y, int64_t n, float a, float b) {
+#if defined(__clang__)
+#pragma clang loop vectorize(assume_safety)
+#elif defined(__GNUC__)
+#pragma GCC ivdep
+#endif
   for (int64_t i = 0; i < n; ++i) y[i] = x[i] * a + b;
 }
 
@@ -232,8 +240,11 @@ Status RunLayerNormChainF32(OpContext& ctx) {
 void RegisterCpuNormF32Ops(KernelRegistry& r) {
   r.Add({"LayerNormChain", kSparqDomain, 1, 99, RunLayerNormChainF32, "layer_norm_chain_f32",
          WithoutContext(PrepareRow<CpuOp::kLayerNormChainF32>, RowKernel)});
+  // scale_shift_f32 reads x[i] before it stores y[i] (vectorized without an
+  // overlap check: ScaleShiftRowPortable): output 0 may go over input 0
+  // (KernelDef::overwritable_inputs).
   r.Add({"BatchNormalization", "", 1, 99, RunBatchNormF32, "scale_shift_f32",
-         WithoutContext(PrepareRow<CpuOp::kScaleShiftF32>, RowKernel)});
+         WithoutContext(PrepareRow<CpuOp::kScaleShiftF32>, RowKernel), kPriorityFast, 0, 0b1});
   r.Add({"LayerNormalization", "", 1, 99, RunLayerNormF32, "layer_norm_f32",
          WithoutContext(PrepareRow<CpuOp::kLayerNormF32>, RowKernel)});
 }

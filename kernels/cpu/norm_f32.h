@@ -34,6 +34,9 @@ namespace sparq {
 namespace cpu {
 
 void ScaleShiftRowPortable(const float* x, float* y, int64_t n, float a, float b);  // ScaleShiftF32Fn
+#if SPARQ_CPU_X86
+void ScaleShiftRowAvx512(const float* x, float* y, int64_t n, float a, float b);  // norm_f32_avx512.cc
+#endif
 // conv_transpose_f32.cc (ConvTransposeF32Fn): the loops of
 // conv_transpose_f32.inc compiled for each ISA.
 void ConvTransposeF32Portable(const ConvTransposeF32Args& args);

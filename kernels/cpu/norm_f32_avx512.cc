@@ -282,6 +282,23 @@ void LayerNormRowsAvx2(const float* x, int64_t rows, int64_t n, const double* sc
 
 SPARQ_CPU_TARGET_END
 
+SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX512_FEATURES)
+
+// scale_shift_f32_avx512: y[i] = x[i] * a + b, the product rounded before the
+// sum (the file is built without contraction), sixteen values a step and the
+// tail under a mask; y may be x (each vector is read before it is stored).
+void ScaleShiftRowAvx512(const float* x, float* y, int64_t n, float a, float b) {
+  const __m512 va = _mm512_set1_ps(a), vb = _mm512_set1_ps(b);
+  int64_t i = 0;
+  for (; i + 16 <= n; i += 16) _mm512_storeu_ps(y + i, _mm512_add_ps(_mm512_mul_ps(_mm512_loadu_ps(x + i), va), vb));
+  if (i < n) {
+    const __mmask16 m = static_cast<__mmask16>((1u << (n - i)) - 1);
+    _mm512_mask_storeu_ps(y + i, m, _mm512_add_ps(_mm512_mul_ps(_mm512_maskz_loadu_ps(m, x + i), va), vb));
+  }
+}
+
+SPARQ_CPU_TARGET_END
+
 }  // namespace cpu
 }  // namespace sparq
 

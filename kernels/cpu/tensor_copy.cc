@@ -18,8 +18,9 @@
 // Transpose (kernel "transpose_blocks"): the output without its zero fill; when
 // the permutation ends in a 2-D transpose (the output's last dimension strided
 // in the input, the one before it contiguous, e.g. BERT's K^T [0, 2, 3, 1]),
-// that block in tiles of 8 x 8 so that both sides stay in cache lines, else
-// the reference's strided copy. A copy: the reference's bytes.
+// that block in tiles of 8 x 8 so that both sides stay in cache lines (output
+// rows of 128 values or more: kMinTileCols), else the reference's strided
+// copy. A copy: the reference's bytes.
 //
 // Where (kernel "where_select"): the reference's broadcast runs
 // (kernels/ref/elementwise_util.h), each run's loop compiled for its operands'
@@ -45,6 +46,15 @@ namespace sparq {
 namespace {
 
 constexpr int64_t kBytesPerTask = int64_t{1} << 16;  // copies below this share a task
+
+// Transposes whose output rows are shorter than this run the strided copy,
+// not the 8 x 8 tiles: its rows read kMinTileCols or fewer input lines, which
+// stay in L1 over 16 output rows, and issue as many independent loads where
+// the tiles have 8 in flight (DeepFilterNet3's [1, 64, 100, 8] -> [1, 100, 8,
+// 64]: 20 us vs 29 us alone, 44 vs 58 us in the model, whose input is cold;
+// BERT's K^T, 128 columns: tiles 57 us, strided 87; bench/RESULTS.md, "Fast
+// rows vs the reference, node by node").
+constexpr int64_t kMinTileCols = 128;
 
 // The product of the dimensions before / after `axis`.
 void OuterInner(const Shape& shape, int64_t axis, int64_t* outer, int64_t* inner) {
@@ -245,7 +255,7 @@ Status TransposeBlocks(OpContext& ctx) {
     st.push_back(strides[d]);
   }
   const size_t k = shape.size();
-  if (y.numel() == 0 || k < 2 || st[k - 1] == 1 || st[k - 2] != 1) {
+  if (y.numel() == 0 || k < 2 || st[k - 1] == 1 || st[k - 2] != 1 || shape[k - 1] < kMinTileCols) {
     tensor_ops::StridedCopy(x.raw_data(), strides, out_shape, y.raw_data(), esize, ctx.pool());
     ctx.set_output(0, std::move(y));
     return Status::OK();

@@ -828,7 +828,7 @@ void CheckGeluErfChainF32(std::mt19937& rng, GeluErfChainF32Fn fn, float abs_tol
 }
 
 // x * a + b, the product rounded first (the reference BatchNormalization's
-// per-channel affine), bit for bit, with special values.
+// per-channel affine), bit for bit, with special values; also with y == x.
 void CheckScaleShiftF32(std::mt19937& rng, ScaleShiftF32Fn fn) {
   std::uniform_real_distribution<float> value(-8.0f, 8.0f);
   const float inf = std::numeric_limits<float>::infinity();
@@ -845,6 +845,9 @@ void CheckScaleShiftF32(std::mt19937& rng, ScaleShiftF32Fn fn) {
       fn(x.data(), got.data(), n, a, b);
       ExpectFloatRow(std::vector<float>(got.begin(), got.begin() + n), want, 0.0f);
       EXPECT_EQ(got[n], 99.0f) << "wrote past n";
+      std::vector<float> in_place = x;  // y == x: the memory plan writes BatchNormalization over its input
+      fn(in_place.data(), in_place.data(), n, a, b);
+      ExpectFloatRow(in_place, want, 0.0f);
     }
   }
 }

@@ -184,14 +184,16 @@ TEST(CpuTensorCopy, BadNodesGiveTheReferencesErrors) {
 }
 
 // Transpose (kernel transpose_blocks): the reference's bytes for 1-, 2-, 4-
-// and 8-byte elements under permutations that end in a 2-D transpose (tiled)
-// and others (strided copy), the default reversed order and unit dimensions,
-// for 1 and 2 threads; a bad perm gives the reference's error.
+// and 8-byte elements under permutations that end in a 2-D transpose (tiled
+// when the output rows have 128 values or more: [1, 130, 3, 17] by
+// {0, 2, 3, 1}, with partial tiles; strided below) and others (strided copy),
+// the default reversed order and unit dimensions, for 1 and 2 threads; a bad
+// perm gives the reference's error.
 TEST(CpuTranspose, IsTheReferencesBytes) {
   const std::vector<std::vector<int64_t>> perms = {{0, 2, 3, 1}, {0, 2, 1, 3}, {3, 2, 1, 0}, {1, 0, 2, 3},
                                                    {0, 1, 3, 2}, {}};
   for (DataType type : {DataType::kFloat32, DataType::kUInt8, DataType::kFloat16, DataType::kInt64}) {
-    for (const Shape& shape : {Shape{2, 19, 12, 9}, Shape{1, 64, 1, 32}}) {
+    for (const Shape& shape : {Shape{2, 19, 12, 9}, Shape{1, 64, 1, 32}, Shape{1, 130, 3, 17}}) {
       for (const std::vector<int64_t>& perm : perms) {
         SCOPED_TRACE(std::string(DataTypeName(type)) + " " + ShapeToString(shape) + " perm " +
                      std::to_string(perm.size()));
