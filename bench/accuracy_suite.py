@@ -107,7 +107,7 @@ SPARQ_METHODS = ("max", "kl", "percentile", "mse")
 # and a class_score_sqnr floor of 24 dB kept 50-51 of 53 (bench/ACCURACY.md,
 # yolov8n_det): neither beats TASK_VARIANTS' static recipe.
 # The 'd' prune variants' settings (--distill-steps / --distill-args / --distill-data).
-DISTILL = {"steps": 3, "args": [], "data": ""}
+DISTILL = {"steps": 3, "args": [], "data": "", "recovery": True}
 FALLBACK_GATES = {"classifier": ("agreement", "max_drop", 5), "ctc_recognizer": ("ctc_accuracy", "max_drop", 5),
                   "detector": ("sqnr", "min_sqnr_db", 35)}
 NOTES = (
@@ -313,9 +313,10 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constan
             f"  evaluation: {paths['calib'] if gate else paths['eval_small']}\n"
             "  batch_size: 8\n" + recipe_constants(constants))
     if prune:  # True / "2:4": 2:4; "uniform<P>" / "auto<P>": unstructured P% with that allocation
-        text += "prune:\n  enabled: true\n  recovery: true\n"
         distill = prune is not True and prune.endswith("d")  # "...d": progressive, distilled between steps
         prune = prune[:-1] if distill else prune
+        recovery = "true" if not distill or DISTILL["recovery"] else "false"
+        text += f"prune:\n  enabled: true\n  recovery: {recovery}\n"
         if prune is True or prune in ("2:4", "2:4b"):
             text += "  structure: \"2:4\"\n"
             if prune == "2:4b":  # then block reconstruction, the defaults (prune.reconstruction)
@@ -796,6 +797,8 @@ def main(argv=None):
     ap.add_argument("--distill-steps", type=int, default=3, help="pruning steps of the 'd' variants (default 3)")
     ap.add_argument("--distill-args", default="",
                     help="extra arguments of tools/retrain_distill.py in the 'd' variants (one string, split on spaces)")
+    ap.add_argument("--distill-no-recovery", action="store_true",
+                    help="the 'd' variants without the least-squares recovery before each distillation")
     ap.add_argument("--distill-data", default="",
                     help="the 'd' variants' training data (retrain.data; <model> is replaced by the model's name); "
                          "default: the variant's calibration samples. Never the evaluation split")
@@ -811,7 +814,8 @@ def main(argv=None):
                     help="only rewrite --md from the work folder's results.json (of an earlier or running run)")
     ap.add_argument("--ort-worker", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
-    DISTILL.update(steps=args.distill_steps, args=args.distill_args.split(), data=args.distill_data)
+    DISTILL.update(steps=args.distill_steps, args=args.distill_args.split(), data=args.distill_data,
+                   recovery=not args.distill_no_recovery)
     if args.ort_worker:
         return ort_worker(*args.ort_worker)
     if args.render:
