@@ -278,6 +278,12 @@ def run(args):
             print(f"  it {it}: training loss {running / args.eval_every:.5f}, held-out {held:.5f}{note}, "
                   f"{time.time() - start:.0f} s", flush=True)
             running = 0.0
+    if it % args.eval_every and it != args.iterations:  # stopped by time between checkpoints: score the last iterate
+        held = held_out_loss()
+        if not n_hold or held < best:
+            best, best_at = held, it
+            best_state = {k: v.detach().clone() for k, v in student.state_dict().items()}
+        print(f"  it {it}: held-out {held:.5f}{' (best)' if best_at == it else ''}", flush=True)
     student.load_state_dict(best_state)
     write_model(model, student, args.model_out)
     print(f"step {args.step}: wrote the checkpoint of iteration {best_at} (held-out loss {best:.5f}) after "
