@@ -35,6 +35,12 @@ and evaluation splits, meta.json with the task), on the same data:
   sparq 2:4, block reconstruction     (--prune-variants 2:4,2:4b) the same
     + int8 (<method>)                 with prune.reconstruction block after
                                       the least squares
+  sparq 2:4, N steps distilled        (--prune-variants 2:4d; also uniform50d, ...)
+    + int8 (<method>)                 progressive (schedule linear,
+                                      --distill-steps), tools/retrain_distill.py
+                                      as prune.retrain after each step's least
+                                      squares, the dense model its teacher,
+                                      --distill-args its options
   sparq P% uniform / auto + int8      (--prune-variants uniform50,auto50)
                                       unstructured, every layer at P% or
                                       P% overall allocated by the
@@ -100,6 +106,8 @@ SPARQ_METHODS = ("max", "kl", "percentile", "mse")
 # calibration photos' own boxes survive; 48 of 53 on the evaluation photos),
 # and a class_score_sqnr floor of 24 dB kept 50-51 of 53 (bench/ACCURACY.md,
 # yolov8n_det): neither beats TASK_VARIANTS' static recipe.
+# The 'd' prune variants' settings (--distill-steps / --distill-args / --distill-data).
+DISTILL = {"steps": 3, "args": [], "data": "", "recovery": True}
 FALLBACK_GATES = {"classifier": ("agreement", "max_drop", 5), "ctc_recognizer": ("ctc_accuracy", "max_drop", 5),
                   "detector": ("sqnr", "min_sqnr_db", 35)}
 NOTES = (
@@ -327,7 +335,10 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constan
             f"  evaluation: {paths['calib'] if gate else paths['eval_small']}\n"
             "  batch_size: 8\n" + recipe_constants(constants))
     if prune:  # True / "2:4": 2:4; "uniform<P>" / "auto<P>": unstructured P% with that allocation
-        text += "prune:\n  enabled: true\n  recovery: true\n"
+        distill = prune is not True and prune.endswith("d")  # "...d": progressive, distilled between steps
+        prune = prune[:-1] if distill else prune
+        recovery = "true" if not distill or DISTILL["recovery"] else "false"
+        text += f"prune:\n  enabled: true\n  recovery: {recovery}\n"
         if prune is True or prune in ("2:4", "2:4b"):
             text += "  structure: \"2:4\"\n"
             if prune == "2:4b":  # then block reconstruction, the defaults (prune.reconstruction)
@@ -338,6 +349,14 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constan
             text += (f"  structure: unstructured\n  sparsity: {int(prune[len(allocation):].rstrip('r')) / 100}\n"
                      f"  allocation: {allocation}\n" +
                      ("  sensitivity: {recovery: true}\n" if scan_recovery else ""))
+        if distill:  # tools/retrain_distill.py after each step, the dense model its teacher
+            command = [sys.executable, os.path.join(REPO, "tools", "retrain_distill.py"), "--teacher", model,
+                       "{model_in}", "{masks}", "{model_out}", "--data", "{data}", "--step", "{step}"]
+            command += DISTILL["args"]
+            text += (f"  schedule: linear\n  steps: {DISTILL['steps']}\n"
+                     f"  retrain:\n    command: {json.dumps(command)}\n    timeout: 36000\n" +
+                     (f"    data: {DISTILL['data'].replace('<model>', os.path.basename(os.path.dirname(model)))}\n"
+                      if DISTILL["data"] else ""))
     if quant == "fp16":
         text += "quantize:\n  precision: fp16\n  fallback:\n    enabled: false\n"
     elif quant == "default":  # no calibration keys: quantize.search chooses (sparq/search.h)
@@ -576,9 +595,12 @@ def run_model(args, name, save):
     variants.append(("sparq int8 dynamic", "sparq", ("dynamic", False)))
     variants.append(("sparq fp16", "sparq", ("fp16", False)))
     for p in args.prune_variants:
-        label = "2:4" if p == "2:4" else "2:4, block reconstruction" if p == "2:4b" else (
-            f"{p[4:].rstrip('r')}% auto" + (", scan with recovery" if p.endswith("r") else "")
-            if p.startswith("auto") else f"{p[7:]}% uniform")
+        q = p[:-1] if p.endswith("d") else p
+        label = "2:4" if q == "2:4" else "2:4, block reconstruction" if q == "2:4b" else (
+            f"{q[4:].rstrip('r')}% auto" + (", scan with recovery" if q.endswith("r") else "")
+            if q.startswith("auto") else f"{q[7:]}% uniform")
+        if p.endswith("d"):
+            label += f", {DISTILL['steps']} steps distilled"
         variants.append((f"sparq {label} + int8 {args.prune_method}", "sparq", (args.prune_method, p)))
     pre = os.path.join(work, "model_pre.onnx")
     for method in ORT_METHODS:
@@ -796,7 +818,17 @@ def main(argv=None):
                     help="pruned variants (comma): 2:4, 2:4b (2:4 with block reconstruction after the least "
                          "squares: prune.reconstruction), uniform<P> (unstructured, P%% in every pruned layer), "
                          "auto<P> (unstructured, P%% of the pruned layers' weights, allocation: auto), "
-                         "auto<P>r (the same, the scan re-fitting each layer: sensitivity.recovery)")
+                         "auto<P>r (the same, the scan re-fitting each layer: sensitivity.recovery); a 'd' suffix "
+                         "(2:4d, uniform50d): progressive (schedule linear, --distill-steps) with "
+                         "tools/retrain_distill.py as prune.retrain after each step, the dense model its teacher")
+    ap.add_argument("--distill-steps", type=int, default=3, help="pruning steps of the 'd' variants (default 3)")
+    ap.add_argument("--distill-args", default="",
+                    help="extra arguments of tools/retrain_distill.py in the 'd' variants (one string, split on spaces)")
+    ap.add_argument("--distill-no-recovery", action="store_true",
+                    help="the 'd' variants without the least-squares recovery before each distillation")
+    ap.add_argument("--distill-data", default="",
+                    help="the 'd' variants' training data (retrain.data; <model> is replaced by the model's name); "
+                         "default: the variant's calibration samples. Never the evaluation split")
     ap.add_argument("--dense-map-metric", default="sqnr", choices=("sqnr", "map_iou"),
                     help="sparq's evaluate.metric for dense maps (search, gate, fallback): sqnr (min_sqnr_db 30 in the "
                          "whole default recipe) or map_iou at meta.json's threshold (evaluate.threshold)")
@@ -809,6 +841,8 @@ def main(argv=None):
                     help="only rewrite --md from the work folder's results.json (of an earlier or running run)")
     ap.add_argument("--ort-worker", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    DISTILL.update(steps=args.distill_steps, args=args.distill_args.split(), data=args.distill_data,
+                   recovery=not args.distill_no_recovery)
     if args.ort_worker:
         return ort_worker(*args.ort_worker)
     if args.render:

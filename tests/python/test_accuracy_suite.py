@@ -44,6 +44,23 @@ def test_pruned_variant_recipes(prune, structure, sparsity, allocation):
     assert p.get("sensitivity") == ({"recovery": True} if str(prune).endswith("r") else None)
 
 
+@pytest.mark.parametrize("prune,structure", [("2:4d", "2:4"), ("uniform50d", "unstructured")])
+def test_distilled_variant_recipes_run_retrain_distill_with_the_dense_teacher(prune, structure, monkeypatch):
+    monkeypatch.setitem(S.DISTILL, "steps", 4)
+    monkeypatch.setitem(S.DISTILL, "args", ["--iterations", "20"])
+    monkeypatch.setitem(S.DISTILL, "data", "/suite/<model>/calib.npz")
+    r = yaml.safe_load(S.sparq_recipe("/suite/m1/model.onnx", PATHS, "/out", "percentile", prune, "agreement"))
+    p = r["prune"]
+    assert p["structure"] == structure and p["schedule"] == "linear" and p["steps"] == 4 and p["recovery"]
+    cmd = p["retrain"]["command"]
+    assert cmd[1].endswith(os.path.join("tools", "retrain_distill.py"))
+    assert cmd[cmd.index("--teacher") + 1] == "/suite/m1/model.onnx"
+    for placeholder in ("{model_in}", "{masks}", "{model_out}", "{data}", "{step}"):
+        assert placeholder in cmd
+    assert cmd[-2:] == ["--iterations", "20"]
+    assert p["retrain"]["data"] == "/suite/m1/calib.npz"
+
+
 def test_constants_are_pinned_in_every_recipe():
     sr = {"sr": [16000, "int64"]}
     for quant in ("max", "whole"):
