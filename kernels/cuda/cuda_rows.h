@@ -80,6 +80,7 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/device_kernels.h"
 #include "kernels/registry.h"
 
 namespace sparq {
@@ -161,6 +162,39 @@ int64_t Product(const Shape& s, size_t begin, size_t end);
 Status ConcatInto(OpContext& ctx, CudaContext& cuda, const std::vector<const Tensor*>& parts, int64_t axis);
 // One cuBLASLt GEMM on ctx's stream, its plan cached by the context (CudaContext::Gemm).
 Status RunCudaGemm(CudaContext& cuda, const LtGemmArgs& args);
+// ---------------------------------------------------------------------------
+// The INT8 GEMM rows' operands (rows_int8.cc, rows_sparse.cc)
+
+// An int8 device view of an int8 / uint8 device tensor: uint8 is shifted
+// (x ^ 0x80 = x - 128) into a scratch buffer that `holder` keeps.
+struct SignedView {
+  const int8_t* data = nullptr;
+  std::shared_ptr<uint8_t> holder;
+  bool shifted = false;  // uint8 made int8: its zero points move by -128 too
+};
+// NotSupported naming `what` for types other than int8 / uint8.
+StatusOr<SignedView> AsSigned(const OpContext& ctx, CudaContext& cuda, const Tensor& t, const char* what);
+// Host input i's zero points ({0} when absent), shifted by -128 when the data
+// were (`shifted`); InvalidArgument naming `what` when present but empty.
+StatusOr<std::vector<int32_t>> ZeroPoints(const OpContext& ctx, size_t i, bool shifted, const char* what);
+// Host input i's one float (NotSupported naming `what` unless per tensor).
+StatusOr<float> SingleFloat(const OpContext& ctx, size_t i, const char* what);
+// The output zero point, host input i (0 when absent; NotSupported unless per tensor).
+StatusOr<int32_t> OutputZeroPoint(const OpContext& ctx, size_t i);
+// RequantMultiplier(x_scale, w_scale[j], y_scale) per j, uploaded (one value or one per row / column).
+StatusOr<std::shared_ptr<uint8_t>> UploadMultipliers(CudaContext& cuda, float x_scale, const std::vector<float>& w_scale,
+                                                     float y_scale);
+// NotSupported naming the node unless its `activation` is none or GeluErfChain
+// (what sparq.MatMulIntegerToFloat's float epilogue applies).
+Status CheckIntegerToFloatActivation(const Node& node);
+// sparq.MatMulIntegerToFloat(A, B, A_zero_point, B_zero_point, A_scale,
+// B_scale[, Bias])'s float epilogue for `cols` output columns:
+// A_scale (input 4) x B_scale[n] (input 5, one value or `cols`) uploaded and
+// kept by *held, Bias (input 6, float32 [cols] on the device) when present,
+// the node's GeluErfChain activation.
+StatusOr<FloatEpilogue> MakeFloatEpilogue(const OpContext& ctx, CudaContext& cuda, int64_t cols,
+                                          std::shared_ptr<uint8_t>* held);
+
 // One CUDA row (opset since .. 99).
 KernelDef CudaRow(const char* op, const char* domain, int since, KernelFn fn, const char* name,
                   PrepareFn prepare = nullptr, uint32_t host_inputs = 0, int priority = kCudaPriorityGeneral);
