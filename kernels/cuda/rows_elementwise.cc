@@ -40,7 +40,7 @@ Status Binary(OpContext& ctx) {
   if (!st.ok()) return st.WithContext(ctx.node().Describe());
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, type, Shape(out_dims, out_dims + out_rank)));
   if (type == DataType::kFloat32) {
-    return LaunchBinaryF32(kOp, InF32(ctx, 0), InF32(ctx, 1), static_cast<float*>(y->raw_data()), plan, cuda->stream());
+    return LaunchBinary(kOp, InF32(ctx, 0), InF32(ctx, 1), static_cast<float*>(y->raw_data()), plan, cuda->stream());
   }
   return LaunchBinaryInt(kOp, static_cast<int>(DataTypeSize(type)), ctx.input(0).raw_data(), ctx.input(1).raw_data(),
                          y->raw_data(), plan, cuda->stream());
@@ -69,7 +69,7 @@ Status RunUnary(OpContext& ctx, UnaryOp op, float p0 = 0.0f, float p1 = 0.0f, fl
   SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
   const Tensor& x = ctx.input(0);
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, x.shape()));
-  return LaunchUnaryF32(op, InF32(ctx, 0), static_cast<float*>(y->raw_data()), x.numel(), p0, p1, p2, cuda->stream());
+  return LaunchUnary(op, InF32(ctx, 0), static_cast<float*>(y->raw_data()), x.numel(), p0, p1, p2, cuda->stream());
 }
 
 template <UnaryOp kOp>
@@ -116,7 +116,7 @@ Status GeluErfChainF32(OpContext& ctx) {
   Shape shape = x.shape();
   while (static_cast<int64_t>(shape.size()) < ctx.node().attr_int("min_rank", 0)) shape.insert(shape.begin(), 1);
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, shape));
-  return LaunchUnaryF32(UnaryOp::kGeluErfChain, InF32(ctx, 0), static_cast<float*>(y->raw_data()), x.numel(),
+  return LaunchUnary(UnaryOp::kGeluErfChain, InF32(ctx, 0), static_cast<float*>(y->raw_data()), x.numel(),
                         ctx.node().attr_float("divisor", 1.41421356f), ctx.node().attr_float("offset", 1.0f),
                         ctx.node().attr_float("scale", 0.5f), cuda->stream());
 }
@@ -131,7 +131,7 @@ Status HardSwishChainF32(OpContext& ctx) {
   while (static_cast<int64_t>(shape.size()) < ctx.node().attr_int("min_rank", 0)) shape.insert(shape.begin(), 1);
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, shape));
   const Node& n = ctx.node();
-  return LaunchUnaryF32(UnaryOp::kHardSwishChain, InF32(ctx, 0), static_cast<float*>(y->raw_data()), x.numel(),
+  return LaunchUnary(UnaryOp::kHardSwishChain, InF32(ctx, 0), static_cast<float*>(y->raw_data()), x.numel(),
                         n.attr_float("offset", 3.0f), n.attr_float("lo", 0.0f), n.attr_float("hi", 6.0f),
                         cuda->stream(), n.attr_float("divisor", 6.0f));
 }
@@ -152,7 +152,7 @@ Status SoftmaxF32(OpContext& ctx) {
   const int64_t rows = Product(x.shape(), 0, static_cast<size_t>(axis));
   const int64_t n = Product(x.shape(), static_cast<size_t>(axis), x.rank());
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, x.shape()));
-  return LaunchSoftmaxRowsF32(InF32(ctx, 0), static_cast<float*>(y->raw_data()), rows, n, cuda->stream());
+  return LaunchSoftmaxRows(InF32(ctx, 0), static_cast<float*>(y->raw_data()), rows, n, cuda->stream());
 }
 
 Status CheckSoftmax(const Node& node, const std::vector<const Tensor*>&) {
@@ -187,7 +187,7 @@ Status LayerNormF32(OpContext& ctx) {
   }
   const double eps = ctx.node().attr_float("epsilon", 1e-5f);
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, x.shape()));
-  return LaunchLayerNormRowsF32(InF32(ctx, 0), InF32(ctx, 1), ctx.has_input(2) ? InF32(ctx, 2) : nullptr, eps, rows,
+  return LaunchLayerNormRows(InF32(ctx, 0), InF32(ctx, 1), ctx.has_input(2) ? InF32(ctx, 2) : nullptr, eps, rows,
                                 cols, static_cast<float*>(y->raw_data()), cuda->stream());
 }
 
@@ -218,8 +218,7 @@ Status Pool2d(OpContext& ctx) {
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, type, y_shape));
   if (bytes) return LaunchMaxPool2dS8(x.raw_data(), type == DataType::kInt8, y->raw_data(), g, cuda->stream());
   float* yp = static_cast<float*>(y->raw_data());
-  return kMax ? LaunchMaxPool2dF32(InF32(ctx, 0), yp, g, cuda->stream())
-              : LaunchAveragePool2dF32(InF32(ctx, 0), yp, g, cuda->stream());
+  return LaunchPool2d(kMax, InF32(ctx, 0), yp, g, cuda->stream());
 }
 
 Status GlobalAveragePoolF32(OpContext& ctx) {
@@ -232,7 +231,7 @@ Status GlobalAveragePoolF32(OpContext& ctx) {
   y_shape[0] = x.dim(0);
   y_shape[1] = x.dim(1);
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, y_shape));
-  return LaunchGlobalAveragePoolF32(InF32(ctx, 0), static_cast<float*>(y->raw_data()), x.dim(0) * x.dim(1),
+  return LaunchGlobalAveragePool(InF32(ctx, 0), static_cast<float*>(y->raw_data()), x.dim(0) * x.dim(1),
                                     Product(x.shape(), 2, x.rank()), cuda->stream());
 }
 
@@ -314,7 +313,7 @@ Status ReduceSumMeanF32(OpContext& ctx) {
   if (!layout.offsets.empty()) {
     SPARQ_ASSIGN_OR_RETURN(offsets, UploadVector(*cuda, layout.offsets));
   }
-  return LaunchReduceSumMeanF32(InF32(ctx, 0), reinterpret_cast<const int64_t*>(base.get()),
+  return LaunchReduceSumMean(InF32(ctx, 0), reinterpret_cast<const int64_t*>(base.get()),
                                 static_cast<int64_t>(layout.base.size()), reinterpret_cast<const int64_t*>(offsets.get()),
                                 static_cast<int64_t>(layout.offsets.size()), kMean, static_cast<float*>(y->raw_data()),
                                 cuda->stream());

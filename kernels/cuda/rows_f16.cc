@@ -69,7 +69,7 @@ Status RequireF16(const OpContext& ctx, size_t i, const char* row) {
 // ---------------------------------------------------------------------------
 // Elementwise
 
-template <int kOp>
+template <BinaryOp kOp>
 Status BinaryF16(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(RequireF16(ctx, 0, "the float16 binary rows"));
   SPARQ_RETURN_IF_ERROR(RequireF16(ctx, 1, "the float16 binary rows"));
@@ -83,18 +83,18 @@ Status BinaryF16(OpContext& ctx) {
                                       out_dims, &out_rank)
                             .WithContext(ctx.node().Describe()));
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat16, Shape(out_dims, out_dims + out_rank)));
-  return LaunchBinaryF16(kOp, InF16(ctx, 0), InF16(ctx, 1), OutF16(y), plan, cuda->stream());
+  return LaunchBinary(kOp, InF16(ctx, 0), InF16(ctx, 1), OutF16(y), plan, cuda->stream());
 }
 
-Status RunUnaryF16(OpContext& ctx, HalfUnaryOp op, float lo = 0.0f, float hi = 0.0f) {
+Status RunUnaryF16(OpContext& ctx, UnaryOp op, float lo = 0.0f, float hi = 0.0f) {
   SPARQ_RETURN_IF_ERROR(RequireF16(ctx, 0, "the float16 unary rows"));
   SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
   const Tensor& x = ctx.input(0);
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat16, x.shape()));
-  return LaunchUnaryF16(op, InF16(ctx, 0), OutF16(y), x.numel(), lo, hi, cuda->stream());
+  return LaunchUnary(op, InF16(ctx, 0), OutF16(y), x.numel(), lo, hi, 0.0f, cuda->stream());
 }
 
-template <HalfUnaryOp kOp>
+template <UnaryOp kOp>
 Status UnaryF16(OpContext& ctx) {
   return RunUnaryF16(ctx, kOp);
 }
@@ -113,7 +113,7 @@ Status ClipF16(OpContext& ctx) {
       (i == 1 ? lo : hi) = v[0];
     }
   }
-  return RunUnaryF16(ctx, HalfUnaryOp::kClip, lo, hi);
+  return RunUnaryF16(ctx, UnaryOp::kClip, lo, hi);
 }
 
 Status CheckGeluF16(const Node& node, const std::vector<const Tensor*>&) {
@@ -212,7 +212,7 @@ Status SoftmaxF16(OpContext& ctx) {
   const int64_t rows = Product(x.shape(), 0, static_cast<size_t>(axis));
   const int64_t n = Product(x.shape(), static_cast<size_t>(axis), x.rank());
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat16, x.shape()));
-  return LaunchSoftmaxRowsF16(InF16(ctx, 0), OutF16(y), rows, n, cuda->stream());
+  return LaunchSoftmaxRows(InF16(ctx, 0), OutF16(y), rows, n, cuda->stream());
 }
 
 Status CheckLayerNormF16(const Node& node, const std::vector<const Tensor*>&) {
@@ -240,13 +240,13 @@ Status LayerNormF16(OpContext& ctx) {
   }
   const double eps = ctx.node().attr_float("epsilon", 1e-5f);
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat16, x.shape()));
-  return LaunchLayerNormRowsF16(InF16(ctx, 0), InF16(ctx, 1), ctx.has_input(2) ? InF16(ctx, 2) : nullptr, eps, rows,
+  return LaunchLayerNormRows(InF16(ctx, 0), InF16(ctx, 1), ctx.has_input(2) ? InF16(ctx, 2) : nullptr, eps, rows,
                                 cols, OutF16(y), cuda->stream());
 }
 
 // ReduceSum / ReduceMean of float16 over any axes: the float32 row's layout
 // (output o reduces x[base[o] + offsets[r]] in the reference's order),
-// ReduceSumMeanHalfElement per output.
+// ReduceSumMeanElement per output.
 std::vector<int64_t> EnumerateOffsetsF16(const std::vector<int64_t>& dims, const std::vector<int64_t>& strides) {
   std::vector<int64_t> out;
   const int64_t total = NumElements(dims);
@@ -317,7 +317,7 @@ Status ReduceSumMeanF16(OpContext& ctx) {
   if (!offsets.empty()) {
     SPARQ_ASSIGN_OR_RETURN(offsets_dev, UploadVector(*cuda, offsets));
   }
-  return LaunchReduceSumMeanF16(InF16(ctx, 0), reinterpret_cast<const int64_t*>(base_dev.get()),
+  return LaunchReduceSumMean(InF16(ctx, 0), reinterpret_cast<const int64_t*>(base_dev.get()),
                                 static_cast<int64_t>(base.size()), reinterpret_cast<const int64_t*>(offsets_dev.get()),
                                 static_cast<int64_t>(offsets.size()), kMean, OutF16(y), cuda->stream());
 }
@@ -341,7 +341,7 @@ Status Pool2dF16(OpContext& ctx) {
   Shape y_shape;
   SPARQ_ASSIGN_OR_RETURN(const Pool2dGeometry g, Pool2dGeometryOf(ctx, ctx.input(0).shape(), &y_shape));
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat16, y_shape));
-  return LaunchPool2dF16(kMax, InF16(ctx, 0), OutF16(y), g, cuda->stream());
+  return LaunchPool2d(kMax, InF16(ctx, 0), OutF16(y), g, cuda->stream());
 }
 
 Status GlobalAveragePoolF16(OpContext& ctx) {
@@ -353,7 +353,7 @@ Status GlobalAveragePoolF16(OpContext& ctx) {
   y_shape[0] = x.dim(0);
   y_shape[1] = x.dim(1);
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat16, y_shape));
-  return LaunchGlobalAveragePoolF16(InF16(ctx, 0), OutF16(y), x.dim(0) * x.dim(1), Product(x.shape(), 2, x.rank()),
+  return LaunchGlobalAveragePool(InF16(ctx, 0), OutF16(y), x.dim(0) * x.dim(1), Product(x.shape(), 2, x.rank()),
                                     cuda->stream());
 }
 
@@ -455,7 +455,7 @@ Status ConvDepthwiseF16(OpContext& ctx) {
     bias = InF16(ctx, 2);
   }
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat16, y_shape));
-  return LaunchDepthwiseConvF16(InF16(ctx, 0), InF16(ctx, 1), bias, OutF16(y), g, cuda->stream());
+  return LaunchDepthwiseConv(InF16(ctx, 0), InF16(ctx, 1), bias, OutF16(y), g, cuda->stream());
 }
 
 Status CheckGemmF16(const Node& node, const std::vector<const Tensor*>&) {
@@ -523,21 +523,21 @@ void RegisterCudaF16Rows(KernelRegistry& r) {
                   uint32_t host_inputs = 0) {
     r.Add(CudaRow(op, domain, since, fn, name, std::move(prepare), host_inputs, kF16Priority));
   };
-  row("Add", "", 7, WithHostFallback<BinaryF16<0>>, "add_f16_cuda", Float16Only(xy));
-  row("Sub", "", 7, WithHostFallback<BinaryF16<1>>, "sub_f16_cuda", Float16Only(xy));
-  row("Mul", "", 7, WithHostFallback<BinaryF16<2>>, "mul_f16_cuda", Float16Only(xy));
-  row("Div", "", 7, WithHostFallback<BinaryF16<3>>, "div_f16_cuda", Float16Only(xy));
-  row("Relu", "", 6, WithHostFallback<UnaryF16<HalfUnaryOp::kRelu>>, "relu_f16_cuda", Float16Only(x));
-  row("Sigmoid", "", 6, WithHostFallback<UnaryF16<HalfUnaryOp::kSigmoid>>, "sigmoid_f16_cuda", Float16Only(x));
-  row("Tanh", "", 6, WithHostFallback<UnaryF16<HalfUnaryOp::kTanh>>, "tanh_f16_cuda", Float16Only(x));
-  row("Erf", "", 9, WithHostFallback<UnaryF16<HalfUnaryOp::kErf>>, "erf_f16_cuda", Float16Only(x));
-  row("Sqrt", "", 6, WithHostFallback<UnaryF16<HalfUnaryOp::kSqrt>>, "sqrt_f16_cuda", Float16Only(x));
-  row("Exp", "", 6, WithHostFallback<UnaryF16<HalfUnaryOp::kExp>>, "exp_f16_cuda", Float16Only(x));
-  row("Neg", "", 6, WithHostFallback<UnaryF16<HalfUnaryOp::kNeg>>, "neg_f16_cuda", Float16Only(x));
-  row("Abs", "", 6, WithHostFallback<UnaryF16<HalfUnaryOp::kAbs>>, "abs_f16_cuda", Float16Only(x));
-  row("Reciprocal", "", 6, WithHostFallback<UnaryF16<HalfUnaryOp::kReciprocal>>, "reciprocal_f16_cuda", Float16Only(x));
+  row("Add", "", 7, WithHostFallback<BinaryF16<BinaryOp::kAdd>>, "add_f16_cuda", Float16Only(xy));
+  row("Sub", "", 7, WithHostFallback<BinaryF16<BinaryOp::kSub>>, "sub_f16_cuda", Float16Only(xy));
+  row("Mul", "", 7, WithHostFallback<BinaryF16<BinaryOp::kMul>>, "mul_f16_cuda", Float16Only(xy));
+  row("Div", "", 7, WithHostFallback<BinaryF16<BinaryOp::kDiv>>, "div_f16_cuda", Float16Only(xy));
+  row("Relu", "", 6, WithHostFallback<UnaryF16<UnaryOp::kRelu>>, "relu_f16_cuda", Float16Only(x));
+  row("Sigmoid", "", 6, WithHostFallback<UnaryF16<UnaryOp::kSigmoid>>, "sigmoid_f16_cuda", Float16Only(x));
+  row("Tanh", "", 6, WithHostFallback<UnaryF16<UnaryOp::kTanh>>, "tanh_f16_cuda", Float16Only(x));
+  row("Erf", "", 9, WithHostFallback<UnaryF16<UnaryOp::kErf>>, "erf_f16_cuda", Float16Only(x));
+  row("Sqrt", "", 6, WithHostFallback<UnaryF16<UnaryOp::kSqrt>>, "sqrt_f16_cuda", Float16Only(x));
+  row("Exp", "", 6, WithHostFallback<UnaryF16<UnaryOp::kExp>>, "exp_f16_cuda", Float16Only(x));
+  row("Neg", "", 6, WithHostFallback<UnaryF16<UnaryOp::kNeg>>, "neg_f16_cuda", Float16Only(x));
+  row("Abs", "", 6, WithHostFallback<UnaryF16<UnaryOp::kAbs>>, "abs_f16_cuda", Float16Only(x));
+  row("Reciprocal", "", 6, WithHostFallback<UnaryF16<UnaryOp::kReciprocal>>, "reciprocal_f16_cuda", Float16Only(x));
   row("Clip", "", 6, WithHostFallback<ClipF16>, "clip_f16_cuda", Float16Only(x), HostInput(1) | HostInput(2));
-  row("Gelu", "", 20, WithHostFallback<UnaryF16<HalfUnaryOp::kGelu>>, "gelu_f16_cuda", Float16Only(x, CheckGeluF16));
+  row("Gelu", "", 20, WithHostFallback<UnaryF16<UnaryOp::kGelu>>, "gelu_f16_cuda", Float16Only(x, CheckGeluF16));
   row("Cast", "", 6, WithHostFallback<CastF16>, "cast_f16_cuda", PrepareCastF16);
   row("Softmax", "", 1, WithHostFallback<SoftmaxF16>, "softmax_f16_cuda", Float16Only(x));
   row("LayerNormalization", "", 1, WithHostFallback<LayerNormF16>, "layernorm_f16_cuda", Float16Only(xyz, CheckLayerNormF16));

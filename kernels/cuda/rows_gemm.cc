@@ -185,7 +185,7 @@ Status Gemm(OpContext& ctx) {
     return ctx.InvalidArgument("C of shape " + ShapeToString(c) + " does not broadcast to [M, N]");
   }
   float* yp = static_cast<float*>(y->raw_data());
-  return LaunchBinaryF32(BinaryOp::kAdd, yp, static_cast<const float*>(ctx.input(2).raw_data()), yp, plan,
+  return LaunchBinary(BinaryOp::kAdd, yp, static_cast<const float*>(ctx.input(2).raw_data()), yp, plan,
                          cuda->stream());
 }
 
@@ -283,7 +283,7 @@ Status ConvDepthwiseF32(OpContext& ctx) {
     bias = static_cast<const float*>(ctx.input(2).raw_data());
   }
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, y_shape));
-  return LaunchDepthwiseConvF32(static_cast<const float*>(x.raw_data()), static_cast<const float*>(w.raw_data()), bias,
+  return LaunchDepthwiseConv(static_cast<const float*>(x.raw_data()), static_cast<const float*>(w.raw_data()), bias,
                                 static_cast<float*>(y->raw_data()), g, cuda->stream());
 }
 
@@ -294,9 +294,9 @@ Status ApplyFusedActivation(OpContext& ctx, CudaContext& cuda) {
   float* p = static_cast<float*>(y.raw_data());
   const float lo = ctx.node().attr_float("out_min", -std::numeric_limits<float>::infinity());
   const float hi = ctx.node().attr_float("out_max", std::numeric_limits<float>::infinity());
-  SPARQ_RETURN_IF_ERROR(LaunchUnaryF32(UnaryOp::kClip, p, p, y.numel(), lo, hi, 0.0f, cuda.stream()));
+  SPARQ_RETURN_IF_ERROR(LaunchUnary(UnaryOp::kClip, p, p, y.numel(), lo, hi, 0.0f, cuda.stream()));
   if (ctx.node().attr_string("activation", "") == "Silu") {
-    SPARQ_RETURN_IF_ERROR(LaunchUnaryF32(UnaryOp::kSilu, p, p, y.numel(), 0.0f, 0.0f, 0.0f, cuda.stream()));
+    SPARQ_RETURN_IF_ERROR(LaunchUnary(UnaryOp::kSilu, p, p, y.numel(), 0.0f, 0.0f, 0.0f, cuda.stream()));
   }
   return Status::OK();
 }
@@ -391,7 +391,7 @@ Status BinaryInPlace(const OpContext& ctx, CudaContext& cuda, BinaryOp op, Tenso
                             " would grow the scores " + ShapeToString(y->shape()));
   }
   float* p = static_cast<float*>(y->raw_data());
-  return LaunchBinaryF32(op, p, static_cast<const float*>(b.raw_data()), p, plan, cuda.stream());
+  return LaunchBinary(op, p, static_cast<const float*>(b.raw_data()), p, plan, cuda.stream());
 }
 
 Status AttentionF32(OpContext& ctx) {
@@ -426,7 +426,7 @@ Status AttentionF32(OpContext& ctx) {
   if (scores.rank() == 0) return ctx.InvalidArgument("scores of rank 0");
   const int64_t n = scores.shape().back();
   float* sp = static_cast<float*>(scores.raw_data());
-  SPARQ_RETURN_IF_ERROR(LaunchSoftmaxRowsF32(sp, sp, n > 0 ? scores.numel() / n : 0, n, cuda->stream()));
+  SPARQ_RETURN_IF_ERROR(LaunchSoftmaxRows(sp, sp, n > 0 ? scores.numel() / n : 0, n, cuda->stream()));
   SPARQ_ASSIGN_OR_RETURN(Tensor y, MatMulOnDevice(ctx, *cuda, scores, v));
   if (bshd) {
     SPARQ_ASSIGN_OR_RETURN(y, PermuteOnDevice(*cuda, y, {0, 2, 1, 3}));
