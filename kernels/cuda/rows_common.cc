@@ -213,6 +213,17 @@ Status ConcatInto(OpContext& ctx, CudaContext& cuda, const std::vector<const Ten
   return Status::OK();
 }
 
+StatusOr<Shape> PlanBinaryBroadcast(const OpContext& ctx, BroadcastPlan* plan) {
+  const Shape& a = ctx.input(0).shape();
+  const Shape& b = ctx.input(1).shape();
+  int64_t out_dims[kMaxRank];
+  int out_rank = 0;
+  SPARQ_RETURN_IF_ERROR(PlanBroadcast(a.data(), static_cast<int>(a.size()), b.data(), static_cast<int>(b.size()), plan,
+                                      out_dims, &out_rank)
+                            .WithContext(ctx.node().Describe()));
+  return Shape(out_dims, out_dims + out_rank);
+}
+
 StatusOr<SignedView> AsSigned(const OpContext& ctx, CudaContext& cuda, const Tensor& t, const char* what) {
   SignedView v;
   if (t.dtype() == DataType::kInt8) {
