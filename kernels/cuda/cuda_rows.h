@@ -222,6 +222,12 @@ template <typename T, bool kMean, bool kAxesFromInput>
 Status FloatReduceSumMean(OpContext& ctx) {
   return RunFloatReduceSumMean<T>(ctx, kMean, kAxesFromInput);
 }
+// Cast: CastType codes of device_kernels.h (kCastF16 for float16; -1: none)
+// and ONNX's `to` numbers of the types the rows cast; RunCast casts with
+// float16 on one side (half: cast_f16_cuda) or on neither (cast_cuda).
+int CastCode(DataType t);
+DataType CastTarget(int64_t to);
+Status RunCast(OpContext& ctx, bool half);
 // Prepare checks of those rows (NotSupported naming the node).
 Status CheckGelu(const Node& node, const std::vector<const Tensor*>& constants);       // approximate = "none"
 Status CheckLayerNorm(const Node& node, const std::vector<const Tensor*>& constants);  // no Mean / InvStdDev

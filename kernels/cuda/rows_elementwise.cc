@@ -12,6 +12,7 @@
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/geometry.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/launch_f16.h"
 
 namespace sparq {
 namespace cuda {
@@ -228,6 +229,52 @@ Status RunFloatReduceSumMean(OpContext& ctx, bool mean, bool axes_from_input) {
                              static_cast<int64_t>(offsets.size()), mean, OutAs<T>(y), cuda->stream());
 }
 
+int CastCode(DataType t) {
+  switch (t) {
+    case DataType::kFloat32: return kCastF32;
+    case DataType::kFloat16: return kCastF16;
+    case DataType::kInt32: return kCastI32;
+    case DataType::kInt64: return kCastI64;
+    case DataType::kInt8: return kCastI8;
+    case DataType::kUInt8: return kCastU8;
+    case DataType::kBool: return kCastBool;
+    default: return -1;
+  }
+}
+
+DataType CastTarget(int64_t to) {
+  switch (to) {
+    case 1: return DataType::kFloat32;
+    case 2: return DataType::kUInt8;
+    case 3: return DataType::kInt8;
+    case 6: return DataType::kInt32;
+    case 7: return DataType::kInt64;
+    case 9: return DataType::kBool;
+    case 10: return DataType::kFloat16;
+    default: return DataType::kUndefined;
+  }
+}
+
+Status RunCast(OpContext& ctx, bool half) {
+  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  const Tensor& x = ctx.input(0);
+  const DataType to = CastTarget(ctx.node().attr_int("to", 0));
+  const int from_code = CastCode(x.dtype()), to_code = CastCode(to);
+  if (from_code < 0 || to_code < 0 || (from_code == kCastF16 || to_code == kCastF16) != half) {
+    return ctx.NotSupported(std::string(half ? "cast_f16_cuda casts float16 to or from" : "cast_cuda casts among") +
+                            " float32, int32, int64, int8, uint8 and bool, not " + DataTypeName(x.dtype()) + " to " +
+                            DataTypeName(to));
+  }
+  if (x.dtype() == to) {
+    ctx.set_output(0, x);  // as the reference: the input itself
+    return Status::OK();
+  }
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, to, x.shape()));
+  if (half) return LaunchCastF16(x.raw_data(), from_code, y->raw_data(), to_code, x.numel(), cuda->stream());
+  return LaunchCast(x.raw_data(), from_code, y->raw_data(), to_code, x.numel(), cuda->stream());
+}
+
 #define SPARQ_FLOAT_ROWS(T)                                                                    \
   template Status RunFloatUnary<T>(OpContext&, UnaryOp, float, float, float);                 \
   template Status FloatClip<T>(OpContext&);                                                    \
@@ -320,60 +367,22 @@ Status HardSwishChainF32(OpContext& ctx) {
                         cuda->stream(), n.attr_float("divisor", 6.0f));
 }
 
-// Cast among float32, int32, int64, int8, uint8 and bool; to the same type: the input itself.
-int CastCode(DataType t) {
-  switch (t) {
-    case DataType::kFloat32: return kCastF32;
-    case DataType::kInt32: return kCastI32;
-    case DataType::kInt64: return kCastI64;
-    case DataType::kInt8: return kCastI8;
-    case DataType::kUInt8: return kCastU8;
-    case DataType::kBool: return kCastBool;
-    default: return -1;
-  }
-}
-
-// ONNX's TensorProto type numbers of the types above.
-DataType CastTarget(int64_t to) {
-  switch (to) {
-    case 1: return DataType::kFloat32;
-    case 2: return DataType::kUInt8;
-    case 3: return DataType::kInt8;
-    case 6: return DataType::kInt32;
-    case 7: return DataType::kInt64;
-    case 9: return DataType::kBool;
-    default: return DataType::kUndefined;
-  }
-}
-
 Status CheckCast(const Node& node, const std::vector<const Tensor*>& constants) {
   const Attribute* to = node.attr("to");
-  if (to == nullptr || to->kind != Attribute::Kind::kInt || CastTarget(to->i) == DataType::kUndefined) {
+  if (to == nullptr || to->kind != Attribute::Kind::kInt || CastTarget(to->i) == DataType::kUndefined ||
+      CastTarget(to->i) == DataType::kFloat16) {
     return Status::NotSupported(node.Describe() + ": cast_cuda casts to float32, int32, int64, int8, uint8 and bool only");
   }
-  if (!constants.empty() && constants[0] != nullptr && CastCode(constants[0]->dtype()) < 0) {
-    return Status::NotSupported(node.Describe() + ": cast_cuda does not read " + DataTypeName(constants[0]->dtype()));
+  if (!constants.empty() && constants[0] != nullptr) {
+    const int from = CastCode(constants[0]->dtype());
+    if (from < 0 || from == kCastF16) {
+      return Status::NotSupported(node.Describe() + ": cast_cuda does not read " + DataTypeName(constants[0]->dtype()));
+    }
   }
   return Status::OK();
 }
 
-Status Cast(OpContext& ctx) {
-  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
-  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
-  const Tensor& x = ctx.input(0);
-  const DataType to = CastTarget(ctx.node().attr_int("to", 0));
-  const int from_code = CastCode(x.dtype()), to_code = CastCode(to);
-  if (from_code < 0 || to_code < 0) {
-    return ctx.NotSupported("cast_cuda casts among float32, int32, int64, int8, uint8 and bool, not " +
-                            DataTypeName(x.dtype()) + " to " + DataTypeName(to));
-  }
-  if (x.dtype() == to) {
-    ctx.set_output(0, x);  // as the reference: the input itself
-    return Status::OK();
-  }
-  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, to, x.shape()));
-  return LaunchCast(x.raw_data(), from_code, y->raw_data(), to_code, x.numel(), cuda->stream());
-}
+Status Cast(OpContext& ctx) { return RunCast(ctx, false); }
 
 }  // namespace
 

@@ -88,65 +88,23 @@ Status RoundToFloat16F32(OpContext& ctx) {
 // ---------------------------------------------------------------------------
 // Cast with float16 on one side
 
-int CastCodeF16(DataType t) {
-  switch (t) {
-    case DataType::kFloat16: return kCastF16;
-    case DataType::kFloat32: return kCastF32;
-    case DataType::kInt32: return kCastI32;
-    case DataType::kInt64: return kCastI64;
-    case DataType::kInt8: return kCastI8;
-    case DataType::kUInt8: return kCastU8;
-    case DataType::kBool: return kCastBool;
-    default: return -1;
-  }
-}
-
-DataType CastTargetF16(int64_t to) {
-  switch (to) {
-    case 1: return DataType::kFloat32;
-    case 2: return DataType::kUInt8;
-    case 3: return DataType::kInt8;
-    case 6: return DataType::kInt32;
-    case 7: return DataType::kInt64;
-    case 9: return DataType::kBool;
-    case 10: return DataType::kFloat16;
-    default: return DataType::kUndefined;
-  }
-}
-
 // Takes a Cast to float16 from a type the kernel reads, or from float16 (as
 // the graph says) to one it writes; other casts are cast_cuda's.
 StatusOr<PreparedKernel> PrepareCastF16(const Node& node, const std::vector<const Tensor*>& constants,
                                         const PrepareContext& context) {
-  const DataType to = CastTargetF16(node.attr_int("to", 0));
+  const DataType to = CastTarget(node.attr_int("to", 0));
   const DataType from = KnownType(constants, context, 0);
   const bool to_half = to == DataType::kFloat16, from_half = from == DataType::kFloat16;
   if (to == DataType::kUndefined || (!to_half && !from_half)) {
     return Status::NotSupported(node.Describe() + ": cast_f16_cuda casts to or from float16 only");
   }
-  if (from != DataType::kUndefined && CastCodeF16(from) < 0) {
+  if (from != DataType::kUndefined && CastCode(from) < 0) {
     return Status::NotSupported(node.Describe() + ": cast_f16_cuda does not read " + DataTypeName(from));
   }
   return PreparedKernel{};
 }
 
-Status CastF16(OpContext& ctx) {
-  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
-  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
-  const Tensor& x = ctx.input(0);
-  const DataType to = CastTargetF16(ctx.node().attr_int("to", 0));
-  const int from_code = CastCodeF16(x.dtype()), to_code = CastCodeF16(to);
-  if (from_code < 0 || to_code < 0 || (from_code != kCastF16 && to_code != kCastF16)) {
-    return ctx.NotSupported("cast_f16_cuda casts float16 to or from float32, int32, int64, int8, uint8 and bool, not " +
-                            DataTypeName(x.dtype()) + " to " + DataTypeName(to));
-  }
-  if (x.dtype() == to) {
-    ctx.set_output(0, x);  // as the reference: the input itself
-    return Status::OK();
-  }
-  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, to, x.shape()));
-  return LaunchCastF16(x.raw_data(), from_code, y->raw_data(), to_code, x.numel(), cuda->stream());
-}
+Status CastF16(OpContext& ctx) { return RunCast(ctx, true); }
 
 // ---------------------------------------------------------------------------
 // Conv and Gemm on cuBLASLt's float16 GEMM (float32 sums; the bias or C is

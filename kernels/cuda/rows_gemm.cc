@@ -201,6 +201,26 @@ StatusOr<MatMulShape> PlanMatMulShape(const OpContext& ctx, const Shape& a, cons
   return s;
 }
 
+// The cuBLASLt arguments of y = a * b for the plan s.
+LtGemmArgs MatMulArgs(const MatMulShape& s, LtGemmType type, const void* a, const void* b, void* y) {
+  LtGemmArgs args;
+  args.type = type;
+  args.m = s.m;
+  args.n = s.n;
+  args.k = s.k;
+  args.a = a;
+  args.lda = s.k;
+  args.b = b;
+  args.ldb = s.n;
+  args.c = y;
+  args.ldc = s.n;
+  args.batch = s.batch;
+  args.stride_a = s.stride_a;
+  args.stride_b = s.stride_b;
+  args.stride_c = s.stride_c;
+  return args;
+}
+
 Status MatMulDense(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
   SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 1));
@@ -212,22 +232,8 @@ Status MatMulDense(OpContext& ctx) {
   SPARQ_ASSIGN_OR_RETURN(const MatMulShape s, PlanMatMulShape(ctx, a.shape(), b.shape()));
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, a.dtype(), s.out));
   if (y->numel() == 0) return Status::OK();
-  LtGemmArgs args;
-  args.type = type;
-  args.m = s.m;
-  args.n = s.n;
-  args.k = s.k;
-  args.a = a.raw_data();
-  args.lda = s.k;
-  args.b = b.raw_data();
-  args.ldb = s.n;
-  args.c = y->raw_data();
-  args.ldc = s.n;
-  args.batch = s.batch;
-  args.stride_a = s.stride_a;
-  args.stride_b = s.stride_b;
-  args.stride_c = s.stride_c;
-  return RunCudaGemm(*cuda, args).WithContext(ctx.node().Describe());
+  return RunCudaGemm(*cuda, MatMulArgs(s, type, a.raw_data(), b.raw_data(), y->raw_data()))
+      .WithContext(ctx.node().Describe());
 }
 
 // Names the kernel by a constant weight's type (gemm_f32_cublaslt, gemm_f16_cublaslt;
@@ -391,22 +397,9 @@ StatusOr<Tensor> MatMulOnDevice(const OpContext& ctx, CudaContext& cuda, const T
   SPARQ_ASSIGN_OR_RETURN(const MatMulShape s, PlanMatMulShape(ctx, a.shape(), b.shape()));
   SPARQ_ASSIGN_OR_RETURN(Tensor y, cuda.AllocateTensor(a.dtype(), s.out));
   if (y.numel() == 0) return y;
-  LtGemmArgs args;
-  args.type = cuda.options().allow_tf32 ? LtGemmType::kTF32 : LtGemmType::kF32;
-  args.m = s.m;
-  args.n = s.n;
-  args.k = s.k;
-  args.a = a.raw_data();
-  args.lda = s.k;
-  args.b = b.raw_data();
-  args.ldb = s.n;
-  args.c = y.raw_data();
-  args.ldc = s.n;
-  args.batch = s.batch;
-  args.stride_a = s.stride_a;
-  args.stride_b = s.stride_b;
-  args.stride_c = s.stride_c;
-  SPARQ_RETURN_IF_ERROR(RunCudaGemm(cuda, args).WithContext(ctx.node().Describe()));
+  const LtGemmType type = cuda.options().allow_tf32 ? LtGemmType::kTF32 : LtGemmType::kF32;
+  SPARQ_RETURN_IF_ERROR(
+      RunCudaGemm(cuda, MatMulArgs(s, type, a.raw_data(), b.raw_data(), y.raw_data())).WithContext(ctx.node().Describe()));
   return y;
 }
 
