@@ -148,6 +148,27 @@ struct Row {
   std::string note;
 };
 
+// A TN cuBLASLt GEMM c [m, n] = a [m, k] * b [n, k]^T (the weight as [n, k],
+// what the INT8 path needs and linear layers store), checked and planned.
+StatusOr<LtGemmArgs> InitTnGemm(const Shape3& s, LtGemmType type, const void* a, const void* b, void* c,
+                                cublasLtHandle_t lt, size_t ws_bytes, LtGemm* gemm) {
+  LtGemmArgs args;
+  args.type = type;
+  args.m = s.m;
+  args.n = s.n;
+  args.k = s.k;
+  args.a = a;
+  args.lda = s.k;
+  args.b = b;
+  args.ldb = s.k;
+  args.trans_b = true;
+  args.c = c;
+  args.ldc = s.n;
+  SPARQ_RETURN_IF_ERROR(LtGemm::CanImplement(args));
+  SPARQ_RETURN_IF_ERROR(gemm->Init(lt, args, ws_bytes));
+  return args;
+}
+
 Status BenchDense(const Shape3& s, LtGemmType type, cublasLtHandle_t lt, cudaStream_t stream, int iters,
                   DeviceBuffer* workspace, size_t ws_bytes, double* ms_out) {
   const size_t ab = type == LtGemmType::kF16 ? 2 : (type == LtGemmType::kS8S32 ? 1 : 4);
@@ -158,21 +179,8 @@ Status BenchDense(const Shape3& s, LtGemmType type, cublasLtHandle_t lt, cudaStr
   SPARQ_RETURN_IF_ERROR(Alloc(&c, static_cast<size_t>(s.m * s.n) * cb));
   SPARQ_CUDA_RETURN_IF_ERROR(cudaMemset(a.p, 1, static_cast<size_t>(s.m * s.k) * ab));
   SPARQ_CUDA_RETURN_IF_ERROR(cudaMemset(b.p, 1, static_cast<size_t>(s.k * s.n) * ab));
-  LtGemmArgs args;  // the weight as [n, k] (TN), what the INT8 path needs and linear layers store
-  args.type = type;
-  args.m = s.m;
-  args.n = s.n;
-  args.k = s.k;
-  args.a = a.p;
-  args.lda = s.k;
-  args.b = b.p;
-  args.ldb = s.k;
-  args.trans_b = true;
-  args.c = c.p;
-  args.ldc = s.n;
-  SPARQ_RETURN_IF_ERROR(LtGemm::CanImplement(args));
   LtGemm gemm;
-  SPARQ_RETURN_IF_ERROR(gemm.Init(lt, args, ws_bytes));
+  SPARQ_ASSIGN_OR_RETURN(const LtGemmArgs args, InitTnGemm(s, type, a.p, b.p, c.p, lt, ws_bytes, &gemm));
   SPARQ_ASSIGN_OR_RETURN(*ms_out, TimeMs(stream, iters, [&] { return gemm.Run(lt, args, workspace->p, stream); }));
   return Status::OK();
 }
@@ -208,21 +216,8 @@ Status BenchInt8Out(const Shape3& s, bool fused, cublasLtHandle_t lt, cudaStream
   }
   SPARQ_RETURN_IF_ERROR(Alloc(&acc, static_cast<size_t>(s.m * s.n) * 4));
   r.acc = static_cast<const int32_t*>(acc.p);
-  LtGemmArgs args;
-  args.type = LtGemmType::kS8S32;
-  args.m = s.m;
-  args.n = s.n;
-  args.k = s.k;
-  args.a = a.p;
-  args.lda = s.k;
-  args.b = b.p;
-  args.ldb = s.k;
-  args.trans_b = true;
-  args.c = acc.p;
-  args.ldc = s.n;
-  SPARQ_RETURN_IF_ERROR(LtGemm::CanImplement(args));
   LtGemm gemm;
-  SPARQ_RETURN_IF_ERROR(gemm.Init(lt, args, ws_bytes));
+  SPARQ_ASSIGN_OR_RETURN(const LtGemmArgs args, InitTnGemm(s, LtGemmType::kS8S32, a.p, b.p, acc.p, lt, ws_bytes, &gemm));
   SPARQ_ASSIGN_OR_RETURN(*ms_out, TimeMs(stream, iters, [&]() -> Status {
     SPARQ_RETURN_IF_ERROR(gemm.Run(lt, args, workspace->p, stream));
     return LaunchRequantize(r, stream);
@@ -246,6 +241,33 @@ double HalfBitsToFloat(uint16_t h) {
   return static_cast<double>(__half2float(v));
 }
 
+// The own kernel's arguments on cuSPARSE's Blocked-ELL arrays: y [m, n] = x [m, k] * W.
+BellWmmaArgs OwnKernelArgs(const Shape3& s, int64_t block, const SpmmBlockedEllArgs& args, void* y) {
+  BellWmmaArgs own;
+  own.block = block;
+  own.n = s.n;
+  own.k = s.k;
+  own.ell_cols = args.ell_cols;
+  own.col_ind = args.col_ind;
+  own.values = args.values;
+  own.m = s.m;
+  own.x = args.b;
+  own.y = y;
+  return own;
+}
+
+// Times the own kernel into out->wmma_ms; false (with out->wmma_error) when it did not run.
+template <typename Fn>
+bool TimeOwnKernel(cudaStream_t stream, int iters, Fn&& fn, SparseTimes* out) {
+  StatusOr<double> ms = TimeMs(stream, iters, std::forward<Fn>(fn));
+  if (!ms.ok()) {
+    out->wmma_error = ms.status().ToString();
+    return false;
+  }
+  out->wmma_ms = *ms;
+  return true;
+}
+
 // The own INT8 kernel with the requantize epilogue fused (int8 out, per-column
 // multipliers, an activation zero point: what qlinear_matmul_s8_bell<B>_wmma
 // runs) on the arrays of `args`, against cuSPARSE's int32 sums `acc` through
@@ -265,23 +287,9 @@ Status BenchOwnS8(const Shape3& s, int64_t block, const SpmmBlockedEllArgs& args
   r.a_zp_scalar = 3;
   r.multiplier = static_cast<const float*>(mult.p);
   r.multiplier_per_col = true;
-  BellWmmaArgs own;
-  own.block = block;
-  own.n = s.n;
-  own.k = s.k;
-  own.ell_cols = args.ell_cols;
-  own.col_ind = args.col_ind;
-  own.values = args.values;
-  own.m = s.m;
-  own.x = args.b;
-  own.y = y_own.p;
+  const BellWmmaArgs own = OwnKernelArgs(s, block, args, y_own.p);
   r.out = y_own.p;
-  StatusOr<double> ms = TimeMs(stream, iters, [&] { return LaunchSpmmBellS8Requantize(own, r, stream); });
-  if (!ms.ok()) {
-    out->wmma_error = ms.status().ToString();
-    return Status::OK();
-  }
-  out->wmma_ms = *ms;
+  if (!TimeOwnKernel(stream, iters, [&] { return LaunchSpmmBellS8Requantize(own, r, stream); }, out)) return Status::OK();
   RequantArgs ref = r;
   ref.acc = static_cast<const int32_t*>(acc);
   ref.out = y_ref.p;
@@ -307,27 +315,23 @@ Status BenchBlockedEll(const Shape3& s, SpmmType type, int64_t block, double spa
   args.ldb = s.k;
   args.ldc = s.n;
   args.col_major = true;
+  // W^T [n, k] made block-sparse, its Blocked-ELL arrays and X uploaded (int8 or float16 bits).
+  auto upload = [&](auto wt, auto xs) -> Status {
+    BlockSparsify(&wt, s.n, s.k, block, sparsity, 8);
+    SPARQ_ASSIGN_OR_RETURN(auto ell, DenseToBlockedEll(wt.data(), s.n, s.k, s.k, block));
+    out->measured_sparsity = BlockSparsity(wt.data(), s.n, s.k, s.k, block);
+    args.ell_cols = ell.ell_cols;
+    SPARQ_RETURN_IF_ERROR(Upload(&col_ind, ell.col_ind));
+    SPARQ_RETURN_IF_ERROR(Upload(&values, ell.values));
+    return Upload(&x, xs);
+  };
   if (type == SpmmType::kS8) {
-    std::vector<int8_t> wt = RandomS8(static_cast<size_t>(s.n * s.k), 7);
-    BlockSparsify(&wt, s.n, s.k, block, sparsity, 8);
-    SPARQ_ASSIGN_OR_RETURN(BlockedEll<int8_t> ell, DenseToBlockedEll(wt.data(), s.n, s.k, s.k, block));
-    out->measured_sparsity = BlockSparsity(wt.data(), s.n, s.k, s.k, block);
-    args.ell_cols = ell.ell_cols;
-    SPARQ_RETURN_IF_ERROR(Upload(&col_ind, ell.col_ind));
-    SPARQ_RETURN_IF_ERROR(Upload(&values, ell.values));
-    SPARQ_RETURN_IF_ERROR(Upload(&x, RandomS8(static_cast<size_t>(s.m * s.k), 9)));
-    SPARQ_RETURN_IF_ERROR(Alloc(&y, static_cast<size_t>(s.m * s.n) * 4));
+    SPARQ_RETURN_IF_ERROR(upload(RandomS8(static_cast<size_t>(s.n * s.k), 7), RandomS8(static_cast<size_t>(s.m * s.k), 9)));
   } else {
-    std::vector<uint16_t> wt = RandomHalf(static_cast<size_t>(s.n * s.k), 7);
-    BlockSparsify(&wt, s.n, s.k, block, sparsity, 8);
-    SPARQ_ASSIGN_OR_RETURN(BlockedEll<uint16_t> ell, DenseToBlockedEll(wt.data(), s.n, s.k, s.k, block));
-    out->measured_sparsity = BlockSparsity(wt.data(), s.n, s.k, s.k, block);
-    args.ell_cols = ell.ell_cols;
-    SPARQ_RETURN_IF_ERROR(Upload(&col_ind, ell.col_ind));
-    SPARQ_RETURN_IF_ERROR(Upload(&values, ell.values));
-    SPARQ_RETURN_IF_ERROR(Upload(&x, RandomHalf(static_cast<size_t>(s.m * s.k), 9)));
-    SPARQ_RETURN_IF_ERROR(Alloc(&y, static_cast<size_t>(s.m * s.n) * 2));
+    SPARQ_RETURN_IF_ERROR(
+        upload(RandomHalf(static_cast<size_t>(s.n * s.k), 7), RandomHalf(static_cast<size_t>(s.m * s.k), 9)));
   }
+  SPARQ_RETURN_IF_ERROR(Alloc(&y, static_cast<size_t>(s.m * s.n) * (type == SpmmType::kS8 ? 4 : 2)));
   args.col_ind = static_cast<const int32_t*>(col_ind.p);
   args.values = values.p;
   args.b = x.p;
@@ -338,23 +342,9 @@ Status BenchBlockedEll(const Shape3& s, SpmmType type, int64_t block, double spa
   SPARQ_RETURN_IF_ERROR(Alloc(&ws, spmm.workspace_size()));
   SPARQ_ASSIGN_OR_RETURN(out->cusparse_ms, TimeMs(stream, iters, [&] { return spmm.Run(sp, args, ws.p, stream); }));
   if (type == SpmmType::kS8) return BenchOwnS8(s, block, args, stream, iters, y.p, out);
-  BellWmmaArgs own;
-  own.block = block;
-  own.n = s.n;
-  own.k = s.k;
-  own.ell_cols = args.ell_cols;
-  own.col_ind = args.col_ind;
-  own.values = values.p;
-  own.m = s.m;
-  own.x = x.p;
   SPARQ_RETURN_IF_ERROR(Alloc(&y_own, static_cast<size_t>(s.m * s.n) * 2));
-  own.y = y_own.p;
-  StatusOr<double> ms = TimeMs(stream, iters, [&] { return LaunchSpmmBellF16Wmma(own, stream); });
-  if (!ms.ok()) {
-    out->wmma_error = ms.status().ToString();
-    return Status::OK();
-  }
-  out->wmma_ms = *ms;
+  const BellWmmaArgs own = OwnKernelArgs(s, block, args, y_own.p);
+  if (!TimeOwnKernel(stream, iters, [&] { return LaunchSpmmBellF16Wmma(own, stream); }, out)) return Status::OK();
   std::vector<uint16_t> a(static_cast<size_t>(s.m * s.n)), b(a.size());
   SPARQ_CUDA_RETURN_IF_ERROR(cudaStreamSynchronize(stream));
   SPARQ_CUDA_RETURN_IF_ERROR(cudaMemcpy(a.data(), y_own.p, a.size() * 2, cudaMemcpyDeviceToHost));

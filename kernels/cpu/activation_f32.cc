@@ -304,21 +304,50 @@ using cpu::PreparedRow;
 using cpu::PrepareRow;
 using cpu::RowKernel;
 
-Status RunErfF32(OpContext& ctx) {
-  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
+// Runs row(x, y, n) over input 0 (float32) into output 0 of its shape, in
+// chunks that start at multiples of kChunk (a multiple of 16): every value
+// rounds as in a one-thread run.
+template <typename Row>
+Status RunAlignedChunksF32(OpContext& ctx, const Row& row) {
   const Tensor& x = ctx.input(0);
   Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
   const float* src = x.data<float>();
   float* dst = out.data<float>();
-  const ErfF32Fn row = PreparedRow<ErfF32Fn>(ctx);
-  // Chunks start at multiples of kChunk (a multiple of 8): every value rounds
-  // as in a one-thread run.
   ParallelFor(ctx.pool(), (x.numel() + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
     const int64_t begin = c0 * kChunk, end = std::min(x.numel(), c1 * kChunk);
     row(src + begin, dst + begin, end - begin);
   });
   ctx.set_output(0, std::move(out));
   return Status::OK();
+}
+
+// Runs row(x, y, n) over input 0 (float32) into output 0 of its shape, in
+// ParallelFor's spans of at least kChunk values: for rows that compute every
+// value on its own (the same bits for any split).
+template <typename Row>
+Status RunChunksF32(OpContext& ctx, const Row& row) {
+  const Tensor& x = ctx.input(0);
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) { row(src + i0, dst + i0, i1 - i0); });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
+bool HasFloat32Input(const OpContext& ctx) { return ctx.has_input(0) && ctx.input(0).dtype() == DataType::kFloat32; }
+
+// The guard of the fused chains (sparq.HardSwishChain, GeluErfChain,
+// GeluTanhChain): a float32 input of at least min_rank dimensions, else the
+// reference kernel runs the node.
+bool ChainInputApplies(const OpContext& ctx) {
+  return HasFloat32Input(ctx) && static_cast<int64_t>(ctx.input(0).rank()) >= ctx.node().attr_int("min_rank", 0);
+}
+
+Status RunErfF32(OpContext& ctx) {
+  if (!HasFloat32Input(ctx)) return RunReferenceKernel(ctx);
+  const ErfF32Fn row = PreparedRow<ErfF32Fn>(ctx);
+  return RunAlignedChunksF32(ctx, row);
 }
 
 // Softmax of float32. Over the last axis (opset 13's default axis -1, or
@@ -399,33 +428,8 @@ Status RunPow2F32(OpContext& ctx) {
     default: return RunReferenceKernel(ctx);
   }
   if (exponent != 2.0) return RunReferenceKernel(ctx);
-  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
-  const float* src = x.data<float>();
-  float* dst = out.data<float>();
-  const Pow2F32Fn row = PreparedRow<Pow2F32Fn>(ctx);
-  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) { row(src + i0, dst + i0, i1 - i0); });
-  ctx.set_output(0, std::move(out));
-  return Status::OK();
+  return RunChunksF32(ctx, PreparedRow<Pow2F32Fn>(ctx));
 }
-
-// Runs row(x, y, n) over input 0 (float32) into output 0 of its shape, in
-// chunks that start at multiples of kChunk (a multiple of 16): every value
-// rounds as in a one-thread run.
-template <typename Row>
-Status RunAlignedChunksF32(OpContext& ctx, const Row& row) {
-  const Tensor& x = ctx.input(0);
-  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
-  const float* src = x.data<float>();
-  float* dst = out.data<float>();
-  ParallelFor(ctx.pool(), (x.numel() + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
-    const int64_t begin = c0 * kChunk, end = std::min(x.numel(), c1 * kChunk);
-    row(src + begin, dst + begin, end - begin);
-  });
-  ctx.set_output(0, std::move(out));
-  return Status::OK();
-}
-
-bool HasFloat32Input(const OpContext& ctx) { return ctx.has_input(0) && ctx.input(0).dtype() == DataType::kFloat32; }
 
 // Sigmoid of float32 (sigmoid_f32, times_x off); the fused SiLU of
 // runtime/passes/float_fusion.cc runs the same row with times_x on.
@@ -448,7 +452,7 @@ Status RunTanhF32(OpContext& ctx) {
 // as the reference reads them; other types and bad bounds run the reference
 // kernel (which names the error).
 Status RunClipF32(OpContext& ctx) {
-  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
+  if (!HasFloat32Input(ctx)) return RunReferenceKernel(ctx);
   float lo = -std::numeric_limits<float>::infinity(), hi = std::numeric_limits<float>::infinity();
   if (ctx.opset() < 11) {
     if (ctx.node().attr("min") != nullptr) lo = ctx.node().attr_float("min", 0.0f);
@@ -461,14 +465,8 @@ Status RunClipF32(OpContext& ctx) {
       (i == 0 ? lo : hi) = b.data<float>()[0];
     }
   }
-  const Tensor& x = ctx.input(0);
-  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
-  const float* src = x.data<float>();
-  float* dst = out.data<float>();
   const ClipF32Fn row = PreparedRow<ClipF32Fn>(ctx);
-  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) { row(src + i0, dst + i0, i1 - i0, lo, hi); });
-  ctx.set_output(0, std::move(out));
-  return Status::OK();
+  return RunChunksF32(ctx, [row, lo, hi](const float* x, float* y, int64_t n) { row(x, y, n, lo, hi); });
 }
 
 // sparq.HardSwishChain (Paddle's x * Clip(x + 3, 0, 6) / 6, fused by
@@ -476,22 +474,11 @@ Status RunClipF32(OpContext& ctx) {
 // four float operations per value in one pass, chunks split among the
 // threads (every value on its own: the same bits for any split).
 Status RunHardSwishChainF32(OpContext& ctx) {
-  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 ||
-      static_cast<int64_t>(ctx.input(0).rank()) < ctx.node().attr_int("min_rank", 0)) {
-    return RunReferenceKernel(ctx);
-  }
+  if (!ChainInputApplies(ctx)) return RunReferenceKernel(ctx);
   const float offset = ctx.node().attr_float("offset", 3.0f), lo = ctx.node().attr_float("lo", 0.0f);
   const float hi = ctx.node().attr_float("hi", 6.0f), divisor = ctx.node().attr_float("divisor", 6.0f);
-  const Tensor& x = ctx.input(0);
-  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
-  const float* src = x.data<float>();
-  float* dst = out.data<float>();
   const HardSwishChainF32Fn row = PreparedRow<HardSwishChainF32Fn>(ctx);
-  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) {
-    row(src + i0, dst + i0, i1 - i0, offset, lo, hi, divisor);
-  });
-  ctx.set_output(0, std::move(out));
-  return Status::OK();
+  return RunChunksF32(ctx, [=](const float* x, float* y, int64_t n) { row(x, y, n, offset, lo, hi, divisor); });
 }
 
 // sparq.GeluErfChain (BERT's x * 0.5 * (1 + erf(x / sqrt 2)) as exported,
@@ -499,24 +486,13 @@ Status RunHardSwishChainF32(OpContext& ctx) {
 // float operations per value in one pass, chunks split among the threads
 // (every value on its own: the same bits for any split).
 Status RunGeluErfChainF32(OpContext& ctx) {
-  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 ||
-      static_cast<int64_t>(ctx.input(0).rank()) < ctx.node().attr_int("min_rank", 0)) {
-    return RunReferenceKernel(ctx);
-  }
+  if (!ChainInputApplies(ctx)) return RunReferenceKernel(ctx);
   const float divisor = ctx.node().attr_float("divisor", 1.41421356f);
   const float offset = ctx.node().attr_float("offset", 1.0f), scale = ctx.node().attr_float("scale", 0.5f);
-  const Tensor& x = ctx.input(0);
-  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
-  const float* src = x.data<float>();
-  float* dst = out.data<float>();
   const GeluErfChainF32Fn row = PreparedRow<GeluErfChainF32Fn>(ctx);
   // Chunks start at multiples of kChunk (a multiple of 16): the AVX2 row's
   // padded tail falls where it falls in a one-thread run.
-  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) {
-    row(src + i0, dst + i0, i1 - i0, divisor, offset, scale);
-  });
-  ctx.set_output(0, std::move(out));
-  return Status::OK();
+  return RunChunksF32(ctx, [=](const float* x, float* y, int64_t n) { row(x, y, n, divisor, offset, scale); });
 }
 
 // sparq.GeluTanhChain (JAX's tanh GELU, fused by runtime/passes/float_fusion.h):
@@ -530,10 +506,7 @@ Status RunGeluErfChainF32(OpContext& ctx) {
 constexpr int64_t kGeluTanhBlock = 1024;  // two 4 KiB blocks of intermediates
 
 Status RunGeluTanhChainF32(OpContext& ctx) {
-  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 ||
-      static_cast<int64_t>(ctx.input(0).rank()) < ctx.node().attr_int("min_rank", 0)) {
-    return RunReferenceKernel(ctx);
-  }
+  if (!ChainInputApplies(ctx)) return RunReferenceKernel(ctx);
   const float cube = ctx.node().attr_float("cube", 0.044715f), inner = ctx.node().attr_float("inner", 0.7978846f);
   const float offset = ctx.node().attr_float("offset", 1.0f), half = ctx.node().attr_float("half", 0.5f);
   const Tensor& x = ctx.input(0);
@@ -566,16 +539,10 @@ Status RunGeluTanhChainF32(OpContext& ctx) {
 // Relu of float32: Clip to [0, inf) on the clip_f32 row, the reference's
 // x < 0 ? 0 : x bit for bit.
 Status RunReluF32(OpContext& ctx) {
-  if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
-  const Tensor& x = ctx.input(0);
-  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
-  const float* src = x.data<float>();
-  float* dst = out.data<float>();
+  if (!HasFloat32Input(ctx)) return RunReferenceKernel(ctx);
   const ClipF32Fn row = PreparedRow<ClipF32Fn>(ctx);
   const float inf = std::numeric_limits<float>::infinity();
-  ParallelFor(ctx.pool(), x.numel(), kChunk, [&](int64_t i0, int64_t i1) { row(src + i0, dst + i0, i1 - i0, 0.0f, inf); });
-  ctx.set_output(0, std::move(out));
-  return Status::OK();
+  return RunChunksF32(ctx, [row, inf](const float* x, float* y, int64_t n) { row(x, y, n, 0.0f, inf); });
 }
 
 // ReduceMean of float32 over exactly the last axis (the axes attribute up to

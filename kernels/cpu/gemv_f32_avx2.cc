@@ -1,8 +1,8 @@
 // gemv_f32_avx2: GemvF32Args on panel6x16_f32 strips (16 outputs a strip,
 // 2 ymm); the portable row and the layout are in gemv_f32.cc.
 //
-// As gemv_f32_avx512.cc: one row of X, 4 strips at a time (8 independent
-// accumulators); several rows, 4 rows of one strip at a time.
+// The loops (one row of X 4 strips at a time; several rows 4 at a time) are
+// gemv_f32_simd.inc's, shared with gemv_f32_avx512.cc.
 #include <algorithm>
 #include <cstdint>
 
@@ -42,95 +42,17 @@ inline void StoreStrip(const GemvF32Args& a, int64_t s, int64_t row, __m256 lo, 
   std::copy(out, out + cols, y);
 }
 
-// One row of X, strips [s0, s1).
-void OneRow(const GemvF32Args& a) {
-  const int64_t k = a.w->k, step = k * kTc;  // floats per strip
-  const float* x = a.x;
-  int64_t s = a.s0;
-  for (; s + 4 <= a.s1; s += 4) {
-    const float* p = a.w->panel(s);
-    __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps(), c2 = _mm256_setzero_ps(), c3 = _mm256_setzero_ps();
-    __m256 c4 = _mm256_setzero_ps(), c5 = _mm256_setzero_ps(), c6 = _mm256_setzero_ps(), c7 = _mm256_setzero_ps();
-    for (int64_t kk = 0; kk < k; ++kk, p += kTc) {
-      const __m256 xv = _mm256_set1_ps(x[kk]);
-      c0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p), c0);
-      c1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p + 8), c1);
-      c2 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p + step), c2);
-      c3 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p + step + 8), c3);
-      c4 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p + 2 * step), c4);
-      c5 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p + 2 * step + 8), c5);
-      c6 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p + 3 * step), c6);
-      c7 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p + 3 * step + 8), c7);
-    }
-    StoreStrip(a, s, 0, c0, c1);
-    StoreStrip(a, s + 1, 0, c2, c3);
-    StoreStrip(a, s + 2, 0, c4, c5);
-    StoreStrip(a, s + 3, 0, c6, c7);
-  }
-  for (; s < a.s1; ++s) {
-    const float* p = a.w->panel(s);
-    __m256 c0 = _mm256_setzero_ps(), c1 = _mm256_setzero_ps();
-    for (int64_t kk = 0; kk < k; ++kk, p += kTc) {
-      const __m256 xv = _mm256_set1_ps(x[kk]);
-      c0 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p), c0);
-      c1 = _mm256_fmadd_ps(xv, _mm256_loadu_ps(p + 8), c1);
-    }
-    StoreStrip(a, s, 0, c0, c1);
-  }
-}
-
-// Accumulators are named variables (GCC 12 keeps arrays of vectors in memory).
-#define SPARQ_GEMV_ROWS(X) X(0) X(1) X(2) X(3)
-#define SPARQ_GEMV_DECLARE(r) __m256 c##r##0 = _mm256_setzero_ps(), c##r##1 = _mm256_setzero_ps();
-#define SPARQ_GEMV_FMA(r)                                      \
-  if constexpr ((r) < kRows) {                                 \
-    const __m256 xv = _mm256_set1_ps(x##r[kk]);                \
-    c##r##0 = _mm256_fmadd_ps(xv, w0, c##r##0);                \
-    c##r##1 = _mm256_fmadd_ps(xv, w1, c##r##1);                \
-  }
-#define SPARQ_GEMV_STORE(r) \
-  if constexpr ((r) < kRows) StoreStrip(a, s, i0 + (r), c##r##0, c##r##1);
-
-// Rows [i0, i0 + kRows) of X, strips [s0, s1).
-template <int kRows>
-void Rows(const GemvF32Args& a, int64_t i0) {
-  const int64_t k = a.w->k;
-  const float* x0 = a.x + i0 * a.ld_x;
-  [[maybe_unused]] const float* x1 = kRows > 1 ? x0 + a.ld_x : x0;
-  [[maybe_unused]] const float* x2 = kRows > 2 ? x0 + 2 * a.ld_x : x0;
-  [[maybe_unused]] const float* x3 = kRows > 3 ? x0 + 3 * a.ld_x : x0;
-  for (int64_t s = a.s0; s < a.s1; ++s) {
-    const float* p = a.w->panel(s);
-    SPARQ_GEMV_ROWS(SPARQ_GEMV_DECLARE)
-    for (int64_t kk = 0; kk < k; ++kk, p += kTc) {
-      const __m256 w0 = _mm256_loadu_ps(p), w1 = _mm256_loadu_ps(p + 8);
-      SPARQ_GEMV_ROWS(SPARQ_GEMV_FMA)
-    }
-    SPARQ_GEMV_ROWS(SPARQ_GEMV_STORE)
-  }
-}
-
-#undef SPARQ_GEMV_ROWS
-#undef SPARQ_GEMV_DECLARE
-#undef SPARQ_GEMV_FMA
-#undef SPARQ_GEMV_STORE
+using V = __m256;
+inline V Zero() { return _mm256_setzero_ps(); }
+inline V Set1(float v) { return _mm256_set1_ps(v); }
+inline V Load(const float* p) { return _mm256_loadu_ps(p); }
+inline V Fma(V a, V b, V c) { return _mm256_fmadd_ps(a, b, c); }
 
 }  // namespace
 
-void GemvF32Avx2(const GemvF32Args& a) {
-  if (a.m == 1) {
-    OneRow(a);
-    return;
-  }
-  int64_t i = 0;
-  for (; i + 4 <= a.m; i += 4) Rows<4>(a, i);
-  switch (a.m - i) {
-    case 3: Rows<3>(a, i); break;
-    case 2: Rows<2>(a, i); break;
-    case 1: Rows<1>(a, i); break;
-    default: break;
-  }
-}
+#define GEMV_NAME GemvF32Avx2
+#include "kernels/cpu/gemv_f32_simd.inc"
+#undef GEMV_NAME
 
 SPARQ_CPU_TARGET_END
 

@@ -80,6 +80,9 @@
 #include <vector>
 
 #include "kernels/cuda/cuda_context.h"
+#include "kernels/cuda/device_f16.h"
+#include "kernels/cuda/device_kernels.h"
+#include "kernels/cuda/geometry.h"
 #include "kernels/registry.h"
 
 namespace sparq {
@@ -161,6 +164,128 @@ int64_t Product(const Shape& s, size_t begin, size_t end);
 Status ConcatInto(OpContext& ctx, CudaContext& cuda, const std::vector<const Tensor*>& parts, int64_t axis);
 // One cuBLASLt GEMM on ctx's stream, its plan cached by the context (CudaContext::Gemm).
 Status RunCudaGemm(CudaContext& cuda, const LtGemmArgs& args);
+// ---------------------------------------------------------------------------
+// The float rows float32 and float16 share: one body, a template over T =
+// float or Half (rows_elementwise.cc / rows_gemm.cc define and instantiate
+// them; rows_f16.cc registers the Half ones behind its float16 prepare step).
+
+template <typename T> struct FloatRowType;
+template <> struct FloatRowType<float> {
+  static constexpr DataType kType = DataType::kFloat32;
+  static constexpr const char* kTag = "f32";
+};
+template <> struct FloatRowType<Half> {
+  static constexpr DataType kType = DataType::kFloat16;
+  static constexpr const char* kTag = "f16";
+};
+// e.g. FloatRowName<Half>("softmax") = "softmax_f16_cuda".
+template <typename T>
+std::string FloatRowName(const char* op) {
+  return std::string(op) + "_" + FloatRowType<T>::kTag + "_cuda";
+}
+// Input i's device pointer as T (precondition: its type is T's).
+template <typename T>
+const T* InAs(const OpContext& ctx, size_t i) {
+  return static_cast<const T*>(ctx.input(i).raw_data());
+}
+template <typename T>
+T* OutAs(Tensor* t) {
+  return static_cast<T*>(t->raw_data());
+}
+// RequireDeviceInput and RequireInputType(T's type).
+template <typename T>
+Status RequireFloatInput(const OpContext& ctx, size_t i, const char* row) {
+  SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, i));
+  return RequireInputType(ctx, i, FloatRowType<T>::kType, row);
+}
+// The broadcast of inputs 0 and 1 (numpy rules): *plan and the output shape.
+StatusOr<Shape> PlanBinaryBroadcast(const OpContext& ctx, BroadcastPlan* plan);
+
+// rows_elementwise.cc
+template <typename T>
+Status RunFloatUnary(OpContext& ctx, UnaryOp op, float p0 = 0.0f, float p1 = 0.0f, float p2 = 0.0f);
+template <typename T, UnaryOp kOp>
+Status FloatUnary(OpContext& ctx) {
+  return RunFloatUnary<T>(ctx, kOp);
+}
+template <typename T> Status FloatClip(OpContext& ctx);
+template <typename T> Status FloatSoftmax(OpContext& ctx);  // the last axis
+template <typename T> Status FloatLayerNorm(OpContext& ctx);
+template <typename T> Status RunFloatPool2d(OpContext& ctx, bool max);
+template <typename T, bool kMax>
+Status FloatPool2d(OpContext& ctx) {
+  return RunFloatPool2d<T>(ctx, kMax);
+}
+template <typename T> Status FloatGlobalAveragePool(OpContext& ctx);
+template <typename T> Status RunFloatReduceSumMean(OpContext& ctx, bool mean, bool axes_from_input);
+template <typename T, bool kMean, bool kAxesFromInput>
+Status FloatReduceSumMean(OpContext& ctx) {
+  return RunFloatReduceSumMean<T>(ctx, kMean, kAxesFromInput);
+}
+// Cast: CastType codes of device_kernels.h (kCastF16 for float16; -1: none)
+// and ONNX's `to` numbers of the types the rows cast; RunCast casts with
+// float16 on one side (half: cast_f16_cuda) or on neither (cast_cuda).
+int CastCode(DataType t);
+DataType CastTarget(int64_t to);
+Status RunCast(OpContext& ctx, bool half);
+// Prepare checks of those rows (NotSupported naming the node).
+Status CheckGelu(const Node& node, const std::vector<const Tensor*>& constants);       // approximate = "none"
+Status CheckLayerNorm(const Node& node, const std::vector<const Tensor*>& constants);  // no Mean / InvStdDev
+Status CheckPool(const Node& node, const std::vector<const Tensor*>& constants);       // 2-D, no Indices
+
+// rows_gemm.cc: Conv (2-D) and Gemm
+Status CheckConvIm2Col(const Node& node, const std::vector<const Tensor*>& constants);     // group 1, 2-D
+Status CheckConvDepthwise(const Node& node, const std::vector<const Tensor*>& constants);  // group = C, w [C, 1, kh, kw]
+// Depthwise Conv (DepthwiseConvValue, bias in the float32 sum, one rounding).
+template <typename T> Status FloatConvDepthwise(OpContext& ctx);
+// y[n] [M, P] = w [M, K] * im2col(x[n]) for each image n of `g` on cuBLASLt
+// (`type`, elements of elem_size bytes; beta 1: y's contents are the GEMM's
+// C). With `pointwise_direct`, a 1x1 stride-1 unpadded convolution reads x
+// [C, H * W] as it is (no column matrix).
+Status ConvIm2ColGemm(const OpContext& ctx, CudaContext& cuda, const Conv2dGeometry& g, LtGemmType type,
+                      size_t elem_size, const void* x, const void* w, void* y, float beta, bool pointwise_direct);
+// Gemm's operands: op(A) [m, k], op(B) [k, n], whether C is added (beta != 0).
+struct GemmShape {
+  bool trans_a = false, trans_b = false, has_c = false;
+  int64_t m = 0, n = 0, k = 0;
+};
+StatusOr<GemmShape> GemmShapeOf(const OpContext& ctx);
+// The cuBLASLt arguments of y [m, n] = alpha * op(A) op(B) (beta 0: C is the caller's).
+LtGemmArgs GemmArgsOf(const OpContext& ctx, const GemmShape& s, LtGemmType type, void* y);
+
+// ---------------------------------------------------------------------------
+// The INT8 GEMM rows' operands (rows_int8.cc, rows_sparse.cc)
+
+// An int8 device view of an int8 / uint8 device tensor: uint8 is shifted
+// (x ^ 0x80 = x - 128) into a scratch buffer that `holder` keeps.
+struct SignedView {
+  const int8_t* data = nullptr;
+  std::shared_ptr<uint8_t> holder;
+  bool shifted = false;  // uint8 made int8: its zero points move by -128 too
+};
+// NotSupported naming `what` for types other than int8 / uint8.
+StatusOr<SignedView> AsSigned(const OpContext& ctx, CudaContext& cuda, const Tensor& t, const char* what);
+// Host input i's zero points ({0} when absent), shifted by -128 when the data
+// were (`shifted`); InvalidArgument naming `what` when present but empty.
+StatusOr<std::vector<int32_t>> ZeroPoints(const OpContext& ctx, size_t i, bool shifted, const char* what);
+// Host input i's one float (NotSupported naming `what` unless per tensor).
+StatusOr<float> SingleFloat(const OpContext& ctx, size_t i, const char* what);
+// The output zero point, host input i (0 when absent; NotSupported unless per tensor).
+StatusOr<int32_t> OutputZeroPoint(const OpContext& ctx, size_t i);
+// RequantMultiplier(x_scale, w_scale[j], y_scale) per j, uploaded (one value or one per row / column).
+StatusOr<std::shared_ptr<uint8_t>> UploadMultipliers(CudaContext& cuda, float x_scale, const std::vector<float>& w_scale,
+                                                     float y_scale);
+// NotSupported naming the node unless its `activation` is none or GeluErfChain
+// (what sparq.MatMulIntegerToFloat's float epilogue applies).
+Status CheckIntegerToFloatActivation(const Node& node);
+// sparq.MatMulIntegerToFloat(A, B, A_zero_point, B_zero_point, A_scale,
+// B_scale[, Bias])'s float epilogue for `cols` output columns:
+// A_scale (input 4) x B_scale[n] (input 5, one value or `cols`) uploaded and
+// kept by *held, Bias (input 6, float32 [cols] on the device) when present,
+// the node's GeluErfChain activation.
+StatusOr<FloatEpilogue> MakeFloatEpilogue(const OpContext& ctx, CudaContext& cuda, int64_t cols,
+                                          std::shared_ptr<uint8_t>* held);
+
 // One CUDA row (opset since .. 99).
 KernelDef CudaRow(const char* op, const char* domain, int since, KernelFn fn, const char* name,
                   PrepareFn prepare = nullptr, uint32_t host_inputs = 0, int priority = kCudaPriorityGeneral);

@@ -96,59 +96,17 @@ SPARQ_HD uint16_t FloatToHalfValue(float f) {
   return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
 }
 
-// An element of a float tensor as float32: the kernels below are templates
-// over float and Half, so one body serves both.
-SPARQ_HD float LoadF32(const float* p, int64_t i) { return p[i]; }
+// A float16 element as float32 and back, one rounding (device_math.h has the
+// float32 pair): the float bodies of device_math.h / device_kernels.h are
+// templates over the element type and find these by argument lookup.
 SPARQ_HD float LoadF32(const Half* p, int64_t i) { return HalfToFloatValue(p[i].bits); }
-SPARQ_HD void StoreF32(float* p, int64_t i, float v) { p[i] = v; }
 SPARQ_HD void StoreF32(Half* p, int64_t i, float v) { p[i].bits = FloatToHalfValue(v); }
 
 // ---------------------------------------------------------------------------
-// Elementwise
-
-// The float16 rows' unary operators, each the float32 row's formula
-// (device_math.h) on the float32 value, rounded once.
-enum class HalfUnaryOp : int { kRelu, kSigmoid, kTanh, kErf, kSqrt, kExp, kNeg, kAbs, kClip, kGelu, kReciprocal };
-
-SPARQ_HD float HalfUnaryValue(HalfUnaryOp op, float x, float lo, float hi) {
-  switch (op) {
-    case HalfUnaryOp::kRelu: return Relu(x);
-    case HalfUnaryOp::kSigmoid: return Sigmoid(x);
-    case HalfUnaryOp::kTanh: return tanhf(x);
-    case HalfUnaryOp::kErf: return erff(x);
-    case HalfUnaryOp::kSqrt: return sqrtf(x);
-    case HalfUnaryOp::kExp: return expf(x);
-    case HalfUnaryOp::kNeg: return -x;
-    case HalfUnaryOp::kAbs: return fabsf(x);
-    case HalfUnaryOp::kClip: return Clip(x, lo, hi);
-    case HalfUnaryOp::kGelu: return GeluErf(x);
-    case HalfUnaryOp::kReciprocal: return 1.0f / x;
-  }
-  return x;
-}
-
-SPARQ_HD Half HalfUnaryElement(HalfUnaryOp op, Half x, float lo, float hi) {
-  return Half{FloatToHalfValue(HalfUnaryValue(op, HalfToFloatValue(x.bits), lo, hi))};
-}
-
-// Add / Sub / Mul / Div (op 0..3) of two float16 values: one float32
-// operation (exact for Add / Sub / Mul of halves: their float32 result is
-// then rounded once, as the reference's), rounded to float16.
-SPARQ_HD float HalfBinaryValue(int op, float a, float b) {
-  switch (op) {
-    case 0: return AddRn(a, b);
-    case 1: return AddRn(a, -b);
-    case 2: return MulRn(a, b);
-    default: return a / b;
-  }
-}
-
-// Output element i of a broadcast binary operator over float16 a and b.
-SPARQ_HD Half HalfBinaryElement(int64_t i, int op, const Half* a, const Half* b, const BroadcastPlan& plan) {
-  const int64_t ia = plan.same_shape ? i : BroadcastOffset(i, plan.rank, plan.dims, plan.a_strides);
-  const int64_t ib = plan.same_shape ? i : BroadcastOffset(i, plan.rank, plan.dims, plan.b_strides);
-  return Half{FloatToHalfValue(HalfBinaryValue(op, HalfToFloatValue(a[ia].bits), HalfToFloatValue(b[ib].bits)))};
-}
+// Casts and the channel bias (the unary and binary operators, softmax, layer
+// norm, the reductions, pooling and depthwise convolution of float16 are the
+// float32 bodies' templates on Half: UnaryValue, BinaryElement, SoftmaxRow,
+// LayerNormRow, ReduceSumMeanElement, Pool2dValue, DepthwiseConvValue)
 
 // Cast to or from float16: the other side float32, int32, int64, int8, uint8
 // or bool (CastType codes of device_kernels.h; kCastF16 for float16 itself).
@@ -178,105 +136,6 @@ SPARQ_HD void CastHalfElement(int64_t i, const void* x, int from, void* y, int t
     return;
   }
   static_cast<Half*>(y)[i].bits = FloatToHalfValue(static_cast<float>(CastLoadDouble(x, from, i)));
-}
-
-// ---------------------------------------------------------------------------
-// Rows: Softmax and LayerNormalization of one row, as the float32 bodies
-// (SoftmaxRow, LayerNormRow) on the row's float32 values, rounded once.
-// The GPU kernels split the same passes over a block (elementwise_f16.cu).
-
-SPARQ_HD void SoftmaxRowHalf(const Half* x, Half* y, int64_t n) {
-  if (n <= 0) return;
-  float m = LoadF32(x, 0);
-  for (int64_t k = 1; k < n; ++k) {
-    const float v = LoadF32(x, k);
-    m = v > m ? v : m;
-  }
-  double sum = 0.0;
-  for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(expf(LoadF32(x, k) - m));
-  for (int64_t k = 0; k < n; ++k) {
-    const float e = expf(LoadF32(x, k) - m);  // again: an exp stored as float16 would round twice
-    StoreF32(y, k, static_cast<float>(static_cast<double>(e) / sum));
-  }
-}
-
-SPARQ_HD void LayerNormRowHalf(const Half* x, const Half* scale, const Half* bias, double eps, int64_t n, Half* y) {
-  double s = 0.0;
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(LoadF32(x, i));
-  const double m = n > 0 ? s / static_cast<double>(n) : 0.0;
-  double q = 0.0;
-  for (int64_t i = 0; i < n; ++i) {
-    const double d = static_cast<double>(LoadF32(x, i)) - m;
-    q += d * d;
-  }
-  const double v = n > 0 ? q / static_cast<double>(n) : 0.0;
-  const double inv = 1.0 / sqrt(v + eps);
-  for (int64_t i = 0; i < n; ++i) {
-    const double b = bias != nullptr ? static_cast<double>(LoadF32(bias, i)) : 0.0;
-    StoreF32(y, i, static_cast<float>((static_cast<double>(LoadF32(x, i)) - m) * inv * static_cast<double>(LoadF32(scale, i)) + b));
-  }
-}
-
-// Output element o of ReduceSum / ReduceMean over float16: ReduceSumMeanElement's
-// double sum (and mean) on the float32 values, rounded to float32, then to float16.
-SPARQ_HD Half ReduceSumMeanHalfElement(int64_t o, const Half* x, const int64_t* base, const int64_t* offsets, int64_t n,
-                                       bool mean) {
-  double s = 0.0;
-  for (int64_t r = 0; r < n; ++r) s += static_cast<double>(LoadF32(x, base[o] + offsets[r]));
-  return Half{FloatToHalfValue(static_cast<float>(mean ? s / static_cast<double>(n) : s))};
-}
-
-// ---------------------------------------------------------------------------
-// Convolution and pooling over float16 planes (NCHW)
-
-// Output element i of a depthwise convolution (DepthwiseConvValue's float32
-// fused multiply-adds and bias on the float32 values), rounded once.
-SPARQ_HD Half DepthwiseConvHalfElement(int64_t i, const Half* x, const Half* w, const Half* bias, const Conv2dGeometry& g) {
-  const int64_t ox = i % g.out_width, oy = (i / g.out_width) % g.out_height, plane = i / g.pixels();
-  const int64_t c = plane % g.channels;
-  const int64_t x0 = plane * g.height * g.width, w0 = c * g.kernel_h * g.kernel_w;
-  float acc = 0.0f;
-  for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
-    const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
-    if (iy < 0 || iy >= g.height) continue;
-    for (int64_t kx = 0; kx < g.kernel_w; ++kx) {
-      const int64_t ix = ox * g.stride_w - g.pad_left + kx * g.dilation_w;
-      if (ix < 0 || ix >= g.width) continue;
-      acc = fmaf(LoadF32(x, x0 + iy * g.width + ix), LoadF32(w, w0 + ky * g.kernel_w + kx), acc);
-    }
-  }
-  return Half{FloatToHalfValue(bias != nullptr ? acc + LoadF32(bias, c) : acc)};
-}
-
-// Output element i of MaxPool (kMax) or AveragePool over float16 planes:
-// Pool2dValue's rules on the float32 values, rounded once.
-template <bool kMax>
-SPARQ_HD Half Pool2dHalfElement(int64_t i, const Half* x, const Pool2dGeometry& g) {
-  const int64_t ox = i % g.out_width, oy = (i / g.out_width) % g.out_height, plane = i / (g.out_width * g.out_height);
-  const int64_t x0 = plane * g.height * g.width;
-  float best = -3.402823466e+38f;
-  bool any = false;
-  double sum = 0.0;
-  int64_t count = 0;
-  for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
-    const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
-    for (int64_t kx = 0; kx < g.kernel_w; ++kx) {
-      const int64_t ix = ox * g.stride_w - g.pad_left + kx * g.dilation_w;
-      const bool inside = iy >= 0 && iy < g.height && ix >= 0 && ix < g.width;
-      if (kMax) {
-        if (!inside) continue;
-        const float v = LoadF32(x, x0 + iy * g.width + ix);
-        if (!any || v > best || (IsNan(v) && !IsNan(best))) best = v;
-        any = true;
-      } else {
-        if (inside) sum += static_cast<double>(LoadF32(x, x0 + iy * g.width + ix));
-        const bool in_padded = iy >= -g.pad_top && iy < g.height + g.pad_bottom && ix >= -g.pad_left &&
-                               ix < g.width + g.pad_right;
-        if (g.count_include_pad ? in_padded : inside) ++count;
-      }
-    }
-  }
-  return Half{FloatToHalfValue(kMax ? best : static_cast<float>(sum / static_cast<double>(count)))};
 }
 
 // Element i of y [batch, channels, pixels] set to bias[channel] (the C of a

@@ -120,14 +120,14 @@ SPARQ_HD T Im2ColValue(int64_t i, const T* x, T pad, const Conv2dGeometry& g) {
   return (iy >= 0 && iy < g.height && ix >= 0 && ix < g.width) ? x[(c * g.height + iy) * g.width + ix] : pad;
 }
 
-// Output element i of a depthwise convolution y [N, C, OH, OW] (g.channels = C):
-// float32 fused multiply-adds over (ky, kx), then the bias.
-SPARQ_HD float DepthwiseConvValue(int64_t i, const float* x, const float* w, const float* bias,
-                                  const Conv2dGeometry& g) {
+// Output element i of a depthwise convolution y [N, C, OH, OW] (g.channels = C)
+// of float32 or float16 (T = float or Half) values: float32 fused
+// multiply-adds over (ky, kx), then the bias (the caller rounds once).
+template <typename T>
+SPARQ_HD float DepthwiseConvValue(int64_t i, const T* x, const T* w, const T* bias, const Conv2dGeometry& g) {
   const int64_t ox = i % g.out_width, oy = (i / g.out_width) % g.out_height, plane = i / g.pixels();
   const int64_t c = plane % g.channels;
-  const float* xp = x + plane * g.height * g.width;
-  const float* wp = w + c * g.kernel_h * g.kernel_w;
+  const int64_t x0 = plane * g.height * g.width, w0 = c * g.kernel_h * g.kernel_w;
   float acc = 0.0f;
   for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
     const int64_t iy = oy * g.stride_h - g.pad_top + ky * g.dilation_h;
@@ -135,10 +135,10 @@ SPARQ_HD float DepthwiseConvValue(int64_t i, const float* x, const float* w, con
     for (int64_t kx = 0; kx < g.kernel_w; ++kx) {
       const int64_t ix = ox * g.stride_w - g.pad_left + kx * g.dilation_w;
       if (ix < 0 || ix >= g.width) continue;
-      acc = fmaf(xp[iy * g.width + ix], wp[ky * g.kernel_w + kx], acc);
+      acc = fmaf(LoadF32(x, x0 + iy * g.width + ix), LoadF32(w, w0 + ky * g.kernel_w + kx), acc);
     }
   }
-  return bias != nullptr ? acc + bias[c] : acc;
+  return bias != nullptr ? acc + LoadF32(bias, c) : acc;
 }
 
 // An INT8 depthwise convolution (QLinearConv with group = C, w [C, 1, kh, kw]),
@@ -205,14 +205,15 @@ SPARQ_HD T MaxPool2dIntValue(int64_t i, const T* x, const Pool2dGeometry& g) {
   return best;
 }
 
-// Output element i of MaxPool (kMax) or AveragePool on planes of x, as
+// Output element i of MaxPool (kMax) or AveragePool on planes of x (float32
+// or float16: T = float or Half, the caller rounds once), as
 // kernels/ref/pool.cc: taps in row-major order, padding skipped; the max lets
 // a NaN win and stay; the average sums in double and divides by the taps
 // inside x, or with count_include_pad inside [-pad_begin, I + pad_end).
-template <bool kMax>
-SPARQ_HD float Pool2dValue(int64_t i, const float* x, const Pool2dGeometry& g) {
+template <bool kMax, typename T>
+SPARQ_HD float Pool2dValue(int64_t i, const T* x, const Pool2dGeometry& g) {
   const int64_t ox = i % g.out_width, oy = (i / g.out_width) % g.out_height, plane = i / (g.out_width * g.out_height);
-  const float* xp = x + plane * g.height * g.width;
+  const int64_t x0 = plane * g.height * g.width;
   float best = -3.402823466e+38f;  // the reference's lowest() when no tap is inside
   bool any = false;
   double sum = 0.0;
@@ -224,11 +225,11 @@ SPARQ_HD float Pool2dValue(int64_t i, const float* x, const Pool2dGeometry& g) {
       const bool inside = iy >= 0 && iy < g.height && ix >= 0 && ix < g.width;
       if (kMax) {
         if (!inside) continue;
-        const float v = xp[iy * g.width + ix];
+        const float v = LoadF32(x, x0 + iy * g.width + ix);
         if (!any || v > best || (IsNan(v) && !IsNan(best))) best = v;
         any = true;
       } else {
-        if (inside) sum += static_cast<double>(xp[iy * g.width + ix]);
+        if (inside) sum += static_cast<double>(LoadF32(x, x0 + iy * g.width + ix));
         const bool in_padded = iy >= -g.pad_top && iy < g.height + g.pad_bottom && ix >= -g.pad_left &&
                                ix < g.width + g.pad_right;
         if (g.count_include_pad ? in_padded : inside) ++count;
@@ -332,15 +333,25 @@ SPARQ_HD void CastElement(int64_t i, const void* x, int from, void* y, int to) {
   }
 }
 
-// Output element o of ReduceSum / ReduceMean over float32: the elements at
-// base[o] + offsets[r], r < n, summed in that order in double (the mean then
-// divided in double: NaN for n = 0), rounded once, as kernels/ref/reduce.cc.
-SPARQ_HD float ReduceSumMeanElement(int64_t o, const float* x, const int64_t* base, const int64_t* offsets, int64_t n,
+// Output element o of ReduceSum / ReduceMean over float32 or float16 (T =
+// float or Half): the elements at base[o] + offsets[r], r < n, summed in that
+// order in double (the mean then divided in double: NaN for n = 0), rounded
+// once to float32 (float16: then to float16), as kernels/ref/reduce.cc.
+template <typename T>
+SPARQ_HD float ReduceSumMeanElement(int64_t o, const T* x, const int64_t* base, const int64_t* offsets, int64_t n,
                                     bool mean) {
   double s = 0.0;
-  const float* p = x + base[o];
-  for (int64_t r = 0; r < n; ++r) s += static_cast<double>(p[offsets[r]]);
+  for (int64_t r = 0; r < n; ++r) s += static_cast<double>(LoadF32(x, base[o] + offsets[r]));
   return static_cast<float>(mean ? s / static_cast<double>(n) : s);
+}
+
+// Output element i of a broadcast binary operator over float32 or float16
+// (T = float or Half) a and b (BinaryValue; the caller rounds once).
+template <typename T>
+SPARQ_HD float BinaryElement(int64_t i, BinaryOp op, const T* a, const T* b, const BroadcastPlan& plan) {
+  const int64_t ia = plan.same_shape ? i : BroadcastOffset(i, plan.rank, plan.dims, plan.a_strides);
+  const int64_t ib = plan.same_shape ? i : BroadcastOffset(i, plan.rank, plan.dims, plan.b_strides);
+  return BinaryValue(op, LoadF32(a, ia), LoadF32(b, ib));
 }
 
 // The source element of output element i of a nearest-neighbour Resize by

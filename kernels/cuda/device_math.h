@@ -136,6 +136,27 @@ SPARQ_HD float MulRn(float a, float b) {
   return a * b;
 #endif
 }
+SPARQ_HD float SubRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fsub_rn(a, b);
+#else
+  return a - b;
+#endif
+}
+SPARQ_HD float DivRn(float a, float b) {
+#if defined(__CUDA_ARCH__)
+  return __fdiv_rn(a, b);
+#else
+  return a / b;
+#endif
+}
+
+// An element of a float tensor as float32 and back: the float kernels are
+// templates over the element type (float here, Half in device_f16.h), so one
+// body serves float32 and float16: load as float32, compute in float32, store
+// with one rounding.
+SPARQ_HD float LoadF32(const float* p, int64_t i) { return p[i]; }
+SPARQ_HD void StoreF32(float* p, int64_t i, float v) { p[i] = v; }
 
 // sparq.QLinearAdd / QLinearMul of one pair (kernels/ref/qdq_fused_ops.cc):
 //   Y = QuantizeValue(op(DequantizeValue(a), DequantizeValue(b)))
@@ -211,44 +232,93 @@ SPARQ_HD float Clip(float x, float lo, float hi) {
   return a > hi ? hi : a;
 }
 
+// The float rows' unary operators (float32 and float16 alike, on the float32
+// value). Parameters: kClip (p0 = lo, p1 = hi), kGeluErfChain (p0 = divisor,
+// p1 = offset, p2 = scale), kHardSwishChain (p0 = offset, p1 = lo, p2 = hi,
+// p3 = divisor).
+enum class UnaryOp {
+  kRelu, kSigmoid, kTanh, kErf, kSqrt, kExp, kSilu, kGelu, kGeluErfChain, kClip, kNeg, kAbs, kHardSwishChain,
+  kReciprocal
+};
+
+SPARQ_HD float UnaryValue(UnaryOp op, float x, float p0, float p1, float p2, float p3) {
+  switch (op) {
+    case UnaryOp::kRelu: return Relu(x);
+    case UnaryOp::kSigmoid: return Sigmoid(x);
+    case UnaryOp::kTanh: return tanhf(x);
+    case UnaryOp::kErf: return erff(x);
+    case UnaryOp::kSqrt: return sqrtf(x);
+    case UnaryOp::kExp: return expf(x);
+    case UnaryOp::kSilu: return Silu(x);
+    case UnaryOp::kGelu: return GeluErf(x);
+    case UnaryOp::kGeluErfChain: return GeluErfChain(x, p0, p1, p2);
+    case UnaryOp::kClip: return Clip(x, p0, p1);
+    case UnaryOp::kNeg: return -x;
+    case UnaryOp::kAbs: return fabsf(x);
+    case UnaryOp::kHardSwishChain: return HardSwishChain(x, p0, p1, p2, p3);
+    case UnaryOp::kReciprocal: return DivRn(1.0f, x);
+  }
+  return x;
+}
+
+// Add / Sub / Mul / Div of two float32 values, one IEEE operation (float16
+// inputs: exact for Add / Sub / Mul, so the float16 result is rounded once,
+// as the reference's). The op's value is IntBinary's op code too.
+enum class BinaryOp { kAdd, kSub, kMul, kDiv };
+
+SPARQ_HD float BinaryValue(BinaryOp op, float a, float b) {
+  switch (op) {
+    case BinaryOp::kAdd: return AddRn(a, b);
+    case BinaryOp::kSub: return SubRn(a, b);
+    case BinaryOp::kMul: return MulRn(a, b);
+    case BinaryOp::kDiv: return DivRn(a, b);
+  }
+  return a;
+}
+
 // ---------------------------------------------------------------------------
-// Rows of Softmax and LayerNormalization (the reference's algorithm, one row)
+// Rows of Softmax and LayerNormalization (the reference's algorithm, one row),
+// over float32 or float16 (T = float or Half: float32 values, one rounding)
 
 // Softmax of x[0, n) into y: y = exp(x - max) / sum, the sum and the division
 // in double, as kernels/ref/softmax.cc. A row of one thread; the GPU kernel
 // splits the same three passes over a block.
-SPARQ_HD void SoftmaxRow(const float* x, float* y, int64_t n) {
+template <typename T>
+SPARQ_HD void SoftmaxRow(const T* x, T* y, int64_t n) {
   if (n <= 0) return;
-  float m = x[0];
-  for (int64_t k = 1; k < n; ++k) m = x[k] > m ? x[k] : m;
-  double sum = 0.0;
-  for (int64_t k = 0; k < n; ++k) {
-    const float e = expf(x[k] - m);
-    sum += static_cast<double>(e);
-    y[k] = e;
+  float m = LoadF32(x, 0);
+  for (int64_t k = 1; k < n; ++k) {
+    const float v = LoadF32(x, k);
+    m = v > m ? v : m;
   }
-  for (int64_t k = 0; k < n; ++k) y[k] = static_cast<float>(static_cast<double>(y[k]) / sum);
+  double sum = 0.0;
+  for (int64_t k = 0; k < n; ++k) sum += static_cast<double>(expf(LoadF32(x, k) - m));
+  for (int64_t k = 0; k < n; ++k) {
+    const float e = expf(LoadF32(x, k) - m);  // again: an exp stored as float16 would round twice
+    StoreF32(y, k, static_cast<float>(static_cast<double>(e) / sum));
+  }
 }
 
 // LayerNormalization of one row of n values: mean and population variance in
 // double (two passes), inv = 1 / sqrt(var + eps), y = (x - mean) * inv *
 // scale + bias in double, as kernels/ref/norm.cc. bias may be null. Writes the
 // row's mean and inv when asked (non-null).
-SPARQ_HD void LayerNormRow(const float* x, const float* scale, const float* bias, double eps, int64_t n, float* y,
-                           double* mean_out, double* inv_out) {
+template <typename T>
+SPARQ_HD void LayerNormRow(const T* x, const T* scale, const T* bias, double eps, int64_t n, T* y,
+                           double* mean_out = nullptr, double* inv_out = nullptr) {
   double s = 0.0;
-  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(x[i]);
+  for (int64_t i = 0; i < n; ++i) s += static_cast<double>(LoadF32(x, i));
   const double m = n > 0 ? s / static_cast<double>(n) : 0.0;
   double q = 0.0;
   for (int64_t i = 0; i < n; ++i) {
-    const double d = static_cast<double>(x[i]) - m;
+    const double d = static_cast<double>(LoadF32(x, i)) - m;
     q += d * d;
   }
   const double v = n > 0 ? q / static_cast<double>(n) : 0.0;
   const double inv = 1.0 / sqrt(v + eps);
   for (int64_t i = 0; i < n; ++i) {
-    const double b = bias != nullptr ? static_cast<double>(bias[i]) : 0.0;
-    y[i] = static_cast<float>((static_cast<double>(x[i]) - m) * inv * static_cast<double>(scale[i]) + b);
+    const double b = bias != nullptr ? static_cast<double>(LoadF32(bias, i)) : 0.0;
+    StoreF32(y, i, static_cast<float>((static_cast<double>(LoadF32(x, i)) - m) * inv * static_cast<double>(LoadF32(scale, i)) + b));
   }
   if (mean_out != nullptr) *mean_out = m;
   if (inv_out != nullptr) *inv_out = inv;

@@ -9,70 +9,34 @@
 
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/device_kernels.h"
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/launch.h"
 
 namespace sparq {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65535;
-static_assert(kThreads % 32 == 0 && kThreads <= 1024, "block size must be whole warps within the limit");
-static_assert((kThreads & (kThreads - 1)) == 0, "the block reductions halve the block: a power of two");
+using grid::BlockSum;
+using grid::BlocksFor;
+using grid::kThreads;
 
-unsigned BlocksFor(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
-}
-
-#define SPARQ_GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
-
-__device__ float ApplyUnary(UnaryOp op, float x, float p0, float p1, float p2, float p3) {
-  switch (op) {
-    case UnaryOp::kRelu: return Relu(x);
-    case UnaryOp::kSigmoid: return Sigmoid(x);
-    case UnaryOp::kTanh: return tanhf(x);
-    case UnaryOp::kErf: return erff(x);
-    case UnaryOp::kSqrt: return sqrtf(x);
-    case UnaryOp::kExp: return expf(x);
-    case UnaryOp::kSilu: return Silu(x);
-    case UnaryOp::kGelu: return GeluErf(x);
-    case UnaryOp::kGeluErfChain: return GeluErfChain(x, p0, p1, p2);
-    case UnaryOp::kClip: return Clip(x, p0, p1);
-    case UnaryOp::kNeg: return -x;
-    case UnaryOp::kAbs: return fabsf(x);
-    case UnaryOp::kHardSwishChain: return HardSwishChain(x, p0, p1, p2, p3);
-  }
-  return x;
-}
+// The float kernels below are templates over the element type (float or
+// Half): float32 inside each thread (LoadF32), one rounding on the store
+// (StoreF32); instantiated for both by the launchers at the end.
 
 // Not __restrict__: rows run it in place (y == x).
-__global__ void UnaryKernel(UnaryOp op, const float* x, float* y, int64_t n, float p0,
-                            float p1, float p2, float p3) {
-  SPARQ_GRID_STRIDE(i, n) { y[i] = ApplyUnary(op, x[i], p0, p1, p2, p3); }
-}
-
-__device__ __forceinline__ float ApplyBinary(BinaryOp op, float a, float b) {
-  switch (op) {
-    case BinaryOp::kAdd: return __fadd_rn(a, b);
-    case BinaryOp::kSub: return __fsub_rn(a, b);
-    case BinaryOp::kMul: return __fmul_rn(a, b);
-    case BinaryOp::kDiv: return __fdiv_rn(a, b);
-  }
-  return a;
+template <typename T>
+__global__ void UnaryKernel(UnaryOp op, const T* x, T* y, int64_t n, float p0, float p1, float p2, float p3) {
+  SPARQ_GRID_STRIDE(i, n) { StoreF32(y, i, UnaryValue(op, LoadF32(x, i), p0, p1, p2, p3)); }
 }
 
 // Not __restrict__: Gemm adds C in place (y == a).
-__global__ void BinaryKernel(BinaryOp op, const float* a, const float* b, float* y, BroadcastPlan plan) {
+template <typename T>
+__global__ void BinaryKernel(BinaryOp op, const T* a, const T* b, T* y, BroadcastPlan plan) {
   if (plan.same_shape) {
-    SPARQ_GRID_STRIDE(i, plan.numel) { y[i] = ApplyBinary(op, a[i], b[i]); }
+    SPARQ_GRID_STRIDE(i, plan.numel) { StoreF32(y, i, BinaryValue(op, LoadF32(a, i), LoadF32(b, i))); }
   } else {
-    SPARQ_GRID_STRIDE(i, plan.numel) {
-      const int64_t ia = BroadcastOffset(i, plan.rank, plan.dims, plan.a_strides);
-      const int64_t ib = BroadcastOffset(i, plan.rank, plan.dims, plan.b_strides);
-      y[i] = ApplyBinary(op, a[ia], b[ib]);
-    }
+    SPARQ_GRID_STRIDE(i, plan.numel) { StoreF32(y, i, BinaryElement(i, op, a, b, plan)); }
   }
 }
 
@@ -85,15 +49,23 @@ __global__ void BinaryIntKernel(int op, const T* a, const T* b, T* y, BroadcastP
   }
 }
 
-// One block per row: the row's max (float), then sum of exp in double, then
-// the division in double, as SoftmaxRow does serially.
-__global__ void SoftmaxRowsKernel(const float* __restrict__ x, float* __restrict__ y, int64_t n) {
+// One block per row: the row's max (float), then the sum of exp in double,
+// then the division in double, as SoftmaxRow does serially. float32 keeps
+// each exp in y between the passes; float16 computes it again (an exp stored
+// as float16 would round twice).
+template <typename T>
+__global__ void SoftmaxRowsKernel(const T* __restrict__ x, T* __restrict__ y, int64_t n) {
+  constexpr bool kKeepExp = std::is_same<T, float>::value;
   __shared__ float smax[kThreads];
   __shared__ double ssum[kThreads];
-  const float* row = x + blockIdx.x * n;
-  float* out = y + blockIdx.x * n;
-  float m = row[0];
-  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) m = row[k] > m ? row[k] : m;
+  const T* row = x + blockIdx.x * n;
+  T* out = y + blockIdx.x * n;
+  const float first = LoadF32(row, 0);
+  float m = first;
+  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
+    const float v = LoadF32(row, k);
+    m = v > m ? v : m;
+  }
   smax[threadIdx.x] = m;
   __syncthreads();
   for (int s = blockDim.x / 2; s > 0; s >>= 1) {
@@ -101,55 +73,41 @@ __global__ void SoftmaxRowsKernel(const float* __restrict__ x, float* __restrict
     __syncthreads();
   }
   // A NaN anywhere makes the reference's max NaN only when it is x[0]; either way every output is NaN then.
-  const float row_max = row[0] != row[0] ? row[0] : smax[0];
+  const float row_max = first != first ? first : smax[0];
   double sum = 0.0;
   for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
-    const float e = expf(row[k] - row_max);
-    out[k] = e;
+    const float e = expf(LoadF32(row, k) - row_max);
+    if (kKeepExp) StoreF32(out, k, e);
     sum += static_cast<double>(e);
   }
-  ssum[threadIdx.x] = sum;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) ssum[threadIdx.x] += ssum[threadIdx.x + s];
-    __syncthreads();
+  const double total = BlockSum(sum, ssum);
+  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) {
+    const float e = kKeepExp ? LoadF32(out, k) : expf(LoadF32(row, k) - row_max);
+    StoreF32(out, k, static_cast<float>(static_cast<double>(e) / total));
   }
-  const double total = ssum[0];
-  for (int64_t k = threadIdx.x; k < n; k += blockDim.x) out[k] = static_cast<float>(static_cast<double>(out[k]) / total);
-}
-
-__device__ double BlockSum(double v, double* shared) {
-  shared[threadIdx.x] = v;
-  __syncthreads();
-  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
-    if (threadIdx.x < s) shared[threadIdx.x] += shared[threadIdx.x + s];
-    __syncthreads();
-  }
-  const double total = shared[0];
-  __syncthreads();  // shared is reused by the next sum
-  return total;
 }
 
 // One block per row: the two-pass mean and variance of LayerNormRow, in double.
-__global__ void LayerNormRowsKernel(const float* __restrict__ x, const float* __restrict__ scale,
-                                    const float* __restrict__ bias, double eps, int64_t n, float* __restrict__ y) {
+template <typename T>
+__global__ void LayerNormRowsKernel(const T* __restrict__ x, const T* __restrict__ scale, const T* __restrict__ bias,
+                                    double eps, int64_t n, T* __restrict__ y) {
   __shared__ double shared[kThreads];
-  const float* row = x + blockIdx.x * n;
-  float* out = y + blockIdx.x * n;
+  const T* row = x + blockIdx.x * n;
+  T* out = y + blockIdx.x * n;
   double s = 0.0;
-  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += static_cast<double>(row[i]);
+  for (int64_t i = threadIdx.x; i < n; i += blockDim.x) s += static_cast<double>(LoadF32(row, i));
   const double m = BlockSum(s, shared) / static_cast<double>(n);
   double q = 0.0;
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const double d = static_cast<double>(row[i]) - m;
+    const double d = static_cast<double>(LoadF32(row, i)) - m;
     q += d * d;
   }
   const double v = BlockSum(q, shared) / static_cast<double>(n);
   const double inv = 1.0 / sqrt(v + eps);
   for (int64_t i = threadIdx.x; i < n; i += blockDim.x) {
-    const double b = bias != nullptr ? static_cast<double>(bias[i]) : 0.0;
-    out[i] = static_cast<float>(__dadd_rn(__dmul_rn(__dmul_rn(static_cast<double>(row[i]) - m, inv),
-                                                    static_cast<double>(scale[i])), b));
+    const double b = bias != nullptr ? static_cast<double>(LoadF32(bias, i)) : 0.0;
+    StoreF32(out, i, static_cast<float>(__dadd_rn(__dmul_rn(__dmul_rn(static_cast<double>(LoadF32(row, i)) - m, inv),
+                                                            static_cast<double>(LoadF32(scale, i))), b)));
   }
 }
 
@@ -285,9 +243,10 @@ __global__ void Lut256Kernel(const uint8_t* __restrict__ x, int offset, const ui
   SPARQ_GRID_STRIDE(i, n) { y[i] = table[(x[i] + offset) & 0xff]; }  // int8 bytes + 128 = value - min
 }
 
-__global__ void ReduceSumMeanKernel(const float* __restrict__ x, const int64_t* __restrict__ base, int64_t n_out,
-                                    const int64_t* __restrict__ offsets, int64_t n, bool mean, float* __restrict__ y) {
-  SPARQ_GRID_STRIDE(o, n_out) { y[o] = ReduceSumMeanElement(o, x, base, offsets, n, mean); }
+template <typename T>
+__global__ void ReduceSumMeanKernel(const T* __restrict__ x, const int64_t* __restrict__ base, int64_t n_out,
+                                    const int64_t* __restrict__ offsets, int64_t n, bool mean, T* __restrict__ y) {
+  SPARQ_GRID_STRIDE(o, n_out) { StoreF32(y, o, ReduceSumMeanElement(o, x, base, offsets, n, mean)); }
 }
 
 __global__ void CastKernel(const void* x, int from, void* y, int to, int64_t n) {
@@ -340,18 +299,18 @@ __global__ void AbsHistogramSharedKernel(const float* __restrict__ x, int64_t n,
 
 }  // namespace
 
-Status LaunchUnaryF32(UnaryOp op, const float* x, float* y, int64_t n, float p0, float p1, float p2,
-                      cudaStream_t stream, float p3) {
+template <typename T>
+Status LaunchUnary(UnaryOp op, const T* x, T* y, int64_t n, float p0, float p1, float p2, cudaStream_t stream, float p3) {
   if (n <= 0) return Status::OK();
-  UnaryKernel<<<BlocksFor(n), kThreads, 0, stream>>>(op, x, y, n, p0, p1, p2, p3);
+  UnaryKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(op, x, y, n, p0, p1, p2, p3);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("UnaryKernel");
   return Status::OK();
 }
 
-Status LaunchBinaryF32(BinaryOp op, const float* a, const float* b, float* y, const BroadcastPlan& plan,
-                       cudaStream_t stream) {
+template <typename T>
+Status LaunchBinary(BinaryOp op, const T* a, const T* b, T* y, const BroadcastPlan& plan, cudaStream_t stream) {
   if (plan.numel <= 0) return Status::OK();
-  BinaryKernel<<<BlocksFor(plan.numel), kThreads, 0, stream>>>(op, a, b, y, plan);
+  BinaryKernel<T><<<BlocksFor(plan.numel), kThreads, 0, stream>>>(op, a, b, y, plan);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("BinaryKernel");
   return Status::OK();
 }
@@ -373,19 +332,21 @@ Status LaunchBinaryInt(BinaryOp op, int elem_size, const void* a, const void* b,
   return Status::OK();
 }
 
-Status LaunchSoftmaxRowsF32(const float* x, float* y, int64_t rows, int64_t n, cudaStream_t stream) {
+template <typename T>
+Status LaunchSoftmaxRows(const T* x, T* y, int64_t rows, int64_t n, cudaStream_t stream) {
   if (rows <= 0 || n <= 0) return Status::OK();
   if (rows > 0x7fffffffLL) return Status::NotSupported("Softmax of more than 2^31 rows");
-  SoftmaxRowsKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, y, n);
+  SoftmaxRowsKernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, y, n);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("SoftmaxRowsKernel");
   return Status::OK();
 }
 
-Status LaunchLayerNormRowsF32(const float* x, const float* scale, const float* bias, double eps, int64_t rows,
-                              int64_t n, float* y, cudaStream_t stream) {
+template <typename T>
+Status LaunchLayerNormRows(const T* x, const T* scale, const T* bias, double eps, int64_t rows, int64_t n, T* y,
+                           cudaStream_t stream) {
   if (rows <= 0 || n <= 0) return Status::OK();
   if (rows > 0x7fffffffLL) return Status::NotSupported("LayerNormalization of more than 2^31 rows");
-  LayerNormRowsKernel<<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, scale, bias, eps, n, y);
+  LayerNormRowsKernel<T><<<static_cast<unsigned>(rows), kThreads, 0, stream>>>(x, scale, bias, eps, n, y);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("LayerNormRowsKernel");
   return Status::OK();
 }
@@ -514,10 +475,11 @@ Status LaunchLut256(const void* x, bool x_signed, const uint8_t* table, void* y,
   return Status::OK();
 }
 
-Status LaunchReduceSumMeanF32(const float* x, const int64_t* base, int64_t n_out, const int64_t* offsets, int64_t n,
-                              bool mean, float* y, cudaStream_t stream) {
+template <typename T>
+Status LaunchReduceSumMean(const T* x, const int64_t* base, int64_t n_out, const int64_t* offsets, int64_t n, bool mean,
+                           T* y, cudaStream_t stream) {
   if (n_out <= 0) return Status::OK();
-  ReduceSumMeanKernel<<<BlocksFor(n_out), kThreads, 0, stream>>>(x, base, n_out, offsets, n, mean, y);
+  ReduceSumMeanKernel<T><<<BlocksFor(n_out), kThreads, 0, stream>>>(x, base, n_out, offsets, n, mean, y);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("ReduceSumMeanKernel");
   return Status::OK();
 }
@@ -588,6 +550,18 @@ Status LaunchMinMaxF32(const float* x, int64_t n, void* scratch, cudaStream_t st
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("MinMaxFoldKernel");
   return Status::OK();
 }
+
+// The float launchers' two element types.
+#define SPARQ_FLOAT_LAUNCHERS(T)                                                                                      \
+  template Status LaunchUnary<T>(UnaryOp, const T*, T*, int64_t, float, float, float, cudaStream_t, float);           \
+  template Status LaunchBinary<T>(BinaryOp, const T*, const T*, T*, const BroadcastPlan&, cudaStream_t);              \
+  template Status LaunchSoftmaxRows<T>(const T*, T*, int64_t, int64_t, cudaStream_t);                                  \
+  template Status LaunchLayerNormRows<T>(const T*, const T*, const T*, double, int64_t, int64_t, T*, cudaStream_t);    \
+  template Status LaunchReduceSumMean<T>(const T*, const int64_t*, int64_t, const int64_t*, int64_t, bool, T*,         \
+                                         cudaStream_t);
+SPARQ_FLOAT_LAUNCHERS(float)
+SPARQ_FLOAT_LAUNCHERS(Half)
+#undef SPARQ_FLOAT_LAUNCHERS
 
 }  // namespace cuda
 }  // namespace sparq

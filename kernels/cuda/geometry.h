@@ -18,6 +18,24 @@
 namespace sparq {
 namespace cuda {
 
+// The 2-D window both geometries share: x's and y's planes (NCHW shapes),
+// kernel, strides, dilations and the leading pads.
+template <typename Geometry>
+void SetWindow2d(const WindowGeometry& w, const Shape& x, const Shape& y, Geometry* g) {
+  g->height = x[2];
+  g->width = x[3];
+  g->out_height = y[2];
+  g->out_width = y[3];
+  g->kernel_h = w.kernel[0];
+  g->kernel_w = w.kernel[1];
+  g->stride_h = w.strides[0];
+  g->stride_w = w.strides[1];
+  g->dilation_h = w.dilations[0];
+  g->dilation_w = w.dilations[1];
+  g->pad_top = w.pads[0];
+  g->pad_left = w.pads[1];
+}
+
 // x [N, C, H, W] and w [M, C / group, kh, kw] -> the geometry of one group
 // (channels = C / group) and y's shape. NotSupported for other ranks; the
 // reference's InvalidArgument (naming the node) for bad attributes or shapes.
@@ -32,19 +50,8 @@ inline StatusOr<Conv2dGeometry> Conv2dGeometryOf(const OpContext& ctx, const Sha
   Conv2dGeometry g;
   g.batch = x[0];
   g.channels = x[1] / p.group;
-  g.height = x[2];
-  g.width = x[3];
   g.out_channels = w[0];
-  g.out_height = (*y_shape)[2];
-  g.out_width = (*y_shape)[3];
-  g.kernel_h = p.window.kernel[0];
-  g.kernel_w = p.window.kernel[1];
-  g.stride_h = p.window.strides[0];
-  g.stride_w = p.window.strides[1];
-  g.dilation_h = p.window.dilations[0];
-  g.dilation_w = p.window.dilations[1];
-  g.pad_top = p.window.pads[0];
-  g.pad_left = p.window.pads[1];
+  SetWindow2d(p.window, x, *y_shape, &g);
   return g;
 }
 
@@ -58,18 +65,7 @@ inline StatusOr<Pool2dGeometry> Pool2dGeometryOf(const OpContext& ctx, const Sha
   if (!st.ok()) return st.WithContext(ctx.node().Describe());
   Pool2dGeometry g;
   g.planes = x[0] * x[1];
-  g.height = x[2];
-  g.width = x[3];
-  g.out_height = (*y_shape)[2];
-  g.out_width = (*y_shape)[3];
-  g.kernel_h = p.window.kernel[0];
-  g.kernel_w = p.window.kernel[1];
-  g.stride_h = p.window.strides[0];
-  g.stride_w = p.window.strides[1];
-  g.dilation_h = p.window.dilations[0];
-  g.dilation_w = p.window.dilations[1];
-  g.pad_top = p.window.pads[0];
-  g.pad_left = p.window.pads[1];
+  SetWindow2d(p.window, x, *y_shape, &g);
   g.pad_bottom = p.window.pads[2];
   g.pad_right = p.window.pads[3];
   g.count_include_pad = ctx.node().attr_int("count_include_pad", 0) != 0;

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "kernels/cuda/device_f16.h"
 #include "kernels/cuda/device_kernels.h"
 #include "sparq/status.h"
 
@@ -18,28 +19,28 @@ namespace cuda {
 // ---------------------------------------------------------------------------
 // Elementwise (elementwise.cu)
 
-enum class UnaryOp {
-  kRelu, kSigmoid, kTanh, kErf, kSqrt, kExp, kSilu, kGelu, kGeluErfChain, kClip, kNeg, kAbs, kHardSwishChain
-};
-// y[i] = op(x[i]) for float32 (y may be x). Parameters: kClip (p0 = lo, p1 = hi),
-// kGeluErfChain (p0 = divisor, p1 = offset, p2 = scale), kHardSwishChain
-// (p0 = offset, p1 = lo, p2 = hi, p3 = divisor).
-Status LaunchUnaryF32(UnaryOp op, const float* x, float* y, int64_t n, float p0, float p1, float p2,
-                      cudaStream_t stream, float p3 = 0.0f);
+// The float launchers (templates over T = float or Half, instantiated for
+// both in elementwise.cu / nn.cu): one kernel body for float32 and float16,
+// float32 inside each thread (LoadF32), one rounding per output (StoreF32).
 
-enum class BinaryOp { kAdd, kSub, kMul, kDiv };
-// (PlanBroadcast, geometry.h, makes the plan.)
-Status LaunchBinaryF32(BinaryOp op, const float* a, const float* b, float* y, const BroadcastPlan& plan,
-                       cudaStream_t stream);
+// y[i] = UnaryValue(op, x[i], p0..p3) (device_math.h; y may be x).
+template <typename T>
+Status LaunchUnary(UnaryOp op, const T* x, T* y, int64_t n, float p0, float p1, float p2, cudaStream_t stream,
+                   float p3 = 0.0f);
+// y = a op b, numpy broadcasting (PlanBroadcast, geometry.h, makes the plan); y may be a.
+template <typename T>
+Status LaunchBinary(BinaryOp op, const T* a, const T* b, T* y, const BroadcastPlan& plan, cudaStream_t stream);
 // The same for int32 / int64 (elem_size 4 / 8) with IntBinary's semantics (device_math.h).
 Status LaunchBinaryInt(BinaryOp op, int elem_size, const void* a, const void* b, void* y, const BroadcastPlan& plan,
                        cudaStream_t stream);
 
 // Softmax over the last dimension of `rows` rows of n floats (one block per row).
-Status LaunchSoftmaxRowsF32(const float* x, float* y, int64_t rows, int64_t n, cudaStream_t stream);
+template <typename T>
+Status LaunchSoftmaxRows(const T* x, T* y, int64_t rows, int64_t n, cudaStream_t stream);
 // LayerNormalization of `rows` rows of n floats; scale [n], bias [n] or null.
-Status LaunchLayerNormRowsF32(const float* x, const float* scale, const float* bias, double eps, int64_t rows,
-                              int64_t n, float* y, cudaStream_t stream);
+template <typename T>
+Status LaunchLayerNormRows(const T* x, const T* scale, const T* bias, double eps, int64_t rows, int64_t n, T* y,
+                           cudaStream_t stream);
 
 // QuantizeLinear of n floats to int8 (out_signed) or uint8; the parameters of
 // element e are scale[(e / inner) % axis_dim], zero_point[...] (zero_point
@@ -81,8 +82,9 @@ Status LaunchLut256(const void* x, bool x_signed, const uint8_t* table, void* y,
 Status LaunchCast(const void* x, int from, void* y, int to, int64_t n, cudaStream_t stream);
 
 // y[o] = ReduceSumMeanElement(o, ...) for o < n_out (base, offsets: device arrays).
-Status LaunchReduceSumMeanF32(const float* x, const int64_t* base, int64_t n_out, const int64_t* offsets, int64_t n,
-                              bool mean, float* y, cudaStream_t stream);
+template <typename T>
+Status LaunchReduceSumMean(const T* x, const int64_t* base, int64_t n_out, const int64_t* offsets, int64_t n, bool mean,
+                           T* y, cudaStream_t stream);
 
 // Nearest Resize by whole factors (ResizeNearestSource): y [planes, H * sh, W * sw].
 Status LaunchResizeNearest(const void* x, void* y, int elem_size, int64_t planes, int64_t height, int64_t width,
@@ -115,20 +117,22 @@ Status LaunchMinMaxF32(const float* x, int64_t n, void* scratch, cudaStream_t st
 Status LaunchIm2Col(const void* x, void* col, int elem_size, uint32_t pad_bits, const Conv2dGeometry& g,
                     cudaStream_t stream);
 // Depthwise convolution (group = C = M, weights [C, 1, kh, kw]), bias [C] or null.
-Status LaunchDepthwiseConvF32(const float* x, const float* w, const float* bias, float* y, const Conv2dGeometry& g,
-                              cudaStream_t stream);
+template <typename T>
+Status LaunchDepthwiseConv(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g, cudaStream_t stream);
 // QLinearConv with group = C (DepthwiseS8Element), y bytes [N, C, OH, OW].
 Status LaunchDepthwiseConvS8(const DepthwiseS8Args& args, void* y, const Conv2dGeometry& g, cudaStream_t stream);
 // y[n, m, p] += bias[m] over [batch, channels, pixels].
 Status LaunchAddChannelBiasF32(float* y, const float* bias, int64_t batch, int64_t channels, int64_t pixels,
                                cudaStream_t stream);
 
-Status LaunchMaxPool2dF32(const float* x, float* y, const Pool2dGeometry& g, cudaStream_t stream);
+// MaxPool (max) or AveragePool of float32 / float16 planes (Pool2dValue).
+template <typename T>
+Status LaunchPool2d(bool max, const T* x, T* y, const Pool2dGeometry& g, cudaStream_t stream);
 // MaxPool of int8 (is_signed) or uint8 planes (MaxPool2dIntValue).
 Status LaunchMaxPool2dS8(const void* x, bool is_signed, void* y, const Pool2dGeometry& g, cudaStream_t stream);
-Status LaunchAveragePool2dF32(const float* x, float* y, const Pool2dGeometry& g, cudaStream_t stream);
-// y[p] = mean of x[p * hw, (p + 1) * hw), in double.
-Status LaunchGlobalAveragePoolF32(const float* x, float* y, int64_t planes, int64_t hw, cudaStream_t stream);
+// y[p] = mean of x[p * hw, (p + 1) * hw), in double, rounded once.
+template <typename T>
+Status LaunchGlobalAveragePool(const T* x, T* y, int64_t planes, int64_t hw, cudaStream_t stream);
 
 // The fused INT8 GEMM (gemm_s8_fused.cu; tiling in device_kernels.h):
 // r.out [m, n] = RequantizeAccValue(sum over k of a[m, k] * b[n, k], ...) as

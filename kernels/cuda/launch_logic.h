@@ -22,9 +22,6 @@ Status LaunchLogic(LogicOp op, LogicType type, const void* a, const void* b, uin
 // out = Where(c, x, y) for elements of elem_size bytes (1, 2, 4, 8).
 Status LaunchWhere(const uint8_t* c, const void* x, const void* y, void* out, int elem_size, const WherePlan& plan,
                    cudaStream_t stream);
-// y[o] = ReduceSumMeanHalfElement(o, ...) for o < n_out (base, offsets: device arrays).
-Status LaunchReduceSumMeanF16(const Half* x, const int64_t* base, int64_t n_out, const int64_t* offsets, int64_t n,
-                              bool mean, Half* y, cudaStream_t stream);
 
 }  // namespace cuda
 }  // namespace sparq

@@ -6,23 +6,15 @@
 #include <string>
 
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/launch_logic.h"
 
 namespace sparq {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65535;
-static_assert(kThreads % 32 == 0 && kThreads <= 1024, "block size must be whole warps within the limit");
-
-unsigned BlocksFor(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
-}
-
-#define SPARQ_GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+using grid::BlocksFor;
+using grid::kThreads;
 
 template <typename T>
 __global__ void LogicKernel(LogicOp op, const T* __restrict__ a, const T* __restrict__ b, uint8_t* __restrict__ y,
@@ -34,11 +26,6 @@ template <typename T>
 __global__ void WhereKernel(const uint8_t* __restrict__ c, const T* __restrict__ x, const T* __restrict__ y,
                             T* __restrict__ out, WherePlan plan) {
   SPARQ_GRID_STRIDE(i, plan.numel) { out[i] = WhereElement<T>(i, c, x, y, plan); }
-}
-
-__global__ void ReduceSumMeanF16Kernel(const Half* __restrict__ x, const int64_t* __restrict__ base, int64_t n_out,
-                                       const int64_t* __restrict__ offsets, int64_t n, bool mean, Half* __restrict__ y) {
-  SPARQ_GRID_STRIDE(o, n_out) { y[o] = ReduceSumMeanHalfElement(o, x, base, offsets, n, mean); }
 }
 
 template <typename T>
@@ -80,14 +67,6 @@ Status LaunchWhere(const uint8_t* c, const void* x, const void* y, void* out, in
     default: return Status::NotSupported("Where of " + std::to_string(elem_size) + "-byte elements");
   }
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("WhereKernel");
-  return Status::OK();
-}
-
-Status LaunchReduceSumMeanF16(const Half* x, const int64_t* base, int64_t n_out, const int64_t* offsets, int64_t n,
-                              bool mean, Half* y, cudaStream_t stream) {
-  if (n_out <= 0) return Status::OK();
-  ReduceSumMeanF16Kernel<<<BlocksFor(n_out), kThreads, 0, stream>>>(x, base, n_out, offsets, n, mean, y);
-  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("ReduceSumMeanF16Kernel");
   return Status::OK();
 }
 

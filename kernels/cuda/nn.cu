@@ -2,32 +2,29 @@
 #include <string>
 
 #include "kernels/cuda/cuda_status.h"
+#include "kernels/cuda/grid.cuh"
 #include "kernels/cuda/launch.h"
 
 namespace sparq {
 namespace cuda {
 namespace {
 
-constexpr int kThreads = 256;
-constexpr int64_t kMaxBlocks = 65535;
-static_assert((kThreads & (kThreads - 1)) == 0 && kThreads <= 1024, "the block reductions halve the block");
-
-unsigned BlocksFor(int64_t n) {
-  const int64_t b = (n + kThreads - 1) / kThreads;
-  return static_cast<unsigned>(b < 1 ? 1 : (b > kMaxBlocks ? kMaxBlocks : b));
-}
-
-#define SPARQ_GRID_STRIDE(i, n) \
-  for (int64_t i = blockIdx.x * static_cast<int64_t>(blockDim.x) + threadIdx.x; i < (n); i += static_cast<int64_t>(blockDim.x) * gridDim.x)
+using grid::BlockSum;
+using grid::BlocksFor;
+using grid::kThreads;
 
 template <typename T>
 __global__ void Im2ColKernel(const T* __restrict__ x, T* __restrict__ col, T pad, Conv2dGeometry g) {
   SPARQ_GRID_STRIDE(i, g.pixels() * g.patch()) { col[i] = Im2ColValue<T>(i, x, pad, g); }
 }
 
-__global__ void DepthwiseConvKernel(const float* __restrict__ x, const float* __restrict__ w,
-                                    const float* __restrict__ bias, float* __restrict__ y, Conv2dGeometry g) {
-  SPARQ_GRID_STRIDE(i, g.batch * g.channels * g.pixels()) { y[i] = DepthwiseConvValue(i, x, w, bias, g); }
+// The float kernels (DepthwiseConvKernel, Pool2dKernel, GlobalAveragePoolKernel)
+// are templates over the element type, float or Half: float32 inside each
+// thread, one rounding on the store.
+template <typename T>
+__global__ void DepthwiseConvKernel(const T* __restrict__ x, const T* __restrict__ w, const T* __restrict__ bias,
+                                    T* __restrict__ y, Conv2dGeometry g) {
+  SPARQ_GRID_STRIDE(i, g.batch * g.channels * g.pixels()) { StoreF32(y, i, DepthwiseConvValue(i, x, w, bias, g)); }
 }
 
 __global__ void DepthwiseConvS8Kernel(DepthwiseS8Args a, uint8_t* __restrict__ y, Conv2dGeometry g) {
@@ -39,9 +36,9 @@ __global__ void AddChannelBiasKernel(float* __restrict__ y, const float* __restr
   SPARQ_GRID_STRIDE(i, n) { y[i] += bias[(i / pixels) % channels]; }
 }
 
-template <bool kMax>
-__global__ void Pool2dKernel(const float* __restrict__ x, float* __restrict__ y, Pool2dGeometry g) {
-  SPARQ_GRID_STRIDE(i, g.planes * g.out_height * g.out_width) { y[i] = Pool2dValue<kMax>(i, x, g); }
+template <bool kMax, typename T>
+__global__ void Pool2dKernel(const T* __restrict__ x, T* __restrict__ y, Pool2dGeometry g) {
+  SPARQ_GRID_STRIDE(i, g.planes * g.out_height * g.out_width) { StoreF32(y, i, Pool2dValue<kMax>(i, x, g)); }
 }
 
 template <typename T>
@@ -50,18 +47,14 @@ __global__ void MaxPool2dIntKernel(const T* __restrict__ x, T* __restrict__ y, P
 }
 
 // One block per plane.
-__global__ void GlobalAveragePoolKernel(const float* __restrict__ x, float* __restrict__ y, int64_t hw) {
+template <typename T>
+__global__ void GlobalAveragePoolKernel(const T* __restrict__ x, T* __restrict__ y, int64_t hw) {
   __shared__ double shared[kThreads];
-  const float* p = x + blockIdx.x * hw;
+  const T* p = x + blockIdx.x * hw;
   double s = 0.0;
-  for (int64_t i = threadIdx.x; i < hw; i += blockDim.x) s += static_cast<double>(p[i]);
-  shared[threadIdx.x] = s;
-  __syncthreads();
-  for (int st = blockDim.x / 2; st > 0; st >>= 1) {
-    if (threadIdx.x < st) shared[threadIdx.x] += shared[threadIdx.x + st];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) y[blockIdx.x] = static_cast<float>(shared[0] / static_cast<double>(hw));
+  for (int64_t i = threadIdx.x; i < hw; i += blockDim.x) s += static_cast<double>(LoadF32(p, i));
+  const double total = BlockSum(s, shared);
+  if (threadIdx.x == 0) StoreF32(y, blockIdx.x, static_cast<float>(total / static_cast<double>(hw)));
 }
 
 // 16 x 16 tiles through shared memory.
@@ -113,11 +106,11 @@ Status LaunchIm2Col(const void* x, void* col, int elem_size, uint32_t pad_bits, 
   return Status::OK();
 }
 
-Status LaunchDepthwiseConvF32(const float* x, const float* w, const float* bias, float* y, const Conv2dGeometry& g,
-                              cudaStream_t stream) {
+template <typename T>
+Status LaunchDepthwiseConv(const T* x, const T* w, const T* bias, T* y, const Conv2dGeometry& g, cudaStream_t stream) {
   const int64_t n = g.batch * g.channels * g.pixels();
   if (n <= 0) return Status::OK();
-  DepthwiseConvKernel<<<BlocksFor(n), kThreads, 0, stream>>>(x, w, bias, y, g);
+  DepthwiseConvKernel<T><<<BlocksFor(n), kThreads, 0, stream>>>(x, w, bias, y, g);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("DepthwiseConvKernel");
   return Status::OK();
 }
@@ -142,11 +135,16 @@ Status LaunchAddChannelBiasF32(float* y, const float* bias, int64_t batch, int64
   return Status::OK();
 }
 
-Status LaunchMaxPool2dF32(const float* x, float* y, const Pool2dGeometry& g, cudaStream_t stream) {
+template <typename T>
+Status LaunchPool2d(bool max, const T* x, T* y, const Pool2dGeometry& g, cudaStream_t stream) {
   const int64_t n = g.planes * g.out_height * g.out_width;
   if (n <= 0) return Status::OK();
-  Pool2dKernel<true><<<BlocksFor(n), kThreads, 0, stream>>>(x, y, g);
-  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("MaxPool2dKernel");
+  if (max) {
+    Pool2dKernel<true, T><<<BlocksFor(n), kThreads, 0, stream>>>(x, y, g);
+  } else {
+    Pool2dKernel<false, T><<<BlocksFor(n), kThreads, 0, stream>>>(x, y, g);
+  }
+  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("Pool2dKernel");
   return Status::OK();
 }
 
@@ -162,19 +160,12 @@ Status LaunchMaxPool2dS8(const void* x, bool is_signed, void* y, const Pool2dGeo
   return Status::OK();
 }
 
-Status LaunchAveragePool2dF32(const float* x, float* y, const Pool2dGeometry& g, cudaStream_t stream) {
-  const int64_t n = g.planes * g.out_height * g.out_width;
-  if (n <= 0) return Status::OK();
-  Pool2dKernel<false><<<BlocksFor(n), kThreads, 0, stream>>>(x, y, g);
-  SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("AveragePool2dKernel");
-  return Status::OK();
-}
-
-Status LaunchGlobalAveragePoolF32(const float* x, float* y, int64_t planes, int64_t hw, cudaStream_t stream) {
+template <typename T>
+Status LaunchGlobalAveragePool(const T* x, T* y, int64_t planes, int64_t hw, cudaStream_t stream) {
   if (planes <= 0) return Status::OK();
   if (hw <= 0) return Status::InvalidArgument("GlobalAveragePool of an empty plane");
   if (planes > 0x7fffffffLL) return Status::NotSupported("GlobalAveragePool of more than 2^31 planes");
-  GlobalAveragePoolKernel<<<static_cast<unsigned>(planes), kThreads, 0, stream>>>(x, y, hw);
+  GlobalAveragePoolKernel<T><<<static_cast<unsigned>(planes), kThreads, 0, stream>>>(x, y, hw);
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("GlobalAveragePoolKernel");
   return Status::OK();
 }
@@ -189,6 +180,15 @@ Status LaunchGemmS8S32Naive(const int8_t* a, const int8_t* b, int32_t* acc, int6
   SPARQ_CUDA_RETURN_IF_LAUNCH_ERROR("GemmS8S32NaiveKernel");
   return Status::OK();
 }
+
+// The float launchers' two element types.
+#define SPARQ_FLOAT_LAUNCHERS(T)                                                                                  \
+  template Status LaunchDepthwiseConv<T>(const T*, const T*, const T*, T*, const Conv2dGeometry&, cudaStream_t);  \
+  template Status LaunchPool2d<T>(bool, const T*, T*, const Pool2dGeometry&, cudaStream_t);                       \
+  template Status LaunchGlobalAveragePool<T>(const T*, T*, int64_t, int64_t, cudaStream_t);
+SPARQ_FLOAT_LAUNCHERS(float)
+SPARQ_FLOAT_LAUNCHERS(Half)
+#undef SPARQ_FLOAT_LAUNCHERS
 
 }  // namespace cuda
 }  // namespace sparq

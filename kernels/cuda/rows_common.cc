@@ -7,6 +7,7 @@
 #include "kernels/cuda/cuda_rows.h"
 #include "kernels/cuda/cuda_status.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/ref/quantize.h"
 #include "kernels/registry.h"
 
 namespace sparq {
@@ -210,6 +211,105 @@ Status ConcatInto(OpContext& ctx, CudaContext& cuda, const std::vector<const Ten
     offset += row;
   }
   return Status::OK();
+}
+
+StatusOr<Shape> PlanBinaryBroadcast(const OpContext& ctx, BroadcastPlan* plan) {
+  const Shape& a = ctx.input(0).shape();
+  const Shape& b = ctx.input(1).shape();
+  int64_t out_dims[kMaxRank];
+  int out_rank = 0;
+  SPARQ_RETURN_IF_ERROR(PlanBroadcast(a.data(), static_cast<int>(a.size()), b.data(), static_cast<int>(b.size()), plan,
+                                      out_dims, &out_rank)
+                            .WithContext(ctx.node().Describe()));
+  return Shape(out_dims, out_dims + out_rank);
+}
+
+StatusOr<SignedView> AsSigned(const OpContext& ctx, CudaContext& cuda, const Tensor& t, const char* what) {
+  SignedView v;
+  if (t.dtype() == DataType::kInt8) {
+    v.data = static_cast<const int8_t*>(t.raw_data());
+    return v;
+  }
+  if (t.dtype() != DataType::kUInt8) {
+    return ctx.NotSupported(std::string(what) + " has type " + DataTypeName(t.dtype()) + "; expected int8 or uint8");
+  }
+  SPARQ_ASSIGN_OR_RETURN(v.holder, Scratch(cuda, static_cast<size_t>(t.numel())));
+  SPARQ_RETURN_IF_ERROR(LaunchShiftU8ToS8(static_cast<const uint8_t*>(t.raw_data()),
+                                          reinterpret_cast<int8_t*>(v.holder.get()), t.numel(), cuda.stream()));
+  v.data = reinterpret_cast<const int8_t*>(v.holder.get());
+  v.shifted = true;
+  return v;
+}
+
+StatusOr<std::vector<int32_t>> ZeroPoints(const OpContext& ctx, size_t i, bool shifted, const char* what) {
+  std::vector<int32_t> zp{0};
+  if (ctx.has_input(i)) {
+    SPARQ_ASSIGN_OR_RETURN(zp, HostInts(ctx, i, what));
+    if (zp.empty()) return ctx.InvalidArgument(std::string(what) + " is empty");
+  }
+  if (shifted) {
+    for (int32_t& z : zp) z -= 128;
+  }
+  return zp;
+}
+
+StatusOr<float> SingleFloat(const OpContext& ctx, size_t i, const char* what) {
+  SPARQ_ASSIGN_OR_RETURN(std::vector<float> v, HostFloats(ctx, i, what));
+  if (v.size() != 1) return ctx.NotSupported(std::string(what) + " per tensor only in the CUDA INT8 rows");
+  return v[0];
+}
+
+StatusOr<int32_t> OutputZeroPoint(const OpContext& ctx, size_t i) {
+  if (!ctx.has_input(i)) return 0;
+  SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> v, HostInts(ctx, i, "y_zero_point"));
+  if (v.size() != 1) return ctx.NotSupported("y_zero_point per tensor only");
+  return v[0];
+}
+
+StatusOr<std::shared_ptr<uint8_t>> UploadMultipliers(CudaContext& cuda, float x_scale, const std::vector<float>& w_scale,
+                                                     float y_scale) {
+  std::vector<float> mult(w_scale.size());
+  for (size_t j = 0; j < mult.size(); ++j) mult[j] = RequantMultiplier(x_scale, w_scale[j], y_scale);
+  return UploadVector(cuda, mult);
+}
+
+Status CheckIntegerToFloatActivation(const Node& node) {
+  const std::string activation = node.attr_string("activation", "");
+  if (!activation.empty() && activation != "GeluErfChain") {
+    return Status::NotSupported(node.Describe() + ": activation '" + activation + "'");
+  }
+  return Status::OK();
+}
+
+StatusOr<FloatEpilogue> MakeFloatEpilogue(const OpContext& ctx, CudaContext& cuda, int64_t cols,
+                                          std::shared_ptr<uint8_t>* held) {
+  SPARQ_RETURN_IF_ERROR(CheckIntegerToFloatActivation(ctx.node()));
+  SPARQ_ASSIGN_OR_RETURN(const float a_scale, SingleFloat(ctx, 4, "A_scale"));
+  SPARQ_ASSIGN_OR_RETURN(const std::vector<float> b_scale, HostFloats(ctx, 5, "B_scale"));
+  if (b_scale.size() != 1 && static_cast<int64_t>(b_scale.size()) != cols) {
+    return ctx.InvalidArgument("B_scale must have one value or one per column");
+  }
+  FloatEpilogue e;
+  std::vector<float> scale(b_scale.size());
+  for (size_t j = 0; j < scale.size(); ++j) scale[j] = a_scale * b_scale[j];
+  SPARQ_ASSIGN_OR_RETURN(*held, UploadVector(cuda, scale));
+  e.scale = reinterpret_cast<const float*>(held->get());
+  e.scale_per_col = scale.size() > 1;
+  if (ctx.has_input(6)) {
+    SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 6));
+    const Tensor& bias = ctx.input(6);
+    if (bias.dtype() != DataType::kFloat32 || bias.rank() != 1 || bias.dim(0) != cols) {
+      return ctx.InvalidArgument("Bias must be float32 [" + std::to_string(cols) + "]");
+    }
+    e.bias = static_cast<const float*>(bias.raw_data());
+  }
+  if (ctx.node().attr_string("activation", "") == "GeluErfChain") {
+    e.gelu = true;
+    e.gelu_divisor = ctx.node().attr_float("gelu_divisor", 1.41421356f);
+    e.gelu_offset = ctx.node().attr_float("gelu_offset", 1.0f);
+    e.gelu_scale = ctx.node().attr_float("gelu_scale", 0.5f);
+  }
+  return e;
 }
 
 KernelDef CudaRow(const char* op, const char* domain, int since, KernelFn fn, const char* name, PrepareFn prepare,

@@ -35,6 +35,125 @@ Status RunCudaGemm(CudaContext& cuda, const LtGemmArgs& args) {
   return gemm->Run(cuda.lt(), args, workspace.get(), cuda.stream());
 }
 
+StatusOr<GemmShape> GemmShapeOf(const OpContext& ctx) {
+  const Tensor& a = ctx.input(0);
+  const Tensor& b = ctx.input(1);
+  if (a.rank() != 2 || b.rank() != 2) return ctx.InvalidArgument("Gemm takes 2-D A and B");
+  GemmShape s;
+  s.trans_a = ctx.node().attr_int("transA", 0) != 0;
+  s.trans_b = ctx.node().attr_int("transB", 0) != 0;
+  s.m = s.trans_a ? a.dim(1) : a.dim(0);
+  s.k = s.trans_a ? a.dim(0) : a.dim(1);
+  const int64_t kb = s.trans_b ? b.dim(1) : b.dim(0);
+  s.n = s.trans_b ? b.dim(0) : b.dim(1);
+  if (s.k != kb) {
+    return ctx.InvalidArgument("Gemm of " + ShapeToString(a.shape()) + " and " + ShapeToString(b.shape()) +
+                               ": inner dimensions differ");
+  }
+  s.has_c = ctx.has_input(2) && ctx.node().attr_float("beta", 1.0f) != 0.0f;
+  return s;
+}
+
+LtGemmArgs GemmArgsOf(const OpContext& ctx, const GemmShape& s, LtGemmType type, void* y) {
+  LtGemmArgs args;
+  args.type = type;
+  args.m = s.m;
+  args.n = s.n;
+  args.k = s.k;
+  args.a = ctx.input(0).raw_data();
+  args.lda = ctx.input(0).dim(1);
+  args.trans_a = s.trans_a;
+  args.b = ctx.input(1).raw_data();
+  args.ldb = ctx.input(1).dim(1);
+  args.trans_b = s.trans_b;
+  args.c = y;
+  args.ldc = s.n;
+  args.alpha = ctx.node().attr_float("alpha", 1.0f);
+  return args;
+}
+
+Status CheckConvIm2Col(const Node& node, const std::vector<const Tensor*>& constants) {
+  if (node.attr_int("group", 1) != 1) return Status::NotSupported(node.Describe() + ": the CUDA im2col Conv rows take group 1");
+  if (constants.size() > 1 && constants[1] != nullptr && constants[1]->rank() != 4) {
+    return Status::NotSupported(node.Describe() + ": the CUDA Conv rows are 2-D only");
+  }
+  return Status::OK();
+}
+
+Status CheckConvDepthwise(const Node& node, const std::vector<const Tensor*>& constants) {
+  const int64_t group = node.attr_int("group", 1);
+  if (group <= 1) return Status::NotSupported(node.Describe() + ": the CUDA depthwise Conv rows take depthwise convolutions only");
+  if (constants.size() > 1 && constants[1] != nullptr) {
+    const Shape& w = constants[1]->shape();
+    if (w.size() != 4 || w[0] != group || w[1] != 1) {
+      return Status::NotSupported(node.Describe() + ": the CUDA depthwise Conv rows take weights [C, 1, kh, kw] with group = C");
+    }
+  }
+  return Status::OK();
+}
+
+template <typename T>
+Status FloatConvDepthwise(OpContext& ctx) {
+  const std::string row = FloatRowName<T>("conv_dw");
+  SPARQ_RETURN_IF_ERROR(RequireFloatInput<T>(ctx, 0, row.c_str()));
+  SPARQ_RETURN_IF_ERROR(RequireFloatInput<T>(ctx, 1, row.c_str()));
+  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
+  const Tensor& x = ctx.input(0);
+  const Tensor& w = ctx.input(1);
+  const int64_t group = ctx.node().attr_int("group", 1);
+  if (x.rank() != 4 || w.rank() != 4 || group != x.dim(1) || w.dim(0) != group || w.dim(1) != 1) {
+    return ctx.NotSupported(row + " takes x [N, C, H, W], w [C, 1, kh, kw] and group = C");
+  }
+  Shape y_shape;
+  SPARQ_ASSIGN_OR_RETURN(Conv2dGeometry g, Conv2dGeometryOf(ctx, x.shape(), w.shape(), &y_shape));
+  g.channels = x.dim(1);  // one channel per group: the kernel walks all C planes
+  const T* bias = nullptr;
+  if (ctx.has_input(2)) {
+    SPARQ_RETURN_IF_ERROR(RequireFloatInput<T>(ctx, 2, row.c_str()));
+    if (ctx.input(2).numel() != group) return ctx.InvalidArgument("B must have one value per output channel");
+    bias = InAs<T>(ctx, 2);
+  }
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, FloatRowType<T>::kType, y_shape));
+  return LaunchDepthwiseConv(InAs<T>(ctx, 0), InAs<T>(ctx, 1), bias, OutAs<T>(y), g, cuda->stream());
+}
+template Status FloatConvDepthwise<float>(OpContext&);
+template Status FloatConvDepthwise<Half>(OpContext&);
+
+Status ConvIm2ColGemm(const OpContext& ctx, CudaContext& cuda, const Conv2dGeometry& g, LtGemmType type,
+                      size_t elem_size, const void* x, const void* w, void* y, float beta, bool pointwise_direct) {
+  const int64_t K = g.patch(), P = g.pixels(), M = g.out_channels;
+  const bool pointwise = pointwise_direct && g.kernel_h == 1 && g.kernel_w == 1 && g.stride_h == 1 && g.stride_w == 1 &&
+                         g.pad_top == 0 && g.pad_left == 0 && g.out_height == g.height && g.out_width == g.width;
+  std::shared_ptr<uint8_t> col;
+  if (!pointwise) {
+    SPARQ_ASSIGN_OR_RETURN(col, Scratch(cuda, static_cast<size_t>(P * K) * elem_size));
+  }
+  for (int64_t n = 0; n < g.batch; ++n) {
+    const void* image = static_cast<const uint8_t*>(x) + static_cast<size_t>(n * g.channels * g.height * g.width) * elem_size;
+    LtGemmArgs args;  // y[n] [M, P] = w [M, K] * col [P, K]^T  (pointwise: w [M, C] * x [C, P])
+    args.type = type;
+    args.m = M;
+    args.n = P;
+    args.k = K;
+    args.a = w;
+    args.lda = K;
+    if (pointwise) {
+      args.b = image;
+      args.ldb = P;
+    } else {
+      SPARQ_RETURN_IF_ERROR(LaunchIm2Col(image, col.get(), static_cast<int>(elem_size), 0u, g, cuda.stream()));
+      args.b = col.get();
+      args.ldb = K;
+      args.trans_b = true;
+    }
+    args.c = static_cast<uint8_t*>(y) + static_cast<size_t>(n * M * P) * elem_size;
+    args.ldc = P;
+    args.beta = beta;
+    SPARQ_RETURN_IF_ERROR(RunCudaGemm(cuda, args).WithContext(ctx.node().Describe()));
+  }
+  return Status::OK();
+}
+
 namespace {
 
 // ---------------------------------------------------------------------------
@@ -82,6 +201,26 @@ StatusOr<MatMulShape> PlanMatMulShape(const OpContext& ctx, const Shape& a, cons
   return s;
 }
 
+// The cuBLASLt arguments of y = a * b for the plan s.
+LtGemmArgs MatMulArgs(const MatMulShape& s, LtGemmType type, const void* a, const void* b, void* y) {
+  LtGemmArgs args;
+  args.type = type;
+  args.m = s.m;
+  args.n = s.n;
+  args.k = s.k;
+  args.a = a;
+  args.lda = s.k;
+  args.b = b;
+  args.ldb = s.n;
+  args.c = y;
+  args.ldc = s.n;
+  args.batch = s.batch;
+  args.stride_a = s.stride_a;
+  args.stride_b = s.stride_b;
+  args.stride_c = s.stride_c;
+  return args;
+}
+
 Status MatMulDense(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
   SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 1));
@@ -93,22 +232,8 @@ Status MatMulDense(OpContext& ctx) {
   SPARQ_ASSIGN_OR_RETURN(const MatMulShape s, PlanMatMulShape(ctx, a.shape(), b.shape()));
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, a.dtype(), s.out));
   if (y->numel() == 0) return Status::OK();
-  LtGemmArgs args;
-  args.type = type;
-  args.m = s.m;
-  args.n = s.n;
-  args.k = s.k;
-  args.a = a.raw_data();
-  args.lda = s.k;
-  args.b = b.raw_data();
-  args.ldb = s.n;
-  args.c = y->raw_data();
-  args.ldc = s.n;
-  args.batch = s.batch;
-  args.stride_a = s.stride_a;
-  args.stride_b = s.stride_b;
-  args.stride_c = s.stride_c;
-  return RunCudaGemm(*cuda, args).WithContext(ctx.node().Describe());
+  return RunCudaGemm(*cuda, MatMulArgs(s, type, a.raw_data(), b.raw_data(), y->raw_data()))
+      .WithContext(ctx.node().Describe());
 }
 
 // Names the kernel by a constant weight's type (gemm_f32_cublaslt, gemm_f16_cublaslt;
@@ -141,81 +266,36 @@ Status Gemm(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 1));
   SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
   const Tensor& a = ctx.input(0);
-  const Tensor& b = ctx.input(1);
-  if (a.rank() != 2 || b.rank() != 2) return ctx.InvalidArgument("Gemm takes 2-D A and B");
-  if (a.dtype() != b.dtype()) return ctx.InvalidArgument("A and B differ in type");
+  SPARQ_ASSIGN_OR_RETURN(const GemmShape s, GemmShapeOf(ctx));
+  if (a.dtype() != ctx.input(1).dtype()) return ctx.InvalidArgument("A and B differ in type");
   SPARQ_ASSIGN_OR_RETURN(const LtGemmType type, FloatGemmType(ctx, *cuda, a.dtype()));
-  const bool ta = ctx.node().attr_int("transA", 0) != 0, tb = ctx.node().attr_int("transB", 0) != 0;
-  const int64_t m = ta ? a.dim(1) : a.dim(0), k = ta ? a.dim(0) : a.dim(1);
-  const int64_t kb = tb ? b.dim(1) : b.dim(0), n = tb ? b.dim(0) : b.dim(1);
-  if (k != kb) return ctx.InvalidArgument("Gemm of " + ShapeToString(a.shape()) + " and " + ShapeToString(b.shape()) + ": inner dimensions differ");
-  const bool has_c = ctx.has_input(2) && ctx.node().attr_float("beta", 1.0f) != 0.0f;
-  if (has_c) {
+  if (s.has_c) {
     SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 2));
     if (a.dtype() != DataType::kFloat32 || ctx.input(2).dtype() != DataType::kFloat32) {
       return ctx.NotSupported("gemm_cublaslt adds C to float32 results only");
     }
   }
-  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, a.dtype(), {m, n}));
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, a.dtype(), {s.m, s.n}));
   if (y->numel() == 0) return Status::OK();
-  LtGemmArgs args;
-  args.type = type;
-  args.m = m;
-  args.n = n;
-  args.k = k;
-  args.a = a.raw_data();
-  args.lda = a.dim(1);
-  args.trans_a = ta;
-  args.b = b.raw_data();
-  args.ldb = b.dim(1);
-  args.trans_b = tb;
-  args.c = y->raw_data();
-  args.ldc = n;
-  args.alpha = ctx.node().attr_float("alpha", 1.0f);
-  SPARQ_RETURN_IF_ERROR(RunCudaGemm(*cuda, args).WithContext(ctx.node().Describe()));
-  if (!has_c) return Status::OK();
+  SPARQ_RETURN_IF_ERROR(RunCudaGemm(*cuda, GemmArgsOf(ctx, s, type, y->raw_data())).WithContext(ctx.node().Describe()));
+  if (!s.has_c) return Status::OK();
   const Shape& c = ctx.input(2).shape();
-  const int64_t y_dims[2] = {m, n};
+  const int64_t y_dims[2] = {s.m, s.n};
   BroadcastPlan plan;
   int64_t out_dims[kMaxRank];
   int out_rank = 0;
   SPARQ_RETURN_IF_ERROR(PlanBroadcast(y_dims, 2, c.data(), static_cast<int>(c.size()), &plan, out_dims, &out_rank)
                             .WithContext(ctx.node().Describe()));
-  if (out_rank != 2 || out_dims[0] != m || out_dims[1] != n) {
+  if (out_rank != 2 || out_dims[0] != s.m || out_dims[1] != s.n) {
     return ctx.InvalidArgument("C of shape " + ShapeToString(c) + " does not broadcast to [M, N]");
   }
   float* yp = static_cast<float*>(y->raw_data());
-  return LaunchBinaryF32(BinaryOp::kAdd, yp, static_cast<const float*>(ctx.input(2).raw_data()), yp, plan,
-                         cuda->stream());
+  return LaunchBinary(BinaryOp::kAdd, yp, static_cast<const float*>(ctx.input(2).raw_data()), yp, plan,
+                      cuda->stream());
 }
 
 // ---------------------------------------------------------------------------
 // Conv (float32, 2-D)
-
-Status CheckConvIm2Col(const Node& node, const std::vector<const Tensor*>& constants) {
-  if (node.attr_int("group", 1) != 1) return Status::NotSupported(node.Describe() + ": conv_f32_im2col_cublaslt takes group 1");
-  if (constants.size() > 1 && constants[1] != nullptr && constants[1]->rank() != 4) {
-    return Status::NotSupported(node.Describe() + ": the CUDA Conv rows are 2-D only");
-  }
-  return Status::OK();
-}
-
-Status CheckConvDepthwise(const Node& node, const std::vector<const Tensor*>& constants) {
-  const int64_t group = node.attr_int("group", 1);
-  if (group <= 1) return Status::NotSupported(node.Describe() + ": conv_dw_f32_cuda takes depthwise convolutions only");
-  if (constants.size() > 1 && constants[1] != nullptr) {
-    const Shape& w = constants[1]->shape();
-    if (w.size() != 4 || w[0] != group || w[1] != 1) {
-      return Status::NotSupported(node.Describe() + ": conv_dw_f32_cuda takes weights [C, 1, kh, kw] with group = C");
-    }
-  }
-  return Status::OK();
-}
-
-// Resolves the geometry of a 2-D Conv on x and w (geometry.h).
-StatusOr<Conv2dGeometry> ConvGeometryOf(const OpContext& ctx, const Tensor& x, const Tensor& w, Shape* y_shape) {
-  return Conv2dGeometryOf(ctx, x.shape(), w.shape(), y_shape);
-}
 
 Status ConvIm2ColF32(OpContext& ctx) {
   for (size_t i = 0; i < 2; ++i) {
@@ -227,64 +307,22 @@ Status ConvIm2ColF32(OpContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   Shape y_shape;
-  SPARQ_ASSIGN_OR_RETURN(const Conv2dGeometry g, ConvGeometryOf(ctx, x, w, &y_shape));
+  SPARQ_ASSIGN_OR_RETURN(const Conv2dGeometry g, Conv2dGeometryOf(ctx, x.shape(), w.shape(), &y_shape));
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, y_shape));
   if (y->numel() == 0) return Status::OK();
-  const int64_t K = g.patch(), P = g.pixels(), M = g.out_channels;
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> col, Scratch(*cuda, static_cast<size_t>(P * K) * sizeof(float)));
-  const float* xp = static_cast<const float*>(x.raw_data());
-  float* yp = static_cast<float*>(y->raw_data());
-  for (int64_t n = 0; n < g.batch; ++n) {
-    SPARQ_RETURN_IF_ERROR(LaunchIm2Col(xp + n * g.channels * g.height * g.width, col.get(), 4, 0u, g, cuda->stream()));
-    LtGemmArgs args;  // y[n] [M, P] = w [M, K] * col [P, K]^T
-    args.type = cuda->options().allow_tf32 ? LtGemmType::kTF32 : LtGemmType::kF32;
-    args.m = M;
-    args.n = P;
-    args.k = K;
-    args.a = w.raw_data();
-    args.lda = K;
-    args.b = col.get();
-    args.ldb = K;
-    args.trans_b = true;
-    args.c = yp + n * M * P;
-    args.ldc = P;
-    SPARQ_RETURN_IF_ERROR(RunCudaGemm(*cuda, args).WithContext(ctx.node().Describe()));
-  }
+  const LtGemmType type = cuda->options().allow_tf32 ? LtGemmType::kTF32 : LtGemmType::kF32;
+  SPARQ_RETURN_IF_ERROR(ConvIm2ColGemm(ctx, *cuda, g, type, sizeof(float), x.raw_data(), w.raw_data(), y->raw_data(),
+                                       0.0f, false));
   if (ctx.has_input(2)) {
     SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 2));
     SPARQ_RETURN_IF_ERROR(RequireInputType(ctx, 2, DataType::kFloat32, "conv_f32_im2col_cublaslt"));
+    const int64_t M = g.out_channels;
     if (ctx.input(2).numel() != M) return ctx.InvalidArgument("B must have one value per output channel");
-    SPARQ_RETURN_IF_ERROR(LaunchAddChannelBiasF32(yp, static_cast<const float*>(ctx.input(2).raw_data()), g.batch, M, P,
-                                                  cuda->stream()));
+    SPARQ_RETURN_IF_ERROR(LaunchAddChannelBiasF32(static_cast<float*>(y->raw_data()),
+                                                  static_cast<const float*>(ctx.input(2).raw_data()), g.batch, M,
+                                                  g.pixels(), cuda->stream()));
   }
   return Status::OK();
-}
-
-Status ConvDepthwiseF32(OpContext& ctx) {
-  for (size_t i = 0; i < 2; ++i) {
-    SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, i));
-    SPARQ_RETURN_IF_ERROR(RequireInputType(ctx, i, DataType::kFloat32, "conv_dw_f32_cuda"));
-  }
-  SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
-  const Tensor& x = ctx.input(0);
-  const Tensor& w = ctx.input(1);
-  const int64_t group = ctx.node().attr_int("group", 1);
-  if (x.rank() != 4 || w.rank() != 4 || group != x.dim(1) || w.dim(0) != group || w.dim(1) != 1) {
-    return ctx.NotSupported("conv_dw_f32_cuda takes x [N, C, H, W], w [C, 1, kh, kw] and group = C");
-  }
-  Shape y_shape;
-  SPARQ_ASSIGN_OR_RETURN(Conv2dGeometry g, ConvGeometryOf(ctx, x, w, &y_shape));
-  g.channels = x.dim(1);  // one channel per group: the kernel walks all C planes
-  const float* bias = nullptr;
-  if (ctx.has_input(2)) {
-    SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 2));
-    SPARQ_RETURN_IF_ERROR(RequireInputType(ctx, 2, DataType::kFloat32, "conv_dw_f32_cuda"));
-    if (ctx.input(2).numel() != group) return ctx.InvalidArgument("B must have one value per output channel");
-    bias = static_cast<const float*>(ctx.input(2).raw_data());
-  }
-  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, y_shape));
-  return LaunchDepthwiseConvF32(static_cast<const float*>(x.raw_data()), static_cast<const float*>(w.raw_data()), bias,
-                                static_cast<float*>(y->raw_data()), g, cuda->stream());
 }
 
 // sparq.FusedConv (runtime/passes/float_fusion.h): the convolution, then its
@@ -294,9 +332,9 @@ Status ApplyFusedActivation(OpContext& ctx, CudaContext& cuda) {
   float* p = static_cast<float*>(y.raw_data());
   const float lo = ctx.node().attr_float("out_min", -std::numeric_limits<float>::infinity());
   const float hi = ctx.node().attr_float("out_max", std::numeric_limits<float>::infinity());
-  SPARQ_RETURN_IF_ERROR(LaunchUnaryF32(UnaryOp::kClip, p, p, y.numel(), lo, hi, 0.0f, cuda.stream()));
+  SPARQ_RETURN_IF_ERROR(LaunchUnary(UnaryOp::kClip, p, p, y.numel(), lo, hi, 0.0f, cuda.stream()));
   if (ctx.node().attr_string("activation", "") == "Silu") {
-    SPARQ_RETURN_IF_ERROR(LaunchUnaryF32(UnaryOp::kSilu, p, p, y.numel(), 0.0f, 0.0f, 0.0f, cuda.stream()));
+    SPARQ_RETURN_IF_ERROR(LaunchUnary(UnaryOp::kSilu, p, p, y.numel(), 0.0f, 0.0f, 0.0f, cuda.stream()));
   }
   return Status::OK();
 }
@@ -319,7 +357,7 @@ Status PointwiseDepthwiseF32(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(FusedConvF32<ConvIm2ColF32>(pw));
   const Tensor t = pw.outputs()[0];
   OpContext dw(depthwise, ctx.opset(), {&t, in(3), in(4)}, *cuda);
-  SPARQ_RETURN_IF_ERROR(FusedConvF32<ConvDepthwiseF32>(dw));
+  SPARQ_RETURN_IF_ERROR(FusedConvF32<FloatConvDepthwise<float>>(dw));
   ctx.set_output(0, dw.outputs()[0]);
   return Status::OK();
 }
@@ -359,22 +397,9 @@ StatusOr<Tensor> MatMulOnDevice(const OpContext& ctx, CudaContext& cuda, const T
   SPARQ_ASSIGN_OR_RETURN(const MatMulShape s, PlanMatMulShape(ctx, a.shape(), b.shape()));
   SPARQ_ASSIGN_OR_RETURN(Tensor y, cuda.AllocateTensor(a.dtype(), s.out));
   if (y.numel() == 0) return y;
-  LtGemmArgs args;
-  args.type = cuda.options().allow_tf32 ? LtGemmType::kTF32 : LtGemmType::kF32;
-  args.m = s.m;
-  args.n = s.n;
-  args.k = s.k;
-  args.a = a.raw_data();
-  args.lda = s.k;
-  args.b = b.raw_data();
-  args.ldb = s.n;
-  args.c = y.raw_data();
-  args.ldc = s.n;
-  args.batch = s.batch;
-  args.stride_a = s.stride_a;
-  args.stride_b = s.stride_b;
-  args.stride_c = s.stride_c;
-  SPARQ_RETURN_IF_ERROR(RunCudaGemm(cuda, args).WithContext(ctx.node().Describe()));
+  const LtGemmType type = cuda.options().allow_tf32 ? LtGemmType::kTF32 : LtGemmType::kF32;
+  SPARQ_RETURN_IF_ERROR(
+      RunCudaGemm(cuda, MatMulArgs(s, type, a.raw_data(), b.raw_data(), y.raw_data())).WithContext(ctx.node().Describe()));
   return y;
 }
 
@@ -391,7 +416,7 @@ Status BinaryInPlace(const OpContext& ctx, CudaContext& cuda, BinaryOp op, Tenso
                             " would grow the scores " + ShapeToString(y->shape()));
   }
   float* p = static_cast<float*>(y->raw_data());
-  return LaunchBinaryF32(op, p, static_cast<const float*>(b.raw_data()), p, plan, cuda.stream());
+  return LaunchBinary(op, p, static_cast<const float*>(b.raw_data()), p, plan, cuda.stream());
 }
 
 Status AttentionF32(OpContext& ctx) {
@@ -426,7 +451,7 @@ Status AttentionF32(OpContext& ctx) {
   if (scores.rank() == 0) return ctx.InvalidArgument("scores of rank 0");
   const int64_t n = scores.shape().back();
   float* sp = static_cast<float*>(scores.raw_data());
-  SPARQ_RETURN_IF_ERROR(LaunchSoftmaxRowsF32(sp, sp, n > 0 ? scores.numel() / n : 0, n, cuda->stream()));
+  SPARQ_RETURN_IF_ERROR(LaunchSoftmaxRows(sp, sp, n > 0 ? scores.numel() / n : 0, n, cuda->stream()));
   SPARQ_ASSIGN_OR_RETURN(Tensor y, MatMulOnDevice(ctx, *cuda, scores, v));
   if (bshd) {
     SPARQ_ASSIGN_OR_RETURN(y, PermuteOnDevice(*cuda, y, {0, 2, 1, 3}));
@@ -440,10 +465,10 @@ Status AttentionF32(OpContext& ctx) {
 void RegisterCudaGemmRows(KernelRegistry& r) {
   r.Add(CudaRow("MatMul", "", 1, WithHostFallback<MatMulDense>, "gemm_cublaslt", NameByWeight(nullptr)));
   r.Add(CudaRow("Gemm", "", 1, WithHostFallback<Gemm>, "gemm_cublaslt", NameByWeight(CheckGemm)));
-  r.Add(CudaRow("Conv", "", 1, WithHostFallback<ConvDepthwiseF32>, "conv_dw_f32_cuda", CheckOnly(CheckConvDepthwise), 0,
+  r.Add(CudaRow("Conv", "", 1, WithHostFallback<FloatConvDepthwise<float>>, "conv_dw_f32_cuda", CheckOnly(CheckConvDepthwise), 0,
                 kCudaPrioritySpecial));
   r.Add(CudaRow("Conv", "", 1, WithHostFallback<ConvIm2ColF32>, "conv_f32_im2col_cublaslt", CheckOnly(CheckConvIm2Col)));
-  r.Add(CudaRow("FusedConv", kSparqDomain, 1, WithHostFallback<FusedConvF32<ConvDepthwiseF32>>, "fused_conv_dw_f32_cuda",
+  r.Add(CudaRow("FusedConv", kSparqDomain, 1, WithHostFallback<FusedConvF32<FloatConvDepthwise<float>>>, "fused_conv_dw_f32_cuda",
                 CheckOnly(CheckConvDepthwise), 0, kCudaPrioritySpecial));
   r.Add(CudaRow("FusedConv", kSparqDomain, 1, WithHostFallback<FusedConvF32<ConvIm2ColF32>>,
                 "fused_conv_f32_im2col_cublaslt", CheckOnly(CheckConvIm2Col)));

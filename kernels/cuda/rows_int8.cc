@@ -20,7 +20,6 @@
 #include "kernels/cuda/gemm_cublaslt.h"
 #include "kernels/cuda/geometry.h"
 #include "kernels/cuda/launch.h"
-#include "kernels/ref/quantize.h"
 
 namespace sparq {
 namespace cuda {
@@ -34,54 +33,10 @@ StatusOr<Conv2dGeometry> ConvGeometryOf(const OpContext& ctx, const Tensor& x, c
 // ---------------------------------------------------------------------------
 // INT8: QLinearMatMul and QLinearConv
 
-// An int8 device view of an int8 / uint8 tensor: uint8 shifted into a scratch buffer.
-struct SignedView {
-  const int8_t* data = nullptr;
-  std::shared_ptr<uint8_t> holder;
-  bool shifted = false;
-};
-
-StatusOr<SignedView> AsSigned(const OpContext& ctx, CudaContext& cuda, const Tensor& t, const char* what) {
-  SignedView v;
-  if (t.dtype() == DataType::kInt8) {
-    v.data = static_cast<const int8_t*>(t.raw_data());
-    return v;
-  }
-  if (t.dtype() != DataType::kUInt8) {
-    return ctx.NotSupported(std::string(what) + " has type " + DataTypeName(t.dtype()) + "; expected int8 or uint8");
-  }
-  SPARQ_ASSIGN_OR_RETURN(v.holder, Scratch(cuda, static_cast<size_t>(t.numel())));
-  SPARQ_RETURN_IF_ERROR(
-      LaunchShiftU8ToS8(static_cast<const uint8_t*>(t.raw_data()), reinterpret_cast<int8_t*>(v.holder.get()), t.numel(),
-                        cuda.stream()));
-  v.data = reinterpret_cast<const int8_t*>(v.holder.get());
-  v.shifted = true;
-  return v;
-}
-
-// A zero point input (or 0 when absent) with `count` values (1 = per tensor), shifted by -128 for uint8 data.
-StatusOr<std::vector<int32_t>> ZeroPoints(const OpContext& ctx, size_t i, bool shifted, const char* what) {
-  std::vector<int32_t> zp{0};
-  if (ctx.has_input(i)) {
-    SPARQ_ASSIGN_OR_RETURN(zp, HostInts(ctx, i, what));
-    if (zp.empty()) return ctx.InvalidArgument(std::string(what) + " is empty");
-  }
-  if (shifted) {
-    for (int32_t& z : zp) z -= 128;
-  }
-  return zp;
-}
-
 bool AnyNonzero(const std::vector<int32_t>& v) {
   for (int32_t x : v)
     if (x != 0) return true;
   return false;
-}
-
-StatusOr<float> SingleFloat(const OpContext& ctx, size_t i, const char* what) {
-  SPARQ_ASSIGN_OR_RETURN(std::vector<float> v, HostFloats(ctx, i, what));
-  if (v.size() != 1) return ctx.NotSupported(std::string(what) + " per tensor only in the CUDA INT8 rows");
-  return v[0];
 }
 
 // acc [m, n] = a [m, k] * b [n, k]^T in int32: cuBLASLt's IMMA GEMM where it
@@ -221,22 +176,15 @@ Status QLinearMatMulS8(OpContext& ctx) {
   SPARQ_ASSIGN_OR_RETURN(const float a_scale, SingleFloat(ctx, 1, "a_scale"));
   SPARQ_ASSIGN_OR_RETURN(const std::vector<float> b_scale, HostFloats(ctx, 4, "b_scale"));
   SPARQ_ASSIGN_OR_RETURN(const float y_scale, SingleFloat(ctx, 6, "y_scale"));
-  int32_t y_zp = 0;
-  if (ctx.has_input(7)) {
-    SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> v, HostInts(ctx, 7, "y_zero_point"));
-    if (v.size() != 1) return ctx.NotSupported("y_zero_point per tensor only");
-    y_zp = v[0];
-  }
+  SPARQ_ASSIGN_OR_RETURN(const int32_t y_zp, OutputZeroPoint(ctx, 7));
   SPARQ_ASSIGN_OR_RETURN(IntMatMul m, PrepareIntMatMul(ctx, *cuda, 0, 2, 3, 5));
   if (b_scale.size() != 1 && static_cast<int64_t>(b_scale.size()) != m.r.cols) {
     return ctx.NotSupported("b_scale per tensor or per column only");
   }
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, y_type, m.out));
-  std::vector<float> mult(b_scale.size());
-  for (size_t j = 0; j < mult.size(); ++j) mult[j] = RequantMultiplier(a_scale, b_scale[j], y_scale);
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> mult_dev, UploadVector(*cuda, mult));
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> mult_dev, UploadMultipliers(*cuda, a_scale, b_scale, y_scale));
   m.r.multiplier = reinterpret_cast<const float*>(mult_dev.get());
-  m.r.multiplier_per_col = mult.size() > 1;
+  m.r.multiplier_per_col = b_scale.size() > 1;
   m.r.y_zp = y_zp;
   m.r.out_signed = y_type == DataType::kInt8;
   m.r.out = y->raw_data();
@@ -247,43 +195,15 @@ Status QLinearMatMulS8(OpContext& ctx) {
 // sparq.MatMulIntegerToFloat(A, B, A_zero_point, B_zero_point, A_scale, B_scale[, Bias]):
 // the INT8 GEMM, then float(sum) * (A_scale * B_scale[n]) [+ Bias[n]] [-> GeluErfChain].
 Status CheckMatMulIntegerToFloat(const Node& node, const std::vector<const Tensor*>&) {
-  const std::string activation = node.attr_string("activation", "");
-  if (!activation.empty() && activation != "GeluErfChain") {
-    return Status::NotSupported(node.Describe() + ": activation '" + activation + "'");
-  }
-  return Status::OK();
+  return CheckIntegerToFloatActivation(node);
 }
 
 Status MatMulIntegerToFloatS8(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(6));
   SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
-  SPARQ_ASSIGN_OR_RETURN(const float a_scale, SingleFloat(ctx, 4, "A_scale"));
-  SPARQ_ASSIGN_OR_RETURN(const std::vector<float> b_scale, HostFloats(ctx, 5, "B_scale"));
   SPARQ_ASSIGN_OR_RETURN(IntMatMul m, PrepareIntMatMul(ctx, *cuda, 0, 2, 1, 3));
-  const int64_t N = m.r.cols;
-  if (b_scale.size() != 1 && static_cast<int64_t>(b_scale.size()) != N) {
-    return ctx.InvalidArgument("B_scale must have one value or one per column");
-  }
-  FloatEpilogue e;
-  std::vector<float> scale(b_scale.size());
-  for (size_t j = 0; j < scale.size(); ++j) scale[j] = a_scale * b_scale[j];
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> scale_dev, UploadVector(*cuda, scale));
-  e.scale = reinterpret_cast<const float*>(scale_dev.get());
-  e.scale_per_col = scale.size() > 1;
-  if (ctx.has_input(6)) {
-    SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 6));
-    const Tensor& bias = ctx.input(6);
-    if (bias.dtype() != DataType::kFloat32 || bias.rank() != 1 || bias.dim(0) != N) {
-      return ctx.InvalidArgument("Bias must be float32 [" + std::to_string(N) + "]");
-    }
-    e.bias = static_cast<const float*>(bias.raw_data());
-  }
-  if (ctx.node().attr_string("activation", "") == "GeluErfChain") {
-    e.gelu = true;
-    e.gelu_divisor = ctx.node().attr_float("gelu_divisor", 1.41421356f);
-    e.gelu_offset = ctx.node().attr_float("gelu_offset", 1.0f);
-    e.gelu_scale = ctx.node().attr_float("gelu_scale", 0.5f);
-  }
+  std::shared_ptr<uint8_t> scale_dev;
+  SPARQ_ASSIGN_OR_RETURN(const FloatEpilogue e, MakeFloatEpilogue(ctx, *cuda, m.r.cols, &scale_dev));
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, m.out));
   if (m.r.rows == 0 || m.r.cols == 0) return Status::OK();
   return GemmS8ToFloat(*cuda, m.a, m.bt, m.k, m.r, e, static_cast<float*>(y->raw_data())).WithContext(ctx.node().Describe());
@@ -322,12 +242,7 @@ Status QLinearConvS8(OpContext& ctx) {
   SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> zw, ZeroPoints(ctx, 5, w8.shifted, "w_zero_point"));
   if (zx.size() != 1) return ctx.NotSupported("x_zero_point per tensor only");
   if (zw.size() != 1 && static_cast<int64_t>(zw.size()) != M) return ctx.InvalidArgument("w_zero_point must have 1 or M values");
-  int32_t y_zp = 0;
-  if (ctx.has_input(7)) {
-    SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> v, HostInts(ctx, 7, "y_zero_point"));
-    if (v.size() != 1) return ctx.NotSupported("y_zero_point per tensor only");
-    y_zp = v[0];
-  }
+  SPARQ_ASSIGN_OR_RETURN(const int32_t y_zp, OutputZeroPoint(ctx, 7));
   const int32_t* bias = nullptr;
   if (ctx.has_input(8)) {
     SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 8));
@@ -344,9 +259,7 @@ Status QLinearConvS8(OpContext& ctx) {
   if (zw.size() > 1) {
     SPARQ_ASSIGN_OR_RETURN(zw_dev, UploadVector(*cuda, zw));
   }
-  std::vector<float> mult(w_scale.size());
-  for (size_t j = 0; j < mult.size(); ++j) mult[j] = RequantMultiplier(x_scale, w_scale[j], y_scale);
-  SPARQ_ASSIGN_OR_RETURN(mult_dev, UploadVector(*cuda, mult));
+  SPARQ_ASSIGN_OR_RETURN(mult_dev, UploadMultipliers(*cuda, x_scale, w_scale, y_scale));
   if (AnyNonzero(zw)) {
     SPARQ_ASSIGN_OR_RETURN(col_sum, Scratch(*cuda, static_cast<size_t>(P) * sizeof(int32_t)));
   }
@@ -372,7 +285,7 @@ Status QLinearConvS8(OpContext& ctx) {
     r.bias = bias;
     r.bias_per_row = true;
     r.multiplier = reinterpret_cast<const float*>(mult_dev.get());
-    r.multiplier_per_row = mult.size() > 1;
+    r.multiplier_per_row = w_scale.size() > 1;
     r.y_zp = y_zp;
     r.out_signed = y_type == DataType::kInt8;
     r.out = static_cast<uint8_t*>(y->raw_data()) + static_cast<size_t>(n * M * P) * elem;
@@ -442,16 +355,10 @@ Status QLinearConvDepthwiseS8(OpContext& ctx) {
     }
     a.bias = static_cast<const int32_t*>(ctx.input(8).raw_data());
   }
-  std::vector<float> mult(w_scale.size());
-  for (size_t j = 0; j < mult.size(); ++j) mult[j] = RequantMultiplier(x_scale, w_scale[j], y_scale);
-  SPARQ_ASSIGN_OR_RETURN(mult_dev, UploadVector(*cuda, mult));
+  SPARQ_ASSIGN_OR_RETURN(mult_dev, UploadMultipliers(*cuda, x_scale, w_scale, y_scale));
   a.multiplier = reinterpret_cast<const float*>(mult_dev.get());
-  a.multiplier_per_channel = mult.size() > 1;
-  if (ctx.has_input(7)) {
-    SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> v, HostInts(ctx, 7, "y_zero_point"));
-    if (v.size() != 1) return ctx.NotSupported("y_zero_point per tensor only");
-    a.y_zp = v[0];
-  }
+  a.multiplier_per_channel = w_scale.size() > 1;
+  SPARQ_ASSIGN_OR_RETURN(a.y_zp, OutputZeroPoint(ctx, 7));
   a.y_signed = y_type == DataType::kInt8;
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, y_type, y_shape));
   return LaunchDepthwiseConvS8(a, y->raw_data(), g, cuda->stream());

@@ -68,12 +68,8 @@ Status Logic(OpContext& ctx) {
   const bool logical = kOp == LogicOp::kAnd || kOp == LogicOp::kOr || kOp == LogicOp::kXor;
   if (logical && type != LogicType::kBool) return ctx.InvalidArgument("And / Or / Xor take bool inputs");
   BroadcastPlan plan;
-  int64_t dims[kMaxRank];
-  int rank = 0;
-  SPARQ_RETURN_IF_ERROR(PlanBroadcast(a.shape().data(), static_cast<int>(a.rank()), b.shape().data(),
-                                      static_cast<int>(b.rank()), &plan, dims, &rank)
-                            .WithContext(ctx.node().Describe()));
-  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kBool, Shape(dims, dims + rank)));
+  SPARQ_ASSIGN_OR_RETURN(const Shape out, PlanBinaryBroadcast(ctx, &plan));
+  SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kBool, out));
   return LaunchLogic(kOp, type, a.raw_data(), b.raw_data(), static_cast<uint8_t*>(y->raw_data()), plan, cuda->stream());
 }
 

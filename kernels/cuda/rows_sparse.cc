@@ -40,7 +40,6 @@
 #include "kernels/cuda/layouts.h"
 #include "kernels/cuda/spmm_bell_wmma.h"
 #include "kernels/cuda/spmm_blocked_ell.h"
-#include "kernels/ref/quantize.h"
 
 namespace sparq {
 namespace cuda {
@@ -180,10 +179,7 @@ StatusOr<PreparedKernel> PrepareBlockSparseS8(const Node& node, const std::vecto
   const char* row = node.op_type == "QLinearMatMul" ? "qlinear_matmul_s8_bell" : "matmul_s8_f32_bell";
   const Tensor* w = constants.size() > kWeight ? constants[kWeight] : nullptr;
   if (w == nullptr) return Status::NotSupported(node.Describe() + ": " + row + " needs a constant weight");
-  const std::string activation = node.attr_string("activation", "");
-  if (!activation.empty() && activation != "GeluErfChain") {
-    return Status::NotSupported(node.Describe() + ": activation '" + activation + "'");
-  }
+  SPARQ_RETURN_IF_ERROR(CheckIntegerToFloatActivation(node));
   const bool has_zp = node.inputs.size() > kZeroPoint && !node.inputs[kZeroPoint].empty();
   const Tensor* zp = has_zp && constants.size() > kZeroPoint ? constants[kZeroPoint] : nullptr;
   if (has_zp && zp == nullptr) return Status::NotSupported(node.Describe() + ": the weight zero point is not a constant");
@@ -208,30 +204,14 @@ struct SignedActivations {
 
 StatusOr<SignedActivations> ActivationsOf(const OpContext& ctx, CudaContext& cuda, size_t x_in, size_t zp_in) {
   SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, x_in));
-  const Tensor& x = ctx.input(x_in);
   SignedActivations a;
-  if (ctx.has_input(zp_in)) {
-    SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> zp, HostInts(ctx, zp_in, "the activations' zero point"));
-    if (zp.size() != 1) return ctx.NotSupported("the activations' zero point per tensor only");
-    a.zero_point = zp[0];
-  }
-  if (x.dtype() == DataType::kInt8) {
-    a.data = static_cast<const int8_t*>(x.raw_data());
-    return a;
-  }
-  if (x.dtype() != DataType::kUInt8) return ctx.NotSupported("activations of type " + DataTypeName(x.dtype()));
-  SPARQ_ASSIGN_OR_RETURN(a.holder, Scratch(cuda, static_cast<size_t>(x.numel())));
-  SPARQ_RETURN_IF_ERROR(LaunchShiftU8ToS8(static_cast<const uint8_t*>(x.raw_data()),
-                                          reinterpret_cast<int8_t*>(a.holder.get()), x.numel(), cuda.stream()));
-  a.data = reinterpret_cast<const int8_t*>(a.holder.get());
-  a.zero_point -= 128;
+  SPARQ_ASSIGN_OR_RETURN(const SignedView x, AsSigned(ctx, cuda, ctx.input(x_in), "the activations"));
+  SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> zp, ZeroPoints(ctx, zp_in, x.shifted, "the activations' zero point"));
+  if (zp.size() != 1) return ctx.NotSupported("the activations' zero point per tensor only");
+  a.data = x.data;
+  a.holder = x.holder;
+  a.zero_point = zp[0];
   return a;
-}
-
-StatusOr<float> OneFloat(const OpContext& ctx, size_t i, const char* what) {
-  SPARQ_ASSIGN_OR_RETURN(std::vector<float> v, HostFloats(ctx, i, what));
-  if (v.size() != 1) return ctx.NotSupported(std::string(what) + " per tensor only");
-  return v[0];
 }
 
 // The operands of an INT8 layer's product: the signed activations [M, K] and
@@ -298,26 +278,19 @@ Status QLinearMatMulBlockSparseS8(OpContext& ctx) {
   SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
   const DataType y_type = ctx.has_input(7) ? ctx.input(7).dtype() : ctx.input(0).dtype();
   if (y_type != DataType::kInt8 && y_type != DataType::kUInt8) return ctx.NotSupported("output type must be int8 / uint8");
-  SPARQ_ASSIGN_OR_RETURN(const float a_scale, OneFloat(ctx, 1, "a_scale"));
+  SPARQ_ASSIGN_OR_RETURN(const float a_scale, SingleFloat(ctx, 1, "a_scale"));
   SPARQ_ASSIGN_OR_RETURN(const std::vector<float> b_scale, HostFloats(ctx, 4, "b_scale"));
-  SPARQ_ASSIGN_OR_RETURN(const float y_scale, OneFloat(ctx, 6, "y_scale"));
+  SPARQ_ASSIGN_OR_RETURN(const float y_scale, SingleFloat(ctx, 6, "y_scale"));
   if (b_scale.size() != 1 && static_cast<int64_t>(b_scale.size()) != w->ell.rows) {
     return ctx.NotSupported("b_scale per tensor or per column only");
   }
-  int32_t y_zp = 0;
-  if (ctx.has_input(7)) {
-    SPARQ_ASSIGN_OR_RETURN(const std::vector<int32_t> v, HostInts(ctx, 7, "y_zero_point"));
-    if (v.size() != 1) return ctx.NotSupported("y_zero_point per tensor only");
-    y_zp = v[0];
-  }
+  SPARQ_ASSIGN_OR_RETURN(const int32_t y_zp, OutputZeroPoint(ctx, 7));
   SPARQ_ASSIGN_OR_RETURN(SparseS8Operands p, S8Operands(ctx, *cuda, *w, 0, 2));
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, y_type, p.out));
   if (y->numel() == 0) return Status::OK();
-  std::vector<float> mult(b_scale.size());
-  for (size_t j = 0; j < mult.size(); ++j) mult[j] = RequantMultiplier(a_scale, b_scale[j], y_scale);
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> mult_dev, UploadVector(*cuda, mult));
+  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> mult_dev, UploadMultipliers(*cuda, a_scale, b_scale, y_scale));
   p.r.multiplier = reinterpret_cast<const float*>(mult_dev.get());
-  p.r.multiplier_per_col = mult.size() > 1;
+  p.r.multiplier_per_col = b_scale.size() > 1;
   p.r.y_zp = y_zp;
   p.r.out_signed = y_type == DataType::kInt8;
   p.r.out = y->raw_data();
@@ -333,37 +306,11 @@ Status MatMulIntegerToFloatBlockSparseS8(OpContext& ctx) {
   const auto* w = static_cast<const SparseWeight<int8_t>*>(ctx.prepared());
   if (w == nullptr) return ctx.Internal("matmul_s8_f32_bell ran without its prepared weight");
   SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
-  const std::string activation = ctx.node().attr_string("activation", "");
-  if (!activation.empty() && activation != "GeluErfChain") return ctx.NotSupported("activation '" + activation + "'");
-  SPARQ_ASSIGN_OR_RETURN(const float a_scale, OneFloat(ctx, 4, "A_scale"));
-  SPARQ_ASSIGN_OR_RETURN(const std::vector<float> b_scale, HostFloats(ctx, 5, "B_scale"));
-  const int64_t N = w->ell.rows;
-  if (b_scale.size() != 1 && static_cast<int64_t>(b_scale.size()) != N) {
-    return ctx.InvalidArgument("B_scale must have one value or one per column");
-  }
+  std::shared_ptr<uint8_t> scale_dev;
+  SPARQ_ASSIGN_OR_RETURN(const FloatEpilogue e, MakeFloatEpilogue(ctx, *cuda, w->ell.rows, &scale_dev));
   SPARQ_ASSIGN_OR_RETURN(SparseS8Operands p, S8Operands(ctx, *cuda, *w, 0, 2));
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, p.out));
   if (y->numel() == 0) return Status::OK();
-  FloatEpilogue e;
-  std::vector<float> scale(b_scale.size());
-  for (size_t j = 0; j < scale.size(); ++j) scale[j] = a_scale * b_scale[j];
-  SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> scale_dev, UploadVector(*cuda, scale));
-  e.scale = reinterpret_cast<const float*>(scale_dev.get());
-  e.scale_per_col = scale.size() > 1;
-  if (ctx.has_input(6)) {
-    SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 6));
-    const Tensor& bias = ctx.input(6);
-    if (bias.dtype() != DataType::kFloat32 || bias.rank() != 1 || bias.dim(0) != N) {
-      return ctx.InvalidArgument("Bias must be float32 [" + std::to_string(N) + "]");
-    }
-    e.bias = static_cast<const float*>(bias.raw_data());
-  }
-  if (activation == "GeluErfChain") {
-    e.gelu = true;
-    e.gelu_divisor = ctx.node().attr_float("gelu_divisor", 1.41421356f);
-    e.gelu_offset = ctx.node().attr_float("gelu_offset", 1.0f);
-    e.gelu_scale = ctx.node().attr_float("gelu_scale", 0.5f);
-  }
   float* yp = static_cast<float*>(y->raw_data());
   if (std::optional<BellWmmaArgs> own = OwnKernelArgs(*cuda, w->choice, *w, p, yp)) {
     return LaunchSpmmBellS8ToFloat(*own, p.r, e, cuda->stream()).WithContext(ctx.node().Describe());

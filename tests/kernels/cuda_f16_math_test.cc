@@ -38,6 +38,12 @@ Tensor RandomHalf(Shape shape, uint32_t seed, float lo, float hi) {
 }
 
 const Half* HalfData(const Tensor& t) { return static_cast<const Half*>(t.raw_data()); }
+// A float body's float32 result stored as the float16 kernels store it (one rounding).
+Half Rounded(float v) {
+  Half h;
+  cuda::StoreF32(&h, 0, v);
+  return h;
+}
 
 Tensor RunRef(const Node& node, int64_t opset, const std::vector<Tensor>& inputs) {
   auto out = testing::RunRefKernel(node, opset, inputs);
@@ -93,28 +99,28 @@ TEST(CudaF16Math, UnaryBodiesMatchReferenceFloat16Kernels) {
   struct Case {
     const char* op;
     int64_t opset;
-    cuda::HalfUnaryOp body;
+    cuda::UnaryOp body;
     float tol;
     float lo, hi;  // the input range (Sqrt: non-negative)
   };
   const Case cases[] = {
-      {"Relu", 14, cuda::HalfUnaryOp::kRelu, kF16Exact, -9, 9},
-      {"Neg", 13, cuda::HalfUnaryOp::kNeg, kF16Exact, -9, 9},
-      {"Abs", 13, cuda::HalfUnaryOp::kAbs, kF16Exact, -9, 9},
-      {"Sqrt", 13, cuda::HalfUnaryOp::kSqrt, kF16Exact, 0, 60000},
-      {"Reciprocal", 13, cuda::HalfUnaryOp::kReciprocal, kF16Exact, -9, 9},
-      {"Sigmoid", 13, cuda::HalfUnaryOp::kSigmoid, kF16Transcendental, -12, 12},
-      {"Tanh", 13, cuda::HalfUnaryOp::kTanh, kF16Transcendental, -5, 5},
-      {"Erf", 13, cuda::HalfUnaryOp::kErf, kF16Transcendental, -4, 4},
-      {"Exp", 13, cuda::HalfUnaryOp::kExp, kF16Transcendental, -12, 11},
-      {"Gelu", 20, cuda::HalfUnaryOp::kGelu, kF16Transcendental, -6, 6},
+      {"Relu", 14, cuda::UnaryOp::kRelu, kF16Exact, -9, 9},
+      {"Neg", 13, cuda::UnaryOp::kNeg, kF16Exact, -9, 9},
+      {"Abs", 13, cuda::UnaryOp::kAbs, kF16Exact, -9, 9},
+      {"Sqrt", 13, cuda::UnaryOp::kSqrt, kF16Exact, 0, 60000},
+      {"Reciprocal", 13, cuda::UnaryOp::kReciprocal, kF16Exact, -9, 9},
+      {"Sigmoid", 13, cuda::UnaryOp::kSigmoid, kF16Transcendental, -12, 12},
+      {"Tanh", 13, cuda::UnaryOp::kTanh, kF16Transcendental, -5, 5},
+      {"Erf", 13, cuda::UnaryOp::kErf, kF16Transcendental, -4, 4},
+      {"Exp", 13, cuda::UnaryOp::kExp, kF16Transcendental, -12, 11},
+      {"Gelu", 20, cuda::UnaryOp::kGelu, kF16Transcendental, -6, 6},
   };
   uint32_t seed = 2;
   for (const Case& c : cases) {
     const Tensor in = RandomHalf({4000}, seed++, c.lo, c.hi);
     const Tensor want = RunRef(testing::OpNode(c.op), c.opset, {in});
     std::vector<Half> got(static_cast<size_t>(in.numel()));
-    for (int64_t i = 0; i < in.numel(); ++i) got[static_cast<size_t>(i)] = cuda::HalfUnaryElement(c.body, HalfData(in)[i], 0, 0);
+    for (int64_t i = 0; i < in.numel(); ++i) got[static_cast<size_t>(i)] = Rounded(cuda::UnaryValue(c.body, cuda::LoadF32(HalfData(in), i), 0, 0, 0, 0));
     ExpectHalvesNear(got, want, c.tol, c.op);
   }
   // Clip with float16 bounds.
@@ -123,7 +129,7 @@ TEST(CudaF16Math, UnaryBodiesMatchReferenceFloat16Kernels) {
   *static_cast<uint16_t*>(hi.raw_data()) = FloatToHalf(6.0f);
   const Tensor want = RunRef(testing::OpNode("Clip"), 13, {x, lo, hi});
   std::vector<Half> got(static_cast<size_t>(x.numel()));
-  for (int64_t i = 0; i < x.numel(); ++i) got[static_cast<size_t>(i)] = cuda::HalfUnaryElement(cuda::HalfUnaryOp::kClip, HalfData(x)[i], 0.0f, 6.0f);
+  for (int64_t i = 0; i < x.numel(); ++i) got[static_cast<size_t>(i)] = Rounded(cuda::UnaryValue(cuda::UnaryOp::kClip, cuda::LoadF32(HalfData(x), i), 0.0f, 6.0f, 0, 0));
   ExpectHalvesNear(got, want, kF16Exact, "Clip");
 }
 
@@ -138,7 +144,7 @@ TEST(CudaF16Math, BinaryBodiesBroadcastLikeReference) {
     ASSERT_TRUE(cuda::PlanBroadcast(a.shape().data(), 4, b.shape().data(), 3, &plan, dims, &rank).ok());
     ASSERT_EQ(Shape(dims, dims + rank), want.shape());
     std::vector<Half> got(static_cast<size_t>(plan.numel));
-    for (int64_t i = 0; i < plan.numel; ++i) got[static_cast<size_t>(i)] = cuda::HalfBinaryElement(i, op, HalfData(a), HalfData(b), plan);
+    for (int64_t i = 0; i < plan.numel; ++i) got[static_cast<size_t>(i)] = Rounded(cuda::BinaryElement(i, static_cast<cuda::BinaryOp>(op), HalfData(a), HalfData(b), plan));
     ExpectHalvesNear(got, want, kF16Exact, ops[op]);
   }
 }
@@ -148,7 +154,7 @@ TEST(CudaF16Math, SoftmaxAndLayerNormRowsMatchReference) {
     const Tensor x = RandomHalf({3, n}, 30 + static_cast<uint32_t>(n), -10.0f, 10.0f);
     const Tensor want = RunRef(testing::OpNode("Softmax"), 13, {x});
     std::vector<Half> got(static_cast<size_t>(x.numel()));
-    for (int64_t r = 0; r < 3; ++r) cuda::SoftmaxRowHalf(HalfData(x) + r * n, got.data() + r * n, n);
+    for (int64_t r = 0; r < 3; ++r) cuda::SoftmaxRow(HalfData(x) + r * n, got.data() + r * n, n);
     ExpectHalvesNear(got, want, kF16Reduction, "Softmax n=" + std::to_string(n));
   }
   for (int64_t n : {1, 64, 384}) {
@@ -157,7 +163,7 @@ TEST(CudaF16Math, SoftmaxAndLayerNormRowsMatchReference) {
     const Tensor want = RunRef(testing::OpNode("LayerNormalization", {Attribute::Float("epsilon", 1e-5f)}), 17, {x, s, b});
     std::vector<Half> got(static_cast<size_t>(x.numel()));
     for (int64_t r = 0; r < 4; ++r) {
-      cuda::LayerNormRowHalf(HalfData(x) + r * n, HalfData(s), HalfData(b), static_cast<double>(1e-5f), n, got.data() + r * n);
+      cuda::LayerNormRow(HalfData(x) + r * n, HalfData(s), HalfData(b), static_cast<double>(1e-5f), n, got.data() + r * n);
     }
     ExpectHalvesNear(got, want, kF16Reduction, "LayerNormalization n=" + std::to_string(n));
   }
@@ -181,7 +187,7 @@ TEST(CudaF16Math, PoolingAndDepthwiseConvMatchReference) {
     const Tensor want = RunRef(testing::OpNode(max ? "MaxPool" : "AveragePool", attrs), 19, {x});
     std::vector<Half> got(static_cast<size_t>(n_out));
     for (int64_t i = 0; i < n_out; ++i)
-      got[static_cast<size_t>(i)] = max ? cuda::Pool2dHalfElement<true>(i, HalfData(x), g) : cuda::Pool2dHalfElement<false>(i, HalfData(x), g);
+      got[static_cast<size_t>(i)] = Rounded(max ? cuda::Pool2dValue<true>(i, HalfData(x), g) : cuda::Pool2dValue<false>(i, HalfData(x), g));
     ExpectHalvesNear(got, want, max ? kF16Exact : kF16Reduction, max ? "MaxPool" : "AveragePool");
   }
   const Tensor w = RandomHalf({3, 1, 3, 3}, 51, -1.0f, 1.0f), bias = RandomHalf({3}, 52, -1.0f, 1.0f);
@@ -200,7 +206,7 @@ TEST(CudaF16Math, PoolingAndDepthwiseConvMatchReference) {
   c.stride_h = c.stride_w = 2;
   c.pad_top = c.pad_left = 1;
   std::vector<Half> got(static_cast<size_t>(want.numel()));
-  for (int64_t i = 0; i < want.numel(); ++i) got[static_cast<size_t>(i)] = cuda::DepthwiseConvHalfElement(i, HalfData(x), HalfData(w), HalfData(bias), c);
+  for (int64_t i = 0; i < want.numel(); ++i) got[static_cast<size_t>(i)] = Rounded(cuda::DepthwiseConvValue(i, HalfData(x), HalfData(w), HalfData(bias), c));
   ExpectHalvesNear(got, want, kF16Conv, "depthwise Conv");
 }
 

@@ -103,18 +103,10 @@ RecurrentRun RunRecurrent(const RecurrentCase& c, bool reference, int threads) {
     m.graph.outputs.back().has_shape = false;
   }
   std::vector<Attribute> attrs = c.extra;
-  Attribute dir;
-  dir.name = "direction", dir.kind = Attribute::Kind::kString, dir.s = c.direction;
-  Attribute hidden;
-  hidden.name = "hidden_size", hidden.kind = Attribute::Kind::kInt, hidden.i = c.hidden;
-  Attribute layout;
-  layout.name = "layout", layout.kind = Attribute::Kind::kInt, layout.i = c.layout;
-  attrs.push_back(dir), attrs.push_back(hidden), attrs.push_back(layout);
-  if (c.op == "GRU") {
-    Attribute lbr;
-    lbr.name = "linear_before_reset", lbr.kind = Attribute::Kind::kInt, lbr.i = c.linear_before_reset;
-    attrs.push_back(lbr);
-  }
+  attrs.push_back(Attribute::String("direction", c.direction));
+  attrs.push_back(Attribute::Int("hidden_size", c.hidden));
+  attrs.push_back(Attribute::Int("layout", c.layout));
+  if (c.op == "GRU") attrs.push_back(Attribute::Int("linear_before_reset", c.linear_before_reset));
   m.graph.nodes.push_back({"cell", c.op, "", inputs, outputs, attrs, ""});
   ExecutorOptions options;
   options.threads = threads;
@@ -143,19 +135,73 @@ void ExpectNear(const TensorMap& got, const TensorMap& want, float tol) {
   }
 }
 
-std::vector<RecurrentCase> LstmCases() {
+// The case, for SCOPED_TRACE.
+std::string Describe(const RecurrentCase& c) {
+  return c.op + " " + c.direction + " layout " + std::to_string(c.layout) +
+         (c.op == "GRU" ? " linear_before_reset " + std::to_string(c.linear_before_reset) : "") + (c.lens ? " lens" : "") +
+         (c.initial ? " initial" : "") + (c.peepholes ? " peepholes" : "") + (c.bias ? "" : " no B") + " batch " +
+         std::to_string(c.batch) + " input " + std::to_string(c.input) + " hidden " + std::to_string(c.hidden);
+}
+
+// Every direction and layout of `base`: as it is; with sequence_lens and
+// initial states; and then without B (LSTM: with peepholes too).
+std::vector<RecurrentCase> DirectionsAndLayouts(const RecurrentCase& base) {
   std::vector<RecurrentCase> cases;
   for (const char* direction : {"forward", "reverse", "bidirectional"}) {
     for (int64_t layout : {0, 1}) {
-      RecurrentCase c;
+      RecurrentCase c = base;
       c.direction = direction, c.layout = layout;
       cases.push_back(c);
       c.lens = true, c.initial = true;
       cases.push_back(c);
-      c.peepholes = true, c.bias = false;
+      c.bias = false, c.peepholes = c.op == "LSTM";
       cases.push_back(c);
     }
   }
+  return cases;
+}
+
+// Each case on the fast row (named `row`+gemm_f32 ...+gemv_f32) within `tol`
+// of the reference, and the same bits for 1 and 2 threads.
+void ExpectFastRowsMatchTheReference(const std::vector<RecurrentCase>& cases, const std::string& row, float tol) {
+  for (const RecurrentCase& c : cases) {
+    SCOPED_TRACE(Describe(c));
+    const RecurrentRun fast = RunRecurrent(c, false, 1);
+    EXPECT_EQ(fast.kernel.rfind(row + "+gemm_f32", 0), 0u) << fast.kernel;
+    EXPECT_NE(fast.kernel.find("+gemv_f32"), std::string::npos) << fast.kernel;
+    ExpectNear(fast.outputs, RunRecurrent(c, true, 1).outputs, tol);
+    ExpectNear(RunRecurrent(c, false, 2).outputs, fast.outputs, 0.0f);  // any thread count: the same bits
+  }
+}
+
+// Each case (a node the fast row does not take) on the reference kernel, its bits.
+void ExpectTheReferenceRuns(const std::vector<RecurrentCase>& cases) {
+  for (const RecurrentCase& c : cases) {
+    SCOPED_TRACE(Describe(c));
+    const RecurrentRun run = RunRecurrent(c, false, 1);
+    EXPECT_EQ(run.kernel, "ref");
+    ExpectNear(run.outputs, RunRecurrent(c, true, 1).outputs, 0.0f);
+  }
+}
+
+// The cases a fast row must leave to the reference: `extra` attributes (clip,
+// other activations) one at a time, and W fed at run time.
+std::vector<RecurrentCase> OutsideThePath(const std::string& op, const std::vector<Attribute>& extra) {
+  RecurrentCase base;
+  base.op = op, base.linear_before_reset = op == "GRU" ? 1 : 0;
+  std::vector<RecurrentCase> cases;
+  for (const Attribute& a : extra) {
+    RecurrentCase c = base;
+    c.extra = {a};
+    cases.push_back(c);
+  }
+  base.weights_as_inputs = true;
+  cases.push_back(base);
+  return cases;
+}
+
+std::vector<RecurrentCase> LstmCases() {
+  std::vector<RecurrentCase> cases = DirectionsAndLayouts(RecurrentCase{});
   RecurrentCase wide;  // more than one GEMM tile of gates and of batch rows
   wide.seq = 3, wide.batch = 9, wide.input = 40, wide.hidden = 37;
   cases.push_back(wide);
@@ -165,50 +211,25 @@ std::vector<RecurrentCase> LstmCases() {
   return cases;
 }
 
-TEST_P(LstmF32Test, MatchesTheReference) {
-  for (const RecurrentCase& c : LstmCases()) {
-    SCOPED_TRACE(c.direction + " layout " + std::to_string(c.layout) + (c.lens ? " lens" : "") +
-                 (c.initial ? " initial" : "") + (c.peepholes ? " peepholes" : "") + " hidden " +
-                 std::to_string(c.hidden));
-    const RecurrentRun fast = RunRecurrent(c, false, 1);
-    EXPECT_EQ(fast.kernel.rfind("lstm_f32+gemm_f32", 0), 0u) << fast.kernel;
-    EXPECT_NE(fast.kernel.find("+gemv_f32"), std::string::npos) << fast.kernel;
-    ExpectNear(fast.outputs, RunRecurrent(c, true, 1).outputs, kLstmF32AbsTol);
-    ExpectNear(RunRecurrent(c, false, 2).outputs, fast.outputs, 0.0f);  // any thread count: the same bits
-  }
+TEST_P(LstmF32Test, MatchesTheReference) { ExpectFastRowsMatchTheReference(LstmCases(), "lstm_f32", kLstmF32AbsTol); }
+
+Attribute Activations(std::vector<std::string> names) {
+  Attribute a;
+  a.name = "activations", a.kind = Attribute::Kind::kStrings, a.strings = std::move(names);
+  return a;
 }
 
 TEST_P(LstmF32Test, NodesOutsideItsPathRunTheReference) {
-  Attribute clip;
-  clip.name = "clip", clip.kind = Attribute::Kind::kFloat, clip.f = 0.5f;
-  Attribute acts;
-  acts.name = "activations", acts.kind = Attribute::Kind::kStrings, acts.strings = {"Sigmoid", "Relu", "Tanh"};
-  RecurrentCase clipped, other_acts, fed;
-  clipped.extra = {clip};
-  other_acts.extra = {acts};
-  fed.weights_as_inputs = true;
-  for (const RecurrentCase& c : {clipped, other_acts, fed}) {
-    const RecurrentRun run = RunRecurrent(c, false, 1);
-    EXPECT_EQ(run.kernel, "ref");
-    ExpectNear(run.outputs, RunRecurrent(c, true, 1).outputs, 0.0f);
-  }
+  ExpectTheReferenceRuns(
+      OutsideThePath("LSTM", {Attribute::Float("clip", 0.5f), Activations({"Sigmoid", "Relu", "Tanh"})}));
 }
 
 std::vector<RecurrentCase> GruCases() {
   std::vector<RecurrentCase> cases;
   for (int64_t linear_before_reset : {0, 1}) {
-    for (const char* direction : {"forward", "reverse", "bidirectional"}) {
-      for (int64_t layout : {0, 1}) {
-        RecurrentCase c;
-        c.op = "GRU", c.linear_before_reset = linear_before_reset;
-        c.direction = direction, c.layout = layout;
-        cases.push_back(c);
-        c.lens = true, c.initial = true;
-        cases.push_back(c);
-        c.bias = false;
-        cases.push_back(c);
-      }
-    }
+    RecurrentCase base;
+    base.op = "GRU", base.linear_before_reset = linear_before_reset;
+    for (const RecurrentCase& c : DirectionsAndLayouts(base)) cases.push_back(c);
     RecurrentCase wide;  // more than one GEMM tile of gates and of batch rows
     wide.op = "GRU", wide.linear_before_reset = linear_before_reset;
     wide.seq = 3, wide.batch = 9, wide.input = 40, wide.hidden = 37, wide.lens = true;
@@ -224,52 +245,17 @@ std::vector<RecurrentCase> GruCases() {
   return cases;
 }
 
-TEST_P(GruF32Test, MatchesTheReference) {
-  for (const RecurrentCase& c : GruCases()) {
-    SCOPED_TRACE(c.direction + " layout " + std::to_string(c.layout) + " linear_before_reset " +
-                 std::to_string(c.linear_before_reset) + (c.lens ? " lens" : "") + (c.initial ? " initial" : "") +
-                 (c.bias ? "" : " no B") + " batch " + std::to_string(c.batch) + " hidden " + std::to_string(c.hidden));
-    const RecurrentRun fast = RunRecurrent(c, false, 1);
-    EXPECT_EQ(fast.kernel.rfind("gru_f32+gemm_f32", 0), 0u) << fast.kernel;
-    EXPECT_NE(fast.kernel.find("+gemv_f32"), std::string::npos) << fast.kernel;
-    ExpectNear(fast.outputs, RunRecurrent(c, true, 1).outputs, kGruF32AbsTol);
-    ExpectNear(RunRecurrent(c, false, 2).outputs, fast.outputs, 0.0f);  // any thread count: the same bits
-  }
-}
+TEST_P(GruF32Test, MatchesTheReference) { ExpectFastRowsMatchTheReference(GruCases(), "gru_f32", kGruF32AbsTol); }
 
 TEST_P(GruF32Test, NodesOutsideItsPathRunTheReference) {
-  Attribute clip;
-  clip.name = "clip", clip.kind = Attribute::Kind::kFloat, clip.f = 0.5f;
-  Attribute acts;
-  acts.name = "activations", acts.kind = Attribute::Kind::kStrings, acts.strings = {"Sigmoid", "Relu"};
-  Attribute alpha;
-  alpha.name = "activation_alpha", alpha.kind = Attribute::Kind::kFloats, alpha.floats = {0.5f};
-  RecurrentCase clipped, other_acts, with_alpha, fed;
-  for (RecurrentCase* c : {&clipped, &other_acts, &with_alpha, &fed}) c->op = "GRU", c->linear_before_reset = 1;
-  clipped.extra = {clip};
-  other_acts.extra = {acts};
-  with_alpha.extra = {alpha};
-  fed.weights_as_inputs = true;
-  for (const RecurrentCase& c : {clipped, other_acts, with_alpha, fed}) {
-    const RecurrentRun run = RunRecurrent(c, false, 1);
-    EXPECT_EQ(run.kernel, "ref");
-    ExpectNear(run.outputs, RunRecurrent(c, true, 1).outputs, 0.0f);
-  }
+  ExpectTheReferenceRuns(OutsideThePath("GRU", {Attribute::Float("clip", 0.5f), Activations({"Sigmoid", "Relu"}),
+                                                Attribute::Floats("activation_alpha", {0.5f})}));
 }
 
 std::vector<RecurrentCase> RnnCases() {
-  std::vector<RecurrentCase> cases;
-  for (const char* direction : {"forward", "reverse", "bidirectional"}) {
-    for (int64_t layout : {0, 1}) {
-      RecurrentCase c;
-      c.op = "RNN", c.direction = direction, c.layout = layout;
-      cases.push_back(c);
-      c.lens = true, c.initial = true;
-      cases.push_back(c);
-      c.bias = false;
-      cases.push_back(c);
-    }
-  }
+  RecurrentCase rnn;
+  rnn.op = "RNN";
+  std::vector<RecurrentCase> cases = DirectionsAndLayouts(rnn);
   RecurrentCase madmom;  // madmom's bidirectional onset layer: 266 inputs, 25 units, batch 8
   madmom.op = "RNN", madmom.direction = "bidirectional";
   madmom.seq = 20, madmom.batch = 8, madmom.input = 266, madmom.hidden = 25;
@@ -283,34 +269,10 @@ std::vector<RecurrentCase> RnnCases() {
   return cases;
 }
 
-TEST_P(RnnF32Test, MatchesTheReference) {
-  for (const RecurrentCase& c : RnnCases()) {
-    SCOPED_TRACE(c.direction + " layout " + std::to_string(c.layout) + (c.lens ? " lens" : "") +
-                 (c.initial ? " initial" : "") + (c.bias ? "" : " no B") + " batch " + std::to_string(c.batch) +
-                 " input " + std::to_string(c.input) + " hidden " + std::to_string(c.hidden));
-    const RecurrentRun fast = RunRecurrent(c, false, 1);
-    EXPECT_EQ(fast.kernel.rfind("rnn_f32+gemm_f32", 0), 0u) << fast.kernel;
-    EXPECT_NE(fast.kernel.find("+gemv_f32"), std::string::npos) << fast.kernel;
-    ExpectNear(fast.outputs, RunRecurrent(c, true, 1).outputs, kRnnF32AbsTol);
-    ExpectNear(RunRecurrent(c, false, 2).outputs, fast.outputs, 0.0f);  // any thread count: the same bits
-  }
-}
+TEST_P(RnnF32Test, MatchesTheReference) { ExpectFastRowsMatchTheReference(RnnCases(), "rnn_f32", kRnnF32AbsTol); }
 
 TEST_P(RnnF32Test, NodesOutsideItsPathRunTheReference) {
-  Attribute clip;
-  clip.name = "clip", clip.kind = Attribute::Kind::kFloat, clip.f = 0.5f;
-  Attribute relu;
-  relu.name = "activations", relu.kind = Attribute::Kind::kStrings, relu.strings = {"Relu"};
-  RecurrentCase clipped, relu_cell, fed;
-  for (RecurrentCase* c : {&clipped, &relu_cell, &fed}) c->op = "RNN";
-  clipped.extra = {clip};
-  relu_cell.extra = {relu};
-  fed.weights_as_inputs = true;
-  for (const RecurrentCase& c : {clipped, relu_cell, fed}) {
-    const RecurrentRun run = RunRecurrent(c, false, 1);
-    EXPECT_EQ(run.kernel, "ref");
-    ExpectNear(run.outputs, RunRecurrent(c, true, 1).outputs, 0.0f);
-  }
+  ExpectTheReferenceRuns(OutsideThePath("RNN", {Attribute::Float("clip", 0.5f), Activations({"Relu"})}));
 }
 
 INSTANTIATE_TEST_SUITE_P(CpuKernels, LstmF32Test, ::testing::ValuesIn(kAllCpuIsas), testing::IsaParamName);

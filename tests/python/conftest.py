@@ -6,6 +6,7 @@ Environment (ctest's python_interop test sets all three):
                     folder when unset
   SPARQ_SOURCE_DIR  the repository root; defaults to this file's ../..
 """
+import json
 import os
 import re
 import subprocess
@@ -133,3 +134,53 @@ def make_real_suite_model(tmp_path_factory, model: str, calib: int, evaluation: 
 def load_npz(path) -> dict:
     with np.load(path) as f:
         return {k: f[k] for k in f.files}
+
+
+# The digits CNN (examples/digits) and its data: the model the pruning tests run in seconds.
+DIGITS = os.path.join(SOURCE_DIR, "examples", "digits")
+# The ops whose input 1 is a weight prune.* masks.
+WEIGHTED_OPS = ("Conv", "Gemm", "MatMul")
+
+
+def write_digits_retrain_recipe(recipe, command, out_dir, timeout):
+    """Writes a `sparq run` recipe to `recipe`: the digits CNN pruned to 50%
+    unstructured in 2 linear steps (no recovery, no quantization), running
+    prune.retrain's `command` (a list) after each step; output into out_dir."""
+    recipe.write_text(f"""version: 1
+model: {DIGITS}/digits_cnn.onnx
+data:
+  calibration: {DIGITS}/calib.npz
+  evaluation: {DIGITS}/eval.npz
+  labels: {DIGITS}/eval_labels.npy
+prune:
+  enabled: true
+  sparsity: 0.5
+  schedule: linear
+  steps: 2
+  recovery: false
+  skip_first_last: false
+  retrain:
+    command: {json.dumps(command)}
+    timeout: {timeout}
+quantize:
+  enabled: false
+evaluate:
+  metric: top1
+  gate: {{max_drop: 50}}
+output:
+  dir: {out_dir}
+""")
+    return recipe
+
+
+def weighted_initializers(model) -> set:
+    """The names of the weights of a model's Conv / Gemm / MatMul nodes."""
+    return {n.input[1] for n in model.graph.node if n.op_type in WEIGHTED_OPS}
+
+
+def only_written_model(out_dir) -> str:
+    """The path of the one .onnx file a run wrote into out_dir (asserted: exactly one)."""
+    written = [f for f in os.listdir(out_dir) if f.endswith(".onnx")]
+    assert len(written) == 1, written
+    return os.path.join(str(out_dir), written[0])
+

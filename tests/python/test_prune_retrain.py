@@ -18,9 +18,7 @@ import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
 
-from conftest import SOURCE_DIR, load_npz
-
-DIGITS = os.path.join(SOURCE_DIR, "examples", "digits")
+from conftest import DIGITS, load_npz, only_written_model, weighted_initializers, write_digits_retrain_recipe
 
 TRAIN = r'''
 import sys
@@ -47,35 +45,9 @@ print(f"trained step {step}: {len(z.files)} weights")
 '''
 
 
-def write_recipe(tmp_path, command, name="retrain"):
-    script = tmp_path / "train.py"
-    script.write_text(TRAIN)
-    recipe = tmp_path / f"{name}.yaml"
-    recipe.write_text(f"""version: 1
-model: {DIGITS}/digits_cnn.onnx
-data:
-  calibration: {DIGITS}/calib.npz
-  evaluation: {DIGITS}/eval.npz
-  labels: {DIGITS}/eval_labels.npy
-prune:
-  enabled: true
-  sparsity: 0.5
-  schedule: linear
-  steps: 2
-  recovery: false
-  skip_first_last: false
-  retrain:
-    command: {json.dumps(command)}
-    timeout: 120
-quantize:
-  enabled: false
-evaluate:
-  metric: top1
-  gate: {{max_drop: 50}}
-output:
-  dir: {tmp_path / "out"}
-""")
-    return recipe
+def write_recipe(tmp_path, command):
+    (tmp_path / "train.py").write_text(TRAIN)
+    return write_digits_retrain_recipe(tmp_path / "retrain.yaml", command, tmp_path / "out", timeout=120)
 
 
 def command(mode):
@@ -97,13 +69,11 @@ def test_retrain_command_runs_between_steps_and_masks_are_applied_again(sparq, t
         assert st["accepted"]
     assert "re-zeroed" in report["prune"]["summary"]
 
-    written = [f for f in os.listdir(tmp_path / "out") if f.endswith(".onnx")]
-    assert len(written) == 1
-    path = str(tmp_path / "out" / written[0])
+    path = only_written_model(tmp_path / "out")
     model = onnx.load(path)
     onnx.checker.check_model(model, full_check=True)
     dense = {t.name: numpy_helper.to_array(t) for t in onnx.load(f"{DIGITS}/digits_cnn.onnx").graph.initializer}
-    weights = [n.input[1] for n in model.graph.node if n.op_type in ("Conv", "Gemm", "MatMul")]
+    weights = weighted_initializers(model)
     for t in model.graph.initializer:
         if t.name not in weights:
             continue

@@ -17,11 +17,10 @@ import onnx
 import onnxruntime as ort
 from onnx import numpy_helper
 
-from conftest import SOURCE_DIR, load_npz
+from conftest import (DIGITS, SOURCE_DIR, WEIGHTED_OPS, load_npz, only_written_model, weighted_initializers,
+                      write_digits_retrain_recipe)
 
-DIGITS = os.path.join(SOURCE_DIR, "examples", "digits")
 TOOL = os.path.join(SOURCE_DIR, "tools", "retrain_distill.py")
-WEIGHTED = ("Conv", "Gemm", "MatMul")
 
 
 def graph_signature(model):
@@ -37,30 +36,7 @@ def test_distill_through_sparq_run_keeps_masks_and_graph(sparq, tmp_path):
     cmd = [sys.executable, TOOL, "--teacher", f"{DIGITS}/digits_cnn.onnx", "{model_in}", "{masks}", "{model_out}",
            "--data", "{data}", "--step", "{step}", "--iterations", "6", "--eval-every", "3", "--batch", "4",
            "--lr", "1e-3"]
-    recipe.write_text(f"""version: 1
-model: {DIGITS}/digits_cnn.onnx
-data:
-  calibration: {DIGITS}/calib.npz
-  evaluation: {DIGITS}/eval.npz
-  labels: {DIGITS}/eval_labels.npy
-prune:
-  enabled: true
-  sparsity: 0.5
-  schedule: linear
-  steps: 2
-  recovery: false
-  skip_first_last: false
-  retrain:
-    command: {json.dumps(cmd)}
-    timeout: 300
-quantize:
-  enabled: false
-evaluate:
-  metric: top1
-  gate: {{max_drop: 50}}
-output:
-  dir: {out}
-""")
+    write_digits_retrain_recipe(recipe, cmd, out, timeout=300)
     proc = sparq.run("run", str(recipe))
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log
@@ -72,13 +48,11 @@ output:
     for st in steps:
         assert st["retrain"]["rezeroed"] == 0, st  # the tool held the masks itself
 
-    written = [f for f in os.listdir(out) if f.endswith(".onnx")]
-    assert len(written) == 1
-    model = onnx.load(str(out / written[0]))
+    model = onnx.load(only_written_model(out))
     dense_model = onnx.load(f"{DIGITS}/digits_cnn.onnx")
     assert graph_signature(model) == graph_signature(dense_model)
     dense = {t.name: numpy_helper.to_array(t) for t in dense_model.graph.initializer}
-    weights = {n.input[1] for n in model.graph.node if n.op_type in WEIGHTED}
+    weights = weighted_initializers(model)
     moved = 0
     for t in model.graph.initializer:
         w = numpy_helper.to_array(t)
@@ -105,7 +79,7 @@ def test_interpreter_matches_onnxruntime_and_a_step_holds_hand_masks(tmp_path):
     inits = {t.name: t for t in model.graph.initializer}
     masks = {}
     for n in model.graph.node:
-        if n.op_type in WEIGHTED:
+        if n.op_type in WEIGHTED_OPS:
             w = numpy_helper.to_array(inits[n.input[1]])
             m = (np.arange(w.size).reshape(w.shape) % 2).astype(np.uint8)
             masks[n.input[1]] = m
