@@ -11,9 +11,10 @@
 //                                             the row has them (ConvS8ColumnFn)
 //
 // The output is the NCHW image itself: no transposition and no int32
-// round trip through memory. Threads split the positions (each task
-// unfolding and packing its own: the col of a large plane never goes to
-// memory whole) or, for few positions, the channels; every output byte comes from
+// round trip through memory. Threads split a batch's images when it
+// divides evenly among them, else the positions (each task unfolding and
+// packing its own: the col of a large plane never goes to memory whole) or,
+// for few positions, the channels; every output byte comes from
 // one task with the whole K summed in a fixed order, so every thread count
 // gives the same bytes.
 #include <algorithm>
@@ -200,11 +201,56 @@ void UnfoldOneColumn(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int6
   }
 }
 
+// UnfoldPositions for a stride-1 convolution whose output has the input's
+// size (Unfold's "same" case): a row's positions [p0, p1) read the channel's
+// plane shifted by the tap's offset, one copy per row, then the positions
+// whose column fell outside the image (wrapped into a neighbouring row) and
+// the rows outside it set to `pad`. UnfoldRun per output row cost a call and
+// its edge logic per 20 bytes of YOLOv8n's 20 x 20 layers (speed22).
+void UnfoldSamePositions(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t p0, int64_t p1,
+                         uint8_t* col_part) {
+  const int64_t plane = g.height * g.width, ld = p1 - p0, w = g.out_w;
+  const int64_t oy_first = p0 / w, oy_last = (p1 - 1) / w;
+  uint8_t* row = col_part;
+  for (int64_t ch = 0; ch < g.channels; ++ch) {
+    const uint8_t* src_plane = xi + ch * plane;
+    for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
+      for (int64_t kx = 0; kx < g.kernel_w; ++kx, row += ld) {
+        const int64_t dy = ky * g.dilation_h - g.pad_top, dx = kx * g.dilation_w - g.pad_left;
+        // Output rows [oy0, oy1) read input rows oy + dy inside the image.
+        const int64_t oy0 = std::min(g.out_h, std::max<int64_t>(0, -dy));
+        const int64_t oy1 = std::max(oy0, std::min(g.out_h, g.height - dy));
+        const int64_t shift = dy * g.width + dx;
+        const int64_t lo = std::max({p0, oy0 * w, -shift}), hi = std::min({p1, oy1 * w, plane - shift});
+        if (hi <= lo) {
+          std::memset(row, pad, static_cast<size_t>(ld));
+          continue;
+        }
+        std::memset(row, pad, static_cast<size_t>(lo - p0));
+        std::memcpy(row + (lo - p0), src_plane + lo + shift, static_cast<size_t>(hi - lo));
+        std::memset(row + (hi - p0), pad, static_cast<size_t>(p1 - hi));
+        // Columns ox < -dx and ox >= w - dx of the copied rows read a neighbouring row: padding.
+        const int64_t left = std::min(w, std::max<int64_t>(0, -dx)), right = std::min(w, std::max<int64_t>(0, dx));
+        if (left == 0 && right == 0) continue;
+        for (int64_t oy = std::max(oy_first, oy0); oy <= std::min(oy_last, oy1 - 1); ++oy) {
+          const int64_t first = oy * w;
+          for (int64_t q = std::max(p0, first); q < std::min(p1, first + left); ++q) row[q - p0] = pad;
+          for (int64_t q = std::max(p0, first + w - right); q < std::min(p1, first + w); ++q) row[q - p0] = pad;
+        }
+      }
+    }
+  }
+}
+
 void UnfoldPositions(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t p0, int64_t p1,
                      uint8_t* col_part) {
   const int64_t plane = g.height * g.width, ld = p1 - p0;
   if (g.out_w == 1) {  // one output column (a 1-D convolution as [H, 1]: magika): a tap's run spans output rows
     UnfoldOneColumn(g, xi, pad, p0, p1, col_part);
+    return;
+  }
+  if (g.stride_h == 1 && g.stride_w == 1 && g.out_h == g.height && g.out_w == g.width) {
+    UnfoldSamePositions(g, xi, pad, p0, p1, col_part);
     return;
   }
   const int64_t oy_first = p0 / g.out_w, oy_last = (p1 - 1) / g.out_w;
@@ -453,29 +499,51 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
   // Position tasks of up to kTaskPositionTiles tiles, at least about four per
   // thread (balance); the results do not depend on the split.
   const bool split_positions = position_tiles > kTaskPositionTiles;
-  uint8_t* const col = direct || split_positions ? nullptr : Reserve(col_buffer, k * p);  // the whole col: few positions
   const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
-  const int64_t task_tiles = std::clamp<int64_t>(position_tiles / (4 * threads), 1, kTaskPositionTiles);
-  const int64_t position_tasks = (position_tiles + task_tiles - 1) / task_tiles;
-  // Few positions and a batch that the threads share evenly (YOLOv8n's
-  // 20 x 20 and 10 x 10 layers at batch 16): one task per image, which
-  // unfolds and packs its image on its own thread and runs every channel on
-  // it, in one ParallelFor. Image by image, the calling thread packed each
-  // image alone and the others waited, then a few channel tiles were shared
-  // out: 2 threads ran these layers 1.05-1.4x faster than 1 (bench/RESULTS.md,
-  // scale22). The same bytes are packed and summed either way.
-  if (!split_positions && threads > 1 &&
-      (args.batch >= 4 * threads || (args.batch >= threads && args.batch % threads == 0))) {
+
+  // Position tiles [pt0, pt1) of image xi into yi: unfolded (or read, for a
+  // direct 1x1) and packed by the calling task, then every channel on them.
+  auto run_positions = [&](const uint8_t* xi, uint8_t* yi, int64_t pt0, int64_t pt1, uint8_t* col_part,
+                           uint8_t* packed, int32_t* partial) {
+    const int64_t b0 = pt0 * kTileBlocks, b1 = std::min(blocks, pt1 * kTileBlocks);
+    if (direct) {
+      PackBlocks(xi, k, p, steps, s16, flip, za_u, b0, b1, pack4, packed);
+    } else {  // the same bytes as from the whole col: blocks [0, b1 - b0) of the part
+      const int64_t p0 = b0 * kBlock, p1 = std::min(p, b1 * kBlock);
+      UnfoldPositions(g, xi, static_cast<uint8_t>(args.x_zero_point), p0, p1, col_part);
+      PackBlocks(col_part, k, p1 - p0, steps, s16, flip, za_u, 0, b1 - b0, pack4, packed);
+    }
+    run_tiles(0, channel_tiles, pt0, pt1, packed, partial, yi);
+  };
+
+  // A batch that the threads share evenly (YOLOv8n at batch 16): one task per
+  // image, in one ParallelFor; the task unfolds and packs its image on its
+  // own thread (by position tasks of kTaskPositionTiles when there are many)
+  // and runs every channel on it. Image by image, small planes were packed by
+  // the calling thread alone while the others waited, then a few channel
+  // tiles were shared out (2 threads ran those layers 1.05-1.4x faster than
+  // 1: bench/RESULTS.md, scale22), and the position tasks of a 20 x 20 or
+  // 40 x 40 plane (13 or 9 of them) left one thread a task short, with one
+  // wait per image (speed22). The same bytes are packed and summed either way.
+  if (threads > 1 && (args.batch >= 4 * threads || (args.batch >= threads && args.batch % threads == 0))) {
     ParallelFor(args.pool, args.batch, 1, [&](int64_t i0, int64_t i1) {
       thread_local std::vector<uint8_t> image_col_buffer;
       thread_local std::vector<uint8_t> image_packed_buffer;
       thread_local std::vector<int32_t> image_partial_buffer;
-      uint8_t* const image_col = direct ? nullptr : Reserve(image_col_buffer, k * p);
-      uint8_t* const packed = Reserve(image_packed_buffer, blocks * steps * kStepBytes);
+      const int64_t part_tiles = split_positions ? kTaskPositionTiles : position_tiles;
+      const int64_t col_size = split_positions ? k * part_tiles * kTileBlocks * kBlock : k * p;
+      uint8_t* const image_col = direct ? nullptr : Reserve(image_col_buffer, col_size);
+      uint8_t* const packed =
+          Reserve(image_packed_buffer, std::min(blocks, part_tiles * kTileBlocks) * steps * kStepBytes);
       int32_t* const partial = slices > 1 ? Reserve(image_partial_buffer, channel_tiles * kTileSums) : nullptr;
       for (int64_t img = i0; img < i1; ++img) {
         const uint8_t* xi = static_cast<const uint8_t*>(args.x) + img * image_in;
         uint8_t* yi = static_cast<uint8_t*>(args.y) + img * image_out;
+        if (split_positions) {
+          for (int64_t pt0 = 0; pt0 < position_tiles; pt0 += part_tiles)
+            run_positions(xi, yi, pt0, std::min(position_tiles, pt0 + part_tiles), image_col, packed, partial);
+          continue;
+        }
         const uint8_t* rows = xi;
         if (!direct) {
           Unfold(g, xi, static_cast<uint8_t>(args.x_zero_point), 0, k, image_col);
@@ -487,6 +555,9 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
     });
     return;
   }
+  uint8_t* const col = direct || split_positions ? nullptr : Reserve(col_buffer, k * p);  // the whole col: few positions
+  const int64_t task_tiles = std::clamp<int64_t>(position_tiles / (4 * threads), 1, kTaskPositionTiles);
+  const int64_t position_tasks = (position_tiles + task_tiles - 1) / task_tiles;
   for (int64_t img = 0; img < args.batch; ++img) {
     const uint8_t* xi = static_cast<const uint8_t*>(args.x) + img * image_in;
     uint8_t* yi = static_cast<uint8_t*>(args.y) + img * image_out;
@@ -500,16 +571,8 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         uint8_t* const col_part = direct ? nullptr : Reserve(task_col_buffer, k * task_tiles * kTileBlocks * kBlock);
         int32_t* const partial = slices > 1 ? Reserve(partial_buffer, channel_tiles * kTileSums) : nullptr;
         for (int64_t task = t0; task < t1; ++task) {
-          const int64_t pt0 = task * task_tiles, pt1 = std::min(position_tiles, pt0 + task_tiles);
-          const int64_t b0 = pt0 * kTileBlocks, b1 = std::min(blocks, pt1 * kTileBlocks);
-          if (direct) {
-            PackBlocks(xi, k, p, steps, s16, flip, za_u, b0, b1, pack4, packed);
-          } else {  // the same bytes as from the whole col: blocks [0, b1 - b0) of the part
-            const int64_t p0 = b0 * kBlock, p1 = std::min(p, b1 * kBlock);
-            UnfoldPositions(g, xi, static_cast<uint8_t>(args.x_zero_point), p0, p1, col_part);
-            PackBlocks(col_part, k, p1 - p0, steps, s16, flip, za_u, 0, b1 - b0, pack4, packed);
-          }
-          run_tiles(0, channel_tiles, pt0, pt1, packed, partial, yi);
+          const int64_t pt0 = task * task_tiles;
+          run_positions(xi, yi, pt0, std::min(position_tiles, pt0 + task_tiles), col_part, packed, partial);
         }
       });
     } else {

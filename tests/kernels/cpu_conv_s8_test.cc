@@ -93,6 +93,15 @@ const std::vector<ConvS8Case>& Cases() {
       // A batch of small planes that 2 and 3 threads share out image by image (one task per image).
       {"3x3 pad 1, batch 6, table",             6, 70,  5,  6, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false, true,  true},
       {"1x1 direct s8, batch 6",                6, 33,  4,  5, 19, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  true,  true,  false},
+      // Image tasks of many positions, each run by position tasks on its thread (speed22): 20 x 20 "same"
+      // (13 position tiles), and 17 x 17 1x1 with K slices and a last block of 1 position (by columns).
+      {"3x3 same 20x20, batch 6, table",        6,  9, 20, 20, 24, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, true,  true,  true},
+      {"1x1 17x17, K = 800, batch 4",           4, 800, 17, 17, 12, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  false, true,  false},
+      {"3x3 stride 2 on 41x41, batch 4, s8",    4,  5, 41, 41, 20, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, true,  true,  false, false},
+      // "Same" convolutions unfolded by position tasks (one shifted copy per row, speed22): dilated with
+      // uneven pads, and taps wider than the image (every column of a row padding).
+      {"5x5 same, dilation 2, 20x21, uneven pads", 1, 3, 20, 21, 10, 5, 5, 1, 1, 2, 2, 3, 5, 5, 3, true, false, true, false},
+      {"1x9 same on [200, 3], pads 4",          2,  4, 200, 3, 11, 1, 9, 1, 1, 1, 1, 0, 4, 0, 4, false, false, true,  false},
   };
   return cases;
 }
