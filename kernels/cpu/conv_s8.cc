@@ -39,6 +39,9 @@ constexpr int kStepBytes = 64;     // bytes per block and step
 constexpr int kTileChannels = 8;   // channels per tile
 constexpr int kTileBlocks = 2;     // blocks per tile
 constexpr int64_t kTaskPositionTiles = 8;  // 256 positions per task (when they split the work)
+// Few positions: MACs (M x K x P) per channel part at least, so that a part
+// pays for packing the image again and for a thread's wake-up (about 5 us).
+constexpr int64_t kMinPartMacs = int64_t{1} << 20;
 // K per slice: up to kSliceSteps steps (a tile's two blocks: 16 KiB, in L1); a
 // K of at most kMaxOneSliceSteps steps runs as one slice.
 constexpr int64_t kSliceSteps = 128;
@@ -493,8 +496,8 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
   };
 
   // Many positions: each task packs its own positions (in its thread's
-  // cache) and runs every channel on them. Few: the calling thread packs them
-  // all (little work), and tasks split the channels. One ParallelFor per
+  // cache) and runs every channel on them. Few: every thread packs them all
+  // (little work) and runs its part of the channels. One ParallelFor per
   // image either way (two with the unfold).
   // Position tasks of up to kTaskPositionTiles tiles, at least about four per
   // thread (balance); the results do not depend on the split.
@@ -583,13 +586,21 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         });
         rows = col;
       }
-      thread_local std::vector<uint8_t> packed_buffer;
-      uint8_t* const packed = Reserve(packed_buffer, blocks * steps * kStepBytes);
-      PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, pack4, packed);
-      ParallelFor(args.pool, channel_tiles, 1, [&](int64_t ct0, int64_t ct1) {
+      // One part per thread, each packing the image itself (in its own
+      // cache) and running a fixed share of the channels, so a thread reads
+      // the same weights every run. One packing thread handing its blocks to
+      // tasks that claimed channel tiles ran the 1x1 projections on 7 x 7
+      // planes 3x slower on 2 threads than on 1 (bench/RESULTS.md, small22).
+      const int64_t parts = std::clamp<int64_t>(std::min(threads, m * k * p / kMinPartMacs), 1, channel_tiles);
+      const int64_t part_tiles = (channel_tiles + parts - 1) / parts;
+      ParallelFor(args.pool, parts, 1, [&](int64_t q0, int64_t q1) {
+        thread_local std::vector<uint8_t> packed_buffer;
         thread_local std::vector<int32_t> partial_buffer;
+        uint8_t* const packed = Reserve(packed_buffer, blocks * steps * kStepBytes);
+        PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, pack4, packed);
+        const int64_t ct0 = q0 * part_tiles, ct1 = std::min(channel_tiles, q1 * part_tiles);
         int32_t* const partial = slices > 1 ? Reserve(partial_buffer, (ct1 - ct0) * kTileSums) : nullptr;
-        run_tiles(ct0, ct1, 0, position_tiles, packed, partial, yi);
+        if (ct0 < ct1) run_tiles(ct0, ct1, 0, position_tiles, packed, partial, yi);
       });
     }
   }
