@@ -12,9 +12,10 @@
 //
 // The output is the NCHW image itself: no transposition and no int32
 // round trip through memory. Threads split a batch's images when it
-// divides evenly among them, else the positions (each task unfolding and
-// packing its own: the col of a large plane never goes to memory whole) or,
-// for few positions, the channels; every output byte comes from
+// divides evenly among them, else the positions (one part per thread, each
+// unfolding and packing its own: the col of a large plane never goes to
+// memory whole) or, for few positions, the channels (one part per thread,
+// each packing the image itself); every output byte comes from
 // one task with the whole K summed in a fixed order, so every thread count
 // gives the same bytes.
 #include <algorithm>
@@ -38,7 +39,7 @@ constexpr int kBlock = 16;         // positions per block (one zmm of u8 quads)
 constexpr int kStepBytes = 64;     // bytes per block and step
 constexpr int kTileChannels = 8;   // channels per tile
 constexpr int kTileBlocks = 2;     // blocks per tile
-constexpr int64_t kTaskPositionTiles = 8;  // 256 positions per task (when they split the work)
+constexpr int64_t kTaskPositionTiles = 8;  // at most 256 positions per piece (when they split the work)
 // Few positions: MACs (M x K x P) per channel part at least, so that a part
 // pays for packing the image again and for a thread's wake-up (about 5 us).
 constexpr int64_t kMinPartMacs = int64_t{1} << 20;
