@@ -12,9 +12,10 @@
 //
 // The output is the NCHW image itself: no transposition and no int32
 // round trip through memory. Threads split a batch's images when it
-// divides evenly among them, else the positions (each task unfolding and
-// packing its own: the col of a large plane never goes to memory whole) or,
-// for few positions, the channels; every output byte comes from
+// divides evenly among them, else the positions (one part per thread, each
+// unfolding and packing its own: the col of a large plane never goes to
+// memory whole) or, for few positions, the channels (one part per thread,
+// each packing the image itself); every output byte comes from
 // one task with the whole K summed in a fixed order, so every thread count
 // gives the same bytes.
 #include <algorithm>
@@ -38,7 +39,10 @@ constexpr int kBlock = 16;         // positions per block (one zmm of u8 quads)
 constexpr int kStepBytes = 64;     // bytes per block and step
 constexpr int kTileChannels = 8;   // channels per tile
 constexpr int kTileBlocks = 2;     // blocks per tile
-constexpr int64_t kTaskPositionTiles = 8;  // 256 positions per task (when they split the work)
+constexpr int64_t kTaskPositionTiles = 8;  // at most 256 positions per piece (when they split the work)
+// Few positions: MACs (M x K x P) per channel part at least, so that a part
+// pays for packing the image again and for a thread's wake-up (about 5 us).
+constexpr int64_t kMinPartMacs = int64_t{1} << 20;
 // K per slice: up to kSliceSteps steps (a tile's two blocks: 16 KiB, in L1); a
 // K of at most kMaxOneSliceSteps steps runs as one slice.
 constexpr int64_t kSliceSteps = 128;
@@ -493,11 +497,10 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
   };
 
   // Many positions: each task packs its own positions (in its thread's
-  // cache) and runs every channel on them. Few: the calling thread packs them
-  // all (little work), and tasks split the channels. One ParallelFor per
+  // cache) and runs every channel on them. Few: every thread packs them all
+  // (little work) and runs its part of the channels. One ParallelFor per
   // image either way (two with the unfold).
-  // Position tasks of up to kTaskPositionTiles tiles, at least about four per
-  // thread (balance); the results do not depend on the split.
+  // The results do not depend on the split.
   const bool split_positions = position_tiles > kTaskPositionTiles;
   const int64_t threads = args.pool != nullptr ? args.pool->num_threads() : 1;
 
@@ -556,24 +559,30 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
     return;
   }
   uint8_t* const col = direct || split_positions ? nullptr : Reserve(col_buffer, k * p);  // the whole col: few positions
-  const int64_t task_tiles = std::clamp<int64_t>(position_tiles / (4 * threads), 1, kTaskPositionTiles);
-  const int64_t position_tasks = (position_tiles + task_tiles - 1) / task_tiles;
+  // Many positions: one contiguous part of the position tiles per thread, run
+  // by the part's thread in even pieces of at most kTaskPositionTiles.
+  const int64_t position_parts = std::min(threads, position_tiles);
+  const int64_t part_span = (position_tiles + position_parts - 1) / position_parts;
+  const int64_t part_pieces = (part_span + kTaskPositionTiles - 1) / kTaskPositionTiles;
+  const int64_t piece_tiles = (part_span + part_pieces - 1) / part_pieces;
   for (int64_t img = 0; img < args.batch; ++img) {
     const uint8_t* xi = static_cast<const uint8_t*>(args.x) + img * image_in;
     uint8_t* yi = static_cast<uint8_t*>(args.y) + img * image_out;
     if (split_positions) {
-      // Each task unfolds its own positions (col_part, in its cache) and packs them.
-      ParallelFor(args.pool, position_tasks, 1, [&](int64_t t0, int64_t t1) {
+      // Each piece is unfolded (col_part, in its thread's cache) and packed
+      // by its thread. Parts fixed per thread rather than about four tasks a
+      // thread claimed in turn: EfficientNet-Lite0's and YOLOv8n's 28 x 28 to
+      // 80 x 80 layers at batch 1 ran 5-25% faster on 2 threads (small22).
+      ParallelFor(args.pool, position_parts, 1, [&](int64_t q0, int64_t q1) {
         thread_local std::vector<uint8_t> task_packed_buffer;
         thread_local std::vector<uint8_t> task_col_buffer;
         thread_local std::vector<int32_t> partial_buffer;
-        uint8_t* const packed = Reserve(task_packed_buffer, task_tiles * kTileBlocks * steps * kStepBytes);
-        uint8_t* const col_part = direct ? nullptr : Reserve(task_col_buffer, k * task_tiles * kTileBlocks * kBlock);
+        uint8_t* const packed = Reserve(task_packed_buffer, piece_tiles * kTileBlocks * steps * kStepBytes);
+        uint8_t* const col_part = direct ? nullptr : Reserve(task_col_buffer, k * piece_tiles * kTileBlocks * kBlock);
         int32_t* const partial = slices > 1 ? Reserve(partial_buffer, channel_tiles * kTileSums) : nullptr;
-        for (int64_t task = t0; task < t1; ++task) {
-          const int64_t pt0 = task * task_tiles;
-          run_positions(xi, yi, pt0, std::min(position_tiles, pt0 + task_tiles), col_part, packed, partial);
-        }
+        const int64_t end = std::min(position_tiles, q1 * part_span);
+        for (int64_t pt0 = q0 * part_span; pt0 < end; pt0 += piece_tiles)
+          run_positions(xi, yi, pt0, std::min(end, pt0 + piece_tiles), col_part, packed, partial);
       });
     } else {
       const uint8_t* rows = xi;
@@ -583,13 +592,21 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         });
         rows = col;
       }
-      thread_local std::vector<uint8_t> packed_buffer;
-      uint8_t* const packed = Reserve(packed_buffer, blocks * steps * kStepBytes);
-      PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, pack4, packed);
-      ParallelFor(args.pool, channel_tiles, 1, [&](int64_t ct0, int64_t ct1) {
+      // One part per thread, each packing the image itself (in its own
+      // cache) and running a fixed share of the channels, so a thread reads
+      // the same weights every run. One packing thread handing its blocks to
+      // tasks that claimed channel tiles ran the 1x1 projections on 7 x 7
+      // planes 3x slower on 2 threads than on 1 (bench/RESULTS.md, small22).
+      const int64_t parts = std::clamp<int64_t>(std::min(threads, m * k * p / kMinPartMacs), 1, channel_tiles);
+      const int64_t part_tiles = (channel_tiles + parts - 1) / parts;
+      ParallelFor(args.pool, parts, 1, [&](int64_t q0, int64_t q1) {
+        thread_local std::vector<uint8_t> packed_buffer;
         thread_local std::vector<int32_t> partial_buffer;
+        uint8_t* const packed = Reserve(packed_buffer, blocks * steps * kStepBytes);
+        PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, pack4, packed);
+        const int64_t ct0 = q0 * part_tiles, ct1 = std::min(channel_tiles, q1 * part_tiles);
         int32_t* const partial = slices > 1 ? Reserve(partial_buffer, (ct1 - ct0) * kTileSums) : nullptr;
-        run_tiles(ct0, ct1, 0, position_tiles, packed, partial, yi);
+        if (ct0 < ct1) run_tiles(ct0, ct1, 0, position_tiles, packed, partial, yi);
       });
     }
   }

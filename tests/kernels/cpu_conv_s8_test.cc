@@ -102,6 +102,12 @@ const std::vector<ConvS8Case>& Cases() {
       // uneven pads, and taps wider than the image (every column of a row padding).
       {"5x5 same, dilation 2, 20x21, uneven pads", 1, 3, 20, 21, 10, 5, 5, 1, 1, 2, 2, 3, 5, 5, 3, true, false, true, false},
       {"1x9 same on [200, 3], pads 4",          2,  4, 200, 3, 11, 1, 9, 1, 1, 1, 1, 0, 4, 0, 4, false, false, true,  false},
+      // Few positions split into channel parts, each packing the image itself (small22): 3 parts of 5, 5
+      // and 3 channel tiles on 3 threads, image by image (batch 3 on 2 threads); 4 tiles in 3 parts of 2
+      // (the last part empty); an unfolded 3x3 on 7x7.
+      {"1x1 7x7, K = 1152, 100 ch, batch 3",    3, 1152, 7, 7, 100, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  false, true,  true},
+      {"1x1 7x7, K = 2048, 32 ch, s8",          1, 2048, 7, 7, 32, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  true,  true,  false},
+      {"3x3 pad 1 on 7x7, 128 -> 48",           1, 128, 7,  7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false, true,  false},
   };
   return cases;
 }
