@@ -519,8 +519,12 @@ StatusOr<RunReport> Runner::Run() {
   const bool int4 = r_.quantize.enabled && r_.quantize.precision == RecipeQuantize::Precision::kInt4;
   const bool static_int8 = r_.quantize.enabled && r_.quantize.precision != RecipeQuantize::Precision::kFp16 && !int4 &&
                            r_.quantize.mode == RecipeQuantize::Mode::kStatic;
-  if (static_int8 && r_.quantize.search.enabled && r_.quantize.scales.empty())
+  if (static_int8 && r_.quantize.search.enabled && r_.quantize.scales.empty()) {
+    // The default recipe leaves layers too small for INT8 to pay in FP32
+    // (QuantizeOptions::skip_small_layers): for the search, the run and the fallback.
+    qopt.skip_small_layers = true;
     SPARQ_RETURN_IF_ERROR(Timed("search", [&] { return SearchStage(&qopt); }));
+  }
   if (static_int8 && q_.smooth.enabled && r_.quantize.scales.empty()) {
     SmoothOptions so = q_.smooth;
     so.threads = r_.evaluate.threads;

@@ -63,6 +63,8 @@ std::optional<size_t> FusedActivation(const Graph& g, size_t index) {
   return reader;
 }
 
+int64_t Int8LayerOverheadBytes(int64_t channels) { return 512 + 5 * channels; }
+
 namespace {
 
 // Each node's precision. `table` null: as if every range were there (what
@@ -104,6 +106,17 @@ StatusOr<std::vector<Precision>> ResolvePrecisions(const Graph& g, const Quantiz
     if (!ruled && excluded.count(n.op_type)) {
       p = Precision::kFP32;
       reason = "exclude_ops '" + n.op_type + "'";
+    }
+    // MatMul / Gemm only: their weights are the multiply-adds per output row,
+    // so few weights are little arithmetic; a Conv's run at every position.
+    if (p == Precision::kINT8 && !ruled && options.skip_small_layers && layer && n.op_type != "Conv") {
+      const int64_t weights = layer->params();
+      const int64_t overhead = Int8LayerOverheadBytes(options.per_channel ? layer->rows : 1);
+      if (3 * weights <= overhead) {
+        p = Precision::kFP32;
+        reason = "too small for INT8: " + std::to_string(weights) + " weights save " + std::to_string(3 * weights) +
+                 " bytes, Q/DQ add about " + std::to_string(overhead);
+      }
     }
     if (p == Precision::kINT8 && !options.dynamic && table != nullptr) {
       if (table->Find(n.inputs[0]) == nullptr) {

@@ -62,6 +62,16 @@ struct SPARQ_API QuantizeOptions {
   // with calibrated scales.
   bool dynamic = false;
   bool gather_int8 = true;  // INT8: Gather tables (embeddings) of >= 4096 values in int8
+  // INT8: a MatMul / Gemm too small for INT8 to pay stays FP32
+  // (LayerDecision::reason says so; a `layers` rule naming it still wins):
+  // one whose int8 weights save fewer bytes (3 per weight) than its Q/DQ
+  // nodes, names and scales add to the file (Int8LayerOverheadBytes), such as
+  // madmom's 50-weight output MatMul. Its weights are its multiply-adds per
+  // row, so it gains no speed either, and its INT8 error goes straight on.
+  // Convs are left alone: a conv with few weights runs them at every
+  // position (a first conv over an image). Off here; the default recipe
+  // (quantize.search on) turns it on.
+  bool skip_small_layers = false;
   // Static INT8, QDQ form: a Q/DQ pair on each INT8 layer's output (after its
   // fused Relu/Clip), and INT8 flowing on through Add/Concat/pooling whose
   // inputs are all quantized. false: Q/DQ only on the layers' inputs (and
@@ -95,6 +105,14 @@ struct SPARQ_API QuantizeOptions {
   std::map<std::string, QuantizedWeight> rounded_weights;
   Fp16Options fp16;  // FP16 layers: which op types stay float32, and the graph's I/O types
 };
+
+// What INT8 adds to the file for one layer of `channels` weight scales
+// beyond its int8 weights: its QuantizeLinear / DequantizeLinear nodes, their
+// value names and the activation's scale, about 512 bytes (a 50-weight MatMul's
+// INT8 file is 394 bytes larger than its float one), plus a float scale and an
+// int8 zero point per channel. QuantizeOptions::skip_small_layers keeps a
+// layer FP32 when 3 * weights <= this.
+SPARQ_API int64_t Int8LayerOverheadBytes(int64_t channels);
 
 // What happened to one weighted layer.
 struct SPARQ_API LayerDecision {

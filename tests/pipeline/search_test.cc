@@ -7,6 +7,8 @@
 #include <string>
 
 #include "sparq/file_io.h"
+#include "sparq/npy.h"
+#include "sparq/onnx_io.h"
 #include "sparq/pipeline.h"
 #include "sparq/search.h"
 #include "test_util.h"
@@ -114,6 +116,45 @@ TEST(Search, CandidatesParse) {
                           "max+inputs_only+inputs_only"})
     EXPECT_FALSE(ParseSearchCandidate(bad).ok()) << bad;
   for (const std::string& name : DefaultSearchCandidates()) EXPECT_TRUE(ParseSearchCandidate(name).ok()) << name;
+}
+
+// madmom's output layer: a 50-weight MatMul, whose INT8 form is larger than
+// its float one. The default recipe (search on) keeps it FP32 and says why;
+// a recipe that names a calibration (search off) quantizes it as before.
+StatusOr<RunReport> RunSmallMatMul(const testing::TempDir& dir, const std::string& quantize) {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  m.graph.inputs.push_back(testing::FloatInput("x", {{-1, "n"}, {50, ""}}));
+  m.graph.outputs.push_back(testing::FloatInput("y", {{-1, "n"}, {1, ""}}));
+  m.graph.initializers["w"] = testing::RandomFloats({50, 1}, 5, -0.5f, 0.5f);
+  m.graph.nodes.push_back({"fc", "MatMul", "", {"x", "w"}, {"y"}, {}, ""});
+  SPARQ_RETURN_IF_ERROR(SaveModel(m, dir.path("model.onnx")));
+  SPARQ_RETURN_IF_ERROR(WriteNpz(dir.path("x.npz"), {{"x", testing::RandomFloats({32, 50}, 6)}}));
+  auto r = ParseRecipe("version: 1\nmodel: model.onnx\ndata: {calibration: x.npz, evaluation: x.npz, batch_size: 8}\n"
+                       "output: {dir: out, overwrite: true}\nevaluate: {metric: sqnr, gate: {min_sqnr_db: 20}}\n" +
+                           quantize,
+                       dir.root(), "r.yaml");
+  if (!r.ok()) return r.status();
+  return RunRecipe(*r, PipelineOptions{});
+}
+
+TEST(Search, DefaultRecipeKeepsAMatMulTooSmallForInt8Float) {
+  testing::TempDir dir;
+  auto report = RunSmallMatMul(dir, "");
+  ASSERT_TRUE(report.ok()) << report.status().ToString();
+  EXPECT_FALSE(report->search.empty());
+  EXPECT_EQ(report->quantized_layers, 0);
+  ASSERT_EQ(report->layers.size(), 1u);
+  EXPECT_EQ(report->layers[0].precision, Precision::kFP32);
+  EXPECT_NE(report->layers[0].reason.find("too small for INT8: 50 weights save 150 bytes"), std::string::npos)
+      << report->layers[0].reason;
+  EXPECT_NE(report->nothing_quantized.find("too small for INT8"), std::string::npos) << report->nothing_quantized;
+
+  testing::TempDir named;
+  auto single = RunSmallMatMul(named, "quantize: {calibration: {method: max}}\n");
+  ASSERT_TRUE(single.ok()) << single.status().ToString();
+  EXPECT_TRUE(single->search.empty());
+  EXPECT_EQ(single->quantized_layers, 1);
 }
 
 }  // namespace

@@ -344,5 +344,62 @@ TEST(Quantize, OpsetUpgradeOnlyWhenTheFormatNeedsIt) {
   EXPECT_EQ(model->opset(), 13);
 }
 
+// x[n, k] -> MatMul(w [k, 1]) -> y[n, 1]: one output channel, k weights.
+Model OneColumnMatMul(int64_t k) {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  Graph& g = m.graph;
+  g.inputs.push_back(testing::FloatInput("x", {{-1, "n"}, {k, ""}}));
+  g.outputs.push_back(testing::FloatInput("y", {{-1, "n"}, {1, ""}}));
+  g.initializers["w"] = testing::RandomFloats({k, 1}, 31, -0.5f, 0.5f);
+  g.nodes.push_back({"fc", "MatMul", "", {"x", "w"}, {"y"}, {}, ""});
+  return m;
+}
+
+Precision FcPrecision(int64_t k, bool skip_small_layers, std::string* reason = nullptr) {
+  Model m = OneColumnMatMul(k);
+  CalibrationTable table;
+  table.tensors.push_back(MakeRange("x", -1.0f, 1.0f, 1.0f, true, "max"));
+  QuantizeOptions opt;
+  opt.skip_small_layers = skip_small_layers;
+  QuantizeReport report;
+  auto q = QuantizeModel(m, table, opt, &report);
+  EXPECT_TRUE(q.ok()) << q.status().ToString();
+  EXPECT_EQ(report.layers.size(), 1u);
+  if (report.layers.empty()) return Precision::kINT8;
+  if (reason) *reason = report.layers[0].reason;
+  return report.layers[0].precision;
+}
+
+// madmom's output layer: 50 weights save 150 bytes, its Q/DQ add ~517: it
+// stays float when asked, and the boundary is 3 * weights against the overhead.
+TEST(Quantize, SkipSmallLayersKeepsLayersINT8CannotShrinkFloat) {
+  std::string reason;
+  EXPECT_EQ(FcPrecision(50, false), Precision::kINT8);
+  EXPECT_EQ(FcPrecision(50, true, &reason), Precision::kFP32);
+  EXPECT_NE(reason.find("too small for INT8: 50 weights"), std::string::npos) << reason;
+  const int64_t overhead = Int8LayerOverheadBytes(1);
+  EXPECT_EQ(overhead, 517);
+  EXPECT_EQ(FcPrecision(overhead / 3, true), Precision::kFP32);      // 172 weights save 516 bytes
+  EXPECT_EQ(FcPrecision(overhead / 3 + 1, true), Precision::kINT8);  // 173 save 519
+}
+
+// Convs keep INT8 whatever their size (their weights run at every
+// position); a `layers` rule naming a small Gemm still wins.
+TEST(Quantize, SkipSmallLayersLeavesConvsAndYieldsToARule) {
+  Model m = SmallCnn();  // conv1 108 weights, conv2 24, fc (Gemm) 30
+  CalibrationTable table = CalibrateCnn(m);
+  QuantizeOptions opt;
+  opt.skip_small_layers = true;
+  QuantizeReport report;
+  ASSERT_TRUE(QuantizeModel(m, table, opt, &report).ok());
+  for (const LayerDecision& d : report.layers)
+    EXPECT_EQ(d.precision, d.op_type == "Conv" ? Precision::kINT8 : Precision::kFP32) << d.node;
+  opt.layers = {{"fc", Precision::kINT8}};
+  report = {};
+  ASSERT_TRUE(QuantizeModel(m, table, opt, &report).ok());
+  for (const LayerDecision& d : report.layers) EXPECT_EQ(d.precision, Precision::kINT8) << d.node;
+}
+
 }  // namespace
 }  // namespace sparq
