@@ -41,6 +41,11 @@ and evaluation splits, meta.json with the task), on the same data:
                                       as prune.retrain after each step's least
                                       squares, the dense model its teacher,
                                       --distill-args its options
+  sparq 2:4, OBS + int8 (<method>)    (--prune-variants 2:4o; also uniform50o,
+                                      auto50o) prune.recovery_method obs:
+                                      the mask chosen again with the
+                                      inverse Hessian (SparseGPT), then
+                                      the least squares
   sparq P% uniform / auto + int8      (--prune-variants uniform50,auto50)
                                       unstructured, every layer at P% or
                                       P% overall allocated by the
@@ -337,8 +342,12 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constan
     if prune:  # True / "2:4": 2:4; "uniform<P>" / "auto<P>": unstructured P% with that allocation
         distill = prune is not True and prune.endswith("d")  # "...d": progressive, distilled between steps
         prune = prune[:-1] if distill else prune
+        obs = prune is not True and prune.endswith("o")  # "...o": prune.recovery_method obs (SparseGPT-style)
+        prune = prune[:-1] if obs else prune
         recovery = "true" if not distill or DISTILL["recovery"] else "false"
         text += f"prune:\n  enabled: true\n  recovery: {recovery}\n"
+        if obs:
+            text += "  recovery_method: obs\n"
         if prune is True or prune in ("2:4", "2:4b"):
             text += "  structure: \"2:4\"\n"
             if prune == "2:4b":  # then block reconstruction, the defaults (prune.reconstruction)
@@ -596,9 +605,13 @@ def run_model(args, name, save):
     variants.append(("sparq fp16", "sparq", ("fp16", False)))
     for p in args.prune_variants:
         q = p[:-1] if p.endswith("d") else p
+        obs = q.endswith("o")
+        q = q[:-1] if obs else q
         label = "2:4" if q == "2:4" else "2:4, block reconstruction" if q == "2:4b" else (
             f"{q[4:].rstrip('r')}% auto" + (", scan with recovery" if q.endswith("r") else "")
             if q.startswith("auto") else f"{q[7:]}% uniform")
+        if obs:
+            label += ", OBS"
         if p.endswith("d"):
             label += f", {DISTILL['steps']} steps distilled"
         variants.append((f"sparq {label} + int8 {args.prune_method}", "sparq", (args.prune_method, p)))
@@ -820,7 +833,9 @@ def main(argv=None):
                          "auto<P> (unstructured, P%% of the pruned layers' weights, allocation: auto), "
                          "auto<P>r (the same, the scan re-fitting each layer: sensitivity.recovery); a 'd' suffix "
                          "(2:4d, uniform50d): progressive (schedule linear, --distill-steps) with "
-                         "tools/retrain_distill.py as prune.retrain after each step, the dense model its teacher")
+                         "tools/retrain_distill.py as prune.retrain after each step, the dense model its teacher; an 'o' suffix "
+                         "before it (2:4o, uniform50o, auto50o, 2:4od): prune.recovery_method obs (SparseGPT-style "
+                         "mask and update)")
     ap.add_argument("--distill-steps", type=int, default=3, help="pruning steps of the 'd' variants (default 3)")
     ap.add_argument("--distill-args", default="",
                     help="extra arguments of tools/retrain_distill.py in the 'd' variants (one string, split on spaces)")

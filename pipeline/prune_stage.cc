@@ -14,6 +14,7 @@ StatusOr<PruneOptions> ToPruneOptions(const Recipe& recipe) {
   o.scope = p.scope;
   o.score = p.score;
   o.recovery = p.recovery;
+  o.recovery_options.method = p.recovery_method;
   o.reconstruction = p.reconstruction;
   o.skip_first_last = p.skip_first_last;
   o.threads = recipe.evaluate.threads;

@@ -90,6 +90,8 @@ const EnumEntry<Score> kScores[] = {{Score::kMagnitude, PruneScoreName(Score::kM
                                     {Score::kL1, PruneScoreName(Score::kL1)},
                                     {Score::kL2, PruneScoreName(Score::kL2)},
                                     {Score::kActivation, PruneScoreName(Score::kActivation)}};
+constexpr EnumEntry<RecoveryMethod> kRecoveryMethods[] = {{RecoveryMethod::kLeastSquares, "least_squares"},
+                                                          {RecoveryMethod::kObs, "obs"}};
 constexpr EnumEntry<PruneReconstruction::Method> kReconstructions[] = {
     {PruneReconstruction::Method::kNone, "none"}, {PruneReconstruction::Method::kBlock, "block"}};
 constexpr EnumEntry<RecipePrune::Allocation> kAllocations[] = {{RecipePrune::Allocation::kUniform, "uniform"},
@@ -544,6 +546,10 @@ void RecipeParser::ParsePrune(MapReader m) {
   m.ReadEnum("scope", kScopes, &p.scope);
   m.ReadEnum("score", kScores, &p.score);
   m.Read("recovery", &p.recovery);
+  if (m.ReadEnum("recovery_method", kRecoveryMethods, &p.recovery_method) &&
+      p.recovery_method == RecoveryMethod::kObs && !p.recovery)
+    diag_.Error(m.LineOf("recovery_method"), m.PathOf("recovery_method"),
+                "recovery_method obs chooses the mask during recovery: it needs prune.recovery: true");
   {
     MapReader c = m.Child("reconstruction");
     c.ReadEnum("method", kReconstructions, &p.reconstruction.method);

@@ -97,6 +97,10 @@ void EmitPrune(YAML::Emitter& e, const RecipePrune& p) {
   e << YAML::Key << "scope" << YAML::Value << RecipeEnumName(p.scope);
   e << YAML::Key << "score" << YAML::Value << RecipeEnumName(p.score);
   e << YAML::Key << "recovery" << YAML::Value << p.recovery;
+  // Written only when not the default, so existing recipes keep their hash
+  // (sparq.recipe_fnv1a64) and their models' bytes.
+  if (p.recovery_method != RecoveryMethod::kLeastSquares)
+    e << YAML::Key << "recovery_method" << YAML::Value << RecoveryMethodName(p.recovery_method);
   e << YAML::Key << "reconstruction" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "method" << YAML::Value << PruneReconstructionName(p.reconstruction.method);
   e << YAML::Key << "iterations" << YAML::Value << p.reconstruction.iterations;

@@ -164,6 +164,9 @@ Status ValidatePruneOptions(const PruneOptions& o) {
   if (!(o.recovery_options.damping >= 0.0)) fail("recovery damping must be >= 0");
   if (o.recovery_options.max_rows_per_sample < 1) fail("recovery max_rows_per_sample must be >= 1");
   if (o.recovery_options.cg_iterations < 1) fail("recovery cg_iterations must be >= 1");
+  if (o.recovery_options.method == RecoveryMethod::kObs && !o.recovery)
+    fail("recovery method obs chooses the mask during recovery: it needs recovery on");
+  if (o.recovery_options.obs_block < 1) fail("recovery obs_block must be >= 1");
   if (o.reconstruction.method == PruneReconstruction::Method::kBlock) {
     if (!o.recovery) fail("reconstruction block starts from the least-squares fit: it needs recovery on");
     if (o.reconstruction.iterations < 1) fail("reconstruction iterations must be >= 1");

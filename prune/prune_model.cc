@@ -210,7 +210,15 @@ StatusOr<PruneResult> PruneModel(const Model& model, const PruneOptions& options
       RecoveryOptions ro = options.recovery_options;
       if (ro.threads == 0) ro.threads = options.threads;
       if (!ro.log) ro.log = options.log;
+      if (ro.method == RecoveryMethod::kObs)
+        for (const LayerPlan* p : active) ro.structures.emplace(p->layer.node, p->structure);
       SPARQ_ASSIGN_OR_RETURN(step.recovery, RecoverModel(model, &current, names, data, ro));
+      if (ro.method == RecoveryMethod::kObs) {  // OBS chose the masks again: the retrain hook keeps those
+        for (size_t l = 0; l < active.size(); ++l) {
+          SPARQ_ASSIGN_OR_RETURN(Matrix w, ReadWeightMatrix(current, active[l]->layer));
+          masks[l] = PruneMask::FromNonZeros(w);
+        }
+      }
       if (options.reconstruction.method == PruneReconstruction::Method::kBlock) {
         const auto rstart = Clock::now();
         BlockReconstructionOptions bo;

@@ -421,6 +421,15 @@ StatusOr<ModelRecoveryReport::Layer> RecoverOne(const Model& dense, Model* prune
   std::vector<double> bias = LayerEffectiveBias(dense, w.dense);
   ModelRecoveryReport::Layer report;
   report.node = w.pruned.node;
+  // OBS for the layers whose structure it can choose again; least squares otherwise.
+  const PruneStructure* obs = nullptr;
+  if (options.method == RecoveryMethod::kObs) {
+    auto it = options.structures.find(w.pruned.node);
+    if (it != options.structures.end() && (it->second.kind == PruneStructure::Kind::kUnstructured ||
+                                           it->second.kind == PruneStructure::Kind::kNM))
+      obs = &it->second;
+  }
+  report.method = RecoveryMethodName(obs ? RecoveryMethod::kObs : RecoveryMethod::kLeastSquares);
   double err_before = 0.0, err_after = 0.0, y2 = 0.0, shift2 = 0.0;
   for (int64_t grp = 0; grp < w.pruned.groups; ++grp) {
     Matrix part(rg, cols);
@@ -428,7 +437,14 @@ StatusOr<ModelRecoveryReport::Layer> RecoverOne(const Model& dense, Model* prune
     std::copy_n(weights.values.begin() + grp * rg * cols, rg * cols, part.values.begin());
     pmask.keep.assign(mask.keep.begin() + grp * rg * cols, mask.keep.begin() + (grp + 1) * rg * cols);
     std::vector<double> shift;
-    auto r = RecoverLayer(w.stats[grp], pmask, options, &part, &shift, pool);
+    StatusOr<LayerRecoveryResult> r = Status::Internal("unset");
+    if (obs) {
+      Matrix dense_part(rg, cols);
+      std::copy_n(w.dense_weights.values.begin() + grp * rg * cols, rg * cols, dense_part.values.begin());
+      r = RecoverLayerObs(w.stats[grp], *obs, pmask, dense_part, options, &part, nullptr, &shift, pool);
+    } else {
+      r = RecoverLayer(w.stats[grp], pmask, options, &part, &shift, pool);
+    }
     if (!r.ok()) return r.status().WithContext("layer '" + w.pruned.node + "'");
     const double g2 = Sum(w.stats[grp].sum_y2());
     err_before += r->error_before * g2;
@@ -450,8 +466,9 @@ StatusOr<ModelRecoveryReport::Layer> RecoverOne(const Model& dense, Model* prune
 
 void LogLayer(const RecoveryOptions& o, const ModelRecoveryReport::Layer& r) {
   if (o.log) {
-    o.log("recovered " + r.node + ": relative output error " + FormatNumber(r.error_before, 3) + " -> " +
-          FormatNumber(r.error_after, 3) + " (" + FormatNumber(r.seconds, 3) + " s)");
+    o.log("recovered " + r.node + (r.method == "obs" ? " (obs)" : "") + ": relative output error " +
+          FormatNumber(r.error_before, 3) + " -> " + FormatNumber(r.error_after, 3) + " (" +
+          FormatNumber(r.seconds, 3) + " s)");
   }
 }
 

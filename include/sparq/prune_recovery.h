@@ -14,6 +14,7 @@
 #include "sparq/export.h"
 #include "sparq/graph.h"
 #include "sparq/prune_masks.h"
+#include "sparq/prune_structure.h"
 #include "sparq/status.h"
 
 namespace sparq {
@@ -28,7 +29,29 @@ class ThreadPool;  // kernels/parallel.h
 // or O(iterations * rows * cols^2) (conjugate gradients). Example: resnet18,
 // 50% unstructured, 4 calibration images of 224x224: a few CPU-minutes on
 // 2 cores, most of it in the 512-channel layers (4608 inputs per row).
+// How a pruned layer is re-fitted.
+enum class RecoveryMethod {
+  // The mask stays as the score chose it; the kept weights are re-fitted by
+  // damped least squares (RecoverLayer).
+  kLeastSquares,
+  // OBS / SparseGPT (Frantar & Alistarh 2023): the mask of unstructured and
+  // N:M layers is chosen again with the inverse Hessian while each pruned
+  // weight's error is spread onto the inputs not yet visited, then the kept
+  // weights are re-fitted by least squares (RecoverLayerObs). Block and
+  // channel layers, and layers whose structure is not known, keep kLeastSquares.
+  kObs,
+};
+SPARQ_API const char* RecoveryMethodName(RecoveryMethod m);  // "least_squares", "obs"
+
 struct SPARQ_API RecoveryOptions {
+  RecoveryMethod method = RecoveryMethod::kLeastSquares;
+  // kObs: the structure of each layer by node name (PruneModel fills it from
+  // its plan); a layer missing here is re-fitted by least squares.
+  std::map<std::string, PruneStructure> structures;
+  // kObs, unstructured layers: columns per block; each block prunes as many
+  // weights as the score's mask does there, the lowest OBS saliencies over
+  // all rows of the block. >= 1.
+  int64_t obs_block = 128;
   // Damping: lambda = damping * mean(diag(H)), H = X^T X, pulling the fit
   // toward the masked weights.
   double damping = 0.01;
@@ -108,11 +131,40 @@ SPARQ_API StatusOr<LayerRecoveryResult> RecoverLayer(const LayerStatistics& stat
                                            std::vector<double>* bias_shift = nullptr,
                                            ThreadPool* pool = nullptr);
 
+// OBS / SparseGPT mask selection with weight updates, then least squares.
+// With A = H + lambda I (lambda = damping * mean(diag H)) and U the upper
+// Cholesky factor of A^-1 (A^-1 = U^T U):
+//   1. W* = (C + lambda W_dense) A^-1: the unconstrained fit to the dense
+//      outputs, so pruning also corrects the drift of earlier pruned layers
+//      (the objective is then (W - W*) A (W - W*)^T + const);
+//   2. columns are visited in order; a weight w_rj to prune is chosen by its
+//      saliency w_rj^2 / U_jj^2 and its error e = w_rj / U_jj is spread onto
+//      the later columns, w_r[k] -= e U_jk (k > j);
+//   3. the kept weights are re-fitted by RecoverLayer, damped toward step 2's.
+// Which weights go: `budget` (the score's mask) gives how many. N:M: in each
+// row, each group of m consecutive columns prunes as many as `budget` does
+// there, chosen when the sweep reaches the group. Unstructured: each block of
+// options.obs_block columns prunes as many as `budget` does in it, the lowest
+// saliencies over all rows when the sweep reaches the block. Rows are
+// independent given the block choices: the result is the same for any pool.
+// `weights` is [rows, cols] out: the pruned weights (0.0f where pruned);
+// `mask_out`, when non-null, receives the chosen mask; `bias_shift` as in
+// RecoverLayer. Errors: InvalidArgument for mismatched shapes, a structure
+// other than unstructured or N:M, statistics without samples, or an A that
+// stays singular after damping.
+SPARQ_API StatusOr<LayerRecoveryResult> RecoverLayerObs(const LayerStatistics& stats, const PruneStructure& structure,
+                                                        const PruneMask& budget, const Matrix& dense,
+                                                        const RecoveryOptions& options, Matrix* weights,
+                                                        PruneMask* mask_out = nullptr,
+                                                        std::vector<double>* bias_shift = nullptr,
+                                                        ThreadPool* pool = nullptr);
+
 struct SPARQ_API ModelRecoveryReport {
   struct Layer {
     std::string node;
     double error_before = 0.0, error_after = 0.0;  // as LayerRecoveryResult, over all groups
     double bias_shift_rms = 0.0;
+    std::string method = "least_squares";  // RecoveryMethodName of what re-fitted it
     double seconds = 0.0;  // statistics and solve (sequential: the data pass too)
   };
   std::vector<Layer> layers;
@@ -122,6 +174,9 @@ struct SPARQ_API ModelRecoveryReport {
 // Recovers the named layers of `pruned` (a copy of `dense` whose weights were
 // masked: a weight that is 0.0f counts as pruned) in graph order, running both
 // models on `data` with the executor. Biases become dense bias + shift.
+// With options.method kObs, a layer named in options.structures as
+// unstructured or N:M is re-pruned by RecoverLayerObs (its zeros move; their
+// count per group / block stays), every other layer by RecoverLayer.
 // Errors: NotFound for an unknown or unsupported layer name; InvalidArgument
 // when the models' layers differ in shape or the data is empty or not finite;
 // the executor's errors.

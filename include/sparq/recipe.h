@@ -140,6 +140,10 @@ struct SPARQ_API RecipePrune {
   Scope scope = Scope::kLayer;
   Score score = Score::kMagnitude;
   bool recovery = true;         // re-fit kept weights on calibration data after pruning
+  // How `recovery` re-fits (YAML `prune.recovery_method`): least_squares
+  // (default) or obs (the mask of unstructured and N:M layers chosen again by
+  // OBS / SparseGPT, see RecoveryMethod in sparq/prune_recovery.h).
+  RecoveryMethod recovery_method = RecoveryMethod::kLeastSquares;
   // Block reconstruction after `recovery` (YAML `prune.reconstruction`); default none.
   PruneReconstruction reconstruction;
   bool skip_first_last = true;  // leave the first and last weighted layers dense

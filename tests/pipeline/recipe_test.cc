@@ -2,6 +2,7 @@
 // errors (unknown keys with suggestions, types, ranges, missing keys/files,
 // syntax), all collected with their key path and line.
 #include "sparq/recipe.h"
+#include "pipeline/prune_stage.h"  // ToPruneOptions
 #include "sparq/onnx_io.h"
 #include "sparq/pipeline.h"
 #include "sparq/quantize.h"
@@ -337,6 +338,33 @@ TEST_F(RecipeTest, DefaultMaxDropIsChosenPerMetric) {
             "evaluate: {metric: mean_cosine}\n");
   ASSERT_TRUE(scan_written.ok()) << scan_written.status().ToString();
   EXPECT_DOUBLE_EQ(scan_written->prune.sensitivity->budget, 0.02);
+}
+
+TEST_F(RecipeTest, PruneRecoveryMethodObsParsesDumpsAndNeedsRecovery) {
+  StatusOr<Recipe> r = Parse(kMinimal + "prune: {enabled: true, structure: \"2:4\", recovery_method: obs}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->prune.recovery_method, RecoveryMethod::kObs);
+  const std::string dumped = RecipeToYaml(*r);
+  EXPECT_NE(dumped.find("recovery_method: obs"), std::string::npos) << dumped;
+  StatusOr<Recipe> again = ParseRecipe(dumped, "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString();
+  EXPECT_EQ(again->prune.recovery_method, RecoveryMethod::kObs);
+  auto options = ToPruneOptions(*r);
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->recovery_options.method, RecoveryMethod::kObs);
+  // Default least_squares, and not written (existing recipes keep their hash).
+  r = Parse(kMinimal + "prune: {enabled: true}\n");
+  ASSERT_TRUE(r.ok());
+  EXPECT_EQ(r->prune.recovery_method, RecoveryMethod::kLeastSquares);
+  EXPECT_EQ(RecipeToYaml(*r).find("recovery_method"), std::string::npos);
+  // Errors: obs without recovery, a misspelled method.
+  r = Parse(kMinimal + "prune: {enabled: true, recovery: false, recovery_method: obs}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("prune.recovery_method: recovery_method obs chooses the mask"), std::string::npos)
+      << r.status().message();
+  r = Parse(kMinimal + "prune: {enabled: true, recovery_method: sparsegpt}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("prune.recovery_method"), std::string::npos) << r.status().message();
 }
 
 TEST_F(RecipeTest, PruneReconstructionBlockParsesDumpsAndNeedsRecovery) {

@@ -11,45 +11,6 @@ namespace {
 
 using namespace prune_test;  // NOLINT
 
-// n x cols inputs with strongly correlated columns, as activations are:
-// x = z * mix + 0.05 * noise + offset, with z [n, cols/2] (about half the
-// columns are redundant), so the kept weights can take over the pruned ones.
-std::vector<float> CorrelatedInputs(int64_t n, int64_t cols, uint32_t seed) {
-  const int64_t k = cols / 2;
-  Tensor z = Gaussian({n, k}, seed), mix = Gaussian({k, cols}, seed + 1, 0.5f);
-  Tensor noise = Gaussian({n, cols}, seed + 2, 0.05f);
-  std::vector<float> x(static_cast<size_t>(n * cols), 0.0f);
-  for (int64_t r = 0; r < n; ++r) {
-    for (int64_t j = 0; j < k; ++j) {
-      const float zj = z.data<float>()[r * k + j];
-      for (int64_t c = 0; c < cols; ++c) x[r * cols + c] += zj * mix.data<float>()[j * cols + c];
-    }
-    for (int64_t c = 0; c < cols; ++c)
-      x[r * cols + c] += noise.data<float>()[r * cols + c] + 0.5f * std::sin(static_cast<float>(c));
-  }
-  return x;
-}
-
-std::vector<float> Multiply(const std::vector<float>& x, const Matrix& w, int64_t n) {
-  std::vector<float> y(static_cast<size_t>(n * w.rows), 0.0f);
-  for (int64_t i = 0; i < n; ++i)
-    for (int64_t r = 0; r < w.rows; ++r) {
-      double s = 0.0;
-      for (int64_t c = 0; c < w.cols; ++c) s += double(x[i * w.cols + c]) * w.at(r, c);
-      y[i * w.rows + r] = static_cast<float>(s);
-    }
-  return y;
-}
-
-double Error(const std::vector<float>& y, const std::vector<float>& ref) {
-  double num = 0.0, den = 0.0;
-  for (size_t i = 0; i < y.size(); ++i) {
-    num += double(y[i] - ref[i]) * (y[i] - ref[i]);
-    den += double(ref[i]) * ref[i];
-  }
-  return num / den;
-}
-
 struct Problem {
   int64_t n = 2000, rows = 24, cols = 48;
   std::vector<float> x;

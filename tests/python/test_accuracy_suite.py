@@ -44,6 +44,18 @@ def test_pruned_variant_recipes(prune, structure, sparsity, allocation):
     assert p.get("sensitivity") == ({"recovery": True} if str(prune).endswith("r") else None)
 
 
+@pytest.mark.parametrize("prune,structure,sparsity,allocation", [("2:4o", "2:4", None, None),
+                                                                 ("uniform50o", "unstructured", 0.5, "uniform"),
+                                                                 ("auto50o", "unstructured", 0.5, "auto")])
+def test_obs_variant_recipes_ask_for_recovery_method_obs(prune, structure, sparsity, allocation):
+    r = yaml.safe_load(S.sparq_recipe("/m.onnx", PATHS, "/out", "percentile", prune, "agreement"))
+    p = r["prune"]
+    assert p["recovery"] and p["recovery_method"] == "obs" and p["structure"] == structure
+    assert p.get("sparsity") == sparsity and p.get("allocation") == allocation
+    plain = yaml.safe_load(S.sparq_recipe("/m.onnx", PATHS, "/out", "percentile", prune[:-1], "agreement"))["prune"]
+    assert "recovery_method" not in plain
+
+
 @pytest.mark.parametrize("prune,structure", [("2:4d", "2:4"), ("uniform50d", "unstructured")])
 def test_distilled_variant_recipes_run_retrain_distill_with_the_dense_teacher(prune, structure, monkeypatch):
     monkeypatch.setitem(S.DISTILL, "steps", 4)
