@@ -12,6 +12,8 @@
 #include <sstream>
 #include <type_traits>
 
+#include "core/half_bits.h"
+
 namespace sparq {
 
 const char* StatusCodeName(StatusCode code) {
@@ -188,50 +190,11 @@ StatusOr<DataType> DataTypeFromName(const std::string& name) {
 uint16_t FloatToHalf(float f) {
   uint32_t x;
   std::memcpy(&x, &f, 4);
-  uint32_t sign = (x >> 16) & 0x8000u;
-  uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) {  // Inf or NaN
-    return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
-  }
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);  // overflow -> Inf
-  if (abs < 0x38800000u) {  // half subnormal or zero: value = round(f / 2^-24)
-    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);  // below half the smallest subnormal
-    uint32_t exp = abs >> 23;
-    uint32_t mant = (abs & 0x7fffffu) | 0x800000u;  // with the implicit one
-    uint32_t shift = 126 - exp;                      // in [14, 24]
-    uint32_t result = mant >> shift;
-    uint32_t rem = mant & ((1u << shift) - 1u);
-    uint32_t halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (result & 1u))) ++result;  // may carry into 0x400: fine
-    return static_cast<uint16_t>(sign | result);
-  }
-  // Normal: rebias exponent, round mantissa from 23 to 10 bits (nearest even).
-  uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
-  uint32_t h = (rounded - 0x38000000u) >> 13;
-  return static_cast<uint16_t>(sign | h);
+  return FloatBitsToHalfBits(x);
 }
 
 float HalfToFloat(uint16_t h) {
-  uint32_t sign = (static_cast<uint32_t>(h) & 0x8000u) << 16;
-  uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalize
-      int e = -1;
-      do {
-        ++e;
-        mant <<= 1;
-      } while ((mant & 0x400u) == 0);
-      bits = sign | (static_cast<uint32_t>(112 - e) << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);
-  } else {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  }
+  const uint32_t bits = HalfBitsToFloatBits(h);
   float f;
   std::memcpy(&f, &bits, 4);
   return f;

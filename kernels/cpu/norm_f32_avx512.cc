@@ -67,6 +67,31 @@ SPARQ_CPU_TARGET_END
 SPARQ_CPU_TARGET_BEGIN(SPARQ_CPU_AVX512_FEATURES)
 namespace {
 
+// Walks kGroups groups of eight rows (group g at x + g * 8 * n) column by
+// column, in order: the first n / 8 * 8 columns eight at a time, transposed
+// so that `column(g, v)` gets one column of group g (its eight rows in v's
+// lanes); then `vectors_done()`; then, row by row, the last n % 8 columns as
+// `tail(row, value)`.
+template <int kGroups, class Column, class VectorsDone, class Tail>
+void WalkColumns(const float* x, int64_t n, Column column, VectorsDone vectors_done, Tail tail) {
+  const int64_t n8 = n / kLanes * kLanes;
+  for (int64_t i = 0; i < n8; i += kLanes) {
+    __m256 cols[kGroups][kLanes];
+    for (int g = 0; g < kGroups; ++g) {
+      for (int j = 0; j < kLanes; ++j) cols[g][j] = _mm256_loadu_ps(x + (g * kLanes + j) * n + i);
+      Transpose8x8(cols[g]);
+    }
+    for (int c = 0; c < kLanes; ++c) {
+      for (int g = 0; g < kGroups; ++g) column(g, cols[g][c]);
+    }
+  }
+  vectors_done();
+  for (int r = 0; r < kGroups * kLanes; ++r) {
+    const float* row = x + r * n;
+    for (int64_t i = n8; i < n; ++i) tail(r, row[i]);
+  }
+}
+
 // In-order double sums of kGroups groups of eight rows (group g starts at
 // x + g * 8 * n): with `mean` null, sum x; else sum (x - mean[row])^2.
 // sums[g * 8 + j] receives row j of group g's sum.
@@ -77,38 +102,29 @@ void SumRows(const float* x, int64_t n, const double* mean, double* sums) {
     acc[g] = _mm512_setzero_pd();
     m[g] = mean != nullptr ? _mm512_loadu_pd(mean + g * kLanes) : _mm512_setzero_pd();
   }
-  const int64_t n8 = n / kLanes * kLanes;
-  for (int64_t i = 0; i < n8; i += kLanes) {
-    __m256 cols[kGroups][kLanes];
-    for (int g = 0; g < kGroups; ++g) {
-      for (int j = 0; j < kLanes; ++j) cols[g][j] = _mm256_loadu_ps(x + (g * kLanes + j) * n + i);
-      Transpose8x8(cols[g]);
-    }
-    for (int c = 0; c < kLanes; ++c) {
-      for (int g = 0; g < kGroups; ++g) {
-        const __m512d v = _mm512_cvtps_pd(cols[g][c]);
+  WalkColumns<kGroups>(
+      x, n,
+      [&](int g, __m256 column) {
+        const __m512d v = _mm512_cvtps_pd(column);
         if (mean == nullptr) {
           acc[g] = _mm512_add_pd(acc[g], v);
         } else {
           const __m512d d = _mm512_sub_pd(v, m[g]);
           acc[g] = _mm512_add_pd(acc[g], _mm512_mul_pd(d, d));
         }
-      }
-    }
-  }
-  for (int g = 0; g < kGroups; ++g) _mm512_storeu_pd(sums + g * kLanes, acc[g]);
-  for (int r = 0; r < kGroups * kLanes; ++r) {  // the last n % 8 columns, still in order
-    const float* row = x + r * n;
-    for (int64_t i = n8; i < n; ++i) {
-      const double v = static_cast<double>(row[i]);
-      if (mean == nullptr) {
-        sums[r] += v;
-      } else {
-        const double d = v - mean[r];
-        sums[r] += d * d;
-      }
-    }
-  }
+      },
+      [&] {
+        for (int g = 0; g < kGroups; ++g) _mm512_storeu_pd(sums + g * kLanes, acc[g]);
+      },
+      [&](int r, float value) {  // the last n % 8 columns, still in order
+        const double v = static_cast<double>(value);
+        if (mean == nullptr) {
+          sums[r] += v;
+        } else {
+          const double d = v - mean[r];
+          sums[r] += d * d;
+        }
+      });
 }
 
 // kGroups * 8 rows normalized: the reference's mean, variance and values.
@@ -140,24 +156,16 @@ void LayerNormBlock(const float* x, int64_t n, const double* scale, const double
 template <bool kSquare>
 void SumRowsChain(const float* x, int64_t n, double* sums) {
   __m512d acc = _mm512_setzero_pd();
-  const int64_t n8 = n / kLanes * kLanes;
-  for (int64_t i = 0; i < n8; i += kLanes) {
-    __m256 cols[kLanes];
-    for (int j = 0; j < kLanes; ++j) cols[j] = _mm256_loadu_ps(x + j * n + i);
-    Transpose8x8(cols);
-    for (int c = 0; c < kLanes; ++c) {
-      const __m256 v = kSquare ? _mm256_mul_ps(cols[c], cols[c]) : cols[c];
-      acc = _mm512_add_pd(acc, _mm512_cvtps_pd(v));
-    }
-  }
-  _mm512_storeu_pd(sums, acc);
-  for (int r = 0; r < kLanes; ++r) {  // the last n % 8 columns, still in order
-    const float* row = x + r * n;
-    for (int64_t i = n8; i < n; ++i) {
-      const float v = kSquare ? row[i] * row[i] : row[i];
-      sums[r] += static_cast<double>(v);
-    }
-  }
+  WalkColumns<1>(
+      x, n,
+      [&](int, __m256 column) {
+        const __m256 v = kSquare ? _mm256_mul_ps(column, column) : column;
+        acc = _mm512_add_pd(acc, _mm512_cvtps_pd(v));
+      },
+      [&] { _mm512_storeu_pd(sums, acc); },
+      [&](int r, float value) {  // the last n % 8 columns, still in order
+        sums[r] += static_cast<double>(kSquare ? value * value : value);
+      });
 }
 
 // Eight rows of sparq.LayerNormChain (LayerNormChainF32Fn): d = x - mean

@@ -117,6 +117,10 @@ inline constexpr uint32_t HostInput(int i) { return uint32_t{1} << i; }
 Status RequireDeviceInput(const OpContext& ctx, size_t i);
 // NotSupported naming the node unless input i has `type`.
 Status RequireInputType(const OpContext& ctx, size_t i, DataType type, const char* row);
+// The output shape [..., N] of a linear layer whose input x is [..., K] (a
+// weight of K inputs and N outputs); InvalidArgument naming the node when x's
+// last dimension is not K.
+StatusOr<Shape> LinearOutputShape(const OpContext& ctx, const Tensor& x, int64_t k, int64_t n);
 // A device copy of `bytes` host bytes (queued on ctx's stream; `host` may be
 // freed when it returns).
 StatusOr<std::shared_ptr<uint8_t>> Upload(CudaContext& ctx, const void* host, size_t bytes);

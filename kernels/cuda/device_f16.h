@@ -8,14 +8,15 @@
 // operator, and rounds its output to float16 once): each thread loads float16
 // bits, computes in float32 (sums in double where the float32 body does),
 // and rounds once to float16 (round to nearest even, overflow to infinity).
-// The conversions restate core/tensor.cc's HalfToFloat / FloatToHalf with
-// integer operations only, so host and device give the same bits
+// The conversions are core/half_bits.h's, the code core/tensor.cc's
+// HalfToFloat / FloatToHalf run, so host and device give the same bits
 // (CudaF16Math.* checks every half and a sweep of floats against core).
 #pragma once
 
 #include <stdint.h>
 #include <string.h>
 
+#include "core/half_bits.h"
 #include "kernels/cuda/device_kernels.h"
 #include "kernels/cuda/device_math.h"
 
@@ -49,52 +50,10 @@ SPARQ_HD float BitsFloat(uint32_t x) {
 #endif
 }
 
-// core's HalfToFloat: exact (every half is a float).
-SPARQ_HD float HalfToFloatValue(uint16_t h) {
-  const uint32_t sign = (static_cast<uint32_t>(h) & 0x8000u) << 16;
-  const uint32_t exp = (h >> 10) & 0x1fu;
-  uint32_t mant = h & 0x3ffu;
-  uint32_t bits;
-  if (exp == 0) {
-    if (mant == 0) {
-      bits = sign;
-    } else {  // subnormal: normalize
-      int e = -1;
-      do {
-        ++e;
-        mant <<= 1;
-      } while ((mant & 0x400u) == 0);
-      bits = sign | (static_cast<uint32_t>(112 - e) << 23) | ((mant & 0x3ffu) << 13);
-    }
-  } else if (exp == 31) {
-    bits = sign | 0x7f800000u | (mant << 13);  // Inf / NaN
-  } else {
-    bits = sign | ((exp + 112) << 23) | (mant << 13);
-  }
-  return BitsFloat(bits);
-}
-
-// core's FloatToHalf: round to nearest even, overflow to infinity, NaN quiet.
-SPARQ_HD uint16_t FloatToHalfValue(float f) {
-  const uint32_t x = FloatBits(f);
-  const uint32_t sign = (x >> 16) & 0x8000u;
-  const uint32_t abs = x & 0x7fffffffu;
-  if (abs >= 0x7f800000u) return static_cast<uint16_t>(sign | 0x7c00u | (abs > 0x7f800000u ? 0x200u : 0u));
-  if (abs >= 0x477ff000u) return static_cast<uint16_t>(sign | 0x7c00u);
-  if (abs < 0x38800000u) {  // half subnormal or zero: round(f / 2^-24)
-    if (abs < 0x33000000u) return static_cast<uint16_t>(sign);
-    const uint32_t exp = abs >> 23;
-    const uint32_t mant = (abs & 0x7fffffu) | 0x800000u;
-    const uint32_t shift = 126 - exp;  // in [14, 24]
-    uint32_t result = mant >> shift;
-    const uint32_t rem = mant & ((1u << shift) - 1u);
-    const uint32_t halfway = 1u << (shift - 1);
-    if (rem > halfway || (rem == halfway && (result & 1u))) ++result;
-    return static_cast<uint16_t>(sign | result);
-  }
-  const uint32_t rounded = abs + 0xfffu + ((abs >> 13) & 1u);
-  return static_cast<uint16_t>(sign | ((rounded - 0x38000000u) >> 13));
-}
+// core's HalfToFloat / FloatToHalf (core/half_bits.h, the same code on host
+// and device).
+SPARQ_HD float HalfToFloatValue(uint16_t h) { return BitsFloat(HalfBitsToFloatBits(h)); }
+SPARQ_HD uint16_t FloatToHalfValue(float f) { return FloatBitsToHalfBits(FloatBits(f)); }
 
 // A float16 element as float32 and back, one rounding (device_math.h has the
 // float32 pair): the float bodies of device_math.h / device_kernels.h are

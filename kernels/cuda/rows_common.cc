@@ -30,6 +30,13 @@ Status RequireInputType(const OpContext& ctx, size_t i, DataType type, const cha
   return Status::OK();
 }
 
+StatusOr<Shape> LinearOutputShape(const OpContext& ctx, const Tensor& x, int64_t k, int64_t n) {
+  if (x.rank() < 1 || x.shape().back() != k) return ctx.InvalidArgument("A's last dimension differs from the weight's K");
+  Shape out(x.shape().begin(), x.shape().end() - 1);
+  out.push_back(n);
+  return out;
+}
+
 StatusOr<std::shared_ptr<uint8_t>> Upload(CudaContext& ctx, const void* host, size_t bytes) {
   SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> buf, Scratch(ctx, bytes));
   SPARQ_RETURN_IF_ERROR(ctx.CopyFromHost(host, buf.get(), bytes));

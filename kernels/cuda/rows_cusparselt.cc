@@ -105,10 +105,8 @@ Status MatMulSparse24F16(OpContext& ctx) {
   const Tensor& x = ctx.input(0);
   const Tensor& w = ctx.input(1);
   const int64_t K = state->k, N = state->n;
-  if (x.rank() < 1 || x.shape().back() != K) return ctx.InvalidArgument("A's last dimension differs from the weight's K");
+  SPARQ_ASSIGN_OR_RETURN(const Shape out, LinearOutputShape(ctx, x, K, N));
   const int64_t M = x.numel() / K;
-  Shape out(x.shape().begin(), x.shape().end() - 1);
-  out.push_back(N);
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat16, out));
   if (y->numel() == 0) return Status::OK();
   SpmmLtArgs args;

@@ -143,10 +143,8 @@ Status MatMulBlockSparseF16(OpContext& ctx) {
   SPARQ_ASSIGN_OR_RETURN(CudaContext * cuda, CudaContextOf(ctx));
   const Tensor& x = ctx.input(0);
   const int64_t K = w->ell.cols, N = w->ell.rows;
-  if (x.rank() < 1 || x.shape().back() != K) return ctx.InvalidArgument("A's last dimension differs from the weight's K");
+  SPARQ_ASSIGN_OR_RETURN(const Shape out, LinearOutputShape(ctx, x, K, N));
   const int64_t M = x.numel() / K;
-  Shape out(x.shape().begin(), x.shape().end() - 1);
-  out.push_back(N);
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat16, out));
   if (y->numel() == 0) return Status::OK();
   SPARQ_RETURN_IF_ERROR(w->Upload(*cuda));
@@ -227,10 +225,8 @@ StatusOr<SparseS8Operands> S8Operands(OpContext& ctx, CudaContext& cuda, const S
                                       size_t zp_in) {
   const Tensor& x = ctx.input(x_in);
   const int64_t K = w.ell.cols, N = w.ell.rows;
-  if (x.rank() < 1 || x.shape().back() != K) return ctx.InvalidArgument("A's last dimension differs from the weight's K");
   SparseS8Operands p;
-  p.out = Shape(x.shape().begin(), x.shape().end() - 1);
-  p.out.push_back(N);
+  SPARQ_ASSIGN_OR_RETURN(p.out, LinearOutputShape(ctx, x, K, N));
   p.r.rows = x.numel() / K;
   p.r.cols = N;
   p.r.k = static_cast<int32_t>(K);
