@@ -51,10 +51,11 @@ const std::vector<std::string>& DefaultSearchCandidates() {
   // Today's single pass first; then what the real-model suite's hand-tuned
   // recipes use (bench/ACCURACY.md): max with bias correction (CNNs),
   // inputs-only Q/DQ with smoothing (transformers), a far percentile with
-  // uint8 activations (the detector).
+  // uint8 activations (the detector), and that calibration with inputs-only
+  // Q/DQ (last: ties keep the earlier candidates).
   static const std::vector<std::string> names = {
       "kl", "max", "percentile", "max+bias_correction", "max+inputs_only", "max+inputs_only+smooth",
-      "percentile=99.9999+asymmetric"};
+      "percentile=99.9999+asymmetric", "percentile=99.9999+asymmetric+inputs_only"};
   return names;
 }
 
