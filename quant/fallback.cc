@@ -213,8 +213,13 @@ StatusOr<FallbackResult> QuantizeWithFallback(const Model& float_model, const Ca
                                                          : "model output SQNR with it alone in INT8")
                                : std::string(MetricName(fallback.metric)) + " with it alone in INT8";
   // The best attempt so far: the first that passes, else the highest metric
-  // (the fewest layers moved on a tie).
-  double best_metric = MetricValue(fallback.metric, result.final.eval);
+  // (the fewest layers moved on a tie). A NaN metric (a model computing
+  // NaN/Inf) is below every number, so any finite attempt beats such a start.
+  auto score = [&](const EvalReport& e) {
+    const double v = MetricValue(fallback.metric, e);
+    return std::isnan(v) ? -HUGE_VAL : v;
+  };
+  double best_metric = score(result.final.eval);
   size_t best_steps = 0;
   QuantizeOptions attempt = options;
   QuantizedCandidate latest_storage;
@@ -251,8 +256,8 @@ StatusOr<FallbackResult> QuantizeWithFallback(const Model& float_model, const Ca
     const double metric = MetricValue(fallback.metric, next.eval);
     result.steps.push_back(
         {chosen.node, PrecisionName(fallback.to), FallbackRankingName(fallback.ranking), chosen.sqnr_db, metric});
-    if (passed || metric > best_metric) {
-      best_metric = metric;
+    if (passed || score(next.eval) > best_metric) {
+      best_metric = score(next.eval);
       best_steps = result.steps.size();
       result.final = std::move(next);
       result.options = attempt;

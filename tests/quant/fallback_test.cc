@@ -120,6 +120,27 @@ TEST_F(FallbackTest, KeepsTheBestAttemptNotTheLast) {
   EXPECT_TRUE(result->options.layers.empty());
 }
 
+// A start that computes NaN (its metric NaN) is the worst model, not one no
+// attempt can beat: the fallback keeps its best finite attempt (here the
+// third, all float). Before, every comparison with NaN was false and the
+// NaN start came back.
+TEST_F(FallbackTest, ANanStartIsReplacedByTheBestFiniteAttempt) {
+  QuantizedCandidate start = Start();
+  ASSERT_FALSE(start.eval.comparisons.empty());
+  start.eval.comparisons[0].sqnr_db = std::nan("");
+  FallbackOptions f;
+  f.threads = 1;
+  f.metric = Metric::kSqnr;
+  auto never = [](const EvalReport&) { return false; };
+  auto result = QuantizeWithFallback(model_, table_, options_, start, *evaluator_, never, f);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->steps.size(), 3u);
+  EXPECT_FALSE(result->passed);
+  EXPECT_EQ(MetricValue(Metric::kSqnr, result->final.eval), kSqnrCeilingDb);
+  for (const auto& s : result->steps) EXPECT_TRUE(s.kept) << s.node;
+  EXPECT_EQ(result->options.layers.size(), 3u);
+}
+
 // A gate that the third attempt (all float) passes stops the fallback there,
 // and every step is kept.
 TEST_F(FallbackTest, StopsAtTheFirstAttemptThatPasses) {
