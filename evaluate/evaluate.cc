@@ -211,9 +211,12 @@ double MetricValue(Metric metric, const EvalReport& e) {
     case Metric::kTop1: return 100.0 * e.top1();
     case Metric::kTop5: return 100.0 * e.top5();
     case Metric::kAgreement: return reference ? 100.0 : 100.0 * e.top1_agreement();
-    case Metric::kSqnr:
+    case Metric::kSqnr: {
       if (reference || e.comparisons.empty()) return kSqnrCeilingDb;
-      return std::min(kSqnrCeilingDb, e.comparisons[0].sqnr_db);
+      // NaN (outputs holding NaN/Inf) stays NaN: std::min would read it as the ceiling.
+      const double db = e.comparisons[0].sqnr_db;
+      return std::isnan(db) ? db : std::min(kSqnrCeilingDb, db);
+    }
     case Metric::kCosine: return reference || e.comparisons.empty() ? 1.0 : e.comparisons[0].cosine;
     case Metric::kTop5Overlap: return reference ? 100.0 : 100.0 * e.task.top5_overlap();
     case Metric::kMeanCosine: return reference ? 1.0 : e.task.mean_cosine();

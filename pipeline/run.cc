@@ -624,6 +624,7 @@ StatusOr<RunReport> Runner::Run() {
                                                 : FallbackRanking::kOutputSqnrAlone;
     f.threads = r_.evaluate.threads;
     f.metric = r_.evaluate.metric;
+    f.boxes = r_.evaluate.boxes;
     f.log = [this](const std::string& line) { Log(line); };
     auto passes = [&](const EvalReport& e) {
       Judge(e);

@@ -1,6 +1,7 @@
 #include "sparq/fallback.h"
 
 #include <algorithm>
+#include <cmath>
 #include <map>
 
 #include "graph/name_pattern.h"
@@ -96,10 +97,16 @@ const char* FallbackRankingName(FallbackRanking r) {
   return "?";
 }
 
-StatusOr<std::vector<LayerSqnr>> LayerAloneOutputSqnr(const Model& float_model, const CalibrationTable& table,
-                                                      const QuantizeOptions& options,
-                                                      const std::vector<LayerDecision>& layers, const TensorMap& batch,
-                                                      int threads) {
+namespace {
+
+// Each INT8 layer of `layers` alone in INT8, run on `batch`, scored against
+// the float model's outputs: the SQNR of every float output, or with
+// `boxes` enabled the SQNR of the class-score rows of the outputs that
+// decode as detections (the whole output's SQNR where none does).
+StatusOr<std::vector<LayerSqnr>> LayerAloneScores(const Model& float_model, const CalibrationTable& table,
+                                                  const QuantizeOptions& options,
+                                                  const std::vector<LayerDecision>& layers, const TensorMap& batch,
+                                                  int threads, const BoxOptions& boxes) {
   const std::vector<std::string> int8 = Int8Layers(layers);
   TensorMap reference;
   SPARQ_ASSIGN_OR_RETURN(auto float_exec, Executor::Create(float_model, ExecutorOptions{threads}));
@@ -111,6 +118,7 @@ StatusOr<std::vector<LayerSqnr>> LayerAloneOutputSqnr(const Model& float_model, 
     TensorMap outputs;
     SPARQ_RETURN_IF_ERROR(exec->Run(batch, &outputs));
     ErrorStats s;
+    ReferenceMetrics scores(boxes);
     for (const auto& v : float_model.graph.outputs) {
       auto want = reference.find(v.name);
       auto got = outputs.find(v.name);
@@ -119,12 +127,34 @@ StatusOr<std::vector<LayerSqnr>> LayerAloneOutputSqnr(const Model& float_model, 
       }
       const DataType t = want->second.dtype();
       if (t != DataType::kFloat32 && t != DataType::kFloat16) continue;
-      SPARQ_RETURN_IF_ERROR(s.Add(want->second.ToFloat32(), got->second.ToFloat32()));
+      const Tensor a = want->second.ToFloat32(), b = got->second.ToFloat32();
+      SPARQ_RETURN_IF_ERROR(s.Add(a, b));
+      if (boxes.enabled) SPARQ_RETURN_IF_ERROR(scores.Add(a, b));
     }
-    out.push_back({node, s.sqnr_db()});
+    const bool by_scores = boxes.enabled && scores.box_samples() > 0 && !std::isnan(scores.class_score_sqnr_db());
+    out.push_back({node, by_scores ? scores.class_score_sqnr_db() : s.sqnr_db()});
   }
   SortLowestFirst(out);
   return out;
+}
+
+}  // namespace
+
+StatusOr<std::vector<LayerSqnr>> LayerAloneOutputSqnr(const Model& float_model, const CalibrationTable& table,
+                                                      const QuantizeOptions& options,
+                                                      const std::vector<LayerDecision>& layers, const TensorMap& batch,
+                                                      int threads) {
+  return LayerAloneScores(float_model, table, options, layers, batch, threads, BoxOptions{});
+}
+
+StatusOr<std::vector<LayerSqnr>> LayerAloneClassScoreSqnr(const Model& float_model, const CalibrationTable& table,
+                                                          const QuantizeOptions& options,
+                                                          const std::vector<LayerDecision>& layers,
+                                                          const TensorMap& batch, const BoxOptions& boxes,
+                                                          int threads) {
+  BoxOptions on = boxes;
+  on.enabled = true;
+  return LayerAloneScores(float_model, table, options, layers, batch, threads, on);
 }
 
 namespace {
@@ -170,8 +200,8 @@ StatusOr<FallbackResult> QuantizeWithFallback(const Model& float_model, const Ca
   // what another does alone. kLayerSqnr ranks the latest attempt again.
   std::vector<LayerSqnr> ranked;
   if (fallback.ranking == FallbackRanking::kOutputSqnrAlone) {
-    SPARQ_ASSIGN_OR_RETURN(ranked, LayerAloneOutputSqnr(float_model, table, options, result.final.report.layers,
-                                                        batch, fallback.threads));
+    SPARQ_ASSIGN_OR_RETURN(ranked, LayerAloneScores(float_model, table, options, result.final.report.layers, batch,
+                                                    fallback.threads, fallback.boxes));
   } else if (fallback.ranking == FallbackRanking::kMetricAlone) {
     SPARQ_ASSIGN_OR_RETURN(ranked, LayerAloneMetric(float_model, table, options, result.final.report.layers,
                                                     evaluator, fallback.metric));
@@ -179,11 +209,17 @@ StatusOr<FallbackResult> QuantizeWithFallback(const Model& float_model, const Ca
   const char* unit = fallback.ranking == FallbackRanking::kMetricAlone ? "" : " dB";
   const std::string what = fallback.ranking == FallbackRanking::kLayerSqnr ? "its output SQNR"
                            : fallback.ranking == FallbackRanking::kOutputSqnrAlone
-                               ? "model output SQNR with it alone in INT8"
+                               ? (fallback.boxes.enabled ? "class-score SQNR with it alone in INT8"
+                                                         : "model output SQNR with it alone in INT8")
                                : std::string(MetricName(fallback.metric)) + " with it alone in INT8";
   // The best attempt so far: the first that passes, else the highest metric
-  // (the fewest layers moved on a tie).
-  double best_metric = MetricValue(fallback.metric, result.final.eval);
+  // (the fewest layers moved on a tie). A NaN metric (a model computing
+  // NaN/Inf) is below every number, so any finite attempt beats such a start.
+  auto score = [&](const EvalReport& e) {
+    const double v = MetricValue(fallback.metric, e);
+    return std::isnan(v) ? -HUGE_VAL : v;
+  };
+  double best_metric = score(result.final.eval);
   size_t best_steps = 0;
   QuantizeOptions attempt = options;
   QuantizedCandidate latest_storage;
@@ -220,8 +256,8 @@ StatusOr<FallbackResult> QuantizeWithFallback(const Model& float_model, const Ca
     const double metric = MetricValue(fallback.metric, next.eval);
     result.steps.push_back(
         {chosen.node, PrecisionName(fallback.to), FallbackRankingName(fallback.ranking), chosen.sqnr_db, metric});
-    if (passed || metric > best_metric) {
-      best_metric = metric;
+    if (passed || score(next.eval) > best_metric) {
+      best_metric = score(next.eval);
       best_steps = result.steps.size();
       result.final = std::move(next);
       result.options = attempt;

@@ -281,7 +281,7 @@ constexpr double kSqnrCeilingDb = 100.0;
 // report without a reference (the reference's own) scores the best value of
 // the comparison metrics: 100 %, kSqnrCeilingDb, 1. A task metric that was
 // not measured (box_recall without BoxOptions::enabled, map_iou without
-// MapOptions::enabled) is NaN.
+// MapOptions::enabled) is NaN, and so is the SQNR of outputs holding NaN.
 SPARQ_API double MetricValue(Metric metric, const EvalReport& report);
 
 // ===========================================================================

@@ -53,6 +53,19 @@ SPARQ_API StatusOr<std::vector<LayerSqnr>> LayerAloneOutputSqnr(const Model& flo
                                                                 const std::vector<LayerDecision>& layers,
                                                                 const TensorMap& batch, int threads = 0);
 
+// LayerAloneOutputSqnr scoring the class-score rows (4 onwards) of the
+// outputs that decode as detections by `boxes` (its `enabled` is implied)
+// instead of every output element: a detector's box coordinates (pixels)
+// dominate its output's SQNR, while its class scores decide which boxes
+// cross the score threshold. A model with no such output is scored as by
+// LayerAloneOutputSqnr. Errors: as LayerAloneOutputSqnr's.
+SPARQ_API StatusOr<std::vector<LayerSqnr>> LayerAloneClassScoreSqnr(const Model& float_model,
+                                                                    const CalibrationTable& table,
+                                                                    const QuantizeOptions& options,
+                                                                    const std::vector<LayerDecision>& layers,
+                                                                    const TensorMap& batch, const BoxOptions& boxes,
+                                                                    int threads = 0);
+
 // How the fallback orders the INT8 layers, most harmful first.
 enum class FallbackRanking {
   // The layer's own output SQNR in the quantized model (first batch), ranked
@@ -61,6 +74,8 @@ enum class FallbackRanking {
   kLayerSqnr,
   // The model's output SQNR with the layer alone in INT8 (first batch): one
   // quantization and one batch per INT8 layer, ranked once (the default).
+  // With FallbackOptions::boxes enabled, the SQNR of the class-score rows
+  // (LayerAloneClassScoreSqnr).
   kOutputSqnrAlone,
   // FallbackOptions::metric over the whole evaluation data with the layer
   // alone in INT8: one evaluation per INT8 layer, ranked once.
@@ -78,6 +93,9 @@ struct SPARQ_API FallbackOptions {
   // The value recorded in FallbackStep::metric_after, and what picks the kept
   // attempt when none passes (higher is better).
   Metric metric = Metric::kTop1;
+  // Box decoding of the detector metrics (the recipe's evaluate.boxes);
+  // enabled: kOutputSqnrAlone ranks by the class-score rows' SQNR.
+  BoxOptions boxes;
   std::function<void(const std::string&)> log;  // optional: one line per layer moved
 };
 

@@ -66,8 +66,10 @@ struct SPARQ_API SearchOptions {
   int holdout_every = 4;  // >= 2 (quant/holdout.h)
   // Scored on the held-out batches against the float model; a metric that
   // needs labels is replaced by its label-free kin (top1 -> agreement,
-  // top5 -> top5_overlap). Higher is better; ties go to the higher output
-  // SQNR, then to the earlier candidate.
+  // top5 -> top5_overlap), and box_recall by class_score_sqnr (a held-out
+  // quarter holds too few boxes for box recall to tell candidates apart).
+  // Higher is better; ties go to the higher output SQNR, then to the
+  // earlier candidate.
   Metric metric = Metric::kAgreement;
   BoxOptions boxes;         // for the detector metrics
   MapOptions map;           // for map_iou (its threshold)

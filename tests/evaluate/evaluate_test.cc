@@ -35,6 +35,19 @@ TEST(Metrics, ArgMaxTakesFirstMaximumAndSkipsNaN) {
   EXPECT_FALSE(ArgMaxLastAxis(Tensor::Scalar<float>(1)).ok());
 }
 
+// Outputs holding NaN give a NaN SQNR; MetricValue passed it through
+// std::min(ceiling, NaN), which returned the 100 dB ceiling: such a model
+// read as identical to FP32 to the search and the fallback.
+TEST(Metrics, MetricValueOfANanSqnrIsNaN) {
+  EvalReport e;
+  e.has_reference = true;
+  e.comparisons.emplace_back();
+  e.comparisons[0].sqnr_db = std::nan("");
+  EXPECT_TRUE(std::isnan(MetricValue(Metric::kSqnr, e)));
+  e.comparisons[0].sqnr_db = 250.0;
+  EXPECT_EQ(MetricValue(Metric::kSqnr, e), kSqnrCeilingDb);
+}
+
 TEST(Metrics, TopKCountsStableDescendingRank) {
   // Row scores and where each label ranks.
   Tensor scores = Tensor::FromVector<float>({3, 6}, {0.1f, 0.9f, 0.3f, 0.2f, 0.5f, 0.0f,   // label 1: rank 0

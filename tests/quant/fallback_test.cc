@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cmath>
 
 #include "sparq/dataset.h"
 #include "sparq/evaluate.h"
@@ -10,6 +11,7 @@
 #include "sparq/npy.h"
 #include "sparq/quantize.h"
 #include "test_util.h"
+#include "tests/quant/tiny_detector.h"
 
 namespace sparq {
 namespace {
@@ -118,6 +120,27 @@ TEST_F(FallbackTest, KeepsTheBestAttemptNotTheLast) {
   EXPECT_TRUE(result->options.layers.empty());
 }
 
+// A start that computes NaN (its metric NaN) is the worst model, not one no
+// attempt can beat: the fallback keeps its best finite attempt (here the
+// third, all float). Before, every comparison with NaN was false and the
+// NaN start came back.
+TEST_F(FallbackTest, ANanStartIsReplacedByTheBestFiniteAttempt) {
+  QuantizedCandidate start = Start();
+  ASSERT_FALSE(start.eval.comparisons.empty());
+  start.eval.comparisons[0].sqnr_db = std::nan("");
+  FallbackOptions f;
+  f.threads = 1;
+  f.metric = Metric::kSqnr;
+  auto never = [](const EvalReport&) { return false; };
+  auto result = QuantizeWithFallback(model_, table_, options_, start, *evaluator_, never, f);
+  ASSERT_TRUE(result.ok()) << result.status().ToString();
+  ASSERT_EQ(result->steps.size(), 3u);
+  EXPECT_FALSE(result->passed);
+  EXPECT_EQ(MetricValue(Metric::kSqnr, result->final.eval), kSqnrCeilingDb);
+  for (const auto& s : result->steps) EXPECT_TRUE(s.kept) << s.node;
+  EXPECT_EQ(result->options.layers.size(), 3u);
+}
+
 // A gate that the third attempt (all float) passes stops the fallback there,
 // and every step is kept.
 TEST_F(FallbackTest, StopsAtTheFirstAttemptThatPasses) {
@@ -159,6 +182,46 @@ TEST_F(FallbackTest, MetricRankingScoresByTheMetric) {
   EXPECT_EQ(result->steps[0].ranked_by, "metric");
   EXPECT_EQ(result->steps[0].node, "fc_a");
   EXPECT_LT(result->steps[0].score, MetricValue(Metric::kSqnr, start.eval));
+}
+
+
+// The box layer's error is the larger in pixels, the class layer's in the
+// scores: the whole output's SQNR blames the box layer first, the class
+// scores' SQNR the class layer, whose error is what moves boxes across the
+// score threshold.
+TEST(FallbackClassScoreTest, RanksByTheClassScoreRowsWithBoxes) {
+  testing::TempDir dir;
+  Model model = testing::TinyDetector();
+  ASSERT_TRUE(WriteNpz(dir.path("x.npz"), {{"x", testing::RandomFloats({8, 8}, 6, 0.0f, 1.0f)}}).ok());
+  auto data = OpenDataset(dir.path("x.npz"), model.graph, DatasetOptions{8, 0, {}});
+  ASSERT_TRUE(data.ok()) << data.status().ToString();
+  CalibrationOptions copt;
+  copt.method = CalibrationMethod::kMax;
+  copt.threads = 1;
+  auto table = Calibrate(model, (*data)(), copt);
+  ASSERT_TRUE(table.ok()) << table.status().ToString();
+  // Both layers' outputs clipped: the box layer's at 1/4 of its range (an
+  // error of hundreds of pixels), the class layer's at 1/8 (scores off by
+  // tenths).
+  for (auto& r : table->tensors) {
+    if (r.name == "hbox") r.scale /= 4, r.threshold /= 4;
+    if (r.name == "hcls") r.scale /= 8, r.threshold /= 8;
+  }
+  QuantizeOptions options;
+  QuantizeReport report;
+  ASSERT_TRUE(QuantizeModel(model, *table, options, &report).ok());
+  TensorMap batch{{"x", testing::RandomFloats({8, 8}, 6, 0.0f, 1.0f)}};
+  auto whole = LayerAloneOutputSqnr(model, *table, options, report.layers, batch, 1);
+  ASSERT_TRUE(whole.ok()) << whole.status().ToString();
+  ASSERT_EQ(whole->size(), 2u);
+  EXPECT_EQ((*whole)[0].node, "box_fc");
+  BoxOptions boxes;
+  auto scores = LayerAloneClassScoreSqnr(model, *table, options, report.layers, batch, boxes, 1);
+  ASSERT_TRUE(scores.ok()) << scores.status().ToString();
+  ASSERT_EQ(scores->size(), 2u);
+  EXPECT_EQ((*scores)[0].node, "cls_fc");
+  EXPECT_EQ((*scores)[1].node, "box_fc");
+  EXPECT_TRUE(std::isinf((*scores)[1].sqnr_db));  // the box layer alone leaves the scores exact
 }
 
 }  // namespace
