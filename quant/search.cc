@@ -11,6 +11,7 @@
 #include <set>
 
 #include "quant/holdout.h"
+#include "quant/search_choice.h"
 #include "sparq/bias_correction.h"
 
 namespace sparq {
@@ -46,6 +47,14 @@ Metric HeldOutMetric(Metric m) {
 }
 
 }  // namespace
+
+bool SearchRowBeats(const SearchRow& row, const SearchRow& best, Metric held_out_metric) {
+  if (held_out_metric == Metric::kSqnr || held_out_metric == Metric::kClassScoreSqnr) {
+    return row.score > best.score + kSearchDbMargin;
+  }
+  if (row.score != best.score) return row.score > best.score;
+  return row.sqnr_db > best.sqnr_db + kSearchDbMargin;
+}
 
 const std::vector<std::string>& DefaultSearchCandidates() {
   // Today's single pass first; then what the real-model suite's hand-tuned
@@ -280,9 +289,9 @@ StatusOr<SearchResult> Search::Run() {
     }
     Log(line);
     if (row.tried) {
-      const bool better = best < 0 || row.score > result.rows[best].score ||
-                          (row.score == result.rows[best].score && row.sqnr_db > result.rows[best].sqnr_db);
-      if (better) best = static_cast<int>(result.rows.size());
+      if (best < 0 || SearchRowBeats(row, result.rows[best], HeldOutMetric(o_.metric))) {
+        best = static_cast<int>(result.rows.size());
+      }
     }
     result.rows.push_back(std::move(row));
   }

@@ -69,7 +69,9 @@ struct SPARQ_API SearchOptions {
   // top5 -> top5_overlap), and box_recall by class_score_sqnr (a held-out
   // quarter holds too few boxes for box recall to tell candidates apart).
   // Higher is better; ties go to the higher output SQNR, then to the
-  // earlier candidate.
+  // earlier candidate. A score in dB (sqnr, class_score_sqnr), and the SQNR
+  // of a tie, must beat the best so far by more than 0.5 dB: the held-out
+  // batches cannot tell closer ones apart, so the earlier candidate stays.
   Metric metric = Metric::kAgreement;
   BoxOptions boxes;         // for the detector metrics
   MapOptions map;           // for map_iou (its threshold)
