@@ -8,8 +8,10 @@
 // and the same for MatMul (without bias) into QLinearMatMul, whose B may also
 // be an activation (attention's Q x K^T and P x V in onnxruntime's placement;
 // per-tensor parameters on both sides; the fast kernel runs it batch by
-// batch, kernels/cpu/quant_matmul.cc); a Gemm whose float output no
-// QuantizeLinear takes (a classifier's logits; TryFuseGemm) runs on integers too:
+// batch, kernels/cpu/quant_matmul.cc); a Gemm or a MatMul of constant 2-D
+// weights whose float output no QuantizeLinear takes (a classifier's logits;
+// every layer of the `inputs_only` placement, which sparq's search picks for
+// transformers; TryFuseGemm) runs on integers too:
 //
 //   DequantizeLinear(x_q) ─┐
 //   DequantizeLinear(w_q) ─┼─ Gemm ── y   =>   sparq.MatMulIntegerToFloat(x_q, w_q [transposed], ..) ── y
@@ -166,8 +168,11 @@ class Fuser {
     std::vector<std::string> fused;
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& n = g_.nodes[i];
-      if (n.domain.empty() && (n.op_type == "Conv" || n.op_type == "MatMul") && TryFuse(i)) fused.push_back(n.name);
-      if (n.domain.empty() && n.op_type == "Gemm" && TryFuseGemm(i)) fused.push_back(n.name);
+      if (n.domain.empty() && (n.op_type == "Conv" || n.op_type == "MatMul") && TryFuse(i)) {
+        fused.push_back(n.name);
+      } else if (n.domain.empty() && (n.op_type == "Gemm" || n.op_type == "MatMul") && TryFuseGemm(i)) {
+        fused.push_back(n.name);
+      }
     }
     if (fused.empty()) return fused;
     std::vector<Node> kept;
@@ -295,7 +300,9 @@ class Fuser {
   // A Gemm of a dequantized activation and dequantized constant weights,
   // with a float output (a classifier's logits; the Q/DQ pairs of the
   // quantizer end before it, as onnxruntime's QDQ placement and sparq's
-  // writer leave them):
+  // writer leave them), or a MatMul of the same (read as a Gemm without
+  // attributes or bias: A of any rank, W [K, N]; the quantizer's
+  // `quantize_outputs: false`, e.g. the search's `inputs_only` candidates):
   //
   //   DequantizeLinear(x_q) ─┐
   //   DequantizeLinear(w_q) ─┼─ Gemm ── y    =>   sparq.MatMulIntegerToFloat(x_q, B_q, x_zp, w_zp,
