@@ -301,8 +301,9 @@ class Fuser {
   // with a float output (a classifier's logits; the Q/DQ pairs of the
   // quantizer end before it, as onnxruntime's QDQ placement and sparq's
   // writer leave them), or a MatMul of the same (read as a Gemm without
-  // attributes or bias: A of any rank, W [K, N]; the quantizer's
-  // `quantize_outputs: false`, e.g. the search's `inputs_only` candidates):
+  // attributes: A of any rank, W [K, N], C the constant [N] of a bias Add
+  // after it; the quantizer's `quantize_outputs: false`, e.g. the search's
+  // `inputs_only` candidates):
   //
   //   DequantizeLinear(x_q) ─┐
   //   DequantizeLinear(w_q) ─┼─ Gemm ── y    =>   sparq.MatMulIntegerToFloat(x_q, B_q, x_zp, w_zp,
@@ -383,6 +384,24 @@ class Fuser {
     fused.inputs = {dx->inputs[0], b_name, dx->inputs[2], w_zp_name, dx->inputs[1], dw->inputs[1]};
     if (!bias.empty()) fused.inputs.push_back(bias);
     fused.outputs = n.outputs;
+    // A MatMul's bias Add (a float32 constant [N] on either side; the product
+    // read by nothing else) goes into the node, whose reference adds C after
+    // the scaling in a rounding of its own, as the Add does: the same bits.
+    if (n.op_type == "MatMul" && bias.empty() && !index_.IsGraphOutput(n.outputs[0]) &&
+        index_.Readers(n.outputs[0]).size() == 1) {
+      const size_t add_index = index_.Readers(n.outputs[0])[0];
+      const Node& add = g_.nodes[add_index];
+      if (add.op_type == "Add" && add.domain.empty() && add.inputs.size() == 2 && add.outputs.size() == 1 &&
+          !removed_.count(add_index)) {
+        const std::string& other = add.inputs[0] == n.outputs[0] ? add.inputs[1] : add.inputs[0];
+        const Tensor* c = other == n.outputs[0] ? nullptr : Constant(other);
+        if (c != nullptr && c->dtype() == DataType::kFloat32 && c->rank() == 1 && c->dim(0) == cols) {
+          fused.inputs.push_back(other);
+          fused.outputs = add.outputs;
+          removed_.insert(add_index);
+        }
+      }
+    }
     g_.nodes[index] = std::move(fused);
     return true;
   }

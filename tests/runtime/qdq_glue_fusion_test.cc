@@ -720,13 +720,15 @@ TEST(QdqGlueFusion, DequantizedMatMulRunsOnIntegersWithAFloatOutput) {
   struct MatMulCase {
     Shape x;
     bool per_channel;
+    int bias_add = 0;  // 1: Add(y, b) after it, 2: Add(b, y); b float32 [N] (folded into the node)
   };
-  const MatMulCase cases[] = {{{2, 5, 37}, true}, {{3, 37}, false}, {{1, 1, 4, 37}, true}};
+  const MatMulCase cases[] = {{{2, 5, 37}, true}, {{3, 37}, false}, {{1, 1, 4, 37}, true},
+                              {{2, 5, 37}, true, 1}, {{3, 37}, false, 2}};
   const int64_t k = 37, n = 19;
   for (const TypeCase& t : kTypes) {
     for (const MatMulCase& c : cases) {
       SCOPED_TRACE(DataTypeName(t.type) + " rank " + std::to_string(c.x.size()) +
-                   (c.per_channel ? " per channel" : " per tensor"));
+                   (c.per_channel ? " per channel" : " per tensor") + " bias add " + std::to_string(c.bias_add));
       QdqGraphBuilder b;
       b.Input("x", t.type, c.x);
       b.Params("px", 0.0371f, t.zp_in, t.type);
@@ -739,9 +741,17 @@ TEST(QdqGlueFusion, DequantizedMatMulRunsOnIntegersWithAFloatOutput) {
       g.initializers["w_zp"] =
           c.per_channel ? Tensor::FromVector<int8_t>({n}, std::vector<int8_t>(n, 0)) : Tensor::Scalar<int8_t>(0);
       const std::string dw = b.Add("DequantizeLinear", {"w", "w_scale", "w_zp"}, {Attribute::Int("axis", 1)});
-      b.Output(b.Add("MatMul", {b.Dq("x", "px"), dw}));
+      const std::string product = b.Add("MatMul", {b.Dq("x", "px"), dw});
+      if (c.bias_add != 0) {
+        g.initializers["bias"] = testing::RandomFloats({n}, 52);
+        b.Output(b.Add("Add", c.bias_add == 1 ? std::vector<std::string>{product, "bias"}
+                                              : std::vector<std::string>{"bias", product}));
+      } else {
+        b.Output(product);
+      }
       const auto counts = FusedOpCounts(b.model());
       EXPECT_EQ(counts.count("MatMul"), 0u);
+      EXPECT_EQ(counts.count("Add"), 0u);
       EXPECT_EQ(counts.count("DequantizeLinear"), 0u);
       ASSERT_EQ(counts.count("MatMulIntegerToFloat"), 1u);
       {
