@@ -495,6 +495,24 @@ Status RunGeluErfChainF32(OpContext& ctx) {
   return RunChunksF32(ctx, [=](const float* x, float* y, int64_t n) { row(x, y, n, divisor, offset, scale); });
 }
 
+// sparq.GeluErfScaledChain (torch.onnx dynamo's x * ((1 + erf(x / sqrt 2)) * 0.5),
+// fused by runtime/passes/float_fusion.h): per chunk the division and the
+// add and products as IEEE operations on their own (no contraction) around
+// the erf_f32 row, in place in y (that row reads each vector before it
+// stores it): each value within cpu::kErfF32AbsTol of the reference's,
+// bit for bit on the portable row, the same bits for any split.
+Status RunGeluErfScaledChainF32(OpContext& ctx) {
+  if (!ChainInputApplies(ctx)) return RunReferenceKernel(ctx);
+  const float divisor = ctx.node().attr_float("divisor", 1.41421356f);
+  const float offset = ctx.node().attr_float("offset", 1.0f), scale = ctx.node().attr_float("scale", 0.5f);
+  const ErfF32Fn erf = PreparedRow<ErfF32Fn>(ctx);
+  return RunChunksF32(ctx, [=](const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] / divisor;
+    erf(y, y, n);
+    for (int64_t i = 0; i < n; ++i) y[i] = x[i] * ((y[i] + offset) * scale);
+  });
+}
+
 // sparq.GeluTanhChain (JAX's tanh GELU, fused by runtime/passes/float_fusion.h):
 // the nine nodes' operations on the rows those nodes run, a block of
 // kGeluTanhBlock values at a time while it is in L1: each product and sum on
@@ -664,6 +682,8 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r) {
          WithoutContext(PrepareRow<CpuOp::kHardSwishChainF32>, RowKernel)});
   r.Add({"GeluErfChain", kSparqDomain, 1, 99, RunGeluErfChainF32, "gelu_erf_chain_f32",
          WithoutContext(PrepareRow<CpuOp::kGeluErfChainF32>, RowKernel)});
+  r.Add({"GeluErfScaledChain", kSparqDomain, 1, 99, RunGeluErfScaledChainF32, "erf_f32",
+         WithoutContext(PrepareRow<CpuOp::kErfF32>, RowKernel)});
   r.Add({"GeluTanhChain", kSparqDomain, 1, 99, RunGeluTanhChainF32, "tanh_f32",
          WithoutContext(PrepareRow<CpuOp::kTanhF32>, RowKernel)});
 }

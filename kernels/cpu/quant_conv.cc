@@ -230,14 +230,14 @@ Status RunSparseImage(OpContext& ctx, const QuantConv& q, const uint8_t* xi, int
 Status RunQuantConv(OpContext& ctx) {
   const QuantConv& q = *static_cast<const QuantConv*>(ctx.prepared());
   const Tensor& x = ctx.input(0);
-  if (x.dtype() != q.x_type || x.rank() != 4 || x.dim(1) != q.c) return RunReferenceKernel(ctx);
-  const int64_t n = x.dim(0), h = x.dim(2), wd = x.dim(3);
+  if (x.dtype() != q.x_type || x.rank() != (q.one_d ? 3 : 4) || x.dim(1) != q.c) return RunReferenceKernel(ctx);
+  const int64_t n = x.dim(0), h = x.dim(2), wd = q.one_d ? 1 : x.dim(3);
   const int64_t ho_num = h + q.pad_t + q.pad_b - q.dil_h * (q.kh - 1) - 1;
   const int64_t wo_num = wd + q.pad_l + q.pad_r - q.dil_w * (q.kw - 1) - 1;
   if (ho_num < 0 || wo_num < 0) return RunReferenceKernel(ctx);  // the reference names the error
   const int64_t ho = ho_num / q.stride_h + 1, wo = wo_num / q.stride_w + 1, p = ho * wo;
   const int64_t k = q.c * q.kh * q.kw;
-  Tensor y = ctx.OutputBuffer(0, q.out_type, {n, q.m, ho, wo});  // every path writes every byte
+  Tensor y = ctx.OutputBuffer(0, q.out_type, q.one_d ? Shape{n, q.m, ho} : Shape{n, q.m, ho, wo});  // every path writes every byte
   const Lut256Fn apply_table = q.lut->get<Lut256Fn>();
   const uint8_t flip = q.y_type == DataType::kInt8 ? 0x80 : 0;  // table index of an int8 y: its byte ^ 0x80
   if (q.nchw != nullptr) {

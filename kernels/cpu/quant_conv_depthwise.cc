@@ -78,13 +78,13 @@ StatusOr<std::shared_ptr<const void>> PrepareDepthwiseLut(const Node& node,
 Status RunDepthwise(OpContext& ctx) {
   const DepthwiseConv& q = *static_cast<const DepthwiseConv*>(ctx.prepared());
   const Tensor& x = ctx.input(0);
-  if (x.dtype() != q.x_type || x.rank() != 4 || x.dim(1) != q.channels) return RunReferenceKernel(ctx);
-  const int64_t n = x.dim(0), h = x.dim(2), wd = x.dim(3);
+  if (x.dtype() != q.x_type || x.rank() != (q.one_d ? 3 : 4) || x.dim(1) != q.channels) return RunReferenceKernel(ctx);
+  const int64_t n = x.dim(0), h = x.dim(2), wd = q.one_d ? 1 : x.dim(3);
   const int64_t ho_num = h + q.pad_t + q.pad_b - q.dil_h * (q.kh - 1) - 1;
   const int64_t wo_num = wd + q.pad_l + q.pad_r - q.dil_w * (q.kw - 1) - 1;
   if (ho_num < 0 || wo_num < 0) return RunReferenceKernel(ctx);  // the reference names the error
   const int64_t ho = ho_num / q.stride_h + 1, wo = wo_num / q.stride_w + 1, p = ho * wo;
-  Tensor y = ctx.OutputBuffer(0, q.out_type, {n, q.channels, ho, wo});  // every plane is written
+  Tensor y = ctx.OutputBuffer(0, q.out_type, q.one_d ? Shape{n, q.channels, ho} : Shape{n, q.channels, ho, wo});  // every plane is written
   DepthwiseS8Channels base;
   base.x_signed = q.x_type == DataType::kInt8, base.x_zero_point = q.x_zp;
   base.y_signed = q.y_type == DataType::kInt8, base.y_zero_point = q.y_zp;

@@ -27,15 +27,23 @@ StatusOr<QuantConvParams> ReadQuantConvParams(const Node& node, const std::vecto
   const Tensor& w = *constant(3);
   const Tensor &x_scale = *constant(1), &x_zp = *constant(2), &w_scale = *constant(4), &w_zp = *constant(5);
   const Tensor &y_scale = *constant(6), &y_zp = *constant(7);
-  if (w.dtype() != DataType::kInt8 || w.rank() != 4) return decline("weights are not 4-D int8");
+  if (w.dtype() != DataType::kInt8 || (w.rank() != 4 && w.rank() != 3)) return decline("weights are not 3-D or 4-D int8");
   const std::string auto_pad = node.attr_string("auto_pad", "NOTSET");
   if (auto_pad != "NOTSET") return decline("auto_pad " + auto_pad);
   QuantConvParams q;
-  q.m = w.dim(0), q.c = w.dim(1), q.kh = w.dim(2), q.kw = w.dim(3);
-  const std::vector<int64_t> strides = node.attr_ints("strides", {1, 1});
-  const std::vector<int64_t> dilations = node.attr_ints("dilations", {1, 1});
-  const std::vector<int64_t> pads = node.attr_ints("pads", {0, 0, 0, 0});
-  const std::vector<int64_t> kernel = node.attr_ints("kernel_shape", {q.kh, q.kw});
+  q.one_d = w.rank() == 3;
+  q.m = w.dim(0), q.c = w.dim(1), q.kh = w.dim(2), q.kw = q.one_d ? 1 : w.dim(3);
+  std::vector<int64_t> strides = node.attr_ints("strides", q.one_d ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 1});
+  std::vector<int64_t> dilations =
+      node.attr_ints("dilations", q.one_d ? std::vector<int64_t>{1} : std::vector<int64_t>{1, 1});
+  std::vector<int64_t> pads = node.attr_ints("pads", q.one_d ? std::vector<int64_t>{0, 0} : std::vector<int64_t>{0, 0, 0, 0});
+  std::vector<int64_t> kernel = node.attr_ints("kernel_shape", q.one_d ? std::vector<int64_t>{q.kh} : std::vector<int64_t>{q.kh, q.kw});
+  if (q.one_d) {  // [N, C, L] as [N, C, L, 1]: the same bytes, a 2-D convolution of width 1
+    if (strides.size() != 1 || dilations.size() != 1 || pads.size() != 2 || kernel != std::vector<int64_t>{q.kh})
+      return decline("attributes outside the 1-D path");
+    strides = {strides[0], 1}, dilations = {dilations[0], 1}, pads = {pads[0], 0, pads[1], 0};
+    kernel = {q.kh, 1};
+  }
   if (strides.size() != 2 || dilations.size() != 2 || pads.size() != 4 || kernel != std::vector<int64_t>{q.kh, q.kw})
     return decline("attributes outside the 2-D path");
   q.stride_h = strides[0], q.stride_w = strides[1], q.dil_h = dilations[0], q.dil_w = dilations[1];

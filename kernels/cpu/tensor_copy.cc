@@ -411,7 +411,11 @@ Status WhereSelect(OpContext& ctx) {
 
 void RegisterCpuTensorCopyOps(KernelRegistry& r) {
   r.Add({"Where", "", 9, 99, WhereSelect, "where_select"});
-  r.Add({"RoundToFloat16", kSparqDomain, 1, 99, RoundToFloat16Rows, "round_f16_rows"});
+  // Chunk by chunk, each read whole before it is written: output 0 may go
+  // over input 0 (KernelDef::overwritable_inputs), sparing an FP16 run's
+  // rounding passes a buffer per value.
+  r.Add({"RoundToFloat16", kSparqDomain, 1, 99, RoundToFloat16Rows, "round_f16_rows", nullptr, kPriorityFast, 0,
+         0b1});
   r.Add({"Cast", "", 6, 99, CastToFloat, "cast_to_f32"});
   r.Add({"Transpose", "", 1, 99, TransposeBlocks, "transpose_blocks"});  // opset 1 spells `to` as a name: the reference
   r.Add({"Concat", "", 1, 99, ConcatBlocks, "copy_blocks"});  // without an axis (opset 1 default): the reference

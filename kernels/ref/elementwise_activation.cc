@@ -81,6 +81,27 @@ Status GeluErfChain(OpContext& ctx) {
   return Status::OK();
 }
 
+// sparq.GeluErfScaledChain (runtime/passes/float_fusion.h): the same GELU with
+// the scale on the erf term, Mul(x, Mul(Add(Erf(Div(x, divisor)), offset),
+// scale)), as torch.onnx's dynamo exporter writes it, as the five nodes it
+// replaces compute it (each step rounded to float32; min_rank as above).
+Status GeluErfScaledChain(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
+  const Tensor& x = ctx.input(0);
+  if (x.dtype() != DataType::kFloat32) return ctx.NotSupported("GeluErfScaledChain runs float32 only");
+  const float divisor = Attr(ctx, "divisor", 1.41421356f), offset = Attr(ctx, "offset", 1.0f);
+  const float scale = Attr(ctx, "scale", 0.5f);
+  Tensor y = ChainOutput(ctx, x);
+  const float* src = x.data<float>();
+  float* dst = y.data<float>();
+  for (int64_t i = 0; i < x.numel(); ++i) {
+    const float e = std::erf(src[i] / divisor);
+    dst[i] = src[i] * ((e + offset) * scale);
+  }
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
 // sparq.GeluTanhChain (runtime/passes/float_fusion.h): JAX's tanh GELU as
 // jax2tf writes it, x * (half * (offset + tanh(inner * (x + x * (x * (cube *
 // x)))))), as the nine nodes it replaces compute it: each product and sum
@@ -326,6 +347,7 @@ void RegisterActivationOps(KernelRegistry& r) {
   r.Add({"Silu", kSparqDomain, 1, 99, Silu, "ref"});
   r.Add({"HardSwishChain", kSparqDomain, 1, 99, HardSwishChain, "ref"});
   r.Add({"GeluErfChain", kSparqDomain, 1, 99, GeluErfChain, "ref"});
+  r.Add({"GeluErfScaledChain", kSparqDomain, 1, 99, GeluErfScaledChain, "ref"});
   r.Add({"GeluTanhChain", kSparqDomain, 1, 99, GeluTanhChain, "ref"});
   r.Add({"LeakyRelu", "", 1, 99, LeakyRelu, "ref"});
   r.Add({"ThresholdedRelu", "", 10, 99, ThresholdedRelu, "ref"});

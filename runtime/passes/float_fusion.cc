@@ -32,6 +32,13 @@
 // either order), each intermediate read only by the next node and not a graph
 // output, in models without 16-bit floats; the node computes the five float
 // operations in that order (the same bits; min_rank as HardSwishChain's).
+// torch.onnx's dynamo exporter puts the scale on the erf term instead:
+//
+//   x ─┬─ Div(d) ── Erf ── Add(a) ── Mul(h) ── Mul ── y   =>   x ── sparq.GeluErfScaledChain(d, a, h) ── y
+//      └───────────────────────────────────────┘
+//
+// (x * ((erf(x / d) + a) * h): another rounding, so another node, on the
+// same conditions).
 //
 // GELU as JAX writes it (approximate=True, jax2tf: magika), one pass:
 //
@@ -331,6 +338,44 @@ void FuseGeluErfChain(const Model& model, Graph& g, const ValueIndex& index, std
         if (outer.op_type == "GeluErfChain") break;
       }
       if (outer.op_type == "GeluErfChain") break;
+    }
+    if (outer.op_type == "GeluErfChain") continue;
+    // Mul(x, Mul(Add(Erf(Div(x, d)), a), h)): the dynamo exporter's order.
+    for (int k = 0; k < 2 && outer.op_type == "Mul"; ++k) {
+      int64_t rank = 0, r = 0;
+      const std::string x = outer.inputs[1 - k];
+      size_t inner_at = 0, add_at = 0, erf_at = 0, div_at = 0;
+      const Node* inner = OnlyReaderProduct(g, index, *removed, outer.inputs[k], "Mul", &inner_at);
+      if (inner == nullptr || inner->inputs.size() != 2) continue;
+      for (int j = 0; j < 2; ++j) {
+        const std::optional<float> scale = ConstantScalar(model, index, inner->inputs[1 - j], &r);
+        const Node* add = OnlyReaderProduct(g, index, *removed, inner->inputs[j], "Add", &add_at);
+        if (!scale || add == nullptr || add->inputs.size() != 2) continue;
+        rank = r;
+        for (int e = 0; e < 2; ++e) {
+          const std::optional<float> offset = ConstantScalar(model, index, add->inputs[1 - e], &r);
+          const Node* erf = OnlyReaderProduct(g, index, *removed, add->inputs[e], "Erf", &erf_at);
+          if (!offset || erf == nullptr || erf->inputs.size() != 1) continue;
+          const int64_t offset_rank = r;
+          const Node* div = OnlyReaderProduct(g, index, *removed, erf->inputs[0], "Div", &div_at);
+          if (div == nullptr || div->inputs.size() != 2 || div->inputs[0] != x) continue;
+          const std::optional<float> divisor = ConstantScalar(model, index, div->inputs[1], &r);
+          if (!divisor) continue;
+          rank = std::max({rank, offset_rank, r});
+          removed->insert(div_at);
+          removed->insert(erf_at);
+          removed->insert(add_at);
+          removed->insert(inner_at);
+          outer.op_type = "GeluErfScaledChain";
+          outer.domain = kSparqDomain;
+          outer.inputs = {x};
+          outer.attributes = {Attribute::Float("divisor", *divisor), Attribute::Float("offset", *offset),
+                              Attribute::Float("scale", *scale), Attribute::Int("min_rank", rank)};
+          fused->push_back(outer.name);
+          break;
+        }
+        if (outer.op_type != "Mul") break;
+      }
     }
   }
 }

@@ -8,8 +8,10 @@
 // and the same for MatMul (without bias) into QLinearMatMul, whose B may also
 // be an activation (attention's Q x K^T and P x V in onnxruntime's placement;
 // per-tensor parameters on both sides; the fast kernel runs it batch by
-// batch, kernels/cpu/quant_matmul.cc); a Gemm whose float output no
-// QuantizeLinear takes (a classifier's logits; TryFuseGemm) runs on integers too:
+// batch, kernels/cpu/quant_matmul.cc); a Gemm or a MatMul of constant 2-D
+// weights whose float output no QuantizeLinear takes (a classifier's logits;
+// every layer of the `inputs_only` placement, which sparq's search picks for
+// transformers; TryFuseGemm) runs on integers too:
 //
 //   DequantizeLinear(x_q) ─┐
 //   DequantizeLinear(w_q) ─┼─ Gemm ── y   =>   sparq.MatMulIntegerToFloat(x_q, w_q [transposed], ..) ── y
@@ -166,8 +168,11 @@ class Fuser {
     std::vector<std::string> fused;
     for (size_t i = 0; i < g_.nodes.size(); ++i) {
       const Node& n = g_.nodes[i];
-      if (n.domain.empty() && (n.op_type == "Conv" || n.op_type == "MatMul") && TryFuse(i)) fused.push_back(n.name);
-      if (n.domain.empty() && n.op_type == "Gemm" && TryFuseGemm(i)) fused.push_back(n.name);
+      if (n.domain.empty() && (n.op_type == "Conv" || n.op_type == "MatMul") && TryFuse(i)) {
+        fused.push_back(n.name);
+      } else if (n.domain.empty() && (n.op_type == "Gemm" || n.op_type == "MatMul") && TryFuseGemm(i)) {
+        fused.push_back(n.name);
+      }
     }
     if (fused.empty()) return fused;
     std::vector<Node> kept;
@@ -295,7 +300,10 @@ class Fuser {
   // A Gemm of a dequantized activation and dequantized constant weights,
   // with a float output (a classifier's logits; the Q/DQ pairs of the
   // quantizer end before it, as onnxruntime's QDQ placement and sparq's
-  // writer leave them):
+  // writer leave them), or a MatMul of the same (read as a Gemm without
+  // attributes: A of any rank, W [K, N], C the constant [N] of a bias Add
+  // after it; the quantizer's `quantize_outputs: false`, e.g. the search's
+  // `inputs_only` candidates):
   //
   //   DequantizeLinear(x_q) ─┐
   //   DequantizeLinear(w_q) ─┼─ Gemm ── y    =>   sparq.MatMulIntegerToFloat(x_q, B_q, x_zp, w_zp,
@@ -376,6 +384,24 @@ class Fuser {
     fused.inputs = {dx->inputs[0], b_name, dx->inputs[2], w_zp_name, dx->inputs[1], dw->inputs[1]};
     if (!bias.empty()) fused.inputs.push_back(bias);
     fused.outputs = n.outputs;
+    // A MatMul's bias Add (a float32 constant [N] on either side; the product
+    // read by nothing else) goes into the node, whose reference adds C after
+    // the scaling in a rounding of its own, as the Add does: the same bits.
+    if (n.op_type == "MatMul" && bias.empty() && !index_.IsGraphOutput(n.outputs[0]) &&
+        index_.Readers(n.outputs[0]).size() == 1) {
+      const size_t add_index = index_.Readers(n.outputs[0])[0];
+      const Node& add = g_.nodes[add_index];
+      if (add.op_type == "Add" && add.domain.empty() && add.inputs.size() == 2 && add.outputs.size() == 1 &&
+          !removed_.count(add_index)) {
+        const std::string& other = add.inputs[0] == n.outputs[0] ? add.inputs[1] : add.inputs[0];
+        const Tensor* c = other == n.outputs[0] ? nullptr : Constant(other);
+        if (c != nullptr && c->dtype() == DataType::kFloat32 && c->rank() == 1 && c->dim(0) == cols) {
+          fused.inputs.push_back(other);
+          fused.outputs = add.outputs;
+          removed_.insert(add_index);
+        }
+      }
+    }
     g_.nodes[index] = std::move(fused);
     return true;
   }

@@ -397,6 +397,42 @@ TEST_P(ActivationF32Test, GeluErfChainFusesIntoOneNode) {
   }
 }
 
+// The same GELU as torch.onnx's dynamo exporter writes it, the scale on the
+// erf term: Mul(x, Mul(Add(Erf(Div(x, sqrt 2)), 1), 0.5)), operands in either
+// order, fuses into one sparq.GeluErfScaledChain node on the forced ISA's
+// erf_f32 row: the five nodes' bits on the reference kernels and on the fast
+// ones, NaN and infinities included; the same bits for 1 and 3 threads; an
+// intermediate that is a graph output keeps the five nodes.
+TEST_P(ActivationF32Test, GeluErfScaledChainFusesIntoOneNode) {
+  Tensor x = testing::RandomFloats({2, 5, 37, 41}, 29, -9.0f, 9.0f, 0.0f);
+  const float special[] = {0.0f, -0.0f, 1e-30f, -12.0f, 12.0f, 3e38f, std::numeric_limits<float>::infinity(),
+                           -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+  std::copy(std::begin(special), std::end(special), x.data<float>());
+  for (int variant = 0; variant < 3; ++variant) {
+    SCOPED_TRACE("variant " + std::to_string(variant));
+    Model m;
+    m.opset_imports = {{"", 13}};
+    m.graph.inputs.push_back(testing::FloatInput("x", {{2, ""}, {5, ""}, {37, ""}, {41, ""}}));
+    m.graph.outputs.push_back(testing::FloatInput("y", {}));
+    m.graph.initializers["sqrt2"] = Tensor::Scalar<float>(1.41421356f);
+    m.graph.initializers["one"] = Tensor::FromVector<float>({1}, {1.0f});
+    m.graph.initializers["half"] = Tensor::Scalar<float>(0.5f);
+    const bool swap = variant == 1;
+    auto ordered = [&](const char* a, const char* b) {
+      return swap ? std::vector<std::string>{b, a} : std::vector<std::string>{a, b};
+    };
+    m.graph.nodes.push_back({"div", "Div", "", {"x", "sqrt2"}, {"d"}, {}, ""});
+    m.graph.nodes.push_back({"erf", "Erf", "", {"d"}, {"e"}, {}, ""});
+    m.graph.nodes.push_back({"add", "Add", "", ordered("e", "one"), {"a"}, {}, ""});
+    m.graph.nodes.push_back({"mul_half", "Mul", "", ordered("a", "half"), {"h"}, {}, ""});
+    m.graph.nodes.push_back({"mul", "Mul", "", ordered("x", "h"), {"y"}, {}, ""});
+    if (variant == 2) m.graph.outputs.push_back(testing::FloatInput("e", {}));
+    ExpectChainFusesWithItsBits(m, x, variant == 2, 5,
+                                std::string("GeluErfScaledChain:") + SelectCpuKernel(CpuOp::kErfF32).name,
+                                /*as_reference=*/false);
+  }
+}
+
 // JAX's tanh GELU as jax2tf writes it (magika), x * (0.5 * (1 + tanh(s * (x
 // + x * (x * (c * x)))))) in nine nodes with the operands in either order,
 // fuses into one sparq.GeluTanhChain node: the nine nodes' bits on the

@@ -2,6 +2,7 @@
 // executor with constant weights: bit for bit the reference kernel's output.
 #include <gtest/gtest.h>
 
+#include <cstring>
 #include <random>
 #include <set>
 
@@ -167,6 +168,54 @@ TEST(CpuQuantConv, DepthwiseMatchesTheReferenceBitForBit) {
           EXPECT_EQ((*fast)->NodeKernels().at(0).kernel, "depthwise_s8_lanes_avx512vbmi");
         TensorMap got;
         ASSERT_TRUE((*fast)->Run({{"x", x}}, &got).ok());
+        EXPECT_TRUE(got.at("y").Equals(want.at("y"))) << CpuIsaName(isa) << ", " << threads << " threads";
+      }
+    }
+    ResetIsa();
+  }
+}
+
+// 1-D QLinearConv (W [M, C/group, k], x [N, C, L]; Silero VAD's and other
+// audio models' convolutions) on the same rows, run as [N, C, L, 1]: bit for
+// bit the reference, group 1 (conv_s8 / gemm_s8) and depthwise.
+TEST(CpuQuantConv, OneDimensionalMatchesTheReferenceBitForBit) {
+  const ConvCase cases[] = {
+      {"u8 k3 pad 1, per-channel, bias", DataType::kUInt8, 2, 33, 21, 1, 40, 3, 1, {1}, {1, 1}, {1}, true, true},
+      {"s8 k5 stride 2, asymmetric pads", DataType::kInt8, 1, 16, 37, 1, 24, 5, 1, {2}, {2, 1}, {1}, false, true},
+      {"u8 k3 dilation 2, no bias", DataType::kUInt8, 1, 8, 30, 1, 12, 3, 1, {1}, {2, 2}, {2}, true, false},
+      {"u8 k1 (pointwise)", DataType::kUInt8, 2, 24, 17, 1, 20, 1, 1, {1}, {0, 0}, {1}, true, true},
+      {"s8 k3 depthwise", DataType::kInt8, 2, 20, 25, 1, 20, 3, 1, {1}, {1, 1}, {1}, true, true, 20},
+  };
+  std::mt19937 rng(11);
+  for (const ConvCase& cc : cases) {
+    SCOPED_TRACE(cc.name);
+    Model m = QLinearConvModel(cc, rng);
+    Graph& g = m.graph;
+    Tensor& w4 = g.initializers["w"];  // [M, C/g, k, 1] -> [M, C/g, k]: the same bytes
+    Tensor w3(DataType::kInt8, {w4.dim(0), w4.dim(1), w4.dim(2)});
+    std::memcpy(w3.raw_data(), w4.raw_data(), static_cast<size_t>(w4.numel()));
+    w4 = std::move(w3);
+    g.nodes[0].attributes = {Attribute::Ints("strides", cc.strides), Attribute::Ints("pads", cc.pads),
+                             Attribute::Ints("dilations", cc.dilations), Attribute::Ints("kernel_shape", {cc.kh}),
+                             Attribute::Int("group", cc.group)};
+    const Tensor x = cc.x_type == DataType::kUInt8 ? RandomBytes<uint8_t>({cc.n, cc.c, cc.h}, rng)
+                                                   : RandomBytes<int8_t>({cc.n, cc.c, cc.h}, rng);
+    auto ref = Executor::Create(m, ExecutorOptions{1, "reference"});
+    ASSERT_TRUE(ref.ok());
+    TensorMap want;
+    ASSERT_TRUE((*ref)->Run({{"x", x}}, &want).ok());
+    ASSERT_EQ(want.at("y").rank(), 3u);
+    const auto* bytes = static_cast<const uint8_t*>(want.at("y").raw_data());
+    EXPECT_GT(std::set<uint8_t>(bytes, bytes + want.at("y").numel()).size(), 20u);
+    for (CpuIsa isa : testing::IsasOfThisCpu()) {
+      ASSERT_TRUE(ForceIsa(isa).ok());
+      for (int threads : {1, 2}) {
+        auto fast = Executor::Create(m, ExecutorOptions{threads, "cpu"});
+        ASSERT_TRUE(fast.ok()) << fast.status().ToString();
+        EXPECT_NE((*fast)->NodeKernels().at(0).kernel, "ref") << CpuIsaName(isa);
+        TensorMap got;
+        ASSERT_TRUE((*fast)->Run({{"x", x}}, &got).ok());
+        ASSERT_EQ(got.at("y").shape(), want.at("y").shape());
         EXPECT_TRUE(got.at("y").Equals(want.at("y"))) << CpuIsaName(isa) << ", " << threads << " threads";
       }
     }

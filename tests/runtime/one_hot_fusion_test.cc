@@ -4,7 +4,11 @@
 // unfused nodes as written: FP32 (Equal -> Cast -> MatMul) and INT8 (-> Cast
 // -> QuantizeLinear -> QLinearMatMul, int8 and uint8), classes 0..V-1 or in
 // any order, values outside the classes (the zero row), with and without the
-// Expand of jax2tf's one_hot; weights the proof does not cover stay unfused.
+// Expand of jax2tf's one_hot; FP32 behind a second Cast to float32 (sparq's
+// FP16 files, lowered); INT8 with a float output (-> QuantizeLinear ->
+// DequantizeLinear -> MatMul, the `inputs_only` placement, and the
+// sparq.MatMulIntegerToFloat that fuse-qdq makes of it); weights the proof
+// does not cover stay unfused.
 #include <gtest/gtest.h>
 
 #include <cstring>
@@ -12,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "kernels/registry.h"  // kSparqDomain
 #include "runtime/passes/one_hot_fusion.h"
 #include "sparq/executor.h"
 #include "test_util.h"
@@ -23,7 +28,12 @@ using testing::MakeNode;
 
 constexpr int64_t kRows = 6, kLen = 5, kClasses = 7, kDepth = 9;
 
-enum class Tail { kFloat, kInt8, kUInt8 };
+// kFloatTwice: Cast -> Cast(float) -> MatMul; kDequantized{S8,U8}: Cast ->
+// QuantizeLinear -> DequantizeLinear -> MatMul(float W).
+// kIntegerToFloat[Bias]: Cast -> QuantizeLinear -> sparq.MatMulIntegerToFloat
+// (what fuse-qdq makes of the dequantized MatMul), without and with a bias.
+enum class Tail { kFloat, kInt8, kUInt8, kFloatTwice, kDequantizedS8, kDequantizedU8, kIntegerToFloat,
+                  kIntegerToFloatBias };
 
 struct OneHotCase {
   Tail tail = Tail::kFloat;
@@ -52,7 +62,7 @@ Model OneHotModel(const OneHotCase& c) {
   g.inputs.push_back(x);
   ValueInfo y;
   y.name = "y";
-  y.dtype = c.tail == Tail::kFloat ? DataType::kFloat32 : c.tail == Tail::kInt8 ? DataType::kInt8 : DataType::kUInt8;
+  y.dtype = c.tail == Tail::kInt8 ? DataType::kInt8 : c.tail == Tail::kUInt8 ? DataType::kUInt8 : DataType::kFloat32;
   g.outputs.push_back(y);
   g.initializers["shape"] = Tensor::FromVector<int64_t>({3}, {-1, kLen, 1});
   g.initializers["classes"] = Tensor::FromVector<int32_t>({1, 1, kClasses}, Classes(c.iota));
@@ -65,14 +75,32 @@ Model OneHotModel(const OneHotCase& c) {
   }
   g.nodes.push_back(MakeNode("equal", "Equal", {compared, "classes"}, {"e"}));
   g.nodes.push_back(MakeNode("cast", "Cast", {"e"}, {"f"}, {Attribute::Int("to", 1)}));
-  if (c.tail == Tail::kFloat) {
+  if (c.tail == Tail::kFloat || c.tail == Tail::kFloatTwice || c.tail == Tail::kDequantizedS8 ||
+      c.tail == Tail::kDequantizedU8) {
     Tensor w = testing::RandomFloats({kClasses, kDepth}, 5, -2.0f, 2.0f);
     if (c.zero_weight) w.data<float>()[3] = 0.0f;
     g.initializers["w"] = std::move(w);
-    g.nodes.push_back(MakeNode("mm", "MatMul", {"f", "w"}, {"y"}));
+    std::string read = "f";
+    if (c.tail == Tail::kFloatTwice) {
+      g.nodes.push_back(MakeNode("cast_again", "Cast", {"f"}, {"f2"}, {Attribute::Int("to", 1)}));
+      read = "f2";
+    } else if (c.tail != Tail::kFloat) {  // 1 -> 255 * (1/255) or 127 * 0.0079 (not 1: a1 scales the table)
+      const bool s8 = c.tail == Tail::kDequantizedS8;
+      g.initializers["q_scale"] = Tensor::FromVector<float>({}, {s8 ? 0.0079f : 1.0f / 255.0f});
+      if (s8) {
+        g.initializers["q_zp"] = Tensor::FromVector<int8_t>({}, {0});
+      } else {
+        g.initializers["q_zp"] = Tensor::FromVector<uint8_t>({}, {0});
+      }
+      g.nodes.push_back(MakeNode("q", "QuantizeLinear", {"f", "q_scale", "q_zp"}, {"fq"}));
+      g.nodes.push_back(MakeNode("dq", "DequantizeLinear", {"fq", "q_scale", "q_zp"}, {"fd"}));
+      read = "fd";
+    }
+    g.nodes.push_back(MakeNode("mm", "MatMul", {read, "w"}, {"y"}));
     return m;
   }
-  const bool s8 = c.tail == Tail::kInt8;
+  const bool to_float = c.tail == Tail::kIntegerToFloat || c.tail == Tail::kIntegerToFloatBias;
+  const bool s8 = c.tail == Tail::kInt8 || to_float;
   g.initializers["q_scale"] = Tensor::FromVector<float>({}, {1.0f / 255.0f});
   g.initializers["y_scale"] = Tensor::FromVector<float>({}, {0.013f});
   std::vector<float> b_scale(kDepth);
@@ -90,6 +118,19 @@ Model OneHotModel(const OneHotCase& c) {
     g.initializers["y_zp"] = Tensor::FromVector<uint8_t>({}, {120});
   }
   g.nodes.push_back(MakeNode("q", "QuantizeLinear", {"f", "q_scale", "q_zp"}, {"fq"}));
+  if (to_float) {  // b_scale per column, b_zp 0; a negative scale: the zero row's sign of zero
+    g.initializers["b_scale"].data<float>()[2] = -0.003f;
+    std::vector<std::string> in = {"fq", "b", "q_zp", "b_zp", "q_scale", "b_scale"};
+    if (c.tail == Tail::kIntegerToFloatBias) {
+      g.initializers["bias"] = testing::RandomFloats({kDepth}, 6, -1.0f, 1.0f);
+      in.push_back("bias");
+    }
+    Node mm = MakeNode("mm", "MatMulIntegerToFloat", in, {"y"});
+    mm.domain = kSparqDomain;
+    g.nodes.push_back(std::move(mm));
+    m.opset_imports.push_back({kSparqDomain, 1});
+    return m;
+  }
   g.nodes.push_back(MakeNode("mm", "QLinearMatMul",
                              {"fq", "q_scale", "q_zp", "b", "b_scale", "b_zp", "y_scale", "y_zp"}, {"y"}));
   return m;
@@ -151,7 +192,28 @@ INSTANTIATE_TEST_SUITE_P(Cases, OneHotFusion,
                                            OneHotCase{Tail::kFloat, true, true, true},
                                            OneHotCase{Tail::kInt8, true, true, false},
                                            OneHotCase{Tail::kInt8, false, false, false},
-                                           OneHotCase{Tail::kUInt8, true, true, false}));
+                                           OneHotCase{Tail::kUInt8, true, true, false},
+                                           OneHotCase{Tail::kFloatTwice, true, true, false},
+                                           OneHotCase{Tail::kFloatTwice, true, false, true},
+                                           OneHotCase{Tail::kDequantizedS8, true, true, false},
+                                           OneHotCase{Tail::kDequantizedS8, false, false, true},
+                                           OneHotCase{Tail::kDequantizedU8, true, false, false},
+                                           OneHotCase{Tail::kIntegerToFloat, true, true, false},
+                                           OneHotCase{Tail::kIntegerToFloatBias, false, false, false}));
+
+// DQ(Q(0)) must be exactly 0: a zero point that the one-hot's zeros do not
+// quantize to leaves the nodes as they are.
+TEST(OneHotFusion, DequantizedZerosThatAreNotZeroStayUnfused) {
+  Model m = OneHotModel(OneHotCase{Tail::kDequantizedU8, true, true, false});
+  Model shifted = m;
+  shifted.graph.initializers["dq_zp"] = Tensor::FromVector<uint8_t>({}, {3});
+  for (Node& n : shifted.graph.nodes)
+    if (n.op_type == "DequantizeLinear") n.inputs[2] = "dq_zp";
+  EXPECT_TRUE(FuseOneHotMatMul(&shifted).empty());
+  Model tiny = m;  // products below float32's normal range
+  tiny.graph.initializers["w"].data<float>()[0] = 1e-39f;
+  EXPECT_TRUE(FuseOneHotMatMul(&tiny).empty());
+}
 
 TEST(OneHotFusion, DuplicateClassesOrAValueNotOnePerRowStayUnfused) {
   OneHotCase c;

@@ -711,6 +711,82 @@ TEST(QdqGlueFusion, DequantizedGemmRunsOnIntegersWithAFloatOutput) {
   }
 }
 
+// A MatMul of a dequantized activation (any rank) and dequantized constant
+// 2-D weights with a float output (the quantizer's `quantize_outputs: false`,
+// the search's `inputs_only` candidates) becomes sparq.MatMulIntegerToFloat
+// as the Gemm above does: bit for bit its reference, the float MatMul within
+// kF32RelTol. A MatMul of two activations stays float.
+TEST(QdqGlueFusion, DequantizedMatMulRunsOnIntegersWithAFloatOutput) {
+  struct MatMulCase {
+    Shape x;
+    bool per_channel;
+    int bias_add = 0;  // 1: Add(y, b) after it, 2: Add(b, y); b float32 [N] (folded into the node)
+  };
+  const MatMulCase cases[] = {{{2, 5, 37}, true}, {{3, 37}, false}, {{1, 1, 4, 37}, true},
+                              {{2, 5, 37}, true, 1}, {{3, 37}, false, 2}};
+  const int64_t k = 37, n = 19;
+  for (const TypeCase& t : kTypes) {
+    for (const MatMulCase& c : cases) {
+      SCOPED_TRACE(DataTypeName(t.type) + " rank " + std::to_string(c.x.size()) +
+                   (c.per_channel ? " per channel" : " per tensor") + " bias add " + std::to_string(c.bias_add));
+      QdqGraphBuilder b;
+      b.Input("x", t.type, c.x);
+      b.Params("px", 0.0371f, t.zp_in, t.type);
+      Graph& g = b.model().graph;
+      g.initializers["w"] = RandomBytes(DataType::kInt8, {k, n}, 51);
+      Tensor ws(DataType::kFloat32, {c.per_channel ? n : 1});
+      for (int64_t i = 0; i < ws.numel(); ++i) ws.data<float>()[i] = 0.002f + 0.0003f * static_cast<float>(i);
+      if (!c.per_channel) ws = Tensor::Scalar<float>(ws.data<float>()[0]);
+      g.initializers["w_scale"] = ws;
+      g.initializers["w_zp"] =
+          c.per_channel ? Tensor::FromVector<int8_t>({n}, std::vector<int8_t>(n, 0)) : Tensor::Scalar<int8_t>(0);
+      const std::string dw = b.Add("DequantizeLinear", {"w", "w_scale", "w_zp"}, {Attribute::Int("axis", 1)});
+      const std::string product = b.Add("MatMul", {b.Dq("x", "px"), dw});
+      if (c.bias_add != 0) {
+        g.initializers["bias"] = testing::RandomFloats({n}, 52);
+        b.Output(b.Add("Add", c.bias_add == 1 ? std::vector<std::string>{product, "bias"}
+                                              : std::vector<std::string>{"bias", product}));
+      } else {
+        b.Output(product);
+      }
+      const auto counts = FusedOpCounts(b.model());
+      EXPECT_EQ(counts.count("MatMul"), 0u);
+      EXPECT_EQ(counts.count("Add"), 0u);
+      EXPECT_EQ(counts.count("DequantizeLinear"), 0u);
+      ASSERT_EQ(counts.count("MatMulIntegerToFloat"), 1u);
+      {
+        auto e = Create(b.model(), /*reference=*/false, 1);
+        ASSERT_NE(e, nullptr);
+        EXPECT_EQ(testing::KernelOps(e->NodeKernels().at(0).kernel), "gemm_s8");
+      }
+      const TensorMap inputs_map = {{"x", RandomBytes(t.type, c.x, 53)}};
+      ExpectFusedBitExact(b.model(), inputs_map, /*fused_reference=*/true);
+      auto float_graph = Create(b.model(), /*reference=*/true, 1);
+      auto fused = Create(b.model(), /*reference=*/false, 2);
+      ASSERT_NE(float_graph, nullptr);
+      ASSERT_NE(fused, nullptr);
+      TensorMap want, got;
+      ASSERT_TRUE(float_graph->Run(inputs_map, &want).ok());
+      ASSERT_TRUE(fused->Run(inputs_map, &got).ok());
+      const Tensor& w = want.begin()->second;
+      const Tensor& y = got.at(want.begin()->first);
+      ASSERT_EQ(w.shape(), y.shape());
+      float max_abs = 0.0f;
+      for (int64_t i = 0; i < w.numel(); ++i) max_abs = std::max(max_abs, std::abs(w.data<float>()[i]));
+      for (int64_t i = 0; i < w.numel(); ++i)
+        EXPECT_NEAR(y.data<float>()[i], w.data<float>()[i], testing::kF32RelTol * max_abs) << "element " << i;
+    }
+  }
+  QdqGraphBuilder b;  // B an activation: attention's Q x K^T
+  b.Input("x", DataType::kUInt8, {2, 4, 8});
+  b.Input("z", DataType::kUInt8, {2, 8, 4});
+  b.Params("px", 0.02f, 120, DataType::kUInt8);
+  b.Output(b.Add("MatMul", {b.Dq("x", "px"), b.Dq("z", "px")}));
+  const auto counts = FusedOpCounts(b.model());
+  EXPECT_EQ(counts.count("MatMulIntegerToFloat"), 0u);
+  EXPECT_EQ(counts.at("MatMul"), 1);
+}
+
 // A Gemm outside the integer form (alpha != 1, or a float input) stays a float Gemm.
 TEST(QdqGlueFusion, GemmOutsideTheIntegerFormIsLeftAlone) {
   QdqGraphBuilder b;
