@@ -345,7 +345,8 @@ class CudaBackend : public Backend {
   bool RunsFloat16AsWritten() const override { return true; }
   // Passes: the CPU's (Backend::Passes): every fused node they write has a
   // CUDA row (FusedConv, PointwiseDepthwise, Silu, HardSwishChain,
-  // GeluErfChain, Attention, the QDQ-fused integer operators).
+  // GeluErfChain, GeluErfScaledChain, Attention, the QDQ-fused integer
+  // operators).
   // BackendOptions::allow_tf32 turns TF32 on for this context (the
   // backend's own CudaBackendOptions may already have it on).
   StatusOr<std::shared_ptr<BackendContext>> CreateContext(const BackendOptions& backend_options) const override {

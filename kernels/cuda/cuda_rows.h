@@ -13,7 +13,7 @@
 // Rows (name: what runs), by file:
 //   rows_elementwise.cc  add / sub / mul / div _cuda (float32, int32, int64, numpy
 //                        broadcasting), relu / sigmoid / tanh / erf / sqrt / exp / neg /
-//                        abs / clip / gelu _f32_cuda, silu / gelu_erf_chain /
+//                        abs / clip / gelu _f32_cuda, silu / gelu_erf_chain / gelu_erf_scaled_chain /
 //                        hardswish_chain _f32_cuda (sparq), softmax_f32_cuda (last
 //                        axis), layernorm_f32_cuda, maxpool2d_cuda (float32, int8,
 //                        uint8), avgpool2d / global_avgpool _f32_cuda, reduce_mean /

@@ -216,6 +216,14 @@ SPARQ_HD float GeluErfChain(float x, float divisor, float offset, float scale) {
   const float p = x * t;
   return p * scale;
 }
+// sparq.GeluErfScaledChain (torch.onnx dynamo's order): x * ((erf(x / divisor)
+// + offset) * scale), each step rounded.
+SPARQ_HD float GeluErfScaledChain(float x, float divisor, float offset, float scale) {
+  const float e = erff(x / divisor);
+  const float t = e + offset;
+  const float h = t * scale;
+  return x * h;
+}
 // sparq.HardSwishChain: Div(Mul(x, Clip(Add(x, offset), lo, hi)), divisor),
 // each step rounded to float32 (NaN stays NaN through the Clip).
 SPARQ_HD float HardSwishChain(float x, float offset, float lo, float hi, float divisor) {
@@ -233,12 +241,12 @@ SPARQ_HD float Clip(float x, float lo, float hi) {
 }
 
 // The float rows' unary operators (float32 and float16 alike, on the float32
-// value). Parameters: kClip (p0 = lo, p1 = hi), kGeluErfChain (p0 = divisor,
-// p1 = offset, p2 = scale), kHardSwishChain (p0 = offset, p1 = lo, p2 = hi,
+// value). Parameters: kClip (p0 = lo, p1 = hi), kGeluErfChain and
+// kGeluErfScaledChain (p0 = divisor, p1 = offset, p2 = scale), kHardSwishChain (p0 = offset, p1 = lo, p2 = hi,
 // p3 = divisor).
 enum class UnaryOp {
   kRelu, kSigmoid, kTanh, kErf, kSqrt, kExp, kSilu, kGelu, kGeluErfChain, kClip, kNeg, kAbs, kHardSwishChain,
-  kReciprocal
+  kReciprocal, kGeluErfScaledChain
 };
 
 SPARQ_HD float UnaryValue(UnaryOp op, float x, float p0, float p1, float p2, float p3) {
@@ -252,6 +260,7 @@ SPARQ_HD float UnaryValue(UnaryOp op, float x, float p0, float p1, float p2, flo
     case UnaryOp::kSilu: return Silu(x);
     case UnaryOp::kGelu: return GeluErf(x);
     case UnaryOp::kGeluErfChain: return GeluErfChain(x, p0, p1, p2);
+    case UnaryOp::kGeluErfScaledChain: return GeluErfScaledChain(x, p0, p1, p2);
     case UnaryOp::kClip: return Clip(x, p0, p1);
     case UnaryOp::kNeg: return -x;
     case UnaryOp::kAbs: return fabsf(x);

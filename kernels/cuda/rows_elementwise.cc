@@ -338,7 +338,9 @@ Status GeluF32(OpContext& ctx) {
   return RunFloatUnary<float>(ctx, UnaryOp::kGelu);
 }
 
-// sparq.GeluErfChain; the output has at least min_rank dimensions (leading ones added).
+// sparq.GeluErfChain and sparq.GeluErfScaledChain (kOp); the output has at
+// least min_rank dimensions (leading ones added).
+template <UnaryOp kOp>
 Status GeluErfChainF32(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(RequireDeviceInput(ctx, 0));
   SPARQ_RETURN_IF_ERROR(RequireInputType(ctx, 0, DataType::kFloat32, "gelu_erf_chain_f32_cuda"));
@@ -347,7 +349,7 @@ Status GeluErfChainF32(OpContext& ctx) {
   Shape shape = x.shape();
   while (static_cast<int64_t>(shape.size()) < ctx.node().attr_int("min_rank", 0)) shape.insert(shape.begin(), 1);
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, DataType::kFloat32, shape));
-  return LaunchUnary(UnaryOp::kGeluErfChain, InF32(ctx, 0), static_cast<float*>(y->raw_data()), x.numel(),
+  return LaunchUnary(kOp, InF32(ctx, 0), static_cast<float*>(y->raw_data()), x.numel(),
                         ctx.node().attr_float("divisor", 1.41421356f), ctx.node().attr_float("offset", 1.0f),
                         ctx.node().attr_float("scale", 0.5f), cuda->stream());
 }
@@ -403,7 +405,10 @@ void RegisterCudaElementwiseRows(KernelRegistry& r) {
   r.Add(CudaRow("Clip", "", 6, WithHostFallback<FloatClip<float>>, "clip_f32_cuda", Float32Only(x), HostInput(1) | HostInput(2)));
   r.Add(CudaRow("Gelu", "", 20, WithHostFallback<GeluF32>, "gelu_f32_cuda", Float32Only(x, CheckGelu)));
   r.Add(CudaRow("Silu", kSparqDomain, 1, WithHostFallback<FloatUnary<float, UnaryOp::kSilu>>, "silu_f32_cuda", Float32Only(x)));
-  r.Add(CudaRow("GeluErfChain", kSparqDomain, 1, WithHostFallback<GeluErfChainF32>, "gelu_erf_chain_f32_cuda", Float32Only(x)));
+  r.Add(CudaRow("GeluErfChain", kSparqDomain, 1, WithHostFallback<GeluErfChainF32<UnaryOp::kGeluErfChain>>,
+                "gelu_erf_chain_f32_cuda", Float32Only(x)));
+  r.Add(CudaRow("GeluErfScaledChain", kSparqDomain, 1, WithHostFallback<GeluErfChainF32<UnaryOp::kGeluErfScaledChain>>,
+                "gelu_erf_scaled_chain_f32_cuda", Float32Only(x)));
   r.Add(CudaRow("HardSwishChain", kSparqDomain, 1, WithHostFallback<HardSwishChainF32>, "hardswish_chain_f32_cuda", Float32Only(x)));
   r.Add(CudaRow("Softmax", "", 1, WithHostFallback<FloatSoftmax<float>>, "softmax_f32_cuda", Float32Only(x)));
   r.Add(CudaRow("LayerNormalization", "", 1, WithHostFallback<FloatLayerNorm<float>>, "layernorm_f32_cuda", Float32Only(0x7u, CheckLayerNorm)));

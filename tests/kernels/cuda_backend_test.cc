@@ -236,6 +236,7 @@ TEST_F(CudaRows, UnaryActivations) {
   ExpectRowMatchesReference("Gelu", "", 20, {}, {x}, kElementwiseF32);
   ExpectRowMatchesReference("Silu", kSparqDomain, 1, {}, {x}, kElementwiseF32);
   ExpectRowMatchesReference("GeluErfChain", kSparqDomain, 1, {}, {x}, kElementwiseF32);
+  ExpectRowMatchesReference("GeluErfScaledChain", kSparqDomain, 1, {}, {x}, kElementwiseF32);
   ExpectRowMatchesReference("Clip", "", 13, {}, {x, Tensor::Scalar(-1.0f), Tensor::Scalar(3.0f)}, kExact);
 }
 

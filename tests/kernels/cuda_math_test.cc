@@ -191,6 +191,8 @@ TEST(CudaDeviceMath, ActivationsMatchReferenceKernels) {
       {"Silu", kSparqDomain, 1, [](float v) { return cuda::Silu(v); }},
       {"Gelu", "", 20, [](float v) { return cuda::GeluErf(v); }},
       {"GeluErfChain", kSparqDomain, 1, [](float v) { return cuda::GeluErfChain(v, 1.41421356f, 1.0f, 0.5f); }},
+      {"GeluErfScaledChain", kSparqDomain, 1,
+       [](float v) { return cuda::GeluErfScaledChain(v, 1.41421356f, 1.0f, 0.5f); }},
       {"Relu", "", 14, [](float v) { return cuda::Relu(v); }},
       {"HardSwishChain", kSparqDomain, 1, [](float v) { return cuda::HardSwishChain(v, 3.0f, 0.0f, 6.0f, 6.0f); }},
   };
