@@ -101,6 +101,7 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterPreparedCpuQuantOps(*r);
     RegisterPreparedCpuSparseOps(*r);
     RegisterPreparedCpuQuantConvOps(*r);
+    RegisterCpuConvIntegerOps(*r);
     RegisterPreparedCpuDenseF32Ops(*r);
     RegisterPreparedCpuDepthwiseConvOps(*r);
     RegisterCpuQdqGlueOps(*r);

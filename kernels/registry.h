@@ -139,6 +139,7 @@ void RegisterControlFlowOps(KernelRegistry& r);  // If, Loop, Scan: kernels/ref/
 void RegisterPreparedCpuQuantOps(KernelRegistry& r);
 void RegisterPreparedCpuSparseOps(KernelRegistry& r);
 void RegisterPreparedCpuQuantConvOps(KernelRegistry& r);
+void RegisterCpuConvIntegerOps(KernelRegistry& r);  // ConvInteger, sparq.ConvIntegerToFloat: kernels/cpu/conv_integer.cc
 void RegisterPreparedCpuDenseF32Ops(KernelRegistry& r);  // after the sparse rows: they take pruned weights first
 void RegisterPreparedCpuDepthwiseConvOps(KernelRegistry& r);
 void RegisterCpuQdqGlueOps(KernelRegistry& r);

@@ -11,7 +11,9 @@
 //                                             the row has them (ConvS8ColumnFn)
 //
 // The output is the NCHW image itself: no transposition and no int32
-// round trip through memory. Threads split a batch's images when it
+// round trip through memory. With ConvS8Args::y_s32 / y_f32 (ConvInteger,
+// sparq.ConvIntegerToFloat) every slice leaves the tile raw in its partial
+// sums and the driver adds the offsets and writes int32 or float. Threads split a batch's images when it
 // divides evenly among them, else the positions (one part per thread, each
 // unfolding and packing its own: the col of a large plane never goes to
 // memory whole) or, for few positions, the channels (one part per thread,
@@ -47,6 +49,9 @@ constexpr int64_t kMinPartMacs = int64_t{1} << 20;
 // K of at most kMaxOneSliceSteps steps runs as one slice.
 constexpr int64_t kSliceSteps = 128;
 constexpr int64_t kMaxOneSliceSteps = 192;
+
+// The offsets the tiles see when the driver finishes their raw sums.
+constexpr int32_t kZeroOffsets[16] = {};
 
 // Work buffers, kept by the calling thread from run to run (fresh ones come
 // from mmap and cost a page fault per 4 KiB on every run).
@@ -395,6 +400,13 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
                       g.pad_left == 0 && g.out_h == g.height && g.out_w == g.width;
   const uint8_t flip = args.x_signed ? 0x80 : 0;
   const int32_t za_u = args.x_zero_point + (args.x_signed ? 128 : 0);
+  // Raw sums out (int32 or float, ConvS8Args::y_s32 / y_f32): every slice
+  // leaves the tile in `partial`, finished below.
+  const bool raw = args.y_s32 != nullptr || args.y_f32 != nullptr;
+  const int64_t out_bytes = raw ? 4 : 1;  // per output value
+  auto* const y_base = raw ? (args.y_s32 != nullptr ? reinterpret_cast<uint8_t*>(args.y_s32)
+                                                    : reinterpret_cast<uint8_t*>(args.y_f32))
+                           : static_cast<uint8_t*>(args.y);
 
   thread_local std::vector<int32_t> offset_buffer;
   thread_local std::vector<uint8_t> col_buffer;
@@ -408,7 +420,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
     offset[o] = static_cast<int32_t>(v);
   }
   bool multipliers_finite = true, multipliers_below_one = true;
-  for (int64_t o = 0; o < m; ++o) {
+  for (int64_t o = 0; o < (raw ? 0 : m); ++o) {
     multipliers_finite = multipliers_finite && std::isfinite(args.multiplier[o]);
     multipliers_below_one = multipliers_below_one && std::fabs(args.multiplier[o]) < 1.0f;  // false for NaN
   }
@@ -423,7 +435,8 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
   constexpr int64_t kTileSums = kTileChannels * kBlock * kTileBlocks;  // int32 sums of a tile between slices
   // A last block of at most kConvS8ColumnMax positions goes by columns (u8 steps only).
   const int64_t tail_positions = p - (blocks - 1) * kBlock;
-  const bool by_columns = column != nullptr && !s16 && blocks > 0 && tail_positions <= kConvS8ColumnMax;
+  const bool by_columns = !raw && column != nullptr && !s16 && blocks > 0 && tail_positions <= kConvS8ColumnMax;
+  const bool keep_partial = slices > 1 || raw;  // the tiles' sums go through `partial`
 
   // The tiles of channel tiles [ct0, ct1) x position tiles [pt0, pt1) of
   // image yi, from `packed` (its first block: the first of pt0), then the
@@ -449,18 +462,44 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         last = s0 + slice_steps >= steps;
         t.steps = std::min(slice_steps, steps - s0);
         t.first_slice = s0 == 0;
-        t.last_slice = last;
+        t.last_slice = last && !raw;
         t.col = packed + ((block - pt0 * kTileBlocks) * steps + s0) * kStepBytes;
         for (int64_t ct = ct0; ct < ct1; ++ct) {
           const int64_t c0 = ct * kTileChannels;
           t.w = w_data + (c0 / PackedGemmS8::kPanelWidth) * panel_bytes + s0 * kStepBytes +
                 (c0 % PackedGemmS8::kPanelWidth) * 4;
           t.channels = static_cast<int>(std::min<int64_t>(kTileChannels, m - c0));
-          t.partial = slices > 1 ? partial + (ct - ct0) * kTileSums : nullptr;
-          t.offset = offset + c0;
-          t.multiplier = args.multiplier + c0;
+          t.partial = keep_partial ? partial + (ct - ct0) * kTileSums : nullptr;
+          // Raw sums: the driver adds the offsets (a tile may add them in the
+          // first slice, as the VNNI one does, or in the last).
+          t.offset = raw ? kZeroOffsets : offset + c0;
+          t.multiplier = raw ? nullptr : args.multiplier + c0;
           t.y = yi + c0 * p + p0;
           tile(t);
+        }
+      }
+      if (raw) {  // acc = sum + offset (mod 2^32), then the int32 or float output
+        for (int64_t ct = ct0; ct < ct1; ++ct) {
+          const int64_t c0 = ct * kTileChannels, channels = std::min<int64_t>(kTileChannels, m - c0);
+          const int32_t* sums = partial + (ct - ct0) * kTileSums;
+          for (int64_t c = 0; c < channels; ++c) {
+            const int64_t o = c0 + c;
+            const uint32_t off = static_cast<uint32_t>(offset[o]);
+            const int32_t* row = sums + kBlock * kTileBlocks * c;
+            if (args.y_s32 != nullptr) {
+              int32_t* out = reinterpret_cast<int32_t*>(yi) + o * p + p0;
+              for (int i = 0; i < t.positions; ++i) out[i] = static_cast<int32_t>(static_cast<uint32_t>(row[i]) + off);
+            } else {
+              float* out = reinterpret_cast<float*>(yi) + o * p + p0;
+              const float scale = args.f32_scale[o];
+              for (int i = 0; i < t.positions; ++i)
+                out[i] = static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(row[i]) + off)) * scale;
+              if (args.f32_bias != nullptr) {
+                const float b = args.f32_bias[o];
+                for (int i = 0; i < t.positions; ++i) out[i] = out[i] + b;
+              }
+            }
+          }
         }
       }
     }
@@ -538,10 +577,10 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
       uint8_t* const image_col = direct ? nullptr : Reserve(image_col_buffer, col_size);
       uint8_t* const packed =
           Reserve(image_packed_buffer, std::min(blocks, part_tiles * kTileBlocks) * steps * kStepBytes);
-      int32_t* const partial = slices > 1 ? Reserve(image_partial_buffer, channel_tiles * kTileSums) : nullptr;
+      int32_t* const partial = keep_partial ? Reserve(image_partial_buffer, channel_tiles * kTileSums) : nullptr;
       for (int64_t img = i0; img < i1; ++img) {
         const uint8_t* xi = static_cast<const uint8_t*>(args.x) + img * image_in;
-        uint8_t* yi = static_cast<uint8_t*>(args.y) + img * image_out;
+        uint8_t* yi = y_base + img * image_out * out_bytes;
         if (split_positions) {
           for (int64_t pt0 = 0; pt0 < position_tiles; pt0 += part_tiles)
             run_positions(xi, yi, pt0, std::min(position_tiles, pt0 + part_tiles), image_col, packed, partial);
@@ -567,7 +606,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
   const int64_t piece_tiles = (part_span + part_pieces - 1) / part_pieces;
   for (int64_t img = 0; img < args.batch; ++img) {
     const uint8_t* xi = static_cast<const uint8_t*>(args.x) + img * image_in;
-    uint8_t* yi = static_cast<uint8_t*>(args.y) + img * image_out;
+    uint8_t* yi = y_base + img * image_out * out_bytes;
     if (split_positions) {
       // Each piece is unfolded (col_part, in its thread's cache) and packed
       // by its thread. Parts fixed per thread rather than about four tasks a
@@ -579,7 +618,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         thread_local std::vector<int32_t> partial_buffer;
         uint8_t* const packed = Reserve(task_packed_buffer, piece_tiles * kTileBlocks * steps * kStepBytes);
         uint8_t* const col_part = direct ? nullptr : Reserve(task_col_buffer, k * piece_tiles * kTileBlocks * kBlock);
-        int32_t* const partial = slices > 1 ? Reserve(partial_buffer, channel_tiles * kTileSums) : nullptr;
+        int32_t* const partial = keep_partial ? Reserve(partial_buffer, channel_tiles * kTileSums) : nullptr;
         const int64_t end = std::min(position_tiles, q1 * part_span);
         for (int64_t pt0 = q0 * part_span; pt0 < end; pt0 += piece_tiles)
           run_positions(xi, yi, pt0, std::min(end, pt0 + piece_tiles), col_part, packed, partial);
@@ -605,7 +644,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         uint8_t* const packed = Reserve(packed_buffer, blocks * steps * kStepBytes);
         PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, pack4, packed);
         const int64_t ct0 = q0 * part_tiles, ct1 = std::min(channel_tiles, q1 * part_tiles);
-        int32_t* const partial = slices > 1 ? Reserve(partial_buffer, (ct1 - ct0) * kTileSums) : nullptr;
+        int32_t* const partial = keep_partial ? Reserve(partial_buffer, (ct1 - ct0) * kTileSums) : nullptr;
         if (ct0 < ct1) run_tiles(ct0, ct1, 0, position_tiles, packed, partial, yi);
       });
     }

@@ -193,6 +193,16 @@ struct ConvS8Args {
   // A lut256 row (dispatch.h: Lut256Fn), required with a table.
   void (*apply_table)(const uint8_t* table, uint8_t flip, const uint8_t* in, uint8_t* out, int64_t n) = nullptr;
   void* y = nullptr;  // [batch, M, out_h, out_w] bytes
+  // Instead of y (ConvInteger, sparq.ConvIntegerToFloat: kernels/cpu/conv_integer.cc),
+  // [batch, M, out_h, out_w] of either
+  //   y_s32[o, p] = acc[o, p] + bias[o]                                  (int32, wraps)
+  //   y_f32[o, p] = float(acc[o, p] + bias[o]) * f32_scale[o] (+ f32_bias[o])   (each step one rounding)
+  // multiplier, y_zero_point, y_signed and the table unused then. The sums
+  // leave the tile raw and the driver finishes them (every ISA's tile).
+  int32_t* y_s32 = nullptr;
+  float* y_f32 = nullptr;
+  const float* f32_scale = nullptr;  // [M], required with y_f32
+  const float* f32_bias = nullptr;   // [M], or nullptr
   ThreadPool* pool = nullptr;
 };
 

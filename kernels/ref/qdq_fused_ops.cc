@@ -49,6 +49,14 @@
 //     A_scale float32, one value; B_scale float32, one value or one per
 //     column of B (the last dim); each product one float32 rounding, as the
 //     Mul reference kernels compute it.
+//
+//   sparq.ConvIntegerToFloat(X, W, X_zero_point, W_zero_point, X_scale, W_scale[, Bias]) -> Y
+//     (ConvInteger's attributes) quantize_dynamic's ConvInteger -> Cast ->
+//     Mul(X_scale * W_scale) [-> Add(Bias)] (runtime/passes/dynamic_fusion.h):
+//       Y[n, m, ...] = float(ConvInteger(X, W, X_zero_point, W_zero_point)[n, m, ...]) * (X_scale * W_scale[m])
+//                      [+ Bias[m], rounded after the product, as the Add does]
+//     X_scale float32, one value; W_scale and Bias float32, one value or one
+//     per output channel m (the graph's tensors broadcast along axis 1).
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -257,6 +265,51 @@ Status ApplyActivation(OpContext& ctx, Tensor* y) {
   return Status::OK();
 }
 
+// sparq.ConvIntegerToFloat: ConvInteger's reference kernel, then the
+// per-channel epilogue, each step one float32 rounding.
+Status ConvIntegerToFloat(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(6));
+  const KernelDef* conv = KernelRegistry::Reference().Find("ConvInteger", "", 10);
+  if (conv == nullptr) return ctx.NotSupported("no ConvInteger reference kernel");
+  OpContext conv_ctx(ctx.node(), 10, {&ctx.input(0), &ctx.input(1), ctx.has_input(2) ? &ctx.input(2) : nullptr,
+                                      ctx.has_input(3) ? &ctx.input(3) : nullptr},
+                     ctx.pool());
+  SPARQ_RETURN_IF_ERROR(conv->fn(conv_ctx));
+  const Tensor& acc = conv_ctx.outputs()[0];
+  const int64_t m = acc.rank() >= 2 ? acc.dim(1) : 0;
+  const Tensor& x_scale = ctx.input(4);
+  const Tensor& w_scale = ctx.input(5);
+  const Tensor* bias = ctx.has_input(6) ? &ctx.input(6) : nullptr;
+  if (x_scale.dtype() != DataType::kFloat32 || x_scale.numel() != 1) {
+    return ctx.InvalidArgument("X_scale must be one float32 value, got " + DataTypeName(x_scale.dtype()) + " " +
+                               ShapeToString(x_scale.shape()));
+  }
+  auto per_channel = [&](const Tensor& t, const char* what) -> Status {
+    if (t.dtype() == DataType::kFloat32 && (t.numel() == 1 || t.numel() == m)) return Status::OK();
+    return ctx.InvalidArgument(std::string(what) + " must be float32, one value or one per output channel (" +
+                               std::to_string(m) + "), got " + DataTypeName(t.dtype()) + " " + ShapeToString(t.shape()));
+  };
+  SPARQ_RETURN_IF_ERROR(per_channel(w_scale, "W_scale"));
+  if (bias != nullptr) SPARQ_RETURN_IF_ERROR(per_channel(*bias, "Bias"));
+  Tensor y(DataType::kFloat32, acc.shape());
+  const int64_t rows = acc.dim(0) * m;  // (n, m) planes
+  const int64_t plane = rows == 0 ? 0 : acc.numel() / rows;
+  const float sx = x_scale.data<float>()[0];
+  for (int64_t r = 0; r < rows; ++r) {
+    const int64_t c = r % m;
+    const float s = sx * w_scale.data<float>()[w_scale.numel() == 1 ? 0 : c];
+    const int32_t* in = acc.data<int32_t>() + r * plane;
+    float* o = y.data<float>() + r * plane;
+    for (int64_t i = 0; i < plane; ++i) o[i] = static_cast<float>(in[i]) * s;
+    if (bias != nullptr) {  // a second rounding, as the Add after the Mul
+      const float b = bias->data<float>()[bias->numel() == 1 ? 0 : c];
+      for (int64_t i = 0; i < plane; ++i) o[i] = o[i] + b;
+    }
+  }
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
+}
+
 Status MatMulIntegerToFloat(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(6));
   const KernelDef* mm = KernelRegistry::Reference().Find("MatMulInteger", "", 10);
@@ -275,6 +328,7 @@ Status MatMulIntegerToFloat(OpContext& ctx) {
 
 void RegisterQdqFusedOps(KernelRegistry& r) {
   r.Add({"MatMulIntegerToFloat", kSparqDomain, 1, 1, MatMulIntegerToFloat, "ref"});
+  r.Add({"ConvIntegerToFloat", kSparqDomain, 1, 1, ConvIntegerToFloat, "ref"});
   r.Add({"QLinearLut", kSparqDomain, 1, 1, QLinearLut, "ref"});
   r.Add({"QLinearAdd", kSparqDomain, 1, 1, QLinearBinary<false>, "ref"});
   r.Add({"QLinearMul", kSparqDomain, 1, 1, QLinearBinary<true>, "ref"});

@@ -23,4 +23,17 @@ namespace sparq {
 // Returns the names of the fused nodes (their final Mul's names).
 std::vector<std::string> FuseDynamicMatMul(Model* model);
 
+// The same for onnxruntime's dynamic convolutions:
+//
+//   ConvInteger(X, W, X_zp, W_zp) ─> acc ─Cast(float)─> accf ─┐
+//   DynamicQuantizeLinear(..)[1] = X_scale ─Mul(W_scale)─> s ── Mul ─> y [─ Add(bias) ─> z]
+//
+// into sparq.ConvIntegerToFloat(X, W, X_zp, W_zp, X_scale, W_scale[, bias]) ─> y [z]
+// with ConvInteger's attributes (kernels/ref/qdq_fused_ops.cc), bit for bit the
+// graph. W is a constant of rank 3 or 4; W_scale and the bias constant float32
+// tensors of one value or one per output channel, shaped to broadcast along the
+// output's channel axis ([M, 1, 1], [1, M, 1, 1], ...), no larger in rank
+// than the output; the rest as FuseDynamicMatMul. Returns the fused nodes' names.
+std::vector<std::string> FuseDynamicConv(Model* model);
+
 }  // namespace sparq

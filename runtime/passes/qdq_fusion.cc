@@ -1128,6 +1128,7 @@ std::vector<std::string> FuseQdqToIntegerOps(Model* model) {
   for (std::string& name : FoldConstantDequantize(*model)) fused.push_back(std::move(name));
   for (std::string& name : FoldDequantizeIntoConcats(model)) fused.push_back(std::move(name));
   for (std::string& name : FuseDynamicMatMul(model)) fused.push_back(std::move(name));
+  for (std::string& name : FuseDynamicConv(model)) fused.push_back(std::move(name));
   return fused;
 }
 

@@ -190,6 +190,107 @@ TEST(DynamicFusion, GeluInTheEpilogueMatchesTheSeparateNodes) {
   });
 }
 
+// onnxruntime's quantize_dynamic of a Conv, written by hand as it writes it:
+//   x -> DynamicQuantizeLinear -> (xq, xs, xzp)
+//   ConvInteger(xq, W, xzp, W_zp) -> Cast(float) -> Mul(., Mul(xs, W_scale)) [-> Add(bias)] -> y
+struct DynamicConvCase {
+  const char* name;
+  Shape x_shape, w_shape;
+  Shape w_scale_shape;  // {} one value, or per channel ([M, 1, 1], ...)
+  Shape bias_shape;     // empty with bias false
+  bool bias = true, bias_first = false;
+  std::vector<int64_t> pads;
+  int64_t group = 1;
+};
+
+Model DynamicConv(const DynamicConvCase& cc) {
+  Model m;
+  m.opset_imports = {{"", 13}};
+  Graph& g = m.graph;
+  for (const char* name : {"x", "y"}) {  // shapes unknown
+    ValueInfo v;
+    v.name = name;
+    v.dtype = DataType::kFloat32;
+    (name[0] == 'x' ? g.inputs : g.outputs).push_back(v);
+  }
+  Tensor w(DataType::kInt8, cc.w_shape);
+  for (int64_t i = 0; i < w.numel(); ++i) w.data<int8_t>()[i] = static_cast<int8_t>((i * 37 + 11) % 255 - 127);
+  g.initializers["W"] = w;
+  g.initializers["W_zp"] = Tensor::Scalar<int8_t>(0);
+  Tensor ws(DataType::kFloat32, cc.w_scale_shape);
+  for (int64_t i = 0; i < ws.numel(); ++i) ws.data<float>()[i] = 0.0037f * (1.0f + 0.113f * static_cast<float>(i));
+  g.initializers["W_scale"] = ws;
+  g.nodes.push_back({"dq", "DynamicQuantizeLinear", "", {"x"}, {"xq", "xs", "xzp"}, {}, ""});
+  std::vector<Attribute> attrs{Attribute::Int("group", cc.group)};
+  if (!cc.pads.empty()) attrs.push_back(Attribute::Ints("pads", cc.pads));
+  g.nodes.push_back({"conv", "ConvInteger", "", {"xq", "W", "xzp", "W_zp"}, {"acc"}, attrs, ""});
+  g.nodes.push_back({"cast", "Cast", "", {"acc"}, {"accf"}, {Attribute::Int("to", 1)}, ""});
+  g.nodes.push_back({"scales", "Mul", "", {"xs", "W_scale"}, {"s"}, {}, ""});
+  if (cc.bias) {
+    g.initializers["B"] = testing::RandomFloats(cc.bias_shape, 4);
+    g.nodes.push_back({"mul", "Mul", "", {"accf", "s"}, {"y0"}, {}, ""});
+    g.nodes.push_back({"add", "Add", "", cc.bias_first ? std::vector<std::string>{"B", "y0"} : std::vector<std::string>{"y0", "B"},
+                       {"y"}, {}, ""});
+  } else {
+    g.nodes.push_back({"mul", "Mul", "", {"s", "accf"}, {"y"}, {}, ""});
+  }
+  return m;
+}
+
+// sparq.ConvIntegerToFloat: the graph's bits on the reference kernels and on
+// the fast row (its float epilogue in gemm_s8's output stage), every ISA,
+// 1 and 3 threads; 1-D and 2-D, per-tensor and per-channel scales, bias
+// on either side of the Add or none, groups.
+TEST(DynamicFusion, ConvIntegerEpilogueFusesAndMatchesTheGraph) {
+  const DynamicConvCase cases[] = {
+      {"2-D, per-tensor scale, bias [M, 1, 1]", {2, 5, 9, 11}, {12, 5, 3, 3}, {}, {12, 1, 1}, true, false, {1, 1, 1, 1}},
+      {"2-D, per-channel scale [1, M, 1, 1], bias first", {1, 4, 7, 6}, {20, 4, 3, 2}, {1, 20, 1, 1}, {20, 1, 1}, true, true},
+      {"1-D, per-channel scale [M, 1], bias [M, 1]", {3, 6, 40}, {9, 6, 5}, {9, 1}, {9, 1}, true, false, {2, 2}},
+      {"2-D groups 2, no bias", {1, 4, 8, 8}, {6, 2, 3, 3}, {1}, {}, false, false, {1, 1, 1, 1}, 2},
+      {"magika-like [L, 1], one scale, bias [M, 1, 1]", {1, 32, 300, 1}, {48, 32, 5, 1}, {}, {48, 1, 1}},
+  };
+  for (const DynamicConvCase& cc : cases) {
+    SCOPED_TRACE(cc.name);
+    const Model q = DynamicConv(cc);
+    Model fused = q;
+    ASSERT_EQ(FuseDynamicConv(&fused).size(), 1u);
+    int ops = 0;
+    for (const Node& n : fused.graph.nodes) {
+      ops += n.op_type == "Cast" || n.op_type == "Mul" || n.op_type == "Add" || n.op_type == "ConvInteger";
+      if (n.op_type == "ConvIntegerToFloat") EXPECT_EQ(n.inputs.size(), cc.bias ? 7u : 6u);
+    }
+    EXPECT_EQ(ops, 0);
+    const Tensor x = testing::RandomFloats(cc.x_shape, 7, -2.0f, 3.0f);
+    const Tensor spec = RunY(q, x, /*reference=*/true, /*fuse=*/false, 1);
+    EXPECT_TRUE(RunY(q, x, /*reference=*/true, /*fuse=*/true, 1).Equals(spec));
+    testing::ForEachIsa([&](CpuIsa) {
+      for (int threads : {1, 3}) {
+        ExecutorOptions o;
+        o.threads = threads;
+        o.profile = GraphProfile::kDeployment;
+        auto exec = Executor::Create(q, o);
+        ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+        bool row = false;
+        for (const NodeKernel& k : (*exec)->NodeKernels())
+          row = row || (k.op_type == "ConvIntegerToFloat" && (testing::KernelOps(k.kernel) == "im2col_nhwc+gemm_s8" ||
+                                                               testing::KernelOps(k.kernel) == "conv_s8"));
+        EXPECT_TRUE(row);
+        TensorMap out;
+        ASSERT_TRUE((*exec)->Run({{"x", x}}, &out).ok());
+        EXPECT_TRUE(out["y"].Equals(spec)) << threads << " threads";
+      }
+    });
+  }
+}
+
+// A scale that broadcasts along the last axis (not the channels) is not a
+// per-channel scale: the graph stays as written.
+TEST(DynamicFusion, ConvIntegerWithAScaleOnAnotherAxisStaysUnfused) {
+  DynamicConvCase cc{"", {1, 3, 6, 6}, {6, 3, 3, 3}, {6}, {}, false};
+  Model q = DynamicConv(cc);
+  EXPECT_TRUE(FuseDynamicConv(&q).empty());
+}
+
 TEST(DynamicFusion, GraphOutputAccumulatorsStayUnfused) {
   Model q = DynamicMlp(true);
   // A graph output on the int32 accumulators keeps the first layer unfused.
