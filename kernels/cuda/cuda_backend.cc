@@ -346,7 +346,9 @@ class CudaBackend : public Backend {
   // Passes: the CPU's (Backend::Passes): every fused node they write has a
   // CUDA row (FusedConv, PointwiseDepthwise, Silu, HardSwishChain,
   // GeluErfChain, GeluErfScaledChain, Attention, the QDQ-fused integer
-  // operators).
+  // operators) but sparq.ConvIntegerToFloat (onnxruntime's dynamic
+  // convolutions, as ConvInteger itself), which the executor partitions to
+  // the CPU with copies around it.
   // BackendOptions::allow_tf32 turns TF32 on for this context (the
   // backend's own CudaBackendOptions may already have it on).
   StatusOr<std::shared_ptr<BackendContext>> CreateContext(const BackendOptions& backend_options) const override {
