@@ -158,3 +158,35 @@ def test_a_file_onnxruntime_crashes_on_is_found_without_crashing_the_run(tmp_pat
     if not S.ort_crashes_loading(path, "ORT_ENABLE_ALL"):
         pytest.skip("this onnxruntime loads the file (its float16 Transpose -> MatMul crash is fixed)")
     assert not S.ort_crashes_loading(path, "ORT_ENABLE_BASIC")
+
+
+def test_prune_extra_lines_join_the_prune_block(monkeypatch):
+    monkeypatch.setattr(S, "PRUNE_EXTRA", ["schedule: linear", " steps: 2", ""])
+    p = yaml.safe_load(S.sparq_recipe("/m.onnx", PATHS, "/out", "max", "auto50o", "agreement"))["prune"]
+    assert p["schedule"] == "linear" and p["steps"] == 2 and p["recovery_method"] == "obs"
+
+
+def test_packed_sentences_fill_every_position_and_keep_the_originals():
+    ids = np.zeros((3, 8), np.int64)
+    ids[0, :4] = [101, 5, 6, 102]
+    ids[1, :3] = [101, 7, 102]
+    ids[2, :5] = [101, 8, 9, 10, 102]
+    calib = {"input_ids": ids, "attention_mask": (ids != 0).astype(np.int64),
+             "token_type_ids": np.zeros_like(ids)}
+    out = S.augment_calibration(calib, "pack")
+    assert out["input_ids"].shape == (6, 8)
+    np.testing.assert_array_equal(out["input_ids"][:3], ids)
+    np.testing.assert_array_equal(out["attention_mask"][:3], calib["attention_mask"])
+    assert out["attention_mask"][3:].all() and not out["token_type_ids"].any()
+    # sentence 1, then 2, then 0, ... cut at 8 tokens and closed by [SEP]
+    assert out["input_ids"][4].tolist() == [101, 7, 102, 8, 9, 10, 102, 102]
+    assert out["input_ids"][3].tolist() == [101, 5, 6, 102, 7, 102, 8, 102]
+
+
+def test_flipped_images_are_added_mirrored():
+    x = np.arange(2 * 3 * 2 * 4, dtype=np.float32).reshape(2, 3, 2, 4)
+    out = S.augment_calibration({"input": x}, "flip")["input"]
+    assert out.shape == (4, 3, 2, 4)
+    np.testing.assert_array_equal(out[:2], x)
+    np.testing.assert_array_equal(out[2:], x[..., ::-1])
+    assert S.augment_calibration({"input": x}, "")["input"] is x
