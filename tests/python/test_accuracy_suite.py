@@ -190,3 +190,31 @@ def test_flipped_images_are_added_mirrored():
     np.testing.assert_array_equal(out[:2], x)
     np.testing.assert_array_equal(out[2:], x[..., ::-1])
     assert S.augment_calibration({"input": x}, "")["input"] is x
+
+
+def test_rescore_models_scores_a_written_file_on_a_slice_of_the_split(tmp_path, capsys):
+    import json
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    import rescore_models as R
+    w = np.random.default_rng(0).standard_normal((4, 10)).astype(np.float32)
+    def write(path, weight):
+        g = helper.make_graph([helper.make_node("MatMul", ["input", "w"], ["logits"])], "g",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
+                              [numpy_helper.from_array(weight, "w")])
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    d = tmp_path / "toy"
+    d.mkdir()
+    write(str(d / "model.onnx"), w)
+    write(str(tmp_path / "same.onnx"), w)
+    write(str(tmp_path / "other.onnx"), -w)
+    (d / "meta.json").write_text(json.dumps({"task": "classifier", "output": "logits"}))
+    np.savez(d / "eval.npz", input=np.random.default_rng(1).standard_normal((12, 4)).astype(np.float32))
+    r = R.rescore(str(tmp_path), "toy", 4, 12, [str(tmp_path / "same.onnx"), str(tmp_path / "other.onnx")])
+    assert r[str(tmp_path / "same.onnx")]["top-1 agreement %"] == 100.0
+    assert r[str(tmp_path / "other.onnx")]["top-1 agreement %"] < 100.0
+    assert R.main(["--suite", str(tmp_path), "toy", "0", "3", str(tmp_path / "same.onnx")]) == 0
+    assert '"top-1 agreement %": 100.0' in capsys.readouterr().out
+    with pytest.raises(ValueError):
+        R.rescore(str(tmp_path), "toy", 12, 20, [str(tmp_path / "same.onnx")])
