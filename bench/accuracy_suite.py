@@ -112,6 +112,7 @@ SPARQ_METHODS = ("max", "kl", "percentile", "mse")
 # and a class_score_sqnr floor of 24 dB kept 50-51 of 53 (bench/ACCURACY.md,
 # yolov8n_det): neither beats TASK_VARIANTS' static recipe.
 # The 'd' prune variants' settings (--distill-steps / --distill-args / --distill-data).
+PRUNE_EXTRA = []  # --prune-extra: lines of every pruned variant's prune block
 DISTILL = {"steps": 3, "args": [], "data": "", "recovery": True}
 FALLBACK_GATES = {"classifier": ("agreement", "max_drop", 5), "ctc_recognizer": ("ctc_accuracy", "max_drop", 5),
                   "detector": ("sqnr", "min_sqnr_db", 35)}
@@ -168,9 +169,46 @@ def load_split(path, n):
         return {k: f[k][:n] for k in f.files}
 
 
-def write_splits(model_dir, work, n_calib, n_eval):
-    """Writes the first n samples of each split into work; returns paths and arrays."""
-    calib = load_split(os.path.join(model_dir, "calib.npz"), n_calib)
+def pack_sentences(calib, cls=101, sep=102):
+    """Text calibration without padding: one more sample per sentence, its
+    tokens followed by the next sentences' ([CLS] a [SEP] b [SEP] c ...), cut
+    at the sequence length, the attention mask all ones. The suite's
+    sentences are 11-17 tokens of 64, so most rows a layer is fitted on are
+    padding, whose outputs the mean-pooled embedding never reads; packed
+    samples give every row a real token in a real (if longer) context, as
+    LLM calibration packs documents."""
+    ids, mask = calib["input_ids"], calib["attention_mask"]
+    n, length = ids.shape
+    bodies = [[int(t) for t, m in zip(ids[i], mask[i]) if m and t not in (cls, sep)] for i in range(n)]
+    packed = np.zeros_like(ids)
+    for i in range(n):
+        seq, j = [cls], i
+        while len(seq) < length:
+            seq += bodies[j % n] + [sep]
+            j += 1
+        seq = seq[:length - 1] + [sep]
+        packed[i] = seq
+    out = {k: np.concatenate([v, np.zeros_like(v) if k == "token_type_ids" else np.ones_like(v)])
+           for k, v in calib.items() if k != "input_ids"}
+    out["input_ids"] = np.concatenate([ids, packed])
+    return out
+
+
+def augment_calibration(calib, how):
+    """--calib-augment: 'flip' adds each image mirrored left-right (NCHW, the
+    last axis); 'pack' adds packed sentences (pack_sentences)."""
+    if how == "flip":
+        return {k: np.concatenate([v, v[..., ::-1]]) if v.ndim == 4 else np.concatenate([v, v])
+                for k, v in calib.items()}
+    if how == "pack":
+        return pack_sentences(calib)
+    return calib
+
+
+def write_splits(model_dir, work, n_calib, n_eval, augment=""):
+    """Writes the first n samples of each split into work; returns paths and arrays.
+    `augment`: see augment_calibration (the calibration split only)."""
+    calib = augment_calibration(load_split(os.path.join(model_dir, "calib.npz"), n_calib), augment)
     evals = load_split(os.path.join(model_dir, "eval.npz"), n_eval)
     paths = {"calib": os.path.join(work, "calib.npz"), "eval": os.path.join(work, "eval.npz"),
              "eval_small": os.path.join(work, "eval_small.npz")}
@@ -358,6 +396,7 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constan
             text += (f"  structure: unstructured\n  sparsity: {int(prune[len(allocation):].rstrip('r')) / 100}\n"
                      f"  allocation: {allocation}\n" +
                      ("  sensitivity: {recovery: true}\n" if scan_recovery else ""))
+        text += "".join(f"  {l.strip()}\n" for l in PRUNE_EXTRA if l.strip())  # --prune-extra
         if distill:  # tools/retrain_distill.py after each step, the dense model its teacher
             command = [sys.executable, os.path.join(REPO, "tools", "retrain_distill.py"), "--teacher", model,
                        "{model_in}", "{masks}", "{model_out}", "--data", "{data}", "--step", "{step}"]
@@ -569,7 +608,7 @@ def run_model(args, name, save):
     graph_outputs = [o.name for o in onnx.load(model, load_external_data=False).graph.output]
     primary_output = meta["output"] if len(graph_outputs) > 1 and meta.get("output") in graph_outputs else None
     n_eval = args.eval if meta["task"] != "text_embedding" else max(args.eval, len(meta["sentences"]))
-    paths, calib, evals = write_splits(model_dir, work, args.calib, n_eval)
+    paths, calib, evals = write_splits(model_dir, work, args.calib, n_eval, args.calib_augment)
     n_calib = len(next(iter(calib.values())))
     n_eval = len(next(iter(evals.values())))
     print(f"== {name}: {n_calib} calibration, {n_eval} evaluation samples", flush=True)
@@ -812,6 +851,10 @@ def main(argv=None):
                     help="tools/make_real_suite.py's output folder")
     ap.add_argument("--models", default="efficientnet_lite0,minilm_l6,yolov8n_det,ppocr_rec,ppocr_det")
     ap.add_argument("--calib", type=int, default=32, help="calibration samples (at most)")
+    ap.add_argument("--calib-augment", default="", choices=("", "flip", "pack"),
+                    help="add samples to the calibration split (after --calib takes its first N): flip (images "
+                         "mirrored left-right), pack (text: the sentences packed into full sequences without "
+                         "padding); both for pruning and INT8 calibration")
     ap.add_argument("--eval", type=int, default=64, help="evaluation samples (text: all the sentences)")
     ap.add_argument("--sparq-methods", default=",".join(SPARQ_METHODS))
     ap.add_argument("--bias-correction", default="max",
@@ -836,6 +879,9 @@ def main(argv=None):
                          "tools/retrain_distill.py as prune.retrain after each step, the dense model its teacher; an 'o' suffix "
                          "before it (2:4o, uniform50o, auto50o, 2:4od): prune.recovery_method obs (SparseGPT-style "
                          "mask and update)")
+    ap.add_argument("--prune-extra", default="",
+                    help="lines (';'-separated) added to the prune block of every pruned variant, e.g. "
+                         "\"schedule: linear;steps: 2\" (progressive, each step recovered before the next)")
     ap.add_argument("--distill-steps", type=int, default=3, help="pruning steps of the 'd' variants (default 3)")
     ap.add_argument("--distill-args", default="",
                     help="extra arguments of tools/retrain_distill.py in the 'd' variants (one string, split on spaces)")
@@ -856,6 +902,7 @@ def main(argv=None):
                     help="only rewrite --md from the work folder's results.json (of an earlier or running run)")
     ap.add_argument("--ort-worker", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
+    PRUNE_EXTRA[:] = args.prune_extra.split(";")
     DISTILL.update(steps=args.distill_steps, args=args.distill_args.split(), data=args.distill_data,
                    recovery=not args.distill_no_recovery)
     if args.ort_worker:

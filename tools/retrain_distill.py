@@ -64,6 +64,11 @@ def parse_args(argv):
     ap.add_argument("--max-seconds", type=float, default=0.0, help="stop training after this wall time (0: none)")
     ap.add_argument("--batch", type=int, default=8, help="samples per Adam step (default 8)")
     ap.add_argument("--lr", type=float, default=1e-4, help="Adam learning rate, cosine-decayed to 0 (default 1e-4)")
+    ap.add_argument("--warmup", type=float, default=0.0,
+                    help="share of --iterations over which the learning rate rises linearly from 0 to --lr before "
+                         "the cosine decay (default 0: none). Adam's first steps move every weight by about lr "
+                         "whatever its gradient; a warm-up keeps them from undoing a recovered (least-squares / OBS) "
+                         "start")
     ap.add_argument("--feature-weight", type=float, default=1.0,
                     help="weight of the pruned layers' output error against the teacher's (default 1; 0: outputs only)")
     ap.add_argument("--kl-weight", type=float, default=0.0,
@@ -71,9 +76,10 @@ def parse_args(argv):
     ap.add_argument("--holdout", type=float, default=0.125,
                     help="share of the data held out to pick the checkpoint (default 0.125; 0: keep the last)")
     ap.add_argument("--eval-every", type=int, default=25, help="checkpoint interval in iterations (default 25)")
-    ap.add_argument("--augment", choices=("auto", "none"), default="auto",
+    ap.add_argument("--augment", choices=("auto", "flip", "none"), default="auto",
                     help="auto: flips / crops / mixup on [N,C,H,W] float inputs, token replacement on "
-                         "*input_ids* inputs; none: the data as is")
+                         "*input_ids* inputs; flip: images mirrored left-right at random only (no crops, no mixup), "
+                         "other inputs as is; none: the data as is")
     ap.add_argument("--mixup", type=float, default=0.5, help="probability that a batch of images is mixed (default 0.5)")
     ap.add_argument("--token-replace", type=float, default=0.1,
                     help="share of a sentence's inner tokens replaced by tokens of the data (default 0.1)")
@@ -98,8 +104,32 @@ def is_image(a):
     return a.ndim == 4 and np.issubdtype(a.dtype, np.floating) and a.shape[1] in (1, 3, 4)
 
 
+def flip_only(batch, rng):
+    """--augment flip: each image mirrored left-right with probability 1/2."""
+    out = {}
+    for name, a in batch.items():
+        x = a.copy()
+        if is_image(a):
+            for i in range(x.shape[0]):
+                if rng.random() < 0.5:
+                    x[i] = x[i][..., ::-1]
+        out[name] = torch.from_numpy(np.ascontiguousarray(x))
+    return out
+
+
+def learning_rate(args, it):
+    """--lr at iteration it: linear warm-up over --warmup of the iterations, then cosine decay to 0."""
+    warm = int(round(args.warmup * args.iterations))
+    if it < warm:
+        return args.lr * (it + 1) / warm
+    span = max(1, args.iterations - warm)
+    return args.lr * 0.5 * (1.0 + math.cos(math.pi * (it - warm) / span))
+
+
 def augment(batch, pools, args, rng):
     """Augmented copies of one batch ({name: np array}); the teacher labels whatever comes out."""
+    if args.augment == "flip":
+        return flip_only(batch, rng)
     out = {}
     mix = rng.random() < args.mixup
     perm = rng.permutation(next(iter(batch.values())).shape[0])
@@ -254,13 +284,13 @@ def run(args):
         idx = train_idx[cursor:cursor + args.batch]
         cursor += args.batch
         b = batch_of(idx)
-        b = augment(b, pools, args, rng) if args.augment == "auto" else {k: torch.from_numpy(v) for k, v in b.items()}
+        b = augment(b, pools, args, rng) if args.augment != "none" else {k: torch.from_numpy(v) for k, v in b.items()}
         with torch.no_grad():
             t_out, t_feat = teacher(b, keep=features)
         s_out, s_feat = student(b, keep=features)
         loss = distill_loss(s_out, t_out, s_feat, t_feat, args)
         for g in opt.param_groups:
-            g["lr"] = args.lr * 0.5 * (1.0 + math.cos(math.pi * it / args.iterations))
+            g["lr"] = learning_rate(args, it)
         opt.zero_grad(set_to_none=True)
         loss.backward()
         opt.step()
@@ -292,8 +322,10 @@ def run(args):
 
 def main(argv=None):
     args = parse_args(argv)
-    if args.iterations < 0 or args.batch < 1 or args.lr <= 0 or not 0 <= args.holdout < 1 or args.eval_every < 1:
-        print("retrain_distill: --iterations >= 0, --batch >= 1, --lr > 0, 0 <= --holdout < 1, --eval-every >= 1",
+    if (args.iterations < 0 or args.batch < 1 or args.lr <= 0 or not 0 <= args.holdout < 1 or args.eval_every < 1 or
+            not 0 <= args.warmup < 1):
+        print("retrain_distill: --iterations >= 0, --batch >= 1, --lr > 0, 0 <= --holdout < 1, --eval-every >= 1, "
+              "0 <= --warmup < 1",
               file=sys.stderr)
         return 2
     try:

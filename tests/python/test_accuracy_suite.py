@@ -158,3 +158,63 @@ def test_a_file_onnxruntime_crashes_on_is_found_without_crashing_the_run(tmp_pat
     if not S.ort_crashes_loading(path, "ORT_ENABLE_ALL"):
         pytest.skip("this onnxruntime loads the file (its float16 Transpose -> MatMul crash is fixed)")
     assert not S.ort_crashes_loading(path, "ORT_ENABLE_BASIC")
+
+
+def test_prune_extra_lines_join_the_prune_block(monkeypatch):
+    monkeypatch.setattr(S, "PRUNE_EXTRA", ["schedule: linear", " steps: 2", ""])
+    p = yaml.safe_load(S.sparq_recipe("/m.onnx", PATHS, "/out", "max", "auto50o", "agreement"))["prune"]
+    assert p["schedule"] == "linear" and p["steps"] == 2 and p["recovery_method"] == "obs"
+
+
+def test_packed_sentences_fill_every_position_and_keep_the_originals():
+    ids = np.zeros((3, 8), np.int64)
+    ids[0, :4] = [101, 5, 6, 102]
+    ids[1, :3] = [101, 7, 102]
+    ids[2, :5] = [101, 8, 9, 10, 102]
+    calib = {"input_ids": ids, "attention_mask": (ids != 0).astype(np.int64),
+             "token_type_ids": np.zeros_like(ids)}
+    out = S.augment_calibration(calib, "pack")
+    assert out["input_ids"].shape == (6, 8)
+    np.testing.assert_array_equal(out["input_ids"][:3], ids)
+    np.testing.assert_array_equal(out["attention_mask"][:3], calib["attention_mask"])
+    assert out["attention_mask"][3:].all() and not out["token_type_ids"].any()
+    # sentence 1, then 2, then 0, ... cut at 8 tokens and closed by [SEP]
+    assert out["input_ids"][4].tolist() == [101, 7, 102, 8, 9, 10, 102, 102]
+    assert out["input_ids"][3].tolist() == [101, 5, 6, 102, 7, 102, 8, 102]
+
+
+def test_flipped_images_are_added_mirrored():
+    x = np.arange(2 * 3 * 2 * 4, dtype=np.float32).reshape(2, 3, 2, 4)
+    out = S.augment_calibration({"input": x}, "flip")["input"]
+    assert out.shape == (4, 3, 2, 4)
+    np.testing.assert_array_equal(out[:2], x)
+    np.testing.assert_array_equal(out[2:], x[..., ::-1])
+    assert S.augment_calibration({"input": x}, "")["input"] is x
+
+
+def test_rescore_models_scores_a_written_file_on_a_slice_of_the_split(tmp_path, capsys):
+    import json
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+    import rescore_models as R
+    w = np.random.default_rng(0).standard_normal((4, 10)).astype(np.float32)
+    def write(path, weight):
+        g = helper.make_graph([helper.make_node("MatMul", ["input", "w"], ["logits"])], "g",
+                              [helper.make_tensor_value_info("input", TensorProto.FLOAT, ["N", 4])],
+                              [helper.make_tensor_value_info("logits", TensorProto.FLOAT, ["N", 10])],
+                              [numpy_helper.from_array(weight, "w")])
+        onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    d = tmp_path / "toy"
+    d.mkdir()
+    write(str(d / "model.onnx"), w)
+    write(str(tmp_path / "same.onnx"), w)
+    write(str(tmp_path / "other.onnx"), -w)
+    (d / "meta.json").write_text(json.dumps({"task": "classifier", "output": "logits"}))
+    np.savez(d / "eval.npz", input=np.random.default_rng(1).standard_normal((12, 4)).astype(np.float32))
+    r = R.rescore(str(tmp_path), "toy", 4, 12, [str(tmp_path / "same.onnx"), str(tmp_path / "other.onnx")])
+    assert r[str(tmp_path / "same.onnx")]["top-1 agreement %"] == 100.0
+    assert r[str(tmp_path / "other.onnx")]["top-1 agreement %"] < 100.0
+    assert R.main(["--suite", str(tmp_path), "toy", "0", "3", str(tmp_path / "same.onnx")]) == 0
+    assert '"top-1 agreement %": 100.0' in capsys.readouterr().out
+    with pytest.raises(ValueError):
+        R.rescore(str(tmp_path), "toy", 12, 20, [str(tmp_path / "same.onnx")])

@@ -106,3 +106,31 @@ def test_interpreter_matches_onnxruntime_and_a_step_holds_hand_masks(tmp_path):
                            str(masks_path), str(model_out), "--data", f"{DIGITS}/calib.npz"],
                           capture_output=True, text=True, timeout=300)
     assert proc.returncode == 2 and "no_such_weight" in proc.stderr, proc.stdout + proc.stderr
+
+
+def test_warmup_rises_linearly_then_decays_and_zero_warmup_is_the_plain_cosine():
+    import math
+    sys.path.insert(0, os.path.join(SOURCE_DIR, "tools"))
+    import retrain_distill as R
+    a = R.parse_args(["in", "m", "out", "--teacher", "t", "--data", "d", "--iterations", "10", "--lr", "1.0",
+                      "--warmup", "0.2"])
+    lrs = [R.learning_rate(a, i) for i in range(10)]
+    assert lrs[:3] == [0.5, 1.0, 1.0]  # 2 warm-up iterations, then the cosine from its top
+    assert all(x > y for x, y in zip(lrs[2:], lrs[3:]))
+    plain = R.parse_args(["in", "m", "out", "--teacher", "t", "--data", "d", "--iterations", "10", "--lr", "1.0"])
+    assert [R.learning_rate(plain, i) for i in range(10)] == [0.5 * (1 + math.cos(math.pi * i / 10)) for i in range(10)]
+    assert R.main(["in", "m", "out", "--teacher", "t", "--data", "d", "--warmup", "1.5"]) == 2
+
+
+def test_flip_augmentation_only_mirrors_images():
+    sys.path.insert(0, os.path.join(SOURCE_DIR, "tools"))
+    import retrain_distill as R
+    x = np.random.default_rng(0).random((16, 3, 4, 5)).astype(np.float32)
+    ids = np.arange(32).reshape(16, 2)
+    a = R.parse_args(["in", "m", "out", "--teacher", "t", "--data", "d", "--augment", "flip"])
+    out = R.augment({"img": x, "input_ids": ids}, {}, a, np.random.default_rng(1))
+    np.testing.assert_array_equal(out["input_ids"].numpy(), ids)
+    y = out["img"].numpy()
+    flipped = [bool(np.array_equal(y[i], x[i][..., ::-1])) for i in range(16)]
+    kept = [bool(np.array_equal(y[i], x[i])) for i in range(16)]
+    assert all(f or k for f, k in zip(flipped, kept)) and any(flipped) and any(kept)
