@@ -291,9 +291,56 @@ void FuseHardSwishChain(const Model& model, Graph& g, const ValueIndex& index, s
   }
 }
 
-// Mul(Mul(x, Add(Erf(Div(x, d)), a)), h) -> sparq.GeluErfChain(x) (see the
-// top); the replaced outer Mul keeps its name and output, the Div, Erf, Add
-// and inner Mul go into *removed.
+// The erf term both GELU chains share: `value` = Add(Erf(Div(x, d)), a),
+// each node the only reader of the one before it, d and a constant scalars.
+struct ErfTerm {
+  float divisor = 0.0f, offset = 0.0f;
+  int64_t rank = 0;  // the larger rank of d and a (for the output's min_rank)
+  size_t add_at = 0, erf_at = 0, div_at = 0;
+};
+
+std::optional<ErfTerm> MatchErfTerm(const Model& model, const Graph& g, const ValueIndex& index,
+                                    const std::set<size_t>& removed, const std::string& value, const std::string& x) {
+  ErfTerm t;
+  const Node* add = OnlyReaderProduct(g, index, removed, value, "Add", &t.add_at);
+  if (add == nullptr || add->inputs.size() != 2) return std::nullopt;
+  for (int e = 0; e < 2; ++e) {
+    int64_t offset_rank = 0, divisor_rank = 0;
+    const std::optional<float> offset = ConstantScalar(model, index, add->inputs[1 - e], &offset_rank);
+    const Node* erf = OnlyReaderProduct(g, index, removed, add->inputs[e], "Erf", &t.erf_at);
+    if (!offset || erf == nullptr || erf->inputs.size() != 1) continue;
+    const Node* div = OnlyReaderProduct(g, index, removed, erf->inputs[0], "Div", &t.div_at);
+    if (div == nullptr || div->inputs.size() != 2 || div->inputs[0] != x) continue;
+    const std::optional<float> divisor = ConstantScalar(model, index, div->inputs[1], &divisor_rank);
+    if (!divisor) continue;
+    t.offset = *offset;
+    t.divisor = *divisor;
+    t.rank = std::max(offset_rank, divisor_rank);
+    return t;
+  }
+  return std::nullopt;
+}
+
+// Rewrites `outer` as the sparq GELU chain `op_type` of x; the term's nodes
+// and the inner Mul (at inner_at) go into *removed.
+void WriteGeluChain(Node& outer, const char* op_type, const std::string& x, const ErfTerm& t, float scale,
+                    int64_t scale_rank, size_t inner_at, std::set<size_t>* removed, std::vector<std::string>* fused) {
+  removed->insert(t.div_at);
+  removed->insert(t.erf_at);
+  removed->insert(t.add_at);
+  removed->insert(inner_at);
+  outer.op_type = op_type;
+  outer.domain = kSparqDomain;
+  outer.inputs = {x};
+  outer.attributes = {Attribute::Float("divisor", t.divisor), Attribute::Float("offset", t.offset),
+                      Attribute::Float("scale", scale), Attribute::Int("min_rank", std::max(scale_rank, t.rank))};
+  fused->push_back(outer.name);
+}
+
+// Mul(Mul(x, Add(Erf(Div(x, d)), a)), h) -> sparq.GeluErfChain(x), and the
+// dynamo exporter's order Mul(x, Mul(Add(Erf(Div(x, d)), a), h)) ->
+// sparq.GeluErfScaledChain(x) (see the top); the replaced outer Mul keeps its
+// name and output, the Div, Erf, Add and inner Mul go into *removed.
 void FuseGeluErfChain(const Model& model, Graph& g, const ValueIndex& index, std::set<size_t>* removed,
                       std::vector<std::string>* fused) {
   for (size_t i = 0; i < g.nodes.size(); ++i) {
@@ -302,79 +349,35 @@ void FuseGeluErfChain(const Model& model, Graph& g, const ValueIndex& index, std
         outer.outputs.size() != 1) {
       continue;
     }
-    for (int k = 0; k < 2; ++k) {
-      int64_t rank = 0, r = 0;
-      const std::optional<float> scale = ConstantScalar(model, index, outer.inputs[1 - k], &r);
-      size_t inner_at = 0, add_at = 0, erf_at = 0, div_at = 0;
+    // Mul(Mul(x, term), h).
+    for (int k = 0; k < 2 && outer.op_type == "Mul"; ++k) {
+      int64_t scale_rank = 0;
+      const std::optional<float> scale = ConstantScalar(model, index, outer.inputs[1 - k], &scale_rank);
+      size_t inner_at = 0;
       const Node* inner = OnlyReaderProduct(g, index, *removed, outer.inputs[k], "Mul", &inner_at);
       if (!scale || inner == nullptr || inner->inputs.size() != 2) continue;
-      rank = std::max(rank, r);
       for (int j = 0; j < 2; ++j) {
-        const std::string& x = inner->inputs[1 - j];
-        const Node* add = OnlyReaderProduct(g, index, *removed, inner->inputs[j], "Add", &add_at);
-        if (add == nullptr || add->inputs.size() != 2) continue;
-        for (int e = 0; e < 2; ++e) {
-          const std::optional<float> offset = ConstantScalar(model, index, add->inputs[1 - e], &r);
-          const Node* erf = OnlyReaderProduct(g, index, *removed, add->inputs[e], "Erf", &erf_at);
-          if (!offset || erf == nullptr || erf->inputs.size() != 1) continue;
-          const int64_t offset_rank = r;
-          const Node* div = OnlyReaderProduct(g, index, *removed, erf->inputs[0], "Div", &div_at);
-          if (div == nullptr || div->inputs.size() != 2 || div->inputs[0] != x) continue;
-          const std::optional<float> divisor = ConstantScalar(model, index, div->inputs[1], &r);
-          if (!divisor) continue;
-          rank = std::max({rank, offset_rank, r});
-          removed->insert(div_at);
-          removed->insert(erf_at);
-          removed->insert(add_at);
-          removed->insert(inner_at);
-          outer.op_type = "GeluErfChain";
-          outer.domain = kSparqDomain;
-          outer.inputs = {x};
-          outer.attributes = {Attribute::Float("divisor", *divisor), Attribute::Float("offset", *offset),
-                              Attribute::Float("scale", *scale), Attribute::Int("min_rank", rank)};
-          fused->push_back(outer.name);
-          break;
-        }
-        if (outer.op_type == "GeluErfChain") break;
+        const std::string x = inner->inputs[1 - j];
+        const std::optional<ErfTerm> t = MatchErfTerm(model, g, index, *removed, inner->inputs[j], x);
+        if (!t) continue;
+        WriteGeluChain(outer, "GeluErfChain", x, *t, *scale, scale_rank, inner_at, removed, fused);
+        break;
       }
-      if (outer.op_type == "GeluErfChain") break;
     }
-    if (outer.op_type == "GeluErfChain") continue;
-    // Mul(x, Mul(Add(Erf(Div(x, d)), a), h)): the dynamo exporter's order.
+    // Mul(x, Mul(term, h)): the dynamo exporter's order.
     for (int k = 0; k < 2 && outer.op_type == "Mul"; ++k) {
-      int64_t rank = 0, r = 0;
       const std::string x = outer.inputs[1 - k];
-      size_t inner_at = 0, add_at = 0, erf_at = 0, div_at = 0;
+      size_t inner_at = 0;
       const Node* inner = OnlyReaderProduct(g, index, *removed, outer.inputs[k], "Mul", &inner_at);
       if (inner == nullptr || inner->inputs.size() != 2) continue;
       for (int j = 0; j < 2; ++j) {
-        const std::optional<float> scale = ConstantScalar(model, index, inner->inputs[1 - j], &r);
-        const Node* add = OnlyReaderProduct(g, index, *removed, inner->inputs[j], "Add", &add_at);
-        if (!scale || add == nullptr || add->inputs.size() != 2) continue;
-        rank = r;
-        for (int e = 0; e < 2; ++e) {
-          const std::optional<float> offset = ConstantScalar(model, index, add->inputs[1 - e], &r);
-          const Node* erf = OnlyReaderProduct(g, index, *removed, add->inputs[e], "Erf", &erf_at);
-          if (!offset || erf == nullptr || erf->inputs.size() != 1) continue;
-          const int64_t offset_rank = r;
-          const Node* div = OnlyReaderProduct(g, index, *removed, erf->inputs[0], "Div", &div_at);
-          if (div == nullptr || div->inputs.size() != 2 || div->inputs[0] != x) continue;
-          const std::optional<float> divisor = ConstantScalar(model, index, div->inputs[1], &r);
-          if (!divisor) continue;
-          rank = std::max({rank, offset_rank, r});
-          removed->insert(div_at);
-          removed->insert(erf_at);
-          removed->insert(add_at);
-          removed->insert(inner_at);
-          outer.op_type = "GeluErfScaledChain";
-          outer.domain = kSparqDomain;
-          outer.inputs = {x};
-          outer.attributes = {Attribute::Float("divisor", *divisor), Attribute::Float("offset", *offset),
-                              Attribute::Float("scale", *scale), Attribute::Int("min_rank", rank)};
-          fused->push_back(outer.name);
-          break;
-        }
-        if (outer.op_type != "Mul") break;
+        int64_t scale_rank = 0;
+        const std::optional<float> scale = ConstantScalar(model, index, inner->inputs[1 - j], &scale_rank);
+        if (!scale) continue;
+        const std::optional<ErfTerm> t = MatchErfTerm(model, g, index, *removed, inner->inputs[j], x);
+        if (!t) continue;
+        WriteGeluChain(outer, "GeluErfScaledChain", x, *t, *scale, scale_rank, inner_at, removed, fused);
+        break;
       }
     }
   }
