@@ -60,14 +60,18 @@ Status HardSwishChain(OpContext& ctx) {
   return Status::OK();
 }
 
-// sparq.GeluErfChain (runtime/passes/float_fusion.h): Mul(Mul(x, Add(Erf(Div(x,
-// divisor)), offset)), scale) as the five nodes it replaces compute it (float
-// division, std::erf, each step rounded to float32). The output has at least
-// min_rank dimensions (the broadcast of a scalar x with the constants).
-Status GeluErfChain(OpContext& ctx) {
+// The two erf GELU chains (runtime/passes/float_fusion.h), as the five nodes
+// each replaces compute it: float division, std::erf, each step rounded to
+// float32. The output has at least min_rank dimensions (the broadcast of a
+// scalar x with the constants).
+//   sparq.GeluErfChain:       Mul(Mul(x, Add(Erf(Div(x, divisor)), offset)), scale)
+//   sparq.GeluErfScaledChain: Mul(x, Mul(Add(Erf(Div(x, divisor)), offset), scale)),
+//                             torch.onnx's dynamo exporter's order
+template <bool kScaledTerm>
+Status GeluErfChainOf(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
   const Tensor& x = ctx.input(0);
-  if (x.dtype() != DataType::kFloat32) return ctx.NotSupported("GeluErfChain runs float32 only");
+  if (x.dtype() != DataType::kFloat32) return ctx.NotSupported(ctx.node().op_type + " runs float32 only");
   const float divisor = Attr(ctx, "divisor", 1.41421356f), offset = Attr(ctx, "offset", 1.0f);
   const float scale = Attr(ctx, "scale", 0.5f);
   Tensor y = ChainOutput(ctx, x);
@@ -75,28 +79,7 @@ Status GeluErfChain(OpContext& ctx) {
   float* dst = y.data<float>();
   for (int64_t i = 0; i < x.numel(); ++i) {
     const float e = std::erf(src[i] / divisor);
-    dst[i] = (src[i] * (e + offset)) * scale;
-  }
-  ctx.set_output(0, std::move(y));
-  return Status::OK();
-}
-
-// sparq.GeluErfScaledChain (runtime/passes/float_fusion.h): the same GELU with
-// the scale on the erf term, Mul(x, Mul(Add(Erf(Div(x, divisor)), offset),
-// scale)), as torch.onnx's dynamo exporter writes it, as the five nodes it
-// replaces compute it (each step rounded to float32; min_rank as above).
-Status GeluErfScaledChain(OpContext& ctx) {
-  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
-  const Tensor& x = ctx.input(0);
-  if (x.dtype() != DataType::kFloat32) return ctx.NotSupported("GeluErfScaledChain runs float32 only");
-  const float divisor = Attr(ctx, "divisor", 1.41421356f), offset = Attr(ctx, "offset", 1.0f);
-  const float scale = Attr(ctx, "scale", 0.5f);
-  Tensor y = ChainOutput(ctx, x);
-  const float* src = x.data<float>();
-  float* dst = y.data<float>();
-  for (int64_t i = 0; i < x.numel(); ++i) {
-    const float e = std::erf(src[i] / divisor);
-    dst[i] = src[i] * ((e + offset) * scale);
+    dst[i] = kScaledTerm ? src[i] * ((e + offset) * scale) : (src[i] * (e + offset)) * scale;
   }
   ctx.set_output(0, std::move(y));
   return Status::OK();
@@ -346,8 +329,8 @@ void RegisterActivationOps(KernelRegistry& r) {
   r.Add({"Relu", "", 1, 99, Relu, "ref"});
   r.Add({"Silu", kSparqDomain, 1, 99, Silu, "ref"});
   r.Add({"HardSwishChain", kSparqDomain, 1, 99, HardSwishChain, "ref"});
-  r.Add({"GeluErfChain", kSparqDomain, 1, 99, GeluErfChain, "ref"});
-  r.Add({"GeluErfScaledChain", kSparqDomain, 1, 99, GeluErfScaledChain, "ref"});
+  r.Add({"GeluErfChain", kSparqDomain, 1, 99, GeluErfChainOf<false>, "ref"});
+  r.Add({"GeluErfScaledChain", kSparqDomain, 1, 99, GeluErfChainOf<true>, "ref"});
   r.Add({"GeluTanhChain", kSparqDomain, 1, 99, GeluTanhChain, "ref"});
   r.Add({"LeakyRelu", "", 1, 99, LeakyRelu, "ref"});
   r.Add({"ThresholdedRelu", "", 10, 99, ThresholdedRelu, "ref"});
