@@ -17,6 +17,11 @@
 //   DequantizeLinear(w_q) ─┼─ Gemm ── y   =>   sparq.MatMulIntegerToFloat(x_q, w_q [transposed], ..) ── y
 //   DequantizeLinear(b_q) ─┘                   (exact int32 sums on gemm_s8, one float scale per column)
 //
+// and so does a group-1 Conv with int8 weights and a float output that no
+// QLinearConv takes (the `inputs_only` placement; YOLOv8n's layers before
+// SiLU, magika's 1-D layer; TryFuseConvToFloat), as sparq.ConvIntegerToFloat
+// on conv_s8; depthwise and grouped Convs stay float (the shape rule there).
+//
 // When a Relu or
 // a Clip sits between the layer and its QuantizeLinear (the quantizer
 // quantizes after a fusable activation, as onnxruntime and TensorRT do), the
@@ -171,6 +176,8 @@ class Fuser {
       if (n.domain.empty() && (n.op_type == "Conv" || n.op_type == "MatMul") && TryFuse(i)) {
         fused.push_back(n.name);
       } else if (n.domain.empty() && (n.op_type == "Gemm" || n.op_type == "MatMul") && TryFuseGemm(i)) {
+        fused.push_back(n.name);
+      } else if (n.domain.empty() && n.op_type == "Conv" && TryFuseConvToFloat(i)) {
         fused.push_back(n.name);
       }
     }
@@ -402,6 +409,97 @@ class Fuser {
         }
       }
     }
+    g_.nodes[index] = std::move(fused);
+    return true;
+  }
+
+  // A Conv of a dequantized activation and dequantized constant int8
+  // weights whose float output is not fused into a QLinearConv (TryFuse
+  // declined: no QuantizeLinear after it, or an activation other than
+  // Relu / Clip before it; the search's `inputs_only` candidates, a
+  // detection head's last layers):
+  //
+  //   DequantizeLinear(x_q) ─┐
+  //   DequantizeLinear(w_q) ─┼─ Conv ── y   =>   sparq.ConvIntegerToFloat(x_q, w_q, x_zp, w_zp,
+  //   [DequantizeLinear(b_q)]┘                                          x_scale, w_scale[, B]) ── y
+  //
+  // (kernels/cpu/conv_integer.cc: conv_s8 on NCHW with the float epilogue in
+  // its driver). The sums are exact int32, each scaled by x_scale * w_scale[m]
+  // in one float32 rounding, then + B[m] in another, where the float Conv
+  // rounds every product and partial sum: the two agree to the float32
+  // rounding of the sum (kConvToFloatTolerance in the tests; the Gemm route's
+  // bound), as onnxruntime's integer conv with a float output does. B, the
+  // Conv's float bias, stays as it is (a DequantizeLinear of constants is
+  // folded once at the end).
+  //
+  // Shape rule (where it pays, measured with `sparq eval --profile`,
+  // bench/RESULTS.md, convfloat22): group 1 only. Depthwise and grouped
+  // convolutions stay float: the integer kernel runs them through im2col +
+  // one GEMM per group (K = kh * kw), slower than the float depthwise rows.
+  // Fuses only when x's scale and zero point are one constant value each
+  // (the zero point uint8 or int8), w_q is a constant int8 tensor of rank 3
+  // or 4 with a float32 scale of one value or one per output channel (axis
+  // 0) and a zero point of its type with as many values, or none, and B is
+  // absent or a float32 [M] (a constant, or the DequantizeLinear of a
+  // constant [M]).
+  bool TryFuseConvToFloat(size_t index) {
+    const Node& n = g_.nodes[index];
+    if (n.outputs.size() != 1 || n.inputs.size() < 2 || n.attr_int("group", 1) != 1) return false;
+    const Node* dx = DequantizeProducing(n.inputs[0]);
+    const Node* dw = DequantizeProducing(n.inputs[1], /*zero_point_optional=*/true);
+    if (dx == nullptr || dw == nullptr || !ScalarConstant(dx->inputs[1]) || !ScalarConstant(dx->inputs[2])) return false;
+    const Tensor* xs = Constant(dx->inputs[1]);
+    const Tensor* xzp = Constant(dx->inputs[2]);
+    if (xs->dtype() != DataType::kFloat32 || (xzp->dtype() != DataType::kUInt8 && xzp->dtype() != DataType::kInt8))
+      return false;
+    if (dx->attr_int("block_size", 0) != 0 || dw->attr_int("block_size", 0) != 0 || dx->attr_int("output_dtype", 0) != 0 ||
+        dw->attr_int("output_dtype", 0) != 0) {
+      return false;
+    }
+    const Tensor* w = Constant(dw->inputs[0]);
+    const Tensor* ws = Constant(dw->inputs[1]);
+    const bool w_zp_named = dw->inputs.size() > 2 && !dw->inputs[2].empty();
+    const Tensor* wzp = w_zp_named ? Constant(dw->inputs[2]) : nullptr;
+    if (w == nullptr || ws == nullptr || (w_zp_named && wzp == nullptr) || (w->rank() != 3 && w->rank() != 4) ||
+        w->dtype() != DataType::kInt8 || ws->dtype() != DataType::kFloat32) {
+      return false;
+    }
+    const int64_t m = w->dim(0);
+    if (wzp != nullptr && (wzp->dtype() != w->dtype() || wzp->numel() != ws->numel())) return false;
+    if (ws->numel() != 1) {
+      const int64_t axis = dw->attr_int("axis", 1);
+      const auto rank = static_cast<int64_t>(w->rank());
+      if (ws->rank() != 1 || ws->numel() != m || (axis != 0 && axis != -rank)) return false;
+    }
+    std::string bias;
+    if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
+      bias = n.inputs[2];
+      const Tensor* c = Constant(bias);
+      const Node* db = c == nullptr ? DequantizeProducing(bias, /*zero_point_optional=*/true) : nullptr;
+      const Tensor* bq = db != nullptr ? Constant(db->inputs[0]) : nullptr;
+      const bool float_vector = c != nullptr && c->dtype() == DataType::kFloat32 && c->rank() == 1 && c->dim(0) == m;
+      bool dequantized_vector = bq != nullptr && bq->rank() == 1 && bq->dim(0) == m;
+      for (size_t i = 1; dequantized_vector && i < db->inputs.size(); ++i)
+        dequantized_vector = db->inputs[i].empty() || Constant(db->inputs[i]) != nullptr;
+      if (!float_vector && !(dequantized_vector && Constant(db->inputs[1])->dtype() == DataType::kFloat32 &&
+                             db->attr_int("output_dtype", 0) == 0)) {
+        return false;
+      }
+    }
+    Node fused;
+    fused.name = n.name;
+    fused.op_type = "ConvIntegerToFloat";
+    fused.domain = kSparqDomain;
+    fused.attributes = n.attributes;
+    std::string w_zp_name = w_zp_named ? dw->inputs[2] : "";
+    if (!w_zp_named) {  // DequantizeLinear's absent zero point is 0; ConvIntegerToFloat's inputs 0-5 are required
+      w_zp_name = editor_.FreshName(dw->inputs[0] + "_zero_point");
+      g_.initializers[w_zp_name] = Tensor(DataType::kInt8, Shape{});
+      std::memset(g_.initializers[w_zp_name].raw_data(), 0, 1);
+    }
+    fused.inputs = {dx->inputs[0], dw->inputs[0], dx->inputs[2], w_zp_name, dx->inputs[1], dw->inputs[1]};
+    if (!bias.empty()) fused.inputs.push_back(bias);
+    fused.outputs = n.outputs;
     g_.nodes[index] = std::move(fused);
     return true;
   }

@@ -787,6 +787,135 @@ TEST(QdqGlueFusion, DequantizedMatMulRunsOnIntegersWithAFloatOutput) {
   EXPECT_EQ(counts.at("MatMul"), 1);
 }
 
+// A Conv of a dequantized activation and dequantized constant int8 weights
+// whose float output no QuantizeLinear takes (the search's `inputs_only`
+// candidates: YOLOv8n's 3x3 and 1x1 layers before SiLU, magika's 1-D
+// layer) becomes sparq.ConvIntegerToFloat on conv_s8: bit for bit its
+// reference on every ISA and thread count, and the float Conv within
+// kConvToFloatTolerance = testing::kF32RelTol of the output's largest
+// magnitude (the float32 rounding of the sum; the Gemm route's bound above).
+// Depthwise and grouped convolutions (the shape rule: they stay float) and
+// uint8 weights are left alone.
+TEST(QdqGlueFusion, DequantizedConvRunsOnIntegersWithAFloatOutput) {
+  const float kConvToFloatTolerance = testing::kF32RelTol;
+  struct ConvCase {
+    Shape x, w;
+    int64_t stride, pad;
+    bool per_channel;
+    const char* bias;  // "dq" (int32 at x_scale * w_scale), "float", "none"
+    bool w_zp = true;
+    const char* after = "silu";  // "silu": Sigmoid + Mul, "none": the Conv's output is the graph's
+  };
+  const ConvCase cases[] = {{{1, 16, 20, 20}, {32, 16, 3, 3}, 2, 1, true, "dq"},       // YOLOv8n's downsampling 3x3
+                            {{2, 24, 10, 10}, {16, 24, 1, 1}, 1, 0, true, "float"},    // a 1x1
+                            {{1, 8, 9, 9}, {12, 8, 3, 3}, 1, 1, false, "none", false, "none"},
+                            {{1, 32, 64}, {24, 32, 5}, 1, 2, true, "dq", true, "none"}};  // magika's 1-D layer
+  for (const TypeCase& t : kTypes) {
+    for (const ConvCase& c : cases) {
+      SCOPED_TRACE(DataTypeName(t.type) + " x " + ShapeToString(c.x) + " w " + ShapeToString(c.w) + " bias " + c.bias +
+                   (c.per_channel ? " per channel" : " per tensor") + (c.w_zp ? "" : " no w zero point"));
+      const bool two_d = c.x.size() == 4;
+      const int64_t m = c.w[0];
+      QdqGraphBuilder b;
+      b.Input("x", t.type, c.x);
+      b.Params("px", 0.0371f, t.zp_in, t.type);
+      Graph& g = b.model().graph;
+      g.initializers["w"] = RandomBytes(DataType::kInt8, c.w, 61);
+      Tensor ws(DataType::kFloat32, {c.per_channel ? m : 1});
+      for (int64_t i = 0; i < ws.numel(); ++i) ws.data<float>()[i] = 0.002f + 0.0003f * static_cast<float>(i);
+      if (!c.per_channel) ws = Tensor::Scalar<float>(ws.data<float>()[0]);
+      g.initializers["w_scale"] = ws;
+      std::vector<std::string> dw_inputs = {"w", "w_scale"};
+      if (c.w_zp) {
+        g.initializers["w_zp"] =
+            c.per_channel ? Tensor::FromVector<int8_t>({m}, std::vector<int8_t>(m, 0)) : Tensor::Scalar<int8_t>(0);
+        dw_inputs.push_back("w_zp");
+      }
+      const std::string dw = b.Add("DequantizeLinear", dw_inputs, {Attribute::Int("axis", 0)});
+      std::vector<std::string> conv_inputs = {b.Dq("x", "px"), dw};
+      if (std::string(c.bias) == "float") {
+        g.initializers["bias"] = testing::RandomFloats({m}, 62);
+        conv_inputs.push_back("bias");
+      } else if (std::string(c.bias) == "dq") {
+        Tensor bq(DataType::kInt32, {m});
+        for (int64_t i = 0; i < m; ++i) bq.data<int32_t>()[i] = static_cast<int32_t>(i * 977 % 4001) - 2000;
+        Tensor bs(DataType::kFloat32, {m});
+        for (int64_t i = 0; i < m; ++i)
+          bs.data<float>()[i] = 0.0371f * ws.data<float>()[c.per_channel ? i : 0];
+        g.initializers["bias_q"] = bq;
+        g.initializers["bias_scale"] = bs;
+        conv_inputs.push_back(b.Add("DequantizeLinear", {"bias_q", "bias_scale"}, {Attribute::Int("axis", 0)}));
+      }
+      const int64_t k = c.w.back();
+      std::vector<Attribute> attrs = {
+          Attribute::Ints("kernel_shape", two_d ? std::vector<int64_t>{c.w[2], k} : std::vector<int64_t>{k}),
+          Attribute::Ints("strides", two_d ? std::vector<int64_t>{c.stride, c.stride} : std::vector<int64_t>{c.stride}),
+          Attribute::Ints("pads", two_d ? std::vector<int64_t>(4, c.pad) : std::vector<int64_t>(2, c.pad))};
+      const std::string y = b.Add("Conv", conv_inputs, attrs);
+      b.Output(y);
+      if (std::string(c.after) == "silu") {  // the route is taken before a SiLU too (its own kernel, own tolerance)
+        QdqGraphBuilder with_silu = b;
+        with_silu.model().graph.outputs.clear();
+        with_silu.Output(with_silu.Add("Mul", {y, with_silu.Add("Sigmoid", {y})}));
+        const auto silu_counts = FusedOpCounts(with_silu.model());
+        EXPECT_EQ(silu_counts.count("Conv") + silu_counts.count("FusedConv"), 0u);
+        EXPECT_EQ(silu_counts.count("ConvIntegerToFloat"), 1u);
+      }
+      const auto counts = FusedOpCounts(b.model());
+      EXPECT_EQ(counts.count("Conv"), 0u);
+      EXPECT_EQ(counts.count("FusedConv"), 0u);
+      EXPECT_EQ(counts.count("DequantizeLinear"), 0u);
+      ASSERT_EQ(counts.count("ConvIntegerToFloat"), 1u);
+      {
+        auto e = Create(b.model(), /*reference=*/false, 1);
+        ASSERT_NE(e, nullptr);
+        for (const NodeKernel& nk : e->NodeKernels())
+          if (nk.op_type == "ConvIntegerToFloat") EXPECT_NE(nk.kernel, "ref");
+      }
+      const TensorMap inputs_map = {{"x", RandomBytes(t.type, c.x, 63)}};
+      ExpectFusedBitExact(b.model(), inputs_map, /*fused_reference=*/true);
+      auto float_graph = Create(b.model(), /*reference=*/true, 1);
+      auto fused = Create(b.model(), /*reference=*/false, 2);
+      ASSERT_NE(float_graph, nullptr);
+      ASSERT_NE(fused, nullptr);
+      TensorMap want, got;
+      ASSERT_TRUE(float_graph->Run(inputs_map, &want).ok());
+      ASSERT_TRUE(fused->Run(inputs_map, &got).ok());
+      const Tensor& w = want.begin()->second;
+      const Tensor& yv = got.at(want.begin()->first);
+      ASSERT_EQ(w.shape(), yv.shape());
+      float max_abs = 0.0f;
+      for (int64_t i = 0; i < w.numel(); ++i) max_abs = std::max(max_abs, std::abs(w.data<float>()[i]));
+      for (int64_t i = 0; i < w.numel(); ++i)
+        EXPECT_NEAR(yv.data<float>()[i], w.data<float>()[i], kConvToFloatTolerance * max_abs) << "element " << i;
+    }
+  }
+}
+
+// The shape rule: a depthwise or grouped Conv (the integer kernel's im2col +
+// GEMM per group is slower than the float depthwise rows) and uint8 weights
+// stay a float Conv when the output is float.
+TEST(QdqGlueFusion, DequantizedConvOutsideTheRuleStaysFloat) {
+  struct Case {
+    int64_t group;
+    DataType w_type;
+  };
+  for (const Case& c : {Case{16, DataType::kInt8}, Case{4, DataType::kInt8}, Case{1, DataType::kUInt8}}) {
+    SCOPED_TRACE("group " + std::to_string(c.group) + " " + DataTypeName(c.w_type));
+    QdqGraphBuilder b;
+    b.Input("x", DataType::kUInt8, {1, 16, 12, 12});
+    b.Params("px", 0.02f, 120, DataType::kUInt8);
+    b.model().graph.initializers["w"] = RandomBytes(c.w_type, {16, 16 / c.group, 3, 3}, 64);
+    b.Params("pw", 0.01f, c.w_type == DataType::kUInt8 ? 128 : 0, c.w_type);
+    b.Output(b.Add("Conv", {b.Dq("x", "px"), b.Dq("w", "pw")},
+                   {Attribute::Ints("kernel_shape", {3, 3}), Attribute::Ints("pads", {1, 1, 1, 1}),
+                    Attribute::Int("group", c.group)}));
+    const auto counts = FusedOpCounts(b.model());
+    EXPECT_EQ(counts.count("ConvIntegerToFloat"), 0u);
+    EXPECT_EQ(counts.count("Conv") + counts.count("FusedConv"), 1u);
+  }
+}
+
 // A Gemm outside the integer form (alpha != 1, or a float input) stays a float Gemm.
 TEST(QdqGlueFusion, GemmOutsideTheIntegerFormIsLeftAlone) {
   QdqGraphBuilder b;

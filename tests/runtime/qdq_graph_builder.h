@@ -102,7 +102,10 @@ inline void ExpectFusedBitExact(const Model& m, const TensorMap& inputs, bool fu
   auto reference = Create(m, /*reference=*/true, 1, fused_reference);
   ASSERT_NE(reference, nullptr);
   TensorMap want;
-  ASSERT_TRUE(reference->Run(inputs, &want).ok());
+  {
+    const Status st = reference->Run(inputs, &want);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+  }
   for (CpuIsa isa : testing::IsasOfThisCpu()) {
     ASSERT_TRUE(ForceIsa(isa).ok());
     for (int threads : kThreadCounts) {
