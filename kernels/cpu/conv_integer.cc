@@ -33,7 +33,9 @@
 // 2^32, as kernels/ref's), so the order of K does not change them, and each
 // float is float(acc) * scale[m] then + bias[m], one rounding each, as the
 // reference epilogue (kernels/ref/qdq_fused_ops.cc): bit for bit the
-// reference for every ISA and thread count.
+// reference for every ISA and thread count. ConvIntegerToFloat's activation
+// "Silu" runs the sigmoid_f32 row of a separate sparq.Silu node over each
+// finished tile (conv_s8) or block of channel rows (im2col): the same bits.
 //
 // Takes (prepare, else NotSupported with the reason): W a constant int8 or
 // uint8 tensor of rank 3 or 4, w_zero_point absent or a constant of W's type,
@@ -68,6 +70,9 @@ struct ConvIntegerWeights {
   // Or the conv_s8 row (NCHW, its raw sums out) and W [M, C * kh * kw] in W's own order.
   const CpuKernelDef* nchw = nullptr;
   PackedGemmS8 nchw_w;
+  // ConvIntegerToFloat's activation "Silu": the sigmoid_f32 row a separate
+  // sparq.Silu node runs (times_x), over the float output; else nullptr.
+  SigmoidF32Fn silu = nullptr;
 };
 
 std::string ConvIntegerKernelName(const ConvIntegerWeights& w) {
@@ -96,6 +101,10 @@ StatusOr<PreparedKernel> PrepareConvInteger(const Node& node, const std::vector<
   const Tensor* w_zp = named(3) ? constant(3) : nullptr;
   if (named(3) && w_zp == nullptr) return Decline(node, "w_zero_point is not a constant");
   auto q = std::make_shared<ConvIntegerWeights>();
+  const std::string activation = node.attr_string("activation", "");
+  if (!activation.empty() && (node.op_type != "ConvIntegerToFloat" || activation != "Silu"))
+    return Decline(node, "activation '" + activation + "'");
+  if (!activation.empty()) q->silu = SelectCpuKernel(CpuOp::kSigmoidF32).get<SigmoidF32Fn>();
   q->w_shape = w->shape();
   q->w_type = w->dtype();
   q->m = w->dim(0);
@@ -249,6 +258,7 @@ Status RunConvInteger(OpContext& ctx) {
       args.y_f32 = y.data<float>();
       args.f32_scale = scale.data();
       args.f32_bias = bias.empty() ? nullptr : bias.data();
+      args.f32_silu = q.silu;
     } else {
       args.y_s32 = y.data<int32_t>();
     }
@@ -356,6 +366,10 @@ Status RunConvInteger(OpContext& ctx) {
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t si = b / m_blocks, m0 = (b % m_blocks) * 32, m1 = std::min(m, m0 + 32);
         Transpose32(out + si * p * m, m, yb + (img0 + si) * m * p, p, p, m0, m1);
+        if (to_float && q.silu != nullptr) {  // the block's channel rows, just written
+          float* rows = reinterpret_cast<float*>(yb) + ((img0 + si) * m + m0) * p;
+          q.silu(rows, rows, (m1 - m0) * p, true);
+        }
       }
     });
   }

@@ -498,6 +498,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
                 const float b = args.f32_bias[o];
                 for (int i = 0; i < t.positions; ++i) out[i] = out[i] + b;
               }
+              if (args.f32_silu != nullptr) args.f32_silu(out, out, t.positions, true);  // while in L1
             }
           }
         }
