@@ -34,8 +34,9 @@
 // float is float(acc) * scale[m] then + bias[m], one rounding each, as the
 // reference epilogue (kernels/ref/qdq_fused_ops.cc): bit for bit the
 // reference for every ISA and thread count. ConvIntegerToFloat's activation
-// "Silu" runs the sigmoid_f32 row of a separate sparq.Silu node over each
-// finished tile (conv_s8) or block of channel rows (im2col): the same bits.
+// "Silu" runs the sigmoid_f32 row of a separate sparq.Silu node (its bits)
+// in conv_s8's driver over each task's finished rows (kMinImagesForTileSilu
+// images on; fewer: one pass after), or over each block of channel rows (im2col).
 //
 // Takes (prepare, else NotSupported with the reason): W a constant int8 or
 // uint8 tensor of rank 3 or 4, w_zero_point absent or a constant of W's type,
@@ -174,6 +175,15 @@ void Transpose32(const T* src, int64_t ld_src, T* dst, int64_t ld_dst, int64_t r
   }
 }
 
+// ConvIntegerToFloat's SiLU on conv_s8: in its driver, over each channel's
+// finished positions of a task, from this many images on; below, one pass
+// over the output after it (chunks of kSiluChunk values), as the separate
+// sparq.Silu node ran. YOLOv8n's default INT8 file, `sparq eval --profile`,
+// 1 thread: at batch 16 the driver's SiLU cost 13.5 ms of conv time for 48 ms
+// of Silu nodes; at batch 1 42.5 ms for 32.5 (32 batches; bench/RESULTS.md, silu22).
+constexpr int64_t kMinImagesForTileSilu = 4;
+constexpr int64_t kSiluChunk = 16384;
+
 // Output positions per GEMM call below which images are stacked into one call.
 constexpr int64_t kMinGemmRows = 512;
 // Rows of A a task unfolds and multiplies at a time when there are many.
@@ -258,12 +268,20 @@ Status RunConvInteger(OpContext& ctx) {
       args.y_f32 = y.data<float>();
       args.f32_scale = scale.data();
       args.f32_bias = bias.empty() ? nullptr : bias.data();
-      args.f32_silu = q.silu;
+      args.f32_silu = q.silu != nullptr && n >= kMinImagesForTileSilu ? q.silu : nullptr;
     } else {
       args.y_s32 = y.data<int32_t>();
     }
     args.pool = ctx.pool();
     q.nchw->get<ConvS8Fn>()(args);
+    if (q.silu != nullptr && args.f32_silu == nullptr) {  // few images: one pass after, as the separate node
+      float* yf = y.data<float>();
+      const int64_t total = y.numel();
+      ParallelFor(ctx.pool(), (total + kSiluChunk - 1) / kSiluChunk, 1, [&](int64_t c0, int64_t c1) {
+        const int64_t b = c0 * kSiluChunk, e = std::min(total, c1 * kSiluChunk);
+        q.silu(yf + b, yf + b, e - b, true);
+      });
+    }
     ctx.set_output(0, std::move(y));
     return Status::OK();
   }

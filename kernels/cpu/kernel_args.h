@@ -204,8 +204,8 @@ struct ConvS8Args {
   const float* f32_scale = nullptr;  // [M], required with y_f32
   const float* f32_bias = nullptr;   // [M], or nullptr
   // With y_f32: a sigmoid_f32 row (dispatch.h: SigmoidF32Fn) run with times_x
-  // over each finished tile row (ConvIntegerToFloat's activation "Silu": the
-  // bits of a separate sparq.Silu node), or nullptr.
+  // over each channel's positions a task finished (ConvIntegerToFloat's
+  // activation "Silu": the bits of a separate sparq.Silu node), or nullptr.
   void (*f32_silu)(const float* x, float* y, int64_t n, bool times_x) = nullptr;
   ThreadPool* pool = nullptr;
 };

@@ -105,7 +105,8 @@ TEST(ConvSiluFusion, SiluInTheConvEpilogueHasTheSeparateNodesBits) {
   const ConvCase cases[] = {{{1, 16, 20, 20}, {32, 16, 3, 3}, 2, 1, 0, "YOLOv8n's downsampling 3x3"},
                             {{2, 24, 10, 10}, {16, 24, 1, 1}, 1, 0, 0, "a 1x1, two images"},
                             {{1, 8, 9, 9}, {12, 8, 3, 3}, 1, 1, 3, "weight zero points (im2col on panel16x4_s8)"},
-                            {{1, 64, 6, 6}, {20, 64, 3, 3}, 1, 1, 0, "odd channels, few positions"}};
+                            {{1, 64, 6, 6}, {20, 64, 3, 3}, 1, 1, 0, "odd channels, few positions"},
+                            {{5, 16, 12, 12}, {24, 16, 3, 3}, 1, 1, 0, "5 images: the SiLU in conv_s8's driver"}};
   for (DataType type : {DataType::kUInt8, DataType::kInt8}) {
     for (const ConvCase& c : cases) {
       SCOPED_TRACE(DataTypeName(type) + " " + c.what);
