@@ -33,7 +33,10 @@
 // 2^32, as kernels/ref's), so the order of K does not change them, and each
 // float is float(acc) * scale[m] then + bias[m], one rounding each, as the
 // reference epilogue (kernels/ref/qdq_fused_ops.cc): bit for bit the
-// reference for every ISA and thread count.
+// reference for every ISA and thread count. ConvIntegerToFloat's activation
+// "Silu" runs the sigmoid_f32 row of a separate sparq.Silu node (its bits)
+// in conv_s8's driver over each task's finished rows (kMinImagesForTileSilu
+// images on; fewer: one pass after), or over each block of channel rows (im2col).
 //
 // Takes (prepare, else NotSupported with the reason): W a constant int8 or
 // uint8 tensor of rank 3 or 4, w_zero_point absent or a constant of W's type,
@@ -68,6 +71,9 @@ struct ConvIntegerWeights {
   // Or the conv_s8 row (NCHW, its raw sums out) and W [M, C * kh * kw] in W's own order.
   const CpuKernelDef* nchw = nullptr;
   PackedGemmS8 nchw_w;
+  // ConvIntegerToFloat's activation "Silu": the sigmoid_f32 row a separate
+  // sparq.Silu node runs (times_x), over the float output; else nullptr.
+  SigmoidF32Fn silu = nullptr;
 };
 
 std::string ConvIntegerKernelName(const ConvIntegerWeights& w) {
@@ -96,6 +102,10 @@ StatusOr<PreparedKernel> PrepareConvInteger(const Node& node, const std::vector<
   const Tensor* w_zp = named(3) ? constant(3) : nullptr;
   if (named(3) && w_zp == nullptr) return Decline(node, "w_zero_point is not a constant");
   auto q = std::make_shared<ConvIntegerWeights>();
+  const std::string activation = node.attr_string("activation", "");
+  if (!activation.empty() && (node.op_type != "ConvIntegerToFloat" || activation != "Silu"))
+    return Decline(node, "activation '" + activation + "'");
+  if (!activation.empty()) q->silu = SelectCpuKernel(CpuOp::kSigmoidF32).get<SigmoidF32Fn>();
   q->w_shape = w->shape();
   q->w_type = w->dtype();
   q->m = w->dim(0);
@@ -164,6 +174,15 @@ void Transpose32(const T* src, int64_t ld_src, T* dst, int64_t ld_dst, int64_t r
     }
   }
 }
+
+// ConvIntegerToFloat's SiLU on conv_s8: in its driver, over each channel's
+// finished positions of a task, from this many images on; below, one pass
+// over the output after it (chunks of kSiluChunk values), as the separate
+// sparq.Silu node ran. YOLOv8n's default INT8 file, `sparq eval --profile`,
+// 1 thread: at batch 16 the driver's SiLU cost 13.5 ms of conv time for 48 ms
+// of Silu nodes; at batch 1 42.5 ms for 32.5 (32 batches; bench/RESULTS.md, silu22).
+constexpr int64_t kMinImagesForTileSilu = 4;
+constexpr int64_t kSiluChunk = 16384;
 
 // Output positions per GEMM call below which images are stacked into one call.
 constexpr int64_t kMinGemmRows = 512;
@@ -249,11 +268,20 @@ Status RunConvInteger(OpContext& ctx) {
       args.y_f32 = y.data<float>();
       args.f32_scale = scale.data();
       args.f32_bias = bias.empty() ? nullptr : bias.data();
+      args.f32_silu = q.silu != nullptr && n >= kMinImagesForTileSilu ? q.silu : nullptr;
     } else {
       args.y_s32 = y.data<int32_t>();
     }
     args.pool = ctx.pool();
     q.nchw->get<ConvS8Fn>()(args);
+    if (q.silu != nullptr && args.f32_silu == nullptr) {  // few images: one pass after, as the separate node
+      float* yf = y.data<float>();
+      const int64_t total = y.numel();
+      ParallelFor(ctx.pool(), (total + kSiluChunk - 1) / kSiluChunk, 1, [&](int64_t c0, int64_t c1) {
+        const int64_t b = c0 * kSiluChunk, e = std::min(total, c1 * kSiluChunk);
+        q.silu(yf + b, yf + b, e - b, true);
+      });
+    }
     ctx.set_output(0, std::move(y));
     return Status::OK();
   }
@@ -356,6 +384,10 @@ Status RunConvInteger(OpContext& ctx) {
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t si = b / m_blocks, m0 = (b % m_blocks) * 32, m1 = std::min(m, m0 + 32);
         Transpose32(out + si * p * m, m, yb + (img0 + si) * m * p, p, p, m0, m1);
+        if (to_float && q.silu != nullptr) {  // the block's channel rows, just written
+          float* rows = reinterpret_cast<float*>(yb) + ((img0 + si) * m + m0) * p;
+          q.silu(rows, rows, (m1 - m0) * p, true);
+        }
       }
     });
   }

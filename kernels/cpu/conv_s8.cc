@@ -503,6 +503,13 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         }
       }
     }
+    if (args.y_f32 != nullptr && args.f32_silu != nullptr) {  // the SiLU over each channel's finished positions of this call
+      const int64_t q0 = std::min(p, pt0 * kTileBlocks * kBlock), q1 = std::min(p, pt1 * kTileBlocks * kBlock);
+      for (int64_t o = ct0 * kTileChannels; o < std::min(m, ct1 * kTileChannels) && q0 < q1; ++o) {
+        float* row = reinterpret_cast<float*>(yi) + o * p + q0;
+        args.f32_silu(row, row, q1 - q0, true);
+      }
+    }
     if (by_columns && pt1 * kTileBlocks >= blocks) {  // the last block, position by position
       const int64_t block = blocks - 1;
       const int64_t c_begin = ct0 * kTileChannels, c_end = std::min(m, ct1 * kTileChannels);

@@ -196,13 +196,17 @@ struct ConvS8Args {
   // Instead of y (ConvInteger, sparq.ConvIntegerToFloat: kernels/cpu/conv_integer.cc),
   // [batch, M, out_h, out_w] of either
   //   y_s32[o, p] = acc[o, p] + bias[o]                                  (int32, wraps)
-  //   y_f32[o, p] = float(acc[o, p] + bias[o]) * f32_scale[o] (+ f32_bias[o])   (each step one rounding)
+  //   y_f32[o, p] = float(acc[o, p] + bias[o]) * f32_scale[o] (+ f32_bias[o]) [-> SiLU]   (each step one rounding)
   // multiplier, y_zero_point, y_signed and the table unused then. The sums
   // leave the tile raw and the driver finishes them (every ISA's tile).
   int32_t* y_s32 = nullptr;
   float* y_f32 = nullptr;
   const float* f32_scale = nullptr;  // [M], required with y_f32
   const float* f32_bias = nullptr;   // [M], or nullptr
+  // With y_f32: a sigmoid_f32 row (dispatch.h: SigmoidF32Fn) run with times_x
+  // over each channel's positions a task finished (ConvIntegerToFloat's
+  // activation "Silu": the bits of a separate sparq.Silu node), or nullptr.
+  void (*f32_silu)(const float* x, float* y, int64_t n, bool times_x) = nullptr;
   ThreadPool* pool = nullptr;
 };
 

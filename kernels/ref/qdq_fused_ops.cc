@@ -57,6 +57,8 @@
 //                      [+ Bias[m], rounded after the product, as the Add does]
 //     X_scale float32, one value; W_scale and Bias float32, one value or one
 //     per output channel m (the graph's tensors broadcast along axis 1).
+//     Attribute activation "Silu" (optional; runtime/passes/float_fusion.h):
+//     then sparq.Silu's reference kernel on Y, as the separate node.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -245,28 +247,33 @@ Status MatMulIntegerToFloatFromAcc(const OpContext& ctx, const Tensor& acc, cons
 namespace {
 
 // sparq.MatMulIntegerToFloat may carry a GELU (runtime/passes/float_fusion.h:
-// activation "GeluErfChain", gelu_divisor / gelu_offset / gelu_scale): the
-// sparq.GeluErfChain reference kernel on its output, as the separate node.
-Status ApplyActivation(OpContext& ctx, Tensor* y) {
+// activation "GeluErfChain", gelu_divisor / gelu_offset / gelu_scale), and
+// sparq.ConvIntegerToFloat a SiLU (activation "Silu"): the sparq.GeluErfChain
+// or sparq.Silu reference kernel on its output, as the separate node.
+// `allowed`: the one activation the operator takes.
+Status ApplyActivation(OpContext& ctx, const char* allowed, Tensor* y) {
   const std::string activation = ctx.node().attr_string("activation", "");
   if (activation.empty()) return Status::OK();
-  if (activation != "GeluErfChain") return ctx.InvalidArgument("unknown activation '" + activation + "'");
-  const KernelDef* gelu = KernelRegistry::Reference().Find("GeluErfChain", kSparqDomain, 1);
-  if (gelu == nullptr) return ctx.NotSupported("no GeluErfChain reference kernel");
+  if (activation != allowed) return ctx.InvalidArgument("unknown activation '" + activation + "'");
+  const KernelDef* row = KernelRegistry::Reference().Find(activation, kSparqDomain, 1);
+  if (row == nullptr) return ctx.NotSupported("no " + activation + " reference kernel");
   const Node& n = ctx.node();
-  const Node step{n.name + "/GeluErfChain", "GeluErfChain", kSparqDomain, {}, {"y"},
-                  {Attribute::Float("divisor", n.attr_float("gelu_divisor", 1.41421356f)),
-                   Attribute::Float("offset", n.attr_float("gelu_offset", 1.0f)),
-                   Attribute::Float("scale", n.attr_float("gelu_scale", 0.5f))},
-                  ""};
+  std::vector<Attribute> attributes;
+  if (activation == "GeluErfChain") {
+    attributes = {Attribute::Float("divisor", n.attr_float("gelu_divisor", 1.41421356f)),
+                  Attribute::Float("offset", n.attr_float("gelu_offset", 1.0f)),
+                  Attribute::Float("scale", n.attr_float("gelu_scale", 0.5f))};
+  }
+  const Node step{n.name + "/" + activation, activation, kSparqDomain, {}, {"y"}, attributes, ""};
   OpContext step_ctx(step, 1, {y}, ctx.pool());
-  SPARQ_RETURN_IF_ERROR(gelu->fn(step_ctx));
+  SPARQ_RETURN_IF_ERROR(row->fn(step_ctx));
   *y = std::move(step_ctx.outputs()[0]);
   return Status::OK();
 }
 
 // sparq.ConvIntegerToFloat: ConvInteger's reference kernel, then the
-// per-channel epilogue, each step one float32 rounding.
+// per-channel epilogue, each step one float32 rounding, then its activation
+// (ApplyActivation: "Silu" or none).
 Status ConvIntegerToFloat(OpContext& ctx) {
   SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(6));
   const KernelDef* conv = KernelRegistry::Reference().Find("ConvInteger", "", 10);
@@ -306,6 +313,7 @@ Status ConvIntegerToFloat(OpContext& ctx) {
       for (int64_t i = 0; i < plane; ++i) o[i] = o[i] + b;
     }
   }
+  SPARQ_RETURN_IF_ERROR(ApplyActivation(ctx, "Silu", &y));
   ctx.set_output(0, std::move(y));
   return Status::OK();
 }
@@ -319,7 +327,7 @@ Status MatMulIntegerToFloat(OpContext& ctx) {
   Tensor y;
   SPARQ_RETURN_IF_ERROR(MatMulIntegerToFloatFromAcc(ctx, mm_ctx.outputs()[0], ctx.input(4), ctx.input(5),
                                                     ctx.has_input(6) ? &ctx.input(6) : nullptr, &y));
-  SPARQ_RETURN_IF_ERROR(ApplyActivation(ctx, &y));
+  SPARQ_RETURN_IF_ERROR(ApplyActivation(ctx, "GeluErfChain", &y));
   ctx.set_output(0, std::move(y));
   return Status::OK();
 }

@@ -96,6 +96,13 @@
 // activation attribute: the GEMM's epilogue runs the same row on each row of
 // its output (the same bits).
 //
+// Likewise a SiLU (sparq.Silu, just fused from Sigmoid + Mul, or as written)
+// whose x is a sparq.ConvIntegerToFloat read by nothing else and not a graph
+// output (the QDQ fusion's inputs-only convolutions, YOLO's detection head):
+// activation "Silu", the sigmoid_f32 row run on each finished tile.
+//
+//   ConvIntegerToFloat ── x ── sparq.Silu ── y   =>   ConvIntegerToFloat(activation=Silu) ── y
+//
 // A pointwise convolution read only by a depthwise one (MobileNet and
 // EfficientNet blocks), after the activations are fused
 // (FusePointwiseDepthwise):
@@ -492,6 +499,39 @@ void FuseGeluIntoDynamicMatMul(Graph& g, const ValueIndex& index, std::set<size_
   }
 }
 
+// sparq.ConvIntegerToFloat -> sparq.Silu -> one ConvIntegerToFloat with
+// activation "Silu" (see the top); the conv takes the Silu's output, the
+// Silu goes into *removed. x must be read by nothing but the Silu (the nodes
+// as rewritten so far) and not be a graph output.
+void FuseSiluIntoConvIntegerToFloat(Graph& g, const ValueIndex& index, std::set<size_t>* removed,
+                                    std::vector<std::string>* fused) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& silu = g.nodes[i];
+    if (removed->count(i) || silu.op_type != "Silu" || silu.domain != kSparqDomain || silu.inputs.size() != 1 ||
+        silu.outputs.size() != 1) {
+      continue;
+    }
+    const std::string& x = silu.inputs[0];
+    const std::optional<size_t> p = index.Producer(x);
+    if (!p || removed->count(*p) || index.IsGraphOutput(x)) continue;
+    Node& conv = g.nodes[*p];
+    if (conv.op_type != "ConvIntegerToFloat" || conv.domain != kSparqDomain || conv.outputs.size() != 1 ||
+        conv.attr("activation") != nullptr) {
+      continue;
+    }
+    bool other_reader = false;
+    for (size_t j = 0; j < g.nodes.size() && !other_reader; ++j) {
+      if (j == i || removed->count(j)) continue;
+      other_reader |= Reads(g.nodes[j], x);
+    }
+    if (other_reader) continue;
+    conv.attributes.push_back(Attribute::String("activation", "Silu"));
+    conv.outputs[0] = silu.outputs[0];
+    removed->insert(i);
+    fused->push_back(silu.name);
+  }
+}
+
 // MatMul -> [Mul | Div by a scalar] -> [Add(mask)] -> Softmax(-1) -> [NaN
 // guard] -> MatMul -> sparq.Attention, Q and K^T each through an optional
 // Mul by a scalar (see the top); the second MatMul keeps its name and output,
@@ -839,6 +879,7 @@ std::vector<std::string> FuseConvActivations(Model* model) {
     fused.push_back(conv.name);
   }
   FuseSilu(g, index, &removed, &fused);
+  FuseSiluIntoConvIntegerToFloat(g, index, &removed, &fused);
   FuseHardSwishChain(*model, g, index, &removed, &fused);
   if (!may_hold_16_bit_floats) {
     FuseGeluErfChain(*model, g, index, &removed, &fused);

@@ -19,7 +19,9 @@ namespace sparq {
 // Sigmoid(x) becomes a FusedConv too, activation "Silu" (unbounded clamp),
 // its SiLU applied to each GEMM tile as it is stored. Also rewrites
 // Mul(x, Sigmoid(x)) into one sparq.Silu node (float_fusion.cc says when),
-// computed in one pass by the sigmoid_f32 rows, Paddle's HardSwish chain
+// computed in one pass by the sigmoid_f32 rows (into a sparq.ConvIntegerToFloat
+// before it, as its activation "Silu", when x has no other reader and is
+// not a graph output), Paddle's HardSwish chain
 // into sparq.HardSwishChain, BERT's erf GELU chain (Div, Erf, Add, Mul,
 // Mul) into sparq.GeluErfChain and JAX's tanh GELU chain (six Mul, two Add,
 // Tanh) into sparq.GeluTanhChain, each one pass with the unfused nodes' bits.

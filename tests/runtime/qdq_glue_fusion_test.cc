@@ -853,13 +853,14 @@ TEST(QdqGlueFusion, DequantizedConvRunsOnIntegersWithAFloatOutput) {
           Attribute::Ints("pads", two_d ? std::vector<int64_t>(4, c.pad) : std::vector<int64_t>(2, c.pad))};
       const std::string y = b.Add("Conv", conv_inputs, attrs);
       b.Output(y);
-      if (std::string(c.after) == "silu") {  // the route is taken before a SiLU too (its own kernel, own tolerance)
+      if (std::string(c.after) == "silu") {  // the route is taken before a SiLU too (taking the SiLU in)
         QdqGraphBuilder with_silu = b;
         with_silu.model().graph.outputs.clear();
         with_silu.Output(with_silu.Add("Mul", {y, with_silu.Add("Sigmoid", {y})}));
         const auto silu_counts = FusedOpCounts(with_silu.model());
         EXPECT_EQ(silu_counts.count("Conv") + silu_counts.count("FusedConv"), 0u);
         EXPECT_EQ(silu_counts.count("ConvIntegerToFloat"), 1u);
+        EXPECT_EQ(silu_counts.count("Silu"), 0u);  // in the conv's epilogue (conv_silu_fusion_test.cc)
       }
       const auto counts = FusedOpCounts(b.model());
       EXPECT_EQ(counts.count("Conv"), 0u);
