@@ -214,6 +214,19 @@ class Fuser {
     return t != nullptr && t->numel() == 1;
   }
 
+  // Whether `bias` is a float32 [n] for a fused layer's input: a constant,
+  // or a constant DequantizeLinear's float32 output (no output_dtype).
+  bool IsFloatBiasVector(const std::string& bias, int64_t n) const {
+    const Tensor* c = Constant(bias);
+    if (c != nullptr) return c->dtype() == DataType::kFloat32 && c->rank() == 1 && c->dim(0) == n;
+    const Node* db = DequantizeProducing(bias, /*zero_point_optional=*/true);
+    const Tensor* bq = db != nullptr ? Constant(db->inputs[0]) : nullptr;
+    if (bq == nullptr || bq->rank() != 1 || bq->dim(0) != n) return false;
+    for (size_t i = 1; i < db->inputs.size(); ++i)
+      if (!db->inputs[i].empty() && Constant(db->inputs[i]) == nullptr) return false;
+    return Constant(db->inputs[1])->dtype() == DataType::kFloat32 && db->attr_int("output_dtype", 0) == 0;
+  }
+
   bool TryFuse(size_t index) {
     const Node& n = g_.nodes[index];
     const bool conv = n.op_type == "Conv";
@@ -354,18 +367,7 @@ class Fuser {
     std::string bias;
     if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
       bias = n.inputs[2];
-      const Tensor* c = Constant(bias);
-      const Node* db = c == nullptr ? DequantizeProducing(bias, /*zero_point_optional=*/true) : nullptr;
-      const Tensor* bq = db != nullptr ? Constant(db->inputs[0]) : nullptr;
-      const bool float_vector = c != nullptr && c->dtype() == DataType::kFloat32 && c->rank() == 1 && c->dim(0) == cols;
-      bool dequantized_vector = bq != nullptr && bq->rank() == 1 && bq->dim(0) == cols;
-      for (size_t i = 1; dequantized_vector && i < db->inputs.size(); ++i)
-        dequantized_vector = db->inputs[i].empty() || Constant(db->inputs[i]) != nullptr;
-      // A float32 [N] either way (DequantizeLinear's output is float32 without output_dtype).
-      if (!float_vector && !(dequantized_vector && Constant(db->inputs[1])->dtype() == DataType::kFloat32 &&
-                             db->attr_int("output_dtype", 0) == 0)) {
-        return false;
-      }
+      if (!IsFloatBiasVector(bias, cols)) return false;
     }
     std::string b_name = dw->inputs[0];
     if (trans_b) {  // MatMulInteger's B is [K, N]
@@ -474,17 +476,7 @@ class Fuser {
     std::string bias;
     if (n.inputs.size() > 2 && !n.inputs[2].empty()) {
       bias = n.inputs[2];
-      const Tensor* c = Constant(bias);
-      const Node* db = c == nullptr ? DequantizeProducing(bias, /*zero_point_optional=*/true) : nullptr;
-      const Tensor* bq = db != nullptr ? Constant(db->inputs[0]) : nullptr;
-      const bool float_vector = c != nullptr && c->dtype() == DataType::kFloat32 && c->rank() == 1 && c->dim(0) == m;
-      bool dequantized_vector = bq != nullptr && bq->rank() == 1 && bq->dim(0) == m;
-      for (size_t i = 1; dequantized_vector && i < db->inputs.size(); ++i)
-        dequantized_vector = db->inputs[i].empty() || Constant(db->inputs[i]) != nullptr;
-      if (!float_vector && !(dequantized_vector && Constant(db->inputs[1])->dtype() == DataType::kFloat32 &&
-                             db->attr_int("output_dtype", 0) == 0)) {
-        return false;
-      }
+      if (!IsFloatBiasVector(bias, m)) return false;
     }
     Node fused;
     fused.name = n.name;
