@@ -308,7 +308,7 @@ std::vector<int64_t> PadSourceIndices(PadMode mode, int64_t n, int64_t pad_begin
   std::vector<int64_t> src(out_n);
   for (int64_t o = 0; o < out_n; ++o) {
     const int64_t i = o - pad_begin;  // position in input coordinates
-    int64_t s;
+    int64_t s = -1;  // kConstant outside the input
     switch (mode) {
       case PadMode::kConstant: s = (i >= 0 && i < n) ? i : -1; break;
       case PadMode::kEdge: s = std::clamp<int64_t>(i, 0, n - 1); break;
