@@ -361,6 +361,37 @@ TEST_P(ActivationF32Test, HardSwishChainFusesIntoOneNode) {
   }
 }
 
+// The erf GELU of [2, 5, 37, 41] x in five nodes: x * (1 + erf(x / sqrt 2))
+// * 0.5 as BERT's exporters write it, or with the scale on the erf term, x *
+// ((1 + erf(x / sqrt 2)) * 0.5), as torch.onnx's dynamo exporter does.
+// Variant 1 swaps every commutative operand pair; variant 2 makes the erf's
+// output a graph output too (the chain must not fuse).
+Model GeluErfModel(bool scale_on_erf_term, int variant) {
+  Model m;
+  m.opset_imports = {{"", 13}};
+  m.graph.inputs.push_back(testing::FloatInput("x", {{2, ""}, {5, ""}, {37, ""}, {41, ""}}));
+  m.graph.outputs.push_back(testing::FloatInput("y", {}));
+  m.graph.initializers["sqrt2"] = Tensor::Scalar<float>(1.41421356f);
+  m.graph.initializers["one"] = Tensor::FromVector<float>({1}, {1.0f});
+  m.graph.initializers["half"] = Tensor::Scalar<float>(0.5f);
+  const bool swap = variant == 1;
+  auto ordered = [&](const char* a, const char* b) {
+    return swap ? std::vector<std::string>{b, a} : std::vector<std::string>{a, b};
+  };
+  m.graph.nodes.push_back({"div", "Div", "", {"x", "sqrt2"}, {"d"}, {}, ""});
+  m.graph.nodes.push_back({"erf", "Erf", "", {"d"}, {"e"}, {}, ""});
+  m.graph.nodes.push_back({"add", "Add", "", ordered("e", "one"), {"a"}, {}, ""});
+  if (scale_on_erf_term) {
+    m.graph.nodes.push_back({"mul_half", "Mul", "", ordered("a", "half"), {"h"}, {}, ""});
+    m.graph.nodes.push_back({"mul", "Mul", "", ordered("x", "h"), {"y"}, {}, ""});
+  } else {
+    m.graph.nodes.push_back({"mul", "Mul", "", ordered("x", "a"), {"m"}, {}, ""});
+    m.graph.nodes.push_back({"mul_half", "Mul", "", ordered("m", "half"), {"y"}, {}, ""});
+  }
+  if (variant == 2) m.graph.outputs.push_back(testing::FloatInput("e", {}));
+  return m;
+}
+
 // BERT's GELU, Mul(Mul(x, Add(Erf(Div(x, sqrt 2)), 1)), 0.5) with the
 // commutative operands in either order, fuses into one sparq.GeluErfChain
 // node on the forced ISA's gelu_erf_chain_f32 row: the five nodes' bits on
@@ -374,24 +405,7 @@ TEST_P(ActivationF32Test, GeluErfChainFusesIntoOneNode) {
   std::copy(std::begin(special), std::end(special), x.data<float>());
   for (int variant = 0; variant < 3; ++variant) {
     SCOPED_TRACE("variant " + std::to_string(variant));
-    Model m;
-    m.opset_imports = {{"", 13}};
-    m.graph.inputs.push_back(testing::FloatInput("x", {{2, ""}, {5, ""}, {37, ""}, {41, ""}}));
-    m.graph.outputs.push_back(testing::FloatInput("y", {}));
-    m.graph.initializers["sqrt2"] = Tensor::Scalar<float>(1.41421356f);
-    m.graph.initializers["one"] = Tensor::FromVector<float>({1}, {1.0f});
-    m.graph.initializers["half"] = Tensor::Scalar<float>(0.5f);
-    const bool swap = variant == 1;
-    auto ordered = [&](const char* a, const char* b) {
-      return swap ? std::vector<std::string>{b, a} : std::vector<std::string>{a, b};
-    };
-    m.graph.nodes.push_back({"div", "Div", "", {"x", "sqrt2"}, {"d"}, {}, ""});
-    m.graph.nodes.push_back({"erf", "Erf", "", {"d"}, {"e"}, {}, ""});
-    m.graph.nodes.push_back({"add", "Add", "", ordered("e", "one"), {"a"}, {}, ""});
-    m.graph.nodes.push_back({"mul", "Mul", "", ordered("x", "a"), {"m"}, {}, ""});
-    m.graph.nodes.push_back({"mul_half", "Mul", "", ordered("m", "half"), {"y"}, {}, ""});
-    if (variant == 2) m.graph.outputs.push_back(testing::FloatInput("e", {}));
-    ExpectChainFusesWithItsBits(m, x, variant == 2, 5,
+    ExpectChainFusesWithItsBits(GeluErfModel(/*scale_on_erf_term=*/false, variant), x, variant == 2, 5,
                                 std::string("GeluErfChain:") + SelectCpuKernel(CpuOp::kGeluErfChainF32).name,
                                 /*as_reference=*/false);
   }
@@ -410,24 +424,7 @@ TEST_P(ActivationF32Test, GeluErfScaledChainFusesIntoOneNode) {
   std::copy(std::begin(special), std::end(special), x.data<float>());
   for (int variant = 0; variant < 3; ++variant) {
     SCOPED_TRACE("variant " + std::to_string(variant));
-    Model m;
-    m.opset_imports = {{"", 13}};
-    m.graph.inputs.push_back(testing::FloatInput("x", {{2, ""}, {5, ""}, {37, ""}, {41, ""}}));
-    m.graph.outputs.push_back(testing::FloatInput("y", {}));
-    m.graph.initializers["sqrt2"] = Tensor::Scalar<float>(1.41421356f);
-    m.graph.initializers["one"] = Tensor::FromVector<float>({1}, {1.0f});
-    m.graph.initializers["half"] = Tensor::Scalar<float>(0.5f);
-    const bool swap = variant == 1;
-    auto ordered = [&](const char* a, const char* b) {
-      return swap ? std::vector<std::string>{b, a} : std::vector<std::string>{a, b};
-    };
-    m.graph.nodes.push_back({"div", "Div", "", {"x", "sqrt2"}, {"d"}, {}, ""});
-    m.graph.nodes.push_back({"erf", "Erf", "", {"d"}, {"e"}, {}, ""});
-    m.graph.nodes.push_back({"add", "Add", "", ordered("e", "one"), {"a"}, {}, ""});
-    m.graph.nodes.push_back({"mul_half", "Mul", "", ordered("a", "half"), {"h"}, {}, ""});
-    m.graph.nodes.push_back({"mul", "Mul", "", ordered("x", "h"), {"y"}, {}, ""});
-    if (variant == 2) m.graph.outputs.push_back(testing::FloatInput("e", {}));
-    ExpectChainFusesWithItsBits(m, x, variant == 2, 5,
+    ExpectChainFusesWithItsBits(GeluErfModel(/*scale_on_erf_term=*/true, variant), x, variant == 2, 5,
                                 std::string("GeluErfScaledChain:") + SelectCpuKernel(CpuOp::kErfF32).name,
                                 /*as_reference=*/false);
   }

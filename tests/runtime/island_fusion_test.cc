@@ -118,26 +118,11 @@ TEST(IslandFusion, ResidualAddIsQLinearAddWithinOneStep) {
     EXPECT_EQ(counts.at("QLinearAdd"), 2);  // one per output quantization
     const TensorMap in = {{"x", RandomBytes(t.type, {1, 8, 7, 9}, 5)}, {"y", RandomBytes(t.type, {1, 4, 7, 9}, 6)}};
     ExpectFusedBitExact(m, in, /*fused_reference=*/true);  // fast rows = the fused graph's reference kernels
-    auto fused = Create(m, /*reference=*/false, 1);
-    auto float_graph = Create(m, /*reference=*/true, 1);
-    ASSERT_NE(fused, nullptr);
-    ASSERT_NE(float_graph, nullptr);
     TensorMap got, want;
-    ASSERT_TRUE(fused->Run(in, &got).ok());
-    ASSERT_TRUE(float_graph->Run(in, &want).ok());
+    qdq_test::RunFusedAndFloatGraph(m, in, /*threads=*/1, &got, &want);
     const std::string q1 = m.graph.outputs[0].name, qa = m.graph.outputs[1].name, qcat = m.graph.outputs[2].name;
     EXPECT_TRUE(got.at(q1).Equals(want.at(q1)));
-    for (const std::string& name : {qa, qcat}) {
-      const Tensor& y = got.at(name);
-      const Tensor& r = want.at(name);
-      int64_t differ = 0;
-      for (int64_t i = 0; i < y.numel(); ++i) {
-        const double d = y.GetAsDouble(i) - r.GetAsDouble(i);
-        EXPECT_LE(std::abs(d), 1.0) << name << " at " << i;
-        differ += d != 0;
-      }
-      EXPECT_LT(differ, y.numel() / 4) << name;
-    }
+    for (const std::string& name : {qa, qcat}) qdq_test::ExpectFewStepsApart(got.at(name), want.at(name), 1.0, 4, name);
     // The Concat's first two inputs (the tables) are exact.
     const Tensor& y = got.at(qcat);
     const Tensor& r = want.at(qcat);
@@ -167,13 +152,8 @@ TEST(IslandFusion, ResidualAddOfMixedTypesTakesTheOutputType) {
   const TensorMap in = {{"x", RandomBytes(DataType::kUInt8, {1, 8, 7, 9}, 7)},
                         {"y", RandomBytes(DataType::kInt8, {1, 4, 7, 9}, 8)}};
   ExpectFusedBitExact(b.model(), in, /*fused_reference=*/true);
-  auto fused = Create(b.model(), /*reference=*/false, 1);
-  auto float_graph = Create(b.model(), /*reference=*/true, 1);
-  ASSERT_NE(fused, nullptr);
-  ASSERT_NE(float_graph, nullptr);
   TensorMap got, want;
-  ASSERT_TRUE(fused->Run(in, &got).ok());
-  ASSERT_TRUE(float_graph->Run(in, &want).ok());
+  qdq_test::RunFusedAndFloatGraph(b.model(), in, /*threads=*/1, &got, &want);
   for (const auto& kv : want) {
     const Tensor& y = got.at(kv.first);
     ASSERT_EQ(y.dtype(), DataType::kInt8);

@@ -23,11 +23,14 @@ namespace sparq {
 namespace {
 
 using qdq_test::Create;
+using qdq_test::ExpectFewStepsApart;
 using qdq_test::ExpectFusedBitExact;
+using qdq_test::ExpectNearOfLargest;
 using qdq_test::FusedOpCounts;
 using qdq_test::kThreadCounts;
 using qdq_test::QdqGraphBuilder;
 using qdq_test::RandomBytes;
+using qdq_test::RunFusedAndFloatGraph;
 
 struct TypeCase {
   DataType type;
@@ -235,24 +238,9 @@ TEST(QdqGlueFusion, MatMulOfTwoActivationsRunsOnIntegers) {
       const TensorMap inputs = {{"a", RandomBytes(t.type, c.a, 23)}, {"b", RandomBytes(t.type, c.b, 24)}};
       ExpectFusedBitExact(b.model(), inputs, /*fused_reference=*/true);
       // Against the float graph: at most one step apart.
-      auto float_graph = Create(b.model(), /*reference=*/true, 1);
-      auto fused = Create(b.model(), /*reference=*/false, 2);
-      ASSERT_NE(float_graph, nullptr);
-      ASSERT_NE(fused, nullptr);
-      TensorMap want, got;
-      ASSERT_TRUE(float_graph->Run(inputs, &want).ok());
-      ASSERT_TRUE(fused->Run(inputs, &got).ok());
-      const Tensor& w = want.begin()->second;
-      const Tensor& g = got.at(want.begin()->first);
-      ASSERT_EQ(w.shape(), g.shape());
-      int64_t off_by_one = 0;
-      for (int64_t i = 0; i < w.numel(); ++i) {
-        const int wi = t.type == DataType::kInt8 ? w.data<int8_t>()[i] : w.data<uint8_t>()[i];
-        const int gi = t.type == DataType::kInt8 ? g.data<int8_t>()[i] : g.data<uint8_t>()[i];
-        ASSERT_LE(std::abs(wi - gi), 1) << "element " << i;
-        off_by_one += wi != gi;
-      }
-      EXPECT_LE(off_by_one, w.numel() / 20) << "most values are the float graph's";
+      TensorMap got, want;
+      RunFusedAndFloatGraph(b.model(), inputs, /*threads=*/2, &got, &want);
+      ExpectFewStepsApart(got.at(want.begin()->first), want.begin()->second, 1.0, 20);
     }
   }
 }
@@ -466,19 +454,9 @@ TEST(QdqGlueFusion, ReluTableFoldsIntoTheConvolution) {
         const TensorMap in = {{"x", RandomBytes(t.type, {2, c, 9, 11}, 14)}};
         ExpectFusedBitExact(b.model(), in, /*fused_reference=*/true);
         // Against the float graph: the integer convolution's one-step differences only.
-        auto float_graph = Create(b.model(), /*reference=*/true, 1);
         TensorMap got, want;
-        ASSERT_TRUE(fused->Run(in, &got).ok());
-        ASSERT_TRUE(float_graph->Run(in, &want).ok());
-        const Tensor& y = got.begin()->second;
-        const Tensor& r = want.begin()->second;
-        int64_t differ = 0;
-        for (int64_t i = 0; i < y.numel(); ++i) {
-          const double d = y.GetAsDouble(i) - r.GetAsDouble(i);
-          EXPECT_LE(std::abs(d), 2.0) << i;
-          differ += d != 0;
-        }
-        EXPECT_LT(differ, y.numel() / 20);
+        RunFusedAndFloatGraph(b.model(), in, /*threads=*/1, &got, &want);
+        ExpectFewStepsApart(got.begin()->second, want.begin()->second, 2.0, 20);
       }
     }
   }
@@ -517,19 +495,9 @@ TEST(QdqGlueFusion, ActivationBetweenConvolutionAndQuantizerFuses) {
         EXPECT_EQ(fused->NodeKernels()[0].op_type, "QLinearConvLut");
         const TensorMap in = {{"x", RandomBytes(t.type, {2, c, 9, 11}, 14)}};
         ExpectFusedBitExact(b.model(), in, /*fused_reference=*/true);
-        auto float_graph = Create(b.model(), /*reference=*/true, 1);
         TensorMap got, want;
-        ASSERT_TRUE(fused->Run(in, &got).ok());
-        ASSERT_TRUE(float_graph->Run(in, &want).ok());
-        const Tensor& yq = got.begin()->second;
-        const Tensor& r = want.begin()->second;
-        int64_t differ = 0;
-        for (int64_t i = 0; i < yq.numel(); ++i) {
-          const double d = yq.GetAsDouble(i) - r.GetAsDouble(i);
-          EXPECT_LE(std::abs(d), 1.0) << i;
-          differ += d != 0;
-        }
-        EXPECT_LT(differ, yq.numel() / 20);
+        RunFusedAndFloatGraph(b.model(), in, /*threads=*/1, &got, &want);
+        ExpectFewStepsApart(got.begin()->second, want.begin()->second, 1.0, 20);
       }
     }
   }
@@ -584,16 +552,8 @@ TEST(QdqGlueFusion, FloatWeightsFromConstantNodesAndFloatBiasRunAsQLinearConv) {
         auto two = create(false, 2);
         ASSERT_TRUE(two->Run(in, &got2).ok());
         ASSERT_TRUE(create(true, 1)->Run(in, &want).ok());
-        const Tensor& y = got.begin()->second;
-        const Tensor& r = want.begin()->second;
-        EXPECT_TRUE(got2.begin()->second.Equals(y));
-        int64_t differ = 0;
-        for (int64_t i = 0; i < y.numel(); ++i) {
-          const double d = y.GetAsDouble(i) - r.GetAsDouble(i);
-          EXPECT_LE(std::abs(d), 1.0) << i;
-          differ += d != 0;
-        }
-        EXPECT_LT(differ, y.numel() / 10);
+        EXPECT_TRUE(got2.begin()->second.Equals(got.begin()->second));
+        ExpectFewStepsApart(got.begin()->second, want.begin()->second, 1.0, 10);
       }
     }
   }
@@ -693,20 +653,9 @@ TEST(QdqGlueFusion, DequantizedGemmRunsOnIntegersWithAFloatOutput) {
       }
       const TensorMap inputs_map = {{"x", RandomBytes(t.type, {c.m, k}, 43)}};
       ExpectFusedBitExact(b.model(), inputs_map, /*fused_reference=*/true);
-      auto float_graph = Create(b.model(), /*reference=*/true, 1);
-      auto fused = Create(b.model(), /*reference=*/false, 2);
-      ASSERT_NE(float_graph, nullptr);
-      ASSERT_NE(fused, nullptr);
-      TensorMap want, got;
-      ASSERT_TRUE(float_graph->Run(inputs_map, &want).ok());
-      ASSERT_TRUE(fused->Run(inputs_map, &got).ok());
-      const Tensor& w = want.begin()->second;
-      const Tensor& y = got.at(want.begin()->first);
-      ASSERT_EQ(w.shape(), y.shape());
-      float max_abs = 0.0f;
-      for (int64_t i = 0; i < w.numel(); ++i) max_abs = std::max(max_abs, std::abs(w.data<float>()[i]));
-      for (int64_t i = 0; i < w.numel(); ++i)
-        EXPECT_NEAR(y.data<float>()[i], w.data<float>()[i], testing::kF32RelTol * max_abs) << "element " << i;
+      TensorMap got, want;
+      RunFusedAndFloatGraph(b.model(), inputs_map, /*threads=*/2, &got, &want);
+      ExpectNearOfLargest(got.at(want.begin()->first), want.begin()->second, testing::kF32RelTol);
     }
   }
 }
@@ -761,20 +710,9 @@ TEST(QdqGlueFusion, DequantizedMatMulRunsOnIntegersWithAFloatOutput) {
       }
       const TensorMap inputs_map = {{"x", RandomBytes(t.type, c.x, 53)}};
       ExpectFusedBitExact(b.model(), inputs_map, /*fused_reference=*/true);
-      auto float_graph = Create(b.model(), /*reference=*/true, 1);
-      auto fused = Create(b.model(), /*reference=*/false, 2);
-      ASSERT_NE(float_graph, nullptr);
-      ASSERT_NE(fused, nullptr);
-      TensorMap want, got;
-      ASSERT_TRUE(float_graph->Run(inputs_map, &want).ok());
-      ASSERT_TRUE(fused->Run(inputs_map, &got).ok());
-      const Tensor& w = want.begin()->second;
-      const Tensor& y = got.at(want.begin()->first);
-      ASSERT_EQ(w.shape(), y.shape());
-      float max_abs = 0.0f;
-      for (int64_t i = 0; i < w.numel(); ++i) max_abs = std::max(max_abs, std::abs(w.data<float>()[i]));
-      for (int64_t i = 0; i < w.numel(); ++i)
-        EXPECT_NEAR(y.data<float>()[i], w.data<float>()[i], testing::kF32RelTol * max_abs) << "element " << i;
+      TensorMap got, want;
+      RunFusedAndFloatGraph(b.model(), inputs_map, /*threads=*/2, &got, &want);
+      ExpectNearOfLargest(got.at(want.begin()->first), want.begin()->second, testing::kF32RelTol);
     }
   }
   QdqGraphBuilder b;  // B an activation: attention's Q x K^T
@@ -875,20 +813,9 @@ TEST(QdqGlueFusion, DequantizedConvRunsOnIntegersWithAFloatOutput) {
       }
       const TensorMap inputs_map = {{"x", RandomBytes(t.type, c.x, 63)}};
       ExpectFusedBitExact(b.model(), inputs_map, /*fused_reference=*/true);
-      auto float_graph = Create(b.model(), /*reference=*/true, 1);
-      auto fused = Create(b.model(), /*reference=*/false, 2);
-      ASSERT_NE(float_graph, nullptr);
-      ASSERT_NE(fused, nullptr);
-      TensorMap want, got;
-      ASSERT_TRUE(float_graph->Run(inputs_map, &want).ok());
-      ASSERT_TRUE(fused->Run(inputs_map, &got).ok());
-      const Tensor& w = want.begin()->second;
-      const Tensor& yv = got.at(want.begin()->first);
-      ASSERT_EQ(w.shape(), yv.shape());
-      float max_abs = 0.0f;
-      for (int64_t i = 0; i < w.numel(); ++i) max_abs = std::max(max_abs, std::abs(w.data<float>()[i]));
-      for (int64_t i = 0; i < w.numel(); ++i)
-        EXPECT_NEAR(yv.data<float>()[i], w.data<float>()[i], kConvToFloatTolerance * max_abs) << "element " << i;
+      TensorMap got, want;
+      RunFusedAndFloatGraph(b.model(), inputs_map, /*threads=*/2, &got, &want);
+      ExpectNearOfLargest(got.at(want.begin()->first), want.begin()->second, kConvToFloatTolerance);
     }
   }
 }

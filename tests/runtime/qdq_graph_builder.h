@@ -123,5 +123,43 @@ inline void ExpectFusedBitExact(const Model& m, const TensorMap& inputs, bool fu
   ResetIsa();
 }
 
+// Runs `m` fused (fast rows, `threads`) and as the float QDQ graph on the
+// reference kernels, for the tests that compare the two within a tolerance
+// (where the fused graph runs integer sums the float graph does not).
+inline void RunFusedAndFloatGraph(const Model& m, const TensorMap& inputs, int threads, TensorMap* fused,
+                                  TensorMap* float_graph) {
+  auto f = Create(m, /*reference=*/false, threads);
+  auto r = Create(m, /*reference=*/true, 1);
+  ASSERT_NE(f, nullptr);
+  ASSERT_NE(r, nullptr);
+  Status st = f->Run(inputs, fused);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  st = r->Run(inputs, float_graph);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+}
+
+// Quantized outputs: every value at most `max_steps` quantization steps from
+// the float graph's, and at most numel / `rare` of them different at all.
+inline void ExpectFewStepsApart(const Tensor& got, const Tensor& want, double max_steps, int64_t rare,
+                                const std::string& what = "") {
+  ASSERT_EQ(got.shape(), want.shape()) << what;
+  int64_t differ = 0;
+  for (int64_t i = 0; i < got.numel(); ++i) {
+    const double d = got.GetAsDouble(i) - want.GetAsDouble(i);
+    EXPECT_LE(std::abs(d), max_steps) << what << " at " << i;
+    differ += d != 0;
+  }
+  EXPECT_LE(differ, got.numel() / rare) << what << ": most values are the float graph's";
+}
+
+// Float outputs: within `rel_tol` of the float graph's largest |value|.
+inline void ExpectNearOfLargest(const Tensor& got, const Tensor& want, double rel_tol) {
+  ASSERT_EQ(got.shape(), want.shape());
+  double max_abs = 0.0;
+  for (int64_t i = 0; i < want.numel(); ++i) max_abs = std::max(max_abs, std::abs(want.GetAsDouble(i)));
+  for (int64_t i = 0; i < want.numel(); ++i)
+    EXPECT_NEAR(got.GetAsDouble(i), want.GetAsDouble(i), rel_tol * max_abs) << "element " << i;
+}
+
 }  // namespace qdq_test
 }  // namespace sparq
