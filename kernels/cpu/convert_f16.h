@@ -18,9 +18,13 @@ namespace cpu {
 // The functions of the table's rows (ConvertF16F32Fn, ConvertF32F16Fn).
 void HalfToFloatRowPortable(const uint16_t* src, float* dst, int64_t n);
 void FloatToHalfRowPortable(const float* src, uint16_t* dst, int64_t n);
+// RoundF16F32Fn: float -> half -> float in registers (one read, one write).
+void RoundToHalfRowPortable(const float* src, float* dst, int64_t n);
 #if SPARQ_CPU_X86
 void HalfToFloatRowF16c(const uint16_t* src, float* dst, int64_t n);
 void FloatToHalfRowF16c(const float* src, uint16_t* dst, int64_t n);
+void RoundToHalfRowF16c(const float* src, float* dst, int64_t n);
+void RoundToHalfRowAvx512(const float* src, float* dst, int64_t n);  // convert_f16_avx512.cc
 #endif
 
 }  // namespace cpu

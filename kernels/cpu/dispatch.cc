@@ -213,6 +213,12 @@ const std::vector<CpuKernelDef>& Table() {
       {"convert_f16_f32_f16c", F16C, 5, NONE, ConvertF16F32Fn(cpu::HalfToFloatRowF16c)},
       {"convert_f32_f16_f16c", F16C, 5, NONE, ConvertF32F16Fn(cpu::FloatToHalfRowF16c)},
 #endif
+      // float32 -> float16 -> float32 in one pass (sparq.RoundToFloat16, tensor_copy.cc).
+      {"round_f16_f32_portable", P, 0, NONE, RoundF16F32Fn(cpu::RoundToHalfRowPortable)},
+#if SPARQ_CPU_X86
+      {"round_f16_f32_f16c", F16C, 5, NONE, RoundF16F32Fn(cpu::RoundToHalfRowF16c)},
+      {"round_f16_f32_avx512", AVX512, 20, NONE, RoundF16F32Fn(cpu::RoundToHalfRowAvx512)},
+#endif
       // The range of a float row (DynamicQuantizeLinear, qdq_glue.cc).
       {"minmax_f32_portable", P, 0, NONE, MinMaxF32Fn(cpu::MinMaxRowPortable)},
 #if SPARQ_CPU_X86
@@ -542,6 +548,7 @@ const char* CpuOpName(CpuOp op) {
     case CpuOp::kMatMulNBitsF32: return "matmul_nbits_f32";
     case CpuOp::kGemvF32: return "gemv_f32";
     case CpuOp::kLayerNormChainF32: return "layer_norm_chain_f32";
+    case CpuOp::kRoundF16F32: return "round_f16_f32";
     case CpuOp::kNumCpuOps: break;
   }
   return "?";

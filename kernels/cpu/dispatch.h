@@ -133,6 +133,7 @@ enum class CpuOp : uint8_t {
   kMatMulNBitsF32,         // com.microsoft MatMulNBits: float rows times block-wise 4-bit weights
   kGemvF32,                // a few float rows times FP32 GEMM weights packed as strips (LSTM / GRU steps)
   kLayerNormChainF32,      // sparq.LayerNormChain of float rows (LayerNorm as exported below opset 17)
+  kRoundF16F32,            // float32 rounded to float16 and back (sparq.RoundToFloat16)
   kNumCpuOps,
 };
 const char* CpuOpName(CpuOp op);
@@ -298,6 +299,10 @@ using GemvF32Fn = void (*)(const GemvF32Args&);
 // double sum of the squares / n), sd = sqrt(var + epsilon) in float,
 // y = (d / sd) * gamma[i] (+ beta[i] when beta is not null), each a float
 // operation. The reference's bits on every row.
+// y[i] = float(half(x[i])), i < n: one pass of FloatToHalf then HalfToFloat
+// (round to nearest even, overflow to infinity), bit for bit the reference's
+// sparq.RoundToFloat16 (kernels/ref/elementwise_activation.cc); y may be x.
+using RoundF16F32Fn = CpuOpFn<CpuOp::kRoundF16F32, void(const float* x, float* y, int64_t n)>;
 using LayerNormChainF32Fn = void (*)(const float* x, int64_t rows, int64_t n, float epsilon, const float* gamma,
                                      const float* beta, float* y);
 // The variant's alternative index is the CpuOp.
@@ -309,7 +314,7 @@ using CpuKernelFn = std::variant<GemmS8Fn, SpmmBsrF32Fn, SpmmBsrS8Fn, SpmmNmF32F
                                  ConvTransposeF32Fn, ResizeNearestFn, HardSwishChainF32Fn,
                                  AbsHistogramF32Fn, GeluErfChainF32Fn, SoftmaxColumnsF32Fn, AttentionF32Fn,
                                  PointwiseDepthwiseF32Fn, XLogYSumF64Fn, TanhF32Fn, MaxRowsF32Fn,
-                                 MatMulNBitsF32Fn, GemvF32Fn, LayerNormChainF32Fn>;
+                                 MatMulNBitsF32Fn, GemvF32Fn, LayerNormChainF32Fn, RoundF16F32Fn>;
 static_assert(std::variant_size_v<CpuKernelFn> == static_cast<size_t>(CpuOp::kNumCpuOps),
               "one function type per CpuOp");
 // CpuKernelDef::op() reads the op from the alternative's index: each
@@ -358,6 +363,7 @@ static_assert(internal::AltIs<CpuOp::kXLogYSumF64, XLogYSumF64Fn>, "CpuKernelFn:
 static_assert(internal::AltIs<CpuOp::kTanhF32, TanhF32Fn>, "CpuKernelFn: TanhF32Fn must be alternative CpuOp::kTanhF32");
 static_assert(internal::AltIs<CpuOp::kMaxRowsF32, MaxRowsF32Fn>, "CpuKernelFn: MaxRowsF32Fn must be alternative CpuOp::kMaxRowsF32");
 static_assert(internal::AltIs<CpuOp::kLayerNormChainF32, LayerNormChainF32Fn>, "CpuKernelFn: LayerNormChainF32Fn must be alternative CpuOp::kLayerNormChainF32");
+static_assert(internal::AltIs<CpuOp::kRoundF16F32, RoundF16F32Fn>, "CpuKernelFn: RoundF16F32Fn must be alternative CpuOp::kRoundF16F32");
 static_assert(internal::AltIs<CpuOp::kMatMulNBitsF32, MatMulNBitsF32Fn>, "CpuKernelFn: MatMulNBitsF32Fn must be alternative CpuOp::kMatMulNBitsF32");
 static_assert(internal::AltIs<CpuOp::kGemvF32, GemvF32Fn>, "CpuKernelFn: GemvF32Fn must be alternative CpuOp::kGemvF32");
 

@@ -324,25 +324,21 @@ Status CastToFloat(OpContext& ctx) {
   return Status::OK();
 }
 
-// sparq.RoundToFloat16 on the dispatch table's conversion rows (F16C where
-// the CPU has it): float32 -> float16 -> float32 in chunks, the reference's
-// bits (both conversions are exact or round to nearest even).
+// sparq.RoundToFloat16 on the dispatch table's round_f16_f32 row (F16C or
+// AVX-512 where the CPU has them): float32 -> float16 -> float32 in registers,
+// one read and one write of each value, the reference's bits (both
+// conversions are exact or round to nearest even).
 Status RoundToFloat16Rows(OpContext& ctx) {
   if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32) return RunReferenceKernel(ctx);
   const Tensor& x = ctx.input(0);
-  const ConvertF32F16Fn to_half = SelectCpuKernel(CpuOp::kConvertF32F16).get<ConvertF32F16Fn>();
-  const ConvertF16F32Fn to_float = SelectCpuKernel(CpuOp::kConvertF16F32).get<ConvertF16F32Fn>();
+  const RoundF16F32Fn round = SelectCpuKernel(CpuOp::kRoundF16F32).get<RoundF16F32Fn>();
   Tensor y = ctx.OutputBuffer(0, DataType::kFloat32, x.shape());
   const float* in = x.data<float>();
   float* out = y.data<float>();
-  constexpr int64_t kChunk = 4096;  // values per task; the float16 copy stays in L1
-  ParallelFor(ctx.pool(), (x.numel() + kChunk - 1) / kChunk, 4, [&](int64_t c0, int64_t c1) {
-    uint16_t half[kChunk];
-    for (int64_t c = c0; c < c1; ++c) {
-      const int64_t begin = c * kChunk, n = std::min(x.numel() - begin, kChunk);
-      to_half(in + begin, half, n);
-      to_float(half, out + begin, n);
-    }
+  constexpr int64_t kChunk = 16384;  // values per task (64 KiB)
+  ParallelFor(ctx.pool(), (x.numel() + kChunk - 1) / kChunk, 1, [&](int64_t c0, int64_t c1) {
+    const int64_t begin = c0 * kChunk, end = std::min(x.numel(), c1 * kChunk);
+    round(in + begin, out + begin, end - begin);
   });
   ctx.set_output(0, std::move(y));
   return Status::OK();

@@ -4,6 +4,7 @@
 #include <set>
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "graph/graph_editor.h"
 #include "kernels/cpu/dispatch.h"
@@ -93,6 +94,44 @@ std::set<std::string> FindFloat16Values(const Graph& g) {
   return half;
 }
 
+// Whether every float output of `n` is a float16 number when its float data
+// inputs (by index, below) are all in `exact`: ops that move, select or
+// sign-flip values, or compare them and keep one (Max, ReduceMax, MaxPool,
+// Relu; nearest Resize), never make a value that was not one of their
+// inputs' (or zero, or a sign flip of one). Rounding such an output to
+// float16 is the identity, so RoundFloat16Values leaves it out: the same
+// bits, a pass over the tensor fewer.
+bool KeepsFloat16Values(const Node& n, const std::set<std::string>& exact) {
+  if (!n.domain.empty() && n.domain != "ai.onnx") return false;
+  static const std::set<std::string> kFirstInput = {
+      "Reshape", "Transpose", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Slice", "Split",
+      "Gather", "GatherElements", "GatherND", "Expand", "Tile", "DepthToSpace", "SpaceToDepth",
+      "MaxPool", "GlobalMaxPool", "ReduceMax", "ReduceMin", "Relu", "Neg", "Abs"};
+  static const std::set<std::string> kEveryInput = {"Concat", "Max", "Min"};
+  std::vector<size_t> data;
+  if (kFirstInput.count(n.op_type)) {
+    data = {0};
+  } else if (kEveryInput.count(n.op_type)) {
+    for (size_t i = 0; i < n.inputs.size(); ++i) data.push_back(i);
+  } else if (n.op_type == "Where") {
+    data = {1, 2};
+  } else if (n.op_type == "Resize" || n.op_type == "Upsample") {
+    if (n.attr_string("mode", "nearest") != "nearest") return false;  // linear / cubic make new values
+    data = {0};
+  } else if (n.op_type == "Pad") {
+    const std::string mode = n.attr_string("mode", "constant");
+    if (mode != "constant" && mode != "reflect" && mode != "edge") return false;
+    if (n.attr_float("value", 0.0f) != 0.0f) return false;  // opset < 11's constant: a float32
+    data = {0};
+    if (n.inputs.size() > 2 && !n.inputs[2].empty()) data.push_back(2);  // the constant
+  } else {
+    return false;
+  }
+  for (size_t i : data)
+    if (i >= n.inputs.size() || n.inputs[i].empty() || !exact.count(n.inputs[i])) return false;
+  return true;
+}
+
 }  // namespace
 
 bool LowerFloat16ToFloat32(Model* model, std::set<std::string>* float16_values) {
@@ -177,10 +216,14 @@ size_t RoundFloat16Values(Model* model, const std::set<std::string>& values) {
   std::vector<Node> nodes;
   nodes.reserve(g.nodes.size());
   size_t added = 0;
+  std::set<std::string> exact;  // values that hold float16 numbers when they are read
   for (Node& n : g.nodes) {
     std::vector<Node> rounds;
+    const bool keeps_float16 = KeepsFloat16Values(n, exact);
     for (std::string& out : n.outputs) {
       if (out.empty() || !values.count(out) || outputs.count(out)) continue;
+      exact.insert(out);
+      if (keeps_float16) continue;  // rounding it would change no bit
       Node round;
       round.op_type = "RoundToFloat16";
       round.domain = kSparqDomain;

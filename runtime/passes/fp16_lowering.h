@@ -40,7 +40,11 @@ bool LowerFloat16ToFloat32(Model* model, std::set<std::string>* float16_values =
 // so that a lowered graph computes each operator in float32 and keeps
 // float16's rounding and overflow (to infinity) between operators, as
 // onnxruntime computes float16 on a CPU. Run after the fusions: a fused
-// node's inner values are not rounded. Returns the number of nodes added.
+// node's inner values are not rounded. A value made by an ONNX op that only
+// moves, selects or sign-flips values (Reshape, Transpose, Concat, Slice,
+// MaxPool, Relu, nearest Resize, ...) out of values already float16 (rounded
+// ones, or such moves of them) gets no rounding node: it would change no bit.
+// Returns the number of nodes added.
 size_t RoundFloat16Values(Model* model, const std::set<std::string>& values);
 
 }  // namespace sparq

@@ -1240,6 +1240,51 @@ void CheckConvertF32F16(std::mt19937& rng, ConvertF32F16Fn fn) {
   }
 }
 
+// float32 -> float16 -> float32 (sparq.RoundToFloat16): the same float
+// classes as CheckConvertF32F16, bit for bit the reference's
+// HalfToFloat(FloatToHalf(x)), at every tail length, and in place.
+void CheckRoundF16F32(std::mt19937& rng, RoundF16F32Fn fn) {
+  std::vector<float> floats;
+  for (uint32_t h = 0; h < 0x7c00; h += 3) {
+    const float a = HalfToFloat(static_cast<uint16_t>(h)), b = HalfToFloat(static_cast<uint16_t>(h + 1));
+    const float mid = a + (b - a) / 2;
+    for (float f : {a, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)}) {
+      floats.push_back(f);
+      floats.push_back(-f);
+    }
+  }
+  for (float f : {65504.0f, 65519.0f, 65520.0f, 1e10f, std::numeric_limits<float>::infinity(),
+                  std::numeric_limits<float>::denorm_min(), 1e-30f})
+    for (float s : {f, -f}) floats.push_back(s);
+  for (int i = 0; i < 9; ++i) floats.push_back(std::nanf(""));
+  for (int i = 0; i < 50000; ++i) {
+    float f;
+    const uint32_t bits = static_cast<uint32_t>(rng()) & 0x7f7fffffu;
+    std::memcpy(&f, &bits, 4);
+    floats.push_back((i & 1) ? -f : f);
+  }
+  auto want = [](float f) { return HalfToFloat(FloatToHalf(f)); };
+  std::vector<float> out(floats.size());
+  fn(floats.data(), out.data(), static_cast<int64_t>(floats.size()));
+  for (size_t i = 0; i < floats.size(); ++i) {
+    if (std::isnan(floats[i])) {
+      ASSERT_TRUE(std::isnan(out[i])) << "NaN became " << out[i];
+    } else {
+      ASSERT_EQ(Bits(out[i]), Bits(want(floats[i]))) << "float " << floats[i] << " (0x" << std::hex
+                                                    << Bits(floats[i]) << ")";
+    }
+  }
+  for (int64_t n : kRowLengths) {
+    std::vector<float> got(static_cast<size_t>(n) + 1, -7.0f);
+    fn(floats.data() + 1000, got.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(Bits(got[i]), Bits(want(floats[1000 + i]))) << "n " << n;
+    EXPECT_EQ(got[n], -7.0f) << "n " << n << ": wrote past n";
+    std::vector<float> same(floats.begin() + 1000, floats.begin() + 1000 + n);
+    fn(same.data(), same.data(), n);
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(Bits(same[i]), Bits(want(floats[1000 + i]))) << "in place, n " << n;
+  }
+}
+
 }  // namespace
 
 bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
@@ -1288,6 +1333,7 @@ bool CheckRowKernel(std::mt19937& rng, const CpuKernelDef& def) {
       return true;
     case CpuOp::kConvertF16F32: CheckConvertF16F32(def.get<ConvertF16F32Fn>()); return true;
     case CpuOp::kConvertF32F16: CheckConvertF32F16(rng, def.get<ConvertF32F16Fn>()); return true;
+    case CpuOp::kRoundF16F32: CheckRoundF16F32(rng, def.get<RoundF16F32Fn>()); return true;
     case CpuOp::kMinMaxF32: CheckMinMaxF32(rng, def.get<MinMaxF32Fn>()); return true;
     case CpuOp::kAbsHistogramF32: CheckAbsHistogramF32(rng, def.get<AbsHistogramF32Fn>()); return true;
     case CpuOp::kXLogYSumF64:

@@ -250,3 +250,83 @@ TEST(Fp16Lowering, RoundRowIsTheReferencesBits) {
 
 }  // namespace
 }  // namespace sparq
+
+namespace sparq {
+namespace {
+
+// x:f16 -> Mul(k) -> a -> Reshape -> b -> Transpose -> c -> Concat(c, w) -> d -> Add(d, d) -> e -> Relu -> y:f16
+// where w = Neg of a float32 Cast of x, Cast back to float16: b and c only
+// move a's values, so they need no rounding; d reads w (a Cast to float16:
+// rounded) and c, so it needs none either; a, w and e are rounded.
+Model HalfMoves() {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  Graph& g = m.graph;
+  g.inputs.push_back(HalfInput("x", {{2, ""}, {6, ""}}));
+  g.outputs.push_back(HalfInput("y", {{6, ""}, {3, ""}, {2, ""}}));
+  g.initializers["k"] = ToHalf(Tensor::FromVector<float>({}, {3.3f}));
+  g.initializers["shape"] = Tensor::FromVector<int64_t>({3}, {3, 2, 2});
+  g.nodes.push_back({"mul", "Mul", "", {"x", "k"}, {"a"}, {}, ""});
+  g.nodes.push_back({"reshape", "Reshape", "", {"a", "shape"}, {"b"}, {}, ""});
+  g.nodes.push_back({"transpose", "Transpose", "", {"b"}, {"c"}, {Attribute::Ints("perm", {2, 0, 1})}, ""});
+  g.nodes.push_back({"up", "Cast", "", {"x"}, {"x32"}, {Attribute::Int("to", 1)}, ""});
+  g.nodes.push_back({"sig", "Neg", "", {"x32"}, {"s32"}, {}, ""});
+  g.nodes.push_back({"down", "Cast", "", {"s32"}, {"s16"}, {Attribute::Int("to", 10)}, ""});
+  g.nodes.push_back({"reshape2", "Reshape", "", {"s16", "shape"}, {"w0"}, {}, ""});
+  g.nodes.push_back({"transpose2", "Transpose", "", {"w0"}, {"w"}, {Attribute::Ints("perm", {2, 0, 1})}, ""});
+  g.nodes.push_back({"concat", "Concat", "", {"c", "w"}, {"d"}, {Attribute::Int("axis", 0)}, ""});
+  g.nodes.push_back({"add", "Add", "", {"d", "d"}, {"e"}, {}, ""});
+  g.nodes.push_back({"relu", "Relu", "", {"e"}, {"y"}, {}, ""});
+  return m;
+}
+
+// Ops that only move or select float16 values (Reshape, Transpose, Concat, ...)
+// get no RoundToFloat16 after them when what they read is float16 already:
+// rounding there is the identity. The outputs stay the reference's bits.
+TEST(Fp16Lowering, NoRoundingAfterOpsThatOnlyMoveFloat16Values) {
+  Model m = HalfMoves();
+  std::set<std::string> half;
+  ASSERT_TRUE(LowerFloat16ToFloat32(&m, &half));
+  for (const char* v : {"a", "b", "c", "s16", "w0", "w", "d", "e"}) EXPECT_TRUE(half.count(v)) << v;
+  EXPECT_EQ(RoundFloat16Values(&m, half), 3u);  // a, s16 (the Cast to float16), e
+  std::set<std::string> rounded;
+  for (const Node& n : m.graph.nodes)
+    if (n.op_type == "RoundToFloat16") rounded.insert(n.outputs[0]);
+  EXPECT_EQ(rounded, (std::set<std::string>{"a", "s16", "e"}));
+
+  // The same bits as the reference kernels computing in float16, 1 and 2 threads.
+  const Model original = HalfMoves();
+  ExecutorOptions ref;
+  ref.backend = "reference";
+  Tensor x = testing::RandomFloats({2, 6}, 11, -30.0f, 30.0f);
+  const Tensor xh = ToHalf(x);
+  const TensorMap want = RunModel(original, ref, xh);
+  for (int threads : {1, 2}) {
+    ExecutorOptions fast;
+    fast.threads = threads;
+    const TensorMap got = RunModel(original, fast, xh);
+    ASSERT_TRUE(got.count("y") && want.count("y"));
+    EXPECT_TRUE(got.at("y").Equals(want.at("y"))) << threads << " threads";
+  }
+}
+
+// A Relu / Concat reading a value that was float32 (a graph input cast up and
+// not rounded, or an initializer) is rounded as before.
+TEST(Fp16Lowering, MovesOfValuesNotKnownFloat16AreStillRounded) {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  Graph& g = m.graph;
+  g.inputs.push_back(testing::FloatInput("x", {{4, ""}}));
+  g.outputs.push_back(HalfInput("y", {{4, ""}}));
+  g.nodes.push_back({"down", "Cast", "", {"x"}, {"h"}, {Attribute::Int("to", 10)}, ""});
+  g.nodes.push_back({"up", "Cast", "", {"h"}, {"f"}, {Attribute::Int("to", 1)}, ""});
+  g.nodes.push_back({"relu32", "Relu", "", {"x"}, {"r"}, {}, ""});
+  g.nodes.push_back({"down2", "Cast", "", {"r"}, {"r16"}, {Attribute::Int("to", 10)}, ""});
+  g.nodes.push_back({"neg", "Neg", "", {"r16"}, {"y"}, {}, ""});
+  std::set<std::string> half;
+  ASSERT_TRUE(LowerFloat16ToFloat32(&m, &half));
+  EXPECT_EQ(RoundFloat16Values(&m, half), 2u);  // h and r16: Casts to float16
+}
+
+}  // namespace
+}  // namespace sparq
