@@ -12,8 +12,12 @@
 //
 // The output is the NCHW image itself: no transposition and no int32
 // round trip through memory. With ConvS8Args::y_s32 / y_f32 (ConvInteger,
-// sparq.ConvIntegerToFloat) every slice leaves the tile raw in its partial
-// sums and the driver adds the offsets and writes int32 or float. Threads split a batch's images when it
+// sparq.ConvIntegerToFloat) the VNNI tile writes the int32 or float values
+// from its registers (raw_tile); other tiles leave every slice raw in their
+// partial sums and the driver adds the offsets and writes int32 or float
+// (bench/RESULTS.md, conv22: those loops cost YOLOv8n's layers 2/3 of the
+// tiles' own time). With y_q the floats go to a scratch per call, then
+// QuantizeLinear's row writes bytes. Threads split a batch's images when it
 // divides evenly among them, else the positions (one part per thread, each
 // unfolding and packing its own: the col of a large plane never goes to
 // memory whole) or, for few positions, the channels (one part per thread,
@@ -389,7 +393,8 @@ void TilePortable(const ConvS8Tile& t) {
 
 }  // namespace
 
-void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4, ConvS8ColumnFn column) {
+void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4, ConvS8ColumnFn column,
+                  bool raw_tile) {
   const PackedGemmS8& w = *args.w;
   const ConvGeometry& g = args.conv;
   const bool s16 = w.format == PackedFormat::kPanel16x2S16;
@@ -402,11 +407,15 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
   const int32_t za_u = args.x_zero_point + (args.x_signed ? 128 : 0);
   // Raw sums out (int32 or float, ConvS8Args::y_s32 / y_f32): every slice
   // leaves the tile in `partial`, finished below.
-  const bool raw = args.y_s32 != nullptr || args.y_f32 != nullptr;
-  const int64_t out_bytes = raw ? 4 : 1;  // per output value
-  auto* const y_base = raw ? (args.y_s32 != nullptr ? reinterpret_cast<uint8_t*>(args.y_s32)
-                                                    : reinterpret_cast<uint8_t*>(args.y_f32))
-                           : static_cast<uint8_t*>(args.y);
+  // With y_q the float values go to a scratch of each run_tiles call (its
+  // channels x positions, in cache), then QuantizeLinear's row writes bytes.
+  const bool quantize = args.y_q != nullptr;
+  const bool raw = args.y_s32 != nullptr || args.y_f32 != nullptr || quantize;
+  const int64_t out_bytes = raw && !quantize ? 4 : 1;  // per output value
+  auto* const y_base = quantize ? static_cast<uint8_t*>(args.y_q)
+                       : raw    ? (args.y_s32 != nullptr ? reinterpret_cast<uint8_t*>(args.y_s32)
+                                                         : reinterpret_cast<uint8_t*>(args.y_f32))
+                                : static_cast<uint8_t*>(args.y);
 
   thread_local std::vector<int32_t> offset_buffer;
   thread_local std::vector<uint8_t> col_buffer;
@@ -436,13 +445,25 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
   // A last block of at most kConvS8ColumnMax positions goes by columns (u8 steps only).
   const int64_t tail_positions = p - (blocks - 1) * kBlock;
   const bool by_columns = !raw && column != nullptr && !s16 && blocks > 0 && tail_positions <= kConvS8ColumnMax;
-  const bool keep_partial = slices > 1 || raw;  // the tiles' sums go through `partial`
+  // Raw sums the tile does not finish itself go through `partial` to the driver's loops.
+  const bool raw_in_tile = raw && raw_tile;
+  const bool keep_partial = slices > 1 || (raw && !raw_in_tile);  // the tiles' sums go through `partial`
 
   // The tiles of channel tiles [ct0, ct1) x position tiles [pt0, pt1) of
   // image yi, from `packed` (its first block: the first of pt0), then the
   // table over them. `partial`: kTileSums per channel tile when K is sliced.
   auto run_tiles = [&](int64_t ct0, int64_t ct1, int64_t pt0, int64_t pt1, const uint8_t* packed, int32_t* partial,
                        uint8_t* yi) {
+    // The float outputs of channel o, position q (q in [q0, q1)): y_f32's
+    // row, or with y_q the call's scratch [channels of the call, q1 - q0].
+    const int64_t q0 = std::min(p, pt0 * kTileBlocks * kBlock), q1 = std::min(p, pt1 * kTileBlocks * kBlock);
+    const int64_t c_first = ct0 * kTileChannels;
+    thread_local std::vector<float> quantize_buffer;
+    float* const scratch = quantize ? Reserve(quantize_buffer, (ct1 - ct0) * kTileChannels * (q1 - q0)) : nullptr;
+    const int64_t ld_f = quantize ? q1 - q0 : p;
+    auto frow = [&](int64_t o, int64_t q) {
+      return quantize ? scratch + (o - c_first) * ld_f + (q - q0) : reinterpret_cast<float*>(yi) + o * p + q;
+    };
     ConvS8Tile t;
     t.block_stride = steps * kStepBytes;
     t.s16 = s16;
@@ -450,7 +471,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
     t.multipliers_below_one = multipliers_below_one;
     t.zero_point = args.y_zero_point;
     t.out_signed = args.y_signed;
-    t.ld_y = p;
+    t.ld_y = raw_in_tile && args.y_s32 == nullptr ? ld_f : p;
     for (int64_t pt = pt0; pt < pt1; ++pt) {
       const int64_t block = pt * kTileBlocks, p0 = block * kBlock;
       const int64_t tile_blocks = std::min<int64_t>(kTileBlocks, (by_columns ? blocks - 1 : blocks) - block);
@@ -462,7 +483,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         last = s0 + slice_steps >= steps;
         t.steps = std::min(slice_steps, steps - s0);
         t.first_slice = s0 == 0;
-        t.last_slice = last && !raw;
+        t.last_slice = last && (!raw || raw_in_tile);
         t.col = packed + ((block - pt0 * kTileBlocks) * steps + s0) * kStepBytes;
         for (int64_t ct = ct0; ct < ct1; ++ct) {
           const int64_t c0 = ct * kTileChannels;
@@ -471,14 +492,23 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
           t.channels = static_cast<int>(std::min<int64_t>(kTileChannels, m - c0));
           t.partial = keep_partial ? partial + (ct - ct0) * kTileSums : nullptr;
           // Raw sums: the driver adds the offsets (a tile may add them in the
-          // first slice, as the VNNI one does, or in the last).
-          t.offset = raw ? kZeroOffsets : offset + c0;
+          // first slice, as the VNNI one does, or in the last), unless the tile finishes them.
+          t.offset = raw && !raw_in_tile ? kZeroOffsets : offset + c0;
           t.multiplier = raw ? nullptr : args.multiplier + c0;
           t.y = yi + c0 * p + p0;
+          if (raw_in_tile) {
+            if (args.y_s32 != nullptr) {
+              t.y_s32 = reinterpret_cast<int32_t*>(yi) + c0 * p + p0;
+            } else {
+              t.y_f32 = frow(c0, p0);
+              t.f32_scale = args.f32_scale + c0;
+              t.f32_bias = args.f32_bias != nullptr ? args.f32_bias + c0 : nullptr;
+            }
+          }
           tile(t);
         }
       }
-      if (raw) {  // acc = sum + offset (mod 2^32), then the int32 or float output
+      if (raw && !raw_in_tile) {  // acc = sum + offset (mod 2^32), then the int32 or float output
         for (int64_t ct = ct0; ct < ct1; ++ct) {
           const int64_t c0 = ct * kTileChannels, channels = std::min<int64_t>(kTileChannels, m - c0);
           const int32_t* sums = partial + (ct - ct0) * kTileSums;
@@ -490,7 +520,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
               int32_t* out = reinterpret_cast<int32_t*>(yi) + o * p + p0;
               for (int i = 0; i < t.positions; ++i) out[i] = static_cast<int32_t>(static_cast<uint32_t>(row[i]) + off);
             } else {
-              float* out = reinterpret_cast<float*>(yi) + o * p + p0;
+              float* out = frow(o, p0);
               const float scale = args.f32_scale[o];
               for (int i = 0; i < t.positions; ++i)
                 out[i] = static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(row[i]) + off)) * scale;
@@ -503,12 +533,15 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         }
       }
     }
-    if (args.y_f32 != nullptr && args.f32_silu != nullptr) {  // the SiLU over each channel's finished positions of this call
-      const int64_t q0 = std::min(p, pt0 * kTileBlocks * kBlock), q1 = std::min(p, pt1 * kTileBlocks * kBlock);
-      for (int64_t o = ct0 * kTileChannels; o < std::min(m, ct1 * kTileChannels) && q0 < q1; ++o) {
-        float* row = reinterpret_cast<float*>(yi) + o * p + q0;
+    if ((args.y_f32 != nullptr || quantize) && args.f32_silu != nullptr) {  // the SiLU over each channel's finished positions of this call
+      for (int64_t o = c_first; o < std::min(m, ct1 * kTileChannels) && q0 < q1; ++o) {
+        float* row = frow(o, q0);
         args.f32_silu(row, row, q1 - q0, true);
       }
+    }
+    if (quantize) {  // QuantizeLinear's row over them, into the byte output
+      for (int64_t o = c_first; o < std::min(m, ct1 * kTileChannels) && q0 < q1; ++o)
+        args.f32_quantize(q1 - q0, frow(o, q0), args.q_scale, args.q_zero_point, args.q_signed, yi + o * p + q0);
     }
     if (by_columns && pt1 * kTileBlocks >= blocks) {  // the last block, position by position
       const int64_t block = blocks - 1;

@@ -532,6 +532,54 @@ void FuseSiluIntoConvIntegerToFloat(Graph& g, const ValueIndex& index, std::set<
   }
 }
 
+// sparq.ConvIntegerToFloat (after FuseSiluIntoConvIntegerToFloat) whose
+// output's only reader is a QuantizeLinear of one constant float32 scale and
+// one constant uint8 / int8 zero point (no block_size / output_dtype, the
+// output not a graph output): the QuantizeLinear's scale and zero point
+// become the conv's inputs 7 and 8 (Y_scale, Y_zero_point) and its output the
+// conv's, so the conv writes the bytes (its float values quantized while in
+// cache) instead of a float tensor that the QuantizeLinear read back.
+// YOLOv8n's default INT8 file has 31 (bench/RESULTS.md, conv22).
+void FuseQuantizeIntoConvIntegerToFloat(const Model& model, Graph& g, const ValueIndex& index, std::set<size_t>* removed,
+                                        std::vector<std::string>* fused) {
+  auto constant_byte = [&](const std::string& name) {
+    for (const ValueInfo& v : model.graph.initializer_inputs)
+      if (v.name == name) return false;  // a run input may replace it
+    auto it = model.graph.initializers.find(name);
+    return it != model.graph.initializers.end() && it->second.numel() == 1 &&
+           (it->second.dtype() == DataType::kUInt8 || it->second.dtype() == DataType::kInt8);
+  };
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& conv = g.nodes[i];
+    if (removed->count(i) || conv.op_type != "ConvIntegerToFloat" || conv.domain != kSparqDomain ||
+        conv.outputs.size() != 1 || conv.inputs.size() < 6 || conv.inputs.size() > 7) {
+      continue;
+    }
+    const std::string x = conv.outputs[0];
+    if (index.IsGraphOutput(x)) continue;
+    std::optional<size_t> reader;
+    bool other_reader = false;
+    for (size_t j = 0; j < g.nodes.size() && !other_reader; ++j) {
+      if (j == i || removed->count(j) || !Reads(g.nodes[j], x)) continue;
+      other_reader = reader.has_value();
+      reader = j;
+    }
+    if (other_reader || !reader) continue;
+    const Node& q = g.nodes[*reader];
+    if (q.op_type != "QuantizeLinear" || !q.domain.empty() || q.inputs.size() != 3 || q.outputs.size() != 1 ||
+        q.inputs[0] != x || q.inputs[1].empty() || q.inputs[2].empty() || !ConstantScalar(model, index, q.inputs[1]) ||
+        !constant_byte(q.inputs[2]) || q.attr_int("block_size", 0) != 0 || q.attr_int("output_dtype", 0) != 0) {
+      continue;
+    }
+    conv.inputs.resize(7);  // Bias may be absent: ""
+    conv.inputs.push_back(q.inputs[1]);
+    conv.inputs.push_back(q.inputs[2]);
+    conv.outputs[0] = q.outputs[0];
+    removed->insert(*reader);
+    fused->push_back(q.name);
+  }
+}
+
 // MatMul -> [Mul | Div by a scalar] -> [Add(mask)] -> Softmax(-1) -> [NaN
 // guard] -> MatMul -> sparq.Attention, Q and K^T each through an optional
 // Mul by a scalar (see the top); the second MatMul keeps its name and output,
@@ -880,6 +928,7 @@ std::vector<std::string> FuseConvActivations(Model* model) {
   }
   FuseSilu(g, index, &removed, &fused);
   FuseSiluIntoConvIntegerToFloat(g, index, &removed, &fused);
+  FuseQuantizeIntoConvIntegerToFloat(*model, g, index, &removed, &fused);
   FuseHardSwishChain(*model, g, index, &removed, &fused);
   if (!may_hold_16_bit_floats) {
     FuseGeluErfChain(*model, g, index, &removed, &fused);
