@@ -238,5 +238,49 @@ TEST(ConvSiluFusion, QuantizeLinearInTheConvHasTheSeparateNodesBits) {
   }
 }
 
+// Concat -> QuantizeLinear (YOLOv8n's C2f blocks) becomes a QuantizeLinear
+// per input and a Concat of bytes (QuantizeConcatInputs); an input that is a
+// conv's SiLU read by the Concat alone then has its QuantizeLinear in the conv.
+// The bytes of the unfused graph (the Concat's output also a graph output) on
+// every ISA of this CPU and 1-3 threads, and on the reference kernels.
+TEST(ConvSiluFusion, ConcatThenQuantizeLinearQuantizesItsInputs) {
+  for (int64_t batch : {1, 5}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    QdqGraphBuilder b;
+    b.Input("x", DataType::kUInt8, {batch, 8, 16, 16});
+    b.Params("p0", 0.02f, 128, DataType::kUInt8);
+    b.Params("p1", 0.03f, 120, DataType::kUInt8);
+    b.Params("p2", 0.025f, 110, DataType::kUInt8);
+    const std::string t1 = AddSilu(b, AddQdqConv(b, "x", "p0", {{}, {16, 8, 3, 3}, 1, 1, 0, ""}, "a", 91));
+    const std::string t2 = AddSilu(b, AddQdqConv(b, b.Q(t1, "p1"), "p1", {{}, {16, 16, 3, 3}, 1, 1, 0, ""}, "b", 92));
+    const std::string cat = b.Add("Concat", {t1, t2}, {Attribute::Int("axis", 1)});
+    const std::string t3 = AddQdqConv(b, b.Q(cat, "p2"), "p2", {{}, {8, 32, 1, 1}, 1, 0, 0, ""}, "c", 93);
+    b.Output(t3);
+    QdqGraphBuilder unfused = b;
+    unfused.Output(cat);  // a graph output: the Concat stays on floats
+    auto counts = FusedOpCounts(b.model());
+    auto unfused_counts = FusedOpCounts(unfused.model());
+    EXPECT_EQ(unfused_counts["QuantizeLinear"], 2);  // t1's for conv b, the Concat's
+    EXPECT_EQ(counts["QuantizeLinear"], 2);          // t1's twice (conv b's, the Concat's); t2's went into conv b
+    EXPECT_EQ(counts["Concat"], 1);
+    auto fast = Create(b.model(), /*reference=*/false, 1);
+    ASSERT_NE(fast, nullptr);
+    int quantizing = 0;
+    for (const Node& n : fast->model().graph.nodes)
+      quantizing += n.op_type == "ConvIntegerToFloat" && n.inputs.size() == 9;
+    EXPECT_EQ(quantizing, 1);
+    const TensorMap inputs = {{"x", RandomBytes(DataType::kUInt8, {batch, 8, 16, 16}, 94)}};
+    ExpectFusedBitsEqualUnfused(b.model(), unfused.model(), inputs, t3);
+    auto ref_fused = Create(b.model(), /*reference=*/true, 1, /*fuse_reference=*/true);
+    auto ref_unfused = Create(unfused.model(), /*reference=*/true, 1, /*fuse_reference=*/true);
+    ASSERT_NE(ref_fused, nullptr);
+    ASSERT_NE(ref_unfused, nullptr);
+    TensorMap want, want_unfused;
+    ASSERT_TRUE(ref_fused->Run(inputs, &want).ok());
+    ASSERT_TRUE(ref_unfused->Run(inputs, &want_unfused).ok());
+    EXPECT_TRUE(want.at(t3).Equals(want_unfused.at(t3)));
+  }
+}
+
 }  // namespace
 }  // namespace sparq
