@@ -65,6 +65,60 @@ T* Reserve(std::vector<T>& v, int64_t size) {
   return v.data();
 }
 
+// n bytes of `v` at dst, and n bytes from src to dst (not overlapping), for
+// the few dozen to few hundred bytes of an unfolded row: 16-byte stores, the
+// last one overlapping, instead of a libc call each (memset / memmove's
+// `rep` start-up cost YOLOv8n's unfolding about a third of its time, conv22).
+inline void FillBytes(uint8_t* dst, uint8_t v, int64_t n) {
+#if defined(__SSE2__)
+  if (n >= 16) {
+    const __m128i fill = _mm_set1_epi8(static_cast<char>(v));
+    for (int64_t i = 0; i + 16 < n; i += 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), fill);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + n - 16), fill);
+    return;
+  }
+#endif
+  // Below 16: two overlapping stores (a plain loop would become a memset call).
+  if (n >= 8) {
+    const uint64_t pattern = 0x0101010101010101ull * v;
+    std::memcpy(dst, &pattern, 8);
+    std::memcpy(dst + n - 8, &pattern, 8);
+  } else if (n >= 4) {
+    const uint32_t pattern = 0x01010101u * v;
+    std::memcpy(dst, &pattern, 4);
+    std::memcpy(dst + n - 4, &pattern, 4);
+  } else if (n > 0) {
+    dst[0] = v, dst[n / 2] = v, dst[n - 1] = v;
+  }
+}
+inline void CopyBytes(uint8_t* dst, const uint8_t* src, int64_t n) {
+#if defined(__SSE2__)
+  if (n >= 16) {
+    for (int64_t i = 0; i + 16 < n; i += 16)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + n - 16),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + n - 16)));
+    return;
+  }
+#endif
+  if (n >= 8) {
+    uint64_t a, b;
+    std::memcpy(&a, src, 8);
+    std::memcpy(&b, src + n - 8, 8);
+    std::memcpy(dst, &a, 8);
+    std::memcpy(dst + n - 8, &b, 8);
+  } else if (n >= 4) {
+    uint32_t a, b;
+    std::memcpy(&a, src, 4);
+    std::memcpy(&b, src + n - 4, 4);
+    std::memcpy(dst, &a, 4);
+    std::memcpy(dst + n - 4, &b, 4);
+  } else if (n > 0) {
+    const uint8_t first = src[0], middle = src[n / 2], last = src[n - 1];
+    dst[0] = first, dst[n / 2] = middle, dst[n - 1] = last;
+  }
+}
+
 // The output columns whose tap at column offset dx (input = ox * stride + dx)
 // lies inside the image row: [InsideBegin, InsideEnd).
 int64_t InsideBegin(const ConvGeometry& g, int64_t dx) {
@@ -84,7 +138,7 @@ void UnfoldRun(const ConvGeometry& g, const uint8_t* src_plane, uint8_t pad, int
                int64_t b, int64_t ox_begin, int64_t ox_end, uint8_t* dst) {
   const int64_t n = b - a;
   if (iy < 0 || iy >= g.height) {
-    std::memset(dst, pad, static_cast<size_t>(n));
+    FillBytes(dst, pad, n);
     return;
   }
   const int64_t in0 = std::clamp(ox_begin, a, b), in1 = std::clamp(ox_end, in0, b);
@@ -96,8 +150,8 @@ void UnfoldRun(const ConvGeometry& g, const uint8_t* src_plane, uint8_t pad, int
   } else
 #endif
   {
-    std::memset(dst, pad, static_cast<size_t>(in0 - a));
-    std::memset(dst + (in1 - a), pad, static_cast<size_t>(b - in1));
+    FillBytes(dst, pad, in0 - a);
+    FillBytes(dst + (in1 - a), pad, b - in1);
   }
   dst += in0 - a;
   const uint8_t* src = src_plane + iy * g.width + dx;
@@ -116,7 +170,7 @@ void UnfoldRun(const ConvGeometry& g, const uint8_t* src_plane, uint8_t pad, int
       return;
     }
 #endif
-    std::memcpy(dst, src + in0, static_cast<size_t>(m));
+    CopyBytes(dst, src + in0, m);
     return;
   }
 #if defined(__SSE2__)
@@ -151,20 +205,20 @@ void Unfold(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t r0, i
       // Output rows [oy0, oy1) read input rows oy + dy inside the image.
       const int64_t oy0 = std::min(g.out_h, std::max<int64_t>(0, -dy));
       const int64_t oy1 = std::max(oy0, std::min(g.out_h, g.height - dy));
-      std::memset(row, pad, static_cast<size_t>(oy0 * g.out_w));
-      std::memset(row + oy1 * g.out_w, pad, static_cast<size_t>((g.out_h - oy1) * g.out_w));
+      FillBytes(row, pad, oy0 * g.out_w);
+      FillBytes(row + oy1 * g.out_w, pad, (g.out_h - oy1) * g.out_w);
       if (oy1 > oy0) {
         // dst[i] = src_plane[i + shift] over the rows, clipped to the plane; the
         // columns that wrapped into a neighbouring row are padding below.
         const int64_t shift = dy * g.width + dx;
         const int64_t begin = std::max(oy0 * g.out_w, -shift), end = std::min(oy1 * g.out_w, plane - shift);
-        if (end > begin) std::memcpy(row + begin, src_plane + begin + shift, static_cast<size_t>(end - begin));
+        if (end > begin) CopyBytes(row + begin, src_plane + begin + shift, end - begin);
         const int64_t left = std::min(g.out_w, std::max<int64_t>(0, -dx));              // columns ox < -dx
         const int64_t right = std::min(g.out_w, std::max<int64_t>(0, dx));               // columns ox >= w - dx
         for (int64_t oy = oy0; oy < oy1; ++oy) {
           uint8_t* out_row = row + oy * g.out_w;
-          for (int64_t i = 0; i < left; ++i) out_row[i] = pad;
-          for (int64_t i = g.out_w - right; i < g.out_w; ++i) out_row[i] = pad;
+          FillBytes(out_row, pad, left);
+          FillBytes(out_row + g.out_w - right, pad, right);
         }
         // Clipped ends of the copy (only inside padding columns or rows).
         for (int64_t i = oy0 * g.out_w; i < begin; ++i) row[i] = pad;
@@ -236,19 +290,21 @@ void UnfoldSamePositions(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, 
         const int64_t shift = dy * g.width + dx;
         const int64_t lo = std::max({p0, oy0 * w, -shift}), hi = std::min({p1, oy1 * w, plane - shift});
         if (hi <= lo) {
-          std::memset(row, pad, static_cast<size_t>(ld));
+          FillBytes(row, pad, ld);
           continue;
         }
-        std::memset(row, pad, static_cast<size_t>(lo - p0));
-        std::memcpy(row + (lo - p0), src_plane + lo + shift, static_cast<size_t>(hi - lo));
-        std::memset(row + (hi - p0), pad, static_cast<size_t>(p1 - hi));
+        FillBytes(row, pad, lo - p0);
+        CopyBytes(row + (lo - p0), src_plane + lo + shift, hi - lo);
+        FillBytes(row + (hi - p0), pad, p1 - hi);
         // Columns ox < -dx and ox >= w - dx of the copied rows read a neighbouring row: padding.
         const int64_t left = std::min(w, std::max<int64_t>(0, -dx)), right = std::min(w, std::max<int64_t>(0, dx));
         if (left == 0 && right == 0) continue;
         for (int64_t oy = std::max(oy_first, oy0); oy <= std::min(oy_last, oy1 - 1); ++oy) {
           const int64_t first = oy * w;
-          for (int64_t q = std::max(p0, first); q < std::min(p1, first + left); ++q) row[q - p0] = pad;
-          for (int64_t q = std::max(p0, first + w - right); q < std::min(p1, first + w); ++q) row[q - p0] = pad;
+          const int64_t l0 = std::max(p0, first), l1 = std::min(p1, first + left);
+          const int64_t r0 = std::max(p0, first + w - right), r1 = std::min(p1, first + w);
+          FillBytes(row + (l0 - p0), pad, l1 - l0);
+          FillBytes(row + (r0 - p0), pad, r1 - r0);
         }
       }
     }
