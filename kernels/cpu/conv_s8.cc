@@ -119,6 +119,28 @@ inline void CopyBytes(uint8_t* dst, const uint8_t* src, int64_t n) {
   }
 }
 
+// Positions [p0, p1) of a row of col whose output column (position % w) is
+// below `left` or at least w - right get `pad` (row[q - p0] holds position q):
+// the columns a "same" tap's shifted copy read from a neighbouring image row.
+// Called over whole pieces: positions of rows outside the image already hold
+// pad, so writing it there again changes nothing. One column a side (a 3x3
+// tap): one store per output row, not a range computation per row.
+inline void PadEdgeColumns(uint8_t* row, uint8_t pad, int64_t w, int64_t left, int64_t right, int64_t p0, int64_t p1) {
+  if (left <= 1 && right <= 1) {
+    if (left == 1)
+      for (int64_t q = (p0 + w - 1) / w * w; q < p1; q += w) row[q - p0] = pad;
+    if (right == 1)
+      for (int64_t q = (p0 + w) / w * w - 1; q < p1; q += w) row[q - p0] = pad;
+    return;
+  }
+  for (int64_t first = p0 / w * w; first < p1; first += w) {
+    const int64_t l0 = std::max(p0, first), l1 = std::min(p1, first + left);
+    const int64_t r0 = std::max(p0, first + w - right), r1 = std::min(p1, first + w);
+    FillBytes(row + (l0 - p0), pad, l1 - l0);
+    FillBytes(row + (r0 - p0), pad, r1 - r0);
+  }
+}
+
 // The output columns whose tap at column offset dx (input = ox * stride + dx)
 // lies inside the image row: [InsideBegin, InsideEnd).
 int64_t InsideBegin(const ConvGeometry& g, int64_t dx) {
@@ -215,11 +237,7 @@ void Unfold(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t r0, i
         if (end > begin) CopyBytes(row + begin, src_plane + begin + shift, end - begin);
         const int64_t left = std::min(g.out_w, std::max<int64_t>(0, -dx));              // columns ox < -dx
         const int64_t right = std::min(g.out_w, std::max<int64_t>(0, dx));               // columns ox >= w - dx
-        for (int64_t oy = oy0; oy < oy1; ++oy) {
-          uint8_t* out_row = row + oy * g.out_w;
-          FillBytes(out_row, pad, left);
-          FillBytes(out_row + g.out_w - right, pad, right);
-        }
+        PadEdgeColumns(row, pad, g.out_w, left, right, 0, p);
         // Clipped ends of the copy (only inside padding columns or rows).
         for (int64_t i = oy0 * g.out_w; i < begin; ++i) row[i] = pad;
         for (int64_t i = std::max(begin, end); i < oy1 * g.out_w; ++i) row[i] = pad;
@@ -277,7 +295,6 @@ void UnfoldOneColumn(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int6
 void UnfoldSamePositions(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t p0, int64_t p1,
                          uint8_t* col_part) {
   const int64_t plane = g.height * g.width, ld = p1 - p0, w = g.out_w;
-  const int64_t oy_first = p0 / w, oy_last = (p1 - 1) / w;
   uint8_t* row = col_part;
   for (int64_t ch = 0; ch < g.channels; ++ch) {
     const uint8_t* src_plane = xi + ch * plane;
@@ -298,14 +315,7 @@ void UnfoldSamePositions(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, 
         FillBytes(row + (hi - p0), pad, p1 - hi);
         // Columns ox < -dx and ox >= w - dx of the copied rows read a neighbouring row: padding.
         const int64_t left = std::min(w, std::max<int64_t>(0, -dx)), right = std::min(w, std::max<int64_t>(0, dx));
-        if (left == 0 && right == 0) continue;
-        for (int64_t oy = std::max(oy_first, oy0); oy <= std::min(oy_last, oy1 - 1); ++oy) {
-          const int64_t first = oy * w;
-          const int64_t l0 = std::max(p0, first), l1 = std::min(p1, first + left);
-          const int64_t r0 = std::max(p0, first + w - right), r1 = std::min(p1, first + w);
-          FillBytes(row + (l0 - p0), pad, l1 - l0);
-          FillBytes(row + (r0 - p0), pad, r1 - r0);
-        }
+        PadEdgeColumns(row, pad, w, left, right, p0, p1);
       }
     }
   }
