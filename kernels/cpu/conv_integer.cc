@@ -37,6 +37,11 @@
 // "Silu" runs the sigmoid_f32 row of a separate sparq.Silu node (its bits)
 // in conv_s8's driver over each task's finished rows (kMinImagesForTileSilu
 // images on; fewer: one pass after), or over each block of channel rows (im2col).
+// Inputs 7 and 8 (Y_scale, Y_zero_point: a QuantizeLinear fused in,
+// runtime/passes/float_fusion.h) make the output bytes: the quantize_f32_s8
+// row the QuantizeLinear node runs, over each task's finished float rows in
+// conv_s8's driver (their SiLU there too, at any batch), or over each block of
+// channel rows (im2col, from a float buffer); the separate nodes' bits.
 //
 // Takes (prepare, else NotSupported with the reason): W a constant int8 or
 // uint8 tensor of rank 3 or 4, w_zero_point absent or a constant of W's type,
@@ -74,6 +79,10 @@ struct ConvIntegerWeights {
   // ConvIntegerToFloat's activation "Silu": the sigmoid_f32 row a separate
   // sparq.Silu node runs (times_x), over the float output; else nullptr.
   SigmoidF32Fn silu = nullptr;
+  // ConvIntegerToFloat with Y_scale and Y_zero_point (inputs 7 and 8: a
+  // QuantizeLinear fused in, runtime/passes/float_fusion.h): the
+  // quantize_f32_s8 row the QuantizeLinear node runs; else nullptr.
+  QuantizeF32Fn quantize = nullptr;
 };
 
 std::string ConvIntegerKernelName(const ConvIntegerWeights& w) {
@@ -106,6 +115,10 @@ StatusOr<PreparedKernel> PrepareConvInteger(const Node& node, const std::vector<
   if (!activation.empty() && (node.op_type != "ConvIntegerToFloat" || activation != "Silu"))
     return Decline(node, "activation '" + activation + "'");
   if (!activation.empty()) q->silu = SelectCpuKernel(CpuOp::kSigmoidF32).get<SigmoidF32Fn>();
+  if (node.op_type == "ConvIntegerToFloat" && (named(7) || named(8))) {
+    if (!named(7) || !named(8)) return Decline(node, "Y_scale without Y_zero_point or the reverse");
+    q->quantize = SelectCpuKernel(CpuOp::kQuantizeF32).get<QuantizeF32Fn>();
+  }
   q->w_shape = w->shape();
   q->w_type = w->dtype();
   q->m = w->dim(0);
@@ -209,6 +222,22 @@ Status RunConvInteger(OpContext& ctx) {
   // The float node's scale per output channel (x_scale * w_scale[m], rounded
   // to float as the graph's Mul of the two scales) and bias.
   std::vector<float> scale, bias;
+  // The fused QuantizeLinear's parameters (one scale, one zero point).
+  float q_scale = 1.0f;
+  int32_t q_zp = 0;
+  DataType out_type = to_float ? DataType::kFloat32 : DataType::kInt32;
+  if (q.quantize != nullptr) {
+    if (!ctx.has_input(7) || !ctx.has_input(8)) return RunReferenceKernel(ctx);
+    const Tensor& ys = ctx.input(7);
+    const Tensor& yz = ctx.input(8);
+    if (ys.dtype() != DataType::kFloat32 || ys.numel() != 1 ||
+        (yz.dtype() != DataType::kUInt8 && yz.dtype() != DataType::kInt8) || yz.numel() != 1) {
+      return RunReferenceKernel(ctx);
+    }
+    q_scale = ys.data<float>()[0];
+    q_zp = ByteAt(yz, 0);
+    out_type = yz.dtype();
+  }
   if (to_float) {
     const Tensor& xs = ctx.input(4);
     const Tensor& ws = ctx.input(5);
@@ -244,7 +273,7 @@ Status RunConvInteger(OpContext& ctx) {
   for (int64_t v : win.pads)
     if (v < 0) return RunReferenceKernel(ctx);
   const int64_t p = ho * wo, m = q.m, mg = m / q.group, taps = q.kh * q.kw, kg = q.cg * taps;
-  Tensor y = ctx.OutputBuffer(0, to_float ? DataType::kFloat32 : DataType::kInt32, y_shape);
+  Tensor y = ctx.OutputBuffer(0, out_type, y_shape);
   if (y.numel() == 0) {
     ctx.set_output(0, std::move(y));
     return Status::OK();
@@ -264,7 +293,14 @@ Status RunConvInteger(OpContext& ctx) {
     args.x = x.raw_data();
     args.x_signed = x.dtype() == DataType::kInt8;
     args.x_zero_point = x_zp;
-    if (to_float) {
+    if (q.quantize != nullptr) {  // the float values quantized in the driver: its SiLU there too
+      args.y_q = y.raw_data();
+      args.q_scale = q_scale, args.q_zero_point = q_zp, args.q_signed = out_type == DataType::kInt8;
+      args.f32_quantize = q.quantize;
+      args.f32_scale = scale.data();
+      args.f32_bias = bias.empty() ? nullptr : bias.data();
+      args.f32_silu = q.silu;
+    } else if (to_float) {
       args.y_f32 = y.data<float>();
       args.f32_scale = scale.data();
       args.f32_bias = bias.empty() ? nullptr : bias.data();
@@ -274,7 +310,7 @@ Status RunConvInteger(OpContext& ctx) {
     }
     args.pool = ctx.pool();
     q.nchw->get<ConvS8Fn>()(args);
-    if (q.silu != nullptr && args.f32_silu == nullptr) {  // few images: one pass after, as the separate node
+    if (q.quantize == nullptr && q.silu != nullptr && args.f32_silu == nullptr) {  // few images: one pass after, as the separate node
       float* yf = y.data<float>();
       const int64_t total = y.numel();
       ParallelFor(ctx.pool(), (total + kSiluChunk - 1) / kSiluChunk, 1, [&](int64_t c0, int64_t c1) {
@@ -379,14 +415,20 @@ Status RunConvInteger(OpContext& ctx) {
     }
     // Y^T [P, M] -> y [M, P] per image, 32 channels a task.
     const int64_t m_blocks = (m + 31) / 32;
-    auto* yb = static_cast<int32_t*>(y.raw_data());  // int32 or float bits: a copy either way
+    // int32 or float bits: a copy either way; with a fused QuantizeLinear, the
+    // floats of this stack in a buffer, quantized block by block into y.
+    thread_local std::vector<int32_t> float_buffer;
+    int32_t* const yb = q.quantize != nullptr ? reserve(float_buffer, s * m * p) : static_cast<int32_t*>(y.raw_data());
+    const int64_t y_img0 = q.quantize != nullptr ? 0 : img0;  // yb's first image
     ParallelFor(ctx.pool(), s * m_blocks, 1, [&](int64_t b0, int64_t b1) {
       for (int64_t b = b0; b < b1; ++b) {
         const int64_t si = b / m_blocks, m0 = (b % m_blocks) * 32, m1 = std::min(m, m0 + 32);
-        Transpose32(out + si * p * m, m, yb + (img0 + si) * m * p, p, p, m0, m1);
-        if (to_float && q.silu != nullptr) {  // the block's channel rows, just written
-          float* rows = reinterpret_cast<float*>(yb) + ((img0 + si) * m + m0) * p;
-          q.silu(rows, rows, (m1 - m0) * p, true);
+        Transpose32(out + si * p * m, m, yb + (y_img0 + si) * m * p, p, p, m0, m1);
+        float* rows = reinterpret_cast<float*>(yb) + ((y_img0 + si) * m + m0) * p;
+        if (to_float && q.silu != nullptr) q.silu(rows, rows, (m1 - m0) * p, true);  // the block's channel rows, just written
+        if (q.quantize != nullptr) {
+          q.quantize((m1 - m0) * p, rows, q_scale, q_zp, out_type == DataType::kInt8,
+                     static_cast<uint8_t*>(y.raw_data()) + ((img0 + si) * m + m0) * p);
         }
       }
     });

@@ -12,8 +12,12 @@
 //
 // The output is the NCHW image itself: no transposition and no int32
 // round trip through memory. With ConvS8Args::y_s32 / y_f32 (ConvInteger,
-// sparq.ConvIntegerToFloat) every slice leaves the tile raw in its partial
-// sums and the driver adds the offsets and writes int32 or float. Threads split a batch's images when it
+// sparq.ConvIntegerToFloat) the VNNI tile writes the int32 or float values
+// from its registers (raw_tile); other tiles leave every slice raw in their
+// partial sums and the driver adds the offsets and writes int32 or float
+// (bench/RESULTS.md, conv22: those loops cost YOLOv8n's layers 2/3 of the
+// tiles' own time). With y_q the floats go to a scratch per call, then
+// QuantizeLinear's row writes bytes. Threads split a batch's images when it
 // divides evenly among them, else the positions (one part per thread, each
 // unfolding and packing its own: the col of a large plane never goes to
 // memory whole) or, for few positions, the channels (one part per thread,
@@ -61,6 +65,82 @@ T* Reserve(std::vector<T>& v, int64_t size) {
   return v.data();
 }
 
+// n bytes of `v` at dst, and n bytes from src to dst (not overlapping), for
+// the few dozen to few hundred bytes of an unfolded row: 16-byte stores, the
+// last one overlapping, instead of a libc call each (memset / memmove's
+// `rep` start-up cost YOLOv8n's unfolding about a third of its time, conv22).
+inline void FillBytes(uint8_t* dst, uint8_t v, int64_t n) {
+#if defined(__SSE2__)
+  if (n >= 16) {
+    const __m128i fill = _mm_set1_epi8(static_cast<char>(v));
+    for (int64_t i = 0; i + 16 < n; i += 16) _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), fill);
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + n - 16), fill);
+    return;
+  }
+#endif
+  // Below 16: two overlapping stores (a plain loop would become a memset call).
+  if (n >= 8) {
+    const uint64_t pattern = 0x0101010101010101ull * v;
+    std::memcpy(dst, &pattern, 8);
+    std::memcpy(dst + n - 8, &pattern, 8);
+  } else if (n >= 4) {
+    const uint32_t pattern = 0x01010101u * v;
+    std::memcpy(dst, &pattern, 4);
+    std::memcpy(dst + n - 4, &pattern, 4);
+  } else if (n > 0) {
+    dst[0] = v, dst[n / 2] = v, dst[n - 1] = v;
+  }
+}
+inline void CopyBytes(uint8_t* dst, const uint8_t* src, int64_t n) {
+#if defined(__SSE2__)
+  if (n >= 16) {
+    for (int64_t i = 0; i + 16 < n; i += 16)
+      _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + i), _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + i)));
+    _mm_storeu_si128(reinterpret_cast<__m128i*>(dst + n - 16),
+                     _mm_loadu_si128(reinterpret_cast<const __m128i*>(src + n - 16)));
+    return;
+  }
+#endif
+  if (n >= 8) {
+    uint64_t a, b;
+    std::memcpy(&a, src, 8);
+    std::memcpy(&b, src + n - 8, 8);
+    std::memcpy(dst, &a, 8);
+    std::memcpy(dst + n - 8, &b, 8);
+  } else if (n >= 4) {
+    uint32_t a, b;
+    std::memcpy(&a, src, 4);
+    std::memcpy(&b, src + n - 4, 4);
+    std::memcpy(dst, &a, 4);
+    std::memcpy(dst + n - 4, &b, 4);
+  } else if (n > 0) {
+    const uint8_t first = src[0], middle = src[n / 2], last = src[n - 1];
+    dst[0] = first, dst[n / 2] = middle, dst[n - 1] = last;
+  }
+}
+
+// Positions [p0, p1) of a row of col whose output column (position % w) is
+// below `left` or at least w - right get `pad` (row[q - p0] holds position q):
+// the columns a "same" tap's shifted copy read from a neighbouring image row.
+// Called over whole pieces: positions of rows outside the image already hold
+// pad, so writing it there again changes nothing. One column a side (a 3x3
+// tap): one store per output row, not a range computation per row.
+inline void PadEdgeColumns(uint8_t* row, uint8_t pad, int64_t w, int64_t left, int64_t right, int64_t p0, int64_t p1) {
+  if (left <= 1 && right <= 1) {
+    if (left == 1)
+      for (int64_t q = (p0 + w - 1) / w * w; q < p1; q += w) row[q - p0] = pad;
+    if (right == 1)
+      for (int64_t q = (p0 + w) / w * w - 1; q < p1; q += w) row[q - p0] = pad;
+    return;
+  }
+  for (int64_t first = p0 / w * w; first < p1; first += w) {
+    const int64_t l0 = std::max(p0, first), l1 = std::min(p1, first + left);
+    const int64_t r0 = std::max(p0, first + w - right), r1 = std::min(p1, first + w);
+    FillBytes(row + (l0 - p0), pad, l1 - l0);
+    FillBytes(row + (r0 - p0), pad, r1 - r0);
+  }
+}
+
 // The output columns whose tap at column offset dx (input = ox * stride + dx)
 // lies inside the image row: [InsideBegin, InsideEnd).
 int64_t InsideBegin(const ConvGeometry& g, int64_t dx) {
@@ -80,7 +160,7 @@ void UnfoldRun(const ConvGeometry& g, const uint8_t* src_plane, uint8_t pad, int
                int64_t b, int64_t ox_begin, int64_t ox_end, uint8_t* dst) {
   const int64_t n = b - a;
   if (iy < 0 || iy >= g.height) {
-    std::memset(dst, pad, static_cast<size_t>(n));
+    FillBytes(dst, pad, n);
     return;
   }
   const int64_t in0 = std::clamp(ox_begin, a, b), in1 = std::clamp(ox_end, in0, b);
@@ -92,8 +172,8 @@ void UnfoldRun(const ConvGeometry& g, const uint8_t* src_plane, uint8_t pad, int
   } else
 #endif
   {
-    std::memset(dst, pad, static_cast<size_t>(in0 - a));
-    std::memset(dst + (in1 - a), pad, static_cast<size_t>(b - in1));
+    FillBytes(dst, pad, in0 - a);
+    FillBytes(dst + (in1 - a), pad, b - in1);
   }
   dst += in0 - a;
   const uint8_t* src = src_plane + iy * g.width + dx;
@@ -112,7 +192,7 @@ void UnfoldRun(const ConvGeometry& g, const uint8_t* src_plane, uint8_t pad, int
       return;
     }
 #endif
-    std::memcpy(dst, src + in0, static_cast<size_t>(m));
+    CopyBytes(dst, src + in0, m);
     return;
   }
 #if defined(__SSE2__)
@@ -147,21 +227,17 @@ void Unfold(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t r0, i
       // Output rows [oy0, oy1) read input rows oy + dy inside the image.
       const int64_t oy0 = std::min(g.out_h, std::max<int64_t>(0, -dy));
       const int64_t oy1 = std::max(oy0, std::min(g.out_h, g.height - dy));
-      std::memset(row, pad, static_cast<size_t>(oy0 * g.out_w));
-      std::memset(row + oy1 * g.out_w, pad, static_cast<size_t>((g.out_h - oy1) * g.out_w));
+      FillBytes(row, pad, oy0 * g.out_w);
+      FillBytes(row + oy1 * g.out_w, pad, (g.out_h - oy1) * g.out_w);
       if (oy1 > oy0) {
         // dst[i] = src_plane[i + shift] over the rows, clipped to the plane; the
         // columns that wrapped into a neighbouring row are padding below.
         const int64_t shift = dy * g.width + dx;
         const int64_t begin = std::max(oy0 * g.out_w, -shift), end = std::min(oy1 * g.out_w, plane - shift);
-        if (end > begin) std::memcpy(row + begin, src_plane + begin + shift, static_cast<size_t>(end - begin));
+        if (end > begin) CopyBytes(row + begin, src_plane + begin + shift, end - begin);
         const int64_t left = std::min(g.out_w, std::max<int64_t>(0, -dx));              // columns ox < -dx
         const int64_t right = std::min(g.out_w, std::max<int64_t>(0, dx));               // columns ox >= w - dx
-        for (int64_t oy = oy0; oy < oy1; ++oy) {
-          uint8_t* out_row = row + oy * g.out_w;
-          for (int64_t i = 0; i < left; ++i) out_row[i] = pad;
-          for (int64_t i = g.out_w - right; i < g.out_w; ++i) out_row[i] = pad;
-        }
+        PadEdgeColumns(row, pad, g.out_w, left, right, 0, p);
         // Clipped ends of the copy (only inside padding columns or rows).
         for (int64_t i = oy0 * g.out_w; i < begin; ++i) row[i] = pad;
         for (int64_t i = std::max(begin, end); i < oy1 * g.out_w; ++i) row[i] = pad;
@@ -219,7 +295,6 @@ void UnfoldOneColumn(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int6
 void UnfoldSamePositions(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t p0, int64_t p1,
                          uint8_t* col_part) {
   const int64_t plane = g.height * g.width, ld = p1 - p0, w = g.out_w;
-  const int64_t oy_first = p0 / w, oy_last = (p1 - 1) / w;
   uint8_t* row = col_part;
   for (int64_t ch = 0; ch < g.channels; ++ch) {
     const uint8_t* src_plane = xi + ch * plane;
@@ -232,20 +307,15 @@ void UnfoldSamePositions(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, 
         const int64_t shift = dy * g.width + dx;
         const int64_t lo = std::max({p0, oy0 * w, -shift}), hi = std::min({p1, oy1 * w, plane - shift});
         if (hi <= lo) {
-          std::memset(row, pad, static_cast<size_t>(ld));
+          FillBytes(row, pad, ld);
           continue;
         }
-        std::memset(row, pad, static_cast<size_t>(lo - p0));
-        std::memcpy(row + (lo - p0), src_plane + lo + shift, static_cast<size_t>(hi - lo));
-        std::memset(row + (hi - p0), pad, static_cast<size_t>(p1 - hi));
+        FillBytes(row, pad, lo - p0);
+        CopyBytes(row + (lo - p0), src_plane + lo + shift, hi - lo);
+        FillBytes(row + (hi - p0), pad, p1 - hi);
         // Columns ox < -dx and ox >= w - dx of the copied rows read a neighbouring row: padding.
         const int64_t left = std::min(w, std::max<int64_t>(0, -dx)), right = std::min(w, std::max<int64_t>(0, dx));
-        if (left == 0 && right == 0) continue;
-        for (int64_t oy = std::max(oy_first, oy0); oy <= std::min(oy_last, oy1 - 1); ++oy) {
-          const int64_t first = oy * w;
-          for (int64_t q = std::max(p0, first); q < std::min(p1, first + left); ++q) row[q - p0] = pad;
-          for (int64_t q = std::max(p0, first + w - right); q < std::min(p1, first + w); ++q) row[q - p0] = pad;
-        }
+        PadEdgeColumns(row, pad, w, left, right, p0, p1);
       }
     }
   }
@@ -389,7 +459,8 @@ void TilePortable(const ConvS8Tile& t) {
 
 }  // namespace
 
-void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4, ConvS8ColumnFn column) {
+void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4, ConvS8ColumnFn column,
+                  bool raw_tile) {
   const PackedGemmS8& w = *args.w;
   const ConvGeometry& g = args.conv;
   const bool s16 = w.format == PackedFormat::kPanel16x2S16;
@@ -402,11 +473,15 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
   const int32_t za_u = args.x_zero_point + (args.x_signed ? 128 : 0);
   // Raw sums out (int32 or float, ConvS8Args::y_s32 / y_f32): every slice
   // leaves the tile in `partial`, finished below.
-  const bool raw = args.y_s32 != nullptr || args.y_f32 != nullptr;
-  const int64_t out_bytes = raw ? 4 : 1;  // per output value
-  auto* const y_base = raw ? (args.y_s32 != nullptr ? reinterpret_cast<uint8_t*>(args.y_s32)
-                                                    : reinterpret_cast<uint8_t*>(args.y_f32))
-                           : static_cast<uint8_t*>(args.y);
+  // With y_q the float values go to a scratch of each run_tiles call (its
+  // channels x positions, in cache), then QuantizeLinear's row writes bytes.
+  const bool quantize = args.y_q != nullptr;
+  const bool raw = args.y_s32 != nullptr || args.y_f32 != nullptr || quantize;
+  const int64_t out_bytes = raw && !quantize ? 4 : 1;  // per output value
+  auto* const y_base = quantize ? static_cast<uint8_t*>(args.y_q)
+                       : raw    ? (args.y_s32 != nullptr ? reinterpret_cast<uint8_t*>(args.y_s32)
+                                                         : reinterpret_cast<uint8_t*>(args.y_f32))
+                                : static_cast<uint8_t*>(args.y);
 
   thread_local std::vector<int32_t> offset_buffer;
   thread_local std::vector<uint8_t> col_buffer;
@@ -436,13 +511,25 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
   // A last block of at most kConvS8ColumnMax positions goes by columns (u8 steps only).
   const int64_t tail_positions = p - (blocks - 1) * kBlock;
   const bool by_columns = !raw && column != nullptr && !s16 && blocks > 0 && tail_positions <= kConvS8ColumnMax;
-  const bool keep_partial = slices > 1 || raw;  // the tiles' sums go through `partial`
+  // Raw sums the tile does not finish itself go through `partial` to the driver's loops.
+  const bool raw_in_tile = raw && raw_tile;
+  const bool keep_partial = slices > 1 || (raw && !raw_in_tile);  // the tiles' sums go through `partial`
 
   // The tiles of channel tiles [ct0, ct1) x position tiles [pt0, pt1) of
   // image yi, from `packed` (its first block: the first of pt0), then the
   // table over them. `partial`: kTileSums per channel tile when K is sliced.
   auto run_tiles = [&](int64_t ct0, int64_t ct1, int64_t pt0, int64_t pt1, const uint8_t* packed, int32_t* partial,
                        uint8_t* yi) {
+    // The float outputs of channel o, position q (q in [q0, q1)): y_f32's
+    // row, or with y_q the call's scratch [channels of the call, q1 - q0].
+    const int64_t q0 = std::min(p, pt0 * kTileBlocks * kBlock), q1 = std::min(p, pt1 * kTileBlocks * kBlock);
+    const int64_t c_first = ct0 * kTileChannels;
+    thread_local std::vector<float> quantize_buffer;
+    float* const scratch = quantize ? Reserve(quantize_buffer, (ct1 - ct0) * kTileChannels * (q1 - q0)) : nullptr;
+    const int64_t ld_f = quantize ? q1 - q0 : p;
+    auto frow = [&](int64_t o, int64_t q) {
+      return quantize ? scratch + (o - c_first) * ld_f + (q - q0) : reinterpret_cast<float*>(yi) + o * p + q;
+    };
     ConvS8Tile t;
     t.block_stride = steps * kStepBytes;
     t.s16 = s16;
@@ -450,7 +537,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
     t.multipliers_below_one = multipliers_below_one;
     t.zero_point = args.y_zero_point;
     t.out_signed = args.y_signed;
-    t.ld_y = p;
+    t.ld_y = raw_in_tile && args.y_s32 == nullptr ? ld_f : p;
     for (int64_t pt = pt0; pt < pt1; ++pt) {
       const int64_t block = pt * kTileBlocks, p0 = block * kBlock;
       const int64_t tile_blocks = std::min<int64_t>(kTileBlocks, (by_columns ? blocks - 1 : blocks) - block);
@@ -462,7 +549,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         last = s0 + slice_steps >= steps;
         t.steps = std::min(slice_steps, steps - s0);
         t.first_slice = s0 == 0;
-        t.last_slice = last && !raw;
+        t.last_slice = last && (!raw || raw_in_tile);
         t.col = packed + ((block - pt0 * kTileBlocks) * steps + s0) * kStepBytes;
         for (int64_t ct = ct0; ct < ct1; ++ct) {
           const int64_t c0 = ct * kTileChannels;
@@ -471,14 +558,23 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
           t.channels = static_cast<int>(std::min<int64_t>(kTileChannels, m - c0));
           t.partial = keep_partial ? partial + (ct - ct0) * kTileSums : nullptr;
           // Raw sums: the driver adds the offsets (a tile may add them in the
-          // first slice, as the VNNI one does, or in the last).
-          t.offset = raw ? kZeroOffsets : offset + c0;
+          // first slice, as the VNNI one does, or in the last), unless the tile finishes them.
+          t.offset = raw && !raw_in_tile ? kZeroOffsets : offset + c0;
           t.multiplier = raw ? nullptr : args.multiplier + c0;
           t.y = yi + c0 * p + p0;
+          if (raw_in_tile) {
+            if (args.y_s32 != nullptr) {
+              t.y_s32 = reinterpret_cast<int32_t*>(yi) + c0 * p + p0;
+            } else {
+              t.y_f32 = frow(c0, p0);
+              t.f32_scale = args.f32_scale + c0;
+              t.f32_bias = args.f32_bias != nullptr ? args.f32_bias + c0 : nullptr;
+            }
+          }
           tile(t);
         }
       }
-      if (raw) {  // acc = sum + offset (mod 2^32), then the int32 or float output
+      if (raw && !raw_in_tile) {  // acc = sum + offset (mod 2^32), then the int32 or float output
         for (int64_t ct = ct0; ct < ct1; ++ct) {
           const int64_t c0 = ct * kTileChannels, channels = std::min<int64_t>(kTileChannels, m - c0);
           const int32_t* sums = partial + (ct - ct0) * kTileSums;
@@ -490,7 +586,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
               int32_t* out = reinterpret_cast<int32_t*>(yi) + o * p + p0;
               for (int i = 0; i < t.positions; ++i) out[i] = static_cast<int32_t>(static_cast<uint32_t>(row[i]) + off);
             } else {
-              float* out = reinterpret_cast<float*>(yi) + o * p + p0;
+              float* out = frow(o, p0);
               const float scale = args.f32_scale[o];
               for (int i = 0; i < t.positions; ++i)
                 out[i] = static_cast<float>(static_cast<int32_t>(static_cast<uint32_t>(row[i]) + off)) * scale;
@@ -503,12 +599,15 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         }
       }
     }
-    if (args.y_f32 != nullptr && args.f32_silu != nullptr) {  // the SiLU over each channel's finished positions of this call
-      const int64_t q0 = std::min(p, pt0 * kTileBlocks * kBlock), q1 = std::min(p, pt1 * kTileBlocks * kBlock);
-      for (int64_t o = ct0 * kTileChannels; o < std::min(m, ct1 * kTileChannels) && q0 < q1; ++o) {
-        float* row = reinterpret_cast<float*>(yi) + o * p + q0;
+    if ((args.y_f32 != nullptr || quantize) && args.f32_silu != nullptr) {  // the SiLU over each channel's finished positions of this call
+      for (int64_t o = c_first; o < std::min(m, ct1 * kTileChannels) && q0 < q1; ++o) {
+        float* row = frow(o, q0);
         args.f32_silu(row, row, q1 - q0, true);
       }
+    }
+    if (quantize) {  // QuantizeLinear's row over them, into the byte output
+      for (int64_t o = c_first; o < std::min(m, ct1 * kTileChannels) && q0 < q1; ++o)
+        args.f32_quantize(q1 - q0, frow(o, q0), args.q_scale, args.q_zero_point, args.q_signed, yi + o * p + q0);
     }
     if (by_columns && pt1 * kTileBlocks >= blocks) {  // the last block, position by position
       const int64_t block = blocks - 1;

@@ -105,6 +105,49 @@ struct PackedRequant {
   }
 };
 
+// The raw finish of one channel's blocks (ConvS8Tile::y_s32 / y_f32): the
+// int32 sums (the offset already in), or float(acc) * scale then + bias, one
+// rounding each (this file is built with -ffp-contract=off: no FMA), as
+// ConvS8Driver's loops and the reference epilogue (kernels/ref/qdq_fused_ops.cc).
+inline void StoreRaw(const ConvS8Tile& t, int c, __m512i acc0, __m512i acc1) {
+  const int n0 = t.positions < 16 ? t.positions : 16, n1 = t.blocks == 2 ? t.positions - 16 : 0;
+  const __mmask16 m0 = static_cast<__mmask16>(n0 >= 16 ? 0xFFFFu : (1u << n0) - 1);
+  const __mmask16 m1 = static_cast<__mmask16>(n1 >= 16 ? 0xFFFFu : n1 > 0 ? (1u << n1) - 1 : 0u);
+  if (t.y_s32 != nullptr) {
+    int32_t* y = t.y_s32 + c * t.ld_y;
+    if (n0 >= 16) {
+      _mm512_storeu_si512(y, acc0);
+    } else {
+      _mm512_mask_storeu_epi32(y, m0, acc0);
+    }
+    if (n1 >= 16) {
+      _mm512_storeu_si512(y + 16, acc1);
+    } else if (n1 > 0) {
+      _mm512_mask_storeu_epi32(y + 16, m1, acc1);
+    }
+    return;
+  }
+  float* y = t.y_f32 + c * t.ld_y;
+  const __m512 scale = _mm512_set1_ps(t.f32_scale[c]);
+  __m512 v0 = _mm512_mul_ps(_mm512_cvtepi32_ps(acc0), scale);
+  __m512 v1 = _mm512_mul_ps(_mm512_cvtepi32_ps(acc1), scale);
+  if (t.f32_bias != nullptr) {
+    const __m512 bias = _mm512_set1_ps(t.f32_bias[c]);
+    v0 = _mm512_add_ps(v0, bias);
+    v1 = _mm512_add_ps(v1, bias);
+  }
+  if (n0 >= 16) {
+    _mm512_storeu_ps(y, v0);
+  } else {
+    _mm512_mask_storeu_ps(y, m0, v0);
+  }
+  if (n1 >= 16) {
+    _mm512_storeu_ps(y + 16, v1);
+  } else if (n1 > 0) {
+    _mm512_mask_storeu_ps(y + 16, m1, v1);
+  }
+}
+
 // Named accumulators, not an array: GCC 12 spills an array of them (see
 // gemm_s8_avx512vnni.cc).
 #define SPARQ_CONV_CH2(c)                                              \
@@ -157,6 +200,10 @@ void TileOneChannel(const ConvS8Tile& t) {
   const __m512i a0 = _mm512_add_epi32(e0, o0), a1 = _mm512_add_epi32(e1, o1);
   if (!t.last_slice) {
     _mm512_storeu_si512(t.partial, a0), _mm512_storeu_si512(t.partial + 16, a1);
+    return;
+  }
+  if (t.y_s32 != nullptr || t.y_f32 != nullptr) {
+    StoreRaw(t, 0, a0, a1);
     return;
   }
   if (two && t.multipliers_below_one) {
@@ -216,6 +263,16 @@ void Tile(const ConvS8Tile& t) {
     SPARQ_CONV_SAVE(4) SPARQ_CONV_SAVE(5) SPARQ_CONV_SAVE(6) SPARQ_CONV_SAVE(7)
     // clang-format on
 #undef SPARQ_CONV_SAVE
+    return;
+  }
+  if (t.y_s32 != nullptr || t.y_f32 != nullptr) {
+#define SPARQ_CONV_RAW(c) \
+  if ((c) < t.channels) StoreRaw(t, (c), a##c##0, a##c##1);
+    // clang-format off
+    SPARQ_CONV_RAW(0) SPARQ_CONV_RAW(1) SPARQ_CONV_RAW(2) SPARQ_CONV_RAW(3)
+    SPARQ_CONV_RAW(4) SPARQ_CONV_RAW(5) SPARQ_CONV_RAW(6) SPARQ_CONV_RAW(7)
+    // clang-format on
+#undef SPARQ_CONV_RAW
     return;
   }
   if (t.blocks == 2 && t.multipliers_below_one) {
@@ -305,7 +362,7 @@ void Column(const ConvS8Column& c) {
 
 }  // namespace
 
-void ConvS8Avx512Vnni(const ConvS8Args& args) { ConvS8Driver(args, Tile, Pack4, Column); }
+void ConvS8Avx512Vnni(const ConvS8Args& args) { ConvS8Driver(args, Tile, Pack4, Column, /*raw_tile=*/true); }
 
 SPARQ_CPU_TARGET_END
 

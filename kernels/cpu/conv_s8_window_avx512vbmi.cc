@@ -197,8 +197,8 @@ void WindowRow(const ConvS8Args& args, const Window& win, const uint8_t* index, 
 
 bool WindowFits(const ConvS8Args& args) {
   const ConvGeometry& g = args.conv;
-  // Requantized bytes only: raw sums (y_s32 / y_f32) go to the VNNI driver.
-  return args.w != nullptr && args.y_s32 == nullptr && args.y_f32 == nullptr &&
+  // Requantized bytes only: raw sums (y_s32 / y_f32 / y_q) go to the VNNI driver.
+  return args.w != nullptr && args.y_s32 == nullptr && args.y_f32 == nullptr && args.y_q == nullptr &&
          args.w->format == PackedFormat::kPanel16x4S8 && !args.w->has_zero_points &&
          args.w->n >= 1 && args.w->n <= kWindowChannels && g.stride_w >= 1 && g.stride_w <= 4 && g.dilation_w == 1 && g.out_w >= 1 &&
          g.out_h >= 1 && g.channels >= 1 && g.kernel_w >= 1;

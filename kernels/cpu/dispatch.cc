@@ -713,10 +713,12 @@ Status RunConvS8(const ConvS8Args& args, const char** kernel_name) {
   }
   const int64_t outputs = args.batch * w.n * g.out_size();
   if (outputs == 0) return Status::OK();
-  if (args.y_s32 != nullptr || args.y_f32 != nullptr) {  // raw sums out
-    if (args.x == nullptr || (args.y_f32 != nullptr && args.f32_scale == nullptr) || args.table != nullptr ||
-        (args.y_s32 != nullptr && args.y_f32 != nullptr)) {
-      return Status::InvalidArgument("conv_s8: raw output needs x, one of y_s32 / y_f32 (with f32_scale), no table");
+  if (args.y_s32 != nullptr || args.y_f32 != nullptr || args.y_q != nullptr) {  // raw sums out
+    const int outs = (args.y_s32 != nullptr) + (args.y_f32 != nullptr) + (args.y_q != nullptr);
+    if (args.x == nullptr || (args.y_s32 == nullptr && args.f32_scale == nullptr) || args.table != nullptr ||
+        outs != 1 || (args.y_q != nullptr && args.f32_quantize == nullptr)) {
+      return Status::InvalidArgument(
+          "conv_s8: raw output needs x, one of y_s32 / y_f32 / y_q (with f32_scale; y_q with f32_quantize), no table");
     }
   } else if (args.x == nullptr || args.y == nullptr || args.multiplier == nullptr) {
     return Status::InvalidArgument("conv_s8: null x, y or multiplier");

@@ -345,6 +345,15 @@ struct ConvS8Tile {
   bool out_signed = false;
   uint8_t* y = nullptr;  // channel c, position i at y[c * ld_y + i]
   int64_t ld_y = 0;
+  // Raw sums finished by the tile (ConvS8Driver's raw_tile, only with
+  // ConvS8Args::y_s32 / y_f32): in the last slice, acc = sums + offset[c]
+  // (mod 2^32) stored as int32 at y_s32, or float(acc) * f32_scale[c], then
+  // + f32_bias[c] when given (one rounding each, no fused multiply-add), at
+  // y_f32 (channel c, position i at [c * ld_y + i]); y and multiplier unused.
+  int32_t* y_s32 = nullptr;
+  float* y_f32 = nullptr;
+  const float* f32_scale = nullptr;  // [channels]
+  const float* f32_bias = nullptr;   // [channels] or nullptr
 };
 using ConvS8TileFn = void (*)(const ConvS8Tile& tile);
 // Optional (nullptr: the driver's SSE2 / plain loops): packs 4 whole blocks
@@ -376,8 +385,10 @@ struct ConvS8Column {
 };
 using ConvS8ColumnFn = void (*)(const ConvS8Column& column);
 inline constexpr int kConvS8ColumnMax = 4;
+// raw_tile: the tile finishes raw sums itself (ConvS8Tile::y_s32 / y_f32)
+// when the call wants them; else they go through `partial` and the driver's loops.
 void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4 = nullptr,
-                  ConvS8ColumnFn column = nullptr);
+                  ConvS8ColumnFn column = nullptr, bool raw_tile = false);
 
 // ---------------------------------------------------------------------------
 // INT8 N:M sparse GEMM (spmm_nm_s8.cc), vectorized over output channels: a

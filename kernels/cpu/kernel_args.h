@@ -197,8 +197,9 @@ struct ConvS8Args {
   // [batch, M, out_h, out_w] of either
   //   y_s32[o, p] = acc[o, p] + bias[o]                                  (int32, wraps)
   //   y_f32[o, p] = float(acc[o, p] + bias[o]) * f32_scale[o] (+ f32_bias[o]) [-> SiLU]   (each step one rounding)
-  // multiplier, y_zero_point, y_signed and the table unused then. The sums
-  // leave the tile raw and the driver finishes them (every ISA's tile).
+  // multiplier, y_zero_point, y_signed and the table unused then. The VNNI
+  // tile finishes the sums in its registers (ConvS8Tile::y_s32 / y_f32); the
+  // other rows' tiles leave them raw and the driver finishes them.
   int32_t* y_s32 = nullptr;
   float* y_f32 = nullptr;
   const float* f32_scale = nullptr;  // [M], required with y_f32
@@ -207,6 +208,16 @@ struct ConvS8Args {
   // over each channel's positions a task finished (ConvIntegerToFloat's
   // activation "Silu": the bits of a separate sparq.Silu node), or nullptr.
   void (*f32_silu)(const float* x, float* y, int64_t n, bool times_x) = nullptr;
+  // Or, instead of y_f32, the float values above (after the SiLU) quantized
+  // as QuantizeLinear(scale q_scale, zero point q_zero_point) by f32_quantize
+  // (a quantize_f32_s8 row, dispatch.h: QuantizeF32Fn) into y_q [batch, M,
+  // out_h, out_w] bytes (int8 when q_signed): a sparq.ConvIntegerToFloat
+  // whose only reader was a QuantizeLinear (runtime/passes/float_fusion.h).
+  void* y_q = nullptr;
+  float q_scale = 1.0f;
+  int32_t q_zero_point = 0;
+  bool q_signed = false;
+  void (*f32_quantize)(int64_t n, const float* x, float scale, int32_t zero_point, bool out_signed, void* y) = nullptr;
   ThreadPool* pool = nullptr;
 };
 

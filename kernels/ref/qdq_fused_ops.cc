@@ -59,6 +59,9 @@
 //     per output channel m (the graph's tensors broadcast along axis 1).
 //     Attribute activation "Silu" (optional; runtime/passes/float_fusion.h):
 //     then sparq.Silu's reference kernel on Y, as the separate node.
+//     Optional inputs 7 and 8, Y_scale and Y_zero_point (one value each: the
+//     QuantizeLinear that was Y's only reader, runtime/passes/float_fusion.h):
+//     then QuantizeLinear's reference kernel on Y, whose bytes are the output.
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -314,6 +317,15 @@ Status ConvIntegerToFloat(OpContext& ctx) {
     }
   }
   SPARQ_RETURN_IF_ERROR(ApplyActivation(ctx, "Silu", &y));
+  if (ctx.has_input(7) || ctx.has_input(8)) {  // a fused QuantizeLinear: its reference kernel on Y
+    if (!ctx.has_input(7) || !ctx.has_input(8)) return ctx.InvalidArgument("Y_scale and Y_zero_point go together");
+    const KernelDef* quantize = KernelRegistry::Reference().Find("QuantizeLinear", "", 13);
+    if (quantize == nullptr) return ctx.NotSupported("no QuantizeLinear reference kernel");
+    const Node step{ctx.node().name + "/QuantizeLinear", "QuantizeLinear", "", {"y", "y_scale", "y_zero_point"}, {"q"}, {}, ""};
+    OpContext q_ctx(step, 13, {&y, &ctx.input(7), &ctx.input(8)}, ctx.pool());
+    SPARQ_RETURN_IF_ERROR(quantize->fn(q_ctx));
+    y = std::move(q_ctx.outputs()[0]);
+  }
   ctx.set_output(0, std::move(y));
   return Status::OK();
 }

@@ -135,6 +135,7 @@
 #include <set>
 #include <utility>
 
+#include "graph/graph_editor.h"
 #include "graph/value_index.h"
 
 namespace sparq {
@@ -532,6 +533,111 @@ void FuseSiluIntoConvIntegerToFloat(Graph& g, const ValueIndex& index, std::set<
   }
 }
 
+// A QuantizeLinear of one constant float32 scale and one constant uint8 /
+// int8 zero point (neither a run input), no block_size / output_dtype.
+bool PerTensorQuantize(const Model& model, const ValueIndex& index, const Node& q) {
+  if (q.op_type != "QuantizeLinear" || !q.domain.empty() || q.inputs.size() != 3 || q.outputs.size() != 1 ||
+      q.inputs[1].empty() || q.inputs[2].empty() || !ConstantScalar(model, index, q.inputs[1]) ||
+      q.attr_int("block_size", 0) != 0 || q.attr_int("output_dtype", 0) != 0) {
+    return false;
+  }
+  for (const ValueInfo& v : model.graph.initializer_inputs)
+    if (v.name == q.inputs[2]) return false;  // a run input may replace it
+  auto it = model.graph.initializers.find(q.inputs[2]);
+  return it != model.graph.initializers.end() && it->second.numel() == 1 &&
+         (it->second.dtype() == DataType::kUInt8 || it->second.dtype() == DataType::kInt8);
+}
+
+// Concat -> QuantizeLinear (PerTensorQuantize; the Concat's output read by it
+// alone, no graph output) becomes a QuantizeLinear per Concat input (the same
+// scale, zero point and attributes) and a Concat of the bytes: the same values
+// (QuantizeLinear is elementwise), the Concat moving bytes instead of floats,
+// and a ConvIntegerToFloat input then read by its QuantizeLinear alone takes it
+// in (FuseQuantizeIntoConvIntegerToFloat). YOLOv8n's C2f and SPPF blocks and
+// its neck have 13 (bench/RESULTS.md, conv22). The new nodes go right before
+// their Concat (the executor sorted the graph before the passes). Run before
+// the ValueIndex of FuseConvActivations is taken.
+void QuantizeConcatInputs(Model* model) {
+  Graph& g = model->graph;
+  const ValueIndex index(g);
+  std::map<size_t, std::vector<Node>> before;  // new nodes per Concat index
+  std::set<size_t> dropped;                    // the QuantizeLinear nodes taken in
+  GraphEditor editor(g);
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    const Node& concat = g.nodes[i];
+    if (concat.op_type != "Concat" || !concat.domain.empty() || concat.outputs.size() != 1 || concat.inputs.empty()) continue;
+    const std::string& y = concat.outputs[0];
+    if (index.IsGraphOutput(y) || index.Readers(y).size() != 1) continue;
+    const size_t qi = index.Readers(y)[0];
+    const Node& q = g.nodes[qi];
+    if (dropped.count(qi) || q.inputs.empty() || q.inputs[0] != y || !PerTensorQuantize(*model, index, q)) continue;
+    bool named = true;
+    for (const std::string& in : concat.inputs) named = named && !in.empty();
+    if (!named) continue;
+    std::vector<Node>& nodes = before[i];
+    std::vector<std::string> inputs;
+    for (const std::string& in : concat.inputs) {
+      const std::string out = editor.FreshName(in + "_quantized");
+      nodes.push_back({editor.FreshName(q.name + "/" + in), "QuantizeLinear", "", {in, q.inputs[1], q.inputs[2]}, {out},
+                       q.attributes, ""});
+      inputs.push_back(out);
+    }
+    g.nodes[i].inputs = std::move(inputs);
+    g.nodes[i].outputs[0] = q.outputs[0];
+    dropped.insert(qi);
+  }
+  if (before.empty()) return;
+  std::vector<Node> nodes;
+  nodes.reserve(g.nodes.size() + 8 * before.size());
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    if (dropped.count(i)) continue;
+    if (auto it = before.find(i); it != before.end())
+      for (Node& n : it->second) nodes.push_back(std::move(n));
+    nodes.push_back(std::move(g.nodes[i]));
+  }
+  g.nodes = std::move(nodes);
+}
+
+// sparq.ConvIntegerToFloat (after FuseSiluIntoConvIntegerToFloat) whose
+// output's only reader is a QuantizeLinear of one constant float32 scale and
+// one constant uint8 / int8 zero point (no block_size / output_dtype, the
+// output not a graph output): the QuantizeLinear's scale and zero point
+// become the conv's inputs 7 and 8 (Y_scale, Y_zero_point) and its output the
+// conv's, so the conv writes the bytes (its float values quantized while in
+// cache) instead of a float tensor that the QuantizeLinear read back.
+// YOLOv8n's default INT8 file has 31 (bench/RESULTS.md, conv22).
+void FuseQuantizeIntoConvIntegerToFloat(const Model& model, Graph& g, const ValueIndex& index, std::set<size_t>* removed,
+                                        std::vector<std::string>* fused) {
+  for (size_t i = 0; i < g.nodes.size(); ++i) {
+    Node& conv = g.nodes[i];
+    if (removed->count(i) || conv.op_type != "ConvIntegerToFloat" || conv.domain != kSparqDomain ||
+        conv.outputs.size() != 1 || conv.inputs.size() < 6 || conv.inputs.size() > 7) {
+      continue;
+    }
+    const std::string x = conv.outputs[0];
+    if (index.IsGraphOutput(x)) continue;
+    std::optional<size_t> reader;
+    bool other_reader = false;
+    for (size_t j = 0; j < g.nodes.size() && !other_reader; ++j) {
+      if (j == i || removed->count(j) || !Reads(g.nodes[j], x)) continue;
+      other_reader = reader.has_value();
+      reader = j;
+    }
+    if (other_reader || !reader) continue;
+    const Node& q = g.nodes[*reader];
+    if (q.op_type != "QuantizeLinear" || !q.domain.empty() || q.inputs.size() != 3 || q.outputs.size() != 1 ||
+        q.inputs[0] != x || !PerTensorQuantize(model, index, q)) {
+      continue;
+    }
+    conv.inputs.resize(7);  // Bias may be absent: ""
+    conv.inputs.push_back(q.inputs[1]);
+    conv.inputs.push_back(q.inputs[2]);
+    conv.outputs[0] = q.outputs[0];
+    removed->insert(*reader);
+    fused->push_back(q.name);
+  }
+}
+
 // MatMul -> [Mul | Div by a scalar] -> [Add(mask)] -> Softmax(-1) -> [NaN
 // guard] -> MatMul -> sparq.Attention, Q and K^T each through an optional
 // Mul by a scalar (see the top); the second MatMul keeps its name and output,
@@ -837,6 +943,7 @@ std::vector<std::string> FusePointwiseDepthwise(Model* model) {
 }
 
 std::vector<std::string> FuseConvActivations(Model* model) {
+  QuantizeConcatInputs(model);
   Graph& g = model->graph;
   const ValueIndex index(g);  // node indices stay valid: removals wait for the end
 
@@ -880,6 +987,7 @@ std::vector<std::string> FuseConvActivations(Model* model) {
   }
   FuseSilu(g, index, &removed, &fused);
   FuseSiluIntoConvIntegerToFloat(g, index, &removed, &fused);
+  FuseQuantizeIntoConvIntegerToFloat(*model, g, index, &removed, &fused);
   FuseHardSwishChain(*model, g, index, &removed, &fused);
   if (!may_hold_16_bit_floats) {
     FuseGeluErfChain(*model, g, index, &removed, &fused);

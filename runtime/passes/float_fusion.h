@@ -21,7 +21,10 @@ namespace sparq {
 // Mul(x, Sigmoid(x)) into one sparq.Silu node (float_fusion.cc says when),
 // computed in one pass by the sigmoid_f32 rows (into a sparq.ConvIntegerToFloat
 // before it, as its activation "Silu", when x has no other reader and is
-// not a graph output), Paddle's HardSwish chain
+// not a graph output; then a QuantizeLinear that is the conv's only reader
+// goes into the conv too, as its inputs Y_scale and Y_zero_point: the conv
+// writes the quantized bytes; a Concat read only by a QuantizeLinear first
+// becomes a QuantizeLinear per input and a Concat of bytes), Paddle's HardSwish chain
 // into sparq.HardSwishChain, BERT's erf GELU chain (Div, Erf, Add, Mul,
 // Mul) into sparq.GeluErfChain and JAX's tanh GELU chain (six Mul, two Add,
 // Tanh) into sparq.GeluTanhChain, each one pass with the unfused nodes' bits.

@@ -7,6 +7,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <random>
 #include <set>
@@ -121,6 +122,7 @@ struct Data {
   std::vector<uint8_t> table;
   int32_t x_zp = 0, y_zp = 0;
   std::vector<uint8_t> want;  // [batch, M, P]
+  std::vector<int32_t> acc;   // [batch, M, P]: the sums + bias (mod 2^32), ConvS8Args::y_s32's spec
 };
 
 Data MakeData(std::mt19937& rng, const ConvS8Case& cc, bool w_zp) {
@@ -168,6 +170,7 @@ Data MakeData(std::mt19937& rng, const ConvS8Case& cc, bool w_zp) {
   }
   // The spec, term by term.
   d.want.resize(static_cast<size_t>(cc.batch * cc.m * p));
+  d.acc.resize(d.want.size());
   for (int64_t b = 0; b < cc.batch; ++b) {
     for (int64_t o = 0; o < cc.m; ++o) {
       for (int64_t oy = 0; oy < g.out_h; ++oy) {
@@ -189,6 +192,8 @@ Data MakeData(std::mt19937& rng, const ConvS8Case& cc, bool w_zp) {
           }
           const int32_t a = static_cast<int32_t>(acc);
           const int32_t* bias = cc.bias ? &d.bias[o] : nullptr;
+          d.acc[(b * cc.m + o) * p + oy * g.out_w + ox] =
+              static_cast<int32_t>(acc + (bias != nullptr ? static_cast<uint32_t>(*bias) : 0u));
           uint8_t q;
           if (cc.y_signed) {
             int8_t s;
@@ -261,6 +266,98 @@ TEST_P(ConvS8IsaTest, MatchesTheSpecBitForBit) {
     ASSERT_NE(def, nullptr);
     for (const ConvS8Case& cc : Cases())
       for (int threads : {1, 2, 3}) Check(rng, cc, format, nullptr, threads, def->name);
+  }
+}
+
+// The raw outputs (ConvS8Args::y_s32 / y_f32: ConvInteger and
+// sparq.ConvIntegerToFloat), finished in the VNNI tile's registers or by the
+// driver's loops: the spec's int32 sums, and float(acc) * scale then + bias
+// (one rounding each), on every ISA, both formats, 1-3 threads, every
+// geometry above (tails of K, P and M, K slices, one channel, image tasks).
+void CheckRaw(std::mt19937& rng, const ConvS8Case& cc, PackedFormat format, int threads, int mode,
+              const std::string& expected_name) {
+  const bool w_zp = cc.w_zp && format == PackedFormat::kPanel16x2S16;
+  const char* modes[] = {"int32", "float", "float + bias", "float + bias, quantized"};
+  SCOPED_TRACE(std::string(cc.name) + ", " + Traits(format).name + ", " + std::to_string(threads) + " threads, " +
+               modes[mode]);
+  const Data d = MakeData(rng, cc, w_zp);
+  StatusOr<PackedGemmS8> packed =
+      PackGemmS8(d.w.data(), cc.m, d.g.k(), GemmZeroPoints{d.w_zp.data(), true}, format);
+  ASSERT_TRUE(packed.ok()) << packed.status().ToString();
+  ThreadPool pool(threads);
+  ConvS8Args args;
+  args.w = &*packed;
+  args.conv = d.g;
+  args.batch = cc.batch;
+  args.x = d.x.data();
+  args.x_signed = cc.x_signed;
+  args.x_zero_point = d.x_zp;
+  args.bias = cc.bias ? d.bias.data() : nullptr;
+  args.pool = &pool;
+  std::vector<float> scale(static_cast<size_t>(cc.m)), fbias(static_cast<size_t>(cc.m));
+  for (int64_t o = 0; o < cc.m; ++o) {
+    scale[o] = (o % 2 ? -1.0f : 1.0f) * 3.1e-4f * (1.0f + 0.173f * static_cast<float>(o % 7));
+    fbias[o] = 0.37f * static_cast<float>(o % 5) - 0.61f;
+  }
+  std::vector<int32_t> y(d.acc.size() + 16, int32_t{-0x5A5A5A5B});
+  const int32_t guard = y.back();
+  // Mode 3: QuantizeLinear's row over the floats, bytes out (ConvS8Args::y_q).
+  const float q_scale = 0.0173f;
+  const int32_t q_zp = cc.y_signed ? -3 : 119;
+  std::vector<uint8_t> yq(d.acc.size() + 64, 0xA5);
+  if (mode == 0) {
+    args.y_s32 = y.data();
+  } else if (mode == 3) {
+    args.y_q = yq.data();
+    args.f32_scale = scale.data();
+    args.f32_bias = fbias.data();
+    args.q_scale = q_scale, args.q_zero_point = q_zp, args.q_signed = cc.y_signed;
+    args.f32_quantize = SelectCpuKernel(CpuOp::kQuantizeF32).get<QuantizeF32Fn>();
+  } else {
+    args.y_f32 = reinterpret_cast<float*>(y.data());
+    args.f32_scale = scale.data();
+    args.f32_bias = mode == 2 ? fbias.data() : nullptr;
+  }
+  const char* name = nullptr;
+  const Status st = RunConvS8(args, &name);
+  ASSERT_TRUE(st.ok()) << st.ToString();
+  ASSERT_NE(name, nullptr);
+  EXPECT_EQ(std::string(name), expected_name);
+  const int64_t p = d.g.out_size();
+  for (size_t i = 0; i < d.acc.size(); ++i) {
+    if (mode == 0) {
+      ASSERT_EQ(y[i], d.acc[i]) << "output " << i;
+      continue;
+    }
+    const int64_t o = static_cast<int64_t>(i) / p % cc.m;
+    volatile float v = static_cast<float>(d.acc[i]) * scale[o];  // rounded before the bias is added
+    float want = v;
+    if (mode >= 2) want = v + fbias[o];
+    if (mode == 3) {
+      const int q = cc.y_signed ? int{QuantizeValue<int8_t>(want, q_scale, q_zp)}
+                                : int{QuantizeValue<uint8_t>(want, q_scale, q_zp)};
+      ASSERT_EQ(int{cc.y_signed ? static_cast<int>(static_cast<int8_t>(yq[i])) : int{yq[i]}}, q) << "output " << i;
+      continue;
+    }
+    float got;
+    std::memcpy(&got, &y[i], sizeof(got));
+    ASSERT_EQ(std::memcmp(&got, &want, sizeof(got)), 0) << "output " << i << ": " << got << " vs " << want;
+  }
+  for (size_t i = d.acc.size(); i < y.size(); ++i) ASSERT_EQ(y[i], guard) << "wrote past the output";
+  if (mode == 3)
+    for (size_t i = d.acc.size(); i < yq.size(); ++i) ASSERT_EQ(yq[i], 0xA5) << "wrote past the output";
+}
+
+TEST_P(ConvS8IsaTest, RawSumsMatchTheSpecBitForBit) {
+  std::mt19937 rng(2207);
+  for (PackedFormat format : {PackedFormat::kPanel16x4S8, PackedFormat::kPanel16x2S16}) {
+    const CpuKernelDef* def = SelectCpuKernel(CpuOp::kConvS8, format);
+    ASSERT_NE(def, nullptr);
+    int i = 0;
+    for (const ConvS8Case& cc : Cases()) {
+      for (int threads : {1, 2, 3}) CheckRaw(rng, cc, format, threads, (i + threads) % 4, def->name);
+      ++i;
+    }
   }
 }
 

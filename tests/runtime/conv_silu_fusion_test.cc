@@ -178,5 +178,109 @@ TEST(ConvSiluFusion, YoloLikeBlocksFuseButNotASecondReader) {
                               b.model().graph.outputs[0].name);
 }
 
+// A QuantizeLinear that is the only reader of an inputs-only conv's SiLU
+// (YOLOv8n's Conv -> SiLU -> QuantizeLinear; right after a conv it makes a
+// QLinearConv instead) goes into the conv as inputs Y_scale / Y_zero_point
+// (FuseQuantizeIntoConvIntegerToFloat): the bytes of the separate nodes on
+// every ISA of this CPU and 1-3 threads, on the conv_s8 route (its driver
+// quantizes each task's float rows: by position pieces, by channel parts, by
+// image tasks) and on the im2col one; on the reference kernels too.
+TEST(ConvSiluFusion, QuantizeLinearInTheConvHasTheSeparateNodesBits) {
+  const ConvCase cases[] = {{{1, 16, 20, 20}, {32, 16, 3, 3}, 2, 1, 0, "YOLOv8n's downsampling 3x3"},
+                            {{2, 24, 10, 10}, {16, 24, 1, 1}, 1, 0, 0, "a 1x1, two images"},
+                            {{1, 8, 9, 9}, {12, 8, 3, 3}, 1, 1, 3, "weight zero points (im2col on panel16x4_s8)"},
+                            {{1, 64, 6, 6}, {20, 64, 3, 3}, 1, 1, 0, "odd channels, few positions"},
+                            {{1, 8, 30, 30}, {20, 8, 3, 3}, 1, 1, 0, "900 positions: position pieces"},
+                            {{5, 16, 12, 12}, {24, 16, 3, 3}, 1, 1, 0, "5 images: image tasks"}};
+  for (DataType type : {DataType::kUInt8, DataType::kInt8}) {
+    for (bool silu : {true}) {
+      for (const ConvCase& c : cases) {
+        SCOPED_TRACE(DataTypeName(type) + (silu ? " SiLU " : " ") + c.what);
+        QdqGraphBuilder fused;
+        fused.Input("x", type, c.x);
+        fused.Params("px", 0.0371f, type == DataType::kUInt8 ? 131 : -7, type);
+        fused.Params("py", 0.0213f, type == DataType::kUInt8 ? 97 : 5, type);
+        const std::string t = AddQdqConv(fused, "x", "px", c, "c", 81);
+        QdqGraphBuilder unfused = fused;
+        const std::string f = silu ? AddSilu(fused, t) : t;
+        fused.Output(fused.Q(f, "py"));
+        const std::string uf = silu ? AddSilu(unfused, t) : t;
+        unfused.Output(unfused.Q(uf, "py"));
+        unfused.Output(uf);  // a graph output: the QuantizeLinear stays its own node
+        auto fused_counts = FusedOpCounts(fused.model());
+        auto unfused_counts = FusedOpCounts(unfused.model());
+        EXPECT_EQ(fused_counts.count("QuantizeLinear"), 0u);
+        EXPECT_EQ(fused_counts["ConvIntegerToFloat"], 1);
+        EXPECT_EQ(unfused_counts["QuantizeLinear"], 1);
+        const TensorMap inputs = {{"x", RandomBytes(type, c.x, 83)}};
+        const std::string y = fused.model().graph.outputs[0].name;
+        ExpectFusedBitsEqualUnfused(fused.model(), unfused.model(), inputs, y);
+        auto fast = Create(fused.model(), /*reference=*/false, 2);
+        ASSERT_NE(fast, nullptr);
+        int quantizing = 0;
+        for (const Node& n : fast->model().graph.nodes)
+          quantizing += n.op_type == "ConvIntegerToFloat" && n.inputs.size() == 9 && !n.inputs[8].empty();
+        EXPECT_EQ(quantizing, 1);
+        // The reference kernels on the fused graph: the unfused graph's bytes.
+        auto ref_fused = Create(fused.model(), /*reference=*/true, 1, /*fuse_reference=*/true);
+        auto ref_unfused = Create(unfused.model(), /*reference=*/true, 1, /*fuse_reference=*/true);
+        ASSERT_NE(ref_fused, nullptr);
+        ASSERT_NE(ref_unfused, nullptr);
+        TensorMap want, want_unfused, got;
+        ASSERT_TRUE(ref_fused->Run(inputs, &want).ok());
+        ASSERT_TRUE(ref_unfused->Run(inputs, &want_unfused).ok());
+        ASSERT_TRUE(fast->Run(inputs, &got).ok());
+        EXPECT_EQ(want.at(y).dtype(), type);
+        EXPECT_TRUE(want.at(y).Equals(want_unfused.at(y)));
+        EXPECT_EQ(got.at(y).dtype(), type);
+      }
+    }
+  }
+}
+
+// Concat -> QuantizeLinear (YOLOv8n's C2f blocks) becomes a QuantizeLinear
+// per input and a Concat of bytes (QuantizeConcatInputs); an input that is a
+// conv's SiLU read by the Concat alone then has its QuantizeLinear in the conv.
+// The bytes of the unfused graph (the Concat's output also a graph output) on
+// every ISA of this CPU and 1-3 threads, and on the reference kernels.
+TEST(ConvSiluFusion, ConcatThenQuantizeLinearQuantizesItsInputs) {
+  for (int64_t batch : {1, 5}) {
+    SCOPED_TRACE("batch " + std::to_string(batch));
+    QdqGraphBuilder b;
+    b.Input("x", DataType::kUInt8, {batch, 8, 16, 16});
+    b.Params("p0", 0.02f, 128, DataType::kUInt8);
+    b.Params("p1", 0.03f, 120, DataType::kUInt8);
+    b.Params("p2", 0.025f, 110, DataType::kUInt8);
+    const std::string t1 = AddSilu(b, AddQdqConv(b, "x", "p0", {{}, {16, 8, 3, 3}, 1, 1, 0, ""}, "a", 91));
+    const std::string t2 = AddSilu(b, AddQdqConv(b, b.Q(t1, "p1"), "p1", {{}, {16, 16, 3, 3}, 1, 1, 0, ""}, "b", 92));
+    const std::string cat = b.Add("Concat", {t1, t2}, {Attribute::Int("axis", 1)});
+    const std::string t3 = AddQdqConv(b, b.Q(cat, "p2"), "p2", {{}, {8, 32, 1, 1}, 1, 0, 0, ""}, "c", 93);
+    b.Output(t3);
+    QdqGraphBuilder unfused = b;
+    unfused.Output(cat);  // a graph output: the Concat stays on floats
+    auto counts = FusedOpCounts(b.model());
+    auto unfused_counts = FusedOpCounts(unfused.model());
+    EXPECT_EQ(unfused_counts["QuantizeLinear"], 2);  // t1's for conv b, the Concat's
+    EXPECT_EQ(counts["QuantizeLinear"], 2);          // t1's twice (conv b's, the Concat's); t2's went into conv b
+    EXPECT_EQ(counts["Concat"], 1);
+    auto fast = Create(b.model(), /*reference=*/false, 1);
+    ASSERT_NE(fast, nullptr);
+    int quantizing = 0;
+    for (const Node& n : fast->model().graph.nodes)
+      quantizing += n.op_type == "ConvIntegerToFloat" && n.inputs.size() == 9;
+    EXPECT_EQ(quantizing, 1);
+    const TensorMap inputs = {{"x", RandomBytes(DataType::kUInt8, {batch, 8, 16, 16}, 94)}};
+    ExpectFusedBitsEqualUnfused(b.model(), unfused.model(), inputs, t3);
+    auto ref_fused = Create(b.model(), /*reference=*/true, 1, /*fuse_reference=*/true);
+    auto ref_unfused = Create(unfused.model(), /*reference=*/true, 1, /*fuse_reference=*/true);
+    ASSERT_NE(ref_fused, nullptr);
+    ASSERT_NE(ref_unfused, nullptr);
+    TensorMap want, want_unfused;
+    ASSERT_TRUE(ref_fused->Run(inputs, &want).ok());
+    ASSERT_TRUE(ref_unfused->Run(inputs, &want_unfused).ok());
+    EXPECT_TRUE(want.at(t3).Equals(want_unfused.at(t3)));
+  }
+}
+
 }  // namespace
 }  // namespace sparq
