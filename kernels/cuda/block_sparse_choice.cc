@@ -58,8 +58,9 @@ StatusOr<BlockSparseChoice> ChooseGpuBlockSparse(const KernelSpeedTable& table, 
         wmma_available ? table.MeasuredAtOrBelow(kWmmaTableBackend, Structure(b), precision, s, &layer) : std::nullopt;
     why += std::string(": cuSPARSE ") + (cusparse ? Times(*cusparse) : "not measured");
     if (wmma_available) why += std::string(", wmma ") + (wmma ? Times(*wmma) : "not measured");
-    const bool own = wmma && (!cusparse || *wmma > *cusparse);
-    const double speedup = own ? *wmma : cusparse.value_or(0.0);
+    const double wmma_speedup = wmma.value_or(0.0), cusparse_speedup = cusparse.value_or(0.0);
+    const bool own = wmma.has_value() && wmma_speedup > cusparse_speedup;
+    const double speedup = own ? wmma_speedup : cusparse_speedup;
     if (speedup > 1.0 && (!found || speedup > best.speedup)) {
       best = BlockSparseChoice{b, s, speedup, own ? BlockSparseKernel::kWmma : BlockSparseKernel::kCusparse};
       found = true;
