@@ -45,6 +45,9 @@ constexpr int64_t kTaskPositionTiles = 8;  // at most 256 positions per piece (w
 // Few positions: MACs (M x K x P) per channel part at least, so that a part
 // pays for packing the image again and for a thread's wake-up (about 5 us).
 constexpr int64_t kMinPartMacs = int64_t{1} << 20;
+// Unfolds of at most this many bytes (K x P) run on the calling thread alone;
+// larger ones are split into tasks of about this many bytes or 4 rows.
+constexpr int64_t kInlineUnfoldBytes = int64_t{1} << 14;
 // K per slice: up to kSliceSteps steps (a tile's two blocks: 16 KiB, in L1); a
 // K of at most kMaxOneSliceSteps steps runs as one slice.
 constexpr int64_t kSliceSteps = 128;
@@ -671,7 +674,10 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
     } else {
       const uint8_t* rows = xi;
       if (!direct) {
-        ParallelFor(args.pool, k, 4, [&](int64_t r0, int64_t r1) {
+        // A col of a few KiB (Silero VAD's: 1-2 KiB) unfolds on the calling
+        // thread: a wake-up of the others costs more than the copy.
+        const int64_t grain = std::max<int64_t>(4, kInlineUnfoldBytes / std::max<int64_t>(1, p));
+        ParallelFor(args.pool, k, grain, [&](int64_t r0, int64_t r1) {
           Unfold(g, xi, static_cast<uint8_t>(args.x_zero_point), r0, r1, col);
         });
         rows = col;
