@@ -613,6 +613,17 @@ Status RunSumLastAxisF32(OpContext& ctx) {
   return Status::OK();
 }
 
+// Sqrt of float32 (kernel "sqrt_f32"): std::sqrt per value, as the reference
+// computes it (IEEE square root, correctly rounded: the same bits), in chunks
+// into OutputBuffer; the reference's loop took ~4.6 us for Silero VAD's 516
+// values and 2.3% of basic-pitch's run (small22). Other types: the reference.
+Status RunSqrtF32(OpContext& ctx) {
+  if (!HasFloat32Input(ctx)) return RunReferenceKernel(ctx);
+  return RunChunksF32(ctx, [](const float* x, float* y, int64_t n) {
+    for (int64_t i = 0; i < n; ++i) y[i] = std::sqrt(x[i]);
+  });
+}
+
 // ReduceMean of float32 over exactly the last axis (the axes attribute up to
 // opset 17, the axes input from 18), keepdims either way; anything else runs
 // the reference kernel.
@@ -700,6 +711,8 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r) {
   r.Add({"ReduceMean", "", 1, 99, RunMeanLastAxisF32, "mean_rows_f32",
          WithoutContext(PrepareRow<CpuOp::kMeanRowsF32>, RowKernel)});
   r.Add({"ReduceSum", "", 1, 99, RunSumLastAxisF32, "sum_rows_f32"});
+  // Reads x[i] before it stores y[i]: output 0 may go over input 0.
+  r.Add({"Sqrt", "", 6, 99, RunSqrtF32, "sqrt_f32", nullptr, kPriorityFast, 0, 0b1});
   r.Add({"GlobalAveragePool", "", 1, 99, RunGlobalPoolF32<MeanRowsF32Fn>, "mean_rows_f32",
          WithoutContext(PrepareRow<CpuOp::kMeanRowsF32>, RowKernel)});
   r.Add({"GlobalMaxPool", "", 1, 99, RunGlobalPoolF32<MaxRowsF32Fn>, "max_rows_f32",

@@ -567,6 +567,24 @@ TEST_P(ActivationF32Test, ReduceMeanOverTheLastAxisIsExact) {
   ExpectClose(got.at("y"), want.at("y"), 0.0f);
 }
 
+// Sqrt on sqrt_f32: the reference's bits (negative values, zeros of both
+// signs, infinities, NaN: a NaN either way), 1 and 3 threads.
+TEST_P(ActivationF32Test, SqrtIsTheReferencesBits) {
+  for (int64_t n : {1, 9, 516, 40000}) {
+    Tensor x = testing::RandomFloats({n}, static_cast<uint32_t>(n) + 3, -2.0f, 1e6f, 0.0f);
+    if (n >= 9) {
+      const float special[] = {0.0f, -0.0f, 1e-40f, -1e-30f, 2.0f, -4.0f, std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+      std::copy(std::begin(special), std::end(special), x.data<float>());
+    }
+    std::string kernel;
+    const Tensor want = RunOne("Sqrt", x, {}, true);
+    ExpectClose(RunOne("Sqrt", x, {}, false, 1, nullptr, &kernel), want, 0.0f);
+    EXPECT_EQ(kernel, "sqrt_f32");
+    ExpectClose(RunOne("Sqrt", x, {}, false, 3), want, 0.0f);
+  }
+}
+
 // ReduceSum over the last axis (sum_rows_f32): the reference's bits with the
 // axes attribute (opset 11) and input (opset 13, basic-pitch's pairs), keepdims
 // either way, 1 and 3 threads; other axes and no axes run the reference kernel.
