@@ -112,6 +112,7 @@ const KernelRegistry& KernelRegistry::Default() {
     RegisterCpuConvTransposeF32Ops(*r);
     RegisterCpuResizeOps(*r);
     RegisterCpuTensorCopyOps(*r);
+    RegisterCpuPadOps(*r);
     RegisterCpuAttentionF32Ops(*r);
     RegisterCpuRecurrentF32Ops(*r);
     RegisterCpuMatMulNBitsOps(*r);

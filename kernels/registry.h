@@ -149,6 +149,7 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r);  // Erf, Softmax, Pow(x, 2)
 void RegisterCpuNormF32Ops(KernelRegistry& r);        // BatchNormalization, LayerNormalization: kernels/cpu/norm_f32.h
 void RegisterCpuConvTransposeF32Ops(KernelRegistry& r);  // ConvTranspose, stride = kernel: kernels/cpu/conv_transpose_f32.cc
 void RegisterCpuResizeOps(KernelRegistry& r);            // Resize, nearest by whole factors: kernels/cpu/resize_nearest.cc
+void RegisterCpuPadOps(KernelRegistry& r);               // Pad (constant, edge, reflect) as row copies: kernels/cpu/pad.cc
 void RegisterCpuTensorCopyOps(KernelRegistry& r);        // Concat, Split as block copies: kernels/cpu/tensor_copy.cc
 void RegisterCpuAttentionF32Ops(KernelRegistry& r);      // sparq.Attention: kernels/cpu/attention_f32.h
 void RegisterCpuRecurrentF32Ops(KernelRegistry& r);      // LSTM, GRU on the FP32 GEMM: kernels/cpu/recurrent_f32.cc

@@ -187,6 +187,13 @@ struct Executor::Impl {
   int64_t graph_replays = 0;
   std::vector<std::string> graph_declined;
   std::vector<ValueAlias> aliases;  // kept values folded away (Executor::ValueAliases)
+  // Fixed at Create, so that a run looks up no value by name: the constants
+  // every run starts from (initializers, their device copies) by slot, and
+  // the slots of the graph inputs and initializer inputs in graph order.
+  std::vector<std::pair<int, Tensor>> constant_values;
+  std::vector<int> graph_input_slots;
+  std::vector<int> initializer_input_slots;
+  std::vector<int> output_slots;  // per output_names entry: its host slot
 
   Status RunSteps(std::vector<Tensor> values, TensorMap* outputs, const RunOptions& options,
                   std::vector<NodeProfile>* profile);
@@ -518,6 +525,11 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   for (const auto& kv : g.initializers) impl->keep[impl->slot_of[kv.first]] = true;
   for (const auto& kv : impl->device_constants) impl->keep[kv.first] = true;
   for (const auto& kv : impl->output_slot) impl->keep[kv.second] = true;
+  for (const auto& kv : g.initializers) impl->constant_values.emplace_back(impl->slot_of.at(kv.first), kv.second);
+  for (const auto& kv : impl->device_constants) impl->constant_values.emplace_back(kv.first, kv.second);
+  for (const ValueInfo& v : g.inputs) impl->graph_input_slots.push_back(impl->slot_of.at(v.name));
+  for (const ValueInfo& v : g.initializer_inputs) impl->initializer_input_slots.push_back(impl->slot_of.at(v.name));
+  for (const auto& name : impl->output_names) impl->output_slots.push_back(impl->output_slot.at(name));
   for (const Step& step : impl->steps) {
     impl->step_outputs.push_back(step.outputs);
     std::vector<int> overwritable;  // the input slots output 0 may go over (KernelDef::overwritable_inputs)
@@ -565,8 +577,7 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
   Impl& im = *impl_;
   const Graph& g = im.model.graph;
   std::vector<Tensor> values(im.slot_of.size());
-  for (const auto& kv : g.initializers) values[im.slot_of.at(kv.first)] = kv.second;
-  for (const auto& kv : im.device_constants) values[kv.first] = kv.second;
+  for (const auto& [slot, tensor] : im.constant_values) values[slot] = tensor;
 
   // Check and bind the inputs.
   for (const auto& kv : inputs) {
@@ -577,7 +588,8 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
       return Status::InvalidArgument("'" + kv.first + "' is not an input of the model (inputs: " + names + ")");
     }
   }
-  for (const ValueInfo& v : g.inputs) {
+  for (size_t i = 0; i < g.inputs.size(); ++i) {
+    const ValueInfo& v = g.inputs[i];
     auto it = inputs.find(v.name);
     if (it == inputs.end()) return Status::InvalidArgument("missing input '" + v.name + "' (" + v.Describe() + ")");
     const Tensor& t = it->second;
@@ -602,11 +614,11 @@ Status Executor::Run(const TensorMap& inputs, TensorMap* outputs, const RunOptio
                                        ", the model expects " + v.Describe());
       }
     }
-    values[im.slot_of.at(v.name)] = t;
+    values[im.graph_input_slots[i]] = t;
   }
-  for (const ValueInfo& v : g.initializer_inputs) {
-    auto it = inputs.find(v.name);
-    if (it != inputs.end()) values[im.slot_of.at(v.name)] = it->second;
+  for (size_t i = 0; i < g.initializer_inputs.size(); ++i) {
+    auto it = inputs.find(g.initializer_inputs[i].name);
+    if (it != inputs.end()) values[im.initializer_input_slots[i]] = it->second;
   }
 
   if (!im.capture_rule.ok()) return im.RunSteps(std::move(values), outputs, options, profile);
@@ -622,12 +634,15 @@ Status Executor::Impl::RunSteps(std::vector<Tensor> values, TensorMap* outputs, 
                                 std::vector<NodeProfile>* profile) {
   Impl& im = *this;
   const Graph& g = im.model.graph;
-  std::vector<bool> keep = im.keep;
+  // The slots never freed: the executor's, plus the extra outputs (copied only then).
+  std::vector<bool> keep_extra;
   for (const auto& name : options.extra_outputs) {
     auto it = im.slot_of.find(name);
     if (it == im.slot_of.end()) return Status::NotFound("no value named '" + name + "' in the graph");
-    keep[it->second] = true;
+    if (keep_extra.empty()) keep_extra = im.keep;
+    keep_extra[it->second] = true;
   }
+  const std::vector<bool>& keep = keep_extra.empty() ? im.keep : keep_extra;
 
   // The memory plan for these shapes, or a record to make one. Not with
   // extra outputs or node callbacks: they may keep values past their last use.
@@ -637,8 +652,9 @@ Status Executor::Impl::RunSteps(std::vector<Tensor> values, TensorMap* outputs, 
   const bool plannable =
       im.plan_memory && options.extra_outputs.empty() && !options.on_node_outputs && !options.on_device_node_outputs;
   if (plannable) {
-    for (const ValueInfo& v : g.inputs) signature.push_back(values[im.slot_of.at(v.name)].shape());
-    for (const ValueInfo& v : g.initializer_inputs) signature.push_back(values[im.slot_of.at(v.name)].shape());
+    signature.reserve(im.graph_input_slots.size() + im.initializer_input_slots.size());
+    for (int s : im.graph_input_slots) signature.push_back(values[s].shape());
+    for (int s : im.initializer_input_slots) signature.push_back(values[s].shape());
     std::lock_guard<std::mutex> lock(im.plans_mu);
     auto it = im.plans.find(signature);
     if (it != im.plans.end()) plan = it->second;
@@ -659,11 +675,11 @@ Status Executor::Impl::RunSteps(std::vector<Tensor> values, TensorMap* outputs, 
   }
 
   using Clock = std::chrono::steady_clock;
-  const auto run_start = Clock::now();
+  const auto run_start = profile != nullptr ? Clock::now() : Clock::time_point{};
   for (size_t i = 0; i < im.steps.size(); ++i) {
     const Step& step = im.steps[i];
     BackendContext& context = *im.places[step.place].context;
-    auto start = Clock::now();
+    const auto start = profile != nullptr ? Clock::now() : Clock::time_point{};  // no clock read per node otherwise
     if (step.node < 0) {  // a copy between devices
       const Tensor& src = values[step.inputs[0]];
       if (!src.defined()) return Status::Internal("copy " + step.label + ": the value was not computed");
@@ -769,8 +785,12 @@ Status Executor::Impl::RunSteps(std::vector<Tensor> values, TensorMap* outputs, 
     std::lock_guard<std::mutex> lock(im.plans_mu);
     im.plans.emplace(std::move(signature), std::make_shared<const MemoryPlan>(std::move(made)));
   }
-  outputs->clear();
-  for (const auto& name : im.output_names) (*outputs)[name] = values[im.output_slot.at(name)];
+  // A map that already holds exactly these outputs (a caller's map from the
+  // previous run) is refilled in place: no node allocated per run.
+  bool refill = options.extra_outputs.empty() && outputs->size() == im.output_names.size();
+  for (size_t k = 0; refill && k < im.output_names.size(); ++k) refill = outputs->count(im.output_names[k]) == 1;
+  if (!refill) outputs->clear();
+  for (size_t k = 0; k < im.output_names.size(); ++k) (*outputs)[im.output_names[k]] = values[im.output_slots[k]];
   for (const auto& name : options.extra_outputs) {
     const int s = im.slot_of.at(name);
     Tensor t = values[s];

@@ -49,6 +49,9 @@ constexpr int64_t kTaskPositionTiles = 8;  // at most 256 positions per piece (w
 // Few positions: MACs (M x K x P) per channel part at least, so that a part
 // pays for packing the image again and for a thread's wake-up (about 5 us).
 constexpr int64_t kMinPartMacs = int64_t{1} << 20;
+// Unfolds of at most this many bytes (K x P) run on the calling thread alone;
+// larger ones are split into tasks of about this many bytes or 4 rows.
+constexpr int64_t kInlineUnfoldBytes = int64_t{1} << 14;
 // K per slice: up to kSliceSteps steps (a tile's two blocks: 16 KiB, in L1); a
 // K of at most kMaxOneSliceSteps steps runs as one slice.
 constexpr int64_t kSliceSteps = 128;
@@ -215,8 +218,46 @@ void UnfoldRun(const ConvGeometry& g, const uint8_t* src_plane, uint8_t pad, int
 // reads, for each row, the channel's plane shifted by the tap's offset: one
 // copy of the plane, then the rows and columns that fell outside set to
 // `pad`. Other geometries copy each output row's run.
+// Unfold for few positions (kGatherPositions or fewer; Silero VAD's 1-D
+// convolutions have 1 to 4): one table of plane offsets per tap, built once
+// per call, then each row gathered through its tap's table. A row of a few
+// bytes cost three divisions for its tap and a memset / memcpy call or two
+// in the general path: ~14% of Silero's INT8 run (bench/RESULTS.md, small22).
+constexpr int64_t kGatherPositions = 16;
+
+void UnfoldGather(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t r0, int64_t r1, uint8_t* col) {
+  const int64_t p = g.out_size(), taps = g.kernel_h * g.kernel_w, plane = g.height * g.width;
+  thread_local std::vector<int64_t> table_buffer;  // [taps, p]: the input's offset in its plane, or -1 (padding)
+  int64_t* const table = Reserve(table_buffer, taps * p);
+  for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
+    for (int64_t kx = 0; kx < g.kernel_w; ++kx) {
+      const int64_t dy = ky * g.dilation_h - g.pad_top, dx = kx * g.dilation_w - g.pad_left;
+      int64_t* t = table + (ky * g.kernel_w + kx) * p;
+      for (int64_t oy = 0; oy < g.out_h; ++oy) {
+        const int64_t iy = oy * g.stride_h + dy;
+        for (int64_t ox = 0; ox < g.out_w; ++ox) {
+          const int64_t ix = ox * g.stride_w + dx;
+          *t++ = iy >= 0 && iy < g.height && ix >= 0 && ix < g.width ? iy * g.width + ix : -1;
+        }
+      }
+    }
+  }
+  int64_t ch = r0 / taps, tap = r0 % taps;
+  for (int64_t r = r0; r < r1; ++r) {
+    const uint8_t* src_plane = xi + ch * plane;
+    const int64_t* t = table + tap * p;
+    uint8_t* row = col + r * p;
+    for (int64_t i = 0; i < p; ++i) row[i] = t[i] >= 0 ? src_plane[t[i]] : pad;
+    if (++tap == taps) tap = 0, ++ch;
+  }
+}
+
 void Unfold(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t r0, int64_t r1, uint8_t* col) {
   const int64_t p = g.out_size(), taps = g.kernel_h * g.kernel_w, plane = g.height * g.width;
+  if (p <= kGatherPositions) {
+    UnfoldGather(g, xi, pad, r0, r1, col);
+    return;
+  }
   const bool same = g.stride_h == 1 && g.stride_w == 1 && g.out_h == g.height && g.out_w == g.width;
   for (int64_t r = r0; r < r1; ++r) {
     const int64_t ch = r / taps, ky = r % taps / g.kernel_w, kx = r % g.kernel_w;
@@ -732,7 +773,10 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
     } else {
       const uint8_t* rows = xi;
       if (!direct) {
-        ParallelFor(args.pool, k, 4, [&](int64_t r0, int64_t r1) {
+        // A col of a few KiB (Silero VAD's: 1-2 KiB) unfolds on the calling
+        // thread: a wake-up of the others costs more than the copy.
+        const int64_t grain = std::max<int64_t>(4, kInlineUnfoldBytes / std::max<int64_t>(1, p));
+        ParallelFor(args.pool, k, grain, [&](int64_t r0, int64_t r1) {
           Unfold(g, xi, static_cast<uint8_t>(args.x_zero_point), r0, r1, col);
         });
         rows = col;

@@ -44,6 +44,7 @@ namespace {
 
 constexpr int kWindowChannels = 8;  // channels per tile (at most, and the most this row takes)
 constexpr int64_t kSlack = 256;     // readable bytes past a padded image (loads of 64 past a row's end)
+constexpr int64_t kPadTaskBytes = int64_t{1} << 14;  // padded-image bytes per task, at least
 
 inline int32_t LoadS32(const void* p) {
   int32_t v;
@@ -254,8 +255,11 @@ void ConvS8Avx512Vbmi(const ConvS8Args& args) {
   for (int64_t img = 0; img < args.batch; ++img) {
     const uint8_t* xi = static_cast<const uint8_t*>(args.x) + img * image_in;
     uint8_t* yi = static_cast<uint8_t*>(args.y) + img * m * p;
-    // The padded, flipped image (rows split among the threads).
-    ParallelFor(args.pool, g.channels * hp, 16,
+    // The padded, flipped image (rows split among the threads, tasks of at
+    // least kPadTaskBytes: Silero VAD's decoder conv pads 128 rows of one
+    // byte, and waking the pool for them cost ~230 us a call on a loaded
+    // 2-core machine, small22).
+    ParallelFor(args.pool, g.channels * hp, std::max<int64_t>(16, kPadTaskBytes / std::max<int64_t>(1, wp)),
                 [&](int64_t r0, int64_t r1) { PadRows(g, xi, hp, wp, flip, pad, r0, r1, xp); });
     std::memset(xp + g.channels * hp * wp, pad, static_cast<size_t>(kSlack));
     Window win;

@@ -564,6 +564,74 @@ TEST_P(ActivationF32Test, ReduceMeanOverTheLastAxisIsExact) {
   ExpectClose(got.at("y"), want.at("y"), 0.0f);
 }
 
+// Sqrt on sqrt_f32: the reference's bits (negative values, zeros of both
+// signs, infinities, NaN: a NaN either way), 1 and 3 threads.
+TEST_P(ActivationF32Test, SqrtIsTheReferencesBits) {
+  for (int64_t n : {1, 9, 516, 40000}) {
+    Tensor x = testing::RandomFloats({n}, static_cast<uint32_t>(n) + 3, -2.0f, 1e6f, 0.0f);
+    if (n >= 9) {
+      const float special[] = {0.0f, -0.0f, 1e-40f, -1e-30f, 2.0f, -4.0f, std::numeric_limits<float>::infinity(),
+                               -std::numeric_limits<float>::infinity(), std::numeric_limits<float>::quiet_NaN()};
+      std::copy(std::begin(special), std::end(special), x.data<float>());
+    }
+    std::string kernel;
+    const Tensor want = RunOne("Sqrt", x, {}, true);
+    ExpectClose(RunOne("Sqrt", x, {}, false, 1, nullptr, &kernel), want, 0.0f);
+    EXPECT_EQ(kernel, "sqrt_f32");
+    ExpectClose(RunOne("Sqrt", x, {}, false, 3), want, 0.0f);
+  }
+}
+
+// ReduceSum over the last axis (sum_rows_f32): the reference's bits with the
+// axes attribute (opset 11) and input (opset 13, basic-pitch's pairs), keepdims
+// either way, 1 and 3 threads; other axes and no axes run the reference kernel.
+TEST_P(ActivationF32Test, ReduceSumOverTheLastAxisIsExact) {
+  for (Shape shape : {Shape{1, 309, 17, 2}, Shape{3, 7}, Shape{5, 1000}, Shape{2, 3, 1}, Shape{11}}) {
+    Tensor x = testing::RandomFloats(shape, 15, -3.0f, 5.0f, 0.0f);
+    x.data<float>()[0] = 1e30f;  // a large value: double sums keep the rest
+    const int64_t last = static_cast<int64_t>(shape.size()) - 1;
+    for (int opset : {11, 13}) {
+      for (int64_t keepdims : {1, 0}) {
+        for (int64_t axis : {int64_t{-1}, last, int64_t{0}}) {
+          for (bool no_axes : {false, true}) {
+            SCOPED_TRACE(ShapeToString(shape) + " opset " + std::to_string(opset) + " keepdims " +
+                         std::to_string(keepdims) + " axis " + std::to_string(axis) + (no_axes ? " (none)" : ""));
+            Model m;
+            m.opset_imports = {{"", opset}};
+            m.graph.inputs.push_back(testing::FloatInput("x", {}));
+            m.graph.inputs.back().has_shape = false;
+            m.graph.outputs.push_back(testing::FloatInput("y", {}));
+            Node node{"n", "ReduceSum", "", {"x"}, {"y"}, {Attribute::Int("keepdims", keepdims)}, ""};
+            if (!no_axes && opset >= 13) {
+              m.graph.initializers["axes"] = Tensor::FromVector<int64_t>({1}, {axis});
+              node.inputs.push_back("axes");
+            } else if (!no_axes) {
+              node.attributes.push_back(Attribute::Ints("axes", {axis}));
+            }
+            m.graph.nodes.push_back(node);
+            TensorMap want;
+            for (int run = 0; run < 3; ++run) {  // the reference, then the CPU on 1 and 3 threads
+              ExecutorOptions options;
+              options.backend = run == 0 ? "reference" : "cpu";
+              options.threads = run == 2 ? 3 : 1;
+              auto exec = Executor::Create(m, options);
+              ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+              TensorMap got;
+              ASSERT_TRUE((*exec)->Run({{"x", x}}, &got).ok());
+              if (run == 0) {
+                want = got;
+                continue;
+              }
+              EXPECT_EQ((*exec)->NodeKernels().at(0).kernel, run == 0 ? "ref" : "sum_rows_f32");
+              ExpectClose(got.at("y"), want.at("y"), 0.0f);
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
 // GlobalAveragePool of float32 runs mean_rows_f32: the reference's bits, for
 // any plane size and thread count.
 TEST_P(ActivationF32Test, GlobalAveragePoolIsExact) {

@@ -109,6 +109,12 @@ const std::vector<ConvS8Case>& Cases() {
       {"1x1 7x7, K = 1152, 100 ch, batch 3",    3, 1152, 7, 7, 100, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  false, true,  true},
       {"1x1 7x7, K = 2048, 32 ch, s8",          1, 2048, 7, 7, 32, 1, 1, 1, 1, 1, 1, 0, 0, 0, 0, true,  true,  true,  false},
       {"3x3 pad 1 on 7x7, 128 -> 48",           1, 128, 7,  7, 48, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, false, false, true,  false},
+      // Few positions, each row gathered through its tap's offsets (small22): Silero VAD's STFT (1x256
+      // stride 128 on [1, 640]) and its stride-2 encoder layers on 4 and 2 columns; a 3x3 on 3x4 with padding.
+      {"1x256 stride 128 on [1, 640], 258 ch",  1,  1,  1, 640, 258, 1, 256, 1, 128, 1, 1, 0, 0, 0, 0, false, true, true, false},
+      {"1x3 stride 2 pad 1 on [1, 4], 128 -> 64", 1, 128, 1, 4, 64, 1, 3, 1, 2, 1, 1, 0, 1, 0, 1, true,  false, true,  true},
+      {"1x3 pad 1 on [1, 1], batch 2",          2, 64,  1,  1, 20, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, false, false, false, false},
+      {"3x3 pad (2, 1) on 3x4, dilation 2",     1,  5,  3,  4, 11, 3, 3, 1, 1, 2, 1, 2, 1, 1, 1, true,  true,  true,  false},
   };
   return cases;
 }

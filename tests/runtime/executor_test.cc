@@ -55,6 +55,27 @@ TEST(Executor, RunsAndMatchesHandComputation) {
     }
 }
 
+// One map passed to run after run (what the evaluator does) is refilled in
+// place; a map holding other names, or extra outputs, is cleared first; a
+// run with extra outputs keeps them alive without changing later runs.
+TEST(Executor, OutputMapReusedAcrossRuns) {
+  auto exec = Make(Mlp());
+  ASSERT_NE(exec, nullptr);
+  TensorMap out = {{"stale", testing::RandomFloats({1}, 9)}};
+  for (int run = 0; run < 3; ++run) {
+    const Tensor x = testing::RandomFloats({2 + run, 4}, 10 + run);
+    RunOptions opt;
+    if (run == 1) opt.extra_outputs = {"z"};
+    ASSERT_TRUE(exec->Run({{"x", x}}, &out, opt).ok());
+    TensorMap fresh;
+    ASSERT_TRUE(exec->Run({{"x", x}}, &fresh).ok());
+    ASSERT_EQ(out.size(), run == 1 ? 2u : 1u);
+    EXPECT_EQ(out.count("stale"), 0u);
+    ASSERT_EQ(out.at("y").shape(), fresh.at("y").shape());
+    EXPECT_EQ(std::memcmp(out.at("y").raw_data(), fresh.at("y").raw_data(), fresh.at("y").nbytes()), 0);
+  }
+}
+
 TEST(Executor, ExtraOutputsAndObserver) {
   auto exec = Make(Mlp());
   ASSERT_NE(exec, nullptr);
