@@ -54,13 +54,17 @@ StatusOr<BlockSparseChoice> ChooseGpuBlockSparse(const KernelSpeedTable& table, 
       continue;
     }
     const std::optional<double> cusparse = table.MeasuredAtOrBelow(kCusparseTableBackend, Structure(b), precision, s, &layer);
-    const std::optional<double> wmma =
-        wmma_available ? table.MeasuredAtOrBelow(kWmmaTableBackend, Structure(b), precision, s, &layer) : std::nullopt;
     why += std::string(": cuSPARSE ") + (cusparse ? Times(*cusparse) : "not measured");
-    if (wmma_available) why += std::string(", wmma ") + (wmma ? Times(*wmma) : "not measured");
-    const double wmma_speedup = wmma.value_or(0.0), cusparse_speedup = cusparse.value_or(0.0);
-    const bool own = wmma.has_value() && wmma_speedup > cusparse_speedup;
-    const double speedup = own ? wmma_speedup : cusparse_speedup;
+    bool own = false;  // sparq's own wmma kernel measured faster than cuSPARSE (or cuSPARSE not measured)
+    double speedup = cusparse.value_or(0.0);
+    if (wmma_available) {
+      const std::optional<double> wmma = table.MeasuredAtOrBelow(kWmmaTableBackend, Structure(b), precision, s, &layer);
+      why += std::string(", wmma ") + (wmma ? Times(*wmma) : "not measured");
+      if (wmma && (!cusparse || *wmma > *cusparse)) {
+        own = true;
+        speedup = *wmma;
+      }
+    }
     if (speedup > 1.0 && (!found || speedup > best.speedup)) {
       best = BlockSparseChoice{b, s, speedup, own ? BlockSparseKernel::kWmma : BlockSparseKernel::kCusparse};
       found = true;
