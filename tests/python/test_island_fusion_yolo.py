@@ -27,12 +27,12 @@ pytestmark = pytest.mark.skipif(not (os.path.isfile(MODEL) and os.path.isfile(DA
 
 
 def kernels(sparq, *extra):
-    """(node, op) pairs of the `--verbose` kernel table."""
+    """(node, op) pairs of the `--verbose` kernel table (node, op, kernel, backend)."""
     proc = sparq.run("eval", MODEL, "--inputs", DATA, "--limit", 1, "--batch", 1, "--verbose", *extra)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     table = proc.stdout.split("Kernels", 1)[1]
     rows = [line.split() for line in table.splitlines()[2:]]
-    return [(r[0], r[1]) for r in rows if len(r) == 3]
+    return [(r[0], r[1]) for r in rows if len(r) == 4]
 
 
 def test_c2f_blocks_run_on_integers(sparq_eval):
