@@ -114,6 +114,7 @@ SPARQ_METHODS = ("max", "kl", "percentile", "mse")
 # The 'd' prune variants' settings (--distill-steps / --distill-args / --distill-data).
 PRUNE_EXTRA = []  # --prune-extra: lines of every pruned variant's prune block
 DISTILL = {"steps": 3, "args": [], "data": "", "recovery": True}
+PRUNE_EVAL = {"samples": 0}  # --prune-eval: the pruned variants' recipe evaluation (steps, allocation scan)
 FALLBACK_GATES = {"classifier": ("agreement", "max_drop", 5), "ctc_recognizer": ("ctc_accuracy", "max_drop", 5),
                   "detector": ("sqnr", "min_sqnr_db", 35)}
 NOTES = (
@@ -215,6 +216,10 @@ def write_splits(model_dir, work, n_calib, n_eval, augment=""):
     np.savez(paths["calib"], **calib)
     np.savez(paths["eval"], **evals)
     np.savez(paths["eval_small"], **{k: v[:2] for k, v in evals.items()})
+    if PRUNE_EVAL["samples"]:  # --prune-eval: the first N calibration samples (no augmentation)
+        paths["prune_eval"] = os.path.join(work, "prune_eval.npz")
+        head = load_split(os.path.join(model_dir, "calib.npz"), PRUNE_EVAL["samples"])
+        np.savez(paths["prune_eval"], **head)
     return paths, calib, evals
 
 
@@ -375,7 +380,7 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constan
             f"model: {model}\n"
             "data:\n"
             f"  calibration: {paths['calib']}\n"
-            f"  evaluation: {paths['calib'] if gate else paths['eval_small']}\n"
+            f"  evaluation: {paths['calib'] if gate else paths.get('prune_eval', paths['eval_small']) if prune else paths['eval_small']}\n"
             "  batch_size: 8\n" + recipe_constants(constants))
     if prune:  # True / "2:4": 2:4; "uniform<P>" / "auto<P>": unstructured P% with that allocation
         distill = prune is not True and prune.endswith("d")  # "...d": progressive, distilled between steps
@@ -882,6 +887,10 @@ def main(argv=None):
     ap.add_argument("--prune-extra", default="",
                     help="lines (';'-separated) added to the prune block of every pruned variant, e.g. "
                          "\"schedule: linear;steps: 2\" (progressive, each step recovered before the next)")
+    ap.add_argument("--prune-eval", type=int, default=0,
+                    help="pruned variants only: the recipe's evaluation data (each step's evaluation and "
+                         "allocation: auto's sensitivity scan) is the first N calibration samples instead of "
+                         "2 evaluation samples (the suite's own scores stay on --eval)")
     ap.add_argument("--distill-steps", type=int, default=3, help="pruning steps of the 'd' variants (default 3)")
     ap.add_argument("--distill-args", default="",
                     help="extra arguments of tools/retrain_distill.py in the 'd' variants (one string, split on spaces)")
@@ -903,6 +912,7 @@ def main(argv=None):
     ap.add_argument("--ort-worker", nargs=6, help=argparse.SUPPRESS)
     args = ap.parse_args(argv)
     PRUNE_EXTRA[:] = args.prune_extra.split(";")
+    PRUNE_EVAL["samples"] = args.prune_eval
     DISTILL.update(steps=args.distill_steps, args=args.distill_args.split(), data=args.distill_data,
                    recovery=not args.distill_no_recovery)
     if args.ort_worker:

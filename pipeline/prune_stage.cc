@@ -15,6 +15,9 @@ StatusOr<PruneOptions> ToPruneOptions(const Recipe& recipe) {
   o.score = p.score;
   o.recovery = p.recovery;
   o.recovery_options.method = p.recovery_method;
+  o.recovery_options.token_mask = p.token_mask;
+  o.recovery_options.damping = p.recovery_damping;
+  o.recovery_options.obs_block = p.obs_block;
   o.reconstruction = p.reconstruction;
   o.skip_first_last = p.skip_first_last;
   o.threads = recipe.evaluate.threads;

@@ -550,6 +550,13 @@ void RecipeParser::ParsePrune(MapReader m) {
       p.recovery_method == RecoveryMethod::kObs && !p.recovery)
     diag_.Error(m.LineOf("recovery_method"), m.PathOf("recovery_method"),
                 "recovery_method obs chooses the mask during recovery: it needs prune.recovery: true");
+  if (m.Read("token_mask", &p.token_mask) && p.token_mask.empty())
+    diag_.Error(m.LineOf("token_mask"), m.PathOf("token_mask"), "must name a model input (or be left out)");
+  m.Read("recovery_damping", &p.recovery_damping, Bounds::Above(0));
+  m.Read("obs_block", &p.obs_block, Bounds::AtLeast(1));
+  for (const char* key : {"token_mask", "recovery_damping", "obs_block"})
+    if (m.Has(key) && !p.recovery)
+      diag_.Error(m.LineOf(key), m.PathOf(key), std::string(key) + " shapes the recovery's fit: it needs prune.recovery: true");
   {
     MapReader c = m.Child("reconstruction");
     c.ReadEnum("method", kReconstructions, &p.reconstruction.method);

@@ -101,6 +101,9 @@ void EmitPrune(YAML::Emitter& e, const RecipePrune& p) {
   // (sparq.recipe_fnv1a64) and their models' bytes.
   if (p.recovery_method != RecoveryMethod::kLeastSquares)
     e << YAML::Key << "recovery_method" << YAML::Value << RecoveryMethodName(p.recovery_method);
+  if (!p.token_mask.empty()) e << YAML::Key << "token_mask" << YAML::Value << p.token_mask;
+  if (p.recovery_damping != RecoveryOptions().damping) Num(e << YAML::Key << "recovery_damping" << YAML::Value, p.recovery_damping);
+  if (p.obs_block != RecoveryOptions().obs_block) e << YAML::Key << "obs_block" << YAML::Value << p.obs_block;
   e << YAML::Key << "reconstruction" << YAML::Value << YAML::BeginMap;
   e << YAML::Key << "method" << YAML::Value << PruneReconstructionName(p.reconstruction.method);
   e << YAML::Key << "iterations" << YAML::Value << p.reconstruction.iterations;

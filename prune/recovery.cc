@@ -365,6 +365,45 @@ struct LayerWork {
   std::vector<LayerStatistics> stats;  // one per group
 };
 
+// The rows of `input` that options.token_mask keeps for layer `L`: empty
+// (every row) when there is no mask or the layer's rows are not one per
+// position of the mask ([batch, tokens, K] or [batch * tokens, K], every
+// position taken: no sampling).
+StatusOr<std::vector<uint8_t>> TokenRows(const TensorMap& batch, const WeightedLayer& L, const Tensor& input,
+                                         const RecoveryOptions& options) {
+  std::vector<uint8_t> keep;
+  if (options.token_mask.empty() || L.op_type == "Conv") return keep;
+  auto it = batch.find(options.token_mask);
+  if (it == batch.end())
+    return Status::InvalidArgument("recovery token_mask '" + options.token_mask + "' is not an input in the data");
+  const Tensor& mask = it->second;
+  if (mask.rank() != 2)
+    return Status::InvalidArgument("recovery token_mask '" + options.token_mask + "' has shape " +
+                                   ShapeToString(mask.shape()) + ", expected [batch, tokens]");
+  if (input.rank() < 2 || input.dim(input.rank() - 1) != L.cols) return keep;
+  const int64_t positions = input.numel() / std::max<int64_t>(L.cols, 1);
+  if (positions != mask.numel()) return keep;
+  if (input.rank() >= 3) {
+    // LayerInputRows samples positions per leading index: only whole rows map.
+    if (input.dim(0) != mask.dim(0) || positions / std::max<int64_t>(input.dim(0), 1) > options.max_rows_per_sample)
+      return keep;
+  }
+  keep.resize(static_cast<size_t>(positions));
+  for (int64_t i = 0; i < positions; ++i) keep[i] = mask.GetAsDouble(i) != 0.0;
+  return keep;
+}
+
+// Moves the rows of `m` ([n, cols]) that `keep` marks to its front; returns their count.
+int64_t CompactRows(Matrix* m, const std::vector<uint8_t>& keep) {
+  int64_t n = 0;
+  for (int64_t r = 0; r < m->rows; ++r) {
+    if (!keep[r]) continue;
+    if (n != r) std::copy_n(m->values.begin() + r * m->cols, m->cols, m->values.begin() + n * m->cols);
+    ++n;
+  }
+  return n;
+}
+
 // Streams the calibration data through both models and fills the statistics
 // of every layer in `work`.
 Status CollectStatistics(Executor& dense_exec, Executor& pruned_exec, std::vector<LayerWork*>& work,
@@ -396,6 +435,11 @@ Status CollectStatistics(Executor& dense_exec, Executor& pruned_exec, std::vecto
           Matrix rows_p, rows_d;
           SPARQ_RETURN_IF_ERROR(LayerInputRows(node, w->pruned, xp, grp, options.max_rows_per_sample, &rows_p));
           SPARQ_RETURN_IF_ERROR(LayerInputRows(node, w->pruned, xd, grp, options.max_rows_per_sample, &rows_d));
+          SPARQ_ASSIGN_OR_RETURN(std::vector<uint8_t> keep, TokenRows(batch, w->pruned, xp, options));
+          if (!keep.empty() && static_cast<int64_t>(keep.size()) == rows_p.rows) {
+            rows_p.rows = CompactRows(&rows_p, keep);
+            rows_d.rows = CompactRows(&rows_d, keep);
+          }
           std::vector<float> y(static_cast<size_t>(rows_d.rows * rg));
           GemmF32Ref(false, true, rows_d.rows, rg, rows_d.cols, 1.0f, rows_d.values.data(), rows_d.cols,
                      w->dense_weights.values.data() + grp * rg * w->dense.cols, w->dense.cols, 0.0f, y.data(), rg,
@@ -458,6 +502,7 @@ StatusOr<ModelRecoveryReport::Layer> RecoverOne(const Model& dense, Model* prune
   }
   report.error_before = y2 > 0 ? err_before / y2 : 0.0;
   report.error_after = y2 > 0 ? err_after / y2 : 0.0;
+  report.rows = w.stats.empty() ? 0 : w.stats[0].samples();
   report.bias_shift_rms = std::sqrt(shift2 / static_cast<double>(std::max<int64_t>(w.pruned.rows, 1)));
   SPARQ_RETURN_IF_ERROR(WriteWeightMatrix(pruned, w.pruned, weights));
   if (options.bias_correction) SPARQ_RETURN_IF_ERROR(SetLayerBias(pruned, w.pruned, bias));
@@ -468,7 +513,7 @@ void LogLayer(const RecoveryOptions& o, const ModelRecoveryReport::Layer& r) {
   if (o.log) {
     o.log("recovered " + r.node + (r.method == "obs" ? " (obs)" : "") + ": relative output error " +
           FormatNumber(r.error_before, 3) + " -> " + FormatNumber(r.error_after, 3) + " (" +
-          FormatNumber(r.seconds, 3) + " s)");
+          FormatNumber(r.seconds, 3) + " s, " + std::to_string(r.rows) + " rows)");
   }
 }
 
@@ -496,6 +541,10 @@ StatusOr<ModelRecoveryReport> RecoverModel(const Model& dense, Model* pruned, co
     if (std::none_of(work.begin(), work.end(), [&](const LayerWork& w) { return w.pruned.node == name; }))
       return Status::NotFound("recovery: no weighted layer named '" + name + "'");
   }
+  if (!options.token_mask.empty() &&
+      std::none_of(pruned->graph.inputs.begin(), pruned->graph.inputs.end(),
+                   [&](const ValueInfo& v) { return v.name == options.token_mask; }))
+    return Status::InvalidArgument("recovery token_mask '" + options.token_mask + "' is not an input of the model");
   ThreadPool* pool = SharedThreadPool(options.threads);  // the process's pool for this count
   SPARQ_ASSIGN_OR_RETURN(auto dense_exec, Executor::Create(dense, ExecutorOptions{options.threads}));
   auto init_stats = [](LayerWork& w) {

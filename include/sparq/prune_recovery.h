@@ -61,6 +61,16 @@ struct SPARQ_API RecoveryOptions {
   // Conv: output positions sampled per sample (spread evenly over the
   // image), bounding the cost of the statistics on large images.
   int64_t max_rows_per_sample = 256;
+  // The name of a model input [batch, tokens] whose zero entries mark padding
+  // positions (a transformer's attention_mask); empty: none. A MatMul / Gemm
+  // layer whose input holds one row per position of that input ([batch,
+  // tokens, K] or [batch * tokens, K], in the same order) is fitted on the
+  // rows where it is non-zero only: the outputs at padded positions are
+  // thrown away by the attention mask and the pooling, so their rows (most
+  // of them with short sentences) should not pull the fit. Every other layer
+  // (Conv, inputs of another shape) uses every row. InvalidArgument when the
+  // data has no such input or it is not [batch, tokens].
+  std::string token_mask;
   // true: layers are recovered one after the other in graph order, each on
   // the inputs of the model whose earlier layers are already recovered (one
   // pass over the data per layer, stopping at the layer). false: one pass
@@ -166,6 +176,7 @@ struct SPARQ_API ModelRecoveryReport {
     double bias_shift_rms = 0.0;
     std::string method = "least_squares";  // RecoveryMethodName of what re-fitted it
     double seconds = 0.0;  // statistics and solve (sequential: the data pass too)
+    int64_t rows = 0;      // rows the fit used (im2col rows, tokens; Conv: per group)
   };
   std::vector<Layer> layers;
   int64_t samples = 0;  // calibration samples (batch rows) read per layer

@@ -144,6 +144,11 @@ struct SPARQ_API RecipePrune {
   // (default) or obs (the mask of unstructured and N:M layers chosen again by
   // OBS / SparseGPT, see RecoveryMethod in sparq/prune_recovery.h).
   RecoveryMethod recovery_method = RecoveryMethod::kLeastSquares;
+  // The fit's data and solve (YAML `prune.token_mask`, `prune.recovery_damping`,
+  // `prune.obs_block`): RecoveryOptions::token_mask, damping, obs_block.
+  std::string token_mask;
+  double recovery_damping = RecoveryOptions().damping;
+  int64_t obs_block = RecoveryOptions().obs_block;
   // Block reconstruction after `recovery` (YAML `prune.reconstruction`); default none.
   PruneReconstruction reconstruction;
   bool skip_first_last = true;  // leave the first and last weighted layers dense

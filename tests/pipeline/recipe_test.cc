@@ -367,6 +367,47 @@ TEST_F(RecipeTest, PruneRecoveryMethodObsParsesDumpsAndNeedsRecovery) {
   EXPECT_NE(r.status().message().find("prune.recovery_method"), std::string::npos) << r.status().message();
 }
 
+TEST_F(RecipeTest, PruneTokenMaskDampingAndObsBlockParseDumpAndNeedRecovery) {
+  StatusOr<Recipe> r = Parse(kMinimal + "prune: {enabled: true, recovery_method: obs, token_mask: attention_mask, "
+                                        "recovery_damping: 0.05, obs_block: 64}\n");
+  ASSERT_TRUE(r.ok()) << r.status().ToString();
+  EXPECT_EQ(r->prune.token_mask, "attention_mask");
+  EXPECT_DOUBLE_EQ(r->prune.recovery_damping, 0.05);
+  EXPECT_EQ(r->prune.obs_block, 64);
+  const std::string dumped = RecipeToYaml(*r);
+  StatusOr<Recipe> again = ParseRecipe(dumped, "/elsewhere", "effective.yaml");
+  ASSERT_TRUE(again.ok()) << again.status().ToString() << dumped;
+  EXPECT_EQ(again->prune.token_mask, "attention_mask");
+  EXPECT_DOUBLE_EQ(again->prune.recovery_damping, 0.05);
+  EXPECT_EQ(again->prune.obs_block, 64);
+  auto options = ToPruneOptions(*r);
+  ASSERT_TRUE(options.ok()) << options.status().ToString();
+  EXPECT_EQ(options->recovery_options.token_mask, "attention_mask");
+  EXPECT_DOUBLE_EQ(options->recovery_options.damping, 0.05);
+  EXPECT_EQ(options->recovery_options.obs_block, 64);
+  // Defaults: RecoveryOptions', and not written (existing recipes keep their hash).
+  r = Parse(kMinimal + "prune: {enabled: true}\n");
+  ASSERT_TRUE(r.ok());
+  EXPECT_TRUE(r->prune.token_mask.empty());
+  EXPECT_DOUBLE_EQ(r->prune.recovery_damping, RecoveryOptions().damping);
+  EXPECT_EQ(r->prune.obs_block, RecoveryOptions().obs_block);
+  for (const char* key : {"token_mask", "recovery_damping", "obs_block"})
+    EXPECT_EQ(RecipeToYaml(*r).find(key), std::string::npos) << key;
+  // Errors: without recovery, out of bounds, empty.
+  r = Parse(kMinimal + "prune: {enabled: true, recovery: false, token_mask: attention_mask}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("prune.token_mask"), std::string::npos) << r.status().message();
+  r = Parse(kMinimal + "prune: {enabled: true, recovery_damping: 0}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("prune.recovery_damping"), std::string::npos) << r.status().message();
+  r = Parse(kMinimal + "prune: {enabled: true, obs_block: 0}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("prune.obs_block"), std::string::npos) << r.status().message();
+  r = Parse(kMinimal + "prune: {enabled: true, token_mask: \"\"}\n");
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("prune.token_mask"), std::string::npos) << r.status().message();
+}
+
 TEST_F(RecipeTest, PruneReconstructionBlockParsesDumpsAndNeedsRecovery) {
   StatusOr<Recipe> r = Parse(kMinimal + "prune: {enabled: true, structure: \"2:4\", reconstruction: {method: block, "
                                         "iterations: 50, learning_rate: 0.001, block_layers: 3}}\n");

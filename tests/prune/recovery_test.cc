@@ -1,8 +1,10 @@
 // Recovery: least-squares re-fit of the kept weights beats plain masking,
-// bias correction matches the mean output, and the model-level pass works.
+// bias correction matches the mean output, and the model-level pass works;
+// with a token mask the fit counts only the real tokens' rows.
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <random>
 
 #include "prune/prune_test_util.h"
 
@@ -197,6 +199,132 @@ TEST(PruneRecovery, MatMulWithoutBiasGetsOneAndGroupedConvWorks) {
   const Tensor x = Gaussian({8, 4, 6, 6}, 77);
   EXPECT_EQ(RunModel(pruned, x).shape(), (Shape{8, 5}));
   EXPECT_FALSE(RecoverModel(m, &pruned, {"nope"}, data, o).ok());
+}
+
+// A token model: x [n, T, 8] and mask [n, T] (1 = token, 0 = padding);
+//   y = (Relu(x W1) W2) * mask[..., None]
+// so the padded positions' outputs are thrown away, as an encoder's pooling does.
+Model TokenModel() {
+  Model m;
+  m.opset_imports = {{"", 17}};
+  m.graph.inputs.push_back(testing::FloatInput("x", {{-1, "n"}, {-1, "t"}, {8, ""}}));
+  m.graph.inputs.push_back(testing::FloatInput("mask", {{-1, "n"}, {-1, "t"}}));
+  m.graph.outputs.push_back(testing::FloatInput("y", {{-1, "n"}, {-1, "t"}, {6, ""}}));
+  m.graph.initializers["mm1.w"] = Gaussian({8, 12}, 31, 0.4f);
+  m.graph.initializers["mm2.w"] = Gaussian({12, 6}, 32, 0.4f);
+  Tensor axes(DataType::kInt64, {1});
+  axes.data<int64_t>()[0] = 2;
+  m.graph.initializers["axes"] = axes;
+  m.graph.nodes.push_back(MakeNode("mm1", "MatMul", {"x", "mm1.w"}, {"h"}));
+  m.graph.nodes.push_back(MakeNode("relu", "Relu", {"h"}, {"r"}));
+  m.graph.nodes.push_back(MakeNode("mm2", "MatMul", {"r", "mm2.w"}, {"o"}));
+  m.graph.nodes.push_back(MakeNode("unsq", "Unsqueeze", {"mask", "axes"}, {"m3"}));
+  m.graph.nodes.push_back(MakeNode("mul", "Mul", {"o", "m3"}, {"y"}));
+  return m;
+}
+
+// Batches of [batch, T] positions: the first 2..T of each sample are tokens
+// (correlated Gaussian), the rest padding drawn from another distribution
+// (large, on a few columns), as an encoder's padded hidden states differ from its tokens'.
+TensorMap TokenBatch(int64_t batch, int64_t T, uint32_t seed) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int64_t> len(2, T);
+  std::normal_distribution<float> nd(0.0f, 1.0f);
+  Tensor x(DataType::kFloat32, {batch, T, 8}), mask(DataType::kFloat32, {batch, T});
+  for (int64_t b = 0; b < batch; ++b) {
+    const int64_t n = len(gen);
+    for (int64_t t = 0; t < T; ++t) {
+      float* row = x.data<float>() + (b * T + t) * 8;
+      mask.data<float>()[b * T + t] = t < n ? 1.0f : 0.0f;
+      const float common = nd(gen);
+      for (int64_t c = 0; c < 8; ++c)
+        row[c] = t < n ? nd(gen) + 0.7f * common : (c < 3 ? 4.0f * nd(gen) - 2.0f * common : 0.1f * nd(gen));
+    }
+  }
+  return {{"x", x}, {"mask", mask}};
+}
+
+BatchSource TokenBatches(int count, int64_t batch, int64_t T) {
+  return [=]() -> BatchFn {
+    auto next = std::make_shared<int>(0);
+    return [=](TensorMap* b) -> StatusOr<bool> {
+      if (*next == count) return false;
+      *b = TokenBatch(batch, T, 50 + static_cast<uint32_t>(*next));
+      ++*next;
+      return true;
+    };
+  };
+}
+
+Tensor RunTokens(const Model& m, const TensorMap& in) {
+  auto exec = Executor::Create(m, ExecutorOptions{1});
+  EXPECT_TRUE(exec.ok()) << exec.status().ToString();
+  if (!exec.ok()) return Tensor();
+  TensorMap out;
+  EXPECT_TRUE((*exec)->Run(in, &out).ok());
+  return out["y"];
+}
+
+TEST(PruneRecovery, TokenMaskFitsTheRealTokensOnly) {
+  const Model dense = TokenModel();
+  Model pruned = dense;
+  auto all = FindWeightedLayers(pruned);
+  ASSERT_TRUE(all.ok());
+  for (const auto& L : *all) {
+    auto w = ReadWeightMatrix(pruned, L);
+    auto s = ElementScores(*w, PruneScore::kMagnitude);
+    auto m = ComputeMask(PruneStructure::Unstructured(), *s, 0.5);
+    ASSERT_TRUE(m.ok());
+    ASSERT_TRUE(ApplyMask(*m, &*w).ok());
+    ASSERT_TRUE(WriteWeightMatrix(&pruned, L, *w).ok());
+  }
+  const int kBatches = 4;
+  const int64_t kBatch = 8, kT = 12;
+  int64_t tokens = 0;
+  for (int i = 0; i < kBatches; ++i) {
+    const TensorMap b = TokenBatch(kBatch, kT, 50 + i);
+    for (int64_t j = 0; j < b.at("mask").numel(); ++j) tokens += b.at("mask").data<float>()[j] != 0.0f;
+  }
+  ASSERT_GT(tokens, 100);
+  ASSERT_LT(tokens, kBatches * kBatch * kT * 3 / 4);
+  const TensorMap test = TokenBatch(16, kT, 999);
+  const Tensor ref = RunTokens(dense, test);
+  double error[2] = {0, 0};
+  for (int masked = 0; masked < 2; ++masked) {
+    for (RecoveryMethod method : {RecoveryMethod::kLeastSquares, RecoveryMethod::kObs}) {
+      Model recovered = pruned;
+      RecoveryOptions o;
+      o.threads = 1;
+      o.method = method;
+      o.structures = {{"mm1", PruneStructure::Unstructured()}, {"mm2", PruneStructure::Unstructured()}};
+      if (masked) o.token_mask = "mask";
+      auto report = RecoverModel(dense, &recovered, {"mm1", "mm2"}, TokenBatches(kBatches, kBatch, kT), o);
+      ASSERT_TRUE(report.ok()) << report.status().ToString();
+      ASSERT_EQ(report->layers.size(), 2u);
+      // The fit's rows: every position, or the tokens alone.
+      for (const auto& l : report->layers)
+        EXPECT_EQ(l.rows, masked ? tokens : kBatches * kBatch * kT) << l.node;
+      if (method == RecoveryMethod::kLeastSquares) error[masked] = RelativeError(RunTokens(recovered, test), ref);
+    }
+  }
+  // The padding rows no longer pull the fit: the tokens' outputs are closer.
+  EXPECT_LT(error[1], 0.8 * error[0]) << "all rows " << error[0] << ", tokens only " << error[1];
+}
+
+TEST(PruneRecovery, TokenMaskErrors) {
+  const Model dense = TokenModel();
+  Model pruned = dense;
+  RecoveryOptions o;
+  o.threads = 1;
+  o.token_mask = "attention_mask";  // not an input of the model
+  auto r = RecoverModel(dense, &pruned, {"mm1"}, TokenBatches(1, 4, 6), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.status().code(), StatusCode::kInvalidArgument);
+  EXPECT_NE(r.status().message().find("attention_mask"), std::string::npos) << r.status().message();
+  o.token_mask = "x";  // an input, but not [batch, tokens]
+  r = RecoverModel(dense, &pruned, {"mm1"}, TokenBatches(1, 4, 6), o);
+  ASSERT_FALSE(r.ok());
+  EXPECT_NE(r.status().message().find("expected [batch, tokens]"), std::string::npos) << r.status().message();
 }
 
 }  // namespace

@@ -166,6 +166,21 @@ def test_prune_extra_lines_join_the_prune_block(monkeypatch):
     assert p["schedule"] == "linear" and p["steps"] == 2 and p["recovery_method"] == "obs"
 
 
+def test_prune_eval_gives_pruned_variants_calibration_samples_to_evaluate_on(tmp_path, monkeypatch):
+    model_dir = tmp_path / "m"
+    model_dir.mkdir()
+    np.savez(model_dir / "calib.npz", x=np.arange(10, dtype=np.float32).reshape(10, 1))
+    np.savez(model_dir / "eval.npz", x=np.arange(10, 20, dtype=np.float32).reshape(10, 1))
+    monkeypatch.setattr(S, "PRUNE_EVAL", {"samples": 4})
+    paths, _, _ = S.write_splits(str(model_dir), str(tmp_path), 8, 6)
+    with np.load(paths["prune_eval"]) as f:
+        assert f["x"].ravel().tolist() == [0, 1, 2, 3]
+    pruned = yaml.safe_load(S.sparq_recipe("/m.onnx", paths, "/out", "max", "auto50", "agreement"))
+    dense = yaml.safe_load(S.sparq_recipe("/m.onnx", paths, "/out", "max", False, "agreement"))
+    assert pruned["data"]["evaluation"] == paths["prune_eval"]
+    assert dense["data"]["evaluation"] == paths["eval_small"]
+
+
 def test_packed_sentences_fill_every_position_and_keep_the_originals():
     ids = np.zeros((3, 8), np.int64)
     ids[0, :4] = [101, 5, 6, 102]
