@@ -87,6 +87,15 @@ inline double SqnrDb(const Tensor& ref, const Tensor& got) {
   return n == 0 ? 200.0 : 10.0 * std::log10(s / n);
 }
 
+// A tensor of `type` and `shape` whose bytes differ from their neighbours'
+// (a copy kernel that moves one byte wrong shows), deterministic per `seed`.
+inline Tensor DistinctBytes(DataType type, const Shape& shape, int seed) {
+  Tensor t(type, shape);
+  auto* p = static_cast<uint8_t*>(t.raw_data());
+  for (size_t i = 0; i < t.nbytes(); ++i) p[i] = static_cast<uint8_t>(i * 7 + seed * 31 + i / 251);
+  return t;
+}
+
 // Random float32 values in [lo, hi] with |x| >= min_abs (no zeros), fixed seed.
 inline Tensor RandomFloats(Shape shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f, float min_abs = 1e-3f) {
   Tensor t(DataType::kFloat32, std::move(shape));

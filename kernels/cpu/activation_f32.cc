@@ -587,30 +587,37 @@ bool ReducesLastAxisF32(const OpContext& ctx, int64_t axes_input_since, int64_t*
   return true;
 }
 
+// A reduction of float32 over exactly the last axis (its axes an input from
+// `axes_input_opset` on): `row` over chunks of rows into OutputBuffer; any
+// other reduction runs the reference kernel.
+Status RunLastAxisRowsF32(OpContext& ctx, int axes_input_opset, MeanRowsF32Fn row) {
+  int64_t n = 0;
+  Shape shape;
+  if (!ReducesLastAxisF32(ctx, axes_input_opset, &n, &shape)) return RunReferenceKernel(ctx);
+  const Tensor& x = ctx.input(0);
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, shape);
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  ParallelFor(ctx.pool(), x.numel() / n, std::max<int64_t>(1, kChunk / n),
+              [&](int64_t r0, int64_t r1) { row(src + r0 * n, r1 - r0, n, dst + r0); });
+  ctx.set_output(0, std::move(out));
+  return Status::OK();
+}
+
 // ReduceSum of float32 over exactly the last axis (kernel "sum_rows_f32"):
 // each row summed in order in double and rounded once, as kernels/ref/reduce.cc
 // sums, so the reference's bits; the output without its zero fill.
 // basic-pitch's [1, 309, 172, 2] sum over pairs took ~6% of its run on the
 // reference kernel, which built an offset per element first (small22).
 Status RunSumLastAxisF32(OpContext& ctx) {
-  int64_t n = 0;
-  Shape shape;
-  if (!ReducesLastAxisF32(ctx, 13, &n, &shape)) return RunReferenceKernel(ctx);
-  const Tensor& x = ctx.input(0);
-  const int64_t rows = x.numel() / n;
-  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, shape);
-  const float* src = x.data<float>();
-  float* dst = out.data<float>();
-  ParallelFor(ctx.pool(), rows, std::max<int64_t>(1, kChunk / n), [&](int64_t r0, int64_t r1) {
-    for (int64_t r = r0; r < r1; ++r) {
-      const float* v = src + r * n;
+  return RunLastAxisRowsF32(ctx, 13, [](const float* x, int64_t rows, int64_t n, float* y) {
+    for (int64_t r = 0; r < rows; ++r) {
+      const float* v = x + r * n;
       double s = 0.0;
       for (int64_t i = 0; i < n; ++i) s += static_cast<double>(v[i]);
-      dst[r] = static_cast<float>(s);
+      y[r] = static_cast<float>(s);
     }
   });
-  ctx.set_output(0, std::move(out));
-  return Status::OK();
 }
 
 // Sqrt of float32 (kernel "sqrt_f32"): std::sqrt per value, as the reference
@@ -628,19 +635,7 @@ Status RunSqrtF32(OpContext& ctx) {
 // opset 17, the axes input from 18), keepdims either way; anything else runs
 // the reference kernel.
 Status RunMeanLastAxisF32(OpContext& ctx) {
-  int64_t n = 0;
-  Shape shape;
-  if (!ReducesLastAxisF32(ctx, 18, &n, &shape)) return RunReferenceKernel(ctx);
-  const Tensor& x = ctx.input(0);
-  const int64_t rows = x.numel() / n;
-  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, shape);
-  const float* src = x.data<float>();
-  float* dst = out.data<float>();
-  const MeanRowsF32Fn row = PreparedRow<MeanRowsF32Fn>(ctx);
-  ParallelFor(ctx.pool(), rows, std::max<int64_t>(1, kChunk / n),
-              [&](int64_t r0, int64_t r1) { row(src + r0 * n, r1 - r0, n, dst + r0); });
-  ctx.set_output(0, std::move(out));
-  return Status::OK();
+  return RunLastAxisRowsF32(ctx, 18, PreparedRow<MeanRowsF32Fn>(ctx));
 }
 
 // GlobalAveragePool / GlobalMaxPool of float32 [N, C, spatial...]: each

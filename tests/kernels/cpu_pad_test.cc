@@ -18,13 +18,7 @@
 namespace sparq {
 namespace {
 
-// A tensor of `type` and `shape` with distinct bytes.
-Tensor Bytes(DataType type, const Shape& shape, int seed) {
-  Tensor t(type, shape);
-  auto* p = static_cast<uint8_t*>(t.raw_data());
-  for (size_t i = 0; i < t.nbytes(); ++i) p[i] = static_cast<uint8_t>(i * 7 + seed * 31 + i / 251);
-  return t;
-}
+using testing::DistinctBytes;
 
 struct PadCase {
   Shape shape;
@@ -47,7 +41,7 @@ Model PadModel(const PadCase& c, DataType type) {
   std::vector<std::string> inputs = {"x", "pads"};
   if (c.value || !c.axes.empty()) {
     inputs.push_back(c.value ? "value" : "");
-    if (c.value) m.graph.initializers["value"] = Bytes(type, {}, 9);
+    if (c.value) m.graph.initializers["value"] = DistinctBytes(type, {}, 9);
   }
   if (!c.axes.empty()) {
     inputs.push_back("axes");
@@ -87,7 +81,7 @@ Result RunPad(const Model& m, const Tensor& x, bool reference, int threads) {
 void ExpectReferenceBytes(const PadCase& c, DataType type) {
   SCOPED_TRACE(std::string(DataTypeName(type)) + " shape " + ShapeToString(c.shape) + " mode '" + c.mode + "'");
   const Model m = PadModel(c, type);
-  const Tensor x = Bytes(type, c.shape, 1);
+  const Tensor x = DistinctBytes(type, c.shape, 1);
   const Result want = RunPad(m, x, true, 1);
   for (int threads : {1, 2}) {
     const Result got = RunPad(m, x, false, threads);
@@ -135,7 +129,7 @@ TEST(CpuPad, BadNodesGiveTheReferencesErrors) {
   };
   for (const PadCase& c : bad) {
     const Model m = PadModel(c, DataType::kFloat32);
-    const Tensor x = Bytes(DataType::kFloat32, c.shape, 2);
+    const Tensor x = DistinctBytes(DataType::kFloat32, c.shape, 2);
     const Result fast = RunPad(m, x, false, 1), ref = RunPad(m, x, true, 1);
     EXPECT_FALSE(fast.status.ok());
     EXPECT_EQ(fast.status.ToString(), ref.status.ToString());

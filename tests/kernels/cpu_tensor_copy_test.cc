@@ -16,13 +16,7 @@
 namespace sparq {
 namespace {
 
-// A tensor of `type` and `shape` with distinct bytes.
-Tensor Bytes(DataType type, const Shape& shape, int seed) {
-  Tensor t(type, shape);
-  auto* p = static_cast<uint8_t*>(t.raw_data());
-  for (size_t i = 0; i < t.nbytes(); ++i) p[i] = static_cast<uint8_t>(i * 7 + seed * 31 + i / 251);
-  return t;
-}
+using testing::DistinctBytes;
 
 struct ModelRun {
   TensorMap out;
@@ -96,7 +90,7 @@ TEST(CpuTensorCopy, ConcatIsTheReferencesBytes) {
       Shape sa = {2, 3, 5, 7}, sb = sa, sc = sa;
       sb[a] = 4, sc[a] = 0;  // an empty part
       const Model m = OneNode("Concat", 13, {"a", "b", "c"}, {"y"}, {Attribute::Int("axis", axis)}, type);
-      const TensorMap feed = {{"a", Bytes(type, sa, 1)}, {"b", Bytes(type, sb, 2)}, {"c", Bytes(type, sc, 3)}};
+      const TensorMap feed = {{"a", DistinctBytes(type, sa, 1)}, {"b", DistinctBytes(type, sb, 2)}, {"c", DistinctBytes(type, sc, 3)}};
       EXPECT_EQ(ExpectBlocksMatchReference(m, feed), std::vector<std::string>{"Concat:copy_blocks"});
     }
   }
@@ -106,15 +100,15 @@ TEST(CpuTensorCopy, ConcatIsTheReferencesBytes) {
   for (DataType type : {DataType::kFloat32, DataType::kUInt8, DataType::kInt64}) {
     SCOPED_TRACE(std::string("interleaved ") + DataTypeName(type));
     const Model m = OneNode("Concat", 13, {"a", "b", "c", "d", "e"}, {"y"}, {Attribute::Int("axis", -1)}, type);
-    const TensorMap feed = {{"a", Bytes(type, {1, 67, 131, 1}, 1)}, {"b", Bytes(type, {1, 67, 131, 2}, 2)},
-                            {"c", Bytes(type, {1, 67, 131, 3}, 3)}, {"d", Bytes(type, {1, 67, 131, 0}, 4)},
-                            {"e", Bytes(type, {1, 67, 131, 4}, 5)}};
+    const TensorMap feed = {{"a", DistinctBytes(type, {1, 67, 131, 1}, 1)}, {"b", DistinctBytes(type, {1, 67, 131, 2}, 2)},
+                            {"c", DistinctBytes(type, {1, 67, 131, 3}, 3)}, {"d", DistinctBytes(type, {1, 67, 131, 0}, 4)},
+                            {"e", DistinctBytes(type, {1, 67, 131, 4}, 5)}};
     EXPECT_EQ(ExpectBlocksMatchReference(m, feed), std::vector<std::string>{"Concat:copy_blocks"});
   }
   // A large channel concat (YOLO's C2f): one copy per input, split among the threads.
   const Model m = OneNode("Concat", 13, {"a", "b"}, {"y"}, {Attribute::Int("axis", 1)});
-  ExpectBlocksMatchReference(m, {{"a", Bytes(DataType::kFloat32, {1, 64, 80, 80}, 4)},
-                                 {"b", Bytes(DataType::kFloat32, {1, 32, 80, 80}, 5)}});
+  ExpectBlocksMatchReference(m, {{"a", DistinctBytes(DataType::kFloat32, {1, 64, 80, 80}, 4)},
+                                 {"b", DistinctBytes(DataType::kFloat32, {1, 32, 80, 80}, 5)}});
 }
 
 // Where on where_select: the reference's bytes for every element size and
@@ -132,7 +126,7 @@ TEST(CpuTensorCopy, WhereIsTheReferencesBytes) {
       m.graph.inputs[0].dtype = DataType::kBool;
       Tensor c(DataType::kBool, shapes[i][0]);
       for (int64_t k = 0; k < c.numel(); ++k) c.data<bool>()[k] = (k * 7 + k / 5) % 3 == 0;
-      const TensorMap feed = {{"c", c}, {"x", Bytes(type, shapes[i][1], 1)}, {"y", Bytes(type, shapes[i][2], 2)}};
+      const TensorMap feed = {{"c", c}, {"x", DistinctBytes(type, shapes[i][1], 1)}, {"y", DistinctBytes(type, shapes[i][2], 2)}};
       EXPECT_EQ(ExpectBlocksMatchReference(m, feed), std::vector<std::string>{"Where:where_select"});
     }
   }
@@ -164,7 +158,7 @@ TEST(CpuTensorCopy, SplitIsTheReferencesBytes) {
         m.graph.nodes[0].inputs.push_back("sizes");
       }
       if (c.outputs > 2) m.graph.outputs.erase(m.graph.outputs.begin());  // y0 unread
-      const TensorMap feed = {{"x", Bytes(type, {6, 5, 5, 7}, 6)}};
+      const TensorMap feed = {{"x", DistinctBytes(type, {6, 5, 5, 7}, 6)}};
       EXPECT_EQ(ExpectBlocksMatchReference(m, feed), std::vector<std::string>{"Split:copy_blocks"});
     }
   }
@@ -172,12 +166,12 @@ TEST(CpuTensorCopy, SplitIsTheReferencesBytes) {
 
 TEST(CpuTensorCopy, BadNodesGiveTheReferencesErrors) {
   const Model concat = OneNode("Concat", 13, {"a", "b"}, {"y"}, {Attribute::Int("axis", 1)});
-  const TensorMap mismatch = {{"a", Bytes(DataType::kFloat32, {2, 3}, 1)}, {"b", Bytes(DataType::kFloat32, {3, 3}, 2)}};
+  const TensorMap mismatch = {{"a", DistinctBytes(DataType::kFloat32, {2, 3}, 1)}, {"b", DistinctBytes(DataType::kFloat32, {3, 3}, 2)}};
   const ModelRun fast = RunModel(concat, mismatch, false, 1), ref = RunModel(concat, mismatch, true, 1);
   EXPECT_FALSE(fast.status.ok());
   EXPECT_EQ(fast.status.ToString(), ref.status.ToString());
   const Model split = OneNode("Split", 13, {"x"}, {"y0", "y1"}, {Attribute::Int("axis", 0)});
-  const TensorMap odd = {{"x", Bytes(DataType::kFloat32, {5, 2}, 3)}};
+  const TensorMap odd = {{"x", DistinctBytes(DataType::kFloat32, {5, 2}, 3)}};
   const ModelRun fast_split = RunModel(split, odd, false, 1), ref_split = RunModel(split, odd, true, 1);
   EXPECT_FALSE(fast_split.status.ok());
   EXPECT_EQ(fast_split.status.ToString(), ref_split.status.ToString());
@@ -200,13 +194,13 @@ TEST(CpuTranspose, IsTheReferencesBytes) {
         std::vector<Attribute> attrs;
         if (!perm.empty()) attrs.push_back(Attribute::Ints("perm", perm));
         const Model m = OneNode("Transpose", 13, {"x"}, {"y"}, attrs, type);
-        EXPECT_EQ(ExpectBlocksMatchReference(m, {{"x", Bytes(type, shape, 3)}}),
+        EXPECT_EQ(ExpectBlocksMatchReference(m, {{"x", DistinctBytes(type, shape, 3)}}),
                   std::vector<std::string>{"Transpose:transpose_blocks"});
       }
     }
   }
   const Model bad = OneNode("Transpose", 13, {"x"}, {"y"}, {Attribute::Ints("perm", {0, 0, 1})});
-  const TensorMap feed = {{"x", Bytes(DataType::kFloat32, {2, 3, 4}, 1)}};
+  const TensorMap feed = {{"x", DistinctBytes(DataType::kFloat32, {2, 3, 4}, 1)}};
   EXPECT_EQ(RunModel(bad, feed, false, 1).status.ToString(), RunModel(bad, feed, true, 1).status.ToString());
 }
 
@@ -218,7 +212,7 @@ TEST(CpuCast, ToFloatMatchesReference) {
   for (DataType type : {DataType::kInt8, DataType::kUInt8, DataType::kInt16, DataType::kUInt16, DataType::kInt32,
                         DataType::kUInt32, DataType::kInt64, DataType::kUInt64, DataType::kBool}) {
     SCOPED_TRACE(DataTypeName(type));
-    Tensor x = Bytes(type, {3, 20001}, 5);
+    Tensor x = DistinctBytes(type, {3, 20001}, 5);
     if (type == DataType::kBool) {
       auto* p = static_cast<uint8_t*>(x.raw_data());
       for (size_t i = 0; i < x.nbytes(); ++i) p[i] = p[i] & 1;
