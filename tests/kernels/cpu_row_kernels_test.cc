@@ -1199,12 +1199,13 @@ void CheckConvertF16F32(ConvertF16F32Fn fn) {
   }
 }
 
-// float32 -> float16: every half value, the midpoints between neighbours
-// (ties to even) and one ulp either side, overflow, subnormals, NaN and random
-// floats, at every tail length; bit for bit the reference's FloatToHalf.
-void CheckConvertF32F16(std::mt19937& rng, ConvertF32F16Fn fn) {
+// The float classes a float16 conversion must get right: every `half_step`-th
+// finite half value, the midpoints to its neighbour (ties to even) and one ulp
+// either side, both signs; overflow, subnormals, NaN; and `random` random
+// finite floats.
+std::vector<float> HalfConversionCases(std::mt19937& rng, uint32_t half_step, int random) {
   std::vector<float> floats;
-  for (uint32_t h = 0; h < 0x7c00; ++h) {
+  for (uint32_t h = 0; h < 0x7c00; h += half_step) {
     const float a = HalfToFloat(static_cast<uint16_t>(h)), b = HalfToFloat(static_cast<uint16_t>(h + 1));
     const float mid = a + (b - a) / 2;
     for (float f : {a, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)}) {
@@ -1216,12 +1217,20 @@ void CheckConvertF32F16(std::mt19937& rng, ConvertF32F16Fn fn) {
                   std::numeric_limits<float>::denorm_min(), 1e-30f})
     for (float s : {f, -f}) floats.push_back(s);
   for (int i = 0; i < 9; ++i) floats.push_back(std::nanf(""));
-  for (int i = 0; i < 100000; ++i) {
+  for (int i = 0; i < random; ++i) {
     float f;
     const uint32_t bits = static_cast<uint32_t>(rng()) & 0x7f7fffffu;
     std::memcpy(&f, &bits, 4);
     floats.push_back((i & 1) ? -f : f);
   }
+  return floats;
+}
+
+// float32 -> float16: every half value, the midpoints between neighbours
+// (ties to even) and one ulp either side, overflow, subnormals, NaN and random
+// floats, at every tail length; bit for bit the reference's FloatToHalf.
+void CheckConvertF32F16(std::mt19937& rng, ConvertF32F16Fn fn) {
+  const std::vector<float> floats = HalfConversionCases(rng, /*half_step=*/1, /*random=*/100000);
   std::vector<uint16_t> out(floats.size());
   fn(floats.data(), out.data(), static_cast<int64_t>(floats.size()));
   for (size_t i = 0; i < floats.size(); ++i) {
@@ -1244,25 +1253,7 @@ void CheckConvertF32F16(std::mt19937& rng, ConvertF32F16Fn fn) {
 // classes as CheckConvertF32F16, bit for bit the reference's
 // HalfToFloat(FloatToHalf(x)), at every tail length, and in place.
 void CheckRoundF16F32(std::mt19937& rng, RoundF16F32Fn fn) {
-  std::vector<float> floats;
-  for (uint32_t h = 0; h < 0x7c00; h += 3) {
-    const float a = HalfToFloat(static_cast<uint16_t>(h)), b = HalfToFloat(static_cast<uint16_t>(h + 1));
-    const float mid = a + (b - a) / 2;
-    for (float f : {a, mid, std::nextafter(mid, 0.0f), std::nextafter(mid, 1e9f)}) {
-      floats.push_back(f);
-      floats.push_back(-f);
-    }
-  }
-  for (float f : {65504.0f, 65519.0f, 65520.0f, 1e10f, std::numeric_limits<float>::infinity(),
-                  std::numeric_limits<float>::denorm_min(), 1e-30f})
-    for (float s : {f, -f}) floats.push_back(s);
-  for (int i = 0; i < 9; ++i) floats.push_back(std::nanf(""));
-  for (int i = 0; i < 50000; ++i) {
-    float f;
-    const uint32_t bits = static_cast<uint32_t>(rng()) & 0x7f7fffffu;
-    std::memcpy(&f, &bits, 4);
-    floats.push_back((i & 1) ? -f : f);
-  }
+  const std::vector<float> floats = HalfConversionCases(rng, /*half_step=*/3, /*random=*/50000);
   auto want = [](float f) { return HalfToFloat(FloatToHalf(f)); };
   std::vector<float> out(floats.size());
   fn(floats.data(), out.data(), static_cast<int64_t>(floats.size()));
