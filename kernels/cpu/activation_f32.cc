@@ -563,37 +563,58 @@ Status RunReluF32(OpContext& ctx) {
   return RunChunksF32(ctx, [row, inf](const float* x, float* y, int64_t n) { row(x, y, n, 0.0f, inf); });
 }
 
-// Whether a Reduce* node reduces a float32 input over exactly its last axis
-// (the axes attribute below opset `axes_input_since`, the axes input from
-// it), keepdims either way; then the row length and the output shape.
-bool ReducesLastAxisF32(const OpContext& ctx, int64_t axes_input_since, int64_t* n, Shape* shape) {
+// Whether a Reduce* node reduces a float32 input over its trailing axes (the
+// last, the last few, or all of them: one contiguous row per output, read in
+// the reference's order); the axes an attribute below opset
+// `axes_input_since`, an input from it; no axes = all (unless
+// noop_with_empty_axes); keepdims either way. Then the row length and the
+// output shape.
+bool ReducesTrailingAxesF32(const OpContext& ctx, int64_t axes_input_since, int64_t* n, Shape* shape) {
   if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 || ctx.input(0).rank() == 0) return false;
   const Tensor& x = ctx.input(0);
   const int64_t rank = static_cast<int64_t>(x.rank());
   std::vector<int64_t> axes;
   if (ctx.opset() >= axes_input_since) {
-    if (!ctx.has_input(1) || ctx.input(1).dtype() != DataType::kInt64) return false;
-    const Tensor& a = ctx.input(1);
-    axes.assign(a.data<int64_t>(), a.data<int64_t>() + a.numel());
+    if (ctx.has_input(1)) {
+      if (ctx.input(1).dtype() != DataType::kInt64) return false;
+      const Tensor& a = ctx.input(1);
+      axes.assign(a.data<int64_t>(), a.data<int64_t>() + a.numel());
+    }
   } else {
     axes = ctx.node().attr_ints("axes");
   }
-  if (axes.size() != 1 || (axes[0] != rank - 1 && axes[0] != -1)) return false;
-  *n = x.dim(static_cast<size_t>(rank - 1));
+  if (axes.empty()) {
+    if (ctx.node().attr_int("noop_with_empty_axes", 0) != 0) return false;
+    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+  }
+  for (int64_t& a : axes) {
+    if (a < -rank || a >= rank) return false;  // the reference's error
+    if (a < 0) a += rank;
+  }
+  std::sort(axes.begin(), axes.end());
+  for (size_t k = 0; k < axes.size(); ++k)
+    if (axes[k] != rank - static_cast<int64_t>(axes.size()) + static_cast<int64_t>(k)) return false;
+  const size_t first = static_cast<size_t>(axes.front());
+  *n = 1;
+  for (size_t d = first; d < x.rank(); ++d) *n *= x.dim(d);
   if (*n == 0) return false;
   *shape = x.shape();
-  if (ctx.node().attr_int("keepdims", 1) != 0) shape->back() = 1;
-  else shape->pop_back();
+  if (ctx.node().attr_int("keepdims", 1) != 0) {
+    for (size_t d = first; d < x.rank(); ++d) (*shape)[d] = 1;
+  } else {
+    shape->resize(first);
+  }
   return true;
 }
 
-// A reduction of float32 over exactly the last axis (its axes an input from
-// `axes_input_opset` on): `row` over chunks of rows into OutputBuffer; any
-// other reduction runs the reference kernel.
-Status RunLastAxisRowsF32(OpContext& ctx, int axes_input_opset, MeanRowsF32Fn row) {
+// A reduction of float32 over its trailing axes (ReducesTrailingAxesF32):
+// `row(x, rows, n, y)` over chunks of rows into OutputBuffer; any other
+// reduction runs the reference kernel.
+template <typename Row>
+Status RunTrailingRowsF32(OpContext& ctx, int axes_input_opset, Row row) {
   int64_t n = 0;
   Shape shape;
-  if (!ReducesLastAxisF32(ctx, axes_input_opset, &n, &shape)) return RunReferenceKernel(ctx);
+  if (!ReducesTrailingAxesF32(ctx, axes_input_opset, &n, &shape)) return RunReferenceKernel(ctx);
   const Tensor& x = ctx.input(0);
   Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, shape);
   const float* src = x.data<float>();
@@ -604,13 +625,13 @@ Status RunLastAxisRowsF32(OpContext& ctx, int axes_input_opset, MeanRowsF32Fn ro
   return Status::OK();
 }
 
-// ReduceSum of float32 over exactly the last axis (kernel "sum_rows_f32"):
+// ReduceSum of float32 over its trailing axes (kernel "sum_rows_f32"):
 // each row summed in order in double and rounded once, as kernels/ref/reduce.cc
 // sums, so the reference's bits; the output without its zero fill.
 // basic-pitch's [1, 309, 172, 2] sum over pairs took ~6% of its run on the
 // reference kernel, which built an offset per element first (small22).
 Status RunSumLastAxisF32(OpContext& ctx) {
-  return RunLastAxisRowsF32(ctx, 13, [](const float* x, int64_t rows, int64_t n, float* y) {
+  return RunTrailingRowsF32(ctx, 13, [](const float* x, int64_t rows, int64_t n, float* y) {
     for (int64_t r = 0; r < rows; ++r) {
       const float* v = x + r * n;
       double s = 0.0;
@@ -631,12 +652,18 @@ Status RunSqrtF32(OpContext& ctx) {
   });
 }
 
-// ReduceMean of float32 over exactly the last axis (the axes attribute up to
+// ReduceMean of float32 over its trailing axes (the axes attribute up to
 // opset 17, the axes input from 18), keepdims either way; anything else runs
 // the reference kernel.
 Status RunMeanLastAxisF32(OpContext& ctx) {
-  return RunLastAxisRowsF32(ctx, 18, PreparedRow<MeanRowsF32Fn>(ctx));
+  return RunTrailingRowsF32(ctx, 18, PreparedRow<MeanRowsF32Fn>(ctx));
 }
+
+// ReduceMax of float32 over its trailing axes on the max_rows_f32 row
+// (GlobalMaxPool's): the reference's bits, since both keep the first NaN and,
+// among equal values (zeros of both signs), the first; basic-pitch's
+// ReduceMax over all axes built an offset per element on the reference.
+Status RunMaxTrailingF32(OpContext& ctx) { return RunTrailingRowsF32(ctx, 18, PreparedRow<MaxRowsF32Fn>(ctx)); }
 
 // GlobalAveragePool / GlobalMaxPool of float32 [N, C, spatial...]: each
 // channel plane is a row of a reduction row, mean_rows_f32 (summed in order
@@ -706,6 +733,8 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r) {
   r.Add({"ReduceMean", "", 1, 99, RunMeanLastAxisF32, "mean_rows_f32",
          WithoutContext(PrepareRow<CpuOp::kMeanRowsF32>, RowKernel)});
   r.Add({"ReduceSum", "", 1, 99, RunSumLastAxisF32, "sum_rows_f32"});
+  r.Add({"ReduceMax", "", 1, 99, RunMaxTrailingF32, "max_rows_f32",
+         WithoutContext(PrepareRow<CpuOp::kMaxRowsF32>, RowKernel)});
   // Reads x[i] before it stores y[i]: output 0 may go over input 0.
   r.Add({"Sqrt", "", 6, 99, RunSqrtF32, "sqrt_f32", nullptr, kPriorityFast, 0, 0b1});
   r.Add({"GlobalAveragePool", "", 1, 99, RunGlobalPoolF32<MeanRowsF32Fn>, "mean_rows_f32",

@@ -632,6 +632,68 @@ TEST_P(ActivationF32Test, ReduceSumOverTheLastAxisIsExact) {
   }
 }
 
+// ReduceSum / ReduceMean / ReduceMax of float32 over trailing
+// axes (the last, the last two, all of them listed, or none given = all; the
+// axes an attribute or an input by opset) run their rows with the reference's
+// bits, NaN, infinities and zeros of both signs included, 1 and 3 threads;
+// axes that are not trailing run the reference kernel.
+TEST_P(ActivationF32Test, ReduceOverTrailingAxesIsExact) {
+  struct OpCase {
+    const char* op;
+    int64_t axes_input_since;
+  };
+  const OpCase ops[] = {{"ReduceSum", 13}, {"ReduceMean", 18}, {"ReduceMax", 18}};
+  const Shape shape = {2, 3, 5, 7};
+  Tensor x = testing::RandomFloats(shape, 41, -3.0f, 5.0f, 0.0f);
+  const float special[] = {-0.0f, 0.0f, std::numeric_limits<float>::infinity(), -0.0f, 0.0f, -0.0f, 1e30f,
+                           std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()};
+  std::copy(std::begin(special), std::end(special), x.data<float>() + 7);  // row 1 of the last axis on
+  for (int64_t i = 0; i < 7; ++i) x.data<float>()[70 + i] = i % 2 ? 0.0f : -0.0f;  // a row of zeros only
+  const std::vector<std::vector<int64_t>> axes_cases = {{3}, {-1}, {2, 3}, {-1, -2}, {0, 1, 2, 3}, {}, {0}, {1, 3}};
+  for (const OpCase& c : ops) {
+    for (int opset : {13, 18}) {
+      for (int64_t keepdims : {1, 0}) {
+        for (const std::vector<int64_t>& axes : axes_cases) {
+          std::string axes_text;
+          for (int64_t a : axes) axes_text += std::to_string(a) + " ";
+          SCOPED_TRACE(std::string(c.op) + " opset " + std::to_string(opset) + " keepdims " + std::to_string(keepdims) +
+                       " axes " + axes_text);
+          Model m;
+          m.opset_imports = {{"", opset}};
+          m.graph.inputs.push_back(testing::FloatInput("x", {}));
+          m.graph.inputs.back().has_shape = false;
+          m.graph.outputs.push_back(testing::FloatInput("y", {}));
+          Node node{"n", c.op, "", {"x"}, {"y"}, {Attribute::Int("keepdims", keepdims)}, ""};
+          if (!axes.empty() && opset >= c.axes_input_since) {
+            m.graph.initializers["axes"] =
+                Tensor::FromVector<int64_t>({static_cast<int64_t>(axes.size())}, std::vector<int64_t>(axes));
+            node.inputs.push_back("axes");
+          } else if (!axes.empty()) {
+            node.attributes.push_back(Attribute::Ints("axes", axes));
+          }
+          m.graph.nodes.push_back(node);
+          TensorMap want;
+          for (int run = 0; run < 3; ++run) {  // the reference, then the CPU on 1 and 3 threads
+            ExecutorOptions options;
+            options.backend = run == 0 ? "reference" : "cpu";
+            options.threads = run == 2 ? 3 : 1;
+            auto exec = Executor::Create(m, options);
+            ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+            TensorMap got;
+            ASSERT_TRUE((*exec)->Run({{"x", x}}, &got).ok());
+            if (run == 0) {
+              want = got;
+              continue;
+            }
+            EXPECT_NE((*exec)->NodeKernels().at(0).kernel, "ref");
+            ExpectClose(got.at("y"), want.at("y"), 0.0f);
+          }
+        }
+      }
+    }
+  }
+}
+
 // GlobalAveragePool of float32 runs mean_rows_f32: the reference's bits, for
 // any plane size and thread count.
 TEST_P(ActivationF32Test, GlobalAveragePoolIsExact) {
