@@ -582,6 +582,43 @@ TEST_P(ActivationF32Test, SqrtIsTheReferencesBits) {
   }
 }
 
+// One Reduce* node over `axes` (none: no axes given), the axes an input from
+// opset `axes_input_since` on, else an attribute: the CPU's output on 1 and 3
+// threads is the reference's bit for bit, and its kernel the row `kernel`
+// (which may hand the node to the reference inside).
+void ExpectReduceIsTheReference(const char* op, const Tensor& x, int opset, int64_t axes_input_since, int64_t keepdims,
+                                const std::vector<int64_t>& axes, const std::string& kernel) {
+  Model m;
+  m.opset_imports = {{"", opset}};
+  m.graph.inputs.push_back(testing::FloatInput("x", {}));
+  m.graph.inputs.back().has_shape = false;
+  m.graph.outputs.push_back(testing::FloatInput("y", {}));
+  Node node{"n", op, "", {"x"}, {"y"}, {Attribute::Int("keepdims", keepdims)}, ""};
+  if (!axes.empty() && opset >= axes_input_since) {
+    m.graph.initializers["axes"] = Tensor::FromVector<int64_t>({static_cast<int64_t>(axes.size())}, std::vector<int64_t>(axes));
+    node.inputs.push_back("axes");
+  } else if (!axes.empty()) {
+    node.attributes.push_back(Attribute::Ints("axes", axes));
+  }
+  m.graph.nodes.push_back(node);
+  TensorMap want;
+  for (int run = 0; run < 3; ++run) {  // the reference, then the CPU on 1 and 3 threads
+    ExecutorOptions options;
+    options.backend = run == 0 ? "reference" : "cpu";
+    options.threads = run == 2 ? 3 : 1;
+    auto exec = Executor::Create(m, options);
+    ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+    TensorMap got;
+    ASSERT_TRUE((*exec)->Run({{"x", x}}, &got).ok());
+    if (run == 0) {
+      want = got;
+      continue;
+    }
+    EXPECT_EQ((*exec)->NodeKernels().at(0).kernel, kernel);
+    ExpectClose(got.at("y"), want.at("y"), 0.0f);
+  }
+}
+
 // ReduceSum over the last axis (sum_rows_f32): the reference's bits with the
 // axes attribute (opset 11) and input (opset 13, basic-pitch's pairs), keepdims
 // either way, 1 and 3 threads; other axes and no axes run the reference kernel.
@@ -596,35 +633,8 @@ TEST_P(ActivationF32Test, ReduceSumOverTheLastAxisIsExact) {
           for (bool no_axes : {false, true}) {
             SCOPED_TRACE(ShapeToString(shape) + " opset " + std::to_string(opset) + " keepdims " +
                          std::to_string(keepdims) + " axis " + std::to_string(axis) + (no_axes ? " (none)" : ""));
-            Model m;
-            m.opset_imports = {{"", opset}};
-            m.graph.inputs.push_back(testing::FloatInput("x", {}));
-            m.graph.inputs.back().has_shape = false;
-            m.graph.outputs.push_back(testing::FloatInput("y", {}));
-            Node node{"n", "ReduceSum", "", {"x"}, {"y"}, {Attribute::Int("keepdims", keepdims)}, ""};
-            if (!no_axes && opset >= 13) {
-              m.graph.initializers["axes"] = Tensor::FromVector<int64_t>({1}, {axis});
-              node.inputs.push_back("axes");
-            } else if (!no_axes) {
-              node.attributes.push_back(Attribute::Ints("axes", {axis}));
-            }
-            m.graph.nodes.push_back(node);
-            TensorMap want;
-            for (int run = 0; run < 3; ++run) {  // the reference, then the CPU on 1 and 3 threads
-              ExecutorOptions options;
-              options.backend = run == 0 ? "reference" : "cpu";
-              options.threads = run == 2 ? 3 : 1;
-              auto exec = Executor::Create(m, options);
-              ASSERT_TRUE(exec.ok()) << exec.status().ToString();
-              TensorMap got;
-              ASSERT_TRUE((*exec)->Run({{"x", x}}, &got).ok());
-              if (run == 0) {
-                want = got;
-                continue;
-              }
-              EXPECT_EQ((*exec)->NodeKernels().at(0).kernel, run == 0 ? "ref" : "sum_rows_f32");
-              ExpectClose(got.at("y"), want.at("y"), 0.0f);
-            }
+            ExpectReduceIsTheReference("ReduceSum", x, opset, 13, keepdims,
+                                       no_axes ? std::vector<int64_t>{} : std::vector<int64_t>{axis}, "sum_rows_f32");
           }
         }
       }
@@ -641,8 +651,11 @@ TEST_P(ActivationF32Test, ReduceOverTrailingAxesIsExact) {
   struct OpCase {
     const char* op;
     int64_t axes_input_since;
+    std::string kernel;
   };
-  const OpCase ops[] = {{"ReduceSum", 13}, {"ReduceMean", 18}, {"ReduceMax", 18}};
+  const OpCase ops[] = {{"ReduceSum", 13, "sum_rows_f32"},
+                        {"ReduceMean", 18, SelectCpuKernel(CpuOp::kMeanRowsF32).name},
+                        {"ReduceMax", 18, SelectCpuKernel(CpuOp::kMaxRowsF32).name}};
   const Shape shape = {2, 3, 5, 7};
   Tensor x = testing::RandomFloats(shape, 41, -3.0f, 5.0f, 0.0f);
   const float special[] = {-0.0f, 0.0f, std::numeric_limits<float>::infinity(), -0.0f, 0.0f, -0.0f, 1e30f,
@@ -658,36 +671,7 @@ TEST_P(ActivationF32Test, ReduceOverTrailingAxesIsExact) {
           for (int64_t a : axes) axes_text += std::to_string(a) + " ";
           SCOPED_TRACE(std::string(c.op) + " opset " + std::to_string(opset) + " keepdims " + std::to_string(keepdims) +
                        " axes " + axes_text);
-          Model m;
-          m.opset_imports = {{"", opset}};
-          m.graph.inputs.push_back(testing::FloatInput("x", {}));
-          m.graph.inputs.back().has_shape = false;
-          m.graph.outputs.push_back(testing::FloatInput("y", {}));
-          Node node{"n", c.op, "", {"x"}, {"y"}, {Attribute::Int("keepdims", keepdims)}, ""};
-          if (!axes.empty() && opset >= c.axes_input_since) {
-            m.graph.initializers["axes"] =
-                Tensor::FromVector<int64_t>({static_cast<int64_t>(axes.size())}, std::vector<int64_t>(axes));
-            node.inputs.push_back("axes");
-          } else if (!axes.empty()) {
-            node.attributes.push_back(Attribute::Ints("axes", axes));
-          }
-          m.graph.nodes.push_back(node);
-          TensorMap want;
-          for (int run = 0; run < 3; ++run) {  // the reference, then the CPU on 1 and 3 threads
-            ExecutorOptions options;
-            options.backend = run == 0 ? "reference" : "cpu";
-            options.threads = run == 2 ? 3 : 1;
-            auto exec = Executor::Create(m, options);
-            ASSERT_TRUE(exec.ok()) << exec.status().ToString();
-            TensorMap got;
-            ASSERT_TRUE((*exec)->Run({{"x", x}}, &got).ok());
-            if (run == 0) {
-              want = got;
-              continue;
-            }
-            EXPECT_NE((*exec)->NodeKernels().at(0).kernel, "ref");
-            ExpectClose(got.at("y"), want.at("y"), 0.0f);
-          }
+          ExpectReduceIsTheReference(c.op, x, opset, c.axes_input_since, keepdims, axes, c.kernel);
         }
       }
     }
