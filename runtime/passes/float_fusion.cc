@@ -464,6 +464,19 @@ void FuseGeluTanhChain(const Model& model, Graph& g, const ValueIndex& index, st
   }
 }
 
+// The one node that reads `x` among the nodes as rewritten so far (those not
+// in `removed`; the index may be stale within a pass), or none when no node
+// or more than one does.
+std::optional<size_t> SoleKeptReader(const Graph& g, const std::set<size_t>& removed, const std::string& x) {
+  std::optional<size_t> reader;
+  for (size_t j = 0; j < g.nodes.size(); ++j) {
+    if (removed.count(j) || !Reads(g.nodes[j], x)) continue;
+    if (reader) return std::nullopt;
+    reader = j;
+  }
+  return reader;
+}
+
 // sparq.MatMulIntegerToFloat -> sparq.GeluErfChain (just fused) -> one
 // MatMulIntegerToFloat with activation "GeluErfChain": the GEMM applies the
 // GELU to each row of its output while it is in the cache. x (the product)
@@ -484,12 +497,7 @@ void FuseGeluIntoDynamicMatMul(Graph& g, const ValueIndex& index, std::set<size_
         mm.attr("activation") != nullptr) {
       continue;
     }
-    bool other_reader = false;  // the nodes as rewritten so far
-    for (size_t j = 0; j < g.nodes.size() && !other_reader; ++j) {
-      if (j == i || removed->count(j)) continue;
-      other_reader |= Reads(g.nodes[j], x);
-    }
-    if (other_reader) continue;
+    if (SoleKeptReader(g, *removed, x) != i) continue;  // the nodes as rewritten so far
     mm.attributes.push_back(Attribute::String("activation", "GeluErfChain"));
     mm.attributes.push_back(Attribute::Float("gelu_divisor", gelu.attr_float("divisor", 1.41421356f)));
     mm.attributes.push_back(Attribute::Float("gelu_offset", gelu.attr_float("offset", 1.0f)));
@@ -520,12 +528,7 @@ void FuseSiluIntoConvIntegerToFloat(Graph& g, const ValueIndex& index, std::set<
         conv.attr("activation") != nullptr) {
       continue;
     }
-    bool other_reader = false;
-    for (size_t j = 0; j < g.nodes.size() && !other_reader; ++j) {
-      if (j == i || removed->count(j)) continue;
-      other_reader |= Reads(g.nodes[j], x);
-    }
-    if (other_reader) continue;
+    if (SoleKeptReader(g, *removed, x) != i) continue;
     conv.attributes.push_back(Attribute::String("activation", "Silu"));
     conv.outputs[0] = silu.outputs[0];
     removed->insert(i);
@@ -616,14 +619,8 @@ void FuseQuantizeIntoConvIntegerToFloat(const Model& model, Graph& g, const Valu
     }
     const std::string x = conv.outputs[0];
     if (index.IsGraphOutput(x)) continue;
-    std::optional<size_t> reader;
-    bool other_reader = false;
-    for (size_t j = 0; j < g.nodes.size() && !other_reader; ++j) {
-      if (j == i || removed->count(j) || !Reads(g.nodes[j], x)) continue;
-      other_reader = reader.has_value();
-      reader = j;
-    }
-    if (other_reader || !reader) continue;
+    const std::optional<size_t> reader = SoleKeptReader(g, *removed, x);
+    if (!reader) continue;
     const Node& q = g.nodes[*reader];
     if (q.op_type != "QuantizeLinear" || !q.domain.empty() || q.inputs.size() != 3 || q.outputs.size() != 1 ||
         q.inputs[0] != x || !PerTensorQuantize(model, index, q)) {
