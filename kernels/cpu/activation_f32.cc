@@ -563,47 +563,118 @@ Status RunReluF32(OpContext& ctx) {
   return RunChunksF32(ctx, [row, inf](const float* x, float* y, int64_t n) { row(x, y, n, 0.0f, inf); });
 }
 
-// Whether a Reduce* node reduces a float32 input over its trailing axes (the
-// last, the last few, or all of them: one contiguous row per output, read in
-// the reference's order); the axes an attribute below opset
-// `axes_input_since`, an input from it; no axes = all (unless
-// noop_with_empty_axes); keepdims either way. Then the row length and the
-// output shape.
-bool ReducesTrailingAxesF32(const OpContext& ctx, int64_t axes_input_since, int64_t* n, Shape* shape) {
+// The axes a Reduce* node of a float32 input reduces, normalized and sorted:
+// an attribute below opset `axes_input_since`, an input from it; no axes =
+// all (unless noop_with_empty_axes). False for anything else (the reference
+// kernel then names the error).
+bool ReduceAxesF32(const OpContext& ctx, int64_t axes_input_since, std::vector<int64_t>* axes) {
   if (!ctx.has_input(0) || ctx.input(0).dtype() != DataType::kFloat32 || ctx.input(0).rank() == 0) return false;
-  const Tensor& x = ctx.input(0);
-  const int64_t rank = static_cast<int64_t>(x.rank());
-  std::vector<int64_t> axes;
+  const int64_t rank = static_cast<int64_t>(ctx.input(0).rank());
+  axes->clear();
   if (ctx.opset() >= axes_input_since) {
     if (ctx.has_input(1)) {
       if (ctx.input(1).dtype() != DataType::kInt64) return false;
       const Tensor& a = ctx.input(1);
-      axes.assign(a.data<int64_t>(), a.data<int64_t>() + a.numel());
+      axes->assign(a.data<int64_t>(), a.data<int64_t>() + a.numel());
     }
   } else {
-    axes = ctx.node().attr_ints("axes");
+    *axes = ctx.node().attr_ints("axes");
   }
-  if (axes.empty()) {
+  if (axes->empty()) {
     if (ctx.node().attr_int("noop_with_empty_axes", 0) != 0) return false;
-    for (int64_t a = 0; a < rank; ++a) axes.push_back(a);
+    for (int64_t a = 0; a < rank; ++a) axes->push_back(a);
   }
-  for (int64_t& a : axes) {
+  for (int64_t& a : *axes) {
     if (a < -rank || a >= rank) return false;  // the reference's error
     if (a < 0) a += rank;
   }
-  std::sort(axes.begin(), axes.end());
+  std::sort(axes->begin(), axes->end());
+  return std::adjacent_find(axes->begin(), axes->end()) == axes->end();
+}
+
+// The output shape of a reduction of x over `axes` (sorted), keepdims or not.
+Shape ReducedShape(const OpContext& ctx, const Shape& x, const std::vector<int64_t>& axes) {
+  const bool keepdims = ctx.node().attr_int("keepdims", 1) != 0;
+  Shape shape;
+  for (size_t d = 0; d < x.size(); ++d) {
+    if (!std::binary_search(axes.begin(), axes.end(), static_cast<int64_t>(d))) shape.push_back(x[d]);
+    else if (keepdims) shape.push_back(1);
+  }
+  return shape;
+}
+
+// Whether a Reduce* node reduces a float32 input over its trailing axes (the
+// last, the last few, or all of them: one contiguous row per output, read in
+// the reference's order; ReduceAxesF32). Then the row length and the output
+// shape.
+bool ReducesTrailingAxesF32(const OpContext& ctx, int64_t axes_input_since, int64_t* n, Shape* shape) {
+  std::vector<int64_t> axes;
+  if (!ReduceAxesF32(ctx, axes_input_since, &axes)) return false;
+  const Tensor& x = ctx.input(0);
+  const int64_t rank = static_cast<int64_t>(x.rank());
   for (size_t k = 0; k < axes.size(); ++k)
     if (axes[k] != rank - static_cast<int64_t>(axes.size()) + static_cast<int64_t>(k)) return false;
   const size_t first = static_cast<size_t>(axes.front());
   *n = 1;
   for (size_t d = first; d < x.rank(); ++d) *n *= x.dim(d);
   if (*n == 0) return false;
-  *shape = x.shape();
-  if (ctx.node().attr_int("keepdims", 1) != 0) {
-    for (size_t d = first; d < x.rank(); ++d) (*shape)[d] = 1;
-  } else {
-    shape->resize(first);
+  *shape = ReducedShape(ctx, x.shape(), axes);
+  return true;
+}
+
+// Whether a Reduce* node reduces a float32 input over neighbouring axes that
+// end before the last: x as [outer, n, inner] reduced over n, inner > 1 (a
+// LayerNorm's statistics over channels; magika's over 2,048 rows). Then the
+// three sizes and the output shape.
+bool ReducesMiddleAxesF32(const OpContext& ctx, int64_t axes_input_since, int64_t* outer, int64_t* n,
+                          int64_t* inner, Shape* shape) {
+  std::vector<int64_t> axes;
+  if (!ReduceAxesF32(ctx, axes_input_since, &axes)) return false;
+  const Tensor& x = ctx.input(0);
+  const int64_t rank = static_cast<int64_t>(x.rank());
+  if (axes.back() >= rank - 1 || axes.back() - axes.front() + 1 != static_cast<int64_t>(axes.size())) return false;
+  *outer = *n = *inner = 1;
+  for (int64_t d = 0; d < rank; ++d) {
+    if (d < axes.front()) *outer *= x.dim(d);
+    else if (d <= axes.back()) *n *= x.dim(d);
+    else *inner *= x.dim(d);
   }
+  if (*n == 0 || *inner < 2) return false;
+  *shape = ReducedShape(ctx, x.shape(), axes);
+  return true;
+}
+
+// A float32 sum (or mean) over the middle axes of [outer, n, inner]
+// (ReducesMiddleAxesF32): kColumns neighbouring outputs at a time, each summed
+// in double in input order, as the reference's column sums
+// (kernels/ref/reduce.cc) add them: its bits, without its offset lists and
+// zero fill; the blocks of columns split among the threads.
+template <bool kMean>
+bool RunColumnSumsF32(OpContext& ctx, int64_t axes_input_since) {
+  int64_t outer = 0, n = 0, inner = 0;
+  Shape shape;
+  if (!ReducesMiddleAxesF32(ctx, axes_input_since, &outer, &n, &inner, &shape)) return false;
+  constexpr int64_t kColumns = 64;
+  const Tensor& x = ctx.input(0);
+  Tensor out = ctx.OutputBuffer(0, DataType::kFloat32, shape);
+  const float* src = x.data<float>();
+  float* dst = out.data<float>();
+  const int64_t blocks = (inner + kColumns - 1) / kColumns;
+  ParallelFor(ctx.pool(), outer * blocks, std::max<int64_t>(1, kChunk / (n * kColumns)), [&](int64_t t0, int64_t t1) {
+    for (int64_t t = t0; t < t1; ++t) {
+      const int64_t o = t / blocks, c0 = (t % blocks) * kColumns, count = std::min(kColumns, inner - c0);
+      double s[kColumns] = {};
+      const float* first = src + o * n * inner + c0;
+      for (int64_t r = 0; r < n; ++r) {
+        const float* row = first + r * inner;
+        for (int64_t k = 0; k < count; ++k) s[k] += static_cast<double>(row[k]);
+      }
+      float* y = dst + o * inner + c0;
+      for (int64_t k = 0; k < count; ++k)
+        y[k] = static_cast<float>(kMean ? s[k] / static_cast<double>(n) : s[k]);
+    }
+  });
+  ctx.set_output(0, std::move(out));
   return true;
 }
 
@@ -627,10 +698,12 @@ Status RunTrailingRowsF32(OpContext& ctx, int axes_input_opset, Row row) {
 
 // ReduceSum of float32 over its trailing axes (kernel "sum_rows_f32"):
 // each row summed in order in double and rounded once, as kernels/ref/reduce.cc
-// sums, so the reference's bits; the output without its zero fill.
+// sums, so the reference's bits; the output without its zero fill. Over
+// middle axes: RunColumnSumsF32.
 // basic-pitch's [1, 309, 172, 2] sum over pairs took ~6% of its run on the
 // reference kernel, which built an offset per element first (small22).
 Status RunSumLastAxisF32(OpContext& ctx) {
+  if (RunColumnSumsF32<false>(ctx, 13)) return Status::OK();
   return RunTrailingRowsF32(ctx, 13, [](const float* x, int64_t rows, int64_t n, float* y) {
     for (int64_t r = 0; r < rows; ++r) {
       const float* v = x + r * n;
@@ -653,9 +726,10 @@ Status RunSqrtF32(OpContext& ctx) {
 }
 
 // ReduceMean of float32 over its trailing axes (the axes attribute up to
-// opset 17, the axes input from 18), keepdims either way; anything else runs
-// the reference kernel.
+// opset 17, the axes input from 18), keepdims either way, or over middle
+// axes (RunColumnSumsF32); anything else runs the reference kernel.
 Status RunMeanLastAxisF32(OpContext& ctx) {
+  if (RunColumnSumsF32<true>(ctx, 18)) return Status::OK();
   return RunTrailingRowsF32(ctx, 18, PreparedRow<MeanRowsF32Fn>(ctx));
 }
 
@@ -664,6 +738,56 @@ Status RunMeanLastAxisF32(OpContext& ctx) {
 // among equal values (zeros of both signs), the first; basic-pitch's
 // ReduceMax over all axes built an offset per element on the reference.
 Status RunMaxTrailingF32(OpContext& ctx) { return RunTrailingRowsF32(ctx, 18, PreparedRow<MaxRowsF32Fn>(ctx)); }
+
+// The minimum of one float row (n > 0) as kernels/ref/reduce.cc's ReduceMin
+// picks it: +inf, replaced by each later value that is smaller; the row's
+// first NaN returned as it is. Sixteen lanes of `v < m ? v : m` (one minps per
+// four, no reassociation: a min of numbers is exact in any order), then the
+// two cases where the order shows: a NaN (the first one, bits kept) and a
+// zero minimum (the first zero: -0 and +0 compare equal).
+float MinOfRowF32(const float* x, int64_t n) {
+  constexpr int kLanes = 16;
+  float m[kLanes];
+  int32_t nan[kLanes];
+  for (int j = 0; j < kLanes; ++j) {
+    m[j] = std::numeric_limits<float>::infinity();
+    nan[j] = 0;
+  }
+  int64_t i = 0;
+  for (; i + kLanes <= n; i += kLanes) {
+    for (int j = 0; j < kLanes; ++j) {
+      const float v = x[i + j];
+      m[j] = v < m[j] ? v : m[j];
+      nan[j] |= v != v;
+    }
+  }
+  for (; i < n; ++i) {
+    const float v = x[i];
+    m[0] = v < m[0] ? v : m[0];
+    nan[0] |= v != v;
+  }
+  float best = m[0];
+  int32_t any_nan = nan[0];
+  for (int j = 1; j < kLanes; ++j) {
+    best = m[j] < best ? m[j] : best;
+    any_nan |= nan[j];
+  }
+  if (any_nan != 0 || best == 0.0f) {
+    for (int64_t k = 0; k < n; ++k)
+      if (any_nan != 0 ? std::isnan(x[k]) : x[k] == 0.0f) return x[k];
+  }
+  return best;
+}
+
+// ReduceMin of float32 over its trailing axes (kernel "min_rows_f32"):
+// MinOfRowF32 per row, the reference's bits. basic-pitch's minimum of its
+// log-CQT ([1, 172, 309] over both axes) took ~3% of its run on the
+// reference, which built an offset per element and compared one at a time.
+Status RunMinTrailingF32(OpContext& ctx) {
+  return RunTrailingRowsF32(ctx, 18, [](const float* x, int64_t rows, int64_t n, float* y) {
+    for (int64_t r = 0; r < rows; ++r) y[r] = MinOfRowF32(x + r * n, n);
+  });
+}
 
 // GlobalAveragePool / GlobalMaxPool of float32 [N, C, spatial...]: each
 // channel plane is a row of a reduction row, mean_rows_f32 (summed in order
@@ -735,6 +859,7 @@ void RegisterCpuActivationF32Ops(KernelRegistry& r) {
   r.Add({"ReduceSum", "", 1, 99, RunSumLastAxisF32, "sum_rows_f32"});
   r.Add({"ReduceMax", "", 1, 99, RunMaxTrailingF32, "max_rows_f32",
          WithoutContext(PrepareRow<CpuOp::kMaxRowsF32>, RowKernel)});
+  r.Add({"ReduceMin", "", 1, 99, RunMinTrailingF32, "min_rows_f32", nullptr, kPriorityFast});
   // Reads x[i] before it stores y[i]: output 0 may go over input 0.
   r.Add({"Sqrt", "", 6, 99, RunSqrtF32, "sqrt_f32", nullptr, kPriorityFast, 0, 0b1});
   r.Add({"GlobalAveragePool", "", 1, 99, RunGlobalPoolF32<MeanRowsF32Fn>, "mean_rows_f32",

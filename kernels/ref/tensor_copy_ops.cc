@@ -137,29 +137,14 @@ StatusOr<std::vector<int64_t>> SplitSizes(const OpContext& ctx, int64_t axis) {
   return split;
 }
 
-}  // namespace tensor_ops
+// ---------------------------------------------------------------------------
+// Slice's geometry (the reference kernel below and kernels/cpu's slice_copy)
 
 namespace {
 
-Status Split(OpContext& ctx) {
-  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
-  const Tensor& x = ctx.input(0);
-  SPARQ_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, ctx.node().attr_int("axis", 0), static_cast<int64_t>(x.rank())));
-  SPARQ_ASSIGN_OR_RETURN(std::vector<int64_t> split, SplitSizes(ctx, axis));
-  const int64_t n = static_cast<int64_t>(split.size());
-  int64_t start = 0;
-  for (int64_t i = 0; i < n; ++i) {
-    if (ctx.wants_output(i)) ctx.set_output(i, SliceAlongAxis(x, axis, start, split[i], ctx.pool()));
-    start += split[i];
-  }
-  return Status::OK();
-}
-
-// ---------------------------------------------------------------------------
-// Slice
-
-Status SliceImpl(OpContext& ctx, const std::vector<int64_t>& starts, const std::vector<int64_t>& ends,
-                 std::vector<int64_t> axes, std::vector<int64_t> steps) {
+StatusOr<SliceGeometry> SliceGeometryFrom(const OpContext& ctx, const std::vector<int64_t>& starts,
+                                          const std::vector<int64_t>& ends, std::vector<int64_t> axes,
+                                          std::vector<int64_t> steps) {
   const Tensor& x = ctx.input(0);
   const int64_t rank = static_cast<int64_t>(x.rank());
   const size_t n = starts.size();
@@ -172,8 +157,10 @@ Status SliceImpl(OpContext& ctx, const std::vector<int64_t>& starts, const std::
                                ValuesToString(axes) + " and steps " + ValuesToString(steps) +
                                " must have the same length");
   }
-  Shape out_shape = x.shape();
-  std::vector<int64_t> first(rank, 0), step(rank, 1);
+  SliceGeometry g;
+  g.shape = x.shape();
+  g.first.assign(rank, 0);
+  g.step.assign(rank, 1);
   std::vector<bool> seen(rank, false);
   for (size_t i = 0; i < n; ++i) {
     SPARQ_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, axes[i], rank, "axes value"));
@@ -199,47 +186,27 @@ Status SliceImpl(OpContext& ctx, const std::vector<int64_t>& starts, const std::
                                                                               : -steps[i];
       count = s > e ? 1 + (s - e - 1) / stride : 0;
     }
-    out_shape[axis] = count;
-    first[axis] = count > 0 ? s : 0;
-    step[axis] = count > 1 ? steps[i] : 1;  // a single element needs no step
+    g.shape[axis] = count;
+    g.first[axis] = count > 0 ? s : 0;
+    g.step[axis] = count > 1 ? steps[i] : 1;  // a single element needs no step
   }
-  // The whole input, in order (jax2tf's strided_slice with ends past every
-  // dimension): the output is the input's buffer, as Identity's, not a copy.
-  bool whole = out_shape == x.shape();
-  for (int64_t d = 0; d < rank && whole; ++d) whole = first[d] == 0 && step[d] == 1;
-  if (whole) {
-    ctx.set_output(0, x);
-    return Status::OK();
-  }
-  Tensor y(x.dtype(), out_shape);
-  if (y.numel() > 0) {
-    const std::vector<int64_t> in_strides = ContiguousStrides(x.shape());
-    std::vector<int64_t> strides(rank);
-    int64_t offset = 0;
-    for (int64_t d = 0; d < rank; ++d) {
-      strides[d] = in_strides[d] * step[d];
-      offset += first[d] * in_strides[d];
-    }
-    const size_t esize = DataTypeSize(x.dtype());
-    StridedCopy(static_cast<const uint8_t*>(x.raw_data()) + offset * esize, strides, out_shape, y.raw_data(), esize,
-                ctx.pool());
-  }
-  ctx.set_output(0, std::move(y));
-  return Status::OK();
+  g.whole = g.shape == x.shape();
+  for (int64_t d = 0; d < rank && g.whole; ++d) g.whole = g.first[d] == 0 && g.step[d] == 1;
+  return g;
 }
 
-// Opset 1-9: starts, ends and axes are attributes; no steps.
-Status Slice1(OpContext& ctx) {
-  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
+}  // namespace
+
+StatusOr<SliceGeometry> SliceGeometryOf(const OpContext& ctx) {
   const Node& node = ctx.node();
-  if (node.attr("starts") == nullptr || node.attr("ends") == nullptr) {
-    return ctx.InvalidArgument("attributes 'starts' and 'ends' are required");
+  if (ctx.opset() < 10) {  // opset 1-9: starts, ends and axes are attributes; no steps
+    SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
+    if (node.attr("starts") == nullptr || node.attr("ends") == nullptr) {
+      return ctx.InvalidArgument("attributes 'starts' and 'ends' are required");
+    }
+    return SliceGeometryFrom(ctx, node.attr_ints("starts"), node.attr_ints("ends"), node.attr_ints("axes"), {});
   }
-  return SliceImpl(ctx, node.attr_ints("starts"), node.attr_ints("ends"), node.attr_ints("axes"), {});
-}
-
-// Opset 10+: starts, ends, axes (optional), steps (optional) are inputs.
-Status Slice10(OpContext& ctx) {
+  // Opset 10+: starts, ends, axes (optional), steps (optional) are inputs.
   SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(3));
   SPARQ_ASSIGN_OR_RETURN(std::vector<int64_t> starts, ReadIntInput(ctx, 1, "starts"));
   SPARQ_ASSIGN_OR_RETURN(std::vector<int64_t> ends, ReadIntInput(ctx, 2, "ends"));
@@ -258,7 +225,56 @@ Status Slice10(OpContext& ctx) {
                                  " differ in length");
     }
   }
-  return SliceImpl(ctx, starts, ends, axes, steps);
+  return SliceGeometryFrom(ctx, starts, ends, axes, steps);
+}
+
+void CopySlice(const Tensor& x, const SliceGeometry& g, void* dst, ThreadPool* pool) {
+  if (NumElements(g.shape) == 0) return;
+  const std::vector<int64_t> in_strides = ContiguousStrides(x.shape());
+  std::vector<int64_t> strides(in_strides.size());
+  int64_t offset = 0;
+  for (size_t d = 0; d < in_strides.size(); ++d) {
+    strides[d] = in_strides[d] * g.step[d];
+    offset += g.first[d] * in_strides[d];
+  }
+  const size_t esize = DataTypeSize(x.dtype());
+  StridedCopy(static_cast<const uint8_t*>(x.raw_data()) + offset * esize, strides, g.shape, dst, esize, pool);
+}
+
+}  // namespace tensor_ops
+
+namespace {
+
+Status Split(OpContext& ctx) {
+  SPARQ_RETURN_IF_ERROR(ctx.RequireInputs(1));
+  const Tensor& x = ctx.input(0);
+  SPARQ_ASSIGN_OR_RETURN(int64_t axis, NormalizeAxis(ctx, ctx.node().attr_int("axis", 0), static_cast<int64_t>(x.rank())));
+  SPARQ_ASSIGN_OR_RETURN(std::vector<int64_t> split, SplitSizes(ctx, axis));
+  const int64_t n = static_cast<int64_t>(split.size());
+  int64_t start = 0;
+  for (int64_t i = 0; i < n; ++i) {
+    if (ctx.wants_output(i)) ctx.set_output(i, SliceAlongAxis(x, axis, start, split[i], ctx.pool()));
+    start += split[i];
+  }
+  return Status::OK();
+}
+
+// ---------------------------------------------------------------------------
+// Slice
+
+// The whole input, in order (jax2tf's strided_slice with ends past every
+// dimension): the output is the input's buffer, as Identity's, not a copy.
+Status Slice(OpContext& ctx) {
+  SPARQ_ASSIGN_OR_RETURN(SliceGeometry g, SliceGeometryOf(ctx));
+  const Tensor& x = ctx.input(0);
+  if (g.whole) {
+    ctx.set_output(0, x);
+    return Status::OK();
+  }
+  Tensor y(x.dtype(), g.shape);
+  CopySlice(x, g, y.raw_data(), ctx.pool());
+  ctx.set_output(0, std::move(y));
+  return Status::OK();
 }
 
 // ---------------------------------------------------------------------------
@@ -614,8 +630,8 @@ Status SpaceToDepth(OpContext& ctx) {
 void RegisterTensorCopyOps(KernelRegistry& r) {
   r.Add({"Concat", "", 1, 99, Concat, "ref"});
   r.Add({"Split", "", 1, 99, Split, "ref"});  // split: attribute < 13, input >= 13; num_outputs 18
-  r.Add({"Slice", "", 1, 9, Slice1, "ref"});
-  r.Add({"Slice", "", 10, 99, Slice10, "ref"});
+  r.Add({"Slice", "", 1, 9, Slice, "ref"});  // starts, ends and axes: attributes
+  r.Add({"Slice", "", 10, 99, Slice, "ref"});  // inputs, and steps
   r.Add({"Transpose", "", 1, 99, Transpose, "ref"});
   r.Add({"Pad", "", 1, 10, Pad1, "ref"});
   r.Add({"Pad", "", 11, 99, Pad11, "ref"});

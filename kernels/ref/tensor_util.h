@@ -54,6 +54,23 @@ StatusOr<std::vector<int64_t>> ReadIntInput(const OpContext& ctx, size_t i, cons
 // (tensor_copy_ops.cc; the fast Split of kernels/cpu uses it too).
 StatusOr<std::vector<int64_t>> SplitSizes(const OpContext& ctx, int64_t axis);
 
+// Where Slice node ctx.node() reads input 0: the output's shape, and per
+// axis the first index read and the step between reads (clamped as ONNX
+// says; 1 where one element or none is read). `whole` when the output is the
+// input, in order. Starts / ends / axes / steps from the attributes (opset
+// 1-9) or the inputs (10+); InvalidArgument naming the node otherwise
+// (tensor_copy_ops.cc; the fast Slice of kernels/cpu uses it too).
+struct SliceGeometry {
+  Shape shape;
+  std::vector<int64_t> first;
+  std::vector<int64_t> step;
+  bool whole = false;
+};
+StatusOr<SliceGeometry> SliceGeometryOf(const OpContext& ctx);
+// Copies the elements `g` selects from x into the contiguous buffer dst
+// (g.shape, x's element type), split over `pool` by rows.
+void CopySlice(const Tensor& x, const SliceGeometry& g, void* dst, ThreadPool* pool);
+
 // Row-major element strides of a contiguous tensor of `shape`.
 std::vector<int64_t> ContiguousStrides(const Shape& shape);
 

@@ -642,7 +642,7 @@ TEST_P(ActivationF32Test, ReduceSumOverTheLastAxisIsExact) {
   }
 }
 
-// ReduceSum / ReduceMean / ReduceMax of float32 over trailing
+// ReduceSum / ReduceMean / ReduceMax / ReduceMin of float32 over trailing
 // axes (the last, the last two, all of them listed, or none given = all; the
 // axes an attribute or an input by opset) run their rows with the reference's
 // bits, NaN, infinities and zeros of both signs included, 1 and 3 threads;
@@ -655,14 +655,16 @@ TEST_P(ActivationF32Test, ReduceOverTrailingAxesIsExact) {
   };
   const OpCase ops[] = {{"ReduceSum", 13, "sum_rows_f32"},
                         {"ReduceMean", 18, SelectCpuKernel(CpuOp::kMeanRowsF32).name},
-                        {"ReduceMax", 18, SelectCpuKernel(CpuOp::kMaxRowsF32).name}};
+                        {"ReduceMax", 18, SelectCpuKernel(CpuOp::kMaxRowsF32).name},
+                        {"ReduceMin", 18, "min_rows_f32"}};
   const Shape shape = {2, 3, 5, 7};
   Tensor x = testing::RandomFloats(shape, 41, -3.0f, 5.0f, 0.0f);
   const float special[] = {-0.0f, 0.0f, std::numeric_limits<float>::infinity(), -0.0f, 0.0f, -0.0f, 1e30f,
                            std::numeric_limits<float>::quiet_NaN(), -std::numeric_limits<float>::infinity()};
   std::copy(std::begin(special), std::end(special), x.data<float>() + 7);  // row 1 of the last axis on
   for (int64_t i = 0; i < 7; ++i) x.data<float>()[70 + i] = i % 2 ? 0.0f : -0.0f;  // a row of zeros only
-  const std::vector<std::vector<int64_t>> axes_cases = {{3}, {-1}, {2, 3}, {-1, -2}, {0, 1, 2, 3}, {}, {0}, {1, 3}};
+  const std::vector<std::vector<int64_t>> axes_cases = {{3}, {-1}, {2, 3}, {-1, -2}, {0, 1, 2, 3}, {}, {0},
+                                                         {1, 3}, {1}, {1, 2}, {-4, -3}};
   for (const OpCase& c : ops) {
     for (int opset : {13, 18}) {
       for (int64_t keepdims : {1, 0}) {
@@ -675,6 +677,76 @@ TEST_P(ActivationF32Test, ReduceOverTrailingAxesIsExact) {
         }
       }
     }
+  }
+}
+
+// ReduceSum / ReduceMean over middle axes ([outer, n, inner], inner over
+// several blocks of 64 columns and a partial one; magika's LayerNorm sums
+// over 2,048 rows): the reference's bits, 1 and 3 threads, keepdims either way.
+TEST_P(ActivationF32Test, ReduceSumOverMiddleAxesIsExact) {
+  Tensor x = testing::RandomFloats({2, 300, 150}, 47, -3.0f, 5.0f, 0.0f);
+  x.data<float>()[151] = 1e30f;  // a large value: double sums keep the rest
+  for (int64_t keepdims : {1, 0}) {
+    for (const std::vector<int64_t>& axes : std::vector<std::vector<int64_t>>{{1}, {0, 1}, {-2}}) {
+      SCOPED_TRACE("keepdims " + std::to_string(keepdims) + " axes " + std::to_string(axes.front()));
+      ExpectReduceIsTheReference("ReduceSum", x, 13, 13, keepdims, axes, "sum_rows_f32");
+      ExpectReduceIsTheReference("ReduceMean", x, 18, 18, keepdims, axes, SelectCpuKernel(CpuOp::kMeanRowsF32).name);
+    }
+  }
+}
+
+// ReduceMin over long rows (min_rows_f32's sixteen lanes and their tail):
+// the reference's bits, the first NaN's payload and sign and the first of
+// equal zeros included, for rows with the NaN or the zero in the body, in the
+// tail, or none; 1 and 3 threads.
+TEST_P(ActivationF32Test, ReduceMinKeepsTheFirstNaNAndZero) {
+  const Shape shape = {6, 1003};
+  Tensor x = testing::RandomFloats(shape, 43, 0.5f, 5.0f, 0.0f);
+  float* v = x.data<float>();
+  uint32_t bits = 0xffc01234u;  // a negative NaN with a payload
+  float nan_a, nan_b;
+  std::memcpy(&nan_a, &bits, 4);
+  bits = 0x7fc00077u;
+  std::memcpy(&nan_b, &bits, 4);
+  v[1 * 1003 + 37] = nan_a;  // row 1: two NaNs, the first wins
+  v[1 * 1003 + 900] = nan_b;
+  v[2 * 1003 + 1001] = nan_b;  // row 2: a NaN in the tail
+  v[3 * 1003 + 5] = -0.0f;     // row 3: zeros of both signs, -0 first
+  v[3 * 1003 + 17] = 0.0f;
+  v[4 * 1003 + 999] = 0.0f;  // row 4: +0 in the tail, then -0
+  v[4 * 1003 + 1002] = -0.0f;
+  v[5 * 1003 + 500] = -7.0f;  // row 5: an ordinary minimum
+  for (int64_t keepdims : {1, 0}) {
+    Tensor want, got;
+    for (int run = 0; run < 3; ++run) {
+      Model m;
+      m.opset_imports = {{"", 13}};
+      m.graph.inputs.push_back(testing::FloatInput("x", {}));
+      m.graph.inputs.back().has_shape = false;
+      m.graph.outputs.push_back(testing::FloatInput("y", {}));
+      m.graph.nodes.push_back({"n", "ReduceMin", "", {"x"}, {"y"},
+                               {Attribute::Ints("axes", {1}), Attribute::Int("keepdims", keepdims)}, ""});
+      ExecutorOptions options;
+      options.backend = run == 0 ? "reference" : "cpu";
+      options.threads = run == 2 ? 3 : 1;
+      auto exec = Executor::Create(m, options);
+      ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+      TensorMap out;
+      ASSERT_TRUE((*exec)->Run({{"x", x}}, &out).ok());
+      if (run == 0) {
+        want = out.at("y");
+        continue;
+      }
+      EXPECT_EQ((*exec)->NodeKernels().at(0).kernel, "min_rows_f32");
+      got = out.at("y");
+      ASSERT_EQ(got.shape(), want.shape());
+      EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()), 0);
+    }
+    uint32_t first_nan = 0;
+    std::memcpy(&first_nan, want.data<float>() + 1, 4);
+    EXPECT_EQ(first_nan, 0xffc01234u);
+    EXPECT_TRUE(std::signbit(want.data<float>()[3]));
+    EXPECT_FALSE(std::signbit(want.data<float>()[4]));
   }
 }
 
