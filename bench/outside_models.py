@@ -4,7 +4,7 @@ executor against onnxruntime on the same file, same data, same thread count.
 
 Models (each from an installed PyPI wheel; a missing package skips its rows):
   magika       magika's file-type classifier (1-D convolution, Tanh,
-               GlobalMaxPool; bytes int32 [batch, 2048])
+               GlobalMaxPool; bytes int32 [batch, 2048], max(64, 8 x batch) samples)
   silero_lstm  Silero VAD, its OpenVINO export (convolutions + LSTM, fixed
                batch 1, state [2, 1, 128] fed as one array)
   pitch        basic-pitch (Spotify's CQT + CNN pitch model, input [batch, 43844, 1])
@@ -36,6 +36,8 @@ of quantize_static (QDQ, per channel, QUInt8 activations, QInt8 weights,
 after quant_pre_process where that works; the same calibration samples) and
 quantize_dynamic (QInt8 weights). Files are kept in --work and reused.
 The ratio columns are onnxruntime / sparq here (above 1: sparq faster);
+every model's data holds at least --runs + 1 whole batches at --batch 16 and
+--runs 7 (onnxruntime's timed calls get an error, never an empty batch);
 --baseline BIN times a second sparq binary on the same files in the same
 rounds (before/after columns).
 
@@ -67,7 +69,8 @@ def make_models(work, minilm_dir, batch, dfn3_dir=None):
     models = []
     magika = package_file("magika", "models", "standard_v3_3", "model.onnx")
     if magika:
-        b = rng.integers(0, 256, size=(64, 2048)).astype(np.int32)
+        # enough samples for --runs + 1 whole batches: onnxruntime's feeds are slices of these arrays
+        b = rng.integers(0, 256, size=(max(64, 8 * batch), 2048)).astype(np.int32)
         b[:, 1500:] = 256  # padding past the end of a short file
         models.append(("magika", magika, {"bytes": b}, None))
     silero = package_file("silero_vad", "data", "silero_vad_openvino_16k.onnx")
@@ -130,6 +133,8 @@ def time_ort(model, arrays, batch, threads, runs, fixed):
     feeds = []
     for r in range(runs + 1):
         feeds.append({k: fixed[k] if k in fixed else arrays[k][r * batch:(r + 1) * batch] for k in names})
+        if any(len(v) != batch for k, v in feeds[-1].items() if k not in fixed):
+            raise RuntimeError(f"{os.path.basename(model)}: fewer than {runs + 1} batches of {batch} in the data")
     sess.run(None, feeds[0])
     walls = []
     cpu0 = time.process_time()
