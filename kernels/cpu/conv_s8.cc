@@ -3,7 +3,10 @@
 //
 //   x [C, H, W] ──unfold──> col [K, P]        rows (c, ky, kx), columns (oy, ox); a 1x1
 //                                             stride-1 convolution without padding reads x itself
-//        ──pack──> blocks of 16 positions     (internal.h: ConvS8Tile; u8 quads or s16 pairs)
+//        ──pack──> blocks of 16 positions     (internal.h: ConvS8Tile; u8 quads or s16 pairs);
+//                                             a row's ConvS8UnfoldPackFn (the VNNI row) packs
+//                                             stride-1 taps over rows of the input's width
+//                                             straight from x, with no col in between
 //        ──tiles──> y [M, P] bytes            8 channels x 32 positions per tile, the
 //                                             requantization in registers, then the table;
 //                                             a last block of at most 4 positions (7x7
@@ -501,7 +504,7 @@ void TilePortable(const ConvS8Tile& t) {
 }  // namespace
 
 void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4, ConvS8ColumnFn column,
-                  bool raw_tile) {
+                  bool raw_tile, ConvS8UnfoldPackFn unfold_pack) {
   const PackedGemmS8& w = *args.w;
   const ConvGeometry& g = args.conv;
   const bool s16 = w.format == PackedFormat::kPanel16x2S16;
@@ -512,6 +515,10 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
                       g.pad_left == 0 && g.out_h == g.height && g.out_w == g.width;
   const uint8_t flip = args.x_signed ? 0x80 : 0;
   const int32_t za_u = args.x_zero_point + (args.x_signed ? 128 : 0);
+  const uint8_t pad = static_cast<uint8_t>(args.x_zero_point);  // the unfolded taps outside the image
+  // Packed straight from the image, without a col (ConvS8UnfoldPackFn's geometries).
+  const bool fused = unfold_pack != nullptr && !direct && !s16 && g.stride_h == 1 && g.stride_w == 1 &&
+                     g.out_w == g.width && g.width >= kConvS8UnfoldPackMinWidth;
   // Raw sums out (int32 or float, ConvS8Args::y_s32 / y_f32): every slice
   // leaves the tile in `partial`, finished below.
   // With y_q the float values go to a scratch of each run_tiles call (its
@@ -697,9 +704,11 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
     const int64_t b0 = pt0 * kTileBlocks, b1 = std::min(blocks, pt1 * kTileBlocks);
     if (direct) {
       PackBlocks(xi, k, p, steps, s16, flip, za_u, b0, b1, pack4, packed);
+    } else if (fused) {
+      unfold_pack(g, xi, pad, k, steps, flip, b0, b1, packed);
     } else {  // the same bytes as from the whole col: blocks [0, b1 - b0) of the part
       const int64_t p0 = b0 * kBlock, p1 = std::min(p, b1 * kBlock);
-      UnfoldPositions(g, xi, static_cast<uint8_t>(args.x_zero_point), p0, p1, col_part);
+      UnfoldPositions(g, xi, pad, p0, p1, col_part);
       PackBlocks(col_part, k, p1 - p0, steps, s16, flip, za_u, 0, b1 - b0, pack4, packed);
     }
     run_tiles(0, channel_tiles, pt0, pt1, packed, partial, yi);
@@ -721,7 +730,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
       thread_local std::vector<int32_t> image_partial_buffer;
       const int64_t part_tiles = split_positions ? kTaskPositionTiles : position_tiles;
       const int64_t col_size = split_positions ? k * part_tiles * kTileBlocks * kBlock : k * p;
-      uint8_t* const image_col = direct ? nullptr : Reserve(image_col_buffer, col_size);
+      uint8_t* const image_col = direct || fused ? nullptr : Reserve(image_col_buffer, col_size);
       uint8_t* const packed =
           Reserve(image_packed_buffer, std::min(blocks, part_tiles * kTileBlocks) * steps * kStepBytes);
       int32_t* const partial = keep_partial ? Reserve(image_partial_buffer, channel_tiles * kTileSums) : nullptr;
@@ -733,18 +742,22 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
             run_positions(xi, yi, pt0, std::min(position_tiles, pt0 + part_tiles), image_col, packed, partial);
           continue;
         }
-        const uint8_t* rows = xi;
-        if (!direct) {
-          Unfold(g, xi, static_cast<uint8_t>(args.x_zero_point), 0, k, image_col);
-          rows = image_col;
+        if (fused) {
+          unfold_pack(g, xi, pad, k, steps, flip, 0, blocks, packed);
+        } else {
+          const uint8_t* rows = xi;
+          if (!direct) {
+            Unfold(g, xi, pad, 0, k, image_col);
+            rows = image_col;
+          }
+          PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, pack4, packed);
         }
-        PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, pack4, packed);
         run_tiles(0, channel_tiles, 0, position_tiles, packed, partial, yi);
       }
     });
     return;
   }
-  uint8_t* const col = direct || split_positions ? nullptr : Reserve(col_buffer, k * p);  // the whole col: few positions
+  uint8_t* const col = direct || fused || split_positions ? nullptr : Reserve(col_buffer, k * p);  // the whole col: few positions
   // Many positions: one contiguous part of the position tiles per thread, run
   // by the part's thread in even pieces of at most kTaskPositionTiles.
   const int64_t position_parts = std::min(threads, position_tiles);
@@ -772,12 +785,12 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
       });
     } else {
       const uint8_t* rows = xi;
-      if (!direct) {
+      if (!direct && !fused) {
         // A col of a few KiB (Silero VAD's: 1-2 KiB) unfolds on the calling
         // thread: a wake-up of the others costs more than the copy.
         const int64_t grain = std::max<int64_t>(4, kInlineUnfoldBytes / std::max<int64_t>(1, p));
         ParallelFor(args.pool, k, grain, [&](int64_t r0, int64_t r1) {
-          Unfold(g, xi, static_cast<uint8_t>(args.x_zero_point), r0, r1, col);
+          Unfold(g, xi, pad, r0, r1, col);
         });
         rows = col;
       }
@@ -792,7 +805,11 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         thread_local std::vector<uint8_t> packed_buffer;
         thread_local std::vector<int32_t> partial_buffer;
         uint8_t* const packed = Reserve(packed_buffer, blocks * steps * kStepBytes);
-        PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, pack4, packed);
+        if (fused) {
+          unfold_pack(g, xi, pad, k, steps, flip, 0, blocks, packed);
+        } else {
+          PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, pack4, packed);
+        }
         const int64_t ct0 = q0 * part_tiles, ct1 = std::min(channel_tiles, q1 * part_tiles);
         int32_t* const partial = keep_partial ? Reserve(partial_buffer, (ct1 - ct0) * kTileSums) : nullptr;
         if (ct0 < ct1) run_tiles(ct0, ct1, 0, position_tiles, packed, partial, yi);

@@ -9,8 +9,10 @@
 // stage adds the channel's offset, scales, rounds (ties to even), clamps and
 // narrows to 16 bytes per (channel, block), stored straight into the NCHW row.
 // The activations' blocks are packed 64 positions at a time (Pack4).
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
+#include <vector>
 
 #include "kernels/cpu/cpu_target.h"
 #include "kernels/cpu/internal.h"
@@ -305,6 +307,21 @@ void Tile(const ConvS8Tile& t) {
 #undef SPARQ_CONV_CH2
 #undef SPARQ_CONV_CH1
 
+// Pack4's interleave of one step: rows v[0..3] (64 positions each) into
+// quads, block b's 64 bytes to dst + b * block_bytes (blocks [0, blocks)).
+inline void StoreStep(const __m512i v[4], int64_t blocks, uint8_t* dst, int64_t block_bytes) {
+  const __m512i ab_lo = _mm512_unpacklo_epi8(v[0], v[1]), ab_hi = _mm512_unpackhi_epi8(v[0], v[1]);
+  const __m512i cd_lo = _mm512_unpacklo_epi8(v[2], v[3]), cd_hi = _mm512_unpackhi_epi8(v[2], v[3]);
+  const __m512i o0 = _mm512_unpacklo_epi16(ab_lo, cd_lo), o1 = _mm512_unpackhi_epi16(ab_lo, cd_lo);
+  const __m512i o2 = _mm512_unpacklo_epi16(ab_hi, cd_hi), o3 = _mm512_unpackhi_epi16(ab_hi, cd_hi);
+  const __m512i t0 = _mm512_shuffle_i64x2(o0, o1, 0x44), t1 = _mm512_shuffle_i64x2(o0, o1, 0xEE);
+  const __m512i t2 = _mm512_shuffle_i64x2(o2, o3, 0x44), t3 = _mm512_shuffle_i64x2(o2, o3, 0xEE);
+  _mm512_storeu_si512(dst, _mm512_shuffle_i64x2(t0, t2, 0x88));
+  if (blocks > 1) _mm512_storeu_si512(dst + block_bytes, _mm512_shuffle_i64x2(t0, t2, 0xDD));
+  if (blocks > 2) _mm512_storeu_si512(dst + 2 * block_bytes, _mm512_shuffle_i64x2(t1, t3, 0x88));
+  if (blocks > 3) _mm512_storeu_si512(dst + 3 * block_bytes, _mm512_shuffle_i64x2(t1, t3, 0xDD));
+}
+
 // Four blocks of u8 steps (ConvS8Pack4Fn): per step, 64 positions of 4 rows
 // interleaved into quads (bytes, then pairs, within each 128-bit lane), then
 // a 4 x 4 transpose of the lanes so that block b gets lane b of each.
@@ -316,17 +333,70 @@ void Pack4(const uint8_t* col, int64_t ld, int64_t k, int64_t steps, uint8_t fli
       const int64_t row = 4 * s + r;
       v[r] = row < k ? _mm512_xor_si512(_mm512_loadu_si512(col + row * ld), f) : _mm512_setzero_si512();
     }
-    const __m512i ab_lo = _mm512_unpacklo_epi8(v[0], v[1]), ab_hi = _mm512_unpackhi_epi8(v[0], v[1]);
-    const __m512i cd_lo = _mm512_unpacklo_epi8(v[2], v[3]), cd_hi = _mm512_unpackhi_epi8(v[2], v[3]);
-    // Lane L of o[q]: positions 16L + 4q .. 16L + 4q + 3, one quad each.
-    const __m512i o0 = _mm512_unpacklo_epi16(ab_lo, cd_lo), o1 = _mm512_unpackhi_epi16(ab_lo, cd_lo);
-    const __m512i o2 = _mm512_unpacklo_epi16(ab_hi, cd_hi), o3 = _mm512_unpackhi_epi16(ab_hi, cd_hi);
-    const __m512i t0 = _mm512_shuffle_i64x2(o0, o1, 0x44), t1 = _mm512_shuffle_i64x2(o0, o1, 0xEE);
-    const __m512i t2 = _mm512_shuffle_i64x2(o2, o3, 0x44), t3 = _mm512_shuffle_i64x2(o2, o3, 0xEE);
-    _mm512_storeu_si512(dst + s * 64, _mm512_shuffle_i64x2(t0, t2, 0x88));
-    _mm512_storeu_si512(dst + block_bytes + s * 64, _mm512_shuffle_i64x2(t0, t2, 0xDD));
-    _mm512_storeu_si512(dst + 2 * block_bytes + s * 64, _mm512_shuffle_i64x2(t1, t3, 0x88));
-    _mm512_storeu_si512(dst + 3 * block_bytes + s * 64, _mm512_shuffle_i64x2(t1, t3, 0xDD));
+    StoreStep(v, 4, dst + s * 64, block_bytes);
+  }
+}
+
+// ConvS8UnfoldPackFn: 64 positions (4 blocks) per pass, as Pack4 packs them
+// from a col, but each row (channel, tap) is one masked 64-byte load of the
+// channel's plane shifted by the tap (q + dy * width + dx), with `pad` where
+// the tap falls outside the image and 0 past the last position (both XOR
+// flip). The taps' masks are built once per pass from the output rows the
+// pass spans (at most 64 / kConvS8UnfoldPackMinWidth + 2). No col goes
+// through memory: YOLOv8n's 3x3 layers unfolded 15 MB per image into pieces
+// of [K, 256] that Pack4 read back (UnfoldPositions + Pack4: ~15% of the
+// batch-16 time, bench/RESULTS.md, yolo22).
+void UnfoldPack(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t k, int64_t steps, uint8_t flip,
+                int64_t b0, int64_t b1, uint8_t* packed) {
+  const int64_t p = g.out_size(), w = g.width, h = g.height, plane = h * w;
+  const int64_t taps = g.kernel_h * g.kernel_w, block_bytes = steps * 64;
+  thread_local std::vector<int64_t> tap_buffer;  // per tap: dy, dx, shift, then the pass's mask (as int64_t bits)
+  if (static_cast<int64_t>(tap_buffer.size()) < 4 * taps) tap_buffer.resize(static_cast<size_t>(4 * taps));
+  int64_t* const tap_info = tap_buffer.data();
+  for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
+    for (int64_t kx = 0; kx < g.kernel_w; ++kx) {
+      int64_t* t = tap_info + 4 * (ky * g.kernel_w + kx);
+      t[0] = ky * g.dilation_h - g.pad_top, t[1] = kx * g.dilation_w - g.pad_left, t[2] = t[0] * w + t[1];
+    }
+  }
+  auto bits = [](int64_t n) { return n >= 64 ? ~uint64_t{0} : (uint64_t{1} << n) - 1; };
+  const __m512i f = _mm512_set1_epi8(static_cast<char>(flip)), padv = _mm512_set1_epi8(static_cast<char>(pad));
+  for (int64_t b = b0; b < b1; b += 4) {
+    const int64_t q0 = b * 16, q_end = std::min(p, q0 + 64);
+    const __mmask64 in_p = static_cast<__mmask64>(bits(q_end - q0));
+    for (int64_t tap = 0; tap < taps; ++tap) {
+      int64_t* t = tap_info + 4 * tap;
+      const int64_t dy = t[0], dx = t[1];
+      const int64_t col_lo = std::max<int64_t>(0, -dx), col_hi = std::min(w, w - dx);  // columns ox inside
+      uint64_t m = 0;
+      for (int64_t oy = q0 / w; oy * w < q_end; ++oy) {
+        if (oy + dy < 0 || oy + dy >= h) continue;
+        const int64_t lo = std::max(q0, oy * w + col_lo), hi = std::min(q_end, oy * w + col_hi);
+        if (hi > lo) m |= bits(hi - lo) << (lo - q0);
+      }
+      t[3] = static_cast<int64_t>(m);
+    }
+    // Lanes before the last position: pad where the load is masked off, else flip (0 after the XOR).
+    const __m512i fill = _mm512_mask_blend_epi8(in_p, f, padv);
+    const int64_t blocks = std::min<int64_t>(4, b1 - b);
+    uint8_t* dst = packed + (b - b0) * block_bytes;
+    const uint8_t* src = xi + q0;  // channel ch's plane at src + ch * plane
+    int64_t ch = 0, tap = 0;       // of row 4s + r
+    for (int64_t s = 0; s < steps; ++s, dst += 64) {
+      __m512i v[4];
+      for (int r = 0; r < 4; ++r) {
+        if (4 * s + r >= k) {
+          v[r] = _mm512_setzero_si512();
+          continue;
+        }
+        const int64_t* t = tap_info + 4 * tap;
+        // Masked-off lanes are not read (no fault), wherever the shifted address points.
+        const void* from = reinterpret_cast<const void*>(reinterpret_cast<uintptr_t>(src) + ch * plane + t[2]);
+        v[r] = _mm512_xor_si512(_mm512_mask_loadu_epi8(fill, static_cast<__mmask64>(t[3]), from), f);
+        if (++tap == taps) tap = 0, ++ch;
+      }
+      StoreStep(v, blocks, dst, block_bytes);
+    }
   }
 }
 
@@ -362,7 +432,9 @@ void Column(const ConvS8Column& c) {
 
 }  // namespace
 
-void ConvS8Avx512Vnni(const ConvS8Args& args) { ConvS8Driver(args, Tile, Pack4, Column, /*raw_tile=*/true); }
+void ConvS8Avx512Vnni(const ConvS8Args& args) {
+  ConvS8Driver(args, Tile, Pack4, Column, /*raw_tile=*/true, UnfoldPack);
+}
 
 SPARQ_CPU_TARGET_END
 

@@ -385,10 +385,22 @@ struct ConvS8Column {
 };
 using ConvS8ColumnFn = void (*)(const ConvS8Column& column);
 inline constexpr int kConvS8ColumnMax = 4;
+// Optional (nullptr: the driver unfolds into a col, then packs it): blocks
+// [b0, b1) of image xi's unfolded matrix [k, out_size] for panel16x4_s8,
+// packed straight from the image, block b0 first (block b - b0 at
+// packed + (b - b0) * steps * 64), the bytes PackBlocks writes from the col:
+// tap bytes XOR flip, `pad` XOR flip where a tap falls outside the image, 0
+// past the last position and in rows past k. The driver calls it only for a
+// stride-1 convolution whose output rows have the input's width (row (c, ky,
+// kx) at position q reads x[c][q + dy * width + dx]) and a width of at least
+// kConvS8UnfoldPackMinWidth.
+using ConvS8UnfoldPackFn = void (*)(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t k, int64_t steps,
+                                    uint8_t flip, int64_t b0, int64_t b1, uint8_t* packed);
+inline constexpr int64_t kConvS8UnfoldPackMinWidth = 8;
 // raw_tile: the tile finishes raw sums itself (ConvS8Tile::y_s32 / y_f32)
 // when the call wants them; else they go through `partial` and the driver's loops.
 void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4 = nullptr,
-                  ConvS8ColumnFn column = nullptr, bool raw_tile = false);
+                  ConvS8ColumnFn column = nullptr, bool raw_tile = false, ConvS8UnfoldPackFn unfold_pack = nullptr);
 
 // ---------------------------------------------------------------------------
 // INT8 N:M sparse GEMM (spmm_nm_s8.cc), vectorized over output channels: a

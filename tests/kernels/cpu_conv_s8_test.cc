@@ -115,6 +115,14 @@ const std::vector<ConvS8Case>& Cases() {
       {"1x3 stride 2 pad 1 on [1, 4], 128 -> 64", 1, 128, 1, 4, 64, 1, 3, 1, 2, 1, 1, 0, 1, 0, 1, true,  false, true,  true},
       {"1x3 pad 1 on [1, 1], batch 2",          2, 64,  1,  1, 20, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, false, false, false, false},
       {"3x3 pad (2, 1) on 3x4, dilation 2",     1,  5,  3,  4, 11, 3, 3, 1, 1, 2, 1, 2, 1, 1, 1, true,  true,  true,  false},
+      // Stride 1, output rows as wide as the input: the VNNI row packs the image's taps straight into
+      // blocks (ConvS8UnfoldPackFn, yolo22): position pieces with a last pass of 1480 % 64 = 8 positions
+      // (half a block), K = 135 (rows past K in the last step); no bottom padding (23 output rows of 24);
+      // few positions in channel parts with K slices (YOLOv8n's 10 x 10); width 8 (passes over 9 rows).
+      {"3x3 same on 40x37, 15 -> 20, s8",       1, 15, 40, 37, 20, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true,  false, true,  false},
+      {"3x3 pad (1, 1, 0, 1) on 24x20, batch 2", 2,  6, 24, 20, 17, 3, 3, 1, 1, 1, 1, 1, 1, 0, 1, false, true,  true,  true},
+      {"3x3 same on 10x10, 128 -> 40, K slices", 1, 128, 10, 10, 40, 3, 3, 1, 1, 1, 1, 1, 1, 1, 1, true,  true,  true,  false},
+      {"5x3 same on 13x8, dilation (2, 1), batch 4", 4, 7, 13, 8, 9, 5, 3, 1, 1, 2, 1, 4, 1, 4, 1, false, false, true,  false},
   };
   return cases;
 }
