@@ -14,6 +14,7 @@ fixed shuffle (seed), so --sentences 1000 is the first 1000 of --sentences
 tokenizer.json, WordPiece, padded / truncated to 64 tokens, token_type_ids 0.
 
   python3 tools/make_text_calib.py --out /tmp/minilm_calib4k.npz --sentences 4000
+  python3 tools/make_text_calib.py --out /tmp/minilm_calib2k_packed.npz --sentences 2000 --pack
   python3 bench/accuracy_suite.py --models minilm_l6 --calib-file /tmp/minilm_calib4k.npz --calib 4123 ...
 
 Prints where the sentences came from and how many real tokens they hold.
@@ -130,12 +131,33 @@ def tokenizer():
     return tok
 
 
+def pack(enc, length, cls=101, sep=102):
+    """Whole sentences one after another in each sample ([CLS] a [SEP] b [SEP] ...),
+    a sentence that does not fit starting the next sample, the rest padded:
+    about 3.5x fewer samples (passes of the model) for the same real tokens."""
+    samples, cur = [], [cls]
+    for e in enc:
+        body = [t for t, m in zip(e.ids, e.attention_mask) if m and t not in (cls, sep)]
+        if len(cur) + len(body) + 1 > length and len(cur) > 1:
+            samples.append(cur)
+            cur = [cls]
+        cur = (cur + body)[:length - 1] + [sep]
+    if len(cur) > 1:
+        samples.append(cur)
+    ids = np.zeros((len(samples), length), np.int64)
+    for i, sample in enumerate(samples):
+        ids[i, :len(sample)] = sample
+    return ids, (ids != 0).astype(np.int64)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", required=True, help="the .npz to write (input_ids, attention_mask, token_type_ids)")
     ap.add_argument("--sentences", type=int, default=4000, help="prose sentences after the suite's own (at most)")
     ap.add_argument("--seed", type=int, default=suite.CALIB_SEED)
     ap.add_argument("--text", default="", help="also write the sentences here, one a line")
+    ap.add_argument("--pack", action="store_true",
+                    help="the prose sentences packed whole into full samples (the suite's own 123 stay one a sample)")
     args = ap.parse_args()
 
     prose, sources = collect(args.seed)
@@ -143,12 +165,17 @@ def main():
     enc = tokenizer().encode_batch(chosen)
     ids = np.array([e.ids for e in enc], np.int64)
     mask = np.array([e.attention_mask for e in enc], np.int64)
+    if args.pack:
+        own = len(chosen) - len(prose[:args.sentences])
+        pids, pmask = pack(enc[own:], suite.SEQ_LEN)
+        ids, mask = np.concatenate([ids[:own], pids]), np.concatenate([mask[:own], pmask])
     np.savez(args.out, input_ids=ids, attention_mask=mask, token_type_ids=np.zeros_like(ids))
     if args.text:
         with open(args.text, "w") as f:
             f.write("\n".join(chosen) + "\n")
     print(f"{len(prose)} prose sentences found ({', '.join(f'{k}: {v}' for k, v in sorted(sources.items(), key=lambda kv: -kv[1])[:8])}, ...)")
-    print(f"wrote {args.out}: {len(chosen)} sentences (123 the suite's own), {int(mask.sum())} real tokens, "
+    print(f"wrote {args.out}: {len(chosen)} sentences (123 the suite's own) in {len(ids)} samples, "
+          f"{int(mask.sum())} real tokens, "
           f"{int((mask.sum(1) == suite.SEQ_LEN).sum())} truncated at {suite.SEQ_LEN}")
 
 

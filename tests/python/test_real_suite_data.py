@@ -65,3 +65,17 @@ def test_text_calibration_keeps_prose_and_never_an_evaluation_sentence():
     words = first.rstrip(".").split()
     banned = set().union(*(T.runs(s) for _, a, b in R.read_pairs() for s in (a, b)))
     assert T.runs(first) <= banned and T.runs("So " + " ".join(words[:6]) + " again today.") & banned
+
+
+def test_text_calibration_packs_whole_sentences():
+    import make_text_calib as T
+
+    class Enc:
+        def __init__(self, body, length=8):
+            self.ids = ([101] + body + [102] + [0] * length)[:length]
+            self.attention_mask = [1 if t else 0 for t in self.ids]
+
+    ids, mask = T.pack([Enc([5, 6]), Enc([7, 8, 9]), Enc([10, 11])], 8)
+    # [CLS] 5 6 [SEP] 7 8 9 [SEP] fills the first sample; 10 11 starts the next, the rest padding
+    assert ids.tolist() == [[101, 5, 6, 102, 7, 8, 9, 102], [101, 10, 11, 102, 0, 0, 0, 0]]
+    assert mask.tolist() == [[1] * 8, [1] * 4 + [0] * 4]
