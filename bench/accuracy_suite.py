@@ -206,14 +206,17 @@ def augment_calibration(calib, how):
     return calib
 
 
-def write_splits(model_dir, work, n_calib, n_eval, augment=""):
+def write_splits(model_dir, work, n_calib, n_eval, augment="", calib_file=""):
     """Writes the first n samples of each split into work; returns paths and arrays.
-    `augment`: see augment_calibration (the calibration split only)."""
-    calib = augment_calibration(load_split(os.path.join(model_dir, "calib.npz"), n_calib), augment)
+    `augment`: see augment_calibration (the calibration split only); `calib_file`:
+    the calibration split's source instead of the suite's calib.npz (--calib-file)."""
+    source = calib_file or os.path.join(model_dir, "calib.npz")
+    calib = augment_calibration(load_split(source, n_calib), augment)
     evals = load_split(os.path.join(model_dir, "eval.npz"), n_eval)
     paths = {"calib": os.path.join(work, "calib.npz"), "eval": os.path.join(work, "eval.npz"),
              "eval_small": os.path.join(work, "eval_small.npz")}
     np.savez(paths["calib"], **calib)
+    paths["calib_samples"] = len(next(iter(calib.values())))
     np.savez(paths["eval"], **evals)
     np.savez(paths["eval_small"], **{k: v[:2] for k, v in evals.items()})
     if PRUNE_EVAL["samples"]:  # --prune-eval: the first N calibration samples (no augmentation)
@@ -347,6 +350,14 @@ def map_threshold_line(metric, map_threshold):
     return f"  threshold: {map_threshold}\n" if metric == "map_iou" and map_threshold is not None else ""
 
 
+def calibration_samples_line(paths):
+    """data.calibration_samples: 0 (all) when the calibration split holds more
+    than sparq's default cap (512), which would otherwise take only its first
+    512; nothing otherwise, so the recipes of the earlier rows keep their text."""
+    n = paths.get("calib_samples", 0)
+    return "  calibration_samples: 0\n" if n > 512 else ""
+
+
 def whole_default_recipe(model, paths, out_dir, metric, constants=None, evaluate_lines="", map_threshold=None):
     """What a new user writes: the model, the data (calibration and the
     evaluation split, which the gate and fallback then read), and the
@@ -381,7 +392,7 @@ def sparq_recipe(model, paths, out_dir, quant, prune, metric, gate=None, constan
             "data:\n"
             f"  calibration: {paths['calib']}\n"
             f"  evaluation: {paths['calib'] if gate else paths.get('prune_eval', paths['eval_small']) if prune else paths['eval_small']}\n"
-            "  batch_size: 8\n" + recipe_constants(constants))
+            "  batch_size: 8\n" + calibration_samples_line(paths) + recipe_constants(constants))
     if prune:  # True / "2:4": 2:4; "uniform<P>" / "auto<P>": unstructured P% with that allocation
         distill = prune is not True and prune.endswith("d")  # "...d": progressive, distilled between steps
         prune = prune[:-1] if distill else prune
@@ -613,7 +624,8 @@ def run_model(args, name, save):
     graph_outputs = [o.name for o in onnx.load(model, load_external_data=False).graph.output]
     primary_output = meta["output"] if len(graph_outputs) > 1 and meta.get("output") in graph_outputs else None
     n_eval = args.eval if meta["task"] != "text_embedding" else max(args.eval, len(meta["sentences"]))
-    paths, calib, evals = write_splits(model_dir, work, args.calib, n_eval, args.calib_augment)
+    paths, calib, evals = write_splits(model_dir, work, args.calib, n_eval, args.calib_augment,
+                                       args.calib_file.replace("<model>", name) if args.calib_file else "")
     n_calib = len(next(iter(calib.values())))
     n_eval = len(next(iter(evals.values())))
     print(f"== {name}: {n_calib} calibration, {n_eval} evaluation samples", flush=True)
@@ -860,6 +872,10 @@ def main(argv=None):
                     help="add samples to the calibration split (after --calib takes its first N): flip (images "
                          "mirrored left-right), pack (text: the sentences packed into full sequences without "
                          "padding); both for pruning and INT8 calibration")
+    ap.add_argument("--calib-file", default="",
+                    help="the calibration split's .npz instead of the suite's calib.npz (<model> is replaced by the "
+                         "model's name), e.g. tools/make_text_calib.py's sentences for minilm_l6; --calib takes its "
+                         "first N. --prune-eval still reads the suite's calib.npz. Never the evaluation split")
     ap.add_argument("--eval", type=int, default=64, help="evaluation samples (text: all the sentences)")
     ap.add_argument("--sparq-methods", default=",".join(SPARQ_METHODS))
     ap.add_argument("--bias-correction", default="max",

@@ -233,3 +233,20 @@ def test_rescore_models_scores_a_written_file_on_a_slice_of_the_split(tmp_path, 
     assert '"top-1 agreement %": 100.0' in capsys.readouterr().out
     with pytest.raises(ValueError):
         R.rescore(str(tmp_path), "toy", 12, 20, [str(tmp_path / "same.onnx")])
+
+
+def test_calib_file_replaces_the_calibration_split_and_lifts_sparqs_cap(tmp_path):
+    model_dir = tmp_path / "m"
+    model_dir.mkdir()
+    np.savez(model_dir / "calib.npz", x=np.zeros((10, 1), np.float32))
+    np.savez(model_dir / "eval.npz", x=np.ones((10, 1), np.float32))
+    big = tmp_path / "big.npz"
+    np.savez(big, x=np.arange(600, dtype=np.float32).reshape(600, 1))
+    paths, calib, evals = S.write_splits(str(model_dir), str(tmp_path), 600, 6, calib_file=str(big))
+    assert calib["x"].shape == (600, 1) and calib["x"][599, 0] == 599 and evals["x"].all()
+    data = yaml.safe_load(S.sparq_recipe("/m.onnx", paths, "/out", "max", "uniform50o", "cosine"))["data"]
+    assert data["calibration_samples"] == 0  # more than sparq's default 512: all of them
+    paths, calib, _ = S.write_splits(str(model_dir), str(tmp_path), 8, 6)
+    assert not calib["x"].any()
+    assert "calibration_samples" not in yaml.safe_load(S.sparq_recipe("/m.onnx", paths, "/out", "max", False,
+                                                                      "cosine"))["data"]

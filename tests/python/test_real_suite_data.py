@@ -47,3 +47,35 @@ def test_a_missing_wheel_skips_the_model(tmp_path, monkeypatch, capsys):
     R.build("magika", str(tmp_path), 4, 4, force=True)
     assert "magika: skipped: Python package 'no-such-wheel' is missing" in capsys.readouterr().out
     assert not os.listdir(tmp_path)
+
+
+def test_text_calibration_keeps_prose_and_never_an_evaluation_sentence():
+    import make_text_calib as T
+    text = ("Return the number of items in the queue. See\n``qsize`` below.\n\n"
+            ">>> q.put(1)\n\n"
+            "This call blocks until an item is available to be returned.\n"
+            "Use x = f(y) for that. Short one.")
+    got = list(T.sentences_of(text))
+    assert "This call blocks until an item is available to be returned." in got
+    kept = [s for s in got if T.keep(s)]
+    assert kept == ["Return the number of items in the queue.",
+                    "This call blocks until an item is available to be returned."]  # no code, no example, no fragment
+    # one sentence of the evaluation split, and one sharing a 6-word run with it, are both left out
+    first = R.read_pairs()[0][1]
+    words = first.rstrip(".").split()
+    banned = set().union(*(T.runs(s) for _, a, b in R.read_pairs() for s in (a, b)))
+    assert T.runs(first) <= banned and T.runs("So " + " ".join(words[:6]) + " again today.") & banned
+
+
+def test_text_calibration_packs_whole_sentences():
+    import make_text_calib as T
+
+    class Enc:
+        def __init__(self, body, length=8):
+            self.ids = ([101] + body + [102] + [0] * length)[:length]
+            self.attention_mask = [1 if t else 0 for t in self.ids]
+
+    ids, mask = T.pack([Enc([5, 6]), Enc([7, 8, 9]), Enc([10, 11])], 8)
+    # [CLS] 5 6 [SEP] 7 8 9 [SEP] fills the first sample; 10 11 starts the next, the rest padding
+    assert ids.tolist() == [[101, 5, 6, 102, 7, 8, 9, 102], [101, 10, 11, 102, 0, 0, 0, 0]]
+    assert mask.tolist() == [[1] * 8, [1] * 4 + [0] * 4]
