@@ -13,6 +13,7 @@
 
 #include "kernels/registry.h"  // kSparqDomain
 #include "sparq/executor.h"
+#include "kernels/single_node_run.h"
 #include "test_util.h"
 
 namespace sparq {
@@ -57,29 +58,6 @@ Model LookupModel(const LookupCase& c) {
   return m;
 }
 
-struct Result {
-  Status status;
-  Tensor y;
-  std::string kernel;
-};
-
-Result RunLookup(const Model& m, const Tensor& a, bool reference, int threads) {
-  ExecutorOptions options;
-  options.backend = reference ? "reference" : "cpu";
-  options.threads = threads;
-  Result r;
-  auto exec = Executor::Create(m, options);
-  if (!exec.ok()) {
-    r.status = exec.status();
-    return r;
-  }
-  TensorMap out;
-  r.status = (*exec)->Run({{"a", a}}, &out);
-  if (r.status.ok()) r.y = out.at("y");
-  r.kernel = (*exec)->NodeKernels()[0].kernel;
-  return r;
-}
-
 // Values cycling over the classes and a few outside them.
 Tensor Values(const LookupCase& c) {
   std::vector<int64_t> v(static_cast<size_t>(NumElements(c.a_shape)));
@@ -89,20 +67,19 @@ Tensor Values(const LookupCase& c) {
   return Ints(c.value_type, c.a_shape, v);
 }
 
+testing::NodeRun RunLookup(const Model& m, const Tensor& a, bool reference, int threads) {
+  return testing::RunSingleNode(m, "a", a, reference, threads, Float16Execution::kDefault);
+}
+
 void ExpectReferenceBytes(const LookupCase& c) {
   SCOPED_TRACE("a " + ShapeToString(c.a_shape) + " " + DataTypeName(c.value_type) + ", table " +
                DataTypeName(c.table_type) + ", shape input " + ShapeToString(c.shape));
   const Model m = LookupModel(c);
   const Tensor a = Values(c);
-  const Result want = RunLookup(m, a, true, 1);
+  const testing::NodeRun want = RunLookup(m, a, true, 1);
   ASSERT_TRUE(want.status.ok()) << want.status.ToString();
   for (int threads : {1, 2, 3}) {
-    const Result got = RunLookup(m, a, false, threads);
-    EXPECT_EQ(got.kernel, "lookup_rows");
-    ASSERT_TRUE(got.status.ok()) << got.status.ToString();
-    ASSERT_EQ(got.y.dtype(), want.y.dtype());
-    ASSERT_EQ(got.y.shape(), want.y.shape());
-    EXPECT_EQ(std::memcmp(got.y.raw_data(), want.y.raw_data(), want.y.nbytes()), 0);
+    testing::ExpectSameRun(RunLookup(m, a, false, threads), want, "lookup_rows");
   }
 }
 
@@ -135,9 +112,7 @@ TEST(CpuLookupRows, BadNodesGiveTheReferencesErrors) {
     const Model m = LookupModel(c);
     std::vector<int64_t> v(static_cast<size_t>(NumElements(c.a_shape)), 1);
     const Tensor a = Ints(c.value_type, c.a_shape, v);
-    const Result fast = RunLookup(m, a, false, 1), ref = RunLookup(m, a, true, 1);
-    EXPECT_FALSE(fast.status.ok());
-    EXPECT_EQ(fast.status.ToString(), ref.status.ToString());
+    testing::ExpectSameError(RunLookup(m, a, false, 1), RunLookup(m, a, true, 1));
   }
 }
 

@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "sparq/executor.h"
+#include "kernels/single_node_run.h"
 #include "test_util.h"
 
 namespace sparq {
@@ -53,28 +54,8 @@ Model PadModel(const PadCase& c, DataType type) {
   return m;
 }
 
-struct Result {
-  Status status;
-  Tensor y;
-  std::string kernel;
-};
-
-Result RunPad(const Model& m, const Tensor& x, bool reference, int threads) {
-  ExecutorOptions options;
-  options.backend = reference ? "reference" : "cpu";
-  options.threads = threads;
-  options.float16 = Float16Execution::kNative;  // bytes of any type, float16 too
-  Result r;
-  auto exec = Executor::Create(m, options);
-  if (!exec.ok()) {
-    r.status = exec.status();
-    return r;
-  }
-  TensorMap out;
-  r.status = (*exec)->Run({{"x", x}}, &out);
-  if (r.status.ok()) r.y = out.at("y");
-  r.kernel = (*exec)->NodeKernels()[0].kernel;
-  return r;
+testing::NodeRun RunPad(const Model& m, const Tensor& x, bool reference, int threads) {
+  return testing::RunSingleNode(m, "x", x, reference, threads);
 }
 
 // The fast row's bytes (1 and 2 threads) against the reference's.
@@ -82,15 +63,9 @@ void ExpectReferenceBytes(const PadCase& c, DataType type) {
   SCOPED_TRACE(std::string(DataTypeName(type)) + " shape " + ShapeToString(c.shape) + " mode '" + c.mode + "'");
   const Model m = PadModel(c, type);
   const Tensor x = DistinctBytes(type, c.shape, 1);
-  const Result want = RunPad(m, x, true, 1);
+  const testing::NodeRun want = RunPad(m, x, true, 1);
   for (int threads : {1, 2}) {
-    const Result got = RunPad(m, x, false, threads);
-    EXPECT_EQ(got.kernel, "pad_copy");
-    ASSERT_EQ(got.status.ToString(), want.status.ToString());
-    if (!want.status.ok()) continue;
-    ASSERT_EQ(got.y.dtype(), want.y.dtype());
-    ASSERT_EQ(got.y.shape(), want.y.shape());
-    EXPECT_EQ(std::memcmp(got.y.raw_data(), want.y.raw_data(), want.y.nbytes()), 0);
+    testing::ExpectSameRun(RunPad(m, x, false, threads), want, "pad_copy");
   }
 }
 
@@ -130,9 +105,7 @@ TEST(CpuPad, BadNodesGiveTheReferencesErrors) {
   for (const PadCase& c : bad) {
     const Model m = PadModel(c, DataType::kFloat32);
     const Tensor x = DistinctBytes(DataType::kFloat32, c.shape, 2);
-    const Result fast = RunPad(m, x, false, 1), ref = RunPad(m, x, true, 1);
-    EXPECT_FALSE(fast.status.ok());
-    EXPECT_EQ(fast.status.ToString(), ref.status.ToString());
+    testing::ExpectSameError(RunPad(m, x, false, 1), RunPad(m, x, true, 1));
   }
 }
 

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "sparq/executor.h"
+#include "kernels/single_node_run.h"
 #include "test_util.h"
 
 namespace sparq {
@@ -62,28 +63,8 @@ Model SliceModel(const SliceCase& c, DataType type) {
   return m;
 }
 
-struct Result {
-  Status status;
-  Tensor y;
-  std::string kernel;
-};
-
-Result RunSlice(const Model& m, const Tensor& x, bool reference, int threads) {
-  ExecutorOptions options;
-  options.backend = reference ? "reference" : "cpu";
-  options.threads = threads;
-  options.float16 = Float16Execution::kNative;  // bytes of any type, float16 too
-  Result r;
-  auto exec = Executor::Create(m, options);
-  if (!exec.ok()) {
-    r.status = exec.status();
-    return r;
-  }
-  TensorMap out;
-  r.status = (*exec)->Run({{"x", x}}, &out);
-  if (r.status.ok()) r.y = out.at("y");
-  r.kernel = (*exec)->NodeKernels()[0].kernel;
-  return r;
+testing::NodeRun RunSlice(const Model& m, const Tensor& x, bool reference, int threads) {
+  return testing::RunSingleNode(m, "x", x, reference, threads);
 }
 
 // The fast row's bytes (1 and 2 threads) against the reference's.
@@ -92,15 +73,10 @@ void ExpectReferenceBytes(const SliceCase& c, DataType type) {
                ShapeToString(c.starts) + " ends " + ShapeToString(c.ends) + " opset " + std::to_string(c.opset));
   const Model m = SliceModel(c, type);
   const Tensor x = DistinctBytes(type, c.shape, 1);
-  const Result want = RunSlice(m, x, true, 1);
+  const testing::NodeRun want = RunSlice(m, x, true, 1);
   ASSERT_TRUE(want.status.ok()) << want.status.ToString();
   for (int threads : {1, 2}) {
-    const Result got = RunSlice(m, x, false, threads);
-    EXPECT_EQ(got.kernel, "slice_copy");
-    ASSERT_TRUE(got.status.ok()) << got.status.ToString();
-    ASSERT_EQ(got.y.dtype(), want.y.dtype());
-    ASSERT_EQ(got.y.shape(), want.y.shape());
-    EXPECT_EQ(std::memcmp(got.y.raw_data(), want.y.raw_data(), want.y.nbytes()), 0);
+    testing::ExpectSameRun(RunSlice(m, x, false, threads), want, "slice_copy");
   }
 }
 
@@ -134,9 +110,7 @@ TEST(CpuSlice, BadNodesGiveTheReferencesErrors) {
   for (const SliceCase& c : bad) {
     const Model m = SliceModel(c, DataType::kFloat32);
     const Tensor x = DistinctBytes(DataType::kFloat32, c.shape, 2);
-    const Result fast = RunSlice(m, x, false, 1), ref = RunSlice(m, x, true, 1);
-    EXPECT_FALSE(fast.status.ok());
-    EXPECT_EQ(fast.status.ToString(), ref.status.ToString());
+    testing::ExpectSameError(RunSlice(m, x, false, 1), RunSlice(m, x, true, 1));
   }
 }
 
