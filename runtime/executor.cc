@@ -377,7 +377,7 @@ StatusOr<std::unique_ptr<Executor>> Executor::Create(const Model& model, const E
   if (options.keep_values_as_aliases)
     for (size_t i = real_outputs; i < outputs.size(); ++i) foldable.names.insert(outputs[i].name);
   for (const std::string& pass : backend->Passes(options.profile))
-    SPARQ_RETURN_IF_ERROR(RunGraphPass(pass, &impl->model, &foldable).WithContext("graph pass " + pass));
+    SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(RunGraphPass(pass, &impl->model, &foldable), "graph pass " + pass);
   impl->aliases = std::move(foldable.made);
   outputs.resize(real_outputs);
   if (lowered && float16 == Float16Execution::kRounded) RoundFloat16Values(&impl->model, half_values);
@@ -915,8 +915,8 @@ Status Executor::Impl::RunGraph(std::vector<Tensor> values, TensorMap* outputs) 
   for (auto& [i, device] : state.uploads) {
     const Tensor& host = values[steps[i].inputs[0]];
     if (host.nbytes() != device.nbytes()) return Status::Internal("copy " + steps[i].label + ": size changed");
-    SPARQ_RETURN_IF_ERROR(context.CopyFromHost(host.raw_data(), device.raw_data(), host.nbytes())
-                              .WithContext("copy " + steps[i].label));
+    SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(context.CopyFromHost(host.raw_data(), device.raw_data(), host.nbytes()),
+                                       "copy " + steps[i].label);
   }
   SPARQ_RETURN_IF_ERROR(context.Replay(state.graph.get()));
   ++graph_replays;

@@ -142,6 +142,15 @@ class [[nodiscard]] StatusOr {
     if (!_sparq_status.ok()) return _sparq_status;     \
   } while (0)
 
+// As SPARQ_RETURN_IF_ERROR, with the error's message prefixed by `context`
+// (Status::WithContext); `context` is evaluated only on an error, so a
+// kernel's per-run checks build no string when they pass.
+#define SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(expr, context)               \
+  do {                                                                  \
+    ::sparq::Status _sparq_status = (expr);                             \
+    if (!_sparq_status.ok()) return _sparq_status.WithContext(context); \
+  } while (0)
+
 // `lhs = value of rexpr`, or returns its error Status. Expands to several
 // statements: not usable as the body of an unbraced if/for.
 #define SPARQ_ASSIGN_OR_RETURN(lhs, rexpr) \

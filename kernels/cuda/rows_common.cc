@@ -225,9 +225,9 @@ StatusOr<Shape> PlanBinaryBroadcast(const OpContext& ctx, BroadcastPlan* plan) {
   const Shape& b = ctx.input(1).shape();
   int64_t out_dims[kMaxRank];
   int out_rank = 0;
-  SPARQ_RETURN_IF_ERROR(PlanBroadcast(a.data(), static_cast<int>(a.size()), b.data(), static_cast<int>(b.size()), plan,
-                                      out_dims, &out_rank)
-                            .WithContext(ctx.node().Describe()));
+  SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(PlanBroadcast(a.data(), static_cast<int>(a.size()), b.data(),
+                                                   static_cast<int>(b.size()), plan, out_dims, &out_rank),
+                                     ctx.node().Describe());
   return Shape(out_dims, out_dims + out_rank);
 }
 

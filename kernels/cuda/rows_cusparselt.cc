@@ -71,7 +71,7 @@ StatusOr<PreparedKernel> PrepareSparse24(const Node& node, const std::vector<con
                                 (speedup ? "speed-up " + std::to_string(*speedup) : std::string("no cuda 2:4 f16 row")) +
                                 " in the kernel speed table)");
   }
-  SPARQ_RETURN_IF_ERROR(CusparseLtAvailable().WithContext(node.Describe()));
+  SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(CusparseLtAvailable(), node.Describe());
   auto state = std::make_shared<Sparse24Weight>();
   state->k = K;
   state->n = N;
@@ -123,20 +123,21 @@ Status MatMulSparse24F16(OpContext& ctx) {
   std::unique_ptr<Sparse24Weight::OnContext>& on = state->contexts[cuda];
   if (on == nullptr) {
     auto made = std::make_unique<Sparse24Weight::OnContext>();
-    SPARQ_RETURN_IF_ERROR(made->weight.Init(args).WithContext(ctx.node().Describe()));
+    SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(made->weight.Init(args), ctx.node().Describe());
     SPARQ_ASSIGN_OR_RETURN(made->compressed, Scratch(*cuda, made->weight.compressed_size()));
     SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> buffer, Scratch(*cuda, made->weight.compress_buffer_size()));
-    SPARQ_RETURN_IF_ERROR(made->weight.Compress(w.raw_data(), made->compressed.get(), buffer.get(), cuda->stream())
-                              .WithContext(ctx.node().Describe()));
+    SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(
+        made->weight.Compress(w.raw_data(), made->compressed.get(), buffer.get(), cuda->stream()),
+        ctx.node().Describe());
     on = std::move(made);
   }
   std::unique_ptr<SpmmLt>& plan = on->plans[M];
   if (plan == nullptr) {
     auto made = std::make_unique<SpmmLt>();
-    SPARQ_RETURN_IF_ERROR(made->Init(on->weight, args).WithContext(ctx.node().Describe()));
+    SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(made->Init(on->weight, args), ctx.node().Describe());
     SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> workspace, Scratch(*cuda, made->workspace_size()));
-    SPARQ_RETURN_IF_ERROR(made->Search(args, on->compressed.get(), workspace.get(), cuda->stream())
-                              .WithContext(ctx.node().Describe()));
+    SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(made->Search(args, on->compressed.get(), workspace.get(), cuda->stream()),
+                                       ctx.node().Describe());
     plan = std::move(made);
   }
   // (After a search too: Y is then the chosen algorithm's, as on every later run.)

@@ -149,7 +149,7 @@ Status ConvIm2ColGemm(const OpContext& ctx, CudaContext& cuda, const Conv2dGeome
     args.c = static_cast<uint8_t*>(y) + static_cast<size_t>(n * M * P) * elem_size;
     args.ldc = P;
     args.beta = beta;
-    SPARQ_RETURN_IF_ERROR(RunCudaGemm(cuda, args).WithContext(ctx.node().Describe()));
+    SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(RunCudaGemm(cuda, args), ctx.node().Describe());
   }
   return Status::OK();
 }
@@ -277,15 +277,17 @@ Status Gemm(OpContext& ctx) {
   }
   SPARQ_ASSIGN_OR_RETURN(Tensor * y, ctx.AllocateOutput(0, a.dtype(), {s.m, s.n}));
   if (y->numel() == 0) return Status::OK();
-  SPARQ_RETURN_IF_ERROR(RunCudaGemm(*cuda, GemmArgsOf(ctx, s, type, y->raw_data())).WithContext(ctx.node().Describe()));
+  SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(RunCudaGemm(*cuda, GemmArgsOf(ctx, s, type, y->raw_data())),
+                                     ctx.node().Describe());
   if (!s.has_c) return Status::OK();
   const Shape& c = ctx.input(2).shape();
   const int64_t y_dims[2] = {s.m, s.n};
   BroadcastPlan plan;
   int64_t out_dims[kMaxRank];
   int out_rank = 0;
-  SPARQ_RETURN_IF_ERROR(PlanBroadcast(y_dims, 2, c.data(), static_cast<int>(c.size()), &plan, out_dims, &out_rank)
-                            .WithContext(ctx.node().Describe()));
+  SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(
+      PlanBroadcast(y_dims, 2, c.data(), static_cast<int>(c.size()), &plan, out_dims, &out_rank),
+      ctx.node().Describe());
   if (out_rank != 2 || out_dims[0] != s.m || out_dims[1] != s.n) {
     return ctx.InvalidArgument("C of shape " + ShapeToString(c) + " does not broadcast to [M, N]");
   }
@@ -398,8 +400,8 @@ StatusOr<Tensor> MatMulOnDevice(const OpContext& ctx, CudaContext& cuda, const T
   SPARQ_ASSIGN_OR_RETURN(Tensor y, cuda.AllocateTensor(a.dtype(), s.out));
   if (y.numel() == 0) return y;
   const LtGemmType type = cuda.options().allow_tf32 ? LtGemmType::kTF32 : LtGemmType::kF32;
-  SPARQ_RETURN_IF_ERROR(
-      RunCudaGemm(cuda, MatMulArgs(s, type, a.raw_data(), b.raw_data(), y.raw_data())).WithContext(ctx.node().Describe()));
+  SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(RunCudaGemm(cuda, MatMulArgs(s, type, a.raw_data(), b.raw_data(), y.raw_data())),
+                                     ctx.node().Describe());
   return y;
 }
 
@@ -408,9 +410,9 @@ Status BinaryInPlace(const OpContext& ctx, CudaContext& cuda, BinaryOp op, Tenso
   BroadcastPlan plan;
   int64_t out_dims[kMaxRank];
   int out_rank = 0;
-  SPARQ_RETURN_IF_ERROR(PlanBroadcast(y->shape().data(), static_cast<int>(y->rank()), b.shape().data(),
-                                      static_cast<int>(b.rank()), &plan, out_dims, &out_rank)
-                            .WithContext(ctx.node().Describe()));
+  SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(PlanBroadcast(y->shape().data(), static_cast<int>(y->rank()), b.shape().data(),
+                                                   static_cast<int>(b.rank()), &plan, out_dims, &out_rank),
+                                     ctx.node().Describe());
   if (Shape(out_dims, out_dims + out_rank) != y->shape()) {
     return ctx.NotSupported("attention_f32_cuda: an input of shape " + ShapeToString(b.shape()) +
                             " would grow the scores " + ShapeToString(y->shape()));

@@ -289,7 +289,7 @@ Status QLinearConvS8(OpContext& ctx) {
     r.y_zp = y_zp;
     r.out_signed = y_type == DataType::kInt8;
     r.out = static_cast<uint8_t*>(y->raw_data()) + static_cast<size_t>(n * M * P) * elem;
-    SPARQ_RETURN_IF_ERROR(GemmS8Requantize(*cuda, w8.data, colp, K, r).WithContext(ctx.node().Describe()));
+    SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(GemmS8Requantize(*cuda, w8.data, colp, K, r), ctx.node().Describe());
   }
   return Status::OK();
 }

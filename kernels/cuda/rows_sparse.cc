@@ -94,9 +94,9 @@ Status RunCusparse(const OpContext& ctx, CudaContext& cuda, const SparseWeight<T
   args.c = y;
   args.ldc = args.rows;
   args.col_major = true;
-  SPARQ_RETURN_IF_ERROR(SpmmBlockedEll::CanImplement(args).WithContext(ctx.node().Describe()));
+  SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(SpmmBlockedEll::CanImplement(args), ctx.node().Describe());
   SpmmBlockedEll spmm;
-  SPARQ_RETURN_IF_ERROR(spmm.Init(cuda.sparse(), args).WithContext(ctx.node().Describe()));
+  SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(spmm.Init(cuda.sparse(), args), ctx.node().Describe());
   SPARQ_ASSIGN_OR_RETURN(std::shared_ptr<uint8_t> workspace, Scratch(cuda, spmm.workspace_size()));
   return spmm.Run(cuda.sparse(), args, workspace.get(), cuda.stream()).WithContext(ctx.node().Describe());
 }

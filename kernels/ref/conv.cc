@@ -341,9 +341,9 @@ Status PrepareConv(const Shape& x_shape, const Shape& w_shape, AutoPad auto_pad,
                                    ShapeToString(w_shape));
   }
   Shape out;
-  SPARQ_RETURN_IF_ERROR(
-      ResolveWindow(Shape(x_shape.begin() + 2, x_shape.end()), auto_pad, false, &p->window, &out)
-          .WithContext("X has shape " + ShapeToString(x_shape) + ", W has shape " + ShapeToString(w_shape)));
+  SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(
+      ResolveWindow(Shape(x_shape.begin() + 2, x_shape.end()), auto_pad, false, &p->window, &out),
+      "X has shape " + ShapeToString(x_shape) + ", W has shape " + ShapeToString(w_shape));
   *y_shape = {x_shape[0], w_shape[0]};
   y_shape->insert(y_shape->end(), out.begin(), out.end());
   return Status::OK();

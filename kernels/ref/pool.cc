@@ -122,8 +122,9 @@ Status PreparePool(const Shape& x_shape, AutoPad auto_pad, bool ceil_mode, PoolP
                                    ", expected [N, C, D1, ...] with at least one spatial dim");
   }
   Shape out;
-  SPARQ_RETURN_IF_ERROR(ResolveWindow(Shape(x_shape.begin() + 2, x_shape.end()), auto_pad, ceil_mode, &p->window, &out)
-                            .WithContext("X has shape " + ShapeToString(x_shape)));
+  SPARQ_RETURN_IF_ERROR_WITH_CONTEXT(
+      ResolveWindow(Shape(x_shape.begin() + 2, x_shape.end()), auto_pad, ceil_mode, &p->window, &out),
+      "X has shape " + ShapeToString(x_shape));
   *y_shape = {x_shape[0], x_shape[1]};
   y_shape->insert(y_shape->end(), out.begin(), out.end());
   return Status::OK();
