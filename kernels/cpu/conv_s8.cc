@@ -10,8 +10,8 @@
 //        ──tiles──> y [M, P] bytes            8 channels x 32 positions per tile, the
 //                                             requantization in registers, then the table;
 //                                             a last block of at most 4 positions (7x7
-//                                             planes: 49 = 3 x 16 + 1) by columns where
-//                                             the row has them (ConvS8ColumnFn)
+//                                             planes: 49 = 3 x 16 + 1; a plane of 1-4) by
+//                                             columns where the row has them (ConvS8ColumnFn)
 //
 // The output is the NCHW image itself: no transposition and no int32
 // round trip through memory. With ConvS8Args::y_s32 / y_f32 (ConvInteger,
@@ -399,6 +399,36 @@ void UnfoldPositions(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int6
   }
 }
 
+// A plane of at most kConvS8ColumnMax positions, which only columns read,
+// packed straight from the image: position i's 4 bytes of step s at
+// packed[64 s + 4 i] are rows 4s .. 4s + 3 of the unfolded matrix (tap bytes
+// XOR flip, `pad` XOR flip outside the image, 0 in rows past k), the bytes
+// PackBlocks writes there from the col (the bytes of positions past the last
+// are left: no column reads them). One pass over k x P bytes instead of an
+// unfold by rows of P bytes and a pack of whole 16-position steps (Silero
+// VAD's STFT convolution: 256 rows of 4 positions, 64 steps).
+void GatherColumns(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, uint8_t flip, int64_t steps,
+                   uint8_t* packed) {
+  const int64_t p = g.out_size(), plane = g.height * g.width;
+  const uint8_t outside = pad ^ flip;
+  for (int64_t i = 0; i < p; ++i) {
+    const int64_t oy = i / g.out_w, ox = i % g.out_w;
+    int64_t r = 0;  // row (ch, ky, kx)
+    for (int64_t ch = 0; ch < g.channels; ++ch) {
+      for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
+        const int64_t iy = oy * g.stride_h + ky * g.dilation_h - g.pad_top;
+        const uint8_t* src = iy >= 0 && iy < g.height ? xi + ch * plane + iy * g.width : nullptr;
+        for (int64_t kx = 0; kx < g.kernel_w; ++kx, ++r) {
+          const int64_t ix = ox * g.stride_w + kx * g.dilation_w - g.pad_left;
+          packed[(r >> 2) * kStepBytes + 4 * i + (r & 3)] =
+              src != nullptr && ix >= 0 && ix < g.width ? static_cast<uint8_t>(src[ix] ^ flip) : outside;
+        }
+      }
+    }
+    for (; r < 4 * steps; ++r) packed[(r >> 2) * kStepBytes + 4 * i + (r & 3)] = 0;
+  }
+}
+
 // Packs blocks [b0, b1) of col [K, P] (row stride p) into `packed`, block b0
 // first (layout: internal.h, ConvS8Tile). u8: x_u = byte ^ flip; s16: x_u - za_u.
 void PackBlocks(const uint8_t* col, int64_t k, int64_t p, int64_t steps, bool s16, uint8_t flip, int32_t za_u,
@@ -556,11 +586,16 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
   const int64_t slices = steps <= kMaxOneSliceSteps ? 1 : (steps + kSliceSteps - 1) / kSliceSteps;
   const int64_t slice_steps = std::max<int64_t>(1, (steps + slices - 1) / slices);  // the last may be shorter
   constexpr int64_t kTileSums = kTileChannels * kBlock * kTileBlocks;  // int32 sums of a tile between slices
-  // A last block of at most kConvS8ColumnMax positions goes by columns (u8 steps only).
-  const int64_t tail_positions = p - (blocks - 1) * kBlock;
-  const bool by_columns = !raw && column != nullptr && !s16 && blocks > 0 && tail_positions <= kConvS8ColumnMax;
   // Raw sums the tile does not finish itself go through `partial` to the driver's loops.
   const bool raw_in_tile = raw && raw_tile;
+  // A last block of at most kConvS8ColumnMax positions goes by columns (u8
+  // steps only; raw sums where the row finishes them itself): also every
+  // position of a convolution with so few (Silero VAD's STFT and encoder:
+  // 1-4 positions, where the tiles multiplied a block of 16 and took 3-15 us).
+  const int64_t tail_positions = p - (blocks - 1) * kBlock;
+  const bool by_columns =
+      (!raw || raw_in_tile) && column != nullptr && !s16 && blocks > 0 && tail_positions <= kConvS8ColumnMax;
+  const bool gather = by_columns && blocks == 1;  // columns only: GatherColumns packs the image
   const bool keep_partial = slices > 1 || (raw && !raw_in_tile);  // the tiles' sums go through `partial`
 
   // The tiles of channel tiles [ct0, ct1) x position tiles [pt0, pt1) of
@@ -569,11 +604,13 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
   auto run_tiles = [&](int64_t ct0, int64_t ct1, int64_t pt0, int64_t pt1, const uint8_t* packed, int32_t* partial,
                        uint8_t* yi) {
     // The float outputs of channel o, position q (q in [q0, q1)): y_f32's
-    // row, or with y_q the call's scratch [channels of the call, q1 - q0].
+    // row, or with y_q the call's scratch [channels c_first .. c_end, q1 - q0].
     const int64_t q0 = std::min(p, pt0 * kTileBlocks * kBlock), q1 = std::min(p, pt1 * kTileBlocks * kBlock);
-    const int64_t c_first = ct0 * kTileChannels;
+    // The scratch's first row: a whole weight panel's first channel (a column writes from there).
+    const int64_t c_first = ct0 * kTileChannels / PackedGemmS8::kPanelWidth * PackedGemmS8::kPanelWidth;
+    const int64_t c_begin = ct0 * kTileChannels, c_end = std::min(m, ct1 * kTileChannels);  // this call's channels
     thread_local std::vector<float> quantize_buffer;
-    float* const scratch = quantize ? Reserve(quantize_buffer, (ct1 - ct0) * kTileChannels * (q1 - q0)) : nullptr;
+    float* const scratch = quantize ? Reserve(quantize_buffer, (ct1 * kTileChannels - c_first) * (q1 - q0)) : nullptr;
     const int64_t ld_f = quantize ? q1 - q0 : p;
     auto frow = [&](int64_t o, int64_t q) {
       return quantize ? scratch + (o - c_first) * ld_f + (q - q0) : reinterpret_cast<float*>(yi) + o * p + q;
@@ -647,25 +684,17 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         }
       }
     }
-    if ((args.y_f32 != nullptr || quantize) && args.f32_silu != nullptr) {  // the SiLU over each channel's finished positions of this call
-      for (int64_t o = c_first; o < std::min(m, ct1 * kTileChannels) && q0 < q1; ++o) {
-        float* row = frow(o, q0);
-        args.f32_silu(row, row, q1 - q0, true);
-      }
-    }
-    if (quantize) {  // QuantizeLinear's row over them, into the byte output
-      for (int64_t o = c_first; o < std::min(m, ct1 * kTileChannels) && q0 < q1; ++o)
-        args.f32_quantize(q1 - q0, frow(o, q0), args.q_scale, args.q_zero_point, args.q_signed, yi + o * p + q0);
-    }
-    if (by_columns && pt1 * kTileBlocks >= blocks) {  // the last block, position by position
-      const int64_t block = blocks - 1;
-      const int64_t c_begin = ct0 * kTileChannels, c_end = std::min(m, ct1 * kTileChannels);
+    if (by_columns &&
+        pt1 * kTileBlocks >= blocks) {  // the last block by columns, before the raw outputs' SiLU and QuantizeLinear
+      const int64_t block = blocks - 1, q = block * kBlock;
       ConvS8Column cl;
+      cl.col = packed + (block - pt0 * kTileBlocks) * steps * kStepBytes;
+      cl.positions = static_cast<int>(tail_positions);
       cl.steps = steps;
       cl.multipliers_finite = multipliers_finite;
       cl.zero_point = args.y_zero_point;
       cl.out_signed = args.y_signed;
-      cl.ld_y = p;
+      cl.ld_y = raw && args.y_s32 == nullptr ? ld_f : p;
       constexpr int64_t kPanel = PackedGemmS8::kPanelWidth;
       for (int64_t panel = c_begin / kPanel; panel * kPanel < c_end; ++panel) {
         const int64_t first = panel * kPanel;
@@ -673,17 +702,33 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         cl.lane_begin = static_cast<int>(std::max(c_begin, first) - first);
         cl.lane_end = static_cast<int>(std::min(c_end, first + kPanel) - first);
         cl.offset = offset + first;
-        cl.multiplier = args.multiplier + first;
-        for (int64_t i = 0; i < tail_positions; ++i) {
-          cl.col = packed + (block - pt0 * kTileBlocks) * steps * kStepBytes + 4 * i;
-          cl.y = yi + first * p + block * kBlock + i;
-          column(cl);
+        if (!raw) {
+          cl.multiplier = args.multiplier + first;
+          cl.y = yi + first * p + q;
+        } else if (args.y_s32 != nullptr) {
+          cl.y_s32 = reinterpret_cast<int32_t*>(yi) + first * p + q;
+        } else {
+          cl.y_f32 = frow(first, q);
+          cl.f32_scale = args.f32_scale + first;
+          cl.f32_bias = args.f32_bias != nullptr ? args.f32_bias + first : nullptr;
         }
+        column(cl);
       }
+    }
+    if ((args.y_f32 != nullptr || quantize) &&
+        args.f32_silu != nullptr) {  // the SiLU over each channel's finished positions of this call
+      for (int64_t o = c_begin; o < c_end && q0 < q1; ++o) {
+        float* row = frow(o, q0);
+        args.f32_silu(row, row, q1 - q0, true);
+      }
+    }
+    if (quantize) {  // QuantizeLinear's row over them, into the byte output
+      for (int64_t o = c_begin; o < c_end && q0 < q1; ++o)
+        args.f32_quantize(q1 - q0, frow(o, q0), args.q_scale, args.q_zero_point, args.q_signed, yi + o * p + q0);
     }
     if (args.table != nullptr) {  // over these outputs, still in cache
       const int64_t p0 = pt0 * kTileBlocks * kBlock, p1 = std::min(p, pt1 * kTileBlocks * kBlock);
-      for (int64_t o = ct0 * kTileChannels; o < std::min(m, ct1 * kTileChannels); ++o) {
+      for (int64_t o = c_begin; o < c_end; ++o) {
         args.apply_table(args.table, args.table_flip, yi + o * p + p0, yi + o * p + p0, p1 - p0);
       }
     }
@@ -742,7 +787,9 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
             run_positions(xi, yi, pt0, std::min(position_tiles, pt0 + part_tiles), image_col, packed, partial);
           continue;
         }
-        if (fused) {
+        if (gather) {
+          GatherColumns(g, xi, pad, flip, steps, packed);
+        } else if (fused) {
           unfold_pack(g, xi, pad, k, steps, flip, 0, blocks, packed);
         } else {
           const uint8_t* rows = xi;
@@ -757,7 +804,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
     });
     return;
   }
-  uint8_t* const col = direct || fused || split_positions ? nullptr : Reserve(col_buffer, k * p);  // the whole col: few positions
+  uint8_t* const col = direct || fused || gather || split_positions ? nullptr : Reserve(col_buffer, k * p);  // the whole col: few positions
   // Many positions: one contiguous part of the position tiles per thread, run
   // by the part's thread in even pieces of at most kTaskPositionTiles.
   const int64_t position_parts = std::min(threads, position_tiles);
@@ -785,7 +832,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
       });
     } else {
       const uint8_t* rows = xi;
-      if (!direct && !fused) {
+      if (!direct && !fused && !gather) {
         // A col of a few KiB (Silero VAD's: 1-2 KiB) unfolds on the calling
         // thread: a wake-up of the others costs more than the copy.
         const int64_t grain = std::max<int64_t>(4, kInlineUnfoldBytes / std::max<int64_t>(1, p));
@@ -805,7 +852,9 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         thread_local std::vector<uint8_t> packed_buffer;
         thread_local std::vector<int32_t> partial_buffer;
         uint8_t* const packed = Reserve(packed_buffer, blocks * steps * kStepBytes);
-        if (fused) {
+        if (gather) {
+          GatherColumns(g, xi, pad, flip, steps, packed);
+        } else if (fused) {
           unfold_pack(g, xi, pad, k, steps, flip, 0, blocks, packed);
         } else {
           PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, pack4, packed);

@@ -400,34 +400,82 @@ void UnfoldPack(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int64_t k
   }
 }
 
-// ConvS8ColumnFn: one position of a panel's 16 channels, one broadcast and
-// one vpdpbusd per step (even and odd steps in two accumulators: the int32
-// sums wrap mod 2^32, so the split changes no bit), then Requant's steps per
-// lane and one byte per channel row.
-void Column(const ConvS8Column& c) {
-  __m512i even = _mm512_loadu_si512(c.offset), odd = _mm512_setzero_si512();
+// ConvS8ColumnFn for N positions: each step loads the panel's 64 bytes once
+// and runs one broadcast and one vpdpbusd per position (even and odd steps in
+// two accumulators: the int32 sums wrap mod 2^32, so the split changes no
+// bit), then each position's lanes are finished as the tile finishes them:
+// Requant's steps to a byte, or the raw int32, or float(acc) * scale + bias
+// with one rounding each (StoreRaw).
+template <int N>
+void ColumnN(const ConvS8Column& c) {
+  __m512i even[N], odd[N];
+  for (int i = 0; i < N; ++i) even[i] = _mm512_loadu_si512(c.offset), odd[i] = _mm512_setzero_si512();
   int64_t s = 0;
   for (; s + 2 <= c.steps; s += 2) {
-    even = _mm512_dpbusd_epi32(even, _mm512_set1_epi32(LoadS32(c.col + s * 64)), _mm512_loadu_si512(c.w + s * 64));
-    odd = _mm512_dpbusd_epi32(odd, _mm512_set1_epi32(LoadS32(c.col + s * 64 + 64)),
-                              _mm512_loadu_si512(c.w + s * 64 + 64));
+    const uint8_t* x = c.col + s * 64;
+    const __m512i w0 = _mm512_loadu_si512(c.w + s * 64), w1 = _mm512_loadu_si512(c.w + s * 64 + 64);
+    for (int i = 0; i < N; ++i) {
+      even[i] = _mm512_dpbusd_epi32(even[i], _mm512_set1_epi32(LoadS32(x + 4 * i)), w0);
+      odd[i] = _mm512_dpbusd_epi32(odd[i], _mm512_set1_epi32(LoadS32(x + 64 + 4 * i)), w1);
+    }
   }
-  if (s < c.steps)
-    even = _mm512_dpbusd_epi32(even, _mm512_set1_epi32(LoadS32(c.col + s * 64)), _mm512_loadu_si512(c.w + s * 64));
-  const __m512i acc = _mm512_add_epi32(even, odd);
+  if (s < c.steps) {
+    const __m512i w0 = _mm512_loadu_si512(c.w + s * 64);
+    for (int i = 0; i < N; ++i)
+      even[i] = _mm512_dpbusd_epi32(even[i], _mm512_set1_epi32(LoadS32(c.col + s * 64 + 4 * i)), w0);
+  }
   const __mmask16 lanes = static_cast<__mmask16>((1u << c.lane_end) - 1);
-  const int32_t lo = c.out_signed ? -128 : 0, hi = c.out_signed ? 127 : 255;
-  __m512 real = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), _mm512_maskz_loadu_ps(lanes, c.multiplier));
-  if (!c.multipliers_finite) {
-    real = _mm512_mask_mov_ps(real, _mm512_cmp_ps_mask(real, real, _CMP_UNORD_Q), _mm512_setzero_ps());
+  alignas(64) int32_t out[N][16];  // lane j of position i, for the strided stores
+  if (c.y_s32 != nullptr || c.y_f32 != nullptr) {
+    const __m512 scale = c.y_f32 != nullptr ? _mm512_maskz_loadu_ps(lanes, c.f32_scale) : _mm512_setzero_ps();
+    const __m512 bias = c.f32_bias != nullptr ? _mm512_maskz_loadu_ps(lanes, c.f32_bias) : _mm512_setzero_ps();
+    for (int i = 0; i < N; ++i) {
+      const __m512i acc = _mm512_add_epi32(even[i], odd[i]);
+      if (c.y_s32 != nullptr) {
+        _mm512_store_si512(out[i], acc);
+        continue;
+      }
+      __m512 v = _mm512_mul_ps(_mm512_cvtepi32_ps(acc), scale);
+      if (c.f32_bias != nullptr) v = _mm512_add_ps(v, bias);
+      _mm512_store_ps(reinterpret_cast<float*>(out[i]), v);
+    }
+    // Raw values are 4 bytes either way: copy them as int32 bits.
+    int32_t* y = c.y_s32 != nullptr ? c.y_s32 : reinterpret_cast<int32_t*>(c.y_f32);
+    for (int j = c.lane_begin; j < c.lane_end; ++j) {
+      for (int i = 0; i < N; ++i) y[j * c.ld_y + i] = out[i][j];
+    }
+    return;
   }
-  real = _mm512_min_ps(_mm512_max_ps(real, _mm512_set1_ps(static_cast<float>(lo - c.zero_point))),
-                       _mm512_set1_ps(static_cast<float>(hi - c.zero_point)));
-  const __m512i q = _mm512_add_epi32(_mm512_cvt_roundps_epi32(real, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
-                                     _mm512_set1_epi32(c.zero_point));
-  alignas(16) uint8_t bytes[16];
-  _mm_store_si128(reinterpret_cast<__m128i*>(bytes), _mm512_cvtepi32_epi8(q));
-  for (int j = c.lane_begin; j < c.lane_end; ++j) c.y[j * c.ld_y] = bytes[j];
+  const int32_t lo = c.out_signed ? -128 : 0, hi = c.out_signed ? 127 : 255;
+  const __m512 multiplier = _mm512_maskz_loadu_ps(lanes, c.multiplier);
+  for (int i = 0; i < N; ++i) {
+    __m512 real = _mm512_mul_ps(_mm512_cvtepi32_ps(_mm512_add_epi32(even[i], odd[i])), multiplier);
+    if (!c.multipliers_finite) {
+      real = _mm512_mask_mov_ps(real, _mm512_cmp_ps_mask(real, real, _CMP_UNORD_Q), _mm512_setzero_ps());
+    }
+    real = _mm512_min_ps(_mm512_max_ps(real, _mm512_set1_ps(static_cast<float>(lo - c.zero_point))),
+                         _mm512_set1_ps(static_cast<float>(hi - c.zero_point)));
+    _mm512_store_si512(out[i],
+                       _mm512_add_epi32(_mm512_cvt_roundps_epi32(real, _MM_FROUND_TO_NEAREST_INT | _MM_FROUND_NO_EXC),
+                                        _mm512_set1_epi32(c.zero_point)));
+  }
+  for (int j = c.lane_begin; j < c.lane_end; ++j) {
+    for (int i = 0; i < N; ++i) c.y[j * c.ld_y + i] = static_cast<uint8_t>(out[i][j]);
+  }
+}
+
+void Column(const ConvS8Column& c) {
+  static_assert(kConvS8ColumnMax == 4, "one ColumnN per position count");
+  switch (c.positions) {
+    case 1:
+      return ColumnN<1>(c);
+    case 2:
+      return ColumnN<2>(c);
+    case 3:
+      return ColumnN<3>(c);
+    default:
+      return ColumnN<4>(c);
+  }
 }
 
 }  // namespace

@@ -362,26 +362,37 @@ using ConvS8TileFn = void (*)(const ConvS8Tile& tile);
 // (row r at col + r * ld, 64 bytes each, XOR flip; rows past k: 0).
 using ConvS8Pack4Fn = void (*)(const uint8_t* col, int64_t ld, int64_t k, int64_t steps, uint8_t flip, uint8_t* dst,
                                int64_t block_bytes);
-// Optional (nullptr: tiles only): one output position of up to 16 channels
-// (one weight panel) for panel16x4_s8, over all steps: the positions of a
-// last block that holds at most kConvS8ColumnMax of them (a 7 x 7 plane's
-// 49th), which a tile would compute as a whole block of 16.
-//   acc[j] = offset[j] + sum over steps of (the position's 4 bytes) . (panel channel j's 4 bytes)
-//   y[j * ld_y] = RequantizeS32Ref(acc[j], multiplier[j], zero_point)   for j in [lane_begin, lane_end)
-// (offset and multiplier start at the panel's first channel; offset is
-// readable, and 0, up to 16 lanes; multiplier up to lane_end.)
+// Optional (nullptr: tiles only): 1 to kConvS8ColumnMax consecutive output
+// positions of one block, for up to 16 channels (one weight panel) of
+// panel16x4_s8, over all steps: a last block that holds at most
+// kConvS8ColumnMax positions (a 7 x 7 plane's 49th), or every position of a
+// convolution with so few (Silero VAD's 1-4), which a tile would compute as a
+// whole block of 16. Each step loads the panel's 64 bytes once for all the
+// positions; a tile would multiply 16 positions where most are padding.
+//   acc[j][i] = offset[j] + sum over steps of (position i's 4 bytes) . (panel channel j's 4 bytes)
+// then for j in [lane_begin, lane_end) and i < positions, as the tile's:
+//   y[j * ld_y + i]     = RequantizeS32Ref(acc[j][i], multiplier[j], zero_point)   (bytes), or
+//   y_s32[j * ld_y + i] = acc[j][i]                                               (raw int32), or
+//   y_f32[j * ld_y + i] = float(acc[j][i]) * f32_scale[j], then + f32_bias[j]      (raw float)
+// (offset, multiplier, f32_scale and f32_bias start at the panel's first
+// channel; offset is readable, and 0, up to 16 lanes; the others up to lane_end.)
 struct ConvS8Column {
-  const uint8_t* col = nullptr;  // the position's step 0: 4 bytes; step s at + 64 s
+  const uint8_t* col = nullptr;  // position 0's step 0: 4 bytes; position i at + 4 i, step s at + 64 s
+  int positions = 1;             // 1 .. kConvS8ColumnMax
   const uint8_t* w = nullptr;    // the panel's step 0 (64 bytes: 16 channels x 4 bytes)
   int64_t steps = 0;
   int lane_begin = 0, lane_end = 0;  // the panel's channels to store
   const int32_t* offset = nullptr;
-  const float* multiplier = nullptr;
+  const float* multiplier = nullptr;  // bytes out
   bool multipliers_finite = false;
   int32_t zero_point = 0;
   bool out_signed = false;
-  uint8_t* y = nullptr;  // panel channel j at y[j * ld_y]
+  uint8_t* y = nullptr;
   int64_t ld_y = 0;
+  int32_t* y_s32 = nullptr;  // raw int32 out (y and multiplier unused)
+  float* y_f32 = nullptr;    // raw float out
+  const float* f32_scale = nullptr;
+  const float* f32_bias = nullptr;  // or nullptr
 };
 using ConvS8ColumnFn = void (*)(const ConvS8Column& column);
 inline constexpr int kConvS8ColumnMax = 4;

@@ -115,6 +115,10 @@ const std::vector<ConvS8Case>& Cases() {
       {"1x3 stride 2 pad 1 on [1, 4], 128 -> 64", 1, 128, 1, 4, 64, 1, 3, 1, 2, 1, 1, 0, 1, 0, 1, true,  false, true,  true},
       {"1x3 pad 1 on [1, 1], batch 2",          2, 64,  1,  1, 20, 1, 3, 1, 1, 1, 1, 0, 1, 0, 1, false, false, false, false},
       {"3x3 pad (2, 1) on 3x4, dilation 2",     1,  5,  3,  4, 11, 3, 3, 1, 1, 2, 1, 2, 1, 1, 1, true,  true,  true,  false},
+      // Planes of at most 4 positions run by columns alone, raw outputs too (the VNNI row): 2 channel parts
+      // whose boundary splits a weight panel (74 tiles of 8 channels, 37 each: channel 296 of panel 18).
+      {"1x512 stride 512, 2 ch on [1, 2048], 590 ch", 1, 2,  1, 2048, 590, 1, 512, 1, 512, 1, 1, 0, 0, 0, 0, true, false, true, false},
+      {"3x3 stride 2 pad 1 on 3x3: 4 positions", 1,  9,  3,  3, 33, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true,  true,  true},
       // Stride 1, output rows as wide as the input: the VNNI row packs the image's taps straight into
       // blocks (ConvS8UnfoldPackFn, yolo22): position pieces with a last pass of 1480 % 64 = 8 positions
       // (half a block), K = 135 (rows past K in the last step); no bottom padding (23 output rows of 24);
