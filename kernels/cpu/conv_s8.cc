@@ -410,22 +410,68 @@ void UnfoldPositions(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, int6
 void GatherColumns(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, uint8_t flip, int64_t steps,
                    uint8_t* packed) {
   const int64_t p = g.out_size(), plane = g.height * g.width;
-  const uint8_t outside = pad ^ flip;
+  thread_local std::vector<uint8_t> column_buffer;
+  // Every position's column of the col (k rows, then to 4 steps; 8 bytes more for the short kernels'
+  // copies), all written before the quads are read back: a 4-byte load spanning
+  // two recent smaller stores waits for them to retire.
+  const int64_t ld = 4 * steps;
+  uint8_t* const columns = Reserve(column_buffer, p * ld + 8);
+  const uint32_t flip4 = 0x01010101u * flip;
+  // Short kernels (Silero VAD's 1x3 encoder layers: 129 channels of 3 taps):
+  // each input row once with its padding around it, then one 8-byte copy per
+  // tap row and position with no edge cases.
+  const bool short_rows = g.dilation_w == 1 && g.kernel_w <= 8;
+  const int64_t line = g.pad_left + g.width + g.pad_right + 8;
+  thread_local std::vector<uint8_t> line_buffer;
+  uint8_t* const lines = short_rows ? Reserve(line_buffer, g.channels * g.height * line) : nullptr;
+  if (short_rows) {
+    for (int64_t r = 0; r < g.channels * g.height; ++r) {
+      uint8_t* l = lines + r * line;
+      FillBytes(l, pad, g.pad_left);
+      CopyBytes(l + g.pad_left, xi + r * g.width, g.width);
+      FillBytes(l + g.pad_left + g.width, pad, g.pad_right + 8);
+    }
+  }
   for (int64_t i = 0; i < p; ++i) {
     const int64_t oy = i / g.out_w, ox = i % g.out_w;
-    int64_t r = 0;  // row (ch, ky, kx)
+    uint8_t* const v = columns + i * ld;
+    uint8_t* row = v;  // row (ch, ky, 0)
     for (int64_t ch = 0; ch < g.channels; ++ch) {
-      for (int64_t ky = 0; ky < g.kernel_h; ++ky) {
+      for (int64_t ky = 0; ky < g.kernel_h; ++ky, row += g.kernel_w) {
         const int64_t iy = oy * g.stride_h + ky * g.dilation_h - g.pad_top;
-        const uint8_t* src = iy >= 0 && iy < g.height ? xi + ch * plane + iy * g.width : nullptr;
-        for (int64_t kx = 0; kx < g.kernel_w; ++kx, ++r) {
-          const int64_t ix = ox * g.stride_w + kx * g.dilation_w - g.pad_left;
-          packed[(r >> 2) * kStepBytes + 4 * i + (r & 3)] =
-              src != nullptr && ix >= 0 && ix < g.width ? static_cast<uint8_t>(src[ix] ^ flip) : outside;
+        if (iy < 0 || iy >= g.height) {
+          FillBytes(row, pad, g.kernel_w);
+          continue;
+        }
+        if (short_rows) {  // the window's 8 bytes of the padded row: the next row overwrites the rest
+          std::memcpy(row, lines + (ch * g.height + iy) * line + ox * g.stride_w, 8);
+          continue;
+        }
+        const uint8_t* src = xi + ch * plane + iy * g.width;
+        const int64_t x0 = ox * g.stride_w - g.pad_left;  // the input column of kx = 0
+        if (g.dilation_w == 1) {                          // taps [a, b) inside the row, one run
+          const int64_t a = std::clamp<int64_t>(-x0, 0, g.kernel_w),
+                        b = std::clamp<int64_t>(g.width - x0, a, g.kernel_w);
+          FillBytes(row, pad, a);
+          if (b > a) CopyBytes(row + a, src + x0 + a, b - a);
+          FillBytes(row + b, pad, g.kernel_w - b);
+          continue;
+        }
+        for (int64_t kx = 0; kx < g.kernel_w; ++kx) {
+          const int64_t ix = x0 + kx * g.dilation_w;
+          row[kx] = ix >= 0 && ix < g.width ? src[ix] : pad;
         }
       }
     }
-    for (; r < 4 * steps; ++r) packed[(r >> 2) * kStepBytes + 4 * i + (r & 3)] = 0;
+    std::memset(row, flip, static_cast<size_t>(v + ld - row));  // 0 once flipped
+  }
+  for (int64_t s = 0; s < steps; ++s) {
+    for (int64_t i = 0; i < p; ++i) {
+      uint32_t quad;
+      std::memcpy(&quad, columns + i * ld + 4 * s, 4);
+      quad ^= flip4;
+      std::memcpy(packed + s * kStepBytes + 4 * i, &quad, 4);
+    }
   }
 }
 
