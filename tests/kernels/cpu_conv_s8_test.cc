@@ -119,6 +119,7 @@ const std::vector<ConvS8Case>& Cases() {
       // whose boundary splits a weight panel (74 tiles of 8 channels, 37 each: channel 296 of panel 18).
       {"1x512 stride 512, 2 ch on [1, 2048], 590 ch", 1, 2,  1, 2048, 590, 1, 512, 1, 512, 1, 1, 0, 0, 0, 0, true, false, true, false},
       {"3x3 stride 2 pad 1 on 3x3: 4 positions", 1,  9,  3,  3, 33, 3, 3, 2, 2, 1, 1, 1, 1, 1, 1, false, true,  true,  true},
+      {"1x3 dilation 2 pad 2 on [1, 3], 5 -> 18", 1,  5,  1,  3, 18, 1, 3, 1, 1, 1, 2, 0, 2, 0, 2, true,  true,  true,  false},
       // Stride 1, output rows as wide as the input: the VNNI row packs the image's taps straight into
       // blocks (ConvS8UnfoldPackFn, yolo22): position pieces with a last pass of 1480 % 64 = 8 positions
       // (half a block), K = 135 (rows past K in the last step); no bottom padding (23 output rows of 24);
