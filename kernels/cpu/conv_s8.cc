@@ -761,8 +761,8 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         column(cl);
       }
     }
-    if ((args.y_f32 != nullptr || quantize) &&
-        args.f32_silu != nullptr) {  // the SiLU over each channel's finished positions of this call
+    // The SiLU over each channel's finished positions of this call.
+    if ((args.y_f32 != nullptr || quantize) && args.f32_silu != nullptr) {
       for (int64_t o = c_begin; o < c_end && q0 < q1; ++o) {
         float* row = frow(o, q0);
         args.f32_silu(row, row, q1 - q0, true);
@@ -805,6 +805,17 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
     run_tiles(0, channel_tiles, pt0, pt1, packed, partial, yi);
   };
 
+  // Every block of image xi into `packed`: gathered for columns alone, packed
+  // straight from the image by the row's unfold_pack, or unfolded into `col`
+  // (not for a direct 1x1, which reads x itself; `unfolded`: col holds it
+  // already) and packed from there. The same bytes every way.
+  auto pack_image = [&](const uint8_t* xi, uint8_t* col, bool unfolded, uint8_t* packed) {
+    if (gather) return GatherColumns(g, xi, pad, flip, steps, packed);
+    if (fused) return unfold_pack(g, xi, pad, k, steps, flip, 0, blocks, packed);
+    if (!direct && !unfolded) Unfold(g, xi, pad, 0, k, col);
+    PackBlocks(direct ? xi : col, k, p, steps, s16, flip, za_u, 0, blocks, pack4, packed);
+  };
+
   // A batch that the threads share evenly (YOLOv8n at batch 16): one task per
   // image, in one ParallelFor; the task unfolds and packs its image on its
   // own thread (by position tasks of kTaskPositionTiles when there are many)
@@ -821,7 +832,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
       thread_local std::vector<int32_t> image_partial_buffer;
       const int64_t part_tiles = split_positions ? kTaskPositionTiles : position_tiles;
       const int64_t col_size = split_positions ? k * part_tiles * kTileBlocks * kBlock : k * p;
-      uint8_t* const image_col = direct || fused ? nullptr : Reserve(image_col_buffer, col_size);
+      uint8_t* const image_col = direct || fused || gather ? nullptr : Reserve(image_col_buffer, col_size);
       uint8_t* const packed =
           Reserve(image_packed_buffer, std::min(blocks, part_tiles * kTileBlocks) * steps * kStepBytes);
       int32_t* const partial = keep_partial ? Reserve(image_partial_buffer, channel_tiles * kTileSums) : nullptr;
@@ -833,24 +844,14 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
             run_positions(xi, yi, pt0, std::min(position_tiles, pt0 + part_tiles), image_col, packed, partial);
           continue;
         }
-        if (gather) {
-          GatherColumns(g, xi, pad, flip, steps, packed);
-        } else if (fused) {
-          unfold_pack(g, xi, pad, k, steps, flip, 0, blocks, packed);
-        } else {
-          const uint8_t* rows = xi;
-          if (!direct) {
-            Unfold(g, xi, pad, 0, k, image_col);
-            rows = image_col;
-          }
-          PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, pack4, packed);
-        }
+        pack_image(xi, image_col, /*unfolded=*/false, packed);
         run_tiles(0, channel_tiles, 0, position_tiles, packed, partial, yi);
       }
     });
     return;
   }
-  uint8_t* const col = direct || fused || gather || split_positions ? nullptr : Reserve(col_buffer, k * p);  // the whole col: few positions
+  // The whole col (few positions), unfolded once for every channel part.
+  uint8_t* const col = direct || fused || gather || split_positions ? nullptr : Reserve(col_buffer, k * p);
   // Many positions: one contiguous part of the position tiles per thread, run
   // by the part's thread in even pieces of at most kTaskPositionTiles.
   const int64_t position_parts = std::min(threads, position_tiles);
@@ -877,15 +878,13 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
           run_positions(xi, yi, pt0, std::min(end, pt0 + piece_tiles), col_part, packed, partial);
       });
     } else {
-      const uint8_t* rows = xi;
-      if (!direct && !fused && !gather) {
-        // A col of a few KiB (Silero VAD's: 1-2 KiB) unfolds on the calling
-        // thread: a wake-up of the others costs more than the copy.
+      if (col != nullptr) {
+        // A col of a few KiB unfolds on the calling thread: a wake-up of the
+        // others costs more than the copy.
         const int64_t grain = std::max<int64_t>(4, kInlineUnfoldBytes / std::max<int64_t>(1, p));
         ParallelFor(args.pool, k, grain, [&](int64_t r0, int64_t r1) {
           Unfold(g, xi, pad, r0, r1, col);
         });
-        rows = col;
       }
       // One part per thread, each packing the image itself (in its own
       // cache) and running a fixed share of the channels, so a thread reads
@@ -898,13 +897,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         thread_local std::vector<uint8_t> packed_buffer;
         thread_local std::vector<int32_t> partial_buffer;
         uint8_t* const packed = Reserve(packed_buffer, blocks * steps * kStepBytes);
-        if (gather) {
-          GatherColumns(g, xi, pad, flip, steps, packed);
-        } else if (fused) {
-          unfold_pack(g, xi, pad, k, steps, flip, 0, blocks, packed);
-        } else {
-          PackBlocks(rows, k, p, steps, s16, flip, za_u, 0, blocks, pack4, packed);
-        }
+        pack_image(xi, col, /*unfolded=*/true, packed);
         const int64_t ct0 = q0 * part_tiles, ct1 = std::min(channel_tiles, q1 * part_tiles);
         int32_t* const partial = keep_partial ? Reserve(partial_buffer, (ct1 - ct0) * kTileSums) : nullptr;
         if (ct0 < ct1) run_tiles(ct0, ct1, 0, position_tiles, packed, partial, yi);
