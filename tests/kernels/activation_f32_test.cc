@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "kernels/cpu/activation_f32.h"
+#include "kernels/single_node_run.h"
 #include "sparq/executor.h"
 #include "test_util.h"
 #include "tests/kernels/isa_sweep.h"
@@ -153,22 +154,7 @@ TEST_P(ActivationF32Test, ClipIsExact) {
     m.graph.initializers["lo"] = Tensor::Scalar<float>(0.0f);
     m.graph.initializers["hi"] = Tensor::Scalar<float>(6.0f);
     m.graph.nodes.push_back({"n", "Clip", "", c.inputs, {"y"}, c.attrs, ""});
-    TensorMap want;
-    for (int run = 0; run < 3; ++run) {
-      ExecutorOptions options;
-      options.backend = run == 0 ? "reference" : "cpu";
-      options.threads = run == 2 ? 3 : 1;
-      auto exec = Executor::Create(m, options);
-      ASSERT_TRUE(exec.ok()) << exec.status().ToString();
-      TensorMap got;
-      ASSERT_TRUE((*exec)->Run({{"x", x}}, &got).ok());
-      if (run == 0) {
-        want = got;
-        continue;
-      }
-      EXPECT_EQ((*exec)->NodeKernels().at(0).kernel, SelectCpuKernel(CpuOp::kClipF32).name);
-      ExpectClose(got.at("y"), want.at("y"), 0.0f);
-    }
+    testing::ExpectSameBitsAsReference(m, {{"x", x}}, SelectCpuKernel(CpuOp::kClipF32).name);
   }
 }
 
@@ -601,22 +587,7 @@ void ExpectReduceIsTheReference(const char* op, const Tensor& x, int opset, int6
     node.attributes.push_back(Attribute::Ints("axes", axes));
   }
   m.graph.nodes.push_back(node);
-  TensorMap want;
-  for (int run = 0; run < 3; ++run) {  // the reference, then the CPU on 1 and 3 threads
-    ExecutorOptions options;
-    options.backend = run == 0 ? "reference" : "cpu";
-    options.threads = run == 2 ? 3 : 1;
-    auto exec = Executor::Create(m, options);
-    ASSERT_TRUE(exec.ok()) << exec.status().ToString();
-    TensorMap got;
-    ASSERT_TRUE((*exec)->Run({{"x", x}}, &got).ok());
-    if (run == 0) {
-      want = got;
-      continue;
-    }
-    EXPECT_EQ((*exec)->NodeKernels().at(0).kernel, kernel);
-    ExpectClose(got.at("y"), want.at("y"), 0.0f);
-  }
+  testing::ExpectSameBitsAsReference(m, {{"x", x}}, kernel.c_str());
 }
 
 // ReduceSum over the last axis (sum_rows_f32): the reference's bits with the

@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/cpu/dispatch.h"
+#include "kernels/single_node_run.h"
 #include "sparq/executor.h"
 #include "test_util.h"
 #include "tests/kernels/isa_sweep.h"
@@ -20,33 +21,6 @@ namespace sparq {
 namespace {
 
 class NormF32Test : public testing::IsaSweepTest {};
-
-// Runs `m` on the reference kernels and on the fast ones with 1 and 3
-// threads; every output must be the same bytes, and node 0 runs `row`
-// (unless `row` is null).
-void ExpectSameBits(const Model& m, const TensorMap& inputs, const char* row) {
-  TensorMap want;
-  for (int run = 0; run < 3; ++run) {
-    ExecutorOptions options;
-    options.backend = run == 0 ? "reference" : "cpu";
-    options.threads = run == 2 ? 3 : 1;
-    auto exec = Executor::Create(m, options);
-    ASSERT_TRUE(exec.ok()) << exec.status().ToString();
-    TensorMap got;
-    const Status st = (*exec)->Run(inputs, &got);
-    ASSERT_TRUE(st.ok()) << st.ToString();
-    if (run == 0) {
-      want = got;
-      continue;
-    }
-    if (row != nullptr) EXPECT_EQ((*exec)->NodeKernels().at(0).kernel, row);
-    for (const auto& kv : want) {
-      const Tensor& g = got.at(kv.first);
-      ASSERT_EQ(g.nbytes(), kv.second.nbytes());
-      EXPECT_EQ(std::memcmp(g.raw_data(), kv.second.raw_data(), g.nbytes()), 0) << kv.first << ", run " << run;
-    }
-  }
-}
 
 TEST_P(NormF32Test, BatchNormalizationIsExact) {
   for (int opset : {9, 15}) {
@@ -67,7 +41,7 @@ TEST_P(NormF32Test, BatchNormalizationIsExact) {
       Tensor x = testing::RandomFloats(shape, 5, -4.0f, 4.0f);
       x.data<float>()[0] = std::numeric_limits<float>::quiet_NaN();
       x.data<float>()[1] = -0.0f;
-      ExpectSameBits(m, {{"x", x}}, SelectCpuKernel(CpuOp::kScaleShiftF32).name);
+      testing::ExpectSameBitsAsReference(m, {{"x", x}}, SelectCpuKernel(CpuOp::kScaleShiftF32).name);
     }
   }
 }
@@ -95,12 +69,12 @@ TEST_P(NormF32Test, LayerNormalizationIsExact) {
         {"ln", "LayerNormalization", "", in, {"y"}, {Attribute::Int("axis", c.axis), Attribute::Float("epsilon", 1e-5f)}, ""});
     Tensor x = testing::RandomFloats(c.x, 6, -3.0f, 5.0f);
     x.data<float>()[0] = 1e6f;
-    ExpectSameBits(m, {{"x", x}}, SelectCpuKernel(CpuOp::kLayerNormF32).name);
+    testing::ExpectSameBitsAsReference(m, {{"x", x}}, SelectCpuKernel(CpuOp::kLayerNormF32).name);
     // With the Mean and InvStdDev outputs: the reference kernel, the same bits.
     m.graph.nodes[0].outputs = {"y", "mean", "inv"};
     m.graph.outputs.push_back(testing::FloatInput("mean", {}));
     m.graph.outputs.push_back(testing::FloatInput("inv", {}));
-    ExpectSameBits(m, {{"x", x}}, nullptr);
+    testing::ExpectSameBitsAsReference(m, {{"x", x}}, nullptr);
   }
 }
 
@@ -147,7 +121,7 @@ TEST_P(NormF32Test, StridedConvTransposeIsExact) {
     std::vector<std::string> in = {"x", "w"};
     if (c.bias) in.push_back("b");
     m.graph.nodes.push_back({"ct", "ConvTranspose", "", in, {"y"}, c.attrs, ""});
-    ExpectSameBits(m, {{"x", testing::RandomFloats(c.x, 3)}}, SelectCpuKernel(CpuOp::kConvTransposeF32).name);
+    testing::ExpectSameBitsAsReference(m, {{"x", testing::RandomFloats(c.x, 3)}}, SelectCpuKernel(CpuOp::kConvTransposeF32).name);
   }
 }
 
@@ -187,7 +161,7 @@ TEST_P(NormF32Test, NearestResizeByWholeFactorsIsExact) {
         for (int64_t i = 0; i < b.numel(); ++i) b.data<uint8_t>()[i] = static_cast<uint8_t>(i * 37 % 251);
         x = b;
       }
-      ExpectSameBits(m, {{"x", x}}, SelectCpuKernel(CpuOp::kResizeNearest).name);
+      testing::ExpectSameBitsAsReference(m, {{"x", x}}, SelectCpuKernel(CpuOp::kResizeNearest).name);
     }
   }
 }

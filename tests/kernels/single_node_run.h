@@ -1,6 +1,7 @@
 // One node's model run on the reference backend or on the CPU backend's
-// rows: what the tests of a fast copy row (Pad, Slice, OneHotLookup) compare,
-// bytes, shapes, errors and the kernel that ran.
+// rows: what the tests of a fast row (Pad, Slice, OneHotLookup, Clip, the
+// reductions, the normalizations) compare, bytes, shapes, errors and the
+// kernel that ran.
 #pragma once
 
 #include <gtest/gtest.h>
@@ -54,6 +55,34 @@ inline void ExpectSameRun(const NodeRun& got, const NodeRun& want, const std::st
 inline void ExpectSameError(const NodeRun& fast, const NodeRun& ref) {
   EXPECT_FALSE(fast.status.ok());
   EXPECT_EQ(fast.status.ToString(), ref.status.ToString());
+}
+
+// `m` run on the reference backend, then on the CPU rows at 1 and 3 threads:
+// node 0 ran on `kernel` (unless nullptr) and every output has the
+// reference's bytes.
+inline void ExpectSameBitsAsReference(const Model& m, const TensorMap& inputs, const char* kernel) {
+  TensorMap want;
+  for (int run = 0; run < 3; ++run) {
+    ExecutorOptions options;
+    options.backend = run == 0 ? "reference" : "cpu";
+    options.threads = run == 2 ? 3 : 1;
+    auto exec = Executor::Create(m, options);
+    ASSERT_TRUE(exec.ok()) << exec.status().ToString();
+    TensorMap got;
+    const Status st = (*exec)->Run(inputs, &got);
+    ASSERT_TRUE(st.ok()) << st.ToString();
+    if (run == 0) {
+      want = got;
+      continue;
+    }
+    if (kernel != nullptr) EXPECT_EQ((*exec)->NodeKernels().at(0).kernel, kernel);
+    for (const auto& kv : want) {
+      const Tensor& g = got.at(kv.first);
+      ASSERT_EQ(g.dtype(), kv.second.dtype());
+      ASSERT_EQ(g.shape(), kv.second.shape());
+      EXPECT_EQ(std::memcmp(g.raw_data(), kv.second.raw_data(), g.nbytes()), 0) << kv.first << ", run " << run;
+    }
+  }
 }
 
 }  // namespace testing
