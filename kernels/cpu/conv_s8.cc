@@ -411,9 +411,10 @@ void GatherColumns(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, uint8_
                    uint8_t* packed) {
   const int64_t p = g.out_size(), plane = g.height * g.width;
   thread_local std::vector<uint8_t> column_buffer;
-  // Every position's column of the col (k rows, then to 4 steps; 8 bytes more for the short kernels'
-  // copies), all written before the quads are read back: a 4-byte load spanning
-  // two recent smaller stores waits for them to retire.
+  // Every position's column of the col (k rows, then up to 4 x steps; 8
+  // bytes more for the short kernels' copies), all written before the quads
+  // are read back: a 4-byte load over several recent smaller stores waits
+  // for them to retire.
   const int64_t ld = 4 * steps;
   uint8_t* const columns = Reserve(column_buffer, p * ld + 8);
   const uint32_t flip4 = 0x01010101u * flip;
@@ -449,7 +450,7 @@ void GatherColumns(const ConvGeometry& g, const uint8_t* xi, uint8_t pad, uint8_
         }
         const uint8_t* src = xi + ch * plane + iy * g.width;
         const int64_t x0 = ox * g.stride_w - g.pad_left;  // the input column of kx = 0
-        if (g.dilation_w == 1) {                          // taps [a, b) inside the row, one run
+        if (g.dilation_w == 1) {  // taps [a, b) inside the row, one run
           const int64_t a = std::clamp<int64_t>(-x0, 0, g.kernel_w),
                         b = std::clamp<int64_t>(g.width - x0, a, g.kernel_w);
           FillBytes(row, pad, a);
