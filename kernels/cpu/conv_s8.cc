@@ -662,6 +662,16 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
     auto frow = [&](int64_t o, int64_t q) {
       return quantize ? scratch + (o - c_first) * ld_f + (q - q0) : reinterpret_cast<float*>(yi) + o * p + q;
     };
+    // A tile's or a column's raw outputs from channel c0, position q on.
+    auto raw_outputs = [&](auto& out, int64_t c0, int64_t q) {
+      if (args.y_s32 != nullptr) {
+        out.y_s32 = reinterpret_cast<int32_t*>(yi) + c0 * p + q;
+      } else {
+        out.y_f32 = frow(c0, q);
+        out.f32_scale = args.f32_scale + c0;
+        out.f32_bias = args.f32_bias != nullptr ? args.f32_bias + c0 : nullptr;
+      }
+    };
     ConvS8Tile t;
     t.block_stride = steps * kStepBytes;
     t.s16 = s16;
@@ -694,15 +704,7 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
           t.offset = raw && !raw_in_tile ? kZeroOffsets : offset + c0;
           t.multiplier = raw ? nullptr : args.multiplier + c0;
           t.y = yi + c0 * p + p0;
-          if (raw_in_tile) {
-            if (args.y_s32 != nullptr) {
-              t.y_s32 = reinterpret_cast<int32_t*>(yi) + c0 * p + p0;
-            } else {
-              t.y_f32 = frow(c0, p0);
-              t.f32_scale = args.f32_scale + c0;
-              t.f32_bias = args.f32_bias != nullptr ? args.f32_bias + c0 : nullptr;
-            }
-          }
+          if (raw_in_tile) raw_outputs(t, c0, p0);
           tile(t);
         }
       }
@@ -749,15 +751,11 @@ void ConvS8Driver(const ConvS8Args& args, ConvS8TileFn tile, ConvS8Pack4Fn pack4
         cl.lane_begin = static_cast<int>(std::max(c_begin, first) - first);
         cl.lane_end = static_cast<int>(std::min(c_end, first + kPanel) - first);
         cl.offset = offset + first;
-        if (!raw) {
+        if (raw) {
+          raw_outputs(cl, first, q);
+        } else {
           cl.multiplier = args.multiplier + first;
           cl.y = yi + first * p + q;
-        } else if (args.y_s32 != nullptr) {
-          cl.y_s32 = reinterpret_cast<int32_t*>(yi) + first * p + q;
-        } else {
-          cl.y_f32 = frow(first, q);
-          cl.f32_scale = args.f32_scale + first;
-          cl.f32_bias = args.f32_bias != nullptr ? args.f32_bias + first : nullptr;
         }
         column(cl);
       }

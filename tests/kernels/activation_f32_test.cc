@@ -688,31 +688,17 @@ TEST_P(ActivationF32Test, ReduceMinKeepsTheFirstNaNAndZero) {
   v[4 * 1003 + 1002] = -0.0f;
   v[5 * 1003 + 500] = -7.0f;  // row 5: an ordinary minimum
   for (int64_t keepdims : {1, 0}) {
-    Tensor want, got;
-    for (int run = 0; run < 3; ++run) {
-      Model m;
-      m.opset_imports = {{"", 13}};
-      m.graph.inputs.push_back(testing::FloatInput("x", {}));
-      m.graph.inputs.back().has_shape = false;
-      m.graph.outputs.push_back(testing::FloatInput("y", {}));
-      m.graph.nodes.push_back({"n", "ReduceMin", "", {"x"}, {"y"},
-                               {Attribute::Ints("axes", {1}), Attribute::Int("keepdims", keepdims)}, ""});
-      ExecutorOptions options;
-      options.backend = run == 0 ? "reference" : "cpu";
-      options.threads = run == 2 ? 3 : 1;
-      auto exec = Executor::Create(m, options);
-      ASSERT_TRUE(exec.ok()) << exec.status().ToString();
-      TensorMap out;
-      ASSERT_TRUE((*exec)->Run({{"x", x}}, &out).ok());
-      if (run == 0) {
-        want = out.at("y");
-        continue;
-      }
-      EXPECT_EQ((*exec)->NodeKernels().at(0).kernel, "min_rows_f32");
-      got = out.at("y");
-      ASSERT_EQ(got.shape(), want.shape());
-      EXPECT_EQ(std::memcmp(got.raw_data(), want.raw_data(), want.nbytes()), 0);
-    }
+    Model m;
+    m.opset_imports = {{"", 13}};
+    m.graph.inputs.push_back(testing::FloatInput("x", {}));
+    m.graph.inputs.back().has_shape = false;
+    m.graph.outputs.push_back(testing::FloatInput("y", {}));
+    m.graph.nodes.push_back({"n", "ReduceMin", "", {"x"}, {"y"},
+                             {Attribute::Ints("axes", {1}), Attribute::Int("keepdims", keepdims)}, ""});
+    testing::ExpectSameBitsAsReference(m, {{"x", x}}, "min_rows_f32");
+    const testing::NodeRun reference = testing::RunSingleNode(m, "x", x, /*reference=*/true, 1);
+    ASSERT_TRUE(reference.status.ok()) << reference.status.ToString();
+    const Tensor& want = reference.y;
     uint32_t first_nan = 0;
     std::memcpy(&first_nan, want.data<float>() + 1, 4);
     EXPECT_EQ(first_nan, 0xffc01234u);
