@@ -78,9 +78,8 @@ std::string QuantConvKernel(const QuantConv& q) {
   std::string name = q.sparse.sparse() ? q.sparse.kernel : "gemm_s8";
   if (q.nchw != nullptr) {
     name = q.nchw->name;
-    // e.g. conv_s8_nchw_avx512vbmi|conv_s8_nchw_avx512vnni<32: the second below 32 positions
-    if (q.nchw_small != nullptr)
-      name += std::string("|") + q.nchw_small->name + "<" + std::to_string(kWindowMinPositions);
+    // conv_s8_nchw_avx512vbmi+conv_s8_nchw_avx512vnni: the second on planes of few positions
+    if (q.nchw_small != nullptr) name += std::string("+") + q.nchw_small->name;
   } else if (!q.sparse.sparse()) {
     const CpuKernelDef* def = SelectCpuKernel(CpuOp::kGemmS8, q.w.format);
     if (def != nullptr) name = def->name;
