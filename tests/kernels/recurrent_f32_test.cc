@@ -214,6 +214,14 @@ std::vector<RecurrentCase> LstmCases() {
   RecurrentCase large;  // R h large enough that two threads split each step's GEMV
   large.seq = 4, large.batch = 2, large.input = 16, large.hidden = 150, large.lens = true;
   cases.push_back(large);
+  // One step at batch 1 (Silero VAD's): the input projection and R h both on the GEMV, 64K
+  // multiply-adds each; reverse and bidirectional too.
+  for (const char* direction : {"forward", "reverse", "bidirectional"}) {
+    RecurrentCase step;
+    step.seq = 1, step.batch = 1, step.input = 128, step.hidden = 128, step.initial = true;
+    step.direction = direction;
+    cases.push_back(step);
+  }
   return cases;
 }
 
@@ -266,6 +274,9 @@ std::vector<RecurrentCase> GruCases() {
     RecurrentCase large = one;  // R h large enough that two threads split each step's GEMV
     large.seq = 4, large.batch = 2, large.input = 16, large.hidden = 200, large.lens = true;
     cases.push_back(large);
+    RecurrentCase step = one;  // one step: the input projection on the GEMV too
+    step.seq = 1, step.batch = 2, step.input = 128, step.hidden = 128;
+    cases.push_back(step);
   }
   return cases;
 }
@@ -291,6 +302,9 @@ std::vector<RecurrentCase> RnnCases() {
   RecurrentCase large;  // R h large enough that two threads split each step's GEMV
   large.op = "RNN", large.seq = 4, large.batch = 2, large.input = 16, large.hidden = 300, large.lens = true;
   cases.push_back(large);
+  RecurrentCase step = one;  // one step: the input projection on the GEMV too
+  step.seq = 1, step.input = 256, step.hidden = 256;
+  cases.push_back(step);
   return cases;
 }
 
