@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <set>
+#include <string_view>
+#include <unordered_map>
 
 namespace sparq {
 
@@ -72,8 +74,21 @@ const KernelRegistry& KernelRegistry::Reference() {
 
 Status RunReferenceKernel(OpContext& ctx) {
   // Looked up by name, so that a fast row falling back never leads to itself.
-  for (const KernelDef* def : KernelRegistry::Reference().FindAll(ctx.node().op_type, ctx.node().domain)) {
-    if (def->name == "ref" && ctx.opset() >= def->since_opset && ctx.opset() <= def->until_opset) return def->fn(ctx);
+  // The reference registry never changes once made: its "ref" rows indexed
+  // by op type once, so that a fast row's fallback (a Cast of float32 to
+  // float32, say) does not scan every row and compare names on each call.
+  static const auto* const index = [] {
+    auto* rows = new std::unordered_map<std::string_view, std::vector<const KernelDef*>>();
+    for (const KernelDef& def : KernelRegistry::Reference().defs())
+      if (def.name == "ref") (*rows)[def.op_type].push_back(&def);
+    return rows;
+  }();
+  const auto it = index->find(std::string_view(ctx.node().op_type));
+  if (it != index->end()) {
+    for (const KernelDef* def : it->second) {
+      if (def->domain == ctx.node().domain && ctx.opset() >= def->since_opset && ctx.opset() <= def->until_opset)
+        return def->fn(ctx);
+    }
   }
   return ctx.NotSupported("no reference kernel for " + ctx.node().op_type + " at opset " + std::to_string(ctx.opset()));
 }

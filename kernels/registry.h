@@ -112,6 +112,8 @@ class KernelRegistry {
   std::vector<const KernelDef*> FindAll(const std::string& op_type, const std::string& domain) const;
   // Sorted op types of the default domain that have at least one kernel.
   std::vector<std::string> OpTypes() const;
+  // Every row, in the order added.
+  const std::vector<KernelDef>& defs() const { return defs_; }
 
   // The reference kernels (kernels/ref), registered on first use.
   static const KernelRegistry& Reference();

@@ -740,7 +740,13 @@ Status Executor::Impl::RunSteps(std::vector<Tensor> values, TensorMap* outputs, 
                                   "' on " + ctx.outputs()[k].device().ToString() + ", its backend is on " +
                                   context.device().ToString());
         }
-        values[s] = ctx.outputs()[k];
+        // Moved when no callback reads the node's outputs after: a Tensor's
+        // copy copies its shape (an allocation per output per node).
+        if (options.on_node_outputs || options.on_device_node_outputs) {
+          values[s] = ctx.outputs()[k];
+        } else {
+          values[s] = std::move(ctx.outputs()[k]);
+        }
         if (record) {  // what this output's buffer is: its own, or a view of an input's
           record->produced_at[s] = static_cast<int>(i);
           record->root[s] = s;
@@ -832,7 +838,7 @@ Status Executor::Impl::RunNode(size_t i, std::vector<Tensor>& values) {
       return Status::Internal(n.Describe() + ": kernel '" + step.kernel->name + "' left output '" + n.outputs[k] +
                               "' undefined or off its device");
     }
-    values[s] = ctx.outputs()[k];
+    values[s] = std::move(ctx.outputs()[k]);
   }
   return Status::OK();
 }

@@ -49,10 +49,24 @@
 namespace sparq {
 namespace {
 
+// Output positions of a plane below which a pointwise convolution skips the
+// VBMI window row (QuantConv::nchw_small): one tile of the window row is 32
+// output columns.
+constexpr int64_t kWindowMinPositions = 32;
+
 struct QuantConv : QuantConvParams {
   // The conv_s8 row, or nullptr for gemm_s8. With it, w is [M, C * kh * kw]
   // in W's own (c, ky, kx) order; with gemm_s8, in (ky, kx, c) order.
   const CpuKernelDef* nchw = nullptr;
+  // A pointwise (1 x 1) convolution whose nchw row is the VBMI window row
+  // (conv_s8_nchw_avx512vbmi): the row below it, which the window row's own
+  // fallback runs, for planes of fewer than kWindowMinPositions positions.
+  // There the window row has nothing to save (a 1 x 1 window unfolds
+  // nothing) and 3 of each 4 weight bytes it multiplies are its padding;
+  // its per-call repacking of the weights and padding of the image cost
+  // 2.0 us on Silero VAD's decoder conv (128 -> 1 channels, 1 position)
+  // against the VNNI row's 0.5 us. Same bytes: both are conv_s8 rows.
+  const CpuKernelDef* nchw_small = nullptr;
   PackedGemmS8 w;          // when not sparse
   SparseS8Weights sparse;  // the weights for a sparse kernel, when it is faster
   const CpuKernelDef* lut = nullptr;  // the lut256 row, chosen at prepare time
@@ -64,6 +78,8 @@ std::string QuantConvKernel(const QuantConv& q) {
   std::string name = q.sparse.sparse() ? q.sparse.kernel : "gemm_s8";
   if (q.nchw != nullptr) {
     name = q.nchw->name;
+    // conv_s8_nchw_avx512vbmi+conv_s8_nchw_avx512vnni: the second on planes of few positions
+    if (q.nchw_small != nullptr) name += std::string("+") + q.nchw_small->name;
   } else if (!q.sparse.sparse()) {
     const CpuKernelDef* def = SelectCpuKernel(CpuOp::kGemmS8, q.w.format);
     if (def != nullptr) name = def->name;
@@ -102,6 +118,9 @@ StatusOr<std::shared_ptr<QuantConv>> PrepareQuantConvState(const Node& node, con
   q->nchw = SelectCpuKernel(CpuOp::kConvS8, format);
   if (q->nchw != nullptr && (symmetric || format == PackedFormat::kPanel16x2S16)) {
     SPARQ_ASSIGN_OR_RETURN(q->w, PackGemmS8<int8_t>(w.data<int8_t>(), q->m, q->c * q->kh * q->kw, w_zero, format));
+    if (q->nchw->isa == CpuIsa::kAvx512Vbmi && q->kh == 1 && q->kw == 1) {
+      q->nchw_small = SelectCpuKernelAt(CpuOp::kConvS8, format, CpuIsa::kAvx512Vnni);
+    }
     return q;
   }
   q->nchw = nullptr;
@@ -213,7 +232,8 @@ Status RunQuantConv(OpContext& ctx) {
     }
     args.y = y.raw_data();
     args.pool = ctx.pool();
-    q.nchw->get<ConvS8Fn>()(args);
+    const bool small = q.nchw_small != nullptr && p < kWindowMinPositions;
+    (small ? q.nchw_small : q.nchw)->get<ConvS8Fn>()(args);
     ctx.set_output(0, std::move(y));
     return Status::OK();
   }

@@ -271,20 +271,27 @@ struct Sequence {
 
 // Scratch a step reuses from one step to the next.
 struct StepScratch {
-  std::vector<float> g;    // [B, rows of R]: the recurrent projection, then the gates
-  std::vector<float> rh;   // GRU, linear_before_reset 0: [B, H] r * H, then the candidate
-  std::vector<float> tmp;  // LSTM: [H] tanh(c); GRU, linear_before_reset 0: [B, H] (r * H) R_h^T
+  float* g = nullptr;    // [B, rows of R]: the recurrent projection, then the gates
+  float* rh = nullptr;   // GRU, linear_before_reset 0: [B, H] r * H, then the candidate
+  float* tmp = nullptr;  // LSTM: [H] tanh(c); GRU, linear_before_reset 0: [B, H] (r * H) R_h^T
+};
+
+// The buffers behind a run's lengths, input projection, states and
+// StepScratch, kept per thread (RunRecurrentF32).
+struct RecurrentBuffers {
+  std::vector<int64_t> lens;
+  std::vector<float> xw, h, c, g, rh, tmp;
 };
 
 Status LstmStep(OpContext& ctx, const PreparedRecurrent& p, const RecurrentDirection& dir, const Sequence& seq,
                 int64_t s, StepScratch& scratch) {
   const int64_t H = p.hidden, rows = 4 * H;
-  SPARQ_RETURN_IF_ERROR(Product(ctx, p, dir.r, nullptr, seq.B, seq.h, H, scratch.g.data()));
+  SPARQ_RETURN_IF_ERROR(Product(ctx, p, dir.r, nullptr, seq.B, seq.h, H, scratch.g));
   const float* pi = dir.peep.empty() ? nullptr : dir.peep.data();
   for (int64_t b = 0; b < seq.B; ++b) {
     const int64_t t = seq.Time(s, b);
     if (t < 0) continue;
-    float* g = scratch.g.data() + b * rows;  // i, o, f, c pre-activations
+    float* g = scratch.g + b * rows;  // i, o, f, c pre-activations
     const float* xg = seq.Xw(t, b, rows);
     for (int64_t k = 0; k < rows; ++k) g[k] += xg[k];
     float* cb = seq.c + b * H;
@@ -299,7 +306,7 @@ Status LstmStep(OpContext& ctx, const PreparedRecurrent& p, const RecurrentDirec
     if (pi != nullptr)
       for (int64_t k = 0; k < H; ++k) g[H + k] += pi[H + k] * cb[k];
     p.sigmoid(g + H, g + H, H, false);  // o
-    p.tanh(cb, scratch.tmp.data(), H);
+    p.tanh(cb, scratch.tmp, H);
     for (int64_t k = 0; k < H; ++k) hb[k] = g[H + k] * scratch.tmp[k];
   }
   return Status::OK();
@@ -309,11 +316,11 @@ Status GruStep(OpContext& ctx, const PreparedRecurrent& p, const RecurrentDirect
                int64_t s, StepScratch& scratch) {
   const int64_t H = p.hidden, rows = 3 * H, g_rows = dir.r.rows;
   const float* r_bias = dir.r_bias.empty() ? nullptr : dir.r_bias.data();
-  SPARQ_RETURN_IF_ERROR(Product(ctx, p, dir.r, r_bias, seq.B, seq.h, H, scratch.g.data()));
+  SPARQ_RETURN_IF_ERROR(Product(ctx, p, dir.r, r_bias, seq.B, seq.h, H, scratch.g));
   for (int64_t b = 0; b < seq.B; ++b) {
     const int64_t t = seq.Time(s, b);
     if (t < 0) continue;
-    float* g = scratch.g.data() + b * g_rows;  // z, r (and with linear_before_reset h) of H R^T
+    float* g = scratch.g + b * g_rows;  // z, r (and with linear_before_reset h) of H R^T
     const float* xg = seq.Xw(t, b, rows);
     for (int64_t k = 0; k < 2 * H; ++k) g[k] += xg[k];
     p.sigmoid(g, g, 2 * H, false);  // z, r
@@ -321,27 +328,27 @@ Status GruStep(OpContext& ctx, const PreparedRecurrent& p, const RecurrentDirect
     if (p.linear_before_reset) {
       for (int64_t k = 0; k < H; ++k) g[2 * H + k] = xg[2 * H + k] + g[H + k] * g[2 * H + k];
     } else {
-      float* rh = scratch.rh.data() + b * H;
+      float* rh = scratch.rh + b * H;
       for (int64_t k = 0; k < H; ++k) rh[k] = g[H + k] * hb[k];
     }
   }
-  float* candidate_of = scratch.g.data() + 2 * H;  // entry b's candidate: + b * g_rows (linear_before_reset 1)
+  float* candidate_of = scratch.g + 2 * H;  // entry b's candidate: + b * g_rows (linear_before_reset 1)
   int64_t candidate_stride = g_rows;
   if (!p.linear_before_reset) {  // (r * H) R_h^T, then the candidate in place of r * H
-    std::vector<float>& rh = scratch.rh;
-    SPARQ_RETURN_IF_ERROR(Product(ctx, p, dir.r_h, nullptr, seq.B, rh.data(), H, scratch.tmp.data()));
+    float* rh = scratch.rh;
+    SPARQ_RETURN_IF_ERROR(Product(ctx, p, dir.r_h, nullptr, seq.B, rh, H, scratch.tmp));
     for (int64_t b = 0; b < seq.B; ++b) {
       const int64_t t = seq.Time(s, b);
       if (t < 0) continue;
       const float* xg = seq.Xw(t, b, rows) + 2 * H;
-      const float* hr = scratch.tmp.data() + b * H;
+      const float* hr = scratch.tmp + b * H;
       for (int64_t k = 0; k < H; ++k) rh[b * H + k] = xg[k] + hr[k];
     }
-    candidate_of = rh.data(), candidate_stride = H;
+    candidate_of = rh, candidate_stride = H;
   }
   for (int64_t b = 0; b < seq.B; ++b) {
     if (seq.Time(s, b) < 0) continue;
-    const float* z = scratch.g.data() + b * g_rows;
+    const float* z = scratch.g + b * g_rows;
     float* candidate = candidate_of + b * candidate_stride;
     p.tanh(candidate, candidate, H);
     float* hb = seq.h + b * H;
@@ -353,11 +360,11 @@ Status GruStep(OpContext& ctx, const PreparedRecurrent& p, const RecurrentDirect
 Status RnnStep(OpContext& ctx, const PreparedRecurrent& p, const RecurrentDirection& dir, const Sequence& seq,
                int64_t s, StepScratch& scratch) {
   const int64_t H = p.hidden;
-  SPARQ_RETURN_IF_ERROR(Product(ctx, p, dir.r, nullptr, seq.B, seq.h, H, scratch.g.data()));
+  SPARQ_RETURN_IF_ERROR(Product(ctx, p, dir.r, nullptr, seq.B, seq.h, H, scratch.g));
   for (int64_t b = 0; b < seq.B; ++b) {
     const int64_t t = seq.Time(s, b);
     if (t < 0) continue;
-    float* g = scratch.g.data() + b * H;
+    float* g = scratch.g + b * H;
     const float* xg = seq.Xw(t, b, H);
     for (int64_t k = 0; k < H; ++k) g[k] += xg[k];
     p.tanh(g, seq.h + b * H, H);
@@ -378,34 +385,59 @@ Status RunRecurrentF32(OpContext& ctx) {
   const int64_t D = static_cast<int64_t>(p.dirs.size()), H = p.hidden, rows = Traits(p.cell).gates * H;
   const int64_t S = p.layout == 0 ? x.dim(0) : x.dim(1), B = p.layout == 0 ? x.dim(1) : x.dim(0);
   const Shape state_shape = p.layout == 0 ? Shape{D, B, H} : Shape{B, D, H};
-  const std::vector<size_t> state_slots = lstm ? std::vector<size_t>{5, 6} : std::vector<size_t>{5};
-  for (size_t slot : state_slots)
+  for (size_t slot = 5; slot <= (lstm ? 6u : 5u); ++slot)
     if (ctx.has_input(slot) && (ctx.input(slot).dtype() != DataType::kFloat32 || ctx.input(slot).shape() != state_shape))
       return RunReferenceKernel(ctx);  // it names the error
-  std::vector<int64_t> lens(static_cast<size_t>(B), S);
+  // Work buffers, kept by the calling thread from run to run (a one-step
+  // call at batch 1, Silero VAD's, otherwise spent a tenth of its time in
+  // allocating and freeing them); every element read is written first.
+  thread_local RecurrentBuffers buffers;
+  std::vector<int64_t>& lens = buffers.lens;
+  lens.assign(static_cast<size_t>(B), S);
+  bool empty_entries = S == 0;  // entries of length 0: their Y_h and Y_c are zeros
   if (ctx.has_input(4)) {
     const Tensor& l = ctx.input(4);
     if ((l.dtype() != DataType::kInt32 && l.dtype() != DataType::kInt64) || l.shape() != Shape{B})
       return RunReferenceKernel(ctx);
-    lens = l.ToInt64Vector();
-    for (int64_t len : lens)
+    for (int64_t b = 0; b < B; ++b) {
+      const int64_t len = l.dtype() == DataType::kInt32 ? l.data<int32_t>()[b] : l.data<int64_t>()[b];
       if (len < 0 || len > S) return RunReferenceKernel(ctx);
+      lens[static_cast<size_t>(b)] = len;
+      empty_entries = empty_entries || len == 0;
+    }
   }
-  Tensor y(DataType::kFloat32, ctx.wants_output(0) ? (p.layout == 0 ? Shape{S, D, B, H} : Shape{B, S, D, H}) : Shape{0});
-  Tensor y_h(DataType::kFloat32, state_shape), y_c(DataType::kFloat32, state_shape);  // zeros
+  // Y's entries past their length stay zero, as the reference's; Y_h and
+  // Y_c are written in full, zeros only for entries of length 0.
+  Tensor y;
+  if (ctx.wants_output(0)) {
+    const Shape y_shape = p.layout == 0 ? Shape{S, D, B, H} : Shape{B, S, D, H};
+    y = S * B > 0 && *std::min_element(lens.begin(), lens.end()) == S ? ctx.OutputBuffer(0, DataType::kFloat32, y_shape)
+                                                                      : Tensor(DataType::kFloat32, y_shape);
+  }
+  Tensor y_h = ctx.OutputBuffer(1, DataType::kFloat32, state_shape);
+  Tensor y_c = lstm ? ctx.OutputBuffer(2, DataType::kFloat32, state_shape) : Tensor();
+  if (empty_entries) {
+    std::fill_n(y_h.data<float>(), y_h.numel(), 0.0f);
+    if (lstm) std::fill_n(y_c.data<float>(), y_c.numel(), 0.0f);
+  }
   const auto state_offset = [&](int64_t d, int64_t b) { return (p.layout == 0 ? d * B + b : b * D + d) * H; };
-  std::vector<float> xw(static_cast<size_t>(S * B * rows));
-  std::vector<float> h(static_cast<size_t>(B * H)), c(lstm ? static_cast<size_t>(B * H) : 0);
+  const auto sized = [](std::vector<float>& v, int64_t n) {
+    if (v.size() < static_cast<size_t>(n)) v.resize(static_cast<size_t>(n));
+    return v.data();
+  };
+  float* const xw = sized(buffers.xw, S * B * rows);
+  float* const h = sized(buffers.h, B * H);
+  float* const c = sized(buffers.c, lstm ? B * H : 0);
   StepScratch scratch;
-  scratch.g.resize(static_cast<size_t>(B * p.dirs[0].r.rows));
-  scratch.rh.resize(p.dirs[0].r_h.rows > 0 ? static_cast<size_t>(B * H) : 0);
-  scratch.tmp.resize(static_cast<size_t>(p.dirs[0].r_h.rows > 0 ? B * H : H));
+  scratch.g = sized(buffers.g, B * p.dirs[0].r.rows);
+  scratch.rh = sized(buffers.rh, p.dirs[0].r_h.rows > 0 ? B * H : 0);
+  scratch.tmp = sized(buffers.tmp, p.dirs[0].r_h.rows > 0 ? B * H : H);
   Sequence seq;
   seq.B = B, seq.S = S, seq.layout = p.layout, seq.lens = &lens;
-  seq.xw = xw.data(), seq.h = h.data(), seq.c = c.data();
+  seq.xw = xw, seq.h = h, seq.c = c;
   for (int64_t d = 0; d < D; ++d) {
     const RecurrentDirection& dir = p.dirs[static_cast<size_t>(d)];
-    SPARQ_RETURN_IF_ERROR(Product(ctx, p, dir.w, dir.bias.data(), S * B, x.data<float>(), p.input, xw.data()));
+    SPARQ_RETURN_IF_ERROR(Product(ctx, p, dir.w, dir.bias.data(), S * B, x.data<float>(), p.input, xw));
     for (int64_t b = 0; b < B; ++b) {
       const int64_t so = state_offset(d, b);
       for (int64_t k = 0; k < H; ++k) {
@@ -425,14 +457,14 @@ Status RunRecurrentF32(OpContext& ctx) {
         const int64_t t = seq.Time(s, b);
         if (t < 0) continue;
         float* yt = y.data<float>() + (p.layout == 0 ? (t * D + d) * B + b : (b * S + t) * D + d) * H;
-        std::copy(h.begin() + b * H, h.begin() + (b + 1) * H, yt);
+        std::copy(h + b * H, h + (b + 1) * H, yt);
       }
     }
     for (int64_t b = 0; b < B; ++b) {
       if (lens[static_cast<size_t>(b)] == 0) continue;  // Y_h and Y_c stay zero, as the reference's
       const int64_t so = state_offset(d, b);
-      std::copy(h.begin() + b * H, h.begin() + (b + 1) * H, y_h.data<float>() + so);
-      if (lstm) std::copy(c.begin() + b * H, c.begin() + (b + 1) * H, y_c.data<float>() + so);
+      std::copy(h + b * H, h + (b + 1) * H, y_h.data<float>() + so);
+      if (lstm) std::copy(c + b * H, c + (b + 1) * H, y_c.data<float>() + so);
     }
   }
   if (ctx.wants_output(0)) ctx.set_output(0, std::move(y));

@@ -424,6 +424,30 @@ TEST(KernelRows, PrioritiesAreUnambiguous) {
   }
 }
 
+// RunReferenceKernel (a fast row's fallback) finds the "ref" row of the
+// node's op, domain and opset (Reshape's two rows: shape as an attribute
+// below opset 5, an input from 5), and names what it cannot find.
+TEST(KernelRows, RunReferenceKernelFindsTheRowOfTheOpset) {
+  const Tensor x = Tensor::FromVector<float>({2, 3}, {1, 2, 3, 4, 5, 6});
+  const Tensor shape = Tensor::FromVector<int64_t>({2}, {3, 2});
+  Node reshape{"r", "Reshape", "", {"x", "shape"}, {"y"}, {}, ""};
+  OpContext v13(reshape, 13, {&x, &shape}, nullptr);
+  ASSERT_TRUE(RunReferenceKernel(v13).ok());
+  EXPECT_EQ(v13.outputs()[0].shape(), (Shape{3, 2}));
+  Node reshape1{"r", "Reshape", "", {"x"}, {"y"}, {Attribute::Ints("shape", {6})}, ""};
+  OpContext v1(reshape1, 1, {&x}, nullptr);
+  ASSERT_TRUE(RunReferenceKernel(v1).ok());
+  EXPECT_EQ(v1.outputs()[0].shape(), (Shape{6}));
+  Node other{"o", "Reshape", "com.example", {"x", "shape"}, {"y"}, {}, ""};
+  OpContext elsewhere(other, 13, {&x, &shape}, nullptr);
+  const Status st = RunReferenceKernel(elsewhere);
+  EXPECT_EQ(st.code(), StatusCode::kNotSupported);
+  EXPECT_NE(st.message().find("no reference kernel for Reshape at opset 13"), std::string::npos) << st.ToString();
+  Node unknown{"u", "NoSuchOp", "", {"x"}, {"y"}, {}, ""};
+  OpContext none(unknown, 13, {&x}, nullptr);
+  EXPECT_EQ(RunReferenceKernel(none).code(), StatusCode::kNotSupported);
+}
+
 }  // namespace
 }  // namespace sparq
 
