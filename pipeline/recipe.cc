@@ -790,7 +790,8 @@ void RecipeParser::ParseEvaluate(MapReader m) {
   // A recipe means the same on every machine: whether cuda can run here is
   // checked when the recipe runs (Runner: exit 2 naming why), not here.
   m.ReadEnum("backend", kBackends, &e.backend);
-  if (!m.Has("metric")) e.metric = recipe_.data.labels.empty() ? Metric::kAgreement : Metric::kTop1;
+  e.metric_written = m.Has("metric");
+  if (!e.metric_written) e.metric = recipe_.data.labels.empty() ? Metric::kAgreement : Metric::kTop1;
   m.ReadEnum("metric", kMetrics, &e.metric);
   m.Read("threads", &e.threads, Bounds::AtLeast(0));
   if (m.Read("output", &e.output) && e.output.empty())

@@ -116,6 +116,29 @@ Status Runner::OpenData() {
     Log("warning: " + w);
     report_.warnings.push_back(w);
   }
+  // The unwritten metric, argmax agreement, means little unless the output is
+  // class scores [N, classes]: YOLOv8n's [N, 22, 2100] kept 27 convolutions in
+  // FP32 and failed the gate. Choosing mean_cosine there instead passed a
+  // detector that lost boxes (bench/ACCURACY.md, twelfth stop), so the run
+  // says what to write rather than guess.
+  const std::string& read = r_.evaluate.output.empty() && !outs.empty() ? outs[0].name : r_.evaluate.output;
+  const auto v = std::find_if(outs.begin(), outs.end(), [&](const ValueInfo& o) { return o.name == read; });
+  if (!r_.evaluate.metric_written && r_.evaluate.metric == Metric::kAgreement && v != outs.end() && v->has_shape &&
+      !(v->dims.size() == 2 && v->dims[1].known() && v->dims[1].value >= 2)) {
+    // The declared dims; a long symbolic one (an exporter's formula) as "?".
+    auto dim = [](const Dim& d) {
+      if (d.known()) return std::to_string(d.value);
+      return d.param.empty() || d.param.size() > 16 ? std::string("?") : d.param;
+    };
+    std::string shape;
+    for (const Dim& d : v->dims) shape += (shape.empty() ? "" : ", ") + dim(d);
+    const std::string w = "evaluate.metric not written: agreement (argmax) reads output '" + v->name + "' [" + shape +
+                          "], not class scores [N, classes]; write evaluate.metric: box_recall for a YOLO-style "
+                          "detector, mean_cosine for embeddings or hidden states, map_iou for a probability map, "
+                          "ctc_accuracy for a CTC recognizer, or sqnr";
+    Log("warning: " + w);
+    report_.warnings.push_back(w);
+  }
   EvaluatorOptions e;
   e.labels = d.labels;
   e.threads = r_.evaluate.threads;

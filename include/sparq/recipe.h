@@ -304,7 +304,10 @@ struct SPARQ_API RecipeEvaluate {
 
   Backend backend = Backend::kCpu;
   Metric metric = Metric::kAgreement;  // default top1 when data.labels is given, else agreement
-  int threads = 0;                     // >= 0; 0 = all cores
+  // The recipe writes `metric` (else the default above, which a run warns
+  // about when the output it reads is not class scores [N, classes]).
+  bool metric_written = false;
+  int threads = 0;  // >= 0; 0 = all cores
   // Box decoding for metric box_recall / class_score_sqnr (enabled by those
   // metrics; keys box_score_threshold, box_nms_iou, box_match_iou).
   BoxOptions boxes;

@@ -56,6 +56,37 @@ TEST(RunRecipe, ScalarPinnedByDataConstantsAndAStateWithItsBatchOnAxisOne) {
       << failed.status().message();
 }
 
+// An unwritten evaluate.metric is argmax agreement; when the output it reads
+// is not class scores [N, classes] the run says what to write, and only then.
+TEST(RunRecipe, UnwrittenMetricOnAnOutputThatIsNotClassScoresWarns) {
+  testing::TempDir dir;
+  ASSERT_TRUE(SaveModel(testing::SampleAxisModel(), dir.path("vad.onnx")).ok());
+  NamedTensors data{{"x", testing::RandomFloats({10, 4}, 1)}, {"state", testing::RandomFloats({10, 2, 4}, 2)}};
+  ASSERT_TRUE(WriteNpz(dir.path("data.npz"), data).ok());
+  auto warned = [&](const std::string& evaluate) {
+    const std::string text =
+        "version: 1\nname: t\nmodel: " + dir.path("vad.onnx") + "\ndata:\n  calibration: " + dir.path("data.npz") +
+        "\n  evaluation: " + dir.path("data.npz") +
+        "\n  batch_size: 5\n  constants: {sr: 2}\noutput:\n  dir: " + dir.root() +
+        "\n  overwrite: true\nquantize:\n  calibration: {method: max}\n  fallback: {enabled: false}\n" + evaluate;
+    auto recipe = ParseRecipe(text, dir.root(), "vad.yaml");
+    EXPECT_TRUE(recipe.ok()) << recipe.status().ToString();
+    if (!recipe.ok()) return std::string("parse failed");
+    auto report = RunRecipe(*recipe);
+    EXPECT_TRUE(report.ok()) << report.status().ToString();
+    if (!report.ok()) return std::string("run failed");
+    for (const std::string& w : report->warnings)
+      if (w.find("evaluate.metric not written") != std::string::npos) return w;
+    return std::string();
+  };
+  EXPECT_EQ(warned("evaluate:\n  output: new_state\n"),
+            "evaluate.metric not written: agreement (argmax) reads output 'new_state' [2, N, 4], not class "
+            "scores [N, classes]; write evaluate.metric: box_recall for a YOLO-style detector, mean_cosine for "
+            "embeddings or hidden states, map_iou for a probability map, ctc_accuracy for a CTC recognizer, or sqnr");
+  EXPECT_EQ(warned("evaluate:\n  output: y\n"), "");  // [N, 4]: class scores, as far as a shape says
+  EXPECT_EQ(warned("evaluate:\n  metric: agreement\n  output: new_state\n"), "");  // written: the user's choice
+}
+
 TEST(RunRecipe, QuickstartPassesAndWritesEveryFile) {
   testing::TempDir dir;
   // As recipes/quickstart.yaml: method kl written (no search), so the
