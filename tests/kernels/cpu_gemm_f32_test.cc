@@ -316,6 +316,50 @@ TEST_P(GemmF32IsaTest, PointwiseWithoutInputChannelsIsTheClampedBias) {
   for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(y[i], std::max(bias[(i / 12) % 5], 0.0f)) << i;
 }
 
+// A thread that runs several chunks of one task group packs their shared
+// operand once per call (AlreadyPacked): the chunks of one call reuse it, a
+// later call never does, even with new values at the same address (the
+// arena reuses them). A 7 x 7 pointwise plane of 200 output channels and a
+// 40-row MatMul of 300 columns, each run on new values in one buffer, on 2
+// and 3 threads: the bits of 1 thread every time.
+TEST_P(GemmF32IsaTest, SharedPackingIsReusedWithinACallOnly) {
+  std::mt19937 rng(29);
+  const PackedFormat format = PreferredGemmF32Format(GetParam());
+  const int64_t channels = 96, outputs = 200, plane = 7 * 7, rows = 40, depth = 72, columns = 300;
+  const std::vector<float> wc = RandomNonzero(rng, channels * outputs), wr = RandomNonzero(rng, depth * columns);
+  StatusOr<PackedGemmF32> conv_w = PackGemmF32(wc.data(), outputs, channels, format, /*strips=*/true);
+  StatusOr<PackedGemmF32> rows_w = PackGemmF32(wr.data(), columns, depth, format, /*strips=*/true);
+  ASSERT_TRUE(conv_w.ok() && rows_w.ok());
+  std::vector<float> xc(channels * plane), xr(rows * depth);  // one buffer each, new values every round
+  auto run = [&](bool conv, ThreadPool* pool) {
+    std::vector<float> y(conv ? outputs * plane : rows * columns, NAN);
+    GemmF32Args args;
+    args.pool = pool;
+    args.y = y.data();
+    if (conv) {
+      args.w = &*conv_w;
+      args.source = GemmF32Source::kPointwiseConv;
+      args.batch = 1;
+      args.conv.channels = channels, args.conv.height = args.conv.out_h = 7, args.conv.width = args.conv.out_w = 7;
+      args.x = xc.data(), args.x_image_stride = channels * plane, args.y_image_stride = outputs * plane;
+    } else {
+      args.w = &*rows_w;
+      args.m = rows, args.x = xr.data(), args.ld_x = depth, args.ld_y = columns;
+    }
+    EXPECT_TRUE(RunGemmF32(args).ok());
+    return y;
+  };
+  ThreadPool two(2), three(3);
+  for (int round = 0; round < 3; ++round) {
+    xc = RandomNonzero(rng, xc.size()), xr = RandomNonzero(rng, xr.size());
+    for (bool conv : {true, false}) {
+      const std::vector<float> want = run(conv, nullptr);
+      EXPECT_EQ(run(conv, &two), want) << (conv ? "pointwise" : "rows") << ", round " << round << ", 2 threads";
+      EXPECT_EQ(run(conv, &three), want) << (conv ? "pointwise" : "rows") << ", round " << round << ", 3 threads";
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(CpuKernels, GemmF32IsaTest, ::testing::ValuesIn(kAllCpuIsas), testing::IsaParamName);
 
 TEST(GemmF32Args, EntryPointRejectsBadArguments) {
